@@ -1,0 +1,34 @@
+/*!
+skein's functional core: the data every other crate speaks.
+
+- [`message`]: roles, parts and messages: the content of the graph.
+- [`id`]: node ids and content digests, and their short hex forms.
+- [`encoding`]: the canonical encoding that defines node ids, and the
+  storage body format (documented in `docs/canonical-encoding.md`).
+- [`thread`]: `Thread`, an `Arc`-linked persistent list of nodes.
+- [`annotation`]: per-run metadata about request parts (cache hints, source
+  tags) that is never part of node identity.
+- [`tool`]: tool specs and their stable hashes.
+- [`provider`]: the `Provider` trait every model backend implements, with its
+  request, stream event, response and usage types.
+
+This crate performs no I/O and owns no async runtime.
+*/
+
+pub mod annotation;
+pub mod encoding;
+pub mod id;
+pub mod message;
+pub mod provider;
+pub mod thread;
+pub mod tool;
+
+pub use annotation::{Annotation, Annotations, CacheHint, PartRef};
+pub use id::{Digest, NodeId};
+pub use message::{Attachment, Message, Part, Role, ToolCall, ToolResult};
+pub use provider::{
+    BoxFuture, BoxStream, FinishReason, GenerationOptions, ModelRequest, ModelResponse, Provider,
+    ProviderError, ResponseAssembler, StreamEvent, Usage,
+};
+pub use thread::{Node, StoreKey, Thread};
+pub use tool::ToolSpec;

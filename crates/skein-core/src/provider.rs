@@ -1,0 +1,422 @@
+/*!
+The provider trait: what every model backend (local, scripted, HTTP)
+implements, with its request, stream-event, response and usage types.
+
+A provider turns a [`ModelRequest`] into a stream of [`StreamEvent`]s; the
+[`ResponseAssembler`] folds a stream into a [`ModelResponse`]. Dropping the
+stream cancels the call. Mapping a request onto a provider's wire format
+(ids, argument encodings, where a system message may stand) is the adapter's
+job; stored nodes are never rewritten for a provider.
+*/
+
+use crate::annotation::Annotations;
+use crate::message::{Message, Part, Role, ToolCall};
+use crate::thread::Thread;
+use crate::tool::ToolSpec;
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A boxed, `Send` future, as trait objects return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A boxed, `Send` stream, as trait objects return.
+pub type BoxStream<'a, T> = Pin<Box<dyn futures_core::Stream<Item = T> + Send + 'a>>;
+
+/// Sampling and length options. `None` leaves the provider's default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GenerationOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// One model call's input.
+#[derive(Clone, Debug)]
+pub struct ModelRequest {
+    /// The model name as the backend knows it.
+    pub model: String,
+    /// The whole history, ending with the message the model answers.
+    pub thread: Thread,
+    pub annotations: Annotations,
+    /// The tools offered on this call (and only this call).
+    pub tools: Vec<ToolSpec>,
+    pub options: GenerationOptions,
+    /// A JSON Schema the reply should satisfy, for providers that can
+    /// constrain output (validation happens in the engine regardless).
+    pub output_schema: Option<serde_json::Value>,
+}
+
+impl ModelRequest {
+    pub fn new(model: impl Into<String>, thread: Thread) -> ModelRequest {
+        ModelRequest {
+            model: model.into(),
+            thread,
+            annotations: Annotations::new(),
+            tools: Vec::new(),
+            options: GenerationOptions::default(),
+            output_schema: None,
+        }
+    }
+}
+
+/// Token counts. Each figure is `None` when the backend did not report it:
+/// absent is never the same as zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Figure-wise sum; a figure stays present if either side has it.
+    pub fn add(&self, other: &Usage) -> Usage {
+        fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            }
+        }
+        Usage {
+            input_tokens: sum(self.input_tokens, other.input_tokens),
+            output_tokens: sum(self.output_tokens, other.output_tokens),
+            cache_read_tokens: sum(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens: sum(self.cache_write_tokens, other.cache_write_tokens),
+        }
+    }
+}
+
+/// Why generation ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    Stop,
+    /// The token limit cut the reply.
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Other(String),
+}
+
+/// One event of a streamed model call.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// A piece of reply text (always whole characters).
+    Text(String),
+    /// A piece of a tool call. The first piece for an index carries the id
+    /// and name; argument pieces concatenate to the raw JSON text.
+    ToolCall {
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
+    /// Usage figures; later events replace earlier figures they repeat.
+    Usage(Usage),
+    /// The transport is retrying after a failure (visible in observations).
+    Retrying {
+        attempt: u32,
+        reason: String,
+        delay: Duration,
+    },
+    /// The reply is complete. A stream that ends without this is truncated.
+    Done(FinishReason),
+}
+
+/// A completed model call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelResponse {
+    /// The assistant message: text first (when any), then tool calls.
+    pub message: Message,
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+    /// Transport retries the call needed, with their reasons.
+    pub retries: Vec<String>,
+}
+
+/// Why a model call failed. The provider's own message is kept.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    #[error("rate limited by the provider: {message}")]
+    RateLimited {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("the provider rejected the credentials: {message}")]
+    Authentication { message: String },
+    #[error("the provider rejected the request: {message}")]
+    BadRequest {
+        message: String,
+        context_too_long: bool,
+    },
+    #[error("the provider failed (status {status}): {message}")]
+    Server { status: u16, message: String },
+    #[error("the provider did not answer in time ({phase})")]
+    Timeout { phase: String },
+    #[error("could not reach the provider: {message}")]
+    Connection { message: String },
+    #[error("the provider sent a malformed response: {message}")]
+    MalformedResponse { message: String },
+    #[error("the response stream ended before the reply was complete")]
+    TruncatedStream,
+    #[error("the model call was cancelled")]
+    Cancelled,
+    #[error("model `{model}` is not available: {hint}")]
+    ModelUnavailable { model: String, hint: String },
+    /// A failure a scripted model was told to produce.
+    #[error("scripted failure: {message}")]
+    Scripted { message: String },
+}
+
+impl ProviderError {
+    /// Whether a transport retry could help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Server { .. }
+                | ProviderError::Connection { .. }
+                | ProviderError::Timeout { .. }
+        )
+    }
+}
+
+/// A model backend.
+pub trait Provider: Send + Sync {
+    /// A short name for errors and records (`echo`, `openai`, ...).
+    fn name(&self) -> &str;
+
+    /// Start a model call. The stream owns everything it needs; dropping it
+    /// cancels the call.
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>>;
+
+    /// Run a model call to completion.
+    fn complete(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        let mut stream = self.stream(request);
+        Box::pin(async move {
+            let mut assembler = ResponseAssembler::new();
+            while let Some(event) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                assembler.push(event?)?;
+            }
+            assembler.finish()
+        })
+    }
+}
+
+/// Folds stream events into a [`ModelResponse`].
+#[derive(Debug, Default)]
+pub struct ResponseAssembler {
+    text: String,
+    calls: Vec<PartialCall>,
+    usage: Usage,
+    retries: Vec<String>,
+    finish: Option<FinishReason>,
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+}
+
+impl ResponseAssembler {
+    pub fn new() -> ResponseAssembler {
+        ResponseAssembler::default()
+    }
+
+    /// Take one event. Events after `Done` are a malformed stream.
+    pub fn push(&mut self, event: StreamEvent) -> Result<(), ProviderError> {
+        if self.finish.is_some() {
+            return Err(ProviderError::MalformedResponse {
+                message: "an event arrived after the end of the reply".into(),
+            });
+        }
+        match event {
+            StreamEvent::Text(text) => self.text.push_str(&text),
+            StreamEvent::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                if index >= self.calls.len() {
+                    self.calls.resize_with(index + 1, PartialCall::default);
+                }
+                let call = &mut self.calls[index];
+                if id.is_some() {
+                    call.id = id;
+                }
+                if let Some(name) = name {
+                    call.name.get_or_insert_with(String::new).push_str(&name);
+                }
+                call.arguments.push_str(&arguments);
+            }
+            StreamEvent::Usage(usage) => {
+                let merge = |new: Option<u64>, old: Option<u64>| new.or(old);
+                self.usage = Usage {
+                    input_tokens: merge(usage.input_tokens, self.usage.input_tokens),
+                    output_tokens: merge(usage.output_tokens, self.usage.output_tokens),
+                    cache_read_tokens: merge(usage.cache_read_tokens, self.usage.cache_read_tokens),
+                    cache_write_tokens: merge(
+                        usage.cache_write_tokens,
+                        self.usage.cache_write_tokens,
+                    ),
+                };
+            }
+            StreamEvent::Retrying {
+                attempt, reason, ..
+            } => {
+                self.retries.push(format!("attempt {attempt}: {reason}"));
+            }
+            StreamEvent::Done(reason) => self.finish = Some(reason),
+        }
+        Ok(())
+    }
+
+    /// The text received so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The complete response, or a truncated-stream error when `Done` never
+    /// arrived (no partial assistant message is ever produced).
+    pub fn finish(self) -> Result<ModelResponse, ProviderError> {
+        let finish_reason = self.finish.ok_or(ProviderError::TruncatedStream)?;
+        let mut parts = Vec::with_capacity(1 + self.calls.len());
+        if !self.text.is_empty() {
+            parts.push(Part::text(self.text));
+        }
+        for (index, call) in self.calls.into_iter().enumerate() {
+            let (Some(id), Some(name)) = (call.id, call.name) else {
+                return Err(ProviderError::MalformedResponse {
+                    message: format!("tool call {index} has no id or no name"),
+                });
+            };
+            parts.push(Part::ToolCall(ToolCall {
+                id,
+                name,
+                arguments: call.arguments,
+            }));
+        }
+        Ok(ModelResponse {
+            message: Message::new(Role::Assistant, parts),
+            usage: self.usage,
+            finish_reason,
+            retries: self.retries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assembles_text_and_split_tool_calls() {
+        let mut assembler = ResponseAssembler::new();
+        let events = [
+            StreamEvent::Text("Hel".into()),
+            StreamEvent::Text("lo".into()),
+            StreamEvent::ToolCall {
+                index: 1,
+                id: Some("b".into()),
+                name: Some("two".into()),
+                arguments: "{}".into(),
+            },
+            StreamEvent::ToolCall {
+                index: 0,
+                id: Some("a".into()),
+                name: Some("one".into()),
+                arguments: "{\"x\":".into(),
+            },
+            StreamEvent::ToolCall {
+                index: 0,
+                id: None,
+                name: None,
+                arguments: " 1}".into(),
+            },
+            StreamEvent::Usage(Usage {
+                input_tokens: Some(3),
+                ..Usage::default()
+            }),
+            StreamEvent::Usage(Usage {
+                output_tokens: Some(2),
+                ..Usage::default()
+            }),
+            StreamEvent::Done(FinishReason::ToolCalls),
+        ];
+        for event in events {
+            assembler.push(event).unwrap();
+        }
+        let response = assembler.finish().unwrap();
+        assert_eq!(response.message.joined_text(), "Hello");
+        let calls: Vec<_> = response.message.tool_calls().collect();
+        assert_eq!(calls[0].arguments, "{\"x\": 1}");
+        assert_eq!(calls[1].name, "two");
+        assert_eq!(response.usage.input_tokens, Some(3));
+        assert_eq!(response.usage.output_tokens, Some(2));
+        assert_eq!(response.usage.cache_read_tokens, None);
+    }
+
+    #[test]
+    fn a_stream_without_done_is_truncated() {
+        let mut assembler = ResponseAssembler::new();
+        assembler.push(StreamEvent::Text("partial".into())).unwrap();
+        assert_eq!(assembler.finish(), Err(ProviderError::TruncatedStream));
+    }
+
+    #[test]
+    fn a_call_without_a_name_is_malformed() {
+        let mut assembler = ResponseAssembler::new();
+        assembler
+            .push(StreamEvent::ToolCall {
+                index: 0,
+                id: Some("a".into()),
+                name: None,
+                arguments: "{}".into(),
+            })
+            .unwrap();
+        assembler
+            .push(StreamEvent::Done(FinishReason::ToolCalls))
+            .unwrap();
+        assert!(matches!(
+            assembler.finish(),
+            Err(ProviderError::MalformedResponse { .. })
+        ));
+    }
+
+    #[test]
+    fn usage_sums_keep_absence_distinct_from_zero() {
+        let a = Usage {
+            input_tokens: Some(2),
+            ..Usage::default()
+        };
+        let b = Usage {
+            input_tokens: Some(3),
+            output_tokens: Some(1),
+            ..Usage::default()
+        };
+        let sum = a.add(&b);
+        assert_eq!(sum.input_tokens, Some(5));
+        assert_eq!(sum.output_tokens, Some(1));
+        assert_eq!(sum.cache_read_tokens, None);
+    }
+}

@@ -1,0 +1,351 @@
+/*!
+`Thread`: a whole history, identified by its head node.
+
+A thread is a persistent, `Arc`-linked list from the head back to the root.
+Pushing a message and forking are O(1) and share every earlier node; walking
+root-to-head is O(depth). Node ids are computed in memory when a message is
+pushed, before anything is stored.
+
+Each node also remembers which stores already hold it (by [`StoreKey`]), so
+appending a thread to a store walks back from the head only to the first node
+that store has: the cost is proportional to the new nodes, never to the
+depth. Marks are set by stores after their commit succeeds.
+*/
+
+use crate::encoding::node_id;
+use crate::id::NodeId;
+use crate::message::Message;
+use std::sync::{Arc, Mutex};
+
+/// Identifies one database (not one connection to it): a node marked with a
+/// key is stored in that database. Nodes are never deleted, so a mark never
+/// goes stale.
+pub type StoreKey = u64;
+
+/// One message in the graph, linked to its parent.
+pub struct Node {
+    id: NodeId,
+    depth: u64,
+    message: Arc<Message>,
+    parent: Option<Arc<Node>>,
+    persisted_in: Mutex<Vec<StoreKey>>,
+}
+
+impl Node {
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Distance from the root (the root has depth 0).
+    pub fn depth(&self) -> u64 {
+        self.depth
+    }
+
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+
+    /// The shared message, for callers that keep it beyond the node.
+    pub fn message_arc(&self) -> &Arc<Message> {
+        &self.message
+    }
+
+    pub fn parent(&self) -> Option<&Arc<Node>> {
+        self.parent.as_ref()
+    }
+
+    pub fn parent_id(&self) -> Option<NodeId> {
+        self.parent.as_ref().map(|parent| parent.id)
+    }
+
+    /// Whether the store with this key is known to hold this node (and so,
+    /// because stores write parents first, its whole ancestry).
+    pub fn is_persisted_in(&self, key: StoreKey) -> bool {
+        self.marks().contains(&key)
+    }
+
+    /// Record that the store with this key holds this node. Stores call this
+    /// only after the transaction that wrote it committed.
+    pub fn mark_persisted_in(&self, key: StoreKey) {
+        let mut marks = self.marks();
+        if !marks.contains(&key) {
+            marks.push(key);
+        }
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, Vec<StoreKey>> {
+        // A poisoned lock only means a panic elsewhere while pushing a u64.
+        self.persisted_in
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("depth", &self.depth)
+            .field("role", &self.message.role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Node {
+    // Unlink iteratively: a recursive drop of a 100,000-deep chain would
+    // overflow a small task stack.
+    fn drop(&mut self) {
+        let mut next = self.parent.take();
+        while let Some(node) = next {
+            match Arc::try_unwrap(node) {
+                Ok(mut owned) => next = owned.parent.take(),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// A history, identified by its head node; empty before the first push.
+/// Cloning is O(1).
+#[derive(Clone, Default)]
+pub struct Thread {
+    head: Option<Arc<Node>>,
+}
+
+impl Thread {
+    /// The empty thread.
+    pub fn new() -> Thread {
+        Thread { head: None }
+    }
+
+    /// A thread whose head is an existing node.
+    pub fn from_head(head: Arc<Node>) -> Thread {
+        Thread { head: Some(head) }
+    }
+
+    /// A new thread with `message` appended. O(1) plus hashing the message;
+    /// `self` is unchanged and shares every node with the result.
+    pub fn push(&self, message: Message) -> Thread {
+        let id = node_id(self.head_id().as_ref(), &message);
+        self.push_with_id(id, Arc::new(message))
+    }
+
+    /// Append a message whose id is already known, as stores do when they
+    /// load a thread they wrote (`verify` recomputes such ids). Passing an id
+    /// that is not `node_id(parent, message)` corrupts the thread.
+    pub fn push_with_id(&self, id: NodeId, message: Arc<Message>) -> Thread {
+        let depth = self.head.as_ref().map_or(0, |head| head.depth + 1);
+        Thread {
+            head: Some(Arc::new(Node {
+                id,
+                depth,
+                message,
+                parent: self.head.clone(),
+                persisted_in: Mutex::new(Vec::new()),
+            })),
+        }
+    }
+
+    /// Append several messages in order.
+    pub fn extend(&self, messages: impl IntoIterator<Item = Message>) -> Thread {
+        messages
+            .into_iter()
+            .fold(self.clone(), |thread, message| thread.push(message))
+    }
+
+    /// A thread from messages, root first.
+    pub fn from_messages(messages: impl IntoIterator<Item = Message>) -> Thread {
+        Thread::new().extend(messages)
+    }
+
+    pub fn head(&self) -> Option<&Arc<Node>> {
+        self.head.as_ref()
+    }
+
+    pub fn head_id(&self) -> Option<NodeId> {
+        self.head.as_ref().map(|head| head.id)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    /// Number of messages: O(1).
+    pub fn len(&self) -> usize {
+        self.head.as_ref().map_or(0, |head| head.depth as usize + 1)
+    }
+
+    /// The thread without its head message. O(1).
+    pub fn parent(&self) -> Thread {
+        Thread {
+            head: self.head.as_ref().and_then(|head| head.parent.clone()),
+        }
+    }
+
+    /// Nodes from the head back to the root, lazily.
+    pub fn ancestors(&self) -> Ancestors<'_> {
+        Ancestors {
+            next: self.head.as_deref(),
+        }
+    }
+
+    /// Nodes from the root to the head. O(depth).
+    pub fn nodes(&self) -> Vec<&Node> {
+        let mut nodes: Vec<&Node> = self.ancestors().collect();
+        nodes.reverse();
+        nodes
+    }
+
+    /// Messages from the root to the head. O(depth).
+    pub fn messages(&self) -> Vec<&Message> {
+        self.nodes().into_iter().map(Node::message).collect()
+    }
+
+    /// The sub-thread whose head is `id`, if `id` is on this thread: fork
+    /// from any earlier node without touching the store.
+    pub fn at(&self, id: NodeId) -> Option<Thread> {
+        let mut cursor = self.head.as_ref();
+        while let Some(node) = cursor {
+            if node.id == id {
+                return Some(Thread::from_head(node.clone()));
+            }
+            cursor = node.parent.as_ref();
+        }
+        None
+    }
+
+    /// Nodes the store with `key` is not known to hold, root-most first:
+    /// everything after the newest marked node. O(new nodes).
+    pub fn unpersisted(&self, key: StoreKey) -> Vec<Arc<Node>> {
+        let mut tail = Vec::new();
+        let mut cursor = self.head.as_ref();
+        while let Some(node) = cursor {
+            if node.is_persisted_in(key) {
+                break;
+            }
+            tail.push(node.clone());
+            cursor = node.parent.as_ref();
+        }
+        tail.reverse();
+        tail
+    }
+}
+
+impl std::fmt::Debug for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Thread")
+            .field("head", &self.head_id())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Equal threads have equal heads: the head id commits to the whole history.
+impl PartialEq for Thread {
+    fn eq(&self, other: &Thread) -> bool {
+        self.head_id() == other.head_id()
+    }
+}
+
+impl Eq for Thread {}
+
+/// Iterator from a node back to the root.
+pub struct Ancestors<'a> {
+    next: Option<&'a Node>,
+}
+
+impl<'a> Iterator for Ancestors<'a> {
+    type Item = &'a Node;
+    fn next(&mut self) -> Option<&'a Node> {
+        let node = self.next?;
+        self.next = node.parent.as_deref();
+        Some(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Role;
+
+    #[test]
+    fn push_shares_the_prefix_and_leaves_the_original_alone() {
+        let base = Thread::from_messages([Message::system("s"), Message::user("a")]);
+        let left = base.push(Message::assistant("x"));
+        let right = base.push(Message::assistant("y"));
+        assert_eq!(base.len(), 2);
+        assert_eq!(left.len(), 3);
+        assert!(Arc::ptr_eq(
+            left.head().unwrap().parent().unwrap(),
+            right.head().unwrap().parent().unwrap()
+        ));
+        assert_ne!(left.head_id(), right.head_id());
+        assert_eq!(left.parent(), base);
+    }
+
+    #[test]
+    fn equal_histories_have_equal_heads() {
+        let messages = [
+            Message::system("s"),
+            Message::user("a"),
+            Message::assistant("b"),
+        ];
+        assert_eq!(
+            Thread::from_messages(messages.clone()).head_id(),
+            Thread::from_messages(messages).head_id()
+        );
+    }
+
+    #[test]
+    fn nodes_iterate_root_to_head() {
+        let thread = Thread::from_messages((0..5).map(|i| Message::user(i.to_string())));
+        let texts: Vec<String> = thread.messages().iter().map(|m| m.joined_text()).collect();
+        assert_eq!(texts, ["0", "1", "2", "3", "4"]);
+        assert_eq!(thread.nodes()[0].depth(), 0);
+        assert_eq!(thread.head().unwrap().depth(), 4);
+        assert!(
+            thread
+                .nodes()
+                .iter()
+                .all(|n| n.message().role == Role::User)
+        );
+    }
+
+    #[test]
+    fn at_finds_earlier_nodes_only() {
+        let thread = Thread::from_messages((0..5).map(|i| Message::user(i.to_string())));
+        let middle = thread.nodes()[2].id();
+        assert_eq!(thread.at(middle).unwrap().len(), 3);
+        let other = Thread::from_messages([Message::user("elsewhere")]);
+        assert!(thread.at(other.head_id().unwrap()).is_none());
+    }
+
+    #[test]
+    fn unpersisted_stops_at_the_newest_marked_node() {
+        let thread = Thread::from_messages((0..6).map(|i| Message::user(i.to_string())));
+        assert_eq!(thread.unpersisted(7).len(), 6);
+        thread.nodes()[3].mark_persisted_in(7);
+        let tail = thread.unpersisted(7);
+        assert_eq!(tail.len(), 2);
+        assert_eq!(tail[0].depth(), 4);
+        assert_eq!(thread.unpersisted(8).len(), 6, "marks are per store");
+    }
+
+    #[test]
+    fn dropping_a_very_deep_thread_does_not_overflow_the_stack() {
+        let handle = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let mut thread = Thread::new();
+                let message = Arc::new(Message::user("x"));
+                for i in 0..200_000u32 {
+                    let mut id = [0u8; 32];
+                    id[..4].copy_from_slice(&i.to_le_bytes());
+                    thread = thread.push_with_id(NodeId(id), message.clone());
+                }
+                drop(thread);
+            })
+            .unwrap();
+        handle.join().unwrap();
+    }
+}
