@@ -1,0 +1,290 @@
+/*!
+Conversation bookmarks: create, fork, rename, list, and the one operation
+that moves a bookmark: committing a turn (or an explicit head move), always
+as a compare-and-set on the head the caller started from.
+*/
+
+use crate::error::{Result, StoreError};
+use crate::graph::{AppendReport, append_nodes, mark_all, seq_of};
+use crate::records::{Conversation, ConversationId, NewConversation, Origin, TurnCommit, now_ms};
+use crate::runs::insert_run;
+use crate::sqlite::Store;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use skein_core::NodeId;
+
+const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, n.depth, c.forked_from_node,
+        c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
+     FROM conversations c LEFT JOIN nodes n ON n.id = c.head";
+
+impl Store {
+    /// Create a conversation, optionally starting at an existing node.
+    pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
+        let id = ConversationId::random();
+        let now = now_ms();
+        let meta = new.meta.clone().unwrap_or_else(|| serde_json::json!({}));
+        let meta_text = serde_json::to_string(&meta)?;
+        self.write(|tx| {
+            if let Some(head) = new.head
+                && seq_of(tx, head)?.is_none()
+            {
+                return Err(StoreError::NodeNotFound(head));
+            }
+            let origin = new.origin.clone().unwrap_or_default();
+            tx.prepare_cached(
+                "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
+                     forked_from_rerun, created, updated, meta)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
+            )?
+            .execute(params![
+                id.as_str(),
+                new.name,
+                new.head.as_ref().map(NodeId::as_bytes),
+                origin.node.as_ref().map(NodeId::as_bytes),
+                origin.conversation.as_ref().map(ConversationId::as_str),
+                origin.rerun,
+                now,
+                meta_text,
+            ])?;
+            Ok(())
+        })?;
+        self.conversation(&id)
+    }
+
+    /// Fork: a new conversation whose head is `node` (any stored node),
+    /// recording where it came from. O(1); the origin is never touched.
+    pub fn fork(
+        &self,
+        node: NodeId,
+        name: Option<String>,
+        from: Option<ConversationId>,
+    ) -> Result<Conversation> {
+        self.create_conversation(NewConversation {
+            name,
+            head: Some(node),
+            origin: Some(Origin {
+                node: Some(node),
+                conversation: from,
+                rerun: None,
+            }),
+            meta: None,
+        })
+    }
+
+    pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
+        self.read(|conn| {
+            conn.prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = ?1"))?
+                .query_row([id.as_str()], conversation_from_row)
+                .optional()?
+                .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
+        })
+    }
+
+    /// Conversations, most recently updated first.
+    pub fn list_conversations(&self, limit: usize) -> Result<Vec<Conversation>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT ?1"
+            ))?;
+            let rows = stmt.query_map([limit as i64], conversation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// Conversations whose head is exactly `node`.
+    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<Conversation>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_CONVERSATION} WHERE c.head = ?1 ORDER BY c.updated DESC"
+            ))?;
+            let rows = stmt.query_map([node.as_bytes()], conversation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        self.update_conversation(id, |tx| {
+            tx.prepare_cached("UPDATE conversations SET name = ?2, updated = ?3 WHERE id = ?1")?
+                .execute(params![id.as_str(), name, now_ms()])
+                .map_err(Into::into)
+        })
+    }
+
+    /// Replace the conversation's settings (default model, tools by name...).
+    pub fn set_conversation_meta(
+        &self,
+        id: &ConversationId,
+        meta: &serde_json::Value,
+    ) -> Result<()> {
+        let text = serde_json::to_string(meta)?;
+        self.update_conversation(id, |tx| {
+            tx.prepare_cached("UPDATE conversations SET meta = ?2, updated = ?3 WHERE id = ?1")?
+                .execute(params![id.as_str(), text, now_ms()])
+                .map_err(Into::into)
+        })
+    }
+
+    fn update_conversation(
+        &self,
+        id: &ConversationId,
+        mut update: impl FnMut(&Connection) -> Result<usize>,
+    ) -> Result<()> {
+        let changed = self.write(|tx| update(tx))?;
+        if changed == 0 {
+            return Err(StoreError::ConversationNotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Move a bookmark from `expected` to `new` (a stored node), or report
+    /// [`StoreError::HeadMoved`] if someone else moved it first.
+    pub fn move_head(
+        &self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> Result<()> {
+        let outcome = self.write(|tx| {
+            if seq_of(tx, new)?.is_none() {
+                return Err(StoreError::NodeNotFound(new));
+            }
+            compare_and_set_head(tx, id, expected, new)
+        })?;
+        outcome.into_result(id, expected, Some(new))
+    }
+
+    /// Commit a turn: its nodes, its runs and the bookmark move, in one
+    /// transaction. If the bookmark moved since `expected_head`, the nodes and
+    /// runs are still committed (nothing is lost) and the error names the
+    /// node where the turn stands.
+    pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<AppendReport> {
+        self.commit_turn_observed(turn, &mut |_| {})
+    }
+
+    /// [`Store::commit_turn`] with a probe called at each stage inside the
+    /// transaction; crash tests use it to die mid-turn.
+    #[doc(hidden)]
+    pub fn commit_turn_observed(
+        &self,
+        turn: &TurnCommit<'_>,
+        probe: &mut dyn FnMut(CommitStage),
+    ) -> Result<AppendReport> {
+        let head = turn
+            .thread
+            .head_id()
+            .ok_or_else(|| StoreError::MalformedRow("a turn must end at a node".into()))?;
+        let mut marks = Vec::new();
+        let (written, outcome) = self.write(|tx| {
+            marks.clear();
+            let written = append_nodes(tx, self.key(), turn.thread, &mut marks)?;
+            probe(CommitStage::NodesWritten);
+            for run in turn.runs {
+                insert_run(tx, run)?;
+            }
+            probe(CommitStage::RunsWritten);
+            let outcome = compare_and_set_head(tx, turn.conversation, turn.expected_head, head)?;
+            probe(CommitStage::HeadMoved);
+            Ok((written, outcome))
+        })?;
+        mark_all(&marks, self.key());
+        outcome.into_result(turn.conversation, turn.expected_head, Some(head))?;
+        Ok(AppendReport {
+            written,
+            head: Some(head),
+        })
+    }
+}
+
+/// Points inside a turn's transaction, for crash tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitStage {
+    NodesWritten,
+    RunsWritten,
+    HeadMoved,
+}
+
+enum CasOutcome {
+    Moved,
+    Lost { actual: Option<NodeId> },
+}
+
+impl CasOutcome {
+    fn into_result(
+        self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        turn_head: Option<NodeId>,
+    ) -> Result<()> {
+        match self {
+            CasOutcome::Moved => Ok(()),
+            CasOutcome::Lost { actual } => Err(StoreError::HeadMoved {
+                conversation: id.to_string(),
+                expected,
+                actual,
+                turn_head,
+            }),
+        }
+    }
+}
+
+fn compare_and_set_head(
+    conn: &Connection,
+    id: &ConversationId,
+    expected: Option<NodeId>,
+    new: NodeId,
+) -> Result<CasOutcome> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE conversations SET head = ?2, updated = ?3 WHERE id = ?1 AND head IS ?4",
+        )?
+        .execute(params![
+            id.as_str(),
+            new.as_bytes(),
+            now_ms(),
+            expected.as_ref().map(NodeId::as_bytes)
+        ])?;
+    if changed == 1 {
+        return Ok(CasOutcome::Moved);
+    }
+    let actual: Option<Option<Vec<u8>>> = conn
+        .prepare_cached("SELECT head FROM conversations WHERE id = ?1")?
+        .query_row([id.as_str()], |row| row.get(0))
+        .optional()?;
+    match actual {
+        None => Err(StoreError::ConversationNotFound(id.to_string())),
+        Some(actual) => Ok(CasOutcome::Lost {
+            actual: actual.as_deref().and_then(NodeId::from_slice),
+        }),
+    }
+}
+
+fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
+    let id_bytes = |index: usize| -> rusqlite::Result<Option<NodeId>> {
+        Ok(row
+            .get::<_, Option<Vec<u8>>>(index)?
+            .as_deref()
+            .and_then(NodeId::from_slice))
+    };
+    let origin_node = id_bytes(4)?;
+    let origin_conversation: Option<String> = row.get(5)?;
+    let origin_rerun: Option<String> = row.get(6)?;
+    let origin = (origin_node.is_some() || origin_conversation.is_some() || origin_rerun.is_some())
+        .then(|| Origin {
+            node: origin_node,
+            conversation: origin_conversation.map(ConversationId),
+            rerun: origin_rerun,
+        });
+    let meta: String = row.get(9)?;
+    Ok(Conversation {
+        id: ConversationId(row.get(0)?),
+        name: row.get(1)?,
+        head: id_bytes(2)?,
+        len: row
+            .get::<_, Option<i64>>(3)?
+            .map_or(0, |depth| depth as u64 + 1),
+        origin,
+        created_ms: row.get(7)?,
+        updated_ms: row.get(8)?,
+        meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
+    })
+}

@@ -1,0 +1,76 @@
+/*!
+The store's error type. Database failures keep their `rusqlite` source;
+conflicts and lookups that fail are their own variants so callers can match
+them.
+*/
+
+use skein_core::NodeId;
+use skein_core::encoding::DecodeError;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another writer moved the conversation's bookmark after this turn
+    /// started. The turn's nodes (and run) are stored; the bookmark was not
+    /// moved. Continue from `turn_head` with `skein reply`, or fork there.
+    #[error(
+        "conversation {conversation} moved to {} while this turn ran (it started from {}); \
+         the turn is stored at node {} but the conversation was not moved: \
+         reply to that node or fork from it to keep it",
+        short(.actual), short(.expected), short(.turn_head)
+    )]
+    HeadMoved {
+        conversation: String,
+        expected: Option<NodeId>,
+        actual: Option<NodeId>,
+        turn_head: Option<NodeId>,
+    },
+    #[error("no node {0} in this database")]
+    NodeNotFound(NodeId),
+    #[error("no conversation {0} in this database (list them with `skein log`)")]
+    ConversationNotFound(String),
+    #[error("no run {0} in this database")]
+    RunNotFound(String),
+    #[error("no {kind} starts with `{prefix}`")]
+    UnknownPrefix { kind: &'static str, prefix: String },
+    #[error("`{prefix}` matches several {kind}s ({}); give more digits", .candidates.join(", "))]
+    AmbiguousPrefix {
+        kind: &'static str,
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("`{0}` is not an id: ids are hexadecimal")]
+    NotAnId(String),
+    #[error("stored node {id} cannot be decoded: {source}")]
+    Corrupt {
+        id: NodeId,
+        #[source]
+        source: DecodeError,
+    },
+    #[error("a stored row is malformed: {0} (run `skein verify`)")]
+    MalformedRow(String),
+    #[error("import aborted at line {line}, nothing was imported: {problem}")]
+    Import { line: usize, problem: String },
+    #[error(
+        "the database has schema version {found}, newer than this skein supports ({supported}); upgrade skein"
+    )]
+    NewerSchema { found: i64, supported: i64 },
+    #[error(
+        "the database stayed busy for {seconds} s (another process holds a long write); try again"
+    )]
+    Busy { seconds: u64 },
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("invalid JSON in a stored record: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("a store task failed: {0}")]
+    Task(String),
+}
+
+fn short(id: &Option<NodeId>) -> String {
+    id.map_or_else(|| "(empty)".to_string(), |id| id.short())
+}

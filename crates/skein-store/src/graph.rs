@@ -1,0 +1,289 @@
+/*!
+The node graph: appending threads, loading them back, and walking children
+and subtrees.
+
+Appending walks back from the head only until it meets a node this database
+holds (known from the node's in-memory mark, or found by one indexed
+lookup), so its cost is proportional to the new nodes. Because a node is
+only ever inserted after its parent, holding a node implies holding its whole
+ancestry, and `seq` order is a topological order.
+*/
+
+use crate::error::{Result, StoreError};
+use crate::sqlite::{BLOB_THRESHOLD, Store};
+use rusqlite::{Connection, OptionalExtension, params};
+use skein_core::encoding::{decode_body, encode_body};
+use skein_core::{Message, Node, NodeId, Part, Role, StoreKey, Thread};
+use std::sync::Arc;
+
+/// What an append wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendReport {
+    /// Nodes newly inserted (0 when the database already held the head).
+    pub written: usize,
+    pub head: Option<NodeId>,
+}
+
+/// One node of a subtree, with a one-line preview of its content.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TreeEntry {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u64,
+    pub role: Role,
+    pub preview: String,
+}
+
+impl Store {
+    /// Store every node of `thread` this database does not hold yet, in one
+    /// transaction. Marks the nodes as persisted here once committed.
+    pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
+        let mut marks = Vec::new();
+        let written = self.write(|tx| {
+            marks.clear();
+            append_nodes(tx, self.key(), thread, &mut marks)
+        })?;
+        mark_all(&marks, self.key());
+        Ok(AppendReport {
+            written,
+            head: thread.head_id(),
+        })
+    }
+
+    /// Load the thread whose head is `head`, in one recursive query.
+    pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
+        self.read(|conn| load_thread(conn, self.key(), head))
+    }
+
+    /// Whether the database holds the node.
+    pub fn contains(&self, id: NodeId) -> Result<bool> {
+        self.read(|conn| Ok(seq_of(conn, id)?.is_some()))
+    }
+
+    /// The nodes whose parent is `id`, oldest first.
+    pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT c.id FROM nodes c JOIN nodes p ON c.parent = p.seq WHERE p.id = ?1 ORDER BY c.seq",
+            )?;
+            let rows = stmt.query_map([id.as_bytes()], |row| row.get::<_, Vec<u8>>(0))?;
+            rows.map(|row| node_id(&row?))
+                .collect::<Result<Vec<_>>>()
+        })
+    }
+
+    /// The subtree under `root` (inclusive), in topological order, at most
+    /// `limit` nodes.
+    pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "WITH RECURSIVE sub(seq) AS (
+                     SELECT seq FROM nodes WHERE id = ?1
+                     UNION ALL
+                     SELECT n.seq FROM nodes n JOIN sub ON n.parent = sub.seq
+                 )
+                 SELECT n.id, p.id, n.depth, n.body
+                 FROM sub JOIN nodes n ON n.seq = sub.seq LEFT JOIN nodes p ON p.seq = n.parent
+                 ORDER BY n.seq LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![root.as_bytes(), limit as i64], |row| {
+                Ok((
+                    row.get::<_, Vec<u8>>(0)?,
+                    row.get::<_, Option<Vec<u8>>>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, Vec<u8>>(3)?,
+                ))
+            })?;
+            let mut entries = Vec::new();
+            for row in rows {
+                let (id, parent, depth, body) = row?;
+                let id = node_id(&id)?;
+                let message = decode_message(conn, id, &body)?;
+                entries.push(TreeEntry {
+                    id,
+                    parent: parent.as_deref().map(node_id).transpose()?,
+                    depth: depth as u64,
+                    role: message.role,
+                    preview: preview(&message, 60),
+                });
+            }
+            if entries.is_empty() {
+                return Err(StoreError::NodeNotFound(root));
+            }
+            Ok(entries)
+        })
+    }
+}
+
+/// Insert the nodes of `thread` the database lacks; push every node that is
+/// now known to be stored onto `marks` (to be marked after commit).
+pub(crate) fn append_nodes<'t>(
+    conn: &Connection,
+    key: StoreKey,
+    thread: &'t Thread,
+    marks: &mut Vec<&'t Node>,
+) -> Result<usize> {
+    let mut missing: Vec<&Node> = Vec::new();
+    let mut parent_seq: Option<i64> = None;
+    for node in thread.ancestors() {
+        let known = node.is_persisted_in(key);
+        match seq_of(conn, node.id())? {
+            Some(seq) => {
+                parent_seq = Some(seq);
+                if !known {
+                    marks.push(node);
+                }
+                break;
+            }
+            None if known => return Err(StoreError::NodeNotFound(node.id())),
+            None => missing.push(node),
+        }
+    }
+    for node in missing.iter().rev() {
+        parent_seq = Some(insert_node(
+            conn,
+            node.id(),
+            parent_seq,
+            node.depth(),
+            node.message(),
+        )?);
+        marks.push(node);
+    }
+    Ok(missing.len())
+}
+
+/// Insert one node (its blobs first) under the parent with `parent_seq`;
+/// returns the new node's seq.
+pub(crate) fn insert_node(
+    conn: &Connection,
+    id: NodeId,
+    parent_seq: Option<i64>,
+    depth: u64,
+    message: &Message,
+) -> Result<i64> {
+    let encoded = encode_body(message, BLOB_THRESHOLD);
+    if !encoded.blobs.is_empty() {
+        let mut insert_blob = conn.prepare_cached(
+            "INSERT INTO blobs(digest, bytes) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+        )?;
+        for (digest, bytes) in &encoded.blobs {
+            insert_blob.execute(params![digest.as_bytes(), bytes])?;
+        }
+    }
+    conn.prepare_cached(
+        "INSERT INTO nodes(id, parent, depth, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        id.as_bytes(),
+        parent_seq,
+        depth as i64,
+        message.role.code(),
+        encoded.bytes
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub(crate) fn mark_all(nodes: &[&Node], key: StoreKey) {
+    for node in nodes {
+        node.mark_persisted_in(key);
+    }
+}
+
+pub(crate) fn seq_of(conn: &Connection, id: NodeId) -> Result<Option<i64>> {
+    let mut stmt = conn.prepare_cached("SELECT seq FROM nodes WHERE id = ?1")?;
+    Ok(stmt
+        .query_row([id.as_bytes()], |row| row.get(0))
+        .optional()?)
+}
+
+pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Result<Thread> {
+    let mut stmt = conn.prepare_cached(
+        "WITH RECURSIVE chain(seq, parent, id, depth, body) AS (
+             SELECT seq, parent, id, depth, body FROM nodes WHERE id = ?1
+             UNION ALL
+             SELECT n.seq, n.parent, n.id, n.depth, n.body FROM nodes n JOIN chain c ON n.seq = c.parent
+         )
+         SELECT id, depth, body FROM chain",
+    )?;
+    let mut rows = stmt.query([head.as_bytes()])?;
+    let mut chain: Vec<(NodeId, i64, Vec<u8>)> = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: Vec<u8> = row.get(0)?;
+        chain.push((node_id(&id)?, row.get(1)?, row.get(2)?));
+    }
+    if chain.is_empty() {
+        return Err(StoreError::NodeNotFound(head));
+    }
+    // The recursion yields head first; keep it robust to any order.
+    chain.sort_unstable_by_key(|(_, depth, _)| *depth);
+    let mut thread = Thread::new();
+    for (id, _, body) in chain {
+        let message = decode_message(conn, id, &body)?;
+        thread = thread.push_with_id(id, Arc::new(message));
+        thread.head().expect("just pushed").mark_persisted_in(key);
+    }
+    Ok(thread)
+}
+
+/// Decode a stored body, fetching any blobs it references.
+pub(crate) fn decode_message(conn: &Connection, id: NodeId, body: &[u8]) -> Result<Message> {
+    let corrupt = |source| StoreError::Corrupt { id, source };
+    let decoded = decode_body(body).map_err(corrupt)?;
+    if decoded.blob_refs().next().is_none() {
+        return decoded.resolve(|_| None).map_err(corrupt);
+    }
+    let mut stmt = conn.prepare_cached("SELECT bytes FROM blobs WHERE digest = ?1")?;
+    let mut failure = None;
+    let message = decoded.resolve(|digest| {
+        match stmt
+            .query_row([digest.as_bytes()], |row| row.get::<_, Vec<u8>>(0))
+            .optional()
+        {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                failure = Some(error);
+                None
+            }
+        }
+    });
+    if let Some(error) = failure {
+        return Err(error.into());
+    }
+    message.map_err(corrupt)
+}
+
+/// A stored node id; anything but 32 bytes means the row was damaged.
+pub(crate) fn node_id(bytes: &[u8]) -> Result<NodeId> {
+    NodeId::from_slice(bytes).ok_or_else(|| {
+        StoreError::MalformedRow(format!("a node id has {} bytes instead of 32", bytes.len()))
+    })
+}
+
+/// A one-line summary of a message, at most `width` characters.
+pub fn preview(message: &Message, width: usize) -> String {
+    let mut text = String::new();
+    for part in &message.parts {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        match part {
+            Part::Text { text: t } => text.push_str(t),
+            Part::ToolCall(call) => text.push_str(&format!("→ {}({})", call.name, call.arguments)),
+            Part::ToolResult(result) => {
+                let mark = if result.is_error { "✗" } else { "←" };
+                text.push_str(&format!("{mark} {}", result.content));
+            }
+            Part::Attachment(a) => {
+                text.push_str(&format!("[{} {} bytes]", a.media_type, a.data.len()))
+            }
+            _ => text.push_str("[part]"),
+        }
+    }
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= width {
+        flat
+    } else {
+        let cut: String = flat.chars().take(width.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}

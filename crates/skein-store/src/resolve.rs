@@ -1,0 +1,108 @@
+/*!
+Resolving the short id prefixes people type into full ids: nodes (32-byte
+blobs, matched by byte range), conversations and runs (hex text, matched by
+text range). A prefix that matches nothing or several ids is a typed error
+that says which.
+*/
+
+use crate::error::{Result, StoreError};
+use crate::graph::node_id;
+use crate::records::{ConversationId, RunId};
+use crate::sqlite::Store;
+use rusqlite::params;
+use skein_core::NodeId;
+use skein_core::id::is_hex_prefix;
+
+/// Candidates listed in an ambiguity error.
+const CANDIDATES: usize = 5;
+
+impl Store {
+    /// The node whose id starts with `prefix` (hex, any case).
+    pub fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
+        let prefix = normalise(prefix)?;
+        let low = pad(&prefix, '0');
+        let high = pad(&prefix, 'f');
+        let ids = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![low, high, CANDIDATES as i64], |row| {
+                row.get::<_, Vec<u8>>(0)
+            })?;
+            rows.map(|row| node_id(&row?)).collect::<Result<Vec<_>>>()
+        })?;
+        pick("node", &prefix, ids, |id| id.short())
+    }
+
+    /// The conversation whose id starts with `prefix`.
+    pub fn resolve_conversation(&self, prefix: &str) -> Result<ConversationId> {
+        let ids = self.text_prefix("conversations", prefix)?;
+        pick("conversation", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(ConversationId)
+    }
+
+    /// The run whose id starts with `prefix`.
+    pub fn resolve_run(&self, prefix: &str) -> Result<RunId> {
+        let ids = self.text_prefix("runs", prefix)?;
+        pick("run", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(RunId)
+    }
+
+    fn text_prefix(&self, table: &'static str, prefix: &str) -> Result<Vec<String>> {
+        let prefix = normalise(prefix)?;
+        // 'g' sorts after every hex digit, so [prefix, prefix+"g") is the range.
+        let end = format!("{prefix}g");
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT id FROM {table} WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(params![prefix, end, CANDIDATES as i64], |row| {
+                row.get::<_, String>(0)
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+}
+
+fn normalise(prefix: &str) -> Result<String> {
+    let prefix = prefix.trim().to_ascii_lowercase();
+    if !is_hex_prefix(&prefix) {
+        return Err(StoreError::NotAnId(prefix));
+    }
+    Ok(prefix)
+}
+
+/// The 32 bytes of `prefix` padded to 64 hex digits with `fill`.
+fn pad(prefix: &str, fill: char) -> Vec<u8> {
+    let mut hex = prefix.to_string();
+    while hex.len() < 64 {
+        hex.push(fill);
+    }
+    hex.parse::<NodeId>()
+        .map(|id| id.0.to_vec())
+        .unwrap_or_default()
+}
+
+fn pick<T>(
+    kind: &'static str,
+    prefix: &str,
+    mut ids: Vec<T>,
+    show: impl Fn(&T) -> String,
+) -> Result<T> {
+    match ids.len() {
+        0 => Err(StoreError::UnknownPrefix {
+            kind,
+            prefix: prefix.to_string(),
+        }),
+        1 => Ok(ids.remove(0)),
+        _ => Err(StoreError::AmbiguousPrefix {
+            kind,
+            prefix: prefix.to_string(),
+            candidates: ids.iter().map(show).collect(),
+        }),
+    }
+}

@@ -1,0 +1,196 @@
+/*!
+Run records: one row per logical model call, with its usage, status,
+annotations, relations and the exact tool set it offered (`run_tools`, by
+tool hash, so a tool offered in a thousand runs is stored once).
+*/
+
+use crate::error::{Result, StoreError};
+use crate::records::{ConversationId, RunId, RunRecord, RunStatus};
+use crate::sqlite::Store;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use skein_core::{NodeId, ToolSpec, Usage};
+
+const SELECT_RUN: &str =
+    "SELECT id, conversation, input_head, output_head, model, provider, profile,
+        backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+        usage_complete, started, finished, error, annotations, options, relations
+     FROM runs";
+
+impl Store {
+    /// Record a run on its own (a failed run adds no node, but keeps its
+    /// record). Runs that produce a turn go through [`Store::commit_turn`].
+    pub fn record_run(&self, run: &RunRecord) -> Result<()> {
+        self.write(|tx| insert_run(tx, run))
+    }
+
+    pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+        self.read(|conn| {
+            let record = conn
+                .prepare_cached(&format!("{SELECT_RUN} WHERE id = ?1"))?
+                .query_row([id.as_str()], raw_run)
+                .optional()?
+                .ok_or_else(|| StoreError::RunNotFound(id.to_string()))?;
+            finish_run(conn, record)
+        })
+    }
+
+    /// The runs of a conversation, oldest first.
+    pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            &format!("{SELECT_RUN} WHERE conversation = ?1 ORDER BY started, id"),
+            id.as_str(),
+        )
+    }
+
+    /// The runs that produced `node` (many runs may produce one node).
+    pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            &format!("{SELECT_RUN} WHERE output_head = ?1 ORDER BY started, id"),
+            node.as_bytes(),
+        )
+    }
+
+    /// The most recent runs, newest first.
+    pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            &format!("{SELECT_RUN} ORDER BY started DESC, id LIMIT ?1"),
+            limit as i64,
+        )
+    }
+
+    fn query_runs(&self, sql: &str, param: impl rusqlite::ToSql) -> Result<Vec<RunRecord>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(sql)?;
+            let raw = stmt
+                .query_map([param], raw_run)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            raw.into_iter()
+                .map(|record| finish_run(conn, record))
+                .collect()
+        })
+    }
+}
+
+pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
+             status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
+             started, finished, error, annotations, options, relations)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+    )?
+    .execute(params![
+        run.id.as_str(),
+        run.conversation.as_ref().map(ConversationId::as_str),
+        run.input_head.as_ref().map(NodeId::as_bytes),
+        run.output_head.as_ref().map(NodeId::as_bytes),
+        run.model,
+        run.provider,
+        run.profile,
+        run.backend,
+        run.status.as_str(),
+        run.usage.input_tokens.map(|n| n as i64),
+        run.usage.output_tokens.map(|n| n as i64),
+        run.usage.cache_read_tokens.map(|n| n as i64),
+        run.usage.cache_write_tokens.map(|n| n as i64),
+        run.usage_complete,
+        run.started_ms,
+        run.finished_ms,
+        run.error,
+        serde_json::to_string(&run.annotations)?,
+        serde_json::to_string(&run.options)?,
+        serde_json::to_string(&run.relations)?,
+    ])?;
+    let mut insert_tool = conn.prepare_cached(
+        "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT DO NOTHING",
+    )?;
+    let mut link = conn
+        .prepare_cached("INSERT INTO run_tools(run_id, position, tool_hash) VALUES (?1, ?2, ?3)")?;
+    for (position, tool) in run.tools.iter().enumerate() {
+        let hash = tool.hash();
+        insert_tool.execute(params![
+            hash.as_bytes(),
+            tool.name,
+            tool.description,
+            serde_json::to_string(&tool.input_schema)?,
+        ])?;
+        link.execute(params![run.id.as_str(), position as i64, hash.as_bytes()])?;
+    }
+    Ok(())
+}
+
+/// A run row before its tool set and JSON columns are filled in.
+struct RawRun {
+    record: RunRecord,
+    annotations: String,
+    options: String,
+    relations: String,
+    status: String,
+}
+
+fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+    let opt_id = |index: usize| -> rusqlite::Result<Option<Vec<u8>>> { row.get(index) };
+    let tokens = |index: usize| -> rusqlite::Result<Option<u64>> {
+        Ok(row.get::<_, Option<i64>>(index)?.map(|n| n as u64))
+    };
+    let mut record = RunRecord::new(row.get::<_, String>(4)?, row.get::<_, String>(5)?);
+    record.id = RunId(row.get(0)?);
+    record.conversation = row.get::<_, Option<String>>(1)?.map(ConversationId);
+    record.input_head = opt_id(2)?.as_deref().and_then(NodeId::from_slice);
+    record.output_head = opt_id(3)?.as_deref().and_then(NodeId::from_slice);
+    record.profile = row.get(6)?;
+    record.backend = row.get(7)?;
+    record.usage = Usage {
+        input_tokens: tokens(9)?,
+        output_tokens: tokens(10)?,
+        cache_read_tokens: tokens(11)?,
+        cache_write_tokens: tokens(12)?,
+    };
+    record.usage_complete = row.get(13)?;
+    record.started_ms = row.get(14)?;
+    record.finished_ms = row.get(15)?;
+    record.error = row.get(16)?;
+    Ok(RawRun {
+        record,
+        status: row.get(8)?,
+        annotations: row.get(17)?,
+        options: row.get(18)?,
+        relations: row.get(19)?,
+    })
+}
+
+fn finish_run(conn: &Connection, raw: RawRun) -> Result<RunRecord> {
+    let mut record = raw.record;
+    record.status = RunStatus::parse(&raw.status).ok_or_else(|| {
+        StoreError::MalformedRow(format!("run {} has status `{}`", record.id, raw.status))
+    })?;
+    record.annotations = serde_json::from_str(&raw.annotations)?;
+    record.options = serde_json::from_str(&raw.options)?;
+    record.relations = serde_json::from_str(&raw.relations)?;
+    record.tools = run_tools(conn, &record.id)?;
+    Ok(record)
+}
+
+fn run_tools(conn: &Connection, id: &RunId) -> Result<Vec<ToolSpec>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT t.name, t.description, t.input_schema FROM run_tools r JOIN tools t ON t.hash = r.tool_hash
+         WHERE r.run_id = ?1 ORDER BY r.position",
+    )?;
+    let rows = stmt.query_map([id.as_str()], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut tools = Vec::new();
+    for row in rows {
+        let (name, description, schema) = row?;
+        tools.push(ToolSpec::new(
+            name,
+            description,
+            serde_json::from_str(&schema)?,
+        ));
+    }
+    Ok(tools)
+}

@@ -1,0 +1,128 @@
+/*!
+The SQLite schema and its versioned migrations (`PRAGMA user_version`).
+
+Nodes carry an integer `seq` (insertion order, which is a topological
+order because a node is only ever inserted after its parent) and refer to
+their parent by `seq`, so walking a thread is a chain of rowid lookups. Every
+other table refers to nodes by their 32-byte id.
+
+Each migration runs in its own `BEGIN IMMEDIATE` transaction; a database
+newer than this build is refused rather than guessed at.
+*/
+
+use crate::error::{Result, StoreError};
+use rusqlite::{Connection, TransactionBehavior};
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the graph, bookmarks, runs and per-run tool sets.
+    r#"
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE nodes (
+        seq    INTEGER PRIMARY KEY,
+        id     BLOB NOT NULL UNIQUE,
+        parent INTEGER REFERENCES nodes(seq),
+        depth  INTEGER NOT NULL,
+        role   INTEGER NOT NULL,
+        body   BLOB NOT NULL
+    );
+    CREATE INDEX nodes_by_parent ON nodes(parent);
+
+    CREATE TABLE blobs (
+        digest BLOB PRIMARY KEY,
+        bytes  BLOB NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE conversations (
+        id                       TEXT PRIMARY KEY,
+        name                     TEXT,
+        head                     BLOB REFERENCES nodes(id),
+        forked_from_node         BLOB,
+        forked_from_conversation TEXT,
+        forked_from_rerun        TEXT,
+        created                  INTEGER NOT NULL,
+        updated                  INTEGER NOT NULL,
+        meta                     TEXT NOT NULL DEFAULT '{}'
+    ) WITHOUT ROWID;
+    CREATE INDEX conversations_by_head ON conversations(head);
+    CREATE INDEX conversations_by_updated ON conversations(updated);
+
+    CREATE TABLE runs (
+        id                 TEXT PRIMARY KEY,
+        conversation       TEXT,
+        input_head         BLOB,
+        output_head        BLOB,
+        model              TEXT NOT NULL,
+        provider           TEXT NOT NULL,
+        profile            TEXT,
+        backend            TEXT,
+        status             TEXT NOT NULL,
+        input_tokens       INTEGER,
+        output_tokens      INTEGER,
+        cache_read_tokens  INTEGER,
+        cache_write_tokens INTEGER,
+        usage_complete     INTEGER NOT NULL,
+        started            INTEGER NOT NULL,
+        finished           INTEGER,
+        error              TEXT,
+        annotations        TEXT NOT NULL,
+        options            TEXT NOT NULL,
+        relations          TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX runs_by_conversation ON runs(conversation, started);
+    CREATE INDEX runs_by_output ON runs(output_head);
+    CREATE INDEX runs_by_started ON runs(started);
+
+    CREATE TABLE tools (
+        hash         BLOB PRIMARY KEY,
+        name         TEXT NOT NULL,
+        description  TEXT NOT NULL,
+        input_schema TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE run_tools (
+        run_id    TEXT NOT NULL REFERENCES runs(id),
+        position  INTEGER NOT NULL,
+        tool_hash BLOB NOT NULL REFERENCES tools(hash),
+        PRIMARY KEY (run_id, position)
+    ) WITHOUT ROWID;
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the database up to [`SCHEMA_VERSION`], creating its store key on
+/// first use.
+pub fn migrate(conn: &mut Connection) -> Result<()> {
+    let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Another process may have migrated while we waited for the lock.
+        let current: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if current >= version {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        if version == 1 {
+            let key = uuid::Uuid::new_v4().as_u64_pair().0;
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('store_key', ?1)",
+                [key.to_string()],
+            )?;
+        }
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

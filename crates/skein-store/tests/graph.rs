@@ -1,0 +1,244 @@
+//! The graph: shared prefixes stored once, stateless clients writing only
+//! their tail, forks, blobs, loading, children and subtrees.
+
+mod common;
+
+use common::{TempStore, history};
+use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
+use skein_store::{NewConversation, StoreError};
+
+#[test]
+fn two_conversations_sharing_a_50_message_prefix_store_it_once() {
+    let db = TempStore::new();
+    let prefix = history("You are terse.", 50);
+    let left = prefix
+        .push(Message::user("left?"))
+        .push(Message::assistant("left."));
+    let right = prefix
+        .push(Message::user("right?"))
+        .push(Message::assistant("right."));
+    assert_eq!(db.store.append(&left).unwrap().written, 52);
+    assert_eq!(db.store.append(&right).unwrap().written, 2);
+    assert_eq!(db.count("nodes"), 54);
+}
+
+#[test]
+fn a_stateless_client_resending_its_history_writes_only_the_new_tail() {
+    let db = TempStore::new();
+    let mut messages = vec![Message::system("sys")];
+    for turn in 0..20 {
+        messages.push(Message::user(format!("q{turn}")));
+        messages.push(Message::assistant(format!("a{turn}")));
+        // A fresh thread each turn: no in-memory persistence marks at all.
+        let thread = Thread::from_messages(messages.clone());
+        let report = db.store.append(&thread).unwrap();
+        let expected = if turn == 0 { 3 } else { 2 };
+        assert_eq!(report.written, expected, "turn {turn}");
+    }
+    assert_eq!(db.count("nodes"), 41);
+}
+
+#[test]
+fn appending_an_already_persisted_thread_writes_nothing() {
+    let db = TempStore::new();
+    let thread = history("s", 10);
+    db.store.append(&thread).unwrap();
+    assert!(thread.head().unwrap().is_persisted_in(db.store.key()));
+    assert_eq!(db.store.append(&thread).unwrap().written, 0);
+    // A second handle on the same database shares the key, so it trusts the marks too.
+    let other = skein_store::Store::open(db.path()).unwrap();
+    assert_eq!(other.key(), db.store.key());
+    assert_eq!(other.append(&thread).unwrap().written, 0);
+}
+
+#[test]
+fn a_thread_loads_back_equal_from_any_head() {
+    let db = TempStore::new();
+    let thread = history("sys", 30);
+    db.store.append(&thread).unwrap();
+    let loaded = db.store.load_thread(thread.head_id().unwrap()).unwrap();
+    assert_eq!(loaded, thread);
+    let original: Vec<Message> = thread.messages().into_iter().cloned().collect();
+    let back: Vec<Message> = loaded.messages().into_iter().cloned().collect();
+    assert_eq!(back, original);
+    let middle = thread.nodes()[12].id();
+    let prefix = db.store.load_thread(middle).unwrap();
+    assert_eq!(prefix.len(), 13);
+    assert_eq!(prefix.head_id(), Some(middle));
+    assert!(prefix.head().unwrap().is_persisted_in(db.store.key()));
+}
+
+#[test]
+fn loading_an_unknown_head_is_a_typed_error() {
+    let db = TempStore::new();
+    let missing = Thread::from_messages([Message::user("never stored")])
+        .head_id()
+        .unwrap();
+    assert!(
+        matches!(db.store.load_thread(missing), Err(StoreError::NodeNotFound(id)) if id == missing)
+    );
+}
+
+#[test]
+fn exact_bytes_of_every_part_kind_survive_storage() {
+    let db = TempStore::new();
+    let big_document = "lorem ipsum ".repeat(1000);
+    let thread = Thread::from_messages([
+        Message::system(format!("  leading and trailing space  \n{big_document}")),
+        Message::user("Use the tool"),
+        Message::new(
+            Role::Assistant,
+            vec![
+                Part::text(""),
+                Part::ToolCall(ToolCall {
+                    id: "call_1".into(),
+                    name: "search".into(),
+                    arguments: "{ \"q\" :\t\"rust\" , }".into(),
+                }),
+            ],
+        ),
+        Message::new(
+            Role::Tool,
+            vec![Part::ToolResult(ToolResult {
+                call_id: "call_1".into(),
+                content: "boom".into(),
+                is_error: true,
+            })],
+        ),
+        Message::new(
+            Role::User,
+            vec![Part::Attachment(Attachment {
+                media_type: "application/octet-stream".into(),
+                data: (0..=255u8).cycle().take(10_000).collect(),
+            })],
+        ),
+    ]);
+    db.store.append(&thread).unwrap();
+    assert_eq!(
+        db.count("blobs"),
+        2,
+        "the document and the attachment exceed the threshold"
+    );
+    let loaded = db.store.load_thread(thread.head_id().unwrap()).unwrap();
+    let original: Vec<Message> = thread.messages().into_iter().cloned().collect();
+    let back: Vec<Message> = loaded.messages().into_iter().cloned().collect();
+    assert_eq!(back, original);
+}
+
+#[test]
+fn the_same_large_document_in_many_conversations_is_stored_once() {
+    let db = TempStore::new();
+    let document = "a long retrieved document. ".repeat(400);
+    for i in 0..10 {
+        let thread = Thread::from_messages([
+            Message::system(format!("conversation {i}")),
+            Message::user(document.clone()),
+        ]);
+        db.store.append(&thread).unwrap();
+    }
+    assert_eq!(db.count("blobs"), 1);
+    assert_eq!(db.count("nodes"), 20);
+}
+
+#[test]
+fn children_and_subtrees_show_branches() {
+    let db = TempStore::new();
+    let base = history("sys", 3);
+    let a = base.push(Message::user("a"));
+    let b = base.push(Message::user("b"));
+    db.store.append(&a).unwrap();
+    db.store.append(&b).unwrap();
+    let children = db.store.children(base.head_id().unwrap()).unwrap();
+    assert_eq!(children, vec![a.head_id().unwrap(), b.head_id().unwrap()]);
+    let root = base.nodes()[0].id();
+    let tree = db.store.subtree(root, 100).unwrap();
+    assert_eq!(tree.len(), 5);
+    assert_eq!(tree[0].parent, None);
+    assert_eq!(
+        tree.iter().filter(|e| e.parent == base.head_id()).count(),
+        2
+    );
+    assert_eq!(
+        db.store.subtree(root, 2).unwrap().len(),
+        2,
+        "limit is honoured"
+    );
+}
+
+#[test]
+fn fork_at_a_middle_node_leaves_the_original_untouched() {
+    let db = TempStore::new();
+    let thread = history("sys", 20);
+    db.store.append(&thread).unwrap();
+    let original = db
+        .store
+        .create_conversation(NewConversation {
+            name: Some("original".into()),
+            head: thread.head_id(),
+            ..Default::default()
+        })
+        .unwrap();
+    let middle = thread.nodes()[9].id();
+    let fork = db
+        .store
+        .fork(middle, Some("what-if".into()), Some(original.id.clone()))
+        .unwrap();
+    assert_eq!(fork.head, Some(middle));
+    assert_eq!(fork.len, 10);
+    let origin = fork.origin.clone().unwrap();
+    assert_eq!(origin.node, Some(middle));
+    assert_eq!(origin.conversation, Some(original.id.clone()));
+
+    // The fork takes its own turns.
+    common::append_turn(&db.store, &fork.id, "fork turn 1");
+    common::append_turn(&db.store, &fork.id, "fork turn 2");
+
+    let after = db.store.conversation(&original.id).unwrap();
+    assert_eq!(
+        after.head,
+        thread.head_id(),
+        "the original's head never moves"
+    );
+    let fork_thread = db
+        .store
+        .load_thread(db.store.conversation(&fork.id).unwrap().head.unwrap())
+        .unwrap();
+    assert_eq!(fork_thread.len(), 14);
+    let fork_messages = fork_thread.messages();
+    let prefix: Vec<&Message> = thread.messages().into_iter().take(10).collect();
+    assert_eq!(&fork_messages[..10], &prefix[..]);
+    assert_eq!(fork_messages[10].joined_text(), "fork turn 1");
+    assert_eq!(db.count("nodes"), 24);
+}
+
+#[test]
+fn forking_an_unknown_node_is_refused() {
+    let db = TempStore::new();
+    let missing = Thread::from_messages([Message::user("nowhere")])
+        .head_id()
+        .unwrap();
+    assert!(matches!(
+        db.store.fork(missing, None, None),
+        Err(StoreError::NodeNotFound(_))
+    ));
+    assert_eq!(db.count("conversations"), 0);
+}
+
+#[test]
+fn a_20k_deep_thread_loads_and_drops_on_a_small_stack() {
+    let db = TempStore::new();
+    let thread = Thread::from_messages((0..20_000).map(|i| Message::user(i.to_string())));
+    db.store.append(&thread).unwrap();
+    let store = db.store.clone();
+    let head = thread.head_id().unwrap();
+    drop(thread);
+    std::thread::Builder::new()
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            let loaded = store.load_thread(head).unwrap();
+            assert_eq!(loaded.len(), 20_000);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
