@@ -1,1 +1,31 @@
-fn main() {}
+/*!
+The `skein` binary: parses the command line (see [`flags`]), opens the
+database, runs one command and maps failures onto documented exit codes
+(see [`exit`]). All real work lives in the `skein` library.
+*/
+
+mod commands;
+mod exit;
+mod flags;
+mod ui;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = flags::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(exit::code_for(&error))
+        }
+    }
+}

@@ -1,1 +1,60 @@
+/*!
+skein's model backends.
 
+Today these are the deterministic models that tests, docs and demos rely on
+(they never depend on model quality or the network):
+
+- [`Echo`] (`echo`): replies with a summary of the request it received.
+- [`Scripted`] (`scripted:PATH`): answers by the first matching rule of a
+  TOML rule file; can call tools, fail with any provider error, or cut its
+  stream. The file format is documented on [`scripted`].
+- [`resolve`]: turns a model name into a provider ([`registry`]).
+
+# Streams
+
+Both models compute their whole answer up front and stream it the same way:
+
+- reply text as word chunks (each word with the whitespace after it), which
+  concatenate to the exact text;
+- each tool call as `ToolCall` events: the first carries the id and name;
+  arguments longer than four characters are split across at least two
+  events, and the pieces concatenate to the exact raw text; ids are
+  deterministic ([`deterministic_call_id`]);
+- one `Usage` event, then `Done` with `Stop`, `ToolCalls` when the reply
+  calls tools, or `Length` when `max_tokens` cut it;
+- a failure is the stream's only item (`Err`); a scripted `truncate` yields
+  its text and ends without `Usage` or `Done`.
+
+`GenerationOptions::max_tokens` bounds the output words, counted over the
+text first and then each call's arguments: longer text is cut after that
+many words (its inner whitespace kept) and every tool call is dropped; when
+the text fits, calls that do not fit whole are dropped.
+
+Usage: `input_tokens` is the number of whitespace-separated words over every
+text part, tool-call argument and tool-result content in the request thread;
+`output_tokens` the words of the emitted text and arguments. Cache figures
+are not reported (`None`).
+
+# Modules
+
+[`echo`], [`scripted`] and `script` (rules: file shape, loading, conditions,
+actions, templates), `facts` (what conditions read from a request), `reply`
+(an answer to stream events), `chunk` (cutting text), `stream` (the stream
+type), [`call_id`], [`registry`].
+*/
+
+pub mod call_id;
+mod chunk;
+pub mod echo;
+mod facts;
+pub mod registry;
+mod reply;
+mod script;
+pub mod scripted;
+mod stream;
+
+pub use call_id::deterministic_call_id;
+pub use echo::Echo;
+pub use registry::{ResolveError, available, resolve};
+pub use script::{RuleLabel, ScriptError};
+pub use scripted::Scripted;

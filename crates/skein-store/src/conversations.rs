@@ -4,7 +4,7 @@ that moves a bookmark: committing a turn (or an explicit head move), always
 as a compare-and-set on the head the caller started from.
 */
 
-use crate::error::{Result, StoreError};
+use crate::error::{HeadMoved, Result, StoreError};
 use crate::graph::{AppendReport, append_nodes, mark_all, seq_of};
 use crate::records::{Conversation, ConversationId, NewConversation, Origin, TurnCommit, now_ms};
 use crate::runs::insert_run;
@@ -217,12 +217,12 @@ impl CasOutcome {
     ) -> Result<()> {
         match self {
             CasOutcome::Moved => Ok(()),
-            CasOutcome::Lost { actual } => Err(StoreError::HeadMoved {
+            CasOutcome::Lost { actual } => Err(StoreError::HeadMoved(Box::new(HeadMoved {
                 conversation: id.to_string(),
                 expected,
                 actual,
                 turn_head,
-            }),
+            }))),
         }
     }
 }

@@ -13,20 +13,10 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum StoreError {
     /// Another writer moved the conversation's bookmark after this turn
-    /// started. The turn's nodes (and run) are stored; the bookmark was not
-    /// moved. Continue from `turn_head` with `skein reply`, or fork there.
-    #[error(
-        "conversation {conversation} moved to {} while this turn ran (it started from {}); \
-         the turn is stored at node {} but the conversation was not moved: \
-         reply to that node or fork from it to keep it",
-        short(.actual), short(.expected), short(.turn_head)
-    )]
-    HeadMoved {
-        conversation: String,
-        expected: Option<NodeId>,
-        actual: Option<NodeId>,
-        turn_head: Option<NodeId>,
-    },
+    /// started. The turn's nodes (and runs) are stored; the bookmark was not
+    /// moved.
+    #[error(transparent)]
+    HeadMoved(Box<HeadMoved>),
     #[error("no node {0} in this database")]
     NodeNotFound(NodeId),
     #[error("no conversation {0} in this database (list them with `skein log`)")]
@@ -69,6 +59,24 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("a store task failed: {0}")]
     Task(String),
+}
+
+/// Where a lost bookmark race left things.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "conversation {conversation} moved to {} while this turn ran (it started from {}); \
+     the turn is stored at node {} but the conversation was not moved: \
+     reply to that node or fork from it to keep it",
+    short(.actual), short(.expected), short(.turn_head)
+)]
+pub struct HeadMoved {
+    pub conversation: String,
+    /// The head the turn started from.
+    pub expected: Option<NodeId>,
+    /// Where the bookmark is now.
+    pub actual: Option<NodeId>,
+    /// Where the turn stands (stored, unbookmarked).
+    pub turn_head: Option<NodeId>,
 }
 
 fn short(id: &Option<NodeId>) -> String {

@@ -24,6 +24,15 @@ pub struct AppendReport {
     pub head: Option<NodeId>,
 }
 
+/// One stored node, without its ancestry.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StoredNode {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u64,
+    pub message: Message,
+}
+
 /// One node of a subtree, with a one-line preview of its content.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TreeEntry {
@@ -53,6 +62,28 @@ impl Store {
     /// Load the thread whose head is `head`, in one recursive query.
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
         self.read(|conn| load_thread(conn, self.key(), head))
+    }
+
+    /// One node by id, without loading its thread.
+    pub fn node(&self, id: NodeId) -> Result<StoredNode> {
+        self.read(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT p.id, n.depth, n.body FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent WHERE n.id = ?1",
+                )?
+                .query_row([id.as_bytes()], |row| {
+                    Ok((row.get::<_, Option<Vec<u8>>>(0)?, row.get::<_, i64>(1)?, row.get::<_, Vec<u8>>(2)?))
+                })
+                .optional()?
+                .ok_or(StoreError::NodeNotFound(id))?;
+            let (parent, depth, body) = row;
+            Ok(StoredNode {
+                id,
+                parent: parent.as_deref().map(node_id).transpose()?,
+                depth: depth as u64,
+                message: decode_message(conn, id, &body)?,
+            })
+        })
     }
 
     /// Whether the database holds the node.

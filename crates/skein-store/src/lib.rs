@@ -35,8 +35,8 @@ mod transfer;
 mod verify;
 
 pub use conversations::CommitStage as CommitStageProbe;
-pub use error::{Result, StoreError};
-pub use graph::{AppendReport, TreeEntry};
+pub use error::{HeadMoved, Result, StoreError};
+pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use records::{
     Conversation, ConversationId, NewConversation, Origin, Relation, RunId, RunRecord, RunStatus,
     TurnCommit,

@@ -108,15 +108,10 @@ fn losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands() {
         })
         .unwrap_err();
     match &error {
-        StoreError::HeadMoved {
-            expected,
-            actual,
-            turn_head,
-            ..
-        } => {
-            assert_eq!(*expected, start);
-            assert_eq!(*actual, a.head_id());
-            assert_eq!(*turn_head, b.head_id());
+        StoreError::HeadMoved(moved) => {
+            assert_eq!(moved.expected, start);
+            assert_eq!(moved.actual, a.head_id());
+            assert_eq!(moved.turn_head, b.head_id());
         }
         other => panic!("expected HeadMoved, got {other}"),
     }
@@ -142,7 +137,7 @@ fn move_head_is_a_compare_and_set() {
     db.store.move_head(&conversation.id, None, head).unwrap();
     assert!(matches!(
         db.store.move_head(&conversation.id, None, head),
-        Err(StoreError::HeadMoved { .. })
+        Err(StoreError::HeadMoved(_))
     ));
     let unknown = skein_store::ConversationId::random();
     assert!(matches!(

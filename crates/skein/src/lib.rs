@@ -1,1 +1,33 @@
+/*!
+skein records, continues, branches and replays conversations with language
+models. Every message lives once in a content-addressed graph; a
+conversation is a bookmark into it.
 
+This facade re-exports the pieces a user meets first:
+
+- [`core`]: messages, parts, threads, node ids, tool specs, the provider trait;
+- [`store`]: the SQLite store of the graph;
+- [`providers`]: model backends (today the deterministic `echo` and
+  `scripted:PATH` models);
+- [`turn`]: running one turn (one model call) on a history and recording it.
+
+```
+use skein::core::{Message, Thread};
+
+let history = Thread::new().push(Message::system("You are terse."));
+let a = history.push(Message::user("left?"));
+let b = history.push(Message::user("right?"));
+// Equal prefixes have equal ids: both branches share the system node.
+assert_eq!(a.parent().head_id(), b.parent().head_id());
+```
+*/
+
+pub use skein_core as core;
+pub use skein_providers as providers;
+pub use skein_store as store;
+
+pub mod turn;
+
+pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolSpec};
+pub use skein_store::Store;
+pub use turn::{Turn, TurnError, TurnOutcome};

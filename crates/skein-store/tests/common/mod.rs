@@ -73,7 +73,7 @@ pub fn append_turn(store: &Store, conversation: &ConversationId, text: &str) -> 
         };
         match store.commit_turn(&turn) {
             Ok(_) => return conflicts,
-            Err(skein_store::StoreError::HeadMoved { .. }) => conflicts += 1,
+            Err(skein_store::StoreError::HeadMoved(_)) => conflicts += 1,
             Err(other) => panic!("turn failed: {other}"),
         }
     }

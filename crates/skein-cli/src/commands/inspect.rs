@@ -1,0 +1,291 @@
+/*!
+The read-only commands: `log` (recent turns, or one conversation's
+messages), `tree` (the branching structure, drawn) and `show` (one node in
+full, with the runs that produced it).
+*/
+
+use super::{Context, print_json};
+use crate::flags::{LogArgs, ShowArgs, TreeArgs};
+use crate::ui;
+use anyhow::Result;
+use serde_json::json;
+use skein::NodeId;
+use skein::core::Part;
+use skein::store::{Conversation, TreeEntry, preview};
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+pub fn log(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
+    match &args.cid {
+        Some(cid) => log_conversation(ctx, &ctx.conversation(cid)?),
+        None => log_recent(ctx, args.count),
+    }
+}
+
+fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCode> {
+    let Some(head) = conversation.head else {
+        if ctx.json {
+            return print_json(&json!({ "conversation": conversation, "messages": [] }));
+        }
+        println!(
+            "conversation {} has no messages yet",
+            conversation.id.short()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let thread = ctx.store.load_thread(head)?;
+    if ctx.json {
+        let messages: Vec<_> = thread
+            .nodes()
+            .into_iter()
+            .map(|node| json!({ "node": node.id(), "role": node.message().role, "parts": node.message().parts }))
+            .collect();
+        return print_json(&json!({ "conversation": conversation, "messages": messages }));
+    }
+    println!(
+        "conversation {}{} · {} messages",
+        conversation.id.short(),
+        conversation
+            .name
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default(),
+        conversation.len
+    );
+    for node in thread.nodes() {
+        println!("\n{} {}", node.id().short(), node.message().role);
+        for part in &node.message().parts {
+            match part {
+                Part::Text { text } => println!("{text}"),
+                other => println!(
+                    "{}",
+                    preview(
+                        &skein::Message::new(node.message().role, vec![other.clone()]),
+                        200
+                    )
+                ),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn log_recent(ctx: &Context, count: usize) -> Result<ExitCode> {
+    let runs = ctx.store.recent_runs(count)?;
+    // A failed run's request was never stored (a failed turn adds no node).
+    let text_of = |id: Option<NodeId>| -> Result<Option<String>> {
+        match id.map(|id| ctx.store.node(id)) {
+            Some(Ok(node)) => Ok(Some(node.message.joined_text())),
+            Some(Err(skein::store::StoreError::NodeNotFound(_))) | None => Ok(None),
+            Some(Err(other)) => Err(other.into()),
+        }
+    };
+    let mut rows = Vec::new();
+    for run in runs.iter().rev() {
+        rows.push((run, text_of(run.input_head)?, text_of(run.output_head)?));
+    }
+    if ctx.json {
+        let records: Vec<_> = rows
+            .iter()
+            .map(|(run, prompt, reply)| json!({ "run": run, "prompt": prompt, "reply": reply }))
+            .collect();
+        return print_json(&records);
+    }
+    if rows.is_empty() {
+        println!("no turns yet: start one with `skein prompt TEXT`");
+    }
+    for (run, prompt, reply) in rows {
+        println!(
+            "{} · conversation {} · node {} · {} · {}",
+            ui::timestamp(run.started_ms),
+            run.conversation.as_ref().map_or("-", |c| c.short()),
+            run.output_head
+                .map_or_else(|| "-".to_string(), |n| n.short()),
+            run.model,
+            run.status.as_str()
+        );
+        println!("  > {}", ui::one_line(prompt.as_deref().unwrap_or(""), 100));
+        match (reply, &run.error) {
+            (Some(reply), _) => println!("  < {}", ui::one_line(&reply, 100)),
+            (None, Some(error)) => println!("  ! {}", ui::one_line(error, 100)),
+            (None, None) => {}
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
+    let conversation = match &args.id {
+        Some(id) => ctx.conversation(id)?,
+        None => ctx.latest_conversation()?,
+    };
+    let Some(head) = conversation.head else {
+        println!(
+            "conversation {} has no messages yet",
+            conversation.id.short()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let thread = ctx.store.load_thread(head)?;
+    let root = thread.nodes()[0].id();
+    let entries = ctx.store.subtree(root, args.limit)?;
+    let mut labels: HashMap<NodeId, Vec<String>> = HashMap::new();
+    let mut family = Vec::new();
+    for other in ctx.store.list_conversations(100_000)? {
+        if let Some(other_head) = other.head
+            && entries.iter().any(|entry| entry.id == other_head)
+        {
+            let name = other
+                .name
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            labels
+                .entry(other_head)
+                .or_default()
+                .push(format!("{}{name}", other.id.short()));
+            family.push(other);
+        }
+    }
+    if ctx.json {
+        return print_json(&json!({ "root": root, "nodes": entries, "conversations": family }));
+    }
+    for line in draw(&entries, &labels) {
+        println!("{line}");
+    }
+    if entries.len() == args.limit {
+        ui::note(format!(
+            "(showing the first {} nodes; raise --limit to see more)",
+            args.limit
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Draw a subtree. A node with one child continues on the same column; a
+/// node with several children opens one branch per child. Iterative, so a
+/// very long thread cannot overflow the stack.
+fn draw(entries: &[TreeEntry], labels: &HashMap<NodeId, Vec<String>>) -> Vec<String> {
+    let mut children: HashMap<NodeId, Vec<&TreeEntry>> = HashMap::new();
+    for entry in entries {
+        if let Some(parent) = entry.parent {
+            children.entry(parent).or_default().push(entry);
+        }
+    }
+    let mut lines = Vec::new();
+    // (entry, prefix for its own line, prefix for what follows it)
+    let mut stack: Vec<(&TreeEntry, String, String)> =
+        vec![(&entries[0], String::new(), String::new())];
+    while let Some((entry, lead, rest)) = stack.pop() {
+        let label = labels
+            .get(&entry.id)
+            .map(|names| format!("  ◀ {}", names.join(", ")))
+            .unwrap_or_default();
+        lines.push(format!(
+            "{lead}{} {:<9} {}{label}",
+            entry.id.short(),
+            entry.role.as_str(),
+            entry.preview
+        ));
+        let kids = children.get(&entry.id).map(Vec::as_slice).unwrap_or(&[]);
+        match kids {
+            [] => {}
+            [only] => stack.push((only, rest.clone(), rest)),
+            many => {
+                for (i, kid) in many.iter().enumerate().rev() {
+                    let last = i == many.len() - 1;
+                    let (branch, next) = if last {
+                        ("└─ ", "   ")
+                    } else {
+                        ("├─ ", "│  ")
+                    };
+                    stack.push((kid, format!("{rest}{branch}"), format!("{rest}{next}")));
+                }
+            }
+        }
+    }
+    lines
+}
+
+pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
+    let id = ctx.node(&args.node)?;
+    let node = ctx.store.node(id)?;
+    let runs = ctx.store.runs_producing(id)?;
+    let children = ctx.store.children(id)?;
+    let heads = ctx.store.conversations_at(id)?;
+    if ctx.json {
+        return print_json(&json!({
+            "node": node,
+            "children": children,
+            "runs": runs,
+            "head_of": heads.iter().map(|c| &c.id).collect::<Vec<_>>(),
+        }));
+    }
+    println!("node      {}", node.id);
+    println!(
+        "parent    {}",
+        node.parent
+            .map_or_else(|| "(root)".to_string(), |p| p.to_hex())
+    );
+    println!("depth     {}", node.depth);
+    println!("role      {}", node.message.role);
+    for (index, part) in node.message.parts.iter().enumerate() {
+        println!("\npart {index}: {}", part.kind_name());
+        match part {
+            Part::Text { text } => println!("{text}"),
+            Part::ToolCall(call) => println!(
+                "id {}\nname {}\narguments {}",
+                call.id, call.name, call.arguments
+            ),
+            Part::ToolResult(result) => {
+                println!(
+                    "call {}{}\n{}",
+                    result.call_id,
+                    if result.is_error { " (error)" } else { "" },
+                    result.content
+                )
+            }
+            Part::Attachment(a) => println!("{} · {} bytes", a.media_type, a.data.len()),
+            _ => println!("(a part this version cannot display)"),
+        }
+    }
+    for conversation in &heads {
+        println!("\nhead of conversation {}", conversation.id.short());
+    }
+    for run in &runs {
+        println!(
+            "\nproduced by run {} · {} via {} · {} · {} in / {} out tokens{}",
+            run.id.short(),
+            run.model,
+            run.provider,
+            run.status.as_str(),
+            run.usage.input_tokens.map_or("?".into(), |n| n.to_string()),
+            run.usage
+                .output_tokens
+                .map_or("?".into(), |n| n.to_string()),
+            if run.tools.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " · tools: {}",
+                    run.tools
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
+    if !children.is_empty() {
+        println!(
+            "\nchildren: {}",
+            children
+                .iter()
+                .map(|c| c.short())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,99 @@
+/*!
+Command dispatch and what commands share: the opened store, the output
+mode, resolving ids typed by people, and running-and-recording a turn.
+*/
+
+mod inspect;
+mod transfer;
+mod turns;
+
+use crate::flags::{Cli, Command};
+use crate::ui;
+use anyhow::{Context as _, Result};
+use skein::store::{Conversation, ConversationId};
+use skein::{NodeId, Store};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The model used when neither `-m` nor the conversation names one.
+pub const DEFAULT_MODEL: &str = "echo";
+
+/// What every command gets.
+pub struct Context {
+    pub store: Store,
+    pub json: bool,
+}
+
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let path = match cli.db {
+        Some(path) => path,
+        None => default_db_path()?,
+    };
+    let store = Store::open(&path)
+        .with_context(|| format!("cannot open the database {}", path.display()))?;
+    let ctx = Context {
+        store,
+        json: cli.json,
+    };
+    match cli.command {
+        Command::Prompt(args) => turns::prompt(&ctx, args).await,
+        Command::Reply(args) => turns::reply(&ctx, args).await,
+        Command::Fork(args) => turns::fork(&ctx, args).await,
+        Command::Log(args) => inspect::log(&ctx, args),
+        Command::Tree(args) => inspect::tree(&ctx, args),
+        Command::Show(args) => inspect::show(&ctx, args),
+        Command::Export(args) => transfer::export(&ctx, args),
+        Command::Import(args) => transfer::import(&ctx, args),
+        Command::Verify => transfer::verify(&ctx),
+    }
+}
+
+/// `skein.db` in the user's data directory.
+fn default_db_path() -> Result<PathBuf> {
+    let dirs = directories::ProjectDirs::from("", "", "skein")
+        .context("cannot find your data directory: pass --db PATH or set SKEIN_DB")?;
+    Ok(dirs.data_dir().join("skein.db"))
+}
+
+impl Context {
+    pub fn node(&self, prefix: &str) -> Result<NodeId> {
+        Ok(self.store.resolve_node(prefix)?)
+    }
+
+    pub fn conversation(&self, prefix: &str) -> Result<Conversation> {
+        let id = self.store.resolve_conversation(prefix)?;
+        Ok(self.store.conversation(&id)?)
+    }
+
+    /// The most recently updated conversation.
+    pub fn latest_conversation(&self) -> Result<Conversation> {
+        self.store
+            .list_conversations(1)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                anyhow::Error::new(crate::exit::ExitWith(
+                    crate::exit::NOT_FOUND,
+                    "there are no conversations yet: start one with `skein prompt TEXT`".into(),
+                ))
+            })
+    }
+}
+
+/// The model a conversation was last used with, from its settings.
+pub fn conversation_model(conversation: &Conversation) -> Option<String> {
+    conversation
+        .meta
+        .get("model")
+        .and_then(|model| model.as_str())
+        .map(str::to_string)
+}
+
+pub fn short(id: &ConversationId) -> &str {
+    id.short()
+}
+
+pub fn print_json(value: &impl serde::Serialize) -> Result<ExitCode> {
+    ui::json(value)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,82 @@
+/*!
+`export`, `import` and `verify`: moving the whole graph in and out as JSONL,
+and checking it.
+*/
+
+use super::{Context, print_json};
+use crate::exit::{ExitWith, INTEGRITY};
+use crate::flags::{ExportArgs, ImportArgs};
+use crate::ui;
+use anyhow::{Context as _, Result};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::process::ExitCode;
+
+pub fn export(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
+    match &args.output {
+        Some(path) => {
+            // Write beside the target and rename, so a failed export never
+            // leaves a truncated file where a good one was.
+            let partial = path.with_extension("partial");
+            let file = File::create(&partial)
+                .with_context(|| format!("cannot create {}", partial.display()))?;
+            let mut out = BufWriter::new(file);
+            ctx.store.export(&mut out)?;
+            out.flush()?;
+            drop(out);
+            std::fs::rename(&partial, path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            ui::note(format!("exported to {}", path.display()));
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            ctx.store.export(&mut out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
+    let file =
+        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let report = ctx.store.import(&mut BufReader::new(file))?;
+    if ctx.json {
+        return print_json(&report);
+    }
+    println!(
+        "imported {} new nodes ({} already present), {} conversations, {} runs",
+        report.nodes_written, report.nodes_present, report.conversations, report.runs
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn verify(ctx: &Context) -> Result<ExitCode> {
+    let report = ctx.store.verify()?;
+    if ctx.json {
+        ui::json(&report)?;
+    } else {
+        println!(
+            "checked {} nodes, {} blobs, {} conversations: {}",
+            report.nodes,
+            report.blobs,
+            report.conversations,
+            if report.is_ok() {
+                "all consistent".to_string()
+            } else {
+                format!("{} problems", report.problems.len())
+            }
+        );
+        for problem in &report.problems {
+            println!("  {}", serde_json::to_string(problem)?);
+        }
+    }
+    if report.is_ok() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(anyhow::Error::new(ExitWith(
+            INTEGRITY,
+            "the database failed verification: restore it from an export, or re-import the affected conversations".into(),
+        )))
+    }
+}

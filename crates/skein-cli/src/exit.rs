@@ -1,0 +1,68 @@
+/*!
+Exit codes, documented in docs/cli.md:
+
+| code | meaning |
+|---|---|
+| 0 | success |
+| 1 | any other failure |
+| 2 | the command line is wrong (printed by clap) |
+| 3 | an id or prefix matches nothing, or several things |
+| 4 | the conversation moved while the turn ran (the turn is stored) |
+| 5 | the model call failed (its failed run is recorded) |
+| 6 | the data failed a check (`verify` found problems, an import was rejected) |
+*/
+
+use skein::TurnError;
+use skein::store::StoreError;
+
+pub const FAILURE: u8 = 1;
+pub const NOT_FOUND: u8 = 3;
+pub const HEAD_MOVED: u8 = 4;
+pub const MODEL_FAILED: u8 = 5;
+pub const INTEGRITY: u8 = 6;
+
+/// The exit code for an error, from the first typed cause in its chain.
+pub fn code_for(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if let Some(store) = cause.downcast_ref::<StoreError>() {
+            return match store {
+                StoreError::NodeNotFound(_)
+                | StoreError::ConversationNotFound(_)
+                | StoreError::RunNotFound(_)
+                | StoreError::UnknownPrefix { .. }
+                | StoreError::AmbiguousPrefix { .. }
+                | StoreError::NotAnId(_) => NOT_FOUND,
+                StoreError::HeadMoved(_) => HEAD_MOVED,
+                StoreError::Import { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::MalformedRow(_) => INTEGRITY,
+                _ => FAILURE,
+            };
+        }
+        if cause.downcast_ref::<TurnError>().is_some() {
+            return MODEL_FAILED;
+        }
+        if cause
+            .downcast_ref::<skein::providers::ResolveError>()
+            .is_some()
+        {
+            return MODEL_FAILED;
+        }
+        if let Some(code) = cause.downcast_ref::<ExitWith>() {
+            return code.0;
+        }
+    }
+    FAILURE
+}
+
+/// An error that carries its own exit code.
+#[derive(Debug)]
+pub struct ExitWith(pub u8, pub String);
+
+impl std::fmt::Display for ExitWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+
+impl std::error::Error for ExitWith {}

@@ -1,0 +1,327 @@
+//! End-to-end tests of the `skein` binary against temporary databases.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A temporary database and a command builder for the binary.
+struct Skein {
+    dir: tempfile::TempDir,
+}
+
+impl Skein {
+    fn new() -> Skein {
+        Skein {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("skein.db")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+        command
+            .arg("--db")
+            .arg(self.db())
+            .args(args)
+            .stdin(Stdio::null());
+        command.env_remove("SKEIN_DB");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Run, expect success, return stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "skein {args:?} failed ({:?}): {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    fn count(&self, table: &str) -> i64 {
+        let conn = skein::Store::open(self.db())
+            .unwrap()
+            .raw_connection()
+            .unwrap();
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+    }
+}
+
+fn script() -> String {
+    format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/advisor.toml")
+            .display()
+    )
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn prompt_prints_the_record_as_json_and_continue_extends_it() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "-s", "You are terse.", "hello"]);
+    for key in ["conversation", "node", "run", "text"] {
+        assert!(first[key].is_string(), "missing {key}: {first}");
+    }
+    assert!(
+        first["text"]
+            .as_str()
+            .unwrap()
+            .contains("history: 2 messages")
+    );
+    let second = skein.json(&["prompt", "-c", "again"]);
+    assert_eq!(second["conversation"], first["conversation"]);
+    assert!(
+        second["text"]
+            .as_str()
+            .unwrap()
+            .contains("history: 4 messages")
+    );
+    let cid = first["conversation"].as_str().unwrap();
+    let third = skein.json(&["prompt", "--cid", &cid[..8], "third"]);
+    assert_eq!(third["conversation"], first["conversation"]);
+    assert_eq!(skein.count("nodes"), 7);
+    assert_eq!(skein.count("runs"), 3);
+}
+
+#[test]
+fn text_streams_to_stdout_and_ids_go_to_stderr() {
+    let skein = Skein::new();
+    let output = skein.run(&["prompt", "hi"]);
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "echo: \"hi\" (history: 1 messages, system: no, tools: 0)\n"
+    );
+    assert!(
+        stderr(&output).contains("conversation "),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn prompt_text_can_come_from_stdin() {
+    let skein = Skein::new();
+    let mut child = skein
+        .command(&["--json", "prompt"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from a pipe")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(record["text"].as_str().unwrap().contains("from a pipe"));
+}
+
+#[test]
+fn reply_to_a_head_extends_and_reply_to_an_inner_node_branches() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    let second = skein.json(&["prompt", "-c", "two"]);
+    let cid = second["conversation"].as_str().unwrap().to_string();
+
+    let extended = skein.json(&["reply", &second["node"].as_str().unwrap()[..10], "three"]);
+    assert_eq!(extended["conversation"].as_str().unwrap(), cid);
+
+    let output = skein.run(&[
+        "--json",
+        "reply",
+        first["node"].as_str().unwrap(),
+        "a branch",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("branched"), "{}", stderr(&output));
+    let branch: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_ne!(branch["conversation"].as_str().unwrap(), cid);
+    // The original conversation's head did not move backwards.
+    let log = skein.json(&["log", "--cid", &cid]);
+    assert_eq!(log["conversation"]["head"], extended["node"]);
+    assert_eq!(log["messages"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    skein.json(&["prompt", "-c", "two"]);
+    let node = first["node"].as_str().unwrap();
+    let fork = skein.json(&["fork", node, "--name", "what-if"]);
+    assert_eq!(fork["head"].as_str().unwrap(), node);
+    assert_eq!(fork["name"], "what-if");
+    assert_eq!(fork["origin"]["node"].as_str().unwrap(), node);
+
+    let with_turn = skein.json(&["fork", node, "a different second question"]);
+    let log = skein.json(&["log", "--cid", with_turn["conversation"].as_str().unwrap()]);
+    let messages = log["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4);
+    assert_eq!(
+        messages[2]["parts"][0]["text"],
+        "a different second question"
+    );
+
+    let tree = skein.ok(&["tree", with_turn["conversation"].as_str().unwrap()]);
+    assert!(tree.contains("├─ ") && tree.contains("└─ "), "{tree}");
+    assert!(tree.contains("(what-if)"), "{tree}");
+}
+
+#[test]
+fn unknown_and_ambiguous_ids_exit_3_with_a_clear_message() {
+    let skein = Skein::new();
+    skein.json(&["prompt", "one"]);
+    let output = skein.run(&["show", "ffffffffffff"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains("no node starts with"),
+        "{}",
+        stderr(&output)
+    );
+    let output = skein.run(&["reply", "not-hex", "x"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains("hexadecimal"),
+        "{}",
+        stderr(&output)
+    );
+    for i in 0..40 {
+        skein.json(&["prompt", &format!("filler {i}")]);
+    }
+    let ambiguous = (0..16)
+        .map(|d| format!("{d:x}"))
+        .map(|p| skein.run(&["show", &p]))
+        .find(|o| o.status.code() == Some(3) && stderr(o).contains("matches several"));
+    assert!(
+        ambiguous.is_some(),
+        "with 120 nodes some one-digit prefix is ambiguous"
+    );
+}
+
+#[test]
+fn scripted_models_follow_their_rules_and_failures_are_recorded() {
+    let skein = Skein::new();
+    let model = script();
+    let bullish = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-s",
+        "facts: social-sentiment: bullish",
+        "Should we BUY or HOLD?",
+    ]);
+    assert_eq!(bullish["text"], "BUY");
+    let add = skein.json(&["prompt", "-c", "How much should we allocate?"]);
+    assert_eq!(add["text"], "ADD", "the conversation remembers its model");
+    let bearish = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-s",
+        "facts: none",
+        "Should we BUY or HOLD?",
+    ]);
+    assert_eq!(bearish["text"], "HOLD");
+
+    let nodes = skein.count("nodes");
+    let output = skein.run(&["prompt", "-m", &model, "fail please"]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("upstream overloaded"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(skein.count("nodes"), nodes, "a failed turn adds no node");
+    let log = skein.json(&["log", "-n", "1"]);
+    assert_eq!(log[0]["run"]["status"], "failed");
+
+    let output = skein.run(&["prompt", "-m", "gpt-imaginary", "hi"]);
+    assert_eq!(output.status.code(), Some(5));
+    assert!(
+        stderr(&output).contains("echo"),
+        "lists the available models: {}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn export_import_and_verify_round_trip_and_reject_tampering() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "-s", "sys", "one"]);
+    skein.json(&["prompt", "-c", "two"]);
+    skein.json(&["fork", first["node"].as_str().unwrap(), "branch"]);
+    let export = skein.dir.path().join("export.jsonl");
+    skein.ok(&["export", "-o", export.to_str().unwrap()]);
+
+    let other = Skein::new();
+    let report = other.json(&["import", export.to_str().unwrap()]);
+    assert_eq!(report["nodes_written"], skein.count("nodes"));
+    other.ok(&["verify"]);
+    assert_eq!(other.ok(&["export"]), skein.ok(&["export"]));
+
+    let tampered = skein.dir.path().join("tampered.jsonl");
+    let text = std::fs::read_to_string(&export)
+        .unwrap()
+        .replacen("\"one\"", "\"uno\"", 1);
+    std::fs::write(&tampered, text).unwrap();
+    let fresh = Skein::new();
+    let output = fresh.run(&["import", tampered.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(6), "{}", stderr(&output));
+    assert!(stderr(&output).contains("line"), "{}", stderr(&output));
+    assert_eq!(fresh.count("nodes"), 0);
+
+    let conn = skein::Store::open(skein.db())
+        .unwrap()
+        .raw_connection()
+        .unwrap();
+    let body = skein::core::encoding::encode_body(&skein::Message::user("forged"), 4096).bytes;
+    conn.execute("UPDATE nodes SET body = ?1 WHERE seq = 2", [body])
+        .unwrap();
+    let output = skein.run(&["verify"]);
+    assert_eq!(output.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("id_mismatch"));
+}
+
+#[test]
+fn version_and_help_work_without_a_database() {
+    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["--version"])
+        .env("SKEIN_DB", "/nonexistent/dir/that/cannot/exist.db")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("skein "));
+    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("bogus")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}

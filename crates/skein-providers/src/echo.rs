@@ -1,0 +1,111 @@
+/*!
+[`Echo`]: a provider that answers with a summary of what it received.
+
+The reply is deterministic and has one of these forms:
+
+```text
+echo: "<last user text>" (history: N messages, system: yes|no, tools: K)
+echo: tool results [<call id>: "<content>", <call id> (error): "<content>"] (history: ...)
+echo: no user message (history: ...)
+```
+
+- the first form is the usual one; the last user message's text is put
+  between the quotes exactly as it is (no escaping);
+- the second form is used when the last message of the thread has role
+  `tool`: each tool result in that message, in order, with `(error)` after
+  the call id of a result marked as an error;
+- the third form is used when the thread has no user message at all.
+
+`N` counts every message of the request thread (the last one included),
+`system` says whether any system message is present, `K` is the number of
+tools offered. Echo never calls tools. Streaming, `max_tokens` and usage
+follow the [crate-level stream contract](crate#streams).
+*/
+
+use crate::facts::RequestFacts;
+use crate::reply::{Outcome, Reply};
+use crate::stream::EventStream;
+use skein_core::{BoxStream, ModelRequest, Provider, ProviderError, Role, StreamEvent};
+use std::fmt::Write as _;
+
+/// The echo model: replies with a summary of the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Echo;
+
+impl Echo {
+    pub fn new() -> Echo {
+        Echo
+    }
+
+    /// The reply text Echo gives to `request`.
+    pub fn reply_text(request: &ModelRequest) -> String {
+        let facts = RequestFacts::new(request);
+        let mut text = String::from("echo: ");
+        match facts.last_message() {
+            Some(last) if last.role == Role::Tool => {
+                text.push_str("tool results [");
+                for (i, result) in last.tool_results_iter().enumerate() {
+                    if i > 0 {
+                        text.push_str(", ");
+                    }
+                    let error = if result.is_error { " (error)" } else { "" };
+                    let _ = write!(text, "{}{error}: \"{}\"", result.call_id, result.content);
+                }
+                text.push(']');
+            }
+            _ => match facts.last_user_text() {
+                Some(user) => {
+                    let _ = write!(text, "\"{user}\"");
+                }
+                None => text.push_str("no user message"),
+            },
+        }
+        let system = if facts.has_system() { "yes" } else { "no" };
+        let _ = write!(
+            text,
+            " (history: {} messages, system: {system}, tools: {})",
+            facts.history(),
+            facts.tool_count()
+        );
+        text
+    }
+}
+
+impl Provider for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        let outcome = Outcome::Reply(Reply::text(Echo::reply_text(&request)));
+        Box::pin(EventStream::new(outcome.into_events(&request)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_core::{Message, Thread};
+
+    #[test]
+    fn an_empty_thread_has_no_user_message() {
+        let request = ModelRequest::new("echo", Thread::new());
+        assert_eq!(
+            Echo::reply_text(&request),
+            "echo: no user message (history: 0 messages, system: no, tools: 0)"
+        );
+    }
+
+    #[test]
+    fn an_assistant_tail_still_quotes_the_last_user_message() {
+        let thread = Thread::from_messages([Message::user("q"), Message::assistant("a")]);
+        let request = ModelRequest::new("echo", thread);
+        assert_eq!(
+            Echo::reply_text(&request),
+            "echo: \"q\" (history: 2 messages, system: no, tools: 0)"
+        );
+    }
+}
