@@ -7,8 +7,8 @@ root-to-head is O(depth). Node ids are computed in memory when a message is
 pushed, before anything is stored.
 
 Each node also remembers which stores already hold it (by [`StoreKey`]), so
-appending a thread to a store walks back from the head only to the first node
-that store has: the cost is proportional to the new nodes, never to the
+a store appending a thread can stop walking back at the first node it is
+known to hold: the cost is proportional to the new nodes, never to the
 depth. Marks are set by stores after their commit succeeds.
 */
 
@@ -213,22 +213,6 @@ impl Thread {
         }
         None
     }
-
-    /// Nodes the store with `key` is not known to hold, root-most first:
-    /// everything after the newest marked node. O(new nodes).
-    pub fn unpersisted(&self, key: StoreKey) -> Vec<Arc<Node>> {
-        let mut tail = Vec::new();
-        let mut cursor = self.head.as_ref();
-        while let Some(node) = cursor {
-            if node.is_persisted_in(key) {
-                break;
-            }
-            tail.push(node.clone());
-            cursor = node.parent.as_ref();
-        }
-        tail.reverse();
-        tail
-    }
 }
 
 impl std::fmt::Debug for Thread {
@@ -321,14 +305,18 @@ mod tests {
     }
 
     #[test]
-    fn unpersisted_stops_at_the_newest_marked_node() {
-        let thread = Thread::from_messages((0..6).map(|i| Message::user(i.to_string())));
-        assert_eq!(thread.unpersisted(7).len(), 6);
-        thread.nodes()[3].mark_persisted_in(7);
-        let tail = thread.unpersisted(7);
-        assert_eq!(tail.len(), 2);
-        assert_eq!(tail[0].depth(), 4);
-        assert_eq!(thread.unpersisted(8).len(), 6, "marks are per store");
+    fn persistence_marks_are_per_store() {
+        let thread = Thread::from_messages((0..3).map(|i| Message::user(i.to_string())));
+        let node = thread.head().unwrap();
+        assert!(!node.is_persisted_in(7));
+        node.mark_persisted_in(7);
+        node.mark_persisted_in(7);
+        assert!(node.is_persisted_in(7));
+        assert!(!node.is_persisted_in(8), "marks are per store");
+        assert!(
+            !thread.nodes()[0].is_persisted_in(7),
+            "marking a node marks only that node"
+        );
     }
 
     #[test]
