@@ -12,9 +12,11 @@ use crate::sqlite::Store;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::NodeId;
 
-const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, n.depth, c.forked_from_node,
-        c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
-     FROM conversations c LEFT JOIN nodes n ON n.id = c.head";
+// The depth is a subquery, not a join: SQLite flags joined statements with
+// bound parameters for re-preparation, which defeats the statement cache.
+const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
+        c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
+     FROM conversations c";
 
 impl Store {
     /// Create a conversation, optionally starting at an existing node.

@@ -69,10 +69,15 @@ impl Store {
         self.read(|conn| {
             let row = conn
                 .prepare_cached(
-                    "SELECT p.id, n.depth, n.body FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent WHERE n.id = ?1",
+                    "SELECT (SELECT p.id FROM nodes p WHERE p.seq = n.parent), n.depth, n.body
+                     FROM nodes n WHERE n.id = ?1",
                 )?
                 .query_row([id.as_bytes()], |row| {
-                    Ok((row.get::<_, Option<Vec<u8>>>(0)?, row.get::<_, i64>(1)?, row.get::<_, Vec<u8>>(2)?))
+                    Ok((
+                        row.get::<_, Option<Vec<u8>>>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, Vec<u8>>(2)?,
+                    ))
                 })
                 .optional()?
                 .ok_or(StoreError::NodeNotFound(id))?;
@@ -228,30 +233,33 @@ pub(crate) fn seq_of(conn: &Connection, id: NodeId) -> Result<Option<i64>> {
 }
 
 pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Result<Thread> {
+    // Recurse over the integer links only, then join the rows: carrying the
+    // bodies through the recursion would copy each through SQLite's queue.
     let mut stmt = conn.prepare_cached(
-        "WITH RECURSIVE chain(seq, parent, id, depth, body) AS (
-             SELECT seq, parent, id, depth, body FROM nodes WHERE id = ?1
+        "WITH RECURSIVE chain(seq, parent) AS (
+             SELECT seq, parent FROM nodes WHERE id = ?1
              UNION ALL
-             SELECT n.seq, n.parent, n.id, n.depth, n.body FROM nodes n JOIN chain c ON n.seq = c.parent
+             SELECT n.seq, n.parent FROM nodes n JOIN chain c ON n.seq = c.parent
          )
-         SELECT id, depth, body FROM chain",
+         SELECT n.id, n.body FROM chain JOIN nodes n ON n.seq = chain.seq ORDER BY n.seq",
     )?;
     let mut rows = stmt.query([head.as_bytes()])?;
-    let mut chain: Vec<(NodeId, i64, Vec<u8>)> = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id: Vec<u8> = row.get(0)?;
-        chain.push((node_id(&id)?, row.get(1)?, row.get(2)?));
-    }
-    if chain.is_empty() {
-        return Err(StoreError::NodeNotFound(head));
-    }
-    // The recursion yields head first; keep it robust to any order.
-    chain.sort_unstable_by_key(|(_, depth, _)| *depth);
     let mut thread = Thread::new();
-    for (id, _, body) in chain {
-        let message = decode_message(conn, id, &body)?;
+    while let Some(row) = rows.next()? {
+        let blob = |index| row.get_ref(index)?.as_blob().map_err(rusqlite::Error::from);
+        let id = node_id(blob(0)?)?;
+        let message = decode_message(conn, id, blob(1)?)?;
         thread = thread.push_with_id(id, Arc::new(message));
         thread.head().expect("just pushed").mark_persisted_in(key);
+    }
+    if thread.head_id() != Some(head) {
+        return match thread.head_id() {
+            None => Err(StoreError::NodeNotFound(head)),
+            Some(_) => Err(StoreError::MalformedRow(format!(
+                "the ancestry of node {} is not in insertion order",
+                head.short()
+            ))),
+        };
     }
     Ok(thread)
 }

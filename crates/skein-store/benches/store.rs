@@ -1,0 +1,591 @@
+//! Store benchmarks: a hand-written timing loop (no criterion) that prints
+//! one JSON object to stdout. Every figure states its workload and target.
+//!
+//! Run with `cargo bench -p skein-store --bench store` (release profile).
+//! `--quick` or `SKEIN_BENCH_QUICK=1` cuts repetitions so CI finishes in a
+//! few seconds; `SKEIN_BIN=path/to/skein` adds the `skein --version` timing
+//! (a relative path is also tried from the workspace root, since cargo runs
+//! benches from the package directory). For profiling one operation:
+//! `--only append|stateless|load|fork|cli` (repeatable) and `--reps N` (load
+//! and fork repetitions), e.g. under `perf record`.
+//!
+//! Workloads share one file database in a temporary directory (WAL,
+//! `synchronous=NORMAL`, as the store opens it), so thread depth is the only
+//! thing that differs between the `append_turn_depth_*` figures. The depths
+//! are measured interleaved, round by round, so drift on a noisy machine
+//! hits them alike.
+
+use serde_json::{Value, json};
+use skein_core::{Message, NodeId, Thread};
+use skein_store::{ConversationId, RunRecord, Store, TurnCommit};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Target: depth 10,000 within 1.2x of depth 10.
+const FLATNESS_TARGET: f64 = 1.2;
+const LOAD_TARGET_US: f64 = 1000.0;
+const FORK_TARGET_US: f64 = 50.0;
+const CLI_VERSION_TARGET_MS: f64 = 10.0;
+
+const DEPTHS: [usize; 3] = [10, 1000, 10_000];
+
+struct Plan {
+    quick: bool,
+    /// `--only NAME` (repeatable): run just these groups (append, stateless,
+    /// load, fork, cli); for profiling one operation.
+    only: Vec<String>,
+    /// Untimed warm-up turns per depth, on separate conversations.
+    warmup_turns: usize,
+    /// Rounds the depths are interleaved over.
+    rounds: usize,
+    /// Timed turns per depth per round.
+    turns_per_round: usize,
+    /// Warm-up and timed repetitions of load and fork.
+    warmup_reps: usize,
+    reps: usize,
+    cli_runs: usize,
+}
+
+impl Plan {
+    fn from_env() -> Plan {
+        let quick = std::env::args().any(|arg| arg == "--quick")
+            || std::env::var("SKEIN_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let args: Vec<String> = std::env::args().collect();
+        let only = args
+            .windows(2)
+            .filter(|pair| pair[0] == "--only")
+            .map(|pair| pair[1].clone())
+            .collect();
+        let reps_override = args
+            .windows(2)
+            .find(|pair| pair[0] == "--reps")
+            .and_then(|pair| pair[1].parse().ok());
+        let mut plan = if quick {
+            Plan {
+                quick,
+                only,
+                warmup_turns: 3,
+                rounds: 2,
+                turns_per_round: 10,
+                warmup_reps: 3,
+                reps: 20,
+                cli_runs: 5,
+            }
+        } else {
+            Plan {
+                quick,
+                only,
+                warmup_turns: 20,
+                rounds: 5,
+                turns_per_round: 40,
+                warmup_reps: 50,
+                reps: 1000,
+                cli_runs: 20,
+            }
+        };
+        if let Some(reps) = reps_override {
+            plan.reps = reps;
+        }
+        plan
+    }
+
+    fn runs(&self, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
+
+    fn turns(&self) -> usize {
+        self.rounds * self.turns_per_round
+    }
+}
+
+/// Median and p90 (nearest rank) of durations, in the given unit.
+struct Stats {
+    median: f64,
+    p90: f64,
+    min: f64,
+    samples: usize,
+}
+
+fn stats(samples: &[Duration], unit: f64) -> Stats {
+    let mut values: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * unit).collect();
+    values.sort_by(f64::total_cmp);
+    let rank = |p: f64| {
+        let index = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1;
+        values[index]
+    };
+    Stats {
+        median: rank(0.5),
+        p90: rank(0.9),
+        min: values[0],
+        samples: values.len(),
+    }
+}
+
+const US: f64 = 1e6;
+const MS: f64 = 1e3;
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn stats_json(s: &Stats, unit: &str) -> Value {
+    json!({
+        format!("median_{unit}"): round3(s.median),
+        format!("p90_{unit}"): round3(s.p90),
+        format!("min_{unit}"): round3(s.min),
+        "samples": s.samples,
+    })
+}
+
+fn merge(mut base: Value, extra: Value) -> Value {
+    if let (Some(base), Value::Object(extra)) = (base.as_object_mut(), extra) {
+        base.extend(extra);
+    }
+    base
+}
+
+/// Realistic sizes: a ~200-byte question and a ~1.2 KB answer (below the
+/// 4 KiB blob threshold, so stored inline).
+fn user_message(i: usize) -> Message {
+    Message::user(format!(
+        "Question {i}: could you explain how the previous answer changes if the \
+         input grows by an order of magnitude, and what the trade-offs are between \
+         the approaches we discussed? Please keep it short. (turn {i})"
+    ))
+}
+
+fn assistant_message(i: usize) -> Message {
+    let sentence = "The cost is dominated by the part of the work that scales with the \
+                    input, so the constant factors matter less than the shape of the loop. ";
+    Message::assistant(format!("Answer {i}. {}", sentence.repeat(8)))
+}
+
+/// `len` messages after a system prompt, alternating user/assistant.
+fn history(len: usize) -> Vec<Message> {
+    let mut messages = vec![Message::system("You are a helpful assistant.")];
+    let mut i = 0;
+    while messages.len() < len {
+        messages.push(if i % 2 == 0 {
+            user_message(i)
+        } else {
+            assistant_message(i)
+        });
+        i += 1;
+    }
+    messages
+}
+
+fn run_record(conversation: &ConversationId, input: Option<NodeId>, output: NodeId) -> RunRecord {
+    let mut run = RunRecord::new("bench-model", "bench");
+    run.conversation = Some(conversation.clone());
+    run.input_head = input;
+    run.output_head = Some(output);
+    run.usage.input_tokens = Some(1200);
+    run.usage.output_tokens = Some(300);
+    run.finished_ms = Some(run.started_ms + 900);
+    run
+}
+
+/// Commit `thread` as one turn of `conversation`, whose head is `expected`.
+fn commit(
+    store: &Store,
+    conversation: &ConversationId,
+    expected: Option<NodeId>,
+    thread: &Thread,
+) -> Duration {
+    let run = run_record(
+        conversation,
+        thread.parent().head_id(),
+        thread.head_id().unwrap(),
+    );
+    let started = Instant::now();
+    store
+        .commit_turn(&TurnCommit {
+            conversation,
+            expected_head: expected,
+            thread,
+            runs: std::slice::from_ref(&run),
+        })
+        .expect("commit turn");
+    started.elapsed()
+}
+
+/// A conversation whose thread holds `len` messages, committed in one turn.
+fn seeded_conversation(store: &Store, len: usize) -> (ConversationId, Thread) {
+    let conversation = store
+        .create_conversation(Default::default())
+        .expect("create conversation")
+        .id;
+    let thread = Thread::from_messages(history(len));
+    commit(store, &conversation, None, &thread);
+    (conversation, thread)
+}
+
+/// One conversation being extended turn by turn, the way a client does it.
+struct Chat {
+    conversation: ConversationId,
+    thread: Thread,
+    turn: usize,
+    commit: Vec<Duration>,
+    push: Vec<Duration>,
+}
+
+impl Chat {
+    fn new(store: &Store, len: usize) -> Chat {
+        let (conversation, thread) = seeded_conversation(store, len);
+        Chat {
+            conversation,
+            thread,
+            turn: len,
+            commit: Vec::new(),
+            push: Vec::new(),
+        }
+    }
+
+    /// Push a user and an assistant message onto the in-memory thread kept
+    /// from the previous turn (its nodes carry persistence marks) and commit.
+    fn turn(&mut self, store: &Store, record: bool) {
+        let expected = self.thread.head_id();
+        let started = Instant::now();
+        let next = self
+            .thread
+            .push(user_message(self.turn))
+            .push(assistant_message(self.turn + 1));
+        let push = started.elapsed();
+        let commit = commit(store, &self.conversation, expected, &next);
+        self.thread = next;
+        self.turn += 2;
+        if record {
+            self.commit.push(commit);
+            self.push.push(push);
+        }
+    }
+}
+
+fn bench_append(store: &Store, plan: &Plan) -> (Value, f64) {
+    let mut chats: Vec<(usize, Chat)> = DEPTHS
+        .iter()
+        .map(|&depth| (depth, Chat::new(store, depth)))
+        .collect();
+    // Warm up (statement caches, page cache, allocator) on separate
+    // conversations of the same depths, so the measured threads start at
+    // exactly their nominal depth.
+    for &depth in &DEPTHS {
+        let mut warmup = Chat::new(store, depth);
+        for _ in 0..plan.warmup_turns {
+            warmup.turn(store, false);
+        }
+    }
+    for round in 0..plan.rounds {
+        // Rotate the order each round so no depth always goes first.
+        for k in 0..chats.len() {
+            let index = (round + k) % chats.len();
+            let chat = &mut chats[index].1;
+            for _ in 0..plan.turns_per_round {
+                chat.turn(store, true);
+            }
+        }
+    }
+    let mut out = serde_json::Map::new();
+    let mut medians = Vec::new();
+    for (depth, chat) in &chats {
+        let commit = stats(&chat.commit, US);
+        let push = stats(&chat.push, US);
+        medians.push(commit.median);
+        let workload = format!(
+            "Store::commit_turn of one turn (a ~200 B user + a ~1.2 KB assistant message, one \
+             RunRecord, bookmark compare-and-set) onto a conversation whose thread holds {depth} \
+             messages; {} untimed warm-up turns on a separate conversation of the same depth, \
+             then {} timed turns in {} rounds interleaved with the other depths, so the depth \
+             grows by 2 per turn (from {depth} to {}). The client keeps the Thread returned by the previous turn, so persistence \
+             marks are used. File database (WAL, synchronous=NORMAL) in a temp dir, shared by all \
+             workloads. Only commit_turn is timed; the in-memory push (hashing two messages) is \
+             reported as client_push.",
+            plan.warmup_turns,
+            plan.turns(),
+            plan.rounds,
+            depth + plan.turns() * 2,
+        );
+        out.insert(
+            format!("append_turn_depth_{depth}"),
+            merge(
+                stats_json(&commit, "us"),
+                json!({
+                    "workload": workload,
+                    "client_push_median_us": round3(push.median),
+                    "client_push_p90_us": round3(push.p90),
+                }),
+            ),
+        );
+    }
+    let ratio = medians[2] / medians[0];
+    out.insert(
+        "flatness_ratio".into(),
+        json!({
+            "value": round3(ratio),
+            "workload": "median(append_turn_depth_10000) / median(append_turn_depth_10)",
+            "target": format!("<= {FLATNESS_TARGET}"),
+            "met": ratio <= FLATNESS_TARGET,
+        }),
+    );
+    (Value::Object(out), medians[1])
+}
+
+/// Each turn rebuilds the Thread from the client's message list, so no node
+/// carries a mark: the store must find the stored prefix by lookup.
+fn bench_stateless(store: &Store, plan: &Plan, marked_baseline_us: f64) -> Value {
+    let depth = 1000;
+    stateless_turns(store, depth, plan.warmup_turns);
+    let (build, store_time) = stateless_turns(store, depth, plan.turns());
+    let store_stats = stats(&store_time, US);
+    let build_stats = stats(&build, US);
+    json!({
+        "workload": format!(
+            "As append_turn_depth_1000, but each turn rebuilds the Thread from the client's \
+             message list (Thread::from_messages over clones of every message: no persistence \
+             marks), so the store finds the stored prefix by id lookup. {} untimed warm-up turns \
+             on a separate conversation, then {} timed turns, depth growing from {depth} to {}. \
+             store_* times Store::commit_turn only; build_thread_* times the client rebuilding \
+             and hashing the whole thread (O(depth), the client's own cost).",
+            plan.warmup_turns,
+            plan.turns(),
+            depth + plan.turns() * 2,
+        ),
+        "store_median_us": round3(store_stats.median),
+        "store_p90_us": round3(store_stats.p90),
+        "build_thread_median_us": round3(build_stats.median),
+        "build_thread_p90_us": round3(build_stats.p90),
+        "samples": store_stats.samples,
+        "baseline_marked_depth_1000_median_us": round3(marked_baseline_us),
+        "store_vs_marked_ratio": round3(store_stats.median / marked_baseline_us),
+    })
+}
+
+/// `turns` turns on a fresh conversation seeded with `depth` messages, each
+/// rebuilding its Thread from the message list. Returns (build, commit) times.
+fn stateless_turns(store: &Store, depth: usize, turns: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let mut messages = history(depth);
+    let (conversation, seeded) = seeded_conversation(store, depth);
+    let mut head = seeded.head_id();
+    drop(seeded);
+    let mut build = Vec::new();
+    let mut store_time = Vec::new();
+    for turn in (depth..).step_by(2).take(turns) {
+        messages.push(user_message(turn));
+        messages.push(assistant_message(turn + 1));
+        let started = Instant::now();
+        let thread = Thread::from_messages(messages.iter().cloned());
+        build.push(started.elapsed());
+        store_time.push(commit(store, &conversation, head, &thread));
+        head = thread.head_id();
+    }
+    (build, store_time)
+}
+
+fn repeat(plan: &Plan, mut op: impl FnMut() -> Duration) -> Vec<Duration> {
+    for _ in 0..plan.warmup_reps {
+        op();
+    }
+    (0..plan.reps).map(|_| op()).collect()
+}
+
+fn bench_load(store: &Store, plan: &Plan) -> Value {
+    let (_, thread) = seeded_conversation(store, 1000);
+    let head = thread.head_id().unwrap();
+    let samples = repeat(plan, || {
+        let started = Instant::now();
+        let loaded = store.load_thread(head).expect("load thread");
+        let elapsed = started.elapsed();
+        assert_eq!(loaded.len(), 1000);
+        drop(loaded);
+        elapsed
+    });
+    let s = stats(&samples, US);
+    merge(
+        stats_json(&s, "us"),
+        json!({
+            "workload": format!(
+                "Store::load_thread of a 1,000-message thread (system prompt then alternating \
+                 ~200 B user / ~1.2 KB assistant messages, stored inline) from its head, in the \
+                 shared database; {} warm-up then {} timed loads; dropping the result is not \
+                 timed.",
+                plan.warmup_reps, plan.reps
+            ),
+            "target": format!("< {LOAD_TARGET_US} us"),
+            "met": s.median < LOAD_TARGET_US,
+        }),
+    )
+}
+
+fn bench_fork(store: &Store, plan: &Plan) -> Value {
+    let (conversation, thread) = seeded_conversation(store, 1001);
+    let node = thread.head().unwrap();
+    assert_eq!(node.depth(), 1000);
+    let node = node.id();
+    let samples = repeat(plan, || {
+        let started = Instant::now();
+        let fork = store
+            .fork(node, Some("bench fork".into()), Some(conversation.clone()))
+            .expect("fork");
+        let elapsed = started.elapsed();
+        assert_eq!(fork.head, Some(node));
+        elapsed
+    });
+    let s = stats(&samples, US);
+    merge(
+        stats_json(&s, "us"),
+        json!({
+            "workload": format!(
+                "Store::fork(node at depth 1000, name, origin conversation): one write \
+                 transaction inserting the bookmark, then reading the new conversation back; \
+                 {} warm-up then {} timed forks, each adding a conversation to the shared \
+                 database.",
+                plan.warmup_reps, plan.reps
+            ),
+            "target": format!("< {FORK_TARGET_US} us"),
+            "met": s.median < FORK_TARGET_US,
+        }),
+    )
+}
+
+fn bench_cli(plan: &Plan) -> (Value, Value) {
+    let Some(bin) = std::env::var_os("SKEIN_BIN")
+        .filter(|b| !b.is_empty())
+        .map(resolve_bin)
+    else {
+        return (
+            Value::Null,
+            json!(
+                "SKEIN_BIN is not set: build the CLI (cargo build --release -p skein-cli) and \
+                   set SKEIN_BIN=target/release/skein to time `skein --version`"
+            ),
+        );
+    };
+    let run = || {
+        let started = Instant::now();
+        let output = Command::new(&bin).arg("--version").output();
+        let elapsed = started.elapsed();
+        match output {
+            Ok(output) if output.status.success() => Ok(elapsed),
+            Ok(output) => Err(format!(
+                "`{} --version` exited with {}",
+                bin.display(),
+                output.status
+            )),
+            Err(error) => Err(format!("cannot run {}: {error}", bin.display())),
+        }
+    };
+    let mut samples = Vec::new();
+    for i in 0..2 + plan.cli_runs {
+        match run() {
+            Ok(elapsed) if i >= 2 => samples.push(elapsed),
+            Ok(_) => {}
+            Err(error) => return (Value::Null, json!(error)),
+        }
+    }
+    let s = stats(&samples, MS);
+    let value = merge(
+        stats_json(&s, "ms"),
+        json!({
+            "workload": format!(
+                "wall time of spawning `{} --version` and waiting for it to exit; 2 warm-up then \
+                 {} timed runs",
+                bin.display(),
+                plan.cli_runs
+            ),
+            "target": format!("< {CLI_VERSION_TARGET_MS} ms"),
+            "met": s.median < CLI_VERSION_TARGET_MS,
+        }),
+    );
+    (value, Value::Null)
+}
+
+/// `cargo bench` runs this binary from the package directory, so a relative
+/// `SKEIN_BIN` (e.g. `target/release/skein`) that does not exist there is
+/// taken relative to the workspace root.
+fn resolve_bin(bin: std::ffi::OsString) -> std::path::PathBuf {
+    let path = std::path::PathBuf::from(bin);
+    if path.is_relative() && !path.exists() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let candidate = root.join(&path);
+        if candidate.exists() {
+            return candidate.canonicalize().unwrap_or(candidate);
+        }
+    }
+    path
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split_once(':'))
+                .map(|(_, model)| model.trim().to_string())
+        });
+    let rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string());
+    json!({
+        "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "cpu_model": cpu,
+        "rustc": rustc,
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+    })
+}
+
+fn main() {
+    let plan = Plan::from_env();
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path().join("bench.db")).expect("open store");
+
+    let mut results = serde_json::Map::new();
+    if plan.runs("append") || plan.runs("stateless") {
+        let (append, marked_1000) = bench_append(&store, &plan);
+        if plan.runs("append") {
+            results.extend(append.as_object().cloned().unwrap_or_default());
+        }
+        if plan.runs("stateless") {
+            let stateless = bench_stateless(&store, &plan, marked_1000);
+            results.insert("append_turn_stateless_depth_1000".into(), stateless);
+        }
+    }
+    if plan.runs("load") {
+        results.insert("load_thread_1000".into(), bench_load(&store, &plan));
+    }
+    if plan.runs("fork") {
+        results.insert("fork_depth_1000".into(), bench_fork(&store, &plan));
+    }
+    if plan.runs("cli") {
+        let (cli, cli_note) = bench_cli(&plan);
+        results.insert("cli_version_ms".into(), cli);
+        if !cli_note.is_null() {
+            results.insert("cli_version_note".into(), cli_note);
+        }
+    }
+
+    let report = json!({
+        "benchmark": "skein-store",
+        "quick": plan.quick,
+        "machine": machine(),
+        "targets": {
+            "flatness_ratio": format!("median append at depth 10,000 <= {FLATNESS_TARGET}x depth 10"),
+            "load_thread_1000": format!("< {LOAD_TARGET_US} us"),
+            "fork_depth_1000": format!("< {FORK_TARGET_US} us"),
+            "cli_version_ms": format!("< {CLI_VERSION_TARGET_MS} ms"),
+        },
+        "results": Value::Object(results),
+        "total_seconds": round3(started.elapsed().as_secs_f64()),
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).expect("serialize report")
+    );
+}
