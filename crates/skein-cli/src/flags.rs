@@ -68,9 +68,9 @@ pub struct PullArgs {
 /// How a turn is run: shared by every command that runs one.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// The model: `smollm2` (the embedded default), `local:PATH.gguf`, `echo`, `scripted:PATH`, ...
-    /// (`skein models list` shows them all)
-    #[arg(short, long, value_name = "MODEL", env = "SKEIN_MODEL")]
+    /// The model: `smollm2` (the embedded default; `SKEIN_MODEL` changes the default), `local:PATH`,
+    /// `openai:MODEL`, `anthropic:MODEL`, `echo`, `scripted:PATH` (`skein models list` shows them all)
+    #[arg(short, long, value_name = "MODEL")]
     pub model: Option<String>,
 }
 

@@ -28,6 +28,8 @@ impl Skein {
             .args(args)
             .stdin(Stdio::null());
         command.env_remove("SKEIN_DB");
+        // The deterministic model, unless a test asks for another.
+        command.env("SKEIN_MODEL", "echo");
         command
     }
 
@@ -324,4 +326,43 @@ fn version_and_help_work_without_a_database() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn the_default_model_is_the_embedded_smollm2() {
+    let skein = Skein::new();
+    let mut command = skein.command(&[
+        "--json",
+        "prompt",
+        "-s",
+        "You are a helpful assistant. Answer in one short sentence.",
+        "What is the capital of France?",
+    ]);
+    command.env_remove("SKEIN_MODEL").env("SKEIN_THREADS", "1");
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        record["text"].as_str().unwrap().contains("Paris"),
+        "{record}"
+    );
+    let log = skein.json(&["log", "-n", "1"]);
+    assert_eq!(log[0]["run"]["provider"], "local");
+    assert_eq!(log[0]["run"]["model"], "smollm2");
+}
+
+#[test]
+fn models_list_shows_the_embedded_model_and_every_backend() {
+    let listing = Skein::new().json(&["models", "list"]);
+    assert_eq!(listing["local"][0]["name"], "smollm2");
+    let backends: Vec<&str> = listing["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap())
+        .collect();
+    assert!(
+        backends.contains(&"openai:MODEL") && backends.contains(&"scripted:PATH"),
+        "{backends:?}"
+    );
 }

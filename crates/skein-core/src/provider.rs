@@ -68,6 +68,11 @@ impl ModelRequest {
 
 /// Token counts. Each figure is `None` when the backend did not report it:
 /// absent is never the same as zero.
+///
+/// `input_tokens` counts every prompt token, including those served from or
+/// written to a prompt cache; `cache_read_tokens` and `cache_write_tokens`
+/// say how many of them were. Adapters whose provider reports otherwise
+/// (Anthropic) convert.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: Option<u64>,

@@ -1,16 +1,21 @@
 /*!
 skein's model backends.
 
-Today these are the deterministic models that tests, docs and demos rely on
-(they never depend on model quality or the network):
-
+- [`local`]: the embedded llama.cpp model (`smollm2`, `local:PATH`), shared
+  per process.
+- [`http`]: OpenAI-compatible chat completions and Anthropic Messages, with
+  streaming, retries, timeouts and typed failures.
 - [`Echo`] (`echo`): replies with a summary of the request it received.
 - [`Scripted`] (`scripted:PATH`): answers by the first matching rule of a
   TOML rule file; can call tools, fail with any provider error, or cut its
   stream. The file format is documented on [`scripted`].
-- [`resolve`]: turns a model name into a provider ([`registry`]).
+- [`resolve`]: turns a model name into a provider and the model name to send
+  it ([`registry`]).
 
-# Streams
+The echo and scripted models are deterministic and never touch the network:
+tests, docs and demos rely on them.
+
+# Streams of the deterministic models
 
 Both models compute their whole answer up front and stream it the same way:
 
@@ -47,6 +52,8 @@ pub mod call_id;
 mod chunk;
 pub mod echo;
 mod facts;
+pub mod http;
+pub mod local;
 pub mod registry;
 mod reply;
 mod script;
@@ -55,6 +62,7 @@ mod stream;
 
 pub use call_id::deterministic_call_id;
 pub use echo::Echo;
-pub use registry::{ResolveError, available, resolve};
+pub use http::{Anthropic, Credential, CredentialError, HttpConfig, OpenAiCompatible, Secret};
+pub use registry::{ResolveError, Resolved, available, resolve};
 pub use script::{RuleLabel, ScriptError};
 pub use scripted::Scripted;

@@ -16,8 +16,14 @@ use skein::{NodeId, Store};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The model used when neither `-m` nor the conversation names one.
-pub const DEFAULT_MODEL: &str = "echo";
+/// The model used when neither `-m` nor the conversation names one:
+/// `SKEIN_MODEL`, else the embedded SmolLM2.
+pub fn default_model() -> String {
+    std::env::var("SKEIN_MODEL")
+        .ok()
+        .filter(|model| !model.is_empty())
+        .unwrap_or_else(|| "smollm2".to_string())
+}
 
 /// What every command gets.
 pub struct Context {

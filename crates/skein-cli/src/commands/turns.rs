@@ -8,7 +8,7 @@ the head it started at: replying to a node that is not a head creates a new
 conversation there (a branch).
 */
 
-use super::{Context, DEFAULT_MODEL, conversation_model, print_json, short};
+use super::{Context, conversation_model, default_model, print_json, short};
 use crate::exit::{ExitWith, MODEL_FAILED};
 use crate::flags::{ForkArgs, PromptArgs, ReplyArgs};
 use crate::ui;
@@ -126,8 +126,8 @@ async fn run_turn(
     };
     let model = model
         .or(previous_model.clone())
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let provider = skein::providers::resolve(&model)?;
+        .unwrap_or_else(default_model);
+    let resolved = skein::providers::resolve(&model)?;
     let history = match start {
         Some(head) => {
             let store = ctx.store.clone();
@@ -141,8 +141,8 @@ async fn run_turn(
             ui::stream_text(text);
         }
     };
-    let result = Turn::new(history, messages, model.clone())
-        .run(provider.as_ref(), &mut on_text)
+    let result = Turn::new(history, messages, resolved.model)
+        .run(resolved.provider.as_ref(), &mut on_text)
         .await;
     let mut outcome = match result {
         Ok(outcome) => outcome,

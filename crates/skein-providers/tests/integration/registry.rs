@@ -1,6 +1,6 @@
 /*!
-Resolving model names: `echo`, `scripted:PATH`, and the errors for
-everything else.
+Resolving model names: every backend's syntax, the model name each sends,
+and the errors for everything else.
 */
 
 use crate::common::{data, reply, request};
@@ -9,7 +9,9 @@ use skein_providers::{ResolveError, ScriptError, available, resolve};
 
 #[tokio::test]
 async fn echo_resolves_to_the_echo_model() {
-    let provider = resolve("echo").unwrap();
+    let resolved = resolve("echo").unwrap();
+    assert_eq!(resolved.model, "echo");
+    let provider = resolved.provider;
     assert_eq!(provider.name(), "echo");
     let text = reply(provider.as_ref(), request([Message::user("hi")])).await;
     assert!(text.starts_with("echo: \"hi\""), "{text}");
@@ -18,7 +20,7 @@ async fn echo_resolves_to_the_echo_model() {
 #[tokio::test]
 async fn scripted_path_loads_the_rule_file() {
     let model = format!("scripted:{}", data("advisor.toml").display());
-    let provider = resolve(&model).unwrap();
+    let provider = resolve(&model).unwrap().provider;
     assert_eq!(provider.name(), "scripted");
     let text = reply(provider.as_ref(), request([Message::user("buy?")])).await;
     assert!(text.starts_with("HOLD"), "{text}");
@@ -26,8 +28,8 @@ async fn scripted_path_loads_the_rule_file() {
 
 #[test]
 fn unknown_models_list_what_is_available() {
-    for model in ["gpt-4o", "echo:extra", "llama:x"] {
-        let error = resolve(model).err().expect("must not resolve");
+    for model in ["gpt-4o", "echo:extra", "llama:x", "smollm2:big"] {
+        let error = resolve(model).expect_err("must not resolve");
         let ResolveError::UnknownModel {
             model: got,
             available,
@@ -36,20 +38,51 @@ fn unknown_models_list_what_is_available() {
             panic!("{error:?}");
         };
         assert_eq!(got, model);
-        assert_eq!(available, &["echo", "scripted:PATH"]);
+        assert_eq!(available, &EVERY);
         let message = error.to_string();
         assert!(
             message.contains(model) && message.contains("scripted:PATH"),
             "{message}"
         );
     }
-    assert_eq!(available(), ["echo", "scripted:PATH"]);
+    assert_eq!(available(), EVERY);
+}
+
+const EVERY: [&str; 6] = [
+    "smollm2",
+    "local:PATH",
+    "openai:MODEL",
+    "anthropic:MODEL",
+    "echo",
+    "scripted:PATH",
+];
+
+#[test]
+fn http_models_name_the_model_and_need_a_key_unless_the_url_is_custom() {
+    // Safe: this test binary touches these variables in this test only.
+    unsafe {
+        std::env::remove_var("ANTHROPIC_API_KEY");
+        std::env::remove_var("ANTHROPIC_BASE_URL");
+    }
+    let error = resolve("anthropic:claude-x").err().unwrap();
+    assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");
+    unsafe { std::env::set_var("ANTHROPIC_BASE_URL", "http://127.0.0.1:9") };
+    let resolved = resolve("anthropic:claude-x").unwrap();
+    assert_eq!(resolved.model, "claude-x");
+    assert_eq!(resolved.provider.name(), "anthropic");
+    unsafe { std::env::remove_var("ANTHROPIC_BASE_URL") };
+}
+
+#[test]
+fn a_missing_local_model_file_says_how_to_fetch_it() {
+    let error = resolve("local:/no/such/model.gguf").err().unwrap();
+    assert!(error.to_string().contains("skein models pull"), "{error}");
 }
 
 #[test]
 fn scripted_needs_a_path() {
     for model in ["scripted", "scripted:"] {
-        let error = resolve(model).err().expect("must not resolve");
+        let error = resolve(model).expect_err("must not resolve");
         assert!(
             matches!(
                 error,

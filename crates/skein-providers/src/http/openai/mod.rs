@@ -1,0 +1,83 @@
+/*!
+[`OpenAiCompatible`]: the OpenAI chat-completions API and the servers that
+speak it (vLLM, the llama.cpp server, Ollama, ...), selected by
+`base_url` (default `https://api.openai.com/v1`).
+
+Each call is `POST {base_url}/chat/completions` with `stream: true` and
+`stream_options.include_usage`, the key (when there is one) as
+`Authorization: Bearer`. `request` maps the request onto the wire,
+`decode` maps the reply (a stream or, from servers that answer
+`application/json`, one body) back; the transport
+([`super::transport`]) does timeouts, retries and cancellation.
+*/
+
+mod decode;
+mod request;
+
+use super::config::{HttpConfig, SetupError};
+use super::transport::{HttpRequest, Transport, failed, sensitive};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use skein_core::{BoxStream, ModelRequest, Provider, ProviderError, StreamEvent};
+use std::sync::Arc;
+
+/// An OpenAI-compatible chat-completions backend.
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatible {
+    transport: Arc<Transport>,
+}
+
+impl OpenAiCompatible {
+    /// A provider for the server at `config.base_url`.
+    pub fn new(config: HttpConfig) -> Result<OpenAiCompatible, SetupError> {
+        Ok(OpenAiCompatible {
+            transport: Arc::new(Transport::new(config)?),
+        })
+    }
+
+    /// OpenAI itself, with the key from `OPENAI_API_KEY`.
+    pub fn from_env() -> Result<OpenAiCompatible, SetupError> {
+        OpenAiCompatible::new(HttpConfig::openai_from_env()?)
+    }
+
+    pub fn config(&self) -> &HttpConfig {
+        self.transport.config()
+    }
+
+    fn prepare(&self, request: &ModelRequest) -> Result<HttpRequest, ProviderError> {
+        let secret = self.transport.secret()?;
+        let body = request::body(request)?;
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secret) = &secret {
+            headers.insert(
+                AUTHORIZATION,
+                sensitive(&format!("Bearer {}", secret.expose()))?,
+            );
+        }
+        Ok(HttpRequest {
+            url: self.transport.config().endpoint("/chat/completions"),
+            headers,
+            body,
+            secret,
+        })
+    }
+}
+
+impl Provider for OpenAiCompatible {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        match self.prepare(&request) {
+            Ok(prepared) => {
+                let decoder = decode::OpenAiDecoder::new(prepared.secret.clone());
+                self.transport.stream(prepared, decoder)
+            }
+            Err(error) => failed(error),
+        }
+    }
+}

@@ -1,0 +1,399 @@
+/*!
+The transport shared by every HTTP provider: one call's attempts, timeouts,
+retries and body reading, turned into a stream of [`StreamEvent`]s.
+
+A provider prepares an [`HttpRequest`] (URL, headers, JSON body) and a
+[`Decoder`] for its wire format; [`Transport::stream`] does the rest:
+
+- **Attempts.** POST the body. A response with `Content-Type` JSON is read
+  whole and decoded at once; anything else is read as server-sent events
+  ([`super::sse`]) and decoded event by event as chunks arrive.
+- **Timeouts.** Connect (set on the client), first byte (request sent to
+  response headers) and idle (between two body chunks) each end the attempt
+  with `ProviderError::Timeout` whose phase is `connect`, `first byte` or
+  `idle`.
+- **Retries.** Connection failures, timeouts and statuses 429, 500, 502,
+  503, 529 are retried up to [`RetryPolicy::max_retries`] times, waiting
+  as the policy or the server's `Retry-After` says ([`super::retry`]), but
+  only while the decoder has produced no event of the reply: a failure
+  after that ends the stream (`TruncatedStream` when the body breaks,
+  `Timeout` when it stalls), never silently restarts it. Each retry is
+  announced by a `StreamEvent::Retrying` before the wait begins. OpenAI's
+  `insufficient_quota` 429 is not retried (waiting cannot help).
+- **End.** The stream ends after the decoder's `Done`; a body that ends
+  first is a `TruncatedStream` (the decoder decides, see [`Decoder::end`]).
+- **Cancellation.** The stream owns the in-flight request: dropping it
+  drops the connection at once, mid-request or mid-body.
+
+The stream must be polled inside a Tokio runtime (with time enabled).
+
+[`RetryPolicy::max_retries`]: super::config::RetryPolicy::max_retries
+*/
+
+use super::client::build_client;
+use super::config::{HttpConfig, SetupError};
+use super::errors::{connection_error, details_from_body, error_for_status, redact_error};
+use super::retry::{backoff, is_retryable_status, retry_after};
+use super::secret::Secret;
+use super::sse::{SseEvent, SseParser};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use skein_core::{BoxStream, ProviderError, StreamEvent};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The most a JSON reply body may hold.
+const MAX_JSON_BODY: usize = 64 * 1024 * 1024;
+/// The most of an error body that is read.
+const MAX_ERROR_BODY: usize = 1024 * 1024;
+
+/// Decodes one provider's successful replies into stream events.
+pub(crate) trait Decoder: Send + 'static {
+    /// One server-sent event.
+    fn event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+    /// A whole JSON reply body.
+    fn body(&mut self, body: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+    /// The event stream ended without `Done`: emit what completes the reply,
+    /// or fail (usually with `TruncatedStream`).
+    fn end(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+}
+
+/// One prepared request.
+pub(crate) struct HttpRequest {
+    pub url: String,
+    /// Headers with the key marked sensitive.
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    /// The key, to redact from every message.
+    pub secret: Option<Secret>,
+}
+
+/// A client and the configuration it was built from.
+pub(crate) struct Transport {
+    client: reqwest::Client,
+    config: HttpConfig,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(config: HttpConfig) -> Result<Transport, SetupError> {
+        Ok(Transport {
+            client: build_client(&config)?,
+            config,
+        })
+    }
+
+    pub(crate) fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    /// The key for this call, or an authentication error saying which
+    /// variable to set.
+    pub(crate) fn secret(&self) -> Result<Option<Secret>, ProviderError> {
+        self.config
+            .credential
+            .resolve()
+            .map_err(|error| ProviderError::Authentication {
+                message: error.to_string(),
+            })
+    }
+
+    /// Run one call as a stream of events.
+    pub(crate) fn stream<D: Decoder>(
+        self: &Arc<Self>,
+        request: HttpRequest,
+        decoder: D,
+    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        let call = Call {
+            transport: self.clone(),
+            request,
+            decoder,
+            retries: 0,
+            phase: Phase::Send,
+            queue: VecDeque::new(),
+            reply_started: false,
+        };
+        Box::pin(futures_util::stream::unfold(call, |mut call| async move {
+            let item = call.next().await?;
+            Some((item, call))
+        }))
+    }
+}
+
+type Item = Result<StreamEvent, ProviderError>;
+
+enum Phase {
+    Send,
+    Wait(Duration),
+    Sse {
+        response: reqwest::Response,
+        parser: SseParser,
+    },
+    Json(reqwest::Response),
+    Over,
+}
+
+struct Call<D> {
+    transport: Arc<Transport>,
+    request: HttpRequest,
+    decoder: D,
+    retries: u32,
+    phase: Phase,
+    queue: VecDeque<Item>,
+    /// The decoder produced an event: no more retries.
+    reply_started: bool,
+}
+
+impl<D: Decoder> Call<D> {
+    async fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                return Some(item);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Over) {
+                Phase::Over => return None,
+                Phase::Wait(delay) => {
+                    tokio::time::sleep(delay).await;
+                    self.phase = Phase::Send;
+                }
+                Phase::Send => self.send().await,
+                Phase::Sse { response, parser } => self.read_sse(response, parser).await,
+                Phase::Json(response) => self.read_json(response).await,
+            }
+        }
+    }
+
+    fn timeouts(&self) -> super::config::Timeouts {
+        self.transport.config.timeouts
+    }
+
+    fn secret(&self) -> Option<&Secret> {
+        self.request.secret.as_ref()
+    }
+
+    async fn send(&mut self) {
+        let attempt = self
+            .transport
+            .client
+            .post(&self.request.url)
+            .headers(self.request.headers.clone())
+            .body(self.request.body.clone())
+            .send();
+        let response = match tokio::time::timeout(self.timeouts().first_byte, attempt).await {
+            Err(_) => return self.fail(timeout("first byte"), true, None),
+            Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
+                return self.fail(timeout("connect"), true, None);
+            }
+            Ok(Err(error)) if error.is_timeout() => {
+                return self.fail(timeout("first byte"), true, None);
+            }
+            Ok(Err(error)) => {
+                let error = connection_error(error, self.secret());
+                return self.fail(error, true, None);
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let server_delay = retry_after(response.headers(), SystemTime::now());
+            let body = read_error_body(response, self.timeouts().idle).await;
+            let error = error_for_status(
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                &body,
+                server_delay,
+                self.secret(),
+            );
+            let retryable = is_retryable_status(status.as_u16())
+                && details_from_body(&body).code.as_deref() != Some("insufficient_quota");
+            return self.fail(error, retryable, server_delay);
+        }
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| {
+                let value = value.to_ascii_lowercase();
+                value.starts_with("application/json") || value.contains("+json")
+            });
+        self.phase = if is_json {
+            Phase::Json(response)
+        } else {
+            Phase::Sse {
+                response,
+                parser: SseParser::new(),
+            }
+        };
+    }
+
+    async fn read_sse(&mut self, mut response: reqwest::Response, mut parser: SseParser) {
+        let chunk = match tokio::time::timeout(self.timeouts().idle, response.chunk()).await {
+            Err(_) => return self.fail(timeout("idle"), true, None),
+            Ok(Err(error)) => return self.body_failed(error),
+            Ok(Ok(chunk)) => chunk,
+        };
+        let mut events = Vec::new();
+        let parsed = match &chunk {
+            Some(bytes) => parser.push(bytes, &mut events),
+            None => {
+                parser.finish(&mut events);
+                Ok(())
+            }
+        };
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for event in events {
+            result = self.decoder.event(event, &mut out);
+            if result.is_err() || has_done(&out) {
+                break;
+            }
+        }
+        if result.is_ok() && !has_done(&out) {
+            result = parsed;
+        }
+        if result.is_ok() && chunk.is_none() && !has_done(&out) {
+            result = self.decoder.end(&mut out);
+        }
+        let done = has_done(&out);
+        self.emit(out);
+        if let Err(error) = result {
+            let retryable = error.is_retryable();
+            return self.fail(error, retryable, None);
+        }
+        if !done {
+            if chunk.is_none() {
+                // The decoder's `end` neither failed nor finished: a decoder
+                // bug, reported rather than hidden.
+                return self.fail(ProviderError::TruncatedStream, false, None);
+            }
+            self.phase = Phase::Sse { response, parser };
+        }
+    }
+
+    async fn read_json(&mut self, mut response: reqwest::Response) {
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout(self.timeouts().idle, response.chunk()).await {
+                Err(_) => return self.fail(timeout("idle"), true, None),
+                Ok(Err(error)) => return self.body_failed(error),
+                Ok(Ok(Some(chunk))) => {
+                    body.extend_from_slice(&chunk);
+                    if body.len() > MAX_JSON_BODY {
+                        let error = malformed("the JSON reply is larger than 64 MiB");
+                        return self.fail(error, false, None);
+                    }
+                }
+                Ok(Ok(None)) => break,
+            }
+        }
+        let mut out = Vec::new();
+        let result = self.decoder.body(&body, &mut out);
+        match result {
+            Ok(()) => self.emit(out),
+            Err(error) => {
+                let retryable = error.is_retryable();
+                self.fail(error, retryable, None);
+            }
+        }
+    }
+
+    /// The body broke: before the reply started it is a connection failure
+    /// worth retrying; after, the reply is truncated.
+    fn body_failed(&mut self, error: reqwest::Error) {
+        if self.reply_started {
+            self.fail(ProviderError::TruncatedStream, false, None);
+        } else {
+            let error = connection_error(error, self.secret());
+            self.fail(error, true, None);
+        }
+    }
+
+    fn emit(&mut self, events: Vec<StreamEvent>) {
+        if !events.is_empty() {
+            self.reply_started = true;
+        }
+        self.queue.extend(events.into_iter().map(Ok));
+    }
+
+    /// End the attempt: schedule a retry when allowed, else end the call
+    /// with `error`.
+    fn fail(&mut self, error: ProviderError, retryable: bool, server_delay: Option<Duration>) {
+        let error = redact_error(error, self.secret());
+        let policy = self.transport.config.retry;
+        if retryable && !self.reply_started && self.retries < policy.max_retries {
+            let delay = match server_delay {
+                Some(delay) if delay <= policy.max_delay => Some(delay),
+                Some(_) => None,
+                None => Some(backoff(&policy, self.retries + 1)),
+            };
+            if let Some(delay) = delay {
+                self.retries += 1;
+                self.queue.push_back(Ok(StreamEvent::Retrying {
+                    attempt: self.retries,
+                    reason: error.to_string(),
+                    delay,
+                }));
+                self.phase = Phase::Wait(delay);
+                return;
+            }
+        }
+        self.queue.push_back(Err(error));
+        self.phase = Phase::Over;
+    }
+}
+
+/// An error body, bounded; whatever could be read when reading fails.
+async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY);
+    body
+}
+
+fn has_done(events: &[StreamEvent]) -> bool {
+    events
+        .iter()
+        .any(|event| matches!(event, StreamEvent::Done(_)))
+}
+
+fn timeout(phase: &str) -> ProviderError {
+    ProviderError::Timeout {
+        phase: phase.to_owned(),
+    }
+}
+
+pub(crate) fn malformed(message: impl Into<String>) -> ProviderError {
+    ProviderError::MalformedResponse {
+        message: message.into(),
+    }
+}
+
+/// A stream whose only item is `error` (a request refused before sending).
+pub(crate) fn failed(
+    error: ProviderError,
+) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+    Box::pin(futures_util::stream::iter([Err(error)]))
+}
+
+/// A header value carrying the key, marked sensitive so the HTTP stack
+/// never prints it. A key with characters a header cannot carry is an
+/// authentication error that does not repeat the key.
+pub(crate) fn sensitive(value: &str) -> Result<HeaderValue, ProviderError> {
+    let mut value = HeaderValue::from_str(value).map_err(|_| ProviderError::Authentication {
+        message: "the API key contains characters an HTTP header cannot carry".into(),
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
