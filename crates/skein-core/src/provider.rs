@@ -26,6 +26,7 @@ pub type BoxStream<'a, T> = Pin<Box<dyn futures_core::Stream<Item = T> + Send + 
 
 /// Sampling and length options. `None` leaves the provider's default.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GenerationOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
