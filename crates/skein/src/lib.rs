@@ -9,6 +9,9 @@ This facade re-exports the pieces a user meets first:
 - [`store`]: the SQLite store of the graph;
 - [`providers`]: model backends, resolved from a model name;
 - [`local`]: the embedded llama.cpp model and `models pull`;
+- [`engine`]: configured prompts, profiles and backends, admission,
+  structured output with repair, captured exchanges and continuation, and
+  the usage ledger;
 - [`turn`]: running one turn (one model call) on a history and recording it.
 
 ```
@@ -23,6 +26,7 @@ assert_eq!(a.parent().head_id(), b.parent().head_id());
 */
 
 pub use skein_core as core;
+pub use skein_engine as engine;
 pub use skein_local as local;
 pub use skein_providers as providers;
 pub use skein_store as store;

@@ -1,0 +1,103 @@
+/*!
+The engine's error type: one variant per way a run can fail, each carrying
+what the caller needs to act (the variable to set, the file and key that did
+not load, the last candidate and its validation errors).
+*/
+
+use crate::exchange::Exchange;
+use crate::observe::RunId;
+use skein_core::ProviderError;
+use std::path::PathBuf;
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The request itself is inconsistent (no prompt and no messages, an
+    /// unknown variable, an unknown prompt...).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// Neither the request nor its prompt names a profile.
+    #[error(
+        "no profile for this run: pass one with the request, or give the prompt a default_profile \
+         (known profiles: {})", .known.join(", ")
+    )]
+    ProfileRequired { known: Vec<String> },
+    /// The profile's credential variable is not set.
+    #[error(
+        "the environment variable {variable} is not set: export {variable}=<your key> (profile `{profile}`)"
+    )]
+    CredentialVariableUnset { variable: String, profile: String },
+    /// The profile needs an explicit credential and the request has none.
+    #[error("profile `{profile}` needs a credential passed with the request")]
+    CredentialRequired { profile: String },
+    /// A prompt file, or the named prompt, could not be loaded.
+    #[error("cannot load prompt {}: {problem}", location(.file, .key))]
+    PromptLoad {
+        file: Option<PathBuf>,
+        key: Option<String>,
+        problem: String,
+    },
+    /// A profile or backend could not be loaded or found.
+    #[error("cannot load profile {}: {problem}", location(.file, .key))]
+    ProfileLoad {
+        file: Option<PathBuf>,
+        key: Option<String>,
+        problem: String,
+    },
+    /// A named artifact's file could not be read.
+    #[error("cannot read artifact `{name}` of prompt `{prompt}` from {}: {source}", .path.display())]
+    ArtifactLoad {
+        prompt: String,
+        name: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A template failed to render (for example it uses an undeclared variable).
+    #[error("cannot render {what}: {message}")]
+    Render { what: String, message: String },
+    /// The output contract itself is not a valid JSON Schema.
+    #[error("the output contract is not a valid JSON Schema: {0}")]
+    InvalidContract(String),
+    /// The model call failed.
+    #[error("generation failed (run {run}): {source}")]
+    Generation {
+        run: RunId,
+        #[source]
+        source: ProviderError,
+    },
+    /// The reply never satisfied the output contract. Carries the last
+    /// candidate, its errors, and (when capture was asked for) an exchange
+    /// ending with that candidate, marked as not validated.
+    #[error("the reply did not satisfy the output contract after {attempts} attempts (run {run}): {}", .errors.join("; "))]
+    Validation {
+        run: RunId,
+        attempts: u32,
+        candidate: String,
+        errors: Vec<String>,
+        exchange: Option<Box<Exchange>>,
+    },
+    /// The backend is at capacity and the request asked not to wait.
+    #[error(
+        "backend `{backend}` is at capacity ({capacity} runs); retry later or let the run wait"
+    )]
+    Capacity { backend: String, capacity: usize },
+    /// The run was cancelled.
+    #[error("the run was cancelled")]
+    Cancelled,
+    /// The backend could not be built (a missing model file, a script that
+    /// does not load...).
+    #[error("backend `{backend}` is unavailable: {message}")]
+    BackendUnavailable { backend: String, message: String },
+}
+
+fn location(file: &Option<PathBuf>, key: &Option<String>) -> String {
+    match (file, key) {
+        (Some(file), Some(key)) => format!("{} (key `{key}`)", file.display()),
+        (Some(file), None) => file.display().to_string(),
+        (None, Some(key)) => format!("`{key}`"),
+        (None, None) => "(in code)".to_string(),
+    }
+}

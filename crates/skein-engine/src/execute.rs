@@ -1,0 +1,341 @@
+/*!
+Executing a prepared run: admission, the model call (with the transport's
+retries surfacing as events), structural validation and repair, capture,
+the ledger entry, and observer delivery once the permit is released.
+
+Repairs extend a private working thread (candidate, corrective message,
+next candidate...); only the final content enters the captured exchange
+(DESIGN.md invariant 8). A run that fails operationally yields no exchange;
+a run whose repairs ran out yields its last candidate in the validation
+error, with an exchange marked not validated when capture was asked for.
+*/
+
+use crate::config::BackendDef;
+use crate::contract::corrective_message;
+use crate::engine::{Inner, Prepared};
+use crate::error::{EngineError, Result};
+use crate::exchange::{Exchange, Validation};
+use crate::ledger::LedgerEntry;
+use crate::observe::{AttemptKind, Emitter, Event, EventKind, RunId};
+use crate::request::Request;
+use skein_core::{
+    FinishReason, Message, ModelRequest, ModelResponse, Provider, ProviderError, ResponseAssembler,
+    StreamEvent, ToolSpec, Usage,
+};
+use skein_store::{Relation, RunStatus};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What a prepared execution carries besides its [`Prepared`] metadata.
+pub(crate) struct Plan {
+    request: Request,
+    provider: Arc<dyn Provider>,
+    backend: BackendDef,
+}
+
+impl Plan {
+    pub(crate) fn new(request: Request, provider: Arc<dyn Provider>, backend: BackendDef) -> Plan {
+        Plan {
+            request,
+            provider,
+            backend,
+        }
+    }
+}
+
+/// A completed run.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    pub run: RunId,
+    /// The final assistant content.
+    pub message: Message,
+    /// The reply parsed as JSON, when the run had an output contract.
+    pub value: Option<serde_json::Value>,
+    /// All attempts of the run together.
+    pub usage: Usage,
+    pub usage_complete: bool,
+    /// Model calls made: 1 plus the repairs.
+    pub attempts: u32,
+    pub finish_reason: FinishReason,
+    /// The captured exchange, when the request asked for it.
+    pub exchange: Option<Exchange>,
+    pub prepared: Prepared,
+    /// The tools offered on the call.
+    pub tools: Vec<ToolSpec>,
+    pub relations: Vec<Relation>,
+    /// The run's events, in order.
+    pub events: Vec<Event>,
+}
+
+impl RunOutput {
+    pub fn text(&self) -> String {
+        self.message.joined_text()
+    }
+}
+
+pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Result<RunOutput> {
+    let run = RunId::random();
+    let mut watchers = inner.watchers.clone();
+    watchers.extend(&plan.request.watchers);
+    let mut emitter = Emitter::new(run.clone(), watchers);
+    let cancel = plan.request.cancel.clone().unwrap_or_default();
+    let mut relations = plan.request.relations.clone();
+    if let Some(session) = &prepared.session_id {
+        relations.push(Relation {
+            kind: "session".into(),
+            target: session.clone(),
+        });
+    }
+    let contract = match &prepared.output_contract {
+        Some(schema) => Some(inner.contracts.get(schema)?),
+        None => None,
+    };
+
+    let mut state = Attempts {
+        usage: Usage::default(),
+        usage_complete: true,
+        attempts: 0,
+    };
+    let waited = Instant::now();
+    let outcome = match inner
+        .admission
+        .admit(&plan.backend, plan.request.when_busy, &cancel)
+        .await
+    {
+        Err(error) => Err(error),
+        Ok(permit) => {
+            emitter.emit(EventKind::Admitted {
+                backend: plan.backend.name.clone(),
+                waited: waited.elapsed(),
+            });
+            let outcome = attempt_until_valid(
+                &prepared,
+                &plan,
+                contract.as_deref(),
+                &cancel,
+                &mut emitter,
+                &mut state,
+                &run,
+            )
+            .await;
+            drop(permit);
+            outcome
+        }
+    };
+
+    let status = match &outcome {
+        Ok(_) => RunStatus::Succeeded,
+        Err(EngineError::Cancelled) => RunStatus::Cancelled,
+        Err(_) => RunStatus::Failed,
+    };
+    match &outcome {
+        Ok(_) => emitter.emit(EventKind::Completed {
+            usage: state.usage,
+            attempts: state.attempts,
+        }),
+        Err(error) => emitter.emit(EventKind::Failed {
+            error: error.to_string(),
+        }),
+    }
+    inner.ledger.record(LedgerEntry {
+        run: run.clone(),
+        status,
+        backend: prepared.backend.clone(),
+        model: prepared.model.clone(),
+        usage: state.usage,
+        usage_complete: state.usage_complete && state.attempts > 0,
+        attempts: state.attempts,
+        relations: relations.clone(),
+    });
+    // The permit is released: observers may run now.
+    emitter.deliver();
+
+    let capture = plan.request.capture;
+    let exchange_for = |message: &Message, validation: Validation| Exchange {
+        thread: prepared.thread.push(message.clone()),
+        annotations: prepared.annotations.clone(),
+        run: run.clone(),
+        validation,
+        prompt: prepared.prompt.clone(),
+        continuation_of: prepared.continuation_of.clone(),
+    };
+    match outcome {
+        Ok(Success { response, value }) => {
+            let validation = if contract.is_some() {
+                Validation::Validated
+            } else {
+                Validation::NotApplicable
+            };
+            let exchange = capture.then(|| exchange_for(&response.message, validation));
+            Ok(RunOutput {
+                run,
+                message: response.message,
+                value,
+                usage: state.usage,
+                usage_complete: state.usage_complete,
+                attempts: state.attempts,
+                finish_reason: response.finish_reason,
+                exchange,
+                tools: prepared.tools.clone(),
+                prepared,
+                relations,
+                events: emitter.events().to_vec(),
+            })
+        }
+        Err(EngineError::Validation {
+            run: failed_run,
+            attempts,
+            candidate,
+            errors,
+            exchange: _,
+        }) => {
+            let exchange = capture.then(|| {
+                Box::new(exchange_for(
+                    &Message::assistant(candidate.clone()),
+                    Validation::NotValidated {
+                        errors: errors.clone(),
+                    },
+                ))
+            });
+            Err(EngineError::Validation {
+                run: failed_run,
+                attempts,
+                candidate,
+                errors,
+                exchange,
+            })
+        }
+        Err(other) => Err(other),
+    }
+}
+
+struct Attempts {
+    usage: Usage,
+    usage_complete: bool,
+    attempts: u32,
+}
+
+struct Success {
+    response: ModelResponse,
+    value: Option<serde_json::Value>,
+}
+
+async fn attempt_until_valid(
+    prepared: &Prepared,
+    plan: &Plan,
+    contract: Option<&crate::contract::Contract>,
+    cancel: &CancellationToken,
+    emitter: &mut Emitter,
+    state: &mut Attempts,
+    run: &RunId,
+) -> Result<Success> {
+    let mut working = prepared.thread.clone();
+    loop {
+        state.attempts += 1;
+        let kind = if state.attempts == 1 {
+            AttemptKind::Initial
+        } else {
+            AttemptKind::Repair
+        };
+        emitter.emit(EventKind::AttemptStarted {
+            attempt: state.attempts,
+            kind,
+        });
+        let request = ModelRequest {
+            model: prepared.model.clone(),
+            thread: working.clone(),
+            annotations: prepared.annotations.clone(),
+            tools: prepared.tools.clone(),
+            options: prepared.options.clone(),
+            output_schema: contract.map(|c| c.schema.clone()),
+        };
+        let response = call(plan, request, cancel, emitter, state.attempts)
+            .await
+            .map_err(|error| match error {
+                ProviderError::Cancelled => EngineError::Cancelled,
+                source => EngineError::Generation {
+                    run: run.clone(),
+                    source,
+                },
+            })?;
+        state.usage = state.usage.add(&response.usage);
+        if response.usage.input_tokens.is_none() || response.usage.output_tokens.is_none() {
+            state.usage_complete = false;
+        }
+        let Some(contract) = contract else {
+            return Ok(Success {
+                response,
+                value: None,
+            });
+        };
+        let text = response.message.joined_text();
+        match contract.check(&text) {
+            Ok(value) => {
+                return Ok(Success {
+                    response,
+                    value: Some(value),
+                });
+            }
+            Err(errors) => {
+                emitter.emit(EventKind::Repair {
+                    attempt: state.attempts,
+                    errors: errors.clone(),
+                });
+                if state.attempts > prepared.repair_attempts {
+                    return Err(EngineError::Validation {
+                        run: run.clone(),
+                        attempts: state.attempts,
+                        candidate: text,
+                        errors,
+                        exchange: None,
+                    });
+                }
+                working = working
+                    .push(response.message)
+                    .push(corrective_message(&errors));
+            }
+        }
+    }
+}
+
+/// One model call: stream it, forwarding text to the request's text channel
+/// and retries to the events, until done or cancelled.
+async fn call(
+    plan: &Plan,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+    emitter: &mut Emitter,
+    attempt: u32,
+) -> Result<ModelResponse, ProviderError> {
+    let mut stream = plan.provider.stream(request);
+    let mut assembler = ResponseAssembler::new();
+    loop {
+        let next = tokio::select! {
+            next = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)) => next,
+            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+        };
+        let Some(event) = next else {
+            return assembler.finish();
+        };
+        let event = event?;
+        match &event {
+            StreamEvent::Text(text) => {
+                if let Some(sink) = &plan.request.text_sink {
+                    let _ = sink.send(text.clone());
+                }
+            }
+            StreamEvent::Retrying {
+                attempt: retry,
+                reason,
+                delay,
+            } => emitter.emit(EventKind::Retry {
+                attempt: *retry,
+                reason: format!("attempt {attempt}: {reason}"),
+                delay: *delay,
+            }),
+            _ => {}
+        }
+        assembler.push(event)?;
+    }
+}
