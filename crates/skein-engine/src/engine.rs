@@ -12,7 +12,7 @@ contract, credential or session id.
 use crate::admission::Admission;
 use crate::backends::Providers;
 use crate::config::{BackendDef, Catalog, Profile, PromptDef};
-use crate::contract::Contracts;
+use crate::contract::{Contract, Contracts};
 use crate::error::{EngineError, Result};
 use crate::exchange::{Exchange, PromptRef};
 use crate::execute::{self, Plan, RunOutput};
@@ -104,6 +104,14 @@ pub struct Prepared {
     pub repair_attempts: u32,
 }
 
+/// What resolving a request yields.
+struct Resolved {
+    prepared: Prepared,
+    backend: BackendDef,
+    profile: Profile,
+    contract: Option<Arc<Contract>>,
+}
+
 /// A prepared run that can be executed exactly once: running consumes it.
 pub struct PreparedExecution {
     engine: Engine,
@@ -166,18 +174,23 @@ impl Engine {
 
     /// Resolve and render a request without generating.
     pub fn prepare(&self, request: &Request) -> Result<Prepared> {
-        self.resolve(request).map(|(prepared, _, _)| prepared)
+        self.resolve(request).map(|resolved| resolved.prepared)
     }
 
     /// A single-use handle that runs the prepared request.
     pub fn prepare_execution(&self, request: Request) -> Result<PreparedExecution> {
-        let (prepared, backend, profile) = self.resolve(&request)?;
+        let Resolved {
+            prepared,
+            backend,
+            profile,
+            contract,
+        } = self.resolve(&request)?;
         let credential =
             self.inner
                 .providers
                 .credential(&profile, &backend, request.credential.as_ref())?;
         let provider = self.inner.providers.provider(&backend, &credential)?;
-        let plan = Plan::new(request, provider, backend);
+        let plan = Plan::new(request, provider, backend, contract);
         Ok(PreparedExecution {
             engine: self.clone(),
             prepared,
@@ -241,7 +254,7 @@ impl Engine {
         })
     }
 
-    fn resolve(&self, request: &Request) -> Result<(Prepared, BackendDef, Profile)> {
+    fn resolve(&self, request: &Request) -> Result<Resolved> {
         let catalog = &self.inner.catalog;
         let prompt = match &request.prompt {
             Some((id, version)) => Some(self.find_prompt(id, *version)?),
@@ -303,9 +316,10 @@ impl Engine {
             .output_contract
             .clone()
             .or_else(|| prompt.and_then(|p| p.output_contract.clone()));
-        if let Some(schema) = &output_contract {
-            self.inner.contracts.get(schema)?;
-        }
+        let contract = match &output_contract {
+            Some(schema) => Some(self.inner.contracts.get(schema)?),
+            None => None,
+        };
         let prepared = Prepared {
             prompt: prompt.map(|p| PromptRef {
                 id: p.id.clone(),
@@ -329,7 +343,12 @@ impl Engine {
                 .map(|exchange| exchange.run.clone()),
             repair_attempts: profile.repair_attempts,
         };
-        Ok((prepared, backend, profile))
+        Ok(Resolved {
+            prepared,
+            backend,
+            profile,
+            contract,
+        })
     }
 
     fn find_prompt(&self, id: &str, version: Option<u32>) -> Result<&PromptDef> {

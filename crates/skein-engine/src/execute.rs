@@ -11,7 +11,7 @@ error, with an exchange marked not validated when capture was asked for.
 */
 
 use crate::config::BackendDef;
-use crate::contract::corrective_message;
+use crate::contract::{Contract, corrective_message};
 use crate::engine::{Inner, Prepared};
 use crate::error::{EngineError, Result};
 use crate::exchange::{Exchange, Validation};
@@ -32,14 +32,22 @@ pub(crate) struct Plan {
     request: Request,
     provider: Arc<dyn Provider>,
     backend: BackendDef,
+    /// The compiled output contract, looked up once when resolving.
+    contract: Option<Arc<Contract>>,
 }
 
 impl Plan {
-    pub(crate) fn new(request: Request, provider: Arc<dyn Provider>, backend: BackendDef) -> Plan {
+    pub(crate) fn new(
+        request: Request,
+        provider: Arc<dyn Provider>,
+        backend: BackendDef,
+        contract: Option<Arc<Contract>>,
+    ) -> Plan {
         Plan {
             request,
             provider,
             backend,
+            contract,
         }
     }
 }
@@ -87,10 +95,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
             target: session.clone(),
         });
     }
-    let contract = match &prepared.output_contract {
-        Some(schema) => Some(inner.contracts.get(schema)?),
-        None => None,
-    };
+    let contract = plan.contract.clone();
 
     let mut state = Attempts {
         usage: Usage::default(),
@@ -224,7 +229,7 @@ struct Success {
 async fn attempt_until_valid(
     prepared: &Prepared,
     plan: &Plan,
-    contract: Option<&crate::contract::Contract>,
+    contract: Option<&Contract>,
     cancel: &CancellationToken,
     emitter: &mut Emitter,
     state: &mut Attempts,
