@@ -12,6 +12,8 @@ This facade re-exports the pieces a user meets first:
 - [`engine`]: configured prompts, profiles and backends, admission,
   structured output with repair, captured exchanges and continuation, and
   the usage ledger;
+- [`blocking`]: blocking forms of the engine's async operations, for code
+  that has no async runtime;
 - [`turn`]: running one turn (one model call) on a history and recording it.
 
 ```
@@ -31,6 +33,7 @@ pub use skein_local as local;
 pub use skein_providers as providers;
 pub use skein_store as store;
 
+pub mod blocking;
 pub mod turn;
 
 pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolSpec};
