@@ -14,7 +14,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = flags::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -366,3 +366,80 @@ fn models_list_shows_the_embedded_model_and_every_backend() {
         "{backends:?}"
     );
 }
+
+#[test]
+fn a_known_api_key_never_reaches_the_database_exports_or_output() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    const KEY: &str = "sk-test-SECRET-4242";
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime.block_on(MockServer::start());
+    let reply = serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello from the mock."}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+    });
+    runtime.block_on(
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(reply))
+            .mount(&server),
+    );
+    let skein = Skein::new();
+    let run = |args: &[&str], key_echoing_server: Option<&str>| {
+        let mut command = skein.command(args);
+        command.env("OPENAI_API_KEY", KEY).env(
+            "OPENAI_BASE_URL",
+            key_echoing_server.map_or(format!("{}/v1", server.uri()), str::to_string),
+        );
+        command.output().unwrap()
+    };
+    let ok = run(&["--json", "prompt", "-m", "openai:gpt-test", "hi"], None);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let record: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(record["text"], "Hello from the mock.");
+
+    // A server that rejects the key and echoes it back in its error.
+    let rejecting = runtime.block_on(MockServer::start());
+    runtime.block_on(
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(401).set_body_json(serde_json::json!({
+                "error": {"message": format!("Incorrect API key provided: {KEY}"), "type": "invalid_request_error"}
+            })))
+            .mount(&rejecting),
+    );
+    let failed = run(
+        &["prompt", "-m", "openai:gpt-test", "hi again"],
+        Some(&format!("{}/v1", rejecting.uri())),
+    );
+    assert_eq!(failed.status.code(), Some(5), "{}", stderr(&failed));
+
+    let export = run(&["export"], None);
+    let log = run(&["--json", "log", "-n", "10"], None);
+    let mut haystacks = vec![
+        ok.stdout,
+        ok.stderr,
+        failed.stdout,
+        failed.stderr,
+        export.stdout,
+        log.stdout,
+    ];
+    for entry in std::fs::read_dir(skein.dir.path()).unwrap() {
+        haystacks.push(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    assert!(haystacks.len() >= 7, "the database file was searched too");
+    for haystack in haystacks {
+        assert!(
+            !String::from_utf8_lossy(&haystack).contains(KEY),
+            "the key leaked"
+        );
+    }
+    // The failed run is recorded, without the key.
+    let runs: Value =
+        serde_json::from_slice(&run(&["--json", "log", "-n", "1"], None).stdout).unwrap();
+    assert_eq!(runs[0]["run"]["status"], "failed");
+}

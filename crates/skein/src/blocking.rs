@@ -43,7 +43,7 @@ fn block_on<T, E>(future: impl Future<Output = Result<T, E>>) -> Result<T, Block
         return Err(BlockingError::InsideRuntime);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .map_err(BlockingError::Runtime)?;
     runtime.block_on(future).map_err(BlockingError::Operation)
