@@ -49,6 +49,9 @@
 //! a block of provider calls, then a block of engine runs (so each run
 //! follows another run, one provider call per run, as in real use).
 
+#[path = "../../../bench-support/report.rs"]
+mod report;
+
 use serde_json::{Value, json};
 use skein_core::{
     BoxStream, FinishReason, Message, ModelRequest, Provider, ProviderError, Role, StreamEvent,
@@ -62,7 +65,6 @@ use skein_providers::Scripted;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::Pin;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -629,15 +631,11 @@ fn stats(samples: &[Duration]) -> Stats {
 
 const US: f64 = 1e6;
 
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 fn stats_json(s: &Stats) -> Value {
     json!({
-        "median_us": round3(s.median),
-        "p90_us": round3(s.p90),
-        "min_us": round3(s.min),
+        "median_us": report::round3(s.median),
+        "p90_us": report::round3(s.p90),
+        "min_us": report::round3(s.min),
         "samples": s.samples,
     })
 }
@@ -700,7 +698,7 @@ fn report_case(
         "{provider_workload} {} timed calls in blocks before each round's engine runs.",
         plan.samples()
     );
-    let per_call = |faults: u64| round3(faults as f64 / plan.samples() as f64);
+    let per_call = |faults: u64| report::round3(faults as f64 / plan.samples() as f64);
     out.insert(
         format!("provider_{name}_depth_{depth}"),
         merge(
@@ -723,8 +721,8 @@ fn report_case(
     );
     let overhead = run.median - alone.median;
     let mut overhead_json = json!({
-        "median_us": round3(overhead),
-        "p90_us": round3(run.p90 - alone.p90),
+        "median_us": report::round3(overhead),
+        "p90_us": report::round3(run.p90 - alone.p90),
         "workload": format!(
             "engine overhead per run: engine_{name}_depth_{depth} - provider_{name}_depth_{depth} \
              (median minus median, p90 minus p90)"
@@ -778,10 +776,10 @@ fn report_case(
                  provider's stream to having dropped the RunOutput (validation, capture, \
                  ledger, events, output)."
             ),
-            "provider_in_run_median_us": round3(inside.median),
-            "provider_in_run_p90_us": round3(inside.p90),
-            "before_call_median_us": round3(before_call.median),
-            "after_call_median_us": round3(after_call.median),
+            "provider_in_run_median_us": report::round3(inside.median),
+            "provider_in_run_p90_us": report::round3(inside.p90),
+            "before_call_median_us": report::round3(before_call.median),
+            "after_call_median_us": report::round3(after_call.median),
         }),
     );
     if depth == DEPTHS[0] {
@@ -803,51 +801,12 @@ fn flatness(figure: &str, medians: &[f64], out: &mut serde_json::Map<String, Val
     out.insert(
         format!("{figure}_ratio_1000_over_10"),
         json!({
-            "value": round3(ratio),
+            "value": report::round3(ratio),
             "workload": format!("median({figure}_depth_1000) / median({figure}_depth_10)"),
             "target": format!("<= {FLATNESS_TARGET} (our reading of \"flat in depth\")"),
             "met": medians[0] > 0.0 && ratio <= FLATNESS_TARGET,
         }),
     );
-}
-
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, model)| model.trim().to_string())
-        });
-    let rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string());
-    json!({
-        "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        "cpu_model": cpu,
-        "rustc": rustc,
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-        "runtime": "tokio current_thread",
-    })
-}
-
-fn loadavg() -> Value {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map_or(Value::Null, |text| {
-            json!(
-                text.split_whitespace()
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-        })
 }
 
 async fn bench(plan: &Plan) -> Value {
@@ -957,10 +916,10 @@ async fn bench(plan: &Plan) -> Value {
                     breakdown.depth,
                     plan.samples()
                 ),
-                "prepare_median_us": round3(prepare.median),
-                "prepare_p90_us": round3(prepare.p90),
-                "execute_median_us": round3(execute.median),
-                "execute_p90_us": round3(execute.p90),
+                "prepare_median_us": report::round3(prepare.median),
+                "prepare_p90_us": report::round3(prepare.p90),
+                "execute_median_us": report::round3(execute.median),
+                "execute_p90_us": report::round3(execute.p90),
                 "samples": prepare.samples,
             }),
         );
@@ -1008,11 +967,11 @@ async fn bench(plan: &Plan) -> Value {
                      (the fixed provider's own share included), and each provider's complete() \
                      alone on the same model request"
                 ),
-                "engine_fixed_allocations_per_run": round3(run_allocs),
-                "engine_fixed_bytes_per_run": round3(run_bytes),
-                "provider_fixed_allocations_per_call": round3(provider_allocs[0].0),
-                "provider_scripted_allocations_per_call": round3(provider_allocs[1].0),
-                "provider_scripted_bytes_per_call": round3(provider_allocs[1].1),
+                "engine_fixed_allocations_per_run": report::round3(run_allocs),
+                "engine_fixed_bytes_per_run": report::round3(run_bytes),
+                "provider_fixed_allocations_per_call": report::round3(provider_allocs[0].0),
+                "provider_scripted_allocations_per_call": report::round3(provider_allocs[1].0),
+                "provider_scripted_bytes_per_call": report::round3(provider_allocs[1].1),
             }),
         );
     }
@@ -1100,10 +1059,10 @@ async fn variants(engine: &Engine, exchange: &Exchange, plan: &Plan) -> Value {
         out.insert(
             (*name).into(),
             json!({
-                "median_us": round3(s.median),
-                "p90_us": round3(s.p90),
-                "allocations_per_run": round3(allocs),
-                "bytes_per_run": round3(bytes),
+                "median_us": report::round3(s.median),
+                "p90_us": report::round3(s.p90),
+                "allocations_per_run": report::round3(allocs),
+                "bytes_per_run": report::round3(bytes),
             }),
         );
     }
@@ -1113,7 +1072,7 @@ async fn variants(engine: &Engine, exchange: &Exchange, plan: &Plan) -> Value {
 fn main() {
     let plan = Plan::from_env();
     let started = Instant::now();
-    let load_before = loadavg();
+    let load_before = report::loadavg();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("tokio runtime");
@@ -1121,9 +1080,9 @@ fn main() {
     let report = json!({
         "benchmark": "skein-engine",
         "quick": plan.quick,
-        "machine": machine(),
+        "machine": report::machine(json!({ "runtime": "tokio current_thread" })),
         "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
+        "loadavg_after": report::loadavg(),
         "targets": {
             "overhead_depth_10": format!(
                 "engine overhead per run (render, admission, validation, capture, ledger) \
@@ -1138,7 +1097,7 @@ fn main() {
             ),
         },
         "results": results,
-        "total_seconds": round3(started.elapsed().as_secs_f64()),
+        "total_seconds": report::round3(started.elapsed().as_secs_f64()),
     });
     println!(
         "{}",

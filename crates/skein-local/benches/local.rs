@@ -32,11 +32,13 @@
 //!   on one without. The replies must be byte-identical; if they are not,
 //!   the report carries a `failure` field and the binary exits 1.
 
+#[path = "../../../bench-support/report.rs"]
+mod report;
+
 use serde_json::{Value, json};
 use skein_core::provider::GenerationOptions;
 use skein_core::{FinishReason, Message, ModelRequest, Provider, StreamEvent, Thread, Usage};
 use skein_local::{LocalConfig, LocalModel, LocalStats, SMOLLM2, model_path};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Raw llama.cpp on this machine, 1 thread (llama-bench pp512 / tg128).
@@ -114,10 +116,6 @@ impl Plan {
     }
 }
 
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 /// CPU seconds (user + system) this process has used, from /proc/self/stat
 /// (clock ticks of 1/100 s, Linux's USER_HZ). `None` elsewhere.
 fn cpu_seconds() -> Option<f64> {
@@ -146,7 +144,9 @@ fn cpu_share<T>(f: impl FnOnce() -> T) -> (T, Option<f64>) {
     let started = Instant::now();
     let value = f();
     let wall = started.elapsed().as_secs_f64();
-    let share = cpu.zip(cpu_seconds()).map(|(a, b)| round3((b - a) / wall));
+    let share = cpu
+        .zip(cpu_seconds())
+        .map(|(a, b)| report::round3((b - a) / wall));
     (value, share)
 }
 
@@ -414,21 +414,21 @@ fn bench_throughput(runner: &Runner, model: &LocalModel, plan: &Plan) -> Result<
             "output_tokens": timed.output_tokens(),
             "text_events": timed.text_events,
             "finish": timed.finish(),
-            "time_to_first_text_ms": round3(first.as_secs_f64() * 1e3),
-            "first_to_last_text_ms": round3((last - first).as_secs_f64() * 1e3),
+            "time_to_first_text_ms": report::round3(first.as_secs_f64() * 1e3),
+            "first_to_last_text_ms": report::round3((last - first).as_secs_f64() * 1e3),
         }));
     }
     let generation_cpu = cpu_before
         .zip(cpu_seconds())
-        .map(|(a, b)| round3((b - a) / generation_started.elapsed().as_secs_f64()));
+        .map(|(a, b)| report::round3((b - a) / generation_started.elapsed().as_secs_f64()));
     let generation_tps = median(&generation_samples);
     Ok(json!({
         "prompt_eval_tokens_per_s": {
-            "value": round3(prompt_tps),
-            "samples": prompt_samples.iter().map(|v| round3(*v)).collect::<Vec<_>>(),
+            "value": report::round3(prompt_tps),
+            "samples": prompt_samples.iter().map(|v| report::round3(*v)).collect::<Vec<_>>(),
             "prompt_tokens": prompt_tokens,
             "cpu_share": prompt_cpu,
-            "ratio_to_raw_llama_cpp": round3(prompt_tps / RAW_PROMPT_EVAL_TPS),
+            "ratio_to_raw_llama_cpp": report::round3(prompt_tps / RAW_PROMPT_EVAL_TPS),
             "raw_llama_cpp_tokens_per_s": RAW_PROMPT_EVAL_TPS,
             "workload": format!(
                 "a single-turn prompt of {prompt_tokens} tokens (usage.input_tokens), max_tokens 1, \
@@ -440,12 +440,12 @@ fn bench_throughput(runner: &Runner, model: &LocalModel, plan: &Plan) -> Result<
             ),
         },
         "generation_tokens_per_s": {
-            "value": round3(generation_tps),
-            "samples": generation_samples.iter().map(|v| round3(*v)).collect::<Vec<_>>(),
-            "alt_output_over_total_minus_first_text": generation_alt.iter().map(|v| round3(*v)).collect::<Vec<_>>(),
+            "value": report::round3(generation_tps),
+            "samples": generation_samples.iter().map(|v| report::round3(*v)).collect::<Vec<_>>(),
+            "alt_output_over_total_minus_first_text": generation_alt.iter().map(|v| report::round3(*v)).collect::<Vec<_>>(),
             "replies": replies,
             "cpu_share": generation_cpu,
-            "ratio_to_raw_llama_cpp": round3(generation_tps / RAW_GENERATION_TPS),
+            "ratio_to_raw_llama_cpp": report::round3(generation_tps / RAW_GENERATION_TPS),
             "raw_llama_cpp_tokens_per_s": RAW_GENERATION_TPS,
             "workload": format!(
                 "greedy reply of max_tokens {} to a short story request; 1 untimed 8-token \
@@ -531,10 +531,10 @@ fn bench_fork(
             "prompt_tokens": with.input_tokens(),
             "reused_tokens": with.usage.cache_read_tokens.unwrap_or(0),
             "output_tokens": with.output_tokens(),
-            "without_reuse_s": round3(without.total.as_secs_f64()),
-            "with_reuse_s": round3(with.total.as_secs_f64()),
-            "with_reuse_first_text_s": round3(first.as_secs_f64()),
-            "without_reuse_first_text_s": round3(without.first_text.unwrap_or(without.total).as_secs_f64()),
+            "without_reuse_s": report::round3(without.total.as_secs_f64()),
+            "with_reuse_s": report::round3(with.total.as_secs_f64()),
+            "with_reuse_first_text_s": report::round3(first.as_secs_f64()),
+            "without_reuse_first_text_s": report::round3(without.first_text.unwrap_or(without.total).as_secs_f64()),
             "identical": identical,
             "reply": with.text,
         }));
@@ -569,14 +569,14 @@ fn bench_fork(
         "base_prompt_tokens": base_tokens,
         "branches": plan.branches,
         "max_tokens": plan.branch_tokens,
-        "without_reuse_s": round3(cold_total.as_secs_f64()),
-        "with_reuse_s": round3(warm_total.as_secs_f64()),
-        "ratio": round3(ratio),
-        "speedup": round3(1.0 / ratio),
+        "without_reuse_s": report::round3(cold_total.as_secs_f64()),
+        "with_reuse_s": report::round3(warm_total.as_secs_f64()),
+        "ratio": report::round3(ratio),
+        "speedup": report::round3(1.0 / ratio),
         "with_reuse_breakdown": {
-            "to_first_text_s": round3(warm_prompt.as_secs_f64()),
-            "after_first_text_s": round3((warm_total - warm_prompt).as_secs_f64()),
-            "generation_tokens_per_s": round3(
+            "to_first_text_s": report::round3(warm_prompt.as_secs_f64()),
+            "after_first_text_s": report::round3((warm_total - warm_prompt).as_secs_f64()),
+            "generation_tokens_per_s": report::round3(
                 warm_decode_steps as f64 / warm_decode_time.as_secs_f64().max(1e-9)
             ),
             "note": "to_first_text: rendering, tokenising, evaluating the unreused tail \
@@ -594,45 +594,6 @@ fn bench_fork(
 }
 
 // ---------------------------------------------------------------------------
-
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, model)| model.trim().to_string())
-        });
-    let rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string());
-    json!({
-        "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        "cpu_model": cpu,
-        "rustc": rustc,
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-        "llama_threads": THREADS,
-    })
-}
-
-fn loadavg() -> Value {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map_or(Value::Null, |text| {
-            json!(
-                text.split_whitespace()
-                    .take(3)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-        })
-}
 
 fn main() {
     let plan = Plan::from_env();
@@ -654,7 +615,7 @@ fn main() {
         );
         return;
     };
-    let load_before = loadavg();
+    let load_before = report::loadavg();
     let steal_before = steal_seconds();
     let result = (|| {
         let runner = Runner {
@@ -682,12 +643,12 @@ fn main() {
         "benchmark": "skein-local",
         "quick": plan.quick,
         "model": path.display().to_string(),
-        "machine": machine(),
+        "machine": report::machine(json!({ "llama_threads": THREADS })),
         "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
+        "loadavg_after": report::loadavg(),
         "machine_steal_seconds": steal_before
             .zip(steal_seconds())
-            .map(|(a, b)| round3(b - a)),
+            .map(|(a, b)| report::round3(b - a)),
         "targets": {
             "prompt_eval_tokens_per_s": format!("reported against raw llama.cpp's {RAW_PROMPT_EVAL_TPS} tokens/s (1 thread)"),
             "generation_tokens_per_s": format!("reported against raw llama.cpp's {RAW_GENERATION_TPS} tokens/s (1 thread)"),
@@ -711,7 +672,7 @@ fn main() {
     }
     object.insert(
         "total_seconds".into(),
-        json!(round3(started.elapsed().as_secs_f64())),
+        json!(report::round3(started.elapsed().as_secs_f64())),
     );
     println!(
         "{}",

@@ -15,6 +15,9 @@
 //! are measured interleaved, round by round, so drift on a noisy machine
 //! hits them alike.
 
+#[path = "../../../bench-support/report.rs"]
+mod report;
+
 use serde_json::{Value, json};
 use skein_core::{Message, NodeId, Thread};
 use skein_store::{ConversationId, RunRecord, Store, TurnCommit};
@@ -124,15 +127,11 @@ fn stats(samples: &[Duration], unit: f64) -> Stats {
 const US: f64 = 1e6;
 const MS: f64 = 1e3;
 
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 fn stats_json(s: &Stats, unit: &str) -> Value {
     json!({
-        format!("median_{unit}"): round3(s.median),
-        format!("p90_{unit}"): round3(s.p90),
-        format!("min_{unit}"): round3(s.min),
+        format!("median_{unit}"): report::round3(s.median),
+        format!("p90_{unit}"): report::round3(s.p90),
+        format!("min_{unit}"): report::round3(s.min),
         "samples": s.samples,
     })
 }
@@ -312,8 +311,8 @@ fn bench_append(store: &Store, plan: &Plan) -> (Value, f64) {
                 stats_json(&commit, "us"),
                 json!({
                     "workload": workload,
-                    "client_push_median_us": round3(push.median),
-                    "client_push_p90_us": round3(push.p90),
+                    "client_push_median_us": report::round3(push.median),
+                    "client_push_p90_us": report::round3(push.p90),
                 }),
             ),
         );
@@ -322,7 +321,7 @@ fn bench_append(store: &Store, plan: &Plan) -> (Value, f64) {
     out.insert(
         "flatness_ratio".into(),
         json!({
-            "value": round3(ratio),
+            "value": report::round3(ratio),
             "workload": "median(append_turn_depth_10000) / median(append_turn_depth_10)",
             "target": format!("<= {FLATNESS_TARGET}"),
             "met": ratio <= FLATNESS_TARGET,
@@ -351,13 +350,13 @@ fn bench_stateless(store: &Store, plan: &Plan, marked_baseline_us: f64) -> Value
             plan.turns(),
             depth + plan.turns() * 2,
         ),
-        "store_median_us": round3(store_stats.median),
-        "store_p90_us": round3(store_stats.p90),
-        "build_thread_median_us": round3(build_stats.median),
-        "build_thread_p90_us": round3(build_stats.p90),
+        "store_median_us": report::round3(store_stats.median),
+        "store_p90_us": report::round3(store_stats.p90),
+        "build_thread_median_us": report::round3(build_stats.median),
+        "build_thread_p90_us": report::round3(build_stats.p90),
         "samples": store_stats.samples,
-        "baseline_marked_depth_1000_median_us": round3(marked_baseline_us),
-        "store_vs_marked_ratio": round3(store_stats.median / marked_baseline_us),
+        "baseline_marked_depth_1000_median_us": report::round3(marked_baseline_us),
+        "store_vs_marked_ratio": report::round3(store_stats.median / marked_baseline_us),
     })
 }
 
@@ -515,31 +514,6 @@ fn resolve_bin(bin: std::ffi::OsString) -> std::path::PathBuf {
     path
 }
 
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, model)| model.trim().to_string())
-        });
-    let rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string());
-    json!({
-        "nproc": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        "cpu_model": cpu,
-        "rustc": rustc,
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-    })
-}
-
 fn main() {
     let plan = Plan::from_env();
     let started = Instant::now();
@@ -574,7 +548,7 @@ fn main() {
     let report = json!({
         "benchmark": "skein-store",
         "quick": plan.quick,
-        "machine": machine(),
+        "machine": report::machine(json!({})),
         "targets": {
             "flatness_ratio": format!("median append at depth 10,000 <= {FLATNESS_TARGET}x depth 10"),
             "load_thread_1000": format!("< {LOAD_TARGET_US} us"),
@@ -582,7 +556,7 @@ fn main() {
             "cli_version_ms": format!("< {CLI_VERSION_TARGET_MS} ms"),
         },
         "results": Value::Object(results),
-        "total_seconds": round3(started.elapsed().as_secs_f64()),
+        "total_seconds": report::round3(started.elapsed().as_secs_f64()),
     });
     println!(
         "{}",
