@@ -22,7 +22,8 @@ use skein_core::{
     FinishReason, Message, ModelRequest, ModelResponse, Provider, ProviderError, ResponseAssembler,
     StreamEvent, ToolSpec, Usage,
 };
-use skein_store::{Relation, RunStatus};
+use skein_store::records::now_ms;
+use skein_store::{ConversationId, Relation, RunRecord, RunStatus};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -74,16 +75,50 @@ pub struct RunOutput {
     pub relations: Vec<Relation>,
     /// The run's events, in order.
     pub events: Vec<Event>,
+    /// The provider that answered (its [`Provider::name`]).
+    pub provider: String,
+    /// Unix time in milliseconds when the run started and finished.
+    pub started_ms: i64,
+    pub finished_ms: i64,
 }
 
 impl RunOutput {
     pub fn text(&self) -> String {
         self.message.joined_text()
     }
+
+    /// The run as the store records it, for a conversation's turn or on its
+    /// own. The reply node is the request thread's head plus the final
+    /// message, so the record names the nodes a commit of
+    /// `prepared.thread.push(message)` writes.
+    pub fn record(&self, conversation: Option<&ConversationId>) -> RunRecord {
+        let output = self.prepared.thread.push(self.message.clone());
+        RunRecord {
+            id: self.run.clone(),
+            conversation: conversation.cloned(),
+            input_head: self.prepared.thread.head_id(),
+            output_head: output.head_id(),
+            model: self.prepared.model.clone(),
+            provider: self.provider.clone(),
+            profile: Some(self.prepared.profile.clone()),
+            backend: Some(self.prepared.backend.clone()),
+            status: RunStatus::Succeeded,
+            usage: self.usage,
+            usage_complete: self.usage_complete,
+            started_ms: self.started_ms,
+            finished_ms: Some(self.finished_ms),
+            error: None,
+            annotations: self.prepared.annotations.clone(),
+            tools: self.tools.clone(),
+            options: self.prepared.options.clone(),
+            relations: self.relations.clone(),
+        }
+    }
 }
 
 pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Result<RunOutput> {
     let run = RunId::random();
+    let started_ms = now_ms();
     let mut watchers = inner.watchers.clone();
     watchers.extend(&plan.request.watchers);
     let mut emitter = Emitter::new(run.clone(), watchers);
@@ -186,6 +221,9 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
                 prepared,
                 relations,
                 events: emitter.events().to_vec(),
+                provider: plan.provider.name().to_string(),
+                started_ms,
+                finished_ms: now_ms(),
             })
         }
         Err(EngineError::Validation {
