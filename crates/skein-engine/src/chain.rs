@@ -18,7 +18,7 @@ is not drift. The check is O(1) per offered tool.
 */
 
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::EngineError;
 use crate::exchange::Exchange;
 use crate::execute::RunOutput;
 use crate::ledger::relation;
@@ -121,6 +121,20 @@ pub struct ChainOutput {
     pub warnings: Vec<DriftWarning>,
 }
 
+/// A chain whose model call failed, with what it completed before.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} (after {} completed model call(s) of the chain)", .completed.len())]
+pub struct ChainFailure {
+    #[source]
+    pub error: EngineError,
+    /// The calls that succeeded before the failure, in order.
+    pub completed: Vec<RunOutput>,
+    /// The history after the last completed round (its reply and the
+    /// results of its calls); `None` when the first call failed.
+    pub thread: Option<Thread>,
+    pub warnings: Vec<DriftWarning>,
+}
+
 impl ChainOutput {
     /// The last model call's output.
     pub fn last(&self) -> &RunOutput {
@@ -168,28 +182,47 @@ impl Chain {
         &self.drift
     }
 
-    /// Run the loop: `first` (continuing `history` when given), then one
+    /// Run the loop: `first` (after its history, when it has one: see
+    /// [`Request::history`] and [`Request::continuing`]), then one
     /// continuation per round of tool results, on the same profile and model.
+    ///
+    /// A model call that fails ends the chain with a [`ChainFailure`] that
+    /// keeps what the calls before it completed, so nothing is lost.
     pub async fn run(
         &mut self,
         engine: &Engine,
         first: Request,
-        history: Option<&Exchange>,
-    ) -> Result<ChainOutput> {
+    ) -> std::result::Result<ChainOutput, ChainFailure> {
         let id = RunId::random().0;
         let specs: Vec<ToolSpec> = self.tools.iter().map(|tool| tool.spec().clone()).collect();
         let mut request = first
             .tools(specs.clone())
             .capture()
             .relation(relation::CHAIN, id.clone());
-        let mut current = history.cloned();
+        // Later calls keep the first call's settings, not its content.
+        let template = request.clone();
+        let mut current: Option<Exchange> = None;
+        // The history after the last completed round: its reply and the
+        // results of its calls.
+        let mut reached: Option<Thread> = None;
         let mut responses = Vec::new();
         let mut warnings = Vec::new();
         loop {
             warnings.extend(self.drift.check(&specs));
-            let output = match &current {
-                Some(exchange) => engine.continue_from(exchange, request).await?,
-                None => engine.run(request).await?,
+            let outcome = match &current {
+                Some(exchange) => engine.continue_from(exchange, request).await,
+                None => engine.run(request).await,
+            };
+            let output = match outcome {
+                Ok(output) => output,
+                Err(error) => {
+                    return Err(ChainFailure {
+                        error,
+                        completed: responses,
+                        thread: reached,
+                        warnings,
+                    });
+                }
             };
             let exchange = output.exchange.clone().expect("chain runs capture");
             let calls: Vec<ToolCall> = output.message.tool_calls().cloned().collect();
@@ -218,16 +251,12 @@ impl Chain {
             }
             let (results, stopped) = self.execute_calls(engine, &calls).await;
             let tool_message = Message::tool_results(results);
+            let thread = exchange.thread().push(tool_message.clone());
             if stopped {
-                let thread = exchange.thread().push(tool_message);
                 return Ok(self.finish(id, responses, ChainStatus::Stopped, thread, warnings));
             }
-            request = Request::messages([tool_message])
-                .profile(profile)
-                .model(model)
-                .tools(specs.clone())
-                .capture()
-                .relation(relation::CHAIN, id.clone());
+            reached = Some(thread);
+            request = template.follow_up(vec![tool_message], &profile, &model);
             current = Some(exchange);
         }
     }

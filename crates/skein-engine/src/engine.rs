@@ -16,10 +16,11 @@ use crate::contract::{Contract, Contracts};
 use crate::error::{EngineError, Result};
 use crate::exchange::{Exchange, PromptRef};
 use crate::execute::{self, Plan, RunOutput};
-use crate::ledger::{Ledger, relation};
+use crate::ledger::Ledger;
 use crate::observe::{Observer, RunId, Watchers};
 use crate::render::Renderer;
 use crate::request::Request;
+use crate::tools::Tool;
 use serde::Serialize;
 use skein_core::provider::GenerationOptions;
 use skein_core::{Annotations, Provider, Thread, ToolSpec};
@@ -39,6 +40,7 @@ pub(crate) struct Inner {
     pub(crate) contracts: Contracts,
     pub(crate) ledger: Ledger,
     pub(crate) watchers: Watchers,
+    tools: Vec<Arc<dyn Tool>>,
 }
 
 /// Builds an [`Engine`].
@@ -46,6 +48,7 @@ pub struct EngineBuilder {
     catalog: Catalog,
     providers: Providers,
     watchers: Watchers,
+    tools: Vec<Arc<dyn Tool>>,
 }
 
 impl EngineBuilder {
@@ -66,6 +69,15 @@ impl EngineBuilder {
         self
     }
 
+    /// Register a tool, so that stored conversations naming it can be
+    /// restored with it. A later tool of the same name replaces an earlier.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> EngineBuilder {
+        self.tools
+            .retain(|known| known.spec().name != tool.spec().name);
+        self.tools.push(tool);
+        self
+    }
+
     /// Compile every template of the catalog and build the engine.
     pub fn build(self) -> Result<Engine> {
         let renderer = Renderer::new(&self.catalog)?;
@@ -78,6 +90,7 @@ impl EngineBuilder {
                 contracts: Contracts::default(),
                 ledger: Ledger::default(),
                 watchers: self.watchers,
+                tools: self.tools,
             }),
         })
     }
@@ -151,6 +164,7 @@ impl Engine {
             catalog,
             providers: Providers::default(),
             watchers: Watchers::default(),
+            tools: Vec::new(),
         }
     }
 
@@ -161,6 +175,20 @@ impl Engine {
 
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
+    }
+
+    /// The tools registered with the engine, in registration order.
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.inner.tools
+    }
+
+    /// A registered tool by name.
+    pub fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.inner
+            .tools
+            .iter()
+            .find(|tool| tool.spec().name == name)
+            .cloned()
     }
 
     pub(crate) fn contracts(&self) -> &Contracts {
@@ -285,11 +313,11 @@ impl Engine {
         let mut thread = request
             .history
             .as_ref()
-            .map_or_else(Thread::new, |exchange| exchange.thread.clone());
+            .map_or_else(Thread::new, |history| history.thread.clone());
         let mut annotations = request
             .history
             .as_ref()
-            .map(|exchange| exchange.annotations.clone())
+            .map(|history| history.annotations.clone())
             .unwrap_or_default();
         let mut session_id = request.session_id.clone();
         if let Some(prompt) = prompt {
@@ -340,7 +368,7 @@ impl Engine {
             continuation_of: request
                 .history
                 .as_ref()
-                .map(|exchange| exchange.run.clone()),
+                .and_then(|history| history.run.clone()),
             repair_attempts: profile.repair_attempts,
         };
         Ok(Resolved {
@@ -410,9 +438,8 @@ impl Engine {
 }
 
 /// The request with `exchange` as its history and the continuation recorded.
-fn continuing(exchange: &Exchange, mut request: Request) -> Request {
-    request.history = Some(exchange.clone());
-    request.relation(relation::CONTINUATION_OF, exchange.run.as_str())
+fn continuing(exchange: &Exchange, request: Request) -> Request {
+    request.continuing(exchange)
 }
 
 /// Request options laid over the profile's, figure by figure.

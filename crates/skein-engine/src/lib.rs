@@ -67,8 +67,8 @@ pub mod tools;
 
 pub use admission::WhenBusy;
 pub use chain::{
-    AfterCall, BeforeCall, CallDecision, Chain, ChainOutput, ChainStatus, DEFAULT_CHAIN_LIMIT,
-    DriftTracker, DriftWarning,
+    AfterCall, BeforeCall, CallDecision, Chain, ChainFailure, ChainOutput, ChainStatus,
+    DEFAULT_CHAIN_LIMIT, DriftTracker, DriftWarning,
 };
 pub use config::{
     BackendDef, BackendKind, Catalog, CredentialSource, MessageTemplate, Profile, PromptDef,

@@ -14,7 +14,7 @@ use crate::exchange::Exchange;
 use crate::observe::{EventChannel, Observer, RunId, Watchers};
 use serde_json::{Map, Value};
 use skein_core::provider::GenerationOptions;
-use skein_core::{Annotation, Message, ToolSpec};
+use skein_core::{Annotation, Annotations, Message, Thread, ToolSpec};
 use skein_providers::Secret;
 use skein_store::Relation;
 use std::sync::Arc;
@@ -26,6 +26,15 @@ pub struct RequestMessage {
     pub message: Message,
     /// (part index, annotation) pairs: keyed to the node once it exists.
     pub annotations: Vec<(u32, Annotation)>,
+}
+
+/// The thread a request continues, with its annotations, and the run whose
+/// captured exchange it is (when it is one).
+#[derive(Clone, Debug)]
+pub(crate) struct History {
+    pub(crate) thread: Thread,
+    pub(crate) annotations: Annotations,
+    pub(crate) run: Option<RunId>,
 }
 
 /// One run's request.
@@ -46,7 +55,7 @@ pub struct Request {
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) watchers: Watchers,
     pub(crate) relations: Vec<Relation>,
-    pub(crate) history: Option<Exchange>,
+    pub(crate) history: Option<History>,
     pub(crate) text_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
@@ -120,6 +129,64 @@ impl Request {
             self = self.message(message);
         }
         self
+    }
+
+    /// Render the request after `thread` (a stored conversation's history,
+    /// or any branch point), keeping the annotations of its parts. Unlike
+    /// [`Engine::continue_from`](crate::Engine::continue_from) this names
+    /// no earlier run: use [`Request::continuing`] when the history is a
+    /// captured exchange.
+    pub fn history(mut self, thread: Thread, annotations: Annotations) -> Request {
+        self.history = Some(History {
+            thread,
+            annotations,
+            run: None,
+        });
+        self
+    }
+
+    /// Render the request after a captured exchange, recording the run as
+    /// a continuation of the exchange's run.
+    pub fn continuing(mut self, exchange: &Exchange) -> Request {
+        self.history = Some(History {
+            thread: exchange.thread.clone(),
+            annotations: exchange.annotations.clone(),
+            run: Some(exchange.run.clone()),
+        });
+        self.relation(
+            crate::ledger::relation::CONTINUATION_OF,
+            exchange.run.as_str(),
+        )
+    }
+
+    /// The next call of a tool loop: `messages` (the tool results) on the
+    /// resolved profile and model, with this request's settings (tools,
+    /// options, session, credential, waiting, cancellation, watchers,
+    /// relations, text sink) and none of its content.
+    pub(crate) fn follow_up(&self, messages: Vec<Message>, profile: &str, model: &str) -> Request {
+        Request {
+            profile: Some(profile.to_string()),
+            model: Some(model.to_string()),
+            ..self.clone()
+        }
+        .without_content()
+        .with_messages(messages)
+    }
+
+    fn without_content(mut self) -> Request {
+        self.prompt = None;
+        self.variables = Map::new();
+        self.messages = Vec::new();
+        self.history = None;
+        self.output_contract = None;
+        self.relations
+            .retain(|relation| relation.kind != crate::ledger::relation::CONTINUATION_OF);
+        self
+    }
+
+    /// The thread the request continues, if any.
+    pub fn history_thread(&self) -> Option<&Thread> {
+        self.history.as_ref().map(|history| &history.thread)
     }
 
     pub fn profile(mut self, profile: impl Into<String>) -> Request {

@@ -111,7 +111,7 @@ fn results(thread: &skein_core::Thread) -> Vec<ToolResult> {
 async fn a_chain_resolves_tools_and_returns_every_response() {
     let engine = engine_with(SCRIPT, 1);
     let output = Chain::new(vec![add()])
-        .run(&engine, ask("what is 2 + 3?"), None)
+        .run(&engine, ask("what is 2 + 3?"))
         .await
         .unwrap();
     assert_eq!(output.status, ChainStatus::Completed);
@@ -144,10 +144,7 @@ async fn a_chain_resolves_tools_and_returns_every_response() {
 #[tokio::test]
 async fn a_chain_without_tools_is_a_single_call() {
     let engine = engine_with(SCRIPT, 1);
-    let output = Chain::new(vec![])
-        .run(&engine, ask("hello"), None)
-        .await
-        .unwrap();
+    let output = Chain::new(vec![]).run(&engine, ask("hello")).await.unwrap();
     assert_eq!(output.status, ChainStatus::Completed);
     assert_eq!(output.responses.len(), 1);
     assert_eq!(output.last().text(), "no tools needed for hello");
@@ -167,7 +164,7 @@ async fn failures_become_error_results_the_model_sees_and_the_chain_goes_on() {
         ("explode", "the tool panicked: kaboom"),
     ] {
         let output = Chain::new(vec![add(), explode()])
-            .run(&engine, ask(prompt), None)
+            .run(&engine, ask(prompt))
             .await
             .unwrap();
         assert_eq!(output.status, ChainStatus::Completed, "{prompt}");
@@ -203,10 +200,7 @@ async fn before_call_can_change_skip_or_stop_calls_and_after_call_sees_results()
             let line = format!("{}={}", call.name, result.content);
             Box::pin(async move { log.lock().unwrap().push(line) })
         }));
-    let output = chain
-        .run(&engine, ask("what is 2 + 3?"), None)
-        .await
-        .unwrap();
+    let output = chain.run(&engine, ask("what is 2 + 3?")).await.unwrap();
     assert_eq!(output.last().text(), "done: 30");
     assert_eq!(*seen.lock().unwrap(), ["add=30"]);
     // The stored call keeps the model's own arguments; only execution changed.
@@ -221,17 +215,14 @@ async fn before_call_can_change_skip_or_stop_calls_and_after_call_sees_results()
     let mut skipping = Chain::new(vec![add()]).before_call(Box::new(|_| {
         Box::pin(async { CallDecision::Skip("not now".into()) })
     }));
-    let output = skipping
-        .run(&engine, ask("what is 2 + 3?"), None)
-        .await
-        .unwrap();
+    let output = skipping.run(&engine, ask("what is 2 + 3?")).await.unwrap();
     let result = &results(&output.thread)[0];
     assert!(result.is_error && result.content.contains("cancelled this call: not now"));
     assert_eq!(output.status, ChainStatus::Completed);
 
     let mut stopping =
         Chain::new(vec![add()]).before_call(Box::new(|_| Box::pin(async { CallDecision::Stop })));
-    let output = stopping.run(&engine, ask("twice"), None).await.unwrap();
+    let output = stopping.run(&engine, ask("twice")).await.unwrap();
     assert_eq!(output.status, ChainStatus::Stopped);
     assert_eq!(output.responses.len(), 1, "the completed turn is kept");
     let stopped = results(&output.thread);
@@ -252,7 +243,7 @@ async fn the_chain_limit_ends_a_looping_model_with_a_clear_status() {
     let engine = engine_with(LOOPING, 1);
     let output = Chain::new(vec![add()])
         .limit(3)
-        .run(&engine, ask("loop"), None)
+        .run(&engine, ask("loop"))
         .await
         .unwrap();
     assert_eq!(output.status, ChainStatus::LimitReached);
@@ -273,7 +264,7 @@ async fn tool_sets_may_change_call_by_call_and_history_keeps_earlier_pairs() {
         })
     };
     let first = Chain::new(vec![add(), b()])
-        .run(&engine, ask("what is 2 + 3?"), None)
+        .run(&engine, ask("what is 2 + 3?"))
         .await
         .unwrap();
     assert_eq!(
@@ -287,7 +278,7 @@ async fn tool_sets_may_change_call_by_call_and_history_keeps_earlier_pairs() {
     );
     let exchange = first.last().exchange.clone().unwrap();
     let second = Chain::new(vec![b(), c()])
-        .run(&engine, ask("and now?"), Some(&exchange))
+        .run(&engine, ask("and now?").continuing(&exchange))
         .await
         .unwrap();
     assert_eq!(
@@ -353,9 +344,9 @@ async fn drift_is_reported_on_the_chain_that_offers_the_changed_tool() {
         Ok::<_, ToolError>((args.left + args.right).to_string())
     });
     let mut first = Chain::new(vec![add()]);
-    first.run(&engine, ask("hello"), None).await.unwrap();
+    first.run(&engine, ask("hello")).await.unwrap();
     let mut second = Chain::new(vec![renamed]).drift(first.tracker().clone());
-    let output = second.run(&engine, ask("hello"), None).await.unwrap();
+    let output = second.run(&engine, ask("hello")).await.unwrap();
     assert_eq!(output.warnings.len(), 1);
     assert_eq!(output.warnings[0].tool, "add");
 }
@@ -382,7 +373,7 @@ async fn a_tool_can_call_the_model_on_the_same_backend_at_capacity_one() {
     });
     let output = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        Chain::new(vec![consulting]).run(&engine, ask("what is 2 + 3?"), None),
+        Chain::new(vec![consulting]).run(&engine, ask("what is 2 + 3?")),
     )
     .await
     .expect("no deadlock at capacity one")
