@@ -21,7 +21,7 @@ const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth 
 impl Store {
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
-        let id = ConversationId::random();
+        let id = new.id.clone().unwrap_or_else(ConversationId::random);
         let now = now_ms();
         let meta = new.meta.clone().unwrap_or_else(|| serde_json::json!({}));
         let meta_text = serde_json::to_string(&meta)?;
@@ -61,6 +61,7 @@ impl Store {
         from: Option<ConversationId>,
     ) -> Result<Conversation> {
         self.create_conversation(NewConversation {
+            id: None,
             name,
             head: Some(node),
             origin: Some(Origin {

@@ -80,6 +80,9 @@ pub struct Conversation {
 /// What to create a conversation with.
 #[derive(Clone, Debug, Default)]
 pub struct NewConversation {
+    /// The id to give it; a fresh random one when `None`. (A conversation
+    /// made in memory keeps its id when it is stored later.)
+    pub id: Option<ConversationId>,
     pub name: Option<String>,
     pub head: Option<NodeId>,
     pub origin: Option<Origin>,

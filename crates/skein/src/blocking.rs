@@ -1,5 +1,7 @@
 /*!
-Blocking forms of the engine's async operations, like `reqwest::blocking`:
+Blocking forms of the engine's async operations, like `reqwest::blocking`
+(the facade's own types have theirs as `*_blocking` methods, built on the
+same runner):
 each call runs the async operation to completion on a small runtime of its
 own, with identical behaviour. Calling one from inside an async runtime
 (where blocking would stall or deadlock it) returns
@@ -35,6 +37,16 @@ impl<E> BlockingError<E> {
             _ => None,
         }
     }
+}
+
+/// Run a facade operation to completion on a fresh current-thread runtime:
+/// the blocking form of every `send`, `load`, `log` and `create`.
+pub(crate) fn wait<T>(future: impl Future<Output = crate::Result<T>>) -> crate::Result<T> {
+    block_on(future).map_err(|error| match error {
+        BlockingError::InsideRuntime => crate::Error::InsideRuntime,
+        BlockingError::Runtime(error) => crate::Error::Runtime(error),
+        BlockingError::Operation(error) => error,
+    })
 }
 
 /// Run `future` to completion on a fresh current-thread runtime.

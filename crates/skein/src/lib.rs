@@ -34,8 +34,22 @@ pub use skein_providers as providers;
 pub use skein_store as store;
 
 pub mod blocking;
+mod conversation;
+mod error;
+mod model;
+mod prompt;
+mod response;
+mod settings;
 pub mod turn;
 
-pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolSpec};
+pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
+pub use error::{Error, Result};
+pub use model::Model;
+pub use prompt::{ChainPrompt, Prompt};
+pub use response::{ChainResponse, Fork, Response};
+pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
+pub use skein_engine::{
+    CallDecision, ChainStatus, DEFAULT_CHAIN_LIMIT, DriftWarning, Engine, Tool, ToolError, tool_fn,
+};
 pub use skein_store::Store;
 pub use turn::{Turn, TurnError, TurnOutcome};

@@ -1,0 +1,765 @@
+/*!
+[`Conversation`]: a named bookmark into the graph with default tools, hooks
+and a chain limit, optionally attached to a store; and how a turn runs on
+it.
+
+A turn starts from a point (a thread, its annotations, and the run that
+produced its head), renders the request through the engine with the
+conversation's defaults as explicit inputs, and then moves the bookmark
+from that point to the new head by compare-and-set: in memory, and in the
+store when one is attached (the turn's nodes, runs and bookmark move in one
+transaction). A conversation with a store is written to it only once its
+first turn succeeds, so a failed first turn leaves nothing behind.
+
+Hooks (`before_call`, `after_call`) are closures: they live in memory only
+and never reach the store. A loaded conversation has none until they are
+set again; a fork starts without them (a hook often closes over state that
+belongs to one line of work, such as an approval queue or a counter, and
+silently sharing it with an independent branch would surprise).
+*/
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::prompt::{ChainPrompt, Prompt, TextSink, TurnInput};
+use crate::response::{ChainResponse, Fork, Response};
+use futures_util::future::join;
+use serde_json::json;
+use skein_core::{Annotations, BoxFuture, Message, NodeId, Thread, ToolCall, ToolResult};
+use skein_engine::{
+    CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, EngineError, Prepared, Request, RunId,
+    Tool,
+};
+use skein_store::{
+    ConversationId, NewConversation, Origin, RunRecord, RunStatus, Store, StoreError, TurnCommit,
+};
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Inspects, changes or cancels each tool call before it runs.
+pub type BeforeCallHook =
+    Arc<dyn for<'a> Fn(&'a ToolCall) -> BoxFuture<'a, CallDecision> + Send + Sync>;
+/// Sees each tool call and its result.
+pub type AfterCallHook =
+    Arc<dyn for<'a> Fn(&'a ToolCall, &'a ToolResult) -> BoxFuture<'a, ()> + Send + Sync>;
+
+/// Where a turn starts: a thread with its annotations, and the run that
+/// produced its head (when known), which the turn continues.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Point {
+    pub(crate) thread: Thread,
+    pub(crate) annotations: Annotations,
+    pub(crate) run: Option<RunId>,
+}
+
+impl Point {
+    pub(crate) fn head(&self) -> Option<NodeId> {
+        self.thread.head_id()
+    }
+}
+
+/// A conversation: cheap to clone, every clone is the same conversation.
+#[derive(Clone)]
+pub struct Conversation {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    id: ConversationId,
+    name: Option<String>,
+    model: Model,
+    tools: Vec<Arc<dyn Tool>>,
+    chain_limit: u32,
+    store: Option<Store>,
+    origin: Option<Origin>,
+    hooks: Mutex<Hooks>,
+    state: Mutex<State>,
+}
+
+#[derive(Clone, Default)]
+struct Hooks {
+    before: Option<BeforeCallHook>,
+    after: Option<AfterCallHook>,
+}
+
+struct State {
+    point: Point,
+    /// Tool name to input-schema hash, across every call of the
+    /// conversation.
+    drift: DriftTracker,
+    /// Whether the attached store holds the conversation yet.
+    stored: bool,
+    /// The runs of this conversation's turns made in memory, for
+    /// [`Response::log`].
+    runs: Vec<RunRecord>,
+}
+
+impl std::fmt::Debug for Conversation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversation")
+            .field("id", &self.shared.id)
+            .field("name", &self.shared.name)
+            .field("model", &self.shared.model)
+            .field("head", &self.head())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Conversation`].
+#[must_use]
+pub struct ConversationBuilder {
+    model: Model,
+    name: Option<String>,
+    tools: Vec<Arc<dyn Tool>>,
+    chain_limit: u32,
+    hooks: Hooks,
+    store: Option<Store>,
+    start: Point,
+    origin: Option<Origin>,
+    stored: bool,
+    drift: DriftTracker,
+}
+
+impl ConversationBuilder {
+    pub fn name(mut self, name: impl Into<String>) -> ConversationBuilder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The tools every turn offers unless it says otherwise.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> ConversationBuilder {
+        self.tools = tools.into_iter().collect();
+        self
+    }
+
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> ConversationBuilder {
+        self.tools.push(tool);
+        self
+    }
+
+    /// At most `limit` model calls per chain (at least one; the default is
+    /// [`DEFAULT_CHAIN_LIMIT`]).
+    pub fn chain_limit(mut self, limit: u32) -> ConversationBuilder {
+        self.chain_limit = limit.max(1);
+        self
+    }
+
+    pub fn before_call(
+        mut self,
+        hook: impl for<'a> Fn(&'a ToolCall) -> BoxFuture<'a, CallDecision> + Send + Sync + 'static,
+    ) -> ConversationBuilder {
+        self.hooks.before = Some(Arc::new(hook));
+        self
+    }
+
+    pub fn after_call(
+        mut self,
+        hook: impl for<'a> Fn(&'a ToolCall, &'a ToolResult) -> BoxFuture<'a, ()> + Send + Sync + 'static,
+    ) -> ConversationBuilder {
+        self.hooks.after = Some(Arc::new(hook));
+        self
+    }
+
+    /// Record every turn in `store`. The conversation is written there when
+    /// its first turn succeeds.
+    pub fn store(mut self, store: &Store) -> ConversationBuilder {
+        self.store = Some(store.clone());
+        self
+    }
+
+    pub fn build(self) -> Conversation {
+        Conversation {
+            shared: Arc::new(Shared {
+                id: ConversationId::random(),
+                name: self.name,
+                model: self.model,
+                tools: self.tools,
+                chain_limit: self.chain_limit,
+                store: self.store,
+                origin: self.origin,
+                hooks: Mutex::new(self.hooks),
+                state: Mutex::new(State {
+                    point: self.start,
+                    drift: self.drift,
+                    stored: self.stored,
+                    runs: Vec::new(),
+                }),
+            }),
+        }
+    }
+}
+
+impl Conversation {
+    pub fn builder(model: Model) -> ConversationBuilder {
+        ConversationBuilder {
+            model,
+            name: None,
+            tools: Vec::new(),
+            chain_limit: DEFAULT_CHAIN_LIMIT,
+            hooks: Hooks::default(),
+            store: None,
+            start: Point::default(),
+            origin: None,
+            stored: false,
+            drift: DriftTracker::default(),
+        }
+    }
+
+    /// Its id: the same in memory and in a store.
+    pub fn id(&self) -> &ConversationId {
+        &self.shared.id
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.shared.name.as_deref()
+    }
+
+    /// The default model.
+    pub fn model(&self) -> &Model {
+        &self.shared.model
+    }
+
+    /// The default tools.
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.shared.tools
+    }
+
+    pub fn chain_limit(&self) -> u32 {
+        self.shared.chain_limit
+    }
+
+    pub fn store(&self) -> Option<&Store> {
+        self.shared.store.as_ref()
+    }
+
+    /// Where it was forked from, if it was.
+    pub fn origin(&self) -> Option<&Origin> {
+        self.shared.origin.as_ref()
+    }
+
+    /// The newest node, `None` before the first turn.
+    pub fn head(&self) -> Option<NodeId> {
+        self.state().point.head()
+    }
+
+    /// The whole history.
+    pub fn thread(&self) -> Thread {
+        self.state().point.thread.clone()
+    }
+
+    /// Whether the attached store holds the conversation yet.
+    pub fn is_stored(&self) -> bool {
+        self.shared.store.is_some() && self.state().stored
+    }
+
+    /// Set or replace the `before_call` hook (hooks are never stored).
+    pub fn set_before_call(
+        &self,
+        hook: impl for<'a> Fn(&'a ToolCall) -> BoxFuture<'a, CallDecision> + Send + Sync + 'static,
+    ) {
+        self.hooks().before = Some(Arc::new(hook));
+    }
+
+    /// Set or replace the `after_call` hook (hooks are never stored).
+    pub fn set_after_call(
+        &self,
+        hook: impl for<'a> Fn(&'a ToolCall, &'a ToolResult) -> BoxFuture<'a, ()> + Send + Sync + 'static,
+    ) {
+        self.hooks().after = Some(Arc::new(hook));
+    }
+
+    /// A prompt after the conversation's head.
+    pub fn prompt(&self, text: impl Into<String>) -> Prompt {
+        Prompt::new(self.clone(), None, text.into())
+    }
+
+    /// A tool loop after the conversation's head, with its tools and hooks.
+    pub fn chain(&self, text: impl Into<String>) -> ChainPrompt {
+        self.prompt(text).chain()
+    }
+
+    /// Branch at the conversation's head.
+    pub fn fork(&self) -> Fork {
+        Fork::new(self.clone(), self.state().point.clone())
+    }
+
+    /// Load a stored conversation (any unique id prefix): its history, its
+    /// model, its tools by name and its chain limit. Hooks are not stored.
+    ///
+    /// `home` says where names are looked up: a stored profile name on its
+    /// engine, and tools among those registered with it. A conversation
+    /// that stored a model name other than `home`'s opens that model, with
+    /// `home`'s tools.
+    pub async fn load(store: &Store, id: &str, home: &Model) -> Result<Conversation> {
+        let id = id.to_string();
+        let (conversation, thread, last_run) = store
+            .run(move |store| {
+                let id = store.resolve_conversation(&id)?;
+                let conversation = store.conversation(&id)?;
+                let (thread, last_run) = match conversation.head {
+                    Some(head) => (
+                        store.load_thread(head)?,
+                        store.runs_producing(head)?.into_iter().last(),
+                    ),
+                    None => (Thread::new(), None),
+                };
+                Ok((conversation, thread, last_run))
+            })
+            .await?;
+        let settings = crate::settings::Settings::read(&conversation)?;
+        let model = settings.model(home)?;
+        let tools = settings.tools(&model, &conversation.id)?;
+        let point = Point {
+            thread,
+            annotations: last_run
+                .as_ref()
+                .map(|run| run.annotations.clone())
+                .unwrap_or_default(),
+            run: last_run.map(|run| run.id),
+        };
+        let mut builder = Conversation::builder(model)
+            .tools(tools)
+            .chain_limit(settings.chain_limit.unwrap_or(DEFAULT_CHAIN_LIMIT))
+            .store(store);
+        builder.name = conversation.name.clone();
+        builder.origin = conversation.origin.clone();
+        builder.start = point;
+        builder.stored = true;
+        let loaded = builder.build();
+        Ok(loaded.with_id(conversation.id))
+    }
+
+    /// [`Conversation::load`], blocking.
+    pub fn load_blocking(store: &Store, id: &str, home: &Model) -> Result<Conversation> {
+        crate::blocking::wait(Conversation::load(store, id, home))
+    }
+
+    /// A branch of this conversation at `at`: the same model, tools, chain
+    /// limit and store; hooks only when `keep_hooks`.
+    pub(crate) fn branch(
+        &self,
+        at: Point,
+        name: Option<String>,
+        model: Option<Model>,
+        keep_hooks: bool,
+    ) -> Conversation {
+        let mut builder = Conversation::builder(model.unwrap_or_else(|| self.shared.model.clone()))
+            .tools(self.shared.tools.clone())
+            .chain_limit(self.shared.chain_limit);
+        builder.name = name;
+        builder.store = self.shared.store.clone();
+        builder.origin = Some(Origin {
+            node: at.head(),
+            conversation: Some(self.shared.id.clone()),
+            rerun: None,
+        });
+        builder.drift = self.state().drift.clone();
+        if keep_hooks {
+            builder.hooks = self.hooks().clone();
+        }
+        builder.start = at;
+        builder.build()
+    }
+
+    fn with_id(self, id: ConversationId) -> Conversation {
+        let shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| unreachable!("a conversation being built has one handle"));
+        Conversation {
+            shared: Arc::new(Shared { id, ..shared }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn hooks(&self) -> MutexGuard<'_, Hooks> {
+        self.shared
+            .hooks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Where a turn from `from` runs: here when `from` is the head (or not
+    /// given), otherwise on a new branch at `from` that keeps this
+    /// conversation's settings and hooks (replying to an earlier response
+    /// never moves a bookmark backwards).
+    fn target(&self, from: Option<Point>) -> (Conversation, Point) {
+        let current = self.state().point.clone();
+        match from {
+            Some(point) if point.head() != current.head() => {
+                (self.branch(point.clone(), None, None, true), point)
+            }
+            _ => (self.clone(), current),
+        }
+    }
+
+    pub(crate) async fn send(&self, from: Option<Point>, input: TurnInput) -> Result<Response> {
+        let (conversation, from) = self.target(from);
+        conversation.run_prompt(from, input).await
+    }
+
+    pub(crate) async fn send_chain(
+        &self,
+        from: Option<Point>,
+        input: TurnInput,
+    ) -> Result<ChainResponse> {
+        let (conversation, from) = self.target(from);
+        conversation.run_chain(from, input).await
+    }
+
+    /// The request of a turn: the history, then an optional system
+    /// message and the user's text, with this turn's model and options.
+    fn request(&self, from: &Point, model: &Model, input: &TurnInput) -> Request {
+        let mut request = Request::messages(
+            input
+                .system
+                .iter()
+                .map(|system| Message::system(system.clone()))
+                .chain([Message::user(input.text.clone())]),
+        )
+        .history(from.thread.clone(), from.annotations.clone())
+        .options(input.options.clone())
+        .capture();
+        if let Some(run) = &from.run {
+            request = request.relation(
+                skein_engine::ledger::relation::CONTINUATION_OF,
+                run.as_str(),
+            );
+        }
+        if let Some(token) = &input.cancel {
+            request = request.cancel_with(token.clone());
+        }
+        model.apply(request)
+    }
+
+    async fn run_prompt(&self, from: Point, mut input: TurnInput) -> Result<Response> {
+        let model = input
+            .model
+            .clone()
+            .unwrap_or_else(|| self.shared.model.clone());
+        let tools = input
+            .tools
+            .clone()
+            .unwrap_or_else(|| self.shared.tools.clone());
+        let specs: Vec<_> = tools.iter().map(|tool| tool.spec().clone()).collect();
+        let warnings = self.state().drift.check(&specs);
+        let request = self.request(&from, &model, &input).tools(specs);
+        let (request, sink) = streaming(request, input.on_text.take());
+        let execution = model.engine().prepare_execution(request)?;
+        let prepared = execution.prepared().clone();
+        let outcome = streamed(execution.run(), sink).await;
+        let output = match outcome {
+            Ok(output) => output,
+            Err(error) => {
+                self.record_failure(&from, &prepared, &error).await;
+                return Err(error.into());
+            }
+        };
+        let exchange = output.exchange.clone().expect("facade runs capture");
+        let to = Point {
+            thread: exchange.thread().clone(),
+            annotations: exchange.annotations().clone(),
+            run: Some(output.run.clone()),
+        };
+        let records = vec![output.record(Some(&self.shared.id))];
+        let response = Response::new(output, self.clone(), warnings);
+        match self.commit(&from, &to, records).await? {
+            None => Ok(response),
+            Some(current) => Err(Error::HeadMoved {
+                conversation: self.shared.id.clone(),
+                current,
+                response: Box::new(response),
+            }),
+        }
+    }
+
+    async fn run_chain(&self, from: Point, mut input: TurnInput) -> Result<ChainResponse> {
+        let model = input
+            .model
+            .clone()
+            .unwrap_or_else(|| self.shared.model.clone());
+        let tools = input
+            .tools
+            .clone()
+            .unwrap_or_else(|| self.shared.tools.clone());
+        let hooks = self.hooks().clone();
+        let mut chain = Chain::new(tools)
+            .limit(self.shared.chain_limit)
+            .drift(self.state().drift.clone());
+        if let Some(before) = hooks.before {
+            chain = chain.before_call(Box::new(move |call| before(call)));
+        }
+        if let Some(after) = hooks.after {
+            chain = chain.after_call(Box::new(move |call, result| after(call, result)));
+        }
+        let request = self.request(&from, &model, &input);
+        let (request, sink) = streaming(request, input.on_text.take());
+        let outcome = streamed(chain.run(model.engine(), request), sink).await;
+        self.state().drift = chain.tracker().clone();
+        let output = match outcome {
+            Ok(output) => output,
+            Err(failure) => {
+                let completed = failure.completed.len();
+                if let (Some(thread), Some(last)) = (failure.thread, failure.completed.last()) {
+                    let exchange = last.exchange.as_ref().expect("chain runs capture");
+                    let to = Point {
+                        thread,
+                        annotations: exchange.annotations().clone(),
+                        run: Some(last.run.clone()),
+                    };
+                    let records: Vec<_> = failure
+                        .completed
+                        .iter()
+                        .map(|output| output.record(Some(&self.shared.id)))
+                        .collect();
+                    self.commit(&from, &to, records).await?;
+                }
+                return Err(Error::ChainFailed {
+                    error: failure.error,
+                    completed,
+                });
+            }
+        };
+        let last = output.last();
+        let exchange = last.exchange.as_ref().expect("chain runs capture");
+        let to = Point {
+            thread: output.thread.clone(),
+            annotations: exchange.annotations().clone(),
+            run: Some(last.run.clone()),
+        };
+        let records: Vec<_> = output
+            .responses
+            .iter()
+            .map(|output| output.record(Some(&self.shared.id)))
+            .collect();
+        let response = ChainResponse::new(output, self.clone());
+        match self.commit(&from, &to, records).await? {
+            None => Ok(response),
+            Some(current) => Err(Error::HeadMoved {
+                conversation: self.shared.id.clone(),
+                current,
+                response: Box::new(response.last().clone()),
+            }),
+        }
+    }
+
+    /// Move the bookmark from `from` to `to`, writing the turn to the store
+    /// when one is attached. `Ok(Some(current))` when the head had moved.
+    async fn commit(
+        &self,
+        from: &Point,
+        to: &Point,
+        records: Vec<RunRecord>,
+    ) -> Result<Option<Option<NodeId>>> {
+        let Some(store) = self.shared.store.clone() else {
+            let mut state = self.state();
+            if state.point.head() != from.head() {
+                return Ok(Some(state.point.head()));
+            }
+            state.point = to.clone();
+            state.runs.extend(records);
+            return Ok(None);
+        };
+        let stored = self.state().stored;
+        let new = (!stored).then(|| self.new_row(from.head()));
+        let (start, thread, runs) = (from.thread.clone(), to.thread.clone(), records.clone());
+        let id = self.shared.id.clone();
+        let written = store
+            .run(move |store| {
+                if let Some(new) = new {
+                    if !start.is_empty() {
+                        store.append(&start)?;
+                    }
+                    store.create_conversation(new)?;
+                }
+                store.commit_turn(&TurnCommit {
+                    conversation: &id,
+                    expected_head: start.head_id(),
+                    thread: &thread,
+                    runs: &runs,
+                })
+            })
+            .await;
+        match written {
+            Ok(_) => {
+                let mut state = self.state();
+                state.stored = true;
+                state.point = to.clone();
+                state.runs.extend(records);
+                Ok(None)
+            }
+            Err(StoreError::HeadMoved(moved)) => Ok(Some(moved.actual)),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Write the conversation to its store now, at its current head.
+    pub(crate) async fn persist_now(&self) -> Result<()> {
+        let Some(store) = self.shared.store.clone() else {
+            return Ok(());
+        };
+        let (stored, thread) = {
+            let state = self.state();
+            (state.stored, state.point.thread.clone())
+        };
+        if stored {
+            return Ok(());
+        }
+        let new = self.new_row(thread.head_id());
+        store
+            .run(move |store| {
+                if !thread.is_empty() {
+                    store.append(&thread)?;
+                }
+                store.create_conversation(new).map(drop)
+            })
+            .await?;
+        self.state().stored = true;
+        Ok(())
+    }
+
+    /// The row that stores this conversation with its head at `head`.
+    pub(crate) fn new_row(&self, head: Option<NodeId>) -> NewConversation {
+        NewConversation {
+            id: Some(self.shared.id.clone()),
+            name: self.shared.name.clone(),
+            head,
+            origin: self.shared.origin.clone(),
+            meta: Some(self.settings()),
+        }
+    }
+
+    /// What a store keeps of the conversation's settings: never hooks,
+    /// never credentials.
+    fn settings(&self) -> serde_json::Value {
+        let model = &self.shared.model;
+        let mut settings = json!({
+            "model": model.name(),
+            "tools": self.shared.tools.iter().map(|tool| tool.spec().name.clone()).collect::<Vec<_>>(),
+            "chain_limit": self.shared.chain_limit,
+        });
+        if !model.is_opened_by_name() {
+            settings["profile"] = json!(model.profile());
+        }
+        settings
+    }
+
+    /// Record a model call that failed, when the conversation has a store
+    /// (so the failure is visible in the log).
+    async fn record_failure(&self, from: &Point, prepared: &Prepared, error: &EngineError) {
+        let (Some(store), EngineError::Generation { run, source }) = (&self.shared.store, error)
+        else {
+            return;
+        };
+        let mut record = RunRecord::new(prepared.model.clone(), prepared.backend.clone());
+        record.id = run.clone();
+        record.status = RunStatus::Failed;
+        record.error = Some(source.to_string());
+        record.usage_complete = false;
+        record.profile = Some(prepared.profile.clone());
+        record.backend = Some(prepared.backend.clone());
+        record.tools = prepared.tools.clone();
+        record.options = prepared.options.clone();
+        if self.state().stored {
+            record.conversation = Some(self.shared.id.clone());
+            record.input_head = from.head();
+        }
+        record.finished_ms = Some(skein_store::records::now_ms());
+        if let Err(error) = store.run(move |store| store.record_run(&record)).await {
+            tracing::warn!("cannot record the failed run: {error}");
+        }
+    }
+
+    /// Store the thread ending at `at` in `store` as this conversation (its
+    /// bookmark created, or moved forward), with the runs made in memory
+    /// that produced its nodes. Nodes already there are shared.
+    pub(crate) async fn log(&self, store: &Store, at: &Point) -> Result<ConversationId> {
+        let thread = at.thread.clone();
+        let nodes: HashSet<NodeId> = thread.nodes().into_iter().map(|node| node.id()).collect();
+        let runs: Vec<RunRecord> = self
+            .state()
+            .runs
+            .iter()
+            .filter(|run| run.output_head.is_some_and(|head| nodes.contains(&head)))
+            .cloned()
+            .collect();
+        let new = self.new_row(at.head());
+        let id = self.shared.id.clone();
+        store
+            .run(move |store| {
+                let unrecorded: Vec<RunRecord> = runs
+                    .into_iter()
+                    .filter(|run| {
+                        matches!(store.run_record(&run.id), Err(StoreError::RunNotFound(_)))
+                    })
+                    .collect();
+                match store.conversation(&id) {
+                    Err(StoreError::ConversationNotFound(_)) => {
+                        store.append(&thread)?;
+                        store.create_conversation(new)?;
+                        for run in &unrecorded {
+                            store.record_run(run)?;
+                        }
+                    }
+                    Err(error) => return Err(error),
+                    Ok(existing) => {
+                        let forward = existing.head.is_none_or(|head| nodes.contains(&head));
+                        if forward && existing.head != thread.head_id() {
+                            store.commit_turn(&TurnCommit {
+                                conversation: &id,
+                                expected_head: existing.head,
+                                thread: &thread,
+                                runs: &unrecorded,
+                            })?;
+                        } else {
+                            store.append(&thread)?;
+                            for run in &unrecorded {
+                                store.record_run(run)?;
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(self.shared.id.clone())
+    }
+}
+
+/// The request with a text channel when a sink wants the stream.
+fn streaming(
+    request: Request,
+    sink: Option<TextSink>,
+) -> (
+    Request,
+    Option<(TextSink, tokio::sync::mpsc::UnboundedReceiver<String>)>,
+) {
+    match sink {
+        None => (request, None),
+        Some(sink) => {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+            (request.text_channel(sender), Some((sink, receiver)))
+        }
+    }
+}
+
+/// Drive `work`, handing streamed text to the sink as it arrives. The
+/// channel closes when `work` drops its request.
+async fn streamed<T>(
+    work: impl Future<Output = T>,
+    sink: Option<(TextSink, tokio::sync::mpsc::UnboundedReceiver<String>)>,
+) -> T {
+    let Some((mut sink, mut receiver)) = sink else {
+        return work.await;
+    };
+    let drain = async move {
+        while let Some(text) = receiver.recv().await {
+            sink(&text);
+        }
+    };
+    join(work, drain).await.0
+}

@@ -1,0 +1,72 @@
+/*!
+The facade's error: one type for the async and the blocking forms of every
+operation, so both behave (and fail) identically.
+*/
+
+use crate::response::Response;
+use skein_core::NodeId;
+use skein_engine::EngineError;
+use skein_providers::ResolveError;
+use skein_store::{ConversationId, StoreError};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a facade operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The model name did not resolve to a provider.
+    #[error(transparent)]
+    Model(#[from] ResolveError),
+    /// The engine refused or failed the run.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A model call of a tool loop failed. The calls completed before it
+    /// are part of the conversation (and recorded, when it has a store).
+    #[error("{error} (the chain's {completed} completed model call(s) were kept)")]
+    ChainFailed {
+        #[source]
+        error: EngineError,
+        completed: usize,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The conversation's head moved while the turn ran (another task or
+    /// process added a turn). The turn's response is kept here: fork from
+    /// it to keep it as a branch.
+    #[error(
+        "conversation {conversation} moved on while this turn ran (its head is now {}); \
+         the response is kept in this error: call `.fork()` on it to keep it as a branch",
+        .current.map_or_else(|| "empty".to_string(), |node| node.short())
+    )]
+    HeadMoved {
+        conversation: ConversationId,
+        current: Option<NodeId>,
+        response: Box<Response>,
+    },
+    /// A stored conversation names a tool the engine does not know.
+    #[error(
+        "conversation {conversation} uses tool `{tool}`, which is not registered with the engine \
+         (registered: {}); register it with `EngineBuilder::tool` or `Model::open_with_tools`",
+        if .registered.is_empty() { "none".to_string() } else { .registered.join(", ") }
+    )]
+    UnknownTool {
+        conversation: ConversationId,
+        tool: String,
+        registered: Vec<String>,
+    },
+    /// A stored conversation's settings could not be read.
+    #[error("conversation {conversation} has unreadable settings: {problem}")]
+    BadSettings {
+        conversation: ConversationId,
+        problem: String,
+    },
+    /// A blocking form was called inside an async runtime.
+    #[error(
+        "a blocking skein call was made inside an async runtime, where it would block the runtime; \
+         use the async form (`.await`) there"
+    )]
+    InsideRuntime,
+    #[error("cannot start a runtime for a blocking call: {0}")]
+    Runtime(std::io::Error),
+}

@@ -1,0 +1,168 @@
+/*!
+[`Model`]: a handle on a model through the engine, and where a user's first
+prompt, conversation or tool loop starts.
+
+A model is either a configured profile of an [`Engine`] (optionally with
+another model name on the profile's backend), or a model name such as
+`smollm2`, `echo` or `openai:gpt-4o-mini` opened on an engine of its own
+with one backend and one profile named after it. Stored conversations
+remember the model by that name (and the profile, when there is one).
+*/
+
+use crate::conversation::{Conversation, ConversationBuilder};
+use crate::error::Result;
+use crate::prompt::{ChainPrompt, Prompt};
+use skein_engine::config::{BackendDef, BackendKind, Catalog, CredentialSource, Profile};
+use skein_engine::{Engine, Tool};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A model to prompt: a profile of an engine, or a model name. Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct Model {
+    engine: Engine,
+    profile: String,
+    /// Another model on the profile's backend, when not the profile's own.
+    model: Option<String>,
+    /// Whether the engine was made for a model name by [`Model::open`].
+    opened: bool,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("profile", &self.profile)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Model {
+    /// A model by name (see [`skein_providers::resolve`] for the names),
+    /// on an engine of its own.
+    ///
+    /// ```
+    /// let model = skein::Model::open("echo")?;
+    /// assert_eq!(model.name(), "echo");
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn open(name: &str) -> Result<Model> {
+        Model::open_with_tools(name, Vec::new())
+    }
+
+    /// [`Model::open`], with tools registered on its engine so that stored
+    /// conversations naming them can be restored.
+    pub fn open_with_tools(
+        name: &str,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Model> {
+        let resolved = skein_providers::resolve(name)?;
+        let catalog = Catalog::new()
+            .backend(BackendDef::new(name, backend_kind(name)))
+            // The provider carries its own credential (from the environment).
+            .profile(Profile::new(name, name, resolved.model).credential(CredentialSource::None));
+        let mut builder = Engine::builder(catalog).provider(name, resolved.provider);
+        for tool in tools {
+            builder = builder.tool(tool);
+        }
+        Ok(Model {
+            engine: builder.build()?,
+            profile: name.to_string(),
+            model: None,
+            opened: true,
+        })
+    }
+
+    /// A configured profile of `engine`.
+    pub fn from_profile(engine: &Engine, profile: &str) -> Result<Model> {
+        engine.inspect_profile(profile)?;
+        Ok(Model {
+            engine: engine.clone(),
+            profile: profile.to_string(),
+            model: None,
+            opened: false,
+        })
+    }
+
+    /// The same profile and backend with another model name.
+    pub fn with_model(mut self, model: impl Into<String>) -> Model {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// The name a stored conversation remembers: the model name it was
+    /// opened with, or the profile's name.
+    pub fn name(&self) -> &str {
+        match (&self.model, self.opened) {
+            (Some(model), false) => model,
+            _ => &self.profile,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn profile(&self) -> &str {
+        &self.profile
+    }
+
+    /// The model name given in place of the profile's, if any.
+    pub fn model_override(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// Whether this model was opened by name ([`Model::open`]) rather than
+    /// taken from a configured profile.
+    pub fn is_opened_by_name(&self) -> bool {
+        self.opened
+    }
+
+    /// One prompt in a new conversation of its own (no store, no tools).
+    /// The response can be replied to, forked and logged.
+    pub fn prompt(&self, text: impl Into<String>) -> Prompt {
+        self.conversation().build().prompt(text)
+    }
+
+    /// A tool loop with `tools` in a new conversation of its own. Without
+    /// tools it is a single prompt wrapped in a
+    /// [`ChainResponse`](crate::ChainResponse).
+    pub fn chain(
+        &self,
+        text: impl Into<String>,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> ChainPrompt {
+        self.conversation().tools(tools).build().chain(text)
+    }
+
+    /// A new conversation on this model.
+    pub fn conversation(&self) -> ConversationBuilder {
+        Conversation::builder(self.clone())
+    }
+
+    pub(crate) fn apply(&self, request: skein_engine::Request) -> skein_engine::Request {
+        let request = request.profile(self.profile.clone());
+        match &self.model {
+            Some(model) => request.model(model.clone()),
+            None => request,
+        }
+    }
+}
+
+/// The backend kind a model name stands for, for inspection.
+fn backend_kind(name: &str) -> BackendKind {
+    let (backend, argument) = name.split_once(':').unwrap_or((name, ""));
+    match backend {
+        "echo" => BackendKind::Echo,
+        "scripted" => BackendKind::Scripted {
+            script: PathBuf::from(argument),
+        },
+        "openai" => BackendKind::Openai { base_url: None },
+        "anthropic" => BackendKind::Anthropic { base_url: None },
+        "local" => BackendKind::Local {
+            path: Some(PathBuf::from(argument)),
+        },
+        _ => BackendKind::Local { path: None },
+    }
+}

@@ -1,0 +1,313 @@
+/*!
+What a turn returns, and how to go on from it: [`Response`] (one model
+call), [`ChainResponse`] (every call of a tool loop) and [`Fork`] (a new
+conversation branching at a response).
+
+Every response belongs to a conversation (an ad-hoc one when it came from
+`model.prompt`). `reply` continues that conversation from the response;
+`fork` starts an independent one there. Neither needs the response to be
+stored: node ids exist before anything is written, so a fork of an
+unlogged response works, and logging it later stores the shared prefix
+once.
+*/
+
+use crate::blocking::wait;
+use crate::conversation::{Conversation, Point};
+use crate::error::Result;
+use crate::model::Model;
+use crate::prompt::Prompt;
+use skein_core::{Message, NodeId, Thread, ToolCall, ToolSpec, Usage};
+use skein_engine::{ChainOutput, ChainStatus, DriftWarning, Exchange, RunId, RunOutput};
+use skein_store::{ConversationId, Store};
+use std::sync::Arc;
+
+/// One model call's result.
+#[derive(Clone)]
+pub struct Response {
+    output: Arc<RunOutput>,
+    conversation: Conversation,
+    warnings: Vec<DriftWarning>,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("run", &self.output.run)
+            .field("head", &self.head())
+            .field("text", &self.text())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Response {
+    pub(crate) fn new(
+        output: RunOutput,
+        conversation: Conversation,
+        warnings: Vec<DriftWarning>,
+    ) -> Response {
+        Response {
+            output: Arc::new(output),
+            conversation,
+            warnings,
+        }
+    }
+
+    /// The reply's text parts, joined.
+    pub fn text(&self) -> String {
+        self.output.text()
+    }
+
+    /// The reply message.
+    pub fn message(&self) -> &Message {
+        &self.output.message
+    }
+
+    /// The tool calls the model made.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.output.message.tool_calls()
+    }
+
+    pub fn usage(&self) -> Usage {
+        self.output.usage
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.output.run
+    }
+
+    /// The exact request and the reply, as captured.
+    pub fn exchange(&self) -> &Exchange {
+        self.output
+            .exchange
+            .as_ref()
+            .expect("the facade always captures")
+    }
+
+    /// The history up to and including the reply.
+    pub fn thread(&self) -> &Thread {
+        self.exchange().thread()
+    }
+
+    /// The reply's node id.
+    pub fn head(&self) -> NodeId {
+        self.exchange().head()
+    }
+
+    /// The tools offered on this call, exactly (recorded on its run).
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.output.tools
+    }
+
+    /// Tools offered under a different input schema than earlier in the
+    /// conversation or chain.
+    pub fn warnings(&self) -> &[DriftWarning] {
+        &self.warnings
+    }
+
+    /// Everything the engine reported about the run.
+    pub fn output(&self) -> &RunOutput {
+        &self.output
+    }
+
+    /// The conversation the response belongs to.
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    pub(crate) fn point(&self) -> Point {
+        let exchange = self.exchange();
+        Point {
+            thread: exchange.thread().clone(),
+            annotations: exchange.annotations().clone(),
+            run: Some(self.output.run.clone()),
+        }
+    }
+
+    /// Continue the conversation from this response, with its tools, hooks,
+    /// chain limit and store. When the conversation has moved on since,
+    /// the turn branches into a new conversation here instead (a bookmark
+    /// never moves backwards).
+    pub fn reply(&self, text: impl Into<String>) -> Prompt {
+        Prompt::new(self.conversation.clone(), Some(self.point()), text.into())
+    }
+
+    /// A new conversation branching at this response.
+    pub fn fork(&self) -> Fork {
+        Fork::new(self.conversation.clone(), self.point())
+    }
+
+    /// Store the whole thread up to this response in `store` (sharing every
+    /// node already there) as its conversation, with the runs that produced
+    /// it. Returns the conversation's id.
+    pub async fn log(&self, store: &Store) -> Result<ConversationId> {
+        self.conversation.log(store, &self.point()).await
+    }
+
+    /// [`Response::log`], blocking.
+    pub fn log_blocking(&self, store: &Store) -> Result<ConversationId> {
+        wait(self.log(store))
+    }
+}
+
+/// Every model call of a tool loop, in order.
+#[derive(Clone, Debug)]
+pub struct ChainResponse {
+    id: String,
+    responses: Vec<Response>,
+    status: ChainStatus,
+    end: Point,
+    conversation: Conversation,
+}
+
+impl ChainResponse {
+    pub(crate) fn new(output: ChainOutput, conversation: Conversation) -> ChainResponse {
+        let last = output.last();
+        let exchange = last.exchange.as_ref().expect("chain runs capture");
+        let end = Point {
+            thread: output.thread.clone(),
+            annotations: exchange.annotations().clone(),
+            run: Some(last.run.clone()),
+        };
+        // Drift warnings belong to the call that offered the tools; a chain
+        // offers one tool set, so they surface on its first response.
+        let mut warnings = Some(output.warnings);
+        let responses = output
+            .responses
+            .into_iter()
+            .map(|call| {
+                Response::new(
+                    call,
+                    conversation.clone(),
+                    warnings.take().unwrap_or_default(),
+                )
+            })
+            .collect();
+        ChainResponse {
+            id: output.id,
+            responses,
+            status: output.status,
+            end,
+            conversation,
+        }
+    }
+
+    /// The id every run of the chain is related to.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Every model call's response, in order.
+    pub fn responses(&self) -> &[Response] {
+        &self.responses
+    }
+
+    /// The final response.
+    pub fn last(&self) -> &Response {
+        self.responses
+            .last()
+            .expect("a chain makes at least one call")
+    }
+
+    /// The final response's text.
+    pub fn text(&self) -> String {
+        self.last().text()
+    }
+
+    pub fn status(&self) -> ChainStatus {
+        self.status
+    }
+
+    /// Every drift warning of the chain.
+    pub fn warnings(&self) -> Vec<DriftWarning> {
+        self.responses
+            .iter()
+            .flat_map(|response| response.warnings().iter().cloned())
+            .collect()
+    }
+
+    /// Usage of every call together.
+    pub fn usage(&self) -> Usage {
+        self.responses
+            .iter()
+            .fold(Usage::default(), |total, response| {
+                total.add(&response.usage())
+            })
+    }
+
+    /// The history at the end: the final reply, and when the chain was
+    /// stopped, the results given for its calls.
+    pub fn thread(&self) -> &Thread {
+        &self.end.thread
+    }
+
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    /// Continue from the end of the chain.
+    pub fn reply(&self, text: impl Into<String>) -> Prompt {
+        Prompt::new(
+            self.conversation.clone(),
+            Some(self.end.clone()),
+            text.into(),
+        )
+    }
+}
+
+/// A new conversation branching at a response (or at a conversation's
+/// head): the same tools, chain limit and store, an independent future, and
+/// no hooks.
+#[must_use]
+pub struct Fork {
+    source: Conversation,
+    at: Point,
+    name: Option<String>,
+    model: Option<Model>,
+}
+
+impl Fork {
+    pub(crate) fn new(source: Conversation, at: Point) -> Fork {
+        Fork {
+            source,
+            at,
+            name: None,
+            model: None,
+        }
+    }
+
+    pub fn name(mut self, name: impl Into<String>) -> Fork {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The new conversation's default model.
+    pub fn model(mut self, model: &Model) -> Fork {
+        self.model = Some(model.clone());
+        self
+    }
+
+    fn branch(self) -> Conversation {
+        self.source.branch(self.at, self.name, self.model, false)
+    }
+
+    /// Create the new conversation. With a store attached it is recorded
+    /// there at once, with its origin.
+    pub async fn create(self) -> Result<Conversation> {
+        let conversation = self.branch();
+        if conversation.store().is_some() {
+            conversation.persist_now().await?;
+        }
+        Ok(conversation)
+    }
+
+    /// [`Fork::create`], blocking.
+    pub fn create_blocking(self) -> Result<Conversation> {
+        wait(self.create())
+    }
+
+    /// The new conversation's first prompt. With a store attached, the
+    /// conversation is recorded when that turn succeeds.
+    pub fn prompt(self, text: impl Into<String>) -> Prompt {
+        self.branch().prompt(text)
+    }
+}

@@ -1,0 +1,645 @@
+//! Continuing and branching: the seed's test list (reply, fork, chain,
+//! dynamic tool sets, schema drift), each in its async and its blocking
+//! form, plus byte-identical requests across entry points, forks of forks,
+//! reply after a chain, failures inside tool loops, and persistence.
+
+mod support;
+
+use skein::store::{Origin, RunStatus};
+use skein::{CallDecision, ChainStatus, Error, Role, Store};
+use support::*;
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("skein.db")).unwrap();
+    (dir, store)
+}
+
+fn names(tools: &[skein::ToolSpec]) -> Vec<&str> {
+    tools.iter().map(|tool| tool.name.as_str()).collect()
+}
+
+both_forms!(reply_extends_the_thread_through_the_responses_head, {
+    let fixture = Fixture::new();
+    let first = send!(fixture.model().prompt("hello")).unwrap();
+    let second = send!(first.reply("again")).unwrap();
+    assert_eq!(second.text(), "you said: again");
+    // The reply's user message hangs off the first response's node.
+    let user = second.thread().parent();
+    assert_eq!(user.parent().head_id(), Some(first.head()));
+    assert_eq!(second.conversation().id(), first.conversation().id());
+    assert_eq!(second.conversation().head(), Some(second.head()));
+    assert_eq!(
+        transcript(second.thread()),
+        [
+            "User: hello",
+            "Assistant: you said: hello",
+            "User: again",
+            "Assistant: you said: again"
+        ]
+    );
+});
+
+both_forms!(reply_tools_override_the_conversations_for_one_turn_only, {
+    let fixture = Fixture::new();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("a")])
+        .build();
+    let first = send!(conversation.prompt("hi")).unwrap();
+    assert_eq!(names(first.tools()), ["a"]);
+    let overridden = send!(first.reply("hi").tools([fixture.tool("b")])).unwrap();
+    assert_eq!(names(overridden.tools()), ["b"]);
+    assert_eq!(names(&fixture.main.last().tools), ["b"]);
+    let none = send!(overridden.reply("hi").tools([])).unwrap();
+    assert!(none.tools().is_empty());
+    assert!(fixture.main.last().tools.is_empty());
+    let back = send!(none.reply("hi")).unwrap();
+    assert_eq!(names(back.tools()), ["a"]);
+});
+
+both_forms!(reply_model_routes_to_that_model_and_keeps_the_history, {
+    let fixture = Fixture::new();
+    let first = send!(fixture.model().prompt("hello")).unwrap();
+    let other = fixture.other_model();
+    let routed = send!(first.reply("to the other").model(&other)).unwrap();
+    assert_eq!(fixture.other.count(), 1);
+    let request = fixture.other.last();
+    assert_eq!(request.model, "other-model");
+    assert_eq!(
+        transcript(&request.thread),
+        [
+            "User: hello",
+            "Assistant: you said: hello",
+            "User: to the other"
+        ]
+    );
+    assert_eq!(routed.output().prepared.profile, "other");
+    // The conversation's own model stays the default.
+    send!(routed.reply("back")).unwrap();
+    assert_eq!(fixture.main.count(), 2);
+    assert_eq!(fixture.other.count(), 1);
+});
+
+both_forms!(
+    reply_on_a_response_without_a_conversation_makes_an_ad_hoc_one,
+    {
+        let fixture = Fixture::new();
+        let response = send!(fixture.model().prompt("alone")).unwrap();
+        assert!(response.conversation().store().is_none());
+        assert!(response.conversation().name().is_none());
+        let reply = send!(response.reply("more")).unwrap();
+        assert_eq!(reply.text(), "you said: more");
+        assert_eq!(reply.conversation().id(), response.conversation().id());
+    }
+);
+
+both_forms!(
+    replying_to_an_earlier_response_branches_instead_of_rewinding,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture.model().conversation().store(&store).build();
+        let first = send!(conversation.prompt("one")).unwrap();
+        let second = send!(first.reply("two")).unwrap();
+        let branch = send!(first.reply("other two")).unwrap();
+        assert_ne!(branch.conversation().id(), conversation.id());
+        assert_eq!(conversation.head(), Some(second.head()));
+        let stored = store.conversation(conversation.id()).unwrap();
+        assert_eq!(stored.head, Some(second.head()));
+        let stored_branch = store.conversation(branch.conversation().id()).unwrap();
+        assert_eq!(stored_branch.head, Some(branch.head()));
+        assert_eq!(
+            stored_branch.origin.and_then(|origin| origin.node),
+            Some(first.head())
+        );
+    }
+);
+
+both_forms!(
+    fork_creates_a_conversation_row_pointing_at_the_right_head,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture
+            .model()
+            .conversation()
+            .name("main line")
+            .store(&store)
+            .build();
+        let first = send!(conversation.prompt("one")).unwrap();
+        send!(first.reply("two")).unwrap();
+        let fork = create!(first.fork().name("side")).unwrap();
+        let row = store.conversation(fork.id()).unwrap();
+        assert_eq!(row.name.as_deref(), Some("side"));
+        assert_eq!(row.head, Some(first.head()));
+        assert_eq!(
+            row.origin,
+            Some(Origin {
+                node: Some(first.head()),
+                conversation: Some(conversation.id().clone()),
+                rerun: None,
+            })
+        );
+        // An independent future: the fork's turn leaves the original alone.
+        let original_head = conversation.head();
+        send!(fork.prompt("three")).unwrap();
+        assert_eq!(conversation.head(), original_head);
+    }
+);
+
+both_forms!(
+    fork_with_a_prompt_returns_a_response_in_the_new_conversation,
+    {
+        let fixture = Fixture::new();
+        let first = send!(fixture.model().prompt("one")).unwrap();
+        let other = fixture.other_model();
+        let forked = send!(first.fork().name("branch").model(&other).prompt("two")).unwrap();
+        assert_ne!(forked.conversation().id(), first.conversation().id());
+        assert_eq!(forked.conversation().name(), Some("branch"));
+        assert_eq!(forked.conversation().model().name(), "other");
+        assert_eq!(
+            forked.thread().parent().parent().head_id(),
+            Some(first.head())
+        );
+        assert_eq!(
+            forked
+                .conversation()
+                .origin()
+                .and_then(|origin| origin.node),
+            Some(first.head())
+        );
+    }
+);
+
+both_forms!(
+    fork_on_an_unlogged_response_works_and_logging_stores_the_prefix_once,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let first = send!(fixture.model().prompt("one")).unwrap();
+        let second = send!(first.reply("two")).unwrap();
+        let forked = send!(first.fork().prompt("branch")).unwrap();
+        assert_eq!(store.list_conversations(10).unwrap().len(), 0);
+
+        let main_id = log!(second, &store).unwrap();
+        assert_eq!(&main_id, second.conversation().id());
+        let nodes = count(&store, "nodes");
+        assert_eq!(nodes, 4);
+        assert_eq!(count(&store, "runs"), 2);
+
+        log!(forked, &store).unwrap();
+        // Only the fork's own user message and reply are new.
+        assert_eq!(count(&store, "nodes"), nodes + 2);
+        assert_eq!(store.list_conversations(10).unwrap().len(), 2);
+        let fork_row = store.conversation(forked.conversation().id()).unwrap();
+        assert_eq!(fork_row.head, Some(forked.head()));
+        assert_eq!(
+            fork_row.origin.and_then(|origin| origin.node),
+            Some(first.head())
+        );
+        // Logging again changes nothing.
+        log!(second, &store).unwrap();
+        assert_eq!(count(&store, "nodes"), nodes + 2);
+        assert_eq!(count(&store, "runs"), 3);
+        assert!(store.verify().unwrap().is_ok());
+    }
+);
+
+both_forms!(model_chain_resolves_tools_and_returns_a_chain_response, {
+    let fixture = Fixture::new();
+    let chain = send!(fixture.model().chain("please add", [fixture.tool("add")])).unwrap();
+    assert_eq!(chain.status(), ChainStatus::Completed);
+    assert_eq!(chain.responses().len(), 2);
+    assert_eq!(chain.text(), "done: 5");
+    assert_eq!(chain.responses()[0].tool_calls().count(), 1);
+    for response in chain.responses() {
+        assert_eq!(names(response.tools()), ["add"]);
+    }
+});
+
+both_forms!(model_chain_without_tools_is_a_single_prompt, {
+    let fixture = Fixture::new();
+    let chain = send!(fixture.model().chain("hello", [])).unwrap();
+    assert_eq!(chain.responses().len(), 1);
+    assert_eq!(chain.status(), ChainStatus::Completed);
+    let prompt = send!(fixture.model().prompt("hello")).unwrap();
+    assert_eq!(chain.text(), prompt.text());
+    assert_eq!(chain.last().head(), prompt.head());
+    let requests = fixture.main.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].thread.head_id(), requests[1].thread.head_id());
+    assert_eq!(requests[0].tools, requests[1].tools);
+    assert_eq!(requests[0].options, requests[1].options);
+});
+
+both_forms!(tool_sets_change_per_call_and_history_keeps_earlier_pairs, {
+    let fixture = Fixture::new();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("a"), fixture.tool("b")])
+        .build();
+    let first = send!(conversation.chain("use a")).unwrap();
+    assert_eq!(first.text(), "done: a(1)");
+    let second = send!(
+        first
+            .reply("use b")
+            .tools([fixture.tool("b"), fixture.tool("c")])
+            .chain()
+    )
+    .unwrap();
+    assert_eq!(second.text(), "done: b(2)");
+    assert_eq!(names(second.last().tools()), ["b", "c"]);
+    // The last request still carries the call to `a` and its result,
+    // though `a` is no longer offered.
+    let request = fixture.main.last();
+    let calls: Vec<_> = request
+        .thread
+        .messages()
+        .iter()
+        .flat_map(|message| {
+            message
+                .tool_calls()
+                .map(|call| call.name.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(calls, ["a", "b"]);
+    let results: Vec<_> = request
+        .thread
+        .messages()
+        .iter()
+        .flat_map(|message| {
+            message
+                .tool_results_iter()
+                .map(|result| result.content.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(results, ["a(1)", "b(2)"]);
+    assert_eq!(names(&request.tools), ["b", "c"]);
+});
+
+both_forms!(schema_drift_warns_and_a_changed_description_does_not, {
+    let fixture = Fixture::new();
+    let conversation = fixture.model().conversation().tools([add()]).build();
+    let first = send!(conversation.chain("add please")).unwrap();
+    assert!(first.warnings().is_empty());
+    let reworded = send!(first.reply("add again").tools([add_reworded()]).chain()).unwrap();
+    assert!(reworded.warnings().is_empty(), "a description is not drift");
+    let drifted = send!(reworded.reply("add more").tools([add_three()])).unwrap();
+    assert_eq!(drifted.warnings().len(), 1);
+    assert_eq!(drifted.warnings()[0].tool, "add");
+    assert_ne!(
+        drifted.warnings()[0].previous_schema,
+        drifted.warnings()[0].current_schema
+    );
+});
+
+both_forms!(
+    every_entry_point_sends_byte_identical_requests_for_the_same_history,
+    {
+        let fixture = Fixture::new();
+        let model = fixture.model();
+        let conversation = model.conversation().tools([fixture.tool("a")]).build();
+        send!(conversation.prompt("one")).unwrap();
+        let through_conversation = send!(conversation.prompt("two")).unwrap();
+
+        let first = send!(
+            model
+                .conversation()
+                .tools([fixture.tool("a")])
+                .build()
+                .prompt("one")
+        )
+        .unwrap();
+        let through_reply = send!(first.reply("two")).unwrap();
+        let through_fork = send!(first.fork().prompt("two")).unwrap();
+
+        let requests = fixture.main.requests();
+        let (a, b, c) = (&requests[1], &requests[3], &requests[4]);
+        for other in [b, c] {
+            assert_eq!(a.model, other.model);
+            assert_eq!(a.thread.head_id(), other.thread.head_id());
+            assert_eq!(a.thread.messages(), other.thread.messages());
+            assert_eq!(a.tools, other.tools);
+            assert_eq!(a.options, other.options);
+            assert_eq!(a.output_schema, other.output_schema);
+            assert_eq!(
+                a.annotations.iter().collect::<Vec<_>>(),
+                other.annotations.iter().collect::<Vec<_>>()
+            );
+        }
+        assert_eq!(through_conversation.head(), through_reply.head());
+        assert_eq!(through_reply.head(), through_fork.head());
+    }
+);
+
+both_forms!(a_fork_of_a_fork_of_a_fork_loads_the_right_history, {
+    let fixture = Fixture::new();
+    let (_dir, store) = store();
+    let model = fixture.model();
+    let root = send!(model.conversation().store(&store).build().prompt("root")).unwrap();
+    send!(root.reply("main line")).unwrap();
+    let one = send!(root.fork().prompt("first fork")).unwrap();
+    let two = send!(one.fork().prompt("second fork")).unwrap();
+    let three = send!(two.fork().prompt("third fork")).unwrap();
+    let id = three.conversation().id().to_string();
+    let loaded = load!(&store, &id[..8], &model).unwrap();
+    assert_eq!(
+        transcript(&loaded.thread()),
+        [
+            "User: root",
+            "Assistant: you said: root",
+            "User: first fork",
+            "Assistant: you said: first fork",
+            "User: second fork",
+            "Assistant: you said: second fork",
+            "User: third fork",
+            "Assistant: you said: third fork"
+        ]
+    );
+    let row = store.conversation(three.conversation().id()).unwrap();
+    assert_eq!(
+        row.origin.and_then(|origin| origin.conversation),
+        Some(two.conversation().id().clone())
+    );
+});
+
+both_forms!(reply_after_a_chain_continues_from_its_final_response, {
+    let fixture = Fixture::new();
+    let chain = send!(fixture.model().chain("please add", [fixture.tool("add")])).unwrap();
+    let reply = send!(chain.reply("thanks")).unwrap();
+    assert_eq!(
+        reply.thread().parent().parent().head_id(),
+        Some(chain.last().head())
+    );
+    assert_eq!(
+        fixture.main.last().thread.parent().head_id(),
+        Some(chain.last().head())
+    );
+});
+
+both_forms!(a_panicking_tool_is_an_error_result_and_the_chain_goes_on, {
+    let fixture = Fixture::new();
+    let chain = send!(fixture.model().chain("explode", [fixture.tool("explode")])).unwrap();
+    assert_eq!(chain.status(), ChainStatus::Completed);
+    assert_eq!(chain.responses().len(), 2);
+    let result = chain
+        .thread()
+        .parent()
+        .head()
+        .unwrap()
+        .message()
+        .tool_results_iter()
+        .next()
+        .cloned()
+        .unwrap();
+    assert!(result.is_error);
+    assert!(result.content.contains("kaboom"), "{}", result.content);
+});
+
+both_forms!(a_chain_stopped_by_before_call_records_what_it_completed, {
+    let fixture = Fixture::new();
+    let (_dir, store) = store();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("add")])
+        .store(&store)
+        .before_call(|_| Box::pin(async { CallDecision::Stop }))
+        .build();
+    let chain = send!(conversation.chain("add these")).unwrap();
+    assert_eq!(chain.status(), ChainStatus::Stopped);
+    assert_eq!(chain.responses().len(), 1);
+    let stored = store.conversation(conversation.id()).unwrap();
+    let thread = store.load_thread(stored.head.unwrap()).unwrap();
+    let last = thread.head().unwrap().message().clone();
+    assert_eq!(last.role, Role::Tool);
+    let result = last.tool_results_iter().next().unwrap();
+    assert!(result.is_error);
+    assert!(
+        result.content.contains("application cancelled"),
+        "{}",
+        result.content
+    );
+    assert_eq!(
+        store.runs_of_conversation(conversation.id()).unwrap().len(),
+        1
+    );
+    assert!(store.verify().unwrap().is_ok());
+});
+
+both_forms!(a_chain_whose_model_call_fails_keeps_the_completed_calls, {
+    let fixture = Fixture::new();
+    let (_dir, store) = store();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("add")])
+        .store(&store)
+        .build();
+    let error = send!(conversation.chain("add then fail")).unwrap_err();
+    match &error {
+        Error::ChainFailed { completed, .. } => assert_eq!(*completed, 1),
+        other => panic!("expected a failed chain, got {other:?}"),
+    }
+    let stored = store.conversation(conversation.id()).unwrap();
+    let thread = store.load_thread(stored.head.unwrap()).unwrap();
+    assert_eq!(thread.head().unwrap().message().role, Role::Tool);
+    assert_eq!(conversation.head(), stored.head);
+    let runs = store.runs_of_conversation(conversation.id()).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Succeeded);
+});
+
+both_forms!(the_chain_limit_ends_the_chain_with_a_clear_status, {
+    let fixture = Fixture::new();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("add")])
+        .chain_limit(1)
+        .build();
+    let chain = send!(conversation.chain("add")).unwrap();
+    assert_eq!(chain.status(), ChainStatus::LimitReached);
+    assert_eq!(chain.responses().len(), 1);
+});
+
+both_forms!(per_call_tool_sets_are_recorded_on_each_run, {
+    let fixture = Fixture::new();
+    let (_dir, store) = store();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("a"), fixture.tool("b")])
+        .store(&store)
+        .build();
+    let chain = send!(conversation.chain("use a")).unwrap();
+    let reply = send!(
+        chain
+            .reply("use b")
+            .tools([fixture.tool("b"), fixture.tool("c")])
+    )
+    .unwrap();
+    for response in chain.responses() {
+        let run = store.run_record(response.run_id()).unwrap();
+        assert_eq!(names(&run.tools), ["a", "b"]);
+    }
+    let run = store.run_record(reply.run_id()).unwrap();
+    assert_eq!(names(&run.tools), ["b", "c"]);
+    assert_eq!(run.tools, reply.tools());
+});
+
+both_forms!(
+    loading_restores_model_tools_and_chain_limit_but_never_hooks,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture
+            .other_model()
+            .conversation()
+            .name("saved")
+            .tools([fixture.tool("add")])
+            .chain_limit(3)
+            .before_call(|_| Box::pin(async { CallDecision::Stop }))
+            .store(&store)
+            .build();
+        send!(conversation.prompt("hello")).unwrap();
+        let loaded = load!(&store, conversation.id().as_str(), &fixture.model()).unwrap();
+        assert_eq!(loaded.id(), conversation.id());
+        assert_eq!(loaded.name(), Some("saved"));
+        assert_eq!(loaded.model().name(), "other");
+        assert_eq!(loaded.chain_limit(), 3);
+        assert_eq!(loaded.tools().len(), 1);
+        assert_eq!(loaded.head(), conversation.head());
+        // No hook: the chain runs its tool instead of being stopped.
+        let chain = send!(loaded.chain("add")).unwrap();
+        assert_eq!(chain.status(), ChainStatus::Completed);
+        assert_eq!(chain.text(), "done: 5");
+        assert_eq!(fixture.other.count(), 3);
+    }
+);
+
+both_forms!(
+    loading_a_conversation_whose_tool_is_not_registered_says_which,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture
+            .model()
+            .conversation()
+            .tools([add_three()])
+            .store(&store)
+            .build();
+        send!(conversation.prompt("hi")).unwrap();
+        let bare = skein::Model::open("echo").unwrap();
+        let error = load!(&store, conversation.id().as_str(), &bare).unwrap_err();
+        assert!(
+            matches!(&error, Error::Engine(_)),
+            "the stored profile is unknown to a bare engine: {error}"
+        );
+        // With the profile known but the tool missing, the error names the tool.
+        let catalog = skein::engine::config::Catalog::new()
+            .backend(skein::engine::config::BackendDef::new(
+                "main",
+                skein::engine::config::BackendKind::Echo,
+            ))
+            .profile(skein::engine::config::Profile::new("main", "main", "m"));
+        let engine = skein::Engine::builder(catalog).build().unwrap();
+        let home = skein::Model::from_profile(&engine, "main").unwrap();
+        let error = load!(&store, conversation.id().as_str(), &home).unwrap_err();
+        match &error {
+            Error::UnknownTool {
+                tool, registered, ..
+            } => {
+                assert_eq!(tool, "add");
+                assert!(registered.is_empty());
+            }
+            other => panic!("expected an unknown tool, got {other:?}"),
+        }
+        assert!(error.to_string().contains("EngineBuilder::tool"), "{error}");
+    }
+);
+
+both_forms!(
+    a_failed_first_turn_leaves_no_conversation_and_records_the_run,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture.model().conversation().store(&store).build();
+        let error = send!(conversation.prompt("fail now")).unwrap_err();
+        assert!(matches!(error, Error::Engine(_)), "{error}");
+        assert!(store.list_conversations(10).unwrap().is_empty());
+        assert_eq!(count(&store, "nodes"), 0);
+        let runs = store.recent_runs(10).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].status, RunStatus::Failed);
+        assert!(conversation.head().is_none());
+        // The conversation still works afterwards.
+        send!(conversation.prompt("hello")).unwrap();
+        assert_eq!(store.list_conversations(10).unwrap().len(), 1);
+    }
+);
+
+both_forms!(streaming_hands_over_the_text_as_it_arrives, {
+    let fixture = Fixture::new();
+    let streamed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = streamed.clone();
+    let response = send!(
+        fixture
+            .model()
+            .prompt("stream this")
+            .on_text(move |text| sink.lock().unwrap().push_str(text))
+    )
+    .unwrap();
+    assert_eq!(*streamed.lock().unwrap(), response.text());
+});
+
+#[tokio::test]
+async fn blocking_forms_refuse_to_run_inside_a_runtime() {
+    let fixture = Fixture::new();
+    let error = fixture.model().prompt("hi").send_blocking().unwrap_err();
+    assert!(matches!(error, Error::InsideRuntime), "{error}");
+    assert!(error.to_string().contains(".await"));
+}
+
+#[tokio::test]
+async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
+    let fixture = Fixture::new();
+    let conversation = fixture.model().conversation().build();
+    let first = conversation.prompt("one").send().await.unwrap();
+    // Two turns from the same head: the second to finish finds it moved.
+    let (a, b) = tokio::join!(first.reply("a").send(), async {
+        tokio::task::yield_now().await;
+        conversation.prompt("b").send().await
+    });
+    let outcomes = [a, b];
+    let moved: Vec<_> = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Err(Error::HeadMoved { response, .. }) => Some(response),
+            _ => None,
+        })
+        .collect();
+    let succeeded = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+    assert_eq!(succeeded + moved.len(), 2);
+    assert!(succeeded >= 1);
+    for response in moved {
+        // The kept response can still become a branch.
+        let branch = response.fork().create().await.unwrap();
+        assert_eq!(branch.head(), Some(response.head()));
+    }
+}
+
+fn count(store: &Store, table: &str) -> i64 {
+    store
+        .raw_connection()
+        .unwrap()
+        .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+}
