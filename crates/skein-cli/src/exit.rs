@@ -12,7 +12,7 @@ Exit codes, documented in docs/cli.md:
 | 6 | the data failed a check (`verify` found problems, an import was rejected) |
 */
 
-use skein::TurnError;
+use skein::engine::EngineError;
 use skein::store::StoreError;
 
 pub const FAILURE: u8 = 1;
@@ -24,23 +24,17 @@ pub const INTEGRITY: u8 = 6;
 /// The exit code for an error, from the first typed cause in its chain.
 pub fn code_for(error: &anyhow::Error) -> u8 {
     for cause in error.chain() {
-        if let Some(store) = cause.downcast_ref::<StoreError>() {
-            return match store {
-                StoreError::NodeNotFound(_)
-                | StoreError::ConversationNotFound(_)
-                | StoreError::RunNotFound(_)
-                | StoreError::UnknownPrefix { .. }
-                | StoreError::AmbiguousPrefix { .. }
-                | StoreError::NotAnId(_) => NOT_FOUND,
-                StoreError::HeadMoved(_) => HEAD_MOVED,
-                StoreError::Import { .. }
-                | StoreError::Corrupt { .. }
-                | StoreError::MalformedRow(_) => INTEGRITY,
+        if let Some(error) = cause.downcast_ref::<skein::Error>() {
+            return match error {
+                skein::Error::Store(store) => store_code(store),
+                skein::Error::HeadMoved { .. } => HEAD_MOVED,
+                skein::Error::Model(_) | skein::Error::ChainFailed { .. } => MODEL_FAILED,
+                skein::Error::Engine(engine) => engine_code(engine),
                 _ => FAILURE,
             };
         }
-        if cause.downcast_ref::<TurnError>().is_some() {
-            return MODEL_FAILED;
+        if let Some(store) = cause.downcast_ref::<StoreError>() {
+            return store_code(store);
         }
         if cause
             .downcast_ref::<skein::providers::ResolveError>()
@@ -53,6 +47,36 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         }
     }
     FAILURE
+}
+
+fn engine_code(error: &EngineError) -> u8 {
+    match error {
+        EngineError::Generation { .. }
+        | EngineError::Validation { .. }
+        | EngineError::BackendUnavailable { .. }
+        | EngineError::CredentialVariableUnset { .. } => MODEL_FAILED,
+        _ => FAILURE,
+    }
+}
+
+fn store_code(store: &StoreError) -> u8 {
+    {
+        {
+            match store {
+                StoreError::NodeNotFound(_)
+                | StoreError::ConversationNotFound(_)
+                | StoreError::RunNotFound(_)
+                | StoreError::UnknownPrefix { .. }
+                | StoreError::AmbiguousPrefix { .. }
+                | StoreError::NotAnId(_) => NOT_FOUND,
+                StoreError::HeadMoved(_) => HEAD_MOVED,
+                StoreError::Import { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::MalformedRow(_) => INTEGRITY,
+                _ => FAILURE,
+            }
+        }
+    }
 }
 
 /// An error that carries its own exit code.

@@ -26,6 +26,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a turn and record it (a new conversation unless -c or --cid)
     Prompt(PromptArgs),
+    /// Talk interactively: each line is a turn (`!fork`, `!reply NODE`, `!help`, `!quit`)
+    Chat(ChatArgs),
     /// Continue from any node: extends the conversation whose head it is, or branches a new one there
     Reply(ReplyArgs),
     /// Start a new conversation at a node, optionally running a first turn
@@ -92,6 +94,39 @@ pub struct PromptArgs {
     /// Name a new conversation
     #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
     pub name: Option<String>,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolArgs {
+    /// Offer a built-in tool (repeatable; `skein_time`, `skein_version`);
+    /// the turn becomes a tool loop
+    #[arg(short = 'T', long = "tool", value_name = "NAME")]
+    pub tools: Vec<String>,
+    /// At most N model calls per tool loop (default 10)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub chain_limit: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A system prompt for the first turn of a new conversation
+    #[arg(short, long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Continue the most recently updated conversation
+    #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
+    pub continue_last: bool,
+    /// Continue the conversation with this id (any unique prefix)
+    #[arg(long, value_name = "ID")]
+    pub cid: Option<String>,
+    /// Name a new conversation
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 #[derive(Debug, Args)]
@@ -102,6 +137,8 @@ pub struct ReplyArgs {
     pub text: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 #[derive(Debug, Args)]

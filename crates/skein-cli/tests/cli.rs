@@ -443,3 +443,123 @@ fn a_known_api_key_never_reaches_the_database_exports_or_output() {
         serde_json::from_slice(&run(&["--json", "log", "-n", "1"], None).stdout).unwrap();
     assert_eq!(runs[0]["run"]["status"], "failed");
 }
+
+fn tools_script() -> String {
+    format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/tools.toml")
+            .display()
+    )
+}
+
+#[test]
+fn a_builtin_tool_turns_the_prompt_into_a_recorded_tool_loop() {
+    let skein = Skein::new();
+    let model = tools_script();
+    let reply = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-T",
+        "skein_version",
+        "which version?",
+    ]);
+    assert_eq!(
+        reply["text"],
+        format!("version is {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(reply["chain_status"], "completed");
+    assert_eq!(skein.count("runs"), 2, "one run per model call");
+    assert_eq!(skein.count("run_tools"), 2, "each run records its tool set");
+    // user, assistant (call), tool result, assistant
+    assert_eq!(skein.count("nodes"), 4);
+
+    // The conversation keeps its tools by name: -c loops again without -T.
+    let again = skein.json(&["prompt", "-c", "and now?"]);
+    assert_eq!(
+        again["text"],
+        format!("version is {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(skein.count("runs"), 4);
+}
+
+#[test]
+fn the_chain_limit_ends_a_tool_loop_with_a_note() {
+    let skein = Skein::new();
+    let model = tools_script();
+    let output = skein.run(&[
+        "prompt",
+        "-m",
+        &model,
+        "-T",
+        "skein_version",
+        "--chain-limit",
+        "1",
+        "which version?",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("limit of 1"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(skein.count("runs"), 1);
+    let zero = skein.run(&["prompt", "--chain-limit", "0", "-T", "skein_time", "hi"]);
+    assert_eq!(zero.status.code(), Some(2), "clap rejects a zero limit");
+}
+
+#[test]
+fn an_unknown_tool_is_an_error_listing_the_builtin_ones() {
+    let skein = Skein::new();
+    let output = skein.run(&["prompt", "-T", "teleport", "hi"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("teleport"), "{message}");
+    assert!(message.contains("skein_time"), "{message}");
+    assert_eq!(skein.count("conversations"), 0);
+}
+
+#[test]
+fn chat_runs_turns_forks_and_replies_from_stdin() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    let node = first["node"].as_str().unwrap().to_string();
+    let mut child = skein
+        .command(&["chat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        writeln!(stdin, "!reply {}", &node[..12]).unwrap();
+        writeln!(stdin, "two").unwrap();
+        writeln!(stdin, "!fork").unwrap();
+        writeln!(stdin, "three").unwrap();
+        writeln!(stdin, "!nonsense").unwrap();
+        writeln!(stdin, "!quit").unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("two"), "{stdout}");
+    assert!(stdout.contains("three"), "{stdout}");
+    assert!(
+        stderr(&output).contains("forked at node"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("unknown command"),
+        "{}",
+        stderr(&output)
+    );
+    // The first conversation grew by one turn; the fork holds the third.
+    assert_eq!(skein.count("conversations"), 2);
+    assert_eq!(skein.count("nodes"), 6);
+    let tree = skein.ok(&["tree"]);
+    assert!(tree.contains("three"), "{tree}");
+}

@@ -329,6 +329,42 @@ impl Conversation {
         Ok(loaded.with_id(conversation.id))
     }
 
+    /// Branch at any stored node (any unique id prefix). When the node is a
+    /// stored conversation's head, the branch takes that conversation's
+    /// settings and names it as its origin; otherwise it has `home`'s
+    /// model and no tools. Either way it has `store` attached.
+    pub async fn fork_at(store: &Store, node: &str, home: &Model) -> Result<Fork> {
+        let prefix = node.to_string();
+        let (thread, last_run, owner) = store
+            .run(move |store| {
+                let node = store.resolve_node(&prefix)?;
+                let thread = store.load_thread(node)?;
+                let last_run = store.runs_producing(node)?.into_iter().last();
+                let owner = store.conversations_at(node)?.into_iter().next();
+                Ok((thread, last_run, owner))
+            })
+            .await?;
+        let source = match owner {
+            Some(owner) => Conversation::load(store, owner.id.as_str(), home).await?,
+            None => Conversation::builder(home.clone()).store(store).build(),
+        };
+        let at = Point {
+            thread,
+            annotations: last_run
+                .as_ref()
+                .map(|run| run.annotations.clone())
+                .unwrap_or_default(),
+            run: last_run.map(|run| run.id),
+        };
+        let anonymous = !source.state().stored;
+        Ok(Fork::new(source, at).without_origin_conversation(anonymous))
+    }
+
+    /// [`Conversation::fork_at`], blocking.
+    pub fn fork_at_blocking(store: &Store, node: &str, home: &Model) -> Result<Fork> {
+        crate::blocking::wait(Conversation::fork_at(store, node, home))
+    }
+
     /// [`Conversation::load`], blocking.
     pub fn load_blocking(store: &Store, id: &str, home: &Model) -> Result<Conversation> {
         crate::blocking::wait(Conversation::load(store, id, home))
@@ -342,6 +378,7 @@ impl Conversation {
         name: Option<String>,
         model: Option<Model>,
         keep_hooks: bool,
+        name_origin: bool,
     ) -> Conversation {
         let mut builder = Conversation::builder(model.unwrap_or_else(|| self.shared.model.clone()))
             .tools(self.shared.tools.clone())
@@ -350,7 +387,7 @@ impl Conversation {
         builder.store = self.shared.store.clone();
         builder.origin = Some(Origin {
             node: at.head(),
-            conversation: Some(self.shared.id.clone()),
+            conversation: name_origin.then(|| self.shared.id.clone()),
             rerun: None,
         });
         builder.drift = self.state().drift.clone();
@@ -391,7 +428,7 @@ impl Conversation {
         let current = self.state().point.clone();
         match from {
             Some(point) if point.head() != current.head() => {
-                (self.branch(point.clone(), None, None, true), point)
+                (self.branch(point.clone(), None, None, true, true), point)
             }
             _ => (self.clone(), current),
         }
@@ -488,7 +525,7 @@ impl Conversation {
             .unwrap_or_else(|| self.shared.tools.clone());
         let hooks = self.hooks().clone();
         let mut chain = Chain::new(tools)
-            .limit(self.shared.chain_limit)
+            .limit(input.chain_limit.unwrap_or(self.shared.chain_limit))
             .drift(self.state().drift.clone());
         if let Some(before) = hooks.before {
             chain = chain.before_call(Box::new(move |call| before(call)));

@@ -14,7 +14,26 @@ This facade re-exports the pieces a user meets first:
   the usage ledger;
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
-- [`turn`]: running one turn (one model call) on a history and recording it.
+- [`builtin`]: the built-in tools the command line offers by name.
+
+And the types most code starts from: [`Model`] (a handle on a model
+through the engine), [`Conversation`] (a named bookmark with default tools,
+hooks and a chain limit, optionally attached to a store), [`Response`] and
+[`ChainResponse`] with `reply` and `fork`. Every operation that waits has
+an async form (`send().await`) and a blocking one (`send_blocking()`) that
+behaves identically. See docs/continuing-and-branching.md.
+
+```
+use skein::Model;
+
+let model = Model::open("echo")?;
+let first = model.prompt("Ten words about rivers.").send_blocking()?;
+let second = first.reply("Now about lakes.").send_blocking()?;
+let branch = first.fork().prompt("Now about seas.").send_blocking()?;
+assert_eq!(second.conversation().id(), first.conversation().id());
+assert_ne!(branch.conversation().id(), first.conversation().id());
+# Ok::<(), skein::Error>(())
+```
 
 ```
 use skein::core::{Message, Thread};
@@ -34,13 +53,13 @@ pub use skein_providers as providers;
 pub use skein_store as store;
 
 pub mod blocking;
+pub mod builtin;
 mod conversation;
 mod error;
 mod model;
 mod prompt;
 mod response;
 mod settings;
-pub mod turn;
 
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};
@@ -52,4 +71,3 @@ pub use skein_engine::{
     CallDecision, ChainStatus, DEFAULT_CHAIN_LIMIT, DriftWarning, Engine, Tool, ToolError, tool_fn,
 };
 pub use skein_store::Store;
-pub use turn::{Turn, TurnError, TurnOutcome};

@@ -32,6 +32,7 @@ pub(crate) struct TurnInput {
     pub(crate) options: GenerationOptions,
     pub(crate) on_text: Option<TextSink>,
     pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) chain_limit: Option<u32>,
 }
 
 /// One prompt: a user message sent after a conversation's history.
@@ -102,6 +103,14 @@ impl Prompt {
         }
     }
 
+    /// Whether the turn offers any tool (its own, or the conversation's).
+    pub fn offers_tools(&self) -> bool {
+        match &self.input.tools {
+            Some(tools) => !tools.is_empty(),
+            None => !self.conversation.tools().is_empty(),
+        }
+    }
+
     /// Make one model call, offering the tools without running them.
     pub async fn send(self) -> Result<Response> {
         self.conversation.send(self.from, self.input).await
@@ -132,6 +141,13 @@ pub struct ChainPrompt {
 }
 
 impl ChainPrompt {
+    /// At most `limit` model calls for this loop (at least one), instead of
+    /// the conversation's chain limit.
+    pub fn limit(mut self, limit: u32) -> ChainPrompt {
+        self.input.chain_limit = Some(limit.max(1));
+        self
+    }
+
     pub async fn send(self) -> Result<ChainResponse> {
         self.conversation.send_chain(self.from, self.input).await
     }

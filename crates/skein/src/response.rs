@@ -263,6 +263,9 @@ pub struct Fork {
     at: Point,
     name: Option<String>,
     model: Option<Model>,
+    /// Whether the origin names the source conversation (not when the
+    /// source is a stand-in for a bare stored node).
+    name_origin: bool,
 }
 
 impl Fork {
@@ -272,7 +275,18 @@ impl Fork {
             at,
             name: None,
             model: None,
+            name_origin: true,
         }
+    }
+
+    pub(crate) fn without_origin_conversation(mut self, anonymous: bool) -> Fork {
+        self.name_origin = !anonymous;
+        self
+    }
+
+    /// The node the fork starts at (`None` at an empty conversation).
+    pub fn node(&self) -> Option<NodeId> {
+        self.at.head()
     }
 
     pub fn name(mut self, name: impl Into<String>) -> Fork {
@@ -287,7 +301,8 @@ impl Fork {
     }
 
     fn branch(self) -> Conversation {
-        self.source.branch(self.at, self.name, self.model, false)
+        self.source
+            .branch(self.at, self.name, self.model, false, self.name_origin)
     }
 
     /// Create the new conversation. With a store attached it is recorded

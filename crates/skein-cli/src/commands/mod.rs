@@ -3,6 +3,7 @@ Command dispatch and what commands share: the opened store, the output
 mode, resolving ids typed by people, and running-and-recording a turn.
 */
 
+mod chat;
 mod inspect;
 mod models;
 mod transfer;
@@ -11,7 +12,7 @@ mod turns;
 use crate::flags::{Cli, Command};
 use crate::ui;
 use anyhow::{Context as _, Result};
-use skein::store::{Conversation, ConversationId};
+use skein::store::Conversation;
 use skein::{NodeId, Store};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     };
     match cli.command {
         Command::Prompt(args) => turns::prompt(&ctx, args).await,
+        Command::Chat(args) => chat::chat(&ctx, args).await,
         Command::Reply(args) => turns::reply(&ctx, args).await,
         Command::Fork(args) => turns::fork(&ctx, args).await,
         Command::Log(args) => inspect::log(&ctx, args),
@@ -99,10 +101,6 @@ pub fn conversation_model(conversation: &Conversation) -> Option<String> {
         .get("model")
         .and_then(|model| model.as_str())
         .map(str::to_string)
-}
-
-pub fn short(id: &ConversationId) -> &str {
-    id.short()
 }
 
 pub fn print_json(value: &impl serde::Serialize) -> Result<ExitCode> {

@@ -1,206 +1,245 @@
 /*!
-The commands that run turns: `prompt`, `reply` and `fork`. Each resolves
-where the turn starts (a new conversation, a conversation's head, any node),
-runs it through the `skein` library and records it.
+The commands that run turns: `prompt`, `reply` and `fork`. Each finds where
+the turn starts (a new conversation, a conversation's head, any node) and
+runs it through the library's [`Conversation`], which records it.
 
 No command ever moves a conversation's bookmark anywhere but forward from
 the head it started at: replying to a node that is not a head creates a new
-conversation there (a branch).
+conversation there (a branch). With tools (`-T`, or a conversation's own),
+the turn is a tool loop bounded by the chain limit.
 */
 
-use super::{Context, conversation_model, default_model, print_json, short};
-use crate::exit::{ExitWith, MODEL_FAILED};
-use crate::flags::{ForkArgs, PromptArgs, ReplyArgs};
+use super::{Context, conversation_model, default_model, print_json};
+use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs};
 use crate::ui;
 use anyhow::{Context as _, Result, bail};
-use skein::store::{Conversation, NewConversation, Origin};
-use skein::turn::{self, Turn, TurnError};
-use skein::{Message, Thread};
+use skein::{Conversation, Model, Prompt, Tool};
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     let text = text_or_stdin(args.text)?;
-    let target = if args.continue_last {
-        Target::Existing(ctx.latest_conversation()?)
+    let stored = if args.continue_last {
+        Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {
-        Target::Existing(ctx.conversation(cid)?)
+        Some(ctx.conversation(cid)?)
     } else {
-        Target::New(NewConversation {
-            name: args.name.clone(),
-            ..Default::default()
-        })
+        None
     };
-    let mut messages = Vec::new();
+    let tools = args.tools.resolve()?;
+    let conversation = match stored {
+        Some(stored) => {
+            let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
+            Conversation::load(&ctx.store, stored.id.as_str(), &home).await?
+        }
+        None => {
+            let home = home_model(args.model.model.clone())?;
+            let mut builder = home.conversation().store(&ctx.store);
+            if let Some(name) = args.name {
+                builder = builder.name(name);
+            }
+            if let Some(tools) = tools.clone() {
+                builder = builder.tools(tools);
+            }
+            if let Some(limit) = args.tools.chain_limit {
+                builder = builder.chain_limit(limit);
+            }
+            builder.build()
+        }
+    };
+    let mut prompt = conversation.prompt(text);
     if let Some(system) = args.system {
-        messages.push(Message::system(system));
+        prompt = prompt.system(system);
     }
-    messages.push(Message::user(text));
-    run_turn(ctx, target, messages, args.model.model, None).await
-}
-
-/// Where a turn goes: an existing conversation's head, or a conversation
-/// created only once the model call has succeeded (a failed first turn
-/// leaves no empty conversation behind).
-enum Target {
-    Existing(Conversation),
-    New(NewConversation),
+    if let Some(tools) = tools {
+        prompt = prompt.tools(tools);
+    }
+    run_turn(ctx, &conversation, prompt, args.tools.chain_limit, None).await
 }
 
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let node = ctx.node(&args.node)?;
     let text = text_or_stdin(args.text)?;
-    let (target, note) = match ctx.store.conversations_at(node)?.into_iter().next() {
-        Some(conversation) => (Target::Existing(conversation), None),
-        None => (
-            Target::New(NewConversation {
-                head: Some(node),
-                origin: Some(Origin {
-                    node: Some(node),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            Some(format!(
+    let tools = args.tools.resolve()?;
+    let owner = ctx.store.conversations_at(node)?.into_iter().next();
+    let (conversation, note) = match owner {
+        Some(stored) => {
+            let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
+            let conversation = Conversation::load(&ctx.store, stored.id.as_str(), &home).await?;
+            (conversation, None)
+        }
+        None => {
+            let home = home_model(args.model.model.clone())?;
+            let fork = Conversation::fork_at(&ctx.store, &node.to_string(), &home).await?;
+            let note = format!(
                 "node {} is not the head of a conversation: branched into a new conversation",
                 node.short()
-            )),
-        ),
+            );
+            (fork.create().await?, Some(note))
+        }
     };
-    run_turn(
-        ctx,
-        target,
-        vec![Message::user(text)],
-        args.model.model,
-        note,
-    )
-    .await
+    let mut prompt = conversation.prompt(text);
+    if let Some(tools) = tools {
+        prompt = prompt.tools(tools);
+    }
+    run_turn(ctx, &conversation, prompt, args.tools.chain_limit, note).await
 }
 
 pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
     let node = ctx.node(&args.node)?;
-    let from = ctx
-        .store
-        .conversations_at(node)?
-        .into_iter()
-        .next()
-        .map(|c| c.id);
-    let conversation = ctx.store.fork(node, args.name, from)?;
+    let home = home_model(args.model.model.clone().or_else(|| {
+        ctx.store
+            .conversations_at(node)
+            .ok()
+            .and_then(|owners| owners.into_iter().next())
+            .and_then(|owner| conversation_model(&owner))
+    }))?;
+    let mut fork = Conversation::fork_at(&ctx.store, &node.to_string(), &home).await?;
+    if let Some(name) = args.name {
+        fork = fork.name(name);
+    }
+    if args.model.model.is_some() {
+        fork = fork.model(&home);
+    }
+    let conversation = fork.create().await?;
     match args.text {
         Some(text) => {
             let note = format!("forked at node {} into conversation", node.short());
-            run_turn(
-                ctx,
-                Target::Existing(conversation),
-                vec![Message::user(text)],
-                args.model.model,
-                Some(note),
-            )
-            .await
+            let prompt = conversation.prompt(text);
+            run_turn(ctx, &conversation, prompt, None, Some(note)).await
         }
-        None if ctx.json => print_json(&conversation),
+        None if ctx.json => print_json(&ctx.store.conversation(conversation.id())?),
         None => {
-            println!("{}", conversation.id.short());
+            println!("{}", conversation.id().short());
             ui::note(format!(
                 "forked new conversation {} at node {}; continue it with `skein prompt --cid {} TEXT`",
-                conversation.id.short(),
+                conversation.id().short(),
                 node.short(),
-                conversation.id.short()
+                conversation.id().short()
             ));
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-/// Run one turn at the target's head and record it.
-async fn run_turn(
+/// The model named on the command line or stored with the conversation,
+/// else the default, with the built-in tools registered.
+pub fn home_model(name: Option<String>) -> Result<Model> {
+    let name = name.unwrap_or_else(default_model);
+    Ok(Model::open_with_tools(&name, skein::builtin::all())?)
+}
+
+impl ToolArgs {
+    /// The tools named with `-T`, or `None` when none were named.
+    pub fn resolve(&self) -> Result<Option<Vec<Arc<dyn Tool>>>> {
+        if self.tools.is_empty() {
+            return Ok(None);
+        }
+        let builtin = skein::builtin::all();
+        self.tools
+            .iter()
+            .map(|name| {
+                builtin
+                    .iter()
+                    .find(|tool| tool.spec().name == *name)
+                    .cloned()
+                    .with_context(|| {
+                        format!(
+                            "unknown tool `{name}`; built-in tools: {}",
+                            skein::builtin::names().join(", ")
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+}
+
+/// Run one turn (a tool loop when tools are offered), streaming its text,
+/// and report where it was recorded.
+pub async fn run_turn(
     ctx: &Context,
-    target: Target,
-    messages: Vec<Message>,
-    model: Option<String>,
+    conversation: &Conversation,
+    prompt: Prompt,
+    chain_limit: Option<u32>,
     note: Option<String>,
 ) -> Result<ExitCode> {
-    let (start, previous_model) = match &target {
-        Target::Existing(conversation) => (conversation.head, conversation_model(conversation)),
-        Target::New(new) => (new.head, None),
-    };
-    let model = model
-        .or(previous_model.clone())
-        .unwrap_or_else(default_model);
-    let resolved = skein::providers::resolve(&model)?;
-    let history = match start {
-        Some(head) => {
-            let store = ctx.store.clone();
-            store.run(move |store| store.load_thread(head)).await?
-        }
-        None => Thread::new(),
-    };
     let streaming = !ctx.json;
-    let mut on_text = |text: &str| {
-        if streaming {
-            ui::stream_text(text);
-        }
+    let prompt = if streaming {
+        prompt.on_text(ui::stream_text)
+    } else {
+        prompt
     };
-    let result = Turn::new(history, messages, resolved.model)
-        .run(resolved.provider.as_ref(), &mut on_text)
-        .await;
-    let mut outcome = match result {
-        Ok(outcome) => outcome,
-        Err(TurnError::Provider { mut run, source }) => {
-            if streaming {
-                println!();
-            }
-            if let Target::Existing(conversation) = &target {
-                run.conversation = Some(conversation.id.clone());
-            }
-            ctx.store.record_run(&run)?;
-            return Err(anyhow::Error::new(ExitWith(
-                MODEL_FAILED,
-                format!(
-                    "the model `{model}` failed: {source} (run {} recorded as failed)",
-                    run.id.short()
-                ),
-            )));
-        }
-        Err(other) => bail!(other),
+    let offers_tools = prompt.offers_tools();
+    if streaming && offers_tools {
+        conversation.set_after_call(|call, result| {
+            Box::pin(async move {
+                ui::note(format!(
+                    "\n[tool {}({}) {} {}]",
+                    call.name,
+                    call.arguments,
+                    if result.is_error { "failed:" } else { "->" },
+                    ui::one_line(&result.content, 200)
+                ));
+            })
+        });
+    }
+    let outcome = if offers_tools {
+        let chain = prompt.chain();
+        let chain = match chain_limit {
+            Some(limit) => chain.limit(limit),
+            None => chain,
+        };
+        chain
+            .send()
+            .await
+            .map(|chain| (chain.last().clone(), Some(chain.status())))
+    } else {
+        prompt.send().await.map(|response| (response, None))
     };
     if streaming {
         println!();
     }
-    let conversation = match target {
-        Target::Existing(conversation) => conversation,
-        Target::New(new) => ctx.store.create_conversation(new)?,
-    };
-    turn::record(&ctx.store, &conversation.id, start, &mut outcome)?;
-    if previous_model.as_deref() != Some(model.as_str()) {
-        let mut meta = conversation.meta.clone();
-        if !meta.is_object() {
-            meta = serde_json::json!({});
-        }
-        meta["model"] = serde_json::Value::String(model);
-        ctx.store.set_conversation_meta(&conversation.id, &meta)?;
-    }
+    let (response, status) = outcome?;
+    let conversation = response.conversation();
     if let Some(note) = note {
-        ui::note(format!("{note} {}", short(&conversation.id)));
+        ui::note(format!("{note} {}", conversation.id().short()));
+    }
+    if let Some(status) = status.filter(|status| *status != skein::ChainStatus::Completed) {
+        ui::note(match status {
+            skein::ChainStatus::LimitReached => format!(
+                "the tool loop stopped at its limit of {} model calls; raise it with --chain-limit",
+                conversation.chain_limit()
+            ),
+            _ => "the tool loop was stopped".to_string(),
+        });
+    }
+    for warning in response.warnings() {
+        ui::note(format!(
+            "warning: tool `{}` is offered with a different input schema than earlier in this conversation",
+            warning.tool
+        ));
     }
     if ctx.json {
         return print_json(&serde_json::json!({
-            "conversation": conversation.id,
-            "node": outcome.head(),
-            "run": outcome.run.id,
-            "text": outcome.response.message.joined_text(),
+            "conversation": conversation.id(),
+            "node": response.head(),
+            "run": response.run_id(),
+            "text": response.text(),
+            "chain_status": status,
         }));
     }
     ui::note(format!(
         "conversation {} · node {} · run {}",
-        conversation.id.short(),
-        outcome.head().short(),
-        outcome.run.id.short()
+        conversation.id().short(),
+        response.head().short(),
+        response.run_id().short()
     ));
     Ok(ExitCode::SUCCESS)
 }
 
-fn text_or_stdin(text: Option<String>) -> Result<String> {
+pub fn text_or_stdin(text: Option<String>) -> Result<String> {
     if let Some(text) = text {
         return Ok(text);
     }
