@@ -71,3 +71,8 @@ pub use skein_engine::{
     CallDecision, ChainStatus, DEFAULT_CHAIN_LIMIT, DriftWarning, Engine, Tool, ToolError, tool_fn,
 };
 pub use skein_store::Store;
+
+/// The guide's examples, run as doc tests.
+#[doc = include_str!("../../../docs/continuing-and-branching.md")]
+#[cfg(doctest)]
+pub struct ContinuingAndBranchingGuide;
