@@ -47,6 +47,31 @@ pub enum Command {
     /// Fetch and list local models
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Serve a read-only web view of the graph (and, with --proxy, a recording OpenAI-compatible endpoint)
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on; anything but loopback needs --token
+    #[arg(long, default_value = "127.0.0.1:8765", value_name = "ADDR")]
+    pub bind: std::net::SocketAddr,
+    /// The bearer token every request must carry (required off loopback)
+    #[arg(
+        long,
+        env = "SKEIN_SERVE_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// Also serve POST /v1/chat/completions, forwarding to the model (-m) and recording every exchange
+    #[arg(long)]
+    pub proxy: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The largest request body the proxy accepts, in bytes
+    #[arg(long, default_value_t = 8 * 1024 * 1024, value_name = "BYTES")]
+    pub body_limit: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,6 +6,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 mod chat;
 mod inspect;
 mod models;
+mod serve;
 mod transfer;
 mod turns;
 
@@ -58,6 +59,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => transfer::export(&ctx, args),
         Command::Import(args) => transfer::import(&ctx, args),
         Command::Verify => transfer::verify(&ctx),
+        Command::Serve(args) => serve::serve(&ctx, args).await,
         Command::Models(_) => unreachable!("handled before opening the database"),
     }
 }

@@ -1,0 +1,101 @@
+/*!
+`skein serve`: one HTTP server with two faces over one store.
+
+- [`web`]: a read-only web view of the conversation graph (conversations,
+  family trees with forks, reruns and continuations, node details, branch
+  comparison), its assets embedded in the binary;
+- [`proxy`] (only with `--proxy`): an OpenAI-compatible
+  `POST /v1/chat/completions` that forwards to a configured model and
+  records every exchange into the graph.
+
+[`access`] decides who may connect: bound to a loopback address nobody else
+can reach it, so no token is needed; bound anywhere else a token is
+required, and every request must carry it.
+*/
+
+pub mod access;
+pub mod proxy;
+pub mod web;
+
+use access::Access;
+use axum::Router;
+use skein::{Model, Store};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// How to serve.
+#[derive(Clone)]
+pub struct ServeConfig {
+    pub bind: SocketAddr,
+    /// The bearer token requests must carry; required off loopback.
+    pub token: Option<String>,
+    pub store: Store,
+    /// The model the proxy forwards to; `None` serves the web view only.
+    pub proxy: Option<Model>,
+    /// The largest request body the proxy accepts, in bytes.
+    pub body_limit: usize,
+}
+
+/// The default request body limit: 8 MiB, room for long histories.
+pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    #[error(
+        "binding {bind} makes the server reachable from other machines: give a token with \
+         --token (or SKEIN_SERVE_TOKEN), or bind 127.0.0.1"
+    )]
+    TokenRequired { bind: SocketAddr },
+    #[error("cannot listen on {bind}: {source}")]
+    Listen {
+        bind: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Shared by every handler.
+pub struct AppState {
+    pub store: Store,
+    pub proxy: Option<Model>,
+}
+
+/// The whole application: web view, optional proxy, access control.
+pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
+    let access = Access::for_bind(config.bind, config.token.clone())?;
+    let state = Arc::new(AppState {
+        store: config.store.clone(),
+        proxy: config.proxy.clone(),
+    });
+    let mut app = web::routes();
+    if config.proxy.is_some() {
+        app = app.merge(proxy::routes(config.body_limit));
+    }
+    Ok(access.guard(app.with_state(state)))
+}
+
+/// Listen on the configured address and serve until `shutdown` resolves.
+/// `ready` receives the address actually bound (port 0 picks a free one).
+pub async fn serve(
+    config: ServeConfig,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let app = router(&config)?;
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| ServeError::Listen {
+            bind: config.bind,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(ServeError::Serve)?;
+    ready(bound);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServeError::Serve)
+}
