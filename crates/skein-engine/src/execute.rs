@@ -112,6 +112,7 @@ impl RunOutput {
             tools: self.tools.clone(),
             options: self.prepared.options.clone(),
             relations: self.relations.clone(),
+            request: None,
         }
     }
 }

@@ -151,6 +151,9 @@ pub struct RunRecord {
     pub tools: Vec<ToolSpec>,
     pub options: GenerationOptions,
     pub relations: Vec<Relation>,
+    /// The exact request body, as a client sent it to the recording proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl RunRecord {
@@ -175,6 +178,7 @@ impl RunRecord {
             tools: Vec::new(),
             options: GenerationOptions::default(),
             relations: Vec::new(),
+            request: None,
         }
     }
 }

@@ -13,7 +13,7 @@ use skein_core::{NodeId, ToolSpec, Usage};
 const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
         backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-        usage_complete, started, finished, error, annotations, options, relations
+        usage_complete, started, finished, error, annotations, options, relations, request
      FROM runs";
 
 impl Store {
@@ -75,8 +75,8 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
              status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-             started, finished, error, annotations, options, relations)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+             started, finished, error, annotations, options, relations, request)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
     )?
     .execute(params![
         run.id.as_str(),
@@ -99,6 +99,7 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
         serde_json::to_string(&run.annotations)?,
         serde_json::to_string(&run.options)?,
         serde_json::to_string(&run.relations)?,
+        run.request,
     ])?;
     let mut insert_tool = conn.prepare_cached(
         "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
@@ -150,6 +151,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     record.started_ms = row.get(14)?;
     record.finished_ms = row.get(15)?;
     record.error = row.get(16)?;
+    record.request = row.get(20)?;
     Ok(RawRun {
         record,
         status: row.get(8)?,

@@ -90,6 +90,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, position)
     ) WITHOUT ROWID;
     "#,
+    // 2: the exact request body of a run that came through the recording
+    // proxy, byte for byte as the client sent it.
+    r#"
+    ALTER TABLE runs ADD COLUMN request TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
