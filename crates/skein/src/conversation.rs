@@ -470,7 +470,7 @@ impl Conversation {
         if let Some(token) = &input.cancel {
             request = request.cancel_with(token.clone());
         }
-        model.apply(request)
+        model.bind(request)
     }
 
     async fn run_prompt(&self, from: Point, mut input: TurnInput) -> Result<Response> {

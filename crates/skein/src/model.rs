@@ -141,7 +141,9 @@ impl Model {
         Conversation::builder(self.clone())
     }
 
-    pub(crate) fn apply(&self, request: skein_engine::Request) -> skein_engine::Request {
+    /// `request` routed to this model: its profile, and its model name
+    /// when it overrides the profile's.
+    pub fn bind(&self, request: skein_engine::Request) -> skein_engine::Request {
         let request = request.profile(self.profile.clone());
         match &self.model {
             Some(model) => request.model(model.clone()),

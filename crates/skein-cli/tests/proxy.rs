@@ -1,0 +1,222 @@
+//! The recording proxy, driven by the official `openai` Python client
+//! (installed by `scripts/python-clients`, found through
+//! `SKEIN_TEST_VENV`): a multi-turn conversation re-sent whole each turn,
+//! a streamed reply and a tool-call round trip end up as one thread in the
+//! graph, written once, with each request's exact body on its run.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A running `skein serve`, stopped when dropped.
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(db: &Path, extra: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("SKEIN_MODEL")
+        .env_remove("SKEIN_SERVE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let address = loop {
+        let line = lines
+            .next()
+            .expect("skein serve exited before it listened")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("serving the graph on http://") {
+            break rest
+                .trim_end_matches(|c| c != '/')
+                .trim_end_matches('/')
+                .to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, address }
+}
+
+/// The Python with the clients installed, or `None` (loudly) outside CI.
+fn python() -> Option<PathBuf> {
+    let found = std::env::var_os("SKEIN_TEST_VENV")
+        .map(|venv| PathBuf::from(venv).join("bin/python"))
+        .filter(|python| python.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "SKEIN_TEST_VENV is not set or has no python: CI must run scripts/test"
+        );
+        eprintln!(
+            "SKIPPED: the Python clients are not installed; run `export SKEIN_TEST_VENV=$(scripts/python-clients)` first"
+        );
+    }
+    found
+}
+
+/// A minimal HTTP/1.1 POST (the test needs no client library): the status
+/// and the body.
+fn post(address: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let authorization = token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, body)| body.to_string());
+    (status, body)
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn count(db: &Path, sql: &str) -> i64 {
+    skein::Store::open(db)
+        .unwrap()
+        .raw_connection()
+        .unwrap()
+        .query_row(sql, [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn the_openai_client_through_the_proxy_builds_one_thread() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let model = format!("scripted:{}", data("proxy.toml").display());
+    let server = serve(&db, &["--proxy", "-m", &model]);
+
+    let output = Command::new(python)
+        .arg(data("proxy_client.py"))
+        .arg(format!("http://{}/v1", server.address))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(results["first"], "you said: hello");
+    assert_eq!(results["streamed"], "you said: tell me more");
+    assert_eq!(results["call"][0], "get_weather");
+    assert_eq!(results["call"][1]["city"], "Paris");
+    assert_eq!(results["finish"], "tool_calls");
+    assert_eq!(results["final"], "It is sunny in Paris.");
+    drop(server);
+
+    // system, hello, reply, more, streamed reply, weather?, call, result, answer
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 9);
+    assert_eq!(count(&db, "SELECT count(*) FROM conversations"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 4);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE request LIKE '{%\"messages\"%'"
+        ),
+        4,
+        "each run keeps its exact request body"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE request LIKE '%sk-client-key%'"
+        ),
+        0
+    );
+    let store = skein::Store::open(&db).unwrap();
+    let conversation = store.list_conversations(1).unwrap().remove(0);
+    assert_eq!(conversation.len, 9, "one thread holds the whole exchange");
+    assert!(store.verify().unwrap().is_ok());
+}
+
+#[test]
+fn the_proxy_rejects_bad_requests_clearly_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = serve(&db, &["--proxy", "-m", "echo", "--body-limit", "2000"]);
+    let post = |body: String| post(&server.address, "/v1/chat/completions", &body, None);
+    let (status, text) = post("{not json".into());
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("not a chat-completions request"), "{text}");
+    let (status, text) =
+        post(r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#.into());
+    assert_eq!(status, 400);
+    assert!(text.contains("image_url"), "{text}");
+    let (status, _) = post(format!(
+        r#"{{"messages": [{{"role": "user", "content": "{}"}}]}}"#,
+        "x".repeat(5000)
+    ));
+    assert_eq!(status, 413, "the body limit holds");
+    let (status, text) = post(r#"{"messages": [{"role": "user", "content": "hi"}]}"#.into());
+    assert_eq!(status, 200, "{text}");
+    drop(server);
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 2);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 1);
+}
+
+#[test]
+fn with_a_token_every_request_must_carry_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(
+        &dir.path().join("skein.db"),
+        &["--proxy", "-m", "echo", "--token", "s3cret"],
+    );
+    let body = r#"{"messages": [{"role": "user", "content": "hi"}]}"#;
+    let (status, text) = post(&server.address, "/v1/chat/completions", body, None);
+    assert_eq!(status, 401);
+    assert!(text.contains("token"), "{text}");
+    let (status, _) = post(&server.address, "/v1/chat/completions", body, Some("wrong"));
+    assert_eq!(status, 401);
+    let (status, text) = post(
+        &server.address,
+        "/v1/chat/completions",
+        body,
+        Some("s3cret"),
+    );
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn off_loopback_the_proxy_needs_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("--db")
+        .arg(dir.path().join("skein.db"))
+        .args(["serve", "--proxy", "-m", "echo", "--bind", "0.0.0.0:0"])
+        .env_remove("SKEIN_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--token"));
+}
