@@ -214,5 +214,9 @@ pub struct ExportArgs {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The JSONL file written by `skein export`
-    pub file: PathBuf,
+    #[arg(required_unless_present = "from_llm")]
+    pub file: Option<PathBuf>,
+    /// Import an `llm` (0.3x) logs.db instead: its threads, forks, tool calls and turns
+    #[arg(long, value_name = "PATH", conflicts_with = "file")]
+    pub from_llm: Option<PathBuf>,
 }

@@ -26,6 +26,7 @@ verify.
 mod conversations;
 pub mod error;
 mod graph;
+mod llm_import;
 pub mod records;
 mod resolve;
 mod runs;
@@ -37,6 +38,7 @@ mod verify;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
+pub use llm_import::LlmImportReport;
 pub use records::{
     Conversation, ConversationId, NewConversation, Origin, Relation, RunId, RunRecord, RunStatus,
     TurnCommit,

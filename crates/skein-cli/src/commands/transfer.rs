@@ -38,8 +38,11 @@ pub fn export(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
 }
 
 pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
-    let file =
-        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    if let Some(path) = &args.from_llm {
+        return import_llm(ctx, path);
+    }
+    let path = args.file.expect("clap requires a file without --from-llm");
+    let file = File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
     let report = ctx.store.import(&mut BufReader::new(file))?;
     if ctx.json {
         return print_json(&report);
@@ -48,6 +51,29 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
         "imported {} new nodes ({} already present), {} conversations, {} runs",
         report.nodes_written, report.nodes_present, report.conversations, report.runs
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import_llm(ctx: &Context, path: &std::path::Path) -> Result<ExitCode> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "{} is not a file: give the path of llm's logs.db (`llm logs path` prints it)",
+            path.display()
+        );
+    }
+    let report = ctx.store.import_llm(path)?;
+    if ctx.json {
+        return print_json(&report);
+    }
+    println!(
+        "imported {} messages, {} conversations and {} runs from llm ({} already present)",
+        report.messages, report.conversations, report.runs, report.already_present
+    );
+    for (kind, count) in &report.skipped_parts {
+        ui::note(format!(
+            "skipped {count} {kind} part(s): skein has no equivalent"
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

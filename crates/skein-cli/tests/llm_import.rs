@@ -1,0 +1,179 @@
+//! `skein import --from-llm` against a database written by the real `llm`
+//! (0.36, with the `llm-echo` model; installed by `scripts/python-clients`
+//! and found through `SKEIN_TEST_VENV`): a three-turn conversation, a fork
+//! of it, and a tool-using chain.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn venv() -> Option<PathBuf> {
+    let found = std::env::var_os("SKEIN_TEST_VENV")
+        .map(PathBuf::from)
+        .filter(|venv| venv.join("bin/python").exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "SKEIN_TEST_VENV is not set or has no python: CI must run scripts/test"
+        );
+        eprintln!(
+            "SKIPPED: llm is not installed; run `export SKEIN_TEST_VENV=$(scripts/python-clients)` first"
+        );
+    }
+    found
+}
+
+fn skein(db: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("SKEIN_DB")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_llm_database_imports_with_its_threads_forks_and_tool_calls() {
+    let Some(venv) = venv() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs.db");
+    let written = Command::new(venv.join("bin/python"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llm_history.py"))
+        .arg(&logs)
+        .env("LLM_USER_PATH", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        written.status.success(),
+        "llm failed: {}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+
+    let db = dir.path().join("skein.db");
+    let output = skein(
+        &db,
+        &["--json", "import", "--from-llm", logs.to_str().unwrap()],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let llm = rusqlite_count(&logs, "SELECT count(*) FROM messages");
+    assert_eq!(report["messages"], llm);
+    assert_eq!(report["conversations"], 3);
+    assert_eq!(
+        report["runs"],
+        rusqlite_count(&logs, "SELECT count(*) FROM turns")
+    );
+
+    let store = skein::Store::open(&db).unwrap();
+    assert!(store.verify().unwrap().is_ok());
+    // One node per llm message: shared prefixes stay shared.
+    let nodes: i64 = store
+        .raw_connection()
+        .unwrap()
+        .query_row("SELECT count(*) FROM nodes", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(nodes, llm);
+
+    let conversations = store.list_conversations(10).unwrap();
+    let main = conversations
+        .iter()
+        .find(|c| c.name.as_deref() == Some("first question"))
+        .expect("the conversation");
+    let thread = store.load_thread(main.head.unwrap()).unwrap();
+    let texts: Vec<String> = thread.messages().iter().map(|m| m.joined_text()).collect();
+    assert_eq!(texts.len(), 7, "system and three turns: {texts:?}");
+    assert_eq!(texts[0], "Be brief.");
+    assert_eq!(texts[1], "first question");
+    assert_eq!(texts[5], "third question");
+
+    let fork = conversations
+        .iter()
+        .find(|c| c.name.as_deref() == Some("the fork"))
+        .expect("the fork");
+    let origin = fork.origin.clone().expect("a fork keeps its origin");
+    assert_eq!(origin.conversation.as_ref(), Some(&main.id));
+    // The fork started at the first reply (node 3 of the main thread).
+    assert_eq!(origin.node, thread.nodes().get(2).map(|node| node.id()));
+    let fork_thread = store.load_thread(fork.head.unwrap()).unwrap();
+    assert_eq!(
+        fork_thread.head().unwrap().message().joined_text(),
+        "a forked question"
+    );
+
+    // The chain: a tool call with its arguments, and its result.
+    let all_parts: Vec<skein::Part> = conversations
+        .iter()
+        .filter_map(|c| c.head)
+        .flat_map(|head| {
+            store
+                .load_thread(head)
+                .unwrap()
+                .messages()
+                .iter()
+                .flat_map(|m| m.parts.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let call = all_parts
+        .iter()
+        .find_map(|part| match part {
+            skein::Part::ToolCall(call) => Some(call.clone()),
+            _ => None,
+        })
+        .expect("the tool call");
+    assert_eq!(call.name, "multiply");
+    let arguments: serde_json::Value = serde_json::from_str(&call.arguments).unwrap();
+    assert_eq!(arguments, serde_json::json!({"a": 6, "b": 7}));
+    let result = all_parts
+        .iter()
+        .find_map(|part| match part {
+            skein::Part::ToolResult(result) => Some(result.clone()),
+            _ => None,
+        })
+        .expect("the tool result");
+    assert_eq!(result.call_id, call.id);
+    assert_eq!(result.content, "42");
+    // Runs keep the tools each turn offered.
+    let with_tools: i64 = store
+        .raw_connection()
+        .unwrap()
+        .query_row("SELECT count(DISTINCT run_id) FROM run_tools", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(with_tools, 2);
+
+    // Importing again changes nothing.
+    let again = skein(
+        &db,
+        &["--json", "import", "--from-llm", logs.to_str().unwrap()],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(report["conversations"], 0);
+    assert_eq!(report["runs"], 0);
+}
+
+#[test]
+fn a_file_that_is_not_an_llm_database_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let other = dir.path().join("other.db");
+    skein::Store::open(&other).unwrap();
+    let output = skein(&db, &["import", "--from-llm", other.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("not an `llm` 0.3x logs.db"), "{message}");
+    let missing = skein(&db, &["import", "--from-llm", "/nonexistent/logs.db"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("llm logs path"));
+}
+
+fn rusqlite_count(path: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |row| row.get(0))
+        .unwrap()
+}

@@ -1,0 +1,518 @@
+/*!
+Import from `llm` (0.3x): its content-addressed message store (`threads`,
+`messages`, `parts`, `turns`, `tools`, `turn_tools`, and attachments) read
+from its `logs.db` and written into skein through the store's public API.
+
+- Each `llm` message becomes a node under its parent's node, so shared
+  prefixes stay shared and a thread becomes a thread.
+- Parts: text, tool calls (arguments re-serialised as JSON text) and tool
+  results (an `exception` marks the result as an error) map one to one;
+  attachments stored inline become attachment parts. Reasoning parts and
+  attachments held only by path or URL have no skein equivalent and are
+  counted as skipped, never silently dropped.
+- Each `llm` thread becomes a conversation; a fork (`forked_from`) keeps
+  its origin: the thread it came from and the newest message both share.
+- Each turn becomes a run with its model, usage, timings and the exact
+  tools it offered.
+
+Ids of conversations and runs are derived from `llm`'s own ids, so
+importing the same database again changes nothing.
+*/
+
+use crate::error::{Result, StoreError};
+use crate::records::{ConversationId, NewConversation, Origin, RunId, RunRecord};
+use crate::sqlite::Store;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use skein_core::{Attachment, Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+/// What an import from `llm` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LlmImportReport {
+    pub messages: usize,
+    pub conversations: usize,
+    pub runs: usize,
+    /// Conversations and runs already imported before, left alone.
+    pub already_present: usize,
+    /// Parts with no skein equivalent, by kind.
+    pub skipped_parts: HashMap<String, usize>,
+}
+
+/// One `llm` message as read.
+struct LlmMessage {
+    parent: Option<String>,
+    role: Role,
+    parts: Vec<Part>,
+}
+
+#[derive(Deserialize)]
+struct CallPayload {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    arguments: serde_json::Value,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResultPayload {
+    #[serde(default)]
+    output: String,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    exception: Option<String>,
+}
+
+impl Store {
+    /// Import the `llm` database at `path` (opened read-only).
+    pub fn import_llm(&self, path: &Path) -> Result<LlmImportReport> {
+        let llm = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|error| bad(format!("cannot open {}: {error}", path.display())))?;
+        for table in ["threads", "messages", "parts", "turns"] {
+            let present: Option<String> = llm
+                .query_row(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                    [table],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if present.is_none() {
+                return Err(bad(format!(
+                    "{} has no `{table}` table: it is not an `llm` 0.3x logs.db (run `llm logs path` to find yours)",
+                    path.display()
+                )));
+            }
+        }
+        let mut report = LlmImportReport::default();
+        let messages = read_messages(&llm, &mut report)?;
+        report.messages = messages.len();
+        let threads = build_threads(&messages)?;
+
+        let mut imported_conversations: HashMap<String, ConversationId> = HashMap::new();
+        let mut statement = llm.prepare(
+            "SELECT id, name, tip_message_hash, forked_from, datetime_utc FROM threads ORDER BY datetime_utc, id",
+        )?;
+        let rows: Vec<(String, Option<String>, Option<String>, Option<String>)> = statement
+            .query_map([], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        for (id, _, _, _) in &rows {
+            imported_conversations.insert(id.clone(), derived_conversation(id));
+        }
+        for (id, name, tip, forked_from) in rows {
+            let conversation = imported_conversations[&id].clone();
+            let head = tip
+                .as_deref()
+                .map(|tip| node_of(&threads, tip))
+                .transpose()?;
+            if let Some(tip) = &tip {
+                self.append(&threads[tip])?;
+            }
+            if self.conversation(&conversation).is_ok() {
+                report.already_present += 1;
+                continue;
+            }
+            let origin = match &forked_from {
+                None => None,
+                Some(from) => Some(Origin {
+                    node: fork_point(&llm, &threads, tip.as_deref(), from)?,
+                    conversation: imported_conversations.get(from).cloned(),
+                    rerun: None,
+                }),
+            };
+            self.create_conversation(NewConversation {
+                id: Some(conversation),
+                name,
+                head,
+                origin,
+                meta: Some(serde_json::json!({ "imported_from": "llm", "llm_thread": id })),
+            })?;
+            report.conversations += 1;
+        }
+
+        let tools = read_turn_tools(&llm)?;
+        let mut statement = llm.prepare(
+            "SELECT id, thread_id, parent_message_hash, tip_message_hash, model, resolved_model,
+                    input_tokens, output_tokens, duration_ms, datetime_utc, options_json
+             FROM turns ORDER BY datetime_utc, id",
+        )?;
+        let turns = statement.query_map([], |row| {
+            Ok(Turn {
+                id: row.get(0)?,
+                thread: row.get(1)?,
+                input: row.get(2)?,
+                output: row.get(3)?,
+                model: row.get(4)?,
+                resolved_model: row.get(5)?,
+                input_tokens: row.get(6)?,
+                output_tokens: row.get(7)?,
+                duration_ms: row.get(8)?,
+                when: row.get(9)?,
+                options: row.get(10)?,
+            })
+        })?;
+        for turn in turns {
+            let turn = turn?;
+            let id = derived_run(&turn.id);
+            if self.run_record(&id).is_ok() {
+                report.already_present += 1;
+                continue;
+            }
+            let mut run = RunRecord::new(
+                turn.resolved_model
+                    .clone()
+                    .or(turn.model.clone())
+                    .unwrap_or_else(|| "unknown".into()),
+                "llm",
+            );
+            run.id = id;
+            run.conversation = turn
+                .thread
+                .as_ref()
+                .and_then(|thread| imported_conversations.get(thread).cloned());
+            run.input_head = turn
+                .input
+                .as_deref()
+                .map(|hash| node_of(&threads, hash))
+                .transpose()?;
+            run.output_head = turn
+                .output
+                .as_deref()
+                .map(|hash| node_of(&threads, hash))
+                .transpose()?;
+            run.usage.input_tokens = turn.input_tokens.map(|n| n as u64);
+            run.usage.output_tokens = turn.output_tokens.map(|n| n as u64);
+            run.usage_complete = turn.input_tokens.is_some() && turn.output_tokens.is_some();
+            run.started_ms = turn.when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
+            run.finished_ms = turn.duration_ms.map(|duration| run.started_ms + duration);
+            run.tools = tools.get(&turn.id).cloned().unwrap_or_default();
+            if let Some(options) = turn.options.as_deref()
+                && let Ok(options) = serde_json::from_str(options)
+            {
+                run.options = options;
+            }
+            self.record_run(&run)?;
+            report.runs += 1;
+        }
+        Ok(report)
+    }
+}
+
+struct Turn {
+    id: String,
+    thread: Option<String>,
+    input: Option<String>,
+    output: Option<String>,
+    model: Option<String>,
+    resolved_model: Option<String>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    duration_ms: Option<i64>,
+    when: Option<String>,
+    options: Option<String>,
+}
+
+fn bad(problem: String) -> StoreError {
+    StoreError::Import { line: 0, problem }
+}
+
+fn read_messages(
+    llm: &Connection,
+    report: &mut LlmImportReport,
+) -> Result<HashMap<String, LlmMessage>> {
+    let mut messages = HashMap::new();
+    let mut statement = llm.prepare("SELECT hash, parent_hash, role FROM messages")?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, Option<String>>(1)?,
+            row.get::<_, Option<String>>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (hash, parent, role) = row?;
+        let role = match role.as_deref() {
+            Some("system") => Role::System,
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("tool") => Role::Tool,
+            other => {
+                return Err(bad(format!(
+                    "message {hash} has role {other:?}, which skein does not know"
+                )));
+            }
+        };
+        messages.insert(
+            hash,
+            LlmMessage {
+                parent,
+                role,
+                parts: Vec::new(),
+            },
+        );
+    }
+    let attachments = read_part_attachments(llm)?;
+    let mut statement = llm.prepare(
+        "SELECT id, message_hash, type, text, payload FROM parts ORDER BY message_hash, position",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, Option<String>>(3)?,
+            row.get::<_, Option<String>>(4)?,
+        ))
+    })?;
+    for row in rows {
+        let (id, message, kind, text, payload) = row?;
+        let Some(target) = messages.get_mut(&message) else {
+            return Err(bad(format!(
+                "part {id} belongs to a missing message {message}"
+            )));
+        };
+        let payload = || -> Result<serde_json::Value> {
+            payload
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|error| bad(format!("part {id} has an unreadable payload: {error}")))
+                .map(Option::unwrap_or_default)
+        };
+        match kind.as_str() {
+            "text" => target.parts.push(Part::text(text.unwrap_or_default())),
+            "tool_call" => {
+                let call: CallPayload = serde_json::from_value(payload()?)
+                    .map_err(|error| bad(format!("part {id}: {error}")))?;
+                target.parts.push(Part::ToolCall(ToolCall {
+                    id: call.tool_call_id.unwrap_or_default(),
+                    name: call.name,
+                    arguments: serde_json::to_string(&call.arguments)?,
+                }));
+            }
+            "tool_result" => {
+                let result: ResultPayload = serde_json::from_value(payload()?)
+                    .map_err(|error| bad(format!("part {id}: {error}")))?;
+                target.parts.push(Part::ToolResult(ToolResult {
+                    call_id: result.tool_call_id.unwrap_or_default(),
+                    content: result.output,
+                    is_error: result.exception.is_some(),
+                }));
+            }
+            "attachment" => match attachments.get(&id) {
+                Some(attachment) => target.parts.push(Part::Attachment(attachment.clone())),
+                None => {
+                    *report
+                        .skipped_parts
+                        .entry("attachment by path or url".into())
+                        .or_default() += 1
+                }
+            },
+            other => *report.skipped_parts.entry(other.to_string()).or_default() += 1,
+        }
+    }
+    Ok(messages)
+}
+
+/// Inline attachments by part id.
+fn read_part_attachments(llm: &Connection) -> Result<HashMap<i64, Attachment>> {
+    let present: Option<String> = llm
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'part_attachments'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if present.is_none() {
+        return Ok(HashMap::new());
+    }
+    let mut statement = llm.prepare(
+        "SELECT pa.part_id, a.type, a.content FROM part_attachments pa
+         JOIN attachments a ON a.id = pa.attachment_id
+         WHERE a.content IS NOT NULL ORDER BY pa.part_id, pa.\"order\"",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, Option<String>>(1)?,
+            row.get::<_, Vec<u8>>(2)?,
+        ))
+    })?;
+    let mut attachments = HashMap::new();
+    for row in rows {
+        let (part, media_type, data) = row?;
+        attachments.entry(part).or_insert(Attachment {
+            media_type: media_type.unwrap_or_else(|| "application/octet-stream".into()),
+            data,
+        });
+    }
+    Ok(attachments)
+}
+
+/// Every message's thread (itself and its ancestors), built parents first.
+fn build_threads(messages: &HashMap<String, LlmMessage>) -> Result<HashMap<String, Thread>> {
+    let mut threads: HashMap<String, Thread> = HashMap::with_capacity(messages.len());
+    for start in messages.keys() {
+        // Walk up to the nearest message already built, then build down.
+        let mut pending = Vec::new();
+        let mut cursor = Some(start.clone());
+        let mut seen = HashSet::new();
+        while let Some(hash) = cursor {
+            if threads.contains_key(&hash) {
+                break;
+            }
+            if !seen.insert(hash.clone()) {
+                return Err(bad(format!("message {hash} is its own ancestor")));
+            }
+            let message = messages
+                .get(&hash)
+                .ok_or_else(|| bad(format!("a message's parent {hash} is missing")))?;
+            cursor = message.parent.clone();
+            pending.push(hash);
+        }
+        while let Some(hash) = pending.pop() {
+            let message = &messages[&hash];
+            let parent = match &message.parent {
+                Some(parent) => threads[parent].clone(),
+                None => Thread::new(),
+            };
+            let thread = parent.push(Message::new(message.role, message.parts.clone()));
+            threads.insert(hash, thread);
+        }
+    }
+    Ok(threads)
+}
+
+fn node_of(threads: &HashMap<String, Thread>, hash: &str) -> Result<NodeId> {
+    threads
+        .get(hash)
+        .and_then(Thread::head_id)
+        .ok_or_else(|| bad(format!("message {hash} is referenced but missing")))
+}
+
+/// Where a fork left its origin: the newest node its tip shares with the
+/// tip of the thread it was forked from.
+fn fork_point(
+    llm: &Connection,
+    threads: &HashMap<String, Thread>,
+    tip: Option<&str>,
+    from: &str,
+) -> Result<Option<NodeId>> {
+    let from_tip: Option<String> = llm
+        .query_row(
+            "SELECT tip_message_hash FROM threads WHERE id = ?1",
+            params![from],
+            |row| row.get(0),
+        )
+        .optional()?
+        .flatten();
+    let (Some(tip), Some(from_tip)) = (tip, from_tip) else {
+        return Ok(None);
+    };
+    let ours: HashSet<NodeId> = threads[tip].nodes().iter().map(|node| node.id()).collect();
+    Ok(threads[&from_tip]
+        .nodes()
+        .iter()
+        .map(|node| node.id())
+        .filter(|id| ours.contains(id))
+        .last())
+}
+
+fn read_turn_tools(llm: &Connection) -> Result<HashMap<String, Vec<ToolSpec>>> {
+    let present: Option<String> = llm
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'turn_tools'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let mut tools: HashMap<String, Vec<ToolSpec>> = HashMap::new();
+    if present.is_none() {
+        return Ok(tools);
+    }
+    let mut statement = llm.prepare(
+        "SELECT tt.turn_id, t.name, t.description, t.input_schema FROM turn_tools tt
+         JOIN tools t ON t.id = tt.tool_id ORDER BY tt.turn_id, t.id",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, Option<String>>(1)?,
+            row.get::<_, Option<String>>(2)?,
+            row.get::<_, Option<String>>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (turn, name, description, schema) = row?;
+        let schema = schema
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()?
+            .unwrap_or_else(|| serde_json::json!({}));
+        tools.entry(turn).or_default().push(ToolSpec::new(
+            name.unwrap_or_default(),
+            description.unwrap_or_default(),
+            schema,
+        ));
+    }
+    Ok(tools)
+}
+
+/// A skein id derived from an `llm` id, the same on every import.
+fn derived(kind: &str, id: &str) -> String {
+    let digest = blake3::hash(format!("skein/llm-import/{kind}/{id}").as_bytes());
+    digest.to_hex()[..32].to_string()
+}
+
+fn derived_conversation(thread: &str) -> ConversationId {
+    ConversationId(derived("thread", thread))
+}
+
+fn derived_run(turn: &str) -> RunId {
+    RunId(derived("turn", turn))
+}
+
+/// `llm`'s `datetime_utc` ("2026-11-30 04:09:55.027231+00:00" or ISO
+/// with a `T`) as Unix milliseconds.
+fn parse_utc_ms(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date, time) = text.split_once([' ', 'T'])?;
+    let mut date = date.split('-').map(|part| part.parse::<i64>());
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let time = time.trim_end_matches('Z');
+    let time = time.split(['+']).next()?;
+    let mut clock = time.split(':');
+    let hour: i64 = clock.next()?.parse().ok()?;
+    let minute: i64 = clock.next()?.parse().ok()?;
+    let seconds: f64 = clock.next().unwrap_or("0").parse().ok()?;
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some((days * 86_400 + hour * 3_600 + minute * 60) * 1_000 + (seconds * 1_000.0) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_utc_ms;
+
+    #[test]
+    fn parses_llm_timestamps() {
+        assert_eq!(parse_utc_ms("1970-01-01 00:00:00+00:00"), Some(0));
+        assert_eq!(
+            parse_utc_ms("2026-11-30 04:09:55.027231+00:00"),
+            Some(1_796_011_795_027)
+        );
+        assert_eq!(parse_utc_ms("2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(parse_utc_ms("garbage"), None);
+    }
+}
