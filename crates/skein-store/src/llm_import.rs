@@ -203,6 +203,13 @@ impl Store {
     }
 }
 
+struct LlmThread {
+    id: String,
+    name: Option<String>,
+    tip: Option<String>,
+    forked_from: Option<String>,
+}
+
 struct Turn {
     id: String,
     thread: Option<String>,
@@ -418,9 +425,9 @@ fn fork_point(
     Ok(threads[&from_tip]
         .nodes()
         .iter()
+        .rev()
         .map(|node| node.id())
-        .filter(|id| ours.contains(id))
-        .last())
+        .find(|id| ours.contains(id)))
 }
 
 fn read_turn_tools(llm: &Connection) -> Result<HashMap<String, Vec<ToolSpec>>> {
