@@ -96,15 +96,26 @@ impl Store {
         let mut statement = llm.prepare(
             "SELECT id, name, tip_message_hash, forked_from, datetime_utc FROM threads ORDER BY datetime_utc, id",
         )?;
-        let rows: Vec<(String, Option<String>, Option<String>, Option<String>)> = statement
+        let rows: Vec<LlmThread> = statement
             .query_map([], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                Ok(LlmThread {
+                    id: row.get(0)?,
+                    name: row.get(1)?,
+                    tip: row.get(2)?,
+                    forked_from: row.get(3)?,
+                })
             })?
             .collect::<rusqlite::Result<_>>()?;
-        for (id, _, _, _) in &rows {
-            imported_conversations.insert(id.clone(), derived_conversation(id));
+        for thread in &rows {
+            imported_conversations.insert(thread.id.clone(), derived_conversation(&thread.id));
         }
-        for (id, name, tip, forked_from) in rows {
+        for LlmThread {
+            id,
+            name,
+            tip,
+            forked_from,
+        } in rows
+        {
             let conversation = imported_conversations[&id].clone();
             let head = tip
                 .as_deref()
