@@ -47,6 +47,15 @@ pub enum Command {
     /// Fetch and list local models
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// List conversations, newest first
+    Conversations(ConversationsArgs),
+    /// Where the configuration file is, and the settings in force
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout
+    Man,
     /// Serve a read-only web view of the graph (and, with --proxy, a recording OpenAI-compatible endpoint)
     Serve(ServeArgs),
 }
@@ -80,6 +89,34 @@ pub enum ModelsCommand {
     Pull(PullArgs),
     /// List the models and backends skein can use, and whether local models are present
     List,
+    /// Print the default model, or set it in the configuration file
+    Default(DefaultArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DefaultArgs {
+    /// The model (or configured profile) to use when -m is not given
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the configuration file's path
+    Path,
+    /// Print every setting in force and where it comes from
+    Show,
+}
+
+#[derive(Debug, Args)]
+pub struct ConversationsArgs {
+    /// How many to list
+    #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
+    pub count: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -181,9 +218,16 @@ pub struct ForkArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Show the messages of this conversation instead of recent turns
+    /// Show the messages of this conversation instead of recent turns (with
+    /// -m or -q: only that conversation's turns)
     #[arg(long, value_name = "ID")]
     pub cid: Option<String>,
+    /// Only turns answered by this model
+    #[arg(short, long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Only turns whose prompt or reply contains TEXT (case-insensitive)
+    #[arg(short, long, value_name = "TEXT")]
+    pub query: Option<String>,
     /// How many recent turns to show
     #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
     pub count: usize,

@@ -5,6 +5,7 @@ database, runs one command and maps failures onto documented exit codes
 */
 
 mod commands;
+mod config;
 mod exit;
 mod flags;
 mod ui;
@@ -26,6 +27,16 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
+        // A reader that stopped reading (`skein man | head`) is not an error.
+        Err(error)
+            if error.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(exit::code_for(&error))

@@ -28,8 +28,10 @@ impl Skein {
             .args(args)
             .stdin(Stdio::null());
         command.env_remove("SKEIN_DB");
-        // The deterministic model, unless a test asks for another.
+        // The deterministic model, unless a test asks for another, and a
+        // configuration file of the test's own.
         command.env("SKEIN_MODEL", "echo");
+        command.env("SKEIN_CONFIG", self.dir.path().join("config.toml"));
         command
     }
 
@@ -562,4 +564,115 @@ fn chat_runs_turns_forks_and_replies_from_stdin() {
     assert_eq!(skein.count("nodes"), 6);
     let tree = skein.ok(&["tree"]);
     assert!(tree.contains("three"), "{tree}");
+}
+
+#[test]
+fn conversations_and_log_filters_list_what_was_asked() {
+    let skein = Skein::new();
+    skein.json(&["prompt", "--name", "rivers", "tell me about the Danube"]);
+    let second = skein.json(&["prompt", "and lakes?"]);
+    let cid = second["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "--cid", &cid, "Lake Geneva please"]);
+
+    let conversations = skein.json(&["conversations"]);
+    assert_eq!(conversations.as_array().unwrap().len(), 2);
+    assert_eq!(conversations[0]["id"], cid, "newest first");
+    assert!(skein.ok(&["conversations"]).contains("rivers"));
+
+    let found = skein.json(&["log", "-q", "DANUBE"]);
+    assert_eq!(
+        found.as_array().unwrap().len(),
+        1,
+        "case-insensitive search"
+    );
+    let in_one = skein.json(&["log", "--cid", &cid[..8], "-q", "lake"]);
+    assert_eq!(in_one.as_array().unwrap().len(), 2);
+    assert_eq!(
+        skein.json(&["log", "-m", "echo"]).as_array().unwrap().len(),
+        3
+    );
+    assert!(
+        skein
+            .json(&["log", "-m", "smollm2"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        skein
+            .json(&["log", "-q", "lake", "-n", "1"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        skein
+            .ok(&["log", "-q", "volcano"])
+            .contains("no turns match")
+    );
+}
+
+#[test]
+fn the_default_model_is_kept_in_the_configuration_file() {
+    let skein = Skein::new();
+    let config = skein.dir.path().join("config.toml");
+    let path = skein.ok(&["config", "path"]);
+    assert_eq!(path.trim(), config.to_str().unwrap());
+
+    // SKEIN_MODEL wins over the file; without it the file decides.
+    let run = |args: &[&str]| {
+        let mut command = skein.command(args);
+        command.env_remove("SKEIN_MODEL");
+        command.output().unwrap()
+    };
+    let shown = run(&["--json", "config", "show"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["default_model"]["value"], "smollm2");
+    assert_eq!(shown["default_model"]["source"], "built_in");
+
+    let set = run(&["models", "default", "echo"]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("default_model = \"echo\"")
+    );
+    let shown = run(&["--json", "config", "show"]);
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["default_model"]["value"], "echo");
+    assert_eq!(shown["default_model"]["source"], "config_file");
+    let reply = run(&["--json", "prompt", "hello"]);
+    let reply: Value = serde_json::from_slice(&reply.stdout).unwrap();
+    assert!(
+        reply["text"].as_str().unwrap().starts_with("echo:"),
+        "{reply}"
+    );
+
+    let bogus = run(&["models", "default", "gpt-imaginary"]);
+    assert_eq!(bogus.status.code(), Some(1));
+    assert!(stderr(&bogus).contains("available"), "{}", stderr(&bogus));
+
+    std::fs::write(&config, "default_modle = 1\n").unwrap();
+    let broken = run(&["prompt", "hi"]);
+    assert!(!broken.status.success());
+    assert!(
+        stderr(&broken).contains("config.toml"),
+        "{}",
+        stderr(&broken)
+    );
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_definitions() {
+    let skein = Skein::new();
+    let bash = skein.ok(&["completions", "bash"]);
+    assert!(bash.contains("conversations") && bash.contains("--chain-limit"));
+    let man = skein.ok(&["man"]);
+    assert!(
+        man.contains(".TH skein 1"),
+        "{}",
+        &man[..200.min(man.len())]
+    );
+    assert!(man.contains("serve"));
 }

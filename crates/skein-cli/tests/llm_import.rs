@@ -28,6 +28,7 @@ fn skein(db: &Path, args: &[&str]) -> std::process::Output {
         .arg(db)
         .args(args)
         .env_remove("SKEIN_DB")
+        .env("SKEIN_CONFIG", db.with_extension("toml"))
         .output()
         .unwrap()
 }

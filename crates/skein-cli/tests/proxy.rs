@@ -29,6 +29,7 @@ fn serve(db: &Path, extra: &[&str]) -> Server {
         .args(extra)
         .env_remove("SKEIN_MODEL")
         .env_remove("SKEIN_SERVE_TOKEN")
+        .env("SKEIN_CONFIG", db.with_extension("toml"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -5,7 +5,7 @@ full, with the runs that produced it).
 */
 
 use super::{Context, print_json};
-use crate::flags::{LogArgs, ShowArgs, TreeArgs};
+use crate::flags::{ConversationsArgs, LogArgs, ShowArgs, TreeArgs};
 use crate::ui;
 use anyhow::Result;
 use serde_json::json;
@@ -16,10 +16,56 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 pub fn log(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
+    let filtering = args.model.is_some() || args.query.is_some();
     match &args.cid {
-        Some(cid) => log_conversation(ctx, &ctx.conversation(cid)?),
-        None => log_recent(ctx, args.count),
+        Some(cid) if !filtering => log_conversation(ctx, &ctx.conversation(cid)?),
+        _ => log_recent(ctx, &args),
     }
+}
+
+/// `skein conversations`: newest first, with their model and origin.
+pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode> {
+    let conversations = ctx.store.list_conversations(args.count)?;
+    if ctx.json {
+        return print_json(&conversations);
+    }
+    if conversations.is_empty() {
+        println!("no conversations yet: start one with `skein prompt TEXT`");
+    }
+    for conversation in &conversations {
+        let model = conversation
+            .meta
+            .get("model")
+            .and_then(|model| model.as_str())
+            .unwrap_or("-");
+        let origin = conversation.origin.as_ref().map(|origin| {
+            format!(
+                " · forked from {}{}",
+                origin
+                    .conversation
+                    .as_ref()
+                    .map_or_else(|| "a node".to_string(), |c| c.short().to_string()),
+                origin
+                    .node
+                    .map(|node| format!(" at {}", node.short()))
+                    .unwrap_or_default()
+            )
+        });
+        println!(
+            "{} · {} · {} messages · {}{}{}",
+            conversation.id.short(),
+            ui::timestamp(conversation.updated_ms),
+            conversation.len,
+            model,
+            conversation
+                .name
+                .as_deref()
+                .map(|name| format!(" · {}", ui::one_line(name, 60)))
+                .unwrap_or_default(),
+            origin.unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCode> {
@@ -70,8 +116,27 @@ fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-fn log_recent(ctx: &Context, count: usize) -> Result<ExitCode> {
-    let runs = ctx.store.recent_runs(count)?;
+/// Recent turns, newest `count` last, optionally of one conversation and
+/// filtered by model and text. Filters scan the runs newest first until
+/// `count` match.
+fn log_recent(ctx: &Context, args: &LogArgs) -> Result<ExitCode> {
+    let filtering = args.model.is_some() || args.query.is_some();
+    let mut runs = match &args.cid {
+        Some(cid) => {
+            let mut runs = ctx.store.runs_of_conversation(&ctx.conversation(cid)?.id)?;
+            runs.reverse();
+            runs
+        }
+        None if filtering => ctx.store.recent_runs(usize::MAX >> 1)?,
+        None => ctx.store.recent_runs(args.count)?,
+    };
+    if let Some(model) = &args.model {
+        runs.retain(|run| {
+            run.model == *model
+                || run.profile.as_deref() == Some(model)
+                || run.backend.as_deref() == Some(model)
+        });
+    }
     // A failed run's request was never stored (a failed turn adds no node).
     let text_of = |id: Option<NodeId>| -> Result<Option<String>> {
         match id.map(|id| ctx.store.node(id)) {
@@ -80,10 +145,25 @@ fn log_recent(ctx: &Context, count: usize) -> Result<ExitCode> {
             Some(Err(other)) => Err(other.into()),
         }
     };
+    let query = args.query.as_deref().map(str::to_lowercase);
     let mut rows = Vec::new();
-    for run in runs.iter().rev() {
-        rows.push((run, text_of(run.input_head)?, text_of(run.output_head)?));
+    for run in &runs {
+        if rows.len() >= args.count {
+            break;
+        }
+        let (prompt, reply) = (text_of(run.input_head)?, text_of(run.output_head)?);
+        if let Some(query) = &query {
+            let contains = |text: &Option<String>| {
+                text.as_deref()
+                    .is_some_and(|text| text.to_lowercase().contains(query.as_str()))
+            };
+            if !contains(&prompt) && !contains(&reply) {
+                continue;
+            }
+        }
+        rows.push((run, prompt, reply));
     }
+    rows.reverse();
     if ctx.json {
         let records: Vec<_> = rows
             .iter()
@@ -92,7 +172,11 @@ fn log_recent(ctx: &Context, count: usize) -> Result<ExitCode> {
         return print_json(&records);
     }
     if rows.is_empty() {
-        println!("no turns yet: start one with `skein prompt TEXT`");
+        if filtering {
+            println!("no turns match");
+        } else {
+            println!("no turns yet: start one with `skein prompt TEXT`");
+        }
     }
     for (run, prompt, reply) in rows {
         println!(

@@ -7,6 +7,7 @@ mod chat;
 mod inspect;
 mod models;
 mod serve;
+mod settings;
 mod transfer;
 mod turns;
 
@@ -19,12 +20,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The model used when neither `-m` nor the conversation names one:
-/// `SKEIN_MODEL`, else the embedded SmolLM2.
-pub fn default_model() -> String {
-    std::env::var("SKEIN_MODEL")
-        .ok()
-        .filter(|model| !model.is_empty())
-        .unwrap_or_else(|| "smollm2".to_string())
+/// `SKEIN_MODEL`, else the configuration file's, else the embedded SmolLM2.
+pub fn default_model() -> Result<String> {
+    Ok(crate::config::default_model()?.0)
 }
 
 /// What every command gets.
@@ -34,13 +32,18 @@ pub struct Context {
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
-    // Model management never touches the database.
-    if let Command::Models(command) = cli.command {
-        return models::run(command, cli.json);
-    }
+    // Model management, configuration and generated docs never touch the
+    // database.
+    let command = match cli.command {
+        Command::Models(command) => return models::run(command, cli.json),
+        Command::Config(command) => return settings::run(command, cli.db.as_deref(), cli.json),
+        Command::Completions(args) => return settings::completions(args),
+        Command::Man => return settings::man(),
+        other => other,
+    };
     let path = match cli.db {
         Some(path) => path,
-        None => default_db_path()?,
+        None => default_db_path()?.0,
     };
     let store = Store::open(&path)
         .with_context(|| format!("cannot open the database {}", path.display()))?;
@@ -48,7 +51,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         store,
         json: cli.json,
     };
-    match cli.command {
+    match command {
         Command::Prompt(args) => turns::prompt(&ctx, args).await,
         Command::Chat(args) => chat::chat(&ctx, args).await,
         Command::Reply(args) => turns::reply(&ctx, args).await,
@@ -60,15 +63,26 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(args) => transfer::import(&ctx, args),
         Command::Verify => transfer::verify(&ctx),
         Command::Serve(args) => serve::serve(&ctx, args).await,
-        Command::Models(_) => unreachable!("handled before opening the database"),
+        Command::Conversations(args) => inspect::conversations(&ctx, args),
+        Command::Models(_) | Command::Config(_) | Command::Completions(_) | Command::Man => {
+            unreachable!("handled before opening the database")
+        }
     }
 }
 
 /// `skein.db` in the user's data directory.
-fn default_db_path() -> Result<PathBuf> {
+/// The database when neither `--db` nor `SKEIN_DB` names one: the
+/// configuration file's `db`, else `skein.db` in the user's data directory.
+fn default_db_path() -> Result<(PathBuf, crate::config::Source)> {
+    if let Some(db) = &crate::config::get()?.db {
+        return Ok((db.clone(), crate::config::Source::ConfigFile));
+    }
     let dirs = directories::ProjectDirs::from("", "", "skein")
         .context("cannot find your data directory: pass --db PATH or set SKEIN_DB")?;
-    Ok(dirs.data_dir().join("skein.db"))
+    Ok((
+        dirs.data_dir().join("skein.db"),
+        crate::config::Source::BuiltIn,
+    ))
 }
 
 impl Context {

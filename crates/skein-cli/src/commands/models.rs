@@ -5,7 +5,7 @@ can be used.
 */
 
 use super::print_json;
-use crate::flags::{ModelsCommand, PullArgs};
+use crate::flags::{DefaultArgs, ModelsCommand, PullArgs};
 use crate::ui;
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -18,7 +18,43 @@ pub fn run(command: ModelsCommand, json: bool) -> Result<ExitCode> {
     match command {
         ModelsCommand::Pull(args) => pull(args, json),
         ModelsCommand::List => list(json),
+        ModelsCommand::Default(args) => default(args, json),
     }
+}
+
+/// Print the default model, or check a name and make it the default.
+fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
+    let Some(name) = args.name else {
+        let (model, source) = crate::config::default_model()?;
+        if json {
+            return print_json(&json!({ "default_model": model, "source": source }));
+        }
+        println!("{model}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let is_profile = super::turns::configured_engine()?
+        .is_some_and(|engine| engine.catalog().find_profile(&name).is_some());
+    let backend = name
+        .split_once(':')
+        .map_or(name.as_str(), |(backend, _)| backend);
+    let known = skein::providers::available()
+        .iter()
+        .any(|syntax| syntax.split_once(':').map_or(*syntax, |(b, _)| b) == backend);
+    if !is_profile && !known {
+        anyhow::bail!(
+            "unknown model `{name}`; available: {} (or a profile of the configured engine directory)",
+            skein::providers::available().join(", ")
+        );
+    }
+    let path = crate::config::set_default_model(&name)?;
+    if json {
+        return print_json(&json!({ "default_model": name, "config_file": path }));
+    }
+    println!("default model is now {name} (saved in {})", path.display());
+    if std::env::var_os("SKEIN_MODEL").is_some() {
+        crate::ui::note("note: SKEIN_MODEL is set in this environment and still takes precedence");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn pull(args: PullArgs, json: bool) -> Result<ExitCode> {

@@ -124,10 +124,40 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
 }
 
 /// The model named on the command line or stored with the conversation,
-/// else the default, with the built-in tools registered.
+/// else the default: a profile of the configured engine directory when one
+/// has that name, else a model name; with the built-in tools registered.
 pub fn home_model(name: Option<String>) -> Result<Model> {
-    let name = name.unwrap_or_else(default_model);
+    let name = match name {
+        Some(name) => name,
+        None => default_model()?,
+    };
+    if let Some(engine) = configured_engine()?
+        && engine.catalog().find_profile(&name).is_some()
+    {
+        return Ok(Model::from_profile(&engine, &name)?);
+    }
     Ok(Model::open_with_tools(&name, skein::builtin::all())?)
+}
+
+/// The engine over the configured engine directory (prompts, profiles,
+/// backends), built once.
+pub fn configured_engine() -> Result<Option<skein::Engine>> {
+    static ENGINE: std::sync::OnceLock<Option<skein::Engine>> = std::sync::OnceLock::new();
+    if let Some(engine) = ENGINE.get() {
+        return Ok(engine.clone());
+    }
+    let engine = match crate::config::engine_dir()? {
+        None => None,
+        Some(dir) => {
+            let catalog = skein::engine::load_dir(&dir)?;
+            let mut builder = skein::Engine::builder(catalog);
+            for tool in skein::builtin::all() {
+                builder = builder.tool(tool);
+            }
+            Some(builder.build()?)
+        }
+    };
+    Ok(ENGINE.get_or_init(|| engine).clone())
 }
 
 impl ToolArgs {

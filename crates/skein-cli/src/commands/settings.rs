@@ -1,0 +1,109 @@
+/*!
+Commands about skein itself rather than the graph: `config path|show`,
+`completions SHELL` and `man`, the latter two generated from the clap
+definitions in `flags.rs`.
+*/
+
+use super::turns::configured_engine;
+use crate::config::{self, Source};
+use crate::flags::{Cli, CompletionsArgs, ConfigCommand};
+use anyhow::Result;
+use clap::CommandFactory;
+use serde_json::json;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<ExitCode> {
+    let path = config::path()?;
+    match command {
+        ConfigCommand::Path => {
+            if json {
+                crate::ui::json(&json!({ "path": path, "exists": path.is_file() }))?;
+            } else {
+                println!("{}", path.display());
+            }
+        }
+        ConfigCommand::Show => {
+            let (model, model_source) = config::default_model()?;
+            let (db, db_source) = match db {
+                Some(db)
+                    if std::env::var_os("SKEIN_DB").is_some_and(|env| Path::new(&env) == db) =>
+                {
+                    (db.to_path_buf(), Source::Environment)
+                }
+                Some(db) => (db.to_path_buf(), Source::Flag),
+                None => super::default_db_path()?,
+            };
+            let engine_dir = config::engine_dir()?;
+            let catalog = configured_engine()?.map(|engine| engine.catalog().clone());
+            let names = |list: Option<Vec<String>>| list.unwrap_or_default();
+            let profiles = names(
+                catalog
+                    .as_ref()
+                    .map(|c| c.profile_names().map(str::to_string).collect()),
+            );
+            let backends = names(
+                catalog
+                    .as_ref()
+                    .map(|c| c.backend_names().map(str::to_string).collect()),
+            );
+            let prompts = names(
+                catalog
+                    .as_ref()
+                    .map(|c| c.prompt_ids().map(str::to_string).collect()),
+            );
+            if json {
+                crate::ui::json(&json!({
+                    "config_file": { "path": path, "exists": path.is_file() },
+                    "default_model": { "value": model, "source": model_source },
+                    "db": { "value": db, "source": db_source },
+                    "engine": engine_dir,
+                    "profiles": profiles,
+                    "backends": backends,
+                    "prompts": prompts,
+                }))?;
+            } else {
+                let from = |source: Source| match source {
+                    Source::Flag => "from --db",
+                    Source::Environment => "from the environment",
+                    Source::ConfigFile => "from the configuration file",
+                    Source::BuiltIn => "built in",
+                };
+                println!(
+                    "config file    {}{}",
+                    path.display(),
+                    if path.is_file() {
+                        ""
+                    } else {
+                        " (not created yet)"
+                    }
+                );
+                println!("default model  {model} ({})", from(model_source));
+                println!("database       {} ({})", db.display(), from(db_source));
+                match engine_dir {
+                    None => println!(
+                        "engine dir     none (set `engine` in the config file for prompts and profiles)"
+                    ),
+                    Some(dir) => {
+                        println!("engine dir     {}", dir.display());
+                        println!("  profiles     {}", profiles.join(", "));
+                        println!("  backends     {}", backends.join(", "));
+                        println!("  prompts      {}", prompts.join(", "));
+                    }
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn completions(args: CompletionsArgs) -> Result<ExitCode> {
+    let mut command = Cli::command();
+    clap_complete::generate(args.shell, &mut command, "skein", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn man() -> Result<ExitCode> {
+    clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,147 @@
+/*!
+The user's configuration file: `config.toml` in the user's config directory
+(`skein config path` prints it; `SKEIN_CONFIG` points elsewhere). Every key
+is optional:
+
+```toml
+default_model = "smollm2"          # what -m defaults to (`skein models default NAME` sets it)
+db = "/home/me/notes/skein.db"     # the database when neither --db nor SKEIN_DB is given
+engine = "/home/me/.config/skein/engine"  # prompts/, profiles.toml, backends.toml
+```
+
+Precedence, for each setting: the command line, then the environment
+(`SKEIN_MODEL`, `SKEIN_DB`), then this file, then the built-in default.
+A profile named in the engine directory is usable wherever a model name is
+(`-m my-profile`).
+*/
+
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The built-in default model.
+pub const BUILT_IN_MODEL: &str = "smollm2";
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// A directory of prompts, profiles and backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<PathBuf>,
+}
+
+/// Where the configuration file lives (whether or not it exists).
+pub fn path() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("SKEIN_CONFIG").filter(|path| !path.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let dirs = directories::ProjectDirs::from("", "", "skein")
+        .context("cannot find your config directory: set SKEIN_CONFIG to a file path")?;
+    Ok(dirs.config_dir().join("config.toml"))
+}
+
+/// The configuration, read once per process. A missing file is an empty
+/// configuration; a malformed one is an error naming the file.
+pub fn get() -> Result<&'static Config> {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    if let Some(config) = CONFIG.get() {
+        return Ok(config);
+    }
+    let loaded = read(&path()?)?;
+    Ok(CONFIG.get_or_init(|| loaded))
+}
+
+fn read(path: &Path) -> Result<Config> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).map_err(|error| {
+            anyhow::anyhow!(
+                "the configuration file {} is not valid: {}fix it, or move it away to use the defaults",
+                path.display(),
+                error
+            )
+        }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Set the default model in the configuration file, keeping its other keys.
+pub fn set_default_model(name: &str) -> Result<PathBuf> {
+    let path = path()?;
+    let mut config = read(&path)?;
+    config.default_model = Some(name.to_string());
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let text = toml::to_string(&config).context("cannot write the configuration")?;
+    let partial = path.with_extension("toml.partial");
+    std::fs::write(&partial, text)
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, &path)
+        .with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(path)
+}
+
+/// Where a setting's value came from, for `skein config show`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Flag,
+    Environment,
+    ConfigFile,
+    BuiltIn,
+}
+
+/// The default model and where it came from.
+pub fn default_model() -> Result<(String, Source)> {
+    if let Some(model) = std::env::var("SKEIN_MODEL")
+        .ok()
+        .filter(|model| !model.is_empty())
+    {
+        return Ok((model, Source::Environment));
+    }
+    if let Some(model) = &get()?.default_model {
+        return Ok((model.clone(), Source::ConfigFile));
+    }
+    Ok((BUILT_IN_MODEL.to_string(), Source::BuiltIn))
+}
+
+/// The engine directory's catalog, when one is configured.
+pub fn engine_dir() -> Result<Option<PathBuf>> {
+    let dir = get()?.engine.clone();
+    if let Some(dir) = &dir
+        && !dir.is_dir()
+    {
+        bail!(
+            "the engine directory {} named in {} does not exist: create it (prompts/, profiles.toml, backends.toml) or remove the `engine` key",
+            dir.display(),
+            path()?.display()
+        );
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "default_modle = \"echo\"\n").unwrap();
+        let error = read(&path).unwrap_err().to_string();
+        assert!(error.contains("config.toml"), "{error}");
+        assert!(error.contains("default_modle"), "{error}");
+        assert_eq!(
+            read(&dir.path().join("missing.toml")).unwrap(),
+            Config::default()
+        );
+    }
+}
