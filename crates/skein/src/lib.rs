@@ -76,3 +76,8 @@ pub use skein_store::Store;
 #[doc = include_str!("../../../docs/continuing-and-branching.md")]
 #[cfg(doctest)]
 pub struct ContinuingAndBranchingGuide;
+
+/// The README's examples, run as doc tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct Readme;
