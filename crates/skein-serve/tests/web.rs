@@ -613,3 +613,26 @@ async fn the_page_and_its_assets_are_embedded_behind_a_strict_content_policy() {
     let info = server.json("/api/info").await;
     assert!(info["database"].as_str().unwrap().ends_with("skein.db"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_only_requests_addressed_to_this_machine_are_answered() {
+    let server = Server::start().await;
+    let forged = server
+        .client
+        .get(format!("{}/api/conversations", server.base))
+        .header("host", "rebound.example:8765")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let message = forged.text().await.unwrap();
+    assert!(message.contains("rebound.example"), "{message}");
+    let by_name = server
+        .client
+        .get(format!("{}/api/conversations", server.base))
+        .header("host", "localhost:8765")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_name.status(), StatusCode::OK);
+}
