@@ -22,11 +22,15 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(None).await
+    }
+
+    async fn start_with(token: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("skein.db")).unwrap();
         let config = ServeConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
-            token: None,
+            token: token.map(str::to_string),
             store: store.clone(),
             proxy: None,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -635,4 +639,36 @@ async fn without_a_token_only_requests_addressed_to_this_machine_are_answered() 
         .await
         .unwrap();
     assert_eq!(by_name.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_the_page_opened_with_it_can_call_the_api() {
+    let server = Server::start_with(Some("s3cret")).await;
+    assert_eq!(server.get("/").await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        server.get("/api/conversations").await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // The page's address carries the token once; the cookie carries it on.
+    let page = server.get("/?token=s3cret").await;
+    assert_eq!(page.status(), StatusCode::OK);
+    let cookie = page.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap();
+    let api = server
+        .client
+        .get(format!("{}/api/conversations", server.base))
+        .header("cookie", pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), StatusCode::OK);
+    let bearer = server
+        .client
+        .get(format!("{}/api/info", server.base))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), StatusCode::OK);
 }

@@ -324,6 +324,9 @@
       tree.appendChild(el('p', { class: 'empty' }, 'This conversation has no messages yet.'));
     }
     tree.addEventListener('keydown', treeKeys);
+    // One tab stop for the whole tree: the selected row, else the first.
+    const firstRow = $('.node-row', tree);
+    if (firstRow) firstRow.tabIndex = 0;
 
     section.append(head, el('div', { class: 'split' }, tree, details));
     clear(view()).appendChild(section);
@@ -481,6 +484,8 @@
     if (!nodeId || !details) return;
     const row = $(`#tree .node-row[data-node-id="${CSS.escape(nodeId)}"]`);
     if (row) {
+      for (const stop of $$('#tree .node-row[tabindex="0"]')) stop.tabIndex = -1;
+      row.tabIndex = 0;
       let section = row.closest('.branch');
       while (section) {
         setCollapsed(section, false);
