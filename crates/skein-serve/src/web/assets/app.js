@@ -293,20 +293,23 @@
     const details = el('aside', { id: 'details', class: 'details' },
       el('p', { class: 'placeholder' }, 'Select a message to see its parts and the runs that produced it.'));
 
-    const members = el('ul', { class: 'members', id: 'members' }, family.conversations.map((c) => {
+    const memberList = el('ul', { class: 'members' }, family.conversations.map((c) => {
       const kind = memberKind(c);
       return el('li', { data: { conversationId: c.id }, class: c.id === family.focus ? 'focus' : '' },
         badge(kind, `kind-${kind}`), ' ', conversationLink(c), ' ',
         el('span', { class: 'muted' }, `${plural(c.len, 'message')} · updated `), timeEl(c.updated_ms));
     }));
+    // A large family's list would push the tree off the screen: fold it.
+    const members = el('details', { id: 'members', open: family.conversations.length <= 8 },
+      el('summary', {},
+        `${plural(family.conversations.length, 'conversation')} · ${family.branches.length} `
+          + `${family.branches.length === 1 ? 'branch' : 'branches'} · ${plural(family.nodes.length, 'message')}`,
+        focus.model ? ` · model ${focus.model}` : ''),
+      memberList);
 
     const head = el('div', { class: 'view-head' },
       el('h1', { id: 'family-title' }, conversationLabel(focus), ' ',
         el('code', { class: 'muted', title: focus.id }, focus.short)),
-      el('p', { class: 'muted' },
-        `${plural(family.conversations.length, 'conversation')} · ${family.branches.length} `
-          + `${family.branches.length === 1 ? 'branch' : 'branches'} · ${plural(family.nodes.length, 'message')}`,
-        focus.model ? ` · model ${focus.model}` : ''),
       family.truncated ? el('p', { class: 'warning' },
         `This graph has more than ${family.limit} nodes; the most recently stored ones are not shown (except this conversation's own).`) : null,
       members,
