@@ -232,7 +232,7 @@
         el('td', { class: 'num' }, String(c.len)),
         el('td', {}, timeEl(c.updated_ms)),
         el('td', {}, originCell(c)),
-        el('td', {}, c.model || el('span', { class: 'muted' }, '—')));
+        el('td', { class: 'model', title: c.model }, c.model || el('span', { class: 'muted' }, '—')));
       row.dataset.search = [c.name || '', c.id, c.head || '', c.model || '', c.preview || ''].join(' ').toLowerCase();
       row.addEventListener('click', (event) => {
         if (event.target.closest('a')) return;
@@ -484,7 +484,13 @@
       row.removeAttribute('aria-selected');
     }
     const details = $('#details');
-    if (!nodeId || !details) return;
+    if (!details) return;
+    if (!nodeId) {
+      current.selected = null;
+      delete details.dataset.nodeId;
+      clear(details).appendChild(el('p', { class: 'placeholder' }, 'Select a message to see its parts and the runs that produced it.'));
+      return;
+    }
     const row = $(`#tree .node-row[data-node-id="${CSS.escape(nodeId)}"]`);
     if (row) {
       for (const stop of $$('#tree .node-row[tabindex="0"]')) stop.tabIndex = -1;
@@ -619,9 +625,12 @@
     clear(view()).appendChild(el('p', { class: 'placeholder' }, 'Loading…'));
     const cmp = await api(`/api/compare?a=${enc(a)}&b=${enc(b)}`);
     if (stale()) return;
-    const back = current.name === 'family' ? current.asked : (current.back || null);
+    // Remember the family the comparison was opened from, for the way back.
+    const back = current.name === 'family'
+      ? { id: current.asked, label: conversationLabel(current.byConversation.get(current.family.focus)) }
+      : (current.back || null);
     current = { name: 'compare', back };
-    const backLink = back ? el('a', { href: `#/c/${back}` }, 'family') : el('a', { href: '#/' }, 'conversations');
+    const backLink = back ? el('a', { href: `#/c/${back.id}` }, back.label) : el('a', { href: '#/' }, 'conversations');
     crumbs(backLink, el('span', {}, `compare ${short(cmp.a.head)} with ${short(cmp.b.head)}`));
     document.title = 'skein · compare';
 
@@ -641,7 +650,7 @@
     const rows = Math.max(cmp.a.nodes.length, cmp.b.nodes.length);
     const grid = el('div', { class: 'compare-grid', id: 'compare-grid' });
     for (let i = 0; i < rows; i++) {
-      grid.append(compareCell(cmp.a.nodes[i], 'a'), compareCell(cmp.b.nodes[i], 'b'));
+      grid.append(compareCell(cmp.a.nodes[i], 'a', back), compareCell(cmp.b.nodes[i], 'b', back));
     }
     const omitted = (side) => (side.omitted ? el('p', { class: 'warning' }, `${side.omitted} later messages are not shown.`) : null);
     const section = el('section', { id: 'compare-view' },
@@ -653,13 +662,14 @@
     clear(view()).appendChild(section);
   }
 
-  function compareCell(node, side) {
+  function compareCell(node, side, back) {
     if (!node) return el('div', { class: 'compare-cell empty-cell', data: { side } });
+    const id = el('code', { class: 'node-id', title: node.id }, short(node.id));
     return el('div', { class: `compare-cell role-${node.role}`, data: { side, nodeId: node.id } },
       el('div', { class: 'cell-head' }, el('span', { class: `role role-${node.role}` }, node.role),
-        el('code', { class: 'node-id', title: node.id }, short(node.id)),
+        back ? el('a', { href: `#/c/${back.id}/n/${node.id}`, title: 'show in the family tree' }, id) : id,
         node.runs.map((r) => el('span', { class: 'muted run-summary' },
-          ` ${r.model} · ${r.status} · ${tokens(r.input_tokens)}/${tokens(r.output_tokens)} tokens · ${duration(r.duration_ms)}`))),
+          ` ${r.model} · ${r.status} · ${tokens(r.input_tokens)} in / ${tokens(r.output_tokens)} out tokens · ${duration(r.duration_ms)}`))),
       node.parts.map((p, i) => renderPart(p, i, node.id)));
   }
 
