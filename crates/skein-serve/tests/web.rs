@@ -6,7 +6,7 @@
 use reqwest::StatusCode;
 use serde_json::Value;
 use skein::core::{Annotation, Attachment, Part, ToolCall, ToolResult, ToolSpec};
-use skein::store::{NewConversation, Relation, RunRecord, RunStatus};
+use skein::store::{ConversationId, NewConversation, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, Model, Store, Thread};
 use skein_serve::{DEFAULT_BODY_LIMIT, ServeConfig};
 use std::net::SocketAddr;
@@ -265,6 +265,28 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
     again.prompt("Name a river.").send().await.unwrap();
     again.prompt("Name a mountain.").send().await.unwrap();
 
+    // A conversation forked from a rerun's answer (issue 7 records these).
+    let rerun_fork = server
+        .store
+        .create_conversation(NewConversation {
+            name: Some("counterfactual".into()),
+            head: Some(story.a2.parse().unwrap()),
+            origin: Some(Origin {
+                node: Some(story.a2.parse().unwrap()),
+                conversation: Some(ConversationId(story.main.clone())),
+                rerun: Some("0123abcd".into()),
+            }),
+            ..NewConversation::default()
+        })
+        .unwrap();
+    skein::Conversation::load(&server.store, rerun_fork.id.as_str(), &model)
+        .await
+        .unwrap()
+        .prompt("And without the source?")
+        .send()
+        .await
+        .unwrap();
+
     let family = server
         .json(&format!("/api/conversations/{}/family", story.main))
         .await;
@@ -289,7 +311,16 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
     expect("what-if", "fork");
     expect("bare", "fork");
     expect("again", "continuation");
-    assert_eq!(family["conversations"].as_array().unwrap().len(), 4);
+    expect("counterfactual", "rerun");
+    let rerun = family["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "rerun")
+        .unwrap();
+    assert_eq!(rerun["rerun"]["id"], "0123abcd");
+    assert_eq!(rerun["from"], story.a2.as_str());
+    assert_eq!(family["conversations"].as_array().unwrap().len(), 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
