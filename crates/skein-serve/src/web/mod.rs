@@ -17,13 +17,13 @@ Routes, all `GET` (anything else is answered 405):
 | `/api/runs/{id}` | one run record |
 | `/api/compare?a=NODE&b=NODE&limit=N` | two threads side by side from their last common node |
 
-Modules: [`api`] (handlers and errors), [`views`] (the JSON shapes),
-[`family`] (finding a family and cutting it into branches), [`assets`]
-(the embedded files).
+Modules: `api` (handlers and errors), [`views`] (the JSON shapes),
+`family` (finding a family and cutting it into branches), `assets` (the
+embedded files and the headers every response carries).
 
 Everything shown is model or user output, so the page builds its DOM with
 text nodes only, and every response carries headers that keep the browser
-from executing anything else (see [`assets::security_headers`]).
+from executing anything else (`assets::security_headers`).
 */
 
 mod api;

@@ -371,6 +371,7 @@
     const count = branchSize(branch, ctx.startingAt);
     const toggle = collapsible ? el('button', {
       type: 'button', class: 'toggle', 'aria-expanded': String(!collapsed),
+      'aria-label': `${branch.kind} branch ${branch.label}`,
       title: collapsed ? 'expand this branch' : 'collapse this branch',
       data: { branchToggle: branch.id },
       on: { click: () => setCollapsed(section, !section.classList.contains('collapsed')) },
