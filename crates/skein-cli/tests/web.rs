@@ -102,7 +102,11 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         Ok(browser) => browser,
         Err(problem) if std::env::var_os("CI").is_some() => panic!("{problem}"),
         Err(problem) => {
-            eprintln!(
+            // Straight to the process's stderr: the test harness captures
+            // `eprintln!` of passing tests, and this must be seen.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
                 "\n!!!!!!!!!!\n!! SKIPPED the browser test of the web view: {problem}\n!!!!!!!!!!\n"
             );
             return;

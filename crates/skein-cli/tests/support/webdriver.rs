@@ -58,7 +58,8 @@ impl Browser {
 
 fn locate(variable: &str, paths: &[&str], names: &[&str]) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(variable).filter(|value| !value.is_empty()) {
-        return Some(PathBuf::from(path));
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
     }
     if let Some(path) = paths.iter().map(Path::new).find(|path| path.is_file()) {
         return Some(path.to_path_buf());
