@@ -258,15 +258,27 @@
       await selectNode(nodeId, stale);
       return;
     }
+    await loadFamily(conversationId, nodeId, null, stale);
+  }
+
+  async function loadFamily(conversationId, nodeId, limit, stale) {
     clear(view()).appendChild(el('p', { class: 'placeholder' }, 'Loading…'));
-    const family = await api(`/api/conversations/${enc(conversationId)}/family`);
+    const query = limit ? `?limit=${limit}` : '';
+    const family = await api(`/api/conversations/${enc(conversationId)}/family${query}`);
     if (stale()) return;
     current = { name: 'family', asked: conversationId, family, selected: null };
-    renderFamily(family, conversationId);
+    renderFamily(family);
     await selectNode(nodeId, stale);
   }
 
-  function renderFamily(family, asked) {
+  /** Show more of a truncated family, keeping the selection. */
+  function showMore() {
+    const { asked, selected, family } = current;
+    const token = ++renderToken;
+    loadFamily(asked, selected, family.limit * 5, () => token !== renderToken).catch(showError);
+  }
+
+  function renderFamily(family) {
     const byId = new Map(family.conversations.map((c) => [c.id, c]));
     const focus = byId.get(family.focus);
     const nodes = new Map(family.nodes.map((n) => [n.id, n]));
@@ -308,10 +320,11 @@
       memberList);
 
     const head = el('div', { class: 'view-head' },
-      el('h1', { id: 'family-title' }, conversationLabel(focus), ' ',
-        el('code', { class: 'muted', title: focus.id }, focus.short)),
-      family.truncated ? el('p', { class: 'warning' },
-        `This graph has more than ${family.limit} nodes; the most recently stored ones are not shown (except this conversation's own).`) : null,
+      el('h1', { id: 'family-title' }, conversationLabel(focus),
+        focus.name ? [' ', el('code', { class: 'muted', title: focus.id }, focus.short)] : null),
+      family.truncated ? el('p', { class: 'warning', id: 'truncated' },
+        `This graph has more than ${family.limit} nodes; the most recently stored ones are not shown (except this conversation's own). `,
+        el('button', { id: 'show-more', type: 'button', on: { click: showMore } }, `Show up to ${family.limit * 5}`)) : null,
       members,
       el('div', { class: 'toolbar' },
         el('button', { id: 'expand-all', type: 'button', on: { click: () => setAll(false) } }, 'Expand all'),
