@@ -4,6 +4,11 @@ machine and needs no token (one may still be set); any other bind needs a
 token, and then every request must present it, as `Authorization: Bearer
 TOKEN` or, for a browser opening the web view, a `token` query parameter
 (which sets a cookie so the page's own requests carry it).
+
+Without a token, requests must also be addressed to this machine by name
+(`Host: localhost`, `127.0.0.1`, `[::1]`, any port). A web page elsewhere
+could otherwise point a name of its own at 127.0.0.1 (DNS rebinding) and
+read the graph through the browser of the person running `skein serve`.
 */
 
 use crate::ServeError;
@@ -37,7 +42,7 @@ impl Access {
     /// Wrap `app` so that every request is checked.
     pub fn guard(self, app: Router) -> Router {
         match self.token {
-            None => app,
+            None => app.layer(middleware::from_fn(loopback_host)),
             Some(token) => app.layer(middleware::from_fn(move |request, next| {
                 check(token.clone(), request, next)
             })),
@@ -70,6 +75,39 @@ async fn check(token: Arc<str>, request: Request, next: Next) -> Response {
         "this skein server needs its token: send `Authorization: Bearer TOKEN`, or open the page with ?token=TOKEN\n",
     )
         .into_response()
+}
+
+async fn loopback_host(request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|value| value.to_str().unwrap_or("(not text)").to_string());
+    match host {
+        Some(host) if !names_loopback(&host) => (
+            StatusCode::FORBIDDEN,
+            format!(
+                "this skein server has no token, so it only answers requests addressed to \
+                 localhost or a loopback address, not to `{host}`: open it as http://127.0.0.1:PORT/, \
+                 or restart it with --token\n"
+            ),
+        )
+            .into_response(),
+        // Clients that send no Host (HTTP/1.0) are not browsers.
+        _ => next.run(request).await,
+    }
+}
+
+/// Whether a `Host` header value names this machine: `localhost` or a
+/// loopback address, with or without a port.
+fn names_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _port)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Compare without stopping at the first difference.
@@ -125,6 +163,31 @@ mod tests {
         assert!(error.to_string().contains("--token"), "{error}");
         assert!(Access::for_bind("0.0.0.0:8080".parse().unwrap(), Some(String::new())).is_err());
         assert!(Access::for_bind("0.0.0.0:8080".parse().unwrap(), Some("t".into())).is_ok());
+    }
+
+    #[test]
+    fn only_loopback_names_pass_without_a_token() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8765",
+            "127.0.0.1",
+            "127.0.0.1:8765",
+            "127.1.2.3:80",
+            "[::1]",
+            "[::1]:8765",
+        ] {
+            assert!(names_loopback(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8765",
+            "localhost.evil.example",
+            "10.0.0.1:8765",
+            "[::2]:8765",
+            "",
+        ] {
+            assert!(!names_loopback(host), "{host}");
+        }
     }
 
     #[test]

@@ -1,0 +1,382 @@
+/*!
+The JSON API under `/api`: read-only handlers over the store. Each one does
+its store work in one [`Store::run`] call (tokio's blocking pool), never on
+the async threads, and answers with a typed view from [`super::views`] or a
+JSON error: 404 for an id or prefix that matches nothing, 400 for one that
+is ambiguous or not hexadecimal, 500 for anything else.
+*/
+
+use super::family;
+use super::views::{
+    CompareNode, Comparison, ConversationList, ConversationView, ErrorBody, Family, Info,
+    NodeDetail, NodeSummary, PartView, RunSummary, RunView, Side, parts_of,
+};
+use crate::AppState;
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use skein::core::Part;
+use skein::store::{ConversationId, RunId, StoreError, preview};
+use skein::{NodeId, Store};
+use std::sync::Arc;
+
+type Shared = State<Arc<AppState>>;
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+const CONVERSATIONS_DEFAULT: usize = 1_000;
+const FAMILY_DEFAULT: usize = 2_000;
+const COMPARE_DEFAULT: usize = 500;
+/// Width of the last-message preview in the conversation list.
+const LIST_PREVIEW_WIDTH: usize = 100;
+/// No request may ask for more rows than this.
+const MAX_LIMIT: usize = 100_000;
+
+/// A failed API request: a status and a message saying what to do.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        let status = match &error {
+            StoreError::NodeNotFound(_)
+            | StoreError::ConversationNotFound(_)
+            | StoreError::RunNotFound(_)
+            | StoreError::UnknownPrefix { .. } => StatusCode::NOT_FOUND,
+            StoreError::AmbiguousPrefix { .. } | StoreError::NotAnId(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(%error, "web view: store error");
+        }
+        ApiError::new(status, error.to_string())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+/// Run store work on the blocking pool.
+async fn with_store<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Store) -> skein::store::Result<T> + Send + 'static,
+{
+    Ok(state.store.run(work).await?)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LimitQuery {
+    limit: Option<usize>,
+}
+
+fn limit(requested: Option<usize>, default: usize) -> Result<usize, ApiError> {
+    match requested {
+        None => Ok(default),
+        Some(0) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "limit must be at least 1",
+        )),
+        Some(n) => Ok(n.min(MAX_LIMIT)),
+    }
+}
+
+/// `GET /api/info`
+pub async fn info(State(state): Shared) -> Json<Info> {
+    Json(Info {
+        version: env!("CARGO_PKG_VERSION"),
+        database: state.store.path().display().to_string(),
+    })
+}
+
+/// `GET /api/conversations?limit=N`: most recently updated first.
+pub async fn conversations(
+    State(state): Shared,
+    query: Result<Query<LimitQuery>, QueryRejection>,
+) -> ApiResult<ConversationList> {
+    let limit = limit(query?.limit, CONVERSATIONS_DEFAULT)?;
+    let list = with_store(&state, move |store| {
+        let mut listed = store.list_conversations(limit.saturating_add(1))?;
+        let truncated = listed.len() > limit;
+        listed.truncate(limit);
+        let mut conversations = Vec::with_capacity(listed.len());
+        for conversation in &listed {
+            let mut view = ConversationView::from(conversation);
+            if let Some(head) = conversation.head {
+                view.preview = Some(preview(&store.node(head)?.message, LIST_PREVIEW_WIDTH));
+            }
+            conversations.push(view);
+        }
+        Ok(ConversationList {
+            conversations,
+            limit,
+            truncated,
+        })
+    })
+    .await?;
+    Ok(Json(list))
+}
+
+/// `GET /api/conversations/{id}`: one conversation, by any unique prefix.
+pub async fn conversation(
+    State(state): Shared,
+    Path(prefix): Path<String>,
+) -> ApiResult<ConversationView> {
+    let conversation = with_store(&state, move |store| {
+        let id = store.resolve_conversation(&prefix)?;
+        store.conversation(&id)
+    })
+    .await?;
+    Ok(Json(ConversationView::from(&conversation)))
+}
+
+/// `GET /api/conversations/{id}/family?limit=N`: the family tree around a
+/// conversation (see [`family`]).
+pub async fn family(
+    State(state): Shared,
+    Path(prefix): Path<String>,
+    query: Result<Query<LimitQuery>, QueryRejection>,
+) -> ApiResult<Family> {
+    let limit = limit(query?.limit, FAMILY_DEFAULT)?;
+    let family = with_store(&state, move |store| {
+        let id: ConversationId = store.resolve_conversation(&prefix)?;
+        family::load(store, &id, limit)
+    })
+    .await?;
+    Ok(Json(family))
+}
+
+/// `GET /api/nodes/{id}`: a node's parts, children, the conversations it
+/// heads and the runs that produced it.
+pub async fn node(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<NodeDetail> {
+    let detail = with_store(&state, move |store| {
+        let id = store.resolve_node(&prefix)?;
+        let node = store.node(id)?;
+        Ok(NodeDetail {
+            id,
+            parent: node.parent,
+            depth: node.depth,
+            role: node.message.role,
+            parts: parts_of(&node.message),
+            children: store.children(id)?,
+            heads: store
+                .conversations_at(id)?
+                .iter()
+                .map(ConversationView::from)
+                .collect(),
+            runs: store
+                .runs_producing(id)?
+                .iter()
+                .map(RunView::from)
+                .collect(),
+        })
+    })
+    .await?;
+    Ok(Json(detail))
+}
+
+/// `GET /api/nodes/{id}/parts/{index}`: an attachment's bytes, as a
+/// download. The bytes are model or user content: they are served so that
+/// no browser renders them in this origin (a download, no sniffing, a
+/// sandbox policy), whatever media type they claim.
+pub async fn part(
+    State(state): Shared,
+    Path((prefix, index)): Path<(String, usize)>,
+) -> Result<Response, ApiError> {
+    let found = with_store(&state, move |store| {
+        let id = store.resolve_node(&prefix)?;
+        let node = store.node(id)?;
+        Ok((id, node.message.parts.get(index).cloned()))
+    })
+    .await?;
+    let (id, part) = found;
+    let Some(Part::Attachment(attachment)) = part else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("node {} has no attachment at part {index}", id.short()),
+        ));
+    };
+    let disposition = format!(
+        "attachment; filename=\"{}-part{index}.{}\"",
+        id.short(),
+        extension(&attachment.media_type)
+    );
+    let mut response = attachment.data.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+    Ok(response)
+}
+
+/// A file extension for a media type: its subtype when that is a plain
+/// word, else `bin`.
+fn extension(media_type: &str) -> String {
+    let subtype = media_type
+        .split(';')
+        .next()
+        .and_then(|essence| essence.split('/').nth(1))
+        .unwrap_or("");
+    let subtype = subtype.rsplit('+').next().unwrap_or(subtype);
+    if !subtype.is_empty()
+        && subtype.len() <= 12
+        && subtype.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        subtype.to_ascii_lowercase()
+    } else {
+        "bin".to_string()
+    }
+}
+
+/// `GET /api/runs/{id}`: one run record.
+pub async fn run(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<RunView> {
+    let record = with_store(&state, move |store| {
+        let id: RunId = store.resolve_run(&prefix)?;
+        store.run_record(&id)
+    })
+    .await?;
+    Ok(Json(RunView::from(&record)))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CompareQuery {
+    a: Option<String>,
+    b: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/compare?a=NODE&b=NODE&limit=N`: the two threads ending at `a`
+/// and `b`, from their last common node; at most `limit` nodes per side.
+pub async fn compare(
+    State(state): Shared,
+    query: Result<Query<CompareQuery>, QueryRejection>,
+) -> ApiResult<Comparison> {
+    let Query(query) = query?;
+    let limit = limit(query.limit, COMPARE_DEFAULT)?;
+    let (Some(a), Some(b)) = (query.a, query.b) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "compare needs two nodes: /api/compare?a=NODE&b=NODE (the heads of the branches)",
+        ));
+    };
+    let comparison = with_store(&state, move |store| {
+        let a = store.resolve_node(&a)?;
+        let b = store.resolve_node(&b)?;
+        let thread_a = store.load_thread(a)?;
+        let thread_b = store.load_thread(b)?;
+        let (nodes_a, nodes_b) = (thread_a.nodes(), thread_b.nodes());
+        // Ids hash the whole ancestry: equal at a depth means equal below it.
+        let common = nodes_a
+            .iter()
+            .zip(&nodes_b)
+            .take_while(|(x, y)| x.id() == y.id())
+            .count();
+        let shared = nodes_a[..common]
+            .iter()
+            .enumerate()
+            .map(|(depth, node)| NodeSummary {
+                id: node.id(),
+                depth: depth as u64,
+                role: node.message().role,
+                preview: preview(node.message(), 120),
+            })
+            .collect();
+        let side = |head: NodeId, nodes: &[&skein::core::Node]| -> skein::store::Result<Side> {
+            let after = &nodes[common..];
+            let shown = &after[..after.len().min(limit)];
+            let mut listed = Vec::with_capacity(shown.len());
+            for (offset, node) in shown.iter().enumerate() {
+                listed.push(CompareNode {
+                    id: node.id(),
+                    depth: (common + offset) as u64,
+                    role: node.message().role,
+                    parts: node.message().parts.iter().map(PartView::from).collect(),
+                    runs: store
+                        .runs_producing(node.id())?
+                        .iter()
+                        .map(RunSummary::from)
+                        .collect(),
+                });
+            }
+            Ok(Side {
+                head,
+                heads: store
+                    .conversations_at(head)?
+                    .iter()
+                    .map(ConversationView::from)
+                    .collect(),
+                nodes: listed,
+                omitted: after.len() - shown.len(),
+            })
+        };
+        Ok(Comparison {
+            ancestor: common.checked_sub(1).map(|last| nodes_a[last].id()),
+            shared,
+            a: side(a, &nodes_a)?,
+            b: side(b, &nodes_b)?,
+        })
+    })
+    .await?;
+    Ok(Json(comparison))
+}
+
+/// Any other `/api/…` path.
+pub async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such API route: the routes are /api/info, /api/conversations, \
+         /api/conversations/{id}, /api/conversations/{id}/family, /api/nodes/{id}, \
+         /api/nodes/{id}/parts/{index}, /api/runs/{id} and /api/compare?a=NODE&b=NODE",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::extension;
+
+    #[test]
+    fn download_names_take_a_plain_subtype_or_bin() {
+        assert_eq!(extension("image/png"), "png");
+        assert_eq!(extension("image/svg+xml"), "xml");
+        assert_eq!(extension("text/plain; charset=utf-8"), "plain");
+        assert_eq!(extension("application/x-evil\"name"), "bin");
+        assert_eq!(extension("nonsense"), "bin");
+    }
+}

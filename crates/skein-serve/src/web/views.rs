@@ -1,0 +1,399 @@
+/*!
+The JSON the web view's API returns: one serde struct per shape, built from
+the store's records. These are the API's contract with the page (and with
+anyone scripting against `/api`), so they are spelled out here instead of
+serialising store records as they happen to be.
+*/
+
+use serde::Serialize;
+use skein::core::{Part, Role, ToolSpec};
+use skein::store::{Conversation, ConversationId, Origin, Relation, RunRecord, RunStatus};
+use skein::{Message, NodeId};
+
+/// `GET /api/info`.
+#[derive(Debug, Serialize)]
+pub struct Info {
+    pub version: &'static str,
+    pub database: String,
+}
+
+/// `GET /api/conversations`.
+#[derive(Debug, Serialize)]
+pub struct ConversationList {
+    /// Most recently updated first.
+    pub conversations: Vec<ConversationView>,
+    pub limit: usize,
+    /// More conversations exist than `limit`.
+    pub truncated: bool,
+}
+
+/// A conversation bookmark.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConversationView {
+    pub id: ConversationId,
+    /// The 12-digit prefix the CLI prints.
+    pub short: String,
+    pub name: Option<String>,
+    pub head: Option<NodeId>,
+    /// Messages in its thread.
+    pub len: u64,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub origin: Option<Origin>,
+    /// The model it was last used with, from its settings.
+    pub model: Option<String>,
+    /// One line of its last message (only in listings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+}
+
+impl From<&Conversation> for ConversationView {
+    fn from(conversation: &Conversation) -> ConversationView {
+        ConversationView {
+            id: conversation.id.clone(),
+            short: conversation.id.short().to_string(),
+            name: conversation.name.clone(),
+            head: conversation.head,
+            len: conversation.len,
+            created_ms: conversation.created_ms,
+            updated_ms: conversation.updated_ms,
+            origin: conversation.origin.clone(),
+            model: conversation
+                .meta
+                .get("model")
+                .and_then(|model| model.as_str())
+                .map(str::to_string),
+            preview: None,
+        }
+    }
+}
+
+/// `GET /api/conversations/{id}/family`: the node graph of a conversation
+/// family, cut into branches.
+#[derive(Debug, Serialize)]
+pub struct Family {
+    /// The conversation the family was asked for.
+    pub focus: ConversationId,
+    /// The first node of each tree (several when a member's history does
+    /// not share the first message, as a rerun that removed part of it).
+    pub roots: Vec<NodeId>,
+    /// Every node shown, parents before children.
+    pub nodes: Vec<FamilyNode>,
+    pub conversations: Vec<ConversationView>,
+    /// The root branch first, then each branch after the branch it leaves.
+    pub branches: Vec<Branch>,
+    pub limit: usize,
+    /// The graph has more nodes than `limit`; the deepest are not shown.
+    pub truncated: bool,
+}
+
+/// A node in a family tree, without its full content.
+#[derive(Debug, Serialize)]
+pub struct FamilyNode {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u64,
+    pub role: Role,
+    pub preview: String,
+    /// The id of the branch the node lies on.
+    pub branch: String,
+    /// Conversations whose head is this node.
+    pub heads: Vec<ConversationId>,
+}
+
+/// What a branch is, relative to the branch it leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BranchKind {
+    /// The family's first line, from a root node.
+    Root,
+    /// A conversation forked from a node of the branch it leaves.
+    Fork,
+    /// A line that reached the shared nodes without being forked from them:
+    /// a conversation started independently with the same first messages,
+    /// or a turn no conversation points at.
+    Continuation,
+    /// A rerun's request without its ablated parts, and its answers.
+    Rerun,
+}
+
+/// A run of nodes from a branch point (or a root) to the last node before
+/// the line ends or splits in a way that belongs to another branch.
+#[derive(Debug, Serialize)]
+pub struct Branch {
+    /// The full id of its first node: stable across requests.
+    pub id: String,
+    pub kind: BranchKind,
+    pub label: String,
+    /// The branch it leaves (`None` for a root branch).
+    pub parent: Option<String>,
+    /// The node it leaves from (`None` for a root branch).
+    pub from: Option<NodeId>,
+    /// Its nodes, in order.
+    pub nodes: Vec<NodeId>,
+    /// The conversation the branch belongs to (the oldest one whose head
+    /// lies on it or beyond it), if any.
+    pub conversation: Option<ConversationId>,
+    /// The rerun it shows, when `kind` is `rerun`.
+    pub rerun: Option<RerunView>,
+}
+
+/// A rerun shown as a branch: what it removed and what it concluded.
+#[derive(Clone, Debug, Serialize)]
+pub struct RerunView {
+    pub id: String,
+    /// The source ids removed from the recorded request.
+    pub ablation: Vec<String>,
+    /// `confirmed`, `not-confirmed` or `inconclusive`; only with a baseline.
+    pub verdict: Option<String>,
+}
+
+/// `GET /api/nodes/{id}`: one node in full.
+#[derive(Debug, Serialize)]
+pub struct NodeDetail {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u64,
+    pub role: Role,
+    pub parts: Vec<PartView>,
+    pub children: Vec<NodeId>,
+    /// Conversations whose head is this node.
+    pub heads: Vec<ConversationView>,
+    /// The runs that produced the node, oldest first.
+    pub runs: Vec<RunView>,
+}
+
+/// One part of a message, as shown. Attachments carry their size, not their
+/// bytes (`GET /api/nodes/{id}/parts/{index}` downloads them).
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PartView {
+    Text {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        /// Exactly as the model wrote them; may not even be valid JSON.
+        arguments: String,
+    },
+    ToolResult {
+        call_id: String,
+        content: String,
+        is_error: bool,
+    },
+    Attachment {
+        media_type: String,
+        size: usize,
+    },
+    /// A part kind this build does not know how to show.
+    Unknown {
+        kind: String,
+    },
+}
+
+impl From<&Part> for PartView {
+    fn from(part: &Part) -> PartView {
+        match part {
+            Part::Text { text } => PartView::Text { text: text.clone() },
+            Part::ToolCall(call) => PartView::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            },
+            Part::ToolResult(result) => PartView::ToolResult {
+                call_id: result.call_id.clone(),
+                content: result.content.clone(),
+                is_error: result.is_error,
+            },
+            Part::Attachment(attachment) => PartView::Attachment {
+                media_type: attachment.media_type.clone(),
+                size: attachment.data.len(),
+            },
+            other => PartView::Unknown {
+                kind: other.kind_name().to_string(),
+            },
+        }
+    }
+}
+
+pub fn parts_of(message: &Message) -> Vec<PartView> {
+    message.parts.iter().map(PartView::from).collect()
+}
+
+/// A run record, as shown.
+#[derive(Debug, Serialize)]
+pub struct RunView {
+    pub id: String,
+    pub conversation: Option<ConversationId>,
+    /// The message the model answered.
+    pub input_head: Option<NodeId>,
+    /// The node it produced (`None` when it failed).
+    pub output_head: Option<NodeId>,
+    pub model: String,
+    pub provider: String,
+    pub profile: Option<String>,
+    pub backend: Option<String>,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub usage: UsageView,
+    pub started_ms: i64,
+    pub finished_ms: Option<i64>,
+    pub duration_ms: Option<i64>,
+    /// The tools offered on this call, exactly.
+    pub tools: Vec<ToolSpec>,
+    /// Cache hints and source tags on the request's parts.
+    pub annotations: Vec<AnnotationView>,
+    /// Sampling options sent with the call (temperature, seed...).
+    pub options: serde_json::Value,
+    pub relations: Vec<Relation>,
+}
+
+/// Token counts; `None` where the backend did not report a figure.
+#[derive(Debug, Serialize)]
+pub struct UsageView {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    /// False when some attempt of the run did not report its usage.
+    pub complete: bool,
+}
+
+/// The annotations of one part of a run's request.
+#[derive(Debug, Serialize)]
+pub struct AnnotationView {
+    pub node: NodeId,
+    pub part: u32,
+    /// Each as `cache_hint: ephemeral` or `source: NAME`.
+    pub annotations: Vec<String>,
+}
+
+impl From<&RunRecord> for RunView {
+    fn from(run: &RunRecord) -> RunView {
+        RunView {
+            id: run.id.to_string(),
+            conversation: run.conversation.clone(),
+            input_head: run.input_head,
+            output_head: run.output_head,
+            model: run.model.clone(),
+            provider: run.provider.clone(),
+            profile: run.profile.clone(),
+            backend: run.backend.clone(),
+            status: run.status,
+            error: run.error.clone(),
+            usage: UsageView {
+                input_tokens: run.usage.input_tokens,
+                output_tokens: run.usage.output_tokens,
+                cache_read_tokens: run.usage.cache_read_tokens,
+                cache_write_tokens: run.usage.cache_write_tokens,
+                complete: run.usage_complete,
+            },
+            started_ms: run.started_ms,
+            finished_ms: run.finished_ms,
+            duration_ms: run.finished_ms.map(|end| end - run.started_ms),
+            tools: run.tools.clone(),
+            annotations: run
+                .annotations
+                .iter()
+                .map(|(at, list)| AnnotationView {
+                    node: at.node,
+                    part: at.part,
+                    annotations: list.iter().map(describe_annotation).collect(),
+                })
+                .collect(),
+            options: serde_json::to_value(&run.options).unwrap_or(serde_json::Value::Null),
+            relations: run.relations.clone(),
+        }
+    }
+}
+
+/// `cache_hint: ephemeral`, `source: facts`: the annotation's serde form
+/// flattened to one line, so kinds added later still show.
+fn describe_annotation(annotation: &skein::core::Annotation) -> String {
+    match serde_json::to_value(annotation) {
+        Ok(serde_json::Value::Object(map)) => map
+            .iter()
+            .map(|(kind, value)| match value {
+                serde_json::Value::String(text) => format!("{kind}: {text}"),
+                other => format!("{kind}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Ok(serde_json::Value::String(kind)) => kind,
+        Ok(other) => other.to_string(),
+        Err(_) => "(unreadable annotation)".to_string(),
+    }
+}
+
+/// `GET /api/compare?a=NODE&b=NODE`: two branches from their common
+/// ancestor.
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    /// The last node both threads share; `None` when they share nothing.
+    pub ancestor: Option<NodeId>,
+    /// The shared history, root first, ending at `ancestor`.
+    pub shared: Vec<NodeSummary>,
+    pub a: Side,
+    pub b: Side,
+}
+
+/// One side of a comparison: the nodes after the common ancestor.
+#[derive(Debug, Serialize)]
+pub struct Side {
+    pub head: NodeId,
+    /// Conversations whose head is `head`.
+    pub heads: Vec<ConversationView>,
+    pub nodes: Vec<CompareNode>,
+    /// Nodes after the ancestor that are not listed (beyond the limit).
+    pub omitted: usize,
+}
+
+/// A node's id, role and preview.
+#[derive(Debug, Serialize)]
+pub struct NodeSummary {
+    pub id: NodeId,
+    pub depth: u64,
+    pub role: Role,
+    pub preview: String,
+}
+
+/// A node in a comparison: its parts and a summary of the runs behind it.
+#[derive(Debug, Serialize)]
+pub struct CompareNode {
+    pub id: NodeId,
+    pub depth: u64,
+    pub role: Role,
+    pub parts: Vec<PartView>,
+    pub runs: Vec<RunSummary>,
+}
+
+/// What a comparison shows of a run.
+#[derive(Debug, Serialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub model: String,
+    pub status: RunStatus,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub duration_ms: Option<i64>,
+}
+
+impl From<&RunRecord> for RunSummary {
+    fn from(run: &RunRecord) -> RunSummary {
+        RunSummary {
+            id: run.id.to_string(),
+            model: run.model.clone(),
+            status: run.status,
+            input_tokens: run.usage.input_tokens,
+            output_tokens: run.usage.output_tokens,
+            duration_ms: run.finished_ms.map(|end| end - run.started_ms),
+        }
+    }
+}
+
+/// The body of every error response.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub error: String,
+}

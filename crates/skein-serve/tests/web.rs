@@ -1,0 +1,705 @@
+//! The web view's JSON API and embedded page, served for real on a free
+//! loopback port, against temporary databases filled through the library
+//! (the echo model, conversations with a store, forks of responses) and,
+//! for parts the echo model never writes, through the store directly.
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use skein::core::{Annotation, Attachment, Part, ToolCall, ToolResult, ToolSpec};
+use skein::store::{ConversationId, NewConversation, Origin, Relation, RunRecord, RunStatus};
+use skein::{Message, Model, Store, Thread};
+use skein_serve::{DEFAULT_BODY_LIMIT, ServeConfig};
+use std::net::SocketAddr;
+
+/// A running server over a temporary database.
+struct Server {
+    base: String,
+    store: Store,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Server {
+    async fn start() -> Server {
+        Server::start_with(None).await
+    }
+
+    async fn start_with(token: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("skein.db")).unwrap();
+        let config = ServeConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            token: token.map(str::to_string),
+            store: store.clone(),
+            proxy: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+        };
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            skein_serve::serve(
+                config,
+                move |bound| {
+                    let _ = bound_tx.send(bound);
+                },
+                async move {
+                    let _ = stop_rx.await;
+                },
+            )
+            .await
+            .unwrap();
+        });
+        let bound = bound_rx.await.unwrap();
+        skein::providers::http::install_crypto_provider();
+        Server {
+            base: format!("http://{bound}"),
+            store,
+            client: reqwest::Client::builder().no_proxy().build().unwrap(),
+            _dir: dir,
+            _stop: stop_tx,
+        }
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET a JSON route that must succeed.
+    async fn json(&self, path: &str) -> Value {
+        let response = self.get(path).await;
+        let status = response.status();
+        let body = response.text().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// GET a JSON route that must fail with `status`; returns its message.
+    async fn error(&self, path: &str, status: StatusCode) -> String {
+        let response = self.get(path).await;
+        assert_eq!(response.status(), status, "GET {path}");
+        let body: Value = response.json().await.unwrap();
+        body["error"].as_str().unwrap().to_string()
+    }
+}
+
+/// main: q1 → a1 → q2 → a2; what-if forked at a1: q3 → a3.
+struct Story {
+    main: String,
+    fork: String,
+    a1: String,
+    a2: String,
+    a3: String,
+}
+
+async fn story(store: &Store) -> Story {
+    let model = Model::open("echo").unwrap();
+    let main = model.conversation().name("main").store(store).build();
+    let first = main.prompt("Name a river.").send().await.unwrap();
+    let second = main.prompt("Name another.").send().await.unwrap();
+    let branch = first
+        .fork()
+        .name("what-if")
+        .prompt("Name a lake.")
+        .send()
+        .await
+        .unwrap();
+    Story {
+        main: main.id().to_string(),
+        fork: branch.conversation().id().to_string(),
+        a1: first.head().to_hex(),
+        a2: second.head().to_hex(),
+        a3: branch.head().to_hex(),
+    }
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_are_listed_newest_first_with_heads_lengths_and_origins() {
+    let server = Server::start().await;
+    let empty = server.json("/api/conversations").await;
+    assert_eq!(empty["conversations"], Value::Array(vec![]));
+    let story = story(&server.store).await;
+
+    let list = server.json("/api/conversations").await;
+    let conversations = list["conversations"].as_array().unwrap();
+    assert_eq!(conversations.len(), 2);
+    assert_eq!(list["truncated"], false);
+    let fork = &conversations[0];
+    assert_eq!(fork["id"], story.fork.as_str());
+    assert_eq!(fork["name"], "what-if");
+    assert_eq!(fork["short"], &story.fork[..12]);
+    assert_eq!(fork["head"], story.a3.as_str());
+    assert_eq!(fork["len"], 4);
+    assert_eq!(fork["origin"]["node"], story.a1.as_str());
+    assert_eq!(fork["origin"]["conversation"], story.main.as_str());
+    assert_eq!(fork["model"], "echo");
+    assert!(fork["preview"].as_str().unwrap().contains("Name a lake."));
+    let main = &conversations[1];
+    assert_eq!(main["id"], story.main.as_str());
+    assert_eq!(main["len"], 4);
+    assert_eq!(main["origin"], Value::Null);
+    assert!(main["updated_ms"].as_i64().unwrap() >= main["created_ms"].as_i64().unwrap());
+
+    let one = server.json("/api/conversations?limit=1").await;
+    assert_eq!(one["conversations"].as_array().unwrap().len(), 1);
+    assert_eq!(one["truncated"], true);
+
+    let by_prefix = server
+        .json(&format!("/api/conversations/{}", &story.fork[..6]))
+        .await;
+    assert_eq!(by_prefix["id"], story.fork.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_family_is_the_main_line_with_its_forks_as_branches_and_every_head_marked() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    assert_eq!(family["focus"], story.main.as_str());
+    assert_eq!(family["truncated"], false);
+    assert_eq!(family["nodes"].as_array().unwrap().len(), 6);
+    assert_eq!(family["roots"].as_array().unwrap().len(), 1);
+    let members: Vec<&str> = family["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, [story.main.as_str(), story.fork.as_str()]);
+
+    let branches = family["branches"].as_array().unwrap();
+    assert_eq!(branches.len(), 2, "{branches:#?}");
+    let (trunk, fork) = (&branches[0], &branches[1]);
+    assert_eq!(trunk["kind"], "root");
+    assert_eq!(trunk["label"], "main");
+    assert_eq!(trunk["conversation"], story.main.as_str());
+    assert_eq!(trunk["nodes"].as_array().unwrap().len(), 4);
+    assert_eq!(strings(&trunk["nodes"])[3], story.a2);
+    assert_eq!(fork["kind"], "fork");
+    assert_eq!(fork["label"], "what-if");
+    assert_eq!(fork["from"], story.a1.as_str());
+    assert_eq!(fork["parent"], trunk["id"]);
+    assert_eq!(fork["conversation"], story.fork.as_str());
+    assert_eq!(strings(&fork["nodes"]).last().unwrap(), &story.a3);
+    assert_eq!(fork["rerun"], Value::Null);
+
+    let node = |id: &str| {
+        family["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(strings(&node(&story.a2)["heads"]), vec![story.main.clone()]);
+    assert_eq!(strings(&node(&story.a3)["heads"]), vec![story.fork.clone()]);
+    assert_eq!(node(&story.a1)["heads"], Value::Array(vec![]));
+    assert_eq!(node(&story.a3)["branch"], fork["id"]);
+    assert_eq!(node(&story.a1)["role"], "assistant");
+    assert!(
+        node(&story.a3)["preview"]
+            .as_str()
+            .unwrap()
+            .contains("Name a lake.")
+    );
+
+    // The fork's family is the same graph, cut the same way.
+    let from_fork = server
+        .json(&format!("/api/conversations/{}/family", &story.fork[..8]))
+        .await;
+    assert_eq!(from_fork["focus"], story.fork.as_str());
+    assert_eq!(from_fork["branches"], family["branches"]);
+
+    // A limit cuts the subtree but never the focus's own history.
+    let cut = server
+        .json(&format!("/api/conversations/{}/family?limit=2", story.fork))
+        .await;
+    assert_eq!(cut["truncated"], true);
+    let ids: Vec<&str> = cut["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&story.a3.as_str()), "{ids:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_join_the_family() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    // `skein fork NODE` at a mid-thread node: the origin names no conversation.
+    let model = Model::open("echo").unwrap();
+    let fork = skein::Conversation::fork_at(&server.store, &story.a1, &model)
+        .await
+        .unwrap()
+        .name("bare")
+        .prompt("Name a sea.")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fork.conversation().origin().unwrap().conversation, None);
+    // The same first question asked afresh: shared nodes, no fork record.
+    let again = model
+        .conversation()
+        .name("again")
+        .store(&server.store)
+        .build();
+    again.prompt("Name a river.").send().await.unwrap();
+    again.prompt("Name a mountain.").send().await.unwrap();
+
+    // A conversation forked from a rerun's answer (issue 7 records these).
+    let rerun_fork = server
+        .store
+        .create_conversation(NewConversation {
+            name: Some("counterfactual".into()),
+            head: Some(story.a2.parse().unwrap()),
+            origin: Some(Origin {
+                node: Some(story.a2.parse().unwrap()),
+                conversation: Some(ConversationId(story.main.clone())),
+                rerun: Some("0123abcd".into()),
+            }),
+            ..NewConversation::default()
+        })
+        .unwrap();
+    skein::Conversation::load(&server.store, rerun_fork.id.as_str(), &model)
+        .await
+        .unwrap()
+        .prompt("And without the source?")
+        .send()
+        .await
+        .unwrap();
+
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let kinds: Vec<(String, String)> = family["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["label"].as_str().unwrap().to_string(),
+                b["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expect = |label: &str, kind: &str| {
+        assert!(
+            kinds.contains(&(label.to_string(), kind.to_string())),
+            "{label} as {kind} in {kinds:?}"
+        )
+    };
+    expect("main", "root");
+    expect("what-if", "fork");
+    expect("bare", "fork");
+    expect("again", "continuation");
+    expect("counterfactual", "rerun");
+    let rerun = family["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "rerun")
+        .unwrap();
+    assert_eq!(rerun["rerun"]["id"], "0123abcd");
+    assert_eq!(rerun["from"], story.a2.as_str());
+    assert_eq!(family["conversations"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_shows_its_parts_and_the_runs_that_produced_it() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+
+    let answer = server
+        .json(&format!("/api/nodes/{}", &story.a1[..10]))
+        .await;
+    assert_eq!(answer["id"], story.a1.as_str());
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["depth"], 1);
+    assert_eq!(answer["parts"][0]["type"], "text");
+    assert!(
+        answer["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Name a river.")
+    );
+    assert_eq!(answer["children"].as_array().unwrap().len(), 2);
+    assert_eq!(answer["heads"], Value::Array(vec![]));
+    let run = &answer["runs"][0];
+    assert_eq!(answer["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(run["model"], "echo");
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["conversation"], story.main.as_str());
+    assert_eq!(run["output_head"], story.a1.as_str());
+    assert!(run["usage"]["input_tokens"].as_u64().is_some());
+    assert_eq!(run["usage"]["complete"], true);
+    assert!(run["duration_ms"].as_i64().unwrap() >= 0);
+    assert_eq!(run["tools"], Value::Array(vec![]));
+    let by_id = server
+        .json(&format!("/api/runs/{}", run["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(by_id["output_head"], story.a1.as_str());
+
+    let head = server.json(&format!("/api/nodes/{}", story.a3)).await;
+    assert_eq!(head["heads"][0]["id"], story.fork.as_str());
+    let question = server
+        .json(&format!(
+            "/api/nodes/{}",
+            answer["parent"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(question["role"], "user");
+    assert_eq!(question["runs"], Value::Array(vec![]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_part_kind_and_run_detail_is_shown_as_stored() {
+    let server = Server::start().await;
+    let store = &server.store;
+    let arguments = "{ \"city\" :\"Lisbon\" }"; // raw, not re-serialised
+    let thread = Thread::new()
+        .push(Message::new(
+            skein::Role::User,
+            vec![
+                Part::text("<b>bold</b> & what's the weather?"),
+                Part::Attachment(Attachment {
+                    media_type: "image/png".into(),
+                    data: vec![0x89, b'P', b'N', b'G', 0, 1, 2, 3],
+                }),
+            ],
+        ))
+        .push(Message::new(
+            skein::Role::Assistant,
+            vec![Part::ToolCall(ToolCall {
+                id: "call-1".into(),
+                name: "weather".into(),
+                arguments: arguments.into(),
+            })],
+        ));
+    let call = thread.head_id().unwrap();
+    let thread = thread.push(Message::tool_results([ToolResult {
+        call_id: "call-1".into(),
+        content: "no such city".into(),
+        is_error: true,
+    }]));
+    store.append(&thread).unwrap();
+    let user = thread.nodes()[0].id();
+    let result = thread.head_id().unwrap();
+    store
+        .create_conversation(NewConversation {
+            name: Some("tools".into()),
+            head: Some(result),
+            ..NewConversation::default()
+        })
+        .unwrap();
+    let mut run = RunRecord::new("scripted:weather", "scripted");
+    run.input_head = Some(user);
+    run.output_head = Some(call);
+    run.finished_ms = Some(run.started_ms + 1234);
+    run.usage.input_tokens = Some(40);
+    run.usage.output_tokens = Some(7);
+    run.usage_complete = false;
+    run.tools = vec![ToolSpec::new(
+        "weather",
+        "The weather in a city",
+        serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    )];
+    run.annotations
+        .add(user, 0, Annotation::Source("question".into()));
+    run.relations = vec![Relation {
+        kind: "chain".into(),
+        target: "chain-7".into(),
+    }];
+    store.record_run(&run).unwrap();
+    let mut failed = RunRecord::new("scripted:weather", "scripted");
+    failed.input_head = Some(user);
+    failed.output_head = Some(call);
+    failed.status = RunStatus::Failed;
+    failed.error = Some("the model said no".into());
+    store.record_run(&failed).unwrap();
+
+    let node = server.json(&format!("/api/nodes/{}", user.to_hex())).await;
+    assert_eq!(
+        node["parts"][0]["text"],
+        "<b>bold</b> & what's the weather?"
+    );
+    assert_eq!(
+        node["parts"][1],
+        serde_json::json!({"type": "attachment", "media_type": "image/png", "size": 8})
+    );
+    let node = server.json(&format!("/api/nodes/{}", call.to_hex())).await;
+    assert_eq!(
+        node["parts"][0],
+        serde_json::json!({"type": "tool_call", "id": "call-1", "name": "weather", "arguments": arguments})
+    );
+    let runs = node["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    let run = runs.iter().find(|r| r["status"] == "succeeded").unwrap();
+    assert_eq!(run["duration_ms"], 1234);
+    assert_eq!(run["usage"]["input_tokens"], 40);
+    assert_eq!(run["usage"]["cache_read_tokens"], Value::Null);
+    assert_eq!(run["usage"]["complete"], false);
+    assert_eq!(run["tools"][0]["name"], "weather");
+    assert_eq!(run["tools"][0]["input_schema"]["type"], "object");
+    assert_eq!(run["annotations"][0]["node"], user.to_hex());
+    assert_eq!(run["annotations"][0]["part"], 0);
+    assert_eq!(run["annotations"][0]["annotations"][0], "source: question");
+    assert_eq!(run["relations"][0]["kind"], "chain");
+    let failed = runs.iter().find(|r| r["status"] == "failed").unwrap();
+    assert_eq!(failed["error"], "the model said no");
+    let node = server
+        .json(&format!("/api/nodes/{}", result.to_hex()))
+        .await;
+    assert_eq!(
+        node["parts"][0],
+        serde_json::json!({"type": "tool_result", "call_id": "call-1", "content": "no such city", "is_error": true})
+    );
+
+    // The attachment downloads as bytes, never rendered in this origin.
+    let response = server
+        .get(&format!("/api/nodes/{}/parts/1", user.to_hex()))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "application/octet-stream");
+    assert_eq!(headers["content-security-policy"], "sandbox");
+    assert!(
+        headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment;")
+    );
+    assert_eq!(
+        response.bytes().await.unwrap().as_ref(),
+        &[0x89, b'P', b'N', b'G', 0, 1, 2, 3]
+    );
+    let message = server
+        .error(
+            &format!("/api/nodes/{}/parts/0", user.to_hex()),
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(message.contains("no attachment at part 0"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_branches_compare_from_their_common_ancestor() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+
+    let cmp = server
+        .json(&format!(
+            "/api/compare?a={}&b={}",
+            story.a2,
+            &story.a3[..12]
+        ))
+        .await;
+    assert_eq!(cmp["ancestor"], story.a1.as_str());
+    assert_eq!(cmp["shared"].as_array().unwrap().len(), 2);
+    assert_eq!(cmp["shared"][1]["id"], story.a1.as_str());
+    let a = cmp["a"]["nodes"].as_array().unwrap();
+    let b = cmp["b"]["nodes"].as_array().unwrap();
+    assert_eq!((a.len(), b.len()), (2, 2));
+    assert_eq!(a[0]["parts"][0]["text"], "Name another.");
+    assert_eq!(b[0]["parts"][0]["text"], "Name a lake.");
+    assert_eq!(a[1]["id"], story.a2.as_str());
+    assert_eq!(a[1]["runs"][0]["model"], "echo");
+    assert_eq!(cmp["a"]["heads"][0]["id"], story.main.as_str());
+    assert_eq!(cmp["b"]["heads"][0]["name"], "what-if");
+    assert_eq!(cmp["a"]["omitted"], 0);
+
+    // One thread containing the other: nothing after the ancestor on one side.
+    let nested = server
+        .json(&format!("/api/compare?a={}&b={}", story.a1, story.a2))
+        .await;
+    assert_eq!(nested["ancestor"], story.a1.as_str());
+    assert_eq!(nested["a"]["nodes"], Value::Array(vec![]));
+    assert_eq!(nested["b"]["nodes"].as_array().unwrap().len(), 2);
+
+    let limited = server
+        .json(&format!(
+            "/api/compare?a={}&b={}&limit=1",
+            story.a2, story.a3
+        ))
+        .await;
+    assert_eq!(limited["a"]["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(limited["a"]["omitted"], 1);
+
+    let message = server
+        .error(
+            &format!("/api/compare?a={}", story.a2),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(message.contains("a=NODE&b=NODE"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_ids_and_routes_are_clear_json_errors_and_only_get_is_served() {
+    let server = Server::start().await;
+    story(&server.store).await;
+
+    let message = server
+        .error("/api/nodes/abcdef0123", StatusCode::NOT_FOUND)
+        .await;
+    assert_eq!(message, "no node starts with `abcdef0123`");
+    let message = server
+        .error("/api/conversations/0000ffff/family", StatusCode::NOT_FOUND)
+        .await;
+    assert_eq!(message, "no conversation starts with `0000ffff`");
+    let message = server.error("/api/runs/beef", StatusCode::NOT_FOUND).await;
+    assert!(message.contains("no run starts with"), "{message}");
+    let message = server
+        .error("/api/nodes/not-hex", StatusCode::BAD_REQUEST)
+        .await;
+    assert!(message.contains("ids are hexadecimal"), "{message}");
+    let message = server.error("/api/nope", StatusCode::NOT_FOUND).await;
+    assert!(message.contains("/api/conversations"), "{message}");
+    let message = server
+        .error("/api/conversations?limit=many", StatusCode::BAD_REQUEST)
+        .await;
+    assert!(message.contains("limit"), "{message}");
+
+    for path in ["/", "/api/conversations"] {
+        let response = server
+            .client
+            .post(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST {path}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_assets_are_embedded_behind_a_strict_content_policy() {
+    let server = Server::start().await;
+
+    let page = server.get("/").await;
+    assert_eq!(page.status(), StatusCode::OK);
+    let headers = page.headers().clone();
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("default-src 'none'"), "{policy}");
+    assert!(policy.contains("script-src 'self'"), "{policy}");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/assets/app.js"));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "no remote resources"
+    );
+
+    for (path, kind) in [
+        ("/assets/app.js", "text/javascript"),
+        ("/assets/style.css", "text/css"),
+        ("/assets/icon.svg", "image/svg+xml"),
+    ] {
+        let response = server.get(path).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with(kind)
+        );
+        let etag = response.headers()["etag"].clone();
+        let again = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .header("if-none-match", etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+    }
+    let script = server.get("/assets/app.js").await.text().await.unwrap();
+    assert!(
+        !script.contains("innerHTML"),
+        "the page never parses data as markup"
+    );
+    assert_eq!(
+        server.get("/assets/nope.js").await.status(),
+        StatusCode::NOT_FOUND
+    );
+
+    let info = server.json("/api/info").await;
+    assert!(info["database"].as_str().unwrap().ends_with("skein.db"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_only_requests_addressed_to_this_machine_are_answered() {
+    let server = Server::start().await;
+    let forged = server
+        .client
+        .get(format!("{}/api/conversations", server.base))
+        .header("host", "rebound.example:8765")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    let message = forged.text().await.unwrap();
+    assert!(message.contains("rebound.example"), "{message}");
+    let by_name = server
+        .client
+        .get(format!("{}/api/conversations", server.base))
+        .header("host", "localhost:8765")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_name.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_the_page_opened_with_it_can_call_the_api() {
+    let server = Server::start_with(Some("s3cret")).await;
+    assert_eq!(server.get("/").await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        server.get("/api/conversations").await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // The page's address carries the token once; the cookie carries it on.
+    let page = server.get("/?token=s3cret").await;
+    assert_eq!(page.status(), StatusCode::OK);
+    let cookie = page.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap();
+    let api = server
+        .client
+        .get(format!("{}/api/conversations", server.base))
+        .header("cookie", pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), StatusCode::OK);
+    let bearer = server
+        .client
+        .get(format!("{}/api/info", server.base))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), StatusCode::OK);
+}
