@@ -1,0 +1,306 @@
+/*!
+The node graph on PostgreSQL: appending threads, loading them back, and
+walking children and subtrees.
+
+An append finds the newest node the database already holds by probing the
+thread's nearest ancestors in batches (8, then 64, then 512, ... ids per
+query, each stopping at a node already marked as stored here), then writes
+all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`,
+so a writer racing on the same nodes neither fails nor duplicates them. A
+thread loads in one recursive query; a thread with parts over the blob
+threshold fetches all its blobs in one more.
+*/
+
+use super::PgStore;
+use crate::codec::{self, BLOB_THRESHOLD, node_id};
+use crate::error::{Result, StoreError};
+use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
+use deadpool_postgres::GenericClient;
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, Node, NodeId, StoreKey, Thread};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Ancestors checked by the first existence probe; each later probe checks
+/// eight times more, so a stateless client resending a deep history costs a
+/// few round trips, and a normal turn exactly one.
+const FIRST_PROBE: usize = 8;
+
+const LOAD_THREAD: &str = "WITH RECURSIVE chain(id, parent) AS (
+         SELECT id, parent FROM nodes WHERE id = $1
+         UNION ALL
+         SELECT n.id, n.parent FROM nodes n JOIN chain c ON n.id = c.parent
+     )
+     SELECT n.id, n.body FROM chain JOIN nodes n ON n.id = chain.id ORDER BY n.depth";
+
+impl PgStore {
+    pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
+        let key = self.key();
+        let (written, marks) = self.write(async |tx| append_nodes(tx, key, thread).await)?;
+        mark_all(&marks, key);
+        Ok(AppendReport {
+            written,
+            head: thread.head_id(),
+        })
+    }
+
+    pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
+        let (rows, blobs) = self.read(async |client| {
+            let statement = client.prepare_cached(LOAD_THREAD).await?;
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = client
+                .query(&statement, &[&head.as_bytes().as_slice()])
+                .await?
+                .into_iter()
+                .map(|row| (row.get(0), row.get(1)))
+                .collect();
+            let blobs = fetch_blobs(client, rows.iter().map(|(_, body)| body.as_slice())).await?;
+            Ok((rows, blobs))
+        })?;
+        let key = self.key();
+        let mut thread = Thread::new();
+        for (id, body) in rows {
+            let id = node_id(&id)?;
+            let message = decode(id, &body, &blobs)?;
+            thread = thread.push_with_id(id, Arc::new(message));
+            thread.head().expect("just pushed").mark_persisted_in(key);
+        }
+        if thread.head_id() != Some(head) {
+            return match thread.head_id() {
+                None => Err(StoreError::NodeNotFound(head)),
+                Some(_) => Err(StoreError::MalformedRow(format!(
+                    "the ancestry of node {} does not chain by depth",
+                    head.short()
+                ))),
+            };
+        }
+        Ok(thread)
+    }
+
+    pub fn node(&self, id: NodeId) -> Result<StoredNode> {
+        let (parent, depth, body, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
+                .await?;
+            let row = client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .ok_or(StoreError::NodeNotFound(id))?;
+            let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
+                (row.get(0), row.get(1), row.get(2));
+            let blobs = fetch_blobs(client, [body.as_slice()]).await?;
+            Ok((parent, depth, body, blobs))
+        })?;
+        Ok(StoredNode {
+            id,
+            parent: codec::optional_node_id(parent.as_deref())?,
+            depth: depth as u64,
+            message: decode(id, &body, &blobs)?,
+        })
+    }
+
+    pub fn contains(&self, id: NodeId) -> Result<bool> {
+        self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
+                .await?;
+            Ok(client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .is_some())
+        })
+    }
+
+    pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT id FROM nodes WHERE parent = $1 ORDER BY seq")
+                .await?;
+            Ok(client
+                .query(&statement, &[&id.as_bytes().as_slice()])
+                .await?)
+        })?;
+        rows.iter().map(|row| node_id(row.get(0))).collect()
+    }
+
+    pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        let (rows, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "WITH RECURSIVE sub(id) AS (
+                         SELECT id FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id FROM nodes n JOIN sub ON n.parent = sub.id
+                     )
+                     SELECT n.id, n.parent, n.depth, n.body
+                     FROM sub JOIN nodes n ON n.id = sub.id ORDER BY n.seq LIMIT $2",
+                )
+                .await?;
+            let rows = client
+                .query(&statement, &[&root.as_bytes().as_slice(), &(limit as i64)])
+                .await?;
+            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
+            Ok((rows, blobs))
+        })?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(3), &blobs)?;
+            entries.push(TreeEntry {
+                id,
+                parent: codec::optional_node_id(row.get(1))?,
+                depth: row.get::<_, i64>(2) as u64,
+                role: message.role,
+                preview: preview(&message, 60),
+            });
+        }
+        if entries.is_empty() {
+            return Err(StoreError::NodeNotFound(root));
+        }
+        Ok(entries)
+    }
+}
+
+/// Insert the nodes of `thread` the database lacks. Returns how many were
+/// written and every node now known to be stored (to mark after commit).
+pub(crate) async fn append_nodes<'t>(
+    tx: &impl GenericClient,
+    key: StoreKey,
+    thread: &'t Thread,
+) -> Result<(usize, Vec<&'t Node>)> {
+    let probe = tx
+        .prepare_cached("SELECT id FROM nodes WHERE id = ANY($1)")
+        .await?;
+    let mut missing: Vec<&Node> = Vec::new();
+    let mut marks: Vec<&Node> = Vec::new();
+    let mut ancestors = thread.ancestors();
+    let mut size = FIRST_PROBE;
+    'probing: loop {
+        let mut batch = Vec::with_capacity(size);
+        for node in ancestors.by_ref() {
+            batch.push(node);
+            if batch.len() == size || node.is_persisted_in(key) {
+                break;
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let ids: Vec<Vec<u8>> = batch.iter().map(|node| node.id().0.to_vec()).collect();
+        let present: HashSet<Vec<u8>> = tx
+            .query(&probe, &[&ids])
+            .await?
+            .into_iter()
+            .map(|row| row.get(0))
+            .collect();
+        for node in batch {
+            if present.contains(node.id().0.as_slice()) {
+                if !node.is_persisted_in(key) {
+                    marks.push(node);
+                }
+                break 'probing;
+            }
+            if node.is_persisted_in(key) {
+                return Err(StoreError::NodeNotFound(node.id()));
+            }
+            missing.push(node);
+        }
+        size *= 8;
+    }
+    missing.reverse();
+    let written = insert_nodes(
+        tx,
+        missing
+            .iter()
+            .map(|node| (node.id(), node.parent_id(), node.depth(), node.message())),
+    )
+    .await?;
+    marks.extend(missing);
+    Ok((written, marks))
+}
+
+/// Insert nodes (each after its parent) and their blobs, skipping any the
+/// database already holds. Returns the number of nodes written.
+pub(crate) async fn insert_nodes<'m>(
+    tx: &impl GenericClient,
+    nodes: impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'m Message)>,
+) -> Result<usize> {
+    let mut ids = Vec::new();
+    let mut parents = Vec::new();
+    let mut depths = Vec::new();
+    let mut roles = Vec::new();
+    let mut bodies = Vec::new();
+    let mut blob_digests = Vec::new();
+    let mut blob_bytes = Vec::new();
+    let mut seen = HashSet::new();
+    for (id, parent, depth, message) in nodes {
+        let encoded = encode_body(message, BLOB_THRESHOLD);
+        for (digest, bytes) in encoded.blobs {
+            if seen.insert(digest) {
+                blob_digests.push(digest.as_bytes().to_vec());
+                blob_bytes.push(bytes);
+            }
+        }
+        ids.push(id.0.to_vec());
+        parents.push(parent.map(|parent| parent.0.to_vec()));
+        depths.push(depth as i64);
+        roles.push(i16::from(message.role.code()));
+        bodies.push(encoded.bytes);
+    }
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    if !blob_digests.is_empty() {
+        let statement = tx
+            .prepare_cached(
+                "INSERT INTO blobs(digest, bytes)
+                 SELECT * FROM unnest($1::bytea[], $2::bytea[])
+                 ON CONFLICT DO NOTHING",
+            )
+            .await?;
+        tx.execute(&statement, &[&blob_digests, &blob_bytes])
+            .await?;
+    }
+    // ORDER BY keeps each parent's `seq` below its children's.
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO nodes(id, parent, depth, role, body)
+             SELECT id, parent, depth, role, body
+             FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[])
+                  WITH ORDINALITY AS t(id, parent, depth, role, body, position)
+             ORDER BY position
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .await?;
+    let written = tx
+        .execute(&statement, &[&ids, &parents, &depths, &roles, &bodies])
+        .await?;
+    Ok(written as usize)
+}
+
+/// Every blob the given bodies reference, in one query (none when no body
+/// references a blob).
+pub(crate) async fn fetch_blobs<'b>(
+    client: &impl GenericClient,
+    bodies: impl IntoIterator<Item = &'b [u8]>,
+) -> Result<HashMap<Digest, Vec<u8>>> {
+    let digests: HashSet<Digest> = bodies.into_iter().flat_map(codec::blob_refs).collect();
+    if digests.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let wanted: Vec<&[u8]> = digests.iter().map(|d| d.as_bytes().as_slice()).collect();
+    let statement = client
+        .prepare_cached("SELECT digest, bytes FROM blobs WHERE digest = ANY($1)")
+        .await?;
+    let mut blobs = HashMap::with_capacity(wanted.len());
+    for row in client.query(&statement, &[&wanted]).await? {
+        if let Ok(digest) = <[u8; 32]>::try_from(row.get::<_, &[u8]>(0)) {
+            blobs.insert(Digest(digest), row.get(1));
+        }
+    }
+    Ok(blobs)
+}
+
+/// Decode a stored body with its blobs already fetched.
+pub(crate) fn decode(id: NodeId, body: &[u8], blobs: &HashMap<Digest, Vec<u8>>) -> Result<Message> {
+    codec::decode_message(id, body, |digest| Ok(blobs.get(digest).cloned()))
+}

@@ -1,0 +1,69 @@
+/*!
+Throwaway schemas for tests and benchmarks: each gets a fresh, empty schema
+in the database a base URL names, and a URL that opens a store inside it
+(`options=-c search_path=...`). The schema is dropped with its handle, so a
+developer's own server is left as it was found.
+*/
+
+use super::bridge;
+use crate::error::{Result, StoreError};
+use crate::location::redact;
+use tokio_postgres::NoTls;
+
+/// A schema that exists until this handle is dropped.
+pub struct ScratchSchema {
+    base: String,
+    name: String,
+    url: String,
+}
+
+impl ScratchSchema {
+    /// Create a uniquely named empty schema in the database `base_url` names.
+    pub fn create(base_url: &str) -> Result<ScratchSchema> {
+        let name = format!("skein_test_{}", uuid::Uuid::new_v4().simple());
+        execute(base_url, &format!("CREATE SCHEMA {name}"))?;
+        let separator = if base_url.contains('?') { '&' } else { '?' };
+        let url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
+        Ok(ScratchSchema {
+            base: base_url.to_string(),
+            name,
+            url,
+        })
+    }
+
+    /// The URL a store opens to live in this schema.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for ScratchSchema {
+    fn drop(&mut self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        if let Err(error) = execute(&self.base, &sql) {
+            eprintln!("could not drop test schema {}: {error}", self.name);
+        }
+    }
+}
+
+/// Run `sql` on a connection of its own (not a store's pool).
+fn execute(url: &str, sql: &str) -> Result<()> {
+    bridge::block_on(|| async {
+        let (client, connection) =
+            tokio_postgres::connect(url, NoTls)
+                .await
+                .map_err(|error| StoreError::Unreachable {
+                    location: redact(url),
+                    reason: error.to_string(),
+                })?;
+        let driver = tokio::spawn(connection);
+        let result = client.batch_execute(sql).await;
+        drop(client);
+        let _ = driver.await;
+        Ok(result?)
+    })
+}
