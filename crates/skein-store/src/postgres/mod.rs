@@ -185,9 +185,7 @@ async fn checkout(pool: &Pool, location: &str) -> Result<Client> {
         // server cannot be used as the URL names it.
         PoolError::Backend(error) => StoreError::Unreachable {
             location: location.to_string(),
-            reason: error
-                .as_db_error()
-                .map_or_else(|| error.to_string(), |db| db.message().to_string()),
+            reason: describe(&error),
         },
         PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy {
             seconds: WAIT_TIMEOUT.as_secs(),
@@ -198,6 +196,25 @@ async fn checkout(pool: &Pool, location: &str) -> Result<Client> {
         },
         other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
     })
+}
+
+/// An error with its chain of causes ("error connecting to server:
+/// Connection refused"), since the client's own message stops at the first.
+pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return db.message().to_string();
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn is_retryable(error: &StoreError) -> bool {

@@ -58,7 +58,7 @@ fn execute(url: &str, sql: &str) -> Result<()> {
                 .await
                 .map_err(|error| StoreError::Unreachable {
                     location: redact(url),
-                    reason: error.to_string(),
+                    reason: super::describe(&error),
                 })?;
         let driver = tokio::spawn(connection);
         let result = client.batch_execute(sql).await;
