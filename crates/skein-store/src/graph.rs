@@ -10,7 +10,7 @@ only ever inserted after its parent, holding a node implies holding its whole
 ancestry, and `seq` order is a topological order.
 */
 
-use crate::codec::{BLOB_THRESHOLD, node_id};
+use crate::codec::{BLOB_THRESHOLD, node_id, optional_node_id};
 use crate::error::{Result, StoreError};
 use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -86,7 +86,7 @@ impl SqliteStore {
             let (parent, depth, body) = row;
             Ok(StoredNode {
                 id,
-                parent: parent.as_deref().map(node_id).transpose()?,
+                parent: optional_node_id(parent.as_deref())?,
                 depth: depth as u64,
                 message: decode_message(conn, id, &body)?,
             })
@@ -139,7 +139,7 @@ impl SqliteStore {
                 let message = decode_message(conn, id, &body)?;
                 entries.push(TreeEntry {
                     id,
-                    parent: parent.as_deref().map(node_id).transpose()?,
+                    parent: optional_node_id(parent.as_deref())?,
                     depth: depth as u64,
                     role: message.role,
                     preview: preview(&message, 60),

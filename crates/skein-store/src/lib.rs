@@ -43,17 +43,17 @@ mod store;
 mod transfer;
 mod verify;
 
+pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::scratch;
 pub use records::{
     Conversation, ConversationId, NewConversation, Origin, Relation, RunId, RunRecord, RunStatus,
     TurnCommit,
 };
-pub use codec::BLOB_THRESHOLD;
 pub use store::Store;
-#[cfg(feature = "postgres")]
-#[doc(hidden)]
-pub use postgres::scratch;
 pub use transfer::ImportReport;
 pub use verify::{Problem, VerifyReport};

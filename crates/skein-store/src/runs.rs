@@ -147,8 +147,16 @@ impl RawRun {
 }
 
 /// A stored tool: name, description and its input schema as JSON text.
-pub(crate) fn tool_from_columns(name: String, description: String, schema: &str) -> Result<ToolSpec> {
-    Ok(ToolSpec::new(name, description, serde_json::from_str(schema)?))
+pub(crate) fn tool_from_columns(
+    name: String,
+    description: String,
+    schema: &str,
+) -> Result<ToolSpec> {
+    Ok(ToolSpec::new(
+        name,
+        description,
+        serde_json::from_str(schema)?,
+    ))
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {

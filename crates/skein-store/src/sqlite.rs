@@ -138,7 +138,9 @@ impl SqliteStore {
     }
 
     pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        Ok(self.raw_connection()?.query_row(sql, [], |row| row.get(0))?)
+        Ok(self
+            .raw_connection()?
+            .query_row(sql, [], |row| row.get(0))?)
     }
 }
 

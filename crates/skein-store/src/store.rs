@@ -6,13 +6,13 @@ needs no SQL (export's record section, import's checks, prefix resolution in
 resolve.rs) runs here once for both backends.
 */
 
+use crate::CommitStageProbe;
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
 use crate::records::{Conversation, ConversationId, NewConversation, RunId, RunRecord, TurnCommit};
 use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
-use crate::CommitStageProbe;
 use skein_core::{NodeId, StoreKey, Thread};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -57,7 +57,10 @@ impl Store {
     /// anything else is a SQLite file, created if needed.
     pub fn open(location: impl AsRef<Path>) -> Result<Store> {
         let location = location.as_ref();
-        let backend = match location.to_str().filter(|text| crate::location::is_postgres_url(text)) {
+        let backend = match location
+            .to_str()
+            .filter(|text| crate::location::is_postgres_url(text))
+        {
             Some(url) => open_postgres(url)?,
             None => Backend::Sqlite(SqliteStore::open(location)?),
         };

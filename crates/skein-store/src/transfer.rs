@@ -21,7 +21,7 @@ by both backends; the SQLite export and import loops are here too, the
 PostgreSQL ones in postgres/transfer.rs.
 */
 
-use crate::codec::node_id;
+use crate::codec::{node_id, optional_node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{decode_message, insert_node};
 use crate::records::{Conversation, RunRecord};
@@ -75,7 +75,7 @@ impl SqliteStore {
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
                 let id = node_id(&row.get::<_, Vec<u8>>(0)?)?;
-                let parent = row.get::<_, Option<Vec<u8>>>(1)?.as_deref().map(node_id).transpose()?;
+                let parent = optional_node_id(row.get::<_, Option<Vec<u8>>>(1)?.as_deref())?;
                 let message = decode_message(conn, id, &row.get::<_, Vec<u8>>(2)?)?;
                 write_node(out, id, parent, message)?;
             }

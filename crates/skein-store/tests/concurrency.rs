@@ -95,7 +95,10 @@ fn child_concurrent_writer() {
         &ConversationId(var("SKEIN_SHARED")),
         &ConversationId(var("SKEIN_OWN")),
     );
-    println!("COMMITTED {} CONFLICTS {}", tally.committed, tally.conflicts);
+    println!(
+        "COMMITTED {} CONFLICTS {}",
+        tally.committed, tally.conflicts
+    );
 }
 
 fn eight_tasks_and_two_processes_append_2000_turns(backend: Backend) {
@@ -161,7 +164,10 @@ fn eight_tasks_and_two_processes_append_2000_turns(backend: Backend) {
         tallies
     });
     let mut conflicts: usize = tallies.iter().map(|t| t.conflicts).sum();
-    eprintln!("{backend:?}: tasks done after {:?}, {conflicts} conflicts", started.elapsed());
+    eprintln!(
+        "{backend:?}: tasks done after {:?}, {conflicts} conflicts",
+        started.elapsed()
+    );
     let mut committed: usize = tallies.iter().map(|t| t.committed).sum();
     for child in children {
         let output = child.wait_with_output().unwrap();
@@ -198,7 +204,11 @@ fn eight_tasks_and_two_processes_append_2000_turns(backend: Backend) {
     let mut expected_shared = 1;
     for (w, (name, turns)) in writers.iter().enumerate() {
         let on_own = user_texts(&forks[w]);
-        assert_eq!(on_own.len(), 1 + turns / 2, "{name}'s fork holds its turns only");
+        assert_eq!(
+            on_own.len(),
+            1 + turns / 2,
+            "{name}'s fork holds its turns only"
+        );
         for i in 0..*turns {
             let text = format!("{name}-{i}");
             let (thread, label) = if i % 2 == 0 {

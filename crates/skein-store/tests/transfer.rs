@@ -231,10 +231,7 @@ fn async_callers_use_the_blocking_pool(backend: Backend) {
         runtime.block_on(async move {
             let thread = common::history(&format!("sys {i}"), 5);
             let stored = thread.clone();
-            let report = store
-                .run(move |store| store.append(&stored))
-                .await
-                .unwrap();
+            let report = store.run(move |store| store.append(&stored)).await.unwrap();
             assert_eq!(report.written, 5);
             let head = thread.head_id().unwrap();
             let loaded = store

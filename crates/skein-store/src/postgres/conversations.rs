@@ -194,7 +194,8 @@ impl PgStore {
                 insert_run(tx, run).await?;
             }
             probe(CommitStage::RunsWritten);
-            let outcome = compare_and_set_head(tx, turn.conversation, turn.expected_head, head).await?;
+            let outcome =
+                compare_and_set_head(tx, turn.conversation, turn.expected_head, head).await?;
             probe(CommitStage::HeadMoved);
             Ok((written, marks, outcome))
         })?;
@@ -232,7 +233,12 @@ async fn compare_and_set_head(
     let changed = tx
         .execute(
             &statement,
-            &[&id.as_str(), &new.0.as_slice(), &now_ms(), &bytes(&expected)],
+            &[
+                &id.as_str(),
+                &new.0.as_slice(),
+                &now_ms(),
+                &bytes(&expected),
+            ],
         )
         .await?;
     if changed == 1 {

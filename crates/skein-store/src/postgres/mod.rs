@@ -64,10 +64,11 @@ impl PgStore {
     pub fn open(url: &str) -> Result<PgStore> {
         let location = redact(url);
         let mut config: tokio_postgres::Config =
-            url.parse().map_err(|error: tokio_postgres::Error| StoreError::BadUrl {
-                location: location.clone(),
-                reason: error.to_string(),
-            })?;
+            url.parse()
+                .map_err(|error: tokio_postgres::Error| StoreError::BadUrl {
+                    location: location.clone(),
+                    reason: error.to_string(),
+                })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }

@@ -14,7 +14,9 @@ impl PgStore {
     pub fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
         let rows = self.read(async |client| {
             let statement = client
-                .prepare_cached("SELECT id FROM nodes WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT $3")
+                .prepare_cached(
+                    "SELECT id FROM nodes WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT $3",
+                )
                 .await?;
             Ok(client
                 .query(&statement, &[&low, &high, &(limit as i64)])

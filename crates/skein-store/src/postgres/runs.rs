@@ -15,7 +15,8 @@ use tokio_postgres::types::ToSql;
 
 /// Each run with its tools as parallel arrays in position order, so a list
 /// of runs is one query.
-const SELECT_RUN: &str = "SELECT r.id, r.conversation, r.input_head, r.output_head, r.model, r.provider,
+const SELECT_RUN: &str =
+    "SELECT r.id, r.conversation, r.input_head, r.output_head, r.model, r.provider,
         r.profile, r.backend, r.status, r.input_tokens, r.output_tokens, r.cache_read_tokens,
         r.cache_write_tokens, r.usage_complete, r.started, r.finished, r.error, r.annotations,
         r.options, r.relations,
@@ -139,7 +140,10 @@ pub(crate) async fn insert_run(tx: &impl GenericClient, run: &RunRecord) -> Resu
 }
 
 fn run_from_row(row: &Row) -> Result<RunRecord> {
-    let id = |index: usize| row.get::<_, Option<&[u8]>>(index).and_then(NodeId::from_slice);
+    let id = |index: usize| {
+        row.get::<_, Option<&[u8]>>(index)
+            .and_then(NodeId::from_slice)
+    };
     let tokens = |index: usize| row.get::<_, Option<i64>>(index).map(|n| n as u64);
     let mut record = RunRecord::new(row.get::<_, String>(4), row.get::<_, String>(5));
     record.id = RunId(row.get(0));

@@ -27,7 +27,8 @@ impl PgStore {
                     )
                     .await?;
                 let rows = client.query(&statement, &[&after, &PAGE]).await?;
-                let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(6))).await?;
+                let blobs =
+                    fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(6))).await?;
                 Ok((rows, blobs))
             })?;
             let Some(last) = rows.last() else {

@@ -31,11 +31,12 @@ pub fn postgres_base(test: &str) -> Option<String> {
         .filter(|url| !url.is_empty());
     match url {
         Some(url) => {
-            assert!(
-                cfg!(feature = "postgres"),
-                "SKEIN_TEST_POSTGRES is set but these tests were built without PostgreSQL: \
-                 run them with `--features postgres`"
-            );
+            if !cfg!(feature = "postgres") {
+                panic!(
+                    "SKEIN_TEST_POSTGRES is set but these tests were built without PostgreSQL: \
+                     run them with `--features postgres`"
+                );
+            }
             Some(url)
         }
         None => {
