@@ -7,8 +7,8 @@ thread's nearest ancestors in batches (8, then 64, then 512, ... ids per
 query, each stopping at a node already marked as stored here), then writes
 all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`,
 so a writer racing on the same nodes neither fails nor duplicates them. A
-thread loads in one recursive query; a thread with parts over the blob
-threshold fetches all its blobs in one more.
+thread loads in one recursive query, blobs included (each node lists the
+digests its body references in `blob_refs`).
 */
 
 use super::PgStore;
@@ -31,7 +31,14 @@ const LOAD_THREAD: &str = "WITH RECURSIVE chain(id, parent) AS (
          UNION ALL
          SELECT n.id, n.parent FROM nodes n JOIN chain c ON n.id = c.parent
      )
-     SELECT n.id, n.body FROM chain JOIN nodes n ON n.id = chain.id ORDER BY n.depth";
+     SELECT n.id, n.body,
+            CASE WHEN n.blob_refs IS NOT NULL THEN ARRAY(
+                SELECT b.digest || b.bytes FROM blobs b
+                WHERE b.digest IN (
+                    SELECT substring(n.blob_refs FROM i * 32 + 1 FOR 32)
+                    FROM generate_series(0, length(n.blob_refs) / 32 - 1) AS i))
+            END
+     FROM chain JOIN nodes n ON n.id = chain.id ORDER BY n.depth";
 
 impl PgStore {
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
@@ -45,22 +52,25 @@ impl PgStore {
     }
 
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        let (rows, blobs) = self.read(async |client| {
+        let rows = self.read(async |client| {
             let statement = client.prepare_cached(LOAD_THREAD).await?;
-            let rows: Vec<(Vec<u8>, Vec<u8>)> = client
+            Ok(client
                 .query(&statement, &[&head.as_bytes().as_slice()])
-                .await?
-                .into_iter()
-                .map(|row| (row.get(0), row.get(1)))
-                .collect();
-            let blobs = fetch_blobs(client, rows.iter().map(|(_, body)| body.as_slice())).await?;
-            Ok((rows, blobs))
+                .await?)
         })?;
+        let mut blobs = HashMap::new();
+        for row in &rows {
+            for joined in row.get::<_, Option<Vec<&[u8]>>>(2).unwrap_or_default() {
+                if let Some((digest, bytes)) = joined.split_first_chunk::<32>() {
+                    blobs.insert(Digest(*digest), bytes.to_vec());
+                }
+            }
+        }
         let key = self.key();
         let mut thread = Thread::new();
-        for (id, body) in rows {
-            let id = node_id(&id)?;
-            let message = decode(id, &body, &blobs)?;
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(1), &blobs)?;
             thread = thread.push_with_id(id, Arc::new(message));
             thread.head().expect("just pushed").mark_persisted_in(key);
         }
@@ -229,11 +239,19 @@ pub(crate) async fn insert_nodes<'m>(
     let mut depths = Vec::new();
     let mut roles = Vec::new();
     let mut bodies = Vec::new();
+    let mut blob_refs = Vec::new();
     let mut blob_digests = Vec::new();
     let mut blob_bytes = Vec::new();
     let mut seen = HashSet::new();
     for (id, parent, depth, message) in nodes {
         let encoded = encode_body(message, BLOB_THRESHOLD);
+        blob_refs.push((!encoded.blobs.is_empty()).then(|| {
+            encoded
+                .blobs
+                .iter()
+                .flat_map(|(digest, _)| digest.0)
+                .collect::<Vec<u8>>()
+        }));
         for (digest, bytes) in encoded.blobs {
             if seen.insert(digest) {
                 blob_digests.push(digest.as_bytes().to_vec());
@@ -263,16 +281,19 @@ pub(crate) async fn insert_nodes<'m>(
     // ORDER BY keeps each parent's `seq` below its children's.
     let statement = tx
         .prepare_cached(
-            "INSERT INTO nodes(id, parent, depth, role, body)
-             SELECT id, parent, depth, role, body
-             FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[])
-                  WITH ORDINALITY AS t(id, parent, depth, role, body, position)
+            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs)
+             SELECT id, parent, depth, role, body, blob_refs
+             FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[], $6::bytea[])
+                  WITH ORDINALITY AS t(id, parent, depth, role, body, blob_refs, position)
              ORDER BY position
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
     let written = tx
-        .execute(&statement, &[&ids, &parents, &depths, &roles, &bodies])
+        .execute(
+            &statement,
+            &[&ids, &parents, &depths, &roles, &bodies, &blob_refs],
+        )
         .await?;
     Ok(written as usize)
 }

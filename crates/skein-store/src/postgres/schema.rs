@@ -7,9 +7,11 @@ backend has a version the other lacks.
 Differences from SQLite, all representation only: `BYTEA` for ids and
 bodies, `BIGINT` for integers, `BOOLEAN` for flags, text ids compared in the
 `C` collation (so prefix ranges are byte ranges whatever the server's
-locale), and nodes refer to their parent by id rather than by `seq` (inserts
+locale), nodes refer to their parent by id rather than by `seq` (inserts
 then need no round trip per node to learn the parent's `seq`; `seq` stays
-the insertion, hence topological, order).
+the insertion, hence topological, order), and nodes carry `blob_refs` (the
+digests their body references) so a thread's blobs come back in the same
+query as its nodes.
 
 The version lives in `skein_schema`, not in `meta`, because the runner must
 read it before migration 1 creates anything. Each migration runs in its own
@@ -34,7 +36,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         parent BYTEA REFERENCES nodes(id),
         depth  BIGINT NOT NULL,
         role   SMALLINT NOT NULL,
-        body   BYTEA NOT NULL
+        body   BYTEA NOT NULL,
+        -- The 32-byte digests of the blobs the body references, concatenated
+        -- in part order (NULL when none), so a thread loads with its blobs
+        -- in one query. Derived from the body; verify never trusts it.
+        blob_refs BYTEA
     );
     CREATE INDEX nodes_by_parent ON nodes(parent);
 
