@@ -75,6 +75,48 @@ macro_rules! for_each_backend {
     };
 }
 
+/// Where a fresh, never-opened database can be created, and the guard that
+/// removes it (a temp dir, or a scratch schema).
+pub struct FreshLocation {
+    pub location: String,
+    _dir: Option<tempfile::TempDir>,
+    #[cfg(feature = "postgres")]
+    _schema: Option<skein_store::scratch::ScratchSchema>,
+}
+
+impl FreshLocation {
+    pub fn new(backend: Backend) -> FreshLocation {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                FreshLocation {
+                    location: dir.path().join("skein.db").display().to_string(),
+                    _dir: Some(dir),
+                    #[cfg(feature = "postgres")]
+                    _schema: None,
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => {
+                let base = std::env::var("SKEIN_TEST_POSTGRES").expect("SKEIN_TEST_POSTGRES");
+                let schema =
+                    skein_store::scratch::ScratchSchema::create(&base).unwrap_or_else(|error| {
+                        panic!("SKEIN_TEST_POSTGRES is set but unusable: {error}")
+                    });
+                FreshLocation {
+                    location: schema.url().to_string(),
+                    _dir: None,
+                    _schema: Some(schema),
+                }
+            }
+            #[cfg(not(feature = "postgres"))]
+            Backend::Postgres => {
+                unreachable!("postgres_base refuses to run PostgreSQL tests without the feature")
+            }
+        }
+    }
+}
+
 /// A fresh, empty database that lives as long as this value.
 pub struct TempStore {
     pub store: Store,
