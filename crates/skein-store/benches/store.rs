@@ -626,6 +626,7 @@ fn resolve_bin(bin: std::ffi::OsString) -> std::path::PathBuf {
 fn main() {
     let plan = Plan::from_env();
     let started = Instant::now();
+    let load_at_start = report::loadavg();
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Store::open(dir.path().join("bench.db")).expect("open store");
 
@@ -656,6 +657,7 @@ fn main() {
         },
         "results": Value::Object(results),
         "postgres": postgres,
+        "load_average": {"start": load_at_start, "end": report::loadavg()},
         "total_seconds": report::round3(started.elapsed().as_secs_f64()),
     });
     println!(

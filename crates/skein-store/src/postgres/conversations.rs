@@ -11,8 +11,9 @@ and reports [`StoreError::HeadMoved`] (its nodes and runs still commit).
 */
 
 use super::PgStore;
-use super::graph::append_nodes;
-use super::runs::insert_run;
+use super::graph::{find_missing, nodes_of, queue_nodes};
+use super::pipeline::{Param, Pipeline};
+use super::runs::queue_run;
 use crate::conversations::{CasOutcome, CommitStage, ConversationRow};
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, mark_all};
@@ -188,16 +189,27 @@ impl PgStore {
             .ok_or_else(|| StoreError::MalformedRow("a turn must end at a node".into()))?;
         let key = self.key();
         let (written, marks, outcome) = self.write(async |tx| {
-            let (written, marks) = append_nodes(tx, key, turn.thread).await?;
-            probe(CommitStage::NodesWritten);
+            // Nodes, runs and the bookmark move go out in one round trip,
+            // executed in that order.
+            let (missing, mut marks) = find_missing(tx, key, turn.thread).await?;
+            let cas = tx.prepare_cached(COMPARE_AND_SET).await?;
+            let mut pipeline = Pipeline::new();
+            let nodes = queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
             for run in turn.runs {
-                insert_run(tx, run).await?;
+                queue_run(&mut pipeline, tx, run).await?;
             }
+            let moved = pipeline.push(
+                tx,
+                cas,
+                cas_params(turn.conversation, turn.expected_head, head),
+            );
+            let changed = pipeline.run().await?;
+            probe(CommitStage::NodesWritten);
             probe(CommitStage::RunsWritten);
-            let outcome =
-                compare_and_set_head(tx, turn.conversation, turn.expected_head, head).await?;
+            let outcome = cas_outcome(tx, turn.conversation, changed[moved]).await?;
             probe(CommitStage::HeadMoved);
-            Ok((written, marks, outcome))
+            marks.extend(missing);
+            Ok((nodes.map_or(0, |at| changed[at] as usize), marks, outcome))
         })?;
         mark_all(&marks, key);
         outcome.into_result(turn.conversation, turn.expected_head, Some(head))?;
@@ -218,29 +230,38 @@ pub(crate) async fn node_exists(client: &impl GenericClient, id: NodeId) -> Resu
         .is_some())
 }
 
+const COMPARE_AND_SET: &str = "UPDATE conversations SET head = $2, updated = $3
+     WHERE id = $1 AND head IS NOT DISTINCT FROM $4";
+
+fn cas_params(id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Vec<Param> {
+    vec![
+        Box::new(id.0.clone()),
+        Box::new(new.0.to_vec()),
+        Box::new(now_ms()),
+        Box::new(expected.map(|id| id.0.to_vec())),
+    ]
+}
+
 async fn compare_and_set_head(
-    tx: &impl GenericClient,
+    tx: &(impl GenericClient + Sync),
     id: &ConversationId,
     expected: Option<NodeId>,
     new: NodeId,
 ) -> Result<CasOutcome> {
-    let statement = tx
-        .prepare_cached(
-            "UPDATE conversations SET head = $2, updated = $3
-             WHERE id = $1 AND head IS NOT DISTINCT FROM $4",
-        )
-        .await?;
-    let changed = tx
-        .execute(
-            &statement,
-            &[
-                &id.as_str(),
-                &new.0.as_slice(),
-                &now_ms(),
-                &bytes(&expected),
-            ],
-        )
-        .await?;
+    let statement = tx.prepare_cached(COMPARE_AND_SET).await?;
+    let mut pipeline = Pipeline::new();
+    pipeline.push(tx, statement, cas_params(id, expected, new));
+    let changed = pipeline.run().await?;
+    cas_outcome(tx, id, changed[0]).await
+}
+
+/// What a compare-and-set that changed `changed` rows means; on a lost race,
+/// where the bookmark stands now.
+async fn cas_outcome(
+    tx: &impl GenericClient,
+    id: &ConversationId,
+    changed: u64,
+) -> Result<CasOutcome> {
     if changed == 1 {
         return Ok(CasOutcome::Moved);
     }

@@ -5,13 +5,16 @@ walking children and subtrees.
 An append finds the newest node the database already holds by probing the
 thread's nearest ancestors in batches (8, then 64, then 512, ... ids per
 query, each stopping at a node already marked as stored here), then writes
-all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`,
-so a writer racing on the same nodes neither fails nor duplicates them. A
+all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`
+(queued on a pipeline, so they share a round trip with whatever the caller
+queues after them), so a writer racing on the same nodes neither fails nor
+duplicates them. A
 thread loads in one recursive query, blobs included (each node lists the
 digests its body references in `blob_refs`).
 */
 
 use super::PgStore;
+use super::pipeline::{Param, Pipeline};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
@@ -43,7 +46,14 @@ const LOAD_THREAD: &str = "WITH RECURSIVE chain(id, parent) AS (
 impl PgStore {
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
         let key = self.key();
-        let (written, marks) = self.write(async |tx| append_nodes(tx, key, thread).await)?;
+        let (written, marks) = self.write(async |tx| {
+            let (missing, mut marks) = find_missing(tx, key, thread).await?;
+            let mut pipeline = Pipeline::new();
+            let nodes = queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+            let changed = pipeline.run().await?;
+            marks.extend(missing);
+            Ok((nodes.map_or(0, |at| changed[at] as usize), marks))
+        })?;
         mark_all(&marks, key);
         Ok(AppendReport {
             written,
@@ -170,13 +180,14 @@ impl PgStore {
     }
 }
 
-/// Insert the nodes of `thread` the database lacks. Returns how many were
-/// written and every node now known to be stored (to mark after commit).
-pub(crate) async fn append_nodes<'t>(
+/// The nodes of `thread` the database lacks, oldest first, and the stored
+/// nodes that still need a persistence mark (to mark after commit, with the
+/// missing ones once they are written).
+pub(crate) async fn find_missing<'t>(
     tx: &impl GenericClient,
     key: StoreKey,
     thread: &'t Thread,
-) -> Result<(usize, Vec<&'t Node>)> {
+) -> Result<(Vec<&'t Node>, Vec<&'t Node>)> {
     let probe = tx
         .prepare_cached("SELECT id FROM nodes WHERE id = ANY($1)")
         .await?;
@@ -217,23 +228,27 @@ pub(crate) async fn append_nodes<'t>(
         size *= 8;
     }
     missing.reverse();
-    let written = insert_nodes(
-        tx,
-        missing
-            .iter()
-            .map(|node| (node.id(), node.parent_id(), node.depth(), node.message())),
-    )
-    .await?;
-    marks.extend(missing);
-    Ok((written, marks))
+    Ok((missing, marks))
 }
 
-/// Insert nodes (each after its parent) and their blobs, skipping any the
-/// database already holds. Returns the number of nodes written.
-pub(crate) async fn insert_nodes<'m>(
-    tx: &impl GenericClient,
+/// What [`queue_nodes`] takes for each node.
+pub(crate) fn nodes_of<'n>(
+    nodes: &'n [&'n Node],
+) -> impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'n Message)> {
+    nodes
+        .iter()
+        .map(|node| (node.id(), node.parent_id(), node.depth(), node.message()))
+}
+
+/// Queue the insertion of nodes (each after its parent) and their blobs,
+/// skipping any the database already holds. Returns the pipeline position
+/// of the node insert (whose row count is the number of nodes written), or
+/// `None` when there is nothing to insert.
+pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient + Sync>(
+    pipeline: &mut Pipeline<'c>,
+    tx: &'c C,
     nodes: impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'m Message)>,
-) -> Result<usize> {
+) -> Result<Option<usize>> {
     let mut ids = Vec::new();
     let mut parents = Vec::new();
     let mut depths = Vec::new();
@@ -241,7 +256,7 @@ pub(crate) async fn insert_nodes<'m>(
     let mut bodies = Vec::new();
     let mut blob_refs = Vec::new();
     let mut blob_digests = Vec::new();
-    let mut blob_bytes = Vec::new();
+    let mut blob_bytes: Vec<Vec<u8>> = Vec::new();
     let mut seen = HashSet::new();
     for (id, parent, depth, message) in nodes {
         let encoded = encode_body(message, BLOB_THRESHOLD);
@@ -255,7 +270,7 @@ pub(crate) async fn insert_nodes<'m>(
         for (digest, bytes) in encoded.blobs {
             if seen.insert(digest) {
                 blob_digests.push(digest.as_bytes().to_vec());
-                blob_bytes.push(bytes);
+                blob_bytes.push(bytes.to_vec());
             }
         }
         ids.push(id.0.to_vec());
@@ -265,7 +280,7 @@ pub(crate) async fn insert_nodes<'m>(
         bodies.push(encoded.bytes);
     }
     if ids.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
     if !blob_digests.is_empty() {
         let statement = tx
@@ -275,8 +290,8 @@ pub(crate) async fn insert_nodes<'m>(
                  ON CONFLICT DO NOTHING",
             )
             .await?;
-        tx.execute(&statement, &[&blob_digests, &blob_bytes])
-            .await?;
+        let params: Vec<Param> = vec![Box::new(blob_digests), Box::new(blob_bytes)];
+        pipeline.push(tx, statement, params);
     }
     // ORDER BY keeps each parent's `seq` below its children's.
     let statement = tx
@@ -289,13 +304,15 @@ pub(crate) async fn insert_nodes<'m>(
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
-    let written = tx
-        .execute(
-            &statement,
-            &[&ids, &parents, &depths, &roles, &bodies, &blob_refs],
-        )
-        .await?;
-    Ok(written as usize)
+    let params: Vec<Param> = vec![
+        Box::new(ids),
+        Box::new(parents),
+        Box::new(depths),
+        Box::new(roles),
+        Box::new(bodies),
+        Box::new(blob_refs),
+    ];
+    Ok(Some(pipeline.push(tx, statement, params)))
 }
 
 /// Every blob the given bodies reference, in one query (none when no body

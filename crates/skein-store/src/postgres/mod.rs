@@ -13,6 +13,7 @@ that is done without stalling an async runtime.
 pub(crate) mod bridge;
 mod conversations;
 mod graph;
+mod pipeline;
 mod resolve;
 mod runs;
 pub(crate) mod schema;
@@ -22,12 +23,13 @@ mod verify;
 
 use crate::error::{Result, StoreError};
 use crate::location::redact;
-use deadpool_postgres::{
-    Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Transaction,
-};
+use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use skein_core::StoreKey;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
@@ -137,33 +139,34 @@ impl PgStore {
 
     /// Run `work` in a transaction (read committed) and commit it. A
     /// serialization failure or deadlock rolls back and runs `work` again,
-    /// so `work` must be safe to repeat.
+    /// so `work` must be safe to repeat. `BEGIN` is sent together with the
+    /// first statement of `work`, saving a round trip.
     pub(crate) fn write<T: Send>(
         &self,
-        mut work: impl AsyncFnMut(&Transaction<'_>) -> Result<T> + Send,
+        mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
         bridge::block_on(|| async move {
-            let mut client = checkout(&self.shared.pool, &self.shared.location).await?;
+            let mut held = Held(Some(
+                checkout(&self.shared.pool, &self.shared.location).await?,
+            ));
             let started = Instant::now();
             let mut pause = Duration::from_millis(2);
             loop {
-                let tx = client.transaction().await?;
-                let attempt = match work(&tx).await {
-                    Ok(value) => tx.commit().await.map(|()| value).map_err(StoreError::from),
-                    // Dropping the transaction rolls it back.
-                    Err(error) => Err(error),
-                };
-                match attempt {
+                match transaction(held.client(), &mut work).await {
                     Err(error) if is_retryable(&error) && started.elapsed() < RETRY_GIVE_UP => {
                         tokio::time::sleep(pause + jitter(pause)).await;
                         pause = (pause * 2).min(Duration::from_millis(200));
                     }
                     Err(error) if is_retryable(&error) => {
+                        held.release();
                         return Err(StoreError::Busy {
                             seconds: started.elapsed().as_secs(),
                         });
                     }
-                    other => return other,
+                    other => {
+                        held.release();
+                        return other;
+                    }
                 }
             }
         })
@@ -175,6 +178,63 @@ impl PgStore {
 
     pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
         self.read(async |client| Ok(client.query_one(sql, &[]).await?.get(0)))
+    }
+}
+
+/// One attempt at a transaction: `BEGIN`, `work`, then `COMMIT`, or
+/// `ROLLBACK` if anything failed (the connection is then clean again).
+async fn transaction<T>(
+    client: &Client,
+    work: &mut impl AsyncFnMut(&Client) -> Result<T>,
+) -> Result<T> {
+    let mut begin = pin!(client.batch_execute("BEGIN"));
+    // The first poll writes BEGIN, so it precedes work's first statement on
+    // the wire; its answer is collected below.
+    let begun = match begin.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => None,
+    };
+    let result = work(client).await;
+    let begun = match begun {
+        Some(result) => result,
+        None => begin.await,
+    };
+    match (begun, result) {
+        (Ok(()), Ok(value)) => {
+            client.batch_execute("COMMIT").await?;
+            Ok(value)
+        }
+        (begun, result) => {
+            client.batch_execute("ROLLBACK").await?;
+            Err(match begun {
+                Err(error) => error.into(),
+                Ok(()) => result.err().expect("one of them failed"),
+            })
+        }
+    }
+}
+
+/// A pooled connection that is discarded, not returned to the pool, if it
+/// is dropped while a transaction may be open (a panic in `work`): closing
+/// it makes the server roll back.
+struct Held(Option<Client>);
+
+impl Held {
+    fn client(&self) -> &Client {
+        self.0.as_ref().expect("held until released")
+    }
+
+    /// Back to the pool: no transaction is open.
+    fn release(&mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 

@@ -5,6 +5,7 @@ A run's tools are read back with the run in the same query.
 */
 
 use super::PgStore;
+use super::pipeline::{Param, Pipeline};
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, tool_from_columns};
@@ -30,7 +31,12 @@ const SELECT_RUN: &str =
 
 impl PgStore {
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
-        self.write(async |tx| insert_run(tx, run).await)
+        self.write(async |tx| {
+            let mut pipeline = Pipeline::new();
+            queue_run(&mut pipeline, tx, run).await?;
+            pipeline.run().await?;
+            Ok(())
+        })
     }
 
     pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
@@ -69,7 +75,13 @@ impl PgStore {
     }
 }
 
-pub(crate) async fn insert_run(tx: &impl GenericClient, run: &RunRecord) -> Result<()> {
+/// Queue the insertion of a run, the tools it offered (each stored once) and
+/// its tool list.
+pub(crate) async fn queue_run<'c, C: GenericClient + Sync>(
+    pipeline: &mut Pipeline<'c>,
+    tx: &'c C,
+    run: &RunRecord,
+) -> Result<()> {
     let tokens = |n: Option<u64>| n.map(|n| n as i64);
     let statement = tx
         .prepare_cached(
@@ -79,43 +91,41 @@ pub(crate) async fn insert_run(tx: &impl GenericClient, run: &RunRecord) -> Resu
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
         )
         .await?;
-    tx.execute(
-        &statement,
-        &[
-            &run.id.as_str(),
-            &run.conversation.as_ref().map(ConversationId::as_str),
-            &run.input_head.as_ref().map(|id| id.0.as_slice()),
-            &run.output_head.as_ref().map(|id| id.0.as_slice()),
-            &run.model,
-            &run.provider,
-            &run.profile,
-            &run.backend,
-            &run.status.as_str(),
-            &tokens(run.usage.input_tokens),
-            &tokens(run.usage.output_tokens),
-            &tokens(run.usage.cache_read_tokens),
-            &tokens(run.usage.cache_write_tokens),
-            &run.usage_complete,
-            &run.started_ms,
-            &run.finished_ms,
-            &run.error,
-            &serde_json::to_string(&run.annotations)?,
-            &serde_json::to_string(&run.options)?,
-            &serde_json::to_string(&run.relations)?,
-        ],
-    )
-    .await?;
+    let id = |id: &Option<skein_core::NodeId>| id.as_ref().map(|id| id.0.to_vec());
+    let params: Vec<Param> = vec![
+        Box::new(run.id.0.clone()),
+        Box::new(run.conversation.as_ref().map(|c| c.0.clone())),
+        Box::new(id(&run.input_head)),
+        Box::new(id(&run.output_head)),
+        Box::new(run.model.clone()),
+        Box::new(run.provider.clone()),
+        Box::new(run.profile.clone()),
+        Box::new(run.backend.clone()),
+        Box::new(run.status.as_str()),
+        Box::new(tokens(run.usage.input_tokens)),
+        Box::new(tokens(run.usage.output_tokens)),
+        Box::new(tokens(run.usage.cache_read_tokens)),
+        Box::new(tokens(run.usage.cache_write_tokens)),
+        Box::new(run.usage_complete),
+        Box::new(run.started_ms),
+        Box::new(run.finished_ms),
+        Box::new(run.error.clone()),
+        Box::new(serde_json::to_string(&run.annotations)?),
+        Box::new(serde_json::to_string(&run.options)?),
+        Box::new(serde_json::to_string(&run.relations)?),
+    ];
+    pipeline.push(tx, statement, params);
     if run.tools.is_empty() {
         return Ok(());
     }
     let mut hashes = Vec::with_capacity(run.tools.len());
-    let mut names = Vec::with_capacity(run.tools.len());
-    let mut descriptions = Vec::with_capacity(run.tools.len());
+    let mut names: Vec<String> = Vec::with_capacity(run.tools.len());
+    let mut descriptions: Vec<String> = Vec::with_capacity(run.tools.len());
     let mut schemas = Vec::with_capacity(run.tools.len());
     for tool in &run.tools {
         hashes.push(tool.hash().as_bytes().to_vec());
-        names.push(tool.name.as_str());
-        descriptions.push(tool.description.as_str());
+        names.push(tool.name.clone());
+        descriptions.push(tool.description.clone());
         schemas.push(serde_json::to_string(&tool.input_schema)?);
     }
     let statement = tx
@@ -125,8 +135,13 @@ pub(crate) async fn insert_run(tx: &impl GenericClient, run: &RunRecord) -> Resu
              ON CONFLICT DO NOTHING",
         )
         .await?;
-    tx.execute(&statement, &[&hashes, &names, &descriptions, &schemas])
-        .await?;
+    let params: Vec<Param> = vec![
+        Box::new(hashes.clone()),
+        Box::new(names),
+        Box::new(descriptions),
+        Box::new(schemas),
+    ];
+    pipeline.push(tx, statement, params);
     let positions: Vec<i64> = (0..run.tools.len() as i64).collect();
     let statement = tx
         .prepare_cached(
@@ -134,8 +149,12 @@ pub(crate) async fn insert_run(tx: &impl GenericClient, run: &RunRecord) -> Resu
              SELECT $1, * FROM unnest($2::int8[], $3::bytea[])",
         )
         .await?;
-    tx.execute(&statement, &[&run.id.as_str(), &positions, &hashes])
-        .await?;
+    let params: Vec<Param> = vec![
+        Box::new(run.id.0.clone()),
+        Box::new(positions),
+        Box::new(hashes),
+    ];
+    pipeline.push(tx, statement, params);
     Ok(())
 }
 

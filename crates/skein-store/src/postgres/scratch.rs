@@ -22,8 +22,7 @@ impl ScratchSchema {
     pub fn create(base_url: &str) -> Result<ScratchSchema> {
         let name = format!("skein_test_{}", uuid::Uuid::new_v4().simple());
         execute(base_url, &format!("CREATE SCHEMA {name}"))?;
-        let separator = if base_url.contains('?') { '&' } else { '?' };
-        let url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
+        let url = with_search_path(base_url, &name);
         Ok(ScratchSchema {
             base: base_url.to_string(),
             name,
@@ -50,6 +49,22 @@ impl Drop for ScratchSchema {
     }
 }
 
+/// `base_url` with `-c search_path=NAME` added to its server options (kept
+/// beside any options it already sets, e.g. `-c synchronous_commit=off`).
+fn with_search_path(base_url: &str, name: &str) -> String {
+    let setting = format!("-c%20search_path%3D{name}");
+    match base_url.find("options=") {
+        Some(at) => {
+            let (head, tail) = base_url.split_at(at + "options=".len());
+            format!("{head}{setting}%20{tail}")
+        }
+        None => {
+            let separator = if base_url.contains('?') { '&' } else { '?' };
+            format!("{base_url}{separator}options={setting}")
+        }
+    }
+}
+
 /// Run `sql` on a connection of its own (not a store's pool).
 fn execute(url: &str, sql: &str) -> Result<()> {
     bridge::block_on(|| async {
@@ -66,4 +81,28 @@ fn execute(url: &str, sql: &str) -> Result<()> {
         let _ = driver.await;
         Ok(result?)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_search_path;
+
+    #[test]
+    fn the_schema_joins_the_url_s_own_options() {
+        assert_eq!(
+            with_search_path("postgres://h/db", "s1"),
+            "postgres://h/db?options=-c%20search_path%3Ds1"
+        );
+        assert_eq!(
+            with_search_path("postgres://h/db?connect_timeout=3", "s1"),
+            "postgres://h/db?connect_timeout=3&options=-c%20search_path%3Ds1"
+        );
+        assert_eq!(
+            with_search_path(
+                "postgres://h/db?options=-c%20synchronous_commit%3Doff",
+                "s1"
+            ),
+            "postgres://h/db?options=-c%20search_path%3Ds1%20-c%20synchronous_commit%3Doff"
+        );
+    }
 }

@@ -8,8 +8,9 @@ whatever the graph's size.
 */
 
 use super::PgStore;
-use super::graph::{decode, fetch_blobs, insert_nodes};
-use super::runs::insert_run;
+use super::graph::{decode, fetch_blobs, queue_nodes};
+use super::pipeline::Pipeline;
+use super::runs::queue_run;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::transfer::{
@@ -78,7 +79,9 @@ impl PgStore {
                         };
                         let message = Message::new(*role, parts.clone());
                         let node = (*id, *parent, depth as u64, &message);
-                        insert_nodes(tx, std::iter::once(node)).await?;
+                        let mut pipeline = Pipeline::new();
+                        queue_nodes(&mut pipeline, tx, std::iter::once(node)).await?;
+                        pipeline.run().await?;
                         depths.insert(*id, depth);
                         report.nodes_written += 1;
                     }
@@ -119,7 +122,9 @@ impl PgStore {
                     Line::Run(run) => {
                         let statement = tx.prepare_cached("SELECT 1 FROM runs WHERE id = $1").await?;
                         if tx.query_opt(&statement, &[&run.id.as_str()]).await?.is_none() {
-                            insert_run(tx, run).await?;
+                            let mut pipeline = Pipeline::new();
+                            queue_run(&mut pipeline, tx, run).await?;
+                            pipeline.run().await?;
                             report.runs += 1;
                         }
                     }
