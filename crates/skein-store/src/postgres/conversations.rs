@@ -243,7 +243,7 @@ fn cas_params(id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Vec
 }
 
 async fn compare_and_set_head(
-    tx: &(impl GenericClient + Sync),
+    tx: &impl GenericClient,
     id: &ConversationId,
     expected: Option<NodeId>,
     new: NodeId,

@@ -37,7 +37,7 @@ impl<'c> Pipeline<'c> {
 
     /// Queue `statement` with `params`; it is sent at once. Returns its
     /// position in the results of [`Pipeline::run`].
-    pub(crate) fn push<C: GenericClient + Sync>(
+    pub(crate) fn push<C: GenericClient>(
         &mut self,
         client: &'c C,
         statement: Statement,

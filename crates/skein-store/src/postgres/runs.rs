@@ -77,7 +77,7 @@ impl PgStore {
 
 /// Queue the insertion of a run, the tools it offered (each stored once) and
 /// its tool list.
-pub(crate) async fn queue_run<'c, C: GenericClient + Sync>(
+pub(crate) async fn queue_run<'c, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
     run: &RunRecord,
