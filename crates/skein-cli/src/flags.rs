@@ -10,8 +10,9 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "skein", version, about, max_term_width = 100)]
 pub struct Cli {
-    /// The database file [default: skein.db in your data directory]
-    #[arg(long, global = true, env = "SKEIN_DB", value_name = "PATH")]
+    /// The database: a SQLite file, or a postgres://user@host/db URL [default: skein.db in your
+    /// data directory]
+    #[arg(long, global = true, env = "SKEIN_DB", value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
 
     /// Print records as JSON instead of text

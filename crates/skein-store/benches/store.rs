@@ -14,6 +14,12 @@
 //! thing that differs between the `append_turn_depth_*` figures. The depths
 //! are measured interleaved, round by round, so drift on a noisy machine
 //! hits them alike.
+//!
+//! With the `postgres` feature and `SKEIN_BENCH_POSTGRES=postgres://...`
+//! (a server and database to use; each run works in a fresh schema, dropped
+//! afterwards), every store workload runs again on PostgreSQL and its
+//! figures appear under `postgres` in the report. `concurrent_writers_8`
+//! times 8 writer threads sharing one store handle, on both backends.
 
 #[path = "../../../bench-support/report.rs"]
 mod report;
@@ -31,11 +37,13 @@ const FORK_TARGET_US: f64 = 50.0;
 const CLI_VERSION_TARGET_MS: f64 = 10.0;
 
 const DEPTHS: [usize; 3] = [10, 1000, 10_000];
+/// Writer threads in the concurrent workload.
+const WRITERS: usize = 8;
 
 struct Plan {
     quick: bool,
     /// `--only NAME` (repeatable): run just these groups (append, stateless,
-    /// load, fork, cli); for profiling one operation.
+    /// load, fork, concurrent, cli); for profiling one operation.
     only: Vec<String>,
     /// Untimed warm-up turns per depth, on separate conversations.
     warmup_turns: usize,
@@ -47,6 +55,8 @@ struct Plan {
     warmup_reps: usize,
     reps: usize,
     cli_runs: usize,
+    /// Timed turns per writer in the concurrent workload.
+    concurrent_turns: usize,
 }
 
 impl Plan {
@@ -73,6 +83,7 @@ impl Plan {
                 warmup_reps: 3,
                 reps: 20,
                 cli_runs: 5,
+                concurrent_turns: 10,
             }
         } else {
             Plan {
@@ -84,6 +95,7 @@ impl Plan {
                 warmup_reps: 50,
                 reps: 1000,
                 cli_runs: 20,
+                concurrent_turns: 100,
             }
         };
         if let Some(reps) = reps_override {
@@ -261,7 +273,7 @@ impl Chat {
     }
 }
 
-fn bench_append(store: &Store, plan: &Plan) -> (Value, f64) {
+fn bench_append(store: &Store, plan: &Plan, db: &str) -> (Value, f64) {
     let mut chats: Vec<(usize, Chat)> = DEPTHS
         .iter()
         .map(|&depth| (depth, Chat::new(store, depth)))
@@ -297,9 +309,8 @@ fn bench_append(store: &Store, plan: &Plan) -> (Value, f64) {
              messages; {} untimed warm-up turns on a separate conversation of the same depth, \
              then {} timed turns in {} rounds interleaved with the other depths, so the depth \
              grows by 2 per turn (from {depth} to {}). The client keeps the Thread returned by the previous turn, so persistence \
-             marks are used. File database (WAL, synchronous=NORMAL) in a temp dir, shared by all \
-             workloads. Only commit_turn is timed; the in-memory push (hashing two messages) is \
-             reported as client_push.",
+             marks are used. {db}. Only commit_turn is timed; the in-memory push (hashing two \
+             messages) is reported as client_push.",
             plan.warmup_turns,
             plan.turns(),
             plan.rounds,
@@ -447,6 +458,104 @@ fn bench_fork(store: &Store, plan: &Plan) -> Value {
     )
 }
 
+/// Throughput with `WRITERS` threads sharing one store handle, each
+/// committing turns to a conversation of its own (no bookmark conflicts:
+/// this measures how writes share the database, not retries).
+fn bench_concurrent(store: &Store, plan: &Plan, db: &str) -> Value {
+    let mut chats: Vec<Chat> = (0..WRITERS).map(|_| Chat::new(store, 10)).collect();
+    for chat in &mut chats {
+        for _ in 0..plan.warmup_turns.min(5) {
+            chat.turn(store, false);
+        }
+    }
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for chat in &mut chats {
+            scope.spawn(|| {
+                for _ in 0..plan.concurrent_turns {
+                    chat.turn(store, true);
+                }
+            });
+        }
+    });
+    let wall = started.elapsed();
+    let commits: Vec<Duration> = chats.iter().flat_map(|c| c.commit.clone()).collect();
+    let turns = commits.len();
+    let s = stats(&commits, US);
+    json!({
+        "workload": format!(
+            "{WRITERS} threads share one Store handle, each committing {} turns (as \
+             append_turn_depth_10: ~200 B + ~1.2 KB messages, one RunRecord, bookmark \
+             compare-and-set) to a conversation of its own that starts at depth 10; turns per \
+             second = all turns / wall time from the first thread's start to the last one's end. \
+             {db}.",
+            plan.concurrent_turns
+        ),
+        "turns_per_second": report::round3(turns as f64 / wall.as_secs_f64()),
+        "turns": turns,
+        "wall_ms": report::round3(wall.as_secs_f64() * MS),
+        "commit_median_us": report::round3(s.median),
+        "commit_p90_us": report::round3(s.p90),
+    })
+}
+
+/// Every store workload the plan asks for, on one database.
+fn bench_store(store: &Store, plan: &Plan, db: &str) -> serde_json::Map<String, Value> {
+    let mut results = serde_json::Map::new();
+    if plan.runs("append") || plan.runs("stateless") {
+        let (append, marked_1000) = bench_append(store, plan, db);
+        if plan.runs("append") {
+            results.extend(append.as_object().cloned().unwrap_or_default());
+        }
+        if plan.runs("stateless") {
+            let stateless = bench_stateless(store, plan, marked_1000);
+            results.insert("append_turn_stateless_depth_1000".into(), stateless);
+        }
+    }
+    if plan.runs("load") {
+        results.insert("load_thread_1000".into(), bench_load(store, plan));
+    }
+    if plan.runs("fork") {
+        results.insert("fork_depth_1000".into(), bench_fork(store, plan));
+    }
+    if plan.runs("concurrent") {
+        results.insert(
+            format!("concurrent_writers_{WRITERS}"),
+            bench_concurrent(store, plan, db),
+        );
+    }
+    results
+}
+
+/// The store workloads on PostgreSQL, when `SKEIN_BENCH_POSTGRES` names a
+/// server; otherwise a note saying how to run them.
+#[cfg(feature = "postgres")]
+fn bench_postgres(plan: &Plan) -> Value {
+    let Some(base) = std::env::var("SKEIN_BENCH_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        return json!({"skipped": "SKEIN_BENCH_POSTGRES is not set: set it to a postgres:// URL to run the store workloads on PostgreSQL"});
+    };
+    let schema = skein_store::scratch::ScratchSchema::create(&base)
+        .unwrap_or_else(|error| panic!("SKEIN_BENCH_POSTGRES is set but unusable: {error}"));
+    let store = Store::open(schema.url()).expect("open PostgreSQL store");
+    let version = store
+        .debug_query_i64("SELECT current_setting('server_version_num')::bigint")
+        .unwrap_or_default();
+    let db = format!(
+        "PostgreSQL (server_version_num {version}) at {}, a fresh schema shared by all \
+         workloads, over TCP without TLS, pool of 4 connections",
+        skein_store::location::redact(&base)
+    );
+    Value::Object(bench_store(&store, plan, &db))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn bench_postgres(_plan: &Plan) -> Value {
+    json!({"skipped": "built without the postgres feature: cargo bench -p skein-store --features postgres --bench store, with SKEIN_BENCH_POSTGRES=postgres://..."})
+}
+
 fn bench_cli(plan: &Plan) -> (Value, Value) {
     let Some(bin) = std::env::var_os("SKEIN_BIN")
         .filter(|b| !b.is_empty())
@@ -517,26 +626,17 @@ fn resolve_bin(bin: std::ffi::OsString) -> std::path::PathBuf {
 fn main() {
     let plan = Plan::from_env();
     let started = Instant::now();
+    let load_at_start = report::loadavg();
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Store::open(dir.path().join("bench.db")).expect("open store");
 
-    let mut results = serde_json::Map::new();
-    if plan.runs("append") || plan.runs("stateless") {
-        let (append, marked_1000) = bench_append(&store, &plan);
-        if plan.runs("append") {
-            results.extend(append.as_object().cloned().unwrap_or_default());
-        }
-        if plan.runs("stateless") {
-            let stateless = bench_stateless(&store, &plan, marked_1000);
-            results.insert("append_turn_stateless_depth_1000".into(), stateless);
-        }
-    }
-    if plan.runs("load") {
-        results.insert("load_thread_1000".into(), bench_load(&store, &plan));
-    }
-    if plan.runs("fork") {
-        results.insert("fork_depth_1000".into(), bench_fork(&store, &plan));
-    }
+    let mut results = bench_store(
+        &store,
+        &plan,
+        "File database (WAL, synchronous=NORMAL) in a temp dir, shared by all workloads",
+    );
+    drop(store);
+    let postgres = bench_postgres(&plan);
     if plan.runs("cli") {
         let (cli, cli_note) = bench_cli(&plan);
         results.insert("cli_version_ms".into(), cli);
@@ -556,6 +656,8 @@ fn main() {
             "cli_version_ms": format!("< {CLI_VERSION_TARGET_MS} ms"),
         },
         "results": Value::Object(results),
+        "postgres": postgres,
+        "load_average": {"start": load_at_start, "end": report::loadavg()},
         "total_seconds": report::round3(started.elapsed().as_secs_f64()),
     });
     println!(

@@ -2,13 +2,17 @@
 Conversation bookmarks: create, fork, rename, list, and the one operation
 that moves a bookmark: committing a turn (or an explicit head move), always
 as a compare-and-set on the head the caller started from.
+
+The outcome of a compare-and-set and the shape of a conversation row are
+shared by both backends; the SQL here is SQLite's (PostgreSQL's is in
+postgres/conversations.rs).
 */
 
 use crate::error::{HeadMoved, Result, StoreError};
 use crate::graph::{AppendReport, append_nodes, mark_all, seq_of};
 use crate::records::{Conversation, ConversationId, NewConversation, Origin, TurnCommit, now_ms};
 use crate::runs::insert_run;
-use crate::sqlite::Store;
+use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::NodeId;
 
@@ -18,7 +22,7 @@ const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth 
         c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
      FROM conversations c";
 
-impl Store {
+impl SqliteStore {
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
         let id = new.id.clone().unwrap_or_else(ConversationId::random);
@@ -155,21 +159,13 @@ impl Store {
         outcome.into_result(id, expected, Some(new))
     }
 
-    /// Commit a turn: its nodes, its runs and the bookmark move, in one
-    /// transaction. If the bookmark moved since `expected_head`, the nodes and
-    /// runs are still committed (nothing is lost) and the error names the
-    /// node where the turn stands.
-    pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<AppendReport> {
-        self.commit_turn_observed(turn, &mut |_| {})
-    }
-
     /// [`Store::commit_turn`] with a probe called at each stage inside the
     /// transaction; crash tests use it to die mid-turn.
     #[doc(hidden)]
     pub fn commit_turn_observed(
         &self,
         turn: &TurnCommit<'_>,
-        probe: &mut dyn FnMut(CommitStage),
+        probe: &mut (dyn FnMut(CommitStage) + Send),
     ) -> Result<AppendReport> {
         let head = turn
             .thread
@@ -206,13 +202,13 @@ pub enum CommitStage {
     HeadMoved,
 }
 
-enum CasOutcome {
+pub(crate) enum CasOutcome {
     Moved,
     Lost { actual: Option<NodeId> },
 }
 
 impl CasOutcome {
-    fn into_result(
+    pub(crate) fn into_result(
         self,
         id: &ConversationId,
         expected: Option<NodeId>,
@@ -262,32 +258,58 @@ fn compare_and_set_head(
 }
 
 fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
-    let id_bytes = |index: usize| -> rusqlite::Result<Option<NodeId>> {
-        Ok(row
-            .get::<_, Option<Vec<u8>>>(index)?
-            .as_deref()
-            .and_then(NodeId::from_slice))
-    };
-    let origin_node = id_bytes(4)?;
-    let origin_conversation: Option<String> = row.get(5)?;
-    let origin_rerun: Option<String> = row.get(6)?;
-    let origin = (origin_node.is_some() || origin_conversation.is_some() || origin_rerun.is_some())
-        .then(|| Origin {
-            node: origin_node,
-            conversation: origin_conversation.map(ConversationId),
-            rerun: origin_rerun,
-        });
+    let head: Option<Vec<u8>> = row.get(2)?;
+    let origin_node: Option<Vec<u8>> = row.get(4)?;
     let meta: String = row.get(9)?;
-    Ok(Conversation {
-        id: ConversationId(row.get(0)?),
+    Ok(ConversationRow {
+        id: row.get(0)?,
         name: row.get(1)?,
-        head: id_bytes(2)?,
-        len: row
-            .get::<_, Option<i64>>(3)?
-            .map_or(0, |depth| depth as u64 + 1),
-        origin,
+        head: head.as_deref(),
+        head_depth: row.get(3)?,
+        origin_node: origin_node.as_deref(),
+        origin_conversation: row.get(5)?,
+        origin_rerun: row.get(6)?,
         created_ms: row.get(7)?,
         updated_ms: row.get(8)?,
-        meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
-    })
+        meta: &meta,
+    }
+    .into_conversation())
+}
+
+/// A conversation row's columns, as either backend reads them.
+pub(crate) struct ConversationRow<'r> {
+    pub id: String,
+    pub name: Option<String>,
+    pub head: Option<&'r [u8]>,
+    pub head_depth: Option<i64>,
+    pub origin_node: Option<&'r [u8]>,
+    pub origin_conversation: Option<String>,
+    pub origin_rerun: Option<String>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub meta: &'r str,
+}
+
+impl ConversationRow<'_> {
+    pub(crate) fn into_conversation(self) -> Conversation {
+        let origin_node = self.origin_node.and_then(NodeId::from_slice);
+        let origin = (origin_node.is_some()
+            || self.origin_conversation.is_some()
+            || self.origin_rerun.is_some())
+        .then(|| Origin {
+            node: origin_node,
+            conversation: self.origin_conversation.map(ConversationId),
+            rerun: self.origin_rerun,
+        });
+        Conversation {
+            id: ConversationId(self.id),
+            name: self.name,
+            head: self.head.and_then(NodeId::from_slice),
+            len: self.head_depth.map_or(0, |depth| depth as u64 + 1),
+            origin,
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+            meta: serde_json::from_str(self.meta).unwrap_or(serde_json::Value::Null),
+        }
+    }
 }

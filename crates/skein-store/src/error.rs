@@ -1,7 +1,7 @@
 /*!
-The store's error type. Database failures keep their `rusqlite` source;
-conflicts and lookups that fail are their own variants so callers can match
-them.
+The store's error type. Database failures keep their `rusqlite` (or, with
+the `postgres` feature, `tokio-postgres`) source; conflicts and lookups that
+fail are their own variants so callers can match them.
 */
 
 use skein_core::NodeId;
@@ -53,6 +53,22 @@ pub enum StoreError {
     Busy { seconds: u64 },
     #[error("database error: {0}")]
     Database(#[from] rusqlite::Error),
+    #[cfg(feature = "postgres")]
+    #[error("PostgreSQL error: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error(
+        "this skein was built without PostgreSQL support, so it cannot open {location}; \
+         rebuild it with the `postgres` feature (e.g. `cargo install --path crates/skein-cli --features postgres`) \
+         or give the path of a SQLite file"
+    )]
+    NoPostgresSupport { location: String },
+    #[error("`{location}` is not a usable PostgreSQL URL: {reason}")]
+    BadUrl { location: String, reason: String },
+    #[error(
+        "cannot reach the PostgreSQL server at {location}: {reason}; check that it is running \
+         and that the URL's host, port, user, password and database are right"
+    )]
+    Unreachable { location: String, reason: String },
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
     #[error("invalid JSON in a stored record: {0}")]

@@ -1,6 +1,7 @@
 /*!
-The node graph: appending threads, loading them back, and walking children
-and subtrees.
+The node graph's types, and its SQLite implementation: appending threads,
+loading them back, and walking children and subtrees (the PostgreSQL one is
+postgres/graph.rs).
 
 Appending walks back from the head only until it meets a node this database
 holds (known from the node's in-memory mark, or found by one indexed
@@ -9,10 +10,11 @@ only ever inserted after its parent, holding a node implies holding its whole
 ancestry, and `seq` order is a topological order.
 */
 
+use crate::codec::{BLOB_THRESHOLD, node_id, optional_node_id};
 use crate::error::{Result, StoreError};
-use crate::sqlite::{BLOB_THRESHOLD, Store};
+use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, params};
-use skein_core::encoding::{decode_body, encode_body};
+use skein_core::encoding::encode_body;
 use skein_core::{Message, Node, NodeId, Part, Role, StoreKey, Thread};
 use std::sync::Arc;
 
@@ -43,7 +45,7 @@ pub struct TreeEntry {
     pub preview: String,
 }
 
-impl Store {
+impl SqliteStore {
     /// Store every node of `thread` this database does not hold yet, in one
     /// transaction. Marks the nodes as persisted here once committed.
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
@@ -84,7 +86,7 @@ impl Store {
             let (parent, depth, body) = row;
             Ok(StoredNode {
                 id,
-                parent: parent.as_deref().map(node_id).transpose()?,
+                parent: optional_node_id(parent.as_deref())?,
                 depth: depth as u64,
                 message: decode_message(conn, id, &body)?,
             })
@@ -137,7 +139,7 @@ impl Store {
                 let message = decode_message(conn, id, &body)?;
                 entries.push(TreeEntry {
                     id,
-                    parent: parent.as_deref().map(node_id).transpose()?,
+                    parent: optional_node_id(parent.as_deref())?,
                     depth: depth as u64,
                     role: message.role,
                     preview: preview(&message, 60),
@@ -266,35 +268,11 @@ pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Res
 
 /// Decode a stored body, fetching any blobs it references.
 pub(crate) fn decode_message(conn: &Connection, id: NodeId, body: &[u8]) -> Result<Message> {
-    let corrupt = |source| StoreError::Corrupt { id, source };
-    let decoded = decode_body(body).map_err(corrupt)?;
-    if decoded.blob_refs().next().is_none() {
-        return decoded.resolve(|_| None).map_err(corrupt);
-    }
-    let mut stmt = conn.prepare_cached("SELECT bytes FROM blobs WHERE digest = ?1")?;
-    let mut failure = None;
-    let message = decoded.resolve(|digest| {
-        match stmt
+    crate::codec::decode_message(id, body, |digest| {
+        let mut stmt = conn.prepare_cached("SELECT bytes FROM blobs WHERE digest = ?1")?;
+        Ok(stmt
             .query_row([digest.as_bytes()], |row| row.get::<_, Vec<u8>>(0))
-            .optional()
-        {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                failure = Some(error);
-                None
-            }
-        }
-    });
-    if let Some(error) = failure {
-        return Err(error.into());
-    }
-    message.map_err(corrupt)
-}
-
-/// A stored node id; anything but 32 bytes means the row was damaged.
-pub(crate) fn node_id(bytes: &[u8]) -> Result<NodeId> {
-    NodeId::from_slice(bytes).ok_or_else(|| {
-        StoreError::MalformedRow(format!("a node id has {} bytes instead of 32", bytes.len()))
+            .optional()?)
     })
 }
 

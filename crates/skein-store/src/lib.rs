@@ -1,8 +1,10 @@
 /*!
 Persistence of the conversation graph.
 
-[`Store`] is a SQLite database (the embedded default) holding nodes, blobs,
-conversation bookmarks, runs and the tools each run offered. Its methods
+[`Store`] is a database holding nodes, blobs, conversation bookmarks, runs
+and the tools each run offered: a SQLite file (the embedded default) or,
+with the `postgres` feature, a PostgreSQL database shared by many processes
+and hosts, chosen by the location [`Store::open`] is given. Its methods
 block on I/O; from async code use [`Store::run`], which moves the work to
 tokio's blocking pool so the runtime never stalls.
 
@@ -12,37 +14,48 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
   found by walking back from the head to the first stored node: cost is
   proportional to the new nodes, never to the depth;
 - a thread loads from any head in one recursive query;
-- a turn's nodes, run record and bookmark move commit in one `BEGIN
-  IMMEDIATE` transaction; moving a bookmark is a compare-and-set on the head
+- a turn's nodes, run record and bookmark move commit in one transaction
+  (`BEGIN IMMEDIATE` on SQLite); moving a bookmark is a compare-and-set on the head
   the turn started from, and losing that race still stores the turn and
   returns [`StoreError::HeadMoved`];
 - nodes are never updated or deleted; only bookmarks move.
 
-Modules: [`records`] (the typed rows), [`error`], and the store's operations
-split by concern: graph, conversations, runs, transfer (export/import) and
-verify.
+Modules: [`records`] (the typed rows), [`error`], the facade (store.rs)
+that picks a backend, what both backends share (codec.rs, location.rs, and
+the non-SQL halves of the modules below), the SQLite operations split by
+concern (graph, conversations, runs, transfer, verify, resolve, schema) and
+the PostgreSQL backend (postgres/, same split).
 */
 
+mod codec;
 mod conversations;
 pub mod error;
 mod graph;
 mod llm_import;
+pub mod location;
+#[cfg(feature = "postgres")]
+mod postgres;
 pub mod records;
 mod resolve;
 mod runs;
 mod schema;
 mod sqlite;
+mod store;
 mod transfer;
 mod verify;
 
+pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use llm_import::LlmImportReport;
+#[cfg(feature = "postgres")]
+#[doc(hidden)]
+pub use postgres::scratch;
 pub use records::{
     Conversation, ConversationId, NewConversation, Origin, Relation, RunId, RunRecord, RunStatus,
     TurnCommit,
 };
-pub use sqlite::{BLOB_THRESHOLD, Store};
+pub use store::Store;
 pub use transfer::ImportReport;
 pub use verify::{Problem, VerifyReport};

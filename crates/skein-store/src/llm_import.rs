@@ -19,9 +19,9 @@ Ids of conversations and runs are derived from `llm`'s own ids, so
 importing the same database again changes nothing.
 */
 
+use crate::Store;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, NewConversation, Origin, RunId, RunRecord};
-use crate::sqlite::Store;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use skein_core::{Attachment, Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};

@@ -3,12 +3,16 @@ Resolving the short id prefixes people type into full ids: nodes (32-byte
 blobs, matched by byte range), conversations and runs (hex text, matched by
 text range). A prefix that matches nothing or several ids is a typed error
 that says which.
+
+The parsing and choosing are shared; each backend only lists the ids in a
+range (SQLite's queries are here, PostgreSQL's in postgres/resolve.rs).
 */
 
+use crate::codec::node_id;
 use crate::error::{Result, StoreError};
-use crate::graph::node_id;
 use crate::records::{ConversationId, RunId};
-use crate::sqlite::Store;
+use crate::sqlite::SqliteStore;
+use crate::store::Store;
 use rusqlite::params;
 use skein_core::NodeId;
 use skein_core::id::is_hex_prefix;
@@ -16,27 +20,35 @@ use skein_core::id::is_hex_prefix;
 /// Candidates listed in an ambiguity error.
 const CANDIDATES: usize = 5;
 
+/// Which id table a text prefix is looked up in.
+#[derive(Clone, Copy)]
+pub(crate) enum IdTable {
+    Conversations,
+    Runs,
+}
+
+impl IdTable {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            IdTable::Conversations => "conversations",
+            IdTable::Runs => "runs",
+        }
+    }
+}
+
 impl Store {
     /// The node whose id starts with `prefix` (hex, any case).
     pub fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
         let prefix = normalise(prefix)?;
         let low = pad(&prefix, '0');
         let high = pad(&prefix, 'f');
-        let ids = self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3",
-            )?;
-            let rows = stmt.query_map(params![low, high, CANDIDATES as i64], |row| {
-                row.get::<_, Vec<u8>>(0)
-            })?;
-            rows.map(|row| node_id(&row?)).collect::<Result<Vec<_>>>()
-        })?;
+        let ids = crate::store::dispatch!(self, s => s.node_ids_between(&low, &high, CANDIDATES))?;
         pick("node", &prefix, ids, |id| id.short())
     }
 
     /// The conversation whose id starts with `prefix`.
     pub fn resolve_conversation(&self, prefix: &str) -> Result<ConversationId> {
-        let ids = self.text_prefix("conversations", prefix)?;
+        let ids = self.text_prefix(IdTable::Conversations, prefix)?;
         pick("conversation", prefix, ids, |id: &String| {
             id[..12.min(id.len())].to_string()
         })
@@ -45,22 +57,49 @@ impl Store {
 
     /// The run whose id starts with `prefix`.
     pub fn resolve_run(&self, prefix: &str) -> Result<RunId> {
-        let ids = self.text_prefix("runs", prefix)?;
+        let ids = self.text_prefix(IdTable::Runs, prefix)?;
         pick("run", prefix, ids, |id: &String| {
             id[..12.min(id.len())].to_string()
         })
         .map(RunId)
     }
 
-    fn text_prefix(&self, table: &'static str, prefix: &str) -> Result<Vec<String>> {
+    fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {
         let prefix = normalise(prefix)?;
         // 'g' sorts after every hex digit, so [prefix, prefix+"g") is the range.
         let end = format!("{prefix}g");
+        crate::store::dispatch!(self, s => s.text_ids_between(table, &prefix, &end, CANDIDATES))
+    }
+}
+
+impl SqliteStore {
+    /// At most `limit` node ids in `[low, high]`, in order.
+    pub fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![low, high, limit as i64], |row| {
+                row.get::<_, Vec<u8>>(0)
+            })?;
+            rows.map(|row| node_id(&row?)).collect::<Result<Vec<_>>>()
+        })
+    }
+
+    /// At most `limit` ids of `table` in `[low, high)`, in order.
+    pub fn text_ids_between(
+        &self,
+        table: IdTable,
+        low: &str,
+        high: &str,
+        limit: usize,
+    ) -> Result<Vec<String>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT id FROM {table} WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+                "SELECT id FROM {} WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
+                table.name()
             ))?;
-            let rows = stmt.query_map(params![prefix, end, CANDIDATES as i64], |row| {
+            let rows = stmt.query_map(params![low, high, limit as i64], |row| {
                 row.get::<_, String>(0)
             })?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

@@ -2,11 +2,14 @@
 Run records: one row per logical model call, with its usage, status,
 annotations, relations and the exact tool set it offered (`run_tools`, by
 tool hash, so a tool offered in a thousand runs is stored once).
+
+Turning a row into a [`RunRecord`] is shared by both backends; the SQL here
+is SQLite's (PostgreSQL's is in postgres/runs.rs).
 */
 
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord, RunStatus};
-use crate::sqlite::Store;
+use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{NodeId, ToolSpec, Usage};
 
@@ -16,7 +19,7 @@ const SELECT_RUN: &str =
         usage_complete, started, finished, error, annotations, options, relations, request
      FROM runs";
 
-impl Store {
+impl SqliteStore {
     /// Record a run on its own (a failed run adds no node, but keeps its
     /// record). Runs that produce a turn go through [`Store::commit_turn`].
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
@@ -121,12 +124,40 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
 }
 
 /// A run row before its tool set and JSON columns are filled in.
-struct RawRun {
-    record: RunRecord,
-    annotations: String,
-    options: String,
-    relations: String,
-    status: String,
+pub(crate) struct RawRun {
+    pub record: RunRecord,
+    pub annotations: String,
+    pub options: String,
+    pub relations: String,
+    pub status: String,
+}
+
+impl RawRun {
+    /// Parse the status and JSON columns and attach the run's tools.
+    pub(crate) fn finish(self, tools: Vec<ToolSpec>) -> Result<RunRecord> {
+        let mut record = self.record;
+        record.status = RunStatus::parse(&self.status).ok_or_else(|| {
+            StoreError::MalformedRow(format!("run {} has status `{}`", record.id, self.status))
+        })?;
+        record.annotations = serde_json::from_str(&self.annotations)?;
+        record.options = serde_json::from_str(&self.options)?;
+        record.relations = serde_json::from_str(&self.relations)?;
+        record.tools = tools;
+        Ok(record)
+    }
+}
+
+/// A stored tool: name, description and its input schema as JSON text.
+pub(crate) fn tool_from_columns(
+    name: String,
+    description: String,
+    schema: &str,
+) -> Result<ToolSpec> {
+    Ok(ToolSpec::new(
+        name,
+        description,
+        serde_json::from_str(schema)?,
+    ))
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -162,15 +193,8 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
 }
 
 fn finish_run(conn: &Connection, raw: RawRun) -> Result<RunRecord> {
-    let mut record = raw.record;
-    record.status = RunStatus::parse(&raw.status).ok_or_else(|| {
-        StoreError::MalformedRow(format!("run {} has status `{}`", record.id, raw.status))
-    })?;
-    record.annotations = serde_json::from_str(&raw.annotations)?;
-    record.options = serde_json::from_str(&raw.options)?;
-    record.relations = serde_json::from_str(&raw.relations)?;
-    record.tools = run_tools(conn, &record.id)?;
-    Ok(record)
+    let tools = run_tools(conn, &raw.record.id)?;
+    raw.finish(tools)
 }
 
 fn run_tools(conn: &Connection, id: &RunId) -> Result<Vec<ToolSpec>> {
@@ -188,11 +212,7 @@ fn run_tools(conn: &Connection, id: &RunId) -> Result<Vec<ToolSpec>> {
     let mut tools = Vec::new();
     for row in rows {
         let (name, description, schema) = row?;
-        tools.push(ToolSpec::new(
-            name,
-            description,
-            serde_json::from_str(&schema)?,
-        ));
+        tools.push(tool_from_columns(name, description, &schema)?);
     }
     Ok(tools)
 }

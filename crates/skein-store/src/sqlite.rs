@@ -1,6 +1,8 @@
 /*!
-The SQLite store handle: opening, connection setup, the writer/reader split,
-write transactions with busy handling, and the bridge to async code.
+The SQLite backend's handle: opening, connection setup, the writer/reader
+split and write transactions with busy handling. Its operations live beside
+the types they return (graph.rs, conversations.rs, runs.rs, transfer.rs,
+verify.rs, resolve.rs); [`crate::Store`] dispatches to it for file paths.
 
 One writer connection (behind a mutex) takes every write in a `BEGIN
 IMMEDIATE` transaction, which in WAL mode waits on the busy handler instead
@@ -17,21 +19,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Payloads of this many bytes or more are stored once in the blob table,
-/// keyed by their digest, instead of inline in the node body. 4 KiB is one
-/// SQLite page: smaller parts are cheaper inline, larger ones (documents,
-/// attachments) are the ones that recur across conversations. The threshold
-/// never affects node ids.
-pub const BLOB_THRESHOLD: usize = 4096;
-
 /// How long one statement waits on another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a write keeps retrying before reporting [`StoreError::Busy`].
 const BUSY_GIVE_UP: Duration = Duration::from_secs(120);
 
-/// A handle on one SQLite database. Cheap to clone; share it freely.
+/// A handle on one SQLite database. Cheap to clone.
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct SqliteStore {
     shared: Arc<Shared>,
 }
 
@@ -42,19 +37,11 @@ struct Shared {
     readers: Mutex<Vec<Connection>>,
 }
 
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("path", &self.shared.path)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Store {
+impl SqliteStore {
     /// Open (creating if needed) the database at `path`, migrating it to the
     /// current schema.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
-        let path = path.as_ref().to_path_buf();
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        let path = path.to_path_buf();
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -69,7 +56,7 @@ impl Store {
         let key = key
             .parse()
             .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))?;
-        Ok(Store {
+        Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 key,
@@ -83,23 +70,14 @@ impl Store {
         &self.shared.path
     }
 
+    pub fn location(&self) -> String {
+        self.shared.path.display().to_string()
+    }
+
     /// The key nodes are marked with once this database holds them. It
     /// identifies the database, not this handle.
     pub fn key(&self) -> StoreKey {
         self.shared.key
-    }
-
-    /// Run blocking store work on tokio's blocking pool, so async callers
-    /// never stall their runtime. No transaction is held across an `.await`.
-    pub async fn run<T, F>(&self, work: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Store) -> Result<T> + Send + 'static,
-    {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || work(&store))
-            .await
-            .map_err(|error| StoreError::Task(error.to_string()))?
     }
 
     /// Run `work` in a `BEGIN IMMEDIATE` transaction and commit it. When the
@@ -151,9 +129,18 @@ impl Store {
     }
 
     /// A raw connection for tests that must tamper with or inspect rows.
-    #[doc(hidden)]
     pub fn raw_connection(&self) -> Result<Connection> {
         connect(&self.shared.path)
+    }
+
+    pub fn debug_execute(&self, sql: &str) -> Result<u64> {
+        Ok(self.raw_connection()?.execute(sql, [])? as u64)
+    }
+
+    pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
+        Ok(self
+            .raw_connection()?
+            .query_row(sql, [], |row| row.get(0))?)
     }
 }
 

@@ -15,13 +15,18 @@ Import recomputes every node id from its parent and content and checks it
 against the file. The whole file is parsed and checked in one transaction: a
 malformed line, an id mismatch or an unknown parent aborts the import with
 an error naming the line, and nothing is imported.
+
+The format, parsing and every check that needs no database are here, shared
+by both backends; the SQLite export and import loops are here too, the
+PostgreSQL ones in postgres/transfer.rs.
 */
 
+use crate::codec::{node_id, optional_node_id};
 use crate::error::{Result, StoreError};
-use crate::graph::{decode_message, insert_node, node_id};
+use crate::graph::{decode_message, insert_node};
 use crate::records::{Conversation, RunRecord};
 use crate::runs::insert_run;
-use crate::sqlite::Store;
+use crate::sqlite::SqliteStore;
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
@@ -33,7 +38,7 @@ const FORMAT_VERSION: u32 = 1;
 
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-enum Line {
+pub(crate) enum Line {
     Header {
         format: String,
         version: u32,
@@ -59,65 +64,34 @@ pub struct ImportReport {
     pub runs: usize,
 }
 
-impl Store {
-    /// Write the whole database as JSONL.
-    pub fn export(&self, out: &mut dyn Write) -> Result<()> {
+impl SqliteStore {
+    /// Write the header and every node, in topological order.
+    pub fn export_nodes(&self, out: &mut dyn Write) -> Result<()> {
         self.read(|conn| {
-            write_line(out, &Line::Header {
-                format: FORMAT.into(),
-                version: FORMAT_VERSION,
-                encoding: ENCODING_VERSION,
-            })?;
+            write_header(out)?;
             let mut stmt = conn.prepare(
                 "SELECT n.id, p.id, n.body FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent ORDER BY n.seq",
             )?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
                 let id = node_id(&row.get::<_, Vec<u8>>(0)?)?;
-                let parent = row.get::<_, Option<Vec<u8>>>(1)?.as_deref().map(node_id).transpose()?;
+                let parent = optional_node_id(row.get::<_, Option<Vec<u8>>>(1)?.as_deref())?;
                 let message = decode_message(conn, id, &row.get::<_, Vec<u8>>(2)?)?;
-                write_line(out, &Line::Node {
-                    id,
-                    parent,
-                    role: message.role,
-                    parts: message.parts,
-                })?;
+                write_node(out, id, parent, message)?;
             }
             Ok(())
-        })?;
-        for conversation in self.list_conversations(usize::MAX >> 1)?.into_iter().rev() {
-            write_line(out, &Line::Conversation(conversation))?;
-        }
-        let mut runs = self.recent_runs(usize::MAX >> 1)?;
-        runs.reverse();
-        for run in runs {
-            write_line(out, &Line::Run(Box::new(run)))?;
-        }
-        out.flush()?;
-        Ok(())
+        })
     }
 
-    /// Import a JSONL export. All or nothing.
-    pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
-        let lines = parse_lines(input)?;
+    /// Import parsed and checked export lines. All or nothing.
+    pub fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(|tx| {
             let mut report = ImportReport::default();
-            for (number, line) in &lines {
+            for (number, line) in lines {
                 let number = *number;
-                let fail = |problem: String| StoreError::Import { line: number, problem };
                 match line {
                     Line::Header { .. } => {}
                     Line::Node { id, parent, role, parts } => {
-                        let message = Message::new(*role, parts.clone());
-                        let computed = compute_id(parent.as_ref(), &message);
-                        if computed != *id {
-                            return Err(fail(format!(
-                                "node {} does not match its content (the content hashes to {}); \
-                                 the file was altered or damaged",
-                                id.short(),
-                                computed.short()
-                            )));
-                        }
                         if crate::graph::seq_of(tx, *id)?.is_some() {
                             report.nodes_present += 1;
                             continue;
@@ -128,16 +102,11 @@ impl Store {
                                 tx.prepare_cached("SELECT seq, depth FROM nodes WHERE id = ?1")?
                                     .query_row([parent.as_bytes()], |row| Ok((row.get(0)?, row.get::<_, i64>(1)?)))
                                     .optional()?
-                                    .ok_or_else(|| {
-                                        fail(format!(
-                                            "node {} names parent {}, which is neither in the database nor earlier in the file",
-                                            id.short(),
-                                            parent.short()
-                                        ))
-                                    })?,
+                                    .ok_or_else(|| orphan(number, id, parent))?,
                             ),
                         };
                         let depth = parent_row.map_or(0, |(_, depth)| depth as u64 + 1);
+                        let message = Message::new(*role, parts.clone());
                         insert_node(tx, *id, parent_row.map(|(seq, _)| seq), depth, &message)?;
                         report.nodes_written += 1;
                     }
@@ -147,12 +116,7 @@ impl Store {
                             .query_row([conversation.id.as_str()], |row| row.get(0))
                             .optional()?;
                         if let Some(head) = existing {
-                            if head.as_deref().and_then(NodeId::from_slice) != conversation.head {
-                                return Err(fail(format!(
-                                    "conversation {} already exists here with a different head",
-                                    conversation.id.short()
-                                )));
-                            }
+                            check_same_head(number, conversation, head.as_deref())?;
                             continue;
                         }
                         let origin = conversation.origin.clone().unwrap_or_default();
@@ -172,7 +136,7 @@ impl Store {
                             conversation.updated_ms,
                             serde_json::to_string(&conversation.meta)?,
                         ])
-                        .map_err(|error| fail(format!("conversation {}: {error}", conversation.id.short())))?;
+                        .map_err(|error| bad_conversation(number, conversation, error))?;
                         report.conversations += 1;
                     }
                     Line::Run(run) => {
@@ -191,7 +155,121 @@ impl Store {
     }
 }
 
-fn parse_lines(input: &mut dyn BufRead) -> Result<Vec<(usize, Line)>> {
+pub(crate) fn write_header(out: &mut dyn Write) -> Result<()> {
+    write_line(
+        out,
+        &Line::Header {
+            format: FORMAT.into(),
+            version: FORMAT_VERSION,
+            encoding: ENCODING_VERSION,
+        },
+    )
+}
+
+pub(crate) fn write_node(
+    out: &mut dyn Write,
+    id: NodeId,
+    parent: Option<NodeId>,
+    message: Message,
+) -> Result<()> {
+    write_line(
+        out,
+        &Line::Node {
+            id,
+            parent,
+            role: message.role,
+            parts: message.parts,
+        },
+    )
+}
+
+/// After the nodes: every conversation (oldest first), then every run
+/// (oldest first), read through the store's own queries.
+pub(crate) fn write_records(
+    out: &mut dyn Write,
+    conversations: Vec<Conversation>,
+    mut runs: Vec<RunRecord>,
+) -> Result<()> {
+    for conversation in conversations.into_iter().rev() {
+        write_line(out, &Line::Conversation(conversation))?;
+    }
+    runs.reverse();
+    for run in runs {
+        write_line(out, &Line::Run(Box::new(run)))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Check every node line's id against its content, before touching any
+/// database.
+pub(crate) fn check_ids(lines: &[(usize, Line)]) -> Result<()> {
+    for (number, line) in lines {
+        if let Line::Node {
+            id,
+            parent,
+            role,
+            parts,
+        } = line
+        {
+            let computed = compute_id(parent.as_ref(), &Message::new(*role, parts.clone()));
+            if computed != *id {
+                return Err(StoreError::Import {
+                    line: *number,
+                    problem: format!(
+                        "node {} does not match its content (the content hashes to {}); \
+                         the file was altered or damaged",
+                        id.short(),
+                        computed.short()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn orphan(line: usize, id: &NodeId, parent: &NodeId) -> StoreError {
+    StoreError::Import {
+        line,
+        problem: format!(
+            "node {} names parent {}, which is neither in the database nor earlier in the file",
+            id.short(),
+            parent.short()
+        ),
+    }
+}
+
+/// A conversation the database already holds must stand where the file says.
+pub(crate) fn check_same_head(
+    line: usize,
+    conversation: &Conversation,
+    stored_head: Option<&[u8]>,
+) -> Result<()> {
+    if stored_head.and_then(NodeId::from_slice) != conversation.head {
+        return Err(StoreError::Import {
+            line,
+            problem: format!(
+                "conversation {} already exists here with a different head",
+                conversation.id.short()
+            ),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn bad_conversation(
+    line: usize,
+    conversation: &Conversation,
+    error: impl std::fmt::Display,
+) -> StoreError {
+    StoreError::Import {
+        line,
+        problem: format!("conversation {}: {error}", conversation.id.short()),
+    }
+}
+
+pub(crate) fn parse_lines(input: &mut dyn BufRead) -> Result<Vec<(usize, Line)>> {
     let mut lines = Vec::new();
     let mut text = String::new();
     let mut number = 0;

@@ -2,14 +2,18 @@
 `verify`: recompute every node id from its parent and content, check depths
 and roles, re-hash every blob and check every conversation head, and report
 each problem found (it never stops at the first, and never repairs).
+
+The checks are shared by both backends ([`VerifyReport::check_node`] and
+friends); each backend only streams its rows through them (SQLite here,
+PostgreSQL in postgres/verify.rs).
 */
 
 use crate::error::Result;
 use crate::graph::decode_message;
-use crate::sqlite::Store;
+use crate::sqlite::SqliteStore;
 use serde::Serialize;
 use skein_core::encoding::node_id;
-use skein_core::{Digest, NodeId};
+use skein_core::{Digest, Message, NodeId};
 
 /// One inconsistency `verify` found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -49,7 +53,78 @@ impl VerifyReport {
     }
 }
 
-impl Store {
+/// One node row as a backend read it.
+pub(crate) struct NodeRow<'r> {
+    pub id: &'r [u8],
+    pub parent: Option<&'r [u8]>,
+    pub depth: i64,
+    pub parent_depth: Option<i64>,
+    pub role: i64,
+}
+
+impl VerifyReport {
+    /// Check one node row; `decode` turns its body into a message.
+    pub(crate) fn check_node(
+        &mut self,
+        row: NodeRow<'_>,
+        decode: impl FnOnce(NodeId) -> Result<Message>,
+    ) {
+        self.nodes += 1;
+        let Some(id) = NodeId::from_slice(row.id) else {
+            self.problems.push(Problem::Undecodable {
+                id: hex(row.id),
+                error: "id is not 32 bytes".into(),
+            });
+            return;
+        };
+        let parent = row.parent.and_then(NodeId::from_slice);
+        let expected_depth = row.parent_depth.map_or(0, |d| d + 1);
+        if row.depth != expected_depth {
+            self.problems.push(Problem::DepthMismatch {
+                id: id.to_hex(),
+                stored: row.depth,
+                expected: expected_depth,
+            });
+        }
+        match decode(id) {
+            Err(error) => self.problems.push(Problem::Undecodable {
+                id: id.to_hex(),
+                error: error.to_string(),
+            }),
+            Ok(message) => {
+                if i64::from(message.role.code()) != row.role {
+                    self.problems
+                        .push(Problem::RoleMismatch { id: id.to_hex() });
+                }
+                let computed = node_id(parent.as_ref(), &message);
+                if computed != id {
+                    self.problems.push(Problem::IdMismatch {
+                        id: id.to_hex(),
+                        computed: computed.to_hex(),
+                    });
+                }
+            }
+        }
+    }
+
+    pub(crate) fn check_blob(&mut self, digest: &[u8], bytes: &[u8]) {
+        self.blobs += 1;
+        if Digest::of(bytes).as_bytes().as_slice() != digest {
+            self.problems.push(Problem::BlobMismatch {
+                digest: hex(digest),
+            });
+        }
+    }
+
+    pub(crate) fn check_head(&mut self, conversation: String, dangling: bool) {
+        self.conversations += 1;
+        if dangling {
+            self.problems.push(Problem::DanglingHead { conversation });
+        }
+    }
+}
+
+impl SqliteStore {
     /// Check the whole database. Problems are reported, never repaired.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.read(|conn| {
@@ -60,63 +135,26 @@ impl Store {
             )?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
-                report.nodes += 1;
-                let raw_id: Vec<u8> = row.get(0)?;
-                let shown = hex(&raw_id);
-                let Some(id) = NodeId::from_slice(&raw_id) else {
-                    report.problems.push(Problem::Undecodable {
-                        id: shown,
-                        error: "id is not 32 bytes".into(),
-                    });
-                    continue;
-                };
-                let parent = row
-                    .get::<_, Option<Vec<u8>>>(1)?
-                    .as_deref()
-                    .and_then(NodeId::from_slice);
-                let depth: i64 = row.get(2)?;
-                let expected_depth = row.get::<_, Option<i64>>(3)?.map_or(0, |d| d + 1);
-                if depth != expected_depth {
-                    report.problems.push(Problem::DepthMismatch {
-                        id: id.to_hex(),
-                        stored: depth,
-                        expected: expected_depth,
-                    });
-                }
-                let role: u8 = row.get(4)?;
+                let id: Vec<u8> = row.get(0)?;
+                let parent: Option<Vec<u8>> = row.get(1)?;
                 let body: Vec<u8> = row.get(5)?;
-                match decode_message(conn, id, &body) {
-                    Err(error) => report.problems.push(Problem::Undecodable {
-                        id: id.to_hex(),
-                        error: error.to_string(),
-                    }),
-                    Ok(message) => {
-                        if message.role.code() != role {
-                            report
-                                .problems
-                                .push(Problem::RoleMismatch { id: id.to_hex() });
-                        }
-                        let computed = node_id(parent.as_ref(), &message);
-                        if computed != id {
-                            report.problems.push(Problem::IdMismatch {
-                                id: id.to_hex(),
-                                computed: computed.to_hex(),
-                            });
-                        }
-                    }
-                }
+                report.check_node(
+                    NodeRow {
+                        id: &id,
+                        parent: parent.as_deref(),
+                        depth: row.get(2)?,
+                        parent_depth: row.get(3)?,
+                        role: row.get(4)?,
+                    },
+                    |id| decode_message(conn, id, &body),
+                );
             }
             let mut blobs = conn.prepare("SELECT digest, bytes FROM blobs")?;
             let mut rows = blobs.query([])?;
             while let Some(row) = rows.next()? {
-                report.blobs += 1;
                 let digest: Vec<u8> = row.get(0)?;
                 let bytes: Vec<u8> = row.get(1)?;
-                if Digest::of(&bytes).as_bytes().as_slice() != digest.as_slice() {
-                    report.problems.push(Problem::BlobMismatch {
-                        digest: hex(&digest),
-                    });
-                }
+                report.check_blob(&digest, &bytes);
             }
             let mut heads = conn.prepare(
                 "SELECT c.id, c.head IS NOT NULL AND n.id IS NULL
@@ -124,12 +162,7 @@ impl Store {
             )?;
             let mut rows = heads.query([])?;
             while let Some(row) = rows.next()? {
-                report.conversations += 1;
-                if row.get::<_, bool>(1)? {
-                    report.problems.push(Problem::DanglingHead {
-                        conversation: row.get(0)?,
-                    });
-                }
+                report.check_head(row.get(0)?, row.get(1)?);
             }
             Ok(report)
         })

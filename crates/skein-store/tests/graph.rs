@@ -3,13 +3,12 @@
 
 mod common;
 
-use common::{TempStore, history};
+use common::{Backend, TempStore, history};
 use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
 use skein_store::{NewConversation, StoreError};
 
-#[test]
-fn two_conversations_sharing_a_50_message_prefix_store_it_once() {
-    let db = TempStore::new();
+fn two_conversations_sharing_a_50_message_prefix_store_it_once(backend: Backend) {
+    let db = TempStore::new(backend);
     let prefix = history("You are terse.", 50);
     let left = prefix
         .push(Message::user("left?"))
@@ -22,9 +21,8 @@ fn two_conversations_sharing_a_50_message_prefix_store_it_once() {
     assert_eq!(db.count("nodes"), 54);
 }
 
-#[test]
-fn a_stateless_client_resending_its_history_writes_only_the_new_tail() {
-    let db = TempStore::new();
+fn a_stateless_client_resending_its_history_writes_only_the_new_tail(backend: Backend) {
+    let db = TempStore::new(backend);
     let mut messages = vec![Message::system("sys")];
     for turn in 0..20 {
         messages.push(Message::user(format!("q{turn}")));
@@ -38,22 +36,20 @@ fn a_stateless_client_resending_its_history_writes_only_the_new_tail() {
     assert_eq!(db.count("nodes"), 41);
 }
 
-#[test]
-fn appending_an_already_persisted_thread_writes_nothing() {
-    let db = TempStore::new();
+fn appending_an_already_persisted_thread_writes_nothing(backend: Backend) {
+    let db = TempStore::new(backend);
     let thread = history("s", 10);
     db.store.append(&thread).unwrap();
     assert!(thread.head().unwrap().is_persisted_in(db.store.key()));
     assert_eq!(db.store.append(&thread).unwrap().written, 0);
     // A second handle on the same database shares the key, so it trusts the marks too.
-    let other = skein_store::Store::open(db.path()).unwrap();
+    let other = db.reopen();
     assert_eq!(other.key(), db.store.key());
     assert_eq!(other.append(&thread).unwrap().written, 0);
 }
 
-#[test]
-fn a_thread_loads_back_equal_from_any_head() {
-    let db = TempStore::new();
+fn a_thread_loads_back_equal_from_any_head(backend: Backend) {
+    let db = TempStore::new(backend);
     let thread = history("sys", 30);
     db.store.append(&thread).unwrap();
     let loaded = db.store.load_thread(thread.head_id().unwrap()).unwrap();
@@ -68,9 +64,8 @@ fn a_thread_loads_back_equal_from_any_head() {
     assert!(prefix.head().unwrap().is_persisted_in(db.store.key()));
 }
 
-#[test]
-fn loading_an_unknown_head_is_a_typed_error() {
-    let db = TempStore::new();
+fn loading_an_unknown_head_is_a_typed_error(backend: Backend) {
+    let db = TempStore::new(backend);
     let missing = Thread::from_messages([Message::user("never stored")])
         .head_id()
         .unwrap();
@@ -79,9 +74,8 @@ fn loading_an_unknown_head_is_a_typed_error() {
     );
 }
 
-#[test]
-fn exact_bytes_of_every_part_kind_survive_storage() {
-    let db = TempStore::new();
+fn exact_bytes_of_every_part_kind_survive_storage(backend: Backend) {
+    let db = TempStore::new(backend);
     let big_document = "lorem ipsum ".repeat(1000);
     let thread = Thread::from_messages([
         Message::system(format!("  leading and trailing space  \n{big_document}")),
@@ -125,9 +119,8 @@ fn exact_bytes_of_every_part_kind_survive_storage() {
     assert_eq!(back, original);
 }
 
-#[test]
-fn the_same_large_document_in_many_conversations_is_stored_once() {
-    let db = TempStore::new();
+fn the_same_large_document_in_many_conversations_is_stored_once(backend: Backend) {
+    let db = TempStore::new(backend);
     let document = "a long retrieved document. ".repeat(400);
     for i in 0..10 {
         let thread = Thread::from_messages([
@@ -140,9 +133,8 @@ fn the_same_large_document_in_many_conversations_is_stored_once() {
     assert_eq!(db.count("nodes"), 20);
 }
 
-#[test]
-fn children_and_subtrees_show_branches() {
-    let db = TempStore::new();
+fn children_and_subtrees_show_branches(backend: Backend) {
+    let db = TempStore::new(backend);
     let base = history("sys", 3);
     let a = base.push(Message::user("a"));
     let b = base.push(Message::user("b"));
@@ -165,9 +157,8 @@ fn children_and_subtrees_show_branches() {
     );
 }
 
-#[test]
-fn fork_at_a_middle_node_leaves_the_original_untouched() {
-    let db = TempStore::new();
+fn fork_at_a_middle_node_leaves_the_original_untouched(backend: Backend) {
+    let db = TempStore::new(backend);
     let thread = history("sys", 20);
     db.store.append(&thread).unwrap();
     let original = db
@@ -211,9 +202,8 @@ fn fork_at_a_middle_node_leaves_the_original_untouched() {
     assert_eq!(db.count("nodes"), 24);
 }
 
-#[test]
-fn forking_an_unknown_node_is_refused() {
-    let db = TempStore::new();
+fn forking_an_unknown_node_is_refused(backend: Backend) {
+    let db = TempStore::new(backend);
     let missing = Thread::from_messages([Message::user("nowhere")])
         .head_id()
         .unwrap();
@@ -224,9 +214,8 @@ fn forking_an_unknown_node_is_refused() {
     assert_eq!(db.count("conversations"), 0);
 }
 
-#[test]
-fn a_20k_deep_thread_loads_and_drops_on_a_small_stack() {
-    let db = TempStore::new();
+fn a_20k_deep_thread_loads_and_drops_on_a_small_stack(backend: Backend) {
+    let db = TempStore::new(backend);
     let thread = Thread::from_messages((0..20_000).map(|i| Message::user(i.to_string())));
     db.store.append(&thread).unwrap();
     let store = db.store.clone();
@@ -242,3 +231,17 @@ fn a_20k_deep_thread_loads_and_drops_on_a_small_stack() {
         .join()
         .unwrap();
 }
+
+for_each_backend!(
+    two_conversations_sharing_a_50_message_prefix_store_it_once,
+    a_stateless_client_resending_its_history_writes_only_the_new_tail,
+    appending_an_already_persisted_thread_writes_nothing,
+    a_thread_loads_back_equal_from_any_head,
+    loading_an_unknown_head_is_a_typed_error,
+    exact_bytes_of_every_part_kind_survive_storage,
+    the_same_large_document_in_many_conversations_is_stored_once,
+    children_and_subtrees_show_branches,
+    fork_at_a_middle_node_leaves_the_original_untouched,
+    forking_an_unknown_node_is_refused,
+    a_20k_deep_thread_loads_and_drops_on_a_small_stack,
+);

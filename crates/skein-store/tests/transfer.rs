@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::{TempStore, append_turn};
+use common::{Backend, TempStore, append_turn};
 use skein_core::{Attachment, Message, Part, Role};
 use skein_store::{NewConversation, Store, StoreError};
 
-fn populated() -> TempStore {
-    let db = TempStore::new();
+fn populated(backend: Backend) -> TempStore {
+    let db = TempStore::new(backend);
     let conversation = db
         .store
         .create_conversation(NewConversation {
@@ -49,25 +49,28 @@ fn export(store: &Store) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn ids(db: &TempStore) -> Vec<Vec<u8>> {
-    let conn = db.store.raw_connection().unwrap();
-    let mut stmt = conn.prepare("SELECT id FROM nodes ORDER BY id").unwrap();
-    stmt.query_map([], |row| row.get(0))
-        .unwrap()
-        .map(Result::unwrap)
+/// The node ids an export lists, in file order.
+fn exported_ids(text: &str) -> Vec<skein_core::NodeId> {
+    text.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|line| line["kind"] == "node")
+        .map(|line| line["id"].as_str().unwrap().parse().unwrap())
         .collect()
 }
 
-#[test]
-fn export_then_import_into_an_empty_database_reproduces_identical_ids() {
-    let source = populated();
+fn export_then_import_into_an_empty_database_reproduces_identical_ids(backend: Backend) {
+    let source = populated(backend);
     let text = export(&source.store);
-    let target = TempStore::new();
+    let target = TempStore::new(backend);
     let report = target.store.import(&mut text.as_bytes()).unwrap();
     assert_eq!(report.nodes_written as i64, source.count("nodes"));
     assert_eq!(report.conversations, 2);
     assert_eq!(report.runs as i64, source.count("runs"));
-    assert_eq!(ids(&target), ids(&source));
+    let ids = exported_ids(&text);
+    assert_eq!(ids.len() as i64, source.count("nodes"));
+    for id in &ids {
+        assert!(target.store.contains(*id).unwrap(), "{id:?} imported");
+    }
     assert_eq!(target.count("blobs"), 1);
     assert!(target.store.verify().unwrap().is_ok());
     // Conversations, forks and runs come across too.
@@ -87,9 +90,8 @@ fn export_then_import_into_an_empty_database_reproduces_identical_ids() {
     assert_eq!(again.nodes_present as i64, source.count("nodes"));
 }
 
-#[test]
-fn a_tampered_export_is_rejected_whole_naming_the_line() {
-    let source = populated();
+fn a_tampered_export_is_rejected_whole_naming_the_line(backend: Backend) {
+    let source = populated(backend);
     let text = export(&source.store);
     let tampered = text.replacen("reply to turn 3", "reply to turn 3 (edited)", 1);
     assert_ne!(tampered, text);
@@ -98,7 +100,7 @@ fn a_tampered_export_is_rejected_whole_naming_the_line() {
         .position(|l| l.contains("(edited)"))
         .unwrap()
         + 1;
-    let target = TempStore::new();
+    let target = TempStore::new(backend);
     let error = target.store.import(&mut tampered.as_bytes()).unwrap_err();
     match &error {
         StoreError::Import { line: at, problem } => {
@@ -111,11 +113,10 @@ fn a_tampered_export_is_rejected_whole_naming_the_line() {
     assert_eq!(target.count("conversations"), 0);
 }
 
-#[test]
-fn malformed_lines_and_orphans_abort_the_import() {
-    let source = populated();
+fn malformed_lines_and_orphans_abort_the_import(backend: Backend) {
+    let source = populated(backend);
     let text = export(&source.store);
-    let target = TempStore::new();
+    let target = TempStore::new(backend);
 
     let broken = text.replacen("\"kind\":\"node\"", "\"kind\":\"nod\"", 1);
     assert!(matches!(
@@ -146,16 +147,23 @@ fn malformed_lines_and_orphans_abort_the_import() {
     assert_eq!(target.count("nodes"), 0);
 }
 
-#[test]
-fn verify_reports_a_tampered_row_and_a_tampered_blob() {
-    let db = populated();
+fn verify_reports_a_tampered_row_and_a_tampered_blob(backend: Backend) {
+    let db = populated(backend);
     assert!(db.store.verify().unwrap().is_ok());
-    let conn = db.store.raw_connection().unwrap();
     // Rewrite one node's body with other (valid) content.
     let body = skein_core::encoding::encode_body(&Message::user("forged"), 4096).bytes;
-    conn.execute("UPDATE nodes SET body = ?1 WHERE seq = 3", [body])
+    let forged = db.bytes_literal(&body);
+    let changed = db
+        .store
+        .debug_execute(&format!(
+            "UPDATE nodes SET body = {forged} WHERE seq = (SELECT seq FROM nodes ORDER BY seq LIMIT 1 OFFSET 2)"
+        ))
         .unwrap();
-    conn.execute("UPDATE blobs SET bytes = x'00'", []).unwrap();
+    assert_eq!(changed, 1);
+    let zero = db.bytes_literal(&[0]);
+    db.store
+        .debug_execute(&format!("UPDATE blobs SET bytes = {zero}"))
+        .unwrap();
     let report = db.store.verify().unwrap();
     assert!(!report.is_ok());
     let kinds: Vec<String> = report
@@ -172,37 +180,79 @@ fn verify_reports_a_tampered_row_and_a_tampered_blob() {
     assert!(kinds.contains(&"blob_mismatch".to_string()), "{kinds:?}");
 }
 
-#[test]
-fn a_database_from_a_newer_skein_is_refused() {
-    let db = TempStore::new();
-    db.store
-        .raw_connection()
-        .unwrap()
-        .pragma_update(None, "user_version", 99)
-        .unwrap();
-    let error = Store::open(db.path()).unwrap_err();
+fn a_database_from_a_newer_skein_is_refused(backend: Backend) {
+    let db = TempStore::new(backend);
+    db.set_schema_version(99);
+    let error = Store::open(db.location()).unwrap_err();
     assert!(
         matches!(error, StoreError::NewerSchema { found: 99, .. }),
         "{error}"
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn async_callers_use_the_blocking_pool() {
-    let db = TempStore::new();
-    let thread = common::history("sys", 5);
-    let stored = thread.clone();
-    let report = db
-        .store
-        .run(move |store| store.append(&stored))
-        .await
+/// SQLite → PostgreSQL → SQLite: every backend writes the very same export,
+/// so ids, conversations, forks, runs and blobs survive the move both ways.
+#[test]
+fn postgres_sqlite_exports_round_trip_between_backends() {
+    if common::postgres_base("postgres_sqlite_exports_round_trip_between_backends").is_none() {
+        return;
+    }
+    let source = populated(Backend::Sqlite);
+    let text = export(&source.store);
+    let postgres = TempStore::new(Backend::Postgres);
+    let report = postgres.store.import(&mut text.as_bytes()).unwrap();
+    assert_eq!(report.nodes_written as i64, source.count("nodes"));
+    assert!(postgres.store.verify().unwrap().is_ok());
+    assert_eq!(export(&postgres.store), text);
+    assert_eq!(postgres.count("blobs"), 1);
+    let back = TempStore::new(Backend::Sqlite);
+    back.store
+        .import(&mut export(&postgres.store).as_bytes())
         .unwrap();
-    assert_eq!(report.written, 5);
-    let head = thread.head_id().unwrap();
-    let loaded = db
-        .store
-        .run(move |store| store.load_thread(head))
-        .await
-        .unwrap();
-    assert_eq!(loaded, thread);
+    assert_eq!(export(&back.store), text);
 }
+
+/// `Store::run` from a multi-thread and a current-thread runtime, and a
+/// blocking call made straight from an async task (which a caller should
+/// not do, but which must still work rather than panic or deadlock).
+fn async_callers_use_the_blocking_pool(backend: Backend) {
+    let db = TempStore::new(backend);
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (i, runtime) in [multi, current].into_iter().enumerate() {
+        let store = db.store.clone();
+        runtime.block_on(async move {
+            let thread = common::history(&format!("sys {i}"), 5);
+            let stored = thread.clone();
+            let report = store.run(move |store| store.append(&stored)).await.unwrap();
+            assert_eq!(report.written, 5);
+            let head = thread.head_id().unwrap();
+            let loaded = store
+                .run(move |store| store.load_thread(head))
+                .await
+                .unwrap();
+            assert_eq!(loaded, thread);
+            let direct = tokio::spawn(async move { store.load_thread(head) })
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(direct, thread);
+        });
+    }
+}
+
+for_each_backend!(
+    export_then_import_into_an_empty_database_reproduces_identical_ids,
+    a_tampered_export_is_rejected_whole_naming_the_line,
+    malformed_lines_and_orphans_abort_the_import,
+    verify_reports_a_tampered_row_and_a_tampered_blob,
+    a_database_from_a_newer_skein_is_refused,
+    async_callers_use_the_blocking_pool,
+);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{TempStore, append_turn, spawn_child};
+use common::{Backend, TempStore, append_turn, spawn_child};
 use skein_core::{Message, Thread, ToolSpec};
 use skein_store::{
     CommitStageProbe, NewConversation, RunRecord, RunStatus, Store, StoreError, TurnCommit,
@@ -15,9 +15,8 @@ fn new_conversation(store: &Store) -> skein_store::Conversation {
         .unwrap()
 }
 
-#[test]
-fn a_turn_moves_the_bookmark_and_records_its_run_with_tools() {
-    let db = TempStore::new();
+fn a_turn_moves_the_bookmark_and_records_its_run_with_tools(backend: Backend) {
+    let db = TempStore::new(backend);
     let conversation = new_conversation(&db.store);
     let thread = Thread::from_messages([Message::user("hi"), Message::assistant("hello")]);
     let mut run = RunRecord::new("echo", "echo");
@@ -63,9 +62,8 @@ fn a_turn_moves_the_bookmark_and_records_its_run_with_tools() {
     assert_eq!(db.count("run_tools"), 4);
 }
 
-#[test]
-fn a_failed_run_keeps_its_record_and_adds_no_node() {
-    let db = TempStore::new();
+fn a_failed_run_keeps_its_record_and_adds_no_node(backend: Backend) {
+    let db = TempStore::new(backend);
     let mut run = RunRecord::new("echo", "echo");
     run.status = RunStatus::Failed;
     run.error = Some("rate limited".into());
@@ -78,9 +76,8 @@ fn a_failed_run_keeps_its_record_and_adds_no_node() {
     assert_eq!(db.count("nodes"), 0);
 }
 
-#[test]
-fn losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands() {
-    let db = TempStore::new();
+fn losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands(backend: Backend) {
+    let db = TempStore::new(backend);
     let conversation = new_conversation(&db.store);
     append_turn(&db.store, &conversation.id, "first");
     let start = db.store.conversation(&conversation.id).unwrap().head;
@@ -127,9 +124,8 @@ fn losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands() {
     );
 }
 
-#[test]
-fn move_head_is_a_compare_and_set() {
-    let db = TempStore::new();
+fn move_head_is_a_compare_and_set(backend: Backend) {
+    let db = TempStore::new(backend);
     let thread = Thread::from_messages([Message::user("x")]);
     db.store.append(&thread).unwrap();
     let conversation = new_conversation(&db.store);
@@ -146,9 +142,8 @@ fn move_head_is_a_compare_and_set() {
     ));
 }
 
-#[test]
-fn rename_and_meta_round_trip_and_unknown_conversations_error() {
-    let db = TempStore::new();
+fn rename_and_meta_round_trip_and_unknown_conversations_error(backend: Backend) {
+    let db = TempStore::new(backend);
     let conversation = new_conversation(&db.store);
     db.store
         .rename_conversation(&conversation.id, Some("trip planning"))
@@ -173,9 +168,8 @@ fn rename_and_meta_round_trip_and_unknown_conversations_error() {
     ));
 }
 
-#[test]
-fn prefixes_resolve_and_ambiguity_is_reported() {
-    let db = TempStore::new();
+fn prefixes_resolve_and_ambiguity_is_reported(backend: Backend) {
+    let db = TempStore::new(backend);
     let threads: Vec<Thread> = (0..40)
         .map(|i| Thread::from_messages([Message::user(i.to_string())]))
         .collect();
@@ -253,10 +247,9 @@ fn child_crash_mid_turn() {
     unreachable!("the probe aborts before the commit");
 }
 
-#[test]
-fn killing_the_process_mid_turn_leaves_no_half_turn() {
+fn killing_the_process_mid_turn_leaves_no_half_turn(backend: Backend) {
     for stage in ["NodesWritten", "RunsWritten", "HeadMoved"] {
-        let db = TempStore::new();
+        let db = TempStore::new(backend);
         let conversation = new_conversation(&db.store);
         append_turn(&db.store, &conversation.id, "survivor");
         let before = db.store.conversation(&conversation.id).unwrap();
@@ -264,14 +257,14 @@ fn killing_the_process_mid_turn_leaves_no_half_turn() {
         let output = spawn_child(
             "child_crash_mid_turn",
             &[
-                ("SKEIN_TEST_DB", db.path().display().to_string()),
+                ("SKEIN_TEST_DB", db.location()),
                 ("SKEIN_CRASH_AT", stage.to_string()),
             ],
         )
         .wait_with_output()
         .unwrap();
         assert!(!output.status.success(), "the child must die at {stage}");
-        let reopened = Store::open(db.path()).unwrap();
+        let reopened = db.reopen();
         assert!(reopened.verify().unwrap().is_ok());
         assert_eq!(
             db.count("nodes"),
@@ -316,9 +309,8 @@ fn child_append_turns() {
     println!("CONFLICTS {conflicts}");
 }
 
-#[test]
-fn two_processes_appending_concurrently_lose_nothing() {
-    let db = TempStore::new();
+fn two_processes_appending_concurrently_lose_nothing(backend: Backend) {
+    let db = TempStore::new(backend);
     let shared = new_conversation(&db.store);
     append_turn(&db.store, &shared.id, "start");
     let head = db.store.conversation(&shared.id).unwrap().head.unwrap();
@@ -335,7 +327,7 @@ fn two_processes_appending_concurrently_lose_nothing() {
             spawn_child(
                 "child_append_turns",
                 &[
-                    ("SKEIN_TEST_DB", db.path().display().to_string()),
+                    ("SKEIN_TEST_DB", db.location()),
                     ("SKEIN_WRITER", format!("w{i}")),
                     ("SKEIN_TURNS", turns.to_string()),
                     ("SKEIN_SHARED", shared.id.to_string()),
@@ -379,3 +371,14 @@ fn two_processes_appending_concurrently_lose_nothing() {
     assert_eq!(texts.len(), 1 + turns);
     assert!(db.store.verify().unwrap().is_ok());
 }
+
+for_each_backend!(
+    a_turn_moves_the_bookmark_and_records_its_run_with_tools,
+    a_failed_run_keeps_its_record_and_adds_no_node,
+    losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands,
+    move_head_is_a_compare_and_set,
+    rename_and_meta_round_trip_and_unknown_conversations_error,
+    prefixes_resolve_and_ambiguity_is_reported,
+    killing_the_process_mid_turn_leaves_no_half_turn,
+    two_processes_appending_concurrently_lose_nothing,
+);

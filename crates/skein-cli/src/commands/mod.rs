@@ -45,8 +45,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Some(path) => path,
         None => default_db_path()?.0,
     };
-    let store = Store::open(&path)
-        .with_context(|| format!("cannot open the database {}", path.display()))?;
+    let store = Store::open(&path).with_context(|| {
+        let shown = skein::store::location::redact(&path.display().to_string());
+        format!("cannot open the database {shown}")
+    })?;
     let ctx = Context {
         store,
         json: cli.json,

@@ -1,37 +1,205 @@
-//! Shared helpers for the store's integration tests: temporary databases,
-//! turn builders and re-running this test binary as a child process.
+//! Shared helpers for the store's integration tests: a fresh database per
+//! test on each backend, turn builders and re-running this test binary as a
+//! child process.
+//!
+//! Every behavioural test is written once, as a function taking a
+//! [`Backend`], and [`for_each_backend!`] turns it into `sqlite::NAME` and
+//! `postgres::NAME` tests. The PostgreSQL variants run against the server
+//! `SKEIN_TEST_POSTGRES` names (a URL; each test gets a schema of its own,
+//! dropped afterwards). When it is unset they print that they were skipped
+//! and pass; when it is set they must reach the server or fail.
 
 #![allow(dead_code)]
 
 use skein_core::{Message, Thread};
 use skein_store::{ConversationId, RunRecord, Store, TurnCommit};
-use std::path::PathBuf;
+use std::io::Write as _;
 use std::process::Command;
 
+/// Which database a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The server PostgreSQL tests use, or `None` (after saying so on the
+/// terminal, past the test harness's capture) when they are to be skipped.
+pub fn postgres_base(test: &str) -> Option<String> {
+    let url = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty());
+    match url {
+        Some(url) => {
+            if !cfg!(feature = "postgres") {
+                panic!(
+                    "SKEIN_TEST_POSTGRES is set but these tests were built without PostgreSQL: \
+                     run them with `--features postgres`"
+                );
+            }
+            Some(url)
+        }
+        None => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED postgres::{test}: set SKEIN_TEST_POSTGRES=postgres://... to run it"
+            );
+            None
+        }
+    }
+}
+
+/// Turn `fn name(backend: Backend)` functions into a `sqlite::name` and a
+/// `postgres::name` test each.
+#[macro_export]
+macro_rules! for_each_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name($crate::common::Backend::Sqlite);
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    if $crate::common::postgres_base(stringify!($name)).is_some() {
+                        super::$name($crate::common::Backend::Postgres);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// Where a fresh, never-opened database can be created, and the guard that
+/// removes it (a temp dir, or a scratch schema).
+pub struct FreshLocation {
+    pub location: String,
+    _dir: Option<tempfile::TempDir>,
+    #[cfg(feature = "postgres")]
+    _schema: Option<skein_store::scratch::ScratchSchema>,
+}
+
+impl FreshLocation {
+    pub fn new(backend: Backend) -> FreshLocation {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                FreshLocation {
+                    location: dir.path().join("skein.db").display().to_string(),
+                    _dir: Some(dir),
+                    #[cfg(feature = "postgres")]
+                    _schema: None,
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => {
+                let base = std::env::var("SKEIN_TEST_POSTGRES").expect("SKEIN_TEST_POSTGRES");
+                let schema =
+                    skein_store::scratch::ScratchSchema::create(&base).unwrap_or_else(|error| {
+                        panic!("SKEIN_TEST_POSTGRES is set but unusable: {error}")
+                    });
+                FreshLocation {
+                    location: schema.url().to_string(),
+                    _dir: None,
+                    _schema: Some(schema),
+                }
+            }
+            #[cfg(not(feature = "postgres"))]
+            Backend::Postgres => {
+                unreachable!("postgres_base refuses to run PostgreSQL tests without the feature")
+            }
+        }
+    }
+}
+
+/// A fresh, empty database that lives as long as this value.
 pub struct TempStore {
-    pub dir: tempfile::TempDir,
     pub store: Store,
+    pub backend: Backend,
+    location: String,
+    _dir: Option<tempfile::TempDir>,
+    #[cfg(feature = "postgres")]
+    _schema: Option<skein_store::scratch::ScratchSchema>,
 }
 
 impl TempStore {
-    pub fn new() -> TempStore {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(dir.path().join("skein.db")).expect("open store");
-        TempStore { dir, store }
+    pub fn new(backend: Backend) -> TempStore {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let location = dir.path().join("skein.db").display().to_string();
+                TempStore {
+                    store: Store::open(&location).expect("open store"),
+                    backend,
+                    location,
+                    _dir: Some(dir),
+                    #[cfg(feature = "postgres")]
+                    _schema: None,
+                }
+            }
+            Backend::Postgres => TempStore::postgres(),
+        }
     }
 
-    pub fn path(&self) -> PathBuf {
-        self.dir.path().join("skein.db")
+    #[cfg(feature = "postgres")]
+    fn postgres() -> TempStore {
+        let base = std::env::var("SKEIN_TEST_POSTGRES").expect("SKEIN_TEST_POSTGRES");
+        let schema = skein_store::scratch::ScratchSchema::create(&base)
+            .unwrap_or_else(|error| panic!("SKEIN_TEST_POSTGRES is set but unusable: {error}"));
+        let location = schema.url().to_string();
+        let store = Store::open(&location).expect("open store");
+        assert_eq!(store.backend_name(), "postgres");
+        TempStore {
+            store,
+            backend: Backend::Postgres,
+            location,
+            _dir: None,
+            _schema: Some(schema),
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    fn postgres() -> TempStore {
+        unreachable!("postgres_base refuses to run PostgreSQL tests without the feature")
+    }
+
+    /// What `Store::open` takes to open this database again (a file path or
+    /// a URL), e.g. in a child process.
+    pub fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    pub fn reopen(&self) -> Store {
+        Store::open(&self.location).expect("reopen store")
     }
 
     pub fn count(&self, table: &str) -> i64 {
         self.store
-            .raw_connection()
+            .debug_query_i64(&format!("SELECT count(*) FROM {table}"))
             .unwrap()
-            .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
-                row.get(0)
-            })
-            .unwrap()
+    }
+
+    /// `bytes` as a SQL literal of this backend.
+    pub fn bytes_literal(&self, bytes: &[u8]) -> String {
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        match self.backend {
+            Backend::Sqlite => format!("x'{hex}'"),
+            Backend::Postgres => format!("'\\x{hex}'::bytea"),
+        }
+    }
+
+    /// Pretend a newer skein migrated this database.
+    pub fn set_schema_version(&self, version: i64) {
+        let sql = match self.backend {
+            Backend::Sqlite => format!("PRAGMA user_version = {version}"),
+            Backend::Postgres => format!("UPDATE skein_schema SET version = {version}"),
+        };
+        self.store.debug_execute(&sql).unwrap();
     }
 }
 
@@ -49,7 +217,7 @@ pub fn history(system: &str, n: usize) -> Thread {
 }
 
 /// Run one user/assistant turn on `conversation` from its current head,
-/// retrying on a head-moved conflict. Returns the new head's user text.
+/// retrying on a head-moved conflict. Returns how many conflicts it met.
 pub fn append_turn(store: &Store, conversation: &ConversationId, text: &str) -> usize {
     let mut conflicts = 0;
     loop {

@@ -1,0 +1,80 @@
+/*!
+The bridge from the store's blocking API to the async PostgreSQL client.
+
+One tokio runtime per process (two worker threads, started on first use and
+never dropped) owns every PostgreSQL connection's I/O. A blocking call drives
+its future on the calling thread with that runtime's `block_on`, so the
+future may borrow the caller's arguments and the I/O keeps flowing on the
+runtime's own workers. How the calling thread is allowed to block depends on
+where it is:
+
+- a plain thread, or inside [`crate::Store::run`] (tokio's blocking pool,
+  marked by [`blocking_section`]): block directly;
+- a worker of a multi-thread tokio runtime (a caller that skipped
+  `Store::run`): `block_in_place` first, so that runtime moves its other
+  tasks to another worker instead of stalling them;
+- the thread of a current-thread runtime, which must never block inside
+  itself: the work runs on a short-lived scoped thread while this one waits
+  (correct, but slower: use `Store::run`).
+
+Nested runtimes never arise, so `block_on` cannot panic on re-entry.
+*/
+
+use crate::error::{Result, StoreError};
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::OnceLock;
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+
+thread_local! {
+    static IN_BLOCKING_SECTION: Cell<bool> = const { Cell::new(false) };
+}
+
+static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+
+fn runtime() -> Result<&'static Runtime> {
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("skein-postgres")
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|error| error.to_string())
+        })
+        .as_ref()
+        .map_err(|error| StoreError::Task(format!("cannot start the PostgreSQL runtime: {error}")))
+}
+
+/// Run `work` with this thread marked as one that may block (tokio's
+/// blocking pool, entered through `Store::run`).
+pub(crate) fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
+    let before = IN_BLOCKING_SECTION.with(|flag| flag.replace(true));
+    let result = work();
+    IN_BLOCKING_SECTION.with(|flag| flag.set(before));
+    result
+}
+
+/// Build the future with `make` and wait for it, from any thread.
+pub(crate) fn block_on<T, F>(make: impl FnOnce() -> F + Send) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+    T: Send,
+{
+    let runtime = runtime()?;
+    let may_block = IN_BLOCKING_SECTION.with(Cell::get);
+    match Handle::try_current() {
+        _ if may_block => runtime.block_on(make()),
+        Err(_) => runtime.block_on(make()),
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| runtime.block_on(make()))
+        }
+        Ok(_) => std::thread::scope(|scope| {
+            scope
+                .spawn(|| runtime.block_on(make()))
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }),
+    }
+}

@@ -1,0 +1,344 @@
+/*!
+The node graph on PostgreSQL: appending threads, loading them back, and
+walking children and subtrees.
+
+An append finds the newest node the database already holds by probing the
+thread's nearest ancestors in batches (8, then 64, then 512, ... ids per
+query, each stopping at a node already marked as stored here), then writes
+all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`
+(queued on a pipeline, so they share a round trip with whatever the caller
+queues after them), so a writer racing on the same nodes neither fails nor
+duplicates them. A
+thread loads in one recursive query, blobs included (each node lists the
+digests its body references in `blob_refs`).
+*/
+
+use super::PgStore;
+use super::pipeline::{Param, Pipeline};
+use crate::codec::{self, BLOB_THRESHOLD, node_id};
+use crate::error::{Result, StoreError};
+use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
+use deadpool_postgres::GenericClient;
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, Node, NodeId, StoreKey, Thread};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Ancestors checked by the first existence probe; each later probe checks
+/// eight times more, so a stateless client resending a deep history costs a
+/// few round trips, and a normal turn exactly one.
+const FIRST_PROBE: usize = 8;
+
+const LOAD_THREAD: &str = "WITH RECURSIVE chain(id, parent) AS (
+         SELECT id, parent FROM nodes WHERE id = $1
+         UNION ALL
+         SELECT n.id, n.parent FROM nodes n JOIN chain c ON n.id = c.parent
+     )
+     SELECT n.id, n.body,
+            CASE WHEN n.blob_refs IS NOT NULL THEN ARRAY(
+                SELECT b.digest || b.bytes FROM blobs b
+                WHERE b.digest IN (
+                    SELECT substring(n.blob_refs FROM i * 32 + 1 FOR 32)
+                    FROM generate_series(0, length(n.blob_refs) / 32 - 1) AS i))
+            END
+     FROM chain JOIN nodes n ON n.id = chain.id ORDER BY n.depth";
+
+impl PgStore {
+    pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
+        let key = self.key();
+        let (written, marks) = self.write(async |tx| {
+            let (missing, mut marks) = find_missing(tx, key, thread).await?;
+            let mut pipeline = Pipeline::new();
+            let nodes = queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+            let changed = pipeline.run().await?;
+            marks.extend(missing);
+            Ok((nodes.map_or(0, |at| changed[at] as usize), marks))
+        })?;
+        mark_all(&marks, key);
+        Ok(AppendReport {
+            written,
+            head: thread.head_id(),
+        })
+    }
+
+    pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
+        let rows = self.read(async |client| {
+            let statement = client.prepare_cached(LOAD_THREAD).await?;
+            Ok(client
+                .query(&statement, &[&head.as_bytes().as_slice()])
+                .await?)
+        })?;
+        let mut blobs = HashMap::new();
+        for row in &rows {
+            for joined in row.get::<_, Option<Vec<&[u8]>>>(2).unwrap_or_default() {
+                if let Some((digest, bytes)) = joined.split_first_chunk::<32>() {
+                    blobs.insert(Digest(*digest), bytes.to_vec());
+                }
+            }
+        }
+        let key = self.key();
+        let mut thread = Thread::new();
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(1), &blobs)?;
+            thread = thread.push_with_id(id, Arc::new(message));
+            thread.head().expect("just pushed").mark_persisted_in(key);
+        }
+        if thread.head_id() != Some(head) {
+            return match thread.head_id() {
+                None => Err(StoreError::NodeNotFound(head)),
+                Some(_) => Err(StoreError::MalformedRow(format!(
+                    "the ancestry of node {} does not chain by depth",
+                    head.short()
+                ))),
+            };
+        }
+        Ok(thread)
+    }
+
+    pub fn node(&self, id: NodeId) -> Result<StoredNode> {
+        let (parent, depth, body, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
+                .await?;
+            let row = client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .ok_or(StoreError::NodeNotFound(id))?;
+            let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
+                (row.get(0), row.get(1), row.get(2));
+            let blobs = fetch_blobs(client, [body.as_slice()]).await?;
+            Ok((parent, depth, body, blobs))
+        })?;
+        Ok(StoredNode {
+            id,
+            parent: codec::optional_node_id(parent.as_deref())?,
+            depth: depth as u64,
+            message: decode(id, &body, &blobs)?,
+        })
+    }
+
+    pub fn contains(&self, id: NodeId) -> Result<bool> {
+        self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
+                .await?;
+            Ok(client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .is_some())
+        })
+    }
+
+    pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT id FROM nodes WHERE parent = $1 ORDER BY seq")
+                .await?;
+            Ok(client
+                .query(&statement, &[&id.as_bytes().as_slice()])
+                .await?)
+        })?;
+        rows.iter().map(|row| node_id(row.get(0))).collect()
+    }
+
+    pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        let (rows, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "WITH RECURSIVE sub(id) AS (
+                         SELECT id FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id FROM nodes n JOIN sub ON n.parent = sub.id
+                     )
+                     SELECT n.id, n.parent, n.depth, n.body
+                     FROM sub JOIN nodes n ON n.id = sub.id ORDER BY n.seq LIMIT $2",
+                )
+                .await?;
+            let rows = client
+                .query(&statement, &[&root.as_bytes().as_slice(), &(limit as i64)])
+                .await?;
+            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
+            Ok((rows, blobs))
+        })?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(3), &blobs)?;
+            entries.push(TreeEntry {
+                id,
+                parent: codec::optional_node_id(row.get(1))?,
+                depth: row.get::<_, i64>(2) as u64,
+                role: message.role,
+                preview: preview(&message, 60),
+            });
+        }
+        if entries.is_empty() {
+            return Err(StoreError::NodeNotFound(root));
+        }
+        Ok(entries)
+    }
+}
+
+/// The nodes of `thread` the database lacks, oldest first, and the stored
+/// nodes that still need a persistence mark (to mark after commit, with the
+/// missing ones once they are written).
+pub(crate) async fn find_missing<'t>(
+    tx: &impl GenericClient,
+    key: StoreKey,
+    thread: &'t Thread,
+) -> Result<(Vec<&'t Node>, Vec<&'t Node>)> {
+    let probe = tx
+        .prepare_cached("SELECT id FROM nodes WHERE id = ANY($1)")
+        .await?;
+    let mut missing: Vec<&Node> = Vec::new();
+    let mut marks: Vec<&Node> = Vec::new();
+    let mut ancestors = thread.ancestors();
+    let mut size = FIRST_PROBE;
+    'probing: loop {
+        let mut batch = Vec::with_capacity(size);
+        for node in ancestors.by_ref() {
+            batch.push(node);
+            if batch.len() == size || node.is_persisted_in(key) {
+                break;
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let ids: Vec<Vec<u8>> = batch.iter().map(|node| node.id().0.to_vec()).collect();
+        let present: HashSet<Vec<u8>> = tx
+            .query(&probe, &[&ids])
+            .await?
+            .into_iter()
+            .map(|row| row.get(0))
+            .collect();
+        for node in batch {
+            if present.contains(node.id().0.as_slice()) {
+                if !node.is_persisted_in(key) {
+                    marks.push(node);
+                }
+                break 'probing;
+            }
+            if node.is_persisted_in(key) {
+                return Err(StoreError::NodeNotFound(node.id()));
+            }
+            missing.push(node);
+        }
+        size *= 8;
+    }
+    missing.reverse();
+    Ok((missing, marks))
+}
+
+/// What [`queue_nodes`] takes for each node.
+pub(crate) fn nodes_of<'n>(
+    nodes: &'n [&'n Node],
+) -> impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'n Message)> {
+    nodes
+        .iter()
+        .map(|node| (node.id(), node.parent_id(), node.depth(), node.message()))
+}
+
+/// Queue the insertion of nodes (each after its parent) and their blobs,
+/// skipping any the database already holds. Returns the pipeline position
+/// of the node insert (whose row count is the number of nodes written), or
+/// `None` when there is nothing to insert.
+pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient + Sync>(
+    pipeline: &mut Pipeline<'c>,
+    tx: &'c C,
+    nodes: impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'m Message)>,
+) -> Result<Option<usize>> {
+    let mut ids = Vec::new();
+    let mut parents = Vec::new();
+    let mut depths = Vec::new();
+    let mut roles = Vec::new();
+    let mut bodies = Vec::new();
+    let mut blob_refs = Vec::new();
+    let mut blob_digests = Vec::new();
+    let mut blob_bytes: Vec<Vec<u8>> = Vec::new();
+    let mut seen = HashSet::new();
+    for (id, parent, depth, message) in nodes {
+        let encoded = encode_body(message, BLOB_THRESHOLD);
+        blob_refs.push((!encoded.blobs.is_empty()).then(|| {
+            encoded
+                .blobs
+                .iter()
+                .flat_map(|(digest, _)| digest.0)
+                .collect::<Vec<u8>>()
+        }));
+        for (digest, bytes) in encoded.blobs {
+            if seen.insert(digest) {
+                blob_digests.push(digest.as_bytes().to_vec());
+                blob_bytes.push(bytes.to_vec());
+            }
+        }
+        ids.push(id.0.to_vec());
+        parents.push(parent.map(|parent| parent.0.to_vec()));
+        depths.push(depth as i64);
+        roles.push(i16::from(message.role.code()));
+        bodies.push(encoded.bytes);
+    }
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    if !blob_digests.is_empty() {
+        let statement = tx
+            .prepare_cached(
+                "INSERT INTO blobs(digest, bytes)
+                 SELECT * FROM unnest($1::bytea[], $2::bytea[])
+                 ON CONFLICT DO NOTHING",
+            )
+            .await?;
+        let params: Vec<Param> = vec![Box::new(blob_digests), Box::new(blob_bytes)];
+        pipeline.push(tx, statement, params);
+    }
+    // ORDER BY keeps each parent's `seq` below its children's.
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs)
+             SELECT id, parent, depth, role, body, blob_refs
+             FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[], $6::bytea[])
+                  WITH ORDINALITY AS t(id, parent, depth, role, body, blob_refs, position)
+             ORDER BY position
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .await?;
+    let params: Vec<Param> = vec![
+        Box::new(ids),
+        Box::new(parents),
+        Box::new(depths),
+        Box::new(roles),
+        Box::new(bodies),
+        Box::new(blob_refs),
+    ];
+    Ok(Some(pipeline.push(tx, statement, params)))
+}
+
+/// Every blob the given bodies reference, in one query (none when no body
+/// references a blob).
+pub(crate) async fn fetch_blobs<'b>(
+    client: &impl GenericClient,
+    bodies: impl IntoIterator<Item = &'b [u8]>,
+) -> Result<HashMap<Digest, Vec<u8>>> {
+    let digests: HashSet<Digest> = bodies.into_iter().flat_map(codec::blob_refs).collect();
+    if digests.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let wanted: Vec<&[u8]> = digests.iter().map(|d| d.as_bytes().as_slice()).collect();
+    let statement = client
+        .prepare_cached("SELECT digest, bytes FROM blobs WHERE digest = ANY($1)")
+        .await?;
+    let mut blobs = HashMap::with_capacity(wanted.len());
+    for row in client.query(&statement, &[&wanted]).await? {
+        if let Ok(digest) = <[u8; 32]>::try_from(row.get::<_, &[u8]>(0)) {
+            blobs.insert(Digest(digest), row.get(1));
+        }
+    }
+    Ok(blobs)
+}
+
+/// Decode a stored body with its blobs already fetched.
+pub(crate) fn decode(id: NodeId, body: &[u8], blobs: &HashMap<Digest, Vec<u8>>) -> Result<Message> {
+    codec::decode_message(id, body, |digest| Ok(blobs.get(digest).cloned()))
+}

@@ -1,0 +1,302 @@
+/*!
+The PostgreSQL backend's handle: opening a URL, the connection pool, and
+read and write transactions with retry on serialization failures and
+deadlocks. Its operations are split like SQLite's (graph.rs,
+conversations.rs, runs.rs, transfer.rs, verify.rs, resolve.rs) and share
+their non-SQL halves with it.
+
+Connections are plain TCP (`NoTls`): point it at a server on the same host or
+a trusted network, or tunnel it. Every call blocks; see bridge.rs for how
+that is done without stalling an async runtime.
+*/
+
+pub(crate) mod bridge;
+mod conversations;
+mod graph;
+mod pipeline;
+mod resolve;
+mod runs;
+pub(crate) mod schema;
+pub mod scratch;
+mod transfer;
+mod verify;
+
+use crate::error::{Result, StoreError};
+use crate::location::redact;
+use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use skein_core::StoreKey;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
+
+/// Connections each open store keeps at most. Writers beyond this wait for
+/// a free connection (up to [`WAIT_TIMEOUT`]).
+pub const POOL_SIZE: usize = 4;
+/// How long opening one connection may take before the server counts as
+/// unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call waits for a free pooled connection.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a write keeps retrying serialization failures and deadlocks
+/// before reporting [`StoreError::Busy`].
+const RETRY_GIVE_UP: Duration = Duration::from_secs(120);
+
+/// A handle on one PostgreSQL database (one schema of it: the URL's
+/// `options=-c search_path=...` picks another). Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct PgStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    location: String,
+    location_path: PathBuf,
+    key: StoreKey,
+    pool: Pool,
+}
+
+impl PgStore {
+    /// Connect to the database `url` names, migrating it to the current
+    /// schema. The database must exist; its tables are created on first use.
+    pub fn open(url: &str) -> Result<PgStore> {
+        let location = redact(url);
+        let mut config: tokio_postgres::Config =
+            url.parse()
+                .map_err(|error: tokio_postgres::Error| StoreError::BadUrl {
+                    location: location.clone(),
+                    reason: error.to_string(),
+                })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("skein");
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|error| StoreError::BadUrl {
+                location: location.clone(),
+                reason: error.to_string(),
+            })?;
+        let key = bridge::block_on(|| async {
+            let mut client = checkout(&pool, &location).await?;
+            schema::migrate(&mut client).await?;
+            let key: String = client
+                .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
+                .await?
+                .get(0);
+            key.parse::<StoreKey>()
+                .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
+        })?;
+        Ok(PgStore {
+            shared: Arc::new(Shared {
+                location_path: PathBuf::from(&location),
+                location,
+                key,
+                pool,
+            }),
+        })
+    }
+
+    pub fn location(&self) -> String {
+        self.shared.location.clone()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.shared.location_path
+    }
+
+    pub fn key(&self) -> StoreKey {
+        self.shared.key
+    }
+
+    /// Run `work` on a pooled connection, outside any explicit transaction.
+    pub(crate) fn read<T: Send>(
+        &self,
+        work: impl AsyncFnOnce(&Client) -> Result<T> + Send,
+    ) -> Result<T> {
+        bridge::block_on(|| async move {
+            let client = checkout(&self.shared.pool, &self.shared.location).await?;
+            work(&client).await
+        })
+    }
+
+    /// Run `work` in a transaction (read committed) and commit it. A
+    /// serialization failure or deadlock rolls back and runs `work` again,
+    /// so `work` must be safe to repeat. `BEGIN` is sent together with the
+    /// first statement of `work`, saving a round trip.
+    pub(crate) fn write<T: Send>(
+        &self,
+        mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
+    ) -> Result<T> {
+        bridge::block_on(|| async move {
+            let mut held = Held(Some(
+                checkout(&self.shared.pool, &self.shared.location).await?,
+            ));
+            let started = Instant::now();
+            let mut pause = Duration::from_millis(2);
+            loop {
+                match transaction(held.client(), &mut work).await {
+                    Err(error) if is_retryable(&error) && started.elapsed() < RETRY_GIVE_UP => {
+                        tokio::time::sleep(pause + jitter(pause)).await;
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                    }
+                    Err(error) if is_retryable(&error) => {
+                        held.release();
+                        return Err(StoreError::Busy {
+                            seconds: started.elapsed().as_secs(),
+                        });
+                    }
+                    other => {
+                        held.release();
+                        return other;
+                    }
+                }
+            }
+        })
+    }
+
+    pub fn debug_execute(&self, sql: &str) -> Result<u64> {
+        self.read(async |client| Ok(client.execute(sql, &[]).await?))
+    }
+
+    pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
+        self.read(async |client| Ok(client.query_one(sql, &[]).await?.get(0)))
+    }
+}
+
+/// One attempt at a transaction: `BEGIN`, `work`, then `COMMIT`, or
+/// `ROLLBACK` if anything failed (the connection is then clean again).
+async fn transaction<T>(
+    client: &Client,
+    work: &mut impl AsyncFnMut(&Client) -> Result<T>,
+) -> Result<T> {
+    let mut begin = pin!(client.batch_execute("BEGIN"));
+    // The first poll writes BEGIN, so it precedes work's first statement on
+    // the wire; its answer is collected below.
+    let begun = match begin.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => None,
+    };
+    let result = work(client).await;
+    let begun = match begun {
+        Some(result) => result,
+        None => begin.await,
+    };
+    match (begun, result) {
+        (Ok(()), Ok(value)) => {
+            client.batch_execute("COMMIT").await?;
+            Ok(value)
+        }
+        (begun, result) => {
+            client.batch_execute("ROLLBACK").await?;
+            Err(match begun {
+                Err(error) => error.into(),
+                Ok(()) => result.err().expect("one of them failed"),
+            })
+        }
+    }
+}
+
+/// A pooled connection that is discarded, not returned to the pool, if it
+/// is dropped while a transaction may be open (a panic in `work`): closing
+/// it makes the server roll back.
+struct Held(Option<Client>);
+
+impl Held {
+    fn client(&self) -> &Client {
+        self.0.as_ref().expect("held until released")
+    }
+
+    /// Back to the pool: no transaction is open.
+    fn release(&mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
+/// A pooled connection, with connection failures told apart from everything
+/// else: they mean the server is down or the URL is wrong.
+async fn checkout(pool: &Pool, location: &str) -> Result<Client> {
+    pool.get().await.map_err(|error| match error {
+        // Refused, timed out, bad password, no such database: all say the
+        // server cannot be used as the URL names it.
+        PoolError::Backend(error) => StoreError::Unreachable {
+            location: location.to_string(),
+            reason: describe(&error),
+        },
+        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy {
+            seconds: WAIT_TIMEOUT.as_secs(),
+        },
+        PoolError::Timeout(_) => StoreError::Unreachable {
+            location: location.to_string(),
+            reason: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+        },
+        other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
+    })
+}
+
+/// An error with its chain of causes ("error connecting to server:
+/// Connection refused"), since the client's own message stops at the first.
+pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return db.message().to_string();
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn is_retryable(error: &StoreError) -> bool {
+    let StoreError::Postgres(error) = error else {
+        return false;
+    };
+    matches!(
+        error.code(),
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == SqlState::T_R_DEADLOCK_DETECTED
+    )
+}
+
+/// Up to `pause` of extra wait, so writers that collided do not retry in
+/// lockstep.
+fn jitter(pause: Duration) -> Duration {
+    let noise = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos(),
+    );
+    Duration::from_nanos(noise % (pause.as_nanos() as u64).max(1))
+}

@@ -1,0 +1,83 @@
+/*!
+Sending several statements in one round trip. tokio-postgres writes a
+request to the connection the first time its future is polled, and the
+server answers requests in the order it received them; so polling each
+queued future once, in order, sends them back to back, and awaiting them
+afterwards collects the answers. A write that would take one round trip per
+statement (blobs, nodes, each run, its tools, the bookmark) takes one.
+
+Statements must be prepared before they are queued (a cache miss would
+prepare on first poll and send the execution late, out of order).
+*/
+
+use crate::error::Result;
+use deadpool_postgres::GenericClient;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use tokio_postgres::Statement;
+use tokio_postgres::types::ToSql;
+
+type Pending<'c> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + Send + 'c>>;
+
+/// A parameter the pipeline owns until its statement has run.
+pub(crate) type Param = Box<dyn ToSql + Sync + Send>;
+
+/// Statements queued for one round trip, executed in queue order.
+pub(crate) struct Pipeline<'c> {
+    pending: Vec<Pending<'c>>,
+}
+
+impl<'c> Pipeline<'c> {
+    pub(crate) fn new() -> Pipeline<'c> {
+        Pipeline {
+            pending: Vec::new(),
+        }
+    }
+
+    /// Queue `statement` with `params`; it is sent at once. Returns its
+    /// position in the results of [`Pipeline::run`].
+    pub(crate) fn push<C: GenericClient>(
+        &mut self,
+        client: &'c C,
+        statement: Statement,
+        params: Vec<Param>,
+    ) -> usize {
+        let mut pending: Pending<'c> = Box::pin(async move {
+            let refs: Vec<&(dyn ToSql + Sync)> = params
+                .iter()
+                .map(|param| param.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            client.execute(&statement, &refs).await
+        });
+        // The first poll writes the request; its answer is awaited in `run`.
+        if let Poll::Ready(done) = pending
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            pending = Box::pin(std::future::ready(done));
+        }
+        self.pending.push(pending);
+        self.pending.len() - 1
+    }
+
+    /// Wait for every queued statement; the rows each changed, in order. The
+    /// first failure is returned (later statements then fail too: the
+    /// transaction is aborted).
+    pub(crate) async fn run(self) -> Result<Vec<u64>> {
+        let mut changed = Vec::with_capacity(self.pending.len());
+        let mut failure = None;
+        for pending in self.pending {
+            match pending.await {
+                Ok(rows) => changed.push(rows),
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
+            }
+        }
+        match failure {
+            Some(error) => Err(error.into()),
+            None => Ok(changed),
+        }
+    }
+}

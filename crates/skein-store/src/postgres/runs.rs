@@ -1,0 +1,203 @@
+/*!
+Run records on PostgreSQL: one row per logical model call, and the exact
+tool set it offered (`run_tools`, by tool hash, each tool stored once).
+A run's tools are read back with the run in the same query.
+*/
+
+use super::PgStore;
+use super::pipeline::{Param, Pipeline};
+use crate::error::{Result, StoreError};
+use crate::records::{ConversationId, RunId, RunRecord};
+use crate::runs::{RawRun, tool_from_columns};
+use deadpool_postgres::GenericClient;
+use skein_core::{NodeId, ToolSpec, Usage};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// Each run with its tools as parallel arrays in position order, so a list
+/// of runs is one query.
+const SELECT_RUN: &str =
+    "SELECT r.id, r.conversation, r.input_head, r.output_head, r.model, r.provider,
+        r.profile, r.backend, r.status, r.input_tokens, r.output_tokens, r.cache_read_tokens,
+        r.cache_write_tokens, r.usage_complete, r.started, r.finished, r.error, r.annotations,
+        r.options, r.relations, r.request,
+        ARRAY(SELECT t.name FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
+              WHERE rt.run_id = r.id ORDER BY rt.position),
+        ARRAY(SELECT t.description FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
+              WHERE rt.run_id = r.id ORDER BY rt.position),
+        ARRAY(SELECT t.input_schema FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
+              WHERE rt.run_id = r.id ORDER BY rt.position)
+     FROM runs r";
+
+impl PgStore {
+    pub fn record_run(&self, run: &RunRecord) -> Result<()> {
+        self.write(async |tx| {
+            let mut pipeline = Pipeline::new();
+            queue_run(&mut pipeline, tx, run).await?;
+            pipeline.run().await?;
+            Ok(())
+        })
+    }
+
+    pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+        self.query_runs(&format!("{SELECT_RUN} WHERE r.id = $1"), &id.as_str())?
+            .pop()
+            .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
+    }
+
+    pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            &format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
+            &id.as_str(),
+        )
+    }
+
+    pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            &format!("{SELECT_RUN} WHERE r.output_head = $1 ORDER BY r.started, r.id"),
+            &node.0.as_slice(),
+        )
+    }
+
+    pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            &format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
+            &(limit.min(i64::MAX as usize) as i64),
+        )
+    }
+
+    fn query_runs(&self, sql: &str, param: &(dyn ToSql + Sync)) -> Result<Vec<RunRecord>> {
+        let rows = self.read(async |client| {
+            let statement = client.prepare_cached(sql).await?;
+            Ok(client.query(&statement, &[param]).await?)
+        })?;
+        rows.iter().map(run_from_row).collect()
+    }
+}
+
+/// Queue the insertion of a run, the tools it offered (each stored once) and
+/// its tool list.
+pub(crate) async fn queue_run<'c, C: GenericClient>(
+    pipeline: &mut Pipeline<'c>,
+    tx: &'c C,
+    run: &RunRecord,
+) -> Result<()> {
+    let tokens = |n: Option<u64>| n.map(|n| n as i64);
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
+                 status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
+                 started, finished, error, annotations, options, relations, request)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+        )
+        .await?;
+    let id = |id: &Option<skein_core::NodeId>| id.as_ref().map(|id| id.0.to_vec());
+    let params: Vec<Param> = vec![
+        Box::new(run.id.0.clone()),
+        Box::new(run.conversation.as_ref().map(|c| c.0.clone())),
+        Box::new(id(&run.input_head)),
+        Box::new(id(&run.output_head)),
+        Box::new(run.model.clone()),
+        Box::new(run.provider.clone()),
+        Box::new(run.profile.clone()),
+        Box::new(run.backend.clone()),
+        Box::new(run.status.as_str()),
+        Box::new(tokens(run.usage.input_tokens)),
+        Box::new(tokens(run.usage.output_tokens)),
+        Box::new(tokens(run.usage.cache_read_tokens)),
+        Box::new(tokens(run.usage.cache_write_tokens)),
+        Box::new(run.usage_complete),
+        Box::new(run.started_ms),
+        Box::new(run.finished_ms),
+        Box::new(run.error.clone()),
+        Box::new(serde_json::to_string(&run.annotations)?),
+        Box::new(serde_json::to_string(&run.options)?),
+        Box::new(serde_json::to_string(&run.relations)?),
+        Box::new(run.request.clone()),
+    ];
+    pipeline.push(tx, statement, params);
+    if run.tools.is_empty() {
+        return Ok(());
+    }
+    let mut hashes = Vec::with_capacity(run.tools.len());
+    let mut names: Vec<String> = Vec::with_capacity(run.tools.len());
+    let mut descriptions: Vec<String> = Vec::with_capacity(run.tools.len());
+    let mut schemas = Vec::with_capacity(run.tools.len());
+    for tool in &run.tools {
+        hashes.push(tool.hash().as_bytes().to_vec());
+        names.push(tool.name.clone());
+        descriptions.push(tool.description.clone());
+        schemas.push(serde_json::to_string(&tool.input_schema)?);
+    }
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO tools(hash, name, description, input_schema)
+             SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[], $4::text[])
+             ON CONFLICT DO NOTHING",
+        )
+        .await?;
+    let params: Vec<Param> = vec![
+        Box::new(hashes.clone()),
+        Box::new(names),
+        Box::new(descriptions),
+        Box::new(schemas),
+    ];
+    pipeline.push(tx, statement, params);
+    let positions: Vec<i64> = (0..run.tools.len() as i64).collect();
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO run_tools(run_id, position, tool_hash)
+             SELECT $1, * FROM unnest($2::int8[], $3::bytea[])",
+        )
+        .await?;
+    let params: Vec<Param> = vec![
+        Box::new(run.id.0.clone()),
+        Box::new(positions),
+        Box::new(hashes),
+    ];
+    pipeline.push(tx, statement, params);
+    Ok(())
+}
+
+fn run_from_row(row: &Row) -> Result<RunRecord> {
+    let id = |index: usize| {
+        row.get::<_, Option<&[u8]>>(index)
+            .and_then(NodeId::from_slice)
+    };
+    let tokens = |index: usize| row.get::<_, Option<i64>>(index).map(|n| n as u64);
+    let mut record = RunRecord::new(row.get::<_, String>(4), row.get::<_, String>(5));
+    record.id = RunId(row.get(0));
+    record.conversation = row.get::<_, Option<String>>(1).map(ConversationId);
+    record.input_head = id(2);
+    record.output_head = id(3);
+    record.profile = row.get(6);
+    record.backend = row.get(7);
+    record.usage = Usage {
+        input_tokens: tokens(9),
+        output_tokens: tokens(10),
+        cache_read_tokens: tokens(11),
+        cache_write_tokens: tokens(12),
+    };
+    record.usage_complete = row.get(13);
+    record.started_ms = row.get(14);
+    record.finished_ms = row.get(15);
+    record.error = row.get(16);
+    record.request = row.get(20);
+    let names: Vec<String> = row.get(21);
+    let descriptions: Vec<String> = row.get(22);
+    let schemas: Vec<String> = row.get(23);
+    let tools = names
+        .into_iter()
+        .zip(descriptions)
+        .zip(&schemas)
+        .map(|((name, description), schema)| tool_from_columns(name, description, schema))
+        .collect::<Result<Vec<ToolSpec>>>()?;
+    RawRun {
+        record,
+        status: row.get(8),
+        annotations: row.get(17),
+        options: row.get(18),
+        relations: row.get(19),
+    }
+    .finish(tools)
+}

@@ -1,0 +1,172 @@
+/*!
+The PostgreSQL schema and its versioned migrations: the port of
+`crate::schema` (SQLite), version for version. `MIGRATIONS[i]` here and in
+`crate::schema` both define version `i + 1`; a unit test fails while one
+backend has a version the other lacks.
+
+Differences from SQLite, all representation only: `BYTEA` for ids and
+bodies, `BIGINT` for integers, `BOOLEAN` for flags, text ids compared in the
+`C` collation (so prefix ranges are byte ranges whatever the server's
+locale), nodes refer to their parent by id rather than by `seq` (inserts
+then need no round trip per node to learn the parent's `seq`; `seq` stays
+the insertion, hence topological, order), and nodes carry `blob_refs` (the
+digests their body references) so a thread's blobs come back in the same
+query as its nodes.
+
+The version lives in `skein_schema`, not in `meta`, because the runner must
+read it before migration 1 creates anything. Each migration runs in its own
+transaction under a transaction-scoped advisory lock keyed by the current
+schema, so concurrent first opens from many processes migrate once.
+*/
+
+use crate::error::{Result, StoreError};
+use deadpool_postgres::Client;
+
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: the graph, bookmarks, runs and per-run tool sets.
+    r#"
+    CREATE TABLE meta (
+        key   TEXT COLLATE "C" PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+
+    CREATE TABLE nodes (
+        seq    BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+        id     BYTEA PRIMARY KEY,
+        parent BYTEA REFERENCES nodes(id),
+        depth  BIGINT NOT NULL,
+        role   SMALLINT NOT NULL,
+        body   BYTEA NOT NULL,
+        -- The 32-byte digests of the blobs the body references, concatenated
+        -- in part order (NULL when none), so a thread loads with its blobs
+        -- in one query. Derived from the body; verify never trusts it.
+        blob_refs BYTEA
+    );
+    CREATE INDEX nodes_by_parent ON nodes(parent);
+
+    CREATE TABLE blobs (
+        digest BYTEA PRIMARY KEY,
+        bytes  BYTEA NOT NULL
+    );
+
+    CREATE TABLE conversations (
+        id                       TEXT COLLATE "C" PRIMARY KEY,
+        name                     TEXT,
+        head                     BYTEA REFERENCES nodes(id),
+        forked_from_node         BYTEA,
+        forked_from_conversation TEXT,
+        forked_from_rerun        TEXT,
+        created                  BIGINT NOT NULL,
+        updated                  BIGINT NOT NULL,
+        meta                     TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX conversations_by_head ON conversations(head);
+    CREATE INDEX conversations_by_updated ON conversations(updated);
+
+    CREATE TABLE runs (
+        id                 TEXT COLLATE "C" PRIMARY KEY,
+        conversation       TEXT,
+        input_head         BYTEA,
+        output_head        BYTEA,
+        model              TEXT NOT NULL,
+        provider           TEXT NOT NULL,
+        profile            TEXT,
+        backend            TEXT,
+        status             TEXT NOT NULL,
+        input_tokens       BIGINT,
+        output_tokens      BIGINT,
+        cache_read_tokens  BIGINT,
+        cache_write_tokens BIGINT,
+        usage_complete     BOOLEAN NOT NULL,
+        started            BIGINT NOT NULL,
+        finished           BIGINT,
+        error              TEXT,
+        annotations        TEXT NOT NULL,
+        options            TEXT NOT NULL,
+        relations          TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_conversation ON runs(conversation, started);
+    CREATE INDEX runs_by_output ON runs(output_head);
+    CREATE INDEX runs_by_started ON runs(started);
+
+    CREATE TABLE tools (
+        hash         BYTEA PRIMARY KEY,
+        name         TEXT NOT NULL,
+        description  TEXT NOT NULL,
+        input_schema TEXT NOT NULL
+    );
+
+    CREATE TABLE run_tools (
+        run_id    TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
+        position  BIGINT NOT NULL,
+        tool_hash BYTEA NOT NULL REFERENCES tools(hash),
+        PRIMARY KEY (run_id, position)
+    );
+    "#,
+    // 2: the exact request body of a run that came through the recording
+    // proxy.
+    r#"
+    ALTER TABLE runs ADD COLUMN request TEXT;
+    "#,
+];
+
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Bring the database (its current schema) up to [`SCHEMA_VERSION`],
+/// creating its store key on first use.
+pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
+    for (index, sql) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        let tx = client.transaction().await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('skein-migrate:' || current_schema()))",
+            &[],
+        )
+        .await?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS skein_schema (version BIGINT NOT NULL)")
+            .await?;
+        let current: i64 = tx
+            .query_opt("SELECT version FROM skein_schema", &[])
+            .await?
+            .map_or(0, |row| row.get(0));
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found: current,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if current >= version {
+            continue;
+        }
+        tx.batch_execute(sql).await?;
+        if version == 1 {
+            let key = uuid::Uuid::new_v4().as_u64_pair().0;
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('store_key', $1)",
+                &[&key.to_string()],
+            )
+            .await?;
+            tx.execute("INSERT INTO skein_schema(version) VALUES (1)", &[])
+                .await?;
+        } else {
+            tx.execute("UPDATE skein_schema SET version = $1", &[&version])
+                .await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_sqlite_migration_has_a_postgres_port() {
+        assert_eq!(
+            super::SCHEMA_VERSION,
+            crate::schema::SCHEMA_VERSION,
+            "a migration was added to one backend only: port it (see ARCHITECTURE.md, \
+             'Porting a SQLite migration to PostgreSQL')"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+/*!
+`verify` on PostgreSQL: streams nodes (in pages, by `seq`), blobs and
+conversation heads through the checks shared with SQLite
+(crate::verify::VerifyReport).
+*/
+
+use super::PgStore;
+use super::graph::{decode, fetch_blobs};
+use super::transfer::PAGE;
+use crate::error::Result;
+use crate::verify::{NodeRow, VerifyReport};
+
+/// Blobs read per query (they can be large).
+const BLOB_PAGE: i64 = 100;
+
+impl PgStore {
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let mut report = VerifyReport::default();
+        let mut after = 0_i64;
+        loop {
+            let (rows, blobs) = self.read(async |client| {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT n.seq, n.id, n.parent, n.depth, p.depth, n.role, n.body
+                         FROM nodes n LEFT JOIN nodes p ON p.id = n.parent
+                         WHERE n.seq > $1 ORDER BY n.seq LIMIT $2",
+                    )
+                    .await?;
+                let rows = client.query(&statement, &[&after, &PAGE]).await?;
+                let blobs =
+                    fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(6))).await?;
+                Ok((rows, blobs))
+            })?;
+            let Some(last) = rows.last() else {
+                break;
+            };
+            after = last.get(0);
+            for row in &rows {
+                report.check_node(
+                    NodeRow {
+                        id: row.get(1),
+                        parent: row.get(2),
+                        depth: row.get(3),
+                        parent_depth: row.get(4),
+                        role: i64::from(row.get::<_, i16>(5)),
+                    },
+                    |id| decode(id, row.get(6), &blobs),
+                );
+            }
+        }
+        let mut after: Vec<u8> = Vec::new();
+        loop {
+            let rows = self.read(async |client| {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT digest, bytes FROM blobs WHERE digest > $1 ORDER BY digest LIMIT $2",
+                    )
+                    .await?;
+                Ok(client.query(&statement, &[&after, &BLOB_PAGE]).await?)
+            })?;
+            let Some(last) = rows.last() else {
+                break;
+            };
+            after = last.get(0);
+            for row in &rows {
+                report.check_blob(row.get(0), row.get(1));
+            }
+        }
+        let heads = self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT c.id, c.head IS NOT NULL AND n.id IS NULL
+                     FROM conversations c LEFT JOIN nodes n ON n.id = c.head ORDER BY c.id",
+                    &[],
+                )
+                .await?)
+        })?;
+        for row in &heads {
+            report.check_head(row.get(0), row.get(1));
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,312 @@
+/*!
+[`Store`], the handle every caller uses: it opens the backend the location
+names (a `postgres://` or `postgresql://` URL opens PostgreSQL, anything else
+is a SQLite file path) and forwards each operation to it. Behaviour that
+needs no SQL (export's record section, import's checks, prefix resolution in
+resolve.rs) runs here once for both backends.
+*/
+
+use crate::CommitStageProbe;
+use crate::error::{Result, StoreError};
+use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::records::{Conversation, ConversationId, NewConversation, RunId, RunRecord, TurnCommit};
+use crate::sqlite::SqliteStore;
+use crate::transfer::{self, ImportReport};
+use crate::verify::VerifyReport;
+use skein_core::{NodeId, StoreKey, Thread};
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+/// A handle on one database, SQLite or PostgreSQL. Cheap to clone; share it
+/// freely. Its methods block on I/O; from async code use [`Store::run`].
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+}
+
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Sqlite(SqliteStore),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::postgres::PgStore),
+}
+
+/// Forward a call to whichever backend `$store` holds, binding it to `$s`.
+macro_rules! dispatch {
+    ($store:expr, $s:ident => $call:expr) => {
+        match $store.backend() {
+            crate::store::Backend::Sqlite($s) => $call,
+            #[cfg(feature = "postgres")]
+            crate::store::Backend::Postgres($s) => $call,
+        }
+    };
+}
+pub(crate) use dispatch;
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("location", &self.location())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open the database at `location`, migrating it to the current schema: a
+    /// `postgres://` URL opens that PostgreSQL database (which must exist),
+    /// anything else is a SQLite file, created if needed.
+    pub fn open(location: impl AsRef<Path>) -> Result<Store> {
+        let location = location.as_ref();
+        let backend = match location
+            .to_str()
+            .filter(|text| crate::location::is_postgres_url(text))
+        {
+            Some(url) => open_postgres(url)?,
+            None => Backend::Sqlite(SqliteStore::open(location)?),
+        };
+        Ok(Store { backend })
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Which backend this handle talks to: `"sqlite"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The SQLite file, or the PostgreSQL URL without its password.
+    pub fn location(&self) -> String {
+        dispatch!(self, s => s.location())
+    }
+
+    /// The SQLite file this store opened. For PostgreSQL, the URL without
+    /// its password, as a path (prefer [`Store::location`]).
+    pub fn path(&self) -> &Path {
+        dispatch!(self, s => s.path())
+    }
+
+    /// The key nodes are marked with once this database holds them. It
+    /// identifies the database, not this handle.
+    pub fn key(&self) -> StoreKey {
+        dispatch!(self, s => s.key())
+    }
+
+    /// Run blocking store work on tokio's blocking pool, so async callers
+    /// never stall their runtime. No transaction is held across an `.await`.
+    pub async fn run<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || blocking_section(|| work(&store)))
+            .await
+            .map_err(|error| StoreError::Task(error.to_string()))?
+    }
+
+    /// Store every node of `thread` this database does not hold yet, in one
+    /// transaction. Marks the nodes as persisted here once committed.
+    pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
+        dispatch!(self, s => s.append(thread))
+    }
+
+    /// Load the thread whose head is `head`, in one recursive query.
+    pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
+        dispatch!(self, s => s.load_thread(head))
+    }
+
+    /// One node by id, without loading its thread.
+    pub fn node(&self, id: NodeId) -> Result<StoredNode> {
+        dispatch!(self, s => s.node(id))
+    }
+
+    /// Whether the database holds the node.
+    pub fn contains(&self, id: NodeId) -> Result<bool> {
+        dispatch!(self, s => s.contains(id))
+    }
+
+    /// The nodes whose parent is `id`, oldest first.
+    pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        dispatch!(self, s => s.children(id))
+    }
+
+    /// The subtree under `root` (inclusive), in topological order, at most
+    /// `limit` nodes.
+    pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        dispatch!(self, s => s.subtree(root, limit))
+    }
+
+    /// Create a conversation, optionally starting at an existing node.
+    pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
+        dispatch!(self, s => s.create_conversation(new))
+    }
+
+    /// Fork: a new conversation whose head is `node` (any stored node),
+    /// recording where it came from. O(1); the origin is never touched.
+    pub fn fork(
+        &self,
+        node: NodeId,
+        name: Option<String>,
+        from: Option<ConversationId>,
+    ) -> Result<Conversation> {
+        dispatch!(self, s => s.fork(node, name, from))
+    }
+
+    pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
+        dispatch!(self, s => s.conversation(id))
+    }
+
+    /// Conversations, most recently updated first.
+    pub fn list_conversations(&self, limit: usize) -> Result<Vec<Conversation>> {
+        dispatch!(self, s => s.list_conversations(limit))
+    }
+
+    /// Conversations whose head is exactly `node`.
+    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<Conversation>> {
+        dispatch!(self, s => s.conversations_at(node))
+    }
+
+    pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        dispatch!(self, s => s.rename_conversation(id, name))
+    }
+
+    /// Replace the conversation's settings (default model, tools by name...).
+    pub fn set_conversation_meta(
+        &self,
+        id: &ConversationId,
+        meta: &serde_json::Value,
+    ) -> Result<()> {
+        dispatch!(self, s => s.set_conversation_meta(id, meta))
+    }
+
+    /// Move a bookmark from `expected` to `new` (a stored node), or report
+    /// [`StoreError::HeadMoved`] if someone else moved it first.
+    pub fn move_head(
+        &self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> Result<()> {
+        dispatch!(self, s => s.move_head(id, expected, new))
+    }
+
+    /// Commit a turn: its nodes, its runs and the bookmark move, in one
+    /// transaction. If the bookmark moved since `expected_head`, the nodes and
+    /// runs are still committed (nothing is lost) and the error names the
+    /// node where the turn stands.
+    pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<AppendReport> {
+        self.commit_turn_observed(turn, &mut |_| {})
+    }
+
+    /// [`Store::commit_turn`] with a probe called at each stage inside the
+    /// transaction; crash tests use it to die mid-turn.
+    #[doc(hidden)]
+    pub fn commit_turn_observed(
+        &self,
+        turn: &TurnCommit<'_>,
+        probe: &mut (dyn FnMut(CommitStageProbe) + Send),
+    ) -> Result<AppendReport> {
+        dispatch!(self, s => s.commit_turn_observed(turn, probe))
+    }
+
+    /// Record a run on its own (a failed run adds no node, but keeps its
+    /// record). Runs that produce a turn go through [`Store::commit_turn`].
+    pub fn record_run(&self, run: &RunRecord) -> Result<()> {
+        dispatch!(self, s => s.record_run(run))
+    }
+
+    pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+        dispatch!(self, s => s.run_record(id))
+    }
+
+    /// The runs of a conversation, oldest first.
+    pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+        dispatch!(self, s => s.runs_of_conversation(id))
+    }
+
+    /// The runs that produced `node` (many runs may produce one node).
+    pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        dispatch!(self, s => s.runs_producing(node))
+    }
+
+    /// The most recent runs, newest first.
+    pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        dispatch!(self, s => s.recent_runs(limit))
+    }
+
+    /// Write the whole database as JSONL (see [`crate::ImportReport`] for
+    /// the way back): the same file whichever backend holds the graph.
+    pub fn export(&self, out: &mut dyn Write) -> Result<()> {
+        dispatch!(self, s => s.export_nodes(out))?;
+        let conversations = self.list_conversations(usize::MAX >> 1)?;
+        let runs = self.recent_runs(usize::MAX >> 1)?;
+        transfer::write_records(out, conversations, runs)
+    }
+
+    /// Import a JSONL export. All or nothing.
+    pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
+        let lines = transfer::parse_lines(input)?;
+        transfer::check_ids(&lines)?;
+        dispatch!(self, s => s.import_lines(&lines))
+    }
+
+    /// Check the whole database. Problems are reported, never repaired.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        dispatch!(self, s => s.verify())
+    }
+
+    /// A raw SQLite connection for tests that must tamper with or inspect
+    /// rows; an error on PostgreSQL (use [`Store::debug_execute`]).
+    #[doc(hidden)]
+    pub fn raw_connection(&self) -> Result<rusqlite::Connection> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.raw_connection(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => Err(StoreError::Task(
+                "raw_connection is SQLite-only; use debug_execute".into(),
+            )),
+        }
+    }
+
+    /// Run one SQL statement with no parameters outside any store
+    /// operation, for tests that tamper with rows on either backend; returns
+    /// the rows changed.
+    #[doc(hidden)]
+    pub fn debug_execute(&self, sql: &str) -> Result<u64> {
+        dispatch!(self, s => s.debug_execute(sql))
+    }
+
+    /// The first column of the first row of `sql`, as an integer, for tests.
+    #[doc(hidden)]
+    pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
+        dispatch!(self, s => s.debug_query_i64(sql))
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> Result<Backend> {
+    Ok(Backend::Postgres(crate::postgres::PgStore::open(url)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(url: &str) -> Result<Backend> {
+    Err(StoreError::NoPostgresSupport {
+        location: crate::location::redact(url),
+    })
+}
+
+#[cfg(feature = "postgres")]
+fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
+    crate::postgres::bridge::blocking_section(work)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
+    work()
+}
