@@ -19,14 +19,17 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
 - nodes are never updated or deleted; only bookmarks move.
 
 Modules: [`records`] (the typed rows), [`error`], and the store's operations
-split by concern: graph, conversations, runs, transfer (export/import) and
-verify.
+split by concern: graph, conversations, runs, reruns (counterfactual
+re-runs of recorded turns), embeddings (a cache of vectors by content
+digest), transfer (export/import) and verify.
 */
 
 mod conversations;
 pub mod error;
 mod graph;
 pub mod records;
+mod embeddings;
+mod reruns;
 mod resolve;
 mod runs;
 mod schema;
@@ -38,9 +41,10 @@ pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use records::{
-    Conversation, ConversationId, NewConversation, Origin, Relation, RunId, RunRecord, RunStatus,
-    TurnCommit,
+    Conversation, ConversationId, NewConversation, Origin, Relation, RerunId, RunId, RunRecord,
+    RunStatus, TurnCommit,
 };
+pub use reruns::{RerunCommit, RerunRecord};
 pub use sqlite::{BLOB_THRESHOLD, Store};
 pub use transfer::ImportReport;
 pub use verify::{Problem, VerifyReport};

@@ -7,7 +7,7 @@ that says which.
 
 use crate::error::{Result, StoreError};
 use crate::graph::node_id;
-use crate::records::{ConversationId, RunId};
+use crate::records::{ConversationId, RerunId, RunId};
 use crate::sqlite::Store;
 use rusqlite::params;
 use skein_core::NodeId;
@@ -50,6 +50,15 @@ impl Store {
             id[..12.min(id.len())].to_string()
         })
         .map(RunId)
+    }
+
+    /// The rerun whose id starts with `prefix`.
+    pub fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
+        let ids = self.text_prefix("reruns", prefix)?;
+        pick("rerun", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(RerunId)
     }
 
     fn text_prefix(&self, table: &'static str, prefix: &str) -> Result<Vec<String>> {
