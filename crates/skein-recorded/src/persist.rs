@@ -1,0 +1,188 @@
+/*!
+Loading a recorded chat back from its stored conversation: the history
+from the bookmark, the persistent removals from the conversation's meta,
+each turn's evidence from its runs (the first run's request and
+annotations, the tools it offered, the sources it recorded; the last run's
+reply), and the reruns it produced (for provenance). Observation events are
+not persisted, so a loaded turn has none.
+
+Runs are grouped into turns by their chain: a run that starts a chain (or
+one without a chain) starts a turn. Conversations recorded by plain
+`skein` turns load too: each run is then one turn.
+*/
+
+use crate::chat::{Config, META_KEY, RecordedChat, Stamp, relation};
+use crate::error::{RecordedError, Result};
+use crate::evidence::Turn;
+use crate::source::{Ablation, SourceInfo, SourceKind};
+use skein_core::{Annotation, NodeId, Thread, Usage};
+use skein_engine::ledger::relation as engine_relation;
+use skein_store::{ConversationId, RunRecord, Store};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The conversation meta a recorded chat keeps.
+pub(crate) fn meta(removed: &Ablation) -> serde_json::Value {
+    serde_json::json!({ META_KEY: { "version": 1, "removed": removed } })
+}
+
+/// The conversation holding the turn whose reply is `node` (what
+/// `skein explain NODE` needs before loading the chat).
+pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<ConversationId> {
+    let runs = store.run(move |s| s.runs_producing(node)).await?;
+    runs.into_iter()
+        .find_map(|run| run.conversation)
+        .ok_or(RecordedError::NotATurn(node))
+}
+
+pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<RecordedChat> {
+    let store = config
+        .store
+        .clone()
+        .ok_or(RecordedError::NoStore("loading a recorded chat"))?;
+    let cid = id.clone();
+    let (conversation, history, runs, reruns) = store
+        .run(move |s| {
+            let conversation = s.conversation(&cid)?;
+            let history = match conversation.head {
+                Some(head) => s.load_thread(head)?,
+                None => Thread::new(),
+            };
+            let runs = s.runs_of_conversation(&cid)?;
+            let reruns = s.reruns_of_conversation(&cid)?;
+            Ok((conversation, history, runs, reruns))
+        })
+        .await?;
+    let damaged = |problem: String| RecordedError::NotRecorded {
+        conversation: id.to_string(),
+        problem,
+    };
+    let removed: Ablation = match conversation.meta.get(META_KEY) {
+        None => Ablation::new(),
+        Some(meta) => serde_json::from_value(meta["removed"].clone())
+            .map_err(|e| damaged(format!("its `removed` list is malformed: {e}")))?,
+    };
+    let mut turns = Vec::new();
+    for group in group_turns(runs) {
+        let index = turns.len();
+        let turn = load_turn(&store, index, group, &removed)
+            .await
+            .map_err(|e| damaged(format!("turn {index}: {e}")))?;
+        turns.push(Arc::new(turn));
+    }
+    let stamps = reruns
+        .into_iter()
+        .filter_map(|r| {
+            r.answer_head.map(|answer_head| {
+                (
+                    r.id,
+                    Stamp {
+                        turn: r.turn as usize,
+                        answer_head,
+                    },
+                )
+            })
+        })
+        .collect();
+    Ok(RecordedChat {
+        config,
+        id: id.0.clone(),
+        conversation: Some(id.clone()),
+        origin: conversation.origin,
+        removed,
+        history,
+        turns,
+        reports: HashMap::new(),
+        reruns: stamps,
+    })
+}
+
+fn relation_of<'a>(run: &'a RunRecord, kind: &str) -> impl Iterator<Item = &'a str> {
+    run.relations
+        .iter()
+        .filter(move |r| r.kind == kind)
+        .map(|r| r.target.as_str())
+}
+
+/// Successful runs grouped by turn, in order.
+fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
+    let mut groups: Vec<Vec<RunRecord>> = Vec::new();
+    let mut chains: HashMap<String, usize> = HashMap::new();
+    for run in runs
+        .into_iter()
+        .filter(|r| r.status == skein_store::RunStatus::Succeeded)
+    {
+        let chain = relation_of(&run, engine_relation::CHAIN).next().map(str::to_string);
+        match chain.as_ref().and_then(|c| chains.get(c)) {
+            Some(&group) => groups[group].push(run),
+            None => {
+                if let Some(chain) = chain {
+                    chains.insert(chain, groups.len());
+                }
+                groups.push(vec![run]);
+            }
+        }
+    }
+    groups
+}
+
+async fn load_turn(
+    store: &Store,
+    index: usize,
+    runs: Vec<RunRecord>,
+    removed: &Ablation,
+) -> std::result::Result<Turn, String> {
+    let first = runs[0].clone();
+    let last = runs.last().expect("a group has a run").clone();
+    let input = first.input_head.ok_or("its first run has no request")?;
+    let output = last.output_head.ok_or("its last run has no reply")?;
+    let (request, thread) = store
+        .run(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut sources: Vec<SourceInfo> = relation_of(&first, relation::SOURCE)
+        .filter_map(|text| serde_json::from_str(text).ok())
+        .collect();
+    for tool in &first.tools {
+        if !sources.iter().any(|s| s.id == tool.name) {
+            sources.push(SourceInfo {
+                id: tool.name.clone(),
+                kind: SourceKind::Tool,
+                hook: false,
+            });
+        }
+    }
+    for (_, tags) in first.annotations.iter() {
+        for tag in tags {
+            if let Annotation::Source(id) = tag
+                && !sources.iter().any(|s| &s.id == id)
+            {
+                sources.push(SourceInfo {
+                    id: id.clone(),
+                    kind: SourceKind::Other,
+                    hook: false,
+                });
+            }
+        }
+    }
+    let user_text = request
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m.role == skein_core::Role::User)
+        .map(|m| m.joined_text())
+        .unwrap_or_default();
+    Ok(Turn {
+        index,
+        user_text,
+        annotations: first.annotations.clone(),
+        tools: first.tools.clone(),
+        sources,
+        removed: removed.clone(),
+        request,
+        thread,
+        usage: runs.iter().fold(Usage::default(), |sum, r| sum.add(&r.usage)),
+        runs: runs.iter().map(|r| r.id.clone()).collect(),
+        events: Vec::new(),
+    })
+}
