@@ -8,9 +8,7 @@
 
 use skein_engine::{BackendDef, BackendKind, Catalog, Engine, Profile};
 use skein_providers::Scripted;
-use skein_recorded::{
-    LexicalEmbedder, ReasonOptions, RecordedChat, RerunOptions, Source, Verdict,
-};
+use skein_recorded::{LexicalEmbedder, ReasonOptions, RecordedChat, RerunOptions, Source, Verdict};
 use skein_store::Store;
 use std::sync::Arc;
 
@@ -51,12 +49,18 @@ pub async fn run(
 ) -> Result<Outcome, skein_recorded::RecordedError> {
     let mut builder = RecordedChat::builder(engine(provider), "advisor")
         .system("You are an investment advisor. Answer BUY or HOLD when asked.")
-        .source(Source::fact("fundamentals", "fundamentals: revenue flat, margins stable"))
+        .source(Source::fact(
+            "fundamentals",
+            "fundamentals: revenue flat, margins stable",
+        ))
         .source(Source::fact(
             "social-sentiment",
             "social-sentiment: bullish, retail chatter at a three-month high",
         ))
-        .source(Source::document("analyst-note", "analyst-note: price target unchanged"))
+        .source(Source::document(
+            "analyst-note",
+            "analyst-note: price target unchanged",
+        ))
         .embedder(Arc::new(LexicalEmbedder::default()))
         .name("advisor desk");
     if let Some(store) = store {

@@ -23,9 +23,7 @@ use skein_core::{
     Annotation, Annotations, BoxFuture, Message, NodeId, Part, Role, Thread, ToolCall, Usage,
 };
 use skein_engine::{CallDecision, Chain, ChainOutput, ChainStatus, Engine, Tool};
-use skein_store::{
-    ConversationId, NewConversation, Origin, RerunId, RunRecord, Store, TurnCommit,
-};
+use skein_store::{ConversationId, NewConversation, Origin, RerunId, RunRecord, Store, TurnCommit};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -72,6 +70,26 @@ pub(crate) struct Stamp {
 
 /// A chat whose every turn can be explained, re-run without chosen
 /// sources, and forked.
+///
+/// Two sends on one chat cannot overlap: `send` borrows the chat mutably
+/// until its turn is recorded, so this does not compile.
+///
+/// ```compile_fail,E0499
+/// # async fn overlap(chat: &mut skein_recorded::RecordedChat) {
+/// let first = chat.send("one");
+/// let second = chat.send("two");
+/// let _ = futures_util::future::join(first, second).await;
+/// # }
+/// ```
+///
+/// Sent one after the other, they are fine:
+///
+/// ```
+/// # async fn sequential(chat: &mut skein_recorded::RecordedChat) -> skein_recorded::Result<()> {
+/// chat.send("one").await?;
+/// chat.send("two").await?;
+/// # Ok(()) }
+/// ```
 pub struct RecordedChat {
     pub(crate) config: Arc<Config>,
     pub(crate) id: String,
@@ -333,7 +351,12 @@ impl RecordedChat {
             .await?;
         let layout = self.live_layout(&text, &hooked);
         let mut sources: Vec<SourceInfo> = Vec::new();
-        for source in self.config.sources.iter().filter(|s| !self.removed.contains(&s.id)) {
+        for source in self
+            .config
+            .sources
+            .iter()
+            .filter(|s| !self.removed.contains(&s.id))
+        {
             push_source(&mut sources, &source.id, source.kind, false);
         }
         for source in &hooked {
@@ -347,13 +370,13 @@ impl RecordedChat {
                 self.config.options.clone(),
                 index,
                 |request| {
-                let mut request = request.relation(relation::TURN, index.to_string());
-                for source in &sources {
-                    request = request.relation(
-                        relation::SOURCE,
-                        serde_json::to_string(source).expect("plain data"),
-                    );
-                }
+                    let mut request = request.relation(relation::TURN, index.to_string());
+                    for source in &sources {
+                        request = request.relation(
+                            relation::SOURCE,
+                            serde_json::to_string(source).expect("plain data"),
+                        );
+                    }
                     request
                 },
             )
@@ -405,7 +428,11 @@ impl RecordedChat {
             removed: self.removed.clone(),
             thread: output.thread.clone(),
             runs: output.responses.iter().map(|r| r.run.clone()).collect(),
-            events: output.responses.iter().flat_map(|r| r.events.clone()).collect(),
+            events: output
+                .responses
+                .iter()
+                .flat_map(|r| r.events.clone())
+                .collect(),
             usage: output
                 .responses
                 .iter()

@@ -75,7 +75,9 @@ pub enum RecordedError {
         removable: Vec<String>,
     },
     /// Fewer than two samples were asked for.
-    #[error("a rerun needs at least 2 samples (a majority of one is no majority); {0} were asked for")]
+    #[error(
+        "a rerun needs at least 2 samples (a majority of one is no majority); {0} were asked for"
+    )]
     TooFewSamples(u32),
     /// A rerun result that this chat did not produce for this turn.
     #[error("cannot fork turn {turn} from rerun {rerun}: {reason}")]

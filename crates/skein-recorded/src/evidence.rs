@@ -71,7 +71,10 @@ impl Turn {
 
     /// The final assistant message.
     pub fn reply(&self) -> &Message {
-        self.thread.head().expect("a turn ends with its reply").message()
+        self.thread
+            .head()
+            .expect("a turn ends with its reply")
+            .message()
     }
 
     /// The final reply's text.

@@ -43,14 +43,19 @@ impl RecordedChat {
             )));
         }
         if rerun.turn != k {
-            return Err(refuse(format!("it re-ran turn {}, not turn {k}", rerun.turn)));
+            return Err(refuse(format!(
+                "it re-ran turn {}, not turn {k}",
+                rerun.turn
+            )));
         }
         let answer = rerun
             .samples
             .first()
             .map(|s| s.thread.clone())
             .ok_or_else(|| refuse("it has no samples".into()))?;
-        let answer_head = answer.head_id().ok_or_else(|| refuse("its answer is empty".into()))?;
+        let answer_head = answer
+            .head_id()
+            .ok_or_else(|| refuse("its answer is empty".into()))?;
         self.check_provenance(k, &rerun.id, answer_head)
             .await
             .map_err(|e| match e {
@@ -89,11 +94,13 @@ impl RecordedChat {
         };
         let k = record.turn as usize;
         let turn = self.turn(k)?.clone();
-        let answer_head = record.answer_head.ok_or_else(|| RecordedError::Provenance {
-            turn: k,
-            rerun: rerun.to_string(),
-            reason: "its record has no answer".into(),
-        })?;
+        let answer_head = record
+            .answer_head
+            .ok_or_else(|| RecordedError::Provenance {
+                turn: k,
+                rerun: rerun.to_string(),
+                reason: "its record has no answer".into(),
+            })?;
         self.check_provenance(k, rerun, answer_head).await?;
         if record.turn_node != turn.node() {
             return Err(RecordedError::Provenance {
@@ -137,7 +144,9 @@ impl RecordedChat {
         let record = match store.run(move |s| s.rerun(&lookup)).await {
             Ok(record) => record,
             Err(StoreError::RerunNotFound(_)) => {
-                return Err(refuse("this chat never produced it (no such rerun is recorded)".into()));
+                return Err(refuse(
+                    "this chat never produced it (no such rerun is recorded)".into(),
+                ));
             }
             Err(other) => return Err(other.into()),
         };
@@ -148,12 +157,13 @@ impl RecordedChat {
             )));
         }
         if record.turn as usize != k {
-            return Err(refuse(format!("it re-ran turn {}, not turn {k}", record.turn)));
+            return Err(refuse(format!(
+                "it re-ran turn {}, not turn {k}",
+                record.turn
+            )));
         }
         if record.answer_head != Some(answer_head) {
-            return Err(refuse(
-                "its answer is not the one recorded for it".into(),
-            ));
+            return Err(refuse("its answer is not the one recorded for it".into()));
         }
         Ok(())
     }

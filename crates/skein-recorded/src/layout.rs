@@ -108,9 +108,7 @@ impl Layout {
             entry.message.parts = kept;
             entry.annotations = std::mem::take(&mut entry.annotations)
                 .into_iter()
-                .filter_map(|(part, annotation)| {
-                    renumber.get(&part).map(|&new| (new, annotation))
-                })
+                .filter_map(|(part, annotation)| renumber.get(&part).map(|&new| (new, annotation)))
                 .collect();
         }
         self.entries.retain(|entry| !entry.message.parts.is_empty());
@@ -191,20 +189,23 @@ mod tests {
     fn removal_keeps_every_other_byte_and_rekeys_annotations() {
         let system = Message::new(
             Role::System,
-            vec![Part::text("be brief"), Part::text("a: 1"), Part::text("b: 2")],
+            vec![
+                Part::text("be brief"),
+                Part::text("a: 1"),
+                Part::text("b: 2"),
+            ],
         );
         let thread = Thread::from_messages([system, Message::user("q")]);
         let mut annotations = tagged(&thread, 0, 1, "a");
-        annotations.add(
-            thread.nodes()[0].id(),
-            2,
-            Annotation::Source("b".into()),
-        );
+        annotations.add(thread.nodes()[0].id(), 2, Annotation::Source("b".into()));
         let mut layout = Layout::of(&thread, &annotations);
         layout.remove(&BTreeSet::from(["a".to_string()]));
         let (rebuilt, rekeyed) = layout.build();
         let messages = rebuilt.messages();
-        assert_eq!(messages[0].parts, vec![Part::text("be brief"), Part::text("b: 2")]);
+        assert_eq!(
+            messages[0].parts,
+            vec![Part::text("be brief"), Part::text("b: 2")]
+        );
         assert_eq!(messages[1], thread.messages()[1]);
         assert_eq!(rekeyed.source_of(rebuilt.nodes()[0].id(), 1), Some("b"));
         assert_eq!(rekeyed.source_of(rebuilt.nodes()[0].id(), 0), None);

@@ -42,7 +42,7 @@ pub use rerun::{
     Baseline, CompareFn, DEFAULT_SAMPLES, DEFAULT_THRESHOLD, RerunOptions, RerunResult, Sample,
     Similarity, Verdict, WhatChanged,
 };
+pub use skein_store::RerunId;
 pub use source::{
     Ablation, HookContext, HookError, Purpose, Source, SourceHook, SourceInfo, SourceKind,
 };
-pub use skein_store::RerunId;

@@ -112,7 +112,9 @@ fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
         .into_iter()
         .filter(|r| r.status == skein_store::RunStatus::Succeeded)
     {
-        let chain = relation_of(&run, engine_relation::CHAIN).next().map(str::to_string);
+        let chain = relation_of(&run, engine_relation::CHAIN)
+            .next()
+            .map(str::to_string);
         match chain.as_ref().and_then(|c| chains.get(c)) {
             Some(&group) => groups[group].push(run),
             None => {
@@ -181,7 +183,9 @@ async fn load_turn(
         removed: removed.clone(),
         request,
         thread,
-        usage: runs.iter().fold(Usage::default(), |sum, r| sum.add(&r.usage)),
+        usage: runs
+            .iter()
+            .fold(Usage::default(), |sum, r| sum.add(&r.usage)),
         runs: runs.iter().map(|r| r.id.clone()).collect(),
         events: Vec::new(),
     })

@@ -134,7 +134,13 @@ impl Report {
             let _ = writeln!(out, "no sources in this turn's request");
             return out;
         }
-        let width = self.suspects.iter().map(|s| s.id.len()).max().unwrap_or(6).max(6);
+        let width = self
+            .suspects
+            .iter()
+            .map(|s| s.id.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
         let _ = writeln!(
             out,
             "rank  score  {:<width$}  kind         FA     AVG    PERSIST  DEPTH",
@@ -232,12 +238,22 @@ fn gather(turn: &Turn) -> Vec<Gathered> {
         });
     }
     let final_index = turn.thread.len() - 1;
-    for (position, node) in turn.thread.nodes().into_iter().enumerate().take(final_index) {
+    for (position, node) in turn
+        .thread
+        .nodes()
+        .into_iter()
+        .enumerate()
+        .take(final_index)
+    {
         for (index, part) in node.message().parts.iter().enumerate() {
-            let Some(id) = tags.get(node.id(), index as u32).iter().find_map(|a| match a {
-                Annotation::Source(id) => Some(id.clone()),
-                _ => None,
-            }) else {
+            let Some(id) = tags
+                .get(node.id(), index as u32)
+                .iter()
+                .find_map(|a| match a {
+                    Annotation::Source(id) => Some(id.clone()),
+                    _ => None,
+                })
+            else {
                 continue;
             };
             let text = message_text(&skein_core::Message::new(

@@ -249,7 +249,11 @@ impl RerunResult {
         match (&self.baseline, self.verdict) {
             (Some(baseline), Some(verdict)) => out.push_str(&format!(
                 "baseline {} ({} of {} changed)\nverdict: {verdict}\n",
-                if baseline.stable { "stable" } else { "unstable" },
+                if baseline.stable {
+                    "stable"
+                } else {
+                    "unstable"
+                },
                 baseline.changed,
                 baseline.samples.len()
             )),
@@ -275,13 +279,19 @@ impl RecordedChat {
         if options.samples < 2 {
             return Err(RecordedError::TooFewSamples(options.samples));
         }
-        let embedder = options.embedder.clone().or_else(|| self.config.embedder.clone());
+        let embedder = options
+            .embedder
+            .clone()
+            .or_else(|| self.config.embedder.clone());
         let ablation = self.resolve_ignore(k, &options, embedder.clone()).await?;
         let id = RerunId::random();
         let original = turn.text();
         let mut samples = Vec::new();
         for i in 0..options.samples {
-            samples.push(self.sample(&turn, &ablation, Purpose::Probe, i, &id).await?);
+            samples.push(
+                self.sample(&turn, &ablation, Purpose::Probe, i, &id)
+                    .await?,
+            );
         }
         let mut baseline_samples = Vec::new();
         if options.check_baseline {
@@ -306,7 +316,11 @@ impl RecordedChat {
         let summary = format!(
             "without {}: {flips} of {n} samples changed the answer{}{}",
             removed.join(", "),
-            if flipped(flips, n) { " (flipped)" } else { " (not flipped)" },
+            if flipped(flips, n) {
+                " (flipped)"
+            } else {
+                " (not flipped)"
+            },
             similarity.map_or(String::new(), |s| format!(
                 "; similarity to the original min {:.2}, mean {:.2}, max {:.2}",
                 s.min, s.mean, s.max
@@ -367,15 +381,13 @@ impl RecordedChat {
                 let embedder = embedder.ok_or(RecordedError::NoEmbedder(
                     "resolving `ignore` against the turn's report",
                 ))?;
-                self.reason(k, ReasonOptions::new().embedder(embedder)).await?
+                self.reason(k, ReasonOptions::new().embedder(embedder))
+                    .await?
             }
         };
         let removable: Vec<String> = report.removable().iter().map(|s| s.to_string()).collect();
         if options.ignore.is_empty() {
-            return Err(RecordedError::NothingToIgnore {
-                turn: k,
-                removable,
-            });
+            return Err(RecordedError::NothingToIgnore { turn: k, removable });
         }
         let mut ablation = BTreeSet::new();
         for id in &options.ignore {

@@ -14,7 +14,9 @@ impl Store {
     pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
         self.read(|conn| {
             let bytes: Option<Vec<u8>> = conn
-                .prepare_cached("SELECT vector FROM embeddings WHERE embedder = ?1 AND digest = ?2")?
+                .prepare_cached(
+                    "SELECT vector FROM embeddings WHERE embedder = ?1 AND digest = ?2",
+                )?
                 .query_row(params![embedder, digest.as_bytes()], |row| row.get(0))
                 .optional()?;
             bytes.map(|bytes| decode(&bytes)).transpose()
@@ -37,7 +39,7 @@ impl Store {
 }
 
 fn decode(bytes: &[u8]) -> Result<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(StoreError::MalformedRow(format!(
             "a cached embedding has {} bytes, not a multiple of 4",
             bytes.len()

@@ -25,10 +25,10 @@ digest), transfer (export/import) and verify.
 */
 
 mod conversations;
+mod embeddings;
 pub mod error;
 mod graph;
 pub mod records;
-mod embeddings;
 mod reruns;
 mod resolve;
 mod runs;

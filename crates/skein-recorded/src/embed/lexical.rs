@@ -54,7 +54,10 @@ impl Embedder for LexicalEmbedder {
         &self.id
     }
 
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         let vectors = texts.iter().map(|text| self.vector(text)).collect();
         Box::pin(async move { Ok(vectors) })
     }

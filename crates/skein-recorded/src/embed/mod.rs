@@ -51,7 +51,8 @@ pub trait Embedder: Send + Sync {
     fn id(&self) -> &str;
 
     /// One vector per text, in order.
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+    fn embed<'a>(&'a self, texts: &'a [String])
+    -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
 }
 
 /// Cosine similarity; 0 when either vector is all zeros.

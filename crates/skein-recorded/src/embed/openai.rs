@@ -41,8 +41,9 @@ struct Item {
 impl OpenAiEmbedder {
     /// An embedder for `model` at the configured endpoint.
     pub fn new(config: HttpConfig, model: impl Into<String>) -> Result<OpenAiEmbedder, EmbedError> {
-        let url = reqwest::Url::parse(&config.base_url)
-            .map_err(|e| EmbedError::Setup(format!("invalid base URL `{}`: {e}", config.base_url)))?;
+        let url = reqwest::Url::parse(&config.base_url).map_err(|e| {
+            EmbedError::Setup(format!("invalid base URL `{}`: {e}", config.base_url))
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(EmbedError::Setup(format!(
                 "the base URL `{}` must use http or https",
@@ -76,7 +77,10 @@ impl OpenAiEmbedder {
         let body = serde_json::json!({ "model": self.model, "input": texts });
         let mut request = self
             .client
-            .post(format!("{}/embeddings", self.config.base_url.trim_end_matches('/')))
+            .post(format!(
+                "{}/embeddings",
+                self.config.base_url.trim_end_matches('/')
+            ))
             .header("content-type", "application/json")
             .body(body.to_string());
         if let Some(secret) = &secret {
@@ -122,7 +126,10 @@ impl OpenAiEmbedder {
                 }
             }
         }
-        Ok(out.into_iter().map(|v| v.expect("every index seen")).collect())
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("every index seen"))
+            .collect())
     }
 }
 
@@ -131,7 +138,10 @@ impl Embedder for OpenAiEmbedder {
         &self.id
     }
 
-    fn embed<'a>(&'a self, texts: &'a [String]) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(self.call(texts))
     }
 }
