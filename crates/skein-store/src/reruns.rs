@@ -130,6 +130,14 @@ impl Store {
         )
     }
 
+    /// The reruns whose (first sample's) answer is `node`.
+    pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(
+            &format!("{SELECT_RERUN} WHERE answer_head = ?1 ORDER BY created, id"),
+            node.as_bytes(),
+        )
+    }
+
     fn query_reruns(&self, sql: &str, param: impl rusqlite::ToSql) -> Result<Vec<RerunRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(sql)?;
