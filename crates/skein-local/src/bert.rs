@@ -166,7 +166,10 @@ pub fn convert(
         let entry: Entry =
             serde_json::from_value(header[key].clone()).map_err(|e| bad(format!("{key}: {e}")))?;
         if entry.dtype != "F32" {
-            return Err(bad(format!("{key} is {}, only F32 is supported", entry.dtype)));
+            return Err(bad(format!(
+                "{key} is {}, only F32 is supported",
+                entry.dtype
+            )));
         }
         let [start, end] = entry.data_offsets;
         let count: u64 = entry.shape.iter().product();
@@ -191,12 +194,24 @@ pub fn convert(
         ("general.architecture", Value::Str("bert".into())),
         ("general.name", Value::Str(name.into())),
         ("general.file_type", Value::U32(0)),
-        ("bert.context_length", Value::U32(config.max_position_embeddings)),
+        (
+            "bert.context_length",
+            Value::U32(config.max_position_embeddings),
+        ),
         ("bert.embedding_length", Value::U32(config.hidden_size)),
-        ("bert.feed_forward_length", Value::U32(config.intermediate_size)),
+        (
+            "bert.feed_forward_length",
+            Value::U32(config.intermediate_size),
+        ),
         ("bert.block_count", Value::U32(config.num_hidden_layers)),
-        ("bert.attention.head_count", Value::U32(config.num_attention_heads)),
-        ("bert.attention.layer_norm_epsilon", Value::F32(config.layer_norm_eps)),
+        (
+            "bert.attention.head_count",
+            Value::U32(config.num_attention_heads),
+        ),
+        (
+            "bert.attention.layer_norm_epsilon",
+            Value::F32(config.layer_norm_eps),
+        ),
         ("bert.attention.causal", Value::Bool(false)),
         ("bert.pooling_type", Value::U32(1)),
         ("tokenizer.ggml.model", Value::Str("bert".into())),
@@ -208,7 +223,10 @@ pub fn convert(
             "tokenizer.ggml.token_type",
             Value::I32Array(tokens.iter().map(|t| token_type(t)).collect()),
         ),
-        ("tokenizer.ggml.token_type_count", Value::U32(config.type_vocab_size)),
+        (
+            "tokenizer.ggml.token_type_count",
+            Value::U32(config.type_vocab_size),
+        ),
         ("tokenizer.ggml.normalizer.lowercase", Value::Bool(true)),
     ];
     let partial = out.with_extension("gguf.partial");

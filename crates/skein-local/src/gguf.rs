@@ -150,7 +150,10 @@ mod tests {
         let tensor = Tensor {
             name: "t".into(),
             dims: vec![3],
-            data: [1f32, 2.0, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect(),
+            data: [1f32, 2.0, 3.0]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
         };
         write(&mut bytes, &[("k", Value::U32(7))], &[tensor]).unwrap();
         assert_eq!(&bytes[..4], b"GGUF");
@@ -159,7 +162,10 @@ mod tests {
         assert_eq!(u64::from_le_bytes(bytes[16..24].try_into().unwrap()), 1);
         // key "k": length 1, then the byte, then type 4, then 7.
         assert_eq!(&bytes[24..33], &[1, 0, 0, 0, 0, 0, 0, 0, b'k']);
-        assert_eq!(u32::from_le_bytes(bytes[33..37].try_into().unwrap()), TYPE_U32);
+        assert_eq!(
+            u32::from_le_bytes(bytes[33..37].try_into().unwrap()),
+            TYPE_U32
+        );
         let data_start = bytes.len() - 32;
         assert_eq!(data_start % 32, 0);
         assert_eq!(

@@ -39,7 +39,10 @@ fn vectors_are_unit_length_384_dimensional_and_deterministic() {
         assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
     }
     let again = embed(&["The cat sits on the mat."]);
-    assert_eq!(again[0], first[0], "the same text gives the same vector");
+    assert_eq!(
+        again[0], first[0],
+        "a text's vector does not depend on what it was embedded with"
+    );
     assert!(minilm_gguf(&default_models_dir().unwrap()).is_file());
 }
 
@@ -75,14 +78,29 @@ fn long_texts_are_cut_to_the_model_window() {
 #[test]
 fn similarities_match_the_reference_implementation() {
     let pairs = [
-        ("The cat sits outside", "The dog plays in the garden", 0.2838),
+        (
+            "The cat sits outside",
+            "The dog plays in the garden",
+            0.2838,
+        ),
         ("A man is playing guitar", "A woman watches TV", -0.0327),
-        ("The new movie is awesome", "The new movie is so great", 0.8939),
-        ("A man is eating food.", "A man is eating a piece of bread.", 0.7553),
+        (
+            "The new movie is awesome",
+            "The new movie is so great",
+            0.8939,
+        ),
+        (
+            "A man is eating food.",
+            "A man is eating a piece of bread.",
+            0.7553,
+        ),
     ];
     for (a, b, expected) in pairs {
         let v = embed(&[a, b]);
         let got = cos(&v[0], &v[1]);
-        assert!((got - expected).abs() < 0.002, "{a} | {b}: {got} vs {expected}");
+        assert!(
+            (got - expected).abs() < 0.002,
+            "{a} | {b}: {got} vs {expected}"
+        );
     }
 }
