@@ -15,7 +15,7 @@ forked from the counterfactual.
 - [`fork`](RecordedChat::fork) ([`fork`]): a new chat from a turn's reply or
   a rerun's answer, with provenance enforced.
 - [`embed`]: the embedder trait, a lexical embedder, an OpenAI-compatible
-  client and the embedding cache.
+  client, the local MiniLM sentence embedder and the embedding cache.
 - [`persist`]: loading a recorded chat back from its conversation.
 
 The walkthrough with runnable examples is `docs/recorded-chats.md`.
@@ -33,7 +33,9 @@ pub mod rerun;
 pub mod source;
 
 pub use chat::{BeforeCallFn, RecordedChat, RecordedChatBuilder};
-pub use embed::{CachedEmbedder, EmbedError, Embedder, LexicalEmbedder, OpenAiEmbedder, cosine};
+pub use embed::{
+    CachedEmbedder, EmbedError, Embedder, LexicalEmbedder, MiniLmEmbedder, OpenAiEmbedder, cosine,
+};
 pub use error::{RecordedError, Result};
 pub use evidence::Turn;
 pub use persist::conversation_of_node;

@@ -6,19 +6,20 @@ comparator.
 - [`LexicalEmbedder`]: deterministic hashed bag of words, no model files;
   for tests and for texts that differ in words, not meaning.
 - [`OpenAiEmbedder`]: an OpenAI-compatible `/embeddings` endpoint.
+- [`MiniLmEmbedder`]: the local sentence embedder (all-MiniLM-L6-v2),
+  run by `skein-local` through llama.cpp, which that crate already builds.
 - [`CachedEmbedder`]: wraps any embedder with a cache keyed by content
   digest and embedder id, in memory and (with a store) in the database.
-
-The local MiniLM sentence embedder lives in the `skein-embed` crate, so its
-model runtime's build stays out of this crate.
 */
 
 mod cache;
 mod lexical;
+mod minilm;
 mod openai;
 
 pub use cache::CachedEmbedder;
 pub use lexical::LexicalEmbedder;
+pub use minilm::MiniLmEmbedder;
 pub use openai::OpenAiEmbedder;
 
 use skein_core::BoxFuture;
