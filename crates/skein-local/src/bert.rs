@@ -1,8 +1,8 @@
 /*!
 Converting a BERT sentence encoder (Hugging Face safetensors, a WordPiece
 `vocab.txt` and `config.json`) into the GGUF llama.cpp's `bert`
-architecture loads, with mean pooling. Weights stay f32, so the converted
-model computes what the original does.
+architecture loads, with mean pooling. The layers' matrices are written as
+f32 (the converted model computes what the original does) or f16.
 
 Tensor names follow llama.cpp's BERT loader (`token_embd`, `position_embd`,
 `token_types`, `token_embd_norm`, and per layer `attn_q/k/v`, `attn_output`,
@@ -11,7 +11,7 @@ llama.cpp's WordPiece form: a word-initial piece gets the phantom space
 `▁`, a continuation loses its `##`, bracketed specials stay as they are.
 */
 
-use crate::gguf::{self, Tensor, Value};
+use crate::gguf::{self, Kind, Tensor, Value, f32_to_f16};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -123,6 +123,13 @@ fn read(path: &Path) -> Result<Vec<u8>, ConvertError> {
     })
 }
 
+/// How the layers' matrix weights are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    F16,
+}
+
 /// Convert the model at `weights` (with `vocab` and `config`) into a GGUF
 /// at `out`, written to a partial file and moved into place.
 pub fn convert(
@@ -130,6 +137,7 @@ pub fn convert(
     vocab: &Path,
     config: &Path,
     name: &str,
+    precision: Precision,
     out: &Path,
 ) -> Result<(), ConvertError> {
     let malformed = |path: &Path, what: &'static str, problem: String| ConvertError::Malformed {
@@ -176,10 +184,23 @@ pub fn convert(
         if end < start || end > data.len() || (end - start) as u64 != count * 4 {
             return Err(bad(format!("{key} has inconsistent offsets")));
         }
+        let bytes = &data[start..end];
+        // Matrix weights of the layers go to f16 (half the memory traffic
+        // for llama.cpp's matrix products); embeddings, norms and biases
+        // stay f32.
+        let (kind, data) = if precision == Precision::F16
+            && entry.shape.len() == 2
+            && target.starts_with("blk.")
+        {
+            (Kind::F16, f32_to_f16(bytes))
+        } else {
+            (Kind::F32, bytes.to_vec())
+        };
         tensors.push(Tensor {
             name: target,
             dims: entry.shape.iter().rev().copied().collect(),
-            data: data[start..end].to_vec(),
+            kind,
+            data,
         });
     }
     let expected = 5 + 16 * config.num_hidden_layers as usize;
@@ -193,7 +214,13 @@ pub fn convert(
     let metadata: Vec<(&str, Value)> = vec![
         ("general.architecture", Value::Str("bert".into())),
         ("general.name", Value::Str(name.into())),
-        ("general.file_type", Value::U32(0)),
+        (
+            "general.file_type",
+            Value::U32(match precision {
+                Precision::F32 => 0,
+                Precision::F16 => 1,
+            }),
+        ),
         (
             "bert.context_length",
             Value::U32(config.max_position_embeddings),

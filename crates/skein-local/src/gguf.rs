@@ -22,13 +22,77 @@ pub(crate) enum Value {
     I32Array(Vec<i32>),
 }
 
-/// An f32 tensor: its name, its dimensions innermost first, its data.
+/// A tensor: its name, its dimensions innermost first, its data.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Tensor {
     pub(crate) name: String,
     pub(crate) dims: Vec<u64>,
-    /// Little-endian f32s.
+    pub(crate) kind: Kind,
+    /// Little-endian values of `kind`.
     pub(crate) data: Vec<u8>,
+}
+
+/// A tensor's element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    F32,
+    F16,
+}
+
+impl Kind {
+    fn ggml_type(self) -> u32 {
+        match self {
+            Kind::F32 => 0,
+            Kind::F16 => 1,
+        }
+    }
+}
+
+/// Little-endian f32s as little-endian IEEE half floats, rounding to
+/// nearest even (values beyond the half range become infinities).
+pub(crate) fn f32_to_f16(data: &[u8]) -> Vec<u8> {
+    data.chunks_exact(4)
+        .flat_map(|c| {
+            let bits = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            half_bits(bits).to_le_bytes()
+        })
+        .collect()
+}
+
+fn half_bits(bits: u32) -> u16 {
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exponent = ((bits >> 23) & 0xff) as i32;
+    let mantissa = bits & 0x007f_ffff;
+    if exponent == 0xff {
+        // Infinity or NaN (keep NaN a NaN).
+        return sign | 0x7c00 | if mantissa != 0 { 0x0200 } else { 0 };
+    }
+    let unbiased = exponent - 127;
+    if unbiased > 15 {
+        return sign | 0x7c00;
+    }
+    if unbiased >= -14 {
+        // Normal half: 10 mantissa bits, round to nearest even.
+        let mut half = (((unbiased + 15) as u32) << 10) | (mantissa >> 13);
+        let rest = mantissa & 0x1fff;
+        if rest > 0x1000 || (rest == 0x1000 && half & 1 == 1) {
+            half += 1;
+        }
+        return sign | half as u16;
+    }
+    if unbiased < -25 {
+        return sign;
+    }
+    // Subnormal half.
+    let full = mantissa | 0x0080_0000;
+    let shift = (-unbiased - 14 + 13) as u32;
+    let mut half = full >> shift;
+    let rest = full & ((1 << shift) - 1);
+    let halfway = 1 << (shift - 1);
+    if rest > halfway || (rest == halfway && half & 1 == 1) {
+        half += 1;
+    }
+    sign | half as u16
 }
 
 const TYPE_U32: u32 = 4;
@@ -37,7 +101,6 @@ const TYPE_F32: u32 = 6;
 const TYPE_BOOL: u32 = 7;
 const TYPE_STRING: u32 = 8;
 const TYPE_ARRAY: u32 = 9;
-const GGML_TYPE_F32: u32 = 0;
 
 fn string(out: &mut impl Write, text: &str) -> io::Result<()> {
     out.write_all(&(text.len() as u64).to_le_bytes())?;
@@ -126,7 +189,7 @@ pub(crate) fn write(
         for dim in &tensor.dims {
             out.write_all(&dim.to_le_bytes())?;
         }
-        out.write_all(&GGML_TYPE_F32.to_le_bytes())?;
+        out.write_all(&tensor.kind.ggml_type().to_le_bytes())?;
         out.write_all(&offset.to_le_bytes())?;
         let len = tensor.data.len() as u64;
         offset += len + padding(len) as u64;
@@ -150,6 +213,7 @@ mod tests {
         let tensor = Tensor {
             name: "t".into(),
             dims: vec![3],
+            kind: Kind::F32,
             data: [1f32, 2.0, 3.0]
                 .iter()
                 .flat_map(|x| x.to_le_bytes())
@@ -172,5 +236,19 @@ mod tests {
             f32::from_le_bytes(bytes[data_start + 4..data_start + 8].try_into().unwrap()),
             2.0
         );
+    }
+
+    #[test]
+    fn halves_round_to_nearest_even() {
+        let half = |x: f32| half_bits(x.to_bits());
+        assert_eq!(half(1.0), 0x3c00);
+        assert_eq!(half(-2.0), 0xc000);
+        assert_eq!(half(0.0), 0);
+        assert_eq!(half(65504.0), 0x7bff);
+        assert_eq!(half(1e6), 0x7c00);
+        assert_eq!(half(5.960_464_5e-8), 0x0001, "the smallest subnormal");
+        assert_eq!(half(1.0 + 1.0 / 2048.0), 0x3c00, "a tie rounds to even");
+        assert_eq!(half(1.0 + 3.0 / 2048.0), 0x3c02);
+        assert_eq!(half(0.333_333_34), 0x3555);
     }
 }

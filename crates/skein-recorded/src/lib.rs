@@ -45,6 +45,10 @@ pub use rerun::{
     Similarity, Verdict, WhatChanged,
 };
 pub use skein_store::RerunId;
+
+/// The guide, `docs/recorded-chats.md`, whose examples run as doctests.
+#[doc = include_str!("../../../docs/recorded-chats.md")]
+pub mod guide {}
 pub use source::{
     Ablation, HookContext, HookError, Purpose, Source, SourceHook, SourceInfo, SourceKind,
 };
