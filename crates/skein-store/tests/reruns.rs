@@ -75,15 +75,15 @@ fn a_rerun_commits_its_threads_runs_and_row_together() {
     );
     assert_eq!(
         store.reruns_of_conversation(&conversation.id).unwrap(),
-        [rerun.clone()]
+        std::slice::from_ref(&rerun)
     );
     assert_eq!(
         store.reruns_of_node(turn.head_id().unwrap()).unwrap(),
-        [rerun.clone()]
+        std::slice::from_ref(&rerun)
     );
     assert_eq!(
         store.reruns_answering(answer.head_id().unwrap()).unwrap(),
-        [rerun.clone()]
+        std::slice::from_ref(&rerun)
     );
     assert_eq!(store.resolve_rerun(&rerun.id.0[..6]).unwrap(), rerun.id);
     assert!(matches!(
