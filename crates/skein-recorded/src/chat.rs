@@ -33,6 +33,9 @@ pub(crate) mod relation {
     pub const TURN: &str = "recorded.turn";
     /// One source present in the turn's request (JSON `SourceInfo`).
     pub const SOURCE: &str = "recorded.source";
+    /// Every run of a turn: `TURN.STEP`, the turn's number and the run's
+    /// position in its tool loop (start times can tie to the millisecond).
+    pub const STEP: &str = "recorded.step";
     /// A rerun sample or baseline run: the rerun's id.
     pub const RERUN: &str = "recorded.rerun";
 }
@@ -399,7 +402,15 @@ impl RecordedChat {
             let runs: Vec<RunRecord> = output
                 .responses
                 .iter()
-                .map(|run| run.record(Some(conversation)))
+                .enumerate()
+                .map(|(step, run)| {
+                    let mut record = run.record(Some(conversation));
+                    record.relations.push(skein_store::Relation {
+                        kind: relation::STEP.into(),
+                        target: format!("{index}.{step}"),
+                    });
+                    record
+                })
                 .collect();
             let (store, conversation, thread, expected) = (
                 store.clone(),

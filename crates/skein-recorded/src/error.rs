@@ -80,12 +80,8 @@ pub enum RecordedError {
     )]
     TooFewSamples(u32),
     /// A rerun result that this chat did not produce for this turn.
-    #[error("cannot fork turn {turn} from rerun {rerun}: {reason}")]
-    Provenance {
-        turn: usize,
-        rerun: String,
-        reason: String,
-    },
+    #[error("cannot fork from rerun {rerun}: {reason}")]
+    Provenance { rerun: String, reason: String },
     /// The operation needs a store and the chat has none.
     #[error("{0} needs a store: attach one with RecordedChatBuilder::store")]
     NoStore(&'static str),

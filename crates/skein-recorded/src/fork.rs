@@ -32,9 +32,8 @@ impl RecordedChat {
                 .await;
         };
         let refuse = |reason: String| RecordedError::Provenance {
-            turn: k,
             rerun: rerun.id.to_string(),
-            reason,
+            reason: format!("{reason} (forking turn {k})"),
         };
         if rerun.chat != self.id {
             return Err(refuse(format!(
@@ -56,12 +55,7 @@ impl RecordedChat {
         let answer_head = answer
             .head_id()
             .ok_or_else(|| refuse("its answer is empty".into()))?;
-        self.check_provenance(k, &rerun.id, answer_head)
-            .await
-            .map_err(|e| match e {
-                RecordedError::Provenance { reason, .. } => refuse(reason),
-                other => other,
-            })?;
+        self.check_provenance(k, &rerun.id, answer_head).await?;
         if rerun.turn_node != turn.node() {
             return Err(refuse("it names another reply node than the turn's".into()));
         }
@@ -85,7 +79,6 @@ impl RecordedChat {
             Ok(record) => record,
             Err(StoreError::RerunNotFound(_)) => {
                 return Err(RecordedError::Provenance {
-                    turn: 0,
                     rerun: rerun.to_string(),
                     reason: "no such rerun is recorded".into(),
                 });
@@ -93,20 +86,18 @@ impl RecordedChat {
             Err(other) => return Err(other.into()),
         };
         let k = record.turn as usize;
-        let turn = self.turn(k)?.clone();
         let answer_head = record
             .answer_head
             .ok_or_else(|| RecordedError::Provenance {
-                turn: k,
                 rerun: rerun.to_string(),
                 reason: "its record has no answer".into(),
             })?;
         self.check_provenance(k, rerun, answer_head).await?;
+        let turn = self.turn(k)?.clone();
         if record.turn_node != turn.node() {
             return Err(RecordedError::Provenance {
-                turn: k,
                 rerun: rerun.to_string(),
-                reason: "it re-ran another reply than this chat's turn".into(),
+                reason: format!("it re-ran another reply than this chat's turn {k}"),
             });
         }
         let answer = store.run(move |s| s.load_thread(answer_head)).await?;
@@ -120,9 +111,8 @@ impl RecordedChat {
     /// answer: in memory, or in the store's record.
     async fn check_provenance(&self, k: usize, id: &RerunId, answer_head: NodeId) -> Result<()> {
         let refuse = |reason: String| RecordedError::Provenance {
-            turn: k,
             rerun: id.to_string(),
-            reason,
+            reason: format!("{reason} (forking turn {k})"),
         };
         if let Some(stamp) = self.reruns.get(id) {
             if stamp.turn != k {

@@ -104,27 +104,47 @@ fn relation_of<'a>(run: &'a RunRecord, kind: &str) -> impl Iterator<Item = &'a s
         .map(|r| r.target.as_str())
 }
 
-/// Successful runs grouped by turn, in order.
+/// Successful runs grouped by turn, in order. Runs a recorded chat wrote
+/// carry their turn and step; others are grouped by chain (a run without
+/// one is a turn of its own) in the order they started.
 fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
+    let step_of = |run: &RunRecord| -> Option<(u64, u64)> {
+        let (turn, step) = relation_of(run, relation::STEP).next()?.split_once('.')?;
+        Some((turn.parse().ok()?, step.parse().ok()?))
+    };
     let mut groups: Vec<Vec<RunRecord>> = Vec::new();
-    let mut chains: HashMap<String, usize> = HashMap::new();
+    let mut keys: HashMap<String, usize> = HashMap::new();
     for run in runs
         .into_iter()
         .filter(|r| r.status == skein_store::RunStatus::Succeeded)
     {
-        let chain = relation_of(&run, engine_relation::CHAIN)
-            .next()
-            .map(str::to_string);
-        match chain.as_ref().and_then(|c| chains.get(c)) {
+        let key = match step_of(&run) {
+            Some((turn, _)) => Some(format!("turn {turn}")),
+            None => relation_of(&run, engine_relation::CHAIN)
+                .next()
+                .map(|chain| format!("chain {chain}")),
+        };
+        match key.as_ref().and_then(|k| keys.get(k)) {
             Some(&group) => groups[group].push(run),
             None => {
-                if let Some(chain) = chain {
-                    chains.insert(chain, groups.len());
+                if let Some(key) = key {
+                    keys.insert(key, groups.len());
                 }
                 groups.push(vec![run]);
             }
         }
     }
+    for group in &mut groups {
+        group.sort_by_key(|run| (step_of(run).map(|(_, step)| step), run.started_ms));
+    }
+    groups.sort_by_key(|group| {
+        let first = &group[0];
+        (
+            first.started_ms,
+            step_of(first).map_or(u64::MAX, |(turn, _)| turn),
+            first.id.clone(),
+        )
+    });
     groups
 }
 
@@ -189,4 +209,60 @@ async fn load_turn(
         runs: runs.iter().map(|r| r.id.clone()).collect(),
         events: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_store::{Relation, RunId};
+
+    fn run(id: &str, started_ms: i64, relations: &[(&str, &str)]) -> RunRecord {
+        let mut run = RunRecord::new("m", "p");
+        run.id = RunId(id.into());
+        run.started_ms = started_ms;
+        run.relations = relations
+            .iter()
+            .map(|(kind, target)| Relation {
+                kind: kind.to_string(),
+                target: target.to_string(),
+            })
+            .collect();
+        run
+    }
+
+    #[test]
+    fn turns_keep_their_order_when_start_times_tie() {
+        // Ids sort against the turn order and every run starts in the same
+        // millisecond: only the recorded turn and step can order them.
+        let runs = vec![
+            run("a", 5, &[(relation::STEP, "1.1")]),
+            run("b", 5, &[(relation::STEP, "1.0")]),
+            run("c", 5, &[(relation::STEP, "0.0")]),
+            run("d", 9, &[(engine_relation::CHAIN, "x")]),
+            run("e", 7, &[]),
+            run("f", 9, &[(engine_relation::CHAIN, "x")]),
+        ];
+        let ids: Vec<Vec<&str>> = group_turns(runs)
+            .iter()
+            .map(|g| g.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|s| match *s {
+                        "a" => "a",
+                        "b" => "b",
+                        "c" => "c",
+                        "d" => "d",
+                        "e" => "e",
+                        _ => "f",
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            vec![vec!["c"], vec!["b", "a"], vec!["e"], vec!["d", "f"]]
+        );
+    }
 }
