@@ -209,6 +209,80 @@ async fn loading_needs_a_store_and_an_existing_conversation() {
     );
 }
 
+#[tokio::test]
+async fn a_conversation_recorded_without_a_recorded_chat_loads_one_turn_per_run() {
+    // What plain `skein prompt` turns leave: a run per turn, no relations,
+    // a source tag on the system message's second part.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let conversation = store.create_conversation(Default::default()).unwrap();
+    let system = skein_core::Message::new(
+        skein_core::Role::System,
+        vec![
+            skein_core::Part::text("Advise."),
+            skein_core::Part::text("social-sentiment: bullish"),
+        ],
+    );
+    let mut head = None;
+    let mut thread = skein_core::Thread::new().push(system);
+    for (question, answer) in [
+        ("status?", "Up."),
+        ("Should we BUY or HOLD?", "BUY: bullish."),
+    ] {
+        let request = thread.push(skein_core::Message::user(question));
+        let reply = request.push(skein_core::Message::assistant(answer));
+        let mut run = skein_store::RunRecord::new("scripted", "scripted");
+        run.conversation = Some(conversation.id.clone());
+        run.input_head = request.head_id();
+        run.output_head = reply.head_id();
+        run.annotations.add(
+            request.nodes()[0].id(),
+            1,
+            skein_core::Annotation::Source("social-sentiment".into()),
+        );
+        store
+            .commit_turn(&skein_store::TurnCommit {
+                conversation: &conversation.id,
+                expected_head: head,
+                thread: &reply,
+                runs: std::slice::from_ref(&run),
+            })
+            .unwrap();
+        head = reply.head_id();
+        thread = reply;
+    }
+    let node = thread.head_id().unwrap();
+    assert_eq!(
+        conversation_of_node(&store, node).await.unwrap(),
+        conversation.id
+    );
+    let mut chat = advisor_builder(advisor::model())
+        .store(store.clone())
+        .load(&conversation.id)
+        .await
+        .unwrap();
+    assert_eq!(chat.turns().len(), 2);
+    assert_eq!(chat.turn_of_node(node).unwrap(), 1);
+    let turn = chat.turn(1).unwrap().clone();
+    assert_eq!(turn.user_text(), "Should we BUY or HOLD?");
+    assert!(turn.sources().iter().any(|s| s.id == "social-sentiment"));
+    let rerun = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"])
+                .comparator(decision_changed)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert!(rerun.answer().starts_with("HOLD"));
+    assert_eq!(rerun.verdict, Some(Verdict::Confirmed));
+    let error = conversation_of_node(&store, turn.request().head_id().unwrap())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::NotATurn(_)));
+}
+
 #[derive(Deserialize, JsonSchema)]
 struct Query {
     q: String,
