@@ -286,3 +286,26 @@ tool_calls = [{ name = "lookup", arguments = '{"q": "x"}' }]
     );
     assert!(chat.turns().is_empty());
 }
+
+#[tokio::test]
+async fn chats_and_their_futures_are_send_so_they_run_on_spawned_tasks() {
+    fn send_future<F: std::future::Future + Send>(future: F) -> F {
+        future
+    }
+    let mut chat = advisor_builder(advisor::model()).build().await.unwrap();
+    let handle = tokio::spawn(async move {
+        send_future(chat.send("How is the position looking?"))
+            .await
+            .unwrap();
+        send_future(chat.reason(0, skein_recorded::ReasonOptions::new()))
+            .await
+            .unwrap();
+        let rerun =
+            send_future(chat.rerun_turn(0, skein_recorded::RerunOptions::ignore(["fundamentals"])))
+                .await
+                .unwrap();
+        send_future(chat.fork(0, Some(&rerun))).await.unwrap();
+        chat
+    });
+    assert_eq!(handle.await.unwrap().turns().len(), 1);
+}
