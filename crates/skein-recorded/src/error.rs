@@ -85,6 +85,15 @@ pub enum RecordedError {
     /// The operation needs a store and the chat has none.
     #[error("{0} needs a store: attach one with RecordedChatBuilder::store")]
     NoStore(&'static str),
+    /// A blocking call was made inside an async runtime.
+    #[error(
+        "a blocking recorded-chat call was made inside an async runtime, where it would block the runtime; \
+         use the async form (`.await`) there"
+    )]
+    InsideRuntime,
+    /// The runtime for a blocking call could not start.
+    #[error("cannot start a runtime for a blocking call: {0}")]
+    Runtime(#[source] std::io::Error),
     /// A stored conversation that is not a recorded chat or is damaged.
     #[error("conversation {conversation} cannot be loaded as a recorded chat: {problem}")]
     NotRecorded {

@@ -17,10 +17,12 @@ forked from the counterfactual.
 - [`embed`]: the embedder trait, a lexical embedder, an OpenAI-compatible
   client, the local MiniLM sentence embedder and the embedding cache.
 - [`persist`]: loading a recorded chat back from its conversation.
+- [`blocking`]: `*_blocking` forms of the async operations.
 
 The walkthrough with runnable examples is `docs/recorded-chats.md`.
 */
 
+pub mod blocking;
 pub mod chat;
 pub mod embed;
 pub mod error;

@@ -309,3 +309,26 @@ async fn chats_and_their_futures_are_send_so_they_run_on_spawned_tasks() {
     });
     assert_eq!(handle.await.unwrap().turns().len(), 1);
 }
+
+#[test]
+fn blocking_forms_work_without_a_runtime_and_refuse_inside_one() {
+    let mut chat = advisor_builder(advisor::model()).build_blocking().unwrap();
+    chat.send_blocking("How is the position looking?").unwrap();
+    chat.send_blocking("Should we BUY or HOLD this position?")
+        .unwrap();
+    let rerun = chat
+        .rerun_turn_blocking(
+            1,
+            skein_recorded::RerunOptions::ignore(["social-sentiment"]),
+        )
+        .unwrap();
+    assert!(rerun.answer().starts_with("HOLD"));
+    let fork = chat.fork_blocking(1, Some(&rerun)).unwrap();
+    assert!(fork.removed().contains("social-sentiment"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let error = runtime.block_on(async { chat.send_blocking("inside").unwrap_err() });
+    assert!(matches!(error, RecordedError::InsideRuntime), "{error}");
+    assert_eq!(chat.turns().len(), 2);
+}
