@@ -62,14 +62,27 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
         Some(meta) => serde_json::from_value(meta["removed"].clone())
             .map_err(|e| damaged(format!("its `removed` list is malformed: {e}")))?,
     };
-    let mut turns = Vec::new();
+    let mut loaded = Vec::new();
     for group in group_turns(runs) {
-        let index = turns.len();
-        let turn = load_turn(&store, index, group, &removed)
+        let started = group[0].started_ms;
+        let first = group[0].id.clone();
+        let turn = load_turn(&store, 0, group, &removed)
             .await
-            .map_err(|e| damaged(format!("turn {index}: {e}")))?;
-        turns.push(Arc::new(turn));
+            .map_err(|e| damaged(format!("the turn of run {first}: {e}")))?;
+        loaded.push((started, turn));
     }
+    // Turns started in the same millisecond: a later turn of a conversation
+    // has a longer history. (The sort is stable, so recorded turns keep the
+    // order their turn numbers gave.)
+    loaded.sort_by_key(|(started, turn)| (*started, turn.thread.len()));
+    let turns = loaded
+        .into_iter()
+        .enumerate()
+        .map(|(index, (_, mut turn))| {
+            turn.index = index;
+            Arc::new(turn)
+        })
+        .collect();
     let stamps = reruns
         .into_iter()
         .filter_map(|r| {
@@ -106,7 +119,8 @@ fn relation_of<'a>(run: &'a RunRecord, kind: &str) -> impl Iterator<Item = &'a s
 
 /// Successful runs grouped by turn, in order. Runs a recorded chat wrote
 /// carry their turn and step; others are grouped by chain (a run without
-/// one is a turn of its own) in the order they started.
+/// one is a turn of its own) in the order they started. (`load` settles
+/// ties between turns started in the same millisecond.)
 fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
     let step_of = |run: &RunRecord| -> Option<(u64, u64)> {
         let (turn, step) = relation_of(run, relation::STEP).next()?.split_once('.')?;
