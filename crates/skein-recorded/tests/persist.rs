@@ -225,13 +225,18 @@ async fn a_conversation_recorded_without_a_recorded_chat_loads_one_turn_per_run(
     );
     let mut head = None;
     let mut thread = skein_core::Thread::new().push(system);
-    for (question, answer) in [
-        ("status?", "Up."),
-        ("Should we BUY or HOLD?", "BUY: bullish."),
-    ] {
+    // Both runs start in the same millisecond and their ids sort against
+    // the turn order: only the histories can order them.
+    let turns = [
+        ("status?", "Up.", "b".repeat(32)),
+        ("Should we BUY or HOLD?", "BUY: bullish.", "a".repeat(32)),
+    ];
+    for (question, answer, id) in turns {
         let request = thread.push(skein_core::Message::user(question));
         let reply = request.push(skein_core::Message::assistant(answer));
         let mut run = skein_store::RunRecord::new("scripted", "scripted");
+        run.id = skein_store::RunId(id);
+        run.started_ms = 1_000;
         run.conversation = Some(conversation.id.clone());
         run.input_head = request.head_id();
         run.output_head = reply.head_id();
