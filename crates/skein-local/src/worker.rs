@@ -48,7 +48,7 @@ pub(crate) struct Job {
 }
 
 /// llama.cpp's process-wide backend, initialised once.
-fn backend() -> Result<&'static LlamaBackend, LocalError> {
+pub(crate) fn backend() -> Result<&'static LlamaBackend, LocalError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {

@@ -23,6 +23,8 @@ pub enum StoreError {
     ConversationNotFound(String),
     #[error("no run {0} in this database")]
     RunNotFound(String),
+    #[error("no rerun {0} in this database")]
+    RerunNotFound(String),
     #[error("no {kind} starts with `{prefix}`")]
     UnknownPrefix { kind: &'static str, prefix: String },
     #[error("`{prefix}` matches several {kind}s ({}); give more digits", .candidates.join(", "))]

@@ -23,12 +23,14 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
 Modules: [`records`] (the typed rows), [`error`], the facade (store.rs)
 that picks a backend, what both backends share (codec.rs, location.rs, and
 the non-SQL halves of the modules below), the SQLite operations split by
-concern (graph, conversations, runs, transfer, verify, resolve, schema) and
-the PostgreSQL backend (postgres/, same split).
+concern (graph, conversations, runs, reruns of recorded turns, the
+embedding cache, transfer, verify, resolve, schema) and the PostgreSQL
+backend (postgres/, same split).
 */
 
 mod codec;
 mod conversations;
+mod embeddings;
 pub mod error;
 mod graph;
 mod llm_import;
@@ -36,6 +38,7 @@ pub mod location;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod records;
+mod reruns;
 mod resolve;
 mod runs;
 mod schema;
@@ -53,9 +56,10 @@ pub use llm_import::LlmImportReport;
 #[doc(hidden)]
 pub use postgres::scratch;
 pub use records::{
-    Conversation, ConversationId, NewConversation, Origin, Relation, RunId, RunRecord, RunStatus,
-    TurnCommit,
+    Conversation, ConversationId, NewConversation, Origin, Relation, RerunId, RunId, RunRecord,
+    RunStatus, TurnCommit,
 };
+pub use reruns::{RerunCommit, RerunRecord};
 pub use store::Store;
 pub use transfer::ImportReport;
 pub use verify::{Problem, VerifyReport};

@@ -47,6 +47,10 @@ random_id!(
     /// A run id.
     RunId
 );
+random_id!(
+    /// A rerun id: one counterfactual re-run of a recorded turn.
+    RerunId
+);
 
 /// Where a conversation came from when it was forked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ range (SQLite's queries are here, PostgreSQL's in postgres/resolve.rs).
 
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
-use crate::records::{ConversationId, RunId};
+use crate::records::{ConversationId, RerunId, RunId};
 use crate::sqlite::SqliteStore;
 use crate::store::Store;
 use rusqlite::params;
@@ -25,6 +25,7 @@ const CANDIDATES: usize = 5;
 pub(crate) enum IdTable {
     Conversations,
     Runs,
+    Reruns,
 }
 
 impl IdTable {
@@ -32,6 +33,7 @@ impl IdTable {
         match self {
             IdTable::Conversations => "conversations",
             IdTable::Runs => "runs",
+            IdTable::Reruns => "reruns",
         }
     }
 }
@@ -62,6 +64,15 @@ impl Store {
             id[..12.min(id.len())].to_string()
         })
         .map(RunId)
+    }
+
+    /// The rerun whose id starts with `prefix`.
+    pub fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
+        let ids = self.text_prefix(IdTable::Reruns, prefix)?;
+        pick("rerun", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(RerunId)
     }
 
     fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {

@@ -95,6 +95,36 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN request TEXT;
     "#,
+    // 3: reruns of recorded turns, and the embedding cache (see reruns.rs
+    // and embeddings.rs).
+    r#"
+    CREATE TABLE reruns (
+        id              TEXT PRIMARY KEY,
+        conversation    TEXT NOT NULL,
+        turn            INTEGER NOT NULL,
+        turn_node       BLOB NOT NULL,
+        request_head    BLOB,
+        answer_head     BLOB,
+        ablation        TEXT NOT NULL,
+        samples         INTEGER NOT NULL,
+        sample_runs     TEXT NOT NULL,
+        baseline_runs   TEXT NOT NULL,
+        verdict         TEXT,
+        summary         TEXT NOT NULL,
+        detail          TEXT NOT NULL DEFAULT '{}',
+        created         INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX reruns_by_conversation ON reruns(conversation, turn, created);
+    CREATE INDEX reruns_by_turn_node ON reruns(turn_node);
+    CREATE INDEX reruns_by_answer ON reruns(answer_head);
+
+    CREATE TABLE embeddings (
+        embedder TEXT NOT NULL,
+        digest   BLOB NOT NULL,
+        vector   BLOB NOT NULL,
+        PRIMARY KEY (embedder, digest)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

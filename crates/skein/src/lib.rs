@@ -12,6 +12,9 @@ This facade re-exports the pieces a user meets first:
 - [`engine`]: configured prompts, profiles and backends, admission,
   structured output with repair, captured exchanges and continuation, and
   the usage ledger;
+- [`recorded`]: recorded chats: turn evidence, sources and ablations,
+  attribution, counterfactual reruns with verdicts, forks from the
+  counterfactual, embedders;
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
 - [`builtin`]: the built-in tools the command line offers by name.
@@ -50,6 +53,7 @@ pub use skein_core as core;
 pub use skein_engine as engine;
 pub use skein_local as local;
 pub use skein_providers as providers;
+pub use skein_recorded as recorded;
 pub use skein_store as store;
 
 pub mod blocking;

@@ -1,7 +1,7 @@
 /*!
 The read-only commands: `log` (recent turns, or one conversation's
-messages), `tree` (the branching structure, drawn) and `show` (one node in
-full, with the runs that produced it).
+messages), `tree` (the branching structure, drawn, with the reruns of its
+turns) and `show` (one node in full, with the runs that produced it).
 */
 
 use super::{Context, print_json};
@@ -231,11 +231,28 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
             family.push(other);
         }
     }
+    let reruns = reruns_in(ctx, &entries, &mut labels)?;
     if ctx.json {
-        return print_json(&json!({ "root": root, "nodes": entries, "conversations": family }));
+        return print_json(
+            &json!({ "root": root, "nodes": entries, "conversations": family, "reruns": reruns }),
+        );
     }
     for line in draw(&entries, &labels) {
         println!("{line}");
+    }
+    for rerun in &reruns {
+        let answer = rerun
+            .answer_head
+            .filter(|a| !entries.iter().any(|e| e.id == *a));
+        if let Some(answer) = answer {
+            ui::note(format!(
+                "rerun {} of node {} answers at {} on a thread of its own (without {})",
+                rerun.id.short(),
+                rerun.turn_node.short(),
+                answer.short(),
+                rerun.ablation.join(", ")
+            ));
+        }
     }
     if entries.len() == args.limit {
         ui::note(format!(
@@ -244,6 +261,43 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reruns of the turns among `entries`, labelled on the turn's node
+/// and, when it is in the tree, on the rerun's answer.
+fn reruns_in(
+    ctx: &Context,
+    entries: &[TreeEntry],
+    labels: &mut HashMap<NodeId, Vec<String>>,
+) -> Result<Vec<skein::store::RerunRecord>> {
+    let mut reruns: Vec<skein::store::RerunRecord> = Vec::new();
+    for entry in entries.iter().filter(|e| e.role == skein::Role::Assistant) {
+        for rerun in ctx.store.reruns_answering(entry.id)? {
+            if rerun.turn_node != entry.id && !entries.iter().any(|e| e.id == rerun.turn_node) {
+                labels.entry(entry.id).or_default().push(format!(
+                    "answer of rerun {} of node {}",
+                    rerun.id.short(),
+                    rerun.turn_node.short()
+                ));
+            }
+        }
+        for rerun in ctx.store.reruns_of_node(entry.id)? {
+            let verdict = rerun.verdict.as_deref().unwrap_or("no verdict");
+            labels.entry(entry.id).or_default().push(format!(
+                "rerun {} without {} ({verdict})",
+                rerun.id.short(),
+                rerun.ablation.join(", ")
+            ));
+            if let Some(answer) = rerun.answer_head {
+                labels
+                    .entry(answer)
+                    .or_default()
+                    .push(format!("answer of rerun {}", rerun.id.short()));
+            }
+            reruns.push(rerun);
+        }
+    }
+    Ok(reruns)
 }
 
 /// Draw a subtree. A node with one child continues on the same column; a

@@ -12,8 +12,10 @@ that is done without stalling an async runtime.
 
 pub(crate) mod bridge;
 mod conversations;
+mod embeddings;
 mod graph;
 mod pipeline;
+mod reruns;
 mod resolve;
 mod runs;
 pub(crate) mod schema;

@@ -108,6 +108,35 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN request TEXT;
     "#,
+    // 3: reruns of recorded turns, and the embedding cache.
+    r#"
+    CREATE TABLE reruns (
+        id              TEXT COLLATE "C" PRIMARY KEY,
+        conversation    TEXT COLLATE "C" NOT NULL,
+        turn            BIGINT NOT NULL,
+        turn_node       BYTEA NOT NULL,
+        request_head    BYTEA,
+        answer_head     BYTEA,
+        ablation        TEXT NOT NULL,
+        samples         BIGINT NOT NULL,
+        sample_runs     TEXT NOT NULL,
+        baseline_runs   TEXT NOT NULL,
+        verdict         TEXT,
+        summary         TEXT NOT NULL,
+        detail          TEXT NOT NULL DEFAULT '{}',
+        created         BIGINT NOT NULL
+    );
+    CREATE INDEX reruns_by_conversation ON reruns(conversation, turn, created);
+    CREATE INDEX reruns_by_turn_node ON reruns(turn_node);
+    CREATE INDEX reruns_by_answer ON reruns(answer_head);
+
+    CREATE TABLE embeddings (
+        embedder TEXT COLLATE "C" NOT NULL,
+        digest   BYTEA NOT NULL,
+        vector   BYTEA NOT NULL,
+        PRIMARY KEY (embedder, digest)
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -1,0 +1,572 @@
+/*!
+`RecordedChat`: a conversation recorded turn by turn, and its builder.
+
+`send` renders the turn's request (system text, sources as tagged parts,
+the native history, the user message), runs it through the tool loop, and
+freezes the turn's evidence. Sends take `&mut self`, so two sends on one
+chat can never overlap: the compiler rejects it. A turn that fails, pauses
+or hits the chain limit records nothing, in memory or in the store.
+
+With a store attached, the chat is a conversation: each turn commits its
+nodes, its runs and the bookmark move in one transaction, and the chat can
+be loaded again from the conversation's id.
+*/
+
+use crate::embed::Embedder;
+use crate::error::{RecordedError, Result};
+use crate::evidence::Turn;
+use crate::layout::{Layout, tag_tool_parts};
+use crate::reason::Report;
+use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
+use skein_core::provider::GenerationOptions;
+use skein_core::{
+    Annotation, Annotations, BoxFuture, Message, NodeId, Part, Role, Thread, ToolCall, Usage,
+};
+use skein_engine::{CallDecision, Chain, ChainOutput, ChainStatus, Engine, Tool};
+use skein_store::{ConversationId, NewConversation, Origin, RerunId, RunRecord, Store, TurnCommit};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Relation kinds recorded chats put on the first run of each turn.
+pub(crate) mod relation {
+    /// The turn's number.
+    pub const TURN: &str = "recorded.turn";
+    /// One source present in the turn's request (JSON `SourceInfo`).
+    pub const SOURCE: &str = "recorded.source";
+    /// Every run of a turn: `TURN.STEP`, the turn's number and the run's
+    /// position in its tool loop (start times can tie to the millisecond).
+    pub const STEP: &str = "recorded.step";
+    /// A rerun sample or baseline run: the rerun's id.
+    pub const RERUN: &str = "recorded.rerun";
+}
+
+/// The key of recorded-chat settings in a conversation's meta.
+pub(crate) const META_KEY: &str = "recorded";
+
+/// Decides each tool call of a turn's tool loop; `CallDecision::Stop`
+/// pauses the loop, which a recorded turn refuses.
+pub type BeforeCallFn =
+    Arc<dyn for<'a> Fn(&'a ToolCall) -> BoxFuture<'a, CallDecision> + Send + Sync>;
+
+/// What every turn, probe and fork of a chat shares.
+pub(crate) struct Config {
+    pub(crate) engine: Engine,
+    pub(crate) profile: String,
+    pub(crate) model: Option<String>,
+    pub(crate) system: Option<String>,
+    pub(crate) sources: Vec<Source>,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) hook: Option<Arc<dyn SourceHook>>,
+    pub(crate) before_call: Option<BeforeCallFn>,
+    pub(crate) chain_limit: u32,
+    pub(crate) options: GenerationOptions,
+    pub(crate) store: Option<Store>,
+    pub(crate) embedder: Option<Arc<dyn Embedder>>,
+}
+
+/// What a rerun left behind for provenance checks.
+#[derive(Clone, Debug)]
+pub(crate) struct Stamp {
+    pub(crate) turn: usize,
+    pub(crate) answer_head: NodeId,
+}
+
+/// A chat whose every turn can be explained, re-run without chosen
+/// sources, and forked.
+///
+/// Two sends on one chat cannot overlap: `send` borrows the chat mutably
+/// until its turn is recorded, so this does not compile.
+///
+/// ```compile_fail,E0499
+/// # async fn overlap(chat: &mut skein_recorded::RecordedChat) {
+/// let first = chat.send("one");
+/// let second = chat.send("two");
+/// let _ = futures_util::future::join(first, second).await;
+/// # }
+/// ```
+///
+/// Sent one after the other, they are fine:
+///
+/// ```
+/// # async fn sequential(chat: &mut skein_recorded::RecordedChat) -> skein_recorded::Result<()> {
+/// chat.send("one").await?;
+/// chat.send("two").await?;
+/// # Ok(()) }
+/// ```
+pub struct RecordedChat {
+    pub(crate) config: Arc<Config>,
+    pub(crate) id: String,
+    pub(crate) conversation: Option<ConversationId>,
+    pub(crate) origin: Option<Origin>,
+    pub(crate) removed: Ablation,
+    pub(crate) history: Thread,
+    pub(crate) turns: Vec<Arc<Turn>>,
+    pub(crate) reports: HashMap<usize, Arc<Report>>,
+    pub(crate) reruns: HashMap<RerunId, Stamp>,
+}
+
+impl std::fmt::Debug for RecordedChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordedChat")
+            .field("id", &self.id)
+            .field("turns", &self.turns.len())
+            .field("removed", &self.removed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`RecordedChat`].
+pub struct RecordedChatBuilder {
+    config: Config,
+    name: Option<String>,
+    seed: Option<Thread>,
+    removed: Ablation,
+}
+
+impl RecordedChatBuilder {
+    /// The system text, the first part of the system message.
+    pub fn system(mut self, text: impl Into<String>) -> Self {
+        self.config.system = Some(text.into());
+        self
+    }
+
+    /// Declare a source, rendered on every turn as one tagged part of the
+    /// system message (in declaration order, after the system text).
+    pub fn source(mut self, source: Source) -> Self {
+        self.config.sources.push(source);
+        self
+    }
+
+    pub fn sources(mut self, sources: impl IntoIterator<Item = Source>) -> Self {
+        self.config.sources.extend(sources);
+        self
+    }
+
+    /// Offer a tool; it is a source named by the tool's name.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.config.tools.push(tool);
+        self
+    }
+
+    /// The hook for sources only the application can render; called for
+    /// live turns, probes, baselines and fork turns alike.
+    pub fn hook(mut self, hook: Arc<dyn SourceHook>) -> Self {
+        self.config.hook = Some(hook);
+        self
+    }
+
+    /// Decide each tool call before it runs (stopping pauses the turn,
+    /// which records nothing).
+    pub fn before_call(mut self, hook: BeforeCallFn) -> Self {
+        self.config.before_call = Some(hook);
+        self
+    }
+
+    /// At most `limit` model calls per turn (default 10).
+    pub fn chain_limit(mut self, limit: u32) -> Self {
+        self.config.chain_limit = limit.max(1);
+        self
+    }
+
+    /// Generation options laid over the profile's.
+    pub fn options(mut self, options: GenerationOptions) -> Self {
+        self.config.options = options;
+        self
+    }
+
+    /// Use this model instead of the profile's.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.config.model = Some(model.into());
+        self
+    }
+
+    /// Persist turns, reruns and forks in `store`.
+    pub fn store(mut self, store: Store) -> Self {
+        self.config.store = Some(store);
+        self
+    }
+
+    /// The embedder `reason` and the default rerun comparator use when
+    /// their options name none.
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.config.embedder = Some(embedder);
+        self
+    }
+
+    /// The stored conversation's name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Start from an existing history (rehydration by hand). Its system
+    /// message, if any, is replaced on each turn by the chat's own; its
+    /// authenticity is the caller's responsibility.
+    pub fn seed(mut self, history: Thread) -> Self {
+        self.seed = Some(history);
+        self
+    }
+
+    /// Sources removed from every turn and probe of the chat.
+    pub fn removed(mut self, ids: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.removed.extend(ids.into_iter().map(Into::into));
+        self
+    }
+
+    /// Build the chat; with a store, create its conversation.
+    pub async fn build(self) -> Result<RecordedChat> {
+        let history = self.seed.unwrap_or_default();
+        let config = Arc::new(self.config);
+        RecordedChat::create(config, history, self.removed, self.name, None).await
+    }
+
+    /// Load the recorded chat stored as `conversation` (this builder must
+    /// carry a store and the same engine, sources, tools and hook).
+    pub async fn load(self, conversation: &ConversationId) -> Result<RecordedChat> {
+        crate::persist::load(Arc::new(self.config), conversation).await
+    }
+}
+
+impl RecordedChat {
+    /// A builder running turns on `engine` with `profile`.
+    pub fn builder(engine: Engine, profile: impl Into<String>) -> RecordedChatBuilder {
+        RecordedChatBuilder {
+            config: Config {
+                engine,
+                profile: profile.into(),
+                model: None,
+                system: None,
+                sources: Vec::new(),
+                tools: Vec::new(),
+                hook: None,
+                before_call: None,
+                chain_limit: skein_engine::DEFAULT_CHAIN_LIMIT,
+                options: GenerationOptions::default(),
+                store: None,
+                embedder: None,
+            },
+            name: None,
+            seed: None,
+            removed: Ablation::new(),
+        }
+    }
+
+    /// A chat over `history`, stored as a new conversation when the config
+    /// has a store.
+    pub(crate) async fn create(
+        config: Arc<Config>,
+        history: Thread,
+        removed: Ablation,
+        name: Option<String>,
+        origin: Option<Origin>,
+    ) -> Result<RecordedChat> {
+        let conversation = match &config.store {
+            None => None,
+            Some(store) => {
+                let new = NewConversation {
+                    id: None,
+                    name,
+                    head: history.head_id(),
+                    origin: origin.clone(),
+                    meta: Some(crate::persist::meta(&removed)),
+                };
+                let thread = history.clone();
+                let created = store
+                    .run(move |store| {
+                        if !thread.is_empty() {
+                            store.append(&thread)?;
+                        }
+                        store.create_conversation(new)
+                    })
+                    .await?;
+                Some(created.id)
+            }
+        };
+        let id = conversation
+            .as_ref()
+            .map_or_else(|| RerunId::random().0, |c| c.0.clone());
+        Ok(RecordedChat {
+            config,
+            id,
+            conversation,
+            origin,
+            removed,
+            history,
+            turns: Vec::new(),
+            reports: HashMap::new(),
+            reruns: HashMap::new(),
+        })
+    }
+
+    /// The chat's identity: its conversation id when stored, otherwise a
+    /// random id. Rerun results carry it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The stored conversation, when a store is attached.
+    pub fn conversation(&self) -> Option<&ConversationId> {
+        self.conversation.as_ref()
+    }
+
+    /// Where a fork came from.
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+
+    /// Sources removed from every turn and probe of this chat.
+    pub fn removed(&self) -> &Ablation {
+        &self.removed
+    }
+
+    /// The history after the last turn (or the seed).
+    pub fn history(&self) -> &Thread {
+        &self.history
+    }
+
+    /// The recorded turns, numbered from 0.
+    pub fn turns(&self) -> &[Arc<Turn>] {
+        &self.turns
+    }
+
+    /// Turn `k`'s evidence.
+    pub fn turn(&self, k: usize) -> Result<&Arc<Turn>> {
+        self.turns.get(k).ok_or(RecordedError::TurnOutOfRange {
+            turn: k,
+            turns: self.turns.len(),
+        })
+    }
+
+    /// The number of the turn whose final reply is `node`.
+    pub fn turn_of_node(&self, node: NodeId) -> Result<usize> {
+        self.turns
+            .iter()
+            .position(|turn| turn.node() == node)
+            .ok_or(RecordedError::NotATurn(node))
+    }
+
+    /// Run one turn and freeze its evidence. Failed, paused and unfinished
+    /// turns record nothing.
+    pub async fn send(&mut self, text: impl Into<String>) -> Result<&Arc<Turn>> {
+        let text = text.into();
+        let index = self.turns.len();
+        let hooked = self
+            .hook_sources(index, &text, &self.removed, Purpose::Live)
+            .await?;
+        let layout = self.live_layout(&text, &hooked);
+        let mut sources: Vec<SourceInfo> = Vec::new();
+        for source in self
+            .config
+            .sources
+            .iter()
+            .filter(|s| !self.removed.contains(&s.id))
+        {
+            push_source(&mut sources, &source.id, source.kind, false);
+        }
+        for source in &hooked {
+            push_source(&mut sources, &source.id, source.kind, true);
+        }
+        let output = self
+            .config
+            .run_chain(
+                &layout,
+                |name| !self.removed.contains(name),
+                self.config.options.clone(),
+                index,
+                |request| {
+                    let mut request = request.relation(relation::TURN, index.to_string());
+                    for source in &sources {
+                        request = request.relation(
+                            relation::SOURCE,
+                            serde_json::to_string(source).expect("plain data"),
+                        );
+                    }
+                    request
+                },
+            )
+            .await?;
+        let first = &output.responses[0];
+        let tools = first.tools.clone();
+        for tool in &tools {
+            push_source(&mut sources, &tool.name, SourceKind::Tool, false);
+        }
+        let request = first.prepared.thread.clone();
+        let annotations = first.prepared.annotations.clone();
+        for (_, tags) in annotations.iter() {
+            for tag in tags {
+                if let Annotation::Source(id) = tag {
+                    push_source(&mut sources, id, SourceKind::ToolResult, false);
+                }
+            }
+        }
+        if let (Some(store), Some(conversation)) = (&self.config.store, &self.conversation) {
+            let runs: Vec<RunRecord> = output
+                .responses
+                .iter()
+                .enumerate()
+                .map(|(step, run)| {
+                    let mut record = run.record(Some(conversation));
+                    record.relations.push(skein_store::Relation {
+                        kind: relation::STEP.into(),
+                        target: format!("{index}.{step}"),
+                    });
+                    record
+                })
+                .collect();
+            let (store, conversation, thread, expected) = (
+                store.clone(),
+                conversation.clone(),
+                output.thread.clone(),
+                self.history.head_id(),
+            );
+            store
+                .run(move |store| {
+                    store.commit_turn(&TurnCommit {
+                        conversation: &conversation,
+                        expected_head: expected,
+                        thread: &thread,
+                        runs: &runs,
+                    })
+                })
+                .await?;
+        }
+        let turn = Turn {
+            index,
+            user_text: text,
+            request,
+            annotations,
+            tools,
+            sources,
+            removed: self.removed.clone(),
+            thread: output.thread.clone(),
+            runs: output.responses.iter().map(|r| r.run.clone()).collect(),
+            events: output
+                .responses
+                .iter()
+                .flat_map(|r| r.events.clone())
+                .collect(),
+            usage: output
+                .responses
+                .iter()
+                .fold(Usage::default(), |sum, r| sum.add(&r.usage)),
+        };
+        self.history = output.thread;
+        self.turns.push(Arc::new(turn));
+        Ok(self.turns.last().expect("just pushed"))
+    }
+
+    /// The hook's sources for one call, minus anything removed.
+    pub(crate) async fn hook_sources(
+        &self,
+        turn: usize,
+        user_text: &str,
+        ablation: &Ablation,
+        purpose: Purpose,
+    ) -> Result<Vec<Source>> {
+        let Some(hook) = &self.config.hook else {
+            return Ok(Vec::new());
+        };
+        let sources = hook
+            .sources(HookContext {
+                ablation,
+                user_text,
+                turn,
+                purpose,
+            })
+            .await
+            .map_err(|source| RecordedError::Hook { turn, source })?;
+        Ok(sources
+            .into_iter()
+            .filter(|source| !ablation.contains(&source.id))
+            .collect())
+    }
+
+    /// A live turn's request: the system message (text, static sources,
+    /// hook sources), the history without its system message, the user
+    /// message.
+    fn live_layout(&self, text: &str, hooked: &[Source]) -> Layout {
+        let mut layout = Layout::default();
+        if let Some(system) = &self.config.system {
+            layout.push(Message::new(Role::System, vec![Part::text(system.clone())]));
+        }
+        let parts = self
+            .config
+            .sources
+            .iter()
+            .chain(hooked)
+            .filter(|source| !self.removed.contains(&source.id))
+            .map(|source| (source.id.clone(), source.text.clone()))
+            .collect();
+        layout.append_to_system(parts);
+        let mut tags = Annotations::new();
+        tag_tool_parts(&self.history, &mut tags);
+        let mut history = Layout::of(&self.history, &tags);
+        if history
+            .entries
+            .first()
+            .is_some_and(|entry| entry.message.role == Role::System)
+        {
+            history.entries.remove(0);
+        }
+        history.remove(&self.removed);
+        layout.entries.extend(history.entries);
+        layout.push(Message::user(text));
+        layout
+    }
+}
+
+fn push_source(sources: &mut Vec<SourceInfo>, id: &str, kind: SourceKind, hook: bool) {
+    if !sources.iter().any(|s| s.id == id) {
+        sources.push(SourceInfo {
+            id: id.to_string(),
+            kind,
+            hook,
+        });
+    }
+}
+
+impl Config {
+    /// Run `layout` through the tool loop with the tools `offer` accepts
+    /// (by name). Paused and unfinished loops are errors.
+    pub(crate) async fn run_chain(
+        &self,
+        layout: &Layout,
+        offer: impl Fn(&str) -> bool,
+        options: GenerationOptions,
+        turn: usize,
+        decorate: impl FnOnce(skein_engine::Request) -> skein_engine::Request,
+    ) -> Result<ChainOutput> {
+        let tools: Vec<Arc<dyn Tool>> = self
+            .tools
+            .iter()
+            .filter(|tool| offer(&tool.spec().name))
+            .cloned()
+            .collect();
+        let mut chain = Chain::new(tools).limit(self.chain_limit);
+        if let Some(hook) = &self.before_call {
+            let hook = hook.clone();
+            chain = chain.before_call(Box::new(move |call| hook(call)));
+        }
+        let mut request = layout
+            .request()
+            .profile(self.profile.clone())
+            .options(options);
+        if let Some(model) = &self.model {
+            request = request.model(model.clone());
+        }
+        // A failed turn records nothing, so what the chain completed before
+        // the failure is dropped with it.
+        let output = chain
+            .run(&self.engine, decorate(request))
+            .await
+            .map_err(|failure| failure.error)?;
+        match output.status {
+            ChainStatus::Completed => Ok(output),
+            ChainStatus::Stopped => Err(RecordedError::Paused { turn }),
+            ChainStatus::LimitReached => Err(RecordedError::ChainLimit {
+                turn,
+                limit: self.chain_limit,
+            }),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+/*!
+The embedding cache: vectors keyed by (embedder id, BLAKE3 digest of the
+text). Always in memory; with a store attached, also in the database's
+`embeddings` table, so vectors survive restarts and are shared by every
+process using that database.
+*/
+
+use super::{EmbedError, Embedder};
+use skein_core::{BoxFuture, Digest};
+use skein_store::Store;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// An embedder with a cache in front of it.
+pub struct CachedEmbedder {
+    inner: Arc<dyn Embedder>,
+    store: Option<Store>,
+    memory: Mutex<HashMap<Digest, Vec<f32>>>,
+}
+
+impl CachedEmbedder {
+    /// Cache in memory only.
+    pub fn new(inner: Arc<dyn Embedder>) -> CachedEmbedder {
+        CachedEmbedder {
+            inner,
+            store: None,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Cache in memory and in `store`.
+    pub fn with_store(inner: Arc<dyn Embedder>, store: Store) -> CachedEmbedder {
+        CachedEmbedder {
+            store: Some(store),
+            ..CachedEmbedder::new(inner)
+        }
+    }
+
+    fn remembered(&self, digest: &Digest) -> Option<Vec<f32>> {
+        self.memory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(digest)
+            .cloned()
+    }
+
+    fn remember(&self, digest: Digest, vector: Vec<f32>) {
+        self.memory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(digest, vector);
+    }
+
+    async fn embed_cached(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let id = self.inner.id().to_string();
+        let digests: Vec<Digest> = texts.iter().map(|t| Digest::of(t.as_bytes())).collect();
+        let mut out: Vec<Option<Vec<f32>>> = digests.iter().map(|d| self.remembered(d)).collect();
+        if let Some(store) = &self.store {
+            let wanted: Vec<(usize, Digest)> = out
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_none())
+                .map(|(i, _)| (i, digests[i]))
+                .collect();
+            if !wanted.is_empty() {
+                let id = id.clone();
+                let found = store
+                    .run(move |store| {
+                        wanted
+                            .into_iter()
+                            .map(|(i, d)| Ok((i, store.cached_embedding(&id, &d)?)))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .await?;
+                for (i, vector) in found {
+                    if let Some(vector) = vector {
+                        self.remember(digests[i], vector.clone());
+                        out[i] = Some(vector);
+                    }
+                }
+            }
+        }
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+            let vectors = self.inner.embed(&batch).await?;
+            if vectors.len() != batch.len() {
+                return Err(EmbedError::Count {
+                    expected: batch.len(),
+                    got: vectors.len(),
+                });
+            }
+            let mut fresh = Vec::new();
+            for (&i, vector) in missing.iter().zip(vectors) {
+                self.remember(digests[i], vector.clone());
+                fresh.push((digests[i], vector.clone()));
+                out[i] = Some(vector);
+            }
+            if let Some(store) = &self.store {
+                store
+                    .run(move |store| {
+                        for (digest, vector) in &fresh {
+                            store.cache_embedding(&id, digest, vector)?;
+                        }
+                        Ok(())
+                    })
+                    .await?;
+            }
+        }
+        Ok(out.into_iter().map(|v| v.expect("filled")).collect())
+    }
+}
+
+impl Embedder for CachedEmbedder {
+    /// The wrapped embedder's id: caching never changes a vector.
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(self.embed_cached(texts))
+    }
+}

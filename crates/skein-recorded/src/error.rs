@@ -1,0 +1,122 @@
+/*!
+The recorded-chat error type: one variant per way an operation can fail,
+each saying what to do about it.
+*/
+
+use crate::embed::EmbedError;
+use crate::source::HookError;
+use skein_core::NodeId;
+use skein_engine::EngineError;
+use skein_store::StoreError;
+
+pub type Result<T, E = RecordedError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordedError {
+    /// A turn number past the last recorded turn.
+    #[error("{}", out_of_range(*.turn, *.turns))]
+    TurnOutOfRange { turn: usize, turns: usize },
+    /// A node that is not the assistant node of any recorded turn.
+    #[error("node {} is not the reply of a recorded turn of this chat (give the turn's final assistant node)", .0.short())]
+    NotATurn(NodeId),
+    /// The tool loop stopped to wait for the application. Nothing was
+    /// recorded.
+    #[error(
+        "turn {turn} paused its tool loop for application input; a recorded turn cannot pause, so nothing was recorded \
+         (drive pausing tool loops with skein_engine::Chain directly)"
+    )]
+    Paused { turn: usize },
+    /// The tool loop reached its limit with calls still pending. Nothing
+    /// was recorded.
+    #[error(
+        "turn {turn} reached the chain limit of {limit} model calls with tool calls pending; nothing was recorded \
+         (raise the limit with RecordedChatBuilder::chain_limit)"
+    )]
+    ChainLimit { turn: usize, limit: u32 },
+    /// The model run failed. Nothing was recorded.
+    #[error("the model run failed, nothing was recorded: {0}")]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The source hook failed. Nothing was recorded.
+    #[error("the source hook failed on turn {turn}: {source}")]
+    Hook {
+        turn: usize,
+        #[source]
+        source: HookError,
+    },
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// An operation needs an embedder and none was given.
+    #[error("{0} needs an embedder: pass one in its options or with RecordedChatBuilder::embedder")]
+    NoEmbedder(&'static str),
+    /// `ignore` named nothing.
+    #[error("a rerun needs at least one source to ignore; removable sources of turn {turn}: {}", list(.removable))]
+    NothingToIgnore { turn: usize, removable: Vec<String> },
+    /// `ignore` named a source the turn's report does not know.
+    #[error("turn {turn} has no source `{id}`; removable sources: {}", list(.removable))]
+    UnknownSource {
+        turn: usize,
+        id: String,
+        removable: Vec<String>,
+    },
+    /// `ignore` named a source ranked below the report's suspect cap.
+    #[error(
+        "source `{id}` of turn {turn} ranks {rank} (from 1), below the report's cap of {cap} suspects, so it is not removable; \
+         re-run reason with ReasonOptions::max_suspects({rank}) and .fresh() to widen the cap (removable now: {})",
+        list(.removable)
+    )]
+    BeyondCap {
+        turn: usize,
+        id: String,
+        rank: usize,
+        cap: usize,
+        removable: Vec<String>,
+    },
+    /// Fewer than two samples were asked for.
+    #[error(
+        "a rerun needs at least 2 samples (a majority of one is no majority); {0} were asked for"
+    )]
+    TooFewSamples(u32),
+    /// A rerun result that this chat did not produce for this turn.
+    #[error("cannot fork from rerun {rerun}: {reason}")]
+    Provenance { rerun: String, reason: String },
+    /// The operation needs a store and the chat has none.
+    #[error("{0} needs a store: attach one with RecordedChatBuilder::store")]
+    NoStore(&'static str),
+    /// A blocking call was made inside an async runtime.
+    #[error(
+        "a blocking recorded-chat call was made inside an async runtime, where it would block the runtime; \
+         use the async form (`.await`) there"
+    )]
+    InsideRuntime,
+    /// The runtime for a blocking call could not start.
+    #[error("cannot start a runtime for a blocking call: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// A stored conversation that is not a recorded chat or is damaged.
+    #[error("conversation {conversation} cannot be loaded as a recorded chat: {problem}")]
+    NotRecorded {
+        conversation: String,
+        problem: String,
+    },
+}
+
+fn out_of_range(turn: usize, turns: usize) -> String {
+    match turns {
+        0 => format!("no turn {turn}: the chat has no turns yet (turns are numbered from 0)"),
+        n => format!(
+            "no turn {turn}: the chat has {n} turn{} (numbered 0 to {})",
+            if n == 1 { "" } else { "s" },
+            n - 1
+        ),
+    }
+}
+
+fn list(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "none".to_string()
+    } else {
+        ids.join(", ")
+    }
+}

@@ -1,0 +1,282 @@
+/*!
+Loading a recorded chat back from its stored conversation: the history
+from the bookmark, the persistent removals from the conversation's meta,
+each turn's evidence from its runs (the first run's request and
+annotations, the tools it offered, the sources it recorded; the last run's
+reply), and the reruns it produced (for provenance). Observation events are
+not persisted, so a loaded turn has none.
+
+Runs are grouped into turns by their chain: a run that starts a chain (or
+one without a chain) starts a turn. Conversations recorded by plain
+`skein` turns load too: each run is then one turn.
+*/
+
+use crate::chat::{Config, META_KEY, RecordedChat, Stamp, relation};
+use crate::error::{RecordedError, Result};
+use crate::evidence::Turn;
+use crate::source::{Ablation, SourceInfo, SourceKind};
+use skein_core::{Annotation, NodeId, Thread, Usage};
+use skein_engine::ledger::relation as engine_relation;
+use skein_store::{ConversationId, RunRecord, Store};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The conversation meta a recorded chat keeps.
+pub(crate) fn meta(removed: &Ablation) -> serde_json::Value {
+    serde_json::json!({ META_KEY: { "version": 1, "removed": removed } })
+}
+
+/// The conversation holding the turn whose reply is `node` (what
+/// `skein explain NODE` needs before loading the chat).
+pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<ConversationId> {
+    let runs = store.run(move |s| s.runs_producing(node)).await?;
+    runs.into_iter()
+        .find_map(|run| run.conversation)
+        .ok_or(RecordedError::NotATurn(node))
+}
+
+pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<RecordedChat> {
+    let store = config
+        .store
+        .clone()
+        .ok_or(RecordedError::NoStore("loading a recorded chat"))?;
+    let cid = id.clone();
+    let (conversation, history, runs, reruns) = store
+        .run(move |s| {
+            let conversation = s.conversation(&cid)?;
+            let history = match conversation.head {
+                Some(head) => s.load_thread(head)?,
+                None => Thread::new(),
+            };
+            let runs = s.runs_of_conversation(&cid)?;
+            let reruns = s.reruns_of_conversation(&cid)?;
+            Ok((conversation, history, runs, reruns))
+        })
+        .await?;
+    let damaged = |problem: String| RecordedError::NotRecorded {
+        conversation: id.to_string(),
+        problem,
+    };
+    let removed: Ablation = match conversation.meta.get(META_KEY) {
+        None => Ablation::new(),
+        Some(meta) => serde_json::from_value(meta["removed"].clone())
+            .map_err(|e| damaged(format!("its `removed` list is malformed: {e}")))?,
+    };
+    let mut loaded = Vec::new();
+    for group in group_turns(runs) {
+        let started = group[0].started_ms;
+        let first = group[0].id.clone();
+        let turn = load_turn(&store, 0, group, &removed)
+            .await
+            .map_err(|e| damaged(format!("the turn of run {first}: {e}")))?;
+        loaded.push((started, turn));
+    }
+    // Turns started in the same millisecond: a later turn of a conversation
+    // has a longer history. (The sort is stable, so recorded turns keep the
+    // order their turn numbers gave.)
+    loaded.sort_by_key(|(started, turn)| (*started, turn.thread.len()));
+    let turns = loaded
+        .into_iter()
+        .enumerate()
+        .map(|(index, (_, mut turn))| {
+            turn.index = index;
+            Arc::new(turn)
+        })
+        .collect();
+    let stamps = reruns
+        .into_iter()
+        .filter_map(|r| {
+            r.answer_head.map(|answer_head| {
+                (
+                    r.id,
+                    Stamp {
+                        turn: r.turn as usize,
+                        answer_head,
+                    },
+                )
+            })
+        })
+        .collect();
+    Ok(RecordedChat {
+        config,
+        id: id.0.clone(),
+        conversation: Some(id.clone()),
+        origin: conversation.origin,
+        removed,
+        history,
+        turns,
+        reports: HashMap::new(),
+        reruns: stamps,
+    })
+}
+
+fn relation_of<'a>(run: &'a RunRecord, kind: &str) -> impl Iterator<Item = &'a str> {
+    run.relations
+        .iter()
+        .filter(move |r| r.kind == kind)
+        .map(|r| r.target.as_str())
+}
+
+/// Successful runs grouped by turn, in order. Runs a recorded chat wrote
+/// carry their turn and step; others are grouped by chain (a run without
+/// one is a turn of its own) in the order they started. (`load` settles
+/// ties between turns started in the same millisecond.)
+fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
+    let step_of = |run: &RunRecord| -> Option<(u64, u64)> {
+        let (turn, step) = relation_of(run, relation::STEP).next()?.split_once('.')?;
+        Some((turn.parse().ok()?, step.parse().ok()?))
+    };
+    let mut groups: Vec<Vec<RunRecord>> = Vec::new();
+    let mut keys: HashMap<String, usize> = HashMap::new();
+    for run in runs
+        .into_iter()
+        .filter(|r| r.status == skein_store::RunStatus::Succeeded)
+    {
+        let key = match step_of(&run) {
+            Some((turn, _)) => Some(format!("turn {turn}")),
+            None => relation_of(&run, engine_relation::CHAIN)
+                .next()
+                .map(|chain| format!("chain {chain}")),
+        };
+        match key.as_ref().and_then(|k| keys.get(k)) {
+            Some(&group) => groups[group].push(run),
+            None => {
+                if let Some(key) = key {
+                    keys.insert(key, groups.len());
+                }
+                groups.push(vec![run]);
+            }
+        }
+    }
+    for group in &mut groups {
+        group.sort_by_key(|run| (step_of(run).map(|(_, step)| step), run.started_ms));
+    }
+    groups.sort_by_key(|group| {
+        let first = &group[0];
+        (
+            first.started_ms,
+            step_of(first).map_or(u64::MAX, |(turn, _)| turn),
+            first.id.clone(),
+        )
+    });
+    groups
+}
+
+async fn load_turn(
+    store: &Store,
+    index: usize,
+    runs: Vec<RunRecord>,
+    removed: &Ablation,
+) -> std::result::Result<Turn, String> {
+    let first = runs[0].clone();
+    let last = runs.last().expect("a group has a run").clone();
+    let input = first.input_head.ok_or("its first run has no request")?;
+    let output = last.output_head.ok_or("its last run has no reply")?;
+    let (request, thread) = store
+        .run(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut sources: Vec<SourceInfo> = relation_of(&first, relation::SOURCE)
+        .filter_map(|text| serde_json::from_str(text).ok())
+        .collect();
+    for tool in &first.tools {
+        if !sources.iter().any(|s| s.id == tool.name) {
+            sources.push(SourceInfo {
+                id: tool.name.clone(),
+                kind: SourceKind::Tool,
+                hook: false,
+            });
+        }
+    }
+    for (_, tags) in first.annotations.iter() {
+        for tag in tags {
+            if let Annotation::Source(id) = tag
+                && !sources.iter().any(|s| &s.id == id)
+            {
+                sources.push(SourceInfo {
+                    id: id.clone(),
+                    kind: SourceKind::Other,
+                    hook: false,
+                });
+            }
+        }
+    }
+    let user_text = request
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m.role == skein_core::Role::User)
+        .map(|m| m.joined_text())
+        .unwrap_or_default();
+    Ok(Turn {
+        index,
+        user_text,
+        annotations: first.annotations.clone(),
+        tools: first.tools.clone(),
+        sources,
+        removed: removed.clone(),
+        request,
+        thread,
+        usage: runs
+            .iter()
+            .fold(Usage::default(), |sum, r| sum.add(&r.usage)),
+        runs: runs.iter().map(|r| r.id.clone()).collect(),
+        events: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_store::{Relation, RunId};
+
+    fn run(id: &str, started_ms: i64, relations: &[(&str, &str)]) -> RunRecord {
+        let mut run = RunRecord::new("m", "p");
+        run.id = RunId(id.into());
+        run.started_ms = started_ms;
+        run.relations = relations
+            .iter()
+            .map(|(kind, target)| Relation {
+                kind: kind.to_string(),
+                target: target.to_string(),
+            })
+            .collect();
+        run
+    }
+
+    #[test]
+    fn turns_keep_their_order_when_start_times_tie() {
+        // Ids sort against the turn order and every run starts in the same
+        // millisecond: only the recorded turn and step can order them.
+        let runs = vec![
+            run("a", 5, &[(relation::STEP, "1.1")]),
+            run("b", 5, &[(relation::STEP, "1.0")]),
+            run("c", 5, &[(relation::STEP, "0.0")]),
+            run("d", 9, &[(engine_relation::CHAIN, "x")]),
+            run("e", 7, &[]),
+            run("f", 9, &[(engine_relation::CHAIN, "x")]),
+        ];
+        let ids: Vec<Vec<&str>> = group_turns(runs)
+            .iter()
+            .map(|g| g.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|s| match *s {
+                        "a" => "a",
+                        "b" => "b",
+                        "c" => "c",
+                        "d" => "d",
+                        "e" => "e",
+                        _ => "f",
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            vec![vec!["c"], vec!["b", "a"], vec!["e"], vec!["d", "f"]]
+        );
+    }
+}

@@ -1,0 +1,364 @@
+//! Persistence: turns, reruns and forks stored, and everything loaded back
+//! after the database is reopened.
+
+mod common;
+
+use common::{Recording, advisor, advisor_builder, decision_changed, record_three};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use skein_engine::tool_fn;
+use skein_recorded::{
+    RecordedChat, RecordedError, RerunId, RerunOptions, Verdict, conversation_of_node,
+};
+use skein_store::Store;
+use std::sync::Arc;
+
+#[tokio::test]
+async fn turns_reruns_and_forks_survive_reopening_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skein.sqlite");
+    let (cid, rerun_id, fork_cid, evidence) = {
+        let store = Store::open(&path).unwrap();
+        let mut chat = advisor_builder(advisor::model())
+            .store(store.clone())
+            .name("desk")
+            .build()
+            .await
+            .unwrap();
+        record_three(&mut chat).await;
+        let rerun = chat
+            .rerun_turn(
+                1,
+                RerunOptions::ignore(["social-sentiment"])
+                    .comparator(decision_changed)
+                    .check_baseline(),
+            )
+            .await
+            .unwrap();
+        let mut fork = chat.fork(1, Some(&rerun)).await.unwrap();
+        fork.send("How much should we allocate?").await.unwrap();
+        let evidence: Vec<_> = chat
+            .turns()
+            .iter()
+            .map(|t| {
+                (
+                    t.request().head_id(),
+                    t.annotations().clone(),
+                    t.tools().to_vec(),
+                    t.node(),
+                    t.runs().to_vec(),
+                )
+            })
+            .collect();
+        (
+            chat.conversation().unwrap().clone(),
+            rerun.id.clone(),
+            fork.conversation().unwrap().clone(),
+            evidence,
+        )
+    };
+
+    let store = Store::open(&path).unwrap();
+    // The rerun record links the turn, its ablation, runs and verdict.
+    let record = store.rerun(&rerun_id).unwrap();
+    assert_eq!(record.conversation, cid);
+    assert_eq!(record.turn, 1);
+    assert_eq!(record.turn_node, evidence[1].3);
+    assert_eq!(record.ablation, ["social-sentiment"]);
+    assert_eq!(
+        (
+            record.samples,
+            record.sample_runs.len(),
+            record.baseline_runs.len()
+        ),
+        (3, 3, 3)
+    );
+    assert_eq!(record.verdict.as_deref(), Some("confirmed"));
+    let answer = store.load_thread(record.answer_head.unwrap()).unwrap();
+    assert!(
+        answer
+            .head()
+            .unwrap()
+            .message()
+            .joined_text()
+            .starts_with("HOLD")
+    );
+    let run = store.run_record(&record.sample_runs[0]).unwrap();
+    assert_eq!(run.input_head, record.request_head);
+    assert!(
+        store
+            .reruns_of_node(record.turn_node)
+            .unwrap()
+            .iter()
+            .any(|r| r.id == rerun_id)
+    );
+    assert_eq!(store.resolve_rerun(&rerun_id.0[..8]).unwrap(), rerun_id);
+    // The fork is a conversation with its origin.
+    let fork = store.conversation(&fork_cid).unwrap();
+    let origin = fork.origin.clone().unwrap();
+    assert_eq!(origin.rerun.as_deref(), Some(rerun_id.as_str()));
+    assert_eq!(origin.conversation.as_ref(), Some(&cid));
+    assert_eq!(origin.node, record.answer_head);
+
+    // The chat loads back with its turns' evidence.
+    let model = Recording::new(advisor::model());
+    let mut chat = advisor_builder(model.clone())
+        .store(store.clone())
+        .load(&cid)
+        .await
+        .unwrap();
+    assert_eq!(chat.turns().len(), 3);
+    for (turn, (request, annotations, tools, node, runs)) in chat.turns().iter().zip(&evidence) {
+        assert_eq!(&turn.request().head_id(), request);
+        assert_eq!(turn.annotations(), annotations);
+        assert_eq!(turn.tools(), tools.as_slice());
+        assert_eq!(&turn.node(), node);
+        assert_eq!(turn.runs(), runs.as_slice());
+    }
+    assert_eq!(
+        conversation_of_node(&store, evidence[1].3).await.unwrap(),
+        cid
+    );
+    assert_eq!(chat.turn_of_node(evidence[1].3).unwrap(), 1);
+
+    // Provenance survives the restart: the stored rerun forks, a made-up
+    // one does not, and another chat's is refused.
+    let refork = chat.fork_from_rerun(&rerun_id).await.unwrap();
+    assert_eq!(refork.history().head_id(), record.answer_head);
+    assert!(refork.removed().contains("social-sentiment"));
+    let error = chat.fork_from_rerun(&RerunId::random()).await.unwrap_err();
+    assert!(matches!(error, RecordedError::Provenance { .. }), "{error}");
+
+    // A loaded turn re-runs like a live one.
+    model.take();
+    let again = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"])
+                .comparator(decision_changed)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.verdict, Some(Verdict::Confirmed));
+    assert_eq!(
+        &model.take()[3].thread,
+        chat.turn(1).unwrap().request(),
+        "baseline = stored request"
+    );
+
+    // The fork loads back with its removals and continues without them.
+    let mut fork = advisor_builder(model.clone())
+        .store(store.clone())
+        .load(&fork_cid)
+        .await
+        .unwrap();
+    assert!(fork.removed().contains("social-sentiment"));
+    assert_eq!(fork.turns().len(), 1);
+    assert!(fork.turn(0).unwrap().text().starts_with("KEEP"));
+    let turn = fork
+        .send("Should we BUY or HOLD this position?")
+        .await
+        .unwrap();
+    assert!(turn.text().starts_with("HOLD"));
+    assert!(
+        !turn.request().messages()[0]
+            .joined_text()
+            .contains("social-sentiment")
+    );
+    // Other chats' reruns are refused on the reloaded chat too.
+    let mut stranger = advisor_builder(advisor::model())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    record_three(&mut stranger).await;
+    let theirs = stranger
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"]).comparator(decision_changed),
+        )
+        .await
+        .unwrap();
+    let error = chat.fork_from_rerun(&theirs.id).await.unwrap_err();
+    assert!(
+        error.to_string().contains("belongs to conversation"),
+        "{error}"
+    );
+    let error = chat.fork(1, Some(&theirs)).await.unwrap_err();
+    assert!(error.to_string().contains("another chat"), "{error}");
+}
+
+#[tokio::test]
+async fn loading_needs_a_store_and_an_existing_conversation() {
+    let error = advisor_builder(advisor::model())
+        .load(&skein_store::ConversationId::random())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::NoStore(_)));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let error = advisor_builder(advisor::model())
+        .store(store)
+        .load(&skein_store::ConversationId("nope".into()))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("no conversation nope"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_conversation_recorded_without_a_recorded_chat_loads_one_turn_per_run() {
+    // What plain `skein prompt` turns leave: a run per turn, no relations,
+    // a source tag on the system message's second part.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let conversation = store.create_conversation(Default::default()).unwrap();
+    let system = skein_core::Message::new(
+        skein_core::Role::System,
+        vec![
+            skein_core::Part::text("Advise."),
+            skein_core::Part::text("social-sentiment: bullish"),
+        ],
+    );
+    let mut head = None;
+    let mut thread = skein_core::Thread::new().push(system);
+    // Both runs start in the same millisecond and their ids sort against
+    // the turn order: only the histories can order them.
+    let turns = [
+        ("status?", "Up.", "b".repeat(32)),
+        ("Should we BUY or HOLD?", "BUY: bullish.", "a".repeat(32)),
+    ];
+    for (question, answer, id) in turns {
+        let request = thread.push(skein_core::Message::user(question));
+        let reply = request.push(skein_core::Message::assistant(answer));
+        let mut run = skein_store::RunRecord::new("scripted", "scripted");
+        run.id = skein_store::RunId(id);
+        run.started_ms = 1_000;
+        run.conversation = Some(conversation.id.clone());
+        run.input_head = request.head_id();
+        run.output_head = reply.head_id();
+        run.annotations.add(
+            request.nodes()[0].id(),
+            1,
+            skein_core::Annotation::Source("social-sentiment".into()),
+        );
+        store
+            .commit_turn(&skein_store::TurnCommit {
+                conversation: &conversation.id,
+                expected_head: head,
+                thread: &reply,
+                runs: std::slice::from_ref(&run),
+            })
+            .unwrap();
+        head = reply.head_id();
+        thread = reply;
+    }
+    let node = thread.head_id().unwrap();
+    assert_eq!(
+        conversation_of_node(&store, node).await.unwrap(),
+        conversation.id
+    );
+    let mut chat = advisor_builder(advisor::model())
+        .store(store.clone())
+        .load(&conversation.id)
+        .await
+        .unwrap();
+    assert_eq!(chat.turns().len(), 2);
+    assert_eq!(chat.turn_of_node(node).unwrap(), 1);
+    let turn = chat.turn(1).unwrap().clone();
+    assert_eq!(turn.user_text(), "Should we BUY or HOLD?");
+    assert!(turn.sources().iter().any(|s| s.id == "social-sentiment"));
+    let rerun = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"])
+                .comparator(decision_changed)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert!(rerun.answer().starts_with("HOLD"));
+    assert_eq!(rerun.verdict, Some(Verdict::Confirmed));
+    let error = conversation_of_node(&store, turn.request().head_id().unwrap())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::NotATurn(_)));
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Query {
+    q: String,
+}
+
+const TOOLS: &str = r#"
+[[rules]]
+tool_offered = "quote"
+last_role = "user"
+last_user_contains = "price"
+reply = "Checking."
+tool_calls = [{ name = "quote", arguments = '{"q": "ACME"}' }]
+
+[[rules]]
+last_role = "tool"
+reply = "ACME trades at {last_tool_result}"
+
+[[rules]]
+tool_offered = "quote"
+last_user_contains = "buy"
+reply = "BUY: the quote supports it."
+
+[[rules]]
+reply = "HOLD: no quote to go on."
+"#;
+
+#[tokio::test]
+async fn a_rerun_shares_every_node_its_ablation_leaves_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let quote = tool_fn("quote", "A stock quote", |q: Query| async move {
+        Ok::<_, std::convert::Infallible>(format!("{} 42.0", q.q.len()))
+    });
+    let mut chat = RecordedChat::builder(common::engine(Recording::scripted(TOOLS)), "advisor")
+        .system("Advise.")
+        .tool(quote)
+        .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    chat.send("What is the price?").await.unwrap();
+    chat.send("So, buy?").await.unwrap();
+    assert!(chat.turn(1).unwrap().text().starts_with("BUY"));
+    let rerun = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["quote"])
+                .comparator(decision_changed)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rerun.verdict, Some(Verdict::Confirmed));
+    let recorded = chat.turn(1).unwrap().request().nodes();
+    let probe = rerun.samples[0].request.nodes();
+    // system, user: untouched and shared; the call and its result are gone
+    // from the history, the text of the assistant message that made the
+    // call stays; the tool is no longer offered.
+    assert_eq!(probe[0].id(), recorded[0].id());
+    assert_eq!(probe[1].id(), recorded[1].id());
+    assert_eq!(probe[2].message().joined_text(), "Checking.");
+    assert!(probe[2].message().tool_calls().next().is_none());
+    assert_ne!(probe[2].id(), recorded[2].id());
+    assert!(rerun.samples[0].tools.is_empty());
+    assert_eq!(recorded.len(), 6);
+    assert_eq!(probe.len(), 5);
+    for node in &probe {
+        assert!(
+            store.contains(node.id()).unwrap(),
+            "the rerun's request is stored"
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! Reasoning about turns and re-running them without sources.
+
+mod common;
+
+use common::{Counting, Recording, advisor, advisor_builder, advisor_chat, decision_changed};
+use skein_core::{Annotation, BoxFuture, Message, Part, Role, Thread};
+use skein_recorded::{
+    HookContext, HookError, Purpose, ReasonOptions, RecordedChat, RecordedError, RerunOptions,
+    Source, SourceHook, Verdict,
+};
+use std::sync::{Arc, Mutex};
+
+#[tokio::test]
+async fn reason_ranks_the_source_the_reply_echoes_first_and_is_memoised() {
+    let counting = Counting::new();
+    let mut chat = advisor_builder(advisor::model())
+        .embedder(counting.clone())
+        .build()
+        .await
+        .unwrap();
+    common::record_three(&mut chat).await;
+    let report = chat.reason(1, ReasonOptions::new()).await.unwrap();
+    assert!(report.is_correlational());
+    assert_eq!(report.turn, 1);
+    assert_eq!(report.node, chat.turn(1).unwrap().node());
+    assert_eq!(report.removable()[0], "social-sentiment");
+    assert_eq!(report.suspects.len(), 3);
+    let top = &report.suspects[0];
+    // No tool loop: score = 0.8·FA + 0.2·DEPTH, DEPTH = 1.
+    assert_eq!(top.signals.avg, None);
+    assert_eq!(top.signals.depth, 1.0);
+    assert!((top.score - (0.8 * top.signals.fa + 0.2)).abs() < 1e-6);
+    assert!(report.render().contains("correlational"));
+    assert_eq!(counting.calls(), 1);
+
+    let again = chat.reason(1, ReasonOptions::new()).await.unwrap();
+    assert!(Arc::ptr_eq(&report, &again), "memoised");
+    assert_eq!(counting.calls(), 1, "no embedding for a memoised report");
+    let fresh = chat.reason(1, ReasonOptions::new().fresh()).await.unwrap();
+    assert!(!Arc::ptr_eq(&report, &fresh));
+    assert_eq!(counting.calls(), 2);
+    assert_eq!(fresh.removable(), report.removable());
+    assert!(matches!(
+        chat.reason(3, ReasonOptions::new()).await,
+        Err(RecordedError::TurnOutOfRange { turn: 3, turns: 3 })
+    ));
+}
+
+#[tokio::test]
+async fn reason_without_an_embedder_says_how_to_give_one() {
+    let mut chat = RecordedChat::builder(common::engine(advisor::model()), "advisor")
+        .build()
+        .await
+        .unwrap();
+    chat.send("How is the position looking?").await.unwrap();
+    let error = chat.reason(0, ReasonOptions::new()).await.unwrap_err();
+    assert!(matches!(error, RecordedError::NoEmbedder(_)));
+    assert!(
+        error.to_string().contains("RecordedChatBuilder::embedder"),
+        "{error}"
+    );
+}
+
+/// The recorded messages with the parts tagged `id` removed.
+fn without(thread: &Thread, annotations: &skein_core::Annotations, id: &str) -> Vec<Message> {
+    thread
+        .nodes()
+        .iter()
+        .map(|node| {
+            let parts: Vec<Part> = node
+                .message()
+                .parts
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| annotations.source_of(node.id(), *i as u32) != Some(id))
+                .map(|(_, p)| p.clone())
+                .collect();
+            Message::new(node.message().role, parts)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn probes_replay_the_recorded_request_minus_the_removed_parts_byte_for_byte() {
+    let model = Recording::new(advisor::model());
+    let mut chat = advisor_chat(model.clone()).await;
+    model.take();
+    let rerun = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"])
+                .samples(2)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    let received = model.take();
+    assert_eq!(received.len(), 4, "2 probes then 2 baselines");
+    let turn = chat.turn(1).unwrap();
+    let expected = Thread::from_messages(without(
+        turn.request(),
+        turn.annotations(),
+        "social-sentiment",
+    ));
+    for (i, probe) in received[..2].iter().enumerate() {
+        assert_eq!(
+            probe.thread, expected,
+            "probe {i} is the recorded request minus the part"
+        );
+        assert_eq!(
+            probe.options.seed,
+            Some(i as u64),
+            "samples use distinct seeds"
+        );
+        // Every other tag survives, re-keyed onto the new system node.
+        let system = probe.thread.nodes()[0].id();
+        assert_eq!(probe.annotations.source_of(system, 1), Some("fundamentals"));
+        assert_eq!(probe.annotations.source_of(system, 2), Some("analyst-note"));
+        assert!(
+            !probe
+                .annotations
+                .iter()
+                .any(|(_, tags)| tags.contains(&Annotation::Source("social-sentiment".into())))
+        );
+        assert_eq!(probe.thread, rerun.samples[i].request);
+    }
+    for baseline in &received[2..] {
+        assert_eq!(
+            &baseline.thread,
+            turn.request(),
+            "the baseline is the recorded request"
+        );
+        assert_eq!(&baseline.annotations, turn.annotations());
+    }
+    // Only the system text changed, so no node of the probe equals the
+    // recorded one past the root; the user messages are byte-identical.
+    let (recorded, probe) = (turn.request().messages(), received[0].thread.messages());
+    assert_eq!(recorded[1..], probe[1..]);
+}
+
+#[tokio::test]
+async fn a_verdict_only_with_a_baseline() {
+    let mut chat = advisor_chat(advisor::model()).await;
+    let rerun = chat
+        .rerun_turn(1, RerunOptions::ignore(["social-sentiment"]))
+        .await
+        .unwrap();
+    assert_eq!(rerun.samples.len(), 3, "three samples by default");
+    assert!(rerun.what_changed.answer_flipped);
+    assert_eq!(rerun.what_changed.flips, 3);
+    assert!(rerun.baseline.is_none());
+    assert_eq!(rerun.verdict, None);
+    assert!(rerun.render().contains("no verdict"));
+    let similarity = rerun.what_changed.similarity.unwrap();
+    assert!(
+        similarity.max < 0.8,
+        "the default comparator: cosine below 0.8"
+    );
+    assert!(
+        rerun
+            .what_changed
+            .summary
+            .contains("3 of 3 samples changed")
+    );
+
+    // A source that does not matter: not confirmed.
+    let rerun = chat
+        .rerun_turn(1, RerunOptions::ignore(["analyst-note"]).check_baseline())
+        .await
+        .unwrap();
+    assert!(rerun.samples.iter().all(|s| s.answer.starts_with("BUY")));
+    assert_eq!(rerun.what_changed.flips, 0);
+    assert_eq!(rerun.verdict, Some(Verdict::NotConfirmed));
+}
+
+#[tokio::test]
+async fn ignore_is_resolved_against_the_report() {
+    let mut chat = advisor_chat(advisor::model()).await;
+    let error = chat
+        .rerun_turn(1, RerunOptions::ignore(["weather"]))
+        .await
+        .unwrap_err();
+    match &error {
+        RecordedError::UnknownSource { id, removable, .. } => {
+            assert_eq!(id, "weather");
+            assert_eq!(removable[0], "social-sentiment");
+        }
+        other => panic!("expected an unknown source, got {other}"),
+    }
+    assert!(
+        error
+            .to_string()
+            .contains("removable sources: social-sentiment"),
+        "{error}"
+    );
+
+    let error = chat
+        .rerun_turn(1, RerunOptions::ignore(Vec::<String>::new()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RecordedError::NothingToIgnore { turn: 1, .. }),
+        "{error}"
+    );
+
+    let error = chat
+        .rerun_turn(1, RerunOptions::ignore(["social-sentiment"]).samples(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::TooFewSamples(1)));
+
+    // A cap of one makes the second-ranked source unremovable until the
+    // turn is reasoned about again with a wider cap.
+    chat.reason(1, ReasonOptions::new().max_suspects(1).fresh())
+        .await
+        .unwrap();
+    let second = chat.report(1).unwrap().beyond_cap[0].id.clone();
+    let error = chat
+        .rerun_turn(1, RerunOptions::ignore([second.clone()]))
+        .await
+        .unwrap_err();
+    match &error {
+        RecordedError::BeyondCap { rank, cap, .. } => assert_eq!((*rank, *cap), (2, 1)),
+        other => panic!("expected a cap error, got {other}"),
+    }
+    assert!(error.to_string().contains("max_suspects(2)"), "{error}");
+    chat.reason(1, ReasonOptions::new().max_suspects(2).fresh())
+        .await
+        .unwrap();
+    chat.rerun_turn(1, RerunOptions::ignore([second]))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_custom_comparator_decides_what_changed() {
+    let mut chat = advisor_chat(advisor::model()).await;
+    let never = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"])
+                .comparator(|_, _| false)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(never.what_changed.flips, 0);
+    assert_eq!(never.verdict, Some(Verdict::NotConfirmed));
+    let decided = chat
+        .rerun_turn(
+            1,
+            RerunOptions::ignore(["social-sentiment"])
+                .comparator(decision_changed)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(decided.verdict, Some(Verdict::Confirmed));
+}
+
+/// A memory store the application writes after each turn: the hook
+/// recalls what is in it now, so a replay can see more than the turn saw.
+struct Memory {
+    notes: Mutex<Vec<String>>,
+    calls: Mutex<Vec<(Purpose, Vec<String>)>>,
+}
+
+impl SourceHook for Memory {
+    fn sources<'a>(
+        &'a self,
+        context: HookContext<'a>,
+    ) -> BoxFuture<'a, Result<Vec<Source>, HookError>> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((context.purpose, context.ablation.iter().cloned().collect()));
+        let notes = self.notes.lock().unwrap().clone();
+        Box::pin(async move {
+            Ok(vec![Source::memory(
+                "memory",
+                format!(
+                    "memory: {}",
+                    if notes.is_empty() {
+                        "nothing yet".into()
+                    } else {
+                        notes.join("; ")
+                    }
+                ),
+            )])
+        })
+    }
+}
+
+const MEMORY: &str = r#"
+[[rules]]
+system_contains = "prefers bonds"
+reply = "BONDS: the client prefers bonds."
+
+[[rules]]
+reply = "CASH: nothing is known about the client."
+"#;
+
+#[tokio::test]
+async fn a_hook_source_that_changed_since_the_turn_makes_the_baseline_unstable() {
+    let memory = Arc::new(Memory {
+        notes: Mutex::new(Vec::new()),
+        calls: Mutex::new(Vec::new()),
+    });
+    let model = Recording::scripted(MEMORY);
+    let mut chat = RecordedChat::builder(common::engine(model.clone()), "advisor")
+        .system("Advise.")
+        .source(Source::fact("fundamentals", "fundamentals: flat"))
+        .hook(memory.clone())
+        .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+        .build()
+        .await
+        .unwrap();
+    let turn = chat.send("What should I hold?").await.unwrap().clone();
+    assert!(turn.text().starts_with("CASH"));
+    assert!(turn.sources().iter().any(|s| s.id == "memory" && s.hook));
+    // A later turn writes to the memory store.
+    memory
+        .notes
+        .lock()
+        .unwrap()
+        .push("client prefers bonds".into());
+
+    let rerun = chat
+        .rerun_turn(0, RerunOptions::ignore(["fundamentals"]).check_baseline())
+        .await
+        .unwrap();
+    let baseline = rerun.baseline.as_ref().unwrap();
+    assert!(
+        !baseline.stable,
+        "the baseline recalled a memory the turn never saw"
+    );
+    assert_eq!(baseline.changed, 3);
+    assert_eq!(rerun.verdict, Some(Verdict::Inconclusive));
+    // The hook ran for the live turn, each probe and each baseline, and
+    // was told what was removed.
+    let calls = memory.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 7);
+    assert_eq!(calls[0], (Purpose::Live, vec![]));
+    assert_eq!(calls[1], (Purpose::Probe, vec!["fundamentals".to_string()]));
+    assert_eq!(calls[6], (Purpose::Baseline, vec![]));
+    // The hook's part sits where live turns put it: last in the system message.
+    let probe = &rerun.samples[0].request;
+    let system = probe.nodes()[0];
+    assert_eq!(system.message().role, Role::System);
+    assert_eq!(
+        system.message().parts.last().unwrap().as_text(),
+        Some("memory: client prefers bonds")
+    );
+
+    // Removing the memory itself, with the memory unchanged: stable.
+    memory.notes.lock().unwrap().clear();
+    let rerun = chat
+        .rerun_turn(0, RerunOptions::ignore(["memory"]).check_baseline())
+        .await
+        .unwrap();
+    assert!(rerun.baseline.as_ref().unwrap().stable);
+    assert_eq!(rerun.verdict, Some(Verdict::NotConfirmed));
+    assert!(
+        rerun.samples[0].request.messages()[0]
+            .parts
+            .iter()
+            .all(|p| !p.as_text().unwrap_or("").starts_with("memory"))
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_turn_cannot_be_rerun() {
+    let mut chat = advisor_chat(advisor::model()).await;
+    assert!(matches!(
+        chat.rerun_turn(7, RerunOptions::ignore(["social-sentiment"]))
+            .await,
+        Err(RecordedError::TurnOutOfRange { turn: 7, .. })
+    ));
+}

@@ -1,0 +1,68 @@
+/*!
+The embedding cache: vectors keyed by (embedder id, content digest), so a
+text embedded once by one embedder is never embedded again by it, across
+processes. Vectors are stored as little-endian `f32`s.
+*/
+
+use crate::error::{Result, StoreError};
+use crate::sqlite::SqliteStore;
+use crate::store::{Store, dispatch};
+use rusqlite::{OptionalExtension, params};
+use skein_core::Digest;
+
+impl Store {
+    /// The cached vector of the content with `digest` under `embedder`.
+    pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+        dispatch!(self, s => s.cached_embedding(embedder, digest))
+    }
+
+    /// Remember a vector (an existing entry is kept: vectors are a pure
+    /// function of the embedder and the content).
+    pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+        dispatch!(self, s => s.cache_embedding(embedder, digest, vector))
+    }
+}
+
+impl SqliteStore {
+    pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+        self.read(|conn| {
+            let bytes: Option<Vec<u8>> = conn
+                .prepare_cached(
+                    "SELECT vector FROM embeddings WHERE embedder = ?1 AND digest = ?2",
+                )?
+                .query_row(params![embedder, digest.as_bytes()], |row| row.get(0))
+                .optional()?;
+            bytes.map(|bytes| decode(&bytes)).transpose()
+        })
+    }
+
+    pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+        let bytes = encode(vector);
+        self.write(|tx| {
+            tx.prepare_cached(
+                "INSERT INTO embeddings(embedder, digest, vector) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![embedder, digest.as_bytes(), bytes])?;
+            Ok(())
+        })
+    }
+}
+
+/// A vector as stored: little-endian `f32`s.
+pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<f32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(StoreError::MalformedRow(format!(
+            "a cached embedding has {} bytes, not a multiple of 4",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}

@@ -1,0 +1,124 @@
+/*!
+Reruns on PostgreSQL: the port of `crate::reruns` (its SQL only; the row
+parsing is shared). A rerun's threads, runs and row are written in one
+transaction.
+*/
+
+use super::PgStore;
+use super::graph::{find_missing, nodes_of, queue_nodes};
+use super::pipeline::{Param, Pipeline};
+use super::runs::queue_run;
+use crate::error::{Result, StoreError};
+use crate::graph::mark_all;
+use crate::records::{ConversationId, RerunId};
+use crate::reruns::{RawRerun, RerunCommit, RerunRecord, SELECT_RERUN};
+use skein_core::NodeId;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+impl PgStore {
+    pub fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+        let key = self.key();
+        let marks = self.write(async |tx| {
+            let mut marks = Vec::new();
+            // Threads one after another: a later one may hang under nodes an
+            // earlier one adds.
+            for thread in commit.threads {
+                let (missing, known) = find_missing(tx, key, thread).await?;
+                let mut pipeline = Pipeline::new();
+                queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+                pipeline.run().await?;
+                marks.extend(known);
+                marks.extend(missing);
+            }
+            let record = commit.record;
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO reruns(id, conversation, turn, turn_node, request_head, answer_head,
+                         ablation, samples, sample_runs, baseline_runs, verdict, summary, detail, created)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                )
+                .await?;
+            let mut pipeline = Pipeline::new();
+            for run in commit.runs {
+                queue_run(&mut pipeline, tx, run).await?;
+            }
+            let id = |id: &Option<NodeId>| id.as_ref().map(|id| id.0.to_vec());
+            let params: Vec<Param> = vec![
+                Box::new(record.id.0.clone()),
+                Box::new(record.conversation.0.clone()),
+                Box::new(i64::from(record.turn)),
+                Box::new(record.turn_node.0.to_vec()),
+                Box::new(id(&record.request_head)),
+                Box::new(id(&record.answer_head)),
+                Box::new(serde_json::to_string(&record.ablation)?),
+                Box::new(i64::from(record.samples)),
+                Box::new(serde_json::to_string(&record.sample_runs)?),
+                Box::new(serde_json::to_string(&record.baseline_runs)?),
+                Box::new(record.verdict.clone()),
+                Box::new(record.summary.clone()),
+                Box::new(serde_json::to_string(&record.detail)?),
+                Box::new(record.created_ms),
+            ];
+            pipeline.push(tx, insert, params);
+            pipeline.run().await?;
+            Ok(marks)
+        })?;
+        mark_all(&marks, key);
+        Ok(())
+    }
+
+    pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
+        self.query_reruns(&format!("{SELECT_RERUN} WHERE id = $1"), &id.as_str())?
+            .pop()
+            .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))
+    }
+
+    pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(
+            &format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
+            &id.as_str(),
+        )
+    }
+
+    pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(
+            &format!("{SELECT_RERUN} WHERE turn_node = $1 ORDER BY created, id"),
+            &node.0.as_slice(),
+        )
+    }
+
+    pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(
+            &format!("{SELECT_RERUN} WHERE answer_head = $1 ORDER BY created, id"),
+            &node.0.as_slice(),
+        )
+    }
+
+    fn query_reruns(&self, sql: &str, param: &(dyn ToSql + Sync)) -> Result<Vec<RerunRecord>> {
+        let rows = self.read(async |client| {
+            let statement = client.prepare_cached(sql).await?;
+            Ok(client.query(&statement, &[param]).await?)
+        })?;
+        rows.iter().map(|row| raw_rerun(row).finish()).collect()
+    }
+}
+
+fn raw_rerun(row: &Row) -> RawRerun {
+    RawRerun {
+        id: row.get(0),
+        conversation: row.get(1),
+        turn: row.get::<_, i64>(2) as u32,
+        turn_node: row.get(3),
+        request_head: row.get(4),
+        answer_head: row.get(5),
+        ablation: row.get(6),
+        samples: row.get::<_, i64>(7) as u32,
+        sample_runs: row.get(8),
+        baseline_runs: row.get(9),
+        verdict: row.get(10),
+        summary: row.get(11),
+        detail: row.get(12),
+        created_ms: row.get(13),
+    }
+}
