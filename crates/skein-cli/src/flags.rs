@@ -48,6 +48,10 @@ pub enum Command {
     /// Fetch and list local models
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Rank the context sources of a recorded turn by their influence on its reply
+    Explain(ExplainArgs),
+    /// Re-run a recorded turn without chosen sources; prints the rerun id and verdict
+    Rerun(RerunArgs),
     /// List conversations, newest first
     Conversations(ConversationsArgs),
     /// Where the configuration file is, and the settings in force
@@ -159,6 +163,71 @@ pub struct PromptArgs {
     pub name: Option<String>,
     #[command(flatten)]
     pub tools: ToolArgs,
+    /// A context source for this turn, as ID=TEXT or ID=@FILE (repeatable):
+    /// rendered into the system text as a tagged part, so the reply can be
+    /// explained and re-run without it
+    #[arg(long = "source", value_name = "ID=TEXT", value_parser = parse_source)]
+    pub sources: Vec<(String, String)>,
+}
+
+/// `ID=TEXT` or `ID=@FILE`.
+fn parse_source(value: &str) -> Result<(String, String), String> {
+    let (id, text) = value
+        .split_once('=')
+        .ok_or_else(|| format!("`{value}` is not ID=TEXT or ID=@FILE"))?;
+    if id.trim().is_empty() {
+        return Err(format!("`{value}` has an empty source id"));
+    }
+    let text = match text.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|error| format!("cannot read the source file {path}: {error}"))?,
+        None => text.to_string(),
+    };
+    Ok((id.trim().to_string(), text))
+}
+
+#[derive(Debug, Args)]
+pub struct TurnRef {
+    /// The turn's reply node (any unique prefix)
+    #[arg(required_unless_present = "cid", conflicts_with_all = ["cid", "turn"])]
+    pub node: Option<String>,
+    /// The conversation (with --turn)
+    #[arg(long, value_name = "ID", requires = "turn")]
+    pub cid: Option<String>,
+    /// The turn's number in the conversation, from 0
+    #[arg(long, value_name = "K")]
+    pub turn: Option<usize>,
+    /// How replies are compared and sources scored: `minilm` (the local
+    /// sentence embedder; `skein models pull minilm`) or `lexical`
+    #[arg(long, default_value = "minilm", value_name = "NAME")]
+    pub embedder: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub turn: TurnRef,
+    /// Keep at most N suspects in the report
+    #[arg(long, default_value_t = 12, value_name = "N")]
+    pub max_suspects: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    #[command(flatten)]
+    pub turn: TurnRef,
+    /// A source to remove (repeatable; see `skein explain` for the removable ones)
+    #[arg(long = "ignore", value_name = "ID", required = true)]
+    pub ignore: Vec<String>,
+    /// Samples per probe (at least 2)
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
+    pub samples: u32,
+    /// Also re-run the unchanged request, so the result gets a verdict
+    #[arg(long)]
+    pub baseline: bool,
+    /// Keep at most N suspects in the report the ignored ids are checked against
+    #[arg(long, default_value_t = 12, value_name = "N")]
+    pub max_suspects: usize,
 }
 
 #[derive(Debug, Args)]
@@ -207,7 +276,12 @@ pub struct ReplyArgs {
 #[derive(Debug, Args)]
 pub struct ForkArgs {
     /// The node the new conversation starts at
-    pub node: String,
+    #[arg(required_unless_present = "from_rerun")]
+    pub node: Option<String>,
+    /// Start from a rerun's counterfactual answer instead (its removals
+    /// carry forward); then the only positional argument is TEXT
+    #[arg(long, value_name = "RERUN")]
+    pub from_rerun: Option<String>,
     /// Run this first turn in the new conversation
     pub text: Option<String>,
     /// Name the new conversation

@@ -676,3 +676,85 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
     );
     assert!(man.contains("serve"));
 }
+
+#[test]
+fn the_advisor_desk_is_explained_rerun_and_forked_from_the_command_line() {
+    let skein = Skein::new();
+    let model = format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../skein-recorded/examples/data/advisor.toml")
+            .display()
+    );
+    skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-s",
+        "You are an investment advisor. Answer BUY or HOLD when asked.",
+        "--source",
+        "fundamentals=fundamentals: revenue flat, margins stable",
+        "--source",
+        "social-sentiment=social-sentiment: bullish, retail chatter at a three-month high",
+        "--source",
+        "analyst-note=analyst-note: price target unchanged",
+        "How is the position looking?",
+    ]);
+    let buy = skein.json(&["prompt", "-c", "Should we BUY or HOLD this position?"]);
+    assert!(buy["text"].as_str().unwrap().starts_with("BUY"), "{buy}");
+    let node = buy["node"].as_str().unwrap()[..12].to_string();
+    let add = skein.json(&["prompt", "-c", "How much should we allocate?"]);
+    assert!(add["text"].as_str().unwrap().starts_with("ADD"), "{add}");
+
+    let report = skein.ok(&["explain", &node, "--embedder", "lexical"]);
+    assert!(report.contains("correlational"), "{report}");
+    let first = report
+        .lines()
+        .find(|line| line.starts_with("1 "))
+        .unwrap_or_default();
+    assert!(first.contains("social-sentiment"), "{report}");
+
+    let unknown = skein.run(&[
+        "rerun",
+        &node,
+        "--ignore",
+        "weather",
+        "--embedder",
+        "lexical",
+    ]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        stderr(&unknown).contains("social-sentiment"),
+        "lists the removable ones"
+    );
+
+    let rerun = skein.json(&[
+        "rerun",
+        &node,
+        "--ignore",
+        "social-sentiment",
+        "--baseline",
+        "--embedder",
+        "lexical",
+    ]);
+    assert_eq!(rerun["verdict"], "confirmed", "{rerun}");
+    assert!(rerun["answers"][0].as_str().unwrap().starts_with("HOLD"));
+    let rerun_id = rerun["rerun"].as_str().unwrap()[..12].to_string();
+
+    let fork = skein.json(&[
+        "fork",
+        "--from-rerun",
+        &rerun_id,
+        "How much should we allocate?",
+    ]);
+    assert!(fork["text"].as_str().unwrap().starts_with("KEEP"), "{fork}");
+    // The original conversation never changed.
+    let original = skein.json(&["log", "-q", "allocation", "-n", "5"]);
+    assert_eq!(
+        original.as_array().unwrap().len(),
+        2,
+        "ADD and KEEP, each once"
+    );
+    let tree = skein.ok(&["tree", buy["conversation"].as_str().unwrap()]);
+    assert!(tree.contains("confirmed"), "{tree}");
+}

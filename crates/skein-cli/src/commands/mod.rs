@@ -6,6 +6,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 mod chat;
 mod inspect;
 mod models;
+mod recorded;
 mod serve;
 mod settings;
 mod transfer;
@@ -66,6 +67,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify => transfer::verify(&ctx),
         Command::Serve(args) => serve::serve(&ctx, args).await,
         Command::Conversations(args) => inspect::conversations(&ctx, args),
+        Command::Explain(args) => recorded::explain(&ctx, args).await,
+        Command::Rerun(args) => recorded::rerun(&ctx, args).await,
         Command::Models(_) | Command::Config(_) | Command::Completions(_) | Command::Man => {
             unreachable!("handled before opening the database")
         }

@@ -28,6 +28,21 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         None
     };
     let tools = args.tools.resolve()?;
+    if !args.sources.is_empty() {
+        if tools.is_some() {
+            bail!("--source and -T cannot be combined yet: record the sourced turn without tools");
+        }
+        return super::recorded::prompt_with_sources(
+            ctx,
+            args.model.model,
+            stored,
+            args.name,
+            args.system,
+            args.sources,
+            text,
+        )
+        .await;
+    }
     let conversation = match stored {
         Some(stored) => {
             let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
@@ -87,7 +102,20 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
 }
 
 pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
-    let node = ctx.node(&args.node)?;
+    if let Some(rerun) = args.from_rerun.clone() {
+        // With --from-rerun there is no NODE: a single positional is TEXT.
+        let mut args = args;
+        if args.text.is_some() {
+            anyhow::bail!("with --from-rerun, give only the TEXT of the fork's first turn");
+        }
+        args.text = args.node.take();
+        return super::recorded::fork_from_rerun(ctx, args, &rerun).await;
+    }
+    let node = ctx.node(
+        args.node
+            .as_deref()
+            .expect("clap requires NODE without --from-rerun"),
+    )?;
     let home = home_model(args.model.model.clone().or_else(|| {
         ctx.store
             .conversations_at(node)

@@ -1,0 +1,281 @@
+/*!
+Recorded chats on the command line: `prompt --source` (a turn whose context
+sources are tagged so it can be explained and re-run), `explain` (rank a
+turn's sources), `rerun` (the turn again without chosen sources, with a
+verdict when the baseline is checked) and `fork --from-rerun` (a new
+conversation from the counterfactual answer).
+
+Every conversation the CLI records can be loaded as a recorded chat, so any
+of its turns can be explained and re-run, with or without `--source`.
+*/
+
+use super::turns::home_model;
+use super::{Context, conversation_model, print_json};
+use crate::flags::{ExplainArgs, ForkArgs, RerunArgs, TurnRef};
+use crate::ui;
+use anyhow::{Context as _, Result, bail};
+use serde_json::json;
+use skein::Model;
+use skein::recorded::{
+    CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder, ReasonOptions, RecordedChat,
+    RerunOptions, Source, conversation_of_node,
+};
+use skein::store::ConversationId;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// A turn with tagged context sources: a new conversation, or the latest
+/// (`-c`) or a chosen one (`--cid`) continued.
+pub async fn prompt_with_sources(
+    ctx: &Context,
+    model: Option<String>,
+    existing: Option<skein::store::Conversation>,
+    name: Option<String>,
+    system: Option<String>,
+    sources: Vec<(String, String)>,
+    text: String,
+) -> Result<ExitCode> {
+    let home = home_model(model.or(existing.as_ref().and_then(conversation_model)))?;
+    let mut builder = chat_builder(ctx, &home)
+        .sources(sources.into_iter().map(|(id, text)| Source::fact(id, text)));
+    if let Some(system) = system {
+        builder = builder.system(system);
+    }
+    if let Some(name) = name {
+        builder = builder.name(name);
+    }
+    let mut chat = match &existing {
+        Some(conversation) => builder.load(&conversation.id).await?,
+        None => builder.build().await?,
+    };
+    let turn = chat.send(text).await?.clone();
+    let conversation = chat
+        .conversation()
+        .cloned()
+        .context("a recorded chat with a store has a conversation")?;
+    remember_model(ctx, &conversation, &home)?;
+    let run = turn.runs().last().cloned();
+    if ctx.json {
+        return print_json(&json!({
+            "conversation": conversation,
+            "node": turn.node(),
+            "run": run,
+            "turn": turn.index(),
+            "text": turn.text(),
+            "sources": turn.sources(),
+        }));
+    }
+    println!("{}", turn.text());
+    ui::note(format!(
+        "conversation {} · turn {} · node {} · {} source(s) tagged: `skein explain {}` ranks them",
+        conversation.short(),
+        turn.index(),
+        turn.node().short(),
+        turn.sources().len(),
+        turn.node().short()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn explain(ctx: &Context, args: ExplainArgs) -> Result<ExitCode> {
+    let (mut chat, k, embedder) = load_turn(ctx, &args.turn).await?;
+    let report = chat
+        .reason(
+            k,
+            ReasonOptions::new()
+                .embedder(embedder)
+                .max_suspects(args.max_suspects),
+        )
+        .await?;
+    if ctx.json {
+        return print_json(&*report);
+    }
+    println!("{}", report.render().trim_end());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn rerun(ctx: &Context, args: RerunArgs) -> Result<ExitCode> {
+    let (mut chat, k, embedder) = load_turn(ctx, &args.turn).await?;
+    chat.reason(
+        k,
+        ReasonOptions::new()
+            .embedder(embedder.clone())
+            .max_suspects(args.max_suspects),
+    )
+    .await?;
+    let mut options = RerunOptions::ignore(args.ignore.clone())
+        .samples(args.samples)
+        .embedder(embedder);
+    if args.baseline {
+        options = options.check_baseline();
+    }
+    let calls = args.samples * if args.baseline { 2 } else { 1 };
+    let spinner = spinner(format!(
+        "re-running turn {k} without {} ({calls} model calls)",
+        args.ignore.join(", ")
+    ));
+    let result = chat.rerun_turn(k, options).await;
+    spinner.finish_and_clear();
+    let result = result?;
+    if ctx.json {
+        return print_json(&json!({
+            "rerun": result.id,
+            "turn": result.turn,
+            "turn_node": result.turn_node,
+            "removed": result.removed,
+            "original": result.original,
+            "answers": result.answers(),
+            "what_changed": result.what_changed,
+            "verdict": result.verdict,
+        }));
+    }
+    println!("{}", result.render().trim_end());
+    ui::note(format!(
+        "rerun {} · fork from its answer with `skein fork --from-rerun {}`{}",
+        result.id.short(),
+        result.id.short(),
+        if result.verdict.is_none() {
+            " · add --baseline for a verdict"
+        } else {
+            ""
+        }
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `skein fork --from-rerun RERUN [TEXT]`.
+pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Result<ExitCode> {
+    let id = ctx.store.resolve_rerun(rerun)?;
+    let record = ctx.store.rerun(&id)?;
+    let stored = ctx.store.conversation(&record.conversation)?;
+    let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
+    let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
+    let mut fork = chat.fork_from_rerun(&id).await?;
+    let conversation = fork
+        .conversation()
+        .cloned()
+        .context("a fork with a store has a conversation")?;
+    remember_model(ctx, &conversation, &home)?;
+    if let Some(name) = &args.name {
+        ctx.store.rename_conversation(&conversation, Some(name))?;
+    }
+    match args.text {
+        None if ctx.json => print_json(&ctx.store.conversation(&conversation)?),
+        None => {
+            println!("{}", conversation.short());
+            ui::note(format!(
+                "forked conversation {} from rerun {} (without {}); continue it with `skein prompt --cid {} TEXT`",
+                conversation.short(),
+                id.short(),
+                record.ablation.join(", "),
+                conversation.short()
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(text) => {
+            let turn = fork.send(text).await?.clone();
+            if ctx.json {
+                return print_json(&json!({
+                    "conversation": conversation,
+                    "node": turn.node(),
+                    "turn": turn.index(),
+                    "text": turn.text(),
+                }));
+            }
+            println!("{}", turn.text());
+            ui::note(format!(
+                "conversation {} (forked from rerun {}) · node {}",
+                conversation.short(),
+                id.short(),
+                turn.node().short()
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Keep the model in the conversation's settings, so that `-c`, `--cid` and
+/// `reply` go on with it as with any conversation the CLI records.
+fn remember_model(ctx: &Context, conversation: &ConversationId, model: &Model) -> Result<()> {
+    let mut meta = ctx.store.conversation(conversation)?.meta;
+    if !meta.is_object() {
+        meta = json!({});
+    }
+    meta["model"] = json!(model.name());
+    if !model.is_opened_by_name() {
+        meta["profile"] = json!(model.profile());
+    }
+    ctx.store.set_conversation_meta(conversation, &meta)?;
+    Ok(())
+}
+
+/// A recorded chat on `model`, recording into the CLI's store.
+fn chat_builder(ctx: &Context, model: &Model) -> skein::recorded::RecordedChatBuilder {
+    let mut builder =
+        RecordedChat::builder(model.engine().clone(), model.profile()).store(ctx.store.clone());
+    if let Some(name) = model.model_override() {
+        builder = builder.model(name);
+    }
+    builder
+}
+
+/// The chat holding the turn, the turn's number, and the embedder to use.
+async fn load_turn(
+    ctx: &Context,
+    turn: &TurnRef,
+) -> Result<(RecordedChat, usize, Arc<dyn Embedder>)> {
+    let (conversation, node) = match (&turn.node, &turn.cid) {
+        (Some(node), _) => {
+            let node = ctx.node(node)?;
+            (conversation_of_node(&ctx.store, node).await?, Some(node))
+        }
+        (None, Some(cid)) => (ctx.conversation(cid)?.id, None),
+        (None, None) => bail!("say which turn: NODE, or --cid ID --turn K"),
+    };
+    let embedder = embedder(ctx, &turn.embedder)?;
+    let stored = ctx.store.conversation(&conversation)?;
+    let home = home_model(conversation_model(&stored))?;
+    let chat = chat_builder(ctx, &home)
+        .embedder(embedder.clone())
+        .load(&ConversationId(conversation.0.clone()))
+        .await?;
+    let k = match (node, turn.turn) {
+        (Some(node), _) => chat.turn_of_node(node)?,
+        (None, Some(k)) => {
+            chat.turn(k)?;
+            k
+        }
+        (None, None) => bail!("--cid needs --turn K (turns are numbered from 0)"),
+    };
+    Ok((chat, k, embedder))
+}
+
+/// The embedder by name, caching its vectors in the store.
+fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
+    let inner: Arc<dyn Embedder> = match name {
+        "minilm" => Arc::new(MiniLmEmbedder::load(1).map_err(|error| {
+            anyhow::anyhow!(
+                "{error}; fetch it with `skein models pull minilm`, or pass --embedder lexical"
+            )
+        })?),
+        "lexical" => Arc::new(LexicalEmbedder::new(256)),
+        other => bail!("unknown embedder `{other}`: use `minilm` or `lexical`"),
+    };
+    Ok(Arc::new(CachedEmbedder::with_store(
+        inner,
+        ctx.store.clone(),
+    )))
+}
+
+/// A spinner on stderr while a long step runs; nothing when not a terminal.
+fn spinner(message: String) -> indicatif::ProgressBar {
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
