@@ -77,6 +77,17 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("skein");
         }
+        // Every statement the store runs is meant to be driven by an index
+        // (cost proportional to the rows it touches). On a young database,
+        // before autovacuum has analyzed the tables, the planner may cache
+        // plans made when the tables were empty and keep scanning whole
+        // tables after they have grown; ruling sequential scans out keeps
+        // the store's cost independent of the database's size.
+        let options = match config.get_options() {
+            Some(options) => format!("{options} -c enable_seqscan=off"),
+            None => "-c enable_seqscan=off".to_string(),
+        };
+        config.options(&options);
         let manager = Manager::from_config(
             config,
             NoTls,
