@@ -93,7 +93,7 @@ fn postgres_sessions_keep_the_url_options_and_never_scan_whole_tables() {
         db.store
             .debug_query_i64(&format!(
                 "SELECT CASE WHEN current_setting('{name}') LIKE 'skein_test_%' \
-                 OR current_setting('{name}') = 'off' THEN 1 ELSE 0 END"
+                 OR current_setting('{name}') = 'off' THEN 1 ELSE 0 END::bigint"
             ))
             .unwrap()
     };

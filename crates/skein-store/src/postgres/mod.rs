@@ -188,7 +188,7 @@ impl PgStore {
     }
 
     pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        self.read(async |client| Ok(client.query_one(sql, &[]).await?.get(0)))
+        self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
     }
 }
 
