@@ -240,8 +240,8 @@ impl Store {
         dispatch!(self, s => s.recent_runs(limit))
     }
 
-    /// Write the whole database as JSONL (see [`crate::ImportReport`] for
-    /// the way back): the same file whichever backend holds the graph.
+    /// Write the whole database as JSONL ([`Store::import`] reads it back):
+    /// the same file, byte for byte, whichever backend holds the graph.
     pub fn export(&self, out: &mut dyn Write) -> Result<()> {
         dispatch!(self, s => s.export_nodes(out))?;
         let conversations = self.list_conversations(usize::MAX >> 1)?;

@@ -78,6 +78,29 @@ fn a_malformed_url_is_reported() {
     assert!(matches!(error, StoreError::BadUrl { .. }), "{error}");
 }
 
+/// The store's sessions keep the URL's own server options (here the
+/// scratch schema's search_path) and add that plans never scan a whole
+/// table.
+#[test]
+fn postgres_sessions_keep_the_url_options_and_never_scan_whole_tables() {
+    if common::postgres_base("postgres_sessions_keep_the_url_options_and_never_scan_whole_tables")
+        .is_none()
+    {
+        return;
+    }
+    let db = common::TempStore::new(Backend::Postgres);
+    let setting = |name: &str| {
+        db.store
+            .debug_query_i64(&format!(
+                "SELECT CASE WHEN current_setting('{name}') LIKE 'skein_test_%' \
+                 OR current_setting('{name}') = 'off' THEN 1 ELSE 0 END::bigint"
+            ))
+            .unwrap()
+    };
+    assert_eq!(setting("search_path"), 1);
+    assert_eq!(setting("enable_seqscan"), 1);
+}
+
 #[test]
 fn a_path_that_is_not_a_url_opens_sqlite() {
     let dir = tempfile::tempdir().unwrap();

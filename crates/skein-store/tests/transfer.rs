@@ -90,6 +90,20 @@ fn export_then_import_into_an_empty_database_reproduces_identical_ids(backend: B
     assert_eq!(again.nodes_present as i64, source.count("nodes"));
 }
 
+fn a_node_listed_twice_is_imported_once(backend: Backend) {
+    let source = populated(backend);
+    let text = export(&source.store);
+    let mut lines: Vec<&str> = text.lines().collect();
+    let repeated = lines[3];
+    lines.insert(5, repeated);
+    let doubled = lines.join("\n");
+    let target = TempStore::new(backend);
+    let report = target.store.import(&mut doubled.as_bytes()).unwrap();
+    assert_eq!(report.nodes_written as i64, source.count("nodes"));
+    assert_eq!(report.nodes_present, 1);
+    assert_eq!(export(&target.store), text);
+}
+
 fn a_tampered_export_is_rejected_whole_naming_the_line(backend: Backend) {
     let source = populated(backend);
     let text = export(&source.store);
@@ -250,6 +264,7 @@ fn async_callers_use_the_blocking_pool(backend: Backend) {
 
 for_each_backend!(
     export_then_import_into_an_empty_database_reproduces_identical_ids,
+    a_node_listed_twice_is_imported_once,
     a_tampered_export_is_rejected_whole_naming_the_line,
     malformed_lines_and_orphans_abort_the_import,
     verify_reports_a_tampered_row_and_a_tampered_blob,

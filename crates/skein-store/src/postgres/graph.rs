@@ -244,7 +244,7 @@ pub(crate) fn nodes_of<'n>(
 /// skipping any the database already holds. Returns the pipeline position
 /// of the node insert (whose row count is the number of nodes written), or
 /// `None` when there is nothing to insert.
-pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient + Sync>(
+pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
     nodes: impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'m Message)>,

@@ -79,6 +79,17 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("skein");
         }
+        // Every statement the store runs is meant to be driven by an index
+        // (cost proportional to the rows it touches). On a young database,
+        // before autovacuum has analyzed the tables, the planner may cache
+        // plans made when the tables were empty and keep scanning whole
+        // tables after they have grown; ruling sequential scans out keeps
+        // the store's cost independent of the database's size.
+        let options = match config.get_options() {
+            Some(options) => format!("{options} -c enable_seqscan=off"),
+            None => "-c enable_seqscan=off".to_string(),
+        };
+        config.options(&options);
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -179,7 +190,7 @@ impl PgStore {
     }
 
     pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        self.read(async |client| Ok(client.query_one(sql, &[]).await?.get(0)))
+        self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
     }
 }
 

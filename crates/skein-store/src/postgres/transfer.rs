@@ -4,7 +4,10 @@ that needs no database are shared with SQLite (crate::transfer); this is only
 the reading of nodes for export and the all-or-nothing write of an import.
 
 Export reads nodes in pages of [`PAGE`] by `seq`, so memory stays bounded
-whatever the graph's size.
+whatever the graph's size. Import looks up which of the file's nodes (and
+their parents) the database holds in batches of [`PAGE`] ids, and inserts
+the new ones [`PAGE`] to a statement, all pipelined, so its round trips grow
+with the file's size divided by a thousand, not with its node count.
 */
 
 use super::PgStore;
@@ -18,7 +21,7 @@ use crate::transfer::{
 };
 use deadpool_postgres::GenericClient;
 use skein_core::{Message, NodeId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
 /// Nodes read per query by export and verify.
@@ -54,38 +57,37 @@ impl PgStore {
     pub fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(async |tx| {
             let mut report = ImportReport::default();
-            // Depths of nodes met so far, so a parent earlier in the file
-            // costs no query.
-            let mut depths: HashMap<NodeId, i64> = HashMap::new();
+            // Depths of the stored nodes the file names, then of every node
+            // met so far, so a parent needs no query of its own.
+            let (mut depths, stored) = stored_depths(tx, lines).await?;
+            let mut new_nodes: Vec<(NodeId, Option<NodeId>, u64, Message)> = Vec::new();
             for (number, line) in lines {
                 let number = *number;
                 match line {
                     Line::Header { .. } => {}
                     Line::Node { id, parent, role, parts } => {
-                        if let Some(depth) = stored_depth(tx, *id).await? {
-                            depths.insert(*id, depth);
+                        if stored.contains(id) {
+                            report.nodes_present += 1;
+                            continue;
+                        }
+                        if depths.contains_key(id) {
+                            // Listed earlier in the file: written once.
                             report.nodes_present += 1;
                             continue;
                         }
                         let depth = match parent {
                             None => 0,
                             Some(parent) => {
-                                let known = match depths.get(parent) {
-                                    Some(depth) => Some(*depth),
-                                    None => stored_depth(tx, *parent).await?,
-                                };
-                                known.ok_or_else(|| orphan(number, id, parent))? + 1
+                                depths.get(parent).ok_or_else(|| orphan(number, id, parent))? + 1
                             }
                         };
-                        let message = Message::new(*role, parts.clone());
-                        let node = (*id, *parent, depth as u64, &message);
-                        let mut pipeline = Pipeline::new();
-                        queue_nodes(&mut pipeline, tx, std::iter::once(node)).await?;
-                        pipeline.run().await?;
                         depths.insert(*id, depth);
+                        new_nodes.push((*id, *parent, depth as u64, Message::new(*role, parts.clone())));
                         report.nodes_written += 1;
                     }
                     Line::Conversation(conversation) => {
+                        // Its head must be written before it is named.
+                        insert_batched(tx, &mut new_nodes).await?;
                         let statement = tx
                             .prepare_cached("SELECT head FROM conversations WHERE id = $1")
                             .await?;
@@ -120,6 +122,7 @@ impl PgStore {
                         report.conversations += 1;
                     }
                     Line::Run(run) => {
+                        insert_batched(tx, &mut new_nodes).await?;
                         let statement = tx.prepare_cached("SELECT 1 FROM runs WHERE id = $1").await?;
                         if tx.query_opt(&statement, &[&run.id.as_str()]).await?.is_none() {
                             let mut pipeline = Pipeline::new();
@@ -130,17 +133,60 @@ impl PgStore {
                     }
                 }
             }
+            insert_batched(tx, &mut new_nodes).await?;
             Ok(report)
         })
     }
 }
 
-async fn stored_depth(client: &impl GenericClient, id: NodeId) -> Result<Option<i64>> {
+/// The depths of the nodes the file lists or names as parents that the
+/// database already holds, and the set of those it holds among the listed.
+async fn stored_depths(
+    client: &impl GenericClient,
+    lines: &[(usize, Line)],
+) -> Result<(HashMap<NodeId, i64>, HashSet<NodeId>)> {
+    let mut named: Vec<NodeId> = Vec::new();
+    let mut listed = HashSet::new();
+    for (_, line) in lines {
+        if let Line::Node { id, parent, .. } = line {
+            listed.insert(*id);
+            named.push(*id);
+            named.extend(*parent);
+        }
+    }
+    named.sort();
+    named.dedup();
     let statement = client
-        .prepare_cached("SELECT depth FROM nodes WHERE id = $1")
+        .prepare_cached("SELECT id, depth FROM nodes WHERE id = ANY($1)")
         .await?;
-    Ok(client
-        .query_opt(&statement, &[&id.0.as_slice()])
-        .await?
-        .map(|row| row.get(0)))
+    let mut depths = HashMap::new();
+    for chunk in named.chunks(PAGE as usize) {
+        let ids: Vec<&[u8]> = chunk.iter().map(|id| id.0.as_slice()).collect();
+        for row in client.query(&statement, &[&ids]).await? {
+            depths.insert(node_id(row.get(0))?, row.get(1));
+        }
+    }
+    let stored = listed
+        .into_iter()
+        .filter(|id| depths.contains_key(id))
+        .collect();
+    Ok((depths, stored))
+}
+
+/// Insert `nodes` (in file order, so parents first), [`PAGE`] to a
+/// statement, all in one round trip; empties the list.
+async fn insert_batched(
+    client: &impl GenericClient,
+    nodes: &mut Vec<(NodeId, Option<NodeId>, u64, Message)>,
+) -> Result<()> {
+    let mut pipeline = Pipeline::new();
+    for chunk in nodes.chunks(PAGE as usize) {
+        let rows = chunk
+            .iter()
+            .map(|(id, parent, depth, message)| (*id, *parent, *depth, message));
+        queue_nodes(&mut pipeline, client, rows).await?;
+    }
+    pipeline.run().await?;
+    nodes.clear();
+    Ok(())
 }
