@@ -1,5 +1,6 @@
 //! Turns: atomic commits, compare-and-set bookmarks, head-moved conflicts,
-//! crash safety and concurrent OS processes.
+//! and a child process aborted at each stage of a commit. Random kills are
+//! in `crash.rs`, concurrent processes in `concurrency.rs`.
 
 mod common;
 
@@ -290,92 +291,4 @@ fn killing_the_process_mid_turn_leaves_no_half_turn() {
             before.len + 2
         );
     }
-}
-
-/// Child entry point for the concurrency test: appends `SKEIN_TURNS` turns,
-/// alternating between the shared conversation and its own fork.
-#[test]
-#[ignore = "run as a child process by two_processes_appending_concurrently_lose_nothing"]
-fn child_append_turns() {
-    let Ok(path) = std::env::var("SKEIN_TEST_DB") else {
-        return;
-    };
-    let me = std::env::var("SKEIN_WRITER").unwrap();
-    let turns: usize = std::env::var("SKEIN_TURNS").unwrap().parse().unwrap();
-    let store = Store::open(path).unwrap();
-    let shared = store
-        .resolve_conversation(&std::env::var("SKEIN_SHARED").unwrap())
-        .unwrap();
-    let own = std::env::var("SKEIN_OWN").unwrap();
-    let own = store.resolve_conversation(&own).unwrap();
-    let mut conflicts = 0;
-    for i in 0..turns {
-        let target = if i % 2 == 0 { &shared } else { &own };
-        conflicts += append_turn(&store, target, &format!("{me}-{i}"));
-    }
-    println!("CONFLICTS {conflicts}");
-}
-
-#[test]
-fn two_processes_appending_concurrently_lose_nothing() {
-    let db = TempStore::new();
-    let shared = new_conversation(&db.store);
-    append_turn(&db.store, &shared.id, "start");
-    let head = db.store.conversation(&shared.id).unwrap().head.unwrap();
-    let forks: Vec<_> = (0..2)
-        .map(|i| {
-            db.store
-                .fork(head, Some(format!("fork {i}")), Some(shared.id.clone()))
-                .unwrap()
-        })
-        .collect();
-    let turns = 150;
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            spawn_child(
-                "child_append_turns",
-                &[
-                    ("SKEIN_TEST_DB", db.path().display().to_string()),
-                    ("SKEIN_WRITER", format!("w{i}")),
-                    ("SKEIN_TURNS", turns.to_string()),
-                    ("SKEIN_SHARED", shared.id.to_string()),
-                    ("SKEIN_OWN", forks[i].id.to_string()),
-                ],
-            )
-        })
-        .collect();
-    for child in children {
-        let output = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "child failed: {stderr}");
-        assert!(!stderr.contains("locked"), "{stderr}");
-    }
-    let shared_thread = db
-        .store
-        .load_thread(db.store.conversation(&shared.id).unwrap().head.unwrap())
-        .unwrap();
-    let texts: Vec<String> = shared_thread
-        .messages()
-        .iter()
-        .filter(|m| m.role == skein_core::Role::User)
-        .map(|m| m.joined_text())
-        .collect();
-    for writer in ["w0", "w1"] {
-        for i in (0..turns).step_by(2) {
-            let wanted = format!("{writer}-{i}");
-            assert_eq!(
-                texts.iter().filter(|t| **t == wanted).count(),
-                1,
-                "{wanted} on the shared conversation exactly once"
-            );
-        }
-        let fork = forks
-            .iter()
-            .find(|f| f.name.as_deref() == Some(&format!("fork {}", &writer[1..])))
-            .unwrap();
-        let fork_len = db.store.conversation(&fork.id).unwrap().len;
-        assert_eq!(fork_len, 2 + (turns as u64 / 2) * 2);
-    }
-    assert_eq!(texts.len(), 1 + turns);
-    assert!(db.store.verify().unwrap().is_ok());
 }
