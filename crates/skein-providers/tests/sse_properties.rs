@@ -18,9 +18,13 @@ use proptest::test_runner::Config;
 use skein_core::ProviderError;
 use skein_providers::http::sse::{SseEvent, SseParser};
 
+/// `cases` per property, or `PROPTEST_CASES` for a longer run.
 fn config(cases: u32) -> Config {
     Config {
-        cases,
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(cases),
         failure_persistence: None,
         ..Config::default()
     }
