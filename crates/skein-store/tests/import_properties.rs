@@ -79,9 +79,11 @@ fn message() -> impl Strategy<Value = Message> {
         .prop_map(|(role, parts)| Message::new(role, parts))
 }
 
-/// Conversations as (index of an earlier conversation to fork from and
-/// where, new messages).
-fn conversations() -> impl Strategy<Value = Vec<(Option<(Index, Index)>, Vec<Message>)>> {
+/// A conversation to create: optionally a fork of an earlier one (which,
+/// and at which node), then its new messages.
+type Spec = (Option<(Index, Index)>, Vec<Message>);
+
+fn conversations() -> impl Strategy<Value = Vec<Spec>> {
     proptest::collection::vec(
         (
             proptest::option::of((any::<Index>(), any::<Index>())),
@@ -91,7 +93,7 @@ fn conversations() -> impl Strategy<Value = Vec<(Option<(Index, Index)>, Vec<Mes
     )
 }
 
-fn populate(store: &Store, spec: &[(Option<(Index, Index)>, Vec<Message>)]) {
+fn populate(store: &Store, spec: &[Spec]) {
     let mut threads: Vec<Thread> = Vec::new();
     for (fork, messages) in spec {
         let mut thread = match fork {
