@@ -17,6 +17,7 @@ object.
 
 ```sh
 cargo run --release -p skein --example anchors
+cargo run --release -p skein --example anchors -- --load-only 2000   # for perf
 ```
 */
 
@@ -140,11 +141,11 @@ async fn forks(model: &Model, dir: &Path) -> Value {
     })
 }
 
-async fn load(model: &Model, store: &Store, conversation: &Conversation) -> Value {
+async fn load(model: &Model, store: &Store, conversation: &Conversation, reps: usize) -> Value {
     let id = conversation.id().to_string();
     let head = conversation.head().unwrap();
     let (mut facade, mut thread) = (Vec::new(), Vec::new());
-    for _ in 0..100 {
+    for _ in 0..reps {
         let started = Instant::now();
         let loaded = Conversation::load(store, &id, model).await.unwrap();
         facade.push(started.elapsed());
@@ -161,10 +162,17 @@ async fn load(model: &Model, store: &Store, conversation: &Conversation) -> Valu
 async fn main() {
     let model = Model::open("echo").unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some("--load-only") {
+        let reps = args.next().map_or(2000, |n| n.parse().unwrap());
+        let (_, store, conversation) = turns(&model, dir.path(), "turns.db").await;
+        println!("{}", load(&model, &store, &conversation, reps).await);
+        return;
+    }
     let (turns_echo, store, conversation) = turns(&model, dir.path(), "turns.db").await;
     let (turns_fixed, ..) = turns(&fixed_model(), dir.path(), "fixed.db").await;
     let forks = forks(&model, dir.path()).await;
-    let load = load(&model, &store, &conversation).await;
+    let load = load(&model, &store, &conversation, 100).await;
     let report = json!({
         "tool": "skein",
         "turns": turns_echo,
