@@ -369,9 +369,69 @@ fn models_list_shows_the_embedded_model_and_every_backend() {
     );
 }
 
+/// How one HTTP provider is reached, replies and rejects a key.
+struct Wire {
+    model: &'static str,
+    key_variable: &'static str,
+    url_variable: &'static str,
+    /// Appended to the mock server's address to make the base URL.
+    url_suffix: &'static str,
+    /// The header that carries the key, and its value for `key`.
+    key_header: (&'static str, fn(&str) -> String),
+    reply: fn() -> Value,
+    rejection: fn(&str) -> Value,
+}
+
+const WIRES: [Wire; 2] = [
+    Wire {
+        model: "openai:gpt-test",
+        key_variable: "OPENAI_API_KEY",
+        url_variable: "OPENAI_BASE_URL",
+        url_suffix: "/v1",
+        key_header: ("authorization", |key| format!("Bearer {key}")),
+        reply: || {
+            serde_json::json!({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello from the mock."}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+            })
+        },
+        rejection: |key| {
+            serde_json::json!({
+                "error": {"message": format!("Incorrect API key provided: {key}"), "type": "invalid_request_error"}
+            })
+        },
+    },
+    Wire {
+        model: "anthropic:claude-test",
+        key_variable: "ANTHROPIC_API_KEY",
+        url_variable: "ANTHROPIC_BASE_URL",
+        url_suffix: "",
+        key_header: ("x-api-key", str::to_string),
+        reply: || {
+            serde_json::json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+                "content": [{"type": "text", "text": "Hello from the mock."}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 5, "output_tokens": 4}
+            })
+        },
+        rejection: |key| {
+            serde_json::json!({
+                "type": "error",
+                "error": {"type": "authentication_error", "message": format!("invalid x-api-key: {key}")}
+            })
+        },
+    },
+];
+
+/// For each HTTP provider: a turn with a known key, a turn the server
+/// rejects while echoing the key back, then a search for the key in the
+/// database files (WAL included), the export, the JSON log, and every
+/// byte the binary printed, errors included.
 #[test]
 fn a_known_api_key_never_reaches_the_database_exports_or_output() {
-    use wiremock::matchers::{method, path};
+    use wiremock::matchers::method;
     use wiremock::{Mock, MockServer, ResponseTemplate};
     const KEY: &str = "sk-test-SECRET-4242";
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -379,71 +439,74 @@ fn a_known_api_key_never_reaches_the_database_exports_or_output() {
         .enable_all()
         .build()
         .unwrap();
-    let server = runtime.block_on(MockServer::start());
-    let reply = serde_json::json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello from the mock."}}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
-    });
-    runtime.block_on(
-        Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(reply))
-            .mount(&server),
-    );
     let skein = Skein::new();
-    let run = |args: &[&str], key_echoing_server: Option<&str>| {
-        let mut command = skein.command(args);
-        command.env("OPENAI_API_KEY", KEY).env(
-            "OPENAI_BASE_URL",
-            key_echoing_server.map_or(format!("{}/v1", server.uri()), str::to_string),
+    let mut haystacks = Vec::new();
+    for wire in &WIRES {
+        let serve = |response: ResponseTemplate| {
+            runtime.block_on(async {
+                let server = MockServer::start().await;
+                Mock::given(method("POST"))
+                    .respond_with(response)
+                    .mount(&server)
+                    .await;
+                server
+            })
+        };
+        let server = serve(ResponseTemplate::new(200).set_body_json((wire.reply)()));
+        let rejecting = serve(ResponseTemplate::new(401).set_body_json((wire.rejection)(KEY)));
+        let run = |args: &[&str], server: &MockServer| {
+            let mut command = skein.command(args);
+            command.env(wire.key_variable, KEY).env(
+                wire.url_variable,
+                format!("{}{}", server.uri(), wire.url_suffix),
+            );
+            command.output().unwrap()
+        };
+        let ok = run(&["--json", "prompt", "-m", wire.model, "hi"], &server);
+        assert!(ok.status.success(), "{}: {}", wire.model, stderr(&ok));
+        let record: Value = serde_json::from_slice(&ok.stdout).unwrap();
+        assert_eq!(record["text"], "Hello from the mock.", "{}", wire.model);
+        // The key was really sent, so finding it nowhere below means something.
+        let requests = runtime.block_on(server.received_requests()).unwrap();
+        let (header, value) = wire.key_header;
+        assert_eq!(requests[0].headers[header], value(KEY).as_str());
+
+        let failed = run(&["prompt", "-m", wire.model, "hi again"], &rejecting);
+        assert_eq!(failed.status.code(), Some(5), "{}", stderr(&failed));
+        assert!(
+            stderr(&failed).contains("credentials"),
+            "{}: {}",
+            wire.model,
+            stderr(&failed)
         );
-        command.output().unwrap()
-    };
-    let ok = run(&["--json", "prompt", "-m", "openai:gpt-test", "hi"], None);
-    assert!(ok.status.success(), "{}", stderr(&ok));
-    let record: Value = serde_json::from_slice(&ok.stdout).unwrap();
-    assert_eq!(record["text"], "Hello from the mock.");
-
-    // A server that rejects the key and echoes it back in its error.
-    let rejecting = runtime.block_on(MockServer::start());
-    runtime.block_on(
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(401).set_body_json(serde_json::json!({
-                "error": {"message": format!("Incorrect API key provided: {KEY}"), "type": "invalid_request_error"}
-            })))
-            .mount(&rejecting),
+        let runs: Value =
+            serde_json::from_slice(&run(&["--json", "log", "-n", "1"], &server).stdout).unwrap();
+        assert_eq!(runs[0]["run"]["status"], "failed", "{}", wire.model);
+        haystacks.extend([ok.stdout, ok.stderr, failed.stdout, failed.stderr]);
+    }
+    let export = skein.run(&["export"]);
+    let log = skein.run(&["--json", "log", "-n", "10"]);
+    assert!(export.status.success() && log.status.success());
+    assert_eq!(
+        serde_json::from_slice::<Value>(&log.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        4,
+        "two turns and two failed runs are logged"
     );
-    let failed = run(
-        &["prompt", "-m", "openai:gpt-test", "hi again"],
-        Some(&format!("{}/v1", rejecting.uri())),
-    );
-    assert_eq!(failed.status.code(), Some(5), "{}", stderr(&failed));
-
-    let export = run(&["export"], None);
-    let log = run(&["--json", "log", "-n", "10"], None);
-    let mut haystacks = vec![
-        ok.stdout,
-        ok.stderr,
-        failed.stdout,
-        failed.stderr,
-        export.stdout,
-        log.stdout,
-    ];
+    haystacks.extend([export.stdout, export.stderr, log.stdout, log.stderr]);
     for entry in std::fs::read_dir(skein.dir.path()).unwrap() {
         haystacks.push(std::fs::read(entry.unwrap().path()).unwrap());
     }
-    assert!(haystacks.len() >= 7, "the database file was searched too");
+    assert!(haystacks.len() >= 13, "the database file was searched too");
     for haystack in haystacks {
         assert!(
             !String::from_utf8_lossy(&haystack).contains(KEY),
             "the key leaked"
         );
     }
-    // The failed run is recorded, without the key.
-    let runs: Value =
-        serde_json::from_slice(&run(&["--json", "log", "-n", "1"], None).stdout).unwrap();
-    assert_eq!(runs[0]["run"]["status"], "failed");
 }
 
 fn tools_script() -> String {

@@ -161,3 +161,119 @@ pub(crate) async fn execute(
         }
     }
 }
+
+/// Property tests of argument parsing on the execution path: whatever text
+/// a model writes as arguments, executing the call returns a result (never
+/// a panic), an error result unless the text is JSON matching the tool's
+/// schema, and the tool's answer when it is.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Add {
+        a: i64,
+        b: i64,
+    }
+
+    fn add() -> Arc<dyn Tool> {
+        tool_fn("add", "Add two integers", |args: Add| async move {
+            Ok::<_, ToolError>(args.a.wrapping_add(args.b).to_string())
+        })
+    }
+
+    fn run(name: &str, arguments: &str) -> ToolResult {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(execute(&[add()], &Contracts::default(), &call))
+    }
+
+    /// Text that is sometimes JSON, sometimes nearly.
+    fn arguments() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just("\"a\"".to_string()),
+            Just("\"b\"".to_string()),
+            Just(":".to_string()),
+            Just(",".to_string()),
+            Just(" ".to_string()),
+            Just("null".to_string()),
+            (-1000i64..1000).prop_map(|n| n.to_string()),
+            Just("1e400".to_string()),
+            Just("\"\\ud800\"".to_string()),
+            "\\PC{0,4}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(piece, 0..12).prop_map(|p| p.concat()),
+            "\\PC{0,40}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(512),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn any_argument_text_gives_a_result_and_only_valid_ones_call_the_tool(text in arguments()) {
+            let result = run("add", &text);
+            prop_assert_eq!(&result.call_id, "call_1");
+            let parsed: Option<serde_json::Value> = if text.trim().is_empty() {
+                Some(serde_json::json!({}))
+            } else {
+                serde_json::from_str(&text).ok()
+            };
+            let valid = parsed.as_ref().and_then(|value| {
+                Some((value.get("a")?.as_i64()?, value.get("b")?.as_i64()?))
+            });
+            match valid {
+                Some((a, b)) => {
+                    prop_assert!(!result.is_error, "{text:?}: {}", result.content);
+                    prop_assert_eq!(result.content, a.wrapping_add(b).to_string());
+                }
+                None => {
+                    prop_assert!(result.is_error, "{text:?} called the tool: {}", result.content);
+                    let why = if parsed.is_none() { "not valid JSON" } else { "do not match" };
+                    prop_assert!(result.content.contains(why), "{text:?}: {}", result.content);
+                }
+            }
+        }
+
+        #[test]
+        fn valid_arguments_in_any_layout_reach_the_tool(
+            a in any::<i64>(),
+            b in any::<i64>(),
+            space in "[ \t\n\r]{0,3}",
+            b_first in any::<bool>(),
+            extra in proptest::option::of("[a-z]{1,5}"),
+        ) {
+            let (first, second) = if b_first { (("b", b), ("a", a)) } else { (("a", a), ("b", b)) };
+            let extra = extra.map_or(String::new(), |key| format!(",{space}\"_{key}\":{space}true"));
+            let text = format!(
+                "{space}{{{space}\"{}\"{space}:{space}{}{space},{space}\"{}\":{}{extra}}}{space}",
+                first.0, first.1, second.0, second.1
+            );
+            let result = run("add", &text);
+            prop_assert!(!result.is_error, "{text:?}: {}", result.content);
+            prop_assert_eq!(result.content, a.wrapping_add(b).to_string());
+        }
+
+        #[test]
+        fn an_unknown_tool_name_is_an_error_naming_the_known_ones(name in "\\PC{0,12}") {
+            prop_assume!(name != "add");
+            let result = run(&name, "{\"a\": 1, \"b\": 2}");
+            prop_assert!(result.is_error);
+            prop_assert!(result.content.contains("available tools: add"), "{}", result.content);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The performance report against the anchors: skein, PyPI `llm` 0.36 (with
+`llm-echo`) and LangGraph 1.2 (a one-node graph appending a fixed reply,
+checkpointed by `SqliteSaver`) run the same workloads in one run, and the
+figures are printed side by side with skein's ratios.
+
+    python3 bench/anchors.py [--venv DIR] [--skein-bin PATH] [--json OUT]
+
+Without --venv it creates a temporary venv and installs the pinned anchors
+from PyPI into it (this needs network access and ~1 minute). The skein side
+is `crates/skein/examples/anchors.rs`, built and run in release; CLI
+start-up uses the release `skein` binary (built if --skein-bin is not
+given). Not part of CI: see docs/performance.md.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.join(ROOT, "bench")
+PACKAGES = ["llm==0.36", "llm-echo==0.5", "langgraph==1.2.22", "langgraph-checkpoint-sqlite==3.1.2"]
+TOOLS = ["skein", "llm", "langgraph"]
+
+
+def venv(path):
+    python = os.path.join(path, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.run([sys.executable, "-m", "venv", path], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", *PACKAGES], check=True)
+    return python
+
+
+def run_json(command, **kwargs):
+    out = subprocess.run(command, check=True, stdout=subprocess.PIPE, **kwargs).stdout
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def startup_ms(command, runs=30):
+    """Median wall time of `command` over `runs` runs, after one warm-up."""
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times) * 1e3, 3)
+
+
+def machine():
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "load": load}
+
+
+def figures(report):
+    """The figures of one tool's report, flattened for the table."""
+    turns, forks, load = report["turns"], report["forks"], report["load"]
+    rows = {
+        "turn, first tenth (median ms)": turns["first_tenth"]["median_ms"],
+        "turn, first tenth (mean ms)": turns["first_tenth"]["mean_ms"],
+        "turn, last tenth (median ms)": turns["last_tenth"]["median_ms"],
+        "turn, last tenth (mean ms)": turns["last_tenth"]["mean_ms"],
+        "storage at 250 turns (KB)": round(turns["bytes_at_250"] / 1024),
+        "storage at 500 turns (KB)": round(turns["bytes_at_500"] / 1024),
+        "storage 500/250": round(turns["bytes_at_500"] / turns["bytes_at_250"], 2),
+        "fork + one turn (median ms)": forks["per_fork"]["median_ms"],
+        "storage per fork (KB)": round(forks["bytes_per_fork"] / 1024, 1),
+        "load 1,000 messages (median ms)": load["conversation_load"]["median_ms"],
+        "CLI start-up (median ms)": report.get("cli_ms"),
+    }
+    if "turns_fixed" in report:
+        fixed = report["turns_fixed"]
+        rows["turn, last tenth, fixed-reply model (median ms)"] = fixed["last_tenth"]["median_ms"]
+        rows["turn, last tenth, fixed-reply model (mean ms)"] = fixed["last_tenth"]["mean_ms"]
+    return rows
+
+
+def table(reports):
+    by_tool = {tool: figures(reports[tool]) for tool in TOOLS}
+    names = list(by_tool["skein"])
+    header = ["figure", *TOOLS, "llm / skein", "langgraph / skein"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in names:
+        values = [by_tool[tool].get(name) for tool in TOOLS]
+        ratios = []
+        for other in values[1:]:
+            skein = values[0]
+            if "500/250" in name or other is None or not skein:
+                ratios.append("")
+            else:
+                ratios.append(f"{other / skein:.0f}x")
+        cells = ["n/a" if v is None else str(v) for v in values]
+        lines.append("| " + " | ".join([name, *cells, *ratios]) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", help="reuse (or create) the venv here")
+    parser.add_argument("--skein-bin", help="the release skein binary (built if absent)")
+    parser.add_argument("--json", help="also write every figure to this file")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        python = venv(args.venv or os.path.join(scratch, "venv"))
+        env = dict(os.environ, LLM_USER_PATH=os.path.join(scratch, "llm-home"))
+        cargo = ["cargo", "build", "--release", "-p"]
+        subprocess.run(cargo + ["skein", "--example", "anchors"], cwd=ROOT, check=True)
+        if not args.skein_bin:
+            subprocess.run(cargo + ["skein-cli"], cwd=ROOT, check=True)
+        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+        skein_bin = args.skein_bin or os.path.join(target, "release", "skein")
+        reports = {"skein": run_json([os.path.join(target, "release", "examples", "anchors")])}
+        for tool in ("llm", "langgraph"):
+            reports[tool] = run_json([python, os.path.join(HERE, "anchors_workloads.py"), tool], env=env)
+        reports["skein"]["cli_ms"] = startup_ms([skein_bin, "--version"])
+        llm_bin = os.path.join(os.path.dirname(python), "llm")
+        reports["llm"]["cli_ms"] = startup_ms([llm_bin, "--version"], runs=10)
+        reports["langgraph"]["cli_ms"] = None  # no CLI of its own
+        reports["machine"] = machine()
+
+    print(json.dumps(reports["machine"]))
+    print(table(reports))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(reports, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+/*!
+skein's side of the anchor comparison (`bench/anchors.py` runs it next to
+PyPI `llm` and LangGraph): the same workloads through the facade, with the
+`echo` model and a SQLite store in a temporary directory, printing one JSON
+object.
+
+- `turns`: a 500-turn conversation, each turn persisted as it completes;
+  per-turn times of the first and last 50 turns, and the database size
+  (after a WAL checkpoint) at 250 and 500 turns. `turns_fixed` repeats it
+  with a model that returns a fixed reply without reading the request
+  (what the LangGraph node does), because `echo` summarises the whole
+  history on every call and so costs more with depth;
+- `forks`: 100 forks of a 200-turn conversation at its middle (message
+  200), each loaded from the store and given one turn;
+- `load`: loading the 1,000-message thread of the 500-turn conversation
+  (`Conversation::load`, and `Store::load_thread` alone).
+
+```sh
+cargo run --release -p skein --example anchors
+cargo run --release -p skein --example anchors -- --load-only 2000   # for perf
+```
+*/
+
+use serde_json::{Value, json};
+use skein::core::provider::{BoxStream, FinishReason, ModelRequest, StreamEvent};
+use skein::core::{Provider, ProviderError};
+use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
+use skein::{Conversation, Engine, Model, Store};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A model that answers every request with the same text, unread.
+struct Fixed;
+
+impl Provider for Fixed {
+    fn name(&self) -> &str {
+        "fixed"
+    }
+
+    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        let reply = format!(
+            "echo: \"{}\" (history: 1 messages, system: no, tools: 0)",
+            question(0)
+        );
+        Box::pin(futures_util::stream::iter([
+            Ok(StreamEvent::Text(reply)),
+            Ok(StreamEvent::Done(FinishReason::Stop)),
+        ]))
+    }
+}
+
+fn fixed_model() -> Model {
+    let catalog = Catalog::new()
+        .backend(BackendDef::new("fixed", BackendKind::Echo))
+        .profile(Profile::new("fixed", "fixed", "fixed"));
+    let engine = Engine::builder(catalog)
+        .provider("fixed", Arc::new(Fixed))
+        .build()
+        .unwrap();
+    Model::from_profile(&engine, "fixed").unwrap()
+}
+
+/// A question of about 200 bytes, like the other tools get.
+fn question(i: usize) -> String {
+    format!("question {i}: {}", "lorem ipsum dolor sit amet ".repeat(7))
+}
+
+fn ms(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn summary(times: &[Duration]) -> Value {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let mean = times.iter().sum::<Duration>() / times.len() as u32;
+    json!({"mean_ms": ms(mean), "median_ms": ms(sorted[sorted.len() / 2]), "n": times.len()})
+}
+
+/// The database's size once its WAL is folded in.
+fn size(store: &Store, path: &Path) -> u64 {
+    store
+        .raw_connection()
+        .unwrap()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let wal = path.with_extension("db-wal");
+    std::fs::metadata(path).unwrap().len() + std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+async fn turns(model: &Model, dir: &Path, name: &str) -> (Value, Store, Conversation) {
+    let path = dir.join(name);
+    let store = Store::open(&path).unwrap();
+    let conversation = Conversation::builder(model.clone()).store(&store).build();
+    let mut times = Vec::new();
+    let mut size_250 = 0;
+    for i in 0..500 {
+        let started = Instant::now();
+        conversation.prompt(question(i)).send().await.unwrap();
+        times.push(started.elapsed());
+        if i == 249 {
+            size_250 = size(&store, &path);
+        }
+    }
+    let size_500 = size(&store, &path);
+    let figures = json!({
+        "first_tenth": summary(&times[..50]),
+        "last_tenth": summary(&times[450..]),
+        "all": summary(&times),
+        "bytes_at_250": size_250,
+        "bytes_at_500": size_500,
+    });
+    (figures, store, conversation)
+}
+
+async fn forks(model: &Model, dir: &Path) -> Value {
+    let path = dir.join("forks.db");
+    let store = Store::open(&path).unwrap();
+    let conversation = Conversation::builder(model.clone()).store(&store).build();
+    let mut middle = None;
+    for i in 0..200 {
+        let response = conversation.prompt(question(i)).send().await.unwrap();
+        if i == 99 {
+            middle = Some(response.head().to_hex());
+        }
+    }
+    let middle = middle.unwrap();
+    let before = size(&store, &path);
+    let mut times = Vec::new();
+    for i in 0..100 {
+        let started = Instant::now();
+        let fork = Conversation::fork_at(&store, &middle, model).await.unwrap();
+        fork.prompt(format!("fork {i}")).send().await.unwrap();
+        times.push(started.elapsed());
+    }
+    let after = size(&store, &path);
+    json!({
+        "per_fork": summary(&times),
+        "bytes_before_forks": before,
+        "bytes_per_fork": (after - before) as f64 / 100.0,
+    })
+}
+
+async fn load(model: &Model, store: &Store, conversation: &Conversation, reps: usize) -> Value {
+    let id = conversation.id().to_string();
+    let head = conversation.head().unwrap();
+    let (mut facade, mut thread) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let started = Instant::now();
+        let loaded = Conversation::load(store, &id, model).await.unwrap();
+        facade.push(started.elapsed());
+        assert_eq!(loaded.thread().len(), 1000);
+        let started = Instant::now();
+        let loaded = store.load_thread(head).unwrap();
+        thread.push(started.elapsed());
+        assert_eq!(loaded.len(), 1000);
+    }
+    json!({"conversation_load": summary(&facade), "load_thread": summary(&thread)})
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let model = Model::open("echo").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some("--load-only") {
+        let reps = args.next().map_or(2000, |n| n.parse().unwrap());
+        let (_, store, conversation) = turns(&model, dir.path(), "turns.db").await;
+        println!("{}", load(&model, &store, &conversation, reps).await);
+        return;
+    }
+    let (turns_echo, store, conversation) = turns(&model, dir.path(), "turns.db").await;
+    let (turns_fixed, ..) = turns(&fixed_model(), dir.path(), "fixed.db").await;
+    let forks = forks(&model, dir.path()).await;
+    let load = load(&model, &store, &conversation, 100).await;
+    let report = json!({
+        "tool": "skein",
+        "turns": turns_echo,
+        "turns_fixed": turns_fixed,
+        "forks": forks,
+        "load": load,
+    });
+    println!("{report}");
+}
