@@ -64,6 +64,20 @@ pub fn timestamp(ms: i64) -> String {
     )
 }
 
+/// A spinner on stderr while a long step runs; nothing when stderr is not a
+/// terminal.
+pub fn spinner(message: String) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

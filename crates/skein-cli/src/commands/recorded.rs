@@ -21,7 +21,6 @@ use skein::recorded::{
     RerunOptions, Source, conversation_of_node,
 };
 use skein::store::ConversationId;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -111,7 +110,7 @@ pub async fn rerun(ctx: &Context, args: RerunArgs) -> Result<ExitCode> {
         options = options.check_baseline();
     }
     let calls = args.samples * if args.baseline { 2 } else { 1 };
-    let spinner = spinner(format!(
+    let spinner = ui::spinner(format!(
         "re-running turn {k} without {} ({calls} model calls)",
         args.ignore.join(", ")
     ));
@@ -266,16 +265,4 @@ fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
         inner,
         ctx.store.clone(),
     )))
-}
-
-/// A spinner on stderr while a long step runs; nothing when not a terminal.
-fn spinner(message: String) -> indicatif::ProgressBar {
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new_spinner()
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_message(message);
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    bar
 }

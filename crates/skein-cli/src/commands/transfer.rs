@@ -43,7 +43,13 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
     }
     let path = args.file.expect("clap requires a file without --from-llm");
     let file = File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let report = ctx.store.import(&mut BufReader::new(file))?;
+    let spinner = ui::spinner(format!(
+        "importing {} (every id is checked)",
+        path.display()
+    ));
+    let report = ctx.store.import(&mut BufReader::new(file));
+    spinner.finish_and_clear();
+    let report = report?;
     if ctx.json {
         return print_json(&report);
     }
@@ -61,7 +67,10 @@ fn import_llm(ctx: &Context, path: &std::path::Path) -> Result<ExitCode> {
             path.display()
         );
     }
-    let report = ctx.store.import_llm(path)?;
+    let spinner = ui::spinner(format!("importing {} from llm", path.display()));
+    let report = ctx.store.import_llm(path);
+    spinner.finish_and_clear();
+    let report = report?;
     if ctx.json {
         return print_json(&report);
     }
