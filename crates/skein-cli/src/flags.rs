@@ -168,6 +168,33 @@ pub struct PromptArgs {
     /// explained and re-run without it
     #[arg(long = "source", value_name = "ID=TEXT", value_parser = parse_source)]
     pub sources: Vec<(String, String)>,
+    /// Ask for a reply matching a JSON Schema, given inline or as a file;
+    /// the reply is validated (and repaired when the model allows)
+    #[arg(long, value_name = "FILE|JSON", value_parser = parse_schema)]
+    pub schema: Option<serde_json::Value>,
+    /// A generation option for this turn (repeatable): temperature, top_p,
+    /// seed or max_tokens
+    #[arg(short = 'o', long = "option", num_args = 2, value_names = ["KEY", "VALUE"])]
+    pub options: Vec<String>,
+    /// Do not record this turn (nor create a conversation for it)
+    #[arg(long)]
+    pub no_log: bool,
+}
+
+/// A JSON Schema given inline (`{...}`) or as a file path.
+fn parse_schema(value: &str) -> Result<serde_json::Value, String> {
+    let text = if value.trim_start().starts_with('{') {
+        value.to_string()
+    } else {
+        std::fs::read_to_string(value)
+            .map_err(|error| format!("cannot read the schema file {value}: {error}"))?
+    };
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).map_err(|error| format!("the schema is not JSON: {error}"))?;
+    if !schema.is_object() {
+        return Err("the schema must be a JSON object".into());
+    }
+    Ok(schema)
 }
 
 /// `ID=TEXT` or `ID=@FILE`.

@@ -821,3 +821,49 @@ fn the_advisor_desk_is_explained_rerun_and_forked_from_the_command_line() {
     let tree = skein.ok(&["tree", buy["conversation"].as_str().unwrap()]);
     assert!(tree.contains("confirmed"), "{tree}");
 }
+
+#[test]
+fn schema_options_and_no_log_shape_a_turn() {
+    let skein = Skein::new();
+    let unrecorded = skein.json(&["prompt", "--no-log", "just between us"]);
+    assert_eq!(unrecorded["recorded"], false);
+    assert_eq!(skein.count("nodes"), 0, "--no-log writes nothing");
+    assert_eq!(skein.count("conversations"), 0);
+
+    let first = skein.json(&[
+        "prompt",
+        "-o",
+        "temperature",
+        "0.2",
+        "-o",
+        "seed",
+        "7",
+        "hello",
+    ]);
+    assert_eq!(first["recorded"], true);
+    let runs = skein.json(&["log", "-n", "1"]);
+    assert_eq!(runs[0]["run"]["options"]["temperature"], 0.2);
+    assert_eq!(runs[0]["run"]["options"]["seed"], 7);
+    let bad = skein.run(&["prompt", "-o", "temprature", "0.2", "hi"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("temperature"), "{}", stderr(&bad));
+
+    // -c --no-log continues the history without recording the turn.
+    let nodes = skein.count("nodes");
+    let aside = skein.json(&["prompt", "-c", "--no-log", "an aside"]);
+    assert_eq!(aside["conversation"], first["conversation"]);
+    assert_eq!(skein.count("nodes"), nodes);
+
+    // The echo model's reply is not JSON, so a schema fails after repairs,
+    // and the failure is recorded as a failed run.
+    let schema = r#"{"type": "object", "required": ["answer"]}"#;
+    let refused = skein.run(&["prompt", "--schema", schema, "give me JSON"]);
+    assert_eq!(refused.status.code(), Some(5), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("output contract"),
+        "{}",
+        stderr(&refused)
+    );
+    let not_json = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
+    assert_eq!(not_json.status.code(), Some(2), "clap rejects it");
+}

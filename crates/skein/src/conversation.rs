@@ -252,6 +252,23 @@ impl Conversation {
         self.shared.store.is_some() && self.state().stored
     }
 
+    /// The same conversation (id, history, settings, hooks) with no store:
+    /// its turns from here on are kept in memory only (`skein prompt
+    /// --no-log`). `response.log` can still store them later.
+    pub fn without_store(&self) -> Conversation {
+        let state = self.state();
+        let mut builder = Conversation::builder(self.shared.model.clone())
+            .tools(self.shared.tools.clone())
+            .chain_limit(self.shared.chain_limit);
+        builder.name = self.shared.name.clone();
+        builder.origin = self.shared.origin.clone();
+        builder.hooks = self.hooks().clone();
+        builder.start = state.point.clone();
+        builder.drift = state.drift.clone();
+        drop(state);
+        builder.build().with_id(self.shared.id.clone())
+    }
+
     /// Set or replace the `before_call` hook (hooks are never stored).
     pub fn set_before_call(
         &self,
@@ -469,6 +486,9 @@ impl Conversation {
         }
         if let Some(token) = &input.cancel {
             request = request.cancel_with(token.clone());
+        }
+        if let Some(schema) = &input.schema {
+            request = request.output_contract(schema.clone());
         }
         model.bind(request)
     }

@@ -33,6 +33,7 @@ pub(crate) struct TurnInput {
     pub(crate) on_text: Option<TextSink>,
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) chain_limit: Option<u32>,
+    pub(crate) schema: Option<serde_json::Value>,
 }
 
 /// One prompt: a user message sent after a conversation's history.
@@ -76,6 +77,14 @@ macro_rules! turn_settings {
             /// Receive the reply's text as it streams.
             pub fn on_text(mut self, sink: impl FnMut(&str) + Send + 'static) -> $builder {
                 self.input.on_text = Some(Box::new(sink));
+                self
+            }
+
+            /// Ask for a reply matching this JSON Schema: the engine validates
+            /// it and repairs it when the profile allows (see
+            /// [`Response::output`](crate::Response::output)`().value`).
+            pub fn schema(mut self, schema: serde_json::Value) -> $builder {
+                self.input.schema = Some(schema);
                 self
             }
 

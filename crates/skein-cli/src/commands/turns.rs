@@ -28,7 +28,13 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         None
     };
     let tools = args.tools.resolve()?;
+    let options = generation_options(&args.options)?;
     if !args.sources.is_empty() {
+        if args.no_log {
+            bail!(
+                "--source records the turn so it can be explained: it cannot be combined with --no-log"
+            );
+        }
         if tools.is_some() {
             bail!("--source and -T cannot be combined yet: record the sourced turn without tools");
         }
@@ -63,7 +69,16 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
             builder.build()
         }
     };
-    let mut prompt = conversation.prompt(text);
+    // Unrecorded: the same conversation, kept in memory only.
+    let conversation = if args.no_log {
+        conversation.without_store()
+    } else {
+        conversation
+    };
+    let mut prompt = conversation.prompt(text).options(options);
+    if let Some(schema) = args.schema {
+        prompt = prompt.schema(schema);
+    }
     if let Some(system) = args.system {
         prompt = prompt.system(system);
     }
@@ -149,6 +164,23 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `-o KEY VALUE` pairs as generation options; an unknown key is an error
+/// naming the known ones.
+fn generation_options(pairs: &[String]) -> Result<skein::core::provider::GenerationOptions> {
+    let mut map = serde_json::Map::new();
+    for pair in pairs.chunks(2) {
+        let [key, value] = pair else {
+            bail!("-o takes a KEY and a VALUE");
+        };
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
+        map.insert(key.clone(), value);
+    }
+    serde_json::from_value(serde_json::Value::Object(map)).map_err(|error| {
+        anyhow::anyhow!("bad -o option: {error} (known: temperature, top_p, seed, max_tokens)")
+    })
 }
 
 /// The model named on the command line or stored with the conversation,
@@ -286,13 +318,19 @@ pub async fn run_turn(
             "run": response.run_id(),
             "text": response.text(),
             "chain_status": status,
+            "recorded": conversation.store().is_some(),
         }));
     }
     ui::note(format!(
-        "conversation {} · node {} · run {}",
+        "conversation {} · node {} · run {}{}",
         conversation.id().short(),
         response.head().short(),
-        response.run_id().short()
+        response.run_id().short(),
+        if conversation.store().is_some() {
+            ""
+        } else {
+            " (not recorded: --no-log)"
+        }
     ));
     Ok(ExitCode::SUCCESS)
 }
