@@ -703,3 +703,66 @@ async fn with_a_token_the_page_opened_with_it_can_call_the_api() {
         .unwrap();
     assert_eq!(bearer.status(), StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_rerun_is_a_branch_with_its_ablation_and_verdict() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    let stored = server
+        .store
+        .conversation(&ConversationId(story.main.clone()))
+        .unwrap();
+    let thread = server.store.load_thread(stored.head.unwrap()).unwrap();
+    // A rerun of the second turn: same history up to its question, another
+    // answer.
+    let question = thread.parent();
+    let answer = question.push(Message::assistant("a counterfactual lake"));
+    let mut run = RunRecord::new("echo", "echo");
+    run.output_head = answer.head_id();
+    let record = skein::store::RerunRecord {
+        id: skein::store::RerunId::random(),
+        conversation: stored.id.clone(),
+        turn: 1,
+        turn_node: thread.head_id().unwrap(),
+        request_head: question.head_id(),
+        answer_head: answer.head_id(),
+        ablation: vec!["social-sentiment".into()],
+        samples: 2,
+        sample_runs: vec![run.id.clone()],
+        baseline_runs: Vec::new(),
+        verdict: Some("confirmed".into()),
+        summary: "changed".into(),
+        detail: serde_json::json!({}),
+        created_ms: skein::store::records::now_ms(),
+    };
+    server
+        .store
+        .commit_rerun(&skein::store::RerunCommit {
+            record: &record,
+            threads: &[answer.clone()],
+            runs: &[run],
+        })
+        .unwrap();
+
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let rerun = family["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["kind"] == "rerun")
+        .expect("the rerun is a branch");
+    assert_eq!(rerun["rerun"]["id"], record.id.to_string());
+    assert_eq!(rerun["rerun"]["ablation"][0], "social-sentiment");
+    assert_eq!(rerun["rerun"]["verdict"], "confirmed");
+    let answer_hex = answer.head_id().unwrap().to_hex();
+    assert!(
+        family["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|node| node["id"] == answer_hex.as_str()),
+        "the rerun's answer is drawn"
+    );
+}

@@ -86,18 +86,41 @@ impl Anchor {
     }
 }
 
-/// Reruns whose requests or answers belong in this family, as anchors.
-///
-/// This is where reruns join the tree when the store records them (issue 7:
-/// a `reruns` table linking a turn's node to the rerun's request thread,
-/// its ablation, sample runs and verdict). Return one anchor per rerun at
-/// its answer node (`kind: Rerun`, `rerun: Some(..)` with the ablation and
-/// verdict, `created_ms` from the record): [`load`] loads the history of an
-/// anchor whose node is not yet shown (a rerun that removed part of the
-/// first message starts a root of its own), and [`layout`] gives the line
-/// to it. Until then there are none.
-fn rerun_anchors(_store: &Store, _shown: &HashSet<NodeId>) -> Result<Vec<Anchor>> {
-    Ok(Vec::new())
+/// The reruns of the family's shown turns, as anchors at their answer
+/// nodes (`kind: Rerun`, with the ablation and verdict). [`load`] loads the
+/// history of an answer that is not shown yet (a rerun that removed part of
+/// the first message starts a root of its own), and [`layout`] gives the
+/// line to it.
+fn rerun_anchors(
+    store: &Store,
+    members: &[&Conversation],
+    shown: &HashSet<NodeId>,
+) -> Result<Vec<Anchor>> {
+    let mut anchors = Vec::new();
+    let mut seen = HashSet::new();
+    for member in members {
+        for rerun in store.reruns_of_conversation(&member.id)? {
+            let Some(answer) = rerun.answer_head else {
+                continue;
+            };
+            if !shown.contains(&rerun.turn_node) || !seen.insert(rerun.id.clone()) {
+                continue;
+            }
+            anchors.push(Anchor {
+                node: answer,
+                created_ms: rerun.created_ms,
+                kind: BranchKind::Rerun,
+                label: format!("rerun without {}", rerun.ablation.join(", ")),
+                conversation: None,
+                rerun: Some(RerunView {
+                    id: rerun.id.to_string(),
+                    ablation: rerun.ablation.clone(),
+                    verdict: rerun.verdict.clone(),
+                }),
+            });
+        }
+    }
+    Ok(anchors)
 }
 
 /// The family of `focus`, at most `limit` nodes of its root's subtree (the
@@ -181,7 +204,7 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
         })
         .collect();
     let shown: HashSet<NodeId> = graph.nodes.iter().map(|node| node.id).collect();
-    for anchor in rerun_anchors(store, &shown)? {
+    for anchor in rerun_anchors(store, &members, &shown)? {
         if !graph.contains(anchor.node) && extra_loads < EXTRA_ROOTS {
             graph.add_thread(&store.load_thread(anchor.node)?);
             extra_loads += 1;
