@@ -739,7 +739,7 @@ async fn a_recorded_rerun_is_a_branch_with_its_ablation_and_verdict() {
         .store
         .commit_rerun(&skein::store::RerunCommit {
             record: &record,
-            threads: &[answer.clone()],
+            threads: std::slice::from_ref(&answer),
             runs: &[run],
         })
         .unwrap();
