@@ -56,27 +56,6 @@ impl SqliteStore {
         self.conversation(&id)
     }
 
-    /// Fork: a new conversation whose head is `node` (any stored node),
-    /// recording where it came from. O(1); the origin is never touched.
-    pub fn fork(
-        &self,
-        node: NodeId,
-        name: Option<String>,
-        from: Option<ConversationId>,
-    ) -> Result<Conversation> {
-        self.create_conversation(NewConversation {
-            id: None,
-            name,
-            head: Some(node),
-            origin: Some(Origin {
-                node: Some(node),
-                conversation: from,
-                rerun: None,
-            }),
-            meta: None,
-        })
-    }
-
     pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
         self.read(|conn| {
             conn.prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = ?1"))?

@@ -149,13 +149,25 @@ impl Store {
 
     /// Fork: a new conversation whose head is `node` (any stored node),
     /// recording where it came from. O(1); the origin is never touched.
+    /// Fork: a new conversation whose head is `node` (any stored node),
+    /// recording where it came from. O(1); the origin is never touched.
     pub fn fork(
         &self,
         node: NodeId,
         name: Option<String>,
         from: Option<ConversationId>,
     ) -> Result<Conversation> {
-        dispatch!(self, s => s.fork(node, name, from))
+        self.create_conversation(NewConversation {
+            id: None,
+            name,
+            head: Some(node),
+            origin: Some(crate::records::Origin {
+                node: Some(node),
+                conversation: from,
+                rerun: None,
+            }),
+            meta: None,
+        })
     }
 
     pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {

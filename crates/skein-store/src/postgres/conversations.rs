@@ -17,7 +17,7 @@ use super::runs::queue_run;
 use crate::conversations::{CasOutcome, CommitStage, ConversationRow};
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, mark_all};
-use crate::records::{Conversation, ConversationId, NewConversation, Origin, TurnCommit, now_ms};
+use crate::records::{Conversation, ConversationId, NewConversation, TurnCommit, now_ms};
 use deadpool_postgres::GenericClient;
 use skein_core::NodeId;
 use tokio_postgres::Row;
@@ -67,25 +67,6 @@ impl PgStore {
             Ok(())
         })?;
         self.conversation(&id)
-    }
-
-    pub fn fork(
-        &self,
-        node: NodeId,
-        name: Option<String>,
-        from: Option<ConversationId>,
-    ) -> Result<Conversation> {
-        self.create_conversation(NewConversation {
-            id: None,
-            name,
-            head: Some(node),
-            origin: Some(Origin {
-                node: Some(node),
-                conversation: from,
-                rerun: None,
-            }),
-            meta: None,
-        })
     }
 
     pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
