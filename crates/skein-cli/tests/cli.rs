@@ -867,3 +867,23 @@ fn schema_options_and_no_log_shape_a_turn() {
     let not_json = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
     assert_eq!(not_json.status.code(), Some(2), "clap rejects it");
 }
+
+#[test]
+fn a_failed_reply_at_a_node_that_heads_nothing_leaves_no_branch_behind() {
+    let skein = Skein::new();
+    let model = script();
+    let first = skein.json(&["prompt", "-m", &model, "hello"]);
+    let node = first["node"].as_str().unwrap()[..12].to_string();
+    skein.json(&["prompt", "-c", "and then?"]);
+    let conversations = skein.count("conversations");
+    let failed = skein.run(&["reply", &node, "-m", &model, "fail please"]);
+    assert_eq!(failed.status.code(), Some(5), "{}", stderr(&failed));
+    assert_eq!(
+        skein.count("conversations"),
+        conversations,
+        "no empty branch"
+    );
+    let ok = skein.json(&["reply", &node, "-m", &model, "once more"]);
+    assert_ne!(ok["conversation"], first["conversation"]);
+    assert_eq!(skein.count("conversations"), conversations + 1);
+}

@@ -112,6 +112,12 @@ impl Prompt {
         }
     }
 
+    /// The conversation the turn will run in (for a fork's first prompt,
+    /// the new branch, stored only once the turn succeeds).
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
     /// Whether the turn offers any tool (its own, or the conversation's).
     pub fn offers_tools(&self) -> bool {
         match &self.input.tools {

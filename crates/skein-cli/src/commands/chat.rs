@@ -111,9 +111,7 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
                 if let Some(tools) = tools.clone() {
                     prompt = prompt.tools(tools);
                 }
-                if let Err(error) =
-                    run_turn(ctx, &conversation, prompt, args.tools.chain_limit, None).await
-                {
+                if let Err(error) = run_turn(ctx, prompt, args.tools.chain_limit, None).await {
                     ui::note(format!("error: {error:#}"));
                 }
             }

@@ -85,7 +85,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     if let Some(tools) = tools {
         prompt = prompt.tools(tools);
     }
-    run_turn(ctx, &conversation, prompt, args.tools.chain_limit, None).await
+    run_turn(ctx, prompt, args.tools.chain_limit, None).await
 }
 
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
@@ -93,27 +93,27 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let text = text_or_stdin(args.text)?;
     let tools = args.tools.resolve()?;
     let owner = ctx.store.conversations_at(node)?.into_iter().next();
-    let (conversation, note) = match owner {
+    let (mut prompt, note) = match owner {
         Some(stored) => {
             let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
             let conversation = Conversation::load(&ctx.store, stored.id.as_str(), &home).await?;
-            (conversation, None)
+            (conversation.prompt(text), None)
         }
         None => {
+            // The branch is stored only once its first turn succeeds.
             let home = home_model(args.model.model.clone())?;
             let fork = Conversation::fork_at(&ctx.store, &node.to_string(), &home).await?;
             let note = format!(
                 "node {} is not the head of a conversation: branched into a new conversation",
                 node.short()
             );
-            (fork.create().await?, Some(note))
+            (fork.prompt(text), Some(note))
         }
     };
-    let mut prompt = conversation.prompt(text);
     if let Some(tools) = tools {
         prompt = prompt.tools(tools);
     }
-    run_turn(ctx, &conversation, prompt, args.tools.chain_limit, note).await
+    run_turn(ctx, prompt, args.tools.chain_limit, note).await
 }
 
 pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
@@ -150,7 +150,7 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         Some(text) => {
             let note = format!("forked at node {} into conversation", node.short());
             let prompt = conversation.prompt(text);
-            run_turn(ctx, &conversation, prompt, None, Some(note)).await
+            run_turn(ctx, prompt, None, Some(note)).await
         }
         None if ctx.json => print_json(&ctx.store.conversation(conversation.id())?),
         None => {
@@ -250,7 +250,6 @@ impl ToolArgs {
 /// and report where it was recorded.
 pub async fn run_turn(
     ctx: &Context,
-    conversation: &Conversation,
     prompt: Prompt,
     chain_limit: Option<u32>,
     note: Option<String>,
@@ -263,7 +262,7 @@ pub async fn run_turn(
     };
     let offers_tools = prompt.offers_tools();
     if streaming && offers_tools {
-        conversation.set_after_call(|call, result| {
+        prompt.conversation().set_after_call(|call, result| {
             Box::pin(async move {
                 ui::note(format!(
                     "\n[tool {}({}) {} {}]",
