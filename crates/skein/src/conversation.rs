@@ -118,6 +118,9 @@ pub struct ConversationBuilder {
     origin: Option<Origin>,
     stored: bool,
     drift: DriftTracker,
+    /// The id to keep (a stored or copied conversation's); a fresh one
+    /// otherwise.
+    id: Option<ConversationId>,
 }
 
 impl ConversationBuilder {
@@ -170,7 +173,7 @@ impl ConversationBuilder {
     pub fn build(self) -> Conversation {
         Conversation {
             shared: Arc::new(Shared {
-                id: ConversationId::random(),
+                id: self.id.unwrap_or_else(ConversationId::random),
                 name: self.name,
                 model: self.model,
                 tools: self.tools,
@@ -202,6 +205,7 @@ impl Conversation {
             origin: None,
             stored: false,
             drift: DriftTracker::default(),
+            id: None,
         }
     }
 
@@ -256,17 +260,13 @@ impl Conversation {
     /// its turns from here on are kept in memory only (`skein prompt
     /// --no-log`). `response.log` can still store them later.
     pub fn without_store(&self) -> Conversation {
-        let state = self.state();
-        let mut builder = Conversation::builder(self.shared.model.clone())
-            .tools(self.shared.tools.clone())
-            .chain_limit(self.shared.chain_limit);
+        let mut builder = self.copy_settings(self.shared.model.clone());
+        builder.id = Some(self.shared.id.clone());
         builder.name = self.shared.name.clone();
         builder.origin = self.shared.origin.clone();
         builder.hooks = self.hooks().clone();
-        builder.start = state.point.clone();
-        builder.drift = state.drift.clone();
-        drop(state);
-        builder.build().with_id(self.shared.id.clone())
+        builder.start = self.state().point.clone();
+        builder.build()
     }
 
     /// Set or replace the `before_call` hook (hooks are never stored).
@@ -342,8 +342,8 @@ impl Conversation {
         builder.origin = conversation.origin.clone();
         builder.start = point;
         builder.stored = true;
-        let loaded = builder.build();
-        Ok(loaded.with_id(conversation.id))
+        builder.id = Some(conversation.id);
+        Ok(builder.build())
     }
 
     /// Branch at any stored node (any unique id prefix). When the node is a
@@ -397,9 +397,7 @@ impl Conversation {
         keep_hooks: bool,
         name_origin: bool,
     ) -> Conversation {
-        let mut builder = Conversation::builder(model.unwrap_or_else(|| self.shared.model.clone()))
-            .tools(self.shared.tools.clone())
-            .chain_limit(self.shared.chain_limit);
+        let mut builder = self.copy_settings(model.unwrap_or_else(|| self.shared.model.clone()));
         builder.name = name;
         builder.store = self.shared.store.clone();
         builder.origin = Some(Origin {
@@ -407,7 +405,6 @@ impl Conversation {
             conversation: name_origin.then(|| self.shared.id.clone()),
             rerun: None,
         });
-        builder.drift = self.state().drift.clone();
         if keep_hooks {
             builder.hooks = self.hooks().clone();
         }
@@ -415,12 +412,14 @@ impl Conversation {
         builder.build()
     }
 
-    fn with_id(self, id: ConversationId) -> Conversation {
-        let shared = Arc::try_unwrap(self.shared)
-            .unwrap_or_else(|_| unreachable!("a conversation being built has one handle"));
-        Conversation {
-            shared: Arc::new(Shared { id, ..shared }),
-        }
+    /// A builder with this conversation's tools, chain limit and drift
+    /// record, on `model`.
+    fn copy_settings(&self, model: Model) -> ConversationBuilder {
+        let mut builder = Conversation::builder(model)
+            .tools(self.shared.tools.clone())
+            .chain_limit(self.shared.chain_limit);
+        builder.drift = self.state().drift.clone();
+        builder
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -493,15 +492,22 @@ impl Conversation {
         model.bind(request)
     }
 
+    /// The turn's own model and tools, else the conversation's.
+    fn model_and_tools(&self, input: &TurnInput) -> (Model, Vec<Arc<dyn Tool>>) {
+        (
+            input
+                .model
+                .clone()
+                .unwrap_or_else(|| self.shared.model.clone()),
+            input
+                .tools
+                .clone()
+                .unwrap_or_else(|| self.shared.tools.clone()),
+        )
+    }
+
     async fn run_prompt(&self, from: Point, mut input: TurnInput) -> Result<Response> {
-        let model = input
-            .model
-            .clone()
-            .unwrap_or_else(|| self.shared.model.clone());
-        let tools = input
-            .tools
-            .clone()
-            .unwrap_or_else(|| self.shared.tools.clone());
+        let (model, tools) = self.model_and_tools(&input);
         let specs: Vec<_> = tools.iter().map(|tool| tool.spec().clone()).collect();
         let warnings = self.state().drift.check(&specs);
         let request = self.request(&from, &model, &input).tools(specs);
@@ -535,14 +541,7 @@ impl Conversation {
     }
 
     async fn run_chain(&self, from: Point, mut input: TurnInput) -> Result<ChainResponse> {
-        let model = input
-            .model
-            .clone()
-            .unwrap_or_else(|| self.shared.model.clone());
-        let tools = input
-            .tools
-            .clone()
-            .unwrap_or_else(|| self.shared.tools.clone());
+        let (model, tools) = self.model_and_tools(&input);
         let hooks = self.hooks().clone();
         let mut chain = Chain::new(tools)
             .limit(input.chain_limit.unwrap_or(self.shared.chain_limit))
