@@ -4,55 +4,12 @@
 //! a streamed reply and a tool-call round trip end up as one thread in the
 //! graph, written once, with each request's exact body on its run.
 
-use std::io::{BufRead, BufReader};
+#[path = "support/serve.rs"]
+mod serve;
+
+use serve::Server;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-/// A running `skein serve`, stopped when dropped.
-struct Server {
-    child: Child,
-    address: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(db: &Path, extra: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("--db")
-        .arg(db)
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .args(extra)
-        .env_remove("SKEIN_MODEL")
-        .env_remove("SKEIN_SERVE_TOKEN")
-        .env("SKEIN_CONFIG", db.with_extension("toml"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let address = loop {
-        let line = lines
-            .next()
-            .expect("skein serve exited before it listened")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("serving the graph on http://") {
-            break rest
-                .trim_end_matches(|c| c != '/')
-                .trim_end_matches('/')
-                .to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, address }
-}
+use std::process::Command;
 
 /// The Python with the clients installed, or `None` (loudly) outside CI.
 fn python() -> Option<PathBuf> {
@@ -115,11 +72,11 @@ fn the_openai_client_through_the_proxy_builds_one_thread() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("skein.db");
     let model = format!("scripted:{}", data("proxy.toml").display());
-    let server = serve(&db, &["--proxy", "-m", &model]);
+    let server = Server::start(&db, &["--proxy", "-m", &model]);
 
     let output = Command::new(python)
         .arg(data("proxy_client.py"))
-        .arg(format!("http://{}/v1", server.address))
+        .arg(format!("{}/v1", server.base()))
         .output()
         .unwrap();
     assert!(
@@ -165,7 +122,7 @@ fn the_openai_client_through_the_proxy_builds_one_thread() {
 fn the_proxy_rejects_bad_requests_clearly_and_records_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("skein.db");
-    let server = serve(&db, &["--proxy", "-m", "echo", "--body-limit", "2000"]);
+    let server = Server::start(&db, &["--proxy", "-m", "echo", "--body-limit", "2000"]);
     let post = |body: String| post(&server.address, "/v1/chat/completions", &body, None);
     let (status, text) = post("{not json".into());
     assert_eq!(status, 400, "{text}");
@@ -189,7 +146,7 @@ fn the_proxy_rejects_bad_requests_clearly_and_records_nothing() {
 #[test]
 fn with_a_token_every_request_must_carry_it() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(
+    let server = Server::start(
         &dir.path().join("skein.db"),
         &["--proxy", "-m", "echo", "--token", "s3cret"],
     );

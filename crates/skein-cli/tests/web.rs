@@ -7,13 +7,15 @@
 //! Without Chromium and chromedriver the test says so loudly and passes,
 //! except under CI (`CI` set), where it fails: CI must never skip it.
 
+#[path = "support/serve.rs"]
+mod serve;
 #[path = "support/webdriver.rs"]
 mod webdriver;
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+use serve::Server;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use webdriver::{Browser, Driver, Session};
 
 const MARKUP: &str = "<img src=x data-injected=1> <b>not bold</b> & <script>no</script>";
@@ -25,6 +27,7 @@ fn skein(db: &Path, args: &[&str]) -> String {
         .args(args)
         .env_remove("SKEIN_DB")
         .env("SKEIN_MODEL", "echo")
+        .env("SKEIN_CONFIG", db.with_extension("toml"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -40,49 +43,6 @@ fn skein_json(db: &Path, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     serde_json::from_str(&skein(db, &all)).unwrap()
-}
-
-/// `skein serve` on a free port; killed on drop.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Serve {
-    fn start(db: &Path) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
-            .arg("--db")
-            .arg(db)
-            .args(["serve", "--bind", "127.0.0.1:0"])
-            .env_remove("SKEIN_DB")
-            .env_remove("SKEIN_SERVE_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let base = loop {
-            let line = lines
-                .next()
-                .expect("skein serve exited before saying where it listens")
-                .unwrap();
-            if let Some(rest) = line.split("serving the graph on ").nth(1) {
-                let url = rest.split_whitespace().next().unwrap();
-                break url.trim_end_matches('/').to_string();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Serve { child, base }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `target/web-screenshots`, found from this test binary's path
@@ -166,7 +126,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
     );
     let tooled_conversation = tooled["conversation"].as_str().unwrap().to_string();
 
-    let server = Serve::start(&db);
+    let server = Server::start(&db, &[]);
     skein::providers::http::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -181,7 +141,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
 
         // The conversations, newest first.
         let started = std::time::Instant::now();
-        page.goto(&format!("{}/", server.base)).await;
+        page.goto(&format!("{}/", server.base())).await;
         page.wait_for("#conversations tbody tr").await;
         eprintln!("conversation list shown {:?} after navigation", started.elapsed());
         let rows = page.find_all("#conversations tbody tr").await;
@@ -256,7 +216,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(page.find_all("#view img, #view b, #view script[src], [data-injected]").await.is_empty());
 
         // A tool loop: the call, its arguments, and the tools the run offered.
-        page.goto(&format!("{}/#/c/{tooled_conversation}", server.base)).await;
+        page.goto(&format!("{}/#/c/{tooled_conversation}", server.base())).await;
         let call_row = page.wait_for("#tree .node-row[data-role='assistant']").await;
         page.click(&call_row).await;
         let parts = page.wait_for_text("#parts", "skein_version").await;
@@ -269,7 +229,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(result.contains(env!("CARGO_PKG_VERSION")), "{result}");
 
         // Compare the main line with the fork, from their common ancestor.
-        page.goto(&format!("{}/#/c/{conversation}", server.base)).await;
+        page.goto(&format!("{}/#/c/{conversation}", server.base())).await;
         let go = page.wait_for("#compare-go").await;
         page.click(&go).await;
         page.wait_for("#compare-view").await;
@@ -286,7 +246,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         page.screenshot(&shots.join("compare.png")).await;
 
         // An unknown conversation is a clear message, not a blank page.
-        page.goto(&format!("{}/#/c/0123456789abcdef", server.base)).await;
+        page.goto(&format!("{}/#/c/0123456789abcdef", server.base())).await;
         let error = page.wait_for_text("#error", "no conversation starts with").await;
         assert!(error.contains("0123456789abcdef"), "{error}");
 
