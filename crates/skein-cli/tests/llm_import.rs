@@ -3,24 +3,11 @@
 //! and found through `SKEIN_TEST_VENV`): a three-turn conversation, a fork
 //! of it, and a tool-using chain.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[path = "support/python.rs"]
+mod python;
 
-fn venv() -> Option<PathBuf> {
-    let found = std::env::var_os("SKEIN_TEST_VENV")
-        .map(PathBuf::from)
-        .filter(|venv| venv.join("bin/python").exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "SKEIN_TEST_VENV is not set or has no python: CI must run scripts/test"
-        );
-        eprintln!(
-            "SKIPPED: llm is not installed; run `export SKEIN_TEST_VENV=$(scripts/python-clients)` first"
-        );
-    }
-    found
-}
+use std::path::Path;
+use std::process::Command;
 
 fn skein(db: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_skein"))
@@ -35,10 +22,12 @@ fn skein(db: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn an_llm_database_imports_with_its_threads_forks_and_tool_calls() {
-    let Some(venv) = venv() else { return };
+    let Some(python) = python::python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs.db");
-    let written = Command::new(venv.join("bin/python"))
+    let written = Command::new(python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llm_history.py"))
         .arg(&logs)
         .env("LLM_USER_PATH", dir.path())

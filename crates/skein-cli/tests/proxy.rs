@@ -4,29 +4,15 @@
 //! a streamed reply and a tool-call round trip end up as one thread in the
 //! graph, written once, with each request's exact body on its run.
 
+#[path = "support/python.rs"]
+mod python;
 #[path = "support/serve.rs"]
 mod serve;
 
+use python::python;
 use serve::Server;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The Python with the clients installed, or `None` (loudly) outside CI.
-fn python() -> Option<PathBuf> {
-    let found = std::env::var_os("SKEIN_TEST_VENV")
-        .map(|venv| PathBuf::from(venv).join("bin/python"))
-        .filter(|python| python.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "SKEIN_TEST_VENV is not set or has no python: CI must run scripts/test"
-        );
-        eprintln!(
-            "SKIPPED: the Python clients are not installed; run `export SKEIN_TEST_VENV=$(scripts/python-clients)` first"
-        );
-    }
-    found
-}
 
 /// A minimal HTTP/1.1 POST (the test needs no client library): the status
 /// and the body.
