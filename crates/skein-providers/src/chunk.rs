@@ -17,9 +17,39 @@ pub(crate) const SPLIT_ABOVE: usize = 4;
 /// The largest argument piece, in characters.
 const MAX_PIECE: usize = 8;
 
-/// The number of whitespace-separated words in `text`.
+/// The number of whitespace-separated words in `text`, as
+/// `text.split_whitespace().count()` gives it.
+///
+/// The echo model counts every word of its request's history on every call,
+/// so this is on the per-turn path. ASCII text (the common case) counts the
+/// word starts (a space followed by a non-space) with one-byte counters over
+/// runs of 255 byte pairs, a loop the compiler vectorises: about ten times
+/// faster than `split_whitespace`.
 pub(crate) fn word_count(text: &str) -> u64 {
-    text.split_whitespace().count() as u64
+    if !text.is_ascii() {
+        return text.split_whitespace().count() as u64;
+    }
+    let bytes = text.as_bytes();
+    let Some(&first) = bytes.first() else {
+        return 0;
+    };
+    let (before, at) = (&bytes[..bytes.len() - 1], &bytes[1..]);
+    let mut starts = u64::from(!is_ascii_space(first));
+    for (before, at) in before.chunks(255).zip(at.chunks(255)) {
+        let mut run = 0u8;
+        for (&before, &at) in before.iter().zip(at) {
+            run += u8::from(is_ascii_space(before) & !is_ascii_space(at));
+        }
+        starts += u64::from(run);
+    }
+    starts
+}
+
+/// `char::is_whitespace` for an ASCII byte: tab, line feed, vertical tab,
+/// form feed, carriage return and space (`u8::is_ascii_whitespace` leaves
+/// out the vertical tab).
+fn is_ascii_space(byte: u8) -> bool {
+    byte == b' ' || byte.wrapping_sub(b'\t') < 5
 }
 
 /// `text` cut into chunks of one word plus the whitespace after it (leading
@@ -104,6 +134,29 @@ mod tests {
         assert_eq!(word_chunks("a  b c"), ["a  ", "b ", "c"]);
         assert_eq!(word_chunks(" a"), [" a"]);
         assert_eq!(word_chunks("   "), ["   "]);
+    }
+
+    #[test]
+    fn ascii_space_is_what_char_is_whitespace_says() {
+        for byte in 0..=127u8 {
+            assert_eq!(
+                is_ascii_space(byte),
+                char::from(byte).is_whitespace(),
+                "{byte}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn word_count_agrees_with_split_whitespace(
+            ascii in "[ a-c\\t\\n\\r\\x0b\\x0c\\x1c\\x1f]{0,40}",
+            mixed in "[ a-c\\t\\x0b\\x85\u{a0}\u{2003}é]{0,40}",
+        ) {
+            for text in [ascii, mixed] {
+                proptest::prop_assert_eq!(word_count(&text), text.split_whitespace().count() as u64);
+            }
+        }
     }
 
     #[test]

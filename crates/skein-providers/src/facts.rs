@@ -15,21 +15,24 @@ Definitions (shared by [`crate::Echo`] and [`crate::Scripted`]):
   included.
 */
 
-use skein_core::{Message, ModelRequest, Role, ToolResult};
+use skein_core::{Message, ModelRequest, Part, Role, ToolResult};
+use std::borrow::Cow;
 
 /// A request, with the texts every condition looks at computed once.
 pub(crate) struct RequestFacts<'a> {
     request: &'a ModelRequest,
     messages: Vec<&'a Message>,
-    /// The text of each message, in thread order.
-    texts: Vec<String>,
+    /// The text of each message, in thread order (borrowed unless the
+    /// message has several text parts to join: the echo model builds these
+    /// facts on every call, over the whole history).
+    texts: Vec<Cow<'a, str>>,
     last_user: Option<usize>,
 }
 
 impl<'a> RequestFacts<'a> {
     pub(crate) fn new(request: &'a ModelRequest) -> RequestFacts<'a> {
         let messages = request.thread.messages();
-        let texts = messages.iter().map(|m| m.joined_text()).collect();
+        let texts = messages.iter().map(|m| text_of(m)).collect();
         let last_user = messages.iter().rposition(|m| m.role == Role::User);
         RequestFacts {
             request,
@@ -62,7 +65,7 @@ impl<'a> RequestFacts<'a> {
             .iter()
             .zip(&self.texts)
             .filter(|(m, _)| m.role == Role::System)
-            .map(|(_, text)| text.as_str())
+            .map(|(_, text)| text.as_ref())
     }
 
     /// Every message's text and every tool result's content.
@@ -72,11 +75,11 @@ impl<'a> RequestFacts<'a> {
             .iter()
             .flat_map(|m| m.tool_results_iter())
             .map(|r| r.content.as_str());
-        self.texts.iter().map(String::as_str).chain(results)
+        self.texts.iter().map(Cow::as_ref).chain(results)
     }
 
     pub(crate) fn last_user_text(&self) -> Option<&str> {
-        self.last_user.map(|i| self.texts[i].as_str())
+        self.last_user.map(|i| self.texts[i].as_ref())
     }
 
     pub(crate) fn previous_assistant_text(&self) -> Option<&str> {
@@ -84,7 +87,7 @@ impl<'a> RequestFacts<'a> {
         self.messages[..before]
             .iter()
             .rposition(|m| m.role == Role::Assistant)
-            .map(|i| self.texts[i].as_str())
+            .map(|i| self.texts[i].as_ref())
     }
 
     pub(crate) fn last_tool_result(&self) -> Option<&'a ToolResult> {
@@ -100,6 +103,17 @@ impl<'a> RequestFacts<'a> {
 
     pub(crate) fn tool_count(&self) -> usize {
         self.request.tools.len()
+    }
+}
+
+/// A message's text parts joined with nothing in between, without copying
+/// when there is only one.
+fn text_of(message: &Message) -> Cow<'_, str> {
+    let mut texts = message.parts.iter().filter_map(Part::as_text);
+    match (texts.next(), texts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(only), None) => Cow::Borrowed(only),
+        _ => Cow::Owned(message.joined_text()),
     }
 }
 
