@@ -198,40 +198,43 @@ pub fn encode_body(message: &Message, blob_threshold: usize) -> EncodedBody<'_> 
     EncodedBody { bytes, blobs }
 }
 
-/// A decoded body whose blob references may still need resolving.
+/// A body whose structure has been checked, borrowed from the bytes it was
+/// decoded from; its blob references may still need resolving.
+///
+/// Decoding allocates nothing: [`decode_body`] walks the parts once to check
+/// every length, tag and header string, and [`DecodedBody::resolve`] walks
+/// them again to build the message, allocating only what the message holds.
+/// Loading a thread decodes every body in it, so this is on the hot path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodedBody {
+pub struct DecodedBody<'a> {
     pub role: Role,
-    parts: Vec<BodyPart>,
+    count: u32,
+    /// The bytes after the part count, already checked.
+    parts: &'a [u8],
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct BodyPart {
-    header: PartHeader,
-    payload: Payload,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PartHeader {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PartHeader<'a> {
     Text,
-    ToolCall { id: String, name: String },
-    ToolResult { call_id: String, is_error: bool },
-    Attachment { media_type: String },
+    ToolCall { id: &'a str, name: &'a str },
+    ToolResult { call_id: &'a str, is_error: bool },
+    Attachment { media_type: &'a str },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Payload {
-    Inline(Vec<u8>),
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Payload<'a> {
+    Inline(&'a [u8]),
     Blob { digest: Digest, len: u64 },
 }
 
-impl DecodedBody {
+impl<'a> DecodedBody<'a> {
     /// Digests of the blobs this body references, in part order.
     pub fn blob_refs(&self) -> impl Iterator<Item = Digest> + '_ {
-        self.parts.iter().filter_map(|part| match part.payload {
-            Payload::Blob { digest, .. } => Some(digest),
-            Payload::Inline(_) => None,
-        })
+        self.checked_parts()
+            .filter_map(|(_, payload)| match payload {
+                Payload::Blob { digest, .. } => Some(digest),
+                Payload::Inline(_) => None,
+            })
     }
 
     /// Turn the body into a message, fetching referenced blobs with `lookup`.
@@ -239,10 +242,10 @@ impl DecodedBody {
         self,
         mut lookup: impl FnMut(&Digest) -> Option<Vec<u8>>,
     ) -> Result<Message, DecodeError> {
-        let mut parts = Vec::with_capacity(self.parts.len());
-        for part in self.parts {
-            let payload = match part.payload {
-                Payload::Inline(bytes) => bytes,
+        let mut parts = Vec::with_capacity(self.count as usize);
+        for (header, payload) in self.checked_parts() {
+            let payload = match payload {
+                Payload::Inline(bytes) => bytes.to_vec(),
                 Payload::Blob { digest, len } => {
                     let bytes = lookup(&digest).ok_or(DecodeError::MissingBlob(digest))?;
                     if bytes.len() as u64 != len {
@@ -255,16 +258,25 @@ impl DecodedBody {
                     bytes
                 }
             };
-            parts.push(part.header.into_part(payload)?);
+            parts.push(header.into_part(payload)?);
         }
         Ok(Message {
             role: self.role,
             parts,
         })
     }
+
+    /// The parts again; [`decode_body`] already checked them all.
+    fn checked_parts(&self) -> impl Iterator<Item = (PartHeader<'a>, Payload<'a>)> + use<'a> {
+        let mut reader = Reader {
+            bytes: self.parts,
+            offset: 0,
+        };
+        (0..self.count).map(move |_| read_part(&mut reader).expect("checked by decode_body"))
+    }
 }
 
-impl PartHeader {
+impl PartHeader<'_> {
     fn into_part(self, payload: Vec<u8>) -> Result<Part, DecodeError> {
         let utf8 = |bytes: Vec<u8>, what| {
             String::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8(what))
@@ -274,17 +286,17 @@ impl PartHeader {
                 text: utf8(payload, "text")?,
             },
             PartHeader::ToolCall { id, name } => Part::ToolCall(ToolCall {
-                id,
-                name,
+                id: id.to_owned(),
+                name: name.to_owned(),
                 arguments: utf8(payload, "tool-call arguments")?,
             }),
             PartHeader::ToolResult { call_id, is_error } => Part::ToolResult(ToolResult {
-                call_id,
+                call_id: call_id.to_owned(),
                 content: utf8(payload, "tool-result content")?,
                 is_error,
             }),
             PartHeader::Attachment { media_type } => Part::Attachment(Attachment {
-                media_type,
+                media_type: media_type.to_owned(),
                 data: payload,
             }),
         })
@@ -292,9 +304,9 @@ impl PartHeader {
 }
 
 /// Decode a storage body. Every length is checked against the bytes that
-/// remain before anything is allocated, so hostile input cannot make the
-/// decoder allocate more than its own size.
-pub fn decode_body(bytes: &[u8]) -> Result<DecodedBody, DecodeError> {
+/// remain, and nothing is allocated, so hostile input cannot make the
+/// decoder allocate at all.
+pub fn decode_body(bytes: &[u8]) -> Result<DecodedBody<'_>, DecodeError> {
     let mut reader = Reader { bytes, offset: 0 };
     let version = reader.u8()?;
     if version != ENCODING_VERSION {
@@ -302,44 +314,52 @@ pub fn decode_body(bytes: &[u8]) -> Result<DecodedBody, DecodeError> {
     }
     let role_code = reader.u8()?;
     let role = Role::from_code(role_code).ok_or(DecodeError::UnknownRole(role_code))?;
-    let count = reader.u32()? as usize;
-    // Each part takes at least 10 bytes, which bounds the allocation.
-    let mut parts = Vec::with_capacity(count.min(reader.remaining() / 10));
+    let count = reader.u32()?;
+    let start = reader.offset;
     for _ in 0..count {
-        let kind = reader.u8()?;
-        let header = match kind {
-            KIND_TEXT => PartHeader::Text,
-            KIND_TOOL_CALL => PartHeader::ToolCall {
-                id: reader.string("tool-call id")?,
-                name: reader.string("tool name")?,
-            },
-            KIND_TOOL_RESULT => PartHeader::ToolResult {
-                call_id: reader.string("tool-result call id")?,
-                is_error: reader.bool()?,
-            },
-            KIND_ATTACHMENT => PartHeader::Attachment {
-                media_type: reader.string("media type")?,
-            },
-            other => return Err(DecodeError::UnknownPartKind(other)),
-        };
-        let payload = match reader.u8()? {
-            PAYLOAD_INLINE => {
-                let len = reader.u64()?;
-                Payload::Inline(reader.take(len)?.to_vec())
-            }
-            PAYLOAD_BLOB => {
-                let len = reader.u64()?;
-                let digest = Digest(reader.take(32)?.try_into().expect("32 bytes"));
-                Payload::Blob { digest, len }
-            }
-            other => return Err(DecodeError::UnknownPayloadTag(other)),
-        };
-        parts.push(BodyPart { header, payload });
+        read_part(&mut reader)?;
     }
     if reader.remaining() != 0 {
         return Err(DecodeError::TrailingBytes(reader.remaining()));
     }
-    Ok(DecodedBody { role, parts })
+    Ok(DecodedBody {
+        role,
+        count,
+        parts: &bytes[start..],
+    })
+}
+
+/// One part's header and payload (a payload's text is checked for UTF-8
+/// only when it is resolved).
+fn read_part<'a>(reader: &mut Reader<'a>) -> Result<(PartHeader<'a>, Payload<'a>), DecodeError> {
+    let header = match reader.u8()? {
+        KIND_TEXT => PartHeader::Text,
+        KIND_TOOL_CALL => PartHeader::ToolCall {
+            id: reader.string("tool-call id")?,
+            name: reader.string("tool name")?,
+        },
+        KIND_TOOL_RESULT => PartHeader::ToolResult {
+            call_id: reader.string("tool-result call id")?,
+            is_error: reader.bool()?,
+        },
+        KIND_ATTACHMENT => PartHeader::Attachment {
+            media_type: reader.string("media type")?,
+        },
+        other => return Err(DecodeError::UnknownPartKind(other)),
+    };
+    let payload = match reader.u8()? {
+        PAYLOAD_INLINE => {
+            let len = reader.u64()?;
+            Payload::Inline(reader.take(len)?)
+        }
+        PAYLOAD_BLOB => {
+            let len = reader.u64()?;
+            let digest = Digest(reader.take(32)?.try_into().expect("32 bytes"));
+            Payload::Blob { digest, len }
+        }
+        other => return Err(DecodeError::UnknownPayloadTag(other)),
+    };
+    Ok((header, payload))
 }
 
 struct Reader<'a> {
@@ -388,10 +408,10 @@ impl<'a> Reader<'a> {
         ))
     }
 
-    fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
+    fn string(&mut self, what: &'static str) -> Result<&'a str, DecodeError> {
         let len = self.u32()?;
         let bytes = self.take(u64::from(len))?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::InvalidUtf8(what))
+        std::str::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8(what))
     }
 }
 

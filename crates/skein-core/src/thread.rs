@@ -28,7 +28,7 @@ pub struct Node {
     depth: u64,
     message: Arc<Message>,
     parent: Option<Arc<Node>>,
-    persisted_in: Mutex<Vec<StoreKey>>,
+    persisted_in: Mutex<Marks>,
 }
 
 impl Node {
@@ -61,23 +61,45 @@ impl Node {
     /// Whether the store with this key is known to hold this node (and so,
     /// because stores write parents first, its whole ancestry).
     pub fn is_persisted_in(&self, key: StoreKey) -> bool {
-        self.marks().contains(&key)
+        self.marks().contains(key)
     }
 
     /// Record that the store with this key holds this node. Stores call this
     /// only after the transaction that wrote it committed.
     pub fn mark_persisted_in(&self, key: StoreKey) {
-        let mut marks = self.marks();
-        if !marks.contains(&key) {
-            marks.push(key);
-        }
+        self.marks().insert(key);
     }
 
-    fn marks(&self) -> std::sync::MutexGuard<'_, Vec<StoreKey>> {
+    fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
         // A poisoned lock only means a panic elsewhere while pushing a u64.
         self.persisted_in
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The stores known to hold a node. Nearly every node is in at most one
+/// store, so the first mark lives inline: loading a thread marks each of its
+/// nodes, and this keeps that from allocating.
+#[derive(Default)]
+struct Marks {
+    first: Option<StoreKey>,
+    more: Vec<StoreKey>,
+}
+
+impl Marks {
+    fn contains(&self, key: StoreKey) -> bool {
+        self.first == Some(key) || self.more.contains(&key)
+    }
+
+    fn insert(&mut self, key: StoreKey) {
+        if self.contains(key) {
+            return;
+        }
+        match self.first {
+            None => self.first = Some(key),
+            Some(_) => self.more.push(key),
+        }
     }
 }
 
@@ -141,7 +163,7 @@ impl Thread {
                 depth,
                 message,
                 parent: self.head.clone(),
-                persisted_in: Mutex::new(Vec::new()),
+                persisted_in: Mutex::new(Marks::default()),
             })),
         }
     }
@@ -313,6 +335,11 @@ mod tests {
         node.mark_persisted_in(7);
         assert!(node.is_persisted_in(7));
         assert!(!node.is_persisted_in(8), "marks are per store");
+        for key in [8, 9, 8, 7] {
+            node.mark_persisted_in(key);
+        }
+        assert!([7, 8, 9].iter().all(|&key| node.is_persisted_in(key)));
+        assert!(!node.is_persisted_in(10));
         assert!(
             !thread.nodes()[0].is_persisted_in(7),
             "marking a node marks only that node"
