@@ -13,6 +13,7 @@ Readers come from a small pool and never block the writer. A rusqlite
 
 use crate::error::{Result, StoreError};
 use crate::schema;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use skein_core::StoreKey;
 use std::path::{Path, PathBuf};
@@ -157,6 +158,12 @@ fn connect(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(64);
+    // Without the query planner stability guarantee, SQLite lets bound values
+    // steer plans, and marks any statement whose plan looked at one for
+    // re-preparing on `sqlite3_clear_bindings`, which rusqlite calls on every
+    // statement it returns to its cache: nearly every cached statement was
+    // compiled again on each use. Our queries have one right plan each.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(conn)
 }
 
