@@ -8,6 +8,16 @@ holds (known from the node's in-memory mark, or found by one indexed
 lookup), so its cost is proportional to the new nodes. Because a node is
 only ever inserted after its parent, holding a node implies holding its whole
 ancestry, and `seq` order is a topological order.
+
+Loading reads lanes, not parent links. A *lane* is a chain of nodes, one
+per depth, each the parent of the next: a new node joins its parent's lane
+when the parent is that lane's deepest node, and otherwise (a root, or a
+branch off the middle of a lane) starts a lane of its own, numbered by its
+own `seq`. A conversation that only grows is therefore one lane, read by one
+range scan of the `(lane, depth)` index, and a thread crosses one more lane
+per branch point on its way to the root. The lane column is derived data:
+`verify` checks it against the parent links, and loading checks every row's
+parent as it goes.
 */
 
 use crate::codec::{BLOB_THRESHOLD, node_id, optional_node_id};
@@ -61,7 +71,8 @@ impl SqliteStore {
         })
     }
 
-    /// Load the thread whose head is `head`, in one recursive query.
+    /// Load the thread whose head is `head`: one range scan per lane it
+    /// runs through.
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
         self.read(|conn| load_thread(conn, self.key(), head))
     }
@@ -208,17 +219,45 @@ pub(crate) fn insert_node(
             insert_blob.execute(params![digest.as_bytes(), bytes])?;
         }
     }
+    let (seq, lane) = match continued_lane(conn, parent_seq)? {
+        Some(lane) => (None, lane),
+        None => {
+            let seq = conn
+                .prepare_cached("SELECT IFNULL(MAX(seq), 0) + 1 FROM nodes")?
+                .query_row([], |row| row.get::<_, i64>(0))?;
+            (Some(seq), seq)
+        }
+    };
     conn.prepare_cached(
-        "INSERT INTO nodes(id, parent, depth, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO nodes(seq, id, parent, depth, role, body, lane)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
+        seq,
         id.as_bytes(),
         parent_seq,
         depth as i64,
         message.role.code(),
-        encoded.bytes
+        encoded.bytes,
+        lane
     ])?;
     Ok(conn.last_insert_rowid())
+}
+
+/// The lane a new node under `parent_seq` joins: its parent's, when the
+/// parent is that lane's deepest node; `None` when it starts one.
+fn continued_lane(conn: &Connection, parent_seq: Option<i64>) -> Result<Option<i64>> {
+    let Some(parent_seq) = parent_seq else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT p.lane FROM nodes p WHERE p.seq = ?1
+         AND NOT EXISTS (SELECT 1 FROM nodes c WHERE c.lane = p.lane AND c.depth > p.depth)",
+    )?;
+    Ok(stmt
+        .query_row([parent_seq], |row| row.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten())
 }
 
 pub(crate) fn mark_all(nodes: &[&Node], key: StoreKey) {
@@ -235,35 +274,83 @@ pub(crate) fn seq_of(conn: &Connection, id: NodeId) -> Result<Option<i64>> {
 }
 
 pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Result<Thread> {
-    // Recurse over the integer links only, then join the rows: carrying the
-    // bodies through the recursion would copy each through SQLite's queue.
-    let mut stmt = conn.prepare_cached(
-        "WITH RECURSIVE chain(seq, parent) AS (
-             SELECT seq, parent FROM nodes WHERE id = ?1
-             UNION ALL
-             SELECT n.seq, n.parent FROM nodes n JOIN chain c ON n.seq = c.parent
-         )
-         SELECT n.id, n.body FROM chain JOIN nodes n ON n.seq = chain.seq ORDER BY n.seq",
+    let spans = lane_spans(conn, head)?;
+    let mut rows = conn.prepare_cached(
+        "SELECT seq, parent, id, body FROM nodes WHERE lane = ?1 AND depth <= ?2 ORDER BY depth",
     )?;
-    let mut rows = stmt.query([head.as_bytes()])?;
     let mut thread = Thread::new();
-    while let Some(row) = rows.next()? {
-        let blob = |index| row.get_ref(index)?.as_blob().map_err(rusqlite::Error::from);
-        let id = node_id(blob(0)?)?;
-        let message = decode_message(conn, id, blob(1)?)?;
-        thread = thread.push_with_id(id, Arc::new(message));
-        thread.head().expect("just pushed").mark_persisted_in(key);
+    let mut last_seq: Option<i64> = None;
+    for &(lane, top) in spans.iter().rev() {
+        let mut lane_rows = rows.query(params![lane, top])?;
+        while let Some(row) = lane_rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let parent: Option<i64> = row.get(1)?;
+            let blob = |index| row.get_ref(index)?.as_blob().map_err(rusqlite::Error::from);
+            let id = node_id(blob(2)?)?;
+            if parent != last_seq {
+                return Err(StoreError::MalformedRow(format!(
+                    "node {} is filed in lane {lane} but does not continue it; run `skein verify`",
+                    id.short()
+                )));
+            }
+            let message = decode_message(conn, id, blob(3)?)?;
+            thread = thread.push_with_id(id, Arc::new(message));
+            thread.head().expect("just pushed").mark_persisted_in(key);
+            last_seq = Some(seq);
+        }
     }
     if thread.head_id() != Some(head) {
-        return match thread.head_id() {
-            None => Err(StoreError::NodeNotFound(head)),
-            Some(_) => Err(StoreError::MalformedRow(format!(
-                "the ancestry of node {} is not in insertion order",
-                head.short()
-            ))),
-        };
+        return Err(StoreError::MalformedRow(format!(
+            "the lanes of node {} do not lead to it; run `skein verify`",
+            head.short()
+        )));
     }
     Ok(thread)
+}
+
+/// The lanes a thread runs through, head first: each lane with the depth of
+/// the thread's deepest node in it. One indexed lookup per lane (a
+/// recursive query would build a temporary table for its queue, which costs
+/// more than the lookups for the few lanes a thread crosses).
+fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<(i64, i64)>> {
+    let no_lane = || {
+        StoreError::MalformedRow(format!(
+            "a node on the path to {} has no lane; run `skein verify`",
+            head.short()
+        ))
+    };
+    let mut span = conn
+        .prepare_cached("SELECT lane, depth FROM nodes WHERE id = ?1")?
+        .query_row([head.as_bytes()], |row| {
+            Ok((row.get::<_, Option<i64>>(0)?, row.get::<_, i64>(1)?))
+        })
+        .optional()?
+        .ok_or(StoreError::NodeNotFound(head))?;
+    let mut base = conn.prepare_cached(
+        "SELECT lane, depth FROM nodes WHERE seq = (SELECT parent FROM nodes WHERE seq = ?1)",
+    )?;
+    let mut spans = Vec::new();
+    loop {
+        let (Some(lane), top) = span else {
+            return Err(no_lane());
+        };
+        spans.push((lane, top));
+        match base
+            .query_row([lane], |row| {
+                Ok((row.get::<_, Option<i64>>(0)?, row.get::<_, i64>(1)?))
+            })
+            .optional()?
+        {
+            Some(next) if next.1 < top => span = next,
+            Some(_) => {
+                return Err(StoreError::MalformedRow(format!(
+                    "the lanes on the path to {} do not descend; run `skein verify`",
+                    head.short()
+                )));
+            }
+            None => return Ok(spans),
+        }
+    }
 }
 
 /// Decode a stored body, fetching any blobs it references.

@@ -6,16 +6,27 @@ order because a node is only ever inserted after its parent) and refer to
 their parent by `seq`, so walking a thread is a chain of rowid lookups. Every
 other table refers to nodes by their 32-byte id.
 
+Each node also carries the `lane` it was filed in (graph.rs explains
+lanes); migration 4 assigns lanes to the nodes of an older database.
+
 Each migration runs in its own `BEGIN IMMEDIATE` transaction; a database
 newer than this build is refused rather than guessed at.
 */
 
 use crate::error::{Result, StoreError};
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior, params};
+use std::collections::HashMap;
 
-const MIGRATIONS: &[&str] = &[
+/// One step of the schema's history.
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Connection) -> Result<()>),
+}
+
+const MIGRATIONS: &[Migration] = &[
     // 1: the graph, bookmarks, runs and per-run tool sets.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE meta (
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
@@ -90,14 +101,18 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, position)
     ) WITHOUT ROWID;
     "#,
+    ),
     // 2: the exact request body of a run that came through the recording
     // proxy, byte for byte as the client sent it.
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE runs ADD COLUMN request TEXT;
     "#,
+    ),
     // 3: reruns of recorded turns, and the embedding cache (see reruns.rs
     // and embeddings.rs).
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE reruns (
         id              TEXT PRIMARY KEY,
         conversation    TEXT NOT NULL,
@@ -125,6 +140,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (embedder, digest)
     ) WITHOUT ROWID;
     "#,
+    ),
+    // 4: lanes, so that a thread loads by range scans (see graph.rs).
+    Migration::Code(add_lanes),
 ];
 
 /// The schema version this build writes.
@@ -140,7 +158,7 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
             supported: SCHEMA_VERSION,
         });
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate() {
+    for (index, migration) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Another process may have migrated while we waited for the lock.
@@ -148,7 +166,10 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
         if current >= version {
             continue;
         }
-        tx.execute_batch(sql)?;
+        match migration {
+            Migration::Sql(sql) => tx.execute_batch(sql)?,
+            Migration::Code(step) => step(&tx)?,
+        }
         if version == 1 {
             let key = uuid::Uuid::new_v4().as_u64_pair().0;
             tx.execute(
@@ -159,5 +180,32 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;
     }
+    Ok(())
+}
+
+/// Migration 4: add the `lane` column, file every stored node in the lane
+/// it would have joined had it been inserted now (in `seq` order), then
+/// index lanes by depth.
+fn add_lanes(conn: &Connection) -> Result<()> {
+    conn.execute_batch("ALTER TABLE nodes ADD COLUMN lane INTEGER")?;
+    let mut lane_of: HashMap<i64, i64> = HashMap::new();
+    // Each lane's deepest node so far: (seq, depth).
+    let mut lane_tip: HashMap<i64, (i64, i64)> = HashMap::new();
+    let mut nodes = conn.prepare("SELECT seq, parent, depth FROM nodes ORDER BY seq")?;
+    let mut file = conn.prepare("UPDATE nodes SET lane = ?1 WHERE seq = ?2")?;
+    let mut rows = nodes.query([])?;
+    while let Some(row) = rows.next()? {
+        let (seq, parent, depth): (i64, Option<i64>, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
+        // A parent not seen yet (a damaged database) gets the node a lane of
+        // its own: always consistent, and `verify` reports the damage.
+        let lane = parent
+            .and_then(|parent| Some((parent, *lane_of.get(&parent)?)))
+            .filter(|(parent, lane)| lane_tip.get(lane) == Some(&(*parent, depth - 1)))
+            .map_or(seq, |(_, lane)| lane);
+        lane_of.insert(seq, lane);
+        lane_tip.insert(lane, (seq, depth));
+        file.execute(params![lane, seq])?;
+    }
+    conn.execute_batch("CREATE UNIQUE INDEX nodes_by_lane ON nodes(lane, depth)")?;
     Ok(())
 }

@@ -36,6 +36,9 @@ pub enum Problem {
     BlobMismatch { digest: String },
     /// A conversation's head is not a stored node.
     DanglingHead { conversation: String },
+    /// The node is filed in a lane it does not continue (SQLite's loading
+    /// index; see graph.rs), so threads through it would not load.
+    LaneMismatch { id: String },
 }
 
 /// What `verify` checked and found.
@@ -129,8 +132,11 @@ impl SqliteStore {
     pub fn verify(&self) -> Result<VerifyReport> {
         self.read(|conn| {
             let mut report = VerifyReport::default();
+            // A node either starts its lane (numbered by its own seq) or
+            // continues its parent's.
             let mut stmt = conn.prepare(
-                "SELECT n.id, p.id, n.depth, p.depth, n.role, n.body
+                "SELECT n.id, p.id, n.depth, p.depth, n.role, n.body,
+                        n.lane IS NULL OR (n.lane != n.seq AND n.lane IS NOT p.lane)
                  FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent ORDER BY n.seq",
             )?;
             let mut rows = stmt.query([])?;
@@ -138,6 +144,9 @@ impl SqliteStore {
                 let id: Vec<u8> = row.get(0)?;
                 let parent: Option<Vec<u8>> = row.get(1)?;
                 let body: Vec<u8> = row.get(5)?;
+                if row.get::<_, bool>(6)? {
+                    report.problems.push(Problem::LaneMismatch { id: hex(&id) });
+                }
                 report.check_node(
                     NodeRow {
                         id: &id,

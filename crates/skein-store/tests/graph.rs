@@ -64,6 +64,53 @@ fn a_thread_loads_back_equal_from_any_head(backend: Backend) {
     assert!(prefix.head().unwrap().is_persisted_in(db.store.key()));
 }
 
+/// Branches off the middle and off the tip, branches of branches, and
+/// conversations growing in turn: every head loads back exactly its thread.
+fn every_head_of_a_branching_tree_loads_its_own_thread(backend: Backend) {
+    let db = TempStore::new(backend);
+    let trunk = history("sys", 20);
+    db.store.append(&trunk).unwrap();
+    let mut heads = vec![trunk.clone()];
+    let nodes = trunk.nodes();
+    for (at, branch) in [(5, "middle"), (0, "root"), (19, "tip"), (5, "middle again")] {
+        let base = db.store.load_thread(nodes[at].id()).unwrap();
+        let thread = base
+            .push(Message::user(branch))
+            .push(Message::assistant(branch));
+        db.store.append(&thread).unwrap();
+        heads.push(thread);
+    }
+    // A branch of a branch, and two branches that grow alternately.
+    let nested = heads[1].nodes()[7].id();
+    let nested = db
+        .store
+        .load_thread(nested)
+        .unwrap()
+        .push(Message::user("nested"));
+    db.store.append(&nested).unwrap();
+    heads.push(nested);
+    let (mut left, mut right) = (heads[2].clone(), heads[2].clone());
+    for turn in 0..5 {
+        left = left.push(Message::user(format!("left {turn}")));
+        right = right.push(Message::user(format!("right {turn}")));
+        db.store.append(&left).unwrap();
+        db.store.append(&right).unwrap();
+    }
+    heads.extend([left, right]);
+    for thread in &heads {
+        for node in thread.nodes() {
+            let loaded = db.store.load_thread(node.id()).unwrap();
+            assert_eq!(loaded.head_id(), Some(node.id()));
+            assert_eq!(loaded.len() as u64, node.depth() + 1);
+        }
+        assert_eq!(
+            &db.store.load_thread(thread.head_id().unwrap()).unwrap(),
+            thread
+        );
+    }
+    assert!(db.store.verify().unwrap().is_ok());
+}
+
 fn loading_an_unknown_head_is_a_typed_error(backend: Backend) {
     let db = TempStore::new(backend);
     let missing = Thread::from_messages([Message::user("never stored")])
@@ -237,6 +284,7 @@ for_each_backend!(
     a_stateless_client_resending_its_history_writes_only_the_new_tail,
     appending_an_already_persisted_thread_writes_nothing,
     a_thread_loads_back_equal_from_any_head,
+    every_head_of_a_branching_tree_loads_its_own_thread,
     loading_an_unknown_head_is_a_typed_error,
     exact_bytes_of_every_part_kind_survive_storage,
     the_same_large_document_in_many_conversations_is_stored_once,

@@ -132,8 +132,12 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
     let db = TempStore::new(Backend::Sqlite);
     let path = db.location();
     let conn = db.store.raw_connection().unwrap();
-    conn.execute_batch("DROP TABLE reruns; DROP TABLE embeddings; PRAGMA user_version = 2;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE reruns; DROP TABLE embeddings;
+         DROP INDEX nodes_by_lane; ALTER TABLE nodes DROP COLUMN lane;
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
     drop(conn);
     drop(db.store);
     let store = Store::open(&path).unwrap();
@@ -142,7 +146,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     assert!(
         store
             .reruns_of_conversation(&ConversationId::random())
