@@ -60,6 +60,6 @@ pub use records::{
     RunStatus, TurnCommit,
 };
 pub use reruns::{RerunCommit, RerunRecord};
-pub use store::Store;
+pub use store::{Store, blocking_caller};
 pub use transfer::ImportReport;
 pub use verify::{Problem, VerifyReport};

@@ -14,8 +14,10 @@ use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
 use skein_core::{NodeId, StoreKey, Thread};
+use std::cell::Cell;
 use std::io::{BufRead, Write};
 use std::path::Path;
+use tokio::runtime::RuntimeFlavor;
 
 /// A handle on one database, SQLite or PostgreSQL. Cheap to clone; share it
 /// freely. Its methods block on I/O; from async code use [`Store::run`].
@@ -97,17 +99,38 @@ impl Store {
         dispatch!(self, s => s.key())
     }
 
-    /// Run blocking store work on tokio's blocking pool, so async callers
-    /// never stall their runtime. No transaction is held across an `.await`.
+    /// Run blocking store work from async code without stalling the
+    /// runtime's other tasks. No transaction is held across an `.await`.
+    ///
+    /// - On a multi-thread runtime the work runs on the calling worker inside
+    ///   `block_in_place`, which hands that worker's other tasks to another
+    ///   thread: no thread hop, so a short read costs what the read costs.
+    /// - On a current-thread runtime it runs on tokio's blocking pool, and
+    ///   the task waits for it. Two thread wake-ups per call; on a loaded
+    ///   machine they can cost as much as the read.
+    /// - Inside [`blocking_caller`] (skein's blocking API, whose private
+    ///   runtime drives one call for a caller that is waiting anyway) SQLite
+    ///   work runs in place.
     pub async fn run<T, F>(&self, work: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Store) -> Result<T> + Send + 'static,
     {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || blocking_section(|| work(&store)))
-            .await
-            .map_err(|error| StoreError::Task(error.to_string()))?
+        let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
+        match flavor {
+            Ok(RuntimeFlavor::MultiThread) => {
+                tokio::task::block_in_place(|| blocking_section(|| work(self)))
+            }
+            _ if matches!(self.backend, Backend::Sqlite(_)) && BLOCKING_CALLER.with(Cell::get) => {
+                work(self)
+            }
+            _ => {
+                let store = self.clone();
+                tokio::task::spawn_blocking(move || blocking_section(|| work(&store)))
+                    .await
+                    .map_err(|error| StoreError::Task(error.to_string()))?
+            }
+        }
     }
 
     /// Store every node of `thread` this database does not hold yet, in one
@@ -116,7 +139,8 @@ impl Store {
         dispatch!(self, s => s.append(thread))
     }
 
-    /// Load the thread whose head is `head`, in one recursive query.
+    /// Load the thread whose head is `head` (SQLite: one range scan per lane
+    /// the thread runs through; PostgreSQL: one recursive query).
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
         dispatch!(self, s => s.load_thread(head))
     }
@@ -321,4 +345,23 @@ fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
 #[cfg(not(feature = "postgres"))]
 fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
     work()
+}
+
+thread_local! {
+    static BLOCKING_CALLER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `drive` (a private current-thread runtime driving one operation for
+/// a blocking caller) with [`Store::run`] allowed to do SQLite work on this
+/// thread: the caller is blocked until the operation ends either way, so a
+/// hop to the blocking pool would only add two thread wake-ups per call.
+pub fn blocking_caller<R>(drive: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BLOCKING_CALLER.with(|flag| flag.set(self.0));
+        }
+    }
+    let _restore = Restore(BLOCKING_CALLER.with(|flag| flag.replace(true)));
+    drive()
 }

@@ -58,7 +58,7 @@ fn block_on<T, E>(future: impl Future<Output = Result<T, E>>) -> Result<T, Block
         .enable_all()
         .build()
         .map_err(BlockingError::Runtime)?;
-    runtime.block_on(future).map_err(BlockingError::Operation)
+    skein_store::blocking_caller(|| runtime.block_on(future)).map_err(BlockingError::Operation)
 }
 
 /// [`Engine::run`], blocking.
