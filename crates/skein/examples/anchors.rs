@@ -141,38 +141,60 @@ async fn forks(model: &Model, dir: &Path) -> Value {
     })
 }
 
-async fn load(model: &Model, store: &Store, conversation: &Conversation, reps: usize) -> Value {
+/// Loading the 1,000-message thread, timed three ways through the facade
+/// (each a way an application calls it) and once through the store alone.
+fn load(model: &Model, store: &Store, conversation: &Conversation, reps: usize) -> Value {
     let id = conversation.id().to_string();
     let head = conversation.head().unwrap();
-    let (mut facade, mut thread) = (Vec::new(), Vec::new());
-    for _ in 0..reps {
-        let started = Instant::now();
-        let loaded = Conversation::load(store, &id, model).await.unwrap();
-        facade.push(started.elapsed());
-        assert_eq!(loaded.thread().len(), 1000);
-        let started = Instant::now();
-        let loaded = store.load_thread(head).unwrap();
-        thread.push(started.elapsed());
-        assert_eq!(loaded.len(), 1000);
-    }
-    json!({"conversation_load": summary(&facade), "load_thread": summary(&thread)})
+    let time = |load: &dyn Fn() -> usize| {
+        let times: Vec<Duration> = (0..reps)
+            .map(|_| {
+                let started = Instant::now();
+                let messages = load();
+                let elapsed = started.elapsed();
+                assert_eq!(messages, 1000);
+                elapsed
+            })
+            .collect();
+        summary(&times)
+    };
+    let current_thread = runtime(&mut tokio::runtime::Builder::new_current_thread());
+    let multi_thread = runtime(&mut tokio::runtime::Builder::new_multi_thread());
+    let load_async = |runtime: &tokio::runtime::Runtime| {
+        runtime.block_on(async {
+            let loaded = Conversation::load(store, &id, model).await.unwrap();
+            loaded.thread().len()
+        })
+    };
+    json!({
+        "conversation_load": time(&|| load_async(&current_thread)),
+        "conversation_load_multi_thread": time(&|| load_async(&multi_thread)),
+        "conversation_load_blocking": time(&|| {
+            Conversation::load_blocking(store, &id, model).unwrap().thread().len()
+        }),
+        "load_thread": time(&|| store.load_thread(head).unwrap().len()),
+    })
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn runtime(builder: &mut tokio::runtime::Builder) -> tokio::runtime::Runtime {
+    builder.enable_all().build().unwrap()
+}
+
+fn main() {
     let model = Model::open("echo").unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&mut tokio::runtime::Builder::new_current_thread());
     let mut args = std::env::args().skip(1);
     if args.next().as_deref() == Some("--load-only") {
         let reps = args.next().map_or(2000, |n| n.parse().unwrap());
-        let (_, store, conversation) = turns(&model, dir.path(), "turns.db").await;
-        println!("{}", load(&model, &store, &conversation, reps).await);
+        let (_, store, conversation) = runtime.block_on(turns(&model, dir.path(), "turns.db"));
+        println!("{}", load(&model, &store, &conversation, reps));
         return;
     }
-    let (turns_echo, store, conversation) = turns(&model, dir.path(), "turns.db").await;
-    let (turns_fixed, ..) = turns(&fixed_model(), dir.path(), "fixed.db").await;
-    let forks = forks(&model, dir.path()).await;
-    let load = load(&model, &store, &conversation, 100).await;
+    let (turns_echo, store, conversation) = runtime.block_on(turns(&model, dir.path(), "turns.db"));
+    let (turns_fixed, ..) = runtime.block_on(turns(&fixed_model(), dir.path(), "fixed.db"));
+    let forks = runtime.block_on(forks(&model, dir.path()));
+    let load = load(&model, &store, &conversation, 100);
     let report = json!({
         "tool": "skein",
         "turns": turns_echo,
