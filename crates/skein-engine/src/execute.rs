@@ -354,10 +354,15 @@ async fn call(
 ) -> Result<ModelResponse, ProviderError> {
     let mut stream = plan.provider.stream(request);
     let mut assembler = ResponseAssembler::new();
+    // One cancellation future for the whole call: a new one per event would
+    // register with the token again for every text piece.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let next = tokio::select! {
+            biased;
+            () = &mut cancelled => return Err(ProviderError::Cancelled),
             next = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)) => next,
-            () = cancel.cancelled() => return Err(ProviderError::Cancelled),
         };
         let Some(event) = next else {
             return assembler.finish();
