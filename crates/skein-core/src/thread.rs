@@ -26,7 +26,7 @@ pub type StoreKey = u64;
 pub struct Node {
     id: NodeId,
     depth: u64,
-    message: Arc<Message>,
+    message: Message,
     parent: Option<Arc<Node>>,
     persisted_in: Mutex<Marks>,
 }
@@ -42,11 +42,6 @@ impl Node {
     }
 
     pub fn message(&self) -> &Message {
-        &self.message
-    }
-
-    /// The shared message, for callers that keep it beyond the node.
-    pub fn message_arc(&self) -> &Arc<Message> {
         &self.message
     }
 
@@ -149,13 +144,13 @@ impl Thread {
     /// `self` is unchanged and shares every node with the result.
     pub fn push(&self, message: Message) -> Thread {
         let id = node_id(self.head_id().as_ref(), &message);
-        self.push_with_id(id, Arc::new(message))
+        self.push_with_id(id, message)
     }
 
     /// Append a message whose id is already known, as stores do when they
     /// load a thread they wrote (`verify` recomputes such ids). Passing an id
     /// that is not `node_id(parent, message)` corrupts the thread.
-    pub fn push_with_id(&self, id: NodeId, message: Arc<Message>) -> Thread {
+    pub fn push_with_id(&self, id: NodeId, message: Message) -> Thread {
         let depth = self.head.as_ref().map_or(0, |head| head.depth + 1);
         Thread {
             head: Some(Arc::new(Node {
@@ -352,7 +347,7 @@ mod tests {
             .stack_size(256 * 1024)
             .spawn(|| {
                 let mut thread = Thread::new();
-                let message = Arc::new(Message::user("x"));
+                let message = Message::user("x");
                 for i in 0..200_000u32 {
                     let mut id = [0u8; 32];
                     id[..4].copy_from_slice(&i.to_le_bytes());

@@ -26,7 +26,6 @@ use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
 use skein_core::{Message, Node, NodeId, Part, Role, StoreKey, Thread};
-use std::sync::Arc;
 
 /// What an append wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,26 +274,45 @@ pub(crate) fn seq_of(conn: &Connection, id: NodeId) -> Result<Option<i64>> {
 
 pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Result<Thread> {
     let spans = lane_spans(conn, head)?;
-    let mut rows = conn.prepare_cached(
+    // Both statements return a lane's rows up to `top` in depth order (in a
+    // lane, seq order is depth order): by the lane index, or by walking the
+    // table between the lane's first and top rows, which reads the rows in
+    // storage order without a seek per row but also passes over other lanes'
+    // rows stored in between. The walk is taken when those are at most as
+    // many as the lane's own.
+    let mut by_index = conn.prepare_cached(
         "SELECT seq, parent, id, body FROM nodes WHERE lane = ?1 AND depth <= ?2 ORDER BY depth",
+    )?;
+    let mut by_walk = conn.prepare_cached(
+        "SELECT seq, parent, id, body FROM nodes
+         WHERE seq BETWEEN ?1 AND ?2 AND +lane = ?1 ORDER BY seq",
     )?;
     let mut thread = Thread::new();
     let mut last_seq: Option<i64> = None;
-    for &(lane, top) in spans.iter().rev() {
-        let mut lane_rows = rows.query(params![lane, top])?;
-        while let Some(row) = lane_rows.next()? {
+    let mut below = -1;
+    for span in spans.iter().rev() {
+        let own_rows = span.top - below;
+        below = span.top;
+        let stored_between = span.top_seq - span.lane + 1;
+        let mut rows = if stored_between <= 2 * own_rows {
+            by_walk.query(params![span.lane, span.top_seq])?
+        } else {
+            by_index.query(params![span.lane, span.top])?
+        };
+        while let Some(row) = rows.next()? {
             let seq: i64 = row.get(0)?;
             let parent: Option<i64> = row.get(1)?;
             let blob = |index| row.get_ref(index)?.as_blob().map_err(rusqlite::Error::from);
             let id = node_id(blob(2)?)?;
             if parent != last_seq {
                 return Err(StoreError::MalformedRow(format!(
-                    "node {} is filed in lane {lane} but does not continue it; run `skein verify`",
-                    id.short()
+                    "node {} is filed in lane {} but does not continue it; run `skein verify`",
+                    id.short(),
+                    span.lane
                 )));
             }
             let message = decode_message(conn, id, blob(3)?)?;
-            thread = thread.push_with_id(id, Arc::new(message));
+            thread = thread.push_with_id(id, message);
             thread.head().expect("just pushed").mark_persisted_in(key);
             last_seq = Some(seq);
         }
@@ -308,46 +326,53 @@ pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Res
     Ok(thread)
 }
 
-/// The lanes a thread runs through, head first: each lane with the depth of
-/// the thread's deepest node in it. One indexed lookup per lane (a
-/// recursive query would build a temporary table for its queue, which costs
-/// more than the lookups for the few lanes a thread crosses).
-fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<(i64, i64)>> {
+/// Where a thread runs through one lane: the lane (the seq of its first
+/// node) and the depth and seq of the thread's deepest node in it.
+struct Span {
+    lane: i64,
+    top: i64,
+    top_seq: i64,
+}
+
+/// The lanes a thread runs through, head first. One indexed lookup per lane
+/// (a recursive query would build a temporary table for its queue, which
+/// costs more than the lookups for the few lanes a thread crosses).
+fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<Span>> {
     let no_lane = || {
         StoreError::MalformedRow(format!(
             "a node on the path to {} has no lane; run `skein verify`",
             head.short()
         ))
     };
-    let mut span = conn
-        .prepare_cached("SELECT lane, depth FROM nodes WHERE id = ?1")?
-        .query_row([head.as_bytes()], |row| {
-            Ok((row.get::<_, Option<i64>>(0)?, row.get::<_, i64>(1)?))
-        })
+    let span = |row: &rusqlite::Row<'_>| {
+        Ok((
+            row.get::<_, Option<i64>>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    };
+    let mut next = conn
+        .prepare_cached("SELECT lane, depth, seq FROM nodes WHERE id = ?1")?
+        .query_row([head.as_bytes()], span)
         .optional()?
         .ok_or(StoreError::NodeNotFound(head))?;
     let mut base = conn.prepare_cached(
-        "SELECT lane, depth FROM nodes WHERE seq = (SELECT parent FROM nodes WHERE seq = ?1)",
+        "SELECT lane, depth, seq FROM nodes WHERE seq = (SELECT parent FROM nodes WHERE seq = ?1)",
     )?;
-    let mut spans = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
     loop {
-        let (Some(lane), top) = span else {
+        let (Some(lane), top, top_seq) = next else {
             return Err(no_lane());
         };
-        spans.push((lane, top));
-        match base
-            .query_row([lane], |row| {
-                Ok((row.get::<_, Option<i64>>(0)?, row.get::<_, i64>(1)?))
-            })
-            .optional()?
-        {
-            Some(next) if next.1 < top => span = next,
-            Some(_) => {
-                return Err(StoreError::MalformedRow(format!(
-                    "the lanes on the path to {} do not descend; run `skein verify`",
-                    head.short()
-                )));
-            }
+        if spans.last().is_some_and(|below| top >= below.top) || top_seq < lane {
+            return Err(StoreError::MalformedRow(format!(
+                "the lanes on the path to {} do not descend; run `skein verify`",
+                head.short()
+            )));
+        }
+        spans.push(Span { lane, top, top_seq });
+        match base.query_row([lane], span).optional()? {
+            Some(found) => next = found,
             None => return Ok(spans),
         }
     }

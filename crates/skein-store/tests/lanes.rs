@@ -101,3 +101,32 @@ fn a_node_in_the_wrong_lane_is_reported_and_never_loads_a_wrong_thread() {
         trunk
     );
 }
+
+#[test]
+fn lanes_stored_apart_and_interleaved_load_the_same() {
+    // One conversation written alone (its lane is stored contiguously and is
+    // read by walking the table), and four written in turn (each lane's rows
+    // are a quarter of the rows between its ends, so read by the index).
+    let db = TempStore::new(Backend::Sqlite);
+    let mut alone = history("alone", 1);
+    for turn in 0..20 {
+        alone = alone
+            .push(Message::user(format!("q{turn}")))
+            .push(Message::assistant(format!("a{turn}")));
+        db.store.append(&alone).unwrap();
+    }
+    let mut together: Vec<Thread> = (0..4).map(|i| history(&format!("c{i}"), 1)).collect();
+    for turn in 0..20 {
+        for thread in &mut together {
+            *thread = thread.push(Message::user(format!("q{turn}")));
+            db.store.append(thread).unwrap();
+        }
+    }
+    for thread in std::iter::once(&alone).chain(&together) {
+        let loaded = db.store.load_thread(thread.head_id().unwrap()).unwrap();
+        assert_eq!(&loaded, thread);
+        let middle = thread.nodes()[9].id();
+        assert_eq!(db.store.load_thread(middle).unwrap().len(), 10);
+    }
+    assert!(db.store.verify().unwrap().is_ok());
+}

@@ -22,7 +22,6 @@ use deadpool_postgres::GenericClient;
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, Node, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 /// Ancestors checked by the first existence probe; each later probe checks
 /// eight times more, so a stateless client resending a deep history costs a
@@ -81,7 +80,7 @@ impl PgStore {
         for row in &rows {
             let id = node_id(row.get(0))?;
             let message = decode(id, row.get(1), &blobs)?;
-            thread = thread.push_with_id(id, Arc::new(message));
+            thread = thread.push_with_id(id, message);
             thread.head().expect("just pushed").mark_persisted_in(key);
         }
         if thread.head_id() != Some(head) {
