@@ -72,30 +72,34 @@ def machine():
 
 
 def figures(report):
-    """The figures of one tool's report, flattened for the table."""
+    """The figures of one tool's report, flattened for the table. skein's
+    turn and fork workloads ran on both Tokio runtime flavours; the anchors'
+    single figures are repeated on each flavour's rows, so every row gets
+    its ratios."""
     turns, forks, load = report["turns"], report["forks"], report["load"]
-    rows = {
-        "turn, first tenth (median ms)": turns["first_tenth"]["median_ms"],
-        "turn, first tenth (mean ms)": turns["first_tenth"]["mean_ms"],
-        "turn, last tenth (median ms)": turns["last_tenth"]["median_ms"],
-        "turn, last tenth (mean ms)": turns["last_tenth"]["mean_ms"],
+    multi = report.get("multi_thread", report)
+    rows = {}
+    for flavour, source in (("current-thread runtime", report), ("multi-thread runtime", multi)):
+        rows[f"turn, first tenth (median ms), skein {flavour}"] = source["turns"]["first_tenth"]["median_ms"]
+        rows[f"turn, last tenth (median ms), skein {flavour}"] = source["turns"]["last_tenth"]["median_ms"]
+        rows[f"turn, last tenth (mean ms), skein {flavour}"] = source["turns"]["last_tenth"]["mean_ms"]
+        if "turns_fixed" in source:
+            fixed = source["turns_fixed"]["last_tenth"]
+            rows[f"turn, last tenth (median ms), skein {flavour}, fixed-reply model"] = fixed["median_ms"]
+        rows[f"fork + one turn (median ms), skein {flavour}"] = source["forks"]["per_fork"]["median_ms"]
+    rows.update({
         "storage at 250 turns (KB)": round(turns["bytes_at_250"] / 1024),
         "storage at 500 turns (KB)": round(turns["bytes_at_500"] / 1024),
         "storage 500/250": round(turns["bytes_at_500"] / turns["bytes_at_250"], 2),
-        "fork + one turn (median ms)": forks["per_fork"]["median_ms"],
         "storage per fork (KB)": round(forks["bytes_per_fork"] / 1024, 1),
         # skein's load in each way an application can call it; the anchors
-        # have one way, repeated on each row so every row gets its ratios.
+        # have one way, repeated on each row.
         **{
             f"load 1,000 messages, skein {way} (median ms)": load.get(key, load["conversation_load"])["median_ms"]
             for way, key in LOAD_WAYS
         },
         "CLI start-up (median ms)": report.get("cli_ms"),
-    }
-    if "turns_fixed" in report:
-        fixed = report["turns_fixed"]
-        rows["turn, last tenth, fixed-reply model (median ms)"] = fixed["last_tenth"]["median_ms"]
-        rows["turn, last tenth, fixed-reply model (mean ms)"] = fixed["last_tenth"]["mean_ms"]
+    })
     return rows
 
 

@@ -12,8 +12,12 @@ object.
   history on every call and so costs more with depth;
 - `forks`: 100 forks of a 200-turn conversation at its middle (message
   200), each loaded from the store and given one turn;
-- `load`: loading the 1,000-message thread of the 500-turn conversation
-  (`Conversation::load`, and `Store::load_thread` alone).
+- `load`: loading the 1,000-message thread of the 500-turn conversation:
+  `Conversation::load` on each runtime flavour, `load_blocking`, and
+  `Store::load_thread` alone.
+
+The turn and fork workloads run on a current-thread Tokio runtime (the
+top-level figures) and again on a multi-thread one (`multi_thread`).
 
 ```sh
 cargo run --release -p skein --example anchors
@@ -183,23 +187,33 @@ fn runtime(builder: &mut tokio::runtime::Builder) -> tokio::runtime::Runtime {
 fn main() {
     let model = Model::open("echo").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let runtime = runtime(&mut tokio::runtime::Builder::new_current_thread());
+    let current_thread = runtime(&mut tokio::runtime::Builder::new_current_thread());
     let mut args = std::env::args().skip(1);
     if args.next().as_deref() == Some("--load-only") {
         let reps = args.next().map_or(2000, |n| n.parse().unwrap());
-        let (_, store, conversation) = runtime.block_on(turns(&model, dir.path(), "turns.db"));
+        let (_, store, conversation) =
+            current_thread.block_on(turns(&model, dir.path(), "turns.db"));
         println!("{}", load(&model, &store, &conversation, reps));
         return;
     }
-    let (turns_echo, store, conversation) = runtime.block_on(turns(&model, dir.path(), "turns.db"));
-    let (turns_fixed, ..) = runtime.block_on(turns(&fixed_model(), dir.path(), "fixed.db"));
-    let forks = runtime.block_on(forks(&model, dir.path()));
+    // The turn and fork workloads on each runtime flavour: on a
+    // current-thread runtime every store call hops to the blocking pool and
+    // back; on a multi-thread one it runs in place (`Store::run`).
+    let (turns_echo, store, conversation) =
+        current_thread.block_on(turns(&model, dir.path(), "turns.db"));
+    let (turns_fixed, ..) = current_thread.block_on(turns(&fixed_model(), dir.path(), "fixed.db"));
+    let current_forks = current_thread.block_on(forks(&model, dir.path()));
+    let multi_thread = runtime(&mut tokio::runtime::Builder::new_multi_thread());
+    let (multi_echo, ..) = multi_thread.block_on(turns(&model, dir.path(), "turns-mt.db"));
+    let (multi_fixed, ..) = multi_thread.block_on(turns(&fixed_model(), dir.path(), "fixed-mt.db"));
+    let multi_forks = multi_thread.block_on(forks(&model, dir.path().join("mt").as_path()));
     let load = load(&model, &store, &conversation, 100);
     let report = json!({
         "tool": "skein",
         "turns": turns_echo,
         "turns_fixed": turns_fixed,
-        "forks": forks,
+        "forks": current_forks,
+        "multi_thread": {"turns": multi_echo, "turns_fixed": multi_fixed, "forks": multi_forks},
         "load": load,
     });
     println!("{report}");
