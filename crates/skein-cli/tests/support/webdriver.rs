@@ -229,8 +229,14 @@ impl Session {
     pub async fn wait_for_text(&self, css: &str, needle: &str) -> String {
         let started = Instant::now();
         loop {
-            if let Some(found) = self.find_all(css).await.into_iter().next() {
-                let text = self.text(&found).await;
+            // The page may re-render between finding the element and reading
+            // it; a stale element is looked up again on the next round.
+            let found = self.find_all(css).await.into_iter().next();
+            let text = match &found {
+                Some(found) => self.text_unless_stale(found).await,
+                None => None,
+            };
+            if let Some(text) = text {
                 if text.contains(needle) {
                     return text;
                 }
@@ -247,6 +253,25 @@ impl Session {
     pub async fn click(&self, element: &Element) {
         self.post(&format!("/element/{}/click", element.0), json!({}))
             .await;
+    }
+
+    /// The element's text, or `None` when the page has replaced it.
+    async fn text_unless_stale(&self, element: &Element) -> Option<String> {
+        let url = format!("{}/element/{}/text", self.url, element.0);
+        let reply: Value = self
+            .client
+            .get(&url)
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("GET {url}: {error}"))
+            .json()
+            .await
+            .unwrap_or_else(|error| panic!("GET {url}: the reply is not JSON: {error}"));
+        match reply["value"]["error"].as_str() {
+            Some("stale element reference") => None,
+            Some(error) => panic!("GET {url} failed: {error} — {}", reply["value"]["message"]),
+            None => Some(reply["value"].as_str().unwrap_or_default().to_string()),
+        }
     }
 
     pub async fn text(&self, element: &Element) -> String {
