@@ -90,6 +90,11 @@ impl Store {
     pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         dispatch!(self, s => s.reruns_answering(node))
     }
+
+    /// Every rerun, oldest first.
+    pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+        dispatch!(self, s => s.all_reruns())
+    }
 }
 
 impl SqliteStore {
@@ -103,30 +108,7 @@ impl SqliteStore {
             for run in commit.runs {
                 insert_run(tx, run)?;
             }
-            let record = commit.record;
-            let id_bytes = |id: &Option<NodeId>| id.as_ref().map(|id| id.as_bytes().to_vec());
-            tx.prepare_cached(
-                "INSERT INTO reruns(id, conversation, turn, turn_node, request_head, answer_head,
-                     ablation, samples, sample_runs, baseline_runs, verdict, summary, detail, created)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            )?
-            .execute(params![
-                record.id.as_str(),
-                record.conversation.as_str(),
-                record.turn,
-                record.turn_node.as_bytes(),
-                id_bytes(&record.request_head),
-                id_bytes(&record.answer_head),
-                serde_json::to_string(&record.ablation)?,
-                record.samples,
-                serde_json::to_string(&record.sample_runs)?,
-                serde_json::to_string(&record.baseline_runs)?,
-                record.verdict,
-                record.summary,
-                serde_json::to_string(&record.detail)?,
-                record.created_ms,
-            ])?;
-            Ok(())
+            insert_rerun(tx, commit.record)
         })?;
         mark_all(&marks, self.key());
         Ok(())
@@ -146,33 +128,64 @@ impl SqliteStore {
     pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE conversation = ?1 ORDER BY created, id"),
-            id.as_str(),
+            [id.as_str()],
         )
     }
 
     pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE turn_node = ?1 ORDER BY created, id"),
-            node.as_bytes(),
+            [node.as_bytes()],
         )
     }
 
     pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE answer_head = ?1 ORDER BY created, id"),
-            node.as_bytes(),
+            [node.as_bytes()],
         )
     }
 
-    fn query_reruns(&self, sql: &str, param: impl rusqlite::ToSql) -> Result<Vec<RerunRecord>> {
+    pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(&format!("{SELECT_RERUN} ORDER BY created, id"), [])
+    }
+
+    fn query_reruns(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<RerunRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(sql)?;
             let raw = stmt
-                .query_map([param], raw_rerun)?
+                .query_map(params, raw_rerun)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             raw.into_iter().map(RawRerun::finish).collect()
         })
     }
+}
+
+/// Insert a rerun's row (its threads and runs are already stored).
+pub(crate) fn insert_rerun(conn: &rusqlite::Connection, record: &RerunRecord) -> Result<()> {
+    let id_bytes = |id: &Option<NodeId>| id.as_ref().map(|id| id.as_bytes().to_vec());
+    conn.prepare_cached(
+        "INSERT INTO reruns(id, conversation, turn, turn_node, request_head, answer_head,
+             ablation, samples, sample_runs, baseline_runs, verdict, summary, detail, created)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(params![
+        record.id.as_str(),
+        record.conversation.as_str(),
+        record.turn,
+        record.turn_node.as_bytes(),
+        id_bytes(&record.request_head),
+        id_bytes(&record.answer_head),
+        serde_json::to_string(&record.ablation)?,
+        record.samples,
+        serde_json::to_string(&record.sample_runs)?,
+        serde_json::to_string(&record.baseline_runs)?,
+        record.verdict,
+        record.summary,
+        serde_json::to_string(&record.detail)?,
+        record.created_ms,
+    ])?;
+    Ok(())
 }
 
 /// A row before its JSON columns are parsed (both backends).

@@ -282,7 +282,7 @@ impl Store {
         dispatch!(self, s => s.export_nodes(out))?;
         let conversations = self.list_conversations(usize::MAX >> 1)?;
         let runs = self.recent_runs(usize::MAX >> 1)?;
-        transfer::write_records(out, conversations, runs)
+        transfer::write_records(out, conversations, runs, self.all_reruns()?)
     }
 
     /// Import a JSONL export. All or nothing.

@@ -2,14 +2,19 @@
 Export to JSONL and import from it.
 
 The file is a header line, then every node in topological order (a parent
-always before its children), then conversations, then runs:
+always before its children), then conversations, then runs, then reruns of
+recorded turns:
 
 ```text
-{"kind":"header","format":"skein-export","version":1,"encoding":1}
+{"kind":"header","format":"skein-export","version":2,"encoding":1}
 {"kind":"node","id":"…","parent":null,"role":"user","parts":[{"type":"text","text":"hi"}]}
 {"kind":"conversation","id":"…","name":null,"head":"…",…}
 {"kind":"run","id":"…","model":"echo",…}
+{"kind":"rerun","id":"…","turn_node":"…","ablation":["…"],…}
 ```
+
+Version 1 files (no reruns) still import. The embedding cache is not
+exported: it is recomputed on demand.
 
 Import recomputes every node id from its parent and content and checks it
 against the file. The whole file is parsed and checked in one transaction: a
@@ -25,6 +30,7 @@ use crate::codec::{node_id, optional_node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{decode_message, insert_node};
 use crate::records::{Conversation, RunRecord};
+use crate::reruns::{RerunRecord, insert_rerun};
 use crate::runs::insert_run;
 use crate::sqlite::SqliteStore;
 use rusqlite::{OptionalExtension, params};
@@ -34,7 +40,9 @@ use skein_core::{Message, NodeId, Part, Role};
 use std::io::{BufRead, Write};
 
 const FORMAT: &str = "skein-export";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
+/// The oldest version this build still imports (version 1 had no reruns).
+const OLDEST_FORMAT_VERSION: u32 = 1;
 
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -52,6 +60,7 @@ pub(crate) enum Line {
     },
     Conversation(Conversation),
     Run(Box<RunRecord>),
+    Rerun(Box<RerunRecord>),
 }
 
 /// What an import did.
@@ -62,6 +71,7 @@ pub struct ImportReport {
     pub nodes_present: usize,
     pub conversations: usize,
     pub runs: usize,
+    pub reruns: usize,
 }
 
 impl SqliteStore {
@@ -148,6 +158,19 @@ impl SqliteStore {
                             report.runs += 1;
                         }
                     }
+                    Line::Rerun(rerun) => {
+                        let exists = tx
+                            .prepare_cached("SELECT 1 FROM reruns WHERE id = ?1")?
+                            .exists([rerun.id.as_str()])?;
+                        if exists {
+                            continue;
+                        }
+                        if crate::graph::seq_of(tx, rerun.turn_node)?.is_none() {
+                            return Err(rerun_without_turn(number, rerun));
+                        }
+                        insert_rerun(tx, rerun)?;
+                        report.reruns += 1;
+                    }
                 }
             }
             Ok(report)
@@ -183,12 +206,13 @@ pub(crate) fn write_node(
     )
 }
 
-/// After the nodes: every conversation (oldest first), then every run
-/// (oldest first), read through the store's own queries.
+/// After the nodes: every conversation, then every run, then every rerun
+/// (each oldest first), read through the store's own queries.
 pub(crate) fn write_records(
     out: &mut dyn Write,
     conversations: Vec<Conversation>,
     mut runs: Vec<RunRecord>,
+    reruns: Vec<RerunRecord>,
 ) -> Result<()> {
     for conversation in conversations.into_iter().rev() {
         write_line(out, &Line::Conversation(conversation))?;
@@ -196,6 +220,9 @@ pub(crate) fn write_records(
     runs.reverse();
     for run in runs {
         write_line(out, &Line::Run(Box::new(run)))?;
+    }
+    for rerun in reruns {
+        write_line(out, &Line::Rerun(Box::new(rerun)))?;
     }
     out.flush()?;
     Ok(())
@@ -227,6 +254,18 @@ pub(crate) fn check_ids(lines: &[(usize, Line)]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A rerun whose re-run turn is not stored: its provenance would dangle.
+pub(crate) fn rerun_without_turn(line: usize, rerun: &RerunRecord) -> StoreError {
+    StoreError::Import {
+        line,
+        problem: format!(
+            "rerun {} re-ran node {}, which is neither in the database nor earlier in the file",
+            rerun.id.short(),
+            rerun.turn_node.short()
+        ),
+    }
 }
 
 pub(crate) fn orphan(line: usize, id: &NodeId, parent: &NodeId) -> StoreError {
@@ -292,12 +331,14 @@ pub(crate) fn parse_lines(input: &mut dyn BufRead) -> Result<Vec<(usize, Line)>>
             encoding,
         } = &line
         {
-            if format != FORMAT || *version != FORMAT_VERSION || *encoding != ENCODING_VERSION {
+            let readable = OLDEST_FORMAT_VERSION..=FORMAT_VERSION;
+            if format != FORMAT || !readable.contains(version) || *encoding != ENCODING_VERSION {
                 return Err(StoreError::Import {
                     line: number,
                     problem: format!(
                         "unsupported export ({format} version {version}, encoding {encoding}); \
-                         this skein reads {FORMAT} version {FORMAT_VERSION}, encoding {ENCODING_VERSION}"
+                         this skein reads {FORMAT} versions {OLDEST_FORMAT_VERSION} to \
+                         {FORMAT_VERSION}, encoding {ENCODING_VERSION}"
                     ),
                 });
             }

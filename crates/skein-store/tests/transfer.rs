@@ -5,7 +5,9 @@ mod common;
 
 use common::{Backend, TempStore, append_turn};
 use skein_core::{Attachment, Message, Part, Role};
-use skein_store::{NewConversation, Store, StoreError};
+use skein_store::{
+    NewConversation, RerunCommit, RerunId, RerunRecord, RunRecord, Store, StoreError,
+};
 
 fn populated(backend: Backend) -> TempStore {
     let db = TempStore::new(backend);
@@ -40,6 +42,38 @@ fn populated(backend: Backend) -> TempStore {
         })],
     ));
     db.store.append(&with_blob).unwrap();
+    // A rerun of the main line's first turn without its system prompt.
+    let turn = thread.nodes()[2].id();
+    let answer = skein_core::Thread::from_messages([
+        Message::user("turn 0"),
+        Message::assistant("another reply"),
+    ]);
+    let mut run = RunRecord::new("echo", "echo");
+    run.input_head = answer.parent().head_id();
+    run.output_head = answer.head_id();
+    let rerun = RerunRecord {
+        id: RerunId::random(),
+        conversation: conversation.id.clone(),
+        turn: 0,
+        turn_node: turn,
+        request_head: run.input_head,
+        answer_head: run.output_head,
+        ablation: vec!["system".into()],
+        samples: 1,
+        sample_runs: vec![run.id.clone()],
+        baseline_runs: vec![],
+        verdict: None,
+        summary: "the reply changed".into(),
+        detail: serde_json::json!({"answers": ["another reply"]}),
+        created_ms: 42,
+    };
+    db.store
+        .commit_rerun(&RerunCommit {
+            record: &rerun,
+            threads: std::slice::from_ref(&answer),
+            runs: std::slice::from_ref(&run),
+        })
+        .unwrap();
     db
 }
 
@@ -83,11 +117,68 @@ fn export_then_import_into_an_empty_database_reproduces_identical_ids(backend: B
     for run in source.store.recent_runs(100).unwrap() {
         assert_eq!(target.store.run_record(&run.id).unwrap(), run);
     }
+    let reruns = source.store.all_reruns().unwrap();
+    assert_eq!(reruns.len(), 1);
+    assert_eq!(report.reruns, 1);
+    assert_eq!(target.store.all_reruns().unwrap(), reruns);
     // Exporting the import gives the same file; importing again changes nothing.
     assert_eq!(export(&target.store), text);
     let again = target.store.import(&mut text.as_bytes()).unwrap();
     assert_eq!(again.nodes_written, 0);
     assert_eq!(again.nodes_present as i64, source.count("nodes"));
+}
+
+/// A version 1 export (before reruns were exported) still imports.
+fn an_export_from_before_reruns_still_imports(backend: Backend) {
+    let source = populated(backend);
+    let text = export(&source.store);
+    let version_1: Vec<String> = text
+        .lines()
+        .filter(|line| !line.starts_with("{\"kind\":\"rerun\""))
+        .map(|line| line.replacen("\"version\":2", "\"version\":1", 1))
+        .collect();
+    assert!(version_1[0].contains("\"version\":1"), "{}", version_1[0]);
+    let target = TempStore::new(backend);
+    let report = target
+        .store
+        .import(&mut version_1.join("\n").as_bytes())
+        .unwrap();
+    assert_eq!(report.nodes_written as i64, source.count("nodes"));
+    assert_eq!(report.reruns, 0);
+    let future = text.replacen("\"version\":2", "\"version\":3", 1);
+    let error = target.store.import(&mut future.as_bytes()).unwrap_err();
+    assert!(error.to_string().contains("versions 1 to 2"), "{error}");
+}
+
+/// A rerun whose re-run turn is in neither the file nor the database would
+/// have dangling provenance: the import stops at its line, and keeps nothing.
+fn a_rerun_of_an_unknown_turn_aborts_the_import(backend: Backend) {
+    let source = populated(backend);
+    let text = export(&source.store);
+    let turn = source.store.all_reruns().unwrap()[0].turn_node.to_hex();
+    let unknown = "ab".repeat(32);
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| match line.starts_with("{\"kind\":\"rerun\"") {
+            true => line.replace(&turn, &unknown),
+            false => line.to_string(),
+        })
+        .collect();
+    let at = lines
+        .iter()
+        .position(|line| line.contains(&unknown))
+        .unwrap()
+        + 1;
+    let target = TempStore::new(backend);
+    match target.store.import(&mut lines.join("\n").as_bytes()) {
+        Err(StoreError::Import { line, problem }) => {
+            assert_eq!(line, at);
+            assert!(problem.contains("re-ran node"), "{problem}");
+        }
+        other => panic!("expected an import error, got {other:?}"),
+    }
+    assert_eq!(target.count("nodes"), 0);
+    assert_eq!(target.count("reruns"), 0);
 }
 
 fn a_node_listed_twice_is_imported_once(backend: Backend) {
@@ -226,48 +317,61 @@ fn postgres_sqlite_exports_round_trip_between_backends() {
     assert_eq!(export(&back.store), text);
 }
 
-/// `Store::run` from a multi-thread and a current-thread runtime, and a
-/// blocking call made straight from an async task (which a caller should
-/// not do, but which must still work rather than panic or deadlock).
-fn async_callers_use_the_blocking_pool(backend: Backend) {
+/// `Store::run` from a multi-thread and a current-thread runtime (and inside
+/// `blocking_caller`), and a blocking call made straight from an async task
+/// (which a caller should not do, but which must still work rather than
+/// panic or deadlock).
+fn async_callers_reach_the_store_from_either_runtime(backend: Backend) {
     let db = TempStore::new(backend);
     let multi = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let current = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    for (i, runtime) in [multi, current].into_iter().enumerate() {
+    let current = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let runtimes = [(multi, false), (current(), false), (current(), true)];
+    for (i, (runtime, as_blocking_caller)) in runtimes.into_iter().enumerate() {
         let store = db.store.clone();
-        runtime.block_on(async move {
-            let thread = common::history(&format!("sys {i}"), 5);
-            let stored = thread.clone();
-            let report = store.run(move |store| store.append(&stored)).await.unwrap();
-            assert_eq!(report.written, 5);
-            let head = thread.head_id().unwrap();
-            let loaded = store
-                .run(move |store| store.load_thread(head))
-                .await
-                .unwrap();
-            assert_eq!(loaded, thread);
-            let direct = tokio::spawn(async move { store.load_thread(head) })
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(direct, thread);
-        });
+        let drive = move || {
+            runtime.block_on(async move {
+                let thread = common::history(&format!("sys {i}"), 5);
+                let stored = thread.clone();
+                let report = store.run(move |store| store.append(&stored)).await.unwrap();
+                assert_eq!(report.written, 5);
+                let head = thread.head_id().unwrap();
+                let loaded = store
+                    .run(move |store| store.load_thread(head))
+                    .await
+                    .unwrap();
+                assert_eq!(loaded, thread);
+                let direct = tokio::spawn(async move { store.load_thread(head) })
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(direct, thread);
+            })
+        };
+        if as_blocking_caller {
+            skein_store::blocking_caller(drive);
+        } else {
+            drive();
+        }
     }
 }
 
 for_each_backend!(
     export_then_import_into_an_empty_database_reproduces_identical_ids,
+    an_export_from_before_reruns_still_imports,
+    a_rerun_of_an_unknown_turn_aborts_the_import,
     a_node_listed_twice_is_imported_once,
     a_tampered_export_is_rejected_whole_naming_the_line,
     malformed_lines_and_orphans_abort_the_import,
     verify_reports_a_tampered_row_and_a_tampered_blob,
     a_database_from_a_newer_skein_is_refused,
-    async_callers_use_the_blocking_pool,
+    async_callers_reach_the_store_from_either_runtime,
 );

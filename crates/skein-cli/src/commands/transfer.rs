@@ -54,8 +54,12 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
         return print_json(&report);
     }
     println!(
-        "imported {} new nodes ({} already present), {} conversations, {} runs",
-        report.nodes_written, report.nodes_present, report.conversations, report.runs
+        "imported {} new nodes ({} already present), {} conversations, {} runs, {} reruns",
+        report.nodes_written,
+        report.nodes_present,
+        report.conversations,
+        report.runs,
+        report.reruns
     );
     Ok(ExitCode::SUCCESS)
 }

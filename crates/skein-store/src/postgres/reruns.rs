@@ -12,6 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
 use crate::reruns::{RawRerun, RerunCommit, RerunRecord, SELECT_RERUN};
+use deadpool_postgres::GenericClient;
 use skein_core::NodeId;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -31,36 +32,11 @@ impl PgStore {
                 marks.extend(known);
                 marks.extend(missing);
             }
-            let record = commit.record;
-            let insert = tx
-                .prepare_cached(
-                    "INSERT INTO reruns(id, conversation, turn, turn_node, request_head, answer_head,
-                         ablation, samples, sample_runs, baseline_runs, verdict, summary, detail, created)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-                )
-                .await?;
             let mut pipeline = Pipeline::new();
             for run in commit.runs {
                 queue_run(&mut pipeline, tx, run).await?;
             }
-            let id = |id: &Option<NodeId>| id.as_ref().map(|id| id.0.to_vec());
-            let params: Vec<Param> = vec![
-                Box::new(record.id.0.clone()),
-                Box::new(record.conversation.0.clone()),
-                Box::new(i64::from(record.turn)),
-                Box::new(record.turn_node.0.to_vec()),
-                Box::new(id(&record.request_head)),
-                Box::new(id(&record.answer_head)),
-                Box::new(serde_json::to_string(&record.ablation)?),
-                Box::new(i64::from(record.samples)),
-                Box::new(serde_json::to_string(&record.sample_runs)?),
-                Box::new(serde_json::to_string(&record.baseline_runs)?),
-                Box::new(record.verdict.clone()),
-                Box::new(record.summary.clone()),
-                Box::new(serde_json::to_string(&record.detail)?),
-                Box::new(record.created_ms),
-            ];
-            pipeline.push(tx, insert, params);
+            queue_rerun(&mut pipeline, tx, commit.record).await?;
             pipeline.run().await?;
             Ok(marks)
         })?;
@@ -69,7 +45,7 @@ impl PgStore {
     }
 
     pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        self.query_reruns(&format!("{SELECT_RERUN} WHERE id = $1"), &id.as_str())?
+        self.query_reruns(&format!("{SELECT_RERUN} WHERE id = $1"), &[&id.as_str()])?
             .pop()
             .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))
     }
@@ -77,28 +53,32 @@ impl PgStore {
     pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
-            &id.as_str(),
+            &[&id.as_str()],
         )
     }
 
     pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE turn_node = $1 ORDER BY created, id"),
-            &node.0.as_slice(),
+            &[&node.0.as_slice()],
         )
     }
 
     pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE answer_head = $1 ORDER BY created, id"),
-            &node.0.as_slice(),
+            &[&node.0.as_slice()],
         )
     }
 
-    fn query_reruns(&self, sql: &str, param: &(dyn ToSql + Sync)) -> Result<Vec<RerunRecord>> {
+    pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(&format!("{SELECT_RERUN} ORDER BY created, id"), &[])
+    }
+
+    fn query_reruns(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<RerunRecord>> {
         let rows = self.read(async |client| {
             let statement = client.prepare_cached(sql).await?;
-            Ok(client.query(&statement, &[param]).await?)
+            Ok(client.query(&statement, params).await?)
         })?;
         rows.iter().map(|row| raw_rerun(row).finish()).collect()
     }
@@ -121,4 +101,38 @@ fn raw_rerun(row: &Row) -> RawRerun {
         detail: row.get(12),
         created_ms: row.get(13),
     }
+}
+
+/// Queue the insertion of a rerun's row (its threads and runs go first).
+pub(crate) async fn queue_rerun<'c, C: GenericClient>(
+    pipeline: &mut Pipeline<'c>,
+    tx: &'c C,
+    record: &RerunRecord,
+) -> Result<()> {
+    let insert = tx
+        .prepare_cached(
+            "INSERT INTO reruns(id, conversation, turn, turn_node, request_head, answer_head,
+                 ablation, samples, sample_runs, baseline_runs, verdict, summary, detail, created)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        )
+        .await?;
+    let id = |id: &Option<NodeId>| id.as_ref().map(|id| id.0.to_vec());
+    let params: Vec<Param> = vec![
+        Box::new(record.id.0.clone()),
+        Box::new(record.conversation.0.clone()),
+        Box::new(i64::from(record.turn)),
+        Box::new(record.turn_node.0.to_vec()),
+        Box::new(id(&record.request_head)),
+        Box::new(id(&record.answer_head)),
+        Box::new(serde_json::to_string(&record.ablation)?),
+        Box::new(i64::from(record.samples)),
+        Box::new(serde_json::to_string(&record.sample_runs)?),
+        Box::new(serde_json::to_string(&record.baseline_runs)?),
+        Box::new(record.verdict.clone()),
+        Box::new(record.summary.clone()),
+        Box::new(serde_json::to_string(&record.detail)?),
+        Box::new(record.created_ms),
+    ];
+    pipeline.push(tx, insert, params);
+    Ok(())
 }

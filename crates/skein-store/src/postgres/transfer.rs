@@ -13,11 +13,13 @@ with the file's size divided by a thousand, not with its node count.
 use super::PgStore;
 use super::graph::{decode, fetch_blobs, queue_nodes};
 use super::pipeline::Pipeline;
+use super::reruns::queue_rerun;
 use super::runs::queue_run;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::transfer::{
-    ImportReport, Line, bad_conversation, check_same_head, orphan, write_header, write_node,
+    ImportReport, Line, bad_conversation, check_same_head, orphan, rerun_without_turn,
+    write_header, write_node,
 };
 use deadpool_postgres::GenericClient;
 use skein_core::{Message, NodeId};
@@ -130,6 +132,24 @@ impl PgStore {
                             pipeline.run().await?;
                             report.runs += 1;
                         }
+                    }
+                    Line::Rerun(rerun) => {
+                        insert_batched(tx, &mut new_nodes).await?;
+                        let statement = tx.prepare_cached("SELECT 1 FROM reruns WHERE id = $1").await?;
+                        if tx.query_opt(&statement, &[&rerun.id.as_str()]).await?.is_some() {
+                            continue;
+                        }
+                        if !depths.contains_key(&rerun.turn_node) {
+                            let statement = tx.prepare_cached("SELECT 1 FROM nodes WHERE id = $1").await?;
+                            let node = rerun.turn_node.0.as_slice();
+                            if tx.query_opt(&statement, &[&node]).await?.is_none() {
+                                return Err(rerun_without_turn(number, rerun));
+                            }
+                        }
+                        let mut pipeline = Pipeline::new();
+                        queue_rerun(&mut pipeline, tx, rerun).await?;
+                        pipeline.run().await?;
+                        report.reruns += 1;
                     }
                 }
             }
