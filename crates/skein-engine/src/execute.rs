@@ -113,8 +113,19 @@ impl RunOutput {
             options: self.prepared.options.clone(),
             relations: self.relations.clone(),
             request: None,
+            events: self.events.iter().map(stored_event).collect(),
         }
     }
+}
+
+/// An event as a run record keeps it: its JSON form without the run id,
+/// which is the record's own.
+fn stored_event(event: &Event) -> serde_json::Value {
+    let mut value = serde_json::to_value(event).expect("events serialise");
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("run");
+    }
+    value
 }
 
 pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Result<RunOutput> {

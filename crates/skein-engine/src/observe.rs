@@ -16,14 +16,14 @@ Events never carry message content; content is reached explicitly through a
 run's output and its exchange.
 */
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skein_core::Usage;
 pub use skein_store::RunId;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Why an attempt (one model call within a run) was made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptKind {
     /// The run's first call.
@@ -33,7 +33,7 @@ pub enum AttemptKind {
 }
 
 /// What happened.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum EventKind {
@@ -68,7 +68,7 @@ pub enum EventKind {
 }
 
 /// One event of one run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub run: RunId,
     /// Position in the run's stream, from 0.

@@ -16,6 +16,7 @@ use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
 use crate::source::{Ablation, SourceInfo, SourceKind};
 use skein_core::{Annotation, NodeId, Thread, Usage};
+use skein_engine::Event;
 use skein_engine::ledger::relation as engine_relation;
 use skein_store::{ConversationId, RunRecord, Store};
 use std::collections::HashMap;
@@ -221,7 +222,20 @@ async fn load_turn(
             .iter()
             .fold(Usage::default(), |sum, r| sum.add(&r.usage)),
         runs: runs.iter().map(|r| r.id.clone()).collect(),
-        events: Vec::new(),
+        events: runs.iter().flat_map(stored_events).collect(),
+    })
+}
+
+/// A run's observation events as the store kept them. An event this build
+/// cannot read (written by a newer skein) is left out of the turn; it stays
+/// in the store.
+fn stored_events(run: &RunRecord) -> impl Iterator<Item = Event> + '_ {
+    run.events.iter().filter_map(|event| {
+        let mut event = event.clone();
+        event
+            .as_object_mut()?
+            .insert("run".into(), serde_json::json!(run.id));
+        serde_json::from_value(event).ok()
     })
 }
 

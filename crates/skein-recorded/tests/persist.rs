@@ -47,6 +47,7 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
                     t.tools().to_vec(),
                     t.node(),
                     t.runs().to_vec(),
+                    t.events().to_vec(),
                 )
             })
             .collect();
@@ -108,12 +109,16 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
         .await
         .unwrap();
     assert_eq!(chat.turns().len(), 3);
-    for (turn, (request, annotations, tools, node, runs)) in chat.turns().iter().zip(&evidence) {
+    for (turn, (request, annotations, tools, node, runs, events)) in
+        chat.turns().iter().zip(&evidence)
+    {
         assert_eq!(&turn.request().head_id(), request);
         assert_eq!(turn.annotations(), annotations);
         assert_eq!(turn.tools(), tools.as_slice());
         assert_eq!(&turn.node(), node);
         assert_eq!(turn.runs(), runs.as_slice());
+        assert!(!events.is_empty());
+        assert_eq!(turn.events(), events.as_slice(), "observation events");
     }
     assert_eq!(
         conversation_of_node(&store, evidence[1].3).await.unwrap(),

@@ -158,6 +158,11 @@ pub struct RunRecord {
     /// The exact request body, as a client sent it to the recording proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// The run's observation events (metadata only), oldest first, in the
+    /// engine's JSON form less their run id (the record's own): the store
+    /// keeps them without interpreting them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<serde_json::Value>,
 }
 
 impl RunRecord {
@@ -183,6 +188,7 @@ impl RunRecord {
             options: GenerationOptions::default(),
             relations: Vec::new(),
             request: None,
+            events: Vec::new(),
         }
     }
 }

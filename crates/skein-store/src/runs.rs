@@ -16,7 +16,7 @@ use skein_core::{NodeId, ToolSpec, Usage};
 const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
         backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-        usage_complete, started, finished, error, annotations, options, relations, request
+        usage_complete, started, finished, error, annotations, options, relations, request, events
      FROM runs";
 
 impl SqliteStore {
@@ -78,8 +78,8 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
              status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-             started, finished, error, annotations, options, relations, request)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+             started, finished, error, annotations, options, relations, request, events)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
     )?
     .execute(params![
         run.id.as_str(),
@@ -103,6 +103,7 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
         serde_json::to_string(&run.options)?,
         serde_json::to_string(&run.relations)?,
         run.request,
+        serde_json::to_string(&run.events)?,
     ])?;
     let mut insert_tool = conn.prepare_cached(
         "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
@@ -129,6 +130,7 @@ pub(crate) struct RawRun {
     pub annotations: String,
     pub options: String,
     pub relations: String,
+    pub events: String,
     pub status: String,
 }
 
@@ -142,6 +144,7 @@ impl RawRun {
         record.annotations = serde_json::from_str(&self.annotations)?;
         record.options = serde_json::from_str(&self.options)?;
         record.relations = serde_json::from_str(&self.relations)?;
+        record.events = serde_json::from_str(&self.events)?;
         record.tools = tools;
         Ok(record)
     }
@@ -189,6 +192,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         annotations: row.get(17)?,
         options: row.get(18)?,
         relations: row.get(19)?,
+        events: row.get(21)?,
     })
 }
 

@@ -143,6 +143,9 @@ const MIGRATIONS: &[Migration] = &[
     ),
     // 4: lanes, so that a thread loads by range scans (see graph.rs).
     Migration::Code(add_lanes),
+    // 5: each run's observation events, so a recorded turn loaded back
+    // from the store still has its evidence.
+    Migration::Sql("ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';"),
 ];
 
 /// The schema version this build writes.

@@ -59,6 +59,7 @@ fn a_database_from_before_lanes_gets_them_on_open_and_loads_the_same() {
         .execute_batch(
             "DROP INDEX nodes_by_lane;
              ALTER TABLE nodes DROP COLUMN lane;
+             ALTER TABLE runs DROP COLUMN events;
              PRAGMA user_version = 3;",
         )
         .unwrap();

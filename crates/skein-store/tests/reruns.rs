@@ -135,6 +135,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
     conn.execute_batch(
         "DROP TABLE reruns; DROP TABLE embeddings;
          DROP INDEX nodes_by_lane; ALTER TABLE nodes DROP COLUMN lane;
+         ALTER TABLE runs DROP COLUMN events;
          PRAGMA user_version = 2;",
     )
     .unwrap();
@@ -146,7 +147,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     assert!(
         store
             .reruns_of_conversation(&ConversationId::random())

@@ -20,7 +20,7 @@ const SELECT_RUN: &str =
     "SELECT r.id, r.conversation, r.input_head, r.output_head, r.model, r.provider,
         r.profile, r.backend, r.status, r.input_tokens, r.output_tokens, r.cache_read_tokens,
         r.cache_write_tokens, r.usage_complete, r.started, r.finished, r.error, r.annotations,
-        r.options, r.relations, r.request,
+        r.options, r.relations, r.request, r.events,
         ARRAY(SELECT t.name FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
               WHERE rt.run_id = r.id ORDER BY rt.position),
         ARRAY(SELECT t.description FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
@@ -87,8 +87,8 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         .prepare_cached(
             "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
                  status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-                 started, finished, error, annotations, options, relations, request)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+                 started, finished, error, annotations, options, relations, request, events)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)",
         )
         .await?;
     let id = |id: &Option<skein_core::NodeId>| id.as_ref().map(|id| id.0.to_vec());
@@ -114,6 +114,7 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(serde_json::to_string(&run.options)?),
         Box::new(serde_json::to_string(&run.relations)?),
         Box::new(run.request.clone()),
+        Box::new(serde_json::to_string(&run.events)?),
     ];
     pipeline.push(tx, statement, params);
     if run.tools.is_empty() {
@@ -183,9 +184,9 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
     record.finished_ms = row.get(15);
     record.error = row.get(16);
     record.request = row.get(20);
-    let names: Vec<String> = row.get(21);
-    let descriptions: Vec<String> = row.get(22);
-    let schemas: Vec<String> = row.get(23);
+    let names: Vec<String> = row.get(22);
+    let descriptions: Vec<String> = row.get(23);
+    let schemas: Vec<String> = row.get(24);
     let tools = names
         .into_iter()
         .zip(descriptions)
@@ -198,6 +199,7 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
         annotations: row.get(17),
         options: row.get(18),
         relations: row.get(19),
+        events: row.get(21),
     }
     .finish(tools)
 }

@@ -142,6 +142,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // here a thread still loads by one recursive query over `parent`, which
     // the server runs next to the data.
     "-- no change on PostgreSQL",
+    // 5: each run's observation events.
+    "ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
 ];
 
 /// The schema version this build writes.
