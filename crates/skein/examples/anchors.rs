@@ -207,6 +207,9 @@ fn main() {
     let (multi_echo, ..) = multi_thread.block_on(turns(&model, dir.path(), "turns-mt.db"));
     let (multi_fixed, ..) = multi_thread.block_on(turns(&fixed_model(), dir.path(), "fixed-mt.db"));
     let multi_forks = multi_thread.block_on(forks(&model, dir.path().join("mt").as_path()));
+    // The load workload builds runtimes of its own; this one's workers would
+    // only compete with them.
+    drop(multi_thread);
     let load = load(&model, &store, &conversation, 100);
     let report = json!({
         "tool": "skein",
