@@ -741,6 +741,55 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
 }
 
 #[test]
+fn a_sourced_turn_with_a_tool_is_recorded_explained_and_rerun_with_its_tool() {
+    let skein = Skein::new();
+    let model = tools_script();
+    let version = format!("version is {}", env!("CARGO_PKG_VERSION"));
+    let turn = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "--source",
+        "notes=release notes: nothing yet",
+        "-T",
+        "skein_version",
+        "which version?",
+    ]);
+    assert_eq!(turn["text"], version, "{turn}");
+    let sources: Vec<&str> = turn["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|source| source["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        sources.contains(&"notes") && sources.contains(&"skein_version"),
+        "{turn}"
+    );
+    let node = turn["node"].as_str().unwrap()[..12].to_string();
+    assert_eq!(skein.count("runs"), 2, "the tool loop's two model calls");
+
+    let report = skein.ok(&["explain", &node, "--embedder", "lexical"]);
+    assert!(report.contains("skein_version"), "{report}");
+    // Without the notes, the loop runs again and calls the tool again.
+    let without_notes = skein.json(&["rerun", &node, "--ignore", "notes", "--embedder", "lexical"]);
+    assert_eq!(without_notes["answers"][0], version, "{without_notes}");
+    // Without the tool, the model cannot call it.
+    let without_tool = skein.json(&[
+        "rerun",
+        &node,
+        "--ignore",
+        "skein_version",
+        "--embedder",
+        "lexical",
+    ]);
+    assert_eq!(
+        without_tool["answers"][0], "no tools: which version?",
+        "{without_tool}"
+    );
+}
+
+#[test]
 fn the_advisor_desk_is_explained_rerun_and_forked_from_the_command_line() {
     let skein = Skein::new();
     let model = format!(

@@ -22,6 +22,12 @@ const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth 
         c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
      FROM conversations c";
 
+/// A conversation's new `updated`: now (`?3`), or one millisecond past the
+/// database's latest when that is not earlier. Turns take well under a
+/// millisecond, so clock time alone would tie, and "most recently updated
+/// first" would fall back to id order; this keeps it the order of the writes.
+const NEXT_UPDATED: &str = "MAX(?3, (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations))";
+
 impl SqliteStore {
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
@@ -39,7 +45,7 @@ impl SqliteStore {
             tx.prepare_cached(
                 "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
                      forked_from_rerun, created, updated, meta)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, MAX(?7, (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations)), ?8)",
             )?
             .execute(params![
                 id.as_str(),
@@ -89,9 +95,11 @@ impl SqliteStore {
 
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.update_conversation(id, |tx| {
-            tx.prepare_cached("UPDATE conversations SET name = ?2, updated = ?3 WHERE id = ?1")?
-                .execute(params![id.as_str(), name, now_ms()])
-                .map_err(Into::into)
+            tx.prepare_cached(&format!(
+                "UPDATE conversations SET name = ?2, updated = {NEXT_UPDATED} WHERE id = ?1"
+            ))?
+            .execute(params![id.as_str(), name, now_ms()])
+            .map_err(Into::into)
         })
     }
 
@@ -103,9 +111,11 @@ impl SqliteStore {
     ) -> Result<()> {
         let text = serde_json::to_string(meta)?;
         self.update_conversation(id, |tx| {
-            tx.prepare_cached("UPDATE conversations SET meta = ?2, updated = ?3 WHERE id = ?1")?
-                .execute(params![id.as_str(), text, now_ms()])
-                .map_err(Into::into)
+            tx.prepare_cached(&format!(
+                "UPDATE conversations SET meta = ?2, updated = {NEXT_UPDATED} WHERE id = ?1"
+            ))?
+            .execute(params![id.as_str(), text, now_ms()])
+            .map_err(Into::into)
         })
     }
 
@@ -213,7 +223,7 @@ fn compare_and_set_head(
 ) -> Result<CasOutcome> {
     let changed = conn
         .prepare_cached(
-            "UPDATE conversations SET head = ?2, updated = ?3 WHERE id = ?1 AND head IS ?4",
+            &format!("UPDATE conversations SET head = ?2, updated = {NEXT_UPDATED} WHERE id = ?1 AND head IS ?4"),
         )?
         .execute(params![
             id.as_str(),

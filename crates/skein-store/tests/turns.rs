@@ -142,6 +142,28 @@ fn move_head_is_a_compare_and_set(backend: Backend) {
     ));
 }
 
+/// Turns land well inside one millisecond, yet "most recently updated
+/// first" follows the order of the writes, not of the random ids.
+fn conversations_updated_within_a_millisecond_list_in_write_order(backend: Backend) {
+    let db = TempStore::new(backend);
+    let conversations: Vec<_> = (0..6).map(|_| new_conversation(&db.store)).collect();
+    let mut written = Vec::new();
+    for conversation in conversations.iter().rev().chain(&conversations[..3]) {
+        append_turn(&db.store, &conversation.id, "quick");
+        written.retain(|id| id != &conversation.id);
+        written.push(conversation.id.clone());
+    }
+    let listed: Vec<_> = db
+        .store
+        .list_conversations(10)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    written.reverse();
+    assert_eq!(listed, written);
+}
+
 fn rename_and_meta_round_trip_and_unknown_conversations_error(backend: Backend) {
     let db = TempStore::new(backend);
     let conversation = new_conversation(&db.store);
@@ -377,6 +399,7 @@ for_each_backend!(
     a_failed_run_keeps_its_record_and_adds_no_node,
     losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands,
     move_head_is_a_compare_and_set,
+    conversations_updated_within_a_millisecond_list_in_write_order,
     rename_and_meta_round_trip_and_unknown_conversations_error,
     prefixes_resolve_and_ambiguity_is_reported,
     killing_the_process_mid_turn_leaves_no_half_turn,

@@ -15,26 +15,41 @@ use crate::flags::{ExplainArgs, ForkArgs, RerunArgs, TurnRef};
 use crate::ui;
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
-use skein::Model;
 use skein::recorded::{
     CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder, ReasonOptions, RecordedChat,
     RerunOptions, Source, conversation_of_node,
 };
 use skein::store::ConversationId;
+use skein::{Model, Tool};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 /// A turn with tagged context sources: a new conversation, or the latest
 /// (`-c`) or a chosen one (`--cid`) continued.
-pub async fn prompt_with_sources(
-    ctx: &Context,
-    model: Option<String>,
-    existing: Option<skein::store::Conversation>,
-    name: Option<String>,
-    system: Option<String>,
-    sources: Vec<(String, String)>,
-    text: String,
-) -> Result<ExitCode> {
+/// A `prompt --source` turn: what the command line gave.
+pub struct SourcedTurn {
+    pub model: Option<String>,
+    pub existing: Option<skein::store::Conversation>,
+    pub name: Option<String>,
+    pub system: Option<String>,
+    pub sources: Vec<(String, String)>,
+    /// Built-in tools offered (`-T`); each is a source named by the tool.
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub chain_limit: Option<u32>,
+    pub text: String,
+}
+
+pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<ExitCode> {
+    let SourcedTurn {
+        model,
+        existing,
+        name,
+        system,
+        sources,
+        tools,
+        chain_limit,
+        text,
+    } = turn;
     let home = home_model(model.or(existing.as_ref().and_then(conversation_model)))?;
     let mut builder = chat_builder(ctx, &home)
         .sources(sources.into_iter().map(|(id, text)| Source::fact(id, text)));
@@ -43,6 +58,12 @@ pub async fn prompt_with_sources(
     }
     if let Some(name) = name {
         builder = builder.name(name);
+    }
+    for tool in tools {
+        builder = builder.tool(tool);
+    }
+    if let Some(limit) = chain_limit {
+        builder = builder.chain_limit(limit);
     }
     let mut chat = match &existing {
         Some(conversation) => builder.load(&conversation.id).await?,
@@ -235,8 +256,21 @@ async fn load_turn(
     let embedder = embedder(ctx, &turn.embedder)?;
     let stored = ctx.store.conversation(&conversation)?;
     let home = home_model(conversation_model(&stored))?;
-    let chat = chat_builder(ctx, &home)
-        .embedder(embedder.clone())
+    let mut builder = chat_builder(ctx, &home).embedder(embedder.clone());
+    // The built-in tools the recorded turns were offered, so a rerun's tool
+    // loop can call them again.
+    let offered: std::collections::BTreeSet<String> = ctx
+        .store
+        .runs_of_conversation(&stored.id)?
+        .into_iter()
+        .flat_map(|run| run.tools.into_iter().map(|tool| tool.name))
+        .collect();
+    for tool in skein::builtin::all() {
+        if offered.contains(&tool.spec().name) {
+            builder = builder.tool(tool);
+        }
+    }
+    let chat = builder
         .load(&ConversationId(conversation.0.clone()))
         .await?;
     let k = match (node, turn.turn) {

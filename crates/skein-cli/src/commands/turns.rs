@@ -35,17 +35,18 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
                 "--source records the turn so it can be explained: it cannot be combined with --no-log"
             );
         }
-        if tools.is_some() {
-            bail!("--source and -T cannot be combined yet: record the sourced turn without tools");
-        }
         return super::recorded::prompt_with_sources(
             ctx,
-            args.model.model,
-            stored,
-            args.name,
-            args.system,
-            args.sources,
-            text,
+            super::recorded::SourcedTurn {
+                model: args.model.model,
+                existing: stored,
+                name: args.name,
+                system: args.system,
+                sources: args.sources,
+                tools: tools.unwrap_or_default(),
+                chain_limit: args.tools.chain_limit,
+                text,
+            },
         )
         .await;
     }

@@ -47,7 +47,8 @@ impl PgStore {
                 .prepare_cached(
                     "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
                          forked_from_rerun, created, updated, meta)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7,
+                             GREATEST($7, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations)), $8)",
                 )
                 .await?;
             tx.execute(
@@ -109,7 +110,9 @@ impl PgStore {
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.update_conversation(
             id,
-            "UPDATE conversations SET name = $2, updated = $3 WHERE id = $1",
+            "UPDATE conversations SET name = $2,
+                 updated = GREATEST($3, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))
+             WHERE id = $1",
             &name,
         )
     }
@@ -122,7 +125,9 @@ impl PgStore {
         let text = serde_json::to_string(meta)?;
         self.update_conversation(
             id,
-            "UPDATE conversations SET meta = $2, updated = $3 WHERE id = $1",
+            "UPDATE conversations SET meta = $2,
+                 updated = GREATEST($3, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))
+             WHERE id = $1",
             &text,
         )
     }
@@ -212,7 +217,9 @@ pub(crate) async fn node_exists(client: &impl GenericClient, id: NodeId) -> Resu
         .is_some())
 }
 
-const COMPARE_AND_SET: &str = "UPDATE conversations SET head = $2, updated = $3
+/// `updated` as on SQLite (conversations.rs): now, or just past the latest.
+const COMPARE_AND_SET: &str = "UPDATE conversations SET head = $2,
+         updated = GREATEST($3, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))
      WHERE id = $1 AND head IS NOT DISTINCT FROM $4";
 
 fn cas_params(id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Vec<Param> {
