@@ -22,11 +22,21 @@ const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth 
         c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
      FROM conversations c";
 
-/// A conversation's new `updated`: now (`?3`), or one millisecond past the
-/// database's latest when that is not earlier. Turns take well under a
-/// millisecond, so clock time alone would tie, and "most recently updated
-/// first" would fall back to id order; this keeps it the order of the writes.
-const NEXT_UPDATED: &str = "MAX(?3, (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations))";
+/// The SQL for a conversation's new `updated`: now (the parameter `$now`
+/// names), or one millisecond past the database's latest when that is not
+/// earlier. Turns take well under a millisecond, so clock time alone would
+/// tie, and "most recently updated first" would fall back to id order; this
+/// keeps it the order of the writes. (PostgreSQL's twin is in
+/// postgres/conversations.rs.)
+macro_rules! next_updated {
+    ($now:literal) => {
+        concat!(
+            "MAX(",
+            $now,
+            ", (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations))"
+        )
+    };
+}
 
 impl SqliteStore {
     /// Create a conversation, optionally starting at an existing node.
@@ -42,11 +52,13 @@ impl SqliteStore {
                 return Err(StoreError::NodeNotFound(head));
             }
             let origin = new.origin.clone().unwrap_or_default();
-            tx.prepare_cached(
+            tx.prepare_cached(concat!(
                 "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
                      forked_from_rerun, created, updated, meta)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, MAX(?7, (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations)), ?8)",
-            )?
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
+                next_updated!("?7"),
+                ", ?8)"
+            ))?
             .execute(params![
                 id.as_str(),
                 new.name,
@@ -95,8 +107,10 @@ impl SqliteStore {
 
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.update_conversation(id, |tx| {
-            tx.prepare_cached(&format!(
-                "UPDATE conversations SET name = ?2, updated = {NEXT_UPDATED} WHERE id = ?1"
+            tx.prepare_cached(concat!(
+                "UPDATE conversations SET name = ?2, updated = ",
+                next_updated!("?3"),
+                " WHERE id = ?1"
             ))?
             .execute(params![id.as_str(), name, now_ms()])
             .map_err(Into::into)
@@ -111,8 +125,10 @@ impl SqliteStore {
     ) -> Result<()> {
         let text = serde_json::to_string(meta)?;
         self.update_conversation(id, |tx| {
-            tx.prepare_cached(&format!(
-                "UPDATE conversations SET meta = ?2, updated = {NEXT_UPDATED} WHERE id = ?1"
+            tx.prepare_cached(concat!(
+                "UPDATE conversations SET meta = ?2, updated = ",
+                next_updated!("?3"),
+                " WHERE id = ?1"
             ))?
             .execute(params![id.as_str(), text, now_ms()])
             .map_err(Into::into)
@@ -222,9 +238,11 @@ fn compare_and_set_head(
     new: NodeId,
 ) -> Result<CasOutcome> {
     let changed = conn
-        .prepare_cached(
-            &format!("UPDATE conversations SET head = ?2, updated = {NEXT_UPDATED} WHERE id = ?1 AND head IS ?4"),
-        )?
+        .prepare_cached(concat!(
+            "UPDATE conversations SET head = ?2, updated = ",
+            next_updated!("?3"),
+            " WHERE id = ?1 AND head IS ?4"
+        ))?
         .execute(params![
             id.as_str(),
             new.as_bytes(),

@@ -338,12 +338,6 @@ struct Span {
 /// (a recursive query would build a temporary table for its queue, which
 /// costs more than the lookups for the few lanes a thread crosses).
 fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<Span>> {
-    let no_lane = || {
-        StoreError::MalformedRow(format!(
-            "a node on the path to {} has no lane; run `skein verify`",
-            head.short()
-        ))
-    };
     let span = |row: &rusqlite::Row<'_>| {
         Ok((
             row.get::<_, Option<i64>>(0)?,
@@ -362,7 +356,10 @@ fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<Span>> {
     let mut spans: Vec<Span> = Vec::new();
     loop {
         let (Some(lane), top, top_seq) = next else {
-            return Err(no_lane());
+            return Err(StoreError::MalformedRow(format!(
+                "a node on the path to {} has no lane; run `skein verify`",
+                head.short()
+            )));
         };
         if spans.last().is_some_and(|below| top >= below.top) || top_seq < lane {
             return Err(StoreError::MalformedRow(format!(

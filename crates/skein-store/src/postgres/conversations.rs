@@ -30,6 +30,18 @@ fn bytes(id: &Option<NodeId>) -> Option<&[u8]> {
     id.as_ref().map(|id| id.0.as_slice())
 }
 
+/// The SQL for a conversation's new `updated`, as on SQLite
+/// (conversations.rs explains why): now, or just past the latest.
+macro_rules! next_updated {
+    ($now:literal) => {
+        concat!(
+            "GREATEST(",
+            $now,
+            ", (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))"
+        )
+    };
+}
+
 impl PgStore {
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
         let id = new.id.clone().unwrap_or_else(ConversationId::random);
@@ -44,12 +56,13 @@ impl PgStore {
                 return Err(StoreError::NodeNotFound(head));
             }
             let statement = tx
-                .prepare_cached(
+                .prepare_cached(concat!(
                     "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
                          forked_from_rerun, created, updated, meta)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7,
-                             GREATEST($7, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations)), $8)",
-                )
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, ",
+                    next_updated!("$7"),
+                    ", $8)"
+                ))
                 .await?;
             tx.execute(
                 &statement,
@@ -110,9 +123,11 @@ impl PgStore {
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.update_conversation(
             id,
-            "UPDATE conversations SET name = $2,
-                 updated = GREATEST($3, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))
-             WHERE id = $1",
+            concat!(
+                "UPDATE conversations SET name = $2, updated = ",
+                next_updated!("$3"),
+                " WHERE id = $1"
+            ),
             &name,
         )
     }
@@ -125,9 +140,11 @@ impl PgStore {
         let text = serde_json::to_string(meta)?;
         self.update_conversation(
             id,
-            "UPDATE conversations SET meta = $2,
-                 updated = GREATEST($3, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))
-             WHERE id = $1",
+            concat!(
+                "UPDATE conversations SET meta = $2, updated = ",
+                next_updated!("$3"),
+                " WHERE id = $1"
+            ),
             &text,
         )
     }
@@ -217,10 +234,11 @@ pub(crate) async fn node_exists(client: &impl GenericClient, id: NodeId) -> Resu
         .is_some())
 }
 
-/// `updated` as on SQLite (conversations.rs): now, or just past the latest.
-const COMPARE_AND_SET: &str = "UPDATE conversations SET head = $2,
-         updated = GREATEST($3, (SELECT COALESCE(MAX(updated), 0) + 1 FROM conversations))
-     WHERE id = $1 AND head IS NOT DISTINCT FROM $4";
+const COMPARE_AND_SET: &str = concat!(
+    "UPDATE conversations SET head = $2, updated = ",
+    next_updated!("$3"),
+    " WHERE id = $1 AND head IS NOT DISTINCT FROM $4"
+);
 
 fn cas_params(id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Vec<Param> {
     vec![
