@@ -11,6 +11,9 @@ skein's functional core: the data every other crate speaks.
 - [`tool`]: tool specs and their stable hashes.
 - [`provider`]: the `Provider` trait every model backend implements, with its
   request, stream event, response and usage types.
+- [`settings`]: a conversation's stored settings, one typed schema.
+- [`run`]: run records (one logical model call each) with their typed
+  relations, and the conversation, run and rerun ids every layer shares.
 
 This crate performs no I/O and owns no async runtime.
 */
@@ -20,6 +23,8 @@ pub mod encoding;
 pub mod id;
 pub mod message;
 pub mod provider;
+pub mod run;
+pub mod settings;
 pub mod thread;
 pub mod tool;
 
@@ -30,5 +35,9 @@ pub use provider::{
     BoxFuture, BoxStream, FinishReason, GenerationOptions, ModelRequest, ModelResponse, Provider,
     ProviderError, ResponseAssembler, StreamEvent, Usage,
 };
+pub use run::{
+    ConversationId, Origin, Relation, RerunId, RunId, RunRecord, RunStatus, TurnStep, now_ms,
+};
+pub use settings::{ConversationSettings, RecordedSettings, StoredSource};
 pub use thread::{Node, StoreKey, Thread};
 pub use tool::ToolSpec;

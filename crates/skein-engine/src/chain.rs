@@ -17,16 +17,15 @@ yields a [`DriftWarning`] (and a `tracing` warning). A changed description
 is not drift. The check is O(1) per offered tool.
 */
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Prepared};
 use crate::error::EngineError;
 use crate::exchange::Exchange;
 use crate::execute::RunOutput;
-use crate::ledger::relation;
 use crate::observe::RunId;
 use crate::request::Request;
 use crate::tools::{self, Tool};
 use serde::Serialize;
-use skein_core::{BoxFuture, Digest, Message, Thread, ToolCall, ToolResult, ToolSpec};
+use skein_core::{BoxFuture, Digest, Message, Relation, Thread, ToolCall, ToolResult, ToolSpec};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -133,6 +132,9 @@ pub struct ChainFailure {
     /// results of its calls); `None` when the first call failed.
     pub thread: Option<Thread>,
     pub warnings: Vec<DriftWarning>,
+    /// The failed call as it was resolved (`None` when it failed before
+    /// that): what [`Prepared::failed_record`] records.
+    pub failed_call: Option<Box<Prepared>>,
 }
 
 impl ChainOutput {
@@ -198,7 +200,7 @@ impl Chain {
         let mut request = first
             .tools(specs.clone())
             .capture()
-            .relation(relation::CHAIN, id.clone());
+            .relation(Relation::Chain(id.clone()));
         // Later calls keep the first call's settings, not its content.
         let template = request.clone();
         let mut current: Option<Exchange> = None;
@@ -209,9 +211,17 @@ impl Chain {
         let mut warnings = Vec::new();
         loop {
             warnings.extend(self.drift.check(&specs));
-            let outcome = match &current {
-                Some(exchange) => engine.continue_from(exchange, request).await,
-                None => engine.run(request).await,
+            let execution = match &current {
+                Some(exchange) => engine.prepare_continuation(exchange, request),
+                None => engine.prepare_execution(request),
+            };
+            let failed_call = execution
+                .as_ref()
+                .ok()
+                .map(|execution| Box::new(execution.prepared().clone()));
+            let outcome = match execution {
+                Ok(execution) => execution.run().await,
+                Err(error) => Err(error),
             };
             let output = match outcome {
                 Ok(output) => output,
@@ -221,6 +231,7 @@ impl Chain {
                         completed: responses,
                         thread: reached,
                         warnings,
+                        failed_call,
                     });
                 }
             };

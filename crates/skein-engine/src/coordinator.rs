@@ -120,12 +120,11 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::exchange::Exchange;
 use crate::execute::RunOutput;
-use crate::ledger::relation;
 use crate::observe::RunId;
 use crate::request::Request;
 pub use futures_core::future::BoxFuture;
 use serde::Serialize;
-use skein_store::Relation;
+use skein_core::Relation;
 use tokio_util::sync::CancellationToken;
 
 /// The error type a callback returns: any error, boxed. `?` converts into
@@ -261,7 +260,7 @@ impl<'a> TurnView<'a> {
     /// branches from the same exchange share: that would make it count in
     /// their sequences too.
     pub fn associate(&self, request: Request) -> Request {
-        let request = request.relation(relation::SEQUENCE, self.sequence);
+        let request = request.relation(Relation::Sequence(self.sequence.to_string()));
         match self.response {
             Some(response) => request.associated_with(&response.run),
             None => request,
@@ -384,13 +383,9 @@ impl Coordinator {
             cancel,
             sequence,
         } = self;
-        engine.ledger().relate(
-            start.run(),
-            Relation {
-                kind: relation::SEQUENCE_START.to_string(),
-                target: sequence.clone(),
-            },
-        );
+        engine
+            .ledger()
+            .relate(start.run(), Relation::SequenceStart(sequence.clone()));
         let mut current = start;
         // A completed response not yet handed to the callback.
         let mut completed: Option<RunOutput> = None;
@@ -456,7 +451,7 @@ async fn continuation(
     let request = request
         .capture()
         .cancel_with(token.clone())
-        .relation(relation::SEQUENCE, sequence);
+        .relation(Relation::Sequence(sequence.to_string()));
     let run = engine.continue_from(current, request);
     let Some(own) = own else {
         return run.await;

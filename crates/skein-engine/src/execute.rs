@@ -18,12 +18,11 @@ use crate::exchange::{Exchange, Validation};
 use crate::ledger::LedgerEntry;
 use crate::observe::{AttemptKind, Emitter, Event, EventKind, RunId};
 use crate::request::Request;
+use skein_core::{ConversationId, Relation, RunRecord, RunStatus, now_ms};
 use skein_core::{
     FinishReason, Message, ModelRequest, ModelResponse, Provider, ProviderError, ResponseAssembler,
     StreamEvent, ToolSpec, Usage,
 };
-use skein_store::records::now_ms;
-use skein_store::{ConversationId, Relation, RunRecord, RunStatus};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -112,9 +111,42 @@ impl RunOutput {
             tools: self.tools.clone(),
             options: self.prepared.options.clone(),
             relations: self.relations.clone(),
+            finish_reason: Some(self.finish_reason.clone()),
+            turn: None,
             request: None,
             events: self.events.iter().map(stored_event).collect(),
         }
+    }
+}
+
+impl Prepared {
+    /// The record of this run when it failed after its model call started
+    /// (the call failed, or the reply never met the output contract); `None`
+    /// for failures before any call (a bad request, refused admission,
+    /// cancellation), which leave no run. It names no conversation, and its
+    /// usage is unknown (`usage_complete` false) unless the caller fills it
+    /// in from the ledger.
+    pub fn failed_record(&self, error: &EngineError) -> Option<RunRecord> {
+        let run = match error {
+            EngineError::Generation { run, .. } | EngineError::Validation { run, .. } => run,
+            _ => return None,
+        };
+        let mut record = RunRecord::new(self.model.clone(), self.backend.clone());
+        record.id = run.clone();
+        record.input_head = self.thread.head_id();
+        record.profile = Some(self.profile.clone());
+        record.backend = Some(self.backend.clone());
+        record.status = RunStatus::Failed;
+        record.error = Some(match error {
+            EngineError::Generation { source, .. } => source.to_string(),
+            other => other.to_string(),
+        });
+        record.usage_complete = false;
+        record.annotations = self.annotations.clone();
+        record.tools = self.tools.clone();
+        record.options = self.options.clone();
+        record.finished_ms = Some(now_ms());
+        Some(record)
     }
 }
 
@@ -137,10 +169,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
     let cancel = plan.request.cancel.clone().unwrap_or_default();
     let mut relations = plan.request.relations.clone();
     if let Some(session) = &prepared.session_id {
-        relations.push(Relation {
-            kind: "session".into(),
-            target: session.clone(),
-        });
+        relations.push(Relation::Session(session.clone()));
     }
     let contract = plan.contract.clone();
 

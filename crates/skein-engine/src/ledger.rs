@@ -22,23 +22,9 @@ never reported as zero.
 use crate::observe::RunId;
 use serde::Serialize;
 use skein_core::Usage;
-use skein_store::{Relation, RunStatus};
+use skein_core::{Relation, RunStatus};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-
-/// Relation kinds the engine records.
-pub mod relation {
-    /// The run continued the exchange produced by the target run.
-    pub const CONTINUATION_OF: &str = "continuation_of";
-    /// The run belongs to the coordinator sequence with the target id.
-    pub const SEQUENCE: &str = "sequence";
-    /// The run started the sequence with the target id.
-    pub const SEQUENCE_START: &str = "sequence_start";
-    /// The application did this run on behalf of the target run.
-    pub const ASSOCIATED_WITH: &str = "associated_with";
-    /// The run is one model call of the chain with the target id.
-    pub const CHAIN: &str = "chain";
-}
 
 /// One run as the ledger knows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -164,10 +150,11 @@ impl Ledger {
             loop {
                 let before = members.len();
                 for entry in entries.values() {
-                    let joins = entry.relations.iter().any(|relation| {
-                        (relation.kind == relation::CONTINUATION_OF
-                            || relation.kind == relation::ASSOCIATED_WITH)
-                            && members.contains(&RunId(relation.target.clone()))
+                    let joins = entry.relations.iter().any(|relation| match relation {
+                        Relation::ContinuationOf(run) | Relation::AssociatedWith(run) => {
+                            members.contains(run)
+                        }
+                        _ => false,
                     });
                     if joins {
                         members.insert(entry.run.clone());
@@ -185,28 +172,28 @@ impl Ledger {
     /// their associated runs. The start counts once however many branches
     /// share it.
     pub fn sequence(&self, sequence: &str) -> Totals {
-        let members = {
-            let entries = self.lock();
-            let mut members: BTreeSet<RunId> = entries
-                .values()
-                .filter(|entry| {
-                    entry.relations.iter().any(|r| {
-                        (r.kind == relation::SEQUENCE || r.kind == relation::SEQUENCE_START)
-                            && r.target == sequence
+        let members =
+            {
+                let entries = self.lock();
+                let mut members: BTreeSet<RunId> = entries
+                    .values()
+                    .filter(|entry| {
+                        entry.relations.iter().any(|r| match r {
+                            Relation::Sequence(id) | Relation::SequenceStart(id) => id == sequence,
+                            _ => false,
+                        })
                     })
-                })
-                .map(|entry| entry.run.clone())
-                .collect();
-            for entry in entries.values() {
-                if entry.relations.iter().any(|r| {
-                    r.kind == relation::ASSOCIATED_WITH
-                        && members.contains(&RunId(r.target.clone()))
-                }) {
-                    members.insert(entry.run.clone());
+                    .map(|entry| entry.run.clone())
+                    .collect();
+                for entry in entries.values() {
+                    if entry.relations.iter().any(
+                        |r| matches!(r, Relation::AssociatedWith(run) if members.contains(run)),
+                    ) {
+                        members.insert(entry.run.clone());
+                    }
                 }
-            }
-            members
-        };
+                members
+            };
         self.total(members.iter())
     }
 
@@ -218,7 +205,7 @@ impl Ledger {
                 entry
                     .relations
                     .iter()
-                    .any(|r| r.kind == relation::CONTINUATION_OF && r.target == run.0)
+                    .any(|r| matches!(r, Relation::ContinuationOf(of) if of == run))
             })
             .map(|entry| entry.run.clone())
             .collect()

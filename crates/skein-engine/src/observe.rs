@@ -17,8 +17,8 @@ run's output and its exchange.
 */
 
 use serde::{Deserialize, Serialize};
+pub use skein_core::RunId;
 use skein_core::Usage;
-pub use skein_store::RunId;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -13,10 +13,10 @@ use crate::admission::WhenBusy;
 use crate::exchange::Exchange;
 use crate::observe::{EventChannel, Observer, RunId, Watchers};
 use serde_json::{Map, Value};
+use skein_core::Relation;
 use skein_core::provider::GenerationOptions;
 use skein_core::{Annotation, Annotations, Message, Thread, ToolSpec};
 use skein_providers::Secret;
-use skein_store::Relation;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -153,10 +153,7 @@ impl Request {
             annotations: exchange.annotations.clone(),
             run: Some(exchange.run.clone()),
         });
-        self.relation(
-            crate::ledger::relation::CONTINUATION_OF,
-            exchange.run.as_str(),
-        )
+        self.relation(Relation::ContinuationOf(exchange.run.clone()))
     }
 
     /// The next call of a tool loop: `messages` (the tool results) on the
@@ -180,7 +177,7 @@ impl Request {
         self.history = None;
         self.output_contract = None;
         self.relations
-            .retain(|relation| relation.kind != crate::ledger::relation::CONTINUATION_OF);
+            .retain(|relation| !matches!(relation, Relation::ContinuationOf(_)));
         self
     }
 
@@ -265,16 +262,13 @@ impl Request {
     }
 
     /// Record a relationship of this run.
-    pub fn relation(mut self, kind: &str, target: impl Into<String>) -> Request {
-        self.relations.push(Relation {
-            kind: kind.to_string(),
-            target: target.into(),
-        });
+    pub fn relation(mut self, relation: Relation) -> Request {
+        self.relations.push(relation);
         self
     }
 
     /// Mark this run as done on behalf of `run` (counted with it).
     pub fn associated_with(self, run: &RunId) -> Request {
-        self.relation(crate::ledger::relation::ASSOCIATED_WITH, run.as_str())
+        self.relation(Relation::AssociatedWith(run.clone()))
     }
 }

@@ -136,7 +136,7 @@ async fn a_chain_resolves_tools_and_returns_every_response() {
             response
                 .relations
                 .iter()
-                .any(|r| r.kind == "chain" && r.target == output.id)
+                .any(|r| *r == skein_core::Relation::Chain(output.id.clone()))
         );
     }
 }

@@ -7,14 +7,13 @@ use serde_json::json;
 use skein_core::{
     BoxStream, Message, ModelRequest, Provider, ProviderError, Role, StreamEvent, Thread,
 };
+use skein_core::{Relation, RunStatus};
 use skein_engine::coordinator::{CallbackError, Next, Outcome, TurnView};
-use skein_engine::ledger::relation;
 use skein_engine::{
     BackendDef, BackendKind, CancellationToken, Catalog, CoordinateError, Engine, EngineError,
     Event, EventKind, Exchange, Observer, Profile, Request, RunId,
 };
 use skein_providers::Scripted;
-use skein_store::RunStatus;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -788,18 +787,20 @@ async fn capacity_one_with_a_callback_that_calls_the_model() {
         assert!(
             relations
                 .iter()
-                .any(|r| r.kind == relation::SEQUENCE && r.target == sequence)
+                .any(|r| *r == Relation::Sequence(sequence.to_string()))
         );
         match served {
             Some(served) => {
-                assert!(relations.iter().any(|r| {
-                    r.kind == relation::ASSOCIATED_WITH && r.target == served.as_str()
-                }))
+                assert!(
+                    relations
+                        .iter()
+                        .any(|r| { *r == Relation::AssociatedWith(served.clone()) })
+                )
             }
             None => assert!(
                 !relations
                     .iter()
-                    .any(|r| r.kind == relation::ASSOCIATED_WITH),
+                    .any(|r| matches!(r, Relation::AssociatedWith(_))),
                 "the shared start is not claimed by one branch"
             ),
         }
@@ -900,7 +901,7 @@ async fn failed_execution_budget_rule() {
             .unwrap()
             .relations
             .iter()
-            .any(|r| r.kind == relation::SEQUENCE && r.target == sequence)
+            .any(|r| *r == Relation::Sequence(sequence.to_string()))
     );
 
     // A request rejected while preparing never becomes a run.
@@ -1033,7 +1034,7 @@ async fn independent_branches() {
             .unwrap()
             .relations
             .iter()
-            .filter(|r| r.kind == relation::SEQUENCE_START)
+            .filter(|r| matches!(r, Relation::SequenceStart(_)))
             .count(),
         3
     );

@@ -18,30 +18,17 @@ use crate::evidence::Turn;
 use crate::layout::{Layout, tag_tool_parts};
 use crate::reason::Report;
 use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
+use skein_conversation::commit::{self, Bookmark, OnMoved};
 use skein_core::provider::GenerationOptions;
 use skein_core::{
-    Annotation, Annotations, BoxFuture, Message, NodeId, Part, Role, Thread, ToolCall, Usage,
+    Annotation, Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId,
+    Origin, Part, RecordedSettings, Relation, RerunId, Role, RunRecord, StoredSource, Thread,
+    ToolCall, TurnStep, Usage,
 };
 use skein_engine::{CallDecision, Chain, ChainOutput, ChainStatus, Engine, Tool};
-use skein_store::{ConversationId, NewConversation, Origin, RerunId, RunRecord, Store, TurnCommit};
+use skein_store::Store;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// Relation kinds recorded chats put on the first run of each turn.
-pub(crate) mod relation {
-    /// The turn's number.
-    pub const TURN: &str = "recorded.turn";
-    /// One source present in the turn's request (JSON `SourceInfo`).
-    pub const SOURCE: &str = "recorded.source";
-    /// Every run of a turn: `TURN.STEP`, the turn's number and the run's
-    /// position in its tool loop (start times can tie to the millisecond).
-    pub const STEP: &str = "recorded.step";
-    /// A rerun sample or baseline run: the rerun's id.
-    pub const RERUN: &str = "recorded.rerun";
-}
-
-/// The key of recorded-chat settings in a conversation's meta.
-pub(crate) const META_KEY: &str = "recorded";
 
 /// Decides each tool call of a turn's tool loop; `CallDecision::Stop`
 /// pauses the loop, which a recorded turn refuses.
@@ -49,6 +36,7 @@ pub type BeforeCallFn =
     Arc<dyn for<'a> Fn(&'a ToolCall) -> BoxFuture<'a, CallDecision> + Send + Sync>;
 
 /// What every turn, probe and fork of a chat shares.
+#[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) engine: Engine,
     pub(crate) profile: String,
@@ -62,6 +50,9 @@ pub(crate) struct Config {
     pub(crate) options: GenerationOptions,
     pub(crate) store: Option<Store>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
+    /// The model a stored conversation names (else the profile), and
+    /// whether it names a configured profile (else a model opened by name).
+    pub(crate) model_name: Option<(String, bool)>,
 }
 
 /// What a rerun left behind for provenance checks.
@@ -95,9 +86,9 @@ pub(crate) struct Stamp {
 /// ```
 pub struct RecordedChat {
     pub(crate) config: Arc<Config>,
-    pub(crate) id: String,
-    pub(crate) conversation: Option<ConversationId>,
-    pub(crate) origin: Option<Origin>,
+    /// The chat's conversation: its id is the chat's identity, stored or
+    /// not; with a store, the first turn creates it there.
+    pub(crate) bookmark: Bookmark,
     pub(crate) removed: Ablation,
     pub(crate) history: Thread,
     pub(crate) turns: Vec<Arc<Turn>>,
@@ -108,7 +99,7 @@ pub struct RecordedChat {
 impl std::fmt::Debug for RecordedChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecordedChat")
-            .field("id", &self.id)
+            .field("id", &self.bookmark.id)
             .field("turns", &self.turns.len())
             .field("removed", &self.removed)
             .finish_non_exhaustive()
@@ -213,11 +204,21 @@ impl RecordedChatBuilder {
         self
     }
 
-    /// Build the chat; with a store, create its conversation.
+    /// The model a stored conversation names, and whether it is a
+    /// configured profile's name (else a model opened by name, such as
+    /// `echo` or `openai:gpt-4o-mini`). Without it the conversation names
+    /// the profile.
+    pub fn remember_model(mut self, name: impl Into<String>, is_profile: bool) -> Self {
+        self.config.model_name = Some((name.into(), is_profile));
+        self
+    }
+
+    /// Build the chat. With a store, its conversation is created there by
+    /// its first turn, in the same transaction.
     pub async fn build(self) -> Result<RecordedChat> {
         let history = self.seed.unwrap_or_default();
         let config = Arc::new(self.config);
-        RecordedChat::create(config, history, self.removed, self.name, None).await
+        RecordedChat::create(config, history, self.removed, self.name, None, false).await
     }
 
     /// Load the recorded chat stored as `conversation` (this builder must
@@ -244,6 +245,7 @@ impl RecordedChat {
                 options: GenerationOptions::default(),
                 store: None,
                 embedder: None,
+                model_name: None,
             },
             name: None,
             seed: None,
@@ -251,45 +253,28 @@ impl RecordedChat {
         }
     }
 
-    /// A chat over `history`, stored as a new conversation when the config
-    /// has a store.
+    /// A chat over `history`. With a store, its conversation is created
+    /// now when `persist` (a fork, which exists before its first turn),
+    /// else by its first turn.
     pub(crate) async fn create(
         config: Arc<Config>,
         history: Thread,
         removed: Ablation,
         name: Option<String>,
         origin: Option<Origin>,
+        persist: bool,
     ) -> Result<RecordedChat> {
-        let conversation = match &config.store {
-            None => None,
-            Some(store) => {
-                let new = NewConversation {
-                    id: None,
-                    name,
-                    head: history.head_id(),
-                    origin: origin.clone(),
-                    meta: Some(crate::persist::meta(&removed)),
-                };
-                let thread = history.clone();
-                let created = store
-                    .run(move |store| {
-                        if !thread.is_empty() {
-                            store.append(&thread)?;
-                        }
-                        store.create_conversation(new)
-                    })
-                    .await?;
-                Some(created.id)
-            }
-        };
-        let id = conversation
-            .as_ref()
-            .map_or_else(|| RerunId::random().0, |c| c.0.clone());
+        let mut bookmark = Bookmark::new(ConversationId::random());
+        bookmark.name = name;
+        bookmark.origin = origin;
+        bookmark.settings = config.settings(&removed);
+        if let (Some(store), true) = (&config.store, persist) {
+            commit::create(store, &bookmark, history.clone()).await?;
+            bookmark.stored = true;
+        }
         Ok(RecordedChat {
             config,
-            id,
-            conversation,
-            origin,
+            bookmark,
             removed,
             history,
             turns: Vec::new(),
@@ -298,20 +283,21 @@ impl RecordedChat {
         })
     }
 
-    /// The chat's identity: its conversation id when stored, otherwise a
-    /// random id. Rerun results carry it.
+    /// The chat's identity: its conversation's id (stored or not). Rerun
+    /// results carry it.
     pub fn id(&self) -> &str {
-        &self.id
+        self.bookmark.id.as_str()
     }
 
-    /// The stored conversation, when a store is attached.
+    /// The conversation, when a store is attached (created there by the
+    /// first turn, or at once for a fork).
     pub fn conversation(&self) -> Option<&ConversationId> {
-        self.conversation.as_ref()
+        self.config.store.as_ref().map(|_| &self.bookmark.id)
     }
 
     /// Where a fork came from.
     pub fn origin(&self) -> Option<&Origin> {
-        self.origin.as_ref()
+        self.bookmark.origin.as_ref()
     }
 
     /// Sources removed from every turn and probe of this chat.
@@ -374,17 +360,21 @@ impl RecordedChat {
                 self.config.options.clone(),
                 index,
                 |request| {
-                    let mut request = request.relation(relation::TURN, index.to_string());
-                    for source in &sources {
-                        request = request.relation(
-                            relation::SOURCE,
+                    sources.iter().fold(request, |request, source| {
+                        request.relation(Relation::Source(
                             serde_json::to_string(source).expect("plain data"),
-                        );
-                    }
-                    request
+                        ))
+                    })
                 },
             )
-            .await?;
+            .await;
+        let output = match output {
+            Ok(output) => output,
+            Err(failure) => {
+                self.record_failure(failure.failed).await;
+                return Err(failure.error);
+            }
+        };
         let first = &output.responses[0];
         let tools = first.tools.clone();
         for tool in &tools {
@@ -399,36 +389,30 @@ impl RecordedChat {
                 }
             }
         }
-        if let (Some(store), Some(conversation)) = (&self.config.store, &self.conversation) {
+        if let Some(store) = &self.config.store {
             let runs: Vec<RunRecord> = output
                 .responses
                 .iter()
                 .enumerate()
                 .map(|(step, run)| {
-                    let mut record = run.record(Some(conversation));
-                    record.relations.push(skein_store::Relation {
-                        kind: relation::STEP.into(),
-                        target: format!("{index}.{step}"),
+                    let mut record = run.record(Some(&self.bookmark.id));
+                    record.turn = Some(TurnStep {
+                        turn: index as u32,
+                        step: step as u32,
                     });
                     record
                 })
                 .collect();
-            let (store, conversation, thread, expected) = (
-                store.clone(),
-                conversation.clone(),
-                output.thread.clone(),
+            commit::commit(
+                store,
+                &self.bookmark,
                 self.history.head_id(),
-            );
-            store
-                .run(move |store| {
-                    store.commit_turn(&TurnCommit {
-                        conversation: &conversation,
-                        expected_head: expected,
-                        thread: &thread,
-                        runs: &runs,
-                    })
-                })
-                .await?;
+                Some(output.thread.clone()),
+                runs,
+                OnMoved::Fail,
+            )
+            .await?;
+            self.bookmark.stored = true;
         }
         let turn = Turn {
             index,
@@ -453,6 +437,32 @@ impl RecordedChat {
         self.history = output.thread;
         self.turns.push(Arc::new(turn));
         Ok(self.turns.last().expect("just pushed"))
+    }
+
+    /// Record the run a failed turn's tool loop failed in (the turn itself
+    /// records nothing): on its own while the chat is not stored yet.
+    async fn record_failure(&self, failed: Option<RunRecord>) {
+        let (Some(store), Some(mut record)) = (&self.config.store, failed) else {
+            return;
+        };
+        record.input_head = self
+            .bookmark
+            .stored
+            .then(|| self.history.head_id())
+            .flatten();
+        let from = self.history.head_id();
+        let written = commit::commit(
+            store,
+            &self.bookmark,
+            from,
+            None,
+            vec![record],
+            OnMoved::Fail,
+        )
+        .await;
+        if let Err(error) = written {
+            tracing::warn!("cannot record the failed run: {error}");
+        }
     }
 
     /// The hook's sources for one call, minus anything removed.
@@ -485,6 +495,11 @@ impl RecordedChat {
     /// hook sources), the history without its system message, the user
     /// message.
     fn live_layout(&self, text: &str, hooked: &[Source]) -> Layout {
+        // A chat that declares no system text and no sources (one loaded
+        // from a conversation recorded without a layout) keeps the system
+        // message its history has.
+        let renders_system =
+            self.config.system.is_some() || !self.config.sources.is_empty() || !hooked.is_empty();
         let mut layout = Layout::default();
         if let Some(system) = &self.config.system {
             layout.push(Message::new(Role::System, vec![Part::text(system.clone())]));
@@ -501,10 +516,11 @@ impl RecordedChat {
         let mut tags = Annotations::new();
         tag_tool_parts(&self.history, &mut tags);
         let mut history = Layout::of(&self.history, &tags);
-        if history
-            .entries
-            .first()
-            .is_some_and(|entry| entry.message.role == Role::System)
+        if renders_system
+            && history
+                .entries
+                .first()
+                .is_some_and(|entry| entry.message.role == Role::System)
         {
             history.entries.remove(0);
         }
@@ -525,7 +541,52 @@ fn push_source(sources: &mut Vec<SourceInfo>, id: &str, kind: SourceKind, hook: 
     }
 }
 
+/// A turn's tool loop that did not complete, and the record of the model
+/// call it failed in, when one failed.
+pub(crate) struct LoopFailure {
+    pub(crate) error: RecordedError,
+    pub(crate) failed: Option<RunRecord>,
+}
+
+impl From<RecordedError> for LoopFailure {
+    fn from(error: RecordedError) -> LoopFailure {
+        LoopFailure {
+            error,
+            failed: None,
+        }
+    }
+}
+
 impl Config {
+    /// What the chat's conversation stores: its layout, its removals and
+    /// its model.
+    pub(crate) fn settings(&self, removed: &Ablation) -> ConversationSettings {
+        let (model, profile) = match &self.model_name {
+            Some((name, true)) => (Some(name.clone()), Some(self.profile.clone())),
+            Some((name, false)) => (Some(name.clone()), None),
+            None => (self.model.clone(), Some(self.profile.clone())),
+        };
+        ConversationSettings {
+            model,
+            profile,
+            chain_limit: Some(self.chain_limit),
+            recorded: Some(RecordedSettings {
+                removed: removed.iter().cloned().collect(),
+                system: self.system.clone(),
+                sources: self
+                    .sources
+                    .iter()
+                    .map(|source| StoredSource {
+                        id: source.id.clone(),
+                        kind: source.kind.as_str().to_string(),
+                        text: source.text.clone(),
+                    })
+                    .collect(),
+            }),
+            ..ConversationSettings::default()
+        }
+    }
+
     /// Run `layout` through the tool loop with the tools `offer` accepts
     /// (by name). Paused and unfinished loops are errors.
     pub(crate) async fn run_chain(
@@ -535,7 +596,7 @@ impl Config {
         options: GenerationOptions,
         turn: usize,
         decorate: impl FnOnce(skein_engine::Request) -> skein_engine::Request,
-    ) -> Result<ChainOutput> {
+    ) -> std::result::Result<ChainOutput, LoopFailure> {
         let tools: Vec<Arc<dyn Tool>> = self
             .tools
             .iter()
@@ -554,19 +615,26 @@ impl Config {
         if let Some(model) = &self.model {
             request = request.model(model.clone());
         }
-        // A failed turn records nothing, so what the chain completed before
-        // the failure is dropped with it.
+        // A failed turn records no turn, so what the chain completed before
+        // the failure is dropped with it; the call it failed in keeps its
+        // run record.
         let output = chain
             .run(&self.engine, decorate(request))
             .await
-            .map_err(|failure| failure.error)?;
+            .map_err(|failure| LoopFailure {
+                failed: failure.failed_call.as_deref().and_then(|call| {
+                    skein_conversation::commit::failed_run(&self.engine, call, &failure.error)
+                }),
+                error: failure.error.into(),
+            })?;
         match output.status {
             ChainStatus::Completed => Ok(output),
-            ChainStatus::Stopped => Err(RecordedError::Paused { turn }),
+            ChainStatus::Stopped => Err(RecordedError::Paused { turn }.into()),
             ChainStatus::LimitReached => Err(RecordedError::ChainLimit {
                 turn,
                 limit: self.chain_limit,
-            }),
+            }
+            .into()),
         }
     }
 }

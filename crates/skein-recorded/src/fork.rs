@@ -35,10 +35,11 @@ impl RecordedChat {
             rerun: rerun.id.to_string(),
             reason: format!("{reason} (forking turn {k})"),
         };
-        if rerun.chat != self.id {
+        if rerun.chat != self.id() {
             return Err(refuse(format!(
                 "it was produced by another chat ({}), not this one ({})",
-                rerun.chat, self.id
+                rerun.chat,
+                self.id()
             )));
         }
         if rerun.turn != k {
@@ -124,7 +125,7 @@ impl RecordedChat {
                 ));
             }
         }
-        let (Some(store), Some(conversation)) = (&self.config.store, &self.conversation) else {
+        let (Some(store), Some(conversation)) = (&self.config.store, self.conversation()) else {
             return match self.reruns.contains_key(id) {
                 true => Ok(()),
                 false => Err(refuse("this chat never produced it".into())),
@@ -167,9 +168,17 @@ impl RecordedChat {
     ) -> Result<RecordedChat> {
         let origin = Origin {
             node: Some(node),
-            conversation: self.conversation.clone(),
-            rerun: rerun.map(|r| r.0),
+            conversation: self.conversation().cloned(),
+            rerun,
         };
-        RecordedChat::create(self.config.clone(), history, removed, None, Some(origin)).await
+        RecordedChat::create(
+            self.config.clone(),
+            history,
+            removed,
+            None,
+            Some(origin),
+            true,
+        )
+        .await
     }
 }

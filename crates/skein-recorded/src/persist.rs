@@ -1,31 +1,26 @@
 /*!
 Loading a recorded chat back from its stored conversation: the history
-from the bookmark, the persistent removals from the conversation's meta,
-each turn's evidence from its runs (the first run's request and
-annotations, the tools it offered, the sources it recorded; the last run's
-reply), and the reruns it produced (for provenance). Observation events are
-not persisted, so a loaded turn has none.
+from the bookmark, the source layout and persistent removals from its
+settings (a builder's own system text and sources take precedence), each
+turn's evidence from its runs (the first run's request and annotations, the
+tools it offered, the sources it recorded, its observation events; the last
+run's reply), and the reruns it produced (for provenance).
 
-Runs are grouped into turns by their chain: a run that starts a chain (or
-one without a chain) starts a turn. Conversations recorded by plain
-`skein` turns load too: each run is then one turn.
+Runs are grouped into turns by their recorded turn number; runs without one
+(conversations recorded by plain `skein` turns load too) by their chain,
+each run outside a chain being a turn of its own.
 */
 
-use crate::chat::{Config, META_KEY, RecordedChat, Stamp, relation};
+use crate::chat::{Config, RecordedChat, Stamp};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
-use crate::source::{Ablation, SourceInfo, SourceKind};
-use skein_core::{Annotation, NodeId, Thread, Usage};
+use crate::source::{Ablation, Source, SourceInfo, SourceKind};
+use skein_conversation::Bookmark;
+use skein_core::{Annotation, NodeId, RecordedSettings, Relation, Thread, Usage};
 use skein_engine::Event;
-use skein_engine::ledger::relation as engine_relation;
 use skein_store::{ConversationId, RunRecord, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// The conversation meta a recorded chat keeps.
-pub(crate) fn meta(removed: &Ablation) -> serde_json::Value {
-    serde_json::json!({ META_KEY: { "version": 1, "removed": removed } })
-}
 
 /// The conversation holding the turn whose reply is `node` (what
 /// `skein explain NODE` needs before loading the chat).
@@ -58,11 +53,9 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
         conversation: id.to_string(),
         problem,
     };
-    let removed: Ablation = match conversation.meta.get(META_KEY) {
-        None => Ablation::new(),
-        Some(meta) => serde_json::from_value(meta["removed"].clone())
-            .map_err(|e| damaged(format!("its `removed` list is malformed: {e}")))?,
-    };
+    let recorded = conversation.settings.recorded.clone().unwrap_or_default();
+    let removed: Ablation = recorded.removed.iter().cloned().collect();
+    let config = with_layout(config, &recorded);
     let mut loaded = Vec::new();
     for group in group_turns(runs) {
         let started = group[0].started_ms;
@@ -100,9 +93,13 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
         .collect();
     Ok(RecordedChat {
         config,
-        id: id.0.clone(),
-        conversation: Some(id.clone()),
-        origin: conversation.origin,
+        bookmark: Bookmark {
+            id: id.clone(),
+            stored: true,
+            name: conversation.name,
+            origin: conversation.origin,
+            settings: conversation.settings,
+        },
         removed,
         history,
         turns,
@@ -111,11 +108,44 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
     })
 }
 
-fn relation_of<'a>(run: &'a RunRecord, kind: &str) -> impl Iterator<Item = &'a str> {
-    run.relations
+/// `config` with the stored layout where it declares none of its own.
+fn with_layout(config: Arc<Config>, stored: &RecordedSettings) -> Arc<Config> {
+    if config.system.is_some() || !config.sources.is_empty() {
+        return config;
+    }
+    if stored.system.is_none() && stored.sources.is_empty() {
+        return config;
+    }
+    let mut config = Config::clone(&config);
+    config.system = stored.system.clone();
+    config.sources = stored
+        .sources
         .iter()
-        .filter(move |r| r.kind == kind)
-        .map(|r| r.target.as_str())
+        .map(|source| {
+            Source::new(
+                source.id.clone(),
+                SourceKind::parse(&source.kind),
+                source.text.clone(),
+            )
+        })
+        .collect();
+    Arc::new(config)
+}
+
+/// The recorded sources a turn's first run names.
+fn sources_of(run: &RunRecord) -> impl Iterator<Item = SourceInfo> + '_ {
+    run.relations.iter().filter_map(|relation| match relation {
+        Relation::Source(json) => serde_json::from_str(json).ok(),
+        _ => None,
+    })
+}
+
+/// The chain a run belongs to, if any.
+fn chain_of(run: &RunRecord) -> Option<&str> {
+    run.relations.iter().find_map(|relation| match relation {
+        Relation::Chain(id) => Some(id.as_str()),
+        _ => None,
+    })
 }
 
 /// Successful runs grouped by turn, in order. Runs a recorded chat wrote
@@ -123,21 +153,20 @@ fn relation_of<'a>(run: &'a RunRecord, kind: &str) -> impl Iterator<Item = &'a s
 /// one is a turn of its own) in the order they started. (`load` settles
 /// ties between turns started in the same millisecond.)
 fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
-    let step_of = |run: &RunRecord| -> Option<(u64, u64)> {
-        let (turn, step) = relation_of(run, relation::STEP).next()?.split_once('.')?;
-        Some((turn.parse().ok()?, step.parse().ok()?))
-    };
+    #[derive(PartialEq, Eq, Hash)]
+    enum Key {
+        Turn(u32),
+        Chain(String),
+    }
     let mut groups: Vec<Vec<RunRecord>> = Vec::new();
-    let mut keys: HashMap<String, usize> = HashMap::new();
+    let mut keys: HashMap<Key, usize> = HashMap::new();
     for run in runs
         .into_iter()
         .filter(|r| r.status == skein_store::RunStatus::Succeeded)
     {
-        let key = match step_of(&run) {
-            Some((turn, _)) => Some(format!("turn {turn}")),
-            None => relation_of(&run, engine_relation::CHAIN)
-                .next()
-                .map(|chain| format!("chain {chain}")),
+        let key = match run.turn {
+            Some(at) => Some(Key::Turn(at.turn)),
+            None => chain_of(&run).map(|chain| Key::Chain(chain.to_string())),
         };
         match key.as_ref().and_then(|k| keys.get(k)) {
             Some(&group) => groups[group].push(run),
@@ -150,13 +179,13 @@ fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
         }
     }
     for group in &mut groups {
-        group.sort_by_key(|run| (step_of(run).map(|(_, step)| step), run.started_ms));
+        group.sort_by_key(|run| (run.turn.map(|at| at.step), run.started_ms));
     }
     groups.sort_by_key(|group| {
         let first = &group[0];
         (
             first.started_ms,
-            step_of(first).map_or(u64::MAX, |(turn, _)| turn),
+            first.turn.map_or(u32::MAX, |at| at.turn),
             first.id.clone(),
         )
     });
@@ -177,9 +206,7 @@ async fn load_turn(
         .run(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
         .await
         .map_err(|e| e.to_string())?;
-    let mut sources: Vec<SourceInfo> = relation_of(&first, relation::SOURCE)
-        .filter_map(|text| serde_json::from_str(text).ok())
-        .collect();
+    let mut sources: Vec<SourceInfo> = sources_of(&first).collect();
     for tool in &first.tools {
         if !sources.iter().any(|s| s.id == tool.name) {
             sources.push(SourceInfo {
@@ -242,18 +269,23 @@ fn stored_events(run: &RunRecord) -> impl Iterator<Item = Event> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skein_store::{Relation, RunId};
+    use skein_store::{RunId, TurnStep};
 
-    fn run(id: &str, started_ms: i64, relations: &[(&str, &str)]) -> RunRecord {
+    /// A run of turn and step `at` ("TURN.STEP"), or of chain `chain`.
+    fn run(id: &str, started_ms: i64, at: Option<&str>, chain: Option<&str>) -> RunRecord {
         let mut run = RunRecord::new("m", "p");
         run.id = RunId(id.into());
         run.started_ms = started_ms;
-        run.relations = relations
-            .iter()
-            .map(|(kind, target)| Relation {
-                kind: kind.to_string(),
-                target: target.to_string(),
-            })
+        run.turn = at.map(|at| {
+            let (turn, step) = at.split_once('.').unwrap();
+            TurnStep {
+                turn: turn.parse().unwrap(),
+                step: step.parse().unwrap(),
+            }
+        });
+        run.relations = chain
+            .map(|chain| Relation::Chain(chain.into()))
+            .into_iter()
             .collect();
         run
     }
@@ -263,12 +295,12 @@ mod tests {
         // Ids sort against the turn order and every run starts in the same
         // millisecond: only the recorded turn and step can order them.
         let runs = vec![
-            run("a", 5, &[(relation::STEP, "1.1")]),
-            run("b", 5, &[(relation::STEP, "1.0")]),
-            run("c", 5, &[(relation::STEP, "0.0")]),
-            run("d", 9, &[(engine_relation::CHAIN, "x")]),
-            run("e", 7, &[]),
-            run("f", 9, &[(engine_relation::CHAIN, "x")]),
+            run("a", 5, Some("1.1"), None),
+            run("b", 5, Some("1.0"), None),
+            run("c", 5, Some("0.0"), None),
+            run("d", 9, None, Some("x")),
+            run("e", 7, None, None),
+            run("f", 9, None, Some("x")),
         ];
         let ids: Vec<Vec<&str>> = group_turns(runs)
             .iter()

@@ -13,7 +13,7 @@ unstable baseline, `inconclusive`; probe flipped, `confirmed`; some but not
 a majority flipped, `inconclusive`; none flipped, `not-confirmed`.
 */
 
-use crate::chat::{RecordedChat, Stamp, relation};
+use crate::chat::{RecordedChat, Stamp};
 use crate::embed::{Embedder, cosine};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
@@ -21,6 +21,7 @@ use crate::layout::Layout;
 use crate::reason::ReasonOptions;
 use crate::source::{Ablation, Purpose};
 use serde::Serialize;
+use skein_core::Relation;
 use skein_core::{Annotations, NodeId, Thread, ToolSpec};
 use skein_store::{RerunCommit, RerunId, RerunRecord, RunId, RunRecord};
 use std::collections::BTreeSet;
@@ -340,7 +341,7 @@ impl RecordedChat {
             .map(|b| Verdict::decide(b.stable, flips, n));
         let result = RerunResult {
             id,
-            chat: self.id.clone(),
+            chat: self.id().to_string(),
             turn: k,
             turn_node: turn.node(),
             removed,
@@ -454,9 +455,10 @@ impl RecordedChat {
                 |name| offered.contains(name) && !ablation.contains(name),
                 options,
                 turn.index,
-                |request| request.relation(relation::RERUN, rerun.as_str()),
+                |request| request.relation(Relation::Rerun(rerun.clone())),
             )
-            .await?;
+            .await
+            .map_err(|failure| failure.error)?;
         let first = &output.responses[0];
         Ok(Sample {
             request: first.prepared.thread.clone(),
@@ -472,7 +474,7 @@ impl RecordedChat {
     }
 
     async fn persist_rerun(&self, result: &RerunResult) -> Result<()> {
-        let (Some(store), Some(conversation)) = (&self.config.store, &self.conversation) else {
+        let (Some(store), Some(conversation)) = (&self.config.store, self.conversation()) else {
             return Ok(());
         };
         let baseline = result.baseline.as_ref().map_or(&[][..], |b| &b.samples[..]);
@@ -498,7 +500,7 @@ impl RecordedChat {
                 "changed": result.samples.iter().map(|s| s.changed).collect::<Vec<_>>(),
                 "baseline_changed": result.baseline.as_ref().map(|b| b.changed),
             }),
-            created_ms: skein_store::records::now_ms(),
+            created_ms: skein_core::now_ms(),
         };
         let store = store.clone();
         store

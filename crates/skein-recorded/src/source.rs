@@ -44,6 +44,20 @@ impl SourceKind {
     }
 }
 
+impl SourceKind {
+    /// The kind [`SourceKind::as_str`] names (`other` for anything else).
+    pub fn parse(text: &str) -> SourceKind {
+        match text {
+            "fact" => SourceKind::Fact,
+            "document" => SourceKind::Document,
+            "memory" => SourceKind::Memory,
+            "tool" => SourceKind::Tool,
+            "tool result" => SourceKind::ToolResult,
+            _ => SourceKind::Other,
+        }
+    }
+}
+
 impl fmt::Display for SourceKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -33,10 +33,7 @@ async fn a_fork_from_a_rerun_continues_the_counterfactual_and_carries_its_remova
     assert_eq!(messages[1].joined_text(), chat.turn(0).unwrap().user_text());
     assert_eq!(messages[2], chat.turn(0).unwrap().reply());
     assert!(fork.removed().contains("social-sentiment"));
-    assert_eq!(
-        fork.origin().unwrap().rerun.as_deref(),
-        Some(rerun.id.as_str())
-    );
+    assert_eq!(fork.origin().unwrap().rerun.as_ref(), Some(&rerun.id));
     assert!(
         fork.turns().is_empty(),
         "a fork's own turns are numbered from 0"

@@ -97,7 +97,10 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
     // The fork is a conversation with its origin.
     let fork = store.conversation(&fork_cid).unwrap();
     let origin = fork.origin.clone().unwrap();
-    assert_eq!(origin.rerun.as_deref(), Some(rerun_id.as_str()));
+    assert_eq!(
+        origin.rerun.as_ref().map(|id| id.as_str()),
+        Some(rerun_id.as_str())
+    );
     assert_eq!(origin.conversation.as_ref(), Some(&cid));
     assert_eq!(origin.node, record.answer_head);
 
@@ -251,12 +254,12 @@ async fn a_conversation_recorded_without_a_recorded_chat_loads_one_turn_per_run(
             skein_core::Annotation::Source("social-sentiment".into()),
         );
         store
-            .commit_turn(&skein_store::TurnCommit {
-                conversation: &conversation.id,
-                expected_head: head,
-                thread: &reply,
-                runs: std::slice::from_ref(&run),
-            })
+            .commit_turn(&skein_store::TurnCommit::continuing(
+                &conversation.id,
+                head,
+                &reply,
+                std::slice::from_ref(&run),
+            ))
             .unwrap();
         head = reply.head_id();
         thread = reply;

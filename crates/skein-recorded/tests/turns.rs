@@ -140,10 +140,19 @@ async fn a_failed_turn_records_nothing_in_memory_or_in_the_store() {
     assert_eq!(chat.history().head_id(), head);
     let conversation = store.conversation(chat.conversation().unwrap()).unwrap();
     assert_eq!(conversation.head, head);
+    // The turn left no node and no succeeded run; the call it failed in
+    // keeps its record, as every failed run does.
+    let runs = store.runs_of_conversation(&conversation.id).unwrap();
+    let statuses: Vec<_> = runs.iter().map(|run| run.status).collect();
     assert_eq!(
-        store.runs_of_conversation(&conversation.id).unwrap().len(),
-        1
+        statuses,
+        [
+            skein_store::RunStatus::Succeeded,
+            skein_store::RunStatus::Failed
+        ]
     );
+    assert_eq!(runs[1].output_head, None);
+    assert!(runs[1].error.as_deref().unwrap().contains("overloaded"));
     // The chat goes on, and the next turn is number 1.
     assert_eq!(chat.send("again").await.unwrap().index(), 1);
 }
@@ -201,14 +210,42 @@ async fn a_paused_turn_records_nothing() {
         1,
         "the model was called once, then the loop paused"
     );
-    let conversation = store.conversation(chat.conversation().unwrap()).unwrap();
-    assert_eq!(conversation.head, None);
-    assert!(
-        store
-            .runs_of_conversation(&conversation.id)
-            .unwrap()
-            .is_empty()
+    // Its first turn never completed, so the conversation was never
+    // created, and the paused call (which did not fail) left no run.
+    assert!(matches!(
+        store.conversation(chat.conversation().unwrap()),
+        Err(skein_store::StoreError::ConversationNotFound(_))
+    ));
+    assert_eq!(store.recent_runs(10).unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_failed_first_turn_leaves_no_conversation_and_one_failed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let mut chat = RecordedChat::builder(
+        common::engine(Arc::new(
+            skein_providers::Scripted::from_toml_str(FAILING).unwrap(),
+        )),
+        "advisor",
+    )
+    .store(store.clone())
+    .build()
+    .await
+    .unwrap();
+    assert!(chat.send("please fail").await.is_err());
+    assert!(store.list_conversations(10).unwrap().is_empty());
+    let runs = store.recent_runs(10).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, skein_store::RunStatus::Failed);
+    assert_eq!(runs[0].conversation, None);
+    assert_eq!(
+        store.debug_query_i64("SELECT count(*) FROM nodes").unwrap(),
+        0
     );
+    // The next turn succeeds and creates the conversation.
+    chat.send("hello").await.unwrap();
+    assert_eq!(store.list_conversations(10).unwrap().len(), 1);
 }
 
 #[tokio::test]

@@ -274,7 +274,7 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
             origin: Some(Origin {
                 node: Some(story.a2.parse().unwrap()),
                 conversation: Some(ConversationId(story.main.clone())),
-                rerun: Some("0123abcd".into()),
+                rerun: Some(skein::core::RerunId("0123abcd".into())),
             }),
             ..NewConversation::default()
         })
@@ -424,10 +424,7 @@ async fn every_part_kind_and_run_detail_is_shown_as_stored() {
     )];
     run.annotations
         .add(user, 0, Annotation::Source("question".into()));
-    run.relations = vec![Relation {
-        kind: "chain".into(),
-        target: "chain-7".into(),
-    }];
+    run.relations = vec![Relation::Chain("chain-7".into())];
     store.record_run(&run).unwrap();
     let mut failed = RunRecord::new("scripted:weather", "scripted");
     failed.input_head = Some(user);

@@ -211,12 +211,12 @@ fn commit(
     );
     let started = Instant::now();
     store
-        .commit_turn(&TurnCommit {
+        .commit_turn(&TurnCommit::continuing(
             conversation,
-            expected_head: expected,
+            expected,
             thread,
-            runs: std::slice::from_ref(&run),
-        })
+            std::slice::from_ref(&run),
+        ))
         .expect("commit turn");
     started.elapsed()
 }

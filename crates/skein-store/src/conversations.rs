@@ -9,12 +9,15 @@ postgres/conversations.rs).
 */
 
 use crate::error::{HeadMoved, Result, StoreError};
-use crate::graph::{AppendReport, append_nodes, mark_all, seq_of};
-use crate::records::{Conversation, ConversationId, NewConversation, Origin, TurnCommit, now_ms};
+use crate::graph::{append_nodes, mark_all, seq_of};
+use crate::records::{
+    Committed, Conversation, ConversationId, NewConversation, OnConflict, Origin, Target,
+    TurnCommit, now_ms,
+};
 use crate::runs::insert_run;
 use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use skein_core::NodeId;
+use skein_core::{ConversationSettings, NodeId};
 
 // The depth is a subquery, not a join: SQLite flags joined statements with
 // bound parameters for re-preparation, which defeats the statement cache.
@@ -41,35 +44,13 @@ macro_rules! next_updated {
 impl SqliteStore {
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
-        let id = new.id.clone().unwrap_or_else(ConversationId::random);
-        let now = now_ms();
-        let meta = new.meta.clone().unwrap_or_else(|| serde_json::json!({}));
-        let meta_text = serde_json::to_string(&meta)?;
-        self.write(|tx| {
+        let id = self.write(|tx| {
             if let Some(head) = new.head
                 && seq_of(tx, head)?.is_none()
             {
                 return Err(StoreError::NodeNotFound(head));
             }
-            let origin = new.origin.clone().unwrap_or_default();
-            tx.prepare_cached(concat!(
-                "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-                     forked_from_rerun, created, updated, meta)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
-                next_updated!("?7"),
-                ", ?8)"
-            ))?
-            .execute(params![
-                id.as_str(),
-                new.name,
-                new.head.as_ref().map(NodeId::as_bytes),
-                origin.node.as_ref().map(NodeId::as_bytes),
-                origin.conversation.as_ref().map(ConversationId::as_str),
-                origin.rerun,
-                now,
-                meta_text,
-            ])?;
-            Ok(())
+            insert_conversation(tx, &new, new.head)
         })?;
         self.conversation(&id)
     }
@@ -117,13 +98,13 @@ impl SqliteStore {
         })
     }
 
-    /// Replace the conversation's settings (default model, tools by name...).
-    pub fn set_conversation_meta(
+    /// Replace the conversation's settings.
+    pub fn set_conversation_settings(
         &self,
         id: &ConversationId,
-        meta: &serde_json::Value,
+        settings: &ConversationSettings,
     ) -> Result<()> {
-        let text = serde_json::to_string(meta)?;
+        let text = settings.to_json();
         self.update_conversation(id, |tx| {
             tx.prepare_cached(concat!(
                 "UPDATE conversations SET meta = ?2, updated = ",
@@ -171,31 +152,182 @@ impl SqliteStore {
         &self,
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStage) + Send),
-    ) -> Result<AppendReport> {
-        let head = turn
-            .thread
-            .head_id()
-            .ok_or_else(|| StoreError::MalformedRow("a turn must end at a node".into()))?;
+    ) -> Result<Committed> {
+        let head = turn_head(turn)?;
         let mut marks = Vec::new();
-        let (written, outcome) = self.write(|tx| {
+        let (written, landed) = self.write(|tx| {
             marks.clear();
-            let written = append_nodes(tx, self.key(), turn.thread, &mut marks)?;
+            let written = match turn.thread {
+                Some(thread) => append_nodes(tx, self.key(), thread, &mut marks)?,
+                None => 0,
+            };
             probe(CommitStage::NodesWritten);
+            let landed = land(tx, &turn.target, head)?;
+            probe(CommitStage::HeadMoved);
             for run in turn.runs {
-                insert_run(tx, run)?;
+                insert_run(tx, run, landed.conversation().or(run.conversation.as_ref()))?;
             }
             probe(CommitStage::RunsWritten);
-            let outcome = compare_and_set_head(tx, turn.conversation, turn.expected_head, head)?;
-            probe(CommitStage::HeadMoved);
-            Ok((written, outcome))
+            Ok((written, landed))
         })?;
         mark_all(&marks, self.key());
-        outcome.into_result(turn.conversation, turn.expected_head, Some(head))?;
-        Ok(AppendReport {
+        landed.into_committed(&turn.target, head, written)
+    }
+}
+
+/// Where a turn landed, inside its transaction.
+pub(crate) enum Landed {
+    Detached,
+    Moved(ConversationId),
+    /// The head had moved and the turn failed (its nodes and runs stay).
+    Lost {
+        id: ConversationId,
+        actual: Option<NodeId>,
+    },
+    Branched {
+        into: ConversationId,
+        actual: Option<NodeId>,
+    },
+}
+
+impl Landed {
+    /// The conversation the turn's runs belong to (`None`: the one each
+    /// names).
+    pub(crate) fn conversation(&self) -> Option<&ConversationId> {
+        match self {
+            Landed::Detached => None,
+            Landed::Moved(id) | Landed::Lost { id, .. } => Some(id),
+            Landed::Branched { into, .. } => Some(into),
+        }
+    }
+
+    pub(crate) fn into_committed(
+        self,
+        target: &Target,
+        head: Option<NodeId>,
+        written: usize,
+    ) -> Result<Committed> {
+        let (conversation, branched_from) = match self {
+            Landed::Detached => (None, None),
+            Landed::Moved(id) => (Some(id), None),
+            Landed::Branched { into, actual } => (Some(into), Some(actual)),
+            Landed::Lost { id, actual } => {
+                let expected = match target {
+                    Target::Existing { expected_head, .. } => *expected_head,
+                    _ => None,
+                };
+                return CasOutcome::Lost { actual }
+                    .into_result(&id, expected, head)
+                    .map(|()| unreachable!("a lost race is an error"));
+            }
+        };
+        Ok(Committed {
+            conversation,
+            head,
             written,
-            head: Some(head),
+            branched_from,
         })
     }
+}
+
+/// The head a turn moves its conversation to; a thread must have one.
+pub(crate) fn turn_head(turn: &TurnCommit<'_>) -> Result<Option<NodeId>> {
+    match turn.thread {
+        None => Ok(None),
+        Some(thread) => thread
+            .head_id()
+            .map(Some)
+            .ok_or_else(|| StoreError::MalformedRow("a turn must end at a node".into())),
+    }
+}
+
+/// The conversation a branch made on a lost race is created as: origin at
+/// the node the turn started from, in the conversation it continued.
+pub(crate) fn branch_row(
+    new: &NewConversation,
+    from: &ConversationId,
+    expected: Option<NodeId>,
+) -> NewConversation {
+    let mut new = new.clone();
+    new.id.get_or_insert_with(ConversationId::random);
+    new.origin = Some(Origin {
+        node: expected,
+        conversation: Some(from.clone()),
+        rerun: None,
+    });
+    new
+}
+
+/// Move, create or branch the turn's conversation.
+fn land(tx: &Connection, target: &Target, head: Option<NodeId>) -> Result<Landed> {
+    Ok(match target {
+        Target::Detached => Landed::Detached,
+        Target::New(new) => Landed::Moved(insert_conversation(tx, new, head)?),
+        Target::Existing {
+            id,
+            expected_head,
+            on_conflict,
+        } => {
+            let Some(head) = head else {
+                // Runs only: the conversation must exist, and stays put.
+                require_conversation(tx, id)?;
+                return Ok(Landed::Moved(id.clone()));
+            };
+            match (
+                compare_and_set_head(tx, id, *expected_head, head)?,
+                on_conflict,
+            ) {
+                (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
+                (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
+                    id: id.clone(),
+                    actual,
+                },
+                (CasOutcome::Lost { actual }, OnConflict::Branch(new)) => Landed::Branched {
+                    into: insert_conversation(
+                        tx,
+                        &branch_row(new, id, *expected_head),
+                        Some(head),
+                    )?,
+                    actual,
+                },
+            }
+        }
+    })
+}
+
+fn require_conversation(tx: &Connection, id: &ConversationId) -> Result<()> {
+    tx.prepare_cached("SELECT 1 FROM conversations WHERE id = ?1")?
+        .query_row([id.as_str()], |_| Ok(()))
+        .optional()?
+        .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
+}
+
+/// Insert a conversation row with its head at `head`; returns its id.
+fn insert_conversation(
+    tx: &Connection,
+    new: &NewConversation,
+    head: Option<NodeId>,
+) -> Result<ConversationId> {
+    let id = new.id.clone().unwrap_or_else(ConversationId::random);
+    let origin = new.origin.clone().unwrap_or_default();
+    tx.prepare_cached(concat!(
+        "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
+             forked_from_rerun, created, updated, meta)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
+        next_updated!("?7"),
+        ", ?8)"
+    ))?
+    .execute(params![
+        id.as_str(),
+        new.name,
+        head.as_ref().map(NodeId::as_bytes),
+        origin.node.as_ref().map(NodeId::as_bytes),
+        origin.conversation.as_ref().map(ConversationId::as_str),
+        origin.rerun.as_ref().map(|rerun| rerun.as_str()),
+        now_ms(),
+        new.settings.to_json(),
+    ])?;
+    Ok(id)
 }
 
 /// Points inside a turn's transaction, for crash tests.
@@ -306,7 +438,7 @@ impl ConversationRow<'_> {
         .then(|| Origin {
             node: origin_node,
             conversation: self.origin_conversation.map(ConversationId),
-            rerun: self.origin_rerun,
+            rerun: self.origin_rerun.map(skein_core::RerunId),
         });
         Conversation {
             id: ConversationId(self.id),
@@ -316,7 +448,9 @@ impl ConversationRow<'_> {
             origin,
             created_ms: self.created_ms,
             updated_ms: self.updated_ms,
-            meta: serde_json::from_str(self.meta).unwrap_or(serde_json::Value::Null),
+            // Unreadable settings (only a tampered row has them) read as the
+            // defaults; `skein verify` reports the row.
+            settings: ConversationSettings::from_json(self.meta).unwrap_or_default(),
         }
     }
 }

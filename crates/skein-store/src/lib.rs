@@ -56,10 +56,11 @@ pub use llm_import::LlmImportReport;
 #[doc(hidden)]
 pub use postgres::scratch;
 pub use records::{
-    Conversation, ConversationId, NewConversation, Origin, Relation, RerunId, RunId, RunRecord,
-    RunStatus, TurnCommit,
+    Committed, Conversation, ConversationId, NewConversation, OnConflict, Origin, Relation,
+    RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use reruns::{RerunCommit, RerunRecord};
+pub use skein_core::{ConversationSettings, RecordedSettings};
 pub use store::{Store, blocking_caller};
 pub use transfer::ImportReport;
 pub use verify::{Problem, VerifyReport};

@@ -141,7 +141,11 @@ impl Store {
                 name,
                 head,
                 origin,
-                meta: Some(serde_json::json!({ "imported_from": "llm", "llm_thread": id })),
+                settings: skein_core::ConversationSettings {
+                    imported_from: Some("llm".into()),
+                    llm_thread: Some(id.clone()),
+                    ..Default::default()
+                },
             })?;
             report.conversations += 1;
         }

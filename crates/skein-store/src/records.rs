@@ -1,67 +1,15 @@
 /*!
-The typed rows the store keeps besides nodes: conversations (bookmarks),
-runs (occurrences of model calls) and the write a turn commits.
+The typed rows the store keeps besides nodes: conversations (bookmarks) and
+the write a turn commits. Run records and the ids every layer shares live in
+`skein-core` ([`skein_core::run`]) and are re-exported here.
 */
 
-use serde::{Deserialize, Serialize};
-use skein_core::{Annotations, NodeId, Thread, ToolSpec, Usage, provider::GenerationOptions};
-use std::fmt;
+use serde::{Deserialize, Deserializer, Serialize};
+use skein_core::{ConversationSettings, NodeId, Thread};
 
-macro_rules! random_id {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(pub String);
-
-        impl $name {
-            /// A fresh random id: 32 hex digits, so every prefix is evenly
-            /// spread and short prefixes stay unambiguous.
-            pub fn random() -> $name {
-                $name(uuid::Uuid::new_v4().simple().to_string())
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-
-            /// The form the CLI prints.
-            pub fn short(&self) -> &str {
-                &self.0[..self.0.len().min(skein_core::id::SHORT_ID_LEN)]
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-random_id!(
-    /// A conversation (bookmark) id.
-    ConversationId
-);
-random_id!(
-    /// A run id.
-    RunId
-);
-random_id!(
-    /// A rerun id: one counterfactual re-run of a recorded turn.
-    RerunId
-);
-
-/// Where a conversation came from when it was forked.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Origin {
-    /// The node the fork starts at.
-    pub node: Option<NodeId>,
-    /// The conversation it was forked from, when known.
-    pub conversation: Option<ConversationId>,
-    /// The rerun whose counterfactual answer it starts from, if any.
-    pub rerun: Option<String>,
-}
+pub use skein_core::run::{
+    ConversationId, Origin, Relation, RerunId, RunId, RunRecord, RunStatus, TurnStep, now_ms,
+};
 
 /// A named, movable bookmark into the graph.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,9 +24,25 @@ pub struct Conversation {
     /// Unix time in milliseconds.
     pub created_ms: i64,
     pub updated_ms: i64,
-    /// Free-form settings the layers above keep (default model, tools by
-    /// name, chain limit): never hooks, never credentials.
-    pub meta: serde_json::Value,
+    /// Its settings (model, tools by name, chain limit, title...): never
+    /// hooks, never credentials. Exports call them `meta`.
+    #[serde(rename = "meta", default, deserialize_with = "settings_or_default")]
+    pub settings: ConversationSettings,
+}
+
+impl Conversation {
+    /// Its name, else its title, else nothing: what listings show.
+    pub fn label(&self) -> Option<&str> {
+        self.name.as_deref().or(self.settings.title.as_deref())
+    }
+}
+
+/// Settings as an export holds them: `null` (written by skein versions
+/// that could not read a row's settings) is the defaults.
+fn settings_or_default<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ConversationSettings, D::Error> {
+    Ok(Option::<ConversationSettings>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// What to create a conversation with.
@@ -90,125 +54,91 @@ pub struct NewConversation {
     pub name: Option<String>,
     pub head: Option<NodeId>,
     pub origin: Option<Origin>,
-    pub meta: Option<serde_json::Value>,
-}
-
-/// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub(crate) fn parse(text: &str) -> Option<RunStatus> {
-        match text {
-            "succeeded" => Some(RunStatus::Succeeded),
-            "failed" => Some(RunStatus::Failed),
-            "cancelled" => Some(RunStatus::Cancelled),
-            _ => None,
-        }
-    }
-}
-
-/// A relationship from a run to another run or grouping (continuation of
-/// an exchange, branch, sequence, chain, explicit association). The engine
-/// owns the meaning of `kind`; the store keeps it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Relation {
-    pub kind: String,
-    pub target: String,
-}
-
-/// One logical model call, as recorded.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
-    pub id: RunId,
-    pub conversation: Option<ConversationId>,
-    /// The request's thread head (the message the model answered).
-    pub input_head: Option<NodeId>,
-    /// The assistant node the run produced; `None` for a failed run.
-    pub output_head: Option<NodeId>,
-    pub model: String,
-    pub provider: String,
-    pub profile: Option<String>,
-    pub backend: Option<String>,
-    pub status: RunStatus,
-    pub usage: Usage,
-    /// False when some attempt of the run did not report its usage.
-    pub usage_complete: bool,
-    pub started_ms: i64,
-    pub finished_ms: Option<i64>,
-    pub error: Option<String>,
-    pub annotations: Annotations,
-    /// The tools offered on this call, exactly.
-    pub tools: Vec<ToolSpec>,
-    pub options: GenerationOptions,
-    pub relations: Vec<Relation>,
-    /// The exact request body, as a client sent it to the recording proxy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
-    /// The run's observation events (metadata only), oldest first, in the
-    /// engine's JSON form less their run id (the record's own): the store
-    /// keeps them without interpreting them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub events: Vec<serde_json::Value>,
-}
-
-impl RunRecord {
-    /// A run record with the given identity and nothing else filled in.
-    pub fn new(model: impl Into<String>, provider: impl Into<String>) -> RunRecord {
-        RunRecord {
-            id: RunId::random(),
-            conversation: None,
-            input_head: None,
-            output_head: None,
-            model: model.into(),
-            provider: provider.into(),
-            profile: None,
-            backend: None,
-            status: RunStatus::Succeeded,
-            usage: Usage::default(),
-            usage_complete: true,
-            started_ms: now_ms(),
-            finished_ms: None,
-            error: None,
-            annotations: Annotations::new(),
-            tools: Vec::new(),
-            options: GenerationOptions::default(),
-            relations: Vec::new(),
-            request: None,
-            events: Vec::new(),
-        }
-    }
+    pub settings: ConversationSettings,
 }
 
 /// One turn's write: the thread it produced, the runs that produced it, and
-/// the bookmark move, committed together or not at all.
+/// where it lands (a bookmark moved by compare-and-set, or a conversation
+/// created with it), committed together in one transaction or not at all.
+/// A failed run is written the same way, with no thread.
 #[derive(Clone, Debug)]
 pub struct TurnCommit<'a> {
-    pub conversation: &'a ConversationId,
-    /// The head the turn started from: the bookmark moves only if it still
-    /// points there.
-    pub expected_head: Option<NodeId>,
+    pub target: Target,
     /// The thread after the turn; its head becomes the conversation's head.
-    pub thread: &'a Thread,
+    /// `None` writes only the runs (a failed run adds no node).
+    pub thread: Option<&'a Thread>,
+    /// The turn's runs. Each is recorded as belonging to the conversation
+    /// the turn lands in, whatever its `conversation` field says (but see
+    /// [`Target::Detached`]).
     pub runs: &'a [RunRecord],
 }
 
-/// Unix time in milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64)
+impl<'a> TurnCommit<'a> {
+    /// A turn continuing conversation `id` from `expected_head`, failing
+    /// with [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) when
+    /// another writer moved the head first.
+    pub fn continuing(
+        id: &ConversationId,
+        expected_head: Option<NodeId>,
+        thread: &'a Thread,
+        runs: &'a [RunRecord],
+    ) -> TurnCommit<'a> {
+        TurnCommit {
+            target: Target::Existing {
+                id: id.clone(),
+                expected_head,
+                on_conflict: OnConflict::Fail,
+            },
+            thread: Some(thread),
+            runs,
+        }
+    }
+}
+
+/// Where a turn lands.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// An existing conversation, whose head moves to the thread's head only
+    /// if it still points at `expected_head`.
+    Existing {
+        id: ConversationId,
+        expected_head: Option<NodeId>,
+        /// What to do when another writer moved the head first.
+        on_conflict: OnConflict,
+    },
+    /// A conversation created in the same transaction, at the thread's head
+    /// (its `head` field is ignored).
+    New(Box<NewConversation>),
+    /// No bookmark moves or is created: the thread's nodes are stored and
+    /// each run belongs to the conversation its record names, if any (a
+    /// first turn that failed; a response logged after its conversation
+    /// moved on).
+    Detached,
+}
+
+/// What a turn does when its conversation moved on while it ran. Either
+/// way its nodes and runs are stored: nothing is lost.
+#[derive(Clone, Debug)]
+pub enum OnConflict {
+    /// Fail with [`StoreError::HeadMoved`](crate::StoreError::HeadMoved),
+    /// leaving the bookmark where the other writer put it.
+    Fail,
+    /// Create this conversation at the turn's head instead, in the same
+    /// transaction (its `head` and `origin` are set by the store: the
+    /// origin names the conversation and the node the turn started from).
+    Branch(Box<NewConversation>),
+}
+
+/// What a committed turn did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The conversation the turn landed in (`None` when detached).
+    pub conversation: Option<ConversationId>,
+    /// The turn's head.
+    pub head: Option<NodeId>,
+    /// Nodes this database did not hold before.
+    pub written: usize,
+    /// Set when the turn branched because the conversation it continued
+    /// had moved on: where that conversation's head stood.
+    pub branched_from: Option<Option<NodeId>>,
 }

@@ -8,7 +8,7 @@ is SQLite's (PostgreSQL's is in postgres/runs.rs).
 */
 
 use crate::error::{Result, StoreError};
-use crate::records::{ConversationId, RunId, RunRecord, RunStatus};
+use crate::records::{ConversationId, RunId, RunRecord, RunStatus, TurnStep};
 use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{NodeId, ToolSpec, Usage};
@@ -16,14 +16,15 @@ use skein_core::{NodeId, ToolSpec, Usage};
 const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
         backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-        usage_complete, started, finished, error, annotations, options, relations, request, events
+        usage_complete, started, finished, error, annotations, options, relations, request, events,
+        finish_reason, turn, step
      FROM runs";
 
 impl SqliteStore {
     /// Record a run on its own (a failed run adds no node, but keeps its
     /// record). Runs that produce a turn go through [`Store::commit_turn`].
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
-        self.write(|tx| insert_run(tx, run))
+        self.write(|tx| insert_run(tx, run, run.conversation.as_ref()))
     }
 
     pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
@@ -74,16 +75,25 @@ impl SqliteStore {
     }
 }
 
-pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
+/// Insert `run` as belonging to `conversation` (a turn's runs belong to the
+/// conversation it landed in, whatever their own field says).
+pub(crate) fn insert_run(
+    conn: &Connection,
+    run: &RunRecord,
+    conversation: Option<&ConversationId>,
+) -> Result<()> {
+    let columns = RunColumns::of(run)?;
     conn.prepare_cached(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
              status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-             started, finished, error, annotations, options, relations, request, events)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+             started, finished, error, annotations, options, relations, request, events,
+             finish_reason, turn, step)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+                 ?20, ?21, ?22, ?23, ?24, ?25)",
     )?
     .execute(params![
         run.id.as_str(),
-        run.conversation.as_ref().map(ConversationId::as_str),
+        conversation.map(ConversationId::as_str),
         run.input_head.as_ref().map(NodeId::as_bytes),
         run.output_head.as_ref().map(NodeId::as_bytes),
         run.model,
@@ -99,11 +109,14 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
         run.started_ms,
         run.finished_ms,
         run.error,
-        serde_json::to_string(&run.annotations)?,
-        serde_json::to_string(&run.options)?,
-        serde_json::to_string(&run.relations)?,
+        columns.annotations,
+        columns.options,
+        columns.relations,
         run.request,
-        serde_json::to_string(&run.events)?,
+        columns.events,
+        columns.finish_reason,
+        columns.turn,
+        columns.step,
     ])?;
     let mut insert_tool = conn.prepare_cached(
         "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
@@ -124,6 +137,37 @@ pub(crate) fn insert_run(conn: &Connection, run: &RunRecord) -> Result<()> {
     Ok(())
 }
 
+/// A run's columns that are not stored as they are in the record: JSON
+/// text, and the recorded-chat position as two integers. Both backends
+/// write them from here.
+pub(crate) struct RunColumns {
+    pub annotations: String,
+    pub options: String,
+    pub relations: String,
+    pub events: String,
+    pub finish_reason: Option<String>,
+    pub turn: Option<i64>,
+    pub step: Option<i64>,
+}
+
+impl RunColumns {
+    pub(crate) fn of(run: &RunRecord) -> Result<RunColumns> {
+        Ok(RunColumns {
+            annotations: serde_json::to_string(&run.annotations)?,
+            options: serde_json::to_string(&run.options)?,
+            relations: serde_json::to_string(&run.relations)?,
+            events: serde_json::to_string(&run.events)?,
+            finish_reason: run
+                .finish_reason
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()?,
+            turn: run.turn.map(|at| i64::from(at.turn)),
+            step: run.turn.map(|at| i64::from(at.step)),
+        })
+    }
+}
+
 /// A run row before its tool set and JSON columns are filled in.
 pub(crate) struct RawRun {
     pub record: RunRecord,
@@ -132,6 +176,9 @@ pub(crate) struct RawRun {
     pub relations: String,
     pub events: String,
     pub status: String,
+    pub finish_reason: Option<String>,
+    pub turn: Option<i64>,
+    pub step: Option<i64>,
 }
 
 impl RawRun {
@@ -145,9 +192,26 @@ impl RawRun {
         record.options = serde_json::from_str(&self.options)?;
         record.relations = serde_json::from_str(&self.relations)?;
         record.events = serde_json::from_str(&self.events)?;
+        record.finish_reason = self
+            .finish_reason
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()?;
+        record.turn = match (self.turn, self.step) {
+            (Some(turn), Some(step)) => Some(TurnStep {
+                turn: u32::try_from(turn).map_err(|_| bad_position(&record.id))?,
+                step: u32::try_from(step).map_err(|_| bad_position(&record.id))?,
+            }),
+            (None, None) => None,
+            _ => return Err(bad_position(&record.id)),
+        };
         record.tools = tools;
         Ok(record)
     }
+}
+
+fn bad_position(run: &RunId) -> StoreError {
+    StoreError::MalformedRow(format!("run {run} has a malformed turn and step"))
 }
 
 /// A stored tool: name, description and its input schema as JSON text.
@@ -193,6 +257,9 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         options: row.get(18)?,
         relations: row.get(19)?,
         events: row.get(21)?,
+        finish_reason: row.get(22)?,
+        turn: row.get(23)?,
+        step: row.get(24)?,
     })
 }
 

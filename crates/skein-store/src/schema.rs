@@ -146,6 +146,34 @@ const MIGRATIONS: &[Migration] = &[
     // 5: each run's observation events, so a recorded turn loaded back
     // from the store still has its evidence.
     Migration::Sql("ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';"),
+    // 6: typed turn records. A run's finish reason; a recorded-chat run's
+    // turn and step as integers (before, a `recorded.step` relation
+    // "TURN.STEP" that readers parsed); conversations found by the one they
+    // branched from (families); recorded-chat settings without the version
+    // key the typed settings no longer carry.
+    Migration::Sql(
+        r#"
+    ALTER TABLE runs ADD COLUMN finish_reason TEXT;
+    ALTER TABLE runs ADD COLUMN turn INTEGER;
+    ALTER TABLE runs ADD COLUMN step INTEGER;
+    UPDATE runs SET
+        turn = CAST(substr(s.target, 1, instr(s.target, '.') - 1) AS INTEGER),
+        step = CAST(substr(s.target, instr(s.target, '.') + 1) AS INTEGER)
+    FROM (SELECT r.id AS run, json_extract(e.value, '$.target') AS target
+          FROM runs r, json_each(r.relations) e
+          WHERE json_extract(e.value, '$.kind') = 'recorded.step') s
+    WHERE runs.id = s.run AND instr(s.target, '.') > 0;
+    UPDATE runs SET relations = (
+        SELECT json_group_array(json(e.value)) FROM json_each(runs.relations) e
+        WHERE json_extract(e.value, '$.kind') NOT IN ('recorded.step', 'recorded.turn'))
+    WHERE EXISTS (SELECT 1 FROM json_each(runs.relations) e
+                  WHERE json_extract(e.value, '$.kind') IN ('recorded.step', 'recorded.turn'));
+    CREATE INDEX conversations_by_origin ON conversations(forked_from_conversation)
+        WHERE forked_from_conversation IS NOT NULL;
+    UPDATE conversations SET meta = json_remove(meta, '$.recorded.version')
+        WHERE json_valid(meta) AND json_extract(meta, '$.recorded.version') IS NOT NULL;
+    "#,
+    ),
 ];
 
 /// The schema version this build writes.

@@ -9,7 +9,9 @@ resolve.rs) runs here once for both backends.
 use crate::CommitStageProbe;
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
-use crate::records::{Conversation, ConversationId, NewConversation, RunId, RunRecord, TurnCommit};
+use crate::records::{
+    Committed, Conversation, ConversationId, NewConversation, RunId, RunRecord, TurnCommit,
+};
 use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
@@ -173,8 +175,6 @@ impl Store {
 
     /// Fork: a new conversation whose head is `node` (any stored node),
     /// recording where it came from. O(1); the origin is never touched.
-    /// Fork: a new conversation whose head is `node` (any stored node),
-    /// recording where it came from. O(1); the origin is never touched.
     pub fn fork(
         &self,
         node: NodeId,
@@ -190,7 +190,7 @@ impl Store {
                 conversation: from,
                 rerun: None,
             }),
-            meta: None,
+            settings: Default::default(),
         })
     }
 
@@ -212,13 +212,13 @@ impl Store {
         dispatch!(self, s => s.rename_conversation(id, name))
     }
 
-    /// Replace the conversation's settings (default model, tools by name...).
-    pub fn set_conversation_meta(
+    /// Replace the conversation's settings.
+    pub fn set_conversation_settings(
         &self,
         id: &ConversationId,
-        meta: &serde_json::Value,
+        settings: &skein_core::ConversationSettings,
     ) -> Result<()> {
-        dispatch!(self, s => s.set_conversation_meta(id, meta))
+        dispatch!(self, s => s.set_conversation_settings(id, settings))
     }
 
     /// Move a bookmark from `expected` to `new` (a stored node), or report
@@ -232,11 +232,14 @@ impl Store {
         dispatch!(self, s => s.move_head(id, expected, new))
     }
 
-    /// Commit a turn: its nodes, its runs and the bookmark move, in one
-    /// transaction. If the bookmark moved since `expected_head`, the nodes and
-    /// runs are still committed (nothing is lost) and the error names the
-    /// node where the turn stands.
-    pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<AppendReport> {
+    /// Commit a turn in one transaction: its nodes, its runs, and where it
+    /// lands (the bookmark moved by compare-and-set, a conversation created
+    /// with it, or none for a failed first turn). When the bookmark moved
+    /// since `expected_head`, the nodes and runs are still committed
+    /// (nothing is lost) and the turn either fails with
+    /// [`StoreError::HeadMoved`] naming the node where it stands, or
+    /// branches into a new conversation, as the target's `on_conflict` says.
+    pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         self.commit_turn_observed(turn, &mut |_| {})
     }
 
@@ -247,12 +250,12 @@ impl Store {
         &self,
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStageProbe) + Send),
-    ) -> Result<AppendReport> {
+    ) -> Result<Committed> {
         dispatch!(self, s => s.commit_turn_observed(turn, probe))
     }
 
-    /// Record a run on its own (a failed run adds no node, but keeps its
-    /// record). Runs that produce a turn go through [`Store::commit_turn`].
+    /// Record a run on its own, as belonging to its `conversation`. Turns,
+    /// failed ones included, go through [`Store::commit_turn`].
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
         dispatch!(self, s => s.record_run(run))
     }

@@ -58,7 +58,7 @@ pub(crate) enum Line {
         role: Role,
         parts: Vec<Part>,
     },
-    Conversation(Conversation),
+    Conversation(Box<Conversation>),
     Run(Box<RunRecord>),
     Rerun(Box<RerunRecord>),
 }
@@ -141,10 +141,10 @@ impl SqliteStore {
                             conversation.head.as_ref().map(NodeId::as_bytes),
                             origin.node.as_ref().map(NodeId::as_bytes),
                             origin.conversation.as_ref().map(|c| c.as_str()),
-                            origin.rerun,
+                            origin.rerun.as_ref().map(|rerun| rerun.as_str()),
                             conversation.created_ms,
                             conversation.updated_ms,
-                            serde_json::to_string(&conversation.meta)?,
+                            conversation.settings.to_json(),
                         ])
                         .map_err(|error| bad_conversation(number, conversation, error))?;
                         report.conversations += 1;
@@ -154,7 +154,7 @@ impl SqliteStore {
                             .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
                             .exists([run.id.as_str()])?;
                         if !exists {
-                            insert_run(tx, run)?;
+                            insert_run(tx, run, run.conversation.as_ref())?;
                             report.runs += 1;
                         }
                     }
@@ -215,7 +215,7 @@ pub(crate) fn write_records(
     reruns: Vec<RerunRecord>,
 ) -> Result<()> {
     for conversation in conversations.into_iter().rev() {
-        write_line(out, &Line::Conversation(conversation))?;
+        write_line(out, &Line::Conversation(Box::new(conversation)))?;
     }
     runs.reverse();
     for run in runs {

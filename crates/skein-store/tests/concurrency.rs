@@ -55,12 +55,12 @@ fn write_turns(
             let mut run = RunRecord::new("echo", "echo");
             run.conversation = Some(target.clone());
             run.output_head = thread.head_id();
-            let outcome = store.commit_turn(&TurnCommit {
-                conversation: target,
-                expected_head: head,
-                thread: &thread,
-                runs: std::slice::from_ref(&run),
-            });
+            let outcome = store.commit_turn(&TurnCommit::continuing(
+                target,
+                head,
+                &thread,
+                std::slice::from_ref(&run),
+            ));
             match outcome {
                 Ok(_) => {
                     tally.committed += 1;

@@ -87,12 +87,12 @@ fn child_append_until_killed() {
         run.input_head = thread.head_id();
         run.output_head = next.head_id();
         store
-            .commit_turn(&TurnCommit {
-                conversation: &conversation.id,
-                expected_head: thread.head_id(),
-                thread: &next,
-                runs: &[run],
-            })
+            .commit_turn(&TurnCommit::continuing(
+                &conversation.id,
+                thread.head_id(),
+                &next,
+                &[run],
+            ))
             .unwrap();
         turn += 1;
         println!("COMMITTED {turn}");

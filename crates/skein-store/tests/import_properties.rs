@@ -111,12 +111,12 @@ fn populate(store: &Store, spec: &[Spec]) {
             .create_conversation(NewConversation::default())
             .unwrap();
         store
-            .commit_turn(&TurnCommit {
-                conversation: &conversation.id,
-                expected_head: None,
-                thread: &thread,
-                runs: &[],
-            })
+            .commit_turn(&TurnCommit::continuing(
+                &conversation.id,
+                None,
+                &thread,
+                &[],
+            ))
             .unwrap();
         threads.push(thread);
     }

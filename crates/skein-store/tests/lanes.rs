@@ -58,6 +58,10 @@ fn a_database_from_before_lanes_gets_them_on_open_and_loads_the_same() {
         .unwrap()
         .execute_batch(
             "DROP INDEX nodes_by_lane;
+             DROP INDEX conversations_by_origin;
+             ALTER TABLE runs DROP COLUMN finish_reason;
+             ALTER TABLE runs DROP COLUMN turn;
+             ALTER TABLE runs DROP COLUMN step;
              ALTER TABLE nodes DROP COLUMN lane;
              ALTER TABLE runs DROP COLUMN events;
              PRAGMA user_version = 3;",
@@ -130,4 +134,52 @@ fn lanes_stored_apart_and_interleaved_load_the_same() {
         assert_eq!(db.store.load_thread(middle).unwrap().len(), 10);
     }
     assert!(db.store.verify().unwrap().is_ok());
+}
+
+#[test]
+fn a_database_from_before_typed_turns_gets_turn_steps_from_its_relations() {
+    let db = TempStore::new(Backend::Sqlite);
+    let conversation = db
+        .store
+        .create_conversation(skein_store::NewConversation::default())
+        .unwrap();
+    let run = skein_store::RunRecord::new("echo", "echo");
+    db.store.record_run(&run).unwrap();
+    // As schema version 5 stored a recorded chat's run and settings.
+    db.store
+        .raw_connection()
+        .unwrap()
+        .execute_batch(&format!(
+            r#"DROP INDEX conversations_by_origin;
+               ALTER TABLE runs DROP COLUMN finish_reason;
+               ALTER TABLE runs DROP COLUMN turn;
+               ALTER TABLE runs DROP COLUMN step;
+               UPDATE runs SET relations =
+                 '[{{"kind":"recorded.turn","target":"3"}},{{"kind":"chain","target":"c"}},{{"kind":"recorded.step","target":"3.1"}}]'
+                 WHERE id = '{run}';
+               UPDATE conversations SET meta = '{{"recorded":{{"version":1,"removed":["weather"]}}}}'
+                 WHERE id = '{conversation}';
+               PRAGMA user_version = 5;"#,
+            run = run.id,
+            conversation = conversation.id,
+        ))
+        .unwrap();
+    let reopened = db.reopen();
+    let back = reopened.run_record(&run.id).unwrap();
+    assert_eq!(back.turn, Some(skein_store::TurnStep { turn: 3, step: 1 }));
+    assert_eq!(
+        back.relations,
+        vec![skein_store::Relation::Chain("c".into())]
+    );
+    let settings = reopened.conversation(&conversation.id).unwrap().settings;
+    assert_eq!(settings.recorded.unwrap().removed, ["weather"]);
+    assert!(
+        reopened
+            .debug_query_i64(&format!(
+                "SELECT count(*) FROM conversations WHERE id = '{}' AND meta LIKE '%version%'",
+                conversation.id
+            ))
+            .unwrap()
+            == 0
+    );
 }

@@ -41,12 +41,12 @@ fn append(store: &Store, tip: &mut Tip, text: &str) -> usize {
         run.conversation = Some(tip.id.clone());
         run.input_head = tip.thread.head_id();
         run.output_head = next.head_id();
-        let turn = TurnCommit {
-            conversation: &tip.id,
-            expected_head: tip.thread.head_id(),
-            thread: &next,
-            runs: std::slice::from_ref(&run),
-        };
+        let turn = TurnCommit::continuing(
+            &tip.id,
+            tip.thread.head_id(),
+            &next,
+            std::slice::from_ref(&run),
+        );
         match store.commit_turn(&turn) {
             Ok(_) => {
                 tip.thread = next;
@@ -116,12 +116,7 @@ fn four_processes_append_2000_turns_and_lose_none() {
         .id;
     let start = Thread::from_messages([Message::user("start"), Message::assistant("ok")]);
     store
-        .commit_turn(&TurnCommit {
-            conversation: &shared,
-            expected_head: None,
-            thread: &start,
-            runs: &[],
-        })
+        .commit_turn(&TurnCommit::continuing(&shared, None, &start, &[]))
         .unwrap();
     let head = start.head_id().unwrap();
     let forks: Vec<ConversationId> = (0..WRITERS)

@@ -6,7 +6,8 @@ mod common;
 use common::{Backend, TempStore, append_turn, spawn_child};
 use skein_core::{Message, Thread, ToolSpec};
 use skein_store::{
-    CommitStageProbe, NewConversation, RunRecord, RunStatus, Store, StoreError, TurnCommit,
+    CommitStageProbe, ConversationId, ConversationSettings, NewConversation, OnConflict, Origin,
+    RunRecord, RunStatus, Store, StoreError, Target, TurnCommit,
 };
 
 fn new_conversation(store: &Store) -> skein_store::Conversation {
@@ -33,12 +34,12 @@ fn a_turn_moves_the_bookmark_and_records_its_run_with_tools(backend: Backend) {
     run.usage.input_tokens = Some(1);
     let report = db
         .store
-        .commit_turn(&TurnCommit {
-            conversation: &conversation.id,
-            expected_head: None,
-            thread: &thread,
-            runs: std::slice::from_ref(&run),
-        })
+        .commit_turn(&TurnCommit::continuing(
+            &conversation.id,
+            None,
+            &thread,
+            std::slice::from_ref(&run),
+        ))
         .unwrap();
     assert_eq!(report.written, 2);
     let after = db.store.conversation(&conversation.id).unwrap();
@@ -76,6 +77,144 @@ fn a_failed_run_keeps_its_record_and_adds_no_node(backend: Backend) {
     assert_eq!(db.count("nodes"), 0);
 }
 
+fn a_first_turn_creates_its_conversation_in_the_same_transaction(backend: Backend) {
+    let db = TempStore::new(backend);
+    let thread = Thread::from_messages([Message::user("hi"), Message::assistant("hello")]);
+    let id = ConversationId::random();
+    let mut run = RunRecord::new("echo", "echo");
+    run.output_head = thread.head_id();
+    let committed = db
+        .store
+        .commit_turn(&TurnCommit {
+            target: Target::New(Box::new(NewConversation {
+                id: Some(id.clone()),
+                name: Some("first".into()),
+                settings: ConversationSettings {
+                    model: Some("echo".into()),
+                    title: ConversationSettings::title_from("hi"),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })),
+            thread: Some(&thread),
+            runs: std::slice::from_ref(&run),
+        })
+        .unwrap();
+    assert_eq!(committed.conversation.as_ref(), Some(&id));
+    assert_eq!(committed.written, 2);
+    let stored = db.store.conversation(&id).unwrap();
+    assert_eq!(stored.head, thread.head_id());
+    assert_eq!(stored.settings.model.as_deref(), Some("echo"));
+    assert_eq!(stored.label(), Some("first"));
+    // The run belongs to the conversation it created, though its record
+    // named none.
+    assert_eq!(db.store.run_record(&run.id).unwrap().conversation, Some(id));
+}
+
+fn a_failed_run_is_written_like_a_turn_without_nodes(backend: Backend) {
+    let db = TempStore::new(backend);
+    let failed = |error: &str| {
+        let mut run = RunRecord::new("echo", "echo");
+        run.status = RunStatus::Failed;
+        run.error = Some(error.into());
+        run
+    };
+    // A first turn that failed: a run of no conversation, nothing else.
+    let first = failed("unreachable");
+    let committed = db
+        .store
+        .commit_turn(&TurnCommit {
+            target: Target::Detached,
+            thread: None,
+            runs: std::slice::from_ref(&first),
+        })
+        .unwrap();
+    assert_eq!(committed.conversation, None);
+    assert_eq!(db.count("conversations"), 0);
+    assert_eq!(db.count("nodes"), 0);
+    assert_eq!(db.store.run_record(&first.id).unwrap().conversation, None);
+
+    // A later turn that failed: the run belongs to the conversation, whose
+    // head stays where it was.
+    let conversation = new_conversation(&db.store);
+    append_turn(&db.store, &conversation.id, "kept");
+    let before = db.store.conversation(&conversation.id).unwrap();
+    let later = failed("rate limited");
+    db.store
+        .commit_turn(&TurnCommit {
+            target: Target::Existing {
+                id: conversation.id.clone(),
+                expected_head: before.head,
+                on_conflict: OnConflict::Fail,
+            },
+            thread: None,
+            runs: std::slice::from_ref(&later),
+        })
+        .unwrap();
+    assert_eq!(
+        db.store.conversation(&conversation.id).unwrap().head,
+        before.head
+    );
+    assert_eq!(
+        db.store.run_record(&later.id).unwrap().conversation,
+        Some(conversation.id)
+    );
+}
+
+fn a_turn_that_lost_its_race_can_branch_in_the_same_transaction(backend: Backend) {
+    let db = TempStore::new(backend);
+    let conversation = new_conversation(&db.store);
+    append_turn(&db.store, &conversation.id, "first");
+    let start = db.store.conversation(&conversation.id).unwrap().head;
+    let base = db.store.load_thread(start.unwrap()).unwrap();
+    let a = base.push(Message::user("A")).push(Message::assistant("a"));
+    db.store
+        .commit_turn(&TurnCommit::continuing(&conversation.id, start, &a, &[]))
+        .unwrap();
+
+    let b = base.push(Message::user("B")).push(Message::assistant("b"));
+    let mut run = RunRecord::new("echo", "echo");
+    run.output_head = b.head_id();
+    let committed = db
+        .store
+        .commit_turn(&TurnCommit {
+            target: Target::Existing {
+                id: conversation.id.clone(),
+                expected_head: start,
+                on_conflict: OnConflict::Branch(Box::new(NewConversation {
+                    name: Some("b".into()),
+                    ..Default::default()
+                })),
+            },
+            thread: Some(&b),
+            runs: std::slice::from_ref(&run),
+        })
+        .unwrap();
+    assert_eq!(committed.branched_from, Some(a.head_id()));
+    let branch = committed.conversation.unwrap();
+    assert_ne!(branch, conversation.id);
+    let stored = db.store.conversation(&branch).unwrap();
+    assert_eq!(stored.head, b.head_id());
+    assert_eq!(stored.name.as_deref(), Some("b"));
+    assert_eq!(
+        stored.origin,
+        Some(Origin {
+            node: start,
+            conversation: Some(conversation.id.clone()),
+            rerun: None,
+        })
+    );
+    assert_eq!(
+        db.store.run_record(&run.id).unwrap().conversation,
+        Some(branch)
+    );
+    // The winner's bookmark is untouched.
+    assert_eq!(
+        db.store.conversation(&conversation.id).unwrap().head,
+        a.head_id()
+    );
+}
+
 fn losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands(backend: Backend) {
     let db = TempStore::new(backend);
     let conversation = new_conversation(&db.store);
@@ -86,23 +225,13 @@ fn losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands(backend: Ba
     // Writer A wins.
     let a = base.push(Message::user("A")).push(Message::assistant("a"));
     db.store
-        .commit_turn(&TurnCommit {
-            conversation: &conversation.id,
-            expected_head: start,
-            thread: &a,
-            runs: &[],
-        })
+        .commit_turn(&TurnCommit::continuing(&conversation.id, start, &a, &[]))
         .unwrap();
     // Writer B started from the same head and loses.
     let b = base.push(Message::user("B")).push(Message::assistant("b"));
     let error = db
         .store
-        .commit_turn(&TurnCommit {
-            conversation: &conversation.id,
-            expected_head: start,
-            thread: &b,
-            runs: &[],
-        })
+        .commit_turn(&TurnCommit::continuing(&conversation.id, start, &b, &[]))
         .unwrap_err();
     match &error {
         StoreError::HeadMoved(moved) => {
@@ -171,14 +300,19 @@ fn rename_and_meta_round_trip_and_unknown_conversations_error(backend: Backend) 
         .rename_conversation(&conversation.id, Some("trip planning"))
         .unwrap();
     db.store
-        .set_conversation_meta(
+        .set_conversation_settings(
             &conversation.id,
-            &serde_json::json!({"model": "echo", "chain_limit": 5}),
+            &skein_store::ConversationSettings {
+                model: Some("echo".into()),
+                chain_limit: Some(5),
+                ..Default::default()
+            },
         )
         .unwrap();
     let back = db.store.conversation(&conversation.id).unwrap();
     assert_eq!(back.name.as_deref(), Some("trip planning"));
-    assert_eq!(back.meta["chain_limit"], 5);
+    assert_eq!(back.settings.chain_limit, Some(5));
+    assert_eq!(back.settings.model.as_deref(), Some("echo"));
     let unknown = skein_store::ConversationId::random();
     assert!(matches!(
         db.store.rename_conversation(&unknown, None),
@@ -246,6 +380,23 @@ fn child_crash_mid_turn() {
     };
     let stage = std::env::var("SKEIN_CRASH_AT").unwrap();
     let store = Store::open(path).unwrap();
+    if std::env::var("SKEIN_CRASH_FIRST_TURN").is_ok() {
+        let thread = Thread::from_messages([Message::user("doomed"), Message::assistant("first")]);
+        let mut probe = |reached: CommitStageProbe| {
+            if format!("{reached:?}") == stage {
+                std::process::abort();
+            }
+        };
+        let _ = store.commit_turn_observed(
+            &TurnCommit {
+                target: Target::New(Box::default()),
+                thread: Some(&thread),
+                runs: &[RunRecord::new("echo", "echo")],
+            },
+            &mut probe,
+        );
+        unreachable!("the probe aborts before the commit");
+    }
     let conversation = store.list_conversations(1).unwrap().remove(0);
     let base = store.load_thread(conversation.head.unwrap()).unwrap();
     let thread = base
@@ -258,12 +409,7 @@ fn child_crash_mid_turn() {
         }
     };
     let _ = store.commit_turn_observed(
-        &TurnCommit {
-            conversation: &conversation.id,
-            expected_head: conversation.head,
-            thread: &thread,
-            runs: &[run],
-        },
+        &TurnCommit::continuing(&conversation.id, conversation.head, &thread, &[run]),
         &mut probe,
     );
     unreachable!("the probe aborts before the commit");
@@ -304,6 +450,28 @@ fn killing_the_process_mid_turn_leaves_no_half_turn(backend: Backend) {
             reopened.conversation(&conversation.id).unwrap().len,
             before.len + 2
         );
+    }
+}
+
+fn killing_the_process_mid_first_turn_leaves_no_conversation(backend: Backend) {
+    for stage in ["NodesWritten", "HeadMoved", "RunsWritten"] {
+        let db = TempStore::new(backend);
+        let output = spawn_child(
+            "child_crash_mid_turn",
+            &[
+                ("SKEIN_TEST_DB", db.location()),
+                ("SKEIN_CRASH_AT", stage.to_string()),
+                ("SKEIN_CRASH_FIRST_TURN", "1".to_string()),
+            ],
+        )
+        .wait_with_output()
+        .unwrap();
+        assert!(!output.status.success(), "the child must die at {stage}");
+        let reopened = db.reopen();
+        assert!(reopened.verify().unwrap().is_ok());
+        assert_eq!(db.count("conversations"), 0, "no conversation at {stage}");
+        assert_eq!(db.count("nodes"), 0, "no node at {stage}");
+        assert_eq!(db.count("runs"), 0, "no run at {stage}");
     }
 }
 
@@ -397,6 +565,10 @@ fn two_processes_appending_concurrently_lose_nothing(backend: Backend) {
 for_each_backend!(
     a_turn_moves_the_bookmark_and_records_its_run_with_tools,
     a_failed_run_keeps_its_record_and_adds_no_node,
+    a_first_turn_creates_its_conversation_in_the_same_transaction,
+    a_failed_run_is_written_like_a_turn_without_nodes,
+    a_turn_that_lost_its_race_can_branch_in_the_same_transaction,
+    killing_the_process_mid_first_turn_leaves_no_conversation,
     losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands,
     move_head_is_a_compare_and_set,
     conversations_updated_within_a_millisecond_list_in_write_order,

@@ -15,6 +15,8 @@ This facade re-exports the pieces a user meets first:
 - [`recorded`]: recorded chats: turn evidence, sources and ablations,
   attribution, counterfactual reruns with verdicts, forks from the
   counterfactual, embedders;
+- [`conversation`]: the turn layer, where every turn is run and recorded
+  (its main types are re-exported at the top level);
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
 - [`builtin`]: the built-in tools the command line offers by name.
@@ -49,6 +51,7 @@ assert_eq!(a.parent().head_id(), b.parent().head_id());
 ```
 */
 
+pub use skein_conversation as conversation;
 pub use skein_core as core;
 pub use skein_engine as engine;
 pub use skein_local as local;
@@ -56,20 +59,13 @@ pub use skein_providers as providers;
 pub use skein_recorded as recorded;
 pub use skein_store as store;
 
-pub mod blocking;
 pub mod builtin;
-mod conversation;
-mod error;
-mod model;
-mod prompt;
-mod response;
-mod settings;
 
-pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
-pub use error::{Error, Result};
-pub use model::Model;
-pub use prompt::{ChainPrompt, Prompt};
-pub use response::{ChainResponse, Fork, Response};
+pub use skein_conversation::blocking;
+pub use skein_conversation::{
+    AfterCallHook, BeforeCallHook, ChainPrompt, ChainResponse, Conversation, ConversationBuilder,
+    Error, Fork, Model, Prompt, Response, Result,
+};
 pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
 pub use skein_engine::{
     CallDecision, ChainStatus, DEFAULT_CHAIN_LIMIT, DriftWarning, Engine, Tool, ToolError, tool_fn,

@@ -450,9 +450,14 @@ both_forms!(a_chain_whose_model_call_fails_keeps_the_completed_calls, {
     let thread = store.load_thread(stored.head.unwrap()).unwrap();
     assert_eq!(thread.head().unwrap().message().role, Role::Tool);
     assert_eq!(conversation.head(), stored.head);
+    // The completed call, and the call the chain failed in, which keeps its
+    // record (no node) in the same write.
     let runs = store.runs_of_conversation(conversation.id()).unwrap();
-    assert_eq!(runs.len(), 1);
+    assert_eq!(runs.len(), 2);
     assert_eq!(runs[0].status, RunStatus::Succeeded);
+    assert_eq!(runs[1].status, RunStatus::Failed);
+    assert_eq!(runs[1].output_head, None);
+    assert_eq!(runs[1].input_head, stored.head);
 });
 
 both_forms!(the_chain_limit_ends_the_chain_with_a_clear_status, {

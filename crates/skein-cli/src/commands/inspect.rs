@@ -33,11 +33,7 @@ pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode>
         println!("no conversations yet: start one with `skein prompt TEXT`");
     }
     for conversation in &conversations {
-        let model = conversation
-            .meta
-            .get("model")
-            .and_then(|model| model.as_str())
-            .unwrap_or("-");
+        let model = conversation.settings.model.as_deref().unwrap_or("-");
         let origin = conversation.origin.as_ref().map(|origin| {
             format!(
                 " · forked from {}{}",

@@ -117,11 +117,7 @@ impl Context {
 
 /// The model a conversation was last used with, from its settings.
 pub fn conversation_model(conversation: &Conversation) -> Option<String> {
-    conversation
-        .meta
-        .get("model")
-        .and_then(|model| model.as_str())
-        .map(str::to_string)
+    conversation.settings.model.clone()
 }
 
 pub fn print_json(value: &impl serde::Serialize) -> Result<ExitCode> {

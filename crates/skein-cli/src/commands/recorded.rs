@@ -74,7 +74,6 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
         .conversation()
         .cloned()
         .context("a recorded chat with a store has a conversation")?;
-    remember_model(ctx, &conversation, &home)?;
     let run = turn.runs().last().cloned();
     if ctx.json {
         return print_json(&json!({
@@ -176,7 +175,6 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
         .conversation()
         .cloned()
         .context("a fork with a store has a conversation")?;
-    remember_model(ctx, &conversation, &home)?;
     if let Some(name) = &args.name {
         ctx.store.rename_conversation(&conversation, Some(name))?;
     }
@@ -215,25 +213,13 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     }
 }
 
-/// Keep the model in the conversation's settings, so that `-c`, `--cid` and
-/// `reply` go on with it as with any conversation the CLI records.
-fn remember_model(ctx: &Context, conversation: &ConversationId, model: &Model) -> Result<()> {
-    let mut meta = ctx.store.conversation(conversation)?.meta;
-    if !meta.is_object() {
-        meta = json!({});
-    }
-    meta["model"] = json!(model.name());
-    if !model.is_opened_by_name() {
-        meta["profile"] = json!(model.profile());
-    }
-    ctx.store.set_conversation_meta(conversation, &meta)?;
-    Ok(())
-}
-
 /// A recorded chat on `model`, recording into the CLI's store.
 fn chat_builder(ctx: &Context, model: &Model) -> skein::recorded::RecordedChatBuilder {
-    let mut builder =
-        RecordedChat::builder(model.engine().clone(), model.profile()).store(ctx.store.clone());
+    // The conversation remembers the model, so that `-c`, `--cid` and
+    // `reply` go on with it as with any conversation the CLI records.
+    let mut builder = RecordedChat::builder(model.engine().clone(), model.profile())
+        .store(ctx.store.clone())
+        .remember_model(model.name(), !model.is_opened_by_name());
     if let Some(name) = model.model_override() {
         builder = builder.model(name);
     }

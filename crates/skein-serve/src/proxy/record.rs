@@ -1,18 +1,20 @@
 /*!
-Recording what passed through the proxy. A client that re-sends its whole
-history each turn is stored as one growing thread: the request's nodes that
-the store already holds are shared, and the conversation whose head the
-stored part ends at moves forward to the new reply. A history that ends
-anywhere else (the client edited or truncated it) becomes a new
-conversation branching where the stored part ends.
+Recording what passed through the proxy, through the turn layer's one write
+([`commit`]). A client that re-sends its whole history each turn is stored
+as one growing thread: the request's nodes that the store already holds are
+shared, and the conversation whose head the stored part ends at moves
+forward to the new reply. When several clients continue the same head at
+once, the first wins and each other becomes a branch there (a conversation
+of its own, with its reply), in the same transaction as its turn. A history
+that ends anywhere else (the client edited or truncated it) becomes a new
+conversation starting where the stored part ends, titled by its first
+prompt.
 */
 
-use serde_json::json;
-use skein::core::NodeId;
+use skein::conversation::commit::{self, Bookmark, OnMoved};
+use skein::core::{ConversationId, ConversationSettings, NodeId, Origin};
 use skein::engine::RunOutput;
-use skein::store::{
-    Conversation, ConversationId, NewConversation, Origin, Store, StoreError, TurnCommit,
-};
+use skein::store::{Store, StoreError};
 
 /// Where a proxied exchange was recorded.
 #[derive(Clone, Debug)]
@@ -22,7 +24,8 @@ pub struct Recorded {
 }
 
 /// Store the exchange of `output` (its request and reply), the run with
-/// the exact request body, and move (or create) its conversation.
+/// the exact request body, and move (or create, or branch) its
+/// conversation.
 pub async fn record(
     store: &Store,
     output: &RunOutput,
@@ -35,12 +38,15 @@ pub async fn record(
         .expect("the proxy captures every run")
         .thread()
         .clone();
+    let node = thread.head_id().expect("an exchange ends with its reply");
     let mut run = output.record(None);
     run.request = Some(body);
-    store
+    let request = thread.parent();
+    let (start, owner) = store
         .run(move |store| {
-            // The newest node of the request the store already holds.
-            let mut stored = thread.parent();
+            // The newest node of the request the store already holds, and
+            // the conversation whose head it is.
+            let mut stored = request;
             while let Some(head) = stored.head_id() {
                 if store.contains(head)? {
                     break;
@@ -48,51 +54,45 @@ pub async fn record(
                 stored = stored.parent();
             }
             let start = stored.head_id();
-            for attempt in 0..2 {
-                let conversation = match (attempt, owner(store, start)?) {
-                    (0, Some(owner)) => owner,
-                    _ => store.create_conversation(NewConversation {
-                        name: Some("proxy".into()),
-                        head: start,
-                        origin: start.map(|node| Origin {
-                            node: Some(node),
-                            ..Origin::default()
-                        }),
-                        meta: Some(json!({ "model": model, "proxy": true })),
-                        ..NewConversation::default()
-                    })?,
-                };
-                run.conversation = Some(conversation.id.clone());
-                match store.commit_turn(&TurnCommit {
-                    conversation: &conversation.id,
-                    expected_head: start,
-                    thread: &thread,
-                    runs: std::slice::from_ref(&run),
-                }) {
-                    Ok(_) => {
-                        return Ok(Recorded {
-                            conversation: conversation.id,
-                            node: thread.head_id().expect("an exchange ends with its reply"),
-                        });
-                    }
-                    // Another request continued the same head first: this
-                    // one becomes a branch there.
-                    Err(StoreError::HeadMoved(_)) if attempt == 0 => continue,
-                    Err(error) => return Err(error),
-                }
-            }
-            unreachable!("the second attempt creates its own conversation")
+            let owner = match start {
+                None => None,
+                Some(node) => store.conversations_at(node)?.into_iter().next(),
+            };
+            Ok((start, owner))
         })
-        .await
-}
-
-/// The conversation whose head is `node`, if any.
-fn owner(store: &Store, node: Option<NodeId>) -> Result<Option<Conversation>, StoreError> {
-    match node {
-        None => Ok(None),
-        Some(node) => Ok(store
-            .conversations_at(node)?
-            .into_iter()
-            .find(|conversation| conversation.head == Some(node))),
-    }
+        .await?;
+    let bookmark = match owner {
+        Some(owner) => Bookmark {
+            id: owner.id,
+            stored: true,
+            name: owner.name,
+            origin: owner.origin,
+            settings: owner.settings,
+        },
+        None => Bookmark {
+            origin: start.map(|node| Origin {
+                node: Some(node),
+                ..Origin::default()
+            }),
+            settings: ConversationSettings {
+                model: Some(model),
+                proxy: true,
+                ..ConversationSettings::default()
+            },
+            ..Bookmark::new(ConversationId::random())
+        },
+    };
+    let committed = commit::commit(
+        store,
+        &bookmark,
+        start,
+        Some(thread),
+        vec![run],
+        OnMoved::Branch,
+    )
+    .await?;
+    Ok(Recorded {
+        conversation: committed.conversation.unwrap_or(bookmark.id),
+        node,
+    })
 }

@@ -71,13 +71,12 @@ impl Anchor {
             created_ms: conversation.created_ms,
             kind,
             label: conversation
-                .name
-                .clone()
-                .unwrap_or_else(|| conversation.id.short().to_string()),
+                .label()
+                .map_or_else(|| conversation.id.short().to_string(), str::to_string),
             conversation: Some(conversation.id.clone()),
             rerun: conversation.origin.as_ref().and_then(|origin| {
                 origin.rerun.as_ref().map(|id| RerunView {
-                    id: id.clone(),
+                    id: id.to_string(),
                     ablation: Vec::new(),
                     verdict: None,
                 })

@@ -34,6 +34,8 @@ pub struct ConversationView {
     /// The 12-digit prefix the CLI prints.
     pub short: String,
     pub name: Option<String>,
+    /// What to call it when it has no name: its first prompt, shortened.
+    pub title: Option<String>,
     pub head: Option<NodeId>,
     /// Messages in its thread.
     pub len: u64,
@@ -53,16 +55,13 @@ impl From<&Conversation> for ConversationView {
             id: conversation.id.clone(),
             short: conversation.id.short().to_string(),
             name: conversation.name.clone(),
+            title: conversation.settings.title.clone(),
             head: conversation.head,
             len: conversation.len,
             created_ms: conversation.created_ms,
             updated_ms: conversation.updated_ms,
             origin: conversation.origin.clone(),
-            model: conversation
-                .meta
-                .get("model")
-                .and_then(|model| model.as_str())
-                .map(str::to_string),
+            model: conversation.settings.model.clone(),
             preview: None,
         }
     }

@@ -14,21 +14,22 @@ use super::PgStore;
 use super::graph::{find_missing, nodes_of, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
-use crate::conversations::{CasOutcome, CommitStage, ConversationRow};
+use crate::conversations::{
+    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, turn_head,
+};
 use crate::error::{Result, StoreError};
-use crate::graph::{AppendReport, mark_all};
-use crate::records::{Conversation, ConversationId, NewConversation, TurnCommit, now_ms};
+use crate::graph::mark_all;
+use crate::records::{
+    Committed, Conversation, ConversationId, NewConversation, OnConflict, Target, TurnCommit,
+    now_ms,
+};
 use deadpool_postgres::GenericClient;
-use skein_core::NodeId;
+use skein_core::{ConversationSettings, NodeId};
 use tokio_postgres::Row;
 
 const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
         c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
      FROM conversations c";
-
-fn bytes(id: &Option<NodeId>) -> Option<&[u8]> {
-    id.as_ref().map(|id| id.0.as_slice())
-}
 
 /// The SQL for a conversation's new `updated`, as on SQLite
 /// (conversations.rs explains why): now, or just past the latest.
@@ -44,41 +45,18 @@ macro_rules! next_updated {
 
 impl PgStore {
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
-        let id = new.id.clone().unwrap_or_else(ConversationId::random);
-        let now = now_ms();
-        let meta = new.meta.clone().unwrap_or_else(|| serde_json::json!({}));
-        let meta_text = serde_json::to_string(&meta)?;
-        let origin = new.origin.clone().unwrap_or_default();
-        self.write(async |tx| {
+        let id = self.write(async |tx| {
             if let Some(head) = new.head
                 && !node_exists(tx, head).await?
             {
                 return Err(StoreError::NodeNotFound(head));
             }
-            let statement = tx
-                .prepare_cached(concat!(
-                    "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-                         forked_from_rerun, created, updated, meta)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, ",
-                    next_updated!("$7"),
-                    ", $8)"
-                ))
-                .await?;
-            tx.execute(
-                &statement,
-                &[
-                    &id.as_str(),
-                    &new.name,
-                    &bytes(&new.head),
-                    &bytes(&origin.node),
-                    &origin.conversation.as_ref().map(ConversationId::as_str),
-                    &origin.rerun,
-                    &now,
-                    &meta_text,
-                ],
-            )
-            .await?;
-            Ok(())
+            let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
+            let (id, params) = conversation_params(&new, new.head);
+            let mut pipeline = Pipeline::new();
+            pipeline.push(tx, statement, params);
+            pipeline.run().await?;
+            Ok(id)
         })?;
         self.conversation(&id)
     }
@@ -132,12 +110,12 @@ impl PgStore {
         )
     }
 
-    pub fn set_conversation_meta(
+    pub fn set_conversation_settings(
         &self,
         id: &ConversationId,
-        meta: &serde_json::Value,
+        settings: &ConversationSettings,
     ) -> Result<()> {
-        let text = serde_json::to_string(meta)?;
+        let text = settings.to_json();
         self.update_conversation(
             id,
             concat!(
@@ -186,42 +164,140 @@ impl PgStore {
         &self,
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStage) + Send),
-    ) -> Result<AppendReport> {
-        let head = turn
-            .thread
-            .head_id()
-            .ok_or_else(|| StoreError::MalformedRow("a turn must end at a node".into()))?;
+    ) -> Result<Committed> {
+        let head = turn_head(turn)?;
         let key = self.key();
-        let (written, marks, outcome) = self.write(async |tx| {
-            // Nodes, runs and the bookmark move go out in one round trip,
-            // executed in that order.
-            let (missing, mut marks) = find_missing(tx, key, turn.thread).await?;
-            let cas = tx.prepare_cached(COMPARE_AND_SET).await?;
+        let (written, marks, landed) = self.write(async |tx| {
+            // Nodes, the bookmark's move (or the new conversation) and the
+            // runs go out in one round trip, executed in that order; a lost
+            // race that branches takes one more.
+            let (missing, mut marks) = match turn.thread {
+                Some(thread) => find_missing(tx, key, thread).await?,
+                None => (Vec::new(), Vec::new()),
+            };
             let mut pipeline = Pipeline::new();
             let nodes = queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+            let (conversation, moved) = match (&turn.target, head) {
+                (Target::Detached, _) => (None, None),
+                (Target::New(new), _) => {
+                    let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
+                    let (id, params) = conversation_params(new, head);
+                    pipeline.push(tx, statement, params);
+                    (Some(id), None)
+                }
+                (Target::Existing { id, .. }, None) => {
+                    if !conversation_exists(tx, id).await? {
+                        return Err(StoreError::ConversationNotFound(id.to_string()));
+                    }
+                    (Some(id.clone()), None)
+                }
+                (
+                    Target::Existing {
+                        id, expected_head, ..
+                    },
+                    Some(head),
+                ) => {
+                    let cas = tx.prepare_cached(COMPARE_AND_SET).await?;
+                    let at = pipeline.push(tx, cas, cas_params(id, *expected_head, head));
+                    (Some(id.clone()), Some(at))
+                }
+            };
             for run in turn.runs {
-                queue_run(&mut pipeline, tx, run).await?;
+                let owner = conversation.as_ref().or(run.conversation.as_ref());
+                queue_run(&mut pipeline, tx, run, owner).await?;
             }
-            let moved = pipeline.push(
-                tx,
-                cas,
-                cas_params(turn.conversation, turn.expected_head, head),
-            );
             let changed = pipeline.run().await?;
             probe(CommitStage::NodesWritten);
-            probe(CommitStage::RunsWritten);
-            let outcome = cas_outcome(tx, turn.conversation, changed[moved]).await?;
+            let landed = match (&turn.target, moved) {
+                (
+                    Target::Existing {
+                        id,
+                        expected_head,
+                        on_conflict,
+                    },
+                    Some(at),
+                ) => match (cas_outcome(tx, id, changed[at]).await?, on_conflict) {
+                    (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
+                    (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
+                        id: id.clone(),
+                        actual,
+                    },
+                    (CasOutcome::Lost { actual }, OnConflict::Branch(new)) => {
+                        let into =
+                            branch(tx, &branch_row(new, id, *expected_head), head, turn).await?;
+                        Landed::Branched { into, actual }
+                    }
+                },
+                _ => match conversation {
+                    Some(id) => Landed::Moved(id),
+                    None => Landed::Detached,
+                },
+            };
             probe(CommitStage::HeadMoved);
+            probe(CommitStage::RunsWritten);
             marks.extend(missing);
-            Ok((nodes.map_or(0, |at| changed[at] as usize), marks, outcome))
+            Ok((nodes.map_or(0, |at| changed[at] as usize), marks, landed))
         })?;
         mark_all(&marks, key);
-        outcome.into_result(turn.conversation, turn.expected_head, Some(head))?;
-        Ok(AppendReport {
-            written,
-            head: Some(head),
-        })
+        landed.into_committed(&turn.target, head, written)
     }
+}
+
+/// Create the conversation a turn that lost its race branches into, and
+/// move the turn's runs to it.
+async fn branch(
+    tx: &impl GenericClient,
+    new: &NewConversation,
+    head: Option<NodeId>,
+    turn: &TurnCommit<'_>,
+) -> Result<ConversationId> {
+    let insert = tx.prepare_cached(INSERT_CONVERSATION).await?;
+    let (id, params) = conversation_params(new, head);
+    let reassign = tx
+        .prepare_cached("UPDATE runs SET conversation = $1 WHERE id = ANY($2)")
+        .await?;
+    let runs: Vec<String> = turn.runs.iter().map(|run| run.id.0.clone()).collect();
+    let mut pipeline = Pipeline::new();
+    pipeline.push(tx, insert, params);
+    pipeline.push(tx, reassign, vec![Box::new(id.0.clone()), Box::new(runs)]);
+    pipeline.run().await?;
+    Ok(id)
+}
+
+async fn conversation_exists(tx: &impl GenericClient, id: &ConversationId) -> Result<bool> {
+    let statement = tx
+        .prepare_cached("SELECT 1 FROM conversations WHERE id = $1")
+        .await?;
+    Ok(tx.query_opt(&statement, &[&id.as_str()]).await?.is_some())
+}
+
+const INSERT_CONVERSATION: &str = concat!(
+    "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
+         forked_from_rerun, created, updated, meta)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, ",
+    next_updated!("$7"),
+    ", $8)"
+);
+
+/// The parameters of [`INSERT_CONVERSATION`] for `new` with its head at
+/// `head`, and the conversation's id.
+fn conversation_params(
+    new: &NewConversation,
+    head: Option<NodeId>,
+) -> (ConversationId, Vec<Param>) {
+    let id = new.id.clone().unwrap_or_else(ConversationId::random);
+    let origin = new.origin.clone().unwrap_or_default();
+    let params: Vec<Param> = vec![
+        Box::new(id.0.clone()),
+        Box::new(new.name.clone()),
+        Box::new(head.map(|id| id.0.to_vec())),
+        Box::new(origin.node.map(|id| id.0.to_vec())),
+        Box::new(origin.conversation.map(|id| id.0)),
+        Box::new(origin.rerun.map(|id| id.0)),
+        Box::new(now_ms()),
+        Box::new(new.settings.to_json()),
+    ];
+    (id, params)
 }
 
 pub(crate) async fn node_exists(client: &impl GenericClient, id: NodeId) -> Result<bool> {

@@ -34,7 +34,7 @@ impl PgStore {
             }
             let mut pipeline = Pipeline::new();
             for run in commit.runs {
-                queue_run(&mut pipeline, tx, run).await?;
+                queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
             }
             queue_rerun(&mut pipeline, tx, commit.record).await?;
             pipeline.run().await?;

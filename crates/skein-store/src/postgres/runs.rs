@@ -8,7 +8,7 @@ use super::PgStore;
 use super::pipeline::{Param, Pipeline};
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
-use crate::runs::{RawRun, tool_from_columns};
+use crate::runs::{RawRun, RunColumns, tool_from_columns};
 use deadpool_postgres::GenericClient;
 use skein_core::{NodeId, ToolSpec, Usage};
 use tokio_postgres::Row;
@@ -20,7 +20,7 @@ const SELECT_RUN: &str =
     "SELECT r.id, r.conversation, r.input_head, r.output_head, r.model, r.provider,
         r.profile, r.backend, r.status, r.input_tokens, r.output_tokens, r.cache_read_tokens,
         r.cache_write_tokens, r.usage_complete, r.started, r.finished, r.error, r.annotations,
-        r.options, r.relations, r.request, r.events,
+        r.options, r.relations, r.request, r.events, r.finish_reason, r.turn, r.step,
         ARRAY(SELECT t.name FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
               WHERE rt.run_id = r.id ORDER BY rt.position),
         ARRAY(SELECT t.description FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
@@ -33,7 +33,7 @@ impl PgStore {
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
         self.write(async |tx| {
             let mut pipeline = Pipeline::new();
-            queue_run(&mut pipeline, tx, run).await?;
+            queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
             pipeline.run().await?;
             Ok(())
         })
@@ -75,26 +75,30 @@ impl PgStore {
     }
 }
 
-/// Queue the insertion of a run, the tools it offered (each stored once) and
-/// its tool list.
+/// Queue the insertion of a run as belonging to `conversation`, the tools
+/// it offered (each stored once) and its tool list.
 pub(crate) async fn queue_run<'c, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
     run: &RunRecord,
+    conversation: Option<&ConversationId>,
 ) -> Result<()> {
+    let columns = RunColumns::of(run)?;
     let tokens = |n: Option<u64>| n.map(|n| n as i64);
     let statement = tx
         .prepare_cached(
             "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
                  status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-                 started, finished, error, annotations, options, relations, request, events)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)",
+                 started, finished, error, annotations, options, relations, request, events,
+                 finish_reason, turn, step)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+                     $19, $20, $21, $22, $23, $24, $25)",
         )
         .await?;
     let id = |id: &Option<skein_core::NodeId>| id.as_ref().map(|id| id.0.to_vec());
     let params: Vec<Param> = vec![
         Box::new(run.id.0.clone()),
-        Box::new(run.conversation.as_ref().map(|c| c.0.clone())),
+        Box::new(conversation.map(|c| c.0.clone())),
         Box::new(id(&run.input_head)),
         Box::new(id(&run.output_head)),
         Box::new(run.model.clone()),
@@ -110,11 +114,14 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(run.started_ms),
         Box::new(run.finished_ms),
         Box::new(run.error.clone()),
-        Box::new(serde_json::to_string(&run.annotations)?),
-        Box::new(serde_json::to_string(&run.options)?),
-        Box::new(serde_json::to_string(&run.relations)?),
+        Box::new(columns.annotations),
+        Box::new(columns.options),
+        Box::new(columns.relations),
         Box::new(run.request.clone()),
-        Box::new(serde_json::to_string(&run.events)?),
+        Box::new(columns.events),
+        Box::new(columns.finish_reason),
+        Box::new(columns.turn),
+        Box::new(columns.step),
     ];
     pipeline.push(tx, statement, params);
     if run.tools.is_empty() {
@@ -184,9 +191,9 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
     record.finished_ms = row.get(15);
     record.error = row.get(16);
     record.request = row.get(20);
-    let names: Vec<String> = row.get(22);
-    let descriptions: Vec<String> = row.get(23);
-    let schemas: Vec<String> = row.get(24);
+    let names: Vec<String> = row.get(25);
+    let descriptions: Vec<String> = row.get(26);
+    let schemas: Vec<String> = row.get(27);
     let tools = names
         .into_iter()
         .zip(descriptions)
@@ -200,6 +207,9 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
         options: row.get(18),
         relations: row.get(19),
         events: row.get(21),
+        finish_reason: row.get(22),
+        turn: row.get(23),
+        step: row.get(24),
     }
     .finish(tools)
 }

@@ -144,6 +144,32 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "-- no change on PostgreSQL",
     // 5: each run's observation events.
     "ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
+    // 6: typed turn records, as on SQLite: finish reason, a recorded-chat
+    // run's turn and step as integers (from its `recorded.step` relation),
+    // conversations by the one they branched from, recorded settings
+    // without their version key.
+    r#"
+    ALTER TABLE runs ADD COLUMN finish_reason TEXT;
+    ALTER TABLE runs ADD COLUMN turn BIGINT;
+    ALTER TABLE runs ADD COLUMN step BIGINT;
+    UPDATE runs SET
+        turn = split_part(s.target, '.', 1)::BIGINT,
+        step = split_part(s.target, '.', 2)::BIGINT
+    FROM (SELECT r.id AS run, e.value ->> 'target' AS target
+          FROM runs r, jsonb_array_elements(r.relations::jsonb) e
+          WHERE e.value ->> 'kind' = 'recorded.step') s
+    WHERE runs.id = s.run AND s.target ~ '^[0-9]+\.[0-9]+$';
+    UPDATE runs SET relations = (
+        SELECT COALESCE(jsonb_agg(e.value ORDER BY e.ordinality), '[]'::jsonb)::text
+        FROM jsonb_array_elements(runs.relations::jsonb) WITH ORDINALITY e(value, ordinality)
+        WHERE e.value ->> 'kind' NOT IN ('recorded.step', 'recorded.turn'))
+    WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(runs.relations::jsonb) e
+                  WHERE e.value ->> 'kind' IN ('recorded.step', 'recorded.turn'));
+    CREATE INDEX conversations_by_origin ON conversations(forked_from_conversation)
+        WHERE forked_from_conversation IS NOT NULL;
+    UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
+        WHERE meta::jsonb -> 'recorded' ? 'version';
+    "#,
 ];
 
 /// The schema version this build writes.

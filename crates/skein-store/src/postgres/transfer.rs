@@ -113,10 +113,10 @@ impl PgStore {
                                 &conversation.head.as_ref().map(|id| id.0.as_slice()),
                                 &origin.node.as_ref().map(|id| id.0.as_slice()),
                                 &origin.conversation.as_ref().map(|c| c.as_str()),
-                                &origin.rerun,
+                                &origin.rerun.as_ref().map(|rerun| rerun.as_str()),
                                 &conversation.created_ms,
                                 &conversation.updated_ms,
-                                &serde_json::to_string(&conversation.meta)?,
+                                &conversation.settings.to_json(),
                             ],
                         )
                         .await
@@ -128,7 +128,7 @@ impl PgStore {
                         let statement = tx.prepare_cached("SELECT 1 FROM runs WHERE id = $1").await?;
                         if tx.query_opt(&statement, &[&run.id.as_str()]).await?.is_none() {
                             let mut pipeline = Pipeline::new();
-                            queue_run(&mut pipeline, tx, run).await?;
+                            queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
                             pipeline.run().await?;
                             report.runs += 1;
                         }

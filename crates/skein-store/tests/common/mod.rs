@@ -233,12 +233,12 @@ pub fn append_turn(store: &Store, conversation: &ConversationId, text: &str) -> 
         run.conversation = Some(conversation.clone());
         run.input_head = thread.parent().head_id();
         run.output_head = thread.head_id();
-        let turn = TurnCommit {
+        let turn = TurnCommit::continuing(
             conversation,
-            expected_head: current.head,
-            thread: &thread,
-            runs: std::slice::from_ref(&run),
-        };
+            current.head,
+            &thread,
+            std::slice::from_ref(&run),
+        );
         match store.commit_turn(&turn) {
             Ok(_) => return conflicts,
             Err(skein_store::StoreError::HeadMoved(_)) => conflicts += 1,

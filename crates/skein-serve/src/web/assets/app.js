@@ -121,7 +121,7 @@
 
   const tokens = (n) => (n === null || n === undefined ? '—' : String(n));
   const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
-  const conversationLabel = (c) => c.name || c.short;
+  const conversationLabel = (c) => c.name || c.title || c.short;
 
   function timeEl(ms) {
     return el('time', { datetime: new Date(ms).toISOString(), title: time(ms) }, ago(ms));
@@ -225,7 +225,7 @@
     });
     const rows = list.conversations.map((c) => {
       const row = el('tr', { data: { conversationId: c.id } },
-        el('td', { class: 'name' }, el('a', { href: `#/c/${c.id}` }, c.name || el('span', { class: 'muted' }, '(unnamed)'))),
+        el('td', { class: 'name' }, el('a', { href: `#/c/${c.id}` }, c.name || (c.title ? el('span', { class: 'title' }, c.title) : el('span', { class: 'muted' }, '(unnamed)')))),
         el('td', { class: 'preview' }, c.preview || ''),
         el('td', {}, el('code', { title: c.id }, c.short)),
         el('td', {}, c.head ? el('code', { title: c.head }, short(c.head)) : el('span', { class: 'muted' }, 'empty')),
@@ -233,7 +233,7 @@
         el('td', {}, timeEl(c.updated_ms)),
         el('td', {}, originCell(c)),
         el('td', { class: 'model', title: c.model }, c.model || el('span', { class: 'muted' }, '—')));
-      row.dataset.search = [c.name || '', c.id, c.head || '', c.model || '', c.preview || ''].join(' ').toLowerCase();
+      row.dataset.search = [c.name || '', c.title || '', c.id, c.head || '', c.model || '', c.preview || ''].join(' ').toLowerCase();
       row.addEventListener('click', (event) => {
         if (event.target.closest('a')) return;
         location.hash = `#/c/${c.id}`;

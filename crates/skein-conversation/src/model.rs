@@ -43,9 +43,9 @@ impl Model {
     /// on an engine of its own.
     ///
     /// ```
-    /// let model = skein::Model::open("echo")?;
+    /// let model = skein_conversation::Model::open("echo")?;
     /// assert_eq!(model.name(), "echo");
-    /// # Ok::<(), skein::Error>(())
+    /// # Ok::<(), skein_conversation::Error>(())
     /// ```
     pub fn open(name: &str) -> Result<Model> {
         Model::open_with_tools(name, Vec::new())

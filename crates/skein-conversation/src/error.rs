@@ -4,10 +4,11 @@ operation, so both behave (and fail) identically.
 */
 
 use crate::response::Response;
+use skein_core::ConversationId;
 use skein_core::NodeId;
 use skein_engine::EngineError;
 use skein_providers::ResolveError;
-use skein_store::{ConversationId, StoreError};
+use skein_store::StoreError;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -55,11 +56,16 @@ pub enum Error {
         tool: String,
         registered: Vec<String>,
     },
-    /// A stored conversation's settings could not be read.
-    #[error("conversation {conversation} has unreadable settings: {problem}")]
-    BadSettings {
+    /// A stored conversation names a model file the user did not name: a
+    /// database never chooses which local file is loaded.
+    #[error(
+        "conversation {conversation} was recorded with model `{model}`, which names a file; \
+         skein opens a model file only when you name it: pass `-m {model}` (or choose another \
+         model with -m)"
+    )]
+    StoredModelNamesAFile {
         conversation: ConversationId,
-        problem: String,
+        model: String,
     },
     /// A blocking form was called inside an async runtime.
     #[error(

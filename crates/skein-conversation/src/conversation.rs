@@ -18,20 +18,18 @@ belongs to one line of work, such as an approval queue or a counter, and
 silently sharing it with an independent branch would surprise).
 */
 
+use crate::commit::{self, Bookmark, OnMoved};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::prompt::{ChainPrompt, Prompt, TextSink, TurnInput};
 use crate::response::{ChainResponse, Fork, Response};
 use futures_util::future::join;
-use serde_json::json;
-use skein_core::{Annotations, BoxFuture, Message, NodeId, Thread, ToolCall, ToolResult};
-use skein_engine::{
-    CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, EngineError, Prepared, Request, RunId,
-    Tool,
+use skein_core::{
+    Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId, Origin,
+    Relation, RunRecord, Thread, ToolCall, ToolResult,
 };
-use skein_store::{
-    ConversationId, NewConversation, Origin, RunRecord, RunStatus, Store, StoreError, TurnCommit,
-};
+use skein_engine::{CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Request, RunId, Tool};
+use skein_store::{Store, StoreError};
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -323,9 +321,9 @@ impl Conversation {
                 Ok((conversation, thread, last_run))
             })
             .await?;
-        let settings = crate::settings::Settings::read(&conversation)?;
-        let model = settings.model(home)?;
-        let tools = settings.tools(&model, &conversation.id)?;
+        let settings = &conversation.settings;
+        let model = crate::settings::model(settings, &conversation.id, home)?;
+        let tools = crate::settings::tools(settings, &model, &conversation.id)?;
         let point = Point {
             thread,
             annotations: last_run
@@ -336,7 +334,12 @@ impl Conversation {
         };
         let mut builder = Conversation::builder(model)
             .tools(tools)
-            .chain_limit(settings.chain_limit.unwrap_or(DEFAULT_CHAIN_LIMIT))
+            .chain_limit(
+                conversation
+                    .settings
+                    .chain_limit
+                    .unwrap_or(DEFAULT_CHAIN_LIMIT),
+            )
             .store(store);
         builder.name = conversation.name.clone();
         builder.origin = conversation.origin.clone();
@@ -478,10 +481,7 @@ impl Conversation {
         .options(input.options.clone())
         .capture();
         if let Some(run) = &from.run {
-            request = request.relation(
-                skein_engine::ledger::relation::CONTINUATION_OF,
-                run.as_str(),
-            );
+            request = request.relation(Relation::ContinuationOf(run.clone()));
         }
         if let Some(token) = &input.cancel {
             request = request.cancel_with(token.clone());
@@ -518,7 +518,9 @@ impl Conversation {
         let output = match outcome {
             Ok(output) => output,
             Err(error) => {
-                self.record_failure(&from, &prepared, &error).await;
+                if let Some(record) = commit::failed_run(model.engine(), &prepared, &error) {
+                    self.record_failure(&from, record).await;
+                }
                 return Err(error.into());
             }
         };
@@ -560,19 +562,32 @@ impl Conversation {
             Ok(output) => output,
             Err(failure) => {
                 let completed = failure.completed.len();
-                if let (Some(thread), Some(last)) = (failure.thread, failure.completed.last()) {
-                    let exchange = last.exchange.as_ref().expect("chain runs capture");
-                    let to = Point {
-                        thread,
-                        annotations: exchange.annotations().clone(),
-                        run: Some(last.run.clone()),
-                    };
-                    let records: Vec<_> = failure
-                        .completed
-                        .iter()
-                        .map(|output| output.record(Some(&self.shared.id)))
-                        .collect();
-                    self.commit(&from, &to, records).await?;
+                let failed = failure
+                    .failed_call
+                    .as_deref()
+                    .and_then(|call| commit::failed_run(model.engine(), call, &failure.error));
+                match (failure.thread, failure.completed.last()) {
+                    // The completed calls and the failed one, in one write.
+                    (Some(thread), Some(last)) => {
+                        let exchange = last.exchange.as_ref().expect("chain runs capture");
+                        let to = Point {
+                            thread,
+                            annotations: exchange.annotations().clone(),
+                            run: Some(last.run.clone()),
+                        };
+                        let records: Vec<_> = failure
+                            .completed
+                            .iter()
+                            .map(|output| output.record(Some(&self.shared.id)))
+                            .chain(failed)
+                            .collect();
+                        self.commit(&from, &to, records).await?;
+                    }
+                    _ => {
+                        if let Some(failed) = failed {
+                            self.record_failure(&from, failed).await;
+                        }
+                    }
                 }
                 return Err(Error::ChainFailed {
                     error: failure.error,
@@ -620,26 +635,15 @@ impl Conversation {
             state.runs.extend(records);
             return Ok(None);
         };
-        let stored = self.state().stored;
-        let new = (!stored).then(|| self.new_row(from.head()));
-        let (start, thread, runs) = (from.thread.clone(), to.thread.clone(), records.clone());
-        let id = self.shared.id.clone();
-        let written = store
-            .run(move |store| {
-                if let Some(new) = new {
-                    if !start.is_empty() {
-                        store.append(&start)?;
-                    }
-                    store.create_conversation(new)?;
-                }
-                store.commit_turn(&TurnCommit {
-                    conversation: &id,
-                    expected_head: start.head_id(),
-                    thread: &thread,
-                    runs: &runs,
-                })
-            })
-            .await;
+        let written = commit::commit(
+            &store,
+            &self.bookmark(),
+            from.head(),
+            Some(to.thread.clone()),
+            records.clone(),
+            OnMoved::Fail,
+        )
+        .await;
         match written {
             Ok(_) => {
                 let mut state = self.state();
@@ -665,67 +669,60 @@ impl Conversation {
         if stored {
             return Ok(());
         }
-        let new = self.new_row(thread.head_id());
-        store
-            .run(move |store| {
-                if !thread.is_empty() {
-                    store.append(&thread)?;
-                }
-                store.create_conversation(new).map(drop)
-            })
-            .await?;
+        commit::create(&store, &self.bookmark(), thread).await?;
         self.state().stored = true;
         Ok(())
     }
 
-    /// The row that stores this conversation with its head at `head`.
-    pub(crate) fn new_row(&self, head: Option<NodeId>) -> NewConversation {
-        NewConversation {
-            id: Some(self.shared.id.clone()),
+    /// The conversation as its turns' writes see it.
+    pub(crate) fn bookmark(&self) -> Bookmark {
+        Bookmark {
+            id: self.shared.id.clone(),
+            stored: self.state().stored,
             name: self.shared.name.clone(),
-            head,
             origin: self.shared.origin.clone(),
-            meta: Some(self.settings()),
+            settings: self.settings(),
         }
     }
 
     /// What a store keeps of the conversation's settings: never hooks,
     /// never credentials.
-    fn settings(&self) -> serde_json::Value {
+    pub fn settings(&self) -> ConversationSettings {
         let model = &self.shared.model;
-        let mut settings = json!({
-            "model": model.name(),
-            "tools": self.shared.tools.iter().map(|tool| tool.spec().name.clone()).collect::<Vec<_>>(),
-            "chain_limit": self.shared.chain_limit,
-        });
-        if !model.is_opened_by_name() {
-            settings["profile"] = json!(model.profile());
+        ConversationSettings {
+            model: Some(model.name().to_string()),
+            profile: (!model.is_opened_by_name()).then(|| model.profile().to_string()),
+            tools: self
+                .shared
+                .tools
+                .iter()
+                .map(|tool| tool.spec().name.clone())
+                .collect(),
+            chain_limit: Some(self.shared.chain_limit),
+            ..ConversationSettings::default()
         }
-        settings
     }
 
     /// Record a model call that failed, when the conversation has a store
-    /// (so the failure is visible in the log).
-    async fn record_failure(&self, from: &Point, prepared: &Prepared, error: &EngineError) {
-        let (Some(store), EngineError::Generation { run, source }) = (&self.shared.store, error)
-        else {
+    /// (so the failure is visible in the log). A conversation the store
+    /// does not hold yet stays unstored: its failed run is recorded alone.
+    async fn record_failure(&self, from: &Point, mut record: RunRecord) {
+        let Some(store) = &self.shared.store else {
             return;
         };
-        let mut record = RunRecord::new(prepared.model.clone(), prepared.backend.clone());
-        record.id = run.clone();
-        record.status = RunStatus::Failed;
-        record.error = Some(source.to_string());
-        record.usage_complete = false;
-        record.profile = Some(prepared.profile.clone());
-        record.backend = Some(prepared.backend.clone());
-        record.tools = prepared.tools.clone();
-        record.options = prepared.options.clone();
-        if self.state().stored {
-            record.conversation = Some(self.shared.id.clone());
-            record.input_head = from.head();
-        }
-        record.finished_ms = Some(skein_store::records::now_ms());
-        if let Err(error) = store.run(move |store| store.record_run(&record)).await {
+        let bookmark = self.bookmark();
+        // The request's own head (the new message) was never stored.
+        record.input_head = bookmark.stored.then(|| from.head()).flatten();
+        let written = commit::commit(
+            store,
+            &bookmark,
+            from.head(),
+            None,
+            vec![record],
+            OnMoved::Fail,
+        )
+        .await;
+        if let Err(error) = written {
             tracing::warn!("cannot record the failed run: {error}");
         }
     }
@@ -734,8 +731,12 @@ impl Conversation {
     /// bookmark created, or moved forward), with the runs made in memory
     /// that produced its nodes. Nodes already there are shared.
     pub(crate) async fn log(&self, store: &Store, at: &Point) -> Result<ConversationId> {
-        let thread = at.thread.clone();
-        let nodes: HashSet<NodeId> = thread.nodes().into_iter().map(|node| node.id()).collect();
+        let nodes: HashSet<NodeId> = at
+            .thread
+            .nodes()
+            .into_iter()
+            .map(|node| node.id())
+            .collect();
         let runs: Vec<RunRecord> = self
             .state()
             .runs
@@ -743,45 +744,7 @@ impl Conversation {
             .filter(|run| run.output_head.is_some_and(|head| nodes.contains(&head)))
             .cloned()
             .collect();
-        let new = self.new_row(at.head());
-        let id = self.shared.id.clone();
-        store
-            .run(move |store| {
-                let unrecorded: Vec<RunRecord> = runs
-                    .into_iter()
-                    .filter(|run| {
-                        matches!(store.run_record(&run.id), Err(StoreError::RunNotFound(_)))
-                    })
-                    .collect();
-                match store.conversation(&id) {
-                    Err(StoreError::ConversationNotFound(_)) => {
-                        store.append(&thread)?;
-                        store.create_conversation(new)?;
-                        for run in &unrecorded {
-                            store.record_run(run)?;
-                        }
-                    }
-                    Err(error) => return Err(error),
-                    Ok(existing) => {
-                        let forward = existing.head.is_none_or(|head| nodes.contains(&head));
-                        if forward && existing.head != thread.head_id() {
-                            store.commit_turn(&TurnCommit {
-                                conversation: &id,
-                                expected_head: existing.head,
-                                thread: &thread,
-                                runs: &unrecorded,
-                            })?;
-                        } else {
-                            store.append(&thread)?;
-                            for run in &unrecorded {
-                                store.record_run(run)?;
-                            }
-                        }
-                    }
-                }
-                Ok(())
-            })
-            .await?;
+        commit::log(store, self.bookmark(), at.thread.clone(), runs).await?;
         Ok(self.shared.id.clone())
     }
 }

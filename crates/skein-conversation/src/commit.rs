@@ -1,0 +1,230 @@
+/*!
+The one place a turn is written: [`commit`]. Every surface (a live
+[`Conversation`](crate::Conversation), a recorded chat, the recording proxy,
+the command line) records its turns, successful or failed, through it, so a
+turn is always one store transaction: its nodes, its runs, and where it
+lands.
+
+Where a turn lands depends on its [`Bookmark`]: a conversation the store
+already holds moves forward by compare-and-set from the head the turn
+started at; one it does not hold yet is created in the same transaction
+(so a failed first turn leaves no conversation behind, only its failed
+run). When another writer moved the head first, the turn's nodes and runs
+are stored either way, and the caller's [`OnMoved`] says whether the turn
+fails with the head-moved error or becomes a branch: a new conversation at
+the turn's head whose origin is the conversation and node it started from.
+*/
+
+use skein_core::{
+    ConversationId, ConversationSettings, Message, NodeId, Origin, Role, RunRecord, Thread,
+};
+use skein_engine::{Engine, EngineError, Prepared};
+use skein_store::{Committed, NewConversation, OnConflict, Store, StoreError, Target, TurnCommit};
+
+/// A conversation as the turns written to it see it: its id, whether the
+/// store holds it yet, and what creates it there when not.
+#[derive(Clone, Debug)]
+pub struct Bookmark {
+    pub id: ConversationId,
+    /// Whether the store holds the conversation.
+    pub stored: bool,
+    pub name: Option<String>,
+    pub origin: Option<Origin>,
+    pub settings: ConversationSettings,
+}
+
+impl Bookmark {
+    /// A conversation the store does not hold yet: its first turn creates
+    /// it.
+    pub fn new(id: ConversationId) -> Bookmark {
+        Bookmark {
+            id,
+            stored: false,
+            name: None,
+            origin: None,
+            settings: ConversationSettings::default(),
+        }
+    }
+
+    /// The row that creates the conversation, titled from `thread` when it
+    /// has neither a name nor a title.
+    fn row(&self, thread: Option<&Thread>) -> NewConversation {
+        let mut settings = self.settings.clone();
+        if self.name.is_none() && settings.title.is_none() {
+            let start = self.origin.as_ref().and_then(|origin| origin.node);
+            settings.title = thread.and_then(|thread| first_prompt(thread, start));
+        }
+        NewConversation {
+            id: Some(self.id.clone()),
+            name: self.name.clone(),
+            head: None,
+            origin: self.origin.clone(),
+            settings,
+        }
+    }
+}
+
+/// What a turn does when the conversation moved on while it ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnMoved {
+    /// Fail with [`StoreError::HeadMoved`]: the caller decides.
+    Fail,
+    /// Land in a new conversation branching where the turn started.
+    Branch,
+}
+
+/// Write one turn in one transaction: `thread` (the history after the
+/// turn; `None` for a failed run, which adds no node) and `runs`, landing
+/// in `bookmark`'s conversation from `from` (the head the turn started
+/// at). A failed turn of a conversation the store does not hold yet
+/// records its runs alone.
+pub async fn commit(
+    store: &Store,
+    bookmark: &Bookmark,
+    from: Option<NodeId>,
+    thread: Option<Thread>,
+    runs: Vec<RunRecord>,
+    on_moved: OnMoved,
+) -> Result<Committed, StoreError> {
+    let target = match (bookmark.stored, &thread) {
+        (true, _) => Target::Existing {
+            id: bookmark.id.clone(),
+            expected_head: from,
+            on_conflict: match on_moved {
+                OnMoved::Fail => OnConflict::Fail,
+                OnMoved::Branch => {
+                    OnConflict::Branch(Box::new(branch_row(bookmark, from, thread.as_ref())))
+                }
+            },
+        },
+        (false, Some(thread)) => Target::New(Box::new(bookmark.row(Some(thread)))),
+        (false, None) => Target::Detached,
+    };
+    store
+        .run(move |store| {
+            store.commit_turn(&TurnCommit {
+                target,
+                thread: thread.as_ref(),
+                runs: &runs,
+            })
+        })
+        .await
+}
+
+/// Store a conversation with no turn of its own yet (a fork created before
+/// its first prompt): the nodes of `thread` it starts at and its row, in
+/// one transaction.
+pub async fn create(
+    store: &Store,
+    bookmark: &Bookmark,
+    thread: Thread,
+) -> Result<Committed, StoreError> {
+    let row = bookmark.row(None);
+    store
+        .run(move |store| {
+            store.commit_turn(&TurnCommit {
+                target: Target::New(Box::new(row)),
+                thread: (!thread.is_empty()).then_some(&thread),
+                runs: &[],
+            })
+        })
+        .await
+}
+
+/// The conversation a turn that lost its race lands in: the same settings,
+/// titled by the turn (the store sets its origin to where it started).
+fn branch_row(
+    bookmark: &Bookmark,
+    from: Option<NodeId>,
+    thread: Option<&Thread>,
+) -> NewConversation {
+    let mut settings = bookmark.settings.clone();
+    settings.title = thread.and_then(|thread| first_prompt(thread, from));
+    NewConversation {
+        settings,
+        ..NewConversation::default()
+    }
+}
+
+/// A title from the first user message after `start` in `thread` (the
+/// conversation's own first prompt), else the thread's first. Walks back
+/// from the head only as far as it must.
+fn first_prompt(thread: &Thread, start: Option<NodeId>) -> Option<String> {
+    let mut after_start = true;
+    let mut own: Option<&Message> = None;
+    let mut earliest: Option<&Message> = None;
+    for node in thread.ancestors() {
+        if Some(node.id()) == start {
+            if own.is_some() {
+                break;
+            }
+            after_start = false;
+        }
+        if node.message().role == Role::User {
+            if after_start {
+                own = Some(node.message());
+            }
+            earliest = Some(node.message());
+        }
+    }
+    own.or(earliest)
+        .and_then(|message| ConversationSettings::title_from(&message.joined_text()))
+}
+
+/// The record of a run that failed after its model call started, with the
+/// usage `engine`'s ledger counted for it (see
+/// [`Prepared::failed_record`]). It names no conversation; [`commit`] puts
+/// it in one.
+pub fn failed_run(engine: &Engine, prepared: &Prepared, error: &EngineError) -> Option<RunRecord> {
+    let mut record = prepared.failed_record(error)?;
+    if let Some(entry) = engine.ledger().entry(&record.id) {
+        record.usage = entry.usage;
+        record.usage_complete = entry.usage_complete;
+    }
+    Some(record)
+}
+
+/// Store `thread` as `bookmark`'s conversation after the fact (a response
+/// logged later): created when the store lacks it, moved forward when
+/// `thread` extends its head, and otherwise only the nodes and the runs
+/// kept. Runs the store already holds are not written again. One
+/// transaction.
+pub(crate) async fn log(
+    store: &Store,
+    mut bookmark: Bookmark,
+    thread: Thread,
+    runs: Vec<RunRecord>,
+) -> Result<Committed, StoreError> {
+    store
+        .run(move |store| {
+            let runs: Vec<RunRecord> = runs
+                .into_iter()
+                .filter(|run| matches!(store.run_record(&run.id), Err(StoreError::RunNotFound(_))))
+                .collect();
+            let target = match store.conversation(&bookmark.id) {
+                Err(StoreError::ConversationNotFound(_)) => {
+                    bookmark.stored = false;
+                    Target::New(Box::new(bookmark.row(Some(&thread))))
+                }
+                Err(error) => return Err(error),
+                Ok(existing) => {
+                    let forward = existing.head.is_none_or(|head| thread.at(head).is_some());
+                    if forward && existing.head != thread.head_id() {
+                        Target::Existing {
+                            id: bookmark.id.clone(),
+                            expected_head: existing.head,
+                            on_conflict: OnConflict::Fail,
+                        }
+                    } else {
+                        Target::Detached
+                    }
+                }
+            };
+            store.commit_turn(&TurnCommit {
+                target,
+                thread: Some(&thread),
+                runs: &runs,
+            })
+        })
+        .await
+}

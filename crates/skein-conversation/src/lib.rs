@@ -1,0 +1,37 @@
+/*!
+skein's turn layer: the one place a turn is run and recorded.
+
+- [`Conversation`]: a live bookmark into the graph with default tools,
+  hooks and a chain limit, optionally attached to a store; loading and
+  forking stored ones.
+- [`Prompt`] and [`ChainPrompt`]: one turn (a model call, or a tool loop)
+  with its per-turn overrides; [`Response`], [`ChainResponse`] and [`Fork`]:
+  what a turn returns, and replying and forking from it.
+- [`Model`]: a handle on a model through the engine, by configured profile
+  or by name.
+- [`commit`]: how every surface writes a turn, failed ones included: one
+  store transaction, the first turn of a conversation included, with the
+  surface's choice of what a lost race does.
+- [`blocking`]: every operation that waits, run to completion for callers
+  without an async runtime.
+
+Recorded chats, the recording proxy, the command line and the Python
+package all record their turns through [`commit`]; none writes conversation
+settings or assembles store writes by hand.
+*/
+
+pub mod blocking;
+pub mod commit;
+mod conversation;
+mod error;
+mod model;
+mod prompt;
+mod response;
+mod settings;
+
+pub use commit::{Bookmark, OnMoved};
+pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
+pub use error::{Error, Result};
+pub use model::Model;
+pub use prompt::{ChainPrompt, Prompt, TextSink};
+pub use response::{ChainResponse, Fork, Response};
