@@ -56,8 +56,8 @@ pub use llm_import::LlmImportReport;
 #[doc(hidden)]
 pub use postgres::scratch;
 pub use records::{
-    Conversation, ConversationId, NewConversation, Origin, Relation, RerunId, RunId, RunRecord,
-    RunStatus, TurnCommit,
+    Conversation, ConversationId, ListPosition, NewConversation, Origin, Relation, RerunId, RunId,
+    RunRecord, RunStatus, TurnCommit,
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use store::{Store, blocking_caller};
