@@ -86,6 +86,15 @@ pub struct ServeArgs {
     /// The largest request body the proxy accepts, in bytes
     #[arg(long, default_value_t = 8 * 1024 * 1024, value_name = "BYTES")]
     pub body_limit: usize,
+    /// The longest a client may take to send a request's headers, then its body (slow clients are dropped)
+    #[arg(long, default_value_t = 30, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub read_timeout: u64,
+    /// Close a connection after this long with no byte moving while no request is handled, or while its client does not read
+    #[arg(long, default_value_t = 15, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Connections served at once; more wait to be accepted
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub max_connections: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use serve::Server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use webdriver::{Browser, Driver, Session};
 
 const MARKUP: &str = "<img src=x data-injected=1> <b>not bold</b> & <script>no</script>";
@@ -56,10 +57,11 @@ fn screenshots() -> PathBuf {
     target.join("web-screenshots")
 }
 
-#[test]
-fn the_web_view_shows_the_graph_in_a_real_browser() {
-    let browser = match Browser::find() {
-        Ok(browser) => browser,
+/// The browser, or `None` after saying loudly why the test is skipped
+/// (never under CI, where a missing browser fails the test).
+fn browser_or_skip(test: &str) -> Option<Browser> {
+    match Browser::find() {
+        Ok(browser) => Some(browser),
         Err(problem) if std::env::var_os("CI").is_some() => panic!("{problem}"),
         Err(problem) => {
             // Straight to the process's stderr: the test harness captures
@@ -67,10 +69,25 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
-                "\n!!!!!!!!!!\n!! SKIPPED the browser test of the web view: {problem}\n!!!!!!!!!!\n"
+                "\n!!!!!!!!!!\n!! SKIPPED the browser test {test}: {problem}\n!!!!!!!!!!\n"
             );
-            return;
+            None
         }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_web_view_shows_the_graph_in_a_real_browser() {
+    let Some(browser) = browser_or_skip("of the web view") else {
+        return;
     };
 
     let dir = tempfile::tempdir().unwrap();
@@ -128,12 +145,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
 
     let server = Server::start(&db, &[]);
     skein::providers::http::install_crypto_provider();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    runtime().block_on(async {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let driver = Driver::start(&browser, &client).await;
         let page = Session::new(&driver, &browser, &client).await;
@@ -250,7 +262,220 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         let error = page.wait_for_text("#error", "no conversation starts with").await;
         assert!(error.contains("0123456789abcdef"), "{error}");
 
+        // More conversations than one page of the list: the rest load on
+        // demand, each exactly once.
+        let store = skein::Store::open(&db).unwrap();
+        for n in 0..1000 {
+            store
+                .create_conversation(skein::store::NewConversation {
+                    name: Some(format!("bulk-{n}")),
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        page.goto(&format!("{}/?reload#/", server.base())).await;
+        let more = page.wait_for("#load-more").await;
+        let count = page.text(&page.wait_for("#list-count").await).await;
+        assert!(count.contains("1000 most recently updated"), "{count}");
+        assert_eq!(page.find_all("#conversations tbody tr").await.len(), 1000);
+        page.click(&more).await;
+        let count = page.wait_for_text("#list-count", "1003 conversations").await;
+        assert!(!count.contains("more"), "{count}");
+        let ids = page
+            .execute(
+                "return [...document.querySelectorAll('#conversations tbody tr')].map((row) => row.dataset.conversationId);",
+                json!([]),
+            )
+            .await;
+        let ids: Vec<&str> = ids.as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
+        let unique: std::collections::HashSet<&&str> = ids.iter().collect();
+        assert_eq!((ids.len(), unique.len()), (1003, 1003), "every conversation once");
+        assert!(ids.contains(&conversation.as_str()), "the oldest came with the second page");
+        assert!(page.find_all("#load-more").await.is_empty(), "nothing more to load");
+
         page.close().await;
         eprintln!("screenshots in {}", shots.display());
+    });
+}
+
+/// A TCP relay in front of a server that keeps a copy of everything either
+/// side sent, to show what a browser really sent and was answered.
+struct Tap {
+    address: std::net::SocketAddr,
+    to_server: Arc<Mutex<Vec<u8>>>,
+    to_client: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Tap {
+    fn start(target: String) -> Tap {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tap = Tap {
+            address: listener.local_addr().unwrap(),
+            to_server: Arc::default(),
+            to_client: Arc::default(),
+        };
+        let (to_server, to_client) = (tap.to_server.clone(), tap.to_client.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                relay(
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    to_server.clone(),
+                );
+                relay(server, client, to_client.clone());
+            }
+        });
+        tap
+    }
+
+    fn seen(log: &Mutex<Vec<u8>>) -> String {
+        String::from_utf8_lossy(&log.lock().unwrap()).into_owned()
+    }
+}
+
+fn relay(mut from: std::net::TcpStream, mut to: std::net::TcpStream, log: Arc<Mutex<Vec<u8>>>) {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 8192];
+        loop {
+            match from.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    log.lock().unwrap().extend_from_slice(&buffer[..n]);
+                    if to.write_all(&buffer[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+}
+
+/// The cross-site attack on the recording proxy, in a real browser: a page
+/// served from another loopback origin (127.0.0.2) runs
+/// `fetch(proxy, {mode: "no-cors", headers: {"Content-Type": "text/plain"}})`,
+/// which a browser sends without asking. The proxy must refuse it: nothing
+/// recorded, the upstream model (and so the operator's credential) never
+/// called. A program's request through the same proxy still goes through.
+#[test]
+fn a_page_of_another_origin_cannot_make_the_proxy_call_its_model() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let Some(browser) = browser_or_skip("of cross-site writes") else {
+        return;
+    };
+    skein::providers::http::install_crypto_provider();
+    let runtime = runtime();
+    let upstream = runtime.block_on(async {
+        let upstream = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "Hello from upstream."}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+            })))
+            .mount(&upstream)
+            .await;
+        upstream
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let upstream_url = format!("{}/v1", upstream.uri());
+    let server = Server::start_with_env(
+        &db,
+        &["--proxy", "-m", "openai:gpt-test"],
+        &[
+            ("OPENAI_BASE_URL", upstream_url.as_str()),
+            ("OPENAI_API_KEY", "sk-operator-credential"),
+        ],
+    );
+    let tap = Tap::start(server.address.clone());
+    let target = format!("http://{}/v1/chat/completions", tap.address);
+
+    runtime.block_on(async {
+        let attacker = MockServer::builder()
+            .listener(std::net::TcpListener::bind("127.0.0.2:0").unwrap())
+            .start()
+            .await;
+        let page_html = format!(
+            r#"<!doctype html><title>elsewhere</title><p id="outcome">pending</p>
+<script>
+fetch({target:?}, {{
+  method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+  body: JSON.stringify({{messages: [{{role: "user", content: "spend the operator's credit"}}]}})
+}}).then(() => {{ document.getElementById("outcome").textContent = "sent"; }},
+         (error) => {{ document.getElementById("outcome").textContent = "failed: " + error; }});
+</script>"#
+        );
+        Mock::given(method("GET"))
+            .and(path("/"))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(page_html, "text/html"))
+            .mount(&attacker)
+            .await;
+
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser, &client).await;
+        page.goto(&format!("{}/", attacker.uri())).await;
+        // An opaque response resolves the fetch: the request went and came back.
+        page.wait_for_text("#outcome", "sent").await;
+        page.close().await;
+
+        let sent = Tap::seen(&tap.to_server);
+        assert!(
+            sent.starts_with("POST /v1/chat/completions"),
+            "the browser sent:\n{sent}"
+        );
+        let origin = format!("origin: {}", attacker.uri());
+        assert!(
+            sent.to_ascii_lowercase().contains(&origin),
+            "{origin} in:\n{sent}"
+        );
+        let answered = Tap::seen(&tap.to_client);
+        assert!(
+            answered.starts_with("HTTP/1.1 403"),
+            "the proxy answered:\n{answered}"
+        );
+        let upstream_calls = upstream.received_requests().await.unwrap();
+        assert!(
+            upstream_calls.is_empty(),
+            "the model was called: {upstream_calls:?}"
+        );
+        let store = skein::Store::open(&db).unwrap();
+        assert!(
+            store.list_conversations(10).unwrap().is_empty(),
+            "nothing recorded"
+        );
+        assert!(store.recent_runs(10).unwrap().is_empty(), "no run recorded");
+
+        // A program (no Origin, a JSON body) through the same proxy is
+        // served, with the operator's credential.
+        let reply: Value = client
+            .post(&target)
+            .header("content-type", "application/json")
+            .body(r#"{"model": "x", "messages": [{"role": "user", "content": "hi"}]}"#)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            reply["choices"][0]["message"]["content"], "Hello from upstream.",
+            "{reply}"
+        );
+        let upstream_calls = upstream.received_requests().await.unwrap();
+        assert_eq!(upstream_calls.len(), 1);
+        assert_eq!(
+            upstream_calls[0].headers["authorization"],
+            "Bearer sk-operator-credential"
+        );
+        assert_eq!(store.list_conversations(10).unwrap().len(), 1);
     });
 }

@@ -9,6 +9,19 @@ Without a token, requests must also be addressed to this machine by name
 (`Host: localhost`, `127.0.0.1`, `[::1]`, any port). A web page elsewhere
 could otherwise point a name of its own at 127.0.0.1 (DNS rebinding) and
 read the graph through the browser of the person running `skein serve`.
+
+Writes (any method but `GET`, `HEAD`, `OPTIONS`, `TRACE`) must also come
+from this server's own pages or from a program, never from a page of
+another origin that the browser lets send a request without reading the
+answer (`fetch(..., {mode: "no-cors"})`, a form): such a request would
+still make the proxy call its model with the operator's credential. So a
+write must be `Content-Type: application/json`, which no page can send
+cross-origin without the CORS preflight this server never grants, and a
+write carrying the browser's `Origin` (or `Sec-Fetch-Site`) must come from
+the origin it is addressed to, unless it presents the token in its
+`Authorization` header (which browsers never add on their own; the cookie
+does not count: browsers attach it to requests from other ports of the
+same host).
 */
 
 use crate::ServeError;
@@ -39,8 +52,13 @@ impl Access {
         })
     }
 
-    /// Wrap `app` so that every request is checked.
+    /// Wrap `app` so that every request is checked: who may connect
+    /// first, then what a write must look like.
     pub fn guard(self, app: Router) -> Router {
+        let token = self.token.clone();
+        let app = app.layer(middleware::from_fn(move |request, next| {
+            writes(token.clone(), request, next)
+        }));
         match self.token {
             None => app.layer(middleware::from_fn(loopback_host)),
             Some(token) => app.layer(middleware::from_fn(move |request, next| {
@@ -48,6 +66,80 @@ impl Access {
             })),
         }
     }
+}
+
+/// The rule for writes (see the module docs).
+async fn writes(token: Option<Arc<str>>, request: Request, next: Next) -> Response {
+    if request.method().is_safe() {
+        return next.run(request).await;
+    }
+    let with_token = token
+        .as_deref()
+        .zip(bearer(&request))
+        .is_some_and(|(token, given)| same(&given, token));
+    if !with_token && let Some(problem) = cross_site(&request) {
+        tracing::warn!(method = %request.method(), path = %request.uri().path(), "refused a cross-site write: {problem}");
+        return (
+            StatusCode::FORBIDDEN,
+            format!(
+                "refused: {problem}. This skein server accepts writes only from its own pages and \
+                 from programs (which send no Origin), or with `Authorization: Bearer TOKEN`\n"
+            ),
+        )
+            .into_response();
+    }
+    if !is_json(&request) {
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a write to this skein server must be `Content-Type: application/json` \
+             (curl: -H 'Content-Type: application/json')\n",
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// Why a request comes from a page of another origin, if it does.
+fn cross_site(request: &Request) -> Option<String> {
+    let headers = request.headers();
+    if let Some(site) = headers.get("sec-fetch-site") {
+        let site = site.to_str().unwrap_or("(not text)");
+        if site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site") {
+            return Some(format!("the browser says the request is {site}"));
+        }
+    }
+    let origin = headers.get(header::ORIGIN)?;
+    let origin = origin.to_str().unwrap_or("(not text)");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok());
+    match host {
+        Some(host) if same_origin(origin, host) => None,
+        Some(host) => Some(format!("a page of {origin} may not write to http://{host}")),
+        None => Some(format!(
+            "a page of {origin} sent a request without a Host header"
+        )),
+    }
+}
+
+/// Whether `origin` (`scheme://host[:port]`) names the server addressed as
+/// `host` (the `Host` header). The scheme is not compared: behind a TLS
+/// proxy the page's origin is `https` while this server speaks plain HTTP.
+fn same_origin(origin: &str, host: &str) -> bool {
+    origin
+        .split_once("://")
+        .is_some_and(|(_scheme, authority)| authority.eq_ignore_ascii_case(host))
+}
+
+/// Whether the body is declared as JSON (`application/json`, any
+/// parameters).
+fn is_json(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 async fn check(token: Arc<str>, request: Request, next: Next) -> Response {
@@ -188,6 +280,19 @@ mod tests {
         ] {
             assert!(!names_loopback(host), "{host}");
         }
+    }
+
+    #[test]
+    fn an_origin_is_this_server_only_with_its_exact_host_and_port() {
+        assert!(same_origin("http://127.0.0.1:8765", "127.0.0.1:8765"));
+        assert!(same_origin("http://LOCALHOST:8765", "localhost:8765"));
+        assert!(same_origin("https://skein.example", "skein.example"));
+        assert!(!same_origin("http://127.0.0.1:9999", "127.0.0.1:8765"));
+        assert!(!same_origin("http://127.0.0.2:8765", "127.0.0.1:8765"));
+        assert!(!same_origin("http://localhost:8765", "127.0.0.1:8765"));
+        assert!(!same_origin("http://127.0.0.1:8765.evil", "127.0.0.1:8765"));
+        assert!(!same_origin("null", "127.0.0.1:8765"));
+        assert!(!same_origin("", "127.0.0.1:8765"));
     }
 
     #[test]

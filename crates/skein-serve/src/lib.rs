@@ -10,12 +10,18 @@
 
 [`access`] decides who may connect: bound to a loopback address nobody else
 can reach it, so no token is needed; bound anywhere else a token is
-required, and every request must carry it.
+required, and every request must carry it. It also keeps web pages of other
+origins from writing through the browser of the person running the server.
+[`connections`] serves each connection within limits: how many at once, how
+long a request may take to arrive, how long a connection may idle.
 */
 
 pub mod access;
+pub mod connections;
 pub mod proxy;
 pub mod web;
+
+pub use connections::ConnectionLimits;
 
 use access::Access;
 use axum::Router;
@@ -34,6 +40,8 @@ pub struct ServeConfig {
     pub proxy: Option<Model>,
     /// The largest request body the proxy accepts, in bytes.
     pub body_limit: usize,
+    /// Connection limits and timeouts.
+    pub limits: ConnectionLimits,
 }
 
 /// The default request body limit: 8 MiB, room for long histories.
@@ -62,7 +70,12 @@ pub enum ServeError {
 pub struct AppState {
     pub store: Store,
     pub proxy: Option<Model>,
+    /// Turns at the reads that load a graph (see `web::api`).
+    pub graph_reads: tokio::sync::Semaphore,
 }
+
+/// How many family or comparison reads run at once.
+const GRAPH_READS: usize = 4;
 
 /// The whole application: web view, optional proxy, access control.
 pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
@@ -70,6 +83,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
     let state = Arc::new(AppState {
         store: config.store.clone(),
         proxy: config.proxy.clone(),
+        graph_reads: tokio::sync::Semaphore::new(GRAPH_READS),
     });
     let mut app = web::routes();
     if config.proxy.is_some() {
@@ -94,8 +108,6 @@ pub async fn serve(
         })?;
     let bound = listener.local_addr().map_err(ServeError::Serve)?;
     ready(bound);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServeError::Serve)
+    connections::serve(listener, app, config.limits, shutdown).await;
+    Ok(())
 }

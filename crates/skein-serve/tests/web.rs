@@ -8,11 +8,14 @@ use serde_json::Value;
 use skein::core::{Annotation, Attachment, Part, ToolCall, ToolResult, ToolSpec};
 use skein::store::{ConversationId, NewConversation, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, Model, Store, Thread};
-use skein_serve::{DEFAULT_BODY_LIMIT, ServeConfig};
+use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ServeConfig};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// A running server over a temporary database.
 struct Server {
+    /// `127.0.0.1:PORT`.
+    address: SocketAddr,
     base: String,
     store: Store,
     client: reqwest::Client,
@@ -22,19 +25,34 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
-        Server::start_with(None).await
+        Server::start_configured(|_| {}).await
     }
 
     async fn start_with(token: Option<&str>) -> Server {
+        Server::start_configured(|config| config.token = token.map(str::to_string)).await
+    }
+
+    /// With the recording proxy forwarding to the echo model.
+    async fn proxying(token: Option<&str>) -> Server {
+        Server::start_configured(|config| {
+            config.token = token.map(str::to_string);
+            config.proxy = Some(Model::open("echo").unwrap());
+        })
+        .await
+    }
+
+    async fn start_configured(configure: impl FnOnce(&mut ServeConfig)) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("skein.db")).unwrap();
-        let config = ServeConfig {
+        let mut config = ServeConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
-            token: token.map(str::to_string),
+            token: None,
             store: store.clone(),
             proxy: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            limits: ConnectionLimits::default(),
         };
+        configure(&mut config);
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -53,6 +71,7 @@ impl Server {
         let bound = bound_rx.await.unwrap();
         skein::providers::http::install_crypto_provider();
         Server {
+            address: bound,
             base: format!("http://{bound}"),
             store,
             client: reqwest::Client::builder().no_proxy().build().unwrap(),
@@ -579,6 +598,8 @@ async fn unknown_ids_and_routes_are_clear_json_errors_and_only_get_is_served() {
         let response = server
             .client
             .post(format!("{}{path}", server.base))
+            .header("content-type", "application/json")
+            .body("{}")
             .send()
             .await
             .unwrap();
@@ -762,4 +783,498 @@ async fn a_recorded_rerun_is_a_branch_with_its_ablation_and_verdict() {
             .any(|node| node["id"] == answer_hex.as_str()),
         "the rerun's answer is drawn"
     );
+}
+
+// ---------------------------------------------------------------- writes
+
+const CHAT: &str = r#"{"messages": [{"role": "user", "content": "hi"}]}"#;
+
+/// Request headers, as name and value.
+type Headers<'h> = &'h [(&'h str, &'h str)];
+
+impl Server {
+    /// POST a chat completion with the given extra headers: the status and
+    /// the body.
+    async fn chat(&self, body: &str, headers: Headers<'_>) -> (StatusCode, String) {
+        let mut request = self
+            .client
+            .post(format!("{}/v1/chat/completions", self.base))
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        (response.status(), response.text().await.unwrap())
+    }
+
+    /// How many runs the server has recorded.
+    fn runs(&self) -> usize {
+        self.store.recent_runs(1000).unwrap().len()
+    }
+}
+
+/// A page of another origin can make a browser send a request it cannot
+/// read the answer of (`fetch(..., {mode: "no-cors"})` with a `text/plain`
+/// body, a form). Such writes must never reach the model: refused for
+/// their origin, or for not being JSON. Programs (no `Origin`) and the
+/// server's own pages go through; with a token, presenting it in the
+/// `Authorization` header is enough, the cookie is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_from_pages_of_other_origins_never_reach_the_model() {
+    let server = Server::proxying(None).await;
+    let own = format!("http://{}", server.address);
+    let refused: [(Headers, StatusCode, &str); 8] = [
+        // The browser attack itself: no-cors, text/plain, another origin.
+        (
+            &[
+                ("content-type", "text/plain;charset=UTF-8"),
+                ("origin", "http://127.0.0.2:9999"),
+            ],
+            StatusCode::FORBIDDEN,
+            "http://127.0.0.2:9999",
+        ),
+        (
+            &[
+                ("content-type", "application/json"),
+                ("origin", "http://127.0.0.2:9999"),
+            ],
+            StatusCode::FORBIDDEN,
+            "may not write",
+        ),
+        (
+            &[
+                ("content-type", "application/json"),
+                ("origin", "http://localhost:9999"),
+            ],
+            StatusCode::FORBIDDEN,
+            "may not write",
+        ),
+        (
+            &[("content-type", "application/json"), ("origin", "null")],
+            StatusCode::FORBIDDEN,
+            "null",
+        ),
+        (
+            &[
+                ("content-type", "application/json"),
+                ("sec-fetch-site", "same-site"),
+            ],
+            StatusCode::FORBIDDEN,
+            "same-site",
+        ),
+        (
+            &[("content-type", "text/plain")],
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "application/json",
+        ),
+        (
+            &[("content-type", "application/x-www-form-urlencoded")],
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "application/json",
+        ),
+        (&[], StatusCode::UNSUPPORTED_MEDIA_TYPE, "application/json"),
+    ];
+    for (headers, status, says) in refused {
+        let (got, text) = server.chat(CHAT, headers).await;
+        assert_eq!(got, status, "{headers:?}: {text}");
+        assert!(text.contains(says), "{headers:?}: {text}");
+    }
+    assert_eq!(server.runs(), 0, "no refused write reached the model");
+    assert!(server.store.list_conversations(10).unwrap().is_empty());
+
+    let allowed: [Headers; 3] = [
+        &[("content-type", "application/json")],
+        &[
+            ("content-type", "application/json; charset=utf-8"),
+            ("origin", own.as_str()),
+            ("sec-fetch-site", "same-origin"),
+        ],
+        &[
+            ("content-type", "Application/JSON"),
+            ("origin", own.as_str()),
+        ],
+    ];
+    for headers in allowed {
+        let (got, text) = server.chat(CHAT, headers).await;
+        assert_eq!(got, StatusCode::OK, "{headers:?}: {text}");
+    }
+    assert_eq!(server.runs(), 3);
+
+    let guarded = Server::proxying(Some("s3cret")).await;
+    let foreign = ("origin", "http://127.0.0.2:9999");
+    let json = ("content-type", "application/json");
+    let (got, text) = guarded
+        .chat(CHAT, &[json, foreign, ("authorization", "Bearer s3cret")])
+        .await;
+    assert_eq!(got, StatusCode::OK, "the token in Authorization: {text}");
+    let (got, _) = guarded
+        .chat(CHAT, &[json, foreign, ("cookie", "skein_token=s3cret")])
+        .await;
+    assert_eq!(
+        got,
+        StatusCode::FORBIDDEN,
+        "the cookie rides along cross-site"
+    );
+    let (got, _) = guarded
+        .chat(
+            CHAT,
+            &[
+                ("content-type", "text/plain"),
+                ("authorization", "Bearer s3cret"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        got,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "every write is JSON"
+    );
+    assert_eq!(guarded.runs(), 1);
+}
+
+/// Upstream APIs refuse a tool result that answers no call of the message
+/// before it; the proxy does too, in their error format, and records
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_result_answering_no_call_is_refused_in_openais_format() {
+    let server = Server::proxying(None).await;
+    let body = serde_json::json!({"messages": [
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
+        ]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "sunny"}
+    ]});
+    let (status, text) = server
+        .chat(&body.to_string(), &[("content-type", "application/json")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert_eq!(error["error"]["param"], "messages.[2].tool_call_id");
+    assert_eq!(error["error"]["code"], Value::Null);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`call_2` matches no tool call"),
+        "{message}"
+    );
+    assert!(message.contains("`call_1`"), "{message}");
+    assert_eq!(server.runs(), 0);
+    assert!(server.store.list_conversations(10).unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------- connections
+
+/// Read from `stream` until the server closes it (or resets it), at most
+/// `bound` (a generous limit: only a server that never closes reaches it).
+/// What it sent, or `None` if it was still open at the bound.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, bound: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(bound, async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok()
+        .map(|()| String::from_utf8_lossy(&received).into_owned())
+}
+
+/// Send one request on `stream` and read exactly its response (the server
+/// answers with a length).
+async fn exchange(stream: &mut tokio::net::TcpStream, host: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buffer).await.unwrap();
+        assert!(n > 0, "the server closed before answering");
+        received.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&received).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().unwrap())
+                })
+                .expect("a length");
+            if body.len() >= length {
+                return text;
+            }
+        }
+    }
+}
+
+const GENEROUS: Duration = Duration::from_secs(60);
+
+fn limits(read: u64, idle: u64, connections: usize) -> ConnectionLimits {
+    ConnectionLimits {
+        read_timeout: Duration::from_secs(read),
+        idle_timeout: Duration::from_secs(idle),
+        max_connections: connections,
+    }
+}
+
+/// Slowloris: a client that sends its request head one byte a second (it
+/// would take minutes) is disconnected once the read timeout passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_its_headers_is_disconnected() {
+    use tokio::io::AsyncWriteExt;
+    let server = Server::start_configured(|config| config.limits = limits(2, 600, 16)).await;
+    let request = format!(
+        "GET /api/info HTTP/1.1\r\nHost: {}\r\nX-Padding: {}\r\n\r\n",
+        server.address,
+        "p".repeat(200)
+    );
+    let stream = tokio::net::TcpStream::connect(server.address)
+        .await
+        .unwrap();
+    let (mut reading, mut writing) = stream.into_split();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sent.clone();
+    let trickle = tokio::spawn(async move {
+        for byte in request.bytes() {
+            if writing.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let closed = tokio::time::timeout(GENEROUS, async {
+        use tokio::io::AsyncReadExt;
+        let mut received = Vec::new();
+        let _ = reading.read_to_end(&mut received).await;
+        String::from_utf8_lossy(&received).into_owned()
+    })
+    .await;
+    trickle.abort();
+    let received = closed.expect("the trickling client was still connected after a minute");
+    assert!(!received.contains("200 OK"), "{received}");
+    let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(sent < 200, "cut off after {sent} bytes of a request of 250");
+}
+
+/// A connection that sits idle, fresh or after a request, is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed() {
+    let server = Server::start_configured(|config| config.limits = limits(600, 1, 16)).await;
+    let mut kept_alive = tokio::net::TcpStream::connect(server.address)
+        .await
+        .unwrap();
+    let answer = exchange(&mut kept_alive, server.address, "/api/info").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let after = read_until_closed(&mut kept_alive, GENEROUS)
+        .await
+        .expect("the idle keep-alive connection stayed open");
+    assert_eq!(after, "", "nothing more was sent");
+
+    let mut silent = tokio::net::TcpStream::connect(server.address)
+        .await
+        .unwrap();
+    let said = read_until_closed(&mut silent, GENEROUS)
+        .await
+        .expect("a connection that never sent anything stayed open");
+    assert!(!said.contains("200 OK"), "{said}");
+}
+
+/// At the connection limit, a new connection waits (unanswered) until one
+/// of those served ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start_configured(|config| config.limits = limits(600, 600, 1)).await;
+    let mut first = tokio::net::TcpStream::connect(server.address)
+        .await
+        .unwrap();
+    assert!(
+        exchange(&mut first, server.address, "/api/info")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+
+    let mut second = tokio::net::TcpStream::connect(server.address)
+        .await
+        .unwrap();
+    second
+        .write_all(format!("GET /api/info HTTP/1.1\r\nHost: {}\r\n\r\n", server.address).as_bytes())
+        .await
+        .unwrap();
+    let mut buffer = [0u8; 1];
+    // Only a server that wrongly answers could make this read return.
+    let early = tokio::time::timeout(Duration::from_millis(500), second.read(&mut buffer)).await;
+    assert!(early.is_err(), "answered beyond the limit: {early:?}");
+    // The first still works while it holds the only slot.
+    assert!(
+        exchange(&mut first, server.address, "/api/info")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+
+    drop(first);
+    let answered = read_until_closed_or_answered(&mut second).await;
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+}
+
+/// The first bytes of a response on `stream`, waiting generously.
+async fn read_until_closed_or_answered(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = [0u8; 64];
+    let n = tokio::time::timeout(GENEROUS, stream.read(&mut buffer))
+        .await
+        .expect("the waiting connection was never served")
+        .unwrap();
+    String::from_utf8_lossy(&buffer[..n]).into_owned()
+}
+
+// ---------------------------------------------------------------- bounded responses
+
+/// The list comes a page at a time; following `next` lists every
+/// conversation exactly once, in the order of the whole listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_next_lists_every_conversation_exactly_once() {
+    let server = Server::start().await;
+    story(&server.store).await;
+    for n in 0..23 {
+        server
+            .store
+            .create_conversation(NewConversation {
+                name: Some(format!("c{n}")),
+                ..NewConversation::default()
+            })
+            .unwrap();
+    }
+    let whole: Vec<String> = server
+        .store
+        .list_conversations(100)
+        .unwrap()
+        .iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    assert_eq!(whole.len(), 25);
+
+    let mut listed = Vec::new();
+    let mut address = Some("/api/conversations?limit=7".to_string());
+    let mut pages = 0;
+    while let Some(path) = address {
+        let page = server.json(&path).await;
+        pages += 1;
+        assert_eq!(page["limit"], 7);
+        listed.extend(
+            page["conversations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_string()),
+        );
+        assert_eq!(page["truncated"], page["next"].is_string());
+        address = page["next"].as_str().map(str::to_string);
+    }
+    assert_eq!(pages, 4, "7 + 7 + 7 + 4");
+    assert_eq!(listed, whole);
+
+    // No page is larger than the server allows.
+    let big = server.json("/api/conversations?limit=5000").await;
+    assert_eq!(big["limit"], 1000);
+    let message = server
+        .error("/api/conversations?after=nonsense", StatusCode::BAD_REQUEST)
+        .await;
+    assert!(message.contains("`next`"), "{message}");
+}
+
+/// A family deeper than the limit is not loaded whole: the response holds
+/// at most `limit` nodes, the focused conversation's latest first, and
+/// says it is cut. Comparisons cut their shared history the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_family_is_capped_and_says_so() {
+    let server = Server::start().await;
+    let mut thread = Thread::new();
+    for n in 0..300 {
+        thread = thread.push(if n % 2 == 0 {
+            Message::user(format!("question {n}"))
+        } else {
+            Message::assistant(format!("answer {n}"))
+        });
+    }
+    let fork = thread.parent().push(Message::assistant("another answer"));
+    server.store.append(&thread).unwrap();
+    server.store.append(&fork).unwrap();
+    let deep = server
+        .store
+        .create_conversation(NewConversation {
+            name: Some("deep".into()),
+            head: thread.head_id(),
+            ..NewConversation::default()
+        })
+        .unwrap();
+
+    let family = server
+        .json(&format!("/api/conversations/{}/family?limit=50", deep.id))
+        .await;
+    assert_eq!(family["truncated"], true);
+    assert_eq!(family["limit"], 50);
+    assert_eq!(family["max_limit"], 10_000);
+    let nodes = family["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 50);
+    let expected: Vec<String> = thread.nodes()[250..]
+        .iter()
+        .map(|node| node.id().to_hex())
+        .collect();
+    let shown: Vec<&str> = nodes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        shown, expected,
+        "the latest 50 messages of the conversation"
+    );
+    assert_eq!(nodes[0]["depth"], 250);
+    assert_eq!(
+        nodes[0]["parent"],
+        thread.nodes()[249].id().to_hex().as_str()
+    );
+    assert_eq!(
+        family["roots"][0], nodes[0]["id"],
+        "the cut line is drawn as a root"
+    );
+    assert_eq!(family["conversations"][0]["id"], deep.id.as_str());
+
+    // Room for the whole line and a little more: the rest of the tree (the
+    // fork's answer) fills it.
+    let roomy = server
+        .json(&format!("/api/conversations/{}/family?limit=301", deep.id))
+        .await;
+    assert_eq!(roomy["truncated"], false);
+    assert_eq!(roomy["nodes"].as_array().unwrap().len(), 301);
+    let tight = server
+        .json(&format!("/api/conversations/{}/family?limit=300", deep.id))
+        .await;
+    assert_eq!(tight["truncated"], true, "the fork's answer did not fit");
+    let asked_too_much = server
+        .json(&format!(
+            "/api/conversations/{}/family?limit=1000000",
+            deep.id
+        ))
+        .await;
+    assert_eq!(asked_too_much["limit"], 10_000);
+
+    let comparison = server
+        .json(&format!(
+            "/api/compare?a={}&b={}&limit=10",
+            thread.head_id().unwrap().to_hex(),
+            fork.head_id().unwrap().to_hex()
+        ))
+        .await;
+    assert_eq!(comparison["shared"].as_array().unwrap().len(), 10);
+    assert_eq!(comparison["shared_omitted"], 289);
+    assert_eq!(comparison["shared"][9]["id"], comparison["ancestor"]);
+    assert_eq!(comparison["shared"][0]["depth"], 289);
 }

@@ -11,8 +11,8 @@ postgres/conversations.rs).
 use crate::error::{HeadMoved, Result, StoreError};
 use crate::graph::{append_nodes, mark_all, seq_of};
 use crate::records::{
-    Committed, Conversation, ConversationId, NewConversation, OnConflict, Origin, Target,
-    TurnCommit, now_ms,
+    Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Origin,
+    Target, TurnCommit, now_ms,
 };
 use crate::runs::insert_run;
 use crate::sqlite::SqliteStore;
@@ -71,6 +71,27 @@ impl SqliteStore {
                 "{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT ?1"
             ))?;
             let rows = stmt.query_map([limit as i64], conversation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// The next page of the listing after `after`. `updated <= ?` first
+    /// lets the `updated` index bound the scan.
+    pub fn list_conversations_after(
+        &self,
+        after: &ListPosition,
+        limit: usize,
+    ) -> Result<Vec<Conversation>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_CONVERSATION}
+                 WHERE c.updated <= ?1 AND (c.updated < ?1 OR c.id > ?2)
+                 ORDER BY c.updated DESC, c.id LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(
+                params![after.updated_ms, after.id.as_str(), limit as i64],
+                conversation_from_row,
+            )?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }

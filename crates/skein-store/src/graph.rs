@@ -161,6 +161,51 @@ impl SqliteStore {
             Ok(entries)
         })
     }
+
+    /// The last `limit` nodes of the thread ending at `head`, oldest first.
+    pub fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "WITH RECURSIVE up(seq, k) AS (
+                     SELECT seq, 1 FROM nodes WHERE id = ?1
+                     UNION ALL
+                     SELECT n.parent, up.k + 1 FROM up JOIN nodes n ON n.seq = up.seq
+                     WHERE n.parent IS NOT NULL AND up.k < ?2
+                 )
+                 SELECT n.id, p.id, n.depth, n.body
+                 FROM up JOIN nodes n ON n.seq = up.seq LEFT JOIN nodes p ON p.seq = n.parent
+                 ORDER BY up.k DESC",
+            )?;
+            let rows = stmt.query_map(params![head.as_bytes(), limit as i64], |row| {
+                Ok((
+                    row.get::<_, Vec<u8>>(0)?,
+                    row.get::<_, Option<Vec<u8>>>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, Vec<u8>>(3)?,
+                ))
+            })?;
+            let mut entries = Vec::new();
+            for row in rows {
+                let (id, parent, depth, body) = row?;
+                let id = node_id(&id)?;
+                let message = decode_message(conn, id, &body)?;
+                entries.push(TreeEntry {
+                    id,
+                    parent: optional_node_id(parent.as_deref())?,
+                    depth: depth as u64,
+                    role: message.role,
+                    preview: preview(&message, 60),
+                });
+            }
+            if entries.is_empty() {
+                return Err(StoreError::NodeNotFound(head));
+            }
+            Ok(entries)
+        })
+    }
 }
 
 /// Insert the nodes of `thread` the database lacks; push every node that is

@@ -56,8 +56,8 @@ pub use llm_import::LlmImportReport;
 #[doc(hidden)]
 pub use postgres::scratch;
 pub use records::{
-    Committed, Conversation, ConversationId, NewConversation, OnConflict, Origin, Relation,
-    RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
+    Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Origin,
+    Relation, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use skein_core::{ConversationSettings, RecordedSettings};

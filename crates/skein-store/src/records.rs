@@ -45,6 +45,26 @@ fn settings_or_default<'de, D: Deserializer<'de>>(
     Ok(Option::<ConversationSettings>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+impl Conversation {
+    /// Where this conversation stands in the listing (most recently
+    /// updated first): where the next page starts after it.
+    pub fn position(&self) -> ListPosition {
+        ListPosition {
+            updated_ms: self.updated_ms,
+            id: self.id.clone(),
+        }
+    }
+}
+
+/// A place in the conversation listing, the last conversation of a page:
+/// [`crate::Store::list_conversations_after`] goes on from there. Listing
+/// order is `updated` descending, then id ascending.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ListPosition {
+    pub updated_ms: i64,
+    pub id: ConversationId,
+}
+
 /// What to create a conversation with.
 #[derive(Clone, Debug, Default)]
 pub struct NewConversation {

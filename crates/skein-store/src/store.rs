@@ -10,7 +10,8 @@ use crate::CommitStageProbe;
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
 use crate::records::{
-    Committed, Conversation, ConversationId, NewConversation, RunId, RunRecord, TurnCommit,
+    Committed, Conversation, ConversationId, ListPosition, NewConversation, RunId, RunRecord,
+    TurnCommit,
 };
 use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
@@ -168,6 +169,15 @@ impl Store {
         dispatch!(self, s => s.subtree(root, limit))
     }
 
+    /// The last `limit` nodes of the thread ending at `head` (the head
+    /// included), oldest first, with one-line previews: the whole thread when
+    /// it is no longer, so the first entry is the root exactly when its
+    /// `parent` is `None`. Reads at most `limit` nodes, however deep the
+    /// thread.
+    pub fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        dispatch!(self, s => s.ancestry(head, limit))
+    }
+
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
         dispatch!(self, s => s.create_conversation(new))
@@ -201,6 +211,18 @@ impl Store {
     /// Conversations, most recently updated first.
     pub fn list_conversations(&self, limit: usize) -> Result<Vec<Conversation>> {
         dispatch!(self, s => s.list_conversations(limit))
+    }
+
+    /// The conversations listed after `after` (the last one of the previous
+    /// page), in the same order, at most `limit`. Paging this way lists every
+    /// conversation once; one updated while the pages are read moves to the
+    /// front of the listing and is not listed again.
+    pub fn list_conversations_after(
+        &self,
+        after: &ListPosition,
+        limit: usize,
+    ) -> Result<Vec<Conversation>> {
+        dispatch!(self, s => s.list_conversations_after(after, limit))
     }
 
     /// Conversations whose head is exactly `node`.

@@ -204,6 +204,42 @@ fn children_and_subtrees_show_branches(backend: Backend) {
     );
 }
 
+/// The tail of a thread, read without loading what lies above it.
+fn ancestry_is_the_last_nodes_of_a_thread_oldest_first(backend: Backend) {
+    let db = TempStore::new(backend);
+    let thread = history("sys", 6);
+    let fork = thread.parent().push(Message::user("elsewhere"));
+    db.store.append(&thread).unwrap();
+    db.store.append(&fork).unwrap();
+    let nodes = thread.nodes();
+    let head = thread.head_id().unwrap();
+
+    let whole = db.store.ancestry(head, 100).unwrap();
+    let ids: Vec<_> = whole.iter().map(|entry| entry.id).collect();
+    let expected: Vec<_> = nodes.iter().map(|node| node.id()).collect();
+    assert_eq!(ids, expected, "the whole thread, root first, no fork");
+    assert_eq!(whole[0].parent, None);
+    assert_eq!(whole[0].depth, 0);
+    assert_eq!(
+        whole.last().unwrap().preview,
+        nodes.last().unwrap().message().joined_text()
+    );
+
+    let tail = db.store.ancestry(head, 3).unwrap();
+    assert_eq!(
+        tail.iter().map(|entry| entry.id).collect::<Vec<_>>(),
+        expected[expected.len() - 3..]
+    );
+    assert_eq!(tail[0].parent, Some(expected[expected.len() - 4]));
+    assert_eq!(tail[0].depth, expected.len() as u64 - 3);
+    assert!(db.store.ancestry(head, 0).unwrap().is_empty());
+    let unknown = Thread::new().push(Message::user("never stored"));
+    assert!(matches!(
+        db.store.ancestry(unknown.head_id().unwrap(), 5),
+        Err(StoreError::NodeNotFound(_))
+    ));
+}
+
 fn fork_at_a_middle_node_leaves_the_original_untouched(backend: Backend) {
     let db = TempStore::new(backend);
     let thread = history("sys", 20);
@@ -289,6 +325,7 @@ for_each_backend!(
     exact_bytes_of_every_part_kind_survive_storage,
     the_same_large_document_in_many_conversations_is_stored_once,
     children_and_subtrees_show_branches,
+    ancestry_is_the_last_nodes_of_a_thread_oldest_first,
     fork_at_a_middle_node_leaves_the_original_untouched,
     forking_an_unknown_node_is_refused,
     a_20k_deep_thread_loads_and_drops_on_a_small_stack,

@@ -293,6 +293,47 @@ fn conversations_updated_within_a_millisecond_list_in_write_order(backend: Backe
     assert_eq!(listed, written);
 }
 
+/// Pages of the listing, each starting after the last of the previous
+/// one, list every conversation exactly once and in listing order, ties in
+/// `updated` included (imports keep the times they were exported with).
+fn paging_lists_every_conversation_once_in_order(backend: Backend) {
+    let db = TempStore::new(backend);
+    let all: Vec<_> = (0..7).map(|_| new_conversation(&db.store)).collect();
+    for conversation in &all[..4] {
+        append_turn(&db.store, &conversation.id, "moved");
+    }
+    // Three conversations tied on `updated`, as an import can leave them.
+    let tied: Vec<String> = all[4..].iter().map(|c| format!("'{}'", c.id)).collect();
+    let changed = db
+        .store
+        .debug_execute(&format!(
+            "UPDATE conversations SET updated = 5 WHERE id IN ({})",
+            tied.join(", ")
+        ))
+        .unwrap();
+    assert_eq!(changed, 3);
+    let whole: Vec<_> = db.store.list_conversations(100).unwrap();
+    assert_eq!(whole.len(), all.len());
+    for size in [1, 2, 3, 7, 8] {
+        let mut page = db.store.list_conversations(size).unwrap();
+        let mut paged = Vec::new();
+        while let Some(last) = page.last() {
+            let after = last.position();
+            paged.extend(page.iter().map(|c| c.id.clone()));
+            page = db.store.list_conversations_after(&after, size).unwrap();
+        }
+        let expected: Vec<_> = whole.iter().map(|c| c.id.clone()).collect();
+        assert_eq!(paged, expected, "pages of {size}");
+    }
+    let past_the_end = whole.last().unwrap().position();
+    assert!(
+        db.store
+            .list_conversations_after(&past_the_end, 10)
+            .unwrap()
+            .is_empty()
+    );
+}
+
 fn rename_and_meta_round_trip_and_unknown_conversations_error(backend: Backend) {
     let db = TempStore::new(backend);
     let conversation = new_conversation(&db.store);
@@ -572,6 +613,7 @@ for_each_backend!(
     losing_the_bookmark_race_stores_the_turn_and_says_where_it_stands,
     move_head_is_a_compare_and_set,
     conversations_updated_within_a_millisecond_list_in_write_order,
+    paging_lists_every_conversation_once_in_order,
     rename_and_meta_round_trip_and_unknown_conversations_error,
     prefixes_resolve_and_ambiguity_is_reported,
     killing_the_process_mid_turn_leaves_no_half_turn,

@@ -8,8 +8,9 @@ use super::turns::home_model;
 use crate::flags::ServeArgs;
 use crate::ui;
 use anyhow::Result;
-use skein_serve::ServeConfig;
+use skein_serve::{ConnectionLimits, ServeConfig};
 use std::process::ExitCode;
+use std::time::Duration;
 
 pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
     let proxy = if args.proxy {
@@ -24,6 +25,11 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         store: ctx.store.clone(),
         proxy,
         body_limit: args.body_limit,
+        limits: ConnectionLimits {
+            read_timeout: Duration::from_secs(args.read_timeout),
+            idle_timeout: Duration::from_secs(args.idle_timeout),
+            max_connections: args.max_connections as usize,
+        },
     };
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -15,6 +15,13 @@ pub struct Server {
 impl Server {
     /// `skein --db DB serve --bind 127.0.0.1:0 EXTRA...`.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
+        Server::start_with_env(db, extra, &[])
+    }
+
+    /// The same, with environment variables set (a model's base URL and
+    /// key, say).
+    #[allow(dead_code)]
+    pub fn start_with_env(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
             .arg("--db")
             .arg(db)
@@ -24,6 +31,7 @@ impl Server {
             .env_remove("SKEIN_MODEL")
             .env_remove("SKEIN_SERVE_TOKEN")
             .env("SKEIN_CONFIG", db.with_extension("toml"))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -74,11 +74,12 @@ async fn chat_completions(State(state): State<Arc<AppState>>, body: Bytes) -> Re
     });
     let engine_request = match prepared {
         Ok(prepared) => model.bind(prepared),
-        Err(unsupported) => {
-            return error(
+        Err(refused) => {
+            return error_at(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
-                &unsupported.0,
+                &refused.message,
+                refused.param.as_deref(),
             );
         }
     };
@@ -319,9 +320,16 @@ fn Json(value: Value) -> Response {
 }
 
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    error_at(status, kind, message, None)
+}
+
+/// An error in OpenAI's format; `param` names the offending field.
+fn error_at(status: StatusCode, kind: &str, message: &str, param: Option<&str>) -> Response {
     (
         status,
-        axum::Json(json!({"error": {"message": message, "type": kind, "code": null}})),
+        axum::Json(json!({
+            "error": {"message": message, "type": kind, "param": param, "code": null}
+        })),
     )
         .into_response()
 }

@@ -10,6 +10,12 @@ turn still finds its earlier nodes:
 - `null`, missing or empty content beside tool calls;
 - consecutive `tool` messages, which become one tool message holding every
   result (as skein's own tool loop writes them).
+
+Tool results are checked as OpenAI and Anthropic check them
+([`ChatRequest::thread_messages`]): each answers a call of the assistant
+message right before it, once, and every call is answered before the
+conversation goes on. A history that breaks this is refused, never
+recorded.
 */
 
 use serde::{Deserialize, Serialize};
@@ -110,16 +116,36 @@ pub struct WireToolDef {
     pub parameters: Option<Value>,
 }
 
-/// Why a request cannot be mapped: shown to the client as a 400.
+/// Why a request cannot be mapped: shown to the client as a 400 in
+/// OpenAI's error format, with `param` naming the offending field as
+/// OpenAI does (`messages.[2].tool_call_id`).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{0}")]
-pub struct Unsupported(pub String);
+#[error("{message}")]
+#[non_exhaustive]
+pub struct BadRequest {
+    pub message: String,
+    pub param: Option<String>,
+}
+
+impl BadRequest {
+    fn new(message: impl Into<String>) -> BadRequest {
+        BadRequest {
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    fn at(mut self, param: String) -> BadRequest {
+        self.param = Some(param);
+        self
+    }
+}
 
 impl ChatRequest {
     /// The conversation the client sent, as skein messages.
-    pub fn thread_messages(&self) -> Result<Vec<Message>, Unsupported> {
+    pub fn thread_messages(&self) -> Result<Vec<Message>, BadRequest> {
         if self.messages.is_empty() {
-            return Err(Unsupported("`messages` is empty".into()));
+            return Err(BadRequest::new("`messages` is empty").at("messages".into()));
         }
         let mut messages: Vec<Message> = Vec::with_capacity(self.messages.len());
         for (index, wire) in self.messages.iter().enumerate() {
@@ -134,19 +160,22 @@ impl ChatRequest {
             }
             messages.push(message);
         }
+        check_tool_results(&self.messages)?;
         Ok(messages)
     }
 
     /// The tools offered, as skein tool specs.
-    pub fn tool_specs(&self) -> Result<Vec<ToolSpec>, Unsupported> {
+    pub fn tool_specs(&self) -> Result<Vec<ToolSpec>, BadRequest> {
         self.tools
             .iter()
-            .map(|tool| {
+            .enumerate()
+            .map(|(index, tool)| {
                 if tool.kind != "function" {
-                    return Err(Unsupported(format!(
+                    return Err(BadRequest::new(format!(
                         "tool type `{}` is not supported; only `function` tools are",
                         tool.kind
-                    )));
+                    ))
+                    .at(format!("tools.[{index}].type")));
                 }
                 Ok(ToolSpec::new(
                     tool.function.name.clone(),
@@ -160,11 +189,12 @@ impl ChatRequest {
             .collect()
     }
 
-    pub fn options(&self) -> Result<GenerationOptions, Unsupported> {
+    pub fn options(&self) -> Result<GenerationOptions, BadRequest> {
         if self.n.is_some_and(|n| n != 1) {
-            return Err(Unsupported(
-                "`n` other than 1 is not supported: the proxy records one reply per request".into(),
-            ));
+            return Err(BadRequest::new(
+                "`n` other than 1 is not supported: the proxy records one reply per request",
+            )
+            .at("n".into()));
         }
         Ok(GenerationOptions {
             temperature: self.temperature,
@@ -175,7 +205,7 @@ impl ChatRequest {
     }
 }
 
-fn map_message(wire: &WireMessage, index: usize) -> Result<Message, Unsupported> {
+fn map_message(wire: &WireMessage, index: usize) -> Result<Message, BadRequest> {
     let texts = texts(wire.content.as_ref(), index)?;
     let text_parts = || texts.iter().cloned().map(Part::text).collect::<Vec<_>>();
     match wire.role.as_str() {
@@ -194,9 +224,10 @@ fn map_message(wire: &WireMessage, index: usize) -> Result<Message, Unsupported>
         }
         "tool" => {
             let call_id = wire.tool_call_id.clone().ok_or_else(|| {
-                Unsupported(format!(
+                BadRequest::new(format!(
                     "messages[{index}]: a `tool` message needs `tool_call_id`"
                 ))
+                .at(format!("messages.[{index}].tool_call_id"))
             })?;
             Ok(Message::tool_results([ToolResult {
                 call_id,
@@ -204,14 +235,109 @@ fn map_message(wire: &WireMessage, index: usize) -> Result<Message, Unsupported>
                 is_error: false,
             }]))
         }
-        other => Err(Unsupported(format!(
+        other => Err(BadRequest::new(format!(
             "messages[{index}]: role `{other}` is not supported (system, developer, user, assistant, tool)"
-        ))),
+        ))
+        .at(format!("messages.[{index}].role"))),
     }
 }
 
+/// Each `tool` message answers a call of the assistant message right before
+/// it (the run of tool messages after it), each call at most once, and
+/// every call is answered before another message follows. A history may end
+/// with an assistant's calls and no results yet, but not with only some of
+/// them answered.
+fn check_tool_results(messages: &[WireMessage]) -> Result<(), BadRequest> {
+    /// The assistant message whose results are being read, and where each
+    /// of its calls was answered.
+    struct Open<'m> {
+        at: usize,
+        calls: Vec<(&'m str, Option<usize>)>,
+    }
+    impl Open<'_> {
+        fn unanswered(&self) -> Vec<&str> {
+            self.calls
+                .iter()
+                .filter(|(_, answered)| answered.is_none())
+                .map(|(id, _)| *id)
+                .collect()
+        }
+        fn missing(&self, before: &str) -> BadRequest {
+            BadRequest::new(format!(
+                "messages[{}]: the assistant's tool calls {} have no result: an assistant message \
+                 with `tool_calls` must be followed by a `tool` message for each `tool_call_id` {before}",
+                self.at,
+                quoted(&self.unanswered())
+            ))
+            .at(format!("messages.[{}].tool_calls", self.at))
+        }
+    }
+
+    let mut open: Option<Open> = None;
+    for (index, message) in messages.iter().enumerate() {
+        if message.role == "tool" {
+            let Some(open) = open.as_mut() else {
+                return Err(BadRequest::new(format!(
+                    "messages[{index}]: a `tool` message must answer a tool call of the assistant \
+                     message right before it, and there is no such call"
+                ))
+                .at(format!("messages.[{index}].role")));
+            };
+            let id = message.tool_call_id.as_deref().unwrap_or_default();
+            let Some((_, answered)) = open.calls.iter_mut().find(|(call, _)| *call == id) else {
+                let calls: Vec<&str> = open.calls.iter().map(|(call, _)| *call).collect();
+                return Err(BadRequest::new(format!(
+                    "messages[{index}]: `tool_call_id` `{id}` matches no tool call of the assistant \
+                     message before it (messages[{}] calls {})",
+                    open.at,
+                    quoted(&calls)
+                ))
+                .at(format!("messages.[{index}].tool_call_id")));
+            };
+            if let Some(first) = answered {
+                return Err(BadRequest::new(format!(
+                    "messages[{index}]: tool call `{id}` already has its result in messages[{first}]"
+                ))
+                .at(format!("messages.[{index}].tool_call_id")));
+            }
+            *answered = Some(index);
+            continue;
+        }
+        if let Some(closed) = open.take()
+            && !closed.unanswered().is_empty()
+        {
+            return Err(closed.missing(&format!("before messages[{index}]")));
+        }
+        let calls: Vec<(&str, Option<usize>)> = message
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(|call| (call.id.as_str(), None))
+            .collect();
+        if message.role == "assistant" && !calls.is_empty() {
+            open = Some(Open { at: index, calls });
+        }
+    }
+    match open {
+        Some(open)
+            if open.calls.iter().any(|(_, answered)| answered.is_some())
+                && !open.unanswered().is_empty() =>
+        {
+            Err(open.missing("(some are answered, so the rest must be too)"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn quoted(ids: &[&str]) -> String {
+    ids.iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The non-empty texts of a message's content.
-fn texts(content: Option<&WireContent>, index: usize) -> Result<Vec<String>, Unsupported> {
+fn texts(content: Option<&WireContent>, index: usize) -> Result<Vec<String>, BadRequest> {
     match content {
         None => Ok(Vec::new()),
         Some(WireContent::Text(text)) if text.is_empty() => Ok(Vec::new()),
@@ -221,9 +347,10 @@ fn texts(content: Option<&WireContent>, index: usize) -> Result<Vec<String>, Uns
             .filter_map(|part| match (part.kind.as_str(), &part.text) {
                 ("text", Some(text)) if text.is_empty() => None,
                 ("text", Some(text)) => Some(Ok(text.clone())),
-                (kind, _) => Some(Err(Unsupported(format!(
+                (kind, _) => Some(Err(BadRequest::new(format!(
                     "messages[{index}]: content part type `{kind}` is not supported by the recording proxy (text only)"
-                )))),
+                ))
+                .at(format!("messages.[{index}].content")))),
             })
             .collect(),
     }
@@ -284,17 +411,121 @@ mod tests {
         let image = request(serde_json::json!([
             {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
         ]));
-        assert!(image.thread_messages().unwrap_err().0.contains("image_url"));
+        assert!(
+            image
+                .thread_messages()
+                .unwrap_err()
+                .message
+                .contains("image_url")
+        );
         let role = request(serde_json::json!([{"role": "wizard", "content": "x"}]));
-        assert!(role.thread_messages().unwrap_err().0.contains("wizard"));
+        assert!(
+            role.thread_messages()
+                .unwrap_err()
+                .message
+                .contains("wizard")
+        );
         let orphan = request(serde_json::json!([{"role": "tool", "content": "x"}]));
         assert!(
             orphan
                 .thread_messages()
                 .unwrap_err()
-                .0
+                .message
                 .contains("tool_call_id")
         );
         assert!(request(serde_json::json!([])).thread_messages().is_err());
+    }
+
+    fn refusal(messages: Value) -> BadRequest {
+        request(messages).thread_messages().unwrap_err()
+    }
+
+    fn call(id: &str) -> Value {
+        serde_json::json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}})
+    }
+
+    #[test]
+    fn a_tool_result_must_answer_a_call_of_the_assistant_message_before_it() {
+        let stray = refusal(serde_json::json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [call("c1")]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            {"role": "tool", "tool_call_id": "nope", "content": "two"}
+        ]));
+        assert!(
+            stray.message.contains("`nope` matches no tool call"),
+            "{stray}"
+        );
+        assert!(
+            stray.message.contains("`c1`"),
+            "the calls are listed: {stray}"
+        );
+        assert_eq!(stray.param.as_deref(), Some("messages.[3].tool_call_id"));
+
+        let no_call = refusal(serde_json::json!([
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"}
+        ]));
+        assert_eq!(
+            no_call.param.as_deref(),
+            Some("messages.[1].role"),
+            "{no_call}"
+        );
+
+        // A call of an earlier assistant message does not count.
+        let late = refusal(serde_json::json!([
+            {"role": "assistant", "content": null, "tool_calls": [call("c1")]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            {"role": "assistant", "content": "done"},
+            {"role": "tool", "tool_call_id": "c1", "content": "again"}
+        ]));
+        assert_eq!(late.param.as_deref(), Some("messages.[3].role"), "{late}");
+
+        let twice = refusal(serde_json::json!([
+            {"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2")]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            {"role": "tool", "tool_call_id": "c1", "content": "one again"},
+            {"role": "tool", "tool_call_id": "c2", "content": "two"}
+        ]));
+        assert!(
+            twice
+                .message
+                .contains("already has its result in messages[1]"),
+            "{twice}"
+        );
+    }
+
+    #[test]
+    fn every_call_is_answered_before_the_conversation_goes_on() {
+        let skipped = refusal(serde_json::json!([
+            {"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2")]},
+            {"role": "tool", "tool_call_id": "c2", "content": "two"},
+            {"role": "user", "content": "and?"}
+        ]));
+        assert!(skipped.message.contains("`c1` have no result"), "{skipped}");
+        assert!(skipped.message.contains("before messages[2]"), "{skipped}");
+        assert_eq!(skipped.param.as_deref(), Some("messages.[0].tool_calls"));
+
+        let partial = refusal(serde_json::json!([
+            {"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2")]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"}
+        ]));
+        assert!(partial.message.contains("`c2`"), "{partial}");
+
+        // Results in any order, and a history that ends at the calls, are fine.
+        for fine in [
+            serde_json::json!([
+                {"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2")]},
+                {"role": "tool", "tool_call_id": "c2", "content": "two"},
+                {"role": "tool", "tool_call_id": "c1", "content": "one"},
+                {"role": "user", "content": "thanks"}
+            ]),
+            serde_json::json!([
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": null, "tool_calls": [call("c1")]}
+            ]),
+        ] {
+            assert!(request(fine.clone()).thread_messages().is_ok(), "{fine}");
+        }
     }
 }

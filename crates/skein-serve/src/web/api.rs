@@ -19,20 +19,23 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use skein::core::Part;
-use skein::store::{ConversationId, RunId, StoreError, preview};
+use skein::store::{ConversationId, ListPosition, RunId, StoreError, preview};
 use skein::{NodeId, Store};
 use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
+// Each route's default page size and the most one request may ask for, so
+// that no response (and no request's memory) grows with the database.
 const CONVERSATIONS_DEFAULT: usize = 1_000;
+const CONVERSATIONS_MAX: usize = 1_000;
 const FAMILY_DEFAULT: usize = 2_000;
+pub(crate) const FAMILY_MAX: usize = 10_000;
 const COMPARE_DEFAULT: usize = 500;
+const COMPARE_MAX: usize = 10_000;
 /// Width of the last-message preview in the conversation list.
 const LIST_PREVIEW_WIDTH: usize = 100;
-/// No request may ask for more rows than this.
-const MAX_LIMIT: usize = 100_000;
 
 /// A failed API request: a status and a message saying what to do.
 #[derive(Debug)]
@@ -99,15 +102,28 @@ pub struct LimitQuery {
     limit: Option<usize>,
 }
 
-fn limit(requested: Option<usize>, default: usize) -> Result<usize, ApiError> {
+/// The limit a request asked for, at most `max`; `default` when it asked
+/// for none.
+fn limit(requested: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
     match requested {
         None => Ok(default),
         Some(0) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "limit must be at least 1",
         )),
-        Some(n) => Ok(n.min(MAX_LIMIT)),
+        Some(n) => Ok(n.min(max)),
     }
+}
+
+/// Wait for a turn at the reads that load a graph (families and
+/// comparisons): a few at a time, so many at once queue instead of each
+/// holding its graph in memory together.
+async fn graph_read(state: &AppState) -> tokio::sync::SemaphorePermit<'_> {
+    state
+        .graph_reads
+        .acquire()
+        .await
+        .expect("the semaphore is never closed")
 }
 
 /// `GET /api/info`
@@ -118,16 +134,34 @@ pub async fn info(State(state): Shared) -> Json<Info> {
     })
 }
 
-/// `GET /api/conversations?limit=N`: most recently updated first.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// `GET /api/conversations?limit=N&after=CURSOR`: most recently updated
+/// first, a page at a time; `next` is the address of the following page.
 pub async fn conversations(
     State(state): Shared,
-    query: Result<Query<LimitQuery>, QueryRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult<ConversationList> {
-    let limit = limit(query?.limit, CONVERSATIONS_DEFAULT)?;
+    let Query(query) = query?;
+    let limit = limit(query.limit, CONVERSATIONS_DEFAULT, CONVERSATIONS_MAX)?;
+    let after = query.after.as_deref().map(parse_cursor).transpose()?;
     let list = with_store(&state, move |store| {
-        let mut listed = store.list_conversations(limit.saturating_add(1))?;
+        let mut listed = match &after {
+            None => store.list_conversations(limit + 1)?,
+            Some(after) => store.list_conversations_after(after, limit + 1)?,
+        };
         let truncated = listed.len() > limit;
         listed.truncate(limit);
+        let next = listed.last().filter(|_| truncated).map(|last| {
+            format!(
+                "/api/conversations?limit={limit}&after={}",
+                cursor(&last.position())
+            )
+        });
         let mut conversations = Vec::with_capacity(listed.len());
         for conversation in &listed {
             let mut view = ConversationView::from(conversation);
@@ -140,10 +174,45 @@ pub async fn conversations(
             conversations,
             limit,
             truncated,
+            next,
         })
     })
     .await?;
     Ok(Json(list))
+}
+
+/// A place in the listing as a query value: `UPDATED.ID`, percent-encoded.
+fn cursor(position: &ListPosition) -> String {
+    let mut text = format!("{}.", position.updated_ms);
+    for byte in position.id.as_str().bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+            text.push(byte as char);
+        } else {
+            text.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    text
+}
+
+/// The inverse of [`cursor`] (the query is already percent-decoded).
+fn parse_cursor(text: &str) -> Result<ListPosition, ApiError> {
+    text.split_once('.')
+        .and_then(|(updated, id)| {
+            Some(ListPosition {
+                updated_ms: updated.parse().ok()?,
+                id: ConversationId(id.to_string()),
+            })
+        })
+        .filter(|position| !position.id.as_str().is_empty())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "`after={text}` is not a place in the listing: use the `next` address of \
+                     the previous page"
+                ),
+            )
+        })
 }
 
 /// `GET /api/conversations/{id}`: one conversation, by any unique prefix.
@@ -166,7 +235,8 @@ pub async fn family(
     Path(prefix): Path<String>,
     query: Result<Query<LimitQuery>, QueryRejection>,
 ) -> ApiResult<Family> {
-    let limit = limit(query?.limit, FAMILY_DEFAULT)?;
+    let limit = limit(query?.limit, FAMILY_DEFAULT, FAMILY_MAX)?;
+    let _turn = graph_read(&state).await;
     let family = with_store(&state, move |store| {
         let id: ConversationId = store.resolve_conversation(&prefix)?;
         family::load(store, &id, limit)
@@ -283,19 +353,21 @@ pub struct CompareQuery {
 }
 
 /// `GET /api/compare?a=NODE&b=NODE&limit=N`: the two threads ending at `a`
-/// and `b`, from their last common node; at most `limit` nodes per side.
+/// and `b`, from their last common node; at most `limit` nodes per side and
+/// of the shared history (its latest).
 pub async fn compare(
     State(state): Shared,
     query: Result<Query<CompareQuery>, QueryRejection>,
 ) -> ApiResult<Comparison> {
     let Query(query) = query?;
-    let limit = limit(query.limit, COMPARE_DEFAULT)?;
+    let limit = limit(query.limit, COMPARE_DEFAULT, COMPARE_MAX)?;
     let (Some(a), Some(b)) = (query.a, query.b) else {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "compare needs two nodes: /api/compare?a=NODE&b=NODE (the heads of the branches)",
         ));
     };
+    let _turn = graph_read(&state).await;
     let comparison = with_store(&state, move |store| {
         let a = store.resolve_node(&a)?;
         let b = store.resolve_node(&b)?;
@@ -308,12 +380,13 @@ pub async fn compare(
             .zip(&nodes_b)
             .take_while(|(x, y)| x.id() == y.id())
             .count();
-        let shared = nodes_a[..common]
+        let shared_omitted = common.saturating_sub(limit);
+        let shared = nodes_a[shared_omitted..common]
             .iter()
             .enumerate()
-            .map(|(depth, node)| NodeSummary {
+            .map(|(offset, node)| NodeSummary {
                 id: node.id(),
-                depth: depth as u64,
+                depth: (shared_omitted + offset) as u64,
                 role: node.message().role,
                 preview: preview(node.message(), 120),
             })
@@ -349,6 +422,7 @@ pub async fn compare(
         Ok(Comparison {
             ancestor: common.checked_sub(1).map(|last| nodes_a[last].id()),
             shared,
+            shared_omitted,
             a: side(a, &nodes_a)?,
             b: side(b, &nodes_b)?,
         })

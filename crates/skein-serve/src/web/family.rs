@@ -20,15 +20,13 @@ continues the branch while each other child starts a branch of its own,
 whose kind comes from its owner (fork, continuation or rerun).
 */
 
+use super::api::FAMILY_MAX;
 use super::views::{Branch, BranchKind, ConversationView, Family, FamilyNode, RerunView};
 use skein::core::Role;
-use skein::store::{Conversation, ConversationId, Result, StoreError, preview};
-use skein::{NodeId, Store, Thread};
+use skein::store::{Conversation, ConversationId, Result, TreeEntry};
+use skein::{NodeId, Store};
 use std::collections::{HashMap, HashSet, VecDeque};
 
-/// Width of the one-line previews in a tree: the width the store's
-/// subtree walk gives, so every node's preview is cut alike.
-const PREVIEW_WIDTH: usize = 60;
 /// How many conversations are read when looking for a family's members.
 const MEMBER_SCAN: usize = 1_000_000;
 /// How many extra histories (members whose nodes lie outside the root's
@@ -122,8 +120,11 @@ fn rerun_anchors(
     Ok(anchors)
 }
 
-/// The family of `focus`, at most `limit` nodes of its root's subtree (the
-/// focus conversation's own history is always shown whole).
+/// The family of `focus`, at most `limit` nodes: the focused
+/// conversation's latest `limit` messages first (its whole history when it
+/// is no longer), then as much of its root's subtree as fits, oldest first,
+/// then the histories of members that start elsewhere. Nothing is read
+/// beyond what is shown, however large the family.
 pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Result<Family> {
     let focus = store.conversation(focus)?;
     let Some(head) = focus.head else {
@@ -134,30 +135,32 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
             conversations: vec![ConversationView::from(&focus)],
             branches: Vec::new(),
             limit,
+            max_limit: FAMILY_MAX,
             truncated: false,
         });
     };
-    let thread = store.load_thread(head)?;
-    let root = thread
-        .nodes()
-        .first()
-        .map(|node| node.id())
-        .ok_or(StoreError::NodeNotFound(head))?;
-
     let mut graph = Graph::default();
-    let mut entries = store.subtree(root, limit.saturating_add(1))?;
-    let truncated = entries.len() > limit;
-    entries.truncate(limit);
-    for entry in entries {
-        graph.add(GraphNode {
-            id: entry.id,
-            parent: entry.parent,
-            depth: entry.depth,
-            role: entry.role,
-            preview: entry.preview,
-        });
+    // Set when a part of the family could not be shown for lack of room;
+    // a shown node whose parent is not shown says so too (checked below).
+    let mut cut = false;
+    let line = store.ancestry(head, limit)?;
+    let root = line
+        .first()
+        .filter(|entry| entry.parent.is_none())
+        .map(|entry| entry.id);
+    graph.add_entries(line);
+    if let Some(root) = root {
+        for entry in store.subtree(root, limit.saturating_add(1))? {
+            if graph.contains(entry.id) {
+                continue;
+            }
+            if graph.len() >= limit {
+                cut = true;
+                break;
+            }
+            graph.add_entries([entry]);
+        }
     }
-    graph.add_thread(&thread);
 
     let everyone = store.list_conversations(MEMBER_SCAN)?;
     let mut members: Vec<&Conversation> = Vec::new();
@@ -181,10 +184,12 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
                 .is_some_and(|from| ids.contains(from));
             if graph.contains(head) {
                 joined.push(conversation);
-            } else if forked_from_member && extra_loads < EXTRA_ROOTS {
-                graph.add_thread(&store.load_thread(head)?);
-                extra_loads += 1;
-                joined.push(conversation);
+            } else if forked_from_member {
+                if graph.load_line(store, head, limit, &mut extra_loads)? {
+                    joined.push(conversation);
+                } else {
+                    cut = true;
+                }
             }
         }
         if joined.is_empty() {
@@ -204,12 +209,18 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
         .collect();
     let shown: HashSet<NodeId> = graph.nodes.iter().map(|node| node.id).collect();
     for anchor in rerun_anchors(store, &members, &shown)? {
-        if !graph.contains(anchor.node) && extra_loads < EXTRA_ROOTS {
-            graph.add_thread(&store.load_thread(anchor.node)?);
-            extra_loads += 1;
+        if !graph.contains(anchor.node)
+            && !graph.load_line(store, anchor.node, limit, &mut extra_loads)?
+        {
+            cut = true;
         }
         anchors.push(anchor);
     }
+    let truncated = cut
+        || graph
+            .nodes
+            .iter()
+            .any(|node| node.parent.is_some_and(|parent| !graph.contains(parent)));
 
     let laid = layout(&graph.nodes, &anchors);
     let mut heads: HashMap<NodeId, Vec<ConversationId>> = HashMap::new();
@@ -238,6 +249,7 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
         conversations: members.into_iter().map(ConversationView::from).collect(),
         branches: laid.branches,
         limit,
+        max_limit: FAMILY_MAX,
         truncated,
     })
 }
@@ -254,24 +266,41 @@ impl Graph {
         self.ids.contains(&id)
     }
 
-    fn add(&mut self, node: GraphNode) {
-        if self.ids.insert(node.id) {
-            self.nodes.push(node);
+    fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn add_entries(&mut self, entries: impl IntoIterator<Item = TreeEntry>) {
+        for entry in entries {
+            if self.ids.insert(entry.id) {
+                self.nodes.push(GraphNode {
+                    id: entry.id,
+                    parent: entry.parent,
+                    depth: entry.depth,
+                    role: entry.role,
+                    preview: entry.preview,
+                });
+            }
         }
     }
 
-    fn add_thread(&mut self, thread: &Thread) {
-        let mut parent = None;
-        for (depth, node) in thread.nodes().into_iter().enumerate() {
-            self.add(GraphNode {
-                id: node.id(),
-                parent,
-                depth: depth as u64,
-                role: node.message().role,
-                preview: preview(node.message(), PREVIEW_WIDTH),
-            });
-            parent = Some(node.id());
+    /// Add the history ending at `head` (its latest nodes, as many as there
+    /// is room for under `limit`), counting the loads against
+    /// [`EXTRA_ROOTS`]. Whether its head could be shown.
+    fn load_line(
+        &mut self,
+        store: &Store,
+        head: NodeId,
+        limit: usize,
+        loads: &mut usize,
+    ) -> Result<bool> {
+        let room = limit.saturating_sub(self.len());
+        if room == 0 || *loads >= EXTRA_ROOTS {
+            return Ok(false);
         }
+        *loads += 1;
+        self.add_entries(store.ancestry(head, room)?);
+        Ok(true)
     }
 }
 
@@ -393,7 +422,7 @@ pub(crate) fn layout(nodes: &[GraphNode], anchors: &[Anchor]) -> Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skein::Message;
+    use skein::{Message, Thread};
 
     /// A graph from (name, parent name) pairs; ids are derived from names.
     fn graph(edges: &[(&str, Option<&str>)]) -> (Vec<GraphNode>, HashMap<String, NodeId>) {

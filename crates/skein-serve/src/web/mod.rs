@@ -2,16 +2,17 @@
 The read-only web view of the graph: a single page (embedded HTML, CSS and
 vanilla JavaScript, no network access of its own) over a JSON API.
 
-Routes, all `GET` (anything else is answered 405):
+Routes, all `GET` (anything else is answered 405, once it has passed the
+checks [`crate::access`] makes on every write):
 
 | route | what |
 |---|---|
 | `/` | the page; it routes itself by URL fragment (`#/c/ID`, `#/compare/A/B`) |
 | `/assets/{file}` | its script and style sheet |
 | `/api/info` | version and database path |
-| `/api/conversations?limit=N` | conversations, most recently updated first |
+| `/api/conversations?limit=N&after=CURSOR` | conversations, most recently updated first, a page at a time with the address of the `next` |
 | `/api/conversations/{id}` | one conversation, by any unique prefix |
-| `/api/conversations/{id}/family?limit=N` | its family's node graph, cut into branches |
+| `/api/conversations/{id}/family?limit=N` | its family's node graph, cut into branches, at most `limit` nodes |
 | `/api/nodes/{id}` | a node's parts, children, the conversations it heads, the runs that produced it |
 | `/api/nodes/{id}/parts/{index}` | an attachment's bytes, as a download |
 | `/api/runs/{id}` | one run record |

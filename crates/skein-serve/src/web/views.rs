@@ -23,8 +23,11 @@ pub struct ConversationList {
     /// Most recently updated first.
     pub conversations: Vec<ConversationView>,
     pub limit: usize,
-    /// More conversations exist than `limit`.
+    /// More conversations follow this page.
     pub truncated: bool,
+    /// The address of the next page (`/api/conversations?limit=N&after=…`),
+    /// `None` on the last page.
+    pub next: Option<String>,
 }
 
 /// A conversation bookmark.
@@ -81,8 +84,13 @@ pub struct Family {
     pub conversations: Vec<ConversationView>,
     /// The root branch first, then each branch after the branch it leaves.
     pub branches: Vec<Branch>,
+    /// At most this many nodes are shown.
     pub limit: usize,
-    /// The graph has more nodes than `limit`; the deepest are not shown.
+    /// The largest `limit` the server accepts.
+    pub max_limit: usize,
+    /// Part of the family is not shown: it has more nodes than `limit`.
+    /// The focused conversation's latest messages come first; a node whose
+    /// `parent` is set but not shown starts where earlier messages are cut.
     pub truncated: bool,
 }
 
@@ -331,8 +339,11 @@ fn describe_annotation(annotation: &skein::core::Annotation) -> String {
 pub struct Comparison {
     /// The last node both threads share; `None` when they share nothing.
     pub ancestor: Option<NodeId>,
-    /// The shared history, root first, ending at `ancestor`.
+    /// The shared history ending at `ancestor`, oldest first: its last
+    /// `limit` nodes.
     pub shared: Vec<NodeSummary>,
+    /// Shared nodes before those listed.
+    pub shared_omitted: usize,
     pub a: Side,
     pub b: Side,
 }

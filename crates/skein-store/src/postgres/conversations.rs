@@ -20,8 +20,8 @@ use crate::conversations::{
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{
-    Committed, Conversation, ConversationId, NewConversation, OnConflict, Target, TurnCommit,
-    now_ms,
+    Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Target,
+    TurnCommit, now_ms,
 };
 use deadpool_postgres::GenericClient;
 use skein_core::{ConversationSettings, NodeId};
@@ -77,6 +77,27 @@ impl PgStore {
             &format!("{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT $1"),
             &(limit.min(i64::MAX as usize) as i64),
         )
+    }
+
+    pub fn list_conversations_after(
+        &self,
+        after: &ListPosition,
+        limit: usize,
+    ) -> Result<Vec<Conversation>> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(async |client| {
+            let statement = client
+                .prepare_cached(&format!(
+                    "{SELECT_CONVERSATION}
+                     WHERE c.updated <= $1 AND (c.updated < $1 OR c.id > $2)
+                     ORDER BY c.updated DESC, c.id LIMIT $3"
+                ))
+                .await?;
+            let rows = client
+                .query(&statement, &[&after.updated_ms, &after.id.as_str(), &limit])
+                .await?;
+            Ok(rows.iter().map(conversation_from_row).collect())
+        })
     }
 
     pub fn conversations_at(&self, node: NodeId) -> Result<Vec<Conversation>> {

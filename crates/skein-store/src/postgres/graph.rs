@@ -177,6 +177,49 @@ impl PgStore {
         }
         Ok(entries)
     }
+
+    /// The last `limit` nodes of the thread ending at `head`, oldest first.
+    pub fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let (rows, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "WITH RECURSIVE up(id, parent, k) AS (
+                         SELECT id, parent, 1::bigint FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id, n.parent, up.k + 1 FROM nodes n JOIN up ON n.id = up.parent
+                         WHERE up.k < $2
+                     )
+                     SELECT n.id, n.parent, n.depth, n.body
+                     FROM up JOIN nodes n ON n.id = up.id ORDER BY up.k DESC",
+                )
+                .await?;
+            let rows = client
+                .query(&statement, &[&head.as_bytes().as_slice(), &limit])
+                .await?;
+            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
+            Ok((rows, blobs))
+        })?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(3), &blobs)?;
+            entries.push(TreeEntry {
+                id,
+                parent: codec::optional_node_id(row.get(1))?,
+                depth: row.get::<_, i64>(2) as u64,
+                role: message.role,
+                preview: preview(&message, 60),
+            });
+        }
+        if entries.is_empty() {
+            return Err(StoreError::NodeNotFound(head));
+        }
+        Ok(entries)
+    }
 }
 
 /// The nodes of `thread` the database lacks, oldest first, and the stored

@@ -208,11 +208,12 @@
     const root = clear(view());
     const section = el('section', { id: 'list-view' });
     root.appendChild(section);
-    section.appendChild(el('div', { class: 'view-head' },
-      el('h1', {}, 'Conversations'),
-      el('p', { class: 'muted' }, list.truncated
-        ? `the ${list.limit} most recently updated`
-        : plural(list.conversations.length, 'conversation'))));
+    const count = el('p', { class: 'muted', id: 'list-count' });
+    section.appendChild(el('div', { class: 'view-head' }, el('h1', {}, 'Conversations'), count));
+    const counted = (shown, more) => {
+      count.textContent = more ? `the ${shown} most recently updated (more below)` : plural(shown, 'conversation');
+    };
+    counted(list.conversations.length, Boolean(list.next));
     if (list.conversations.length === 0) {
       section.appendChild(el('p', { class: 'empty' },
         'No conversations yet. Record one with ', el('code', {}, 'skein prompt "…"'),
@@ -223,7 +224,7 @@
       id: 'filter', type: 'search', placeholder: 'Filter by name, id, model, head or text', autocomplete: 'off',
       'aria-label': 'filter conversations',
     });
-    const rows = list.conversations.map((c) => {
+    const makeRow = (c) => {
       const row = el('tr', { data: { conversationId: c.id } },
         el('td', { class: 'name' }, el('a', { href: `#/c/${c.id}` }, c.name || (c.title ? el('span', { class: 'title' }, c.title) : el('span', { class: 'muted' }, '(unnamed)')))),
         el('td', { class: 'preview' }, c.preview || ''),
@@ -239,16 +240,49 @@
         location.hash = `#/c/${c.id}`;
       });
       return row;
-    });
-    filter.addEventListener('input', () => {
+    };
+    const rows = list.conversations.map(makeRow);
+    const matches = (row) => {
       const needle = filter.value.trim().toLowerCase();
-      for (const row of rows) row.hidden = needle !== '' && !row.dataset.search.includes(needle);
+      return needle === '' || row.dataset.search.includes(needle);
+    };
+    filter.addEventListener('input', () => {
+      for (const row of rows) row.hidden = !matches(row);
     });
+    const body = el('tbody', {}, rows);
     section.appendChild(el('div', { class: 'toolbar' }, filter));
     section.appendChild(el('table', { id: 'conversations', class: 'listing' },
       el('thead', {}, el('tr', {},
         ['Name', 'Last message', 'Id', 'Head', 'Messages', 'Updated', 'Origin', 'Model'].map((h) => el('th', { scope: 'col' }, h)))),
-      el('tbody', {}, rows)));
+      body));
+    // The server lists a page at a time; each page names the next.
+    let next = list.next;
+    if (!next) return;
+    const more = el('button', { id: 'load-more', type: 'button' }, 'Load more');
+    const failure = el('p', { class: 'error', role: 'alert', hidden: true });
+    more.addEventListener('click', async () => {
+      more.disabled = true;
+      failure.hidden = true;
+      try {
+        const page = await api(next);
+        if (current.name !== 'list' || !more.isConnected) return;
+        for (const c of page.conversations) {
+          const row = makeRow(c);
+          row.hidden = !matches(row);
+          rows.push(row);
+          body.appendChild(row);
+        }
+        next = page.next;
+        counted(rows.length, Boolean(next));
+        if (!next) more.remove();
+      } catch (error) {
+        failure.textContent = error.message;
+        failure.hidden = false;
+      } finally {
+        more.disabled = false;
+      }
+    });
+    section.appendChild(el('div', { class: 'toolbar' }, more, failure));
   }
 
   // ---------------------------------------------------------------- family tree
@@ -275,7 +309,7 @@
   function showMore() {
     const { asked, selected, family } = current;
     const token = ++renderToken;
-    loadFamily(asked, selected, family.limit * 5, () => token !== renderToken).catch(showError);
+    loadFamily(asked, selected, Math.min(family.limit * 5, family.max_limit), () => token !== renderToken).catch(showError);
   }
 
   function renderFamily(family) {
@@ -323,8 +357,11 @@
       el('h1', { id: 'family-title' }, conversationLabel(focus),
         focus.name ? [' ', el('code', { class: 'muted', title: focus.id }, focus.short)] : null),
       family.truncated ? el('p', { class: 'warning', id: 'truncated' },
-        `This graph has more than ${family.limit} nodes; the most recently stored ones are not shown (except this conversation's own). `,
-        el('button', { id: 'show-more', type: 'button', on: { click: showMore } }, `Show up to ${family.limit * 5}`)) : null,
+        `This family has more than the ${family.limit} messages shown: this conversation's latest come first, then as much of the rest as fits. `,
+        family.limit < family.max_limit
+          ? el('button', { id: 'show-more', type: 'button', on: { click: showMore } },
+            `Show up to ${Math.min(family.limit * 5, family.max_limit)}`)
+          : `(${family.max_limit} is the most the server shows at once.)`) : null,
       members,
       el('div', { class: 'toolbar' },
         el('button', { id: 'expand-all', type: 'button', on: { click: () => setAll(false) } }, 'Expand all'),
@@ -403,6 +440,13 @@
     section.appendChild(header);
 
     const list = el('ol', { class: 'nodes' });
+    // A root branch whose first message has a parent starts where the
+    // server cut the family short.
+    const first = ctx.nodes.get(branch.nodes[0]);
+    if (!branch.parent && first && first.parent) {
+      list.appendChild(el('li', { class: 'cut muted', data: { earlier: first.depth } },
+        `… ${plural(first.depth, 'earlier message')} not shown`));
+    }
     for (const id of branch.nodes) {
       const node = ctx.nodes.get(id);
       if (!node) continue;
@@ -656,7 +700,7 @@
 
     const shared = cmp.ancestor
       ? el('details', { id: 'compare-ancestor', class: 'shared' },
-        el('summary', {}, `Shared history: ${plural(cmp.shared.length, 'message')}, up to `, el('code', {}, short(cmp.ancestor))),
+        el('summary', {}, `Shared history: ${plural(cmp.shared.length + cmp.shared_omitted, 'message')}, up to `, el('code', {}, short(cmp.ancestor))),
         el('ol', { class: 'shared-list' }, cmp.shared.map((n) => el('li', { data: { nodeId: n.id } },
           el('span', { class: `role role-${n.role}` }, n.role), ' ', el('span', { class: 'preview' }, n.preview)))))
       : el('p', { id: 'compare-ancestor', class: 'shared muted' }, 'These threads share no message.');
@@ -667,6 +711,9 @@
       grid.append(compareCell(cmp.a.nodes[i], 'a', back), compareCell(cmp.b.nodes[i], 'b', back));
     }
     const omitted = (side) => (side.omitted ? el('p', { class: 'warning' }, `${side.omitted} later messages are not shown.`) : null);
+    if (cmp.shared_omitted && cmp.ancestor) {
+      $('ol', shared).prepend(el('li', { class: 'cut muted' }, `… ${plural(cmp.shared_omitted, 'earlier message')} not shown`));
+    }
     const section = el('section', { id: 'compare-view' },
       el('div', { class: 'view-head' }, el('h1', {}, 'Compare branches')),
       shared,
