@@ -936,3 +936,56 @@ fn a_failed_reply_at_a_node_that_heads_nothing_leaves_no_branch_behind() {
     assert_ne!(ok["conversation"], first["conversation"]);
     assert_eq!(skein.count("conversations"), conversations + 1);
 }
+
+/// `config show` names the database in force without its password, from
+/// `--db`, `SKEIN_DB` or the configuration file, in text and JSON, in the
+/// URL's credentials or as a `password=` parameter.
+#[test]
+fn config_show_never_prints_a_postgres_password() {
+    let skein = Skein::new();
+    let config = skein.dir.path().join("config.toml");
+    let urls = [
+        (
+            "postgres://me:s3cr3t-pw@127.0.0.1:1/skein",
+            "postgres://me:***@127.0.0.1:1/skein",
+        ),
+        (
+            "postgresql://me@127.0.0.1:1/skein?password=s3cr3t-pw",
+            "postgresql://me@127.0.0.1:1/skein?password=***",
+        ),
+    ];
+    for (url, shown) in urls {
+        for source in ["flag", "environment", "config_file"] {
+            for json in [false, true] {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+                command.env_remove("SKEIN_DB").env("SKEIN_CONFIG", &config);
+                std::fs::write(&config, "").unwrap();
+                match source {
+                    "flag" => {
+                        command.args(["--db", url]);
+                    }
+                    "environment" => {
+                        command.env("SKEIN_DB", url);
+                    }
+                    _ => std::fs::write(&config, format!("db = \"{url}\"\n")).unwrap(),
+                }
+                if json {
+                    command.arg("--json");
+                }
+                let output = command.args(["config", "show"]).output().unwrap();
+                let (out, err) = (String::from_utf8_lossy(&output.stdout), stderr(&output));
+                assert!(output.status.success(), "{source}: {err}");
+                assert!(
+                    !out.contains("s3cr3t") && !err.contains("s3cr3t"),
+                    "{source}: {out}{err}"
+                );
+                assert!(out.contains(shown), "{source} (json: {json}): {out}");
+                if json {
+                    let value: Value = serde_json::from_str(&out).unwrap();
+                    assert_eq!(value["db"]["value"], shown);
+                    assert_eq!(value["db"]["source"], source);
+                }
+            }
+        }
+    }
+}
