@@ -989,3 +989,225 @@ fn config_show_never_prints_a_postgres_password() {
         }
     }
 }
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+
+/// Commands that only read, or work on what is recorded, fail with exit
+/// code 3 on a database path that does not exist, and create nothing.
+#[test]
+fn read_commands_on_a_missing_database_fail_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mistyped/sub/skein.db");
+    let export = dir.path().join("export.jsonl");
+    let commands: [&[&str]; 12] = [
+        &["log"],
+        &["log", "--cid", "abc"],
+        &["tree"],
+        &["show", "abc"],
+        &["conversations"],
+        &["export"],
+        &["export", "-o", export.to_str().unwrap()],
+        &["verify"],
+        &["serve", "--bind", "127.0.0.1:0"],
+        &["explain", "abc"],
+        &["reply", "abc", "hello"],
+        &["fork", "abc"],
+    ];
+    for args in commands {
+        let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .arg("--db")
+            .arg(&missing)
+            .args(args)
+            .env_remove("SKEIN_DB")
+            .env("SKEIN_MODEL", "echo")
+            .env("SKEIN_CONFIG", dir.path().join("config.toml"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("there is no database at"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("--db"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            listing(dir.path()).is_empty(),
+            "{args:?} created {:?}",
+            listing(dir.path())
+        );
+    }
+}
+
+/// Another application's SQLite file, or a file that is not SQLite at all,
+/// given as the database is refused by every command, byte for byte
+/// untouched, with nothing created beside it.
+#[test]
+fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("app.sqlite");
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT);
+         INSERT INTO notes VALUES (1, 'mine'); PRAGMA user_version = 7;",
+    )
+    .unwrap();
+    drop(conn);
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "shopping list: milk, bread, a much longer line\n").unwrap();
+    let export = Skein::new();
+    export.json(&["prompt", "hello"]);
+    let file = export.dir.path().join("export.jsonl");
+    export.ok(&["export", "-o", file.to_str().unwrap()]);
+    for db in [&foreign, &text] {
+        let before = std::fs::read(db).unwrap();
+        let commands: [&[&str]; 7] = [
+            &["log"],
+            &["conversations"],
+            &["verify"],
+            &["export"],
+            &["prompt", "hi"],
+            &["import", file.to_str().unwrap()],
+            &["reply", "abc", "hi"],
+        ];
+        for args in commands {
+            let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+                .arg("--db")
+                .arg(db)
+                .args(args)
+                .env_remove("SKEIN_DB")
+                .env("SKEIN_MODEL", "echo")
+                .env("SKEIN_CONFIG", dir.path().join("config.toml"))
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+            assert!(
+                stderr(&output).contains("is not a skein database")
+                    && stderr(&output).contains("left untouched"),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+            assert_eq!(
+                std::fs::read(db).unwrap(),
+                before,
+                "{args:?} changed {}",
+                db.display()
+            );
+        }
+    }
+    assert_eq!(listing(dir.path()), ["app.sqlite", "notes.txt"]);
+}
+
+/// The reading commands work on a database nobody can write: on a
+/// read-only bind mount (in a mount namespace of the test's own, since the
+/// tests run as root, for whom `chmod 444` blocks nothing), without `-wal`
+/// and `-shm` files (opened `immutable`) and with them.
+#[test]
+fn read_commands_work_on_a_read_only_mount() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    skein.json(&["prompt", "-c", "two"]);
+    let expected = skein.ok(&["export"]);
+    let dir = skein.dir.path().to_str().unwrap().to_string();
+    let outside = tempfile::tempdir().unwrap();
+    let exported = outside.path().join("export.jsonl");
+    // The writers are gone: their last connection removed the WAL files,
+    // and `export` (a reader) may have left them again; clear them both
+    // ways across the two rounds below.
+    for round in ["without WAL files", "with WAL files"] {
+        if round == "without WAL files" {
+            for suffix in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", skein.db().display()));
+            }
+        } else {
+            skein.ok(&["log"]);
+            assert!(Path::new(&format!("{}-shm", skein.db().display())).exists());
+        }
+        let read_only = |args: &[&str]| {
+            // `mount` fails without the right to make a mount namespace;
+            // then the test cannot run here.
+            let script = format!(
+                "mount --bind {dir} {dir} && mount -o remount,bind,ro {dir} || exit 99; \
+                 touch {dir}/probe 2>/dev/null && exit 98; exec \"$@\""
+            );
+            let mut command = Command::new("unshare");
+            command
+                .args([
+                    "-rm",
+                    "sh",
+                    "-c",
+                    &script,
+                    "sh",
+                    env!("CARGO_BIN_EXE_skein"),
+                    "--db",
+                ])
+                .arg(skein.db())
+                .args(args)
+                .env_remove("SKEIN_DB")
+                .env("SKEIN_CONFIG", skein.dir.path().join("config.toml"))
+                .stdin(Stdio::null());
+            command.output().ok()
+        };
+        let Some(probe) = read_only(&["--version"]).filter(|o| o.status.code() == Some(0)) else {
+            eprintln!(
+                "SKIPPED read_commands_work_on_a_read_only_mount: cannot make a read-only mount here"
+            );
+            return;
+        };
+        assert!(probe.status.success());
+        let node = first["node"].as_str().unwrap();
+        let conversation = first["conversation"].as_str().unwrap();
+        let commands: [&[&str]; 8] = [
+            &["log"],
+            &["log", "--cid", conversation],
+            &["verify"],
+            &["export"],
+            &["export", "-o", exported.to_str().unwrap()],
+            &["show", node],
+            &["tree"],
+            &["conversations"],
+        ];
+        for args in commands {
+            let output = read_only(args).unwrap();
+            assert!(
+                output.status.success(),
+                "{round}: {args:?}: {}",
+                stderr(&output)
+            );
+            if args == ["export"] {
+                assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+            }
+        }
+        assert_eq!(std::fs::read_to_string(&exported).unwrap(), expected);
+        // Writing is refused with the database's own error, not a crash.
+        let output = read_only(&["prompt", "-c", "three"]).unwrap();
+        assert!(
+            !output.status.success(),
+            "{round}: a write succeeded on a read-only mount"
+        );
+    }
+}

@@ -45,6 +45,32 @@ pub enum StoreError {
     MalformedRow(String),
     #[error("import aborted at line {line}, nothing was imported: {problem}")]
     Import { line: usize, problem: String },
+    /// A command that only reads (or only works on an existing database)
+    /// named a SQLite file that does not exist. Nothing was created.
+    #[error(
+        "there is no database at {location} (nothing was created: only commands that \
+         record something create a database)"
+    )]
+    NoDatabase { location: String },
+    /// The location holds something that is not a skein database (another
+    /// application's SQLite file, a non-SQLite file, a PostgreSQL schema
+    /// without skein's tables). It was left untouched.
+    #[error("{location} is not a skein database ({reason}); it was left untouched")]
+    NotSkein { location: String, reason: String },
+    /// The store was opened read-only and the operation writes.
+    #[error("{location} was opened read-only, and this operation writes")]
+    ReadOnly { location: String },
+    /// A database opened read-only needs a schema upgrade it cannot get.
+    #[error(
+        "the database {location} has schema version {found}, older than this skein's \
+         ({supported}), and cannot be upgraded while it is read-only: {reason}"
+    )]
+    OutdatedReadOnly {
+        location: String,
+        found: i64,
+        supported: i64,
+        reason: String,
+    },
     #[error(
         "the database has schema version {found}, newer than this skein supports ({supported}); upgrade skein"
     )]

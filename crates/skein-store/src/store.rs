@@ -9,6 +9,7 @@ resolve.rs) runs here once for both backends.
 use crate::CommitStageProbe;
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::open::OpenMode;
 use crate::records::{Conversation, ConversationId, NewConversation, RunId, RunRecord, TurnCommit};
 use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
@@ -54,19 +55,33 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Open the database at `location`, migrating it to the current schema: a
-    /// `postgres://` URL opens that PostgreSQL database (which must exist),
-    /// anything else is a SQLite file, created if needed.
+    /// Open the database at `location`, creating it if needed and migrating
+    /// it to the current schema: a `postgres://` URL opens that PostgreSQL
+    /// database (which must exist), anything else is a SQLite file. The
+    /// same as [`Store::open_with`] with [`OpenMode::Create`].
     pub fn open(location: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(location, OpenMode::Create)
+    }
+
+    /// Open the database at `location` as `mode` says: created when
+    /// missing, or required to exist, or only read (see [`OpenMode`]).
+    /// Whatever the mode, a location that holds something other than a
+    /// skein database is refused untouched ([`StoreError::NotSkein`]).
+    pub fn open_with(location: impl AsRef<Path>, mode: OpenMode) -> Result<Store> {
         let location = location.as_ref();
         let backend = match location
             .to_str()
             .filter(|text| crate::location::is_postgres_url(text))
         {
-            Some(url) => open_postgres(url)?,
-            None => Backend::Sqlite(SqliteStore::open(location)?),
+            Some(url) => open_postgres(url, mode)?,
+            None => Backend::Sqlite(SqliteStore::open(location, mode)?),
         };
         Ok(Store { backend })
+    }
+
+    /// Whether this handle only reads: opened with [`OpenMode::ReadOnly`].
+    pub fn is_read_only(&self) -> bool {
+        dispatch!(self, s => s.is_read_only())
     }
 
     pub(crate) fn backend(&self) -> &Backend {
@@ -326,12 +341,14 @@ impl Store {
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str) -> Result<Backend> {
-    Ok(Backend::Postgres(crate::postgres::PgStore::open(url)?))
+fn open_postgres(url: &str, mode: OpenMode) -> Result<Backend> {
+    Ok(Backend::Postgres(crate::postgres::PgStore::open(
+        url, mode,
+    )?))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(url: &str) -> Result<Backend> {
+fn open_postgres(url: &str, _mode: OpenMode) -> Result<Backend> {
     Err(StoreError::NoPostgresSupport {
         location: crate::location::redact(url),
     })
