@@ -43,7 +43,10 @@ pub enum StoreError {
     },
     #[error("a stored row is malformed: {0} (run `skein verify`)")]
     MalformedRow(String),
-    #[error("import aborted at line {line}, nothing was imported: {problem}")]
+    /// An import was refused; the transaction was rolled back. `line` is
+    /// the export line at fault, or 0 when the problem is not tied to one
+    /// (an empty file, an `llm` database).
+    #[error("import aborted{}, nothing was imported: {problem}", at_line(*.line))]
     Import { line: usize, problem: String },
     /// A command that only reads (or only works on an existing database)
     /// named a SQLite file that does not exist. Nothing was created.
@@ -121,6 +124,13 @@ pub struct HeadMoved {
     pub actual: Option<NodeId>,
     /// Where the turn stands (stored, unbookmarked).
     pub turn_head: Option<NodeId>,
+}
+
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        line => format!(" at line {line}"),
+    }
 }
 
 fn short(id: &Option<NodeId>) -> String {

@@ -96,10 +96,11 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
         ui::json(&report)?;
     } else {
         println!(
-            "checked {} nodes, {} blobs, {} conversations: {}",
+            "checked {} nodes, {} blobs, {} conversations, {} runs: {}",
             report.nodes,
             report.blobs,
             report.conversations,
+            report.runs,
             if report.is_ok() {
                 "all consistent".to_string()
             } else {
