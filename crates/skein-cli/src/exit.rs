@@ -72,6 +72,7 @@ fn store_code(store: &StoreError) -> u8 {
                 | StoreError::NoDatabase { .. } => NOT_FOUND,
                 StoreError::HeadMoved(_) => HEAD_MOVED,
                 StoreError::Import { .. }
+                | StoreError::LineTooLong { .. }
                 | StoreError::Corrupt { .. }
                 | StoreError::MalformedRow(_) => INTEGRITY,
                 _ => FAILURE,

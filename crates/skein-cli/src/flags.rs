@@ -365,4 +365,13 @@ pub struct ImportArgs {
     /// Import an `llm` (0.3x) logs.db instead: its threads, forks, tool calls and turns
     #[arg(long, value_name = "PATH", conflicts_with = "file")]
     pub from_llm: Option<PathBuf>,
+    /// The longest line accepted, in MiB (a node line holds its attachments, base64-encoded)
+    #[arg(
+        long,
+        value_name = "MIB",
+        env = "SKEIN_IMPORT_MAX_LINE_MIB",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u32).range(1..=4096)
+    )]
+    pub max_line_mib: u32,
 }

@@ -1211,3 +1211,34 @@ fn read_commands_work_on_a_read_only_mount() {
         );
     }
 }
+
+/// `import` reads an endless input (`/dev/zero`) only up to the line limit,
+/// then stops with exit code 6 and an error that names the limit and how
+/// to raise it.
+#[test]
+fn importing_an_endless_line_stops_at_the_limit() {
+    let skein = Skein::new();
+    for (args, limit) in [(vec![], "64 MiB"), (vec!["--max-line-mib", "2"], "2 MiB")] {
+        let mut all = vec!["import", "/dev/zero"];
+        all.extend(args);
+        let output = skein.run(&all);
+        assert_eq!(output.status.code(), Some(6), "{}", stderr(&output));
+        let message = stderr(&output);
+        assert!(
+            message.contains(&format!("the limit of {limit} per line")),
+            "{message}"
+        );
+        assert!(message.contains("--max-line-mib"), "{message}");
+        assert!(message.contains("nothing was imported"), "{message}");
+    }
+    let output = skein
+        .command(&["import", "/dev/zero"])
+        .env("SKEIN_IMPORT_MAX_LINE_MIB", "1")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&output).contains("the limit of 1 MiB"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -48,6 +48,13 @@ pub enum StoreError {
     /// (an empty file, an `llm` database).
     #[error("import aborted{}, nothing was imported: {problem}", at_line(*.line))]
     Import { line: usize, problem: String },
+    /// An export line longer than the import's line limit: refused before
+    /// it is read whole, so an endless input cannot exhaust memory.
+    #[error(
+        "import aborted at line {line}, nothing was imported: the line is longer than \
+         the limit of {} per line", mebibytes(*.limit)
+    )]
+    LineTooLong { line: usize, limit: usize },
     /// A command that only reads (or only works on an existing database)
     /// named a SQLite file that does not exist. Nothing was created.
     #[error(
@@ -130,6 +137,13 @@ fn at_line(line: usize) -> String {
     match line {
         0 => String::new(),
         line => format!(" at line {line}"),
+    }
+}
+
+fn mebibytes(bytes: usize) -> String {
+    match bytes % (1 << 20) {
+        0 => format!("{} MiB", bytes >> 20),
+        _ => format!("{bytes} bytes"),
     }
 }
 

@@ -69,5 +69,5 @@ pub use records::{
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use store::{Store, blocking_caller};
-pub use transfer::ImportReport;
+pub use transfer::{DEFAULT_IMPORT_LINE_LIMIT, ImportReport};
 pub use verify::{Problem, VerifyReport};

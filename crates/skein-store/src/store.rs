@@ -300,9 +300,21 @@ impl Store {
         transfer::write_records(out, conversations, runs, self.all_reruns()?)
     }
 
-    /// Import a JSONL export. All or nothing.
+    /// Import a JSONL export. All or nothing. A line longer than
+    /// [`transfer::DEFAULT_IMPORT_LINE_LIMIT`] is refused
+    /// ([`StoreError::LineTooLong`]).
     pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
-        let lines = transfer::parse_lines(input)?;
+        self.import_with_line_limit(input, transfer::DEFAULT_IMPORT_LINE_LIMIT)
+    }
+
+    /// [`Store::import`] with another limit on one line's length, in bytes
+    /// (a node line holds its attachments, base64-encoded).
+    pub fn import_with_line_limit(
+        &self,
+        input: &mut dyn BufRead,
+        max_line: usize,
+    ) -> Result<ImportReport> {
+        let lines = transfer::parse_lines(input, max_line)?;
         transfer::check_ids(&lines)?;
         dispatch!(self, s => s.import_lines(&lines))
     }

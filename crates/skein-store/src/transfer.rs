@@ -18,8 +18,17 @@ exported: it is recomputed on demand.
 
 Import recomputes every node id from its parent and content and checks it
 against the file. The whole file is parsed and checked in one transaction: a
-malformed line, an id mismatch or an unknown parent aborts the import with
-an error naming the line, and nothing is imported.
+malformed line, an id mismatch, or a record pointing at nothing (a node's
+parent, a conversation's head or origin node, a run's conversation or
+heads, a rerun's turn, heads, conversation or runs, none of them in the
+database nor earlier in the file) aborts the import with an error naming
+the line, and nothing is imported. A line longer than the line limit
+([`DEFAULT_IMPORT_LINE_LIMIT`] unless the caller sets another) is refused
+before it is read whole, so an endless input never exhausts memory.
+
+`import_lines` is also the store's one batch write of nodes,
+conversations and runs: the `llm` import (llm_import.rs) builds its lines
+and writes them through it, so it too is all or nothing on both backends.
 
 The format, parsing and every check that needs no database are here, shared
 by both backends; the SQLite export and import loops are here too, the
@@ -37,7 +46,11 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
 use skein_core::{Message, NodeId, Part, Role};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
+
+/// The longest export line [`crate::Store::import`] reads: 64 MiB, room for
+/// a node with a 48 MiB attachment (base64 adds a third).
+pub const DEFAULT_IMPORT_LINE_LIMIT: usize = 64 << 20;
 
 const FORMAT: &str = "skein-export";
 const FORMAT_VERSION: u32 = 2;
@@ -414,20 +427,31 @@ pub(crate) fn bad_conversation(
     }
 }
 
-pub(crate) fn parse_lines(input: &mut dyn BufRead) -> Result<Vec<(usize, Line)>> {
+/// Read an export, line by line, refusing any line longer than `max_line`
+/// bytes before it is read whole.
+pub(crate) fn parse_lines(input: &mut dyn BufRead, max_line: usize) -> Result<Vec<(usize, Line)>> {
     let mut lines = Vec::new();
-    let mut text = String::new();
+    let mut text = Vec::new();
     let mut number = 0;
     loop {
         text.clear();
-        if input.read_line(&mut text)? == 0 {
+        let read = (&mut *input)
+            .take(max_line as u64 + 1)
+            .read_until(b'\n', &mut text)?;
+        if read == 0 {
             break;
         }
         number += 1;
-        if text.trim().is_empty() {
+        if text.len() > max_line && text.last() != Some(&b'\n') {
+            return Err(StoreError::LineTooLong {
+                line: number,
+                limit: max_line,
+            });
+        }
+        if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let line: Line = serde_json::from_str(&text).map_err(|error| StoreError::Import {
+        let line: Line = serde_json::from_slice(&text).map_err(|error| StoreError::Import {
             line: number,
             problem: format!("not a valid export record: {error}"),
         })?;

@@ -1,5 +1,7 @@
 //! Export, import and verify: identical ids across databases, tampered
-//! exports rejected whole, tampered rows reported.
+//! exports and records pointing at nothing rejected whole, endless lines
+//! refused at the line limit, tampered rows reported; and the import from
+//! an `llm` database, all or nothing.
 
 mod common;
 
@@ -9,6 +11,7 @@ use skein_core::{Attachment, Message, Part, Role, ToolSpec};
 use skein_store::{
     NewConversation, RerunCommit, RerunId, RerunRecord, RunRecord, Store, StoreError,
 };
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 fn populated(backend: Backend) -> TempStore {
@@ -395,6 +398,50 @@ fn records_pointing_at_nothing_abort_the_import(backend: Backend) {
     }
 }
 
+/// An endless line (`skein import /dev/zero`) is refused once it passes the
+/// line limit, which counts a line's bytes without its newline.
+fn an_endless_line_is_refused_at_the_line_limit(backend: Backend) {
+    struct Zeros;
+    impl Read for Zeros {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            buffer.fill(0);
+            Ok(buffer.len())
+        }
+    }
+    let target = TempStore::new(backend);
+    let error = target
+        .store
+        .import_with_line_limit(&mut BufReader::new(Zeros), 1 << 20)
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::LineTooLong { line: 1, limit } if limit == 1 << 20),
+        "{error}"
+    );
+    assert!(error.to_string().contains("limit of 1 MiB"), "{error}");
+
+    let text = export(&populated(backend).store);
+    let (longest, length) = text
+        .lines()
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.len()))
+        .max_by_key(|(_, length)| *length)
+        .unwrap();
+    match target
+        .store
+        .import_with_line_limit(&mut text.as_bytes(), length - 1)
+    {
+        Err(StoreError::LineTooLong { line, limit }) => {
+            assert_eq!((line, limit), (longest, length - 1));
+        }
+        other => panic!("expected the line limit, got {other:?}"),
+    }
+    assert_eq!(target.count("nodes"), 0);
+    target
+        .store
+        .import_with_line_limit(&mut text.as_bytes(), length)
+        .unwrap();
+}
+
 /// `verify` checks runs and origins too: a run whose conversation, input
 /// or output head is gone, a tool a run offered whose definition is gone,
 /// a conversation whose origin node is gone, each reported by kind.
@@ -735,6 +782,7 @@ for_each_backend!(
     a_database_from_a_newer_skein_is_refused,
     async_callers_reach_the_store_from_either_runtime,
     records_pointing_at_nothing_abort_the_import,
+    an_endless_line_is_refused_at_the_line_limit,
     verify_reports_runs_and_origins_pointing_at_nothing,
     a_damaged_llm_database_imports_nothing,
     an_llm_import_reports_exactly_what_it_wrote,

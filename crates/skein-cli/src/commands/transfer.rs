@@ -9,6 +9,7 @@ use crate::flags::{ExportArgs, ImportArgs};
 use crate::ui;
 use anyhow::{Context as _, Result};
 use std::fs::File;
+use skein::store::StoreError;
 use std::io::{BufReader, BufWriter, Write};
 use std::process::ExitCode;
 
@@ -47,9 +48,21 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
         "importing {} (every id is checked)",
         path.display()
     ));
-    let report = ctx.store.import(&mut BufReader::new(file));
+    let max_line = args.max_line_mib as usize * (1 << 20);
+    let report = ctx
+        .store
+        .import_with_line_limit(&mut BufReader::new(file), max_line);
     spinner.finish_and_clear();
-    let report = report?;
+    let report = report.map_err(|error| match error {
+        StoreError::LineTooLong { .. } => anyhow::Error::new(ExitWith(
+            INTEGRITY,
+            format!(
+                "{error}; raise the limit with `skein import --max-line-mib N` \
+                 (or SKEIN_IMPORT_MAX_LINE_MIB=N)"
+            ),
+        )),
+        other => other.into(),
+    })?;
     if ctx.json {
         return print_json(&report);
     }
