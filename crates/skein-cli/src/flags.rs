@@ -352,7 +352,8 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Write to this file instead of stdout
+    /// Write to this file instead of stdout (written beside it and renamed into place; a device or
+    /// pipe, such as /dev/stdout, is written through)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

@@ -1000,6 +1000,145 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
+/// `export -o`: a regular file is replaced whole through a temporary file
+/// of its own (an unrelated `X.partial` survives, a failed export leaves
+/// nothing behind and the old file as it was); a directory is refused; a
+/// device or pipe is written through, so `-o /dev/stdout` works and
+/// `-o /dev/full` fails with the device left in place.
+#[test]
+fn export_to_a_path_replaces_files_whole_and_writes_through_devices() {
+    let skein = Skein::new();
+    skein.json(&["prompt", "one"]);
+    skein.json(&["prompt", "-c", "two"]);
+    let expected = skein.ok(&["export"]);
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("export.jsonl");
+    let unrelated = out.path().join("export.partial");
+    std::fs::write(&unrelated, "someone else's file").unwrap();
+    std::fs::write(&target, "an older export").unwrap();
+    skein.ok(&["export", "-o", target.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), expected);
+    assert_eq!(
+        std::fs::read_to_string(&unrelated).unwrap(),
+        "someone else's file"
+    );
+    assert_eq!(listing(out.path()), ["export.jsonl", "export.partial"]);
+
+    // A directory is refused, and nothing is left beside it.
+    let dir = out.path().join("a-directory");
+    std::fs::create_dir(&dir).unwrap();
+    let output = skein.run(&["export", "-o", dir.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("is a directory"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        listing(out.path()),
+        ["a-directory", "export.jsonl", "export.partial"]
+    );
+    assert!(listing(&dir).is_empty());
+
+    // Devices and pipes are written through.
+    assert_eq!(skein.ok(&["export", "-o", "/dev/stdout"]), expected);
+    if Path::new("/dev/full").exists() {
+        let output = skein.run(&["export", "-o", "/dev/full"]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(
+            stderr(&output).contains("No space left"),
+            "{}",
+            stderr(&output)
+        );
+        use std::os::unix::fs::FileTypeExt;
+        let kind = std::fs::symlink_metadata("/dev/full").unwrap().file_type();
+        assert!(kind.is_char_device(), "/dev/full is no longer a device");
+    }
+
+    // An export that fails midway (a node that cannot be decoded) leaves
+    // the old file as it was and no temporary file.
+    let conn = rusqlite::Connection::open(skein.db()).unwrap();
+    conn.execute("UPDATE nodes SET body = x'ff' WHERE seq = 2", [])
+        .unwrap();
+    drop(conn);
+    let output = skein.run(&["export", "-o", target.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("cannot write the export"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), expected);
+    let fresh = out.path().join("fresh.jsonl");
+    assert!(
+        !skein
+            .run(&["export", "-o", fresh.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert_eq!(
+        listing(out.path()),
+        ["a-directory", "export.jsonl", "export.partial"]
+    );
+}
+
+/// Three exports of three different databases to one path at once, five
+/// times: each leaves a whole file, so the path always holds exactly one
+/// of the three exports and no temporary file remains.
+#[test]
+fn concurrent_exports_to_one_path_each_write_a_whole_file() {
+    let databases: Vec<Skein> = (0..3)
+        .map(|i| {
+            let skein = Skein::new();
+            // Long enough that the exports' writes overlap (from stdin: too
+            // long for an argument).
+            let mut child = skein
+                .command(&["prompt"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            let text = format!("{i}").repeat(300_000);
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+            assert!(child.wait().unwrap().success());
+            skein
+        })
+        .collect();
+    let expected: Vec<String> = databases
+        .iter()
+        .map(|skein| skein.ok(&["export"]))
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("same.jsonl");
+    for round in 0..5 {
+        let children: Vec<_> = databases
+            .iter()
+            .map(|skein| {
+                skein
+                    .command(&["export", "-o", target.to_str().unwrap()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "round {round}: {}",
+                stderr(&output)
+            );
+        }
+        let written = std::fs::read_to_string(&target).unwrap();
+        assert!(
+            expected.contains(&written),
+            "round {round}: the file is none of the exports ({} bytes)",
+            written.len()
+        );
+        assert_eq!(listing(out.path()), ["same.jsonl"], "round {round}");
+    }
+}
 
 /// Commands that only read, or work on what is recorded, fail with exit
 /// code 3 on a database path that does not exist, and create nothing.
