@@ -6,7 +6,7 @@ Exit codes, documented in docs/cli.md:
 | 0 | success |
 | 1 | any other failure |
 | 2 | the command line is wrong (printed by clap) |
-| 3 | an id or prefix matches nothing, or several things |
+| 3 | an id or prefix matches nothing, or several things; or there is no database where one must exist |
 | 4 | the conversation moved while the turn ran (the turn is stored) |
 | 5 | the model call failed (its failed run is recorded) |
 | 6 | the data failed a check (`verify` found problems, an import was rejected) |
@@ -68,9 +68,11 @@ fn store_code(store: &StoreError) -> u8 {
                 | StoreError::RunNotFound(_)
                 | StoreError::UnknownPrefix { .. }
                 | StoreError::AmbiguousPrefix { .. }
-                | StoreError::NotAnId(_) => NOT_FOUND,
+                | StoreError::NotAnId(_)
+                | StoreError::NoDatabase { .. } => NOT_FOUND,
                 StoreError::HeadMoved(_) => HEAD_MOVED,
                 StoreError::Import { .. }
+                | StoreError::LineTooLong { .. }
                 | StoreError::Corrupt { .. }
                 | StoreError::MalformedRow(_) => INTEGRITY,
                 _ => FAILURE,

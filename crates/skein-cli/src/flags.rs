@@ -361,7 +361,8 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Write to this file instead of stdout
+    /// Write to this file instead of stdout (written beside it and renamed into place; a device or
+    /// pipe, such as /dev/stdout, is written through)
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
@@ -374,4 +375,13 @@ pub struct ImportArgs {
     /// Import an `llm` (0.3x) logs.db instead: its threads, forks, tool calls and turns
     #[arg(long, value_name = "PATH", conflicts_with = "file")]
     pub from_llm: Option<PathBuf>,
+    /// The longest line accepted, in MiB (a node line holds its attachments, base64-encoded)
+    #[arg(
+        long,
+        value_name = "MIB",
+        env = "SKEIN_IMPORT_MAX_LINE_MIB",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u32).range(1..=4096)
+    )]
+    pub max_line_mib: u32,
 }

@@ -936,3 +936,448 @@ fn a_failed_reply_at_a_node_that_heads_nothing_leaves_no_branch_behind() {
     assert_ne!(ok["conversation"], first["conversation"]);
     assert_eq!(skein.count("conversations"), conversations + 1);
 }
+
+/// `config show` names the database in force without its password, from
+/// `--db`, `SKEIN_DB` or the configuration file, in text and JSON, in the
+/// URL's credentials or as a `password=` parameter.
+#[test]
+fn config_show_never_prints_a_postgres_password() {
+    let skein = Skein::new();
+    let config = skein.dir.path().join("config.toml");
+    let urls = [
+        (
+            "postgres://me:s3cr3t-pw@127.0.0.1:1/skein",
+            "postgres://me:***@127.0.0.1:1/skein",
+        ),
+        (
+            "postgresql://me@127.0.0.1:1/skein?password=s3cr3t-pw",
+            "postgresql://me@127.0.0.1:1/skein?password=***",
+        ),
+    ];
+    for (url, shown) in urls {
+        for source in ["flag", "environment", "config_file"] {
+            for json in [false, true] {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+                command.env_remove("SKEIN_DB").env("SKEIN_CONFIG", &config);
+                std::fs::write(&config, "").unwrap();
+                match source {
+                    "flag" => {
+                        command.args(["--db", url]);
+                    }
+                    "environment" => {
+                        command.env("SKEIN_DB", url);
+                    }
+                    _ => std::fs::write(&config, format!("db = \"{url}\"\n")).unwrap(),
+                }
+                if json {
+                    command.arg("--json");
+                }
+                let output = command.args(["config", "show"]).output().unwrap();
+                let (out, err) = (String::from_utf8_lossy(&output.stdout), stderr(&output));
+                assert!(output.status.success(), "{source}: {err}");
+                assert!(
+                    !out.contains("s3cr3t") && !err.contains("s3cr3t"),
+                    "{source}: {out}{err}"
+                );
+                assert!(out.contains(shown), "{source} (json: {json}): {out}");
+                if json {
+                    let value: Value = serde_json::from_str(&out).unwrap();
+                    assert_eq!(value["db"]["value"], shown);
+                    assert_eq!(value["db"]["source"], source);
+                }
+            }
+        }
+    }
+}
+
+/// The names in a directory, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `export -o`: a regular file is replaced whole through a temporary file
+/// of its own (an unrelated `X.partial` survives, a failed export leaves
+/// nothing behind and the old file as it was); a directory is refused; a
+/// device or pipe is written through, so `-o /dev/stdout` works and
+/// `-o /dev/full` fails with the device left in place.
+#[test]
+fn export_to_a_path_replaces_files_whole_and_writes_through_devices() {
+    let skein = Skein::new();
+    skein.json(&["prompt", "one"]);
+    skein.json(&["prompt", "-c", "two"]);
+    let expected = skein.ok(&["export"]);
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("export.jsonl");
+    let unrelated = out.path().join("export.partial");
+    std::fs::write(&unrelated, "someone else's file").unwrap();
+    std::fs::write(&target, "an older export").unwrap();
+    skein.ok(&["export", "-o", target.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), expected);
+    assert_eq!(
+        std::fs::read_to_string(&unrelated).unwrap(),
+        "someone else's file"
+    );
+    assert_eq!(listing(out.path()), ["export.jsonl", "export.partial"]);
+
+    // A directory is refused, and nothing is left beside it.
+    let dir = out.path().join("a-directory");
+    std::fs::create_dir(&dir).unwrap();
+    let output = skein.run(&["export", "-o", dir.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("is a directory"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        listing(out.path()),
+        ["a-directory", "export.jsonl", "export.partial"]
+    );
+    assert!(listing(&dir).is_empty());
+
+    // Devices and pipes are written through.
+    assert_eq!(skein.ok(&["export", "-o", "/dev/stdout"]), expected);
+    if Path::new("/dev/full").exists() {
+        let output = skein.run(&["export", "-o", "/dev/full"]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(
+            stderr(&output).contains("No space left"),
+            "{}",
+            stderr(&output)
+        );
+        use std::os::unix::fs::FileTypeExt;
+        let kind = std::fs::symlink_metadata("/dev/full").unwrap().file_type();
+        assert!(kind.is_char_device(), "/dev/full is no longer a device");
+    }
+
+    // An export that fails midway (a node that cannot be decoded) leaves
+    // the old file as it was and no temporary file.
+    let conn = rusqlite::Connection::open(skein.db()).unwrap();
+    conn.execute("UPDATE nodes SET body = x'ff' WHERE seq = 2", [])
+        .unwrap();
+    drop(conn);
+    let output = skein.run(&["export", "-o", target.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("cannot write the export"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), expected);
+    let fresh = out.path().join("fresh.jsonl");
+    assert!(
+        !skein
+            .run(&["export", "-o", fresh.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert_eq!(
+        listing(out.path()),
+        ["a-directory", "export.jsonl", "export.partial"]
+    );
+}
+
+/// Three exports of three different databases to one path at once, five
+/// times: each leaves a whole file, so the path always holds exactly one
+/// of the three exports and no temporary file remains.
+#[test]
+fn concurrent_exports_to_one_path_each_write_a_whole_file() {
+    let databases: Vec<Skein> = (0..3)
+        .map(|i| {
+            let skein = Skein::new();
+            // Long enough that the exports' writes overlap (from stdin: too
+            // long for an argument).
+            let mut child = skein
+                .command(&["prompt"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            let text = format!("{i}").repeat(300_000);
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+            assert!(child.wait().unwrap().success());
+            skein
+        })
+        .collect();
+    let expected: Vec<String> = databases
+        .iter()
+        .map(|skein| skein.ok(&["export"]))
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("same.jsonl");
+    for round in 0..5 {
+        let children: Vec<_> = databases
+            .iter()
+            .map(|skein| {
+                skein
+                    .command(&["export", "-o", target.to_str().unwrap()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "round {round}: {}",
+                stderr(&output)
+            );
+        }
+        let written = std::fs::read_to_string(&target).unwrap();
+        assert!(
+            expected.contains(&written),
+            "round {round}: the file is none of the exports ({} bytes)",
+            written.len()
+        );
+        assert_eq!(listing(out.path()), ["same.jsonl"], "round {round}");
+    }
+}
+
+/// Commands that only read, or work on what is recorded, fail with exit
+/// code 3 on a database path that does not exist, and create nothing.
+#[test]
+fn read_commands_on_a_missing_database_fail_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mistyped/sub/skein.db");
+    let export = dir.path().join("export.jsonl");
+    let commands: [&[&str]; 12] = [
+        &["log"],
+        &["log", "--cid", "abc"],
+        &["tree"],
+        &["show", "abc"],
+        &["conversations"],
+        &["export"],
+        &["export", "-o", export.to_str().unwrap()],
+        &["verify"],
+        &["serve", "--bind", "127.0.0.1:0"],
+        &["explain", "abc"],
+        &["reply", "abc", "hello"],
+        &["fork", "abc"],
+    ];
+    for args in commands {
+        let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .arg("--db")
+            .arg(&missing)
+            .args(args)
+            .env_remove("SKEIN_DB")
+            .env("SKEIN_MODEL", "echo")
+            .env("SKEIN_CONFIG", dir.path().join("config.toml"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("there is no database at"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("--db"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            listing(dir.path()).is_empty(),
+            "{args:?} created {:?}",
+            listing(dir.path())
+        );
+    }
+}
+
+/// Another application's SQLite file, or a file that is not SQLite at all,
+/// given as the database is refused by every command, byte for byte
+/// untouched, with nothing created beside it.
+#[test]
+fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("app.sqlite");
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT);
+         INSERT INTO notes VALUES (1, 'mine'); PRAGMA user_version = 7;",
+    )
+    .unwrap();
+    drop(conn);
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "shopping list: milk, bread, a much longer line\n").unwrap();
+    let export = Skein::new();
+    export.json(&["prompt", "hello"]);
+    let file = export.dir.path().join("export.jsonl");
+    export.ok(&["export", "-o", file.to_str().unwrap()]);
+    for db in [&foreign, &text] {
+        let before = std::fs::read(db).unwrap();
+        let commands: [&[&str]; 7] = [
+            &["log"],
+            &["conversations"],
+            &["verify"],
+            &["export"],
+            &["prompt", "hi"],
+            &["import", file.to_str().unwrap()],
+            &["reply", "abc", "hi"],
+        ];
+        for args in commands {
+            let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+                .arg("--db")
+                .arg(db)
+                .args(args)
+                .env_remove("SKEIN_DB")
+                .env("SKEIN_MODEL", "echo")
+                .env("SKEIN_CONFIG", dir.path().join("config.toml"))
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+            assert!(
+                stderr(&output).contains("is not a skein database")
+                    && stderr(&output).contains("left untouched"),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+            assert_eq!(
+                std::fs::read(db).unwrap(),
+                before,
+                "{args:?} changed {}",
+                db.display()
+            );
+        }
+    }
+    assert_eq!(listing(dir.path()), ["app.sqlite", "notes.txt"]);
+}
+
+/// The reading commands work on a database nobody can write: on a
+/// read-only bind mount (in a mount namespace of the test's own, since the
+/// tests run as root, for whom `chmod 444` blocks nothing), without `-wal`
+/// and `-shm` files (opened `immutable`) and with them.
+#[test]
+fn read_commands_work_on_a_read_only_mount() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    skein.json(&["prompt", "-c", "two"]);
+    let expected = skein.ok(&["export"]);
+    let dir = skein.dir.path().to_str().unwrap().to_string();
+    let outside = tempfile::tempdir().unwrap();
+    let exported = outside.path().join("export.jsonl");
+    // The writers are gone: their last connection removed the WAL files,
+    // and `export` (a reader) may have left them again; clear them both
+    // ways across the two rounds below.
+    for round in ["without WAL files", "with WAL files"] {
+        if round == "without WAL files" {
+            for suffix in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", skein.db().display()));
+            }
+        } else {
+            skein.ok(&["log"]);
+            assert!(Path::new(&format!("{}-shm", skein.db().display())).exists());
+        }
+        let read_only = |args: &[&str]| {
+            // `mount` fails without the right to make a mount namespace;
+            // then the test cannot run here.
+            let script = format!(
+                "mount --bind {dir} {dir} && mount -o remount,bind,ro {dir} || exit 99; \
+                 touch {dir}/probe 2>/dev/null && exit 98; exec \"$@\""
+            );
+            let mut command = Command::new("unshare");
+            command
+                .args([
+                    "-rm",
+                    "sh",
+                    "-c",
+                    &script,
+                    "sh",
+                    env!("CARGO_BIN_EXE_skein"),
+                    "--db",
+                ])
+                .arg(skein.db())
+                .args(args)
+                .env_remove("SKEIN_DB")
+                .env("SKEIN_CONFIG", skein.dir.path().join("config.toml"))
+                .stdin(Stdio::null());
+            command.output().ok()
+        };
+        let Some(probe) = read_only(&["--version"]).filter(|o| o.status.code() == Some(0)) else {
+            eprintln!(
+                "SKIPPED read_commands_work_on_a_read_only_mount: cannot make a read-only mount here"
+            );
+            return;
+        };
+        assert!(probe.status.success());
+        let node = first["node"].as_str().unwrap();
+        let conversation = first["conversation"].as_str().unwrap();
+        let commands: [&[&str]; 8] = [
+            &["log"],
+            &["log", "--cid", conversation],
+            &["verify"],
+            &["export"],
+            &["export", "-o", exported.to_str().unwrap()],
+            &["show", node],
+            &["tree"],
+            &["conversations"],
+        ];
+        for args in commands {
+            let output = read_only(args).unwrap();
+            assert!(
+                output.status.success(),
+                "{round}: {args:?}: {}",
+                stderr(&output)
+            );
+            if args == ["export"] {
+                assert_eq!(String::from_utf8_lossy(&output.stdout), expected);
+            }
+        }
+        assert_eq!(std::fs::read_to_string(&exported).unwrap(), expected);
+        // Writing is refused with the database's own error, not a crash.
+        let output = read_only(&["prompt", "-c", "three"]).unwrap();
+        assert!(
+            !output.status.success(),
+            "{round}: a write succeeded on a read-only mount"
+        );
+    }
+}
+
+/// `import` reads an endless input (`/dev/zero`) only up to the line limit,
+/// then stops with exit code 6 and an error that names the limit and how
+/// to raise it.
+#[test]
+fn importing_an_endless_line_stops_at_the_limit() {
+    let skein = Skein::new();
+    for (args, limit) in [(vec![], "64 MiB"), (vec!["--max-line-mib", "2"], "2 MiB")] {
+        let mut all = vec!["import", "/dev/zero"];
+        all.extend(args);
+        let output = skein.run(&all);
+        assert_eq!(output.status.code(), Some(6), "{}", stderr(&output));
+        let message = stderr(&output);
+        assert!(
+            message.contains(&format!("the limit of {limit} per line")),
+            "{message}"
+        );
+        assert!(message.contains("--max-line-mib"), "{message}");
+        assert!(message.contains("nothing was imported"), "{message}");
+    }
+    let output = skein
+        .command(&["import", "/dev/zero"])
+        .env("SKEIN_IMPORT_MAX_LINE_MIB", "1")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&output).contains("the limit of 1 MiB"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -167,3 +167,50 @@ fn rusqlite_count(path: &Path, sql: &str) -> i64 {
         .query_row(sql, [], |row| row.get(0))
         .unwrap()
 }
+
+/// A logs.db whose turn names a message that does not exist imports
+/// nothing: exit code 6, and the error says what was wrong and that nothing
+/// was imported. (The store's tests cover every kind of damage on both
+/// backends.)
+#[test]
+fn a_damaged_llm_database_is_rejected_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs.db");
+    rusqlite::Connection::open(&logs)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE threads (id TEXT, name TEXT, tip_message_hash TEXT, forked_from TEXT,
+                 datetime_utc TEXT);
+             CREATE TABLE messages (hash TEXT, parent_hash TEXT, role TEXT);
+             CREATE TABLE parts (id INTEGER PRIMARY KEY, message_hash TEXT, type TEXT, text TEXT,
+                 payload TEXT, position INTEGER);
+             CREATE TABLE turns (id TEXT, thread_id TEXT, parent_message_hash TEXT,
+                 tip_message_hash TEXT, model TEXT, resolved_model TEXT, input_tokens INTEGER,
+                 output_tokens INTEGER, duration_ms INTEGER, datetime_utc TEXT, options_json TEXT);
+             INSERT INTO messages VALUES ('q', NULL, 'user'), ('a', 'q', 'assistant');
+             INSERT INTO parts(message_hash, type, text, position)
+                 VALUES ('q', 'text', 'question', 0), ('a', 'text', 'answer', 0);
+             INSERT INTO threads VALUES ('t', 'a thread', 'a', NULL, '2026-01-01 10:00:00');
+             INSERT INTO turns VALUES ('good', 't', 'q', 'a', 'echo', NULL, 1, 1, 5,
+                 '2026-01-01 10:00:00', NULL);
+             INSERT INTO turns VALUES ('bad', 't', 'a', 'missing', 'echo', NULL, 1, 1, 5,
+                 '2026-01-01 10:01:00', NULL);",
+        )
+        .unwrap();
+    let db = dir.path().join("skein.db");
+    let output = skein(&db, &["import", "--from-llm", logs.to_str().unwrap()]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{message}");
+    assert!(
+        message.contains("turn bad names message missing as its reply"),
+        "{message}"
+    );
+    assert!(message.contains("nothing was imported"), "{message}");
+    for table in ["nodes", "conversations", "runs"] {
+        assert_eq!(
+            rusqlite_count(&db, &format!("SELECT count(*) FROM {table}")),
+            0,
+            "{table}"
+        );
+    }
+}

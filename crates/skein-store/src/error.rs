@@ -43,8 +43,44 @@ pub enum StoreError {
     },
     #[error("a stored row is malformed: {0} (run `skein verify`)")]
     MalformedRow(String),
-    #[error("import aborted at line {line}, nothing was imported: {problem}")]
+    /// An import was refused; the transaction was rolled back. `line` is
+    /// the export line at fault, or 0 when the problem is not tied to one
+    /// (an empty file, an `llm` database).
+    #[error("import aborted{}, nothing was imported: {problem}", at_line(*.line))]
     Import { line: usize, problem: String },
+    /// An export line longer than the import's line limit: refused before
+    /// it is read whole, so an endless input cannot exhaust memory.
+    #[error(
+        "import aborted at line {line}, nothing was imported: the line is longer than \
+         the limit of {} per line", mebibytes(*.limit)
+    )]
+    LineTooLong { line: usize, limit: usize },
+    /// A command that only reads (or only works on an existing database)
+    /// named a SQLite file that does not exist. Nothing was created.
+    #[error(
+        "there is no database at {location} (nothing was created: only commands that \
+         record something create a database)"
+    )]
+    NoDatabase { location: String },
+    /// The location holds something that is not a skein database (another
+    /// application's SQLite file, a non-SQLite file, a PostgreSQL schema
+    /// without skein's tables). It was left untouched.
+    #[error("{location} is not a skein database ({reason}); it was left untouched")]
+    NotSkein { location: String, reason: String },
+    /// The store was opened read-only and the operation writes.
+    #[error("{location} was opened read-only, and this operation writes")]
+    ReadOnly { location: String },
+    /// A database opened read-only needs a schema upgrade it cannot get.
+    #[error(
+        "the database {location} has schema version {found}, older than this skein's \
+         ({supported}), and cannot be upgraded while it is read-only: {reason}"
+    )]
+    OutdatedReadOnly {
+        location: String,
+        found: i64,
+        supported: i64,
+        reason: String,
+    },
     #[error(
         "the database has schema version {found}, newer than this skein supports ({supported}); upgrade skein"
     )]
@@ -95,6 +131,20 @@ pub struct HeadMoved {
     pub actual: Option<NodeId>,
     /// Where the turn stands (stored, unbookmarked).
     pub turn_head: Option<NodeId>,
+}
+
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        line => format!(" at line {line}"),
+    }
+}
+
+fn mebibytes(bytes: usize) -> String {
+    match bytes % (1 << 20) {
+        0 => format!("{} MiB", bytes >> 20),
+        _ => format!("{bytes} bytes"),
+    }
 }
 
 fn short(id: &Option<NodeId>) -> String {

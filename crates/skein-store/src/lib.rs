@@ -20,8 +20,14 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
   returns [`StoreError::HeadMoved`];
 - nodes are never updated or deleted; only bookmarks move.
 
+[`Store::open_with`] takes an [`OpenMode`]: create the database when
+missing, require it, or only read it (never creating, migrating or writing
+anything where there is no skein database); no mode touches a file that is
+not a skein database.
+
 Modules: [`records`] (the typed rows), [`error`], the facade (store.rs)
-that picks a backend, what both backends share (codec.rs, location.rs, and
+that picks a backend, the open modes and the recognition of a SQLite file
+(open.rs), what both backends share (codec.rs, location.rs, and
 the non-SQL halves of the modules below), the SQLite operations split by
 concern (graph, conversations, runs, reruns of recorded turns, the
 embedding cache, transfer, verify, resolve, schema) and the PostgreSQL
@@ -35,6 +41,7 @@ pub mod error;
 mod graph;
 mod llm_import;
 pub mod location;
+mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod records;
@@ -52,6 +59,7 @@ pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use llm_import::LlmImportReport;
+pub use open::OpenMode;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]
 pub use postgres::scratch;
@@ -62,5 +70,5 @@ pub use records::{
 pub use reruns::{RerunCommit, RerunRecord};
 pub use skein_core::{ConversationSettings, RecordedSettings};
 pub use store::{Store, blocking_caller};
-pub use transfer::ImportReport;
+pub use transfer::{DEFAULT_IMPORT_LINE_LIMIT, ImportReport};
 pub use verify::{Problem, VerifyReport};

@@ -1,7 +1,10 @@
 /*!
 Import from `llm` (0.3x): its content-addressed message store (`threads`,
 `messages`, `parts`, `turns`, `tools`, `turn_tools`, and attachments) read
-from its `logs.db` and written into skein through the store's public API.
+from its `logs.db`, checked whole (every tip, turn and parent names a
+message that exists; every tool schema is JSON), then written in one
+transaction through the store's batch write (`import_lines`, the one JSONL
+import uses), so it is all or nothing on both backends.
 
 - Each `llm` message becomes a node under its parent's node, so shared
   prefixes stay shared and a thread becomes a thread.
@@ -10,8 +13,10 @@ from its `logs.db` and written into skein through the store's public API.
   attachments stored inline become attachment parts. Reasoning parts and
   attachments held only by path or URL have no skein equivalent and are
   counted as skipped, never silently dropped.
-- Each `llm` thread becomes a conversation; a fork (`forked_from`) keeps
-  its origin: the thread it came from and the newest message both share.
+- Each `llm` thread becomes a conversation (created and updated at its
+  first and latest turn's time); a fork (`forked_from`) keeps its origin:
+  the thread it came from and the newest message both share. A
+  conversation imported before keeps its bookmark.
 - Each turn becomes a run with its model, usage, timings and the exact
   tools it offered.
 
@@ -21,9 +26,12 @@ importing the same database again changes nothing.
 
 use crate::Store;
 use crate::error::{Result, StoreError};
-use crate::records::{ConversationId, NewConversation, Origin, RunId, RunRecord};
+use crate::records::{Conversation, ConversationId, Origin, RunId, RunRecord};
+use crate::store::dispatch;
+use crate::transfer::Line;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
+use skein_core::thread::Node;
 use skein_core::{Attachment, Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -68,95 +76,97 @@ struct ResultPayload {
 }
 
 impl Store {
-    /// Import the `llm` database at `path` (opened read-only).
+    /// Import the `llm` database at `path` (opened read-only). Everything
+    /// is read and checked first, then written in one transaction: a
+    /// database with a dangling reference or a malformed row imports
+    /// nothing, and the error says what was wrong.
     pub fn import_llm(&self, path: &Path) -> Result<LlmImportReport> {
         let llm = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|error| bad(format!("cannot open {}: {error}", path.display())))?;
-        for table in ["threads", "messages", "parts", "turns"] {
-            let present: Option<String> = llm
-                .query_row(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                    [table],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if present.is_none() {
-                return Err(bad(format!(
-                    "{} has no `{table}` table: it is not an `llm` 0.3x logs.db (run `llm logs path` to find yours)",
-                    path.display()
-                )));
-            }
-        }
         let mut report = LlmImportReport::default();
-        let messages = read_messages(&llm, &mut report)?;
-        report.messages = messages.len();
-        let threads = build_threads(&messages)?;
-
-        let mut imported_conversations: HashMap<String, ConversationId> = HashMap::new();
-        let mut statement = llm.prepare(
-            "SELECT id, name, tip_message_hash, forked_from, datetime_utc FROM threads ORDER BY datetime_utc, id",
-        )?;
-        let rows: Vec<LlmThread> = statement
-            .query_map([], |row| {
-                Ok(LlmThread {
-                    id: row.get(0)?,
-                    name: row.get(1)?,
-                    tip: row.get(2)?,
-                    forked_from: row.get(3)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        for thread in &rows {
-            imported_conversations.insert(thread.id.clone(), derived_conversation(&thread.id));
-        }
-        for LlmThread {
-            id,
-            name,
-            tip,
-            forked_from,
-        } in rows
-        {
-            let conversation = imported_conversations[&id].clone();
-            let head = tip
-                .as_deref()
-                .map(|tip| node_of(&threads, tip))
-                .transpose()?;
-            if let Some(tip) = &tip {
-                self.append(&threads[tip])?;
+        let (lines, turns) = read_llm(&llm, path, &mut report).map_err(|error| match error {
+            error @ StoreError::Import { .. } => error,
+            other => bad(format!("cannot read {}: {other}", path.display())),
+        })?;
+        // Conversations imported before keep their bookmark, wherever it has
+        // moved since; everything else is written (nodes and runs already
+        // there are skipped by the batch write).
+        let mut batch = Vec::with_capacity(lines.len());
+        for line in lines {
+            if let Line::Conversation(conversation) = &line {
+                match self.conversation(&conversation.id) {
+                    Ok(_) => {
+                        report.already_present += 1;
+                        continue;
+                    }
+                    Err(StoreError::ConversationNotFound(_)) => {}
+                    Err(error) => return Err(error),
+                }
             }
-            if self.conversation(&conversation).is_ok() {
-                report.already_present += 1;
-                continue;
-            }
-            let origin = match &forked_from {
-                None => None,
-                Some(from) => Some(Origin {
-                    node: fork_point(&llm, &threads, tip.as_deref(), from)?,
-                    conversation: imported_conversations.get(from).cloned(),
-                    rerun: None,
-                }),
-            };
-            self.create_conversation(NewConversation {
-                id: Some(conversation),
-                name,
-                head,
-                origin,
-                settings: skein_core::ConversationSettings {
-                    imported_from: Some("llm".into()),
-                    llm_thread: Some(id.clone()),
-                    ..Default::default()
-                },
-            })?;
-            report.conversations += 1;
+            batch.push((0, line));
         }
+        let written = dispatch!(self, s => s.import_lines(&batch))?;
+        report.conversations = written.conversations;
+        report.runs = written.runs;
+        report.already_present += turns - written.runs;
+        Ok(report)
+    }
+}
 
-        let tools = read_turn_tools(&llm)?;
-        let mut statement = llm.prepare(
-            "SELECT id, thread_id, parent_message_hash, tip_message_hash, model, resolved_model,
-                    input_tokens, output_tokens, duration_ms, datetime_utc, options_json
-             FROM turns ORDER BY datetime_utc, id",
-        )?;
-        let turns = statement.query_map([], |row| {
+/// Everything the import writes, as the batch write's lines (nodes parents
+/// first, then conversations, then runs), and the number of turns read.
+fn read_llm(
+    llm: &Connection,
+    path: &Path,
+    report: &mut LlmImportReport,
+) -> Result<(Vec<Line>, usize)> {
+    for table in ["threads", "messages", "parts", "turns"] {
+        let present: Option<String> = llm
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if present.is_none() {
+            return Err(bad(format!(
+                "{} has no `{table}` table: it is not an `llm` 0.3x logs.db (run `llm logs path` to find yours)",
+                path.display()
+            )));
+        }
+    }
+    let messages = read_messages(llm, report)?;
+    report.messages = messages.len();
+    let threads = build_threads(&messages)?;
+    let mut lines = node_lines(&threads);
+
+    let mut statement = llm.prepare(
+        "SELECT id, name, tip_message_hash, forked_from, datetime_utc FROM threads ORDER BY datetime_utc, id",
+    )?;
+    let rows: Vec<LlmThread> = statement
+        .query_map([], |row| {
+            Ok(LlmThread {
+                id: row.get(0)?,
+                name: row.get(1)?,
+                tip: row.get(2)?,
+                forked_from: row.get(3)?,
+                when: row.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let conversations: HashMap<String, ConversationId> = rows
+        .iter()
+        .map(|thread| (thread.id.clone(), derived_conversation(&thread.id)))
+        .collect();
+
+    let tools = read_turn_tools(llm)?;
+    let mut statement = llm.prepare(
+        "SELECT id, thread_id, parent_message_hash, tip_message_hash, model, resolved_model,
+                input_tokens, output_tokens, duration_ms, datetime_utc, options_json
+         FROM turns ORDER BY datetime_utc, id",
+    )?;
+    let turns = statement
+        .query_map([], |row| {
             Ok(Turn {
                 id: row.get(0)?,
                 thread: row.get(1)?,
@@ -170,52 +180,132 @@ impl Store {
                 when: row.get(9)?,
                 options: row.get(10)?,
             })
-        })?;
-        for turn in turns {
-            let turn = turn?;
-            let id = derived_run(&turn.id);
-            if self.run_record(&id).is_ok() {
-                report.already_present += 1;
-                continue;
-            }
-            let mut run = RunRecord::new(
-                turn.resolved_model
-                    .clone()
-                    .or(turn.model.clone())
-                    .unwrap_or_else(|| "unknown".into()),
-                "llm",
-            );
-            run.id = id;
-            run.conversation = turn
-                .thread
-                .as_ref()
-                .and_then(|thread| imported_conversations.get(thread).cloned());
-            run.input_head = turn
-                .input
-                .as_deref()
-                .map(|hash| node_of(&threads, hash))
-                .transpose()?;
-            run.output_head = turn
-                .output
-                .as_deref()
-                .map(|hash| node_of(&threads, hash))
-                .transpose()?;
-            run.usage.input_tokens = turn.input_tokens.map(|n| n as u64);
-            run.usage.output_tokens = turn.output_tokens.map(|n| n as u64);
-            run.usage_complete = turn.input_tokens.is_some() && turn.output_tokens.is_some();
-            run.started_ms = turn.when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
-            run.finished_ms = turn.duration_ms.map(|duration| run.started_ms + duration);
-            run.tools = tools.get(&turn.id).cloned().unwrap_or_default();
-            if let Some(options) = turn.options.as_deref()
-                && let Ok(options) = serde_json::from_str(options)
-            {
-                run.options = options;
-            }
-            self.record_run(&run)?;
-            report.runs += 1;
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut runs = Vec::with_capacity(turns.len());
+    // A conversation was last updated by its newest turn.
+    let mut last_turn: HashMap<&str, i64> = HashMap::new();
+    for turn in &turns {
+        let run = run_of(turn, &threads, &conversations, &tools)?;
+        if let Some(thread) = &turn.thread {
+            let last = last_turn.entry(thread.as_str()).or_insert(run.started_ms);
+            *last = (*last).max(run.started_ms);
         }
-        Ok(report)
+        runs.push(run);
     }
+
+    for LlmThread {
+        id,
+        name,
+        tip,
+        forked_from,
+        when,
+    } in &rows
+    {
+        let head = tip
+            .as_deref()
+            .map(|tip| {
+                node_of(&threads, tip).ok_or_else(|| {
+                    bad(format!(
+                        "thread {id} has tip message {tip}, but there is no such message"
+                    ))
+                })
+            })
+            .transpose()?;
+        let origin = match forked_from {
+            None => None,
+            Some(from) => Some(Origin {
+                node: fork_point(llm, &threads, tip.as_deref(), from)?,
+                conversation: conversations.get(from).cloned(),
+                rerun: None,
+            }),
+        };
+        let created_ms = when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
+        lines.push(Line::Conversation(Box::new(Conversation {
+            id: conversations[id].clone(),
+            name: name.clone(),
+            head,
+            len: 0,
+            origin,
+            created_ms,
+            updated_ms: last_turn
+                .get(id.as_str())
+                .map_or(created_ms, |last| created_ms.max(*last)),
+            settings: skein_core::ConversationSettings {
+                imported_from: Some("llm".into()),
+                llm_thread: Some(id.clone()),
+                ..Default::default()
+            },
+        })));
+    }
+    lines.extend(runs.into_iter().map(|run| Line::Run(Box::new(run))));
+    Ok((lines, turns.len()))
+}
+
+/// One node line per message, parents before children.
+fn node_lines(threads: &HashMap<String, Thread>) -> Vec<Line> {
+    let mut nodes: Vec<&Node> = threads
+        .values()
+        .filter_map(|thread| thread.head().map(|node| &**node))
+        .collect();
+    nodes.sort_by_key(|node| (node.depth(), node.id()));
+    nodes.dedup_by_key(|node| node.id());
+    nodes
+        .into_iter()
+        .map(|node| Line::Node {
+            id: node.id(),
+            parent: node.parent_id(),
+            role: node.message().role,
+            parts: node.message().parts.clone(),
+        })
+        .collect()
+}
+
+/// The run record of an `llm` turn, its references checked.
+fn run_of(
+    turn: &Turn,
+    threads: &HashMap<String, Thread>,
+    conversations: &HashMap<String, ConversationId>,
+    tools: &HashMap<String, Vec<ToolSpec>>,
+) -> Result<RunRecord> {
+    let message = |which: &str, hash: &Option<String>| -> Result<Option<NodeId>> {
+        hash.as_deref()
+            .map(|hash| {
+                node_of(threads, hash).ok_or_else(|| {
+                    bad(format!(
+                        "turn {} names message {hash} as its {which}, but there is no such message",
+                        turn.id
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let mut run = RunRecord::new(
+        turn.resolved_model
+            .clone()
+            .or(turn.model.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        "llm",
+    );
+    run.id = derived_run(&turn.id);
+    run.conversation = turn
+        .thread
+        .as_ref()
+        .and_then(|thread| conversations.get(thread).cloned());
+    run.input_head = message("prompt", &turn.input)?;
+    run.output_head = message("reply", &turn.output)?;
+    run.usage.input_tokens = turn.input_tokens.map(|n| n as u64);
+    run.usage.output_tokens = turn.output_tokens.map(|n| n as u64);
+    run.usage_complete = turn.input_tokens.is_some() && turn.output_tokens.is_some();
+    run.started_ms = turn.when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
+    run.finished_ms = turn.duration_ms.map(|duration| run.started_ms + duration);
+    run.tools = tools.get(&turn.id).cloned().unwrap_or_default();
+    if let Some(options) = turn.options.as_deref()
+        && let Ok(options) = serde_json::from_str(options)
+    {
+        run.options = options;
+    }
+    Ok(run)
 }
 
 struct LlmThread {
@@ -223,6 +313,7 @@ struct LlmThread {
     name: Option<String>,
     tip: Option<String>,
     forked_from: Option<String>,
+    when: Option<String>,
 }
 
 struct Turn {
@@ -391,9 +482,12 @@ fn build_threads(messages: &HashMap<String, LlmMessage>) -> Result<HashMap<Strin
             if !seen.insert(hash.clone()) {
                 return Err(bad(format!("message {hash} is its own ancestor")));
             }
-            let message = messages
-                .get(&hash)
-                .ok_or_else(|| bad(format!("a message's parent {hash} is missing")))?;
+            let message = messages.get(&hash).ok_or_else(|| {
+                bad(format!(
+                    "message {} has parent {hash}, but there is no such message",
+                    pending.last().map_or("?", String::as_str)
+                ))
+            })?;
             cursor = message.parent.clone();
             pending.push(hash);
         }
@@ -410,11 +504,8 @@ fn build_threads(messages: &HashMap<String, LlmMessage>) -> Result<HashMap<Strin
     Ok(threads)
 }
 
-fn node_of(threads: &HashMap<String, Thread>, hash: &str) -> Result<NodeId> {
-    threads
-        .get(hash)
-        .and_then(Thread::head_id)
-        .ok_or_else(|| bad(format!("message {hash} is referenced but missing")))
+fn node_of(threads: &HashMap<String, Thread>, hash: &str) -> Option<NodeId> {
+    threads.get(hash).and_then(Thread::head_id)
 }
 
 /// Where a fork left its origin: the newest node its tip shares with the
@@ -436,8 +527,19 @@ fn fork_point(
     let (Some(tip), Some(from_tip)) = (tip, from_tip) else {
         return Ok(None);
     };
-    let ours: HashSet<NodeId> = threads[tip].nodes().iter().map(|node| node.id()).collect();
-    Ok(threads[&from_tip]
+    let thread_of = |hash: &str| {
+        threads.get(hash).ok_or_else(|| {
+            bad(format!(
+                "thread {from} has tip message {hash}, but there is no such message"
+            ))
+        })
+    };
+    let ours: HashSet<NodeId> = thread_of(tip)?
+        .nodes()
+        .iter()
+        .map(|node| node.id())
+        .collect();
+    Ok(thread_of(&from_tip)?
         .nodes()
         .iter()
         .rev()
@@ -474,7 +576,13 @@ fn read_turn_tools(llm: &Connection) -> Result<HashMap<String, Vec<ToolSpec>>> {
         let schema = schema
             .as_deref()
             .map(serde_json::from_str)
-            .transpose()?
+            .transpose()
+            .map_err(|error| {
+                bad(format!(
+                    "tool {} offered in turn {turn} has an input schema that is not JSON: {error}",
+                    name.as_deref().unwrap_or("(unnamed)")
+                ))
+            })?
             .unwrap_or_else(|| serde_json::json!({}));
         tools.entry(turn).or_default().push(ToolSpec::new(
             name.unwrap_or_default(),

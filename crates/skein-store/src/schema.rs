@@ -189,6 +189,11 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
             supported: SCHEMA_VERSION,
         });
     }
+    if found == SCHEMA_VERSION {
+        // Current: no write transaction, so a database that cannot be
+        // written still opens.
+        return Ok(());
+    }
     for (index, migration) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -9,9 +9,13 @@ IMMEDIATE` transaction, which in WAL mode waits on the busy handler instead
 of failing the way a deferred transaction that upgrades to a write does.
 Readers come from a small pool and never block the writer. A rusqlite
 `Connection` is not `Sync`, so each is only ever used under its mutex.
+
+Opened read-only (open.rs), every connection is read-only and `write`
+refuses before touching the database.
 */
 
 use crate::error::{Result, StoreError};
+use crate::open::{self, OpenMode, ReadOnlyOpener, SqliteFile};
 use crate::schema;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
@@ -36,19 +40,63 @@ struct Shared {
     key: StoreKey,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    /// Set when opened read-only: every connection is read-only (the
+    /// "writer" too) and writes are refused.
+    read_only: Option<ReadOnlyOpener>,
 }
 
 impl SqliteStore {
-    /// Open (creating if needed) the database at `path`, migrating it to the
-    /// current schema.
-    pub fn open(path: &Path) -> Result<SqliteStore> {
+    /// Open the database at `path` as `mode` says (see [`OpenMode`]),
+    /// migrating it to the current schema. A file that is not a skein
+    /// database is refused before anything is written to it.
+    pub fn open(path: &Path, mode: OpenMode) -> Result<SqliteStore> {
         let path = path.to_path_buf();
-        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+        let location = || path.display().to_string();
+        let opener = ReadOnlyOpener::new(&path);
+        match (open::classify(&path, &opener)?, mode) {
+            (SqliteFile::Missing, OpenMode::Create) => {
+                if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)?;
+                }
+            }
+            (SqliteFile::Missing, _) => {
+                return Err(StoreError::NoDatabase {
+                    location: location(),
+                });
+            }
+            (SqliteFile::Blank, OpenMode::Create) => {}
+            (SqliteFile::Blank, _) => {
+                return Err(StoreError::NotSkein {
+                    location: location(),
+                    reason: "it is empty".into(),
+                });
+            }
+            (SqliteFile::Skein { version }, OpenMode::ReadOnly) => {
+                if version < schema::SCHEMA_VERSION {
+                    upgrade(&path, version)?;
+                } else if version > schema::SCHEMA_VERSION {
+                    return Err(StoreError::NewerSchema {
+                        found: version,
+                        supported: schema::SCHEMA_VERSION,
+                    });
+                }
+                let reader = opener.connect()?;
+                configure(&reader)?;
+                return SqliteStore::assemble(path, reader, Some(opener));
+            }
+            (SqliteFile::Skein { .. }, _) => {}
         }
         let mut writer = connect(&path)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         schema::migrate(&mut writer)?;
+        SqliteStore::assemble(path, writer, None)
+    }
+
+    fn assemble(
+        path: PathBuf,
+        writer: Connection,
+        read_only: Option<ReadOnlyOpener>,
+    ) -> Result<SqliteStore> {
         let key: String = writer.query_row(
             "SELECT value FROM meta WHERE key = 'store_key'",
             [],
@@ -63,8 +111,26 @@ impl SqliteStore {
                 key,
                 writer: Mutex::new(writer),
                 readers: Mutex::new(Vec::new()),
+                read_only,
             }),
         })
+    }
+
+    /// Whether this handle only reads (opened with [`OpenMode::ReadOnly`]).
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only.is_some()
+    }
+
+    /// A new connection of the kind this handle uses.
+    fn connection(&self) -> Result<Connection> {
+        match &self.shared.read_only {
+            Some(opener) => {
+                let conn = opener.connect()?;
+                configure(&conn)?;
+                Ok(conn)
+            }
+            None => connect(&self.shared.path),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -89,6 +155,11 @@ impl SqliteStore {
         &self,
         mut work: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
     ) -> Result<T> {
+        if self.is_read_only() {
+            return Err(StoreError::ReadOnly {
+                location: self.location(),
+            });
+        }
         let started = Instant::now();
         let mut pause = Duration::from_millis(5);
         let mut conn = lock(&self.shared.writer);
@@ -119,7 +190,7 @@ impl SqliteStore {
         let pooled = lock(&self.shared.readers).pop();
         let conn = match pooled {
             Some(conn) => conn,
-            None => connect(&self.shared.path)?,
+            None => self.connection()?,
         };
         let result = work(&conn);
         let mut readers = lock(&self.shared.readers);
@@ -131,7 +202,7 @@ impl SqliteStore {
 
     /// A raw connection for tests that must tamper with or inspect rows.
     pub fn raw_connection(&self) -> Result<Connection> {
-        connect(&self.shared.path)
+        self.connection()
     }
 
     pub fn debug_execute(&self, sql: &str) -> Result<u64> {
@@ -145,6 +216,27 @@ impl SqliteStore {
     }
 }
 
+/// Bring an older skein database opened for reading to the current schema,
+/// through a writable connection of its own; reading it otherwise would
+/// fail on every missing column.
+fn upgrade(path: &Path, found: i64) -> Result<()> {
+    let migrated = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(StoreError::from)
+    .and_then(|mut conn| {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        schema::migrate(&mut conn)
+    });
+    migrated.map_err(|error| StoreError::OutdatedReadOnly {
+        location: path.display().to_string(),
+        found,
+        supported: schema::SCHEMA_VERSION,
+        reason: error.to_string(),
+    })
+}
+
 fn connect(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
@@ -152,6 +244,12 @@ fn connect(path: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+/// What every connection sets, read-only ones included.
+fn configure(conn: &Connection) -> Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // NORMAL is durable against process crashes in WAL mode; only a power
     // loss can drop the last commits, never corrupt the database.
@@ -164,7 +262,7 @@ fn connect(path: &Path) -> Result<Connection> {
     // statement it returns to its cache: nearly every cached statement was
     // compiled again on each use. Our queries have one right plan each.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    Ok(conn)
+    Ok(())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

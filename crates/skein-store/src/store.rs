@@ -9,6 +9,7 @@ resolve.rs) runs here once for both backends.
 use crate::CommitStageProbe;
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::open::OpenMode;
 use crate::records::{
     Committed, Conversation, ConversationId, ListPosition, NewConversation, RunId, RunRecord,
     TurnCommit,
@@ -57,19 +58,33 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Open the database at `location`, migrating it to the current schema: a
-    /// `postgres://` URL opens that PostgreSQL database (which must exist),
-    /// anything else is a SQLite file, created if needed.
+    /// Open the database at `location`, creating it if needed and migrating
+    /// it to the current schema: a `postgres://` URL opens that PostgreSQL
+    /// database (which must exist), anything else is a SQLite file. The
+    /// same as [`Store::open_with`] with [`OpenMode::Create`].
     pub fn open(location: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(location, OpenMode::Create)
+    }
+
+    /// Open the database at `location` as `mode` says: created when
+    /// missing, or required to exist, or only read (see [`OpenMode`]).
+    /// Whatever the mode, a location that holds something other than a
+    /// skein database is refused untouched ([`StoreError::NotSkein`]).
+    pub fn open_with(location: impl AsRef<Path>, mode: OpenMode) -> Result<Store> {
         let location = location.as_ref();
         let backend = match location
             .to_str()
             .filter(|text| crate::location::is_postgres_url(text))
         {
-            Some(url) => open_postgres(url)?,
-            None => Backend::Sqlite(SqliteStore::open(location)?),
+            Some(url) => open_postgres(url, mode)?,
+            None => Backend::Sqlite(SqliteStore::open(location, mode)?),
         };
         Ok(Store { backend })
+    }
+
+    /// Whether this handle only reads: opened with [`OpenMode::ReadOnly`].
+    pub fn is_read_only(&self) -> bool {
+        dispatch!(self, s => s.is_read_only())
     }
 
     pub(crate) fn backend(&self) -> &Backend {
@@ -310,9 +325,21 @@ impl Store {
         transfer::write_records(out, conversations, runs, self.all_reruns()?)
     }
 
-    /// Import a JSONL export. All or nothing.
+    /// Import a JSONL export. All or nothing. A line longer than
+    /// [`transfer::DEFAULT_IMPORT_LINE_LIMIT`] is refused
+    /// ([`StoreError::LineTooLong`]).
     pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
-        let lines = transfer::parse_lines(input)?;
+        self.import_with_line_limit(input, transfer::DEFAULT_IMPORT_LINE_LIMIT)
+    }
+
+    /// [`Store::import`] with another limit on one line's length, in bytes
+    /// (a node line holds its attachments, base64-encoded).
+    pub fn import_with_line_limit(
+        &self,
+        input: &mut dyn BufRead,
+        max_line: usize,
+    ) -> Result<ImportReport> {
+        let lines = transfer::parse_lines(input, max_line)?;
         transfer::check_ids(&lines)?;
         dispatch!(self, s => s.import_lines(&lines))
     }
@@ -351,12 +378,14 @@ impl Store {
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str) -> Result<Backend> {
-    Ok(Backend::Postgres(crate::postgres::PgStore::open(url)?))
+fn open_postgres(url: &str, mode: OpenMode) -> Result<Backend> {
+    Ok(Backend::Postgres(crate::postgres::PgStore::open(
+        url, mode,
+    )?))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(url: &str) -> Result<Backend> {
+fn open_postgres(url: &str, _mode: OpenMode) -> Result<Backend> {
     Err(StoreError::NoPostgresSupport {
         location: crate::location::redact(url),
     })

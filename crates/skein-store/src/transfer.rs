@@ -18,8 +18,17 @@ exported: it is recomputed on demand.
 
 Import recomputes every node id from its parent and content and checks it
 against the file. The whole file is parsed and checked in one transaction: a
-malformed line, an id mismatch or an unknown parent aborts the import with
-an error naming the line, and nothing is imported.
+malformed line, an id mismatch, or a record pointing at nothing (a node's
+parent, a conversation's head or origin node, a run's conversation or
+heads, a rerun's turn, heads, conversation or runs, none of them in the
+database nor earlier in the file) aborts the import with an error naming
+the line, and nothing is imported. A line longer than the line limit
+([`DEFAULT_IMPORT_LINE_LIMIT`] unless the caller sets another) is refused
+before it is read whole, so an endless input never exhausts memory.
+
+`import_lines` is also the store's one batch write of nodes,
+conversations and runs: the `llm` import (llm_import.rs) builds its lines
+and writes them through it, so it too is all or nothing on both backends.
 
 The format, parsing and every check that needs no database are here, shared
 by both backends; the SQLite export and import loops are here too, the
@@ -29,7 +38,7 @@ PostgreSQL ones in postgres/transfer.rs.
 use crate::codec::{node_id, optional_node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{decode_message, insert_node};
-use crate::records::{Conversation, RunRecord};
+use crate::records::{Conversation, ConversationId, RunId, RunRecord};
 use crate::reruns::{RerunRecord, insert_rerun};
 use crate::runs::insert_run;
 use crate::sqlite::SqliteStore;
@@ -37,7 +46,11 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
 use skein_core::{Message, NodeId, Part, Role};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
+
+/// The longest export line [`crate::Store::import`] reads: 64 MiB, room for
+/// a node with a 48 MiB attachment (base64 adds a third).
+pub const DEFAULT_IMPORT_LINE_LIMIT: usize = 64 << 20;
 
 const FORMAT: &str = "skein-export";
 const FORMAT_VERSION: u32 = 2;
@@ -129,6 +142,7 @@ impl SqliteStore {
                             check_same_head(number, conversation, head.as_deref())?;
                             continue;
                         }
+                        check_references(tx, number, line)?;
                         let origin = conversation.origin.clone().unwrap_or_default();
                         tx.prepare_cached(
                             "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
@@ -154,6 +168,7 @@ impl SqliteStore {
                             .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
                             .exists([run.id.as_str()])?;
                         if !exists {
+                            check_references(tx, number, line)?;
                             insert_run(tx, run, run.conversation.as_ref())?;
                             report.runs += 1;
                         }
@@ -165,9 +180,7 @@ impl SqliteStore {
                         if exists {
                             continue;
                         }
-                        if crate::graph::seq_of(tx, rerun.turn_node)?.is_none() {
-                            return Err(rerun_without_turn(number, rerun));
-                        }
+                        check_references(tx, number, line)?;
                         insert_rerun(tx, rerun)?;
                         report.reruns += 1;
                     }
@@ -175,6 +188,124 @@ impl SqliteStore {
             }
             Ok(report)
         })
+    }
+}
+
+/// Fail unless everything `line` points at is in the database (which, in
+/// the import's transaction, holds the file's earlier lines too).
+fn check_references(tx: &rusqlite::Transaction<'_>, number: usize, line: &Line) -> Result<()> {
+    for reference in references(line) {
+        let present = match &reference.target {
+            Target::Node(id) => crate::graph::seq_of(tx, *id)?.is_some(),
+            Target::Conversation(id) => tx
+                .prepare_cached("SELECT 1 FROM conversations WHERE id = ?1")?
+                .exists([id.as_str()])?,
+            Target::Run(id) => tx
+                .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
+                .exists([id.as_str()])?,
+        };
+        if !present {
+            return Err(dangling(number, line, &reference));
+        }
+    }
+    Ok(())
+}
+
+/// Something an import line points at, which must be stored before it.
+pub(crate) struct Reference<'a> {
+    /// How the line's record relates to it ("has head", "re-ran").
+    pub relation: &'static str,
+    pub target: Target<'a>,
+}
+
+pub(crate) enum Target<'a> {
+    Node(NodeId),
+    Conversation(&'a ConversationId),
+    Run(&'a RunId),
+}
+
+/// Everything a conversation, run or rerun line points at. (A
+/// conversation's origin conversation and rerun may come later in the file,
+/// or be gone, and are provenance only: they are not required.)
+pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
+    let node = |relation, id: &Option<NodeId>| {
+        id.map(|id| Reference {
+            relation,
+            target: Target::Node(id),
+        })
+    };
+    match line {
+        Line::Header { .. } | Line::Node { .. } => Vec::new(),
+        Line::Conversation(conversation) => {
+            let origin = conversation.origin.as_ref().and_then(|origin| origin.node);
+            [
+                node("has head", &conversation.head),
+                node("was forked at", &origin),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        }
+        Line::Run(run) => {
+            let conversation = run.conversation.as_ref().map(|id| Reference {
+                relation: "belongs to",
+                target: Target::Conversation(id),
+            });
+            [
+                conversation,
+                node("answered", &run.input_head),
+                node("produced", &run.output_head),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        }
+        Line::Rerun(rerun) => {
+            let mut all: Vec<Reference<'_>> = [
+                node("re-ran", &Some(rerun.turn_node)),
+                node("has request head", &rerun.request_head),
+                node("has answer head", &rerun.answer_head),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            all.push(Reference {
+                relation: "re-ran a turn of",
+                target: Target::Conversation(&rerun.conversation),
+            });
+            for (relation, ids) in [
+                ("has sample", &rerun.sample_runs),
+                ("has baseline", &rerun.baseline_runs),
+            ] {
+                all.extend(ids.iter().map(|id| Reference {
+                    relation,
+                    target: Target::Run(id),
+                }));
+            }
+            all
+        }
+    }
+}
+
+/// The import error for a line whose reference points at nothing.
+pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) -> StoreError {
+    let subject = match line {
+        Line::Conversation(conversation) => format!("conversation {}", conversation.id.short()),
+        Line::Run(run) => format!("run {}", run.id.short()),
+        Line::Rerun(rerun) => format!("rerun {}", rerun.id.short()),
+        Line::Header { .. } | Line::Node { .. } => "the line".to_string(),
+    };
+    let target = match &reference.target {
+        Target::Node(id) => format!("node {}", id.short()),
+        Target::Conversation(id) => format!("conversation {}", id.short()),
+        Target::Run(id) => format!("run {}", id.short()),
+    };
+    StoreError::Import {
+        line: number,
+        problem: format!(
+            "{subject} {} {target}, which is neither in the database nor earlier in the file",
+            reference.relation
+        ),
     }
 }
 
@@ -256,18 +387,6 @@ pub(crate) fn check_ids(lines: &[(usize, Line)]) -> Result<()> {
     Ok(())
 }
 
-/// A rerun whose re-run turn is not stored: its provenance would dangle.
-pub(crate) fn rerun_without_turn(line: usize, rerun: &RerunRecord) -> StoreError {
-    StoreError::Import {
-        line,
-        problem: format!(
-            "rerun {} re-ran node {}, which is neither in the database nor earlier in the file",
-            rerun.id.short(),
-            rerun.turn_node.short()
-        ),
-    }
-}
-
 pub(crate) fn orphan(line: usize, id: &NodeId, parent: &NodeId) -> StoreError {
     StoreError::Import {
         line,
@@ -308,20 +427,31 @@ pub(crate) fn bad_conversation(
     }
 }
 
-pub(crate) fn parse_lines(input: &mut dyn BufRead) -> Result<Vec<(usize, Line)>> {
+/// Read an export, line by line, refusing any line longer than `max_line`
+/// bytes before it is read whole.
+pub(crate) fn parse_lines(input: &mut dyn BufRead, max_line: usize) -> Result<Vec<(usize, Line)>> {
     let mut lines = Vec::new();
-    let mut text = String::new();
+    let mut text = Vec::new();
     let mut number = 0;
     loop {
         text.clear();
-        if input.read_line(&mut text)? == 0 {
+        let read = (&mut *input)
+            .take(max_line as u64 + 1)
+            .read_until(b'\n', &mut text)?;
+        if read == 0 {
             break;
         }
         number += 1;
-        if text.trim().is_empty() {
+        if text.len() > max_line && text.last() != Some(&b'\n') {
+            return Err(StoreError::LineTooLong {
+                line: number,
+                limit: max_line,
+            });
+        }
+        if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let line: Line = serde_json::from_str(&text).map_err(|error| StoreError::Import {
+        let line: Line = serde_json::from_slice(&text).map_err(|error| StoreError::Import {
             line: number,
             problem: format!("not a valid export record: {error}"),
         })?;

@@ -1,7 +1,9 @@
 /*!
 `verify`: recompute every node id from its parent and content, check depths
-and roles, re-hash every blob and check every conversation head, and report
-each problem found (it never stops at the first, and never repairs).
+and roles, re-hash every blob, check that every conversation's head and
+origin node and every run's conversation, heads and offered tools are
+stored, and report each problem found (it never stops at the first, and
+never repairs).
 
 The checks are shared by both backends ([`VerifyReport::check_node`] and
 friends); each backend only streams its rows through them (SQLite here,
@@ -36,6 +38,19 @@ pub enum Problem {
     BlobMismatch { digest: String },
     /// A conversation's head is not a stored node.
     DanglingHead { conversation: String },
+    /// A conversation's origin (the node it was forked at) is not stored.
+    DanglingOrigin { conversation: String, node: String },
+    /// A run belongs to a conversation that is not stored.
+    RunWithoutConversation { run: String, conversation: String },
+    /// A run's input head (`head: "input"`) or output head (`"output"`)
+    /// is not a stored node.
+    RunWithoutNode {
+        run: String,
+        head: &'static str,
+        node: String,
+    },
+    /// A run offered a tool whose definition is not stored.
+    RunWithoutTool { run: String, tool: String },
     /// The node is filed in a lane it does not continue (SQLite's loading
     /// index; see graph.rs), so threads through it would not load.
     LaneMismatch { id: String },
@@ -47,6 +62,7 @@ pub struct VerifyReport {
     pub nodes: u64,
     pub blobs: u64,
     pub conversations: u64,
+    pub runs: u64,
     pub problems: Vec<Problem>,
 }
 
@@ -119,13 +135,85 @@ impl VerifyReport {
         }
     }
 
-    pub(crate) fn check_head(&mut self, conversation: String, dangling: bool) {
+    /// One conversation, with what its head and origin node are when they
+    /// are set but not stored.
+    pub(crate) fn check_conversation(
+        &mut self,
+        conversation: String,
+        missing_head: bool,
+        missing_origin: Option<&[u8]>,
+    ) {
         self.conversations += 1;
-        if dangling {
+        if let Some(node) = missing_origin {
+            self.problems.push(Problem::DanglingOrigin {
+                conversation: conversation.clone(),
+                node: hex(node),
+            });
+        }
+        if missing_head {
             self.problems.push(Problem::DanglingHead { conversation });
         }
     }
+
+    /// One run, with its conversation and heads when they are set but not
+    /// stored.
+    pub(crate) fn check_run(
+        &mut self,
+        run: String,
+        missing_conversation: Option<String>,
+        missing_input: Option<&[u8]>,
+        missing_output: Option<&[u8]>,
+    ) {
+        self.runs += 1;
+        if let Some(conversation) = missing_conversation {
+            self.problems.push(Problem::RunWithoutConversation {
+                run: run.clone(),
+                conversation,
+            });
+        }
+        for (head, node) in [("input", missing_input), ("output", missing_output)] {
+            if let Some(node) = node {
+                self.problems.push(Problem::RunWithoutNode {
+                    run: run.clone(),
+                    head,
+                    node: hex(node),
+                });
+            }
+        }
+    }
+
+    /// A tool a run offered whose definition is not stored.
+    pub(crate) fn missing_tool(&mut self, run: String, tool: &[u8]) {
+        self.problems.push(Problem::RunWithoutTool {
+            run,
+            tool: hex(tool),
+        });
+    }
 }
+
+/// Every conversation, whether its head is set but not stored, and its
+/// origin node when that is set but not stored. The same SQL on both
+/// backends.
+pub(crate) const CONVERSATIONS: &str = "SELECT c.id, c.head IS NOT NULL AND n.id IS NULL,
+        CASE WHEN o.id IS NULL THEN c.forked_from_node END
+     FROM conversations c LEFT JOIN nodes n ON n.id = c.head
+     LEFT JOIN nodes o ON o.id = c.forked_from_node
+     ORDER BY c.id";
+
+/// Runs, each with its conversation, input head and output head when set
+/// but not stored (the caller adds paging and order).
+pub(crate) const RUNS: &str = "SELECT r.id,
+        CASE WHEN c.id IS NULL THEN r.conversation END,
+        CASE WHEN i.id IS NULL THEN r.input_head END,
+        CASE WHEN o.id IS NULL THEN r.output_head END
+     FROM runs r LEFT JOIN conversations c ON c.id = r.conversation
+     LEFT JOIN nodes i ON i.id = r.input_head
+     LEFT JOIN nodes o ON o.id = r.output_head";
+
+/// The tools runs offered that are not stored, as (run, tool hash).
+pub(crate) const MISSING_TOOLS: &str = "SELECT r.run_id, r.tool_hash
+     FROM run_tools r LEFT JOIN tools t ON t.hash = r.tool_hash
+     WHERE t.hash IS NULL ORDER BY r.run_id, r.position";
 
 impl SqliteStore {
     /// Check the whole database. Problems are reported, never repaired.
@@ -165,13 +253,29 @@ impl SqliteStore {
                 let bytes: Vec<u8> = row.get(1)?;
                 report.check_blob(&digest, &bytes);
             }
-            let mut heads = conn.prepare(
-                "SELECT c.id, c.head IS NOT NULL AND n.id IS NULL
-                 FROM conversations c LEFT JOIN nodes n ON n.id = c.head",
-            )?;
-            let mut rows = heads.query([])?;
+            let mut conversations = conn.prepare(CONVERSATIONS)?;
+            let mut rows = conversations.query([])?;
             while let Some(row) = rows.next()? {
-                report.check_head(row.get(0)?, row.get(1)?);
+                let origin: Option<Vec<u8>> = row.get(2)?;
+                report.check_conversation(row.get(0)?, row.get(1)?, origin.as_deref());
+            }
+            let mut runs = conn.prepare(&format!("{RUNS} ORDER BY r.id"))?;
+            let mut rows = runs.query([])?;
+            while let Some(row) = rows.next()? {
+                let input: Option<Vec<u8>> = row.get(2)?;
+                let output: Option<Vec<u8>> = row.get(3)?;
+                report.check_run(
+                    row.get(0)?,
+                    row.get(1)?,
+                    input.as_deref(),
+                    output.as_deref(),
+                );
+            }
+            let mut tools = conn.prepare(MISSING_TOOLS)?;
+            let mut rows = tools.query([])?;
+            while let Some(row) = rows.next()? {
+                let tool: Vec<u8> = row.get(1)?;
+                report.missing_tool(row.get(0)?, &tool);
             }
             Ok(report)
         })

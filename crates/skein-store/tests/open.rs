@@ -1,11 +1,14 @@
 //! Opening a database: choosing the backend from the location, many
-//! processes' first opens migrating once, and the errors that say what to do
+//! processes' first opens migrating once, the open modes (only commands that
+//! record create a database; read-only handles never write; another
+//! application's data is never touched), and the errors that say what to do
 //! when a location cannot be used.
 
 mod common;
 
-use common::{Backend, FreshLocation};
-use skein_store::{Store, StoreError};
+use common::{Backend, FreshLocation, TempStore, append_turn};
+use skein_store::{NewConversation, OpenMode, RunRecord, Store, StoreError};
+use std::path::Path;
 
 /// Eight threads open the same fresh database at once: one migrates, all
 /// end up on the same schema and store key.
@@ -108,4 +111,215 @@ fn a_path_that_is_not_a_url_opens_sqlite() {
     assert_eq!(store.backend_name(), "sqlite");
 }
 
-for_each_backend!(concurrent_first_opens_migrate_once);
+/// Opening for reading, or for work on what exists, where there is no skein
+/// database fails and creates nothing: no file, no directory, no table.
+fn reading_where_there_is_no_database_creates_nothing(backend: Backend) {
+    let fresh = FreshLocation::new(backend);
+    let location = match backend {
+        Backend::Sqlite => Path::new(&fresh.location)
+            .with_file_name("mistyped/dir/skein.db")
+            .display()
+            .to_string(),
+        Backend::Postgres => fresh.location.clone(),
+    };
+    for mode in [OpenMode::ReadOnly, OpenMode::Existing] {
+        let error = Store::open_with(&location, mode).unwrap_err();
+        match backend {
+            Backend::Sqlite => {
+                assert!(matches!(error, StoreError::NoDatabase { .. }), "{error}");
+                assert!(error.to_string().contains("nothing was created"), "{error}");
+            }
+            Backend::Postgres => {
+                assert!(matches!(error, StoreError::NotSkein { .. }), "{error}");
+                assert!(error.to_string().contains("no skein tables"), "{error}");
+            }
+        }
+    }
+    match backend {
+        Backend::Sqlite => {
+            let mistyped = Path::new(&fresh.location).with_file_name("mistyped");
+            assert!(!mistyped.exists(), "{} was created", mistyped.display());
+        }
+        Backend::Postgres => assert_eq!(fresh.tables(), Vec::<String>::new()),
+    }
+    // Creating makes one, which the other modes then open.
+    Store::open_with(&location, OpenMode::Create).unwrap();
+    for mode in [OpenMode::ReadOnly, OpenMode::Existing] {
+        Store::open_with(&location, mode).unwrap();
+    }
+}
+
+/// Where another application keeps its tables, a read-only or existing
+/// open refuses and changes nothing (on PostgreSQL a schema shared with
+/// other tables is fine to create skein's in; see the SQLite test below for
+/// a file, which every mode refuses).
+fn another_applications_tables_are_never_migrated_by_readers(backend: Backend) {
+    let fresh = FreshLocation::new(backend);
+    fresh.plant_foreign_table();
+    for mode in [OpenMode::ReadOnly, OpenMode::Existing] {
+        let error = Store::open_with(&fresh.location, mode).unwrap_err();
+        assert!(matches!(error, StoreError::NotSkein { .. }), "{error}");
+        assert!(error.to_string().contains("left untouched"), "{error}");
+    }
+    assert_eq!(fresh.tables(), vec!["notes".to_string()]);
+}
+
+/// A read-only handle reads everything a writer sees and refuses every
+/// write with a typed error, before touching the database.
+fn a_read_only_store_reads_everything_and_writes_nothing(backend: Backend) {
+    let db = TempStore::new(backend);
+    let conversation = db
+        .store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    for i in 0..3 {
+        append_turn(&db.store, &conversation.id, &format!("turn {i}"));
+    }
+    let mut expected = Vec::new();
+    db.store.export(&mut expected).unwrap();
+
+    let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
+    assert!(reader.is_read_only());
+    assert!(!db.store.is_read_only());
+    let head = reader.conversation(&conversation.id).unwrap().head.unwrap();
+    assert_eq!(reader.load_thread(head).unwrap().len(), 6);
+    assert_eq!(reader.list_conversations(10).unwrap().len(), 1);
+    assert_eq!(reader.recent_runs(10).unwrap().len(), 3);
+    assert!(reader.verify().unwrap().is_ok());
+    let mut exported = Vec::new();
+    reader.export(&mut exported).unwrap();
+    assert_eq!(exported, expected);
+
+    let refused = |result: Result<(), StoreError>| match result {
+        Err(StoreError::ReadOnly { location }) => assert!(!location.is_empty()),
+        other => panic!("expected a read-only refusal, got {other:?}"),
+    };
+    let thread = common::history("another", 3);
+    refused(reader.append(&thread).map(drop));
+    refused(
+        reader
+            .create_conversation(NewConversation::default())
+            .map(drop),
+    );
+    refused(reader.record_run(&RunRecord::new("echo", "echo")));
+    refused(reader.move_head(&conversation.id, Some(head), head));
+    refused(reader.import(&mut expected.as_slice()).map(drop));
+    assert_eq!(db.count("conversations"), 1);
+    assert_eq!(db.count("nodes"), 6);
+    assert_eq!(db.count("runs"), 3);
+}
+
+/// SQLite: the file opened read-only is opened with
+/// `SQLITE_OPEN_READ_ONLY`, so even a raw write through its connection
+/// fails. (Tests run as root, for whom a `chmod 444` file is writable; the
+/// CLI test `read_commands_work_on_a_read_only_mount` reads a database on a
+/// read-only mount, where writing is impossible for anyone.)
+#[test]
+fn a_read_only_sqlite_handle_uses_read_only_connections() {
+    let db = TempStore::new(Backend::Sqlite);
+    let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
+    let conn = reader.raw_connection().unwrap();
+    assert!(conn.is_readonly(rusqlite::MAIN_DB).unwrap());
+    let error = conn
+        .execute("INSERT INTO meta(key, value) VALUES ('x', 'y')", [])
+        .unwrap_err();
+    assert!(error.to_string().contains("readonly"), "{error}");
+}
+
+/// SQLite: another application's database, a file that is not SQLite, a
+/// directory: every mode refuses them, and the file is left byte for byte
+/// as it was (no skein table, journal mode and `user_version` unchanged).
+#[test]
+fn files_that_are_not_skein_databases_are_refused_untouched() {
+    let fresh = FreshLocation::new(Backend::Sqlite);
+    fresh.plant_foreign_table();
+    let foreign = Path::new(&fresh.location).to_path_buf();
+    let dir = foreign.parent().unwrap().to_path_buf();
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "just some notes, long enough to hold a header\n").unwrap();
+    let cases = [
+        (foreign.clone(), "another application"),
+        (text.clone(), "not a SQLite database"),
+        (dir.join("a-directory"), "directory"),
+    ];
+    std::fs::create_dir(dir.join("a-directory")).unwrap();
+    for (path, says) in &cases {
+        let before = std::fs::read(path).ok();
+        for mode in [OpenMode::Create, OpenMode::Existing, OpenMode::ReadOnly] {
+            let error = Store::open_with(path, mode).unwrap_err();
+            assert!(matches!(error, StoreError::NotSkein { .. }), "{error}");
+            assert!(error.to_string().contains(says), "{mode:?}: {error}");
+        }
+        assert_eq!(
+            std::fs::read(path).ok(),
+            before,
+            "{} changed",
+            path.display()
+        );
+    }
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    let journal: String = conn
+        .pragma_query_value(None, "journal_mode", |row| row.get(0))
+        .unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!((journal.as_str(), version), ("delete", 7));
+    assert_eq!(fresh.tables(), vec!["notes".to_string()]);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a-directory", "notes.txt", "skein.db"]);
+}
+
+/// SQLite: an empty file (say, made by `touch`) becomes a database only
+/// when creating; reading it is refused and leaves it empty.
+#[test]
+fn an_empty_file_is_initialised_only_when_creating() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    for mode in [OpenMode::ReadOnly, OpenMode::Existing] {
+        let error = Store::open_with(&empty, mode).unwrap_err();
+        assert!(error.to_string().contains("it is empty"), "{error}");
+    }
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    let store = Store::open_with(&empty, OpenMode::Create).unwrap();
+    assert!(store.verify().unwrap().is_ok());
+    Store::open_with(&empty, OpenMode::ReadOnly).unwrap();
+}
+
+/// SQLite: a database of an older skein opened read-only is upgraded first
+/// when it can be written (its queries would fail on the missing columns
+/// otherwise), then read through read-only connections.
+#[test]
+fn an_older_database_opened_read_only_is_upgraded_first() {
+    let db = TempStore::new(Backend::Sqlite);
+    let conversation = db
+        .store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    append_turn(&db.store, &conversation.id, "before the upgrade");
+    db.store
+        .raw_connection()
+        .unwrap()
+        .execute_batch(
+            "ALTER TABLE runs DROP COLUMN events;
+             DROP INDEX conversations_by_origin; ALTER TABLE runs DROP COLUMN finish_reason;
+             ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step;
+             PRAGMA user_version = 4;",
+        )
+        .unwrap();
+    let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
+    assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 6);
+}
+
+for_each_backend!(
+    concurrent_first_opens_migrate_once,
+    reading_where_there_is_no_database_creates_nothing,
+    another_applications_tables_are_never_migrated_by_readers,
+    a_read_only_store_reads_everything_and_writes_nothing,
+);

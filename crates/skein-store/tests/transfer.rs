@@ -1,13 +1,18 @@
 //! Export, import and verify: identical ids across databases, tampered
-//! exports rejected whole, tampered rows reported.
+//! exports and records pointing at nothing rejected whole, endless lines
+//! refused at the line limit, tampered rows reported; and the import from
+//! an `llm` database, all or nothing.
 
 mod common;
 
 use common::{Backend, TempStore, append_turn};
-use skein_core::{Attachment, Message, Part, Role};
+use serde_json::Value;
+use skein_core::{Attachment, Message, Part, Role, ToolSpec};
 use skein_store::{
     NewConversation, RerunCommit, RerunId, RerunRecord, RunRecord, Store, StoreError,
 };
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
 
 fn populated(backend: Backend) -> TempStore {
     let db = TempStore::new(backend);
@@ -295,6 +300,408 @@ fn a_database_from_a_newer_skein_is_refused(backend: Backend) {
     );
 }
 
+/// Records whose references point at nothing (in neither the database nor
+/// earlier in the file) abort the import at their line, and nothing is
+/// imported: conversations' heads and origins, runs' conversations and
+/// heads, reruns' conversations and runs.
+fn records_pointing_at_nothing_abort_the_import(backend: Backend) {
+    let source = populated(backend);
+    let text = export(&source.store);
+    let unknown_node = Value::String("cd".repeat(32));
+    let unknown_id = Value::String("0".repeat(32));
+    type Edit = Box<dyn Fn(&mut Value) -> bool>;
+    let set = |field: &'static str, value: Value| -> Edit {
+        Box::new(move |line: &mut Value| {
+            if line[field].is_null() {
+                return false;
+            }
+            line[field] = value.clone();
+            true
+        })
+    };
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "conversation",
+            set("head", unknown_node.clone()),
+            "has head node cdcdcdcdcdcd",
+        ),
+        (
+            "conversation",
+            Box::new({
+                let unknown = unknown_node.clone();
+                move |line: &mut Value| {
+                    if line["origin"].is_null() {
+                        return false;
+                    }
+                    line["origin"]["node"] = unknown.clone();
+                    true
+                }
+            }),
+            "was forked at node cdcdcdcdcdcd",
+        ),
+        (
+            "run",
+            set("conversation", unknown_id.clone()),
+            "belongs to conversation 000000000000",
+        ),
+        (
+            "run",
+            set("input_head", unknown_node.clone()),
+            "answered node cdcdcdcdcdcd",
+        ),
+        (
+            "run",
+            set("output_head", unknown_node.clone()),
+            "produced node cdcdcdcdcdcd",
+        ),
+        (
+            "rerun",
+            set("conversation", unknown_id.clone()),
+            "re-ran a turn of conversation",
+        ),
+        (
+            "rerun",
+            set("sample_runs", Value::Array(vec![unknown_id.clone()])),
+            "has sample run 000000000000",
+        ),
+    ];
+    for (kind, edit, says) in cases {
+        let mut at = None;
+        let lines: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(index, line)| {
+                let mut value: Value = serde_json::from_str(line).unwrap();
+                if at.is_none() && value["kind"] == kind && edit(&mut value) {
+                    at = Some(index + 1);
+                    return value.to_string();
+                }
+                line.to_string()
+            })
+            .collect();
+        let at = at.unwrap_or_else(|| panic!("no {kind} line to edit for {says}"));
+        let target = TempStore::new(backend);
+        match target.store.import(&mut lines.join("\n").as_bytes()) {
+            Err(StoreError::Import { line, problem }) => {
+                assert_eq!(line, at, "{problem}");
+                assert!(problem.contains(says), "{problem}");
+                assert!(
+                    problem.contains("neither in the database nor earlier"),
+                    "{problem}"
+                );
+            }
+            other => panic!("{kind} that {says}: expected an import error, got {other:?}"),
+        }
+        for table in ["nodes", "conversations", "runs", "reruns"] {
+            assert_eq!(target.count(table), 0, "{table} after {says}");
+        }
+    }
+}
+
+/// An endless line (`skein import /dev/zero`) is refused once it passes the
+/// line limit, which counts a line's bytes without its newline.
+fn an_endless_line_is_refused_at_the_line_limit(backend: Backend) {
+    struct Zeros;
+    impl Read for Zeros {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            buffer.fill(0);
+            Ok(buffer.len())
+        }
+    }
+    let target = TempStore::new(backend);
+    let error = target
+        .store
+        .import_with_line_limit(&mut BufReader::new(Zeros), 1 << 20)
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::LineTooLong { line: 1, limit } if limit == 1 << 20),
+        "{error}"
+    );
+    assert!(error.to_string().contains("limit of 1 MiB"), "{error}");
+
+    let text = export(&populated(backend).store);
+    let (longest, length) = text
+        .lines()
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.len()))
+        .max_by_key(|(_, length)| *length)
+        .unwrap();
+    match target
+        .store
+        .import_with_line_limit(&mut text.as_bytes(), length - 1)
+    {
+        Err(StoreError::LineTooLong { line, limit }) => {
+            assert_eq!((line, limit), (longest, length - 1));
+        }
+        other => panic!("expected the line limit, got {other:?}"),
+    }
+    assert_eq!(target.count("nodes"), 0);
+    target
+        .store
+        .import_with_line_limit(&mut text.as_bytes(), length)
+        .unwrap();
+}
+
+/// `verify` checks runs and origins too: a run whose conversation, input
+/// or output head is gone, a tool a run offered whose definition is gone,
+/// a conversation whose origin node is gone, each reported by kind.
+fn verify_reports_runs_and_origins_pointing_at_nothing(backend: Backend) {
+    let db = populated(backend);
+    let conversations = db.store.list_conversations(10).unwrap();
+    let main = conversations
+        .iter()
+        .find(|c| c.name.as_deref() == Some("main"))
+        .unwrap();
+    let fork = conversations
+        .iter()
+        .find(|c| c.name.as_deref() == Some("fork"))
+        .unwrap();
+    let mut with_tool = RunRecord::new("echo", "echo");
+    with_tool.conversation = Some(main.id.clone());
+    with_tool.tools = vec![ToolSpec::new("clock", "the time", serde_json::json!({}))];
+    db.store.record_run(&with_tool).unwrap();
+    let runs = db.store.runs_of_conversation(&main.id).unwrap();
+    let report = db.store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.runs as i64, db.count("runs"));
+
+    let (first, second) = (&runs[0].id, &runs[1].id);
+    let unknown = db.bytes_literal(&[0xcd; 32]);
+    for sql in [
+        format!("UPDATE runs SET conversation = 'gone' WHERE id = '{first}'"),
+        format!(
+            "UPDATE runs SET input_head = {unknown}, output_head = {unknown} WHERE id = '{second}'"
+        ),
+        format!(
+            "UPDATE conversations SET forked_from_node = {unknown} WHERE id = '{}'",
+            fork.id
+        ),
+    ] {
+        assert_eq!(db.store.debug_execute(&sql).unwrap(), 1, "{sql}");
+    }
+    // The tool's row goes, past the foreign key that protects it.
+    match backend {
+        Backend::Sqlite => db
+            .store
+            .raw_connection()
+            .unwrap()
+            .execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM tools;")
+            .unwrap(),
+        Backend::Postgres => {
+            db.store
+                .debug_execute("ALTER TABLE run_tools DROP CONSTRAINT run_tools_tool_hash_fkey")
+                .unwrap();
+            db.store.debug_execute("DELETE FROM tools").unwrap();
+        }
+    }
+    let report = db.store.verify().unwrap();
+    let mut problems: Vec<Value> = report
+        .problems
+        .iter()
+        .map(|problem| serde_json::to_value(problem).unwrap())
+        .collect();
+    problems.sort_by_key(|problem| problem.to_string());
+    let node = "cd".repeat(32);
+    let tool = hex(with_tool.tools[0].hash().as_bytes());
+    let mut expected = vec![
+        serde_json::json!({"problem": "dangling_origin", "conversation": fork.id.as_str(), "node": node}),
+        serde_json::json!({"problem": "run_without_conversation", "run": first.as_str(), "conversation": "gone"}),
+        serde_json::json!({"problem": "run_without_node", "run": second.as_str(), "head": "input", "node": node}),
+        serde_json::json!({"problem": "run_without_node", "run": second.as_str(), "head": "output", "node": node}),
+        serde_json::json!({"problem": "run_without_tool", "run": with_tool.id.as_str(), "tool": tool}),
+    ];
+    expected.sort_by_key(|problem| problem.to_string());
+    assert_eq!(problems, expected);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How a crafted `llm` logs.db is damaged.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    None,
+    /// The last turn names a reply message that does not exist.
+    TurnWithoutMessage,
+    /// The last thread's tip is a message that does not exist.
+    ThreadWithoutTip,
+    /// The last turn offers a tool whose input schema is not JSON.
+    ToolSchemaNotJson,
+    /// A message names a parent that does not exist.
+    MessageWithoutParent,
+}
+
+/// An `llm` 0.3x logs.db of five threads, each a user message, a reply and
+/// the turn that produced it offering one tool, written with the columns
+/// `llm` uses, then damaged as asked. Everything damaged sorts last, after
+/// what would import.
+fn llm_database(dir: &Path, damage: Damage) -> PathBuf {
+    let path = dir.join(format!("{damage:?}.db"));
+    let llm = rusqlite::Connection::open(&path).unwrap();
+    llm.execute_batch(
+        "CREATE TABLE threads (id TEXT PRIMARY KEY, name TEXT, tip_message_hash TEXT,
+             forked_from TEXT, datetime_utc TEXT);
+         CREATE TABLE messages (hash TEXT PRIMARY KEY, parent_hash TEXT, role TEXT);
+         CREATE TABLE parts (id INTEGER PRIMARY KEY, message_hash TEXT, type TEXT, text TEXT,
+             payload TEXT, position INTEGER);
+         CREATE TABLE turns (id TEXT PRIMARY KEY, thread_id TEXT, parent_message_hash TEXT,
+             tip_message_hash TEXT, model TEXT, resolved_model TEXT, input_tokens INTEGER,
+             output_tokens INTEGER, duration_ms INTEGER, datetime_utc TEXT, options_json TEXT);
+         CREATE TABLE tools (id INTEGER PRIMARY KEY, name TEXT, description TEXT, input_schema TEXT);
+         CREATE TABLE turn_tools (turn_id TEXT, tool_id INTEGER);
+         INSERT INTO tools VALUES (1, 'multiply', 'Multiply two integers.',
+             '{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}');",
+    )
+    .unwrap();
+    let message = |hash: &str, parent: Option<&str>, role: &str, text: &str| {
+        llm.execute(
+            "INSERT INTO messages VALUES (?1, ?2, ?3)",
+            rusqlite::params![hash, parent, role],
+        )
+        .unwrap();
+        llm.execute(
+            "INSERT INTO parts(message_hash, type, text, position) VALUES (?1, 'text', ?2, 0)",
+            rusqlite::params![hash, text],
+        )
+        .unwrap();
+    };
+    let turn = |id: &str, thread: &str, input: &str, output: &str, minute: u32| {
+        llm.execute(
+            "INSERT INTO turns VALUES (?1, ?2, ?3, ?4, 'echo', 'echo', 3, 5, 120, ?5, '{}')",
+            rusqlite::params![
+                id,
+                thread,
+                input,
+                output,
+                format!("2026-01-01 10:{minute:02}:00+00:00")
+            ],
+        )
+        .unwrap();
+        llm.execute("INSERT INTO turn_tools VALUES (?1, 1)", [id])
+            .unwrap();
+    };
+    for i in 0..5 {
+        let (user, reply) = (format!("u{i}"), format!("a{i}"));
+        message(&user, None, "user", &format!("question {i}"));
+        message(&reply, Some(&user), "assistant", &format!("answer {i}"));
+        llm.execute(
+            "INSERT INTO threads VALUES (?1, ?2, ?3, NULL, ?4)",
+            rusqlite::params![
+                format!("t{i}"),
+                format!("thread {i}"),
+                reply,
+                format!("2026-01-01 10:{i:02}:00+00:00")
+            ],
+        )
+        .unwrap();
+        turn(&format!("turn{i}"), &format!("t{i}"), &user, &reply, i);
+    }
+    match damage {
+        Damage::None => {}
+        Damage::TurnWithoutMessage => turn("turn9", "t4", "a4", "nope", 59),
+        Damage::ThreadWithoutTip => {
+            llm.execute(
+                "INSERT INTO threads VALUES ('t9', 'broken', 'nope', NULL, '2026-01-01 10:59:00+00:00')",
+                [],
+            )
+            .unwrap();
+        }
+        Damage::ToolSchemaNotJson => {
+            llm.execute_batch(
+                "INSERT INTO tools VALUES (2, 'broken', 'A tool.', '{not json');
+                 INSERT INTO turn_tools VALUES ('turn4', 2);",
+            )
+            .unwrap();
+        }
+        Damage::MessageWithoutParent => message("orphan", Some("gone"), "user", "who am I"),
+    }
+    path
+}
+
+/// A damaged `llm` database imports nothing at all (one transaction), and
+/// the error says what was wrong and that nothing was imported.
+fn a_damaged_llm_database_imports_nothing(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            Damage::TurnWithoutMessage,
+            "turn turn9 names message nope as its reply",
+        ),
+        (Damage::ThreadWithoutTip, "thread t9 has tip message nope"),
+        (
+            Damage::ToolSchemaNotJson,
+            "tool broken offered in turn turn4 has an input schema that is not JSON",
+        ),
+        (
+            Damage::MessageWithoutParent,
+            "message orphan has parent gone",
+        ),
+    ];
+    for (damage, says) in cases {
+        let logs = llm_database(dir.path(), damage);
+        let db = TempStore::new(backend);
+        let error = db.store.import_llm(&logs).unwrap_err();
+        assert!(
+            matches!(error, StoreError::Import { .. }),
+            "{damage:?}: {error}"
+        );
+        let message = error.to_string();
+        assert!(message.contains(says), "{damage:?}: {message}");
+        assert!(
+            message.contains("nothing was imported"),
+            "{damage:?}: {message}"
+        );
+        for table in ["nodes", "conversations", "runs", "run_tools", "tools"] {
+            assert_eq!(db.count(table), 0, "{damage:?} left {table} behind");
+        }
+    }
+}
+
+/// An import that writes says what it wrote; importing again writes
+/// nothing and says so; a later damaged import keeps what was there and
+/// adds nothing.
+fn an_llm_import_reports_exactly_what_it_wrote(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = llm_database(dir.path(), Damage::None);
+    let db = TempStore::new(backend);
+    let report = db.store.import_llm(&logs).unwrap();
+    assert_eq!(
+        (
+            report.messages,
+            report.conversations,
+            report.runs,
+            report.already_present
+        ),
+        (10, 5, 5, 0)
+    );
+    let counts = || ["nodes", "conversations", "runs"].map(|table| db.count(table));
+    assert_eq!(counts(), [10, 5, 5]);
+    let verified = db.store.verify().unwrap();
+    assert!(verified.is_ok(), "{:?}", verified.problems);
+    // Conversations keep the llm thread's times, runs their tools.
+    let conversations = db.store.list_conversations(10).unwrap();
+    assert_eq!(conversations[0].name.as_deref(), Some("thread 4"));
+    let run = &db.store.runs_of_conversation(&conversations[0].id).unwrap()[0];
+    assert_eq!(run.tools.len(), 1);
+    assert_eq!(conversations[0].updated_ms, run.started_ms);
+
+    let again = db.store.import_llm(&logs).unwrap();
+    assert_eq!(
+        (again.conversations, again.runs, again.already_present),
+        (0, 0, 10)
+    );
+    assert_eq!(counts(), [10, 5, 5]);
+
+    let damaged = llm_database(dir.path(), Damage::TurnWithoutMessage);
+    let error = db.store.import_llm(&damaged).unwrap_err();
+    assert!(
+        error.to_string().contains("nothing was imported"),
+        "{error}"
+    );
+    assert_eq!(counts(), [10, 5, 5]);
+}
+
 /// SQLite → PostgreSQL → SQLite: every backend writes the very same export,
 /// so ids, conversations, forks, runs and blobs survive the move both ways.
 #[test]
@@ -374,4 +781,9 @@ for_each_backend!(
     verify_reports_a_tampered_row_and_a_tampered_blob,
     a_database_from_a_newer_skein_is_refused,
     async_callers_reach_the_store_from_either_runtime,
+    records_pointing_at_nothing_abort_the_import,
+    an_endless_line_is_refused_at_the_line_limit,
+    verify_reports_runs_and_origins_pointing_at_nothing,
+    a_damaged_llm_database_imports_nothing,
+    an_llm_import_reports_exactly_what_it_wrote,
 );

@@ -12,12 +12,13 @@ mod settings;
 mod transfer;
 mod turns;
 
+use crate::exit::{ExitWith, NOT_FOUND};
 use crate::flags::{Cli, Command};
 use crate::ui;
 use anyhow::{Context as _, Result};
-use skein::store::Conversation;
+use skein::store::{Conversation, OpenMode, StoreError};
 use skein::{NodeId, Store};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The model used when neither `-m` nor the conversation names one:
@@ -46,10 +47,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Some(path) => path,
         None => default_db_path()?.0,
     };
-    let store = Store::open(&path).with_context(|| {
-        let shown = skein::store::location::redact(&path.display().to_string());
-        format!("cannot open the database {shown}")
-    })?;
+    let store = open_store(&path, open_mode(&command))?;
     let ctx = Context {
         store,
         json: cli.json,
@@ -75,7 +73,45 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// `skein.db` in the user's data directory.
+/// How a command opens the database. Commands that only read never create
+/// one, nor write to it (so read-only files and mounts work); commands that
+/// work on recorded turns need an existing one; commands that record may
+/// create it. No command touches a file that is not a skein database.
+fn open_mode(command: &Command) -> OpenMode {
+    match command {
+        Command::Log(_)
+        | Command::Tree(_)
+        | Command::Show(_)
+        | Command::Conversations(_)
+        | Command::Export(_)
+        | Command::Verify => OpenMode::ReadOnly,
+        Command::Serve(args) if !args.proxy => OpenMode::ReadOnly,
+        // Explain caches embeddings; the others add to what exists.
+        Command::Explain(_) | Command::Rerun(_) | Command::Reply(_) | Command::Fork(_) => {
+            OpenMode::Existing
+        }
+        _ => OpenMode::Create,
+    }
+}
+
+fn open_store(path: &Path, mode: OpenMode) -> Result<Store> {
+    let shown = skein::store::location::redact(&path.display().to_string());
+    Store::open_with(path, mode).map_err(|error| match error {
+        StoreError::NoDatabase { .. } => anyhow::Error::new(ExitWith(
+            NOT_FOUND,
+            format!(
+                "{error}; check --db, SKEIN_DB or `db` in the configuration file \
+                 (`skein config show` says which is in force)"
+            ),
+        )),
+        // These name the location themselves.
+        error @ (StoreError::NotSkein { .. } | StoreError::OutdatedReadOnly { .. }) => {
+            anyhow::Error::new(error)
+        }
+        error => anyhow::Error::new(error).context(format!("cannot open the database {shown}")),
+    })
+}
+
 /// The database when neither `--db` nor `SKEIN_DB` names one: the
 /// configuration file's `db`, else `skein.db` in the user's data directory.
 fn default_db_path() -> Result<(PathBuf, crate::config::Source)> {

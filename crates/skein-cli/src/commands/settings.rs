@@ -34,6 +34,12 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                 Some(db) => (db.to_path_buf(), Source::Flag),
                 None => super::default_db_path()?,
             };
+            // A PostgreSQL URL's password is never printed.
+            let db = db.display().to_string();
+            let db = match skein::store::location::is_postgres_url(&db) {
+                true => skein::store::location::redact(&db),
+                false => db,
+            };
             let engine_dir = config::engine_dir()?;
             let catalog = configured_engine()?.map(|engine| engine.catalog().clone());
             let names = |list: Option<Vec<String>>| list.unwrap_or_default();
@@ -79,7 +85,7 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     }
                 );
                 println!("default model  {model} ({})", from(model_source));
-                println!("database       {} ({})", db.display(), from(db_source));
+                println!("database       {db} ({})", from(db_source));
                 match engine_dir {
                     None => println!(
                         "engine dir     none (set `engine` in the config file for prompts and profiles)"

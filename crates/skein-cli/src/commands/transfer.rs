@@ -1,31 +1,45 @@
 /*!
 `export`, `import` and `verify`: moving the whole graph in and out as JSONL,
 and checking it.
+
+`export -o FILE` never leaves a truncated or mixed file where a good one
+was: it writes a temporary file of its own beside FILE and renames it into
+place (so concurrent exports each produce a whole file, and the last rename
+wins). A device or pipe (`-o /dev/stdout`) is written through instead; a
+directory, a block device or a socket is refused.
 */
 
 use super::{Context, print_json};
 use crate::exit::{ExitWith, INTEGRITY};
 use crate::flags::{ExportArgs, ImportArgs};
 use crate::ui;
-use anyhow::{Context as _, Result};
-use std::fs::File;
+use anyhow::{Context as _, Result, bail};
+use skein::store::StoreError;
+use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn export(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
     match &args.output {
         Some(path) => {
-            // Write beside the target and rename, so a failed export never
-            // leaves a truncated file where a good one was.
-            let partial = path.with_extension("partial");
-            let file = File::create(&partial)
-                .with_context(|| format!("cannot create {}", partial.display()))?;
-            let mut out = BufWriter::new(file);
-            ctx.store.export(&mut out)?;
-            out.flush()?;
-            drop(out);
-            std::fs::rename(&partial, path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            match target(path)? {
+                Target::Replace(file) => export_replacing(ctx, &file)?,
+                Target::Through => {
+                    let file = OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .with_context(|| format!("cannot open {}", path.display()))?;
+                    let mut out = BufWriter::new(file);
+                    ctx.store
+                        .export(&mut out)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|()| Ok(out.flush()?))
+                        .with_context(|| {
+                            format!("cannot write the export to {}", path.display())
+                        })?;
+                }
+            }
             ui::note(format!("exported to {}", path.display()));
         }
         None => {
@@ -35,6 +49,102 @@ pub fn export(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How `export -o PATH` writes.
+enum Target {
+    /// A regular file (or none yet): written whole beside it, then renamed
+    /// over it. Through a symbolic link, the file it points at.
+    Replace(PathBuf),
+    /// A character device or a pipe (`/dev/stdout`, `>(gzip > x.gz)`):
+    /// written through, since naming one means writing into it.
+    Through,
+}
+
+fn target(path: &Path) -> Result<Target> {
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_file() => Ok(Target::Replace(
+            std::fs::canonicalize(path)
+                .with_context(|| format!("cannot resolve {}", path.display()))?,
+        )),
+        Ok(metadata) if metadata.is_dir() => bail!(
+            "{} is a directory: give the path of the file to write the export to",
+            path.display()
+        ),
+        Ok(metadata) => special_file(path, &metadata.file_type()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(path).is_ok() {
+                bail!(
+                    "{} is a symbolic link to a file that does not exist: give the path of the file itself",
+                    path.display()
+                );
+            }
+            Ok(Target::Replace(path.to_path_buf()))
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot inspect {}", path.display())),
+    }
+}
+
+#[cfg(unix)]
+fn special_file(path: &Path, kind: &std::fs::FileType) -> Result<Target> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_block_device() {
+        bail!(
+            "{} is a block device: skein does not write an export over a disk",
+            path.display()
+        );
+    }
+    if kind.is_socket() {
+        bail!("{} is a socket: give the path of a file", path.display());
+    }
+    Ok(Target::Through)
+}
+
+#[cfg(not(unix))]
+fn special_file(_path: &Path, _kind: &std::fs::FileType) -> Result<Target> {
+    Ok(Target::Through)
+}
+
+/// Write the export to a temporary file of its own in `file`'s directory
+/// (so concurrent exports never share one, and nothing else is touched),
+/// then rename it over `file`. On any failure the temporary file is
+/// removed and `file` is as it was. An existing file keeps its
+/// permissions; a new one is readable by its owner only, as an export
+/// holds every conversation.
+fn export_replacing(ctx: &Context, file: &Path) -> Result<()> {
+    let dir = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = file
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut partial = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    if let Ok(existing) = std::fs::metadata(file) {
+        partial
+            .as_file()
+            .set_permissions(existing.permissions())
+            .with_context(|| format!("cannot give the export {}'s permissions", file.display()))?;
+    }
+    let written = (|| -> Result<()> {
+        let mut out = BufWriter::new(partial.as_file_mut());
+        ctx.store.export(&mut out)?;
+        out.flush()?;
+        drop(out);
+        partial.as_file().sync_all()?;
+        Ok(())
+    })();
+    written.with_context(|| format!("cannot write the export to {}", file.display()))?;
+    partial
+        .persist(file)
+        .map_err(|error| error.error)
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(())
 }
 
 pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
@@ -47,9 +157,21 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
         "importing {} (every id is checked)",
         path.display()
     ));
-    let report = ctx.store.import(&mut BufReader::new(file));
+    let max_line = args.max_line_mib as usize * (1 << 20);
+    let report = ctx
+        .store
+        .import_with_line_limit(&mut BufReader::new(file), max_line);
     spinner.finish_and_clear();
-    let report = report?;
+    let report = report.map_err(|error| match error {
+        StoreError::LineTooLong { .. } => anyhow::Error::new(ExitWith(
+            INTEGRITY,
+            format!(
+                "{error}; raise the limit with `skein import --max-line-mib N` \
+                 (or SKEIN_IMPORT_MAX_LINE_MIB=N)"
+            ),
+        )),
+        other => other.into(),
+    })?;
     if ctx.json {
         return print_json(&report);
     }
@@ -96,10 +218,11 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
         ui::json(&report)?;
     } else {
         println!(
-            "checked {} nodes, {} blobs, {} conversations: {}",
+            "checked {} nodes, {} blobs, {} conversations, {} runs: {}",
             report.nodes,
             report.blobs,
             report.conversations,
+            report.runs,
             if report.is_ok() {
                 "all consistent".to_string()
             } else {

@@ -25,6 +25,7 @@ mod verify;
 
 use crate::error::{Result, StoreError};
 use crate::location::redact;
+use crate::open::OpenMode;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use skein_core::StoreKey;
 use std::future::Future;
@@ -60,12 +61,15 @@ struct Shared {
     location_path: PathBuf,
     key: StoreKey,
     pool: Pool,
+    /// Opened with [`OpenMode::ReadOnly`]: every write is refused.
+    read_only: bool,
 }
 
 impl PgStore {
     /// Connect to the database `url` names, migrating it to the current
-    /// schema. The database must exist; its tables are created on first use.
-    pub fn open(url: &str) -> Result<PgStore> {
+    /// schema. The database must exist; its tables are created on first use
+    /// when `mode` is [`OpenMode::Create`], and must be there otherwise.
+    pub fn open(url: &str, mode: OpenMode) -> Result<PgStore> {
         let location = redact(url);
         let mut config: tokio_postgres::Config =
             url.parse()
@@ -107,24 +111,59 @@ impl PgStore {
                 location: location.clone(),
                 reason: error.to_string(),
             })?;
-        let key = bridge::block_on(|| async {
-            let mut client = checkout(&pool, &location).await?;
-            schema::migrate(&mut client).await?;
-            let key: String = client
-                .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
-                .await?
-                .get(0);
-            key.parse::<StoreKey>()
-                .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
-        })?;
+        let key =
+            bridge::block_on(|| async {
+                let mut client = checkout(&pool, &location).await?;
+                let installed = schema::installed_version(&client).await?;
+                match (installed, mode) {
+                    (None, OpenMode::Create) => schema::migrate(&mut client).await?,
+                    (None, _) => {
+                        let schema: String = client
+                            .query_one("SELECT current_schema()::text", &[])
+                            .await?
+                            .get(0);
+                        return Err(StoreError::NotSkein {
+                            location: location.clone(),
+                            reason: format!("schema `{schema}` has no skein tables"),
+                        });
+                    }
+                    (Some(found), _) if found > schema::SCHEMA_VERSION => {
+                        return Err(StoreError::NewerSchema {
+                            found,
+                            supported: schema::SCHEMA_VERSION,
+                        });
+                    }
+                    (Some(found), _) if found == schema::SCHEMA_VERSION => {}
+                    (Some(found), OpenMode::ReadOnly) => schema::migrate(&mut client)
+                        .await
+                        .map_err(|error| StoreError::OutdatedReadOnly {
+                            location: location.clone(),
+                            found,
+                            supported: schema::SCHEMA_VERSION,
+                            reason: error.to_string(),
+                        })?,
+                    (Some(_), _) => schema::migrate(&mut client).await?,
+                }
+                let key: String = client
+                    .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
+                    .await?
+                    .get(0);
+                key.parse::<StoreKey>()
+                    .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
+            })?;
         Ok(PgStore {
             shared: Arc::new(Shared {
                 location_path: PathBuf::from(&location),
                 location,
                 key,
                 pool,
+                read_only: mode == OpenMode::ReadOnly,
             }),
         })
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
     }
 
     pub fn location(&self) -> String {
@@ -158,6 +197,11 @@ impl PgStore {
         &self,
         mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
+        if self.shared.read_only {
+            return Err(StoreError::ReadOnly {
+                location: self.shared.location.clone(),
+            });
+        }
         bridge::block_on(|| async move {
             let mut held = Held(Some(
                 checkout(&self.shared.pool, &self.shared.location).await?,

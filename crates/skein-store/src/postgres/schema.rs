@@ -175,6 +175,28 @@ pub(crate) const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// The schema version skein's bookkeeping records in the current schema, or
+/// `None` when it has none (no skein tables: a new database, or another
+/// application's).
+pub(crate) async fn installed_version(client: &Client) -> Result<Option<i64>> {
+    let present: bool = client
+        .query_one(
+            "SELECT to_regclass(quote_ident(current_schema()) || '.skein_schema') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .get(0);
+    if !present {
+        return Ok(None);
+    }
+    Ok(Some(
+        client
+            .query_opt("SELECT version FROM skein_schema", &[])
+            .await?
+            .map_or(0, |row| row.get(0)),
+    ))
+}
+
 /// Bring the database (its current schema) up to [`SCHEMA_VERSION`],
 /// creating its store key on first use.
 pub(crate) async fn migrate(client: &mut Client) -> Result<()> {

@@ -38,6 +38,28 @@ impl ScratchSchema {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Run `sql` inside the schema without opening a store there (which
+    /// would create skein's tables), e.g. to plant another application's.
+    pub fn execute(&self, sql: &str) -> Result<()> {
+        execute(&self.url, sql)
+    }
+
+    /// The tables in the schema, sorted.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        let sql = format!(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = '{}' ORDER BY 1",
+            self.name
+        );
+        bridge::block_on(|| async {
+            let (client, connection) = tokio_postgres::connect(&self.base, NoTls).await?;
+            let driver = tokio::spawn(connection);
+            let rows = client.query(&sql, &[]).await;
+            drop(client);
+            let _ = driver.await;
+            Ok(rows?.iter().map(|row| row.get(0)).collect())
+        })
+    }
 }
 
 impl Drop for ScratchSchema {

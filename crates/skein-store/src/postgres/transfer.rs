@@ -18,7 +18,7 @@ use super::runs::queue_run;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::transfer::{
-    ImportReport, Line, bad_conversation, check_same_head, orphan, rerun_without_turn,
+    ImportReport, Line, Target, bad_conversation, check_same_head, dangling, orphan, references,
     write_header, write_node,
 };
 use deadpool_postgres::GenericClient;
@@ -62,6 +62,9 @@ impl PgStore {
             // Depths of the stored nodes the file names, then of every node
             // met so far, so a parent needs no query of its own.
             let (mut depths, stored) = stored_depths(tx, lines).await?;
+            // Conversations and runs known to be stored, so references to
+            // them need no query of their own.
+            let mut known = Known::default();
             let mut new_nodes: Vec<(NodeId, Option<NodeId>, u64, Message)> = Vec::new();
             for (number, line) in lines {
                 let number = *number;
@@ -95,8 +98,10 @@ impl PgStore {
                             .await?;
                         if let Some(row) = tx.query_opt(&statement, &[&conversation.id.as_str()]).await? {
                             check_same_head(number, conversation, row.get(0))?;
+                            known.conversations.insert(conversation.id.to_string());
                             continue;
                         }
+                        known.check(tx, &depths, number, line).await?;
                         let origin = conversation.origin.clone().unwrap_or_default();
                         let statement = tx
                             .prepare_cached(
@@ -121,17 +126,20 @@ impl PgStore {
                         )
                         .await
                         .map_err(|error| bad_conversation(number, conversation, error))?;
+                        known.conversations.insert(conversation.id.to_string());
                         report.conversations += 1;
                     }
                     Line::Run(run) => {
                         insert_batched(tx, &mut new_nodes).await?;
                         let statement = tx.prepare_cached("SELECT 1 FROM runs WHERE id = $1").await?;
                         if tx.query_opt(&statement, &[&run.id.as_str()]).await?.is_none() {
+                            known.check(tx, &depths, number, line).await?;
                             let mut pipeline = Pipeline::new();
                             queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
                             pipeline.run().await?;
                             report.runs += 1;
                         }
+                        known.runs.insert(run.id.to_string());
                     }
                     Line::Rerun(rerun) => {
                         insert_batched(tx, &mut new_nodes).await?;
@@ -139,13 +147,7 @@ impl PgStore {
                         if tx.query_opt(&statement, &[&rerun.id.as_str()]).await?.is_some() {
                             continue;
                         }
-                        if !depths.contains_key(&rerun.turn_node) {
-                            let statement = tx.prepare_cached("SELECT 1 FROM nodes WHERE id = $1").await?;
-                            let node = rerun.turn_node.0.as_slice();
-                            if tx.query_opt(&statement, &[&node]).await?.is_none() {
-                                return Err(rerun_without_turn(number, rerun));
-                            }
-                        }
+                        known.check(tx, &depths, number, line).await?;
                         let mut pipeline = Pipeline::new();
                         queue_rerun(&mut pipeline, tx, rerun).await?;
                         pipeline.run().await?;
@@ -156,6 +158,77 @@ impl PgStore {
             insert_batched(tx, &mut new_nodes).await?;
             Ok(report)
         })
+    }
+}
+
+/// Conversations and runs known to be stored (file lines already written,
+/// or found by a query).
+#[derive(Default)]
+struct Known {
+    conversations: HashSet<String>,
+    runs: HashSet<String>,
+}
+
+impl Known {
+    /// Fail unless everything `line` points at is stored: the nodes the
+    /// import met (`depths`, its file's nodes written before any record
+    /// line) or any row the database holds.
+    async fn check(
+        &mut self,
+        client: &impl GenericClient,
+        depths: &HashMap<NodeId, i64>,
+        number: usize,
+        line: &Line,
+    ) -> Result<()> {
+        for reference in references(line) {
+            let present = match &reference.target {
+                Target::Node(id) => {
+                    depths.contains_key(id) || {
+                        let statement = client
+                            .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
+                            .await?;
+                        client
+                            .query_opt(&statement, &[&id.0.as_slice()])
+                            .await?
+                            .is_some()
+                    }
+                }
+                Target::Conversation(id) => {
+                    self.conversations.contains(id.as_str()) || {
+                        let statement = client
+                            .prepare_cached("SELECT 1 FROM conversations WHERE id = $1")
+                            .await?;
+                        let found = client
+                            .query_opt(&statement, &[&id.as_str()])
+                            .await?
+                            .is_some();
+                        if found {
+                            self.conversations.insert(id.to_string());
+                        }
+                        found
+                    }
+                }
+                Target::Run(id) => {
+                    self.runs.contains(id.as_str()) || {
+                        let statement = client
+                            .prepare_cached("SELECT 1 FROM runs WHERE id = $1")
+                            .await?;
+                        let found = client
+                            .query_opt(&statement, &[&id.as_str()])
+                            .await?
+                            .is_some();
+                        if found {
+                            self.runs.insert(id.to_string());
+                        }
+                        found
+                    }
+                }
+            };
+            if !present {
+                return Err(dangling(number, line, &reference));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,14 +1,14 @@
 /*!
-`verify` on PostgreSQL: streams nodes (in pages, by `seq`), blobs and
-conversation heads through the checks shared with SQLite
-(crate::verify::VerifyReport).
+`verify` on PostgreSQL: streams nodes (in pages, by `seq`), blobs,
+conversations and runs (in pages, by id) through the checks shared with
+SQLite (crate::verify::VerifyReport).
 */
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
 use super::transfer::PAGE;
 use crate::error::Result;
-use crate::verify::{NodeRow, VerifyReport};
+use crate::verify::{CONVERSATIONS, MISSING_TOOLS, NodeRow, RUNS, VerifyReport};
 
 /// Blobs read per query (they can be large).
 const BLOB_PAGE: i64 = 100;
@@ -66,17 +66,30 @@ impl PgStore {
                 report.check_blob(row.get(0), row.get(1));
             }
         }
-        let heads = self.read(async |client| {
-            Ok(client
-                .query(
-                    "SELECT c.id, c.head IS NOT NULL AND n.id IS NULL
-                     FROM conversations c LEFT JOIN nodes n ON n.id = c.head ORDER BY c.id",
-                    &[],
-                )
-                .await?)
-        })?;
-        for row in &heads {
-            report.check_head(row.get(0), row.get(1));
+        let conversations =
+            self.read(async |client| Ok(client.query(CONVERSATIONS, &[]).await?))?;
+        for row in &conversations {
+            report.check_conversation(row.get(0), row.get(1), row.get(2));
+        }
+        let mut after = String::new();
+        loop {
+            let rows = self.read(async |client| {
+                let statement = client
+                    .prepare_cached(&format!("{RUNS} WHERE r.id > $1 ORDER BY r.id LIMIT $2"))
+                    .await?;
+                Ok(client.query(&statement, &[&after, &PAGE]).await?)
+            })?;
+            let Some(last) = rows.last() else {
+                break;
+            };
+            after = last.get(0);
+            for row in &rows {
+                report.check_run(row.get(0), row.get(1), row.get(2), row.get(3));
+            }
+        }
+        let tools = self.read(async |client| Ok(client.query(MISSING_TOOLS, &[]).await?))?;
+        for row in &tools {
+            report.missing_tool(row.get(0), row.get(1));
         }
         Ok(report)
     }

@@ -117,6 +117,46 @@ impl FreshLocation {
     }
 }
 
+impl FreshLocation {
+    /// The tables at this location, sorted, read without opening a store
+    /// (which could create some): none when there is nothing there.
+    pub fn tables(&self) -> Vec<String> {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self._schema {
+            return schema.tables().expect("list the schema's tables");
+        }
+        let path = std::path::Path::new(&self.location);
+        if !path.exists() {
+            return Vec::new();
+        }
+        let conn =
+            rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .unwrap();
+        let mut statement = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    /// Create another application's table here (and nothing of skein's).
+    pub fn plant_foreign_table(&self) {
+        let sql = "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+                   INSERT INTO notes VALUES (1, 'not skein''s');";
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self._schema {
+            schema.execute(sql).expect("plant a table");
+            return;
+        }
+        let conn = rusqlite::Connection::open(&self.location).unwrap();
+        conn.execute_batch(sql).unwrap();
+        conn.pragma_update(None, "user_version", 7).unwrap();
+    }
+}
+
 /// A fresh, empty database that lives as long as this value.
 pub struct TempStore {
     pub store: Store,
