@@ -323,11 +323,14 @@ fn version_and_help_work_without_a_database() {
         .unwrap();
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("skein "));
+    // One edit away from a command: a typo, not a prompt.
     let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("bogus")
+        .arg("lgo")
+        .env("SKEIN_DB", "/nonexistent/dir/that/cannot/exist.db")
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("similar subcommand"), "{}", stderr(&output));
 }
 
 #[test]
@@ -913,8 +916,12 @@ fn schema_options_and_no_log_shape_a_turn() {
         "{}",
         stderr(&refused)
     );
-    let not_json = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
-    assert_eq!(not_json.status.code(), Some(2), "clap rejects it");
+    let not_object = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
+    assert_eq!(not_object.status.code(), Some(1));
+    assert_eq!(
+        stderr(&not_object),
+        "error: --schema `[1, 2]` is not a JSON Schema: a schema is a JSON object, `{...}`\n"
+    );
 }
 
 #[test]

@@ -309,9 +309,9 @@ async fn attempt_until_valid(
             .await
             .map_err(|error| match error {
                 ProviderError::Cancelled => EngineError::Cancelled,
-                source => EngineError::Generation {
+                error => EngineError::Generation {
                     run: run.clone(),
-                    source,
+                    error,
                 },
             })?;
         state.usage = state.usage.add(&response.usage);

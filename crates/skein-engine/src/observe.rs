@@ -40,6 +40,8 @@ pub enum EventKind {
     /// The run got its admission permit for a backend.
     Admitted {
         backend: String,
+        /// Serialized as whole milliseconds, `waited_ms`.
+        #[serde(rename = "waited_ms", alias = "waited", with = "millis")]
         waited: Duration,
     },
     AttemptStarted {
@@ -50,6 +52,8 @@ pub enum EventKind {
     Retry {
         attempt: u32,
         reason: String,
+        /// Serialized as whole milliseconds, `delay_ms`.
+        #[serde(rename = "delay_ms", alias = "delay", with = "millis")]
         delay: Duration,
     },
     /// A candidate failed the output contract; a repair follows (or not,
@@ -65,6 +69,31 @@ pub enum EventKind {
     Failed {
         error: String,
     },
+}
+
+/// Durations in JSON as a plain number of milliseconds. Events stored
+/// before this read back too: they hold serde's `{"secs", "nanos"}`.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Millis(u64),
+        Std { secs: u64, nanos: u32 },
+    }
+
+    pub fn serialize<S: Serializer>(duration: &Duration, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Duration, D::Error> {
+        Ok(match Stored::deserialize(from)? {
+            Stored::Millis(ms) => Duration::from_millis(ms),
+            Stored::Std { secs, nanos } => Duration::new(secs, nanos),
+        })
+    }
 }
 
 /// One event of one run.
@@ -149,5 +178,37 @@ impl Emitter {
 
     pub(crate) fn events(&self) -> &[Event] {
         &self.events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_plain_milliseconds_and_old_records_still_read() {
+        let event = Event {
+            run: RunId("r".to_string()),
+            seq: 0,
+            kind: EventKind::Retry {
+                attempt: 1,
+                reason: "overloaded".into(),
+                delay: Duration::from_millis(1500),
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["delay_ms"], 1500, "{json}");
+        assert!(json.get("delay").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+
+        let stored = serde_json::json!({
+            "run": "r", "seq": 0, "event": "admitted",
+            "backend": "echo", "waited": { "secs": 2, "nanos": 5_000_000 }
+        });
+        let EventKind::Admitted { waited, .. } = serde_json::from_value::<Event>(stored).unwrap().kind
+        else {
+            panic!("not an admission");
+        };
+        assert_eq!(waited, Duration::from_millis(2005));
     }
 }
