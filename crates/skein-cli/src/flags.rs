@@ -456,7 +456,10 @@ pub fn with_implicit_prompt(args: impl IntoIterator<Item = OsString>) -> Vec<OsS
             _ => break,
         };
     }
-    let Some(arg) = args.get(first).map(|arg| arg.to_string_lossy().into_owned()) else {
+    let Some(arg) = args
+        .get(first)
+        .map(|arg| arg.to_string_lossy().into_owned())
+    else {
         return args;
     };
     let command = Cli::command();
@@ -487,20 +490,41 @@ mod tests {
     use super::*;
 
     fn implicit(args: &[&str]) -> Vec<String> {
-        with_implicit_prompt(std::iter::once("skein").chain(args.iter().copied()).map(OsString::from))
-            .into_iter()
-            .skip(1)
-            .map(|arg| arg.into_string().unwrap())
-            .collect()
+        with_implicit_prompt(
+            std::iter::once("skein")
+                .chain(args.iter().copied())
+                .map(OsString::from),
+        )
+        .into_iter()
+        .skip(1)
+        .map(|arg| arg.into_string().unwrap())
+        .collect()
     }
 
     #[test]
     fn a_first_argument_that_is_no_command_is_a_prompt() {
-        assert_eq!(implicit(&["hello there", "-m", "echo"]), ["prompt", "hello there", "-m", "echo"]);
-        assert_eq!(implicit(&["--json", "--db", "x.db", "hi"]), ["--json", "--db", "x.db", "prompt", "hi"]);
-        assert_eq!(implicit(&["--db=x.db", "hello"]), ["--db=x.db", "prompt", "hello"]);
+        assert_eq!(
+            implicit(&["hello there", "-m", "echo"]),
+            ["prompt", "hello there", "-m", "echo"]
+        );
+        assert_eq!(
+            implicit(&["--json", "--db", "x.db", "hi"]),
+            ["--json", "--db", "x.db", "prompt", "hi"]
+        );
+        assert_eq!(
+            implicit(&["--db=x.db", "hello"]),
+            ["--db=x.db", "prompt", "hello"]
+        );
         // Commands, aliases, options and likely typos are left to clap.
-        for kept in [&["log"][..], &["logs", "-n", "2"], &["models"], &["help"], &["--version"], &["lgo"], &["tre"]] {
+        for kept in [
+            &["log"][..],
+            &["logs", "-n", "2"],
+            &["models"],
+            &["help"],
+            &["--version"],
+            &["lgo"],
+            &["tre"],
+        ] {
             assert_eq!(implicit(kept), kept, "{kept:?}");
         }
         assert!(implicit(&[]).is_empty());

@@ -85,9 +85,8 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
                 );
             }
             let text = file(path, "the --schema file")?;
-            serde_json::from_str(&text).with_context(|| {
-                format!("the --schema file {} is not JSON", path.display())
-            })?
+            serde_json::from_str(&text)
+                .with_context(|| format!("the --schema file {} is not JSON", path.display()))?
         }
     };
     if !schema.is_object() {

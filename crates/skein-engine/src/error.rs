@@ -62,10 +62,7 @@ pub enum EngineError {
     InvalidContract(String),
     /// The model call failed.
     #[error("generation failed (run {run}): {error}")]
-    Generation {
-        run: RunId,
-        error: ProviderError,
-    },
+    Generation { run: RunId, error: ProviderError },
     /// The reply never satisfied the output contract. Carries the last
     /// candidate, its errors, and (when capture was asked for) an exchange
     /// ending with that candidate, marked as not validated.

@@ -205,7 +205,8 @@ mod tests {
             "run": "r", "seq": 0, "event": "admitted",
             "backend": "echo", "waited": { "secs": 2, "nanos": 5_000_000 }
         });
-        let EventKind::Admitted { waited, .. } = serde_json::from_value::<Event>(stored).unwrap().kind
+        let EventKind::Admitted { waited, .. } =
+            serde_json::from_value::<Event>(stored).unwrap().kind
         else {
             panic!("not an admission");
         };

@@ -21,15 +21,9 @@ use std::path::Path;
 #[non_exhaustive]
 pub enum ConvertError {
     #[error("cannot read {path}: {error}")]
-    Read {
-        path: String,
-        error: std::io::Error,
-    },
+    Read { path: String, error: std::io::Error },
     #[error("cannot write {path}: {error}")]
-    Write {
-        path: String,
-        error: std::io::Error,
-    },
+    Write { path: String, error: std::io::Error },
     #[error("{path} is not a usable {what}: {problem}")]
     Malformed {
         path: String,

@@ -182,7 +182,9 @@ pub fn available() -> Vec<&'static str> {
 /// (`scripted:PATH`).
 pub fn suggest(model: &str) -> Option<String> {
     let lower = model.to_ascii_lowercase();
-    let openai = ["gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "text-", "davinci", "ft:gpt"];
+    let openai = [
+        "gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "text-", "davinci", "ft:gpt",
+    ];
     let backend = if openai.iter().any(|prefix| lower.starts_with(prefix)) {
         "openai"
     } else if lower.starts_with("claude") {

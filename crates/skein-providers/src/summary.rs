@@ -107,7 +107,10 @@ mod tests {
             thread = thread.push(Message::assistant("an answer"));
         }
         // A branch from an early node, and a thread without a system message.
-        let branch = thread.at(thread.nodes()[3].id()).unwrap().push(Message::user("other"));
+        let branch = thread
+            .at(thread.nodes()[3].id())
+            .unwrap()
+            .push(Message::user("other"));
         assert_eq!(summary(&branch), walked(&branch));
         let plain = Thread::from_messages([Message::user("no system here")]);
         assert_eq!(summary(&plain), walked(&plain));

@@ -41,10 +41,7 @@ pub enum RecordedError {
     Store(#[from] StoreError),
     /// The source hook failed. Nothing was recorded.
     #[error("the source hook failed on turn {turn}: {error}")]
-    Hook {
-        turn: usize,
-        error: HookError,
-    },
+    Hook { turn: usize, error: HookError },
     #[error(transparent)]
     Embed(#[from] EmbedError),
     /// An operation needs an embedder and none was given.

@@ -40,10 +40,7 @@ pub enum StoreError {
     #[error("`{0}` is not an id: ids are hexadecimal")]
     NotAnId(String),
     #[error("stored node {id} cannot be decoded: {error}")]
-    Corrupt {
-        id: NodeId,
-        error: DecodeError,
-    },
+    Corrupt { id: NodeId, error: DecodeError },
     #[error("a stored row is malformed: {0} (run `skein verify`)")]
     MalformedRow(String),
     #[error("import aborted at line {line}, nothing was imported: {problem}")]

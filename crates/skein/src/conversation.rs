@@ -707,7 +707,8 @@ impl Conversation {
     /// Record a model call that failed, when the conversation has a store
     /// (so the failure is visible in the log).
     async fn record_failure(&self, from: &Point, prepared: &Prepared, error: &EngineError) {
-        let (Some(store), EngineError::Generation { run, error: source }) = (&self.shared.store, error)
+        let (Some(store), EngineError::Generation { run, error: source }) =
+            (&self.shared.store, error)
         else {
             return;
         };

@@ -239,10 +239,9 @@ impl Session<'_> {
             .ancestors()
             .find(|node| node.message().role == Role::User)?;
         let (start, system) = match user.parent() {
-            Some(parent) if parent.message().role == Role::System => (
-                parent.parent_id(),
-                Some(parent.message().joined_text()),
-            ),
+            Some(parent) if parent.message().role == Role::System => {
+                (parent.parent_id(), Some(parent.message().joined_text()))
+            }
             parent => (parent.map(|parent| parent.id()), None),
         };
         Some(LastTurn {
@@ -259,16 +258,16 @@ impl Session<'_> {
             bail!("nothing to answer again yet: send a first message");
         };
         if self.conversation.store().is_none() {
-            bail!("!retry and !edit branch in the database, and this chat records nothing (--no-log)");
+            bail!(
+                "!retry and !edit branch in the database, and this chat records nothing (--no-log)"
+            );
         }
         let current = &self.conversation;
         let text = text.unwrap_or(last.text);
         let prompt = match last.start {
-            Some(start) => {
-                Conversation::fork_at(&self.ctx.store, &start.to_hex(), current.model())
-                    .await?
-                    .prompt(text)
-            }
+            Some(start) => Conversation::fork_at(&self.ctx.store, &start.to_hex(), current.model())
+                .await?
+                .prompt(text),
             None => Conversation::builder(current.model().clone())
                 .tools(current.tools().to_vec())
                 .chain_limit(current.chain_limit())
@@ -283,12 +282,15 @@ impl Session<'_> {
         if let Some(system) = last.system {
             prompt = prompt.system(system);
         }
-        let at = last
-            .start
-            .map_or_else(|| "the start".to_string(), |node| format!("node {}", node.short()));
+        let at = last.start.map_or_else(
+            || "the start".to_string(),
+            |node| format!("node {}", node.short()),
+        );
         self.run(
             prompt,
-            Some(format!("answered again from {at}, as a sibling branch: conversation")),
+            Some(format!(
+                "answered again from {at}, as a sibling branch: conversation"
+            )),
         )
         .await
     }
@@ -316,9 +318,9 @@ impl Session<'_> {
         let id = self.ctx.node(node)?;
         let home = self.conversation.model().clone();
         if let Some(owner) = self.ctx.store.conversations_at(id)?.into_iter().next() {
-            self.conversation = self
-                .settings
-                .recorded_or_not(Conversation::load(&self.ctx.store, owner.id.as_str(), &home).await?);
+            self.conversation = self.settings.recorded_or_not(
+                Conversation::load(&self.ctx.store, owner.id.as_str(), &home).await?,
+            );
             ui::note(format!(
                 "continuing conversation {} from its head, node {}",
                 self.conversation.id().short(),

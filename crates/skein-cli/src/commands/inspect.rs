@@ -204,7 +204,11 @@ fn log_recent(
             "{} in / {} out tokens{}",
             tokens(run.usage.input_tokens),
             tokens(run.usage.output_tokens),
-            if run.usage_complete { "" } else { " (incomplete)" }
+            if run.usage_complete {
+                ""
+            } else {
+                " (incomplete)"
+            }
         )
     };
     for (run, prompt, reply) in &rows {
@@ -451,16 +455,16 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
             Part::Text { text } => outln!("{text}")?,
             Part::ToolCall(call) => outln!(
                 "id {}\nname {}\narguments {}",
-                call.id, call.name, call.arguments
+                call.id,
+                call.name,
+                call.arguments
             )?,
-            Part::ToolResult(result) => {
-                outln!(
-                    "call {}{}\n{}",
-                    result.call_id,
-                    if result.is_error { " (error)" } else { "" },
-                    result.content
-                )?
-            }
+            Part::ToolResult(result) => outln!(
+                "call {}{}\n{}",
+                result.call_id,
+                if result.is_error { " (error)" } else { "" },
+                result.content
+            )?,
             Part::Attachment(a) => outln!("{} · {} bytes", a.media_type, a.data.len())?,
             _ => outln!("(a part this version cannot display)")?,
         }

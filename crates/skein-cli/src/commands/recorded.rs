@@ -169,7 +169,13 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     let id = ctx.store.resolve_rerun(rerun)?;
     let record = ctx.store.rerun(&id)?;
     let stored = ctx.store.conversation(&record.conversation)?;
-    let home = home_model(args.turn.model.model.clone().or(conversation_model(&stored)))?;
+    let home = home_model(
+        args.turn
+            .model
+            .model
+            .clone()
+            .or(conversation_model(&stored)),
+    )?;
     let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
     let mut fork = chat.fork_from_rerun(&id).await?;
     let conversation = fork

@@ -6,8 +6,8 @@ definitions in `flags.rs`.
 
 use super::turns::configured_engine;
 use crate::config::{self, Source};
-use crate::ui::outln;
 use crate::flags::{Cli, CompletionsArgs, ConfigCommand};
+use crate::ui::outln;
 use anyhow::Result;
 use clap::CommandFactory;
 use serde_json::json;

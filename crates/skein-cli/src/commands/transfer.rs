@@ -80,7 +80,10 @@ fn import_llm(ctx: &Context, path: &std::path::Path) -> Result<ExitCode> {
     }
     outln!(
         "imported {} messages, {} conversations and {} runs from llm ({} already present)",
-        report.messages, report.conversations, report.runs, report.already_present
+        report.messages,
+        report.conversations,
+        report.runs,
+        report.already_present
     )?;
     for (kind, count) in &report.skipped_parts {
         ui::note(format!(

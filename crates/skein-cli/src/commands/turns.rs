@@ -331,6 +331,10 @@ pub async fn run_turn(
     if !ctx.json && offers_tools {
         prompt.conversation().set_after_call(|call, result| {
             Box::pin(async move {
+                // The call's text is all sent by now, but it reaches stdout
+                // through a channel drained beside the turn: yielding once
+                // lets the drain write it, so the line is ended after it.
+                tokio::task::yield_now().await;
                 let _ = ui::end_line();
                 ui::note(format!(
                     "[tool {}({}) {} {}]",

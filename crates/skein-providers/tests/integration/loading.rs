@@ -115,7 +115,11 @@ fn a_bad_regex_names_the_rule_and_pattern() {
 fn a_missing_file_names_the_path() {
     let path = data("does-not-exist.toml");
     let error = Scripted::from_file(&path).unwrap_err();
-    let ScriptError::Read { path: got, error: source } = &error else {
+    let ScriptError::Read {
+        path: got,
+        error: source,
+    } = &error
+    else {
         panic!("{error:?}");
     };
     assert_eq!(got, &path);
