@@ -42,7 +42,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a turn and record it (a new conversation unless -c or --cid)
     Prompt(PromptArgs),
-    /// Talk interactively: each line is a turn (`!fork`, `!reply NODE`, `!help`, `!quit`)
+    /// Talk interactively: each line is a turn (`!multi`, `!retry`, `!edit`, `!fork`, `!reply NODE`,
+    /// `!tree`, `!log`, `!help`, `!quit`; Ctrl-C stops a reply)
     Chat(ChatArgs),
     /// Continue from any node: extends the conversation whose head it is, or branches a new one there
     Reply(ReplyArgs),

@@ -745,7 +745,11 @@ fn the_default_model_is_kept_in_the_configuration_file() {
 
     let bogus = run(&["models", "default", "gpt-imaginary"]);
     assert_eq!(bogus.status.code(), Some(1));
-    assert!(stderr(&bogus).contains("available"), "{}", stderr(&bogus));
+    assert!(
+        stderr(&bogus).to_lowercase().contains("available"),
+        "{}",
+        stderr(&bogus)
+    );
 
     std::fs::write(&config, "default_modle = 1\n").unwrap();
     let broken = run(&["prompt", "hi"]);
@@ -1061,7 +1065,7 @@ fn json_durations_are_milliseconds() {
         .iter()
         .find(|event| event["event"] == "admitted")
         .unwrap_or_else(|| panic!("{events:?}"));
-    assert!(admitted["waited_ms"].is_u64(), "{admitted}");
+    assert!(admitted["waited_ms"].is_number(), "{admitted}");
     assert!(
         !skein.ok(&["--json", "log"]).contains("nanos"),
         "no Rust Duration anywhere"
@@ -1502,17 +1506,23 @@ fn chat_on_a_terminal_edits_in_place_keeps_a_history_and_survives_ctrl_c() {
     let mut command = skein.command(&["chat"]);
     command.env("XDG_DATA_HOME", &data);
     let mut terminal = pty::Terminal::spawn(command);
-    terminal.wait_for("> ");
+    // Each line is typed once its prompt is shown (the line editor may
+    // drop what is typed before it reads).
+    terminal.wait_for_count("> ", 1);
     terminal.send("one\r");
     terminal.wait_for("echo: \"one\"");
+    terminal.wait_for_count("> ", 2);
     terminal.send("two\r");
     terminal.wait_for("echo: \"two\"");
+    terminal.wait_for_count("> ", 3);
     // Ctrl-C at the prompt clears the line; the chat goes on.
     terminal.send("half a line\x03");
+    terminal.wait_for_count("> ", 4);
     terminal.send("!edit\r");
     terminal.wait_for("edit> two");
     terminal.send(", edited\r");
     terminal.wait_for("echo: \"two, edited\"");
+    terminal.wait_for_count("> ", 6);
     terminal.send("!quit\r");
     assert_eq!(terminal.finish(), Some(0));
     let users = user_nodes(&skein);
@@ -1572,8 +1582,10 @@ fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
     terminal.wait_for("(stopped: the cut reply was not recorded)");
     assert_eq!(skein.count("nodes"), 0, "nothing of the cut turn");
     assert_eq!(skein.count("runs"), 0);
+    terminal.wait_for_count("> ", 2);
     terminal.send("hello\r");
     terminal.wait_for("Hello from the mock.");
+    terminal.wait_for_count("> ", 3);
     terminal.send("!quit\r");
     assert_eq!(terminal.finish(), Some(0));
     assert_eq!(skein.count("nodes"), 2, "the next turn is recorded");

@@ -365,6 +365,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn generation_options_are_checked_against_the_ranges_every_backend_takes() {
+        let options = |temperature, top_p, max_tokens| GenerationOptions {
+            temperature,
+            top_p,
+            seed: None,
+            max_tokens,
+        };
+        assert_eq!(options(Some(0.0), Some(1.0), Some(1)).check(), Ok(()));
+        assert_eq!(options(Some(2.0), Some(0.01), None).check(), Ok(()));
+        assert_eq!(GenerationOptions::default().check(), Ok(()));
+        for bad in [
+            options(Some(-5.0), None, None),
+            options(Some(2.5), None, None),
+            options(None, Some(7.0), None),
+            options(None, Some(0.0), None),
+            options(None, None, Some(0)),
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn assembles_text_and_split_tool_calls() {
         let mut assembler = ResponseAssembler::new();
         let events = [

@@ -211,8 +211,11 @@ impl Session<'_> {
             tokio::pin!(turn);
             loop {
                 tokio::select! {
-                    outcome = &mut turn => break outcome,
+                    // Polled first, so the handler is in place before the
+                    // turn's request leaves.
+                    biased;
                     _ = tokio::signal::ctrl_c() => stop.cancel(),
+                    outcome = &mut turn => break outcome,
                 }
             }
         } else {

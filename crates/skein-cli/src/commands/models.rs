@@ -42,7 +42,10 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
         .any(|syntax| syntax.split_once(':').map_or(*syntax, |(b, _)| b) == backend);
     if !is_profile && !known {
         anyhow::bail!(
-            "unknown model `{name}`; available: {} (or a profile of the configured engine directory)",
+            "unknown model `{name}`{}: {} (or a profile of the configured engine directory)",
+            skein::providers::suggest(&name)
+                .map(|meant| format!("; did you mean `{meant}`? Available"))
+                .unwrap_or_else(|| "; available".into()),
             skein::providers::available().join(", ")
         );
     }
