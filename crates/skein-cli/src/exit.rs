@@ -15,6 +15,55 @@ Exit codes, documented in docs/cli.md:
 use skein::engine::EngineError;
 use skein::store::StoreError;
 
+/// What to print for an error: its chain of causes (each says only what
+/// the one before it did not), except where the library's own wording
+/// would give library advice; when stdout failed (however that error was
+/// wrapped on its way up), what that means.
+pub fn message(error: &anyhow::Error) -> String {
+    if let Some((kind, text)) = crate::ui::stdout_failure() {
+        return crate::ui::describe_failure(*kind, text);
+    }
+    for cause in error.chain() {
+        if let Some(skein::Error::HeadMoved {
+            conversation,
+            current,
+            response,
+        }) = cause.downcast_ref::<skein::Error>()
+        {
+            return head_moved(conversation.as_str(), *current, Some(response.head()));
+        }
+        if let Some(StoreError::HeadMoved(moved)) = cause.downcast_ref::<StoreError>() {
+            return head_moved(&moved.conversation, moved.actual, moved.turn_head);
+        }
+    }
+    format!("{error:#}")
+}
+
+/// Exit code 4's message: where the conversation is now, where the stored
+/// reply stands, and the commands that keep it.
+fn head_moved(
+    conversation: &str,
+    current: Option<skein::NodeId>,
+    reply: Option<skein::NodeId>,
+) -> String {
+    let short = |id: &str| id.chars().take(12).collect::<String>();
+    let now = current.map_or_else(|| "empty".to_string(), |node| node.short());
+    match reply {
+        Some(reply) => format!(
+            "conversation {} moved on while this turn ran (its head is now {now}); the reply is stored \
+             as node {}: keep it as a branch with `skein fork {}`, or continue from it with `skein reply {} TEXT`",
+            short(conversation),
+            reply.short(),
+            reply.short(),
+            reply.short()
+        ),
+        None => format!(
+            "conversation {} moved on while this turn ran (its head is now {now}); run the turn again",
+            short(conversation)
+        ),
+    }
+}
+
 pub const FAILURE: u8 = 1;
 pub const NOT_FOUND: u8 = 3;
 pub const HEAD_MOVED: u8 = 4;

@@ -1,9 +1,11 @@
 /*!
 Every command and flag of the `skein` binary, defined once. Help text, shell
-completions and the man page all derive from these definitions.
+completions and the man page all derive from these definitions; so does the
+rule that makes `skein "hello"` a prompt ([`with_implicit_prompt`]).
 */
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Record, continue, branch and replay conversations with language models.
@@ -19,6 +21,19 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// The most a file named on the command line (`--source ID=@FILE`,
+    /// `--schema FILE`) or text piped on stdin may hold, in bytes (`K`,
+    /// `M`, `G` suffixes are powers of 1024)
+    #[arg(
+        long,
+        global = true,
+        env = "SKEIN_MAX_INPUT",
+        value_name = "BYTES",
+        default_value = "16M",
+        value_parser = parse_size
+    )]
+    pub max_input: u64,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -27,13 +42,15 @@ pub struct Cli {
 pub enum Command {
     /// Run a turn and record it (a new conversation unless -c or --cid)
     Prompt(PromptArgs),
-    /// Talk interactively: each line is a turn (`!fork`, `!reply NODE`, `!help`, `!quit`)
+    /// Talk interactively: each line is a turn (`!multi`, `!retry`, `!edit`, `!fork`, `!reply NODE`,
+    /// `!tree`, `!log`, `!help`, `!quit`; Ctrl-C stops a reply)
     Chat(ChatArgs),
     /// Continue from any node: extends the conversation whose head it is, or branches a new one there
     Reply(ReplyArgs),
     /// Start a new conversation at a node, optionally running a first turn
     Fork(ForkArgs),
     /// Show recent turns, or the messages of one conversation
+    #[command(visible_alias = "logs")]
     Log(LogArgs),
     /// Draw the branching structure around a conversation
     Tree(TreeArgs),
@@ -45,9 +62,8 @@ pub enum Command {
     Import(ImportArgs),
     /// Recompute every id and hash in the database and report problems
     Verify,
-    /// Fetch and list local models
-    #[command(subcommand)]
-    Models(ModelsCommand),
+    /// List the models skein can use (`models list`), fetch local ones, set the default
+    Models(ModelsArgs),
     /// Rank the context sources of a recorded turn by their influence on its reply
     Explain(ExplainArgs),
     /// Re-run a recorded turn without chosen sources; prints the rerun id and verdict
@@ -70,12 +86,14 @@ pub struct ServeArgs {
     /// The address to listen on; anything but loopback needs --token
     #[arg(long, default_value = "127.0.0.1:8765", value_name = "ADDR")]
     pub bind: std::net::SocketAddr,
-    /// The bearer token every request must carry (required off loopback)
+    /// The bearer token every request must carry (required off loopback; at
+    /// least 16 characters, e.g. `--token "$(openssl rand -hex 16)"`)
     #[arg(
         long,
         env = "SKEIN_SERVE_TOKEN",
         value_name = "TOKEN",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = parse_token
     )]
     pub token: Option<String>,
     /// Also serve POST /v1/chat/completions, forwarding to the model (-m) and recording every exchange
@@ -95,6 +113,13 @@ pub struct ServeArgs {
     /// Connections served at once; more wait to be accepted
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub max_connections: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// What to do (default: `list`)
+    #[command(subcommand)]
+    pub command: Option<ModelsCommand>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,15 +177,45 @@ pub struct ModelArgs {
     pub model: Option<String>,
 }
 
+/// How one turn runs, besides where: shared by `prompt`, `reply`, `fork`
+/// and `chat` (where it applies to every line).
 #[derive(Debug, Args)]
-pub struct PromptArgs {
-    /// The prompt text (read from stdin when omitted)
-    pub text: Option<String>,
+pub struct TurnArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// A system prompt to put before the text
+    /// A system prompt sent before the text (`chat`: before the first line
+    /// of a new conversation)
     #[arg(short, long, value_name = "TEXT")]
     pub system: Option<String>,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// Ask for a reply matching a JSON Schema, given as JSON or as a file
+    /// (a value that is valid JSON is JSON); the reply is validated (and
+    /// repaired when the model allows), and only the valid reply is printed
+    #[arg(long, value_name = "JSON|FILE")]
+    pub schema: Option<String>,
+    /// A generation option (repeatable): temperature (0 to 2), top_p (above
+    /// 0, at most 1), seed or max_tokens (at least 1)
+    #[arg(
+        short = 'o',
+        long = "option",
+        num_args = 2,
+        value_names = ["KEY", "VALUE"],
+        allow_negative_numbers = true
+    )]
+    pub options: Vec<String>,
+    /// Do not record the turn (nor create a conversation for it)
+    #[arg(long)]
+    pub no_log: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The prompt text; text piped on stdin is added after it, following a
+    /// blank line (with no TEXT, stdin is the prompt)
+    pub text: Option<String>,
+    #[command(flatten)]
+    pub turn: TurnArgs,
     /// Continue the most recently updated conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
@@ -170,44 +225,23 @@ pub struct PromptArgs {
     /// Name a new conversation
     #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
     pub name: Option<String>,
-    #[command(flatten)]
-    pub tools: ToolArgs,
     /// A context source for this turn, as ID=TEXT or ID=@FILE (repeatable):
     /// rendered into the system text as a tagged part, so the reply can be
     /// explained and re-run without it
     #[arg(long = "source", value_name = "ID=TEXT", value_parser = parse_source)]
-    pub sources: Vec<(String, String)>,
-    /// Ask for a reply matching a JSON Schema, given inline or as a file;
-    /// the reply is validated (and repaired when the model allows)
-    #[arg(long, value_name = "FILE|JSON", value_parser = parse_schema)]
-    pub schema: Option<serde_json::Value>,
-    /// A generation option for this turn (repeatable): temperature, top_p,
-    /// seed or max_tokens
-    #[arg(short = 'o', long = "option", num_args = 2, value_names = ["KEY", "VALUE"])]
-    pub options: Vec<String>,
-    /// Do not record this turn (nor create a conversation for it)
-    #[arg(long)]
-    pub no_log: bool,
+    pub sources: Vec<(String, SourceText)>,
 }
 
-/// A JSON Schema given inline (`{...}`) or as a file path.
-fn parse_schema(value: &str) -> Result<serde_json::Value, String> {
-    let text = if value.trim_start().starts_with('{') {
-        value.to_string()
-    } else {
-        std::fs::read_to_string(value)
-            .map_err(|error| format!("cannot read the schema file {value}: {error}"))?
-    };
-    let schema: serde_json::Value =
-        serde_json::from_str(&text).map_err(|error| format!("the schema is not JSON: {error}"))?;
-    if !schema.is_object() {
-        return Err("the schema must be a JSON object".into());
-    }
-    Ok(schema)
+/// A `--source` value: the text itself, or a file to read (when the
+/// command runs, within `--max-input`).
+#[derive(Clone, Debug)]
+pub enum SourceText {
+    Inline(String),
+    File(PathBuf),
 }
 
 /// `ID=TEXT` or `ID=@FILE`.
-fn parse_source(value: &str) -> Result<(String, String), String> {
+fn parse_source(value: &str) -> Result<(String, SourceText), String> {
     let (id, text) = value
         .split_once('=')
         .ok_or_else(|| format!("`{value}` is not ID=TEXT or ID=@FILE"))?;
@@ -215,11 +249,45 @@ fn parse_source(value: &str) -> Result<(String, String), String> {
         return Err(format!("`{value}` has an empty source id"));
     }
     let text = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|error| format!("cannot read the source file {path}: {error}"))?,
-        None => text.to_string(),
+        Some(path) => SourceText::File(PathBuf::from(path)),
+        None => SourceText::Inline(text.to_string()),
     };
     Ok((id.trim().to_string(), text))
+}
+
+/// A size in bytes: a number, optionally followed by `K`, `M` or `G`
+/// (powers of 1024, with or without `iB`).
+fn parse_size(value: &str) -> Result<u64, String> {
+    let trimmed = value.trim();
+    let digits = trimmed.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &trimmed[digits.len()..];
+    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => 0,
+    };
+    digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            format!("`{value}` is not a size: write a number of bytes, or a number with K, M or G")
+        })
+}
+
+/// A server token strong enough to stand between the graph and a network.
+fn parse_token(value: &str) -> Result<String, String> {
+    const MIN: usize = 16;
+    if value.chars().count() < MIN {
+        return Err(format!(
+            "a token needs at least {MIN} characters; make one with `openssl rand -hex 16`"
+        ));
+    }
+    Ok(value.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -280,10 +348,7 @@ pub struct ToolArgs {
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     #[command(flatten)]
-    pub model: ModelArgs,
-    /// A system prompt for the first turn of a new conversation
-    #[arg(short, long, value_name = "TEXT")]
-    pub system: Option<String>,
+    pub turn: TurnArgs,
     /// Continue the most recently updated conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
@@ -293,20 +358,17 @@ pub struct ChatArgs {
     /// Name a new conversation
     #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
     pub name: Option<String>,
-    #[command(flatten)]
-    pub tools: ToolArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct ReplyArgs {
     /// The node to continue from (any unique prefix of its id)
     pub node: String,
-    /// The reply text (read from stdin when omitted)
+    /// The reply text; text piped on stdin is added after it, following a
+    /// blank line (with no TEXT, stdin is the text)
     pub text: Option<String>,
     #[command(flatten)]
-    pub model: ModelArgs,
-    #[command(flatten)]
-    pub tools: ToolArgs,
+    pub turn: TurnArgs,
 }
 
 #[derive(Debug, Args)]
@@ -324,21 +386,30 @@ pub struct ForkArgs {
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub turn: TurnArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Show the messages of this conversation instead of recent turns (with
-    /// -m or -q: only that conversation's turns)
-    #[arg(long, value_name = "ID")]
+    /// -m, -q or -u: only that conversation's turns)
+    #[arg(long, value_name = "ID", conflicts_with = "current")]
     pub cid: Option<String>,
+    /// The most recently updated conversation, as with --cid
+    #[arg(short = 'c', long)]
+    pub current: bool,
     /// Only turns answered by this model
     #[arg(short, long, value_name = "MODEL")]
     pub model: Option<String>,
     /// Only turns whose prompt or reply contains TEXT (case-insensitive)
     #[arg(short, long, value_name = "TEXT")]
     pub query: Option<String>,
+    /// Show each turn's token usage, and the totals
+    #[arg(short, long)]
+    pub usage: bool,
+    /// One line per turn (or per message)
+    #[arg(short, long)]
+    pub short: bool,
     /// How many recent turns to show
     #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
     pub count: usize,
@@ -384,4 +455,112 @@ pub struct ImportArgs {
         value_parser = clap::value_parser!(u32).range(1..=4096)
     )]
     pub max_line_mib: u32,
+}
+
+/// The command line with `prompt` put in front of a first argument that is
+/// not a command: `skein "hello" -m echo` is `skein prompt "hello" -m echo`.
+///
+/// The rule (docs/cli.md): after the global options (`--db`, `--json`,
+/// `--max-input`), a first argument that is neither a command nor an
+/// alias, does not start with `-`, and is not one edit away from a
+/// command (`lgo`, a likely typo of `log`, stays an error with clap's
+/// suggestion) is the text of a prompt.
+pub fn with_implicit_prompt(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    let mut first = 1;
+    while let Some(arg) = args.get(first).map(|arg| arg.to_string_lossy()) {
+        first += match arg.as_ref() {
+            "--json" => 1,
+            "--db" | "--max-input" => 2,
+            other if other.starts_with("--db=") || other.starts_with("--max-input=") => 1,
+            _ => break,
+        };
+    }
+    let Some(arg) = args
+        .get(first)
+        .map(|arg| arg.to_string_lossy().into_owned())
+    else {
+        return args;
+    };
+    let command = Cli::command();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .flat_map(|sub| {
+            std::iter::once(sub.get_name().to_string())
+                .chain(sub.get_all_aliases().map(str::to_string))
+        })
+        .chain(["help".to_string()])
+        .collect();
+    let likely_typo = |word: &str| {
+        word.len() >= 3
+            && !word.contains(char::is_whitespace)
+            && names
+                .iter()
+                .any(|name| strsim::osa_distance(&word.to_lowercase(), name) <= 1)
+    };
+    if arg.starts_with('-') || names.contains(&arg) || likely_typo(&arg) {
+        return args;
+    }
+    args.insert(first, OsString::from("prompt"));
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn implicit(args: &[&str]) -> Vec<String> {
+        with_implicit_prompt(
+            std::iter::once("skein")
+                .chain(args.iter().copied())
+                .map(OsString::from),
+        )
+        .into_iter()
+        .skip(1)
+        .map(|arg| arg.into_string().unwrap())
+        .collect()
+    }
+
+    #[test]
+    fn a_first_argument_that_is_no_command_is_a_prompt() {
+        assert_eq!(
+            implicit(&["hello there", "-m", "echo"]),
+            ["prompt", "hello there", "-m", "echo"]
+        );
+        assert_eq!(
+            implicit(&["--json", "--db", "x.db", "hi"]),
+            ["--json", "--db", "x.db", "prompt", "hi"]
+        );
+        assert_eq!(
+            implicit(&["--db=x.db", "hello"]),
+            ["--db=x.db", "prompt", "hello"]
+        );
+        // Commands, aliases, options and likely typos are left to clap.
+        for kept in [
+            &["log"][..],
+            &["logs", "-n", "2"],
+            &["models"],
+            &["help"],
+            &["--version"],
+            &["lgo"],
+            &["tre"],
+        ] {
+            assert_eq!(implicit(kept), kept, "{kept:?}");
+        }
+        assert!(implicit(&[]).is_empty());
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn the_command_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -8,38 +8,46 @@ mod commands;
 mod config;
 mod exit;
 mod flags;
+mod input;
 mod ui;
 
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = flags::Cli::parse();
+    let cli = flags::Cli::parse_from(flags::with_implicit_prompt(std::env::args_os()));
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+            ui::note(format!("error: cannot start the async runtime: {error}"));
             return ExitCode::from(exit::FAILURE);
         }
     };
-    match runtime.block_on(commands::run(cli)) {
-        Ok(code) => code,
-        // A reader that stopped reading (`skein man | head`) is not an error.
-        Err(error)
-            if error.chain().any(|cause| {
-                cause
-                    .downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            }) =>
-        {
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("error: {error:#}");
+    input::set_limit(cli.max_input);
+    let outcome = runtime.block_on(commands::run(cli));
+    // What is still buffered: a failure here is reported like any other.
+    let flushed = ui::flush();
+    match (outcome, ui::stdout_failure()) {
+        // A reader that stopped reading (`skein log | head`) is not an
+        // error: the command stops quietly, with success.
+        (_, Some((std::io::ErrorKind::BrokenPipe, _))) => ExitCode::SUCCESS,
+        (Err(error), _) => {
+            ui::note(format!("error: {}", exit::message(&error)));
             ExitCode::from(exit::code_for(&error))
         }
+        (Ok(_), Some((kind, message))) => {
+            ui::note(format!("error: {}", ui::describe_failure(*kind, message)));
+            ExitCode::from(exit::FAILURE)
+        }
+        (Ok(code), None) => match flushed {
+            Ok(()) => code,
+            Err(error) => {
+                ui::note(format!("error: cannot write the output: {error}"));
+                ExitCode::from(exit::FAILURE)
+            }
+        },
     }
 }

@@ -1,29 +1,184 @@
 /*!
 Terminal output: JSON records on stdout, human text on stdout, and status
 notes (ids, branching notices) on stderr so piped replies stay clean.
+
+Every byte for stdout goes through here, so that writing never panics and
+a failure is remembered: a reader that stopped reading (`skein log | head`)
+ends the command quietly, and a full disk (`skein log > /dev/full`) is an
+error that says so (see `main`). Human text is written with control
+characters escaped when stdout is a terminal (text from a model or an
+import must not drive the terminal: ESC, BEL, CR and the other C0 and C1
+controls are shown as `\x1b`, `\u{9b}`, ...; newlines and tabs stay);
+JSON and exports are written exactly.
 */
 
 use serde::Serialize;
-use std::io::Write;
+use std::borrow::Cow;
+use std::io::{IsTerminal, Write};
+use std::sync::{Mutex, OnceLock};
+
+/// Print one line of human text on stdout (escaped for a terminal); an
+/// error means stdout is gone, and the command should stop.
+macro_rules! outln {
+    () => {
+        $crate::ui::line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::ui::line(&format!($($arg)*))
+    };
+}
+pub(crate) use outln;
+
+/// The first error writing to stdout met, kept so that `main` can tell a
+/// closed pipe (quiet) from a full disk (an error) however the failing
+/// write's error was wrapped on its way up.
+static STDOUT_FAILURE: OnceLock<(std::io::ErrorKind, String)> = OnceLock::new();
+
+/// How stdout failed, if it did.
+pub fn stdout_failure() -> Option<&'static (std::io::ErrorKind, String)> {
+    STDOUT_FAILURE.get()
+}
+
+/// What to tell someone whose stdout failed with `kind`.
+pub fn describe_failure(kind: std::io::ErrorKind, message: &str) -> String {
+    match kind {
+        std::io::ErrorKind::StorageFull => {
+            "cannot write the output: no space left on the device (the disk or the output is full)"
+                .into()
+        }
+        _ => format!("cannot write the output: {message}"),
+    }
+}
+
+fn remember<T>(result: std::io::Result<T>) -> std::io::Result<T> {
+    if let Err(error) = &result {
+        let _ = STDOUT_FAILURE.set((error.kind(), error.to_string()));
+    }
+    result
+}
+
+/// Stdout as a writer for exact bytes (JSON, exports, generated scripts),
+/// remembering a failure.
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        remember(std::io::stdout().write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        remember(std::io::stdout().flush())
+    }
+}
+
+/// Flush stdout at the end of a command.
+pub fn flush() -> std::io::Result<()> {
+    Stdout.flush()
+}
+
+fn stdout_is_terminal() -> bool {
+    static TERMINAL: OnceLock<bool> = OnceLock::new();
+    *TERMINAL.get_or_init(|| std::io::stdout().is_terminal())
+}
+
+fn stderr_is_terminal() -> bool {
+    static TERMINAL: OnceLock<bool> = OnceLock::new();
+    *TERMINAL.get_or_init(|| std::io::stderr().is_terminal())
+}
+
+/// `text` with control characters other than newline and tab escaped.
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !unsafe_char(c) => escaped.push(c),
+            c if (c as u32) < 0x80 => escaped.push_str(&format!("\\x{:02x}", c as u32)),
+            c => escaped.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(escaped)
+}
+
+/// `text` as it may reach stdout: escaped when stdout is a terminal.
+fn for_stdout(text: &str) -> Cow<'_, str> {
+    if stdout_is_terminal() {
+        escape_controls(text)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// One line of human text on stdout (use [`outln!`]).
+pub fn line(text: &str) -> std::io::Result<()> {
+    let text = for_stdout(text);
+    let mut out = std::io::stdout().lock();
+    remember(
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.write_all(b"\n")),
+    )
+}
 
 /// Print one JSON value on its own line.
 pub fn json(value: &impl Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = Stdout;
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(())
 }
 
-/// A status note on stderr.
+/// A status note on stderr (escaped when stderr is a terminal: notes
+/// quote tool results and provider messages). Never fails: there is
+/// nowhere left to report a failure to write to stderr.
 pub fn note(text: impl std::fmt::Display) {
-    eprintln!("{text}");
+    let text = text.to_string();
+    let text = if stderr_is_terminal() {
+        escape_controls(&text)
+    } else {
+        Cow::Borrowed(text.as_str())
+    };
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
-/// Write streamed reply text to stdout as it arrives.
+/// Whether streamed text left stdout in the middle of a line.
+static MID_LINE: Mutex<bool> = Mutex::new(false);
+
+fn mid_line() -> std::sync::MutexGuard<'static, bool> {
+    MID_LINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Write streamed reply text to stdout as it arrives. A failure is
+/// remembered (the caller checks [`stdout_failure`] when the turn ends);
+/// after one, nothing more is written.
 pub fn stream_text(text: &str) {
+    if text.is_empty() || stdout_failure().is_some() {
+        return;
+    }
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    let written = remember(
+        out.write_all(for_stdout(text).as_bytes())
+            .and_then(|()| out.flush()),
+    );
+    if written.is_ok() {
+        *mid_line() = !text.ends_with('\n');
+    }
+}
+
+/// End the line streamed text left open, if it did: so that what follows
+/// (the next model call's text, a note, an error) starts on its own line.
+pub fn end_line() -> std::io::Result<()> {
+    let mut open = mid_line();
+    if !*open || stdout_failure().is_some() {
+        return Ok(());
+    }
+    *open = false;
+    let mut out = std::io::stdout().lock();
+    remember(out.write_all(b"\n").and_then(|()| out.flush()))
 }
 
 /// Collapse whitespace and cut to `width` characters.
@@ -67,8 +222,7 @@ pub fn timestamp(ms: i64) -> String {
 /// A spinner on stderr while a long step runs; nothing when stderr is not a
 /// terminal.
 pub fn spinner(message: String) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    let bar = if std::io::stderr().is_terminal() {
+    let bar = if stderr_is_terminal() {
         indicatif::ProgressBar::new_spinner()
     } else {
         indicatif::ProgressBar::hidden()
@@ -92,5 +246,15 @@ mod tests {
     fn one_line_flattens_and_cuts() {
         assert_eq!(one_line("a\n  b", 10), "a b");
         assert_eq!(one_line("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn controls_are_escaped_but_newlines_and_tabs_stay() {
+        assert_eq!(escape_controls("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(
+            escape_controls("a\x1b[31mred\x07\r\u{9b}2J\u{7f}"),
+            "a\\x1b[31mred\\x07\\x0d\\u{9b}2J\\x7f"
+        );
+        assert!(matches!(escape_controls("é ◀ ok"), Cow::Borrowed(_)));
     }
 }

@@ -1,5 +1,8 @@
 //! End-to-end tests of the `skein` binary against temporary databases.
 
+#[path = "support/pty.rs"]
+mod pty;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -49,6 +52,27 @@ impl Skein {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Run with `input` on stdin.
+    fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        // A writer of its own: the child may stop reading early.
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&input);
+        });
+        let output = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        output
     }
 
     fn json(&self, args: &[&str]) -> Value {
@@ -323,11 +347,18 @@ fn version_and_help_work_without_a_database() {
         .unwrap();
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("skein "));
+    // One edit away from a command: a typo, not a prompt.
     let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("bogus")
+        .arg("lgo")
+        .env("SKEIN_DB", "/nonexistent/dir/that/cannot/exist.db")
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("similar subcommand"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -714,7 +745,11 @@ fn the_default_model_is_kept_in_the_configuration_file() {
 
     let bogus = run(&["models", "default", "gpt-imaginary"]);
     assert_eq!(bogus.status.code(), Some(1));
-    assert!(stderr(&bogus).contains("available"), "{}", stderr(&bogus));
+    assert!(
+        stderr(&bogus).to_lowercase().contains("available"),
+        "{}",
+        stderr(&bogus)
+    );
 
     std::fs::write(&config, "default_modle = 1\n").unwrap();
     let broken = run(&["prompt", "hi"]);
@@ -913,8 +948,12 @@ fn schema_options_and_no_log_shape_a_turn() {
         "{}",
         stderr(&refused)
     );
-    let not_json = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
-    assert_eq!(not_json.status.code(), Some(2), "clap rejects it");
+    let not_object = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
+    assert_eq!(not_object.status.code(), Some(1));
+    assert_eq!(
+        stderr(&not_object),
+        "error: --schema `[1, 2]` is not a JSON Schema: a schema is a JSON object, `{...}`\n"
+    );
 }
 
 #[test]
@@ -1379,5 +1418,659 @@ fn importing_an_endless_line_stops_at_the_limit() {
         stderr(&output).contains("the limit of 1 MiB"),
         "{}",
         stderr(&output)
+    );
+}
+
+/// The scripted model of a test data file.
+fn scripted(file: &str) -> String {
+    format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(file)
+            .display()
+    )
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A loopback port nothing listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn failures_say_each_cause_once_and_what_to_do() {
+    let skein = Skein::new();
+    let mut command = skein.command(&["prompt", "-m", "openai:gpt-test", "hi"]);
+    command.env("OPENAI_API_KEY", "sk-test").env(
+        "OPENAI_BASE_URL",
+        format!("http://127.0.0.1:{}/v1", closed_port()),
+    );
+    let unreachable = command.output().unwrap();
+    assert_eq!(unreachable.status.code(), Some(5));
+    assert_eq!(stdout(&unreachable), "", "no blank line before the error");
+    let message = stderr(&unreachable);
+    let (head, tail) = message.split_once("): ").unwrap();
+    assert!(
+        head.starts_with("error: generation failed (run "),
+        "{message}"
+    );
+    assert_eq!(
+        tail,
+        "could not reach the provider: error sending request: client error (Connect): \
+         tcp connect error: Connection refused (os error 111)\n"
+    );
+
+    let unknown = skein.run(&["prompt", "-m", "gpt-4o", "hi"]);
+    assert_eq!(unknown.status.code(), Some(5));
+    assert_eq!(
+        stderr(&unknown),
+        "error: unknown model `gpt-4o`; did you mean `openai:gpt-4o`? Available: smollm2, \
+         local:PATH, openai:MODEL, anthropic:MODEL, echo, scripted:PATH\n"
+    );
+    let claude = skein.run(&["prompt", "-m", "claude-3-5-sonnet", "hi"]);
+    assert!(
+        stderr(&claude).contains("did you mean `anthropic:claude-3-5-sonnet`?"),
+        "{}",
+        stderr(&claude)
+    );
+
+    let missing = skein.run(&["prompt", "-m", "local:/nonexistent/model.gguf", "hi"]);
+    assert_eq!(missing.status.code(), Some(5));
+    assert_eq!(
+        stderr(&missing),
+        "error: no model file at /nonexistent/model.gguf: `local:PATH` needs the path of a \
+         GGUF model file: check it\n"
+    );
+
+    let mut command = skein.command(&["prompt", "-m", "openai:gpt-4o", "hi"]);
+    command
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+    let no_key = command.output().unwrap();
+    assert_eq!(
+        stderr(&no_key),
+        "error: the environment variable OPENAI_API_KEY is not set: set it to your API key \
+         (for example `export OPENAI_API_KEY=...`)\n"
+    );
+    assert_eq!(skein.count("nodes"), 0);
+}
+
+#[test]
+fn json_durations_are_milliseconds() {
+    let skein = Skein::new();
+    skein.json(&["prompt", "hello"]);
+    let log = skein.json(&["log", "-n", "1"]);
+    let events = log[0]["run"]["events"].as_array().unwrap();
+    let admitted = events
+        .iter()
+        .find(|event| event["event"] == "admitted")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(admitted["waited_ms"].is_number(), "{admitted}");
+    assert!(
+        !skein.ok(&["--json", "log"]).contains("nanos"),
+        "no Rust Duration anywhere"
+    );
+}
+
+#[test]
+fn closed_pipes_end_quietly_and_full_disks_are_errors() {
+    let skein = Skein::new();
+    // A message far larger than a pipe's buffer, so writing it must meet
+    // the closed end.
+    let big = "many words here ".repeat(20_000);
+    let record: Value = serde_json::from_slice(
+        &skein
+            .run_with_stdin(&["--json", "prompt"], big.as_bytes())
+            .stdout,
+    )
+    .unwrap();
+    let cid = record["conversation"].as_str().unwrap().to_string();
+    let node = record["node"].as_str().unwrap().to_string();
+    let lines: String = (0..1500).map(|i| format!("line {i}\n")).collect();
+    assert!(
+        skein
+            .run_with_stdin(&["chat", "-c"], lines.as_bytes())
+            .status
+            .success()
+    );
+    for args in [
+        &["log", "--cid", cid.as_str()][..],
+        &["show", node.as_str()],
+        &["tree", "--limit", "5000"],
+        &["export"],
+    ] {
+        let mut child = skein
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 10];
+        std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stderr(&output), "", "{args:?}");
+    }
+
+    let full = || {
+        std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let no_space = "error: cannot write the output: no space left on the device (the disk or the output is full)\n";
+    for args in [&["log"][..], &["export"], &["tree"], &["conversations"]] {
+        let output = skein.command(args).stdout(full()).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr(&output), no_space, "{args:?}");
+    }
+    let nodes = skein.count("nodes");
+    let output = skein
+        .command(&["prompt", "-c", "one more"])
+        .stdout(full())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("conversation "),
+        "where the turn is: {message}"
+    );
+    assert!(message.ends_with(no_space), "{message}");
+    assert_eq!(skein.count("nodes"), nodes + 2, "the turn is recorded");
+}
+
+#[test]
+fn command_line_inputs_are_capped_and_checked() {
+    let skein = Skein::new();
+    let refused = |args: &[&str], expected: &str| {
+        let output = skein.run(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr(&output), format!("error: {expected}\n"), "{args:?}");
+    };
+    refused(
+        &["prompt", "--source", "notes=@/dev/zero", "hi"],
+        "the --source file /dev/zero is larger than 16 MiB (the --max-input limit); raise it \
+         with --max-input BYTES (or SKEIN_MAX_INPUT) if you mean it",
+    );
+    refused(
+        &["prompt", "--schema", "/dev/zero", "hi"],
+        "the --schema file /dev/zero is larger than 16 MiB (the --max-input limit); raise it \
+         with --max-input BYTES (or SKEIN_MAX_INPUT) if you mean it",
+    );
+    refused(
+        &["prompt", "--schema", "true", "hi"],
+        "--schema `true` is not a JSON Schema: a schema is a JSON object, `{...}`",
+    );
+    let neither = skein.run(&["prompt", "--schema", "answer.json", "hi"]);
+    assert!(
+        stderr(&neither).starts_with("error: --schema `answer.json` is neither JSON ("),
+        "{}",
+        stderr(&neither)
+    );
+    refused(
+        &["prompt", "-o", "temperature", "-5", "hi"],
+        "bad -o option: temperature -5 is out of range: use a number from 0 to 2",
+    );
+    refused(
+        &["prompt", "-o", "top_p", "7", "hi"],
+        "bad -o option: top_p 7 is out of range: use a number above 0 and at most 1",
+    );
+    refused(
+        &["prompt", "-o", "max_tokens", "0", "hi"],
+        "bad -o option: max_tokens 0 would allow no reply at all: use at least 1",
+    );
+    let stdin = skein.run_with_stdin(&["--max-input", "1K", "prompt"], &[b'a'; 2048]);
+    assert_eq!(stdin.status.code(), Some(1));
+    assert_eq!(
+        stderr(&stdin),
+        "error: the text on stdin is larger than 1 KiB (the --max-input limit); raise it with \
+         --max-input BYTES (or SKEIN_MAX_INPUT) if you mean it\n"
+    );
+    assert_eq!(skein.count("nodes"), 0, "nothing refused was recorded");
+
+    // A negative number is a value, and an accepted one is recorded.
+    let cooled = skein.json(&["prompt", "-o", "seed", "3", "-o", "temperature", "0", "hi"]);
+    assert_eq!(cooled["recorded"], true);
+    let token = skein.run(&["serve", "--bind", "0.0.0.0:0", "--token", "short"]);
+    assert_eq!(token.status.code(), Some(2));
+    assert!(
+        stderr(&token).contains("at least 16 characters"),
+        "{}",
+        stderr(&token)
+    );
+}
+
+#[test]
+fn piped_stdin_follows_the_prompt_text_after_a_blank_line() {
+    let skein = Skein::new();
+    let output = skein.run_with_stdin(
+        &["--json", "prompt", "summarise"],
+        b"notes line 1\nline 2\n",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let log = skein.json(&["log", "--cid", record["conversation"].as_str().unwrap()]);
+    assert_eq!(
+        log["messages"][0]["parts"][0]["text"],
+        "summarise\n\nnotes line 1\nline 2\n"
+    );
+    let empty = skein.run_with_stdin(&["prompt"], b"");
+    assert_eq!(empty.status.code(), Some(1));
+    assert_eq!(
+        stderr(&empty),
+        "error: stdin was empty: give the text as an argument, or pipe it on stdin\n"
+    );
+    // With TEXT, an empty stdin adds nothing.
+    let alone = skein.json(&["prompt", "just this"]);
+    assert!(alone["text"].as_str().unwrap().contains("\"just this\""));
+}
+
+#[test]
+fn shortcuts_an_llm_user_expects() {
+    let skein = Skein::new();
+    // A first argument that is no command is a prompt.
+    let output = skein.run(&["hello there", "-s", "be brief"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "echo: \"hello there\" (history: 2 messages, system: yes, tools: 0)\n"
+    );
+    skein.ok(&["--json", "second"]);
+    assert_eq!(skein.count("conversations"), 2);
+    assert_eq!(skein.json(&["models"]), skein.json(&["models", "list"]));
+    assert_eq!(skein.ok(&["logs"]), skein.ok(&["log"]));
+
+    // -c: the latest conversation; -u: usage per turn and in total.
+    let latest = skein.json(&["log", "-c"]);
+    assert_eq!(latest["messages"][0]["parts"][0]["text"], "second");
+    skein.json(&["prompt", "-c", "third"]);
+    let usage = skein.ok(&["log", "-c", "-u"]);
+    assert!(usage.contains("  = 1 in / 9 out tokens\n"), "{usage}");
+    assert!(usage.contains("  = 11 in / 9 out tokens\n"), "{usage}");
+    assert!(
+        usage.ends_with("total over 2 turn(s): 12 in / 18 out tokens\n"),
+        "{usage}"
+    );
+    let short = skein.ok(&["log", "--short"]);
+    assert_eq!(short.lines().count(), 3, "one line per turn: {short}");
+    assert!(
+        short.lines().all(|line| line.contains(" echo > ")),
+        "{short}"
+    );
+    let messages = skein.ok(&["log", "-c", "-s"]);
+    assert_eq!(
+        messages.lines().count(),
+        5,
+        "a heading, one line per message: {messages}"
+    );
+}
+
+#[test]
+fn reply_fork_and_chat_take_the_turn_flags_of_prompt() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    let node = first["node"].as_str().unwrap().to_string();
+    let nodes = skein.count("nodes");
+    let aside = skein.json(&["reply", &node, "-o", "max_tokens", "2", "--no-log", "aside"]);
+    assert_eq!(aside["recorded"], false);
+    assert_eq!(aside["text"], "echo: \"aside\"");
+    assert_eq!(skein.count("nodes"), nodes, "--no-log wrote nothing");
+
+    let forked = skein.json(&[
+        "fork", &node, "-s", "be brief", "-o", "seed", "5", "what if",
+    ]);
+    let run = &skein.json(&["log", "-n", "1"])[0]["run"];
+    assert_eq!(run["options"]["seed"], 5);
+    let log = skein.json(&["log", "--cid", forked["conversation"].as_str().unwrap()]);
+    assert_eq!(log["messages"][2]["role"], "system");
+    let refused = skein.run(&["fork", &node, "--no-log"]);
+    assert_eq!(refused.status.code(), Some(1));
+
+    let schema = r#"{"type": "object", "required": ["answer"]}"#;
+    let model = scripted("repaired.toml");
+    let output = skein.run_with_stdin(
+        &["chat", "-m", &model, "--schema", schema, "--no-log"],
+        b"is it?\n",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "{\"answer\": \"yes\"}\n",
+        "only the valid reply"
+    );
+    let start = skein.json(&["prompt", "-m", &model, "hello"]);
+    let start = start["node"].as_str().unwrap();
+    let reply = skein.run(&["reply", start, "--schema", schema, "is it?"]);
+    assert_eq!(
+        stdout(&reply),
+        "{\"answer\": \"yes\"}\n",
+        "{}",
+        stderr(&reply)
+    );
+}
+
+#[test]
+fn a_tool_loop_prints_each_model_call_on_its_own_line() {
+    let skein = Skein::new();
+    let output = skein.run(&[
+        "prompt",
+        "-m",
+        &scripted("chatty_tools.toml"),
+        "-T",
+        "skein_version",
+        "which version?",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        stdout(&output),
+        format!("Let me check.\nversion is {version}\n")
+    );
+    assert!(
+        stderr(&output).starts_with(&format!("[tool skein_version({{}}) -> {version}]\n")),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
+    use wiremock::matchers::{body_string_contains, method};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let reply = (WIRES[0].reply)();
+    let server = runtime.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(body_string_contains("slow"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(reply.clone())
+                    .set_delay(std::time::Duration::from_secs(3)),
+            )
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(reply))
+            .mount(&server)
+            .await;
+        server
+    });
+    let skein = Skein::new();
+    let command = |args: &[&str]| {
+        let mut command = skein.command(args);
+        command
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()));
+        command
+    };
+    let first = command(&["--json", "prompt", "-m", "openai:gpt-test", "start"])
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    let slow = command(&["prompt", "-c", "slow one"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the slow turn's request is at the server, another turn moves
+    // the head.
+    while runtime.block_on(server.received_requests()).unwrap().len() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let fast = command(&["prompt", "-c", "fast one"]).output().unwrap();
+    assert!(fast.status.success(), "{}", stderr(&fast));
+    let lost = slow.wait_with_output().unwrap();
+    assert_eq!(lost.status.code(), Some(4), "{}", stderr(&lost));
+    let message = stderr(&lost);
+    assert!(
+        message.contains("moved on while this turn ran"),
+        "{message}"
+    );
+    assert!(!message.contains(".fork()"), "no library advice: {message}");
+    let node = message
+        .split_once("the reply is stored as node ")
+        .map(|(_, rest)| rest[..12].to_string())
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(
+        message.contains(&format!(
+            ": keep it as a branch with `skein fork {node}`, or continue from it with `skein reply {node} TEXT`"
+        )),
+        "{message}"
+    );
+    // The advice works: the stored reply becomes a conversation's head.
+    let shown = skein.json(&["show", &node]);
+    assert_eq!(
+        shown["node"]["message"]["parts"][0]["text"],
+        "Hello from the mock."
+    );
+    let fork = skein.json(&["fork", &node]);
+    assert_eq!(fork["head"].as_str().unwrap()[..12], node);
+}
+
+/// The user messages of the database, by text, with their parents.
+fn user_nodes(skein: &Skein) -> Vec<(String, Option<String>)> {
+    let export = skein.ok(&["export"]);
+    export
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["kind"] == "node" && record["role"] == "user")
+        .map(|node| {
+            (
+                node["parts"][0]["text"].as_str().unwrap().to_string(),
+                node["parent"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "zero"]);
+    let inner = first["node"].as_str().unwrap()[..12].to_string();
+    skein.json(&["prompt", "-c", "after zero"]);
+    let script = format!(
+        "!multi\nline one\nline two\n!end\nsecond\n!retry\n!edit second, reworded\n!log\n!tree\n!reply {inner}\nfrom the inner node\n!quit\n"
+    );
+    let output = skein.run_with_stdin(&["chat"], script.as_bytes());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert!(
+        out.starts_with("echo: \"line one\nline two\" (history: 1 messages"),
+        "{out}"
+    );
+    assert!(err.contains("answered again from node "), "{err}");
+    assert!(err.contains("as a sibling branch: conversation "), "{err}");
+    assert!(
+        err.contains(&format!(
+            "node {inner} heads no conversation: created a branch there, conversation "
+        )),
+        "{err}"
+    );
+    assert!(out.contains("echo: \"second, reworded\""), "{out}");
+    assert!(out.contains("├─ "), "!tree draws the branches: {out}");
+    assert!(
+        out.contains(" echo > second"),
+        "!log lists the turns: {out}"
+    );
+
+    let users = user_nodes(&skein);
+    let parent_of = |text: &str| {
+        users
+            .iter()
+            .find(|(t, _)| t == text)
+            .unwrap_or_else(|| panic!("no user message {text:?} in {users:?}"))
+            .1
+            .clone()
+    };
+    // The edit is a sibling of the message it edits; the retry shares the
+    // request itself (the echo model answers it the same way, so the reply
+    // node is shared too, and only a new run records the retry).
+    assert_eq!(parent_of("second, reworded"), parent_of("second"));
+    assert_eq!(users.iter().filter(|(t, _)| t == "second").count(), 1);
+    let second_runs = skein
+        .json(&["log", "-q", "\"second\"", "-n", "10"])
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(second_runs, 2, "the turn and its retry");
+    // zero, the multi-line one, second's retry, the edit, the inner branch.
+    assert_eq!(skein.count("conversations"), 5);
+
+    let nothing = skein.run_with_stdin(&["chat"], b"!retry\n!edit new\n!tree\n");
+    assert!(nothing.status.success());
+    assert!(
+        stderr(&nothing).contains("error: nothing to answer again yet: send a first message"),
+        "{}",
+        stderr(&nothing)
+    );
+    assert!(stderr(&nothing).contains("error: nothing to edit yet"));
+}
+
+#[test]
+fn chat_on_a_terminal_edits_in_place_keeps_a_history_and_survives_ctrl_c() {
+    let skein = Skein::new();
+    let data = skein.dir.path().join("data");
+    let mut command = skein.command(&["chat"]);
+    command.env("XDG_DATA_HOME", &data);
+    let mut terminal = pty::Terminal::spawn(command);
+    // Each line is typed once its prompt is shown (the line editor may
+    // drop what is typed before it reads).
+    terminal.wait_for_count("> ", 1);
+    terminal.send("one\r");
+    terminal.wait_for("echo: \"one\"");
+    terminal.wait_for_count("> ", 2);
+    terminal.send("two\r");
+    terminal.wait_for("echo: \"two\"");
+    terminal.wait_for_count("> ", 3);
+    // Ctrl-C at the prompt clears the line; the chat goes on.
+    terminal.send("half a line\x03");
+    terminal.wait_for_count("> ", 4);
+    terminal.send("!edit\r");
+    terminal.wait_for("edit> two");
+    terminal.send(", edited\r");
+    terminal.wait_for("echo: \"two, edited\"");
+    terminal.wait_for_count("> ", 6);
+    terminal.send("!quit\r");
+    assert_eq!(terminal.finish(), Some(0));
+    let users = user_nodes(&skein);
+    let parent = |text: &str| users.iter().find(|(t, _)| t == text).unwrap().1.clone();
+    assert_eq!(parent("two, edited"), parent("two"), "a sibling branch");
+    assert!(!users.iter().any(|(t, _)| t.contains("half")));
+    let history = std::fs::read_to_string(data.join("skein/chat_history")).unwrap();
+    for line in ["one", "two", "two, edited"] {
+        assert!(history.lines().any(|l| l == line), "{history}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
+    use wiremock::matchers::{body_string_contains, method};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let reply = (WIRES[0].reply)();
+    let server = runtime.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(body_string_contains("never mind"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(reply.clone())
+                    .set_delay(std::time::Duration::from_secs(120)),
+            )
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(reply))
+            .mount(&server)
+            .await;
+        server
+    });
+    let skein = Skein::new();
+    let mut command = skein.command(&["chat", "-m", "openai:gpt-test"]);
+    command
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("XDG_DATA_HOME", skein.dir.path().join("data"));
+    let mut terminal = pty::Terminal::spawn(command);
+    terminal.wait_for("> ");
+    terminal.send("never mind\r");
+    while runtime
+        .block_on(server.received_requests())
+        .unwrap()
+        .is_empty()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    terminal.interrupt();
+    terminal.wait_for("(stopped: the cut reply was not recorded)");
+    assert_eq!(skein.count("nodes"), 0, "nothing of the cut turn");
+    assert_eq!(skein.count("runs"), 0);
+    terminal.wait_for_count("> ", 2);
+    terminal.send("hello\r");
+    terminal.wait_for("Hello from the mock.");
+    terminal.wait_for_count("> ", 3);
+    terminal.send("!quit\r");
+    assert_eq!(terminal.finish(), Some(0));
+    assert_eq!(skein.count("nodes"), 2, "the next turn is recorded");
+}
+
+#[test]
+fn text_from_models_and_imports_reaches_a_terminal_escaped() {
+    let skein = Skein::new();
+    let hostile = "red \x1b[31mALERT\x07 \u{9b}2J done";
+    let record = skein.json(&["prompt", "--name", "bell\x07name", hostile]);
+    let node = record["node"].as_str().unwrap().to_string();
+    for args in [
+        &["prompt", "-c", hostile][..],
+        &["log"],
+        &["log", "-c"],
+        &["show", &node],
+        &["tree"],
+        &["conversations"],
+    ] {
+        let (code, output) = pty::Terminal::spawn(skein.command(args)).finish_with_output();
+        assert_eq!(code, Some(0), "{args:?}: {output}");
+        for raw in ['\x1b', '\x07', '\u{9b}'] {
+            assert!(
+                !output.contains(raw),
+                "{args:?} printed {raw:?}: {output:?}"
+            );
+        }
+        let shown = match args[0] {
+            "conversations" => "bell\\x07name",
+            "tree" | "log" if args.len() == 1 => "\\x1b[31mALERT\\x07 \\u{9b}2J",
+            _ => "red \\x1b[31mALERT\\x07 \\u{9b}2J done",
+        };
+        assert!(output.contains(shown), "{args:?}: {output}");
+    }
+    // JSON stays exact: serde's own escapes for C0, the rest as it is.
+    let (code, json) =
+        pty::Terminal::spawn(skein.command(&["--json", "show", &node])).finish_with_output();
+    assert_eq!(code, Some(0));
+    assert!(
+        json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J done"),
+        "{json:?}"
     );
 }

@@ -134,7 +134,7 @@ fn with_a_token_every_request_must_carry_it() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
         &dir.path().join("skein.db"),
-        &["--proxy", "-m", "echo", "--token", "s3cret"],
+        &["--proxy", "-m", "echo", "--token", "s3cret-s3cret-s3cret"],
     );
     let body = r#"{"messages": [{"role": "user", "content": "hi"}]}"#;
     let (status, text) = post(&server.address, "/v1/chat/completions", body, None);
@@ -146,7 +146,7 @@ fn with_a_token_every_request_must_carry_it() {
         &server.address,
         "/v1/chat/completions",
         body,
-        Some("s3cret"),
+        Some("s3cret-s3cret-s3cret"),
     );
     assert_eq!(status, 200, "{text}");
 }

@@ -26,7 +26,6 @@ pub enum Error {
     /// are part of the conversation (and recorded, when it has a store).
     #[error("{error} (the chain's {completed} completed model call(s) were kept)")]
     ChainFailed {
-        #[source]
         error: EngineError,
         completed: usize,
     },

@@ -38,6 +38,32 @@ pub struct GenerationOptions {
     pub max_tokens: Option<u32>,
 }
 
+impl GenerationOptions {
+    /// The values every backend accepts: `temperature` from 0 to 2,
+    /// `top_p` above 0 and at most 1, `max_tokens` at least 1. The error
+    /// names the option, the value and the range.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(temperature) = self.temperature
+            && !(0.0..=2.0).contains(&temperature)
+        {
+            return Err(format!(
+                "temperature {temperature} is out of range: use a number from 0 to 2"
+            ));
+        }
+        if let Some(top_p) = self.top_p
+            && !(top_p > 0.0 && top_p <= 1.0)
+        {
+            return Err(format!(
+                "top_p {top_p} is out of range: use a number above 0 and at most 1"
+            ));
+        }
+        if self.max_tokens == Some(0) {
+            return Err("max_tokens 0 would allow no reply at all: use at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 /// One model call's input.
 #[derive(Clone, Debug)]
 pub struct ModelRequest {
@@ -337,6 +363,28 @@ impl ResponseAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generation_options_are_checked_against_the_ranges_every_backend_takes() {
+        let options = |temperature, top_p, max_tokens| GenerationOptions {
+            temperature,
+            top_p,
+            seed: None,
+            max_tokens,
+        };
+        assert_eq!(options(Some(0.0), Some(1.0), Some(1)).check(), Ok(()));
+        assert_eq!(options(Some(2.0), Some(0.01), None).check(), Ok(()));
+        assert_eq!(GenerationOptions::default().check(), Ok(()));
+        for bad in [
+            options(Some(-5.0), None, None),
+            options(Some(2.5), None, None),
+            options(None, Some(7.0), None),
+            options(None, Some(0.0), None),
+            options(None, None, Some(0)),
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn assembles_text_and_split_tool_calls() {

@@ -124,7 +124,6 @@ pub struct ChainOutput {
 #[derive(Debug, thiserror::Error)]
 #[error("{error} (after {} completed model call(s) of the chain)", .completed.len())]
 pub struct ChainFailure {
-    #[source]
     pub error: EngineError,
     /// The calls that succeeded before the failure, in order.
     pub completed: Vec<RunOutput>,

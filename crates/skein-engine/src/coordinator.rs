@@ -163,10 +163,10 @@ pub enum CoordinateError {
     Cancelled { undelivered: Option<Box<RunOutput>> },
     /// A continuation failed; the engine's error, as it was.
     #[error("a coordinated continuation failed: {0}")]
-    Execution(#[source] EngineError),
+    Execution(EngineError),
     /// The callback failed; its own error, boxed.
     #[error("the coordinator callback failed: {0}")]
-    Callback(#[source] CallbackError),
+    Callback(CallbackError),
 }
 
 fn cancelled_message(undelivered: &Option<Box<RunOutput>>) -> String {

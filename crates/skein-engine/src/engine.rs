@@ -348,6 +348,8 @@ impl Engine {
             Some(schema) => Some(self.inner.contracts.get(schema)?),
             None => None,
         };
+        let options = overlay(&profile.options, &request.options);
+        options.check().map_err(EngineError::InvalidRequest)?;
         let prepared = Prepared {
             prompt: prompt.map(|p| PromptRef {
                 id: p.id.clone(),
@@ -359,7 +361,7 @@ impl Engine {
                 .model
                 .clone()
                 .unwrap_or_else(|| profile.model.clone()),
-            options: overlay(&profile.options, &request.options),
+            options,
             thread,
             annotations,
             tools: request.tools.clone(),

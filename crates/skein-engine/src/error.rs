@@ -47,13 +47,12 @@ pub enum EngineError {
         problem: String,
     },
     /// A named artifact's file could not be read.
-    #[error("cannot read artifact `{name}` of prompt `{prompt}` from {}: {source}", .path.display())]
+    #[error("cannot read artifact `{name}` of prompt `{prompt}` from {}: {error}", .path.display())]
     ArtifactLoad {
         prompt: String,
         name: String,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A template failed to render (for example it uses an undeclared variable).
     #[error("cannot render {what}: {message}")]
@@ -62,12 +61,8 @@ pub enum EngineError {
     #[error("the output contract is not a valid JSON Schema: {0}")]
     InvalidContract(String),
     /// The model call failed.
-    #[error("generation failed (run {run}): {source}")]
-    Generation {
-        run: RunId,
-        #[source]
-        source: ProviderError,
-    },
+    #[error("generation failed (run {run}): {error}")]
+    Generation { run: RunId, error: ProviderError },
     /// The reply never satisfied the output contract. Carries the last
     /// candidate, its errors, and (when capture was asked for) an exchange
     /// ending with that candidate, marked as not validated.

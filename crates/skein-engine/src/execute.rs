@@ -138,7 +138,7 @@ impl Prepared {
         record.backend = Some(self.backend.clone());
         record.status = RunStatus::Failed;
         record.error = Some(match error {
-            EngineError::Generation { source, .. } => source.to_string(),
+            EngineError::Generation { error, .. } => error.to_string(),
             other => other.to_string(),
         });
         record.usage_complete = false;
@@ -338,9 +338,9 @@ async fn attempt_until_valid(
             .await
             .map_err(|error| match error {
                 ProviderError::Cancelled => EngineError::Cancelled,
-                source => EngineError::Generation {
+                error => EngineError::Generation {
                     run: run.clone(),
-                    source,
+                    error,
                 },
             })?;
         state.usage = state.usage.add(&response.usage);

@@ -40,6 +40,8 @@ pub enum EventKind {
     /// The run got its admission permit for a backend.
     Admitted {
         backend: String,
+        /// Serialized as whole milliseconds, `waited_ms`.
+        #[serde(rename = "waited_ms", alias = "waited", with = "millis")]
         waited: Duration,
     },
     AttemptStarted {
@@ -50,6 +52,8 @@ pub enum EventKind {
     Retry {
         attempt: u32,
         reason: String,
+        /// Serialized as whole milliseconds, `delay_ms`.
+        #[serde(rename = "delay_ms", alias = "delay", with = "millis")]
         delay: Duration,
     },
     /// A candidate failed the output contract; a repair follows (or not,
@@ -65,6 +69,40 @@ pub enum EventKind {
     Failed {
         error: String,
     },
+}
+
+/// Durations in JSON as a plain number of milliseconds, fractional down to
+/// the nanosecond (`0.0032` is 3.2 µs), so a stored event reads back equal
+/// to the one emitted (exactly, below about 100 days). Events stored
+/// before this read back too: they hold serde's `{"secs", "nanos"}`.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Millis(f64),
+        Std { secs: u64, nanos: u32 },
+    }
+
+    pub fn serialize<S: Serializer>(duration: &Duration, to: S) -> Result<S::Ok, S::Error> {
+        to.serialize_f64(duration.as_nanos() as f64 / 1e6)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Duration, D::Error> {
+        Ok(match Stored::deserialize(from)? {
+            Stored::Millis(ms) if ms.is_finite() && ms >= 0.0 => {
+                Duration::from_nanos((ms * 1e6).round() as u64)
+            }
+            Stored::Millis(ms) => {
+                return Err(serde::de::Error::custom(format!(
+                    "{ms} is not a duration in milliseconds"
+                )));
+            }
+            Stored::Std { secs, nanos } => Duration::new(secs, nanos),
+        })
+    }
 }
 
 /// One event of one run.
@@ -149,5 +187,51 @@ impl Emitter {
 
     pub(crate) fn events(&self) -> &[Event] {
         &self.events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_plain_milliseconds_and_old_records_still_read() {
+        let event = Event {
+            run: RunId("r".to_string()),
+            seq: 0,
+            kind: EventKind::Retry {
+                attempt: 1,
+                reason: "overloaded".into(),
+                delay: Duration::from_millis(1500),
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["delay_ms"].as_f64(), Some(1500.0), "{json}");
+        assert!(json.get("delay").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+        // Sub-millisecond waits keep every nanosecond through the text.
+        for nanos in [0, 1, 3_217, 999_999, 1_234_567_891, 86_400_000_000_123] {
+            let kind = EventKind::Admitted {
+                backend: "echo".into(),
+                waited: Duration::from_nanos(nanos),
+            };
+            let text = serde_json::to_string(&kind).unwrap();
+            assert_eq!(
+                serde_json::from_str::<EventKind>(&text).unwrap(),
+                kind,
+                "{text}"
+            );
+        }
+
+        let stored = serde_json::json!({
+            "run": "r", "seq": 0, "event": "admitted",
+            "backend": "echo", "waited": { "secs": 2, "nanos": 5_000_000 }
+        });
+        let EventKind::Admitted { waited, .. } =
+            serde_json::from_value::<Event>(stored).unwrap().kind
+        else {
+            panic!("not an admission");
+        };
+        assert_eq!(waited, Duration::from_millis(2005));
     }
 }

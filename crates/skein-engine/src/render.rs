@@ -110,7 +110,7 @@ impl Renderer {
                     prompt: prompt.id.clone(),
                     name: name.clone(),
                     path: path.clone(),
-                    source,
+                    error: source,
                 })?;
             artifacts.insert(name.clone(), Value::String(text));
         }

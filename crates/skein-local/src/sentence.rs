@@ -39,9 +39,17 @@ pub enum SentenceError {
     #[error(transparent)]
     Local(#[from] LocalError),
     #[error("cannot convert the sentence model to GGUF: {0}")]
-    Convert(#[from] ConvertError),
+    Convert(ConvertError),
     #[error("embedding failed: {0}")]
     Embed(String),
+}
+
+// Not `#[from]`: the message shows the conversion's error, so it is not
+// also the source (a chain printer would say it twice).
+impl From<ConvertError> for SentenceError {
+    fn from(error: ConvertError) -> SentenceError {
+        SentenceError::Convert(error)
+    }
 }
 
 struct Job {

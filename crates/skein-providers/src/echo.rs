@@ -22,7 +22,7 @@ tools offered. Echo never calls tools. Streaming, `max_tokens` and usage
 follow the [crate-level stream contract](crate#streams).
 */
 
-use crate::facts::RequestFacts;
+use crate::facts::text_of;
 use crate::reply::{Outcome, Reply};
 use crate::stream::EventStream;
 use skein_core::{BoxStream, ModelRequest, Provider, ProviderError, Role, StreamEvent};
@@ -39,9 +39,11 @@ impl Echo {
 
     /// The reply text Echo gives to `request`.
     pub fn reply_text(request: &ModelRequest) -> String {
-        let facts = RequestFacts::new(request);
+        // Only the tail of the thread is read, and the whole-history figures
+        // come from `summary`: a call costs the same at any depth.
+        let thread = &request.thread;
         let mut text = String::from("echo: ");
-        match facts.last_message() {
+        match thread.head().map(|head| head.message()) {
             Some(last) if last.role == Role::Tool => {
                 text.push_str("tool results [");
                 for (i, result) in last.tool_results_iter().enumerate() {
@@ -53,19 +55,23 @@ impl Echo {
                 }
                 text.push(']');
             }
-            _ => match facts.last_user_text() {
+            _ => match thread
+                .ancestors()
+                .find(|node| node.message().role == Role::User)
+            {
                 Some(user) => {
-                    let _ = write!(text, "\"{user}\"");
+                    let _ = write!(text, "\"{}\"", text_of(user.message()));
                 }
                 None => text.push_str("no user message"),
             },
         }
-        let system = if facts.has_system() { "yes" } else { "no" };
+        let summary = crate::summary::summary(thread);
+        let system = if summary.has_system { "yes" } else { "no" };
         let _ = write!(
             text,
             " (history: {} messages, system: {system}, tools: {})",
-            facts.history(),
-            facts.tool_count()
+            thread.len(),
+            request.tools.len()
         );
         text
     }

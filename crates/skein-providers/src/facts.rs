@@ -13,6 +13,10 @@ Definitions (shared by [`crate::Echo`] and [`crate::Scripted`]):
   message that has one;
 - *history* is the number of messages in the request thread, the last one
   included.
+
+The scripted model builds these facts over the whole request (its rules
+may search any message); the echo model reads only the thread's tail and
+the figures of `summary`, so its calls cost the same at any depth.
 */
 
 use skein_core::{Message, ModelRequest, Part, Role, ToolResult};
@@ -53,10 +57,6 @@ impl<'a> RequestFacts<'a> {
 
     pub(crate) fn last_role(&self) -> Option<Role> {
         self.last_message().map(|m| m.role)
-    }
-
-    pub(crate) fn has_system(&self) -> bool {
-        self.messages.iter().any(|m| m.role == Role::System)
     }
 
     /// The texts of the system messages.
@@ -100,15 +100,11 @@ impl<'a> RequestFacts<'a> {
     pub(crate) fn tool_offered(&self, name: &str) -> bool {
         self.request.tools.iter().any(|tool| tool.name == name)
     }
-
-    pub(crate) fn tool_count(&self) -> usize {
-        self.request.tools.len()
-    }
 }
 
 /// A message's text parts joined with nothing in between, without copying
 /// when there is only one.
-fn text_of(message: &Message) -> Cow<'_, str> {
+pub(crate) fn text_of(message: &Message) -> Cow<'_, str> {
     let mut texts = message.parts.iter().filter_map(Part::as_text);
     match (texts.next(), texts.next()) {
         (None, _) => Cow::Borrowed(""),
@@ -148,7 +144,6 @@ mod tests {
         let facts = RequestFacts::new(&req);
         assert_eq!(facts.last_user_text(), None);
         assert_eq!(facts.previous_assistant_text(), None);
-        assert!(facts.has_system());
     }
 
     #[test]

@@ -59,10 +59,11 @@ mod reply;
 mod script;
 pub mod scripted;
 mod stream;
+mod summary;
 
 pub use call_id::deterministic_call_id;
 pub use echo::Echo;
 pub use http::{Anthropic, Credential, CredentialError, HttpConfig, OpenAiCompatible, Secret};
-pub use registry::{ResolveError, Resolved, available, resolve};
+pub use registry::{ResolveError, Resolved, available, resolve, suggest};
 pub use script::{RuleLabel, ScriptError};
 pub use scripted::Scripted;

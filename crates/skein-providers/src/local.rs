@@ -14,6 +14,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub fn shared(path: Option<&Path>) -> Result<Arc<LocalModel>, LocalError> {
     static MODELS: OnceLock<Mutex<HashMap<PathBuf, Arc<LocalModel>>>> = OnceLock::new();
     let path = match path {
+        // A path the user named: the advice about the embedded model's
+        // download does not apply to it.
+        Some(path) if !path.is_file() => {
+            return Err(LocalError::Missing {
+                path: path.to_path_buf(),
+                hint: "`local:PATH` needs the path of a GGUF model file: check it".into(),
+            });
+        }
         Some(path) => path.to_path_buf(),
         None => model_path(&SMOLLM2).ok_or_else(|| LocalError::Missing {
             path: PathBuf::from(SMOLLM2.file_name),

@@ -33,7 +33,11 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResolveError {
-    #[error("unknown model `{model}`; available: {}", .available.join(", "))]
+    #[error(
+        "unknown model `{model}`{}: {}",
+        suggest(.model).map(|name| format!("; did you mean `{name}`? Available")).unwrap_or_else(|| "; available".into()),
+        .available.join(", ")
+    )]
     UnknownModel {
         model: String,
         /// The syntax of every available backend.
@@ -172,6 +176,29 @@ pub fn available() -> Vec<&'static str> {
 }
 
 /// The provider for a model name, and the model name to send it.
+/// The model name someone probably meant by a bare name that is not a
+/// backend: a provider's model (`gpt-4o` is `openai:gpt-4o`, `claude-…` is
+/// `anthropic:claude-…`), a GGUF file (`local:PATH`) or a rule file
+/// (`scripted:PATH`).
+pub fn suggest(model: &str) -> Option<String> {
+    let lower = model.to_ascii_lowercase();
+    let openai = [
+        "gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "text-", "davinci", "ft:gpt",
+    ];
+    let backend = if openai.iter().any(|prefix| lower.starts_with(prefix)) {
+        "openai"
+    } else if lower.starts_with("claude") {
+        "anthropic"
+    } else if lower.ends_with(".gguf") {
+        "local"
+    } else if lower.ends_with(".toml") {
+        "scripted"
+    } else {
+        return None;
+    };
+    Some(format!("{backend}:{model}"))
+}
+
 pub fn resolve(model: &str) -> Result<Resolved, ResolveError> {
     let (name, argument) = match model.split_once(':') {
         Some((name, argument)) => (name, Some(argument)),

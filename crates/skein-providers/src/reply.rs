@@ -10,7 +10,7 @@ call ids and usage behave the same for both. The contract (event order,
 use crate::call_id::deterministic_call_id;
 use crate::chunk::{argument_pieces, cut_after_words, word_chunks, word_count};
 use crate::stream::EventResult;
-use skein_core::{FinishReason, ModelRequest, Part, ProviderError, StreamEvent, Usage};
+use skein_core::{FinishReason, ModelRequest, ProviderError, StreamEvent, Usage};
 
 /// A tool call a reply will make (its id is minted when events are built).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,18 +132,7 @@ fn apply_limit(reply: &Reply, max_tokens: Option<u32>) -> (&str, &[PlannedCall],
 /// Words over every text part, tool-call argument and tool-result content
 /// in the request thread.
 pub(crate) fn input_tokens(request: &ModelRequest) -> u64 {
-    request
-        .thread
-        .messages()
-        .iter()
-        .flat_map(|message| &message.parts)
-        .map(|part| match part {
-            Part::Text { text } => word_count(text),
-            Part::ToolCall(call) => word_count(&call.arguments),
-            Part::ToolResult(result) => word_count(&result.content),
-            _ => 0,
-        })
-        .sum()
+    crate::summary::summary(&request.thread).words
 }
 
 #[cfg(test)]

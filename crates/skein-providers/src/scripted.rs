@@ -104,7 +104,7 @@ impl Scripted {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         Scripted::from_toml_str_named(&text, &path.display().to_string())
     }

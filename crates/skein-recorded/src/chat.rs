@@ -484,7 +484,7 @@ impl RecordedChat {
                 purpose,
             })
             .await
-            .map_err(|source| RecordedError::Hook { turn, source })?;
+            .map_err(|error| RecordedError::Hook { turn, error })?;
         Ok(sources
             .into_iter()
             .filter(|source| !ablation.contains(&source.id))

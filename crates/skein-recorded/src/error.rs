@@ -36,16 +36,12 @@ pub enum RecordedError {
     ChainLimit { turn: usize, limit: u32 },
     /// The model run failed. Nothing was recorded.
     #[error("the model run failed, nothing was recorded: {0}")]
-    Engine(#[from] EngineError),
+    Engine(EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The source hook failed. Nothing was recorded.
-    #[error("the source hook failed on turn {turn}: {source}")]
-    Hook {
-        turn: usize,
-        #[source]
-        source: HookError,
-    },
+    #[error("the source hook failed on turn {turn}: {error}")]
+    Hook { turn: usize, error: HookError },
     #[error(transparent)]
     Embed(#[from] EmbedError),
     /// An operation needs an embedder and none was given.
@@ -93,13 +89,21 @@ pub enum RecordedError {
     InsideRuntime,
     /// The runtime for a blocking call could not start.
     #[error("cannot start a runtime for a blocking call: {0}")]
-    Runtime(#[source] std::io::Error),
+    Runtime(std::io::Error),
     /// A stored conversation that is not a recorded chat or is damaged.
     #[error("conversation {conversation} cannot be loaded as a recorded chat: {problem}")]
     NotRecorded {
         conversation: String,
         problem: String,
     },
+}
+
+// Not `#[from]`: the message shows the engine's error, so it is not also
+// the source (a chain printer would say it twice).
+impl From<EngineError> for RecordedError {
+    fn from(error: EngineError) -> RecordedError {
+        RecordedError::Engine(error)
+    }
 }
 
 fn out_of_range(turn: usize, turns: usize) -> String {

@@ -56,11 +56,10 @@ pub enum ServeError {
          --token (or SKEIN_SERVE_TOKEN), or bind 127.0.0.1"
     )]
     TokenRequired { bind: SocketAddr },
-    #[error("cannot listen on {bind}: {source}")]
+    #[error("cannot listen on {bind}: {error}")]
     Listen {
         bind: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("the server stopped: {0}")]
     Serve(std::io::Error),
@@ -104,7 +103,7 @@ pub async fn serve(
         .await
         .map_err(|source| ServeError::Listen {
             bind: config.bind,
-            source,
+            error: source,
         })?;
     let bound = listener.local_addr().map_err(ServeError::Serve)?;
     ready(bound);

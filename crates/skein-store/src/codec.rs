@@ -35,7 +35,7 @@ pub(crate) fn decode_message(
     body: &[u8],
     mut fetch: impl FnMut(&Digest) -> Result<Option<Vec<u8>>>,
 ) -> Result<Message> {
-    let corrupt = |source| StoreError::Corrupt { id, source };
+    let corrupt = |error| StoreError::Corrupt { id, error };
     let decoded = decode_body(body).map_err(corrupt)?;
     let mut failure = None;
     let message = decoded.resolve(|digest| match fetch(digest) {

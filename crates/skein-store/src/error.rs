@@ -1,7 +1,11 @@
 /*!
 The store's error type. Database failures keep their `rusqlite` (or, with
-the `postgres` feature, `tokio-postgres`) source; conflicts and lookups that
+the `postgres` feature, `tokio-postgres`) error; conflicts and lookups that
 fail are their own variants so callers can match them.
+
+Like every skein error, a message is complete on its own: a variant that
+shows the error it wraps does not also return it from `source()`, so a
+chain printer (anyhow's `{:#}`) never says a cause twice.
 */
 
 use skein_core::NodeId;
@@ -35,12 +39,8 @@ pub enum StoreError {
     },
     #[error("`{0}` is not an id: ids are hexadecimal")]
     NotAnId(String),
-    #[error("stored node {id} cannot be decoded: {source}")]
-    Corrupt {
-        id: NodeId,
-        #[source]
-        source: DecodeError,
-    },
+    #[error("stored node {id} cannot be decoded: {error}")]
+    Corrupt { id: NodeId, error: DecodeError },
     #[error("a stored row is malformed: {0} (run `skein verify`)")]
     MalformedRow(String),
     /// An import was refused; the transaction was rolled back. `line` is
@@ -90,10 +90,10 @@ pub enum StoreError {
     )]
     Busy { seconds: u64 },
     #[error("database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(rusqlite::Error),
     #[cfg(feature = "postgres")]
-    #[error("PostgreSQL error: {0}")]
-    Postgres(#[from] tokio_postgres::Error),
+    #[error("PostgreSQL error: {}", crate::postgres::describe(.0))]
+    Postgres(tokio_postgres::Error),
     #[error(
         "this skein was built without PostgreSQL support, so it cannot open {location}; \
          rebuild it with the `postgres` feature (e.g. `cargo install --path crates/skein-cli --features postgres`) \
@@ -108,11 +108,36 @@ pub enum StoreError {
     )]
     Unreachable { location: String, reason: String },
     #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     #[error("invalid JSON in a stored record: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     #[error("a store task failed: {0}")]
     Task(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> StoreError {
+        StoreError::Database(error)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres(error)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(error: std::io::Error) -> StoreError {
+        StoreError::Io(error)
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(error: serde_json::Error) -> StoreError {
+        StoreError::Json(error)
+    }
 }
 
 /// Where a lost bookmark race left things.

@@ -174,7 +174,7 @@ async fn run_case(case: Case) {
         (Turn::Prompt, Outcome::Fails(expected)) => {
             let error = conversation.prompt("hi").model(&http).send().await;
             let error = error.err().unwrap_or_else(|| panic!("{name}: succeeded"));
-            let Error::Engine(EngineError::Generation { source, run }) = &error else {
+            let Error::Engine(EngineError::Generation { error: source, run }) = &error else {
                 panic!("{name}: not a generation error: {error:?}")
             };
             assert!(expected(source), "{name}: {source:?}");

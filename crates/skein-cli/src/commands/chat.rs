@@ -1,32 +1,56 @@
 /*!
 `skein chat`: an interactive loop where each line is a turn of one
 conversation, streamed as it arrives and recorded like `skein prompt`.
-Lines starting with `!` are commands: `!fork` branches at the current head
-and goes on in the branch, `!reply NODE` goes on from any node (the
-conversation whose head it is, or a new branch there), `!help`, `!quit`.
+
+On a terminal, lines are edited and recalled with rustyline (history in
+`chat_history` in the user's data directory), and Ctrl-C stops the reply
+being written: the cut reply is not recorded (no node, no run) and the
+chat goes on; at the prompt Ctrl-C clears the line, Ctrl-D leaves. Piped
+input is read line by line, without editing.
+
+Lines starting with `!` are commands (see [`HELP`]). `!retry` and `!edit`
+branch before the last turn: the turn's starting point is found by
+walking back from the head to its user message (and the system message
+sent with it), and a new conversation forks there, so the old reply and
+the new one are siblings under the same request.
 
 A turn that fails is reported and the chat goes on; nothing of it is
 recorded but its failed run.
 */
 
 use super::Context;
-use super::turns::{home_model, run_turn};
-use crate::flags::ChatArgs;
-use crate::ui;
-use anyhow::Result;
-use skein::Conversation;
-use std::io::{IsTerminal, Write};
+use super::turns::{TurnSettings, home_model, run_turn};
+use crate::flags::{ChatArgs, LogArgs, TreeArgs};
+use crate::ui::{self, outln};
+use anyhow::{Result, anyhow, bail};
+use rustyline::error::ReadlineError;
+use skein::engine::{CancellationToken, EngineError};
+use skein::{Conversation, NodeId, Prompt, Role};
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-const HELP: &str = "\
+pub const HELP: &str = "\
 Each line is a turn. Commands:
+  !multi        type a message of several lines; a line `!end` sends it
+  !retry        answer the last message again, as a sibling branch
+  !edit [TEXT]  change the last message (given, or edited in place) and
+                answer it, as a sibling branch
   !fork         branch at the current head and continue in the branch
-  !reply NODE   continue from NODE (any unique id prefix)
+  !reply NODE   continue from NODE (any unique id prefix); a node that
+                heads no conversation starts a branch there
+  !tree         draw this conversation's family
+  !log          this conversation's last 10 turns, one line each, with
+                their token usage
   !help         this text
-  !quit         leave (so does Ctrl-D)";
+  !quit         leave (so does Ctrl-D)
+Ctrl-C stops a reply as it is written: nothing of it is recorded.";
+
+/// The line that ends `!multi` input.
+const END_MULTI: &str = "!end";
 
 pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
-    let tools = args.tools.resolve()?;
+    let settings = args.turn.settings()?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {
@@ -34,10 +58,10 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut conversation = match stored {
+    let conversation = match stored {
         Some(stored) => {
             let home = home_model(
-                args.model
+                settings
                     .model
                     .clone()
                     .or(super::conversation_model(&stored)),
@@ -45,110 +69,466 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
             Conversation::load(&ctx.store, stored.id.as_str(), &home).await?
         }
         None => {
-            let home = home_model(args.model.model.clone())?;
+            let home = home_model(settings.model.clone())?;
             let mut builder = home.conversation().store(&ctx.store);
             if let Some(name) = &args.name {
                 builder = builder.name(name.clone());
             }
-            if let Some(tools) = tools.clone() {
+            if let Some(tools) = settings.tools.clone() {
                 builder = builder.tools(tools);
             }
-            if let Some(limit) = args.tools.chain_limit {
+            if let Some(limit) = settings.chain_limit {
                 builder = builder.chain_limit(limit);
             }
             builder.build()
         }
     };
-    let interactive = std::io::stdin().is_terminal();
-    if interactive {
+    let conversation = settings.recorded_or_not(conversation);
+    let mut input = Input::open()?;
+    if input.is_interactive() {
         ui::note(format!(
-            "Chatting with {}. Type !help for commands; !quit or Ctrl-D leaves.",
+            "Chatting with {}. !help lists the commands; Ctrl-C stops a reply; !quit or Ctrl-D leaves.",
             conversation.model().name()
         ));
     }
-    let mut system = args.system.filter(|_| conversation.head().is_none());
-    while let Some(line) = read_line(interactive).await? {
+    let system = settings
+        .system
+        .clone()
+        .filter(|_| conversation.head().is_none());
+    let mut session = Session {
+        ctx,
+        settings,
+        conversation,
+        system,
+        interactive: input.is_interactive(),
+    };
+    while let Some(line) = input.read("> ", "").await? {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
         let (command, argument) = line.split_once(' ').unwrap_or((line, ""));
-        match command {
+        let argument = argument.trim();
+        let done = match command {
             "!quit" | "!exit" => break,
-            "!help" => println!("{HELP}"),
-            "!fork" => match conversation.head() {
-                None => ui::note("nothing to fork yet: send a first message"),
-                Some(head) => {
-                    conversation = conversation.fork().create().await?;
-                    ui::note(format!(
-                        "forked at node {} into conversation {}",
-                        head.short(),
-                        conversation.id().short()
-                    ));
+            "!help" => outln!("{HELP}").map_err(Into::into),
+            "!multi" => match input.multi().await? {
+                Some(text) => session.send(text).await,
+                None => {
+                    ui::note("(multi-line message abandoned: nothing was sent)");
+                    Ok(())
                 }
             },
-            "!reply" => match go_to(ctx, &conversation, argument.trim()).await {
-                Ok(next) => {
-                    conversation = next;
-                    ui::note(format!(
-                        "continuing conversation {} at node {}",
-                        conversation.id().short(),
-                        conversation
-                            .head()
-                            .map_or_else(|| "(empty)".into(), |head| head.short())
-                    ));
+            "!retry" => session.again(None).await,
+            "!edit" => match session.last_turn() {
+                None => Err(anyhow!("nothing to edit yet: send a first message")),
+                Some(last) => {
+                    let text = if !argument.is_empty() {
+                        Some(argument.to_string())
+                    } else if input.is_interactive() {
+                        input.read("edit> ", &last.text).await?
+                    } else {
+                        None
+                    };
+                    match text.filter(|text| !text.trim().is_empty()) {
+                        Some(text) => session.again(Some(text)).await,
+                        None if input.is_interactive() => {
+                            ui::note("(edit abandoned: nothing was sent)");
+                            Ok(())
+                        }
+                        None => Err(anyhow!("give the new text: `!edit TEXT`")),
+                    }
                 }
-                Err(error) => ui::note(format!("error: {error:#}")),
             },
+            "!fork" => session.fork().await,
+            "!reply" => session.go_to(argument).await,
+            "!tree" => session.tree(),
+            "!log" => session.log(),
             _ if command.starts_with('!') => {
-                ui::note(format!("unknown command `{command}`; !help lists them"))
+                ui::note(format!("unknown command `{command}`; !help lists them"));
+                Ok(())
             }
-            _ => {
-                let mut prompt = conversation.prompt(line);
-                if let Some(system) = system.take() {
-                    prompt = prompt.system(system);
+            _ => session.send(line.to_string()).await,
+        };
+        if let Err(error) = done {
+            // Nowhere left to write to: the chat is over.
+            if ui::stdout_failure().is_some() {
+                return Err(error);
+            }
+            ui::note(format!("error: {}", crate::exit::message(&error)));
+        }
+    }
+    input.close();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The conversation a chat is in, and what each turn sends.
+struct Session<'a> {
+    ctx: &'a Context,
+    settings: TurnSettings,
+    conversation: Conversation,
+    /// The system prompt still to send: with the first line of a new
+    /// conversation.
+    system: Option<String>,
+    interactive: bool,
+}
+
+/// What the last turn sent, and where it started.
+struct LastTurn {
+    /// The node the turn's request was added to (`None`: the conversation
+    /// began with it).
+    start: Option<NodeId>,
+    system: Option<String>,
+    text: String,
+}
+
+impl Session<'_> {
+    /// A turn after the head.
+    async fn send(&mut self, text: String) -> Result<()> {
+        let mut prompt = self.settings.apply(self.conversation.prompt(text));
+        let system = self.system.take();
+        if let Some(system) = system.clone() {
+            prompt = prompt.system(system);
+        }
+        self.run(prompt, None).await?;
+        if self.conversation.head().is_none() {
+            self.system = system;
+        }
+        Ok(())
+    }
+
+    /// Run a turn; Ctrl-C (on a terminal) cancels it. The chat goes on in
+    /// the conversation the turn ended in.
+    async fn run(&mut self, prompt: Prompt, note: Option<String>) -> Result<()> {
+        let stop = CancellationToken::new();
+        let turn = run_turn(
+            self.ctx,
+            prompt.cancel_with(stop.clone()),
+            &self.settings,
+            note,
+        );
+        let outcome = if self.interactive {
+            tokio::pin!(turn);
+            loop {
+                tokio::select! {
+                    // Polled first, so the handler is in place before the
+                    // turn's request leaves.
+                    biased;
+                    _ = tokio::signal::ctrl_c() => stop.cancel(),
+                    outcome = &mut turn => break outcome,
                 }
-                if let Some(tools) = tools.clone() {
-                    prompt = prompt.tools(tools);
-                }
-                if let Err(error) = run_turn(ctx, prompt, args.tools.chain_limit, None).await {
-                    ui::note(format!("error: {error:#}"));
+            }
+        } else {
+            turn.await
+        };
+        match outcome {
+            Ok(conversation) => {
+                self.conversation = conversation;
+                Ok(())
+            }
+            Err(error) if was_cancelled(&error) => {
+                ui::note("(stopped: the cut reply was not recorded)");
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The last turn: walking back from the head to its user message, and
+    /// the system message sent with it.
+    fn last_turn(&self) -> Option<LastTurn> {
+        let thread = self.conversation.thread();
+        let user = thread
+            .ancestors()
+            .find(|node| node.message().role == Role::User)?;
+        let (start, system) = match user.parent() {
+            Some(parent) if parent.message().role == Role::System => {
+                (parent.parent_id(), Some(parent.message().joined_text()))
+            }
+            parent => (parent.map(|parent| parent.id()), None),
+        };
+        Some(LastTurn {
+            start,
+            system,
+            text: user.message().joined_text(),
+        })
+    }
+
+    /// The last turn again from where it started, with `text` instead of
+    /// its own when given: a new conversation branching there.
+    async fn again(&mut self, text: Option<String>) -> Result<()> {
+        let Some(last) = self.last_turn() else {
+            bail!("nothing to answer again yet: send a first message");
+        };
+        if self.conversation.store().is_none() {
+            bail!(
+                "!retry and !edit branch in the database, and this chat records nothing (--no-log)"
+            );
+        }
+        let current = &self.conversation;
+        let text = text.unwrap_or(last.text);
+        let prompt = match last.start {
+            Some(start) => Conversation::fork_at(&self.ctx.store, &start.to_hex(), current.model())
+                .await?
+                .prompt(text),
+            None => Conversation::builder(current.model().clone())
+                .tools(current.tools().to_vec())
+                .chain_limit(current.chain_limit())
+                .store(&self.ctx.store)
+                .build()
+                .prompt(text),
+        };
+        let mut prompt = self.settings.apply(prompt);
+        if self.settings.tools.is_none() {
+            prompt = prompt.tools(current.tools().to_vec());
+        }
+        if let Some(system) = last.system {
+            prompt = prompt.system(system);
+        }
+        let at = last.start.map_or_else(
+            || "the start".to_string(),
+            |node| format!("node {}", node.short()),
+        );
+        self.run(
+            prompt,
+            Some(format!(
+                "answered again from {at}, as a sibling branch: conversation"
+            )),
+        )
+        .await
+    }
+
+    async fn fork(&mut self) -> Result<()> {
+        let Some(head) = self.conversation.head() else {
+            ui::note("nothing to fork yet: send a first message");
+            return Ok(());
+        };
+        self.conversation = self.conversation.fork().create().await?;
+        ui::note(format!(
+            "forked at node {} into conversation {}",
+            head.short(),
+            self.conversation.id().short()
+        ));
+        Ok(())
+    }
+
+    /// Go on from `node`: the stored conversation whose head it is, or a
+    /// new branch there.
+    async fn go_to(&mut self, node: &str) -> Result<()> {
+        if node.is_empty() {
+            bail!("say which node: `!reply NODE`");
+        }
+        let id = self.ctx.node(node)?;
+        let home = self.conversation.model().clone();
+        if let Some(owner) = self.ctx.store.conversations_at(id)?.into_iter().next() {
+            self.conversation = self.settings.recorded_or_not(
+                Conversation::load(&self.ctx.store, owner.id.as_str(), &home).await?,
+            );
+            ui::note(format!(
+                "continuing conversation {} from its head, node {}",
+                self.conversation.id().short(),
+                id.short()
+            ));
+            return Ok(());
+        }
+        self.conversation = Conversation::fork_at(&self.ctx.store, node, &home)
+            .await?
+            .create()
+            .await?;
+        ui::note(format!(
+            "node {} heads no conversation: created a branch there, conversation {}",
+            id.short(),
+            self.conversation.id().short()
+        ));
+        Ok(())
+    }
+
+    /// The id of the conversation, once the database has it.
+    fn stored_id(&self) -> Option<String> {
+        self.conversation
+            .is_stored()
+            .then(|| self.conversation.id().as_str().to_string())
+    }
+
+    fn tree(&self) -> Result<()> {
+        let Some(id) = self.stored_id() else {
+            ui::note("nothing recorded yet: the tree starts with the first recorded turn");
+            return Ok(());
+        };
+        super::inspect::tree(
+            self.ctx,
+            TreeArgs {
+                id: Some(id),
+                limit: 500,
+            },
+        )
+        .map(drop)
+    }
+
+    fn log(&self) -> Result<()> {
+        let Some(id) = self.stored_id() else {
+            ui::note("nothing recorded yet");
+            return Ok(());
+        };
+        super::inspect::log(
+            self.ctx,
+            LogArgs {
+                cid: Some(id),
+                current: false,
+                model: None,
+                query: None,
+                usage: true,
+                short: true,
+                count: 10,
+            },
+        )
+        .map(drop)
+    }
+}
+
+/// Whether a turn ended because it was cancelled (Ctrl-C).
+fn was_cancelled(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<skein::Error>(),
+            Some(
+                skein::Error::Engine(EngineError::Cancelled)
+                    | skein::Error::ChainFailed {
+                        error: EngineError::Cancelled,
+                        ..
+                    }
+            )
+        )
+    })
+}
+
+/// Where lines come from: a line editor on a terminal, else stdin as it is.
+enum Input {
+    Editor {
+        editor: Box<rustyline::DefaultEditor>,
+        history: Option<PathBuf>,
+    },
+    Piped,
+}
+
+impl Input {
+    fn open() -> Result<Input> {
+        if !std::io::stdin().is_terminal() {
+            return Ok(Input::Piped);
+        }
+        let config = rustyline::Config::builder()
+            .max_history_size(1000)?
+            .auto_add_history(false)
+            .build();
+        let mut editor = rustyline::DefaultEditor::with_config(config)?;
+        let history = history_path();
+        if let Some(path) = &history
+            && let Err(error) = editor.load_history(path)
+            && !matches!(&error, ReadlineError::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
+        {
+            ui::note(format!(
+                "(cannot read the chat history {}: {error})",
+                path.display()
+            ));
+        }
+        Ok(Input::Editor {
+            editor: Box::new(editor),
+            history,
+        })
+    }
+
+    fn is_interactive(&self) -> bool {
+        matches!(self, Input::Editor { .. })
+    }
+
+    /// The next line, `None` at the end of input. On a terminal the line
+    /// starts as `initial`, and Ctrl-C gives an empty line.
+    async fn read(&mut self, prompt: &str, initial: &str) -> Result<Option<String>> {
+        match self {
+            Input::Piped => {
+                let line = tokio::task::spawn_blocking(|| {
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .lock()
+                        .read_line(&mut line)
+                        .map(|read| (read > 0).then_some(line))
+                })
+                .await??;
+                Ok(line.map(|line| line.trim_end_matches(['\n', '\r']).to_string()))
+            }
+            Input::Editor { editor, history } => {
+                match editor.readline_with_initial(prompt, (initial, "")) {
+                    Ok(line) => {
+                        if !line.trim().is_empty() {
+                            let _ = editor.add_history_entry(line.as_str());
+                            if let Some(path) = history {
+                                save_history(editor, path);
+                            }
+                        }
+                        Ok(Some(line))
+                    }
+                    Err(ReadlineError::Interrupted) => Ok(Some(String::new())),
+                    Err(ReadlineError::Eof) => Ok(None),
+                    Err(error) => Err(error.into()),
                 }
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+
+    /// A message of several lines, up to a line `!end`; `None` when input
+    /// ends (or, on a terminal, Ctrl-C is pressed) first.
+    async fn multi(&mut self) -> Result<Option<String>> {
+        if self.is_interactive() {
+            ui::note(format!(
+                "(type the message; a line `{END_MULTI}` sends it, Ctrl-C abandons it)"
+            ));
+        }
+        let mut lines = Vec::new();
+        loop {
+            let line = match self {
+                Input::Editor { editor, .. } => match editor.readline("… ") {
+                    Ok(line) => line,
+                    Err(ReadlineError::Interrupted | ReadlineError::Eof) => return Ok(None),
+                    Err(error) => return Err(error.into()),
+                },
+                Input::Piped => match self.read("", "").await? {
+                    Some(line) => line,
+                    None => return Ok(None),
+                },
+            };
+            if line.trim() == END_MULTI {
+                break;
+            }
+            lines.push(line);
+        }
+        let text = lines.join("\n");
+        Ok((!text.trim().is_empty()).then_some(text))
+    }
+
+    fn close(self) {
+        if let Input::Editor {
+            mut editor,
+            history: Some(path),
+        } = self
+        {
+            save_history(&mut editor, &path);
+        }
+    }
 }
 
-/// The conversation to go on with from `node`: the stored conversation
-/// whose head it is, or a new branch there.
-async fn go_to(ctx: &Context, current: &Conversation, node: &str) -> Result<Conversation> {
-    if node.is_empty() {
-        anyhow::bail!("say which node: `!reply NODE`");
-    }
-    let id = ctx.node(node)?;
-    let home = current.model().clone();
-    if let Some(owner) = ctx.store.conversations_at(id)?.into_iter().next() {
-        return Ok(Conversation::load(&ctx.store, owner.id.as_str(), &home).await?);
-    }
-    Ok(Conversation::fork_at(&ctx.store, node, &home)
-        .await?
-        .create()
-        .await?)
+/// `chat_history` in the user's data directory.
+fn history_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "skein").map(|dirs| dirs.data_dir().join("chat_history"))
 }
 
-/// The next line of input, `None` at its end.
-async fn read_line(interactive: bool) -> Result<Option<String>> {
-    if interactive {
-        print!("> ");
-        std::io::stdout().flush()?;
+fn save_history(editor: &mut rustyline::DefaultEditor, path: &std::path::Path) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
     }
-    let read = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin()
-            .read_line(&mut line)
-            .map(|read| (read > 0).then_some(line))
-    })
-    .await??;
-    Ok(read)
+    if let Err(error) = editor.save_history(path) {
+        ui::note(format!(
+            "(cannot save the chat history {}: {error})",
+            path.display()
+        ));
+    }
 }

@@ -1,12 +1,14 @@
 /*!
 The read-only commands: `log` (recent turns, or one conversation's
 messages), `tree` (the branching structure, drawn, with the reruns of its
-turns) and `show` (one node in full, with the runs that produced it).
+turns), `show` (one node in full, with the runs that produced it) and
+`conversations`. Their text goes through `ui`, which escapes control
+characters on a terminal: stored text came from models and imports.
 */
 
 use super::{Context, print_json};
 use crate::flags::{ConversationsArgs, LogArgs, ShowArgs, TreeArgs};
-use crate::ui;
+use crate::ui::{self, outln};
 use anyhow::Result;
 use serde_json::json;
 use skein::NodeId;
@@ -16,10 +18,15 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 pub fn log(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
-    let filtering = args.model.is_some() || args.query.is_some();
-    match &args.cid {
-        Some(cid) if !filtering => log_conversation(ctx, &ctx.conversation(cid)?),
-        _ => log_recent(ctx, &args),
+    let conversation = match (&args.cid, args.current) {
+        (Some(cid), _) => Some(ctx.conversation(cid)?),
+        (None, true) => Some(ctx.latest_conversation()?),
+        (None, false) => None,
+    };
+    let turns = args.model.is_some() || args.query.is_some() || args.usage;
+    match conversation {
+        Some(conversation) if !turns => log_conversation(ctx, &conversation, args.short),
+        conversation => log_recent(ctx, &args, conversation.as_ref()),
     }
 }
 
@@ -30,7 +37,7 @@ pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode>
         return print_json(&conversations);
     }
     if conversations.is_empty() {
-        println!("no conversations yet: start one with `skein prompt TEXT`");
+        outln!("no conversations yet: start one with `skein prompt TEXT`")?;
     }
     for conversation in &conversations {
         let model = conversation.settings.model.as_deref().unwrap_or("-");
@@ -47,7 +54,7 @@ pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode>
                     .unwrap_or_default()
             )
         });
-        println!(
+        outln!(
             "{} · {} · {} messages · {}{}{}",
             conversation.id.short(),
             ui::timestamp(conversation.updated_ms),
@@ -59,20 +66,20 @@ pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode>
                 .map(|name| format!(" · {}", ui::one_line(name, 60)))
                 .unwrap_or_default(),
             origin.unwrap_or_default()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCode> {
+fn log_conversation(ctx: &Context, conversation: &Conversation, short: bool) -> Result<ExitCode> {
     let Some(head) = conversation.head else {
         if ctx.json {
             return print_json(&json!({ "conversation": conversation, "messages": [] }));
         }
-        println!(
+        outln!(
             "conversation {} has no messages yet",
             conversation.id.short()
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     };
     let thread = ctx.store.load_thread(head)?;
@@ -84,7 +91,7 @@ fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCo
             .collect();
         return print_json(&json!({ "conversation": conversation, "messages": messages }));
     }
-    println!(
+    outln!(
         "conversation {}{} · {} messages",
         conversation.id.short(),
         conversation
@@ -93,19 +100,28 @@ fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCo
             .map(|n| format!(" ({n})"))
             .unwrap_or_default(),
         conversation.len
-    );
+    )?;
     for node in thread.nodes() {
-        println!("\n{} {}", node.id().short(), node.message().role);
+        if short {
+            outln!(
+                "{} {:<9} {}",
+                node.id().short(),
+                node.message().role.as_str(),
+                ui::one_line(&preview(node.message(), 200), 100)
+            )?;
+            continue;
+        }
+        outln!("\n{} {}", node.id().short(), node.message().role)?;
         for part in &node.message().parts {
             match part {
-                Part::Text { text } => println!("{text}"),
-                other => println!(
+                Part::Text { text } => outln!("{text}")?,
+                other => outln!(
                     "{}",
                     preview(
                         &skein::Message::new(node.message().role, vec![other.clone()]),
                         200
                     )
-                ),
+                )?,
             }
         }
     }
@@ -114,12 +130,16 @@ fn log_conversation(ctx: &Context, conversation: &Conversation) -> Result<ExitCo
 
 /// Recent turns, newest `count` last, optionally of one conversation and
 /// filtered by model and text. Filters scan the runs newest first until
-/// `count` match.
-fn log_recent(ctx: &Context, args: &LogArgs) -> Result<ExitCode> {
+/// `count` match. With `usage`, each turn's tokens and the totals.
+fn log_recent(
+    ctx: &Context,
+    args: &LogArgs,
+    conversation: Option<&Conversation>,
+) -> Result<ExitCode> {
     let filtering = args.model.is_some() || args.query.is_some();
-    let mut runs = match &args.cid {
-        Some(cid) => {
-            let mut runs = ctx.store.runs_of_conversation(&ctx.conversation(cid)?.id)?;
+    let mut runs = match conversation {
+        Some(conversation) => {
+            let mut runs = ctx.store.runs_of_conversation(&conversation.id)?;
             runs.reverse();
             runs
         }
@@ -169,27 +189,89 @@ fn log_recent(ctx: &Context, args: &LogArgs) -> Result<ExitCode> {
     }
     if rows.is_empty() {
         if filtering {
-            println!("no turns match");
+            outln!("no turns match")?;
         } else {
-            println!("no turns yet: start one with `skein prompt TEXT`");
+            outln!("no turns yet: start one with `skein prompt TEXT`")?;
         }
     }
-    for (run, prompt, reply) in rows {
-        println!(
-            "{} · conversation {} · node {} · {} · {}",
+    let tokens = |n: Option<u64>| n.map_or_else(|| "?".to_string(), |n| n.to_string());
+    let usage_of = |run: &skein::store::RunRecord| {
+        format!(
+            "{} in / {} out tokens{}",
+            tokens(run.usage.input_tokens),
+            tokens(run.usage.output_tokens),
+            if run.usage_complete {
+                ""
+            } else {
+                " (incomplete)"
+            }
+        )
+    };
+    for (run, prompt, reply) in &rows {
+        let node = run
+            .output_head
+            .map_or_else(|| "-".to_string(), |n| n.short());
+        let conversation = run.conversation.as_ref().map_or("-", |c| c.short());
+        if args.short {
+            let said = match (reply, &run.error) {
+                (Some(reply), _) => format!(" < {}", ui::one_line(reply, 40)),
+                (None, Some(error)) => format!(" ! {}", ui::one_line(error, 40)),
+                (None, None) => String::new(),
+            };
+            outln!(
+                "{} {conversation} {node} {} > {}{said}{}",
+                ui::timestamp(run.started_ms),
+                run.model,
+                ui::one_line(prompt.as_deref().unwrap_or(""), 40),
+                if args.usage {
+                    format!(" · {}", usage_of(run))
+                } else {
+                    String::new()
+                }
+            )?;
+            continue;
+        }
+        outln!(
+            "{} · conversation {conversation} · node {node} · {} · {}",
             ui::timestamp(run.started_ms),
-            run.conversation.as_ref().map_or("-", |c| c.short()),
-            run.output_head
-                .map_or_else(|| "-".to_string(), |n| n.short()),
             run.model,
             run.status.as_str()
-        );
-        println!("  > {}", ui::one_line(prompt.as_deref().unwrap_or(""), 100));
+        )?;
+        outln!("  > {}", ui::one_line(prompt.as_deref().unwrap_or(""), 100))?;
         match (reply, &run.error) {
-            (Some(reply), _) => println!("  < {}", ui::one_line(&reply, 100)),
-            (None, Some(error)) => println!("  ! {}", ui::one_line(error, 100)),
+            (Some(reply), _) => outln!("  < {}", ui::one_line(reply, 100))?,
+            (None, Some(error)) => outln!("  ! {}", ui::one_line(error, 100))?,
             (None, None) => {}
         }
+        if args.usage {
+            outln!("  = {}", usage_of(run))?;
+        }
+    }
+    if args.usage && !rows.is_empty() {
+        let total = rows
+            .iter()
+            .fold(skein::core::Usage::default(), |total, (run, _, _)| {
+                total.add(&run.usage)
+            });
+        let unknown = rows
+            .iter()
+            .filter(|(run, _, _)| {
+                !run.usage_complete
+                    || run.usage.input_tokens.is_none()
+                    || run.usage.output_tokens.is_none()
+            })
+            .count();
+        outln!(
+            "total over {} turn(s): {} in / {} out tokens{}",
+            rows.len(),
+            tokens(total.input_tokens),
+            tokens(total.output_tokens),
+            if unknown == 0 {
+                String::new()
+            } else {
+                format!(" ({unknown} turn(s) with usage unknown or incomplete)")
+            }
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -200,10 +282,10 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
         None => ctx.latest_conversation()?,
     };
     let Some(head) = conversation.head else {
-        println!(
+        outln!(
             "conversation {} has no messages yet",
             conversation.id.short()
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     };
     let thread = ctx.store.load_thread(head)?;
@@ -234,7 +316,7 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
         );
     }
     for line in draw(&entries, &labels) {
-        println!("{line}");
+        outln!("{line}")?;
     }
     for rerun in &reruns {
         let answer = rerun
@@ -355,39 +437,39 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
             "head_of": heads.iter().map(|c| &c.id).collect::<Vec<_>>(),
         }));
     }
-    println!("node      {}", node.id);
-    println!(
+    outln!("node      {}", node.id)?;
+    outln!(
         "parent    {}",
         node.parent
             .map_or_else(|| "(root)".to_string(), |p| p.to_hex())
-    );
-    println!("depth     {}", node.depth);
-    println!("role      {}", node.message.role);
+    )?;
+    outln!("depth     {}", node.depth)?;
+    outln!("role      {}", node.message.role)?;
     for (index, part) in node.message.parts.iter().enumerate() {
-        println!("\npart {index}: {}", part.kind_name());
+        outln!("\npart {index}: {}", part.kind_name())?;
         match part {
-            Part::Text { text } => println!("{text}"),
-            Part::ToolCall(call) => println!(
+            Part::Text { text } => outln!("{text}")?,
+            Part::ToolCall(call) => outln!(
                 "id {}\nname {}\narguments {}",
-                call.id, call.name, call.arguments
-            ),
-            Part::ToolResult(result) => {
-                println!(
-                    "call {}{}\n{}",
-                    result.call_id,
-                    if result.is_error { " (error)" } else { "" },
-                    result.content
-                )
-            }
-            Part::Attachment(a) => println!("{} · {} bytes", a.media_type, a.data.len()),
-            _ => println!("(a part this version cannot display)"),
+                call.id,
+                call.name,
+                call.arguments
+            )?,
+            Part::ToolResult(result) => outln!(
+                "call {}{}\n{}",
+                result.call_id,
+                if result.is_error { " (error)" } else { "" },
+                result.content
+            )?,
+            Part::Attachment(a) => outln!("{} · {} bytes", a.media_type, a.data.len())?,
+            _ => outln!("(a part this version cannot display)")?,
         }
     }
     for conversation in &heads {
-        println!("\nhead of conversation {}", conversation.id.short());
+        outln!("\nhead of conversation {}", conversation.id.short())?;
     }
     for run in &runs {
-        println!(
+        outln!(
             "\nproduced by run {} · {} via {} · {} · {} in / {} out tokens{}",
             run.id.short(),
             run.model,
@@ -409,17 +491,17 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
                         .join(", ")
                 )
             }
-        );
+        )?;
     }
     if !children.is_empty() {
-        println!(
+        outln!(
             "\nchildren: {}",
             children
                 .iter()
                 .map(|c| c.short())
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

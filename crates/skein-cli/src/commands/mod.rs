@@ -37,7 +37,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     // Model management, configuration and generated docs never touch the
     // database.
     let command = match cli.command {
-        Command::Models(command) => return models::run(command, cli.json),
+        Command::Models(args) => {
+            let command = args.command.unwrap_or(crate::flags::ModelsCommand::List);
+            return models::run(command, cli.json);
+        }
         Command::Config(command) => return settings::run(command, cli.db.as_deref(), cli.json),
         Command::Completions(args) => return settings::completions(args),
         Command::Man => return settings::man(),

@@ -6,7 +6,7 @@ can be used.
 
 use super::print_json;
 use crate::flags::{DefaultArgs, ModelsCommand, PullArgs};
-use crate::ui;
+use crate::ui::{self, outln};
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
@@ -29,7 +29,7 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
         if json {
             return print_json(&json!({ "default_model": model, "source": source }));
         }
-        println!("{model}");
+        outln!("{model}")?;
         return Ok(ExitCode::SUCCESS);
     };
     let is_profile = super::turns::configured_engine()?
@@ -42,7 +42,10 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
         .any(|syntax| syntax.split_once(':').map_or(*syntax, |(b, _)| b) == backend);
     if !is_profile && !known {
         anyhow::bail!(
-            "unknown model `{name}`; available: {} (or a profile of the configured engine directory)",
+            "unknown model `{name}`{}: {} (or a profile of the configured engine directory)",
+            skein::providers::suggest(&name)
+                .map(|meant| format!("; did you mean `{meant}`? Available"))
+                .unwrap_or_else(|| "; available".into()),
             skein::providers::available().join(", ")
         );
     }
@@ -50,7 +53,7 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
     if json {
         return print_json(&json!({ "default_model": name, "config_file": path }));
     }
-    println!("default model is now {name} (saved in {})", path.display());
+    outln!("default model is now {name} (saved in {})", path.display())?;
     if std::env::var_os("SKEIN_MODEL").is_some() {
         crate::ui::note("note: SKEIN_MODEL is set in this environment and still takes precedence");
     }
@@ -89,7 +92,7 @@ fn pull(args: PullArgs, json: bool) -> Result<ExitCode> {
             &json!({ "model": model.name, "path": path, "size": model.size, "blake3": model.blake3 }),
         );
     }
-    println!("{}", path.display());
+    outln!("{}", path.display())?;
     ui::note(format!(
         "{} is ready ({} bytes, BLAKE3 verified)",
         model.name, model.size
@@ -110,9 +113,9 @@ fn list(json: bool) -> Result<ExitCode> {
     if json {
         return print_json(&json!({ "local": local_models, "backends": backends }));
     }
-    println!("local models:");
+    outln!("local models:")?;
     for model in &local_models {
-        println!(
+        outln!(
             "  {:<10} {} ({})",
             model["name"].as_str().unwrap_or_default(),
             if model["present"].as_bool() == Some(true) {
@@ -121,11 +124,11 @@ fn list(json: bool) -> Result<ExitCode> {
                 "missing: `skein models pull`"
             },
             model["path"].as_str().unwrap_or("no cache directory"),
-        );
+        )?;
     }
-    println!("model names:");
+    outln!("model names:")?;
     for backend in backends {
-        println!("  {backend}");
+        outln!("  {backend}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

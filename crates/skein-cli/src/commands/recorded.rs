@@ -12,7 +12,7 @@ of its turns can be explained and re-run, with or without `--source`.
 use super::turns::home_model;
 use super::{Context, conversation_model, print_json};
 use crate::flags::{ExplainArgs, ForkArgs, RerunArgs, TurnRef};
-use crate::ui;
+use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use skein::recorded::{
@@ -85,7 +85,7 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
             "sources": turn.sources(),
         }));
     }
-    println!("{}", turn.text());
+    outln!("{}", turn.text())?;
     ui::note(format!(
         "conversation {} · turn {} · node {} · {} source(s) tagged: `skein explain {}` ranks them",
         conversation.short(),
@@ -110,7 +110,7 @@ pub async fn explain(ctx: &Context, args: ExplainArgs) -> Result<ExitCode> {
     if ctx.json {
         return print_json(&*report);
     }
-    println!("{}", report.render().trim_end());
+    outln!("{}", report.render().trim_end())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -149,7 +149,7 @@ pub async fn rerun(ctx: &Context, args: RerunArgs) -> Result<ExitCode> {
             "verdict": result.verdict,
         }));
     }
-    println!("{}", result.render().trim_end());
+    outln!("{}", result.render().trim_end())?;
     ui::note(format!(
         "rerun {} · fork from its answer with `skein fork --from-rerun {}`{}",
         result.id.short(),
@@ -168,7 +168,13 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     let id = ctx.store.resolve_rerun(rerun)?;
     let record = ctx.store.rerun(&id)?;
     let stored = ctx.store.conversation(&record.conversation)?;
-    let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
+    let home = home_model(
+        args.turn
+            .model
+            .model
+            .clone()
+            .or(conversation_model(&stored)),
+    )?;
     let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
     let mut fork = chat.fork_from_rerun(&id).await?;
     let conversation = fork
@@ -181,7 +187,7 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     match args.text {
         None if ctx.json => print_json(&ctx.store.conversation(&conversation)?),
         None => {
-            println!("{}", conversation.short());
+            outln!("{}", conversation.short())?;
             ui::note(format!(
                 "forked conversation {} from rerun {} (without {}); continue it with `skein prompt --cid {} TEXT`",
                 conversation.short(),
@@ -201,7 +207,7 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
                     "text": turn.text(),
                 }));
             }
-            println!("{}", turn.text());
+            outln!("{}", turn.text())?;
             ui::note(format!(
                 "conversation {} (forked from rerun {}) · node {}",
                 conversation.short(),

@@ -7,6 +7,7 @@ definitions in `flags.rs`.
 use super::turns::configured_engine;
 use crate::config::{self, Source};
 use crate::flags::{Cli, CompletionsArgs, ConfigCommand};
+use crate::ui::outln;
 use anyhow::Result;
 use clap::CommandFactory;
 use serde_json::json;
@@ -20,7 +21,7 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
             if json {
                 crate::ui::json(&json!({ "path": path, "exists": path.is_file() }))?;
             } else {
-                println!("{}", path.display());
+                outln!("{}", path.display())?;
             }
         }
         ConfigCommand::Show => {
@@ -75,7 +76,7 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     Source::ConfigFile => "from the configuration file",
                     Source::BuiltIn => "built in",
                 };
-                println!(
+                outln!(
                     "config file    {}{}",
                     path.display(),
                     if path.is_file() {
@@ -83,18 +84,18 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     } else {
                         " (not created yet)"
                     }
-                );
-                println!("default model  {model} ({})", from(model_source));
-                println!("database       {db} ({})", from(db_source));
+                )?;
+                outln!("default model  {model} ({})", from(model_source))?;
+                outln!("database       {db} ({})", from(db_source))?;
                 match engine_dir {
-                    None => println!(
+                    None => outln!(
                         "engine dir     none (set `engine` in the config file for prompts and profiles)"
-                    ),
+                    )?,
                     Some(dir) => {
-                        println!("engine dir     {}", dir.display());
-                        println!("  profiles     {}", profiles.join(", "));
-                        println!("  backends     {}", backends.join(", "));
-                        println!("  prompts      {}", prompts.join(", "));
+                        outln!("engine dir     {}", dir.display())?;
+                        outln!("  profiles     {}", profiles.join(", "))?;
+                        outln!("  backends     {}", backends.join(", "))?;
+                        outln!("  prompts      {}", prompts.join(", "))?;
                     }
                 }
             }
@@ -105,11 +106,14 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
 
 pub fn completions(args: CompletionsArgs) -> Result<ExitCode> {
     let mut command = Cli::command();
-    clap_complete::generate(args.shell, &mut command, "skein", &mut std::io::stdout());
+    // Generated into memory: clap_complete panics when its writer fails.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "skein", &mut script);
+    std::io::Write::write_all(&mut crate::ui::Stdout, &script)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn man() -> Result<ExitCode> {
-    clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
+    clap_mangen::Man::new(Cli::command()).render(&mut crate::ui::Stdout)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ directory, a block device or a socket is refused.
 use super::{Context, print_json};
 use crate::exit::{ExitWith, INTEGRITY};
 use crate::flags::{ExportArgs, ImportArgs};
-use crate::ui;
+use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use skein::store::StoreError;
 use std::fs::{File, OpenOptions};
@@ -43,9 +43,9 @@ pub fn export(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
             ui::note(format!("exported to {}", path.display()));
         }
         None => {
-            let stdout = std::io::stdout();
-            let mut out = BufWriter::new(stdout.lock());
+            let mut out = BufWriter::new(ui::Stdout);
             ctx.store.export(&mut out)?;
+            out.flush()?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -175,14 +175,14 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
     if ctx.json {
         return print_json(&report);
     }
-    println!(
+    outln!(
         "imported {} new nodes ({} already present), {} conversations, {} runs, {} reruns",
         report.nodes_written,
         report.nodes_present,
         report.conversations,
         report.runs,
         report.reruns
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -200,10 +200,13 @@ fn import_llm(ctx: &Context, path: &std::path::Path) -> Result<ExitCode> {
     if ctx.json {
         return print_json(&report);
     }
-    println!(
+    outln!(
         "imported {} messages, {} conversations and {} runs from llm ({} already present)",
-        report.messages, report.conversations, report.runs, report.already_present
-    );
+        report.messages,
+        report.conversations,
+        report.runs,
+        report.already_present
+    )?;
     for (kind, count) in &report.skipped_parts {
         ui::note(format!(
             "skipped {count} {kind} part(s): skein has no equivalent"
@@ -217,7 +220,7 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
     if ctx.json {
         ui::json(&report)?;
     } else {
-        println!(
+        outln!(
             "checked {} nodes, {} blobs, {} conversations, {} runs: {}",
             report.nodes,
             report.blobs,
@@ -228,9 +231,9 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
             } else {
                 format!("{} problems", report.problems.len())
             }
-        );
+        )?;
         for problem in &report.problems {
-            println!("  {}", serde_json::to_string(problem)?);
+            outln!("  {}", serde_json::to_string(problem)?)?;
         }
     }
     if report.is_ok() {

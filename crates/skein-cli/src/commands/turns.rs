@@ -10,16 +10,68 @@ the turn is a tool loop bounded by the chain limit.
 */
 
 use super::{Context, conversation_model, default_model, print_json};
-use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs};
-use crate::ui;
+use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs, TurnArgs};
+use crate::input;
+use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
+use skein::core::provider::GenerationOptions;
 use skein::{Conversation, Model, Prompt, Tool};
-use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// What [`TurnArgs`] ask of each turn, read and checked once.
+pub struct TurnSettings {
+    pub model: Option<String>,
+    pub system: Option<String>,
+    /// The tools named with `-T` (`None`: the conversation's own).
+    pub tools: Option<Vec<Arc<dyn Tool>>>,
+    pub chain_limit: Option<u32>,
+    pub options: GenerationOptions,
+    pub schema: Option<serde_json::Value>,
+    pub no_log: bool,
+}
+
+impl TurnArgs {
+    pub fn settings(&self) -> Result<TurnSettings> {
+        Ok(TurnSettings {
+            model: self.model.model.clone(),
+            system: self.system.clone(),
+            tools: self.tools.resolve()?,
+            chain_limit: self.tools.chain_limit,
+            options: generation_options(&self.options)?,
+            schema: self.schema.as_deref().map(input::schema).transpose()?,
+            no_log: self.no_log,
+        })
+    }
+}
+
+impl TurnSettings {
+    /// The turn's own settings on `prompt` (its system prompt is the
+    /// caller's to give: `chat` sends it with its first line only).
+    pub fn apply(&self, mut prompt: Prompt) -> Prompt {
+        prompt = prompt.options(self.options.clone());
+        if let Some(schema) = &self.schema {
+            prompt = prompt.schema(schema.clone());
+        }
+        if let Some(tools) = &self.tools {
+            prompt = prompt.tools(tools.clone());
+        }
+        prompt
+    }
+
+    /// `conversation`, or with `--no-log` the same one kept in memory only.
+    pub fn recorded_or_not(&self, conversation: Conversation) -> Conversation {
+        if self.no_log {
+            conversation.without_store()
+        } else {
+            conversation
+        }
+    }
+}
+
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
-    let text = text_or_stdin(args.text)?;
+    let settings = args.turn.settings()?;
+    let text = input::turn_text(args.text)?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {
@@ -27,10 +79,8 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let tools = args.tools.resolve()?;
-    let options = generation_options(&args.options)?;
     if !args.sources.is_empty() {
-        if args.no_log {
+        if settings.no_log {
             bail!(
                 "--source records the turn so it can be explained: it cannot be combined with --no-log"
             );
@@ -38,13 +88,13 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         return super::recorded::prompt_with_sources(
             ctx,
             super::recorded::SourcedTurn {
-                model: args.model.model,
+                model: settings.model,
                 existing: stored,
                 name: args.name,
-                system: args.system,
-                sources: args.sources,
-                tools: tools.unwrap_or_default(),
-                chain_limit: args.tools.chain_limit,
+                system: settings.system,
+                sources: input::sources(args.sources)?,
+                tools: settings.tools.unwrap_or_default(),
+                chain_limit: settings.chain_limit,
                 text,
             },
         )
@@ -52,69 +102,60 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     }
     let conversation = match stored {
         Some(stored) => {
-            let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
+            let home = home_model(settings.model.clone().or(conversation_model(&stored)))?;
             Conversation::load(&ctx.store, stored.id.as_str(), &home).await?
         }
         None => {
-            let home = home_model(args.model.model.clone())?;
+            let home = home_model(settings.model.clone())?;
             let mut builder = home.conversation().store(&ctx.store);
             if let Some(name) = args.name {
                 builder = builder.name(name);
             }
-            if let Some(tools) = tools.clone() {
+            if let Some(tools) = settings.tools.clone() {
                 builder = builder.tools(tools);
             }
-            if let Some(limit) = args.tools.chain_limit {
+            if let Some(limit) = settings.chain_limit {
                 builder = builder.chain_limit(limit);
             }
             builder.build()
         }
     };
-    // Unrecorded: the same conversation, kept in memory only.
-    let conversation = if args.no_log {
-        conversation.without_store()
-    } else {
-        conversation
-    };
-    let mut prompt = conversation.prompt(text).options(options);
-    if let Some(schema) = args.schema {
-        prompt = prompt.schema(schema);
-    }
-    if let Some(system) = args.system {
+    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(text));
+    if let Some(system) = settings.system.clone() {
         prompt = prompt.system(system);
     }
-    if let Some(tools) = tools {
-        prompt = prompt.tools(tools);
-    }
-    run_turn(ctx, prompt, args.tools.chain_limit, None).await
+    run_turn(ctx, prompt, &settings, None).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
+    let settings = args.turn.settings()?;
     let node = ctx.node(&args.node)?;
-    let text = text_or_stdin(args.text)?;
-    let tools = args.tools.resolve()?;
+    let text = input::turn_text(args.text)?;
     let owner = ctx.store.conversations_at(node)?.into_iter().next();
-    let (mut prompt, note) = match owner {
+    let (conversation, note) = match owner {
         Some(stored) => {
-            let home = home_model(args.model.model.clone().or(conversation_model(&stored)))?;
+            let home = home_model(settings.model.clone().or(conversation_model(&stored)))?;
             let conversation = Conversation::load(&ctx.store, stored.id.as_str(), &home).await?;
-            (conversation.prompt(text), None)
+            (conversation, None)
         }
         None => {
             // The branch is stored only once its first turn succeeds.
-            let home = home_model(args.model.model.clone())?;
+            let home = home_model(settings.model.clone())?;
             let fork = Conversation::fork_at(&ctx.store, &node.to_string(), &home).await?;
             let note = format!(
                 "node {} is not the head of a conversation: branched into a new conversation",
                 node.short()
             );
-            (fork.prompt(text), Some(note))
+            (fork.prompt(text.clone()).conversation().clone(), Some(note))
         }
     };
-    if let Some(tools) = tools {
-        prompt = prompt.tools(tools);
+    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(text));
+    if let Some(system) = settings.system.clone() {
+        prompt = prompt.system(system);
     }
-    run_turn(ctx, prompt, args.tools.chain_limit, note).await
+    run_turn(ctx, prompt, &settings, note).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
@@ -127,12 +168,18 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         args.text = args.node.take();
         return super::recorded::fork_from_rerun(ctx, args, &rerun).await;
     }
+    let settings = args.turn.settings()?;
+    if settings.no_log && args.text.is_none() {
+        bail!(
+            "--no-log records nothing, and a fork without TEXT only records a conversation: give TEXT for an unrecorded first turn"
+        );
+    }
     let node = ctx.node(
         args.node
             .as_deref()
             .expect("clap requires NODE without --from-rerun"),
     )?;
-    let home = home_model(args.model.model.clone().or_else(|| {
+    let home = home_model(settings.model.clone().or_else(|| {
         ctx.store
             .conversations_at(node)
             .ok()
@@ -143,19 +190,31 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
     if let Some(name) = args.name {
         fork = fork.name(name);
     }
-    if args.model.model.is_some() {
+    if settings.model.is_some() {
         fork = fork.model(&home);
     }
-    let conversation = fork.create().await?;
     match args.text {
         Some(text) => {
+            let text = input::turn_text(Some(text))?;
+            let conversation = if settings.no_log {
+                fork.prompt(text.clone()).conversation().without_store()
+            } else {
+                fork.create().await?
+            };
             let note = format!("forked at node {} into conversation", node.short());
-            let prompt = conversation.prompt(text);
-            run_turn(ctx, prompt, None, Some(note)).await
+            let mut prompt = settings.apply(conversation.prompt(text));
+            if let Some(system) = settings.system.clone() {
+                prompt = prompt.system(system);
+            }
+            run_turn(ctx, prompt, &settings, Some(note)).await?;
+            Ok(ExitCode::SUCCESS)
         }
-        None if ctx.json => print_json(&ctx.store.conversation(conversation.id())?),
         None => {
-            println!("{}", conversation.id().short());
+            let conversation = fork.create().await?;
+            if ctx.json {
+                return print_json(&ctx.store.conversation(conversation.id())?);
+            }
+            outln!("{}", conversation.id().short())?;
             ui::note(format!(
                 "forked new conversation {} at node {}; continue it with `skein prompt --cid {} TEXT`",
                 conversation.id().short(),
@@ -167,9 +226,9 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
     }
 }
 
-/// `-o KEY VALUE` pairs as generation options; an unknown key is an error
-/// naming the known ones.
-fn generation_options(pairs: &[String]) -> Result<skein::core::provider::GenerationOptions> {
+/// `-o KEY VALUE` pairs as generation options; an unknown key, a value of
+/// the wrong kind or out of range is an error naming what is accepted.
+fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
     let mut map = serde_json::Map::new();
     for pair in pairs.chunks(2) {
         let [key, value] = pair else {
@@ -179,9 +238,14 @@ fn generation_options(pairs: &[String]) -> Result<skein::core::provider::Generat
             .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
         map.insert(key.clone(), value);
     }
-    serde_json::from_value(serde_json::Value::Object(map)).map_err(|error| {
-        anyhow::anyhow!("bad -o option: {error} (known: temperature, top_p, seed, max_tokens)")
-    })
+    let options: GenerationOptions = serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|error| {
+            anyhow::anyhow!("bad -o option: {error} (known: temperature, top_p, seed, max_tokens)")
+        })?;
+    options
+        .check()
+        .map_err(|problem| anyhow::anyhow!("bad -o option: {problem}"))?;
+    Ok(options)
 }
 
 /// The model named on the command line or stored with the conversation,
@@ -247,26 +311,33 @@ impl ToolArgs {
     }
 }
 
-/// Run one turn (a tool loop when tools are offered), streaming its text,
-/// and report where it was recorded.
+/// Run one turn (a tool loop when tools are offered), streaming its text
+/// (each model call's on its own line, tool calls noted on stderr between
+/// them; with `--schema`, only the final valid reply is printed, once it
+/// is valid), and report where it was recorded.
 pub async fn run_turn(
     ctx: &Context,
     prompt: Prompt,
-    chain_limit: Option<u32>,
+    settings: &TurnSettings,
     note: Option<String>,
-) -> Result<ExitCode> {
-    let streaming = !ctx.json;
+) -> Result<Conversation> {
+    let streaming = !ctx.json && settings.schema.is_none();
     let prompt = if streaming {
         prompt.on_text(ui::stream_text)
     } else {
         prompt
     };
     let offers_tools = prompt.offers_tools();
-    if streaming && offers_tools {
+    if !ctx.json && offers_tools {
         prompt.conversation().set_after_call(|call, result| {
             Box::pin(async move {
+                // The call's text is all sent by now, but it reaches stdout
+                // through a channel drained beside the turn: yielding once
+                // lets the drain write it, so the line is ended after it.
+                tokio::task::yield_now().await;
+                let _ = ui::end_line();
                 ui::note(format!(
-                    "\n[tool {}({}) {} {}]",
+                    "[tool {}({}) {} {}]",
                     call.name,
                     call.arguments,
                     if result.is_error { "failed:" } else { "->" },
@@ -277,7 +348,7 @@ pub async fn run_turn(
     }
     let outcome = if offers_tools {
         let chain = prompt.chain();
-        let chain = match chain_limit {
+        let chain = match settings.chain_limit {
             Some(limit) => chain.limit(limit),
             None => chain,
         };
@@ -288,10 +359,12 @@ pub async fn run_turn(
     } else {
         prompt.send().await.map(|response| (response, None))
     };
-    if streaming {
-        println!();
-    }
+    // A reply cut short still ends its line; nothing streamed, no line.
+    ui::end_line()?;
     let (response, status) = outcome?;
+    if !ctx.json && !streaming {
+        outln!("{}", response.text())?;
+    }
     let conversation = response.conversation();
     if let Some(note) = note {
         ui::note(format!("{note} {}", conversation.id().short()));
@@ -312,14 +385,15 @@ pub async fn run_turn(
         ));
     }
     if ctx.json {
-        return print_json(&serde_json::json!({
+        ui::json(&serde_json::json!({
             "conversation": conversation.id(),
             "node": response.head(),
             "run": response.run_id(),
             "text": response.text(),
             "chain_status": status,
             "recorded": conversation.store().is_some(),
-        }));
+        }))?;
+        return Ok(conversation.clone());
     }
     ui::note(format!(
         "conversation {} · node {} · run {}{}",
@@ -332,23 +406,10 @@ pub async fn run_turn(
             " (not recorded: --no-log)"
         }
     ));
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn text_or_stdin(text: Option<String>) -> Result<String> {
-    if let Some(text) = text {
-        return Ok(text);
+    if let Some((kind, message)) = ui::stdout_failure() {
+        // The turn is recorded (the note above says where); its text did
+        // not all reach stdout.
+        bail!("{}", ui::describe_failure(*kind, message));
     }
-    let mut stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        bail!("give the text as an argument, or pipe it on stdin");
-    }
-    let mut text = String::new();
-    stdin
-        .read_to_string(&mut text)
-        .context("cannot read the text from stdin")?;
-    if text.is_empty() {
-        bail!("stdin was empty: give the text as an argument, or pipe it on stdin");
-    }
-    Ok(text)
+    Ok(conversation.clone())
 }

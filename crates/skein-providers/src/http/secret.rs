@@ -84,12 +84,12 @@ pub enum Credential {
 pub enum CredentialError {
     #[error(
         "the environment variable {variable} is not set: set it to your API key \
-         (for example `export {variable}=...`) or pass the key explicitly"
+         (for example `export {variable}=...`)"
     )]
     Missing { variable: String },
     #[error(
         "the environment variable {variable} is empty: set it to your API key \
-         (for example `export {variable}=...`) or pass the key explicitly"
+         (for example `export {variable}=...`)"
     )]
     Empty { variable: String },
     #[error("the environment variable {variable} is not valid unicode")]

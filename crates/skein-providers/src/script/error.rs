@@ -31,20 +31,18 @@ impl fmt::Display for RuleLabel {
 #[non_exhaustive]
 pub enum ScriptError {
     /// The file could not be read.
-    #[error("cannot read script file `{}`: {source}; fix: check the path (it is relative to the working directory) and its permissions", .path.display())]
+    #[error("cannot read script file `{}`: {error}; fix: check the path (it is relative to the working directory) and its permissions", .path.display())]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The text is not TOML, or its top level is not a list of rules.
     #[error(
-        "script `{origin}` is not a valid rule file: {source}fix: write TOML whose only top-level entries are `[[rules]]` tables"
+        "script `{origin}` is not a valid rule file: {error}fix: write TOML whose only top-level entries are `[[rules]]` tables"
     )]
     Syntax {
         origin: String,
-        #[source]
-        source: toml::de::Error,
+        error: toml::de::Error,
     },
     /// A problem with the file as a whole.
     #[error("script `{origin}`: {problem}; fix: {fix}")]
@@ -64,14 +62,13 @@ pub enum ScriptError {
         fix: String,
     },
     /// A rule's `last_user_matches` pattern is not a valid regex.
-    #[error("script `{origin}`, {rule}{}: `last_user_matches` pattern `{pattern}` is not a valid regular expression; fix: correct the pattern (Rust `regex` syntax); the parser said: {source}", line_suffix(*.line))]
+    #[error("script `{origin}`, {rule}{}: `last_user_matches` pattern `{pattern}` is not a valid regular expression; fix: correct the pattern (Rust `regex` syntax); the parser said: {error}", line_suffix(*.line))]
     Regex {
         origin: String,
         rule: RuleLabel,
         line: Option<usize>,
         pattern: String,
-        #[source]
-        source: regex::Error,
+        error: regex::Error,
     },
 }
 

@@ -27,7 +27,7 @@ const ONE_ACTION: &str = "give exactly one of `reply`, `tool_calls` (optionally 
 pub(crate) fn load(text: &str, origin: &str) -> Result<Script, ScriptError> {
     let outline: Outline = toml::from_str(text).map_err(|source| ScriptError::Syntax {
         origin: origin.to_owned(),
-        source,
+        error: source,
     })?;
     if outline.rules.is_empty() {
         return Err(ScriptError::File {
@@ -106,7 +106,7 @@ fn typed_error(
     let Some(rule) = rule else {
         return ScriptError::Syntax {
             origin: origin.to_owned(),
-            source: error,
+            error,
         };
     };
     let mut problem = error.message().trim_end().to_owned();
@@ -219,7 +219,7 @@ impl RuleAt<'_> {
                         rule: self.label.clone(),
                         line: Some(self.line),
                         pattern,
-                        source,
+                        error: source,
                     })
                 })
                 .collect::<Result<_, _>>()?;

@@ -98,9 +98,16 @@ fn a_bad_regex_names_the_rule_and_pattern() {
         Some("pattern"),
         &["bad_regex.toml", "`(unclosed`", "regular expression"],
     );
+    let ScriptError::Regex { error: parser, .. } = &error else {
+        unreachable!()
+    };
     assert!(
-        std::error::Error::source(&error).is_some(),
-        "the regex error is kept"
+        error.to_string().ends_with(&parser.to_string()),
+        "the regex error is kept in the message"
+    );
+    assert!(
+        std::error::Error::source(&error).is_none(),
+        "and not also as the source, so a chain printer says it once"
     );
 }
 
@@ -108,7 +115,11 @@ fn a_bad_regex_names_the_rule_and_pattern() {
 fn a_missing_file_names_the_path() {
     let path = data("does-not-exist.toml");
     let error = Scripted::from_file(&path).unwrap_err();
-    let ScriptError::Read { path: got, source } = &error else {
+    let ScriptError::Read {
+        path: got,
+        error: source,
+    } = &error
+    else {
         panic!("{error:?}");
     };
     assert_eq!(got, &path);

@@ -74,9 +74,36 @@ fn http_models_name_the_model_and_need_a_key_unless_the_url_is_custom() {
 }
 
 #[test]
-fn a_missing_local_model_file_says_how_to_fetch_it() {
-    let error = resolve("local:/no/such/model.gguf").err().unwrap();
-    assert!(error.to_string().contains("skein models pull"), "{error}");
+fn a_missing_local_model_file_names_the_path_without_fetch_advice() {
+    // `models pull` fetches the embedded model, not a file the user named.
+    let error = resolve("local:/no/such/model.gguf")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("/no/such/model.gguf"), "{error}");
+    assert!(
+        error.contains("`local:PATH` needs the path of a GGUF model file"),
+        "{error}"
+    );
+    assert!(!error.contains("models pull"), "{error}");
+}
+
+#[test]
+fn a_bare_provider_model_name_suggests_its_backend() {
+    for (name, meant) in [
+        ("gpt-4o", "openai:gpt-4o"),
+        ("o3-mini", "openai:o3-mini"),
+        ("claude-3-5-sonnet", "anthropic:claude-3-5-sonnet"),
+        ("model.gguf", "local:model.gguf"),
+    ] {
+        let error = resolve(name).err().unwrap().to_string();
+        assert!(
+            error.contains(&format!("did you mean `{meant}`?")),
+            "{error}"
+        );
+    }
+    let error = resolve("mistery").err().unwrap().to_string();
+    assert!(!error.contains("did you mean"), "{error}");
 }
 
 #[test]

@@ -42,7 +42,15 @@ pub enum EmbedError {
     Model(String),
     /// The embedding cache could not be read or written.
     #[error("the embedding cache failed: {0}")]
-    Cache(#[from] skein_store::StoreError),
+    Cache(skein_store::StoreError),
+}
+
+// Not `#[from]`: the message shows the store's error, so it is not also
+// the source (a chain printer would say it twice).
+impl From<skein_store::StoreError> for EmbedError {
+    fn from(error: skein_store::StoreError) -> EmbedError {
+        EmbedError::Cache(error)
+    }
 }
 
 /// Something that embeds texts.

@@ -318,7 +318,7 @@ async fn checkout(pool: &Pool, location: &str) -> Result<Client> {
 
 /// An error with its chain of causes ("error connecting to server:
 /// Connection refused"), since the client's own message stops at the first.
-pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
+pub fn describe(error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         return db.message().to_string();
     }
