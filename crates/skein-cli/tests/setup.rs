@@ -133,7 +133,9 @@ fn libclang_outside_the_usual_directories_counts_only_where_clang_sys_looks() {
         "a directory on LD_LIBRARY_PATH"
     );
     assert_eq!(
-        machine.check("demo", &[("LIBCLANG_PATH", "/opt/elsewhere")]).0,
+        machine
+            .check("demo", &[("LIBCLANG_PATH", "/opt/elsewhere")])
+            .0,
         "libclang-dev",
         "LIBCLANG_PATH is the only place searched when set, as in clang-sys"
     );
