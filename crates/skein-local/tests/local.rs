@@ -438,17 +438,19 @@ fn an_output_schema_gives_a_valid_object_on_the_first_call() {
 
 #[test]
 fn a_schema_llama_cpp_cannot_convert_is_decoded_unconstrained() {
+    // A model of its own: its counters see this test's requests only.
+    let model = LocalModel::load(config(true)).unwrap();
     let thread = Thread::from_messages([system(), Message::user("Name a colour.")]);
     for schema in [
         json!({"$ref": "#/$defs/missing"}),
         json!({"type": "string", "pattern": "^(unbalanced$"}),
     ] {
-        let before = model().stats();
+        let before = model.stats();
         let mut request = with_schema(&thread, &schema);
         request.options.max_tokens = Some(16);
-        let reply = block_on(model().complete(request)).expect("generation");
+        let reply = block_on(model.complete(request)).expect("generation");
         assert!(!reply.message.joined_text().is_empty());
-        let after = model().stats();
+        let after = model.stats();
         assert_eq!(after.unconstrained, before.unconstrained + 1, "{schema}");
         assert_eq!(after.constrained, before.constrained, "{schema}");
     }
