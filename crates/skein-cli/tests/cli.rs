@@ -385,6 +385,46 @@ fn the_default_model_is_the_embedded_smollm2() {
 }
 
 #[test]
+fn the_default_model_meets_a_schema_on_the_first_attempt() {
+    // The local model decodes under a grammar derived from the schema, so
+    // the engine validates the first candidate and repairs nothing.
+    let skein = Skein::new();
+    let schema = r#"{"type": "object", "required": ["trip"], "properties": {"trip": {
+        "type": "object", "required": ["city", "days", "items"], "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1},
+            "items": {"type": "array", "minItems": 1, "maxItems": 5, "items": {
+                "type": "object", "required": ["name", "count"], "properties": {
+                    "name": {"type": "string"}, "count": {"type": "integer", "minimum": 1}}}}}}}}"#;
+    let mut command = skein.command(&[
+        "--json",
+        "prompt",
+        "--schema",
+        schema,
+        "Plan what to pack for a three-day trip to Rome.",
+    ]);
+    command.env_remove("SKEIN_MODEL").env("SKEIN_THREADS", "1");
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(record["finish_reason"], "stop");
+    let reply: Value = serde_json::from_str(record["text"].as_str().unwrap()).unwrap();
+    assert!(
+        reply["trip"]["items"]
+            .as_array()
+            .is_some_and(|items| !items.is_empty()),
+        "{reply}"
+    );
+    let log = skein.json(&["log", "-n", "1"]);
+    let events = log[0]["run"]["events"].as_array().unwrap();
+    let attempts = events
+        .iter()
+        .filter(|e| e["event"] == "attempt_started")
+        .count();
+    assert_eq!(attempts, 1, "{events:?}");
+    assert!(events.iter().all(|e| e["event"] != "repair"), "{events:?}");
+}
+
+#[test]
 fn models_list_shows_the_embedded_model_and_every_backend() {
     let listing = Skein::new().json(&["models", "list"]);
     assert_eq!(listing["local"][0]["name"], "smollm2");
@@ -953,6 +993,28 @@ fn schema_options_and_no_log_shape_a_turn() {
     assert_eq!(
         stderr(&not_object),
         "error: --schema `[1, 2]` is not a JSON Schema: a schema is a JSON object, `{...}`\n"
+    );
+}
+
+#[test]
+fn a_reply_cut_at_the_token_limit_says_so() {
+    let skein = Skein::new();
+    let whole = skein.run(&["--json", "prompt", "hello"]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let record: Value = serde_json::from_slice(&whole.stdout).unwrap();
+    assert_eq!(record["finish_reason"], "stop");
+    assert!(!stderr(&whole).contains("cut"), "{}", stderr(&whole));
+
+    let limit = ["-o", "max_tokens", "2"];
+    let cut = skein.json(&["prompt", limit[0], limit[1], limit[2], "a longer question"]);
+    assert_eq!(cut["finish_reason"], "length");
+    assert_eq!(cut["text"].as_str().unwrap().split_whitespace().count(), 2);
+    let printed = skein.run(&["prompt", limit[0], limit[1], limit[2], "a longer question"]);
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    assert!(
+        stderr(&printed).contains("reply cut at the 2-token limit; raise it with -o max_tokens N"),
+        "{}",
+        stderr(&printed)
     );
 }
 

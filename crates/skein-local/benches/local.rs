@@ -9,7 +9,9 @@
 //! `--only throughput|fork` (repeatable) runs one group; `--chunk N`
 //! overrides `LocalConfig::chunk_tokens` (default 64) for both models, to
 //! see what the chunk size costs (it also changes greedy output, and is the
-//! granularity of prefix reuse).
+//! granularity of prefix reuse). `--repetition off` decodes without the
+//! repetition control of `Repetition::default()` (plain greedy), to see what
+//! it costs per token.
 //!
 //! The model file comes from `skein_local::model_path(&SMOLLM2)`
 //! (`SKEIN_MODEL_PATH` overrides). When it is missing, the binary prints a
@@ -38,7 +40,7 @@ mod report;
 use serde_json::{Value, json};
 use skein_core::provider::GenerationOptions;
 use skein_core::{FinishReason, Message, ModelRequest, Provider, StreamEvent, Thread, Usage};
-use skein_local::{LocalConfig, LocalModel, LocalStats, SMOLLM2, model_path};
+use skein_local::{LocalConfig, LocalModel, LocalStats, Repetition, SMOLLM2, model_path};
 use std::time::{Duration, Instant};
 
 /// Raw llama.cpp on this machine, 1 thread (llama-bench pp512 / tg128).
@@ -55,6 +57,8 @@ struct Plan {
     only: Vec<String>,
     /// `--chunk N`: evaluation chunk size instead of the default.
     chunk: Option<u32>,
+    /// `--repetition off`: no repetition control.
+    repetition_off: bool,
     /// Timed cold evaluations of the ~500-token prompt.
     prompt_reps: usize,
     /// Untimed evaluations of it first.
@@ -82,11 +86,15 @@ impl Plan {
             .windows(2)
             .find(|pair| pair[0] == "--chunk")
             .and_then(|pair| pair[1].parse().ok());
+        let repetition_off = args
+            .windows(2)
+            .any(|pair| pair[0] == "--repetition" && pair[1] == "off");
         if quick {
             Plan {
                 quick,
                 only,
                 chunk,
+                repetition_off,
                 prompt_reps: 1,
                 prompt_warmup: 0,
                 generation_reps: 1,
@@ -100,6 +108,7 @@ impl Plan {
                 quick,
                 only,
                 chunk,
+                repetition_off,
                 prompt_reps: 5,
                 prompt_warmup: 1,
                 generation_reps: 3,
@@ -169,6 +178,9 @@ fn config(path: &std::path::Path, prefix_reuse: bool, plan: &Plan) -> LocalConfi
     config.threads = THREADS;
     config.context_tokens = CONTEXT_TOKENS;
     config.prefix_reuse = prefix_reuse;
+    if plan.repetition_off {
+        config.repetition = Repetition::off();
+    }
     config
 }
 
@@ -644,6 +656,7 @@ fn main() {
         "quick": plan.quick,
         "model": path.display().to_string(),
         "machine": report::machine(json!({ "llama_threads": THREADS })),
+        "repetition": if plan.repetition_off { "off" } else { "Repetition::default()" },
         "loadavg_before": load_before,
         "loadavg_after": report::loadavg(),
         "machine_steal_seconds": steal_before

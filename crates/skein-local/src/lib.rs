@@ -9,6 +9,9 @@ offline with no service to run.
 - Prefix reuse: the worker keeps the KV cache of the previous prompt and
   evaluates only what differs, in chunks aligned to absolute positions, so a
   reply is bit-for-bit the one a cold evaluation gives ([`worker`] explains).
+- [`sampler`] chooses each token: repetition control (llama.cpp's
+  penalties and DRY samplers, [`Repetition`]) before greedy or seeded
+  sampling, under a grammar derived from the request's output schema.
 - [`template`] renders the chat template stored in the GGUF metadata.
 - [`utf8`] decodes token pieces that may split a character.
 - [`catalog`] knows where the models come from and how to fetch, check
@@ -23,6 +26,7 @@ pub mod catalog;
 mod config;
 mod gguf;
 mod model;
+mod sampler;
 pub mod sentence;
 pub mod template;
 pub mod utf8;
@@ -32,6 +36,6 @@ pub use catalog::{
     Companion, KnownModel, MINILM, PullError, PullProgress, SMOLLM2, default_models_dir, known,
     model_path, pull, verify_file,
 };
-pub use config::LocalConfig;
+pub use config::{LocalConfig, Repetition};
 pub use model::{LocalError, LocalModel, LocalStats};
 pub use sentence::{SentenceEmbedder, SentenceError};

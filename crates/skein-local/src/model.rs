@@ -39,6 +39,11 @@ pub struct LocalStats {
     /// Prompt tokens actually evaluated (`prompt_tokens - reused_tokens`).
     pub evaluated_tokens: u64,
     pub generated_tokens: u64,
+    /// Requests with an output schema decoded under its grammar.
+    pub constrained: u64,
+    /// Requests with an output schema llama.cpp could not turn into a
+    /// grammar, decoded unconstrained (the engine's validation still holds).
+    pub unconstrained: u64,
 }
 
 #[derive(Default)]
@@ -48,6 +53,8 @@ pub(crate) struct StatsCounters {
     pub reused_tokens: AtomicU64,
     pub evaluated_tokens: AtomicU64,
     pub generated_tokens: AtomicU64,
+    pub constrained: AtomicU64,
+    pub unconstrained: AtomicU64,
 }
 
 /// A GGUF chat model running in this process.
@@ -106,6 +113,8 @@ impl LocalModel {
             reused_tokens: read(&self.stats.reused_tokens),
             evaluated_tokens: read(&self.stats.evaluated_tokens),
             generated_tokens: read(&self.stats.generated_tokens),
+            constrained: read(&self.stats.constrained),
+            unconstrained: read(&self.stats.unconstrained),
         }
     }
 }
@@ -123,6 +132,7 @@ impl Provider for LocalModel {
         let job = Job {
             thread: request.thread,
             options: request.options,
+            output_schema: request.output_schema,
             events: events.clone(),
         };
         let sent = self

@@ -3,23 +3,32 @@ The dedicated llama.cpp thread. It owns the model, its context and KV cache,
 and serves one request at a time from a channel, streaming events back.
 
 **Prefix reuse without changing output.** The KV cache keeps the tokens of
-the previous request (prompt and decoded reply). A new prompt reuses the
-longest common prefix, rounded down to a multiple of the chunk size, and
-evaluates the rest. Every prompt — reused or cold — is evaluated in chunks
-aligned to absolute positions (`[0, c)`, `[c, 2c)`, …, with `n_batch` and
-`n_ubatch` equal to the chunk size), so each chunk is computed from the same
-inputs over the same cache contents in either case, and the logits are the
-same bits. A cold evaluation in one big batch would not be: llama.cpp's
-results can differ with how a prompt is split into batches. Replies are
-decoded one token at a time in both cases.
+the previous request (prompt and decoded reply). Every prompt — reused or
+cold — is evaluated in chunks aligned to absolute positions (`[0, c)`,
+`[c, 2c)`, …, with `n_batch` and `n_ubatch` equal to the chunk size), so a
+full chunk is computed from the same inputs over the same cache contents in
+either case, and its keys and values are the same bits. Anything else is
+not: llama.cpp's results differ with how tokens are split into batches, so
+the last, partial chunk of a prompt and the reply's tokens (decoded one at a
+time) hold values a cold evaluation of a longer prompt, which covers them
+with a full chunk, would not reproduce. A new prompt therefore reuses the
+longest common prefix rounded down to a chunk boundary *and* limited to the
+full chunks of earlier prompts, and evaluates the rest. (A follow-up turn
+extends the previous prompt with the reply, so without that limit its
+answer would change with whether the cache still held the previous turn.)
+
+Each reply is decoded with one sampler chain ([`crate::sampler`]):
+repetition control, then greedy or seeded sampling, under a grammar when
+the request carries an output schema.
 
 Cancellation: when the receiver of the events is dropped, the next send
 fails and generation stops; the cache stays consistent with what was
 decoded.
 */
 
-use crate::config::LocalConfig;
+use crate::config::{LocalConfig, Repetition};
 use crate::model::{LocalError, StatsCounters};
+use crate::sampler::{Constraint, Picker};
 use crate::template::{CHATML, ChatTemplate};
 use crate::utf8::Utf8Decoder;
 use llama_cpp_2::context::LlamaContext;
@@ -28,7 +37,6 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use skein_core::provider::GenerationOptions;
 use skein_core::{FinishReason, ProviderError, StreamEvent, Thread, Usage};
@@ -44,6 +52,8 @@ pub(crate) type EventSender = UnboundedSender<Result<StreamEvent, ProviderError>
 pub(crate) struct Job {
     pub thread: Thread,
     pub options: GenerationOptions,
+    /// A JSON Schema the reply must satisfy, when the request has one.
+    pub output_schema: Option<serde_json::Value>,
     pub events: EventSender,
 }
 
@@ -108,10 +118,14 @@ struct Session<'m> {
     template: ChatTemplate,
     /// Tokens whose keys and values are in the cache, by position.
     cached: Vec<LlamaToken>,
+    /// How many leading `cached` tokens were evaluated in full, aligned
+    /// chunks: the only ones a new prompt may reuse.
+    reusable: usize,
     chunk: usize,
     context_tokens: usize,
     prefix_reuse: bool,
     default_max_tokens: u32,
+    repetition: Repetition,
     stats: Arc<StatsCounters>,
 }
 
@@ -155,10 +169,12 @@ impl<'m> Session<'m> {
             ctx,
             template,
             cached: Vec::new(),
+            reusable: 0,
             chunk: chunk as usize,
             context_tokens: config.context_tokens as usize,
             prefix_reuse: config.prefix_reuse,
             default_max_tokens: config.default_max_tokens,
+            repetition: config.repetition.clone(),
             stats,
         })
     }
@@ -201,6 +217,7 @@ impl<'m> Session<'m> {
             .clear_kv_cache_seq(Some(0), Some(reused as u32), None)
             .map_err(backend_error)?;
         self.cached.truncate(reused);
+        self.reusable = reused;
         let mut logits_index = self.evaluate(&tokens, reused)?;
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         self.stats
@@ -214,7 +231,21 @@ impl<'m> Session<'m> {
             .fetch_add((tokens.len() - reused) as u64, Ordering::Relaxed);
 
         let max_tokens = job.options.max_tokens.unwrap_or(self.default_max_tokens) as usize;
-        let mut sampler = sampler(&job.options);
+        let (mut picker, constraint) = Picker::new(
+            self.model,
+            &job.options,
+            &self.repetition,
+            job.output_schema.as_ref(),
+        );
+        match constraint {
+            Constraint::None => {}
+            Constraint::Grammar => {
+                self.stats.constrained.fetch_add(1, Ordering::Relaxed);
+            }
+            Constraint::Unsupported => {
+                self.stats.unconstrained.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let mut decoder = Utf8Decoder::new();
         let mut batch = LlamaBatch::new(1, 1);
         let mut generated = 0usize;
@@ -222,7 +253,7 @@ impl<'m> Session<'m> {
             if generated >= max_tokens {
                 break FinishReason::Length;
             }
-            let token = sampler.sample(&self.ctx, logits_index);
+            let token = picker.next(&self.ctx, logits_index)?;
             if self.model.vocab().is_eog(token) {
                 break FinishReason::Stop;
             }
@@ -260,9 +291,9 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// How many leading tokens of `tokens` the cache already holds, rounded
-    /// down to a chunk boundary, and always leaving at least one token to
-    /// evaluate (its logits start the reply).
+    /// How many leading tokens of `tokens` the cache already holds in full
+    /// chunks, always leaving at least one token to evaluate (its logits
+    /// start the reply).
     fn reusable_prefix(&self, tokens: &[LlamaToken]) -> usize {
         if !self.prefix_reuse {
             return 0;
@@ -273,7 +304,8 @@ impl<'m> Session<'m> {
             .zip(tokens)
             .take_while(|(cached, wanted)| cached == wanted)
             .count()
-            .min(tokens.len() - 1);
+            .min(tokens.len() - 1)
+            .min(self.reusable);
         common - common % self.chunk
     }
 
@@ -293,34 +325,13 @@ impl<'m> Session<'m> {
             }
             self.ctx.decode(&mut batch).map_err(backend_error)?;
             self.cached.extend_from_slice(&tokens[start..end]);
+            if end - start == self.chunk {
+                self.reusable = end;
+            }
             last_index = batch.n_tokens() - 1;
             start = end;
         }
         Ok(last_index)
-    }
-}
-
-/// Greedy unless a temperature above zero asks for sampling.
-fn sampler(options: &GenerationOptions) -> LlamaSampler {
-    match options.temperature {
-        Some(temperature) if temperature > 0.0 => {
-            let seed = options.seed.map_or_else(
-                || {
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.subsec_nanos())
-                },
-                |seed| seed as u32,
-            );
-            let mut chain = Vec::new();
-            if let Some(top_p) = options.top_p {
-                chain.push(LlamaSampler::top_p(top_p as f32, 1));
-            }
-            chain.push(LlamaSampler::temp(temperature as f32));
-            chain.push(LlamaSampler::dist(seed));
-            LlamaSampler::chain_simple(chain)
-        }
-        _ => LlamaSampler::greedy(),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs, TurnArgs};
 use crate::input;
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
+use skein::core::FinishReason;
 use skein::core::provider::GenerationOptions;
 use skein::{Conversation, Model, Prompt, Tool};
 use std::process::ExitCode;
@@ -378,6 +379,10 @@ pub async fn run_turn(
             _ => "the tool loop was stopped".to_string(),
         });
     }
+    let finish = &response.output().finish_reason;
+    if *finish == FinishReason::Length {
+        ui::note(cut_note(response.output()));
+    }
     for warning in response.warnings() {
         ui::note(format!(
             "warning: tool `{}` is offered with a different input schema than earlier in this conversation",
@@ -390,6 +395,7 @@ pub async fn run_turn(
             "node": response.head(),
             "run": response.run_id(),
             "text": response.text(),
+            "finish_reason": finish_reason_name(finish),
             "chain_status": status,
             "recorded": conversation.store().is_some(),
         }))?;
@@ -412,4 +418,35 @@ pub async fn run_turn(
         bail!("{}", ui::describe_failure(*kind, message));
     }
     Ok(conversation.clone())
+}
+
+/// Why the reply ended, as `--json` names it: `stop`, `length`,
+/// `tool_calls`, `content_filter` or the provider's own word.
+fn finish_reason_name(reason: &FinishReason) -> String {
+    match reason {
+        FinishReason::Stop => "stop".into(),
+        FinishReason::Length => "length".into(),
+        FinishReason::ToolCalls => "tool_calls".into(),
+        FinishReason::ContentFilter => "content_filter".into(),
+        FinishReason::Other(other) => other.clone(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// The note for a reply the token limit cut: the limit the turn set, or
+/// else the reply's length (a single model call stops exactly at the
+/// provider's default limit).
+fn cut_note(output: &skein::engine::RunOutput) -> String {
+    let limit = output
+        .prepared
+        .options
+        .max_tokens
+        .map(u64::from)
+        .or(output.usage.output_tokens.filter(|_| output.attempts == 1));
+    match limit {
+        Some(limit) => {
+            format!("reply cut at the {limit}-token limit; raise it with -o max_tokens N")
+        }
+        None => "reply cut at the token limit; raise it with -o max_tokens N".into(),
+    }
 }
