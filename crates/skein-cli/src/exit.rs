@@ -82,6 +82,19 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
                 _ => FAILURE,
             };
         }
+        if let Some(error) = cause.downcast_ref::<skein::recorded::RecordedError>() {
+            use skein::recorded::RecordedError;
+            return match error {
+                RecordedError::Engine(engine) => engine_code(engine),
+                RecordedError::Store(store) => store_code(store),
+                RecordedError::NotATurn(_) | RecordedError::TurnOutOfRange { .. } => NOT_FOUND,
+                RecordedError::Embed(_) => MODEL_FAILED,
+                _ => FAILURE,
+            };
+        }
+        if let Some(engine) = cause.downcast_ref::<EngineError>() {
+            return engine_code(engine);
+        }
         if let Some(store) = cause.downcast_ref::<StoreError>() {
             return store_code(store);
         }
@@ -117,6 +130,7 @@ fn store_code(store: &StoreError) -> u8 {
                 | StoreError::RunNotFound(_)
                 | StoreError::UnknownPrefix { .. }
                 | StoreError::AmbiguousPrefix { .. }
+                | StoreError::AmbiguousName { .. }
                 | StoreError::NotAnId(_)
                 | StoreError::NoDatabase { .. } => NOT_FOUND,
                 StoreError::HeadMoved(_) => HEAD_MOVED,

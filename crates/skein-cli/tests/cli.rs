@@ -1922,7 +1922,10 @@ fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
         shown["node"]["message"]["parts"][0]["text"],
         "Hello from the mock."
     );
-    let fork = skein.json(&["fork", &node]);
+    // (The fork keeps the conversation's model, so it runs where the key is.)
+    let fork = command(&["--json", "fork", &node]).output().unwrap();
+    assert!(fork.status.success(), "{}", stderr(&fork));
+    let fork: Value = serde_json::from_slice(&fork.stdout).unwrap();
     assert_eq!(fork["head"].as_str().unwrap()[..12], node);
 }
 
@@ -2134,5 +2137,303 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
     assert!(
         json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J done"),
         "{json:?}"
+    );
+}
+
+/// The last run the database recorded.
+fn last_run(skein: &Skein) -> skein::store::RunRecord {
+    skein::Store::open(skein.db())
+        .unwrap()
+        .recent_runs(1)
+        .unwrap()
+        .remove(0)
+}
+
+/// A stored conversation, by id or name.
+fn stored(skein: &Skein, id: &str) -> skein::store::Conversation {
+    let store = skein::Store::open(skein.db()).unwrap();
+    let id = store.resolve_conversation(id).unwrap();
+    store.conversation(&id).unwrap()
+}
+
+/// `-m` sends a continued turn to the model it names, in both directions,
+/// with `-c`, `--cid`, `reply` and `chat`; without `-m` the conversation's
+/// own model answers, and its stored settings never change.
+#[test]
+fn the_model_named_with_m_answers_a_continued_turn() {
+    let skein = Skein::new();
+    let answers = scripted("answers.toml");
+    let first = skein.json(&["prompt", "-m", &answers, "--name", "s", "start"]);
+    assert_eq!(first["text"], "SCRIPTED, NO SYSTEM");
+    // The named model answers, not the stored one.
+    let echoed = skein.json(&["prompt", "-m", "echo", "-c", "PRIVATE"]);
+    assert!(echoed["text"].as_str().unwrap().contains("PRIVATE"));
+    assert_eq!(last_run(&skein).profile.as_deref(), Some("echo"));
+    let echoed = skein.json(&["prompt", "-m", "echo", "--cid", "s", "again"]);
+    assert!(echoed["text"].as_str().unwrap().contains("again"));
+    let node = echoed["node"].as_str().unwrap().to_string();
+    let replied = skein.json(&["reply", &node, "-m", "echo", "and more"]);
+    assert!(replied["text"].as_str().unwrap().contains("and more"));
+    // Without -m, the conversation's own model.
+    let own = skein.json(&["prompt", "--cid", "s", "yours"]);
+    assert_eq!(own["text"], "SCRIPTED, NO SYSTEM");
+    assert_eq!(
+        stored(&skein, "s").settings.model.as_deref(),
+        Some(&*answers)
+    );
+
+    // The other way round: an echo conversation, a scripted turn.
+    skein.json(&["prompt", "-m", "echo", "--name", "e", "hello"]);
+    let scripted = skein.json(&["prompt", "-m", &answers, "--cid", "e", "hi"]);
+    assert_eq!(scripted["text"], "SCRIPTED, NO SYSTEM");
+    assert_eq!(last_run(&skein).profile.as_deref(), Some(&*answers));
+    let chat = skein
+        .command(&["chat", "-m", &answers, "--cid", "e"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"from chat\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(chat.status.success(), "{}", stderr(&chat));
+    assert!(String::from_utf8_lossy(&chat.stdout).contains("SCRIPTED, NO SYSTEM"));
+    assert_eq!(stored(&skein, "e").settings.model.as_deref(), Some("echo"));
+}
+
+/// `reply NODE` and `fork NODE` at a node no conversation heads keep the
+/// settings of the conversation the node belongs to (model, tools, chain
+/// limit) and name it as their origin.
+#[test]
+fn branches_at_a_node_that_heads_nothing_keep_their_conversations_settings() {
+    let skein = Skein::new();
+    let answers = scripted("answers.toml");
+    let first = skein.json(&[
+        "prompt",
+        "-m",
+        &answers,
+        "-T",
+        "skein_time",
+        "--chain-limit",
+        "3",
+        "--name",
+        "source",
+        "one",
+    ]);
+    skein.json(&["prompt", "--cid", "source", "two"]);
+    let node = first["node"].as_str().unwrap();
+    let source = stored(&skein, "source");
+    for branch in [
+        skein.json(&["reply", node, "three"]),
+        skein.json(&["fork", node, "--name", "f", "four"]),
+    ] {
+        assert_eq!(branch["text"], "SCRIPTED, NO SYSTEM");
+        let conversation = stored(&skein, branch["conversation"].as_str().unwrap());
+        assert_eq!(conversation.settings.model.as_deref(), Some(&*answers));
+        assert_eq!(conversation.settings.tools, ["skein_time"]);
+        assert_eq!(conversation.settings.chain_limit, Some(3));
+        let origin = conversation.origin.unwrap();
+        assert_eq!(origin.conversation.as_ref(), Some(&source.id));
+        assert_eq!(origin.node.unwrap().to_string(), node);
+    }
+}
+
+/// A conversation's name works wherever its id does; an unnamed one is
+/// titled by its first prompt in listings; a name two conversations share
+/// is ambiguous.
+#[test]
+fn conversations_are_named_wherever_an_id_is_accepted_and_titled_otherwise() {
+    let skein = Skein::new();
+    skein.json(&[
+        "prompt",
+        "--name",
+        "capitals",
+        "What is the capital of France?",
+    ]);
+    skein.json(&["prompt", "--cid", "capitals", "And of Italy?"]);
+    let log = skein.ok(&["log", "--cid", "capitals"]);
+    assert!(log.contains("And of Italy?"), "{log}");
+    let tree = skein.ok(&["tree", "capitals"]);
+    assert!(tree.contains("capitals"), "{tree}");
+    skein.json(&["prompt", "Which rivers cross Paris?\nSecond line."]);
+    let listed = skein.ok(&["conversations"]);
+    assert!(listed.contains("capitals"), "{listed}");
+    assert!(listed.contains("Which rivers cross Paris?"), "{listed}");
+    assert!(!listed.contains("Second line"), "{listed}");
+    let tree = skein.ok(&["tree"]);
+    assert!(tree.contains("Which rivers cross Paris?"), "{tree}");
+    let json = skein.json(&["conversations"]);
+    assert_eq!(json[0]["meta"]["title"], "Which rivers cross Paris?");
+
+    skein.json(&["prompt", "--name", "capitals", "A second one"]);
+    let output = skein.run(&["log", "--cid", "capitals"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("several conversations are named `capitals`"),
+        "{}",
+        stderr(&output)
+    );
+    let output = skein.run(&["prompt", "--cid", "nobody", "hi"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("named `nobody`"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// A model failure exits 5 however the turn was run, and leaves its failed
+/// run; a first turn that failed leaves no conversation.
+#[test]
+fn model_failures_exit_5_and_keep_their_run_on_every_command() {
+    let skein = Skein::new();
+    let answers = scripted("answers.toml");
+    let output = skein.run(&["prompt", "-m", &answers, "please fail"]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert_eq!(skein.count("conversations"), 0);
+    assert_eq!(last_run(&skein).status, skein::store::RunStatus::Failed);
+
+    let output = skein.run(&[
+        "prompt",
+        "-m",
+        &answers,
+        "--source",
+        "w=rain",
+        "please fail",
+    ]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert_eq!(skein.count("conversations"), 0);
+    assert_eq!(skein.count("runs"), 2);
+
+    // A rerun whose model call fails.
+    let turn = skein.json(&[
+        "prompt",
+        "-m",
+        &answers,
+        "--source",
+        "weather=rain",
+        "this needs the weather",
+    ]);
+    let node = turn["node"].as_str().unwrap();
+    let output = skein.run(&[
+        "rerun",
+        node,
+        "--ignore",
+        "weather",
+        "--samples",
+        "2",
+        "--embedder",
+        "lexical",
+    ]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no weather, no answer"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// `fork --from-rerun` keeps the turn's system message, less only the
+/// removed sources, for the fork's later turns too.
+#[test]
+fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources() {
+    let skein = Skein::new();
+    let answers = scripted("answers.toml");
+    let turn = skein.json(&[
+        "prompt",
+        "-m",
+        &answers,
+        "-s",
+        "You are terse.",
+        "--source",
+        "weather=heavy rain",
+        "--source",
+        "budget=200 euros",
+        "Where to?",
+    ]);
+    assert_eq!(turn["text"], "SCRIPTED, HAS SYSTEM");
+    let rerun = skein.json(&[
+        "rerun",
+        turn["node"].as_str().unwrap(),
+        "--ignore",
+        "weather",
+        "--samples",
+        "2",
+        "--embedder",
+        "lexical",
+    ]);
+    assert_eq!(rerun["answers"][0], "SCRIPTED, HAS SYSTEM");
+    let fork = skein.json(&[
+        "fork",
+        "--from-rerun",
+        rerun["rerun"].as_str().unwrap(),
+        "And next?",
+    ]);
+    assert_eq!(fork["text"], "SCRIPTED, HAS SYSTEM");
+    let next = skein.json(&[
+        "prompt",
+        "--cid",
+        fork["conversation"].as_str().unwrap(),
+        "Then?",
+    ]);
+    assert_eq!(next["text"], "SCRIPTED, HAS SYSTEM");
+    // The fork's system message: the system text and the kept source only.
+    let store = skein::Store::open(skein.db()).unwrap();
+    let thread = store
+        .load_thread(next["node"].as_str().unwrap().parse().unwrap())
+        .unwrap();
+    let system = thread.messages()[0].joined_text();
+    assert!(
+        system.contains("You are terse.") && system.contains("200 euros"),
+        "{system}"
+    );
+    assert!(!system.contains("heavy rain"), "{system}");
+}
+
+/// An imported conversation never makes skein open a file of this machine
+/// as a model: its stored `local:`/`scripted:` name is refused until the
+/// user names it; and an error about a file that is not a rule file never
+/// shows the file's text.
+#[test]
+fn imported_data_never_chooses_a_local_model_file() {
+    let skein = Skein::new();
+    skein.json(&["prompt", "--name", "trap", "hello"]);
+    let export = skein.ok(&["export"]);
+    let secret = skein.dir.path().join("secret.txt");
+    std::fs::write(&secret, "SECRET-LINE-123 is here\n").unwrap();
+    let model = format!("scripted:{}", secret.display());
+    let crafted = export.replace(
+        r#""model":"echo""#,
+        &format!(r#""model":{}"#, serde_json::to_string(&model).unwrap()),
+    );
+    assert_ne!(crafted, export);
+    let other = Skein::new();
+    let file = other.dir.path().join("crafted.jsonl");
+    std::fs::write(&file, crafted).unwrap();
+    other.ok(&["import", file.to_str().unwrap()]);
+    let output = other.run(&["prompt", "--cid", "trap", "hi"]);
+    assert_ne!(output.status.code(), Some(0));
+    let message = stderr(&output);
+    assert!(message.contains("was imported with model"), "{message}");
+    assert!(!message.contains("SECRET-LINE"), "{message}");
+    // Named on the command line, the file is opened, and its text still
+    // stays out of the error.
+    let output = other.run(&["prompt", "-m", &model, "--cid", "trap", "hi"]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert!(stderr(&output).contains("line 1"), "{}", stderr(&output));
+    assert!(
+        !stderr(&output).contains("SECRET-LINE"),
+        "{}",
+        stderr(&output)
+    );
+    // A conversation recorded here keeps the file its user named.
+    let answers = scripted("answers.toml");
+    other.json(&["prompt", "-m", &answers, "--name", "mine", "start"]);
+    assert_eq!(
+        other.json(&["prompt", "--cid", "mine", "go on"])["text"],
+        "SCRIPTED, NO SYSTEM"
     );
 }

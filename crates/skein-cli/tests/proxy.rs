@@ -164,3 +164,122 @@ fn off_loopback_the_proxy_needs_its_token() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--token"));
 }
+
+/// Ten clients continue the same head at once (issue 16: 3 of 10 got HTTP
+/// 500 and left junk conversations). Every client gets its reply; with
+/// different continuations the first moves the conversation and each other
+/// becomes a branch there, naming it as its origin; with the same one they
+/// all land on the same node. On SQLite and, when `SKEIN_TEST_POSTGRES`
+/// names a server, on PostgreSQL.
+#[test]
+fn clients_continuing_the_same_head_at_once_each_get_their_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    race(&dir.path().join("skein.db").display().to_string());
+    #[cfg(feature = "postgres")]
+    if let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    {
+        let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
+        race(schema.url());
+    }
+}
+
+fn race(db: &str) {
+    let server = Server::start(Path::new(db), &["--proxy", "-m", "echo"]);
+    let message = |role: &str, text: &str| serde_json::json!({"role": role, "content": text});
+    let body = |messages: Vec<serde_json::Value>| {
+        serde_json::json!({"model": "echo", "messages": messages}).to_string()
+    };
+    let store = skein::Store::open(db).unwrap();
+    for same in [false, true] {
+        let start = if same { "start again" } else { "start" };
+        let (status, first) = post(
+            &server.address,
+            "/v1/chat/completions",
+            &body(vec![message("user", start)]),
+            None,
+        );
+        assert_eq!(status, 200, "{first}");
+        let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let reply = first["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let original = store.list_conversations(1).unwrap().remove(0);
+        let barrier = std::sync::Barrier::new(10);
+        let answers: Vec<(u16, String, String)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..10)
+                .map(|i| {
+                    let text = if same {
+                        "the same next".to_string()
+                    } else {
+                        format!("next {i}")
+                    };
+                    let request = body(vec![
+                        message("user", start),
+                        message("assistant", &reply),
+                        message("user", &text),
+                    ]);
+                    let (barrier, address) = (&barrier, &server.address);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        let (status, answer) =
+                            post(address, "/v1/chat/completions", &request, None);
+                        (status, answer, text)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (status, answer, text) in &answers {
+            assert_eq!(*status, 200, "{answer}");
+            assert!(answer.contains(text.as_str()), "{text}: {answer}");
+        }
+        let branches: Vec<_> = store
+            .list_conversations(100)
+            .unwrap()
+            .into_iter()
+            .filter(|c| {
+                c.origin.as_ref().and_then(|o| o.conversation.as_ref()) == Some(&original.id)
+            })
+            .collect();
+        let moved = store.conversation(&original.id).unwrap();
+        assert_eq!(
+            moved.len, 4,
+            "the conversation moved on by one of the turns"
+        );
+        if same {
+            // The same turn ten times is one node: each client's turn
+            // stands where the conversation is; one whose request reached
+            // the store after another's turn may branch there, always in
+            // the family.
+            for branch in &branches {
+                assert_eq!(branch.head, moved.head);
+            }
+        } else {
+            // The first moved the conversation; the nine others are
+            // branches at its former head, each with its own reply.
+            assert_eq!(branches.len(), 9, "{branches:#?}");
+            for branch in &branches {
+                assert_eq!(branch.origin.as_ref().unwrap().node, original.head);
+                assert_eq!(branch.len, 4);
+            }
+        }
+    }
+    // Every conversation is one of the two the first requests began, or a
+    // branch of one.
+    let all = store.list_conversations(100).unwrap();
+    let roots: Vec<_> = all.iter().filter(|c| c.origin.is_none()).collect();
+    assert_eq!(roots.len(), 2, "{all:#?}");
+    assert!(
+        all.iter()
+            .filter_map(|c| c.origin.as_ref())
+            .all(|origin| roots
+                .iter()
+                .any(|root| origin.conversation.as_ref() == Some(&root.id))),
+        "{all:#?}"
+    );
+    assert_eq!(store.recent_runs(100).unwrap().len(), 22);
+    assert!(store.verify().unwrap().is_ok());
+}

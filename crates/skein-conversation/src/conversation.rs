@@ -306,6 +306,18 @@ impl Conversation {
     /// that stored a model name other than `home`'s opens that model, with
     /// `home`'s tools.
     pub async fn load(store: &Store, id: &str, home: &Model) -> Result<Conversation> {
+        Conversation::load_as(store, id, home, false).await
+    }
+
+    /// [`Conversation::load`] with `model` as the conversation's model in
+    /// this handle, whatever the store names (which stays as it is): what
+    /// `skein prompt -m MODEL -c` does. The stored tools are looked up
+    /// among `model`'s.
+    pub async fn load_on(store: &Store, id: &str, model: &Model) -> Result<Conversation> {
+        Conversation::load_as(store, id, model, true).await
+    }
+
+    async fn load_as(store: &Store, id: &str, home: &Model, on_home: bool) -> Result<Conversation> {
         let id = id.to_string();
         let (conversation, thread, last_run) = store
             .run(move |store| {
@@ -322,7 +334,10 @@ impl Conversation {
             })
             .await?;
         let settings = &conversation.settings;
-        let model = crate::settings::model(settings, &conversation.id, home)?;
+        let model = match on_home {
+            true => home.clone(),
+            false => crate::settings::model(&conversation, home)?,
+        };
         let tools = crate::settings::tools(settings, &model, &conversation.id)?;
         let point = Point {
             thread,
@@ -349,23 +364,38 @@ impl Conversation {
         Ok(builder.build())
     }
 
-    /// Branch at any stored node (any unique id prefix). When the node is a
-    /// stored conversation's head, the branch takes that conversation's
-    /// settings and names it as its origin; otherwise it has `home`'s
-    /// model and no tools. Either way it has `store` attached.
+    /// Branch at any stored node (any unique id prefix). The branch takes
+    /// the settings (model, tools, chain limit) of the conversation the
+    /// node belongs to, and names it as its origin: the conversation whose
+    /// head it is, else the one whose turn produced it. A node of no
+    /// conversation (an imported or hand-made one) branches with `home`'s
+    /// model and no tools. Either way the branch has `store` attached.
     pub async fn fork_at(store: &Store, node: &str, home: &Model) -> Result<Fork> {
+        Conversation::fork_at_as(store, node, home, false).await
+    }
+
+    /// [`Conversation::fork_at`] with `model` as the branch's model (the
+    /// source's tools and chain limit are kept, looked up among `model`'s).
+    pub async fn fork_at_on(store: &Store, node: &str, model: &Model) -> Result<Fork> {
+        Conversation::fork_at_as(store, node, model, true).await
+    }
+
+    async fn fork_at_as(store: &Store, node: &str, home: &Model, on_home: bool) -> Result<Fork> {
         let prefix = node.to_string();
         let (thread, last_run, owner) = store
             .run(move |store| {
                 let node = store.resolve_node(&prefix)?;
                 let thread = store.load_thread(node)?;
-                let last_run = store.runs_producing(node)?.into_iter().last();
-                let owner = store.conversations_at(node)?.into_iter().next();
-                Ok((thread, last_run, owner))
+                let runs = store.runs_producing(node)?;
+                let owner = match store.conversations_at(node)?.into_iter().next() {
+                    Some(owner) => Some(owner.id),
+                    None => runs.iter().rev().find_map(|run| run.conversation.clone()),
+                };
+                Ok((thread, runs.into_iter().last(), owner))
             })
             .await?;
         let source = match owner {
-            Some(owner) => Conversation::load(store, owner.id.as_str(), home).await?,
+            Some(owner) => Conversation::load_as(store, owner.as_str(), home, on_home).await?,
             None => Conversation::builder(home.clone()).store(store).build(),
         };
         let at = Point {
@@ -383,6 +413,11 @@ impl Conversation {
     /// [`Conversation::fork_at`], blocking.
     pub fn fork_at_blocking(store: &Store, node: &str, home: &Model) -> Result<Fork> {
         crate::blocking::wait(Conversation::fork_at(store, node, home))
+    }
+
+    /// [`Conversation::load_on`], blocking.
+    pub fn load_on_blocking(store: &Store, id: &str, model: &Model) -> Result<Conversation> {
+        crate::blocking::wait(Conversation::load_on(store, id, model))
     }
 
     /// [`Conversation::load`], blocking.

@@ -55,12 +55,12 @@ pub enum Error {
         tool: String,
         registered: Vec<String>,
     },
-    /// A stored conversation names a model file the user did not name: a
-    /// database never chooses which local file is loaded.
+    /// An imported conversation names a model file: data from elsewhere
+    /// never chooses which local file is loaded.
     #[error(
-        "conversation {conversation} was recorded with model `{model}`, which names a file; \
-         skein opens a model file only when you name it: pass `-m {model}` (or choose another \
-         model with -m)"
+        "conversation {conversation} was imported with model `{model}`, which names a file on \
+         this machine; skein opens such a file only when you name it: pass `-m {model}` if you \
+         mean it, or choose another model with -m"
     )]
     StoredModelNamesAFile {
         conversation: ConversationId,

@@ -74,6 +74,20 @@ impl Model {
         })
     }
 
+    /// The model a stored conversation runs on, looked up from `home` (the
+    /// model the caller would otherwise use, whose engine knows the
+    /// profiles and tools): its profile, its model name, or `home` when it
+    /// names none. An imported conversation's name that opens a file of
+    /// this machine (`local:PATH`, `scripted:PATH`) is refused unless it is
+    /// `home`'s own name: data from elsewhere never chooses which local
+    /// file is loaded.
+    pub fn of_conversation(
+        conversation: &skein_store::Conversation,
+        home: &Model,
+    ) -> Result<Model> {
+        crate::settings::model(conversation, home)
+    }
+
     /// A configured profile of `engine`.
     pub fn from_profile(engine: &Engine, profile: &str) -> Result<Model> {
         engine.inspect_profile(profile)?;

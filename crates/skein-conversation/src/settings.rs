@@ -3,26 +3,26 @@ A stored conversation's settings restored against a *home* model (the model
 the caller would use, whose engine knows the registered tools and
 profiles): the model, the default tools by name, the chain limit.
 
-A stored model name that names a file (`local:PATH`, `scripted:PATH`) is
-opened only when it is the home model's own name, that is, when the user
-named that file on the command line or in configuration: a database, or an
-export imported from elsewhere, never chooses which local file is loaded.
+A model name that names a file (`local:PATH`, `scripted:PATH`) stored by an
+*imported* conversation (from an export or an `llm` database) is opened only
+when it is the home model's own name, that is, when the user named that
+file on the command line or in configuration: data from elsewhere never
+chooses which local file is loaded. A conversation recorded here keeps the
+file its user named when it was created.
 */
 
 use crate::error::{Error, Result};
 use crate::model::Model;
 use skein_core::{ConversationId, ConversationSettings};
 use skein_engine::Tool;
+use skein_store::Conversation as StoredConversation;
 use std::sync::Arc;
 
 /// The stored model: a profile of `home`'s engine, `home` itself when the
 /// names agree (or none was stored), or the stored model name opened with
 /// `home`'s tools.
-pub(crate) fn model(
-    settings: &ConversationSettings,
-    conversation: &ConversationId,
-    home: &Model,
-) -> Result<Model> {
+pub(crate) fn model(conversation: &StoredConversation, home: &Model) -> Result<Model> {
+    let settings = &conversation.settings;
     if let Some(profile) = &settings.profile {
         let model = Model::from_profile(home.engine(), profile)?;
         return Ok(match &settings.model {
@@ -32,9 +32,9 @@ pub(crate) fn model(
     }
     match &settings.model {
         Some(name) if name != home.name() => {
-            if names_a_file(name) {
+            if names_a_file(name) && conversation.imported {
                 return Err(Error::StoredModelNamesAFile {
-                    conversation: conversation.clone(),
+                    conversation: conversation.id.clone(),
                     model: name.clone(),
                 });
             }

@@ -55,7 +55,7 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
     };
     let recorded = conversation.settings.recorded.clone().unwrap_or_default();
     let removed: Ablation = recorded.removed.iter().cloned().collect();
-    let config = with_layout(config, &recorded);
+    let config = with_offered_tools(with_layout(config, &recorded), &runs);
     let mut loaded = Vec::new();
     for group in group_turns(runs) {
         let started = group[0].started_ms;
@@ -129,6 +129,36 @@ fn with_layout(config: Arc<Config>, stored: &RecordedSettings) -> Arc<Config> {
             )
         })
         .collect();
+    Arc::new(config)
+}
+
+/// `config` with the tools the recorded runs offered, taken by name from
+/// the engine's registered tools where the builder did not give them, so
+/// a rerun's tool loop can call them again.
+fn with_offered_tools(config: Arc<Config>, runs: &[RunRecord]) -> Arc<Config> {
+    let missing: Vec<_> =
+        runs.iter()
+            .flat_map(|run| run.tools.iter())
+            .filter(|spec| {
+                !config
+                    .tools
+                    .iter()
+                    .any(|tool| tool.spec().name == spec.name)
+            })
+            .filter_map(|spec| config.engine.tool(&spec.name))
+            .fold(Vec::new(), |mut tools, tool| {
+                if !tools.iter().any(|known: &Arc<dyn skein_engine::Tool>| {
+                    known.spec().name == tool.spec().name
+                }) {
+                    tools.push(tool);
+                }
+                tools
+            });
+    if missing.is_empty() {
+        return config;
+    }
+    let mut config = Config::clone(&config);
+    config.tools.extend(missing);
     Arc::new(config)
 }
 

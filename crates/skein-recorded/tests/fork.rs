@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Recording, advisor, advisor_builder, advisor_chat, decision_changed};
+use common::{Recording, advisor, advisor_builder, advisor_chat, decision_changed, record_three};
 use skein_recorded::{ReasonOptions, RecordedError, RerunId, RerunOptions, Verdict};
 
 fn ignore_sentiment() -> RerunOptions {
@@ -186,4 +186,54 @@ async fn a_seed_plus_removals_rehydrates_by_hand() {
     let system = model.take()[0].thread.messages()[0].joined_text();
     assert!(!system.contains("social-sentiment"));
     assert!(system.contains("fundamentals"));
+}
+
+/// A fork from a rerun keeps the system message (the system text and the
+/// sources the rerun kept) for its later turns, whether the chat that forks
+/// is the one that recorded the turn or one loaded back from the store
+/// without its builder's layout (what `skein fork --from-rerun` does).
+#[tokio::test]
+async fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::new(advisor::model());
+    let mut chat = advisor_builder(model.clone())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    record_three(&mut chat).await;
+    let rerun = chat.rerun_turn(1, ignore_sentiment()).await.unwrap();
+    let system_of_last_request = || {
+        model
+            .requests
+            .lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .thread
+            .messages()
+            .first()
+            .map(|message| (message.role, message.joined_text()))
+            .unwrap()
+    };
+    let check = |(role, text): (skein_core::Role, String)| {
+        assert_eq!(role, skein_core::Role::System, "{text}");
+        assert!(text.contains("You are an investment advisor."), "{text}");
+        assert!(text.contains("fundamentals: revenue flat"), "{text}");
+        assert!(!text.contains("social-sentiment"), "{text}");
+    };
+
+    let mut fork = chat.fork(1, Some(&rerun)).await.unwrap();
+    fork.send("And now?").await.unwrap();
+    check(system_of_last_request());
+
+    let loaded = skein_recorded::RecordedChat::builder(common::engine(model.clone()), "advisor")
+        .store(store.clone())
+        .load(chat.conversation().unwrap())
+        .await
+        .unwrap();
+    let mut fork = loaded.fork_from_rerun(&rerun.id).await.unwrap();
+    fork.send("And now?").await.unwrap();
+    check(system_of_last_request());
 }

@@ -264,7 +264,8 @@ async fn a_family_is_the_main_line_with_its_forks_as_branches_and_every_head_mar
 async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_join_the_family() {
     let server = Server::start().await;
     let story = story(&server.store).await;
-    // `skein fork NODE` at a mid-thread node: the origin names no conversation.
+    // `skein fork NODE` at a mid-thread node: the branch keeps the settings
+    // of the conversation whose turn produced the node, and names it.
     let model = Model::open("echo").unwrap();
     let fork = skein::Conversation::fork_at(&server.store, &story.a1, &model)
         .await
@@ -274,7 +275,10 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
         .send()
         .await
         .unwrap();
-    assert_eq!(fork.conversation().origin().unwrap().conversation, None);
+    assert_eq!(
+        fork.conversation().origin().unwrap().conversation,
+        Some(ConversationId(story.main.clone()))
+    );
     // The same first question asked afresh: shared nodes, no fork record.
     let again = model
         .conversation()

@@ -22,7 +22,8 @@ use skein_core::{ConversationSettings, NodeId};
 // The depth is a subquery, not a join: SQLite flags joined statements with
 // bound parameters for re-preparation, which defeats the statement cache.
 const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
-        c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
+        c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta,
+        c.imported
      FROM conversations c";
 
 /// The SQL for a conversation's new `updated`: now (the parameter `$now`
@@ -299,6 +300,12 @@ fn land(tx: &Connection, target: &Target, head: Option<NodeId>) -> Result<Landed
                 on_conflict,
             ) {
                 (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
+                // Another writer got there with the same turn (a
+                // deterministic model, the same request): it stands where
+                // this turn would put it.
+                (CasOutcome::Lost { actual }, _) if actual == Some(head) => {
+                    Landed::Moved(id.clone())
+                }
                 (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
                     id: id.clone(),
                     actual,
@@ -432,6 +439,7 @@ fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
         created_ms: row.get(7)?,
         updated_ms: row.get(8)?,
         meta: &meta,
+        imported: row.get(10)?,
     }
     .into_conversation())
 }
@@ -448,6 +456,7 @@ pub(crate) struct ConversationRow<'r> {
     pub created_ms: i64,
     pub updated_ms: i64,
     pub meta: &'r str,
+    pub imported: bool,
 }
 
 impl ConversationRow<'_> {
@@ -472,6 +481,7 @@ impl ConversationRow<'_> {
             // Unreadable settings (only a tampered row has them) read as the
             // defaults; `skein verify` reports the row.
             settings: ConversationSettings::from_json(self.meta).unwrap_or_default(),
+            imported: self.imported,
         }
     }
 }

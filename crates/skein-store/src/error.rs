@@ -37,6 +37,14 @@ pub enum StoreError {
         prefix: String,
         candidates: Vec<String>,
     },
+    #[error(
+        "several conversations are named `{name}` ({}); give one's id instead",
+        .candidates.join(", ")
+    )]
+    AmbiguousName {
+        name: String,
+        candidates: Vec<String>,
+    },
     #[error("`{0}` is not an id: ids are hexadecimal")]
     NotAnId(String),
     #[error("stored node {id} cannot be decoded: {error}")]

@@ -236,6 +236,7 @@ fn read_llm(
                 llm_thread: Some(id.clone()),
                 ..Default::default()
             },
+            imported: true,
         })));
     }
     lines.extend(runs.into_iter().map(|run| Line::Run(Box::new(run))));

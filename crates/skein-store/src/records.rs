@@ -28,6 +28,10 @@ pub struct Conversation {
     /// hooks, never credentials. Exports call them `meta`.
     #[serde(rename = "meta", default, deserialize_with = "settings_or_default")]
     pub settings: ConversationSettings,
+    /// Written by an import (an export or an `llm` database) rather than
+    /// recorded here. Local to this database: exports do not carry it.
+    #[serde(skip)]
+    pub imported: bool,
 }
 
 impl Conversation {
@@ -137,7 +141,9 @@ pub enum Target {
 }
 
 /// What a turn does when its conversation moved on while it ran. Either
-/// way its nodes and runs are stored: nothing is lost.
+/// way its nodes and runs are stored: nothing is lost. (When the other
+/// writer moved the head to this very turn's head, as two identical
+/// requests to a deterministic model do, the turn simply succeeds.)
 #[derive(Clone, Debug)]
 pub enum OnConflict {
     /// Fail with [`StoreError::HeadMoved`](crate::StoreError::HeadMoved),

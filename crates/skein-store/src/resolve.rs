@@ -48,13 +48,31 @@ impl Store {
         pick("node", &prefix, ids, |id| id.short())
     }
 
-    /// The conversation whose id starts with `prefix`.
-    pub fn resolve_conversation(&self, prefix: &str) -> Result<ConversationId> {
-        let ids = self.text_prefix(IdTable::Conversations, prefix)?;
-        pick("conversation", prefix, ids, |id: &String| {
-            id[..12.min(id.len())].to_string()
-        })
-        .map(ConversationId)
+    /// The conversation named `text`, else the one whose id starts with
+    /// it. A name shared by several conversations is ambiguous; a name wins
+    /// over an id prefix it happens to spell.
+    pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
+        let named = crate::store::dispatch!(self, s => s.conversation_ids_named(text, CANDIDATES))?;
+        match named.len() {
+            0 => {}
+            1 => return Ok(ConversationId(named.into_iter().next().expect("one"))),
+            _ => {
+                return Err(StoreError::AmbiguousName {
+                    name: text.to_string(),
+                    candidates: named.iter().map(|id| short(id)).collect(),
+                });
+            }
+        }
+        let ids = match self.text_prefix(IdTable::Conversations, text) {
+            Err(StoreError::NotAnId(_)) => {
+                return Err(StoreError::ConversationNotFound(format!(
+                    "named `{}`",
+                    text.trim()
+                )));
+            }
+            other => other?,
+        };
+        pick("conversation", text, ids, |id: &String| short(id)).map(ConversationId)
     }
 
     /// The run whose id starts with `prefix`.
@@ -97,6 +115,18 @@ impl SqliteStore {
         })
     }
 
+    /// At most `limit` ids of the conversations named exactly `name`.
+    pub fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id FROM conversations WHERE name = ?1 ORDER BY updated DESC, id LIMIT ?2",
+            )?;
+            let rows =
+                stmt.query_map(params![name, limit as i64], |row| row.get::<_, String>(0))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
     /// At most `limit` ids of `table` in `[low, high)`, in order.
     pub fn text_ids_between(
         &self,
@@ -116,6 +146,11 @@ impl SqliteStore {
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
+}
+
+/// The form of a text id people see.
+fn short(id: &str) -> String {
+    id[..12.min(id.len())].to_string()
 }
 
 fn normalise(prefix: &str) -> Result<String> {

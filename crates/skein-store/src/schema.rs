@@ -149,7 +149,9 @@ const MIGRATIONS: &[Migration] = &[
     // 6: typed turn records. A run's finish reason; a recorded-chat run's
     // turn and step as integers (before, a `recorded.step` relation
     // "TURN.STEP" that readers parsed); conversations found by the one they
-    // branched from (families); recorded-chat settings without the version
+    // branched from (families), and marked when an import wrote them (so the
+    // model files they name are never opened unasked; local to this
+    // database, not exported); recorded-chat settings without the version
     // key the typed settings no longer carry.
     Migration::Sql(
         r#"
@@ -170,6 +172,7 @@ const MIGRATIONS: &[Migration] = &[
                   WHERE json_extract(e.value, '$.kind') IN ('recorded.step', 'recorded.turn'));
     CREATE INDEX conversations_by_origin ON conversations(forked_from_conversation)
         WHERE forked_from_conversation IS NOT NULL;
+    ALTER TABLE conversations ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;
     UPDATE conversations SET meta = json_remove(meta, '$.recorded.version')
         WHERE json_valid(meta) AND json_extract(meta, '$.recorded.version') IS NOT NULL;
     "#,

@@ -146,8 +146,8 @@ impl SqliteStore {
                         let origin = conversation.origin.clone().unwrap_or_default();
                         tx.prepare_cached(
                             "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-                                 forked_from_rerun, created, updated, meta)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                 forked_from_rerun, created, updated, meta, imported)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1)",
                         )?
                         .execute(params![
                             conversation.id.as_str(),

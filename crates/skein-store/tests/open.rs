@@ -307,7 +307,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap()
         .execute_batch(
             "ALTER TABLE runs DROP COLUMN events;
-             DROP INDEX conversations_by_origin; ALTER TABLE runs DROP COLUMN finish_reason;
+             DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
              ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step;
              PRAGMA user_version = 4;",
         )

@@ -136,7 +136,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
         "DROP TABLE reruns; DROP TABLE embeddings;
          DROP INDEX nodes_by_lane; ALTER TABLE nodes DROP COLUMN lane;
          ALTER TABLE runs DROP COLUMN events;
-         DROP INDEX conversations_by_origin; ALTER TABLE runs DROP COLUMN finish_reason;
+         DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
          ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step;
          PRAGMA user_version = 2;",
     )

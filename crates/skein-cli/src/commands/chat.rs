@@ -60,13 +60,7 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
     };
     let conversation = match stored {
         Some(stored) => {
-            let home = home_model(
-                settings
-                    .model
-                    .clone()
-                    .or(super::conversation_model(&stored)),
-            )?;
-            Conversation::load(&ctx.store, stored.id.as_str(), &home).await?
+            super::turns::open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?
         }
         None => {
             let home = home_model(settings.model.clone())?;
@@ -268,9 +262,12 @@ impl Session<'_> {
         let current = &self.conversation;
         let text = text.unwrap_or(last.text);
         let prompt = match last.start {
-            Some(start) => Conversation::fork_at(&self.ctx.store, &start.to_hex(), current.model())
-                .await?
-                .prompt(text),
+            Some(start) => {
+                Conversation::fork_at_on(&self.ctx.store, &start.to_hex(), current.model())
+                    .await?
+                    .model(current.model())
+                    .prompt(text)
+            }
             None => Conversation::builder(current.model().clone())
                 .tools(current.tools().to_vec())
                 .chain_limit(current.chain_limit())
@@ -322,7 +319,7 @@ impl Session<'_> {
         let home = self.conversation.model().clone();
         if let Some(owner) = self.ctx.store.conversations_at(id)?.into_iter().next() {
             self.conversation = self.settings.recorded_or_not(
-                Conversation::load(&self.ctx.store, owner.id.as_str(), &home).await?,
+                Conversation::load_on(&self.ctx.store, owner.id.as_str(), &home).await?,
             );
             ui::note(format!(
                 "continuing conversation {} from its head, node {}",
@@ -331,8 +328,9 @@ impl Session<'_> {
             ));
             return Ok(());
         }
-        self.conversation = Conversation::fork_at(&self.ctx.store, node, &home)
+        self.conversation = Conversation::fork_at_on(&self.ctx.store, node, &home)
             .await?
+            .model(&home)
             .create()
             .await?;
         ui::note(format!(

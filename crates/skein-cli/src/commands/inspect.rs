@@ -61,9 +61,8 @@ pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode>
             conversation.len,
             model,
             conversation
-                .name
-                .as_deref()
-                .map(|name| format!(" · {}", ui::one_line(name, 60)))
+                .label()
+                .map(|label| format!(" · {}", ui::one_line(label, 60)))
                 .unwrap_or_default(),
             origin.unwrap_or_default()
         )?;
@@ -298,9 +297,8 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
             && entries.iter().any(|entry| entry.id == other_head)
         {
             let name = other
-                .name
-                .as_deref()
-                .map(|n| format!(" ({n})"))
+                .label()
+                .map(|label| format!(" ({})", ui::one_line(label, 60)))
                 .unwrap_or_default();
             labels
                 .entry(other_head)

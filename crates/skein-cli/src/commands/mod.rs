@@ -154,11 +154,6 @@ impl Context {
     }
 }
 
-/// The model a conversation was last used with, from its settings.
-pub fn conversation_model(conversation: &Conversation) -> Option<String> {
-    conversation.settings.model.clone()
-}
-
 pub fn print_json(value: &impl serde::Serialize) -> Result<ExitCode> {
     ui::json(value)?;
     Ok(ExitCode::SUCCESS)

@@ -9,8 +9,8 @@ Every conversation the CLI records can be loaded as a recorded chat, so any
 of its turns can be explained and re-run, with or without `--source`.
 */
 
-use super::turns::home_model;
-use super::{Context, conversation_model, print_json};
+use super::turns::turn_model;
+use super::{Context, print_json};
 use crate::flags::{ExplainArgs, ForkArgs, RerunArgs, TurnRef};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
@@ -50,7 +50,7 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
         chain_limit,
         text,
     } = turn;
-    let home = home_model(model.or(existing.as_ref().and_then(conversation_model)))?;
+    let home = turn_model(model.as_deref(), existing.as_ref())?;
     let mut builder = chat_builder(ctx, &home)
         .sources(sources.into_iter().map(|(id, text)| Source::fact(id, text)));
     if let Some(system) = system {
@@ -168,13 +168,7 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     let id = ctx.store.resolve_rerun(rerun)?;
     let record = ctx.store.rerun(&id)?;
     let stored = ctx.store.conversation(&record.conversation)?;
-    let home = home_model(
-        args.turn
-            .model
-            .model
-            .clone()
-            .or(conversation_model(&stored)),
-    )?;
+    let home = turn_model(args.turn.model.model.as_deref(), Some(&stored))?;
     let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
     let mut fork = chat.fork_from_rerun(&id).await?;
     let conversation = fork
@@ -247,21 +241,8 @@ async fn load_turn(
     };
     let embedder = embedder(ctx, &turn.embedder)?;
     let stored = ctx.store.conversation(&conversation)?;
-    let home = home_model(conversation_model(&stored))?;
-    let mut builder = chat_builder(ctx, &home).embedder(embedder.clone());
-    // The built-in tools the recorded turns were offered, so a rerun's tool
-    // loop can call them again.
-    let offered: std::collections::BTreeSet<String> = ctx
-        .store
-        .runs_of_conversation(&stored.id)?
-        .into_iter()
-        .flat_map(|run| run.tools.into_iter().map(|tool| tool.name))
-        .collect();
-    for tool in skein::builtin::all() {
-        if offered.contains(&tool.spec().name) {
-            builder = builder.tool(tool);
-        }
-    }
+    let home = turn_model(None, Some(&stored))?;
+    let builder = chat_builder(ctx, &home).embedder(embedder.clone());
     let chat = builder
         .load(&ConversationId(conversation.0.clone()))
         .await?;

@@ -9,7 +9,7 @@ conversation there (a branch). With tools (`-T`, or a conversation's own),
 the turn is a tool loop bounded by the chain limit.
 */
 
-use super::{Context, conversation_model, default_model, print_json};
+use super::{Context, default_model, print_json};
 use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs, TurnArgs};
 use crate::input;
 use crate::ui::{self, outln};
@@ -102,10 +102,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         .await;
     }
     let conversation = match stored {
-        Some(stored) => {
-            let home = home_model(settings.model.clone().or(conversation_model(&stored)))?;
-            Conversation::load(&ctx.store, stored.id.as_str(), &home).await?
-        }
+        Some(stored) => open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?,
         None => {
             let home = home_model(settings.model.clone())?;
             let mut builder = home.conversation().store(&ctx.store);
@@ -136,14 +133,13 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let owner = ctx.store.conversations_at(node)?.into_iter().next();
     let (conversation, note) = match owner {
         Some(stored) => {
-            let home = home_model(settings.model.clone().or(conversation_model(&stored)))?;
-            let conversation = Conversation::load(&ctx.store, stored.id.as_str(), &home).await?;
+            let conversation =
+                open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?;
             (conversation, None)
         }
         None => {
             // The branch is stored only once its first turn succeeds.
-            let home = home_model(settings.model.clone())?;
-            let fork = Conversation::fork_at(&ctx.store, &node.to_string(), &home).await?;
+            let fork = branch_at(ctx, node, settings.model.as_deref()).await?;
             let note = format!(
                 "node {} is not the head of a conversation: branched into a new conversation",
                 node.short()
@@ -180,19 +176,9 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
             .as_deref()
             .expect("clap requires NODE without --from-rerun"),
     )?;
-    let home = home_model(settings.model.clone().or_else(|| {
-        ctx.store
-            .conversations_at(node)
-            .ok()
-            .and_then(|owners| owners.into_iter().next())
-            .and_then(|owner| conversation_model(&owner))
-    }))?;
-    let mut fork = Conversation::fork_at(&ctx.store, &node.to_string(), &home).await?;
+    let mut fork = branch_at(ctx, node, settings.model.as_deref()).await?;
     if let Some(name) = args.name {
         fork = fork.name(name);
-    }
-    if settings.model.is_some() {
-        fork = fork.model(&home);
     }
     match args.text {
         Some(text) => {
@@ -249,9 +235,53 @@ fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
     Ok(options)
 }
 
-/// The model named on the command line or stored with the conversation,
-/// else the default: a profile of the configured engine directory when one
-/// has that name, else a model name; with the built-in tools registered.
+/// A stored conversation to go on with: on the model `-m` names when given
+/// (for this turn; the stored settings stay as they are), else on the one
+/// it was recorded with.
+pub async fn open_stored(ctx: &Context, id: &str, model: Option<&str>) -> Result<Conversation> {
+    Ok(match model {
+        Some(name) => {
+            Conversation::load_on(&ctx.store, id, &home_model(Some(name.to_string()))?).await?
+        }
+        None => Conversation::load(&ctx.store, id, &home_model(None)?).await?,
+    })
+}
+
+/// A branch at `node` with the settings of the conversation it belongs to
+/// (recorded as its origin), on the model `-m` names when given.
+pub async fn branch_at(
+    ctx: &Context,
+    node: skein::NodeId,
+    model: Option<&str>,
+) -> Result<skein::Fork> {
+    let node = node.to_string();
+    Ok(match model {
+        Some(name) => {
+            let model = home_model(Some(name.to_string()))?;
+            Conversation::fork_at_on(&ctx.store, &node, &model)
+                .await?
+                .model(&model)
+        }
+        None => Conversation::fork_at(&ctx.store, &node, &home_model(None)?).await?,
+    })
+}
+
+/// The model a turn runs on: the one `-m` names, else the one `stored`
+/// was recorded with, else the default.
+pub fn turn_model(
+    model: Option<&str>,
+    stored: Option<&skein::store::Conversation>,
+) -> Result<Model> {
+    match (model, stored) {
+        (Some(name), _) => home_model(Some(name.to_string())),
+        (None, Some(stored)) => Ok(Model::of_conversation(stored, &home_model(None)?)?),
+        (None, None) => home_model(None),
+    }
+}
+
+/// The model named on the command line, else the default: a profile of
+/// the configured engine directory when one has that name, else a model
+/// name; with the built-in tools registered.
 pub fn home_model(name: Option<String>) -> Result<Model> {
     let name = match name {
         Some(name) => name,

@@ -36,13 +36,18 @@ pub enum ScriptError {
         path: PathBuf,
         error: std::io::Error,
     },
-    /// The text is not TOML, or its top level is not a list of rules.
+    /// The text is not TOML, or its top level is not a list of rules. The
+    /// message names the place and the parser's complaint, never the text
+    /// there: a file that is not a rule file may be anything.
     #[error(
-        "script `{origin}` is not a valid rule file: {error}fix: write TOML whose only top-level entries are `[[rules]]` tables"
+        "script `{origin}` is not a valid rule file ({}{problem}); fix: write TOML whose only \
+         top-level entries are `[[rules]]` tables",
+        .line.map(|line| format!("line {line}: ")).unwrap_or_default()
     )]
     Syntax {
         origin: String,
-        error: toml::de::Error,
+        line: Option<usize>,
+        problem: String,
     },
     /// A problem with the file as a whole.
     #[error("script `{origin}`: {problem}; fix: {fix}")]

@@ -25,10 +25,8 @@ const ONE_ACTION: &str = "give exactly one of `reply`, `tool_calls` (optionally 
 /// Parse and check a script. `origin` names it in messages (a path, or
 /// `<inline script>`).
 pub(crate) fn load(text: &str, origin: &str) -> Result<Script, ScriptError> {
-    let outline: Outline = toml::from_str(text).map_err(|source| ScriptError::Syntax {
-        origin: origin.to_owned(),
-        error: source,
-    })?;
+    let outline: Outline =
+        toml::from_str(text).map_err(|error| syntax_error(text, origin, &error))?;
     if outline.rules.is_empty() {
         return Err(ScriptError::File {
             origin: origin.to_owned(),
@@ -88,6 +86,15 @@ fn source_line(text: &str, offset: usize) -> Option<&str> {
     (!line.is_empty() && line.len() <= 100).then_some(line)
 }
 
+/// A file that is not a rule file: where, and the parser's complaint.
+fn syntax_error(text: &str, origin: &str, error: &toml::de::Error) -> ScriptError {
+    ScriptError::Syntax {
+        origin: origin.to_owned(),
+        line: error.span().map(|span| line_of(text, span.start)),
+        problem: error.message().trim_end().to_owned(),
+    }
+}
+
 /// A typing error (unknown key, wrong value type) attributed to its rule.
 fn typed_error(
     text: &str,
@@ -104,10 +111,7 @@ fn typed_error(
             .map(|(label, _)| label.clone())
     });
     let Some(rule) = rule else {
-        return ScriptError::Syntax {
-            origin: origin.to_owned(),
-            error,
-        };
+        return syntax_error(text, origin, &error);
     };
     let mut problem = error.message().trim_end().to_owned();
     if let Some(source) = at.and_then(|at| source_line(text, at)) {

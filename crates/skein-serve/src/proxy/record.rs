@@ -6,15 +6,21 @@ shared, and the conversation whose head the stored part ends at moves
 forward to the new reply. When several clients continue the same head at
 once, the first wins and each other becomes a branch there (a conversation
 of its own, with its reply), in the same transaction as its turn. A history
-that ends anywhere else (the client edited or truncated it) becomes a new
-conversation starting where the stored part ends, titled by its first
-prompt.
+whose stored part ends at a node no conversation heads (the client edited,
+truncated or regenerated it, or lost such a race before it began) becomes
+a branch of the conversation that node belongs to; one that shares only
+messages no conversation produced becomes a conversation of its own. Either
+is titled by its first prompt.
 */
 
 use skein::conversation::commit::{self, Bookmark, OnMoved};
 use skein::core::{ConversationId, ConversationSettings, NodeId, Origin};
 use skein::engine::RunOutput;
 use skein::store::{Store, StoreError};
+
+/// How far back a request's stored nodes are searched for the conversation
+/// they belong to.
+const ANCESTORS_SEARCHED: usize = 64;
 
 /// Where a proxied exchange was recorded.
 #[derive(Clone, Debug)]
@@ -42,10 +48,14 @@ pub async fn record(
     let mut run = output.record(None);
     run.request = Some(body);
     let request = thread.parent();
-    let (start, owner) = store
+    let (start, owner, source) = store
         .run(move |store| {
-            // The newest node of the request the store already holds, and
-            // the conversation whose head it is.
+            // The same exchange recorded already (the same request to a
+            // deterministic model): its run joins the conversation there.
+            if let Some(owner) = store.conversations_at(node)?.into_iter().next() {
+                return Ok((Some(node), Some(owner), None));
+            }
+            // The newest node of the request the store already holds.
             let mut stored = request;
             while let Some(head) = stored.head_id() {
                 if store.contains(head)? {
@@ -54,22 +64,56 @@ pub async fn record(
                 stored = stored.parent();
             }
             let start = stored.head_id();
-            let owner = match start {
-                None => None,
-                Some(node) => store.conversations_at(node)?.into_iter().next(),
-            };
-            Ok((start, owner))
+            // The conversation whose head that is continues; otherwise the
+            // request branches from the conversation the nearest of its
+            // stored nodes belongs to (by a conversation standing there or
+            // a run that produced it).
+            let mut source = None;
+            for (steps, node) in stored.ancestors().enumerate() {
+                if steps == ANCESTORS_SEARCHED {
+                    break;
+                }
+                if let Some(at) = store.conversations_at(node.id())?.into_iter().next() {
+                    if Some(node.id()) == start {
+                        return Ok((start, Some(at), None));
+                    }
+                    source = Some(at);
+                    break;
+                }
+                if let Some(id) = store
+                    .runs_producing(node.id())?
+                    .into_iter()
+                    .rev()
+                    .find_map(|run| run.conversation)
+                {
+                    source = Some(store.conversation(&id)?);
+                    break;
+                }
+            }
+            Ok((start, None, source))
         })
         .await?;
-    let bookmark = match owner {
-        Some(owner) => Bookmark {
+    let bookmark = match (owner, source) {
+        (Some(owner), _) => Bookmark {
             id: owner.id,
             stored: true,
             name: owner.name,
             origin: owner.origin,
             settings: owner.settings,
         },
-        None => Bookmark {
+        (None, Some(source)) => Bookmark {
+            origin: Some(Origin {
+                node: start,
+                conversation: Some(source.id),
+                rerun: None,
+            }),
+            settings: ConversationSettings {
+                title: None,
+                ..source.settings
+            },
+            ..Bookmark::new(ConversationId::random())
+        },
+        (None, None) => Bookmark {
             origin: start.map(|node| Origin {
                 node: Some(node),
                 ..Origin::default()

@@ -28,7 +28,8 @@ use skein_core::{ConversationSettings, NodeId};
 use tokio_postgres::Row;
 
 const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
-        c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta
+        c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta,
+        c.imported
      FROM conversations c";
 
 /// The SQL for a conversation's new `updated`, as on SQLite
@@ -239,6 +240,8 @@ impl PgStore {
                     Some(at),
                 ) => match (cas_outcome(tx, id, changed[at]).await?, on_conflict) {
                     (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
+                    // Another writer got there with the same turn.
+                    (CasOutcome::Lost { actual }, _) if actual == head => Landed::Moved(id.clone()),
                     (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
                         id: id.clone(),
                         actual,
@@ -392,6 +395,7 @@ fn conversation_from_row(row: &Row) -> Conversation {
         created_ms: row.get(7),
         updated_ms: row.get(8),
         meta: row.get(9),
+        imported: row.get(10),
     }
     .into_conversation()
 }

@@ -25,6 +25,20 @@ impl PgStore {
         rows.iter().map(|row| node_id(row.get(0))).collect()
     }
 
+    pub fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "SELECT id FROM conversations WHERE name = $1 ORDER BY updated DESC, id LIMIT $2",
+                )
+                .await?;
+            Ok(client
+                .query(&statement, &[&name, &(limit as i64)])
+                .await?)
+        })?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     pub fn text_ids_between(
         &self,
         table: IdTable,

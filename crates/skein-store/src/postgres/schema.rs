@@ -167,6 +167,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
                   WHERE e.value ->> 'kind' IN ('recorded.step', 'recorded.turn'));
     CREATE INDEX conversations_by_origin ON conversations(forked_from_conversation)
         WHERE forked_from_conversation IS NOT NULL;
+    ALTER TABLE conversations ADD COLUMN imported BOOLEAN NOT NULL DEFAULT FALSE;
     UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
         WHERE meta::jsonb -> 'recorded' ? 'version';
     "#,

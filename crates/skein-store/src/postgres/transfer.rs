@@ -106,8 +106,8 @@ impl PgStore {
                         let statement = tx
                             .prepare_cached(
                                 "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-                                     forked_from_rerun, created, updated, meta)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                     forked_from_rerun, created, updated, meta, imported)
+                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, TRUE)",
                             )
                             .await?;
                         tx.execute(
