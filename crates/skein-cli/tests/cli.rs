@@ -2,6 +2,8 @@
 
 #[path = "support/pty.rs"]
 mod pty;
+#[path = "cli/tour.rs"]
+mod tour;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
