@@ -2310,6 +2310,20 @@ fn model_failures_exit_5_and_keep_their_run_on_every_command() {
     assert_eq!(skein.count("conversations"), 0);
     assert_eq!(skein.count("runs"), 2);
 
+    // A reply that never meets its schema (echo answers with the prompt).
+    let output = skein.run(&[
+        "prompt",
+        "--schema",
+        r#"{"type":"integer"}"#,
+        "not a number",
+    ]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert_eq!(skein.count("conversations"), 0);
+    let failed = last_run(&skein);
+    assert_eq!(failed.status, skein::store::RunStatus::Failed);
+    assert!(failed.error.unwrap().contains("output contract"));
+    assert_eq!(skein.count("runs"), 3);
+
     // A rerun whose model call fails.
     let turn = skein.json(&[
         "prompt",
