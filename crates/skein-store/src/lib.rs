@@ -13,11 +13,14 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
 - appending a thread writes only nodes the database does not already hold,
   found by walking back from the head to the first stored node: cost is
   proportional to the new nodes, never to the depth;
-- a thread loads from any head in one recursive query;
-- a turn's nodes, run record and bookmark move commit in one transaction
-  (`BEGIN IMMEDIATE` on SQLite); moving a bookmark is a compare-and-set on the head
-  the turn started from, and losing that race still stores the turn and
-  returns [`StoreError::HeadMoved`];
+- a thread loads from any head with one index range scan per lane it
+  crosses on SQLite (one recursive query on PostgreSQL);
+- a turn ([`TurnCommit`]) is one transaction: its nodes, its runs and where
+  it lands, whether a bookmark moved by compare-and-set, a conversation
+  created with it (a first turn), or none (a failed first turn's run);
+  losing the compare-and-set still stores the turn and either returns
+  [`StoreError::HeadMoved`] or branches into a new conversation in the same
+  transaction, as the target says;
 - nodes are never updated or deleted; only bookmarks move.
 
 [`Store::open_with`] takes an [`OpenMode`]: create the database when
