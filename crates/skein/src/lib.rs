@@ -19,7 +19,8 @@ This facade re-exports the pieces a user meets first:
   (its main types are re-exported at the top level);
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
-- [`builtin`]: the built-in tools the command line offers by name.
+- [`builtin`]: the built-in tools the command line offers by name;
+- [`command`]: an executable offered to a model as a tool.
 
 And the types most code starts from: [`Model`] (a handle on a model
 through the engine), [`Conversation`] (a named bookmark with default tools,
@@ -60,6 +61,7 @@ pub use skein_recorded as recorded;
 pub use skein_store as store;
 
 pub mod builtin;
+pub mod command;
 
 pub use skein_conversation::blocking;
 pub use skein_conversation::{
