@@ -32,7 +32,7 @@ pub(crate) fn model(
     }
     match &settings.model {
         Some(name) if name != home.name() => {
-            if names_a_file(name) {
+            if skein_providers::names_a_file(name) {
                 return Err(Error::StoredModelNamesAFile {
                     conversation: conversation.clone(),
                     model: name.clone(),
@@ -42,11 +42,6 @@ pub(crate) fn model(
         }
         _ => Ok(home.clone()),
     }
-}
-
-/// Whether a model name opens a file of the machine.
-pub(crate) fn names_a_file(name: &str) -> bool {
-    name.starts_with("local:") || name.starts_with("scripted:")
 }
 
 /// The stored tool names, looked up among `model`'s registered tools.

@@ -8,7 +8,8 @@ This facade re-exports the pieces a user meets first:
 - [`core`]: messages, parts, threads, node ids, tool specs, the provider trait;
 - [`store`]: the SQLite store of the graph;
 - [`providers`]: model backends, resolved from a model name;
-- [`local`]: the embedded llama.cpp model and `models pull`;
+- `local` (the `local` feature, on by default): the embedded llama.cpp
+  model and `models pull`;
 - [`engine`]: configured prompts, profiles and backends, admission,
   structured output with repair, captured exchanges and continuation, and
   the usage ledger;
@@ -54,6 +55,7 @@ assert_eq!(a.parent().head_id(), b.parent().head_id());
 pub use skein_conversation as conversation;
 pub use skein_core as core;
 pub use skein_engine as engine;
+#[cfg(feature = "local")]
 pub use skein_local as local;
 pub use skein_providers as providers;
 pub use skein_recorded as recorded;
