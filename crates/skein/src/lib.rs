@@ -20,7 +20,8 @@ This facade re-exports the pieces a user meets first:
   (its main types are re-exported at the top level);
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
-- [`builtin`]: the built-in tools the command line offers by name.
+- [`builtin`]: the built-in tools the command line offers by name;
+- [`import`]: importing other tools' data (`llm`'s logs.db).
 
 And the types most code starts from: [`Model`] (a handle on a model
 through the engine), [`Conversation`] (a named bookmark with default tools,
@@ -62,6 +63,7 @@ pub use skein_recorded as recorded;
 pub use skein_store as store;
 
 pub mod builtin;
+pub mod import;
 
 pub use skein_conversation::blocking;
 pub use skein_conversation::{
