@@ -69,11 +69,12 @@ impl TempStore {
 /// terminal when it is skipped).
 fn postgres_enabled(test: &str) -> bool {
     if std::env::var("SKEIN_TEST_POSTGRES").is_ok_and(|url| !url.is_empty()) {
-        assert!(
-            cfg!(feature = "postgres"),
-            "SKEIN_TEST_POSTGRES is set but these tests were built without PostgreSQL: \
-             run them with `--features postgres`"
-        );
+        if !cfg!(feature = "postgres") {
+            panic!(
+                "SKEIN_TEST_POSTGRES is set but these tests were built without PostgreSQL: \
+                 run them with `--features postgres`"
+            );
+        }
         return true;
     }
     let _ = writeln!(

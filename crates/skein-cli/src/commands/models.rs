@@ -140,6 +140,9 @@ fn list(json: bool) -> Result<ExitCode> {
         return print_json(&json!({ "local": local_models, "backends": backends }));
     }
     outln!("local models:")?;
+    if local_models.is_empty() {
+        outln!("  none: this skein was built without the embedded models (the `local` feature)")?;
+    }
     for model in &local_models {
         outln!(
             "  {:<10} {} ({})",
