@@ -20,6 +20,7 @@ use crate::evidence::Turn;
 use crate::layout::Layout;
 use crate::reason::ReasonOptions;
 use crate::source::{Ablation, Purpose};
+use futures_util::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use skein_core::Relation;
 use skein_core::{Annotations, NodeId, Thread, ToolSpec};
@@ -287,22 +288,26 @@ impl RecordedChat {
         let ablation = self.resolve_ignore(k, &options, embedder.clone()).await?;
         let id = RerunId::random();
         let original = turn.text();
-        let mut samples = Vec::new();
+        // Probes, then baselines, run as many at once as the backend admits
+        // (each sample is a request of its own, so the outcome is the same
+        // as running them one by one); results keep their order.
+        let unchanged = Ablation::new();
+        let mut jobs = Vec::new();
         for i in 0..options.samples {
-            samples.push(
-                self.sample(&turn, &ablation, Purpose::Probe, i, &id)
-                    .await?,
-            );
+            jobs.push(self.sample(&turn, &ablation, Purpose::Probe, i, &id));
         }
-        let mut baseline_samples = Vec::new();
         if options.check_baseline {
             for i in 0..options.samples {
-                baseline_samples.push(
-                    self.sample(&turn, &Ablation::new(), Purpose::Baseline, i, &id)
-                        .await?,
-                );
+                jobs.push(self.sample(&turn, &unchanged, Purpose::Baseline, i, &id));
             }
         }
+        let mut all: Vec<Sample> = futures_util::stream::iter(jobs)
+            .buffered(self.sample_capacity())
+            .try_collect()
+            .await?;
+        let baseline_samples = all.split_off(options.samples as usize);
+        let mut samples = all;
+        let mut baseline_samples = baseline_samples;
         compare(
             &original,
             samples.iter_mut().chain(baseline_samples.iter_mut()),
@@ -434,6 +439,16 @@ impl RecordedChat {
             layout.append_to_system(fresh.into_iter().map(|s| (s.id, s.text)).collect());
         }
         Ok(layout)
+    }
+
+    /// How many samples may run at once: the capacity of the backend the
+    /// chat's profile uses (one when it cannot be told).
+    fn sample_capacity(&self) -> usize {
+        let engine = &self.config.engine;
+        engine
+            .inspect_profile(&self.config.profile)
+            .and_then(|profile| engine.inspect_backend(&profile.backend))
+            .map_or(1, |backend| backend.backend.capacity.max(1))
     }
 
     async fn sample(

@@ -377,3 +377,105 @@ async fn an_unknown_turn_cannot_be_rerun() {
         Err(RecordedError::TurnOutOfRange { turn: 7, .. })
     ));
 }
+
+/// A provider that counts how many of its calls are in flight at once
+/// (each call waits a moment before answering, so calls that run together
+/// overlap).
+struct Gauge {
+    inner: Arc<dyn skein_core::Provider>,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    most: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl skein_core::Provider for Gauge {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn stream(
+        &self,
+        request: skein_core::ModelRequest,
+    ) -> skein_core::BoxStream<'static, Result<skein_core::StreamEvent, skein_core::ProviderError>>
+    {
+        use futures_util::StreamExt;
+        use std::sync::atomic::Ordering;
+        let (in_flight, most) = (self.in_flight.clone(), self.most.clone());
+        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
+        let inner = self.inner.stream(request);
+        let leave = in_flight.clone();
+        Box::pin(
+            futures_util::stream::once(async {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            })
+            .filter_map(|()| async { None })
+            .chain(inner)
+            .chain(
+                futures_util::stream::once(async move {
+                    leave.fetch_sub(1, Ordering::SeqCst);
+                })
+                .filter_map(|()| async { None }),
+            ),
+        )
+    }
+}
+
+/// Samples run as many at once as the backend admits, and give the same
+/// results, in the same order, as one at a time.
+#[tokio::test]
+async fn samples_run_together_up_to_the_backends_capacity_with_the_same_results() {
+    use skein_engine::{BackendDef, BackendKind, Catalog, Engine, Profile};
+    let mut outcomes = Vec::new();
+    for capacity in [1, 3] {
+        let gauge = Arc::new(Gauge {
+            inner: advisor::model(),
+            in_flight: Default::default(),
+            most: Default::default(),
+        });
+        let engine = Engine::builder(
+            Catalog::new()
+                .backend(BackendDef::new("script", BackendKind::Echo).capacity(capacity))
+                .profile(Profile::new("advisor", "script", "advisor-1")),
+        )
+        .provider("script", gauge.clone())
+        .build()
+        .unwrap();
+        let mut chat = skein_recorded::RecordedChat::builder(engine, "advisor")
+            .system("You are an investment advisor. Answer BUY or HOLD when asked.")
+            .source(skein_recorded::Source::fact(
+                "social-sentiment",
+                "social-sentiment: bullish, retail chatter at a three-month high",
+            ))
+            .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+            .build()
+            .await
+            .unwrap();
+        chat.send("Should we BUY or HOLD this position?")
+            .await
+            .unwrap();
+        gauge.most.store(0, std::sync::atomic::Ordering::SeqCst);
+        let result = chat
+            .rerun_turn(
+                0,
+                RerunOptions::ignore(["social-sentiment"])
+                    .samples(3)
+                    .comparator(decision_changed)
+                    .check_baseline(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            gauge.most.load(std::sync::atomic::Ordering::SeqCst),
+            capacity,
+            "at most the backend's capacity, and that many when there is work"
+        );
+        let answers: Vec<String> = result
+            .samples
+            .iter()
+            .chain(&result.baseline.as_ref().unwrap().samples)
+            .map(|sample| sample.answer.clone())
+            .collect();
+        outcomes.push((answers, result.verdict));
+    }
+    assert_eq!(outcomes[0], outcomes[1]);
+}
