@@ -622,6 +622,70 @@ fn a_builtin_tool_turns_the_prompt_into_a_recorded_tool_loop() {
     assert_eq!(skein.count("runs"), 4);
 }
 
+/// Schema drift across processes. The built-in tools are fixed, so the
+/// changed schema comes from the records: the conversation is exported,
+/// its runs rewritten to have offered `skein_version` with an argument (as
+/// an older skein's might have), and imported into another database. A
+/// later process continuing it warns, although the tool loop's last call
+/// is not the one that first offered the tool.
+#[test]
+fn a_tool_whose_schema_changed_since_a_recorded_turn_warns_in_a_later_process() {
+    const WARNING: &str = "warning: tool `skein_version` is offered with a different input schema";
+    let skein = Skein::new();
+    let model = tools_script();
+    let first = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-T",
+        "skein_version",
+        "which version?",
+    ]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let same = skein.run(&["prompt", "-m", &model, "--cid", &cid, "and now?"]);
+    assert!(same.status.success(), "{}", stderr(&same));
+    assert!(!stderr(&same).contains("warning"), "{}", stderr(&same));
+
+    let older: Vec<String> = skein
+        .ok(&["export"])
+        .lines()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).unwrap();
+            if record["kind"] == "run" {
+                for tool in record["tools"].as_array_mut().unwrap() {
+                    tool["input_schema"] = serde_json::json!({
+                        "type": "object",
+                        "properties": {"verbose": {"type": "boolean"}}
+                    });
+                }
+            }
+            record.to_string()
+        })
+        .collect();
+    let other = Skein::new();
+    let file = other.dir.path().join("older.jsonl");
+    std::fs::write(&file, older.join("\n") + "\n").unwrap();
+    other.ok(&["import", file.to_str().unwrap()]);
+
+    let output = other.run(&["prompt", "-m", &model, "--cid", &cid, "and today?"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("version is {}", env!("CARGO_PKG_VERSION")),
+        "a loop of two model calls"
+    );
+    assert_eq!(
+        stderr(&output).matches(WARNING).count(),
+        1,
+        "{}",
+        stderr(&output)
+    );
+    // The turn offered today's schema: the next one has nothing to warn of.
+    let next = other.run(&["prompt", "-m", &model, "--cid", &cid, "and again?"]);
+    assert!(next.status.success(), "{}", stderr(&next));
+    assert!(!stderr(&next).contains("warning"), "{}", stderr(&next));
+}
+
 #[test]
 fn the_chain_limit_ends_a_tool_loop_with_a_note() {
     let skein = Skein::new();

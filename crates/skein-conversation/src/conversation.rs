@@ -15,20 +15,32 @@ Hooks (`before_call`, `after_call`) are closures: they live in memory only
 and never reach the store. A loaded conversation has none until they are
 set again; a fork starts without them (a hook often closes over state that
 belongs to one line of work, such as an approval queue or a counter, and
-silently sharing it with an independent branch would surprise).
+silently sharing it with an independent branch would surprise). A chain
+may bring hooks of its own, which replace the conversation's for that
+chain only ([`ChainPrompt::before_call`]).
+
+Schema drift: the conversation remembers, per tool name, the input schema
+last offered, and warns when a call offers the name under another one. A
+loaded conversation starts from the tool sets its recorded calls offered
+(and those of the conversations it was forked from, up to the fork), so a
+tool whose schema changed since yesterday's turn warns on today's.
 */
 
 use crate::commit::{self, Bookmark, OnMoved};
 use crate::error::{Error, Result};
+use crate::input::TurnInput;
 use crate::model::Model;
-use crate::prompt::{ChainPrompt, Prompt, TextSink, TurnInput};
+use crate::prompt::{ChainHooks, ChainPrompt, Prompt, TextSink, TurnSpec};
 use crate::response::{ChainResponse, Fork, Response};
 use futures_util::future::join;
 use skein_core::{
     Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId, Origin,
     Relation, RunRecord, Thread, ToolCall, ToolResult,
 };
-use skein_engine::{CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Request, RunId, Tool};
+use skein_engine::{
+    AfterCall, BeforeCall, CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Request, RunId,
+    Tool,
+};
 use skein_store::{Store, StoreError};
 use std::collections::HashSet;
 use std::future::Future;
@@ -283,14 +295,16 @@ impl Conversation {
         self.hooks().after = Some(Arc::new(hook));
     }
 
-    /// A prompt after the conversation's head.
-    pub fn prompt(&self, text: impl Into<String>) -> Prompt {
-        Prompt::new(self.clone(), None, text.into())
+    /// A prompt after the conversation's head: text, messages, or nothing
+    /// new (see [`TurnInput`]).
+    pub fn prompt(&self, input: impl Into<TurnInput>) -> Prompt {
+        Prompt::new(self.clone(), None, input.into())
     }
 
-    /// A tool loop after the conversation's head, with its tools and hooks.
-    pub fn chain(&self, text: impl Into<String>) -> ChainPrompt {
-        self.prompt(text).chain()
+    /// A tool loop after the conversation's head, with its tools and hooks
+    /// (or the chain's own: [`ChainPrompt::before_call`]).
+    pub fn chain(&self, input: impl Into<TurnInput>) -> ChainPrompt {
+        self.prompt(input).chain()
     }
 
     /// Branch at the conversation's head.
@@ -319,7 +333,7 @@ impl Conversation {
 
     async fn load_as(store: &Store, id: &str, home: &Model, on_home: bool) -> Result<Conversation> {
         let id = id.to_string();
-        let (conversation, thread, last_run) = store
+        let (conversation, thread, last_run, drift) = store
             .run(move |store| {
                 let id = store.resolve_conversation(&id)?;
                 let conversation = store.conversation(&id)?;
@@ -330,7 +344,8 @@ impl Conversation {
                     ),
                     None => (Thread::new(), None),
                 };
-                Ok((conversation, thread, last_run))
+                let drift = recorded_drift(store, &conversation, &thread)?;
+                Ok((conversation, thread, last_run, drift))
             })
             .await?;
         let settings = &conversation.settings;
@@ -360,6 +375,7 @@ impl Conversation {
         builder.origin = conversation.origin.clone();
         builder.start = point;
         builder.stored = true;
+        builder.drift = drift;
         builder.id = Some(conversation.id);
         Ok(builder.build())
     }
@@ -488,7 +504,7 @@ impl Conversation {
         }
     }
 
-    pub(crate) async fn send(&self, from: Option<Point>, input: TurnInput) -> Result<Response> {
+    pub(crate) async fn send(&self, from: Option<Point>, input: TurnSpec) -> Result<Response> {
         let (conversation, from) = self.target(from);
         conversation.run_prompt(from, input).await
     }
@@ -496,25 +512,30 @@ impl Conversation {
     pub(crate) async fn send_chain(
         &self,
         from: Option<Point>,
-        input: TurnInput,
+        input: TurnSpec,
+        hooks: ChainHooks,
     ) -> Result<ChainResponse> {
         let (conversation, from) = self.target(from);
-        conversation.run_chain(from, input).await
+        conversation.run_chain(from, input, hooks).await
     }
 
     /// The request of a turn: the history, then an optional system
-    /// message and the user's text, with this turn's model and options.
-    fn request(&self, from: &Point, model: &Model, input: &TurnInput) -> Request {
+    /// message and the turn's input, with this turn's model and options.
+    fn request(&self, from: &Point, model: &Model, input: &TurnSpec) -> Request {
         let mut request = Request::messages(
             input
                 .system
                 .iter()
-                .map(|system| Message::system(system.clone()))
-                .chain([Message::user(input.text.clone())]),
-        )
-        .history(from.thread.clone(), from.annotations.clone())
-        .options(input.options.clone())
-        .capture();
+                .map(|system| Message::system(system.clone())),
+        );
+        for appended in input.input.messages() {
+            request =
+                request.annotated_message(appended.message.clone(), appended.annotations.clone());
+        }
+        let mut request = request
+            .history(from.thread.clone(), from.annotations.clone())
+            .options(input.options.clone())
+            .capture();
         if let Some(run) = &from.run {
             request = request.relation(Relation::ContinuationOf(run.clone()));
         }
@@ -528,7 +549,7 @@ impl Conversation {
     }
 
     /// The turn's own model and tools, else the conversation's.
-    fn model_and_tools(&self, input: &TurnInput) -> (Model, Vec<Arc<dyn Tool>>) {
+    fn model_and_tools(&self, input: &TurnSpec) -> (Model, Vec<Arc<dyn Tool>>) {
         (
             input
                 .model
@@ -541,7 +562,7 @@ impl Conversation {
         )
     }
 
-    async fn run_prompt(&self, from: Point, mut input: TurnInput) -> Result<Response> {
+    async fn run_prompt(&self, from: Point, mut input: TurnSpec) -> Result<Response> {
         let (model, tools) = self.model_and_tools(&input);
         let specs: Vec<_> = tools.iter().map(|tool| tool.spec().clone()).collect();
         let warnings = self.state().drift.check(&specs);
@@ -577,17 +598,25 @@ impl Conversation {
         }
     }
 
-    async fn run_chain(&self, from: Point, mut input: TurnInput) -> Result<ChainResponse> {
+    async fn run_chain(
+        &self,
+        from: Point,
+        mut input: TurnSpec,
+        own: ChainHooks,
+    ) -> Result<ChainResponse> {
         let (model, tools) = self.model_and_tools(&input);
         let hooks = self.hooks().clone();
         let mut chain = Chain::new(tools)
             .limit(input.chain_limit.unwrap_or(self.shared.chain_limit))
             .drift(self.state().drift.clone());
-        if let Some(before) = hooks.before {
-            chain = chain.before_call(Box::new(move |call| before(call)));
+        // The chain's own hook, else the conversation's, each on its own.
+        let before = own.before.or_else(|| hooks.before.map(shared_before));
+        let after = own.after.or_else(|| hooks.after.map(shared_after));
+        if let Some(before) = before {
+            chain = chain.before_call(before);
         }
-        if let Some(after) = hooks.after {
-            chain = chain.after_call(Box::new(move |call, result| after(call, result)));
+        if let Some(after) = after {
+            chain = chain.after_call(after);
         }
         let request = self.request(&from, &model, &input);
         let (request, sink) = streaming(request, input.on_text.take());
@@ -782,6 +811,58 @@ impl Conversation {
         commit::log(store, self.bookmark(), at.thread.clone(), runs).await?;
         Ok(self.shared.id.clone())
     }
+}
+
+/// What a stored conversation's calls offered, for drift detection: the
+/// tool sets of the recorded runs that produced its thread's nodes (its own,
+/// and those of the conversations it was forked from, whose runs before the
+/// fork produced its prefix), oldest first.
+fn recorded_drift(
+    store: &Store,
+    conversation: &skein_store::Conversation,
+    thread: &Thread,
+) -> skein_store::Result<DriftTracker> {
+    let nodes: HashSet<NodeId> = thread.nodes().iter().map(|node| node.id()).collect();
+    let mut runs = Vec::new();
+    let mut visited = HashSet::new();
+    let mut next = Some((conversation.id.clone(), conversation.origin.clone()));
+    while let Some((id, origin)) = next.take() {
+        if !visited.insert(id.clone()) {
+            break;
+        }
+        runs.extend(
+            store
+                .runs_of_conversation(&id)?
+                .into_iter()
+                .filter(|run| run.output_head.is_some_and(|head| nodes.contains(&head))),
+        );
+        next = match origin.and_then(|origin| origin.conversation) {
+            Some(parent) => match store.conversation(&parent) {
+                Ok(parent) => Some((parent.id, parent.origin)),
+                // An origin the store does not hold (a partial import)
+                // ends the walk; it has no runs to learn from.
+                Err(StoreError::ConversationNotFound(_)) => None,
+                Err(error) => return Err(error),
+            },
+            None => None,
+        };
+    }
+    runs.sort_by_key(|run| run.started_ms);
+    let mut drift = DriftTracker::default();
+    for run in &runs {
+        drift.remember(&run.tools);
+    }
+    Ok(drift)
+}
+
+/// A conversation's `before_call` as one chain's hook.
+fn shared_before(hook: BeforeCallHook) -> BeforeCall {
+    Box::new(move |call| hook(call))
+}
+
+/// A conversation's `after_call` as one chain's hook.
+fn shared_after(hook: AfterCallHook) -> AfterCall {
+    Box::new(move |call, result| hook(call, result))
 }
 
 /// The request with a text channel when a sink wants the stream.

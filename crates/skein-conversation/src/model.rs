@@ -11,6 +11,7 @@ remember the model by that name (and the profile, when there is one).
 
 use crate::conversation::{Conversation, ConversationBuilder};
 use crate::error::Result;
+use crate::input::TurnInput;
 use crate::prompt::{ChainPrompt, Prompt};
 use skein_engine::config::{BackendDef, Catalog, CredentialSource, Profile};
 use skein_engine::{Engine, Tool};
@@ -134,8 +135,8 @@ impl Model {
 
     /// One prompt in a new conversation of its own (no store, no tools).
     /// The response can be replied to, forked and logged.
-    pub fn prompt(&self, text: impl Into<String>) -> Prompt {
-        self.conversation().build().prompt(text)
+    pub fn prompt(&self, input: impl Into<TurnInput>) -> Prompt {
+        self.conversation().build().prompt(input)
     }
 
     /// A tool loop with `tools` in a new conversation of its own. Without
@@ -143,10 +144,10 @@ impl Model {
     /// [`ChainResponse`](crate::ChainResponse).
     pub fn chain(
         &self,
-        text: impl Into<String>,
+        input: impl Into<TurnInput>,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
     ) -> ChainPrompt {
-        self.conversation().tools(tools).build().chain(text)
+        self.conversation().tools(tools).build().chain(input)
     }
 
     /// A new conversation on this model.

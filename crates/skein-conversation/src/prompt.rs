@@ -3,20 +3,29 @@ The builders that make a turn: [`Prompt`] (one model call) and
 [`ChainPrompt`] (a tool loop). Both end in `send().await` or
 `send_blocking()`, which behave identically.
 
-What a turn may override for itself only: the tools offered (an empty list
-offers none), the model (the history is kept), generation options, a system
-message, streaming and cancellation. Everything else comes from the
+What a turn adds is a [`TurnInput`] (text, messages, or nothing). What it
+may override for itself only: the tools offered (an empty list offers
+none), the model (the history is kept), generation options, a system
+message, streaming and cancellation; a chain also its limit and its
+`before_call` / `after_call` hooks. Everything else comes from the
 conversation, as explicit inputs of the request: nothing is inherited from
 an earlier execution.
+
+A chain's own hooks replace the conversation's for that chain only, each
+hook on its own (the seed's per-call arguments: `before_call or
+self.before_call`): a chain given only `before_call` still runs the
+conversation's `after_call`. The conversation's hooks are never changed.
 */
 
 use crate::blocking::wait;
 use crate::conversation::{Conversation, Point};
 use crate::error::Result;
+use crate::input::TurnInput;
 use crate::model::Model;
 use crate::response::{ChainResponse, Response};
 use skein_core::provider::GenerationOptions;
-use skein_engine::{CancellationToken, Tool};
+use skein_core::{BoxFuture, ToolCall, ToolResult};
+use skein_engine::{AfterCall, BeforeCall, CallDecision, CancellationToken, Tool};
 use std::sync::Arc;
 
 /// Receives the reply's text as it streams.
@@ -24,8 +33,8 @@ pub type TextSink = Box<dyn FnMut(&str) + Send>;
 
 /// What one turn asks for, besides the conversation's defaults.
 #[derive(Default)]
-pub(crate) struct TurnInput {
-    pub(crate) text: String,
+pub(crate) struct TurnSpec {
+    pub(crate) input: TurnInput,
     pub(crate) system: Option<String>,
     pub(crate) tools: Option<Vec<Arc<dyn Tool>>>,
     pub(crate) model: Option<Model>,
@@ -36,20 +45,28 @@ pub(crate) struct TurnInput {
     pub(crate) schema: Option<serde_json::Value>,
 }
 
-/// One prompt: a user message sent after a conversation's history.
+/// A chain's own hooks: each replaces the conversation's for that chain.
+#[derive(Default)]
+pub(crate) struct ChainHooks {
+    pub(crate) before: Option<BeforeCall>,
+    pub(crate) after: Option<AfterCall>,
+}
+
+/// One prompt: a turn's input (see [`TurnInput`]) sent after a
+/// conversation's history.
 #[must_use = "a prompt does nothing until it is sent"]
 pub struct Prompt {
     pub(crate) conversation: Conversation,
     /// Where the turn starts; the conversation's head at send time when
     /// `None`.
     pub(crate) from: Option<Point>,
-    pub(crate) input: TurnInput,
+    pub(crate) input: TurnSpec,
 }
 
 macro_rules! turn_settings {
     ($builder:ident) => {
         impl $builder {
-            /// A system message sent before the user message of this turn.
+            /// A system message sent before this turn's input.
             pub fn system(mut self, text: impl Into<String>) -> $builder {
                 self.input.system = Some(text.into());
                 self
@@ -101,13 +118,13 @@ turn_settings!(Prompt);
 turn_settings!(ChainPrompt);
 
 impl Prompt {
-    pub(crate) fn new(conversation: Conversation, from: Option<Point>, text: String) -> Prompt {
+    pub(crate) fn new(conversation: Conversation, from: Option<Point>, input: TurnInput) -> Prompt {
         Prompt {
             conversation,
             from,
-            input: TurnInput {
-                text,
-                ..TurnInput::default()
+            input: TurnSpec {
+                input,
+                ..TurnSpec::default()
             },
         }
     }
@@ -142,6 +159,7 @@ impl Prompt {
             conversation: self.conversation,
             from: self.from,
             input: self.input,
+            hooks: ChainHooks::default(),
         }
     }
 }
@@ -152,7 +170,8 @@ impl Prompt {
 pub struct ChainPrompt {
     conversation: Conversation,
     from: Option<Point>,
-    input: TurnInput,
+    input: TurnSpec,
+    hooks: ChainHooks,
 }
 
 impl ChainPrompt {
@@ -163,8 +182,31 @@ impl ChainPrompt {
         self
     }
 
+    /// Decide each tool call of this chain (run it, possibly with changed
+    /// arguments, skip it, or stop the chain) instead of the conversation's
+    /// `before_call`, which stays as it is for later turns.
+    pub fn before_call(
+        mut self,
+        hook: impl for<'a> FnMut(&'a ToolCall) -> BoxFuture<'a, CallDecision> + Send + 'static,
+    ) -> ChainPrompt {
+        self.hooks.before = Some(Box::new(hook));
+        self
+    }
+
+    /// See each tool call of this chain and its result instead of the
+    /// conversation's `after_call`, which stays as it is for later turns.
+    pub fn after_call(
+        mut self,
+        hook: impl for<'a> FnMut(&'a ToolCall, &'a ToolResult) -> BoxFuture<'a, ()> + Send + 'static,
+    ) -> ChainPrompt {
+        self.hooks.after = Some(Box::new(hook));
+        self
+    }
+
     pub async fn send(self) -> Result<ChainResponse> {
-        self.conversation.send_chain(self.from, self.input).await
+        self.conversation
+            .send_chain(self.from, self.input, self.hooks)
+            .await
     }
 
     /// [`ChainPrompt::send`], blocking.

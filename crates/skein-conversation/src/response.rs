@@ -14,6 +14,7 @@ once.
 use crate::blocking::wait;
 use crate::conversation::{Conversation, Point};
 use crate::error::Result;
+use crate::input::TurnInput;
 use crate::model::Model;
 use crate::prompt::Prompt;
 use skein_core::{Message, NodeId, Thread, ToolCall, ToolSpec, Usage};
@@ -126,9 +127,10 @@ impl Response {
     /// Continue the conversation from this response, with its tools, hooks,
     /// chain limit and store. When the conversation has moved on since,
     /// the turn branches into a new conversation here instead (a bookmark
-    /// never moves backwards).
-    pub fn reply(&self, text: impl Into<String>) -> Prompt {
-        Prompt::new(self.conversation.clone(), Some(self.point()), text.into())
+    /// never moves backwards). The input is text, messages, or nothing new
+    /// (see [`TurnInput`]).
+    pub fn reply(&self, input: impl Into<TurnInput>) -> Prompt {
+        Prompt::new(self.conversation.clone(), Some(self.point()), input.into())
     }
 
     /// A new conversation branching at this response.
@@ -244,12 +246,14 @@ impl ChainResponse {
         &self.conversation
     }
 
-    /// Continue from the end of the chain.
-    pub fn reply(&self, text: impl Into<String>) -> Prompt {
+    /// Continue from the end of the chain (when a `before_call` hook
+    /// stopped it, from the results given for its calls: an empty
+    /// [`TurnInput`] lets the model go on from them).
+    pub fn reply(&self, input: impl Into<TurnInput>) -> Prompt {
         Prompt::new(
             self.conversation.clone(),
             Some(self.end.clone()),
-            text.into(),
+            input.into(),
         )
     }
 }
@@ -322,7 +326,7 @@ impl Fork {
 
     /// The new conversation's first prompt. With a store attached, the
     /// conversation is recorded when that turn succeeds.
-    pub fn prompt(self, text: impl Into<String>) -> Prompt {
-        self.branch().prompt(text)
+    pub fn prompt(self, input: impl Into<TurnInput>) -> Prompt {
+        self.branch().prompt(input)
     }
 }

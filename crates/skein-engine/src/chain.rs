@@ -78,6 +78,15 @@ pub struct DriftTracker {
 }
 
 impl DriftTracker {
+    /// Remember the tools offered on an earlier call without checking them:
+    /// how a conversation loaded from a store learns the schemas its
+    /// recorded calls offered (feed its runs oldest first).
+    pub fn remember(&mut self, tools: &[ToolSpec]) {
+        for tool in tools {
+            self.schemas.insert(tool.name.clone(), tool.schema_hash());
+        }
+    }
+
     /// Warnings for the tools offered on one call, then remember them.
     pub fn check(&mut self, tools: &[ToolSpec]) -> Vec<DriftWarning> {
         let mut warnings = Vec::new();

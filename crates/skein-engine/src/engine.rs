@@ -288,10 +288,27 @@ impl Engine {
             Some((id, version)) => Some(self.find_prompt(id, *version)?),
             None => None,
         };
-        if prompt.is_none() && request.messages.is_empty() {
+        let continues = request
+            .history
+            .as_ref()
+            .is_some_and(|history| !history.thread.is_empty());
+        if prompt.is_none() && request.messages.is_empty() && !continues {
             return Err(EngineError::InvalidRequest(
-                "a request needs a prompt or at least one message".into(),
+                "a request needs a prompt, at least one message, or a history to continue".into(),
             ));
+        }
+        for (position, appended) in request.messages.iter().enumerate() {
+            let parts = appended.message.parts.len();
+            if let Some((part, _)) = appended
+                .annotations
+                .iter()
+                .find(|(part, _)| *part as usize >= parts)
+            {
+                return Err(EngineError::InvalidRequest(format!(
+                    "message {position} of the request has an annotation on part {part}, \
+                     but it has {parts} part(s)"
+                )));
+            }
         }
         if prompt.is_none() && !request.variables.is_empty() {
             return Err(EngineError::InvalidRequest(

@@ -84,6 +84,6 @@ pub use execute::RunOutput;
 pub use ledger::{Figure, Ledger, LedgerEntry, Totals};
 pub use load::load_dir;
 pub use observe::{AttemptKind, Event, EventChannel, EventKind, Observer, RunId};
-pub use request::Request;
+pub use request::{Request, RequestMessage};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolError, tool_fn};

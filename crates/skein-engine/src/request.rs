@@ -132,7 +132,10 @@ impl Request {
     }
 
     /// Render the request after `thread` (a stored conversation's history,
-    /// or any branch point), keeping the annotations of its parts. Unlike
+    /// or any branch point), keeping the annotations of its parts. A request
+    /// with a non-empty history needs no message of its own: it asks the
+    /// model to go on from the history (for example from tool results it
+    /// ends with). Unlike
     /// [`Engine::continue_from`](crate::Engine::continue_from) this names
     /// no earlier run: use [`Request::continuing`] when the history is a
     /// captured exchange.

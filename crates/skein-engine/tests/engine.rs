@@ -815,3 +815,315 @@ async fn observers_compose_and_each_sees_every_event_once_in_order() {
         .replace(output.run.as_str(), "");
     assert!(!json.contains("42"), "{json}");
 }
+
+#[tokio::test]
+async fn capture_is_opt_in() {
+    let engine = engine();
+    let request = || Request::prompt("ask").var("question", "what?");
+    let plain = engine.run(request()).await.unwrap();
+    assert!(plain.exchange.is_none(), "no exchange unless asked for");
+    // The run happened all the same: its reply and its ledger entry.
+    assert!(!plain.text().is_empty());
+    assert!(engine.ledger().entry(&plain.run).is_some());
+    let captured = engine.run(request().capture()).await.unwrap();
+    let exchange = captured.exchange.expect("asked for");
+    assert_eq!(exchange.reply(), &captured.message);
+    assert_eq!(exchange.request(), captured.prepared.thread);
+}
+
+#[tokio::test]
+async fn exchange_details_are_its_metadata_without_content() {
+    let engine = engine();
+    let first = engine
+        .run(
+            Request::prompt("ask")
+                .var("question", "json please")
+                .output_contract(answer_schema())
+                .capture(),
+        )
+        .await
+        .unwrap();
+    let exchange = first.exchange.unwrap();
+    let details = exchange.details();
+    assert_eq!(details.run, first.run);
+    assert_eq!(details.head, exchange.head());
+    assert_eq!(details.messages, 3, "system, user, reply");
+    assert_eq!(
+        details.prompt,
+        Some(skein_engine::PromptRef {
+            id: "ask".into(),
+            version: 1
+        })
+    );
+    assert_eq!(details.continuation_of, None);
+    assert_eq!(details.validation, Validation::Validated);
+    let json = serde_json::to_string(&details).unwrap();
+    assert!(
+        !json.contains("json please") && !json.contains("answer"),
+        "{json}"
+    );
+
+    let next = engine
+        .continue_from(
+            &exchange,
+            Request::messages([Message::user("and then?")])
+                .profile("main")
+                .capture(),
+        )
+        .await
+        .unwrap();
+    let details = next.exchange.unwrap().details();
+    assert_eq!(details.continuation_of, Some(first.run));
+    assert_eq!(details.prompt, None);
+    assert_eq!(details.messages, 5);
+    assert_eq!(details.validation, Validation::NotApplicable);
+}
+
+#[tokio::test]
+async fn inspect_profile_returns_the_profile_or_names_the_known_ones() {
+    let catalog = catalog().profile(
+        Profile::new("tuned", "script", "script-model")
+            .options(skein_core::provider::GenerationOptions {
+                temperature: Some(0.5),
+                ..Default::default()
+            })
+            .repair_attempts(0),
+    );
+    let engine = Engine::builder(catalog)
+        .provider("script", scripted())
+        .build()
+        .unwrap();
+    let profile = engine.inspect_profile("tuned").unwrap();
+    assert_eq!(
+        (profile.backend.as_str(), profile.model.as_str()),
+        ("script", "script-model")
+    );
+    assert_eq!(profile.options.temperature, Some(0.5));
+    assert_eq!(profile.repair_attempts, 0);
+    assert_eq!(engine.inspect_profile("main").unwrap().repair_attempts, 2);
+    let error = engine.inspect_profile("nope").unwrap_err();
+    assert!(matches!(error, EngineError::ProfileLoad { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("nope") && message.contains("tuned") && message.contains("main"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_request_may_add_nothing_to_a_history_but_needs_something_to_send() {
+    let engine = engine();
+    let first = engine
+        .run(Request::prompt("ask").var("question", "start").capture())
+        .await
+        .unwrap();
+    let exchange = first.exchange.unwrap();
+    // Nothing new: the model goes on from the history as it stands.
+    let on = engine
+        .run(
+            Request::default()
+                .history(exchange.thread().clone(), Default::default())
+                .profile("main")
+                .capture(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(on.prepared.thread.head_id(), Some(exchange.head()));
+    // Nothing at all is refused, before any run.
+    let error = engine
+        .run(Request::default().profile("main"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, EngineError::InvalidRequest(_)), "{error}");
+    let error = engine
+        .run(
+            Request::default()
+                .history(skein_core::Thread::new(), Default::default())
+                .profile("main"),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("history to continue"), "{error}");
+    // An annotation on a part the message does not have is refused.
+    let error = engine
+        .run(
+            Request::default()
+                .annotated_message(
+                    Message::user("one part"),
+                    vec![(1, skein_core::Annotation::Source("s".into()))],
+                )
+                .profile("main"),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, EngineError::InvalidRequest(_)), "{error}");
+    assert!(error.to_string().contains("part 1"), "{error}");
+    assert_eq!(
+        engine.ledger().entries().len(),
+        2,
+        "the refused ones never ran"
+    );
+}
+
+/// Answers "A" with a malformed first try held until released, and
+/// anything else at once; a repair request gets valid JSON. Keeps the order
+/// in which calls reached it.
+#[derive(Default)]
+struct HeldRepairs {
+    release: tokio::sync::Notify,
+    calls: Mutex<Vec<String>>,
+}
+
+struct HeldRepairsProvider(Arc<HeldRepairs>);
+
+impl Provider for HeldRepairsProvider {
+    fn name(&self) -> &str {
+        "held-repairs"
+    }
+
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        let messages = request.thread.messages();
+        let first_user = messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.joined_text())
+            .unwrap_or_default();
+        let repair = messages.len() > 1;
+        self.0.calls.lock().unwrap().push(format!(
+            "{first_user}:{}",
+            if repair { "repair" } else { "initial" }
+        ));
+        let this = self.0.clone();
+        Box::pin(futures_stream(async move {
+            let text = if repair {
+                r#"{"answer": 1}"#
+            } else if first_user == "A" {
+                this.release.notified().await;
+                "not json"
+            } else {
+                r#"{"answer": 2}"#
+            };
+            vec![
+                Ok(StreamEvent::Text(text.into())),
+                Ok(StreamEvent::Done(FinishReason::Stop)),
+            ]
+        }))
+    }
+}
+
+/// A run holds its permit through validation and repair: at capacity one,
+/// a run queued behind it reaches the provider only after the repair.
+/// (Were the permit dropped between attempts, the queued run, first in
+/// line on the fair semaphore, would be answered before the repair.)
+#[tokio::test(flavor = "current_thread")]
+async fn admission_is_held_through_validation_and_repair() {
+    let held = Arc::new(HeldRepairs::default());
+    let engine = Engine::builder(catalog())
+        .provider("echo", Arc::new(HeldRepairsProvider(held.clone())))
+        .build()
+        .unwrap();
+    let request = |text: &str| {
+        Request::messages([Message::user(text)])
+            .profile("echo")
+            .output_contract(answer_schema())
+    };
+    let a = tokio::spawn({
+        let engine = engine.clone();
+        let request = request("A");
+        async move { engine.run(request).await }
+    });
+    while held.calls.lock().unwrap().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let b = tokio::spawn({
+        let engine = engine.clone();
+        let request = request("B");
+        async move { engine.run(request).await }
+    });
+    // Let B run until it waits for the permit A holds (on this one
+    // thread, a yield runs every other ready task first).
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(engine.inspect_backend("echo").unwrap().available_permits, 0);
+    assert_eq!(held.calls.lock().unwrap().len(), 1, "B waits");
+    held.release.notify_one();
+    let a = a.await.unwrap().unwrap();
+    let b = b.await.unwrap().unwrap();
+    assert_eq!(a.attempts, 2);
+    assert_eq!(a.value, Some(json!({"answer": 1})));
+    assert_eq!(b.value, Some(json!({"answer": 2})));
+    assert_eq!(
+        *held.calls.lock().unwrap(),
+        ["A:initial", "A:repair", "B:initial"]
+    );
+    assert_eq!(engine.inspect_backend("echo").unwrap().available_permits, 1);
+}
+
+#[tokio::test]
+async fn a_family_takes_in_associated_runs_and_what_continues_them() {
+    let engine = Engine::builder(catalog())
+        .provider("echo", Arc::new(Echo))
+        .build()
+        .unwrap();
+    let ask = |text: &str| {
+        Request::messages([Message::user(text)])
+            .profile("echo")
+            .capture()
+    };
+    let root = engine.run(ask("root")).await.unwrap();
+    let branch = engine
+        .continue_from(root.exchange.as_ref().unwrap(), ask("branch"))
+        .await
+        .unwrap();
+    // Work done on behalf of the branch, in a history of its own, and a
+    // continuation of that work.
+    let helper = engine
+        .run(ask("helper").associated_with(&branch.run))
+        .await
+        .unwrap();
+    let helper_next = engine
+        .continue_from(helper.exchange.as_ref().unwrap(), ask("helper next"))
+        .await
+        .unwrap();
+    // Associated after the fact.
+    let late = engine.run(ask("late")).await.unwrap();
+    assert!(engine.ledger().relate(
+        &late.run,
+        skein_core::Relation::AssociatedWith(root.run.clone())
+    ));
+    // Unrelated: its own root, and work associated with it.
+    let other = engine.run(ask("other")).await.unwrap();
+    let other_helper = engine
+        .run(ask("other helper").associated_with(&other.run))
+        .await
+        .unwrap();
+
+    let family = engine.ledger().family(&root.run);
+    let mut expected = vec![
+        root.run.clone(),
+        branch.run.clone(),
+        helper.run.clone(),
+        helper_next.run.clone(),
+        late.run.clone(),
+    ];
+    expected.sort();
+    assert_eq!(family.runs, expected);
+    assert!(family.failed.is_empty());
+    let sum: u64 = [&root, &branch, &helper, &helper_next, &late]
+        .iter()
+        .map(|run| run.usage.input_tokens.unwrap())
+        .sum();
+    assert_eq!(family.input_tokens.value, sum);
+    assert!(family.is_complete());
+    // From the branch: itself and its associated work, not its root.
+    let from_branch = engine.ledger().family(&branch.run);
+    assert!(!from_branch.runs.contains(&root.run));
+    assert_eq!(from_branch.runs.len(), 3);
+    let others = engine.ledger().family(&other.run);
+    assert_eq!(others.runs.len(), 2);
+    assert!(others.runs.contains(&other_helper.run));
+}

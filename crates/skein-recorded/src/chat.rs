@@ -60,6 +60,8 @@ pub(crate) struct Config {
 pub(crate) struct Stamp {
     pub(crate) turn: usize,
     pub(crate) answer_head: NodeId,
+    /// The sources the rerun removed, sorted.
+    pub(crate) removed: Vec<String>,
 }
 
 /// A chat whose every turn can be explained, re-run without chosen

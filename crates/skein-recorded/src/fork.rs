@@ -8,10 +8,14 @@ recorded request minus the ablated parts, so earlier turns keep their
 recorded messages and replies) followed by the rerun's answer, and the
 rerun's removals carry forward into every later turn and probe of the fork.
 
-Provenance is enforced: the rerun must belong to this chat and this turn.
-In memory the chat remembers each rerun it produced (its turn and answer
-node); with a store, the persisted rerun record is checked too, so
-provenance survives a restart. A result that matches neither is refused.
+Provenance is enforced: the rerun must belong to this chat and this turn,
+with the answer and the removals it actually had. In memory the chat
+remembers each rerun it produced (its turn, answer node and removed
+sources); with a store, the persisted rerun record is checked too, so
+provenance survives a restart. A result that matches neither is refused: a
+`RerunResult` is plain data whose fields a caller can change, and a fork
+that carried removals its rerun never made would contradict its own
+history in every later turn.
 */
 
 use crate::chat::RecordedChat;
@@ -20,6 +24,7 @@ use crate::rerun::RerunResult;
 use crate::source::Ablation;
 use skein_core::{NodeId, Thread};
 use skein_store::{Origin, RerunId, StoreError};
+use std::collections::BTreeSet;
 
 impl RecordedChat {
     /// A new chat continuing from turn `k`: from the rerun's answer when
@@ -56,7 +61,8 @@ impl RecordedChat {
         let answer_head = answer
             .head_id()
             .ok_or_else(|| refuse("its answer is empty".into()))?;
-        self.check_provenance(k, &rerun.id, answer_head).await?;
+        self.check_provenance(k, &rerun.id, answer_head, &rerun.removed)
+            .await?;
         if rerun.turn_node != turn.node() {
             return Err(refuse("it names another reply node than the turn's".into()));
         }
@@ -93,7 +99,8 @@ impl RecordedChat {
                 rerun: rerun.to_string(),
                 reason: "its record has no answer".into(),
             })?;
-        self.check_provenance(k, rerun, answer_head).await?;
+        self.check_provenance(k, rerun, answer_head, &record.ablation)
+            .await?;
         let turn = self.turn(k)?.clone();
         if record.turn_node != turn.node() {
             return Err(RecordedError::Provenance {
@@ -109,11 +116,28 @@ impl RecordedChat {
     }
 
     /// The rerun `id` was produced by this chat for turn `k` with this
-    /// answer: in memory, or in the store's record.
-    async fn check_provenance(&self, k: usize, id: &RerunId, answer_head: NodeId) -> Result<()> {
+    /// answer and these removals: in memory, or in the store's record.
+    async fn check_provenance(
+        &self,
+        k: usize,
+        id: &RerunId,
+        answer_head: NodeId,
+        removed: &[String],
+    ) -> Result<()> {
         let refuse = |reason: String| RecordedError::Provenance {
             rerun: id.to_string(),
             reason: format!("{reason} (forking turn {k})"),
+        };
+        let claimed: BTreeSet<&str> = removed.iter().map(String::as_str).collect();
+        let differs = |actual: &[String]| {
+            let actual: BTreeSet<&str> = actual.iter().map(String::as_str).collect();
+            (actual != claimed).then(|| {
+                refuse(format!(
+                    "it claims to have removed [{}], but it removed [{}]",
+                    claimed.iter().copied().collect::<Vec<_>>().join(", "),
+                    actual.into_iter().collect::<Vec<_>>().join(", ")
+                ))
+            })
         };
         if let Some(stamp) = self.reruns.get(id) {
             if stamp.turn != k {
@@ -123,6 +147,9 @@ impl RecordedChat {
                 return Err(refuse(
                     "its answer is not the one this chat recorded for it".into(),
                 ));
+            }
+            if let Some(refused) = differs(&stamp.removed) {
+                return Err(refused);
             }
         }
         let (Some(store), Some(conversation)) = (&self.config.store, self.conversation()) else {
@@ -155,6 +182,9 @@ impl RecordedChat {
         }
         if record.answer_head != Some(answer_head) {
             return Err(refuse("its answer is not the one recorded for it".into()));
+        }
+        if let Some(refused) = differs(&record.ablation) {
+            return Err(refused);
         }
         Ok(())
     }

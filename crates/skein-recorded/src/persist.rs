@@ -86,6 +86,7 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
                     Stamp {
                         turn: r.turn as usize,
                         answer_head,
+                        removed: r.ablation,
                     },
                 )
             })

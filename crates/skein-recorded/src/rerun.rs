@@ -368,6 +368,7 @@ impl RecordedChat {
             Stamp {
                 turn: k,
                 answer_head: result.samples[0].thread.head_id().expect("an answer"),
+                removed: result.removed.clone(),
             },
         );
         Ok(result)

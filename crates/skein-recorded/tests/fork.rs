@@ -237,3 +237,61 @@ async fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources()
     fork.send("And now?").await.unwrap();
     check(system_of_last_request());
 }
+
+/// A `RerunResult` is plain data: a fork from one whose `removed` was
+/// edited, emptied or widened would carry removals its rerun never made.
+/// Refused in memory, and against the stored record after a restart.
+#[tokio::test]
+async fn provenance_checks_what_the_rerun_actually_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let in_memory = advisor_chat(advisor::model()).await;
+    let mut stored = advisor_builder(advisor::model())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    record_three(&mut stored).await;
+    let loaded = |store: skein_store::Store, cid| async move {
+        advisor_builder(advisor::model())
+            .store(store)
+            .load(&cid)
+            .await
+            .unwrap()
+    };
+    let cid = stored.conversation().unwrap().clone();
+    for (mut chat, restart) in [(in_memory, false), (stored, true)] {
+        let rerun = chat.rerun_turn(1, ignore_sentiment()).await.unwrap();
+        assert_eq!(rerun.removed, ["social-sentiment"]);
+        // After a restart only the stored record knows what it removed.
+        let chat = if restart {
+            loaded(store.clone(), cid.clone()).await
+        } else {
+            chat
+        };
+        for (what, removed) in [
+            ("edited", vec!["analyst-note"]),
+            ("emptied", vec![]),
+            ("widened", vec!["analyst-note", "social-sentiment"]),
+        ] {
+            let mut tampered = rerun.clone();
+            tampered.removed = removed.into_iter().map(String::from).collect();
+            let error = chat.fork(1, Some(&tampered)).await.unwrap_err();
+            assert!(
+                matches!(error, RecordedError::Provenance { .. }),
+                "{what}: {error}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains("but it removed [social-sentiment]"),
+                "{what}: {error}"
+            );
+        }
+        let fork = chat.fork(1, Some(&rerun)).await.unwrap();
+        assert_eq!(
+            fork.removed().iter().cloned().collect::<Vec<_>>(),
+            ["social-sentiment"]
+        );
+    }
+}

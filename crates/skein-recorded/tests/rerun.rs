@@ -378,6 +378,138 @@ async fn an_unknown_turn_cannot_be_rerun() {
     ));
 }
 
+/// An embedder whose vectors the test chooses, text by text; a text it was
+/// not given is an error naming it.
+struct Table {
+    vectors: Vec<(&'static str, Vec<f32>)>,
+    seen: Mutex<Vec<String>>,
+}
+
+impl skein_recorded::Embedder for Table {
+    fn id(&self) -> &str {
+        "table"
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, skein_recorded::EmbedError>> {
+        self.seen.lock().unwrap().extend(texts.iter().cloned());
+        let vectors = texts
+            .iter()
+            .map(|text| {
+                self.vectors
+                    .iter()
+                    .find(|(known, _)| known == text)
+                    .map(|(_, vector)| vector.clone())
+                    .ok_or_else(|| {
+                        skein_recorded::EmbedError::Failed(format!("no vector for {text:?}").into())
+                    })
+            })
+            .collect();
+        Box::pin(async move { vectors })
+    }
+}
+
+/// A turn with a tool step: the four-signal branch, checked against scores
+/// computed by hand from vectors chosen for round cosines.
+#[tokio::test]
+async fn reason_scores_a_turn_with_tool_steps_on_all_four_signals() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Nothing {}
+    const SCRIPT: &str = r#"
+[[rules]]
+last_role = "tool"
+reply = "HOLD"
+
+[[rules]]
+tool_offered = "quote"
+last_role = "user"
+tool_calls = [{ name = "quote", arguments = '{}' }]
+"#;
+    let quote = skein_engine::tool_fn("quote", "Latest quote", |_: Nothing| async {
+        Ok::<_, std::convert::Infallible>("price 10".to_string())
+    });
+    let table = Arc::new(Table {
+        vectors: vec![
+            // The reply, and the two intermediate outputs (the call, its
+            // result): three orthogonal axes.
+            ("HOLD", vec![1.0, 0.0, 0.0]),
+            ("quote({})", vec![0.0, 1.0, 0.0]),
+            ("price 10", vec![0.0, 0.0, 1.0]),
+            // The tool as a source: its name and description, its call and
+            // its result.
+            (
+                "quote: Latest quote\nquote({})\nprice 10",
+                vec![0.0, 0.6, 0.8],
+            ),
+            ("alpha", vec![1.0, 0.0, 0.0]),
+            ("beta", vec![0.6, 0.8, 0.0]),
+        ],
+        seen: Mutex::new(Vec::new()),
+    });
+    let mut chat = RecordedChat::builder(
+        common::engine(Arc::new(
+            skein_providers::Scripted::from_toml_str(SCRIPT).unwrap(),
+        )),
+        "advisor",
+    )
+    .source(Source::fact("alpha", "alpha"))
+    .source(Source::fact("beta", "beta"))
+    .tool(quote)
+    .embedder(table.clone())
+    .build()
+    .await
+    .unwrap();
+    let turn = chat.send("Should we hold?").await.unwrap();
+    assert_eq!(turn.text(), "HOLD");
+    assert_eq!(turn.intermediate_texts(), ["quote({})", "price 10"]);
+
+    let report = chat.reason(0, ReasonOptions::new()).await.unwrap();
+    assert_eq!(
+        *table.seen.lock().unwrap(),
+        [
+            "HOLD",
+            "quote({})",
+            "price 10",
+            "quote: Latest quote\nquote({})\nprice 10",
+            "alpha",
+            "beta"
+        ]
+    );
+    assert_eq!(report.intermediate_outputs, 2);
+    // One model call between the sources' first appearance (the request)
+    // and the final reply: DEPTH = 1 / (1 + 1) for every source.
+    //
+    // beta:  FA 0.6; cosines to the steps 0.8 and 0 → AVG 0.4, PERSIST 1/2;
+    //        0.4·0.6 + 0.3·0.4 + 0.2·0.5 + 0.1·0.5 = 0.51
+    // quote: FA 0; cosines 0.6 and 0.8 → AVG 0.7, PERSIST 1;
+    //        0 + 0.21 + 0.2 + 0.05 = 0.46
+    // alpha: FA 1; cosines 0 and 0 → AVG 0, PERSIST 0;
+    //        0.4 + 0 + 0 + 0.05 = 0.45
+    let expected = [
+        ("beta", 0.51, 0.6, 0.4, 0.5),
+        ("quote", 0.46, 0.0, 0.7, 1.0),
+        ("alpha", 0.45, 1.0, 0.0, 0.0),
+    ];
+    assert_eq!(report.removable(), ["beta", "quote", "alpha"]);
+    for (suspect, (id, score, fa, avg, persist)) in report.suspects.iter().zip(expected) {
+        let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
+        assert_eq!(suspect.id, id);
+        assert!(close(suspect.score, score), "{id}: {suspect:?}");
+        assert!(close(suspect.signals.fa, fa), "{id}: {suspect:?}");
+        assert!(
+            close(suspect.signals.avg.unwrap(), avg),
+            "{id}: {suspect:?}"
+        );
+        assert!(
+            close(suspect.signals.persist.unwrap(), persist),
+            "{id}: {suspect:?}"
+        );
+        assert_eq!(suspect.signals.depth, 0.5, "{id}");
+    }
+}
+
 /// A provider that counts how many of its calls are in flight at once
 /// (each call waits a moment before answering, so calls that run together
 /// overlap).

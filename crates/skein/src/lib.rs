@@ -27,7 +27,8 @@ This facade re-exports the pieces a user meets first:
 And the types most code starts from: [`Model`] (a handle on a model
 through the engine), [`Conversation`] (a named bookmark with default tools,
 hooks and a chain limit, optionally attached to a store), [`Response`] and
-[`ChainResponse`] with `reply` and `fork`. Every operation that waits has
+[`ChainResponse`] with `reply` and `fork`, and [`TurnInput`] (what a turn
+adds: text, messages, or nothing new). Every operation that waits has
 an async form (`send().await`) and a blocking one (`send_blocking()`) that
 behaves identically. See docs/continuing-and-branching.md.
 
@@ -70,7 +71,7 @@ pub mod import;
 pub use skein_conversation::blocking;
 pub use skein_conversation::{
     AfterCallHook, BeforeCallHook, ChainPrompt, ChainResponse, Conversation, ConversationBuilder,
-    Error, Fork, Model, Prompt, Response, Result,
+    Error, Fork, Model, Prompt, Response, Result, TurnInput,
 };
 pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
 pub use skein_engine::{

@@ -5,8 +5,12 @@
 
 mod support;
 
+use skein::core::{Annotation, Attachment, CacheHint, Part, ToolResult};
+use skein::engine::EngineError;
 use skein::store::{Origin, RunStatus};
-use skein::{CallDecision, ChainStatus, Error, Role, Store};
+use skein::{CallDecision, ChainStatus, Error, Message, Role, Store, TurnInput};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use support::*;
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -452,12 +456,15 @@ both_forms!(a_chain_whose_model_call_fails_keeps_the_completed_calls, {
     assert_eq!(conversation.head(), stored.head);
     // The completed call, and the call the chain failed in, which keeps its
     // record (no node) in the same write.
+    // (Listed by start time: both may start within one millisecond.)
     let runs = store.runs_of_conversation(conversation.id()).unwrap();
     assert_eq!(runs.len(), 2);
-    assert_eq!(runs[0].status, RunStatus::Succeeded);
-    assert_eq!(runs[1].status, RunStatus::Failed);
-    assert_eq!(runs[1].output_head, None);
-    assert_eq!(runs[1].input_head, stored.head);
+    let (failed, succeeded): (Vec<_>, Vec<_>) =
+        runs.iter().partition(|run| run.status == RunStatus::Failed);
+    assert_eq!((failed.len(), succeeded.len()), (1, 1));
+    assert_eq!(succeeded[0].status, RunStatus::Succeeded);
+    assert_eq!(failed[0].output_head, None);
+    assert_eq!(failed[0].input_head, stored.head);
 });
 
 both_forms!(the_chain_limit_ends_the_chain_with_a_clear_status, {
@@ -589,7 +596,7 @@ both_forms!(
     }
 );
 
-both_forms!(streaming_hands_over_the_text_as_it_arrives, {
+both_forms!(streaming_hands_over_the_whole_text, {
     let fixture = Fixture::new();
     let streamed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let sink = streamed.clone();
@@ -603,6 +610,98 @@ both_forms!(streaming_hands_over_the_text_as_it_arrives, {
     assert_eq!(*streamed.lock().unwrap(), response.text());
 });
 
+/// Streams "first words, ", then holds its last piece until released.
+struct HoldsItsLastPiece {
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl skein::core::Provider for HoldsItsLastPiece {
+    fn name(&self) -> &str {
+        "holds"
+    }
+
+    fn stream(
+        &self,
+        _: skein::core::provider::ModelRequest,
+    ) -> skein::core::provider::BoxStream<
+        'static,
+        Result<skein::core::provider::StreamEvent, skein::core::ProviderError>,
+    > {
+        use skein::core::provider::StreamEvent;
+        let release = self.release.clone();
+        Box::pin(futures_util::stream::unfold(0, move |step| {
+            let release = release.clone();
+            async move {
+                let event = match step {
+                    0 => StreamEvent::Text("first words, ".into()),
+                    1 => {
+                        release.notified().await;
+                        StreamEvent::Text("last words".into())
+                    }
+                    2 => StreamEvent::Done(skein::core::FinishReason::Stop),
+                    _ => return None,
+                };
+                Some((Ok(event), step + 1))
+            }
+        }))
+    }
+}
+
+/// Text reaches the sink while the reply is still being generated: the
+/// provider holds its last piece until the test has seen the first.
+#[tokio::test(flavor = "current_thread")]
+async fn streamed_text_arrives_before_the_reply_ends() {
+    use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
+    let release = Arc::new(tokio::sync::Notify::new());
+    let catalog = Catalog::new()
+        .backend(BackendDef::new("held", BackendKind::Echo))
+        .profile(Profile::new("held", "held", "held-model"));
+    let engine = skein::Engine::builder(catalog)
+        .provider(
+            "held",
+            Arc::new(HoldsItsLastPiece {
+                release: release.clone(),
+            }),
+        )
+        .build()
+        .unwrap();
+    let model = skein::Model::from_profile(&engine, "held").unwrap();
+    let (pieces, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let turn = tokio::spawn(
+        model
+            .prompt("stream this")
+            .on_text(move |text| {
+                let _ = pieces.send(text.to_string());
+            })
+            .send(),
+    );
+    // Everything between the provider and the sink is in-process, on this
+    // thread: each yield lets the turn's task go as far as it can. A sink
+    // fed only at the end would see nothing however long this loops.
+    let mut first = None;
+    for _ in 0..10_000 {
+        if let Ok(piece) = received.try_recv() {
+            first = Some(piece);
+            break;
+        }
+        assert!(
+            !turn.is_finished(),
+            "the reply cannot end before its release"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        first.as_deref(),
+        Some("first words, "),
+        "no text reached the sink before the reply ended"
+    );
+    assert!(!turn.is_finished());
+    release.notify_one();
+    let response = turn.await.unwrap().unwrap();
+    assert_eq!(received.recv().await.as_deref(), Some("last words"));
+    assert_eq!(response.text(), "first words, last words");
+}
+
 #[tokio::test]
 async fn blocking_forms_refuse_to_run_inside_a_runtime() {
     let fixture = Fixture::new();
@@ -611,31 +710,417 @@ async fn blocking_forms_refuse_to_run_inside_a_runtime() {
     assert!(error.to_string().contains(".await"));
 }
 
+/// A `before_call` that lets every call run and counts them.
+fn counting(
+    count: &Arc<AtomicUsize>,
+) -> impl Fn(&skein::ToolCall) -> skein::core::BoxFuture<'_, CallDecision> + Send + Sync + 'static {
+    let count = count.clone();
+    move |call| {
+        count.fetch_add(1, Ordering::SeqCst);
+        let call = call.clone();
+        Box::pin(async move { CallDecision::Run(call) })
+    }
+}
+
+both_forms!(a_chains_own_hooks_apply_to_that_chain_only, {
+    let fixture = Fixture::new();
+    let before = Arc::new(AtomicUsize::new(0));
+    let after: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = after.clone();
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("add")])
+        .before_call(counting(&before))
+        .after_call(move |_, result| {
+            seen.lock().unwrap().push(result.content.clone());
+            Box::pin(async {})
+        })
+        .build();
+
+    // A chain's `before_call` rewrites the call; it replaces the
+    // conversation's, whose `after_call` still sees the call.
+    let rewritten = send!(conversation.chain("add these").before_call(|call| {
+        let mut call = call.clone();
+        call.arguments = r#"{"a": 10, "b": 3}"#.into();
+        Box::pin(async move { CallDecision::Run(call) })
+    }))
+    .unwrap();
+    assert_eq!(rewritten.text(), "done: 13");
+    assert_eq!(before.load(Ordering::SeqCst), 0);
+    assert_eq!(*after.lock().unwrap(), ["13"]);
+
+    // One that skips the call: the model gets an error result and goes on.
+    let skipped = send!(
+        conversation
+            .chain("add these")
+            .before_call(|_| Box::pin(async { CallDecision::Skip("not now".into()) }))
+    )
+    .unwrap();
+    assert_eq!(skipped.status(), ChainStatus::Completed);
+    assert_eq!(
+        skipped.text(),
+        "done: the application cancelled this call: not now"
+    );
+
+    // One that stops the chain, with an `after_call` of its own.
+    let own: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mine = own.clone();
+    let stopped = send!(
+        conversation
+            .chain("add these")
+            .before_call(|_| Box::pin(async { CallDecision::Stop }))
+            .after_call(move |call, _| {
+                mine.lock().unwrap().push(call.name.clone());
+                Box::pin(async {})
+            })
+    )
+    .unwrap();
+    assert_eq!(stopped.status(), ChainStatus::Stopped);
+    assert_eq!(stopped.responses().len(), 1);
+    assert_eq!(*own.lock().unwrap(), ["add"]);
+
+    // The conversation's own hooks are as they were.
+    assert_eq!(before.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        after.lock().unwrap().len(),
+        2,
+        "not the stopped chain's call"
+    );
+    let plain = send!(conversation.chain("add these")).unwrap();
+    assert_eq!(plain.text(), "done: 5");
+    assert_eq!(before.load(Ordering::SeqCst), 1);
+    assert_eq!(after.lock().unwrap().last().map(String::as_str), Some("5"));
+
+    // `model.chain` takes them too.
+    let ad_hoc = send!(
+        fixture
+            .model()
+            .chain("add these", [fixture.tool("add")])
+            .before_call(|_| Box::pin(async { CallDecision::Stop }))
+    )
+    .unwrap();
+    assert_eq!(ad_hoc.status(), ChainStatus::Stopped);
+});
+
+both_forms!(a_fork_starts_without_hooks_and_a_reply_keeps_them, {
+    let fixture = Fixture::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let conversation = fixture
+        .model()
+        .conversation()
+        .tools([fixture.tool("add")])
+        .before_call(counting(&calls))
+        .build();
+    let first = send!(conversation.chain("add these")).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // A reply from the head continues the conversation, hooks and all.
+    send!(first.reply("add again").chain()).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // A reply to an earlier response branches, and keeps the hooks.
+    let branch = send!(first.reply("add once more").chain()).unwrap();
+    assert_ne!(branch.conversation().id(), conversation.id());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // A fork does not: its tools run without the hook.
+    let forked = send!(first.last().fork().prompt("add in a fork").chain()).unwrap();
+    assert_eq!(forked.text(), "done: 5");
+    let created = create!(conversation.fork()).unwrap();
+    send!(created.chain("add in another")).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+});
+
+both_forms!(
+    a_turn_made_of_messages_sends_them_in_order_with_their_annotations,
+    {
+        let fixture = Fixture::new();
+        let first = send!(fixture.model().prompt("hello")).unwrap();
+        let picture = Part::Attachment(Attachment {
+            media_type: "image/png".into(),
+            data: vec![0x89, b'P', b'N', b'G'],
+        });
+        let input = TurnInput::new()
+            .annotated(
+                Message::new(
+                    Role::User,
+                    vec![Part::text("a long document"), picture.clone()],
+                ),
+                [(0, Annotation::CacheHint(CacheHint::Ephemeral))],
+            )
+            .message(Message::user("and a question"));
+        let reply = send!(first.reply(input)).unwrap();
+        assert_eq!(reply.text(), "you said: and a question");
+        let request = fixture.main.last();
+        assert_eq!(
+            transcript(&request.thread),
+            [
+                "User: hello",
+                "Assistant: you said: hello",
+                "User: a long document",
+                "User: and a question"
+            ]
+        );
+        let document = request.thread.parent();
+        let document_id = document.head_id().unwrap();
+        assert_eq!(document.head().unwrap().message().parts[1], picture);
+        assert_eq!(
+            request.annotations.cache_hint(document_id, 0),
+            Some(CacheHint::Ephemeral)
+        );
+        assert_eq!(request.annotations.cache_hint(document_id, 1), None);
+        // The annotation is part of the history now: the next turn sends it.
+        send!(reply.reply("more")).unwrap();
+        assert_eq!(
+            fixture.main.last().annotations.cache_hint(document_id, 0),
+            Some(CacheHint::Ephemeral)
+        );
+        // Several messages as a first turn, through `model.prompt`.
+        send!(
+            fixture
+                .model()
+                .prompt(vec![Message::user("one"), Message::user("two")])
+        )
+        .unwrap();
+        assert_eq!(
+            transcript(&fixture.main.last().thread),
+            ["User: one", "User: two"]
+        );
+        // An annotation past its message's parts is refused before any call.
+        let made = fixture.main.count();
+        let error = send!(first.reply(
+            TurnInput::new().annotated(Message::user("x"), [(3, Annotation::Source("s".into()))])
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&error, Error::Engine(EngineError::InvalidRequest(_))),
+            "{error}"
+        );
+        assert!(error.to_string().contains("part 3"), "{error}");
+        assert_eq!(fixture.main.count(), made);
+    }
+);
+
+both_forms!(
+    tool_results_from_the_caller_and_an_empty_prompt_continue_from_the_history,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture
+            .model()
+            .conversation()
+            .tools([fixture.tool("add")])
+            .store(&store)
+            .build();
+        // One model call offering `add` without running it: the caller runs
+        // the call and answers with its result, adding no text.
+        let asked = send!(conversation.prompt("add these")).unwrap();
+        let call = asked.tool_calls().next().unwrap().clone();
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            content: "5".into(),
+            is_error: false,
+        };
+        let answered = send!(asked.reply(Message::tool_results([result]))).unwrap();
+        assert_eq!(answered.text(), "done: 5");
+        let request = fixture.main.last();
+        assert_eq!(request.thread.head().unwrap().message().role, Role::Tool);
+        assert_eq!(request.thread.parent().head_id(), Some(asked.head()));
+
+        // A chain stopped by its hook leaves results in the history; an
+        // empty prompt lets the model go on from them.
+        let stopped = send!(
+            conversation
+                .chain("add these")
+                .before_call(|_| Box::pin(async { CallDecision::Stop }))
+        )
+        .unwrap();
+        assert_eq!(stopped.status(), ChainStatus::Stopped);
+        let results = conversation.head();
+        let went_on = send!(conversation.prompt(TurnInput::new())).unwrap();
+        assert_eq!(
+            went_on.text(),
+            "done: the application cancelled this call: the chain was stopped"
+        );
+        assert_eq!(fixture.main.last().thread.head_id(), results);
+        assert_eq!(went_on.thread().parent().head_id(), results);
+        let row = store.conversation(conversation.id()).unwrap();
+        assert_eq!(row.head, Some(went_on.head()));
+        assert_eq!(
+            store.run_record(went_on.run_id()).unwrap().input_head,
+            results
+        );
+        // The same from a chain response, in a reply of no new text.
+        let again = send!(stopped.reply(Vec::<Message>::new())).unwrap();
+        assert_eq!(again.thread().parent().head_id(), results);
+
+        // With no history there is nothing to go on from: refused before
+        // any model call, recording nothing.
+        let empty = fixture.model().conversation().store(&store).build();
+        let made = fixture.main.count();
+        let error = send!(empty.prompt(TurnInput::new())).unwrap_err();
+        assert!(
+            matches!(&error, Error::Engine(EngineError::InvalidRequest(_))),
+            "{error}"
+        );
+        assert!(error.to_string().contains("history to continue"), "{error}");
+        assert_eq!(fixture.main.count(), made);
+        assert!(store.conversation(empty.id()).is_err());
+    }
+);
+
+both_forms!(
+    a_loaded_conversation_warns_when_a_schema_changed_since_its_recorded_calls,
+    {
+        let (_dir, store) = store();
+        let yesterday = Fixture::new();
+        let conversation = yesterday
+            .model()
+            .conversation()
+            .tools([yesterday.tool("add")])
+            .store(&store)
+            .build();
+        let chain = send!(conversation.chain("add these")).unwrap();
+        assert!(chain.warnings().is_empty());
+        let id = conversation.id().to_string();
+
+        // Another process, the same tool: nothing to warn about.
+        let same = Fixture::new();
+        let loaded = load!(&store, &id, &same.model()).unwrap();
+        let unchanged = send!(loaded.chain("add again")).unwrap();
+        assert!(unchanged.warnings().is_empty());
+        let fork = create!(unchanged.last().fork()).unwrap();
+
+        // Today `add` takes three numbers: a loaded conversation warns on
+        // its first call, and so does a stored fork of it (whose own
+        // history was produced by its origin's calls).
+        let today = Fixture::with_tools([add_three()]);
+        for id in [id.clone(), fork.id().to_string()] {
+            let loaded = load!(&store, &id, &today.model()).unwrap();
+            let drifted = send!(loaded.chain("add more")).unwrap();
+            let warnings = drifted.warnings();
+            assert_eq!(warnings.len(), 1, "{id}");
+            assert_eq!(warnings[0].tool, "add");
+            assert_eq!(warnings[0].previous_schema, add().spec().schema_hash());
+            assert_eq!(warnings[0].current_schema, add_three().spec().schema_hash());
+            assert_eq!(drifted.responses()[0].warnings(), warnings.as_slice());
+        }
+
+        // Its last recorded call offered today's schema: no warning now,
+        // and going back to yesterday's warns again.
+        let loaded = load!(&store, &id, &today.model()).unwrap();
+        assert!(send!(loaded.prompt("hi")).unwrap().warnings().is_empty());
+        let loaded = load!(&store, &id, &same.model()).unwrap();
+        let back = send!(loaded.prompt("hi")).unwrap();
+        assert_eq!(back.warnings().len(), 1);
+        assert_eq!(
+            back.warnings()[0].current_schema,
+            add().spec().schema_hash()
+        );
+    }
+);
+
+/// Passes requests to the scripted model once released: lets a test start
+/// two turns from the same head before either can finish.
+struct Gated {
+    inner: Arc<dyn skein::core::Provider>,
+    arrived: AtomicUsize,
+    release: Arc<tokio::sync::Semaphore>,
+}
+
+impl skein::core::Provider for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn stream(
+        &self,
+        request: skein::core::provider::ModelRequest,
+    ) -> skein::core::provider::BoxStream<
+        'static,
+        Result<skein::core::provider::StreamEvent, skein::core::ProviderError>,
+    > {
+        use futures_util::StreamExt;
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        let inner = self.inner.stream(request);
+        let release = self.release.clone();
+        Box::pin(
+            futures_util::stream::once(async move {
+                release.acquire().await.unwrap().forget();
+                inner
+            })
+            .flatten(),
+        )
+    }
+}
+
+/// Two turns started from the same head, in memory and with a store: exactly
+/// one moves the bookmark; the other gets `HeadMoved` with its response, so
+/// no update is lost (both succeeding would be one).
 #[tokio::test]
 async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
-    let fixture = Fixture::new();
-    let conversation = fixture.model().conversation().build();
-    let first = conversation.prompt("one").send().await.unwrap();
-    // Two turns from the same head: the second to finish finds it moved.
-    let (a, b) = tokio::join!(first.reply("a").send(), async {
-        tokio::task::yield_now().await;
-        conversation.prompt("b").send().await
-    });
-    let outcomes = [a, b];
-    let moved: Vec<_> = outcomes
-        .iter()
-        .filter_map(|outcome| match outcome {
-            Err(Error::HeadMoved { response, .. }) => Some(response),
-            _ => None,
-        })
-        .collect();
-    let succeeded = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
-    assert_eq!(succeeded + moved.len(), 2);
-    assert!(succeeded >= 1);
-    for response in moved {
+    use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
+    let (_dir, store) = store();
+    for store in [None, Some(store)] {
+        let gated = Arc::new(Gated {
+            inner: Arc::new(skein::providers::Scripted::from_toml_str(SCRIPT).unwrap()),
+            arrived: AtomicUsize::new(0),
+            release: Arc::new(tokio::sync::Semaphore::new(0)),
+        });
+        let catalog = Catalog::new()
+            .backend(BackendDef::new("main", BackendKind::Echo))
+            .profile(Profile::new("main", "main", "main-model"));
+        let engine = skein::Engine::builder(catalog)
+            .provider("main", gated.clone())
+            .build()
+            .unwrap();
+        let model = skein::Model::from_profile(&engine, "main").unwrap();
+        let mut builder = model.conversation();
+        if let Some(store) = &store {
+            builder = builder.store(store);
+        }
+        let conversation = builder.build();
+        gated.release.add_permits(1);
+        let first = conversation.prompt("one").send().await.unwrap();
+        let a = tokio::spawn(first.reply("a").send());
+        let b = tokio::spawn(conversation.prompt("b").send());
+        // Both have rendered their request from `first`'s head before
+        // either may finish.
+        while gated.arrived.load(Ordering::SeqCst) < 3 {
+            tokio::task::yield_now().await;
+        }
+        gated.release.add_permits(2);
+        let outcomes = [a.await.unwrap(), b.await.unwrap()];
+        let won: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+        let moved: Vec<_> = outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                Err(Error::HeadMoved {
+                    response, current, ..
+                }) => Some((response, current)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            (won.len(), moved.len()),
+            (1, 1),
+            "one turn wins, the other learns it lost: {outcomes:?}"
+        );
+        let (winner, (loser, current)) = (won[0], moved[0]);
+        assert_eq!(conversation.head(), Some(winner.head()));
+        assert_eq!(*current, Some(winner.head()));
+        assert_eq!(
+            loser.thread().parent().parent().head_id(),
+            Some(first.head())
+        );
+        if let Some(store) = &store {
+            let row = store.conversation(conversation.id()).unwrap();
+            assert_eq!(row.head, Some(winner.head()));
+            // The loser's nodes and run are stored all the same.
+            assert!(store.contains(loser.head()).unwrap());
+            store.run_record(loser.run_id()).unwrap();
+        }
         // The kept response can still become a branch.
-        let branch = response.fork().create().await.unwrap();
-        assert_eq!(branch.head(), Some(response.head()));
+        let branch = loser.fork().create().await.unwrap();
+        assert_eq!(branch.head(), Some(loser.head()));
     }
 }
 

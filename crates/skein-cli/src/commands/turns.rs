@@ -342,41 +342,43 @@ pub async fn run_turn(
     } else {
         prompt
     };
-    let offers_tools = prompt.offers_tools();
-    if !ctx.json && offers_tools {
-        prompt.conversation().set_after_call(|call, result| {
-            Box::pin(async move {
-                // The call's text is all sent by now, but it reaches stdout
-                // through a channel drained beside the turn: yielding once
-                // lets the drain write it, so the line is ended after it.
-                tokio::task::yield_now().await;
-                let _ = ui::end_line();
-                ui::note(format!(
-                    "[tool {}({}) {} {}]",
-                    call.name,
-                    call.arguments,
-                    if result.is_error { "failed:" } else { "->" },
-                    ui::one_line(&result.content, 200)
-                ));
-            })
-        });
-    }
-    let outcome = if offers_tools {
-        let chain = prompt.chain();
-        let chain = match settings.chain_limit {
-            Some(limit) => chain.limit(limit),
-            None => chain,
-        };
-        chain
-            .send()
-            .await
-            .map(|chain| (chain.last().clone(), Some(chain.status())))
+    let outcome = if prompt.offers_tools() {
+        let mut chain = prompt.chain();
+        if let Some(limit) = settings.chain_limit {
+            chain = chain.limit(limit);
+        }
+        if !ctx.json {
+            chain = chain.after_call(|call, result| {
+                Box::pin(async move {
+                    // The call's text is all sent by now, but it reaches
+                    // stdout through a channel drained beside the turn:
+                    // yielding once lets the drain write it, so the line is
+                    // ended after it.
+                    tokio::task::yield_now().await;
+                    let _ = ui::end_line();
+                    ui::note(format!(
+                        "[tool {}({}) {} {}]",
+                        call.name,
+                        call.arguments,
+                        if result.is_error { "failed:" } else { "->" },
+                        ui::one_line(&result.content, 200)
+                    ));
+                })
+            });
+        }
+        chain.send().await.map(|chain| {
+            let warnings = chain.warnings();
+            (chain.last().clone(), Some(chain.status()), warnings)
+        })
     } else {
-        prompt.send().await.map(|response| (response, None))
+        prompt.send().await.map(|response| {
+            let warnings = response.warnings().to_vec();
+            (response, None, warnings)
+        })
     };
     // A reply cut short still ends its line; nothing streamed, no line.
     ui::end_line()?;
-    let (response, status) = outcome?;
+    let (response, status, warnings) = outcome?;
     if !ctx.json && !streaming {
         outln!("{}", response.text())?;
     }
@@ -397,7 +399,9 @@ pub async fn run_turn(
     if *finish == FinishReason::Length {
         ui::note(cut_note(response.output()));
     }
-    for warning in response.warnings() {
+    // Every call's warnings: in a tool loop the last call is rarely the one
+    // that first offered the drifted tool.
+    for warning in &warnings {
         ui::note(format!(
             "warning: tool `{}` is offered with a different input schema than earlier in this conversation",
             warning.tool

@@ -66,6 +66,9 @@ pub enum EmbedError {
     /// embedding cache could not read or write its store).
     #[error("the embedding cache failed: {0}")]
     Cache(Box<dyn std::error::Error + Send + Sync>),
+    /// An embedder of the application's own failed.
+    #[error("the embedder failed: {0}")]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Something that embeds texts.

@@ -110,6 +110,12 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
+        Fixture::with_tools([tool("a"), tool("b"), tool("c"), add(), explode()])
+    }
+
+    /// The same two profiles with these tools registered: what another
+    /// process, with other versions of the tools, would have.
+    pub fn with_tools(tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Fixture {
         let main = Recorder::scripted(SCRIPT);
         let other = Recorder::scripted(SCRIPT);
         let catalog = Catalog::new()
@@ -120,7 +126,7 @@ impl Fixture {
         let mut builder = Engine::builder(catalog)
             .provider("main", main.clone())
             .provider("other", other.clone());
-        for tool in [tool("a"), tool("b"), tool("c"), add(), explode()] {
+        for tool in tools {
             builder = builder.tool(tool);
         }
         Fixture {
