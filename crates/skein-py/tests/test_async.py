@@ -103,7 +103,7 @@ def test_two_conversations_run_concurrently(tools_model_name: str) -> None:
         first = model.conversation(tools=[meeting("a", "b")]).chain("rendezvous")
         second = model.conversation(tools=[meeting("b", "a")]).chain("rendezvous")
         texts = await asyncio.gather(first.text(), second.text())
-        assert texts == ["result: a met b", "result: b met a"]
+        assert list(texts) == ["result: a met b", "result: b met a"]
 
     asyncio.run(main())
 

@@ -201,7 +201,7 @@ class AsyncResponse(_Awaitable):
     def reply(self, prompt: str, **kwargs: Any) -> AsyncResponse:
         """Continue from this response (after awaiting it); see
         :meth:`skein.Response.reply`."""
-        return AsyncResponse(self._done().reply(prompt, **_turn_kwargs(kwargs)))  # type: ignore[union-attr]
+        return AsyncResponse(self._done().reply(prompt, **_turn_kwargs(kwargs)))
 
     async def fork(
         self, prompt: str | None = None, *, name: str | None = None, model: Any = None, **kwargs: Any
@@ -222,7 +222,7 @@ class AsyncResponse(_Awaitable):
     async def log(self, store: Store) -> str:
         """Store the thread up to this response (see :meth:`skein.Response.log`)."""
         await self._complete()
-        return await asyncio.to_thread(self._response.log, store)  # type: ignore[union-attr]
+        return await asyncio.to_thread(self._response.log, store)
 
     def __repr__(self) -> str:
         return f"<AsyncResponse of {self._response!r}>"

@@ -221,7 +221,7 @@ class StopChain(Exception):
 def _raise(name: str, message: str, attributes: dict[str, Any]) -> BaseException:
     """The exception the native module raises: class ``name`` of this module
     with ``message``, and ``attributes`` set on it."""
-    error = globals()[name](message)
+    error: BaseException = globals()[name](message)
     for key, value in attributes.items():
         setattr(error, key, value)
     return error

@@ -164,12 +164,12 @@ def _schema(hint: Any) -> dict[str, Any]:
     if origin is typing.Literal:
         return {"enum": list(arguments)}
     if origin in (list, set, frozenset, Sequence) or hint in (list, set, frozenset):
-        schema: dict[str, Any] = {"type": "array"}
+        array: dict[str, Any] = {"type": "array"}
         if arguments:
-            schema["items"] = _schema(arguments[0])
+            array["items"] = _schema(arguments[0])
         if origin in (set, frozenset):
-            schema["uniqueItems"] = True
-        return schema
+            array["uniqueItems"] = True
+        return array
     if origin is tuple or hint is tuple:
         if len(arguments) == 2 and arguments[1] is Ellipsis:
             return {"type": "array", "items": _schema(arguments[0])}
@@ -178,10 +178,10 @@ def _schema(hint: Any) -> dict[str, Any]:
             return {"type": "array", "prefixItems": items, "minItems": len(items), "maxItems": len(items)}
         return {"type": "array"}
     if origin in (dict, Mapping) or hint is dict:
-        schema = {"type": "object"}
+        mapping: dict[str, Any] = {"type": "object"}
         if len(arguments) == 2:
-            schema["additionalProperties"] = _schema(arguments[1])
-        return schema
+            mapping["additionalProperties"] = _schema(arguments[1])
+        return mapping
     if isinstance(hint, type):
         if issubclass(hint, enum.Enum):
             return {"enum": [member.value for member in hint]}
