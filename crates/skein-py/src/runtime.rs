@@ -183,12 +183,18 @@ where
                 Ok(value) => (true, value),
                 Err(error) => (false, error.into_value(py).into_any()),
             };
+            let event_loop = loop_ref.bind(py);
+            // A loop closed before the work ended has nobody waiting.
+            let closed = event_loop
+                .call_method0("is_closed")
+                .and_then(|closed| closed.is_truthy())
+                .unwrap_or(true);
+            if closed {
+                return;
+            }
             let scheduled =
-                loop_ref
-                    .bind(py)
-                    .call_method1("call_soon_threadsafe", (resolve, target, ok, value));
+                event_loop.call_method1("call_soon_threadsafe", (resolve, target, ok, value));
             if let Err(error) = scheduled {
-                // The loop was closed before the work ended: nobody waits.
                 error.write_unraisable(py, None);
             }
         });
