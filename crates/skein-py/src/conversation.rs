@@ -225,7 +225,17 @@ impl Conversation {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = turn_args(py, system, schema, tools, model, temperature, top_p, seed, max_tokens)?;
+        let args = turn_args(
+            py,
+            system,
+            schema,
+            tools,
+            model,
+            temperature,
+            top_p,
+            seed,
+            max_tokens,
+        )?;
         Ok(Response::pending(args.prompt(self.inner.prompt(prompt))))
     }
 
@@ -247,7 +257,17 @@ impl Conversation {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<ChainResponse> {
-        let mut args = turn_args(py, system, schema, tools, model, temperature, top_p, seed, max_tokens)?;
+        let mut args = turn_args(
+            py,
+            system,
+            schema,
+            tools,
+            model,
+            temperature,
+            top_p,
+            seed,
+            max_tokens,
+        )?;
         args.chain_limit = chain_limit;
         Ok(ChainResponse::pending(args.chain(self.inner.chain(prompt))))
     }

@@ -8,11 +8,11 @@ included) and the variant's fields as attributes.
 use crate::response::Response;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use skein::core::ProviderError;
 use skein::engine::EngineError;
 use skein::providers::ResolveError;
 use skein::recorded::RecordedError;
 use skein::store::StoreError;
-use skein::core::ProviderError;
 
 /// An exception of class `class` with `message` and `attributes`.
 fn raise(py: Python<'_>, class: &str, message: String, attributes: Bound<'_, PyDict>) -> PyErr {

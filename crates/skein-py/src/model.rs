@@ -143,16 +143,16 @@ impl Model {
             options: options(temperature, top_p, seed, max_tokens)?,
             ..TurnArgs::default()
         };
-        let conversation = self
-            .builder(None, tools, chain_limit, None)?
-            .build();
+        let conversation = self.builder(None, tools, chain_limit, None)?.build();
         if let Some(hook) = before_call {
             conversation.set_before_call(self::before_call(hook));
         }
         if let Some(hook) = after_call {
             conversation.set_after_call(self::after_call(hook));
         }
-        Ok(ChainResponse::pending(args.chain(conversation.chain(prompt))))
+        Ok(ChainResponse::pending(
+            args.chain(conversation.chain(prompt)),
+        ))
     }
 
     /// A new conversation on this model (recorded in the model's store, or

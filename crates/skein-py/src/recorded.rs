@@ -84,7 +84,11 @@ impl Source {
 
 impl Source {
     fn to_rust(&self) -> skein::recorded::Source {
-        skein::recorded::Source::new(self.id.clone(), SourceKind::parse(&self.kind), self.text.clone())
+        skein::recorded::Source::new(
+            self.id.clone(),
+            SourceKind::parse(&self.kind),
+            self.text.clone(),
+        )
     }
 }
 
@@ -389,7 +393,10 @@ impl RecordedChat {
         let chat = self.chat.clone();
         runtime::block_on(py, async move {
             let chat = chat.lock().await;
-            chat.turns().iter().map(|turn| RecordedTurn::of(turn)).collect()
+            chat.turns()
+                .iter()
+                .map(|turn| RecordedTurn::of(turn))
+                .collect()
         })
     }
 
@@ -426,7 +433,9 @@ impl RecordedChat {
         max_suspects: Option<usize>,
         fresh: bool,
     ) -> PyResult<Report> {
-        self.run(py, |chat| reason(chat, k, reason_options(max_suspects, fresh)))
+        self.run(py, |chat| {
+            reason(chat, k, reason_options(max_suspects, fresh))
+        })
     }
 
     /// Re-run turn `k`'s exact request without the sources `ignore`,
@@ -470,9 +479,11 @@ impl RecordedChat {
     }
 
     fn _send_async<'py>(&self, py: Python<'py>, text: String) -> PyResult<Bound<'py, PyAny>> {
-        self.run_async(py, |chat| send(chat, text), |py, turn| {
-            Ok(Py::new(py, turn)?.into_any())
-        })
+        self.run_async(
+            py,
+            |chat| send(chat, text),
+            |py, turn| Ok(Py::new(py, turn)?.into_any()),
+        )
     }
 
     #[pyo3(signature = (k, *, max_suspects = None, fresh = false))]
@@ -503,12 +514,16 @@ impl RecordedChat {
         threshold: Option<f32>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (options, failure) = rerun_options(ignore, samples, baseline, comparator, threshold);
-        self.run_async(py, |chat| rerun(chat, k, options), move |py, result| {
-            if let Some(error) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                return Err(error);
-            }
-            Ok(Py::new(py, result)?.into_any())
-        })
+        self.run_async(
+            py,
+            |chat| rerun(chat, k, options),
+            move |py, result| {
+                if let Some(error) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    return Err(error);
+                }
+                Ok(Py::new(py, result)?.into_any())
+            },
+        )
     }
 
     #[pyo3(signature = (k, *, from_rerun = None))]
@@ -519,9 +534,11 @@ impl RecordedChat {
         from_rerun: Option<PyRef<'_, Rerun>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let from = from_rerun.map(|rerun| rerun.result.clone());
-        self.run_async(py, |chat| fork(chat, k, from), |py, chat| {
-            Ok(Py::new(py, chat)?.into_any())
-        })
+        self.run_async(
+            py,
+            |chat| fork(chat, k, from),
+            |py, chat| Ok(Py::new(py, chat)?.into_any()),
+        )
     }
 
     fn __repr__(&self) -> String {
@@ -777,7 +794,11 @@ impl Rerun {
 
     #[getter]
     fn answers(&self) -> Vec<String> {
-        self.result.answers().into_iter().map(str::to_string).collect()
+        self.result
+            .answers()
+            .into_iter()
+            .map(str::to_string)
+            .collect()
     }
 
     #[getter]
@@ -813,7 +834,10 @@ impl Rerun {
     /// Whether no baseline sample changed (`None` without a baseline).
     #[getter]
     fn baseline_stable(&self) -> Option<bool> {
-        self.result.baseline.as_ref().map(|baseline| baseline.stable)
+        self.result
+            .baseline
+            .as_ref()
+            .map(|baseline| baseline.stable)
     }
 
     /// `"confirmed"`, `"not-confirmed"` or `"inconclusive"`; `None` without
@@ -838,7 +862,9 @@ impl Rerun {
             self.result.id.short(),
             self.result.turn,
             self.result.removed.join(", "),
-            self.result.verdict.map_or("no verdict", |verdict| verdict.as_str())
+            self.result
+                .verdict
+                .map_or("no verdict", |verdict| verdict.as_str())
         )
     }
 }

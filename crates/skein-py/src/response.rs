@@ -153,7 +153,17 @@ impl Response {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = turn_args(py, system, schema, tools, model, temperature, top_p, seed, max_tokens)?;
+        let args = turn_args(
+            py,
+            system,
+            schema,
+            tools,
+            model,
+            temperature,
+            top_p,
+            seed,
+            max_tokens,
+        )?;
         Ok(Response::pending(args.prompt(self.get(py)?.reply(prompt))))
     }
 
@@ -186,8 +196,17 @@ impl Response {
         }
         match prompt {
             Some(prompt) => {
-                let args =
-                    turn_args(py, system, schema, tools, None, temperature, top_p, seed, max_tokens)?;
+                let args = turn_args(
+                    py,
+                    system,
+                    schema,
+                    tools,
+                    None,
+                    temperature,
+                    top_p,
+                    seed,
+                    max_tokens,
+                )?;
                 Ok(Py::new(py, Response::pending(args.prompt(fork.prompt(prompt))))?.into_any())
             }
             None => {
@@ -221,7 +240,11 @@ impl Response {
     fn __repr__(&self) -> String {
         match self.turn.outcome() {
             None => "<Response (not run yet)>".to_string(),
-            Some(Ok(response)) => format!("<Response {} {:?}>", response.head().short(), response.text()),
+            Some(Ok(response)) => format!(
+                "<Response {} {:?}>",
+                response.head().short(),
+                response.text()
+            ),
             Some(Err(error)) => format!("<Response failed: {error}>"),
         }
     }
@@ -401,7 +424,17 @@ impl ChainResponse {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = turn_args(py, system, schema, tools, model, temperature, top_p, seed, max_tokens)?;
+        let args = turn_args(
+            py,
+            system,
+            schema,
+            tools,
+            model,
+            temperature,
+            top_p,
+            seed,
+            max_tokens,
+        )?;
         Ok(Response::pending(args.prompt(self.get(py)?.reply(prompt))))
     }
 

@@ -135,7 +135,10 @@ pub fn wait_until(
 }
 
 /// Run `future` on the shared runtime, carrying `event_loop` to its tools.
-pub fn spawn(event_loop: Option<Arc<Py<PyAny>>>, future: impl Future<Output = ()> + Send + 'static) {
+pub fn spawn(
+    event_loop: Option<Arc<Py<PyAny>>>,
+    future: impl Future<Output = ()> + Send + 'static,
+) {
     match event_loop {
         Some(event_loop) => drop(shared().spawn(EVENT_LOOP.scope(event_loop, future))),
         None => drop(shared().spawn(future)),

@@ -90,9 +90,8 @@ pub fn before_call(
             let decided = on_python_thread(move |py| {
                 let decide = py.import("skein._tools")?.getattr("_decide")?;
                 let event_loop = event_loop.as_ref().map(|l| l.bind(py).clone());
-                let (action, value): (String, Option<String>) = decide
-                    .call1((hook.bind(py), seen, event_loop))?
-                    .extract()?;
+                let (action, value): (String, Option<String>) =
+                    decide.call1((hook.bind(py), seen, event_loop))?.extract()?;
                 Ok((action, value))
             })
             .await;

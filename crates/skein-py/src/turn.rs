@@ -31,7 +31,11 @@ type SendFuture<O> = Pin<Box<dyn Future<Output = Result<O, skein::Error>> + Send
 pub trait Sendable: Send + 'static {
     type Output: Clone + Send + Sync + 'static;
 
-    fn start(self, sink: Arc<Progress<Self::Output>>, cancel: CancellationToken) -> SendFuture<Self::Output>;
+    fn start(
+        self,
+        sink: Arc<Progress<Self::Output>>,
+        cancel: CancellationToken,
+    ) -> SendFuture<Self::Output>;
 
     /// The whole reply's text, for a turn that was never streamed.
     fn text(output: &Self::Output) -> String;
@@ -40,7 +44,11 @@ pub trait Sendable: Send + 'static {
 impl Sendable for Prompt {
     type Output = Response;
 
-    fn start(self, sink: Arc<Progress<Response>>, cancel: CancellationToken) -> SendFuture<Response> {
+    fn start(
+        self,
+        sink: Arc<Progress<Response>>,
+        cancel: CancellationToken,
+    ) -> SendFuture<Response> {
         Box::pin(
             self.on_text(move |text| sink.push(text))
                 .cancel_with(cancel)
@@ -109,7 +117,9 @@ impl<O: Clone> Progress<O> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<O>> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn push(&self, text: &str) {
@@ -219,8 +229,7 @@ impl<P: Sendable> Turn<P> {
         }
         if let Some(prompt) = py.detach(|| self.take()) {
             let future = prompt.start(self.progress.clone(), self.cancel.clone());
-            let (outcome, interrupt) =
-                runtime::block_on_cancellable(py, &self.cancel, future)?;
+            let (outcome, interrupt) = runtime::block_on_cancellable(py, &self.cancel, future)?;
             let outcome = outcome.map_err(Arc::new);
             self.progress.finish(outcome.clone(), P::text);
             return match interrupt {

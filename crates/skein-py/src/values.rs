@@ -22,7 +22,8 @@ pub fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
 
 /// JSON as a Python object.
 pub fn from_json<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    py.import("json")?.call_method1("loads", (value.to_string(),))
+    py.import("json")?
+        .call_method1("loads", (value.to_string(),))
 }
 
 /// Token counts of a model call (or of several, added up); a figure the
