@@ -204,3 +204,17 @@ def test_schema_and_options_reach_the_engine(echo: skein.Model) -> None:
         echo.prompt("x", temperature=5.0)
     response = echo.prompt("x", temperature=0.5, max_tokens=50, seed=3, system="Be brief.")
     assert "system: yes" in response.text()
+
+
+def test_fork_at_branches_at_any_stored_node(store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    first = model.prompt("root")
+    second = first.reply("next")
+    second.text()
+    branch = skein.Conversation.fork_at(store, first.id[:12], "elsewhere", name="at the root")
+    assert isinstance(branch, skein.Response)
+    assert branch.messages()[1].id == first.id
+    assert branch.conversation.name == "at the root"
+    assert branch.conversation.origin == {"node": first.id, "conversation": first.conversation.id, "rerun": None}
+    empty = skein.Conversation.fork_at(store, second.id)
+    assert isinstance(empty, skein.Conversation) and empty.head == second.id and empty.is_stored
