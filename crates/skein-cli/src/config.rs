@@ -7,6 +7,12 @@ is optional:
 default_model = "smollm2"          # what -m defaults to (`skein models default NAME` sets it)
 db = "/home/me/notes/skein.db"     # the database when neither --db nor SKEIN_DB is given
 engine = "/home/me/.config/skein/engine"  # prompts/, profiles.toml, backends.toml
+
+[tools.upper]                      # a command tool, offered with `-T upper`
+command = ["tr", "a-z", "A-Z"]     # the program and its arguments (no shell)
+description = "Upper-case the JSON it is given"
+schema = { type = "object", properties = { text = { type = "string" } } }
+timeout = 30                       # seconds (default 30)
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -17,6 +23,7 @@ A profile named in the engine directory is usable wherever a model name is
 
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -33,6 +40,25 @@ pub struct Config {
     /// A directory of prompts, profiles and backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<PathBuf>,
+    /// Command tools, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+/// A command tool: an executable that gets the model's arguments as JSON
+/// on standard input and answers on standard output.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of its arguments (a TOML table).
+    pub schema: toml::Table,
+    /// Seconds it may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
 }
 
 /// Where the configuration file lives (whether or not it exists).
@@ -110,6 +136,36 @@ pub fn default_model() -> Result<(String, Source)> {
         return Ok((model.clone(), Source::ConfigFile));
     }
     Ok((BUILT_IN_MODEL.to_string(), Source::BuiltIn))
+}
+
+/// The command tools the configuration file declares.
+pub fn command_tools() -> Result<Vec<skein::command::CommandTool>> {
+    get()?
+        .tools
+        .iter()
+        .map(|(name, tool)| {
+            let schema = serde_json::to_value(&tool.schema)
+                .with_context(|| format!("tool `{name}`'s schema in {}", path_shown()))?;
+            let mut command = skein::command::CommandTool::new(
+                name,
+                &tool.description,
+                tool.command.clone(),
+                schema,
+            )
+            .with_context(|| format!("in {}", path_shown()))?;
+            if let Some(seconds) = tool.timeout {
+                command = command.timeout(std::time::Duration::from_secs(seconds.max(1)));
+            }
+            Ok(command)
+        })
+        .collect()
+}
+
+fn path_shown() -> String {
+    path().map_or_else(
+        |_| "the configuration file".to_string(),
+        |path| path.display().to_string(),
+    )
 }
 
 /// The engine directory's catalog, when one is configured.

@@ -64,6 +64,8 @@ pub enum Command {
     Verify,
     /// List the models skein can use (`models list`), fetch local ones, set the default
     Models(ModelsArgs),
+    /// List the tools -T can offer (built in, and command tools from the configuration file) with their schema hashes
+    Tools,
     /// Rank the context sources of a recorded turn by their influence on its reply
     Explain(ExplainArgs),
     /// Re-run a recorded turn without chosen sources; prints the rerun id and verdict
@@ -336,8 +338,9 @@ pub struct RerunArgs {
 
 #[derive(Debug, Args)]
 pub struct ToolArgs {
-    /// Offer a built-in tool (repeatable; `skein_time`, `skein_version`);
-    /// the turn becomes a tool loop
+    /// Offer a tool (repeatable): a built-in one (`skein_time`,
+    /// `skein_version`) or a command tool declared in the configuration
+    /// file (`skein tools` lists them); the turn becomes a tool loop
     #[arg(short = 'T', long = "tool", value_name = "NAME")]
     pub tools: Vec<String>,
     /// At most N model calls per tool loop (default 10)

@@ -2453,3 +2453,62 @@ fn imported_data_never_chooses_a_local_model_file() {
         "SCRIPTED, NO SYSTEM"
     );
 }
+
+/// Command tools declared in the configuration file: listed by `skein
+/// tools` with their schema hashes, offered with `-T`, given the model's
+/// arguments on stdin; one that times out or exits non-zero is an error
+/// result the model sees, and the loop goes on.
+#[test]
+fn command_tools_run_and_fail_as_tool_results() {
+    let skein = Skein::new();
+    std::fs::write(
+        skein.dir.path().join("config.toml"),
+        r#"
+[tools.shout]
+command = ["tr", "a-z", "A-Z"]
+description = "Upper-case the arguments"
+schema = { type = "object", properties = { text = { type = "string" } } }
+
+[tools.slow]
+command = ["sleep", "5"]
+schema = { type = "object" }
+timeout = 1
+
+[tools.broken]
+command = ["sh", "-c", "echo 'cannot reach the weather service' >&2; exit 2"]
+schema = { type = "object" }
+"#,
+    )
+    .unwrap();
+    let listed = skein.json(&["tools"]);
+    let shout = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "shout")
+        .unwrap();
+    assert_eq!(shout["kind"], "command");
+    assert_eq!(shout["schema_hash"].as_str().unwrap().len(), 64);
+    assert!(skein.ok(&["tools"]).contains("skein_time  builtin"));
+
+    let model = scripted("command_tools.toml");
+    let answer = skein.json(&["prompt", "-m", &model, "-T", "shout", "go"]);
+    assert_eq!(answer["text"], r#"tool said: {"TEXT":"HI"}"#);
+    let answer = skein.json(&["prompt", "-m", &model, "-T", "slow", "go"]);
+    assert_eq!(
+        answer["text"],
+        "tool said: tool `slow` did not answer within 1 s and was stopped"
+    );
+    let answer = skein.json(&["prompt", "-m", &model, "-T", "broken", "go"]);
+    assert_eq!(
+        answer["text"],
+        "tool said: tool `broken` exited with status 2: cannot reach the weather service"
+    );
+    let output = skein.run(&["prompt", "-m", &model, "-T", "nope", "go"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("available: skein_version, skein_time, broken, shout, slow"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -12,9 +12,8 @@ remember the model by that name (and the profile, when there is one).
 use crate::conversation::{Conversation, ConversationBuilder};
 use crate::error::Result;
 use crate::prompt::{ChainPrompt, Prompt};
-use skein_engine::config::{BackendDef, BackendKind, Catalog, CredentialSource, Profile};
+use skein_engine::config::{BackendDef, Catalog, CredentialSource, Profile};
 use skein_engine::{Engine, Tool};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A model to prompt: a profile of an engine, or a model name. Cheap to
@@ -59,7 +58,7 @@ impl Model {
     ) -> Result<Model> {
         let resolved = skein_providers::resolve(name)?;
         let catalog = Catalog::new()
-            .backend(BackendDef::new(name, backend_kind(name)))
+            .backend(BackendDef::new(name, resolved.kind))
             // The provider carries its own credential (from the environment).
             .profile(Profile::new(name, name, resolved.model).credential(CredentialSource::None));
         let mut builder = Engine::builder(catalog).provider(name, resolved.provider);
@@ -163,22 +162,5 @@ impl Model {
             Some(model) => request.model(model.clone()),
             None => request,
         }
-    }
-}
-
-/// The backend kind a model name stands for, for inspection.
-fn backend_kind(name: &str) -> BackendKind {
-    let (backend, argument) = name.split_once(':').unwrap_or((name, ""));
-    match backend {
-        "echo" => BackendKind::Echo,
-        "scripted" => BackendKind::Scripted {
-            script: PathBuf::from(argument),
-        },
-        "openai" => BackendKind::Openai { base_url: None },
-        "anthropic" => BackendKind::Anthropic { base_url: None },
-        "local" => BackendKind::Local {
-            path: Some(PathBuf::from(argument)),
-        },
-        _ => BackendKind::Local { path: None },
     }
 }

@@ -32,7 +32,7 @@ pub(crate) fn model(conversation: &StoredConversation, home: &Model) -> Result<M
     }
     match &settings.model {
         Some(name) if name != home.name() => {
-            if names_a_file(name) && conversation.imported {
+            if skein_providers::names_a_file(name) && conversation.imported {
                 return Err(Error::StoredModelNamesAFile {
                     conversation: conversation.id.clone(),
                     model: name.clone(),
@@ -42,11 +42,6 @@ pub(crate) fn model(conversation: &StoredConversation, home: &Model) -> Result<M
         }
         _ => Ok(home.clone()),
     }
-}
-
-/// Whether a model name opens a file of the machine.
-pub(crate) fn names_a_file(name: &str) -> bool {
-    name.starts_with("local:") || name.starts_with("scripted:")
 }
 
 /// The stored tool names, looked up among `model`'s registered tools.

@@ -6,17 +6,12 @@ A key passed explicitly with a request gets a provider of its own that is
 dropped with the run.
 */
 
-use crate::config::{BackendDef, BackendKind, CredentialSource, Profile};
+use crate::config::{BackendDef, CredentialSource, Profile};
 use crate::error::{EngineError, Result};
 use skein_core::Provider;
-use skein_providers::{
-    Anthropic, Credential, Echo, HttpConfig, OpenAiCompatible, Scripted, Secret,
-};
+use skein_providers::{Credential, Secret};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 
 /// A built provider's key: its backend and the variable its key comes from.
 type ProviderKey = (String, Option<String>);
@@ -107,29 +102,13 @@ impl Providers {
     }
 }
 
+/// The backend's provider, built by the providers' table of backends.
 fn build(backend: &BackendDef, credential: Credential) -> Result<Arc<dyn Provider>> {
-    let unavailable = |message: String| EngineError::BackendUnavailable {
-        backend: backend.name.clone(),
-        message,
-    };
-    Ok(match &backend.kind {
-        BackendKind::Echo => Arc::new(Echo),
-        BackendKind::Scripted { script } => {
-            Arc::new(Scripted::from_file(script).map_err(|error| unavailable(error.to_string()))?)
-        }
-        BackendKind::Local { path } => skein_providers::local::shared(path.as_deref())
-            .map_err(|error| unavailable(error.to_string()))?,
-        BackendKind::Openai { base_url } => {
-            let config =
-                HttpConfig::new(base_url.as_deref().unwrap_or(OPENAI_BASE_URL), credential);
-            Arc::new(OpenAiCompatible::new(config).map_err(|error| unavailable(error.to_string()))?)
-        }
-        BackendKind::Anthropic { base_url } => {
-            let config = HttpConfig::new(
-                base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL),
-                credential,
-            );
-            Arc::new(Anthropic::new(config).map_err(|error| unavailable(error.to_string()))?)
-        }
-    })
+    backend
+        .kind
+        .provider(credential)
+        .map_err(|error| EngineError::BackendUnavailable {
+            backend: backend.name.clone(),
+            message: error.to_string(),
+        })
 }

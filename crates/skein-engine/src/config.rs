@@ -205,30 +205,8 @@ impl Profile {
     }
 }
 
-/// What kind of provider a backend is.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum BackendKind {
-    /// The deterministic echo model.
-    Echo,
-    /// A scripted model from a rule file.
-    Scripted { script: PathBuf },
-    /// The embedded llama.cpp model (default: SmolLM2 from the models dir).
-    Local {
-        #[serde(default)]
-        path: Option<PathBuf>,
-    },
-    /// An OpenAI-compatible chat-completions server.
-    Openai {
-        #[serde(default)]
-        base_url: Option<String>,
-    },
-    /// Anthropic's Messages API.
-    Anthropic {
-        #[serde(default)]
-        base_url: Option<String>,
-    },
-}
+/// What kind of provider a backend is: the providers' table of backends.
+pub use skein_providers::BackendKind;
 
 /// A configured backend. (Read from TOML by [`crate::load`], which checks
 /// each kind's own keys; serde's `flatten` cannot reject unknown ones.)
@@ -261,11 +239,7 @@ impl BackendDef {
 
     /// The environment variable a backend's key is read from by default.
     pub fn default_credential_variable(&self) -> Option<&'static str> {
-        match self.kind {
-            BackendKind::Openai { .. } => Some("OPENAI_API_KEY"),
-            BackendKind::Anthropic { .. } => Some("ANTHROPIC_API_KEY"),
-            _ => None,
-        }
+        self.kind.default_credential_variable()
     }
 }
 

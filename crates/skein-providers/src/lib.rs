@@ -1,8 +1,8 @@
 /*!
 skein's model backends.
 
-- [`local`]: the embedded llama.cpp model (`smollm2`, `local:PATH`), shared
-  per process.
+- `local` (the `local` feature, on by default): the embedded llama.cpp
+  model (`smollm2`, `local:PATH`), shared per process.
 - [`http`]: OpenAI-compatible chat completions and Anthropic Messages, with
   streaming, retries, timeouts and typed failures.
 - [`Echo`] (`echo`): replies with a summary of the request it received.
@@ -10,7 +10,11 @@ skein's model backends.
   TOML rule file; can call tools, fail with any provider error, or cut its
   stream. The file format is documented on [`scripted`].
 - [`resolve`]: turns a model name into a provider and the model name to send
-  it ([`registry`]).
+  it; [`BackendKind`] builds a configured backend's provider ([`registry`],
+  the one table of backends).
+- [`embed`]: embedders (texts to vectors): the lexical one, an
+  OpenAI-compatible endpoint over the HTTP transport, and the local MiniLM
+  sentence embedder (the `local` feature).
 
 The echo and scripted models are deterministic and never touch the network:
 tests, docs and demos rely on them.
@@ -45,14 +49,16 @@ are not reported (`None`).
 [`echo`], [`scripted`] and `script` (rules: file shape, loading, conditions,
 actions, templates), `facts` (what conditions read from a request), `reply`
 (an answer to stream events), `chunk` (cutting text), `stream` (the stream
-type), [`call_id`], [`registry`].
+type), [`call_id`], [`registry`], [`http`], [`embed`], `local`.
 */
 
 pub mod call_id;
 mod chunk;
 pub mod echo;
+pub mod embed;
 mod facts;
 pub mod http;
+#[cfg(feature = "local")]
 pub mod local;
 pub mod registry;
 mod reply;
@@ -64,6 +70,8 @@ mod summary;
 pub use call_id::deterministic_call_id;
 pub use echo::Echo;
 pub use http::{Anthropic, Credential, CredentialError, HttpConfig, OpenAiCompatible, Secret};
-pub use registry::{ResolveError, Resolved, available, resolve, suggest};
+pub use registry::{
+    BackendKind, ResolveError, Resolved, available, names_a_file, resolve, suggest,
+};
 pub use script::{RuleLabel, ScriptError};
 pub use scripted::Scripted;

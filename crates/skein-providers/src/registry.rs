@@ -1,14 +1,19 @@
 /*!
-Model names to providers: [`resolve`] and its table of backends.
+Model names and backend kinds to providers: the one table of backends.
 
-A model name is `BACKEND` or `BACKEND:ARGUMENT`. Each backend is one row of
-`BACKENDS`: its name, the syntax shown to users, whether it takes an
-argument, and a constructor that returns the provider and the model name to
-send it. Adding a backend is adding a row.
+[`BackendKind`] is what kind of provider a backend is (the engine's
+configured backends are one each); [`BackendKind::provider`] builds it. A
+model name is `BACKEND` or `BACKEND:ARGUMENT`, and each backend is one row
+of `BACKENDS`: its name, the syntax shown to users, whether it takes an
+argument, the model name it sends, whether the argument names a file of the
+machine, and the kind it stands for. [`resolve`] turns a name into a
+provider through that row; the engine builds configured backends and the
+turn layer opens model names through the same table. Adding a backend is
+adding a row and a kind.
 
 | name | provider |
 |---|---|
-| `smollm2` | the embedded SmolLM2-135M-Instruct ([`crate::local`]), the default |
+| `smollm2` | the embedded SmolLM2-135M-Instruct (`crate::local`), the default |
 | `local:PATH` | any GGUF chat model at `PATH`, in-process |
 | `openai:MODEL` | an OpenAI-compatible server: `OPENAI_BASE_URL` (default OpenAI), key from `OPENAI_API_KEY` |
 | `anthropic:MODEL` | Anthropic's Messages API: `ANTHROPIC_BASE_URL` (default Anthropic), key from `ANTHROPIC_API_KEY` |
@@ -18,6 +23,10 @@ send it. Adding a backend is adding a row.
 An OpenAI-compatible server without a key (a local vLLM, llama.cpp server
 or Ollama) is used by setting `OPENAI_BASE_URL` and leaving `OPENAI_API_KEY`
 unset; against the default OpenAI URL a missing key is an error at once.
+
+Without the `local` feature the embedded model is not built in: `smollm2`,
+`local:PATH` and configured `local` backends fail with
+[`ResolveError::NoLocalModel`], which says how to get it.
 */
 
 use crate::http::{
@@ -25,11 +34,16 @@ use crate::http::{
     OPENAI_BASE_URL, SetupError,
 };
 use crate::{Anthropic, Credential, Echo, HttpConfig, OpenAiCompatible, ScriptError, Scripted};
+use serde::{Deserialize, Serialize};
 use skein_core::Provider;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Why a model name does not resolve to a provider.
+/// The variables a model name's HTTP backend reads its base URL from.
+const OPENAI_BASE_URL_VAR: &str = "OPENAI_BASE_URL";
+const ANTHROPIC_BASE_URL_VAR: &str = "ANTHROPIC_BASE_URL";
+
+/// Why a model name or a backend kind does not give a provider.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResolveError {
@@ -49,8 +63,16 @@ pub enum ResolveError {
     #[error(transparent)]
     Script(Box<ScriptError>),
     /// The local model could not be loaded (its message says how to fetch it).
+    #[cfg(feature = "local")]
     #[error(transparent)]
     Local(#[from] skein_local::LocalError),
+    /// The embedded model was left out of this build (the `local` feature).
+    #[error(
+        "this skein was built without the embedded model, so it cannot run `{model}`; \
+         rebuild it with the `local` feature (e.g. `cargo install --path crates/skein-cli --features local`) \
+         or use a model served over HTTP (`openai:MODEL`, `anthropic:MODEL`)"
+    )]
+    NoLocalModel { model: String },
     #[error(transparent)]
     Credential(#[from] CredentialError),
     #[error(transparent)]
@@ -63,11 +85,83 @@ impl From<ScriptError> for ResolveError {
     }
 }
 
-/// A provider and the model name to send it.
+/// What kind of provider a backend is, and what it needs besides a
+/// credential.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BackendKind {
+    /// The deterministic echo model.
+    Echo,
+    /// A scripted model from a rule file.
+    Scripted { script: PathBuf },
+    /// The embedded llama.cpp model (default: SmolLM2 from the models dir).
+    Local {
+        #[serde(default)]
+        path: Option<PathBuf>,
+    },
+    /// An OpenAI-compatible chat-completions server.
+    Openai {
+        #[serde(default)]
+        base_url: Option<String>,
+    },
+    /// Anthropic's Messages API.
+    Anthropic {
+        #[serde(default)]
+        base_url: Option<String>,
+    },
+}
+
+impl BackendKind {
+    /// The environment variable a backend's key is read from by default.
+    pub fn default_credential_variable(&self) -> Option<&'static str> {
+        match self {
+            BackendKind::Openai { .. } => Some(OPENAI_API_KEY_VAR),
+            BackendKind::Anthropic { .. } => Some(ANTHROPIC_API_KEY_VAR),
+            _ => None,
+        }
+    }
+
+    /// A provider of this kind. Only the HTTP backends use `credential`;
+    /// a base URL left unset is the service's own.
+    pub fn provider(&self, credential: Credential) -> Result<Arc<dyn Provider>, ResolveError> {
+        Ok(match self {
+            BackendKind::Echo => Arc::new(Echo),
+            BackendKind::Scripted { script } => Arc::new(Scripted::from_file(script)?),
+            BackendKind::Local { path } => local_model(path.as_deref())?,
+            BackendKind::Openai { base_url } => {
+                let url = base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
+                Arc::new(OpenAiCompatible::new(HttpConfig::new(url, credential))?)
+            }
+            BackendKind::Anthropic { base_url } => {
+                let url = base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL);
+                Arc::new(Anthropic::new(HttpConfig::new(url, credential))?)
+            }
+        })
+    }
+}
+
+#[cfg(feature = "local")]
+fn local_model(path: Option<&Path>) -> Result<Arc<dyn Provider>, ResolveError> {
+    Ok(crate::local::shared(path)?)
+}
+
+#[cfg(not(feature = "local"))]
+fn local_model(path: Option<&Path>) -> Result<Arc<dyn Provider>, ResolveError> {
+    Err(ResolveError::NoLocalModel {
+        model: path.map_or_else(
+            || "smollm2".to_string(),
+            |path| format!("local:{}", path.display()),
+        ),
+    })
+}
+
+/// A provider, the model name to send it, and the kind of backend the
+/// model name stands for.
 #[derive(Clone)]
 pub struct Resolved {
     pub provider: Arc<dyn Provider>,
     pub model: String,
+    pub kind: BackendKind,
 }
 
 impl std::fmt::Debug for Resolved {
@@ -75,6 +169,7 @@ impl std::fmt::Debug for Resolved {
         f.debug_struct("Resolved")
             .field("provider", &self.provider.name())
             .field("model", &self.model)
+            .field("kind", &self.kind)
             .finish()
     }
 }
@@ -84,14 +179,12 @@ struct Backend {
     name: &'static str,
     syntax: &'static str,
     takes_argument: bool,
-    build: fn(argument: &str) -> Result<Resolved, ResolveError>,
-}
-
-fn resolved(provider: Arc<dyn Provider>, model: &str) -> Resolved {
-    Resolved {
-        provider,
-        model: model.to_string(),
-    }
+    /// The model name sent to the provider: this, or else the argument.
+    sends: Option<&'static str>,
+    /// The argument is the path of a file of this machine.
+    names_a_file: bool,
+    /// The kind the name stands for, given its argument.
+    kind: fn(argument: &str) -> BackendKind,
 }
 
 const BACKENDS: &[Backend] = &[
@@ -99,75 +192,85 @@ const BACKENDS: &[Backend] = &[
         name: "smollm2",
         syntax: "smollm2",
         takes_argument: false,
-        build: |_| Ok(resolved(crate::local::shared(None)?, "smollm2")),
+        sends: Some("smollm2"),
+        names_a_file: false,
+        kind: |_| BackendKind::Local { path: None },
     },
     Backend {
         name: "local",
         syntax: "local:PATH",
         takes_argument: true,
-        build: |path| Ok(resolved(crate::local::shared(Some(Path::new(path)))?, path)),
+        sends: None,
+        names_a_file: true,
+        kind: |path| BackendKind::Local {
+            path: Some(PathBuf::from(path)),
+        },
     },
     Backend {
         name: "openai",
         syntax: "openai:MODEL",
         takes_argument: true,
-        build: |model| {
-            let config = http_config("OPENAI_BASE_URL", OPENAI_BASE_URL, OPENAI_API_KEY_VAR)?;
-            Ok(resolved(Arc::new(OpenAiCompatible::new(config)?), model))
+        sends: None,
+        names_a_file: false,
+        kind: |_| BackendKind::Openai {
+            base_url: variable(OPENAI_BASE_URL_VAR),
         },
     },
     Backend {
         name: "anthropic",
         syntax: "anthropic:MODEL",
         takes_argument: true,
-        build: |model| {
-            let config = http_config(
-                "ANTHROPIC_BASE_URL",
-                ANTHROPIC_BASE_URL,
-                ANTHROPIC_API_KEY_VAR,
-            )?;
-            Ok(resolved(Arc::new(Anthropic::new(config)?), model))
+        sends: None,
+        names_a_file: false,
+        kind: |_| BackendKind::Anthropic {
+            base_url: variable(ANTHROPIC_BASE_URL_VAR),
         },
     },
     Backend {
         name: "echo",
         syntax: "echo",
         takes_argument: false,
-        build: |_| Ok(resolved(Arc::new(Echo), "echo")),
+        sends: Some("echo"),
+        names_a_file: false,
+        kind: |_| BackendKind::Echo,
     },
     Backend {
         name: "scripted",
         syntax: "scripted:PATH",
         takes_argument: true,
-        build: |path| Ok(resolved(Arc::new(Scripted::from_file(path)?), "scripted")),
+        sends: Some("scripted"),
+        names_a_file: true,
+        kind: |path| BackendKind::Scripted {
+            script: PathBuf::from(path),
+        },
     },
 ];
 
-/// The base URL from `url_variable` (else `default_url`) and the key from
-/// `key_variable`, read on every call. A custom URL may go without a key.
-fn http_config(
-    url_variable: &str,
-    default_url: &str,
-    key_variable: &str,
-) -> Result<HttpConfig, ResolveError> {
-    let custom_url = std::env::var(url_variable)
-        .ok()
-        .filter(|url| !url.is_empty());
-    let key_set = std::env::var_os(key_variable).is_some_and(|key| !key.is_empty());
-    let credential = match (&custom_url, key_set) {
-        (_, true) => Credential::env(key_variable),
-        (Some(_), false) => Credential::None,
-        (None, false) => {
-            return Err(CredentialError::Missing {
-                variable: key_variable.to_string(),
-            }
-            .into());
-        }
+/// A variable's value, unless unset or empty.
+fn variable(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// The key of a model name's backend, read on every call from the kind's
+/// variable when it is set now. A custom base URL may go without a key (a
+/// local server); the service's own URL may not.
+fn credential(kind: &BackendKind) -> Result<Credential, CredentialError> {
+    let Some(key) = kind.default_credential_variable() else {
+        return Ok(Credential::None);
     };
-    Ok(HttpConfig::new(
-        custom_url.as_deref().unwrap_or(default_url),
-        credential,
-    ))
+    let custom_url = matches!(
+        kind,
+        BackendKind::Openai { base_url: Some(_) } | BackendKind::Anthropic { base_url: Some(_) }
+    );
+    if variable(key).is_some() {
+        Ok(Credential::env(key))
+    } else if custom_url {
+        Ok(Credential::None)
+    } else {
+        Err(CredentialError::Missing {
+            variable: key.to_string(),
+        })
+    }
 }
 
 /// The syntax of every model name [`resolve`] accepts.
@@ -175,7 +278,6 @@ pub fn available() -> Vec<&'static str> {
     BACKENDS.iter().map(|backend| backend.syntax).collect()
 }
 
-/// The provider for a model name, and the model name to send it.
 /// The model name someone probably meant by a bare name that is not a
 /// backend: a provider's model (`gpt-4o` is `openai:gpt-4o`, `claude-…` is
 /// `anthropic:claude-…`), a GGUF file (`local:PATH`) or a rule file
@@ -199,7 +301,31 @@ pub fn suggest(model: &str) -> Option<String> {
     Some(format!("{backend}:{model}"))
 }
 
+/// Whether a model name opens a file of this machine (`local:PATH`,
+/// `scripted:PATH`), judged by its backend alone.
+pub fn names_a_file(model: &str) -> bool {
+    model.split_once(':').is_some_and(|(name, _)| {
+        BACKENDS
+            .iter()
+            .any(|backend| backend.name == name && backend.names_a_file)
+    })
+}
+
+/// The provider for a model name, the model name to send it and the kind
+/// of backend it stands for.
 pub fn resolve(model: &str) -> Result<Resolved, ResolveError> {
+    let (backend, argument) = lookup(model)?;
+    let kind = (backend.kind)(argument);
+    let provider = kind.provider(credential(&kind)?)?;
+    Ok(Resolved {
+        provider,
+        model: backend.sends.unwrap_or(argument).to_string(),
+        kind,
+    })
+}
+
+/// A model name's row and argument ("" for a backend without one).
+fn lookup(model: &str) -> Result<(&'static Backend, &str), ResolveError> {
     let (name, argument) = match model.split_once(':') {
         Some((name, argument)) => (name, Some(argument)),
         None => (model, None),
@@ -213,12 +339,12 @@ pub fn resolve(model: &str) -> Result<Resolved, ResolveError> {
         .find(|backend| backend.name == name)
         .ok_or_else(unknown)?;
     match (backend.takes_argument, argument) {
-        (true, Some(argument)) if !argument.is_empty() => (backend.build)(argument),
+        (true, Some(argument)) if !argument.is_empty() => Ok((backend, argument)),
         (true, _) => Err(ResolveError::MissingArgument {
             model: model.to_owned(),
             syntax: backend.syntax,
         }),
-        (false, None) => (backend.build)(""),
+        (false, None) => Ok((backend, "")),
         (false, Some(_)) => Err(unknown()),
     }
 }

@@ -14,8 +14,8 @@ forked from the counterfactual.
   baselines, what changed, the verdict.
 - [`fork`](RecordedChat::fork) ([`fork`]): a new chat from a turn's reply or
   a rerun's answer, with provenance enforced.
-- [`embed`]: the embedder trait, a lexical embedder, an OpenAI-compatible
-  client, the local MiniLM sentence embedder and the embedding cache.
+- [`embed`]: the embedders (the trait, lexical, OpenAI-compatible, local
+  MiniLM; from `skein_providers::embed`) and the embedding cache.
 - [`persist`]: loading a recorded chat back from its conversation.
 - [`blocking`]: `*_blocking` forms of the async operations.
 

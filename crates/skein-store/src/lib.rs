@@ -42,7 +42,6 @@ mod conversations;
 mod embeddings;
 pub mod error;
 mod graph;
-mod llm_import;
 pub mod location;
 mod open;
 #[cfg(feature = "postgres")]
@@ -61,7 +60,6 @@ pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
-pub use llm_import::LlmImportReport;
 pub use open::OpenMode;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]

@@ -17,6 +17,7 @@ use crate::records::{
 use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
+use skein_core::thread::Node;
 use skein_core::{NodeId, StoreKey, Thread};
 use std::cell::Cell;
 use std::io::{BufRead, Write};
@@ -341,6 +342,24 @@ impl Store {
     ) -> Result<ImportReport> {
         let lines = transfer::parse_lines(input, max_line)?;
         transfer::check_ids(&lines)?;
+        dispatch!(self, s => s.import_lines(&lines))
+    }
+
+    /// Write records made in memory (an importer of another tool's data
+    /// builds them) in one transaction, through the import's batch write
+    /// and with its checks: a record pointing at nothing aborts the write
+    /// and nothing is written ([`StoreError::Import`], line 0); nodes, runs
+    /// and conversations already stored are skipped, but a conversation
+    /// stored with another head is refused. `nodes` come from threads, so
+    /// their ids are right by construction; they must list each parent
+    /// before its children.
+    pub fn import_records<'a>(
+        &self,
+        nodes: impl IntoIterator<Item = &'a Node>,
+        conversations: Vec<Conversation>,
+        runs: Vec<RunRecord>,
+    ) -> Result<ImportReport> {
+        let lines = transfer::record_lines(nodes, conversations, runs);
         dispatch!(self, s => s.import_lines(&lines))
     }
 

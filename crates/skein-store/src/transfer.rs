@@ -27,8 +27,9 @@ the line, and nothing is imported. A line longer than the line limit
 before it is read whole, so an endless input never exhausts memory.
 
 `import_lines` is also the store's one batch write of nodes,
-conversations and runs: the `llm` import (llm_import.rs) builds its lines
-and writes them through it, so it too is all or nothing on both backends.
+conversations and runs: `Store::import_records` writes records made in
+memory through it (the `llm` import, `skein::import::llm`, does), so they
+too are all or nothing on both backends.
 
 The format, parsing and every check that needs no database are here, shared
 by both backends; the SQLite export and import loops are here too, the
@@ -45,6 +46,7 @@ use crate::sqlite::SqliteStore;
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
+use skein_core::thread::Node;
 use skein_core::{Message, NodeId, Part, Role};
 use std::io::{BufRead, Read, Write};
 
@@ -74,6 +76,30 @@ pub(crate) enum Line {
     Conversation(Box<Conversation>),
     Run(Box<RunRecord>),
     Rerun(Box<RerunRecord>),
+}
+
+/// The lines of records made in memory, numbered 0 (they come from no
+/// file): nodes in the order given, then conversations, then runs.
+pub(crate) fn record_lines<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    conversations: Vec<Conversation>,
+    runs: Vec<RunRecord>,
+) -> Vec<(usize, Line)> {
+    let nodes = nodes.into_iter().map(|node| Line::Node {
+        id: node.id(),
+        parent: node.parent_id(),
+        role: node.message().role,
+        parts: node.message().parts.clone(),
+    });
+    nodes
+        .chain(
+            conversations
+                .into_iter()
+                .map(|conversation| Line::Conversation(Box::new(conversation))),
+        )
+        .chain(runs.into_iter().map(|run| Line::Run(Box::new(run))))
+        .map(|line| (0, line))
+        .collect()
 }
 
 /// What an import did.

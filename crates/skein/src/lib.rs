@@ -8,7 +8,8 @@ This facade re-exports the pieces a user meets first:
 - [`core`]: messages, parts, threads, node ids, tool specs, the provider trait;
 - [`store`]: the SQLite store of the graph;
 - [`providers`]: model backends, resolved from a model name;
-- [`local`]: the embedded llama.cpp model and `models pull`;
+- `local` (the `local` feature, on by default): the embedded llama.cpp
+  model and `models pull`;
 - [`engine`]: configured prompts, profiles and backends, admission,
   structured output with repair, captured exchanges and continuation, and
   the usage ledger;
@@ -19,7 +20,9 @@ This facade re-exports the pieces a user meets first:
   (its main types are re-exported at the top level);
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
-- [`builtin`]: the built-in tools the command line offers by name.
+- [`builtin`]: the built-in tools the command line offers by name;
+- [`command`]: an executable offered to a model as a tool;
+- [`import`]: importing other tools' data (`llm`'s logs.db).
 
 And the types most code starts from: [`Model`] (a handle on a model
 through the engine), [`Conversation`] (a named bookmark with default tools,
@@ -54,12 +57,15 @@ assert_eq!(a.parent().head_id(), b.parent().head_id());
 pub use skein_conversation as conversation;
 pub use skein_core as core;
 pub use skein_engine as engine;
+#[cfg(feature = "local")]
 pub use skein_local as local;
 pub use skein_providers as providers;
 pub use skein_recorded as recorded;
 pub use skein_store as store;
 
 pub mod builtin;
+pub mod command;
+pub mod import;
 
 pub use skein_conversation::blocking;
 pub use skein_conversation::{

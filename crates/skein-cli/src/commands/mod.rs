@@ -9,6 +9,7 @@ mod models;
 mod recorded;
 mod serve;
 mod settings;
+mod tools;
 mod transfer;
 mod turns;
 
@@ -42,6 +43,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             return models::run(command, cli.json);
         }
         Command::Config(command) => return settings::run(command, cli.db.as_deref(), cli.json),
+        Command::Tools => return tools::list(cli.json),
         Command::Completions(args) => return settings::completions(args),
         Command::Man => return settings::man(),
         other => other,
@@ -70,7 +72,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Conversations(args) => inspect::conversations(&ctx, args),
         Command::Explain(args) => recorded::explain(&ctx, args).await,
         Command::Rerun(args) => recorded::rerun(&ctx, args).await,
-        Command::Models(_) | Command::Config(_) | Command::Completions(_) | Command::Man => {
+        Command::Models(_)
+        | Command::Config(_)
+        | Command::Tools
+        | Command::Completions(_)
+        | Command::Man => {
             unreachable!("handled before opening the database")
         }
     }

@@ -1,17 +1,15 @@
 /*!
 `skein models pull` and `skein models list`: fetching the embedded model
 (with a progress bar on a terminal, plain lines otherwise) and showing what
-can be used.
+can be used. A build without the `local` feature has no embedded models:
+it lists none and refuses to pull, saying how to get them.
 */
 
 use super::print_json;
 use crate::flags::{DefaultArgs, ModelsCommand, PullArgs};
-use crate::ui::{self, outln};
-use anyhow::{Context as _, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use crate::ui::outln;
+use anyhow::Result;
 use serde_json::json;
-use skein::local::{self, PullProgress};
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 pub fn run(command: ModelsCommand, json: bool) -> Result<ExitCode> {
@@ -60,7 +58,23 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(not(feature = "local"))]
+fn pull(args: PullArgs, _json: bool) -> Result<ExitCode> {
+    anyhow::bail!(
+        "this skein was built without the embedded models, so it cannot pull `{}`; \
+         rebuild it with the `local` feature (e.g. `cargo install --path crates/skein-cli --features local`)",
+        args.name
+    )
+}
+
+#[cfg(feature = "local")]
 fn pull(args: PullArgs, json: bool) -> Result<ExitCode> {
+    use crate::ui;
+    use anyhow::Context as _;
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use skein::local::{self, PullProgress};
+    use std::io::IsTerminal;
+
     let model = local::known(&args.name)?;
     let dir = local::default_models_dir()
         .context("cannot find a cache directory: set SKEIN_MODELS_DIR")?;
@@ -100,20 +114,35 @@ fn pull(args: PullArgs, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(json: bool) -> Result<ExitCode> {
-    let local_models: Vec<_> = local::catalog::KNOWN
+/// The embedded models this build knows, whether each is present.
+#[cfg(feature = "local")]
+fn local_models() -> Vec<serde_json::Value> {
+    use skein::local;
+    local::catalog::KNOWN
         .iter()
         .map(|model| {
             let path = local::model_path(model);
             let present = path.as_ref().is_some_and(|p| p.is_file());
             json!({ "name": model.name, "path": path, "present": present, "source": model.package })
         })
-        .collect();
+        .collect()
+}
+
+#[cfg(not(feature = "local"))]
+fn local_models() -> Vec<serde_json::Value> {
+    Vec::new()
+}
+
+fn list(json: bool) -> Result<ExitCode> {
+    let local_models = local_models();
     let backends = skein::providers::available();
     if json {
         return print_json(&json!({ "local": local_models, "backends": backends }));
     }
     outln!("local models:")?;
+    if local_models.is_empty() {
+        outln!("  none: this skein was built without the embedded models (the `local` feature)")?;
+    }
     for model in &local_models {
         outln!(
             "  {:<10} {} ({})",

@@ -16,8 +16,8 @@ use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use skein::recorded::{
-    CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder, ReasonOptions, RecordedChat,
-    RerunOptions, Source, conversation_of_node,
+    CachedEmbedder, EmbedError, Embedder, LexicalEmbedder, MiniLmEmbedder, ReasonOptions,
+    RecordedChat, RerunOptions, Source, conversation_of_node,
 };
 use skein::store::ConversationId;
 use skein::{Model, Tool};
@@ -260,10 +260,11 @@ async fn load_turn(
 /// The embedder by name, caching its vectors in the store.
 fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
     let inner: Arc<dyn Embedder> = match name {
-        "minilm" => Arc::new(MiniLmEmbedder::load(1).map_err(|error| {
-            anyhow::anyhow!(
+        "minilm" => Arc::new(MiniLmEmbedder::load(1).map_err(|error| match error {
+            EmbedError::NoLocalModel => anyhow::anyhow!("{error}, such as --embedder lexical"),
+            error => anyhow::anyhow!(
                 "{error}; fetch it with `skein models pull minilm`, or pass --embedder lexical"
-            )
+            ),
         })?),
         "lexical" => Arc::new(LexicalEmbedder::new(256)),
         other => bail!("unknown embedder `{other}`: use `minilm` or `lexical`"),

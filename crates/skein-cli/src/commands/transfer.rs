@@ -194,7 +194,7 @@ fn import_llm(ctx: &Context, path: &std::path::Path) -> Result<ExitCode> {
         );
     }
     let spinner = ui::spinner(format!("importing {} from llm", path.display()));
-    let report = ctx.store.import_llm(path);
+    let report = skein::import::llm::import(&ctx.store, path);
     spinner.finish_and_clear();
     let report = report?;
     if ctx.json {

@@ -13,7 +13,7 @@ use super::{Context, default_model, print_json};
 use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs, TurnArgs};
 use crate::input;
 use crate::ui::{self, outln};
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use skein::core::FinishReason;
 use skein::core::provider::GenerationOptions;
 use skein::{Conversation, Model, Prompt, Tool};
@@ -292,7 +292,7 @@ pub fn home_model(name: Option<String>) -> Result<Model> {
     {
         return Ok(Model::from_profile(&engine, &name)?);
     }
-    Ok(Model::open_with_tools(&name, skein::builtin::all())?)
+    Ok(Model::open_with_tools(&name, super::tools::registered()?)?)
 }
 
 /// The engine over the configured engine directory (prompts, profiles,
@@ -307,7 +307,7 @@ pub fn configured_engine() -> Result<Option<skein::Engine>> {
         Some(dir) => {
             let catalog = skein::engine::load_dir(&dir)?;
             let mut builder = skein::Engine::builder(catalog);
-            for tool in skein::builtin::all() {
+            for tool in super::tools::registered()? {
                 builder = builder.tool(tool);
             }
             Some(builder.build()?)
@@ -322,23 +322,7 @@ impl ToolArgs {
         if self.tools.is_empty() {
             return Ok(None);
         }
-        let builtin = skein::builtin::all();
-        self.tools
-            .iter()
-            .map(|name| {
-                builtin
-                    .iter()
-                    .find(|tool| tool.spec().name == *name)
-                    .cloned()
-                    .with_context(|| {
-                        format!(
-                            "unknown tool `{name}`; built-in tools: {}",
-                            skein::builtin::names().join(", ")
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(Some)
+        super::tools::named(&self.tools).map(Some)
     }
 }
 

@@ -25,7 +25,8 @@ Each has one job:
 - `client`: the `reqwest` client (rustls with `ring`;
   [`install_crypto_provider`]).
 - `transport`: attempts, timeouts, retries, cancellation, body reading; the
-  `Decoder` trait each wire format implements.
+  `Decoder` trait each wire format implements (the chat providers' and the
+  embeddings endpoint's, `crate::embed`).
 - `retry`: retryable statuses, backoff with jitter, `Retry-After`.
 - `errors`: error bodies and events to `ProviderError`, key redaction.
 - `sse`: the incremental server-sent-events parser.
@@ -55,7 +56,7 @@ mod openai;
 mod retry;
 mod secret;
 pub mod sse;
-mod transport;
+pub(crate) mod transport;
 
 pub use anthropic::{ANTHROPIC_VERSION, Anthropic, DEFAULT_MAX_TOKENS};
 pub use client::install_crypto_provider;

@@ -1,13 +1,17 @@
 /*!
-The transport shared by every HTTP provider: one call's attempts, timeouts,
-retries and body reading, turned into a stream of [`StreamEvent`]s.
+The transport shared by every HTTP call: one call's attempts, timeouts,
+retries and body reading, turned into a stream of the decoder's events
+([`StreamEvent`]s for the chat providers, vectors for the embedder).
 
-A provider prepares an [`HttpRequest`] (URL, headers, JSON body) and a
-[`Decoder`] for its wire format; [`Transport::stream`] does the rest:
+A caller prepares an [`HttpRequest`] (URL, headers, JSON body) and a
+[`Decoder`] for its wire format; [`Transport::stream`] (a model call's
+stream) or [`Transport::call`] (a call run to its end, for replies that are
+one body) does the rest:
 
-- **Attempts.** POST the body. A response with `Content-Type` JSON is read
-  whole and decoded at once; anything else is read as server-sent events
-  ([`super::sse`]) and decoded event by event as chunks arrive.
+- **Attempts.** POST the body. A response with `Content-Type` JSON, or any
+  response to a decoder that does not stream ([`Decoder::STREAMS`]), is
+  read whole and decoded at once; anything else is read as server-sent
+  events ([`super::sse`]) and decoded event by event as chunks arrive.
 - **Timeouts.** Connect (set on the client), first byte (request sent to
   response headers) and idle (between two body chunks) each end the attempt
   with `ProviderError::Timeout` whose phase is `connect`, `first byte` or
@@ -18,10 +22,12 @@ A provider prepares an [`HttpRequest`] (URL, headers, JSON body) and a
   only while the decoder has produced no event of the reply: a failure
   after that ends the stream (`TruncatedStream` when the body breaks,
   `Timeout` when it stalls), never silently restarts it. Each retry is
-  announced by a `StreamEvent::Retrying` before the wait begins. OpenAI's
-  `insufficient_quota` 429 is not retried (waiting cannot help).
-- **End.** The stream ends after the decoder's `Done`; a body that ends
-  first is a `TruncatedStream` (the decoder decides, see [`Decoder::end`]).
+  announced by an event ([`Reply::retrying`]; `StreamEvent::Retrying`)
+  before the wait begins. OpenAI's `insufficient_quota` 429 is not retried
+  (waiting cannot help).
+- **End.** The stream ends after the decoder's last event ([`Reply::ends`];
+  `Done`); a body that ends first is a `TruncatedStream` (the decoder
+  decides, see [`Decoder::end`]).
 - **Cancellation.** The stream owns the in-flight request: dropping it
   drops the connection at once, mid-request or mid-body.
 
@@ -47,15 +53,50 @@ const MAX_JSON_BODY: usize = 64 * 1024 * 1024;
 /// The most of an error body that is read.
 const MAX_ERROR_BODY: usize = 1024 * 1024;
 
-/// Decodes one provider's successful replies into stream events.
+/// What a call's stream carries besides failures.
+pub(crate) trait Reply: Send + 'static {
+    /// The announcement of retry number `attempt`, made before its wait.
+    fn retrying(attempt: u32, reason: String, delay: Duration) -> Self;
+    /// Whether this is the reply's last event (no more is read after it).
+    fn ends(&self) -> bool;
+}
+
+impl Reply for StreamEvent {
+    fn retrying(attempt: u32, reason: String, delay: Duration) -> StreamEvent {
+        StreamEvent::Retrying {
+            attempt,
+            reason,
+            delay,
+        }
+    }
+
+    fn ends(&self) -> bool {
+        matches!(self, StreamEvent::Done(_))
+    }
+}
+
+/// Decodes one wire format's successful replies into events.
 pub(crate) trait Decoder: Send + 'static {
+    type Event: Reply;
+    /// Whether replies may be event streams; when not, every successful
+    /// body is read whole and given to [`Decoder::body`].
+    const STREAMS: bool = true;
     /// One server-sent event.
-    fn event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+    fn event(&mut self, event: SseEvent, out: &mut Vec<Self::Event>) -> Result<(), ProviderError>;
     /// A whole JSON reply body.
-    fn body(&mut self, body: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
-    /// The event stream ended without `Done`: emit what completes the reply,
-    /// or fail (usually with `TruncatedStream`).
-    fn end(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+    fn body(&mut self, body: &[u8], out: &mut Vec<Self::Event>) -> Result<(), ProviderError>;
+    /// The event stream ended without the last event: emit what completes
+    /// the reply, or fail (usually with `TruncatedStream`).
+    fn end(&mut self, out: &mut Vec<Self::Event>) -> Result<(), ProviderError>;
+}
+
+/// A call that failed: its error, and the HTTP status of the error
+/// response that ended it (none when no response did: a connection
+/// failure, a timeout, a reply that did not decode).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub error: ProviderError,
+    pub status: Option<u16>,
 }
 
 /// One prepared request.
@@ -110,8 +151,41 @@ impl Transport {
         self: &Arc<Self>,
         request: HttpRequest,
         decoder: D,
-    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        let call = Call {
+    ) -> BoxStream<'static, Item<D>> {
+        Box::pin(futures_util::stream::unfold(
+            self.start(request, decoder),
+            |mut call| async move {
+                let item = call.next().await?;
+                Some((item, call))
+            },
+        ))
+    }
+
+    /// Run one call to its end: every event (retry announcements
+    /// included), or the failure that ended it.
+    pub(crate) async fn call<D: Decoder>(
+        self: &Arc<Self>,
+        request: HttpRequest,
+        decoder: D,
+    ) -> Result<Vec<D::Event>, Failure> {
+        let mut call = self.start(request, decoder);
+        let mut events = Vec::new();
+        while let Some(item) = call.next().await {
+            match item {
+                Ok(event) => events.push(event),
+                Err(error) => {
+                    return Err(Failure {
+                        error,
+                        status: call.status,
+                    });
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    fn start<D: Decoder>(self: &Arc<Self>, request: HttpRequest, decoder: D) -> Call<D> {
+        Call {
             transport: self.clone(),
             request,
             decoder,
@@ -119,15 +193,12 @@ impl Transport {
             phase: Phase::Send,
             queue: VecDeque::new(),
             reply_started: false,
-        };
-        Box::pin(futures_util::stream::unfold(call, |mut call| async move {
-            let item = call.next().await?;
-            Some((item, call))
-        }))
+            status: None,
+        }
     }
 }
 
-type Item = Result<StreamEvent, ProviderError>;
+type Item<D> = Result<<D as Decoder>::Event, ProviderError>;
 
 enum Phase {
     Send,
@@ -140,19 +211,21 @@ enum Phase {
     Over,
 }
 
-struct Call<D> {
+struct Call<D: Decoder> {
     transport: Arc<Transport>,
     request: HttpRequest,
     decoder: D,
     retries: u32,
     phase: Phase,
-    queue: VecDeque<Item>,
+    queue: VecDeque<Item<D>>,
     /// The decoder produced an event: no more retries.
     reply_started: bool,
+    /// The status of the error response that ended the latest attempt.
+    status: Option<u16>,
 }
 
 impl<D: Decoder> Call<D> {
-    async fn next(&mut self) -> Option<Item> {
+    async fn next(&mut self) -> Option<Item<D>> {
         loop {
             if let Some(item) = self.queue.pop_front() {
                 return Some(item);
@@ -179,6 +252,7 @@ impl<D: Decoder> Call<D> {
     }
 
     async fn send(&mut self) {
+        self.status = None;
         let attempt = self
             .transport
             .client
@@ -202,6 +276,7 @@ impl<D: Decoder> Call<D> {
         };
         let status = response.status();
         if !status.is_success() {
+            self.status = Some(status.as_u16());
             let server_delay = retry_after(response.headers(), SystemTime::now());
             let body = read_error_body(response, self.timeouts().idle).await;
             let error = error_for_status(
@@ -215,14 +290,15 @@ impl<D: Decoder> Call<D> {
                 && details_from_body(&body).code.as_deref() != Some("insufficient_quota");
             return self.fail(error, retryable, server_delay);
         }
-        let is_json = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| {
-                let value = value.to_ascii_lowercase();
-                value.starts_with("application/json") || value.contains("+json")
-            });
+        let is_json = !D::STREAMS
+            || response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .is_some_and(|value| {
+                    let value = value.to_ascii_lowercase();
+                    value.starts_with("application/json") || value.contains("+json")
+                });
         self.phase = if is_json {
             Phase::Json(response)
         } else {
@@ -315,7 +391,7 @@ impl<D: Decoder> Call<D> {
         }
     }
 
-    fn emit(&mut self, events: Vec<StreamEvent>) {
+    fn emit(&mut self, events: Vec<D::Event>) {
         if !events.is_empty() {
             self.reply_started = true;
         }
@@ -335,11 +411,11 @@ impl<D: Decoder> Call<D> {
             };
             if let Some(delay) = delay {
                 self.retries += 1;
-                self.queue.push_back(Ok(StreamEvent::Retrying {
-                    attempt: self.retries,
-                    reason: error.to_string(),
+                self.queue.push_back(Ok(D::Event::retrying(
+                    self.retries,
+                    error.to_string(),
                     delay,
-                }));
+                )));
                 self.phase = Phase::Wait(delay);
                 return;
             }
@@ -362,10 +438,8 @@ async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> Vec
     body
 }
 
-fn has_done(events: &[StreamEvent]) -> bool {
-    events
-        .iter()
-        .any(|event| matches!(event, StreamEvent::Done(_)))
+fn has_done<E: Reply>(events: &[E]) -> bool {
+    events.iter().any(Reply::ends)
 }
 
 fn timeout(phase: &str) -> ProviderError {

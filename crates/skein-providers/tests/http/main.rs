@@ -1,5 +1,5 @@
 /*!
-Tests of the HTTP providers, in one binary, against local mock servers
+Tests of the HTTP providers and the embeddings client, in one binary, against local mock servers
 (wiremock, plus a raw TCP server for stalled and cut bodies) speaking the
 real OpenAI and Anthropic wire formats. Fixtures live in
 `tests/data/openai/` and `tests/data/anthropic/`, modelled on the
@@ -9,6 +9,7 @@ retry delays are configured small (`common::config`).
 
 mod anthropic;
 mod common;
+mod embed;
 mod mapping;
 mod openai;
 mod secrets;

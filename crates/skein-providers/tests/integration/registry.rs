@@ -73,6 +73,7 @@ fn http_models_name_the_model_and_need_a_key_unless_the_url_is_custom() {
     unsafe { std::env::remove_var("ANTHROPIC_BASE_URL") };
 }
 
+#[cfg(feature = "local")]
 #[test]
 fn a_missing_local_model_file_names_the_path_without_fetch_advice() {
     // `models pull` fetches the embedded model, not a file the user named.
@@ -86,6 +87,74 @@ fn a_missing_local_model_file_names_the_path_without_fetch_advice() {
         "{error}"
     );
     assert!(!error.contains("models pull"), "{error}");
+}
+
+/// A build without the embedded models (`--no-default-features`) keeps
+/// their names, kinds and types, and every way in says how to get them.
+#[cfg(not(feature = "local"))]
+#[test]
+fn without_the_local_feature_the_embedded_models_say_how_to_get_them() {
+    use skein_providers::embed::{EmbedError, MiniLmEmbedder};
+    use skein_providers::{BackendKind, Credential};
+    for model in ["smollm2", "local:/some/model.gguf"] {
+        let error = resolve(model).err().unwrap();
+        assert!(
+            matches!(&error, ResolveError::NoLocalModel { model: named } if named == model),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("built without the embedded model")
+                && message.contains(&format!("cannot run `{model}`"))
+                && message.contains("`local` feature"),
+            "{message}"
+        );
+    }
+    let configured = BackendKind::Local { path: None }.provider(Credential::None);
+    assert!(
+        matches!(configured, Err(ResolveError::NoLocalModel { .. })),
+        "a configured local backend"
+    );
+    let error = MiniLmEmbedder::load(1).unwrap_err();
+    assert!(matches!(error, EmbedError::NoLocalModel), "{error:?}");
+    assert!(error.to_string().contains("`local` feature"), "{error}");
+    assert_eq!(available(), EVERY, "the names stay listed");
+}
+
+/// The table says which names open a file of the machine: a stored
+/// conversation may not choose one (skein-conversation's settings).
+#[test]
+fn model_names_that_open_a_file_are_local_and_scripted_paths() {
+    for name in [
+        "local:/m.gguf",
+        "scripted:rules.toml",
+        "local:",
+        "scripted:",
+    ] {
+        assert!(skein_providers::names_a_file(name), "{name}");
+    }
+    for name in [
+        "smollm2",
+        "echo",
+        "openai:gpt-4o",
+        "anthropic:claude-x",
+        "local",
+        "gguf:x",
+    ] {
+        assert!(!skein_providers::names_a_file(name), "{name}");
+    }
+}
+
+/// A resolved name says which kind of backend it stands for: the same
+/// table the engine builds configured backends from.
+#[test]
+fn a_resolved_name_carries_its_backend_kind() {
+    use skein_providers::BackendKind;
+    assert_eq!(resolve("echo").unwrap().kind, BackendKind::Echo);
+    let script = data("advisor.toml");
+    let resolved = resolve(&format!("scripted:{}", script.display())).unwrap();
+    assert_eq!(resolved.kind, BackendKind::Scripted { script });
+    assert_eq!(resolved.model, "scripted");
 }
 
 #[test]

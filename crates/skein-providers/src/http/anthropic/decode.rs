@@ -221,6 +221,8 @@ impl AnthropicDecoder {
 }
 
 impl Decoder for AnthropicDecoder {
+    type Event = StreamEvent;
+
     fn event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
         if self.done {
             return Ok(());

@@ -192,6 +192,8 @@ impl OpenAiDecoder {
 }
 
 impl Decoder for OpenAiDecoder {
+    type Event = StreamEvent;
+
     fn event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
         if self.done {
             return Ok(());

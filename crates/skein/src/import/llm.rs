@@ -1,10 +1,11 @@
 /*!
 Import from `llm` (0.3x): its content-addressed message store (`threads`,
 `messages`, `parts`, `turns`, `tools`, `turn_tools`, and attachments) read
-from its `logs.db`, checked whole (every tip, turn and parent names a
-message that exists; every tool schema is JSON), then written in one
-transaction through the store's batch write (`import_lines`, the one JSONL
-import uses), so it is all or nothing on both backends.
+from its `logs.db` (with rusqlite, read-only), checked whole (every tip,
+turn and parent names a message that exists; every tool schema is JSON),
+then written in one transaction by [`Store::import_records`], the store's
+batch write that JSONL import uses too, so it is all or nothing on both
+backends.
 
 - Each `llm` message becomes a node under its parent's node, so shared
   prefixes stay shared and a thread becomes a thread.
@@ -22,17 +23,21 @@ import uses), so it is all or nothing on both backends.
 
 Ids of conversations and runs are derived from `llm`'s own ids, so
 importing the same database again changes nothing.
+
+Failures are the store's: a database that is not `llm`'s, or is damaged,
+is a [`StoreError::Import`] saying what was wrong (and that nothing was
+imported); the store's own failures pass through.
 */
 
-use crate::Store;
-use crate::error::{Result, StoreError};
-use crate::records::{Conversation, ConversationId, Origin, RunId, RunRecord};
-use crate::store::dispatch;
-use crate::transfer::Line;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use skein_core::thread::Node;
-use skein_core::{Attachment, Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
+use skein_core::{
+    Attachment, Digest, Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec,
+};
+use skein_store::{
+    Conversation, ConversationId, Origin, Result, RunId, RunRecord, Store, StoreError,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -75,51 +80,47 @@ struct ResultPayload {
     exception: Option<String>,
 }
 
-impl Store {
-    /// Import the `llm` database at `path` (opened read-only). Everything
-    /// is read and checked first, then written in one transaction: a
-    /// database with a dangling reference or a malformed row imports
-    /// nothing, and the error says what was wrong.
-    pub fn import_llm(&self, path: &Path) -> Result<LlmImportReport> {
-        let llm = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(|error| bad(format!("cannot open {}: {error}", path.display())))?;
-        let mut report = LlmImportReport::default();
-        let (lines, turns) = read_llm(&llm, path, &mut report).map_err(|error| match error {
-            error @ StoreError::Import { .. } => error,
-            other => bad(format!("cannot read {}: {other}", path.display())),
-        })?;
-        // Conversations imported before keep their bookmark, wherever it has
-        // moved since; everything else is written (nodes and runs already
-        // there are skipped by the batch write).
-        let mut batch = Vec::with_capacity(lines.len());
-        for line in lines {
-            if let Line::Conversation(conversation) = &line {
-                match self.conversation(&conversation.id) {
-                    Ok(_) => {
-                        report.already_present += 1;
-                        continue;
-                    }
-                    Err(StoreError::ConversationNotFound(_)) => {}
-                    Err(error) => return Err(error),
-                }
-            }
-            batch.push((0, line));
+/// Import the `llm` database at `path` (opened read-only) into `store`.
+/// Everything is read and checked first, then written in one transaction:
+/// a database with a dangling reference or a malformed row imports
+/// nothing, and the error says what was wrong.
+pub fn import(store: &Store, path: &Path) -> Result<LlmImportReport> {
+    let llm = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|error| bad(format!("cannot open {}: {error}", path.display())))?;
+    let mut report = LlmImportReport::default();
+    let read = read_llm(&llm, path, &mut report).map_err(|error| match error {
+        error @ StoreError::Import { .. } => error,
+        other => bad(format!("cannot read {}: {other}", path.display())),
+    })?;
+    // Conversations imported before keep their bookmark, wherever it has
+    // moved since; everything else is written (nodes and runs already
+    // there are skipped by the batch write).
+    let mut conversations = Vec::with_capacity(read.conversations.len());
+    for conversation in read.conversations {
+        match store.conversation(&conversation.id) {
+            Ok(_) => report.already_present += 1,
+            Err(StoreError::ConversationNotFound(_)) => conversations.push(conversation),
+            Err(error) => return Err(error),
         }
-        let written = dispatch!(self, s => s.import_lines(&batch))?;
-        report.conversations = written.conversations;
-        report.runs = written.runs;
-        report.already_present += turns - written.runs;
-        Ok(report)
     }
+    let turns = read.runs.len();
+    let written = store.import_records(nodes(&read.threads), conversations, read.runs)?;
+    report.conversations = written.conversations;
+    report.runs = written.runs;
+    report.already_present += turns - written.runs;
+    Ok(report)
 }
 
-/// Everything the import writes, as the batch write's lines (nodes parents
-/// first, then conversations, then runs), and the number of turns read.
-fn read_llm(
-    llm: &Connection,
-    path: &Path,
-    report: &mut LlmImportReport,
-) -> Result<(Vec<Line>, usize)> {
+/// Everything an `llm` database holds, as skein records.
+struct Read {
+    /// Each message's thread (itself and its ancestors), by `llm` hash.
+    threads: HashMap<String, Thread>,
+    conversations: Vec<Conversation>,
+    runs: Vec<RunRecord>,
+}
+
+/// Everything the import writes, read and checked.
+fn read_llm(llm: &Connection, path: &Path, report: &mut LlmImportReport) -> Result<Read> {
     for table in ["threads", "messages", "parts", "turns"] {
         let present: Option<String> = llm
             .query_row(
@@ -138,7 +139,6 @@ fn read_llm(
     let messages = read_messages(llm, report)?;
     report.messages = messages.len();
     let threads = build_threads(&messages)?;
-    let mut lines = node_lines(&threads);
 
     let mut statement = llm.prepare(
         "SELECT id, name, tip_message_hash, forked_from, datetime_utc FROM threads ORDER BY datetime_utc, id",
@@ -183,6 +183,7 @@ fn read_llm(
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut runs = Vec::with_capacity(turns.len());
+    let mut conversations_read = Vec::with_capacity(rows.len());
     // A conversation was last updated by its newest turn.
     let mut last_turn: HashMap<&str, i64> = HashMap::new();
     for turn in &turns {
@@ -221,7 +222,7 @@ fn read_llm(
             }),
         };
         let created_ms = when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
-        lines.push(Line::Conversation(Box::new(Conversation {
+        conversations_read.push(Conversation {
             id: conversations[id].clone(),
             name: name.clone(),
             head,
@@ -237,14 +238,17 @@ fn read_llm(
                 ..Default::default()
             },
             imported: true,
-        })));
+        });
     }
-    lines.extend(runs.into_iter().map(|run| Line::Run(Box::new(run))));
-    Ok((lines, turns.len()))
+    Ok(Read {
+        threads,
+        conversations: conversations_read,
+        runs,
+    })
 }
 
-/// One node line per message, parents before children.
-fn node_lines(threads: &HashMap<String, Thread>) -> Vec<Line> {
+/// Every message's node once, parents before children.
+fn nodes(threads: &HashMap<String, Thread>) -> Vec<&Node> {
     let mut nodes: Vec<&Node> = threads
         .values()
         .filter_map(|thread| thread.head().map(|node| &**node))
@@ -252,14 +256,6 @@ fn node_lines(threads: &HashMap<String, Thread>) -> Vec<Line> {
     nodes.sort_by_key(|node| (node.depth(), node.id()));
     nodes.dedup_by_key(|node| node.id());
     nodes
-        .into_iter()
-        .map(|node| Line::Node {
-            id: node.id(),
-            parent: node.parent_id(),
-            role: node.message().role,
-            parts: node.message().parts.clone(),
-        })
-        .collect()
 }
 
 /// The run record of an `llm` turn, its references checked.
@@ -596,7 +592,7 @@ fn read_turn_tools(llm: &Connection) -> Result<HashMap<String, Vec<ToolSpec>>> {
 
 /// A skein id derived from an `llm` id, the same on every import.
 fn derived(kind: &str, id: &str) -> String {
-    let digest = blake3::hash(format!("skein/llm-import/{kind}/{id}").as_bytes());
+    let digest = Digest::of(format!("skein/llm-import/{kind}/{id}").as_bytes());
     digest.to_hex()[..32].to_string()
 }
 

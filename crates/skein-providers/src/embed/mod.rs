@@ -1,56 +1,71 @@
 /*!
 Embedders: turn texts into vectors whose cosine similarity says how alike
-two texts are. Used by attribution (`reason`) and by the default rerun
-comparator.
+two texts are. Recorded chats use them for attribution and for the default
+rerun comparator (and cache their vectors in the store:
+`skein_recorded::CachedEmbedder`).
 
 - [`LexicalEmbedder`]: deterministic hashed bag of words, no model files;
   for tests and for texts that differ in words, not meaning.
-- [`OpenAiEmbedder`]: an OpenAI-compatible `/embeddings` endpoint.
+- [`OpenAiEmbedder`]: an OpenAI-compatible `/embeddings` endpoint, over the
+  chat providers' HTTP transport (timeouts, retries with `Retry-After`,
+  typed errors, keys that never print).
 - [`MiniLmEmbedder`]: the local sentence embedder (all-MiniLM-L6-v2),
-  run by `skein-local` through llama.cpp, which that crate already builds.
-- [`CachedEmbedder`]: wraps any embedder with a cache keyed by content
-  digest and embedder id, in memory and (with a store) in the database.
+  run by `skein-local` through llama.cpp, which the embedded chat model
+  already builds. Without the `local` feature it fails to load with
+  [`EmbedError::NoLocalModel`].
 */
 
-mod cache;
 mod lexical;
 mod minilm;
 mod openai;
 
-pub use cache::CachedEmbedder;
 pub use lexical::LexicalEmbedder;
 pub use minilm::MiniLmEmbedder;
 pub use openai::OpenAiEmbedder;
 
-use skein_core::BoxFuture;
+use crate::http::SetupError;
+use skein_core::{BoxFuture, ProviderError};
 
 /// Why texts could not be embedded.
+///
+/// Variants that show the error they wrap keep it in a field, not as the
+/// `source()`, so a chain printer says each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EmbedError {
-    /// The embeddings endpoint failed or answered something unusable.
-    #[error("the embeddings endpoint failed: {0}")]
-    Endpoint(String),
-    /// The endpoint is misconfigured (base URL, credential).
+    /// The embeddings endpoint failed (after the transport's retries) or
+    /// answered something unusable. `status` is the HTTP status of the
+    /// error response that ended the call, when one did.
+    #[error(
+        "the embeddings endpoint failed{}: {error}",
+        .status.map(|status| format!(" (status {status})")).unwrap_or_default()
+    )]
+    Endpoint {
+        status: Option<u16>,
+        error: ProviderError,
+    },
+    /// The endpoint is misconfigured (its base URL).
     #[error("the embedder is misconfigured: {0}")]
-    Setup(String),
+    Setup(SetupError),
     /// The embedder returned a different number of vectors than texts.
     #[error("the embedder returned {got} vectors for {expected} texts")]
     Count { expected: usize, got: usize },
-    /// A local model failed.
+    /// The local sentence embedder failed to load or to run.
+    #[cfg(feature = "local")]
     #[error("the embedding model failed: {0}")]
-    Model(String),
-    /// The embedding cache could not be read or written.
+    Model(skein_local::SentenceError),
+    /// The local sentence embedder was left out of this build (the
+    /// `local` feature).
+    #[error(
+        "this skein was built without the embedded models, so it cannot run the MiniLM \
+         embedder; rebuild it with the `local` feature (e.g. `cargo install --path crates/skein-cli --features local`) \
+         or use another embedder"
+    )]
+    NoLocalModel,
+    /// An embedder wrapping another could not do its own part (the
+    /// embedding cache could not read or write its store).
     #[error("the embedding cache failed: {0}")]
-    Cache(skein_store::StoreError),
-}
-
-// Not `#[from]`: the message shows the store's error, so it is not also
-// the source (a chain printer would say it twice).
-impl From<skein_store::StoreError> for EmbedError {
-    fn from(error: skein_store::StoreError) -> EmbedError {
-        EmbedError::Cache(error)
-    }
+    Cache(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Something that embeds texts.

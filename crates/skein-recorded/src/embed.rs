@@ -1,11 +1,16 @@
 /*!
-The embedding cache: vectors keyed by (embedder id, BLAKE3 digest of the
-text). Always in memory; with a store attached, also in the database's
-`embeddings` table, so vectors survive restarts and are shared by every
-process using that database.
+Embedders for attribution and reruns: the embedders themselves live beside
+the model backends (`skein_providers::embed`, re-exported here); this
+module adds [`CachedEmbedder`], the embedding cache: vectors keyed by
+(embedder id, BLAKE3 digest of the text). Always in memory; with a store
+attached, also in the database's `embeddings` table, so vectors survive
+restarts and are shared by every process using that database.
 */
 
-use super::{EmbedError, Embedder};
+pub use skein_providers::embed::{
+    EmbedError, Embedder, LexicalEmbedder, MiniLmEmbedder, OpenAiEmbedder, cosine, normalise,
+};
+
 use skein_core::{BoxFuture, Digest};
 use skein_store::Store;
 use std::collections::HashMap;
@@ -71,7 +76,8 @@ impl CachedEmbedder {
                             .map(|(i, d)| Ok((i, store.cached_embedding(&id, &d)?)))
                             .collect::<Result<Vec<_>, _>>()
                     })
-                    .await?;
+                    .await
+                    .map_err(cache_error)?;
                 for (i, vector) in found {
                     if let Some(vector) = vector {
                         self.remember(digests[i], vector.clone());
@@ -104,11 +110,17 @@ impl CachedEmbedder {
                         }
                         Ok(())
                     })
-                    .await?;
+                    .await
+                    .map_err(cache_error)?;
             }
         }
         Ok(out.into_iter().map(|v| v.expect("filled")).collect())
     }
+}
+
+/// The store's error, kept whole (a `StoreError` inside the box).
+fn cache_error(error: skein_store::StoreError) -> EmbedError {
+    EmbedError::Cache(Box::new(error))
 }
 
 impl Embedder for CachedEmbedder {
