@@ -791,10 +791,26 @@ impl Conversation {
         }
     }
 
+    /// Store the conversation up to its head in `store` (its bookmark
+    /// created, or moved forward), with the runs made in memory that
+    /// produced its messages; nodes already there are shared. What
+    /// [`Response::log`] does for the head's response, for a conversation
+    /// whose responses are gone (the Python package's `conversation.log`).
+    /// Returns the conversation's id.
+    pub async fn log(&self, store: &Store) -> Result<ConversationId> {
+        let head = self.state().point.clone();
+        self.log_at(store, &head).await
+    }
+
+    /// [`Conversation::log`], blocking.
+    pub fn log_blocking(&self, store: &Store) -> Result<ConversationId> {
+        crate::blocking::wait(self.log(store))
+    }
+
     /// Store the thread ending at `at` in `store` as this conversation (its
     /// bookmark created, or moved forward), with the runs made in memory
     /// that produced its nodes. Nodes already there are shared.
-    pub(crate) async fn log(&self, store: &Store, at: &Point) -> Result<ConversationId> {
+    pub(crate) async fn log_at(&self, store: &Store, at: &Point) -> Result<ConversationId> {
         let nodes: HashSet<NodeId> = at
             .thread
             .nodes()

@@ -142,7 +142,7 @@ impl Response {
     /// node already there) as its conversation, with the runs that produced
     /// it. Returns the conversation's id.
     pub async fn log(&self, store: &Store) -> Result<ConversationId> {
-        self.conversation.log(store, &self.point()).await
+        self.conversation.log_at(store, &self.point()).await
     }
 
     /// [`Response::log`], blocking.

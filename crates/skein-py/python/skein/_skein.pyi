@@ -1,0 +1,526 @@
+"""Type stubs of skein's native module (crates/skein-py/src). The classes are
+re-exported by ``skein``; their docstrings are the native ones."""
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, final
+
+from ._tools import Tool
+
+__version__: str
+
+ToolLike = Callable[..., Any] | Tool
+"""A tool: a function (its schema from its type hints) or a ``skein.Tool``."""
+ModelLike = Model | str
+BeforeCall = Callable[[ToolCall], Any]
+AfterCall = Callable[[ToolCall, ToolResult], Any]
+Schema = dict[str, Any] | type
+
+@final
+class Store:
+    """A skein database: a SQLite file (created when missing) or a
+    PostgreSQL URL, shared with the ``skein`` command line."""
+
+    def __init__(self, location: str | os.PathLike[str]) -> None: ...
+    @property
+    def location(self) -> str: ...
+
+@final
+class Model:
+    """A model by the names the command line takes: ``smollm2``,
+    ``local:PATH``, ``openai:MODEL``, ``anthropic:MODEL``, ``echo``,
+    ``scripted:PATH``. With a ``store``, its conversations are recorded
+    there turn by turn."""
+
+    def __init__(self, name: str, *, store: Store | None = None) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def store(self) -> Store | None: ...
+    def prompt(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        schema: Schema | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Response: ...
+    def chain(
+        self,
+        prompt: str,
+        *,
+        tools: Iterable[ToolLike] | None = None,
+        chain_limit: int | None = None,
+        before_call: BeforeCall | None = None,
+        after_call: AfterCall | None = None,
+        system: str | None = None,
+        schema: Schema | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> ChainResponse: ...
+    def conversation(
+        self,
+        *,
+        name: str | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        chain_limit: int | None = None,
+        before_call: BeforeCall | None = None,
+        after_call: AfterCall | None = None,
+        store: Store | None = None,
+    ) -> Conversation: ...
+
+@final
+class Conversation:
+    """A named bookmark into the graph with default tools, hooks and a chain
+    limit, recorded in its store (if any) turn by turn."""
+
+    @staticmethod
+    def load(
+        store: Store, id: str, *, model: ModelLike | None = None, tools: Iterable[ToolLike] | None = None
+    ) -> Conversation: ...
+    @staticmethod
+    def fork_at(
+        store: Store,
+        node: str,
+        prompt: str | None = None,
+        *,
+        name: str | None = None,
+        model: ModelLike | None = None,
+        tools: Iterable[ToolLike] | None = None,
+    ) -> Conversation | Response: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def head(self) -> str | None: ...
+    @property
+    def tools(self) -> list[ToolSpec]: ...
+    @property
+    def chain_limit(self) -> int: ...
+    @property
+    def is_stored(self) -> bool: ...
+    @property
+    def origin(self) -> dict[str, str | None] | None: ...
+    def messages(self) -> list[Message]: ...
+    def prompt(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        schema: Schema | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        model: ModelLike | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Response: ...
+    def chain(
+        self,
+        prompt: str,
+        *,
+        tools: Iterable[ToolLike] | None = None,
+        chain_limit: int | None = None,
+        system: str | None = None,
+        schema: Schema | None = None,
+        model: ModelLike | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> ChainResponse: ...
+    def fork(self, *, name: str | None = None, model: ModelLike | None = None) -> Conversation: ...
+    def log(self, store: Store) -> str: ...
+    def set_before_call(self, hook: BeforeCall) -> None: ...
+    def set_after_call(self, hook: AfterCall) -> None: ...
+
+@final
+class Response:
+    """One model call's response: lazy (runs when first read), streamed by
+    iterating it."""
+
+    def text(self) -> str: ...
+    def json(self) -> Any: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def conversation(self) -> Conversation: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def tools(self) -> list[ToolSpec]: ...
+    def tool_calls(self) -> list[ToolCall]: ...
+    @property
+    def warnings(self) -> list[DriftWarning]: ...
+    @property
+    def model(self) -> str: ...
+    def messages(self) -> list[Message]: ...
+    def reply(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        schema: Schema | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        model: ModelLike | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Response: ...
+    def fork(
+        self,
+        prompt: str | None = None,
+        *,
+        name: str | None = None,
+        model: ModelLike | None = None,
+        system: str | None = None,
+        schema: Schema | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Response | Conversation: ...
+    def log(self, store: Store) -> str: ...
+    def __iter__(self) -> Stream: ...
+    def _finished(self) -> bool: ...
+    def _done_async(self) -> asyncio.Future[None]: ...
+    def _chunk_async(self, index: int) -> asyncio.Future[str | None]: ...
+
+@final
+class Stream(Iterator[str]):
+    """The chunks of a response's reply, as they stream."""
+
+    def __iter__(self) -> Stream: ...
+    def __next__(self) -> str: ...
+
+@final
+class ChainResponse:
+    """Every model call of a tool loop: lazy, streamed by iterating it."""
+
+    def text(self) -> str: ...
+    def responses(self) -> list[Response]: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def chain_id(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def warnings(self) -> list[DriftWarning]: ...
+    @property
+    def conversation(self) -> Conversation: ...
+    def messages(self) -> list[Message]: ...
+    def reply(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        schema: Schema | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        model: ModelLike | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> Response: ...
+    def __iter__(self) -> ChainStream: ...
+    def _finished(self) -> bool: ...
+    def _done_async(self) -> asyncio.Future[None]: ...
+    def _chunk_async(self, index: int) -> asyncio.Future[str | None]: ...
+
+@final
+class ChainStream(Iterator[str]):
+    def __iter__(self) -> ChainStream: ...
+    def __next__(self) -> str: ...
+
+@final
+class Usage:
+    """Token counts; a figure the provider did not report is ``None``."""
+
+    @property
+    def input_tokens(self) -> int | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+    @property
+    def cache_read_tokens(self) -> int | None: ...
+    @property
+    def cache_write_tokens(self) -> int | None: ...
+
+@final
+class ToolSpec:
+    """A tool as offered to a model."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+    @property
+    def schema_hash(self) -> str: ...
+
+@final
+class ToolCall:
+    """A tool call a model made; ``arguments`` exactly as written."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> str: ...
+    def json(self) -> Any: ...
+
+@final
+class ToolResult:
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def is_error(self) -> bool: ...
+
+@final
+class Message:
+    """One message of a history, with its node id."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tool_calls(self) -> list[ToolCall]: ...
+    @property
+    def tool_results(self) -> list[ToolResult]: ...
+
+@final
+class DriftWarning:
+    """A tool offered under a different input schema than before."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def previous_schema(self) -> str: ...
+    @property
+    def current_schema(self) -> str: ...
+
+@final
+class Source:
+    """A named piece of context a recorded chat renders, tagged."""
+
+    def __init__(self, id: str, text: str, kind: str = "fact") -> None: ...
+    @staticmethod
+    def fact(id: str, text: str) -> Source: ...
+    @staticmethod
+    def document(id: str, text: str) -> Source: ...
+    @staticmethod
+    def memory(id: str, text: str) -> Source: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+
+@final
+class SourceInfo:
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def hook(self) -> bool: ...
+
+@final
+class RecordedTurn:
+    """One recorded turn's frozen evidence."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def user_text(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def sources(self) -> list[SourceInfo]: ...
+    @property
+    def tools(self) -> list[ToolSpec]: ...
+    @property
+    def runs(self) -> list[str]: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def request(self) -> list[Message]: ...
+    @property
+    def messages(self) -> list[Message]: ...
+
+@final
+class Suspect:
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def fa(self) -> float: ...
+    @property
+    def avg(self) -> float | None: ...
+    @property
+    def persist(self) -> float | None: ...
+    @property
+    def depth(self) -> float: ...
+
+@final
+class Report:
+    """A turn's sources ranked by resemblance to its reply (correlational)."""
+
+    @property
+    def turn(self) -> int: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def embedder(self) -> str: ...
+    @property
+    def max_suspects(self) -> int: ...
+    @property
+    def suspects(self) -> list[Suspect]: ...
+    @property
+    def beyond_cap(self) -> list[Suspect]: ...
+    @property
+    def is_correlational(self) -> bool: ...
+    def removable(self) -> list[str]: ...
+    def render(self) -> str: ...
+
+@final
+class Sample:
+    @property
+    def answer(self) -> str: ...
+    @property
+    def changed(self) -> bool: ...
+    @property
+    def similarity(self) -> float | None: ...
+    @property
+    def runs(self) -> list[str]: ...
+
+@final
+class Rerun:
+    """A rerun of one turn without chosen sources."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def chat_id(self) -> str: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def turn_node(self) -> str: ...
+    @property
+    def removed(self) -> list[str]: ...
+    @property
+    def original(self) -> str: ...
+    @property
+    def answer(self) -> str: ...
+    @property
+    def answers(self) -> list[str]: ...
+    @property
+    def samples(self) -> list[Sample]: ...
+    @property
+    def answer_flipped(self) -> bool: ...
+    @property
+    def flips(self) -> int: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def baseline(self) -> list[Sample] | None: ...
+    @property
+    def baseline_stable(self) -> bool | None: ...
+    @property
+    def verdict(self) -> str | None: ...
+    def render(self) -> str: ...
+
+@final
+class RecordedChat:
+    """A chat recorded turn by turn: explain, re-run without sources, fork."""
+
+    def __init__(
+        self,
+        model: ModelLike,
+        *,
+        system: str | None = None,
+        sources: Iterable[Source] = (),
+        tools: Iterable[ToolLike] | None = None,
+        store: Store | None = None,
+        name: str | None = None,
+        embedder: str = "lexical",
+        chain_limit: int | None = None,
+        removed: Iterable[str] = (),
+        before_call: BeforeCall | None = None,
+    ) -> None: ...
+    @staticmethod
+    def load(
+        store: Store,
+        id: str,
+        *,
+        model: ModelLike | None = None,
+        tools: Iterable[ToolLike] | None = None,
+        embedder: str = "lexical",
+        before_call: BeforeCall | None = None,
+    ) -> RecordedChat: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def conversation_id(self) -> str | None: ...
+    @property
+    def turns(self) -> list[RecordedTurn]: ...
+    @property
+    def removed(self) -> list[str]: ...
+    def messages(self) -> list[Message]: ...
+    def send(self, text: str) -> RecordedTurn: ...
+    def reason(self, k: int, *, max_suspects: int | None = None, fresh: bool = False) -> Report: ...
+    def rerun_turn(
+        self,
+        k: int,
+        *,
+        ignore: list[str],
+        samples: int = 3,
+        baseline: bool = False,
+        comparator: Callable[[str, str], bool] | None = None,
+        threshold: float | None = None,
+    ) -> Rerun: ...
+    def fork(self, k: int, *, from_rerun: Rerun | None = None) -> RecordedChat: ...
+    def _send_async(self, text: str) -> asyncio.Future[RecordedTurn]: ...
+    def _reason_async(
+        self, k: int, *, max_suspects: int | None = None, fresh: bool = False
+    ) -> asyncio.Future[Report]: ...
+    def _rerun_turn_async(
+        self,
+        k: int,
+        *,
+        ignore: list[str],
+        samples: int = 3,
+        baseline: bool = False,
+        comparator: Callable[[str, str], bool] | None = None,
+        threshold: float | None = None,
+    ) -> asyncio.Future[Rerun]: ...
+    def _fork_async(self, k: int, *, from_rerun: Rerun | None = None) -> asyncio.Future[RecordedChat]: ...

@@ -1,0 +1,336 @@
+/*!
+`skein.Conversation`: the turn layer's `Conversation` (a named bookmark
+with default tools, hooks and a chain limit, optionally attached to a
+store), loaded by id or name with `Conversation::load`/`load_on`, branched
+with `fork` and `Conversation::fork_at`, logged with `Conversation::log`.
+*/
+
+use crate::errors::{check, conversation_error};
+use crate::model::{Store, open};
+use crate::response::{ChainResponse, Response, turn_args};
+use crate::runtime;
+use crate::tools::{after_call, before_call, tools};
+use crate::values::{Message, ToolSpec};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// A conversation: every clone is the same conversation, and each turn
+/// moves its head forward (in its store too, in the same transaction as
+/// the turn's messages, when it has one).
+#[pyclass(frozen, module = "skein")]
+pub struct Conversation {
+    pub inner: skein::Conversation,
+}
+
+impl Conversation {
+    pub fn new(inner: skein::Conversation) -> Conversation {
+        Conversation { inner }
+    }
+}
+
+/// The home model of a load: `model=` if given (it answers from now on),
+/// else the model the conversation recorded, opened with `tools`.
+fn home(
+    py: Python<'_>,
+    store: &skein::Store,
+    id: &str,
+    model: Option<&Bound<'_, PyAny>>,
+    extra: Vec<std::sync::Arc<dyn skein::Tool>>,
+) -> PyResult<(skein::Model, bool)> {
+    if let Some(model) = model {
+        let named = crate::args::model(py, Some(model))?.expect("given");
+        // Its engine needs the tools too, to restore them by name.
+        let model = match named.is_opened_by_name() {
+            true if !extra.is_empty() => open(py, named.name(), extra)?,
+            _ => named,
+        };
+        return Ok((model, true));
+    }
+    let lookup = {
+        let store = store.clone();
+        let id = id.to_string();
+        runtime::block_on(py, async move {
+            store
+                .run(move |store| {
+                    let id = store.resolve_conversation(&id)?;
+                    store.conversation(&id)
+                })
+                .await
+        })?
+    };
+    let stored = check(py, lookup)?;
+    // An imported conversation never chooses a model file: the turn layer
+    // refuses it against any other home model.
+    let name = match (&stored.settings.model, stored.imported) {
+        (Some(name), false) => name.clone(),
+        (Some(name), true) if !(name.starts_with("local:") || name.starts_with("scripted:")) => {
+            name.clone()
+        }
+        _ => default_model(),
+    };
+    Ok((open(py, &name, extra)?, false))
+}
+
+#[pymethods]
+impl Conversation {
+    /// Load a stored conversation by name or id (any unique prefix): its
+    /// history, model, tools (by name, from `tools`, plus skein's built-in
+    /// ones) and chain limit; it goes on recording in `store`. `model=`
+    /// answers its next turns instead of the model it recorded.
+    #[staticmethod]
+    #[pyo3(signature = (store, id, *, model = None, tools = None))]
+    fn load(
+        py: Python<'_>,
+        store: PyRef<'_, Store>,
+        id: &str,
+        model: Option<&Bound<'_, PyAny>>,
+        tools: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Conversation> {
+        let store = store.inner.clone();
+        let (home, on_home) = home(py, &store, id, model, self::tools(tools)?)?;
+        let id = id.to_string();
+        let loaded = runtime::block_on(py, async move {
+            match on_home {
+                true => skein::Conversation::load_on(&store, &id, &home).await,
+                false => skein::Conversation::load(&store, &id, &home).await,
+            }
+        })?;
+        Ok(Conversation::new(check(py, loaded)?))
+    }
+
+    /// Branch at any stored node (any unique id prefix): a new conversation
+    /// with the settings of the conversation the node belongs to, recorded
+    /// in `store` at once, or with `prompt`, by its first turn (its
+    /// response is returned then).
+    #[staticmethod]
+    #[pyo3(signature = (store, node, prompt = None, *, name = None, model = None, tools = None))]
+    fn fork_at(
+        py: Python<'_>,
+        store: PyRef<'_, Store>,
+        node: &str,
+        prompt: Option<String>,
+        name: Option<String>,
+        model: Option<&Bound<'_, PyAny>>,
+        tools: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let store = store.inner.clone();
+        let extra = self::tools(tools)?;
+        let on_model = match model {
+            Some(_) => Some(home(py, &store, node, model, extra.clone())?.0),
+            None => None,
+        };
+        let fallback = match &on_model {
+            Some(model) => model.clone(),
+            None => open(py, &default_model(), extra)?,
+        };
+        let node = node.to_string();
+        let forked = runtime::block_on(py, async move {
+            match &on_model {
+                Some(model) => skein::Conversation::fork_at_on(&store, &node, model).await,
+                None => skein::Conversation::fork_at(&store, &node, &fallback).await,
+            }
+        })?;
+        let mut fork = check(py, forked)?;
+        if let Some(name) = name {
+            fork = fork.name(name);
+        }
+        match prompt {
+            Some(prompt) => Ok(Py::new(py, Response::pending(fork.prompt(prompt)))?.into_any()),
+            None => {
+                let created = runtime::block_on(py, fork.create())?;
+                Ok(Py::new(py, Conversation::new(check(py, created)?))?.into_any())
+            }
+        }
+    }
+
+    /// Its id: the same in memory and in a store (and for `skein --cid`).
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id().to_string()
+    }
+
+    #[getter]
+    fn name(&self) -> Option<String> {
+        self.inner.name().map(str::to_string)
+    }
+
+    /// The default model's name.
+    #[getter]
+    fn model(&self) -> String {
+        self.inner.model().name().to_string()
+    }
+
+    /// The newest message's node id, `None` before the first turn.
+    #[getter]
+    fn head(&self) -> Option<String> {
+        self.inner.head().map(|node| node.to_hex())
+    }
+
+    /// The default tools.
+    #[getter]
+    fn tools(&self) -> Vec<ToolSpec> {
+        self.inner
+            .tools()
+            .iter()
+            .map(|tool| ToolSpec::from(tool.spec()))
+            .collect()
+    }
+
+    #[getter]
+    fn chain_limit(&self) -> u32 {
+        self.inner.chain_limit()
+    }
+
+    /// Whether its store holds it yet (it is written by its first turn).
+    #[getter]
+    fn is_stored(&self) -> bool {
+        self.inner.is_stored()
+    }
+
+    /// Where it was forked from: `{"node": ..., "conversation": ...,
+    /// "rerun": ...}`, or `None`.
+    #[getter]
+    fn origin<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(origin) = self.inner.origin() else {
+            return Ok(None);
+        };
+        let out = PyDict::new(py);
+        out.set_item("node", origin.node.map(|node| node.to_hex()))?;
+        out.set_item(
+            "conversation",
+            origin.conversation.as_ref().map(|id| id.to_string()),
+        )?;
+        out.set_item("rerun", origin.rerun.as_ref().map(|id| id.to_string()))?;
+        Ok(Some(out))
+    }
+
+    /// The whole history, oldest first.
+    fn messages(&self) -> Vec<Message> {
+        Message::all(&self.inner.thread())
+    }
+
+    /// A prompt after the head. Nothing runs until the response is read.
+    #[pyo3(signature = (prompt, *, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn prompt(
+        &self,
+        py: Python<'_>,
+        prompt: String,
+        system: Option<String>,
+        schema: Option<&Bound<'_, PyAny>>,
+        tools: Option<&Bound<'_, PyAny>>,
+        model: Option<&Bound<'_, PyAny>>,
+        temperature: Option<f64>,
+        top_p: Option<f64>,
+        seed: Option<u64>,
+        max_tokens: Option<u32>,
+    ) -> PyResult<Response> {
+        let args = turn_args(
+            py,
+            system,
+            schema,
+            tools,
+            model,
+            temperature,
+            top_p,
+            seed,
+            max_tokens,
+        )?;
+        Ok(Response::pending(args.prompt(self.inner.prompt(prompt))))
+    }
+
+    /// A tool loop after the head, with the conversation's tools and hooks
+    /// (or `tools=` for this turn).
+    #[pyo3(signature = (prompt, *, tools = None, chain_limit = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn chain(
+        &self,
+        py: Python<'_>,
+        prompt: String,
+        tools: Option<&Bound<'_, PyAny>>,
+        chain_limit: Option<u32>,
+        system: Option<String>,
+        schema: Option<&Bound<'_, PyAny>>,
+        model: Option<&Bound<'_, PyAny>>,
+        temperature: Option<f64>,
+        top_p: Option<f64>,
+        seed: Option<u64>,
+        max_tokens: Option<u32>,
+    ) -> PyResult<ChainResponse> {
+        let mut args = turn_args(
+            py,
+            system,
+            schema,
+            tools,
+            model,
+            temperature,
+            top_p,
+            seed,
+            max_tokens,
+        )?;
+        args.chain_limit = chain_limit;
+        Ok(ChainResponse::pending(args.chain(self.inner.chain(prompt))))
+    }
+
+    /// Branch at the head: a new conversation with the same history, tools,
+    /// chain limit and store (never the hooks), recorded at once when there
+    /// is a store.
+    #[pyo3(signature = (*, name = None, model = None))]
+    fn fork(
+        &self,
+        py: Python<'_>,
+        name: Option<String>,
+        model: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Conversation> {
+        let mut fork = self.inner.fork();
+        if let Some(name) = name {
+            fork = fork.name(name);
+        }
+        if let Some(model) = crate::args::model(py, model)? {
+            fork = fork.model(&model);
+        }
+        let created = runtime::block_on(py, fork.create())?;
+        Ok(Conversation::new(check(py, created)?))
+    }
+
+    /// Store the conversation up to its head in `store` (sharing every node
+    /// already there), with the runs made in memory. Returns its id.
+    fn log(&self, py: Python<'_>, store: PyRef<'_, Store>) -> PyResult<String> {
+        let conversation = self.inner.clone();
+        let store = store.inner.clone();
+        let logged = runtime::block_on(py, async move { conversation.log(&store).await })?;
+        logged
+            .map(|id| id.to_string())
+            .map_err(|error| conversation_error(py, &error))
+    }
+
+    /// Set or replace the `before_call` hook (hooks are never stored).
+    fn set_before_call(&self, hook: Py<PyAny>) {
+        self.inner.set_before_call(before_call(hook));
+    }
+
+    /// Set or replace the `after_call` hook.
+    fn set_after_call(&self, hook: Py<PyAny>) {
+        self.inner.set_after_call(after_call(hook));
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Conversation {}{} on {}>",
+            self.inner.id().short(),
+            self.inner
+                .name()
+                .map(|name| format!(" {name:?}"))
+                .unwrap_or_default(),
+            self.inner.model().name()
+        )
+    }
+}
+
+/// The model the command line would use: `SKEIN_MODEL`, else `smollm2`.
+pub fn default_model() -> String {
+    std::env::var("SKEIN_MODEL")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "smollm2".to_string())
+}

@@ -1,0 +1,207 @@
+/*!
+`skein.Store` and `skein.Model`: the database and the model a Python
+program starts from, over the same `Store::open` and `Model::open` the
+command line uses (so the same locations and model names work, and each
+reads and writes what the other recorded).
+*/
+
+use crate::args::{TurnArgs, options, schema};
+use crate::conversation::Conversation;
+use crate::errors::check;
+use crate::response::{ChainResponse, Response};
+use crate::tools::{after_call, before_call, tools};
+use pyo3::prelude::*;
+use std::sync::Arc;
+
+/// A skein database: a SQLite file (created when missing) or a PostgreSQL
+/// URL (`postgres://...`). Every conversation recorded in it is shared
+/// with the `skein` command line (`skein --db PATH ...`).
+#[pyclass(frozen, module = "skein")]
+pub struct Store {
+    pub inner: skein::Store,
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    fn new(py: Python<'_>, location: std::path::PathBuf) -> PyResult<Store> {
+        let opened = py.detach(|| skein::Store::open(&location));
+        Ok(Store {
+            inner: check(py, opened)?,
+        })
+    }
+
+    /// Where the database is (a URL without its password).
+    #[getter]
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Store({:?})", self.inner.location())
+    }
+}
+
+/// Open the model `name` with `tools` registered (so stored conversations
+/// naming them can be loaded), the GIL released (a local model loads its
+/// file).
+pub fn open(
+    py: Python<'_>,
+    name: &str,
+    extra: Vec<Arc<dyn skein::Tool>>,
+) -> PyResult<skein::Model> {
+    let opened = py.detach(|| {
+        skein::Model::open_with_tools(name, skein::builtin::all().into_iter().chain(extra))
+    });
+    check(py, opened)
+}
+
+/// A model, by the names the command line takes: `smollm2` (the embedded
+/// model), `local:PATH` (a GGUF file), `openai:MODEL`, `anthropic:MODEL`,
+/// `echo`, `scripted:PATH`.
+///
+/// With a `store`, every conversation started from this model is recorded
+/// there, turn by turn; without one, nothing is written unless you call
+/// `response.log(store)`.
+#[pyclass(frozen, module = "skein")]
+pub struct Model {
+    pub inner: skein::Model,
+    pub store: Option<skein::Store>,
+}
+
+#[pymethods]
+impl Model {
+    #[new]
+    #[pyo3(signature = (name, *, store = None))]
+    fn new(py: Python<'_>, name: &str, store: Option<PyRef<'_, Store>>) -> PyResult<Model> {
+        Ok(Model {
+            inner: open(py, name, Vec::new())?,
+            store: store.map(|store| store.inner.clone()),
+        })
+    }
+
+    /// The model's name, as conversations record it.
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The store its conversations are recorded in, if any.
+    #[getter]
+    fn store(&self) -> Option<Store> {
+        self.store.clone().map(|inner| Store { inner })
+    }
+
+    /// One prompt in a new conversation of its own. Nothing runs until the
+    /// response is read, iterated or awaited.
+    #[pyo3(signature = (prompt, *, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn prompt(
+        &self,
+        prompt: String,
+        system: Option<String>,
+        schema: Option<&Bound<'_, PyAny>>,
+        tools: Option<&Bound<'_, PyAny>>,
+        temperature: Option<f64>,
+        top_p: Option<f64>,
+        seed: Option<u64>,
+        max_tokens: Option<u32>,
+    ) -> PyResult<Response> {
+        let args = TurnArgs {
+            system,
+            schema: self::schema(schema)?,
+            tools: tools.map(|tools| self::tools(Some(tools))).transpose()?,
+            options: options(temperature, top_p, seed, max_tokens)?,
+            ..TurnArgs::default()
+        };
+        let conversation = self.builder(None, None, None, None)?.build();
+        Ok(Response::pending(args.prompt(conversation.prompt(prompt))))
+    }
+
+    /// A tool loop in a new conversation of its own: the model's tool calls
+    /// run (Python functions as tools) until a reply calls none, the chain
+    /// limit is reached, or `before_call` stops it.
+    #[pyo3(signature = (prompt, *, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn chain(
+        &self,
+        prompt: String,
+        tools: Option<&Bound<'_, PyAny>>,
+        chain_limit: Option<u32>,
+        before_call: Option<Py<PyAny>>,
+        after_call: Option<Py<PyAny>>,
+        system: Option<String>,
+        schema: Option<&Bound<'_, PyAny>>,
+        temperature: Option<f64>,
+        top_p: Option<f64>,
+        seed: Option<u64>,
+        max_tokens: Option<u32>,
+    ) -> PyResult<ChainResponse> {
+        let args = TurnArgs {
+            system,
+            schema: self::schema(schema)?,
+            options: options(temperature, top_p, seed, max_tokens)?,
+            ..TurnArgs::default()
+        };
+        let conversation = self.builder(None, tools, chain_limit, None)?.build();
+        if let Some(hook) = before_call {
+            conversation.set_before_call(self::before_call(hook));
+        }
+        if let Some(hook) = after_call {
+            conversation.set_after_call(self::after_call(hook));
+        }
+        Ok(ChainResponse::pending(
+            args.chain(conversation.chain(prompt)),
+        ))
+    }
+
+    /// A new conversation on this model (recorded in the model's store, or
+    /// in `store`, once its first turn succeeds).
+    #[pyo3(signature = (*, name = None, tools = None, chain_limit = None, before_call = None, after_call = None, store = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn conversation(
+        &self,
+        name: Option<String>,
+        tools: Option<&Bound<'_, PyAny>>,
+        chain_limit: Option<u32>,
+        before_call: Option<Py<PyAny>>,
+        after_call: Option<Py<PyAny>>,
+        store: Option<PyRef<'_, Store>>,
+    ) -> PyResult<Conversation> {
+        let store = store.map(|store| store.inner.clone());
+        let conversation = self.builder(name, tools, chain_limit, store)?.build();
+        if let Some(hook) = before_call {
+            conversation.set_before_call(self::before_call(hook));
+        }
+        if let Some(hook) = after_call {
+            conversation.set_after_call(self::after_call(hook));
+        }
+        Ok(Conversation::new(conversation))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Model({:?})", self.inner.name())
+    }
+}
+
+impl Model {
+    fn builder(
+        &self,
+        name: Option<String>,
+        tools: Option<&Bound<'_, PyAny>>,
+        chain_limit: Option<u32>,
+        store: Option<skein::Store>,
+    ) -> PyResult<skein::ConversationBuilder> {
+        let mut builder = self.inner.conversation().tools(self::tools(tools)?);
+        if let Some(name) = name {
+            builder = builder.name(name);
+        }
+        if let Some(limit) = chain_limit {
+            builder = builder.chain_limit(limit);
+        }
+        if let Some(store) = store.as_ref().or(self.store.as_ref()) {
+            builder = builder.store(store);
+        }
+        Ok(builder)
+    }
+}

@@ -1,0 +1,102 @@
+"""Typed exceptions mirroring the Rust error enums, each keeping the whole
+message (the provider's own included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import skein
+
+
+def test_an_unknown_model_name_suggests_the_one_meant() -> None:
+    with pytest.raises(skein.UnknownModel, match="openai:gpt-4o") as raised:
+        skein.Model("gpt-4o")
+    assert isinstance(raised.value, ValueError)
+    with pytest.raises(skein.ModelUnavailable, match="GGUF"):
+        skein.Model("local:/nonexistent/model.gguf")
+
+
+def test_a_failed_model_call_raises_model_error_with_the_providers_message(
+    tools_model: skein.Model, store: skein.Store
+) -> None:
+    model = skein.Model(tools_model.name, store=store)
+    response = model.prompt("fail please")
+    with pytest.raises(skein.ModelError, match="upstream overloaded, try later") as raised:
+        response.text()
+    error = raised.value
+    assert isinstance(error, skein.EngineError) and isinstance(error, skein.SkeinError)
+    assert (error.kind, error.status) == ("server", 503)
+    assert error.provider_message == "upstream overloaded, try later"
+    assert error.run_id
+    # Reading it again raises the same error, without calling the model again.
+    with pytest.raises(skein.ModelError):
+        list(response)
+
+
+def test_a_chain_that_fails_says_how_many_calls_it_kept(tools_model: skein.Model) -> None:
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    first = tools_model.chain("please add", tools=[add])
+    first.text()
+    with pytest.raises(skein.ModelError) as raised:
+        first.reply("fail please").text()
+    assert raised.value.completed is None
+    with pytest.raises(skein.ModelError):
+        tools_model.conversation().chain("fail please").text()
+
+
+def test_a_lost_race_raises_head_moved_with_the_response(store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    first = model.prompt("start")
+    conversation_id = first.conversation.id
+    one = skein.Conversation.load(store, conversation_id)
+    two = skein.Conversation.load(store, conversation_id)
+    one.prompt("one wins").text()
+    with pytest.raises(skein.HeadMoved, match="moved on") as raised:
+        two.prompt("two loses").text()
+    error = raised.value
+    assert error.conversation_id == conversation_id
+    assert error.current == one.head
+    assert error.response is not None
+    kept = error.response.fork()
+    assert isinstance(kept, skein.Conversation)
+    assert kept.messages()[-1].text == error.response.text()
+
+
+def test_lookups_that_find_nothing_are_not_found(store: skein.Store) -> None:
+    with pytest.raises(skein.NotFound, match="no conversation"):
+        skein.Conversation.load(store, "no such conversation")
+    with pytest.raises(LookupError):
+        skein.Conversation.fork_at(store, "abcdef")
+
+
+def test_a_file_that_is_not_a_skein_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database")
+    with pytest.raises(skein.StoreError, match="not"):
+        skein.Store(path)
+    assert path.read_text() == "not a database"
+
+
+def test_a_stored_tool_that_is_not_given_is_unknown_tool(store: skein.Store, echo: skein.Model) -> None:
+    def secret(x: str) -> str:
+        """Secret."""
+        return x
+
+    model = skein.Model("echo", store=store)
+    conversation = model.conversation(tools=[secret], name="with tools")
+    conversation.prompt("hi").text()
+    with pytest.raises(skein.UnknownTool, match="secret") as raised:
+        skein.Conversation.load(store, "with tools")
+    assert raised.value.tool == "secret"
+    loaded = skein.Conversation.load(store, "with tools", tools=[secret])
+    assert [spec.name for spec in loaded.tools] == ["secret"]
+
+
+def test_an_invalid_output_schema_is_an_engine_error(echo: skein.Model) -> None:
+    with pytest.raises(skein.EngineError, match="JSON Schema"):
+        echo.prompt("x", schema={"type": "no such type"}).text()
