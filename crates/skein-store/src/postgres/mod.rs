@@ -13,6 +13,7 @@ that is done without stalling an async runtime.
 pub(crate) mod bridge;
 mod conversations;
 mod embeddings;
+mod family;
 mod graph;
 mod pipeline;
 mod reruns;
