@@ -351,23 +351,35 @@ impl Conversation {
 
     /// Branch at any stored node (any unique id prefix). When the node is a
     /// stored conversation's head, the branch takes that conversation's
-    /// settings and names it as its origin; otherwise it has `home`'s
-    /// model and no tools. Either way it has `store` attached.
+    /// settings and names it as its origin; otherwise it has `home`'s model
+    /// and no tools, and names as its origin the stored conversation whose
+    /// turn first produced the node, so it joins that conversation's
+    /// family. A node no stored conversation produced (a prompt in the
+    /// middle of a thread, an imported history) gives a branch that names
+    /// no conversation: it merely starts there, sharing those messages by
+    /// content. Either way it has `store` attached.
     pub async fn fork_at(store: &Store, node: &str, home: &Model) -> Result<Fork> {
         let prefix = node.to_string();
-        let (thread, last_run, owner) = store
+        let (thread, last_run, owner, producer) = store
             .run(move |store| {
                 let node = store.resolve_node(&prefix)?;
                 let thread = store.load_thread(node)?;
-                let last_run = store.runs_producing(node)?.into_iter().last();
+                let runs = store.runs_producing(node)?;
                 let owner = store.conversations_at(node)?.into_iter().next();
-                Ok((thread, last_run, owner))
+                let mut producer = None;
+                for id in runs.iter().filter_map(|run| run.conversation.as_ref()) {
+                    if owner.is_some() || producer.is_some() {
+                        break;
+                    }
+                    producer = match store.conversation(id) {
+                        Ok(found) => Some(found.id),
+                        Err(StoreError::ConversationNotFound(_)) => None,
+                        Err(error) => return Err(error),
+                    };
+                }
+                Ok((thread, runs.into_iter().last(), owner, producer))
             })
             .await?;
-        let source = match owner {
-            Some(owner) => Conversation::load(store, owner.id.as_str(), home).await?,
-            None => Conversation::builder(home.clone()).store(store).build(),
-        };
         let at = Point {
             thread,
             annotations: last_run
@@ -376,8 +388,14 @@ impl Conversation {
                 .unwrap_or_default(),
             run: last_run.map(|run| run.id),
         };
-        let anonymous = !source.state().stored;
-        Ok(Fork::new(source, at).without_origin_conversation(anonymous))
+        Ok(match owner {
+            Some(owner) => Fork::new(
+                Conversation::load(store, owner.id.as_str(), home).await?,
+                at,
+            ),
+            None => Fork::new(Conversation::builder(home.clone()).store(store).build(), at)
+                .coming_from(producer),
+        })
     }
 
     /// [`Conversation::fork_at`], blocking.
@@ -398,14 +416,14 @@ impl Conversation {
         name: Option<String>,
         model: Option<Model>,
         keep_hooks: bool,
-        name_origin: bool,
+        from: Option<ConversationId>,
     ) -> Conversation {
         let mut builder = self.copy_settings(model.unwrap_or_else(|| self.shared.model.clone()));
         builder.name = name;
         builder.store = self.shared.store.clone();
         builder.origin = Some(Origin {
             node: at.head(),
-            conversation: name_origin.then(|| self.shared.id.clone()),
+            conversation: from,
             rerun: None,
         });
         if keep_hooks {
@@ -446,9 +464,16 @@ impl Conversation {
     fn target(&self, from: Option<Point>) -> (Conversation, Point) {
         let current = self.state().point.clone();
         match from {
-            Some(point) if point.head() != current.head() => {
-                (self.branch(point.clone(), None, None, true, true), point)
-            }
+            Some(point) if point.head() != current.head() => (
+                self.branch(
+                    point.clone(),
+                    None,
+                    None,
+                    true,
+                    Some(self.shared.id.clone()),
+                ),
+                point,
+            ),
             _ => (self.clone(), current),
         }
     }
