@@ -402,6 +402,28 @@ mod tests {
     }
 
     #[test]
+    fn a_sharer_never_owns_a_members_line_however_old() {
+        // n1 - n2 - n3 (the member), n2 - s3 (an older lookalike).
+        let (nodes, ids) = graph(&[
+            ("n1", None),
+            ("n2", Some("n1")),
+            ("n3", Some("n2")),
+            ("s3", Some("n2")),
+        ]);
+        let anchors = [
+            anchor(ids["s3"], 1, BranchKind::Shares, "lookalike"),
+            anchor(ids["n3"], 9, BranchKind::Continuation, "member"),
+        ];
+        let laid = layout(&nodes, &anchors);
+        assert_eq!(laid.branches.len(), 2);
+        assert_eq!(laid.branches[0].label, "member");
+        assert_eq!(names(&laid.branches[0], &ids), ["n1", "n2", "n3"]);
+        assert_eq!(laid.branches[1].kind, BranchKind::Shares);
+        assert_eq!(laid.branches[1].label, "lookalike");
+        assert_eq!(laid.branches[1].from, Some(ids["n2"]));
+    }
+
+    #[test]
     fn separate_roots_are_separate_root_branches_and_nested_forks_nest() {
         let (nodes, ids) = graph(&[
             ("n1", None),
