@@ -193,12 +193,26 @@ impl Family {
     /// member's line from where it left the shown nodes, each rerun's
     /// answer, and as much of the rest of the trees they start (messages no
     /// member points at, and those of sharers) as fits, nearest the first
-    /// message first. Reads only what it shows, and one line per member.
+    /// message first. When the focus's whole tree fits, it is read in one
+    /// query and no line needs reading. Reads only what it shows, and at
+    /// most one line per member.
     pub fn graph(&self, store: &Store, limit: usize) -> Result<FamilyGraph, StoreError> {
         let mut graph = Graph::default();
         let mut cut = false;
+        let mut trees: Vec<(NodeId, Vec<TreeEntry>)> = Vec::new();
         if let Some(head) = self.focus().head {
             graph.add(store.ancestry(head, limit)?);
+            let root = graph.nodes.first().filter(|n| n.parent.is_none());
+            if let Some(root) = root.map(|root| root.id) {
+                let tree = store.subtree(root, limit.saturating_add(1))?;
+                if tree.len() <= limit {
+                    // The whole tree fits: every member and sharer in it is
+                    // shown without reading their lines.
+                    graph.add(tree);
+                } else {
+                    trees.push((root, tree));
+                }
+            }
         }
         let mut loads = 0;
         for member in &self.members {
@@ -228,6 +242,8 @@ impl Family {
                 cut |= !graph.load_line(store, answer, None, limit, &mut loads)?;
             }
         }
+        // The rest of every tree shown, as room allows: the focus's as read
+        // above, the others' read now.
         let roots: Vec<NodeId> = graph
             .nodes
             .iter()
@@ -235,12 +251,18 @@ impl Family {
             .map(|node| node.id)
             .collect();
         for root in roots {
-            if loads >= LINE_LOADS_MAX {
-                cut = true;
-                break;
-            }
-            loads += 1;
-            for entry in store.subtree(root, limit.saturating_add(1))? {
+            let tree = match trees.iter().position(|(read, _)| *read == root) {
+                Some(at) => trees.swap_remove(at).1,
+                None if loads >= LINE_LOADS_MAX => {
+                    cut = true;
+                    break;
+                }
+                None => {
+                    loads += 1;
+                    store.subtree(root, limit.saturating_add(1))?
+                }
+            };
+            for entry in tree {
                 if graph.contains(entry.id) {
                     continue;
                 }

@@ -122,6 +122,8 @@ impl SqliteStore {
 
     /// The subtree under `root` (inclusive): its `limit` nodes nearest the
     /// root (breadth first), in topological order. The walk stops there.
+    /// `CROSS JOIN` keeps the walk driving the query: otherwise the planner
+    /// may scan every node in `seq` order to skip the final sort.
     pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
@@ -132,8 +134,8 @@ impl SqliteStore {
                      LIMIT ?2
                  )
                  SELECT n.id, p.id, n.depth, n.body
-                 FROM sub JOIN nodes n ON n.seq = sub.seq LEFT JOIN nodes p ON p.seq = n.parent
-                 ORDER BY n.seq",
+                 FROM sub CROSS JOIN nodes n ON n.seq = sub.seq LEFT JOIN nodes p ON p.seq = n.parent
+                 ORDER BY sub.seq",
             )?;
             let rows = stmt.query_map(params![root.as_bytes(), limit as i64], |row| {
                 Ok((
