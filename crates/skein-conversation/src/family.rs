@@ -30,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 /// The most members a family reads besides the asked conversation's own
 /// line of origins ([`Family::more_members`] says when there are more).
 pub const MEMBERS_MAX: usize = 10_000;
-/// The most sharers a family lists, most recently updated first
+/// The most sharers a family lists, newest first
 /// ([`Family::more_shares`] says when there are more).
 pub const SHARES_MAX: usize = 100;
 /// The most member lines, rerun answers and further trees
@@ -50,8 +50,8 @@ pub struct Family {
     pub more_members: bool,
     /// The reruns of the members' turns, oldest first.
     pub reruns: Vec<RerunRecord>,
-    /// Conversations that share messages with a member by content, most
-    /// recently updated first.
+    /// Conversations that share messages with a member by content, newest
+    /// first.
     pub shares: Vec<Sharer>,
     /// More conversations share messages than [`SHARES_MAX`].
     pub more_shares: bool,

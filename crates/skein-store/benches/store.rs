@@ -774,6 +774,22 @@ fn bench_family(store: &Store, location: &str, plan: &Plan) -> Value {
         );
         output.stdout
     };
+    // What any command on this database costs: start, open, one query.
+    let baseline = time_ms(2, plan.cli_runs, || {
+        let output = Command::new(&bin)
+            .args(["--db", location, "conversations", "-n", "1"])
+            .output()
+            .expect("run skein conversations");
+        assert!(output.status.success());
+    });
+    results.insert(
+        "cli_baseline_ms".into(),
+        json!({
+            "median": report::round3(baseline.median),
+            "p90": report::round3(baseline.p90),
+            "workload": "wall time of `skein conversations -n 1` on the same database: process start, opening the database and one query, for reference",
+        }),
+    );
     let drawn = String::from_utf8_lossy(&tree(false)).to_string();
     assert!(drawn.contains("shares messages"), "{drawn}");
     let text = time_ms(2, plan.cli_runs, || {

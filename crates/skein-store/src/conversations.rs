@@ -411,9 +411,7 @@ fn compare_and_set_head(
 ) -> Result<CasOutcome> {
     let changed = conn
         .prepare_cached(concat!(
-            "UPDATE conversations SET head = ?2, root = ",
-            root_of!("?2"),
-            ", updated = ",
+            "UPDATE conversations SET head = ?2, updated = ",
             next_updated!("?3"),
             " WHERE id = ?1 AND head IS ?4"
         ))?
@@ -424,6 +422,15 @@ fn compare_and_set_head(
             expected.as_ref().map(NodeId::as_bytes)
         ])?;
     if changed == 1 {
+        // The root changes only when the head leaves its tree; writing it
+        // only then keeps `conversations_by_root` out of every turn.
+        conn.prepare_cached(concat!(
+            "UPDATE conversations SET root = ",
+            root_of!("?2"),
+            " WHERE id = ?1 AND root IS NOT ",
+            root_of!("?2")
+        ))?
+        .execute(params![id.as_str(), new.as_bytes()])?;
         return Ok(CasOutcome::Moved);
     }
     let actual: Option<Option<Vec<u8>>> = conn

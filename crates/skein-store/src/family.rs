@@ -5,7 +5,7 @@ to the first one by primary key, then down by `conversations_by_origin`),
 the reruns of their turns (by `reruns_by_conversation`), and the
 conversations that merely share messages with them by content (two threads
 that share any node share their first node, so these are found by
-`conversations_by_root`, most recently updated first). Every read is an
+`conversations_by_root`, newest first). Every read is an
 index lookup or range, so the cost follows the family's size, not the
 database's.
 
@@ -53,8 +53,7 @@ pub struct FamilyRows {
     /// The reruns of the members' turns, oldest first.
     pub reruns: Vec<RerunRecord>,
     /// Conversations that are no members but share a member's first node
-    /// (and so every message up to where they part), most recently updated
-    /// first.
+    /// (and so every message up to where they part), newest first.
     pub shares: Vec<Rooted>,
     /// More conversations share messages than these.
     pub more_shares: bool,
@@ -92,14 +91,15 @@ const MEMBERS: &str = concat!(
      FROM conversations c WHERE c.id IN (SELECT id FROM down)"
 );
 
-/// The conversations whose thread starts at node `?1`, most recently
-/// updated first, at most `?2`.
+/// The conversations whose thread starts at node `?1`, newest first, at
+/// most `?2`. (Ordered by creation, which never changes, so no turn has to
+/// update `conversations_by_root`.)
 const ROOTED_AT: &str = concat!(
     "SELECT ",
     conversation_columns!(),
     ", ?1 FROM conversations c
      WHERE c.root = (SELECT root FROM nodes WHERE id = ?1)
-     ORDER BY c.updated DESC LIMIT ?2"
+     ORDER BY c.created DESC LIMIT ?2"
 );
 
 impl SqliteStore {
@@ -184,7 +184,7 @@ impl FamilyRows {
     /// links lead back to (parents before children, oldest first), at most
     /// `limits.members` off the asked one's line; reruns as read
     /// (oldest first per member, then overall); sharers that are no
-    /// members, most recently updated first, at most `limits.shares`.
+    /// members, newest first, at most `limits.shares`.
     pub(crate) fn assemble(
         focus: &ConversationId,
         members: Vec<Rooted>,
@@ -217,8 +217,8 @@ impl FamilyRows {
             .collect();
         shares.sort_by(|a, b| {
             b.conversation
-                .updated_ms
-                .cmp(&a.conversation.updated_ms)
+                .created_ms
+                .cmp(&a.conversation.created_ms)
                 .then(a.conversation.id.cmp(&b.conversation.id))
         });
         let more_shares = shares.len() > limits.shares;

@@ -285,7 +285,7 @@ fn add_roots(conn: &Connection) -> Result<()> {
     conn.execute_batch(
         "UPDATE conversations SET root = (SELECT n.root FROM nodes n WHERE n.id = conversations.head)
              WHERE head IS NOT NULL;
-         CREATE INDEX conversations_by_root ON conversations(root, updated)
+         CREATE INDEX conversations_by_root ON conversations(root, created)
              WHERE root IS NOT NULL;",
     )?;
     Ok(())

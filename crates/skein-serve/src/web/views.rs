@@ -88,8 +88,7 @@ pub struct Family {
     pub more_conversations: bool,
     /// Conversations that are no members but share messages with one by
     /// content (the same first messages asked again on a deterministic
-    /// model, a proxy client's edited history), most recently updated
-    /// first.
+    /// model, a proxy client's edited history), newest first.
     pub shares: Vec<ConversationView>,
     /// More conversations share messages than listed.
     pub more_shares: bool,

@@ -36,7 +36,7 @@ const MEMBERS: &str = concat!(
 const ROOTED_AT: &str = concat!(
     "SELECT ",
     conversation_columns!(),
-    ", c.root FROM conversations c WHERE c.root = $1 ORDER BY c.updated DESC LIMIT $2"
+    ", c.root FROM conversations c WHERE c.root = $1 ORDER BY c.created DESC LIMIT $2"
 );
 
 impl PgStore {

@@ -183,7 +183,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     )
     UPDATE nodes SET root = r.root FROM r WHERE nodes.id = r.id;
     UPDATE conversations c SET root = n.root FROM nodes n WHERE n.id = c.head;
-    CREATE INDEX conversations_by_root ON conversations(root, updated)
+    CREATE INDEX conversations_by_root ON conversations(root, created)
         WHERE root IS NOT NULL;
     "#,
 ];
