@@ -225,6 +225,79 @@ fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
     assert!(tree.contains("(what-if)"), "{tree}");
 }
 
+/// `tree` draws a conversation's family by origin (a fork at a node no
+/// conversation heads, a fork of that fork, a reply to an earlier message)
+/// and labels a conversation that merely began with the same prompt (the
+/// echo model answers it identically, so the two share nodes) as sharing
+/// messages, never as a member; asked from the lookalike, the roles swap.
+#[test]
+fn tree_draws_the_family_by_origin_and_labels_lookalikes_as_sharing() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "--name", "main", "hello"]);
+    let main = first["conversation"].as_str().unwrap().to_string();
+    let hi = first["node"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "-c", "more?"]);
+    let fork = skein.json(&["fork", &hi, "--name", "fork", "other?"]);
+    skein.json(&[
+        "fork",
+        fork["node"].as_str().unwrap(),
+        "--name",
+        "deeper",
+        "deeper?",
+    ]);
+    let branch = skein.json(&["reply", &hi, "a reply branch?"]);
+    let branch = branch["conversation"].as_str().unwrap().to_string();
+    let again = skein.json(&["prompt", "--name", "again", "hello"]);
+    let again = again["conversation"].as_str().unwrap().to_string();
+    assert_eq!(
+        again.len(),
+        main.len(),
+        "two conversations, sharing their first two nodes"
+    );
+
+    let tree = skein.ok(&["tree", &main]);
+    for member in ["(main)", "(fork)", "(deeper)", &branch[..12]] {
+        let line = tree.lines().find(|line| line.contains(member)).unwrap();
+        assert!(!line.contains("shares"), "{member} is a member: {tree}");
+    }
+    let lookalike = tree.lines().find(|line| line.contains("(again)")).unwrap();
+    assert!(
+        lookalike.contains("[shares messages by content, not forked from this family]"),
+        "{tree}"
+    );
+    assert!(tree.contains("├─ ") && tree.contains("└─ "), "{tree}");
+
+    let names = |list: &Value| -> Vec<String> {
+        let mut names: Vec<String> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap_or("-").to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    let json = skein.json(&["tree", &main]);
+    assert_eq!(
+        names(&json["conversations"]),
+        ["-", "deeper", "fork", "main"],
+        "the reply branch has no name"
+    );
+    assert_eq!(names(&json["shares"]), ["again"]);
+    assert_eq!(json["truncated"], false);
+    assert_eq!(json["roots"].as_array().unwrap().len(), 1);
+
+    let from_again = skein.json(&["tree", &again]);
+    assert_eq!(names(&from_again["conversations"]), ["again"]);
+    assert_eq!(
+        names(&from_again["shares"]),
+        ["-", "deeper", "fork", "main"]
+    );
+    let text = skein.ok(&["tree", &again]);
+    let main_line = text.lines().find(|line| line.contains("(main)")).unwrap();
+    assert!(main_line.contains("shares messages"), "{text}");
+}
+
 #[test]
 fn unknown_and_ambiguous_ids_exit_3_with_a_clear_message() {
     let skein = Skein::new();

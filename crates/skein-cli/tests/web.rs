@@ -293,6 +293,38 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(ids.contains(&conversation.as_str()), "the oldest came with the second page");
         assert!(page.find_all("#load-more").await.is_empty(), "nothing more to load");
 
+        // The same first question asked again: the echo model answers it
+        // alike, so the lookalike shares the family's first messages. It is
+        // shown as sharing, not as a fork or a continuation.
+        let lookalike = skein_json(
+            &db,
+            &["prompt", "-s", "You are terse.", "--name", "lookalike", "What is the capital of France?"],
+        );
+        skein_json(&db, &["prompt", "-c", "And of Spain?"]);
+        let lookalike = lookalike["conversation"].as_str().unwrap().to_string();
+        page.goto(&format!("{}/#/c/{conversation}", server.base())).await;
+        let sharing = page
+            .wait_for(&format!("#tree .branch[data-kind='shares'][data-conversation-id='{lookalike}']"))
+            .await;
+        let badge = page.text(&page.wait_for("#tree .branch[data-kind='shares'] .badge.kind-shares").await).await;
+        assert_eq!(badge, "shares messages");
+        let listed = page
+            .find_all(&format!("#members li[data-relation='shares'][data-conversation-id='{lookalike}']"))
+            .await;
+        assert_eq!(listed.len(), 1, "listed as sharing messages");
+        assert!(
+            page.find_all(&format!("#members li[data-relation='member'][data-conversation-id='{lookalike}']"))
+                .await
+                .is_empty(),
+            "not a member"
+        );
+        let toggle = page.wait_for("#tree .branch[data-kind='shares'] > .branch-head > .toggle").await;
+        page.click(&toggle).await;
+        let mark = page.text(&page.wait_for(&format!("#tree .head-mark.shares[data-conversation-id='{lookalike}']")).await).await;
+        assert!(mark.contains("(shares)"), "{mark}");
+        assert!(page.displayed(&sharing).await);
+        page.screenshot(&shots.join("shares.png")).await;
+
         page.close().await;
         eprintln!("screenshots in {}", shots.display());
     });

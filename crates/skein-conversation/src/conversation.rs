@@ -403,14 +403,31 @@ impl Conversation {
                 let node = store.resolve_node(&prefix)?;
                 let thread = store.load_thread(node)?;
                 let runs = store.runs_producing(node)?;
-                let owner = match store.conversations_at(node)?.into_iter().next() {
-                    Some(owner) => Some(owner.id),
-                    None => runs.iter().rev().find_map(|run| run.conversation.clone()),
-                };
+                let mut owner = store
+                    .conversations_at(node)?
+                    .into_iter()
+                    .next()
+                    .map(|c| c.id);
+                // Else the newest conversation whose turn produced the node
+                // and that still exists.
+                for id in runs
+                    .iter()
+                    .rev()
+                    .filter_map(|run| run.conversation.as_ref())
+                {
+                    if owner.is_some() {
+                        break;
+                    }
+                    owner = match store.conversation(id) {
+                        Ok(found) => Some(found.id),
+                        Err(StoreError::ConversationNotFound(_)) => None,
+                        Err(error) => return Err(error),
+                    };
+                }
                 Ok((thread, runs.into_iter().last(), owner))
             })
             .await?;
-        let source = match owner {
+        let source = match &owner {
             Some(owner) => Conversation::load_as(store, owner.as_str(), home, on_home).await?,
             None => Conversation::builder(home.clone()).store(store).build(),
         };
@@ -422,8 +439,12 @@ impl Conversation {
                 .unwrap_or_default(),
             run: last_run.map(|run| run.id),
         };
-        let anonymous = !source.state().stored;
-        Ok(Fork::new(source, at).without_origin_conversation(anonymous))
+        let fork = Fork::new(source, at);
+        Ok(match owner {
+            Some(_) => fork,
+            // The source is a stand-in lending `home`'s settings.
+            None => fork.coming_from(None),
+        })
     }
 
     /// [`Conversation::fork_at`], blocking.
@@ -449,14 +470,14 @@ impl Conversation {
         name: Option<String>,
         model: Option<Model>,
         keep_hooks: bool,
-        name_origin: bool,
+        from: Option<ConversationId>,
     ) -> Conversation {
         let mut builder = self.copy_settings(model.unwrap_or_else(|| self.shared.model.clone()));
         builder.name = name;
         builder.store = self.shared.store.clone();
         builder.origin = Some(Origin {
             node: at.head(),
-            conversation: name_origin.then(|| self.shared.id.clone()),
+            conversation: from,
             rerun: None,
         });
         if keep_hooks {
@@ -497,9 +518,16 @@ impl Conversation {
     fn target(&self, from: Option<Point>) -> (Conversation, Point) {
         let current = self.state().point.clone();
         match from {
-            Some(point) if point.head() != current.head() => {
-                (self.branch(point.clone(), None, None, true, true), point)
-            }
+            Some(point) if point.head() != current.head() => (
+                self.branch(
+                    point.clone(),
+                    None,
+                    None,
+                    true,
+                    Some(self.shared.id.clone()),
+                ),
+                point,
+            ),
             _ => (self.clone(), current),
         }
     }

@@ -15,6 +15,9 @@ skein's turn layer: the one place a turn is run and recorded.
   surface's choice of what a lost race does.
 - [`blocking`]: every operation that waits, run to completion for callers
   without an async runtime.
+- [`family`](mod@family): a conversation's family, the one meaning every surface
+  draws: members joined by origin, reruns on the turns they re-ran, and
+  the conversations that merely share messages by content.
 
 Recorded chats, the recording proxy, the command line and the Python
 package all record their turns through [`commit`]; none writes conversation
@@ -25,6 +28,7 @@ pub mod blocking;
 pub mod commit;
 mod conversation;
 mod error;
+pub mod family;
 mod input;
 mod model;
 mod prompt;
@@ -34,6 +38,7 @@ mod settings;
 pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};
+pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
 pub use input::TurnInput;
 pub use model::Model;
 pub use prompt::{ChainPrompt, Prompt, TextSink};

@@ -267,24 +267,26 @@ pub struct Fork {
     at: Point,
     name: Option<String>,
     model: Option<Model>,
-    /// Whether the origin names the source conversation (not when the
-    /// source is a stand-in for a bare stored node).
-    name_origin: bool,
+    /// The conversation the origin names: the source, unless the source
+    /// is a stand-in at a stored node (see [`Conversation::fork_at`]).
+    from: Option<ConversationId>,
 }
 
 impl Fork {
     pub(crate) fn new(source: Conversation, at: Point) -> Fork {
         Fork {
+            from: Some(source.id().clone()),
             source,
             at,
             name: None,
             model: None,
-            name_origin: true,
         }
     }
 
-    pub(crate) fn without_origin_conversation(mut self, anonymous: bool) -> Fork {
-        self.name_origin = !anonymous;
+    /// Name `from` as the conversation the fork came from instead of the
+    /// source (a stand-in that only lends its settings).
+    pub(crate) fn coming_from(mut self, from: Option<ConversationId>) -> Fork {
+        self.from = from;
         self
     }
 
@@ -306,7 +308,7 @@ impl Fork {
 
     fn branch(self) -> Conversation {
         self.source
-            .branch(self.at, self.name, self.model, false, self.name_origin)
+            .branch(self.at, self.name, self.model, false, self.from)
     }
 
     /// Create the new conversation. With a store attached it is recorded

@@ -260,8 +260,15 @@ async fn a_family_is_the_main_line_with_its_forks_as_branches_and_every_head_mar
     assert!(ids.contains(&story.a3.as_str()), "{ids:?}");
 }
 
+/// The family is joined by origin: a fork at a node no conversation heads
+/// comes from the conversation whose turn produced the node, and a fork from
+/// a rerun's answer names its conversation. Conversations that merely share
+/// messages by content (the same first question asked again on the
+/// deterministic echo model, one that starts at a stored node naming no
+/// conversation, as the proxy records an edited history) are listed and
+/// drawn as sharing, never as members or continuations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_join_the_family() {
+async fn a_fork_at_a_node_no_conversation_heads_joins_the_family_and_lookalikes_only_share() {
     let server = Server::start().await;
     let story = story(&server.store).await;
     // `skein fork NODE` at a mid-thread node: the branch keeps the settings
@@ -287,6 +294,26 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
         .build();
     again.prompt("Name a river.").send().await.unwrap();
     again.prompt("Name a mountain.").send().await.unwrap();
+    // Starting at a stored node, naming no conversation.
+    let edited = server
+        .store
+        .create_conversation(NewConversation {
+            name: Some("edited".into()),
+            head: Some(story.a1.parse().unwrap()),
+            origin: Some(Origin {
+                node: Some(story.a1.parse().unwrap()),
+                ..Origin::default()
+            }),
+            ..NewConversation::default()
+        })
+        .unwrap();
+    skein::Conversation::load(&server.store, edited.id.as_str(), &model)
+        .await
+        .unwrap()
+        .prompt("Name a desert.")
+        .send()
+        .await
+        .unwrap();
 
     // A conversation forked from a rerun's answer (issue 7 records these).
     let rerun_fork = server
@@ -333,7 +360,8 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
     expect("main", "root");
     expect("what-if", "fork");
     expect("bare", "fork");
-    expect("again", "continuation");
+    expect("again", "shares");
+    expect("edited", "shares");
     expect("counterfactual", "rerun");
     let rerun = family["branches"]
         .as_array()
@@ -343,7 +371,38 @@ async fn a_fork_at_a_node_no_conversation_heads_and_a_lookalike_conversation_joi
         .unwrap();
     assert_eq!(rerun["rerun"]["id"], "0123abcd");
     assert_eq!(rerun["from"], story.a2.as_str());
-    assert_eq!(family["conversations"].as_array().unwrap().len(), 5);
+    let names = |list: &Value| -> Vec<String> {
+        let mut names: Vec<String> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(&family["conversations"]),
+        ["bare", "counterfactual", "main", "what-if"]
+    );
+    assert_eq!(names(&family["shares"]), ["again", "edited"]);
+    assert_eq!(family["more_shares"], false);
+    assert_eq!(family["more_conversations"], false);
+
+    // From a lookalike, the story is what shares.
+    let from_again = server
+        .json(&format!("/api/conversations/{}/family", again.id()))
+        .await;
+    assert_eq!(names(&from_again["conversations"]), ["again"]);
+    assert_eq!(
+        names(&from_again["shares"]),
+        ["bare", "counterfactual", "edited", "main", "what-if"]
+    );
+    let trunk = &from_again["branches"][0];
+    assert_eq!(
+        trunk["label"], "again",
+        "a member owns the trunk, not a sharer"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,8 +6,9 @@
 //! few seconds; `SKEIN_BIN=path/to/skein` adds the `skein --version` timing
 //! (a relative path is also tried from the workspace root, since cargo runs
 //! benches from the package directory). For profiling one operation:
-//! `--only append|stateless|load|fork|cli` (repeatable) and `--reps N` (load
-//! and fork repetitions), e.g. under `perf record`.
+//! `--only append|stateless|load|fork|cli|family` (repeatable) and `--reps N`
+//! (load and fork repetitions), e.g. under `perf record`. The family group
+//! runs only when asked for by name.
 //!
 //! Workloads share one file database in a temporary directory (WAL,
 //! `synchronous=NORMAL`, as the store opens it), so thread depth is the only
@@ -20,13 +21,25 @@
 //! afterwards), every store workload runs again on PostgreSQL and its
 //! figures appear under `postgres` in the report. `concurrent_writers_8`
 //! times 8 writer threads sharing one store handle, on both backends.
+//!
+//! `--only family` builds a database of its own holding 100,000 unrelated
+//! conversations (10,000 with `--quick`) and one family of about 20 (forks,
+//! forks of forks, reply branches, a rerun and a fork from it, and two
+//! lookalikes that only share its first messages), then times the store's
+//! family query, the scan the old `skein tree` made, and, with `SKEIN_BIN`,
+//! `skein tree` on the family and the web view's family API
+//! (`skein serve`, queried over loopback). Target: under 50 ms each.
 
 #[path = "../../../bench-support/report.rs"]
 mod report;
 
 use serde_json::{Value, json};
 use skein_core::{Message, NodeId, Thread};
-use skein_store::{ConversationId, RunRecord, Store, TurnCommit};
+use skein_store::{
+    ConversationId, FamilyLimits, NewConversation, OnConflict, Origin, RerunCommit, RerunId,
+    RerunRecord, RunRecord, Store, Target, TurnCommit,
+};
+use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -35,6 +48,7 @@ const FLATNESS_TARGET: f64 = 1.2;
 const LOAD_TARGET_US: f64 = 1000.0;
 const FORK_TARGET_US: f64 = 50.0;
 const CLI_VERSION_TARGET_MS: f64 = 10.0;
+const FAMILY_TARGET_MS: f64 = 50.0;
 
 const DEPTHS: [usize; 3] = [10, 1000, 10_000];
 /// Writer threads in the concurrent workload.
@@ -499,6 +513,357 @@ fn bench_concurrent(store: &Store, plan: &Plan, db: &str) -> Value {
     })
 }
 
+/// Fill `store` with `unrelated` two-message conversations (one import, one
+/// transaction) and one family; returns the family's deepest fork (the
+/// conversation the timings ask about) and its size.
+fn family_database(store: &Store, unrelated: usize) -> (ConversationId, usize) {
+    let mut lines = String::from(
+        "{\"kind\":\"header\",\"format\":\"skein-export\",\"version\":2,\"encoding\":1}\n",
+    );
+    let mut conversations = String::new();
+    for i in 0..unrelated {
+        let thread = Thread::new()
+            .push(Message::user(format!("unrelated question {i}")))
+            .push(Message::assistant(format!("unrelated answer {i}")));
+        for node in thread.nodes() {
+            let line = json!({
+                "kind": "node",
+                "id": node.id(),
+                "parent": node.parent_id(),
+                "role": node.message().role,
+                "parts": node.message().parts,
+            });
+            lines.push_str(&line.to_string());
+            lines.push('\n');
+        }
+        let line = json!({
+            "kind": "conversation",
+            "id": ConversationId::random(),
+            "name": format!("unrelated {i}"),
+            "head": thread.head_id(),
+            "len": 2,
+            "origin": null,
+            "created_ms": 1_700_000_000_000_i64 + i as i64,
+            "updated_ms": 1_700_000_000_000_i64 + i as i64,
+            "meta": {},
+        });
+        conversations.push_str(&line.to_string());
+        conversations.push('\n');
+    }
+    lines.push_str(&conversations);
+    store
+        .import(&mut lines.as_bytes())
+        .expect("import the unrelated conversations");
+
+    let new = |name: &str, thread: &Thread, origin: Option<Origin>| -> ConversationId {
+        store.append(thread).expect("append");
+        store
+            .create_conversation(NewConversation {
+                name: Some(name.into()),
+                head: thread.head_id(),
+                origin,
+                ..NewConversation::default()
+            })
+            .expect("create")
+            .id
+    };
+    let from = |node: &Thread, conversation: &ConversationId| Origin {
+        node: node.head_id(),
+        conversation: Some(conversation.clone()),
+        rerun: None,
+    };
+    let mut main_thread = Thread::new().push(Message::system("You are terse."));
+    let mut points = Vec::new();
+    for turn in 0..6 {
+        main_thread = main_thread
+            .push(Message::user(format!("family question {turn}")))
+            .push(Message::assistant(format!("family answer {turn}")));
+        points.push(main_thread.clone());
+    }
+    let main = new("main", &main_thread, None);
+    let mut family = 1;
+    let mut deepest = main.clone();
+    for (i, at) in points.iter().take(5).enumerate() {
+        let fork = at
+            .push(Message::user(format!("fork {i}?")))
+            .push(Message::assistant(format!("fork {i}.")));
+        let fork_id = new(&format!("fork {i}"), &fork, Some(from(at, &main)));
+        family += 1;
+        {
+            let deeper = fork
+                .push(Message::user(format!("deeper {i}?")))
+                .push(Message::assistant(format!("deeper {i}.")));
+            deepest = new(
+                &format!("fork of fork {i}"),
+                &deeper,
+                Some(from(&fork, &fork_id)),
+            );
+            family += 1;
+        }
+    }
+    for (i, at) in points.iter().take(5).enumerate() {
+        // A turn that started at an earlier message of main branches.
+        let reply = at
+            .push(Message::user(format!("reply {i}?")))
+            .push(Message::assistant(format!("reply {i}.")));
+        store
+            .commit_turn(&TurnCommit {
+                target: Target::Existing {
+                    id: main.clone(),
+                    expected_head: at.head_id(),
+                    on_conflict: OnConflict::Branch(Box::default()),
+                },
+                thread: Some(&reply),
+                runs: &[],
+            })
+            .expect("reply branch");
+        family += 1;
+    }
+    let turn = &points[2];
+    let answer = turn
+        .parent()
+        .push(Message::assistant("a counterfactual answer"));
+    let run = RunRecord::new("bench-model", "bench");
+    let rerun = RerunRecord {
+        id: RerunId::random(),
+        conversation: main.clone(),
+        turn: 2,
+        turn_node: turn.head_id().expect("a turn"),
+        request_head: turn.parent().head_id(),
+        answer_head: answer.head_id(),
+        ablation: vec!["facts".into()],
+        samples: 1,
+        sample_runs: vec![run.id.clone()],
+        baseline_runs: vec![],
+        verdict: Some("confirmed".into()),
+        summary: "changed".into(),
+        detail: json!({}),
+        created_ms: 1,
+    };
+    store
+        .commit_rerun(&RerunCommit {
+            record: &rerun,
+            threads: std::slice::from_ref(&answer),
+            runs: std::slice::from_ref(&run),
+        })
+        .expect("rerun");
+    let mut origin = from(&answer, &main);
+    origin.rerun = Some(rerun.id.clone());
+    new("from rerun", &answer, Some(origin));
+    family += 1;
+    // Lookalikes: the same first messages, no origin link.
+    for i in 0..3 {
+        let lookalike = points[0].push(Message::user(format!("lookalike {i}?")));
+        new(&format!("lookalike {i}"), &lookalike, None);
+        family += 1;
+    }
+    (deepest, family)
+}
+
+/// Time `op` `reps` times after `warmup` untimed runs, in milliseconds.
+fn time_ms(warmup: usize, reps: usize, mut op: impl FnMut()) -> Stats {
+    for _ in 0..warmup {
+        op();
+    }
+    let samples: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let started = Instant::now();
+            op();
+            started.elapsed()
+        })
+        .collect();
+    stats(&samples, MS)
+}
+
+/// One HTTP/1.1 GET on a fresh connection: the status and the body.
+fn http_get(address: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(address)?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, body)| body.to_string());
+    Ok((status, body))
+}
+
+/// The family workload on `store` (found at `location` by the CLI).
+fn bench_family(store: &Store, location: &str, plan: &Plan) -> Value {
+    let unrelated = if plan.quick { 10_000 } else { 100_000 };
+    let built = Instant::now();
+    let (focus, size) = family_database(store, unrelated);
+    let build_seconds = built.elapsed().as_secs_f64();
+    let limits = FamilyLimits {
+        members: 10_000,
+        shares: 100,
+    };
+    let rows = store.family(&focus, limits).expect("family");
+    assert_eq!(rows.members.len() + rows.shares.len(), size);
+    let target = format!("< {FAMILY_TARGET_MS} ms");
+    let figure = |s: &Stats, workload: String| {
+        merge(
+            stats_json(s, "ms"),
+            json!({"workload": workload, "target": target, "met": s.median < FAMILY_TARGET_MS}),
+        )
+    };
+    let mut results = serde_json::Map::new();
+    results.insert(
+        "database".into(),
+        json!(format!(
+            "{unrelated} unrelated two-message conversations and one family of {size} ({} members, \
+             {} sharing its first messages, {} rerun); built in {:.1} s",
+            rows.members.len(),
+            rows.shares.len(),
+            rows.reruns.len(),
+            build_seconds
+        )),
+    );
+    let (warmup, reps) = (plan.warmup_reps.min(20), plan.reps.min(200));
+    let query = time_ms(warmup, reps, || {
+        store.family(&focus, limits).expect("family");
+    });
+    results.insert(
+        "store_family_ms".into(),
+        figure(
+            &query,
+            "Store::family: members by origin links, their reruns and the conversations sharing their first node".into(),
+        ),
+    );
+    let scan = time_ms(1, 5, || {
+        store.list_conversations(100_000).expect("list");
+    });
+    results.insert(
+        "old_tree_scan_ms".into(),
+        json!({
+            "median": report::round3(scan.median),
+            "workload": "list_conversations(100_000): the scan `skein tree` made before (the web view read up to 1,000,000) to find a family's members, for comparison",
+        }),
+    );
+    let Some(bin) = std::env::var_os("SKEIN_BIN")
+        .filter(|b| !b.is_empty())
+        .map(resolve_bin)
+    else {
+        results.insert(
+            "cli_note".into(),
+            json!("SKEIN_BIN is not set: set it to a built skein to time `skein tree` and the web family API"),
+        );
+        return Value::Object(results);
+    };
+    let tree = |json: bool| {
+        let mut command = Command::new(&bin);
+        command.args(["--db", location]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command
+            .args(["tree", focus.as_str()])
+            .output()
+            .expect("run skein tree");
+        assert!(
+            output.status.success(),
+            "skein tree failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    // What any command on this database costs: start, open, one query.
+    let baseline = time_ms(2, plan.cli_runs, || {
+        let output = Command::new(&bin)
+            .args(["--db", location, "conversations", "-n", "1"])
+            .output()
+            .expect("run skein conversations");
+        assert!(output.status.success());
+    });
+    results.insert(
+        "cli_baseline_ms".into(),
+        json!({
+            "median": report::round3(baseline.median),
+            "p90": report::round3(baseline.p90),
+            "workload": "wall time of `skein conversations -n 1` on the same database: process start, opening the database and one query, for reference",
+        }),
+    );
+    let drawn = String::from_utf8_lossy(&tree(false)).to_string();
+    assert!(drawn.contains("shares messages"), "{drawn}");
+    let text = time_ms(2, plan.cli_runs, || {
+        tree(false);
+    });
+    results.insert(
+        "cli_tree_ms".into(),
+        figure(
+            &text,
+            format!(
+                "wall time of `{} tree ID` (process start included) on the family's deepest fork",
+                bin.display()
+            ),
+        ),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let mut server = Command::new(&bin)
+        .args(["--db", location, "serve", "--bind", &address])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start skein serve");
+    let path = format!("/api/conversations/{}/family", focus.as_str());
+    let ready = Instant::now();
+    let first = loop {
+        match http_get(&address, &path) {
+            Ok(answer) => break answer,
+            Err(_) if ready.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(error) => panic!("skein serve did not answer: {error}"),
+        }
+    };
+    assert_eq!(first.0, 200, "{}", first.1);
+    assert!(first.1.contains("\"kind\":\"shares\""), "{}", first.1);
+    let api = time_ms(warmup, reps, || {
+        let (status, _) = http_get(&address, &path).expect("GET family");
+        assert_eq!(status, 200);
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    results.insert(
+        "web_family_api_ms".into(),
+        figure(
+            &api,
+            format!("GET {path} from `skein serve`, a new loopback connection per request"),
+        ),
+    );
+    Value::Object(results)
+}
+
+#[cfg(feature = "postgres")]
+fn bench_family_postgres(plan: &Plan) -> Value {
+    let Some(base) = std::env::var("SKEIN_BENCH_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        return json!({"skipped": "SKEIN_BENCH_POSTGRES is not set"});
+    };
+    let schema = skein_store::scratch::ScratchSchema::create(&base)
+        .unwrap_or_else(|error| panic!("SKEIN_BENCH_POSTGRES is set but unusable: {error}"));
+    let store = Store::open(schema.url()).expect("open PostgreSQL store");
+    bench_family(&store, schema.url(), plan)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn bench_family_postgres(_plan: &Plan) -> Value {
+    json!({"skipped": "built without the postgres feature"})
+}
+
 /// Every store workload the plan asks for, on one database.
 fn bench_store(store: &Store, plan: &Plan, db: &str) -> serde_json::Map<String, Value> {
     let mut results = serde_json::Map::new();
@@ -636,6 +1001,17 @@ fn main() {
         "File database (WAL, synchronous=NORMAL) in a temp dir, shared by all workloads",
     );
     drop(store);
+    let family = plan.only.iter().any(|group| group == "family").then(|| {
+        let store = Store::open(dir.path().join("family.db")).expect("open store");
+        let location = dir.path().join("family.db").display().to_string();
+        json!({
+            "sqlite": bench_family(&store, &location, &plan),
+            "postgres": bench_family_postgres(&plan),
+        })
+    });
+    if let Some(family) = family {
+        results.insert("family".into(), family);
+    }
     let postgres = bench_postgres(&plan);
     if plan.runs("cli") {
         let (cli, cli_note) = bench_cli(&plan);
@@ -654,6 +1030,7 @@ fn main() {
             "load_thread_1000": format!("< {LOAD_TARGET_US} us"),
             "fork_depth_1000": format!("< {FORK_TARGET_US} us"),
             "cli_version_ms": format!("< {CLI_VERSION_TARGET_MS} ms"),
+            "family": format!("< {FAMILY_TARGET_MS} ms: the store query, `skein tree` and the web family API on a family of ~20 among 100,000 unrelated conversations"),
         },
         "results": Value::Object(results),
         "postgres": postgres,

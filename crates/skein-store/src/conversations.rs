@@ -19,12 +19,21 @@ use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{ConversationSettings, NodeId};
 
-// The depth is a subquery, not a join: SQLite flags joined statements with
-// bound parameters for re-preparation, which defeats the statement cache.
-const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
+/// The columns [`ConversationRow`] reads, from `conversations c`, on both
+/// backends. The depth is a subquery, not a join: SQLite flags joined
+/// statements with bound parameters for re-preparation, which defeats the
+/// statement cache.
+macro_rules! conversation_columns {
+    () => {
+        "c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
         c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta,
-        c.imported
-     FROM conversations c";
+        c.imported"
+    };
+}
+pub(crate) use conversation_columns;
+
+const SELECT_CONVERSATION: &str =
+    concat!("SELECT ", conversation_columns!(), " FROM conversations c");
 
 /// The SQL for a conversation's new `updated`: now (the parameter `$now`
 /// names), or one millisecond past the database's latest when that is not
@@ -39,6 +48,14 @@ macro_rules! next_updated {
             $now,
             ", (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations))"
         )
+    };
+}
+
+/// The SQL for the root of the node the parameter `$head` names: what a
+/// conversation's `root` column holds (schema.rs), set wherever its head is.
+macro_rules! root_of {
+    ($head:literal) => {
+        concat!("(SELECT root FROM nodes WHERE id = ", $head, ")")
     };
 }
 
@@ -340,10 +357,12 @@ fn insert_conversation(
     let origin = new.origin.clone().unwrap_or_default();
     tx.prepare_cached(concat!(
         "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-             forked_from_rerun, created, updated, meta)
+             forked_from_rerun, created, updated, meta, root)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
         next_updated!("?7"),
-        ", ?8)"
+        ", ?8, ",
+        root_of!("?3"),
+        ")"
     ))?
     .execute(params![
         id.as_str(),
@@ -410,6 +429,15 @@ fn compare_and_set_head(
             expected.as_ref().map(NodeId::as_bytes)
         ])?;
     if changed == 1 {
+        // The root changes only when the head leaves its tree; writing it
+        // only then keeps `conversations_by_root` out of every turn.
+        conn.prepare_cached(concat!(
+            "UPDATE conversations SET root = ",
+            root_of!("?2"),
+            " WHERE id = ?1 AND root IS NOT ",
+            root_of!("?2")
+        ))?
+        .execute(params![id.as_str(), new.as_bytes()])?;
         return Ok(CasOutcome::Moved);
     }
     let actual: Option<Option<Vec<u8>>> = conn
@@ -424,7 +452,7 @@ fn compare_and_set_head(
     }
 }
 
-fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
+pub(crate) fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
     let head: Option<Vec<u8>> = row.get(2)?;
     let origin_node: Option<Vec<u8>> = row.get(4)?;
     let meta: String = row.get(9)?;

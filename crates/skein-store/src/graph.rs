@@ -120,8 +120,10 @@ impl SqliteStore {
         })
     }
 
-    /// The subtree under `root` (inclusive), in topological order, at most
-    /// `limit` nodes.
+    /// The subtree under `root` (inclusive): its `limit` nodes nearest the
+    /// root (breadth first), in topological order. The walk stops there.
+    /// `CROSS JOIN` keeps the walk driving the query: otherwise the planner
+    /// may scan every node in `seq` order to skip the final sort.
     pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
@@ -129,10 +131,11 @@ impl SqliteStore {
                      SELECT seq FROM nodes WHERE id = ?1
                      UNION ALL
                      SELECT n.seq FROM nodes n JOIN sub ON n.parent = sub.seq
+                     LIMIT ?2
                  )
                  SELECT n.id, p.id, n.depth, n.body
-                 FROM sub JOIN nodes n ON n.seq = sub.seq LEFT JOIN nodes p ON p.seq = n.parent
-                 ORDER BY n.seq LIMIT ?2",
+                 FROM sub CROSS JOIN nodes n ON n.seq = sub.seq LEFT JOIN nodes p ON p.seq = n.parent
+                 ORDER BY sub.seq",
             )?;
             let rows = stmt.query_map(params![root.as_bytes(), limit as i64], |row| {
                 Ok((
@@ -217,12 +220,12 @@ pub(crate) fn append_nodes<'t>(
     marks: &mut Vec<&'t Node>,
 ) -> Result<usize> {
     let mut missing: Vec<&Node> = Vec::new();
-    let mut parent_seq: Option<i64> = None;
+    let mut parent: Option<Placed> = None;
     for node in thread.ancestors() {
         let known = node.is_persisted_in(key);
-        match seq_of(conn, node.id())? {
-            Some(seq) => {
-                parent_seq = Some(seq);
+        match placed(conn, node.id())? {
+            Some(stored) => {
+                parent = Some(stored);
                 if !known {
                     marks.push(node);
                 }
@@ -233,10 +236,10 @@ pub(crate) fn append_nodes<'t>(
         }
     }
     for node in missing.iter().rev() {
-        parent_seq = Some(insert_node(
+        parent = Some(insert_node(
             conn,
             node.id(),
-            parent_seq,
+            parent,
             node.depth(),
             node.message(),
         )?);
@@ -245,15 +248,36 @@ pub(crate) fn append_nodes<'t>(
     Ok(missing.len())
 }
 
-/// Insert one node (its blobs first) under the parent with `parent_seq`;
-/// returns the new node's seq.
+/// Where a stored node stands: its `seq`, and the `seq` of its thread's
+/// first node (`None` only in a damaged database, which `verify` reports).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placed {
+    pub seq: i64,
+    pub root: Option<i64>,
+}
+
+/// Where the node `id` is stored, if it is.
+pub(crate) fn placed(conn: &Connection, id: NodeId) -> Result<Option<Placed>> {
+    let mut stmt = conn.prepare_cached("SELECT seq, root FROM nodes WHERE id = ?1")?;
+    Ok(stmt
+        .query_row([id.as_bytes()], |row| {
+            Ok(Placed {
+                seq: row.get(0)?,
+                root: row.get(1)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Insert one node (its blobs first) under `parent` (none for a first
+/// message); returns where it is stored.
 pub(crate) fn insert_node(
     conn: &Connection,
     id: NodeId,
-    parent_seq: Option<i64>,
+    parent: Option<Placed>,
     depth: u64,
     message: &Message,
-) -> Result<i64> {
+) -> Result<Placed> {
     let encoded = encode_body(message, BLOB_THRESHOLD);
     if !encoded.blobs.is_empty() {
         let mut insert_blob = conn.prepare_cached(
@@ -263,6 +287,7 @@ pub(crate) fn insert_node(
             insert_blob.execute(params![digest.as_bytes(), bytes])?;
         }
     }
+    let parent_seq = parent.map(|parent| parent.seq);
     let (seq, lane) = match continued_lane(conn, parent_seq)? {
         Some(lane) => (None, lane),
         None => {
@@ -272,9 +297,14 @@ pub(crate) fn insert_node(
             (Some(seq), seq)
         }
     };
+    // A first message starts a lane, so its own seq is known here.
+    let root = match parent {
+        Some(parent) => parent.root,
+        None => seq,
+    };
     conn.prepare_cached(
-        "INSERT INTO nodes(seq, id, parent, depth, role, body, lane)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO nodes(seq, id, parent, depth, role, body, lane, root)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         seq,
@@ -283,9 +313,13 @@ pub(crate) fn insert_node(
         depth as i64,
         message.role.code(),
         encoded.bytes,
-        lane
+        lane,
+        root
     ])?;
-    Ok(conn.last_insert_rowid())
+    Ok(Placed {
+        seq: conn.last_insert_rowid(),
+        root,
+    })
 }
 
 /// The lane a new node under `parent_seq` joins: its parent's, when the

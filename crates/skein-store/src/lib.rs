@@ -32,8 +32,8 @@ Modules: [`records`] (the typed rows), [`error`], the facade (store.rs)
 that picks a backend, the open modes and the recognition of a SQLite file
 (open.rs), what both backends share (codec.rs, location.rs, and
 the non-SQL halves of the modules below), the SQLite operations split by
-concern (graph, conversations, runs, reruns of recorded turns, the
-embedding cache, transfer, verify, resolve, schema) and the PostgreSQL
+concern (graph, conversations, families, runs, reruns of recorded turns,
+the embedding cache, transfer, verify, resolve, schema) and the PostgreSQL
 backend (postgres/, same split).
 */
 
@@ -41,6 +41,7 @@ mod codec;
 mod conversations;
 mod embeddings;
 pub mod error;
+mod family;
 mod graph;
 pub mod location;
 mod open;
@@ -59,6 +60,7 @@ mod verify;
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError};
+pub use family::{FamilyLimits, FamilyRows, Rooted};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use open::OpenMode;
 #[cfg(feature = "postgres")]

@@ -206,7 +206,7 @@ pub(crate) struct RawRerun {
     pub(crate) created_ms: i64,
 }
 
-fn raw_rerun(row: &Row<'_>) -> rusqlite::Result<RawRerun> {
+pub(crate) fn raw_rerun(row: &Row<'_>) -> rusqlite::Result<RawRerun> {
     Ok(RawRerun {
         id: row.get(0)?,
         conversation: row.get(1)?,

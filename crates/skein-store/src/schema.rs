@@ -7,7 +7,10 @@ their parent by `seq`, so walking a thread is a chain of rowid lookups. Every
 other table refers to nodes by their 32-byte id.
 
 Each node also carries the `lane` it was filed in (graph.rs explains
-lanes); migration 4 assigns lanes to the nodes of an older database.
+lanes); migration 4 assigns lanes to the nodes of an older database. Each
+node and each conversation carries the `root` of its thread (the `seq` of
+its first node), so the conversations that share messages with a family are
+found by one index range (family.rs); migration 7 fills it in.
 
 Each migration runs in its own `BEGIN IMMEDIATE` transaction; a database
 newer than this build is refused rather than guessed at.
@@ -177,6 +180,9 @@ const MIGRATIONS: &[Migration] = &[
         WHERE json_valid(meta) AND json_extract(meta, '$.recorded.version') IS NOT NULL;
     "#,
     ),
+    // 7: the root of every node's and conversation's thread, and
+    // conversations found by it (the ones sharing messages with a family).
+    Migration::Code(add_roots),
 ];
 
 /// The schema version this build writes.
@@ -246,5 +252,44 @@ fn add_lanes(conn: &Connection) -> Result<()> {
         file.execute(params![lane, seq])?;
     }
     conn.execute_batch("CREATE UNIQUE INDEX nodes_by_lane ON nodes(lane, depth)")?;
+    Ok(())
+}
+
+/// Migration 7: add the `root` columns and fill them. Every node of a lane
+/// has the root of the lane's first node, which is its own seq when it has
+/// no parent and otherwise the root of its parent's (older) lane; so one
+/// pass over the lanes' first nodes in `seq` order and one indexed update
+/// per lane fill every node. A node whose lane is damaged keeps no root
+/// (`verify` reports it). Conversations take their head's.
+fn add_roots(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "ALTER TABLE nodes ADD COLUMN root INTEGER;
+         ALTER TABLE conversations ADD COLUMN root INTEGER;",
+    )?;
+    let mut lane_root: HashMap<i64, i64> = HashMap::new();
+    let mut starts = conn.prepare(
+        "SELECT n.lane, n.parent, p.lane FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent
+         WHERE n.lane = n.seq ORDER BY n.seq",
+    )?;
+    let mut file = conn.prepare("UPDATE nodes SET root = ?1 WHERE lane = ?2")?;
+    let mut rows = starts.query([])?;
+    while let Some(row) = rows.next()? {
+        let (lane, parent, parent_lane): (i64, Option<i64>, Option<i64>) =
+            (row.get(0)?, row.get(1)?, row.get(2)?);
+        let root = match parent {
+            None => Some(lane),
+            Some(_) => parent_lane.and_then(|parent_lane| lane_root.get(&parent_lane).copied()),
+        };
+        if let Some(root) = root {
+            lane_root.insert(lane, root);
+            file.execute(params![root, lane])?;
+        }
+    }
+    conn.execute_batch(
+        "UPDATE conversations SET root = (SELECT n.root FROM nodes n WHERE n.id = conversations.head)
+             WHERE head IS NOT NULL;
+         CREATE INDEX conversations_by_root ON conversations(root, created)
+             WHERE root IS NOT NULL;",
+    )?;
     Ok(())
 }

@@ -179,8 +179,9 @@ impl Store {
         dispatch!(self, s => s.children(id))
     }
 
-    /// The subtree under `root` (inclusive), in topological order, at most
-    /// `limit` nodes.
+    /// The subtree under `root` (inclusive): its `limit` nodes nearest the
+    /// root (breadth first), in topological order. Reads no further, however
+    /// large the subtree.
     pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         dispatch!(self, s => s.subtree(root, limit))
     }

@@ -38,7 +38,7 @@ PostgreSQL ones in postgres/transfer.rs.
 
 use crate::codec::{node_id, optional_node_id};
 use crate::error::{Result, StoreError};
-use crate::graph::{decode_message, insert_node};
+use crate::graph::{Placed, decode_message, insert_node};
 use crate::records::{Conversation, ConversationId, RunId, RunRecord};
 use crate::reruns::{RerunRecord, insert_rerun};
 use crate::runs::insert_run;
@@ -148,15 +148,17 @@ impl SqliteStore {
                         let parent_row = match parent {
                             None => None,
                             Some(parent) => Some(
-                                tx.prepare_cached("SELECT seq, depth FROM nodes WHERE id = ?1")?
-                                    .query_row([parent.as_bytes()], |row| Ok((row.get(0)?, row.get::<_, i64>(1)?)))
+                                tx.prepare_cached("SELECT seq, root, depth FROM nodes WHERE id = ?1")?
+                                    .query_row([parent.as_bytes()], |row| {
+                                        Ok((Placed { seq: row.get(0)?, root: row.get(1)? }, row.get::<_, i64>(2)?))
+                                    })
                                     .optional()?
                                     .ok_or_else(|| orphan(number, id, parent))?,
                             ),
                         };
                         let depth = parent_row.map_or(0, |(_, depth)| depth as u64 + 1);
                         let message = Message::new(*role, parts.clone());
-                        insert_node(tx, *id, parent_row.map(|(seq, _)| seq), depth, &message)?;
+                        insert_node(tx, *id, parent_row.map(|(placed, _)| placed), depth, &message)?;
                         report.nodes_written += 1;
                     }
                     Line::Conversation(conversation) => {
@@ -172,8 +174,8 @@ impl SqliteStore {
                         let origin = conversation.origin.clone().unwrap_or_default();
                         tx.prepare_cached(
                             "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-                                 forked_from_rerun, created, updated, meta, imported)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1)",
+                                 forked_from_rerun, created, updated, meta, imported, root)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, (SELECT root FROM nodes WHERE id = ?3))",
                         )?
                         .execute(params![
                             conversation.id.as_str(),

@@ -1,6 +1,6 @@
 /*!
-`verify`: recompute every node id from its parent and content, check depths
-and roles, re-hash every blob, check that every conversation's head and
+`verify`: recompute every node id from its parent and content, check depths,
+roles and roots, re-hash every blob, check that every conversation's head and
 origin node and every run's conversation, heads and offered tools are
 stored, and report each problem found (it never stops at the first, and
 never repairs).
@@ -54,6 +54,11 @@ pub enum Problem {
     /// The node is filed in a lane it does not continue (SQLite's loading
     /// index; see graph.rs), so threads through it would not load.
     LaneMismatch { id: String },
+    /// The node's `root` is not its parent's (or, for a first message, not
+    /// itself), so families would miss conversations sharing its messages.
+    RootMismatch { id: String },
+    /// The conversation's `root` is not its head's.
+    ConversationRootMismatch { conversation: String },
 }
 
 /// What `verify` checked and found.
@@ -135,15 +140,26 @@ impl VerifyReport {
         }
     }
 
+    /// A node whose `root` disagrees with its parent's.
+    pub(crate) fn wrong_root(&mut self, id: &[u8]) {
+        self.problems.push(Problem::RootMismatch { id: hex(id) });
+    }
+
     /// One conversation, with what its head and origin node are when they
-    /// are set but not stored.
+    /// are set but not stored, and whether its `root` is not its head's.
     pub(crate) fn check_conversation(
         &mut self,
         conversation: String,
         missing_head: bool,
         missing_origin: Option<&[u8]>,
+        wrong_root: bool,
     ) {
         self.conversations += 1;
+        if wrong_root {
+            self.problems.push(Problem::ConversationRootMismatch {
+                conversation: conversation.clone(),
+            });
+        }
         if let Some(node) = missing_origin {
             self.problems.push(Problem::DanglingOrigin {
                 conversation: conversation.clone(),
@@ -191,11 +207,12 @@ impl VerifyReport {
     }
 }
 
-/// Every conversation, whether its head is set but not stored, and its
-/// origin node when that is set but not stored. The same SQL on both
-/// backends.
+/// Every conversation, whether its head is set but not stored, its origin
+/// node when that is set but not stored, and whether its root is not its
+/// stored head's. The same SQL on both backends.
 pub(crate) const CONVERSATIONS: &str = "SELECT c.id, c.head IS NOT NULL AND n.id IS NULL,
-        CASE WHEN o.id IS NULL THEN c.forked_from_node END
+        CASE WHEN o.id IS NULL THEN c.forked_from_node END,
+        (c.head IS NULL OR n.id IS NOT NULL) AND c.root IS DISTINCT FROM n.root
      FROM conversations c LEFT JOIN nodes n ON n.id = c.head
      LEFT JOIN nodes o ON o.id = c.forked_from_node
      ORDER BY c.id";
@@ -221,10 +238,11 @@ impl SqliteStore {
         self.read(|conn| {
             let mut report = VerifyReport::default();
             // A node either starts its lane (numbered by its own seq) or
-            // continues its parent's.
+            // continues its parent's; its root is its parent's, or itself.
             let mut stmt = conn.prepare(
                 "SELECT n.id, p.id, n.depth, p.depth, n.role, n.body,
-                        n.lane IS NULL OR (n.lane != n.seq AND n.lane IS NOT p.lane)
+                        n.lane IS NULL OR (n.lane != n.seq AND n.lane IS NOT p.lane),
+                        n.root IS NOT (CASE WHEN n.parent IS NULL THEN n.seq ELSE p.root END)
                  FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent ORDER BY n.seq",
             )?;
             let mut rows = stmt.query([])?;
@@ -234,6 +252,9 @@ impl SqliteStore {
                 let body: Vec<u8> = row.get(5)?;
                 if row.get::<_, bool>(6)? {
                     report.problems.push(Problem::LaneMismatch { id: hex(&id) });
+                }
+                if row.get::<_, bool>(7)? {
+                    report.wrong_root(&id);
                 }
                 report.check_node(
                     NodeRow {
@@ -257,7 +278,7 @@ impl SqliteStore {
             let mut rows = conversations.query([])?;
             while let Some(row) = rows.next()? {
                 let origin: Option<Vec<u8>> = row.get(2)?;
-                report.check_conversation(row.get(0)?, row.get(1)?, origin.as_deref());
+                report.check_conversation(row.get(0)?, row.get(1)?, origin.as_deref(), row.get(3)?);
             }
             let mut runs = conn.prepare(&format!("{RUNS} ORDER BY r.id"))?;
             let mut rows = runs.query([])?;

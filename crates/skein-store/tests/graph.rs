@@ -1,11 +1,15 @@
 //! The graph: shared prefixes stored once, stateless clients writing only
-//! their tail, forks, blobs, loading, children and subtrees.
+//! their tail, forks, blobs, loading, children and subtrees; families by
+//! origin links, and the conversations sharing their messages by content.
 
 mod common;
 
 use common::{Backend, TempStore, history};
 use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
-use skein_store::{NewConversation, StoreError};
+use skein_store::{
+    Conversation, ConversationId, FamilyLimits, FamilyRows, NewConversation, OnConflict, Origin,
+    Problem, RerunCommit, RerunId, RerunRecord, RunRecord, Store, StoreError, Target, TurnCommit,
+};
 
 fn two_conversations_sharing_a_50_message_prefix_store_it_once(backend: Backend) {
     let db = TempStore::new(backend);
@@ -315,6 +319,326 @@ fn a_20k_deep_thread_loads_and_drops_on_a_small_stack(backend: Backend) {
         .unwrap();
 }
 
+/// A conversation created at `thread`'s head (its nodes stored first), with
+/// an origin.
+fn conversation_at(
+    store: &Store,
+    name: &str,
+    thread: &Thread,
+    origin: Option<Origin>,
+) -> Conversation {
+    store.append(thread).unwrap();
+    store
+        .create_conversation(NewConversation {
+            name: Some(name.into()),
+            head: thread.head_id(),
+            origin,
+            ..Default::default()
+        })
+        .unwrap()
+}
+
+fn ids(rows: &[skein_store::Rooted]) -> Vec<&str> {
+    rows.iter()
+        .map(|row| row.conversation.name.as_deref().unwrap())
+        .collect()
+}
+
+const ALL: FamilyLimits = FamilyLimits {
+    members: 1000,
+    shares: 1000,
+};
+
+/// main: hello → hi → more? → more.; fork of main at "hi"; fork of the
+/// fork; a reply branch made by a turn that lost its race; a rerun of
+/// main's second turn and a fork from its answer. Beside them, conversations
+/// that share nodes without an origin link: the same first exchange asked
+/// again, and one that merely starts at main's "hi" (as the proxy records an
+/// edited history); and one that shares nothing.
+fn a_family_is_its_origin_links_with_reruns_and_lookalikes_only_share(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let first = Thread::new()
+        .push(Message::user("hello"))
+        .push(Message::assistant("hi"));
+    let main_thread = first
+        .push(Message::user("more?"))
+        .push(Message::assistant("more."));
+    let main = conversation_at(store, "main", &main_thread, None);
+    let hi = first.head_id().unwrap();
+    let fork = conversation_at(
+        store,
+        "fork",
+        &first.push(Message::user("other?")),
+        Some(Origin {
+            node: Some(hi),
+            conversation: Some(main.id.clone()),
+            rerun: None,
+        }),
+    );
+    let fork_thread = store.load_thread(fork.head.unwrap()).unwrap();
+    let fork_of_fork = conversation_at(
+        store,
+        "fork-of-fork",
+        &fork_thread.push(Message::assistant("other.")),
+        Some(Origin {
+            node: fork.head,
+            conversation: Some(fork.id.clone()),
+            rerun: None,
+        }),
+    );
+    // A turn of main that started at "hi" after main moved on branches.
+    let late = first
+        .push(Message::user("late?"))
+        .push(Message::assistant("late."));
+    let committed = store
+        .commit_turn(&TurnCommit {
+            target: Target::Existing {
+                id: main.id.clone(),
+                expected_head: Some(hi),
+                on_conflict: OnConflict::Branch(Box::new(NewConversation {
+                    name: Some("branch".into()),
+                    ..Default::default()
+                })),
+            },
+            thread: Some(&late),
+            runs: &[],
+        })
+        .unwrap();
+    let branch = committed.conversation.unwrap();
+    assert_ne!(branch, main.id);
+    // A rerun of main's second turn, and a conversation forked from its
+    // answer.
+    let answer = main_thread.parent().push(Message::assistant("less."));
+    let run = RunRecord::new("echo", "echo");
+    let rerun = RerunRecord {
+        id: RerunId::random(),
+        conversation: main.id.clone(),
+        turn: 1,
+        turn_node: main_thread.head_id().unwrap(),
+        request_head: main_thread.parent().head_id(),
+        answer_head: answer.head_id(),
+        ablation: vec!["facts".into()],
+        samples: 1,
+        sample_runs: vec![run.id.clone()],
+        baseline_runs: vec![],
+        verdict: Some("confirmed".into()),
+        summary: "changed".into(),
+        detail: serde_json::json!({}),
+        created_ms: 5,
+    };
+    store
+        .commit_rerun(&RerunCommit {
+            record: &rerun,
+            threads: std::slice::from_ref(&answer),
+            runs: std::slice::from_ref(&run),
+        })
+        .unwrap();
+    conversation_at(
+        store,
+        "from-rerun",
+        &answer,
+        Some(Origin {
+            node: answer.head_id(),
+            conversation: Some(main.id.clone()),
+            rerun: Some(rerun.id.clone()),
+        }),
+    );
+    // Lookalikes.
+    conversation_at(store, "again", &first.push(Message::user("again?")), None);
+    conversation_at(
+        store,
+        "bare",
+        &first.push(Message::user("edited?")),
+        Some(Origin {
+            node: Some(hi),
+            conversation: None,
+            rerun: None,
+        }),
+    );
+    conversation_at(
+        store,
+        "unrelated",
+        &Thread::new().push(Message::user("goodbye")),
+        None,
+    );
+
+    let family = store.family(&fork_of_fork.id, ALL).unwrap();
+    let members = ids(&family.members);
+    let at = |name: &str| members.iter().position(|m| *m == name).unwrap();
+    assert_eq!(members[0], "main", "the first of the origin links first");
+    assert!(at("fork") < at("fork-of-fork"), "each after its origin");
+    let mut sorted = members.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["branch", "fork", "fork-of-fork", "from-rerun", "main"]
+    );
+    assert!(!family.more_members);
+    assert_eq!(family.reruns, vec![rerun.clone()]);
+    let mut sharing = ids(&family.shares);
+    sharing.sort();
+    assert_eq!(sharing, ["again", "bare"]);
+    assert!(!family.more_shares);
+    let root = first.nodes()[0].id();
+    assert!(family.members[..3].iter().all(|m| m.root == Some(root)));
+    assert!(family.shares.iter().all(|m| m.root == Some(root)));
+
+    // The same family from any member.
+    for from in [&main.id, &branch] {
+        let again = store.family(from, ALL).unwrap();
+        assert_eq!(ids(&again.members), members);
+        assert_eq!(ids(&again.shares), ids(&family.shares));
+    }
+    // A lookalike's family is itself; the others share with it.
+    let again_id = family.shares[1].conversation.id.clone();
+    let lookalike = store.family(&again_id, ALL).unwrap();
+    assert_eq!(ids(&lookalike.members), ["again"]);
+    assert!(lookalike.reruns.is_empty());
+    let mut sharing = ids(&lookalike.shares);
+    sharing.sort();
+    assert_eq!(
+        sharing,
+        [
+            "bare",
+            "branch",
+            "fork",
+            "fork-of-fork",
+            "from-rerun",
+            "main"
+        ]
+    );
+
+    // Limits cut the family off the asked conversation's line, and say so.
+    let cut = |members, shares| {
+        store
+            .family(&fork_of_fork.id, FamilyLimits { members, shares })
+            .unwrap()
+    };
+    let line = cut(0, 1);
+    assert_eq!(ids(&line.members), ["main", "fork", "fork-of-fork"]);
+    assert!(line.more_members);
+    assert_eq!(line.shares.len(), 1);
+    assert!(line.more_shares);
+    assert_eq!(
+        line.reruns,
+        vec![rerun],
+        "reruns of the members that were read"
+    );
+    let one_more = cut(1, 0);
+    assert_eq!(one_more.members.len(), 4);
+    assert!(one_more.more_members);
+    assert!(one_more.shares.is_empty() && one_more.more_shares);
+    let exact = cut(2, 2);
+    assert_eq!(exact.members.len(), 5);
+    assert!(!exact.more_members && !exact.more_shares);
+
+    assert!(matches!(
+        store.family(&ConversationId::random(), ALL),
+        Err(StoreError::ConversationNotFound(_))
+    ));
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// A conversation's root follows its head wherever the head moves; a
+/// conversation with no head shares nothing; a damaged root is reported.
+fn roots_follow_heads_and_verify_checks_them(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let one = Thread::from_messages([Message::user("one"), Message::assistant("1")]);
+    let two = Thread::from_messages([Message::user("two"), Message::assistant("2")]);
+    let a = conversation_at(store, "a", &one, None);
+    let b = conversation_at(store, "b", &two, None);
+    let empty = store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    let shares = |id: &ConversationId| -> Vec<ConversationId> {
+        let family: FamilyRows = store.family(id, ALL).unwrap();
+        family
+            .shares
+            .into_iter()
+            .map(|row| row.conversation.id)
+            .collect()
+    };
+    assert!(shares(&a.id).is_empty());
+    assert!(shares(&empty.id).is_empty());
+    // b's head jumps to a's tree: now they share.
+    store
+        .move_head(&b.id, b.head, one.head_id().unwrap())
+        .unwrap();
+    assert_eq!(shares(&a.id), vec![b.id.clone()]);
+    // A first turn of the empty conversation in b's old tree shares nothing.
+    store
+        .commit_turn(&TurnCommit::continuing(
+            &empty.id,
+            None,
+            &two.push(Message::user("?")),
+            &[],
+        ))
+        .unwrap();
+    assert!(shares(&empty.id).is_empty());
+    assert!(store.verify().unwrap().is_ok());
+
+    let node = two.head_id().unwrap();
+    let wrong = db.bytes_literal(one.nodes()[0].id().as_bytes());
+    let root = match backend {
+        // SQLite keeps the root's seq.
+        Backend::Sqlite => "12345".to_string(),
+        Backend::Postgres => wrong,
+    };
+    store
+        .debug_execute(&format!(
+            "UPDATE nodes SET root = {root} WHERE id = {}",
+            db.bytes_literal(node.as_bytes())
+        ))
+        .unwrap();
+    store
+        .debug_execute(&format!(
+            "UPDATE conversations SET root = NULL WHERE id = '{}'",
+            a.id
+        ))
+        .unwrap();
+    let problems = store.verify().unwrap().problems;
+    assert!(
+        problems.contains(&Problem::RootMismatch { id: node.to_hex() }),
+        "{problems:?}"
+    );
+    assert!(
+        problems.contains(&Problem::ConversationRootMismatch {
+            conversation: a.id.to_string()
+        }),
+        "{problems:?}"
+    );
+}
+
+/// A database from before roots (schema 6) gets every node's and
+/// conversation's root on open, and its families find what shares with them.
+fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let base = history("sys", 5);
+    let main = conversation_at(store, "main", &base.push(Message::user("a")), None);
+    let branch_point = base.nodes()[2].id();
+    let thread = store.load_thread(branch_point).unwrap();
+    let again = conversation_at(store, "again", &thread.push(Message::user("b")), None);
+    conversation_at(store, "other", &history("other", 3), None);
+    for statement in [
+        "DROP INDEX conversations_by_root",
+        "ALTER TABLE conversations DROP COLUMN root",
+        "ALTER TABLE nodes DROP COLUMN root",
+    ] {
+        store.debug_execute(statement).unwrap();
+    }
+    db.set_schema_version(6);
+    let reopened = db.reopen();
+    let family = reopened.family(&main.id, ALL).unwrap();
+    assert_eq!(ids(&family.members), ["main"]);
+    assert_eq!(family.shares.len(), 1);
+    assert_eq!(family.shares[0].conversation.id, again.id);
+    assert_eq!(family.members[0].root, Some(base.nodes()[0].id()));
+    assert!(reopened.verify().unwrap().is_ok());
+}
+
 for_each_backend!(
     two_conversations_sharing_a_50_message_prefix_store_it_once,
     a_stateless_client_resending_its_history_writes_only_the_new_tail,
@@ -329,4 +653,7 @@ for_each_backend!(
     fork_at_a_middle_node_leaves_the_original_untouched,
     forking_an_unknown_node_is_refused,
     a_20k_deep_thread_loads_and_drops_on_a_small_stack,
+    a_family_is_its_origin_links_with_reruns_and_lookalikes_only_share,
+    roots_follow_heads_and_verify_checks_them,
+    a_database_from_before_roots_gets_them_on_open,
 );

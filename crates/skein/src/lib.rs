@@ -17,7 +17,9 @@ This facade re-exports the pieces a user meets first:
   attribution, counterfactual reruns with verdicts, forks from the
   counterfactual, embedders;
 - [`conversation`]: the turn layer, where every turn is run and recorded
-  (its main types are re-exported at the top level);
+  (its main types are re-exported at the top level), and [`family`]: a
+  conversation's relatives by origin, and those that merely share its
+  messages by content;
 - [`blocking`]: blocking forms of the engine's async operations, for code
   that has no async runtime;
 - [`builtin`]: the built-in tools the command line offers by name;
@@ -71,7 +73,7 @@ pub mod import;
 pub use skein_conversation::blocking;
 pub use skein_conversation::{
     AfterCallHook, BeforeCallHook, ChainPrompt, ChainResponse, Conversation, ConversationBuilder,
-    Error, Fork, Model, Prompt, Response, Result, TurnInput,
+    Error, Family, Fork, Model, Prompt, Response, Result, TurnInput, family,
 };
 pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
 pub use skein_engine::{

@@ -8,7 +8,7 @@ mod support;
 use skein::core::{Annotation, Attachment, CacheHint, Part, ToolResult};
 use skein::engine::EngineError;
 use skein::store::{Origin, RunStatus};
-use skein::{CallDecision, ChainStatus, Error, Message, Role, Store, TurnInput};
+use skein::{CallDecision, ChainStatus, Conversation, Error, Message, Role, Store, TurnInput};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use support::*;
@@ -1122,6 +1122,204 @@ async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
         let branch = loser.fork().create().await.unwrap();
         assert_eq!(branch.head(), Some(loser.head()));
     }
+}
+
+/// `skein::family`: members joined by origin (a fork of a response, a fork
+/// of that fork, a reply to an earlier response, a fork at a mid-thread
+/// node, a fork from a rerun's answer), the reruns of their turns, and the
+/// conversations that only share messages by content (the same prompt
+/// asked again; a fork at a node no conversation produced); and the nodes
+/// `Family::graph` shows, within its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
+    use skein::conversation::family::Joined;
+    let fixture = Fixture::new();
+    let (_dir, store) = store();
+    let main = fixture
+        .model()
+        .conversation()
+        .name("main")
+        .store(&store)
+        .build();
+    let first = main.prompt("hello").send().await.unwrap();
+    let second = main.prompt("more").send().await.unwrap();
+    let fork = first
+        .fork()
+        .name("fork")
+        .prompt("other")
+        .send()
+        .await
+        .unwrap();
+    let deeper = fork
+        .fork()
+        .name("deeper")
+        .prompt("deeper")
+        .send()
+        .await
+        .unwrap();
+    let branch = first
+        .reply("a reply to an earlier message")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(branch.conversation().id(), main.id());
+    let at_node = Conversation::fork_at(&store, &first.head().to_hex(), &fixture.model())
+        .await
+        .unwrap()
+        .name("at-node")
+        .prompt("from the node")
+        .send()
+        .await
+        .unwrap();
+    // A user message no turn produced: a fork there names no conversation.
+    let question = first.thread().parent().head_id().unwrap();
+    let bare = Conversation::fork_at(&store, &question.to_hex(), &fixture.model())
+        .await
+        .unwrap()
+        .name("bare")
+        .prompt("instead")
+        .send()
+        .await
+        .unwrap();
+    let again = fixture
+        .model()
+        .conversation()
+        .name("again")
+        .store(&store)
+        .build();
+    again.prompt("hello").send().await.unwrap();
+    assert_eq!(
+        again
+            .head()
+            .map(|head| store.load_thread(head).unwrap().nodes()[0].id()),
+        Some(first.thread().nodes()[0].id()),
+        "the same first message"
+    );
+    // A rerun of main's second turn and a fork from its answer.
+    let answer = second
+        .thread()
+        .parent()
+        .push(skein::Message::assistant("counterfactual"));
+    let rerun = skein::store::RerunRecord {
+        id: skein::store::RerunId::random(),
+        conversation: main.id().clone(),
+        turn: 1,
+        turn_node: second.head(),
+        request_head: second.thread().parent().head_id(),
+        answer_head: answer.head_id(),
+        ablation: vec!["facts".into()],
+        samples: 1,
+        sample_runs: vec![],
+        baseline_runs: vec![],
+        verdict: None,
+        summary: "changed".into(),
+        detail: serde_json::json!({}),
+        created_ms: 1,
+    };
+    store
+        .commit_rerun(&skein::store::RerunCommit {
+            record: &rerun,
+            threads: std::slice::from_ref(&answer),
+            runs: &[],
+        })
+        .unwrap();
+    let from_rerun = store
+        .create_conversation(skein::store::NewConversation {
+            name: Some("from-rerun".into()),
+            head: answer.head_id(),
+            origin: Some(Origin {
+                node: answer.head_id(),
+                conversation: Some(main.id().clone()),
+                rerun: Some(rerun.id.clone()),
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+
+    let family = skein::family(&store, deeper.conversation().id()).unwrap();
+    assert_eq!(&family.focus, deeper.conversation().id());
+    assert_eq!(family.focus().name.as_deref(), Some("deeper"));
+    let joined = |name: &str| {
+        family
+            .members
+            .iter()
+            .find(|m| m.conversation.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("{name} is a member"))
+            .joined
+            .clone()
+    };
+    assert_eq!(joined("main"), Joined::First);
+    assert_eq!(family.members[0].conversation.id, *main.id());
+    assert_eq!(
+        joined("fork"),
+        Joined::Branch {
+            from: main.id().clone(),
+            at: Some(first.head())
+        }
+    );
+    assert_eq!(
+        joined("deeper"),
+        Joined::Branch {
+            from: fork.conversation().id().clone(),
+            at: Some(fork.head())
+        }
+    );
+    assert_eq!(
+        joined("at-node"),
+        Joined::Branch {
+            from: main.id().clone(),
+            at: Some(first.head())
+        },
+        "a fork at a node names the conversation whose turn produced it"
+    );
+    assert_eq!(
+        joined("from-rerun"),
+        Joined::Rerun {
+            from: main.id().clone(),
+            at: answer.head_id(),
+            rerun: rerun.id.clone()
+        }
+    );
+    assert!(
+        family
+            .member(branch.conversation().id())
+            .is_some_and(|m| matches!(m.joined, Joined::Branch { .. })),
+        "the reply branch"
+    );
+    assert_eq!(family.members.len(), 6);
+    assert!(!family.more_members);
+    assert_eq!(family.reruns, vec![rerun.clone()]);
+    let mut sharing: Vec<&str> = family
+        .shares
+        .iter()
+        .map(|s| s.conversation.name.as_deref().unwrap())
+        .collect();
+    sharing.sort();
+    assert_eq!(sharing, ["again", "bare"]);
+    assert!(
+        family
+            .shares
+            .iter()
+            .all(|s| s.root == first.thread().nodes()[0].id())
+    );
+    assert_eq!(bare.conversation().origin().unwrap().conversation, None);
+
+    // Every member's head and the rerun's answer are shown, each node once.
+    let graph = family.graph(&store, 1000).unwrap();
+    assert!(!graph.truncated);
+    let shown: std::collections::HashSet<_> = graph.nodes.iter().map(|n| n.id).collect();
+    assert_eq!(shown.len(), graph.nodes.len());
+    for member in &family.members {
+        assert!(shown.contains(&member.conversation.head.unwrap()));
+    }
+    assert!(shown.contains(&answer.head_id().unwrap()));
+    assert!(shown.contains(&at_node.head()) && shown.contains(&bare.head()));
+    // A tight limit keeps the focus's latest messages and says it cut.
+    let tight = family.graph(&store, 3).unwrap();
+    assert!(tight.truncated);
+    assert_eq!(tight.nodes.len(), 3);
+    assert_eq!(tight.nodes[2].id, deeper.head());
+    assert_eq!(from_rerun.name.as_deref(), Some("from-rerun"));
 }
 
 fn count(store: &Store, table: &str) -> i64 {

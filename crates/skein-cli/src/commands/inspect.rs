@@ -1,7 +1,8 @@
 /*!
 The read-only commands: `log` (recent turns, or one conversation's
-messages), `tree` (the branching structure, drawn, with the reruns of its
-turns), `show` (one node in full, with the runs that produced it) and
+messages), `tree` (a conversation's family from the library, drawn: its
+members' lines, the reruns of their turns, and the conversations that only
+share messages with it), `show` (one node in full, with the runs that produced it) and
 `conversations`. Their text goes through `ui`, which escapes control
 characters on a terminal: stored text came from models and imports.
 */
@@ -14,7 +15,7 @@ use serde_json::json;
 use skein::NodeId;
 use skein::core::Part;
 use skein::store::{Conversation, TreeEntry, preview};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
 
 pub fn log(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
@@ -275,52 +276,93 @@ fn log_recent(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `skein tree`: the conversation's family (`skein::family`) drawn: its
+/// members' lines, the reruns on their turns, and the conversations that
+/// only share messages with them by content, labelled so.
 pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
     let conversation = match &args.id {
         Some(id) => ctx.conversation(id)?,
         None => ctx.latest_conversation()?,
     };
-    let Some(head) = conversation.head else {
+    let family = skein::family(&ctx.store, &conversation.id)?;
+    let graph = family.graph(&ctx.store, args.limit)?;
+    let shown: HashSet<NodeId> = graph.nodes.iter().map(|entry| entry.id).collect();
+    let roots: Vec<NodeId> = graph
+        .nodes
+        .iter()
+        .filter(|entry| entry.parent.is_none_or(|parent| !shown.contains(&parent)))
+        .map(|entry| entry.id)
+        .collect();
+    if ctx.json {
+        return print_json(&json!({
+            "root": roots.first(),
+            "roots": roots,
+            "nodes": graph.nodes,
+            "conversations": family.members.iter().map(|m| &m.conversation).collect::<Vec<_>>(),
+            "shares": family.shares.iter().map(|s| &s.conversation).collect::<Vec<_>>(),
+            "reruns": family.reruns,
+            "truncated": graph.truncated,
+        }));
+    }
+    if graph.nodes.is_empty() {
         outln!(
             "conversation {} has no messages yet",
             conversation.id.short()
         )?;
         return Ok(ExitCode::SUCCESS);
-    };
-    let thread = ctx.store.load_thread(head)?;
-    let root = thread.nodes()[0].id();
-    let entries = ctx.store.subtree(root, args.limit)?;
+    }
     let mut labels: HashMap<NodeId, Vec<String>> = HashMap::new();
-    let mut family = Vec::new();
-    for other in ctx.store.list_conversations(100_000)? {
-        if let Some(other_head) = other.head
-            && entries.iter().any(|entry| entry.id == other_head)
-        {
-            let name = other
-                .label()
-                .map(|label| format!(" ({})", ui::one_line(label, 60)))
-                .unwrap_or_default();
+    let named = |c: &Conversation| {
+        let name = c
+            .label()
+            .map(|label| format!(" ({})", ui::one_line(label, 60)))
+            .unwrap_or_default();
+        format!("{}{name}", c.id.short())
+    };
+    for member in &family.members {
+        if let Some(head) = member.conversation.head {
             labels
-                .entry(other_head)
+                .entry(head)
                 .or_default()
-                .push(format!("{}{name}", other.id.short()));
-            family.push(other);
+                .push(named(&member.conversation));
         }
     }
-    let reruns = reruns_in(ctx, &entries, &mut labels)?;
-    if ctx.json {
-        return print_json(
-            &json!({ "root": root, "nodes": entries, "conversations": family, "reruns": reruns }),
-        );
+    let mut unseen_shares = Vec::new();
+    for sharer in &family.shares {
+        match sharer.conversation.head.filter(|head| shown.contains(head)) {
+            Some(head) => labels.entry(head).or_default().push(format!(
+                "{} [shares messages by content, not forked from this family]",
+                named(&sharer.conversation)
+            )),
+            None => unseen_shares.push(sharer.conversation.id.short()),
+        }
     }
-    for line in draw(&entries, &labels) {
+    for rerun in &family.reruns {
+        let verdict = rerun.verdict.as_deref().unwrap_or("no verdict");
+        if shown.contains(&rerun.turn_node) {
+            labels.entry(rerun.turn_node).or_default().push(format!(
+                "rerun {} without {} ({verdict})",
+                rerun.id.short(),
+                rerun.ablation.join(", ")
+            ));
+        }
+        if let Some(answer) = rerun.answer_head.filter(|answer| shown.contains(answer)) {
+            let of = if shown.contains(&rerun.turn_node) {
+                String::new()
+            } else {
+                format!(" of node {}", rerun.turn_node.short())
+            };
+            labels
+                .entry(answer)
+                .or_default()
+                .push(format!("answer of rerun {}{of}", rerun.id.short()));
+        }
+    }
+    for line in draw(&graph.nodes, &roots, &labels) {
         outln!("{line}")?;
     }
-    for rerun in &reruns {
-        let answer = rerun
-            .answer_head
-            .filter(|a| !entries.iter().any(|e| e.id == *a));
-        if let Some(answer) = answer {
+    for rerun in &family.reruns {
+        if let Some(answer) = rerun.answer_head.filter(|answer| !shown.contains(answer)) {
             ui::note(format!(
                 "rerun {} of node {} answers at {} on a thread of its own (without {})",
                 rerun.id.short(),
@@ -330,90 +372,71 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
             ));
         }
     }
-    if entries.len() == args.limit {
+    if !unseen_shares.is_empty() || family.more_shares {
         ui::note(format!(
-            "(showing the first {} nodes; raise --limit to see more)",
-            args.limit
+            "{}{} more conversation(s) share messages with this family by content: {}",
+            unseen_shares.len(),
+            if family.more_shares { "+" } else { "" },
+            unseen_shares.join(", ")
+        ));
+    }
+    if graph.truncated {
+        ui::note(format!(
+            "(showing {} nodes; raise --limit to see more)",
+            graph.nodes.len()
         ));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The reruns of the turns among `entries`, labelled on the turn's node
-/// and, when it is in the tree, on the rerun's answer.
-fn reruns_in(
-    ctx: &Context,
+/// Draw the shown nodes from each root (a first message, or `…` where
+/// earlier messages are not shown). A node with one child continues on the
+/// same column; a node with several children opens one branch per child.
+/// Iterative, so a very long thread cannot overflow the stack.
+fn draw(
     entries: &[TreeEntry],
-    labels: &mut HashMap<NodeId, Vec<String>>,
-) -> Result<Vec<skein::store::RerunRecord>> {
-    let mut reruns: Vec<skein::store::RerunRecord> = Vec::new();
-    for entry in entries.iter().filter(|e| e.role == skein::Role::Assistant) {
-        for rerun in ctx.store.reruns_answering(entry.id)? {
-            if rerun.turn_node != entry.id && !entries.iter().any(|e| e.id == rerun.turn_node) {
-                labels.entry(entry.id).or_default().push(format!(
-                    "answer of rerun {} of node {}",
-                    rerun.id.short(),
-                    rerun.turn_node.short()
-                ));
-            }
-        }
-        for rerun in ctx.store.reruns_of_node(entry.id)? {
-            let verdict = rerun.verdict.as_deref().unwrap_or("no verdict");
-            labels.entry(entry.id).or_default().push(format!(
-                "rerun {} without {} ({verdict})",
-                rerun.id.short(),
-                rerun.ablation.join(", ")
-            ));
-            if let Some(answer) = rerun.answer_head {
-                labels
-                    .entry(answer)
-                    .or_default()
-                    .push(format!("answer of rerun {}", rerun.id.short()));
-            }
-            reruns.push(rerun);
-        }
-    }
-    Ok(reruns)
-}
-
-/// Draw a subtree. A node with one child continues on the same column; a
-/// node with several children opens one branch per child. Iterative, so a
-/// very long thread cannot overflow the stack.
-fn draw(entries: &[TreeEntry], labels: &HashMap<NodeId, Vec<String>>) -> Vec<String> {
+    roots: &[NodeId],
+    labels: &HashMap<NodeId, Vec<String>>,
+) -> Vec<String> {
+    let by_id: HashMap<NodeId, &TreeEntry> = entries.iter().map(|e| (e.id, e)).collect();
     let mut children: HashMap<NodeId, Vec<&TreeEntry>> = HashMap::new();
     for entry in entries {
-        if let Some(parent) = entry.parent {
+        if let Some(parent) = entry.parent.filter(|parent| by_id.contains_key(parent)) {
             children.entry(parent).or_default().push(entry);
         }
     }
     let mut lines = Vec::new();
-    // (entry, prefix for its own line, prefix for what follows it)
-    let mut stack: Vec<(&TreeEntry, String, String)> =
-        vec![(&entries[0], String::new(), String::new())];
-    while let Some((entry, lead, rest)) = stack.pop() {
-        let label = labels
-            .get(&entry.id)
-            .map(|names| format!("  ◀ {}", names.join(", ")))
-            .unwrap_or_default();
-        lines.push(format!(
-            "{lead}{} {:<9} {}{label}",
-            entry.id.short(),
-            entry.role.as_str(),
-            entry.preview
-        ));
-        let kids = children.get(&entry.id).map(Vec::as_slice).unwrap_or(&[]);
-        match kids {
-            [] => {}
-            [only] => stack.push((only, rest.clone(), rest)),
-            many => {
-                for (i, kid) in many.iter().enumerate().rev() {
-                    let last = i == many.len() - 1;
-                    let (branch, next) = if last {
-                        ("└─ ", "   ")
-                    } else {
-                        ("├─ ", "│  ")
-                    };
-                    stack.push((kid, format!("{rest}{branch}"), format!("{rest}{next}")));
+    for root in roots {
+        let start = by_id[root];
+        let lead = if start.parent.is_some() { "… " } else { "" };
+        // (entry, prefix for its own line, prefix for what follows it)
+        let mut stack: Vec<(&TreeEntry, String, String)> =
+            vec![(start, lead.to_string(), String::new())];
+        while let Some((entry, lead, rest)) = stack.pop() {
+            let label = labels
+                .get(&entry.id)
+                .map(|names| format!("  ◀ {}", names.join(", ")))
+                .unwrap_or_default();
+            lines.push(format!(
+                "{lead}{} {:<9} {}{label}",
+                entry.id.short(),
+                entry.role.as_str(),
+                entry.preview
+            ));
+            let kids = children.get(&entry.id).map(Vec::as_slice).unwrap_or(&[]);
+            match kids {
+                [] => {}
+                [only] => stack.push((only, rest.clone(), rest)),
+                many => {
+                    for (i, kid) in many.iter().enumerate().rev() {
+                        let last = i == many.len() - 1;
+                        let (branch, next) = if last {
+                            ("└─ ", "   ")
+                        } else {
+                            ("├─ ", "│  ")
+                        };
+                        stack.push((kid, format!("{rest}{branch}"), format!("{rest}{next}")));
+                    }
                 }
             }
         }

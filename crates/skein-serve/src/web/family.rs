@@ -1,52 +1,35 @@
 /*!
-A conversation family: the node graph around a conversation, and the
-conversations (and, with issue 7, reruns) that mark lines in it, cut into
+A conversation family for the page: the library's family
+([`skein::family`], one meaning for every surface: members joined by
+origin, reruns on the turns they re-ran, and conversations that merely
+share messages by content), its nodes ([`skein::Family::graph`]), cut into
 branches.
 
-Which conversations belong together is read from the graph, not only from
-fork records: `skein fork NODE` at a node that is no conversation's head
-records the node but no origin conversation, and two conversations started
-with the same first messages share nodes without either being forked from
-the other. So the family of a conversation is the subtree of its thread's
-root node (what `skein tree` draws), the conversations whose heads lie in it,
-and any conversation forked from one of those whose own history starts
-elsewhere (loaded and shown as another root).
-
 Cutting into branches ([`layout`]) is pure: every line is owned by an
-*anchor* (a conversation head; a rerun's answer once reruns are stored),
-the oldest anchor at or below a node owns the line through it, and where a
-node has several children, the child leading to the current owner
-continues the branch while each other child starts a branch of its own,
-whose kind comes from its owner (fork, continuation or rerun).
+*anchor* (a member's head, a rerun's answer, a sharer's head), the first
+anchor at or below a node owns the line through it (members and reruns
+before sharers, then the oldest), and where a node has several children,
+the child leading to the current owner continues the branch while each
+other child starts a branch of its own, whose kind comes from its owner
+(fork, rerun, shares; continuation when no anchor owns it).
 */
 
 use super::api::FAMILY_MAX;
 use super::views::{Branch, BranchKind, ConversationView, Family, FamilyNode, RerunView};
-use skein::core::Role;
-use skein::store::{Conversation, ConversationId, Result, TreeEntry};
+use skein::conversation::family::{Joined, Member};
+use skein::store::{ConversationId, Result, TreeEntry};
 use skein::{NodeId, Store};
 use std::collections::{HashMap, HashSet, VecDeque};
 
-/// How many conversations are read when looking for a family's members.
-const MEMBER_SCAN: usize = 1_000_000;
-/// How many extra histories (members whose nodes lie outside the root's
-/// subtree) are loaded at most.
-const EXTRA_ROOTS: usize = 64;
-
 /// A node of the graph, as the layout needs it.
-#[derive(Clone, Debug)]
-pub(crate) struct GraphNode {
-    pub id: NodeId,
-    pub parent: Option<NodeId>,
-    pub depth: u64,
-    pub role: Role,
-    pub preview: String,
-}
+pub(crate) type GraphNode = TreeEntry;
 
 /// What marks the end of a line and names it.
 #[derive(Clone, Debug)]
 pub(crate) struct Anchor {
     pub node: NodeId,
+    /// Members and reruns (0) own a line before sharers (1).
+    pub tier: u8,
     pub created_ms: i64,
     /// The kind of a branch this anchor owns (unless it is a root branch).
     pub kind: BranchKind,
@@ -56,16 +39,14 @@ pub(crate) struct Anchor {
 }
 
 impl Anchor {
-    fn of_conversation(conversation: &Conversation, head: NodeId) -> Anchor {
-        let kind = match &conversation.origin {
-            Some(origin) if origin.rerun.is_some() => BranchKind::Rerun,
-            Some(origin) if origin.node.is_some() || origin.conversation.is_some() => {
-                BranchKind::Fork
-            }
-            _ => BranchKind::Continuation,
-        };
+    fn of_conversation(
+        conversation: &skein::store::Conversation,
+        head: NodeId,
+        kind: BranchKind,
+    ) -> Anchor {
         Anchor {
             node: head,
+            tier: u8::from(kind == BranchKind::Shares),
             created_ms: conversation.created_ms,
             kind,
             label: conversation
@@ -81,152 +62,73 @@ impl Anchor {
             }),
         }
     }
-}
 
-/// The reruns of the family's shown turns, as anchors at their answer
-/// nodes (`kind: Rerun`, with the ablation and verdict). [`load`] loads the
-/// history of an answer that is not shown yet (a rerun that removed part of
-/// the first message starts a root of its own), and [`layout`] gives the
-/// line to it.
-fn rerun_anchors(
-    store: &Store,
-    members: &[&Conversation],
-    shown: &HashSet<NodeId>,
-) -> Result<Vec<Anchor>> {
-    let mut anchors = Vec::new();
-    let mut seen = HashSet::new();
-    for member in members {
-        for rerun in store.reruns_of_conversation(&member.id)? {
-            let Some(answer) = rerun.answer_head else {
-                continue;
-            };
-            if !shown.contains(&rerun.turn_node) || !seen.insert(rerun.id.clone()) {
-                continue;
-            }
-            anchors.push(Anchor {
-                node: answer,
-                created_ms: rerun.created_ms,
-                kind: BranchKind::Rerun,
-                label: format!("rerun without {}", rerun.ablation.join(", ")),
-                conversation: None,
-                rerun: Some(RerunView {
-                    id: rerun.id.to_string(),
-                    ablation: rerun.ablation.clone(),
-                    verdict: rerun.verdict.clone(),
-                }),
-            });
-        }
+    fn of_member(member: &Member, head: NodeId) -> Anchor {
+        let kind = match member.joined {
+            Joined::Rerun { .. } => BranchKind::Rerun,
+            Joined::Branch { .. } => BranchKind::Fork,
+            _ => BranchKind::Continuation,
+        };
+        Anchor::of_conversation(&member.conversation, head, kind)
     }
-    Ok(anchors)
 }
 
-/// The family of `focus`, at most `limit` nodes: the focused
-/// conversation's latest `limit` messages first (its whole history when it
-/// is no longer), then as much of its root's subtree as fits, oldest first,
-/// then the histories of members that start elsewhere. Nothing is read
-/// beyond what is shown, however large the family.
+/// The family of `focus`, at most `limit` nodes (see
+/// [`skein::Family::graph`]): nothing is read beyond what is shown.
 pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Result<Family> {
-    let focus = store.conversation(focus)?;
-    let Some(head) = focus.head else {
-        return Ok(Family {
-            focus: focus.id.clone(),
-            roots: Vec::new(),
-            nodes: Vec::new(),
-            conversations: vec![ConversationView::from(&focus)],
-            branches: Vec::new(),
-            limit,
-            max_limit: FAMILY_MAX,
-            truncated: false,
-        });
-    };
-    let mut graph = Graph::default();
-    // Set when a part of the family could not be shown for lack of room;
-    // a shown node whose parent is not shown says so too (checked below).
-    let mut cut = false;
-    let line = store.ancestry(head, limit)?;
-    let root = line
-        .first()
-        .filter(|entry| entry.parent.is_none())
-        .map(|entry| entry.id);
-    graph.add_entries(line);
-    if let Some(root) = root {
-        for entry in store.subtree(root, limit.saturating_add(1))? {
-            if graph.contains(entry.id) {
-                continue;
-            }
-            if graph.len() >= limit {
-                cut = true;
-                break;
-            }
-            graph.add_entries([entry]);
-        }
-    }
+    let family = skein::family(store, focus)?;
+    let graph = family.graph(store, limit)?;
+    let shown: HashSet<NodeId> = graph.nodes.iter().map(|node| node.id).collect();
 
-    let everyone = store.list_conversations(MEMBER_SCAN)?;
-    let mut members: Vec<&Conversation> = Vec::new();
-    let mut extra_loads = 0;
-    // Members are those whose head is shown, then (repeatedly) those forked
-    // from a member, whose history is loaded when it is not shown yet.
-    loop {
-        let ids: HashSet<&ConversationId> = members.iter().map(|member| &member.id).collect();
-        let mut joined = Vec::new();
-        for conversation in &everyone {
-            if ids.contains(&conversation.id) {
-                continue;
-            }
-            let Some(head) = conversation.head else {
-                continue;
-            };
-            let forked_from_member = conversation
-                .origin
-                .as_ref()
-                .and_then(|origin| origin.conversation.as_ref())
-                .is_some_and(|from| ids.contains(from));
-            if graph.contains(head) {
-                joined.push(conversation);
-            } else if forked_from_member {
-                if graph.load_line(store, head, limit, &mut extra_loads)? {
-                    joined.push(conversation);
-                } else {
-                    cut = true;
-                }
-            }
-        }
-        if joined.is_empty() {
-            break;
-        }
-        members.extend(joined);
-    }
-    members.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
-
-    let mut anchors: Vec<Anchor> = members
+    let mut anchors: Vec<Anchor> = family
+        .members
         .iter()
         .filter_map(|member| {
             member
+                .conversation
                 .head
-                .map(|head| Anchor::of_conversation(member, head))
+                .map(|head| Anchor::of_member(member, head))
         })
         .collect();
-    let shown: HashSet<NodeId> = graph.nodes.iter().map(|node| node.id).collect();
-    for anchor in rerun_anchors(store, &members, &shown)? {
-        if !graph.contains(anchor.node)
-            && !graph.load_line(store, anchor.node, limit, &mut extra_loads)?
-        {
-            cut = true;
-        }
-        anchors.push(anchor);
+    for rerun in family
+        .reruns
+        .iter()
+        .filter(|rerun| shown.contains(&rerun.turn_node))
+    {
+        let Some(answer) = rerun.answer_head else {
+            continue;
+        };
+        anchors.push(Anchor {
+            node: answer,
+            tier: 0,
+            created_ms: rerun.created_ms,
+            kind: BranchKind::Rerun,
+            label: format!("rerun without {}", rerun.ablation.join(", ")),
+            conversation: None,
+            rerun: Some(RerunView {
+                id: rerun.id.to_string(),
+                ablation: rerun.ablation.clone(),
+                verdict: rerun.verdict.clone(),
+            }),
+        });
     }
-    let truncated = cut
-        || graph
-            .nodes
-            .iter()
-            .any(|node| node.parent.is_some_and(|parent| !graph.contains(parent)));
+    anchors.extend(family.shares.iter().filter_map(|sharer| {
+        sharer
+            .conversation
+            .head
+            .map(|head| Anchor::of_conversation(&sharer.conversation, head, BranchKind::Shares))
+    }));
 
     let laid = layout(&graph.nodes, &anchors);
     let mut heads: HashMap<NodeId, Vec<ConversationId>> = HashMap::new();
-    for member in &members {
-        if let Some(head) = member.head {
-            heads.entry(head).or_default().push(member.id.clone());
+    let conversations = family
+        .members
+        .iter()
+        .map(|member| &member.conversation)
+        .chain(family.shares.iter().map(|sharer| &sharer.conversation));
+    for conversation in conversations {
+        if let Some(head) = conversation.head {
+            heads.entry(head).or_default().push(conversation.id.clone());
         }
     }
     let nodes = graph
@@ -243,65 +145,26 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
         })
         .collect();
     Ok(Family {
-        focus: focus.id.clone(),
+        focus: family.focus.clone(),
         roots: laid.roots,
         nodes,
-        conversations: members.into_iter().map(ConversationView::from).collect(),
+        conversations: family
+            .members
+            .iter()
+            .map(|member| ConversationView::from(&member.conversation))
+            .collect(),
+        more_conversations: family.more_members,
+        shares: family
+            .shares
+            .iter()
+            .map(|sharer| ConversationView::from(&sharer.conversation))
+            .collect(),
+        more_shares: family.more_shares,
         branches: laid.branches,
         limit,
         max_limit: FAMILY_MAX,
-        truncated,
+        truncated: graph.truncated,
     })
-}
-
-/// The shown nodes, without duplicates, in insertion order.
-#[derive(Default)]
-struct Graph {
-    nodes: Vec<GraphNode>,
-    ids: HashSet<NodeId>,
-}
-
-impl Graph {
-    fn contains(&self, id: NodeId) -> bool {
-        self.ids.contains(&id)
-    }
-
-    fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    fn add_entries(&mut self, entries: impl IntoIterator<Item = TreeEntry>) {
-        for entry in entries {
-            if self.ids.insert(entry.id) {
-                self.nodes.push(GraphNode {
-                    id: entry.id,
-                    parent: entry.parent,
-                    depth: entry.depth,
-                    role: entry.role,
-                    preview: entry.preview,
-                });
-            }
-        }
-    }
-
-    /// Add the history ending at `head` (its latest nodes, as many as there
-    /// is room for under `limit`), counting the loads against
-    /// [`EXTRA_ROOTS`]. Whether its head could be shown.
-    fn load_line(
-        &mut self,
-        store: &Store,
-        head: NodeId,
-        limit: usize,
-        loads: &mut usize,
-    ) -> Result<bool> {
-        let room = limit.saturating_sub(self.len());
-        if room == 0 || *loads >= EXTRA_ROOTS {
-            return Ok(false);
-        }
-        *loads += 1;
-        self.add_entries(store.ancestry(head, room)?);
-        Ok(true)
-    }
 }
 
 /// Branches, and which branch each node lies on.
@@ -329,8 +192,9 @@ pub(crate) fn layout(nodes: &[GraphNode], anchors: &[Anchor]) -> Layout {
         }
     }
 
-    // The oldest anchor wins; ties go to the one listed first.
-    let rank = |a: usize| (anchors[a].created_ms, a);
+    // Members and reruns before sharers, then the oldest; ties go to the
+    // one listed first.
+    let rank = |a: usize| (anchors[a].tier, anchors[a].created_ms, a);
     let better = |current: Option<usize>, candidate: usize| match current {
         Some(c) if rank(c) <= rank(candidate) => Some(c),
         _ => Some(candidate),
@@ -437,7 +301,7 @@ mod tests {
                 id,
                 parent: parent_id,
                 depth: 0,
-                role: Role::User,
+                role: skein::Role::User,
                 preview: name.to_string(),
             });
         }
@@ -447,6 +311,7 @@ mod tests {
     fn anchor(node: NodeId, created_ms: i64, kind: BranchKind, label: &str) -> Anchor {
         Anchor {
             node,
+            tier: u8::from(kind == BranchKind::Shares),
             created_ms,
             kind,
             label: label.into(),
@@ -534,6 +399,28 @@ mod tests {
         assert_eq!(laid.branches[1].kind, BranchKind::Continuation);
         assert_eq!(laid.branches[1].label, "no conversation");
         assert_eq!(names(&laid.branches[1], &ids), ["x2"]);
+    }
+
+    #[test]
+    fn a_sharer_never_owns_a_members_line_however_old() {
+        // n1 - n2 - n3 (the member), n2 - s3 (an older lookalike).
+        let (nodes, ids) = graph(&[
+            ("n1", None),
+            ("n2", Some("n1")),
+            ("n3", Some("n2")),
+            ("s3", Some("n2")),
+        ]);
+        let anchors = [
+            anchor(ids["s3"], 1, BranchKind::Shares, "lookalike"),
+            anchor(ids["n3"], 9, BranchKind::Continuation, "member"),
+        ];
+        let laid = layout(&nodes, &anchors);
+        assert_eq!(laid.branches.len(), 2);
+        assert_eq!(laid.branches[0].label, "member");
+        assert_eq!(names(&laid.branches[0], &ids), ["n1", "n2", "n3"]);
+        assert_eq!(laid.branches[1].kind, BranchKind::Shares);
+        assert_eq!(laid.branches[1].label, "lookalike");
+        assert_eq!(laid.branches[1].from, Some(ids["n2"]));
     }
 
     #[test]

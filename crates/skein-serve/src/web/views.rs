@@ -81,7 +81,17 @@ pub struct Family {
     pub roots: Vec<NodeId>,
     /// Every node shown, parents before children.
     pub nodes: Vec<FamilyNode>,
+    /// The members: conversations joined to the focus by origin (forks,
+    /// reply branches, forks from reruns), the first of them first.
     pub conversations: Vec<ConversationView>,
+    /// The family has more members than listed.
+    pub more_conversations: bool,
+    /// Conversations that are no members but share messages with one by
+    /// content (the same first messages asked again on a deterministic
+    /// model, a proxy client's edited history), newest first.
+    pub shares: Vec<ConversationView>,
+    /// More conversations share messages than listed.
+    pub more_shares: bool,
     /// The root branch first, then each branch after the branch it leaves.
     pub branches: Vec<Branch>,
     /// At most this many nodes are shown.
@@ -104,7 +114,7 @@ pub struct FamilyNode {
     pub preview: String,
     /// The id of the branch the node lies on.
     pub branch: String,
-    /// Conversations whose head is this node.
+    /// Conversations whose head is this node (members and sharers).
     pub heads: Vec<ConversationId>,
 }
 
@@ -116,12 +126,15 @@ pub enum BranchKind {
     Root,
     /// A conversation forked from a node of the branch it leaves.
     Fork,
-    /// A line that reached the shared nodes without being forked from them:
-    /// a conversation started independently with the same first messages,
-    /// or a turn no conversation points at.
+    /// A line no member or sharer points at (a turn no conversation kept,
+    /// or cut off by the limit).
     Continuation,
-    /// A rerun's request without its ablated parts, and its answers.
+    /// A rerun's request without its ablated parts, and its answers; or a
+    /// conversation forked from a rerun's answer.
     Rerun,
+    /// A conversation that is no member but shares the messages before it
+    /// by content: not a continuation of the branch it leaves.
+    Shares,
 }
 
 /// A run of nodes from a branch point (or a root) to the last node before

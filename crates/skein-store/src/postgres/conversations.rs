@@ -11,11 +11,11 @@ and reports [`StoreError::HeadMoved`] (its nodes and runs still commit).
 */
 
 use super::PgStore;
-use super::graph::{find_missing, nodes_of, queue_nodes};
+use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::conversations::{
-    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, turn_head,
+    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
 };
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
@@ -27,10 +27,8 @@ use deadpool_postgres::GenericClient;
 use skein_core::{ConversationSettings, NodeId};
 use tokio_postgres::Row;
 
-const SELECT_CONVERSATION: &str = "SELECT c.id, c.name, c.head, (SELECT n.depth FROM nodes n WHERE n.id = c.head),
-        c.forked_from_node, c.forked_from_conversation, c.forked_from_rerun, c.created, c.updated, c.meta,
-        c.imported
-     FROM conversations c";
+const SELECT_CONVERSATION: &str =
+    concat!("SELECT ", conversation_columns!(), " FROM conversations c");
 
 /// The SQL for a conversation's new `updated`, as on SQLite
 /// (conversations.rs explains why): now, or just past the latest.
@@ -193,12 +191,15 @@ impl PgStore {
             // Nodes, the bookmark's move (or the new conversation) and the
             // runs go out in one round trip, executed in that order; a lost
             // race that branches takes one more.
-            let (missing, mut marks) = match turn.thread {
-                Some(thread) => find_missing(tx, key, thread).await?,
-                None => (Vec::new(), Vec::new()),
+            let missing = match turn.thread {
+                Some(thread) => Some(find_missing(tx, key, thread).await?),
+                None => None,
             };
             let mut pipeline = Pipeline::new();
-            let nodes = queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+            let nodes = match &missing {
+                Some(missing) => queue_nodes(&mut pipeline, tx, missing.rows()).await?,
+                None => None,
+            };
             let (conversation, moved) = match (&turn.target, head) {
                 (Target::Detached, _) => (None, None),
                 (Target::New(new), _) => {
@@ -259,7 +260,9 @@ impl PgStore {
             };
             probe(CommitStage::HeadMoved);
             probe(CommitStage::RunsWritten);
-            marks.extend(missing);
+            let marks = missing
+                .map(|missing| missing.into_marks())
+                .unwrap_or_default();
             Ok((nodes.map_or(0, |at| changed[at] as usize), marks, landed))
         })?;
         mark_all(&marks, key);
@@ -295,12 +298,22 @@ async fn conversation_exists(tx: &impl GenericClient, id: &ConversationId) -> Re
     Ok(tx.query_opt(&statement, &[&id.as_str()]).await?.is_some())
 }
 
+/// The SQL for the root of the node the parameter `$head` names: a
+/// conversation's `root`, set wherever its head is (as on SQLite).
+macro_rules! root_of {
+    ($head:literal) => {
+        concat!("(SELECT root FROM nodes WHERE id = ", $head, ")")
+    };
+}
+
 const INSERT_CONVERSATION: &str = concat!(
     "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-         forked_from_rerun, created, updated, meta)
+         forked_from_rerun, created, updated, meta, root)
      VALUES ($1, $2, $3, $4, $5, $6, $7, ",
     next_updated!("$7"),
-    ", $8)"
+    ", $8, ",
+    root_of!("$3::bytea"),
+    ")"
 );
 
 /// The parameters of [`INSERT_CONVERSATION`] for `new` with its head at
@@ -335,7 +348,9 @@ pub(crate) async fn node_exists(client: &impl GenericClient, id: NodeId) -> Resu
 }
 
 const COMPARE_AND_SET: &str = concat!(
-    "UPDATE conversations SET head = $2, updated = ",
+    "UPDATE conversations SET head = $2, root = ",
+    root_of!("$2::bytea"),
+    ", updated = ",
     next_updated!("$3"),
     " WHERE id = $1 AND head IS NOT DISTINCT FROM $4"
 );
@@ -383,7 +398,7 @@ async fn cas_outcome(
     }
 }
 
-fn conversation_from_row(row: &Row) -> Conversation {
+pub(crate) fn conversation_from_row(row: &Row) -> Conversation {
     ConversationRow {
         id: row.get(0),
         name: row.get(1),

@@ -46,12 +46,14 @@ impl PgStore {
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
         let key = self.key();
         let (written, marks) = self.write(async |tx| {
-            let (missing, mut marks) = find_missing(tx, key, thread).await?;
+            let missing = find_missing(tx, key, thread).await?;
             let mut pipeline = Pipeline::new();
-            let nodes = queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+            let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
             let changed = pipeline.run().await?;
-            marks.extend(missing);
-            Ok((nodes.map_or(0, |at| changed[at] as usize), marks))
+            Ok((
+                nodes.map_or(0, |at| changed[at] as usize),
+                missing.into_marks(),
+            ))
         })?;
         mark_all(&marks, key);
         Ok(AppendReport {
@@ -145,13 +147,15 @@ impl PgStore {
         let (rows, blobs) = self.read(async |client| {
             let statement = client
                 .prepare_cached(
+                    // The server evaluates a recursive query only as far
+                    // as its reader fetches: `picked` stops the walk.
                     "WITH RECURSIVE sub(id) AS (
                          SELECT id FROM nodes WHERE id = $1
                          UNION ALL
                          SELECT n.id FROM nodes n JOIN sub ON n.parent = sub.id
-                     )
+                     ), picked AS (SELECT id FROM sub LIMIT $2)
                      SELECT n.id, n.parent, n.depth, n.body
-                     FROM sub JOIN nodes n ON n.id = sub.id ORDER BY n.seq LIMIT $2",
+                     FROM picked JOIN nodes n ON n.id = picked.id ORDER BY n.seq",
                 )
                 .await?;
             let rows = client
@@ -222,19 +226,48 @@ impl PgStore {
     }
 }
 
-/// The nodes of `thread` the database lacks, oldest first, and the stored
-/// nodes that still need a persistence mark (to mark after commit, with the
-/// missing ones once they are written).
+/// What an append must write: the nodes of a thread the database lacks,
+/// oldest first, and the stored nodes that still need a persistence mark
+/// (to mark after commit, with the missing ones once they are written).
+pub(crate) struct Missing<'t> {
+    pub nodes: Vec<&'t Node>,
+    pub marks: Vec<&'t Node>,
+    /// The root of the thread (its first node's id): the stored ancestor's
+    /// `root`, or the first missing node's id when nothing is stored.
+    pub root: Option<NodeId>,
+}
+
+impl<'t> Missing<'t> {
+    /// What [`queue_nodes`] takes for each missing node.
+    pub(crate) fn rows(&self) -> impl Iterator<Item = NodeRow<'t>> + '_ {
+        self.nodes.iter().map(|node| NodeRow {
+            id: node.id(),
+            parent: node.parent_id(),
+            depth: node.depth(),
+            message: node.message(),
+            root: self.root,
+        })
+    }
+
+    /// Every node to mark once the transaction commits.
+    pub(crate) fn into_marks(mut self) -> Vec<&'t Node> {
+        self.marks.append(&mut self.nodes);
+        self.marks
+    }
+}
+
+/// Find the nodes of `thread` the database lacks.
 pub(crate) async fn find_missing<'t>(
     tx: &impl GenericClient,
     key: StoreKey,
     thread: &'t Thread,
-) -> Result<(Vec<&'t Node>, Vec<&'t Node>)> {
+) -> Result<Missing<'t>> {
     let probe = tx
-        .prepare_cached("SELECT id FROM nodes WHERE id = ANY($1)")
+        .prepare_cached("SELECT id, root FROM nodes WHERE id = ANY($1)")
         .await?;
     let mut missing: Vec<&Node> = Vec::new();
     let mut marks: Vec<&Node> = Vec::new();
+    let mut root = None;
     let mut ancestors = thread.ancestors();
     let mut size = FIRST_PROBE;
     'probing: loop {
@@ -249,14 +282,15 @@ pub(crate) async fn find_missing<'t>(
             break;
         }
         let ids: Vec<Vec<u8>> = batch.iter().map(|node| node.id().0.to_vec()).collect();
-        let present: HashSet<Vec<u8>> = tx
+        let present: HashMap<Vec<u8>, Option<Vec<u8>>> = tx
             .query(&probe, &[&ids])
             .await?
             .into_iter()
-            .map(|row| row.get(0))
+            .map(|row| (row.get(0), row.get(1)))
             .collect();
         for node in batch {
-            if present.contains(node.id().0.as_slice()) {
+            if let Some(stored_root) = present.get(node.id().0.as_slice()) {
+                root = stored_root.as_deref().and_then(NodeId::from_slice);
                 if !node.is_persisted_in(key) {
                     marks.push(node);
                 }
@@ -270,16 +304,27 @@ pub(crate) async fn find_missing<'t>(
         size *= 8;
     }
     missing.reverse();
-    Ok((missing, marks))
+    if missing
+        .first()
+        .is_some_and(|first| first.parent_id().is_none())
+    {
+        root = missing.first().map(|first| first.id());
+    }
+    Ok(Missing {
+        nodes: missing,
+        marks,
+        root,
+    })
 }
 
-/// What [`queue_nodes`] takes for each node.
-pub(crate) fn nodes_of<'n>(
-    nodes: &'n [&'n Node],
-) -> impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'n Message)> {
-    nodes
-        .iter()
-        .map(|node| (node.id(), node.parent_id(), node.depth(), node.message()))
+/// One node for [`queue_nodes`] to insert.
+pub(crate) struct NodeRow<'m> {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u64,
+    pub message: &'m Message,
+    /// The id of its thread's first node (itself for a first message).
+    pub root: Option<NodeId>,
 }
 
 /// Queue the insertion of nodes (each after its parent) and their blobs,
@@ -289,7 +334,7 @@ pub(crate) fn nodes_of<'n>(
 pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
-    nodes: impl Iterator<Item = (NodeId, Option<NodeId>, u64, &'m Message)>,
+    nodes: impl Iterator<Item = NodeRow<'m>>,
 ) -> Result<Option<usize>> {
     let mut ids = Vec::new();
     let mut parents = Vec::new();
@@ -297,10 +342,18 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     let mut roles = Vec::new();
     let mut bodies = Vec::new();
     let mut blob_refs = Vec::new();
+    let mut roots = Vec::new();
     let mut blob_digests = Vec::new();
     let mut blob_bytes: Vec<Vec<u8>> = Vec::new();
     let mut seen = HashSet::new();
-    for (id, parent, depth, message) in nodes {
+    for NodeRow {
+        id,
+        parent,
+        depth,
+        message,
+        root,
+    } in nodes
+    {
         let encoded = encode_body(message, BLOB_THRESHOLD);
         blob_refs.push((!encoded.blobs.is_empty()).then(|| {
             encoded
@@ -320,6 +373,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         depths.push(depth as i64);
         roles.push(i16::from(message.role.code()));
         bodies.push(encoded.bytes);
+        roots.push(root.map(|root| root.0.to_vec()));
     }
     if ids.is_empty() {
         return Ok(None);
@@ -338,10 +392,11 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     // ORDER BY keeps each parent's `seq` below its children's.
     let statement = tx
         .prepare_cached(
-            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs)
-             SELECT id, parent, depth, role, body, blob_refs
-             FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[], $6::bytea[])
-                  WITH ORDINALITY AS t(id, parent, depth, role, body, blob_refs, position)
+            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs, root)
+             SELECT id, parent, depth, role, body, blob_refs, root
+             FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[], $6::bytea[],
+                         $7::bytea[])
+                  WITH ORDINALITY AS t(id, parent, depth, role, body, blob_refs, root, position)
              ORDER BY position
              ON CONFLICT (id) DO NOTHING",
         )
@@ -353,6 +408,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         Box::new(roles),
         Box::new(bodies),
         Box::new(blob_refs),
+        Box::new(roots),
     ];
     Ok(Some(pipeline.push(tx, statement, params)))
 }

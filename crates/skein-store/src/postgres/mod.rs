@@ -13,6 +13,7 @@ that is done without stalling an async runtime.
 pub(crate) mod bridge;
 mod conversations;
 mod embeddings;
+mod family;
 mod graph;
 mod pipeline;
 mod reruns;
@@ -88,10 +89,14 @@ impl PgStore {
         // before autovacuum has analyzed the tables, the planner may cache
         // plans made when the tables were empty and keep scanning whole
         // tables after they have grown; ruling sequential scans out keeps
-        // the store's cost independent of the database's size.
+        // the store's cost independent of the database's size. For the same
+        // reason JIT compilation is off: those estimates (and with them the
+        // cost that triggers it) can be far too high, and compiling a
+        // statement that reads a few dozen rows costs tens of milliseconds.
+        const SESSION: &str = "-c enable_seqscan=off -c jit=off";
         let options = match config.get_options() {
-            Some(options) => format!("{options} -c enable_seqscan=off"),
-            None => "-c enable_seqscan=off".to_string(),
+            Some(options) => format!("{options} {SESSION}"),
+            None => SESSION.to_string(),
         };
         config.options(&options);
         let manager = Manager::from_config(

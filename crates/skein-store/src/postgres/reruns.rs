@@ -5,7 +5,7 @@ transaction.
 */
 
 use super::PgStore;
-use super::graph::{find_missing, nodes_of, queue_nodes};
+use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::error::{Result, StoreError};
@@ -25,12 +25,11 @@ impl PgStore {
             // Threads one after another: a later one may hang under nodes an
             // earlier one adds.
             for thread in commit.threads {
-                let (missing, known) = find_missing(tx, key, thread).await?;
+                let missing = find_missing(tx, key, thread).await?;
                 let mut pipeline = Pipeline::new();
-                queue_nodes(&mut pipeline, tx, nodes_of(&missing)).await?;
+                queue_nodes(&mut pipeline, tx, missing.rows()).await?;
                 pipeline.run().await?;
-                marks.extend(known);
-                marks.extend(missing);
+                marks.extend(missing.into_marks());
             }
             let mut pipeline = Pipeline::new();
             for run in commit.runs {
@@ -84,7 +83,7 @@ impl PgStore {
     }
 }
 
-fn raw_rerun(row: &Row) -> RawRerun {
+pub(super) fn raw_rerun(row: &Row) -> RawRerun {
     RawRerun {
         id: row.get(0),
         conversation: row.get(1),

@@ -171,6 +171,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
         WHERE meta::jsonb -> 'recorded' ? 'version';
     "#,
+    // 7: the root of every node's and conversation's thread (the id of its
+    // first node), and conversations found by it, as on SQLite (there the
+    // root is the first node's `seq`).
+    r#"
+    ALTER TABLE nodes ADD COLUMN root BYTEA;
+    ALTER TABLE conversations ADD COLUMN root BYTEA;
+    WITH RECURSIVE r(id, root) AS (
+        SELECT id, id FROM nodes WHERE parent IS NULL
+        UNION ALL
+        SELECT n.id, r.root FROM nodes n JOIN r ON n.parent = r.id
+    )
+    UPDATE nodes SET root = r.root FROM r WHERE nodes.id = r.id;
+    UPDATE conversations c SET root = n.root FROM nodes n WHERE n.id = c.head;
+    CREATE INDEX conversations_by_root ON conversations(root, created)
+        WHERE root IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this build writes.

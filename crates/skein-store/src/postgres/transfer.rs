@@ -11,7 +11,7 @@ with the file's size divided by a thousand, not with its node count.
 */
 
 use super::PgStore;
-use super::graph::{decode, fetch_blobs, queue_nodes};
+use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
 use super::pipeline::Pipeline;
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
@@ -59,13 +59,13 @@ impl PgStore {
     pub fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(async |tx| {
             let mut report = ImportReport::default();
-            // Depths of the stored nodes the file names, then of every node
-            // met so far, so a parent needs no query of its own.
+            // Depths and roots of the stored nodes the file names, then of
+            // every node met so far, so a parent needs no query of its own.
             let (mut depths, stored) = stored_depths(tx, lines).await?;
             // Conversations and runs known to be stored, so references to
             // them need no query of their own.
             let mut known = Known::default();
-            let mut new_nodes: Vec<(NodeId, Option<NodeId>, u64, Message)> = Vec::new();
+            let mut new_nodes: Vec<(NodeId, Option<NodeId>, Placed, Message)> = Vec::new();
             for (number, line) in lines {
                 let number = *number;
                 match line {
@@ -80,14 +80,15 @@ impl PgStore {
                             report.nodes_present += 1;
                             continue;
                         }
-                        let depth = match parent {
-                            None => 0,
+                        let placed = match parent {
+                            None => Placed { depth: 0, root: Some(*id) },
                             Some(parent) => {
-                                depths.get(parent).ok_or_else(|| orphan(number, id, parent))? + 1
+                                let above = depths.get(parent).ok_or_else(|| orphan(number, id, parent))?;
+                                Placed { depth: above.depth + 1, root: above.root }
                             }
                         };
-                        depths.insert(*id, depth);
-                        new_nodes.push((*id, *parent, depth as u64, Message::new(*role, parts.clone())));
+                        depths.insert(*id, placed);
+                        new_nodes.push((*id, *parent, placed, Message::new(*role, parts.clone())));
                         report.nodes_written += 1;
                     }
                     Line::Conversation(conversation) => {
@@ -106,8 +107,9 @@ impl PgStore {
                         let statement = tx
                             .prepare_cached(
                                 "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-                                     forked_from_rerun, created, updated, meta, imported)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, TRUE)",
+                                     forked_from_rerun, created, updated, meta, imported, root)
+                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, TRUE,
+                                         (SELECT root FROM nodes WHERE id = $3::bytea))",
                             )
                             .await?;
                         tx.execute(
@@ -176,7 +178,7 @@ impl Known {
     async fn check(
         &mut self,
         client: &impl GenericClient,
-        depths: &HashMap<NodeId, i64>,
+        depths: &HashMap<NodeId, Placed>,
         number: usize,
         line: &Line,
     ) -> Result<()> {
@@ -232,12 +234,20 @@ impl Known {
     }
 }
 
-/// The depths of the nodes the file lists or names as parents that the
-/// database already holds, and the set of those it holds among the listed.
+/// A node's depth and the id of its thread's first node, as an import
+/// needs them for the nodes under it.
+#[derive(Clone, Copy)]
+struct Placed {
+    depth: i64,
+    root: Option<NodeId>,
+}
+
+/// Where the nodes the file lists or names as parents that the database
+/// already holds stand, and the set of those it holds among the listed.
 async fn stored_depths(
     client: &impl GenericClient,
     lines: &[(usize, Line)],
-) -> Result<(HashMap<NodeId, i64>, HashSet<NodeId>)> {
+) -> Result<(HashMap<NodeId, Placed>, HashSet<NodeId>)> {
     let mut named: Vec<NodeId> = Vec::new();
     let mut listed = HashSet::new();
     for (_, line) in lines {
@@ -250,13 +260,20 @@ async fn stored_depths(
     named.sort();
     named.dedup();
     let statement = client
-        .prepare_cached("SELECT id, depth FROM nodes WHERE id = ANY($1)")
+        .prepare_cached("SELECT id, depth, root FROM nodes WHERE id = ANY($1)")
         .await?;
     let mut depths = HashMap::new();
     for chunk in named.chunks(PAGE as usize) {
         let ids: Vec<&[u8]> = chunk.iter().map(|id| id.0.as_slice()).collect();
         for row in client.query(&statement, &[&ids]).await? {
-            depths.insert(node_id(row.get(0))?, row.get(1));
+            let root = row.get::<_, Option<&[u8]>>(2).and_then(NodeId::from_slice);
+            depths.insert(
+                node_id(row.get(0))?,
+                Placed {
+                    depth: row.get(1),
+                    root,
+                },
+            );
         }
     }
     let stored = listed
@@ -270,13 +287,17 @@ async fn stored_depths(
 /// statement, all in one round trip; empties the list.
 async fn insert_batched(
     client: &impl GenericClient,
-    nodes: &mut Vec<(NodeId, Option<NodeId>, u64, Message)>,
+    nodes: &mut Vec<(NodeId, Option<NodeId>, Placed, Message)>,
 ) -> Result<()> {
     let mut pipeline = Pipeline::new();
     for chunk in nodes.chunks(PAGE as usize) {
-        let rows = chunk
-            .iter()
-            .map(|(id, parent, depth, message)| (*id, *parent, *depth, message));
+        let rows = chunk.iter().map(|(id, parent, placed, message)| NodeRow {
+            id: *id,
+            parent: *parent,
+            depth: placed.depth as u64,
+            message,
+            root: placed.root,
+        });
         queue_nodes(&mut pipeline, client, rows).await?;
     }
     pipeline.run().await?;

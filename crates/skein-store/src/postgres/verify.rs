@@ -21,7 +21,9 @@ impl PgStore {
             let (rows, blobs) = self.read(async |client| {
                 let statement = client
                     .prepare_cached(
-                        "SELECT n.seq, n.id, n.parent, n.depth, p.depth, n.role, n.body
+                        "SELECT n.seq, n.id, n.parent, n.depth, p.depth, n.role, n.body,
+                                n.root IS DISTINCT FROM
+                                    (CASE WHEN n.parent IS NULL THEN n.id ELSE p.root END)
                          FROM nodes n LEFT JOIN nodes p ON p.id = n.parent
                          WHERE n.seq > $1 ORDER BY n.seq LIMIT $2",
                     )
@@ -36,6 +38,9 @@ impl PgStore {
             };
             after = last.get(0);
             for row in &rows {
+                if row.get::<_, bool>(7) {
+                    report.wrong_root(row.get(1));
+                }
                 report.check_node(
                     NodeRow {
                         id: row.get(1),
@@ -69,7 +74,7 @@ impl PgStore {
         let conversations =
             self.read(async |client| Ok(client.query(CONVERSATIONS, &[]).await?))?;
         for row in &conversations {
-            report.check_conversation(row.get(0), row.get(1), row.get(2));
+            report.check_conversation(row.get(0), row.get(1), row.get(2), row.get(3));
         }
         let mut after = String::new();
         loop {

@@ -313,7 +313,9 @@
   }
 
   function renderFamily(family) {
-    const byId = new Map(family.conversations.map((c) => [c.id, c]));
+    // Members, then the conversations that only share messages by content.
+    const sharing = new Set(family.shares.map((c) => c.id));
+    const byId = new Map(family.conversations.concat(family.shares).map((c) => [c.id, c]));
     const focus = byId.get(family.focus);
     const nodes = new Map(family.nodes.map((n) => [n.id, n]));
     const branches = new Map(family.branches.map((b) => [b.id, b]));
@@ -339,17 +341,27 @@
     const details = el('aside', { id: 'details', class: 'details' },
       el('p', { class: 'placeholder' }, 'Select a message to see its parts and the runs that produced it.'));
 
-    const memberList = el('ul', { class: 'members' }, family.conversations.map((c) => {
-      const kind = memberKind(c);
-      return el('li', { data: { conversationId: c.id }, class: c.id === family.focus ? 'focus' : '' },
-        badge(kind, `kind-${kind}`), ' ', conversationLink(c), ' ',
-        el('span', { class: 'muted' }, `${plural(c.len, 'message')} · updated `), timeEl(c.updated_ms));
-    }));
+    const entry = (c, kind, note) => el('li', {
+      data: { conversationId: c.id, relation: kind === 'shares' ? 'shares' : 'member' },
+      class: c.id === family.focus ? 'focus' : '',
+    },
+    badge(kind, `kind-${kind}`), ' ', conversationLink(c), ' ',
+    el('span', { class: 'muted' }, `${plural(c.len, 'message')} · updated `), timeEl(c.updated_ms),
+    note ? el('span', { class: 'muted' }, ` · ${note}`) : null);
+    const memberList = el('ul', { class: 'members' },
+      family.conversations.map((c) => entry(c, memberKind(c))),
+      family.shares.map((c) => entry(c, 'shares',
+        'shares its first messages with this family by content; not forked from it')));
+    const listed = family.conversations.length + family.shares.length;
     // A large family's list would push the tree off the screen: fold it.
-    const members = el('details', { id: 'members', open: family.conversations.length <= 8 },
+    const members = el('details', { id: 'members', open: listed <= 8 },
       el('summary', {},
-        `${plural(family.conversations.length, 'conversation')} · ${family.branches.length} `
-          + `${family.branches.length === 1 ? 'branch' : 'branches'} · ${plural(family.nodes.length, 'message')}`,
+        `${plural(family.conversations.length, 'conversation')}${family.more_conversations ? ' and more' : ''}`,
+        family.shares.length
+          ? ` · ${plural(family.shares.length, 'conversation')}${family.more_shares ? ' and more' : ''} sharing messages`
+          : '',
+        ` · ${family.branches.length} ${family.branches.length === 1 ? 'branch' : 'branches'}`
+          + ` · ${plural(family.nodes.length, 'message')}`,
         focus.model ? ` · model ${focus.model}` : ''),
       memberList);
 
@@ -371,7 +383,7 @@
     for (const rootId of family.roots) {
       const node = nodes.get(rootId);
       const branch = node && branches.get(node.branch);
-      if (branch) tree.appendChild(renderBranch(branch, { family, nodes, startingAt, byId, open }));
+      if (branch) tree.appendChild(renderBranch(branch, { family, nodes, startingAt, byId, sharing, open }));
     }
     if (family.roots.length === 0) {
       tree.appendChild(el('p', { class: 'empty' }, 'This conversation has no messages yet.'));
@@ -385,8 +397,9 @@
     clear(view()).appendChild(section);
   }
 
+  /** How a member joined: by a fork (or reply branch), from a rerun, or first. */
   function memberKind(c) {
-    if (!c.origin) return 'conversation';
+    if (!c.origin || !c.origin.conversation) return 'conversation';
     return c.origin.rerun ? 'rerun' : 'fork';
   }
 
@@ -429,7 +442,10 @@
     const conversation = branch.conversation ? ctx.byId.get(branch.conversation) : null;
     const header = el('header', { class: 'branch-head' },
       toggle,
-      badge(branch.kind, `kind-${branch.kind}`),
+      branch.kind === 'shares'
+        ? el('span', { title: 'not a continuation: this conversation only shares the messages before it by content' },
+          badge('shares messages', 'kind-shares'))
+        : badge(branch.kind, `kind-${branch.kind}`),
       el('span', { class: 'branch-label' },
         conversation ? el('a', { href: `#/c/${conversation.id}`, data: { conversationId: conversation.id } }, branch.label)
           : branch.label),
@@ -459,9 +475,12 @@
       el('span', { class: `role role-${node.role}` }, node.role),
       el('span', { class: 'preview' }, node.preview || el('span', { class: 'muted' }, '(empty)')),
       heads.map((c) => el('span', {
-        class: `head-mark${c.id === ctx.family.focus ? ' focus' : ''}`, data: { conversationId: c.id },
-        title: `head of conversation ${c.id}`,
-      }, '◀ ', conversationLabel(c))),
+        class: `head-mark${c.id === ctx.family.focus ? ' focus' : ''}${ctx.sharing.has(c.id) ? ' shares' : ''}`,
+        data: { conversationId: c.id },
+        title: ctx.sharing.has(c.id)
+          ? `head of conversation ${c.id}, which only shares messages with this family`
+          : `head of conversation ${c.id}`,
+      }, '◀ ', conversationLabel(c), ctx.sharing.has(c.id) ? ' (shares)' : null)),
       el('code', { class: 'node-id' }, short(node.id)));
       row.addEventListener('click', () => {
         location.hash = `#/c/${current.asked}/n/${node.id}`;
