@@ -8,7 +8,7 @@ use serde_json::Value;
 use skein::core::{Annotation, Attachment, Part, ToolCall, ToolResult, ToolSpec};
 use skein::store::{ConversationId, NewConversation, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, Model, Store, Thread};
-use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ServeConfig};
+use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ProxyConfig, ServeConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ impl Server {
     async fn proxying(token: Option<&str>) -> Server {
         Server::start_configured(|config| {
             config.token = token.map(str::to_string);
-            config.proxy = Some(Model::open("echo").unwrap());
+            config.proxy = Some(ProxyConfig::new(Model::open("echo").unwrap()));
         })
         .await
     }

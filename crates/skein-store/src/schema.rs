@@ -177,6 +177,9 @@ const MIGRATIONS: &[Migration] = &[
         WHERE json_valid(meta) AND json_extract(meta, '$.recorded.version') IS NOT NULL;
     "#,
     ),
+    // 7: the model a client asked the recording proxy for, beside the one
+    // its model table chose.
+    Migration::Sql("ALTER TABLE runs ADD COLUMN requested_model TEXT;"),
 ];
 
 /// The schema version this build writes.

@@ -171,6 +171,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
         WHERE meta::jsonb -> 'recorded' ? 'version';
     "#,
+    // 7: the model a client asked the recording proxy for.
+    "ALTER TABLE runs ADD COLUMN requested_model TEXT;",
 ];
 
 /// The schema version this build writes.

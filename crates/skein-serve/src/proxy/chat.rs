@@ -1,6 +1,7 @@
 /*!
-The OpenAI chat-completions wire format, as the proxy reads and writes it,
-and its mapping onto skein's messages.
+OpenAI chat completions (`POST /v1/chat/completions`), as the proxy reads
+and writes them: the request mapped onto skein's messages, the reply
+written back whole or as `chat.completion.chunk` events.
 
 Clients encode one message in several equivalent ways; they all map to the
 same parts, so a client that re-serialises its history differently each
@@ -11,17 +12,28 @@ turn still finds its earlier nodes:
 - consecutive `tool` messages, which become one tool message holding every
   result (as skein's own tool loop writes them).
 
+Media in user messages (`image_url` and `file` parts with `data:` URLs,
+`input_audio`) become attachment parts ([`super::media`]); an image's
+`detail` is a rendering hint, not content, and is not kept.
+
 Tool results are checked as OpenAI and Anthropic check them
-([`ChatRequest::thread_messages`]): each answers a call of the assistant
-message right before it, once, and every call is answered before the
-conversation goes on. A history that breaks this is refused, never
-recorded.
+([`ChatRequest::turn`]): each answers a call of the assistant message
+right before it, once, and every call is answered before the conversation
+goes on. A history that breaks this is refused, never recorded.
+
+The request's `store` (OpenAI's flag for its own distillation logs) does
+not apply: every chat completion is recorded.
 */
 
+use super::media;
+use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
+use axum::body::Bytes;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
-use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec, Usage};
+use skein::store::RunId;
 
 /// A request the proxy accepts.
 #[derive(Debug, Deserialize)]
@@ -79,6 +91,31 @@ pub struct WirePart {
     pub kind: String,
     #[serde(default)]
     pub text: Option<String>,
+    #[serde(default)]
+    pub image_url: Option<ImageUrl>,
+    #[serde(default)]
+    pub input_audio: Option<InputAudio>,
+    #[serde(default)]
+    pub file: Option<WireFile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct InputAudio {
+    pub data: String,
+    pub format: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WireFile {
+    #[serde(default)]
+    pub file_data: Option<String>,
+    #[serde(default)]
+    pub file_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,36 +153,29 @@ pub struct WireToolDef {
     pub parameters: Option<Value>,
 }
 
-/// Why a request cannot be mapped: shown to the client as a 400 in
-/// OpenAI's error format, with `param` naming the offending field as
-/// OpenAI does (`messages.[2].tool_call_id`).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{message}")]
-#[non_exhaustive]
-pub struct BadRequest {
-    pub message: String,
-    pub param: Option<String>,
-}
-
-impl BadRequest {
-    fn new(message: impl Into<String>) -> BadRequest {
-        BadRequest {
-            message: message.into(),
-            param: None,
-        }
-    }
-
-    fn at(mut self, param: String) -> BadRequest {
-        self.param = Some(param);
-        self
-    }
+/// A tool's parameters when it declares none.
+pub fn no_parameters() -> Value {
+    json!({"type": "object", "properties": {}})
 }
 
 impl ChatRequest {
+    /// The request as a [`Turn`], or why it cannot be mapped.
+    pub fn turn(&self) -> Result<Turn, ProxyError> {
+        Ok(Turn {
+            messages: self.thread_messages()?,
+            tools: self.tool_specs()?,
+            options: self.options()?,
+            model: self.model.clone(),
+            stream: self.stream,
+            record: true,
+            ..Turn::default()
+        })
+    }
+
     /// The conversation the client sent, as skein messages.
-    pub fn thread_messages(&self) -> Result<Vec<Message>, BadRequest> {
+    pub fn thread_messages(&self) -> Result<Vec<Message>, ProxyError> {
         if self.messages.is_empty() {
-            return Err(BadRequest::new("`messages` is empty").at("messages".into()));
+            return Err(ProxyError::invalid("`messages` is empty").at("messages"));
         }
         let mut messages: Vec<Message> = Vec::with_capacity(self.messages.len());
         for (index, wire) in self.messages.iter().enumerate() {
@@ -165,13 +195,13 @@ impl ChatRequest {
     }
 
     /// The tools offered, as skein tool specs.
-    pub fn tool_specs(&self) -> Result<Vec<ToolSpec>, BadRequest> {
+    pub fn tool_specs(&self) -> Result<Vec<ToolSpec>, ProxyError> {
         self.tools
             .iter()
             .enumerate()
             .map(|(index, tool)| {
                 if tool.kind != "function" {
-                    return Err(BadRequest::new(format!(
+                    return Err(ProxyError::invalid(format!(
                         "tool type `{}` is not supported; only `function` tools are",
                         tool.kind
                     ))
@@ -183,18 +213,18 @@ impl ChatRequest {
                     tool.function
                         .parameters
                         .clone()
-                        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+                        .unwrap_or_else(no_parameters),
                 ))
             })
             .collect()
     }
 
-    pub fn options(&self) -> Result<GenerationOptions, BadRequest> {
+    pub fn options(&self) -> Result<GenerationOptions, ProxyError> {
         if self.n.is_some_and(|n| n != 1) {
-            return Err(BadRequest::new(
+            return Err(ProxyError::invalid(
                 "`n` other than 1 is not supported: the proxy records one reply per request",
             )
-            .at("n".into()));
+            .at("n"));
         }
         Ok(GenerationOptions {
             temperature: self.temperature,
@@ -203,16 +233,25 @@ impl ChatRequest {
             max_tokens: self.max_completion_tokens.or(self.max_tokens),
         })
     }
+
+    /// How the reply is written back.
+    pub fn api(&self) -> Chat {
+        Chat {
+            include_usage: self
+                .stream_options
+                .as_ref()
+                .is_some_and(|options| options.include_usage),
+        }
+    }
 }
 
-fn map_message(wire: &WireMessage, index: usize) -> Result<Message, BadRequest> {
-    let texts = texts(wire.content.as_ref(), index)?;
-    let text_parts = || texts.iter().cloned().map(Part::text).collect::<Vec<_>>();
+fn map_message(wire: &WireMessage, index: usize) -> Result<Message, ProxyError> {
+    let content = || content_parts(wire.content.as_ref(), index, wire.role == "user");
     match wire.role.as_str() {
-        "system" | "developer" => Ok(Message::new(Role::System, text_parts())),
-        "user" => Ok(Message::new(Role::User, text_parts())),
+        "system" | "developer" => Ok(Message::new(Role::System, content()?)),
+        "user" => Ok(Message::new(Role::User, content()?)),
         "assistant" => {
-            let mut parts = text_parts();
+            let mut parts = content()?;
             for call in wire.tool_calls.iter().flatten() {
                 parts.push(Part::ToolCall(ToolCall {
                     id: call.id.clone(),
@@ -224,21 +263,110 @@ fn map_message(wire: &WireMessage, index: usize) -> Result<Message, BadRequest> 
         }
         "tool" => {
             let call_id = wire.tool_call_id.clone().ok_or_else(|| {
-                BadRequest::new(format!(
+                ProxyError::invalid(format!(
                     "messages[{index}]: a `tool` message needs `tool_call_id`"
                 ))
                 .at(format!("messages.[{index}].tool_call_id"))
             })?;
+            let texts: Vec<String> = content()?
+                .into_iter()
+                .filter_map(|part| match part {
+                    Part::Text { text } => Some(text),
+                    _ => None,
+                })
+                .collect();
             Ok(Message::tool_results([ToolResult {
                 call_id,
                 content: texts.concat(),
                 is_error: false,
             }]))
         }
-        other => Err(BadRequest::new(format!(
+        other => Err(ProxyError::invalid(format!(
             "messages[{index}]: role `{other}` is not supported (system, developer, user, assistant, tool)"
         ))
         .at(format!("messages.[{index}].role"))),
+    }
+}
+
+/// The parts of a message's content: its non-empty texts, and (in a user
+/// message) its media as attachments.
+fn content_parts(
+    content: Option<&WireContent>,
+    index: usize,
+    takes_media: bool,
+) -> Result<Vec<Part>, ProxyError> {
+    let at = || format!("messages.[{index}].content");
+    let refuse =
+        |message: String| ProxyError::invalid(format!("messages[{index}]: {message}")).at(at());
+    match content {
+        None => Ok(Vec::new()),
+        Some(WireContent::Text(text)) if text.is_empty() => Ok(Vec::new()),
+        Some(WireContent::Text(text)) => Ok(vec![Part::text(text.clone())]),
+        Some(WireContent::Parts(parts)) => {
+            let mut out = Vec::with_capacity(parts.len());
+            for part in parts {
+                let media = match (part.kind.as_str(), part) {
+                    (
+                        "text",
+                        WirePart {
+                            text: Some(text), ..
+                        },
+                    ) => {
+                        if !text.is_empty() {
+                            out.push(Part::text(text.clone()));
+                        }
+                        continue;
+                    }
+                    (
+                        "image_url",
+                        WirePart {
+                            image_url: Some(image),
+                            ..
+                        },
+                    ) => media::from_data_url(&image.url),
+                    (
+                        "input_audio",
+                        WirePart {
+                            input_audio: Some(audio),
+                            ..
+                        },
+                    ) => media::audio_type(&audio.format)
+                        .and_then(|kind| media::from_base64(kind, &audio.data)),
+                    (
+                        "file",
+                        WirePart {
+                            file: Some(file), ..
+                        },
+                    ) => match (&file.file_data, &file.file_id) {
+                        (Some(data), _) => media::from_data_url(data),
+                        (None, Some(id)) => Err(format!(
+                            "file `{id}` is a file id of the provider's files API; the recording proxy takes files inline (`file_data`)"
+                        )),
+                        (None, None) => Err("a `file` part needs `file_data`".into()),
+                    },
+                    ("text" | "image_url" | "input_audio" | "file", _) => {
+                        return Err(refuse(format!(
+                            "a `{}` content part is missing its `{}` field",
+                            part.kind, part.kind
+                        )));
+                    }
+                    (kind, _) => {
+                        return Err(refuse(format!(
+                            "content part type `{kind}` is not supported by the recording proxy \
+                             (text, image_url, input_audio, file)"
+                        )));
+                    }
+                };
+                if !takes_media {
+                    return Err(refuse(format!(
+                        "a `{}` part may stand only in a user message",
+                        part.kind
+                    )));
+                }
+                out.push(Part::Attachment(media.map_err(refuse)?));
+            }
+            Ok(out)
+        }
     }
 }
 
@@ -247,7 +375,7 @@ fn map_message(wire: &WireMessage, index: usize) -> Result<Message, BadRequest> 
 /// every call is answered before another message follows. A history may end
 /// with an assistant's calls and no results yet, but not with only some of
 /// them answered.
-fn check_tool_results(messages: &[WireMessage]) -> Result<(), BadRequest> {
+fn check_tool_results(messages: &[WireMessage]) -> Result<(), ProxyError> {
     /// The assistant message whose results are being read, and where each
     /// of its calls was answered.
     struct Open<'m> {
@@ -262,8 +390,8 @@ fn check_tool_results(messages: &[WireMessage]) -> Result<(), BadRequest> {
                 .map(|(id, _)| *id)
                 .collect()
         }
-        fn missing(&self, before: &str) -> BadRequest {
-            BadRequest::new(format!(
+        fn missing(&self, before: &str) -> ProxyError {
+            ProxyError::invalid(format!(
                 "messages[{}]: the assistant's tool calls {} have no result: an assistant message \
                  with `tool_calls` must be followed by a `tool` message for each `tool_call_id` {before}",
                 self.at,
@@ -277,7 +405,7 @@ fn check_tool_results(messages: &[WireMessage]) -> Result<(), BadRequest> {
     for (index, message) in messages.iter().enumerate() {
         if message.role == "tool" {
             let Some(open) = open.as_mut() else {
-                return Err(BadRequest::new(format!(
+                return Err(ProxyError::invalid(format!(
                     "messages[{index}]: a `tool` message must answer a tool call of the assistant \
                      message right before it, and there is no such call"
                 ))
@@ -286,7 +414,7 @@ fn check_tool_results(messages: &[WireMessage]) -> Result<(), BadRequest> {
             let id = message.tool_call_id.as_deref().unwrap_or_default();
             let Some((_, answered)) = open.calls.iter_mut().find(|(call, _)| *call == id) else {
                 let calls: Vec<&str> = open.calls.iter().map(|(call, _)| *call).collect();
-                return Err(BadRequest::new(format!(
+                return Err(ProxyError::invalid(format!(
                     "messages[{index}]: `tool_call_id` `{id}` matches no tool call of the assistant \
                      message before it (messages[{}] calls {})",
                     open.at,
@@ -295,7 +423,7 @@ fn check_tool_results(messages: &[WireMessage]) -> Result<(), BadRequest> {
                 .at(format!("messages.[{index}].tool_call_id")));
             };
             if let Some(first) = answered {
-                return Err(BadRequest::new(format!(
+                return Err(ProxyError::invalid(format!(
                     "messages[{index}]: tool call `{id}` already has its result in messages[{first}]"
                 ))
                 .at(format!("messages.[{index}].tool_call_id")));
@@ -336,24 +464,165 @@ fn quoted(ids: &[&str]) -> String {
         .join(", ")
 }
 
-/// The non-empty texts of a message's content.
-fn texts(content: Option<&WireContent>, index: usize) -> Result<Vec<String>, BadRequest> {
-    match content {
-        None => Ok(Vec::new()),
-        Some(WireContent::Text(text)) if text.is_empty() => Ok(Vec::new()),
-        Some(WireContent::Text(text)) => Ok(vec![text.clone()]),
-        Some(WireContent::Parts(parts)) => parts
-            .iter()
-            .filter_map(|part| match (part.kind.as_str(), &part.text) {
-                ("text", Some(text)) if text.is_empty() => None,
-                ("text", Some(text)) => Some(Ok(text.clone())),
-                (kind, _) => Some(Err(BadRequest::new(format!(
-                    "messages[{index}]: content part type `{kind}` is not supported by the recording proxy (text only)"
-                ))
-                .at(format!("messages.[{index}].content")))),
-            })
-            .collect(),
+/// How a chat completion is written back.
+pub struct Chat {
+    include_usage: bool,
+}
+
+impl Api for Chat {
+    type Events = Chunks;
+
+    fn body(&self, reply: &Reply) -> Value {
+        let message = reply.message();
+        let mut wire = json!({"role": "assistant", "content": content(message)});
+        let calls = wire_calls(message);
+        if !calls.is_empty() {
+            wire["tool_calls"] = json!(calls);
+        }
+        let mut completion = json!({
+            "id": completion_id(reply.run()),
+            "object": "chat.completion",
+            "created": reply.created(),
+            "model": reply.model,
+            "choices": [{"index": 0, "message": wire, "finish_reason": finish(reply)}],
+        });
+        if let Some(usage) = usage(reply.output.usage) {
+            completion["usage"] = usage;
+        }
+        completion
     }
+
+    fn events(&self, model: &str) -> Chunks {
+        Chunks {
+            id: String::new(),
+            model: model.to_string(),
+            created: skein::store::records::now_ms() / 1000,
+            include_usage: self.include_usage,
+        }
+    }
+
+    fn error(error: &ProxyError) -> Response {
+        (error.status, axum::Json(error_body(error))).into_response()
+    }
+}
+
+/// An error in OpenAI's format; `param` names the offending field. Shared
+/// with the Responses API, whose errors have the same shape.
+pub fn error_body(error: &ProxyError) -> Value {
+    let kind = match error.kind {
+        ErrorKind::InvalidRequest | ErrorKind::NotFound => "invalid_request_error",
+        ErrorKind::Authentication => "authentication_error",
+        ErrorKind::RateLimit => "rate_limit_error",
+        ErrorKind::Server => "server_error",
+    };
+    json!({"error": {"message": error.message, "type": kind, "param": error.param, "code": null}})
+}
+
+/// The chunks of one streamed reply: one id, model and time for all.
+pub struct Chunks {
+    id: String,
+    model: String,
+    created: i64,
+    include_usage: bool,
+}
+
+impl Chunks {
+    fn delta(&self, delta: &Value, finish: Option<&str>) -> Bytes {
+        line(&json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }))
+    }
+}
+
+impl Events for Chunks {
+    fn start(&mut self, run: &RunId) -> Vec<Bytes> {
+        self.id = completion_id(run);
+        vec![self.delta(&json!({"role": "assistant", "content": ""}), None)]
+    }
+
+    fn text(&mut self, text: &str) -> Vec<Bytes> {
+        vec![self.delta(&json!({ "content": text }), None)]
+    }
+
+    fn finish(&mut self, reply: &Reply) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        let calls = wire_calls(reply.message());
+        if !calls.is_empty() {
+            let indexed: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(index, call)| {
+                    let mut call = json!(call);
+                    call["index"] = json!(index);
+                    call
+                })
+                .collect();
+            frames.push(self.delta(&json!({ "tool_calls": indexed }), None));
+        }
+        frames.push(self.delta(&json!({}), Some(finish(reply))));
+        if self.include_usage
+            && let Some(usage) = usage(reply.output.usage)
+        {
+            frames.push(line(&json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": usage,
+            })));
+        }
+        frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
+        frames
+    }
+
+    fn fail(&mut self, error: &ProxyError) -> Vec<Bytes> {
+        vec![line(&error_body(error))]
+    }
+}
+
+fn line(value: &Value) -> Bytes {
+    Bytes::from(format!("data: {value}\n\n"))
+}
+
+fn completion_id(run: &RunId) -> String {
+    format!("chatcmpl-{run}")
+}
+
+/// The reply's text, or `null` when it only calls tools.
+fn content(message: &Message) -> Value {
+    let text = message.joined_text();
+    if text.is_empty() && message.tool_calls().next().is_some() {
+        Value::Null
+    } else {
+        Value::String(text)
+    }
+}
+
+fn finish(reply: &Reply) -> &'static str {
+    use skein::core::FinishReason;
+    if reply.calls() {
+        return "tool_calls";
+    }
+    match reply.output.finish_reason {
+        FinishReason::Length => "length",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::ToolCalls => "tool_calls",
+        _ => "stop",
+    }
+}
+
+fn usage(usage: Usage) -> Option<Value> {
+    let (input, output) = (usage.input_tokens?, usage.output_tokens?);
+    Some(json!({
+        "prompt_tokens": input,
+        "completion_tokens": output,
+        "total_tokens": input + output,
+    }))
 }
 
 /// The reply's tool calls in wire form.
@@ -408,15 +677,42 @@ mod tests {
 
     #[test]
     fn unsupported_input_is_a_clear_error() {
-        let image = request(serde_json::json!([
-            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
-        ]));
+        let remote = request(serde_json::json!([
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}
+        ]))
+        .thread_messages()
+        .unwrap_err();
         assert!(
-            image
-                .thread_messages()
-                .unwrap_err()
-                .message
-                .contains("image_url")
+            remote.message.contains("does not fetch"),
+            "{}",
+            remote.message
+        );
+        assert_eq!(remote.param.as_deref(), Some("messages.[0].content"));
+        let bare = request(serde_json::json!([
+            {"role": "user", "content": [{"type": "image_url"}]}
+        ]))
+        .thread_messages()
+        .unwrap_err();
+        assert!(
+            bare.message.contains("missing its `image_url`"),
+            "{}",
+            bare.message
+        );
+        let refusal = request(serde_json::json!([
+            {"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}
+        ]))
+        .thread_messages()
+        .unwrap_err();
+        assert!(refusal.message.contains("`refusal`"), "{}", refusal.message);
+        let in_system = request(serde_json::json!([
+            {"role": "system", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}
+        ]))
+        .thread_messages()
+        .unwrap_err();
+        assert!(
+            in_system.message.contains("only in a user message"),
+            "{}",
+            in_system.message
         );
         let role = request(serde_json::json!([{"role": "wizard", "content": "x"}]));
         assert!(
@@ -436,7 +732,30 @@ mod tests {
         assert!(request(serde_json::json!([])).thread_messages().is_err());
     }
 
-    fn refusal(messages: Value) -> BadRequest {
+    #[test]
+    fn media_parts_are_attachments_in_their_place() {
+        let messages = request(serde_json::json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw==", "detail": "low"}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERg==", "filename": "a.pdf"}}
+            ]}
+        ]))
+        .thread_messages()
+        .unwrap();
+        let kinds: Vec<&str> = messages[0]
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Attachment(attachment) => attachment.media_type.as_str(),
+                other => other.kind_name(),
+            })
+            .collect();
+        assert_eq!(kinds, ["text", "image/png", "audio/wav", "application/pdf"]);
+    }
+
+    fn refusal(messages: Value) -> ProxyError {
         request(messages).thread_messages().unwrap_err()
     }
 

@@ -1,0 +1,330 @@
+/*!
+A [`Turn`] completed from the graph before it runs, in one store call:
+
+- a `previous_response_id` becomes the stored thread of the response it
+  names (the node its run produced), put before the new messages;
+- tool calls whose arguments a client re-encoded (Anthropic's `input`
+  objects) are matched against the stored assistant node they stand for:
+  a child of the same parent whose calls are the same but for argument
+  text that maps to the same JSON. That node's message, with the exact
+  text the model wrote, takes the re-encoded one's place, so the history
+  continues the stored thread instead of forking it by whitespace.
+
+Then every tool result must answer a call of the assistant message right
+before it ([`check_results`]), whichever API the history came through.
+*/
+
+use super::turn::{Previous, ProxyError, Turn};
+use serde_json::Value;
+use skein::core::{Message, Part, Role, Thread};
+use skein::providers::http::tool_use_input;
+use skein::store::{Store, StoreError};
+
+/// How many stored children of a node are compared with a re-encoded
+/// assistant message.
+const SIBLINGS_COMPARED: usize = 64;
+
+/// Complete `turn` from the graph and check its tool results.
+pub async fn complete(store: &Store, turn: Turn) -> Result<Turn, ProxyError> {
+    let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
+        store
+            .run(
+                move |store| match previous(store, turn).and_then(|turn| reencoded(store, turn)) {
+                    Ok(turn) => Ok(Ok(turn)),
+                    Err(Failure::Client(error)) => Ok(Err(error)),
+                    Err(Failure::Store(error)) => Err(error),
+                },
+            )
+            .await
+            .map_err(|error| {
+                ProxyError::server(format!("the graph could not be read: {error}"))
+            })??
+    } else {
+        turn
+    };
+    check_results(&turn.messages).map_err(ProxyError::invalid)?;
+    Ok(turn)
+}
+
+/// Why the graph step failed: a client's mistake, or the store's.
+enum Failure {
+    Client(ProxyError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Failure {
+        Failure::Store(error)
+    }
+}
+
+/// Put the stored thread of `turn.previous` before its new messages.
+fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
+    let Some(Previous {
+        given,
+        run,
+        instructions,
+    }) = turn.previous.take()
+    else {
+        return Ok(turn);
+    };
+    let not_found = || {
+        Failure::Client(
+            ProxyError::invalid(format!(
+                "previous response `{given}` is not in this proxy's graph: it was not recorded \
+                 (`store: false`), failed, or was answered by another server"
+            ))
+            .at("previous_response_id"),
+        )
+    };
+    let Some(run) = run else {
+        return Err(not_found());
+    };
+    let record = match store.run_record(&run) {
+        Ok(record) => record,
+        Err(StoreError::RunNotFound(_)) => return Err(not_found()),
+        Err(error) => return Err(error.into()),
+    };
+    let Some(head) = record.output_head else {
+        return Err(not_found());
+    };
+    let thread = store.load_thread(head)?;
+    let stored: Vec<Message> = thread
+        .messages()
+        .into_iter()
+        .skip_while(|message| message.role == Role::System)
+        .cloned()
+        .collect();
+    let inserted = stored.len();
+    let mut messages = turn.messages;
+    let rest = messages.split_off(instructions);
+    messages.extend(stored);
+    messages.extend(rest);
+    turn.messages = messages;
+    let shift = |index: usize| {
+        if index >= instructions {
+            index + inserted
+        } else {
+            index
+        }
+    };
+    for (index, _, _) in &mut turn.annotations {
+        *index = shift(*index);
+    }
+    for (index, _, _) in &mut turn.reencoded {
+        *index = shift(*index);
+    }
+    Ok(turn)
+}
+
+/// Replace each assistant message whose calls a client re-encoded by the
+/// stored node it stands for, when the graph has one.
+fn reencoded(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
+    let reencoded = std::mem::take(&mut turn.reencoded);
+    let mut thread = Thread::new();
+    for (index, message) in turn.messages.iter_mut().enumerate() {
+        let values: Vec<(usize, &Value)> = reencoded
+            .iter()
+            .filter(|(at, _, _)| *at == index)
+            .map(|(_, part, value)| (*part, value))
+            .collect();
+        if !values.is_empty()
+            && let Some(parent) = thread.head_id()
+            && !store.contains(thread.push(message.clone()).head_id().expect("pushed"))?
+        {
+            for child in store.children(parent)?.into_iter().take(SIBLINGS_COMPARED) {
+                let stored = store.node(child)?.message;
+                if stands_for(&stored, message, &values) {
+                    *message = stored;
+                    break;
+                }
+            }
+        }
+        thread = thread.push(message.clone());
+    }
+    Ok(turn)
+}
+
+/// Whether `stored` is the message a client re-encoded as `sent`: the same
+/// parts, except that the calls at `values` carry argument text whose
+/// Anthropic `input` is that JSON value.
+fn stands_for(stored: &Message, sent: &Message, values: &[(usize, &Value)]) -> bool {
+    stored.role == sent.role
+        && stored.parts.len() == sent.parts.len()
+        && stored
+            .parts
+            .iter()
+            .zip(&sent.parts)
+            .enumerate()
+            .all(|(index, (stored, sent))| {
+                match (values.iter().find(|(at, _)| *at == index), stored, sent) {
+                    (Some((_, value)), Part::ToolCall(stored), Part::ToolCall(sent)) => {
+                        stored.id == sent.id
+                            && stored.name == sent.name
+                            && serde_json::from_str::<Value>(
+                                tool_use_input(&stored.arguments).get(),
+                            )
+                            .is_ok_and(|input| &input == *value)
+                    }
+                    (Some(_), _, _) => false,
+                    (None, stored, sent) => stored == sent,
+                }
+            })
+}
+
+/// Each tool result answers a call of the assistant message right before
+/// it, once, and every call is answered before the conversation goes on (a
+/// history may end with calls not answered yet).
+pub fn check_results(messages: &[Message]) -> Result<(), String> {
+    let calls_of = |message: &Message| -> Vec<String> {
+        message.tool_calls().map(|call| call.id.clone()).collect()
+    };
+    let quoted = |ids: &[String]| {
+        ids.iter()
+            .map(|id| format!("`{id}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (index, message) in messages.iter().enumerate() {
+        let previous = index.checked_sub(1).map(|at| &messages[at]);
+        if message.role == Role::Tool {
+            let calls = match previous {
+                Some(previous) if previous.role == Role::Assistant => calls_of(previous),
+                _ => Vec::new(),
+            };
+            let mut answered: Vec<&str> = Vec::new();
+            for result in message.tool_results_iter() {
+                if !calls.contains(&result.call_id) {
+                    return Err(format!(
+                        "the tool result for `{}` answers no tool call of the assistant message right before it{}",
+                        result.call_id,
+                        if calls.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (which calls {})", quoted(&calls))
+                        }
+                    ));
+                }
+                if answered.contains(&result.call_id.as_str()) {
+                    return Err(format!("tool call `{}` has two results", result.call_id));
+                }
+                answered.push(&result.call_id);
+            }
+            let missing: Vec<String> = calls
+                .iter()
+                .filter(|call| !answered.contains(&call.as_str()))
+                .cloned()
+                .collect();
+            if !missing.is_empty() && index + 1 < messages.len() {
+                return Err(format!(
+                    "the assistant's tool calls {} have no result: every call needs its result before the conversation goes on",
+                    quoted(&missing)
+                ));
+            }
+        } else if let Some(previous) = previous
+            && previous.role == Role::Assistant
+            && previous.tool_calls().next().is_some()
+        {
+            return Err(format!(
+                "the assistant's tool calls {} have no result: a tool result for each must follow them",
+                quoted(&calls_of(previous))
+            ));
+        }
+        if message.role != Role::Tool && message.tool_results_iter().next().is_some() {
+            return Err(format!(
+                "a {} message carries tool results; only tool messages may",
+                message.role
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein::core::{ToolCall, ToolResult};
+
+    fn calls(ids: &[&str]) -> Message {
+        Message::new(
+            Role::Assistant,
+            ids.iter()
+                .map(|id| {
+                    Part::ToolCall(ToolCall {
+                        id: id.to_string(),
+                        name: "f".into(),
+                        arguments: "{}".into(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    fn results(ids: &[&str]) -> Message {
+        Message::tool_results(ids.iter().map(|id| ToolResult {
+            call_id: id.to_string(),
+            content: "x".into(),
+            is_error: false,
+        }))
+    }
+
+    #[test]
+    fn results_answer_the_calls_right_before_them() {
+        let user = Message::user("hi");
+        assert!(
+            check_results(&[
+                user.clone(),
+                calls(&["a", "b"]),
+                results(&["b", "a"]),
+                user.clone()
+            ])
+            .is_ok()
+        );
+        assert!(
+            check_results(&[user.clone(), calls(&["a"])]).is_ok(),
+            "calls awaiting results"
+        );
+        let stray = check_results(&[calls(&["a"]), results(&["z"])]).unwrap_err();
+        assert!(stray.contains("`z`") && stray.contains("`a`"), "{stray}");
+        let twice = check_results(&[calls(&["a"]), results(&["a", "a"])]).unwrap_err();
+        assert!(twice.contains("two results"), "{twice}");
+        let skipped =
+            check_results(&[calls(&["a", "b"]), results(&["a"]), user.clone()]).unwrap_err();
+        assert!(skipped.contains("`b`"), "{skipped}");
+        let unanswered = check_results(&[calls(&["a"]), user.clone()]).unwrap_err();
+        assert!(unanswered.contains("`a`"), "{unanswered}");
+        assert!(check_results(&[user, results(&["a"])]).is_err());
+    }
+
+    #[test]
+    fn a_reencoded_call_stands_for_the_stored_one_with_equal_json() {
+        let stored = Message::new(
+            Role::Assistant,
+            vec![
+                Part::text("Let me look."),
+                Part::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "get_weather".into(),
+                    arguments: "{\"city\": \"Paris\"}".into(),
+                }),
+            ],
+        );
+        let mut sent = stored.clone();
+        if let Part::ToolCall(call) = &mut sent.parts[1] {
+            call.arguments = "{\"city\":\"Paris\"}".into();
+        }
+        let value = serde_json::json!({"city": "Paris"});
+        assert!(stands_for(&stored, &sent, &[(1, &value)]));
+        let other = serde_json::json!({"city": "Lyon"});
+        assert!(!stands_for(&stored, &sent, &[(1, &other)]));
+        let mut renamed = sent.clone();
+        renamed.parts[0] = Part::text("Looking.");
+        assert!(!stands_for(&stored, &renamed, &[(1, &value)]));
+        // Empty arguments go out as `{}` and come back as `{}`.
+        let mut empty = stored.clone();
+        if let Part::ToolCall(call) = &mut empty.parts[1] {
+            call.arguments = String::new();
+        }
+        assert!(stands_for(&empty, &sent, &[(1, &serde_json::json!({}))]));
+    }
+}
