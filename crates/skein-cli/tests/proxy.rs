@@ -719,6 +719,15 @@ fn the_model_table_routes_requested_models_and_records_them() {
     let other = conversations.iter().find(|c| c.id != mine.id).unwrap();
     assert_eq!(other.name, None);
     assert_eq!(other.settings.title.as_deref(), Some("hello"));
+    let shown = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("--db")
+        .arg(&db)
+        .args(["show", &mine.head.unwrap().to_string()])
+        .env("SKEIN_CONFIG", db.with_extension("toml"))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("echo (asked for gpt-4o-mini)"), "{shown}");
 }
 
 /// A model that cannot take images (the embedded one) refuses them before
