@@ -16,16 +16,15 @@ Media in user messages (`image_url` and `file` parts with `data:` URLs,
 `input_audio`) become attachment parts ([`super::media`]); an image's
 `detail` is a rendering hint, not content, and is not kept.
 
-Tool results are checked as OpenAI and Anthropic check them
-([`ChatRequest::turn`]): each answers a call of the assistant message
-right before it, once, and every call is answered before the conversation
-goes on. A history that breaks this is refused, never recorded.
+Tool results are checked as on every API ([`super::results`]), and a
+refusal names the field (`messages.[3].tool_call_id`).
 
 The request's `store` (OpenAI's flag for its own distillation logs) does
 not apply: every chat completion is recorded.
 */
 
 use super::media;
+use super::results::Place;
 use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -161,8 +160,10 @@ pub fn no_parameters() -> Value {
 impl ChatRequest {
     /// The request as a [`Turn`], or why it cannot be mapped.
     pub fn turn(&self) -> Result<Turn, ProxyError> {
+        let (messages, places) = self.thread_messages()?;
         Ok(Turn {
-            messages: self.thread_messages()?,
+            messages,
+            places,
             tools: self.tool_specs()?,
             options: self.options()?,
             model: self.model.clone(),
@@ -172,26 +173,52 @@ impl ChatRequest {
         })
     }
 
-    /// The conversation the client sent, as skein messages.
-    pub fn thread_messages(&self) -> Result<Vec<Message>, ProxyError> {
+    /// The conversation the client sent, as skein messages, with where
+    /// each came from.
+    pub fn thread_messages(&self) -> Result<(Vec<Message>, Vec<Place>), ProxyError> {
         if self.messages.is_empty() {
             return Err(ProxyError::invalid("`messages` is empty").at("messages"));
         }
         let mut messages: Vec<Message> = Vec::with_capacity(self.messages.len());
+        let mut places: Vec<Place> = Vec::with_capacity(self.messages.len());
         for (index, wire) in self.messages.iter().enumerate() {
             let message = map_message(wire, index)?;
+            let at = format!("messages.[{index}]");
+            let place = match message.role {
+                Role::Tool => Place::uniform(at, 1, ".tool_call_id"),
+                _ => {
+                    let mut calls = 0;
+                    let parts = message
+                        .parts
+                        .iter()
+                        .map(|part| match part {
+                            Part::ToolCall(_) => {
+                                calls += 1;
+                                format!("{at}.tool_calls.[{}]", calls - 1)
+                            }
+                            _ => format!("{at}.content"),
+                        })
+                        .collect();
+                    Place { message: at, parts }
+                }
+            };
             // Consecutive tool messages become one.
             if message.role == Role::Tool
                 && let Some(previous) = messages.last_mut()
                 && previous.role == Role::Tool
             {
                 previous.parts.extend(message.parts);
+                places
+                    .last_mut()
+                    .expect("a place per message")
+                    .parts
+                    .extend(place.parts);
                 continue;
             }
             messages.push(message);
+            places.push(place);
         }
-        check_tool_results(&self.messages)?;
-        Ok(messages)
+        Ok((messages, places))
     }
 
     /// The tools offered, as skein tool specs.
@@ -368,100 +395,6 @@ fn content_parts(
             Ok(out)
         }
     }
-}
-
-/// Each `tool` message answers a call of the assistant message right before
-/// it (the run of tool messages after it), each call at most once, and
-/// every call is answered before another message follows. A history may end
-/// with an assistant's calls and no results yet, but not with only some of
-/// them answered.
-fn check_tool_results(messages: &[WireMessage]) -> Result<(), ProxyError> {
-    /// The assistant message whose results are being read, and where each
-    /// of its calls was answered.
-    struct Open<'m> {
-        at: usize,
-        calls: Vec<(&'m str, Option<usize>)>,
-    }
-    impl Open<'_> {
-        fn unanswered(&self) -> Vec<&str> {
-            self.calls
-                .iter()
-                .filter(|(_, answered)| answered.is_none())
-                .map(|(id, _)| *id)
-                .collect()
-        }
-        fn missing(&self, before: &str) -> ProxyError {
-            ProxyError::invalid(format!(
-                "messages[{}]: the assistant's tool calls {} have no result: an assistant message \
-                 with `tool_calls` must be followed by a `tool` message for each `tool_call_id` {before}",
-                self.at,
-                quoted(&self.unanswered())
-            ))
-            .at(format!("messages.[{}].tool_calls", self.at))
-        }
-    }
-
-    let mut open: Option<Open> = None;
-    for (index, message) in messages.iter().enumerate() {
-        if message.role == "tool" {
-            let Some(open) = open.as_mut() else {
-                return Err(ProxyError::invalid(format!(
-                    "messages[{index}]: a `tool` message must answer a tool call of the assistant \
-                     message right before it, and there is no such call"
-                ))
-                .at(format!("messages.[{index}].role")));
-            };
-            let id = message.tool_call_id.as_deref().unwrap_or_default();
-            let Some((_, answered)) = open.calls.iter_mut().find(|(call, _)| *call == id) else {
-                let calls: Vec<&str> = open.calls.iter().map(|(call, _)| *call).collect();
-                return Err(ProxyError::invalid(format!(
-                    "messages[{index}]: `tool_call_id` `{id}` matches no tool call of the assistant \
-                     message before it (messages[{}] calls {})",
-                    open.at,
-                    quoted(&calls)
-                ))
-                .at(format!("messages.[{index}].tool_call_id")));
-            };
-            if let Some(first) = answered {
-                return Err(ProxyError::invalid(format!(
-                    "messages[{index}]: tool call `{id}` already has its result in messages[{first}]"
-                ))
-                .at(format!("messages.[{index}].tool_call_id")));
-            }
-            *answered = Some(index);
-            continue;
-        }
-        if let Some(closed) = open.take()
-            && !closed.unanswered().is_empty()
-        {
-            return Err(closed.missing(&format!("before messages[{index}]")));
-        }
-        let calls: Vec<(&str, Option<usize>)> = message
-            .tool_calls
-            .iter()
-            .flatten()
-            .map(|call| (call.id.as_str(), None))
-            .collect();
-        if message.role == "assistant" && !calls.is_empty() {
-            open = Some(Open { at: index, calls });
-        }
-    }
-    match open {
-        Some(open)
-            if open.calls.iter().any(|(_, answered)| answered.is_some())
-                && !open.unanswered().is_empty() =>
-        {
-            Err(open.missing("(some are answered, so the rest must be too)"))
-        }
-        _ => Ok(()),
-    }
-}
-
-fn quoted(ids: &[&str]) -> String {
-    ids.iter()
-        .map(|id| format!("`{id}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// How a chat completion is written back.
@@ -668,9 +601,18 @@ mod tests {
             {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "one"}]},
             {"role": "tool", "tool_call_id": "c2", "content": "two"}
         ]));
-        let a = plain.thread_messages().unwrap();
-        let b = reserialised.thread_messages().unwrap();
+        let (a, places) = plain.thread_messages().unwrap();
+        let (b, _) = reserialised.thread_messages().unwrap();
         assert_eq!(a, b);
+        assert_eq!(
+            places[2].parts,
+            ["messages.[2].tool_call_id", "messages.[3].tool_call_id"],
+            "each result keeps its own place"
+        );
+        assert_eq!(
+            places[1].parts,
+            ["messages.[1].tool_calls.[0]", "messages.[1].tool_calls.[1]"]
+        );
         assert_eq!(a.len(), 3, "the two tool messages become one");
         assert_eq!(a[2].tool_results_iter().count(), 2);
     }
@@ -743,7 +685,8 @@ mod tests {
             ]}
         ]))
         .thread_messages()
-        .unwrap();
+        .unwrap()
+        .0;
         let kinds: Vec<&str> = messages[0]
             .parts
             .iter()
@@ -756,7 +699,8 @@ mod tests {
     }
 
     fn refusal(messages: Value) -> ProxyError {
-        request(messages).thread_messages().unwrap_err()
+        let turn = request(messages).turn().unwrap();
+        super::super::results::check(&turn.messages, &turn.places).unwrap_err()
     }
 
     fn call(id: &str) -> Value {
@@ -776,7 +720,7 @@ mod tests {
             "{stray}"
         );
         assert!(
-            stray.message.contains("`c1`"),
+            stray.message.contains("`messages.[1]` calls `c1`"),
             "the calls are listed: {stray}"
         );
         assert_eq!(stray.param.as_deref(), Some("messages.[3].tool_call_id"));
@@ -787,7 +731,7 @@ mod tests {
         ]));
         assert_eq!(
             no_call.param.as_deref(),
-            Some("messages.[1].role"),
+            Some("messages.[1].tool_call_id"),
             "{no_call}"
         );
 
@@ -798,7 +742,11 @@ mod tests {
             {"role": "assistant", "content": "done"},
             {"role": "tool", "tool_call_id": "c1", "content": "again"}
         ]));
-        assert_eq!(late.param.as_deref(), Some("messages.[3].role"), "{late}");
+        assert_eq!(
+            late.param.as_deref(),
+            Some("messages.[3].tool_call_id"),
+            "{late}"
+        );
 
         let twice = refusal(serde_json::json!([
             {"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2")]},
@@ -809,7 +757,7 @@ mod tests {
         assert!(
             twice
                 .message
-                .contains("already has its result in messages[1]"),
+                .contains("already has its result (`messages.[1].tool_call_id`)"),
             "{twice}"
         );
     }
@@ -822,8 +770,14 @@ mod tests {
             {"role": "user", "content": "and?"}
         ]));
         assert!(skipped.message.contains("`c1` have no result"), "{skipped}");
-        assert!(skipped.message.contains("before messages[2]"), "{skipped}");
-        assert_eq!(skipped.param.as_deref(), Some("messages.[0].tool_calls"));
+        assert!(
+            skipped.message.contains("before `messages.[2]`"),
+            "{skipped}"
+        );
+        assert_eq!(
+            skipped.param.as_deref(),
+            Some("messages.[0].tool_calls.[0]")
+        );
 
         let partial = refusal(serde_json::json!([
             {"role": "assistant", "content": null, "tool_calls": [call("c1"), call("c2")]},
@@ -844,7 +798,11 @@ mod tests {
                 {"role": "assistant", "content": null, "tool_calls": [call("c1")]}
             ]),
         ] {
-            assert!(request(fine.clone()).thread_messages().is_ok(), "{fine}");
+            let turn = request(fine.clone()).turn().unwrap();
+            assert!(
+                super::super::results::check(&turn.messages, &turn.places).is_ok(),
+                "{fine}"
+            );
         }
     }
 }

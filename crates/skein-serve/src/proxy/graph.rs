@@ -10,10 +10,11 @@ A [`Turn`] completed from the graph before it runs, in one store call:
   text the model wrote, takes the re-encoded one's place, so the history
   continues the stored thread instead of forking it by whitespace.
 
-Then every tool result must answer a call of the assistant message right
-before it ([`check_results`]), whichever API the history came through.
+Then the tool results of the whole history are checked
+([`super::results`]).
 */
 
+use super::results::{self, Place};
 use super::turn::{Previous, ProxyError, Turn};
 use serde_json::Value;
 use skein::core::{Message, Part, Role, Thread};
@@ -42,7 +43,7 @@ pub async fn complete(store: &Store, turn: Turn) -> Result<Turn, ProxyError> {
     } else {
         turn
     };
-    check_results(&turn.messages).map_err(ProxyError::invalid)?;
+    results::check(&turn.messages, &turn.places)?;
     Ok(turn)
 }
 
@@ -96,11 +97,21 @@ fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
         .cloned()
         .collect();
     let inserted = stored.len();
+    // The stored history stands where the request names it.
+    let stored_places: Vec<Place> = stored
+        .iter()
+        .map(|message| Place::uniform("previous_response_id".into(), message.parts.len(), ""))
+        .collect();
     let mut messages = turn.messages;
     let rest = messages.split_off(instructions);
     messages.extend(stored);
     messages.extend(rest);
     turn.messages = messages;
+    let mut places = turn.places;
+    let rest = places.split_off(instructions.min(places.len()));
+    places.extend(stored_places);
+    places.extend(rest);
+    turn.places = places;
     let shift = |index: usize| {
         if index >= instructions {
             index + inserted
@@ -172,129 +183,10 @@ fn stands_for(stored: &Message, sent: &Message, values: &[(usize, &Value)]) -> b
             })
 }
 
-/// Each tool result answers a call of the assistant message right before
-/// it, once, and every call is answered before the conversation goes on (a
-/// history may end with calls not answered yet).
-pub fn check_results(messages: &[Message]) -> Result<(), String> {
-    let calls_of = |message: &Message| -> Vec<String> {
-        message.tool_calls().map(|call| call.id.clone()).collect()
-    };
-    let quoted = |ids: &[String]| {
-        ids.iter()
-            .map(|id| format!("`{id}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for (index, message) in messages.iter().enumerate() {
-        let previous = index.checked_sub(1).map(|at| &messages[at]);
-        if message.role == Role::Tool {
-            let calls = match previous {
-                Some(previous) if previous.role == Role::Assistant => calls_of(previous),
-                _ => Vec::new(),
-            };
-            let mut answered: Vec<&str> = Vec::new();
-            for result in message.tool_results_iter() {
-                if !calls.contains(&result.call_id) {
-                    return Err(format!(
-                        "the tool result for `{}` answers no tool call of the assistant message right before it{}",
-                        result.call_id,
-                        if calls.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (which calls {})", quoted(&calls))
-                        }
-                    ));
-                }
-                if answered.contains(&result.call_id.as_str()) {
-                    return Err(format!("tool call `{}` has two results", result.call_id));
-                }
-                answered.push(&result.call_id);
-            }
-            let missing: Vec<String> = calls
-                .iter()
-                .filter(|call| !answered.contains(&call.as_str()))
-                .cloned()
-                .collect();
-            if !missing.is_empty() && index + 1 < messages.len() {
-                return Err(format!(
-                    "the assistant's tool calls {} have no result: every call needs its result before the conversation goes on",
-                    quoted(&missing)
-                ));
-            }
-        } else if let Some(previous) = previous
-            && previous.role == Role::Assistant
-            && previous.tool_calls().next().is_some()
-        {
-            return Err(format!(
-                "the assistant's tool calls {} have no result: a tool result for each must follow them",
-                quoted(&calls_of(previous))
-            ));
-        }
-        if message.role != Role::Tool && message.tool_results_iter().next().is_some() {
-            return Err(format!(
-                "a {} message carries tool results; only tool messages may",
-                message.role
-            ));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skein::core::{ToolCall, ToolResult};
-
-    fn calls(ids: &[&str]) -> Message {
-        Message::new(
-            Role::Assistant,
-            ids.iter()
-                .map(|id| {
-                    Part::ToolCall(ToolCall {
-                        id: id.to_string(),
-                        name: "f".into(),
-                        arguments: "{}".into(),
-                    })
-                })
-                .collect(),
-        )
-    }
-
-    fn results(ids: &[&str]) -> Message {
-        Message::tool_results(ids.iter().map(|id| ToolResult {
-            call_id: id.to_string(),
-            content: "x".into(),
-            is_error: false,
-        }))
-    }
-
-    #[test]
-    fn results_answer_the_calls_right_before_them() {
-        let user = Message::user("hi");
-        assert!(
-            check_results(&[
-                user.clone(),
-                calls(&["a", "b"]),
-                results(&["b", "a"]),
-                user.clone()
-            ])
-            .is_ok()
-        );
-        assert!(
-            check_results(&[user.clone(), calls(&["a"])]).is_ok(),
-            "calls awaiting results"
-        );
-        let stray = check_results(&[calls(&["a"]), results(&["z"])]).unwrap_err();
-        assert!(stray.contains("`z`") && stray.contains("`a`"), "{stray}");
-        let twice = check_results(&[calls(&["a"]), results(&["a", "a"])]).unwrap_err();
-        assert!(twice.contains("two results"), "{twice}");
-        let skipped =
-            check_results(&[calls(&["a", "b"]), results(&["a"]), user.clone()]).unwrap_err();
-        assert!(skipped.contains("`b`"), "{skipped}");
-        let unanswered = check_results(&[calls(&["a"]), user.clone()]).unwrap_err();
-        assert!(unanswered.contains("`a`"), "{unanswered}");
-        assert!(check_results(&[user, results(&["a"])]).is_err());
-    }
+    use skein::core::ToolCall;
 
     #[test]
     fn a_reencoded_call_stands_for_the_stored_one_with_equal_json() {

@@ -35,6 +35,7 @@ dropped.
 */
 
 use super::media;
+use super::results::Place;
 use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn, named_event};
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -141,17 +142,19 @@ fn string_or_list<T: DeserializeOwned>(raw: &RawValue) -> Result<Either<T>, serd
 #[derive(Default)]
 struct Mapped {
     messages: Vec<Message>,
+    places: Vec<Place>,
     annotations: Vec<(usize, u32, Annotation)>,
     reencoded: Vec<(usize, usize, Value)>,
 }
 
 impl Mapped {
-    /// Append `message` (when it has parts) with its cache hints, given by
-    /// part index.
-    fn push(&mut self, message: Message, cached: Vec<u32>) {
+    /// Append `message` (when it has parts), from `place`, with its cache
+    /// hints, given by part index.
+    fn push(&mut self, message: Message, place: Place, cached: Vec<u32>) {
         if message.parts.is_empty() {
             return;
         }
+        self.places.push(place);
         let index = self.messages.len();
         for part in cached {
             self.annotations
@@ -176,6 +179,7 @@ impl MessagesRequest {
         }
         Ok(Turn {
             messages: mapped.messages,
+            places: mapped.places,
             annotations: mapped.annotations,
             tools: self.tool_specs()?,
             options: GenerationOptions {
@@ -222,14 +226,17 @@ fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyErr
         ))
     })? {
         Either::Text(text) => {
-            mapped.push(Message::new(Role::System, non_empty(text)), Vec::new());
+            let parts = non_empty(text);
+            let place = Place::uniform("system".into(), parts.len(), "");
+            mapped.push(Message::new(Role::System, parts), place, Vec::new());
             return Ok(());
         }
         Either::List(blocks) => blocks,
     };
     let mut parts = Vec::new();
+    let mut places = Vec::new();
     let mut cached = Vec::new();
-    for block in blocks {
+    for (index, block) in blocks.into_iter().enumerate() {
         if block.kind != "text" {
             return Err(refuse(format!(
                 "a `{}` block cannot stand in `system` (text only)",
@@ -244,8 +251,13 @@ fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyErr
             cached.push(parts.len() as u32);
         }
         parts.push(Part::text(text));
+        places.push(format!("system.[{index}]"));
     }
-    mapped.push(Message::new(Role::System, parts), cached);
+    let place = Place {
+        message: "system".into(),
+        parts: places,
+    };
+    mapped.push(Message::new(Role::System, parts), place, cached);
     Ok(())
 }
 
@@ -276,16 +288,20 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
         .map_err(|problem| refuse(format!("`content` is not a string or blocks: {problem}")))?
     {
         Either::Text(text) => {
-            mapped.push(Message::new(role, non_empty(text)), Vec::new());
+            let parts = non_empty(text);
+            let place = Place::uniform(format!("messages.[{index}]"), parts.len(), ".content");
+            mapped.push(Message::new(role, parts), place, Vec::new());
             return Ok(());
         }
         Either::List(blocks) => blocks,
     };
-    // A user turn's results go first, in a tool message of their own.
-    let mut results = (Vec::new(), Vec::new());
-    let mut parts = (Vec::new(), Vec::new());
+    // A user turn's results go first, in a tool message of their own:
+    // (parts, cached part indices, places).
+    let mut results = (Vec::new(), Vec::new(), Vec::new());
+    let mut parts = (Vec::new(), Vec::new(), Vec::new());
     let mut reencoded = Vec::new();
-    for block in blocks {
+    for (block_index, block) in blocks.into_iter().enumerate() {
+        let block_at = format!("messages.[{index}].content.[{block_index}]");
         let cached = block.cache_control.is_some();
         let part = match (role, block.kind.as_str()) {
             (_, "text") => match block.text {
@@ -308,6 +324,7 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
                 if cached {
                     results.1.push(results.0.len() as u32);
                 }
+                results.2.push(format!("{block_at}.tool_use_id"));
                 results.0.push(Part::ToolResult(ToolResult {
                     call_id,
                     content,
@@ -346,9 +363,19 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
         if cached {
             parts.1.push(parts.0.len() as u32);
         }
+        parts.2.push(block_at);
         parts.0.push(part);
     }
-    mapped.push(Message::new(Role::Tool, results.0), results.1);
+    let at = format!("messages.[{index}]");
+    let place = |parts| Place {
+        message: at.clone(),
+        parts,
+    };
+    mapped.push(
+        Message::new(Role::Tool, results.0),
+        place(results.2),
+        results.1,
+    );
     let at_message = mapped.messages.len();
     if !parts.0.is_empty() {
         mapped.reencoded.extend(
@@ -357,7 +384,7 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
                 .map(|(part, value)| (at_message, part, value)),
         );
     }
-    mapped.push(Message::new(role, parts.0), parts.1);
+    mapped.push(Message::new(role, parts.0), place(parts.2), parts.1);
     Ok(())
 }
 
@@ -633,7 +660,11 @@ mod tests {
             {"role": "user", "content": "thanks"}
         ]}))
         .unwrap();
-        assert_eq!(anthropic.messages, chat.thread_messages().unwrap());
+        assert_eq!(anthropic.messages, chat.thread_messages().unwrap().0);
+        assert_eq!(
+            anthropic.places[3].parts,
+            ["messages.[2].content.[0].tool_use_id"]
+        );
         let hint = Annotation::CacheHint(CacheHint::Ephemeral);
         assert_eq!(
             anthropic.annotations,

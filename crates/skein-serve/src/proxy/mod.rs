@@ -25,6 +25,7 @@ pub mod messages;
 pub mod models;
 mod record;
 pub mod responses;
+mod results;
 pub mod turn;
 
 use crate::AppState;
@@ -274,7 +275,14 @@ struct Flight<A: Api> {
 /// What a running model call reports.
 enum Progress {
     Text(String),
-    Done(Box<Result<RunOutput, EngineError>>),
+    /// The run ended, and was recorded (or failed, its failure recorded).
+    Done(Box<Result<Finished, ProxyError>>),
+}
+
+/// A run that ended well, and where it was recorded.
+struct Finished {
+    output: RunOutput,
+    recorded: Option<record::Recorded>,
 }
 
 impl<A: Api> Flight<A> {
@@ -294,7 +302,15 @@ impl<A: Api> Flight<A> {
             Ok(execution) => execution,
             Err(error) => return A::error(&engine_failure(&error)),
         };
-        let prepared = execution.prepared().clone();
+        let recorder = Recorder {
+            state: self.state.clone(),
+            model: self.model.clone(),
+            prepared: execution.prepared().clone(),
+            meta: self.meta.clone(),
+            keep: self.keep,
+        };
+        // The run and its record do not depend on the client: one that
+        // goes away neither cancels the model call nor loses its record.
         let (progress, mut updates) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let forward = async {
@@ -303,34 +319,26 @@ impl<A: Api> Flight<A> {
                 }
             };
             let (outcome, ()) = join(execution.run(), forward).await;
-            let _ = progress.send(Progress::Done(Box::new(outcome)));
+            let finished = recorder.record(outcome).await;
+            let _ = progress.send(Progress::Done(Box::new(finished)));
         });
-        let first = updates.recv().await;
-        let failed = move |model: &Model, error: &EngineError| {
-            let record = commit::failed_run(model.engine(), &prepared, error);
-            (engine_failure(error), record)
-        };
-        match first {
-            Some(Progress::Done(outcome)) => match *outcome {
-                Ok(output) => {
-                    let recorded = match self.record(&output).await {
-                        Ok(recorded) => recorded,
-                        Err(error) => return A::error(&error),
-                    };
-                    if self.stream {
-                        let mut events = self.api.events(&self.shown);
-                        let mut frames = events.start(&output.run);
-                        frames.extend(events.finish(&self.reply(&output)));
-                        return sse(futures_util::stream::iter(frames.into_iter().map(Ok)));
-                    }
-                    let body = self.api.body(&self.reply(&output));
+        match updates.recv().await {
+            Some(Progress::Done(finished)) => match *finished {
+                Ok(finished) if self.stream => {
+                    let mut events = self.api.events(&self.shown);
+                    let mut frames = events.start(&finished.output.run);
+                    frames.extend(events.finish(&self.reply(&finished.output)));
+                    sse(futures_util::stream::iter(frames.into_iter().map(Ok)))
+                }
+                Ok(finished) => {
+                    let body = self.api.body(&self.reply(&finished.output));
                     let mut response = axum::Json(body).into_response();
-                    if let Some(recorded) = recorded {
+                    if let Some(recorded) = finished.recorded {
                         let headers = response.headers_mut();
                         for (name, value) in [
                             ("x-skein-conversation", recorded.conversation.to_string()),
                             ("x-skein-node", recorded.node.to_string()),
-                            ("x-skein-run", output.run.to_string()),
+                            ("x-skein-run", finished.output.run.to_string()),
                         ] {
                             if let Ok(value) = value.parse() {
                                 headers.insert(name, value);
@@ -339,13 +347,10 @@ impl<A: Api> Flight<A> {
                     }
                     response
                 }
-                Err(error) => {
-                    let (answer, record) = failed(&self.model, &error);
-                    self.record_failure(record).await;
-                    A::error(&answer)
-                }
+                Err(error) => A::error(&error),
             },
             Some(Progress::Text(text)) => {
+                // The run's id came with its first event, before any text.
                 let run = runs
                     .try_recv()
                     .map(|event| event.run)
@@ -366,23 +371,15 @@ impl<A: Api> Flight<A> {
                     let mut opening = events.start(&run);
                     opening.extend(events.text(&text));
                     send(opening).await;
-                    // The run goes on, and is recorded, even when the
-                    // client has gone.
                     while let Some(update) = updates.recv().await {
-                        match update {
-                            Progress::Text(text) => send(events.text(&text)).await,
-                            Progress::Done(outcome) => match *outcome {
-                                Ok(output) => match self.record(&output).await {
-                                    Ok(_) => send(events.finish(&self.reply(&output))).await,
-                                    Err(error) => send(events.fail(&error)).await,
-                                },
-                                Err(error) => {
-                                    let (answer, record) = failed(&self.model, &error);
-                                    self.record_failure(record).await;
-                                    send(events.fail(&answer)).await;
-                                }
+                        let batch = match update {
+                            Progress::Text(text) => events.text(&text),
+                            Progress::Done(finished) => match *finished {
+                                Ok(finished) => events.finish(&self.reply(&finished.output)),
+                                Err(error) => events.fail(&error),
                             },
-                        }
+                        };
+                        send(batch).await;
                     }
                 });
                 sse(futures_util::stream::unfold(body, |mut body| async move {
@@ -401,27 +398,52 @@ impl<A: Api> Flight<A> {
             model: &self.shown,
         }
     }
+}
 
-    /// Record the exchange (unless the request asked not to be stored).
-    async fn record(&self, output: &RunOutput) -> Result<Option<record::Recorded>, ProxyError> {
-        if !self.keep {
-            return Ok(None);
-        }
-        record::record(&self.state.store, output, &self.meta)
-            .await
-            .map(Some)
-            .map_err(|problem| {
-                tracing::error!("the proxy could not record an exchange: {problem}");
-                ProxyError::server(format!("the reply could not be recorded: {problem}"))
-            })
-    }
+/// What records a run's outcome.
+struct Recorder {
+    state: Arc<AppState>,
+    model: Model,
+    prepared: skein::engine::Prepared,
+    meta: record::Meta,
+    /// Whether anything is recorded (the Responses API's `store`).
+    keep: bool,
+}
 
-    async fn record_failure(&self, record: Option<skein::core::RunRecord>) {
-        let Some(record) = record.filter(|_| self.keep) else {
-            return;
+impl Recorder {
+    /// Record the exchange, or the failed run, and say what the client is
+    /// answered with.
+    async fn record(self, outcome: Result<RunOutput, EngineError>) -> Result<Finished, ProxyError> {
+        let output = match outcome {
+            Ok(output) => output,
+            Err(error) => {
+                let failed = commit::failed_run(self.model.engine(), &self.prepared, &error);
+                if let Some(run) = failed.filter(|_| self.keep)
+                    && let Err(problem) =
+                        record::record_failed(&self.state.store, run, &self.meta).await
+                {
+                    tracing::error!("the proxy could not record a failed run: {problem}");
+                }
+                return Err(engine_failure(&error));
+            }
         };
-        if let Err(problem) = record::record_failed(&self.state.store, record, &self.meta).await {
-            tracing::error!("the proxy could not record a failed run: {problem}");
+        if !self.keep {
+            return Ok(Finished {
+                output,
+                recorded: None,
+            });
+        }
+        match record::record(&self.state.store, &output, &self.meta).await {
+            Ok(recorded) => Ok(Finished {
+                output,
+                recorded: Some(recorded),
+            }),
+            Err(problem) => {
+                tracing::error!("the proxy could not record an exchange: {problem}");
+                Err(ProxyError::server(format!(
+                    "the reply could not be recorded: {problem}"
+                )))
+            }
         }
     }
 }

@@ -28,6 +28,7 @@ the run id or call id, so every id maps back to the graph.
 */
 
 use super::media;
+use super::results::Place;
 use super::turn::{Api, Events, Previous, ProxyError, Reply, Turn, named_event};
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -68,15 +69,20 @@ impl ResponsesRequest {
     /// The request as a [`Turn`], or why it cannot be mapped.
     pub fn turn(&self) -> Result<Turn, ProxyError> {
         let mut messages = Vec::new();
+        let mut places = Vec::new();
         if let Some(instructions) = self.instructions.as_ref().filter(|text| !text.is_empty()) {
             messages.push(Message::system(instructions.clone()));
+            places.push(Place::uniform("instructions".into(), 1, ""));
         }
         let instructions = messages.len();
         match &self.input {
-            Value::String(text) => messages.push(Message::user(text.clone())),
+            Value::String(text) => {
+                messages.push(Message::user(text.clone()));
+                places.push(Place::uniform("input".into(), 1, ""));
+            }
             Value::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
-                    map_item(item, index, &mut messages)?;
+                    map_item(item, index, &mut messages, &mut places)?;
                 }
             }
             _ => {
@@ -98,6 +104,7 @@ impl ResponsesRequest {
         });
         Ok(Turn {
             messages,
+            places,
             tools: self.tool_specs()?,
             options: GenerationOptions {
                 temperature: self.temperature,
@@ -163,7 +170,13 @@ impl ResponsesRequest {
     }
 }
 
-fn map_item(item: &Value, index: usize, messages: &mut Vec<Message>) -> Result<(), ProxyError> {
+fn map_item(
+    item: &Value,
+    index: usize,
+    messages: &mut Vec<Message>,
+    places: &mut Vec<Place>,
+) -> Result<(), ProxyError> {
+    let at = format!("input.[{index}]");
     let refuse = |field: &str, message: String| {
         ProxyError::invalid(format!("input[{index}]: {message}")).at(if field.is_empty() {
             format!("input.[{index}]")
@@ -195,6 +208,7 @@ fn map_item(item: &Value, index: usize, messages: &mut Vec<Message>) -> Result<(
             let parts =
                 content(item.get("content"), role).map_err(|message| refuse("content", message))?;
             if !parts.is_empty() {
+                places.push(Place::uniform(at, parts.len(), ".content"));
                 messages.push(Message::new(role, parts));
             }
         }
@@ -204,9 +218,15 @@ fn map_item(item: &Value, index: usize, messages: &mut Vec<Message>) -> Result<(
                 name: text("name")?.to_string(),
                 arguments: text("arguments")?.to_string(),
             });
-            match messages.last_mut() {
-                Some(last) if last.role == Role::Assistant => last.parts.push(call),
-                _ => messages.push(Message::new(Role::Assistant, vec![call])),
+            match (messages.last_mut(), places.last_mut()) {
+                (Some(last), Some(place)) if last.role == Role::Assistant => {
+                    last.parts.push(call);
+                    place.parts.push(at);
+                }
+                _ => {
+                    messages.push(Message::new(Role::Assistant, vec![call]));
+                    places.push(Place::uniform(at, 1, ""));
+                }
             }
         }
         Some("function_call_output") => {
@@ -234,9 +254,16 @@ fn map_item(item: &Value, index: usize, messages: &mut Vec<Message>) -> Result<(
                 content: output,
                 is_error: false,
             });
-            match messages.last_mut() {
-                Some(last) if last.role == Role::Tool => last.parts.push(result),
-                _ => messages.push(Message::new(Role::Tool, vec![result])),
+            let at = format!("{at}.call_id");
+            match (messages.last_mut(), places.last_mut()) {
+                (Some(last), Some(place)) if last.role == Role::Tool => {
+                    last.parts.push(result);
+                    place.parts.push(at);
+                }
+                _ => {
+                    messages.push(Message::new(Role::Tool, vec![result]));
+                    places.push(Place::uniform(at.clone(), 1, ""));
+                }
             }
         }
         other => {
@@ -616,7 +643,12 @@ mod tests {
             {"role": "user", "content": "thanks"}
         ]}))
         .unwrap();
-        assert_eq!(responses.messages, chat.thread_messages().unwrap());
+        assert_eq!(responses.messages, chat.thread_messages().unwrap().0);
+        assert_eq!(responses.places.len(), responses.messages.len());
+        assert_eq!(
+            responses.places[2].parts,
+            ["input.[1].content", "input.[2]"]
+        );
         assert!(responses.record);
         assert!(responses.previous.is_none());
     }

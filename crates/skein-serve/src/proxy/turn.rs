@@ -6,6 +6,7 @@ format), the [`Api`] and [`Events`] each wire format implements, and
 [`ProxyError`], the one error every API renders in its own shape.
 */
 
+use super::results::Place;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -21,6 +22,9 @@ pub struct Turn {
     /// The messages the client sent, in order (with `previous` set, the
     /// new ones only: the graph step puts the stored history among them).
     pub messages: Vec<Message>,
+    /// Where each message and its parts came from in the request
+    /// (parallel to `messages`), for refusals that name the field.
+    pub places: Vec<Place>,
     /// (message index, part index, annotation): Anthropic's
     /// `cache_control` as cache hints.
     pub annotations: Vec<(usize, u32, Annotation)>,
