@@ -606,8 +606,9 @@ fn a_regenerate_stays_in_its_conversation_family() {
 /// `[proxy.models]` maps the model a client asks for to the model that
 /// answers it, on every API; without a fallback an unknown name is a 404
 /// naming what is served. The requested model is on each run, the
-/// `x-skein-conversation-name` header names a new conversation, and a
-/// continuation with that name stays in it.
+/// `x-skein-conversation-name` header names a new conversation, a
+/// continuation with that name stays in it, and the same first message
+/// under another name is a conversation of its own.
 #[test]
 fn the_model_table_routes_requested_models_and_records_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -678,6 +679,36 @@ fn the_model_table_routes_requested_models_and_records_them() {
             "{text}"
         );
     }
+    // The same first message under two names: a conversation each, the
+    // second a branch of the first on the same nodes; each goes on alone.
+    let twin = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "twin"}]});
+    let mut twin_answer = String::new();
+    for name in ["alpha", "beta"] {
+        let (status, text) = post_with(
+            &server.address,
+            "/v1/chat/completions",
+            &twin.to_string(),
+            &[("x-skein-conversation-name", name)],
+        );
+        assert_eq!(status, 200, "{text}");
+        twin_answer =
+            serde_json::from_str::<Value>(&text).unwrap()["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+    }
+    let next = json!({"model": "gpt-4o-mini", "messages": [
+        {"role": "user", "content": "twin"},
+        {"role": "assistant", "content": twin_answer},
+        {"role": "user", "content": "beta goes on"}
+    ]});
+    let (status, text) = post_with(
+        &server.address,
+        "/v1/chat/completions",
+        &next.to_string(),
+        &[("x-skein-conversation-name", "beta")],
+    );
+    assert_eq!(status, 200, "{text}");
     let (status, models) = get(&server.address, "/v1/models");
     assert_eq!(status, 200);
     let ids: Vec<Value> = serde_json::from_str::<Value>(&models).unwrap()["data"]
@@ -694,7 +725,7 @@ fn the_model_table_routes_requested_models_and_records_them() {
             &db,
             "SELECT count(*) FROM runs WHERE requested_model = 'gpt-4o-mini' AND model = 'echo'"
         ),
-        2
+        5
     );
     assert_eq!(
         count(
@@ -705,20 +736,28 @@ fn the_model_table_routes_requested_models_and_records_them() {
     );
     assert_eq!(
         count(&db, "SELECT count(*) FROM runs"),
-        3,
+        6,
         "refused requests run nothing"
     );
     let store = skein::Store::open(&db).unwrap();
     let conversations = store.list_conversations(10).unwrap();
-    assert_eq!(conversations.len(), 2);
-    let mine = conversations
-        .iter()
-        .find(|c| c.name.as_deref() == Some("my chat"))
-        .unwrap();
+    assert_eq!(conversations.len(), 4);
+    let named = |name: &str| {
+        conversations
+            .iter()
+            .find(|c| c.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no conversation named {name}: {conversations:#?}"))
+    };
+    let mine = named("my chat");
     assert_eq!(mine.len, 4, "the named conversation went on");
-    let other = conversations.iter().find(|c| c.id != mine.id).unwrap();
-    assert_eq!(other.name, None);
+    let other = conversations.iter().find(|c| c.name.is_none()).unwrap();
     assert_eq!(other.settings.title.as_deref(), Some("hello"));
+    let (alpha, beta) = (named("alpha"), named("beta"));
+    assert_eq!(alpha.len, 2, "alpha stayed");
+    assert_eq!(beta.len, 4, "beta went on alone");
+    let origin = beta.origin.as_ref().unwrap();
+    assert_eq!(origin.conversation.as_ref(), Some(&alpha.id));
+    assert_eq!(origin.node, alpha.head, "a branch on alpha's nodes");
     let shown = Command::new(env!("CARGO_BIN_EXE_skein"))
         .arg("--db")
         .arg(&db)

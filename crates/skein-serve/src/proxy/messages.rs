@@ -25,7 +25,8 @@ whichever API carried it:
 - `cache_control` on a text, media, tool-use or tool-result block is a
   cache-hint annotation on its part (recorded on the run, never in the
   node); on a tool definition it has no part to stand on and is not kept.
-- Empty text blocks add no part. `max_tokens`, `temperature` and `top_p`
+- Empty text blocks add no part (a message left with none is kept,
+  empty, as chat completions keep theirs). `max_tokens`, `temperature` and `top_p`
   are the generation options; `stop_sequences`, `top_k`, `tool_choice`,
   `metadata` and `thinking` are not used.
 
@@ -148,12 +149,9 @@ struct Mapped {
 }
 
 impl Mapped {
-    /// Append `message` (when it has parts), from `place`, with its cache
-    /// hints, given by part index.
+    /// Append `message`, from `place`, with its cache hints, given by part
+    /// index.
     fn push(&mut self, message: Message, place: Place, cached: Vec<u32>) {
-        if message.parts.is_empty() {
-            return;
-        }
         self.places.push(place);
         let index = self.messages.len();
         for part in cached {
@@ -371,20 +369,25 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
         message: at.clone(),
         parts,
     };
-    mapped.push(
-        Message::new(Role::Tool, results.0),
-        place(results.2),
-        results.1,
-    );
-    let at_message = mapped.messages.len();
-    if !parts.0.is_empty() {
+    // A turn of results alone is a tool message; any other turn keeps its
+    // message, empty or not, as chat completions keep theirs.
+    let answers = !results.0.is_empty();
+    if answers {
+        mapped.push(
+            Message::new(Role::Tool, results.0),
+            place(results.2),
+            results.1,
+        );
+    }
+    if !answers || !parts.0.is_empty() {
+        let at_message = mapped.messages.len();
         mapped.reencoded.extend(
             reencoded
                 .into_iter()
                 .map(|(part, value)| (at_message, part, value)),
         );
+        mapped.push(Message::new(role, parts.0), place(parts.2), parts.1);
     }
-    mapped.push(Message::new(role, parts.0), place(parts.2), parts.1);
     Ok(())
 }
 
@@ -705,6 +708,29 @@ mod tests {
             "tools": [{"type": "web_search_20250305", "name": "web_search"}]}))
         .unwrap_err();
         assert_eq!(server_tool.param.as_deref(), Some("tools.[0].type"));
+    }
+
+    #[test]
+    fn an_empty_message_is_kept_as_every_api_keeps_it() {
+        let history = |assistant: Value| {
+            json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": assistant},
+                {"role": "user", "content": "more"}
+            ])
+        };
+        let chat: super::super::chat::ChatRequest =
+            serde_json::from_value(json!({"messages": history(json!(""))})).unwrap();
+        let expected = chat.thread_messages().unwrap().0;
+        assert_eq!(expected.len(), 3);
+        for empty in [json!(""), json!([]), json!([{"type": "text", "text": ""}])] {
+            let mapped = turn(json!({"messages": history(empty.clone())})).unwrap();
+            assert_eq!(mapped.messages, expected, "{empty}");
+            assert_eq!(mapped.places.len(), 3);
+        }
+        let responses: super::super::responses::ResponsesRequest =
+            serde_json::from_value(json!({"input": history(json!(""))})).unwrap();
+        assert_eq!(responses.turn().unwrap().messages, expected);
     }
 
     #[test]

@@ -16,9 +16,10 @@ conversation heads (the client edited or truncated it, or lost a race
 before it began) becomes a branch of the conversation that node belongs
 to; one that shares only messages no conversation produced becomes a
 conversation of its own. New conversations are named by the request's
-`x-skein-conversation-name` header, else titled by their first prompt; where
-several conversations stand at the node a request continues, the one of
-that name is chosen.
+`x-skein-conversation-name` header, else titled by their first prompt. A
+request with that header continues (or joins) only a conversation of that
+name: where the conversations at the node it would continue have other
+names, it starts a conversation of its own name there, a branch of theirs.
 
 A failed model call keeps its run record, with no node. Nothing is written
 for a request that asked not to be stored.
@@ -207,14 +208,30 @@ fn place(
     name: Option<&str>,
 ) -> Result<Place, StoreError> {
     if store.contains(node)? {
-        if let Some(owner) = chosen(store.conversations_at(node)?, name) {
-            return Ok(Place::Continue {
-                owner,
-                from: Some(node),
-            });
+        match chosen(store.conversations_at(node)?, name) {
+            Some(Found::Own(owner)) => {
+                return Ok(Place::Continue {
+                    owner,
+                    from: Some(node),
+                });
+            }
+            Some(Found::Other(source)) => {
+                return Ok(Place::New {
+                    start: Some(node),
+                    source: Some(source),
+                });
+            }
+            None => {}
         }
-        if let Some(conversation) = producing(store, node, None)? {
-            return Ok(Place::Join(conversation));
+        if let Some(id) = producing(store, node, None)? {
+            let conversation = store.conversation(&id)?;
+            if name.is_none_or(|name| conversation.name.as_deref() == Some(name)) {
+                return Ok(Place::Join(id));
+            }
+            return Ok(Place::New {
+                start: Some(node),
+                source: Some(conversation),
+            });
         }
     }
     // The newest node of the request the store already holds.
@@ -226,13 +243,22 @@ fn place(
         stored = stored.parent();
     }
     let start = stored.head_id();
-    if let Some(start) = start
-        && let Some(owner) = chosen(store.conversations_at(start)?, name)
-    {
-        return Ok(Place::Continue {
-            owner,
-            from: Some(start),
-        });
+    if let Some(start) = start {
+        match chosen(store.conversations_at(start)?, name) {
+            Some(Found::Own(owner)) => {
+                return Ok(Place::Continue {
+                    owner,
+                    from: Some(start),
+                });
+            }
+            Some(Found::Other(source)) => {
+                return Ok(Place::New {
+                    start: Some(start),
+                    source: Some(source),
+                });
+            }
+            None => {}
+        }
     }
     // A regenerate: another reply to this very request is stored.
     if let Some(start) = start.filter(|start| Some(*start) == request.head_id()) {
@@ -268,14 +294,26 @@ fn place(
     })
 }
 
-/// The conversation named `name` among `conversations`, else the first.
-fn chosen(conversations: Vec<Conversation>, name: Option<&str>) -> Option<Conversation> {
-    let named = name.and_then(|name| {
-        conversations
-            .iter()
-            .position(|conversation| conversation.name.as_deref() == Some(name))
-    });
-    conversations.into_iter().nth(named.unwrap_or(0))
+/// A conversation found at a node: the request's own (the one of the name
+/// it gives, or any when it gives none), or another one of the family.
+enum Found {
+    Own(Conversation),
+    Other(Conversation),
+}
+
+/// Among `conversations` (at one node), the one named `name`; without a
+/// name, the first.
+fn chosen(conversations: Vec<Conversation>, name: Option<&str>) -> Option<Found> {
+    let Some(name) = name else {
+        return conversations.into_iter().next().map(Found::Own);
+    };
+    let named = conversations
+        .iter()
+        .position(|conversation| conversation.name.as_deref() == Some(name));
+    match named {
+        Some(index) => conversations.into_iter().nth(index).map(Found::Own),
+        None => conversations.into_iter().next().map(Found::Other),
+    }
 }
 
 /// The conversation of the newest run that produced `node` (from `input`,

@@ -207,10 +207,8 @@ fn map_item(
             };
             let parts =
                 content(item.get("content"), role).map_err(|message| refuse("content", message))?;
-            if !parts.is_empty() {
-                places.push(Place::uniform(at, parts.len(), ".content"));
-                messages.push(Message::new(role, parts));
-            }
+            places.push(Place::uniform(at, parts.len(), ".content"));
+            messages.push(Message::new(role, parts));
         }
         Some("function_call") => {
             let call = Part::ToolCall(ToolCall {
