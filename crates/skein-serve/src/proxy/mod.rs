@@ -239,22 +239,18 @@ fn conversation_name(headers: &HeaderMap) -> Result<Option<String>, ProxyError> 
 /// The key a client sent: `x-api-key`, else (when the server's own token
 /// does not take that header) `Authorization: Bearer`.
 fn client_key(headers: &HeaderMap, token_required: bool) -> Option<Secret> {
-    let text = |name| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::trim)
-            .filter(|key| !key.is_empty())
-    };
-    text("x-api-key")
+    let given = |key: &str| Some(key.trim().to_string()).filter(|key| !key.is_empty());
+    headers
+        .get("x-api-key")
+        .and_then(|value| value.to_str().ok())
+        .and_then(given)
         .or_else(|| {
             (!token_required)
-                .then(|| text(header::AUTHORIZATION.as_str()))
+                .then(|| crate::access::bearer_of(headers))
                 .flatten()
-                .and_then(|value| value.strip_prefix("Bearer "))
-                .map(str::trim)
+                .and_then(|key| given(&key))
         })
-        .map(|key| Secret::new(key.to_string()))
+        .map(Secret::new)
 }
 
 /// One request on its way through the model.
@@ -485,4 +481,54 @@ fn engine_failure(error: &EngineError) -> ProxyError {
         _ => (StatusCode::BAD_GATEWAY, ErrorKind::Server),
     };
     ProxyError::new(status, kind, format!("the model failed: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| {
+                (
+                    axum::http::HeaderName::from_static(name),
+                    value.parse().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_client_key_comes_from_x_api_key_else_a_bearer_the_token_does_not_take() {
+        let key = |pairs: &[(&'static str, &str)], token: bool| {
+            client_key(&headers(pairs), token).map(|secret| secret.expose().to_string())
+        };
+        let both = [("x-api-key", "sk-a"), ("authorization", "Bearer sk-b")];
+        assert_eq!(key(&both, false).as_deref(), Some("sk-a"));
+        assert_eq!(key(&both[1..], false).as_deref(), Some("sk-b"));
+        assert_eq!(
+            key(&both[1..], true),
+            None,
+            "the bearer is the server's token"
+        );
+        assert_eq!(key(&both[..1], true).as_deref(), Some("sk-a"));
+        let empty = [("x-api-key", " "), ("authorization", "Bearer sk-b")];
+        assert_eq!(key(&empty, false).as_deref(), Some("sk-b"));
+        assert_eq!(key(&[], false), None);
+    }
+
+    #[test]
+    fn a_conversation_name_is_visible_text_of_bounded_length() {
+        let name = |value: &str| conversation_name(&headers(&[(NAME_HEADER, value)]));
+        assert_eq!(name(" my chat ").unwrap().as_deref(), Some("my chat"));
+        assert!(name("  ").unwrap_err().message.contains("is empty"));
+        assert!(
+            name(&"x".repeat(NAME_LIMIT + 1))
+                .unwrap_err()
+                .message
+                .contains("longer than")
+        );
+        assert_eq!(conversation_name(&HeaderMap::new()).unwrap(), None);
+    }
 }
