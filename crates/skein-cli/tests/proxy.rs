@@ -382,6 +382,7 @@ fn the_anthropic_client_through_the_proxy_builds_one_thread() {
     assert_eq!(results["final"], "It is sunny in Paris.");
     assert_eq!(results["image"], "you said: what is in this image?");
     assert_eq!(results["model"], "claude-test", "the model asked for");
+    assert_eq!(results["models"], json!([scripted()]), "GET /v1/models");
     assert_eq!(results["refused"][0], 400);
     assert_eq!(results["refused"][1], "invalid_request_error");
     assert!(
@@ -445,6 +446,7 @@ fn the_responses_client_through_the_proxy_builds_one_thread() {
     assert_eq!(results["final"], "It is sunny in Paris.");
     assert_eq!(results["image"], "you said: what is in this image?");
     assert_eq!(results["model"], "gpt-test");
+    assert_eq!(results["models"], json!([scripted()]), "GET /v1/models");
     assert_eq!(results["unstored"], "you said: forget this");
     assert_eq!(results["refused"][0], 400);
     assert_eq!(results["refused"][1], "previous_response_id");

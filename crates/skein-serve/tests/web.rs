@@ -1046,6 +1046,59 @@ async fn tool_results_answering_no_call_are_refused_on_every_api() {
     assert_eq!(server.store.list_conversations(10).unwrap().len(), 1);
 }
 
+/// `previous_response_id` continues the stored thread of the response it
+/// names; instructions are not carried over (as OpenAI documents): the
+/// request's own take the place of the stored ones, the same ones keep the
+/// same thread, none leave the model without. `store: false` writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_previous_response_continues_its_thread_with_this_requests_instructions() {
+    let server = Server::proxying(None).await;
+    let ask = |body: Value| async {
+        let (status, reply) = server.proxy("/v1/responses", body).await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let text = reply["output"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (reply["id"].as_str().unwrap().to_string(), text)
+    };
+    let (first, text) = ask(serde_json::json!({"instructions": "Be brief.", "input": "hi"})).await;
+    assert!(text.contains("history: 2 messages, system: yes"), "{text}");
+    let (same, text) = ask(serde_json::json!({
+        "instructions": "Be brief.", "input": "more", "previous_response_id": first
+    }))
+    .await;
+    assert!(text.contains("history: 4 messages, system: yes"), "{text}");
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(
+        conversations.len(),
+        1,
+        "the same instructions: the same thread"
+    );
+    assert_eq!(conversations[0].len, 5);
+    let (_, text) =
+        ask(serde_json::json!({"input": "and now?", "previous_response_id": same})).await;
+    assert!(
+        text.contains("history: 5 messages, system: no"),
+        "without instructions the model has none: {text}"
+    );
+    let (_, text) = ask(serde_json::json!({
+        "instructions": "Be verbose.", "input": "again", "previous_response_id": same,
+        "store": false
+    }))
+    .await;
+    assert!(text.contains("history: 6 messages, system: yes"), "{text}");
+    assert_eq!(server.runs(), 3, "the unstored response has no run");
+    let nodes = server
+        .store
+        .debug_query_i64("SELECT count(*) FROM nodes")
+        .unwrap();
+    // system, hi, reply, more, reply; then hi, reply, more, reply, and now?,
+    // reply without the system message
+    assert_eq!(nodes, 11);
+}
+
 // ---------------------------------------------------------------- connections
 
 /// Read from `stream` until the server closes it (or resets it), at most

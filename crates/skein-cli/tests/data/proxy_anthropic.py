@@ -67,6 +67,7 @@ messages.append(
 reply = client.messages.create(model=model, max_tokens=100, system=system, messages=messages)
 out["image"] = reply.content[0].text
 out["model"] = reply.model
+out["models"] = [model.id for model in client.models.list()]
 
 try:
     client.messages.create(

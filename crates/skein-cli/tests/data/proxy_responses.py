@@ -80,6 +80,7 @@ reply = client.responses.create(
 )
 out["image"] = reply.output_text
 out["model"] = reply.model
+out["models"] = [model.id for model in client.models.list()]
 
 unstored = client.responses.create(model=model, input="forget this", store=False)
 out["unstored"] = unstored.output_text

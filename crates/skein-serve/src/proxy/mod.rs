@@ -123,13 +123,25 @@ async fn list_models(State(state): State<Arc<AppState>>) -> Response {
     let Some(proxy) = &state.proxy else {
         return chat::Chat::error(&not_proxying());
     };
-    let data: Vec<_> = proxy
-        .models
-        .names()
-        .into_iter()
-        .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "skein"}))
+    // One listing both clients read: OpenAI's fields and Anthropic's.
+    let names = proxy.models.names();
+    let data: Vec<_> = names
+        .iter()
+        .map(|name| {
+            json!({
+                "id": name, "object": "model", "created": 0, "owned_by": "skein",
+                "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z",
+            })
+        })
         .collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    axum::Json(json!({
+        "object": "list",
+        "data": data,
+        "has_more": false,
+        "first_id": names.first(),
+        "last_id": names.last(),
+    }))
+    .into_response()
 }
 
 fn not_proxying() -> ProxyError {
