@@ -1017,3 +1017,61 @@ fn a_client_key_passed_through_is_never_stored_logged_or_shown() {
         4
     );
 }
+
+/// A model that fails after its reply began: each API's stream ends with
+/// its own error event after the text it had, a request that does not
+/// stream gets the API's error, and every failed call keeps its run, with
+/// no node.
+#[test]
+fn a_model_failing_mid_reply_ends_each_api_its_own_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let user = json!([{"role": "user", "content": "please cut me off"}]);
+    let requests = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": user}),
+            "data: {\"error\":",
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 50, "messages": user}),
+            "event: error\ndata: {\"error\":",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "please cut me off"}),
+            "event: error\ndata: {\"code\":",
+        ),
+    ];
+    for (path, body, error_event) in &requests {
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let (status, text) = post(&server.address, path, &streamed.to_string(), None);
+        assert_eq!(status, 200, "{path}: the stream had begun: {text}");
+        // The raw body is chunked: the text's pieces, then the error.
+        let text_at = text
+            .find("half ")
+            .unwrap_or_else(|| panic!("{path}: {text}"));
+        let error_at = text
+            .rfind(error_event)
+            .unwrap_or_else(|| panic!("{path}: {text}"));
+        assert!(
+            text_at < error_at,
+            "{path}: the error event ends the stream: {text}"
+        );
+        let (status, text) = post(&server.address, path, &body.to_string(), None);
+        assert_eq!(status, 502, "{path}: {text}");
+        assert!(text.contains("the model failed"), "{path}: {text}");
+    }
+    drop(server);
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 0);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE status = 'failed' AND request IS NOT NULL"
+        ),
+        6
+    );
+}
