@@ -73,6 +73,8 @@ pub struct AppState {
     pub proxy: Option<ProxyConfig>,
     /// Whether requests carry the server's token (in `Authorization`).
     pub token_required: bool,
+    /// The proxy's matches of re-encoded messages to the graph.
+    pub(crate) memo: Arc<proxy::graph::Memo>,
     /// Turns at the reads that load a graph (see `web::api`).
     pub graph_reads: tokio::sync::Semaphore,
 }
@@ -90,6 +92,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
             .token
             .as_deref()
             .is_some_and(|token| !token.is_empty()),
+        memo: Arc::default(),
         graph_reads: tokio::sync::Semaphore::new(GRAPH_READS),
     });
     let mut app = web::routes();

@@ -8,7 +8,9 @@ A [`Turn`] completed from the graph before it runs, in one store call:
   a child of the same parent whose calls are the same but for argument
   text that maps to the same JSON. That node's message, with the exact
   text the model wrote, takes the re-encoded one's place, so the history
-  continues the stored thread instead of forking it by whitespace.
+  continues the stored thread instead of forking it by whitespace. Matches
+  are remembered ([`Memo`]), so a history re-sent each turn costs queries
+  only for its new messages.
 
 Then the tool results of the whole history are checked
 ([`super::results`]).
@@ -17,25 +19,59 @@ Then the tool results of the whole history are checked
 use super::results::{self, Place};
 use super::turn::{Previous, ProxyError, Turn};
 use serde_json::Value;
-use skein::core::{Message, Part, Role, Thread};
+use skein::core::{Message, NodeId, Part, Role, Thread};
 use skein::providers::http::tool_use_input;
 use skein::store::{Store, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// How many stored children of a node are compared with a re-encoded
 /// assistant message.
 const SIBLINGS_COMPARED: usize = 64;
 
+/// How many matches the [`Memo`] keeps before it starts over.
+const MEMO_CAPACITY: usize = 16_384;
+
+/// Re-encoded messages already matched to the graph, by the node id the
+/// client's encoding gives them. A client re-sends its whole history each
+/// turn, so each turn would look every earlier match up in the store again;
+/// with the memo only new messages cost a query. Only matches are kept (a
+/// stored node never goes away, so they never go stale).
+#[derive(Debug, Default)]
+pub struct Memo(Mutex<HashMap<NodeId, Message>>);
+
+impl Memo {
+    fn get(&self, id: NodeId) -> Option<Message> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    fn keep(&self, id: NodeId, message: Message) {
+        let mut memo = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(id, message);
+    }
+}
+
 /// Complete `turn` from the graph and check its tool results.
-pub async fn complete(store: &Store, turn: Turn) -> Result<Turn, ProxyError> {
+pub async fn complete(store: &Store, memo: Arc<Memo>, turn: Turn) -> Result<Turn, ProxyError> {
     let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
         store
-            .run(
-                move |store| match previous(store, turn).and_then(|turn| reencoded(store, turn)) {
+            .run(move |store| {
+                match previous(store, turn).and_then(|turn| reencoded(store, &memo, turn)) {
                     Ok(turn) => Ok(Ok(turn)),
                     Err(Failure::Client(error)) => Ok(Err(error)),
                     Err(Failure::Store(error)) => Err(error),
-                },
-            )
+                }
+            })
             .await
             .map_err(|error| {
                 ProxyError::server(format!("the graph could not be read: {error}"))
@@ -130,7 +166,7 @@ fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
 
 /// Replace each assistant message whose calls a client re-encoded by the
 /// stored node it stands for, when the graph has one.
-fn reencoded(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
+fn reencoded(store: &Store, memo: &Memo, mut turn: Turn) -> Result<Turn, Failure> {
     let reencoded = std::mem::take(&mut turn.reencoded);
     let mut thread = Thread::new();
     for (index, message) in turn.messages.iter_mut().enumerate() {
@@ -141,13 +177,20 @@ fn reencoded(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
             .collect();
         if !values.is_empty()
             && let Some(parent) = thread.head_id()
-            && !store.contains(thread.push(message.clone()).head_id().expect("pushed"))?
         {
-            for child in store.children(parent)?.into_iter().take(SIBLINGS_COMPARED) {
-                let stored = store.node(child)?.message;
-                if stands_for(&stored, message, &values) {
-                    *message = stored;
-                    break;
+            let sent = thread.push(message.clone()).head_id().expect("pushed");
+            if let Some(known) = memo.get(sent) {
+                *message = known;
+            } else if store.contains(sent)? {
+                memo.keep(sent, message.clone());
+            } else {
+                for child in store.children(parent)?.into_iter().take(SIBLINGS_COMPARED) {
+                    let stored = store.node(child)?.message;
+                    if stands_for(&stored, message, &values) {
+                        memo.keep(sent, stored.clone());
+                        *message = stored;
+                        break;
+                    }
                 }
             }
         }

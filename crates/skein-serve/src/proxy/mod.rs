@@ -19,7 +19,7 @@ is never stored, logged or shown in an error.
 */
 
 pub mod chat;
-mod graph;
+pub(crate) mod graph;
 mod media;
 pub mod messages;
 pub mod models;
@@ -190,7 +190,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     } else {
         None
     };
-    let turn = graph::complete(&state.store, turn).await?;
+    let turn = graph::complete(&state.store, state.memo.clone(), turn).await?;
     let meta = record::Meta {
         body,
         requested: turn.model.clone(),
