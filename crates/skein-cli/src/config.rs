@@ -13,6 +13,11 @@ command = ["tr", "a-z", "A-Z"]     # the program and its arguments (no shell)
 description = "Upper-case the JSON it is given"
 schema = { type = "object", properties = { text = { type = "string" } } }
 timeout = 30                       # seconds (default 30)
+
+[proxy.models]                     # `skein serve --proxy`: the model clients ask for -> the model that answers
+"gpt-4o-mini" = "openai:gpt-4o-mini"
+"claude-haiku" = "anthropic:claude-haiku-4-5"
+"*" = "smollm2"                    # any other name (or none); -m overrides it
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -43,7 +48,29 @@ pub struct Config {
     /// Command tools, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, ToolConfig>,
+    /// The recording proxy's settings.
+    #[serde(default, skip_serializing_if = "ProxyConfig::is_empty")]
+    pub proxy: ProxyConfig,
 }
+
+/// `[proxy]`: how `skein serve --proxy` serves.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// The model a client asks for (`"*"`: any other) → the model name or
+    /// profile that answers it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, String>,
+}
+
+impl ProxyConfig {
+    fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
+}
+
+/// The name in `[proxy.models]` that stands for every other model.
+pub const ANY_MODEL: &str = "*";
 
 /// A command tool: an executable that gets the model's arguments as JSON
 /// on standard input and answers on standard output.

@@ -79,7 +79,7 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout
     Man,
-    /// Serve a read-only web view of the graph (and, with --proxy, a recording OpenAI-compatible endpoint)
+    /// Serve a read-only web view of the graph (and, with --proxy, a recording proxy for OpenAI and Anthropic clients)
     Serve(ServeArgs),
 }
 
@@ -98,9 +98,14 @@ pub struct ServeArgs {
         value_parser = parse_token
     )]
     pub token: Option<String>,
-    /// Also serve POST /v1/chat/completions, forwarding to the model (-m) and recording every exchange
+    /// Also serve the recording proxy (OpenAI chat completions and Responses, Anthropic Messages),
+    /// forwarding to the model (-m, or [proxy.models] in config.toml) and recording every exchange
     #[arg(long)]
     pub proxy: bool,
+    /// With --proxy: call models served over HTTP with each request's own key (`x-api-key`, or
+    /// `Authorization: Bearer` without --token) instead of this machine's; keys are never stored
+    #[arg(long)]
+    pub pass_client_key: bool,
     #[command(flatten)]
     pub model: ModelArgs,
     /// The largest request body the proxy accepts, in bytes

@@ -1,8 +1,12 @@
-//! The recording proxy, driven by the official `openai` Python client
-//! (installed by `scripts/python-clients`, found through
-//! `SKEIN_TEST_VENV`): a multi-turn conversation re-sent whole each turn,
-//! a streamed reply and a tool-call round trip end up as one thread in the
-//! graph, written once, with each request's exact body on its run.
+//! The recording proxy, driven by the official `openai` and `anthropic`
+//! Python clients (installed by `scripts/python-clients`, found through
+//! `SKEIN_TEST_VENV`) on each of its APIs (chat completions, Responses,
+//! Anthropic Messages): multi-turn conversations, streamed replies, tool
+//! round trips and images end up as one thread in the graph, written once,
+//! with each request's exact body on its run, and the same history sent
+//! through several APIs is one set of nodes. Raw HTTP covers the rest: bad
+//! requests, tokens, the model table, regenerates, models that cannot take
+//! images, and clients' keys passed through.
 
 #[path = "support/python.rs"]
 mod python;
@@ -10,6 +14,7 @@ mod python;
 mod serve;
 
 use python::python;
+use serde_json::{Value, json};
 use serve::Server;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,14 +22,25 @@ use std::process::Command;
 /// A minimal HTTP/1.1 POST (the test needs no client library): the status
 /// and the body.
 fn post(address: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
+    let authorization = token.map(|token| format!("Bearer {token}"));
+    let headers: Vec<(&str, &str)> = authorization
+        .iter()
+        .map(|value| ("Authorization", value.as_str()))
+        .collect();
+    post_with(address, path, body, &headers)
+}
+
+/// [`post`] with headers of the caller's.
+fn post_with(address: &str, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    let authorization = token
-        .map(|token| format!("Authorization: Bearer {token}\r\n"))
-        .unwrap_or_default();
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n{authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -37,10 +53,67 @@ fn post(address: &str, path: &str, body: &str, token: Option<&str>) -> (u16, Str
     (status, body)
 }
 
+/// A minimal HTTP/1.1 GET: the status and the body.
+fn get(address: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, body)| body.to_string());
+    (status, body)
+}
+
+/// Run a client script against `base`; what it printed, as JSON.
+fn client(python: &Path, script: &str, base: &str) -> Value {
+    let output = Command::new(python)
+        .arg(data(script))
+        .arg(base)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
+}
+
+/// The scripted model of these tests (`tests/data/proxy.toml`).
+fn scripted() -> String {
+    format!("scripted:{}", data("proxy.toml").display())
+}
+
+/// The one conversation's thread has the client's image as an attachment
+/// part of a user message.
+fn assert_image_recorded(db: &Path) {
+    let store = skein::Store::open(db).unwrap();
+    let conversation = store.list_conversations(1).unwrap().remove(0);
+    let thread = store.load_thread(conversation.head.unwrap()).unwrap();
+    let images: Vec<_> = thread
+        .messages()
+        .into_iter()
+        .filter(|message| message.role == skein::Role::User)
+        .flat_map(|message| &message.parts)
+        .filter_map(|part| match part {
+            skein::Part::Attachment(attachment) => Some(attachment.media_type.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(images, ["image/png"]);
 }
 
 fn count(db: &Path, sql: &str) -> i64 {
@@ -57,40 +130,40 @@ fn the_openai_client_through_the_proxy_builds_one_thread() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("skein.db");
-    let model = format!("scripted:{}", data("proxy.toml").display());
-    let server = Server::start(&db, &["--proxy", "-m", &model]);
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
 
-    let output = Command::new(python)
-        .arg(data("proxy_client.py"))
-        .arg(format!("{}/v1", server.base()))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let results = client(&python, "proxy_client.py", &format!("{}/v1", server.base()));
     assert_eq!(results["first"], "you said: hello");
     assert_eq!(results["streamed"], "you said: tell me more");
     assert_eq!(results["call"][0], "get_weather");
     assert_eq!(results["call"][1]["city"], "Paris");
     assert_eq!(results["finish"], "tool_calls");
     assert_eq!(results["final"], "It is sunny in Paris.");
+    assert_eq!(results["image"], "you said: what is in this image?");
     drop(server);
 
-    // system, hello, reply, more, streamed reply, weather?, call, result, answer
-    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 9);
+    // system, hello, reply, more, streamed reply, weather?, call, result,
+    // answer, image, reply
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 11);
     assert_eq!(count(&db, "SELECT count(*) FROM conversations"), 1);
-    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 4);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 5);
     assert_eq!(
         count(
             &db,
             "SELECT count(*) FROM runs WHERE request LIKE '{%\"messages\"%'"
         ),
-        4,
+        5,
         "each run keeps its exact request body"
     );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE requested_model = 'any'"
+        ),
+        5,
+        "each run names the model the client asked for"
+    );
+    assert_image_recorded(&db);
     assert_eq!(
         count(
             &db,
@@ -100,7 +173,7 @@ fn the_openai_client_through_the_proxy_builds_one_thread() {
     );
     let store = skein::Store::open(&db).unwrap();
     let conversation = store.list_conversations(1).unwrap().remove(0);
-    assert_eq!(conversation.len, 9, "one thread holds the whole exchange");
+    assert_eq!(conversation.len, 11, "one thread holds the whole exchange");
     assert!(store.verify().unwrap().is_ok());
 }
 
@@ -282,4 +355,723 @@ fn race(db: &str) {
     );
     assert_eq!(store.recent_runs(100).unwrap().len(), 22);
     assert!(store.verify().unwrap().is_ok());
+}
+
+/// The official anthropic client: three streamed turns (`messages.stream`,
+/// the replies passed back as the SDK returns them), a tool round trip, an
+/// image with a cache hint; one thread, one run per request, the hint on
+/// its run and not in any node; a block skein has no part for is refused
+/// in Anthropic's error format.
+#[test]
+fn the_anthropic_client_through_the_proxy_builds_one_thread() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let results = client(&python, "proxy_anthropic.py", &server.base());
+    assert_eq!(
+        results["streamed"],
+        json!([
+            "you said: hello",
+            "you said: tell me more",
+            "you said: and then?"
+        ])
+    );
+    assert_eq!(results["call"], json!(["get_weather", {"city": "Paris"}]));
+    assert_eq!(results["stop"], "tool_use");
+    assert_eq!(results["final"], "It is sunny in Paris.");
+    assert_eq!(results["image"], "you said: what is in this image?");
+    assert_eq!(results["model"], "claude-test", "the model asked for");
+    assert_eq!(results["models"], json!([scripted()]), "GET /v1/models");
+    assert_eq!(results["refused"][0], 400);
+    assert_eq!(results["refused"][1], "invalid_request_error");
+    assert!(
+        results["refused"][2]
+            .as_str()
+            .unwrap()
+            .contains("`thinking`"),
+        "{results}"
+    );
+    drop(server);
+
+    // system, 3 x (prompt, reply), weather?, call, result, answer, image, reply
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 13);
+    assert_eq!(count(&db, "SELECT count(*) FROM conversations"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 6);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE requested_model = 'claude-test' AND request LIKE '%\"max_tokens\"%'"
+        ),
+        6
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE annotations LIKE '%cache_hint%'"
+        ),
+        1,
+        "the image's cache_control is a hint on its run"
+    );
+    assert_image_recorded(&db);
+    let store = skein::Store::open(&db).unwrap();
+    assert_eq!(store.list_conversations(1).unwrap()[0].len, 13);
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// The official openai client's Responses API: three streamed turns
+/// chained by `previous_response_id` (once through the `responses.stream`
+/// helper), a tool round trip, an image; one thread, one run per stored
+/// response; `store: false` records nothing and cannot be continued.
+#[test]
+fn the_responses_client_through_the_proxy_builds_one_thread() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let results = client(
+        &python,
+        "proxy_responses.py",
+        &format!("{}/v1", server.base()),
+    );
+    assert_eq!(
+        results["streamed"],
+        json!([
+            "you said: hello",
+            "you said: tell me more",
+            "you said: and then?"
+        ])
+    );
+    assert_eq!(results["call"], json!(["get_weather", {"city": "Paris"}]));
+    assert_eq!(results["final"], "It is sunny in Paris.");
+    assert_eq!(results["image"], "you said: what is in this image?");
+    assert_eq!(results["model"], "gpt-test");
+    assert_eq!(results["models"], json!([scripted()]), "GET /v1/models");
+    assert_eq!(results["unstored"], "you said: forget this");
+    assert_eq!(results["refused"][0], 400);
+    assert_eq!(results["refused"][1], "previous_response_id");
+    drop(server);
+
+    // instructions, 3 x (prompt, reply), weather?, call, result, answer,
+    // image, reply; nothing of the unstored response
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 13);
+    assert_eq!(count(&db, "SELECT count(*) FROM conversations"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 6);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE request LIKE '%forget this%'"
+        ),
+        0
+    );
+    assert_image_recorded(&db);
+    let store = skein::Store::open(&db).unwrap();
+    assert_eq!(store.list_conversations(1).unwrap()[0].len, 13);
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// One history through the three APIs with the official clients: chat
+/// completions (an image larger than the blob threshold, a tool round
+/// trip), then the same history and a turn through Anthropic Messages (the
+/// SDK re-serialises the call's input), then through Responses. Each API
+/// adds only its own turn's two nodes to the one conversation, the image
+/// is one blob, and the web view on the same server lists the
+/// conversation.
+#[test]
+fn one_history_through_three_apis_shares_its_nodes() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let results = client(&python, "proxy_across.py", &server.base());
+    assert_eq!(
+        results["chat"],
+        json!([
+            "you said: look at this",
+            "{\"city\": \"Paris\"}",
+            "It is sunny in Paris."
+        ])
+    );
+    assert_eq!(results["anthropic"], "you said: thanks");
+    assert_eq!(results["responses"], "you said: bye");
+    let (status, listed) = get(&server.address, "/api/conversations");
+    assert_eq!(status, 200, "{listed}");
+    assert!(
+        listed.contains("look at this"),
+        "titled by its first prompt: {listed}"
+    );
+    drop(server);
+
+    // chat: system, image prompt, reply, weather?, call, result, answer;
+    // then two nodes per API
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 11);
+    assert_eq!(count(&db, "SELECT count(*) FROM conversations"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 5);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM blobs"),
+        1,
+        "one image, one blob"
+    );
+    let store = skein::Store::open(&db).unwrap();
+    let conversation = store.list_conversations(1).unwrap().remove(0);
+    assert_eq!(conversation.len, 11, "one thread");
+    // The call keeps the exact argument text the model wrote, though the
+    // Anthropic client sent it back re-serialised.
+    let thread = store.load_thread(conversation.head.unwrap()).unwrap();
+    let arguments: Vec<&str> = thread
+        .messages()
+        .into_iter()
+        .flat_map(|message| message.tool_calls())
+        .map(|call| call.arguments.as_str())
+        .collect();
+    assert_eq!(arguments, ["{\"city\": \"Paris\"}"]);
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// A regenerate (the same request again) stays in its conversation's
+/// family: with the same reply it is the same node and only its run is
+/// added, to the conversation, even after the conversation moved on; with
+/// another reply it is a sibling, a branch at the request's last message.
+#[test]
+fn a_regenerate_stays_in_its_conversation_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let chat = |messages: Value, tools: bool| {
+        let mut body = json!({"model": "m", "messages": messages});
+        if tools {
+            body["tools"] = json!([{"type": "function", "function": {"name": "get_weather"}}]);
+        }
+        let (status, text) = post(
+            &server.address,
+            "/v1/chat/completions",
+            &body.to_string(),
+            None,
+        );
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["choices"][0]["message"].clone()
+    };
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    let reply = chat(hi.clone(), false);
+    assert_eq!(chat(hi.clone(), false), reply, "the same reply");
+    let store = skein::Store::open(&db).unwrap();
+    let conversations = store.list_conversations(10).unwrap();
+    assert_eq!(conversations.len(), 1);
+    let original = conversations[0].clone();
+    chat(
+        json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": reply["content"]},
+            {"role": "user", "content": "more"}
+        ]),
+        false,
+    );
+    chat(hi.clone(), false);
+    assert_eq!(
+        store.list_conversations(10).unwrap().len(),
+        1,
+        "no new conversation"
+    );
+    assert_eq!(
+        store.conversation(&original.id).unwrap().len,
+        4,
+        "it stayed where it was"
+    );
+    // Offered a tool, the model answers otherwise: a sibling reply.
+    let other = chat(hi, true);
+    assert_ne!(other, reply);
+    let all = store.list_conversations(10).unwrap();
+    assert_eq!(all.len(), 2);
+    let sibling = all.iter().find(|c| c.id != original.id).unwrap();
+    let origin = sibling.origin.as_ref().unwrap();
+    assert_eq!(origin.conversation.as_ref(), Some(&original.id));
+    let prompt = store.load_thread(original.head.unwrap()).unwrap().parent();
+    assert_eq!(origin.node, prompt.head_id(), "a branch at the prompt");
+    assert_eq!(sibling.len, 2);
+    drop(server);
+    // hi, reply, more, its reply, the sibling reply
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 5);
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM runs WHERE conversation = '{}'",
+                original.id
+            )
+        ),
+        4,
+        "each regenerate's run joined the conversation"
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM runs"), 5);
+}
+
+/// `[proxy.models]` maps the model a client asks for to the model that
+/// answers it, on every API; without a fallback an unknown name is a 404
+/// naming what is served. The requested model is on each run, the
+/// `x-skein-conversation-name` header names a new conversation, a
+/// continuation with that name stays in it, and the same first message
+/// under another name is a conversation of its own.
+#[test]
+fn the_model_table_routes_requested_models_and_records_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    std::fs::write(
+        db.with_extension("toml"),
+        format!(
+            "[proxy.models]\n\"gpt-4o-mini\" = \"echo\"\n\"claude-haiku\" = \"{}\"\n",
+            scripted().replace('\\', "\\\\")
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&db, &["--proxy"]);
+    let named = [("x-skein-conversation-name", "my chat")];
+    let body = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "first"}]});
+    let (status, text) = post_with(
+        &server.address,
+        "/v1/chat/completions",
+        &body.to_string(),
+        &named,
+    );
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(reply["model"], "gpt-4o-mini");
+    let answer = reply["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(answer.starts_with("echo: "), "{answer}");
+    let body = json!({"model": "gpt-4o-mini", "messages": [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "second"}
+    ]});
+    let (status, text) = post_with(
+        &server.address,
+        "/v1/chat/completions",
+        &body.to_string(),
+        &named,
+    );
+    assert_eq!(status, 200, "{text}");
+    let body = json!({"model": "claude-haiku", "max_tokens": 50, "messages": [{"role": "user", "content": "hello"}]});
+    let (status, text) = post(&server.address, "/v1/messages", &body.to_string(), None);
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(reply["content"][0]["text"], "you said: hello");
+    assert_eq!(reply["model"], "claude-haiku");
+
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": "gpt-5", "messages": [{"role": "user", "content": "x"}]}),
+        ),
+        ("/v1/responses", json!({"model": "gpt-5", "input": "x"})),
+        (
+            "/v1/messages",
+            json!({"model": "gpt-5", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}]}),
+        ),
+    ] {
+        let (status, text) = post(&server.address, path, &body.to_string(), None);
+        assert_eq!(status, 404, "{path}: {text}");
+        assert!(
+            text.contains("`claude-haiku`") && text.contains("`gpt-4o-mini`"),
+            "{text}"
+        );
+    }
+    // The same first message under two names: a conversation each, the
+    // second a branch of the first on the same nodes; each goes on alone.
+    let twin = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "twin"}]});
+    let mut twin_answer = String::new();
+    for name in ["alpha", "beta"] {
+        let (status, text) = post_with(
+            &server.address,
+            "/v1/chat/completions",
+            &twin.to_string(),
+            &[("x-skein-conversation-name", name)],
+        );
+        assert_eq!(status, 200, "{text}");
+        twin_answer =
+            serde_json::from_str::<Value>(&text).unwrap()["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+    }
+    let next = json!({"model": "gpt-4o-mini", "messages": [
+        {"role": "user", "content": "twin"},
+        {"role": "assistant", "content": twin_answer},
+        {"role": "user", "content": "beta goes on"}
+    ]});
+    let (status, text) = post_with(
+        &server.address,
+        "/v1/chat/completions",
+        &next.to_string(),
+        &[("x-skein-conversation-name", "beta")],
+    );
+    assert_eq!(status, 200, "{text}");
+    let (status, models) = get(&server.address, "/v1/models");
+    assert_eq!(status, 200);
+    let ids: Vec<Value> = serde_json::from_str::<Value>(&models).unwrap()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("claude-haiku"), json!("gpt-4o-mini")]);
+    drop(server);
+
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE requested_model = 'gpt-4o-mini' AND model = 'echo'"
+        ),
+        5
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE requested_model = 'claude-haiku' AND model = 'scripted'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM runs"),
+        6,
+        "refused requests run nothing"
+    );
+    let store = skein::Store::open(&db).unwrap();
+    let conversations = store.list_conversations(10).unwrap();
+    assert_eq!(conversations.len(), 4);
+    let named = |name: &str| {
+        conversations
+            .iter()
+            .find(|c| c.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no conversation named {name}: {conversations:#?}"))
+    };
+    let mine = named("my chat");
+    assert_eq!(mine.len, 4, "the named conversation went on");
+    let other = conversations.iter().find(|c| c.name.is_none()).unwrap();
+    assert_eq!(other.settings.title.as_deref(), Some("hello"));
+    let (alpha, beta) = (named("alpha"), named("beta"));
+    assert_eq!(alpha.len, 2, "alpha stayed");
+    assert_eq!(beta.len, 4, "beta went on alone");
+    let origin = beta.origin.as_ref().unwrap();
+    assert_eq!(origin.conversation.as_ref(), Some(&alpha.id));
+    assert_eq!(origin.node, alpha.head, "a branch on alpha's nodes");
+    let shown = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("--db")
+        .arg(&db)
+        .args(["show", &mine.head.unwrap().to_string()])
+        .env("SKEIN_CONFIG", db.with_extension("toml"))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("echo (asked for gpt-4o-mini)"), "{shown}");
+}
+
+/// A model that cannot take images (the embedded one) refuses them before
+/// anything is generated: a 400 on every API, streamed or not, in the
+/// API's error format; its failed runs are kept, no node is.
+#[test]
+fn a_model_that_cannot_take_images_refuses_them_with_a_400() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start_with_env(
+        &db,
+        &["--proxy", "-m", "smollm2"],
+        &[("SKEIN_THREADS", "1")],
+    );
+    let url = "data:image/png;base64,iVBORw0KGgo=";
+    let requests = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": [
+                {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": url}}
+            ]}]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 5, "messages": [{"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+            ]}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"input": [{"role": "user", "content": [
+                {"type": "input_image", "image_url": url}
+            ]}]}),
+        ),
+    ];
+    for stream in [false, true] {
+        for (path, body) in &requests {
+            let mut body = body.clone();
+            body["stream"] = json!(stream);
+            let (status, text) = post(&server.address, path, &body.to_string(), None);
+            assert_eq!(status, 400, "{path} (stream: {stream}): {text}");
+            assert!(text.contains("takes text only"), "{path}: {text}");
+            assert!(text.contains("invalid_request_error"), "{path}: {text}");
+        }
+    }
+    drop(server);
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 0);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM runs WHERE status = 'failed'"),
+        6
+    );
+}
+
+/// With `--pass-client-key`, each request's own key (`Authorization:
+/// Bearer` for OpenAI clients, `x-api-key` for Anthropic's) calls the
+/// model, and this machine needs none; a request without one is told how to
+/// send it. The key, accepted or rejected by the model's server (which
+/// echoes it back), is in no answer, no line the server printed, no byte of
+/// the database and no export.
+#[test]
+fn a_client_key_passed_through_is_never_stored_logged_or_shown() {
+    use wiremock::matchers::{header, method, path};
+    use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+    const KEY: &str = "sk-client-SECRET-7373";
+    const REVOKED: &str = "sk-client-REVOKED-1919";
+
+    /// A server that rejects a key, quoting it.
+    struct Rejecting;
+    impl Respond for Rejecting {
+        fn respond(&self, request: &Request) -> ResponseTemplate {
+            let key = ["x-api-key", "authorization"]
+                .iter()
+                .find_map(|name| request.headers.get(*name))
+                .map(|value| value.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            ResponseTemplate::new(401).set_body_json(json!({
+                "type": "error",
+                "error": {"type": "authentication_error", "message": format!("Incorrect API key provided: {key}")}
+            }))
+        }
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let upstream = runtime.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .and(header("authorization", format!("Bearer {KEY}").as_str()))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hello from OpenAI."}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+            })))
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/v1/messages"))
+            .and(header("x-api-key", KEY))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+                "content": [{"type": "text", "text": "Hello from Anthropic."}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 5, "output_tokens": 4}
+            })))
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(Rejecting)
+            .mount(&server)
+            .await;
+        server
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    std::fs::write(
+        db.with_extension("toml"),
+        "[proxy.models]\n\"gpt-test\" = \"openai:gpt-test\"\n\"claude-test\" = \"anthropic:claude-test\"\n\"*\" = \"echo\"\n",
+    )
+    .unwrap();
+    let base = upstream.uri();
+    let openai_base = format!("{base}/v1");
+    let server = Server::start_with_env(
+        &db,
+        &["--proxy", "--pass-client-key"],
+        &[
+            ("OPENAI_BASE_URL", openai_base.as_str()),
+            ("ANTHROPIC_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", ""),
+            ("ANTHROPIC_API_KEY", ""),
+        ],
+    );
+    let chat = |model: &str| {
+        json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string()
+    };
+    let messages = json!({"model": "claude-test", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let bearer = format!("Bearer {KEY}");
+    let revoked = format!("Bearer {REVOKED}");
+    let mut answers = Vec::new();
+    let mut ask = |path: &str, body: &str, headers: &[(&str, &str)], status: u16, says: &str| {
+        let (got, text) = post_with(&server.address, path, body, headers);
+        assert_eq!(got, status, "{path} {headers:?}: {text}");
+        assert!(text.contains(says), "{path}: {text}");
+        answers.push(text);
+    };
+    ask(
+        "/v1/chat/completions",
+        &chat("gpt-test"),
+        &[("Authorization", &bearer)],
+        200,
+        "Hello from OpenAI.",
+    );
+    ask(
+        "/v1/messages",
+        &messages,
+        &[("x-api-key", KEY)],
+        200,
+        "Hello from Anthropic.",
+    );
+    let streamed = json!({"model": "gpt-test", "stream": true, "messages": [{"role": "user", "content": "again"}]}).to_string();
+    ask(
+        "/v1/chat/completions",
+        &streamed,
+        &[("x-api-key", KEY)],
+        200,
+        "Hello from OpenAI.",
+    );
+    ask(
+        "/v1/chat/completions",
+        &chat("gpt-test"),
+        &[("Authorization", &revoked)],
+        401,
+        "authentication_error",
+    );
+    ask(
+        "/v1/messages",
+        &messages,
+        &[("x-api-key", REVOKED)],
+        401,
+        "authentication_error",
+    );
+    ask(
+        "/v1/chat/completions",
+        &chat("gpt-test"),
+        &[],
+        401,
+        "x-api-key",
+    );
+    ask(
+        "/v1/chat/completions",
+        &chat("anything"),
+        &[("Authorization", &bearer)],
+        200,
+        "echo:",
+    );
+    // The keys really reached the model's server.
+    let received = runtime.block_on(upstream.received_requests()).unwrap();
+    let sent = |key: &str| {
+        received.iter().any(|request| {
+            request
+                .headers
+                .values()
+                .any(|value| value.to_str().unwrap().contains(key))
+        })
+    };
+    assert!(sent(KEY) && sent(REVOKED));
+    let stderr = server.stop();
+    assert!(stderr.contains("passed through"), "{stderr}");
+
+    let export = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .arg("--db")
+        .arg(&db)
+        .arg("export")
+        .env("SKEIN_CONFIG", db.with_extension("toml"))
+        .output()
+        .unwrap();
+    assert!(export.status.success());
+    assert!(String::from_utf8_lossy(&export.stdout).contains("Hello from Anthropic."));
+    let mut haystacks: Vec<Vec<u8>> = answers.into_iter().map(String::into_bytes).collect();
+    haystacks.extend([stderr.into_bytes(), export.stdout, export.stderr]);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        haystacks.push(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    assert!(
+        haystacks.len() >= 11,
+        "the database files were searched too"
+    );
+    for haystack in &haystacks {
+        let text = String::from_utf8_lossy(haystack);
+        assert!(
+            !text.contains(KEY) && !text.contains(REVOKED),
+            "a key leaked: {text}"
+        );
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM runs WHERE status = 'failed'"),
+        2
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM runs WHERE status = 'succeeded'"),
+        4
+    );
+}
+
+/// A model that fails after its reply began: each API's stream ends with
+/// its own error event after the text it had, a request that does not
+/// stream gets the API's error, and every failed call keeps its run, with
+/// no node.
+#[test]
+fn a_model_failing_mid_reply_ends_each_api_its_own_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let user = json!([{"role": "user", "content": "please cut me off"}]);
+    let requests = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": user}),
+            "data: {\"error\":",
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 50, "messages": user}),
+            "event: error\ndata: {\"error\":",
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "please cut me off"}),
+            "event: error\ndata: {\"code\":",
+        ),
+    ];
+    for (path, body, error_event) in &requests {
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let (status, text) = post(&server.address, path, &streamed.to_string(), None);
+        assert_eq!(status, 200, "{path}: the stream had begun: {text}");
+        // The raw body is chunked: the text's pieces, then the error.
+        let text_at = text
+            .find("half ")
+            .unwrap_or_else(|| panic!("{path}: {text}"));
+        let error_at = text
+            .rfind(error_event)
+            .unwrap_or_else(|| panic!("{path}: {text}"));
+        assert!(
+            text_at < error_at,
+            "{path}: the error event ends the stream: {text}"
+        );
+        let (status, text) = post(&server.address, path, &body.to_string(), None);
+        assert_eq!(status, 502, "{path}: {text}");
+        assert!(text.contains("the model failed"), "{path}: {text}");
+    }
+    drop(server);
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 0);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM runs WHERE status = 'failed' AND request IS NOT NULL"
+        ),
+        6
+    );
 }

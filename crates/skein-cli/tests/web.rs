@@ -511,3 +511,75 @@ fetch({target:?}, {{
         assert_eq!(store.list_conversations(10).unwrap().len(), 1);
     });
 }
+
+/// The proxy and the web view on one server: a page left open on the
+/// conversation list shows conversations the proxy records, and their
+/// growth, without being reloaded, whichever API the client speaks.
+#[test]
+fn proxied_turns_show_in_the_open_conversation_list() {
+    let Some(browser) = browser_or_skip("of proxied turns in the list") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", "echo"]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser, &client).await;
+        page.goto(&format!("{}/", server.base())).await;
+        page.wait_for_text("#list-view", "No conversations yet")
+            .await;
+        let send = |path: &str, body: Value, name: Option<&str>| {
+            let mut request = client
+                .post(format!("{}{path}", server.base()))
+                .header("content-type", "application/json")
+                .body(body.to_string());
+            if let Some(name) = name {
+                request = request.header("x-skein-conversation-name", name);
+            }
+            async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                response.json::<Value>().await.unwrap()
+            }
+        };
+        let first = send(
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "first"}]}),
+            Some("from a client"),
+        )
+        .await;
+        let answer = first["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        page.wait_for_text("#conversations", "from a client").await;
+        send(
+            "/v1/chat/completions",
+            json!({"messages": [
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "second"}
+            ]}),
+            None,
+        )
+        .await;
+        page.wait_for_text("#conversations", "\"second\"").await;
+        send(
+            "/v1/messages",
+            json!({"max_tokens": 20, "messages": [{"role": "user", "content": "from claude"}]}),
+            None,
+        )
+        .await;
+        let list = page.wait_for_text("#conversations", "from claude").await;
+        assert_eq!(
+            page.find_all("#conversations tbody tr").await.len(),
+            2,
+            "{list}"
+        );
+        page.screenshot(&screenshots().join("proxied.png")).await;
+        page.close().await;
+    });
+}

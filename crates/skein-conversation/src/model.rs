@@ -74,6 +74,38 @@ impl Model {
         })
     }
 
+    /// [`Model::open_with_tools`] for a server that passes each client's
+    /// own key through: a model served over HTTP (`openai:MODEL`,
+    /// `anthropic:MODEL`) is called only with the key a request carries
+    /// ([`skein_engine::Request::credential`]; a request without one fails
+    /// with [`skein_engine::EngineError::CredentialRequired`]), never with
+    /// a key from this machine's environment, which need not be set. Any
+    /// other model opens as with [`Model::open_with_tools`] and ignores
+    /// keys.
+    pub fn open_for_client_keys(
+        name: &str,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Model> {
+        let (kind, sends) = skein_providers::kind_of(name)?;
+        if kind.default_credential_variable().is_none() {
+            return Model::open_with_tools(name, tools);
+        }
+        // No provider is built here: the engine builds one for each key.
+        let catalog = Catalog::new()
+            .backend(BackendDef::new(name, kind))
+            .profile(Profile::new(name, name, sends).credential(CredentialSource::Explicit));
+        let mut builder = Engine::builder(catalog);
+        for tool in tools {
+            builder = builder.tool(tool);
+        }
+        Ok(Model {
+            engine: builder.build()?,
+            profile: name.to_string(),
+            model: None,
+            opened: true,
+        })
+    }
+
     /// The model a stored conversation runs on, looked up from `home` (the
     /// model the caller would otherwise use, whose engine knows the
     /// profiles and tools): its profile, its model name, or `home` when it

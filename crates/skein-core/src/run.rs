@@ -214,6 +214,11 @@ pub struct RunRecord {
     /// The exact request body, as a client sent it to the recording proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// The model the client asked the recording proxy for (its own name,
+    /// e.g. `gpt-4o-mini`), which the proxy's model table mapped to
+    /// [`model`](RunRecord::model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_model: Option<String>,
     /// The run's observation events (metadata only), oldest first, in the
     /// engine's JSON form less their run id (the record's own): the store
     /// keeps them without interpreting them.
@@ -246,6 +251,7 @@ impl RunRecord {
             finish_reason: None,
             turn: None,
             request: None,
+            requested_model: None,
             events: Vec::new(),
         }
     }

@@ -114,6 +114,7 @@ impl RunOutput {
             finish_reason: Some(self.finish_reason.clone()),
             turn: None,
             request: None,
+            requested_model: None,
             events: self.events.iter().map(stored_event).collect(),
         }
     }

@@ -129,6 +129,11 @@ impl Provider for LocalModel {
         request: ModelRequest,
     ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
+        if let Some(refusal) = attachment_refusal(&request) {
+            let _ = events.send(Err(refusal));
+            drop(events);
+            return Box::pin(EventStream { receiver });
+        }
         let job = Job {
             thread: request.thread,
             options: request.options,
@@ -148,6 +153,30 @@ impl Provider for LocalModel {
         drop(events);
         Box::pin(EventStream { receiver })
     }
+}
+
+/// The refusal of a request that carries an attachment: a text model
+/// cannot see images, audio or documents, and a placeholder in their stead
+/// would let it answer as if it had.
+fn attachment_refusal(request: &ModelRequest) -> Option<ProviderError> {
+    request
+        .thread
+        .messages()
+        .into_iter()
+        .enumerate()
+        .find_map(|(position, message)| {
+            message.parts.iter().find_map(|part| match part {
+                skein_core::Part::Attachment(attachment) => Some(ProviderError::BadRequest {
+                    message: format!(
+                        "message {position} has a `{}` attachment, and the local model `{}` takes text only; \
+                         use a model that takes attachments (e.g. `openai:gpt-4o-mini`, `anthropic:MODEL`)",
+                        attachment.media_type, request.model
+                    ),
+                    context_too_long: false,
+                }),
+                _ => None,
+            })
+        })
 }
 
 /// The events of one request, as a stream.

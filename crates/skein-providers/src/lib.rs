@@ -71,7 +71,7 @@ pub use call_id::deterministic_call_id;
 pub use echo::Echo;
 pub use http::{Anthropic, Credential, CredentialError, HttpConfig, OpenAiCompatible, Secret};
 pub use registry::{
-    BackendKind, ResolveError, Resolved, available, names_a_file, resolve, suggest,
+    BackendKind, ResolveError, Resolved, available, kind_of, names_a_file, resolve, suggest,
 };
 pub use script::{RuleLabel, ScriptError};
 pub use scripted::Scripted;

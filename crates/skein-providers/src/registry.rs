@@ -314,14 +314,24 @@ pub fn names_a_file(model: &str) -> bool {
 /// The provider for a model name, the model name to send it and the kind
 /// of backend it stands for.
 pub fn resolve(model: &str) -> Result<Resolved, ResolveError> {
-    let (backend, argument) = lookup(model)?;
-    let kind = (backend.kind)(argument);
+    let (kind, sends) = kind_of(model)?;
     let provider = kind.provider(credential(&kind)?)?;
     Ok(Resolved {
         provider,
-        model: backend.sends.unwrap_or(argument).to_string(),
+        model: sends,
         kind,
     })
+}
+
+/// The kind of backend a model name stands for and the model name to send
+/// it, without building a provider or looking for its key: for a backend
+/// that is given its key with each request.
+pub fn kind_of(model: &str) -> Result<(BackendKind, String), ResolveError> {
+    let (backend, argument) = lookup(model)?;
+    Ok((
+        (backend.kind)(argument),
+        backend.sends.unwrap_or(argument).to_string(),
+    ))
 }
 
 /// A model name's row and argument ("" for a backend without one).

@@ -213,11 +213,12 @@ fn same(given: &str, token: &str) -> bool {
 }
 
 fn bearer(request: &Request) -> Option<String> {
-    let value = request
-        .headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    bearer_of(request.headers())
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header.
+pub(crate) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     value.strip_prefix("Bearer ").map(str::to_string)
 }
 

@@ -4,9 +4,10 @@
 - [`web`]: a read-only web view of the conversation graph (conversations,
   family trees with forks, reruns and continuations, node details, branch
   comparison), its assets embedded in the binary;
-- [`proxy`] (only with `--proxy`): an OpenAI-compatible
-  `POST /v1/chat/completions` that forwards to a configured model and
-  records every exchange into the graph.
+- [`proxy`] (only with `--proxy`): OpenAI chat completions, OpenAI
+  Responses and Anthropic Messages endpoints that forward to configured
+  models and record every exchange into the graph, where the web view
+  shows it.
 
 [`access`] decides who may connect: bound to a loopback address nobody else
 can reach it, so no token is needed; bound anywhere else a token is
@@ -22,10 +23,11 @@ pub mod proxy;
 pub mod web;
 
 pub use connections::ConnectionLimits;
+pub use proxy::{ModelTable, ProxyConfig};
 
 use access::Access;
 use axum::Router;
-use skein::{Model, Store};
+use skein::Store;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -36,8 +38,8 @@ pub struct ServeConfig {
     /// The bearer token requests must carry; required off loopback.
     pub token: Option<String>,
     pub store: Store,
-    /// The model the proxy forwards to; `None` serves the web view only.
-    pub proxy: Option<Model>,
+    /// The proxy's models and key rule; `None` serves the web view only.
+    pub proxy: Option<ProxyConfig>,
     /// The largest request body the proxy accepts, in bytes.
     pub body_limit: usize,
     /// Connection limits and timeouts.
@@ -68,7 +70,11 @@ pub enum ServeError {
 /// Shared by every handler.
 pub struct AppState {
     pub store: Store,
-    pub proxy: Option<Model>,
+    pub proxy: Option<ProxyConfig>,
+    /// Whether requests carry the server's token (in `Authorization`).
+    pub token_required: bool,
+    /// The proxy's matches of re-encoded messages to the graph.
+    pub(crate) memo: Arc<proxy::graph::Memo>,
     /// Turns at the reads that load a graph (see `web::api`).
     pub graph_reads: tokio::sync::Semaphore,
 }
@@ -82,6 +88,11 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
     let state = Arc::new(AppState {
         store: config.store.clone(),
         proxy: config.proxy.clone(),
+        token_required: config
+            .token
+            .as_deref()
+            .is_some_and(|token| !token.is_empty()),
+        memo: Arc::default(),
         graph_reads: tokio::sync::Semaphore::new(GRAPH_READS),
     });
     let mut app = web::routes();

@@ -8,7 +8,7 @@ use serde_json::Value;
 use skein::core::{Annotation, Attachment, Part, ToolCall, ToolResult, ToolSpec};
 use skein::store::{ConversationId, NewConversation, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, Model, Store, Thread};
-use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ServeConfig};
+use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ProxyConfig, ServeConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ impl Server {
     async fn proxying(token: Option<&str>) -> Server {
         Server::start_configured(|config| {
             config.token = token.map(str::to_string);
-            config.proxy = Some(Model::open("echo").unwrap());
+            config.proxy = Some(ProxyConfig::new(Model::open("echo").unwrap()));
         })
         .await
     }
@@ -870,6 +870,20 @@ impl Server {
         (response.status(), response.text().await.unwrap())
     }
 
+    /// POST a JSON body to a proxy route: the status and the parsed body.
+    async fn proxy(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
+    }
+
     /// How many runs the server has recorded.
     fn runs(&self) -> usize {
         self.store.recent_runs(1000).unwrap().len()
@@ -1024,6 +1038,124 @@ async fn a_tool_result_answering_no_call_is_refused_in_openais_format() {
     assert!(message.contains("`call_1`"), "{message}");
     assert_eq!(server.runs(), 0);
     assert!(server.store.list_conversations(10).unwrap().is_empty());
+}
+
+/// The same rule on the Messages and Responses APIs, in their error
+/// formats, naming the request's own field, whether the calls came in the
+/// request or from a previous response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_results_answering_no_call_are_refused_on_every_api() {
+    let server = Server::proxying(None).await;
+    let call = serde_json::json!({"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}});
+    let (status, error) = server
+        .proxy(
+            "/v1/messages",
+            serde_json::json!({"max_tokens": 5, "messages": [
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": [call]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_2", "content": "sunny"}]}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`messages.[2].content.[0].tool_use_id`: `call_2` matches no tool call"),
+        "{message}"
+    );
+
+    let (status, error) = server
+        .proxy(
+            "/v1/responses",
+            serde_json::json!({"input": [
+                {"role": "user", "content": "weather?"},
+                {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_2", "output": "sunny"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["param"], "input.[2].call_id");
+
+    let (status, first) = server
+        .proxy("/v1/responses", serde_json::json!({"input": "hello"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, error) = server
+        .proxy(
+            "/v1/responses",
+            serde_json::json!({
+                "previous_response_id": first["id"],
+                "input": [{"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["param"], "input.[0].call_id");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no such call"),
+        "{error}"
+    );
+    assert_eq!(server.runs(), 1, "only the valid request ran");
+    assert_eq!(server.store.list_conversations(10).unwrap().len(), 1);
+}
+
+/// `previous_response_id` continues the stored thread of the response it
+/// names; instructions are not carried over (as OpenAI documents): the
+/// request's own take the place of the stored ones, the same ones keep the
+/// same thread, none leave the model without. `store: false` writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_previous_response_continues_its_thread_with_this_requests_instructions() {
+    let server = Server::proxying(None).await;
+    let ask = |body: Value| async {
+        let (status, reply) = server.proxy("/v1/responses", body).await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let text = reply["output"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (reply["id"].as_str().unwrap().to_string(), text)
+    };
+    let (first, text) = ask(serde_json::json!({"instructions": "Be brief.", "input": "hi"})).await;
+    assert!(text.contains("history: 2 messages, system: yes"), "{text}");
+    let (same, text) = ask(serde_json::json!({
+        "instructions": "Be brief.", "input": "more", "previous_response_id": first
+    }))
+    .await;
+    assert!(text.contains("history: 4 messages, system: yes"), "{text}");
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(
+        conversations.len(),
+        1,
+        "the same instructions: the same thread"
+    );
+    assert_eq!(conversations[0].len, 5);
+    let (_, text) =
+        ask(serde_json::json!({"input": "and now?", "previous_response_id": same})).await;
+    assert!(
+        text.contains("history: 5 messages, system: no"),
+        "without instructions the model has none: {text}"
+    );
+    let (_, text) = ask(serde_json::json!({
+        "instructions": "Be verbose.", "input": "again", "previous_response_id": same,
+        "store": false
+    }))
+    .await;
+    assert!(text.contains("history: 6 messages, system: yes"), "{text}");
+    assert_eq!(server.runs(), 3, "the unstored response has no run");
+    let nodes = server
+        .store
+        .debug_query_i64("SELECT count(*) FROM nodes")
+        .unwrap();
+    // system, hi, reply, more, reply; then hi, reply, more, reply, and now?,
+    // reply without the system message
+    assert_eq!(nodes, 11);
 }
 
 // ---------------------------------------------------------------- connections

@@ -17,7 +17,7 @@ const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
         backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
         usage_complete, started, finished, error, annotations, options, relations, request, events,
-        finish_reason, turn, step
+        finish_reason, turn, step, requested_model
      FROM runs";
 
 impl SqliteStore {
@@ -87,9 +87,9 @@ pub(crate) fn insert_run(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
              status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
              started, finished, error, annotations, options, relations, request, events,
-             finish_reason, turn, step)
+             finish_reason, turn, step, requested_model)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                 ?20, ?21, ?22, ?23, ?24, ?25)",
+                 ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
     )?
     .execute(params![
         run.id.as_str(),
@@ -117,6 +117,7 @@ pub(crate) fn insert_run(
         columns.finish_reason,
         columns.turn,
         columns.step,
+        run.requested_model,
     ])?;
     let mut insert_tool = conn.prepare_cached(
         "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
@@ -250,6 +251,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     record.finished_ms = row.get(15)?;
     record.error = row.get(16)?;
     record.request = row.get(20)?;
+    record.requested_model = row.get(25)?;
     Ok(RawRun {
         record,
         status: row.get(8)?,

@@ -183,6 +183,9 @@ const MIGRATIONS: &[Migration] = &[
     // 7: the root of every node's and conversation's thread, and
     // conversations found by it (the ones sharing messages with a family).
     Migration::Code(add_roots),
+    // 8: the model a client asked the recording proxy for, beside the one
+    // its model table chose.
+    Migration::Sql("ALTER TABLE runs ADD COLUMN requested_model TEXT;"),
 ];
 
 /// The schema version this build writes.

@@ -626,6 +626,7 @@ fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
         "DROP INDEX conversations_by_root",
         "ALTER TABLE conversations DROP COLUMN root",
         "ALTER TABLE nodes DROP COLUMN root",
+        "ALTER TABLE runs DROP COLUMN requested_model",
     ] {
         store.debug_execute(statement).unwrap();
     }

@@ -491,9 +491,12 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
     }
     for run in &runs {
         outln!(
-            "\nproduced by run {} · {} via {} · {} · {} in / {} out tokens{}",
+            "\nproduced by run {} · {}{} via {} · {} · {} in / {} out tokens{}",
             run.id.short(),
             run.model,
+            run.requested_model
+                .as_ref()
+                .map_or(String::new(), |asked| format!(" (asked for {asked})")),
             run.provider,
             run.status.as_str(),
             run.usage.input_tokens.map_or("?".into(), |n| n.to_string()),

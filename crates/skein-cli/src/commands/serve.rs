@@ -1,24 +1,39 @@
 /*!
 `skein serve`: runs the web view (and with `--proxy` the recording proxy)
 over the database until interrupted.
+
+The proxy's models come from `[proxy.models]` in config.toml (the model a
+client asks for → the model or profile that answers it, `"*"` for any
+other); `-m` answers any other name too, in place of `"*"`. Without a
+table every request goes to `-m` or the default model.
 */
 
 use super::Context;
-use super::turns::home_model;
+use super::turns::{configured_engine, home_model};
+use crate::config::ANY_MODEL;
 use crate::flags::ServeArgs;
 use crate::ui;
-use anyhow::Result;
-use skein_serve::{ConnectionLimits, ServeConfig};
+use anyhow::{Context as _, Result, bail};
+use skein::Model;
+use skein_serve::{ConnectionLimits, ModelTable, ProxyConfig, ServeConfig};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
 pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
+    if args.pass_client_key && !args.proxy {
+        bail!("--pass-client-key applies to the proxy: add --proxy");
+    }
     let proxy = if args.proxy {
-        Some(home_model(args.model.model.clone())?)
+        Some(ProxyConfig {
+            models: model_table(args.model.model.clone(), args.pass_client_key)?,
+            pass_client_key: args.pass_client_key,
+        })
     } else {
         None
     };
-    let model_name = proxy.as_ref().map(|model| model.name().to_string());
+    let served = proxy.as_ref().map(|proxy| proxy.models.names().join(", "));
+    let pass = args.pass_client_key;
     let config = ServeConfig {
         bind: args.bind,
         token: args.token,
@@ -38,14 +53,69 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         config,
         |bound| {
             ui::note(format!("serving the graph on http://{bound}/ (Ctrl-C stops)"));
-            if let Some(model) = &model_name {
+            if let Some(models) = &served {
                 ui::note(format!(
-                    "recording proxy: POST http://{bound}/v1/chat/completions, forwarding to `{model}`"
+                    "recording proxy: POST http://{bound}/v1/chat/completions, /v1/responses and /v1/messages, serving {models}"
                 ));
+                if pass {
+                    ui::note(
+                        "clients' own keys are passed through to models served over HTTP (never stored)",
+                    );
+                }
             }
         },
         shutdown,
     )
     .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The proxy's model table: `[proxy.models]`, with `-m` as the fallback
+/// when given. Each model is opened once, however many names map to it.
+fn model_table(flag: Option<String>, pass_keys: bool) -> Result<ModelTable> {
+    let configured = &crate::config::get()?.proxy.models;
+    let mut opened: BTreeMap<String, Model> = BTreeMap::new();
+    let mut open = |name: &str| -> Result<Model> {
+        if let Some(model) = opened.get(name) {
+            return Ok(model.clone());
+        }
+        let model = proxy_model(name, pass_keys).with_context(|| {
+            format!("the proxy cannot open model `{name}` ([proxy.models] in config.toml, or -m)")
+        })?;
+        opened.insert(name.to_string(), model.clone());
+        Ok(model)
+    };
+    let mut named = BTreeMap::new();
+    for (client, model) in configured {
+        if client != ANY_MODEL {
+            named.insert(client.clone(), open(model)?);
+        }
+    }
+    let fallback = match (flag, configured.get(ANY_MODEL)) {
+        (Some(name), _) => Some(open(&name)?),
+        (None, Some(name)) => Some(open(name)?),
+        (None, None) if named.is_empty() => Some(match pass_keys {
+            true => open(&super::default_model()?)?,
+            false => home_model(None)?,
+        }),
+        (None, None) => None,
+    };
+    Ok(ModelTable::new(named, fallback))
+}
+
+/// A profile of the engine directory by that name, else a model name;
+/// with `pass_keys`, a model served over HTTP takes each request's key.
+fn proxy_model(name: &str, pass_keys: bool) -> Result<Model> {
+    if !pass_keys {
+        return home_model(Some(name.to_string()));
+    }
+    if let Some(engine) = configured_engine()?
+        && engine.catalog().find_profile(name).is_some()
+    {
+        return Ok(Model::from_profile(&engine, name)?);
+    }
+    Ok(Model::open_for_client_keys(
+        name,
+        super::tools::registered()?,
+    )?)
 }

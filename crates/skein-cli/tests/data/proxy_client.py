@@ -1,7 +1,7 @@
 """Drive skein's recording proxy with the official openai client: a
 multi-turn conversation re-sent whole each turn (content once as a string,
-once as an array of text parts), a streamed reply, and a tool-call round
-trip. Prints what came back as JSON."""
+once as an array of text parts), a streamed reply, a tool-call round trip
+and an image in a turn. Prints what came back as JSON."""
 
 import json
 import sys
@@ -55,4 +55,19 @@ messages.append(reply.choices[0].message.model_dump(exclude_none=True))
 messages.append({"role": "tool", "tool_call_id": call.id, "content": "sunny"})
 reply = client.chat.completions.create(model="any", messages=messages, tools=tools)
 out["final"] = reply.choices[0].message.content
+messages.append({"role": "assistant", "content": out["final"]})
+
+# A 1x1 PNG.
+png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+messages.append(
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is in this image?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}},
+        ],
+    }
+)
+reply = client.chat.completions.create(model="any", messages=messages)
+out["image"] = reply.choices[0].message.content
 print(json.dumps(out))

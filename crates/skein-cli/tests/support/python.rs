@@ -1,6 +1,6 @@
-//! The Python with the clients some tests drive (`openai`, `llm` with
-//! `llm-echo`), installed by `scripts/python-clients` into the venv named
-//! by `SKEIN_TEST_VENV`.
+//! The Python with the clients some tests drive (`openai`, `anthropic`,
+//! `llm` with `llm-echo`), installed by `scripts/python-clients` into the
+//! venv named by `SKEIN_TEST_VENV`.
 
 use std::path::PathBuf;
 

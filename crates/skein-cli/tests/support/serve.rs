@@ -5,11 +5,16 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 pub struct Server {
     child: Child,
     /// `127.0.0.1:PORT`.
     pub address: String,
+    /// Every line the server printed on stderr so far.
+    stderr: Arc<Mutex<Vec<String>>>,
+    /// The thread draining stderr; it ends when the server does.
+    drain: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -38,24 +43,47 @@ impl Server {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
         let address = loop {
             let line = lines
                 .next()
                 .expect("skein serve exited before saying where it listens")
                 .unwrap();
+            stderr.lock().unwrap().push(line.clone());
             if let Some(rest) = line.split("serving the graph on http://").nth(1) {
                 let url = rest.split_whitespace().next().unwrap();
                 break url.trim_end_matches('/').to_string();
             }
         };
         // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, address }
+        let kept = stderr.clone();
+        let drain = std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Server {
+            child,
+            address,
+            stderr,
+            drain: Some(drain),
+        }
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn base(&self) -> String {
         format!("http://{}", self.address)
+    }
+
+    /// Stop the server and return everything it printed on stderr.
+    #[allow(dead_code)]
+    pub fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        self.stderr.lock().unwrap().join("\n")
     }
 }
 

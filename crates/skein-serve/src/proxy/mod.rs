@@ -1,351 +1,546 @@
 /*!
-The recording proxy: `POST /v1/chat/completions` in OpenAI's format
-(streaming and not), forwarded to the configured model through the engine,
-every exchange recorded into the graph ([`record`]) with the exact request
-body kept on its run. `GET /v1/models` lists the one model served.
+The recording proxy: three wire APIs over one pipeline. Each request is
+read in its API's format ([`chat`]: `POST /v1/chat/completions`,
+[`messages`]: Anthropic's `POST /v1/messages`, [`responses`]:
+`POST /v1/responses`) into a [`turn::Turn`], completed from the graph
+([`graph`]), answered by the model the [`models`] table picks for the
+model the client asked for, and recorded into the graph ([`record`]) with
+the exact request body and the requested model on its run. Equivalent
+encodings map to the same parts, so a conversation that moves between APIs
+shares its nodes. `GET /v1/models` lists the model names served.
 
-The client's own API key is never forwarded or stored: the proxy calls the
-model with the credential its configuration gives.
+Keys: the proxy calls its models with the credential its configuration
+gives, and never forwards or stores a client's key, unless the server was
+started with `pass_client_key` ([`ProxyConfig`]): then the key a request
+carries (`x-api-key`, or `Authorization: Bearer` when the server has no
+token of its own, which that header then carries) is that request's
+credential for a model served over HTTP, and is dropped with the run. It
+is never stored, logged or shown in an error.
 */
 
+pub mod chat;
+pub(crate) mod graph;
+mod media;
+pub mod messages;
+pub mod models;
 mod record;
-pub mod wire;
+pub mod responses;
+mod results;
+pub mod turn;
 
 use crate::AppState;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::future::join;
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::json;
 use skein::Model;
-use skein::core::{FinishReason, Message, Usage};
-use skein::engine::{Request, RunOutput};
+use skein::conversation::commit;
+use skein::core::ProviderError;
+use skein::engine::{EngineError, Request, RunOutput};
+use skein::providers::Secret;
+use skein::store::RunId;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-use wire::ChatRequest;
+use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
+
+pub use models::ModelTable;
+
+/// The header that names a conversation the proxy creates.
+pub const NAME_HEADER: &str = "x-skein-conversation-name";
+
+/// The longest conversation name the header may give, in bytes.
+const NAME_LIMIT: usize = 256;
+
+/// How the proxy serves.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// Which model answers which requested model.
+    pub models: ModelTable,
+    /// Pass each request's own key through to the model (see the module
+    /// docs); off, clients' keys are ignored.
+    pub pass_client_key: bool,
+}
+
+impl ProxyConfig {
+    /// Every request answered by `model`, clients' keys ignored.
+    pub fn new(model: Model) -> ProxyConfig {
+        ProxyConfig {
+            models: ModelTable::single(model),
+            pass_client_key: false,
+        }
+    }
+}
 
 /// The proxy's routes, with the request body limit.
 pub fn routes(body_limit: usize) -> Router<Arc<AppState>> {
     Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
-        .route("/v1/models", get(models))
+        .route(
+            "/v1/chat/completions",
+            post(|state, headers, body| {
+                handle(
+                    state,
+                    headers,
+                    body,
+                    "chat-completions",
+                    |request: chat::ChatRequest| Ok((request.turn()?, request.api())),
+                )
+            }),
+        )
+        .route(
+            "/v1/messages",
+            post(|state, headers, body| {
+                handle(
+                    state,
+                    headers,
+                    body,
+                    "Messages",
+                    |request: messages::MessagesRequest| Ok((request.turn()?, messages::Messages)),
+                )
+            }),
+        )
+        .route(
+            "/v1/responses",
+            post(|state, headers, body| {
+                handle(
+                    state,
+                    headers,
+                    body,
+                    "Responses",
+                    |request: responses::ResponsesRequest| Ok((request.turn()?, request.api())),
+                )
+            }),
+        )
+        .route("/v1/models", get(list_models))
         .layer(DefaultBodyLimit::max(body_limit))
 }
 
-async fn models(State(state): State<Arc<AppState>>) -> Response {
-    let Some(model) = &state.proxy else {
-        return not_proxying();
+async fn list_models(State(state): State<Arc<AppState>>) -> Response {
+    let Some(proxy) = &state.proxy else {
+        return chat::Chat::error(&not_proxying());
     };
-    Json(json!({
+    // One listing both clients read: OpenAI's fields and Anthropic's.
+    let names = proxy.models.names();
+    let data: Vec<_> = names
+        .iter()
+        .map(|name| {
+            json!({
+                "id": name, "object": "model", "created": 0, "owned_by": "skein",
+                "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z",
+            })
+        })
+        .collect();
+    axum::Json(json!({
         "object": "list",
-        "data": [{"id": model.name(), "object": "model", "created": 0, "owned_by": "skein"}]
+        "data": data,
+        "has_more": false,
+        "first_id": names.first(),
+        "last_id": names.last(),
     }))
+    .into_response()
 }
 
-async fn chat_completions(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    let Some(model) = state.proxy.clone() else {
-        return not_proxying();
-    };
-    let Ok(body) = String::from_utf8(body.to_vec()) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            "the body is not UTF-8",
-        );
-    };
-    let request: ChatRequest = match serde_json::from_str(&body) {
-        Ok(request) => request,
-        Err(problem) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("the body is not a chat-completions request: {problem}"),
-            );
-        }
-    };
-    let prepared = request.thread_messages().and_then(|messages| {
-        Ok(Request::messages(messages)
-            .tools(request.tool_specs()?)
-            .options(request.options()?)
-            .capture())
-    });
-    let engine_request = match prepared {
-        Ok(prepared) => model.bind(prepared),
-        Err(refused) => {
-            return error_at(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &refused.message,
-                refused.param.as_deref(),
-            );
-        }
-    };
-    let exchange = Exchange { state, model, body };
-    if request.stream {
-        let include_usage = request
-            .stream_options
-            .as_ref()
-            .is_some_and(|options| options.include_usage);
-        exchange.stream(engine_request, include_usage)
-    } else {
-        exchange.complete(engine_request).await
+fn not_proxying() -> ProxyError {
+    ProxyError::new(
+        StatusCode::NOT_FOUND,
+        ErrorKind::NotFound,
+        "this server does not proxy: start it with `skein serve --proxy`",
+    )
+}
+
+/// One request of any API: read, map, complete from the graph, run,
+/// record, answer.
+async fn handle<R: DeserializeOwned, A: Api>(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Bytes,
+    api_name: &'static str,
+    read: impl FnOnce(R) -> Result<(Turn, A), ProxyError>,
+) -> Response {
+    match prepare(&state, &headers, body, api_name, read).await {
+        Ok(flight) => flight.answer().await,
+        Err(error) => A::error(&error),
     }
 }
 
-/// One proxied request in flight.
-struct Exchange {
+async fn prepare<R: DeserializeOwned, A: Api>(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Bytes,
+    api_name: &str,
+    read: impl FnOnce(R) -> Result<(Turn, A), ProxyError>,
+) -> Result<Flight<A>, ProxyError> {
+    let Some(proxy) = &state.proxy else {
+        return Err(not_proxying());
+    };
+    let body = String::from_utf8(body.to_vec())
+        .map_err(|_| ProxyError::invalid("the body is not UTF-8"))?;
+    let request: R = serde_json::from_str(&body).map_err(|problem| {
+        ProxyError::invalid(format!("the body is not a {api_name} request: {problem}"))
+    })?;
+    let (turn, api) = read(request)?;
+    let name = conversation_name(headers)?;
+    let model = proxy.models.route(turn.model.as_deref())?.clone();
+    let key = if proxy.pass_client_key {
+        client_key(headers, state.token_required)
+    } else {
+        None
+    };
+    let turn = graph::complete(&state.store, state.memo.clone(), turn).await?;
+    let meta = record::Meta {
+        body,
+        requested: turn.model.clone(),
+        name,
+        model: model.name().to_string(),
+    };
+    Ok(Flight {
+        state: state.clone(),
+        shown: turn
+            .model
+            .clone()
+            .unwrap_or_else(|| model.name().to_string()),
+        model,
+        api,
+        meta,
+        stream: turn.stream,
+        keep: turn.record,
+        request: engine_request(turn),
+        key,
+    })
+}
+
+/// The engine request for a turn: its messages with their annotations,
+/// tools and options, captured.
+fn engine_request(turn: Turn) -> Request {
+    let mut request = Request::default();
+    for (index, message) in turn.messages.into_iter().enumerate() {
+        let annotations = turn
+            .annotations
+            .iter()
+            .filter(|(at, _, _)| *at == index)
+            .map(|(_, part, annotation)| (*part, annotation.clone()))
+            .collect();
+        request = request.annotated_message(message, annotations);
+    }
+    request.tools(turn.tools).options(turn.options).capture()
+}
+
+/// The `x-skein-conversation-name` header, if given.
+fn conversation_name(headers: &HeaderMap) -> Result<Option<String>, ProxyError> {
+    let Some(value) = headers.get(NAME_HEADER) else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| ProxyError::invalid(format!("the `{NAME_HEADER}` header {why}"));
+    let name = value
+        .to_str()
+        .map_err(|_| refuse("must be visible ASCII text"))?
+        .trim();
+    if name.is_empty() {
+        return Err(refuse("is empty"));
+    }
+    if name.len() > NAME_LIMIT {
+        return Err(refuse(&format!("is longer than {NAME_LIMIT} bytes")));
+    }
+    Ok(Some(name.to_string()))
+}
+
+/// The key a client sent: `x-api-key`, else (when the server's own token
+/// does not take that header) `Authorization: Bearer`.
+fn client_key(headers: &HeaderMap, token_required: bool) -> Option<Secret> {
+    let given = |key: &str| Some(key.trim().to_string()).filter(|key| !key.is_empty());
+    headers
+        .get("x-api-key")
+        .and_then(|value| value.to_str().ok())
+        .and_then(given)
+        .or_else(|| {
+            (!token_required)
+                .then(|| crate::access::bearer_of(headers))
+                .flatten()
+                .and_then(|key| given(&key))
+        })
+        .map(Secret::new)
+}
+
+/// One request on its way through the model.
+struct Flight<A: Api> {
     state: Arc<AppState>,
     model: Model,
-    body: String,
+    /// The model name the client is answered with.
+    shown: String,
+    api: A,
+    meta: record::Meta,
+    stream: bool,
+    /// Whether the exchange is recorded.
+    keep: bool,
+    request: Request,
+    key: Option<Secret>,
 }
 
-impl Exchange {
-    async fn complete(self, request: Request) -> Response {
-        let output = match self.model.engine().run(request).await {
-            Ok(output) => output,
-            Err(failure) => return model_failed(&failure),
-        };
-        let recorded = match self.record(&output).await {
-            Ok(recorded) => recorded,
-            Err(response) => return response,
-        };
-        let message = &output.message;
-        let mut reply = json!({"role": "assistant", "content": content(message)});
-        let calls = wire::wire_calls(message);
-        if !calls.is_empty() {
-            reply["tool_calls"] = json!(calls);
-        }
-        let mut completion = json!({
-            "id": completion_id(&output),
-            "object": "chat.completion",
-            "created": created(&output),
-            "model": self.model.name(),
-            "choices": [{"index": 0, "message": reply, "finish_reason": finish(&output)}],
-        });
-        if let Some(usage) = usage(output.usage) {
-            completion["usage"] = usage;
-        }
-        (
-            [
-                ("x-skein-conversation", recorded.conversation.to_string()),
-                ("x-skein-node", recorded.node.to_string()),
-            ],
-            axum::Json(completion),
-        )
-            .into_response()
-    }
+/// What a running model call reports.
+enum Progress {
+    Text(String),
+    /// The run ended, and was recorded (or failed, its failure recorded).
+    Done(Box<Result<Finished, ProxyError>>),
+}
 
-    fn stream(self, request: Request, include_usage: bool) -> Response {
-        let (chunks, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+/// A run that ended well, and where it was recorded.
+struct Finished {
+    output: RunOutput,
+    recorded: Option<record::Recorded>,
+}
+
+impl<A: Api> Flight<A> {
+    async fn answer(mut self) -> Response {
+        let mut request = self.model.bind(std::mem::take(&mut self.request));
+        if let Some(key) = self.key.take() {
+            request = request.credential(key);
+        }
+        let (texts, mut pieces) = mpsc::unbounded_channel::<String>();
+        let (observed, mut runs) = mpsc::unbounded_channel();
+        if self.stream {
+            request = request.text_channel(texts).event_channel(observed);
+        } else {
+            drop((texts, observed));
+        }
+        let execution = match self.model.engine().prepare_execution(request) {
+            Ok(execution) => execution,
+            Err(error) => return A::error(&engine_failure(&error)),
+        };
+        let recorder = Recorder {
+            state: self.state.clone(),
+            model: self.model.clone(),
+            prepared: execution.prepared().clone(),
+            meta: self.meta.clone(),
+            keep: self.keep,
+        };
+        // The run and its record do not depend on the client: one that
+        // goes away neither cancels the model call nor loses its record.
+        let (progress, mut updates) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let (texts, mut deltas) = mpsc::unbounded_channel::<String>();
-            let format = Chunks::new(&self.model);
-            let started = format.delta(&json!({"role": "assistant", "content": ""}), None);
-            let _ = chunks.send(Ok(started)).await;
-            let work = self.model.engine().run(request.text_channel(texts));
             let forward = async {
-                while let Some(text) = deltas.recv().await {
-                    if chunks
-                        .send(Ok(format.delta(&json!({ "content": text }), None)))
-                        .await
-                        .is_err()
-                    {
-                        break;
+                while let Some(text) = pieces.recv().await {
+                    let _ = progress.send(Progress::Text(text));
+                }
+            };
+            let (outcome, ()) = join(execution.run(), forward).await;
+            let finished = recorder.record(outcome).await;
+            let _ = progress.send(Progress::Done(Box::new(finished)));
+        });
+        match updates.recv().await {
+            Some(Progress::Done(finished)) => match *finished {
+                Ok(finished) if self.stream => {
+                    let mut events = self.api.events(&self.shown);
+                    let mut frames = events.start(&finished.output.run);
+                    frames.extend(events.finish(&self.reply(&finished.output)));
+                    sse(futures_util::stream::iter(frames.into_iter().map(Ok)))
+                }
+                Ok(finished) => {
+                    let body = self.api.body(&self.reply(&finished.output));
+                    let mut response = axum::Json(body).into_response();
+                    if let Some(recorded) = finished.recorded {
+                        let headers = response.headers_mut();
+                        for (name, value) in [
+                            ("x-skein-conversation", recorded.conversation.to_string()),
+                            ("x-skein-node", recorded.node.to_string()),
+                            ("x-skein-run", finished.output.run.to_string()),
+                        ] {
+                            if let Ok(value) = value.parse() {
+                                headers.insert(name, value);
+                            }
+                        }
                     }
+                    response
                 }
-            };
-            let (outcome, ()) = join(work, forward).await;
-            let output = match outcome {
-                Ok(output) => output,
-                Err(failure) => {
-                    let message = format!("the model failed: {failure}");
-                    let _ = chunks.send(Ok(format.error(&message))).await;
-                    return;
-                }
-            };
-            if let Err(problem) = self.record(&output).await {
-                tracing::error!("the proxy could not record an exchange: {problem:?}");
-                let _ = chunks
-                    .send(Ok(format.error("the reply could not be recorded")))
-                    .await;
-                return;
+                Err(error) => A::error(&error),
+            },
+            Some(Progress::Text(text)) => {
+                // The run's id came with its first event, before any text.
+                let run = runs
+                    .try_recv()
+                    .map(|event| event.run)
+                    .unwrap_or_else(|_| RunId::random());
+                let (frames, body) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+                tokio::spawn(async move {
+                    let mut events = self.api.events(&self.shown);
+                    let send = |batch: Vec<Bytes>| {
+                        let frames = frames.clone();
+                        async move {
+                            for frame in batch {
+                                if frames.send(Ok(frame)).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    };
+                    let mut opening = events.start(&run);
+                    opening.extend(events.text(&text));
+                    send(opening).await;
+                    while let Some(update) = updates.recv().await {
+                        let batch = match update {
+                            Progress::Text(text) => events.text(&text),
+                            Progress::Done(finished) => match *finished {
+                                Ok(finished) => events.finish(&self.reply(&finished.output)),
+                                Err(error) => events.fail(&error),
+                            },
+                        };
+                        send(batch).await;
+                    }
+                });
+                sse(futures_util::stream::unfold(body, |mut body| async move {
+                    body.recv().await.map(|frame| (frame, body))
+                }))
             }
-            let calls = wire::wire_calls(&output.message);
-            if !calls.is_empty() {
-                let indexed: Vec<Value> = calls
-                    .iter()
-                    .enumerate()
-                    .map(|(index, call)| {
-                        let mut call = json!(call);
-                        call["index"] = json!(index);
-                        call
-                    })
-                    .collect();
-                let _ = chunks
-                    .send(Ok(format.delta(&json!({ "tool_calls": indexed }), None)))
-                    .await;
-            }
-            let _ = chunks
-                .send(Ok(format.delta(&json!({}), Some(finish(&output)))))
-                .await;
-            if include_usage && let Some(usage) = usage(output.usage) {
-                let _ = chunks.send(Ok(format.usage(usage))).await;
-            }
-            let _ = chunks
-                .send(Ok(Bytes::from_static(b"data: [DONE]\n\n")))
-                .await;
-        });
-        let stream = futures_util::stream::unfold(body, |mut body| async move {
-            body.recv().await.map(|chunk| (chunk, body))
-        });
-        (
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            Body::from_stream(stream),
-        )
-            .into_response()
-    }
-
-    async fn record(&self, output: &RunOutput) -> Result<record::Recorded, Response> {
-        record::record(
-            &self.state.store,
-            output,
-            self.body.clone(),
-            self.model.name().to_string(),
-        )
-        .await
-        .map_err(|problem| {
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                &format!("the reply could not be recorded: {problem}"),
-            )
-        })
-    }
-}
-
-/// The chunks of one streamed reply: one id, model and time for all.
-struct Chunks {
-    id: String,
-    model: String,
-    created: i64,
-}
-
-impl Chunks {
-    fn new(model: &Model) -> Chunks {
-        Chunks {
-            id: format!("chatcmpl-{}", skein::store::RunId::random()),
-            model: model.name().to_string(),
-            created: skein::store::records::now_ms() / 1000,
+            None => A::error(&ProxyError::server(
+                "the model call ended without an answer",
+            )),
         }
     }
 
-    fn delta(&self, delta: &Value, finish: Option<&str>) -> Bytes {
-        self.line(&json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }))
-    }
-
-    fn usage(&self, usage: Value) -> Bytes {
-        self.line(&json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [],
-            "usage": usage,
-        }))
-    }
-
-    fn error(&self, message: &str) -> Bytes {
-        self.line(&json!({"error": {"message": message, "type": "server_error", "code": null}}))
-    }
-
-    fn line(&self, value: &Value) -> Bytes {
-        Bytes::from(format!("data: {value}\n\n"))
+    fn reply<'a>(&'a self, output: &'a RunOutput) -> Reply<'a> {
+        Reply {
+            output,
+            model: &self.shown,
+        }
     }
 }
 
-fn completion_id(output: &RunOutput) -> String {
-    format!("chatcmpl-{}", output.run)
+/// What records a run's outcome.
+struct Recorder {
+    state: Arc<AppState>,
+    model: Model,
+    prepared: skein::engine::Prepared,
+    meta: record::Meta,
+    /// Whether anything is recorded (the Responses API's `store`).
+    keep: bool,
 }
 
-fn created(output: &RunOutput) -> i64 {
-    output.started_ms / 1000
-}
-
-/// The reply's text, or `null` when it only calls tools.
-fn content(message: &Message) -> Value {
-    let text = message.joined_text();
-    if text.is_empty() && message.tool_calls().next().is_some() {
-        Value::Null
-    } else {
-        Value::String(text)
+impl Recorder {
+    /// Record the exchange, or the failed run, and say what the client is
+    /// answered with.
+    async fn record(self, outcome: Result<RunOutput, EngineError>) -> Result<Finished, ProxyError> {
+        let output = match outcome {
+            Ok(output) => output,
+            Err(error) => {
+                let failed = commit::failed_run(self.model.engine(), &self.prepared, &error);
+                if let Some(run) = failed.filter(|_| self.keep)
+                    && let Err(problem) =
+                        record::record_failed(&self.state.store, run, &self.meta).await
+                {
+                    tracing::error!("the proxy could not record a failed run: {problem}");
+                }
+                return Err(engine_failure(&error));
+            }
+        };
+        if !self.keep {
+            return Ok(Finished {
+                output,
+                recorded: None,
+            });
+        }
+        match record::record(&self.state.store, &output, &self.meta).await {
+            Ok(recorded) => Ok(Finished {
+                output,
+                recorded: Some(recorded),
+            }),
+            Err(problem) => {
+                tracing::error!("the proxy could not record an exchange: {problem}");
+                Err(ProxyError::server(format!(
+                    "the reply could not be recorded: {problem}"
+                )))
+            }
+        }
     }
 }
 
-fn finish(output: &RunOutput) -> &'static str {
-    if output.message.tool_calls().next().is_some() {
-        return "tool_calls";
-    }
-    match output.finish_reason {
-        FinishReason::Length => "length",
-        FinishReason::ContentFilter => "content_filter",
-        FinishReason::ToolCalls => "tool_calls",
-        _ => "stop",
-    }
-}
-
-fn usage(usage: Usage) -> Option<Value> {
-    let (input, output) = (usage.input_tokens?, usage.output_tokens?);
-    Some(json!({
-        "prompt_tokens": input,
-        "completion_tokens": output,
-        "total_tokens": input + output,
-    }))
-}
-
-#[allow(non_snake_case)]
-fn Json(value: Value) -> Response {
-    axum::Json(value).into_response()
-}
-
-fn error(status: StatusCode, kind: &str, message: &str) -> Response {
-    error_at(status, kind, message, None)
-}
-
-/// An error in OpenAI's format; `param` names the offending field.
-fn error_at(status: StatusCode, kind: &str, message: &str, param: Option<&str>) -> Response {
+/// A streamed answer.
+fn sse(
+    frames: impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+) -> Response {
     (
-        status,
-        axum::Json(json!({
-            "error": {"message": message, "type": kind, "param": param, "code": null}
-        })),
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(frames),
     )
         .into_response()
 }
 
-fn model_failed(failure: &skein::engine::EngineError) -> Response {
-    error(
-        StatusCode::BAD_GATEWAY,
-        "server_error",
-        &format!("the model failed: {failure}"),
-    )
+/// A failed run, as the client is told.
+fn engine_failure(error: &EngineError) -> ProxyError {
+    use ProviderError as P;
+    let (status, kind) = match error {
+        EngineError::CredentialRequired { .. } => {
+            return ProxyError::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorKind::Authentication,
+                "this proxy calls the model with each client's own key: send it as \
+                 `x-api-key: KEY` (or `Authorization: Bearer KEY` when the server has no token)",
+            );
+        }
+        EngineError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest),
+        EngineError::Capacity { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorKind::RateLimit),
+        EngineError::Generation { error, .. } => match error {
+            P::BadRequest { .. } => (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest),
+            P::Authentication { .. } => (StatusCode::UNAUTHORIZED, ErrorKind::Authentication),
+            P::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorKind::RateLimit),
+            _ => (StatusCode::BAD_GATEWAY, ErrorKind::Server),
+        },
+        _ => (StatusCode::BAD_GATEWAY, ErrorKind::Server),
+    };
+    ProxyError::new(status, kind, format!("the model failed: {error}"))
 }
 
-fn not_proxying() -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        "invalid_request_error",
-        "this server does not proxy: start it with `skein serve --proxy`",
-    )
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| {
+                (
+                    axum::http::HeaderName::from_static(name),
+                    value.parse().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_client_key_comes_from_x_api_key_else_a_bearer_the_token_does_not_take() {
+        let key = |pairs: &[(&'static str, &str)], token: bool| {
+            client_key(&headers(pairs), token).map(|secret| secret.expose().to_string())
+        };
+        let both = [("x-api-key", "sk-a"), ("authorization", "Bearer sk-b")];
+        assert_eq!(key(&both, false).as_deref(), Some("sk-a"));
+        assert_eq!(key(&both[1..], false).as_deref(), Some("sk-b"));
+        assert_eq!(
+            key(&both[1..], true),
+            None,
+            "the bearer is the server's token"
+        );
+        assert_eq!(key(&both[..1], true).as_deref(), Some("sk-a"));
+        let empty = [("x-api-key", " "), ("authorization", "Bearer sk-b")];
+        assert_eq!(key(&empty, false).as_deref(), Some("sk-b"));
+        assert_eq!(key(&[], false), None);
+    }
+
+    #[test]
+    fn a_conversation_name_is_visible_text_of_bounded_length() {
+        let name = |value: &str| conversation_name(&headers(&[(NAME_HEADER, value)]));
+        assert_eq!(name(" my chat ").unwrap().as_deref(), Some("my chat"));
+        assert!(name("  ").unwrap_err().message.contains("is empty"));
+        assert!(
+            name(&"x".repeat(NAME_LIMIT + 1))
+                .unwrap_err()
+                .message
+                .contains("longer than")
+        );
+        assert_eq!(conversation_name(&HeaderMap::new()).unwrap(), None);
+    }
 }

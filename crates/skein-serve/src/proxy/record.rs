@@ -5,22 +5,38 @@ as one growing thread: the request's nodes that the store already holds are
 shared, and the conversation whose head the stored part ends at moves
 forward to the new reply. When several clients continue the same head at
 once, the first wins and each other becomes a branch there (a conversation
-of its own, with its reply), in the same transaction as its turn. A history
-whose stored part ends at a node no conversation heads (the client edited,
-truncated or regenerated it, or lost such a race before it began) becomes
-a branch of the conversation that node belongs to; one that shares only
-messages no conversation produced becomes a conversation of its own. Either
-is titled by its first prompt.
+of its own, with its reply), in the same transaction as its turn.
+
+A request whose reply the store already holds (the same request to a
+deterministic model: a regenerate) adds only its run, to the conversation
+that reply belongs to. A regenerate whose reply is new (a sampling model)
+is a sibling: a branch, at the request's last message, of the conversation
+of the reply given before. A history whose stored part ends at a node no
+conversation heads (the client edited or truncated it, or lost a race
+before it began) becomes a branch of the conversation that node belongs
+to; one that shares only messages no conversation produced becomes a
+conversation of its own. New conversations are named by the request's
+`x-skein-conversation-name` header, else titled by their first prompt. A
+request with that header continues (or joins) only a conversation of that
+name: where the conversations at the node it would continue have other
+names, it starts a conversation of its own name there, a branch of theirs.
+
+A failed model call keeps its run record, with no node. Nothing is written
+for a request that asked not to be stored.
 */
 
 use skein::conversation::commit::{self, Bookmark, OnMoved};
-use skein::core::{ConversationId, ConversationSettings, NodeId, Origin};
+use skein::core::{ConversationId, ConversationSettings, NodeId, Origin, RunRecord};
 use skein::engine::RunOutput;
-use skein::store::{Store, StoreError};
+use skein::store::{Conversation, Store, StoreError};
 
 /// How far back a request's stored nodes are searched for the conversation
 /// they belong to.
 const ANCESTORS_SEARCHED: usize = 64;
+
+/// How many stored replies to the same request are looked at to find a
+/// regenerate's conversation.
+const SIBLINGS_SEARCHED: usize = 16;
 
 /// Where a proxied exchange was recorded.
 #[derive(Clone, Debug)]
@@ -29,14 +45,49 @@ pub struct Recorded {
     pub node: NodeId,
 }
 
+/// What the client sent besides its messages.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    /// The exact request body.
+    pub body: String,
+    /// The model the client asked for.
+    pub requested: Option<String>,
+    /// The `x-skein-conversation-name` header.
+    pub name: Option<String>,
+    /// The skein model that answered (a new conversation's model).
+    pub model: String,
+}
+
+impl Meta {
+    fn mark(&self, run: &mut RunRecord) {
+        run.request = Some(self.body.clone());
+        run.requested_model = self.requested.clone();
+    }
+}
+
+/// Where a reply lands.
+enum Place {
+    /// Moves (or stands at) this conversation's head, from `from`.
+    Continue {
+        owner: Conversation,
+        from: Option<NodeId>,
+    },
+    /// The reply is stored already: the run joins its conversation.
+    Join(ConversationId),
+    /// A new conversation at `start`, a branch of `source` when known.
+    New {
+        start: Option<NodeId>,
+        source: Option<Conversation>,
+    },
+}
+
 /// Store the exchange of `output` (its request and reply), the run with
 /// the exact request body, and move (or create, or branch) its
 /// conversation.
 pub async fn record(
     store: &Store,
     output: &RunOutput,
-    body: String,
-    model: String,
+    meta: &Meta,
 ) -> Result<Recorded, StoreError> {
     let thread = output
         .exchange
@@ -46,62 +97,46 @@ pub async fn record(
         .clone();
     let node = thread.head_id().expect("an exchange ends with its reply");
     let mut run = output.record(None);
-    run.request = Some(body);
+    meta.mark(&mut run);
     let request = thread.parent();
-    let (start, owner, source) = store
-        .run(move |store| {
-            // The same exchange recorded already (the same request to a
-            // deterministic model): its run joins the conversation there.
-            if let Some(owner) = store.conversations_at(node)?.into_iter().next() {
-                return Ok((Some(node), Some(owner), None));
-            }
-            // The newest node of the request the store already holds.
-            let mut stored = request;
-            while let Some(head) = stored.head_id() {
-                if store.contains(head)? {
-                    break;
-                }
-                stored = stored.parent();
-            }
-            let start = stored.head_id();
-            // The conversation whose head that is continues; otherwise the
-            // request branches from the conversation the nearest of its
-            // stored nodes belongs to (by a conversation standing there or
-            // a run that produced it).
-            let mut source = None;
-            for (steps, node) in stored.ancestors().enumerate() {
-                if steps == ANCESTORS_SEARCHED {
-                    break;
-                }
-                if let Some(at) = store.conversations_at(node.id())?.into_iter().next() {
-                    if Some(node.id()) == start {
-                        return Ok((start, Some(at), None));
-                    }
-                    source = Some(at);
-                    break;
-                }
-                if let Some(id) = store
-                    .runs_producing(node.id())?
-                    .into_iter()
-                    .rev()
-                    .find_map(|run| run.conversation)
-                {
-                    source = Some(store.conversation(&id)?);
-                    break;
-                }
-            }
-            Ok((start, None, source))
-        })
+    let name = meta.name.clone();
+    let place = store
+        .run(move |store| place(store, node, &request, name.as_deref()))
         .await?;
-    let bookmark = match (owner, source) {
-        (Some(owner), _) => Bookmark {
-            id: owner.id,
-            stored: true,
-            name: owner.name,
-            origin: owner.origin,
-            settings: owner.settings,
-        },
-        (None, Some(source)) => Bookmark {
+    let bookmark = match place {
+        Place::Join(conversation) => {
+            run.conversation = Some(conversation.clone());
+            let joined = Bookmark::new(conversation.clone());
+            commit::commit(store, &joined, None, None, vec![run], OnMoved::Fail).await?;
+            return Ok(Recorded { conversation, node });
+        }
+        Place::Continue { owner, from } => {
+            let bookmark = Bookmark {
+                id: owner.id,
+                stored: true,
+                name: owner.name,
+                origin: owner.origin,
+                settings: owner.settings,
+            };
+            let committed = commit::commit(
+                store,
+                &bookmark,
+                from,
+                Some(thread),
+                vec![run],
+                OnMoved::Branch,
+            )
+            .await?;
+            return Ok(Recorded {
+                conversation: committed.conversation.unwrap_or(bookmark.id),
+                node,
+            });
+        }
+        Place::New {
+            start,
+            source: Some(source),
+        } => Bookmark {
+            name: meta.name.clone(),
             origin: Some(Origin {
                 node: start,
                 conversation: Some(source.id),
@@ -113,19 +148,24 @@ pub async fn record(
             },
             ..Bookmark::new(ConversationId::random())
         },
-        (None, None) => Bookmark {
+        Place::New {
+            start,
+            source: None,
+        } => Bookmark {
+            name: meta.name.clone(),
             origin: start.map(|node| Origin {
                 node: Some(node),
                 ..Origin::default()
             }),
             settings: ConversationSettings {
-                model: Some(model),
+                model: Some(meta.model.clone()),
                 proxy: true,
                 ..ConversationSettings::default()
             },
             ..Bookmark::new(ConversationId::random())
         },
     };
+    let start = bookmark.origin.as_ref().and_then(|origin| origin.node);
     let committed = commit::commit(
         store,
         &bookmark,
@@ -139,4 +179,154 @@ pub async fn record(
         conversation: committed.conversation.unwrap_or(bookmark.id),
         node,
     })
+}
+
+/// Keep the record of a model call that failed (no node).
+pub async fn record_failed(
+    store: &Store,
+    mut run: RunRecord,
+    meta: &Meta,
+) -> Result<(), StoreError> {
+    meta.mark(&mut run);
+    commit::commit(
+        store,
+        &Bookmark::new(ConversationId::random()),
+        None,
+        None,
+        vec![run],
+        OnMoved::Fail,
+    )
+    .await
+    .map(drop)
+}
+
+/// Where the reply `node` to `request` lands (see the module docs).
+fn place(
+    store: &Store,
+    node: NodeId,
+    request: &skein::Thread,
+    name: Option<&str>,
+) -> Result<Place, StoreError> {
+    if store.contains(node)? {
+        match chosen(store.conversations_at(node)?, name) {
+            Some(Found::Own(owner)) => {
+                return Ok(Place::Continue {
+                    owner,
+                    from: Some(node),
+                });
+            }
+            Some(Found::Other(source)) => {
+                return Ok(Place::New {
+                    start: Some(node),
+                    source: Some(source),
+                });
+            }
+            None => {}
+        }
+        if let Some(id) = producing(store, node, None)? {
+            let conversation = store.conversation(&id)?;
+            if name.is_none_or(|name| conversation.name.as_deref() == Some(name)) {
+                return Ok(Place::Join(id));
+            }
+            return Ok(Place::New {
+                start: Some(node),
+                source: Some(conversation),
+            });
+        }
+    }
+    // The newest node of the request the store already holds.
+    let mut stored = request.clone();
+    while let Some(head) = stored.head_id() {
+        if store.contains(head)? {
+            break;
+        }
+        stored = stored.parent();
+    }
+    let start = stored.head_id();
+    if let Some(start) = start {
+        match chosen(store.conversations_at(start)?, name) {
+            Some(Found::Own(owner)) => {
+                return Ok(Place::Continue {
+                    owner,
+                    from: Some(start),
+                });
+            }
+            Some(Found::Other(source)) => {
+                return Ok(Place::New {
+                    start: Some(start),
+                    source: Some(source),
+                });
+            }
+            None => {}
+        }
+    }
+    // A regenerate: another reply to this very request is stored.
+    if let Some(start) = start.filter(|start| Some(*start) == request.head_id()) {
+        for child in store.children(start)?.into_iter().take(SIBLINGS_SEARCHED) {
+            if let Some(id) = producing(store, child, Some(start))? {
+                return Ok(Place::New {
+                    start: Some(start),
+                    source: Some(store.conversation(&id)?),
+                });
+            }
+        }
+    }
+    // Otherwise the conversation the nearest stored node belongs to (by a
+    // conversation standing there or a run that produced it).
+    for (steps, ancestor) in stored.ancestors().enumerate() {
+        if steps == ANCESTORS_SEARCHED {
+            break;
+        }
+        let source = match store.conversations_at(ancestor.id())?.into_iter().next() {
+            Some(source) => Some(source),
+            None => match producing(store, ancestor.id(), None)? {
+                Some(id) => Some(store.conversation(&id)?),
+                None => None,
+            },
+        };
+        if source.is_some() {
+            return Ok(Place::New { start, source });
+        }
+    }
+    Ok(Place::New {
+        start,
+        source: None,
+    })
+}
+
+/// A conversation found at a node: the request's own (the one of the name
+/// it gives, or any when it gives none), or another one of the family.
+enum Found {
+    Own(Conversation),
+    Other(Conversation),
+}
+
+/// Among `conversations` (at one node), the one named `name`; without a
+/// name, the first.
+fn chosen(conversations: Vec<Conversation>, name: Option<&str>) -> Option<Found> {
+    let Some(name) = name else {
+        return conversations.into_iter().next().map(Found::Own);
+    };
+    let named = conversations
+        .iter()
+        .position(|conversation| conversation.name.as_deref() == Some(name));
+    match named {
+        Some(index) => conversations.into_iter().nth(index).map(Found::Own),
+        None => conversations.into_iter().next().map(Found::Other),
+    }
+}
+
+/// The conversation of the newest run that produced `node` (from `input`,
+/// when given).
+fn producing(
+    store: &Store,
+    node: NodeId,
+    input: Option<NodeId>,
+) -> Result<Option<ConversationId>, StoreError> {
+    Ok(store
+        .runs_producing(node)?
+        .into_iter()
+        .rev()
+        .filter(|run| input.is_none() || run.input_head == input)
+        .find_map(|run| run.conversation))
 }

@@ -251,6 +251,8 @@ pub struct RunView {
     /// The node it produced (`None` when it failed).
     pub output_head: Option<NodeId>,
     pub model: String,
+    /// The model a client of the recording proxy asked for.
+    pub requested_model: Option<String>,
     pub provider: String,
     pub profile: Option<String>,
     pub backend: Option<String>,
@@ -297,6 +299,7 @@ impl From<&RunRecord> for RunView {
             input_head: run.input_head,
             output_head: run.output_head,
             model: run.model.clone(),
+            requested_model: run.requested_model.clone(),
             provider: run.provider.clone(),
             profile: run.profile.clone(),
             backend: run.backend.clone(),

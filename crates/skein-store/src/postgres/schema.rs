@@ -187,6 +187,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX conversations_by_root ON conversations(root, created)
         WHERE root IS NOT NULL;
     "#,
+    // 8: the model a client asked the recording proxy for.
+    "ALTER TABLE runs ADD COLUMN requested_model TEXT;",
 ];
 
 /// The schema version this build writes.

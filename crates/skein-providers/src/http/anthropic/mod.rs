@@ -12,6 +12,8 @@ transport ([`super::transport`]) does timeouts, retries and cancellation.
 mod decode;
 mod request;
 
+pub use request::tool_use_input;
+
 use super::config::{HttpConfig, SetupError};
 use super::transport::{HttpRequest, Transport, failed, sensitive};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};

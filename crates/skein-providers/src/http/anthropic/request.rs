@@ -309,6 +309,20 @@ fn attachment_block(
     }
 }
 
+/// The `input` of an Anthropic `tool_use` block for a tool call's stored
+/// argument text: the text itself when it is a JSON object, `{}` for empty
+/// arguments, else `{"_raw_arguments": "<the text>"}` (see the module
+/// docs). Whoever speaks Anthropic's format (this provider, the recording
+/// proxy answering Anthropic clients) maps arguments this one way.
+pub fn tool_use_input(arguments: &str) -> Box<RawValue> {
+    match input(arguments) {
+        Ok(Input::Raw(raw)) => raw.to_owned(),
+        Ok(Input::Owned(raw)) => raw,
+        // `input` encodes only JSON it made itself.
+        Err(_) => RawValue::from_string("{}".into()).expect("`{}` is JSON"),
+    }
+}
+
 /// The `input` of a `tool_use` block for stored argument text.
 fn input(arguments: &str) -> Result<Input<'_>, ProviderError> {
     if let Ok(raw) = serde_json::from_str::<&RawValue>(arguments)

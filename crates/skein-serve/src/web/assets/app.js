@@ -198,11 +198,45 @@
     return el('span', {}, parts);
   }
 
+  // The list follows new turns (the recording proxy's among them): while it
+  // is shown, in a visible tab, untouched (no filter typed, no page loaded
+  // below the first), its first page is fetched again every few seconds and
+  // the view redrawn when that page changed.
+  const LIST_REFRESH_MS = 3000;
+  let listWatch = null;
+
+  function listSignature(list) {
+    return list.conversations.map((c) => `${c.id}:${c.head}:${c.updated_ms}`).join(',');
+  }
+
+  function watchList(signature, token) {
+    clearTimeout(listWatch);
+    listWatch = setTimeout(async () => {
+      if (token !== renderToken || current.name !== 'list') return;
+      const filter = $('#filter');
+      const touched = (filter && filter.value.trim() !== '') || current.loadedMore;
+      if (!document.hidden && !touched) {
+        try {
+          const list = await api('/api/conversations');
+          if (token !== renderToken || current.name !== 'list') return;
+          if (listSignature(list) !== signature) {
+            route();
+            return;
+          }
+        } catch (_) {
+          // A failed poll changes nothing on the page; the next one may work.
+        }
+      }
+      watchList(signature, token);
+    }, LIST_REFRESH_MS);
+  }
+
   async function listView(stale) {
     if (current.name !== 'list') clear(view()).appendChild(el('p', { class: 'placeholder' }, 'Loading…'));
     const list = await api('/api/conversations');
     if (stale()) return;
     current = { name: 'list' };
+    watchList(listSignature(list), renderToken);
     crumbs(el('span', {}, 'conversations'));
     document.title = 'skein · conversations';
     const root = clear(view());
@@ -217,7 +251,7 @@
     if (list.conversations.length === 0) {
       section.appendChild(el('p', { class: 'empty' },
         'No conversations yet. Record one with ', el('code', {}, 'skein prompt "…"'),
-        ' and reload this page.'));
+        ' or through the recording proxy: it shows here as it is recorded.'));
       return;
     }
     const filter = el('input', {
@@ -266,6 +300,7 @@
       try {
         const page = await api(next);
         if (current.name !== 'list' || !more.isConnected) return;
+        current.loadedMore = true;
         for (const c of page.conversations) {
           const row = makeRow(c);
           row.hidden = !matches(row);
@@ -672,6 +707,7 @@
       el('dl', { class: 'facts' },
         el('dt', {}, 'started'), el('dd', {}, time(run.started_ms)),
         el('dt', {}, 'took'), el('dd', { class: 'duration' }, duration(run.duration_ms)),
+        run.requested_model ? [el('dt', {}, 'asked for'), el('dd', { class: 'requested-model' }, run.requested_model)] : null,
         run.profile ? [el('dt', {}, 'profile'), el('dd', {}, run.profile)] : null,
         run.backend ? [el('dt', {}, 'backend'), el('dd', {}, run.backend)] : null,
         run.conversation ? [el('dt', {}, 'conversation'), el('dd', {}, el('a', { href: `#/c/${run.conversation}` }, el('code', {}, short(run.conversation))))] : null,

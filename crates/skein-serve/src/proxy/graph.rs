@@ -1,0 +1,265 @@
+/*!
+A [`Turn`] completed from the graph before it runs, in one store call:
+
+- a `previous_response_id` becomes the stored thread of the response it
+  names (the node its run produced), put before the new messages;
+- tool calls whose arguments a client re-encoded (Anthropic's `input`
+  objects) are matched against the stored assistant node they stand for:
+  a child of the same parent whose calls are the same but for argument
+  text that maps to the same JSON. That node's message, with the exact
+  text the model wrote, takes the re-encoded one's place, so the history
+  continues the stored thread instead of forking it by whitespace. Matches
+  are remembered ([`Memo`]), so a history re-sent each turn costs queries
+  only for its new messages.
+
+Then the tool results of the whole history are checked
+([`super::results`]).
+*/
+
+use super::results::{self, Place};
+use super::turn::{Previous, ProxyError, Turn};
+use serde_json::Value;
+use skein::core::{Message, NodeId, Part, Role, Thread};
+use skein::providers::http::tool_use_input;
+use skein::store::{Store, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// How many stored children of a node are compared with a re-encoded
+/// assistant message.
+const SIBLINGS_COMPARED: usize = 64;
+
+/// How many matches the [`Memo`] keeps before it starts over.
+const MEMO_CAPACITY: usize = 16_384;
+
+/// Re-encoded messages already matched to the graph, by the node id the
+/// client's encoding gives them. A client re-sends its whole history each
+/// turn, so each turn would look every earlier match up in the store again;
+/// with the memo only new messages cost a query. Only matches are kept (a
+/// stored node never goes away, so they never go stale).
+#[derive(Debug, Default)]
+pub struct Memo(Mutex<HashMap<NodeId, Message>>);
+
+impl Memo {
+    fn get(&self, id: NodeId) -> Option<Message> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    fn keep(&self, id: NodeId, message: Message) {
+        let mut memo = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if memo.len() >= MEMO_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(id, message);
+    }
+}
+
+/// Complete `turn` from the graph and check its tool results.
+pub async fn complete(store: &Store, memo: Arc<Memo>, turn: Turn) -> Result<Turn, ProxyError> {
+    let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
+        store
+            .run(move |store| {
+                match previous(store, turn).and_then(|turn| reencoded(store, &memo, turn)) {
+                    Ok(turn) => Ok(Ok(turn)),
+                    Err(Failure::Client(error)) => Ok(Err(error)),
+                    Err(Failure::Store(error)) => Err(error),
+                }
+            })
+            .await
+            .map_err(|error| {
+                ProxyError::server(format!("the graph could not be read: {error}"))
+            })??
+    } else {
+        turn
+    };
+    results::check(&turn.messages, &turn.places)?;
+    Ok(turn)
+}
+
+/// Why the graph step failed: a client's mistake, or the store's.
+enum Failure {
+    Client(ProxyError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Failure {
+        Failure::Store(error)
+    }
+}
+
+/// Put the stored thread of `turn.previous` before its new messages.
+fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
+    let Some(Previous {
+        given,
+        run,
+        instructions,
+    }) = turn.previous.take()
+    else {
+        return Ok(turn);
+    };
+    let not_found = || {
+        Failure::Client(
+            ProxyError::invalid(format!(
+                "previous response `{given}` is not in this proxy's graph: it was not recorded \
+                 (`store: false`), failed, or was answered by another server"
+            ))
+            .at("previous_response_id"),
+        )
+    };
+    let Some(run) = run else {
+        return Err(not_found());
+    };
+    let record = match store.run_record(&run) {
+        Ok(record) => record,
+        Err(StoreError::RunNotFound(_)) => return Err(not_found()),
+        Err(error) => return Err(error.into()),
+    };
+    let Some(head) = record.output_head else {
+        return Err(not_found());
+    };
+    let thread = store.load_thread(head)?;
+    let stored: Vec<Message> = thread
+        .messages()
+        .into_iter()
+        .skip_while(|message| message.role == Role::System)
+        .cloned()
+        .collect();
+    let inserted = stored.len();
+    // The stored history stands where the request names it.
+    let stored_places: Vec<Place> = stored
+        .iter()
+        .map(|message| Place::uniform("previous_response_id".into(), message.parts.len(), ""))
+        .collect();
+    let mut messages = turn.messages;
+    let rest = messages.split_off(instructions);
+    messages.extend(stored);
+    messages.extend(rest);
+    turn.messages = messages;
+    let mut places = turn.places;
+    let rest = places.split_off(instructions.min(places.len()));
+    places.extend(stored_places);
+    places.extend(rest);
+    turn.places = places;
+    let shift = |index: usize| {
+        if index >= instructions {
+            index + inserted
+        } else {
+            index
+        }
+    };
+    for (index, _, _) in &mut turn.annotations {
+        *index = shift(*index);
+    }
+    for (index, _, _) in &mut turn.reencoded {
+        *index = shift(*index);
+    }
+    Ok(turn)
+}
+
+/// Replace each assistant message whose calls a client re-encoded by the
+/// stored node it stands for, when the graph has one.
+fn reencoded(store: &Store, memo: &Memo, mut turn: Turn) -> Result<Turn, Failure> {
+    let reencoded = std::mem::take(&mut turn.reencoded);
+    let mut thread = Thread::new();
+    for (index, message) in turn.messages.iter_mut().enumerate() {
+        let values: Vec<(usize, &Value)> = reencoded
+            .iter()
+            .filter(|(at, _, _)| *at == index)
+            .map(|(_, part, value)| (*part, value))
+            .collect();
+        if !values.is_empty()
+            && let Some(parent) = thread.head_id()
+        {
+            let sent = thread.push(message.clone()).head_id().expect("pushed");
+            if let Some(known) = memo.get(sent) {
+                *message = known;
+            } else if store.contains(sent)? {
+                memo.keep(sent, message.clone());
+            } else {
+                for child in store.children(parent)?.into_iter().take(SIBLINGS_COMPARED) {
+                    let stored = store.node(child)?.message;
+                    if stands_for(&stored, message, &values) {
+                        memo.keep(sent, stored.clone());
+                        *message = stored;
+                        break;
+                    }
+                }
+            }
+        }
+        thread = thread.push(message.clone());
+    }
+    Ok(turn)
+}
+
+/// Whether `stored` is the message a client re-encoded as `sent`: the same
+/// parts, except that the calls at `values` carry argument text whose
+/// Anthropic `input` is that JSON value.
+fn stands_for(stored: &Message, sent: &Message, values: &[(usize, &Value)]) -> bool {
+    stored.role == sent.role
+        && stored.parts.len() == sent.parts.len()
+        && stored
+            .parts
+            .iter()
+            .zip(&sent.parts)
+            .enumerate()
+            .all(|(index, (stored, sent))| {
+                match (values.iter().find(|(at, _)| *at == index), stored, sent) {
+                    (Some((_, value)), Part::ToolCall(stored), Part::ToolCall(sent)) => {
+                        stored.id == sent.id
+                            && stored.name == sent.name
+                            && serde_json::from_str::<Value>(
+                                tool_use_input(&stored.arguments).get(),
+                            )
+                            .is_ok_and(|input| &input == *value)
+                    }
+                    (Some(_), _, _) => false,
+                    (None, stored, sent) => stored == sent,
+                }
+            })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein::core::ToolCall;
+
+    #[test]
+    fn a_reencoded_call_stands_for_the_stored_one_with_equal_json() {
+        let stored = Message::new(
+            Role::Assistant,
+            vec![
+                Part::text("Let me look."),
+                Part::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "get_weather".into(),
+                    arguments: "{\"city\": \"Paris\"}".into(),
+                }),
+            ],
+        );
+        let mut sent = stored.clone();
+        if let Part::ToolCall(call) = &mut sent.parts[1] {
+            call.arguments = "{\"city\":\"Paris\"}".into();
+        }
+        let value = serde_json::json!({"city": "Paris"});
+        assert!(stands_for(&stored, &sent, &[(1, &value)]));
+        let other = serde_json::json!({"city": "Lyon"});
+        assert!(!stands_for(&stored, &sent, &[(1, &other)]));
+        let mut renamed = sent.clone();
+        renamed.parts[0] = Part::text("Looking.");
+        assert!(!stands_for(&stored, &renamed, &[(1, &value)]));
+        // Empty arguments go out as `{}` and come back as `{}`.
+        let mut empty = stored.clone();
+        if let Part::ToolCall(call) = &mut empty.parts[1] {
+            call.arguments = String::new();
+        }
+        assert!(stands_for(&empty, &sent, &[(1, &serde_json::json!({}))]));
+    }
+}

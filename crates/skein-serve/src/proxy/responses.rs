@@ -1,0 +1,689 @@
+/*!
+OpenAI Responses (`POST /v1/responses`), as the proxy reads and writes
+them: the request's items mapped onto skein's messages, the reply written
+back as a `response` object, whole or as its stream events
+(`response.created`, `response.output_item.added`,
+`response.output_text.delta`, ..., `response.completed`).
+
+- `instructions` is the leading system message; `input` a string (one user
+  message) or a list of items: messages (`role` user, system, developer or
+  assistant; content a string or `input_text`/`output_text`,
+  `input_image` and `input_file` parts), `function_call` items (tool calls
+  of the assistant message before them, or of one of their own) and
+  `function_call_output` items (tool results, consecutive ones in one tool
+  message). So a history maps to the same parts as through chat
+  completions: an assistant text followed by its calls is one assistant
+  message, its results one tool message.
+- `previous_response_id` names an earlier response by the proxy (`resp_`
+  and its run id): its thread, from the graph, comes before `input`, less
+  its leading system messages (instructions are not carried over, as
+  OpenAI documents), with this request's `instructions` in their place.
+- `store: false` answers without recording anything; such a response
+  cannot be continued with `previous_response_id`.
+- Function tools only; `max_output_tokens`, `temperature` and `top_p` are
+  the generation options.
+
+The response id is `resp_` and the run id, output items `msg_`/`fc_` and
+the run id or call id, so every id maps back to the graph.
+*/
+
+use super::media;
+use super::results::Place;
+use super::turn::{Api, Events, Previous, ProxyError, Reply, Turn, named_event};
+use axum::body::Bytes;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use skein::core::provider::GenerationOptions;
+use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use skein::store::RunId;
+
+/// A Responses request.
+#[derive(Debug, Deserialize)]
+pub struct ResponsesRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub input: Value,
+    #[serde(default)]
+    pub instructions: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<Value>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub store: Option<bool>,
+    #[serde(default)]
+    pub previous_response_id: Option<String>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+}
+
+/// The prefix of the response ids the proxy gives.
+const RESPONSE_PREFIX: &str = "resp_";
+
+impl ResponsesRequest {
+    /// The request as a [`Turn`], or why it cannot be mapped.
+    pub fn turn(&self) -> Result<Turn, ProxyError> {
+        let mut messages = Vec::new();
+        let mut places = Vec::new();
+        if let Some(instructions) = self.instructions.as_ref().filter(|text| !text.is_empty()) {
+            messages.push(Message::system(instructions.clone()));
+            places.push(Place::uniform("instructions".into(), 1, ""));
+        }
+        let instructions = messages.len();
+        match &self.input {
+            Value::String(text) => {
+                messages.push(Message::user(text.clone()));
+                places.push(Place::uniform("input".into(), 1, ""));
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    map_item(item, index, &mut messages, &mut places)?;
+                }
+            }
+            _ => {
+                return Err(
+                    ProxyError::invalid("`input` must be a string or a list of items").at("input"),
+                );
+            }
+        }
+        if messages.len() == instructions && self.previous_response_id.is_none() {
+            return Err(ProxyError::invalid("`input` is empty").at("input"));
+        }
+        let previous = self.previous_response_id.as_ref().map(|given| Previous {
+            given: given.clone(),
+            run: given
+                .strip_prefix(RESPONSE_PREFIX)
+                .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(|id| RunId(id.to_string())),
+            instructions,
+        });
+        Ok(Turn {
+            messages,
+            places,
+            tools: self.tool_specs()?,
+            options: GenerationOptions {
+                temperature: self.temperature,
+                top_p: self.top_p,
+                seed: None,
+                max_tokens: self.max_output_tokens,
+            },
+            model: self.model.clone(),
+            stream: self.stream,
+            record: self.store.unwrap_or(true),
+            previous,
+            ..Turn::default()
+        })
+    }
+
+    fn tool_specs(&self) -> Result<Vec<ToolSpec>, ProxyError> {
+        self.tools
+            .iter()
+            .enumerate()
+            .map(|(index, tool)| {
+                let at = |field: &str| format!("tools.[{index}].{field}");
+                match tool.get("type").and_then(Value::as_str) {
+                    Some("function") => {}
+                    other => {
+                        return Err(ProxyError::invalid(format!(
+                            "tool type `{}` is not supported; only `function` tools are",
+                            other.unwrap_or("(none)")
+                        ))
+                        .at(at("type")));
+                    }
+                }
+                let name = tool.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    ProxyError::invalid("a function tool needs a `name`").at(at("name"))
+                })?;
+                Ok(ToolSpec::new(
+                    name,
+                    tool.get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    tool.get("parameters")
+                        .filter(|schema| !schema.is_null())
+                        .cloned()
+                        .unwrap_or_else(super::chat::no_parameters),
+                ))
+            })
+            .collect()
+    }
+
+    /// How the reply is written back: the request's settings are echoed
+    /// in the response object, as OpenAI does.
+    pub fn api(&self) -> Responses {
+        Responses {
+            echo: json!({
+                "instructions": self.instructions,
+                "previous_response_id": self.previous_response_id,
+                "store": self.store.unwrap_or(true),
+                "temperature": self.temperature,
+                "top_p": self.top_p,
+                "max_output_tokens": self.max_output_tokens,
+                "tools": self.tools,
+            }),
+        }
+    }
+}
+
+fn map_item(
+    item: &Value,
+    index: usize,
+    messages: &mut Vec<Message>,
+    places: &mut Vec<Place>,
+) -> Result<(), ProxyError> {
+    let at = format!("input.[{index}]");
+    let refuse = |field: &str, message: String| {
+        ProxyError::invalid(format!("input[{index}]: {message}")).at(if field.is_empty() {
+            format!("input.[{index}]")
+        } else {
+            format!("input.[{index}].{field}")
+        })
+    };
+    let text = |field: &str| {
+        item.get(field)
+            .and_then(Value::as_str)
+            .ok_or_else(|| refuse(field, format!("`{field}` must be a string")))
+    };
+    let kind = item.get("type").and_then(Value::as_str);
+    match kind {
+        Some("message") | None if item.get("role").is_some() => {
+            let role = match text("role")? {
+                "user" => Role::User,
+                "system" | "developer" => Role::System,
+                "assistant" => Role::Assistant,
+                other => {
+                    return Err(refuse(
+                        "role",
+                        format!(
+                            "role `{other}` is not supported (user, system, developer, assistant)"
+                        ),
+                    ));
+                }
+            };
+            let parts =
+                content(item.get("content"), role).map_err(|message| refuse("content", message))?;
+            places.push(Place::uniform(at, parts.len(), ".content"));
+            messages.push(Message::new(role, parts));
+        }
+        Some("function_call") => {
+            let call = Part::ToolCall(ToolCall {
+                id: text("call_id")?.to_string(),
+                name: text("name")?.to_string(),
+                arguments: text("arguments")?.to_string(),
+            });
+            match (messages.last_mut(), places.last_mut()) {
+                (Some(last), Some(place)) if last.role == Role::Assistant => {
+                    last.parts.push(call);
+                    place.parts.push(at);
+                }
+                _ => {
+                    messages.push(Message::new(Role::Assistant, vec![call]));
+                    places.push(Place::uniform(at, 1, ""));
+                }
+            }
+        }
+        Some("function_call_output") => {
+            let output = match item.get("output") {
+                Some(Value::String(output)) => output.clone(),
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .map(|part| match (part.get("type").and_then(Value::as_str), part.get("text")) {
+                        (Some("input_text" | "output_text"), Some(Value::String(text))) => {
+                            Ok(text.as_str())
+                        }
+                        (kind, _) => Err(refuse(
+                            "output",
+                            format!(
+                                "a `{}` part inside a function call's output is not supported (text only)",
+                                kind.unwrap_or("(untyped)")
+                            ),
+                        )),
+                    })
+                    .collect::<Result<String, _>>()?,
+                _ => return Err(refuse("output", "`output` must be a string or text parts".into())),
+            };
+            let result = Part::ToolResult(ToolResult {
+                call_id: text("call_id")?.to_string(),
+                content: output,
+                is_error: false,
+            });
+            let at = format!("{at}.call_id");
+            match (messages.last_mut(), places.last_mut()) {
+                (Some(last), Some(place)) if last.role == Role::Tool => {
+                    last.parts.push(result);
+                    place.parts.push(at);
+                }
+                _ => {
+                    messages.push(Message::new(Role::Tool, vec![result]));
+                    places.push(Place::uniform(at.clone(), 1, ""));
+                }
+            }
+        }
+        other => {
+            return Err(refuse(
+                "type",
+                format!(
+                    "item type `{}` is not supported by the recording proxy (message, function_call, function_call_output)",
+                    other.unwrap_or("(none)")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A message item's content as parts.
+fn content(content: Option<&Value>, role: Role) -> Result<Vec<Part>, String> {
+    let parts = match content {
+        Some(Value::String(text)) if text.is_empty() => return Ok(Vec::new()),
+        Some(Value::String(text)) => return Ok(vec![Part::text(text.clone())]),
+        Some(Value::Array(parts)) => parts,
+        _ => return Err("`content` must be a string or a list of parts".into()),
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for part in parts {
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or("(none)");
+        let field = |name: &str| part.get(name).and_then(Value::as_str);
+        let attachment = match kind {
+            "input_text" | "output_text" => {
+                let text = field("text").ok_or(format!("a `{kind}` part needs `text`"))?;
+                if !text.is_empty() {
+                    out.push(Part::text(text));
+                }
+                continue;
+            }
+            "input_image" => match (field("image_url"), field("file_id")) {
+                (Some(url), _) => media::from_data_url(url),
+                (None, Some(id)) => Err(format!(
+                    "image `{id}` is a file id of the provider's files API; the recording proxy takes images inline (`image_url` as a data URL)"
+                )),
+                (None, None) => Err("an `input_image` part needs `image_url`".into()),
+            },
+            "input_file" => match (field("file_data"), field("file_id"), field("file_url")) {
+                (Some(data), _, _) => media::from_data_url(data),
+                (None, Some(reference), _) | (None, None, Some(reference)) => Err(format!(
+                    "file `{reference}` is not inline; the recording proxy takes files as `file_data` (a data URL)"
+                )),
+                (None, None, None) => Err("an `input_file` part needs `file_data`".into()),
+            },
+            other => {
+                return Err(format!(
+                    "content part type `{other}` is not supported by the recording proxy \
+                     (input_text, output_text, input_image, input_file)"
+                ));
+            }
+        }?;
+        if role != Role::User {
+            return Err(format!("a `{kind}` part may stand only in a user message"));
+        }
+        out.push(Part::Attachment(attachment));
+    }
+    Ok(out)
+}
+
+/// How a Responses reply is written back.
+pub struct Responses {
+    /// The request's settings, echoed in every response object.
+    echo: Value,
+}
+
+impl Responses {
+    /// The response object around `output`.
+    fn response(&self, id: &str, created: i64, model: &str, status: &str) -> Map<String, Value> {
+        let mut response = Map::new();
+        for (key, value) in [
+            ("id", json!(id)),
+            ("object", json!("response")),
+            ("created_at", json!(created)),
+            ("status", json!(status)),
+            ("model", json!(model)),
+            ("output", json!([])),
+            ("error", Value::Null),
+            ("incomplete_details", Value::Null),
+            ("metadata", json!({})),
+            ("parallel_tool_calls", json!(true)),
+            ("tool_choice", json!("auto")),
+            ("text", json!({"format": {"type": "text"}})),
+            ("truncation", json!("disabled")),
+            ("usage", Value::Null),
+        ] {
+            response.insert(key.into(), value);
+        }
+        if let Value::Object(echo) = &self.echo {
+            response.extend(echo.clone());
+        }
+        response
+    }
+
+    fn finished(&self, reply: &Reply) -> Value {
+        let mut response = self.response(
+            &response_id(reply.run()),
+            reply.created(),
+            reply.model,
+            if reply.cut() {
+                "incomplete"
+            } else {
+                "completed"
+            },
+        );
+        response.insert("output".into(), Value::Array(output(reply)));
+        if reply.cut() {
+            response.insert(
+                "incomplete_details".into(),
+                json!({"reason": "max_output_tokens"}),
+            );
+        }
+        response.insert("usage".into(), usage(reply));
+        Value::Object(response)
+    }
+}
+
+impl Api for Responses {
+    type Events = ResponseEvents;
+
+    fn body(&self, reply: &Reply) -> Value {
+        self.finished(reply)
+    }
+
+    fn events(&self, model: &str) -> ResponseEvents {
+        ResponseEvents {
+            api: Responses {
+                echo: self.echo.clone(),
+            },
+            model: model.to_string(),
+            sequence: 0,
+            message: None,
+            run: RunId(String::new()),
+            created: skein::store::records::now_ms() / 1000,
+        }
+    }
+
+    fn error(error: &ProxyError) -> Response {
+        (error.status, axum::Json(super::chat::error_body(error))).into_response()
+    }
+}
+
+fn response_id(run: &RunId) -> String {
+    format!("{RESPONSE_PREFIX}{run}")
+}
+
+fn message_item_id(run: &RunId) -> String {
+    format!("msg_{run}")
+}
+
+fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({
+        "type": "message",
+        "id": id,
+        "status": status,
+        "role": "assistant",
+        "content": if status == "completed" { json!([text_part(text)]) } else { json!([]) },
+    })
+}
+
+fn text_part(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+fn call_item(call: &ToolCall, arguments: &str, status: &str) -> Value {
+    json!({
+        "type": "function_call",
+        "id": format!("fc_{}", call.id),
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": arguments,
+        "status": status,
+    })
+}
+
+/// The reply's output items: its text as one message (left out when it
+/// only calls tools), then one item per call.
+fn output(reply: &Reply) -> Vec<Value> {
+    let text = reply.message().joined_text();
+    let mut items = Vec::new();
+    if !text.is_empty() || !reply.calls() {
+        items.push(message_item(
+            &message_item_id(reply.run()),
+            &text,
+            "completed",
+        ));
+    }
+    for call in reply.message().tool_calls() {
+        items.push(call_item(call, &call.arguments, "completed"));
+    }
+    items
+}
+
+fn usage(reply: &Reply) -> Value {
+    let usage = reply.output.usage;
+    match (usage.input_tokens, usage.output_tokens) {
+        (Some(input), Some(output)) => json!({
+            "input_tokens": input,
+            "input_tokens_details": {"cached_tokens": usage.cache_read_tokens.unwrap_or(0)},
+            "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input + output,
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// The events of one streamed response.
+pub struct ResponseEvents {
+    api: Responses,
+    model: String,
+    sequence: u64,
+    /// The open message item's id, once text has come.
+    message: Option<String>,
+    /// The run, known from the start.
+    run: RunId,
+    created: i64,
+}
+
+impl ResponseEvents {
+    fn event(&mut self, kind: &str, mut data: Value) -> Bytes {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        named_event(kind, &data)
+    }
+
+    /// Open the message item (output index 0) and its text part.
+    fn open_message(&mut self, id: String) -> Vec<Bytes> {
+        let frames = vec![
+            self.event(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": message_item(&id, "", "in_progress")}),
+            ),
+            self.event(
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part("")}),
+            ),
+        ];
+        self.message = Some(id);
+        frames
+    }
+}
+
+impl Events for ResponseEvents {
+    fn start(&mut self, run: &RunId) -> Vec<Bytes> {
+        self.run = run.clone();
+        let response = Value::Object(self.api.response(
+            &response_id(run),
+            self.created,
+            &self.model,
+            "in_progress",
+        ));
+        vec![
+            self.event("response.created", json!({ "response": response })),
+            self.event("response.in_progress", json!({ "response": response })),
+        ]
+    }
+
+    fn text(&mut self, text: &str) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        let id = match &self.message {
+            Some(id) => id.clone(),
+            None => {
+                let id = message_item_id(&self.run);
+                frames.extend(self.open_message(id.clone()));
+                id
+            }
+        };
+        frames.push(self.event(
+            "response.output_text.delta",
+            json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []}),
+        ));
+        frames
+    }
+
+    fn finish(&mut self, reply: &Reply) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        let text = reply.message().joined_text();
+        if self.message.is_none() && (!text.is_empty() || !reply.calls()) {
+            frames.extend(self.open_message(message_item_id(reply.run())));
+        }
+        let mut index = 0;
+        if let Some(id) = self.message.take() {
+            frames.push(self.event(
+                "response.output_text.done",
+                json!({"item_id": id, "output_index": 0, "content_index": 0, "text": text, "logprobs": []}),
+            ));
+            frames.push(self.event(
+                "response.content_part.done",
+                json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part(&text)}),
+            ));
+            frames.push(self.event(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": message_item(&id, &text, "completed")}),
+            ));
+            index = 1;
+        }
+        for call in reply.message().tool_calls() {
+            let id = format!("fc_{}", call.id);
+            frames.push(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": call_item(call, "", "in_progress")}),
+            ));
+            frames.push(self.event(
+                "response.function_call_arguments.delta",
+                json!({"item_id": id, "output_index": index, "delta": call.arguments}),
+            ));
+            frames.push(self.event(
+                "response.function_call_arguments.done",
+                json!({"item_id": id, "output_index": index, "name": call.name, "arguments": call.arguments}),
+            ));
+            frames.push(self.event(
+                "response.output_item.done",
+                json!({"output_index": index, "item": call_item(call, &call.arguments, "completed")}),
+            ));
+            index += 1;
+        }
+        let mut response = self.api.finished(reply);
+        response["created_at"] = json!(self.created);
+        let kind = if reply.cut() {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        frames.push(self.event(kind, json!({ "response": response })));
+        frames
+    }
+
+    fn fail(&mut self, error: &ProxyError) -> Vec<Bytes> {
+        let body = super::chat::error_body(error);
+        vec![self.event(
+            "error",
+            json!({
+                "code": body["error"]["type"],
+                "message": error.message,
+                "param": error.param,
+            }),
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(body: Value) -> Result<Turn, ProxyError> {
+        serde_json::from_value::<ResponsesRequest>(body)
+            .unwrap()
+            .turn()
+    }
+
+    #[test]
+    fn items_map_as_the_chat_api_maps_the_same_history() {
+        let responses = turn(json!({
+            "instructions": "Be brief.",
+            "input": [
+                {"role": "user", "content": "weather?"},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]},
+                {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+                {"role": "user", "content": [{"type": "input_text", "text": "thanks"}]}
+            ]
+        }))
+        .unwrap();
+        let chat: super::super::chat::ChatRequest = serde_json::from_value(json!({"messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            {"role": "user", "content": "thanks"}
+        ]}))
+        .unwrap();
+        assert_eq!(responses.messages, chat.thread_messages().unwrap().0);
+        assert_eq!(responses.places.len(), responses.messages.len());
+        assert_eq!(
+            responses.places[2].parts,
+            ["input.[1].content", "input.[2]"]
+        );
+        assert!(responses.record);
+        assert!(responses.previous.is_none());
+    }
+
+    #[test]
+    fn a_previous_response_names_its_run_and_store_false_records_nothing() {
+        let run = RunId::random();
+        let mapped = turn(json!({
+            "input": [{"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+            "previous_response_id": format!("resp_{run}"),
+            "store": false,
+        }))
+        .unwrap();
+        let previous = mapped.previous.unwrap();
+        assert_eq!(previous.run, Some(run));
+        assert_eq!(previous.instructions, 0);
+        assert!(!mapped.record);
+        let foreign = turn(json!({"input": "hi", "previous_response_id": "resp_abc"})).unwrap();
+        assert_eq!(foreign.previous.unwrap().run, None);
+    }
+
+    #[test]
+    fn unsupported_items_and_parts_are_refused_with_their_place() {
+        let reasoning = turn(json!({"input": [{"type": "reasoning", "summary": []}]})).unwrap_err();
+        assert_eq!(reasoning.param.as_deref(), Some("input.[0].type"));
+        let remote = turn(json!({"input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "https://example.com/cat.png"}
+        ]}]}))
+        .unwrap_err();
+        assert_eq!(remote.param.as_deref(), Some("input.[0].content"));
+        assert!(
+            remote.message.contains("does not fetch"),
+            "{}",
+            remote.message
+        );
+        let hosted = turn(json!({"input": "hi", "tools": [{"type": "web_search"}]})).unwrap_err();
+        assert_eq!(hosted.param.as_deref(), Some("tools.[0].type"));
+        assert!(turn(json!({"input": []})).is_err());
+    }
+}

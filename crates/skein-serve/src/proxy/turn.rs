@@ -1,0 +1,171 @@
+/*!
+What every wire API maps to and from: a [`Turn`] (the request as skein
+messages, annotations, tools and options, whatever API it came through),
+a [`Reply`] (the finished run, to be written back in the client's
+format), the [`Api`] and [`Events`] each wire format implements, and
+[`ProxyError`], the one error every API renders in its own shape.
+*/
+
+use super::results::Place;
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+use skein::core::provider::GenerationOptions;
+use skein::core::{Annotation, FinishReason, Message, ToolSpec};
+use skein::engine::RunOutput;
+use skein::store::RunId;
+
+/// One proxied request, API-neutral.
+#[derive(Debug, Default)]
+pub struct Turn {
+    /// The messages the client sent, in order (with `previous` set, the
+    /// new ones only: the graph step puts the stored history among them).
+    pub messages: Vec<Message>,
+    /// Where each message and its parts came from in the request
+    /// (parallel to `messages`), for refusals that name the field.
+    pub places: Vec<Place>,
+    /// (message index, part index, annotation): Anthropic's
+    /// `cache_control` as cache hints.
+    pub annotations: Vec<(usize, u32, Annotation)>,
+    pub tools: Vec<ToolSpec>,
+    pub options: GenerationOptions,
+    /// The model the client asked for.
+    pub model: Option<String>,
+    pub stream: bool,
+    /// Whether the exchange is recorded (the Responses API's `store`).
+    pub record: bool,
+    /// Tool calls whose argument text the client re-encoded (Anthropic's
+    /// `tool_use.input` is a JSON object, so a client re-serialises the
+    /// arguments it was given): (message index, part index, the value it
+    /// sent). The graph step finds the stored node they stand for.
+    pub reencoded: Vec<(usize, usize, Value)>,
+    /// The Responses API's `previous_response_id`.
+    pub previous: Option<Previous>,
+}
+
+/// A continuation of an earlier response (`previous_response_id`).
+#[derive(Debug)]
+pub struct Previous {
+    /// The id as the client gave it, for messages.
+    pub given: String,
+    /// The run it names, when it is one of the proxy's response ids.
+    pub run: Option<RunId>,
+    /// How many of [`Turn::messages`] are this request's `instructions`:
+    /// they take the place of the stored thread's leading system messages
+    /// (instructions are not carried over from a previous response).
+    pub instructions: usize,
+}
+
+/// A finished run, as the client is answered.
+pub struct Reply<'a> {
+    pub output: &'a RunOutput,
+    /// The model name shown to the client: the one it asked for, else the
+    /// model that answered.
+    pub model: &'a str,
+}
+
+impl Reply<'_> {
+    pub fn run(&self) -> &RunId {
+        &self.output.run
+    }
+
+    pub fn message(&self) -> &Message {
+        &self.output.message
+    }
+
+    pub fn calls(&self) -> bool {
+        self.output.message.tool_calls().next().is_some()
+    }
+
+    /// The reply stopped at the token limit.
+    pub fn cut(&self) -> bool {
+        !self.calls() && self.output.finish_reason == FinishReason::Length
+    }
+
+    pub fn created(&self) -> i64 {
+        self.output.started_ms / 1000
+    }
+}
+
+/// One wire API: how its replies and errors are written.
+pub trait Api: Send + Sync + 'static {
+    type Events: Events;
+
+    /// The whole reply of a request that does not stream.
+    fn body(&self, reply: &Reply) -> Value;
+
+    /// The event writer of a streamed reply.
+    fn events(&self, model: &str) -> Self::Events;
+
+    /// An error in the API's own shape.
+    fn error(error: &ProxyError) -> Response;
+}
+
+/// The events of one streamed reply, as server-sent-event frames.
+pub trait Events: Send + 'static {
+    /// The reply begins (the run's id is known).
+    fn start(&mut self, run: &RunId) -> Vec<Bytes>;
+    /// A piece of the reply's text.
+    fn text(&mut self, text: &str) -> Vec<Bytes>;
+    /// The reply is complete (and recorded).
+    fn finish(&mut self, reply: &Reply) -> Vec<Bytes>;
+    /// The run failed after the stream began.
+    fn fail(&mut self, error: &ProxyError) -> Vec<Bytes>;
+}
+
+/// What went wrong, in terms every API has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidRequest,
+    Authentication,
+    NotFound,
+    RateLimit,
+    /// skein or the model it forwards to failed.
+    Server,
+}
+
+/// An error answered to a client.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct ProxyError {
+    pub status: StatusCode,
+    pub kind: ErrorKind,
+    pub message: String,
+    /// The offending field, in OpenAI's notation (`messages.[2].content`).
+    pub param: Option<String>,
+}
+
+impl ProxyError {
+    pub fn new(status: StatusCode, kind: ErrorKind, message: impl Into<String>) -> ProxyError {
+        ProxyError {
+            status,
+            kind,
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> ProxyError {
+        ProxyError::new(StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn at(mut self, param: impl Into<String>) -> ProxyError {
+        self.param = Some(param.into());
+        self
+    }
+
+    pub fn server(message: impl Into<String>) -> ProxyError {
+        ProxyError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Server,
+            message,
+        )
+    }
+}
+
+/// A server-sent event with an `event:` name (Anthropic, Responses).
+pub fn named_event(name: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
