@@ -57,7 +57,7 @@ fn a_database_from_before_lanes_gets_them_on_open_and_loads_the_same() {
         .raw_connection()
         .unwrap()
         .execute_batch(
-            "DROP INDEX nodes_by_lane;
+            "DROP TABLE run_links; DROP INDEX nodes_by_lane;
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
              ALTER TABLE runs DROP COLUMN finish_reason;
              ALTER TABLE runs DROP COLUMN turn;
@@ -150,7 +150,8 @@ fn a_database_from_before_typed_turns_gets_turn_steps_from_its_relations() {
         .raw_connection()
         .unwrap()
         .execute_batch(&format!(
-            r#"DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
+            r#"DROP TABLE run_links;
+               DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
                ALTER TABLE runs DROP COLUMN finish_reason;
                ALTER TABLE runs DROP COLUMN turn;
                ALTER TABLE runs DROP COLUMN step;

@@ -306,7 +306,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .raw_connection()
         .unwrap()
         .execute_batch(
-            "ALTER TABLE runs DROP COLUMN events;
+            "DROP TABLE run_links; ALTER TABLE runs DROP COLUMN events;
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
              ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step;
              PRAGMA user_version = 4;",
@@ -314,7 +314,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 6);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 7);
 }
 
 for_each_backend!(

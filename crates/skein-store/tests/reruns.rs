@@ -133,7 +133,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
     let path = db.location();
     let conn = db.store.raw_connection().unwrap();
     conn.execute_batch(
-        "DROP TABLE reruns; DROP TABLE embeddings;
+        "DROP TABLE run_links; DROP TABLE reruns; DROP TABLE embeddings;
          DROP INDEX nodes_by_lane; ALTER TABLE nodes DROP COLUMN lane;
          ALTER TABLE runs DROP COLUMN events;
          DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
@@ -149,7 +149,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     assert!(
         store
             .reruns_of_conversation(&ConversationId::random())

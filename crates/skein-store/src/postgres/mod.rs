@@ -21,6 +21,7 @@ mod runs;
 pub(crate) mod schema;
 pub mod scratch;
 mod transfer;
+mod usage;
 mod verify;
 
 use crate::error::{Result, StoreError};
