@@ -10,7 +10,7 @@ remember the model by that name (and the profile, when there is one).
 */
 
 use crate::conversation::{Conversation, ConversationBuilder};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::input::TurnInput;
 use crate::prompt::{ChainPrompt, Prompt};
 use skein_engine::config::{BackendDef, Catalog, CredentialSource, Profile};
@@ -57,8 +57,45 @@ impl Model {
         name: &str,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
     ) -> Result<Model> {
+        Model::open_on(Catalog::new(), name, tools)
+    }
+
+    /// A model name (as [`Model::open_with_tools`]) on an engine that also
+    /// holds `catalog`'s prompts, profiles and backends, so a turn on it
+    /// can render the catalog's configured prompts
+    /// ([`TurnInput::configured`]). A name that is one of the catalog's
+    /// profiles is that profile; one that names a backend of the catalog
+    /// but no profile is refused ([`Error::ModelNameTaken`]), since the
+    /// model would replace that backend.
+    pub fn open_in(
+        catalog: &Catalog,
+        name: &str,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Model> {
+        if catalog.find_profile(name).is_some() {
+            let mut builder = Engine::builder(catalog.clone());
+            for tool in tools {
+                builder = builder.tool(tool);
+            }
+            return Model::from_profile(&builder.build()?, name);
+        }
+        if catalog.find_backend(name).is_some() {
+            return Err(Error::ModelNameTaken {
+                name: name.to_string(),
+            });
+        }
+        Model::open_on(catalog.clone(), name, tools)
+    }
+
+    /// `name` opened as a backend and a profile of its own, added to
+    /// `catalog`.
+    fn open_on(
+        catalog: Catalog,
+        name: &str,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Model> {
         let resolved = skein_providers::resolve(name)?;
-        let catalog = Catalog::new()
+        let catalog = catalog
             .backend(BackendDef::new(name, resolved.kind))
             // The provider carries its own credential (from the environment).
             .profile(Profile::new(name, name, resolved.model).credential(CredentialSource::None));

@@ -351,11 +351,17 @@ impl Engine {
             let dir = catalog
                 .prompt_dir(&prompt.id, prompt.version)
                 .map(|p| p.as_path());
-            thread = thread.extend(self.inner.renderer.messages(
-                prompt,
-                dir,
-                &request.variables,
-            )?);
+            for rendered in self
+                .inner
+                .renderer
+                .messages(prompt, dir, &request.variables)?
+            {
+                thread = thread.push(rendered.message);
+                let node = thread.head_id().expect("just pushed");
+                for (part, annotation) in rendered.annotations {
+                    annotations.add(node, part, annotation);
+                }
+            }
             if session_id.is_none() {
                 session_id = self.inner.renderer.session_id(prompt, &request.variables)?;
             }
