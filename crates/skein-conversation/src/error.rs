@@ -67,10 +67,11 @@ pub enum Error {
         model: String,
     },
     /// A model name opened beside a configuration names one of its
-    /// backends, and no profile of that name.
+    /// backends, of another kind, and no profile.
     #[error(
-        "`{name}` names a configured backend, and no profile: it cannot also be opened as a \
-         model name; add a profile for it to the engine directory, or rename the backend"
+        "`{name}` names a configured backend of another kind, and no profile: it cannot also be \
+         opened as a model name; add a profile named `{name}` to the engine directory, or rename \
+         the backend"
     )]
     ModelNameTaken { name: String },
     /// A blocking form was called inside an async runtime.

@@ -23,7 +23,7 @@ Two questions make a total, and both are answered here:
 */
 
 use crate::provider::Usage;
-use crate::run::{Relation, RunId, RunStatus};
+use crate::run::{Relation, RunId, RunRecord, RunStatus};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -34,6 +34,16 @@ pub struct RunFigures {
     pub usage: Usage,
     /// False when some attempt of the run did not report its usage.
     pub usage_complete: bool,
+}
+
+impl From<&RunRecord> for RunFigures {
+    fn from(run: &RunRecord) -> RunFigures {
+        RunFigures {
+            status: run.status,
+            usage: run.usage,
+            usage_complete: run.usage_complete,
+        }
+    }
 }
 
 /// One usage figure summed over runs.
