@@ -39,14 +39,25 @@ use skein_core::usage::{self, Link, RunFigures, RunLinks, Totals};
 use skein_core::{NodeId, Usage};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// Which runs a total covers (see the [module docs](self)).
+/// Which runs a total of [`Store::usage`] covers. Each also counts the
+/// runs made on behalf of a run it holds (`associated_with`,
+/// transitively).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum UsageScope {
+    /// The run.
     Run(RunId),
+    /// The runs that produced the node.
     Node(NodeId),
+    /// The runs recorded in the conversation (failed ones included), and
+    /// those that produced the prefix it shares with the conversations it
+    /// was forked from (and, for a fork from a rerun, the rerun's runs that
+    /// produced it).
     Conversation(ConversationId),
+    /// Every conversation joined to this one by origin links, their runs
+    /// and the runs of every rerun of their turns: shared work counted once.
     Family(ConversationId),
+    /// A coordinator sequence: its start and continuations.
     Sequence(String),
 }
 
