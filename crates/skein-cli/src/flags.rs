@@ -72,6 +72,16 @@ pub enum Command {
     Rerun(RerunArgs),
     /// List conversations, newest first
     Conversations(ConversationsArgs),
+    /// Token usage totals of a node's runs, a conversation, a family or a coordinator sequence,
+    /// from the recorded runs (each counted once; incomplete figures are marked)
+    Usage(UsageArgs),
+    /// Print the fully rendered request a turn would send (a configured prompt with -t), without
+    /// running or recording anything
+    Prepare(PrepareArgs),
+    /// Show a configured prompt, profile or backend of the engine directory (`engine` in the
+    /// configuration file)
+    #[command(subcommand)]
+    Inspect(InspectCommand),
     /// Where the configuration file is, and the settings in force
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -189,6 +199,17 @@ pub struct ModelArgs {
 #[derive(Debug, Args)]
 pub struct TurnArgs {
     #[command(flatten)]
+    pub request: RequestArgs,
+    /// Do not record the turn (nor create a conversation for it)
+    #[arg(long)]
+    pub no_log: bool,
+}
+
+/// What a turn's request is made of besides its text: shared by the
+/// commands that run turns and by `prepare`.
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    #[command(flatten)]
     pub model: ModelArgs,
     /// A system prompt sent before the text (`chat`: before the first line
     /// of a new conversation)
@@ -211,16 +232,40 @@ pub struct TurnArgs {
         allow_negative_numbers = true
     )]
     pub options: Vec<String>,
-    /// Do not record the turn (nor create a conversation for it)
-    #[arg(long)]
-    pub no_log: bool,
+}
+
+/// A configured prompt of the engine directory, with its variables.
+#[derive(Debug, Args)]
+pub struct TemplateArgs {
+    /// Render this configured prompt of the engine directory (`engine` in the configuration
+    /// file; `ID@VERSION` for another version than the newest); TEXT, if any, follows its
+    /// messages. Its model: -m, else the prompt's default profile, else the default model
+    #[arg(
+        short = 't',
+        long = "template",
+        value_name = "PROMPT_ID",
+        conflicts_with = "system"
+    )]
+    pub template: Option<String>,
+    /// A variable of the configured prompt (repeatable); a VALUE that is valid JSON is JSON
+    #[arg(
+        short = 'p',
+        long = "param",
+        num_args = 2,
+        value_names = ["NAME", "VALUE"],
+        requires = "template",
+        allow_negative_numbers = true
+    )]
+    pub params: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct PromptArgs {
     /// The prompt text; text piped on stdin is added after it, following a
-    /// blank line (with no TEXT, stdin is the prompt)
+    /// blank line (with no TEXT, stdin is the prompt; with -t, both may be absent)
     pub text: Option<String>,
+    #[command(flatten)]
+    pub template: TemplateArgs,
     #[command(flatten)]
     pub turn: TurnArgs,
     /// Continue the most recently updated conversation
@@ -235,7 +280,7 @@ pub struct PromptArgs {
     /// A context source for this turn, as ID=TEXT or ID=@FILE (repeatable):
     /// rendered into the system text as a tagged part, so the reply can be
     /// explained and re-run without it
-    #[arg(long = "source", value_name = "ID=TEXT", value_parser = parse_source)]
+    #[arg(long = "source", value_name = "ID=TEXT", value_parser = parse_source, conflicts_with = "template")]
     pub sources: Vec<(String, SourceText)>,
 }
 
@@ -421,6 +466,67 @@ pub struct LogArgs {
     /// How many recent turns to show
     #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
     pub count: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct PrepareArgs {
+    /// The turn's text, as `prompt` takes it (optional with -t)
+    pub text: Option<String>,
+    #[command(flatten)]
+    pub template: TemplateArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// After the most recently updated conversation's history
+    #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
+    pub continue_last: bool,
+    /// After the history of the conversation with this id (any unique prefix)
+    #[arg(long, value_name = "ID")]
+    pub cid: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// A node: the runs that produced it (any unique prefix) [default: the most recently updated
+    /// conversation]
+    #[arg(conflicts_with_all = ["cid", "family", "run", "sequence"])]
+    pub node: Option<String>,
+    /// A conversation: its runs, and the runs of the history it shares with the conversations it
+    /// was forked from
+    #[arg(long, value_name = "ID", conflicts_with_all = ["family", "run", "sequence"])]
+    pub cid: Option<String>,
+    /// A conversation's whole family: every conversation joined to it by forks and reply
+    /// branches, and every rerun of their turns
+    #[arg(long, value_name = "ID", conflicts_with_all = ["run", "sequence"])]
+    pub family: Option<String>,
+    /// One run (any unique prefix of its id)
+    #[arg(long, value_name = "RUN", conflicts_with = "sequence")]
+    pub run: Option<String>,
+    /// A coordinator sequence, by its id: its start, its continuations
+    #[arg(long, value_name = "SEQUENCE")]
+    pub sequence: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InspectCommand {
+    /// A configured prompt: its messages (templates unrendered), variables, default profile,
+    /// output contract and versions
+    Prompt(InspectPromptArgs),
+    /// A configured profile: its backend, model, options, credential source and repairs
+    Profile(InspectNameArgs),
+    /// A configured backend: its kind, where it is reached, its capacity
+    Backend(InspectNameArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InspectPromptArgs {
+    /// The prompt's id (`ID@VERSION` for another version than the newest)
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectNameArgs {
+    /// Its name
+    pub name: String,
 }
 
 #[derive(Debug, Args)]

@@ -95,16 +95,19 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
     Ok(schema)
 }
 
+/// What is piped on stdin; `None` when stdin is a terminal.
+fn piped() -> Result<Option<String>> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Ok(None);
+    }
+    read_capped(stdin.lock(), "the text on stdin").map(Some)
+}
+
 /// The text of a turn: TEXT, with text piped on stdin added after a blank
 /// line; stdin alone without TEXT. Empty stdin without TEXT is an error.
 pub fn turn_text(text: Option<String>) -> Result<String> {
-    let stdin = std::io::stdin();
-    let piped = if stdin.is_terminal() {
-        None
-    } else {
-        Some(read_capped(stdin.lock(), "the text on stdin")?)
-    };
-    match (text, piped) {
+    match (text, piped()?) {
         (Some(text), Some(piped)) if !piped.trim().is_empty() => Ok(format!("{text}\n\n{piped}")),
         (Some(text), _) => Ok(text),
         (None, None) => bail!("give the text as an argument, or pipe it on stdin"),
@@ -113,6 +116,18 @@ pub fn turn_text(text: Option<String>) -> Result<String> {
         }
         (None, Some(piped)) => Ok(piped),
     }
+}
+
+/// The text of a turn that may have none (one rendering a configured
+/// prompt): TEXT, with text piped on stdin added after a blank line; stdin
+/// alone without TEXT; `None` when neither holds any text.
+pub fn optional_turn_text(text: Option<String>) -> Result<Option<String>> {
+    Ok(match (text, piped()?) {
+        (Some(text), Some(piped)) if !piped.trim().is_empty() => Some(format!("{text}\n\n{piped}")),
+        (Some(text), _) => Some(text),
+        (None, Some(piped)) if !piped.trim().is_empty() => Some(piped),
+        (None, _) => None,
+    })
 }
 
 #[cfg(test)]

@@ -2649,3 +2649,299 @@ schema = { type = "object" }
         stderr(&output)
     );
 }
+
+/// `skein usage` in a process of its own after each turn: figures come
+/// from the recorded runs, the prefix a fork shares counts once in its
+/// family, and a run without figures makes a total incomplete.
+#[test]
+fn usage_totals_come_from_the_database_and_count_shared_work_once() {
+    let skein = Skein::new();
+    let first = skein.json(&["prompt", "one"]);
+    let a = first["conversation"].as_str().unwrap().to_string();
+    let second = skein.json(&["prompt", "-c", "two"]);
+    let branch = skein.json(&["fork", first["node"].as_str().unwrap(), "bee"]);
+    let b = branch["conversation"].as_str().unwrap().to_string();
+    let runs = |id: &str| -> Vec<(String, u64)> {
+        let store = skein::Store::open(skein.db()).unwrap();
+        let id = store.resolve_conversation(id).unwrap();
+        store
+            .runs_of_conversation(&id)
+            .unwrap()
+            .into_iter()
+            .map(|run| (run.id.to_string(), run.usage.input_tokens.unwrap()))
+            .collect()
+    };
+    let (a_runs, b_runs) = (runs(&a), runs(&b));
+    assert_eq!((a_runs.len(), b_runs.len()), (2, 1));
+    let input = |runs: &[&(String, u64)]| runs.iter().map(|(_, n)| n).sum::<u64>();
+
+    let family = skein.json(&["usage", "--family", &b]);
+    assert_eq!(family["scope"]["family"], b.as_str());
+    assert_eq!(family["runs"].as_array().unwrap().len(), 3, "{family}");
+    assert_eq!(
+        family["input_tokens"]["value"],
+        input(&[&a_runs[0], &a_runs[1], &b_runs[0]])
+    );
+    assert_eq!(family["complete"], true);
+    // The fork's own account includes the turn it branched after, not the
+    // one that came later in its origin.
+    let fork = skein.json(&["usage", "--cid", &b]);
+    assert_eq!(fork["runs"].as_array().unwrap().len(), 2, "{fork}");
+    let first_run = first["run"].as_str().unwrap();
+    assert!(fork["runs"].as_array().unwrap().contains(&first_run.into()));
+    assert_eq!(
+        fork["input_tokens"]["value"],
+        input(&[&a_runs[0], &b_runs[0]])
+    );
+    // A node's runs, one run, and the text form.
+    let node = skein.json(&["usage", second["node"].as_str().unwrap()]);
+    assert_eq!(node["runs"], serde_json::json!([second["run"]]));
+    let run = skein.json(&["usage", "--run", &first_run[..10]]);
+    assert_eq!(run["runs"], serde_json::json!([first_run]));
+    let text = skein.ok(&["usage", "--family", &a]);
+    assert!(
+        text.starts_with(&format!(
+            "the family of conversation {}: 3 run(s)\n",
+            &a[..12]
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("incomplete"), "{text}");
+
+    // A failed call of the first conversation: its usage is unknown, so the
+    // totals that hold it say they are incomplete, and by how many runs.
+    let failed = skein.run(&["prompt", "--cid", &a, "-m", &script(), "fail please"]);
+    assert_eq!(failed.status.code(), Some(5), "{}", stderr(&failed));
+    let total = skein.json(&["usage", "--cid", &a]);
+    assert_eq!(total["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(total["failed"].as_array().unwrap().len(), 1);
+    assert_eq!(total["complete"], false);
+    assert_eq!(total["incomplete_runs"], total["failed"]);
+    assert_eq!(
+        total["input_tokens"]["value"],
+        input(&[&a_runs[0], &a_runs[1]])
+    );
+    let text = skein.ok(&["usage", "--cid", &a]);
+    assert!(text.contains("1 failed or cancelled"), "{text}");
+    assert!(
+        text.contains("input tokens: ") && text.contains("(incomplete: 1 run(s) reported none)"),
+        "{text}"
+    );
+    assert!(text.contains("incomplete: 1 of 3 run(s)"), "{text}");
+    // log -u sums the turns it shows the same way.
+    let log = skein.json(&["log", "--cid", &a, "-u"]);
+    assert_eq!(log["turns"].as_array().unwrap().len(), 3);
+    assert_eq!(log["totals"]["incomplete_runs"], total["incomplete_runs"]);
+    assert_eq!(log["totals"]["input_tokens"], total["input_tokens"]);
+    let log = skein.ok(&["log", "--cid", &a, "-u"]);
+    assert!(
+        log.trim_end()
+            .ends_with("(incomplete: 1 turn(s) reported no usage or only part of it)"),
+        "{log}"
+    );
+
+    let none = skein.run(&["usage", "--sequence", "no-such-sequence"]);
+    assert_eq!(none.status.code(), Some(3), "{}", stderr(&none));
+    let unknown = skein.run(&["usage", "--family", "ffffffffffff"]);
+    assert_eq!(unknown.status.code(), Some(3), "{}", stderr(&unknown));
+}
+
+/// An engine directory beside the test's configuration file: a prompt
+/// whose system message carries a cache hint, on the `quick` profile.
+fn engine_dir(skein: &Skein) -> PathBuf {
+    let dir = skein.dir.path().join("engine");
+    std::fs::create_dir_all(dir.join("prompts")).unwrap();
+    std::fs::write(
+        dir.join("backends.toml"),
+        "[[backend]]\nname = \"echo\"\nkind = \"echo\"\ncapacity = 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("profiles.toml"),
+        "[[profile]]\nname = \"quick\"\nbackend = \"echo\"\nmodel = \"echo\"\n\
+         options = { temperature = 0.5 }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("prompts/brief.toml"),
+        r#"id = "brief"
+default_profile = "quick"
+
+[[messages]]
+role = "system"
+template = "Shared notes on {{ topic }}."
+cache = "ephemeral"
+
+[[messages]]
+role = "user"
+template = "Tell me about {{ topic }} in {{ words }} words."
+
+[[variables]]
+name = "topic"
+
+[[variables]]
+name = "words"
+required = false
+default = 50
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        skein.dir.path().join("config.toml"),
+        format!("engine = {:?}\n", dir.display().to_string()),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn configured_prompts_are_inspected_prepared_and_run_from_the_command_line() {
+    let bare = Skein::new();
+    let missing = bare.run(&["inspect", "prompt", "brief"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("no engine directory is configured"),
+        "{}",
+        stderr(&missing)
+    );
+    let skein = Skein::new();
+    engine_dir(&skein);
+
+    // Inspect: the resources as configured.
+    let prompt = skein.ok(&["inspect", "prompt", "brief"]);
+    assert!(
+        prompt.starts_with("prompt brief · version 1 (versions: 1)\n"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("[0] system · cache ephemeral\nShared notes on {{ topic }}."),
+        "{prompt}"
+    );
+    assert!(prompt.contains("variable words (default 50)"), "{prompt}");
+    let profile = skein.json(&["inspect", "profile", "quick"]);
+    assert_eq!(
+        (profile["backend"].as_str(), profile["model"].as_str()),
+        (Some("echo"), Some("echo"))
+    );
+    let backend = skein.json(&["inspect", "backend", "echo"]);
+    assert_eq!(backend["backend"]["capacity"], 2);
+    for (what, name) in [("prompt", "nope"), ("profile", "nope"), ("backend", "nope")] {
+        let output = skein.run(&["inspect", what, name]);
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        assert!(stderr(&output).contains("(known: "), "{}", stderr(&output));
+    }
+
+    // Prepare: the rendered request, and nothing written (not even a database).
+    let prepared = skein.json(&[
+        "prepare", "-t", "brief", "-p", "topic", "tides", "-p", "words", "9", "Briefly.",
+    ]);
+    let texts: Vec<&str> = prepared["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Shared notes on tides.",
+            "Tell me about tides in 9 words.",
+            "Briefly."
+        ]
+    );
+    assert_eq!(
+        prepared["messages"][0]["annotations"],
+        serde_json::json!([{"part": 0, "annotations": [{"cache_hint": "ephemeral"}]}])
+    );
+    assert_eq!(prepared["profile"], "quick", "the prompt's default profile");
+    assert_eq!(prepared["options"]["temperature"], 0.5);
+    assert!(!skein.db().exists(), "prepare wrote nothing");
+    let text = skein.ok(&["prepare", "-t", "brief", "-p", "topic", "tides"]);
+    assert!(
+        text.contains("system · cache ephemeral on part 0\nShared notes on tides.\n"),
+        "{text}"
+    );
+
+    // Prompt: rendered, run and recorded like any turn, with the hint on
+    // its run; the conversation goes on from a later process.
+    let turn = skein.json(&["prompt", "-t", "brief", "-p", "topic", "tides"]);
+    assert_eq!(
+        turn["text"],
+        "echo: \"Tell me about tides in 50 words.\" (history: 2 messages, system: yes, tools: 0)"
+    );
+    let run = last_run(&skein);
+    assert_eq!(run.profile.as_deref(), Some("quick"));
+    let hinted: Vec<_> = run
+        .annotations
+        .iter()
+        .filter(|(_, list)| {
+            list.contains(&skein::core::Annotation::CacheHint(
+                skein::core::CacheHint::Ephemeral,
+            ))
+        })
+        .collect();
+    assert_eq!(hinted.len(), 1);
+    let reply = skein.json(&["reply", turn["node"].as_str().unwrap(), "and currents?"]);
+    assert_eq!(reply["conversation"], turn["conversation"]);
+    assert_eq!(last_run(&skein).profile.as_deref(), Some("quick"));
+    // -m names another model for the prompt; -c continues with it.
+    let other = skein.json(&[
+        "prompt", "-c", "-t", "brief", "-p", "topic", "ice", "-m", "echo",
+    ]);
+    assert_eq!(other["conversation"], turn["conversation"]);
+    assert_eq!(last_run(&skein).profile.as_deref(), Some("echo"));
+
+    // Bad input fails before any call and records nothing; nor does
+    // preparing a turn after a conversation's history.
+    let runs = skein.count("runs");
+    let conversation = turn["conversation"].as_str().unwrap();
+    let after = skein.json(&["prepare", "--cid", conversation, "what next?"]);
+    let messages = after["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 9, "three turns of history, then the text");
+    assert_eq!(messages[8]["parts"][0]["text"], "what next?");
+    assert_eq!(
+        messages[0]["annotations"][0]["annotations"][0]["cache_hint"], "ephemeral",
+        "the history keeps its hint"
+    );
+    for (args, code, says) in [
+        (
+            &["prompt", "-t", "brief"][..],
+            1,
+            "needs the variable `topic`",
+        ),
+        (
+            &["prompt", "-t", "brief", "-p", "topik", "x"],
+            1,
+            "declares no variable `topik`",
+        ),
+        (
+            &["prompt", "-t", "nope"],
+            3,
+            "no prompt `nope` (known: brief)",
+        ),
+        (
+            &["prompt", "-t", "brief@2", "-p", "topic", "x"],
+            3,
+            "has no version 2",
+        ),
+        (
+            &["prompt", "-t", "brief", "-s", "x"],
+            2,
+            "cannot be used with",
+        ),
+    ] {
+        let output = skein.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    assert_eq!(skein.count("runs"), runs);
+}

@@ -38,8 +38,8 @@ use skein_core::{
     Relation, RunRecord, Thread, ToolCall, ToolResult,
 };
 use skein_engine::{
-    AfterCall, BeforeCall, CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Request, RunId,
-    Tool,
+    AfterCall, BeforeCall, CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Prepared,
+    Request, RunId, Tool,
 };
 use skein_store::{Store, StoreError};
 use std::collections::HashSet;
@@ -547,10 +547,31 @@ impl Conversation {
         conversation.run_chain(from, input, hooks).await
     }
 
-    /// The request of a turn: the history, then an optional system
-    /// message and the turn's input, with this turn's model and options.
+    /// The request a turn from `from` would send first, resolved and
+    /// rendered by the engine, with nothing run or recorded.
+    pub(crate) fn prepare_turn(&self, from: Option<Point>, input: &TurnSpec) -> Result<Prepared> {
+        let (conversation, from) = self.target(from);
+        let (model, tools) = conversation.model_and_tools(input);
+        let specs: Vec<_> = tools.iter().map(|tool| tool.spec().clone()).collect();
+        let request = conversation.request(&from, &model, input).tools(specs);
+        Ok(model.engine().prepare(&request)?)
+    }
+
+    /// The request of a turn: the history, then the configured prompt's
+    /// messages when the input names one, then an optional system message
+    /// and the turn's own messages, with this turn's model and options.
     fn request(&self, from: &Point, model: &Model, input: &TurnSpec) -> Request {
-        let mut request = Request::messages(
+        let mut request = match input.input.configured_prompt() {
+            Some(prompt) => match prompt.version {
+                Some(version) => Request::prompt_version(prompt.id.clone(), version),
+                None => Request::prompt(prompt.id.clone()),
+            },
+            None => Request::default(),
+        };
+        for (name, value) in input.input.variables() {
+            request = request.var(name.clone(), value.clone());
+        }
+        request = request.with_messages(
             input
                 .system
                 .iter()

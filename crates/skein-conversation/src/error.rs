@@ -66,6 +66,14 @@ pub enum Error {
         conversation: ConversationId,
         model: String,
     },
+    /// A model name opened beside a configuration names one of its
+    /// backends, of another kind, and no profile.
+    #[error(
+        "`{name}` names a configured backend of another kind, and no profile: it cannot also be \
+         opened as a model name; add a profile named `{name}` to the engine directory, or rename \
+         the backend"
+    )]
+    ModelNameTaken { name: String },
     /// A blocking form was called inside an async runtime.
     #[error(
         "a blocking skein call was made inside an async runtime, where it would block the runtime; \

@@ -5,8 +5,10 @@ skein's turn layer: the one place a turn is run and recorded.
   hooks and a chain limit, optionally attached to a store; loading and
   forking stored ones.
 - [`Prompt`] and [`ChainPrompt`]: one turn (a model call, or a tool loop)
-  with its per-turn overrides, a chain's own hooks included; [`TurnInput`]:
-  what a turn adds (text, messages, or nothing new); [`Response`], [`ChainResponse`] and [`Fork`]:
+  with its per-turn overrides, a chain's own hooks included, and `prepare`
+  (the rendered request, nothing run); [`TurnInput`]: what a turn adds
+  (text, messages, a configured prompt with variables, or nothing new);
+  [`Response`], [`ChainResponse`] and [`Fork`]:
   what a turn returns, and replying and forking from it.
 - [`Model`]: a handle on a model through the engine, by configured profile
   or by name.
@@ -39,7 +41,7 @@ pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};
 pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
-pub use input::TurnInput;
+pub use input::{ConfiguredPrompt, TurnInput};
 pub use model::Model;
 pub use prompt::{ChainPrompt, Prompt, TextSink};
 pub use response::{ChainResponse, Fork, Response};

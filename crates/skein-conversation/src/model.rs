@@ -10,7 +10,7 @@ remember the model by that name (and the profile, when there is one).
 */
 
 use crate::conversation::{Conversation, ConversationBuilder};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::input::TurnInput;
 use crate::prompt::{ChainPrompt, Prompt};
 use skein_engine::config::{BackendDef, Catalog, CredentialSource, Profile};
@@ -57,9 +57,51 @@ impl Model {
         name: &str,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
     ) -> Result<Model> {
+        Model::open_on(Catalog::new(), name, tools)
+    }
+
+    /// A model name (as [`Model::open_with_tools`]) on an engine that also
+    /// holds `catalog`'s prompts, profiles and backends, so a turn on it
+    /// can render the catalog's configured prompts
+    /// ([`TurnInput::configured`]) and a stored conversation recorded on
+    /// one of its profiles can be continued from it. A name that is one of
+    /// the catalog's profiles is that profile. A name that is also a
+    /// backend of the catalog runs on that backend (its capacity) when the
+    /// backend is of the kind the name stands for, and is refused
+    /// ([`Error::ModelNameTaken`]) when it is of another.
+    pub fn open_in(
+        catalog: &Catalog,
+        name: &str,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Model> {
+        if catalog.find_profile(name).is_some() {
+            let mut builder = Engine::builder(catalog.clone());
+            for tool in tools {
+                builder = builder.tool(tool);
+            }
+            return Model::from_profile(&builder.build()?, name);
+        }
+        Model::open_on(catalog.clone(), name, tools)
+    }
+
+    /// `name` opened as a profile of its own on a backend of its own (or
+    /// the catalog's backend of that name and kind), added to `catalog`.
+    fn open_on(
+        catalog: Catalog,
+        name: &str,
+        tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+    ) -> Result<Model> {
         let resolved = skein_providers::resolve(name)?;
-        let catalog = Catalog::new()
-            .backend(BackendDef::new(name, resolved.kind))
+        let catalog = match catalog.find_backend(name) {
+            Some(backend) if backend.kind != resolved.kind => {
+                return Err(Error::ModelNameTaken {
+                    name: name.to_string(),
+                });
+            }
+            Some(_) => catalog,
+            None => catalog.backend(BackendDef::new(name, resolved.kind)),
+        };
+        let catalog = catalog
             // The provider carries its own credential (from the environment).
             .profile(Profile::new(name, name, resolved.model).credential(CredentialSource::None));
         let mut builder = Engine::builder(catalog).provider(name, resolved.provider);

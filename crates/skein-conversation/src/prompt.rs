@@ -3,7 +3,8 @@ The builders that make a turn: [`Prompt`] (one model call) and
 [`ChainPrompt`] (a tool loop). Both end in `send().await` or
 `send_blocking()`, which behave identically.
 
-What a turn adds is a [`TurnInput`] (text, messages, or nothing). What it
+What a turn adds is a [`TurnInput`] (text, messages, a configured prompt,
+or nothing); `prepare` renders it without running anything. What it
 may override for itself only: the tools offered (an empty list offers
 none), the model (the history is kept), generation options, a system
 message, streaming and cancellation; a chain also its limit and its
@@ -25,7 +26,7 @@ use crate::model::Model;
 use crate::response::{ChainResponse, Response};
 use skein_core::provider::GenerationOptions;
 use skein_core::{BoxFuture, ToolCall, ToolResult};
-use skein_engine::{AfterCall, BeforeCall, CallDecision, CancellationToken, Tool};
+use skein_engine::{AfterCall, BeforeCall, CallDecision, CancellationToken, Prepared, Tool};
 use std::sync::Arc;
 
 /// Receives the reply's text as it streams.
@@ -143,6 +144,18 @@ impl Prompt {
         }
     }
 
+    /// The fully rendered request this turn would send, without running
+    /// it or recording anything (the seed's *Prepare*): the history, the
+    /// configured prompt's messages and the turn's own with their
+    /// annotations, and the profile, backend, model, options, tools, output
+    /// contract and session id, resolved exactly as sending resolves them.
+    /// Errors sending would meet while preparing (an unknown prompt, a
+    /// missing variable, a template error) are returned here.
+    pub fn prepare(&self) -> Result<Prepared> {
+        self.conversation
+            .prepare_turn(self.from.clone(), &self.input)
+    }
+
     /// Make one model call, offering the tools without running them.
     pub async fn send(self) -> Result<Response> {
         self.conversation.send(self.from, self.input).await
@@ -201,6 +214,13 @@ impl ChainPrompt {
     ) -> ChainPrompt {
         self.hooks.after = Some(Box::new(hook));
         self
+    }
+
+    /// The first model call's request, rendered and resolved, without
+    /// running anything (see [`Prompt::prepare`]).
+    pub fn prepare(&self) -> Result<Prepared> {
+        self.conversation
+            .prepare_turn(self.from.clone(), &self.input)
     }
 
     pub async fn send(self) -> Result<ChainResponse> {

@@ -14,6 +14,8 @@ skein's functional core: the data every other crate speaks.
 - [`settings`]: a conversation's stored settings, one typed schema.
 - [`run`]: run records (one logical model call each) with their typed
   relations, and the conversation, run and rerun ids every layer shares.
+- [`usage`]: usage totals over related runs, the one definition the engine's
+  ledger and the store share.
 
 This crate performs no I/O and owns no async runtime.
 */
@@ -27,6 +29,7 @@ pub mod run;
 pub mod settings;
 pub mod thread;
 pub mod tool;
+pub mod usage;
 
 pub use annotation::{Annotation, Annotations, CacheHint, PartRef};
 pub use id::{Digest, NodeId};

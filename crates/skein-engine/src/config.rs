@@ -4,7 +4,7 @@ loaded from TOML ([`crate::load`]), collected in a [`Catalog`].
 
 - A **prompt** has an id and a version, messages whose text is a minijinja
   template over declared variables and named artifacts (files read at render
-  time), and optionally a default profile, an output contract (a JSON Schema)
+  time), each optionally with a cache hint, and optionally a default profile, an output contract (a JSON Schema)
   and a session-id template.
 - A **profile** names a backend and a model, with sampling options, how many
   structural repairs to attempt, and where its credential comes from.
@@ -13,17 +13,25 @@ loaded from TOML ([`crate::load`]), collected in a [`Catalog`].
 */
 
 use serde::{Deserialize, Serialize};
-use skein_core::Role;
 use skein_core::provider::GenerationOptions;
+use skein_core::{CacheHint, Role};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// One message of a prompt: a role and a template for its text.
+/// One message of a prompt: a role, a template for its text, and
+/// optionally a cache hint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageTemplate {
     pub role: Role,
     pub template: String,
+    /// Ask the provider to cache the request up to the end of this message
+    /// (`cache = "ephemeral"` in TOML): the rendered message's text carries
+    /// an [`Annotation::CacheHint`](skein_core::Annotation::CacheHint),
+    /// kept on the run like any annotation of its request and carried into
+    /// the turns that continue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheHint>,
 }
 
 /// A variable a prompt's templates may use.
@@ -129,7 +137,14 @@ impl MessageTemplate {
         MessageTemplate {
             role,
             template: template.into(),
+            cache: None,
         }
+    }
+
+    /// Give the message a cache hint.
+    pub fn cache(mut self, hint: CacheHint) -> MessageTemplate {
+        self.cache = Some(hint);
+        self
     }
 }
 

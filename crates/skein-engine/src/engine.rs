@@ -49,6 +49,7 @@ pub struct EngineBuilder {
     providers: Providers,
     watchers: Watchers,
     tools: Vec<Arc<dyn Tool>>,
+    ledger_capacity: usize,
 }
 
 impl EngineBuilder {
@@ -78,6 +79,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Keep the usage of at most `runs` recent runs in the engine's
+    /// [`Ledger`] (default [`DEFAULT_CAPACITY`](crate::ledger::DEFAULT_CAPACITY);
+    /// at least one).
+    pub fn ledger_capacity(mut self, runs: usize) -> EngineBuilder {
+        self.ledger_capacity = runs;
+        self
+    }
+
     /// Compile every template of the catalog and build the engine.
     pub fn build(self) -> Result<Engine> {
         let renderer = Renderer::new(&self.catalog)?;
@@ -88,7 +97,7 @@ impl EngineBuilder {
                 providers: self.providers,
                 admission: Admission::default(),
                 contracts: Contracts::default(),
-                ledger: Ledger::default(),
+                ledger: Ledger::with_capacity(self.ledger_capacity),
                 watchers: self.watchers,
                 tools: self.tools,
             }),
@@ -165,6 +174,7 @@ impl Engine {
             providers: Providers::default(),
             watchers: Watchers::default(),
             tools: Vec::new(),
+            ledger_capacity: crate::ledger::DEFAULT_CAPACITY,
         }
     }
 
@@ -195,7 +205,7 @@ impl Engine {
         &self.inner.contracts
     }
 
-    /// The usage ledger of every run this engine made.
+    /// The usage ledger of the runs this engine made lately.
     pub fn ledger(&self) -> &Ledger {
         &self.inner.ledger
     }
@@ -341,11 +351,17 @@ impl Engine {
             let dir = catalog
                 .prompt_dir(&prompt.id, prompt.version)
                 .map(|p| p.as_path());
-            thread = thread.extend(self.inner.renderer.messages(
-                prompt,
-                dir,
-                &request.variables,
-            )?);
+            for rendered in self
+                .inner
+                .renderer
+                .messages(prompt, dir, &request.variables)?
+            {
+                thread = thread.push(rendered.message);
+                let node = thread.head_id().expect("just pushed");
+                for (part, annotation) in rendered.annotations {
+                    annotations.add(node, part, annotation);
+                }
+            }
             if session_id.is_none() {
                 session_id = self.inner.renderer.session_id(prompt, &request.variables)?;
             }

@@ -1,30 +1,51 @@
 /*!
-The usage ledger: every run's usage and status, plus its relationships to
-other runs, and totals over sets of related runs.
+The usage ledger: the runs an engine made lately, with their usage, status
+and relationships to other runs, and totals over sets of related runs.
 
-What each total includes:
+What each total includes is defined once, in [`skein_core::usage`], and
+shared with the store, which answers the same questions about every run
+it recorded, across restarts:
 
 - a run's own usage includes all its attempts: transport retries that
   produced usage and structural repairs;
 - [`Ledger::total`] sums a set of runs, each counted once however often it
   is named, so the shared initial run of several branches counts once;
 - [`Ledger::family`] is a run plus everything that continues it (branches,
-  continuations of continuations) and every run explicitly associated with
-  any of them;
+  continuations of continuations) and every run made on behalf of any of
+  them ([`skein_core::usage::continuations`]);
 - [`Ledger::sequence`] is a coordinator sequence: its starting run, every
-  coordinated continuation, and the runs associated with them.
+  coordinated continuation, and the runs associated with them
+  ([`skein_core::usage::sequence`]).
 
 Failed runs are listed as failed, never silently dropped; a figure some run
 did not report is marked incomplete and names the runs it is missing from,
 never reported as zero.
+
+**The ledger is bounded.** It keeps the [`capacity`](Ledger::capacity)
+most recently finished runs (by default [`DEFAULT_CAPACITY`]; set with
+[`EngineBuilder::ledger_capacity`](crate::EngineBuilder::ledger_capacity))
+and forgets the oldest beyond that, so an engine that lives as long as a
+server (the recording proxy) holds a fixed amount of memory. A total that
+names a run the ledger no longer holds lists that run among the ones its
+figures are missing from, exactly like a run it never knew. The ledger
+serves what happens in this process (a coordinator's report, the figures
+of a failed run about to be recorded); the store keeps every recorded run's
+figures for good (`Store::usage`).
 */
 
 use crate::observe::RunId;
 use serde::Serialize;
-use skein_core::Usage;
-use skein_core::{Relation, RunStatus};
-use std::collections::{BTreeMap, BTreeSet};
+use skein_core::usage::{self, Link, RunFigures, RunLinks};
+use skein_core::{Relation, RunStatus, Usage};
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
 use std::sync::Mutex;
+
+pub use skein_core::usage::{Figure, Totals};
+
+/// How many runs a ledger keeps unless the engine is built with another
+/// capacity.
+pub const DEFAULT_CAPACITY: usize = 10_000;
 
 /// One run as the ledger knows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -40,55 +61,74 @@ pub struct LedgerEntry {
     pub relations: Vec<Relation>,
 }
 
-/// One usage figure summed over runs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Figure {
-    pub value: u64,
-    /// Runs that did not report this figure. Empty means complete.
-    pub missing_from: Vec<RunId>,
-}
-
-impl Figure {
-    pub fn is_complete(&self) -> bool {
-        self.missing_from.is_empty()
+impl LedgerEntry {
+    fn figures(&self) -> RunFigures {
+        RunFigures {
+            status: self.status,
+            usage: self.usage,
+            usage_complete: self.usage_complete,
+        }
     }
 }
 
-/// Totals over a set of runs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Totals {
-    /// Every run counted, once each.
-    pub runs: Vec<RunId>,
-    pub failed: Vec<RunId>,
-    pub input_tokens: Figure,
-    pub output_tokens: Figure,
-    pub cache_read_tokens: Figure,
-    pub cache_write_tokens: Figure,
-}
-
-impl Totals {
-    /// Whether input and output token totals are complete.
-    pub fn is_complete(&self) -> bool {
-        self.input_tokens.is_complete() && self.output_tokens.is_complete()
-    }
-}
-
-/// The runs an engine has made.
-#[derive(Debug, Default)]
+/// The runs an engine made lately (see the [module docs](self)).
+#[derive(Debug)]
 pub struct Ledger {
-    entries: Mutex<BTreeMap<RunId, LedgerEntry>>,
+    capacity: usize,
+    entries: Mutex<Entries>,
+}
+
+/// The entries, and the order they were recorded in (oldest first), so the
+/// oldest is found without a scan.
+#[derive(Debug, Default)]
+struct Entries {
+    by_run: HashMap<RunId, (u64, LedgerEntry)>,
+    order: BTreeMap<u64, RunId>,
+    next: u64,
+}
+
+impl Default for Ledger {
+    fn default() -> Ledger {
+        Ledger::with_capacity(DEFAULT_CAPACITY)
+    }
 }
 
 impl Ledger {
-    pub(crate) fn record(&self, entry: LedgerEntry) {
-        self.lock().insert(entry.run.clone(), entry);
+    /// A ledger keeping at most `capacity` runs (at least one).
+    pub fn with_capacity(capacity: usize) -> Ledger {
+        Ledger {
+            capacity: capacity.max(1),
+            entries: Mutex::default(),
+        }
     }
 
-    /// Add a relation to a run already recorded (for example an
-    /// association made after the fact).
+    /// How many runs the ledger keeps at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn record(&self, entry: LedgerEntry) {
+        let mut entries = self.lock();
+        let order = entries.next;
+        entries.next += 1;
+        if let Some((old, _)) = entries.by_run.remove(&entry.run) {
+            entries.order.remove(&old);
+        }
+        entries.order.insert(order, entry.run.clone());
+        entries.by_run.insert(entry.run.clone(), (order, entry));
+        while entries.by_run.len() > self.capacity {
+            let Some((_, oldest)) = entries.order.pop_first() else {
+                break;
+            };
+            entries.by_run.remove(&oldest);
+        }
+    }
+
+    /// Add a relation to a run the ledger holds (for example an association
+    /// made after the fact). False when it holds no such run.
     pub fn relate(&self, run: &RunId, relation: Relation) -> bool {
-        match self.lock().get_mut(run) {
-            Some(entry) => {
+        match self.lock().by_run.get_mut(run) {
+            Some((_, entry)) => {
                 if !entry.relations.contains(&relation) {
                     entry.relations.push(relation);
                 }
@@ -99,72 +139,34 @@ impl Ledger {
     }
 
     pub fn entry(&self, run: &RunId) -> Option<LedgerEntry> {
-        self.lock().get(run).cloned()
+        self.lock().by_run.get(run).map(|(_, entry)| entry.clone())
     }
 
-    /// Every run recorded, oldest id order.
+    /// Every run the ledger holds, in id order.
     pub fn entries(&self) -> Vec<LedgerEntry> {
-        self.lock().values().cloned().collect()
+        let entries = self.lock();
+        let mut all: Vec<LedgerEntry> = entries
+            .by_run
+            .values()
+            .map(|(_, entry)| entry.clone())
+            .collect();
+        all.sort_by(|a, b| a.run.cmp(&b.run));
+        all
     }
 
     /// Totals over `runs`, each counted once.
     pub fn total<'a>(&self, runs: impl IntoIterator<Item = &'a RunId>) -> Totals {
         let entries = self.lock();
-        let unique: BTreeSet<&RunId> = runs.into_iter().collect();
-        let mut totals = Totals::default();
-        for run in unique {
-            totals.runs.push(run.clone());
-            let Some(entry) = entries.get(run) else {
-                // Unknown to this ledger: nothing reported at all.
-                totals.input_tokens.missing_from.push(run.clone());
-                totals.output_tokens.missing_from.push(run.clone());
-                continue;
-            };
-            if entry.status != RunStatus::Succeeded {
-                totals.failed.push(run.clone());
-            }
-            // Token counts are expected from every run; cache figures only
-            // from backends that cache, so their absence is not a gap.
-            let usage = entry.usage;
-            for (figure, value) in [
-                (&mut totals.input_tokens, usage.input_tokens),
-                (&mut totals.output_tokens, usage.output_tokens),
-            ] {
-                figure.value += value.unwrap_or(0);
-                if value.is_none() || !entry.usage_complete {
-                    figure.missing_from.push(run.clone());
-                }
-            }
-            totals.cache_read_tokens.value += usage.cache_read_tokens.unwrap_or(0);
-            totals.cache_write_tokens.value += usage.cache_write_tokens.unwrap_or(0);
-        }
-        totals
+        Totals::of(runs.into_iter().map(|run| {
+            let figures = entries.by_run.get(run).map(|(_, entry)| entry.figures());
+            (run.clone(), figures)
+        }))
     }
 
     /// A run, every run that continues it (transitively), and every run
     /// associated with any of those.
     pub fn family(&self, root: &RunId) -> Totals {
-        let members = {
-            let entries = self.lock();
-            let mut members: BTreeSet<RunId> = BTreeSet::from([root.clone()]);
-            loop {
-                let before = members.len();
-                for entry in entries.values() {
-                    let joins = entry.relations.iter().any(|relation| match relation {
-                        Relation::ContinuationOf(run) | Relation::AssociatedWith(run) => {
-                            members.contains(run)
-                        }
-                        _ => false,
-                    });
-                    if joins {
-                        members.insert(entry.run.clone());
-                    }
-                }
-                if members.len() == before {
-                    break members;
-                }
-            }
-        };
+        let members = usage::continuations(self, root).unwrap_or_else(|never| match never {});
         self.total(members.iter())
     }
 
@@ -172,48 +174,56 @@ impl Ledger {
     /// their associated runs. The start counts once however many branches
     /// share it.
     pub fn sequence(&self, sequence: &str) -> Totals {
-        let members =
-            {
-                let entries = self.lock();
-                let mut members: BTreeSet<RunId> = entries
-                    .values()
-                    .filter(|entry| {
-                        entry.relations.iter().any(|r| match r {
-                            Relation::Sequence(id) | Relation::SequenceStart(id) => id == sequence,
-                            _ => false,
-                        })
-                    })
-                    .map(|entry| entry.run.clone())
-                    .collect();
-                for entry in entries.values() {
-                    if entry.relations.iter().any(
-                        |r| matches!(r, Relation::AssociatedWith(run) if members.contains(run)),
-                    ) {
-                        members.insert(entry.run.clone());
-                    }
-                }
-                members
-            };
+        let members = usage::sequence(self, sequence).unwrap_or_else(|never| match never {});
         self.total(members.iter())
     }
 
-    /// The runs that continue `run`'s exchange directly: its branches.
+    /// The runs that continue `run`'s exchange directly: its branches, in
+    /// id order.
     pub fn branches_of(&self, run: &RunId) -> Vec<RunId> {
-        self.lock()
-            .values()
-            .filter(|entry| {
-                entry
-                    .relations
-                    .iter()
-                    .any(|r| matches!(r, Relation::ContinuationOf(of) if of == run))
-            })
-            .map(|entry| entry.run.clone())
-            .collect()
+        let mut branches = self
+            .sources(Link::ContinuationOf, &[run.as_str()])
+            .unwrap_or_else(|never| match never {});
+        branches.sort();
+        branches
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<RunId, LedgerEntry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The ledger's relations, read by scanning the runs it holds (a bounded
+/// number).
+impl RunLinks for Ledger {
+    type Error = Infallible;
+
+    fn sources(&self, link: Link, targets: &[&str]) -> Result<Vec<RunId>, Infallible> {
+        Ok(self
+            .lock()
+            .by_run
+            .values()
+            .filter(|(_, entry)| {
+                entry.relations.iter().any(|relation| {
+                    Link::of(relation)
+                        .is_some_and(|(l, target)| l == link && targets.contains(&target))
+                })
+            })
+            .map(|(_, entry)| entry.run.clone())
+            .collect())
+    }
+
+    fn targets(&self, link: Link, runs: &[RunId]) -> Result<Vec<String>, Infallible> {
+        let entries = self.lock();
+        Ok(runs
+            .iter()
+            .filter_map(|run| entries.by_run.get(run))
+            .flat_map(|(_, entry)| entry.relations.iter())
+            .filter_map(Link::of)
+            .filter(|(l, _)| *l == link)
+            .map(|(_, target)| target.to_string())
+            .collect())
     }
 }

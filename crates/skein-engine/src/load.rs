@@ -35,6 +35,7 @@ session_id = "summary-{{ topic }}" # optional template over the variables
 [[messages]]
 role = "system"
 template = "You write summaries. Style guide:\n{{ artifacts.style }}"
+cache = "ephemeral"               # optional: a cache hint on this message
 
 [[messages]]
 role = "user"

@@ -2,15 +2,17 @@
 Rendering prompts: every message template and session-id template of the
 catalog is compiled once, when the engine is built; rendering checks the
 request's variables against the prompt's declarations, reads the prompt's
-artifact files, and fails on any undefined value (a template that uses an
+artifact files, carries each message's cache hint onto its text part, and
+fails on any undefined value (a template that uses an
 undeclared variable is an error, not an empty string).
 */
 
 use crate::config::{Catalog, PromptDef};
 use crate::error::{EngineError, Result};
+use crate::request::RequestMessage;
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value};
-use skein_core::Message;
+use skein_core::{Annotation, Message};
 use std::path::Path;
 
 /// The compiled templates of a catalog.
@@ -51,13 +53,14 @@ impl Renderer {
         Ok(Renderer { env })
     }
 
-    /// The prompt's messages, rendered with `variables` and its artifacts.
+    /// The prompt's messages, rendered with `variables` and its artifacts,
+    /// each with the annotations of its one text part (a cache hint).
     pub(crate) fn messages(
         &self,
         prompt: &PromptDef,
         dir: Option<&Path>,
         variables: &Map<String, Value>,
-    ) -> Result<Vec<Message>> {
+    ) -> Result<Vec<RequestMessage>> {
         let context = self.context(prompt, dir, variables)?;
         prompt
             .messages
@@ -70,7 +73,14 @@ impl Renderer {
                         prompt.id, prompt.version
                     )
                 })?;
-                Ok(Message::text(message.role, text))
+                Ok(RequestMessage {
+                    message: Message::text(message.role, text),
+                    annotations: message
+                        .cache
+                        .map(|hint| (0, Annotation::CacheHint(hint)))
+                        .into_iter()
+                        .collect(),
+                })
             })
             .collect()
     }

@@ -768,6 +768,57 @@ async fn the_ledger_counts_shared_work_once_and_marks_what_is_incomplete() {
 }
 
 #[tokio::test]
+async fn the_ledger_keeps_its_capacity_and_names_forgotten_runs_as_missing() {
+    let engine = Engine::builder(catalog())
+        .provider("script", scripted())
+        .provider("other", scripted())
+        .ledger_capacity(2)
+        .build()
+        .unwrap();
+    assert_eq!(engine.ledger().capacity(), 2);
+    let mut runs = Vec::new();
+    for question in ["one", "two", "three", "four"] {
+        let output = engine
+            .run(Request::prompt("ask").var("question", question))
+            .await
+            .unwrap();
+        runs.push(output.run);
+    }
+    // Only the two most recent runs are held, however many ran.
+    let held: Vec<_> = engine
+        .ledger()
+        .entries()
+        .into_iter()
+        .map(|entry| entry.run)
+        .collect();
+    let mut newest = runs[2..].to_vec();
+    newest.sort();
+    assert_eq!(held, newest);
+    assert!(engine.ledger().entry(&runs[0]).is_none());
+    assert!(
+        !engine
+            .ledger()
+            .relate(&runs[0], skein_core::Relation::Session("late".into()))
+    );
+    // A total naming a forgotten run is incomplete by that run, never a
+    // silent zero for it.
+    let total = engine.ledger().total([&runs[0], &runs[3]]);
+    assert_eq!(total.runs.len(), 2);
+    assert!(!total.is_complete());
+    assert_eq!(total.incomplete_runs(), vec![runs[0].clone()]);
+    assert_eq!(
+        total.input_tokens.value,
+        engine
+            .ledger()
+            .entry(&runs[3])
+            .unwrap()
+            .usage
+            .input_tokens
+            .unwrap()
+    );
+}
+
+#[tokio::test]
 async fn observers_compose_and_each_sees_every_event_once_in_order() {
     let seen_a: Arc<Mutex<Vec<Event>>> = Arc::default();
     let seen_b: Arc<Mutex<Vec<Event>>> = Arc::default();

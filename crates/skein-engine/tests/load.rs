@@ -252,6 +252,98 @@ async fn scripted_backend_runs_from_its_relative_script() {
     assert_eq!(output.prepared.backend, "script");
 }
 
+/// The echo model, keeping every request it is sent.
+#[derive(Default)]
+struct Requests(std::sync::Mutex<Vec<skein_core::ModelRequest>>);
+
+impl skein_core::Provider for Requests {
+    fn name(&self) -> &str {
+        "requests"
+    }
+
+    fn stream(
+        &self,
+        request: skein_core::ModelRequest,
+    ) -> skein_core::BoxStream<'static, Result<skein_core::StreamEvent, skein_core::ProviderError>>
+    {
+        self.0.lock().unwrap().push(request.clone());
+        skein_providers::Echo.stream(request)
+    }
+}
+
+#[tokio::test]
+async fn a_cache_hint_in_a_template_reaches_the_provider_and_the_turns_after() {
+    use skein_core::{Annotation, CacheHint};
+    let dir = tree(&[
+        ("backends.toml", ECHO_BACKEND),
+        ("profiles.toml", QUICK_PROFILE),
+        (
+            "prompts/brief.toml",
+            "id = \"brief\"\ndefault_profile = \"quick\"\n\
+             [[messages]]\nrole = \"system\"\ntemplate = \"Long shared instructions about {{ topic }}.\"\ncache = \"ephemeral\"\n\
+             [[messages]]\nrole = \"user\"\ntemplate = \"Now: {{ topic }}?\"\n\
+             [[variables]]\nname = \"topic\"\n",
+        ),
+    ]);
+    let catalog = load_dir(dir.path()).expect("loads");
+    let template = &catalog.find_prompt("brief", None).unwrap().messages;
+    assert_eq!(template[0].cache, Some(CacheHint::Ephemeral));
+    assert_eq!(template[1].cache, None);
+    let seen = std::sync::Arc::new(Requests::default());
+    let engine = Engine::builder(catalog)
+        .provider("echo", seen.clone())
+        .build()
+        .expect("builds");
+
+    let first = engine
+        .run(Request::prompt("brief").var("topic", "tides").capture())
+        .await
+        .expect("runs");
+    let hinted = |request: &skein_core::ModelRequest| -> Vec<(String, u32)> {
+        request
+            .annotations
+            .iter()
+            .filter(|(_, list)| list.contains(&Annotation::CacheHint(CacheHint::Ephemeral)))
+            .map(|(at, _)| {
+                let node = request
+                    .thread
+                    .at(at.node)
+                    .expect("the hint is on a node of the request");
+                (node.head().unwrap().message().joined_text(), at.part)
+            })
+            .collect()
+    };
+    let system = ("Long shared instructions about tides.".to_string(), 0);
+    let requests = seen.0.lock().unwrap().clone();
+    assert_eq!(hinted(&requests[0]), vec![system.clone()]);
+    // Captured with the exchange, so a continuation sends it again.
+    let exchange = first.exchange.expect("captured");
+    assert_eq!(exchange.annotations(), &requests[0].annotations);
+    engine
+        .continue_from(
+            &exchange,
+            Request::messages([skein_core::Message::user("and currents?")]).profile("quick"),
+        )
+        .await
+        .expect("continues");
+    let requests = seen.0.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(hinted(&requests[1]), vec![system]);
+    assert_eq!(first.prepared.annotations, requests[0].annotations);
+}
+
+#[test]
+fn a_cache_hint_must_be_a_known_kind() {
+    let dir = tree(&[(
+        "prompts/p.toml",
+        "id = \"p\"\n[[messages]]\nrole = \"user\"\ntemplate = \"a\"\ncache = \"forever\"\n",
+    )]);
+    let failure = failure(dir.path());
+    assert_eq!(failure.kind, Kind::Prompt);
+    assert_eq!(failure.key(), "messages[0].cache");
+    assert!(failure.problem.contains("forever"), "{failure:?}");
+}
+
 #[test]
 fn missing_subdirectories_are_empty() {
     let empty = tree(&[]);

@@ -33,7 +33,7 @@ that picks a backend, the open modes and the recognition of a SQLite file
 (open.rs), what both backends share (codec.rs, location.rs, and
 the non-SQL halves of the modules below), the SQLite operations split by
 concern (graph, conversations, families, runs, reruns of recorded turns,
-the embedding cache, transfer, verify, resolve, schema) and the PostgreSQL
+the embedding cache, transfer, verify, resolve, usage accounts, schema) and the PostgreSQL
 backend (postgres/, same split).
 */
 
@@ -55,6 +55,7 @@ mod schema;
 mod sqlite;
 mod store;
 mod transfer;
+mod usage;
 mod verify;
 
 pub use codec::BLOB_THRESHOLD;
@@ -71,7 +72,9 @@ pub use records::{
     Relation, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use reruns::{RerunCommit, RerunRecord};
+pub use skein_core::usage::{Figure, Totals};
 pub use skein_core::{ConversationSettings, RecordedSettings};
 pub use store::{Store, blocking_caller};
 pub use transfer::{DEFAULT_IMPORT_LINE_LIMIT, ImportReport};
+pub use usage::UsageScope;
 pub use verify::{Problem, VerifyReport};

@@ -1,7 +1,10 @@
 /*!
 Run records: one row per logical model call, with its usage, status,
 annotations, relations and the exact tool set it offered (`run_tools`, by
-tool hash, so a tool offered in a thousand runs is stored once).
+tool hash, so a tool offered in a thousand runs is stored once). The
+relations usage totals follow (continuation, association, coordinator
+sequence) are also indexed in `run_links` (kind, target, run), so the runs
+related to a run or a sequence are found without reading every run.
 
 Turning a row into a [`RunRecord`] is shared by both backends; the SQL here
 is SQLite's (PostgreSQL's is in postgres/runs.rs).
@@ -11,6 +14,7 @@ use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord, RunStatus, TurnStep};
 use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use skein_core::usage::Link;
 use skein_core::{NodeId, ToolSpec, Usage};
 
 const SELECT_RUN: &str =
@@ -119,6 +123,12 @@ pub(crate) fn insert_run(
         columns.step,
         run.requested_model,
     ])?;
+    let mut insert_link = conn.prepare_cached(
+        "INSERT INTO run_links(kind, target, run_id) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+    )?;
+    for (kind, target) in run_links(run) {
+        insert_link.execute(params![kind, target, run.id.as_str()])?;
+    }
     let mut insert_tool = conn.prepare_cached(
         "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT DO NOTHING",
@@ -136,6 +146,14 @@ pub(crate) fn insert_run(
         link.execute(params![run.id.as_str(), position as i64, hash.as_bytes()])?;
     }
     Ok(())
+}
+
+/// The relations of `run` that `run_links` indexes, as (kind, target).
+pub(crate) fn run_links(run: &RunRecord) -> impl Iterator<Item = (&'static str, &str)> {
+    run.relations
+        .iter()
+        .filter_map(Link::of)
+        .map(|(link, target)| (link.kind(), target))
 }
 
 /// A run's columns that are not stored as they are in the record: JSON

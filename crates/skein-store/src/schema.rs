@@ -186,6 +186,28 @@ const MIGRATIONS: &[Migration] = &[
     // 8: the model a client asked the recording proxy for, beside the one
     // its model table chose.
     Migration::Sql("ALTER TABLE runs ADD COLUMN requested_model TEXT;"),
+    // 9: the relations usage totals follow, indexed by target (who continues,
+    // is associated with, belongs to a sequence) and by run, filled from
+    // the runs already stored.
+    Migration::Sql(
+        r#"
+    CREATE TABLE run_links (
+        kind   TEXT NOT NULL,
+        target TEXT NOT NULL,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        PRIMARY KEY (kind, target, run_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX run_links_by_run ON run_links(run_id, kind);
+    INSERT INTO run_links(kind, target, run_id)
+        SELECT json_extract(e.value, '$.kind'), json_extract(e.value, '$.target'), r.id
+        FROM runs r,
+             json_each(CASE WHEN json_valid(r.relations) THEN r.relations ELSE '[]' END) e
+        WHERE json_extract(e.value, '$.kind')
+                  IN ('continuation_of', 'associated_with', 'sequence', 'sequence_start')
+          AND json_type(e.value, '$.target') = 'text'
+        ON CONFLICT DO NOTHING;
+    "#,
+    ),
 ];
 
 /// The schema version this build writes.

@@ -623,6 +623,7 @@ fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
     let again = conversation_at(store, "again", &thread.push(Message::user("b")), None);
     conversation_at(store, "other", &history("other", 3), None);
     for statement in [
+        "DROP TABLE run_links",
         "DROP INDEX conversations_by_root",
         "ALTER TABLE conversations DROP COLUMN root",
         "ALTER TABLE nodes DROP COLUMN root",

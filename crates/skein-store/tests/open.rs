@@ -264,7 +264,7 @@ fn files_that_are_not_skein_databases_are_refused_untouched() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!((journal.as_str(), version), ("delete", 8));
+    assert_eq!((journal.as_str(), version), ("delete", 9));
     assert_eq!(fresh.tables(), vec!["notes".to_string()]);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -306,7 +306,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .raw_connection()
         .unwrap()
         .execute_batch(
-            "DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
+            "DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
              ALTER TABLE nodes DROP COLUMN root;
              ALTER TABLE runs DROP COLUMN events;
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
@@ -316,7 +316,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 8);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 9);
 }
 
 for_each_backend!(

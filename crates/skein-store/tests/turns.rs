@@ -1,5 +1,6 @@
 //! Turns: atomic commits, compare-and-set bookmarks, head-moved conflicts,
-//! crash safety and concurrent OS processes.
+//! crash safety and concurrent OS processes; and the usage accounts over
+//! the turns' runs (`Store::usage`).
 
 mod common;
 
@@ -618,4 +619,247 @@ for_each_backend!(
     prefixes_resolve_and_ambiguity_is_reported,
     killing_the_process_mid_turn_leaves_no_half_turn,
     two_processes_appending_concurrently_lose_nothing,
+    a_fork_shares_its_prefix_runs_once_in_the_family_total,
+    a_run_without_usage_makes_a_total_incomplete_never_zero,
+    a_sequence_total_finds_its_start_and_the_work_done_for_it,
+    stored_relations_are_indexed_when_the_schema_is_upgraded,
 );
+
+/// A run of `conversation` with these token figures.
+fn run_of(conversation: Option<&ConversationId>, input: u64, output: u64) -> RunRecord {
+    let mut run = RunRecord::new("echo", "echo");
+    run.conversation = conversation.cloned();
+    run.usage.input_tokens = Some(input);
+    run.usage.output_tokens = Some(output);
+    run
+}
+
+/// One turn on `conversation` from `from` (its head), by `run`. Returns the
+/// thread after it.
+fn turn_by(
+    store: &Store,
+    conversation: &ConversationId,
+    from: &Thread,
+    text: &str,
+    mut run: RunRecord,
+) -> (Thread, RunRecord) {
+    let thread = from
+        .push(Message::user(text))
+        .push(Message::assistant(format!("reply to {text}")));
+    run.input_head = thread.parent().head_id();
+    run.output_head = thread.head_id();
+    store
+        .commit_turn(&TurnCommit::continuing(
+            conversation,
+            from.head_id(),
+            &thread,
+            std::slice::from_ref(&run),
+        ))
+        .unwrap();
+    (thread, run)
+}
+
+fn ids(runs: &[&RunRecord]) -> Vec<skein_store::RunId> {
+    let mut ids: Vec<_> = runs.iter().map(|run| run.id.clone()).collect();
+    ids.sort();
+    ids
+}
+
+fn a_fork_shares_its_prefix_runs_once_in_the_family_total(backend: Backend) {
+    use skein_store::UsageScope::{Conversation, Family, Node, Run};
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let a = new_conversation(store).id;
+    let (one, a1) = turn_by(store, &a, &Thread::new(), "one", run_of(Some(&a), 10, 1));
+    let (_, a2) = turn_by(store, &a, &one, "two", run_of(Some(&a), 20, 2));
+    // B forks A after its first turn; C forks B after B's own turn.
+    let b = store
+        .fork(one.head_id().unwrap(), None, Some(a.clone()))
+        .unwrap()
+        .id;
+    let (b_thread, b1) = turn_by(store, &b, &one, "bee", run_of(Some(&b), 100, 10));
+    let c = store
+        .fork(b_thread.head_id().unwrap(), None, Some(b.clone()))
+        .unwrap()
+        .id;
+    let (_, c1) = turn_by(store, &c, &b_thread, "sea", run_of(Some(&c), 1000, 100));
+    // Work made on behalf of B's run (a check of its reply), in no
+    // conversation, and a rerun of A's second turn.
+    let mut check = run_of(None, 7, 0);
+    check.relations = vec![skein_store::Relation::AssociatedWith(b1.id.clone())];
+    store.record_run(&check).unwrap();
+    let rerun_run = run_of(None, 5, 5);
+    let answer = one
+        .push(Message::user("two"))
+        .push(Message::assistant("other"));
+    store
+        .commit_rerun(&skein_store::RerunCommit {
+            record: &skein_store::RerunRecord {
+                id: skein_store::RerunId::random(),
+                conversation: a.clone(),
+                turn: 1,
+                turn_node: a2.output_head.unwrap(),
+                request_head: answer.parent().head_id(),
+                answer_head: answer.head_id(),
+                ablation: vec!["s".into()],
+                samples: 1,
+                sample_runs: vec![rerun_run.id.clone()],
+                baseline_runs: vec![],
+                verdict: None,
+                summary: String::new(),
+                detail: serde_json::json!({}),
+                created_ms: 0,
+            },
+            threads: std::slice::from_ref(&answer),
+            runs: std::slice::from_ref(&rerun_run),
+        })
+        .unwrap();
+
+    let usage = |scope| store.usage(&scope).unwrap();
+    let a_total = usage(Conversation(a.clone()));
+    assert_eq!(a_total.runs, ids(&[&a1, &a2]));
+    assert_eq!(a_total.input_tokens.value, 30);
+    // A fork's account holds its share of the work it starts from (A's
+    // first turn, not the second, which came after the branch point), and
+    // the check made for its own run.
+    let b_total = usage(Conversation(b.clone()));
+    assert_eq!(b_total.runs, ids(&[&a1, &b1, &check]));
+    assert_eq!(b_total.input_tokens.value, 117);
+    let c_total = usage(Conversation(c.clone()));
+    assert_eq!(c_total.runs, ids(&[&a1, &b1, &check, &c1]));
+    assert_eq!(c_total.output_tokens.value, 111);
+
+    // The family counts the shared first run once, with every fork, the
+    // rerun and the associated check; asked from any member, it is the same.
+    let family = usage(Family(c.clone()));
+    assert_eq!(family.runs, ids(&[&a1, &a2, &b1, &c1, &check, &rerun_run]));
+    assert_eq!(family.input_tokens.value, 10 + 20 + 100 + 1000 + 7 + 5);
+    assert_eq!(family.output_tokens.value, 1 + 2 + 10 + 100 + 5);
+    assert!(family.is_complete() && family.failed.is_empty());
+    assert_eq!(usage(Family(a.clone())), family);
+    assert!(
+        a_total.input_tokens.value + b_total.input_tokens.value + c_total.input_tokens.value
+            > family.input_tokens.value,
+        "the conversations' own totals overlap where they share work"
+    );
+
+    assert_eq!(usage(Run(a1.id.clone())).runs, ids(&[&a1]));
+    assert_eq!(usage(Run(b1.id.clone())).runs, ids(&[&b1, &check]));
+    assert_eq!(usage(Node(one.head_id().unwrap())).runs, ids(&[&a1]));
+
+    // Figures outlive the handle that wrote them.
+    assert_eq!(db.reopen().usage(&Family(b.clone())).unwrap(), family);
+
+    let missing = ConversationId::random();
+    assert!(matches!(
+        store.usage(&Conversation(missing.clone())),
+        Err(StoreError::ConversationNotFound(_))
+    ));
+    assert!(matches!(
+        store.usage(&Family(missing)),
+        Err(StoreError::ConversationNotFound(_))
+    ));
+    assert!(matches!(
+        store.usage(&Run(skein_store::RunId::random())),
+        Err(StoreError::RunNotFound(_))
+    ));
+    assert!(matches!(
+        store.usage(&Node(answer.parent().head_id().unwrap())),
+        Ok(totals) if totals.runs.is_empty()
+    ));
+}
+
+fn a_run_without_usage_makes_a_total_incomplete_never_zero(backend: Backend) {
+    use skein_store::UsageScope::Conversation;
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let quiet = new_conversation(store).id;
+    let mut silent = RunRecord::new("echo", "echo");
+    silent.conversation = Some(quiet.clone());
+    let (_, silent) = turn_by(store, &quiet, &Thread::new(), "hush", silent);
+    let alone = store.usage(&Conversation(quiet.clone())).unwrap();
+    assert_eq!(alone.input_tokens.value, 0);
+    assert!(!alone.is_complete(), "no figure is not a zero figure");
+    assert_eq!(alone.incomplete_runs(), vec![silent.id.clone()]);
+
+    let (thread, counted) = turn_by(
+        store,
+        &quiet,
+        &Thread::new()
+            .push(Message::user("hush"))
+            .push(Message::assistant("reply to hush")),
+        "talk",
+        run_of(Some(&quiet), 3, 4),
+    );
+    // A failed call whose usage is unknown, and one cut short with partial
+    // figures.
+    let mut failed = RunRecord::new("echo", "echo");
+    failed.conversation = Some(quiet.clone());
+    failed.status = RunStatus::Failed;
+    failed.usage_complete = false;
+    failed.input_head = thread.head_id();
+    store.record_run(&failed).unwrap();
+    let mut partial = run_of(Some(&quiet), 2, 1);
+    partial.status = RunStatus::Cancelled;
+    partial.usage_complete = false;
+    store.record_run(&partial).unwrap();
+
+    let total = store.usage(&Conversation(quiet)).unwrap();
+    assert_eq!(total.runs.len(), 4);
+    assert_eq!(total.input_tokens.value, 5);
+    assert_eq!(total.output_tokens.value, 5);
+    assert_eq!(total.failed, ids(&[&failed, &partial]));
+    assert_eq!(total.incomplete_runs(), ids(&[&silent, &failed, &partial]));
+    assert!(!total.incomplete_runs().contains(&counted.id));
+}
+
+fn a_sequence_total_finds_its_start_and_the_work_done_for_it(backend: Backend) {
+    use skein_store::Relation::{AssociatedWith, ContinuationOf, Sequence};
+    use skein_store::UsageScope::Sequence as Of;
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    // The start was recorded before any coordinator marked it.
+    let start = run_of(None, 1, 1);
+    let mut t1 = run_of(None, 10, 1);
+    t1.relations = vec![Sequence("q".into()), ContinuationOf(start.id.clone())];
+    let mut t2 = run_of(None, 100, 1);
+    t2.relations = vec![Sequence("q".into()), ContinuationOf(t1.id.clone())];
+    let mut check = run_of(None, 1000, 1);
+    check.relations = vec![Sequence("q".into()), AssociatedWith(t2.id.clone())];
+    // Another coordinator from the same start.
+    let mut u1 = run_of(None, 10_000, 1);
+    u1.relations = vec![Sequence("other".into()), ContinuationOf(start.id.clone())];
+    for run in [&start, &t1, &t2, &check, &u1] {
+        store.record_run(run).unwrap();
+    }
+    let q = store.usage(&Of("q".into())).unwrap();
+    assert_eq!(q.runs, ids(&[&start, &t1, &t2, &check]));
+    assert_eq!(q.input_tokens.value, 1111);
+    let other = store.usage(&Of("other".into())).unwrap();
+    assert_eq!(other.runs, ids(&[&start, &u1]));
+    assert!(store.usage(&Of("none".into())).unwrap().runs.is_empty());
+}
+
+fn stored_relations_are_indexed_when_the_schema_is_upgraded(backend: Backend) {
+    use skein_store::Relation::{ContinuationOf, Sequence};
+    let db = TempStore::new(backend);
+    let start = run_of(None, 1, 1);
+    let mut next = run_of(None, 2, 2);
+    next.relations = vec![
+        Sequence("q".into()),
+        ContinuationOf(start.id.clone()),
+        skein_store::Relation::Chain("not indexed".into()),
+    ];
+    db.store.record_run(&start).unwrap();
+    db.store.record_run(&next).unwrap();
+    assert_eq!(db.count("run_links"), 2);
+    // As the schema before run links left the database.
+    db.store.debug_execute("DROP TABLE run_links").unwrap();
+    db.set_schema_version(8);
+    let reopened = db.reopen();
+    assert_eq!(db.count("run_links"), 2);
+    let totals = reopened
+        .usage(&skein_store::UsageScope::Sequence("q".into()))
+        .unwrap();
+    assert_eq!(totals.runs, ids(&[&start, &next]));
+}

@@ -86,6 +86,11 @@ pub use skein_store::Store;
 #[cfg(doctest)]
 pub struct ContinuingAndBranchingGuide;
 
+/// The coordinator guide's examples, run as doc tests.
+#[doc = include_str!("../../../docs/coordinator.md")]
+#[cfg(doctest)]
+pub struct CoordinatorGuide;
+
 /// The README's examples, run as doc tests.
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]

@@ -1331,3 +1331,189 @@ fn count(store: &Store, table: &str) -> i64 {
         })
         .unwrap()
 }
+
+/// An engine whose `main` profile runs on `provider`, with the configured
+/// prompt `brief`: a system message carrying a cache hint, then a user
+/// message, over the variable `topic`.
+fn briefing_engine(
+    kind: skein::engine::config::BackendKind,
+    provider: Option<Arc<Recorder>>,
+) -> skein::Engine {
+    use skein::engine::config::{
+        BackendDef, Catalog, CredentialSource, MessageTemplate, Profile, PromptDef,
+    };
+    let catalog = Catalog::new()
+        .backend(BackendDef::new("main", kind))
+        .profile(Profile::new("main", "main", "main-model").credential(CredentialSource::None))
+        .prompt(
+            PromptDef::new(
+                "brief",
+                vec![
+                    MessageTemplate::new(Role::System, "Shared notes on {{ topic }}.")
+                        .cache(CacheHint::Ephemeral),
+                    MessageTemplate::new(Role::User, "Tell me about {{ topic }}."),
+                ],
+            )
+            .variable("topic"),
+        );
+    let mut builder = skein::Engine::builder(catalog);
+    if let Some(provider) = provider {
+        builder = builder.provider("main", provider);
+    }
+    builder.build().unwrap()
+}
+
+/// The (text, part) pairs of `request` that carry a cache hint.
+fn cache_hinted(
+    thread: &skein::Thread,
+    annotations: &skein::core::Annotations,
+) -> Vec<(String, u32)> {
+    annotations
+        .iter()
+        .filter(|(_, list)| list.contains(&Annotation::CacheHint(CacheHint::Ephemeral)))
+        .map(|(at, _)| {
+            let node = thread.at(at.node).expect("a node of the request");
+            (node.head().unwrap().message().joined_text(), at.part)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_configured_prompt_is_prepared_without_running_then_sent_and_recorded() {
+    let recorder = Recorder::scripted(SCRIPT);
+    let engine = briefing_engine(
+        skein::engine::config::BackendKind::Echo,
+        Some(recorder.clone()),
+    );
+    let model = skein::Model::from_profile(&engine, "main").unwrap();
+    let (_dir, store) = store();
+    let conversation = model.conversation().store(&store).build();
+    let prompt = conversation.prompt(TurnInput::configured("brief").var("topic", "tides"));
+
+    // Prepared: the rendered request, with nothing run or recorded.
+    let prepared = prompt.prepare().unwrap();
+    assert_eq!(
+        transcript(&prepared.thread),
+        [
+            "System: Shared notes on tides.",
+            "User: Tell me about tides."
+        ]
+    );
+    assert_eq!(prepared.prompt.as_ref().unwrap().id, "brief");
+    assert_eq!(
+        (prepared.profile.as_str(), prepared.model.as_str()),
+        ("main", "main-model")
+    );
+    let hint = vec![("Shared notes on tides.".to_string(), 0)];
+    assert_eq!(cache_hinted(&prepared.thread, &prepared.annotations), hint);
+    assert_eq!(recorder.count(), 0);
+    assert_eq!(count(&store, "runs"), 0);
+    assert!(store.list_conversations(10).unwrap().is_empty());
+
+    // Sent: the provider gets exactly what was prepared, and the turn is
+    // recorded with the hint on its run.
+    let response = prompt.send().await.unwrap();
+    assert_eq!(response.text(), "you said: Tell me about tides.");
+    let sent = recorder.last();
+    assert_eq!(sent.thread, prepared.thread);
+    assert_eq!(sent.annotations, prepared.annotations);
+    let run = store.run_record(response.run_id()).unwrap();
+    assert_eq!(cache_hinted(&prepared.thread, &run.annotations), hint);
+    assert_eq!(
+        store.conversation(conversation.id()).unwrap().head,
+        Some(response.head())
+    );
+    // A later turn sends the history with its hint.
+    let reply = response.reply("and currents?").send().await.unwrap();
+    assert_eq!(
+        cache_hinted(reply.thread(), &recorder.last().annotations),
+        hint
+    );
+
+    // Messages given beside the prompt follow its messages.
+    let with_text = model
+        .prompt(
+            TurnInput::configured("brief")
+                .var("topic", "ice")
+                .message(Message::user("Briefly.")),
+        )
+        .prepare()
+        .unwrap();
+    assert_eq!(
+        transcript(&with_text.thread),
+        [
+            "System: Shared notes on ice.",
+            "User: Tell me about ice.",
+            "User: Briefly."
+        ]
+    );
+
+    // Bad requests fail before any call, and record nothing.
+    let (calls, runs) = (recorder.count(), count(&store, "runs"));
+    let missing = conversation
+        .prompt(TurnInput::configured("brief"))
+        .send()
+        .await;
+    assert!(
+        matches!(missing, Err(Error::Engine(EngineError::InvalidRequest(ref why))) if why.contains("topic")),
+        "{missing:?}"
+    );
+    let unknown = conversation.prompt(TurnInput::configured("nope")).prepare();
+    assert!(
+        matches!(unknown, Err(Error::Engine(EngineError::PromptLoad { .. }))),
+        "{unknown:?}"
+    );
+    let stray = conversation
+        .prompt(TurnInput::new().var("topic", "x"))
+        .send()
+        .await;
+    assert!(
+        matches!(stray, Err(Error::Engine(EngineError::InvalidRequest(_)))),
+        "{stray:?}"
+    );
+    assert_eq!((recorder.count(), count(&store, "runs")), (calls, runs));
+}
+
+#[tokio::test]
+async fn a_template_cache_hint_reaches_anthropic_as_cache_control() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let stream = std::fs::read_to_string(format!(
+        "{}/../skein-providers/tests/data/anthropic/text_stream.sse",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(stream.into_bytes(), "text/event-stream"),
+        )
+        .mount(&server)
+        .await;
+    let engine = briefing_engine(
+        skein::engine::config::BackendKind::Anthropic {
+            base_url: Some(server.uri()),
+        },
+        None,
+    );
+    let model = skein::Model::from_profile(&engine, "main").unwrap();
+    model
+        .prompt(TurnInput::configured("brief").var("topic", "tides"))
+        .send()
+        .await
+        .unwrap();
+    let requests = server.received_requests().await.unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(
+        body["system"],
+        serde_json::json!([{
+            "type": "text",
+            "text": "Shared notes on tides.",
+            "cache_control": {"type": "ephemeral"}
+        }])
+    );
+    assert!(
+        !body["messages"].to_string().contains("cache_control"),
+        "only the hinted message is cached: {body}"
+    );
+}

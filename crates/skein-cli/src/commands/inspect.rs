@@ -14,6 +14,7 @@ use anyhow::Result;
 use serde_json::json;
 use skein::NodeId;
 use skein::core::Part;
+use skein::core::usage::{RunFigures, Totals};
 use skein::store::{Conversation, TreeEntry, preview};
 use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
@@ -180,12 +181,25 @@ fn log_recent(
         rows.push((run, prompt, reply));
     }
     rows.reverse();
+    // The totals of the turns shown, by the one definition every total uses.
+    let totals = args.usage.then(|| {
+        Totals::of(
+            rows.iter()
+                .map(|(run, _, _)| (run.id.clone(), Some(RunFigures::from(*run)))),
+        )
+    });
     if ctx.json {
         let records: Vec<_> = rows
             .iter()
             .map(|(run, prompt, reply)| json!({ "run": run, "prompt": prompt, "reply": reply }))
             .collect();
-        return print_json(&records);
+        return match &totals {
+            Some(totals) => print_json(&json!({
+                "turns": records,
+                "totals": super::usage::totals_json(totals),
+            })),
+            None => print_json(&records),
+        };
     }
     if rows.is_empty() {
         if filtering {
@@ -247,29 +261,17 @@ fn log_recent(
             outln!("  = {}", usage_of(run))?;
         }
     }
-    if args.usage && !rows.is_empty() {
-        let total = rows
-            .iter()
-            .fold(skein::core::Usage::default(), |total, (run, _, _)| {
-                total.add(&run.usage)
-            });
-        let unknown = rows
-            .iter()
-            .filter(|(run, _, _)| {
-                !run.usage_complete
-                    || run.usage.input_tokens.is_none()
-                    || run.usage.output_tokens.is_none()
-            })
-            .count();
+    if let Some(totals) = totals.filter(|totals| !totals.runs.is_empty()) {
+        let unknown = totals.incomplete_runs().len();
         outln!(
             "total over {} turn(s): {} in / {} out tokens{}",
-            rows.len(),
-            tokens(total.input_tokens),
-            tokens(total.output_tokens),
+            totals.runs.len(),
+            totals.input_tokens.value,
+            totals.output_tokens.value,
             if unknown == 0 {
                 String::new()
             } else {
-                format!(" ({unknown} turn(s) with usage unknown or incomplete)")
+                format!(" (incomplete: {unknown} turn(s) reported no usage or only part of it)")
             }
         )?;
     }

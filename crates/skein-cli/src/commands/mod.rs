@@ -4,6 +4,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 */
 
 mod chat;
+mod configured;
 mod inspect;
 mod models;
 mod recorded;
@@ -12,6 +13,7 @@ mod settings;
 mod tools;
 mod transfer;
 mod turns;
+mod usage;
 
 use crate::exit::{ExitWith, NOT_FOUND};
 use crate::flags::{Cli, Command};
@@ -46,6 +48,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tools => return tools::list(cli.json),
         Command::Completions(args) => return settings::completions(args),
         Command::Man => return settings::man(),
+        // The engine directory alone.
+        Command::Inspect(command) => return configured::inspect(command, cli.json),
+        // A request rendered without a conversation's history needs no
+        // database.
+        Command::Prepare(args) if args.cid.is_none() && !args.continue_last => {
+            return turns::prepare(None, cli.json, args).await;
+        }
         other => other,
     };
     let path = match cli.db {
@@ -72,11 +81,14 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Conversations(args) => inspect::conversations(&ctx, args),
         Command::Explain(args) => recorded::explain(&ctx, args).await,
         Command::Rerun(args) => recorded::rerun(&ctx, args).await,
+        Command::Usage(args) => usage::usage(&ctx, args),
+        Command::Prepare(args) => turns::prepare(Some(&ctx.store), ctx.json, args).await,
         Command::Models(_)
         | Command::Config(_)
         | Command::Tools
         | Command::Completions(_)
-        | Command::Man => {
+        | Command::Man
+        | Command::Inspect(_) => {
             unreachable!("handled before opening the database")
         }
     }
@@ -91,6 +103,8 @@ fn open_mode(command: &Command) -> OpenMode {
         Command::Log(_)
         | Command::Tree(_)
         | Command::Show(_)
+        | Command::Usage(_)
+        | Command::Prepare(_)
         | Command::Conversations(_)
         | Command::Export(_)
         | Command::Verify => OpenMode::ReadOnly,

@@ -168,7 +168,7 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     let id = ctx.store.resolve_rerun(rerun)?;
     let record = ctx.store.rerun(&id)?;
     let stored = ctx.store.conversation(&record.conversation)?;
-    let home = turn_model(args.turn.model.model.as_deref(), Some(&stored))?;
+    let home = turn_model(args.turn.request.model.model.as_deref(), Some(&stored))?;
     let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
     let mut fork = chat.fork_from_rerun(&id).await?;
     let conversation = fork

@@ -10,13 +10,15 @@ the turn is a tool loop bounded by the chain limit.
 */
 
 use super::{Context, default_model, print_json};
-use crate::flags::{ForkArgs, PromptArgs, ReplyArgs, ToolArgs, TurnArgs};
+use crate::flags::{
+    ForkArgs, PrepareArgs, PromptArgs, ReplyArgs, RequestArgs, TemplateArgs, ToolArgs, TurnArgs,
+};
 use crate::input;
 use crate::ui::{self, outln};
 use anyhow::{Result, bail};
 use skein::core::FinishReason;
 use skein::core::provider::GenerationOptions;
-use skein::{Conversation, Model, Prompt, Tool};
+use skein::{Conversation, Model, Prompt, Tool, TurnInput};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -34,6 +36,12 @@ pub struct TurnSettings {
 
 impl TurnArgs {
     pub fn settings(&self) -> Result<TurnSettings> {
+        self.request.settings(self.no_log)
+    }
+}
+
+impl RequestArgs {
+    pub fn settings(&self, no_log: bool) -> Result<TurnSettings> {
         Ok(TurnSettings {
             model: self.model.model.clone(),
             system: self.system.clone(),
@@ -41,7 +49,7 @@ impl TurnArgs {
             chain_limit: self.tools.chain_limit,
             options: generation_options(&self.options)?,
             schema: self.schema.as_deref().map(input::schema).transpose()?,
-            no_log: self.no_log,
+            no_log,
         })
     }
 }
@@ -72,7 +80,6 @@ impl TurnSettings {
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     let settings = args.turn.settings()?;
-    let text = input::turn_text(args.text)?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {
@@ -81,6 +88,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         None
     };
     if !args.sources.is_empty() {
+        let text = input::turn_text(args.text)?;
         if settings.no_log {
             bail!(
                 "--source records the turn so it can be explained: it cannot be combined with --no-log"
@@ -101,10 +109,19 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         )
         .await;
     }
-    let conversation = match stored {
-        Some(stored) => open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?,
-        None => {
-            let home = home_model(settings.model.clone())?;
+    let (input, configured_model) = turn_input(&args.template, args.text, &settings)?;
+    let conversation = match (stored, configured_model) {
+        (Some(stored), Some(model)) => {
+            Conversation::load_on(&ctx.store, stored.id.as_str(), &model).await?
+        }
+        (Some(stored), None) => {
+            open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?
+        }
+        (None, configured) => {
+            let home = match configured {
+                Some(model) => model,
+                None => home_model(settings.model.clone())?,
+            };
             let mut builder = home.conversation().store(&ctx.store);
             if let Some(name) = args.name {
                 builder = builder.name(name);
@@ -118,12 +135,77 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
             builder.build()
         }
     };
-    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(text));
+    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(input));
     if let Some(system) = settings.system.clone() {
         prompt = prompt.system(system);
     }
     run_turn(ctx, prompt, &settings, None).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a turn adds (the text, or the configured prompt `-t` names with
+/// the text after it) and, with `-t`, the model it runs on.
+fn turn_input(
+    template: &TemplateArgs,
+    text: Option<String>,
+    settings: &TurnSettings,
+) -> Result<(TurnInput, Option<Model>)> {
+    if template.template.is_none() {
+        return Ok((TurnInput::text(input::turn_text(text)?), None));
+    }
+    let text = input::optional_turn_text(text)?;
+    let configured = template
+        .configured(settings.model.as_deref(), text)?
+        .expect("-t was given");
+    Ok((configured.input, Some(configured.model)))
+}
+
+/// `skein prepare`: the request a `prompt` with the same arguments would
+/// send, rendered and resolved, with nothing run or recorded. `store` is
+/// needed only with `--cid` or `-c`.
+pub async fn prepare(
+    store: Option<&skein::Store>,
+    json: bool,
+    args: PrepareArgs,
+) -> Result<ExitCode> {
+    let settings = args.request.settings(true)?;
+    let (input, configured_model) = turn_input(&args.template, args.text, &settings)?;
+    let stored = match (store, &args.cid, args.continue_last) {
+        (Some(store), Some(cid), _) => Some(store.conversation(&store.resolve_conversation(cid)?)?),
+        (Some(store), None, true) => Some(
+            store
+                .list_conversations(1)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("there are no conversations yet"))?,
+        ),
+        _ => None,
+    };
+    let conversation = match (stored, store) {
+        (Some(stored), Some(store)) => {
+            let model = match configured_model {
+                Some(model) => model,
+                None => turn_model(settings.model.as_deref(), Some(&stored))?,
+            };
+            Conversation::load_on(store, stored.id.as_str(), &model).await?
+        }
+        _ => {
+            let home = match configured_model {
+                Some(model) => model,
+                None => home_model(settings.model.clone())?,
+            };
+            let mut builder = home.conversation();
+            if let Some(tools) = settings.tools.clone() {
+                builder = builder.tools(tools);
+            }
+            builder.build()
+        }
+    };
+    let mut prompt = settings.apply(conversation.without_store().prompt(input));
+    if let Some(system) = settings.system.clone() {
+        prompt = prompt.system(system);
+    }
+    super::configured::show_prepared(&prompt.prepare()?, json)
 }
 
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
@@ -281,18 +363,22 @@ pub fn turn_model(
 
 /// The model named on the command line, else the default: a profile of
 /// the configured engine directory when one has that name, else a model
-/// name; with the built-in tools registered.
+/// name (on an engine that also holds the directory, when there is one);
+/// with the built-in tools registered.
 pub fn home_model(name: Option<String>) -> Result<Model> {
     let name = match name {
         Some(name) => name,
         None => default_model()?,
     };
-    if let Some(engine) = configured_engine()?
-        && engine.catalog().find_profile(&name).is_some()
-    {
-        return Ok(Model::from_profile(&engine, &name)?);
-    }
-    Ok(Model::open_with_tools(&name, super::tools::registered()?)?)
+    Ok(match configured_engine()? {
+        Some(engine) if engine.catalog().find_profile(&name).is_some() => {
+            Model::from_profile(&engine, &name)?
+        }
+        // On an engine that also knows the directory's profiles (a stored
+        // conversation may name one) and prompts (`-t`).
+        Some(engine) => Model::open_in(engine.catalog(), &name, super::tools::registered()?)?,
+        None => Model::open_with_tools(&name, super::tools::registered()?)?,
+    })
 }
 
 /// The engine over the configured engine directory (prompts, profiles,

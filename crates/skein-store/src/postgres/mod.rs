@@ -22,6 +22,7 @@ mod runs;
 pub(crate) mod schema;
 pub mod scratch;
 mod transfer;
+mod usage;
 mod verify;
 
 use crate::error::{Result, StoreError};

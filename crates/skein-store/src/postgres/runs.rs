@@ -1,6 +1,7 @@
 /*!
-Run records on PostgreSQL: one row per logical model call, and the exact
-tool set it offered (`run_tools`, by tool hash, each tool stored once).
+Run records on PostgreSQL: one row per logical model call, the exact tool
+set it offered (`run_tools`, by tool hash, each tool stored once) and the
+relations usage totals follow (`run_links`).
 A run's tools are read back with the run in the same query.
 */
 
@@ -8,7 +9,7 @@ use super::PgStore;
 use super::pipeline::{Param, Pipeline};
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
-use crate::runs::{RawRun, RunColumns, tool_from_columns};
+use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
 use deadpool_postgres::GenericClient;
 use skein_core::{NodeId, ToolSpec, Usage};
 use tokio_postgres::Row;
@@ -126,6 +127,23 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(run.requested_model.clone()),
     ];
     pipeline.push(tx, statement, params);
+    let (kinds, targets): (Vec<&str>, Vec<&str>) = run_links(run).unzip();
+    if !kinds.is_empty() {
+        let statement = tx
+            .prepare_cached(
+                "INSERT INTO run_links(kind, target, run_id)
+                 SELECT k, t, $3 FROM unnest($1::text[], $2::text[]) AS l(k, t)
+                 ON CONFLICT DO NOTHING",
+            )
+            .await?;
+        let to_owned = |list: Vec<&str>| list.into_iter().map(str::to_string).collect::<Vec<_>>();
+        let params: Vec<Param> = vec![
+            Box::new(to_owned(kinds)),
+            Box::new(to_owned(targets)),
+            Box::new(run.id.0.clone()),
+        ];
+        pipeline.push(tx, statement, params);
+    }
     if run.tools.is_empty() {
         return Ok(());
     }

@@ -189,6 +189,24 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "#,
     // 8: the model a client asked the recording proxy for.
     "ALTER TABLE runs ADD COLUMN requested_model TEXT;",
+    // 9: the relations usage totals
+    // follow, indexed by target and by run, filled from the stored runs.
+    r#"
+    CREATE TABLE run_links (
+        kind   TEXT COLLATE "C" NOT NULL,
+        target TEXT COLLATE "C" NOT NULL,
+        run_id TEXT COLLATE "C" NOT NULL REFERENCES runs(id),
+        PRIMARY KEY (kind, target, run_id)
+    );
+    CREATE INDEX run_links_by_run ON run_links(run_id, kind);
+    INSERT INTO run_links(kind, target, run_id)
+        SELECT e.value ->> 'kind', e.value ->> 'target', r.id
+        FROM runs r, jsonb_array_elements(r.relations::jsonb) e
+        WHERE e.value ->> 'kind'
+                  IN ('continuation_of', 'associated_with', 'sequence', 'sequence_start')
+          AND jsonb_typeof(e.value -> 'target') = 'string'
+        ON CONFLICT DO NOTHING;
+    "#,
 ];
 
 /// The schema version this build writes.

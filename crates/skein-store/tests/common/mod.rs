@@ -153,7 +153,7 @@ impl FreshLocation {
         }
         let conn = rusqlite::Connection::open(&self.location).unwrap();
         conn.execute_batch(sql).unwrap();
-        conn.pragma_update(None, "user_version", 8).unwrap();
+        conn.pragma_update(None, "user_version", 9).unwrap();
     }
 }
 

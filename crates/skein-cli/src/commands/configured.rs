@@ -1,0 +1,376 @@
+/*!
+The engine directory's prompts, profiles and backends (`engine = DIR` in
+the configuration file) on the command line: `inspect prompt|profile|backend
+NAME` shows one as configured, and `-t PROMPT_ID [-p NAME VALUE]...` (of
+`prompt` and `prepare`) makes a turn render a configured prompt.
+
+A configured prompt's turn runs on the model `-m` names, else on the
+prompt's default profile, else on the default model (seed 002, decision 2:
+a follow-up prompt's settings are resolved afresh, never inherited from the
+conversation it continues). A model name that is not a profile is opened on
+an engine that also holds the directory, so the prompt can be rendered for
+it.
+*/
+
+use super::print_json;
+use super::turns::configured_engine;
+use crate::exit::{ExitWith, NOT_FOUND};
+use crate::flags::{InspectCommand, TemplateArgs};
+use crate::ui::outln;
+use anyhow::{Result, anyhow, bail};
+use skein::engine::config::{CredentialSource, PromptDef};
+use skein::{Engine, Message, Model, TurnInput};
+use std::process::ExitCode;
+
+/// `skein inspect prompt|profile|backend NAME`.
+pub fn inspect(command: InspectCommand, json: bool) -> Result<ExitCode> {
+    let engine = engine()?;
+    match command {
+        InspectCommand::Prompt(args) => {
+            let (id, version) = prompt_id(&args.id)?;
+            find_prompt(&engine, id, version)?;
+            let inspection = engine.inspect_prompt(id, version)?;
+            if json {
+                return print_json(&inspection);
+            }
+            show_prompt(&inspection.prompt, &inspection.versions)?;
+        }
+        InspectCommand::Profile(args) => {
+            let profile = engine
+                .inspect_profile(&args.name)
+                .map_err(|_| unknown("profile", &args.name, engine.catalog().profile_names()))?;
+            if json {
+                return print_json(&profile);
+            }
+            outln!(
+                "profile {} · backend {} · model {}",
+                profile.name,
+                profile.backend,
+                profile.model
+            )?;
+            let options = serde_json::to_value(&profile.options)?;
+            if options.as_object().is_some_and(|o| !o.is_empty()) {
+                outln!("options: {options}")?;
+            }
+            let credential = match &profile.credential {
+                CredentialSource::Default => engine
+                    .catalog()
+                    .find_backend(&profile.backend)
+                    .and_then(|backend| backend.default_credential_variable())
+                    .map_or_else(
+                        || "default (none needed)".to_string(),
+                        |variable| format!("default (${variable})"),
+                    ),
+                CredentialSource::None => "none".to_string(),
+                CredentialSource::Env(variable) => format!("${variable}"),
+                CredentialSource::Explicit => "explicit (given per request)".to_string(),
+            };
+            outln!("credential: {credential}")?;
+            outln!("repair attempts: {}", profile.repair_attempts)?;
+        }
+        InspectCommand::Backend(args) => {
+            let backend = engine
+                .inspect_backend(&args.name)
+                .map_err(|_| unknown("backend", &args.name, engine.catalog().backend_names()))?;
+            if json {
+                return print_json(&backend);
+            }
+            let mut kind = serde_json::to_value(&backend.backend.kind)?;
+            let fields = kind.as_object_mut().map(std::mem::take).unwrap_or_default();
+            let name = fields
+                .get("kind")
+                .and_then(|kind| kind.as_str())
+                .unwrap_or("?")
+                .to_string();
+            outln!(
+                "backend {} · kind {name} · capacity {} ({} free)",
+                backend.backend.name,
+                backend.backend.capacity,
+                backend.available_permits
+            )?;
+            for (key, value) in fields.iter().filter(|(key, _)| *key != "kind") {
+                match value {
+                    serde_json::Value::Null => {}
+                    serde_json::Value::String(text) => outln!("{key}: {text}")?,
+                    other => outln!("{key}: {other}")?,
+                }
+            }
+            if let Some(variable) = backend.backend.default_credential_variable() {
+                outln!("key from: ${variable} (unless a profile says otherwise)")?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A prompt as configured: its messages unrendered, with what fills them.
+fn show_prompt(prompt: &PromptDef, versions: &[u32]) -> Result<()> {
+    let versions: Vec<String> = versions.iter().map(u32::to_string).collect();
+    outln!(
+        "prompt {} · version {} (versions: {})",
+        prompt.id,
+        prompt.version,
+        versions.join(", ")
+    )?;
+    if let Some(profile) = &prompt.default_profile {
+        outln!("default profile: {profile}")?;
+    }
+    if let Some(session) = &prompt.session_id {
+        outln!("session id: {session}")?;
+    }
+    for variable in &prompt.variables {
+        let mut line = format!("variable {}", variable.name);
+        match (&variable.default, variable.required) {
+            (Some(default), _) => line.push_str(&format!(" (default {default})")),
+            (None, true) => line.push_str(" (required)"),
+            (None, false) => line.push_str(" (optional)"),
+        }
+        if let Some(description) = &variable.description {
+            line.push_str(&format!(": {description}"));
+        }
+        outln!("{line}")?;
+    }
+    for (name, path) in &prompt.artifacts {
+        outln!("artifact {name}: {}", path.display())?;
+    }
+    if let Some(contract) = &prompt.output_contract {
+        outln!("output contract: {contract}")?;
+    }
+    for (index, message) in prompt.messages.iter().enumerate() {
+        let cache = message
+            .cache
+            .map(|hint| format!(" · cache {}", cache_name(hint)))
+            .unwrap_or_default();
+        outln!("\n[{index}] {}{cache}", message.role)?;
+        outln!("{}", message.template)?;
+    }
+    Ok(())
+}
+
+pub fn cache_name(hint: skein::core::CacheHint) -> String {
+    serde_json::to_value(hint)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{hint:?}"))
+}
+
+/// A turn rendering a configured prompt: the model it runs on and what it
+/// adds after the history.
+pub struct Configured {
+    pub model: Model,
+    pub input: TurnInput,
+}
+
+impl TemplateArgs {
+    /// The configured prompt `-t` names, with `-p`'s variables and `text`
+    /// after its messages, on the model `model` (`-m`) names, else the
+    /// prompt's default profile, else the default model. `None` without
+    /// `-t`.
+    pub fn configured(
+        &self,
+        model: Option<&str>,
+        text: Option<String>,
+    ) -> Result<Option<Configured>> {
+        let Some(template) = &self.template else {
+            return Ok(None);
+        };
+        let engine = engine()?;
+        let (id, version) = prompt_id(template)?;
+        let prompt = find_prompt(&engine, id, version)?;
+        let mut input = TurnInput::configured(id);
+        if let Some(version) = version {
+            input = input.version(version);
+        }
+        for pair in self.params.chunks(2) {
+            let [name, value] = pair else {
+                bail!("-p takes a NAME and a VALUE");
+            };
+            if !prompt.variables.iter().any(|v| v.name == *name) {
+                let declared: Vec<&str> =
+                    prompt.variables.iter().map(|v| v.name.as_str()).collect();
+                bail!(
+                    "prompt `{}` declares no variable `{name}` (declared: {})",
+                    prompt.id,
+                    if declared.is_empty() {
+                        "none".to_string()
+                    } else {
+                        declared.join(", ")
+                    }
+                );
+            }
+            let value = serde_json::from_str(value)
+                .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
+            input = input.var(name.clone(), value);
+        }
+        if let Some(text) = text {
+            input = input.message(Message::user(text));
+        }
+        let name = model.map(str::to_string).or(prompt.default_profile.clone());
+        let model = super::turns::home_model(name)?;
+        Ok(Some(Configured { model, input }))
+    }
+}
+
+/// The configured engine, or an error saying how to configure one.
+fn engine() -> Result<Engine> {
+    configured_engine()?.ok_or_else(|| {
+        anyhow!(
+            "no engine directory is configured: configured prompts, profiles and backends are read \
+             from the directory `engine = \"DIR\"` names in the configuration file ({})",
+            crate::config::path().map_or_else(
+                |_| "see `skein config path`".into(),
+                |p| p.display().to_string()
+            )
+        )
+    })
+}
+
+/// `ID` or `ID@VERSION`.
+fn prompt_id(text: &str) -> Result<(&str, Option<u32>)> {
+    match text.rsplit_once('@') {
+        Some((id, version)) => {
+            let version = version
+                .parse()
+                .map_err(|_| anyhow!("`{text}`: the version after `@` must be a number"))?;
+            Ok((id, Some(version)))
+        }
+        None => Ok((text, None)),
+    }
+}
+
+fn find_prompt<'e>(engine: &'e Engine, id: &str, version: Option<u32>) -> Result<&'e PromptDef> {
+    engine
+        .catalog()
+        .find_prompt(id, version)
+        .ok_or_else(|| match version {
+            Some(version) if engine.catalog().find_prompt(id, None).is_some() => {
+                let versions = engine
+                    .inspect_prompt(id, None)
+                    .map(|i| {
+                        i.versions
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                anyhow::Error::new(ExitWith(
+                    NOT_FOUND,
+                    format!("prompt `{id}` has no version {version} (versions: {versions})"),
+                ))
+            }
+            _ => unknown("prompt", id, engine.catalog().prompt_ids()),
+        })
+}
+
+/// Exit code 3: no such thing, and what there is.
+fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> anyhow::Error {
+    let known: Vec<&str> = known.collect();
+    anyhow::Error::new(ExitWith(
+        NOT_FOUND,
+        format!(
+            "the engine directory has no {what} `{name}` (known: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+    ))
+}
+
+/// Print a prepared request: what it runs on, then every message with its
+/// annotations.
+pub fn show_prepared(prepared: &skein::engine::Prepared, json: bool) -> Result<ExitCode> {
+    let messages: Vec<serde_json::Value> = prepared
+        .thread
+        .nodes()
+        .into_iter()
+        .map(|node| {
+            let annotations: Vec<serde_json::Value> = (0..node.message().parts.len() as u32)
+                .filter_map(|part| {
+                    let list = prepared.annotations.get(node.id(), part);
+                    (!list.is_empty())
+                        .then(|| serde_json::json!({"part": part, "annotations": list}))
+                })
+                .collect();
+            serde_json::json!({
+                "node": node.id(),
+                "role": node.message().role,
+                "parts": node.message().parts,
+                "annotations": annotations,
+            })
+        })
+        .collect();
+    if json {
+        let mut value = serde_json::to_value(prepared)?;
+        if let Some(fields) = value.as_object_mut() {
+            fields.insert("messages".into(), serde_json::Value::Array(messages));
+        }
+        return print_json(&value);
+    }
+    let prompt = prepared
+        .prompt
+        .as_ref()
+        .map(|p| format!("prompt {} (version {}) · ", p.id, p.version))
+        .unwrap_or_default();
+    outln!(
+        "{prompt}profile {} · backend {} · model {}",
+        prepared.profile,
+        prepared.backend,
+        prepared.model
+    )?;
+    let options = serde_json::to_value(&prepared.options)?;
+    if options.as_object().is_some_and(|o| !o.is_empty()) {
+        outln!("options: {options}")?;
+    }
+    if let Some(session) = &prepared.session_id {
+        outln!("session id: {session}")?;
+    }
+    if !prepared.tools.is_empty() {
+        let names: Vec<&str> = prepared.tools.iter().map(|t| t.name.as_str()).collect();
+        outln!("tools: {}", names.join(", "))?;
+    }
+    if let Some(contract) = &prepared.output_contract {
+        outln!("output contract: {contract}")?;
+    }
+    for (index, node) in prepared.thread.nodes().into_iter().enumerate() {
+        let mut notes = Vec::new();
+        for part in 0..node.message().parts.len() as u32 {
+            for annotation in prepared.annotations.get(node.id(), part) {
+                notes.push(match annotation {
+                    skein::core::Annotation::CacheHint(hint) => {
+                        format!("cache {} on part {part}", cache_name(*hint))
+                    }
+                    skein::core::Annotation::Source(source) => {
+                        format!("source {source} on part {part}")
+                    }
+                    other => format!("{other:?} on part {part}"),
+                });
+            }
+        }
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!(" · {}", notes.join(", "))
+        };
+        outln!(
+            "\n[{index}] {} {}{notes}",
+            node.id().short(),
+            node.message().role
+        )?;
+        for part in &node.message().parts {
+            match part {
+                skein::Part::Text { text } => outln!("{text}")?,
+                other => outln!(
+                    "{}",
+                    skein::store::preview(
+                        &Message::new(node.message().role, vec![other.clone()]),
+                        200
+                    )
+                )?,
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

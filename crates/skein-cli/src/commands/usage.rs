@@ -1,0 +1,149 @@
+/*!
+`skein usage`: token totals asked of the store, from every recorded run,
+for a node's runs, a conversation, a family or a coordinator sequence (what
+each holds is `skein::store::UsageScope`'s); and how totals are printed,
+which `log -u` shares. Each run counts once however many ways it is
+reached; a run that reported no figures makes the total *incomplete*, and
+the output says how many runs it lacks, never a silent zero.
+*/
+
+use super::{Context, print_json};
+use crate::exit::{ExitWith, NOT_FOUND};
+use crate::flags::UsageArgs;
+use crate::ui::outln;
+use anyhow::Result;
+use serde_json::{Value, json};
+use skein::store::{Totals, UsageScope};
+use std::process::ExitCode;
+
+pub fn usage(ctx: &Context, args: UsageArgs) -> Result<ExitCode> {
+    let (scope, what, described) = if let Some(node) = &args.node {
+        let node = ctx.node(node)?;
+        (
+            UsageScope::Node(node),
+            format!("node {}", node.short()),
+            json!({"node": node}),
+        )
+    } else if let Some(run) = &args.run {
+        let run = ctx.store.resolve_run(run)?;
+        (
+            UsageScope::Run(run.clone()),
+            format!("run {}", run.short()),
+            json!({"run": run}),
+        )
+    } else if let Some(sequence) = &args.sequence {
+        (
+            UsageScope::Sequence(sequence.clone()),
+            format!("sequence {sequence}"),
+            json!({"sequence": sequence}),
+        )
+    } else if let Some(family) = &args.family {
+        let conversation = ctx.conversation(family)?;
+        (
+            UsageScope::Family(conversation.id.clone()),
+            format!("the family of conversation {}", conversation.id.short()),
+            json!({"family": conversation.id}),
+        )
+    } else {
+        let conversation = match &args.cid {
+            Some(cid) => ctx.conversation(cid)?,
+            None => ctx.latest_conversation()?,
+        };
+        (
+            UsageScope::Conversation(conversation.id.clone()),
+            format!("conversation {}", conversation.id.short()),
+            json!({"conversation": conversation.id}),
+        )
+    };
+    let totals = ctx.store.usage(&scope)?;
+    if totals.runs.is_empty() && matches!(scope, UsageScope::Sequence(_)) {
+        return Err(ExitWith(
+            NOT_FOUND,
+            format!("no recorded run belongs to {what}: check the sequence id"),
+        )
+        .into());
+    }
+    if ctx.json {
+        let mut value = totals_json(&totals);
+        value["scope"] = described;
+        return print_json(&value);
+    }
+    outln!("{what}: {}", runs_line(&totals))?;
+    let figures = [
+        ("input tokens", &totals.input_tokens),
+        ("output tokens", &totals.output_tokens),
+        ("cache read tokens", &totals.cache_read_tokens),
+        ("cache write tokens", &totals.cache_write_tokens),
+    ];
+    for (index, (name, figure)) in figures.into_iter().enumerate() {
+        // Cache figures only from backends that cache: shown when there are some.
+        if index >= 2 && figure.value == 0 {
+            continue;
+        }
+        let gap = if figure.is_complete() {
+            String::new()
+        } else {
+            format!(
+                " (incomplete: {} run(s) reported none)",
+                figure.missing_from.len()
+            )
+        };
+        outln!("{name}: {}{gap}", figure.value)?;
+    }
+    if let Some(note) = incomplete_note(&totals) {
+        outln!("{note}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `N run(s)`, with how many failed.
+fn runs_line(totals: &Totals) -> String {
+    let mut line = format!("{} run(s)", totals.runs.len());
+    if !totals.failed.is_empty() {
+        line.push_str(&format!(", {} failed or cancelled", totals.failed.len()));
+    }
+    line
+}
+
+/// What makes `totals` incomplete, or `None` when nothing does.
+pub fn incomplete_note(totals: &Totals) -> Option<String> {
+    let missing = totals.incomplete_runs();
+    if missing.is_empty() {
+        return None;
+    }
+    let shown: Vec<&str> = missing.iter().take(5).map(|run| run.short()).collect();
+    Some(format!(
+        "incomplete: {} of {} run(s) reported no token figures or only part of them ({}{})",
+        missing.len(),
+        totals.runs.len(),
+        shown.join(", "),
+        if missing.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Totals as `--json` prints them: the runs counted and failed, each
+/// figure with the runs it is missing from, and whether the whole is
+/// complete.
+pub fn totals_json(totals: &Totals) -> Value {
+    let figure = |figure: &skein::store::Figure| {
+        json!({
+            "value": figure.value,
+            "complete": figure.is_complete(),
+            "missing_from": figure.missing_from,
+        })
+    };
+    json!({
+        "runs": totals.runs,
+        "failed": totals.failed,
+        "input_tokens": figure(&totals.input_tokens),
+        "output_tokens": figure(&totals.output_tokens),
+        "cache_read_tokens": figure(&totals.cache_read_tokens),
+        "cache_write_tokens": figure(&totals.cache_write_tokens),
+        "complete": totals.is_complete(),
+        "incomplete_runs": totals.incomplete_runs(),
+    })
+}

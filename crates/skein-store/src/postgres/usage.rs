@@ -1,0 +1,110 @@
+/*!
+Usage accounts on PostgreSQL: the port of `crate::usage` (its SQL only;
+which runs each scope holds is decided there). Lists of ids go to the
+server as one array parameter, so each question is one round trip.
+*/
+
+use super::PgStore;
+use crate::error::Result;
+use crate::records::{ConversationId, RunId};
+use crate::usage::RunRow;
+use skein_core::NodeId;
+use std::collections::HashSet;
+
+impl PgStore {
+    pub(crate) fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
+        let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "SELECT id, output_head, status, input_tokens, output_tokens,
+                            cache_read_tokens, cache_write_tokens, usage_complete
+                     FROM runs WHERE id = ANY($1)",
+                )
+                .await?;
+            Ok(client.query(&statement, &[&ids]).await?)
+        })?;
+        rows.iter()
+            .map(|row| {
+                RunRow::new(
+                    row.get(0),
+                    row.get::<_, Option<&[u8]>>(1),
+                    row.get::<_, &str>(2),
+                    [row.get(3), row.get(4), row.get(5), row.get(6)],
+                    row.get(7),
+                )
+            })
+            .collect()
+    }
+
+    pub(crate) fn conversation_run_rows(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Vec<(RunId, Option<NodeId>)>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT id, output_head FROM runs WHERE conversation = $1")
+                .await?;
+            Ok(client.query(&statement, &[&id.as_str()]).await?)
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    RunId(row.get(0)),
+                    row.get::<_, Option<&[u8]>>(1).and_then(NodeId::from_slice),
+                )
+            })
+            .collect())
+    }
+
+    pub(crate) fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT id FROM runs WHERE output_head = $1")
+                .await?;
+            Ok(client.query(&statement, &[&node.0.as_slice()]).await?)
+        })?;
+        Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
+    }
+
+    pub(crate) fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "WITH RECURSIVE up(id, parent) AS (
+                         SELECT id, parent FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id, n.parent FROM up JOIN nodes n ON n.id = up.parent
+                     )
+                     SELECT id FROM up",
+                )
+                .await?;
+            Ok(client.query(&statement, &[&head.0.as_slice()]).await?)
+        })?;
+        rows.iter()
+            .map(|row| crate::codec::node_id(row.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
+    pub(crate) fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT run_id FROM run_links WHERE kind = $1 AND target = ANY($2)")
+                .await?;
+            Ok(client.query(&statement, &[&kind, &targets]).await?)
+        })?;
+        Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
+    }
+
+    pub(crate) fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
+        let runs: Vec<&str> = runs.iter().map(RunId::as_str).collect();
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT target FROM run_links WHERE run_id = ANY($1) AND kind = $2")
+                .await?;
+            Ok(client.query(&statement, &[&runs, &kind]).await?)
+        })?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+}

@@ -1,0 +1,362 @@
+/*!
+Usage accounts: totals over related runs, asked of the store at any time
+([`Store::usage`]), so figures outlive the process that made the runs.
+
+What a total adds up, and how, is [`skein_core::usage`]'s (shared with the
+engine's ledger): each run counted once however many scopes it falls in,
+failed runs counted and listed, any run without figures named so the total
+is marked incomplete rather than silently low. This module says which runs
+each [`UsageScope`] holds:
+
+- **a run**: that run;
+- **a node**: the runs that produced it (one reply can be produced by many
+  runs: a greedy model answering the same history twice);
+- **a conversation**: the runs recorded in it (failed ones included), plus
+  the runs that produced the prefix it shares with the conversations it
+  was forked from (runs of those conversations whose reply is a message of
+  its history up to where it branched, and for a fork from a rerun, the
+  rerun's runs that produced it). So a fork's account includes its share
+  of the work it starts from;
+- **a family**: every conversation joined to this one by origin links (up
+  to the first, then down through every fork and reply branch), the runs
+  of each, and the runs of every rerun of their turns. Work a fork shares
+  with its origin is one set of runs, counted once;
+- **a coordinator sequence**: its start, its continuations
+  ([`skein_core::usage::sequence`]).
+
+Every scope also counts the runs made on behalf of a run it holds
+(`associated_with`, transitively). The relations are read from the
+`run_links` index; the SQL is SQLite's here and PostgreSQL's in
+postgres/usage.rs.
+*/
+
+use crate::error::{Result, StoreError};
+use crate::family::FamilyLimits;
+use crate::records::{ConversationId, RunId, RunStatus};
+use crate::sqlite::SqliteStore;
+use crate::store::{Store, dispatch};
+use rusqlite::{OptionalExtension, params};
+use skein_core::usage::{self, Link, RunFigures, RunLinks, Totals};
+use skein_core::{NodeId, Usage};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// Which runs a total of [`Store::usage`] covers. Each also counts the
+/// runs made on behalf of a run it holds (`associated_with`,
+/// transitively).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UsageScope {
+    /// The run.
+    Run(RunId),
+    /// The runs that produced the node.
+    Node(NodeId),
+    /// The runs recorded in the conversation (failed ones included), and
+    /// those that produced the prefix it shares with the conversations it
+    /// was forked from (and, for a fork from a rerun, the rerun's runs that
+    /// produced it).
+    Conversation(ConversationId),
+    /// Every conversation joined to this one by origin links, their runs
+    /// and the runs of every rerun of their turns: shared work counted once.
+    Family(ConversationId),
+    /// A coordinator sequence: its start and continuations.
+    Sequence(String),
+}
+
+/// A stored run's figures, and the node it produced.
+#[derive(Clone, Debug)]
+pub(crate) struct RunRow {
+    pub id: RunId,
+    pub output_head: Option<NodeId>,
+    pub figures: RunFigures,
+}
+
+impl RunRow {
+    /// A row from its columns: id, output head, status, the four token
+    /// figures and the completeness flag.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: String,
+        output_head: Option<&[u8]>,
+        status: &str,
+        tokens: [Option<i64>; 4],
+        usage_complete: bool,
+    ) -> Result<RunRow> {
+        let status = RunStatus::parse(status)
+            .ok_or_else(|| StoreError::MalformedRow(format!("run {id} has status `{status}`")))?;
+        let figure = |n: Option<i64>| n.map(|n| n as u64);
+        Ok(RunRow {
+            output_head: output_head.and_then(NodeId::from_slice),
+            figures: RunFigures {
+                status,
+                usage: Usage {
+                    input_tokens: figure(tokens[0]),
+                    output_tokens: figure(tokens[1]),
+                    cache_read_tokens: figure(tokens[2]),
+                    cache_write_tokens: figure(tokens[3]),
+                },
+                usage_complete,
+            },
+            id: RunId(id),
+        })
+    }
+}
+
+impl Store {
+    /// The usage totals of `scope`, from every run this store recorded.
+    /// A run, node or conversation that is not stored is a not-found error;
+    /// a sequence no stored run belongs to has empty totals.
+    pub fn usage(&self, scope: &UsageScope) -> Result<Totals> {
+        let seeds: BTreeSet<RunId> = match scope {
+            UsageScope::Run(id) => {
+                if self.run_rows(std::slice::from_ref(id))?.is_empty() {
+                    return Err(StoreError::RunNotFound(id.to_string()));
+                }
+                BTreeSet::from([id.clone()])
+            }
+            UsageScope::Node(node) => {
+                if !self.contains(*node)? {
+                    return Err(StoreError::NodeNotFound(*node));
+                }
+                dispatch!(self, s => s.runs_with_output(*node))?
+                    .into_iter()
+                    .collect()
+            }
+            UsageScope::Conversation(id) => self.conversation_runs(id)?,
+            UsageScope::Family(id) => self.family_runs(id)?,
+            UsageScope::Sequence(id) => usage::sequence(self, id)?,
+        };
+        let members = usage::with_associated(self, seeds)?;
+        self.totals(members)
+    }
+
+    /// Totals over `runs` with their stored figures.
+    fn totals(&self, runs: BTreeSet<RunId>) -> Result<Totals> {
+        let ids: Vec<RunId> = runs.into_iter().collect();
+        let mut figures: HashMap<RunId, RunFigures> = self
+            .run_rows(&ids)?
+            .into_iter()
+            .map(|row| (row.id, row.figures))
+            .collect();
+        Ok(Totals::of(ids.into_iter().map(|id| {
+            let found = figures.remove(&id);
+            (id, found)
+        })))
+    }
+
+    fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
+        dispatch!(self, s => s.run_rows(ids))
+    }
+
+    /// A conversation's own runs and the runs of the prefix it shares with
+    /// the conversations (and the rerun) it came from.
+    fn conversation_runs(&self, id: &ConversationId) -> Result<BTreeSet<RunId>> {
+        let conversation = self.conversation(id)?;
+        let mut runs: BTreeSet<RunId> = dispatch!(self, s => s.conversation_run_rows(id))?
+            .into_iter()
+            .map(|(run, _)| run)
+            .collect();
+        // The first branch point is the deepest: every earlier origin's node
+        // is on its path, so one walk gives the whole shared prefix.
+        let mut prefix: Option<HashSet<NodeId>> = None;
+        let mut visited = HashSet::from([id.clone()]);
+        let mut origin = conversation.origin;
+        while let Some(from) = origin.take() {
+            let Some(node) = from.node else { break };
+            if prefix.is_none() {
+                prefix = Some(dispatch!(self, s => s.ancestor_ids(node))?);
+            }
+            let shared = prefix.as_ref().expect("just filled");
+            let on_prefix = |output: &Option<NodeId>| output.is_some_and(|n| shared.contains(&n));
+            if let Some(rerun) = &from.rerun {
+                match self.rerun(rerun) {
+                    Ok(record) => {
+                        let ids: Vec<RunId> = record
+                            .sample_runs
+                            .into_iter()
+                            .chain(record.baseline_runs)
+                            .collect();
+                        runs.extend(
+                            self.run_rows(&ids)?
+                                .into_iter()
+                                .filter(|row| on_prefix(&row.output_head))
+                                .map(|row| row.id),
+                        );
+                    }
+                    Err(StoreError::RerunNotFound(_)) => {}
+                    Err(other) => return Err(other),
+                }
+            }
+            let Some(parent) = from.conversation else {
+                break;
+            };
+            if !visited.insert(parent.clone()) {
+                break;
+            }
+            runs.extend(
+                dispatch!(self, s => s.conversation_run_rows(&parent))?
+                    .into_iter()
+                    .filter(|(_, output)| on_prefix(output))
+                    .map(|(run, _)| run),
+            );
+            origin = match self.conversation(&parent) {
+                Ok(parent) => parent.origin,
+                // An origin this database does not hold (a partial import):
+                // the prefix ends here.
+                Err(StoreError::ConversationNotFound(_)) => None,
+                Err(other) => return Err(other),
+            };
+        }
+        Ok(runs)
+    }
+
+    /// Every run of every conversation of `id`'s family, and of the reruns
+    /// of their turns.
+    fn family_runs(&self, id: &ConversationId) -> Result<BTreeSet<RunId>> {
+        // Every member (totals of part of a family would be wrong), with
+        // a bound the SQL's `LIMIT` arithmetic cannot overflow.
+        let everyone = FamilyLimits {
+            members: u32::MAX as usize,
+            shares: 0,
+        };
+        let family = self.family(id, everyone)?;
+        let mut runs = BTreeSet::new();
+        for member in &family.members {
+            runs.extend(
+                dispatch!(self, s => s.conversation_run_rows(&member.conversation.id))?
+                    .into_iter()
+                    .map(|(run, _)| run),
+            );
+        }
+        for rerun in family.reruns {
+            runs.extend(rerun.sample_runs);
+            runs.extend(rerun.baseline_runs);
+        }
+        Ok(runs)
+    }
+}
+
+/// The store's relations, from the `run_links` index.
+impl RunLinks for Store {
+    type Error = StoreError;
+
+    fn sources(&self, link: Link, targets: &[&str]) -> Result<Vec<RunId>> {
+        dispatch!(self, s => s.link_sources(link.kind(), targets))
+    }
+
+    fn targets(&self, link: Link, runs: &[RunId]) -> Result<Vec<String>> {
+        dispatch!(self, s => s.link_targets(link.kind(), runs))
+    }
+}
+
+impl SqliteStore {
+    pub(crate) fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, output_head, status, input_tokens, output_tokens, cache_read_tokens,
+                        cache_write_tokens, usage_complete
+                 FROM runs WHERE id = ?1",
+            )?;
+            let mut rows = Vec::with_capacity(ids.len());
+            for id in ids {
+                let row = stmt
+                    .query_row([id.as_str()], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, Option<Vec<u8>>>(1)?,
+                            row.get::<_, String>(2)?,
+                            [row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?],
+                            row.get::<_, bool>(7)?,
+                        ))
+                    })
+                    .optional()?;
+                if let Some((id, output, status, tokens, complete)) = row {
+                    rows.push(RunRow::new(
+                        id,
+                        output.as_deref(),
+                        &status,
+                        tokens,
+                        complete,
+                    )?);
+                }
+            }
+            Ok(rows)
+        })
+    }
+
+    /// A conversation's runs with the node each produced.
+    pub(crate) fn conversation_run_rows(
+        &self,
+        id: &ConversationId,
+    ) -> Result<Vec<(RunId, Option<NodeId>)>> {
+        self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT id, output_head FROM runs WHERE conversation = ?1")?;
+            let rows = stmt.query_map([id.as_str()], |row| {
+                Ok((
+                    RunId(row.get(0)?),
+                    row.get::<_, Option<Vec<u8>>>(1)?
+                        .as_deref()
+                        .and_then(NodeId::from_slice),
+                ))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    pub(crate) fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT id FROM runs WHERE output_head = ?1")?;
+            let rows = stmt.query_map([node.as_bytes()], |row| Ok(RunId(row.get(0)?)))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    /// The ids of `head` and every node before it.
+    pub(crate) fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "WITH RECURSIVE up(seq) AS (
+                     SELECT seq FROM nodes WHERE id = ?1
+                     UNION ALL
+                     SELECT n.parent FROM up JOIN nodes n ON n.seq = up.seq
+                     WHERE n.parent IS NOT NULL
+                 )
+                 SELECT n.id FROM up JOIN nodes n ON n.seq = up.seq",
+            )?;
+            let rows = stmt.query_map([head.as_bytes()], |row| row.get::<_, Vec<u8>>(0))?;
+            let mut ids = HashSet::new();
+            for row in rows {
+                ids.insert(crate::codec::node_id(&row?)?);
+            }
+            Ok(ids)
+        })
+    }
+
+    pub(crate) fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT run_id FROM run_links WHERE kind = ?1 AND target = ?2")?;
+            let mut runs = Vec::new();
+            for target in targets {
+                for run in stmt.query_map(params![kind, target], |row| Ok(RunId(row.get(0)?)))? {
+                    runs.push(run?);
+                }
+            }
+            Ok(runs)
+        })
+    }
+
+    pub(crate) fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT target FROM run_links WHERE run_id = ?1 AND kind = ?2")?;
+            let mut targets = Vec::new();
+            for run in runs {
+                for target in stmt.query_map(params![run.as_str(), kind], |row| row.get(0))? {
+                    targets.push(target?);
+                }
+            }
+            Ok(targets)
+        })
+    }
+}
