@@ -1,7 +1,11 @@
 //! End-to-end tests of the `skein` binary against temporary databases.
 
+#[path = "cli/mcp.rs"]
+mod mcp;
 #[path = "support/pty.rs"]
 mod pty;
+#[path = "support/python.rs"]
+mod python;
 #[path = "cli/tour.rs"]
 mod tour;
 

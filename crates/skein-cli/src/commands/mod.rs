@@ -35,6 +35,23 @@ pub struct Context {
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let mcp = match &cli.command {
+        Command::Prompt(args) => Some(&args.turn.tools.mcp),
+        Command::Chat(args) => Some(&args.turn.tools.mcp),
+        Command::Reply(args) => Some(&args.turn.tools.mcp),
+        Command::Fork(args) => Some(&args.turn.tools.mcp),
+        Command::Tools(args) => Some(&args.mcp),
+        _ => None,
+    };
+    if let Some(mcp) = mcp {
+        tools::declare(mcp)?;
+    }
+    let outcome = dispatch(cli).await;
+    tools::close().await;
+    outcome
+}
+
+async fn dispatch(cli: Cli) -> Result<ExitCode> {
     // Model management, configuration and generated docs never touch the
     // database.
     let command = match cli.command {
@@ -43,7 +60,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             return models::run(command, cli.json);
         }
         Command::Config(command) => return settings::run(command, cli.db.as_deref(), cli.json),
-        Command::Tools => return tools::list(cli.json),
+        Command::Tools(_) => return tools::list(cli.json).await,
         Command::Completions(args) => return settings::completions(args),
         Command::Man => return settings::man(),
         other => other,
@@ -74,7 +91,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rerun(args) => recorded::rerun(&ctx, args).await,
         Command::Models(_)
         | Command::Config(_)
-        | Command::Tools
+        | Command::Tools(_)
         | Command::Completions(_)
         | Command::Man => {
             unreachable!("handled before opening the database")

@@ -33,11 +33,11 @@ pub struct TurnSettings {
 }
 
 impl TurnArgs {
-    pub fn settings(&self) -> Result<TurnSettings> {
+    pub async fn settings(&self) -> Result<TurnSettings> {
         Ok(TurnSettings {
             model: self.model.model.clone(),
             system: self.system.clone(),
-            tools: self.tools.resolve()?,
+            tools: self.tools.resolve().await?,
             chain_limit: self.tools.chain_limit,
             options: generation_options(&self.options)?,
             schema: self.schema.as_deref().map(input::schema).transpose()?,
@@ -71,7 +71,7 @@ impl TurnSettings {
 }
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
-    let settings = args.turn.settings()?;
+    let settings = args.turn.settings().await?;
     let text = input::turn_text(args.text)?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
@@ -127,7 +127,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
 }
 
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
-    let settings = args.turn.settings()?;
+    let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
     let text = input::turn_text(args.text)?;
     let owner = ctx.store.conversations_at(node)?.into_iter().next();
@@ -165,7 +165,7 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         args.text = args.node.take();
         return super::recorded::fork_from_rerun(ctx, args, &rerun).await;
     }
-    let settings = args.turn.settings()?;
+    let settings = args.turn.settings().await?;
     if settings.no_log && args.text.is_none() {
         bail!(
             "--no-log records nothing, and a fork without TEXT only records a conversation: give TEXT for an unrecorded first turn"
@@ -239,6 +239,7 @@ fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
 /// (for this turn; the stored settings stay as they are), else on the one
 /// it was recorded with.
 pub async fn open_stored(ctx: &Context, id: &str, model: Option<&str>) -> Result<Conversation> {
+    super::tools::start_for(&ctx.conversation(id)?.settings.tools).await?;
     Ok(match model {
         Some(name) => {
             Conversation::load_on(&ctx.store, id, &home_model(Some(name.to_string()))?).await?
@@ -254,6 +255,9 @@ pub async fn branch_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
+    if let Some(owner) = owner_of(ctx, node)? {
+        super::tools::start_for(&owner.settings.tools).await?;
+    }
     let node = node.to_string();
     Ok(match model {
         Some(name) => {
@@ -263,6 +267,25 @@ pub async fn branch_at(
                 .model(&model)
         }
         None => Conversation::fork_at(&ctx.store, &node, &home_model(None)?).await?,
+    })
+}
+
+/// The conversation a branch at `node` takes its settings from: the one
+/// `node` heads, else the one whose run produced it (as
+/// `Conversation::fork_at` finds it).
+fn owner_of(ctx: &Context, node: skein::NodeId) -> Result<Option<skein::store::Conversation>> {
+    if let Some(owner) = ctx.store.conversations_at(node)?.into_iter().next() {
+        return Ok(Some(owner));
+    }
+    let producer = ctx
+        .store
+        .runs_producing(node)?
+        .into_iter()
+        .rev()
+        .find_map(|run| run.conversation);
+    Ok(match producer {
+        Some(id) => Some(ctx.store.conversation(&id)?),
+        None => None,
     })
 }
 
@@ -318,11 +341,11 @@ pub fn configured_engine() -> Result<Option<skein::Engine>> {
 
 impl ToolArgs {
     /// The tools named with `-T`, or `None` when none were named.
-    pub fn resolve(&self) -> Result<Option<Vec<Arc<dyn Tool>>>> {
+    pub async fn resolve(&self) -> Result<Option<Vec<Arc<dyn Tool>>>> {
         if self.tools.is_empty() {
             return Ok(None);
         }
-        super::tools::named(&self.tools).map(Some)
+        super::tools::named(&self.tools).await.map(Some)
     }
 }
 
