@@ -212,11 +212,46 @@ pub struct TurnArgs {
     pub no_log: bool,
 }
 
+/// What a turn's message holds beside its text: shared by `prompt`,
+/// `reply` and `fork`.
+#[derive(Debug, Default, Args)]
+pub struct PartsArgs {
+    /// Attach a file (repeatable; `-` reads it from stdin): an image, a
+    /// PDF, audio... (its type told from its content or name), sent after
+    /// the text; refused when the model cannot take it
+    #[arg(short = 'a', long = "attachment", value_name = "FILE")]
+    pub attachments: Vec<PathBuf>,
+    /// Attach a file whose media type you give (repeatable), e.g. `--at
+    /// scan.bin image/jpeg`
+    #[arg(
+        long = "attachment-type",
+        visible_alias = "at",
+        num_args = 2,
+        value_names = ["FILE", "TYPE"]
+    )]
+    pub typed_attachments: Vec<String>,
+    /// Add a text file as a fragment (repeatable): a part of its own
+    /// before the text, stored once however many prompts share it
+    #[arg(short = 'f', long = "fragment", value_name = "FILE")]
+    pub fragments: Vec<PathBuf>,
+}
+
+impl PartsArgs {
+    pub fn is_empty(&self) -> bool {
+        self.attachments.is_empty()
+            && self.typed_attachments.is_empty()
+            && self.fragments.is_empty()
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct PromptArgs {
     /// The prompt text; text piped on stdin is added after it, following a
-    /// blank line (with no TEXT, stdin is the prompt)
+    /// blank line (with no TEXT, stdin is the prompt; with -a or -f, TEXT
+    /// may be left out)
     pub text: Option<String>,
+    #[command(flatten)]
+    pub parts: PartsArgs,
     #[command(flatten)]
     pub turn: TurnArgs,
     /// Continue the most recently updated conversation
@@ -421,6 +456,8 @@ pub struct ReplyArgs {
     /// blank line (with no TEXT, stdin is the text)
     pub text: Option<String>,
     #[command(flatten)]
+    pub parts: PartsArgs,
+    #[command(flatten)]
     pub turn: TurnArgs,
 }
 
@@ -438,6 +475,8 @@ pub struct ForkArgs {
     /// Name the new conversation
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    #[command(flatten)]
+    pub parts: PartsArgs,
     #[command(flatten)]
     pub turn: TurnArgs,
 }

@@ -72,7 +72,6 @@ impl TurnSettings {
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
-    let text = input::turn_text(args.text)?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {
@@ -86,6 +85,12 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
                 "--source records the turn so it can be explained: it cannot be combined with --no-log"
             );
         }
+        if !args.parts.is_empty() {
+            bail!(
+                "a turn with --source is text: give its fragments as sources (--source ID=@FILE), and attachments in a turn without --source"
+            );
+        }
+        let text = input::turn_text(args.text)?;
         return super::recorded::prompt_with_sources(
             ctx,
             super::recorded::SourcedTurn {
@@ -101,6 +106,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         )
         .await;
     }
+    let input = input::turn_input(args.text, &args.parts)?;
     let conversation = match stored {
         Some(stored) => open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?,
         None => {
@@ -118,7 +124,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
             builder.build()
         }
     };
-    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(text));
+    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(input));
     if let Some(system) = settings.system.clone() {
         prompt = prompt.system(system);
     }
@@ -129,7 +135,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
-    let text = input::turn_text(args.text)?;
+    let input = input::turn_input(args.text, &args.parts)?;
     let owner = ctx.store.conversations_at(node)?.into_iter().next();
     let (conversation, note) = match owner {
         Some(stored) => {
@@ -144,10 +150,13 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
                 "node {} is not the head of a conversation: branched into a new conversation",
                 node.short()
             );
-            (fork.prompt(text.clone()).conversation().clone(), Some(note))
+            (
+                fork.prompt(input.clone()).conversation().clone(),
+                Some(note),
+            )
         }
     };
-    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(text));
+    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(input));
     if let Some(system) = settings.system.clone() {
         prompt = prompt.system(system);
     }
@@ -162,11 +171,16 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         if args.text.is_some() {
             anyhow::bail!("with --from-rerun, give only the TEXT of the fork's first turn");
         }
+        if !args.parts.is_empty() {
+            anyhow::bail!(
+                "a fork --from-rerun continues a recorded chat, whose turns are text: -a and -f cannot be used with it"
+            );
+        }
         args.text = args.node.take();
         return super::recorded::fork_from_rerun(ctx, args, &rerun).await;
     }
     let settings = args.turn.settings().await?;
-    if settings.no_log && args.text.is_none() {
+    if settings.no_log && args.text.is_none() && args.parts.is_empty() {
         bail!(
             "--no-log records nothing, and a fork without TEXT only records a conversation: give TEXT for an unrecorded first turn"
         );
@@ -180,23 +194,8 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
     if let Some(name) = args.name {
         fork = fork.name(name);
     }
-    match args.text {
-        Some(text) => {
-            let text = input::turn_text(Some(text))?;
-            let conversation = if settings.no_log {
-                fork.prompt(text.clone()).conversation().without_store()
-            } else {
-                fork.create().await?
-            };
-            let note = format!("forked at node {} into conversation", node.short());
-            let mut prompt = settings.apply(conversation.prompt(text));
-            if let Some(system) = settings.system.clone() {
-                prompt = prompt.system(system);
-            }
-            run_turn(ctx, prompt, &settings, Some(note)).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        None => {
+    match (args.text, args.parts.is_empty()) {
+        (None, true) => {
             let conversation = fork.create().await?;
             if ctx.json {
                 return print_json(&ctx.store.conversation(conversation.id())?);
@@ -208,6 +207,21 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
                 node.short(),
                 conversation.id().short()
             ));
+            Ok(ExitCode::SUCCESS)
+        }
+        (text, _) => {
+            let input = input::turn_input(text, &args.parts)?;
+            let conversation = if settings.no_log {
+                fork.prompt(input.clone()).conversation().without_store()
+            } else {
+                fork.create().await?
+            };
+            let note = format!("forked at node {} into conversation", node.short());
+            let mut prompt = settings.apply(conversation.prompt(input));
+            if let Some(system) = settings.system.clone() {
+                prompt = prompt.system(system);
+            }
+            run_turn(ctx, prompt, &settings, Some(note)).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
