@@ -5,13 +5,29 @@ streamable HTTP, a scripted model (`tests/data/mcp_tools.toml`) that calls
 its tools, and the records the loops leave.
 */
 
-use super::python::python;
 use super::{Skein, scripted, stderr};
 use serde_json::Value;
 use skein::core::{Part, Role, ToolResult};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+/// The test venv's `python`, which must have the `mcp` package (an older
+/// venv is missing it: `scripts/python-clients` adds it).
+fn python() -> Option<PathBuf> {
+    let python = super::python::python()?;
+    let imports = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        imports.success(),
+        "{} has no `mcp` package: run `scripts/python-clients` to add it",
+        python.display()
+    );
+    Some(python)
+}
 
 fn server_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp_server.py")

@@ -51,8 +51,9 @@ use std::time::Duration;
 /// answer a call, unless told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How to reach an MCP server.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How to reach an MCP server. Its `Debug` form leaves out header and
+/// environment values, which may be credentials.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Transport {
     /// A program that speaks MCP on its standard input and output, run
@@ -68,6 +69,24 @@ pub enum Transport {
         url: String,
         headers: BTreeMap<String, String>,
     },
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Stdio { command, env, cwd } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+            Transport::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 impl Transport {
@@ -149,12 +168,15 @@ pub enum McpCallError {
     Unavailable { error: McpError },
     /// The server exited, or the connection to it broke, during the call.
     #[error(
-        "MCP server `{server}` stopped during the call to `{tool}` ({detail}); it is started again on the next call"
+        "MCP server `{server}` stopped during the call to `{tool}` ({detail}); the next call {}",
+        if *.child { "starts it again" } else { "connects to it again" }
     )]
     Stopped {
         server: String,
         tool: String,
         detail: String,
+        /// Whether it is a child process (a stdio server).
+        child: bool,
     },
     /// The server answered the call with a protocol error.
     #[error("MCP server `{server}` refused the call to `{tool}`: {message}")]
@@ -217,15 +239,9 @@ struct Live {
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Headers and environment may hold credentials: the transport's
-        // kind and target only.
-        let target = match &self.inner.transport {
-            Transport::Stdio { command, .. } => command.first().cloned().unwrap_or_default(),
-            Transport::Http { url, .. } => url.clone(),
-        };
         f.debug_struct("McpServer")
             .field("name", &self.inner.name)
-            .field("target", &target)
+            .field("transport", &self.inner.transport)
             .finish_non_exhaustive()
     }
 }
@@ -411,6 +427,7 @@ impl McpServer {
                     server,
                     tool: tool.to_string(),
                     detail,
+                    child: matches!(self.inner.transport, Transport::Stdio { .. }),
                 }
             }
         })
@@ -501,5 +518,53 @@ impl Tool for McpTool {
                 .await
                 .map_err(|error| ToolError(error.to_string()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_keeps_header_and_environment_values_out() {
+        let mut transport = Transport::http("https://example.com/mcp");
+        if let Transport::Http { headers, .. } = &mut transport {
+            headers.insert("Authorization".into(), "Bearer SECRET-TOKEN".into());
+        }
+        let server = McpServer::new("search", transport).unwrap();
+        let shown = format!("{server:?}");
+        assert!(
+            shown.contains("Authorization") && !shown.contains("SECRET"),
+            "{shown}"
+        );
+        let mut transport = Transport::stdio(["server"]);
+        if let Transport::Stdio { env, .. } = &mut transport {
+            env.insert("API_KEY".into(), "SECRET-KEY".into());
+        }
+        let shown = format!("{transport:?}");
+        assert!(
+            shown.contains("API_KEY") && !shown.contains("SECRET"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn declarations_are_checked_before_anything_starts() {
+        let invalid = |server: &str, transport: Transport| {
+            McpServer::new(server, transport).unwrap_err().to_string()
+        };
+        assert_eq!(
+            invalid("a.b", Transport::stdio(["x"])),
+            "`a.b` cannot name an MCP server: only ASCII letters, digits, `_` and `-` may be used"
+        );
+        assert_eq!(
+            invalid("empty", Transport::stdio(Vec::<String>::new())),
+            "MCP server `empty` has no command to run"
+        );
+        assert!(
+            invalid("ftp", Transport::http("ftp://example.com/mcp"))
+                .contains("should start with http:// or https://, not ftp:"),
+        );
+        assert!(invalid("word", Transport::http("not a url")).contains("is not a URL"));
     }
 }
