@@ -18,6 +18,16 @@ timeout = 30                       # seconds (default 30)
 "gpt-4o-mini" = "openai:gpt-4o-mini"
 "claude-haiku" = "anthropic:claude-haiku-4-5"
 "*" = "smollm2"                    # any other name (or none); -m overrides it
+
+[mcp.servers.files]                # an MCP server over stdio: `-T files.*`, `-T files.read_file`
+command = "npx"                    # the program (or an array: the program and its arguments)
+args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+env = { LOG_LEVEL = "warn" }       # added to skein's environment
+timeout = 60                       # seconds to start, and to answer a call (default 60)
+
+[mcp.servers.search]               # an MCP server over streamable HTTP
+url = "https://example.com/mcp"
+headers = { Authorization = "Bearer ..." }
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -51,6 +61,56 @@ pub struct Config {
     /// The recording proxy's settings.
     #[serde(default, skip_serializing_if = "ProxyConfig::is_empty")]
     pub proxy: ProxyConfig,
+    /// Model Context Protocol servers.
+    #[serde(default, skip_serializing_if = "McpConfig::is_empty")]
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: the MCP servers whose tools `-T SERVER.*` offers.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+impl McpConfig {
+    fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// `[mcp.servers.NAME]`: a `command` (stdio) or a `url` (streamable HTTP).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandLine>,
+    /// Arguments after the command's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables added to the environment the command runs in.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The directory the command runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds to start, and to answer a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// A command: a program alone, or the program and its arguments.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum CommandLine {
+    Program(String),
+    Words(Vec<String>),
 }
 
 /// `[proxy]`: how `skein serve --proxy` serves.
@@ -186,6 +246,56 @@ pub fn command_tools() -> Result<Vec<skein::command::CommandTool>> {
             Ok(command)
         })
         .collect()
+}
+
+/// The MCP servers the configuration file declares (none starts yet).
+pub fn mcp_servers() -> Result<Vec<skein::mcp::McpServer>> {
+    get()?
+        .mcp
+        .servers
+        .iter()
+        .map(|(name, server)| {
+            mcp_server(name, server)
+                .with_context(|| format!("[mcp.servers.{name}] in {}", path_shown()))
+        })
+        .collect()
+}
+
+fn mcp_server(name: &str, config: &McpServerConfig) -> Result<skein::mcp::McpServer> {
+    use skein::mcp::{McpServer, Transport};
+    let transport = match (&config.command, &config.url) {
+        (Some(command), None) => {
+            if !config.headers.is_empty() {
+                bail!("`headers` are for a server with a `url`");
+            }
+            let mut words = match command {
+                CommandLine::Program(program) => vec![program.clone()],
+                CommandLine::Words(words) => words.clone(),
+            };
+            words.extend(config.args.iter().cloned());
+            Transport::Stdio {
+                command: words,
+                env: config.env.clone(),
+                cwd: config.cwd.clone(),
+            }
+        }
+        (None, Some(url)) => {
+            if !config.args.is_empty() || !config.env.is_empty() || config.cwd.is_some() {
+                bail!("`args`, `env` and `cwd` are for a server with a `command`");
+            }
+            Transport::Http {
+                url: url.clone(),
+                headers: config.headers.clone(),
+            }
+        }
+        (Some(_), Some(_)) => bail!("give a `command` or a `url`, not both"),
+        (None, None) => bail!("give a `command` (a stdio server) or a `url` (streamable HTTP)"),
+    };
+    let mut server = McpServer::new(name, transport)?;
+    if let Some(seconds) = config.timeout {
+        server = server.timeout(std::time::Duration::from_secs(seconds.max(1)));
+    }
+    Ok(server)
 }
 
 fn path_shown() -> String {

@@ -64,8 +64,9 @@ pub enum Command {
     Verify,
     /// List the models skein can use (`models list`), fetch local ones, set the default
     Models(ModelsArgs),
-    /// List the tools -T can offer (built in, and command tools from the configuration file) with their schema hashes
-    Tools,
+    /// List the tools -T can offer (built in, command tools and MCP servers' tools) with their schema
+    /// hashes (starts every MCP server declared)
+    Tools(ToolsArgs),
     /// Rank the context sources of a recorded turn by their influence on its reply
     Explain(ExplainArgs),
     /// Re-run a recorded turn without chosen sources; prints the rerun id and verdict
@@ -259,13 +260,47 @@ pub struct TemplateArgs {
     pub params: Vec<String>,
 }
 
+/// What a turn's message holds beside its text: shared by `prompt`,
+/// `reply` and `fork`.
+#[derive(Debug, Default, Args)]
+pub struct PartsArgs {
+    /// Attach a file (repeatable; `-` reads it from stdin): an image, a
+    /// PDF, audio... (its type told from its content or name), sent after
+    /// the text; refused when the model cannot take it
+    #[arg(short = 'a', long = "attachment", value_name = "FILE")]
+    pub attachments: Vec<PathBuf>,
+    /// Attach a file whose media type you give (repeatable), e.g. `--at
+    /// scan.bin image/jpeg`
+    #[arg(
+        long = "attachment-type",
+        visible_alias = "at",
+        num_args = 2,
+        value_names = ["FILE", "TYPE"]
+    )]
+    pub typed_attachments: Vec<String>,
+    /// Add a text file as a fragment (repeatable): a part of its own
+    /// before the text, stored once however many prompts share it
+    #[arg(short = 'f', long = "fragment", value_name = "FILE")]
+    pub fragments: Vec<PathBuf>,
+}
+
+impl PartsArgs {
+    pub fn is_empty(&self) -> bool {
+        self.attachments.is_empty()
+            && self.typed_attachments.is_empty()
+            && self.fragments.is_empty()
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct PromptArgs {
     /// The prompt text; text piped on stdin is added after it, following a
-    /// blank line (with no TEXT, stdin is the prompt; with -t, both may be absent)
+    /// blank line (with no TEXT, stdin is the prompt; with -t, -a or -f, TEXT may be left out)
     pub text: Option<String>,
     #[command(flatten)]
     pub template: TemplateArgs,
+    #[command(flatten)]
+    pub parts: PartsArgs,
     #[command(flatten)]
     pub turn: TurnArgs,
     /// Continue the most recently updated conversation
@@ -389,13 +424,62 @@ pub struct RerunArgs {
 #[derive(Debug, Args)]
 pub struct ToolArgs {
     /// Offer a tool (repeatable): a built-in one (`skein_time`,
-    /// `skein_version`) or a command tool declared in the configuration
-    /// file (`skein tools` lists them); the turn becomes a tool loop
+    /// `skein_version`), a command tool declared in the configuration
+    /// file, `SERVER.*` for every tool of an MCP server or `SERVER.TOOL`
+    /// for one (`skein tools` lists them); the turn becomes a tool loop
     #[arg(short = 'T', long = "tool", value_name = "NAME")]
     pub tools: Vec<String>,
     /// At most N model calls per tool loop (default 10)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub chain_limit: Option<u32>,
+    #[command(flatten)]
+    pub mcp: McpArgs,
+}
+
+/// MCP servers declared on the command line.
+#[derive(Clone, Debug, Default, Args)]
+pub struct McpArgs {
+    /// Declare an MCP server (repeatable) for this command, as NAME=URL
+    /// (streamable HTTP) or NAME=COMMAND (stdio; the program and its
+    /// arguments, split at spaces); it replaces a server of that name in
+    /// the configuration file. Offer its tools with `-T NAME.*`
+    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL", value_parser = parse_mcp)]
+    pub servers: Vec<(String, McpTarget)>,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    #[command(flatten)]
+    pub mcp: McpArgs,
+}
+
+/// Where an MCP server named on the command line is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpTarget {
+    Command(Vec<String>),
+    Url(String),
+}
+
+/// `NAME=URL` or `NAME=COMMAND ARGS...`.
+fn parse_mcp(value: &str) -> Result<(String, McpTarget), String> {
+    let (name, target) = value
+        .split_once('=')
+        .ok_or_else(|| format!("`{value}` is not NAME=COMMAND or NAME=URL"))?;
+    let name = name.trim();
+    if let Some(problem) = skein::mcp::names::server_name_problem(name) {
+        return Err(format!("`{name}` cannot name an MCP server: {problem}"));
+    }
+    let target = target.trim();
+    let target = if target.starts_with("http://") || target.starts_with("https://") {
+        McpTarget::Url(target.to_string())
+    } else {
+        let words: Vec<String> = target.split_whitespace().map(str::to_string).collect();
+        if words.is_empty() {
+            return Err(format!("`{value}` names no command or URL for `{name}`"));
+        }
+        McpTarget::Command(words)
+    };
+    Ok((name.to_string(), target))
 }
 
 #[derive(Debug, Args)]
@@ -421,6 +505,8 @@ pub struct ReplyArgs {
     /// blank line (with no TEXT, stdin is the text)
     pub text: Option<String>,
     #[command(flatten)]
+    pub parts: PartsArgs,
+    #[command(flatten)]
     pub turn: TurnArgs,
 }
 
@@ -438,6 +524,8 @@ pub struct ForkArgs {
     /// Name the new conversation
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    #[command(flatten)]
+    pub parts: PartsArgs,
     #[command(flatten)]
     pub turn: TurnArgs,
 }

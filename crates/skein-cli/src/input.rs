@@ -1,12 +1,15 @@
 /*!
 What the command line names for a turn, read within `--max-input`: files
-given to `--source ID=@FILE` and `--schema FILE`, and text piped on stdin.
-A read that would go past the limit stops there with an error naming the
-input and the limit, so `--source x=@/dev/zero` cannot fill memory.
+given to `--source ID=@FILE`, `--schema FILE`, `-f` and `-a`, and what is
+piped on stdin. A read that would go past the limit stops there with an
+error naming the input and the limit, so `--source x=@/dev/zero` cannot
+fill memory.
 */
 
-use crate::flags::SourceText;
+use crate::flags::{PartsArgs, SourceText};
 use anyhow::{Context as _, Result, anyhow, bail};
+use skein::core::Attachment;
+use skein::{Message, Part, Role, TurnInput};
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -34,6 +37,12 @@ fn size(bytes: u64) -> String {
 
 /// Read all of `reader` as UTF-8 text, refusing more than the limit.
 fn read_capped(reader: impl Read, what: &str) -> Result<String> {
+    let bytes = read_bytes_capped(reader, what)?;
+    String::from_utf8(bytes).map_err(|_| anyhow!("{what} is not UTF-8 text"))
+}
+
+/// Read all of `reader`, refusing more than the limit.
+fn read_bytes_capped(reader: impl Read, what: &str) -> Result<Vec<u8>> {
     let limit = limit();
     let mut bytes = Vec::new();
     reader
@@ -47,17 +56,23 @@ fn read_capped(reader: impl Read, what: &str) -> Result<String> {
             size(limit)
         );
     }
-    String::from_utf8(bytes).map_err(|_| anyhow!("{what} is not UTF-8 text"))
+    Ok(bytes)
 }
 
 /// A file named on the command line, as text.
 fn file(path: &Path, what: &str) -> Result<String> {
+    let bytes = file_bytes(path, what)?;
+    String::from_utf8(bytes).map_err(|_| anyhow!("{what} {} is not UTF-8 text", path.display()))
+}
+
+/// A file named on the command line.
+fn file_bytes(path: &Path, what: &str) -> Result<Vec<u8>> {
     let what = format!("{what} {}", path.display());
     if path.is_dir() {
         bail!("{what} is a directory: give a file");
     }
     let file = std::fs::File::open(path).with_context(|| format!("cannot open {what}"))?;
-    read_capped(file, &what)
+    read_bytes_capped(file, &what)
 }
 
 /// The `--source` texts, files read.
@@ -95,8 +110,8 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
     Ok(schema)
 }
 
-/// What is piped on stdin; `None` when stdin is a terminal.
-fn piped() -> Result<Option<String>> {
+/// What is piped on stdin, as text (`None` on a terminal).
+fn piped_text() -> Result<Option<String>> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Ok(None);
@@ -104,10 +119,102 @@ fn piped() -> Result<Option<String>> {
     read_capped(stdin.lock(), "the text on stdin").map(Some)
 }
 
+/// The message a turn sends. Without `-a` or `-f` it is the turn's text
+/// ([`turn_text`]); with them, a message of parts ([`parts_message`]).
+pub fn turn_input(text: Option<String>, parts: &PartsArgs) -> Result<TurnInput> {
+    if parts.is_empty() {
+        return Ok(TurnInput::text(turn_text(text)?));
+    }
+    Ok(TurnInput::from(parts_message(text, parts)?))
+}
+
+/// The user message of a turn that may have none (one rendering a
+/// configured prompt): as [`turn_input`], but `None` when there is neither
+/// text nor a part.
+pub fn optional_turn_message(text: Option<String>, parts: &PartsArgs) -> Result<Option<Message>> {
+    if parts.is_empty() {
+        return Ok(optional_turn_text(text)?.map(Message::user));
+    }
+    parts_message(text, parts).map(Some)
+}
+
+/// One user message of parts: each fragment's text, then the text (TEXT
+/// with piped text after it; either may be left out), then each
+/// attachment. `-a -` reads the attachment from stdin, which then adds no
+/// text.
+fn parts_message(text: Option<String>, parts: &PartsArgs) -> Result<Message> {
+    let from_stdin = |path: &Path| path == Path::new("-");
+    let typed: Vec<(&Path, &str)> = parts
+        .typed_attachments
+        .chunks(2)
+        .map(|pair| match pair {
+            [path, media_type] => Ok((Path::new(path.as_str()), media_type.as_str())),
+            _ => Err(anyhow!("--at takes a FILE and a TYPE")),
+        })
+        .collect::<Result<_>>()?;
+    let stdin_reads = parts
+        .attachments
+        .iter()
+        .filter(|path| from_stdin(path))
+        .count()
+        + typed.iter().filter(|(path, _)| from_stdin(path)).count();
+    if stdin_reads > 1 {
+        bail!("stdin can be attached once: give `-a -` (or `--at - TYPE`) only once");
+    }
+    let text = if stdin_reads == 1 {
+        text
+    } else {
+        optional_turn_text(text)?
+    };
+    let mut message = Vec::new();
+    for path in &parts.fragments {
+        message.push(Part::text(file(path, "the fragment")?));
+    }
+    message.extend(text.filter(|text| !text.is_empty()).map(Part::text));
+    let sniffed = parts.attachments.iter().map(|path| (path.as_path(), None));
+    let given = typed
+        .iter()
+        .map(|(path, media_type)| (*path, Some(*media_type)));
+    for (path, media_type) in sniffed.chain(given) {
+        message.push(Part::Attachment(attachment(path, media_type)?));
+    }
+    Ok(Message::new(Role::User, message))
+}
+
+/// The attachment `-a PATH` (or `--at PATH TYPE`) names.
+fn attachment(path: &Path, media_type: Option<&str>) -> Result<Attachment> {
+    let (data, shown, name) = if path == Path::new("-") {
+        let data = read_bytes_capped(std::io::stdin().lock(), "the attachment on stdin")?;
+        (data, "the attachment on stdin".to_string(), None)
+    } else {
+        let data = file_bytes(path, "the attachment")?;
+        (
+            data,
+            format!("the attachment {}", path.display()),
+            Some(path),
+        )
+    };
+    if data.is_empty() {
+        bail!("{shown} is empty");
+    }
+    let media_type = match media_type {
+        Some(given) if crate::media::is_media_type(given) => given.to_ascii_lowercase(),
+        Some(given) => bail!("`{given}` is not a media type: write TYPE/SUBTYPE, e.g. image/png"),
+        None => match crate::media::sniff(&data, name) {
+            Some(sniffed) => sniffed.to_string(),
+            None => bail!(
+                "cannot tell what kind of file {shown} is: give its type with --at {} TYPE (e.g. image/png)",
+                path.display()
+            ),
+        },
+    };
+    Ok(Attachment { media_type, data })
+}
+
 /// The text of a turn: TEXT, with text piped on stdin added after a blank
 /// line; stdin alone without TEXT. Empty stdin without TEXT is an error.
 pub fn turn_text(text: Option<String>) -> Result<String> {
-    match (text, piped()?) {
+    match (text, piped_text()?) {
         (Some(text), Some(piped)) if !piped.trim().is_empty() => Ok(format!("{text}\n\n{piped}")),
         (Some(text), _) => Ok(text),
         (None, None) => bail!("give the text as an argument, or pipe it on stdin"),
@@ -122,7 +229,7 @@ pub fn turn_text(text: Option<String>) -> Result<String> {
 /// prompt): TEXT, with text piped on stdin added after a blank line; stdin
 /// alone without TEXT; `None` when neither holds any text.
 pub fn optional_turn_text(text: Option<String>) -> Result<Option<String>> {
-    Ok(match (text, piped()?) {
+    Ok(match (text, piped_text()?) {
         (Some(text), Some(piped)) if !piped.trim().is_empty() => Some(format!("{text}\n\n{piped}")),
         (Some(text), _) => Some(text),
         (None, Some(piped)) if !piped.trim().is_empty() => Some(piped),

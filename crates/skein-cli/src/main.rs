@@ -9,6 +9,7 @@ mod config;
 mod exit;
 mod flags;
 mod input;
+mod media;
 mod ui;
 
 use clap::Parser;

@@ -1,7 +1,11 @@
 //! End-to-end tests of the `skein` binary against temporary databases.
 
+#[path = "cli/mcp.rs"]
+mod mcp;
 #[path = "support/pty.rs"]
 mod pty;
+#[path = "support/python.rs"]
+mod python;
 #[path = "cli/tour.rs"]
 mod tour;
 
@@ -2944,4 +2948,213 @@ fn configured_prompts_are_inspected_prepared_and_run_from_the_command_line() {
         );
     }
     assert_eq!(skein.count("runs"), runs);
+}
+
+fn data(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+/// The parts of the user message a turn's reply answers.
+fn user_parts(skein: &Skein, reply: &Value) -> Vec<skein::Part> {
+    let store = skein::Store::open(skein.db()).unwrap();
+    let reply = store
+        .node(store.resolve_node(reply["node"].as_str().unwrap()).unwrap())
+        .unwrap();
+    store.node(reply.parent.unwrap()).unwrap().message.parts
+}
+
+/// `-a`: an image attached in two conversations is one blob, the echo
+/// model sees it, `show` names it, and a text-only model refuses it (new
+/// or in the history) before any call; `-a -` reads stdin, `--at` gives a
+/// type that cannot be told. `-f`: a fragment shared by two prompts is
+/// its own part, one blob.
+#[test]
+fn attachments_and_fragments_are_parts_stored_once() {
+    let skein = Skein::new();
+    let image = data("pixels.png");
+    let size = std::fs::metadata(&image).unwrap().len();
+    assert!(
+        size >= skein::store::BLOB_THRESHOLD as u64,
+        "the fixture makes a blob"
+    );
+    let first = skein.json(&["prompt", "-a", &image, "what is this?"]);
+    assert_eq!(
+        first["text"],
+        format!(
+            "echo: \"what is this?\" [attachment: image/png, {size} bytes] (history: 1 messages, system: no, tools: 0)"
+        )
+    );
+    let second = skein.json(&["prompt", "-a", &image, "and this?"]);
+    assert_ne!(first["conversation"], second["conversation"]);
+    assert_eq!(skein.count("blobs"), 1, "the image is stored once");
+    let parts = user_parts(&skein, &first);
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0], skein::Part::text("what is this?"));
+    let skein::Part::Attachment(attachment) = &parts[1] else {
+        panic!("{parts:?}")
+    };
+    assert_eq!(attachment.media_type, "image/png");
+    assert_eq!(attachment.data, std::fs::read(&image).unwrap());
+    let store = skein::Store::open(skein.db()).unwrap();
+    let user = store
+        .node(store.resolve_node(first["node"].as_str().unwrap()).unwrap())
+        .unwrap()
+        .parent
+        .unwrap();
+    drop(store);
+    let shown = skein.ok(&["show", &user.to_hex()]);
+    assert!(
+        shown.contains(&format!("part 1: attachment · {size} bytes · blob "))
+            && shown.contains(&format!("image/png · {size} bytes")),
+        "{shown}"
+    );
+
+    // Standard input as the attachment: the same bytes, the same blob.
+    let output = skein.run_with_stdin(
+        &["--json", "prompt", "-a", "-", "from a pipe"],
+        &std::fs::read(&image).unwrap(),
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("[attachment: image/png"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(skein.count("blobs"), 1);
+
+    // A text-only model refuses it, before any call: no run, nothing new.
+    let (runs, conversations) = (skein.count("runs"), skein.count("conversations"));
+    let mut refused = skein.command(&["prompt", "-m", "smollm2", "-a", &image, "what?"]);
+    let output = refused.env("SKEIN_THREADS", "1").output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "`smollm2` cannot take the `image/png` attachment in message 0 (it takes text only)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let cid = first["conversation"].as_str().unwrap();
+    let mut continued = skein.command(&["prompt", "-m", "smollm2", "--cid", cid, "more?"]);
+    let output = continued.env("SKEIN_THREADS", "1").output().unwrap();
+    assert!(
+        stderr(&output).contains("attachment in message 0"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        (skein.count("runs"), skein.count("conversations")),
+        (runs, conversations)
+    );
+
+    // A file whose type cannot be told needs --at.
+    let blob = skein.dir.path().join("scan.bin");
+    std::fs::write(&blob, [0u8, 1, 2, 0xfe, 0xff]).unwrap();
+    let blob = blob.display().to_string();
+    let output = skein.run(&["prompt", "-a", &blob, "what?"]);
+    assert!(
+        stderr(&output).contains(&format!(
+            "cannot tell what kind of file the attachment {blob} is"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let typed = skein.json(&["prompt", "--at", &blob, "image/jpeg", "what?"]);
+    assert!(
+        typed["text"]
+            .as_str()
+            .unwrap()
+            .contains("[attachment: image/jpeg, 5 bytes]"),
+        "{typed}"
+    );
+
+    // A fragment shared by two prompts: its own part, one blob.
+    let fragment = skein.dir.path().join("notes.md");
+    let notes = "Meeting notes.\n".repeat(400);
+    std::fs::write(&fragment, &notes).unwrap();
+    let fragment = fragment.display().to_string();
+    // A model whose reply does not quote the fragment (echo's would be a
+    // blob of its own).
+    let terse = scripted("answers.toml");
+    let summary = skein.json(&["prompt", "-m", &terse, "-f", &fragment, "summarise"]);
+    let names = skein.json(&[
+        "prompt",
+        "-m",
+        &terse,
+        "-f",
+        &fragment,
+        "-a",
+        &image,
+        "list the names",
+    ]);
+    assert_ne!(summary["conversation"], names["conversation"]);
+    assert_eq!(skein.count("blobs"), 2, "the image and the fragment");
+    assert_eq!(
+        user_parts(&skein, &summary),
+        [
+            skein::Part::text(notes.clone()),
+            skein::Part::text("summarise")
+        ]
+    );
+    let parts = user_parts(&skein, &names);
+    assert_eq!(
+        parts[..2],
+        [
+            skein::Part::text(notes.clone()),
+            skein::Part::text("list the names")
+        ]
+    );
+    assert!(matches!(&parts[2], skein::Part::Attachment(_)));
+    let log = skein.ok(&["log", "--cid", summary["conversation"].as_str().unwrap()]);
+    let digest = skein::core::Digest::of(notes.as_bytes()).to_hex();
+    assert!(
+        log.contains(&format!(
+            "[part 0: text · {} bytes · blob {}]",
+            notes.len(),
+            &digest[..12]
+        )) && log.contains("[part 1: text]\nsummarise"),
+        "{log}"
+    );
+
+    // A fork's first turn may be an attachment alone.
+    let fork = skein.json(&["fork", first["node"].as_str().unwrap(), "-a", &image]);
+    assert!(
+        fork["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo: \"\" [attachment: image/png"),
+        "{fork}"
+    );
+
+    for (args, expected) in [
+        (
+            vec!["prompt", "-a", "/nonexistent.png", "x"],
+            "cannot open the attachment /nonexistent.png",
+        ),
+        (
+            vec!["prompt", "-a", "-", "--at", "-", "image/png", "x"],
+            "stdin can be attached once",
+        ),
+        (
+            vec!["prompt", "--at", &blob, "jpeg", "x"],
+            "`jpeg` is not a media type",
+        ),
+        (vec!["prompt", "-f", &image, "x"], "is not UTF-8 text"),
+        (
+            vec!["prompt", "--source", "a=b", "-a", &image, "x"],
+            "a turn with --source is text",
+        ),
+    ] {
+        let output = skein.run(&args);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(
+            stderr(&output).contains(expected),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
 }

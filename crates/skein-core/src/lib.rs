@@ -35,8 +35,8 @@ pub use annotation::{Annotation, Annotations, CacheHint, PartRef};
 pub use id::{Digest, NodeId};
 pub use message::{Attachment, Message, Part, Role, ToolCall, ToolResult};
 pub use provider::{
-    BoxFuture, BoxStream, FinishReason, GenerationOptions, ModelRequest, ModelResponse, Provider,
-    ProviderError, ResponseAssembler, StreamEvent, Usage,
+    AttachmentSupport, BoxFuture, BoxStream, FinishReason, GenerationOptions, ModelRequest,
+    ModelResponse, Provider, ProviderError, ResponseAssembler, StreamEvent, Usage,
 };
 pub use run::{
     ConversationId, Origin, Relation, RerunId, RunId, RunRecord, RunStatus, TurnStep, now_ms,

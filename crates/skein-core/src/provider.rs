@@ -227,10 +227,59 @@ impl ProviderError {
     }
 }
 
+/// Which attachments a model can take, by media type. The engine refuses
+/// a request with any other before calling the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AttachmentSupport {
+    /// Any attachment.
+    Any,
+    /// None: the model reads text only.
+    None,
+    /// These media types; `type/*` stands for every subtype of `type`.
+    Only(&'static [&'static str]),
+}
+
+impl AttachmentSupport {
+    /// Whether an attachment of `media_type` can be sent.
+    pub fn accepts(&self, media_type: &str) -> bool {
+        match self {
+            AttachmentSupport::Any => true,
+            AttachmentSupport::None => false,
+            AttachmentSupport::Only(types) => {
+                types
+                    .iter()
+                    .any(|accepted| match accepted.strip_suffix("/*") {
+                        Some(kind) => media_type
+                            .split_once('/')
+                            .is_some_and(|(given, _)| given.eq_ignore_ascii_case(kind)),
+                        None => accepted.eq_ignore_ascii_case(media_type),
+                    })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for AttachmentSupport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttachmentSupport::Any => f.write_str("any attachment"),
+            AttachmentSupport::None => f.write_str("text only"),
+            AttachmentSupport::Only(types) => write!(f, "{}", types.join(", ")),
+        }
+    }
+}
+
 /// A model backend.
 pub trait Provider: Send + Sync {
     /// A short name for errors and records (`echo`, `openai`, ...).
     fn name(&self) -> &str;
+
+    /// The attachments the model can take (by default any: a provider
+    /// that cannot take one also refuses it when it maps the request).
+    fn attachments(&self) -> AttachmentSupport {
+        AttachmentSupport::Any
+    }
 
     /// Start a model call. The stream owns everything it needs; dropping it
     /// cancels the call.
@@ -362,6 +411,19 @@ impl ResponseAssembler {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn attachment_support_matches_media_types_and_their_wildcards() {
+        let images = AttachmentSupport::Only(&["image/*", "application/pdf"]);
+        assert!(images.accepts("image/png") && images.accepts("IMAGE/webp"));
+        assert!(images.accepts("application/pdf"));
+        assert!(!images.accepts("application/json") && !images.accepts("image"));
+        assert!(!AttachmentSupport::None.accepts("text/plain"));
+        assert!(AttachmentSupport::Any.accepts("anything/at-all"));
+        assert_eq!(images.to_string(), "image/*, application/pdf");
+        assert_eq!(AttachmentSupport::None.to_string(), "text only");
+    }
+
     use super::*;
 
     #[test]

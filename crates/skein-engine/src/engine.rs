@@ -23,7 +23,7 @@ use crate::request::Request;
 use crate::tools::Tool;
 use serde::Serialize;
 use skein_core::provider::GenerationOptions;
-use skein_core::{Annotations, Provider, Thread, ToolSpec};
+use skein_core::{Annotations, AttachmentSupport, Part, Provider, Thread, ToolSpec};
 use std::sync::Arc;
 
 /// Executes requests against configured backends. Cheap to clone.
@@ -228,6 +228,7 @@ impl Engine {
                 .providers
                 .credential(&profile, &backend, request.credential.as_ref())?;
         let provider = self.inner.providers.provider(&backend, &credential)?;
+        refuse_attachments(&prepared, provider.attachments())?;
         let plan = Plan::new(request, provider, backend, contract);
         Ok(PreparedExecution {
             engine: self.clone(),
@@ -473,6 +474,31 @@ impl Engine {
 }
 
 /// The request with `exchange` as its history and the continuation recorded.
+/// The first attachment of the request thread `accepts` refuses, as an
+/// error. A model that takes any attachment costs nothing here; otherwise
+/// the thread is walked, as the provider would walk it to send it.
+fn refuse_attachments(prepared: &Prepared, accepts: AttachmentSupport) -> Result<()> {
+    if accepts == AttachmentSupport::Any {
+        return Ok(());
+    }
+    let depth = prepared.thread.len();
+    for (back, node) in prepared.thread.ancestors().enumerate() {
+        for part in &node.message().parts {
+            if let Part::Attachment(attachment) = part
+                && !accepts.accepts(&attachment.media_type)
+            {
+                return Err(EngineError::AttachmentRefused {
+                    model: prepared.profile.clone(),
+                    media_type: attachment.media_type.clone(),
+                    position: depth - 1 - back,
+                    accepts,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 fn continuing(exchange: &Exchange, request: Request) -> Request {
     request.continuing(exchange)
 }

@@ -82,6 +82,19 @@ pub enum EngineError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+    /// The request holds an attachment the model cannot take (checked
+    /// before any call, so no run is recorded).
+    #[error(
+        "`{model}` cannot take the `{media_type}` attachment in message {position} (it takes {accepts}): \
+         use a model that takes it, or leave it out"
+    )]
+    AttachmentRefused {
+        model: String,
+        media_type: String,
+        /// The message's position in the request thread, from 0.
+        position: usize,
+        accepts: skein_core::AttachmentSupport,
+    },
     /// The backend could not be built (a missing model file, a script that
     /// does not load...).
     #[error("backend `{backend}` is unavailable: {message}")]

@@ -1178,3 +1178,103 @@ async fn a_family_takes_in_associated_runs_and_what_continues_them() {
     assert_eq!(others.runs.len(), 2);
     assert!(others.runs.contains(&other_helper.run));
 }
+
+/// Reads text only, and counts the calls that reach it.
+struct TextOnly(Arc<AtomicUsize>);
+
+impl Provider for TextOnly {
+    fn name(&self) -> &str {
+        "text-only"
+    }
+    fn attachments(&self) -> skein_core::AttachmentSupport {
+        skein_core::AttachmentSupport::None
+    }
+    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(futures_stream(async {
+            vec![
+                Ok(StreamEvent::Text("read".into())),
+                Ok(StreamEvent::Done(FinishReason::Stop)),
+            ]
+        }))
+    }
+}
+
+/// An attachment the model cannot take is refused before any call and
+/// leaves no run, whether it is new or earlier in the history; a model
+/// that takes any attachment gets it.
+#[tokio::test]
+async fn an_attachment_the_model_cannot_take_is_refused_before_any_call() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let engine = Engine::builder(catalog())
+        .provider("script", Arc::new(TextOnly(calls.clone())))
+        .build()
+        .unwrap();
+    let picture = Message::new(
+        Role::User,
+        vec![
+            skein_core::Part::text("what is this?"),
+            skein_core::Part::Attachment(skein_core::Attachment {
+                media_type: "image/png".into(),
+                data: vec![0x89, b'P', b'N', b'G'],
+            }),
+        ],
+    );
+    let error = engine
+        .run(Request::default().message(picture.clone()).profile("main"))
+        .await
+        .unwrap_err();
+    match &error {
+        EngineError::AttachmentRefused {
+            model,
+            media_type,
+            position,
+            ..
+        } => assert_eq!(
+            (model.as_str(), media_type.as_str(), *position),
+            ("main", "image/png", 0)
+        ),
+        other => panic!("{other}"),
+    }
+    assert!(error.to_string().contains("it takes text only"), "{error}");
+    let history = Thread::from_messages([picture, Message::assistant("a picture")]);
+    let error = engine
+        .run(
+            Request::default()
+                .history(history.clone(), Default::default())
+                .message(Message::user("and now?"))
+                .profile("main"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, EngineError::AttachmentRefused { position: 0, .. }),
+        "{error}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "no call reached the model");
+    assert!(engine.ledger().entries().is_empty(), "no run was made");
+    // Text alone goes through.
+    engine
+        .run(
+            Request::default()
+                .message(Message::user("hi"))
+                .profile("main"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Echo takes any attachment.
+    let echo = engine
+        .run(
+            Request::default()
+                .history(history, Default::default())
+                .message(Message::user("and now?"))
+                .profile("echo"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        echo.text(),
+        "echo: \"and now?\" (history: 3 messages, system: no, tools: 0)"
+    );
+}

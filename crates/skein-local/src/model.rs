@@ -124,6 +124,12 @@ impl Provider for LocalModel {
         "local"
     }
 
+    /// A small text model: its chat template has no place for images or
+    /// documents.
+    fn attachments(&self) -> skein_core::AttachmentSupport {
+        skein_core::AttachmentSupport::None
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

@@ -5,16 +5,18 @@ The reply is deterministic and has one of these forms:
 
 ```text
 echo: "<last user text>" (history: N messages, system: yes|no, tools: K)
+echo: "<last user text>" [attachment: <media type>, <size> bytes] (history: ...)
 echo: tool results [<call id>: "<content>", <call id> (error): "<content>"] (history: ...)
 echo: no user message (history: ...)
 ```
 
 - the first form is the usual one; the last user message's text is put
-  between the quotes exactly as it is (no escaping);
-- the second form is used when the last message of the thread has role
+  between the quotes exactly as it is (no escaping); the second is the
+  same when that message has attachments, one bracket each, in order;
+- the third form is used when the last message of the thread has role
   `tool`: each tool result in that message, in order, with `(error)` after
   the call id of a result marked as an error;
-- the third form is used when the thread has no user message at all.
+- the fourth form is used when the thread has no user message at all.
 
 `N` counts every message of the request thread (the last one included),
 `system` says whether any system message is present, `K` is the number of
@@ -25,7 +27,7 @@ follow the [crate-level stream contract](crate#streams).
 use crate::facts::text_of;
 use crate::reply::{Outcome, Reply};
 use crate::stream::EventStream;
-use skein_core::{BoxStream, ModelRequest, Provider, ProviderError, Role, StreamEvent};
+use skein_core::{BoxStream, ModelRequest, Part, Provider, ProviderError, Role, StreamEvent};
 use std::fmt::Write as _;
 
 /// The echo model: replies with a summary of the request.
@@ -61,6 +63,16 @@ impl Echo {
             {
                 Some(user) => {
                     let _ = write!(text, "\"{}\"", text_of(user.message()));
+                    for part in &user.message().parts {
+                        if let Part::Attachment(attachment) = part {
+                            let _ = write!(
+                                text,
+                                " [attachment: {}, {} bytes]",
+                                attachment.media_type,
+                                attachment.data.len()
+                            );
+                        }
+                    }
                 }
                 None => text.push_str("no user message"),
             },
@@ -112,6 +124,27 @@ mod tests {
         assert_eq!(
             Echo::reply_text(&request),
             "echo: \"q\" (history: 2 messages, system: no, tools: 0)"
+        );
+    }
+
+    #[test]
+    fn attachments_of_the_last_user_message_are_named_in_order() {
+        let parts = vec![
+            Part::text("look"),
+            Part::Attachment(skein_core::Attachment {
+                media_type: "image/png".into(),
+                data: vec![0; 12],
+            }),
+            Part::Attachment(skein_core::Attachment {
+                media_type: "application/pdf".into(),
+                data: vec![1; 3],
+            }),
+        ];
+        let thread = Thread::from_messages([Message::new(Role::User, parts)]);
+        assert_eq!(
+            Echo::reply_text(&ModelRequest::new("echo", thread)),
+            "echo: \"look\" [attachment: image/png, 12 bytes] [attachment: application/pdf, 3 bytes] \
+             (history: 1 messages, system: no, tools: 0)"
         );
     }
 }

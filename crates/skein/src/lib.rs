@@ -24,6 +24,7 @@ This facade re-exports the pieces a user meets first:
   that has no async runtime;
 - [`builtin`]: the built-in tools the command line offers by name;
 - [`command`]: an executable offered to a model as a tool;
+- [`mcp`]: the tools of Model Context Protocol servers;
 - [`import`]: importing other tools' data (`llm`'s logs.db).
 
 And the types most code starts from: [`Model`] (a handle on a model
@@ -69,6 +70,7 @@ pub use skein_store as store;
 pub mod builtin;
 pub mod command;
 pub mod import;
+pub mod mcp;
 
 pub use skein_conversation::blocking;
 pub use skein_conversation::{

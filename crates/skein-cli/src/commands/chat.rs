@@ -50,7 +50,7 @@ Ctrl-C stops a reply as it is written: nothing of it is recorded.";
 const END_MULTI: &str = "!end";
 
 pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
-    let settings = args.turn.settings()?;
+    let settings = args.turn.settings().await?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {

@@ -169,7 +169,7 @@ impl TemplateArgs {
     pub fn configured(
         &self,
         model: Option<&str>,
-        text: Option<String>,
+        message: Option<Message>,
     ) -> Result<Option<Configured>> {
         let Some(template) = &self.template else {
             return Ok(None);
@@ -202,8 +202,8 @@ impl TemplateArgs {
                 .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
             input = input.var(name.clone(), value);
         }
-        if let Some(text) = text {
-            input = input.message(Message::user(text));
+        if let Some(message) = message {
+            input = input.message(message);
         }
         let name = model.map(str::to_string).or(prompt.default_profile.clone());
         let model = super::turns::home_model(name)?;

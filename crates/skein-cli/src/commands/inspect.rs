@@ -113,7 +113,13 @@ fn log_conversation(ctx: &Context, conversation: &Conversation, short: bool) -> 
             continue;
         }
         outln!("\n{} {}", node.id().short(), node.message().role)?;
-        for part in &node.message().parts {
+        let parts = &node.message().parts;
+        for (index, part) in parts.iter().enumerate() {
+            // A message of several parts (fragments, attachments) shows
+            // where each one starts.
+            if parts.len() > 1 {
+                outln!("[part {index}: {}{}]", part.kind_name(), storage(part))?;
+            }
             match part {
                 Part::Text { text } => outln!("{text}")?,
                 other => outln!(
@@ -446,6 +452,24 @@ fn draw(
     lines
 }
 
+/// Where a text or an attachment is kept: a payload of
+/// `BLOB_THRESHOLD` bytes or more is one blob, shared by every node that
+/// holds the same bytes, named by its digest.
+fn storage(part: &Part) -> String {
+    let bytes = match part {
+        Part::Text { .. } | Part::Attachment(_) => part.payload(),
+        _ => return String::new(),
+    };
+    if bytes.len() < skein::store::BLOB_THRESHOLD {
+        return String::new();
+    }
+    format!(
+        " · {} bytes · blob {}",
+        bytes.len(),
+        &skein::core::Digest::of(bytes).to_hex()[..12]
+    )
+}
+
 pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
     let id = ctx.node(&args.node)?;
     let node = ctx.store.node(id)?;
@@ -469,7 +493,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
     outln!("depth     {}", node.depth)?;
     outln!("role      {}", node.message.role)?;
     for (index, part) in node.message.parts.iter().enumerate() {
-        outln!("\npart {index}: {}", part.kind_name())?;
+        outln!("\npart {index}: {}{}", part.kind_name(), storage(part))?;
         match part {
             Part::Text { text } => outln!("{text}")?,
             Part::ToolCall(call) => outln!(

@@ -37,6 +37,23 @@ pub struct Context {
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let mcp = match &cli.command {
+        Command::Prompt(args) => Some(&args.turn.request.tools.mcp),
+        Command::Chat(args) => Some(&args.turn.request.tools.mcp),
+        Command::Reply(args) => Some(&args.turn.request.tools.mcp),
+        Command::Fork(args) => Some(&args.turn.request.tools.mcp),
+        Command::Tools(args) => Some(&args.mcp),
+        _ => None,
+    };
+    if let Some(mcp) = mcp {
+        tools::declare(mcp)?;
+    }
+    let outcome = dispatch(cli).await;
+    tools::close().await;
+    outcome
+}
+
+async fn dispatch(cli: Cli) -> Result<ExitCode> {
     // Model management, configuration and generated docs never touch the
     // database.
     let command = match cli.command {
@@ -45,7 +62,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             return models::run(command, cli.json);
         }
         Command::Config(command) => return settings::run(command, cli.db.as_deref(), cli.json),
-        Command::Tools => return tools::list(cli.json),
+        Command::Tools(_) => return tools::list(cli.json).await,
         Command::Completions(args) => return settings::completions(args),
         Command::Man => return settings::man(),
         // The engine directory alone.
@@ -85,7 +102,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Prepare(args) => turns::prepare(Some(&ctx.store), ctx.json, args).await,
         Command::Models(_)
         | Command::Config(_)
-        | Command::Tools
+        | Command::Tools(_)
         | Command::Completions(_)
         | Command::Man
         | Command::Inspect(_) => {

@@ -50,6 +50,9 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
         chain_limit,
         text,
     } = turn;
+    if let Some(existing) = &existing {
+        start_offered_tools(ctx, existing).await?;
+    }
     let home = turn_model(model.as_deref(), existing.as_ref())?;
     let mut builder = chat_builder(ctx, &home)
         .sources(sources.into_iter().map(|(id, text)| Source::fact(id, text)));
@@ -168,6 +171,7 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     let id = ctx.store.resolve_rerun(rerun)?;
     let record = ctx.store.rerun(&id)?;
     let stored = ctx.store.conversation(&record.conversation)?;
+    start_offered_tools(ctx, &stored).await?;
     let home = turn_model(args.turn.request.model.model.as_deref(), Some(&stored))?;
     let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
     let mut fork = chat.fork_from_rerun(&id).await?;
@@ -241,6 +245,7 @@ async fn load_turn(
     };
     let embedder = embedder(ctx, &turn.embedder)?;
     let stored = ctx.store.conversation(&conversation)?;
+    start_offered_tools(ctx, &stored).await?;
     let home = turn_model(None, Some(&stored))?;
     let builder = chat_builder(ctx, &home).embedder(embedder.clone());
     let chat = builder
@@ -273,4 +278,16 @@ fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
         inner,
         ctx.store.clone(),
     )))
+}
+
+/// Start the MCP servers whose tools `stored`'s runs offered, so a loaded
+/// chat's tool loops (reruns, later turns) can call them again.
+async fn start_offered_tools(ctx: &Context, stored: &skein::store::Conversation) -> Result<()> {
+    let runs = ctx.store.runs_of_conversation(&stored.id)?;
+    let names: Vec<String> = runs
+        .iter()
+        .flat_map(|run| run.tools.iter().map(|tool| tool.name.clone()))
+        .chain(stored.settings.tools.iter().cloned())
+        .collect();
+    super::tools::start_for(&names).await
 }

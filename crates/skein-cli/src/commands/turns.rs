@@ -11,7 +11,8 @@ the turn is a tool loop bounded by the chain limit.
 
 use super::{Context, default_model, print_json};
 use crate::flags::{
-    ForkArgs, PrepareArgs, PromptArgs, ReplyArgs, RequestArgs, TemplateArgs, ToolArgs, TurnArgs,
+    ForkArgs, PartsArgs, PrepareArgs, PromptArgs, ReplyArgs, RequestArgs, TemplateArgs, ToolArgs,
+    TurnArgs,
 };
 use crate::input;
 use crate::ui::{self, outln};
@@ -35,17 +36,17 @@ pub struct TurnSettings {
 }
 
 impl TurnArgs {
-    pub fn settings(&self) -> Result<TurnSettings> {
-        self.request.settings(self.no_log)
+    pub async fn settings(&self) -> Result<TurnSettings> {
+        self.request.settings(self.no_log).await
     }
 }
 
 impl RequestArgs {
-    pub fn settings(&self, no_log: bool) -> Result<TurnSettings> {
+    pub async fn settings(&self, no_log: bool) -> Result<TurnSettings> {
         Ok(TurnSettings {
             model: self.model.model.clone(),
             system: self.system.clone(),
-            tools: self.tools.resolve()?,
+            tools: self.tools.resolve().await?,
             chain_limit: self.tools.chain_limit,
             options: generation_options(&self.options)?,
             schema: self.schema.as_deref().map(input::schema).transpose()?,
@@ -79,7 +80,7 @@ impl TurnSettings {
 }
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
-    let settings = args.turn.settings()?;
+    let settings = args.turn.settings().await?;
     let stored = if args.continue_last {
         Some(ctx.latest_conversation()?)
     } else if let Some(cid) = &args.cid {
@@ -88,12 +89,17 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         None
     };
     if !args.sources.is_empty() {
-        let text = input::turn_text(args.text)?;
         if settings.no_log {
             bail!(
                 "--source records the turn so it can be explained: it cannot be combined with --no-log"
             );
         }
+        if !args.parts.is_empty() {
+            bail!(
+                "a turn with --source is text: give its fragments as sources (--source ID=@FILE), and attachments in a turn without --source"
+            );
+        }
+        let text = input::turn_text(args.text)?;
         return super::recorded::prompt_with_sources(
             ctx,
             super::recorded::SourcedTurn {
@@ -109,7 +115,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         )
         .await;
     }
-    let (input, configured_model) = turn_input(&args.template, args.text, &settings)?;
+    let (input, configured_model) = turn_input(&args.template, args.text, &args.parts, &settings)?;
     let conversation = match (stored, configured_model) {
         (Some(stored), Some(model)) => {
             Conversation::load_on(&ctx.store, stored.id.as_str(), &model).await?
@@ -148,14 +154,15 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
 fn turn_input(
     template: &TemplateArgs,
     text: Option<String>,
+    parts: &PartsArgs,
     settings: &TurnSettings,
 ) -> Result<(TurnInput, Option<Model>)> {
     if template.template.is_none() {
-        return Ok((TurnInput::text(input::turn_text(text)?), None));
+        return Ok((input::turn_input(text, parts)?, None));
     }
-    let text = input::optional_turn_text(text)?;
+    let message = input::optional_turn_message(text, parts)?;
     let configured = template
-        .configured(settings.model.as_deref(), text)?
+        .configured(settings.model.as_deref(), message)?
         .expect("-t was given");
     Ok((configured.input, Some(configured.model)))
 }
@@ -168,8 +175,9 @@ pub async fn prepare(
     json: bool,
     args: PrepareArgs,
 ) -> Result<ExitCode> {
-    let settings = args.request.settings(true)?;
-    let (input, configured_model) = turn_input(&args.template, args.text, &settings)?;
+    let settings = args.request.settings(true).await?;
+    let (input, configured_model) =
+        turn_input(&args.template, args.text, &PartsArgs::default(), &settings)?;
     let stored = match (store, &args.cid, args.continue_last) {
         (Some(store), Some(cid), _) => Some(store.conversation(&store.resolve_conversation(cid)?)?),
         (Some(store), None, true) => Some(
@@ -209,9 +217,9 @@ pub async fn prepare(
 }
 
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
-    let settings = args.turn.settings()?;
+    let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
-    let text = input::turn_text(args.text)?;
+    let input = input::turn_input(args.text, &args.parts)?;
     let owner = ctx.store.conversations_at(node)?.into_iter().next();
     let (conversation, note) = match owner {
         Some(stored) => {
@@ -226,10 +234,13 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
                 "node {} is not the head of a conversation: branched into a new conversation",
                 node.short()
             );
-            (fork.prompt(text.clone()).conversation().clone(), Some(note))
+            (
+                fork.prompt(input.clone()).conversation().clone(),
+                Some(note),
+            )
         }
     };
-    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(text));
+    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(input));
     if let Some(system) = settings.system.clone() {
         prompt = prompt.system(system);
     }
@@ -244,11 +255,16 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         if args.text.is_some() {
             anyhow::bail!("with --from-rerun, give only the TEXT of the fork's first turn");
         }
+        if !args.parts.is_empty() {
+            anyhow::bail!(
+                "a fork --from-rerun continues a recorded chat, whose turns are text: -a and -f cannot be used with it"
+            );
+        }
         args.text = args.node.take();
         return super::recorded::fork_from_rerun(ctx, args, &rerun).await;
     }
-    let settings = args.turn.settings()?;
-    if settings.no_log && args.text.is_none() {
+    let settings = args.turn.settings().await?;
+    if settings.no_log && args.text.is_none() && args.parts.is_empty() {
         bail!(
             "--no-log records nothing, and a fork without TEXT only records a conversation: give TEXT for an unrecorded first turn"
         );
@@ -262,23 +278,8 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
     if let Some(name) = args.name {
         fork = fork.name(name);
     }
-    match args.text {
-        Some(text) => {
-            let text = input::turn_text(Some(text))?;
-            let conversation = if settings.no_log {
-                fork.prompt(text.clone()).conversation().without_store()
-            } else {
-                fork.create().await?
-            };
-            let note = format!("forked at node {} into conversation", node.short());
-            let mut prompt = settings.apply(conversation.prompt(text));
-            if let Some(system) = settings.system.clone() {
-                prompt = prompt.system(system);
-            }
-            run_turn(ctx, prompt, &settings, Some(note)).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        None => {
+    match (args.text, args.parts.is_empty()) {
+        (None, true) => {
             let conversation = fork.create().await?;
             if ctx.json {
                 return print_json(&ctx.store.conversation(conversation.id())?);
@@ -290,6 +291,21 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
                 node.short(),
                 conversation.id().short()
             ));
+            Ok(ExitCode::SUCCESS)
+        }
+        (text, _) => {
+            let input = input::turn_input(text, &args.parts)?;
+            let conversation = if settings.no_log {
+                fork.prompt(input.clone()).conversation().without_store()
+            } else {
+                fork.create().await?
+            };
+            let note = format!("forked at node {} into conversation", node.short());
+            let mut prompt = settings.apply(conversation.prompt(input));
+            if let Some(system) = settings.system.clone() {
+                prompt = prompt.system(system);
+            }
+            run_turn(ctx, prompt, &settings, Some(note)).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -321,6 +337,7 @@ fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
 /// (for this turn; the stored settings stay as they are), else on the one
 /// it was recorded with.
 pub async fn open_stored(ctx: &Context, id: &str, model: Option<&str>) -> Result<Conversation> {
+    super::tools::start_for(&ctx.conversation(id)?.settings.tools).await?;
     Ok(match model {
         Some(name) => {
             Conversation::load_on(&ctx.store, id, &home_model(Some(name.to_string()))?).await?
@@ -336,6 +353,9 @@ pub async fn branch_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
+    if let Some(owner) = owner_of(ctx, node)? {
+        super::tools::start_for(&owner.settings.tools).await?;
+    }
     let node = node.to_string();
     Ok(match model {
         Some(name) => {
@@ -345,6 +365,25 @@ pub async fn branch_at(
                 .model(&model)
         }
         None => Conversation::fork_at(&ctx.store, &node, &home_model(None)?).await?,
+    })
+}
+
+/// The conversation a branch at `node` takes its settings from: the one
+/// `node` heads, else the one whose run produced it (as
+/// `Conversation::fork_at` finds it).
+fn owner_of(ctx: &Context, node: skein::NodeId) -> Result<Option<skein::store::Conversation>> {
+    if let Some(owner) = ctx.store.conversations_at(node)?.into_iter().next() {
+        return Ok(Some(owner));
+    }
+    let producer = ctx
+        .store
+        .runs_producing(node)?
+        .into_iter()
+        .rev()
+        .find_map(|run| run.conversation);
+    Ok(match producer {
+        Some(id) => Some(ctx.store.conversation(&id)?),
+        None => None,
     })
 }
 
@@ -404,11 +443,11 @@ pub fn configured_engine() -> Result<Option<skein::Engine>> {
 
 impl ToolArgs {
     /// The tools named with `-T`, or `None` when none were named.
-    pub fn resolve(&self) -> Result<Option<Vec<Arc<dyn Tool>>>> {
+    pub async fn resolve(&self) -> Result<Option<Vec<Arc<dyn Tool>>>> {
         if self.tools.is_empty() {
             return Ok(None);
         }
-        super::tools::named(&self.tools).map(Some)
+        super::tools::named(&self.tools).await.map(Some)
     }
 }
 

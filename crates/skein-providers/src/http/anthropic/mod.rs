@@ -86,6 +86,10 @@ impl Provider for Anthropic {
         "anthropic"
     }
 
+    fn attachments(&self) -> skein_core::AttachmentSupport {
+        request::ATTACHMENTS
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

@@ -40,8 +40,19 @@ use base64::Engine as _;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::value::RawValue;
-use skein_core::{Attachment, ModelRequest, Part, ProviderError, Role};
+use skein_core::{Attachment, AttachmentSupport, ModelRequest, Part, ProviderError, Role};
 use std::borrow::Cow;
+
+/// What Anthropic takes: images as `image` blocks, the rest as `document`
+/// blocks.
+pub(crate) const ATTACHMENTS: AttachmentSupport = AttachmentSupport::Only(&[
+    "image/jpeg",
+    "image/png",
+    "image/gif",
+    "image/webp",
+    "application/pdf",
+    "text/plain",
+]);
 
 #[derive(Serialize)]
 struct MessagesRequest<'a> {
@@ -300,13 +311,17 @@ fn attachment_block(
     attachment: &Attachment,
     position: usize,
 ) -> Result<BlockKind<'_>, ProviderError> {
-    match attachment.media_type.as_str() {
-        "image/jpeg" | "image/png" | "image/gif" | "image/webp" => Ok(BlockKind::Image(attachment)),
-        "application/pdf" | "text/plain" => Ok(BlockKind::Document(attachment)),
-        other => Err(refuse(format!(
-            "message {position} has a `{other}` attachment; Anthropic takes JPEG, PNG, GIF and WebP images, PDFs and plain text"
-        ))),
+    let media_type = attachment.media_type.as_str();
+    if !ATTACHMENTS.accepts(media_type) {
+        return Err(refuse(format!(
+            "message {position} has a `{media_type}` attachment; Anthropic takes JPEG, PNG, GIF and WebP images, PDFs and plain text"
+        )));
     }
+    Ok(if media_type.starts_with("image/") {
+        BlockKind::Image(attachment)
+    } else {
+        BlockKind::Document(attachment)
+    })
 }
 
 /// The `input` of an Anthropic `tool_use` block for a tool call's stored

@@ -68,6 +68,10 @@ impl Provider for OpenAiCompatible {
         "openai"
     }
 
+    fn attachments(&self) -> skein_core::AttachmentSupport {
+        request::ATTACHMENTS
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

@@ -30,7 +30,7 @@ messages, tool results in system or assistant messages.
 use crate::http::ids::openai_tool_id;
 use base64::Engine as _;
 use serde::Serialize;
-use skein_core::{Attachment, Message, ModelRequest, Part, ProviderError, Role};
+use skein_core::{Attachment, AttachmentSupport, Message, ModelRequest, Part, ProviderError, Role};
 use std::borrow::Cow;
 
 #[derive(Serialize)]
@@ -263,8 +263,11 @@ fn content_of(mut parts: Vec<ContentPart<'_>>) -> Content<'_> {
     }
 }
 
+/// What chat completions take: images, as data URLs.
+pub(crate) const ATTACHMENTS: AttachmentSupport = AttachmentSupport::Only(&["image/*"]);
+
 fn image(attachment: &Attachment, position: usize) -> Result<ContentPart<'static>, ProviderError> {
-    if !attachment.media_type.starts_with("image/") {
+    if !ATTACHMENTS.accepts(&attachment.media_type) {
         return Err(refuse(format!(
             "message {position} has a `{}` attachment; OpenAI chat completions take only images",
             attachment.media_type
