@@ -482,7 +482,9 @@ fn engine_failure(error: &EngineError) -> ProxyError {
                  `x-api-key: KEY` (or `Authorization: Bearer KEY` when the server has no token)",
             );
         }
-        EngineError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest),
+        EngineError::InvalidRequest(_) | EngineError::AttachmentRefused { .. } => {
+            (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest)
+        }
         EngineError::Capacity { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorKind::RateLimit),
         EngineError::Generation { error, .. } => match error {
             P::BadRequest { .. } => (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest),
