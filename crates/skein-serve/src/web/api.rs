@@ -13,7 +13,7 @@ use super::views::{
 };
 use crate::AppState;
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +23,7 @@ use skein::store::{ConversationId, ListPosition, RunId, StoreError, preview};
 use skein::{NodeId, Store};
 use std::sync::Arc;
 
-type Shared = State<Arc<AppState>>;
+pub(crate) type Shared = State<Arc<AppState>>;
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
 // Each route's default page size and the most one request may ask for, so
@@ -45,7 +45,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             message: message.into(),
@@ -70,6 +70,12 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        ApiError::new(rejection.status(), rejection.body_text())
+    }
+}
+
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text())
@@ -89,7 +95,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Run store work on the blocking pool.
-async fn with_store<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+pub(crate) async fn with_store<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> skein::store::Result<T> + Send + 'static,
