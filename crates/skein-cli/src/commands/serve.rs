@@ -66,8 +66,8 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         config,
         |bound| {
             ui::note(format!(
-                "serving the graph on http://{bound}/{} (Ctrl-C stops)",
-                if read_only { ", read-only" } else { "" }
+                "serving the graph on http://{bound}/ ({}Ctrl-C stops)",
+                if read_only { "read-only; " } else { "" }
             ));
             if let Some(models) = &served {
                 ui::note(format!(
