@@ -1743,6 +1743,28 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
     )
     .unwrap();
     let other = format!("scripted:{}", rules.display());
+    let message = server
+        .refused(
+            &format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({ "model": other }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(
+        message.contains("opens a file"),
+        "a file the server does not offer: {message}"
+    );
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new("echo", [other.clone()]));
+    })
+    .await;
+    let story = self::story(&server.store).await;
+    let q2 = server.json(&format!("/api/nodes/{}", story.a2)).await["parent"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let session = server.json("/api/session").await;
+    assert_eq!(session["models"][1]["name"], other.as_str());
     let before = counts(&server.store);
     let events = server
         .turn(
@@ -1898,7 +1920,7 @@ async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
     .unwrap();
     let model = format!("scripted:{}", rules.display());
     let server = Server::start_configured(|config| {
-        config.models = Arc::new(ModelNames::new(model.clone(), Vec::new()));
+        config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
     })
     .await;
     let story = story(&server.store).await;

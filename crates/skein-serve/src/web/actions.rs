@@ -131,13 +131,36 @@ pub(crate) fn turn_permit(state: &AppState) -> Result<OwnedSemaphorePermit, ApiE
     })
 }
 
-/// The model the page chose, opened (`None` when it chose none).
+/// The model the page chose, opened (`None` when it chose none). A name
+/// that opens a file of the server's machine (`local:PATH`,
+/// `scripted:PATH`) is taken only when the server offers it: a request
+/// never chooses which of the machine's files is loaded.
 pub(crate) fn chosen_model(
     state: &AppState,
     name: Option<&str>,
 ) -> Result<Option<Model>, ApiError> {
-    name.map(|name| state.models.open(Some(name)))
-        .transpose()
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    if skein::providers::names_a_file(name)
+        && !state
+            .models
+            .choices()
+            .iter()
+            .any(|choice| choice.name == name)
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "model `{name}` opens a file of the server's machine, and this server does not \
+                 offer it: choose one of the models of /api/session"
+            ),
+        ));
+    }
+    state
+        .models
+        .open(Some(name))
+        .map(Some)
         .map_err(|problem| ApiError::new(StatusCode::BAD_REQUEST, problem))
 }
 
