@@ -2063,7 +2063,9 @@ async fn writes_without_the_csrf_token_from_elsewhere_or_read_only_change_nothin
     let body = serde_json::json!({ "text": "sneaky" }).to_string();
     let before = counts(&server.store);
     let foreign_origin = format!("http://{}", "evil.example");
-    let cases: Vec<(&str, Vec<(&str, &str)>, StatusCode, &str)> = vec![
+    // What is wrong, the headers, the status and what the refusal says.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "no token",
             vec![],
