@@ -1716,6 +1716,30 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
         "the edit's branch is in the family"
     );
 
+    // The first message of a thread: a new conversation of its own.
+    let q1 = server.json(&format!("/api/nodes/{}", story.a1)).await["parent"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let events = server
+        .turn(
+            &format!("/api/nodes/{q1}/edit"),
+            serde_json::json!({ "text": "Name a glacier.", "name": "glaciers" }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["from"], Value::Null);
+    assert_eq!(start["branched"], true);
+    assert!(echoes(done, "Name a glacier."), "{done}");
+    let glaciers = server
+        .json(&format!(
+            "/api/conversations/{}",
+            done["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(glaciers["name"], "glaciers");
+    assert_eq!(glaciers["len"], 2);
+
     // Only user messages are edited; only replies regenerated.
     let message = server
         .refused(
@@ -2214,4 +2238,22 @@ async fn turns_written_by_another_process_reach_the_event_stream() {
     let created = model.conversation().store(&other).build();
     created.prompt("A new one.").send().await.unwrap();
     wait_for_turn(&mut response, created.id().as_str()).await;
+
+    // The streams open at once are bounded (this one among them).
+    let mut open = vec![response];
+    loop {
+        let response = server.get("/api/events").await;
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            let body: Value = response.json().await.unwrap();
+            assert!(
+                body["error"].as_str().unwrap().contains("event streams"),
+                "{body}"
+            );
+            break;
+        }
+        assert_eq!(response.status(), StatusCode::OK);
+        open.push(response);
+        assert!(open.len() <= 32, "more than 32 event streams at once");
+    }
+    assert_eq!(open.len(), 32);
 }

@@ -1,5 +1,6 @@
 /*!
-The JSON API under `/api`: read-only handlers over the store. Each one does
+The JSON API under `/api`: the read handlers over the store (the writes
+are in `actions` and `reruns`). Each one does
 its store work in one [`Store::run`] call (tokio's blocking pool), never on
 the async threads, and answers with a typed view from [`super::views`] or a
 JSON error: 404 for an id or prefix that matches nothing, 400 for one that
@@ -441,9 +442,11 @@ pub async fn compare(
 pub async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "no such API route: the routes are /api/info, /api/conversations, \
-         /api/conversations/{id}, /api/conversations/{id}/family, /api/nodes/{id}, \
-         /api/nodes/{id}/parts/{index}, /api/runs/{id} and /api/compare?a=NODE&b=NODE",
+        "no such API route: the routes are /api/info, /api/session, /api/events, \
+         /api/conversations, /api/conversations/{id}, /api/conversations/{id}/family, \
+         /api/nodes/{id}, /api/nodes/{id}/parts/{index}, /api/nodes/{id}/report, \
+         /api/runs/{id} and /api/compare?a=NODE&b=NODE; POST /api/nodes/{id}/reply, \
+         /edit, /regenerate, /fork, /rerun and /api/reruns/{id}/fork",
     )
 }
 

@@ -248,3 +248,46 @@ pub async fn events(state: Shared) -> Result<Response, ApiError> {
         .keep_alive(KeepAlive::new().interval(KEEPALIVE))
         .into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein::store::NewConversation;
+
+    #[test]
+    fn a_poll_reports_every_conversation_written_since_the_last_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("skein.db")).unwrap();
+        store
+            .create_conversation(NewConversation::default())
+            .unwrap();
+        let mut seen = Seen::now(&store).unwrap();
+        assert!(seen.poll(&store).unwrap().is_empty(), "nothing new yet");
+        // More than a poll's pages of one: every one, oldest first.
+        let created: Vec<ConversationId> = (0..PAGE * 2 + 5)
+            .map(|_| {
+                store
+                    .create_conversation(NewConversation::default())
+                    .unwrap()
+                    .id
+            })
+            .collect();
+        let found: Vec<ConversationId> = seen
+            .poll(&store)
+            .unwrap()
+            .into_iter()
+            .map(|event| event.conversation)
+            .collect();
+        assert_eq!(found, created);
+        assert!(
+            seen.poll(&store).unwrap().is_empty(),
+            "each is reported once"
+        );
+        let last = store
+            .create_conversation(NewConversation::default())
+            .unwrap();
+        let found = seen.poll(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].conversation, last.id);
+    }
+}
