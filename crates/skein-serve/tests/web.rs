@@ -1856,7 +1856,8 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
     let events = server
         .turn(
             &format!("/api/nodes/{}/fork", story.a3),
-            serde_json::json!({ "text": "Name a pond.", "name": "ponds" }),
+            // `null` is as good as absent.
+            serde_json::json!({ "text": "Name a pond.", "name": "ponds", "model": null, "options": null }),
         )
         .await;
     let (start, done) = start_and_done(&events);
@@ -2028,7 +2029,7 @@ async fn a_recorded_turn_is_reported_rerun_without_a_source_and_forked_from() {
     let message = server
         .refused(
             &rerun_path,
-            serde_json::json!({ "ignore": ["weather"], "samples": 11 }),
+            serde_json::json!({ "ignore": ["weather"], "samples": 11, "baseline": null }),
             StatusCode::BAD_REQUEST,
         )
         .await;

@@ -46,8 +46,8 @@ pub const MAX_TOKENS: u32 = 65_536;
 pub struct TurnBody {
     text: Option<String>,
     model: Option<String>,
-    #[serde(default)]
-    options: GenerationOptions,
+    /// `null` or absent: the model's defaults.
+    options: Option<GenerationOptions>,
     name: Option<String>,
 }
 
@@ -74,7 +74,11 @@ impl TurnBody {
         check_length("text", body.text.as_deref(), TEXT_MAX_CHARS)?;
         check_length("name", body.name.as_deref(), NAME_MAX_CHARS)?;
         check_length("model", body.model.as_deref(), NAME_MAX_CHARS)?;
-        check_options(&body.options)?;
+        check_options(
+            body.options
+                .as_ref()
+                .unwrap_or(&GenerationOptions::default()),
+        )?;
         Ok(body)
     }
 }
@@ -273,7 +277,11 @@ fn named(fork: Fork, name: Option<String>) -> Fork {
 
 /// Stream `prompt` with the body's options.
 fn run(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt, body: &TurnBody) -> Response {
-    stream::turn(permit, start, prompt.options(body.options.clone()))
+    stream::turn(
+        permit,
+        start,
+        prompt.options(body.options.clone().unwrap_or_default()),
+    )
 }
 
 /// `POST /api/nodes/{id}/reply`: as `skein reply`.

@@ -204,11 +204,9 @@ fn previews(turn: &Turn) -> Vec<(String, String)> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RerunBody {
-    #[serde(default)]
-    ignore: Vec<String>,
+    ignore: Option<Vec<String>>,
     samples: Option<u32>,
-    #[serde(default)]
-    baseline: bool,
+    baseline: Option<bool>,
 }
 
 /// `POST /api/nodes/{id}/rerun`: the turn again without the sources
@@ -219,6 +217,7 @@ pub async fn rerun(
     body: Result<Json<RerunBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
+    let ignore = body.ignore.unwrap_or_default();
     let samples = body.samples.unwrap_or(SAMPLES_DEFAULT);
     if !(2..=SAMPLES_MAX).contains(&samples) {
         return Err(ApiError::new(
@@ -226,13 +225,13 @@ pub async fn rerun(
             format!("`samples` must be from 2 to {SAMPLES_MAX}, not {samples}"),
         ));
     }
-    if body.ignore.len() > IGNORE_MAX {
+    if ignore.len() > IGNORE_MAX {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("`ignore` names more than {IGNORE_MAX} sources"),
         ));
     }
-    for id in &body.ignore {
+    for id in &ignore {
         check_length("ignore", Some(id), NAME_MAX_CHARS)?;
     }
     let _permit = turn_permit(&state)?;
@@ -240,8 +239,8 @@ pub async fn rerun(
     chat.reason(k, ReasonOptions::new())
         .await
         .map_err(recorded_error)?;
-    let mut options = RerunOptions::ignore(body.ignore).samples(samples);
-    if body.baseline {
+    let mut options = RerunOptions::ignore(ignore).samples(samples);
+    if body.baseline == Some(true) {
         options = options.check_baseline();
     }
     let result = chat.rerun_turn(k, options).await.map_err(recorded_error)?;
