@@ -707,5 +707,19 @@ fn workbench(db: &str) {
             .unwrap();
         assert_eq!(response.status(), 403);
         assert!(response.text().await.unwrap().contains("read-only"));
+        // A report is a read: it caches nothing in the read-only database.
+        let response = client
+            .get(format!(
+                "{}/api/nodes/{}/report",
+                read_only.base(),
+                first["node"].as_str().unwrap()
+            ))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let report: Value = response.json().await.unwrap();
+        assert_eq!(status, 200, "{report}");
+        assert_eq!(report["turn"]["index"], 0, "{report}");
     });
 }

@@ -6,8 +6,8 @@ with which a rerun may ignore), a rerun without chosen sources (samples,
 and with `baseline` a verdict), and a fork from a rerun's answer.
 
 Sources are ranked with the lexical embedder (its vectors cached in the
-store), which needs no model file and gives the same ranking on every
-machine.
+store, except on a read-only server), which needs no model file and gives
+the same ranking on every machine.
 */
 
 use super::actions::{
@@ -62,11 +62,14 @@ fn recorded_error(error: RecordedError) -> ApiError {
     }
 }
 
+/// The lexical embedder, its vectors cached in the store (in memory only
+/// on a read-only server, which writes nothing: a report is a read).
 fn embedder(state: &AppState) -> Arc<dyn Embedder> {
-    Arc::new(CachedEmbedder::with_store(
-        Arc::new(LexicalEmbedder::new(256)),
-        state.store.clone(),
-    ))
+    let lexical = Arc::new(LexicalEmbedder::new(256));
+    Arc::new(match state.read_only {
+        true => CachedEmbedder::new(lexical),
+        false => CachedEmbedder::with_store(lexical, state.store.clone()),
+    })
 }
 
 /// The stored conversation `id` as a recorded chat, on its own model,
