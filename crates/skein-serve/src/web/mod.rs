@@ -17,6 +17,7 @@ checks [`crate::access`] makes on every write):
 | `/api/nodes/{id}/parts/{index}` | an attachment's bytes, as a download |
 | `/api/runs/{id}` | one run record |
 | `/api/compare?a=NODE&b=NODE&limit=N` | two threads side by side from their last common node |
+| `/api/search?q=TEXT&limit=N` | messages by their words (`Store::search`), newest first, each with a conversation holding it |
 
 Modules: `api` (handlers and errors), [`views`] (the JSON shapes),
 `family` (finding a family and cutting it into branches), `assets` (the
@@ -51,6 +52,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/nodes/{id}/parts/{index}", get(api::part))
         .route("/api/runs/{id}", get(api::run))
         .route("/api/compare", get(api::compare))
+        .route("/api/search", get(api::search))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .layer(middleware::map_response(assets::security_headers))
