@@ -883,10 +883,11 @@ fn bench_search(store: &Store, plan: &Plan) -> Value {
         for i in 0..999 {
             let n = c * 1000 + i;
             messages.push(if i % 2 == 0 {
+                // User messages are every other one: topics of 20 each.
                 Message::user(format!(
                     "{} Also mention topic{} and token{n}.",
                     user_message(i).joined_text(),
-                    n % (conversations * 1000 / 20)
+                    (n / 2) % (conversations * 500 / 20)
                 ))
             } else {
                 assistant_message(i)

@@ -326,9 +326,13 @@ pub(crate) fn snippet(message: &Message, query: &Parsed) -> (String, Vec<(usize,
     let start = if lead_start == 0 {
         0
     } else {
-        words(&text[lead_start..first])
-            .next()
-            .map_or(first, |(at, _)| lead_start + at)
+        // Skip a word cut in the middle.
+        let cut = text[..lead_start]
+            .chars()
+            .next_back()
+            .is_some_and(is_word_char);
+        let mut lead = words(&text[lead_start..first]);
+        if cut { lead.nth(1) } else { lead.next() }.map_or(first, |(at, _)| lead_start + at)
     };
     let end = text[start..]
         .char_indices()
@@ -638,6 +642,11 @@ mod tests {
         assert_eq!(highlights.len(), 1);
         let (from, to) = highlights[0];
         assert_eq!(&snippet[from..to], "needle");
+        // The snippet starts at a whole word.
+        assert!(snippet.starts_with("…hay "), "{snippet}");
+        let cut = Message::user(format!("{} needle", "abcdefghij".repeat(20)));
+        let (snippet, _) = super::snippet(&cut, &query);
+        assert_eq!(snippet, "…needle", "a word cut at the lead is left out");
         let prefix = parse("stra*").unwrap();
         let (snippet, highlights) = super::snippet(&message, &prefix);
         assert!(!highlights.is_empty());

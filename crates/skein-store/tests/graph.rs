@@ -830,6 +830,38 @@ fn search_orders_limits_and_filters_by_conversation(backend: Backend) {
     ));
 }
 
+/// More matches than a backend reads unordered from its index (PostgreSQL
+/// then walks `seq` instead) still come newest first.
+fn many_matches_still_come_newest_first(backend: Backend) {
+    let db = TempStore::new(backend);
+    let mut thread = Thread::new();
+    for i in 0..2500 {
+        thread = thread.push(if i % 2 == 0 {
+            Message::user(format!("plenty {i}"))
+        } else {
+            Message::assistant(format!("plenty {i} back"))
+        });
+    }
+    db.store.append(&thread).unwrap();
+    let nodes = thread.nodes();
+    let newest = db
+        .store
+        .search(&SearchQuery::new("plenty").limit(3))
+        .unwrap();
+    assert!(newest.truncated);
+    assert_eq!(
+        found(&newest),
+        [nodes[2499].id(), nodes[2498].id(), nodes[2497].id()]
+    );
+    let users = db
+        .store
+        .search(&SearchQuery::new("plenty").limit(2).role(Some(Role::User)))
+        .unwrap();
+    assert_eq!(found(&users), [nodes[2498].id(), nodes[2496].id()]);
+    let one = db.store.search(&SearchQuery::new("plenty 1234")).unwrap();
+    assert_eq!(found(&one), [nodes[1234].id()]);
+}
+
 /// Queries either engine would choke on are typed errors or plain searches,
 /// never database errors.
 fn malformed_searches_are_typed_errors_never_database_errors(backend: Backend) {
@@ -978,6 +1010,7 @@ for_each_backend!(
     a_database_from_before_roots_gets_them_on_open,
     search_finds_words_in_text_parts_only,
     search_orders_limits_and_filters_by_conversation,
+    many_matches_still_come_newest_first,
     malformed_searches_are_typed_errors_never_database_errors,
     a_database_from_before_search_is_indexed_on_open,
     imports_are_searchable,

@@ -19,6 +19,10 @@ use crate::search::{ConversationRef, Parsed, WALK_LIMIT, index_text};
 use deadpool_postgres::Transaction;
 use skein_core::{Message, NodeId, Role};
 
+/// How many matches a search reads from the GIN index, unordered, before
+/// it takes the newest by walking `seq` instead.
+const CANDIDATES: usize = 2000;
+
 impl PgStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
     /// those of `role`, and of the thread ending at `within`, when given.
@@ -34,17 +38,49 @@ impl PgStore {
         let (rows, blobs) = self.read(async |client| {
             let rows = match within {
                 None => {
-                    let statement = client
+                    // The planner cannot know how many nodes match: walking
+                    // `seq` backwards suits a common word, the GIN index a
+                    // rare one. So ask the index first, for at most
+                    // CANDIDATES matches, unordered; when that is all of
+                    // them, the newest are picked here; otherwise the
+                    // matches are many and the backward walk finds the
+                    // newest soon.
+                    let candidates = client
                         .prepare_cached(
-                            "SELECT id, body FROM nodes
+                            "SELECT seq FROM nodes
                              WHERE search @@ to_tsquery('pg_catalog.simple', $1)
                                AND ($2::int2 IS NULL OR role = $2)
-                             ORDER BY seq DESC LIMIT $3",
+                             LIMIT $3",
                         )
                         .await?;
-                    client
-                        .query(&statement, &[&tsquery, &role, &(limit as i64)])
+                    let mut seqs: Vec<i64> = client
+                        .query(&candidates, &[&tsquery, &role, &(CANDIDATES as i64 + 1)])
                         .await?
+                        .iter()
+                        .map(|row| row.get(0))
+                        .collect();
+                    if seqs.len() <= CANDIDATES {
+                        seqs.sort_unstable_by(|a, b| b.cmp(a));
+                        seqs.truncate(limit);
+                        let statement = client
+                            .prepare_cached(
+                                "SELECT id, body FROM nodes WHERE seq = ANY($1) ORDER BY seq DESC",
+                            )
+                            .await?;
+                        client.query(&statement, &[&seqs]).await?
+                    } else {
+                        let statement = client
+                            .prepare_cached(
+                                "SELECT id, body FROM nodes
+                                 WHERE search @@ to_tsquery('pg_catalog.simple', $1)
+                                   AND ($2::int2 IS NULL OR role = $2)
+                                 ORDER BY seq DESC LIMIT $3",
+                            )
+                            .await?;
+                        client
+                            .query(&statement, &[&tsquery, &role, &(limit as i64)])
+                            .await?
+                    }
                 }
                 Some(head) => {
                     let statement = client
