@@ -462,9 +462,10 @@ impl SqliteStore {
     }
 
     /// Up to `cap` conversations whose thread contains `node`: first those
-    /// with their head in the node's lane at or below it (one range of the
-    /// lane index, the common case), else those found walking the nodes
-    /// below it, nearest first, up to [`WALK_LIMIT`] nodes.
+    /// with their head in the node's lane at or below it, deepest first (a
+    /// backward range of the lane index that stops at the first `cap`: the
+    /// common case, a head at the lane's end), else those found walking the
+    /// nodes below it, nearest first, up to [`WALK_LIMIT`] nodes.
     pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
         self.read(|conn| {
             let Some((seq, lane, depth)) = conn
@@ -494,8 +495,7 @@ impl SqliteStore {
             if let Some(lane) = lane {
                 let mut in_lane = conn.prepare_cached(
                     "SELECT c.id, c.name FROM nodes h CROSS JOIN conversations c ON c.head = h.id
-                     WHERE h.lane = ?1 AND h.depth >= ?2 ORDER BY h.depth DESC, c.updated DESC
-                     LIMIT ?3",
+                     WHERE h.lane = ?1 AND h.depth >= ?2 ORDER BY h.depth DESC LIMIT ?3",
                 )?;
                 let found = refs(&mut in_lane, &[&lane, &depth, &(cap as i64)])?;
                 if !found.is_empty() {
