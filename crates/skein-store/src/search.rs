@@ -48,6 +48,9 @@ pub const CONVERSATIONS_PER_MATCH: usize = 3;
 /// How many nodes below a match are walked to find conversations whose
 /// thread contains it, when none has its head in the match's own lane.
 pub(crate) const WALK_LIMIT: usize = 10_000;
+/// How many nodes at the end of a match's lane are looked at for the heads
+/// of conversations holding it.
+const LANE_END: usize = 64;
 /// A snippet's length, in characters, before its ellipses.
 const SNIPPET_CHARS: usize = 160;
 /// How much of a snippet comes before its first match, in characters.
@@ -461,11 +464,12 @@ impl SqliteStore {
         })
     }
 
-    /// Up to `cap` conversations whose thread contains `node`: first those
-    /// with their head in the node's lane at or below it, deepest first (a
-    /// backward range of the lane index that stops at the first `cap`: the
-    /// common case, a head at the lane's end), else those found walking the
-    /// nodes below it, nearest first, up to [`WALK_LIMIT`] nodes.
+    /// Up to `cap` conversations whose thread contains `node`: those with
+    /// their head among the last [`LANE_END`] nodes of the node's lane (at or
+    /// below it; the common case, read backwards from the lane index), else
+    /// the deepest one with its head anywhere in the lane below it, else
+    /// those found walking the nodes below it, nearest first, up to
+    /// [`WALK_LIMIT`] nodes.
     pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
         self.read(|conn| {
             let Some((seq, lane, depth)) = conn
@@ -493,11 +497,27 @@ impl SqliteStore {
                 Ok(rows.collect::<rusqlite::Result<_>>()?)
             };
             if let Some(lane) = lane {
+                // Heads are mostly at a lane's end: look there for up to
+                // `cap`, then down the rest of the lane for one.
+                let mut at_end = conn.prepare_cached(
+                    "SELECT c.id, c.name FROM (
+                         SELECT id FROM nodes WHERE lane = ?1 AND depth >= ?2
+                         ORDER BY depth DESC LIMIT ?3
+                     ) h CROSS JOIN conversations c ON c.head = h.id
+                     LIMIT ?4",
+                )?;
+                let found = refs(
+                    &mut at_end,
+                    &[&lane, &depth, &(LANE_END as i64), &(cap as i64)],
+                )?;
+                if !found.is_empty() {
+                    return Ok(found);
+                }
                 let mut in_lane = conn.prepare_cached(
                     "SELECT c.id, c.name FROM nodes h CROSS JOIN conversations c ON c.head = h.id
-                     WHERE h.lane = ?1 AND h.depth >= ?2 ORDER BY h.depth DESC LIMIT ?3",
+                     WHERE h.lane = ?1 AND h.depth >= ?2 ORDER BY h.depth DESC LIMIT 1",
                 )?;
-                let found = refs(&mut in_lane, &[&lane, &depth, &(cap as i64)])?;
+                let found = refs(&mut in_lane, &[&lane, &depth])?;
                 if !found.is_empty() {
                     return Ok(found);
                 }
