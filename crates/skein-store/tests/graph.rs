@@ -817,12 +817,24 @@ fn search_orders_limits_and_filters_by_conversation(backend: Backend) {
     assert_eq!(detour.conversations[0].id, fork.id);
 
     // A node no conversation leads to still matches, naming none.
+    let orphan = thread.push(Message::user("common orphan"));
     store
-        .append(&thread.push(Message::user("common orphan")))
+        .append(&orphan.push(Message::assistant("orphan reply")))
         .unwrap();
-    let orphan = search(store, "orphan");
-    assert_eq!(orphan.matches.len(), 1);
-    assert!(orphan.matches[0].conversations.is_empty());
+    let found_orphan = search(store, "\"common orphan\"");
+    assert_eq!(found_orphan.matches.len(), 1);
+    assert!(found_orphan.matches[0].conversations.is_empty());
+    // A conversation on a branch below it (another lane) is found by the
+    // walk down from it.
+    let adopter = conversation_at(
+        store,
+        "adopter",
+        &orphan.push(Message::assistant("another reply")),
+        None,
+    );
+    let found_orphan = search(store, "\"common orphan\"");
+    assert_eq!(found_orphan.matches[0].conversations.len(), 1);
+    assert_eq!(found_orphan.matches[0].conversations[0].id, adopter.id);
 
     assert!(matches!(
         store.search(&SearchQuery::new("common").conversation(Some(ConversationId("nope".into())))),
