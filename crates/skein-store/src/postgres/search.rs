@@ -21,7 +21,7 @@ use skein_core::{Message, NodeId, Role};
 
 /// How many matches a search reads from the GIN index, unordered, before
 /// it takes the newest by walking `seq` instead.
-const CANDIDATES: usize = 2000;
+const CANDIDATES: usize = 200;
 
 impl PgStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
