@@ -863,7 +863,7 @@ fn many_matches_still_come_newest_first(backend: Backend) {
     assert!(newest.truncated);
     assert_eq!(
         found(&newest),
-        [nodes[2499].id(), nodes[2498].id(), nodes[2497].id()]
+        [nodes[499].id(), nodes[498].id(), nodes[497].id()]
     );
     let users = db
         .store
