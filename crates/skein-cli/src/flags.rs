@@ -52,6 +52,9 @@ pub enum Command {
     /// Show recent turns, or the messages of one conversation
     #[command(visible_alias = "logs")]
     Log(LogArgs),
+    /// Find messages by their words: all words must appear; "quoted phrases" in order; word* is a
+    /// prefix. Newest first, with the conversations they are in
+    Search(SearchArgs),
     /// Draw the branching structure around a conversation
     Tree(TreeArgs),
     /// Show one node: its parts, the runs that produced it, its children
@@ -546,7 +549,8 @@ pub struct LogArgs {
     /// Only turns answered by this model
     #[arg(short, long, value_name = "MODEL")]
     pub model: Option<String>,
-    /// Only turns whose prompt or reply contains TEXT (case-insensitive)
+    /// Only turns whose prompt or reply has the words of TEXT (as `skein search` finds them:
+    /// every word, "quoted phrases", word* prefixes; case-insensitive)
     #[arg(short, long, value_name = "TEXT")]
     pub query: Option<String>,
     /// Show each turn's token usage, and the totals
@@ -628,6 +632,21 @@ pub struct TreeArgs {
     /// Draw at most this many nodes
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The words to find (every word; "quoted phrases" in order; word* is a prefix)
+    pub text: String,
+    /// Only messages of this conversation's thread (any unique prefix of its id, or its name)
+    #[arg(long, value_name = "ID")]
+    pub cid: Option<String>,
+    /// Only messages of this role (system, user, assistant, tool)
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<skein::core::Role>,
+    /// How many matches to show, newest first (at most 1000)
+    #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
+    pub count: usize,
 }
 
 #[derive(Debug, Args)]

@@ -862,8 +862,16 @@ fn conversations_and_log_filters_list_what_was_asked() {
         1,
         "case-insensitive search"
     );
+    // Words, not substrings: `lake` is not `lakes`, `lake*` is.
     let in_one = skein.json(&["log", "--cid", &cid[..8], "-q", "lake"]);
+    assert_eq!(in_one.as_array().unwrap().len(), 1);
+    let in_one = skein.json(&["log", "--cid", &cid[..8], "-q", "lake*"]);
     assert_eq!(in_one.as_array().unwrap().len(), 2);
+    let log_text = skein.ok(&["log", "-q", "danube"]);
+    assert!(
+        log_text.contains("> tell me about the Danube"),
+        "{log_text}"
+    );
     assert_eq!(
         skein.json(&["log", "-m", "echo"]).as_array().unwrap().len(),
         3
@@ -888,6 +896,68 @@ fn conversations_and_log_filters_list_what_was_asked() {
             .ok(&["log", "-q", "volcano"])
             .contains("no turns match")
     );
+    let unclosed = skein.run(&["log", "-q", "\"lake"]);
+    assert!(!unclosed.status.success());
+    assert!(
+        stderr(&unclosed).contains("unclosed quote"),
+        "{}",
+        stderr(&unclosed)
+    );
+}
+
+#[test]
+fn search_finds_messages_by_their_words_with_their_conversations() {
+    let skein = Skein::new();
+    let first = skein.json(&[
+        "prompt",
+        "--name",
+        "rivers",
+        "tell me about the Danube delta",
+    ]);
+    let rivers = first["conversation"].as_str().unwrap().to_string();
+    let other = skein.json(&["prompt", "the Danube in winter"]);
+    let winter = other["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "--cid", &winter, "and the Rhine?"]);
+
+    let all = skein.json(&["search", "danube", "-n", "50"]);
+    let matches = all["matches"].as_array().unwrap();
+    let users: Vec<_> = matches.iter().filter(|m| m["role"] == "user").collect();
+    assert_eq!(users.len(), 2, "{all}");
+    assert_eq!(
+        users[0]["conversations"][0]["id"],
+        winter.as_str(),
+        "newest first"
+    );
+    assert_eq!(users[1]["conversations"][0]["name"], "rivers");
+    assert!(
+        users[1]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("Danube delta")
+    );
+    assert_eq!(all["truncated"], false);
+
+    let text = skein.ok(&["search", "delta", "--role", "user"]);
+    assert!(text.contains("(rivers)"), "{text}");
+    assert!(text.contains("tell me about the Danube delta"), "{text}");
+    assert!(text.contains(&rivers[..12]), "{text}");
+
+    let in_winter = skein.json(&["search", "danube", "--cid", &winter[..8], "--role", "user"]);
+    assert_eq!(in_winter["matches"].as_array().unwrap().len(), 1);
+    let one = skein.json(&["search", "danube", "-n", "1"]);
+    assert_eq!(one["matches"].as_array().unwrap().len(), 1);
+    assert_eq!(one["truncated"], true);
+
+    assert!(
+        skein
+            .ok(&["search", "volcano"])
+            .contains("no messages match")
+    );
+    for (bad, says) in [("\"open", "unclosed quote"), ("*", "no words")] {
+        let output = skein.run(&["search", bad]);
+        assert!(!output.status.success(), "{bad}");
+        assert!(stderr(&output).contains(says), "{bad}: {}", stderr(&output));
+    }
 }
 
 #[test]
@@ -2134,11 +2204,16 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
     assert_eq!(parent_of("second, reworded"), parent_of("second"));
     assert_eq!(users.iter().filter(|(t, _)| t == "second").count(), 1);
     let second_runs = skein
-        .json(&["log", "-q", "\"second\"", "-n", "10"])
+        .json(&["log", "-q", "second", "-n", "10"])
         .as_array()
         .unwrap()
         .len();
-    assert_eq!(second_runs, 2, "the turn and its retry");
+    assert_eq!(
+        second_runs, 3,
+        "the turn, its retry and the edit, which keeps the word"
+    );
+    let reworded = skein.json(&["log", "-q", "\"second reworded\"", "-n", "10"]);
+    assert_eq!(reworded.as_array().unwrap().len(), 1, "{reworded}");
     // zero, the multi-line one, second's retry, the edit, the inner branch.
     assert_eq!(skein.count("conversations"), 5);
 

@@ -86,6 +86,36 @@ impl Store {
         crate::values::from_json(py, &value)
     }
 
+    /// The messages whose text has the words of `text` (every word;
+    /// `"phrases"` in order; `word*` a prefix), newest first, at most
+    /// `limit`; with `conversation` (an id, unique prefix or name), only
+    /// that conversation's thread. A dict as `skein search --json` prints:
+    /// `{"matches": [{"node", "role", "snippet", "highlights",
+    /// "conversations": [{"id", "name"}]}], "truncated"}`.
+    #[pyo3(signature = (text, *, limit = 20, conversation = None))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        text: String,
+        limit: usize,
+        conversation: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let found = py.detach(|| {
+            let conversation = conversation
+                .map(|id| self.inner.resolve_conversation(&id))
+                .transpose()?;
+            self.inner.search(
+                &skein::store::SearchQuery::new(text)
+                    .limit(limit)
+                    .conversation(conversation),
+            )
+        });
+        let results = check(py, found)?;
+        let value = serde_json::to_value(&results)
+            .map_err(|error| pyo3::exceptions::PyValueError::new_err(error.to_string()))?;
+        crate::values::from_json(py, &value)
+    }
+
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.inner.location())
     }

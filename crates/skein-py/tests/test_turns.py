@@ -218,3 +218,20 @@ def test_fork_at_branches_at_any_stored_node(store: skein.Store) -> None:
     assert branch.conversation.origin == {"node": first.id, "conversation": first.conversation.id, "rerun": None}
     empty = skein.Conversation.fork_at(store, second.id)
     assert isinstance(empty, skein.Conversation) and empty.head == second.id and empty.is_stored
+
+
+def test_the_store_finds_messages_by_their_words(store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    conversation = model.conversation(name="rivers")
+    conversation.prompt("Tell me about the Danube delta").text()
+    conversation.prompt("and the Rhine").text()
+    found = store.search("danube", limit=10)
+    users = [m for m in found["matches"] if m["role"] == "user"]
+    assert len(users) == 1
+    assert users[0]["snippet"] == "Tell me about the Danube delta"
+    assert users[0]["conversations"][0]["name"] == "rivers"
+    assert found["truncated"] is False
+    assert len(store.search("the", limit=1)["matches"]) == 1
+    assert store.search("rhine", conversation="rivers")["matches"]
+    with pytest.raises(skein.StoreError, match="unclosed quote"):
+        store.search('"open')

@@ -635,6 +635,51 @@ async fn two_branches_compare_from_their_common_ancestor() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_finds_messages_with_a_conversation_to_open_them_in() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+
+    let lake = server.json("/api/search?q=LAKE").await;
+    let results = lake["results"].as_array().unwrap();
+    let asked: Vec<_> = results.iter().filter(|r| r["role"] == "user").collect();
+    assert_eq!(asked.len(), 1, "{lake}");
+    assert_eq!(asked[0]["conversation"], story.fork.as_str());
+    assert_eq!(asked[0]["conversation_name"], "what-if");
+    assert_eq!(asked[0]["snippet"], "Name a lake.");
+    assert_eq!(asked[0]["highlights"], serde_json::json!([[7, 11]]));
+    assert_eq!(lake["truncated"], false);
+    // The first question is in both threads; each match names one of them.
+    let river = server.json("/api/search?q=river").await;
+    let first = river["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "user")
+        .unwrap();
+    let holder = first["conversation"].as_str().unwrap();
+    assert!(holder == story.main || holder == story.fork, "{river}");
+
+    let limited = server.json("/api/search?q=name&limit=2").await;
+    assert_eq!(limited["results"].as_array().unwrap().len(), 2);
+    assert_eq!(limited["truncated"], true);
+    let none = server.json("/api/search?q=volcano").await;
+    assert_eq!(none["results"], serde_json::json!([]));
+
+    for (path, says) in [
+        ("/api/search", "needs words"),
+        ("/api/search?q=", "needs words"),
+        ("/api/search?q=%20%20", "needs words"),
+        ("/api/search?q=%22open", "unclosed quote"),
+        ("/api/search?q=*", "no words"),
+        ("/api/search?q=lake&limit=0", "at least 1"),
+        ("/api/search?q=lake&limit=x", "limit"),
+    ] {
+        let message = server.error(path, StatusCode::BAD_REQUEST).await;
+        assert!(message.contains(says), "{path}: {message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_ids_and_routes_are_clear_json_errors_and_only_get_is_served() {
     let server = Server::start().await;
     story(&server.store).await;

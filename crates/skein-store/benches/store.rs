@@ -29,6 +29,14 @@
 //! family query, the scan the old `skein tree` made, and, with `SKEIN_BIN`,
 //! `skein tree` on the family and the web view's family API
 //! (`skein serve`, queried over loopback). Target: under 50 ms each.
+//!
+//! `--only search` builds a database of its own holding 100,000 messages
+//! (100 conversations of 1,000; 10,000 messages with `--quick`), each user
+//! message carrying a word shared by about 20 messages and one of its own,
+//! then times `Store::search` (20 matches, conversations named) for a rare
+//! word, a word in 20 messages, a word in every assistant message, a phrase
+//! and a prefix, on SQLite and, with `SKEIN_BENCH_POSTGRES`, PostgreSQL.
+//! Target: under 50 ms each.
 
 #[path = "../../../bench-support/report.rs"]
 mod report;
@@ -37,7 +45,7 @@ use serde_json::{Value, json};
 use skein_core::{Message, NodeId, Thread};
 use skein_store::{
     ConversationId, FamilyLimits, NewConversation, OnConflict, Origin, RerunCommit, RerunId,
-    RerunRecord, RunRecord, Store, Target, TurnCommit,
+    RerunRecord, RunRecord, SearchQuery, Store, Target, TurnCommit,
 };
 use std::io::{Read, Write};
 use std::process::Command;
@@ -49,6 +57,7 @@ const LOAD_TARGET_US: f64 = 1000.0;
 const FORK_TARGET_US: f64 = 50.0;
 const CLI_VERSION_TARGET_MS: f64 = 10.0;
 const FAMILY_TARGET_MS: f64 = 50.0;
+const SEARCH_TARGET_MS: f64 = 50.0;
 
 const DEPTHS: [usize; 3] = [10, 1000, 10_000];
 /// Writer threads in the concurrent workload.
@@ -864,6 +873,94 @@ fn bench_family_postgres(_plan: &Plan) -> Value {
     json!({"skipped": "built without the postgres feature"})
 }
 
+/// 100,000 messages (10,000 quick) in conversations of 1,000, then
+/// `Store::search` timed for queries of a few shapes.
+fn bench_search(store: &Store, plan: &Plan) -> Value {
+    let conversations = if plan.quick { 10 } else { 100 };
+    let started = Instant::now();
+    for c in 0..conversations {
+        let mut messages = vec![Message::system("You are a helpful assistant.")];
+        for i in 0..999 {
+            let n = c * 1000 + i;
+            messages.push(if i % 2 == 0 {
+                // User messages are every other one: topics of 20 each.
+                Message::user(format!(
+                    "{} Also mention topic{} and token{n}.",
+                    user_message(i).joined_text(),
+                    (n / 2) % (conversations * 500 / 20)
+                ))
+            } else {
+                assistant_message(i)
+            });
+        }
+        let conversation = store
+            .create_conversation(Default::default())
+            .expect("create conversation")
+            .id;
+        commit(store, &conversation, None, &Thread::from_messages(messages));
+    }
+    let build_s = started.elapsed().as_secs_f64();
+    let messages = conversations * 1000;
+    let (warmup, reps) = if plan.quick { (2, 10) } else { (5, 50) };
+    let queries = [
+        ("rare_word", format!("token{}", messages / 2 + 2)),
+        ("word_in_20_messages", "topic7".to_string()),
+        ("word_in_every_reply", "dominated".to_string()),
+        ("phrase", "\"shape of the loop\"".to_string()),
+        ("prefix", "topic12*".to_string()),
+    ];
+    let mut results = serde_json::Map::new();
+    for (name, text) in queries {
+        let query = SearchQuery::new(text.clone()).limit(20);
+        let found = store.search(&query).expect("search");
+        let s = time_ms(warmup, reps, || {
+            store.search(&query).expect("search");
+        });
+        results.insert(
+            name.into(),
+            merge(
+                stats_json(&s, "ms"),
+                json!({
+                    "query": text,
+                    "matches": found.matches.len(),
+                    "truncated": found.truncated,
+                    "target": format!("< {SEARCH_TARGET_MS} ms"),
+                    "met": s.median < SEARCH_TARGET_MS,
+                }),
+            ),
+        );
+    }
+    json!({
+        "workload": format!(
+            "Store::search, limit 20, snippets and conversations included, over {messages} \
+             messages ({conversations} conversations of 1,000: ~200 B user messages with a \
+             word shared by 20 messages and one of their own, ~1.2 KB assistant messages); \
+             {warmup} warm-up then {reps} timed searches per query"
+        ),
+        "build_seconds": report::round3(build_s),
+        "queries": Value::Object(results),
+    })
+}
+
+#[cfg(feature = "postgres")]
+fn bench_search_postgres(plan: &Plan) -> Value {
+    let Some(base) = std::env::var("SKEIN_BENCH_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        return json!({"skipped": "SKEIN_BENCH_POSTGRES is not set"});
+    };
+    let schema = skein_store::scratch::ScratchSchema::create(&base)
+        .unwrap_or_else(|error| panic!("SKEIN_BENCH_POSTGRES is set but unusable: {error}"));
+    let store = Store::open(schema.url()).expect("open PostgreSQL store");
+    bench_search(&store, plan)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn bench_search_postgres(_plan: &Plan) -> Value {
+    json!({"skipped": "built without the postgres feature"})
+}
+
 /// Every store workload the plan asks for, on one database.
 fn bench_store(store: &Store, plan: &Plan, db: &str) -> serde_json::Map<String, Value> {
     let mut results = serde_json::Map::new();
@@ -1012,6 +1109,14 @@ fn main() {
     if let Some(family) = family {
         results.insert("family".into(), family);
     }
+    if plan.only.iter().any(|group| group == "search") {
+        let store = Store::open(dir.path().join("search.db")).expect("open store");
+        let search = json!({
+            "sqlite": bench_search(&store, &plan),
+            "postgres": bench_search_postgres(&plan),
+        });
+        results.insert("search".into(), search);
+    }
     let postgres = bench_postgres(&plan);
     if plan.runs("cli") {
         let (cli, cli_note) = bench_cli(&plan);
@@ -1031,6 +1136,7 @@ fn main() {
             "fork_depth_1000": format!("< {FORK_TARGET_US} us"),
             "cli_version_ms": format!("< {CLI_VERSION_TARGET_MS} ms"),
             "family": format!("< {FAMILY_TARGET_MS} ms: the store query, `skein tree` and the web family API on a family of ~20 among 100,000 unrelated conversations"),
+            "search": format!("< {SEARCH_TARGET_MS} ms: Store::search, 20 matches, over 100,000 messages"),
         },
         "results": Value::Object(results),
         "postgres": postgres,

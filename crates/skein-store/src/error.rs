@@ -117,6 +117,9 @@ pub enum StoreError {
     Unreachable { location: String, reason: String },
     #[error("i/o error: {0}")]
     Io(std::io::Error),
+    /// A search query the store cannot run (see [`crate::search`]).
+    #[error(transparent)]
+    Search(#[from] crate::search::SearchError),
     #[error("invalid JSON in a stored record: {0}")]
     Json(serde_json::Error),
     #[error("a store task failed: {0}")]

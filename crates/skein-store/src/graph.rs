@@ -316,10 +316,9 @@ pub(crate) fn insert_node(
         lane,
         root
     ])?;
-    Ok(Placed {
-        seq: conn.last_insert_rowid(),
-        root,
-    })
+    let seq = conn.last_insert_rowid();
+    crate::search::index_node(conn, seq, message)?;
+    Ok(Placed { seq, root })
 }
 
 /// The lane a new node under `parent_seq` joins: its parent's, when the
@@ -407,16 +406,16 @@ pub(crate) fn load_thread(conn: &Connection, key: StoreKey, head: NodeId) -> Res
 
 /// Where a thread runs through one lane: the lane (the seq of its first
 /// node) and the depth and seq of the thread's deepest node in it.
-struct Span {
-    lane: i64,
-    top: i64,
-    top_seq: i64,
+pub(crate) struct Span {
+    pub lane: i64,
+    pub top: i64,
+    pub top_seq: i64,
 }
 
 /// The lanes a thread runs through, head first. One indexed lookup per lane
 /// (a recursive query would build a temporary table for its queue, which
 /// costs more than the lookups for the few lanes a thread crosses).
-fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<Span>> {
+pub(crate) fn lane_spans(conn: &Connection, head: NodeId) -> Result<Vec<Span>> {
     let span = |row: &rusqlite::Row<'_>| {
         Ok((
             row.get::<_, Option<i64>>(0)?,

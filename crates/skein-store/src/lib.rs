@@ -52,6 +52,7 @@ mod reruns;
 mod resolve;
 mod runs;
 mod schema;
+pub mod search;
 mod sqlite;
 mod store;
 mod transfer;
@@ -72,6 +73,7 @@ pub use records::{
     Relation, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use reruns::{RerunCommit, RerunRecord};
+pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchResults};
 pub use skein_core::usage::{Figure, Totals};
 pub use skein_core::{ConversationSettings, RecordedSettings};
 pub use store::{Store, blocking_caller};

@@ -208,6 +208,9 @@ const MIGRATIONS: &[Migration] = &[
         ON CONFLICT DO NOTHING;
     "#,
     ),
+    // 10: full-text search, an FTS5 index of every node's words, filled
+    // from the stored nodes (see search.rs).
+    Migration::Code(crate::search::add_search),
 ];
 
 /// The schema version this build writes.

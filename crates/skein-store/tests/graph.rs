@@ -1,6 +1,7 @@
 //! The graph: shared prefixes stored once, stateless clients writing only
 //! their tail, forks, blobs, loading, children and subtrees; families by
-//! origin links, and the conversations sharing their messages by content.
+//! origin links, and the conversations sharing their messages by content;
+//! full-text search over message text.
 
 mod common;
 
@@ -8,7 +9,8 @@ use common::{Backend, TempStore, history};
 use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
 use skein_store::{
     Conversation, ConversationId, FamilyLimits, FamilyRows, NewConversation, OnConflict, Origin,
-    Problem, RerunCommit, RerunId, RerunRecord, RunRecord, Store, StoreError, Target, TurnCommit,
+    Problem, RerunCommit, RerunId, RerunRecord, RunRecord, SearchError, SearchQuery, SearchResults,
+    Store, StoreError, Target, TurnCommit,
 };
 
 fn two_conversations_sharing_a_50_message_prefix_store_it_once(backend: Backend) {
@@ -631,6 +633,7 @@ fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
     ] {
         store.debug_execute(statement).unwrap();
     }
+    db.drop_search_index();
     db.set_schema_version(6);
     let reopened = db.reopen();
     let family = reopened.family(&main.id, ALL).unwrap();
@@ -639,6 +642,365 @@ fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
     assert_eq!(family.shares[0].conversation.id, again.id);
     assert_eq!(family.members[0].root, Some(base.nodes()[0].id()));
     assert!(reopened.verify().unwrap().is_ok());
+}
+
+fn search(store: &Store, text: &str) -> SearchResults {
+    store.search(&SearchQuery::new(text)).unwrap()
+}
+
+fn found(results: &SearchResults) -> Vec<skein_core::NodeId> {
+    results.matches.iter().map(|m| m.node).collect()
+}
+
+/// Words are found in user and assistant messages, in a text part large
+/// enough to be stored as a blob, case-insensitively, with a snippet around
+/// them and the conversation whose thread holds them; attachments, tool
+/// calls and tool results are not searched.
+fn search_finds_words_in_text_parts_only(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let document = format!(
+        "{} the Needlework is at the end",
+        "padding words ".repeat(800)
+    );
+    assert!(document.len() > skein_store::BLOB_THRESHOLD);
+    let thread = Thread::new()
+        .push(Message::user("Where is the ZEBRA crossing?"))
+        .push(Message::assistant("Past the yellow giraffe."))
+        .push(Message::new(
+            Role::User,
+            vec![
+                Part::text("read this"),
+                Part::text(document.clone()),
+                Part::Attachment(Attachment {
+                    media_type: "text/plain".into(),
+                    data: b"attachedword inside a file".to_vec(),
+                }),
+            ],
+        ))
+        .push(Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall(ToolCall {
+                id: "c1".into(),
+                name: "lookup".into(),
+                arguments: r#"{"q":"toolcallword"}"#.into(),
+            })],
+        ))
+        .push(Message::new(
+            Role::Tool,
+            vec![Part::ToolResult(ToolResult {
+                call_id: "c1".into(),
+                content: "toolresultword".into(),
+                is_error: false,
+            })],
+        ));
+    let main = conversation_at(store, "main", &thread, None);
+    let nodes: Vec<_> = thread.nodes().iter().map(|node| node.id()).collect();
+
+    let zebra = search(store, "zebra");
+    assert_eq!(found(&zebra), [nodes[0]]);
+    let hit = &zebra.matches[0];
+    assert_eq!(hit.role, Role::User);
+    assert_eq!(hit.snippet, "Where is the ZEBRA crossing?");
+    assert_eq!(hit.highlights, [(13, 18)]);
+    assert_eq!(hit.conversations.len(), 1);
+    assert_eq!(hit.conversations[0].id, main.id);
+    assert_eq!(hit.conversations[0].name.as_deref(), Some("main"));
+    assert!(!zebra.truncated);
+
+    let giraffe = search(store, "Giraffe");
+    assert_eq!(found(&giraffe), [nodes[1]]);
+    assert_eq!(giraffe.matches[0].role, Role::Assistant);
+
+    let needle = search(store, "needlework");
+    assert_eq!(found(&needle), [nodes[2]]);
+    let snippet = &needle.matches[0].snippet;
+    assert!(
+        snippet.starts_with('…') && snippet.contains("Needlework"),
+        "{snippet}"
+    );
+
+    for absent in ["attachedword", "toolcallword", "toolresultword", "nowhere"] {
+        assert!(search(store, absent).matches.is_empty(), "{absent}");
+    }
+    // Words must all appear; phrases in order; prefixes.
+    assert_eq!(found(&search(store, "yellow giraffe")), [nodes[1]]);
+    assert!(search(store, "zebra giraffe").matches.is_empty());
+    assert_eq!(found(&search(store, "\"yellow giraffe\"")), [nodes[1]]);
+    assert!(search(store, "\"giraffe yellow\"").matches.is_empty());
+    assert_eq!(found(&search(store, "gira*")), [nodes[1]]);
+    assert_eq!(found(&search(store, "\"the yel\"*")), [nodes[1]]);
+    // Role filter.
+    let only_users = store
+        .search(&SearchQuery::new("the").role(Some(Role::User)))
+        .unwrap();
+    assert_eq!(found(&only_users), [nodes[2], nodes[0]]);
+}
+
+/// Matches come newest first, `limit` at most with `truncated` set beyond
+/// it; a conversation filter keeps its thread's nodes only; each match names
+/// the conversations whose thread holds it.
+fn search_orders_limits_and_filters_by_conversation(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let main = store
+        .create_conversation(NewConversation {
+            name: Some("main".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    for i in 0..4 {
+        common::append_turn(store, &main.id, &format!("common topic {i}"));
+    }
+    let head = store.conversation(&main.id).unwrap().head.unwrap();
+    let thread = store.load_thread(head).unwrap();
+    let nodes: Vec<_> = thread.nodes().iter().map(|node| node.id()).collect();
+    // A fork at the second turn's prompt, continued: its thread shares the
+    // first two turns' nodes.
+    let fork = store
+        .fork(nodes[2], Some("fork".into()), Some(main.id.clone()))
+        .unwrap();
+    common::append_turn(store, &fork.id, "common detour");
+
+    let all = search(store, "common");
+    assert_eq!(all.matches.len(), 10);
+    let newest_first: Vec<_> = all.matches.iter().map(|m| m.snippet.as_str()).collect();
+    assert_eq!(newest_first[0], "reply to common detour");
+    assert_eq!(newest_first[9], "common topic 0");
+
+    let limited = store.search(&SearchQuery::new("common").limit(3)).unwrap();
+    assert!(limited.truncated);
+    assert_eq!(found(&limited), found(&all)[..3]);
+    let exact = store.search(&SearchQuery::new("common").limit(10)).unwrap();
+    assert!(!exact.truncated);
+    assert!(
+        store
+            .search(&SearchQuery::new("common").limit(0))
+            .unwrap()
+            .matches
+            .is_empty()
+    );
+
+    let in_fork = store
+        .search(&SearchQuery::new("common").conversation(Some(fork.id.clone())))
+        .unwrap();
+    let in_fork_nodes = found(&in_fork);
+    assert_eq!(
+        in_fork_nodes.len(),
+        5,
+        "three shared messages and the fork's turn"
+    );
+    assert!(in_fork_nodes.contains(&nodes[0]) && in_fork_nodes.contains(&nodes[2]));
+    assert!(!in_fork_nodes.contains(&nodes[4]));
+    assert!(
+        in_fork
+            .matches
+            .iter()
+            .all(|m| m.conversations[0].id == fork.id)
+    );
+
+    // The first prompt is in both threads (either may be named); the last
+    // turn only in main's, the detour only in the fork's.
+    let first = all.matches.iter().find(|m| m.node == nodes[0]).unwrap();
+    assert!(!first.conversations.is_empty());
+    assert!(
+        first
+            .conversations
+            .iter()
+            .all(|c| c.id == main.id || c.id == fork.id)
+    );
+    let last = all.matches.iter().find(|m| m.node == nodes[7]).unwrap();
+    assert_eq!(last.conversations.len(), 1);
+    assert_eq!(last.conversations[0].id, main.id);
+    let detour = &all.matches[1];
+    assert_eq!(detour.snippet, "common detour");
+    assert_eq!(detour.conversations[0].id, fork.id);
+
+    // A node no conversation leads to still matches, naming none.
+    let orphan = thread.push(Message::user("common orphan"));
+    store
+        .append(&orphan.push(Message::assistant("orphan reply")))
+        .unwrap();
+    let found_orphan = search(store, "\"common orphan\"");
+    assert_eq!(found_orphan.matches.len(), 1);
+    assert!(found_orphan.matches[0].conversations.is_empty());
+    // A conversation on a branch below it (another lane) is found by the
+    // walk down from it.
+    let adopter = conversation_at(
+        store,
+        "adopter",
+        &orphan.push(Message::assistant("another reply")),
+        None,
+    );
+    let found_orphan = search(store, "\"common orphan\"");
+    assert_eq!(found_orphan.matches[0].conversations.len(), 1);
+    assert_eq!(found_orphan.matches[0].conversations[0].id, adopter.id);
+
+    assert!(matches!(
+        store.search(&SearchQuery::new("common").conversation(Some(ConversationId("nope".into())))),
+        Err(StoreError::ConversationNotFound(_))
+    ));
+}
+
+/// More matches than a backend reads unordered from its index (PostgreSQL
+/// then walks `seq` instead) still come newest first.
+fn many_matches_still_come_newest_first(backend: Backend) {
+    let db = TempStore::new(backend);
+    let mut thread = Thread::new();
+    for i in 0..500 {
+        thread = thread.push(if i % 2 == 0 {
+            Message::user(format!("plenty {i}"))
+        } else {
+            Message::assistant(format!("plenty {i} back"))
+        });
+    }
+    db.store.append(&thread).unwrap();
+    let nodes = thread.nodes();
+    let newest = db
+        .store
+        .search(&SearchQuery::new("plenty").limit(3))
+        .unwrap();
+    assert!(newest.truncated);
+    assert_eq!(
+        found(&newest),
+        [nodes[499].id(), nodes[498].id(), nodes[497].id()]
+    );
+    let users = db
+        .store
+        .search(&SearchQuery::new("plenty").limit(2).role(Some(Role::User)))
+        .unwrap();
+    assert_eq!(found(&users), [nodes[498].id(), nodes[496].id()]);
+    let one = db.store.search(&SearchQuery::new("plenty 234")).unwrap();
+    assert_eq!(found(&one), [nodes[234].id()]);
+}
+
+/// Queries either engine would choke on are typed errors or plain searches,
+/// never database errors.
+fn malformed_searches_are_typed_errors_never_database_errors(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    conversation_at(
+        store,
+        "main",
+        &Thread::new().push(Message::user("select the rows where name is bobby")),
+        None,
+    );
+    let error = |text: &str| store.search(&SearchQuery::new(text)).unwrap_err();
+    assert!(matches!(
+        error(r#"say "unbalanced"#),
+        StoreError::Search(SearchError::UnclosedQuote)
+    ));
+    assert!(matches!(
+        error("*"),
+        StoreError::Search(SearchError::NoWords)
+    ));
+    assert!(matches!(
+        error("\"\""),
+        StoreError::Search(SearchError::NoWords)
+    ));
+    assert!(matches!(
+        error(&"long ".repeat(1000)),
+        StoreError::Search(SearchError::TooLong { .. })
+    ));
+    assert!(matches!(
+        error(&"w ".repeat(100)),
+        StoreError::Search(SearchError::TooManyTerms { .. })
+    ));
+    assert!(error("*").to_string().contains("no words"));
+    for odd in [
+        "bobby'; DROP TABLE nodes; --",
+        "NEAR(rows bobby)",
+        "name:bobby",
+        "^bobby",
+        "bobby OR rows",
+        "bobby & !rows",
+        "(bobby) <-> rows",
+        "bobby:*",
+        "-rows +bobby",
+        "'bobby'",
+        "bobby\\",
+        "x*y* bobby**",
+        &"ü".repeat(200),
+    ] {
+        if let Err(error) = store.search(&SearchQuery::new(odd)) {
+            assert!(matches!(error, StoreError::Search(_)), "{odd}: {error}");
+        }
+    }
+    assert_eq!(
+        search(store, "bobby'; DROP TABLE nodes; --").matches.len(),
+        0
+    );
+    assert_eq!(search(store, "'bobby'").matches.len(), 1);
+    // Words joined by other characters are a phrase.
+    assert_eq!(search(store, "is:bobby").matches.len(), 1);
+    assert_eq!(search(store, "name:bobby").matches.len(), 0);
+}
+
+/// A database from before search gets every stored node indexed on open
+/// (a blob-stored part included).
+fn a_database_from_before_search_is_indexed_on_open(backend: Backend) {
+    let db = TempStore::new(backend);
+    let large = format!("{} hidden treasure", "filler ".repeat(1000));
+    let thread = history("sys", 5)
+        .push(Message::user("an early elephant"))
+        .push(Message::assistant(large));
+    conversation_at(&db.store, "old", &thread, None);
+    db.drop_search_index();
+    db.set_schema_version(9);
+    let reopened = db.reopen();
+    assert_eq!(
+        found(&search(&reopened, "elephant")),
+        [thread.nodes()[5].id()]
+    );
+    assert_eq!(
+        found(&search(&reopened, "treasure")),
+        [thread.nodes()[6].id()]
+    );
+    assert_eq!(search(&reopened, "question").matches.len(), 2);
+    // New nodes are indexed as they are written.
+    reopened
+        .append(&thread.push(Message::user("a later elephant")))
+        .unwrap();
+    assert_eq!(search(&reopened, "elephant").matches.len(), 2);
+}
+
+/// What an import writes (an export, records made in memory) is searchable.
+fn imports_are_searchable(backend: Backend) {
+    let source = TempStore::new(backend);
+    let thread = Thread::new()
+        .push(Message::user("exported marmalade"))
+        .push(Message::assistant(format!(
+            "{} big marmalade",
+            "jar ".repeat(2000)
+        )));
+    let conversation = conversation_at(&source.store, "jam", &thread, None);
+    let mut export = Vec::new();
+    source.store.export(&mut export).unwrap();
+
+    let target = TempStore::new(backend);
+    target.store.import(&mut export.as_slice()).unwrap();
+    let imported = search(&target.store, "marmalade");
+    assert_eq!(
+        found(&imported),
+        [thread.nodes()[1].id(), thread.nodes()[0].id()]
+    );
+    assert_eq!(imported.matches[0].conversations[0].id, conversation.id);
+
+    let records = TempStore::new(backend);
+    let other = Thread::new().push(Message::user("recorded quince"));
+    let mut conversation = records
+        .store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    conversation.head = other.head_id();
+    conversation.id = ConversationId::random();
+    records
+        .store
+        .import_records(other.nodes(), vec![conversation.clone()], vec![])
+        .unwrap();
+    let quince = search(&records.store, "quince");
+    assert_eq!(found(&quince), [other.head_id().unwrap()]);
+    assert_eq!(quince.matches[0].conversations[0].id, conversation.id);
 }
 
 for_each_backend!(
@@ -658,4 +1020,10 @@ for_each_backend!(
     a_family_is_its_origin_links_with_reruns_and_lookalikes_only_share,
     roots_follow_heads_and_verify_checks_them,
     a_database_from_before_roots_gets_them_on_open,
+    search_finds_words_in_text_parts_only,
+    search_orders_limits_and_filters_by_conversation,
+    many_matches_still_come_newest_first,
+    malformed_searches_are_typed_errors_never_database_errors,
+    a_database_from_before_search_is_indexed_on_open,
+    imports_are_searchable,
 );

@@ -1,6 +1,7 @@
 /*!
 The read-only commands: `log` (recent turns, or one conversation's
-messages), `tree` (a conversation's family from the library, drawn: its
+messages), `search` (messages by their words, through `Store::search`,
+which `log -q` uses too), `tree` (a conversation's family from the library, drawn: its
 members' lines, the reruns of their turns, and the conversations that only
 share messages with it), `show` (one node in full, with the runs that produced it) and
 `conversations`. Their text goes through `ui`, which escapes control
@@ -8,14 +9,15 @@ characters on a terminal: stored text came from models and imports.
 */
 
 use super::{Context, print_json};
-use crate::flags::{ConversationsArgs, LogArgs, ShowArgs, TreeArgs};
+use crate::flags::{ConversationsArgs, LogArgs, SearchArgs, ShowArgs, TreeArgs};
 use crate::ui::{self, outln};
 use anyhow::Result;
 use serde_json::json;
 use skein::NodeId;
 use skein::core::Part;
 use skein::core::usage::{RunFigures, Totals};
-use skein::store::{Conversation, TreeEntry, preview};
+use skein::store::search::MAX_LIMIT;
+use skein::store::{Conversation, SearchQuery, TreeEntry, preview};
 use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
 
@@ -136,8 +138,8 @@ fn log_conversation(ctx: &Context, conversation: &Conversation, short: bool) -> 
 }
 
 /// Recent turns, newest `count` last, optionally of one conversation and
-/// filtered by model and text. Filters scan the runs newest first until
-/// `count` match. With `usage`, each turn's tokens and the totals.
+/// filtered by model and by words (through `Store::search`). With `usage`,
+/// each turn's tokens and the totals.
 fn log_recent(
     ctx: &Context,
     args: &LogArgs,
@@ -168,23 +170,13 @@ fn log_recent(
             Some(Err(other)) => Err(other.into()),
         }
     };
-    let query = args.query.as_deref().map(str::to_lowercase);
+    let selected = match &args.query {
+        Some(text) => matching_runs(ctx, text, conversation, &runs, args.count)?,
+        None => runs.iter().take(args.count).collect(),
+    };
     let mut rows = Vec::new();
-    for run in &runs {
-        if rows.len() >= args.count {
-            break;
-        }
-        let (prompt, reply) = (text_of(run.input_head)?, text_of(run.output_head)?);
-        if let Some(query) = &query {
-            let contains = |text: &Option<String>| {
-                text.as_deref()
-                    .is_some_and(|text| text.to_lowercase().contains(query.as_str()))
-            };
-            if !contains(&prompt) && !contains(&reply) {
-                continue;
-            }
-        }
-        rows.push((run, prompt, reply));
+    for run in selected {
+        rows.push((run, text_of(run.input_head)?, text_of(run.output_head)?));
     }
     rows.reverse();
     // The totals of the turns shown, by the one definition every total uses.
@@ -552,6 +544,85 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The newest `count` of `runs` (newest first) whose prompt or reply matches
+/// `text`. The store finds the matching messages, newest first; the search
+/// widens (up to the store's limit) while it has more matches and fewer
+/// than `count` turns are found.
+fn matching_runs<'r>(
+    ctx: &Context,
+    text: &str,
+    conversation: Option<&Conversation>,
+    runs: &'r [skein::store::RunRecord],
+    count: usize,
+) -> Result<Vec<&'r skein::store::RunRecord>> {
+    let mut limit = (count * 4).clamp(100, MAX_LIMIT);
+    loop {
+        let results = ctx.store.search(
+            &SearchQuery::new(text)
+                .limit(limit)
+                .conversation(conversation.map(|c| c.id.clone())),
+        )?;
+        let nodes: HashSet<NodeId> = results.matches.iter().map(|m| m.node).collect();
+        let hit = |node: Option<NodeId>| node.is_some_and(|node| nodes.contains(&node));
+        let selected: Vec<_> = runs
+            .iter()
+            .filter(|run| hit(run.input_head) || hit(run.output_head))
+            .take(count)
+            .collect();
+        if selected.len() >= count || !results.truncated || limit >= MAX_LIMIT {
+            return Ok(selected);
+        }
+        limit = (limit * 4).min(MAX_LIMIT);
+    }
+}
+
+/// `skein search`: matching messages, newest first, each with the
+/// conversations it is in and a snippet around the match.
+pub fn search(ctx: &Context, args: SearchArgs) -> Result<ExitCode> {
+    let conversation = args
+        .cid
+        .as_deref()
+        .map(|cid| ctx.store.resolve_conversation(cid))
+        .transpose()?;
+    let results = ctx.store.search(
+        &SearchQuery::new(args.text)
+            .limit(args.count)
+            .conversation(conversation)
+            .role(args.role),
+    )?;
+    if ctx.json {
+        return print_json(&results);
+    }
+    if results.matches.is_empty() {
+        outln!("no messages match")?;
+    }
+    for found in &results.matches {
+        let conversations: Vec<String> = found
+            .conversations
+            .iter()
+            .map(|c| match &c.name {
+                Some(name) => format!("{} ({})", c.id.short(), ui::one_line(name, 40)),
+                None => c.id.short().to_string(),
+            })
+            .collect();
+        outln!(
+            "{} · {} · {}",
+            found.node.short(),
+            if conversations.is_empty() {
+                "no conversation".to_string()
+            } else {
+                format!("conversation {}", conversations.join(", "))
+            },
+            found.role.as_str()
+        )?;
+        outln!("  {}", ui::one_line(&found.snippet, 200))?;
+    }
+    if results.truncated {
+        outln!("(more messages match: show more with -n, up to {MAX_LIMIT}, or narrow the words)")?;
     }
     Ok(ExitCode::SUCCESS)
 }

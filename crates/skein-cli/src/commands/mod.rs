@@ -89,6 +89,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Reply(args) => turns::reply(&ctx, args).await,
         Command::Fork(args) => turns::fork(&ctx, args).await,
         Command::Log(args) => inspect::log(&ctx, args),
+        Command::Search(args) => inspect::search(&ctx, args),
         Command::Tree(args) => inspect::tree(&ctx, args),
         Command::Show(args) => inspect::show(&ctx, args),
         Command::Export(args) => transfer::export(&ctx, args),
@@ -118,6 +119,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
 fn open_mode(command: &Command) -> OpenMode {
     match command {
         Command::Log(_)
+        | Command::Search(_)
         | Command::Tree(_)
         | Command::Show(_)
         | Command::Usage(_)

@@ -207,6 +207,11 @@ fn the_readme_tour_runs_as_pasted() {
     }
     assert!(stdout.contains(&format!("{} assistant", short(paris))));
     assert!(stdout.contains("├─") && stdout.contains("└─"), "{stdout}");
+    // The search found the question about Germany in its conversation.
+    assert!(
+        stdout.contains("user\n  And of Germany?"),
+        "no search match in:\n{stdout}"
+    );
 
     // The tool loop called the tool and answered with its result.
     let turns = ran.json(&["log", "-n", "100"]);

@@ -50,6 +50,14 @@ class Store:
         run: str | None = None,
         sequence: str | None = None,
     ) -> UsageTotals: ...
+    def search(
+        self, text: str, *, limit: int = 20, conversation: str | None = None
+    ) -> dict[str, Any]:
+        """The messages whose text has the words of ``text`` (every word;
+        ``"phrases"`` in order; ``word*`` a prefix), newest first:
+        ``{"matches": [{"node", "role", "snippet", "highlights",
+        "conversations": [{"id", "name"}]}], "truncated"}``. A query with an
+        unclosed quote or no words raises ``StoreError``."""
 
 @final
 class Model:

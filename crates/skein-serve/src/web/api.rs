@@ -10,7 +10,7 @@ is ambiguous or not hexadecimal, 500 for anything else.
 use super::family;
 use super::views::{
     CompareNode, Comparison, ConversationList, ConversationView, ErrorBody, Family, Info,
-    NodeDetail, NodeSummary, PartView, RunSummary, RunView, Side, parts_of,
+    NodeDetail, NodeSummary, PartView, RunSummary, RunView, SearchView, Side, parts_of,
 };
 use crate::AppState;
 use axum::Json;
@@ -20,7 +20,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use skein::core::Part;
-use skein::store::{ConversationId, ListPosition, RunId, StoreError, preview};
+use skein::store::{ConversationId, ListPosition, RunId, SearchQuery, StoreError, preview};
 use skein::{NodeId, Store};
 use std::sync::Arc;
 
@@ -35,6 +35,8 @@ const FAMILY_DEFAULT: usize = 2_000;
 pub(crate) const FAMILY_MAX: usize = 10_000;
 const COMPARE_DEFAULT: usize = 500;
 const COMPARE_MAX: usize = 10_000;
+const SEARCH_DEFAULT: usize = 20;
+const SEARCH_MAX: usize = 200;
 /// Width of the last-message preview in the conversation list.
 const LIST_PREVIEW_WIDTH: usize = 100;
 
@@ -61,7 +63,9 @@ impl From<StoreError> for ApiError {
             | StoreError::ConversationNotFound(_)
             | StoreError::RunNotFound(_)
             | StoreError::UnknownPrefix { .. } => StatusCode::NOT_FOUND,
-            StoreError::AmbiguousPrefix { .. } | StoreError::NotAnId(_) => StatusCode::BAD_REQUEST,
+            StoreError::AmbiguousPrefix { .. } | StoreError::NotAnId(_) | StoreError::Search(_) => {
+                StatusCode::BAD_REQUEST
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
@@ -462,4 +466,36 @@ mod tests {
         assert_eq!(extension("application/x-evil\"name"), "bin");
         assert_eq!(extension("nonsense"), "bin");
     }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SearchParams {
+    q: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/search?q=TEXT&limit=N`: the messages whose text has the words
+/// of `q` (the store's query language: every word, "phrases", word*
+/// prefixes), newest first, each with a conversation that holds it. An
+/// empty `q` or one the store refuses is a 400 saying why.
+pub async fn search(
+    State(state): Shared,
+    query: Result<Query<SearchParams>, QueryRejection>,
+) -> ApiResult<SearchView> {
+    let Query(params) = query?;
+    let limit = limit(params.limit, SEARCH_DEFAULT, SEARCH_MAX)?;
+    let Some(text) = params.q.filter(|q| !q.trim().is_empty()) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "search needs words to look for: /api/search?q=WORDS",
+        ));
+    };
+    let results = with_store(&state, move |store| {
+        store.search(&SearchQuery::new(text).limit(limit))
+    })
+    .await?;
+    Ok(Json(SearchView {
+        truncated: results.truncated,
+        results: results.matches.into_iter().map(Into::into).collect(),
+    }))
 }

@@ -21,6 +21,7 @@ Reads (`GET`):
 | `/api/session` | the CSRF token, whether the server is read-only, the models to choose from |
 | `/api/nodes/{id}/report` | a recorded turn's sources, for choosing which a rerun ignores |
 | `/api/events` | a stream of `turn` events as conversations move, from any process |
+| `/api/search?q=TEXT&limit=N` | messages by their words (`Store::search`), newest first, each with a conversation holding it |
 
 Writes (`POST`, JSON bodies of at most [`BODY_LIMIT`], each past the checks
 [`crate::access`] makes, the CSRF token among them):
@@ -90,6 +91,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/nodes/{id}/fork", post(actions::fork))
         .route("/api/nodes/{id}/rerun", post(reruns::rerun))
         .route("/api/reruns/{id}/fork", post(reruns::fork))
+        .route("/api/search", get(api::search))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -423,3 +423,48 @@ impl From<&RunRecord> for RunSummary {
 pub struct ErrorBody {
     pub error: String,
 }
+
+/// `GET /api/search?q=TEXT&limit=N`: the messages matching the words,
+/// newest first.
+#[derive(Debug, Serialize)]
+pub struct SearchView {
+    pub results: Vec<SearchHit>,
+    /// More messages match than were returned.
+    pub truncated: bool,
+}
+
+/// One matching message.
+#[derive(Debug, Serialize)]
+pub struct SearchHit {
+    pub node: NodeId,
+    /// A conversation whose thread holds the message (the page opens its
+    /// family at the node); `None` when no conversation leads to it.
+    pub conversation: Option<ConversationId>,
+    pub conversation_name: Option<String>,
+    pub role: Role,
+    /// The text around the first match, on one line, `…` where cut.
+    pub snippet: String,
+    /// Where the words are in `snippet`: `[start, end)` in UTF-16 code
+    /// units, as JavaScript indexes strings.
+    pub highlights: Vec<(usize, usize)>,
+}
+
+impl From<skein::store::SearchMatch> for SearchHit {
+    fn from(found: skein::store::SearchMatch) -> SearchHit {
+        let utf16 = |byte: usize| found.snippet[..byte].encode_utf16().count();
+        let highlights = found
+            .highlights
+            .iter()
+            .map(|&(start, end)| (utf16(start), utf16(end)))
+            .collect();
+        let first = found.conversations.into_iter().next();
+        SearchHit {
+            node: found.node,
+            conversation_name: first.as_ref().and_then(|c| c.name.clone()),
+            conversation: first.map(|c| c.id),
+            role: found.role,
+            snippet: found.snippet,
+            highlights,
+        }
+    }
+}

@@ -343,6 +343,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     let mut bodies = Vec::new();
     let mut blob_refs = Vec::new();
     let mut roots = Vec::new();
+    let mut words = Vec::new();
     let mut blob_digests = Vec::new();
     let mut blob_bytes: Vec<Vec<u8>> = Vec::new();
     let mut seen = HashSet::new();
@@ -374,6 +375,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         roles.push(i16::from(message.role.code()));
         bodies.push(encoded.bytes);
         roots.push(root.map(|root| root.0.to_vec()));
+        words.push(super::search::words(message));
     }
     if ids.is_empty() {
         return Ok(None);
@@ -392,11 +394,13 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     // ORDER BY keeps each parent's `seq` below its children's.
     let statement = tx
         .prepare_cached(
-            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs, root)
-             SELECT id, parent, depth, role, body, blob_refs, root
+            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs, root, search)
+             SELECT id, parent, depth, role, body, blob_refs, root,
+                    to_tsvector('pg_catalog.simple', words)
              FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[], $6::bytea[],
-                         $7::bytea[])
-                  WITH ORDINALITY AS t(id, parent, depth, role, body, blob_refs, root, position)
+                         $7::bytea[], $8::text[])
+                  WITH ORDINALITY
+                  AS t(id, parent, depth, role, body, blob_refs, root, words, position)
              ORDER BY position
              ON CONFLICT (id) DO NOTHING",
         )
@@ -409,6 +413,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         Box::new(bodies),
         Box::new(blob_refs),
         Box::new(roots),
+        Box::new(words),
     ];
     Ok(Some(pipeline.push(tx, statement, params)))
 }

@@ -21,6 +21,7 @@ mod resolve;
 mod runs;
 pub(crate) mod schema;
 pub mod scratch;
+mod search;
 mod transfer;
 mod usage;
 mod verify;

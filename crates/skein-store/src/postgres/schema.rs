@@ -20,11 +20,25 @@ schema, so concurrent first opens from many processes migrate once.
 */
 
 use crate::error::{Result, StoreError};
-use deadpool_postgres::Client;
+use deadpool_postgres::{Client, Transaction};
+use std::future::Future;
+use std::pin::Pin;
 
-pub(crate) const MIGRATIONS: &[&str] = &[
+/// One step of the schema's history: SQL, or SQL followed by code (which
+/// runs in the same transaction).
+pub(crate) enum Migration {
+    Sql(&'static str),
+    SqlThen(&'static str, Fill),
+}
+
+/// Code a migration runs after its SQL, in its transaction.
+pub(crate) type Fill =
+    for<'a> fn(&'a Transaction<'a>) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+
+pub(crate) const MIGRATIONS: &[Migration] = &[
     // 1: the graph, bookmarks, runs and per-run tool sets.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE meta (
         key   TEXT COLLATE "C" PRIMARY KEY,
         value TEXT NOT NULL
@@ -103,13 +117,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, position)
     );
     "#,
+    ),
     // 2: the exact request body of a run that came through the recording
     // proxy.
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE runs ADD COLUMN request TEXT;
     "#,
+    ),
     // 3: reruns of recorded turns, and the embedding cache.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE reruns (
         id              TEXT COLLATE "C" PRIMARY KEY,
         conversation    TEXT COLLATE "C" NOT NULL,
@@ -137,18 +155,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (embedder, digest)
     );
     "#,
+    ),
     // 4: nothing. SQLite's version 4 files nodes in lanes so that a thread
     // loads by range scans instead of a recursive query (see graph.rs);
     // here a thread still loads by one recursive query over `parent`, which
     // the server runs next to the data.
-    "-- no change on PostgreSQL",
+    Migration::Sql("-- no change on PostgreSQL"),
     // 5: each run's observation events.
-    "ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
+    Migration::Sql("ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';"),
     // 6: typed turn records, as on SQLite: finish reason, a recorded-chat
     // run's turn and step as integers (from its `recorded.step` relation),
     // conversations by the one they branched from, recorded settings
     // without their version key.
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE runs ADD COLUMN finish_reason TEXT;
     ALTER TABLE runs ADD COLUMN turn BIGINT;
     ALTER TABLE runs ADD COLUMN step BIGINT;
@@ -171,10 +191,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
         WHERE meta::jsonb -> 'recorded' ? 'version';
     "#,
+    ),
     // 7: the root of every node's and conversation's thread (the id of its
     // first node), and conversations found by it, as on SQLite (there the
     // root is the first node's `seq`).
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE nodes ADD COLUMN root BYTEA;
     ALTER TABLE conversations ADD COLUMN root BYTEA;
     WITH RECURSIVE r(id, root) AS (
@@ -187,11 +209,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX conversations_by_root ON conversations(root, created)
         WHERE root IS NOT NULL;
     "#,
+    ),
     // 8: the model a client asked the recording proxy for.
-    "ALTER TABLE runs ADD COLUMN requested_model TEXT;",
+    Migration::Sql("ALTER TABLE runs ADD COLUMN requested_model TEXT;"),
     // 9: the relations usage totals
     // follow, indexed by target and by run, filled from the stored runs.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE run_links (
         kind   TEXT COLLATE "C" NOT NULL,
         target TEXT COLLATE "C" NOT NULL,
@@ -207,6 +231,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
           AND jsonb_typeof(e.value -> 'target') = 'string'
         ON CONFLICT DO NOTHING;
     "#,
+    ),
+    // 10: full-text search: each node's words as a `tsvector` (see
+    // postgres/search.rs), filled from the stored nodes, then indexed.
+    Migration::SqlThen("ALTER TABLE nodes ADD COLUMN search tsvector;", |tx| {
+        Box::pin(async move {
+            super::search::fill(tx).await?;
+            tx.batch_execute("CREATE INDEX nodes_by_search ON nodes USING GIN (search);")
+                .await?;
+            Ok(())
+        })
+    }),
 ];
 
 /// The schema version this build writes.
@@ -237,7 +272,7 @@ pub(crate) async fn installed_version(client: &Client) -> Result<Option<i64>> {
 /// Bring the database (its current schema) up to [`SCHEMA_VERSION`],
 /// creating its store key on first use.
 pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
-    for (index, sql) in MIGRATIONS.iter().enumerate() {
+    for (index, migration) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
         let tx = client.transaction().await?;
         tx.execute(
@@ -260,7 +295,13 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
         if current >= version {
             continue;
         }
-        tx.batch_execute(sql).await?;
+        match migration {
+            Migration::Sql(sql) => tx.batch_execute(sql).await?,
+            Migration::SqlThen(sql, fill) => {
+                tx.batch_execute(sql).await?;
+                fill(&tx).await?;
+            }
+        }
         if version == 1 {
             let key = uuid::Uuid::new_v4().as_u64_pair().0;
             tx.execute(

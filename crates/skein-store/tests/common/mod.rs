@@ -233,6 +233,16 @@ impl TempStore {
         }
     }
 
+    /// Remove the full-text index, as a database from before it lacks it
+    /// (set the schema version below search's migration after this).
+    pub fn drop_search_index(&self) {
+        let sql = match self.backend {
+            Backend::Sqlite => "DROP TABLE node_search",
+            Backend::Postgres => "ALTER TABLE nodes DROP COLUMN search",
+        };
+        self.store.debug_execute(sql).unwrap();
+    }
+
     /// Pretend a newer skein migrated this database.
     pub fn set_schema_version(&self, version: i64) {
         let sql = match self.backend {

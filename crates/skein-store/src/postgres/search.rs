@@ -1,0 +1,208 @@
+/*!
+Full-text search on PostgreSQL: the port of `crate::search`'s SQL. Each node
+carries `search`, the `tsvector` of the words `search::index_text` gives
+(made by `to_tsvector('simple', ...)` as the node is inserted, so any
+language works and nothing is stemmed), under a GIN index; a query is the
+`to_tsquery` text `Parsed::tsquery` builds from the same words.
+
+Without lanes, the conversations containing a match are found by walking
+the nodes below it breadth first, up to `WALK_LIMIT` deep, stopping at the
+first conversations met.
+*/
+
+use super::PgStore;
+use super::graph::{decode, fetch_blobs};
+use crate::codec::node_id;
+use crate::error::Result;
+use crate::records::ConversationId;
+use crate::search::{ConversationRef, Parsed, WALK_LIMIT, index_text};
+use deadpool_postgres::Transaction;
+use skein_core::{Message, NodeId, Role};
+
+/// How many matches a search reads from the GIN index, unordered, before
+/// it takes the newest by walking `seq` instead.
+const CANDIDATES: usize = 200;
+
+impl PgStore {
+    /// The nodes matching `query`, newest first, at most `limit`; only
+    /// those of `role`, and of the thread ending at `within`, when given.
+    pub(crate) fn search_nodes(
+        &self,
+        query: &Parsed,
+        role: Option<Role>,
+        within: Option<NodeId>,
+        limit: usize,
+    ) -> Result<Vec<(NodeId, Message)>> {
+        let tsquery = query.tsquery();
+        let role = role.map(|role| i16::from(role.code()));
+        let (rows, blobs) = self.read(async |client| {
+            let rows = match within {
+                None => {
+                    // The planner cannot know how many nodes match: walking
+                    // `seq` backwards suits a common word, the GIN index a
+                    // rare one. So ask the index first, for at most
+                    // CANDIDATES matches, unordered; when that is all of
+                    // them, the newest are picked here; otherwise the
+                    // matches are many and the backward walk finds the
+                    // newest soon.
+                    let candidates = client
+                        .prepare_cached(
+                            "SELECT seq FROM nodes
+                             WHERE search @@ to_tsquery('pg_catalog.simple', $1)
+                               AND ($2::int2 IS NULL OR role = $2)
+                             LIMIT $3",
+                        )
+                        .await?;
+                    let mut seqs: Vec<i64> = client
+                        .query(&candidates, &[&tsquery, &role, &(CANDIDATES as i64 + 1)])
+                        .await?
+                        .iter()
+                        .map(|row| row.get(0))
+                        .collect();
+                    if seqs.len() <= CANDIDATES {
+                        seqs.sort_unstable_by(|a, b| b.cmp(a));
+                        seqs.truncate(limit);
+                        let statement = client
+                            .prepare_cached(
+                                "SELECT id, body FROM nodes WHERE seq = ANY($1) ORDER BY seq DESC",
+                            )
+                            .await?;
+                        client.query(&statement, &[&seqs]).await?
+                    } else {
+                        let statement = client
+                            .prepare_cached(
+                                "SELECT id, body FROM nodes
+                                 WHERE search @@ to_tsquery('pg_catalog.simple', $1)
+                                   AND ($2::int2 IS NULL OR role = $2)
+                                 ORDER BY seq DESC LIMIT $3",
+                            )
+                            .await?;
+                        client
+                            .query(&statement, &[&tsquery, &role, &(limit as i64)])
+                            .await?
+                    }
+                }
+                Some(head) => {
+                    let statement = client
+                        .prepare_cached(
+                            "WITH RECURSIVE chain(id, parent) AS (
+                                 SELECT id, parent FROM nodes WHERE id = $4
+                                 UNION ALL
+                                 SELECT n.id, n.parent FROM nodes n JOIN chain c ON n.id = c.parent
+                             )
+                             SELECT n.id, n.body FROM chain c JOIN nodes n ON n.id = c.id
+                             WHERE n.search @@ to_tsquery('pg_catalog.simple', $1)
+                               AND ($2::int2 IS NULL OR n.role = $2)
+                             ORDER BY n.seq DESC LIMIT $3",
+                        )
+                        .await?;
+                    client
+                        .query(
+                            &statement,
+                            &[
+                                &tsquery,
+                                &role,
+                                &(limit as i64),
+                                &head.as_bytes().as_slice(),
+                            ],
+                        )
+                        .await?
+                }
+            };
+            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(1))).await?;
+            Ok((rows, blobs))
+        })?;
+        rows.iter()
+            .map(|row| {
+                let id = node_id(row.get(0))?;
+                Ok((id, decode(id, row.get(1), &blobs)?))
+            })
+            .collect()
+    }
+
+    /// Up to `cap` conversations whose thread contains `node`, nearest
+    /// first. The recursive walk is evaluated only as far as the outer
+    /// `LIMIT` needs.
+    pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "WITH RECURSIVE sub(id, k) AS (
+                         SELECT id, 0 FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id, sub.k + 1 FROM sub JOIN nodes n ON n.parent = sub.id
+                         WHERE sub.k < $2
+                     )
+                     SELECT c.id, c.name FROM sub JOIN conversations c ON c.head = sub.id
+                     LIMIT $3",
+                )
+                .await?;
+            Ok(client
+                .query(
+                    &statement,
+                    &[
+                        &node.as_bytes().as_slice(),
+                        &(WALK_LIMIT as i32),
+                        &(cap as i64),
+                    ],
+                )
+                .await?)
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| ConversationRef {
+                id: ConversationId(row.get(0)),
+                name: row.get(1),
+            })
+            .collect())
+    }
+}
+
+/// Migration 10's fill: every stored node's `search`, a page of nodes (and
+/// their blobs) at a time. A node that cannot be decoded is left out
+/// (`verify` reports it).
+pub(crate) async fn fill(tx: &Transaction<'_>) -> Result<()> {
+    const PAGE: i64 = 500;
+    let page = tx
+        .prepare("SELECT seq, id, body FROM nodes WHERE seq > $1 ORDER BY seq LIMIT $2")
+        .await?;
+    let update = tx
+        .prepare(
+            "UPDATE nodes SET search = to_tsvector('pg_catalog.simple', t.words)
+             FROM unnest($1::bytea[], $2::text[]) AS t(id, words) WHERE nodes.id = t.id",
+        )
+        .await?;
+    let mut after = 0i64;
+    loop {
+        let rows = tx.query(&page, &[&after, &PAGE]).await?;
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        after = last.get(0);
+        let blobs = fetch_blobs(tx, rows.iter().map(|row| row.get::<_, &[u8]>(2))).await?;
+        let mut ids: Vec<&[u8]> = Vec::new();
+        let mut words: Vec<String> = Vec::new();
+        for row in &rows {
+            let Ok(id) = node_id(row.get(1)) else {
+                continue;
+            };
+            let Ok(message) = decode(id, row.get(2), &blobs) else {
+                continue;
+            };
+            let text = index_text(&message);
+            if !text.is_empty() {
+                ids.push(row.get(1));
+                words.push(text);
+            }
+        }
+        if !ids.is_empty() {
+            tx.execute(&update, &[&ids, &words]).await?;
+        }
+    }
+}
+
+/// The `search` words of a node about to be inserted (NULL, no tsvector,
+/// for a message without text).
+pub(crate) fn words(message: &Message) -> Option<String> {
+    Some(index_text(message)).filter(|words| !words.is_empty())
+}
