@@ -201,13 +201,37 @@ pub async fn record_failed(
 }
 
 /// Where the reply `node` to `request` lands (see the module docs).
+///
+/// The reads below are not one snapshot, so a client racing this one with
+/// the very same turn may commit between them, leaving some reads before
+/// its turn and some after (the request's nodes stored, but no
+/// conversation standing on them yet). A turn commits atomically and nodes
+/// are never deleted, so that race shows as `node` being stored by the end
+/// when it was not at the start; then the place is read again, all after
+/// the other client's turn.
 fn place(
     store: &Store,
     node: NodeId,
     request: &skein::Thread,
     name: Option<&str>,
 ) -> Result<Place, StoreError> {
-    if store.contains(node)? {
+    let stored = store.contains(node)?;
+    let place = place_as_read(store, node, stored, request, name)?;
+    if stored || !store.contains(node)? {
+        return Ok(place);
+    }
+    place_as_read(store, node, true, request, name)
+}
+
+/// [`place`] given whether `node` is stored.
+fn place_as_read(
+    store: &Store,
+    node: NodeId,
+    node_stored: bool,
+    request: &skein::Thread,
+    name: Option<&str>,
+) -> Result<Place, StoreError> {
+    if node_stored {
         match chosen(store.conversations_at(node)?, name) {
             Some(Found::Own(owner)) => {
                 return Ok(Place::Continue {
