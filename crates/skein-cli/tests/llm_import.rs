@@ -93,6 +93,23 @@ fn an_llm_database_imports_with_its_threads_forks_and_tool_calls() {
         fork_thread.head().unwrap().message().joined_text(),
         "a forked question"
     );
+    // What the import wrote is searchable, with the conversation it is in.
+    let forked = store
+        .search(&skein::store::SearchQuery::new("forked"))
+        .unwrap();
+    assert_eq!(forked.matches.len(), 1, "{forked:?}");
+    assert_eq!(forked.matches[0].conversations[0].id, fork.id);
+    let third = store
+        .search(&skein::store::SearchQuery::new("third question"))
+        .unwrap();
+    let asked = thread.nodes()[5].id();
+    assert!(
+        third
+            .matches
+            .iter()
+            .any(|m| m.node == asked && m.snippet == "third question"),
+        "{third:?}"
+    );
 
     // The chain: a tool call with its arguments, and its result.
     let all_parts: Vec<skein::Part> = conversations

@@ -582,6 +582,20 @@ mod tests {
         Parsed::parse(text)
     }
 
+    /// The index needs FTS5, which rusqlite's `bundled` SQLite compiles in.
+    #[test]
+    fn the_bundled_sqlite_has_fts5() {
+        let conn = Connection::open_in_memory().unwrap();
+        let used: i64 = conn
+            .query_row(
+                "SELECT sqlite_compileoption_used('ENABLE_FTS5')",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(used, 1);
+    }
+
     #[test]
     fn queries_parse_into_words_phrases_and_prefixes() {
         let parsed = parse(r#"Kernel "Panic at" deploy* e-mail"#).unwrap();

@@ -3,7 +3,11 @@ Full-text search on PostgreSQL: the port of `crate::search`'s SQL. Each node
 carries `search`, the `tsvector` of the words `search::index_text` gives
 (made by `to_tsvector('simple', ...)` as the node is inserted, so any
 language works and nothing is stemmed), under a GIN index; a query is the
-`to_tsquery` text `Parsed::tsquery` builds from the same words.
+`to_tsquery` text `Parsed::tsquery` builds from the same words. The
+planner cannot tell a rare word from a common one before it runs, so a
+search first reads up to `CANDIDATES` matches from the GIN index unordered
+and, when those are all, takes the newest itself; only a word with more
+matches is found by walking `seq` backwards, where the newest come soon.
 
 Without lanes, the conversations containing a match are found by walking
 the nodes below it breadth first, up to `WALK_LIMIT` deep, stopping at the
