@@ -930,11 +930,14 @@ fn bench_postgres(_plan: &Plan) -> Value {
     json!({"skipped": "built without the postgres feature: cargo bench -p skein-store --features postgres --bench store, with SKEIN_BENCH_POSTGRES=postgres://..."})
 }
 
+#[cfg(feature = "postgres")]
 /// Turns per conversation in the growth workload.
 const GROWTH_CONVERSATION_TURNS: usize = 25;
+#[cfg(feature = "postgres")]
 /// Intervals the growth workload reports.
 const GROWTH_INTERVALS: usize = 20;
 
+#[cfg(feature = "postgres")]
 /// Grow an empty database to `SKEIN_BENCH_GROWTH_TURNS` turns, reporting
 /// turn and load costs per interval.
 fn bench_growth(store: &Store, plan: &Plan) -> Value {
@@ -945,7 +948,28 @@ fn bench_growth(store: &Store, plan: &Plan) -> Value {
     let interval = (total / GROWTH_INTERVALS).max(1);
     let (_, long) = seeded_conversation(store, 1000);
     let long_head = long.head_id().unwrap();
-    let mut chat = Chat::new(store, 2);
+    // Each conversation opens with a message of its own, so its nodes are
+    // new ones (equal histories would share their nodes).
+    let fresh = |number: usize| {
+        let conversation = store
+            .create_conversation(Default::default())
+            .expect("create conversation")
+            .id;
+        let thread = Thread::from_messages([
+            Message::user(format!("conversation {number}: shall we begin?")),
+            Message::assistant(format!("conversation {number}, at your service")),
+        ]);
+        commit(store, &conversation, None, &thread);
+        Chat {
+            conversation,
+            thread,
+            turn: 2,
+            commit: Vec::new(),
+            push: Vec::new(),
+        }
+    };
+    let mut conversations = 0;
+    let mut chat = fresh(conversations);
     let mut window = Vec::new();
     let mut rows = Vec::new();
     let mut first: Option<(f64, f64, f64)> = None;
@@ -953,7 +977,8 @@ fn bench_growth(store: &Store, plan: &Plan) -> Value {
     let started = Instant::now();
     for turn in 1..=total {
         if chat.turn >= 2 * GROWTH_CONVERSATION_TURNS {
-            chat = Chat::new(store, 2);
+            conversations += 1;
+            chat = fresh(conversations);
         }
         chat.turn(store, true);
         window.append(&mut chat.commit);

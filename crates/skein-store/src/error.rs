@@ -124,6 +124,20 @@ pub enum StoreError {
         mode: String,
         problem: TlsProblem,
     },
+    /// The PostgreSQL role may not create or upgrade skein's tables (it is
+    /// not their owner); the role that owns them must open it first.
+    #[error(
+        "the database {location} needs skein's schema {} (version {found} to {supported}) and \
+         this role may not change it ({reason}); open it once with the URL of the role that owns \
+         skein's tables (docs/postgres.md)",
+        if *.found == 0 { "created" } else { "upgraded" }
+    )]
+    MigrationDenied {
+        location: String,
+        found: i64,
+        supported: i64,
+        reason: String,
+    },
     /// The connection broke before the write was committed: the server
     /// rolled it back, so none of it was kept. The next call reconnects.
     #[error(

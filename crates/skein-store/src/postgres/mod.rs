@@ -99,46 +99,64 @@ impl PgStore {
             connect_timeout: settings.connect_timeout,
         };
         let location = &connection.location;
-        let key =
-            bridge::block_on(|| async {
-                let mut client = connection.checkout().await?;
-                let installed = schema::installed_version(&client).await?;
-                match (installed, mode) {
-                    (None, OpenMode::Create) => schema::migrate(&mut client).await?,
-                    (None, _) => {
-                        let schema: String = client
-                            .query_one("SELECT current_schema()::text", &[])
-                            .await?
-                            .get(0);
-                        return Err(StoreError::NotSkein {
+        let key = bridge::block_on(|| async {
+            let mut client = connection.checkout().await?;
+            let installed = schema::installed_version(&client).await?;
+            let denied = |found: i64| {
+                move |error: StoreError| match &error {
+                    StoreError::Postgres(cause)
+                        if cause.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) =>
+                    {
+                        StoreError::MigrationDenied {
                             location: location.clone(),
-                            reason: format!("schema `{schema}` has no skein tables"),
-                        });
-                    }
-                    (Some(found), _) if found > schema::SCHEMA_VERSION => {
-                        return Err(StoreError::NewerSchema {
                             found,
                             supported: schema::SCHEMA_VERSION,
-                        });
+                            reason: describe(cause),
+                        }
                     }
-                    (Some(found), _) if found == schema::SCHEMA_VERSION => {}
-                    (Some(found), OpenMode::ReadOnly) => schema::migrate(&mut client)
-                        .await
-                        .map_err(|error| StoreError::OutdatedReadOnly {
+                    _ => error,
+                }
+            };
+            match (installed, mode) {
+                (None, OpenMode::Create) => {
+                    schema::migrate(&mut client).await.map_err(denied(0))?
+                }
+                (None, _) => {
+                    let schema: String = client
+                        .query_one("SELECT current_schema()::text", &[])
+                        .await?
+                        .get(0);
+                    return Err(StoreError::NotSkein {
+                        location: location.clone(),
+                        reason: format!("schema `{schema}` has no skein tables"),
+                    });
+                }
+                (Some(found), _) if found > schema::SCHEMA_VERSION => {
+                    return Err(StoreError::NewerSchema {
+                        found,
+                        supported: schema::SCHEMA_VERSION,
+                    });
+                }
+                (Some(found), _) if found == schema::SCHEMA_VERSION => {}
+                (Some(found), OpenMode::ReadOnly) => {
+                    schema::migrate(&mut client).await.map_err(|error| {
+                        StoreError::OutdatedReadOnly {
                             location: location.clone(),
                             found,
                             supported: schema::SCHEMA_VERSION,
                             reason: error.to_string(),
-                        })?,
-                    (Some(_), _) => schema::migrate(&mut client).await?,
+                        }
+                    })?
                 }
-                let key: String = client
-                    .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
-                    .await?
-                    .get(0);
-                key.parse::<StoreKey>()
-                    .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
-            })?;
+                (Some(found), _) => schema::migrate(&mut client).await.map_err(denied(found))?,
+            }
+            let key: String = client
+                .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
+                .await?
+                .get(0);
+            key.parse::<StoreKey>()
+                .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
+        })?;
         Ok(PgStore {
             shared: Arc::new(Shared {
                 location_path: PathBuf::from(location),

@@ -303,7 +303,16 @@ pub(crate) fn problem(error: &tokio_postgres::Error, mode: SslMode) -> Option<Tl
                     presented,
                 }) => TlsProblem::WrongHost {
                     expected: expected.to_str().into_owned(),
-                    presented: presented.clone(),
+                    // webpki shows names as `DnsName("host")`: keep the host.
+                    presented: presented
+                        .iter()
+                        .map(|name| {
+                            name.strip_prefix("DnsName(\"")
+                                .and_then(|name| name.strip_suffix("\")"))
+                                .unwrap_or(name)
+                                .to_string()
+                        })
+                        .collect(),
                 },
                 rustls::Error::InvalidCertificate(CertificateError::NotValidForName) => {
                     TlsProblem::WrongHost {
