@@ -95,7 +95,7 @@ impl Settings {
         };
         let mut config: tokio_postgres::Config = client_url
             .parse()
-            .map_err(|error: tokio_postgres::Error| bad(error.to_string()))?;
+            .map_err(|error: tokio_postgres::Error| bad(super::describe(&error)))?;
         // The client's own TLS negotiation runs in `prefer` or `require`;
         // what the certificate must prove is the verifier's job (tls.rs).
         config.ssl_mode(ssl_mode.client_mode());
