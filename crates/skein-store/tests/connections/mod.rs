@@ -534,3 +534,41 @@ fn tls_modes_encrypt_verify_and_refuse_as_libpq_does() {
         &Store::open(cluster.url("127.0.0.1", "sslmode=require")).unwrap()
     ));
 }
+
+/// The planner knows the tables' sizes without waiting for autovacuum: a
+/// new database's tables are analyzed by the migrations (`reltuples` is
+/// -1 until a table's first `ANALYZE`), and an import of 1,000 rows or
+/// more analyzes them again.
+#[test]
+fn migrations_and_bulk_imports_leave_planner_statistics() {
+    if common::postgres_base("migrations_and_bulk_imports_leave_planner_statistics").is_none() {
+        return;
+    }
+    let db = TempStore::new(Backend::Postgres);
+    let reltuples = |table: &str| {
+        db.store
+            .debug_query_i64(&format!(
+                "SELECT reltuples::bigint FROM pg_class \
+                 WHERE oid = to_regclass(quote_ident(current_schema()) || '.{table}')"
+            ))
+            .unwrap()
+    };
+    for table in ["nodes", "conversations", "runs", "run_links", "blobs"] {
+        assert_eq!(reltuples(table), 0, "{table} was analyzed empty");
+    }
+    let source = TempStore::new(Backend::Sqlite);
+    let conversation = source
+        .store
+        .create_conversation(NewConversation::default())
+        .unwrap()
+        .id;
+    for turn in 0..600 {
+        append_turn(&source.store, &conversation, &format!("turn {turn}"));
+    }
+    let mut export = Vec::new();
+    source.store.export(&mut export).unwrap();
+    let report = db.store.import(&mut export.as_slice()).unwrap();
+    assert_eq!(report.nodes_written, 1200);
+    assert_eq!(reltuples("nodes"), 1200);
+    assert_eq!(reltuples("runs"), 600);
+}
