@@ -1074,3 +1074,163 @@ fn a_model_failing_mid_reply_ends_each_api_its_own_way() {
         6
     );
 }
+
+/// Many servers, one graph: two `skein serve --proxy` processes on one
+/// PostgreSQL database, 16 `openai` clients at once continuing shared
+/// conversations (the same turn sent four times at once, through both
+/// servers) and branching them, each request through either server. No
+/// turn is lost (every client's whole transcript is a conversation's
+/// thread), no node is written twice or left over (the graph holds exactly
+/// the transcripts' distinct prefixes), every request has its one run, and
+/// each server's web API lists what arrived through the other. Needs
+/// `SKEIN_TEST_POSTGRES` (skipped without it, except under CI).
+#[cfg(feature = "postgres")]
+#[test]
+fn two_proxies_on_one_postgres_database_share_one_graph() {
+    const CLIENTS: usize = 16;
+    const ROUNDS: usize = 4;
+    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "SKEIN_TEST_POSTGRES is not set: CI must run scripts/test"
+        );
+        eprintln!(
+            "SKIPPED two_proxies_on_one_postgres_database_share_one_graph: set \
+             SKEIN_TEST_POSTGRES=postgres://... to run it"
+        );
+        return;
+    };
+    let Some(python) = python() else { return };
+    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
+    let db = Path::new(schema.url());
+    let servers = [
+        Server::start(db, &["--proxy", "-m", "echo"]),
+        Server::start(db, &["--proxy", "-m", "echo"]),
+    ];
+    assert_ne!(servers[0].address, servers[1].address);
+    let store = skein::Store::open(schema.url()).unwrap();
+
+    // A conversation that only the second server ever saw.
+    let (status, answer) = post(
+        &servers[1].address,
+        "/v1/chat/completions",
+        r#"{"model": "echo", "messages": [{"role": "user", "content": "only through the second"}]}"#,
+        None,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let lone = store.list_conversations(1).unwrap().remove(0).id;
+
+    let output = Command::new(&python)
+        .arg(data("proxy_many.py"))
+        .arg(servers[0].base())
+        .arg(servers[1].base())
+        .arg(CLIENTS.to_string())
+        .arg(ROUNDS.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "proxy_many.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let transcripts: Vec<Vec<(String, String)>> =
+        serde_json::from_slice::<Vec<Vec<Value>>>(&output.stdout)
+            .unwrap()
+            .iter()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .map(|m| {
+                        (
+                            m["role"].as_str().unwrap().to_string(),
+                            m["content"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+    assert_eq!(transcripts.len(), CLIENTS);
+    for transcript in &transcripts {
+        assert_eq!(transcript.len(), 2 * ROUNDS);
+        for pair in transcript.chunks(2) {
+            assert!(
+                pair[1].1.contains(&format!("\"{}\"", pair[0].1)),
+                "every reply answers its own request: {pair:?}"
+            );
+        }
+    }
+
+    let threads: Vec<(skein::store::ConversationId, Vec<(String, String)>)> = store
+        .list_conversations(1000)
+        .unwrap()
+        .into_iter()
+        .filter(|conversation| conversation.id != lone)
+        .map(|conversation| {
+            let thread = store.load_thread(conversation.head.unwrap()).unwrap();
+            let messages = thread
+                .messages()
+                .iter()
+                .map(|m| {
+                    let text: String = m.parts.iter().filter_map(|p| p.as_text()).collect();
+                    (m.role.to_string(), text)
+                })
+                .collect();
+            (conversation.id, messages)
+        })
+        .collect();
+    for (client, transcript) in transcripts.iter().enumerate() {
+        assert!(
+            threads.iter().any(|(_, thread)| thread == transcript),
+            "client {client}'s last turn is no conversation's head: {transcript:?}"
+        );
+    }
+    for (id, thread) in &threads {
+        assert!(
+            transcripts.iter().any(|t| t.starts_with(thread)),
+            "conversation {id} holds a thread no client sent: {thread:?}"
+        );
+    }
+    let prefixes: std::collections::HashSet<&[(String, String)]> = transcripts
+        .iter()
+        .flat_map(|t| (1..=t.len()).map(move |end| &t[..end]))
+        .collect();
+    let count = |sql: &str| store.debug_query_i64(sql).unwrap();
+    assert_eq!(
+        count("SELECT count(*) FROM nodes") as usize,
+        prefixes.len() + 2,
+        "each distinct history is one node (plus the lone conversation's two)"
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM runs") as usize,
+        CLIENTS * ROUNDS + 1,
+        "every request has its one run"
+    );
+    assert!(store.verify().unwrap().is_ok());
+
+    // Each server's web view lists every conversation, whichever server
+    // it came through.
+    let mut stored: Vec<String> = store
+        .list_conversations(1000)
+        .unwrap()
+        .iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    stored.sort();
+    for server in &servers {
+        let (status, body) = get(&server.address, "/api/conversations?limit=1000");
+        assert_eq!(status, 200, "{body}");
+        let listed: Value = serde_json::from_str(&body).unwrap();
+        let mut ids: Vec<String> = listed["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        assert_eq!(ids, stored, "{} lists them all", server.address);
+        assert!(ids.contains(&lone.to_string()));
+    }
+}

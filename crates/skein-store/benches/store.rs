@@ -37,6 +37,15 @@
 //! word, a word in 20 messages, a word in every assistant message, a phrase
 //! and a prefix, on SQLite and, with `SKEIN_BENCH_POSTGRES`, PostgreSQL.
 //! Target: under 50 ms each.
+//!
+//! `--only growth` (with `SKEIN_BENCH_POSTGRES`) grows a fresh PostgreSQL
+//! schema from empty to 100,000 turns (`SKEIN_BENCH_GROWTH_TURNS`; 2,000
+//! with `--quick`) in one process, in conversations of 25 turns, and prints
+//! at 20 intervals the median and p90 cost of a turn's commit over the
+//! interval and of loading two threads: the latest conversation (50
+//! messages) and one of 1,000 messages written first. Flat figures mean no
+//! plan went stale as the tables grew (the store relies on statistics, not
+//! on ruling plans out).
 
 #[path = "../../../bench-support/report.rs"]
 mod report;
@@ -1007,7 +1016,7 @@ fn bench_postgres(plan: &Plan) -> Value {
         .unwrap_or_default();
     let db = format!(
         "PostgreSQL (server_version_num {version}) at {}, a fresh schema shared by all \
-         workloads, over TCP without TLS, pool of 4 connections",
+         workloads, over TCP without TLS, pool of 16 connections",
         skein_store::location::redact(&base)
     );
     Value::Object(bench_store(&store, plan, &db))
@@ -1016,6 +1025,131 @@ fn bench_postgres(plan: &Plan) -> Value {
 #[cfg(not(feature = "postgres"))]
 fn bench_postgres(_plan: &Plan) -> Value {
     json!({"skipped": "built without the postgres feature: cargo bench -p skein-store --features postgres --bench store, with SKEIN_BENCH_POSTGRES=postgres://..."})
+}
+
+#[cfg(feature = "postgres")]
+/// Turns per conversation in the growth workload.
+const GROWTH_CONVERSATION_TURNS: usize = 25;
+#[cfg(feature = "postgres")]
+/// Intervals the growth workload reports.
+const GROWTH_INTERVALS: usize = 20;
+
+#[cfg(feature = "postgres")]
+/// Grow an empty database to `SKEIN_BENCH_GROWTH_TURNS` turns, reporting
+/// turn and load costs per interval.
+fn bench_growth(store: &Store, plan: &Plan) -> Value {
+    let total: usize = std::env::var("SKEIN_BENCH_GROWTH_TURNS")
+        .ok()
+        .and_then(|turns| turns.parse().ok())
+        .unwrap_or(if plan.quick { 2_000 } else { 100_000 });
+    let interval = (total / GROWTH_INTERVALS).max(1);
+    let (_, long) = seeded_conversation(store, 1000);
+    let long_head = long.head_id().unwrap();
+    // Each conversation opens with a message of its own, so its nodes are
+    // new ones (equal histories would share their nodes).
+    let fresh = |number: usize| {
+        let conversation = store
+            .create_conversation(Default::default())
+            .expect("create conversation")
+            .id;
+        let thread = Thread::from_messages([
+            Message::user(format!("conversation {number}: shall we begin?")),
+            Message::assistant(format!("conversation {number}, at your service")),
+        ]);
+        commit(store, &conversation, None, &thread);
+        Chat {
+            conversation,
+            thread,
+            turn: 2,
+            commit: Vec::new(),
+            push: Vec::new(),
+        }
+    };
+    let mut conversations = 0;
+    let mut chat = fresh(conversations);
+    let mut window = Vec::new();
+    let mut rows = Vec::new();
+    let mut first: Option<(f64, f64, f64)> = None;
+    let mut worst_ratio: f64 = 0.0;
+    let started = Instant::now();
+    for turn in 1..=total {
+        if chat.turn >= 2 * GROWTH_CONVERSATION_TURNS {
+            conversations += 1;
+            chat = fresh(conversations);
+        }
+        chat.turn(store, true);
+        window.append(&mut chat.commit);
+        chat.push.clear();
+        if turn % interval != 0 {
+            continue;
+        }
+        let commit = stats(&std::mem::take(&mut window), US);
+        let latest = chat.thread.head_id().unwrap();
+        let load = |head: NodeId| {
+            let samples: Vec<Duration> = (0..25)
+                .map(|_| {
+                    let started = Instant::now();
+                    store.load_thread(head).expect("load");
+                    started.elapsed()
+                })
+                .collect();
+            stats(&samples[5..], US)
+        };
+        let short = load(latest);
+        let long = load(long_head);
+        let now = (commit.median, short.median, long.median);
+        let base = *first.get_or_insert(now);
+        worst_ratio = worst_ratio
+            .max(now.0 / base.0)
+            .max(now.1 / base.1)
+            .max(now.2 / base.2);
+        eprintln!(
+            "growth: {turn:>7} turns  commit {:>7.0} us (p90 {:>7.0})  load 50 {:>6.0} us  \
+             load 1000 {:>7.0} us  [{:.0} s]",
+            commit.median,
+            commit.p90,
+            short.median,
+            long.median,
+            started.elapsed().as_secs_f64()
+        );
+        rows.push(json!({
+            "turns": turn,
+            "commit_us": {"median": report::round3(commit.median), "p90": report::round3(commit.p90)},
+            "load_50_us": report::round3(short.median),
+            "load_1000_us": report::round3(long.median),
+        }));
+    }
+    json!({
+        "workload": format!(
+            "from an empty schema to {total} turns (a user and an assistant message and a run \
+             each) in conversations of {GROWTH_CONVERSATION_TURNS} turns, one writer; per interval \
+             of {interval} turns: median and p90 commit of the interval's turns, median of 20 \
+             loads of the latest conversation's thread (50 messages) and of a 1,000-message \
+             thread written first"
+        ),
+        "intervals": rows,
+        "worst_ratio_to_first_interval": report::round3(worst_ratio),
+        "seconds": report::round3(started.elapsed().as_secs_f64()),
+    })
+}
+
+#[cfg(feature = "postgres")]
+fn bench_growth_postgres(plan: &Plan) -> Value {
+    let Some(base) = std::env::var("SKEIN_BENCH_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        return json!({"skipped": "SKEIN_BENCH_POSTGRES is not set: the growth workload runs on PostgreSQL"});
+    };
+    let schema = skein_store::scratch::ScratchSchema::create(&base)
+        .unwrap_or_else(|error| panic!("SKEIN_BENCH_POSTGRES is set but unusable: {error}"));
+    let store = Store::open(schema.url()).expect("open PostgreSQL store");
+    bench_growth(&store, plan)
+}
+
+#[cfg(not(feature = "postgres"))]
+fn bench_growth_postgres(_plan: &Plan) -> Value {
+    json!({"skipped": "built without the postgres feature"})
 }
 
 fn bench_cli(plan: &Plan) -> (Value, Value) {
@@ -1116,6 +1250,9 @@ fn main() {
             "postgres": bench_search_postgres(&plan),
         });
         results.insert("search".into(), search);
+    }
+    if plan.only.iter().any(|group| group == "growth") {
+        results.insert("growth".into(), bench_growth_postgres(&plan));
     }
     let postgres = bench_postgres(&plan);
     if plan.runs("cli") {

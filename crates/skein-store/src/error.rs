@@ -115,6 +115,43 @@ pub enum StoreError {
          and that the URL's host, port, user, password and database are right"
     )]
     Unreachable { location: String, reason: String },
+    /// The server could not be used over TLS as the URL's `sslmode` asks.
+    #[error(
+        "cannot connect to the PostgreSQL server at {location} as sslmode={mode} asks: {problem}"
+    )]
+    Tls {
+        location: String,
+        mode: String,
+        problem: TlsProblem,
+    },
+    /// The PostgreSQL role may not create or upgrade skein's tables (it is
+    /// not their owner); the role that owns them must open it first.
+    #[error(
+        "the database {location} needs skein's schema {} (version {found} to {supported}) and \
+         this role may not change it ({reason}); open it once with the URL of the role that owns \
+         skein's tables (docs/postgres.md)",
+        if *.found == 0 { "created" } else { "upgraded" }
+    )]
+    MigrationDenied {
+        location: String,
+        found: i64,
+        supported: i64,
+        reason: String,
+    },
+    /// The connection broke before the write was committed: the server
+    /// rolled it back, so none of it was kept. The next call reconnects.
+    #[error(
+        "the connection to the PostgreSQL server at {location} was lost ({reason}); \
+         nothing of the unfinished write was kept, try again"
+    )]
+    ConnectionLost { location: String, reason: String },
+    /// The connection broke while the server was committing: the write
+    /// may or may not have been kept (read it back to know).
+    #[error(
+        "the connection to the PostgreSQL server at {location} was lost while committing \
+         ({reason}); the write may or may not have been kept"
+    )]
+    CommitUnknown { location: String, reason: String },
     #[error("i/o error: {0}")]
     Io(std::io::Error),
     /// A search query the store cannot run (see [`crate::search`]).
@@ -124,6 +161,40 @@ pub enum StoreError {
     Json(serde_json::Error),
     #[error("a store task failed: {0}")]
     Task(String),
+}
+
+/// Why a TLS connection to a PostgreSQL server failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsProblem {
+    /// The mode requires TLS and the server does not offer it.
+    #[error("the server does not offer TLS")]
+    NotOffered,
+    /// `sslmode=disable`, and the server accepts only TLS connections.
+    #[error(
+        "the server refuses connections without TLS ({server}); use sslmode=require or stronger"
+    )]
+    RequiredByServer { server: String },
+    /// `sslmode=verify-full`: the certificate names other hosts.
+    #[error(
+        "the server's certificate is for {}, not `{expected}`; connect by a name the certificate \
+         lists, or use sslmode=verify-ca to check only who signed it",
+        if .presented.is_empty() { "no host name".to_string() } else { .presented.join(", ") }
+    )]
+    WrongHost {
+        expected: String,
+        presented: Vec<String>,
+    },
+    /// `sslmode=verify-ca` or `verify-full`: no trusted authority signed the
+    /// certificate (or it is expired, revoked, or unfit for a server).
+    #[error(
+        "the server's certificate is not trusted ({reason}); give the certificate of the \
+         authority that signed it with sslrootcert=PATH"
+    )]
+    Untrusted { reason: String },
+    /// The handshake failed for another reason.
+    #[error("the TLS handshake failed: {reason}")]
+    Handshake { reason: String },
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -61,7 +61,7 @@ mod verify;
 
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
-pub use error::{HeadMoved, Result, StoreError};
+pub use error::{HeadMoved, Result, StoreError, TlsProblem};
 pub use family::{FamilyLimits, FamilyRows, Rooted};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use open::OpenMode;

@@ -44,7 +44,7 @@ pub fn redact(url: &str) -> String {
 }
 
 /// `text` with `%XX` escapes decoded (invalid ones kept as they are).
-fn percent_decoded(text: &str) -> String {
+pub(crate) fn percent_decoded(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut at = 0;

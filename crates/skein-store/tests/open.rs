@@ -5,6 +5,8 @@
 //! when a location cannot be used.
 
 mod common;
+#[cfg(feature = "postgres")]
+mod connections;
 
 use common::{Backend, FreshLocation, TempStore, append_turn};
 use skein_store::{NewConversation, OpenMode, RunRecord, Store, StoreError};
@@ -82,26 +84,29 @@ fn a_malformed_url_is_reported() {
 }
 
 /// The store's sessions keep the URL's own server options (here the
-/// scratch schema's search_path) and add that plans never scan a whole
-/// table.
+/// scratch schema's search_path) and its `application_name`, and leave the
+/// planner free to choose any plan (no `enable_seqscan=off`).
 #[test]
-fn postgres_sessions_keep_the_url_options_and_never_scan_whole_tables() {
-    if common::postgres_base("postgres_sessions_keep_the_url_options_and_never_scan_whole_tables")
+fn postgres_sessions_keep_the_url_options_and_leave_the_planner_alone() {
+    if common::postgres_base("postgres_sessions_keep_the_url_options_and_leave_the_planner_alone")
         .is_none()
     {
         return;
     }
     let db = common::TempStore::new(Backend::Postgres);
-    let setting = |name: &str| {
-        db.store
+    let store = Store::open(format!("{}&application_name=skein_web_1", db.location())).unwrap();
+    let setting = |name: &str, expected: &str| {
+        store
             .debug_query_i64(&format!(
-                "SELECT CASE WHEN current_setting('{name}') LIKE 'skein_test_%' \
-                 OR current_setting('{name}') = 'off' THEN 1 ELSE 0 END::bigint"
+                "SELECT (current_setting('{name}') LIKE '{expected}')::int::bigint"
             ))
             .unwrap()
+            == 1
     };
-    assert_eq!(setting("search_path"), 1);
-    assert_eq!(setting("enable_seqscan"), 1);
+    assert!(setting("search_path", "skein_test_%"));
+    assert!(setting("application_name", "skein_web_1"));
+    assert!(setting("enable_seqscan", "on"));
+    assert!(setting("jit", "off"));
 }
 
 #[test]

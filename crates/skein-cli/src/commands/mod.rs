@@ -149,9 +149,9 @@ fn open_store(path: &Path, mode: OpenMode) -> Result<Store> {
             ),
         )),
         // These name the location themselves.
-        error @ (StoreError::NotSkein { .. } | StoreError::OutdatedReadOnly { .. }) => {
-            anyhow::Error::new(error)
-        }
+        error @ (StoreError::NotSkein { .. }
+        | StoreError::OutdatedReadOnly { .. }
+        | StoreError::MigrationDenied { .. }) => anyhow::Error::new(error),
         error => anyhow::Error::new(error).context(format!("cannot open the database {shown}")),
     })
 }

@@ -5,9 +5,13 @@ deadlocks. Its operations are split like SQLite's (graph.rs,
 conversations.rs, runs.rs, transfer.rs, verify.rs, resolve.rs) and share
 their non-SQL halves with it.
 
-Connections are plain TCP (`NoTls`): point it at a server on the same host or
-a trusted network, or tunnel it. Every call blocks; see bridge.rs for how
-that is done without stalling an async runtime.
+settings.rs reads the URL (the client's parameters plus skein's own:
+`sslmode` and `sslrootcert`, for tls.rs, and `pool_max`). A connection that
+breaks (the server restarted, an administrator ended the session, the
+network dropped it) is discarded and the call runs again once on a fresh
+one, so a call after a loss reconnects; a write is repeated only if it had
+not begun committing. Every call blocks; see bridge.rs for how that is done
+without stalling an async runtime.
 */
 
 pub(crate) mod bridge;
@@ -22,6 +26,8 @@ mod runs;
 pub(crate) mod schema;
 pub mod scratch;
 mod search;
+mod settings;
+mod tls;
 mod transfer;
 mod usage;
 mod verify;
@@ -30,6 +36,7 @@ use crate::error::{Result, StoreError};
 use crate::location::redact;
 use crate::open::OpenMode;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use settings::Settings;
 use skein_core::StoreKey;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -37,15 +44,9 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio_postgres::NoTls;
+use tls::SslMode;
 use tokio_postgres::error::SqlState;
 
-/// Connections each open store keeps at most. Writers beyond this wait for
-/// a free connection (up to [`WAIT_TIMEOUT`]).
-pub const POOL_SIZE: usize = 4;
-/// How long opening one connection may take before the server counts as
-/// unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call waits for a free pooled connection.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a write keeps retrying serialization failures and deadlocks
@@ -60,10 +61,9 @@ pub(crate) struct PgStore {
 }
 
 struct Shared {
-    location: String,
     location_path: PathBuf,
     key: StoreKey,
-    pool: Pool,
+    connection: Connection,
     /// Opened with [`OpenMode::ReadOnly`]: every write is refused.
     read_only: bool,
 }
@@ -74,96 +74,95 @@ impl PgStore {
     /// when `mode` is [`OpenMode::Create`], and must be there otherwise.
     pub fn open(url: &str, mode: OpenMode) -> Result<PgStore> {
         let location = redact(url);
-        let mut config: tokio_postgres::Config =
-            url.parse()
-                .map_err(|error: tokio_postgres::Error| StoreError::BadUrl {
-                    location: location.clone(),
-                    reason: error.to_string(),
-                })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("skein");
-        }
-        // Every statement the store runs is meant to be driven by an index
-        // (cost proportional to the rows it touches). On a young database,
-        // before autovacuum has analyzed the tables, the planner may cache
-        // plans made when the tables were empty and keep scanning whole
-        // tables after they have grown; ruling sequential scans out keeps
-        // the store's cost independent of the database's size. For the same
-        // reason JIT compilation is off: those estimates (and with them the
-        // cost that triggers it) can be far too high, and compiling a
-        // statement that reads a few dozen rows costs tens of milliseconds.
-        const SESSION: &str = "-c enable_seqscan=off -c jit=off";
-        let options = match config.get_options() {
-            Some(options) => format!("{options} {SESSION}"),
-            None => SESSION.to_string(),
-        };
-        config.options(&options);
+        let settings = Settings::parse(url, &location)?;
+        let tls = tls::connector(settings.ssl_mode, settings.root_file.as_deref(), &location)?;
         let manager = Manager::from_config(
-            config,
-            NoTls,
+            settings.config,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(settings.pool_max)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(WAIT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(settings.connect_timeout))
             .build()
             .map_err(|error| StoreError::BadUrl {
                 location: location.clone(),
                 reason: error.to_string(),
             })?;
-        let key =
-            bridge::block_on(|| async {
-                let mut client = checkout(&pool, &location).await?;
-                let installed = schema::installed_version(&client).await?;
-                match (installed, mode) {
-                    (None, OpenMode::Create) => schema::migrate(&mut client).await?,
-                    (None, _) => {
-                        let schema: String = client
-                            .query_one("SELECT current_schema()::text", &[])
-                            .await?
-                            .get(0);
-                        return Err(StoreError::NotSkein {
+        let connection = Connection {
+            pool,
+            location,
+            ssl_mode: settings.ssl_mode,
+            connect_timeout: settings.connect_timeout,
+        };
+        let location = &connection.location;
+        let key = bridge::block_on(|| async {
+            let mut client = connection.checkout().await?;
+            let installed = schema::installed_version(&client).await?;
+            let denied = |found: i64| {
+                move |error: StoreError| match &error {
+                    StoreError::Postgres(cause)
+                        if cause.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) =>
+                    {
+                        StoreError::MigrationDenied {
                             location: location.clone(),
-                            reason: format!("schema `{schema}` has no skein tables"),
-                        });
-                    }
-                    (Some(found), _) if found > schema::SCHEMA_VERSION => {
-                        return Err(StoreError::NewerSchema {
                             found,
                             supported: schema::SCHEMA_VERSION,
-                        });
+                            reason: describe(cause),
+                        }
                     }
-                    (Some(found), _) if found == schema::SCHEMA_VERSION => {}
-                    (Some(found), OpenMode::ReadOnly) => schema::migrate(&mut client)
-                        .await
-                        .map_err(|error| StoreError::OutdatedReadOnly {
+                    _ => error,
+                }
+            };
+            match (installed, mode) {
+                (None, OpenMode::Create) => {
+                    schema::migrate(&mut client).await.map_err(denied(0))?
+                }
+                (None, _) => {
+                    let schema: String = client
+                        .query_one("SELECT current_schema()::text", &[])
+                        .await?
+                        .get(0);
+                    return Err(StoreError::NotSkein {
+                        location: location.clone(),
+                        reason: format!("schema `{schema}` has no skein tables"),
+                    });
+                }
+                (Some(found), _) if found > schema::SCHEMA_VERSION => {
+                    return Err(StoreError::NewerSchema {
+                        found,
+                        supported: schema::SCHEMA_VERSION,
+                    });
+                }
+                (Some(found), _) if found == schema::SCHEMA_VERSION => {}
+                (Some(found), OpenMode::ReadOnly) => {
+                    schema::migrate(&mut client).await.map_err(|error| {
+                        StoreError::OutdatedReadOnly {
                             location: location.clone(),
                             found,
                             supported: schema::SCHEMA_VERSION,
                             reason: error.to_string(),
-                        })?,
-                    (Some(_), _) => schema::migrate(&mut client).await?,
+                        }
+                    })?
                 }
-                let key: String = client
-                    .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
-                    .await?
-                    .get(0);
-                key.parse::<StoreKey>()
-                    .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
-            })?;
+                (Some(found), _) => schema::migrate(&mut client).await.map_err(denied(found))?,
+            }
+            let key: String = client
+                .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
+                .await?
+                .get(0);
+            key.parse::<StoreKey>()
+                .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
+        })?;
         Ok(PgStore {
             shared: Arc::new(Shared {
-                location_path: PathBuf::from(&location),
-                location,
+                location_path: PathBuf::from(location),
                 key,
-                pool,
+                connection,
                 read_only: mode == OpenMode::ReadOnly,
             }),
         })
@@ -174,7 +173,7 @@ impl PgStore {
     }
 
     pub fn location(&self) -> String {
-        self.shared.location.clone()
+        self.shared.connection.location.clone()
     }
 
     pub fn path(&self) -> &Path {
@@ -186,50 +185,91 @@ impl PgStore {
     }
 
     /// Run `work` on a pooled connection, outside any explicit transaction.
+    /// If the connection turns out to be broken, `work` runs again on a new
+    /// one (once).
     pub(crate) fn read<T: Send>(
         &self,
-        work: impl AsyncFnOnce(&Client) -> Result<T> + Send,
+        mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
+        let connection = &self.shared.connection;
         bridge::block_on(|| async move {
-            let client = checkout(&self.shared.pool, &self.shared.location).await?;
-            work(&client).await
+            let mut reconnected = false;
+            loop {
+                let mut held = Held(Some(connection.checkout().await?));
+                match work(held.client()).await {
+                    Err(error) if lost(&error).is_some() => {
+                        // Dropped unreleased: discarded, never pooled again.
+                        drop(held);
+                        if reconnected {
+                            return Err(connection.lost(&error));
+                        }
+                        reconnected = true;
+                    }
+                    other => {
+                        held.release();
+                        return other;
+                    }
+                }
+            }
         })
     }
 
     /// Run `work` in a transaction (read committed) and commit it. A
     /// serialization failure or deadlock rolls back and runs `work` again,
-    /// so `work` must be safe to repeat. `BEGIN` is sent together with the
-    /// first statement of `work`, saving a round trip.
+    /// so `work` must be safe to repeat; so does a connection lost before
+    /// `COMMIT` was sent (once, on a new connection). `BEGIN` is sent
+    /// together with the first statement of `work`, saving a round trip.
     pub(crate) fn write<T: Send>(
         &self,
         mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
+        let connection = &self.shared.connection;
         if self.shared.read_only {
             return Err(StoreError::ReadOnly {
-                location: self.shared.location.clone(),
+                location: connection.location.clone(),
             });
         }
         bridge::block_on(|| async move {
-            let mut held = Held(Some(
-                checkout(&self.shared.pool, &self.shared.location).await?,
-            ));
             let started = Instant::now();
             let mut pause = Duration::from_millis(2);
+            let mut reconnected = false;
+            let mut held = Held(Some(connection.checkout().await?));
             loop {
                 match transaction(held.client(), &mut work).await {
-                    Err(error) if is_retryable(&error) && started.elapsed() < RETRY_GIVE_UP => {
+                    Attempt::Done(Err(error))
+                        if is_retryable(&error) && started.elapsed() < RETRY_GIVE_UP =>
+                    {
                         tokio::time::sleep(pause + jitter(pause)).await;
                         pause = (pause * 2).min(Duration::from_millis(200));
                     }
-                    Err(error) if is_retryable(&error) => {
+                    Attempt::Done(Err(error)) if is_retryable(&error) => {
                         held.release();
                         return Err(StoreError::Busy {
                             seconds: started.elapsed().as_secs(),
                         });
                     }
-                    other => {
+                    Attempt::Done(result) => {
                         held.release();
-                        return other;
+                        return result;
+                    }
+                    Attempt::Dirty(error) => return Err(error),
+                    Attempt::Lost {
+                        error,
+                        committing: true,
+                    } => {
+                        return Err(StoreError::CommitUnknown {
+                            location: connection.location.clone(),
+                            reason: describe_store(&error),
+                        });
+                    }
+                    Attempt::Lost { error, .. } if reconnected => {
+                        return Err(connection.lost(&error));
+                    }
+                    Attempt::Lost { .. } => {
+                        reconnected = true;
+                        // The broken connection is discarded as `held` is
+                        // replaced without being released.
+                        held = Held(Some(connection.checkout().await?));
                     }
                 }
             }
@@ -245,12 +285,69 @@ impl PgStore {
     }
 }
 
+/// The pool and what its errors are reported with.
+struct Connection {
+    pool: Pool,
+    location: String,
+    ssl_mode: SslMode,
+    connect_timeout: Duration,
+}
+
+impl Connection {
+    /// A pooled connection, with connection failures told apart from
+    /// everything else: they mean the server is down, the URL is wrong, or
+    /// TLS cannot be had as its `sslmode` asks.
+    async fn checkout(&self) -> Result<Client> {
+        let location = || self.location.clone();
+        self.pool.get().await.map_err(|error| match error {
+            PoolError::Backend(error) => match tls::problem(&error, self.ssl_mode) {
+                Some(problem) => StoreError::Tls {
+                    location: location(),
+                    mode: self.ssl_mode.name().to_string(),
+                    problem,
+                },
+                // Refused, timed out, bad password, no such database: all
+                // say the server cannot be used as the URL names it.
+                None => StoreError::Unreachable {
+                    location: location(),
+                    reason: describe(&error),
+                },
+            },
+            PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy {
+                seconds: WAIT_TIMEOUT.as_secs(),
+            },
+            PoolError::Timeout(_) => StoreError::Unreachable {
+                location: location(),
+                reason: format!("no answer within {} s", self.connect_timeout.as_secs()),
+            },
+            other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
+        })
+    }
+
+    fn lost(&self, error: &StoreError) -> StoreError {
+        StoreError::ConnectionLost {
+            location: self.location.clone(),
+            reason: describe_store(error),
+        }
+    }
+}
+
+/// How one attempt at a transaction ended.
+enum Attempt<T> {
+    /// Committed, or rolled back with the connection clean again.
+    Done(Result<T>),
+    /// Failed, and the rollback failed too: the connection must go.
+    Dirty(StoreError),
+    /// The connection broke; `committing` if `COMMIT` had been sent.
+    Lost { error: StoreError, committing: bool },
+}
+
 /// One attempt at a transaction: `BEGIN`, `work`, then `COMMIT`, or
-/// `ROLLBACK` if anything failed (the connection is then clean again).
+/// `ROLLBACK` if anything failed.
 async fn transaction<T>(
     client: &Client,
     work: &mut impl AsyncFnMut(&Client) -> Result<T>,
-) -> Result<T> {
+) -> Attempt<T> {
     let mut begin = pin!(client.batch_execute("BEGIN"));
     // The first poll writes BEGIN, so it precedes work's first statement on
     // the wire; its answer is collected below.
@@ -263,24 +360,43 @@ async fn transaction<T>(
         Some(result) => result,
         None => begin.await,
     };
-    match (begun, result) {
+    let failure = match (begun, result) {
         (Ok(()), Ok(value)) => {
-            client.batch_execute("COMMIT").await?;
-            Ok(value)
+            return match client.batch_execute("COMMIT").await {
+                Ok(()) => Attempt::Done(Ok(value)),
+                Err(error) => {
+                    let error = StoreError::from(error);
+                    if lost(&error).is_some() {
+                        Attempt::Lost {
+                            error,
+                            committing: true,
+                        }
+                    } else {
+                        Attempt::Done(Err(error))
+                    }
+                }
+            };
         }
-        (begun, result) => {
-            client.batch_execute("ROLLBACK").await?;
-            Err(match begun {
-                Err(error) => error.into(),
-                Ok(()) => result.err().expect("one of them failed"),
-            })
-        }
+        (Err(error), _) => StoreError::from(error),
+        (Ok(()), Err(error)) => error,
+    };
+    if lost(&failure).is_some() {
+        // The server rolls back a transaction whose connection ends.
+        return Attempt::Lost {
+            error: failure,
+            committing: false,
+        };
+    }
+    match client.batch_execute("ROLLBACK").await {
+        Ok(()) => Attempt::Done(Err(failure)),
+        Err(_) => Attempt::Dirty(failure),
     }
 }
 
 /// A pooled connection that is discarded, not returned to the pool, if it
-/// is dropped while a transaction may be open (a panic in `work`): closing
-/// it makes the server roll back.
+/// is dropped while it may be unusable (a transaction may be open after a
+/// panic in `work`, or the connection broke): closing it makes the server
+/// roll back.
 struct Held(Option<Client>);
 
 impl Held {
@@ -302,25 +418,35 @@ impl Drop for Held {
     }
 }
 
-/// A pooled connection, with connection failures told apart from everything
-/// else: they mean the server is down or the URL is wrong.
-async fn checkout(pool: &Pool, location: &str) -> Result<Client> {
-    pool.get().await.map_err(|error| match error {
-        // Refused, timed out, bad password, no such database: all say the
-        // server cannot be used as the URL names it.
-        PoolError::Backend(error) => StoreError::Unreachable {
-            location: location.to_string(),
-            reason: describe(&error),
-        },
-        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy {
-            seconds: WAIT_TIMEOUT.as_secs(),
-        },
-        PoolError::Timeout(_) => StoreError::Unreachable {
-            location: location.to_string(),
-            reason: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
-        },
-        other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
-    })
+/// The client error of `error` if it says the connection broke: closed,
+/// reset, or ended by the server (shut down, terminated by an
+/// administrator, idle too long).
+fn lost(error: &StoreError) -> Option<&tokio_postgres::Error> {
+    let StoreError::Postgres(error) = error else {
+        return None;
+    };
+    let ended_by_server = matches!(
+        error.code(),
+        Some(code) if *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::IDLE_SESSION_TIMEOUT
+            || *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
+    );
+    let mut io = false;
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        io |= cause.is::<std::io::Error>();
+        source = cause.source();
+    }
+    (error.is_closed() || ended_by_server || io).then_some(error)
+}
+
+fn describe_store(error: &StoreError) -> String {
+    match error {
+        StoreError::Postgres(error) => describe(error),
+        other => other.to_string(),
+    }
 }
 
 /// An error with its chain of causes ("error connecting to server:

@@ -15,6 +15,7 @@ use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
 use super::pipeline::Pipeline;
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
+use super::schema;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::transfer::{
@@ -158,6 +159,13 @@ impl PgStore {
                 }
             }
             insert_batched(tx, &mut new_nodes).await?;
+            Ok(report)
+        })
+        .and_then(|report| {
+            let written = report.nodes_written + report.conversations + report.runs + report.reruns;
+            if written >= schema::ANALYZE_AFTER_ROWS {
+                self.read(async |client| schema::analyze(client).await)?;
+            }
             Ok(report)
         })
     }
