@@ -131,6 +131,10 @@ pub struct ServeArgs {
     /// Connections served at once; more wait to be accepted
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub max_connections: u64,
+    /// Refuse every write: the web view only shows the graph (no replies, forks, edits or reruns),
+    /// and the database is opened read-only
+    #[arg(long, conflicts_with = "proxy")]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Args)]

@@ -876,5 +876,143 @@ fn a_turn_from_another_process_appears_in_the_open_page() {
         page.wait_for_text("#conversations", "elsewhere").await;
         page.screenshot(&screenshots().join("live-list.png")).await;
         page.close().await;
+
+/// The workbench as `skein serve` runs it, without a browser: the session
+/// names the CLI's models, a reply through it is recorded on the CLI's
+/// model, a turn another process (`skein prompt`) writes reaches an open
+/// `/api/events` stream, and `--read-only` opens the database read-only
+/// and refuses every write. On SQLite and, when `SKEIN_TEST_POSTGRES`
+/// names a server, on PostgreSQL (two processes on one database).
+#[test]
+fn the_served_workbench_acts_and_sees_turns_of_other_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    workbench(&dir.path().join("skein.db").display().to_string());
+    #[cfg(feature = "postgres")]
+    if let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    {
+        let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
+        workbench(schema.url());
+    }
+}
+
+fn workbench(db: &str) {
+    let db = Path::new(db);
+    let first = skein_json(db, &["prompt", "-m", "echo", "Name a river."]);
+    let conversation = first["conversation"].as_str().unwrap().to_string();
+    let server = Server::start(db, &["-m", "echo"]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let session: Value = client
+            .get(format!("{}/api/session", server.base()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(session["read_only"], false);
+        assert_eq!(session["default_model"], "echo");
+        assert!(
+            session["models"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|model| model["name"] == "echo"),
+            "{session}"
+        );
+        let csrf = session["csrf"].as_str().unwrap().to_string();
+
+        let mut events = client
+            .get(format!("{}/api/events", server.base()))
+            .send()
+            .await
+            .unwrap();
+        let mut seen = String::new();
+        let mut read_until = async |wanted: &str, seen: &mut String| {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !seen.contains(wanted) {
+                let chunk = tokio::time::timeout_at(deadline, events.chunk())
+                    .await
+                    .unwrap_or_else(|_| panic!("no `{wanted}` on /api/events: {seen}"))
+                    .unwrap()
+                    .expect("the event stream stays open");
+                seen.push_str(std::str::from_utf8(&chunk).unwrap());
+            }
+        };
+        read_until("event: ready", &mut seen).await;
+
+        // Another process continues the conversation.
+        let second = skein_json(db, &["prompt", "--cid", &conversation, "Name another."]);
+        let head = second["node"].as_str().unwrap().to_string();
+        read_until(&head, &mut seen).await;
+        assert!(seen.contains(&conversation), "{seen}");
+
+        // A reply through the served workbench.
+        let response = client
+            .post(format!("{}/api/nodes/{}/reply", server.base(), &head[..12]))
+            .header("content-type", "application/json")
+            .header("x-skein-csrf", &csrf)
+            .body(json!({"text": "Name a third."}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let streamed = response.text().await.unwrap();
+        assert!(streamed.contains("event: done"), "{streamed}");
+        let done: Value = streamed
+            .split("event: done\ndata: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .map(|line| serde_json::from_str(line).unwrap())
+            .unwrap();
+        assert_eq!(done["conversation"], conversation.as_str());
+        let shown = skein_json(db, &["conversations", "-n", "1"]);
+        assert_eq!(shown[0]["head"], done["node"], "{shown}");
+    });
+    drop(server);
+
+    let read_only = Server::start(db, &["--read-only"]);
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let session: Value = client
+            .get(format!("{}/api/session", read_only.base()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(session["read_only"], true);
+        let response = client
+            .post(format!(
+                "{}/api/nodes/{}/fork",
+                read_only.base(),
+                &first["node"].as_str().unwrap()[..12]
+            ))
+            .header("content-type", "application/json")
+            .header("x-skein-csrf", session["csrf"].as_str().unwrap())
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403);
+        assert!(response.text().await.unwrap().contains("read-only"));
+        // A report is a read: it caches nothing in the read-only database.
+        let response = client
+            .get(format!(
+                "{}/api/nodes/{}/report",
+                read_only.base(),
+                first["node"].as_str().unwrap()
+            ))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let report: Value = response.json().await.unwrap();
+        assert_eq!(status, 200, "{report}");
+        assert_eq!(report["turn"]["index"], 0, "{report}");
     });
 }

@@ -255,6 +255,20 @@ impl RecordedChat {
         }
     }
 
+    /// A builder running turns on `model` (a profile, or a model opened by
+    /// name, with its own model name when it overrides the profile's),
+    /// whose conversation remembers the model so that later turns from any
+    /// surface go on with it, as with any conversation the turn layer
+    /// records.
+    pub fn on_model(model: &skein_conversation::Model) -> RecordedChatBuilder {
+        let builder = RecordedChat::builder(model.engine().clone(), model.profile())
+            .remember_model(model.name(), !model.is_opened_by_name());
+        match model.model_override() {
+            Some(name) => builder.model(name),
+            None => builder,
+        }
+    }
+
     /// A chat over `history`. With a store, its conversation is created
     /// now when `persist` (a fork, which exists before its first turn),
     /// else by its first turn.

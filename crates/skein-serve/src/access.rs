@@ -22,6 +22,12 @@ the origin it is addressed to, unless it presents the token in its
 `Authorization` header (which browsers never add on their own; the cookie
 does not count: browsers attach it to requests from other ports of the
 same host).
+
+The web view's own writes (`/api/...`) must also carry the server's CSRF
+token in an `X-Skein-Csrf` header: a random token of this server process
+that only its pages can read (from `/api/session`; no CORS header lets
+another origin read an answer). And a server started read-only
+(`skein serve --read-only`) refuses every write, whoever asks.
 */
 
 use crate::ServeError;
@@ -34,30 +40,62 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 const COOKIE: &str = "skein_token";
+/// The header a web view write carries its CSRF token in.
+pub const CSRF_HEADER: &str = "x-skein-csrf";
 
 /// The access rule in force.
 #[derive(Clone, Debug)]
 pub struct Access {
     token: Option<Arc<str>>,
+    writes: Writes,
+}
+
+/// What a write must satisfy besides the token.
+#[derive(Clone, Debug)]
+struct Writes {
+    csrf: Arc<str>,
+    read_only: bool,
 }
 
 impl Access {
-    pub fn for_bind(bind: SocketAddr, token: Option<String>) -> Result<Access, ServeError> {
+    /// The rule for a server bound to `bind`, with `token` if given, and a
+    /// fresh CSRF token; `read_only` refuses every write.
+    pub fn for_bind(
+        bind: SocketAddr,
+        token: Option<String>,
+        read_only: bool,
+    ) -> Result<Access, ServeError> {
         let token = token.filter(|token| !token.is_empty());
         if token.is_none() && !bind.ip().is_loopback() {
             return Err(ServeError::TokenRequired { bind });
         }
+        // Two version 4 UUIDs: 244 random bits from the operating system.
+        let csrf = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
         Ok(Access {
             token: token.map(Arc::from),
+            writes: Writes {
+                csrf: Arc::from(csrf),
+                read_only,
+            },
         })
+    }
+
+    /// The CSRF token the web view's writes must carry.
+    pub fn csrf(&self) -> Arc<str> {
+        self.writes.csrf.clone()
     }
 
     /// Wrap `app` so that every request is checked: who may connect
     /// first, then what a write must look like.
     pub fn guard(self, app: Router) -> Router {
         let token = self.token.clone();
+        let rule = self.writes.clone();
         let app = app.layer(middleware::from_fn(move |request, next| {
-            writes(token.clone(), request, next)
+            writes(token.clone(), rule.clone(), request, next)
         }));
         match self.token {
             None => app.layer(middleware::from_fn(loopback_host)),
@@ -69,9 +107,17 @@ impl Access {
 }
 
 /// The rule for writes (see the module docs).
-async fn writes(token: Option<Arc<str>>, request: Request, next: Next) -> Response {
+async fn writes(token: Option<Arc<str>>, rule: Writes, request: Request, next: Next) -> Response {
     if request.method().is_safe() {
         return next.run(request).await;
+    }
+    if rule.read_only {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this skein server is read-only (skein serve --read-only): it makes no turns, forks or \
+             reruns and records nothing"
+                .into(),
+        );
     }
     let with_token = token
         .as_deref()
@@ -96,7 +142,32 @@ async fn writes(token: Option<Arc<str>>, request: Request, next: Next) -> Respon
         )
             .into_response();
     }
+    if request.uri().path().starts_with("/api/") {
+        let given = request
+            .headers()
+            .get(CSRF_HEADER)
+            .and_then(|value| value.to_str().ok());
+        let problem = match given {
+            None => "has no",
+            Some(given) if !same(given, &rule.csrf) => "has the wrong",
+            Some(_) => return next.run(request).await,
+        };
+        tracing::warn!(path = %request.uri().path(), "refused a web view write that {problem} CSRF token");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            format!(
+                "refused: the request {problem} CSRF token. A write to the web view must carry \
+                 the `X-Skein-Csrf` header with the token of GET /api/session (a new one each \
+                 time the server starts: reload the page)"
+            ),
+        );
+    }
     next.run(request).await
+}
+
+/// A refusal with a JSON body, as the web view's API answers errors.
+fn refuse(status: StatusCode, message: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
 /// Why a request comes from a page of another origin, if it does.
@@ -250,12 +321,23 @@ mod tests {
 
     #[test]
     fn loopback_needs_no_token_and_other_binds_do() {
-        assert!(Access::for_bind("127.0.0.1:0".parse().unwrap(), None).is_ok());
-        assert!(Access::for_bind("[::1]:0".parse().unwrap(), None).is_ok());
-        let error = Access::for_bind("0.0.0.0:8080".parse().unwrap(), None).unwrap_err();
+        let bind = |address: &str, token: Option<&str>| {
+            Access::for_bind(address.parse().unwrap(), token.map(str::to_string), false)
+        };
+        assert!(bind("127.0.0.1:0", None).is_ok());
+        assert!(bind("[::1]:0", None).is_ok());
+        let error = bind("0.0.0.0:8080", None).unwrap_err();
         assert!(error.to_string().contains("--token"), "{error}");
-        assert!(Access::for_bind("0.0.0.0:8080".parse().unwrap(), Some(String::new())).is_err());
-        assert!(Access::for_bind("0.0.0.0:8080".parse().unwrap(), Some("t".into())).is_ok());
+        assert!(bind("0.0.0.0:8080", Some("")).is_err());
+        assert!(bind("0.0.0.0:8080", Some("t")).is_ok());
+    }
+
+    #[test]
+    fn each_server_has_its_own_long_csrf_token() {
+        let one = Access::for_bind("127.0.0.1:0".parse().unwrap(), None, false).unwrap();
+        let two = Access::for_bind("127.0.0.1:0".parse().unwrap(), None, false).unwrap();
+        assert_eq!(one.csrf().len(), 64);
+        assert_ne!(one.csrf(), two.csrf());
     }
 
     #[test]

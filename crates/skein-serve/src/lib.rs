@@ -1,9 +1,11 @@
 /*!
 `skein serve`: one HTTP server with two faces over one store.
 
-- [`web`]: a read-only web view of the conversation graph (conversations,
-  family trees with forks, reruns and continuations, node details, branch
-  comparison), its assets embedded in the binary;
+- [`web`]: a web view of the conversation graph (conversations, family
+  trees with forks, reruns and continuations, node details, branch
+  comparison), its assets embedded in the binary, and a workbench acting on
+  it through the turn layer (reply, edit, regenerate, fork, rerun), live as
+  turns land from any process;
 - [`proxy`] (only with `--proxy`): OpenAI chat completions, OpenAI
   Responses and Anthropic Messages endpoints that forward to configured
   models and record every exchange into the graph, where the web view
@@ -12,7 +14,9 @@
 [`access`] decides who may connect: bound to a loopback address nobody else
 can reach it, so no token is needed; bound anywhere else a token is
 required, and every request must carry it. It also keeps web pages of other
-origins from writing through the browser of the person running the server.
+origins from writing through the browser of the person running the server,
+asks the web view's writes for the server's CSRF token, and refuses every
+write when the server is read-only.
 [`connections`] serves each connection within limits: how many at once, how
 long a request may take to arrive, how long a connection may idle.
 */
@@ -24,6 +28,7 @@ pub mod web;
 
 pub use connections::ConnectionLimits;
 pub use proxy::{ModelTable, ProxyConfig};
+pub use web::models::{ModelChoice, ModelNames, Models};
 
 use access::Access;
 use axum::Router;
@@ -44,6 +49,11 @@ pub struct ServeConfig {
     pub body_limit: usize,
     /// Connection limits and timeouts.
     pub limits: ConnectionLimits,
+    /// Refuse every write: the web view only shows, and nothing is
+    /// recorded (`skein serve --read-only`).
+    pub read_only: bool,
+    /// The models the web view's actions run on.
+    pub models: Arc<dyn Models>,
 }
 
 /// The default request body limit: 8 MiB, room for long histories.
@@ -77,14 +87,24 @@ pub struct AppState {
     pub(crate) memo: Arc<proxy::graph::Memo>,
     /// Turns at the reads that load a graph (see `web::api`).
     pub graph_reads: tokio::sync::Semaphore,
+    /// The CSRF token the web view's writes carry (see [`access`]).
+    pub csrf: Arc<str>,
+    pub read_only: bool,
+    pub models: Arc<dyn Models>,
+    /// Turns and reruns the web view runs at once.
+    pub turns: Arc<tokio::sync::Semaphore>,
+    /// The `/api/events` poller and its streams.
+    pub events: web::events::Hub,
 }
 
 /// How many family or comparison reads run at once.
 const GRAPH_READS: usize = 4;
+/// How many model turns (or reruns) the web view runs at once.
+pub const WEB_TURNS: usize = 4;
 
 /// The whole application: web view, optional proxy, access control.
 pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
-    let access = Access::for_bind(config.bind, config.token.clone())?;
+    let access = Access::for_bind(config.bind, config.token.clone(), config.read_only)?;
     let state = Arc::new(AppState {
         store: config.store.clone(),
         proxy: config.proxy.clone(),
@@ -94,6 +114,11 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
             .is_some_and(|token| !token.is_empty()),
         memo: Arc::default(),
         graph_reads: tokio::sync::Semaphore::new(GRAPH_READS),
+        csrf: access.csrf(),
+        read_only: config.read_only,
+        models: config.models.clone(),
+        turns: Arc::new(tokio::sync::Semaphore::new(WEB_TURNS)),
+        events: web::events::Hub::default(),
     });
     let mut app = web::routes();
     if config.proxy.is_some() {

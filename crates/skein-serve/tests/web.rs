@@ -8,8 +8,9 @@ use serde_json::Value;
 use skein::core::{Annotation, Attachment, Part, ToolCall, ToolResult, ToolSpec};
 use skein::store::{ConversationId, NewConversation, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, Model, Store, Thread};
-use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ProxyConfig, ServeConfig};
+use skein_serve::{ConnectionLimits, DEFAULT_BODY_LIMIT, ModelNames, ProxyConfig, ServeConfig};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A running server over a temporary database.
@@ -51,6 +52,8 @@ impl Server {
             proxy: None,
             body_limit: DEFAULT_BODY_LIMIT,
             limits: ConnectionLimits::default(),
+            read_only: false,
+            models: Arc::new(ModelNames::new("echo", Vec::new())),
         };
         configure(&mut config);
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
@@ -657,11 +660,13 @@ async fn unknown_ids_and_routes_are_clear_json_errors_and_only_get_is_served() {
         .await;
     assert!(message.contains("limit"), "{message}");
 
+    let csrf = server.csrf().await;
     for path in ["/", "/api/conversations"] {
         let response = server
             .client
             .post(format!("{}{path}", server.base))
             .header("content-type", "application/json")
+            .header("x-skein-csrf", &csrf)
             .body("{}")
             .send()
             .await
@@ -1472,4 +1477,784 @@ async fn a_deep_family_is_capped_and_says_so() {
     assert_eq!(comparison["shared_omitted"], 289);
     assert_eq!(comparison["shared"][9]["id"], comparison["ancestor"]);
     assert_eq!(comparison["shared"][0]["depth"], 289);
+}
+
+// ------------------------------------------------------------ workbench
+
+/// One server-sent event: its name and parsed data.
+#[derive(Debug)]
+struct Sse {
+    event: String,
+    data: Value,
+}
+
+/// The events of a complete `text/event-stream` body.
+fn events_of(body: &str) -> Vec<Sse> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let mut event = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    event = Some(name.to_string());
+                } else if let Some(text) = line.strip_prefix("data: ") {
+                    data.push_str(text);
+                }
+            }
+            Some(Sse {
+                event: event?,
+                data: serde_json::from_str(&data).unwrap(),
+            })
+        })
+        .collect()
+}
+
+/// What the database holds: nodes, conversations and runs.
+fn counts(store: &Store) -> (u64, u64, u64) {
+    let report = store.verify().unwrap();
+    (report.nodes, report.conversations, report.runs)
+}
+
+impl Server {
+    /// The CSRF token of `/api/session`.
+    async fn csrf(&self) -> String {
+        self.json("/api/session").await["csrf"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// POST `body` to a web view route with `headers` (and the JSON
+    /// content type): the status and the body as text.
+    async fn write(&self, path: &str, body: &str, headers: Headers<'_>) -> (StatusCode, String) {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        (response.status(), response.text().await.unwrap())
+    }
+
+    /// POST with the session's CSRF token; must succeed.
+    async fn act(&self, path: &str, body: Value) -> String {
+        let csrf = self.csrf().await;
+        let (status, text) = self
+            .write(path, &body.to_string(), &[("x-skein-csrf", &csrf)])
+            .await;
+        assert!(status.is_success(), "POST {path}: {status} {text}");
+        text
+    }
+
+    /// A streamed action: its events, which must end in `done`.
+    async fn turn(&self, path: &str, body: Value) -> Vec<Sse> {
+        let events = events_of(&self.act(path, body).await);
+        let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(names.first(), Some(&"start"), "{events:?}");
+        assert_eq!(names.last(), Some(&"done"), "{events:?}");
+        assert!(
+            names[1..names.len() - 1]
+                .iter()
+                .all(|name| *name == "delta")
+        );
+        events
+    }
+
+    /// POST with the session's CSRF token; must fail with `status`.
+    async fn refused(&self, path: &str, body: Value, status: StatusCode) -> String {
+        let csrf = self.csrf().await;
+        let (got, text) = self
+            .write(path, &body.to_string(), &[("x-skein-csrf", &csrf)])
+            .await;
+        assert_eq!(got, status, "POST {path}: {text}");
+        serde_json::from_str::<Value>(&text).unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+}
+
+/// Whether a `done` event's text is the echo model's answer to `text`.
+fn echoes(done: &Value, text: &str) -> bool {
+    done["text"]
+        .as_str()
+        .is_some_and(|answer| answer.starts_with(&format!("echo: \"{text}\"")))
+}
+
+fn start_and_done(events: &[Sse]) -> (&Value, &Value) {
+    (&events[0].data, &events.last().unwrap().data)
+}
+
+/// The deltas of a streamed turn, joined.
+fn streamed(events: &[Sse]) -> String {
+    events
+        .iter()
+        .filter(|e| e.event == "delta")
+        .map(|e| e.data["text"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_gives_the_csrf_token_the_models_and_whether_writes_are_allowed() {
+    let server = Server::start().await;
+    let session = server.json("/api/session").await;
+    assert_eq!(session["csrf"].as_str().unwrap().len(), 64);
+    assert_eq!(session["read_only"], false);
+    assert_eq!(session["default_model"], "echo");
+    assert_eq!(session["models"][0]["name"], "echo");
+    assert_eq!(session["models"][0]["label"], "echo");
+    let other = Server::start().await;
+    assert_ne!(
+        other.csrf().await,
+        server.csrf().await,
+        "one token per server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_at_a_head_continues_and_anywhere_else_branches() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+
+    let events = server
+        .turn(
+            &format!("/api/nodes/{}/reply", &story.a2[..12]),
+            serde_json::json!({ "text": "Name a third." }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["conversation"], story.main.as_str());
+    assert_eq!(start["branched"], false);
+    assert_eq!(start["from"], story.a2.as_str());
+    assert_eq!(done["conversation"], story.main.as_str());
+    assert!(echoes(done, "Name a third."), "{done}");
+    assert_eq!(streamed(&events), done["text"].as_str().unwrap());
+    assert_eq!(done["finish_reason"], "stop");
+    let main = server
+        .store
+        .conversation(&ConversationId(story.main.clone()))
+        .unwrap();
+    assert_eq!(main.head.unwrap().to_hex(), done["node"].as_str().unwrap());
+    let run = server
+        .json(&format!("/api/runs/{}", done["run"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["model"], "echo");
+
+    // a1 heads nothing: the reply branches there, main stays put.
+    let events = server
+        .turn(
+            &format!("/api/nodes/{}/reply", story.a1),
+            serde_json::json!({ "text": "Name a sea.", "name": "seas", "options": {"temperature": 0.5} }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["branched"], true);
+    assert_ne!(start["conversation"], story.main.as_str());
+    assert_eq!(done["conversation"], start["conversation"]);
+    let branch = server
+        .json(&format!(
+            "/api/conversations/{}",
+            done["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(branch["name"], "seas");
+    let node = server
+        .json(&format!("/api/nodes/{}", done["node"].as_str().unwrap()))
+        .await;
+    let question = server
+        .json(&format!("/api/nodes/{}", node["parent"].as_str().unwrap()))
+        .await;
+    assert_eq!(question["parent"], story.a1.as_str());
+    let still = server
+        .store
+        .conversation(&ConversationId(story.main.clone()))
+        .unwrap();
+    assert_eq!(still.head, main.head, "main did not move");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    let a2 = server.json(&format!("/api/nodes/{}", story.a2)).await;
+    let q2 = a2["parent"].as_str().unwrap().to_string();
+
+    let events = server
+        .turn(
+            &format!("/api/nodes/{q2}/edit"),
+            serde_json::json!({ "text": "Name a mountain." }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["branched"], true);
+    assert_eq!(
+        start["from"],
+        story.a1.as_str(),
+        "from the edited message's parent"
+    );
+    assert!(echoes(done, "Name a mountain."), "{done}");
+    let reply = server
+        .json(&format!("/api/nodes/{}", done["node"].as_str().unwrap()))
+        .await;
+    let edited = server
+        .json(&format!("/api/nodes/{}", reply["parent"].as_str().unwrap()))
+        .await;
+    assert_eq!(edited["parent"], story.a1.as_str());
+    assert_eq!(edited["parts"][0]["text"], "Name a mountain.");
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    assert!(
+        family["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|node| node["id"] == done["node"]),
+        "the edit's branch is in the family"
+    );
+
+    // The first message of a thread: a new conversation of its own.
+    let q1 = server.json(&format!("/api/nodes/{}", story.a1)).await["parent"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let events = server
+        .turn(
+            &format!("/api/nodes/{q1}/edit"),
+            serde_json::json!({ "text": "Name a glacier.", "name": "glaciers" }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["from"], Value::Null);
+    assert_eq!(start["branched"], true);
+    assert!(echoes(done, "Name a glacier."), "{done}");
+    let glaciers = server
+        .json(&format!(
+            "/api/conversations/{}",
+            done["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(glaciers["name"], "glaciers");
+    assert_eq!(glaciers["len"], 2);
+
+    // Only user messages are edited; only replies regenerated.
+    let message = server
+        .refused(
+            &format!("/api/nodes/{}/edit", story.a2),
+            serde_json::json!({ "text": "x" }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(message.contains("only a user message"), "{message}");
+    let message = server
+        .refused(
+            &format!("/api/nodes/{q2}/regenerate"),
+            serde_json::json!({}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(message.contains("only an assistant reply"), "{message}");
+
+    // Another model's answer to the same request: a sibling of a2.
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("other.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\nreply = \"Another river: {last_user}\"\n",
+    )
+    .unwrap();
+    let other = format!("scripted:{}", rules.display());
+    let message = server
+        .refused(
+            &format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({ "model": other }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(
+        message.contains("opens a file"),
+        "a file the server does not offer: {message}"
+    );
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new("echo", [other.clone()]));
+    })
+    .await;
+    let story = self::story(&server.store).await;
+    let q2 = server.json(&format!("/api/nodes/{}", story.a2)).await["parent"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let session = server.json("/api/session").await;
+    assert_eq!(session["models"][1]["name"], other.as_str());
+    let before = counts(&server.store);
+    let events = server
+        .turn(
+            &format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({ "model": other, "options": {"seed": 7} }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["from"], q2.as_str());
+    assert_eq!(start["branched"], true);
+    assert_eq!(
+        done["text"], "Another river: Name another.",
+        "the same request answered again"
+    );
+    let sibling = server
+        .json(&format!("/api/nodes/{}", done["node"].as_str().unwrap()))
+        .await;
+    assert_eq!(sibling["parent"], q2.as_str(), "a sibling of a2");
+    let q2_node = server.json(&format!("/api/nodes/{q2}")).await;
+    assert_eq!(q2_node["children"].as_array().unwrap().len(), 2);
+    let run = server
+        .json(&format!("/api/runs/{}", done["run"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["model"], "scripted");
+    let after = counts(&server.store);
+    assert_eq!(
+        after,
+        (before.0 + 1, before.1 + 1, before.2 + 1),
+        "one node, a branch, a run"
+    );
+
+    // The echo answers the same request with the same text: the same node,
+    // so a branch and a run are new and nothing is rewritten.
+    let events = server
+        .turn(
+            &format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(events.last().unwrap().data["node"], story.a2.as_str());
+    assert_eq!(counts(&server.store), (after.0, after.1 + 1, after.2 + 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+
+    let text = server
+        .act(
+            &format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({ "name": "empty fork" }),
+        )
+        .await;
+    let created: Value = serde_json::from_str(&text).unwrap();
+    let fork = server
+        .json(&format!(
+            "/api/conversations/{}",
+            created["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(fork["name"], "empty fork");
+    assert_eq!(fork["head"], story.a1.as_str());
+
+    let events = server
+        .turn(
+            &format!("/api/nodes/{}/fork", story.a3),
+            // `null` is as good as absent.
+            serde_json::json!({ "text": "Name a pond.", "name": "ponds", "model": null, "options": null }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["branched"], true);
+    assert!(echoes(done, "Name a pond."), "{done}");
+    let fork = server
+        .json(&format!(
+            "/api/conversations/{}",
+            done["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(fork["name"], "ponds");
+    assert_eq!(fork["head"], done["node"]);
+
+    let before = counts(&server.store);
+    let reply = format!("/api/nodes/{}/reply", story.a2);
+    for (body, status, says) in [
+        (
+            serde_json::json!({}),
+            StatusCode::BAD_REQUEST,
+            "needs `text`",
+        ),
+        (
+            serde_json::json!({"text": " "}),
+            StatusCode::BAD_REQUEST,
+            "empty",
+        ),
+        (
+            serde_json::json!({"text": "x", "model": "nonsense-model"}),
+            StatusCode::BAD_REQUEST,
+            "nonsense-model",
+        ),
+        (
+            serde_json::json!({"text": "x", "options": {"temperature": 9}}),
+            StatusCode::BAD_REQUEST,
+            "temperature",
+        ),
+        (
+            serde_json::json!({"text": "x", "options": {"max_tokens": 10_000_000}}),
+            StatusCode::BAD_REQUEST,
+            "max_tokens",
+        ),
+        (
+            serde_json::json!({"text": "x", "options": {"colour": 1}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "colour",
+        ),
+        (
+            serde_json::json!({"text": "x".repeat(200_001)}),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "longer than",
+        ),
+    ] {
+        let message = server.refused(&reply, body.clone(), status).await;
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let message = server
+        .refused(
+            "/api/nodes/abcdef0123/reply",
+            serde_json::json!({"text": "x"}),
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(message.contains("no node starts with"), "{message}");
+    // Over the body limit: 413 before anything is parsed.
+    let csrf = server.csrf().await;
+    let huge = serde_json::json!({ "text": "x".repeat(2 * 1024 * 1024) }).to_string();
+    let (status, _) = server
+        .write(&reply, &huge, &[("x-skein-csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(counts(&server.store), before, "nothing was written");
+}
+
+/// A failed model call streams an `error` event, and its run is recorded
+/// as on every surface.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("fails.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\nerror = { kind = \"bad_request\", message = \"the model is down\" }\n",
+    )
+    .unwrap();
+    let model = format!("scripted:{}", rules.display());
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
+    })
+    .await;
+    let story = story(&server.store).await;
+    let before = counts(&server.store);
+    let csrf = server.csrf().await;
+    let (status, body) = server
+        .write(
+            &format!("/api/nodes/{}/reply", story.a2),
+            &serde_json::json!({ "text": "Again?", "model": model }).to_string(),
+            &[("x-skein-csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let events = events_of(&body);
+    let last = events.last().unwrap();
+    assert_eq!(last.event, "error", "{events:?}");
+    let message = last.data["message"].as_str().unwrap();
+    assert!(message.contains("the model is down"), "{message}");
+    let after = counts(&server.store);
+    assert_eq!(after.0, before.0, "no nodes");
+    assert_eq!(after.2, before.2 + 1, "the failed run is recorded");
+}
+
+/// A recorded turn with sources: its report, a rerun without one of them
+/// (with a verdict), and forks from the rerun with and without a turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_turn_is_reported_rerun_without_a_source_and_forked_from() {
+    use skein::recorded::{RecordedChat, Source};
+    let server = Server::start().await;
+    let model = Model::open("echo").unwrap();
+    let mut chat = RecordedChat::on_model(&model)
+        .store(server.store.clone())
+        .sources([
+            Source::fact("weather", "heavy rain all week"),
+            Source::fact("budget", "200 euros"),
+        ])
+        .build()
+        .await
+        .unwrap();
+    let turn = chat.send("Where to?").await.unwrap().clone();
+    let node = turn.node().to_hex();
+
+    let report = server.json(&format!("/api/nodes/{node}/report")).await;
+    assert_eq!(report["turn"]["index"], 0);
+    let sources = report["sources"].as_array().unwrap();
+    let weather = sources
+        .iter()
+        .find(|source| source["id"] == "weather")
+        .expect("the weather source is listed");
+    assert_eq!(weather["removable"], true);
+    assert_eq!(weather["kind"], "fact");
+    assert!(
+        weather["preview"].as_str().unwrap().contains("heavy rain"),
+        "{report}"
+    );
+    // A user message is no recorded turn.
+    let question = server.json(&format!("/api/nodes/{node}")).await;
+    let message = server
+        .error(
+            &format!("/api/nodes/{}/report", question["parent"].as_str().unwrap()),
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(
+        message.contains("not the reply of a recorded turn"),
+        "{message}"
+    );
+
+    let rerun_path = format!("/api/nodes/{node}/rerun");
+    let message = server
+        .refused(
+            &rerun_path,
+            serde_json::json!({ "ignore": ["moon"] }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(
+        message.contains("weather") && message.contains("budget"),
+        "lists the removable: {message}"
+    );
+    let message = server
+        .refused(
+            &rerun_path,
+            serde_json::json!({ "ignore": ["weather"], "samples": 11, "baseline": null }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(message.contains("samples"), "{message}");
+
+    let text = server
+        .act(
+            &rerun_path,
+            serde_json::json!({ "ignore": ["weather"], "samples": 2, "baseline": true }),
+        )
+        .await;
+    let rerun: Value = serde_json::from_str(&text).unwrap();
+    assert!(rerun["verdict"].is_string(), "{rerun}");
+    assert_eq!(rerun["samples"].as_array().unwrap().len(), 2);
+    assert_eq!(rerun["changed"], false, "the echo ignores its sources");
+    assert_eq!(rerun["removed"][0], "weather");
+    let answer_head = rerun["answer_head"].as_str().unwrap().to_string();
+    let rerun_id = rerun["rerun"].as_str().unwrap().to_string();
+
+    let text = server
+        .act(
+            &format!("/api/reruns/{}/fork", &rerun_id[..12]),
+            serde_json::json!({ "name": "without weather" }),
+        )
+        .await;
+    let fork: Value = serde_json::from_str(&text).unwrap();
+    let stored = server
+        .json(&format!(
+            "/api/conversations/{}",
+            fork["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(stored["name"], "without weather");
+    assert_eq!(stored["head"], answer_head.as_str());
+
+    let events = server
+        .turn(
+            &format!("/api/reruns/{rerun_id}/fork"),
+            serde_json::json!({ "text": "And then?" }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["branched"], true);
+    assert_eq!(start["from"], answer_head.as_str());
+    assert!(echoes(done, "And then?"), "{done}");
+    assert_eq!(streamed(&events), done["text"].as_str().unwrap());
+}
+
+/// Every way a write can be refused changes nothing in the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_without_the_csrf_token_from_elsewhere_or_read_only_change_nothing() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    let csrf = server.csrf().await;
+    let path = format!("/api/nodes/{}/reply", story.a2);
+    let body = serde_json::json!({ "text": "sneaky" }).to_string();
+    let before = counts(&server.store);
+    let foreign_origin = format!("http://{}", "evil.example");
+    // What is wrong, the headers, the status and what the refusal says.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, StatusCode, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "no token",
+            vec![],
+            StatusCode::FORBIDDEN,
+            "has no CSRF token",
+        ),
+        (
+            "a wrong token",
+            vec![("x-skein-csrf", "0123")],
+            StatusCode::FORBIDDEN,
+            "has the wrong CSRF token",
+        ),
+        (
+            "a foreign Host",
+            vec![("x-skein-csrf", &csrf), ("host", "evil.example")],
+            StatusCode::FORBIDDEN,
+            "only answers requests addressed to localhost",
+        ),
+        (
+            "a foreign Origin",
+            vec![("x-skein-csrf", &csrf), ("origin", &foreign_origin)],
+            StatusCode::FORBIDDEN,
+            "may not write",
+        ),
+        (
+            "a cross-site fetch",
+            vec![("x-skein-csrf", &csrf), ("sec-fetch-site", "cross-site")],
+            StatusCode::FORBIDDEN,
+            "cross-site",
+        ),
+    ];
+    for (what, headers, status, says) in cases {
+        let (got, text) = server.write(&path, &body, &headers).await;
+        assert_eq!(got, status, "{what}: {text}");
+        assert!(text.contains(says), "{what}: {text}");
+    }
+    // Every write route asks for the token.
+    for route in ["reply", "edit", "regenerate", "fork", "rerun"] {
+        let (got, _) = server
+            .write(&format!("/api/nodes/{}/{route}", story.a2), "{}", &[])
+            .await;
+        assert_eq!(got, StatusCode::FORBIDDEN, "{route}");
+    }
+    let (got, _) = server.write("/api/reruns/abcd/fork", "{}", &[]).await;
+    assert_eq!(got, StatusCode::FORBIDDEN);
+    assert_eq!(counts(&server.store), before, "nothing was written");
+
+    // The page's own origin with the token goes through.
+    let own = server.base.clone();
+    let (got, text) = server
+        .write(&path, &body, &[("x-skein-csrf", &csrf), ("origin", &own)])
+        .await;
+    assert_eq!(got, StatusCode::OK, "{text}");
+    assert_ne!(counts(&server.store), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_server_refuses_every_write_and_says_so() {
+    let server = Server::start_configured(|config| config.read_only = true).await;
+    let story = story(&server.store).await;
+    let session = server.json("/api/session").await;
+    assert_eq!(session["read_only"], true);
+    let csrf = session["csrf"].as_str().unwrap().to_string();
+    let before = counts(&server.store);
+    for (route, body) in [
+        (
+            format!("/api/nodes/{}/reply", story.a2),
+            serde_json::json!({"text": "x"}),
+        ),
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({}),
+        ),
+        (
+            format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({}),
+        ),
+    ] {
+        let (status, text) = server
+            .write(&route, &body.to_string(), &[("x-skein-csrf", &csrf)])
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{route}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            error["error"].as_str().unwrap().contains("read-only"),
+            "{text}"
+        );
+    }
+    assert_eq!(counts(&server.store), before);
+    // Reads still work.
+    server.json("/api/conversations").await;
+}
+
+/// Reads an event stream until `wanted` is seen in a `turn` event (or
+/// the generous deadline passes).
+async fn wait_for_turn(response: &mut reqwest::Response, wanted: &str) -> Value {
+    let mut buffer = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .expect("the turn is reported")
+            .unwrap()
+            .expect("the stream stays open");
+        buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            for event in events_of(&block) {
+                if event.event == "turn" && event.data["conversation"] == wanted {
+                    return event.data;
+                }
+            }
+        }
+    }
+}
+
+/// A turn another process writes (another store handle on the same
+/// database) reaches an open event stream, as does a new conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_written_by_another_process_reach_the_event_stream() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    let mut response = server.get("/api/events").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let first = response.chunk().await.unwrap().unwrap();
+    assert!(
+        std::str::from_utf8(&first)
+            .unwrap()
+            .contains("event: ready")
+    );
+
+    let other = Store::open(server.store.path()).unwrap();
+    let model = Model::open("echo").unwrap();
+    let main = skein::Conversation::load(&other, &story.main, &model)
+        .await
+        .unwrap();
+    let reply = main.prompt("From elsewhere.").send().await.unwrap();
+    let event = wait_for_turn(&mut response, &story.main).await;
+    assert_eq!(event["head"], reply.head().to_hex());
+    assert!(event["updated_ms"].as_i64().unwrap() > 0);
+
+    let created = model.conversation().store(&other).build();
+    created.prompt("A new one.").send().await.unwrap();
+    wait_for_turn(&mut response, created.id().as_str()).await;
+
+    // The streams open at once are bounded (this one among them).
+    let mut open = vec![response];
+    loop {
+        let response = server.get("/api/events").await;
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            let body: Value = response.json().await.unwrap();
+            assert!(
+                body["error"].as_str().unwrap().contains("event streams"),
+                "{body}"
+            );
+            break;
+        }
+        assert_eq!(response.status(), StatusCode::OK);
+        open.push(response);
+        assert!(open.len() <= 32, "more than 32 event streams at once");
+    }
+    assert_eq!(open.len(), 32);
 }

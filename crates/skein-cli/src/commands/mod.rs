@@ -125,7 +125,9 @@ fn open_mode(command: &Command) -> OpenMode {
         | Command::Conversations(_)
         | Command::Export(_)
         | Command::Verify => OpenMode::ReadOnly,
-        Command::Serve(args) if !args.proxy => OpenMode::ReadOnly,
+        Command::Serve(args) if args.read_only => OpenMode::ReadOnly,
+        // The web view acts on the graph; only the proxy creates one.
+        Command::Serve(args) if !args.proxy => OpenMode::Existing,
         // Explain caches embeddings; the others add to what exists.
         Command::Explain(_) | Command::Rerun(_) | Command::Reply(_) | Command::Fork(_) => {
             OpenMode::Existing

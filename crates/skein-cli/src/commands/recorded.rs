@@ -219,15 +219,7 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
 
 /// A recorded chat on `model`, recording into the CLI's store.
 fn chat_builder(ctx: &Context, model: &Model) -> skein::recorded::RecordedChatBuilder {
-    // The conversation remembers the model, so that `-c`, `--cid` and
-    // `reply` go on with it as with any conversation the CLI records.
-    let mut builder = RecordedChat::builder(model.engine().clone(), model.profile())
-        .store(ctx.store.clone())
-        .remember_model(model.name(), !model.is_opened_by_name());
-    if let Some(name) = model.model_override() {
-        builder = builder.model(name);
-    }
-    builder
+    RecordedChat::on_model(model).store(ctx.store.clone())
 }
 
 /// The chat holding the turn, the turn's number, and the embedder to use.

@@ -2,6 +2,10 @@
 `skein serve`: runs the web view (and with `--proxy` the recording proxy)
 over the database until interrupted.
 
+The web view's actions run on the models every command uses ([`CliModels`]:
+`-m` or the default model, the configured engine directory's profiles, the
+built-in and MCP tools); `--read-only` refuses every write.
+
 The proxy's models come from `[proxy.models]` in config.toml (the model a
 client asks for → the model or profile that answers it, `"*"` for any
 other); `-m` answers any other name too, in place of `"*"`. Without a
@@ -15,9 +19,11 @@ use crate::flags::ServeArgs;
 use crate::ui;
 use anyhow::{Context as _, Result, bail};
 use skein::Model;
-use skein_serve::{ConnectionLimits, ModelTable, ProxyConfig, ServeConfig};
+use skein::core::BoxFuture;
+use skein_serve::{ConnectionLimits, ModelChoice, ModelTable, Models, ProxyConfig, ServeConfig};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
@@ -34,6 +40,11 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
     };
     let served = proxy.as_ref().map(|proxy| proxy.models.names().join(", "));
     let pass = args.pass_client_key;
+    let read_only = args.read_only;
+    let default = match args.model.model.clone() {
+        Some(name) => name,
+        None => super::default_model()?,
+    };
     let config = ServeConfig {
         bind: args.bind,
         token: args.token,
@@ -45,6 +56,8 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
             idle_timeout: Duration::from_secs(args.idle_timeout),
             max_connections: args.max_connections as usize,
         },
+        read_only,
+        models: Arc::new(CliModels { default }),
     };
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -52,7 +65,10 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
     skein_serve::serve(
         config,
         |bound| {
-            ui::note(format!("serving the graph on http://{bound}/ (Ctrl-C stops)"));
+            ui::note(format!(
+                "serving the graph on http://{bound}/ ({}Ctrl-C stops)",
+                if read_only { "read-only; " } else { "" }
+            ));
             if let Some(models) = &served {
                 ui::note(format!(
                     "recording proxy: POST http://{bound}/v1/chat/completions, /v1/responses and /v1/messages, serving {models}"
@@ -118,4 +134,62 @@ fn proxy_model(name: &str, pass_keys: bool) -> Result<Model> {
         name,
         super::tools::registered()?,
     )?)
+}
+
+/// The models the web view's actions run on: those every command opens.
+struct CliModels {
+    /// `-m`, else the default model.
+    default: String,
+}
+
+impl Models for CliModels {
+    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+        home_model(Some(name.unwrap_or(&self.default).to_string()))
+            .map_err(|error| format!("{error:#}"))
+    }
+
+    /// The default, the engine directory's profiles, the proxy's models
+    /// and the registry's models that need no argument.
+    fn choices(&self) -> Vec<ModelChoice> {
+        let mut choices = vec![ModelChoice {
+            name: self.default.clone(),
+            label: format!("{} (default)", self.default),
+        }];
+        let mut add = |name: &str, label: String| {
+            if !choices.iter().any(|choice| choice.name == name) {
+                choices.push(ModelChoice {
+                    name: name.to_string(),
+                    label,
+                });
+            }
+        };
+        if let Ok(Some(engine)) = configured_engine() {
+            for name in engine.catalog().profile_names() {
+                add(name, format!("{name} (profile)"));
+            }
+        }
+        if let Ok(config) = crate::config::get() {
+            for name in config.proxy.models.values() {
+                add(name, name.clone());
+            }
+        }
+        for syntax in skein::providers::available() {
+            if !syntax.contains(':') {
+                add(syntax, syntax.to_string());
+            }
+        }
+        choices
+    }
+
+    fn default_name(&self) -> String {
+        self.default.clone()
+    }
+
+    fn start_tools(&self, names: Vec<String>) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async move {
+            super::tools::start_for(&names)
+                .await
+                .map_err(|error| format!("{error:#}"))
+        })
+    }
 }

@@ -1,5 +1,6 @@
 /*!
-The JSON API under `/api`: read-only handlers over the store. Each one does
+The JSON API under `/api`: the read handlers over the store (the writes
+are in `actions` and `reruns`). Each one does
 its store work in one [`Store::run`] call (tokio's blocking pool), never on
 the async threads, and answers with a typed view from [`super::views`] or a
 JSON error: 404 for an id or prefix that matches nothing, 400 for one that
@@ -13,7 +14,7 @@ use super::views::{
 };
 use crate::AppState;
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +24,7 @@ use skein::store::{ConversationId, ListPosition, RunId, StoreError, preview};
 use skein::{NodeId, Store};
 use std::sync::Arc;
 
-type Shared = State<Arc<AppState>>;
+pub(crate) type Shared = State<Arc<AppState>>;
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
 // Each route's default page size and the most one request may ask for, so
@@ -45,7 +46,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             message: message.into(),
@@ -70,6 +71,12 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        ApiError::new(rejection.status(), rejection.body_text())
+    }
+}
+
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text())
@@ -89,7 +96,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Run store work on the blocking pool.
-async fn with_store<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+pub(crate) async fn with_store<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> skein::store::Result<T> + Send + 'static,
@@ -435,9 +442,11 @@ pub async fn compare(
 pub async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "no such API route: the routes are /api/info, /api/conversations, \
-         /api/conversations/{id}, /api/conversations/{id}/family, /api/nodes/{id}, \
-         /api/nodes/{id}/parts/{index}, /api/runs/{id} and /api/compare?a=NODE&b=NODE",
+        "no such API route: the routes are /api/info, /api/session, /api/events, \
+         /api/conversations, /api/conversations/{id}, /api/conversations/{id}/family, \
+         /api/nodes/{id}, /api/nodes/{id}/parts/{index}, /api/nodes/{id}/report, \
+         /api/runs/{id} and /api/compare?a=NODE&b=NODE; POST /api/nodes/{id}/reply, \
+         /edit, /regenerate, /fork, /rerun and /api/reruns/{id}/fork",
     )
 }
 

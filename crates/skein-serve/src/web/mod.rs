@@ -1,9 +1,10 @@
 /*!
-The read-only web view of the graph: a single page (embedded HTML, CSS and
-vanilla JavaScript, no network access of its own) over a JSON API.
+The web view of the graph: a single page (embedded HTML, CSS and vanilla
+JavaScript, no network access of its own) over a JSON API, which reads the
+graph and, unless the server is read-only, acts on it through the turn
+layer.
 
-Routes, all `GET` (anything else is answered 405, once it has passed the
-checks [`crate::access`] makes on every write):
+Reads (`GET`):
 
 | route | what |
 |---|---|
@@ -17,26 +18,55 @@ checks [`crate::access`] makes on every write):
 | `/api/nodes/{id}/parts/{index}` | an attachment's bytes, as a download |
 | `/api/runs/{id}` | one run record |
 | `/api/compare?a=NODE&b=NODE&limit=N` | two threads side by side from their last common node |
+| `/api/session` | the CSRF token, whether the server is read-only, the models to choose from |
+| `/api/nodes/{id}/report` | a recorded turn's sources, for choosing which a rerun ignores |
+| `/api/events` | a stream of `turn` events as conversations move, from any process |
 
-Modules: `api` (handlers and errors), [`views`] (the JSON shapes),
+Writes (`POST`, JSON bodies of at most [`BODY_LIMIT`], each past the checks
+[`crate::access`] makes, the CSRF token among them):
+
+| route | what |
+|---|---|
+| `/api/nodes/{id}/reply` | continue the conversation the node heads, else branch there (streamed) |
+| `/api/nodes/{id}/edit` | a user message's new text, branched from its parent (streamed) |
+| `/api/nodes/{id}/regenerate` | another reply to an assistant message's request (streamed) |
+| `/api/nodes/{id}/fork` | a new conversation at the node, with a first turn (streamed) or without |
+| `/api/nodes/{id}/rerun` | the recorded turn again without chosen sources |
+| `/api/reruns/{id}/fork` | a new conversation from a rerun's answer |
+
+Modules: `api` (read handlers and errors), [`views`] (the JSON shapes),
 `family` (finding a family and cutting it into branches), `assets` (the
-embedded files and the headers every response carries).
+embedded files and the headers every response carries), `session` (what the
+page needs to act), [`models`] (the models actions run on), `actions`
+(reply, edit, regenerate, fork), `reruns` (reports, reruns, forks from
+them), `stream` (a turn as server-sent events), [`events`] (the live
+stream of moved conversations).
 
 Everything shown is model or user output, so the page builds its DOM with
 text nodes only, and every response carries headers that keep the browser
 from executing anything else (`assets::security_headers`).
 */
 
+mod actions;
 mod api;
 mod assets;
+pub mod events;
 mod family;
+pub mod models;
+mod reruns;
+mod session;
+mod stream;
 pub mod views;
 
 use crate::AppState;
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::routing::get;
+use axum::routing::{get, post};
 use std::sync::Arc;
+
+/// The largest request body the web view's writes accept (larger: 413).
+pub const BODY_LIMIT: usize = 1024 * 1024;
 
 /// The web view's routes.
 pub fn routes() -> Router<Arc<AppState>> {
@@ -51,7 +81,17 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/nodes/{id}/parts/{index}", get(api::part))
         .route("/api/runs/{id}", get(api::run))
         .route("/api/compare", get(api::compare))
+        .route("/api/session", get(session::session))
+        .route("/api/events", get(events::events))
+        .route("/api/nodes/{id}/report", get(reruns::report))
+        .route("/api/nodes/{id}/reply", post(actions::reply))
+        .route("/api/nodes/{id}/edit", post(actions::edit))
+        .route("/api/nodes/{id}/regenerate", post(actions::regenerate))
+        .route("/api/nodes/{id}/fork", post(actions::fork))
+        .route("/api/nodes/{id}/rerun", post(reruns::rerun))
+        .route("/api/reruns/{id}/fork", post(reruns::fork))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::map_response(assets::security_headers))
 }

@@ -1,0 +1,465 @@
+/*!
+The page's actions at a message: reply, edit, regenerate and fork. Each
+goes through the turn layer exactly as the CLI's `reply` and `fork` do
+(`Conversation::load`, `Conversation::fork_at`, `Fork`, `Prompt`), so each
+makes new nodes and moves or creates bookmarks only, and a failed model
+call is recorded as everywhere else.
+
+- reply at a conversation's head continues it; anywhere else it branches
+  there, with the settings of the conversation the node belongs to;
+- edit: a new branch from a user message's parent with new text;
+- regenerate: a sibling of an assistant message, a branch at its parent
+  with nothing new (the model answers the same request again);
+- fork: a new conversation at the node, with or without a first turn.
+
+Turns stream their reply ([`super::stream`]); `model` and `options`
+choose the model and generation options for the turn (default: the
+conversation's), as `-m` and `-o` do on the command line.
+*/
+
+use super::api::{ApiError, Shared, with_store};
+use super::stream::{self, Start};
+use crate::AppState;
+use axum::Json;
+use axum::extract::Path;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use skein::core::provider::GenerationOptions;
+use skein::store::{Conversation as Stored, StoreError};
+use skein::{Conversation, Fork, Model, NodeId, Prompt, Role, TurnInput};
+use tokio::sync::OwnedSemaphorePermit;
+
+/// The longest text a turn may send, in characters.
+pub const TEXT_MAX_CHARS: usize = 200_000;
+/// The longest conversation name or model name, in characters.
+pub const NAME_MAX_CHARS: usize = 200;
+/// The largest `max_tokens` a turn may ask for: every streamed reply is
+/// bounded by its model's token limit, and this bounds that limit.
+pub const MAX_TOKENS: u32 = 65_536;
+
+/// What a turn action's body may say.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnBody {
+    text: Option<String>,
+    model: Option<String>,
+    /// `null` or absent: the model's defaults.
+    options: Option<GenerationOptions>,
+    name: Option<String>,
+}
+
+impl TurnBody {
+    /// The body, checked: lengths, options, and text when `text` says
+    /// whether the action needs it (`Some(true)`), refuses it
+    /// (`Some(false)`) or takes either (`None`).
+    fn checked(
+        body: Result<Json<TurnBody>, JsonRejection>,
+        text: Option<bool>,
+    ) -> Result<TurnBody, ApiError> {
+        let Json(body) = body?;
+        let bad = |message: String| ApiError::new(StatusCode::BAD_REQUEST, message);
+        match (&body.text, text) {
+            (None, Some(true)) => return Err(bad("this action needs `text`".into())),
+            (Some(text), Some(true)) if text.trim().is_empty() => {
+                return Err(bad("`text` is empty".into()));
+            }
+            (Some(_), Some(false)) => {
+                return Err(bad("this action takes no `text`".into()));
+            }
+            _ => {}
+        }
+        check_length("text", body.text.as_deref(), TEXT_MAX_CHARS)?;
+        check_length("name", body.name.as_deref(), NAME_MAX_CHARS)?;
+        check_length("model", body.model.as_deref(), NAME_MAX_CHARS)?;
+        check_options(
+            body.options
+                .as_ref()
+                .unwrap_or(&GenerationOptions::default()),
+        )?;
+        Ok(body)
+    }
+}
+
+/// A text field at most `max` characters long.
+pub(crate) fn check_length(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
+    match value {
+        Some(value) if value.chars().count() > max => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("`{field}` is longer than {max} characters"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_options(options: &GenerationOptions) -> Result<(), ApiError> {
+    options.check().map_err(|problem| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("bad option: {problem}"))
+    })?;
+    match options.max_tokens {
+        Some(n) if n > MAX_TOKENS => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("bad option: max_tokens {n} is above this server's limit of {MAX_TOKENS}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A turn layer error as an answer: a missing id is 404, a bad model name
+/// 400, anything else 500.
+pub(crate) fn turn_error(error: skein::Error) -> ApiError {
+    match error {
+        skein::Error::Store(error) => error.into(),
+        error @ (skein::Error::Model(_)
+        | skein::Error::UnknownTool { .. }
+        | skein::Error::StoredModelNamesAFile { .. }
+        | skein::Error::ModelNameTaken { .. }) => {
+            ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
+        }
+        error => {
+            tracing::error!(%error, "web view: a turn could not start");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+        }
+    }
+}
+
+/// One of the server's turn permits, or 429 when all are in use.
+pub(crate) fn turn_permit(state: &AppState) -> Result<OwnedSemaphorePermit, ApiError> {
+    state.turns.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "this server is running as many turns as it runs at once: try again when one ends",
+        )
+    })
+}
+
+/// The model the page chose, opened (`None` when it chose none). A name
+/// that opens a file of the server's machine (`local:PATH`,
+/// `scripted:PATH`) is taken only when the server offers it: a request
+/// never chooses which of the machine's files is loaded.
+pub(crate) fn chosen_model(
+    state: &AppState,
+    name: Option<&str>,
+) -> Result<Option<Model>, ApiError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    if skein::providers::names_a_file(name)
+        && !state
+            .models
+            .choices()
+            .iter()
+            .any(|choice| choice.name == name)
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "model `{name}` opens a file of the server's machine, and this server does not \
+                 offer it: choose one of the models of /api/session"
+            ),
+        ));
+    }
+    state
+        .models
+        .open(Some(name))
+        .map(Some)
+        .map_err(|problem| ApiError::new(StatusCode::BAD_REQUEST, problem))
+}
+
+/// The model to look stored names up from (the default).
+pub(crate) fn home_model(state: &AppState) -> Result<Model, ApiError> {
+    state.models.open(None).map_err(|problem| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the default model cannot be opened: {problem}"),
+        )
+    })
+}
+
+/// Start what serves `names`' tools.
+pub(crate) async fn start_tools(state: &AppState, names: Vec<String>) -> Result<(), ApiError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    state
+        .models
+        .start_tools(names)
+        .await
+        .map_err(|problem| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, problem))
+}
+
+/// A node, its role and parent, and the conversation it heads (if any).
+struct At {
+    node: NodeId,
+    role: Role,
+    parent: Option<NodeId>,
+    owner: Option<Stored>,
+}
+
+async fn at(state: &AppState, prefix: String) -> Result<At, ApiError> {
+    with_store(state, move |store| {
+        let node = store.resolve_node(&prefix)?;
+        let stored = store.node(node)?;
+        Ok(At {
+            node,
+            role: stored.message.role,
+            parent: stored.parent,
+            owner: store.conversations_at(node)?.into_iter().next(),
+        })
+    })
+    .await
+}
+
+/// A stored conversation to go on with, on `model` for this turn when
+/// given (as `skein reply -m`), else on its own.
+async fn open_stored(
+    state: &AppState,
+    stored: &Stored,
+    model: Option<&Model>,
+) -> Result<Conversation, ApiError> {
+    start_tools(state, stored.settings.tools.clone()).await?;
+    let id = stored.id.as_str();
+    match model {
+        Some(model) => Conversation::load_on(&state.store, id, model).await,
+        None => Conversation::load(&state.store, id, &home_model(state)?).await,
+    }
+    .map_err(turn_error)
+}
+
+/// A branch at `node` with the settings of the conversation it belongs
+/// to, on `model` when given (as the CLI's `branch_at`).
+async fn branch_at(
+    state: &AppState,
+    node: NodeId,
+    model: Option<&Model>,
+) -> Result<Fork, ApiError> {
+    let tools = with_store(state, move |store| owner_tools(store, node)).await?;
+    start_tools(state, tools).await?;
+    let node = node.to_string();
+    match model {
+        Some(model) => Conversation::fork_at_on(&state.store, &node, model)
+            .await
+            .map(|fork| fork.model(model)),
+        None => Conversation::fork_at(&state.store, &node, &home_model(state)?).await,
+    }
+    .map_err(turn_error)
+}
+
+/// The tools of the conversation a branch at `node` takes its settings
+/// from: the one it heads, else the one whose run produced it.
+fn owner_tools(store: &skein::Store, node: NodeId) -> skein::store::Result<Vec<String>> {
+    if let Some(owner) = store.conversations_at(node)?.into_iter().next() {
+        return Ok(owner.settings.tools);
+    }
+    for id in store
+        .runs_producing(node)?
+        .into_iter()
+        .rev()
+        .filter_map(|run| run.conversation)
+    {
+        match store.conversation(&id) {
+            Ok(owner) => return Ok(owner.settings.tools),
+            Err(StoreError::ConversationNotFound(_)) => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn named(fork: Fork, name: Option<String>) -> Fork {
+    match name {
+        Some(name) => fork.name(name),
+        None => fork,
+    }
+}
+
+/// Stream `prompt` with the body's options.
+fn run(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt, body: &TurnBody) -> Response {
+    stream::turn(
+        permit,
+        start,
+        prompt.options(body.options.clone().unwrap_or_default()),
+    )
+}
+
+/// `POST /api/nodes/{id}/reply`: as `skein reply`.
+pub async fn reply(
+    state: Shared,
+    Path(prefix): Path<String>,
+    body: Result<Json<TurnBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let body = TurnBody::checked(body, Some(true))?;
+    let permit = turn_permit(&state)?;
+    let at = at(&state, prefix).await?;
+    let model = chosen_model(&state, body.model.as_deref())?;
+    let input = TurnInput::text(body.text.clone().unwrap_or_default());
+    let (prompt, branched) = match &at.owner {
+        Some(stored) => (
+            open_stored(&state, stored, model.as_ref())
+                .await?
+                .prompt(input),
+            false,
+        ),
+        None => {
+            // The branch is stored only once its first turn succeeds.
+            let fork = named(
+                branch_at(&state, at.node, model.as_ref()).await?,
+                body.name.clone(),
+            );
+            (fork.prompt(input), true)
+        }
+    };
+    let start = Start {
+        conversation: prompt.conversation().id().clone(),
+        branched,
+        from: Some(at.node),
+        at: at.node,
+    };
+    Ok(run(permit, start, prompt, &body))
+}
+
+/// `POST /api/nodes/{id}/edit`: a user message's new text, branched from
+/// its parent.
+pub async fn edit(
+    state: Shared,
+    Path(prefix): Path<String>,
+    body: Result<Json<TurnBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let body = TurnBody::checked(body, Some(true))?;
+    let permit = turn_permit(&state)?;
+    let at = at(&state, prefix).await?;
+    if at.role != Role::User {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "node {} is a{} {} message: only a user message can be edited",
+                at.node.short(),
+                if at.role == Role::Assistant { "n" } else { "" },
+                role_name(at.role)
+            ),
+        ));
+    }
+    let model = chosen_model(&state, body.model.as_deref())?;
+    let input = TurnInput::text(body.text.clone().unwrap_or_default());
+    let prompt = match at.parent {
+        Some(parent) => named(
+            branch_at(&state, parent, model.as_ref()).await?,
+            body.name.clone(),
+        )
+        .prompt(input),
+        // The first message of a thread: a new conversation, on the chosen
+        // model or the default.
+        None => {
+            let model = match model {
+                Some(model) => model,
+                None => home_model(&state)?,
+            };
+            let mut builder = model.conversation().store(&state.store);
+            if let Some(name) = body.name.clone() {
+                builder = builder.name(name);
+            }
+            builder.build().prompt(input)
+        }
+    };
+    let start = Start {
+        conversation: prompt.conversation().id().clone(),
+        branched: true,
+        from: at.parent,
+        at: at.node,
+    };
+    Ok(run(permit, start, prompt, &body))
+}
+
+/// `POST /api/nodes/{id}/regenerate`: another reply to the request an
+/// assistant message answered, in a branch at its parent.
+pub async fn regenerate(
+    state: Shared,
+    Path(prefix): Path<String>,
+    body: Result<Json<TurnBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let body = TurnBody::checked(body, Some(false))?;
+    let permit = turn_permit(&state)?;
+    let at = at(&state, prefix).await?;
+    let parent = match (at.role, at.parent) {
+        (Role::Assistant, Some(parent)) => parent,
+        (role, _) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "node {} is a {} message{}: only an assistant reply can be regenerated",
+                    at.node.short(),
+                    role_name(role),
+                    if role == Role::Assistant {
+                        " with nothing before it"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+    };
+    let model = chosen_model(&state, body.model.as_deref())?;
+    let fork = named(
+        branch_at(&state, parent, model.as_ref()).await?,
+        body.name.clone(),
+    );
+    let prompt = fork.prompt(TurnInput::new());
+    let start = Start {
+        conversation: prompt.conversation().id().clone(),
+        branched: true,
+        from: Some(parent),
+        at: at.node,
+    };
+    Ok(run(permit, start, prompt, &body))
+}
+
+/// `POST /api/nodes/{id}/fork`: a new conversation at the node; with
+/// `text`, its first turn streamed, else the conversation as JSON.
+pub async fn fork(
+    state: Shared,
+    Path(prefix): Path<String>,
+    body: Result<Json<TurnBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let body = TurnBody::checked(body, None)?;
+    let permit = match body.text {
+        Some(_) => Some(turn_permit(&state)?),
+        None => None,
+    };
+    let at = at(&state, prefix).await?;
+    let model = chosen_model(&state, body.model.as_deref())?;
+    let fork = named(
+        branch_at(&state, at.node, model.as_ref()).await?,
+        body.name.clone(),
+    );
+    let conversation = fork.create().await.map_err(turn_error)?;
+    let (Some(permit), Some(text)) = (permit, body.text.clone()) else {
+        return Ok((
+            StatusCode::CREATED,
+            Json(json!({ "conversation": conversation.id(), "from": at.node })),
+        )
+            .into_response());
+    };
+    let start = Start {
+        conversation: conversation.id().clone(),
+        branched: true,
+        from: Some(at.node),
+        at: at.node,
+    };
+    Ok(run(
+        permit,
+        start,
+        conversation.prompt(TurnInput::text(text)),
+        &body,
+    ))
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
