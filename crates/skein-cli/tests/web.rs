@@ -649,18 +649,21 @@ async fn open_action(page: &Session, action: &str) {
     .await;
 }
 
-/// The page's note of the action that landed last, once it is `what`.
+/// The page's note of the action that landed last, once it is `what`:
+/// the message it made and how many chunks of it streamed. Read in one
+/// script, since the page redraws the note as the family refreshes.
 async fn landed(page: &Session, what: &str) -> (Option<String>, u64) {
-    let note = page
-        .wait_for(&format!("#activity[data-what='{what}']"))
+    page.wait_for(&format!("#activity[data-what='{what}']"))
         .await;
-    let node = page.attribute(&note, "data-node").await;
-    let deltas = page
-        .attribute(&note, "data-deltas")
-        .await
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    (node, deltas)
+    let note = page
+        .execute(
+            "const note = document.querySelector(`#activity[data-what='${arguments[0]}']`);\
+             return note ? [note.dataset.node || null, Number(note.dataset.deltas || 0)] : null;",
+            vec![json!(what)],
+        )
+        .await;
+    let node = note[0].as_str().map(str::to_string);
+    (node, note[1].as_u64().unwrap_or(0))
 }
 
 /// The workbench in a real browser: every action at a message, through
@@ -680,6 +683,10 @@ fn the_workbench_acts_on_the_graph_in_a_real_browser() {
             "prompt",
             "-s",
             "You are terse.",
+            "--source",
+            "weather=heavy rain all week",
+            "--source",
+            "budget=200 euros",
             "--name",
             "capitals",
             "What is the capital of France?",
@@ -762,7 +769,7 @@ fn the_workbench_acts_on_the_graph_in_a_real_browser() {
         let chosen = page
             .execute(
                 "const boxes = [...document.querySelectorAll('.source-box:not([disabled])')];\
-                 const box = boxes.find((b) => b.parentElement.textContent.toLowerCase().includes('system')) || boxes[0];\
+                 const box = boxes.find((b) => b.parentElement.textContent.includes('weather')) || boxes[0];\
                  box.click(); return box.dataset.sourceId;",
                 vec![],
             )
@@ -776,7 +783,7 @@ fn the_workbench_acts_on_the_graph_in_a_real_browser() {
         assert!(shown.contains(&verdict), "{shown}");
         landed(&page, "rerun").await;
         let attached = page
-            .wait_for_text("#tree .branch[data-kind='rerun'] .branch-head", &verdict)
+            .wait_for_text("#tree .branch[data-rerun] .branch-head", &verdict)
             .await;
         assert!(attached.contains("without"), "the ablation is shown: {attached}");
         page.screenshot(&shots.join("workbench-rerun.png")).await;
@@ -808,11 +815,20 @@ fn the_workbench_acts_on_the_graph_in_a_real_browser() {
         let search = page.wait_for("#search").await;
         page.type_into(&search, "Spain").await;
         page.press_enter(&search).await;
-        let hit = page.wait_for("#search-results .search-result").await;
+        let hit = page
+            .wait_for("#search-results .search-result[data-conversation-id]")
+            .await;
         let node = page.attribute(&hit, "data-node-id").await.unwrap();
         assert!(page.text(&hit).await.contains("Spain"));
+        let marked = page.text(&page.wait_for("#search-results mark.hit").await).await;
+        assert_eq!(marked.to_lowercase(), "spain", "the word is marked");
         page.screenshot(&shots.join("workbench-search.png")).await;
-        page.click(&page.wait_for("#search-results .search-result .search-link").await).await;
+        page.click(
+            &page
+                .wait_for("#search-results .search-result[data-conversation-id] .search-link")
+                .await,
+        )
+        .await;
         page.wait_for(&format!("#tree .node-row.selected[data-node-id='{node}']")).await;
         page.wait_for_text(&format!("#details[data-node-id='{node}'] #parts"), "Spain").await;
         page.screenshot(&shots.join("workbench-search-landed.png")).await;
@@ -876,6 +892,8 @@ fn a_turn_from_another_process_appears_in_the_open_page() {
         page.wait_for_text("#conversations", "elsewhere").await;
         page.screenshot(&screenshots().join("live-list.png")).await;
         page.close().await;
+    });
+}
 
 /// The workbench as `skein serve` runs it, without a browser: the session
 /// names the CLI's models, a reply through it is recorded on the CLI's

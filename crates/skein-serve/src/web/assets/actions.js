@@ -257,14 +257,15 @@ function rerunForm(node, report, ctx, output) {
     typeof s.score === 'number' ? el('span', { class: 'muted' }, ` · score ${s.score.toFixed(2)}`) : null,
     s.removable ? null : el('span', { class: 'muted' }, ' (past the cap: cannot be removed)')));
   const samples = el('input', { id: 'rerun-samples', type: 'number', min: '2', max: '10', value: '3' });
-  const baseline = el('input', { id: 'rerun-baseline', type: 'checkbox' });
+  // A verdict needs a baseline (the turn re-run unchanged), so ask for one unless unticked.
+  const baseline = el('input', { id: 'rerun-baseline', type: 'checkbox', checked: true });
   const turn = report.turn && typeof report.turn === 'object' ? report.turn : {};
   return actionForm('rerun',
     `Replay ${turn.index !== undefined ? `turn ${turn.index}` : 'this turn'} without the sources you tick, and see whether the answer changes.`,
     [el('fieldset', { class: 'sources' }, el('legend', {}, 'Leave out'),
       boxes.length ? boxes : el('p', { class: 'muted' }, 'This turn records no sources.')),
     field('samples', samples, 'answers to draw'),
-    el('label', { class: 'field' }, baseline, ' also re-run with every source (a baseline)')],
+    el('label', { class: 'field' }, baseline, ' also re-run with every source, as a baseline (a verdict needs one)')],
     'Re-run',
     async () => {
       const ignore = boxes.map((b) => b.querySelector('input')).filter((i) => i.checked).map((i) => i.dataset.sourceId);
@@ -289,11 +290,13 @@ function rerunResult(result, ignore, ctx) {
     () => streamInto(forkOutput, `/api/reruns/${enc(result.rerun)}/fork`, {
       name: name.value.trim() || undefined, text: text.value.trim() ? text.value : undefined,
     }, ctx, 'rerun fork'));
-  return el('div', { id: 'rerun-result', class: 'rerun-result', data: { rerun: result.rerun, verdict: result.verdict } },
-    el('p', {}, 'Verdict ', badge(result.verdict, `verdict verdict-${result.verdict}`),
+  return el('div', { id: 'rerun-result', class: 'rerun-result', data: { rerun: result.rerun, verdict: result.verdict || '' } },
+    el('p', {}, result.verdict ? ['Verdict ', badge(result.verdict, `verdict verdict-${result.verdict}`)]
+      : el('span', { class: 'muted' }, 'No verdict (re-run with a baseline for one)'),
       ` without ${ignore.join(', ')} · ${plural(samples.length, 'sample')}`,
       typeof result.changed === 'boolean' ? ` · the answer ${result.changed ? 'changed' : 'held'}` : '',
       result.baseline ? ` · baseline ${result.baseline.stable ? 'stable' : 'unstable'}` : ''),
+    result.what_changed && result.what_changed.summary ? el('p', { class: 'summary' }, result.what_changed.summary) : null,
     samples.length ? el('ol', { class: 'rerun-samples' }, samples.map((sample) => el('li', {
       data: { nodeId: sample.node, changed: sample.changed },
     }, sample.changed ? badge('changed', 'verdict-confirmed') : badge('same', 'verdict-not-confirmed'), ' ',

@@ -413,7 +413,7 @@ function renderBranch(branch, ctx) {
   const collapsed = collapsible && !ctx.open.has(branch.id);
   const section = el('section', {
     class: `branch kind-${branch.kind}${collapsed ? ' collapsed' : ''}`,
-    data: { branchId: branch.id, kind: branch.kind, conversationId: branch.conversation },
+    data: { branchId: branch.id, kind: branch.kind, conversationId: branch.conversation, rerun: branch.rerun ? branch.rerun.id : null },
   });
   const count = branchSize(branch, ctx.startingAt);
   const toggle = collapsible ? el('button', {
@@ -481,7 +481,8 @@ function renderBranch(branch, ctx) {
 function rerunBadges(rerun) {
   return el('span', { class: 'rerun-info' },
     rerun.ablation && rerun.ablation.length ? badge(`without ${rerun.ablation.join(', ')}`, 'ablation') : null,
-    rerun.verdict ? badge(rerun.verdict, `verdict verdict-${rerun.verdict}`) : null);
+    rerun.verdict ? badge(rerun.verdict, `verdict verdict-${rerun.verdict}`)
+      : el('span', { class: 'muted', title: 'a verdict needs a baseline' }, ' no verdict'));
 }
 
 function setCollapsed(section, collapsed) {
@@ -932,20 +933,43 @@ async function searchView(query, stale) {
     $('#search-count').textContent = 'Type words to find the messages that contain them.';
     return;
   }
-  const found = await api(`/api/search?q=${enc(query)}&limit=${SEARCH_LIMIT}`);
+  let found;
+  try {
+    found = await api(`/api/search?q=${enc(query)}&limit=${SEARCH_LIMIT}`);
+  } catch (error) {
+    if (stale()) return;
+    // 400: a query the store refuses (it says why).
+    $('#search-count').textContent = error.message;
+    $('#search-count').className = 'error';
+    return;
+  }
   if (stale()) return;
-  const words = query.toLowerCase().split(/\s+/).filter((w) => w.length > 1);
+  const words = query.toLowerCase().split(/\s+/).map((w) => w.replace(/["*]/g, '')).filter((w) => w.length > 1);
   $('#search-count').textContent = found.results.length === 0
     ? `No message contains “${query}”.`
-    : `${plural(found.results.length, 'message')} ${found.truncated ? `(the first ${found.results.length}; narrow the search for the rest)` : ''}`;
-  section.appendChild(el('ol', { class: 'search-results', id: 'search-results' }, found.results.map((r) => el('li', {
-    class: 'search-result', data: { nodeId: r.node, conversationId: r.conversation },
-  },
-  el('a', { href: `#/c/${r.conversation}/n/${r.node}`, class: 'search-link' },
-    el('span', { class: `role role-${r.role}` }, r.role), ' ',
-    el('strong', {}, r.conversation_name || short(r.conversation)), ' ',
-    el('code', { class: 'muted' }, short(r.node))),
-  el('p', { class: 'snippet' }, highlight(r.snippet || '', words))))));
+    : `${plural(found.results.length, 'message')}${found.truncated ? `: the newest ${found.results.length}; more match` : ''}`;
+  section.appendChild(el('ol', { class: 'search-results', id: 'search-results' }, found.results.map((r) => {
+    const where = [el('span', { class: `role role-${r.role}` }, r.role), ' ',
+      el('strong', {}, r.conversation ? r.conversation_name || short(r.conversation) : '(in no conversation)'), ' ',
+      el('code', { class: 'muted' }, short(r.node))];
+    return el('li', { class: 'search-result', data: { nodeId: r.node, conversationId: r.conversation } },
+      r.conversation ? el('a', { href: `#/c/${r.conversation}/n/${r.node}`, class: 'search-link' }, where) : where,
+      el('p', { class: 'snippet' }, r.highlights ? marked(r.snippet || '', r.highlights) : highlight(r.snippet || '', words)));
+  })));
+}
+
+/** Text with the server's highlight ranges (UTF-16 offsets, as JavaScript counts) marked. */
+function marked(text, ranges) {
+  const out = [];
+  let at = 0;
+  for (const [start, end] of ranges.slice().sort((x, y) => x[0] - y[0])) {
+    if (start < at || end > text.length) continue;
+    if (start > at) out.push(text.slice(at, start));
+    out.push(el('mark', { class: 'hit' }, text.slice(start, end)));
+    at = end;
+  }
+  out.push(text.slice(at));
+  return out;
 }
 
 /** Text with the searched words marked (text nodes and <mark> only). */
