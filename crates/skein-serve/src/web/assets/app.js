@@ -300,6 +300,15 @@ function renderFamily(family, keep) {
     if (!startingAt.has(b.from)) startingAt.set(b.from, []);
     startingAt.get(b.from).push(b);
   }
+  // Reruns by the turn they re-ran (`turn_node`, the turn's reply), to
+  // mark that turn's row.
+  const rerunsAt = new Map();
+  for (const b of family.branches) {
+    const at = b.rerun && b.rerun.turn_node;
+    if (!at) continue;
+    if (!rerunsAt.has(at)) rerunsAt.set(at, []);
+    rerunsAt.get(at).push(b);
+  }
   current.nodes = nodes;
   current.branches = branches;
   current.byConversation = byId;
@@ -359,7 +368,7 @@ function renderFamily(family, keep) {
   for (const rootId of family.roots) {
     const node = nodes.get(rootId);
     const branch = node && branches.get(node.branch);
-    if (branch) tree.appendChild(renderBranch(branch, { family, nodes, startingAt, byId, sharing, open }));
+    if (branch) tree.appendChild(renderBranch(branch, { family, nodes, startingAt, byId, sharing, open, rerunsAt }));
   }
   if (family.roots.length === 0) {
     tree.appendChild(el('p', { class: 'empty' }, 'This conversation has no messages yet.'));
@@ -429,7 +438,7 @@ function renderBranch(branch, ctx) {
     branch.kind === 'shares'
       ? el('span', { title: 'not a continuation: this conversation only shares the messages before it by content' },
         badge('shares messages', 'kind-shares'))
-      : badge(branch.kind, `kind-${branch.kind}`),
+      : branch.rerun ? badge('rerun', 'kind-rerun') : badge(branch.kind, `kind-${branch.kind}`),
     el('span', { class: 'branch-label' },
       conversation ? el('a', { href: `#/c/${conversation.id}`, data: { conversationId: conversation.id } }, branch.label)
         : branch.label),
@@ -465,6 +474,19 @@ function renderBranch(branch, ctx) {
         ? `head of conversation ${c.id}, which only shares messages with this family`
         : `head of conversation ${c.id}`,
     }, '◀ ', conversationLabel(c), ctx.sharing.has(c.id) ? ' (shares)' : null)),
+    (ctx.rerunsAt.get(id) || []).map((b) => el('button', {
+      type: 'button', class: 'rerun-mark', data: { rerun: b.rerun.id },
+      title: 'this turn was re-run: show the rerun',
+      on: {
+        click: (event) => {
+          event.stopPropagation();
+          const target = $(`#tree .branch[data-branch-id="${CSS.escape(b.id)}"]`);
+          if (!target) return;
+          setCollapsed(target, false);
+          target.scrollIntoView({ block: 'nearest' });
+        },
+      },
+    }, '↻ re-run ', rerunBadges(b.rerun))),
     el('code', { class: 'node-id' }, short(node.id)));
     row.addEventListener('click', () => {
       location.hash = `#/c/${current.asked}/n/${node.id}`;
@@ -673,7 +695,8 @@ function activityLine(result) {
   },
   el('strong', {}, what), ': ',
   result.what === 'rerun'
-    ? ['verdict ', badge(result.verdict, `verdict verdict-${result.verdict}`), ', attached to the turn in the tree below']
+    ? [result.verdict ? ['verdict ', badge(result.verdict, `verdict verdict-${result.verdict}`)] : 'no verdict',
+      ', shown on the rerun in the tree below']
     : [result.node ? ['message ', el('code', {}, short(result.node))] : null,
       result.conversation ? [result.branched ? ' in the new conversation ' : ' in conversation ', el('code', {}, short(result.conversation))] : null,
       result.deltas ? ` · ${plural(result.deltas, 'chunk')} streamed` : null]);
@@ -862,8 +885,8 @@ async function runDetails(cmp) {
 
 /**
  * Reruns by the nodes they concern: a rerun branch's messages (its request
- * without the ablated parts and its answer) and the node it leaves from,
- * the turn it re-ran.
+ * without the ablated parts and its answer) and, when the server names it
+ * (`turn_node`), the reply of the turn it re-ran.
  */
 function rerunsByNode(family) {
   const byNode = new Map();
@@ -873,8 +896,8 @@ function rerunsByNode(family) {
     byNode.get(id).push(note);
   };
   for (const b of family.branches) {
-    if (b.kind !== 'rerun' || !b.rerun) continue;
-    if (b.from) add(b.from, { ...b.rerun, at: 'turn' });
+    if (!b.rerun) continue;
+    if (b.rerun.turn_node) add(b.rerun.turn_node, { ...b.rerun, at: 'turn' });
     for (const id of b.nodes) add(id, { ...b.rerun, at: 'rerun' });
   }
   return byNode;
