@@ -760,6 +760,29 @@ fn the_workbench_acts_on_the_graph_in_a_real_browser() {
         page.wait_for(&format!("#tree .node-row[data-node-id='{spain_answer}']")).await;
         page.screenshot(&shots.join("workbench-regenerate.png")).await;
 
+        // Reply at a head: it continues that conversation (and says so);
+        // at a message that heads nothing it would branch.
+        page.goto(&format!("{}/#/c/{conversation}/n/{france_answer}", server.base()))
+            .await;
+        open_action(&page, "reply").await;
+        page.wait_for_text("#action-form .intro", "starts a new branch")
+            .await;
+        page.goto(&format!("{}/#/c/{conversation}/n/{spain_answer}", server.base()))
+            .await;
+        page.wait_for(&format!("#details[data-node-id='{spain_answer}']")).await;
+        open_action(&page, "reply").await;
+        page.wait_for_text("#action-form .intro", "Continues spain").await;
+        page.type_into(&page.wait_for("#action-text").await, "And of Greece?").await;
+        page.click(&page.wait_for("#action-submit").await).await;
+        let (greece, _) = landed(&page, "reply").await;
+        let greece = greece.expect("the reply made a message");
+        page.wait_for(&format!(
+            "#tree .node-row[data-node-id='{greece}'] .head-mark"
+        ))
+        .await;
+        let note = page.wait_for_text("#activity", "Replied").await;
+        assert!(note.contains(" in conversation "), "it continued: {note}");
+
         // Re-run the first turn without a source: the verdict is attached
         // to the turn in the tree; then fork from the counterfactual.
         page.goto(&format!("{}/#/c/{conversation}/n/{france_answer}", server.base())).await;
