@@ -294,6 +294,37 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(b_text.contains("And of Portugal?"), "{b_text}");
         page.screenshot(&shots.join("compare.png")).await;
 
+        // The word diff the comparison uses, on the page's own module: words
+        // one side lacks are marked, the texts are given back whole, and two
+        // long texts that differ throughout (6.25 million word pairs, past
+        // the bound) are marked as one changed run rather than compared
+        // word by word.
+        let diff = page
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 import('/assets/diff.js').then(({ wordDiff }) => {\
+                   const a = Array.from({ length: 2500 }, (_, i) => `a${i}`).join(' ');\
+                   const b = Array.from({ length: 2500 }, (_, i) => `b${i}`).join(' ');\
+                   const big = wordDiff(`same ${a} end`, `same ${b} end`);\
+                   const small = wordDiff('the quick brown fox jumps', 'the slow brown fox');\
+                   const whole = (segs) => segs.map((s) => s.text).join('');\
+                   const changed = (segs) => segs.filter((s) => s.changed).map((s) => s.text);\
+                   done({\
+                     whole: whole(big.a) === `same ${a} end` && whole(big.b) === `same ${b} end`\
+                       && whole(small.a) === 'the quick brown fox jumps',\
+                     big: changed(big.a).length, bigFirst: big.a[0].text,\
+                     a: changed(small.a), b: changed(small.b),\
+                   });\
+                 }, (error) => done({ error: String(error) }));",
+                vec![],
+            )
+            .await;
+        assert_eq!(diff["whole"], true, "{diff}");
+        assert_eq!(diff["big"], 1, "{diff}");
+        assert_eq!(diff["bigFirst"], "same ", "{diff}");
+        assert_eq!(diff["a"], json!(["quick", "jumps"]), "{diff}");
+        assert_eq!(diff["b"], json!(["slow"]), "{diff}");
+
         // An unknown conversation is a clear message, not a blank page.
         page.goto(&format!("{}/#/c/0123456789abcdef", server.base())).await;
         let error = page.wait_for_text("#error", "no conversation starts with").await;
@@ -782,6 +813,15 @@ fn the_workbench_acts_on_the_graph_in_a_real_browser() {
         .await;
         let note = page.wait_for_text("#activity", "Replied").await;
         assert!(note.contains(" in conversation "), "it continued: {note}");
+
+        // Fork with a name and no message: the new conversation's family
+        // opens, its head at the message forked from.
+        open_action(&page, "fork").await;
+        page.type_into(&page.wait_for("#action-name").await, "greek-fork").await;
+        page.click(&page.wait_for("#action-submit").await).await;
+        page.wait_for_text("#family-title", "greek-fork").await;
+        page.wait_for(&format!("#tree .node-row[data-node-id='{greece}'] .head-mark.focus"))
+            .await;
 
         // Re-run the first turn without a source: the verdict is attached
         // to the turn in the tree; then fork from the counterfactual.

@@ -280,6 +280,15 @@ impl Session {
             .unwrap_or_else(|error| panic!("running {script}: {error}"))
     }
 
+    /// Run an asynchronous script in the page: it calls its last argument
+    /// with the value to return.
+    pub async fn execute_async(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client
+            .execute_async(script, args)
+            .await
+            .unwrap_or_else(|error| panic!("running {script}: {error}"))
+    }
+
     pub async fn text_of_page(&self) -> String {
         self.execute(
             "return document.body ? document.body.innerText : '';",
