@@ -393,6 +393,15 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(page.displayed(&sharing).await);
         page.screenshot(&shots.join("shares.png")).await;
 
+        // The lookalike's first answer is the family's: the same call made
+        // twice, shown once with its count.
+        page.goto(&format!("{}/#/c/{conversation}/n/{fork_point}", server.base()))
+            .await;
+        let repeated = page.wait_for_text("#runs", "identical runs").await;
+        assert!(repeated.contains("× 2 identical runs"), "{repeated}");
+        assert_eq!(page.find_all("#runs article.run").await.len(), 1);
+        assert_eq!(page.find_all("#runs .run-group li").await.len(), 2);
+
         page.close().await;
         eprintln!("screenshots in {}", shots.display());
     });

@@ -702,12 +702,17 @@ function activityLine(result) {
       result.deltas ? ` · ${plural(result.deltas, 'chunk')} streamed` : null]);
 }
 
-/** Runs alike in all but their id and time, together: a retried or repeated call shows once, counted. */
+/**
+ * Identical runs together: the same call (model, provider, options, tools,
+ * annotations, the message answered) with the same outcome (status, error,
+ * usage), whenever and from whichever conversation it was made. A repeated
+ * call shows once, counted.
+ */
 function groupRuns(runs) {
   const groups = new Map();
   for (const run of runs) {
-    const { id, started_ms: started, finished_ms: finished, duration_ms: took, ...rest } = run;
-    const key = JSON.stringify(rest);
+    const key = JSON.stringify([run.model, run.requested_model, run.provider, run.profile, run.backend, run.status,
+      run.error, run.usage, run.tools, run.annotations, run.options, run.input_head, run.request]);
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(run);
   }
@@ -766,9 +771,10 @@ function renderRun(run, focus, group) {
       group && group.length > 1 ? badge(`× ${group.length} identical runs`, 'repeat') : null,
       el('code', { class: 'run-id', title: run.id }, short(run.id))),
     group && group.length > 1 ? el('details', { class: 'run-group' },
-      el('summary', {}, `${group.length} runs with the same model, options, request and result`),
+      el('summary', {}, `${group.length} runs with the same model, options, request and outcome`),
       el('ul', {}, group.map((r) => el('li', { data: { runId: r.id } },
-        el('code', { title: r.id }, short(r.id)), ` · ${time(r.started_ms)} · took ${duration(r.duration_ms)}`)))) : null,
+        el('code', { title: r.id }, short(r.id)), ` · ${time(r.started_ms)} · took ${duration(r.duration_ms)}`,
+        r.conversation ? [' · conversation ', el('a', { href: `#/c/${r.conversation}` }, el('code', {}, short(r.conversation)))] : null)))) : null,
     run.error ? el('pre', { class: 'text is-error' }, run.error) : null,
     el('dl', { class: 'facts' },
       el('dt', {}, 'started'), el('dd', {}, time(run.started_ms)),
