@@ -27,7 +27,9 @@ The web view's own writes (`/api/...`) must also carry the server's CSRF
 token in an `X-Skein-Csrf` header: a random token of this server process
 that only its pages can read (from `/api/session`; no CORS header lets
 another origin read an answer). And a server started read-only
-(`skein serve --read-only`) refuses every write, whoever asks.
+(`skein serve --read-only`) refuses every write, whoever asks. The web
+view's event stream, which holds one of a few places while it is open, is
+refused to pages of other origins as writes are.
 */
 
 use crate::ServeError;
@@ -40,6 +42,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 const COOKIE: &str = "skein_token";
+/// The web view's event stream (see `web::events`).
+const EVENTS: &str = "/api/events";
 /// The header a web view write carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-skein-csrf";
 
@@ -109,6 +113,14 @@ impl Access {
 /// The rule for writes (see the module docs).
 async fn writes(token: Option<Arc<str>>, rule: Writes, request: Request, next: Next) -> Response {
     if request.method().is_safe() {
+        // An event stream holds one of a few places while it is open: a
+        // page of another origin may not take them (its browser would
+        // drop the answer anyway, having no CORS header to read it by).
+        if request.uri().path() == EVENTS
+            && let Some(problem) = cross_site(&request)
+        {
+            return refuse(StatusCode::FORBIDDEN, format!("refused: {problem}"));
+        }
         return next.run(request).await;
     }
     if rule.read_only {

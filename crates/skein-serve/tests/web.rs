@@ -2240,6 +2240,16 @@ async fn turns_written_by_another_process_reach_the_event_stream() {
     created.prompt("A new one.").send().await.unwrap();
     wait_for_turn(&mut response, created.id().as_str()).await;
 
+    // A page of another origin may not hold a stream open.
+    let refused = server
+        .client
+        .get(format!("{}/api/events", server.base))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+
     // The streams open at once are bounded (this one among them).
     let mut open = vec![response];
     loop {
