@@ -20,6 +20,10 @@ pub struct TurnArgs {
     pub model: Option<skein::Model>,
     pub options: GenerationOptions,
     pub chain_limit: Option<u32>,
+    /// This chain's own hooks, in place of the conversation's (which stay
+    /// as they are for later turns).
+    pub before_call: Option<Py<PyAny>>,
+    pub after_call: Option<Py<PyAny>>,
 }
 
 /// The generation options given as keyword arguments, checked.
@@ -94,11 +98,17 @@ impl TurnArgs {
     }
 
     pub fn chain(self, chain: ChainPrompt) -> ChainPrompt {
-        let limit = self.chain_limit;
-        let chain = apply!(chain, self);
-        match limit {
-            Some(limit) => chain.limit(limit),
-            None => chain,
+        let (limit, before, after) = (self.chain_limit, self.before_call, self.after_call);
+        let mut chain = apply!(chain, self);
+        if let Some(limit) = limit {
+            chain = chain.limit(limit);
         }
+        if let Some(hook) = before {
+            chain = chain.before_call(crate::tools::before_call(hook));
+        }
+        if let Some(hook) = after {
+            chain = chain.after_call(crate::tools::after_call(hook));
+        }
+        chain
     }
 }

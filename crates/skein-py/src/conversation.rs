@@ -240,8 +240,8 @@ impl Conversation {
     }
 
     /// A tool loop after the head, with the conversation's tools and hooks
-    /// (or `tools=` for this turn).
-    #[pyo3(signature = (prompt, *, tools = None, chain_limit = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    /// (or `tools=`, `before_call=` and `after_call=` for this chain only).
+    #[pyo3(signature = (prompt, *, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn chain(
         &self,
@@ -249,6 +249,8 @@ impl Conversation {
         prompt: String,
         tools: Option<&Bound<'_, PyAny>>,
         chain_limit: Option<u32>,
+        before_call: Option<Py<PyAny>>,
+        after_call: Option<Py<PyAny>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
         model: Option<&Bound<'_, PyAny>>,
@@ -269,6 +271,8 @@ impl Conversation {
             max_tokens,
         )?;
         args.chain_limit = chain_limit;
+        args.before_call = before_call;
+        args.after_call = after_call;
         Ok(ChainResponse::pending(args.chain(self.inner.chain(prompt))))
     }
 

@@ -37,6 +37,55 @@ impl Store {
         self.inner.location()
     }
 
+    /// Token totals from the recorded runs, each run counted once, for one
+    /// scope: a `conversation` (id or name; with the runs of the history it
+    /// shares with the conversations it was forked from), a whole `family`
+    /// (every fork, reply branch and rerun: shared work counted once), the
+    /// runs that produced a `node`, one `run`, or a coordinator `sequence`.
+    /// A run that reported no figures makes a figure incomplete
+    /// (`complete` is false and `missing_from` names the runs), never a
+    /// silent zero.
+    #[pyo3(signature = (*, conversation = None, family = None, node = None, run = None, sequence = None))]
+    fn usage<'py>(
+        &self,
+        py: Python<'py>,
+        conversation: Option<String>,
+        family: Option<String>,
+        node: Option<String>,
+        run: Option<String>,
+        sequence: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use skein::store::UsageScope;
+        let store = &self.inner;
+        let given = [&conversation, &family, &node, &run, &sequence]
+            .iter()
+            .filter(|scope| scope.is_some())
+            .count();
+        if given != 1 {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "usage() takes exactly one of conversation=, family=, node=, run= or sequence=",
+            ));
+        }
+        let totals = py.detach(|| {
+            let scope = if let Some(id) = conversation {
+                UsageScope::Conversation(store.resolve_conversation(&id)?)
+            } else if let Some(id) = family {
+                UsageScope::Family(store.resolve_conversation(&id)?)
+            } else if let Some(node) = node {
+                UsageScope::Node(store.resolve_node(&node)?)
+            } else if let Some(run) = run {
+                UsageScope::Run(store.resolve_run(&run)?)
+            } else {
+                UsageScope::Sequence(sequence.unwrap_or_default())
+            };
+            store.usage(&scope)
+        });
+        let totals = check(py, totals)?;
+        let value = serde_json::to_value(&totals)
+            .map_err(|error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string()))?;
+        crate::values::from_json(py, &value)
+    }
+
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.inner.location())
     }
@@ -141,15 +190,11 @@ impl Model {
             system,
             schema: self::schema(schema)?,
             options: options(temperature, top_p, seed, max_tokens)?,
+            before_call,
+            after_call,
             ..TurnArgs::default()
         };
         let conversation = self.builder(None, tools, chain_limit, None)?.build();
-        if let Some(hook) = before_call {
-            conversation.set_before_call(self::before_call(hook));
-        }
-        if let Some(hook) = after_call {
-            conversation.set_after_call(self::after_call(hook));
-        }
         Ok(ChainResponse::pending(
             args.chain(conversation.chain(prompt)),
         ))

@@ -284,7 +284,7 @@ pub fn turn_args(
         tools: tools.map(|tools| self::tools(Some(tools))).transpose()?,
         model: self::model(py, model)?,
         options: options(temperature, top_p, seed, max_tokens)?,
-        chain_limit: None,
+        ..TurnArgs::default()
     })
 }
 

@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import skein
 
 from .test_recorded import SOURCES, SYSTEM, decision_changed
@@ -82,3 +84,34 @@ def test_a_rerun_made_in_python_forks_on_the_command_line(
     fork = skein.RecordedChat.load(store, record["conversation"])
     assert fork.removed == ["social-sentiment"]
     assert fork.turns[-1].text.startswith("KEEP")
+
+
+def test_usage_totals_are_the_command_line_s(skein_bin: str, db: Path, store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    first = model.conversation(name="counted").prompt("one")
+    first.text()
+    fork = first.fork("two")
+    assert isinstance(fork, skein.Response)
+    fork.text()
+
+    conversation = store.usage(conversation="counted")
+    on_the_command_line = cli(skein_bin, db, "usage", "--cid", "counted")
+    assert conversation["runs"] == on_the_command_line["runs"]
+    for figure in ("input_tokens", "output_tokens"):
+        assert conversation[figure]["value"] == on_the_command_line[figure]["value"]
+    family = store.usage(family=fork.conversation.id)
+    # The fork's family counts the shared first turn once.
+    assert len(family["runs"]) == 2
+    assert family["input_tokens"]["value"] == (first.usage.input_tokens or 0) + (
+        fork.usage.input_tokens or 0
+    )
+    assert family["input_tokens"]["missing_from"] == []
+    assert store.usage(node=fork.id)["runs"] == store.usage(run=fork.run_id)["runs"]
+    assert store.usage(sequence="no such sequence")["runs"] == []
+
+    with pytest.raises(TypeError, match="exactly one of"):
+        store.usage()
+    with pytest.raises(TypeError, match="exactly one of"):
+        store.usage(conversation="counted", node=fork.id)
+    with pytest.raises(skein.NotFound):
+        store.usage(conversation="nobody")

@@ -155,6 +155,36 @@ def test_before_call_can_change_cancel_or_stop_a_call_and_after_call_sees_result
     assert "before_call failed: RuntimeError: hook bug" in skipped.messages()[-2].tool_results[0].content
 
 
+def test_a_chain_s_own_hooks_apply_to_that_chain_only(tools_model: skein.Model) -> None:
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    own: list[str] = []
+    conversation = tools_model.conversation(
+        tools=[add], after_call=lambda call, result: own.append(result.content)
+    )
+    per_chain: list[str] = []
+    changed = conversation.chain(
+        "please add",
+        before_call=lambda call: {"a": 40, "b": 2},
+        after_call=lambda call, result: per_chain.append(result.content),
+    )
+    assert changed.text() == "result: 42"
+    # The chain's hooks replaced the conversation's for that chain only.
+    assert (per_chain, own) == (["42"], [])
+    assert conversation.chain("please add").text() == "result: 5"
+    assert (per_chain, own) == (["42"], ["5"])
+
+    def stop(call: skein.ToolCall) -> None:
+        raise skein.StopChain()
+
+    # Each hook is replaced on its own: the conversation's after_call still
+    # sees the call this chain's before_call stopped.
+    assert conversation.chain("please add", before_call=stop).status == "stopped"
+    assert own[:1] == ["5"] and own[1].endswith("the chain was stopped")
+
+
 def test_async_def_tools_work_from_the_synchronous_api(tools_model: skein.Model) -> None:
     async def add(a: int, b: int) -> int:
         """Add, asynchronously."""

@@ -4,7 +4,7 @@ re-exported by ``skein``; their docstrings are the native ones."""
 import asyncio
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, final
+from typing import Any, TypedDict, final
 
 from ._tools import Tool
 
@@ -17,6 +17,22 @@ BeforeCall = Callable[[ToolCall], Any]
 AfterCall = Callable[[ToolCall, ToolResult], Any]
 Schema = dict[str, Any] | type
 
+class UsageFigure(TypedDict):
+    """One figure summed over runs; complete when ``missing_from`` is empty."""
+
+    value: int
+    missing_from: list[str]
+
+class UsageTotals(TypedDict):
+    """What :meth:`Store.usage` returns."""
+
+    runs: list[str]
+    failed: list[str]
+    input_tokens: UsageFigure
+    output_tokens: UsageFigure
+    cache_read_tokens: UsageFigure
+    cache_write_tokens: UsageFigure
+
 @final
 class Store:
     """A skein database: a SQLite file (created when missing) or a
@@ -25,6 +41,15 @@ class Store:
     def __init__(self, location: str | os.PathLike[str]) -> None: ...
     @property
     def location(self) -> str: ...
+    def usage(
+        self,
+        *,
+        conversation: str | None = None,
+        family: str | None = None,
+        node: str | None = None,
+        run: str | None = None,
+        sequence: str | None = None,
+    ) -> UsageTotals: ...
 
 @final
 class Model:
@@ -131,6 +156,8 @@ class Conversation:
         *,
         tools: Iterable[ToolLike] | None = None,
         chain_limit: int | None = None,
+        before_call: BeforeCall | None = None,
+        after_call: AfterCall | None = None,
         system: str | None = None,
         schema: Schema | None = None,
         model: ModelLike | None = None,

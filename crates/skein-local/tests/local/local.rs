@@ -229,7 +229,7 @@ fn a_file_that_is_not_a_model_fails_to_load_with_its_path() {
 /// The cases of the fixed prompt set (`tests/data/prompt_set.json`).
 fn prompt_set() -> Vec<Value> {
     let set: Value =
-        serde_json::from_str(include_str!("data/prompt_set.json")).expect("the prompt set");
+        serde_json::from_str(include_str!("../data/prompt_set.json")).expect("the prompt set");
     set["cases"].as_array().expect("cases").clone()
 }
 

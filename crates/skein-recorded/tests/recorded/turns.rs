@@ -1,8 +1,7 @@
 //! Recording turns: frozen evidence, numbering, failed and paused turns.
 
-mod common;
 
-use common::{Recording, advisor, advisor_builder, advisor_chat};
+use crate::common::{Recording, advisor, advisor_builder, advisor_chat};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_core::{Annotation, Role};
@@ -122,7 +121,7 @@ async fn a_failed_turn_records_nothing_in_memory_or_in_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
     let mut chat = RecordedChat::builder(
-        common::engine(Arc::new(
+        crate::common::engine(Arc::new(
             skein_providers::Scripted::from_toml_str(FAILING).unwrap(),
         )),
         "advisor",
@@ -190,7 +189,7 @@ async fn a_paused_turn_records_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
     let model = Recording::scripted(TOOLS);
-    let mut chat = RecordedChat::builder(common::engine(model.clone()), "advisor")
+    let mut chat = RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
         .tool(lookup())
         .before_call(Arc::new(|_call| Box::pin(async { CallDecision::Stop })))
         .store(store.clone())
@@ -224,7 +223,7 @@ async fn a_failed_first_turn_leaves_no_conversation_and_one_failed_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
     let mut chat = RecordedChat::builder(
-        common::engine(Arc::new(
+        crate::common::engine(Arc::new(
             skein_providers::Scripted::from_toml_str(FAILING).unwrap(),
         )),
         "advisor",
@@ -251,7 +250,7 @@ async fn a_failed_first_turn_leaves_no_conversation_and_one_failed_run() {
 #[tokio::test]
 async fn a_tool_loop_turn_records_its_intermediate_steps_and_tags_tool_parts() {
     let model = Recording::scripted(TOOLS);
-    let mut chat = RecordedChat::builder(common::engine(model.clone()), "advisor")
+    let mut chat = RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
         .system("Use tools.")
         .source(Source::fact(
             "house-rule",
@@ -310,7 +309,7 @@ tool_offered = "lookup"
 reply = "again"
 tool_calls = [{ name = "lookup", arguments = '{"q": "x"}' }]
 "#;
-    let mut chat = RecordedChat::builder(common::engine(Recording::scripted(looping)), "advisor")
+    let mut chat = RecordedChat::builder(crate::common::engine(Recording::scripted(looping)), "advisor")
         .tool(lookup())
         .chain_limit(2)
         .build()

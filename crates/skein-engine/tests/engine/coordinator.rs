@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-#[path = "../examples/analysis_loop.rs"]
+#[path = "../../examples/analysis_loop.rs"]
 mod analysis_loop;
-#[path = "../examples/branches.rs"]
+#[path = "../../examples/branches.rs"]
 mod branches;
-#[path = "../examples/repair_branch.rs"]
+#[path = "../../examples/repair_branch.rs"]
 mod repair_branch;
 
 const RULES: &str = r#"

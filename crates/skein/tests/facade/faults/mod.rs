@@ -13,13 +13,10 @@ Retry delays are 5 ms and the idle timeout 300 ms, so the whole table runs
 in about three seconds.
 */
 
-mod faults {
-    pub mod cases;
-    pub mod servers;
-}
+mod cases;
+mod servers;
 
-use faults::cases::{Case, Outcome, Server, Turn, Wire, cases};
-use faults::servers;
+use cases::{Case, Outcome, Server, Turn, Wire, cases};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skein::core::{Part, Role};

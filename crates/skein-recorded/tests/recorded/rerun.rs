@@ -1,8 +1,7 @@
 //! Reasoning about turns and re-running them without sources.
 
-mod common;
 
-use common::{Counting, Recording, advisor, advisor_builder, advisor_chat, decision_changed};
+use crate::common::{Counting, Recording, advisor, advisor_builder, advisor_chat, decision_changed};
 use skein_core::{Annotation, BoxFuture, Message, Part, Role, Thread};
 use skein_recorded::{
     HookContext, HookError, Purpose, ReasonOptions, RecordedChat, RecordedError, RerunOptions,
@@ -18,7 +17,7 @@ async fn reason_ranks_the_source_the_reply_echoes_first_and_is_memoised() {
         .build()
         .await
         .unwrap();
-    common::record_three(&mut chat).await;
+    crate::common::record_three(&mut chat).await;
     let report = chat.reason(1, ReasonOptions::new()).await.unwrap();
     assert!(report.is_correlational());
     assert_eq!(report.turn, 1);
@@ -48,7 +47,7 @@ async fn reason_ranks_the_source_the_reply_echoes_first_and_is_memoised() {
 
 #[tokio::test]
 async fn reason_without_an_embedder_says_how_to_give_one() {
-    let mut chat = RecordedChat::builder(common::engine(advisor::model()), "advisor")
+    let mut chat = RecordedChat::builder(crate::common::engine(advisor::model()), "advisor")
         .build()
         .await
         .unwrap();
@@ -307,7 +306,7 @@ async fn a_hook_source_that_changed_since_the_turn_makes_the_baseline_unstable()
         calls: Mutex::new(Vec::new()),
     });
     let model = Recording::scripted(MEMORY);
-    let mut chat = RecordedChat::builder(common::engine(model.clone()), "advisor")
+    let mut chat = RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
         .system("Advise.")
         .source(Source::fact("fundamentals", "fundamentals: flat"))
         .hook(memory.clone())
@@ -449,7 +448,7 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
         seen: Mutex::new(Vec::new()),
     });
     let mut chat = RecordedChat::builder(
-        common::engine(Arc::new(
+        crate::common::engine(Arc::new(
             skein_providers::Scripted::from_toml_str(SCRIPT).unwrap(),
         )),
         "advisor",

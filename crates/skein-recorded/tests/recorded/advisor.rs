@@ -1,8 +1,7 @@
 //! The seed's advisor scenario, run through the example itself.
 
-mod common;
 
-use common::{Recording, advisor};
+use crate::common::{Recording, advisor};
 use skein_recorded::Verdict;
 
 #[tokio::test]

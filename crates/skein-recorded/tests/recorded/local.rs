@@ -2,7 +2,7 @@
 //! embedder. Needs `skein models pull smollm2` and `skein models pull
 //! minilm` (the setup script fetches both).
 
-#[path = "../examples/local_advisor.rs"]
+#[path = "../../examples/local_advisor.rs"]
 mod local_advisor;
 
 use skein_recorded::Verdict;

@@ -1,9 +1,8 @@
 //! Persistence: turns, reruns and forks stored, and everything loaded back
 //! after the database is reopened.
 
-mod common;
 
-use common::{Recording, advisor, advisor_builder, decision_changed, record_three};
+use crate::common::{Recording, advisor, advisor_builder, decision_changed, record_three};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_engine::tool_fn;
@@ -329,7 +328,7 @@ async fn a_rerun_shares_every_node_its_ablation_leaves_untouched() {
     let quote = tool_fn("quote", "A stock quote", |q: Query| async move {
         Ok::<_, std::convert::Infallible>(format!("{} 42.0", q.q.len()))
     });
-    let mut chat = RecordedChat::builder(common::engine(Recording::scripted(TOOLS)), "advisor")
+    let mut chat = RecordedChat::builder(crate::common::engine(Recording::scripted(TOOLS)), "advisor")
         .system("Advise.")
         .tool(quote)
         .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../../examples/advisor.rs"]
+#[path = "../../../examples/advisor.rs"]
 pub mod advisor;
 
 use skein_core::{BoxFuture, BoxStream, ModelRequest, Provider, ProviderError, StreamEvent};

@@ -2,9 +2,8 @@
 //! themselves are tested where they live, in skein-providers (the
 //! OpenAI-compatible client in `tests/http/embed.rs`).
 
-mod common;
 
-use common::Counting;
+use crate::common::Counting;
 use skein_recorded::{CachedEmbedder, Embedder};
 use skein_store::Store;
 use std::sync::Arc;

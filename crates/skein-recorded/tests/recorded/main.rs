@@ -1,0 +1,15 @@
+//! The recorded-chat integration tests, one binary (each test file a module):
+//! the advisor desk, embedders, forks and their provenance, persistence,
+//! reruns and turns; `local` runs the example on the embedded model (the
+//! `local` feature).
+
+mod common;
+
+mod advisor;
+mod embed;
+mod fork;
+#[cfg(feature = "local")]
+mod local;
+mod persist;
+mod rerun;
+mod turns;
