@@ -1,6 +1,5 @@
 //! The seed's advisor scenario, run through the example itself.
 
-
 use crate::common::{Recording, advisor};
 use skein_recorded::Verdict;
 

@@ -2,7 +2,6 @@
 //! themselves are tested where they live, in skein-providers (the
 //! OpenAI-compatible client in `tests/http/embed.rs`).
 
-
 use crate::common::Counting;
 use skein_recorded::{CachedEmbedder, Embedder};
 use skein_store::Store;

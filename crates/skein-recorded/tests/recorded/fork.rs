@@ -1,8 +1,9 @@
 //! Forks: from a reply or from a rerun, with provenance enforced, and
 //! first-class turns.
 
-
-use crate::common::{Recording, advisor, advisor_builder, advisor_chat, decision_changed, record_three};
+use crate::common::{
+    Recording, advisor, advisor_builder, advisor_chat, decision_changed, record_three,
+};
 use skein_recorded::{ReasonOptions, RecordedError, RerunId, RerunOptions, Verdict};
 
 fn ignore_sentiment() -> RerunOptions {
@@ -227,11 +228,12 @@ async fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources()
     fork.send("And now?").await.unwrap();
     check(system_of_last_request());
 
-    let loaded = skein_recorded::RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
-        .store(store.clone())
-        .load(chat.conversation().unwrap())
-        .await
-        .unwrap();
+    let loaded =
+        skein_recorded::RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
+            .store(store.clone())
+            .load(chat.conversation().unwrap())
+            .await
+            .unwrap();
     let mut fork = loaded.fork_from_rerun(&rerun.id).await.unwrap();
     fork.send("And now?").await.unwrap();
     check(system_of_last_request());

@@ -1,7 +1,6 @@
 //! Persistence: turns, reruns and forks stored, and everything loaded back
 //! after the database is reopened.
 
-
 use crate::common::{Recording, advisor, advisor_builder, decision_changed, record_three};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -328,14 +327,15 @@ async fn a_rerun_shares_every_node_its_ablation_leaves_untouched() {
     let quote = tool_fn("quote", "A stock quote", |q: Query| async move {
         Ok::<_, std::convert::Infallible>(format!("{} 42.0", q.q.len()))
     });
-    let mut chat = RecordedChat::builder(crate::common::engine(Recording::scripted(TOOLS)), "advisor")
-        .system("Advise.")
-        .tool(quote)
-        .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
-        .store(store.clone())
-        .build()
-        .await
-        .unwrap();
+    let mut chat =
+        RecordedChat::builder(crate::common::engine(Recording::scripted(TOOLS)), "advisor")
+            .system("Advise.")
+            .tool(quote)
+            .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+            .store(store.clone())
+            .build()
+            .await
+            .unwrap();
     chat.send("What is the price?").await.unwrap();
     chat.send("So, buy?").await.unwrap();
     assert!(chat.turn(1).unwrap().text().starts_with("BUY"));

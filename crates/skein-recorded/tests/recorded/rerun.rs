@@ -1,7 +1,8 @@
 //! Reasoning about turns and re-running them without sources.
 
-
-use crate::common::{Counting, Recording, advisor, advisor_builder, advisor_chat, decision_changed};
+use crate::common::{
+    Counting, Recording, advisor, advisor_builder, advisor_chat, decision_changed,
+};
 use skein_core::{Annotation, BoxFuture, Message, Part, Role, Thread};
 use skein_recorded::{
     HookContext, HookError, Purpose, ReasonOptions, RecordedChat, RecordedError, RerunOptions,

@@ -1,6 +1,5 @@
 //! Recording turns: frozen evidence, numbering, failed and paused turns.
 
-
 use crate::common::{Recording, advisor, advisor_builder, advisor_chat};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -309,12 +308,15 @@ tool_offered = "lookup"
 reply = "again"
 tool_calls = [{ name = "lookup", arguments = '{"q": "x"}' }]
 "#;
-    let mut chat = RecordedChat::builder(crate::common::engine(Recording::scripted(looping)), "advisor")
-        .tool(lookup())
-        .chain_limit(2)
-        .build()
-        .await
-        .unwrap();
+    let mut chat = RecordedChat::builder(
+        crate::common::engine(Recording::scripted(looping)),
+        "advisor",
+    )
+    .tool(lookup())
+    .chain_limit(2)
+    .build()
+    .await
+    .unwrap();
     let error = chat.send("loop").await.unwrap_err();
     assert!(
         matches!(error, RecordedError::ChainLimit { turn: 0, limit: 2 }),

@@ -3,13 +3,13 @@
 //! form, plus byte-identical requests across entry points, forks of forks,
 //! reply after a chain, failures inside tool loops, and persistence.
 
+use crate::support::*;
 use skein::core::{Annotation, Attachment, CacheHint, Part, ToolResult};
 use skein::engine::EngineError;
 use skein::store::{Origin, RunStatus};
 use skein::{CallDecision, ChainStatus, Conversation, Error, Message, Role, Store, TurnInput};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use crate::support::*;
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
