@@ -142,13 +142,16 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         ],
     );
     let tooled_conversation = tooled["conversation"].as_str().unwrap().to_string();
+    // No name: the page calls it by its first prompt.
+    let unnamed = skein_json(&db, &["prompt", "Which river runs through Paris?"]);
+    let unnamed = unnamed["conversation"].as_str().unwrap().to_string();
 
     let server = Server::start(&db, &[]);
     skein::providers::http::install_crypto_provider();
     runtime().block_on(async {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let driver = Driver::start(&browser, &client).await;
-        let page = Session::new(&driver, &browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
         let shots = screenshots();
 
         // The conversations, newest first.
@@ -157,13 +160,39 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         page.wait_for("#conversations tbody tr").await;
         eprintln!("conversation list shown {:?} after navigation", started.elapsed());
         let rows = page.find_all("#conversations tbody tr").await;
-        assert_eq!(rows.len(), 3, "capitals, what-if, tooling");
+        assert_eq!(rows.len(), 4, "capitals, what-if, tooling, unnamed");
         let list = page.text(&page.wait_for("#conversations").await).await;
         for name in ["capitals", "what-if", "tooling"] {
             assert!(list.contains(name), "{name} listed in:\n{list}");
         }
         assert!(list.contains(&fork_point[..12]), "the fork's origin node is shown");
+        let title = page
+            .text(&page.wait_for(&format!("#conversations tr[data-conversation-id='{unnamed}'] td.name")).await)
+            .await;
+        assert_eq!(title, "Which river runs through Paris?", "titled by its first prompt");
         page.screenshot(&shots.join("conversations.png")).await;
+
+        // At 1400 pixels the table fits the window.
+        page.resize(1400, 1000).await;
+        let overflow = page
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await;
+        assert!(overflow.as_i64().unwrap() <= 0, "the page is {overflow} pixels too wide at 1400");
+        page.resize(1440, 1000).await;
+
+        // A filter that matches nothing says so.
+        let filter = page.wait_for("#filter").await;
+        page.type_into(&filter, "nothing-is-called-this").await;
+        let nothing = page.wait_for_text("#filter-empty", "No conversation").await;
+        assert!(nothing.contains("nothing-is-called-this"), "{nothing}");
+        assert!(page.find_all("#conversations tbody tr:not([hidden])").await.is_empty());
+        page.type_into(&filter, "what-if").await;
+        assert_eq!(page.find_all("#conversations tbody tr:not([hidden])").await.len(), 1);
+        assert!(!page.displayed(&page.wait_for("#filter-empty").await).await);
+        page.type_into(&filter, "").await;
 
         // Open the family from the list.
         let link = page
@@ -212,10 +241,18 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         let input = page.text(&page.wait_for("#runs .run .input-tokens").await).await;
         assert!(input.parse::<u64>().is_ok(), "input tokens shown: {input}");
         assert!(
-            page.execute("return location.hash;", json!([])).await.as_str().unwrap().ends_with(&fork_head),
+            page.execute("return location.hash;", vec![]).await.as_str().unwrap().ends_with(&fork_head),
             "the selection is in the address, so it can be shared and reloaded"
         );
         page.screenshot(&shots.join("family.png")).await;
+
+        // The 12 digits the CLI prints select the message as its full id
+        // does, and the breadcrumb names it.
+        page.goto(&format!("{}/#/c/{conversation}/n/{}", server.base(), &fork_head[..12])).await;
+        page.wait_for(&format!("#tree .node-row.selected[data-node-id='{fork_head}']")).await;
+        page.wait_for(&format!("#details[data-node-id='{fork_head}']")).await;
+        let crumb = page.wait_for_text("#crumbs", &fork_head[..12]).await;
+        assert!(crumb.contains("capitals"), "{crumb}");
 
         // Model output that looks like markup is shown as text.
         let markup_row = page
@@ -257,6 +294,37 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(b_text.contains("And of Portugal?"), "{b_text}");
         page.screenshot(&shots.join("compare.png")).await;
 
+        // The word diff the comparison uses, on the page's own module: words
+        // one side lacks are marked, the texts are given back whole, and two
+        // long texts that differ throughout (6.25 million word pairs, past
+        // the bound) are marked as one changed run rather than compared
+        // word by word.
+        let diff = page
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 import('/assets/diff.js').then(({ wordDiff }) => {\
+                   const a = Array.from({ length: 2500 }, (_, i) => `a${i}`).join(' ');\
+                   const b = Array.from({ length: 2500 }, (_, i) => `b${i}`).join(' ');\
+                   const big = wordDiff(`same ${a} end`, `same ${b} end`);\
+                   const small = wordDiff('the quick brown fox jumps', 'the slow brown fox');\
+                   const whole = (segs) => segs.map((s) => s.text).join('');\
+                   const changed = (segs) => segs.filter((s) => s.changed).map((s) => s.text);\
+                   done({\
+                     whole: whole(big.a) === `same ${a} end` && whole(big.b) === `same ${b} end`\
+                       && whole(small.a) === 'the quick brown fox jumps',\
+                     big: changed(big.a).length, bigFirst: big.a[0].text,\
+                     a: changed(small.a), b: changed(small.b),\
+                   });\
+                 }, (error) => done({ error: String(error) }));",
+                vec![],
+            )
+            .await;
+        assert_eq!(diff["whole"], true, "{diff}");
+        assert_eq!(diff["big"], 1, "{diff}");
+        assert_eq!(diff["bigFirst"], "same ", "{diff}");
+        assert_eq!(diff["a"], json!(["quick", "jumps"]), "{diff}");
+        assert_eq!(diff["b"], json!(["slow"]), "{diff}");
+
         // An unknown conversation is a clear message, not a blank page.
         page.goto(&format!("{}/#/c/0123456789abcdef", server.base())).await;
         let error = page.wait_for_text("#error", "no conversation starts with").await;
@@ -279,17 +347,17 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(count.contains("1000 most recently updated"), "{count}");
         assert_eq!(page.find_all("#conversations tbody tr").await.len(), 1000);
         page.click(&more).await;
-        let count = page.wait_for_text("#list-count", "1003 conversations").await;
+        let count = page.wait_for_text("#list-count", "1004 conversations").await;
         assert!(!count.contains("more"), "{count}");
         let ids = page
             .execute(
                 "return [...document.querySelectorAll('#conversations tbody tr')].map((row) => row.dataset.conversationId);",
-                json!([]),
+                vec![],
             )
             .await;
         let ids: Vec<&str> = ids.as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
         let unique: std::collections::HashSet<&&str> = ids.iter().collect();
-        assert_eq!((ids.len(), unique.len()), (1003, 1003), "every conversation once");
+        assert_eq!((ids.len(), unique.len()), (1004, 1004), "every conversation once");
         assert!(ids.contains(&conversation.as_str()), "the oldest came with the second page");
         assert!(page.find_all("#load-more").await.is_empty(), "nothing more to load");
 
@@ -324,6 +392,15 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(mark.contains("(shares)"), "{mark}");
         assert!(page.displayed(&sharing).await);
         page.screenshot(&shots.join("shares.png")).await;
+
+        // The lookalike's first answer is the family's: the same call made
+        // twice, shown once with its count.
+        page.goto(&format!("{}/#/c/{conversation}/n/{fork_point}", server.base()))
+            .await;
+        let repeated = page.wait_for_text("#runs", "identical runs").await;
+        assert!(repeated.contains("× 2 identical runs"), "{repeated}");
+        assert_eq!(page.find_all("#runs article.run").await.len(), 1);
+        assert_eq!(page.find_all("#runs .run-group li").await.len(), 2);
 
         page.close().await;
         eprintln!("screenshots in {}", shots.display());
@@ -453,7 +530,7 @@ fetch({target:?}, {{
 
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let driver = Driver::start(&browser, &client).await;
-        let page = Session::new(&driver, &browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
         page.goto(&format!("{}/", attacker.uri())).await;
         // An opaque response resolves the fetch: the request went and came back.
         page.wait_for_text("#outcome", "sent").await;
@@ -527,7 +604,7 @@ fn proxied_turns_show_in_the_open_conversation_list() {
     runtime().block_on(async {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let driver = Driver::start(&browser, &client).await;
-        let page = Session::new(&driver, &browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
         page.goto(&format!("{}/", server.base())).await;
         page.wait_for_text("#list-view", "No conversations yet")
             .await;
@@ -580,6 +657,312 @@ fn proxied_turns_show_in_the_open_conversation_list() {
             "{list}"
         );
         page.screenshot(&screenshots().join("proxied.png")).await;
+        page.close().await;
+    });
+}
+
+/// The id of the tree's row of `role` whose preview contains `text`.
+async fn row_id(page: &Session, role: &str, text: &str) -> String {
+    page.wait_for_text("#tree", text).await;
+    let id = page
+        .execute(
+            "return [...document.querySelectorAll(`#tree .node-row[data-role='${arguments[0]}']`)]\
+               .filter((row) => row.textContent.includes(arguments[1]))\
+               .map((row) => row.dataset.nodeId)[0] || null;",
+            vec![json!(role), json!(text)],
+        )
+        .await;
+    id.as_str()
+        .unwrap_or_else(|| panic!("no {role} row shows {text:?}"))
+        .to_string()
+}
+
+/// Click an action button of the selected message and wait for its form.
+async fn open_action(page: &Session, action: &str) {
+    let button = page
+        .wait_for(&format!("#actions button[data-action='{action}']"))
+        .await;
+    page.click(&button).await;
+    page.wait_for(&format!(
+        "#action-form [data-action='{action}'], #action-form .rerun-form"
+    ))
+    .await;
+}
+
+/// The page's note of the action that landed last, once it is `what`:
+/// the message it made and how many chunks of it streamed. Read in one
+/// script, since the page redraws the note as the family refreshes.
+async fn landed(page: &Session, what: &str) -> (Option<String>, u64) {
+    page.wait_for(&format!("#activity[data-what='{what}']"))
+        .await;
+    let note = page
+        .execute(
+            "const note = document.querySelector(`#activity[data-what='${arguments[0]}']`);\
+             return note ? [note.dataset.node || null, Number(note.dataset.deltas || 0)] : null;",
+            vec![json!(what)],
+        )
+        .await;
+    let node = note[0].as_str().map(str::to_string);
+    (node, note[1].as_u64().unwrap_or(0))
+}
+
+/// The workbench in a real browser: every action at a message, through
+/// the server's turn layer, each seen landing in the open family without a
+/// reload; a rerun without a source and its verdict on the turn; the two
+/// branches compared word by word; a search that lands on its message.
+#[test]
+fn the_workbench_acts_on_the_graph_in_a_real_browser() {
+    let Some(browser) = browser_or_skip("of the workbench") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let first = skein_json(
+        &db,
+        &[
+            "prompt",
+            "-s",
+            "You are terse.",
+            "--source",
+            "weather=heavy rain all week",
+            "--source",
+            "budget=200 euros",
+            "--name",
+            "capitals",
+            "What is the capital of France?",
+        ],
+    );
+    let conversation = first["conversation"].as_str().unwrap().to_string();
+    let france_answer = first["node"].as_str().unwrap().to_string();
+    let italy_answer = skein_json(&db, &["prompt", "-c", "And of Italy?"])["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let server = Server::start(&db, &[]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
+        let shots = screenshots();
+
+        // Open the family.
+        page.goto(&format!("{}/#/c/{conversation}", server.base())).await;
+        page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']"))
+            .await;
+        page.screenshot(&shots.join("workbench-family.png")).await;
+
+        // Edit a user message and fork: a new branch from its parent, the
+        // reply streamed, the family redrawn with it and the reply selected.
+        let italy = row_id(&page, "user", "And of Italy?").await;
+        page.goto(&format!("{}/#/c/{conversation}/n/{italy}", server.base())).await;
+        page.wait_for(&format!("#details[data-node-id='{italy}']")).await;
+        open_action(&page, "edit").await;
+        let text = page.wait_for("#action-text").await;
+        assert_eq!(
+            page.execute("return document.querySelector('#action-text').value;", vec![])
+                .await,
+            "And of Italy?",
+            "the form starts from the message's text"
+        );
+        page.type_into(&text, "And of Spain?").await;
+        page.type_into(&page.wait_for("#action-name").await, "spain").await;
+        let model = page.execute("return document.querySelector('#action-model').value;", vec![]).await;
+        assert_eq!(model, "echo", "the picker defaults to the conversation's model");
+        page.click(&page.wait_for("#action-submit").await).await;
+        let (spain_answer, deltas) = landed(&page, "edit").await;
+        let spain_answer = spain_answer.expect("the edit made a reply");
+        assert!(deltas >= 1, "the reply streamed in {deltas} chunks");
+        page.wait_for(&format!("#tree .node-row[data-node-id='{spain_answer}']")).await;
+        page.wait_for(&format!("#details[data-node-id='{spain_answer}']")).await;
+        let parts = page.wait_for_text("#parts", "And of Spain?").await;
+        assert!(parts.contains("echo:"), "{parts}");
+        let label = page
+            .wait_for_text("#tree .branch[data-kind='fork'] .branch-label", "spain")
+            .await;
+        assert_eq!(label, "spain");
+        let original = page.find_all(&format!("#tree .node-row[data-node-id='{italy_answer}']")).await;
+        assert_eq!(original.len(), 1, "the edited message's old branch stays");
+        page.screenshot(&shots.join("workbench-edit.png")).await;
+
+        // Regenerate that reply with other options: a sibling beside it.
+        open_action(&page, "regenerate").await;
+        page.type_into(&page.wait_for("#action-options").await, "max_tokens=3").await;
+        page.click(&page.wait_for("#action-submit").await).await;
+        let (regenerated, _) = landed(&page, "regenerate").await;
+        let regenerated = regenerated.expect("the regeneration made a reply");
+        assert_ne!(regenerated, spain_answer, "a new reply, not the same one");
+        page.wait_for(&format!("#tree .node-row[data-node-id='{regenerated}']")).await;
+        page.wait_for(&format!("#details[data-node-id='{regenerated}']")).await;
+        let runs = page.wait_for_text("#runs", "max_tokens=3").await;
+        assert!(runs.contains("echo"), "{runs}");
+        page.wait_for(&format!("#tree .node-row[data-node-id='{spain_answer}']")).await;
+        page.screenshot(&shots.join("workbench-regenerate.png")).await;
+
+        // Reply at a head: it continues that conversation (and says so);
+        // at a message that heads nothing it would branch.
+        page.goto(&format!("{}/#/c/{conversation}/n/{france_answer}", server.base()))
+            .await;
+        open_action(&page, "reply").await;
+        page.wait_for_text("#action-form .intro", "starts a new branch")
+            .await;
+        page.goto(&format!("{}/#/c/{conversation}/n/{spain_answer}", server.base()))
+            .await;
+        page.wait_for(&format!("#details[data-node-id='{spain_answer}']")).await;
+        open_action(&page, "reply").await;
+        page.wait_for_text("#action-form .intro", "Continues spain").await;
+        page.type_into(&page.wait_for("#action-text").await, "And of Greece?").await;
+        page.click(&page.wait_for("#action-submit").await).await;
+        let (greece, _) = landed(&page, "reply").await;
+        let greece = greece.expect("the reply made a message");
+        page.wait_for(&format!(
+            "#tree .node-row[data-node-id='{greece}'] .head-mark"
+        ))
+        .await;
+        let note = page.wait_for_text("#activity", "Replied").await;
+        assert!(note.contains(" in conversation "), "it continued: {note}");
+
+        // Fork with a name and no message: the new conversation's family
+        // opens, its head at the message forked from.
+        open_action(&page, "fork").await;
+        page.type_into(&page.wait_for("#action-name").await, "greek-fork").await;
+        page.click(&page.wait_for("#action-submit").await).await;
+        page.wait_for_text("#family-title", "greek-fork").await;
+        page.wait_for(&format!("#tree .node-row[data-node-id='{greece}'] .head-mark.focus"))
+            .await;
+
+        // Re-run the first turn without a source: the verdict is attached
+        // to the turn in the tree; then fork from the counterfactual.
+        page.goto(&format!("{}/#/c/{conversation}/n/{france_answer}", server.base())).await;
+        page.wait_for(&format!("#details[data-node-id='{france_answer}']")).await;
+        open_action(&page, "rerun").await;
+        page.wait_for(".source-box:not([disabled])").await;
+        let chosen = page
+            .execute(
+                "const boxes = [...document.querySelectorAll('.source-box:not([disabled])')];\
+                 const box = boxes.find((b) => b.parentElement.textContent.includes('weather')) || boxes[0];\
+                 box.click(); return box.dataset.sourceId;",
+                vec![],
+            )
+            .await;
+        let chosen = chosen.as_str().unwrap().to_string();
+        page.click(&page.wait_for("#action-submit").await).await;
+        let result = page.wait_for("#rerun-result").await;
+        let verdict = page.attribute(&result, "data-verdict").await.unwrap();
+        assert!(!verdict.is_empty());
+        let shown = page.wait_for_text("#rerun-result", &chosen).await;
+        assert!(shown.contains(&verdict), "{shown}");
+        landed(&page, "rerun").await;
+        let attached = page
+            .wait_for_text("#tree .branch[data-rerun] .branch-head", &verdict)
+            .await;
+        assert!(attached.contains("without"), "the ablation is shown: {attached}");
+        page.screenshot(&shots.join("workbench-rerun.png")).await;
+        page.type_into(&page.wait_for("#rerun-fork-name").await, "counterfactual").await;
+        let fork = page.wait_for(".action-rerun-fork button[type='submit']").await;
+        page.click(&fork).await;
+        landed(&page, "rerun fork").await;
+        page.wait_for_text("#members", "counterfactual").await;
+
+        // Compare the edited branch with the original: the changed words
+        // are highlighted on each side.
+        page.goto(&format!("{}/#/c/{conversation}", server.base())).await;
+        page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']")).await;
+        page.execute(
+            "location.hash = `#/compare/${arguments[0]}/${arguments[1]}`;",
+            vec![json!(italy_answer), json!(spain_answer)],
+        )
+        .await;
+        page.wait_for("#compare-view").await;
+        let left = page.wait_for_text(".compare-cell[data-side='a'] mark.diff", "Italy").await;
+        let right = page.wait_for_text(".compare-cell[data-side='b'] mark.diff", "Spain").await;
+        assert!(!left.contains("And"), "only the changed words: {left}");
+        assert!(!right.contains("And"), "only the changed words: {right}");
+        let labels = page.text(&page.wait_for(".compare-cell[data-side='b'] .run-summary").await).await;
+        assert!(labels.contains("echo") && labels.contains("tokens"), "{labels}");
+        page.screenshot(&shots.join("workbench-compare.png")).await;
+
+        // Search for a word and land on its message.
+        let search = page.wait_for("#search").await;
+        page.type_into(&search, "Spain").await;
+        page.press_enter(&search).await;
+        let hit = page
+            .wait_for("#search-results .search-result[data-conversation-id]")
+            .await;
+        let node = page.attribute(&hit, "data-node-id").await.unwrap();
+        assert!(page.text(&hit).await.contains("Spain"));
+        let marked = page.text(&page.wait_for("#search-results mark.hit").await).await;
+        assert_eq!(marked.to_lowercase(), "spain", "the word is marked");
+        page.screenshot(&shots.join("workbench-search.png")).await;
+        page.click(
+            &page
+                .wait_for("#search-results .search-result[data-conversation-id] .search-link")
+                .await,
+        )
+        .await;
+        page.wait_for(&format!("#tree .node-row.selected[data-node-id='{node}']")).await;
+        page.wait_for_text(&format!("#details[data-node-id='{node}'] #parts"), "Spain").await;
+        page.screenshot(&shots.join("workbench-search-landed.png")).await;
+
+        // Everything the page did went into the database as nodes and
+        // bookmarks: the edit's branch is a conversation of its own.
+        let store = skein::Store::open(&db).unwrap();
+        let names: Vec<Option<String>> = store
+            .list_conversations(20)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert!(names.contains(&Some("spain".into())), "{names:?}");
+        assert!(names.contains(&Some("counterfactual".into())), "{names:?}");
+        page.close().await;
+    });
+}
+
+/// A turn another process writes (the `skein` binary, on the same
+/// database) shows in an open family and an open list without a reload,
+/// through the server's event stream.
+#[test]
+fn a_turn_from_another_process_appears_in_the_open_page() {
+    let Some(browser) = browser_or_skip("of live updates") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let first = skein_json(&db, &["prompt", "--name", "live", "First question?"]);
+    let conversation = first["conversation"].as_str().unwrap().to_string();
+    let server = Server::start(&db, &[]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
+        page.goto(&format!("{}/#/c/{conversation}", server.base())).await;
+        page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']")).await;
+        page.wait_for("#live[data-state='live']").await;
+
+        let started = std::time::Instant::now();
+        let answer = skein_json(&db, &["prompt", "--cid", &conversation, "Second question?"]);
+        let answer = answer["node"].as_str().unwrap().to_string();
+        page.wait_for(&format!("#tree .node-row[data-node-id='{answer}']")).await;
+        eprintln!("the other process's turn showed {:?} after it was written", started.elapsed());
+        let live = page.wait_for("#live").await;
+        assert_eq!(page.attribute(&live, "data-state").await.as_deref(), Some("live"));
+        let events: u64 = page.attribute(&live, "data-events").await.unwrap().parse().unwrap();
+        assert!(events >= 1, "it came through the event stream");
+        page.wait_for(&format!(
+            "#tree .node-row[data-node-id='{answer}'] .head-mark[data-conversation-id='{conversation}']"
+        ))
+        .await;
+        page.screenshot(&screenshots().join("live-family.png")).await;
+
+        // The list too: a new conversation from another process.
+        page.goto(&format!("{}/#/", server.base())).await;
+        page.wait_for_text("#conversations", "live").await;
+        skein_json(&db, &["prompt", "--name", "elsewhere", "From another process"]);
+        page.wait_for_text("#conversations", "elsewhere").await;
+        page.screenshot(&screenshots().join("live-list.png")).await;
         page.close().await;
     });
 }

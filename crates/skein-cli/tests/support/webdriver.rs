@@ -1,20 +1,20 @@
-//! A small W3C WebDriver client over reqwest, enough to drive headless
-//! Chromium through chromedriver: sessions, navigation, finding elements by
-//! CSS, clicking, reading text and attributes, and screenshots. The protocol
-//! is JSON over HTTP (https://www.w3.org/TR/webdriver2/); every failure
-//! carries the driver's own error and message.
+//! Headless Chromium for the browser tests, driven through chromedriver
+//! with the `fantoccini` WebDriver client: finding the browser, starting
+//! its driver on a free port, and the few waits the tests need on top of
+//! the client (an element to appear, an element to show some text). Every
+//! failure panics with the driver's own error and what the page showed.
 
-use base64::Engine as _;
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The key under which the protocol returns an element reference.
-const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-/// How long waits for the page poll before failing.
-pub const WAIT: Duration = Duration::from_secs(15);
+/// How long waits for the page poll before failing: generous, since the
+/// machine running the tests may be busy.
+pub const WAIT: Duration = Duration::from_secs(20);
 
 /// Where the browser and its driver are, or why they cannot be used.
 pub struct Browser {
@@ -125,89 +125,51 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-/// One browser session.
+/// One browser session (a window 1440 pixels wide).
 pub struct Session {
-    client: reqwest::Client,
-    url: String,
+    client: Client,
 }
 
-/// A reference to an element of the current page.
-#[derive(Clone, Debug)]
-pub struct Element(String);
-
 impl Session {
-    pub async fn new(driver: &Driver, browser: &Browser, client: &reqwest::Client) -> Session {
+    pub async fn new(driver: &Driver, browser: &Browser) -> Session {
         let capabilities = json!({
-            "capabilities": {
-                "alwaysMatch": {
-                    "browserName": "chrome",
-                    "goog:chromeOptions": {
-                        "binary": browser.chromium,
-                        "args": [
-                            "--headless=new",
-                            "--no-sandbox",
-                            "--disable-dev-shm-usage",
-                            "--disable-gpu",
-                            "--no-first-run",
-                            "--window-size=1440,1000",
-                            "--lang=en-GB",
-                        ],
-                    },
-                },
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": browser.chromium,
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--window-size=1440,1000",
+                    "--lang=en-GB",
+                ],
             },
         });
-        let reply = call(
-            client,
-            reqwest::Method::POST,
-            &format!("{}/session", driver.base),
-            Some(capabilities),
-        )
-        .await;
-        let id = reply["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no session id in {reply}"))
-            .to_string();
-        Session {
-            client: client.clone(),
-            url: format!("{}/session/{id}", driver.base),
-        }
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Value {
-        call(
-            &self.client,
-            reqwest::Method::POST,
-            &format!("{}{path}", self.url),
-            Some(body),
-        )
-        .await
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        call(
-            &self.client,
-            reqwest::Method::GET,
-            &format!("{}{path}", self.url),
-            None,
-        )
-        .await
+        let Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        let client = ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&driver.base)
+            .await
+            .unwrap_or_else(|error| panic!("no WebDriver session at {}: {error}", driver.base));
+        Session { client }
     }
 
     pub async fn goto(&self, url: &str) {
-        self.post("/url", json!({ "url": url })).await;
+        self.client
+            .goto(url)
+            .await
+            .unwrap_or_else(|error| panic!("navigating to {url}: {error}"));
     }
 
     pub async fn find_all(&self, css: &str) -> Vec<Element> {
-        let found = self
-            .post(
-                "/elements",
-                json!({ "using": "css selector", "value": css }),
-            )
-            .await;
-        found
-            .as_array()
-            .map(|list| list.iter().filter_map(element).collect())
-            .unwrap_or_default()
+        self.client
+            .find_all(Locator::Css(css))
+            .await
+            .unwrap_or_else(|error| panic!("finding `{css}`: {error}"))
     }
 
     /// The first element matching `css`, waiting for it to appear.
@@ -233,7 +195,7 @@ impl Session {
             // it; a stale element is looked up again on the next round.
             let found = self.find_all(css).await.into_iter().next();
             let text = match &found {
-                Some(found) => self.text_unless_stale(found).await,
+                Some(found) => text_unless_stale(found).await,
                 None => None,
             };
             if let Some(text) = text {
@@ -244,65 +206,93 @@ impl Session {
                     panic!("`{css}` never showed `{needle}`; it shows:\n{text}");
                 }
             } else if started.elapsed() > WAIT {
-                panic!("no element matches `{css}` after {WAIT:?}");
+                let page = self.text_of_page().await;
+                panic!("no element matches `{css}` after {WAIT:?}; the page shows:\n{page}");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     pub async fn click(&self, element: &Element) {
-        self.post(&format!("/element/{}/click", element.0), json!({}))
-            .await;
+        element
+            .click()
+            .await
+            .unwrap_or_else(|error| panic!("clicking {element:?}: {error}"));
     }
 
-    /// The element's text, or `None` when the page has replaced it.
-    async fn text_unless_stale(&self, element: &Element) -> Option<String> {
-        let url = format!("{}/element/{}/text", self.url, element.0);
-        let reply: Value = self
-            .client
-            .get(&url)
-            .send()
+    /// Replace the text of an input or text area with `text` (clearing
+    /// it fires `change`; typing fires `input`).
+    pub async fn type_into(&self, element: &Element, text: &str) {
+        element
+            .clear()
             .await
-            .unwrap_or_else(|error| panic!("GET {url}: {error}"))
-            .json()
-            .await
-            .unwrap_or_else(|error| panic!("GET {url}: the reply is not JSON: {error}"));
-        match reply["value"]["error"].as_str() {
-            Some("stale element reference") => None,
-            Some(error) => panic!("GET {url} failed: {error} — {}", reply["value"]["message"]),
-            None => Some(reply["value"].as_str().unwrap_or_default().to_string()),
+            .unwrap_or_else(|error| panic!("clearing {element:?}: {error}"));
+        if !text.is_empty() {
+            element
+                .send_keys(text)
+                .await
+                .unwrap_or_else(|error| panic!("typing into {element:?}: {error}"));
         }
     }
 
+    /// Press Enter in an input (submitting its form).
+    pub async fn press_enter(&self, element: &Element) {
+        element
+            .send_keys(&fantoccini::key::Key::Enter.to_string())
+            .await
+            .unwrap_or_else(|error| panic!("pressing Enter in {element:?}: {error}"));
+    }
+
+    /// Resize the browser window.
+    pub async fn resize(&self, width: u32, height: u32) {
+        self.client
+            .set_window_size(width, height)
+            .await
+            .unwrap_or_else(|error| panic!("resizing the window: {error}"));
+    }
+
     pub async fn text(&self, element: &Element) -> String {
-        let value = self.get(&format!("/element/{}/text", element.0)).await;
-        value.as_str().unwrap_or_default().to_string()
+        element
+            .text()
+            .await
+            .unwrap_or_else(|error| panic!("reading {element:?}: {error}"))
     }
 
     pub async fn attribute(&self, element: &Element, name: &str) -> Option<String> {
-        let value = self
-            .get(&format!("/element/{}/attribute/{name}", element.0))
-            .await;
-        value.as_str().map(str::to_string)
+        element
+            .attr(name)
+            .await
+            .unwrap_or_else(|error| panic!("reading {name} of {element:?}: {error}"))
     }
 
     pub async fn displayed(&self, element: &Element) -> bool {
-        self.get(&format!("/element/{}/displayed", element.0))
+        element
+            .is_displayed()
             .await
-            .as_bool()
-            .unwrap_or(false)
+            .unwrap_or_else(|error| panic!("is {element:?} displayed: {error}"))
     }
 
     /// Run a script in the page and return its value.
-    pub async fn execute(&self, script: &str, args: Value) -> Value {
-        self.post("/execute/sync", json!({ "script": script, "args": args }))
+    pub async fn execute(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client
+            .execute(script, args)
             .await
+            .unwrap_or_else(|error| panic!("running {script}: {error}"))
+    }
+
+    /// Run an asynchronous script in the page: it calls its last argument
+    /// with the value to return.
+    pub async fn execute_async(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client
+            .execute_async(script, args)
+            .await
+            .unwrap_or_else(|error| panic!("running {script}: {error}"))
     }
 
     pub async fn text_of_page(&self) -> String {
         self.execute(
             "return document.body ? document.body.innerText : '';",
-            json!([]),
+            vec![],
         )
         .await
         .as_str()
@@ -312,10 +302,11 @@ impl Session {
 
     /// Save a PNG screenshot of the viewport.
     pub async fn screenshot(&self, path: &Path) {
-        let encoded = self.get("/screenshot").await;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(encoded.as_str().expect("a base64 screenshot"))
-            .expect("valid base64");
+        let png = self
+            .client
+            .screenshot()
+            .await
+            .unwrap_or_else(|error| panic!("screenshot: {error}"));
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).unwrap();
         }
@@ -323,41 +314,15 @@ impl Session {
     }
 
     pub async fn close(self) {
-        let _ = self.client.delete(&self.url).send().await;
+        let _ = self.client.close().await;
     }
 }
 
-fn element(value: &Value) -> Option<Element> {
-    value[ELEMENT_KEY]
-        .as_str()
-        .map(|id| Element(id.to_string()))
-}
-
-/// One protocol call: the reply's `value`, or a panic with the driver's error.
-async fn call(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: &str,
-    body: Option<Value>,
-) -> Value {
-    let mut request = client.request(method.clone(), url);
-    if let Some(body) = body {
-        request = request.json(&body);
+/// The element's text, or `None` when the page has replaced it.
+async fn text_unless_stale(element: &Element) -> Option<String> {
+    match element.text().await {
+        Ok(text) => Some(text),
+        Err(error) if error.is_stale_element_reference() => None,
+        Err(error) => panic!("reading {element:?}: {error}"),
     }
-    let response = request
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("{method} {url}: {error}"));
-    let status = response.status();
-    let reply: Value = response
-        .json()
-        .await
-        .unwrap_or_else(|error| panic!("{method} {url}: the reply is not JSON: {error}"));
-    if !status.is_success() {
-        panic!(
-            "{method} {url} failed ({status}): {} — {}",
-            reply["value"]["error"], reply["value"]["message"]
-        );
-    }
-    reply["value"].clone()
 }

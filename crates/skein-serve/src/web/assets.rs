@@ -1,6 +1,9 @@
 /*!
 The page's files, embedded in the binary (no build step, nothing fetched
-from anywhere), and the headers every web-view response carries.
+from anywhere), and the headers every web-view response carries. The
+script is plain ES modules: `app.js` (routing and views) imports `util.js`
+(DOM, API, formatting), `actions.js` (the actions at a message), `diff.js`
+(word differences) and `live.js` (live updates).
 */
 
 use axum::extract::Path;
@@ -26,6 +29,26 @@ const ASSETS: &[Asset] = &[
         name: "app.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("assets/app.js"),
+    },
+    Asset {
+        name: "util.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/util.js"),
+    },
+    Asset {
+        name: "actions.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/actions.js"),
+    },
+    Asset {
+        name: "diff.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/diff.js"),
+    },
+    Asset {
+        name: "live.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/live.js"),
     },
     Asset {
         name: "style.css",
