@@ -387,46 +387,72 @@ impl Conversation {
     /// conversation (an imported or hand-made one) branches with `home`'s
     /// model and no tools. Either way the branch has `store` attached.
     pub async fn fork_at(store: &Store, node: &str, home: &Model) -> Result<Fork> {
-        Conversation::fork_at_as(store, node, home, false).await
+        Conversation::fork_at_as(store, node, None, home, false).await
     }
 
     /// [`Conversation::fork_at`] with `model` as the branch's model (the
     /// source's tools and chain limit are kept, looked up among `model`'s).
     pub async fn fork_at_on(store: &Store, node: &str, model: &Model) -> Result<Fork> {
-        Conversation::fork_at_as(store, node, model, true).await
+        Conversation::fork_at_as(store, node, None, model, true).await
     }
 
-    async fn fork_at_as(store: &Store, node: &str, home: &Model, on_home: bool) -> Result<Fork> {
+    /// Branch at `node` as a branch of the stored conversation
+    /// `conversation` (any unique id prefix or name), whose history must
+    /// hold it ([`Error::NotInConversation`] otherwise): the branch takes
+    /// its settings and names it as its origin. For a node several
+    /// conversations share, such as a prompt asked again, where
+    /// [`Conversation::fork_at`] cannot tell whose it is: regenerating a
+    /// reply branches at its prompt, of the conversation whose turn made the
+    /// reply. With `model`, the branch runs on it.
+    pub async fn fork_at_in(
+        store: &Store,
+        node: &str,
+        conversation: &str,
+        home: &Model,
+        model: Option<&Model>,
+    ) -> Result<Fork> {
+        let on = model.unwrap_or(home);
+        Conversation::fork_at_as(store, node, Some(conversation), on, model.is_some()).await
+    }
+
+    async fn fork_at_as(
+        store: &Store,
+        node: &str,
+        of: Option<&str>,
+        home: &Model,
+        on_home: bool,
+    ) -> Result<Fork> {
         let prefix = node.to_string();
+        let of = of.map(str::to_string);
         let (thread, last_run, owner) = store
             .run(move |store| {
                 let node = store.resolve_node(&prefix)?;
                 let thread = store.load_thread(node)?;
                 let runs = store.runs_producing(node)?;
-                let mut owner = store
-                    .conversations_at(node)?
-                    .into_iter()
-                    .next()
-                    .map(|c| c.id);
-                // Else the newest conversation whose turn produced the node
-                // and that still exists.
-                for id in runs
-                    .iter()
-                    .rev()
-                    .filter_map(|run| run.conversation.as_ref())
-                {
-                    if owner.is_some() {
-                        break;
+                let owner = match of {
+                    Some(of) => {
+                        let of = store.conversation(&store.resolve_conversation(&of)?)?;
+                        let holds = match of.head {
+                            Some(head) => store
+                                .load_thread(head)?
+                                .nodes()
+                                .iter()
+                                .any(|held| held.id() == node),
+                            None => false,
+                        };
+                        if !holds {
+                            return Ok(Err(Error::NotInConversation {
+                                node,
+                                conversation: of.id,
+                            }));
+                        }
+                        Some(of.id)
                     }
-                    owner = match store.conversation(id) {
-                        Ok(found) => Some(found.id),
-                        Err(StoreError::ConversationNotFound(_)) => None,
-                        Err(error) => return Err(error),
-                    };
-                }
-                Ok((thread, runs.into_iter().last(), owner))
+                    None => owner_of(store, node, &runs)?,
+                };
+                Ok(Ok((thread, runs.into_iter().last(), owner)))
             })
-            .await?;
+            .await??;
         let source = match &owner {
             Some(owner) => Conversation::load_as(store, owner.as_str(), home, on_home).await?,
             None => Conversation::builder(home.clone()).store(store).build(),
@@ -962,4 +988,36 @@ async fn streamed<T>(
         }
     };
     join(work, drain).await.0
+}
+
+/// The stored conversation `node` belongs to: the one it heads, else the
+/// newest one (that still exists) whose turn produced it; `None` for a
+/// node no conversation's turn produced (a prompt, an imported node). A
+/// branch at the node takes this conversation's settings. Blocking: call
+/// it inside [`Store::run`].
+pub fn owner_of_node(store: &Store, node: NodeId) -> skein_store::Result<Option<ConversationId>> {
+    owner_of(store, node, &store.runs_producing(node)?)
+}
+
+/// [`owner_of_node`] given the runs that produced `node`.
+fn owner_of(
+    store: &Store,
+    node: NodeId,
+    runs: &[RunRecord],
+) -> skein_store::Result<Option<ConversationId>> {
+    if let Some(owner) = store.conversations_at(node)?.into_iter().next() {
+        return Ok(Some(owner.id));
+    }
+    for id in runs
+        .iter()
+        .rev()
+        .filter_map(|run| run.conversation.as_ref())
+    {
+        match store.conversation(id) {
+            Ok(found) => return Ok(Some(found.id)),
+            Err(StoreError::ConversationNotFound(_)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(None)
 }

@@ -74,6 +74,16 @@ pub enum Error {
          the backend"
     )]
     ModelNameTaken { name: String },
+    /// A branch of a conversation was asked for at a node its thread does
+    /// not hold.
+    #[error(
+        "node {node} is not in the history of conversation {conversation}: branch a \
+         conversation only at one of its own messages"
+    )]
+    NotInConversation {
+        node: NodeId,
+        conversation: ConversationId,
+    },
     /// A blocking form was called inside an async runtime.
     #[error(
         "a blocking skein call was made inside an async runtime, where it would block the runtime; \

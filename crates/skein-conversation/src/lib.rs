@@ -38,7 +38,9 @@ mod response;
 mod settings;
 
 pub use commit::{Bookmark, OnMoved};
-pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
+pub use conversation::{
+    AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder, owner_of_node,
+};
 pub use error::{Error, Result};
 pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
 pub use input::{ConfiguredPrompt, TurnInput};

@@ -1875,6 +1875,32 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
         .await;
     assert_eq!(events.last().unwrap().data["node"], story.a2.as_str());
     assert_eq!(counts(&server.store), (after.0, after.1 + 1, after.2 + 1));
+    // Each regenerate is a branch of the conversation whose reply it
+    // regenerated, a member of its family, though after the first one the
+    // prompt is answered by two conversations.
+    let again = events.last().unwrap().data["conversation"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for branch in [done["conversation"].as_str().unwrap(), again.as_str()] {
+        let stored = server.json(&format!("/api/conversations/{branch}")).await;
+        assert_eq!(
+            stored["origin"]["conversation"],
+            story.main.as_str(),
+            "{stored}"
+        );
+    }
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let members: Vec<&str> = family["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(members.contains(&again.as_str()), "{members:?}");
+    assert!(family["shares"].as_array().unwrap().is_empty(), "{family}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

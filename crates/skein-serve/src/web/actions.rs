@@ -28,7 +28,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use skein::core::provider::GenerationOptions;
-use skein::store::{Conversation as Stored, StoreError};
+use skein::store::Conversation as Stored;
+use skein::store::ConversationId;
 use skein::{Conversation, Fork, Model, NodeId, Prompt, Role, TurnInput};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -235,37 +236,47 @@ async fn branch_at(
     node: NodeId,
     model: Option<&Model>,
 ) -> Result<Fork, ApiError> {
-    let tools = with_store(state, move |store| owner_tools(store, node)).await?;
-    start_tools(state, tools).await?;
-    let node = node.to_string();
-    match model {
-        Some(model) => Conversation::fork_at_on(&state.store, &node, model)
-            .await
-            .map(|fork| fork.model(model)),
-        None => Conversation::fork_at(&state.store, &node, &home_model(state)?).await,
-    }
-    .map_err(turn_error)
+    branch(state, node, None, model).await
 }
 
-/// The tools of the conversation a branch at `node` takes its settings
-/// from: the one it heads, else the one whose run produced it.
-fn owner_tools(store: &skein::Store, node: NodeId) -> skein::store::Result<Vec<String>> {
-    if let Some(owner) = store.conversations_at(node)?.into_iter().next() {
-        return Ok(owner.settings.tools);
-    }
-    for id in store
-        .runs_producing(node)?
-        .into_iter()
-        .rev()
-        .filter_map(|run| run.conversation)
-    {
-        match store.conversation(&id) {
-            Ok(owner) => return Ok(owner.settings.tools),
-            Err(StoreError::ConversationNotFound(_)) => continue,
-            Err(error) => return Err(error),
+/// A branch at `node`, of conversation `of` when given (see
+/// [`Conversation::fork_at_in`]), else of the conversation the node
+/// belongs to; its tools (MCP servers among them) started first.
+async fn branch(
+    state: &AppState,
+    node: NodeId,
+    of: Option<ConversationId>,
+    model: Option<&Model>,
+) -> Result<Fork, ApiError> {
+    let owner = of.clone();
+    let tools = with_store(state, move |store| {
+        let owner = match owner {
+            Some(owner) => Some(owner),
+            None => skein::conversation::owner_of_node(store, node)?,
+        };
+        match owner {
+            Some(owner) => Ok(store.conversation(&owner)?.settings.tools),
+            None => Ok(Vec::new()),
         }
+    })
+    .await?;
+    start_tools(state, tools).await?;
+    let node = node.to_string();
+    match (of, model) {
+        (Some(of), model) => {
+            Conversation::fork_at_in(&state.store, &node, of.as_str(), &home_model(state)?, model)
+                .await
+                .map(|fork| match model {
+                    Some(model) => fork.model(model),
+                    None => fork,
+                })
+        }
+        (None, Some(model)) => Conversation::fork_at_on(&state.store, &node, model)
+            .await
+            .map(|fork| fork.model(model)),
+        (None, None) => Conversation::fork_at(&state.store, &node, &home_model(state)?).await,
     }
-    Ok(Vec::new())
+    .map_err(turn_error)
 }
 
 fn named(fork: Fork, name: Option<String>) -> Fork {
@@ -401,8 +412,15 @@ pub async fn regenerate(
         }
     };
     let model = chosen_model(&state, body.model.as_deref())?;
+    // A branch of the conversation whose turn made the reply: its prompt
+    // may be shared by others that asked the same.
+    let reply = at.node;
+    let of = with_store(&state, move |store| {
+        skein::conversation::owner_of_node(store, reply)
+    })
+    .await?;
     let fork = named(
-        branch_at(&state, parent, model.as_ref()).await?,
+        branch(&state, parent, of, model.as_ref()).await?,
         body.name.clone(),
     );
     let prompt = fork.prompt(TurnInput::new());
