@@ -887,6 +887,11 @@ async fn a_recorded_rerun_is_a_branch_with_its_ablation_and_verdict() {
     assert_eq!(rerun["rerun"]["id"], record.id.to_string());
     assert_eq!(rerun["rerun"]["ablation"][0], "social-sentiment");
     assert_eq!(rerun["rerun"]["verdict"], "confirmed");
+    assert_eq!(
+        rerun["rerun"]["turn_node"],
+        thread.head_id().unwrap().to_string(),
+        "the reply of the turn it re-ran"
+    );
     let answer_hex = answer.head_id().unwrap().to_hex();
     assert!(
         family["nodes"]

@@ -58,6 +58,7 @@ impl Anchor {
                     id: id.to_string(),
                     ablation: Vec::new(),
                     verdict: None,
+                    turn_node: None,
                 })
             }),
         }
@@ -109,6 +110,7 @@ pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Resul
                 id: rerun.id.to_string(),
                 ablation: rerun.ablation.clone(),
                 verdict: rerun.verdict.clone(),
+                turn_node: Some(rerun.turn_node),
             }),
         });
     }

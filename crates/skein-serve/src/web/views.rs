@@ -6,7 +6,7 @@ serialising store records as they happen to be.
 */
 
 use serde::Serialize;
-use skein::core::{Part, Role, ToolSpec};
+use skein::core::{FinishReason, Part, Role, ToolSpec};
 use skein::store::{Conversation, ConversationId, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, NodeId};
 
@@ -166,6 +166,9 @@ pub struct RerunView {
     pub ablation: Vec<String>,
     /// `confirmed`, `not-confirmed` or `inconclusive`; only with a baseline.
     pub verdict: Option<String>,
+    /// The reply of the turn it re-ran (unknown for a conversation forked
+    /// from a rerun not in this family's reruns).
+    pub turn_node: Option<NodeId>,
 }
 
 /// `GET /api/nodes/{id}`: one node in full.
@@ -269,6 +272,10 @@ pub struct RunView {
     /// Sampling options sent with the call (temperature, seed...).
     pub options: serde_json::Value,
     pub relations: Vec<Relation>,
+    /// Why generation ended (`length`: the token limit cut the reply).
+    pub finish_reason: Option<FinishReason>,
+    /// The exact request body a client sent the recording proxy.
+    pub request: Option<String>,
 }
 
 /// Token counts; `None` where the backend did not report a figure.
@@ -327,6 +334,8 @@ impl From<&RunRecord> for RunView {
                 .collect(),
             options: serde_json::to_value(&run.options).unwrap_or(serde_json::Value::Null),
             relations: run.relations.clone(),
+            finish_reason: run.finish_reason.clone(),
+            request: run.request.clone(),
         }
     }
 }
