@@ -43,6 +43,7 @@ mod embeddings;
 pub mod error;
 mod family;
 mod graph;
+mod lanes;
 pub mod location;
 mod open;
 #[cfg(feature = "postgres")]

@@ -631,6 +631,7 @@ fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
     ] {
         store.debug_execute(statement).unwrap();
     }
+    db.undo_schema_10();
     db.set_schema_version(6);
     let reopened = db.reopen();
     let family = reopened.family(&main.id, ALL).unwrap();

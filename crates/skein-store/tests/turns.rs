@@ -855,6 +855,7 @@ fn stored_relations_are_indexed_when_the_schema_is_upgraded(backend: Backend) {
     assert_eq!(db.count("run_links"), 2);
     // As the schema before run links left the database.
     db.store.debug_execute("DROP TABLE run_links").unwrap();
+    db.undo_schema_10();
     db.set_schema_version(8);
     let reopened = db.reopen();
     assert_eq!(db.count("run_links"), 2);

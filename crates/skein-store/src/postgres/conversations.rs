@@ -263,7 +263,11 @@ impl PgStore {
             let marks = missing
                 .map(|missing| missing.into_marks())
                 .unwrap_or_default();
-            Ok((nodes.map_or(0, |at| changed[at] as usize), marks, landed))
+            let written = match &nodes {
+                Some(nodes) => nodes.written(tx, &changed).await?,
+                None => 0,
+            };
+            Ok((written, marks, landed))
         })?;
         mark_all(&marks, key);
         landed.into_committed(&turn.target, head, written)

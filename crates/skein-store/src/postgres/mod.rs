@@ -196,7 +196,8 @@ impl PgStore {
     }
 
     /// Run `work` in a transaction (read committed) and commit it. A
-    /// serialization failure or deadlock rolls back and runs `work` again,
+    /// serialization failure, deadlock or lane taken by a concurrent writer
+    /// (graph.rs) rolls back and runs `work` again,
     /// so `work` must be safe to repeat. `BEGIN` is sent together with the
     /// first statement of `work`, saving a round trip.
     pub(crate) fn write<T: Send>(
@@ -342,14 +343,17 @@ pub fn describe(error: &tokio_postgres::Error) -> String {
 }
 
 fn is_retryable(error: &StoreError) -> bool {
-    let StoreError::Postgres(error) = error else {
-        return false;
-    };
-    matches!(
-        error.code(),
-        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
-            || *code == SqlState::T_R_DEADLOCK_DETECTED
-    )
+    match error {
+        StoreError::Interfered(_) => true,
+        StoreError::Postgres(error) => {
+            matches!(
+                error.code(),
+                Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *code == SqlState::T_R_DEADLOCK_DETECTED
+            ) || graph::is_lane_conflict(error)
+        }
+        _ => false,
+    }
 }
 
 /// Up to `pause` of extra wait, so writers that collided do not retry in

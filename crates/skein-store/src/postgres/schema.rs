@@ -20,11 +20,20 @@ schema, so concurrent first opens from many processes migrate once.
 */
 
 use crate::error::{Result, StoreError};
-use deadpool_postgres::Client;
+use crate::lanes::Lanes;
+use deadpool_postgres::{Client, GenericClient};
 
-pub(crate) const MIGRATIONS: &[&str] = &[
+/// One step of the schema's history.
+pub(crate) enum Migration {
+    Sql(&'static str),
+    /// Migration 10's lanes, filed in Rust ([`add_lanes`]).
+    Lanes,
+}
+
+pub(crate) const MIGRATIONS: &[Migration] = &[
     // 1: the graph, bookmarks, runs and per-run tool sets.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE meta (
         key   TEXT COLLATE "C" PRIMARY KEY,
         value TEXT NOT NULL
@@ -103,13 +112,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, position)
     );
     "#,
+    ),
     // 2: the exact request body of a run that came through the recording
     // proxy.
-    r#"
-    ALTER TABLE runs ADD COLUMN request TEXT;
-    "#,
+    Migration::Sql("ALTER TABLE runs ADD COLUMN request TEXT;"),
     // 3: reruns of recorded turns, and the embedding cache.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE reruns (
         id              TEXT COLLATE "C" PRIMARY KEY,
         conversation    TEXT COLLATE "C" NOT NULL,
@@ -137,18 +146,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (embedder, digest)
     );
     "#,
-    // 4: nothing. SQLite's version 4 files nodes in lanes so that a thread
-    // loads by range scans instead of a recursive query (see graph.rs);
-    // here a thread still loads by one recursive query over `parent`, which
-    // the server runs next to the data.
-    "-- no change on PostgreSQL",
+    ),
+    // 4: nothing here: SQLite's version 4 files nodes in lanes, which came
+    // to PostgreSQL with version 10.
+    Migration::Sql("-- no change on PostgreSQL"),
     // 5: each run's observation events.
-    "ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
+    Migration::Sql("ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';"),
     // 6: typed turn records, as on SQLite: finish reason, a recorded-chat
     // run's turn and step as integers (from its `recorded.step` relation),
     // conversations by the one they branched from, recorded settings
     // without their version key.
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE runs ADD COLUMN finish_reason TEXT;
     ALTER TABLE runs ADD COLUMN turn BIGINT;
     ALTER TABLE runs ADD COLUMN step BIGINT;
@@ -171,10 +180,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
         WHERE meta::jsonb -> 'recorded' ? 'version';
     "#,
+    ),
     // 7: the root of every node's and conversation's thread (the id of its
     // first node), and conversations found by it, as on SQLite (there the
     // root is the first node's `seq`).
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE nodes ADD COLUMN root BYTEA;
     ALTER TABLE conversations ADD COLUMN root BYTEA;
     WITH RECURSIVE r(id, root) AS (
@@ -187,11 +198,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX conversations_by_root ON conversations(root, created)
         WHERE root IS NOT NULL;
     "#,
+    ),
     // 8: the model a client asked the recording proxy for.
-    "ALTER TABLE runs ADD COLUMN requested_model TEXT;",
+    Migration::Sql("ALTER TABLE runs ADD COLUMN requested_model TEXT;"),
     // 9: the relations usage totals
     // follow, indexed by target and by run, filled from the stored runs.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE run_links (
         kind   TEXT COLLATE "C" NOT NULL,
         target TEXT COLLATE "C" NOT NULL,
@@ -207,6 +220,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
           AND jsonb_typeof(e.value -> 'target') = 'string'
         ON CONFLICT DO NOTHING;
     "#,
+    ),
+    // 10: lanes, as SQLite has had since its version 4, so that a thread
+    // loads by range scans of `(lane, depth)` (see graph.rs); a lane is
+    // named by its first node's id. Older databases are filed in Rust.
+    Migration::Lanes,
 ];
 
 /// The schema version this build writes.
@@ -237,7 +255,7 @@ pub(crate) async fn installed_version(client: &Client) -> Result<Option<i64>> {
 /// Bring the database (its current schema) up to [`SCHEMA_VERSION`],
 /// creating its store key on first use.
 pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
-    for (index, sql) in MIGRATIONS.iter().enumerate() {
+    for (index, migration) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
         let tx = client.transaction().await?;
         tx.execute(
@@ -260,7 +278,10 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
         if current >= version {
             continue;
         }
-        tx.batch_execute(sql).await?;
+        match migration {
+            Migration::Sql(sql) => tx.batch_execute(sql).await?,
+            Migration::Lanes => add_lanes(&tx).await?,
+        }
         if version == 1 {
             let key = uuid::Uuid::new_v4().as_u64_pair().0;
             tx.execute(
@@ -276,6 +297,55 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
         }
         tx.commit().await?;
     }
+    Ok(())
+}
+
+/// Nodes filed per statement by [`add_lanes`].
+const LANE_PAGE: i64 = 10_000;
+
+/// Migration 10: add the `lane` column, file every stored node in the lane
+/// it would have joined had it been inserted now (in `seq` order, by the
+/// rule both backends share), a page of nodes per statement, then index
+/// lanes by depth and refresh the planner's statistics for the new column.
+async fn add_lanes(tx: &impl GenericClient) -> Result<()> {
+    tx.batch_execute("ALTER TABLE nodes ADD COLUMN lane BYTEA")
+        .await?;
+    let page = tx
+        .prepare("SELECT seq, id, parent, depth FROM nodes WHERE seq > $1 ORDER BY seq LIMIT $2")
+        .await?;
+    let file = tx
+        .prepare(
+            "UPDATE nodes SET lane = u.lane FROM unnest($1::bytea[], $2::bytea[]) AS u(id, lane)
+             WHERE nodes.id = u.id",
+        )
+        .await?;
+    let mut lanes: Lanes<Vec<u8>> = Lanes::new();
+    let mut after = 0_i64;
+    loop {
+        let rows = tx.query(&page, &[&after, &LANE_PAGE]).await?;
+        let Some(last) = rows.last() else {
+            break;
+        };
+        after = last.get(0);
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut filed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: Vec<u8> = row.get(1);
+            let parent: Option<Vec<u8>> = row.get(2);
+            // A parent not seen yet (a damaged database) gets the node a
+            // lane of its own: always consistent, and `verify` reports the
+            // damage.
+            filed.push(lanes.file(id.clone(), parent.as_ref(), row.get(3)));
+            ids.push(id);
+        }
+        tx.execute(&file, &[&ids, &filed]).await?;
+    }
+    tx.batch_execute(
+        "ALTER TABLE nodes ALTER COLUMN lane SET NOT NULL;
+         CREATE UNIQUE INDEX nodes_by_lane ON nodes(lane, depth);
+         ANALYZE nodes;",
+    )
+    .await?;
     Ok(())
 }
 
