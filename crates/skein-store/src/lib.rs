@@ -14,7 +14,7 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
   found by walking back from the head to the first stored node: cost is
   proportional to the new nodes, never to the depth;
 - a thread loads from any head with one index range scan per lane it
-  crosses on SQLite (one recursive query on PostgreSQL);
+  crosses (on PostgreSQL, all in one query);
 - a turn ([`TurnCommit`]) is one transaction: its nodes, its runs and where
   it lands, whether a bookmark moved by compare-and-set, a conversation
   created with it (a first turn), or none (a failed first turn's run);

@@ -158,8 +158,8 @@ impl Store {
         dispatch!(self, s => s.append(thread))
     }
 
-    /// Load the thread whose head is `head` (SQLite: one range scan per lane
-    /// the thread runs through; PostgreSQL: one recursive query).
+    /// Load the thread whose head is `head`: one range scan per lane the
+    /// thread runs through (PostgreSQL: all in one query).
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
         dispatch!(self, s => s.load_thread(head))
     }

@@ -18,6 +18,14 @@ where it is:
   (correct, but slower: use `Store::run`).
 
 Nested runtimes never arise, so `block_on` cannot panic on re-entry.
+
+A call whose future owns what it needs can instead run as a task of that
+runtime ([`spawn`]), beside the connections' I/O: a large result then passes
+from the connection to the query inside the runtime, and the caller is woken
+once, when it is done. Driven from the calling thread, the query is handed
+each batch of rows the connection reads (a few kilobytes) through a channel
+that holds one, so a thread of a thousand messages costs a hundred or so
+round trips between the two threads.
 */
 
 use crate::error::{Result, StoreError};
@@ -54,6 +62,24 @@ pub(crate) fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
     let result = work();
     IN_BLOCKING_SECTION.with(|flag| flag.set(before));
     result
+}
+
+/// Run `work` as a task of the PostgreSQL runtime and wait for it, from any
+/// thread. A panic in `work` is resumed here.
+pub(crate) fn spawn<T>(work: impl Future<Output = Result<T>> + Send + 'static) -> Result<T>
+where
+    T: Send + 'static,
+{
+    let task = runtime()?.spawn(work);
+    block_on(|| async move {
+        match task.await {
+            Ok(result) => result,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(error) => Err(StoreError::Task(format!(
+                "a PostgreSQL task ended: {error}"
+            ))),
+        }
+    })
 }
 
 /// Build the future with `make` and wait for it, from any thread.

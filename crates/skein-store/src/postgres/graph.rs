@@ -42,6 +42,7 @@ use deadpool_postgres::GenericClient;
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, Node, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
+use tokio_postgres::Row;
 
 /// Ancestors checked by the first existence probe; each later probe checks
 /// eight times more, so a stateless client resending a deep history costs a
@@ -93,7 +94,9 @@ impl PgStore {
     }
 
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        let mut rows = self.read(async |client| {
+        // A task of the runtime, so the rows reach it without waking this
+        // thread for each batch (bridge.rs).
+        let rows = self.read_spawned(move |client| async move {
             let statement = client.prepare_cached(LOAD_THREAD).await?;
             Ok(client
                 .query(&statement, &[&head.as_bytes().as_slice()])
@@ -102,7 +105,12 @@ impl PgStore {
         if rows.is_empty() {
             return Err(StoreError::NodeNotFound(head));
         }
-        rows.sort_by_key(|row| row.get::<_, i64>(2));
+        // Lanes come head first, each in depth order; each row's depth is
+        // read once for the sort.
+        let mut order: Vec<(i64, &Row)> =
+            rows.iter().map(|row| (row.get::<_, i64>(2), row)).collect();
+        order.sort_by_key(|(depth, _)| *depth);
+        let rows: Vec<&Row> = order.into_iter().map(|(_, row)| row).collect();
         let mut blobs = HashMap::new();
         for row in &rows {
             for joined in row.get::<_, Option<Vec<&[u8]>>>(4).unwrap_or_default() {

@@ -195,6 +195,24 @@ impl PgStore {
         })
     }
 
+    /// [`PgStore::read`] for work that owns what it needs: it runs as a task
+    /// of the PostgreSQL runtime ([`bridge::spawn`]), for queries returning
+    /// many rows.
+    pub(crate) fn read_spawned<T, F>(
+        &self,
+        work: impl FnOnce(Client) -> F + Send + 'static,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        bridge::spawn(async move {
+            let client = checkout(&shared.pool, &shared.location).await?;
+            work(client).await
+        })
+    }
+
     /// Run `work` in a transaction (read committed) and commit it. A
     /// serialization failure, deadlock or lane taken by a concurrent writer
     /// (graph.rs) rolls back and runs `work` again,

@@ -9,9 +9,10 @@ bodies, `BIGINT` for integers, `BOOLEAN` for flags, text ids compared in the
 `C` collation (so prefix ranges are byte ranges whatever the server's
 locale), nodes refer to their parent by id rather than by `seq` (inserts
 then need no round trip per node to learn the parent's `seq`; `seq` stays
-the insertion, hence topological, order), and nodes carry `blob_refs` (the
+the insertion, hence topological, order), nodes carry `blob_refs` (the
 digests their body references) so a thread's blobs come back in the same
-query as its nodes.
+query as its nodes, and a lane is named by its first node's id rather than
+its `seq` (a new lane's name is then known before its node is inserted).
 
 The version lives in `skein_schema`, not in `meta`, because the runner must
 read it before migration 1 creates anything. Each migration runs in its own
