@@ -322,9 +322,12 @@ pub(crate) async fn find_missing<'t>(
     thread: &'t Thread,
 ) -> Result<Missing<'t>> {
     let probe = tx
+        // Whether the node is its lane's deepest, as a scalar subquery
+        // (one index probe per row): `NOT EXISTS` may be planned as one
+        // hashed scan of every node, taken for a batch of ids.
         .prepare_cached(
             "SELECT n.id, n.root, n.lane, n.depth,
-                    NOT EXISTS (SELECT 1 FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1)
+                    (SELECT TRUE FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1) IS NULL
              FROM nodes n WHERE n.id = ANY($1)",
         )
         .await?;

@@ -314,32 +314,34 @@ async fn add_lanes(tx: &impl GenericClient) -> Result<()> {
     let page = tx
         .prepare("SELECT seq, id, parent, depth FROM nodes WHERE seq > $1 ORDER BY seq LIMIT $2")
         .await?;
+    // The page's `seq` range keeps the update to one index range, whatever
+    // the planner thinks of the array's size.
     let file = tx
         .prepare(
-            "UPDATE nodes SET lane = u.lane FROM unnest($1::bytea[], $2::bytea[]) AS u(id, lane)
-             WHERE nodes.id = u.id",
+            "UPDATE nodes SET lane = u.lane FROM unnest($1::int8[], $2::bytea[]) AS u(seq, lane)
+             WHERE nodes.seq = u.seq AND nodes.seq BETWEEN $3 AND $4",
         )
         .await?;
     let mut lanes: Lanes<Vec<u8>> = Lanes::new();
     let mut after = 0_i64;
     loop {
         let rows = tx.query(&page, &[&after, &LANE_PAGE]).await?;
-        let Some(last) = rows.last() else {
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
             break;
         };
+        let first: i64 = first.get(0);
         after = last.get(0);
-        let mut ids = Vec::with_capacity(rows.len());
+        let mut seqs = Vec::with_capacity(rows.len());
         let mut filed = Vec::with_capacity(rows.len());
         for row in &rows {
-            let id: Vec<u8> = row.get(1);
             let parent: Option<Vec<u8>> = row.get(2);
             // A parent not seen yet (a damaged database) gets the node a
             // lane of its own: always consistent, and `verify` reports the
             // damage.
-            filed.push(lanes.file(id.clone(), parent.as_ref(), row.get(3)));
-            ids.push(id);
+            filed.push(lanes.file(row.get::<_, Vec<u8>>(1), parent.as_ref(), row.get(3)));
+            seqs.push(row.get::<_, i64>(0));
         }
-        tx.execute(&file, &[&ids, &filed]).await?;
+        tx.execute(&file, &[&seqs, &filed, &first, &after]).await?;
     }
     tx.batch_execute(
         "ALTER TABLE nodes ALTER COLUMN lane SET NOT NULL;

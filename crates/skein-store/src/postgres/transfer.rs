@@ -279,9 +279,12 @@ async fn stored_depths(
     named.sort();
     named.dedup();
     let statement = client
+        // Whether the node is its lane's deepest, as a scalar subquery
+        // (one index probe per row): `NOT EXISTS` may be planned as one
+        // hashed scan of every node, taken for a batch of ids.
         .prepare_cached(
             "SELECT n.id, n.depth, n.root, n.lane,
-                    NOT EXISTS (SELECT 1 FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1)
+                    (SELECT TRUE FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1) IS NULL
              FROM nodes n WHERE n.id = ANY($1)",
         )
         .await?;
