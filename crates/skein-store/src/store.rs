@@ -164,6 +164,17 @@ impl Store {
         dispatch!(self, s => s.load_thread(head))
     }
 
+    /// [`Store::load_thread`] for async code. On PostgreSQL the query is
+    /// awaited: no thread blocks and no blocking pool is involved. On SQLite
+    /// it runs as [`Store::run`] runs work.
+    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
+        match &self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store.load_thread_async(head).await,
+            Backend::Sqlite(_) => self.run(move |store| store.load_thread(head)).await,
+        }
+    }
+
     /// One node by id, without loading its thread.
     pub fn node(&self, id: NodeId) -> Result<StoredNode> {
         dispatch!(self, s => s.node(id))
@@ -280,6 +291,31 @@ impl Store {
     /// branches into a new conversation, as the target's `on_conflict` says.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         self.commit_turn_observed(turn, &mut |_| {})
+    }
+
+    /// [`Store::commit_turn`] for async code. On PostgreSQL the transaction
+    /// is awaited (no thread blocks; dropping the future before it ends rolls
+    /// the turn back). On SQLite it runs as [`Store::run`] runs work, on a
+    /// copy of the turn (its thread's nodes are shared, so they are marked
+    /// as stored all the same).
+    pub async fn commit_turn_async(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        match &self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store.commit_turn_observed_async(turn, &mut |_| {}).await,
+            Backend::Sqlite(_) => {
+                let target = turn.target.clone();
+                let thread = turn.thread.cloned();
+                let runs = turn.runs.to_vec();
+                self.run(move |store| {
+                    store.commit_turn(&TurnCommit {
+                        target,
+                        thread: thread.as_ref(),
+                        runs: &runs,
+                    })
+                })
+                .await
+            }
+        }
     }
 
     /// [`Store::commit_turn`] with a probe called at each stage inside the

@@ -32,8 +32,8 @@ blobs included (each node lists the digests its body references in
 `blob_refs`); every row's parent is checked as the thread is assembled.
 */
 
-use super::PgStore;
 use super::pipeline::{Param, Pipeline};
+use super::{PgStore, bridge};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
@@ -94,14 +94,20 @@ impl PgStore {
     }
 
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        // A task of the runtime, so the rows reach it without waking this
-        // thread for each batch (bridge.rs).
-        let rows = self.read_spawned(move |client| async move {
-            let statement = client.prepare_cached(LOAD_THREAD).await?;
-            Ok(client
-                .query(&statement, &[&head.as_bytes().as_slice()])
-                .await?)
-        })?;
+        bridge::block_on(|| self.load_thread_async(head))
+    }
+
+    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
+        // A task of the runtime, so the rows reach it without waking the
+        // caller for each batch (bridge.rs).
+        let rows = self
+            .read_spawned(move |client| async move {
+                let statement = client.prepare_cached(LOAD_THREAD).await?;
+                Ok(client
+                    .query(&statement, &[&head.as_bytes().as_slice()])
+                    .await?)
+            })
+            .await?;
         if rows.is_empty() {
             return Err(StoreError::NodeNotFound(head));
         }

@@ -6,8 +6,9 @@ conversations.rs, runs.rs, transfer.rs, verify.rs, resolve.rs) and share
 their non-SQL halves with it.
 
 Connections are plain TCP (`NoTls`): point it at a server on the same host or
-a trusted network, or tunnel it. Every call blocks; see bridge.rs for how
-that is done without stalling an async runtime.
+a trusted network, or tunnel it. The blocking API's calls block; see
+bridge.rs for how that is done without stalling an async runtime, and for
+the async forms of loading a thread and committing a turn, which do not.
 */
 
 pub(crate) mod bridge;
@@ -195,10 +196,10 @@ impl PgStore {
         })
     }
 
-    /// [`PgStore::read`] for work that owns what it needs: it runs as a task
-    /// of the PostgreSQL runtime ([`bridge::spawn`]), for queries returning
-    /// many rows.
-    pub(crate) fn read_spawned<T, F>(
+    /// Run `work`, which owns what it needs, on a pooled connection as a
+    /// task of the PostgreSQL runtime ([`bridge::on_runtime`]), for queries
+    /// returning many rows; await it from any runtime.
+    pub(crate) async fn read_spawned<T, F>(
         &self,
         work: impl FnOnce(Client) -> F + Send + 'static,
     ) -> Result<T>
@@ -207,51 +208,55 @@ impl PgStore {
         F: Future<Output = Result<T>> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
-        bridge::spawn(async move {
+        bridge::on_runtime(async move {
             let client = checkout(&shared.pool, &shared.location).await?;
             work(client).await
         })
+        .await
     }
 
-    /// Run `work` in a transaction (read committed) and commit it. A
-    /// serialization failure, deadlock or lane taken by a concurrent writer
-    /// (graph.rs) rolls back and runs `work` again,
-    /// so `work` must be safe to repeat. `BEGIN` is sent together with the
-    /// first statement of `work`, saving a round trip.
+    /// Run `work` in a transaction (read committed) and commit it, retrying
+    /// as [`Writer`] says, so `work` must be safe to repeat.
     pub(crate) fn write<T: Send>(
         &self,
         mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
+        bridge::block_on(|| async move {
+            let mut writer = self.writer().await?;
+            loop {
+                match writer.attempt(work(writer.client())).await {
+                    Ok(value) => return Ok(writer.done(value)),
+                    Err(error) => writer.again(error).await?,
+                }
+            }
+        })
+    }
+
+    /// A connection held for a write, from any runtime (refused when the
+    /// store is read-only). The caller runs attempts on it until one
+    /// succeeds or [`Writer::again`] gives up.
+    pub(crate) async fn writer(&self) -> Result<Writer> {
         if self.shared.read_only {
             return Err(StoreError::ReadOnly {
                 location: self.shared.location.clone(),
             });
         }
-        bridge::block_on(|| async move {
-            let mut held = Held(Some(
-                checkout(&self.shared.pool, &self.shared.location).await?,
-            ));
-            let started = Instant::now();
-            let mut pause = Duration::from_millis(2);
-            loop {
-                match transaction(held.client(), &mut work).await {
-                    Err(error) if is_retryable(&error) && started.elapsed() < RETRY_GIVE_UP => {
-                        tokio::time::sleep(pause + jitter(pause)).await;
-                        pause = (pause * 2).min(Duration::from_millis(200));
-                    }
-                    Err(error) if is_retryable(&error) => {
-                        held.release();
-                        return Err(StoreError::Busy {
-                            seconds: started.elapsed().as_secs(),
-                        });
-                    }
-                    other => {
-                        held.release();
-                        return other;
-                    }
-                }
-            }
+        Ok(Writer {
+            held: Held(Some(self.checkout_anywhere().await?)),
+            started: Instant::now(),
+            pause: Duration::from_millis(2),
         })
+    }
+
+    /// A pooled connection, from any runtime: a connection made for it is
+    /// made on the PostgreSQL runtime, whose workers then carry its I/O for
+    /// as long as it lives (the caller's runtime may end before it does).
+    async fn checkout_anywhere(&self) -> Result<Client> {
+        if bridge::on_own_runtime() {
+            return checkout(&self.shared.pool, &self.shared.location).await;
+        }
+        let shared = Arc::clone(&self.shared);
+        bridge::on_runtime(async move { checkout(&shared.pool, &shared.location).await }).await
     }
 
     pub fn debug_execute(&self, sql: &str) -> Result<u64> {
@@ -265,10 +270,7 @@ impl PgStore {
 
 /// One attempt at a transaction: `BEGIN`, `work`, then `COMMIT`, or
 /// `ROLLBACK` if anything failed (the connection is then clean again).
-async fn transaction<T>(
-    client: &Client,
-    work: &mut impl AsyncFnMut(&Client) -> Result<T>,
-) -> Result<T> {
+async fn transaction<T>(client: &Client, work: impl Future<Output = Result<T>>) -> Result<T> {
     let mut begin = pin!(client.batch_execute("BEGIN"));
     // The first poll writes BEGIN, so it precedes work's first statement on
     // the wire; its answer is collected below.
@@ -276,7 +278,7 @@ async fn transaction<T>(
         Poll::Ready(result) => Some(result),
         Poll::Pending => None,
     };
-    let result = work(client).await;
+    let result = work.await;
     let begun = match begun {
         Some(result) => result,
         None => begin.await,
@@ -293,6 +295,61 @@ async fn transaction<T>(
                 Ok(()) => result.err().expect("one of them failed"),
             })
         }
+    }
+}
+
+/// A connection held for one write: transactions (read committed) on it
+/// and the retry policy between them. A serialization failure, deadlock or
+/// lane taken by a concurrent writer (graph.rs) rolls back and is worth
+/// another attempt, until [`RETRY_GIVE_UP`]. A writer dropped before
+/// [`Writer::done`] or a final [`Writer::again`] (a panic, or an async
+/// caller dropping the future mid-transaction) closes its connection, which
+/// rolls back whatever was open. A struct rather than a function taking the
+/// attempt as a closure: a future calling a closure on a borrowed connection
+/// cannot be shown to be `Send` by today's compiler, and async callers need
+/// it to be.
+pub(crate) struct Writer {
+    held: Held,
+    started: Instant,
+    pause: Duration,
+}
+
+impl Writer {
+    pub(crate) fn client(&self) -> &Client {
+        self.held.client()
+    }
+
+    /// One attempt: `BEGIN`, `work` (a future made on [`Writer::client`]),
+    /// then `COMMIT`, or `ROLLBACK` if anything failed (the connection is
+    /// then clean again). `BEGIN` is sent together with the first statement
+    /// of `work`, saving a round trip.
+    pub(crate) async fn attempt<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        transaction(self.client(), work).await
+    }
+
+    /// After a failed attempt: `Ok` (once a pause has passed) when another
+    /// is worth making, else the error to report (the connection goes back
+    /// to the pool).
+    pub(crate) async fn again(&mut self, error: StoreError) -> Result<()> {
+        if !is_retryable(&error) {
+            self.held.release();
+            return Err(error);
+        }
+        if self.started.elapsed() >= RETRY_GIVE_UP {
+            self.held.release();
+            return Err(StoreError::Busy {
+                seconds: self.started.elapsed().as_secs(),
+            });
+        }
+        sleep_anywhere(self.pause + jitter(self.pause)).await?;
+        self.pause = (self.pause * 2).min(Duration::from_millis(200));
+        Ok(())
+    }
+
+    /// The write succeeded: the connection goes back to the pool.
+    pub(crate) fn done<T>(mut self, value: T) -> T {
+        self.held.release();
+        value
     }
 }
 
@@ -372,6 +429,20 @@ fn is_retryable(error: &StoreError) -> bool {
         }
         _ => false,
     }
+}
+
+/// Wait `pause`, on the PostgreSQL runtime's timers unless this thread runs
+/// it (the caller's runtime may have none).
+async fn sleep_anywhere(pause: Duration) -> Result<()> {
+    if bridge::on_own_runtime() {
+        tokio::time::sleep(pause).await;
+        return Ok(());
+    }
+    bridge::on_runtime(async move {
+        tokio::time::sleep(pause).await;
+        Ok(())
+    })
+    .await
 }
 
 /// Up to `pause` of extra wait, so writers that collided do not retry in
