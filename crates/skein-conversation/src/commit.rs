@@ -101,12 +101,10 @@ pub async fn commit(
         (false, None) => Target::Detached,
     };
     store
-        .run(move |store| {
-            store.commit_turn(&TurnCommit {
-                target,
-                thread: thread.as_ref(),
-                runs: &runs,
-            })
+        .commit_turn_async(&TurnCommit {
+            target,
+            thread: thread.as_ref(),
+            runs: &runs,
         })
         .await
 }
@@ -121,12 +119,10 @@ pub async fn create(
 ) -> Result<Committed, StoreError> {
     let row = bookmark.row(None);
     store
-        .run(move |store| {
-            store.commit_turn(&TurnCommit {
-                target: Target::New(Box::new(row)),
-                thread: (!thread.is_empty()).then_some(&thread),
-                runs: &[],
-            })
+        .commit_turn_async(&TurnCommit {
+            target: Target::New(Box::new(row)),
+            thread: (!thread.is_empty()).then_some(&thread),
+            runs: &[],
         })
         .await
 }

@@ -63,6 +63,9 @@ use std::time::{Duration, Instant};
 /// Target: depth 10,000 within 1.2x of depth 10.
 const FLATNESS_TARGET: f64 = 1.2;
 const LOAD_TARGET_US: f64 = 1000.0;
+/// PostgreSQL's load target: a round trip to another process, and the rows'
+/// bytes through its socket, on top of SQLite's work.
+const PG_LOAD_TARGET_US: f64 = 1500.0;
 const FORK_TARGET_US: f64 = 50.0;
 const CLI_VERSION_TARGET_MS: f64 = 10.0;
 const FAMILY_TARGET_MS: f64 = 50.0;
@@ -443,6 +446,11 @@ fn bench_load(store: &Store, plan: &Plan) -> Value {
         elapsed
     });
     let s = stats(&samples, US);
+    let target = if store.backend_name() == "postgres" {
+        PG_LOAD_TARGET_US
+    } else {
+        LOAD_TARGET_US
+    };
     merge(
         stats_json(&s, "us"),
         json!({
@@ -453,8 +461,8 @@ fn bench_load(store: &Store, plan: &Plan) -> Value {
                  timed.",
                 plan.warmup_reps, plan.reps
             ),
-            "target": format!("< {LOAD_TARGET_US} us"),
-            "met": s.median < LOAD_TARGET_US,
+            "target": format!("< {target} us"),
+            "met": s.median < target,
         }),
     )
 }
@@ -1269,7 +1277,7 @@ fn main() {
         "machine": report::machine(json!({})),
         "targets": {
             "flatness_ratio": format!("median append at depth 10,000 <= {FLATNESS_TARGET}x depth 10"),
-            "load_thread_1000": format!("< {LOAD_TARGET_US} us"),
+            "load_thread_1000": format!("< {LOAD_TARGET_US} us (PostgreSQL: < {PG_LOAD_TARGET_US} us)"),
             "fork_depth_1000": format!("< {FORK_TARGET_US} us"),
             "cli_version_ms": format!("< {CLI_VERSION_TARGET_MS} ms"),
             "family": format!("< {FAMILY_TARGET_MS} ms: the store query, `skein tree` and the web family API on a family of ~20 among 100,000 unrelated conversations"),

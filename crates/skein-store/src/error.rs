@@ -97,6 +97,12 @@ pub enum StoreError {
         "the database stayed busy for {seconds} s (another process holds a long write); try again"
     )]
     Busy { seconds: u64 },
+    /// A concurrent writer got in the way of a write in a way only doing it
+    /// again resolves (PostgreSQL: two writers filed nodes in the same lane
+    /// at once). The store repeats such writes itself, so this is seen only
+    /// as [`StoreError::Busy`] once retries run out.
+    #[error("a concurrent write interfered ({0}); try again")]
+    Interfered(&'static str),
     #[error("database error: {0}")]
     Database(rusqlite::Error),
     #[cfg(feature = "postgres")]

@@ -22,6 +22,7 @@ parent as it goes.
 
 use crate::codec::{BLOB_THRESHOLD, node_id, optional_node_id};
 use crate::error::{Result, StoreError};
+use crate::lanes::Lanes;
 use crate::sqlite::SqliteStore;
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
@@ -288,19 +289,14 @@ pub(crate) fn insert_node(
         }
     }
     let parent_seq = parent.map(|parent| parent.seq);
-    let (seq, lane) = match continued_lane(conn, parent_seq)? {
-        Some(lane) => (None, lane),
-        None => {
-            let seq = conn
-                .prepare_cached("SELECT IFNULL(MAX(seq), 0) + 1 FROM nodes")?
-                .query_row([], |row| row.get::<_, i64>(0))?;
-            (Some(seq), seq)
-        }
-    };
+    let seq = conn
+        .prepare_cached("SELECT IFNULL(MAX(seq), 0) + 1 FROM nodes")?
+        .query_row([], |row| row.get::<_, i64>(0))?;
+    let lane = file_lane(conn, parent_seq, seq, depth as i64)?;
     // A first message starts a lane, so its own seq is known here.
     let root = match parent {
         Some(parent) => parent.root,
-        None => seq,
+        None => Some(seq),
     };
     conn.prepare_cached(
         "INSERT INTO nodes(seq, id, parent, depth, role, body, lane, root)
@@ -316,25 +312,28 @@ pub(crate) fn insert_node(
         lane,
         root
     ])?;
-    let seq = conn.last_insert_rowid();
     crate::search::index_node(conn, seq, message)?;
     Ok(Placed { seq, root })
 }
 
-/// The lane a new node under `parent_seq` joins: its parent's, when the
-/// parent is that lane's deepest node; `None` when it starts one.
-fn continued_lane(conn: &Connection, parent_seq: Option<i64>) -> Result<Option<i64>> {
-    let Some(parent_seq) = parent_seq else {
-        return Ok(None);
-    };
-    let mut stmt = conn.prepare_cached(
-        "SELECT p.lane FROM nodes p WHERE p.seq = ?1
-         AND NOT EXISTS (SELECT 1 FROM nodes c WHERE c.lane = p.lane AND c.depth > p.depth)",
-    )?;
-    Ok(stmt
-        .query_row([parent_seq], |row| row.get::<_, Option<i64>>(0))
-        .optional()?
-        .flatten())
+/// The lane a new node (`seq`, at `depth`) under `parent_seq` is filed in,
+/// by the rule crate::lanes keeps, given whether its parent is the deepest
+/// node of its lane.
+fn file_lane(conn: &Connection, parent_seq: Option<i64>, seq: i64, depth: i64) -> Result<i64> {
+    let mut lanes = Lanes::new();
+    if let Some(parent_seq) = parent_seq {
+        let tip = conn
+            .prepare_cached(
+                "SELECT p.lane, p.depth FROM nodes p WHERE p.seq = ?1 AND p.lane IS NOT NULL
+                 AND NOT EXISTS (SELECT 1 FROM nodes c WHERE c.lane = p.lane AND c.depth > p.depth)",
+            )?
+            .query_row([parent_seq], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        if let Some((lane, parent_depth)) = tip {
+            lanes.stored_tip(parent_seq, lane, parent_depth);
+        }
+    }
+    Ok(lanes.file(seq, parent_seq.as_ref(), depth))
 }
 
 pub(crate) fn mark_all(nodes: &[&Node], key: StoreKey) {

@@ -6,7 +6,9 @@ and the tools each run offered: a SQLite file (the embedded default) or,
 with the `postgres` feature, a PostgreSQL database shared by many processes
 and hosts, chosen by the location [`Store::open`] is given. Its methods
 block on I/O; from async code use [`Store::run`], which moves the work to
-tokio's blocking pool so the runtime never stalls.
+tokio's blocking pool so the runtime never stalls, or the async forms of
+the two hot paths, [`Store::load_thread_async`] and
+[`Store::commit_turn_async`], which on PostgreSQL block no thread at all.
 
 What it guarantees (see ARCHITECTURE.md for where each is enforced):
 
@@ -14,7 +16,7 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
   found by walking back from the head to the first stored node: cost is
   proportional to the new nodes, never to the depth;
 - a thread loads from any head with one index range scan per lane it
-  crosses on SQLite (one recursive query on PostgreSQL);
+  crosses (on PostgreSQL, all in one query);
 - a turn ([`TurnCommit`]) is one transaction: its nodes, its runs and where
   it lands, whether a bookmark moved by compare-and-set, a conversation
   created with it (a first turn), or none (a failed first turn's run);
@@ -43,6 +45,7 @@ mod embeddings;
 pub mod error;
 mod family;
 mod graph;
+mod lanes;
 pub mod location;
 mod open;
 #[cfg(feature = "postgres")]

@@ -17,6 +17,7 @@ newer than this build is refused rather than guessed at.
 */
 
 use crate::error::{Result, StoreError};
+use crate::lanes::Lanes;
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::collections::HashMap;
 
@@ -211,6 +212,9 @@ const MIGRATIONS: &[Migration] = &[
     // 10: full-text search, an FTS5 index of every node's words, filled
     // from the stored nodes (see search.rs).
     Migration::Code(crate::search::add_search),
+    // 11: nothing. PostgreSQL's version 11 adds the lanes this backend has
+    // had since version 4.
+    Migration::Sql(""),
 ];
 
 /// The schema version this build writes.
@@ -261,9 +265,7 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
 /// index lanes by depth.
 fn add_lanes(conn: &Connection) -> Result<()> {
     conn.execute_batch("ALTER TABLE nodes ADD COLUMN lane INTEGER")?;
-    let mut lane_of: HashMap<i64, i64> = HashMap::new();
-    // Each lane's deepest node so far: (seq, depth).
-    let mut lane_tip: HashMap<i64, (i64, i64)> = HashMap::new();
+    let mut lanes = Lanes::new();
     let mut nodes = conn.prepare("SELECT seq, parent, depth FROM nodes ORDER BY seq")?;
     let mut file = conn.prepare("UPDATE nodes SET lane = ?1 WHERE seq = ?2")?;
     let mut rows = nodes.query([])?;
@@ -271,12 +273,7 @@ fn add_lanes(conn: &Connection) -> Result<()> {
         let (seq, parent, depth): (i64, Option<i64>, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
         // A parent not seen yet (a damaged database) gets the node a lane of
         // its own: always consistent, and `verify` reports the damage.
-        let lane = parent
-            .and_then(|parent| Some((parent, *lane_of.get(&parent)?)))
-            .filter(|(parent, lane)| lane_tip.get(lane) == Some(&(*parent, depth - 1)))
-            .map_or(seq, |(_, lane)| lane);
-        lane_of.insert(seq, lane);
-        lane_tip.insert(lane, (seq, depth));
+        let lane = lanes.file(seq, parent.as_ref(), depth);
         file.execute(params![lane, seq])?;
     }
     conn.execute_batch("CREATE UNIQUE INDEX nodes_by_lane ON nodes(lane, depth)")?;

@@ -135,20 +135,29 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Store) -> Result<T> + Send + 'static,
     {
-        let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
-        match flavor {
-            Ok(RuntimeFlavor::MultiThread) => {
+        match self.where_to_run() {
+            RunsIn::PlaceOfWorker => {
                 tokio::task::block_in_place(|| blocking_section(|| work(self)))
             }
-            _ if matches!(self.backend, Backend::Sqlite(_)) && BLOCKING_CALLER.with(Cell::get) => {
-                work(self)
-            }
-            _ => {
+            RunsIn::Place => work(self),
+            RunsIn::BlockingPool => {
                 let store = self.clone();
                 tokio::task::spawn_blocking(move || blocking_section(|| work(&store)))
                     .await
                     .map_err(|error| StoreError::Task(error.to_string()))?
             }
+        }
+    }
+
+    /// Where [`Store::run`] runs work from this thread.
+    fn where_to_run(&self) -> RunsIn {
+        let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
+        match flavor {
+            Ok(RuntimeFlavor::MultiThread) => RunsIn::PlaceOfWorker,
+            _ if matches!(self.backend, Backend::Sqlite(_)) && BLOCKING_CALLER.with(Cell::get) => {
+                RunsIn::Place
+            }
+            _ => RunsIn::BlockingPool,
         }
     }
 
@@ -158,10 +167,21 @@ impl Store {
         dispatch!(self, s => s.append(thread))
     }
 
-    /// Load the thread whose head is `head` (SQLite: one range scan per lane
-    /// the thread runs through; PostgreSQL: one recursive query).
+    /// Load the thread whose head is `head`: one range scan per lane the
+    /// thread runs through (PostgreSQL: all in one query).
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
         dispatch!(self, s => s.load_thread(head))
+    }
+
+    /// [`Store::load_thread`] for async code. On PostgreSQL the query is
+    /// awaited: no thread blocks and no blocking pool is involved. On SQLite
+    /// it runs as [`Store::run`] runs work.
+    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
+        match &self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store.load_thread_async(head).await,
+            Backend::Sqlite(_) => self.run(move |store| store.load_thread(head)).await,
+        }
     }
 
     /// One node by id, without loading its thread.
@@ -280,6 +300,37 @@ impl Store {
     /// branches into a new conversation, as the target's `on_conflict` says.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         self.commit_turn_observed(turn, &mut |_| {})
+    }
+
+    /// [`Store::commit_turn`] for async code. On PostgreSQL the transaction
+    /// is awaited (no thread blocks; dropping the future before it ends rolls
+    /// the turn back). On SQLite it runs where [`Store::run`] runs work; on
+    /// the blocking pool, on a copy of the turn (its thread's nodes are
+    /// shared, so they are marked as stored all the same).
+    pub async fn commit_turn_async(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        match (&self.backend, self.where_to_run()) {
+            #[cfg(feature = "postgres")]
+            (Backend::Postgres(store), _) => {
+                store.commit_turn_observed_async(turn, &mut |_| {}).await
+            }
+            (Backend::Sqlite(_), RunsIn::PlaceOfWorker) => {
+                tokio::task::block_in_place(|| blocking_section(|| self.commit_turn(turn)))
+            }
+            (Backend::Sqlite(_), RunsIn::Place) => self.commit_turn(turn),
+            (Backend::Sqlite(_), RunsIn::BlockingPool) => {
+                let target = turn.target.clone();
+                let thread = turn.thread.cloned();
+                let runs = turn.runs.to_vec();
+                self.run(move |store| {
+                    store.commit_turn(&TurnCommit {
+                        target,
+                        thread: thread.as_ref(),
+                        runs: &runs,
+                    })
+                })
+                .await
+            }
+        }
     }
 
     /// [`Store::commit_turn`] with a probe called at each stage inside the
@@ -419,6 +470,16 @@ fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
 #[cfg(not(feature = "postgres"))]
 fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
     work()
+}
+
+/// Where [`Store::run`] runs work.
+enum RunsIn {
+    /// On this multi-thread runtime worker, under `block_in_place`.
+    PlaceOfWorker,
+    /// On this thread, as it is (a blocking caller's, SQLite only).
+    Place,
+    /// On tokio's blocking pool.
+    BlockingPool,
 }
 
 thread_local! {

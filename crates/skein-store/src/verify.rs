@@ -51,8 +51,8 @@ pub enum Problem {
     },
     /// A run offered a tool whose definition is not stored.
     RunWithoutTool { run: String, tool: String },
-    /// The node is filed in a lane it does not continue (SQLite's loading
-    /// index; see graph.rs), so threads through it would not load.
+    /// The node is filed in a lane it does not continue (the loading index;
+    /// see graph.rs), so threads through it would not load.
     LaneMismatch { id: String },
     /// The node's `root` is not its parent's (or, for a first message, not
     /// itself), so families would miss conversations sharing its messages.
@@ -138,6 +138,11 @@ impl VerifyReport {
                 digest: hex(digest),
             });
         }
+    }
+
+    /// A node filed in a lane it neither starts nor continues.
+    pub(crate) fn wrong_lane(&mut self, id: &[u8]) {
+        self.problems.push(Problem::LaneMismatch { id: hex(id) });
     }
 
     /// A node whose `root` disagrees with its parent's.
@@ -251,7 +256,7 @@ impl SqliteStore {
                 let parent: Option<Vec<u8>> = row.get(1)?;
                 let body: Vec<u8> = row.get(5)?;
                 if row.get::<_, bool>(6)? {
-                    report.problems.push(Problem::LaneMismatch { id: hex(&id) });
+                    report.wrong_lane(&id);
                 }
                 if row.get::<_, bool>(7)? {
                     report.wrong_root(&id);

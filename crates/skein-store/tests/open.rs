@@ -269,7 +269,7 @@ fn files_that_are_not_skein_databases_are_refused_untouched() {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!((journal.as_str(), version), ("delete", 9));
+    assert_eq!((journal.as_str(), version), ("delete", 11));
     assert_eq!(fresh.tables(), vec!["notes".to_string()]);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -321,7 +321,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 10);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 11);
 }
 
 for_each_backend!(

@@ -18,6 +18,20 @@ where it is:
   (correct, but slower: use `Store::run`).
 
 Nested runtimes never arise, so `block_on` cannot panic on re-entry.
+
+The async API ([`crate::Store::load_thread_async`],
+[`crate::Store::commit_turn_async`]) awaits its queries on the caller's task
+instead, blocking nothing; only what must outlive the caller's runtime, a new
+connection's I/O task, and the timers of a write's retries, go to this
+runtime ([`on_runtime`]), so any runtime (or none) may drive the store.
+
+A call whose future owns what it needs can instead run as a task of that
+runtime ([`on_runtime`]), beside the connections' I/O: a large result then passes
+from the connection to the query inside the runtime, and the caller is woken
+once, when it is done. Driven from the calling thread, the query is handed
+each batch of rows the connection reads (a few kilobytes) through a channel
+that holds one, so a thread of a thousand messages costs a hundred or so
+round trips between the two threads.
 */
 
 use crate::error::{Result, StoreError};
@@ -54,6 +68,33 @@ pub(crate) fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
     let result = work();
     IN_BLOCKING_SECTION.with(|flag| flag.set(before));
     result
+}
+
+/// Run `work` as a task of the PostgreSQL runtime and await it, from any
+/// runtime (or inside [`block_on`]). A panic in `work` is resumed here.
+pub(crate) async fn on_runtime<T>(
+    work: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T>
+where
+    T: Send + 'static,
+{
+    match runtime()?.spawn(work).await {
+        Ok(result) => result,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => Err(StoreError::Task(format!(
+            "a PostgreSQL task ended: {error}"
+        ))),
+    }
+}
+
+/// Whether this thread is running the PostgreSQL runtime (a worker, or a
+/// caller inside its `block_on`), where its connections may be made and
+/// its timers used directly.
+pub(crate) fn on_own_runtime() -> bool {
+    let Ok(current) = Handle::try_current() else {
+        return false;
+    };
+    runtime().is_ok_and(|own| own.handle().id() == current.id())
 }
 
 /// Build the future with `make` and wait for it, from any thread.

@@ -10,10 +10,10 @@ two racing writers moves the bookmark and the other sees zero rows changed
 and reports [`StoreError::HeadMoved`] (its nodes and runs still commit).
 */
 
-use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
+use super::{PgStore, bridge};
 use crate::conversations::{
     CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
 };
@@ -23,8 +23,8 @@ use crate::records::{
     Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Target,
     TurnCommit, now_ms,
 };
-use deadpool_postgres::GenericClient;
-use skein_core::{ConversationSettings, NodeId};
+use deadpool_postgres::{Client, GenericClient};
+use skein_core::{ConversationSettings, Node, NodeId, StoreKey};
 use tokio_postgres::Row;
 
 const SELECT_CONVERSATION: &str =
@@ -185,89 +185,117 @@ impl PgStore {
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStage) + Send),
     ) -> Result<Committed> {
+        bridge::block_on(|| self.commit_turn_observed_async(turn, probe))
+    }
+
+    pub async fn commit_turn_observed_async(
+        &self,
+        turn: &TurnCommit<'_>,
+        probe: &mut (dyn FnMut(CommitStage) + Send),
+    ) -> Result<Committed> {
         let head = turn_head(turn)?;
         let key = self.key();
-        let (written, marks, landed) = self.write(async |tx| {
-            // Nodes, the bookmark's move (or the new conversation) and the
-            // runs go out in one round trip, executed in that order; a lost
-            // race that branches takes one more.
-            let missing = match turn.thread {
-                Some(thread) => Some(find_missing(tx, key, thread).await?),
-                None => None,
-            };
-            let mut pipeline = Pipeline::new();
-            let nodes = match &missing {
-                Some(missing) => queue_nodes(&mut pipeline, tx, missing.rows()).await?,
-                None => None,
-            };
-            let (conversation, moved) = match (&turn.target, head) {
-                (Target::Detached, _) => (None, None),
-                (Target::New(new), _) => {
-                    let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
-                    let (id, params) = conversation_params(new, head);
-                    pipeline.push(tx, statement, params);
-                    (Some(id), None)
-                }
-                (Target::Existing { id, .. }, None) => {
-                    if !conversation_exists(tx, id).await? {
-                        return Err(StoreError::ConversationNotFound(id.to_string()));
-                    }
-                    (Some(id.clone()), None)
-                }
-                (
-                    Target::Existing {
-                        id, expected_head, ..
-                    },
-                    Some(head),
-                ) => {
-                    let cas = tx.prepare_cached(COMPARE_AND_SET).await?;
-                    let at = pipeline.push(tx, cas, cas_params(id, *expected_head, head));
-                    (Some(id.clone()), Some(at))
-                }
-            };
-            for run in turn.runs {
-                let owner = conversation.as_ref().or(run.conversation.as_ref());
-                queue_run(&mut pipeline, tx, run, owner).await?;
+        let mut writer = self.writer().await?;
+        let (written, marks, landed) = loop {
+            let attempt = commit_attempt(writer.client(), key, turn, head, &mut *probe);
+            match writer.attempt(attempt).await {
+                Ok(done) => break writer.done(done),
+                Err(error) => writer.again(error).await?,
             }
-            let changed = pipeline.run().await?;
-            probe(CommitStage::NodesWritten);
-            let landed = match (&turn.target, moved) {
-                (
-                    Target::Existing {
-                        id,
-                        expected_head,
-                        on_conflict,
-                    },
-                    Some(at),
-                ) => match (cas_outcome(tx, id, changed[at]).await?, on_conflict) {
-                    (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
-                    // Another writer got there with the same turn.
-                    (CasOutcome::Lost { actual }, _) if actual == head => Landed::Moved(id.clone()),
-                    (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
-                        id: id.clone(),
-                        actual,
-                    },
-                    (CasOutcome::Lost { actual }, OnConflict::Branch(new)) => {
-                        let into =
-                            branch(tx, &branch_row(new, id, *expected_head), head, turn).await?;
-                        Landed::Branched { into, actual }
-                    }
-                },
-                _ => match conversation {
-                    Some(id) => Landed::Moved(id),
-                    None => Landed::Detached,
-                },
-            };
-            probe(CommitStage::HeadMoved);
-            probe(CommitStage::RunsWritten);
-            let marks = missing
-                .map(|missing| missing.into_marks())
-                .unwrap_or_default();
-            Ok((nodes.map_or(0, |at| changed[at] as usize), marks, landed))
-        })?;
+        };
         mark_all(&marks, key);
         landed.into_committed(&turn.target, head, written)
     }
+}
+
+/// One attempt at writing a turn, inside its transaction: the nodes written,
+/// the nodes to mark once it commits, and where it landed.
+async fn commit_attempt<'t>(
+    tx: &Client,
+    key: StoreKey,
+    turn: &TurnCommit<'t>,
+    head: Option<NodeId>,
+    probe: &mut (dyn FnMut(CommitStage) + Send),
+) -> Result<(usize, Vec<&'t Node>, Landed)> {
+    // Nodes, the bookmark's move (or the new conversation) and the
+    // runs go out in one round trip, executed in that order; a lost
+    // race that branches takes one more.
+    let missing = match turn.thread {
+        Some(thread) => Some(find_missing(tx, key, thread).await?),
+        None => None,
+    };
+    let mut pipeline = Pipeline::new();
+    let nodes = match &missing {
+        Some(missing) => queue_nodes(&mut pipeline, tx, missing.rows()).await?,
+        None => None,
+    };
+    let (conversation, moved) = match (&turn.target, head) {
+        (Target::Detached, _) => (None, None),
+        (Target::New(new), _) => {
+            let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
+            let (id, params) = conversation_params(new, head);
+            pipeline.push(tx, statement, params);
+            (Some(id), None)
+        }
+        (Target::Existing { id, .. }, None) => {
+            if !conversation_exists(tx, id).await? {
+                return Err(StoreError::ConversationNotFound(id.to_string()));
+            }
+            (Some(id.clone()), None)
+        }
+        (
+            Target::Existing {
+                id, expected_head, ..
+            },
+            Some(head),
+        ) => {
+            let cas = tx.prepare_cached(COMPARE_AND_SET).await?;
+            let at = pipeline.push(tx, cas, cas_params(id, *expected_head, head));
+            (Some(id.clone()), Some(at))
+        }
+    };
+    for run in turn.runs {
+        let owner = conversation.as_ref().or(run.conversation.as_ref());
+        queue_run(&mut pipeline, tx, run, owner).await?;
+    }
+    let changed = pipeline.run().await?;
+    probe(CommitStage::NodesWritten);
+    let landed = match (&turn.target, moved) {
+        (
+            Target::Existing {
+                id,
+                expected_head,
+                on_conflict,
+            },
+            Some(at),
+        ) => match (cas_outcome(tx, id, changed[at]).await?, on_conflict) {
+            (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
+            // Another writer got there with the same turn.
+            (CasOutcome::Lost { actual }, _) if actual == head => Landed::Moved(id.clone()),
+            (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
+                id: id.clone(),
+                actual,
+            },
+            (CasOutcome::Lost { actual }, OnConflict::Branch(new)) => {
+                let into = branch(tx, &branch_row(new, id, *expected_head), head, turn).await?;
+                Landed::Branched { into, actual }
+            }
+        },
+        _ => match conversation {
+            Some(id) => Landed::Moved(id),
+            None => Landed::Detached,
+        },
+    };
+    probe(CommitStage::HeadMoved);
+    probe(CommitStage::RunsWritten);
+    let marks = missing
+        .map(|missing| missing.into_marks())
+        .unwrap_or_default();
+    let written = match &nodes {
+        Some(nodes) => nodes.written(tx, &changed).await?,
+        None => 0,
+    };
+    Ok((written, marks, landed))
 }
 
 /// Create the conversation a turn that lost its race branches into, and

@@ -8,39 +8,69 @@ query, each stopping at a node already marked as stored here), then writes
 all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`
 (queued on a pipeline, so they share a round trip with whatever the caller
 queues after them), so a writer racing on the same nodes neither fails nor
-duplicates them. A
-thread loads in one recursive query, blobs included (each node lists the
-digests its body references in `blob_refs`).
+duplicates them.
+
+Nodes are filed in lanes as on SQLite (graph.rs; the rule is in
+crate::lanes), a lane being named by its first node's id. The probe that
+finds the stored ancestor also says whether it is its lane's deepest node,
+and the new nodes' lanes are decided from that before they are inserted.
+Two writers extending the same lane tip at once both decide to continue it;
+the unique `(lane, depth)` index lets only one of them insert, and the
+other's transaction fails with a unique violation on `nodes_by_lane`, which
+the write loop (mod.rs) retries like a serialization failure: the retry sees
+the winner's node and starts a lane of its own. One more race is caught after
+the insert: when a concurrent writer stored some of a batch's nodes first
+(they are skipped), they may sit in another lane than this writer assumed
+for them, so their children would not continue it; when a batch wrote fewer
+rows than it held, one query checks its nodes' lanes and a mismatch fails
+the attempt the same retryable way ([`StoreError::Interfered`]).
+
+A thread loads in one query: a recursive walk over the lanes it crosses (a
+lane's first node is found by its id, its parent is the deepest node of the
+next lane up), then one range scan of the `(lane, depth)` index per lane,
+blobs included (each node lists the digests its body references in
+`blob_refs`); every row's parent is checked as the thread is assembled.
 */
 
-use super::PgStore;
 use super::pipeline::{Param, Pipeline};
+use super::{PgStore, bridge};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
+use crate::lanes::Lanes;
 use deadpool_postgres::GenericClient;
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, Node, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
+use tokio_postgres::Row;
 
 /// Ancestors checked by the first existence probe; each later probe checks
 /// eight times more, so a stateless client resending a deep history costs a
 /// few round trips, and a normal turn exactly one.
 const FIRST_PROBE: usize = 8;
 
-const LOAD_THREAD: &str = "WITH RECURSIVE chain(id, parent) AS (
-         SELECT id, parent FROM nodes WHERE id = $1
+/// The lanes a thread crosses (`spans`: each lane and the depth of the
+/// thread's deepest node in it, head first; depths strictly fall, so even a
+/// damaged database ends the walk), then each lane's rows up to that depth.
+/// Rows come back grouped by lane; the caller orders them by depth.
+const LOAD_THREAD: &str = "WITH RECURSIVE spans(lane, top) AS (
+         SELECT lane, depth FROM nodes WHERE id = $1
          UNION ALL
-         SELECT n.id, n.parent FROM nodes n JOIN chain c ON n.id = c.parent
+         SELECT p.lane, p.depth
+         FROM spans s JOIN nodes f ON f.id = s.lane JOIN nodes p ON p.id = f.parent
+         WHERE p.depth < s.top
      )
-     SELECT n.id, n.body,
+     SELECT n.id, n.parent, n.depth, n.body,
             CASE WHEN n.blob_refs IS NOT NULL THEN ARRAY(
                 SELECT b.digest || b.bytes FROM blobs b
                 WHERE b.digest IN (
                     SELECT substring(n.blob_refs FROM i * 32 + 1 FOR 32)
                     FROM generate_series(0, length(n.blob_refs) / 32 - 1) AS i))
             END
-     FROM chain JOIN nodes n ON n.id = chain.id ORDER BY n.depth";
+     FROM spans s CROSS JOIN LATERAL (
+         SELECT id, parent, depth, body, blob_refs FROM nodes
+         WHERE lane = s.lane AND depth <= s.top
+     ) n";
 
 impl PgStore {
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
@@ -50,10 +80,11 @@ impl PgStore {
             let mut pipeline = Pipeline::new();
             let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
             let changed = pipeline.run().await?;
-            Ok((
-                nodes.map_or(0, |at| changed[at] as usize),
-                missing.into_marks(),
-            ))
+            let written = match &nodes {
+                Some(nodes) => nodes.written(tx, &changed).await?,
+                None => 0,
+            };
+            Ok((written, missing.into_marks()))
         })?;
         mark_all(&marks, key);
         Ok(AppendReport {
@@ -63,15 +94,32 @@ impl PgStore {
     }
 
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        let rows = self.read(async |client| {
-            let statement = client.prepare_cached(LOAD_THREAD).await?;
-            Ok(client
-                .query(&statement, &[&head.as_bytes().as_slice()])
-                .await?)
-        })?;
+        bridge::block_on(|| self.load_thread_async(head))
+    }
+
+    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
+        // A task of the runtime, so the rows reach it without waking the
+        // caller for each batch (bridge.rs).
+        let rows = self
+            .read_spawned(move |client| async move {
+                let statement = client.prepare_cached(LOAD_THREAD).await?;
+                Ok(client
+                    .query(&statement, &[&head.as_bytes().as_slice()])
+                    .await?)
+            })
+            .await?;
+        if rows.is_empty() {
+            return Err(StoreError::NodeNotFound(head));
+        }
+        // Lanes come head first, each in depth order; each row's depth is
+        // read once for the sort.
+        let mut order: Vec<(i64, &Row)> =
+            rows.iter().map(|row| (row.get::<_, i64>(2), row)).collect();
+        order.sort_by_key(|(depth, _)| *depth);
+        let rows: Vec<&Row> = order.into_iter().map(|(_, row)| row).collect();
         let mut blobs = HashMap::new();
         for row in &rows {
-            for joined in row.get::<_, Option<Vec<&[u8]>>>(2).unwrap_or_default() {
+            for joined in row.get::<_, Option<Vec<&[u8]>>>(4).unwrap_or_default() {
                 if let Some((digest, bytes)) = joined.split_first_chunk::<32>() {
                     blobs.insert(Digest(*digest), bytes.to_vec());
                 }
@@ -81,18 +129,22 @@ impl PgStore {
         let mut thread = Thread::new();
         for row in &rows {
             let id = node_id(row.get(0))?;
-            let message = decode(id, row.get(1), &blobs)?;
+            let parent = codec::optional_node_id(row.get(1))?;
+            if parent != thread.head_id() {
+                return Err(StoreError::MalformedRow(format!(
+                    "node {} is filed in a lane it does not continue; run `skein verify`",
+                    id.short()
+                )));
+            }
+            let message = decode(id, row.get(3), &blobs)?;
             thread = thread.push_with_id(id, message);
             thread.head().expect("just pushed").mark_persisted_in(key);
         }
         if thread.head_id() != Some(head) {
-            return match thread.head_id() {
-                None => Err(StoreError::NodeNotFound(head)),
-                Some(_) => Err(StoreError::MalformedRow(format!(
-                    "the ancestry of node {} does not chain by depth",
-                    head.short()
-                ))),
-            };
+            return Err(StoreError::MalformedRow(format!(
+                "the lanes of node {} do not lead to it; run `skein verify`",
+                head.short()
+            )));
         }
         Ok(thread)
     }
@@ -227,10 +279,12 @@ impl PgStore {
 }
 
 /// What an append must write: the nodes of a thread the database lacks,
-/// oldest first, and the stored nodes that still need a persistence mark
-/// (to mark after commit, with the missing ones once they are written).
+/// oldest first, with the lane each is to be filed in, and the stored nodes
+/// that still need a persistence mark (to mark after commit, with the
+/// missing ones once they are written).
 pub(crate) struct Missing<'t> {
     pub nodes: Vec<&'t Node>,
+    lanes: Vec<NodeId>,
     pub marks: Vec<&'t Node>,
     /// The root of the thread (its first node's id): the stored ancestor's
     /// `root`, or the first missing node's id when nothing is stored.
@@ -240,13 +294,17 @@ pub(crate) struct Missing<'t> {
 impl<'t> Missing<'t> {
     /// What [`queue_nodes`] takes for each missing node.
     pub(crate) fn rows(&self) -> impl Iterator<Item = NodeRow<'t>> + '_ {
-        self.nodes.iter().map(|node| NodeRow {
-            id: node.id(),
-            parent: node.parent_id(),
-            depth: node.depth(),
-            message: node.message(),
-            root: self.root,
-        })
+        self.nodes
+            .iter()
+            .zip(&self.lanes)
+            .map(|(node, lane)| NodeRow {
+                id: node.id(),
+                parent: node.parent_id(),
+                depth: node.depth(),
+                message: node.message(),
+                root: self.root,
+                lane: *lane,
+            })
     }
 
     /// Every node to mark once the transaction commits.
@@ -256,18 +314,32 @@ impl<'t> Missing<'t> {
     }
 }
 
-/// Find the nodes of `thread` the database lacks.
+/// A stored node as a new child needs it: its thread's root and, when it is
+/// the deepest node of its lane, that lane and its depth.
+struct Stored {
+    root: Option<NodeId>,
+    tip: Option<(NodeId, i64)>,
+}
+
+/// Find the nodes of `thread` the database lacks, and the lanes they join.
 pub(crate) async fn find_missing<'t>(
     tx: &impl GenericClient,
     key: StoreKey,
     thread: &'t Thread,
 ) -> Result<Missing<'t>> {
     let probe = tx
-        .prepare_cached("SELECT id, root FROM nodes WHERE id = ANY($1)")
+        // Whether the node is its lane's deepest, as a scalar subquery
+        // (one index probe per row): `NOT EXISTS` may be planned as one
+        // hashed scan of every node, taken for a batch of ids.
+        .prepare_cached(
+            "SELECT n.id, n.root, n.lane, n.depth,
+                    (SELECT TRUE FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1) IS NULL
+             FROM nodes n WHERE n.id = ANY($1)",
+        )
         .await?;
     let mut missing: Vec<&Node> = Vec::new();
     let mut marks: Vec<&Node> = Vec::new();
-    let mut root = None;
+    let mut stored: Option<(NodeId, Stored)> = None;
     let mut ancestors = thread.ancestors();
     let mut size = FIRST_PROBE;
     'probing: loop {
@@ -282,15 +354,23 @@ pub(crate) async fn find_missing<'t>(
             break;
         }
         let ids: Vec<Vec<u8>> = batch.iter().map(|node| node.id().0.to_vec()).collect();
-        let present: HashMap<Vec<u8>, Option<Vec<u8>>> = tx
-            .query(&probe, &[&ids])
-            .await?
-            .into_iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
+        let mut present: HashMap<Vec<u8>, Stored> = HashMap::new();
+        for row in tx.query(&probe, &[&ids]).await? {
+            let lane = row.get::<_, &[u8]>(2);
+            let deepest: bool = row.get(4);
+            present.insert(
+                row.get(0),
+                Stored {
+                    root: row.get::<_, Option<&[u8]>>(1).and_then(NodeId::from_slice),
+                    tip: NodeId::from_slice(lane)
+                        .filter(|_| deepest)
+                        .map(|lane| (lane, row.get(3))),
+                },
+            );
+        }
         for node in batch {
-            if let Some(stored_root) = present.get(node.id().0.as_slice()) {
-                root = stored_root.as_deref().and_then(NodeId::from_slice);
+            if let Some(found) = present.remove(node.id().0.as_slice()) {
+                stored = Some((node.id(), found));
                 if !node.is_persisted_in(key) {
                     marks.push(node);
                 }
@@ -304,14 +384,27 @@ pub(crate) async fn find_missing<'t>(
         size *= 8;
     }
     missing.reverse();
+    let mut lanes = Lanes::new();
+    let mut root = None;
+    if let Some((id, found)) = stored {
+        root = found.root;
+        if let Some((lane, depth)) = found.tip {
+            lanes.stored_tip(id, lane, depth);
+        }
+    }
     if missing
         .first()
         .is_some_and(|first| first.parent_id().is_none())
     {
         root = missing.first().map(|first| first.id());
     }
+    let lanes = missing
+        .iter()
+        .map(|node| lanes.file(node.id(), node.parent_id().as_ref(), node.depth() as i64))
+        .collect();
     Ok(Missing {
         nodes: missing,
+        lanes,
         marks,
         root,
     })
@@ -325,17 +418,49 @@ pub(crate) struct NodeRow<'m> {
     pub message: &'m Message,
     /// The id of its thread's first node (itself for a first message).
     pub root: Option<NodeId>,
+    /// The lane it is filed in (crate::lanes decides).
+    pub lane: NodeId,
+}
+
+/// A node insert queued by [`queue_nodes`]: where its row count lands in
+/// the pipeline's results, and the nodes it carries.
+pub(crate) struct QueuedNodes {
+    at: usize,
+    ids: Vec<Vec<u8>>,
+}
+
+impl QueuedNodes {
+    /// The nodes the insert wrote, given the pipeline's row counts. When a
+    /// concurrent writer had stored some of them first (they were skipped),
+    /// checks that the nodes' lanes still chain, and fails with the
+    /// retryable [`StoreError::Interfered`] when they do not.
+    pub(crate) async fn written(&self, tx: &impl GenericClient, changed: &[u64]) -> Result<usize> {
+        let written = changed[self.at] as usize;
+        if written < self.ids.len() {
+            let statement = tx
+                .prepare_cached(
+                    "SELECT 1 FROM nodes c JOIN nodes p ON p.id = c.parent
+                     WHERE c.id = ANY($1) AND c.lane <> c.id AND c.lane <> p.lane LIMIT 1",
+                )
+                .await?;
+            if tx.query_opt(&statement, &[&self.ids]).await?.is_some() {
+                return Err(StoreError::Interfered(
+                    "another writer stored some of these nodes in other lanes at the same time",
+                ));
+            }
+        }
+        Ok(written)
+    }
 }
 
 /// Queue the insertion of nodes (each after its parent) and their blobs,
-/// skipping any the database already holds. Returns the pipeline position
-/// of the node insert (whose row count is the number of nodes written), or
-/// `None` when there is nothing to insert.
+/// skipping any the database already holds. Returns the queued node insert
+/// (`None` when there is nothing to insert).
 pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
     nodes: impl Iterator<Item = NodeRow<'m>>,
-) -> Result<Option<usize>> {
+) -> Result<Option<QueuedNodes>> {
     let mut ids = Vec::new();
     let mut parents = Vec::new();
     let mut depths = Vec::new();
@@ -344,6 +469,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     let mut blob_refs = Vec::new();
     let mut roots = Vec::new();
     let mut words = Vec::new();
+    let mut lanes = Vec::new();
     let mut blob_digests = Vec::new();
     let mut blob_bytes: Vec<Vec<u8>> = Vec::new();
     let mut seen = HashSet::new();
@@ -353,6 +479,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         depth,
         message,
         root,
+        lane,
     } in nodes
     {
         let encoded = encode_body(message, BLOB_THRESHOLD);
@@ -376,6 +503,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         bodies.push(encoded.bytes);
         roots.push(root.map(|root| root.0.to_vec()));
         words.push(super::search::words(message));
+        lanes.push(lane.0.to_vec());
     }
     if ids.is_empty() {
         return Ok(None);
@@ -394,17 +522,18 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     // ORDER BY keeps each parent's `seq` below its children's.
     let statement = tx
         .prepare_cached(
-            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs, root, search)
+            "INSERT INTO nodes(id, parent, depth, role, body, blob_refs, root, search, lane)
              SELECT id, parent, depth, role, body, blob_refs, root,
-                    to_tsvector('pg_catalog.simple', words)
+                    to_tsvector('pg_catalog.simple', words), lane
              FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int2[], $5::bytea[], $6::bytea[],
-                         $7::bytea[], $8::text[])
+                         $7::bytea[], $8::text[], $9::bytea[])
                   WITH ORDINALITY
-                  AS t(id, parent, depth, role, body, blob_refs, root, words, position)
+                  AS t(id, parent, depth, role, body, blob_refs, root, words, lane, position)
              ORDER BY position
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
+    let queued_ids = ids.clone();
     let params: Vec<Param> = vec![
         Box::new(ids),
         Box::new(parents),
@@ -414,8 +543,21 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         Box::new(blob_refs),
         Box::new(roots),
         Box::new(words),
+        Box::new(lanes),
     ];
-    Ok(Some(pipeline.push(tx, statement, params)))
+    Ok(Some(QueuedNodes {
+        at: pipeline.push(tx, statement, params),
+        ids: queued_ids,
+    }))
+}
+
+/// Whether `error` is a lane another writer took first (see the module
+/// documentation): worth retrying, like a serialization failure.
+pub(crate) fn is_lane_conflict(error: &tokio_postgres::Error) -> bool {
+    error.as_db_error().is_some_and(|db| {
+        *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && db.constraint() == Some("nodes_by_lane")
+    })
 }
 
 /// Every blob the given bodies reference, in one query (none when no body

@@ -10,8 +10,9 @@ settings.rs reads the URL (the client's parameters plus skein's own:
 breaks (the server restarted, an administrator ended the session, the
 network dropped it) is discarded and the call runs again once on a fresh
 one, so a call after a loss reconnects; a write is repeated only if it had
-not begun committing. Every call blocks; see bridge.rs for how that is done
-without stalling an async runtime.
+not begun committing. The blocking API's calls block; see bridge.rs for
+how that is done without stalling an async runtime, and for the async forms
+of loading a thread and committing a turn, which do not.
 */
 
 pub(crate) mod bridge;
@@ -42,6 +43,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tls::SslMode;
@@ -214,65 +216,58 @@ impl PgStore {
         })
     }
 
-    /// Run `work` in a transaction (read committed) and commit it. A
-    /// serialization failure or deadlock rolls back and runs `work` again,
-    /// so `work` must be safe to repeat; so does a connection lost before
-    /// `COMMIT` was sent (once, on a new connection). `BEGIN` is sent
-    /// together with the first statement of `work`, saving a round trip.
+    /// Run `work`, which owns what it needs, on a pooled connection as a
+    /// task of the PostgreSQL runtime ([`bridge::on_runtime`]), for queries
+    /// returning many rows; await it from any runtime.
+    pub(crate) async fn read_spawned<T, F>(
+        &self,
+        work: impl FnOnce(Client) -> F + Send + 'static,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        bridge::on_runtime(async move {
+            let client = shared.connection.checkout().await?;
+            work(client).await
+        })
+        .await
+    }
+
+    /// Run `work` in a transaction (read committed) and commit it, retrying
+    /// as [`Writer`] says, so `work` must be safe to repeat.
     pub(crate) fn write<T: Send>(
         &self,
         mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
-        let connection = &self.shared.connection;
-        if self.shared.read_only {
-            return Err(StoreError::ReadOnly {
-                location: connection.location.clone(),
-            });
-        }
         bridge::block_on(|| async move {
-            let started = Instant::now();
-            let mut pause = Duration::from_millis(2);
-            let mut reconnected = false;
-            let mut held = Held(Some(connection.checkout().await?));
+            let mut writer = self.writer().await?;
             loop {
-                match transaction(held.client(), &mut work).await {
-                    Attempt::Done(Err(error))
-                        if is_retryable(&error) && started.elapsed() < RETRY_GIVE_UP =>
-                    {
-                        tokio::time::sleep(pause + jitter(pause)).await;
-                        pause = (pause * 2).min(Duration::from_millis(200));
-                    }
-                    Attempt::Done(Err(error)) if is_retryable(&error) => {
-                        held.release();
-                        return Err(StoreError::Busy {
-                            seconds: started.elapsed().as_secs(),
-                        });
-                    }
-                    Attempt::Done(result) => {
-                        held.release();
-                        return result;
-                    }
-                    Attempt::Dirty(error) => return Err(error),
-                    Attempt::Lost {
-                        error,
-                        committing: true,
-                    } => {
-                        return Err(StoreError::CommitUnknown {
-                            location: connection.location.clone(),
-                            reason: describe_store(&error),
-                        });
-                    }
-                    Attempt::Lost { error, .. } if reconnected => {
-                        return Err(connection.lost(&error));
-                    }
-                    Attempt::Lost { .. } => {
-                        reconnected = true;
-                        // The broken connection is discarded as `held` is
-                        // replaced without being released.
-                        held = Held(Some(connection.checkout().await?));
-                    }
+                match writer.attempt(work(writer.client())).await {
+                    Ok(value) => return Ok(writer.done(value)),
+                    Err(error) => writer.again(error).await?,
                 }
             }
+        })
+    }
+
+    /// A connection held for a write, from any runtime (refused when the
+    /// store is read-only). The caller runs attempts on it until one
+    /// succeeds or [`Writer::again`] gives up.
+    pub(crate) async fn writer(&self) -> Result<Writer> {
+        if self.shared.read_only {
+            return Err(StoreError::ReadOnly {
+                location: self.shared.connection.location.clone(),
+            });
+        }
+        Ok(Writer {
+            held: Held(Some(checkout_anywhere(&self.shared).await?)),
+            shared: Arc::clone(&self.shared),
+            started: Instant::now(),
+            pause: Duration::from_millis(2),
+            reconnected: false,
+            unusable: AtomicBool::new(false),
         })
     }
 
@@ -344,10 +339,7 @@ enum Attempt<T> {
 
 /// One attempt at a transaction: `BEGIN`, `work`, then `COMMIT`, or
 /// `ROLLBACK` if anything failed.
-async fn transaction<T>(
-    client: &Client,
-    work: &mut impl AsyncFnMut(&Client) -> Result<T>,
-) -> Attempt<T> {
+async fn transaction<T>(client: &Client, work: impl Future<Output = Result<T>>) -> Attempt<T> {
     let mut begin = pin!(client.batch_execute("BEGIN"));
     // The first poll writes BEGIN, so it precedes work's first statement on
     // the wire; its answer is collected below.
@@ -355,7 +347,7 @@ async fn transaction<T>(
         Poll::Ready(result) => Some(result),
         Poll::Pending => None,
     };
-    let result = work(client).await;
+    let result = work.await;
     let begun = match begun {
         Some(result) => result,
         None => begin.await,
@@ -391,6 +383,127 @@ async fn transaction<T>(
         Ok(()) => Attempt::Done(Err(failure)),
         Err(_) => Attempt::Dirty(failure),
     }
+}
+
+/// A connection held for one write: transactions (read committed) on it
+/// and the retry policy between them. A serialization failure, deadlock or
+/// lane taken by a concurrent writer (graph.rs) rolls back and is worth
+/// another attempt, until [`RETRY_GIVE_UP`]; a connection lost before
+/// `COMMIT` was sent is replaced once and the attempt made again on the new
+/// one; one lost while committing leaves the outcome unknown
+/// ([`StoreError::CommitUnknown`]). A writer dropped before [`Writer::done`]
+/// or a final [`Writer::again`] (a panic, or an async caller dropping the
+/// future mid-transaction) closes its connection, which rolls back whatever
+/// was open. A struct rather than a function taking the attempt as a
+/// closure: a future calling a closure on a borrowed connection cannot be
+/// shown to be `Send` by today's compiler, and async callers need it to be.
+pub(crate) struct Writer {
+    shared: Arc<Shared>,
+    held: Held,
+    started: Instant,
+    pause: Duration,
+    reconnected: bool,
+    /// The last attempt left the connection broken or mid-transaction: it
+    /// must never go back to the pool.
+    unusable: AtomicBool,
+}
+
+impl Writer {
+    pub(crate) fn client(&self) -> &Client {
+        self.held.client()
+    }
+
+    /// One attempt: `BEGIN`, `work` (a future made on [`Writer::client`]),
+    /// then `COMMIT`, or `ROLLBACK` if anything failed (the connection is
+    /// then clean again). `BEGIN` is sent together with the first statement
+    /// of `work`, saving a round trip.
+    pub(crate) async fn attempt<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        match transaction(self.client(), work).await {
+            Attempt::Done(result) => result,
+            Attempt::Dirty(error) => {
+                self.unusable.store(true, Ordering::Relaxed);
+                Err(error)
+            }
+            Attempt::Lost {
+                error,
+                committing: true,
+            } => {
+                self.unusable.store(true, Ordering::Relaxed);
+                Err(StoreError::CommitUnknown {
+                    location: self.shared.connection.location.clone(),
+                    reason: describe_store(&error),
+                })
+            }
+            Attempt::Lost { error, .. } => {
+                self.unusable.store(true, Ordering::Relaxed);
+                Err(error)
+            }
+        }
+    }
+
+    /// After a failed attempt: `Ok` (once a pause has passed, or on a new
+    /// connection) when another is worth making, else the error to report.
+    pub(crate) async fn again(&mut self, error: StoreError) -> Result<()> {
+        if lost(&error).is_some() {
+            if self.reconnected {
+                return Err(self.shared.connection.lost(&error));
+            }
+            self.reconnected = true;
+            // The broken connection is discarded as `held` is replaced
+            // without being released.
+            self.held = Held(Some(checkout_anywhere(&self.shared).await?));
+            self.unusable.store(false, Ordering::Relaxed);
+            return Ok(());
+        }
+        if self.unusable.load(Ordering::Relaxed) {
+            // Dropped unreleased with the writer: discarded.
+            return Err(error);
+        }
+        if !is_retryable(&error) {
+            self.held.release();
+            return Err(error);
+        }
+        if self.started.elapsed() >= RETRY_GIVE_UP {
+            self.held.release();
+            return Err(StoreError::Busy {
+                seconds: self.started.elapsed().as_secs(),
+            });
+        }
+        sleep_anywhere(self.pause + jitter(self.pause)).await?;
+        self.pause = (self.pause * 2).min(Duration::from_millis(200));
+        Ok(())
+    }
+
+    /// The write succeeded: the connection goes back to the pool.
+    pub(crate) fn done<T>(mut self, value: T) -> T {
+        self.held.release();
+        value
+    }
+}
+
+/// A pooled connection, from any runtime: a connection made for it is made
+/// on the PostgreSQL runtime, whose workers then carry its I/O for as long
+/// as it lives (the caller's runtime may end before it does).
+async fn checkout_anywhere(shared: &Arc<Shared>) -> Result<Client> {
+    if bridge::on_own_runtime() {
+        return shared.connection.checkout().await;
+    }
+    let shared = Arc::clone(shared);
+    bridge::on_runtime(async move { shared.connection.checkout().await }).await
+}
+
+/// Wait `pause`, on the PostgreSQL runtime's timers unless this thread runs
+/// it (the caller's runtime may have none).
+async fn sleep_anywhere(pause: Duration) -> Result<()> {
+    if bridge::on_own_runtime() {
+        tokio::time::sleep(pause).await;
+        return Ok(());
+    }
+    bridge::on_runtime(async move {
+        tokio::time::sleep(pause).await;
+        Ok(())
+    })
+    .await
 }
 
 /// A pooled connection that is discarded, not returned to the pool, if it
@@ -469,14 +582,17 @@ pub fn describe(error: &tokio_postgres::Error) -> String {
 }
 
 fn is_retryable(error: &StoreError) -> bool {
-    let StoreError::Postgres(error) = error else {
-        return false;
-    };
-    matches!(
-        error.code(),
-        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
-            || *code == SqlState::T_R_DEADLOCK_DETECTED
-    )
+    match error {
+        StoreError::Interfered(_) => true,
+        StoreError::Postgres(error) => {
+            matches!(
+                error.code(),
+                Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *code == SqlState::T_R_DEADLOCK_DETECTED
+            ) || graph::is_lane_conflict(error)
+        }
+        _ => false,
+    }
 }
 
 /// Up to `pause` of extra wait, so writers that collided do not retry in

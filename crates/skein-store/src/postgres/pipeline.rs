@@ -7,7 +7,11 @@ afterwards collects the answers. A write that would take one round trip per
 statement (blobs, nodes, each run, its tools, the bookmark) takes one.
 
 Statements must be prepared before they are queued (a cache miss would
-prepare on first poll and send the execution late, out of order).
+prepare on first poll and send the execution late, out of order). Nothing
+is sent until [`Pipeline::run`]: a statement that fails aborts the
+transaction, and a statement prepared after it was sent would then fail
+with "current transaction is aborted" in its place, hiding the error that
+says what happened (a lane taken by a concurrent writer, which is retried).
 */
 
 use crate::error::Result;
@@ -35,36 +39,37 @@ impl<'c> Pipeline<'c> {
         }
     }
 
-    /// Queue `statement` with `params`; it is sent at once. Returns its
-    /// position in the results of [`Pipeline::run`].
+    /// Queue `statement` with `params`, to be sent by [`Pipeline::run`].
+    /// Returns its position in the results of `run`.
     pub(crate) fn push<C: GenericClient>(
         &mut self,
         client: &'c C,
         statement: Statement,
         params: Vec<Param>,
     ) -> usize {
-        let mut pending: Pending<'c> = Box::pin(async move {
+        self.pending.push(Box::pin(async move {
             let refs: Vec<&(dyn ToSql + Sync)> = params
                 .iter()
                 .map(|param| param.as_ref() as &(dyn ToSql + Sync))
                 .collect();
             client.execute(&statement, &refs).await
-        });
-        // The first poll writes the request; its answer is awaited in `run`.
-        if let Poll::Ready(done) = pending
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-        {
-            pending = Box::pin(std::future::ready(done));
-        }
-        self.pending.push(pending);
+        }));
         self.pending.len() - 1
     }
 
-    /// Wait for every queued statement; the rows each changed, in order. The
-    /// first failure is returned (later statements then fail too: the
-    /// transaction is aborted).
-    pub(crate) async fn run(self) -> Result<Vec<u64>> {
+    /// Send every queued statement, back to back, and wait for them; the
+    /// rows each changed, in order. The first failure is returned (later
+    /// statements then fail too: the transaction is aborted).
+    pub(crate) async fn run(mut self) -> Result<Vec<u64>> {
+        // The first poll writes each request; the answers are awaited below.
+        for pending in &mut self.pending {
+            if let Poll::Ready(done) = pending
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                *pending = Box::pin(std::future::ready(done));
+            }
+        }
         let mut changed = Vec::with_capacity(self.pending.len());
         let mut failure = None;
         for pending in self.pending {

@@ -27,8 +27,11 @@ impl PgStore {
             for thread in commit.threads {
                 let missing = find_missing(tx, key, thread).await?;
                 let mut pipeline = Pipeline::new();
-                queue_nodes(&mut pipeline, tx, missing.rows()).await?;
-                pipeline.run().await?;
+                let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
+                let changed = pipeline.run().await?;
+                if let Some(nodes) = nodes {
+                    nodes.written(tx, &changed).await?;
+                }
                 marks.extend(missing.into_marks());
             }
             let mut pipeline = Pipeline::new();

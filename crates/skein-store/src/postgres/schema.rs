@@ -9,9 +9,10 @@ bodies, `BIGINT` for integers, `BOOLEAN` for flags, text ids compared in the
 `C` collation (so prefix ranges are byte ranges whatever the server's
 locale), nodes refer to their parent by id rather than by `seq` (inserts
 then need no round trip per node to learn the parent's `seq`; `seq` stays
-the insertion, hence topological, order), and nodes carry `blob_refs` (the
+the insertion, hence topological, order), nodes carry `blob_refs` (the
 digests their body references) so a thread's blobs come back in the same
-query as its nodes.
+query as its nodes, and a lane is named by its first node's id rather than
+its `seq` (a new lane's name is then known before its node is inserted).
 
 The version lives in `skein_schema`, not in `meta`, because the runner must
 read it before migration 1 creates anything. Each migration runs in its own
@@ -20,7 +21,8 @@ schema, so concurrent first opens from many processes migrate once.
 */
 
 use crate::error::{Result, StoreError};
-use deadpool_postgres::{Client, Transaction};
+use crate::lanes::Lanes;
+use deadpool_postgres::{Client, GenericClient, Transaction};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -29,6 +31,8 @@ use std::pin::Pin;
 pub(crate) enum Migration {
     Sql(&'static str),
     SqlThen(&'static str, Fill),
+    /// Migration 11's lanes, filed in Rust ([`add_lanes`]).
+    Lanes,
 }
 
 /// Code a migration runs after its SQL, in its transaction.
@@ -120,11 +124,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     ),
     // 2: the exact request body of a run that came through the recording
     // proxy.
-    Migration::Sql(
-        r#"
-    ALTER TABLE runs ADD COLUMN request TEXT;
-    "#,
-    ),
+    Migration::Sql("ALTER TABLE runs ADD COLUMN request TEXT;"),
     // 3: reruns of recorded turns, and the embedding cache.
     Migration::Sql(
         r#"
@@ -156,10 +156,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     );
     "#,
     ),
-    // 4: nothing. SQLite's version 4 files nodes in lanes so that a thread
-    // loads by range scans instead of a recursive query (see graph.rs);
-    // here a thread still loads by one recursive query over `parent`, which
-    // the server runs next to the data.
+    // 4: nothing here: SQLite's version 4 files nodes in lanes, which came
+    // to PostgreSQL with version 11.
     Migration::Sql("-- no change on PostgreSQL"),
     // 5: each run's observation events.
     Migration::Sql("ALTER TABLE runs ADD COLUMN events TEXT NOT NULL DEFAULT '[]';"),
@@ -242,6 +240,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             Ok(())
         })
     }),
+    // 11: lanes, as SQLite has had since its version 4, so that a thread
+    // loads by range scans of `(lane, depth)` (see graph.rs); a lane is
+    // named by its first node's id. Older databases are filed in Rust.
+    Migration::Lanes,
 ];
 
 /// The schema version this build writes.
@@ -331,6 +333,7 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
                 tx.batch_execute(sql).await?;
                 fill(&tx).await?;
             }
+            Migration::Lanes => add_lanes(&tx).await?,
         }
         if version == 1 {
             let key = uuid::Uuid::new_v4().as_u64_pair().0;
@@ -351,6 +354,57 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<()> {
     if migrated {
         analyze(client).await?;
     }
+    Ok(())
+}
+
+/// Nodes filed per statement by [`add_lanes`].
+const LANE_PAGE: i64 = 10_000;
+
+/// Migration 11: add the `lane` column, file every stored node in the lane
+/// it would have joined had it been inserted now (in `seq` order, by the
+/// rule both backends share), a page of nodes per statement, then index
+/// lanes by depth and refresh the planner's statistics for the new column.
+async fn add_lanes(tx: &impl GenericClient) -> Result<()> {
+    tx.batch_execute("ALTER TABLE nodes ADD COLUMN lane BYTEA")
+        .await?;
+    let page = tx
+        .prepare("SELECT seq, id, parent, depth FROM nodes WHERE seq > $1 ORDER BY seq LIMIT $2")
+        .await?;
+    // The page's `seq` range keeps the update to one index range, whatever
+    // the planner thinks of the array's size.
+    let file = tx
+        .prepare(
+            "UPDATE nodes SET lane = u.lane FROM unnest($1::int8[], $2::bytea[]) AS u(seq, lane)
+             WHERE nodes.seq = u.seq AND nodes.seq BETWEEN $3 AND $4",
+        )
+        .await?;
+    let mut lanes: Lanes<Vec<u8>> = Lanes::new();
+    let mut after = 0_i64;
+    loop {
+        let rows = tx.query(&page, &[&after, &LANE_PAGE]).await?;
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            break;
+        };
+        let first: i64 = first.get(0);
+        after = last.get(0);
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut filed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let parent: Option<Vec<u8>> = row.get(2);
+            // A parent not seen yet (a damaged database) gets the node a
+            // lane of its own: always consistent, and `verify` reports the
+            // damage.
+            filed.push(lanes.file(row.get::<_, Vec<u8>>(1), parent.as_ref(), row.get(3)));
+            seqs.push(row.get::<_, i64>(0));
+        }
+        tx.execute(&file, &[&seqs, &filed, &first, &after]).await?;
+    }
+    tx.batch_execute(
+        "ALTER TABLE nodes ALTER COLUMN lane SET NOT NULL;
+         CREATE UNIQUE INDEX nodes_by_lane ON nodes(lane, depth);
+         ANALYZE nodes;",
+    )
+    .await?;
     Ok(())
 }
 

@@ -45,6 +45,22 @@ impl ScratchSchema {
         execute(&self.url, sql)
     }
 
+    /// Hold an `EXCLUSIVE` lock on `table` (reads go on, writes wait) in a
+    /// transaction on a connection of its own, until the guard is dropped:
+    /// for tests that pause a writer at a chosen statement.
+    pub fn lock_table(&self, table: &str) -> Result<TableLock> {
+        let sql = format!("BEGIN; LOCK TABLE {table} IN EXCLUSIVE MODE");
+        bridge::block_on(|| async {
+            let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
+            let driver = tokio::spawn(connection);
+            client.batch_execute(&sql).await?;
+            Ok(TableLock {
+                client: Some(client),
+                driver: Some(driver),
+            })
+        })
+    }
+
     /// The tables in the schema, sorted.
     pub fn tables(&self) -> Result<Vec<String>> {
         let sql = format!(
@@ -68,6 +84,27 @@ impl Drop for ScratchSchema {
         if let Err(error) = execute(&self.base, &sql) {
             eprintln!("could not drop test schema {}: {error}", self.name);
         }
+    }
+}
+
+/// A table lock held by [`ScratchSchema::lock_table`]; dropping it commits
+/// the transaction and closes its connection.
+pub struct TableLock {
+    client: Option<tokio_postgres::Client>,
+    driver: Option<tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>>,
+}
+
+impl Drop for TableLock {
+    fn drop(&mut self) {
+        let (Some(client), Some(driver)) = (self.client.take(), self.driver.take()) else {
+            return;
+        };
+        let _ = bridge::block_on(|| async move {
+            let result = client.batch_execute("COMMIT").await;
+            drop(client);
+            let _ = driver.await;
+            Ok(result?)
+        });
     }
 }
 

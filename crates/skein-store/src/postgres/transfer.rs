@@ -18,6 +18,7 @@ use super::runs::queue_run;
 use super::schema;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
+use crate::lanes::Lanes;
 use crate::transfer::{
     ImportReport, Line, Target, bad_conversation, check_same_head, dangling, orphan, references,
     write_header, write_node,
@@ -62,11 +63,11 @@ impl PgStore {
             let mut report = ImportReport::default();
             // Depths and roots of the stored nodes the file names, then of
             // every node met so far, so a parent needs no query of its own.
-            let (mut depths, stored) = stored_depths(tx, lines).await?;
+            let (mut depths, stored, mut lanes) = stored_depths(tx, lines).await?;
             // Conversations and runs known to be stored, so references to
             // them need no query of their own.
             let mut known = Known::default();
-            let mut new_nodes: Vec<(NodeId, Option<NodeId>, Placed, Message)> = Vec::new();
+            let mut new_nodes: Vec<NewNode> = Vec::new();
             for (number, line) in lines {
                 let number = *number;
                 match line {
@@ -89,7 +90,14 @@ impl PgStore {
                             }
                         };
                         depths.insert(*id, placed);
-                        new_nodes.push((*id, *parent, placed, Message::new(*role, parts.clone())));
+                        let lane = lanes.file(*id, parent.as_ref(), placed.depth);
+                        new_nodes.push(NewNode {
+                            id: *id,
+                            parent: *parent,
+                            placed,
+                            lane,
+                            message: Message::new(*role, parts.clone()),
+                        });
                         report.nodes_written += 1;
                     }
                     Line::Conversation(conversation) => {
@@ -250,12 +258,23 @@ struct Placed {
     root: Option<NodeId>,
 }
 
+/// A node of the file to insert.
+struct NewNode {
+    id: NodeId,
+    parent: Option<NodeId>,
+    placed: Placed,
+    lane: NodeId,
+    message: Message,
+}
+
 /// Where the nodes the file lists or names as parents that the database
-/// already holds stand, and the set of those it holds among the listed.
+/// already holds stand, the set of those it holds among the listed, and the
+/// lanes they are the deepest nodes of (for the new nodes to file under
+/// them).
 async fn stored_depths(
     client: &impl GenericClient,
     lines: &[(usize, Line)],
-) -> Result<(HashMap<NodeId, Placed>, HashSet<NodeId>)> {
+) -> Result<(HashMap<NodeId, Placed>, HashSet<NodeId>, Lanes<NodeId>)> {
     let mut named: Vec<NodeId> = Vec::new();
     let mut listed = HashSet::new();
     for (_, line) in lines {
@@ -268,47 +287,58 @@ async fn stored_depths(
     named.sort();
     named.dedup();
     let statement = client
-        .prepare_cached("SELECT id, depth, root FROM nodes WHERE id = ANY($1)")
+        // Whether the node is its lane's deepest, as a scalar subquery
+        // (one index probe per row): `NOT EXISTS` may be planned as one
+        // hashed scan of every node, taken for a batch of ids.
+        .prepare_cached(
+            "SELECT n.id, n.depth, n.root, n.lane,
+                    (SELECT TRUE FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1) IS NULL
+             FROM nodes n WHERE n.id = ANY($1)",
+        )
         .await?;
     let mut depths = HashMap::new();
+    let mut lanes = Lanes::new();
     for chunk in named.chunks(PAGE as usize) {
         let ids: Vec<&[u8]> = chunk.iter().map(|id| id.0.as_slice()).collect();
         for row in client.query(&statement, &[&ids]).await? {
+            let id = node_id(row.get(0))?;
+            let depth = row.get(1);
             let root = row.get::<_, Option<&[u8]>>(2).and_then(NodeId::from_slice);
-            depths.insert(
-                node_id(row.get(0))?,
-                Placed {
-                    depth: row.get(1),
-                    root,
-                },
-            );
+            if let Some(lane) = NodeId::from_slice(row.get(3))
+                && row.get::<_, bool>(4)
+            {
+                lanes.stored_tip(id, lane, depth);
+            }
+            depths.insert(id, Placed { depth, root });
         }
     }
     let stored = listed
         .into_iter()
         .filter(|id| depths.contains_key(id))
         .collect();
-    Ok((depths, stored))
+    Ok((depths, stored, lanes))
 }
 
 /// Insert `nodes` (in file order, so parents first), [`PAGE`] to a
 /// statement, all in one round trip; empties the list.
-async fn insert_batched(
-    client: &impl GenericClient,
-    nodes: &mut Vec<(NodeId, Option<NodeId>, Placed, Message)>,
-) -> Result<()> {
+async fn insert_batched(client: &impl GenericClient, nodes: &mut Vec<NewNode>) -> Result<()> {
     let mut pipeline = Pipeline::new();
+    let mut queued = Vec::new();
     for chunk in nodes.chunks(PAGE as usize) {
-        let rows = chunk.iter().map(|(id, parent, placed, message)| NodeRow {
-            id: *id,
-            parent: *parent,
-            depth: placed.depth as u64,
-            message,
-            root: placed.root,
+        let rows = chunk.iter().map(|node| NodeRow {
+            id: node.id,
+            parent: node.parent,
+            depth: node.placed.depth as u64,
+            message: &node.message,
+            root: node.placed.root,
+            lane: node.lane,
         });
-        queue_nodes(&mut pipeline, client, rows).await?;
+        queued.extend(queue_nodes(&mut pipeline, client, rows).await?);
     }
-    pipeline.run().await?;
+    let changed = pipeline.run().await?;
+    for insert in &queued {
+        insert.written(client, &changed).await?;
+    }
     nodes.clear();
     Ok(())
 }

@@ -21,9 +21,13 @@ impl PgStore {
             let (rows, blobs) = self.read(async |client| {
                 let statement = client
                     .prepare_cached(
+                        // A node either starts its lane (named by its own
+                        // id) or continues its parent's; its root is its
+                        // parent's, or itself.
                         "SELECT n.seq, n.id, n.parent, n.depth, p.depth, n.role, n.body,
                                 n.root IS DISTINCT FROM
-                                    (CASE WHEN n.parent IS NULL THEN n.id ELSE p.root END)
+                                    (CASE WHEN n.parent IS NULL THEN n.id ELSE p.root END),
+                                n.lane <> n.id AND n.lane IS DISTINCT FROM p.lane
                          FROM nodes n LEFT JOIN nodes p ON p.id = n.parent
                          WHERE n.seq > $1 ORDER BY n.seq LIMIT $2",
                     )
@@ -40,6 +44,9 @@ impl PgStore {
             for row in &rows {
                 if row.get::<_, bool>(7) {
                     report.wrong_root(row.get(1));
+                }
+                if row.get::<_, bool>(8) {
+                    report.wrong_lane(row.get(1));
                 }
                 report.check_node(
                     NodeRow {

@@ -153,7 +153,7 @@ impl FreshLocation {
         }
         let conn = rusqlite::Connection::open(&self.location).unwrap();
         conn.execute_batch(sql).unwrap();
-        conn.pragma_update(None, "user_version", 9).unwrap();
+        conn.pragma_update(None, "user_version", 11).unwrap();
     }
 }
 
@@ -241,6 +241,29 @@ impl TempStore {
             Backend::Postgres => "ALTER TABLE nodes DROP COLUMN search",
         };
         self.store.debug_execute(sql).unwrap();
+    }
+
+    /// Take this database back to before schema version 11, which on
+    /// PostgreSQL added lanes (on SQLite it changed nothing), so that
+    /// reopening it runs migration 11 again. Tests that set an older schema
+    /// version call this first.
+    pub fn undo_schema_11(&self) {
+        if self.backend == Backend::Postgres {
+            self.store
+                .debug_execute("ALTER TABLE nodes DROP COLUMN lane")
+                .unwrap();
+        }
+    }
+
+    /// PostgreSQL: hold an `EXCLUSIVE` lock on `table` until the guard is
+    /// dropped (writers wait for it, readers do not).
+    #[cfg(feature = "postgres")]
+    pub fn lock_table(&self, table: &str) -> skein_store::scratch::TableLock {
+        self._schema
+            .as_ref()
+            .expect("a PostgreSQL test database")
+            .lock_table(table)
+            .unwrap()
     }
 
     /// Pretend a newer skein migrated this database.
