@@ -4,9 +4,7 @@
 //! async API (`load_thread_async`, `commit_turn_async`), which on PostgreSQL
 //! awaits its queries without blocking any thread.
 
-mod common;
-
-use common::{Backend, TempStore, history};
+use crate::common::{Backend, TempStore, history};
 use skein_core::Message;
 use skein_store::{NewConversation, RunRecord, TurnCommit, blocking_caller};
 use std::sync::Arc;
@@ -154,7 +152,8 @@ for_each_backend!(the_async_api_commits_and_loads_turns_from_any_runtime);
 #[cfg(feature = "postgres")]
 #[test]
 fn on_postgres_a_waiting_async_commit_leaves_its_runtime_free() {
-    if common::postgres_base("on_postgres_a_waiting_async_commit_leaves_its_runtime_free").is_none()
+    if crate::common::postgres_base("on_postgres_a_waiting_async_commit_leaves_its_runtime_free")
+        .is_none()
     {
         return;
     }

@@ -5,9 +5,7 @@
 //! conversation exactly once, and every lost bookmark race was reported to
 //! its writer (as `HeadMoved`, which the writer answered by retrying).
 
-mod common;
-
-use common::{Backend, TempStore, spawn_child};
+use crate::common::{Backend, TempStore, spawn_child};
 use skein_core::{Message, Role, Thread};
 use skein_store::{ConversationId, RunRecord, Store, StoreError, TurnCommit};
 
@@ -107,7 +105,7 @@ fn eight_tasks_and_two_processes_append_2000_turns(backend: Backend) {
         .store
         .create_conversation(skein_store::NewConversation::default())
         .unwrap();
-    common::append_turn(&db.store, &shared.id, "start");
+    crate::common::append_turn(&db.store, &shared.id, "start");
     let start = db.store.conversation(&shared.id).unwrap().head.unwrap();
     let writers: Vec<(String, usize)> = (0..TASKS)
         .map(|i| (format!("task{i}"), TURNS_PER_TASK))
@@ -127,7 +125,7 @@ fn eight_tasks_and_two_processes_append_2000_turns(backend: Backend) {
     let children: Vec<_> = (TASKS..TASKS + PROCESSES)
         .map(|w| {
             spawn_child(
-                "child_concurrent_writer",
+                "concurrency::child_concurrent_writer",
                 &[
                     ("SKEIN_TEST_DB", db.location()),
                     ("SKEIN_WRITER", writers[w].0.clone()),

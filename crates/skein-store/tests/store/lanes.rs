@@ -4,9 +4,7 @@
 //! rather than return another thread, and writers racing to extend the same
 //! lane tip from separate connections each end up in a consistent lane.
 
-mod common;
-
-use common::{Backend, TempStore, history};
+use crate::common::{Backend, TempStore, history};
 use skein_core::{Message, Thread};
 use skein_store::{Problem, Store, StoreError};
 use std::sync::{Arc, Barrier};
@@ -365,8 +363,10 @@ fn a_database_from_before_typed_turns_gets_turn_steps_from_its_relations() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_writer_whose_first_node_another_stored_in_another_lane_retries() {
-    if common::postgres_base("a_writer_whose_first_node_another_stored_in_another_lane_retries")
-        .is_none()
+    if crate::common::postgres_base(
+        "a_writer_whose_first_node_another_stored_in_another_lane_retries",
+    )
+    .is_none()
     {
         return;
     }

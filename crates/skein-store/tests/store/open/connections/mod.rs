@@ -2,7 +2,7 @@
 //! that break between calls or in the middle of a turn, and TLS against a
 //! throwaway cluster given a certificate made here.
 
-use crate::common::{self, Backend, TempStore, append_turn};
+use crate::common::{Backend, TempStore, append_turn};
 use skein_core::{Message, Thread};
 use skein_store::{NewConversation, RunRecord, Store, StoreError, TlsProblem, TurnCommit};
 use std::path::{Path, PathBuf};
@@ -110,7 +110,7 @@ fn uuid_suffix() -> String {
 /// call it at once.
 #[test]
 fn pool_max_from_the_url_bounds_the_connections() {
-    if common::postgres_base("pool_max_from_the_url_bounds_the_connections").is_none() {
+    if crate::common::postgres_base("pool_max_from_the_url_bounds_the_connections").is_none() {
         return;
     }
     let db = TempStore::new(Backend::Postgres);
@@ -144,7 +144,7 @@ fn pool_max_from_the_url_bounds_the_connections() {
 /// restart, an idle timeout) costs nothing: the next call reconnects.
 #[test]
 fn the_call_after_a_connection_is_ended_reconnects() {
-    if common::postgres_base("the_call_after_a_connection_is_ended_reconnects").is_none() {
+    if crate::common::postgres_base("the_call_after_a_connection_is_ended_reconnects").is_none() {
         return;
     }
     let db = TempStore::new(Backend::Postgres);
@@ -175,7 +175,9 @@ fn the_call_after_a_connection_is_ended_reconnects() {
 /// [`StoreError::ConnectionLost`] and none of it was kept.
 #[test]
 fn a_connection_lost_mid_turn_keeps_all_of_the_turn_or_none() {
-    if common::postgres_base("a_connection_lost_mid_turn_keeps_all_of_the_turn_or_none").is_none() {
+    if crate::common::postgres_base("a_connection_lost_mid_turn_keeps_all_of_the_turn_or_none")
+        .is_none()
+    {
         return;
     }
     let db = TempStore::new(Backend::Postgres);
@@ -544,7 +546,9 @@ fn tls_modes_encrypt_verify_and_refuse_as_libpq_does() {
 /// more analyzes them again.
 #[test]
 fn migrations_and_bulk_imports_leave_planner_statistics() {
-    if common::postgres_base("migrations_and_bulk_imports_leave_planner_statistics").is_none() {
+    if crate::common::postgres_base("migrations_and_bulk_imports_leave_planner_statistics")
+        .is_none()
+    {
         return;
     }
     let db = TempStore::new(Backend::Postgres);

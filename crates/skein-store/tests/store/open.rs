@@ -4,11 +4,10 @@
 //! application's data is never touched), and the errors that say what to do
 //! when a location cannot be used.
 
-mod common;
 #[cfg(feature = "postgres")]
 mod connections;
 
-use common::{Backend, FreshLocation, TempStore, append_turn};
+use crate::common::{Backend, FreshLocation, TempStore, append_turn};
 use skein_store::{NewConversation, OpenMode, RunRecord, Store, StoreError};
 use std::path::Path;
 
@@ -88,12 +87,14 @@ fn a_malformed_url_is_reported() {
 /// planner free to choose any plan (no `enable_seqscan=off`).
 #[test]
 fn postgres_sessions_keep_the_url_options_and_leave_the_planner_alone() {
-    if common::postgres_base("postgres_sessions_keep_the_url_options_and_leave_the_planner_alone")
-        .is_none()
+    if crate::common::postgres_base(
+        "postgres_sessions_keep_the_url_options_and_leave_the_planner_alone",
+    )
+    .is_none()
     {
         return;
     }
-    let db = common::TempStore::new(Backend::Postgres);
+    let db = crate::common::TempStore::new(Backend::Postgres);
     let store = Store::open(format!("{}&application_name=skein_web_1", db.location())).unwrap();
     let setting = |name: &str, expected: &str| {
         store
@@ -199,7 +200,7 @@ fn a_read_only_store_reads_everything_and_writes_nothing(backend: Backend) {
         Err(StoreError::ReadOnly { location }) => assert!(!location.is_empty()),
         other => panic!("expected a read-only refusal, got {other:?}"),
     };
-    let thread = common::history("another", 3);
+    let thread = crate::common::history("another", 3);
     refused(reader.append(&thread).map(drop));
     refused(
         reader

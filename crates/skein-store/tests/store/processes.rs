@@ -12,9 +12,7 @@ reloads only after losing a race, so the test measures contention rather
 than history loading.
 */
 
-mod common;
-
-use common::spawn_child;
+use crate::common::spawn_child;
 use skein_core::{Message, Role, Thread};
 use skein_store::{ConversationId, NewConversation, RunRecord, Store, StoreError, TurnCommit};
 use std::time::Instant;
@@ -132,7 +130,7 @@ fn four_processes_append_2000_turns_and_lose_none() {
     let children: Vec<_> = (0..WRITERS)
         .map(|i| {
             spawn_child(
-                "child_writer",
+                "processes::child_writer",
                 &[
                     ("SKEIN_TEST_DB", path.display().to_string()),
                     ("SKEIN_WRITER", format!("w{i}")),

@@ -16,9 +16,7 @@ CI runs 20 rounds; the full 100 is an ignored test (docs/reliability.md).
 Set `SKEIN_CRASH_SEED` to replay a run's kill delays.
 */
 
-mod common;
-
-use common::spawn_child;
+use crate::common::spawn_child;
 use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
 use skein_store::{ConversationId, NewConversation, RunRecord, Store, TurnCommit};
 use std::io::{BufRead, BufReader};
@@ -126,7 +124,7 @@ fn count(store: &Store, table: &str) -> i64 {
 /// the last turn count it acknowledged (`None`: it acknowledged nothing).
 fn kill_at_random(path: &Path, conversation: &ConversationId, rng: &mut Rng) -> Option<usize> {
     let mut child = spawn_child(
-        "child_append_until_killed",
+        "crash::child_append_until_killed",
         &[
             ("SKEIN_TEST_DB", path.display().to_string()),
             ("SKEIN_CONVERSATION", conversation.to_string()),

@@ -4,9 +4,7 @@
 //! `llm` database, which writes through `import_records`, is tested with
 //! it, in `crates/skein/tests/import.rs`.)
 
-mod common;
-
-use common::{Backend, TempStore, append_turn};
+use crate::common::{Backend, TempStore, append_turn};
 use serde_json::Value;
 use skein_core::{Attachment, Message, Part, Role, ToolSpec};
 use skein_store::{
@@ -525,7 +523,8 @@ fn hex(bytes: &[u8]) -> String {
 /// so ids, conversations, forks, runs and blobs survive the move both ways.
 #[test]
 fn postgres_sqlite_exports_round_trip_between_backends() {
-    if common::postgres_base("postgres_sqlite_exports_round_trip_between_backends").is_none() {
+    if crate::common::postgres_base("postgres_sqlite_exports_round_trip_between_backends").is_none()
+    {
         return;
     }
     let source = populated(Backend::Sqlite);
@@ -565,7 +564,7 @@ fn async_callers_reach_the_store_from_either_runtime(backend: Backend) {
         let store = db.store.clone();
         let drive = move || {
             runtime.block_on(async move {
-                let thread = common::history(&format!("sys {i}"), 5);
+                let thread = crate::common::history(&format!("sys {i}"), 5);
                 let stored = thread.clone();
                 let report = store.run(move |store| store.append(&stored)).await.unwrap();
                 assert_eq!(report.written, 5);

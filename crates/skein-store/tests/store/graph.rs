@@ -3,9 +3,7 @@
 //! origin links, and the conversations sharing their messages by content;
 //! full-text search over message text.
 
-mod common;
-
-use common::{Backend, TempStore, history};
+use crate::common::{Backend, TempStore, history};
 use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
 use skein_store::{
     Conversation, ConversationId, FamilyLimits, FamilyRows, NewConversation, OnConflict, Origin,
@@ -270,8 +268,8 @@ fn fork_at_a_middle_node_leaves_the_original_untouched(backend: Backend) {
     assert_eq!(origin.conversation, Some(original.id.clone()));
 
     // The fork takes its own turns.
-    common::append_turn(&db.store, &fork.id, "fork turn 1");
-    common::append_turn(&db.store, &fork.id, "fork turn 2");
+    crate::common::append_turn(&db.store, &fork.id, "fork turn 1");
+    crate::common::append_turn(&db.store, &fork.id, "fork turn 2");
 
     let after = db.store.conversation(&original.id).unwrap();
     assert_eq!(
@@ -760,7 +758,7 @@ fn search_orders_limits_and_filters_by_conversation(backend: Backend) {
         })
         .unwrap();
     for i in 0..4 {
-        common::append_turn(store, &main.id, &format!("common topic {i}"));
+        crate::common::append_turn(store, &main.id, &format!("common topic {i}"));
     }
     let head = store.conversation(&main.id).unwrap().head.unwrap();
     let thread = store.load_thread(head).unwrap();
@@ -770,7 +768,7 @@ fn search_orders_limits_and_filters_by_conversation(backend: Backend) {
     let fork = store
         .fork(nodes[2], Some("fork".into()), Some(main.id.clone()))
         .unwrap();
-    common::append_turn(store, &fork.id, "common detour");
+    crate::common::append_turn(store, &fork.id, "common detour");
 
     let all = search(store, "common");
     assert_eq!(all.matches.len(), 10);

@@ -2,9 +2,7 @@
 //! crash safety and concurrent OS processes; and the usage accounts over
 //! the turns' runs (`Store::usage`).
 
-mod common;
-
-use common::{Backend, TempStore, append_turn, spawn_child};
+use crate::common::{Backend, TempStore, append_turn, spawn_child};
 use skein_core::{Message, Thread, ToolSpec};
 use skein_store::{
     CommitStageProbe, ConversationId, ConversationSettings, NewConversation, OnConflict, Origin,
@@ -465,7 +463,7 @@ fn killing_the_process_mid_turn_leaves_no_half_turn(backend: Backend) {
         let before = db.store.conversation(&conversation.id).unwrap();
         let (nodes, runs) = (db.count("nodes"), db.count("runs"));
         let output = spawn_child(
-            "child_crash_mid_turn",
+            "turns::child_crash_mid_turn",
             &[
                 ("SKEIN_TEST_DB", db.location()),
                 ("SKEIN_CRASH_AT", stage.to_string()),
@@ -499,7 +497,7 @@ fn killing_the_process_mid_first_turn_leaves_no_conversation(backend: Backend) {
     for stage in ["NodesWritten", "HeadMoved", "RunsWritten"] {
         let db = TempStore::new(backend);
         let output = spawn_child(
-            "child_crash_mid_turn",
+            "turns::child_crash_mid_turn",
             &[
                 ("SKEIN_TEST_DB", db.location()),
                 ("SKEIN_CRASH_AT", stage.to_string()),
@@ -557,7 +555,7 @@ fn two_processes_appending_concurrently_lose_nothing(backend: Backend) {
     let children: Vec<_> = (0..2)
         .map(|i| {
             spawn_child(
-                "child_append_turns",
+                "turns::child_append_turns",
                 &[
                     ("SKEIN_TEST_DB", db.location()),
                     ("SKEIN_WRITER", format!("w{i}")),

@@ -3,9 +3,7 @@
 //! lookups by turn and answer node; and an older SQLite database is
 //! upgraded in place.
 
-mod common;
-
-use common::{Backend, TempStore};
+use crate::common::{Backend, TempStore};
 use skein_core::{Digest, Message, Thread};
 use skein_store::{
     ConversationId, NewConversation, RerunCommit, RerunId, RerunRecord, RunRecord, Store,
