@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 /// The test venv's `python`, which must have the `mcp` package (an older
 /// venv is missing it: `scripts/python-clients` adds it).
 fn python() -> Option<PathBuf> {
-    let python = super::python::python()?;
+    let python = crate::python::python()?;
     let imports = Command::new(&python)
         .args(["-c", "import mcp"])
         .stderr(Stdio::null())

@@ -3,9 +3,6 @@
 //! and found through `SKEIN_TEST_VENV`): a three-turn conversation, a fork
 //! of it, and a tool-using chain.
 
-#[path = "support/python.rs"]
-mod python;
-
 use std::path::Path;
 use std::process::Command;
 
@@ -22,7 +19,7 @@ fn skein(db: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn an_llm_database_imports_with_its_threads_forks_and_tool_calls() {
-    let Some(python) = python::python() else {
+    let Some(python) = crate::python::python() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -7,17 +7,12 @@
 //! Without Chromium and chromedriver the test says so loudly and passes,
 //! except under CI (`CI` set), where it fails: CI must never skip it.
 
-#[path = "support/serve.rs"]
-mod serve;
-#[path = "support/webdriver.rs"]
-mod webdriver;
-
+use crate::serve::Server;
+use crate::webdriver::{Browser, Driver, Session};
 use serde_json::{Value, json};
-use serve::Server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use webdriver::{Browser, Driver, Session};
 
 const MARKUP: &str = "<img src=x data-injected=1> <b>not bold</b> & <script>no</script>";
 

@@ -8,14 +8,9 @@
 //! requests, tokens, the model table, regenerates, models that cannot take
 //! images, and clients' keys passed through.
 
-#[path = "support/python.rs"]
-mod python;
-#[path = "support/serve.rs"]
-mod serve;
-
-use python::python;
+use crate::python::python;
+use crate::serve::Server;
 use serde_json::{Value, json};
-use serve::Server;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

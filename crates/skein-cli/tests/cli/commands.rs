@@ -1,12 +1,8 @@
 //! End-to-end tests of the `skein` binary against temporary databases.
 
-#[path = "cli/mcp.rs"]
+#[path = "mcp.rs"]
 mod mcp;
-#[path = "support/pty.rs"]
-mod pty;
-#[path = "support/python.rs"]
-mod python;
-#[path = "cli/tour.rs"]
+#[path = "tour.rs"]
 mod tour;
 
 use serde_json::Value;
@@ -2233,7 +2229,7 @@ fn chat_on_a_terminal_edits_in_place_keeps_a_history_and_survives_ctrl_c() {
     let data = skein.dir.path().join("data");
     let mut command = skein.command(&["chat"]);
     command.env("XDG_DATA_HOME", &data);
-    let mut terminal = pty::Terminal::spawn(command);
+    let mut terminal = crate::pty::Terminal::spawn(command);
     // Each line is typed once its prompt is shown (the line editor may
     // drop what is typed before it reads).
     terminal.wait_for_count("> ", 1);
@@ -2296,7 +2292,7 @@ fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
         .env("XDG_DATA_HOME", skein.dir.path().join("data"));
-    let mut terminal = pty::Terminal::spawn(command);
+    let mut terminal = crate::pty::Terminal::spawn(command);
     terminal.wait_for("> ");
     terminal.send("never mind\r");
     while runtime
@@ -2333,7 +2329,7 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
         &["tree"],
         &["conversations"],
     ] {
-        let (code, output) = pty::Terminal::spawn(skein.command(args)).finish_with_output();
+        let (code, output) = crate::pty::Terminal::spawn(skein.command(args)).finish_with_output();
         assert_eq!(code, Some(0), "{args:?}: {output}");
         for raw in ['\x1b', '\x07', '\u{9b}'] {
             assert!(
@@ -2350,7 +2346,7 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
     }
     // JSON stays exact: serde's own escapes for C0, the rest as it is.
     let (code, json) =
-        pty::Terminal::spawn(skein.command(&["--json", "show", &node])).finish_with_output();
+        crate::pty::Terminal::spawn(skein.command(&["--json", "show", &node])).finish_with_output();
     assert_eq!(code, Some(0));
     assert!(
         json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J done"),

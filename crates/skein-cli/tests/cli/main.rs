@@ -1,0 +1,21 @@
+//! The command line's integration tests, one binary (each former test file a
+//! module): the commands end to end through the built `skein` binary
+//! (`commands`, with the README tour and MCP tools), importing `llm`'s
+//! logs.db, the PostgreSQL backend, the recording proxy with official
+//! clients, `scripts/setup`'s detection, and the web view in a real browser.
+
+#[path = "../support/pty.rs"]
+mod pty;
+#[path = "../support/python.rs"]
+mod python;
+#[path = "../support/serve.rs"]
+mod serve;
+#[path = "../support/webdriver.rs"]
+mod webdriver;
+
+mod commands;
+mod llm_import;
+mod postgres;
+mod proxy;
+mod setup;
+mod web;
