@@ -4,7 +4,7 @@ conjunction, rules without conditions, first-match-wins and the no-match
 failure.
 */
 
-use crate::common::{failure, reply, request, script, tool_result, with_tools};
+use super::common::{failure, reply, request, script, tool_result, with_tools};
 use skein_core::{Message, ModelRequest, ProviderError};
 
 /// Whether a rule with exactly `conditions` matches `request`.

@@ -4,7 +4,7 @@ Transport behaviour shared by the HTTP providers: retries and their
 mid-stream, cancellation, client construction and credentials.
 */
 
-use crate::common::*;
+use super::common::*;
 use futures_util::StreamExt;
 use skein_core::{Provider, ProviderError, StreamEvent};
 use skein_providers::http::{

@@ -4,7 +4,7 @@ whose answers depend on a system fact and its own earlier reply, a tool loop,
 and structured-output repair.
 */
 
-use crate::common::{complete, data, request, with_tools};
+use super::common::{complete, data, request, with_tools};
 use skein_core::{FinishReason, Message, ModelRequest, Provider, Thread, ToolResult};
 use skein_providers::Scripted;
 

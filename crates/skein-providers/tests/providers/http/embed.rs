@@ -5,7 +5,7 @@ vectors in input order, errors without the key, and the transport's retries
 provider error).
 */
 
-use crate::common::{config, fixture, json, received};
+use super::common::{config, fixture, json, received};
 use skein_core::ProviderError;
 use skein_providers::embed::{EmbedError, Embedder, OpenAiEmbedder};
 use skein_providers::http::{Credential, HttpConfig};
@@ -163,7 +163,7 @@ async fn an_embedding_call_retries_429s_after_retry_after_then_surfaces_a_typed_
     assert_eq!(*delay, Duration::ZERO);
     assert!(message.contains("Rate limit reached"), "{message}");
     assert!(error.to_string().contains("status 429"), "{error}");
-    assert!(!error.to_string().contains(crate::common::KEY), "{error}");
+    assert!(!error.to_string().contains(super::common::KEY), "{error}");
 
     let server = MockServer::start().await;
     Mock::given(method("POST"))

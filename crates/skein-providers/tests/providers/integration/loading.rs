@@ -4,7 +4,7 @@ error naming the file, the rule (index and name) and the problem, and
 saying how to fix it.
 */
 
-use crate::common::data;
+use super::common::data;
 use skein_providers::{RuleLabel, ScriptError, Scripted};
 
 fn load_error(text: &str) -> ScriptError {

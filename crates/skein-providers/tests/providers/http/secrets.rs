@@ -5,7 +5,7 @@ in any error message or retry reason from a 401 (even one that echoes the
 key), from an error event, or from a failing connection.
 */
 
-use crate::common::*;
+use super::common::*;
 use skein_core::{Provider, ProviderError, StreamEvent};
 use skein_providers::http::{Anthropic, Credential, HttpConfig, OpenAiCompatible, Secret};
 use wiremock::matchers::{header, method};

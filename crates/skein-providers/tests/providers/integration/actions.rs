@@ -3,7 +3,7 @@ Every rule action: replies with substitutions, tool calls with raw
 arguments and deterministic ids, each error kind, and truncated streams.
 */
 
-use crate::common::{complete, drain, failure, reply, request, script, text_chunks, tool_result};
+use super::common::{complete, drain, failure, reply, request, script, text_chunks, tool_result};
 use skein_core::{FinishReason, Message, Part, ProviderError, StreamEvent, Thread};
 use skein_providers::deterministic_call_id;
 use std::time::Duration;

@@ -4,7 +4,7 @@ tool-call arguments split across events, usage figures, `max_tokens`, and a
 stream that outlives its provider.
 */
 
-use crate::common::{complete, events, request, script, text_chunks, tool_result};
+use super::common::{complete, events, request, script, text_chunks, tool_result};
 use skein_core::{FinishReason, Message, Part, Provider, StreamEvent, ToolCall, Usage};
 use skein_providers::{Echo, Scripted};
 

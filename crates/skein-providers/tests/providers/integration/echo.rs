@@ -3,7 +3,7 @@ The echo model: its summary format, tool-result summaries, streaming and
 usage.
 */
 
-use crate::common::{complete, events, request, text_chunks, tool_result, with_tools};
+use super::common::{complete, events, request, text_chunks, tool_result, with_tools};
 use skein_core::{FinishReason, Message, Provider, StreamEvent, ToolResult};
 use skein_providers::Echo;
 

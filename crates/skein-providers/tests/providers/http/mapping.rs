@@ -4,7 +4,7 @@ raw arguments byte for byte, attachments, tools, options, and for Anthropic
 the system prompt, the late system message, merged turns and cache control.
 */
 
-use crate::common::*;
+use super::common::*;
 use serde_json::json;
 use skein_core::{
     Annotation, Attachment, CacheHint, GenerationOptions, Message, ModelRequest, Part, Provider,

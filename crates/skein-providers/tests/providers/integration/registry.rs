@@ -3,7 +3,7 @@ Resolving model names: every backend's syntax, the model name each sends,
 and the errors for everything else.
 */
 
-use crate::common::{data, reply, request};
+use super::common::{data, reply, request};
 use skein_core::Message;
 use skein_providers::{ResolveError, ScriptError, available, resolve};
 

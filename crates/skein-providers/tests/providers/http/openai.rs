@@ -4,7 +4,7 @@ completions wire format: replies (streamed and plain JSON), tool calls,
 usage, and each failure.
 */
 
-use crate::common::*;
+use super::common::*;
 use futures_util::StreamExt;
 use skein_core::{FinishReason, Provider, ProviderError, Role, StreamEvent, Usage};
 use wiremock::matchers::{body_partial_json, header, method, path};

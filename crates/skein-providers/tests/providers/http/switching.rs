@@ -4,7 +4,7 @@ argument encodings produced by one provider are mapped for the other on the
 wire, and the stored thread never changes.
 */
 
-use crate::common::*;
+use super::common::*;
 use serde_json::json;
 use skein_core::{Message, ModelRequest, Part, Provider, Role, Thread, ToolCall, ToolResult};
 use skein_providers::deterministic_call_id;

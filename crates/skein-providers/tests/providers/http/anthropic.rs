@@ -4,7 +4,7 @@ format: replies (streamed and plain JSON), tool use, cache usage, and each
 failure.
 */
 
-use crate::common::*;
+use super::common::*;
 use skein_core::{FinishReason, Provider, ProviderError, StreamEvent, Usage};
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer};
