@@ -192,7 +192,7 @@ pub(crate) async fn log(
     runs: Vec<RunRecord>,
 ) -> Result<Committed, StoreError> {
     store
-        .run(move |store| {
+        .run_blocking(move |store| {
             let runs: Vec<RunRecord> = runs
                 .into_iter()
                 .filter(|run| matches!(store.run_record(&run.id), Err(StoreError::RunNotFound(_))))

@@ -334,7 +334,7 @@ impl Conversation {
     async fn load_as(store: &Store, id: &str, home: &Model, on_home: bool) -> Result<Conversation> {
         let id = id.to_string();
         let (conversation, thread, last_run, drift) = store
-            .run(move |store| {
+            .run_blocking(move |store| {
                 let id = store.resolve_conversation(&id)?;
                 let conversation = store.conversation(&id)?;
                 let (thread, last_run) = match conversation.head {
@@ -425,7 +425,7 @@ impl Conversation {
         let prefix = node.to_string();
         let of = of.map(str::to_string);
         let (thread, last_run, owner) = store
-            .run(move |store| {
+            .run_blocking(move |store| {
                 let node = store.resolve_node(&prefix)?;
                 let thread = store.load_thread(node)?;
                 let runs = store.runs_producing(node)?;
@@ -994,7 +994,7 @@ async fn streamed<T>(
 /// newest one (that still exists) whose turn produced it; `None` for a
 /// node no conversation's turn produced (a prompt, an imported node). A
 /// branch at the node takes this conversation's settings. Blocking: call
-/// it inside [`Store::run`].
+/// it inside [`Store::run_blocking`].
 pub fn owner_of_node(store: &Store, node: NodeId) -> skein_store::Result<Option<ConversationId>> {
     owner_of(store, node, &store.runs_producing(node)?)
 }

@@ -115,7 +115,7 @@ pub struct FamilyGraph {
 
 /// The family of conversation `id` (see the module docs). A store read,
 /// blocking like the store's own methods (from async code, call it inside
-/// [`Store::run`]). [`StoreError::ConversationNotFound`] when `id` is not
+/// [`Store::run_blocking`]). [`StoreError::ConversationNotFound`] when `id` is not
 /// stored.
 pub fn family(store: &Store, id: &ConversationId) -> Result<Family, StoreError> {
     let rows = store.family(

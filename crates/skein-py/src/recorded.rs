@@ -344,7 +344,7 @@ impl RecordedChat {
             let id = id.to_string();
             runtime::block_on(py, async move {
                 store
-                    .run(move |store| {
+                    .run_blocking(move |store| {
                         let id = store.resolve_conversation(&id)?;
                         store.conversation(&id)
                     })

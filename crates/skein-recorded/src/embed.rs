@@ -70,7 +70,7 @@ impl CachedEmbedder {
             if !wanted.is_empty() {
                 let id = id.clone();
                 let found = store
-                    .run(move |store| {
+                    .run_blocking(move |store| {
                         wanted
                             .into_iter()
                             .map(|(i, d)| Ok((i, store.cached_embedding(&id, &d)?)))
@@ -104,7 +104,7 @@ impl CachedEmbedder {
             }
             if let Some(store) = &self.store {
                 store
-                    .run(move |store| {
+                    .run_blocking(move |store| {
                         for (digest, vector) in &fresh {
                             store.cache_embedding(&id, digest, vector)?;
                         }

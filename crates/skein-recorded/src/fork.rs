@@ -82,7 +82,7 @@ impl RecordedChat {
             .clone()
             .ok_or(RecordedError::NoStore("forking from a stored rerun"))?;
         let id = rerun.clone();
-        let record = match store.run(move |s| s.rerun(&id)).await {
+        let record = match store.run_blocking(move |s| s.rerun(&id)).await {
             Ok(record) => record,
             Err(StoreError::RerunNotFound(_)) => {
                 return Err(RecordedError::Provenance {
@@ -108,7 +108,9 @@ impl RecordedChat {
                 reason: format!("it re-ran another reply than this chat's turn {k}"),
             });
         }
-        let answer = store.run(move |s| s.load_thread(answer_head)).await?;
+        let answer = store
+            .run_blocking(move |s| s.load_thread(answer_head))
+            .await?;
         let mut removed = self.removed.clone();
         removed.extend(record.ablation);
         self.spawn(answer, removed, answer_head, Some(rerun.clone()))
@@ -159,7 +161,7 @@ impl RecordedChat {
             };
         };
         let lookup = id.clone();
-        let record = match store.run(move |s| s.rerun(&lookup)).await {
+        let record = match store.run_blocking(move |s| s.rerun(&lookup)).await {
             Ok(record) => record,
             Err(StoreError::RerunNotFound(_)) => {
                 return Err(refuse(

@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// The conversation holding the turn whose reply is `node` (what
 /// `skein explain NODE` needs before loading the chat).
 pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<ConversationId> {
-    let runs = store.run(move |s| s.runs_producing(node)).await?;
+    let runs = store.run_blocking(move |s| s.runs_producing(node)).await?;
     runs.into_iter()
         .find_map(|run| run.conversation)
         .ok_or(RecordedError::NotATurn(node))
@@ -38,7 +38,7 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
         .ok_or(RecordedError::NoStore("loading a recorded chat"))?;
     let cid = id.clone();
     let (conversation, history, runs, reruns) = store
-        .run(move |s| {
+        .run_blocking(move |s| {
             let conversation = s.conversation(&cid)?;
             let history = match conversation.head {
                 Some(head) => s.load_thread(head)?,
@@ -234,7 +234,7 @@ async fn load_turn(
     let input = first.input_head.ok_or("its first run has no request")?;
     let output = last.output_head.ok_or("its last run has no reply")?;
     let (request, thread) = store
-        .run(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
+        .run_blocking(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
         .await
         .map_err(|e| e.to_string())?;
     let mut sources: Vec<SourceInfo> = sources_of(&first).collect();

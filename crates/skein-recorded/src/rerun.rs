@@ -520,7 +520,7 @@ impl RecordedChat {
         };
         let store = store.clone();
         store
-            .run(move |store| {
+            .run_blocking(move |store| {
                 store.commit_rerun(&RerunCommit {
                     record: &record,
                     threads: &threads,

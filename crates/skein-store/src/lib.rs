@@ -5,7 +5,7 @@ Persistence of the conversation graph.
 and the tools each run offered: a SQLite file (the embedded default) or,
 with the `postgres` feature, a PostgreSQL database shared by many processes
 and hosts, chosen by the location [`Store::open`] is given. Its methods
-block on I/O; from async code use [`Store::run`], which moves the work to
+block on I/O; from async code use [`Store::run_blocking`], which moves the work to
 tokio's blocking pool so the runtime never stalls, or the async forms of
 the two hot paths, [`Store::load_thread_async`] and
 [`Store::commit_turn_async`], which on PostgreSQL block no thread at all.

@@ -25,7 +25,7 @@ use std::path::Path;
 use tokio::runtime::RuntimeFlavor;
 
 /// A handle on one database, SQLite or PostgreSQL. Cheap to clone; share it
-/// freely. Its methods block on I/O; from async code use [`Store::run`].
+/// freely. Its methods block on I/O; from async code use [`Store::run_blocking`].
 #[derive(Clone)]
 pub struct Store {
     backend: Backend,
@@ -130,7 +130,7 @@ impl Store {
     /// - Inside [`blocking_caller`] (skein's blocking API, whose private
     ///   runtime drives one call for a caller that is waiting anyway) SQLite
     ///   work runs in place.
-    pub async fn run<T, F>(&self, work: F) -> Result<T>
+    pub async fn run_blocking<T, F>(&self, work: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Store) -> Result<T> + Send + 'static,
@@ -149,7 +149,7 @@ impl Store {
         }
     }
 
-    /// Where [`Store::run`] runs work from this thread.
+    /// Where [`Store::run_blocking`] runs work from this thread.
     fn where_to_run(&self) -> RunsIn {
         let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
         match flavor {
@@ -175,12 +175,15 @@ impl Store {
 
     /// [`Store::load_thread`] for async code. On PostgreSQL the query is
     /// awaited: no thread blocks and no blocking pool is involved. On SQLite
-    /// it runs as [`Store::run`] runs work.
+    /// it runs as [`Store::run_blocking`] runs work.
     pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
         match &self.backend {
             #[cfg(feature = "postgres")]
             Backend::Postgres(store) => store.load_thread_async(head).await,
-            Backend::Sqlite(_) => self.run(move |store| store.load_thread(head)).await,
+            Backend::Sqlite(_) => {
+                self.run_blocking(move |store| store.load_thread(head))
+                    .await
+            }
         }
     }
 
@@ -304,7 +307,7 @@ impl Store {
 
     /// [`Store::commit_turn`] for async code. On PostgreSQL the transaction
     /// is awaited (no thread blocks; dropping the future before it ends rolls
-    /// the turn back). On SQLite it runs where [`Store::run`] runs work; on
+    /// the turn back). On SQLite it runs where [`Store::run_blocking`] runs work; on
     /// the blocking pool, on a copy of the turn (its thread's nodes are
     /// shared, so they are marked as stored all the same).
     pub async fn commit_turn_async(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
@@ -321,7 +324,7 @@ impl Store {
                 let target = turn.target.clone();
                 let thread = turn.thread.cloned();
                 let runs = turn.runs.to_vec();
-                self.run(move |store| {
+                self.run_blocking(move |store| {
                     store.commit_turn(&TurnCommit {
                         target,
                         thread: thread.as_ref(),
@@ -472,7 +475,7 @@ fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
     work()
 }
 
-/// Where [`Store::run`] runs work.
+/// Where [`Store::run_blocking`] runs work.
 enum RunsIn {
     /// On this multi-thread runtime worker, under `block_in_place`.
     PlaceOfWorker,
@@ -487,7 +490,7 @@ thread_local! {
 }
 
 /// Run `drive` (a private current-thread runtime driving one operation for
-/// a blocking caller) with [`Store::run`] allowed to do SQLite work on this
+/// a blocking caller) with [`Store::run_blocking`] allowed to do SQLite work on this
 /// thread: the caller is blocked until the operation ends either way, so a
 /// hop to the blocking pool would only add two thread wake-ups per call.
 pub fn blocking_caller<R>(drive: impl FnOnce() -> R) -> R {

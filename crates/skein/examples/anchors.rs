@@ -198,7 +198,7 @@ fn main() {
     }
     // The turn and fork workloads on each runtime flavour: on a
     // current-thread runtime every store call hops to the blocking pool and
-    // back; on a multi-thread one it runs in place (`Store::run`).
+    // back; on a multi-thread one it runs in place (`Store::run_blocking`).
     let (turns_echo, store, conversation) =
         current_thread.block_on(turns(&model, dir.path(), "turns.db"));
     let (turns_fixed, ..) = current_thread.block_on(turns(&fixed_model(), dir.path(), "fixed.db"));

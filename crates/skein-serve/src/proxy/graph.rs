@@ -65,7 +65,7 @@ impl Memo {
 pub async fn complete(store: &Store, memo: Arc<Memo>, turn: Turn) -> Result<Turn, ProxyError> {
     let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
         store
-            .run(move |store| {
+            .run_blocking(move |store| {
                 match previous(store, turn).and_then(|turn| reencoded(store, &memo, turn)) {
                     Ok(turn) => Ok(Ok(turn)),
                     Err(Failure::Client(error)) => Ok(Err(error)),

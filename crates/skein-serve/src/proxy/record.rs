@@ -101,7 +101,7 @@ pub async fn record(
     let request = thread.parent();
     let name = meta.name.clone();
     let place = store
-        .run(move |store| place(store, node, &request, name.as_deref()))
+        .run_blocking(move |store| place(store, node, &request, name.as_deref()))
         .await?;
     let bookmark = match place {
         Place::Join(conversation) => {

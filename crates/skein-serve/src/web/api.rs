@@ -1,7 +1,7 @@
 /*!
 The JSON API under `/api`: the read handlers over the store (the writes
 are in `actions` and `reruns`). Each one does
-its store work in one [`Store::run`] call (tokio's blocking pool), never on
+its store work in one [`Store::run_blocking`] call (tokio's blocking pool), never on
 the async threads, and answers with a typed view from [`super::views`] or a
 JSON error: 404 for an id or prefix that matches nothing, 400 for one that
 is ambiguous or not hexadecimal, 500 for anything else.
@@ -105,7 +105,7 @@ where
     T: Send + 'static,
     F: FnOnce(&Store) -> skein::store::Result<T> + Send + 'static,
 {
-    Ok(state.store.run(work).await?)
+    Ok(state.store.run_blocking(work).await?)
 }
 
 #[derive(Debug, Deserialize)]

@@ -146,7 +146,7 @@ impl Hub {
         if let Some(sender) = self.sender.lock().expect("not poisoned").as_ref() {
             return Ok(sender.subscribe());
         }
-        let seen = store.run(Seen::now).await?;
+        let seen = store.run_blocking(Seen::now).await?;
         let mut slot = self.sender.lock().expect("not poisoned");
         if let Some(sender) = slot.as_ref() {
             return Ok(sender.subscribe());
@@ -179,7 +179,7 @@ async fn poll(
             }
         }
         let polled = store
-            .run(move |store| {
+            .run_blocking(move |store| {
                 let found = seen.poll(store);
                 Ok((seen, found))
             })

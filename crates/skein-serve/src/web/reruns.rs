@@ -361,7 +361,7 @@ pub async fn fork(
             Some(run) => {
                 let run = run.clone();
                 store
-                    .run(move |store| store.run_record(&run))
+                    .run_blocking(move |store| store.run_record(&run))
                     .await
                     .ok()
                     .and_then(|record| record.finish_reason)

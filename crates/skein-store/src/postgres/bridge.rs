@@ -8,14 +8,14 @@ future may borrow the caller's arguments and the I/O keeps flowing on the
 runtime's own workers. How the calling thread is allowed to block depends on
 where it is:
 
-- a plain thread, or inside [`crate::Store::run`] (tokio's blocking pool,
+- a plain thread, or inside [`crate::Store::run_blocking`] (tokio's blocking pool,
   marked by [`blocking_section`]): block directly;
 - a worker of a multi-thread tokio runtime (a caller that skipped
-  `Store::run`): `block_in_place` first, so that runtime moves its other
+  `Store::run_blocking`): `block_in_place` first, so that runtime moves its other
   tasks to another worker instead of stalling them;
 - the thread of a current-thread runtime, which must never block inside
   itself: the work runs on a short-lived scoped thread while this one waits
-  (correct, but slower: use `Store::run`).
+  (correct, but slower: use `Store::run_blocking`).
 
 Nested runtimes never arise, so `block_on` cannot panic on re-entry.
 
@@ -62,7 +62,7 @@ fn runtime() -> Result<&'static Runtime> {
 }
 
 /// Run `work` with this thread marked as one that may block (tokio's
-/// blocking pool, entered through `Store::run`).
+/// blocking pool, entered through `Store::run_blocking`).
 pub(crate) fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
     let before = IN_BLOCKING_SECTION.with(|flag| flag.replace(true));
     let result = work();

@@ -149,7 +149,9 @@ fn eight_tasks_and_two_processes_append_2000_turns(backend: Backend) {
                 let (shared, own) = (shared.id.clone(), forks[w].clone());
                 tokio::spawn(async move {
                     store
-                        .run(move |store| Ok(write_turns(store, &me, turns, &shared, &own)))
+                        .run_blocking(move |store| {
+                            Ok(write_turns(store, &me, turns, &shared, &own))
+                        })
                         .await
                         .unwrap()
                 })

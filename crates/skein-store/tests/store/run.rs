@@ -1,4 +1,4 @@
-//! Where `Store::run` does its work: in place on a multi-thread runtime
+//! Where `Store::run_blocking` does its work: in place on a multi-thread runtime
 //! (without stalling the runtime's other tasks), on the blocking pool from a
 //! current-thread runtime, and in place inside `blocking_caller`; and the
 //! async API (`load_thread_async`, `commit_turn_async`), which on PostgreSQL
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 async fn thread_of_run(db: &TempStore) -> ThreadId {
     db.store
-        .run(|store| {
+        .run_blocking(|store| {
             store.verify()?;
             Ok(std::thread::current().id())
         })
@@ -71,7 +71,7 @@ fn on_a_multi_thread_runtime_the_work_runs_in_place_and_other_tasks_go_on() {
         let worker = tokio::spawn(async move {
             let here = std::thread::current().id();
             let ran_on = store
-                .run(move |_| {
+                .run_blocking(move |_| {
                     let started = Instant::now();
                     while !seen.load(Ordering::SeqCst) {
                         assert!(

@@ -542,7 +542,7 @@ fn postgres_sqlite_exports_round_trip_between_backends() {
     assert_eq!(export(&back.store), text);
 }
 
-/// `Store::run` from a multi-thread and a current-thread runtime (and inside
+/// `Store::run_blocking` from a multi-thread and a current-thread runtime (and inside
 /// `blocking_caller`), and a blocking call made straight from an async task
 /// (which a caller should not do, but which must still work rather than
 /// panic or deadlock).
@@ -566,11 +566,14 @@ fn async_callers_reach_the_store_from_either_runtime(backend: Backend) {
             runtime.block_on(async move {
                 let thread = crate::common::history(&format!("sys {i}"), 5);
                 let stored = thread.clone();
-                let report = store.run(move |store| store.append(&stored)).await.unwrap();
+                let report = store
+                    .run_blocking(move |store| store.append(&stored))
+                    .await
+                    .unwrap();
                 assert_eq!(report.written, 5);
                 let head = thread.head_id().unwrap();
                 let loaded = store
-                    .run(move |store| store.load_thread(head))
+                    .run_blocking(move |store| store.load_thread(head))
                     .await
                     .unwrap();
                 assert_eq!(loaded, thread);
