@@ -910,7 +910,7 @@ impl Conversation {
 /// fork produced its prefix), oldest first.
 fn recorded_drift(
     store: &Store,
-    conversation: &skein_store::Conversation,
+    conversation: &skein_store::ConversationRecord,
     thread: &Thread,
 ) -> skein_store::Result<DriftTracker> {
     let nodes: HashSet<NodeId> = thread.nodes().iter().map(|node| node.id()).collect();

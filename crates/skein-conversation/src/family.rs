@@ -24,7 +24,9 @@ indexed origin links and finds sharers by their thread's first node, and
 */
 
 use skein_core::{ConversationId, NodeId, RerunId};
-use skein_store::{Conversation, FamilyLimits, RerunRecord, Rooted, Store, StoreError, TreeEntry};
+use skein_store::{
+    ConversationRecord, FamilyLimits, RerunRecord, Rooted, Store, StoreError, TreeEntry,
+};
 use std::collections::{HashMap, HashSet};
 
 /// The most members a family reads besides the asked conversation's own
@@ -61,7 +63,7 @@ pub struct Family {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Member {
-    pub conversation: Conversation,
+    pub conversation: ConversationRecord,
     pub joined: Joined,
     /// The first node of its thread (`None` while it has no messages).
     pub root: Option<NodeId>,
@@ -94,7 +96,7 @@ pub enum Joined {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Sharer {
-    pub conversation: Conversation,
+    pub conversation: ConversationRecord,
     /// The first node it shares with the family (its thread's first node,
     /// which is a member's first node too).
     pub root: NodeId,
@@ -155,7 +157,7 @@ pub fn family(store: &Store, id: &ConversationId) -> Result<Family, StoreError> 
 }
 
 /// How `conversation` joined a family whose members are `stored`.
-fn joined(conversation: &Conversation, stored: &HashSet<ConversationId>) -> Joined {
+fn joined(conversation: &ConversationRecord, stored: &HashSet<ConversationId>) -> Joined {
     let Some(origin) = &conversation.origin else {
         return Joined::First;
     };
@@ -176,7 +178,7 @@ fn joined(conversation: &Conversation, stored: &HashSet<ConversationId>) -> Join
 
 impl Family {
     /// The focused conversation's row.
-    pub fn focus(&self) -> &Conversation {
+    pub fn focus(&self) -> &ConversationRecord {
         &self
             .member(&self.focus)
             .expect("a family holds its focus")

@@ -156,7 +156,7 @@ impl Model {
     /// `home`'s own name: data from elsewhere never chooses which local
     /// file is loaded.
     pub fn of_conversation(
-        conversation: &skein_store::Conversation,
+        conversation: &skein_store::ConversationRecord,
         home: &Model,
     ) -> Result<Model> {
         crate::settings::model(conversation, home)

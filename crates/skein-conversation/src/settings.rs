@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::model::Model;
 use skein_core::{ConversationId, ConversationSettings};
 use skein_engine::Tool;
-use skein_store::Conversation as StoredConversation;
+use skein_store::ConversationRecord as StoredConversation;
 use std::sync::Arc;
 
 /// The stored model: a profile of `home`'s engine, `home` itself when the

@@ -1,5 +1,5 @@
 /*!
-Conversation bookmarks: create, fork, rename, list, and the one operation
+ConversationRecord bookmarks: create, fork, rename, list, and the one operation
 that moves a bookmark: committing a turn (or an explicit head move), always
 as a compare-and-set on the head the caller started from.
 
@@ -11,8 +11,8 @@ postgres/conversations.rs).
 use crate::error::{HeadMoved, Result, StoreError};
 use crate::graph::{append_nodes, mark_all, seq_of};
 use crate::records::{
-    Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Origin,
-    Target, TurnCommit, now_ms,
+    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, OnConflict,
+    Origin, Target, TurnCommit, now_ms,
 };
 use crate::runs::insert_run;
 use crate::sqlite::SqliteStore;
@@ -61,7 +61,7 @@ macro_rules! root_of {
 
 impl SqliteStore {
     /// Create a conversation, optionally starting at an existing node.
-    pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
+    pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         let id = self.write(|tx| {
             if let Some(head) = new.head
                 && seq_of(tx, head)?.is_none()
@@ -73,7 +73,7 @@ impl SqliteStore {
         self.conversation(&id)
     }
 
-    pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
+    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
         self.read(|conn| {
             conn.prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = ?1"))?
                 .query_row([id.as_str()], conversation_from_row)
@@ -83,7 +83,7 @@ impl SqliteStore {
     }
 
     /// Conversations, most recently updated first.
-    pub fn list_conversations(&self, limit: usize) -> Result<Vec<Conversation>> {
+    pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT ?1"
@@ -99,7 +99,7 @@ impl SqliteStore {
         &self,
         after: &ListPosition,
         limit: usize,
-    ) -> Result<Vec<Conversation>> {
+    ) -> Result<Vec<ConversationRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_CONVERSATION}
@@ -115,7 +115,7 @@ impl SqliteStore {
     }
 
     /// Conversations whose head is exactly `node`.
-    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<Conversation>> {
+    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_CONVERSATION} WHERE c.head = ?1 ORDER BY c.updated DESC"
@@ -452,7 +452,7 @@ fn compare_and_set_head(
     }
 }
 
-pub(crate) fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<Conversation> {
+pub(crate) fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<ConversationRecord> {
     let head: Option<Vec<u8>> = row.get(2)?;
     let origin_node: Option<Vec<u8>> = row.get(4)?;
     let meta: String = row.get(9)?;
@@ -488,7 +488,7 @@ pub(crate) struct ConversationRow<'r> {
 }
 
 impl ConversationRow<'_> {
-    pub(crate) fn into_conversation(self) -> Conversation {
+    pub(crate) fn into_conversation(self) -> ConversationRecord {
         let origin_node = self.origin_node.and_then(NodeId::from_slice);
         let origin = (origin_node.is_some()
             || self.origin_conversation.is_some()
@@ -498,7 +498,7 @@ impl ConversationRow<'_> {
             conversation: self.origin_conversation.map(ConversationId),
             rerun: self.origin_rerun.map(skein_core::RerunId),
         });
-        Conversation {
+        ConversationRecord {
             id: ConversationId(self.id),
             name: self.name,
             head: self.head.and_then(NodeId::from_slice),

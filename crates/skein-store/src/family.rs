@@ -15,7 +15,7 @@ the SQL is SQLite's here and PostgreSQL's in postgres/family.rs.
 
 use crate::conversations::{conversation_columns, conversation_from_row};
 use crate::error::{Result, StoreError};
-use crate::records::{Conversation, ConversationId};
+use crate::records::{ConversationId, ConversationRecord};
 use crate::reruns::{RerunRecord, SELECT_RERUN, raw_rerun};
 use crate::sqlite::SqliteStore;
 use crate::store::{Store, dispatch};
@@ -37,7 +37,7 @@ pub struct FamilyLimits {
 /// no head).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rooted {
-    pub conversation: Conversation,
+    pub conversation: ConversationRecord,
     pub root: Option<NodeId>,
 }
 

@@ -72,8 +72,8 @@ pub use open::OpenMode;
 #[doc(hidden)]
 pub use postgres::scratch;
 pub use records::{
-    Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Origin,
-    Relation, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
+    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, OnConflict,
+    Origin, Relation, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchResults};

@@ -11,9 +11,10 @@ pub use skein_core::run::{
     ConversationId, Origin, Relation, RerunId, RunId, RunRecord, RunStatus, TurnStep, now_ms,
 };
 
-/// A named, movable bookmark into the graph.
+/// A named, movable bookmark into the graph, as the store keeps it (the
+/// live handle that runs turns is `skein::Conversation`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Conversation {
+pub struct ConversationRecord {
     pub id: ConversationId,
     pub name: Option<String>,
     /// The newest node; `None` for a conversation with no turns yet.
@@ -34,7 +35,7 @@ pub struct Conversation {
     pub imported: bool,
 }
 
-impl Conversation {
+impl ConversationRecord {
     /// Its name, else its title, else nothing: what listings show.
     pub fn label(&self) -> Option<&str> {
         self.name.as_deref().or(self.settings.title.as_deref())
@@ -49,7 +50,7 @@ fn settings_or_default<'de, D: Deserializer<'de>>(
     Ok(Option::<ConversationSettings>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-impl Conversation {
+impl ConversationRecord {
     /// Where this conversation stands in the listing (most recently
     /// updated first): where the next page starts after it.
     pub fn position(&self) -> ListPosition {

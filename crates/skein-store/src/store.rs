@@ -11,7 +11,7 @@ use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
 use crate::open::OpenMode;
 use crate::records::{
-    Committed, Conversation, ConversationId, ListPosition, NewConversation, RunId, RunRecord,
+    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, RunId, RunRecord,
     TurnCommit,
 };
 use crate::sqlite::SqliteStore;
@@ -219,7 +219,7 @@ impl Store {
     }
 
     /// Create a conversation, optionally starting at an existing node.
-    pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
+    pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         dispatch!(self, s => s.create_conversation(new))
     }
 
@@ -230,7 +230,7 @@ impl Store {
         node: NodeId,
         name: Option<String>,
         from: Option<ConversationId>,
-    ) -> Result<Conversation> {
+    ) -> Result<ConversationRecord> {
         self.create_conversation(NewConversation {
             id: None,
             name,
@@ -244,12 +244,12 @@ impl Store {
         })
     }
 
-    pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
+    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
         dispatch!(self, s => s.conversation(id))
     }
 
     /// Conversations, most recently updated first.
-    pub fn list_conversations(&self, limit: usize) -> Result<Vec<Conversation>> {
+    pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
         dispatch!(self, s => s.list_conversations(limit))
     }
 
@@ -261,12 +261,12 @@ impl Store {
         &self,
         after: &ListPosition,
         limit: usize,
-    ) -> Result<Vec<Conversation>> {
+    ) -> Result<Vec<ConversationRecord>> {
         dispatch!(self, s => s.list_conversations_after(after, limit))
     }
 
     /// Conversations whose head is exactly `node`.
-    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<Conversation>> {
+    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
         dispatch!(self, s => s.conversations_at(node))
     }
 
@@ -411,7 +411,7 @@ impl Store {
     pub fn import_records<'a>(
         &self,
         nodes: impl IntoIterator<Item = &'a Node>,
-        conversations: Vec<Conversation>,
+        conversations: Vec<ConversationRecord>,
         runs: Vec<RunRecord>,
     ) -> Result<ImportReport> {
         let lines = transfer::record_lines(nodes, conversations, runs);

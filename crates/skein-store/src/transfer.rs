@@ -39,7 +39,7 @@ PostgreSQL ones in postgres/transfer.rs.
 use crate::codec::{node_id, optional_node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{Placed, decode_message, insert_node};
-use crate::records::{Conversation, ConversationId, RunId, RunRecord};
+use crate::records::{ConversationId, ConversationRecord, RunId, RunRecord};
 use crate::reruns::{RerunRecord, insert_rerun};
 use crate::runs::insert_run;
 use crate::sqlite::SqliteStore;
@@ -73,7 +73,7 @@ pub(crate) enum Line {
         role: Role,
         parts: Vec<Part>,
     },
-    Conversation(Box<Conversation>),
+    Conversation(Box<ConversationRecord>),
     Run(Box<RunRecord>),
     Rerun(Box<RerunRecord>),
 }
@@ -82,7 +82,7 @@ pub(crate) enum Line {
 /// file): nodes in the order given, then conversations, then runs.
 pub(crate) fn record_lines<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
-    conversations: Vec<Conversation>,
+    conversations: Vec<ConversationRecord>,
     runs: Vec<RunRecord>,
 ) -> Vec<(usize, Line)> {
     let nodes = nodes.into_iter().map(|node| Line::Node {
@@ -369,7 +369,7 @@ pub(crate) fn write_node(
 /// (each oldest first), read through the store's own queries.
 pub(crate) fn write_records(
     out: &mut dyn Write,
-    conversations: Vec<Conversation>,
+    conversations: Vec<ConversationRecord>,
     mut runs: Vec<RunRecord>,
     reruns: Vec<RerunRecord>,
 ) -> Result<()> {
@@ -429,7 +429,7 @@ pub(crate) fn orphan(line: usize, id: &NodeId, parent: &NodeId) -> StoreError {
 /// A conversation the database already holds must stand where the file says.
 pub(crate) fn check_same_head(
     line: usize,
-    conversation: &Conversation,
+    conversation: &ConversationRecord,
     stored_head: Option<&[u8]>,
 ) -> Result<()> {
     if stored_head.and_then(NodeId::from_slice) != conversation.head {
@@ -446,7 +446,7 @@ pub(crate) fn check_same_head(
 
 pub(crate) fn bad_conversation(
     line: usize,
-    conversation: &Conversation,
+    conversation: &ConversationRecord,
     error: impl std::fmt::Display,
 ) -> StoreError {
     StoreError::Import {

@@ -17,7 +17,7 @@ use skein::NodeId;
 use skein::core::Part;
 use skein::core::usage::{RunFigures, Totals};
 use skein::store::search::MAX_LIMIT;
-use skein::store::{Conversation, SearchQuery, TreeEntry, preview};
+use skein::store::{ConversationRecord, SearchQuery, TreeEntry, preview};
 use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
 
@@ -74,7 +74,11 @@ pub fn conversations(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn log_conversation(ctx: &Context, conversation: &Conversation, short: bool) -> Result<ExitCode> {
+fn log_conversation(
+    ctx: &Context,
+    conversation: &ConversationRecord,
+    short: bool,
+) -> Result<ExitCode> {
     let Some(head) = conversation.head else {
         if ctx.json {
             return print_json(&json!({ "conversation": conversation, "messages": [] }));
@@ -143,7 +147,7 @@ fn log_conversation(ctx: &Context, conversation: &Conversation, short: bool) -> 
 fn log_recent(
     ctx: &Context,
     args: &LogArgs,
-    conversation: Option<&Conversation>,
+    conversation: Option<&ConversationRecord>,
 ) -> Result<ExitCode> {
     let filtering = args.model.is_some() || args.query.is_some();
     let mut runs = match conversation {
@@ -312,7 +316,7 @@ pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut labels: HashMap<NodeId, Vec<String>> = HashMap::new();
-    let named = |c: &Conversation| {
+    let named = |c: &ConversationRecord| {
         let name = c
             .label()
             .map(|label| format!(" ({})", ui::one_line(label, 60)))
@@ -555,7 +559,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
 fn matching_runs<'r>(
     ctx: &Context,
     text: &str,
-    conversation: Option<&Conversation>,
+    conversation: Option<&ConversationRecord>,
     runs: &'r [skein::store::RunRecord],
     count: usize,
 ) -> Result<Vec<&'r skein::store::RunRecord>> {

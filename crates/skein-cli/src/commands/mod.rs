@@ -19,7 +19,7 @@ use crate::exit::{ExitWith, NOT_FOUND};
 use crate::flags::{Cli, Command};
 use crate::ui;
 use anyhow::{Context as _, Result};
-use skein::store::{Conversation, OpenMode, StoreError};
+use skein::store::{ConversationRecord, OpenMode, StoreError};
 use skein::{NodeId, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -175,13 +175,13 @@ impl Context {
         Ok(self.store.resolve_node(prefix)?)
     }
 
-    pub fn conversation(&self, prefix: &str) -> Result<Conversation> {
+    pub fn conversation(&self, prefix: &str) -> Result<ConversationRecord> {
         let id = self.store.resolve_conversation(prefix)?;
         Ok(self.store.conversation(&id)?)
     }
 
     /// The most recently updated conversation.
-    pub fn latest_conversation(&self) -> Result<Conversation> {
+    pub fn latest_conversation(&self) -> Result<ConversationRecord> {
         self.store
             .list_conversations(1)?
             .into_iter()

@@ -29,7 +29,7 @@ use std::sync::Arc;
 /// A `prompt --source` turn: what the command line gave.
 pub struct SourcedTurn {
     pub model: Option<String>,
-    pub existing: Option<skein::store::Conversation>,
+    pub existing: Option<skein::store::ConversationRecord>,
     pub name: Option<String>,
     pub system: Option<String>,
     pub sources: Vec<(String, String)>,
@@ -274,7 +274,10 @@ fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
 
 /// Start the MCP servers whose tools `stored`'s runs offered, so a loaded
 /// chat's tool loops (reruns, later turns) can call them again.
-async fn start_offered_tools(ctx: &Context, stored: &skein::store::Conversation) -> Result<()> {
+async fn start_offered_tools(
+    ctx: &Context,
+    stored: &skein::store::ConversationRecord,
+) -> Result<()> {
     let runs = ctx.store.runs_of_conversation(&stored.id)?;
     let names: Vec<String> = runs
         .iter()

@@ -371,7 +371,10 @@ pub async fn branch_at(
 /// The conversation a branch at `node` takes its settings from: the one
 /// `node` heads, else the one whose run produced it (as
 /// `Conversation::fork_at` finds it).
-fn owner_of(ctx: &Context, node: skein::NodeId) -> Result<Option<skein::store::Conversation>> {
+fn owner_of(
+    ctx: &Context,
+    node: skein::NodeId,
+) -> Result<Option<skein::store::ConversationRecord>> {
     if let Some(owner) = ctx.store.conversations_at(node)?.into_iter().next() {
         return Ok(Some(owner));
     }
@@ -391,7 +394,7 @@ fn owner_of(ctx: &Context, node: skein::NodeId) -> Result<Option<skein::store::C
 /// was recorded with, else the default.
 pub fn turn_model(
     model: Option<&str>,
-    stored: Option<&skein::store::Conversation>,
+    stored: Option<&skein::store::ConversationRecord>,
 ) -> Result<Model> {
     match (model, stored) {
         (Some(name), _) => home_model(Some(name.to_string())),

@@ -2364,7 +2364,7 @@ fn last_run(skein: &Skein) -> skein::store::RunRecord {
 }
 
 /// A stored conversation, by id or name.
-fn stored(skein: &Skein, id: &str) -> skein::store::Conversation {
+fn stored(skein: &Skein, id: &str) -> skein::store::ConversationRecord {
     let store = skein::Store::open(skein.db()).unwrap();
     let id = store.resolve_conversation(id).unwrap();
     store.conversation(&id).unwrap()

@@ -28,7 +28,7 @@ for a request that asked not to be stored.
 use skein::conversation::commit::{self, Bookmark, OnMoved};
 use skein::core::{ConversationId, ConversationSettings, NodeId, Origin, RunRecord};
 use skein::engine::RunOutput;
-use skein::store::{Conversation, Store, StoreError};
+use skein::store::{ConversationRecord, Store, StoreError};
 
 /// How far back a request's stored nodes are searched for the conversation
 /// they belong to.
@@ -69,7 +69,7 @@ impl Meta {
 enum Place {
     /// Moves (or stands at) this conversation's head, from `from`.
     Continue {
-        owner: Conversation,
+        owner: ConversationRecord,
         from: Option<NodeId>,
     },
     /// The reply is stored already: the run joins its conversation.
@@ -77,7 +77,7 @@ enum Place {
     /// A new conversation at `start`, a branch of `source` when known.
     New {
         start: Option<NodeId>,
-        source: Option<Conversation>,
+        source: Option<ConversationRecord>,
     },
 }
 
@@ -321,13 +321,13 @@ fn place_as_read(
 /// A conversation found at a node: the request's own (the one of the name
 /// it gives, or any when it gives none), or another one of the family.
 enum Found {
-    Own(Conversation),
-    Other(Conversation),
+    Own(ConversationRecord),
+    Other(ConversationRecord),
 }
 
 /// Among `conversations` (at one node), the one named `name`; without a
 /// name, the first.
-fn chosen(conversations: Vec<Conversation>, name: Option<&str>) -> Option<Found> {
+fn chosen(conversations: Vec<ConversationRecord>, name: Option<&str>) -> Option<Found> {
     let Some(name) = name else {
         return conversations.into_iter().next().map(Found::Own);
     };

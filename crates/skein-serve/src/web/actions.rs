@@ -28,8 +28,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use skein::core::provider::GenerationOptions;
-use skein::store::Conversation as Stored;
 use skein::store::ConversationId;
+use skein::store::ConversationRecord as Stored;
 use skein::{Conversation, Fork, Model, NodeId, Prompt, Role, TurnInput};
 use tokio::sync::OwnedSemaphorePermit;
 

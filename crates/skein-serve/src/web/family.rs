@@ -40,7 +40,7 @@ pub(crate) struct Anchor {
 
 impl Anchor {
     fn of_conversation(
-        conversation: &skein::store::Conversation,
+        conversation: &skein::store::ConversationRecord,
         head: NodeId,
         kind: BranchKind,
     ) -> Anchor {

@@ -7,7 +7,7 @@ serialising store records as they happen to be.
 
 use serde::Serialize;
 use skein::core::{FinishReason, Part, Role, ToolSpec};
-use skein::store::{Conversation, ConversationId, Origin, Relation, RunRecord, RunStatus};
+use skein::store::{ConversationId, ConversationRecord, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, NodeId};
 
 /// `GET /api/info`.
@@ -52,8 +52,8 @@ pub struct ConversationView {
     pub preview: Option<String>,
 }
 
-impl From<&Conversation> for ConversationView {
-    fn from(conversation: &Conversation) -> ConversationView {
+impl From<&ConversationRecord> for ConversationView {
+    fn from(conversation: &ConversationRecord) -> ConversationView {
         ConversationView {
             id: conversation.id.clone(),
             short: conversation.id.short().to_string(),

@@ -1,5 +1,5 @@
 /*!
-Conversation bookmarks on PostgreSQL: create, fork, rename, list, and
+ConversationRecord bookmarks on PostgreSQL: create, fork, rename, list, and
 moving a bookmark, always as a compare-and-set on the head the caller
 started from.
 
@@ -20,8 +20,8 @@ use crate::conversations::{
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{
-    Committed, Conversation, ConversationId, ListPosition, NewConversation, OnConflict, Target,
-    TurnCommit, now_ms,
+    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, OnConflict,
+    Target, TurnCommit, now_ms,
 };
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::{ConversationSettings, Node, NodeId, StoreKey};
@@ -43,7 +43,7 @@ macro_rules! next_updated {
 }
 
 impl PgStore {
-    pub fn create_conversation(&self, new: NewConversation) -> Result<Conversation> {
+    pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         let id = self.write(async |tx| {
             if let Some(head) = new.head
                 && !node_exists(tx, head).await?
@@ -60,7 +60,7 @@ impl PgStore {
         self.conversation(&id)
     }
 
-    pub fn conversation(&self, id: &ConversationId) -> Result<Conversation> {
+    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
         self.read(async |client| {
             let statement = client
                 .prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = $1"))
@@ -71,7 +71,7 @@ impl PgStore {
         })
     }
 
-    pub fn list_conversations(&self, limit: usize) -> Result<Vec<Conversation>> {
+    pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
         self.query_conversations(
             &format!("{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT $1"),
             &(limit.min(i64::MAX as usize) as i64),
@@ -82,7 +82,7 @@ impl PgStore {
         &self,
         after: &ListPosition,
         limit: usize,
-    ) -> Result<Vec<Conversation>> {
+    ) -> Result<Vec<ConversationRecord>> {
         let limit = limit.min(i64::MAX as usize) as i64;
         self.read(async |client| {
             let statement = client
@@ -99,7 +99,7 @@ impl PgStore {
         })
     }
 
-    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<Conversation>> {
+    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
         self.query_conversations(
             &format!("{SELECT_CONVERSATION} WHERE c.head = $1 ORDER BY c.updated DESC"),
             &node.0.as_slice(),
@@ -110,7 +110,7 @@ impl PgStore {
         &self,
         sql: &str,
         param: &(dyn tokio_postgres::types::ToSql + Sync),
-    ) -> Result<Vec<Conversation>> {
+    ) -> Result<Vec<ConversationRecord>> {
         self.read(async |client| {
             let statement = client.prepare_cached(sql).await?;
             let rows = client.query(&statement, &[param]).await?;
@@ -426,7 +426,7 @@ async fn cas_outcome(
     }
 }
 
-pub(crate) fn conversation_from_row(row: &Row) -> Conversation {
+pub(crate) fn conversation_from_row(row: &Row) -> ConversationRecord {
     ConversationRow {
         id: row.get(0),
         name: row.get(1),

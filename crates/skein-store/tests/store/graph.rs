@@ -6,9 +6,9 @@
 use crate::common::{Backend, TempStore, history};
 use skein_core::{Attachment, Message, Part, Role, Thread, ToolCall, ToolResult};
 use skein_store::{
-    Conversation, ConversationId, FamilyLimits, FamilyRows, NewConversation, OnConflict, Origin,
-    Problem, RerunCommit, RerunId, RerunRecord, RunRecord, SearchError, SearchQuery, SearchResults,
-    Store, StoreError, Target, TurnCommit,
+    ConversationId, ConversationRecord, FamilyLimits, FamilyRows, NewConversation, OnConflict,
+    Origin, Problem, RerunCommit, RerunId, RerunRecord, RunRecord, SearchError, SearchQuery,
+    SearchResults, Store, StoreError, Target, TurnCommit,
 };
 
 fn two_conversations_sharing_a_50_message_prefix_store_it_once(backend: Backend) {
@@ -326,7 +326,7 @@ fn conversation_at(
     name: &str,
     thread: &Thread,
     origin: Option<Origin>,
-) -> Conversation {
+) -> ConversationRecord {
     store.append(thread).unwrap();
     store
         .create_conversation(NewConversation {

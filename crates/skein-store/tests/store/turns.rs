@@ -9,7 +9,7 @@ use skein_store::{
     RunRecord, RunStatus, Store, StoreError, Target, TurnCommit,
 };
 
-fn new_conversation(store: &Store) -> skein_store::Conversation {
+fn new_conversation(store: &Store) -> skein_store::ConversationRecord {
     store
         .create_conversation(NewConversation::default())
         .unwrap()

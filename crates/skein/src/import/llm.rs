@@ -36,7 +36,7 @@ use skein_core::{
     Attachment, Digest, Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec,
 };
 use skein_store::{
-    Conversation, ConversationId, Origin, Result, RunId, RunRecord, Store, StoreError,
+    ConversationId, ConversationRecord, Origin, Result, RunId, RunRecord, Store, StoreError,
 };
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -115,7 +115,7 @@ pub fn import(store: &Store, path: &Path) -> Result<LlmImportReport> {
 struct Read {
     /// Each message's thread (itself and its ancestors), by `llm` hash.
     threads: HashMap<String, Thread>,
-    conversations: Vec<Conversation>,
+    conversations: Vec<ConversationRecord>,
     runs: Vec<RunRecord>,
 }
 
@@ -222,7 +222,7 @@ fn read_llm(llm: &Connection, path: &Path, report: &mut LlmImportReport) -> Resu
             }),
         };
         let created_ms = when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
-        conversations_read.push(Conversation {
+        conversations_read.push(ConversationRecord {
             id: conversations[id].clone(),
             name: name.clone(),
             head,
