@@ -50,7 +50,7 @@ pub const CONVERSATIONS_PER_MATCH: usize = 3;
 pub(crate) const WALK_LIMIT: usize = 10_000;
 /// How many nodes at the end of a match's lane are looked at for the heads
 /// of conversations holding it.
-const LANE_END: usize = 64;
+pub(crate) const LANE_END: usize = 64;
 /// A snippet's length, in characters, before its ellipses.
 const SNIPPET_CHARS: usize = 160;
 /// How much of a snippet comes before its first match, in characters.

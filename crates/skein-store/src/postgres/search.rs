@@ -9,17 +9,19 @@ search first reads up to `CANDIDATES` matches from the GIN index unordered
 and, when those are all, takes the newest itself; only a word with more
 matches is found by walking `seq` backwards, where the newest come soon.
 
-Without lanes, the conversations containing a match are found by walking
-the nodes below it breadth first, up to `WALK_LIMIT` deep, stopping at the
-first conversations met.
+The conversations containing a match are found as on SQLite: a head among
+the last `LANE_END` nodes of the match's lane, else one anywhere lower in
+the lane (both by the `(lane, depth)` index), else by walking the nodes
+below it breadth first, up to `WALK_LIMIT` deep, stopping at the first
+conversations met.
 */
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
 use crate::codec::node_id;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
-use crate::search::{ConversationRef, Parsed, WALK_LIMIT, index_text};
+use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
 use deadpool_postgres::Transaction;
 use skein_core::{Message, NodeId, Role};
 
@@ -124,12 +126,47 @@ impl PgStore {
             .collect()
     }
 
-    /// Up to `cap` conversations whose thread contains `node`, nearest
-    /// first. The recursive walk is evaluated only as far as the outer
-    /// `LIMIT` needs.
+    /// Up to `cap` conversations whose thread contains `node`: heads at the
+    /// end of its lane first, then the nearest below it. The recursive walk
+    /// is evaluated only as far as the outer `LIMIT` needs.
     pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
         let rows = self.read(async |client| {
-            let statement = client
+            let place = client
+                .prepare_cached("SELECT lane, depth FROM nodes WHERE id = $1")
+                .await?;
+            let Some(place) = client
+                .query_opt(&place, &[&node.as_bytes().as_slice()])
+                .await?
+            else {
+                return Err(StoreError::NodeNotFound(node));
+            };
+            let (lane, depth): (Vec<u8>, i64) = (place.get(0), place.get(1));
+            let at_end = client
+                .prepare_cached(
+                    "SELECT c.id, c.name FROM (
+                         SELECT id FROM nodes WHERE lane = $1 AND depth >= $2
+                         ORDER BY depth DESC LIMIT $3
+                     ) h JOIN conversations c ON c.head = h.id
+                     LIMIT $4",
+                )
+                .await?;
+            let found = client
+                .query(&at_end, &[&lane, &depth, &(LANE_END as i64), &(cap as i64)])
+                .await?;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+            let in_lane = client
+                .prepare_cached(
+                    "SELECT c.id, c.name FROM nodes h JOIN conversations c ON c.head = h.id
+                     WHERE h.lane = $1 AND h.depth >= $2 ORDER BY h.depth DESC LIMIT 1",
+                )
+                .await?;
+            let found = client.query(&in_lane, &[&lane, &depth]).await?;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+            let below = client
                 .prepare_cached(
                     "WITH RECURSIVE sub(id, k) AS (
                          SELECT id, 0 FROM nodes WHERE id = $1
@@ -143,7 +180,7 @@ impl PgStore {
                 .await?;
             Ok(client
                 .query(
-                    &statement,
+                    &below,
                     &[
                         &node.as_bytes().as_slice(),
                         &(WALK_LIMIT as i32),
