@@ -198,9 +198,9 @@ fn attachment(path: &Path, media_type: Option<&str>) -> Result<Attachment> {
         bail!("{shown} is empty");
     }
     let media_type = match media_type {
-        Some(given) if crate::media::is_media_type(given) => given.to_ascii_lowercase(),
+        Some(given) if skein::media::is_media_type(given) => given.to_ascii_lowercase(),
         Some(given) => bail!("`{given}` is not a media type: write TYPE/SUBTYPE, e.g. image/png"),
-        None => match crate::media::sniff(&data, name) {
+        None => match skein::media::sniff(&data, name) {
             Some(sniffed) => sniffed.to_string(),
             None => bail!(
                 "cannot tell what kind of file {shown} is: give its type with --at {} TYPE (e.g. image/png)",

@@ -9,7 +9,6 @@ mod config;
 mod exit;
 mod flags;
 mod input;
-mod media;
 mod ui;
 
 use clap::Parser;

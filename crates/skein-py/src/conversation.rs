@@ -10,6 +10,7 @@ use crate::model::{Store, open};
 use crate::response::{ChainResponse, Response, turn_args};
 use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
+use crate::values::{Attachment, turn_input};
 use crate::values::{Message, ToolSpec};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -210,12 +211,13 @@ impl Conversation {
     }
 
     /// A prompt after the head. Nothing runs until the response is read.
-    #[pyo3(signature = (prompt, *, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn prompt(
         &self,
         py: Python<'_>,
         prompt: String,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
         tools: Option<&Bound<'_, PyAny>>,
@@ -236,17 +238,20 @@ impl Conversation {
             seed,
             max_tokens,
         )?;
-        Ok(Response::pending(args.prompt(self.inner.prompt(prompt))))
+        Ok(Response::pending(args.prompt(
+            self.inner.prompt(turn_input(prompt, attachments)),
+        )))
     }
 
     /// A tool loop after the head, with the conversation's tools and hooks
     /// (or `tools=`, `before_call=` and `after_call=` for this chain only).
-    #[pyo3(signature = (prompt, *, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt, *, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn chain(
         &self,
         py: Python<'_>,
         prompt: String,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         tools: Option<&Bound<'_, PyAny>>,
         chain_limit: Option<u32>,
         before_call: Option<Py<PyAny>>,
@@ -273,7 +278,9 @@ impl Conversation {
         args.chain_limit = chain_limit;
         args.before_call = before_call;
         args.after_call = after_call;
-        Ok(ChainResponse::pending(args.chain(self.inner.chain(prompt))))
+        Ok(ChainResponse::pending(
+            args.chain(self.inner.chain(turn_input(prompt, attachments))),
+        ))
     }
 
     /// Branch at the head: a new conversation with the same history, tools,

@@ -54,6 +54,7 @@ fn _skein(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<values::ToolCall>()?;
     m.add_class::<values::ToolResult>()?;
     m.add_class::<values::Message>()?;
+    m.add_class::<values::Attachment>()?;
     m.add_class::<values::DriftWarning>()?;
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::conversation::Conversation;
 use crate::errors::check;
 use crate::response::{ChainResponse, Response};
 use crate::tools::{after_call, before_call, tools};
+use crate::values::{Attachment, turn_input};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -173,11 +174,12 @@ impl Model {
 
     /// One prompt in a new conversation of its own. Nothing runs until the
     /// response is read, iterated or awaited.
-    #[pyo3(signature = (prompt, *, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn prompt(
         &self,
         prompt: String,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
         tools: Option<&Bound<'_, PyAny>>,
@@ -194,17 +196,20 @@ impl Model {
             ..TurnArgs::default()
         };
         let conversation = self.builder(None, None, None, None)?.build();
-        Ok(Response::pending(args.prompt(conversation.prompt(prompt))))
+        Ok(Response::pending(args.prompt(
+            conversation.prompt(turn_input(prompt, attachments)),
+        )))
     }
 
     /// A tool loop in a new conversation of its own: the model's tool calls
     /// run (Python functions as tools) until a reply calls none, the chain
     /// limit is reached, or `before_call` stops it.
-    #[pyo3(signature = (prompt, *, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt, *, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn chain(
         &self,
         prompt: String,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         tools: Option<&Bound<'_, PyAny>>,
         chain_limit: Option<u32>,
         before_call: Option<Py<PyAny>>,
@@ -225,9 +230,9 @@ impl Model {
             ..TurnArgs::default()
         };
         let conversation = self.builder(None, tools, chain_limit, None)?.build();
-        Ok(ChainResponse::pending(
-            args.chain(conversation.chain(prompt)),
-        ))
+        Ok(ChainResponse::pending(args.chain(
+            conversation.chain(turn_input(prompt, attachments)),
+        )))
     }
 
     /// A new conversation on this model (recorded in the model's store, or

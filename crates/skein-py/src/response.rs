@@ -12,7 +12,9 @@ use crate::model::Store;
 use crate::runtime;
 use crate::tools::tools;
 use crate::turn::{Outcome, Turn};
-use crate::values::{DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json, warn_drift};
+use crate::values::{
+    Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json, turn_input, warn_drift,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use skein::{ChainPrompt, Prompt};
@@ -138,12 +140,13 @@ impl Response {
     /// has moved on since, the turn branches into a new conversation here
     /// (a bookmark never moves backwards). `tools=[]` offers no tools on this
     /// turn; `model=` sends it to another model with the same history.
-    #[pyo3(signature = (prompt, *, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn reply(
         &self,
         py: Python<'_>,
         prompt: String,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
         tools: Option<&Bound<'_, PyAny>>,
@@ -164,19 +167,22 @@ impl Response {
             seed,
             max_tokens,
         )?;
-        Ok(Response::pending(args.prompt(self.get(py)?.reply(prompt))))
+        Ok(Response::pending(args.prompt(
+            self.get(py)?.reply(turn_input(prompt, attachments)),
+        )))
     }
 
     /// Branch at this response: a new conversation with this history and
     /// the same tools, chain limit and store (never the hooks). With a
     /// prompt, its first response; without, the new conversation (recorded
     /// at once when there is a store).
-    #[pyo3(signature = (prompt = None, *, name = None, model = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, attachments = None, name = None, model = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn fork(
         &self,
         py: Python<'_>,
         prompt: Option<String>,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         name: Option<String>,
         model: Option<&Bound<'_, PyAny>>,
         system: Option<String>,
@@ -207,7 +213,8 @@ impl Response {
                     seed,
                     max_tokens,
                 )?;
-                Ok(Py::new(py, Response::pending(args.prompt(fork.prompt(prompt))))?.into_any())
+                let input = turn_input(prompt, attachments);
+                Ok(Py::new(py, Response::pending(args.prompt(fork.prompt(input))))?.into_any())
             }
             None => {
                 let created = runtime::block_on(py, fork.create())?;
@@ -409,12 +416,13 @@ impl ChainResponse {
     }
 
     /// Continue from the end of the chain.
-    #[pyo3(signature = (prompt, *, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn reply(
         &self,
         py: Python<'_>,
         prompt: String,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
         tools: Option<&Bound<'_, PyAny>>,
@@ -435,7 +443,9 @@ impl ChainResponse {
             seed,
             max_tokens,
         )?;
-        Ok(Response::pending(args.prompt(self.get(py)?.reply(prompt))))
+        Ok(Response::pending(args.prompt(
+            self.get(py)?.reply(turn_input(prompt, attachments)),
+        )))
     }
 
     fn __iter__(&self) -> ChainStream {

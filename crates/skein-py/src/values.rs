@@ -274,3 +274,103 @@ pub fn warn_drift(py: Python<'_>, warnings: &[skein::DriftWarning]) -> PyResult<
     }
     Ok(())
 }
+
+/// A file attached to a prompt: an image, a PDF, audio... from a `path` or
+/// from `content` bytes, its media type given as `type` or told from its
+/// first bytes (or its name's extension). Stored once by digest, like any
+/// part; a model that cannot take it refuses the turn before the call.
+#[pyclass(frozen, module = "skein")]
+pub struct Attachment {
+    pub inner: skein::core::Attachment,
+}
+
+#[pymethods]
+impl Attachment {
+    #[new]
+    #[pyo3(signature = (path = None, *, content = None, r#type = None))]
+    fn new(
+        path: Option<std::path::PathBuf>,
+        content: Option<Vec<u8>>,
+        r#type: Option<String>,
+    ) -> PyResult<Attachment> {
+        use pyo3::exceptions::PyValueError;
+        let (data, shown) = match (path, content) {
+            (Some(path), None) => {
+                let data = std::fs::read(&path)?;
+                let shown = format!("the attachment {}", path.display());
+                (data, (shown, Some(path)))
+            }
+            (None, Some(content)) => (content, ("the attachment's content".to_string(), None)),
+            _ => {
+                return Err(PyValueError::new_err(
+                    "an Attachment takes a path or content=, exactly one of them",
+                ));
+            }
+        };
+        let (shown, path) = shown;
+        if data.is_empty() {
+            return Err(PyValueError::new_err(format!("{shown} is empty")));
+        }
+        let media_type = match r#type {
+            Some(given) if skein::media::is_media_type(&given) => given.to_ascii_lowercase(),
+            Some(given) => {
+                return Err(PyValueError::new_err(format!(
+                    "`{given}` is not a media type: write TYPE/SUBTYPE, e.g. image/png"
+                )));
+            }
+            None => match skein::media::sniff(&data, path.as_deref()) {
+                Some(sniffed) => sniffed.to_string(),
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "cannot tell what kind of file {shown} is: give its type, e.g. type=\"image/png\""
+                    )));
+                }
+            },
+        };
+        Ok(Attachment {
+            inner: skein::core::Attachment { media_type, data },
+        })
+    }
+
+    /// The media type, e.g. `image/png`.
+    #[getter]
+    fn r#type(&self) -> String {
+        self.inner.media_type.clone()
+    }
+
+    /// The size in bytes.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.data.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Attachment(type={:?}, size={})",
+            self.inner.media_type,
+            self.inner.data.len()
+        )
+    }
+}
+
+/// What a turn sends: `prompt`, with `attachments` after it in the same
+/// user message when there are any.
+pub fn turn_input(
+    prompt: String,
+    attachments: Option<Vec<PyRef<'_, Attachment>>>,
+) -> skein::TurnInput {
+    let attachments = attachments.unwrap_or_default();
+    if attachments.is_empty() {
+        return skein::TurnInput::text(prompt);
+    }
+    let mut parts = Vec::new();
+    if !prompt.is_empty() {
+        parts.push(skein::Part::text(prompt));
+    }
+    parts.extend(
+        attachments
+            .iter()
+            .map(|attachment| skein::Part::Attachment(attachment.inner.clone())),
+    );
+    skein::TurnInput::from(skein::Message::new(skein::Role::User, parts))
+}

@@ -5,6 +5,7 @@ Their async twins are in test_async.py."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +236,42 @@ def test_the_store_finds_messages_by_their_words(store: skein.Store) -> None:
     assert store.search("rhine", conversation="rivers")["matches"]
     with pytest.raises(skein.StoreError, match="unclosed quote"):
         store.search('"open')
+
+
+def test_attachments_go_in_the_prompt_s_message_and_are_recorded(
+    tmp_path: Path, echo: skein.Model, store: skein.Store
+) -> None:
+    pixel = tmp_path / "pixel.png"
+    pixel.write_bytes(bytes.fromhex("89504e470d0a1a0a") + bytes(16))
+    image = skein.Attachment(pixel)
+    assert (image.type, image.size) == ("image/png", 24)
+    notes = skein.Attachment(content=b"plain words", type="Text/Plain")
+    assert notes.type == "text/plain"
+
+    recorded = skein.Model("echo", store=store)
+    first = recorded.prompt("what is this?", attachments=[image, notes])
+    assert first.text().startswith(
+        'echo: "what is this?" [attachment: image/png, 24 bytes] [attachment: text/plain, 11 bytes]'
+    )
+    # A reply and a fork take them too; the text may be left empty.
+    again = first.reply("", attachments=[image])
+    assert again.text().startswith('echo: "" [attachment: image/png, 24 bytes]')
+    forked = first.fork("and this?", attachments=[notes])
+    assert isinstance(forked, skein.Response)
+    assert "[attachment: text/plain, 11 bytes]" in forked.text()
+    # Stored as parts of the one user message, with the CLI's database.
+    loaded = skein.Conversation.load(store, first.conversation.id)
+    assert loaded.messages()[-2].role == "user"
+
+    with pytest.raises(ValueError, match="exactly one"):
+        skein.Attachment()
+    with pytest.raises(ValueError, match="exactly one"):
+        skein.Attachment(pixel, content=b"x")
+    with pytest.raises(ValueError, match="is empty"):
+        skein.Attachment(content=b"")
+    with pytest.raises(ValueError, match="cannot tell what kind of file"):
+        skein.Attachment(content=bytes([0, 159, 146, 150]))
+    with pytest.raises(ValueError, match="not a media type"):
+        skein.Attachment(content=b"x", type="png")
+    with pytest.raises(FileNotFoundError):
+        skein.Attachment(tmp_path / "missing.png")

@@ -25,6 +25,7 @@ This facade re-exports the pieces a user meets first:
 - [`builtin`]: the built-in tools the command line offers by name;
 - [`command`]: an executable offered to a model as a tool;
 - [`mcp`]: the tools of Model Context Protocol servers;
+- [`media`]: the media type of an attached file;
 - [`import`]: importing other tools' data (`llm`'s logs.db).
 
 And the types most code starts from: [`Model`] (a handle on a model
@@ -71,6 +72,7 @@ pub mod builtin;
 pub mod command;
 pub mod import;
 pub mod mcp;
+pub mod media;
 
 pub use skein_conversation::blocking;
 pub use skein_conversation::{

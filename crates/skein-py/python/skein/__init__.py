@@ -48,6 +48,7 @@ from ._errors import (
     UnknownTool,
 )
 from ._skein import (
+    Attachment,
     ChainResponse,
     Conversation,
     DriftWarning,
@@ -131,4 +132,5 @@ __all__ = [
     "Usage",
     "__version__",
     "tool",
+    "Attachment",
 ]

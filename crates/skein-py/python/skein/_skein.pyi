@@ -75,6 +75,7 @@ class Model:
         self,
         prompt: str,
         *,
+        attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
         tools: Iterable[ToolLike] | None = None,
@@ -87,6 +88,7 @@ class Model:
         self,
         prompt: str,
         *,
+        attachments: Iterable[Attachment] | None = None,
         tools: Iterable[ToolLike] | None = None,
         chain_limit: int | None = None,
         before_call: BeforeCall | None = None,
@@ -124,6 +126,7 @@ class Conversation:
         node: str,
         prompt: str | None = None,
         *,
+        attachments: Iterable[Attachment] | None = None,
         name: str | None = None,
         model: ModelLike | None = None,
         tools: Iterable[ToolLike] | None = None,
@@ -149,6 +152,7 @@ class Conversation:
         self,
         prompt: str,
         *,
+        attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
         tools: Iterable[ToolLike] | None = None,
@@ -162,6 +166,7 @@ class Conversation:
         self,
         prompt: str,
         *,
+        attachments: Iterable[Attachment] | None = None,
         tools: Iterable[ToolLike] | None = None,
         chain_limit: int | None = None,
         before_call: BeforeCall | None = None,
@@ -206,6 +211,7 @@ class Response:
         self,
         prompt: str,
         *,
+        attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
         tools: Iterable[ToolLike] | None = None,
@@ -219,6 +225,7 @@ class Response:
         self,
         prompt: str | None = None,
         *,
+        attachments: Iterable[Attachment] | None = None,
         name: str | None = None,
         model: ModelLike | None = None,
         system: str | None = None,
@@ -265,6 +272,7 @@ class ChainResponse:
         self,
         prompt: str,
         *,
+        attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
         tools: Iterable[ToolLike] | None = None,
@@ -330,6 +338,23 @@ class ToolResult:
     def content(self) -> str: ...
     @property
     def is_error(self) -> bool: ...
+
+@final
+class Attachment:
+    """A file attached to a prompt: a ``path`` or ``content`` bytes, its
+    media type given as ``type`` or told from its first bytes (or name)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        content: bytes | None = None,
+        type: str | None = None,
+    ) -> None: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def size(self) -> int: ...
 
 @final
 class Message:

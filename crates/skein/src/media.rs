@@ -1,8 +1,9 @@
 /*!
-The media type of a file attached with `-a`: told from its first bytes
-(the formats models take: images, PDF, audio, video), else from its name's
-extension, else `text/plain` when it is UTF-8 text. What none of these
-recognise has no type, and `--at FILE TYPE` gives one.
+The media type of an attached file (the CLI's `-a`, Python's
+`skein.Attachment`): told from its first bytes (the formats models take:
+images, PDF, audio, video), else from its name's extension, else
+`text/plain` when it is UTF-8 text. What none of these recognise has no
+type, and the caller gives one (`--at FILE TYPE`, `type=`).
 */
 
 use std::path::Path;
