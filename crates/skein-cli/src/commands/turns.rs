@@ -353,8 +353,8 @@ pub async fn branch_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
-    if let Some(owner) = owner_of(ctx, node)? {
-        super::tools::start_for(&owner.settings.tools).await?;
+    if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node)? {
+        super::tools::start_for(&ctx.store.conversation(&owner)?.settings.tools).await?;
     }
     let node = node.to_string();
     Ok(match model {
@@ -365,28 +365,6 @@ pub async fn branch_at(
                 .model(&model)
         }
         None => Conversation::fork_at(&ctx.store, &node, &home_model(None)?).await?,
-    })
-}
-
-/// The conversation a branch at `node` takes its settings from: the one
-/// `node` heads, else the one whose run produced it (as
-/// `Conversation::fork_at` finds it).
-fn owner_of(
-    ctx: &Context,
-    node: skein::NodeId,
-) -> Result<Option<skein::store::ConversationRecord>> {
-    if let Some(owner) = ctx.store.conversations_at(node)?.into_iter().next() {
-        return Ok(Some(owner));
-    }
-    let producer = ctx
-        .store
-        .runs_producing(node)?
-        .into_iter()
-        .rev()
-        .find_map(|run| run.conversation);
-    Ok(match producer {
-        Some(id) => Some(ctx.store.conversation(&id)?),
-        None => None,
     })
 }
 
