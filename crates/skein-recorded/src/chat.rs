@@ -97,6 +97,8 @@ pub struct RecordedChat {
     /// Every turn's evidence; only the loaded turn's for a chat loaded for
     /// one turn (a [`LoadedTurn`](crate::LoadedTurn)'s).
     pub(crate) turns: Vec<Arc<Turn>>,
+    /// For a chat loaded for one turn: which turn, and how many the chat
+    /// has (`turn` answers for the others without building them).
     pub(crate) loaded: Option<Loaded>,
     pub(crate) reports: HashMap<usize, Arc<Report>>,
     pub(crate) reruns: HashMap<RerunId, Stamp>,
