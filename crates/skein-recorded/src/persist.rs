@@ -73,14 +73,14 @@ pub enum TurnAt {
 pub struct LoadedTurn {
     /// A chat holding this turn's evidence only.
     chat: RecordedChat,
-    k: usize,
+    at: Loaded,
 }
 
 impl std::fmt::Debug for LoadedTurn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedTurn")
             .field("chat", &self.chat.bookmark.id)
-            .field("turn", &self.k)
+            .field("turn", &self.at.turn)
             .finish_non_exhaustive()
     }
 }
@@ -88,7 +88,7 @@ impl std::fmt::Debug for LoadedTurn {
 impl LoadedTurn {
     /// The turn's number, from 0.
     pub fn index(&self) -> usize {
-        self.k
+        self.at.turn
     }
 
     /// The turn's evidence.
@@ -98,9 +98,7 @@ impl LoadedTurn {
 
     /// How many turns the chat has.
     pub fn turns(&self) -> usize {
-        self.chat
-            .loaded
-            .map_or(self.chat.turns.len(), |at| at.turns)
+        self.at.turns
     }
 
     /// The chat's identity ([`RecordedChat::id`]).
@@ -120,22 +118,22 @@ impl LoadedTurn {
 
     /// [`RecordedChat::reason`] on this turn.
     pub async fn reason(&mut self, options: ReasonOptions) -> Result<Arc<Report>> {
-        self.chat.reason(self.k, options).await
+        self.chat.reason(self.at.turn, options).await
     }
 
     /// The memoised report, if any ([`RecordedChat::report`]).
     pub fn report(&self) -> Option<&Arc<Report>> {
-        self.chat.report(self.k)
+        self.chat.report(self.at.turn)
     }
 
     /// [`RecordedChat::rerun_turn`] on this turn.
     pub async fn rerun(&mut self, options: RerunOptions) -> Result<RerunResult> {
-        self.chat.rerun_turn(self.k, options).await
+        self.chat.rerun_turn(self.at.turn, options).await
     }
 
     /// [`RecordedChat::fork`] from this turn.
     pub async fn fork(&self, from_rerun: Option<&RerunResult>) -> Result<RecordedChat> {
-        self.chat.fork(self.k, from_rerun).await
+        self.chat.fork(self.at.turn, from_rerun).await
     }
 
     /// [`RecordedChat::fork_from_rerun`]: the stored rerun must have re-run
@@ -347,12 +345,12 @@ pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedT
         }
     };
     let turn = Arc::new(build(&store, &id, k, &stored.turns[k], &stored.removed).await?);
-    let loaded = Loaded {
+    let at = Loaded {
         turn: k,
         turns: count,
     };
-    let chat = assemble(config, &id, stored, history, vec![turn], Some(loaded));
-    Ok(LoadedTurn { chat, k })
+    let chat = assemble(config, &id, stored, history, vec![turn], Some(at));
+    Ok(LoadedTurn { chat, at })
 }
 
 /// `config` with the stored layout where it declares none of its own.
