@@ -9,6 +9,7 @@ runtime (where blocking would stall it), they return
 use crate::chat::{RecordedChat, RecordedChatBuilder};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
+use crate::persist::{LoadedTurn, TurnAt};
 use crate::reason::{ReasonOptions, Report};
 use crate::rerun::{RerunOptions, RerunResult};
 use skein_store::{ConversationId, RerunId};
@@ -35,6 +36,33 @@ impl RecordedChatBuilder {
     /// [`RecordedChatBuilder::load`], blocking.
     pub fn load_blocking(self, conversation: &ConversationId) -> Result<RecordedChat> {
         block_on(self.load(conversation))
+    }
+
+    /// [`RecordedChatBuilder::load_turn`], blocking.
+    pub fn load_turn_blocking(self, at: TurnAt) -> Result<LoadedTurn> {
+        block_on(self.load_turn(at))
+    }
+}
+
+impl LoadedTurn {
+    /// [`LoadedTurn::reason`], blocking.
+    pub fn reason_blocking(&mut self, options: ReasonOptions) -> Result<Arc<Report>> {
+        block_on(self.reason(options))
+    }
+
+    /// [`LoadedTurn::rerun`], blocking.
+    pub fn rerun_blocking(&mut self, options: RerunOptions) -> Result<RerunResult> {
+        block_on(self.rerun(options))
+    }
+
+    /// [`LoadedTurn::fork`], blocking.
+    pub fn fork_blocking(&self, from_rerun: Option<&RerunResult>) -> Result<RecordedChat> {
+        block_on(self.fork(from_rerun))
+    }
+
+    /// [`LoadedTurn::fork_from_rerun`], blocking.
+    pub fn fork_from_rerun_blocking(&self, rerun: &RerunId) -> Result<RecordedChat> {
+        block_on(self.fork_from_rerun(rerun))
     }
 }
 

@@ -16,6 +16,7 @@ use crate::embed::Embedder;
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
 use crate::layout::{Layout, tag_tool_parts};
+use crate::persist::{Loaded, LoadedTurn, TurnAt};
 use crate::reason::Report;
 use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
 use skein_conversation::commit::{self, Bookmark, OnMoved};
@@ -93,7 +94,12 @@ pub struct RecordedChat {
     pub(crate) bookmark: Bookmark,
     pub(crate) removed: Ablation,
     pub(crate) history: Thread,
+    /// Every turn's evidence; only the loaded turn's for a chat loaded for
+    /// one turn (a [`LoadedTurn`](crate::LoadedTurn)'s).
     pub(crate) turns: Vec<Arc<Turn>>,
+    /// For a chat loaded for one turn: which turn, and how many the chat
+    /// has (`turn` answers for the others without building them).
+    pub(crate) loaded: Option<Loaded>,
     pub(crate) reports: HashMap<usize, Arc<Report>>,
     pub(crate) reruns: HashMap<RerunId, Stamp>,
 }
@@ -224,9 +230,18 @@ impl RecordedChatBuilder {
     }
 
     /// Load the recorded chat stored as `conversation` (this builder must
-    /// carry a store and the same engine, sources, tools and hook).
+    /// carry a store and the same engine, sources, tools and hook): its
+    /// history and every turn's evidence, at a cost in proportion to the
+    /// chat. To explain, re-run or fork one turn, [`load_turn`](Self::load_turn).
     pub async fn load(self, conversation: &ConversationId) -> Result<RecordedChat> {
         crate::persist::load(Arc::new(self.config), conversation).await
+    }
+
+    /// Load one recorded turn of a stored chat, alone: at the cost of that
+    /// turn (its two threads), whatever the chat's length. Its operations
+    /// give what the same operations on the whole loaded chat give.
+    pub async fn load_turn(self, at: TurnAt) -> Result<LoadedTurn> {
+        crate::persist::load_turn(Arc::new(self.config), at).await
     }
 }
 
@@ -294,6 +309,7 @@ impl RecordedChat {
             removed,
             history,
             turns: Vec::new(),
+            loaded: None,
             reports: HashMap::new(),
             reruns: HashMap::new(),
         })
@@ -333,10 +349,21 @@ impl RecordedChat {
 
     /// Turn `k`'s evidence.
     pub fn turn(&self, k: usize) -> Result<&Arc<Turn>> {
-        self.turns.get(k).ok_or(RecordedError::TurnOutOfRange {
-            turn: k,
-            turns: self.turns.len(),
-        })
+        match self.loaded {
+            None => self.turns.get(k).ok_or(RecordedError::TurnOutOfRange {
+                turn: k,
+                turns: self.turns.len(),
+            }),
+            Some(at) if k == at.turn => Ok(&self.turns[0]),
+            Some(at) if k < at.turns => Err(RecordedError::TurnNotLoaded {
+                turn: k,
+                loaded: at.turn,
+            }),
+            Some(at) => Err(RecordedError::TurnOutOfRange {
+                turn: k,
+                turns: at.turns,
+            }),
+        }
     }
 
     /// The number of the turn whose final reply is `node`.

@@ -17,6 +17,13 @@ pub enum RecordedError {
     /// A turn number past the last recorded turn.
     #[error("{}", out_of_range(*.turn, *.turns))]
     TurnOutOfRange { turn: usize, turns: usize },
+    /// A turn of a chat loaded for another turn alone
+    /// ([`LoadedTurn`](crate::LoadedTurn)).
+    #[error(
+        "turn {turn}'s evidence is not loaded: the chat was loaded for turn {loaded} alone \
+         (load that turn, or the whole chat with RecordedChatBuilder::load)"
+    )]
+    TurnNotLoaded { turn: usize, loaded: usize },
     /// A node that is not the assistant node of any recorded turn.
     #[error("node {} is not the reply of a recorded turn of this chat (give the turn's final assistant node)", .0.short())]
     NotATurn(NodeId),

@@ -92,8 +92,9 @@ impl Turn {
         &self.runs
     }
 
-    /// The runs' observation events, in order (empty for a turn loaded
-    /// from a store: events are not persisted).
+    /// The runs' observation events, in order (loaded back with the turn
+    /// from the runs that stored them; an event this build cannot read is
+    /// left out).
     pub fn events(&self) -> &[Event] {
         &self.events
     }

@@ -16,7 +16,9 @@ forked from the counterfactual.
   a rerun's answer, with provenance enforced.
 - [`embed`]: the embedders (the trait, lexical, OpenAI-compatible, local
   MiniLM; from `skein_providers::embed`) and the embedding cache.
-- [`persist`]: loading a recorded chat back from its conversation.
+- [`persist`]: loading a recorded chat back from its conversation, whole
+  ([`load`](RecordedChatBuilder::load)) or one turn alone
+  ([`load_turn`](RecordedChatBuilder::load_turn), a [`LoadedTurn`]).
 - [`blocking`]: `*_blocking` forms of the async operations.
 
 The walkthrough with runnable examples is `docs/recorded-chats.md`.
@@ -40,7 +42,7 @@ pub use embed::{
 };
 pub use error::{RecordedError, Result};
 pub use evidence::Turn;
-pub use persist::conversation_of_node;
+pub use persist::{LoadedTurn, TurnAt, conversation_of_node};
 pub use reason::{DEFAULT_MAX_SUSPECTS, ReasonOptions, Report, Signals, Suspect};
 pub use rerun::{
     Baseline, CompareFn, DEFAULT_SAMPLES, DEFAULT_THRESHOLD, RerunOptions, RerunResult, Sample,

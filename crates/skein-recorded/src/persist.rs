@@ -9,16 +9,36 @@ run's reply), and the reruns it produced (for provenance).
 Runs are grouped into turns by their recorded turn number; runs without one
 (conversations recorded by plain `skein` turns load too) by their chain,
 each run outside a chain being a turn of its own.
+
+Two ways in, sharing every step but the last:
+
+- [`RecordedChatBuilder::load`](crate::RecordedChatBuilder::load): the
+  whole chat, to go on with it or read every turn. It loads the history
+  and builds every turn's evidence (two threads per turn), so it costs in
+  proportion to the chat.
+- [`RecordedChatBuilder::load_turn`](crate::RecordedChatBuilder::load_turn):
+  one turn ([`TurnAt`]), for what `explain`, `rerun` and `fork
+  --from-rerun` need ([`LoadedTurn`]). It reads the conversation row, the
+  conversation's run records (one indexed query, no message bodies) and
+  reruns, and the two threads of that turn alone: the other turns are
+  numbered from their run records and never built, so a damaged turn
+  elsewhere in the chat does not stop it.
+
+Turns are numbered by when their first run started; turns started in the
+same millisecond by their reply's depth (a later turn of a conversation
+has a longer history), read from the reply node alone.
 */
 
 use crate::chat::{Config, RecordedChat, Stamp};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
+use crate::reason::{ReasonOptions, Report};
+use crate::rerun::{RerunOptions, RerunResult};
 use crate::source::{Ablation, Source, SourceInfo, SourceKind};
 use skein_conversation::Bookmark;
 use skein_core::{Annotation, NodeId, RecordedSettings, Relation, Thread, Usage};
 use skein_engine::Event;
-use skein_store::{ConversationId, RunRecord, Store};
+use skein_store::{ConversationId, ConversationRecord, RerunId, RerunRecord, RunRecord, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -31,52 +51,228 @@ pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<Convers
         .ok_or(RecordedError::NotATurn(node))
 }
 
-pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<RecordedChat> {
-    let store = config
-        .store
-        .clone()
-        .ok_or(RecordedError::NoStore("loading a recorded chat"))?;
+/// Which recorded turn [`RecordedChatBuilder::load_turn`](crate::RecordedChatBuilder::load_turn)
+/// loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TurnAt {
+    /// The turn whose final reply is this node, in the conversation that
+    /// recorded it (`skein explain NODE`).
+    Reply(NodeId),
+    /// Turn `k` (from 0) of this conversation (`--cid ID --turn K`, or the
+    /// turn a stored rerun re-ran).
+    Number(ConversationId, usize),
+}
+
+/// One turn of a stored recorded chat, loaded alone: its evidence, the
+/// chat's layout, removals and reruns, and what can be done with the turn
+/// (explain, re-run, fork). Built by
+/// [`RecordedChatBuilder::load_turn`](crate::RecordedChatBuilder::load_turn);
+/// every operation gives what the same operation on the whole loaded chat
+/// gives.
+pub struct LoadedTurn {
+    /// A chat holding this turn's evidence only.
+    chat: RecordedChat,
+    at: Loaded,
+}
+
+impl std::fmt::Debug for LoadedTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedTurn")
+            .field("chat", &self.chat.bookmark.id)
+            .field("turn", &self.at.turn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoadedTurn {
+    /// The turn's number, from 0.
+    pub fn index(&self) -> usize {
+        self.at.turn
+    }
+
+    /// The turn's evidence.
+    pub fn turn(&self) -> &Arc<Turn> {
+        &self.chat.turns[0]
+    }
+
+    /// How many turns the chat has.
+    pub fn turns(&self) -> usize {
+        self.at.turns
+    }
+
+    /// The chat's identity ([`RecordedChat::id`]).
+    pub fn id(&self) -> &str {
+        self.chat.id()
+    }
+
+    /// The stored conversation the turn belongs to.
+    pub fn conversation(&self) -> &ConversationId {
+        &self.chat.bookmark.id
+    }
+
+    /// Sources removed from every turn and probe of the chat.
+    pub fn removed(&self) -> &Ablation {
+        self.chat.removed()
+    }
+
+    /// [`RecordedChat::reason`] on this turn.
+    pub async fn reason(&mut self, options: ReasonOptions) -> Result<Arc<Report>> {
+        self.chat.reason(self.at.turn, options).await
+    }
+
+    /// The memoised report, if any ([`RecordedChat::report`]).
+    pub fn report(&self) -> Option<&Arc<Report>> {
+        self.chat.report(self.at.turn)
+    }
+
+    /// [`RecordedChat::rerun_turn`] on this turn.
+    pub async fn rerun(&mut self, options: RerunOptions) -> Result<RerunResult> {
+        self.chat.rerun_turn(self.at.turn, options).await
+    }
+
+    /// [`RecordedChat::fork`] from this turn.
+    pub async fn fork(&self, from_rerun: Option<&RerunResult>) -> Result<RecordedChat> {
+        self.chat.fork(self.at.turn, from_rerun).await
+    }
+
+    /// [`RecordedChat::fork_from_rerun`]: the stored rerun must have re-run
+    /// this turn of this chat.
+    pub async fn fork_from_rerun(&self, rerun: &RerunId) -> Result<RecordedChat> {
+        self.chat.fork_from_rerun(rerun).await
+    }
+}
+
+/// Where a chat loaded for one turn stands: the turn's number and how many
+/// turns the chat has.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Loaded {
+    pub(crate) turn: usize,
+    pub(crate) turns: usize,
+}
+
+/// What both ways in read: the conversation row and its persistent
+/// removals, its successful runs grouped into numbered turns, the tools
+/// its runs offered (by name, in order), and its reruns.
+struct Stored {
+    conversation: ConversationRecord,
+    removed: Ablation,
+    turns: Vec<Vec<RunRecord>>,
+    offered: Vec<String>,
+    reruns: Vec<RerunRecord>,
+}
+
+async fn read(store: &Store, id: &ConversationId, history: bool) -> Result<(Stored, Thread)> {
     let cid = id.clone();
     let (conversation, history, runs, reruns) = store
         .run_blocking(move |s| {
             let conversation = s.conversation(&cid)?;
-            let history = match conversation.head {
-                Some(head) => s.load_thread(head)?,
-                None => Thread::new(),
+            let history = match (history, conversation.head) {
+                (true, Some(head)) => s.load_thread(head)?,
+                _ => Thread::new(),
             };
             let runs = s.runs_of_conversation(&cid)?;
             let reruns = s.reruns_of_conversation(&cid)?;
             Ok((conversation, history, runs, reruns))
         })
         .await?;
-    let damaged = |problem: String| RecordedError::NotRecorded {
+    let offered = runs
+        .iter()
+        .flat_map(|run| run.tools.iter().map(|spec| spec.name.clone()))
+        .collect();
+    let turns = number_turns(store, group_turns(runs)).await?;
+    let removed = conversation
+        .settings
+        .recorded
+        .as_ref()
+        .map(|recorded| recorded.removed.iter().cloned().collect())
+        .unwrap_or_default();
+    Ok((
+        Stored {
+            conversation,
+            removed,
+            turns,
+            offered,
+            reruns,
+        },
+        history,
+    ))
+}
+
+/// The error for a conversation whose turn `problem` describes cannot be
+/// loaded.
+fn damaged(id: &ConversationId, problem: String) -> RecordedError {
+    RecordedError::NotRecorded {
         conversation: id.to_string(),
         problem,
-    };
-    let recorded = conversation.settings.recorded.clone().unwrap_or_default();
-    let removed: Ablation = recorded.removed.iter().cloned().collect();
-    let config = with_offered_tools(with_layout(config, &recorded), &runs);
-    let mut loaded = Vec::new();
-    for group in group_turns(runs) {
-        let started = group[0].started_ms;
-        let first = group[0].id.clone();
-        let turn = load_turn(&store, 0, group, &removed)
-            .await
-            .map_err(|e| damaged(format!("the turn of run {first}: {e}")))?;
-        loaded.push((started, turn));
     }
-    // Turns started in the same millisecond: a later turn of a conversation
-    // has a longer history. (The sort is stable, so recorded turns keep the
-    // order their turn numbers gave.)
-    loaded.sort_by_key(|(started, turn)| (*started, turn.thread.len()));
-    let turns = loaded
-        .into_iter()
+}
+
+/// `groups` in turn order: by start time, turns started in the same
+/// millisecond by their reply's depth (read only for those). The sort is
+/// stable, so recorded turns keep the order their turn numbers gave.
+async fn number_turns(
+    store: &Store,
+    mut groups: Vec<Vec<RunRecord>>,
+) -> Result<Vec<Vec<RunRecord>>> {
+    let started = |group: &Vec<RunRecord>| group[0].started_ms;
+    let tied: Vec<(usize, NodeId)> = groups
+        .iter()
         .enumerate()
-        .map(|(index, (_, mut turn))| {
-            turn.index = index;
-            Arc::new(turn)
+        .filter(|(i, group)| {
+            let at = started(group);
+            (i.checked_sub(1).is_some_and(|p| started(&groups[p]) == at))
+                || groups.get(i + 1).is_some_and(|next| started(next) == at)
         })
+        // A turn without a reply sorts first among its ties; building it
+        // (only `load` does) says what is wrong with it.
+        .filter_map(|(i, group)| reply_of(group).ok().map(|node| (i, node)))
         .collect();
+    if tied.is_empty() {
+        return Ok(groups);
+    }
+    let depths: HashMap<usize, u64> = store
+        .run_blocking(move |s| {
+            tied.into_iter()
+                .map(|(i, node)| Ok((i, s.node(node)?.depth)))
+                .collect()
+        })
+        .await?;
+    let mut keyed: Vec<(i64, u64, Vec<RunRecord>)> = groups
+        .drain(..)
+        .enumerate()
+        .map(|(i, group)| (started(&group), depths.get(&i).copied().unwrap_or(0), group))
+        .collect();
+    keyed.sort_by_key(|(started, depth, _)| (*started, *depth));
+    Ok(keyed.into_iter().map(|(_, _, group)| group).collect())
+}
+
+/// A turn's final reply: its last run's output.
+fn reply_of(runs: &[RunRecord]) -> std::result::Result<NodeId, &'static str> {
+    runs.last()
+        .and_then(|run| run.output_head)
+        .ok_or("its last run has no reply")
+}
+
+/// The chat `stored` describes, holding `turns` (all of them, or the one
+/// `loaded` names).
+fn assemble(
+    config: Arc<Config>,
+    id: &ConversationId,
+    stored: Stored,
+    history: Thread,
+    turns: Vec<Arc<Turn>>,
+    loaded: Option<Loaded>,
+) -> RecordedChat {
+    let Stored {
+        conversation,
+        removed,
+        offered,
+        reruns,
+        ..
+    } = stored;
+    let recorded = conversation.settings.recorded.clone().unwrap_or_default();
+    let config = with_offered_tools(with_layout(config, &recorded), &offered);
     let stamps = reruns
         .into_iter()
         .filter_map(|r| {
@@ -92,7 +288,7 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
             })
         })
         .collect();
-    Ok(RecordedChat {
+    RecordedChat {
         config,
         bookmark: Bookmark {
             id: id.clone(),
@@ -104,9 +300,57 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
         removed,
         history,
         turns,
+        loaded,
         reports: HashMap::new(),
         reruns: stamps,
-    })
+    }
+}
+
+fn store_of(config: &Config, what: &'static str) -> Result<Store> {
+    config.store.clone().ok_or(RecordedError::NoStore(what))
+}
+
+pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<RecordedChat> {
+    let store = store_of(&config, "loading a recorded chat")?;
+    let (stored, history) = read(&store, id, true).await?;
+    let mut turns = Vec::with_capacity(stored.turns.len());
+    for (index, group) in stored.turns.iter().enumerate() {
+        turns.push(Arc::new(
+            build(&store, id, index, group, &stored.removed).await?,
+        ));
+    }
+    Ok(assemble(config, id, stored, history, turns, None))
+}
+
+pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedTurn> {
+    let store = store_of(&config, "loading a recorded turn")?;
+    let (id, wanted) = match at {
+        TurnAt::Reply(node) => (conversation_of_node(&store, node).await?, Err(node)),
+        TurnAt::Number(id, k) => (id, Ok(k)),
+    };
+    let (stored, history) = read(&store, &id, false).await?;
+    let count = stored.turns.len();
+    let k = match wanted {
+        Err(node) => stored
+            .turns
+            .iter()
+            .position(|group| reply_of(group) == Ok(node))
+            .ok_or(RecordedError::NotATurn(node))?,
+        Ok(k) if k < count => k,
+        Ok(k) => {
+            return Err(RecordedError::TurnOutOfRange {
+                turn: k,
+                turns: count,
+            });
+        }
+    };
+    let turn = Arc::new(build(&store, &id, k, &stored.turns[k], &stored.removed).await?);
+    let at = Loaded {
+        turn: k,
+        turns: count,
+    };
+    let chat = assemble(config, &id, stored, history, vec![turn], Some(at));
+    Ok(LoadedTurn { chat, at })
 }
 
 /// `config` with the stored layout where it declares none of its own.
@@ -133,28 +377,23 @@ fn with_layout(config: Arc<Config>, stored: &RecordedSettings) -> Arc<Config> {
     Arc::new(config)
 }
 
-/// `config` with the tools the recorded runs offered, taken by name from
-/// the engine's registered tools where the builder did not give them, so
-/// a rerun's tool loop can call them again.
-fn with_offered_tools(config: Arc<Config>, runs: &[RunRecord]) -> Arc<Config> {
-    let missing: Vec<_> =
-        runs.iter()
-            .flat_map(|run| run.tools.iter())
-            .filter(|spec| {
-                !config
-                    .tools
-                    .iter()
-                    .any(|tool| tool.spec().name == spec.name)
-            })
-            .filter_map(|spec| config.engine.tool(&spec.name))
-            .fold(Vec::new(), |mut tools, tool| {
-                if !tools.iter().any(|known: &Arc<dyn skein_engine::Tool>| {
-                    known.spec().name == tool.spec().name
-                }) {
-                    tools.push(tool);
-                }
-                tools
-            });
+/// `config` with the tools the recorded runs offered (`offered`, by
+/// name), taken from the engine's registered tools where the builder did
+/// not give them, so a rerun's tool loop can call them again.
+fn with_offered_tools(config: Arc<Config>, offered: &[String]) -> Arc<Config> {
+    let missing: Vec<_> = offered
+        .iter()
+        .filter(|name| !config.tools.iter().any(|tool| &tool.spec().name == *name))
+        .filter_map(|name| config.engine.tool(name))
+        .fold(Vec::new(), |mut tools, tool| {
+            if !tools
+                .iter()
+                .any(|known: &Arc<dyn skein_engine::Tool>| known.spec().name == tool.spec().name)
+            {
+                tools.push(tool);
+            }
+            tools
+        });
     if missing.is_empty() {
         return config;
     }
@@ -181,8 +420,8 @@ fn chain_of(run: &RunRecord) -> Option<&str> {
 
 /// Successful runs grouped by turn, in order. Runs a recorded chat wrote
 /// carry their turn and step; others are grouped by chain (a run without
-/// one is a turn of its own) in the order they started. (`load` settles
-/// ties between turns started in the same millisecond.)
+/// one is a turn of its own) in the order they started. (`number_turns`
+/// settles ties between turns started in the same millisecond.)
 fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
     #[derive(PartialEq, Eq, Hash)]
     enum Key {
@@ -223,21 +462,25 @@ fn group_turns(runs: Vec<RunRecord>) -> Vec<Vec<RunRecord>> {
     groups
 }
 
-async fn load_turn(
+/// Turn `index`'s evidence from its runs: the two threads it needs.
+async fn build(
     store: &Store,
+    id: &ConversationId,
     index: usize,
-    runs: Vec<RunRecord>,
+    runs: &[RunRecord],
     removed: &Ablation,
-) -> std::result::Result<Turn, String> {
-    let first = runs[0].clone();
-    let last = runs.last().expect("a group has a run").clone();
-    let input = first.input_head.ok_or("its first run has no request")?;
-    let output = last.output_head.ok_or("its last run has no reply")?;
+) -> Result<Turn> {
+    let first = &runs[0];
+    let problem = |problem: String| damaged(id, format!("the turn of run {}: {problem}", first.id));
+    let input = first
+        .input_head
+        .ok_or_else(|| problem("its first run has no request".into()))?;
+    let output = reply_of(runs).map_err(|e| problem(e.into()))?;
     let (request, thread) = store
         .run_blocking(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
         .await
-        .map_err(|e| e.to_string())?;
-    let mut sources: Vec<SourceInfo> = sources_of(&first).collect();
+        .map_err(|e| problem(e.to_string()))?;
+    let mut sources: Vec<SourceInfo> = sources_of(first).collect();
     for tool in &first.tools {
         if !sources.iter().any(|s| s.id == tool.name) {
             sources.push(SourceInfo {

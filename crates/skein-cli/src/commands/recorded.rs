@@ -16,10 +16,9 @@ use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 use skein::recorded::{
-    CachedEmbedder, EmbedError, Embedder, LexicalEmbedder, MiniLmEmbedder, ReasonOptions,
-    RecordedChat, RerunOptions, Source, conversation_of_node,
+    CachedEmbedder, EmbedError, Embedder, LexicalEmbedder, LoadedTurn, MiniLmEmbedder,
+    ReasonOptions, RecordedChat, RerunOptions, Source, TurnAt, conversation_of_node,
 };
-use skein::store::ConversationId;
 use skein::{Model, Tool};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -101,10 +100,9 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
 }
 
 pub async fn explain(ctx: &Context, args: ExplainArgs) -> Result<ExitCode> {
-    let (mut chat, k, embedder) = load_turn(ctx, &args.turn).await?;
-    let report = chat
+    let (mut turn, embedder) = load_turn(ctx, &args.turn).await?;
+    let report = turn
         .reason(
-            k,
             ReasonOptions::new()
                 .embedder(embedder)
                 .max_suspects(args.max_suspects),
@@ -118,14 +116,14 @@ pub async fn explain(ctx: &Context, args: ExplainArgs) -> Result<ExitCode> {
 }
 
 pub async fn rerun(ctx: &Context, args: RerunArgs) -> Result<ExitCode> {
-    let (mut chat, k, embedder) = load_turn(ctx, &args.turn).await?;
-    chat.reason(
-        k,
+    let (mut turn, embedder) = load_turn(ctx, &args.turn).await?;
+    turn.reason(
         ReasonOptions::new()
             .embedder(embedder.clone())
             .max_suspects(args.max_suspects),
     )
     .await?;
+    let k = turn.index();
     let mut options = RerunOptions::ignore(args.ignore.clone())
         .samples(args.samples)
         .embedder(embedder);
@@ -137,7 +135,7 @@ pub async fn rerun(ctx: &Context, args: RerunArgs) -> Result<ExitCode> {
         "re-running turn {k} without {} ({calls} model calls)",
         args.ignore.join(", ")
     ));
-    let result = chat.rerun_turn(k, options).await;
+    let result = turn.rerun(options).await;
     spinner.finish_and_clear();
     let result = result?;
     if ctx.json {
@@ -173,8 +171,13 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
     let stored = ctx.store.conversation(&record.conversation)?;
     start_offered_tools(ctx, &stored).await?;
     let home = turn_model(args.turn.request.model.model.as_deref(), Some(&stored))?;
-    let chat = chat_builder(ctx, &home).load(&record.conversation).await?;
-    let mut fork = chat.fork_from_rerun(&id).await?;
+    let turn = chat_builder(ctx, &home)
+        .load_turn(TurnAt::Number(
+            record.conversation.clone(),
+            record.turn as usize,
+        ))
+        .await?;
+    let mut fork = turn.fork_from_rerun(&id).await?;
     let conversation = fork
         .conversation()
         .cloned()
@@ -222,36 +225,30 @@ fn chat_builder(ctx: &Context, model: &Model) -> skein::recorded::RecordedChatBu
     RecordedChat::on_model(model).store(ctx.store.clone())
 }
 
-/// The chat holding the turn, the turn's number, and the embedder to use.
-async fn load_turn(
-    ctx: &Context,
-    turn: &TurnRef,
-) -> Result<(RecordedChat, usize, Arc<dyn Embedder>)> {
-    let (conversation, node) = match (&turn.node, &turn.cid) {
-        (Some(node), _) => {
+/// The turn, loaded alone, and the embedder to use.
+async fn load_turn(ctx: &Context, turn: &TurnRef) -> Result<(LoadedTurn, Arc<dyn Embedder>)> {
+    let (conversation, at) = match (&turn.node, &turn.cid, turn.turn) {
+        (Some(node), _, _) => {
             let node = ctx.node(node)?;
-            (conversation_of_node(&ctx.store, node).await?, Some(node))
+            let conversation = conversation_of_node(&ctx.store, node).await?;
+            (conversation, TurnAt::Reply(node))
         }
-        (None, Some(cid)) => (ctx.conversation(cid)?.id, None),
-        (None, None) => bail!("say which turn: NODE, or --cid ID --turn K"),
+        (None, Some(cid), Some(k)) => {
+            let conversation = ctx.conversation(cid)?.id;
+            (conversation.clone(), TurnAt::Number(conversation, k))
+        }
+        (None, Some(_), None) => bail!("--cid needs --turn K (turns are numbered from 0)"),
+        (None, None, _) => bail!("say which turn: NODE, or --cid ID --turn K"),
     };
     let embedder = embedder(ctx, &turn.embedder)?;
     let stored = ctx.store.conversation(&conversation)?;
     start_offered_tools(ctx, &stored).await?;
     let home = turn_model(None, Some(&stored))?;
-    let builder = chat_builder(ctx, &home).embedder(embedder.clone());
-    let chat = builder
-        .load(&ConversationId(conversation.0.clone()))
+    let loaded = chat_builder(ctx, &home)
+        .embedder(embedder.clone())
+        .load_turn(at)
         .await?;
-    let k = match (node, turn.turn) {
-        (Some(node), _) => chat.turn_of_node(node)?,
-        (None, Some(k)) => {
-            chat.turn(k)?;
-            k
-        }
-        (None, None) => bail!("--cid needs --turn K (turns are numbered from 0)"),
-    };
-    Ok((chat, k, embedder))
+    Ok((loaded, embedder))
 }
 
 /// The embedder by name, caching its vectors in the store.

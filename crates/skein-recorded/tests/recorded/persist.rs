@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_engine::tool_fn;
 use skein_recorded::{
-    RecordedChat, RecordedError, RerunId, RerunOptions, Verdict, conversation_of_node,
+    RecordedChat, RecordedError, RerunId, RerunOptions, TurnAt, Verdict, conversation_of_node,
 };
 use skein_store::Store;
 use std::sync::Arc;
@@ -368,4 +368,237 @@ async fn a_rerun_shares_every_node_its_ablation_leaves_untouched() {
             "the rerun's request is stored"
         );
     }
+}
+
+/// Everything a turn's evidence holds, to compare two loads of it.
+fn evidence_of(turn: &skein_recorded::Turn) -> String {
+    format!(
+        "{} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        turn.index(),
+        turn.user_text(),
+        turn.request(),
+        turn.annotations(),
+        turn.tools(),
+        turn.sources(),
+        turn.removed(),
+        turn.thread(),
+        turn.runs(),
+        turn.events(),
+        turn.usage(),
+    )
+}
+
+#[tokio::test]
+async fn a_turn_loaded_alone_is_the_whole_chats_turn_and_reruns_and_forks_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let mut chat = advisor_builder(advisor::model())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    record_three(&mut chat).await;
+    let cid = chat.conversation().unwrap().clone();
+    let mut whole = advisor_builder(advisor::model())
+        .store(store.clone())
+        .load(&cid)
+        .await
+        .unwrap();
+    for k in 0..3 {
+        let node = whole.turn(k).unwrap().node();
+        for at in [TurnAt::Reply(node), TurnAt::Number(cid.clone(), k)] {
+            let alone = advisor_builder(advisor::model())
+                .store(store.clone())
+                .load_turn(at)
+                .await
+                .unwrap();
+            assert_eq!((alone.index(), alone.turns()), (k, 3));
+            assert_eq!(alone.conversation(), &cid);
+            assert_eq!(alone.id(), whole.id());
+            assert_eq!(
+                evidence_of(alone.turn()),
+                evidence_of(whole.turn(k).unwrap())
+            );
+        }
+    }
+
+    // Explained and re-run alone, turn 1 gives what the whole chat gives.
+    let mut alone = advisor_builder(advisor::model())
+        .store(store.clone())
+        .load_turn(TurnAt::Number(cid.clone(), 1))
+        .await
+        .unwrap();
+    let options = || {
+        RerunOptions::ignore(["social-sentiment"])
+            .comparator(decision_changed)
+            .check_baseline()
+    };
+    let report = alone.reason(Default::default()).await.unwrap();
+    assert_eq!(
+        report.render(),
+        whole.reason(1, Default::default()).await.unwrap().render()
+    );
+    assert!(alone.report().is_some());
+    let ours = alone.rerun(options()).await.unwrap();
+    let theirs = whole.rerun_turn(1, options()).await.unwrap();
+    let outcome = |r: &skein_recorded::RerunResult| {
+        (
+            r.chat.clone(),
+            r.turn,
+            r.turn_node,
+            r.removed.clone(),
+            r.original.clone(),
+            r.answers()
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>(),
+            r.what_changed.clone(),
+            r.verdict,
+            r.samples[0].request.head_id(),
+        )
+    };
+    assert_eq!(outcome(&ours), outcome(&theirs));
+    assert_eq!(ours.verdict, Some(Verdict::Confirmed));
+    // The stored records agree but for their ids, runs and times.
+    let (a, b) = (
+        store.rerun(&ours.id).unwrap(),
+        store.rerun(&theirs.id).unwrap(),
+    );
+    assert_eq!(
+        (
+            &a.conversation,
+            a.turn,
+            a.turn_node,
+            a.request_head,
+            a.answer_head
+        ),
+        (
+            &b.conversation,
+            b.turn,
+            b.turn_node,
+            b.request_head,
+            b.answer_head
+        )
+    );
+    assert_eq!(
+        (&a.ablation, a.samples, &a.verdict, &a.summary, &a.detail),
+        (&b.ablation, b.samples, &b.verdict, &b.summary, &b.detail)
+    );
+
+    // Forks: from the rerun in memory, from the stored one, from the reply.
+    let fork = alone.fork(Some(&ours)).await.unwrap();
+    assert_eq!(fork.history().head_id(), a.answer_head);
+    assert!(fork.removed().contains("social-sentiment"));
+    let refork = alone.fork_from_rerun(&theirs.id).await.unwrap();
+    assert_eq!(refork.history().head_id(), b.answer_head);
+    let plain = alone.fork(None).await.unwrap();
+    assert_eq!(
+        plain.history().head_id(),
+        Some(whole.turn(1).unwrap().node())
+    );
+
+    // A rerun of another turn of the chat needs that turn loaded.
+    let other = advisor_builder(advisor::model())
+        .store(store.clone())
+        .load_turn(TurnAt::Number(cid.clone(), 2))
+        .await
+        .unwrap();
+    let error = other.fork_from_rerun(&ours.id).await.unwrap_err();
+    assert!(
+        matches!(error, RecordedError::TurnNotLoaded { turn: 1, loaded: 2 }),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_turn_loads_alone_without_building_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let mut chat = advisor_builder(advisor::model())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    record_three(&mut chat).await;
+    let cid = chat.conversation().unwrap().clone();
+    let last = chat.turn(2).unwrap().node();
+    // Damage turn 0's evidence: its run loses its request.
+    let run = chat.turn(0).unwrap().runs()[0].clone();
+    let changed = store
+        .debug_execute(&format!(
+            "UPDATE runs SET input_head = NULL WHERE id = '{}'",
+            run.as_str()
+        ))
+        .unwrap();
+    assert_eq!(changed, 1);
+    let builder = || advisor_builder(advisor::model()).store(store.clone());
+
+    // Loading the whole chat builds turn 0 and fails on it ...
+    let error = builder().load(&cid).await.unwrap_err();
+    assert!(
+        matches!(&error, RecordedError::NotRecorded { problem, .. }
+            if problem.contains("has no request")),
+        "{error}"
+    );
+    let error = builder()
+        .load_turn(TurnAt::Number(cid.clone(), 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RecordedError::NotRecorded { .. }),
+        "{error}"
+    );
+    // ... the last turn, loaded alone, never builds it, and re-runs.
+    let mut alone = builder().load_turn(TurnAt::Reply(last)).await.unwrap();
+    assert_eq!(alone.index(), 2);
+    let rerun = alone
+        .rerun(RerunOptions::ignore(["social-sentiment"]).comparator(decision_changed))
+        .await
+        .unwrap();
+    assert_eq!(rerun.turn_node, last);
+    assert_eq!(store.rerun(&rerun.id).unwrap().turn, 2);
+}
+
+#[tokio::test]
+async fn loading_a_turn_says_which_turn_is_missing() {
+    let error = advisor_builder(advisor::model())
+        .load_turn(TurnAt::Number(skein_store::ConversationId::random(), 0))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::NoStore(_)), "{error}");
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let mut chat = advisor_builder(advisor::model())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    record_three(&mut chat).await;
+    let cid = chat.conversation().unwrap().clone();
+    let builder = || advisor_builder(advisor::model()).store(store.clone());
+    let error = builder()
+        .load_turn(TurnAt::Number(cid.clone(), 3))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RecordedError::TurnOutOfRange { turn: 3, turns: 3 }),
+        "{error}"
+    );
+    let request = chat.turn(1).unwrap().request().head_id().unwrap();
+    let error = builder()
+        .load_turn(TurnAt::Reply(request))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::NotATurn(node) if node == request));
+    let error = builder()
+        .load_turn(TurnAt::Number(
+            skein_store::ConversationId("nope".into()),
+            0,
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("no conversation nope"),
+        "{error}"
+    );
 }

@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use skein::Model;
 use skein::core::{Annotation, Part};
 use skein::recorded::{
-    CachedEmbedder, Embedder, LexicalEmbedder, ReasonOptions, RecordedChat, RecordedError,
-    RerunOptions, Suspect, Turn, conversation_of_node,
+    CachedEmbedder, Embedder, LexicalEmbedder, LoadedTurn, ReasonOptions, RecordedChat,
+    RecordedError, RerunOptions, Suspect, Turn, TurnAt, conversation_of_node,
 };
 use skein::store::{ConversationId, RerunId};
 use std::sync::Arc;
@@ -72,13 +72,16 @@ fn embedder(state: &AppState) -> Arc<dyn Embedder> {
     })
 }
 
-/// The stored conversation `id` as a recorded chat, on its own model,
-/// with the tools its runs offered started.
-async fn load_chat(
+/// Turn `k` of the stored conversation `id`, or the turn whose reply is
+/// `node` there, loaded alone as a recorded chat's turn, on the
+/// conversation's own model (or `model`), with the tools its runs offered
+/// started.
+async fn load_turn_of(
     state: &AppState,
     id: ConversationId,
+    at: TurnAt,
     model: Option<Model>,
-) -> Result<RecordedChat, ApiError> {
+) -> Result<LoadedTurn, ApiError> {
     let lookup = id.clone();
     let (stored, tools) = with_store(state, move |store| {
         let stored = store.conversation(&lookup)?;
@@ -101,32 +104,29 @@ async fn load_chat(
     RecordedChat::on_model(&model)
         .store(state.store.clone())
         .embedder(embedder(state))
-        .load(&id)
+        .load_turn(at)
         .await
         .map_err(recorded_error)
 }
 
-/// The recorded chat holding the turn whose reply is `prefix`, and the
-/// turn's number.
-async fn load_turn(state: &AppState, prefix: String) -> Result<(RecordedChat, usize), ApiError> {
+/// The recorded turn whose reply is `prefix`, loaded alone.
+async fn load_turn(state: &AppState, prefix: String) -> Result<LoadedTurn, ApiError> {
     let node = with_store(state, move |store| store.resolve_node(&prefix)).await?;
     let conversation = conversation_of_node(&state.store, node)
         .await
         .map_err(recorded_error)?;
-    let chat = load_chat(state, conversation, None).await?;
-    let k = chat.turn_of_node(node).map_err(recorded_error)?;
-    Ok((chat, k))
+    load_turn_of(state, conversation, TurnAt::Reply(node), None).await
 }
 
 /// `GET /api/nodes/{id}/report`: the recorded turn whose reply is the
 /// node, and its sources ranked (the removable ones first).
 pub async fn report(state: Shared, Path(prefix): Path<String>) -> Result<Json<Value>, ApiError> {
-    let (mut chat, k) = load_turn(&state, prefix).await?;
-    let report = chat
-        .reason(k, ReasonOptions::new())
+    let mut loaded = load_turn(&state, prefix).await?;
+    let report = loaded
+        .reason(ReasonOptions::new())
         .await
         .map_err(recorded_error)?;
-    let turn = chat.turn(k).map_err(recorded_error)?;
+    let (k, turn) = (loaded.index(), loaded.turn());
     let previews = previews(turn);
     let source = |suspect: &Suspect, removable: bool| {
         json!({
@@ -156,7 +156,7 @@ pub async fn report(state: Shared, Path(prefix): Path<String>) -> Result<Json<Va
         "turn": {
             "index": k,
             "node": turn.node(),
-            "conversation": chat.conversation(),
+            "conversation": loaded.conversation(),
             "user_text": turn.user_text(),
             "text": turn.text(),
             "runs": turn.runs(),
@@ -238,15 +238,16 @@ pub async fn rerun(
         check_length("ignore", Some(id), NAME_MAX_CHARS)?;
     }
     let _permit = turn_permit(&state)?;
-    let (mut chat, k) = load_turn(&state, prefix).await?;
-    chat.reason(k, ReasonOptions::new())
+    let mut loaded = load_turn(&state, prefix).await?;
+    loaded
+        .reason(ReasonOptions::new())
         .await
         .map_err(recorded_error)?;
     let mut options = RerunOptions::ignore(ignore).samples(samples);
     if body.baseline == Some(true) {
         options = options.check_baseline();
     }
-    let result = chat.rerun_turn(k, options).await.map_err(recorded_error)?;
+    let result = loaded.rerun(options).await.map_err(recorded_error)?;
     let samples: Vec<Value> = result
         .samples
         .iter()
@@ -276,7 +277,7 @@ pub async fn rerun(
         "turn_node": result.turn_node,
         "removed": result.removed,
         "original": result.original,
-        "conversation": chat.conversation(),
+        "conversation": loaded.conversation(),
     })))
 }
 
@@ -319,8 +320,9 @@ pub async fn fork(
     })
     .await?;
     let model = super::actions::chosen_model(&state, body.model.as_deref())?;
-    let chat = load_chat(&state, record.conversation.clone(), model).await?;
-    let mut fork = chat.fork_from_rerun(&id).await.map_err(recorded_error)?;
+    let at = TurnAt::Number(record.conversation.clone(), record.turn as usize);
+    let loaded = load_turn_of(&state, record.conversation.clone(), at, model).await?;
+    let mut fork = loaded.fork_from_rerun(&id).await.map_err(recorded_error)?;
     let conversation = fork.conversation().cloned().ok_or_else(|| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
