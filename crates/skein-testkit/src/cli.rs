@@ -84,16 +84,6 @@ impl Cli {
         &self.dir
     }
 
-    /// The configuration file the binary is pointed at.
-    pub fn config_path(&self) -> &Path {
-        &self.config
-    }
-
-    /// The binary.
-    pub fn bin(&self) -> &Path {
-        &self.bin
-    }
-
     /// `skein --db DB ARGS` with the test environment, not yet run; the
     /// caller may change anything before running it.
     pub fn command(&self, args: &[&str]) -> Command {
@@ -161,9 +151,4 @@ impl Cli {
 /// A command's stderr, lossily decoded.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// A command's stdout, lossily decoded.
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }

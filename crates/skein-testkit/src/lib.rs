@@ -7,8 +7,8 @@ Helpers shared by skein's tests, benches and examples; a dev-only crate
 - [`faults`]: a raw TCP server for the HTTP failures a mock server cannot
   produce ([`FaultServer`]: a request never answered, a body that stalls or
   is cut mid-stream) and an address nobody listens on ([`refused`]).
-- `provider` (the `provider` feature): [`Recording`], a provider that keeps
-  every request it is sent, and [`Fixed`], one that answers every call the
+- `provider` (the `provider` feature): `Recording`, a provider that keeps
+  every request it is sent, and `Fixed`, one that answers every call the
   same way without reading it.
 
 The `provider` module implements `skein_core::Provider` over
