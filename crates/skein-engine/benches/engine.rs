@@ -20,7 +20,7 @@
 //! timed.
 //!
 //! Providers (cases):
-//! - `fixed`: an in-bench provider that returns a fixed reply, usage and
+//! - `fixed`: the test kit's `Fixed` provider, returning a fixed reply, usage and
 //!   finish reason without reading the request. The engine's time with it is
 //!   the cleanest measure of the engine's overhead; the provider alone costs
 //!   about 0.3 µs.
@@ -54,14 +54,14 @@ mod report;
 
 use serde_json::{Value, json};
 use skein_core::{
-    BoxStream, FinishReason, Message, ModelRequest, Provider, ProviderError, Role, StreamEvent,
-    Usage,
+    BoxStream, Message, ModelRequest, Provider, ProviderError, Role, StreamEvent, Usage,
 };
 use skein_engine::{
     BackendDef, BackendKind, Catalog, Engine, Exchange, MessageTemplate, Profile, PromptDef,
     Request,
 };
 use skein_providers::Scripted;
+use skein_testkit::Fixed;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::Pin;
@@ -143,76 +143,54 @@ impl Plan {
     }
 }
 
-/// A provider that answers with a fixed reply without looking at the
-/// request: the cleanest way to see the engine's own cost.
-struct Fixed {
-    reply: String,
-    /// When set, every call first writes one byte per cache line of this
-    /// buffer, evicting the engine's working set from the CPU caches the way
-    /// a provider that reads a long history does (the `cold` case).
-    pollute: Option<Mutex<Vec<u8>>>,
+/// The test kit's fixed reply with usage figures, unread: the cleanest way
+/// to see the engine's own cost.
+fn fixed(reply: impl Into<String>) -> Fixed {
+    Fixed::reply(reply).with_usage(Usage {
+        input_tokens: Some(1000),
+        output_tokens: Some(2),
+        cache_read_tokens: None,
+        cache_write_tokens: None,
+    })
+}
+
+/// [`fixed`], but every call first writes one byte per cache line of a
+/// buffer, evicting the engine's working set from the CPU caches the way a
+/// provider that reads a long history does (the `cold` case).
+struct Polluting {
+    inner: Fixed,
+    buffer: Mutex<Vec<u8>>,
 }
 
 /// About what the scripted provider touches at depth 1,000 (the history's
 /// ~700 KB of text, read, copied and freed).
 const POLLUTE_BYTES: usize = 2 << 20;
 
-impl Fixed {
-    fn new(reply: impl Into<String>) -> Fixed {
-        Fixed {
-            reply: reply.into(),
-            pollute: None,
-        }
-    }
-
-    fn polluting(reply: impl Into<String>) -> Fixed {
-        Fixed {
-            reply: reply.into(),
-            pollute: Some(Mutex::new(vec![0; POLLUTE_BYTES])),
+impl Polluting {
+    fn new(reply: impl Into<String>) -> Polluting {
+        Polluting {
+            inner: fixed(reply),
+            buffer: Mutex::new(vec![0; POLLUTE_BYTES]),
         }
     }
 }
 
-impl Provider for Fixed {
+impl Provider for Polluting {
     fn name(&self) -> &str {
-        "fixed"
+        self.inner.name()
     }
 
     fn stream(
         &self,
-        _request: ModelRequest,
+        request: ModelRequest,
     ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        if let Some(buffer) = &self.pollute {
-            let mut buffer = buffer.lock().unwrap_or_else(|e| e.into_inner());
-            for line in buffer.chunks_mut(64) {
-                line[0] = line[0].wrapping_add(1);
-            }
-            std::hint::black_box(&mut *buffer);
+        let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+        for line in buffer.chunks_mut(64) {
+            line[0] = line[0].wrapping_add(1);
         }
-        Box::pin(Events(
-            vec![
-                Ok(StreamEvent::Text(self.reply.clone())),
-                Ok(StreamEvent::Usage(Usage {
-                    input_tokens: Some(1000),
-                    output_tokens: Some(2),
-                    cache_read_tokens: None,
-                    cache_write_tokens: None,
-                })),
-                Ok(StreamEvent::Done(FinishReason::Stop)),
-            ]
-            .into_iter(),
-        ))
-    }
-}
-
-/// Precomputed events, one per poll; never pending.
-struct Events(std::vec::IntoIter<Result<StreamEvent, ProviderError>>);
-
-impl futures_core::Stream for Events {
-    type Item = Result<StreamEvent, ProviderError>;
-
-    fn poll_next(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Poll::Ready(self.get_mut().0.next())
+        std::hint::black_box(&mut *buffer);
+        drop(buffer);
+        self.inner.stream(request)
     }
 }
 
@@ -422,14 +400,14 @@ fn engine() -> (Engine, Providers) {
         scripted: Arc::new(Timed::new(Arc::new(
             Scripted::from_toml_str(SCRIPT).expect("bench script"),
         ))),
-        fixed: Arc::new(Fixed::new(REPLY)),
-        cold: Arc::new(Timed::new(Arc::new(Fixed::polluting(REPLY)))),
+        fixed: Arc::new(fixed(REPLY)),
+        cold: Arc::new(Timed::new(Arc::new(Polluting::new(REPLY)))),
     };
     let engine = Engine::builder(catalog())
         .provider("scripted", providers.scripted.clone())
         .provider("fixed", providers.fixed.clone())
         .provider("cold", providers.cold.clone())
-        .provider("build", Arc::new(Fixed::new(long_answer())))
+        .provider("build", Arc::new(fixed(long_answer())))
         .build()
         .expect("build engine");
     (engine, providers)
@@ -683,14 +661,14 @@ fn report_case(
             depth + 1
         ),
         "cold" => format!(
-            "the in-bench Fixed provider, polluting: each call first writes one byte in every \
+            "the test kit's Fixed provider, polluting: each call first writes one byte in every \
              64-byte line of a {} KiB buffer (evicting the engine's working set from L1/L2, as \
              the scripted provider's pass over a long history does), then returns the fixed \
              reply without reading the request (depth {depth}).",
             POLLUTE_BYTES >> 10
         ),
         _ => format!(
-            "the in-bench Fixed provider's complete() on the model request of depth {depth}: \
+            "the test kit's Fixed provider's complete() on the model request of depth {depth}: \
              three precomputed events (text {REPLY}, usage, done); the request is not read."
         ),
     };

@@ -8,7 +8,10 @@
 
 use skein_engine::{BackendDef, BackendKind, Catalog, Engine, Profile};
 use skein_providers::Scripted;
-use skein_recorded::{LexicalEmbedder, ReasonOptions, RecordedChat, RerunOptions, Source, Verdict};
+use skein_recorded::{
+    LexicalEmbedder, ReasonOptions, RecordedChat, RecordedChatBuilder, RerunOptions, Source,
+    Verdict,
+};
 use skein_store::Store;
 use std::sync::Arc;
 
@@ -42,12 +45,10 @@ pub fn model() -> Arc<dyn skein_core::Provider> {
     Arc::new(Scripted::from_toml_str(SCRIPT).expect("the script loads"))
 }
 
-/// Record, explain, re-run and fork.
-pub async fn run(
-    provider: Arc<dyn skein_core::Provider>,
-    store: Option<Store>,
-) -> Result<Outcome, skein_recorded::RecordedError> {
-    let mut builder = RecordedChat::builder(engine(provider), "advisor")
+/// The advisor desk on `provider`: its system message, three sources and
+/// the lexical embedder.
+pub fn builder(provider: Arc<dyn skein_core::Provider>) -> RecordedChatBuilder {
+    RecordedChat::builder(engine(provider), "advisor")
         .system("You are an investment advisor. Answer BUY or HOLD when asked.")
         .source(Source::fact(
             "fundamentals",
@@ -62,7 +63,14 @@ pub async fn run(
             "analyst-note: price target unchanged",
         ))
         .embedder(Arc::new(LexicalEmbedder::default()))
-        .name("advisor desk");
+}
+
+/// Record, explain, re-run and fork.
+pub async fn run(
+    provider: Arc<dyn skein_core::Provider>,
+    store: Option<Store>,
+) -> Result<Outcome, skein_recorded::RecordedError> {
+    let mut builder = builder(provider).name("advisor desk");
     if let Some(store) = store {
         builder = builder.store(store);
     }

@@ -26,40 +26,26 @@ cargo run --release -p skein --example anchors -- --load-only 2000   # for perf
 */
 
 use serde_json::{Value, json};
-use skein::core::provider::{BoxStream, FinishReason, ModelRequest, StreamEvent};
-use skein::core::{Provider, ProviderError};
 use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
 use skein::{Conversation, Engine, Model, Store};
+use skein_testkit::Fixed;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A model that answers every request with the same text, unread.
-struct Fixed;
-
-impl Provider for Fixed {
-    fn name(&self) -> &str {
-        "fixed"
-    }
-
-    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        let reply = format!(
-            "echo: \"{}\" (history: 1 messages, system: no, tools: 0)",
-            question(0)
-        );
-        Box::pin(futures_util::stream::iter([
-            Ok(StreamEvent::Text(reply)),
-            Ok(StreamEvent::Done(FinishReason::Stop)),
-        ]))
-    }
-}
 
 fn fixed_model() -> Model {
     let catalog = Catalog::new()
         .backend(BackendDef::new("fixed", BackendKind::Echo))
         .profile(Profile::new("fixed", "fixed", "fixed"));
     let engine = Engine::builder(catalog)
-        .provider("fixed", Arc::new(Fixed))
+        // Answers every request with the same text, unread.
+        .provider(
+            "fixed",
+            Arc::new(Fixed::reply(format!(
+                "echo: \"{}\" (history: 1 messages, system: no, tools: 0)",
+                question(0)
+            ))),
+        )
         .build()
         .unwrap();
     Model::from_profile(&engine, "fixed").unwrap()

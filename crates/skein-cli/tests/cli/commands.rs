@@ -6,83 +6,22 @@ mod mcp;
 mod tour;
 
 use serde_json::Value;
+use skein_testkit::Cli;
+use skein_testkit::cli::stderr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// A temporary database and a command builder for the binary.
-struct Skein {
-    dir: tempfile::TempDir,
+/// The built binary in a temporary directory of its own.
+fn temp() -> Cli {
+    Cli::temp(crate::BIN)
 }
 
-impl Skein {
-    fn new() -> Skein {
-        Skein {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
+/// Rows of the test's database.
+trait Rows {
+    fn count(&self, table: &str) -> i64;
+}
 
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("skein.db")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
-        command
-            .arg("--db")
-            .arg(self.db())
-            .args(args)
-            .stdin(Stdio::null());
-        command.env_remove("SKEIN_DB");
-        // The deterministic model, unless a test asks for another, and a
-        // configuration file of the test's own.
-        command.env("SKEIN_MODEL", "echo");
-        command.env("SKEIN_CONFIG", self.dir.path().join("config.toml"));
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// Run, expect success, return stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "skein {args:?} failed ({:?}): {}",
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    }
-
-    /// Run with `input` on stdin.
-    fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let input = input.to_vec();
-        // A writer of its own: the child may stop reading early.
-        let writer = std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = stdin.write_all(&input);
-        });
-        let output = child.wait_with_output().unwrap();
-        writer.join().unwrap();
-        output
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        serde_json::from_str(&self.ok(&all)).unwrap()
-    }
-
+impl Rows for Cli {
     fn count(&self, table: &str) -> i64 {
         let conn = skein::Store::open(self.db())
             .unwrap()
@@ -104,13 +43,9 @@ fn script() -> String {
     )
 }
 
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[test]
 fn prompt_prints_the_record_as_json_and_continue_extends_it() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "-s", "You are terse.", "hello"]);
     for key in ["conversation", "node", "run", "text"] {
         assert!(first[key].is_string(), "missing {key}: {first}");
@@ -138,7 +73,7 @@ fn prompt_prints_the_record_as_json_and_continue_extends_it() {
 
 #[test]
 fn text_streams_to_stdout_and_ids_go_to_stderr() {
-    let skein = Skein::new();
+    let skein = temp();
     let output = skein.run(&["prompt", "hi"]);
     assert!(output.status.success());
     assert_eq!(
@@ -154,7 +89,7 @@ fn text_streams_to_stdout_and_ids_go_to_stderr() {
 
 #[test]
 fn prompt_text_can_come_from_stdin() {
-    let skein = Skein::new();
+    let skein = temp();
     let mut child = skein
         .command(&["--json", "prompt"])
         .stdin(Stdio::piped())
@@ -176,7 +111,7 @@ fn prompt_text_can_come_from_stdin() {
 
 #[test]
 fn reply_to_a_head_extends_and_reply_to_an_inner_node_branches() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "one"]);
     let second = skein.json(&["prompt", "-c", "two"]);
     let cid = second["conversation"].as_str().unwrap().to_string();
@@ -202,7 +137,7 @@ fn reply_to_a_head_extends_and_reply_to_an_inner_node_branches() {
 
 #[test]
 fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "one"]);
     skein.json(&["prompt", "-c", "two"]);
     let node = first["node"].as_str().unwrap();
@@ -232,7 +167,7 @@ fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
 /// messages, never as a member; asked from the lookalike, the roles swap.
 #[test]
 fn tree_draws_the_family_by_origin_and_labels_lookalikes_as_sharing() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "--name", "main", "hello"]);
     let main = first["conversation"].as_str().unwrap().to_string();
     let hi = first["node"].as_str().unwrap().to_string();
@@ -300,7 +235,7 @@ fn tree_draws_the_family_by_origin_and_labels_lookalikes_as_sharing() {
 
 #[test]
 fn unknown_and_ambiguous_ids_exit_3_with_a_clear_message() {
-    let skein = Skein::new();
+    let skein = temp();
     skein.json(&["prompt", "one"]);
     let output = skein.run(&["show", "ffffffffffff"]);
     assert_eq!(output.status.code(), Some(3));
@@ -331,7 +266,7 @@ fn unknown_and_ambiguous_ids_exit_3_with_a_clear_message() {
 
 #[test]
 fn scripted_models_follow_their_rules_and_failures_are_recorded() {
-    let skein = Skein::new();
+    let skein = temp();
     let model = script();
     let bullish = skein.json(&[
         "prompt",
@@ -377,25 +312,25 @@ fn scripted_models_follow_their_rules_and_failures_are_recorded() {
 
 #[test]
 fn export_import_and_verify_round_trip_and_reject_tampering() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "-s", "sys", "one"]);
     skein.json(&["prompt", "-c", "two"]);
     skein.json(&["fork", first["node"].as_str().unwrap(), "branch"]);
-    let export = skein.dir.path().join("export.jsonl");
+    let export = skein.dir().join("export.jsonl");
     skein.ok(&["export", "-o", export.to_str().unwrap()]);
 
-    let other = Skein::new();
+    let other = temp();
     let report = other.json(&["import", export.to_str().unwrap()]);
     assert_eq!(report["nodes_written"], skein.count("nodes"));
     other.ok(&["verify"]);
     assert_eq!(other.ok(&["export"]), skein.ok(&["export"]));
 
-    let tampered = skein.dir.path().join("tampered.jsonl");
+    let tampered = skein.dir().join("tampered.jsonl");
     let text = std::fs::read_to_string(&export)
         .unwrap()
         .replacen("\"one\"", "\"uno\"", 1);
     std::fs::write(&tampered, text).unwrap();
-    let fresh = Skein::new();
+    let fresh = temp();
     let output = fresh.run(&["import", tampered.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(6), "{}", stderr(&output));
     assert!(stderr(&output).contains("line"), "{}", stderr(&output));
@@ -415,7 +350,7 @@ fn export_import_and_verify_round_trip_and_reject_tampering() {
 
 #[test]
 fn version_and_help_work_without_a_database() {
-    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+    let output = Command::new(crate::BIN)
         .args(["--version"])
         .env("SKEIN_DB", "/nonexistent/dir/that/cannot/exist.db")
         .output()
@@ -423,7 +358,7 @@ fn version_and_help_work_without_a_database() {
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("skein "));
     // One edit away from a command: a typo, not a prompt.
-    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
+    let output = Command::new(crate::BIN)
         .arg("lgo")
         .env("SKEIN_DB", "/nonexistent/dir/that/cannot/exist.db")
         .output()
@@ -438,7 +373,7 @@ fn version_and_help_work_without_a_database() {
 
 #[test]
 fn the_default_model_is_the_embedded_smollm2() {
-    let skein = Skein::new();
+    let skein = temp();
     let mut command = skein.command(&[
         "--json",
         "prompt",
@@ -463,7 +398,7 @@ fn the_default_model_is_the_embedded_smollm2() {
 fn the_default_model_meets_a_schema_on_the_first_attempt() {
     // The local model decodes under a grammar derived from the schema, so
     // the engine validates the first candidate and repairs nothing.
-    let skein = Skein::new();
+    let skein = temp();
     let schema = r#"{"type": "object", "required": ["trip"], "properties": {"trip": {
         "type": "object", "required": ["city", "days", "items"], "properties": {
             "city": {"type": "string"}, "days": {"type": "integer", "minimum": 1},
@@ -501,7 +436,7 @@ fn the_default_model_meets_a_schema_on_the_first_attempt() {
 
 #[test]
 fn models_list_shows_the_embedded_model_and_every_backend() {
-    let listing = Skein::new().json(&["models", "list"]);
+    let listing = temp().json(&["models", "list"]);
     assert_eq!(listing["local"][0]["name"], "smollm2");
     let backends: Vec<&str> = listing["backends"]
         .as_array()
@@ -585,7 +520,7 @@ fn a_known_api_key_never_reaches_the_database_exports_or_output() {
         .enable_all()
         .build()
         .unwrap();
-    let skein = Skein::new();
+    let skein = temp();
     let mut haystacks = Vec::new();
     for wire in &WIRES {
         let serve = |response: ResponseTemplate| {
@@ -643,7 +578,7 @@ fn a_known_api_key_never_reaches_the_database_exports_or_output() {
         "two turns and two failed runs are logged"
     );
     haystacks.extend([export.stdout, export.stderr, log.stdout, log.stderr]);
-    for entry in std::fs::read_dir(skein.dir.path()).unwrap() {
+    for entry in std::fs::read_dir(skein.dir()).unwrap() {
         haystacks.push(std::fs::read(entry.unwrap().path()).unwrap());
     }
     assert!(haystacks.len() >= 13, "the database file was searched too");
@@ -666,7 +601,7 @@ fn tools_script() -> String {
 
 #[test]
 fn a_builtin_tool_turns_the_prompt_into_a_recorded_tool_loop() {
-    let skein = Skein::new();
+    let skein = temp();
     let model = tools_script();
     let reply = skein.json(&[
         "prompt",
@@ -704,7 +639,7 @@ fn a_builtin_tool_turns_the_prompt_into_a_recorded_tool_loop() {
 #[test]
 fn a_tool_whose_schema_changed_since_a_recorded_turn_warns_in_a_later_process() {
     const WARNING: &str = "warning: tool `skein_version` is offered with a different input schema";
-    let skein = Skein::new();
+    let skein = temp();
     let model = tools_script();
     let first = skein.json(&[
         "prompt",
@@ -735,8 +670,8 @@ fn a_tool_whose_schema_changed_since_a_recorded_turn_warns_in_a_later_process() 
             record.to_string()
         })
         .collect();
-    let other = Skein::new();
-    let file = other.dir.path().join("older.jsonl");
+    let other = temp();
+    let file = other.dir().join("older.jsonl");
     std::fs::write(&file, older.join("\n") + "\n").unwrap();
     other.ok(&["import", file.to_str().unwrap()]);
 
@@ -761,7 +696,7 @@ fn a_tool_whose_schema_changed_since_a_recorded_turn_warns_in_a_later_process() 
 
 #[test]
 fn the_chain_limit_ends_a_tool_loop_with_a_note() {
-    let skein = Skein::new();
+    let skein = temp();
     let model = tools_script();
     let output = skein.run(&[
         "prompt",
@@ -786,7 +721,7 @@ fn the_chain_limit_ends_a_tool_loop_with_a_note() {
 
 #[test]
 fn an_unknown_tool_is_an_error_listing_the_builtin_ones() {
-    let skein = Skein::new();
+    let skein = temp();
     let output = skein.run(&["prompt", "-T", "teleport", "hi"]);
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
@@ -797,7 +732,7 @@ fn an_unknown_tool_is_an_error_listing_the_builtin_ones() {
 
 #[test]
 fn chat_runs_turns_forks_and_replies_from_stdin() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "one"]);
     let node = first["node"].as_str().unwrap().to_string();
     let mut child = skein
@@ -841,7 +776,7 @@ fn chat_runs_turns_forks_and_replies_from_stdin() {
 
 #[test]
 fn conversations_and_log_filters_list_what_was_asked() {
-    let skein = Skein::new();
+    let skein = temp();
     skein.json(&["prompt", "--name", "rivers", "tell me about the Danube"]);
     let second = skein.json(&["prompt", "and lakes?"]);
     let cid = second["conversation"].as_str().unwrap().to_string();
@@ -903,7 +838,7 @@ fn conversations_and_log_filters_list_what_was_asked() {
 
 #[test]
 fn search_finds_messages_by_their_words_with_their_conversations() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&[
         "prompt",
         "--name",
@@ -958,8 +893,8 @@ fn search_finds_messages_by_their_words_with_their_conversations() {
 
 #[test]
 fn the_default_model_is_kept_in_the_configuration_file() {
-    let skein = Skein::new();
-    let config = skein.dir.path().join("config.toml");
+    let skein = temp();
+    let config = skein.dir().join("config.toml");
     let path = skein.ok(&["config", "path"]);
     assert_eq!(path.trim(), config.to_str().unwrap());
 
@@ -1012,7 +947,7 @@ fn the_default_model_is_kept_in_the_configuration_file() {
 
 #[test]
 fn completions_and_the_man_page_come_from_the_command_definitions() {
-    let skein = Skein::new();
+    let skein = temp();
     let bash = skein.ok(&["completions", "bash"]);
     assert!(bash.contains("conversations") && bash.contains("--chain-limit"));
     let man = skein.ok(&["man"]);
@@ -1026,7 +961,7 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
 
 #[test]
 fn a_sourced_turn_with_a_tool_is_recorded_explained_and_rerun_with_its_tool() {
-    let skein = Skein::new();
+    let skein = temp();
     let model = tools_script();
     let version = format!("version is {}", env!("CARGO_PKG_VERSION"));
     let turn = skein.json(&[
@@ -1075,7 +1010,7 @@ fn a_sourced_turn_with_a_tool_is_recorded_explained_and_rerun_with_its_tool() {
 
 #[test]
 fn the_advisor_desk_is_explained_rerun_and_forked_from_the_command_line() {
-    let skein = Skein::new();
+    let skein = temp();
     let model = format!(
         "scripted:{}",
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1157,7 +1092,7 @@ fn the_advisor_desk_is_explained_rerun_and_forked_from_the_command_line() {
 
 #[test]
 fn schema_options_and_no_log_shape_a_turn() {
-    let skein = Skein::new();
+    let skein = temp();
     let unrecorded = skein.json(&["prompt", "--no-log", "just between us"]);
     assert_eq!(unrecorded["recorded"], false);
     assert_eq!(skein.count("nodes"), 0, "--no-log writes nothing");
@@ -1207,7 +1142,7 @@ fn schema_options_and_no_log_shape_a_turn() {
 
 #[test]
 fn a_reply_cut_at_the_token_limit_says_so() {
-    let skein = Skein::new();
+    let skein = temp();
     let whole = skein.run(&["--json", "prompt", "hello"]);
     assert!(whole.status.success(), "{}", stderr(&whole));
     let record: Value = serde_json::from_slice(&whole.stdout).unwrap();
@@ -1229,7 +1164,7 @@ fn a_reply_cut_at_the_token_limit_says_so() {
 
 #[test]
 fn a_failed_reply_at_a_node_that_heads_nothing_leaves_no_branch_behind() {
-    let skein = Skein::new();
+    let skein = temp();
     let model = script();
     let first = skein.json(&["prompt", "-m", &model, "hello"]);
     let node = first["node"].as_str().unwrap()[..12].to_string();
@@ -1252,8 +1187,8 @@ fn a_failed_reply_at_a_node_that_heads_nothing_leaves_no_branch_behind() {
 /// URL's credentials or as a `password=` parameter.
 #[test]
 fn config_show_never_prints_a_postgres_password() {
-    let skein = Skein::new();
-    let config = skein.dir.path().join("config.toml");
+    let skein = temp();
+    let config = skein.dir().join("config.toml");
     let urls = [
         (
             "postgres://me:s3cr3t-pw@127.0.0.1:1/skein",
@@ -1267,7 +1202,7 @@ fn config_show_never_prints_a_postgres_password() {
     for (url, shown) in urls {
         for source in ["flag", "environment", "config_file"] {
             for json in [false, true] {
-                let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+                let mut command = Command::new(crate::BIN);
                 command.env_remove("SKEIN_DB").env("SKEIN_CONFIG", &config);
                 std::fs::write(&config, "").unwrap();
                 match source {
@@ -1317,7 +1252,7 @@ fn listing(dir: &Path) -> Vec<String> {
 /// `-o /dev/full` fails with the device left in place.
 #[test]
 fn export_to_a_path_replaces_files_whole_and_writes_through_devices() {
-    let skein = Skein::new();
+    let skein = temp();
     skein.json(&["prompt", "one"]);
     skein.json(&["prompt", "-c", "two"]);
     let expected = skein.ok(&["export"]);
@@ -1397,9 +1332,9 @@ fn export_to_a_path_replaces_files_whole_and_writes_through_devices() {
 /// of the three exports and no temporary file remains.
 #[test]
 fn concurrent_exports_to_one_path_each_write_a_whole_file() {
-    let databases: Vec<Skein> = (0..3)
+    let databases: Vec<Cli> = (0..3)
         .map(|i| {
-            let skein = Skein::new();
+            let skein = temp();
             // Long enough that the exports' writes overlap (from stdin: too
             // long for an argument).
             let mut child = skein
@@ -1472,16 +1407,9 @@ fn read_commands_on_a_missing_database_fail_and_create_nothing() {
         &["fork", "abc"],
     ];
     for args in commands {
-        let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-            .arg("--db")
-            .arg(&missing)
-            .args(args)
-            .env_remove("SKEIN_DB")
-            .env("SKEIN_MODEL", "echo")
-            .env("SKEIN_CONFIG", dir.path().join("config.toml"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let output = Cli::new(crate::BIN, &missing)
+            .config(dir.path().join("config.toml"))
+            .run(args);
         assert_eq!(
             output.status.code(),
             Some(3),
@@ -1522,9 +1450,9 @@ fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
     drop(conn);
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "shopping list: milk, bread, a much longer line\n").unwrap();
-    let export = Skein::new();
+    let export = temp();
     export.json(&["prompt", "hello"]);
-    let file = export.dir.path().join("export.jsonl");
+    let file = export.dir().join("export.jsonl");
     export.ok(&["export", "-o", file.to_str().unwrap()]);
     for db in [&foreign, &text] {
         let before = std::fs::read(db).unwrap();
@@ -1538,16 +1466,9 @@ fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
             &["reply", "abc", "hi"],
         ];
         for args in commands {
-            let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-                .arg("--db")
-                .arg(db)
-                .args(args)
-                .env_remove("SKEIN_DB")
-                .env("SKEIN_MODEL", "echo")
-                .env("SKEIN_CONFIG", dir.path().join("config.toml"))
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
+            let output = Cli::new(crate::BIN, db)
+                .config(dir.path().join("config.toml"))
+                .run(args);
             assert_eq!(
                 output.status.code(),
                 Some(1),
@@ -1577,11 +1498,11 @@ fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
 /// and `-shm` files (opened `immutable`) and with them.
 #[test]
 fn read_commands_work_on_a_read_only_mount() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "one"]);
     skein.json(&["prompt", "-c", "two"]);
     let expected = skein.ok(&["export"]);
-    let dir = skein.dir.path().to_str().unwrap().to_string();
+    let dir = skein.dir().to_str().unwrap().to_string();
     let outside = tempfile::tempdir().unwrap();
     let exported = outside.path().join("export.jsonl");
     // The writers are gone: their last connection removed the WAL files,
@@ -1605,19 +1526,11 @@ fn read_commands_work_on_a_read_only_mount() {
             );
             let mut command = Command::new("unshare");
             command
-                .args([
-                    "-rm",
-                    "sh",
-                    "-c",
-                    &script,
-                    "sh",
-                    env!("CARGO_BIN_EXE_skein"),
-                    "--db",
-                ])
+                .args(["-rm", "sh", "-c", &script, "sh", crate::BIN, "--db"])
                 .arg(skein.db())
                 .args(args)
                 .env_remove("SKEIN_DB")
-                .env("SKEIN_CONFIG", skein.dir.path().join("config.toml"))
+                .env("SKEIN_CONFIG", skein.dir().join("config.toml"))
                 .stdin(Stdio::null());
             command.output().ok()
         };
@@ -1666,7 +1579,7 @@ fn read_commands_work_on_a_read_only_mount() {
 /// to raise it.
 #[test]
 fn importing_an_endless_line_stops_at_the_limit() {
-    let skein = Skein::new();
+    let skein = temp();
     for (args, limit) in [(vec![], "64 MiB"), (vec!["--max-line-mib", "2"], "2 MiB")] {
         let mut all = vec!["import", "/dev/zero"];
         all.extend(args);
@@ -1715,7 +1628,7 @@ fn closed_port() -> u16 {
 
 #[test]
 fn failures_say_each_cause_once_and_what_to_do() {
-    let skein = Skein::new();
+    let skein = temp();
     let mut command = skein.command(&["prompt", "-m", "openai:gpt-test", "hi"]);
     command.env("OPENAI_API_KEY", "sk-test").env(
         "OPENAI_BASE_URL",
@@ -1773,7 +1686,7 @@ fn failures_say_each_cause_once_and_what_to_do() {
 
 #[test]
 fn json_durations_are_milliseconds() {
-    let skein = Skein::new();
+    let skein = temp();
     skein.json(&["prompt", "hello"]);
     let log = skein.json(&["log", "-n", "1"]);
     let events = log[0]["run"]["events"].as_array().unwrap();
@@ -1790,7 +1703,7 @@ fn json_durations_are_milliseconds() {
 
 #[test]
 fn closed_pipes_end_quietly_and_full_disks_are_errors() {
-    let skein = Skein::new();
+    let skein = temp();
     // A message far larger than a pipe's buffer, so writing it must meet
     // the closed end.
     let big = "many words here ".repeat(20_000);
@@ -1864,7 +1777,7 @@ fn closed_pipes_end_quietly_and_full_disks_are_errors() {
 
 #[test]
 fn command_line_inputs_are_capped_and_checked() {
-    let skein = Skein::new();
+    let skein = temp();
     let refused = |args: &[&str], expected: &str| {
         let output = skein.run(args);
         assert_eq!(output.status.code(), Some(1), "{args:?}");
@@ -1925,7 +1838,7 @@ fn command_line_inputs_are_capped_and_checked() {
 
 #[test]
 fn piped_stdin_follows_the_prompt_text_after_a_blank_line() {
-    let skein = Skein::new();
+    let skein = temp();
     let output = skein.run_with_stdin(
         &["--json", "prompt", "summarise"],
         b"notes line 1\nline 2\n",
@@ -1950,7 +1863,7 @@ fn piped_stdin_follows_the_prompt_text_after_a_blank_line() {
 
 #[test]
 fn shortcuts_an_llm_user_expects() {
-    let skein = Skein::new();
+    let skein = temp();
     // A first argument that is no command is a prompt.
     let output = skein.run(&["hello there", "-s", "be brief"]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -1990,7 +1903,7 @@ fn shortcuts_an_llm_user_expects() {
 
 #[test]
 fn reply_fork_and_chat_take_the_turn_flags_of_prompt() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "one"]);
     let node = first["node"].as_str().unwrap().to_string();
     let nodes = skein.count("nodes");
@@ -2034,7 +1947,7 @@ fn reply_fork_and_chat_take_the_turn_flags_of_prompt() {
 
 #[test]
 fn a_tool_loop_prints_each_model_call_on_its_own_line() {
-    let skein = Skein::new();
+    let skein = temp();
     let output = skein.run(&[
         "prompt",
         "-m",
@@ -2083,7 +1996,7 @@ fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
             .await;
         server
     });
-    let skein = Skein::new();
+    let skein = temp();
     let command = |args: &[&str]| {
         let mut command = skein.command(args);
         command
@@ -2139,7 +2052,7 @@ fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
 }
 
 /// The user messages of the database, by text, with their parents.
-fn user_nodes(skein: &Skein) -> Vec<(String, Option<String>)> {
+fn user_nodes(skein: &Cli) -> Vec<(String, Option<String>)> {
     let export = skein.ok(&["export"]);
     export
         .lines()
@@ -2156,7 +2069,7 @@ fn user_nodes(skein: &Skein) -> Vec<(String, Option<String>)> {
 
 #[test]
 fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "zero"]);
     let inner = first["node"].as_str().unwrap()[..12].to_string();
     skein.json(&["prompt", "-c", "after zero"]);
@@ -2225,8 +2138,8 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
 
 #[test]
 fn chat_on_a_terminal_edits_in_place_keeps_a_history_and_survives_ctrl_c() {
-    let skein = Skein::new();
-    let data = skein.dir.path().join("data");
+    let skein = temp();
+    let data = skein.dir().join("data");
     let mut command = skein.command(&["chat"]);
     command.env("XDG_DATA_HOME", &data);
     let mut terminal = crate::pty::Terminal::spawn(command);
@@ -2286,12 +2199,12 @@ fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
             .await;
         server
     });
-    let skein = Skein::new();
+    let skein = temp();
     let mut command = skein.command(&["chat", "-m", "openai:gpt-test"]);
     command
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
-        .env("XDG_DATA_HOME", skein.dir.path().join("data"));
+        .env("XDG_DATA_HOME", skein.dir().join("data"));
     let mut terminal = crate::pty::Terminal::spawn(command);
     terminal.wait_for("> ");
     terminal.send("never mind\r");
@@ -2317,7 +2230,7 @@ fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
 
 #[test]
 fn text_from_models_and_imports_reaches_a_terminal_escaped() {
-    let skein = Skein::new();
+    let skein = temp();
     let hostile = "red \x1b[31mALERT\x07 \u{9b}2J done";
     let record = skein.json(&["prompt", "--name", "bell\x07name", hostile]);
     let node = record["node"].as_str().unwrap().to_string();
@@ -2355,7 +2268,7 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
 }
 
 /// The last run the database recorded.
-fn last_run(skein: &Skein) -> skein::store::RunRecord {
+fn last_run(skein: &Cli) -> skein::store::RunRecord {
     skein::Store::open(skein.db())
         .unwrap()
         .recent_runs(1)
@@ -2364,7 +2277,7 @@ fn last_run(skein: &Skein) -> skein::store::RunRecord {
 }
 
 /// A stored conversation, by id or name.
-fn stored(skein: &Skein, id: &str) -> skein::store::ConversationRecord {
+fn stored(skein: &Cli, id: &str) -> skein::store::ConversationRecord {
     let store = skein::Store::open(skein.db()).unwrap();
     let id = store.resolve_conversation(id).unwrap();
     store.conversation(&id).unwrap()
@@ -2375,7 +2288,7 @@ fn stored(skein: &Skein, id: &str) -> skein::store::ConversationRecord {
 /// own model answers, and its stored settings never change.
 #[test]
 fn the_model_named_with_m_answers_a_continued_turn() {
-    let skein = Skein::new();
+    let skein = temp();
     let answers = scripted("answers.toml");
     let first = skein.json(&["prompt", "-m", &answers, "--name", "s", "start"]);
     assert_eq!(first["text"], "SCRIPTED, NO SYSTEM");
@@ -2423,7 +2336,7 @@ fn the_model_named_with_m_answers_a_continued_turn() {
 /// limit) and name it as their origin.
 #[test]
 fn branches_at_a_node_that_heads_nothing_keep_their_conversations_settings() {
-    let skein = Skein::new();
+    let skein = temp();
     let answers = scripted("answers.toml");
     let first = skein.json(&[
         "prompt",
@@ -2460,7 +2373,7 @@ fn branches_at_a_node_that_heads_nothing_keep_their_conversations_settings() {
 /// is ambiguous.
 #[test]
 fn conversations_are_named_wherever_an_id_is_accepted_and_titled_otherwise() {
-    let skein = Skein::new();
+    let skein = temp();
     skein.json(&[
         "prompt",
         "--name",
@@ -2503,7 +2416,7 @@ fn conversations_are_named_wherever_an_id_is_accepted_and_titled_otherwise() {
 /// run; a first turn that failed leaves no conversation.
 #[test]
 fn model_failures_exit_5_and_keep_their_run_on_every_command() {
-    let skein = Skein::new();
+    let skein = temp();
     let answers = scripted("answers.toml");
     let output = skein.run(&["prompt", "-m", &answers, "please fail"]);
     assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
@@ -2568,7 +2481,7 @@ fn model_failures_exit_5_and_keep_their_run_on_every_command() {
 /// removed sources, for the fork's later turns too.
 #[test]
 fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources() {
-    let skein = Skein::new();
+    let skein = temp();
     let answers = scripted("answers.toml");
     let turn = skein.json(&[
         "prompt",
@@ -2627,10 +2540,10 @@ fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources() {
 /// shows the file's text.
 #[test]
 fn imported_data_never_chooses_a_local_model_file() {
-    let skein = Skein::new();
+    let skein = temp();
     skein.json(&["prompt", "--name", "trap", "hello"]);
     let export = skein.ok(&["export"]);
-    let secret = skein.dir.path().join("secret.txt");
+    let secret = skein.dir().join("secret.txt");
     std::fs::write(&secret, "SECRET-LINE-123 is here\n").unwrap();
     let model = format!("scripted:{}", secret.display());
     let crafted = export.replace(
@@ -2638,8 +2551,8 @@ fn imported_data_never_chooses_a_local_model_file() {
         &format!(r#""model":{}"#, serde_json::to_string(&model).unwrap()),
     );
     assert_ne!(crafted, export);
-    let other = Skein::new();
-    let file = other.dir.path().join("crafted.jsonl");
+    let other = temp();
+    let file = other.dir().join("crafted.jsonl");
     std::fs::write(&file, crafted).unwrap();
     other.ok(&["import", file.to_str().unwrap()]);
     let output = other.run(&["prompt", "--cid", "trap", "hi"]);
@@ -2672,9 +2585,9 @@ fn imported_data_never_chooses_a_local_model_file() {
 /// result the model sees, and the loop goes on.
 #[test]
 fn command_tools_run_and_fail_as_tool_results() {
-    let skein = Skein::new();
+    let skein = temp();
     std::fs::write(
-        skein.dir.path().join("config.toml"),
+        skein.dir().join("config.toml"),
         r#"
 [tools.shout]
 command = ["tr", "a-z", "A-Z"]
@@ -2730,7 +2643,7 @@ schema = { type = "object" }
 /// family, and a run without figures makes a total incomplete.
 #[test]
 fn usage_totals_come_from_the_database_and_count_shared_work_once() {
-    let skein = Skein::new();
+    let skein = temp();
     let first = skein.json(&["prompt", "one"]);
     let a = first["conversation"].as_str().unwrap().to_string();
     let second = skein.json(&["prompt", "-c", "two"]);
@@ -2823,8 +2736,8 @@ fn usage_totals_come_from_the_database_and_count_shared_work_once() {
 
 /// An engine directory beside the test's configuration file: a prompt
 /// whose system message carries a cache hint, on the `quick` profile.
-fn engine_dir(skein: &Skein) -> PathBuf {
-    let dir = skein.dir.path().join("engine");
+fn engine_dir(skein: &Cli) -> PathBuf {
+    let dir = skein.dir().join("engine");
     std::fs::create_dir_all(dir.join("prompts")).unwrap();
     std::fs::write(
         dir.join("backends.toml"),
@@ -2862,7 +2775,7 @@ default = 50
     )
     .unwrap();
     std::fs::write(
-        skein.dir.path().join("config.toml"),
+        skein.dir().join("config.toml"),
         format!("engine = {:?}\n", dir.display().to_string()),
     )
     .unwrap();
@@ -2871,7 +2784,7 @@ default = 50
 
 #[test]
 fn configured_prompts_are_inspected_prepared_and_run_from_the_command_line() {
-    let bare = Skein::new();
+    let bare = temp();
     let missing = bare.run(&["inspect", "prompt", "brief"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(
@@ -2879,7 +2792,7 @@ fn configured_prompts_are_inspected_prepared_and_run_from_the_command_line() {
         "{}",
         stderr(&missing)
     );
-    let skein = Skein::new();
+    let skein = temp();
     engine_dir(&skein);
 
     // Inspect: the resources as configured.
@@ -3030,7 +2943,7 @@ fn data(file: &str) -> String {
 }
 
 /// The parts of the user message a turn's reply answers.
-fn user_parts(skein: &Skein, reply: &Value) -> Vec<skein::Part> {
+fn user_parts(skein: &Cli, reply: &Value) -> Vec<skein::Part> {
     let store = skein::Store::open(skein.db()).unwrap();
     let reply = store
         .node(store.resolve_node(reply["node"].as_str().unwrap()).unwrap())
@@ -3045,7 +2958,7 @@ fn user_parts(skein: &Skein, reply: &Value) -> Vec<skein::Part> {
 /// its own part, one blob.
 #[test]
 fn attachments_and_fragments_are_parts_stored_once() {
-    let skein = Skein::new();
+    let skein = temp();
     let image = data("pixels.png");
     let size = std::fs::metadata(&image).unwrap().len();
     assert!(
@@ -3123,7 +3036,7 @@ fn attachments_and_fragments_are_parts_stored_once() {
     );
 
     // A file whose type cannot be told needs --at.
-    let blob = skein.dir.path().join("scan.bin");
+    let blob = skein.dir().join("scan.bin");
     std::fs::write(&blob, [0u8, 1, 2, 0xfe, 0xff]).unwrap();
     let blob = blob.display().to_string();
     let output = skein.run(&["prompt", "-a", &blob, "what?"]);
@@ -3144,7 +3057,7 @@ fn attachments_and_fragments_are_parts_stored_once() {
     );
 
     // A fragment shared by two prompts: its own part, one blob.
-    let fragment = skein.dir.path().join("notes.md");
+    let fragment = skein.dir().join("notes.md");
     let notes = "Meeting notes.\n".repeat(400);
     std::fs::write(&fragment, &notes).unwrap();
     let fragment = fragment.display().to_string();

@@ -3,18 +3,12 @@
 //! and found through `SKEIN_TEST_VENV`): a three-turn conversation, a fork
 //! of it, and a tool-using chain.
 
+use skein_testkit::Cli;
 use std::path::Path;
 use std::process::Command;
 
 fn skein(db: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SKEIN_DB")
-        .env("SKEIN_CONFIG", db.with_extension("toml"))
-        .output()
-        .unwrap()
+    Cli::new(crate::BIN, db).run(args)
 }
 
 #[test]

@@ -13,6 +13,9 @@ mod serve;
 #[path = "../support/webdriver.rs"]
 mod webdriver;
 
+/// The binary under test, for `skein_testkit::Cli`.
+const BIN: &str = env!("CARGO_BIN_EXE_skein");
+
 mod commands;
 mod llm_import;
 mod postgres;

@@ -5,9 +5,11 @@ streamable HTTP, a scripted model (`tests/data/mcp_tools.toml`) that calls
 its tools, and the records the loops leave.
 */
 
-use super::{Skein, scripted, stderr};
+use super::{Rows as _, scripted, temp};
 use serde_json::Value;
 use skein::core::{Part, Role, ToolResult};
+use skein_testkit::Cli;
+use skein_testkit::cli::stderr;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -35,19 +37,19 @@ fn server_script() -> PathBuf {
 
 /// `skein` with the test server declared as `demo` (stdio) in its
 /// configuration file, plus `extra` configuration.
-fn with_demo(python: &Path, extra: &str) -> Skein {
-    let skein = Skein::new();
+fn with_demo(python: &Path, extra: &str) -> Cli {
+    let skein = temp();
     let config = format!(
         "[mcp.servers.demo]\ncommand = [{:?}, {:?}, \"stdio\"]\n{extra}",
         python.display().to_string(),
         server_script().display().to_string(),
     );
-    std::fs::write(skein.dir.path().join("config.toml"), config).unwrap();
+    std::fs::write(skein.dir().join("config.toml"), config).unwrap();
     skein
 }
 
 /// The names of the tools each run of `conversation` offered, in order.
-fn offered(skein: &Skein, conversation: &str) -> Vec<Vec<String>> {
+fn offered(skein: &Cli, conversation: &str) -> Vec<Vec<String>> {
     let store = skein::Store::open(skein.db()).unwrap();
     let id = store.resolve_conversation(conversation).unwrap();
     store
@@ -59,7 +61,7 @@ fn offered(skein: &Skein, conversation: &str) -> Vec<Vec<String>> {
 }
 
 /// Every tool result in the thread ending at `node`, in order.
-fn tool_results(skein: &Skein, node: &str) -> Vec<ToolResult> {
+fn tool_results(skein: &Cli, node: &str) -> Vec<ToolResult> {
     let store = skein::Store::open(skein.db()).unwrap();
     let thread = store
         .load_thread(store.resolve_node(node).unwrap())
@@ -371,7 +373,7 @@ fn a_server_that_fails_to_start_is_a_clear_error_naming_it() {
     }
 
     std::fs::write(
-        skein.dir.path().join("config.toml"),
+        skein.dir().join("config.toml"),
         "[mcp.servers.both]\ncommand = \"x\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
     )
     .unwrap();

@@ -8,9 +8,10 @@
 
 use serde_json::Value;
 use skein::store::scratch::ScratchSchema;
+use skein_testkit::Cli;
 use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 fn server(test: &str) -> Option<String> {
     let url = std::env::var("SKEIN_TEST_POSTGRES")
@@ -25,37 +26,25 @@ fn server(test: &str) -> Option<String> {
     url
 }
 
-/// Run the binary on the database `db` (a path or a URL) given with `--db`,
-/// or through `SKEIN_DB` when `via_env`.
+/// The binary on the database `db` (a path or a URL), with a configuration
+/// file of its own.
+fn cli(db: &str) -> Cli {
+    Cli::temp(crate::BIN).on(db)
+}
+
+/// Run it with the database given with `--db`, or through `SKEIN_DB` when
+/// `via_env`.
 fn skein(db: &str, via_env: bool, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
-    if via_env {
-        command.env("SKEIN_DB", db);
-    } else {
-        command.env_remove("SKEIN_DB").arg("--db").arg(db);
-    }
-    command
-        .args(args)
-        .env("SKEIN_MODEL", "echo")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    let cli = cli(db);
+    if via_env { cli.db_in_env() } else { cli }.run(args)
 }
 
 fn ok(db: &str, args: &[&str]) -> String {
-    let output = skein(db, false, args);
-    assert!(
-        output.status.success(),
-        "skein {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    cli(db).ok(args)
 }
 
 fn json(db: &str, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(db, &all)).unwrap()
+    cli(db).json(args)
 }
 
 fn path(dir: &Path, name: &str) -> String {

@@ -11,6 +11,7 @@
 use crate::python::python;
 use crate::serve::Server;
 use serde_json::{Value, json};
+use skein_testkit::Cli;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -222,10 +223,8 @@ fn with_a_token_every_request_must_carry_it() {
 #[test]
 fn off_loopback_the_proxy_needs_its_token() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("--db")
-        .arg(dir.path().join("skein.db"))
-        .args(["serve", "--proxy", "-m", "echo", "--bind", "0.0.0.0:0"])
+    let output = Cli::new(crate::BIN, dir.path().join("skein.db"))
+        .command(&["serve", "--proxy", "-m", "echo", "--bind", "0.0.0.0:0"])
         .env_remove("SKEIN_SERVE_TOKEN")
         .output()
         .unwrap();
@@ -755,13 +754,7 @@ fn the_model_table_routes_requested_models_and_records_them() {
     let origin = beta.origin.as_ref().unwrap();
     assert_eq!(origin.conversation.as_ref(), Some(&alpha.id));
     assert_eq!(origin.node, alpha.head, "a branch on alpha's nodes");
-    let shown = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("--db")
-        .arg(&db)
-        .args(["show", &mine.head.unwrap().to_string()])
-        .env("SKEIN_CONFIG", db.with_extension("toml"))
-        .output()
-        .unwrap();
+    let shown = Cli::new(crate::BIN, &db).run(&["show", &mine.head.unwrap().to_string()]);
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("echo (asked for gpt-4o-mini)"), "{shown}");
 }
@@ -977,13 +970,7 @@ fn a_client_key_passed_through_is_never_stored_logged_or_shown() {
     let stderr = server.stop();
     assert!(stderr.contains("passed through"), "{stderr}");
 
-    let export = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("--db")
-        .arg(&db)
-        .arg("export")
-        .env("SKEIN_CONFIG", db.with_extension("toml"))
-        .output()
-        .unwrap();
+    let export = Cli::new(crate::BIN, &db).run(&["export"]);
     assert!(export.status.success());
     assert!(String::from_utf8_lossy(&export.stdout).contains("Hello from Anthropic."));
     let mut haystacks: Vec<Vec<u8>> = answers.into_iter().map(String::into_bytes).collect();

@@ -17,6 +17,7 @@ shows them.
 */
 
 use serde_json::Value;
+use skein_testkit::Cli;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -75,21 +76,9 @@ impl Ran {
 
     /// Run `skein --db DB --json ARGS` and parse its output.
     fn json(&self, args: &[&str]) -> Value {
-        let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-            .arg("--db")
-            .arg(&self.db)
-            .arg("--json")
-            .args(args)
-            .env("SKEIN_CONFIG", self.dir.path().join("config.toml"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "skein {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap()
+        Cli::new(crate::BIN, &self.db)
+            .config(self.dir.path().join("config.toml"))
+            .json(args)
     }
 
     fn conversation_named(&self, name: &str) -> Value {
@@ -115,7 +104,7 @@ fn run_tour() -> Ran {
     let script = format!("{script}printf '%s' \"$SKEIN_DB\" > \"$TOUR_DB_FILE\"\n");
     std::fs::write(dir.path().join("tour.sh"), script).unwrap();
 
-    let bin = Path::new(env!("CARGO_BIN_EXE_skein"));
+    let bin = Path::new(crate::BIN);
     let path = std::env::join_paths(std::iter::once(bin.parent().unwrap().to_path_buf()).chain(
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))

@@ -10,35 +10,14 @@
 use crate::serve::Server;
 use crate::webdriver::{Browser, Driver, Session};
 use serde_json::{Value, json};
+use skein_testkit::Cli;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 const MARKUP: &str = "<img src=x data-injected=1> <b>not bold</b> & <script>no</script>";
 
-fn skein(db: &Path, args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SKEIN_DB")
-        .env("SKEIN_MODEL", "echo")
-        .env("SKEIN_CONFIG", db.with_extension("toml"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "skein {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
 fn skein_json(db: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&skein(db, &all)).unwrap()
+    Cli::new(crate::BIN, db).json(args)
 }
 
 /// `target/web-screenshots`, found from this test binary's path

@@ -2,9 +2,10 @@
 //! configuration file of its own, its address read from what it prints,
 //! and killed on drop.
 
+use skein_testkit::Cli;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
 pub struct Server {
@@ -27,17 +28,14 @@ impl Server {
     /// key, say).
     #[allow(dead_code)]
     pub fn start_with_env(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
-            .arg("--db")
-            .arg(db)
-            .args(["serve", "--bind", "127.0.0.1:0"])
-            .args(extra)
-            .env_remove("SKEIN_DB")
+        let mut args = vec!["serve", "--bind", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        // The server runs only the models its own flags name.
+        let mut child = Cli::new(crate::BIN, db)
+            .command(&args)
             .env_remove("SKEIN_MODEL")
             .env_remove("SKEIN_SERVE_TOKEN")
-            .env("SKEIN_CONFIG", db.with_extension("toml"))
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -14,6 +14,7 @@ use skein_engine::{
     Event, EventKind, Exchange, Observer, Profile, Request, RunId,
 };
 use skein_providers::Scripted;
+use skein_testkit::Recording;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,26 +49,22 @@ name = "reply"
 reply = "reply to {last_user} after {history} messages"
 "#;
 
-/// The scripted model, recording the last user text of every call, and
-/// preceding its reply with a transport retry when that text says "retry".
-struct Recording {
-    script: Scripted,
-    seen: Mutex<Vec<String>>,
-}
+/// The scripted model, preceding its reply with a transport retry when the
+/// last user text says "retry". The fixture records its calls.
+struct RetryWhenAsked(Scripted);
 
-impl Provider for Recording {
+impl Provider for RetryWhenAsked {
     fn name(&self) -> &str {
-        "recording"
+        self.0.name()
     }
 
     fn stream(
         &self,
         request: ModelRequest,
     ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        let last_user = last_user(&request.thread);
-        self.seen.lock().unwrap().push(last_user.clone());
-        let rest = self.script.stream(request);
-        if !last_user.contains("retry") {
+        let retry = last_user(&request.thread).contains("retry");
+        let rest = self.0.stream(request);
+        if !retry {
             return rest;
         }
         Box::pin(Prepend {
@@ -141,10 +138,9 @@ impl Fixture {
             .profile(Profile::new("main", "main", "scripted"))
             .profile(Profile::new("solo", "solo", "scripted"))
             .profile(Profile::new("pending", "pending", "never"));
-        let model = Arc::new(Recording {
-            script: Scripted::from_toml_str(RULES).unwrap(),
-            seen: Mutex::default(),
-        });
+        let model = Recording::new(Arc::new(RetryWhenAsked(
+            Scripted::from_toml_str(RULES).unwrap(),
+        )));
         let pending_calls = Arc::new(AtomicUsize::new(0));
         let engine = Engine::builder(catalog)
             .provider("main", model.clone())
@@ -171,7 +167,11 @@ impl Fixture {
 
     /// The last user text of every model call so far.
     fn seen(&self) -> Vec<String> {
-        self.model.seen.lock().unwrap().clone()
+        self.model
+            .requests()
+            .iter()
+            .map(|request| last_user(&request.thread))
+            .collect()
     }
 
     fn asked(&self, text: &str) -> usize {

@@ -12,6 +12,7 @@ use skein_engine::{
     MessageTemplate, Profile, PromptDef, Request, Validation,
 };
 use skein_providers::{Echo, Scripted};
+use skein_testkit::Fixed;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -666,40 +667,6 @@ async fn prepare_is_deterministic_and_generates_nothing() {
     assert_eq!(output.prepared.thread, a.thread);
 }
 
-/// Reports no token counts.
-struct Uncounted;
-
-impl Provider for Uncounted {
-    fn name(&self) -> &str {
-        "uncounted"
-    }
-    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        Box::pin(futures_stream(async {
-            vec![
-                Ok(StreamEvent::Text("no counts".into())),
-                Ok(StreamEvent::Done(FinishReason::Stop)),
-            ]
-        }))
-    }
-}
-
-/// Always fails.
-struct Broken;
-
-impl Provider for Broken {
-    fn name(&self) -> &str {
-        "broken"
-    }
-    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        Box::pin(futures_stream(async {
-            vec![Err(ProviderError::Server {
-                status: 503,
-                message: "down".into(),
-            })]
-        }))
-    }
-}
-
 #[tokio::test]
 async fn the_ledger_counts_shared_work_once_and_marks_what_is_incomplete() {
     let catalog = catalog()
@@ -710,8 +677,15 @@ async fn the_ledger_counts_shared_work_once_and_marks_what_is_incomplete() {
     let engine = Engine::builder(catalog)
         .provider("script", scripted())
         .provider("other", scripted())
-        .provider("uncounted", Arc::new(Uncounted))
-        .provider("broken", Arc::new(Broken))
+        // Reports no token counts.
+        .provider("uncounted", Arc::new(Fixed::reply("no counts")))
+        .provider(
+            "broken",
+            Arc::new(Fixed::failing(ProviderError::Server {
+                status: 503,
+                message: "down".into(),
+            })),
+        )
         .build()
         .unwrap();
     let first = engine
@@ -1179,35 +1153,16 @@ async fn a_family_takes_in_associated_runs_and_what_continues_them() {
     assert!(others.runs.contains(&other_helper.run));
 }
 
-/// Reads text only, and counts the calls that reach it.
-struct TextOnly(Arc<AtomicUsize>);
-
-impl Provider for TextOnly {
-    fn name(&self) -> &str {
-        "text-only"
-    }
-    fn attachments(&self) -> skein_core::AttachmentSupport {
-        skein_core::AttachmentSupport::None
-    }
-    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(futures_stream(async {
-            vec![
-                Ok(StreamEvent::Text("read".into())),
-                Ok(StreamEvent::Done(FinishReason::Stop)),
-            ]
-        }))
-    }
-}
-
 /// An attachment the model cannot take is refused before any call and
 /// leaves no run, whether it is new or earlier in the history; a model
 /// that takes any attachment gets it.
 #[tokio::test]
 async fn an_attachment_the_model_cannot_take_is_refused_before_any_call() {
-    let calls = Arc::new(AtomicUsize::new(0));
+    // Reads text only, and counts the calls that reach it.
+    let text_only =
+        Arc::new(Fixed::reply("read").with_attachments(skein_core::AttachmentSupport::None));
     let engine = Engine::builder(catalog())
-        .provider("script", Arc::new(TextOnly(calls.clone())))
+        .provider("script", text_only.clone())
         .build()
         .unwrap();
     let picture = Message::new(
@@ -1251,7 +1206,7 @@ async fn an_attachment_the_model_cannot_take_is_refused_before_any_call() {
         matches!(error, EngineError::AttachmentRefused { position: 0, .. }),
         "{error}"
     );
-    assert_eq!(calls.load(Ordering::SeqCst), 0, "no call reached the model");
+    assert_eq!(text_only.calls(), 0, "no call reached the model");
     assert!(engine.ledger().entries().is_empty(), "no run was made");
     // Text alone goes through.
     engine
@@ -1262,7 +1217,7 @@ async fn an_attachment_the_model_cannot_take_is_refused_before_any_call() {
         )
         .await
         .unwrap();
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(text_only.calls(), 1);
     // Echo takes any attachment.
     let echo = engine
         .run(

@@ -252,25 +252,6 @@ async fn scripted_backend_runs_from_its_relative_script() {
     assert_eq!(output.prepared.backend, "script");
 }
 
-/// The echo model, keeping every request it is sent.
-#[derive(Default)]
-struct Requests(std::sync::Mutex<Vec<skein_core::ModelRequest>>);
-
-impl skein_core::Provider for Requests {
-    fn name(&self) -> &str {
-        "requests"
-    }
-
-    fn stream(
-        &self,
-        request: skein_core::ModelRequest,
-    ) -> skein_core::BoxStream<'static, Result<skein_core::StreamEvent, skein_core::ProviderError>>
-    {
-        self.0.lock().unwrap().push(request.clone());
-        skein_providers::Echo.stream(request)
-    }
-}
-
 #[tokio::test]
 async fn a_cache_hint_in_a_template_reaches_the_provider_and_the_turns_after() {
     use skein_core::{Annotation, CacheHint};
@@ -289,7 +270,7 @@ async fn a_cache_hint_in_a_template_reaches_the_provider_and_the_turns_after() {
     let template = &catalog.find_prompt("brief", None).unwrap().messages;
     assert_eq!(template[0].cache, Some(CacheHint::Ephemeral));
     assert_eq!(template[1].cache, None);
-    let seen = std::sync::Arc::new(Requests::default());
+    let seen = skein_testkit::Recording::echo();
     let engine = Engine::builder(catalog)
         .provider("echo", seen.clone())
         .build()
@@ -314,7 +295,7 @@ async fn a_cache_hint_in_a_template_reaches_the_provider_and_the_turns_after() {
             .collect()
     };
     let system = ("Long shared instructions about tides.".to_string(), 0);
-    let requests = seen.0.lock().unwrap().clone();
+    let requests = seen.requests();
     assert_eq!(hinted(&requests[0]), vec![system.clone()]);
     // Captured with the exchange, so a continuation sends it again.
     let exchange = first.exchange.expect("captured");
@@ -326,7 +307,7 @@ async fn a_cache_hint_in_a_template_reaches_the_provider_and_the_turns_after() {
         )
         .await
         .expect("continues");
-    let requests = seen.0.lock().unwrap().clone();
+    let requests = seen.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(hinted(&requests[1]), vec![system]);
     assert_eq!(first.prepared.annotations, requests[0].annotations);

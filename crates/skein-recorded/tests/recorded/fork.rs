@@ -1,9 +1,7 @@
 //! Forks: from a reply or from a rerun, with provenance enforced, and
 //! first-class turns.
 
-use crate::common::{
-    Recording, advisor, advisor_builder, advisor_chat, decision_changed, record_three,
-};
+use crate::common::{Recording, advisor, advisor_chat, decision_changed, record_three};
 use skein_recorded::{ReasonOptions, RecordedError, RerunId, RerunOptions, Verdict};
 
 fn ignore_sentiment() -> RerunOptions {
@@ -172,7 +170,7 @@ async fn fork_turns_are_first_class() {
 async fn a_seed_plus_removals_rehydrates_by_hand() {
     let chat = advisor_chat(advisor::model()).await;
     let model = Recording::new(advisor::model());
-    let mut rehydrated = advisor_builder(model.clone())
+    let mut rehydrated = advisor::builder(model.clone())
         .seed(chat.turn(1).unwrap().thread().clone())
         .removed(["social-sentiment"])
         .build()
@@ -197,7 +195,7 @@ async fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources()
     let dir = tempfile::tempdir().unwrap();
     let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
     let model = Recording::new(advisor::model());
-    let mut chat = advisor_builder(model.clone())
+    let mut chat = advisor::builder(model.clone())
         .store(store.clone())
         .build()
         .await
@@ -206,11 +204,7 @@ async fn a_fork_from_a_rerun_keeps_the_system_message_less_the_removed_sources()
     let rerun = chat.rerun_turn(1, ignore_sentiment()).await.unwrap();
     let system_of_last_request = || {
         model
-            .requests
-            .lock()
-            .unwrap()
             .last()
-            .unwrap()
             .thread
             .messages()
             .first()
@@ -247,14 +241,14 @@ async fn provenance_checks_what_the_rerun_actually_removed() {
     let dir = tempfile::tempdir().unwrap();
     let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
     let in_memory = advisor_chat(advisor::model()).await;
-    let mut stored = advisor_builder(advisor::model())
+    let mut stored = advisor::builder(advisor::model())
         .store(store.clone())
         .build()
         .await
         .unwrap();
     record_three(&mut stored).await;
     let loaded = |store: skein_store::Store, cid| async move {
-        advisor_builder(advisor::model())
+        advisor::builder(advisor::model())
             .store(store)
             .load(&cid)
             .await

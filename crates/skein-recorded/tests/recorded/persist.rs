@@ -1,7 +1,7 @@
 //! Persistence: turns, reruns and forks stored, and everything loaded back
 //! after the database is reopened.
 
-use crate::common::{Recording, advisor, advisor_builder, decision_changed, record_three};
+use crate::common::{Recording, advisor, decision_changed, record_three};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_engine::tool_fn;
@@ -17,7 +17,7 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
     let path = dir.path().join("skein.sqlite");
     let (cid, rerun_id, fork_cid, evidence) = {
         let store = Store::open(&path).unwrap();
-        let mut chat = advisor_builder(advisor::model())
+        let mut chat = advisor::builder(advisor::model())
             .store(store.clone())
             .name("desk")
             .build()
@@ -104,7 +104,7 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
 
     // The chat loads back with its turns' evidence.
     let model = Recording::new(advisor::model());
-    let mut chat = advisor_builder(model.clone())
+    let mut chat = advisor::builder(model.clone())
         .store(store.clone())
         .load(&cid)
         .await
@@ -154,7 +154,7 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
     );
 
     // The fork loads back with its removals and continues without them.
-    let mut fork = advisor_builder(model.clone())
+    let mut fork = advisor::builder(model.clone())
         .store(store.clone())
         .load(&fork_cid)
         .await
@@ -173,7 +173,7 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
             .contains("social-sentiment")
     );
     // Other chats' reruns are refused on the reloaded chat too.
-    let mut stranger = advisor_builder(advisor::model())
+    let mut stranger = advisor::builder(advisor::model())
         .store(store.clone())
         .build()
         .await
@@ -197,14 +197,14 @@ async fn turns_reruns_and_forks_survive_reopening_the_database() {
 
 #[tokio::test]
 async fn loading_needs_a_store_and_an_existing_conversation() {
-    let error = advisor_builder(advisor::model())
+    let error = advisor::builder(advisor::model())
         .load(&skein_store::ConversationId::random())
         .await
         .unwrap_err();
     assert!(matches!(error, RecordedError::NoStore(_)));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
-    let error = advisor_builder(advisor::model())
+    let error = advisor::builder(advisor::model())
         .store(store)
         .load(&skein_store::ConversationId("nope".into()))
         .await
@@ -267,7 +267,7 @@ async fn a_conversation_recorded_without_a_recorded_chat_loads_one_turn_per_run(
         conversation_of_node(&store, node).await.unwrap(),
         conversation.id
     );
-    let mut chat = advisor_builder(advisor::model())
+    let mut chat = advisor::builder(advisor::model())
         .store(store.clone())
         .load(&conversation.id)
         .await

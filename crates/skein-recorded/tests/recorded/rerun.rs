@@ -1,8 +1,6 @@
 //! Reasoning about turns and re-running them without sources.
 
-use crate::common::{
-    Counting, Recording, advisor, advisor_builder, advisor_chat, decision_changed,
-};
+use crate::common::{Counting, Recording, advisor, advisor_chat, decision_changed};
 use skein_core::{Annotation, BoxFuture, Message, Part, Role, Thread};
 use skein_recorded::{
     HookContext, HookError, Purpose, ReasonOptions, RecordedChat, RecordedError, RerunOptions,
@@ -13,7 +11,7 @@ use std::sync::{Arc, Mutex};
 #[tokio::test]
 async fn reason_ranks_the_source_the_reply_echoes_first_and_is_memoised() {
     let counting = Counting::new();
-    let mut chat = advisor_builder(advisor::model())
+    let mut chat = advisor::builder(advisor::model())
         .embedder(counting.clone())
         .build()
         .await

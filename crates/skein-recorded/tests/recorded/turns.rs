@@ -1,6 +1,6 @@
 //! Recording turns: frozen evidence, numbering, failed and paused turns.
 
-use crate::common::{Recording, advisor, advisor_builder, advisor_chat};
+use crate::common::{Recording, advisor, advisor_chat};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_core::{Annotation, Role};
@@ -70,7 +70,7 @@ async fn each_turn_freezes_the_exact_request_the_provider_received() {
 #[tokio::test]
 async fn evidence_of_a_turn_survives_later_turns() {
     let model = Recording::new(advisor::model());
-    let mut chat = advisor_builder(model.clone()).build().await.unwrap();
+    let mut chat = advisor::builder(model.clone()).build().await.unwrap();
     chat.send("How is the position looking?").await.unwrap();
     let first = chat.turn(0).unwrap().clone();
     let (request, reply) = (first.request().head_id(), first.text());
@@ -88,7 +88,7 @@ async fn evidence_of_a_turn_survives_later_turns() {
 
 #[tokio::test]
 async fn turns_are_numbered_from_zero_and_out_of_range_is_an_error() {
-    let mut chat = advisor_builder(advisor::model()).build().await.unwrap();
+    let mut chat = advisor::builder(advisor::model()).build().await.unwrap();
     let error = chat.turn(0).unwrap_err();
     assert!(error.to_string().contains("no turns yet"), "{error}");
     chat.send("How is the position looking?").await.unwrap();
@@ -330,7 +330,7 @@ async fn chats_and_their_futures_are_send_so_they_run_on_spawned_tasks() {
     fn send_future<F: std::future::Future + Send>(future: F) -> F {
         future
     }
-    let mut chat = advisor_builder(advisor::model()).build().await.unwrap();
+    let mut chat = advisor::builder(advisor::model()).build().await.unwrap();
     let handle = tokio::spawn(async move {
         send_future(chat.send("How is the position looking?"))
             .await
@@ -350,7 +350,7 @@ async fn chats_and_their_futures_are_send_so_they_run_on_spawned_tasks() {
 
 #[test]
 fn blocking_forms_work_without_a_runtime_and_refuse_inside_one() {
-    let mut chat = advisor_builder(advisor::model()).build_blocking().unwrap();
+    let mut chat = advisor::builder(advisor::model()).build_blocking().unwrap();
     chat.send_blocking("How is the position looking?").unwrap();
     chat.send_blocking("Should we BUY or HOLD this position?")
         .unwrap();

@@ -1335,7 +1335,7 @@ fn count(store: &Store, table: &str) -> i64 {
 /// message, over the variable `topic`.
 fn briefing_engine(
     kind: skein::engine::config::BackendKind,
-    provider: Option<Arc<Recorder>>,
+    provider: Option<Arc<Recording>>,
 ) -> skein::Engine {
     use skein::engine::config::{
         BackendDef, Catalog, CredentialSource, MessageTemplate, Profile, PromptDef,
@@ -1378,7 +1378,7 @@ fn cache_hinted(
 
 #[tokio::test]
 async fn a_configured_prompt_is_prepared_without_running_then_sent_and_recorded() {
-    let recorder = Recorder::scripted(SCRIPT);
+    let recorder = Recording::scripted(SCRIPT);
     let engine = briefing_engine(
         skein::engine::config::BackendKind::Echo,
         Some(recorder.clone()),

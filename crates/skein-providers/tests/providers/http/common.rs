@@ -1,8 +1,8 @@
 /*!
 Shared helpers: fixtures, provider configurations with small timeouts, SSE
-responses for wiremock, stream collection, and a raw TCP server for what
-wiremock cannot do (a body that stalls or is cut mid-way, a request that
-never gets an answer).
+responses for wiremock and stream collection. What wiremock cannot do (a
+body that stalls or is cut mid-way, a request that never gets an answer) is
+the test kit's raw TCP server, re-exported here.
 */
 
 use futures_util::StreamExt;
@@ -12,10 +12,8 @@ use skein_core::{
 use skein_providers::http::{
     Anthropic, Credential, HttpConfig, OpenAiCompatible, RetryPolicy, Timeouts,
 };
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+pub use skein_testkit::{Fault, FaultServer, refused};
+use std::time::Duration;
 use wiremock::ResponseTemplate;
 
 /// The key every test provider sends.
@@ -123,97 +121,4 @@ pub async fn request_text(server: &wiremock::MockServer, n: usize) -> String {
 
 pub async fn received(server: &wiremock::MockServer) -> usize {
     server.received_requests().await.unwrap().len()
-}
-
-/// What the raw server does after reading the request.
-pub enum Script {
-    /// Never answer.
-    Silence,
-    /// Send a chunked 200 event-stream response head and these chunks, then
-    /// stall with the connection open.
-    Stall(Vec<String>),
-    /// Send the head and chunks, then close the connection without ending
-    /// the chunked body.
-    Cut(Vec<String>),
-}
-
-/// What the raw server saw.
-#[derive(Debug)]
-pub struct Seen {
-    /// The request arrived in full.
-    pub request_read: bool,
-    /// The client closed its side within the server's patience (5 s), and
-    /// when, measured from the end of the script.
-    pub closed_after: Option<Duration>,
-}
-
-/// A one-connection TCP server running `script`.
-pub async fn raw_server(script: Script) -> (SocketAddr, tokio::task::JoinHandle<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let request_read = read_request(&mut socket).await;
-        let chunks = match &script {
-            Script::Silence => None,
-            Script::Stall(chunks) | Script::Cut(chunks) => Some(chunks),
-        };
-        if let Some(chunks) = chunks {
-            let mut out = String::from(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-            );
-            for chunk in chunks {
-                out.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
-            }
-            let _ = socket.write_all(out.as_bytes()).await;
-            let _ = socket.flush().await;
-        }
-        if matches!(script, Script::Cut(_)) {
-            drop(socket);
-            return Seen {
-                request_read,
-                closed_after: None,
-            };
-        }
-        let start = Instant::now();
-        let mut buffer = [0u8; 1024];
-        let closed = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                match socket.read(&mut buffer).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-            }
-        })
-        .await
-        .is_ok();
-        Seen {
-            request_read,
-            closed_after: closed.then(|| start.elapsed()),
-        }
-    });
-    (address, task)
-}
-
-/// Read one request: headers, then `content-length` bytes of body.
-async fn read_request(socket: &mut TcpStream) -> bool {
-    let mut data = Vec::new();
-    let mut buffer = [0u8; 4096];
-    loop {
-        if let Some(end) = data.windows(4).position(|window| window == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(0);
-            if data.len() >= end + 4 + length {
-                return true;
-            }
-        }
-        match socket.read(&mut buffer).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => data.extend_from_slice(&buffer[..n]),
-        }
-    }
 }

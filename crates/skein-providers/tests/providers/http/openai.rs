@@ -296,14 +296,14 @@ async fn the_stream_yields_text_before_the_body_ends() {
     // Events are yielded as chunks arrive: the first text is available
     // while the server still holds the rest of the body.
     let first = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"early\"},\"finish_reason\":null}]}\n\n";
-    let (address, server) = raw_server(Script::Stall(vec![first.to_owned()])).await;
-    let provider = openai(&format!("http://{address}"));
+    let mut server = FaultServer::start(Fault::Stall(vec![first.to_owned()])).await;
+    let provider = openai(&server.url());
     let mut stream = provider.stream(ask("Hi"));
     let event = tokio::time::timeout(std::time::Duration::from_secs(2), stream.next())
         .await
         .expect("the first event arrives before the body ends");
     assert_eq!(event, Some(Ok(StreamEvent::Text("early".into()))));
     drop(stream);
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert!(seen.closed_after.is_some());
 }

@@ -107,9 +107,7 @@ async fn retries_and_errors_of_an_echoing_server_error_are_clean() {
 
 #[tokio::test]
 async fn a_failing_connection_yields_errors_without_the_key() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = refused();
     for provider in [
         Box::new(openai(&format!("http://{address}"))) as Box<dyn Provider>,
         Box::new(anthropic(&format!("http://{address}"))),

@@ -127,9 +127,7 @@ async fn a_retry_after_longer_than_the_cap_ends_the_call_with_the_delay() {
 #[tokio::test]
 async fn connection_failures_are_retried_then_reported() {
     // A port nobody listens on any more.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
+    let address = refused();
     let provider = openai(&format!("http://{address}"));
     let (events, error) = collect(provider.stream(ask("Hi"))).await;
     let retries = retries(&events);
@@ -176,8 +174,8 @@ async fn a_slow_first_byte_is_a_first_byte_timeout() {
 
 #[tokio::test]
 async fn a_stream_that_stalls_mid_way_is_an_idle_timeout_never_retried() {
-    let (address, server) = raw_server(Script::Stall(vec![TEXT_CHUNK.to_owned()])).await;
-    let provider = openai(&format!("http://{address}"));
+    let mut server = FaultServer::start(Fault::Stall(vec![TEXT_CHUNK.to_owned()])).await;
+    let provider = openai(&server.url());
     let start = Instant::now();
     let (events, error) = collect(provider.stream(ask("Hi"))).await;
     assert_eq!(events, vec![StreamEvent::Text("partial".into())]);
@@ -190,21 +188,21 @@ async fn a_stream_that_stalls_mid_way_is_an_idle_timeout_never_retried() {
     // The idle timeout is 1 s.
     assert!(start.elapsed() >= Duration::from_millis(950));
     assert!(start.elapsed() < Duration::from_secs(4));
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert!(seen.request_read);
 }
 
 #[tokio::test]
 async fn a_connection_cut_mid_stream_is_a_truncated_stream() {
-    let (address, server) = raw_server(Script::Cut(vec![TEXT_CHUNK.to_owned()])).await;
-    let provider = openai(&format!("http://{address}"));
+    let mut server = FaultServer::start(Fault::Cut(vec![TEXT_CHUNK.to_owned()])).await;
+    let provider = openai(&server.url());
     let (events, error) = collect(provider.stream(ask("Hi"))).await;
     assert_eq!(events, vec![StreamEvent::Text("partial".into())]);
     assert_eq!(error, Some(ProviderError::TruncatedStream));
-    server.await.unwrap();
+    server.seen().await;
 
-    let (address, _server) = raw_server(Script::Cut(vec![TEXT_CHUNK.to_owned()])).await;
-    let provider = openai(&format!("http://{address}"));
+    let server = FaultServer::start(Fault::Cut(vec![TEXT_CHUNK.to_owned()])).await;
+    let provider = openai(&server.url());
     assert_eq!(
         provider.complete(ask("Hi")).await,
         Err(ProviderError::TruncatedStream)
@@ -213,13 +211,13 @@ async fn a_connection_cut_mid_stream_is_a_truncated_stream() {
 
 #[tokio::test]
 async fn dropping_the_stream_aborts_the_request_in_flight() {
-    let (address, server) = raw_server(Script::Silence).await;
-    let provider = openai(&format!("http://{address}"));
+    let mut server = FaultServer::start(Fault::Silence).await;
+    let provider = openai(&server.url());
     let mut stream = provider.stream(ask("Hi"));
     let polled = tokio::time::timeout(Duration::from_millis(300), stream.next()).await;
     assert!(polled.is_err(), "the server never answers");
     drop(stream);
-    let seen = server.await.unwrap();
+    let seen = server.seen().await;
     assert!(seen.request_read);
     let closed = seen.closed_after.expect("the connection was closed");
     assert!(closed < Duration::from_secs(1), "{closed:?}");
@@ -227,15 +225,15 @@ async fn dropping_the_stream_aborts_the_request_in_flight() {
 
 #[tokio::test]
 async fn dropping_the_stream_mid_body_closes_the_connection() {
-    let (address, server) = raw_server(Script::Stall(vec![TEXT_CHUNK.to_owned()])).await;
-    let provider = openai(&format!("http://{address}"));
+    let mut server = FaultServer::start(Fault::Stall(vec![TEXT_CHUNK.to_owned()])).await;
+    let provider = openai(&server.url());
     let mut stream = provider.stream(ask("Hi"));
     assert_eq!(
         stream.next().await,
         Some(Ok(StreamEvent::Text("partial".into())))
     );
     drop(stream);
-    let closed = server.await.unwrap().closed_after.expect("closed");
+    let closed = server.seen().await.closed_after.expect("closed");
     assert!(closed < Duration::from_secs(1), "{closed:?}");
 }
 

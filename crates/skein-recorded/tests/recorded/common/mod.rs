@@ -1,61 +1,17 @@
-//! Shared test harness: a provider wrapper that keeps every request it
-//! received, an embedder that counts its calls, scripted engines, and the
-//! advisor example.
+//! Shared test harness: an embedder that counts its calls, scripted
+//! engines, and the advisor example; the test kit's recording provider.
 
 #![allow(dead_code)]
 
 #[path = "../../../examples/advisor.rs"]
 pub mod advisor;
 
-use skein_core::{BoxFuture, BoxStream, ModelRequest, Provider, ProviderError, StreamEvent};
+use skein_core::{BoxFuture, Provider};
 use skein_engine::Engine;
-use skein_providers::Scripted;
-use skein_recorded::{
-    EmbedError, Embedder, LexicalEmbedder, RecordedChat, RecordedChatBuilder, Source,
-};
+use skein_recorded::{EmbedError, Embedder, LexicalEmbedder, RecordedChat};
+pub use skein_testkit::Recording;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// Passes calls to `inner` and keeps each request as received.
-pub struct Recording {
-    inner: Arc<dyn Provider>,
-    pub requests: Mutex<Vec<ModelRequest>>,
-}
-
-impl Recording {
-    pub fn new(inner: Arc<dyn Provider>) -> Arc<Recording> {
-        Arc::new(Recording {
-            inner,
-            requests: Mutex::new(Vec::new()),
-        })
-    }
-
-    pub fn scripted(script: &str) -> Arc<Recording> {
-        Recording::new(Arc::new(Scripted::from_toml_str(script).unwrap()))
-    }
-
-    pub fn take(&self) -> Vec<ModelRequest> {
-        std::mem::take(&mut self.requests.lock().unwrap())
-    }
-
-    pub fn count(&self) -> usize {
-        self.requests.lock().unwrap().len()
-    }
-}
-
-impl Provider for Recording {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn stream(
-        &self,
-        request: ModelRequest,
-    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        self.requests.lock().unwrap().push(request.clone());
-        self.inner.stream(request)
-    }
-}
 
 /// An embedder that counts the texts it embeds.
 pub struct Counting {
@@ -97,28 +53,9 @@ pub fn engine(provider: Arc<dyn Provider>) -> Engine {
     advisor::engine(provider)
 }
 
-/// The advisor desk's builder on `provider`, with the lexical embedder.
-pub fn advisor_builder(provider: Arc<dyn Provider>) -> RecordedChatBuilder {
-    RecordedChat::builder(engine(provider), "advisor")
-        .system("You are an investment advisor. Answer BUY or HOLD when asked.")
-        .source(Source::fact(
-            "fundamentals",
-            "fundamentals: revenue flat, margins stable",
-        ))
-        .source(Source::fact(
-            "social-sentiment",
-            "social-sentiment: bullish, retail chatter at a three-month high",
-        ))
-        .source(Source::document(
-            "analyst-note",
-            "analyst-note: price target unchanged",
-        ))
-        .embedder(Arc::new(LexicalEmbedder::default()))
-}
-
 /// The advisor's three turns recorded.
 pub async fn advisor_chat(provider: Arc<dyn Provider>) -> RecordedChat {
-    let mut chat = advisor_builder(provider).build().await.unwrap();
+    let mut chat = advisor::builder(provider).build().await.unwrap();
     record_three(&mut chat).await;
     chat
 }

@@ -1,7 +1,7 @@
 //! The rows of the fault matrix: each failure, the server that produces
 //! it, and what the turn must come to.
 
-use super::servers::{self, Raw, fixture, json, sse};
+use super::servers::{self, Fault, fixture, json, sse};
 use skein::core::ProviderError;
 use std::time::Duration;
 use wiremock::ResponseTemplate;
@@ -15,7 +15,7 @@ pub enum Wire {
 pub enum Server {
     /// wiremock answering in this order, repeating the last response.
     Mock(Vec<ResponseTemplate>),
-    Raw(Raw),
+    Raw(Fault),
     Refused,
 }
 
@@ -169,7 +169,7 @@ pub fn cases() -> Vec<Case> {
         case(
             "connection reset mid-stream",
             OpenAi,
-            Server::Raw(Raw::Cut(CUT_CHUNK)),
+            Server::Raw(Fault::Cut(vec![CUT_CHUNK.into()])),
             Turn::Prompt,
             0,
             Some(1),
@@ -178,7 +178,7 @@ pub fn cases() -> Vec<Case> {
         case(
             "idle timeout mid-stream",
             OpenAi,
-            Server::Raw(Raw::Stall(CUT_CHUNK)),
+            Server::Raw(Fault::Stall(vec![CUT_CHUNK.into()])),
             Turn::Prompt,
             0,
             Some(1),

@@ -28,7 +28,6 @@ use skein::providers::http::{
 };
 use skein::store::RunStatus;
 use skein::{Conversation, Engine, Error, Message, Model, Store, Tool, ToolError, tool_fn};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -126,7 +125,7 @@ async fn every_provider_failure_has_its_retries_its_typed_outcome_and_leaves_no_
 async fn run_case(case: Case) {
     let name = case.name;
     let mut mock = None;
-    let mut raw_count = None;
+    let mut raw = None;
     let address = match case.server {
         Server::Mock(responses) => {
             let server = servers::sequence(responses).await;
@@ -134,10 +133,11 @@ async fn run_case(case: Case) {
             mock = Some(server);
             uri
         }
-        Server::Raw(behaviour) => {
-            let (address, count) = servers::raw(behaviour).await;
-            raw_count = Some(count);
-            format!("http://{address}")
+        Server::Raw(fault) => {
+            let server = servers::FaultServer::start(fault).await;
+            let url = server.url();
+            raw = Some(server);
+            url
         }
         Server::Refused => format!("http://{}", servers::refused()),
     };
@@ -245,9 +245,9 @@ async fn run_case(case: Case) {
     if let Some(delay) = case.first_delay {
         assert_eq!(seen[0], delay, "{name}: the server's Retry-After is obeyed");
     }
-    let requests = match (mock, raw_count) {
+    let requests = match (mock, raw) {
         (Some(server), _) => Some(server.received_requests().await.unwrap().len()),
-        (_, Some(count)) => Some(count.load(Ordering::SeqCst)),
+        (_, Some(server)) => Some(server.accepted()),
         _ => None,
     };
     assert_eq!(requests, case.requests, "{name}: requests");

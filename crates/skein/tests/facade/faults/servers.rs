@@ -1,12 +1,8 @@
 //! The servers the fault matrix talks to: wiremock answering a sequence of
-//! responses, and a raw TCP server for what wiremock cannot do (a body that
-//! is cut or stalls mid-stream), counting the connections it accepts.
+//! responses. What wiremock cannot do (a body that is cut or stalls
+//! mid-stream) is the test kit's raw TCP server, re-exported here.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+pub use skein_testkit::{Fault, FaultServer, refused};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -62,78 +58,4 @@ pub async fn sequence(responses: Vec<ResponseTemplate>) -> MockServer {
         mock.mount(&server).await;
     }
     server
-}
-
-/// What the raw server does with each request it reads.
-#[derive(Clone, Copy)]
-pub enum Raw {
-    /// Send a 200 event-stream head and `chunk`, then close the connection
-    /// without ending the chunked body (a reset mid-stream).
-    Cut(&'static str),
-    /// Send the head and `chunk`, then hold the connection open silently.
-    Stall(&'static str),
-}
-
-/// A raw TCP server; the counter says how many connections it accepted.
-pub async fn raw(behaviour: Raw) -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(serve(socket, behaviour));
-        }
-    });
-    (address, accepted)
-}
-
-async fn serve(mut socket: TcpStream, behaviour: Raw) {
-    read_request(&mut socket).await;
-    let (Raw::Cut(chunk) | Raw::Stall(chunk)) = behaviour;
-    let head =
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-    let body = format!("{head}{:x}\r\n{chunk}\r\n", chunk.len());
-    let _ = socket.write_all(body.as_bytes()).await;
-    let _ = socket.flush().await;
-    if let Raw::Stall(_) = behaviour {
-        let mut buffer = [0u8; 1024];
-        while let Ok(n) = socket.read(&mut buffer).await {
-            if n == 0 {
-                break;
-            }
-        }
-    }
-}
-
-/// Read one request: headers, then `content-length` bytes of body.
-async fn read_request(socket: &mut TcpStream) {
-    let mut data = Vec::new();
-    let mut buffer = [0u8; 4096];
-    loop {
-        if let Some(end) = data.windows(4).position(|window| window == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .and_then(|value| value.trim().parse().ok())
-                .unwrap_or(0);
-            if data.len() >= end + 4 + length {
-                return;
-            }
-        }
-        match socket.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => data.extend_from_slice(&buffer[..n]),
-        }
-    }
-}
-
-/// An address nobody listens on.
-pub fn refused() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    drop(listener);
-    address
 }

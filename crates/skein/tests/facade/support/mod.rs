@@ -1,17 +1,15 @@
-//! Shared fixtures for the facade's tests: a scripted model behind a
-//! provider that records every request it receives, tools, and a macro
-//! that runs one scenario in its async and its blocking form.
+//! Shared fixtures for the facade's tests: the scripted model behind the
+//! test kit's recording provider, tools, and a macro that runs one scenario
+//! in its async and its blocking form.
 
 #![allow(dead_code)]
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use skein::core::provider::{BoxStream, ModelRequest, StreamEvent};
-use skein::core::{Provider, ProviderError};
 use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
-use skein::providers::Scripted;
 use skein::{Engine, Model, Tool, ToolError, tool_fn};
-use std::sync::{Arc, Mutex};
+pub use skein_testkit::Recording;
+use std::sync::Arc;
 
 /// Rules for the facade's scenarios; first match wins.
 pub const SCRIPT: &str = r#"
@@ -59,53 +57,12 @@ name = "plain"
 reply = "you said: {last_user}"
 "#;
 
-/// A provider that keeps a copy of every request before answering it.
-pub struct Recorder {
-    inner: Arc<dyn Provider>,
-    pub requests: Mutex<Vec<ModelRequest>>,
-}
-
-impl Recorder {
-    pub fn scripted(script: &str) -> Arc<Recorder> {
-        Arc::new(Recorder {
-            inner: Arc::new(Scripted::from_toml_str(script).unwrap()),
-            requests: Mutex::new(Vec::new()),
-        })
-    }
-
-    pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-
-    pub fn last(&self) -> ModelRequest {
-        self.requests().last().cloned().expect("a request was made")
-    }
-
-    pub fn count(&self) -> usize {
-        self.requests.lock().unwrap().len()
-    }
-}
-
-impl Provider for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-
-    fn stream(
-        &self,
-        request: ModelRequest,
-    ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        self.requests.lock().unwrap().push(request.clone());
-        self.inner.stream(request)
-    }
-}
-
 /// Two profiles (`main`, `other`) on two recorded scripted backends, with
 /// the tools `a`, `b`, `c`, `add` and `explode` registered.
 pub struct Fixture {
     pub engine: Engine,
-    pub main: Arc<Recorder>,
-    pub other: Arc<Recorder>,
+    pub main: Arc<Recording>,
+    pub other: Arc<Recording>,
 }
 
 impl Fixture {
@@ -116,8 +73,8 @@ impl Fixture {
     /// The same two profiles with these tools registered: what another
     /// process, with other versions of the tools, would have.
     pub fn with_tools(tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Fixture {
-        let main = Recorder::scripted(SCRIPT);
-        let other = Recorder::scripted(SCRIPT);
+        let main = Recording::scripted(SCRIPT);
+        let other = Recording::scripted(SCRIPT);
         let catalog = Catalog::new()
             .backend(BackendDef::new("main", BackendKind::Echo))
             .backend(BackendDef::new("other", BackendKind::Echo))
