@@ -392,14 +392,14 @@ fn evidence_of(turn: &skein_recorded::Turn) -> String {
 async fn a_turn_loaded_alone_is_the_whole_chats_turn_and_reruns_and_forks_alike() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
-    let mut chat = advisor_builder(advisor::model())
+    let mut chat = advisor::builder(advisor::model())
         .store(store.clone())
         .build()
         .await
         .unwrap();
     record_three(&mut chat).await;
     let cid = chat.conversation().unwrap().clone();
-    let mut whole = advisor_builder(advisor::model())
+    let mut whole = advisor::builder(advisor::model())
         .store(store.clone())
         .load(&cid)
         .await
@@ -407,7 +407,7 @@ async fn a_turn_loaded_alone_is_the_whole_chats_turn_and_reruns_and_forks_alike(
     for k in 0..3 {
         let node = whole.turn(k).unwrap().node();
         for at in [TurnAt::Reply(node), TurnAt::Number(cid.clone(), k)] {
-            let alone = advisor_builder(advisor::model())
+            let alone = advisor::builder(advisor::model())
                 .store(store.clone())
                 .load_turn(at)
                 .await
@@ -423,7 +423,7 @@ async fn a_turn_loaded_alone_is_the_whole_chats_turn_and_reruns_and_forks_alike(
     }
 
     // Explained and re-run alone, turn 1 gives what the whole chat gives.
-    let mut alone = advisor_builder(advisor::model())
+    let mut alone = advisor::builder(advisor::model())
         .store(store.clone())
         .load_turn(TurnAt::Number(cid.clone(), 1))
         .await
@@ -498,7 +498,7 @@ async fn a_turn_loaded_alone_is_the_whole_chats_turn_and_reruns_and_forks_alike(
     );
 
     // A rerun of another turn of the chat needs that turn loaded.
-    let other = advisor_builder(advisor::model())
+    let other = advisor::builder(advisor::model())
         .store(store.clone())
         .load_turn(TurnAt::Number(cid.clone(), 2))
         .await
@@ -514,7 +514,7 @@ async fn a_turn_loaded_alone_is_the_whole_chats_turn_and_reruns_and_forks_alike(
 async fn a_turn_loads_alone_without_building_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
-    let mut chat = advisor_builder(advisor::model())
+    let mut chat = advisor::builder(advisor::model())
         .store(store.clone())
         .build()
         .await
@@ -531,7 +531,7 @@ async fn a_turn_loads_alone_without_building_the_others() {
         ))
         .unwrap();
     assert_eq!(changed, 1);
-    let builder = || advisor_builder(advisor::model()).store(store.clone());
+    let builder = || advisor::builder(advisor::model()).store(store.clone());
 
     // Loading the whole chat builds turn 0 and fails on it ...
     let error = builder().load(&cid).await.unwrap_err();
@@ -561,21 +561,21 @@ async fn a_turn_loads_alone_without_building_the_others() {
 
 #[tokio::test]
 async fn loading_a_turn_says_which_turn_is_missing() {
-    let error = advisor_builder(advisor::model())
+    let error = advisor::builder(advisor::model())
         .load_turn(TurnAt::Number(skein_store::ConversationId::random(), 0))
         .await
         .unwrap_err();
     assert!(matches!(error, RecordedError::NoStore(_)), "{error}");
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
-    let mut chat = advisor_builder(advisor::model())
+    let mut chat = advisor::builder(advisor::model())
         .store(store.clone())
         .build()
         .await
         .unwrap();
     record_three(&mut chat).await;
     let cid = chat.conversation().unwrap().clone();
-    let builder = || advisor_builder(advisor::model()).store(store.clone());
+    let builder = || advisor::builder(advisor::model()).store(store.clone());
     let error = builder()
         .load_turn(TurnAt::Number(cid.clone(), 3))
         .await
