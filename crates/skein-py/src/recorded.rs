@@ -94,9 +94,7 @@ fn embedder(
         "lexical" => Arc::new(LexicalEmbedder::default()),
         "minilm" => {
             let loaded = py.detach(|| MiniLmEmbedder::load(1));
-            Arc::new(loaded.map_err(|error| {
-                check::<(), _>(py, Err(RecordedError::Embed(error))).unwrap_err()
-            })?)
+            Arc::new(loaded.map_err(|error| RecordedError::Embed(error).to_py(py))?)
         }
         other => {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
