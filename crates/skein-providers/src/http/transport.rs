@@ -4,9 +4,9 @@ retries and body reading, turned into a stream of the decoder's events
 ([`StreamEvent`]s for the chat providers, vectors for the embedder).
 
 A caller prepares an [`HttpRequest`] ([`Transport::post_json`]: URL,
-headers with the key, JSON body) and a [`Decoder`] for its wire format; [`Transport::stream`] (a model call's
-stream) or [`Transport::call`] (a call run to its end, for replies that are
-one body) does the rest:
+headers with the key, JSON body) and a [`Decoder`] for its wire format;
+[`Transport::stream`] (a model call's stream) or [`Transport::call`] (a
+call run to its end, for replies that are one body) does the rest:
 
 - **Attempts.** POST the body. A response with `Content-Type` JSON, or any
   response to a decoder that does not stream ([`Decoder::STREAMS`]), is
