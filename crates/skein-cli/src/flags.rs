@@ -310,15 +310,8 @@ pub struct PromptArgs {
     pub parts: PartsArgs,
     #[command(flatten)]
     pub turn: TurnArgs,
-    /// Continue the most recently updated conversation
-    #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
-    pub continue_last: bool,
-    /// Continue the conversation with this id (any unique prefix)
-    #[arg(long, value_name = "ID")]
-    pub cid: Option<String>,
-    /// Name a new conversation
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
-    pub name: Option<String>,
+    #[command(flatten)]
+    pub conversation: ContinueArgs,
     /// A context source for this turn, as ID=TEXT or ID=@FILE (repeatable):
     /// rendered into the system text as a tagged part, so the reply can be
     /// explained and re-run without it
@@ -489,10 +482,9 @@ fn parse_mcp(value: &str) -> Result<(String, McpTarget), String> {
     Ok((name.to_string(), target))
 }
 
+/// Which conversation a turn goes on: the latest, one by id, or a new one.
 #[derive(Debug, Args)]
-pub struct ChatArgs {
-    #[command(flatten)]
-    pub turn: TurnArgs,
+pub struct ContinueArgs {
     /// Continue the most recently updated conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
@@ -502,6 +494,14 @@ pub struct ChatArgs {
     /// Name a new conversation
     #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
     pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub turn: TurnArgs,
+    #[command(flatten)]
+    pub conversation: ContinueArgs,
 }
 
 #[derive(Debug, Args)]

@@ -38,8 +38,8 @@ use skein_core::{
     Relation, RunRecord, Thread, ToolCall, ToolResult,
 };
 use skein_engine::{
-    AfterCall, BeforeCall, CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Prepared,
-    Request, RunId, Tool,
+    AfterCall, BeforeCall, CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Exchange,
+    Prepared, Request, RunId, RunOutput, Tool,
 };
 use skein_store::{Store, StoreError};
 use std::collections::HashSet;
@@ -66,6 +66,37 @@ impl Point {
     pub(crate) fn head(&self) -> Option<NodeId> {
         self.thread.head_id()
     }
+
+    /// Where `run`'s reply left `thread` (the call's own history, or a
+    /// chain's with its tool results): with the annotations `run` sent,
+    /// continuing `run`.
+    pub(crate) fn after(thread: Thread, run: &RunOutput) -> Point {
+        Point {
+            thread,
+            annotations: captured(run).annotations().clone(),
+            run: Some(run.run.clone()),
+        }
+    }
+
+    /// A stored `thread`, continuing `last_run` (the newest run that
+    /// produced its head).
+    pub(crate) fn stored(thread: Thread, last_run: Option<RunRecord>) -> Point {
+        Point {
+            thread,
+            annotations: last_run
+                .as_ref()
+                .map(|run| run.annotations.clone())
+                .unwrap_or_default(),
+            run: last_run.map(|run| run.id),
+        }
+    }
+}
+
+/// The exchange a run captured (every turn-layer run captures one).
+pub(crate) fn captured(run: &RunOutput) -> &Exchange {
+    run.exchange
+        .as_ref()
+        .expect("the turn layer always captures")
 }
 
 /// A conversation: cheap to clone, every clone is the same conversation.
@@ -354,14 +385,7 @@ impl Conversation {
             false => crate::settings::model(&conversation, home)?,
         };
         let tools = crate::settings::tools(settings, &model, &conversation.id)?;
-        let point = Point {
-            thread,
-            annotations: last_run
-                .as_ref()
-                .map(|run| run.annotations.clone())
-                .unwrap_or_default(),
-            run: last_run.map(|run| run.id),
-        };
+        let point = Point::stored(thread, last_run);
         let mut builder = Conversation::builder(model)
             .tools(tools)
             .chain_limit(
@@ -457,15 +481,7 @@ impl Conversation {
             Some(owner) => Conversation::load_as(store, owner.as_str(), home, on_home).await?,
             None => Conversation::builder(home.clone()).store(store).build(),
         };
-        let at = Point {
-            thread,
-            annotations: last_run
-                .as_ref()
-                .map(|run| run.annotations.clone())
-                .unwrap_or_default(),
-            run: last_run.map(|run| run.id),
-        };
-        let fork = Fork::new(source, at);
+        let fork = Fork::new(source, Point::stored(thread, last_run));
         Ok(match owner {
             Some(_) => fork,
             // The source is a stand-in lending `home`'s settings.
@@ -655,12 +671,7 @@ impl Conversation {
                 return Err(error.into());
             }
         };
-        let exchange = output.exchange.clone().expect("facade runs capture");
-        let to = Point {
-            thread: exchange.thread().clone(),
-            annotations: exchange.annotations().clone(),
-            run: Some(output.run.clone()),
-        };
+        let to = Point::after(captured(&output).thread().clone(), &output);
         let records = vec![output.record(Some(&self.shared.id))];
         let response = Response::new(output, self.clone(), warnings);
         match self.commit(&from, &to, records).await? {
@@ -708,12 +719,7 @@ impl Conversation {
                 match (failure.thread, failure.completed.last()) {
                     // The completed calls and the failed one, in one write.
                     (Some(thread), Some(last)) => {
-                        let exchange = last.exchange.as_ref().expect("chain runs capture");
-                        let to = Point {
-                            thread,
-                            annotations: exchange.annotations().clone(),
-                            run: Some(last.run.clone()),
-                        };
+                        let to = Point::after(thread, last);
                         let records: Vec<_> = failure
                             .completed
                             .iter()
@@ -734,13 +740,7 @@ impl Conversation {
                 });
             }
         };
-        let last = output.last();
-        let exchange = last.exchange.as_ref().expect("chain runs capture");
-        let to = Point {
-            thread: output.thread.clone(),
-            annotations: exchange.annotations().clone(),
-            run: Some(last.run.clone()),
-        };
+        let to = Point::after(output.thread.clone(), output.last());
         let records: Vec<_> = output
             .responses
             .iter()

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::input::TurnInput;
 use crate::prompt::{ChainPrompt, Prompt};
 use skein_engine::config::{BackendDef, Catalog, CredentialSource, Profile};
-use skein_engine::{Engine, Tool};
+use skein_engine::{Engine, EngineBuilder, Tool};
 use std::sync::Arc;
 
 /// A model to prompt: a profile of an engine, or a model name. Cheap to
@@ -75,11 +75,8 @@ impl Model {
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
     ) -> Result<Model> {
         if catalog.find_profile(name).is_some() {
-            let mut builder = Engine::builder(catalog.clone());
-            for tool in tools {
-                builder = builder.tool(tool);
-            }
-            return Model::from_profile(&builder.build()?, name);
+            let engine = with_tools(Engine::builder(catalog.clone()), tools).build()?;
+            return Model::from_profile(&engine, name);
         }
         Model::open_on(catalog.clone(), name, tools)
     }
@@ -104,16 +101,8 @@ impl Model {
         let catalog = catalog
             // The provider carries its own credential (from the environment).
             .profile(Profile::new(name, name, resolved.model).credential(CredentialSource::None));
-        let mut builder = Engine::builder(catalog).provider(name, resolved.provider);
-        for tool in tools {
-            builder = builder.tool(tool);
-        }
-        Ok(Model {
-            engine: builder.build()?,
-            profile: name.to_string(),
-            model: None,
-            opened: true,
-        })
+        let builder = Engine::builder(catalog).provider(name, resolved.provider);
+        Model::opened(name, with_tools(builder, tools))
     }
 
     /// [`Model::open_with_tools`] for a server that passes each client's
@@ -136,16 +125,7 @@ impl Model {
         let catalog = Catalog::new()
             .backend(BackendDef::new(name, kind))
             .profile(Profile::new(name, name, sends).credential(CredentialSource::Explicit));
-        let mut builder = Engine::builder(catalog);
-        for tool in tools {
-            builder = builder.tool(tool);
-        }
-        Ok(Model {
-            engine: builder.build()?,
-            profile: name.to_string(),
-            model: None,
-            opened: true,
-        })
+        Model::opened(name, with_tools(Engine::builder(catalog), tools))
     }
 
     /// The model a stored conversation runs on, looked up from `home` (the
@@ -238,4 +218,22 @@ impl Model {
             None => request,
         }
     }
+
+    /// The model `name`, opened on its own profile of `builder`'s engine.
+    fn opened(name: &str, builder: EngineBuilder) -> Result<Model> {
+        Ok(Model {
+            engine: builder.build()?,
+            profile: name.to_string(),
+            model: None,
+            opened: true,
+        })
+    }
+}
+
+/// `builder` with `tools` registered.
+fn with_tools(
+    builder: EngineBuilder,
+    tools: impl IntoIterator<Item = Arc<dyn Tool>>,
+) -> EngineBuilder {
+    tools.into_iter().fold(builder, EngineBuilder::tool)
 }

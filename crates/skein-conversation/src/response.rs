@@ -12,7 +12,7 @@ once.
 */
 
 use crate::blocking::wait;
-use crate::conversation::{Conversation, Point};
+use crate::conversation::{Conversation, Point, captured};
 use crate::error::Result;
 use crate::input::TurnInput;
 use crate::model::Model;
@@ -78,10 +78,7 @@ impl Response {
 
     /// The exact request and the reply, as captured.
     pub fn exchange(&self) -> &Exchange {
-        self.output
-            .exchange
-            .as_ref()
-            .expect("the facade always captures")
+        captured(&self.output)
     }
 
     /// The history up to and including the reply.
@@ -116,12 +113,7 @@ impl Response {
     }
 
     pub(crate) fn point(&self) -> Point {
-        let exchange = self.exchange();
-        Point {
-            thread: exchange.thread().clone(),
-            annotations: exchange.annotations().clone(),
-            run: Some(self.output.run.clone()),
-        }
+        Point::after(self.thread().clone(), &self.output)
     }
 
     /// Continue the conversation from this response, with its tools, hooks,
@@ -163,13 +155,7 @@ pub struct ChainResponse {
 
 impl ChainResponse {
     pub(crate) fn new(output: ChainOutput, conversation: Conversation) -> ChainResponse {
-        let last = output.last();
-        let exchange = last.exchange.as_ref().expect("chain runs capture");
-        let end = Point {
-            thread: output.thread.clone(),
-            annotations: exchange.annotations().clone(),
-            run: Some(last.run.clone()),
-        };
+        let end = Point::after(output.thread.clone(), output.last());
         // Drift warnings belong to the call that offered the tools; a chain
         // offers one tool set, so they surface on its first response.
         let mut warnings = Some(output.warnings);

@@ -139,6 +139,21 @@ pub enum FinishReason {
     Other(String),
 }
 
+impl FinishReason {
+    /// Its name as skein shows it (the CLI's `--json`, the web view):
+    /// `stop`, `length`, `tool_calls`, `content_filter` or the provider's
+    /// own word.
+    pub fn name(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(other) => other,
+        }
+    }
+}
+
 /// One event of a streamed model call.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]

@@ -43,9 +43,7 @@ pub struct VariableDecl {
     /// render as undefined, which templates can test with `is defined`.)
     #[serde(default = "yes")]
     pub required: bool,
-    #[serde(default)]
     pub default: Option<serde_json::Value>,
-    #[serde(default)]
     pub description: Option<String>,
 }
 
@@ -67,13 +65,10 @@ pub struct PromptDef {
     /// read at render time). Relative paths are relative to the prompt file.
     #[serde(default)]
     pub artifacts: BTreeMap<String, PathBuf>,
-    #[serde(default)]
     pub default_profile: Option<String>,
     /// A JSON Schema the final reply must satisfy.
-    #[serde(default)]
     pub output_contract: Option<serde_json::Value>,
     /// A template over the variables giving the run's session id.
-    #[serde(default)]
     pub session_id: Option<String>,
 }
 

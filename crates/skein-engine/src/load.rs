@@ -553,13 +553,9 @@ struct BackendsFile {
 struct BackendEntry {
     name: String,
     kind: KindName,
-    #[serde(default)]
     script: Option<PathBuf>,
-    #[serde(default)]
     path: Option<PathBuf>,
-    #[serde(default)]
     base_url: Option<String>,
-    #[serde(default)]
     capacity: Option<usize>,
 }
 

@@ -18,11 +18,9 @@ relies on.
 use crate::bert::{ConvertError, Precision, convert};
 use crate::catalog::{self, MINILM};
 use crate::model::LocalError;
-use crate::worker::backend;
+use crate::worker::load_model;
 use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
 use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -192,13 +190,7 @@ fn serve(
         path: path.clone(),
         message,
     };
-    let loaded = (|| {
-        let backend = backend()?;
-        let model = LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
-            .map_err(|e| load_error(e.to_string()))?;
-        Ok::<_, LocalError>((backend, model))
-    })();
-    let (backend, model) = match loaded {
+    let (backend, model) = match load_model(&path) {
         Ok(loaded) => loaded,
         Err(error) => {
             let _ = ready.send(Err(error.into()));

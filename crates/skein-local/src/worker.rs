@@ -41,6 +41,7 @@ use llama_cpp_2::token::LlamaToken;
 use skein_core::provider::GenerationOptions;
 use skein_core::{FinishReason, ProviderError, StreamEvent, Thread, Usage};
 use std::num::NonZeroU32;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, OnceLock};
@@ -58,7 +59,7 @@ pub(crate) struct Job {
 }
 
 /// llama.cpp's process-wide backend, initialised once.
-pub(crate) fn backend() -> Result<&'static LlamaBackend, LocalError> {
+fn backend() -> Result<&'static LlamaBackend, LocalError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
@@ -73,6 +74,18 @@ pub(crate) fn backend() -> Result<&'static LlamaBackend, LocalError> {
         })
 }
 
+/// llama.cpp's backend and the model at `path`, loaded.
+pub(crate) fn load_model(path: &Path) -> Result<(&'static LlamaBackend, LlamaModel), LocalError> {
+    let backend = backend()?;
+    let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()).map_err(
+        |error| LocalError::Load {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        },
+    )?;
+    Ok((backend, model))
+}
+
 /// Load the model and serve jobs until every sender is gone. Reports the
 /// outcome of loading on `ready` before serving.
 pub(crate) fn run(
@@ -81,16 +94,7 @@ pub(crate) fn run(
     jobs: Receiver<Job>,
     ready: SyncSender<Result<(), LocalError>>,
 ) {
-    let loaded = (|| {
-        let backend = backend()?;
-        let model = LlamaModel::load_from_file(backend, &config.path, &LlamaModelParams::default())
-            .map_err(|error| LocalError::Load {
-                path: config.path.clone(),
-                message: error.to_string(),
-            })?;
-        Ok::<_, LocalError>((backend, model))
-    })();
-    let (backend, model) = match loaded {
+    let (backend, model) = match load_model(&config.path) {
         Ok(loaded) => loaded,
         Err(error) => {
             let _ = ready.send(Err(error));

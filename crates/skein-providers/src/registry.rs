@@ -95,20 +95,11 @@ pub enum BackendKind {
     /// A scripted model from a rule file.
     Scripted { script: PathBuf },
     /// The embedded llama.cpp model (default: SmolLM2 from the models dir).
-    Local {
-        #[serde(default)]
-        path: Option<PathBuf>,
-    },
+    Local { path: Option<PathBuf> },
     /// An OpenAI-compatible chat-completions server.
-    Openai {
-        #[serde(default)]
-        base_url: Option<String>,
-    },
+    Openai { base_url: Option<String> },
     /// Anthropic's Messages API.
-    Anthropic {
-        #[serde(default)]
-        base_url: Option<String>,
-    },
+    Anthropic { base_url: Option<String> },
 }
 
 impl BackendKind {

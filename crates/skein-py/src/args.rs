@@ -26,6 +26,30 @@ pub struct TurnArgs {
     pub after_call: Option<Py<PyAny>>,
 }
 
+impl TurnArgs {
+    /// The settings a turn's keyword arguments give (`tools=None`: the
+    /// conversation's; `tools=[]`: none on this turn).
+    pub fn new(
+        py: Python<'_>,
+        system: Option<String>,
+        schema: Option<&Bound<'_, PyAny>>,
+        tools: Option<&Bound<'_, PyAny>>,
+        model: Option<&Bound<'_, PyAny>>,
+        options: GenerationOptions,
+    ) -> PyResult<TurnArgs> {
+        Ok(TurnArgs {
+            system,
+            schema: self::schema(schema)?,
+            tools: tools
+                .map(|tools| crate::tools::tools(Some(tools)))
+                .transpose()?,
+            model: self::model(py, model)?,
+            options,
+            ..TurnArgs::default()
+        })
+    }
+}
+
 /// The generation options given as keyword arguments, checked.
 pub fn options(
     temperature: Option<f64>,

@@ -5,9 +5,10 @@ store), loaded by id or name with `Conversation::load`/`load_on`, branched
 with `fork` and `Conversation::fork_at`, logged with `Conversation::log`.
 */
 
+use crate::args::{TurnArgs, options};
 use crate::errors::{check, conversation_error};
-use crate::model::{Store, open};
-use crate::response::{ChainResponse, Response, turn_args};
+use crate::model::{Store, open, stored_conversation};
+use crate::response::{ChainResponse, Response};
 use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
 use crate::values::{Attachment, turn_input};
@@ -26,6 +27,12 @@ pub struct Conversation {
 impl Conversation {
     pub fn new(inner: skein::Conversation) -> Conversation {
         Conversation { inner }
+    }
+
+    /// The conversation a fork makes, recorded now when it has a store.
+    pub fn create(py: Python<'_>, fork: skein::Fork) -> PyResult<Conversation> {
+        let created = runtime::block_on(py, fork.create())?;
+        Ok(Conversation::new(check(py, created)?))
     }
 }
 
@@ -47,19 +54,7 @@ fn home(
         };
         return Ok((model, true));
     }
-    let lookup = {
-        let store = store.clone();
-        let id = id.to_string();
-        runtime::block_on(py, async move {
-            store
-                .run_blocking(move |store| {
-                    let id = store.resolve_conversation(&id)?;
-                    store.conversation(&id)
-                })
-                .await
-        })?
-    };
-    let stored = check(py, lookup)?;
+    let stored = stored_conversation(py, store, id)?;
     // An imported conversation never chooses a model file: the turn layer
     // refuses it against any other home model.
     let name = match (&stored.settings.model, stored.imported) {
@@ -137,10 +132,7 @@ impl Conversation {
         }
         match prompt {
             Some(prompt) => Ok(Py::new(py, Response::pending(fork.prompt(prompt)))?.into_any()),
-            None => {
-                let created = runtime::block_on(py, fork.create())?;
-                Ok(Py::new(py, Conversation::new(check(py, created)?))?.into_any())
-            }
+            None => Ok(Py::new(py, Conversation::create(py, fork)?)?.into_any()),
         }
     }
 
@@ -227,17 +219,8 @@ impl Conversation {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = turn_args(
-            py,
-            system,
-            schema,
-            tools,
-            model,
-            temperature,
-            top_p,
-            seed,
-            max_tokens,
-        )?;
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let args = TurnArgs::new(py, system, schema, tools, model, options)?;
         Ok(Response::pending(args.prompt(
             self.inner.prompt(turn_input(prompt, attachments)),
         )))
@@ -264,17 +247,8 @@ impl Conversation {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<ChainResponse> {
-        let mut args = turn_args(
-            py,
-            system,
-            schema,
-            tools,
-            model,
-            temperature,
-            top_p,
-            seed,
-            max_tokens,
-        )?;
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let mut args = TurnArgs::new(py, system, schema, tools, model, options)?;
         args.chain_limit = chain_limit;
         args.before_call = before_call;
         args.after_call = after_call;
@@ -300,8 +274,7 @@ impl Conversation {
         if let Some(model) = crate::args::model(py, model)? {
             fork = fork.model(&model);
         }
-        let created = runtime::block_on(py, fork.create())?;
-        Ok(Conversation::new(check(py, created)?))
+        Conversation::create(py, fork)
     }
 
     /// Store the conversation up to its head in `store` (sharing every node

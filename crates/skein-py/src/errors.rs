@@ -27,10 +27,6 @@ fn raise(py: Python<'_>, class: &str, message: String, attributes: Bound<'_, PyD
     }
 }
 
-fn attrs(py: Python<'_>) -> Bound<'_, PyDict> {
-    PyDict::new(py)
-}
-
 /// The exception for a turn-layer error.
 pub fn conversation_error(py: Python<'_>, error: &skein::Error) -> PyErr {
     let message = error.to_string();
@@ -46,7 +42,7 @@ pub fn conversation_error(py: Python<'_>, error: &skein::Error) -> PyErr {
             current,
             response,
         } => {
-            let attributes = attrs(py);
+            let attributes = PyDict::new(py);
             let _ = attributes.set_item("conversation_id", conversation.as_str());
             let _ = attributes.set_item("current", current.map(|node| node.to_hex()));
             if let Ok(response) = Py::new(py, Response::done((**response).clone())) {
@@ -57,15 +53,15 @@ pub fn conversation_error(py: Python<'_>, error: &skein::Error) -> PyErr {
         skein::Error::UnknownTool {
             tool, registered, ..
         } => {
-            let attributes = attrs(py);
+            let attributes = PyDict::new(py);
             let _ = attributes.set_item("tool", tool);
             let _ = attributes.set_item("registered", registered.clone());
             raise(py, "UnknownTool", message, attributes)
         }
         skein::Error::StoredModelNamesAFile { .. } => {
-            raise(py, "StoredModelNamesAFile", message, attrs(py))
+            raise(py, "StoredModelNamesAFile", message, PyDict::new(py))
         }
-        _ => raise(py, "SkeinError", message, attrs(py)),
+        _ => raise(py, "SkeinError", message, PyDict::new(py)),
     }
 }
 
@@ -75,7 +71,7 @@ pub fn resolve_error(py: Python<'_>, error: &ResolveError) -> PyErr {
         ResolveError::UnknownModel { .. } | ResolveError::MissingArgument { .. } => "UnknownModel",
         _ => "ModelUnavailable",
     };
-    raise(py, class, error.to_string(), attrs(py))
+    raise(py, class, error.to_string(), PyDict::new(py))
 }
 
 /// The exception for an engine error; `completed` when it ended a chain.
@@ -85,7 +81,7 @@ fn engine_error(
     message: String,
     completed: Option<usize>,
 ) -> PyErr {
-    let attributes = attrs(py);
+    let attributes = PyDict::new(py);
     if let Some(completed) = completed {
         let _ = attributes.set_item("completed", completed);
     }
@@ -142,7 +138,7 @@ fn provider_fields(attributes: &Bound<'_, PyDict>, error: &ProviderError) {
 pub fn store_error(py: Python<'_>, error: &StoreError, message: String) -> PyErr {
     let class = match error {
         StoreError::HeadMoved(moved) => {
-            let attributes = attrs(py);
+            let attributes = PyDict::new(py);
             let _ = attributes.set_item("conversation_id", &moved.conversation);
             let _ = attributes.set_item("current", moved.actual.map(|node| node.to_hex()));
             return raise(py, "HeadMoved", message, attributes);
@@ -156,7 +152,7 @@ pub fn store_error(py: Python<'_>, error: &StoreError, message: String) -> PyErr
         StoreError::AmbiguousPrefix { .. } | StoreError::AmbiguousName { .. } => "AmbiguousId",
         _ => "StoreError",
     };
-    raise(py, class, message, attrs(py))
+    raise(py, class, message, PyDict::new(py))
 }
 
 /// The exception for a recorded-chat error.
@@ -181,7 +177,7 @@ pub fn recorded_error(py: Python<'_>, error: &RecordedError) -> PyErr {
         RecordedError::NotRecorded { .. } => "NotRecorded",
         _ => "RecordedChatError",
     };
-    raise(py, class, message, attrs(py))
+    raise(py, class, message, PyDict::new(py))
 }
 
 /// Turns a Rust error into the Python exception for it.

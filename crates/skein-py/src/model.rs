@@ -5,10 +5,11 @@ command line uses (so the same locations and model names work, and each
 reads and writes what the other recorded).
 */
 
-use crate::args::{TurnArgs, options, schema};
+use crate::args::{TurnArgs, options};
 use crate::conversation::Conversation;
 use crate::errors::check;
 use crate::response::{ChainResponse, Response};
+use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
 use crate::values::{Attachment, turn_input};
 use pyo3::prelude::*;
@@ -122,6 +123,25 @@ impl Store {
     }
 }
 
+/// The stored conversation `id` names (a name or any unique id prefix).
+pub fn stored_conversation(
+    py: Python<'_>,
+    store: &skein::Store,
+    id: &str,
+) -> PyResult<skein::store::ConversationRecord> {
+    let store = store.clone();
+    let id = id.to_string();
+    let lookup = runtime::block_on(py, async move {
+        store
+            .run_blocking(move |store| {
+                let id = store.resolve_conversation(&id)?;
+                store.conversation(&id)
+            })
+            .await
+    })?;
+    check(py, lookup)
+}
+
 /// Open the model `name` with `tools` registered (so stored conversations
 /// naming them can be loaded), the GIL released (a local model loads its
 /// file).
@@ -178,6 +198,7 @@ impl Model {
     #[allow(clippy::too_many_arguments)]
     fn prompt(
         &self,
+        py: Python<'_>,
         prompt: String,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
@@ -188,13 +209,8 @@ impl Model {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = TurnArgs {
-            system,
-            schema: self::schema(schema)?,
-            tools: tools.map(|tools| self::tools(Some(tools))).transpose()?,
-            options: options(temperature, top_p, seed, max_tokens)?,
-            ..TurnArgs::default()
-        };
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let args = TurnArgs::new(py, system, schema, tools, None, options)?;
         let conversation = self.builder(None, None, None, None)?.build();
         Ok(Response::pending(args.prompt(
             conversation.prompt(turn_input(prompt, attachments)),
@@ -208,6 +224,7 @@ impl Model {
     #[allow(clippy::too_many_arguments)]
     fn chain(
         &self,
+        py: Python<'_>,
         prompt: String,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         tools: Option<&Bound<'_, PyAny>>,
@@ -221,14 +238,10 @@ impl Model {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<ChainResponse> {
-        let args = TurnArgs {
-            system,
-            schema: self::schema(schema)?,
-            options: options(temperature, top_p, seed, max_tokens)?,
-            before_call,
-            after_call,
-            ..TurnArgs::default()
-        };
+        // `tools` go to the new conversation, whose tools a chain runs.
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let mut args = TurnArgs::new(py, system, schema, None, None, options)?;
+        (args.before_call, args.after_call) = (before_call, after_call);
         let conversation = self.builder(None, tools, chain_limit, None)?.build();
         Ok(ChainResponse::pending(args.chain(
             conversation.chain(turn_input(prompt, attachments)),

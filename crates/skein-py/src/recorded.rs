@@ -8,7 +8,7 @@ completion for the synchronous methods and as an asyncio future for the
 */
 
 use crate::errors::{ToPyErr, check};
-use crate::model::{Store, open};
+use crate::model::{Store, open, stored_conversation};
 use crate::runtime;
 use crate::tools::{before_call, tools};
 use crate::values::{Message, ToolSpec, Usage};
@@ -43,38 +43,22 @@ impl Source {
                 "unknown source kind `{kind}`: use fact, document, memory or other"
             )));
         }
-        Ok(Source {
-            id,
-            text,
-            kind: kind.to_string(),
-        })
+        Ok(Source::of_kind(id, text, kind))
     }
 
     #[staticmethod]
     fn fact(id: String, text: String) -> Source {
-        Source {
-            id,
-            text,
-            kind: "fact".into(),
-        }
+        Source::of_kind(id, text, "fact")
     }
 
     #[staticmethod]
     fn document(id: String, text: String) -> Source {
-        Source {
-            id,
-            text,
-            kind: "document".into(),
-        }
+        Source::of_kind(id, text, "document")
     }
 
     #[staticmethod]
     fn memory(id: String, text: String) -> Source {
-        Source {
-            id,
-            text,
-            kind: "memory".into(),
-        }
+        Source::of_kind(id, text, "memory")
     }
 
     fn __repr__(&self) -> String {
@@ -83,6 +67,14 @@ impl Source {
 }
 
 impl Source {
+    fn of_kind(id: String, text: String, kind: &str) -> Source {
+        Source {
+            id,
+            text,
+            kind: kind.to_string(),
+        }
+    }
+
     fn to_rust(&self) -> skein::recorded::Source {
         skein::recorded::Source::new(
             self.id.clone(),
@@ -102,9 +94,7 @@ fn embedder(
         "lexical" => Arc::new(LexicalEmbedder::default()),
         "minilm" => {
             let loaded = py.detach(|| MiniLmEmbedder::load(1));
-            Arc::new(loaded.map_err(|error| {
-                check::<(), _>(py, Err(RecordedError::Embed(error))).unwrap_err()
-            })?)
+            Arc::new(loaded.map_err(|error| RecordedError::Embed(error).to_py(py))?)
         }
         other => {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -252,6 +242,14 @@ fn rerun_options(
     (options, failure)
 }
 
+/// Raise the first exception the rerun's Python comparator raised, if any.
+fn raise_comparator_failure(failure: &Mutex<Option<PyErr>>) -> PyResult<()> {
+    match failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
 fn reason_options(max_suspects: Option<usize>, fresh: bool) -> ReasonOptions {
     let mut options = ReasonOptions::new();
     if let Some(n) = max_suspects {
@@ -339,19 +337,7 @@ impl RecordedChat {
         before_call: Option<Py<PyAny>>,
     ) -> PyResult<RecordedChat> {
         let store = store.inner.clone();
-        let lookup = {
-            let store = store.clone();
-            let id = id.to_string();
-            runtime::block_on(py, async move {
-                store
-                    .run_blocking(move |store| {
-                        let id = store.resolve_conversation(&id)?;
-                        store.conversation(&id)
-                    })
-                    .await
-            })?
-        };
-        let stored = check(py, lookup)?;
+        let stored = stored_conversation(py, &store, id)?;
         let extra = self::tools(tools)?;
         let model = match model {
             Some(model) => crate::args::model(py, Some(model))?.expect("given"),
@@ -457,9 +443,7 @@ impl RecordedChat {
     ) -> PyResult<Rerun> {
         let (options, failure) = rerun_options(ignore, samples, baseline, comparator, threshold);
         let result = self.run(py, |chat| rerun(chat, k, options))?;
-        if let Some(error) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Err(error);
-        }
+        raise_comparator_failure(&failure)?;
         Ok(result)
     }
 
@@ -518,9 +502,7 @@ impl RecordedChat {
             py,
             |chat| rerun(chat, k, options),
             move |py, result| {
-                if let Some(error) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    return Err(error);
-                }
+                raise_comparator_failure(&failure)?;
                 Ok(Py::new(py, result)?.into_any())
             },
         )

@@ -5,26 +5,20 @@
 iteration (`Stream`, `ChainStream`).
 */
 
-use crate::args::{TurnArgs, model, options, schema};
+use crate::args::{TurnArgs, model, options};
 use crate::conversation::Conversation;
-use crate::errors::{ToPyErr, check};
+use crate::errors::check;
 use crate::model::Store;
 use crate::runtime;
-use crate::tools::tools;
-use crate::turn::{Outcome, Turn};
+use crate::turn::Turn;
 use crate::values::{
-    Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json, turn_input, warn_drift,
+    Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json, turn_input,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use skein::{ChainPrompt, Prompt};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-/// The outcome, or the exception for its error.
-fn ready<O>(py: Python<'_>, outcome: Outcome<O>) -> PyResult<O> {
-    outcome.map_err(|error| error.to_py(py))
-}
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One model call's response. Nothing runs until it is read: `text()`, any
 /// property, iterating it (streaming the reply as it arrives) or awaiting it
@@ -32,31 +26,24 @@ fn ready<O>(py: Python<'_>, outcome: Outcome<O>) -> PyResult<O> {
 #[pyclass(frozen, module = "skein")]
 pub struct Response {
     turn: Arc<Turn<Prompt>>,
-    warned: AtomicBool,
 }
 
 impl Response {
     pub fn pending(prompt: Prompt) -> Response {
         Response {
             turn: Arc::new(Turn::new(prompt)),
-            warned: AtomicBool::new(false),
         }
     }
 
     pub fn done(response: skein::Response) -> Response {
         Response {
             turn: Arc::new(Turn::done(response)),
-            warned: AtomicBool::new(true),
         }
     }
 
     /// The turn-layer response, running the turn if needed.
-    pub fn get(&self, py: Python<'_>) -> PyResult<skein::Response> {
-        let response = ready(py, self.turn.wait(py)?)?;
-        if !self.warned.swap(true, Ordering::Relaxed) {
-            warn_drift(py, response.warnings())?;
-        }
-        Ok(response)
+    fn get(&self, py: Python<'_>) -> PyResult<skein::Response> {
+        self.turn.get(py)
     }
 }
 
@@ -156,17 +143,8 @@ impl Response {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = turn_args(
-            py,
-            system,
-            schema,
-            tools,
-            model,
-            temperature,
-            top_p,
-            seed,
-            max_tokens,
-        )?;
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let args = TurnArgs::new(py, system, schema, tools, model, options)?;
         Ok(Response::pending(args.prompt(
             self.get(py)?.reply(turn_input(prompt, attachments)),
         )))
@@ -202,24 +180,12 @@ impl Response {
         }
         match prompt {
             Some(prompt) => {
-                let args = turn_args(
-                    py,
-                    system,
-                    schema,
-                    tools,
-                    None,
-                    temperature,
-                    top_p,
-                    seed,
-                    max_tokens,
-                )?;
+                let options = options(temperature, top_p, seed, max_tokens)?;
+                let args = TurnArgs::new(py, system, schema, tools, None, options)?;
                 let input = turn_input(prompt, attachments);
                 Ok(Py::new(py, Response::pending(args.prompt(fork.prompt(input))))?.into_any())
             }
-            None => {
-                let created = runtime::block_on(py, fork.create())?;
-                Ok(Py::new(py, Conversation::new(check(py, created)?))?.into_any())
-            }
+            None => Ok(Py::new(py, Conversation::create(py, fork)?)?.into_any()),
         }
     }
 
@@ -273,28 +239,6 @@ impl Response {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn turn_args(
-    py: Python<'_>,
-    system: Option<String>,
-    schema: Option<&Bound<'_, PyAny>>,
-    tools: Option<&Bound<'_, PyAny>>,
-    model: Option<&Bound<'_, PyAny>>,
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    seed: Option<u64>,
-    max_tokens: Option<u32>,
-) -> PyResult<TurnArgs> {
-    Ok(TurnArgs {
-        system,
-        schema: self::schema(schema)?,
-        tools: tools.map(|tools| self::tools(Some(tools))).transpose()?,
-        model: self::model(py, model)?,
-        options: options(temperature, top_p, seed, max_tokens)?,
-        ..TurnArgs::default()
-    })
-}
-
 /// The chunks of a response's reply, as they stream.
 #[pyclass(module = "skein")]
 pub struct Stream {
@@ -310,16 +254,7 @@ impl Stream {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyString>>> {
         let index = self.index.fetch_add(1, Ordering::Relaxed);
-        match self.turn.chunk(py, index)? {
-            Some(chunk) => Ok(Some(PyString::new(py, &chunk).unbind())),
-            None => {
-                // Raise the turn's error, if it failed, at the end.
-                if let Some(Err(error)) = self.turn.outcome() {
-                    return Err(error.to_py(py));
-                }
-                Ok(None)
-            }
-        }
+        self.turn.next_chunk(py, index)
     }
 }
 
@@ -328,23 +263,17 @@ impl Stream {
 #[pyclass(frozen, module = "skein")]
 pub struct ChainResponse {
     turn: Arc<Turn<ChainPrompt>>,
-    warned: AtomicBool,
 }
 
 impl ChainResponse {
     pub fn pending(chain: ChainPrompt) -> ChainResponse {
         ChainResponse {
             turn: Arc::new(Turn::new(chain)),
-            warned: AtomicBool::new(false),
         }
     }
 
     fn get(&self, py: Python<'_>) -> PyResult<skein::ChainResponse> {
-        let response = ready(py, self.turn.wait(py)?)?;
-        if !self.warned.swap(true, Ordering::Relaxed) {
-            warn_drift(py, &response.warnings())?;
-        }
-        Ok(response)
+        self.turn.get(py)
     }
 }
 
@@ -432,17 +361,8 @@ impl ChainResponse {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Response> {
-        let args = turn_args(
-            py,
-            system,
-            schema,
-            tools,
-            model,
-            temperature,
-            top_p,
-            seed,
-            max_tokens,
-        )?;
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let args = TurnArgs::new(py, system, schema, tools, model, options)?;
         Ok(Response::pending(args.prompt(
             self.get(py)?.reply(turn_input(prompt, attachments)),
         )))
@@ -499,14 +419,6 @@ impl ChainStream {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyString>>> {
         let index = self.index.fetch_add(1, Ordering::Relaxed);
-        match self.turn.chunk(py, index)? {
-            Some(chunk) => Ok(Some(PyString::new(py, &chunk).unbind())),
-            None => {
-                if let Some(Err(error)) = self.turn.outcome() {
-                    return Err(error.to_py(py));
-                }
-                Ok(None)
-            }
-        }
+        self.turn.next_chunk(py, index)
     }
 }

@@ -13,12 +13,16 @@ iterating or awaiting runs it on the shared runtime and waits for chunks or
 the outcome.
 */
 
+use crate::errors::ToPyErr;
 use crate::runtime;
+use crate::values::warn_drift;
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 use skein::engine::CancellationToken;
 use skein::{ChainPrompt, ChainResponse, Prompt, Response};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -39,6 +43,9 @@ pub trait Sendable: Send + 'static {
 
     /// The whole reply's text, for a turn that was never streamed.
     fn text(output: &Self::Output) -> String;
+
+    /// The tool-schema drift the turn found, issued once as Python warnings.
+    fn warnings(output: &Self::Output) -> Vec<skein::DriftWarning>;
 }
 
 impl Sendable for Prompt {
@@ -58,6 +65,10 @@ impl Sendable for Prompt {
 
     fn text(output: &Response) -> String {
         output.text()
+    }
+
+    fn warnings(output: &Response) -> Vec<skein::DriftWarning> {
+        output.warnings().to_vec()
     }
 }
 
@@ -82,6 +93,10 @@ impl Sendable for ChainPrompt {
             .iter()
             .map(|response| response.text())
             .collect()
+    }
+
+    fn warnings(output: &ChainResponse) -> Vec<skein::DriftWarning> {
+        output.warnings()
     }
 }
 
@@ -192,6 +207,8 @@ pub struct Turn<P: Sendable> {
     pending: Mutex<Option<P>>,
     progress: Arc<Progress<P::Output>>,
     cancel: CancellationToken,
+    /// Its drift warnings were issued.
+    warned: AtomicBool,
 }
 
 impl<P: Sendable> Turn<P> {
@@ -200,18 +217,31 @@ impl<P: Sendable> Turn<P> {
             pending: Mutex::new(Some(prompt)),
             progress: Arc::new(Progress::new()),
             cancel: CancellationToken::new(),
+            warned: AtomicBool::new(false),
         }
     }
 
-    /// A turn that has already run.
+    /// A turn that has already run (one call of a chain, whose warnings
+    /// the chain issues).
     pub fn done(output: P::Output) -> Turn<P> {
         let turn = Turn {
             pending: Mutex::new(None),
             progress: Arc::new(Progress::new()),
             cancel: CancellationToken::new(),
+            warned: AtomicBool::new(true),
         };
         turn.progress.finish(Ok(output), P::text);
         turn
+    }
+
+    /// The turn's output (running the turn if needed), or the exception for
+    /// its error; the first reader issues its drift warnings.
+    pub fn get(&self, py: Python<'_>) -> PyResult<P::Output> {
+        let output = self.wait(py)?.map_err(|error| error.to_py(py))?;
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            warn_drift(py, &P::warnings(&output))?;
+        }
+        Ok(output)
     }
 
     fn take(&self) -> Option<P> {
@@ -276,6 +306,18 @@ impl<P: Sendable> Turn<P> {
             }
         })?;
         Ok(found.flatten())
+    }
+
+    /// The next chunk for a Python iterator at `index`: `None` at the end,
+    /// where the turn's error, if it failed, is raised.
+    pub fn next_chunk(&self, py: Python<'_>, index: usize) -> PyResult<Option<Py<PyString>>> {
+        match self.chunk(py, index)? {
+            Some(chunk) => Ok(Some(PyString::new(py, &chunk).unbind())),
+            None => match self.outcome() {
+                Some(Err(error)) => Err(error.to_py(py)),
+                _ => Ok(None),
+            },
+        }
     }
 
     /// An asyncio future of the chunk at `index` (`None` at the end).

@@ -7,7 +7,7 @@ round-trips exactly as Python sees it).
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use skein::core::{Message as CoreMessage, Node, Role, Thread};
+use skein::core::{Message as CoreMessage, Node, Thread};
 
 /// A Python object as JSON.
 pub fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
@@ -197,21 +197,12 @@ impl Message {
     }
 }
 
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
-}
-
 impl Message {
     pub fn of(node: &Node) -> Message {
         let message: &CoreMessage = node.message();
         Message {
             id: node.id().to_hex(),
-            role: role_name(message.role).to_string(),
+            role: message.role.as_str().to_string(),
             text: message.joined_text(),
             tool_calls: message.tool_calls().map(ToolCall::from).collect(),
             tool_results: message.tool_results_iter().map(ToolResult::from).collect(),

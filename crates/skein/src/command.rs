@@ -132,7 +132,7 @@ impl CommandTool {
             Err(_) => {
                 return Err(ToolError(format!(
                     "tool `{name}` did not answer within {} and was stopped",
-                    describe(self.timeout)
+                    timeout_words(self.timeout)
                 )));
             }
         };
@@ -168,7 +168,9 @@ impl Tool for CommandTool {
     }
 }
 
-fn describe(timeout: Duration) -> String {
+/// A timeout in words: `5 s`, or `200 ms` when not whole seconds (tool
+/// and MCP errors say it so).
+pub(crate) fn timeout_words(timeout: Duration) -> String {
     match timeout.as_millis() {
         ms if ms % 1000 == 0 => format!("{} s", ms / 1000),
         ms => format!("{ms} ms"),

@@ -51,30 +51,14 @@ const END_MULTI: &str = "!end";
 
 pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
-    let stored = if args.continue_last {
-        Some(ctx.latest_conversation()?)
-    } else if let Some(cid) = &args.cid {
-        Some(ctx.conversation(cid)?)
-    } else {
-        None
-    };
+    let stored = ctx.continued(&args.conversation)?;
     let conversation = match stored {
         Some(stored) => {
             super::turns::open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?
         }
         None => {
             let home = home_model(settings.model.clone())?;
-            let mut builder = home.conversation().store(&ctx.store);
-            if let Some(name) = &args.name {
-                builder = builder.name(name.clone());
-            }
-            if let Some(tools) = settings.tools.clone() {
-                builder = builder.tools(tools);
-            }
-            if let Some(limit) = settings.chain_limit {
-                builder = builder.chain_limit(limit);
-            }
-            builder.build()
+            settings.new_conversation(ctx, &home, args.conversation.name)
         }
     };
     let conversation = settings.recorded_or_not(conversation);
@@ -179,11 +163,10 @@ struct LastTurn {
 impl Session<'_> {
     /// A turn after the head.
     async fn send(&mut self, text: String) -> Result<()> {
-        let mut prompt = self.settings.apply(self.conversation.prompt(text));
         let system = self.system.take();
-        if let Some(system) = system.clone() {
-            prompt = prompt.system(system);
-        }
+        let prompt = self
+            .settings
+            .apply(self.conversation.prompt(text), system.clone());
         self.run(prompt, None).await?;
         if self.conversation.head().is_none() {
             self.system = system;
@@ -275,12 +258,9 @@ impl Session<'_> {
                 .build()
                 .prompt(text),
         };
-        let mut prompt = self.settings.apply(prompt);
+        let mut prompt = self.settings.apply(prompt, last.system);
         if self.settings.tools.is_none() {
             prompt = prompt.tools(current.tools().to_vec());
-        }
-        if let Some(system) = last.system {
-            prompt = prompt.system(system);
         }
         let at = last.start.map_or_else(
             || "the start".to_string(),

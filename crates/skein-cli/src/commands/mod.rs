@@ -16,7 +16,7 @@ mod turns;
 mod usage;
 
 use crate::exit::{ExitWith, NOT_FOUND};
-use crate::flags::{Cli, Command};
+use crate::flags::{Cli, Command, ContinueArgs};
 use crate::ui;
 use anyhow::{Context as _, Result};
 use skein::store::{ConversationRecord, OpenMode, StoreError};
@@ -178,6 +178,17 @@ impl Context {
     pub fn conversation(&self, prefix: &str) -> Result<ConversationRecord> {
         let id = self.store.resolve_conversation(prefix)?;
         Ok(self.store.conversation(&id)?)
+    }
+
+    /// The stored conversation `-c` or `--cid` chooses, `None` for a new one.
+    pub fn continued(&self, args: &ContinueArgs) -> Result<Option<ConversationRecord>> {
+        if args.continue_last {
+            Ok(Some(self.latest_conversation()?))
+        } else if let Some(cid) = &args.cid {
+            Ok(Some(self.conversation(cid)?))
+        } else {
+            Ok(None)
+        }
     }
 
     /// The most recently updated conversation.

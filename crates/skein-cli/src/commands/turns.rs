@@ -56,10 +56,13 @@ impl RequestArgs {
 }
 
 impl TurnSettings {
-    /// The turn's own settings on `prompt` (its system prompt is the
-    /// caller's to give: `chat` sends it with its first line only).
-    pub fn apply(&self, mut prompt: Prompt) -> Prompt {
+    /// The turn's own settings on `prompt`, with `system` (the caller's to
+    /// give: `chat` sends `--system` with its first line only).
+    pub fn apply(&self, mut prompt: Prompt, system: Option<String>) -> Prompt {
         prompt = prompt.options(self.options.clone());
+        if let Some(system) = system {
+            prompt = prompt.system(system);
+        }
         if let Some(schema) = &self.schema {
             prompt = prompt.schema(schema.clone());
         }
@@ -67,6 +70,27 @@ impl TurnSettings {
             prompt = prompt.tools(tools.clone());
         }
         prompt
+    }
+
+    /// A new conversation on `home`, recorded in the CLI's store and named
+    /// `name`, with the tools and chain limit asked for.
+    pub fn new_conversation(
+        &self,
+        ctx: &Context,
+        home: &Model,
+        name: Option<String>,
+    ) -> Conversation {
+        let mut builder = home.conversation().store(&ctx.store);
+        if let Some(name) = name {
+            builder = builder.name(name);
+        }
+        if let Some(tools) = self.tools.clone() {
+            builder = builder.tools(tools);
+        }
+        if let Some(limit) = self.chain_limit {
+            builder = builder.chain_limit(limit);
+        }
+        builder.build()
     }
 
     /// `conversation`, or with `--no-log` the same one kept in memory only.
@@ -81,13 +105,7 @@ impl TurnSettings {
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
-    let stored = if args.continue_last {
-        Some(ctx.latest_conversation()?)
-    } else if let Some(cid) = &args.cid {
-        Some(ctx.conversation(cid)?)
-    } else {
-        None
-    };
+    let stored = ctx.continued(&args.conversation)?;
     if !args.sources.is_empty() {
         if settings.no_log {
             bail!(
@@ -105,7 +123,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
             super::recorded::SourcedTurn {
                 model: settings.model,
                 existing: stored,
-                name: args.name,
+                name: args.conversation.name,
                 system: settings.system,
                 sources: input::sources(args.sources)?,
                 tools: settings.tools.unwrap_or_default(),
@@ -128,23 +146,13 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
                 Some(model) => model,
                 None => home_model(settings.model.clone())?,
             };
-            let mut builder = home.conversation().store(&ctx.store);
-            if let Some(name) = args.name {
-                builder = builder.name(name);
-            }
-            if let Some(tools) = settings.tools.clone() {
-                builder = builder.tools(tools);
-            }
-            if let Some(limit) = settings.chain_limit {
-                builder = builder.chain_limit(limit);
-            }
-            builder.build()
+            settings.new_conversation(ctx, &home, args.conversation.name)
         }
     };
-    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(input));
-    if let Some(system) = settings.system.clone() {
-        prompt = prompt.system(system);
-    }
+    let prompt = settings.apply(
+        settings.recorded_or_not(conversation).prompt(input),
+        settings.system.clone(),
+    );
     run_turn(ctx, prompt, &settings, None).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -209,10 +217,10 @@ pub async fn prepare(
             builder.build()
         }
     };
-    let mut prompt = settings.apply(conversation.without_store().prompt(input));
-    if let Some(system) = settings.system.clone() {
-        prompt = prompt.system(system);
-    }
+    let prompt = settings.apply(
+        conversation.without_store().prompt(input),
+        settings.system.clone(),
+    );
     super::configured::show_prepared(&prompt.prepare()?, json)
 }
 
@@ -240,10 +248,10 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
             )
         }
     };
-    let mut prompt = settings.apply(settings.recorded_or_not(conversation).prompt(input));
-    if let Some(system) = settings.system.clone() {
-        prompt = prompt.system(system);
-    }
+    let prompt = settings.apply(
+        settings.recorded_or_not(conversation).prompt(input),
+        settings.system.clone(),
+    );
     run_turn(ctx, prompt, &settings, note).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -301,10 +309,7 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
                 fork.create().await?
             };
             let note = format!("forked at node {} into conversation", node.short());
-            let mut prompt = settings.apply(conversation.prompt(input));
-            if let Some(system) = settings.system.clone() {
-                prompt = prompt.system(system);
-            }
+            let prompt = settings.apply(conversation.prompt(input), settings.system.clone());
             run_turn(ctx, prompt, &settings, Some(note)).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -519,7 +524,7 @@ pub async fn run_turn(
             "node": response.head(),
             "run": response.run_id(),
             "text": response.text(),
-            "finish_reason": finish_reason_name(finish),
+            "finish_reason": finish.name(),
             "chain_status": status,
             "recorded": conversation.store().is_some(),
         }))?;
@@ -542,19 +547,6 @@ pub async fn run_turn(
         bail!("{}", ui::describe_failure(*kind, message));
     }
     Ok(conversation.clone())
-}
-
-/// Why the reply ended, as `--json` names it: `stop`, `length`,
-/// `tool_calls`, `content_filter` or the provider's own word.
-fn finish_reason_name(reason: &FinishReason) -> String {
-    match reason {
-        FinishReason::Stop => "stop".into(),
-        FinishReason::Length => "length".into(),
-        FinishReason::ToolCalls => "tool_calls".into(),
-        FinishReason::ContentFilter => "content_filter".into(),
-        FinishReason::Other(other) => other.clone(),
-        other => format!("{other:?}").to_lowercase(),
-    }
 }
 
 /// The note for a reply the token limit cut: the limit the turn set, or

@@ -13,8 +13,7 @@ order (the response's `index` decides, not its order).
 use super::{EmbedError, Embedder};
 use crate::http::HttpConfig;
 use crate::http::sse::SseEvent;
-use crate::http::transport::{Decoder, HttpRequest, Reply, Transport, malformed, sensitive};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use crate::http::transport::{Decoder, HttpRequest, KeyHeader, Reply, Transport, malformed};
 use serde::Deserialize;
 use skein_core::{BoxFuture, ProviderError};
 use std::sync::Arc;
@@ -101,22 +100,12 @@ impl OpenAiEmbedder {
     }
 
     fn prepare(&self, texts: &[String]) -> Result<HttpRequest, ProviderError> {
-        let secret = self.transport.secret()?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(secret) = &secret {
-            headers.insert(
-                AUTHORIZATION,
-                sensitive(&format!("Bearer {}", secret.expose()))?,
-            );
-        }
         let body = serde_json::json!({ "model": self.model, "input": texts });
-        Ok(HttpRequest {
-            url: self.transport.config().endpoint("/embeddings"),
-            headers,
-            body: body.to_string().into_bytes(),
-            secret,
-        })
+        self.transport.post_json(
+            "/embeddings",
+            KeyHeader::Bearer,
+            Ok(body.to_string().into_bytes()),
+        )
     }
 
     async fn call(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {

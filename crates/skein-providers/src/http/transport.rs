@@ -3,10 +3,10 @@ The transport shared by every HTTP call: one call's attempts, timeouts,
 retries and body reading, turned into a stream of the decoder's events
 ([`StreamEvent`]s for the chat providers, vectors for the embedder).
 
-A caller prepares an [`HttpRequest`] (URL, headers, JSON body) and a
-[`Decoder`] for its wire format; [`Transport::stream`] (a model call's
-stream) or [`Transport::call`] (a call run to its end, for replies that are
-one body) does the rest:
+A caller prepares an [`HttpRequest`] ([`Transport::post_json`]: URL,
+headers with the key, JSON body) and a [`Decoder`] for its wire format;
+[`Transport::stream`] (a model call's stream) or [`Transport::call`] (a
+call run to its end, for replies that are one body) does the rest:
 
 - **Attempts.** POST the body. A response with `Content-Type` JSON, or any
   response to a decoder that does not stream ([`Decoder::STREAMS`]), is
@@ -38,11 +38,11 @@ The stream must be polled inside a Tokio runtime (with time enabled).
 
 use super::client::build_client;
 use super::config::{HttpConfig, SetupError};
-use super::errors::{connection_error, details_from_body, error_for_status, redact_error};
+use super::errors::{connection_error, details_from_body, error_for_status, excerpt, redact_error};
 use super::retry::{backoff, is_retryable_status, retry_after};
 use super::secret::Secret;
 use super::sse::{SseEvent, SseParser};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use skein_core::{BoxStream, ProviderError, StreamEvent};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -99,6 +99,15 @@ pub(crate) struct Failure {
     pub status: Option<u16>,
 }
 
+/// Where a wire format sends the key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer KEY` (OpenAI and the servers that speak it).
+    Bearer,
+    /// The key alone, in the header named (Anthropic's `x-api-key`).
+    Named(&'static str),
+}
+
 /// One prepared request.
 pub(crate) struct HttpRequest {
     pub url: String,
@@ -146,12 +155,49 @@ impl Transport {
             })
     }
 
-    /// Run one call as a stream of events.
+    /// A JSON POST to `path` under the base URL, with the key (when there
+    /// is one) in `key`'s header, marked sensitive. A missing key fails
+    /// before a `body` that could not be built.
+    pub(crate) fn post_json(
+        &self,
+        path: &str,
+        key: KeyHeader,
+        body: Result<Vec<u8>, ProviderError>,
+    ) -> Result<HttpRequest, ProviderError> {
+        let secret = self.secret()?;
+        let body = body?;
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(secret) = &secret {
+            let (name, value) = match key {
+                KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", secret.expose())),
+                KeyHeader::Named(name) => {
+                    (HeaderName::from_static(name), secret.expose().to_owned())
+                }
+            };
+            headers.insert(name, sensitive(&value)?);
+        }
+        Ok(HttpRequest {
+            url: self.config.endpoint(path),
+            headers,
+            body,
+            secret,
+        })
+    }
+
+    /// Run one call as a stream of events, its decoder made with the
+    /// call's key (to redact it); a request that could not be prepared is
+    /// a stream of that one error.
     pub(crate) fn stream<D: Decoder>(
         self: &Arc<Self>,
-        request: HttpRequest,
-        decoder: D,
+        request: Result<HttpRequest, ProviderError>,
+        decoder: impl FnOnce(Option<Secret>) -> D,
     ) -> BoxStream<'static, Item<D>> {
+        let request = match request {
+            Ok(request) => request,
+            Err(error) => return Box::pin(futures_util::stream::iter([Err(error)])),
+        };
+        let decoder = decoder(request.secret.clone());
         Box::pin(futures_util::stream::unfold(
             self.start(request, decoder),
             |mut call| async move {
@@ -454,17 +500,38 @@ pub(crate) fn malformed(message: impl Into<String>) -> ProviderError {
     }
 }
 
-/// A stream whose only item is `error` (a request refused before sending).
-pub(crate) fn failed(
-    error: ProviderError,
-) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-    Box::pin(futures_util::stream::iter([Err(error)]))
+/// `bytes` (`what`: "the reply", "a stream event") parsed as JSON, or a
+/// malformed-response error quoting their start.
+pub(crate) fn parse_json<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+    what: &str,
+) -> Result<T, ProviderError> {
+    serde_json::from_slice(bytes).map_err(|error| {
+        malformed(format!(
+            "{what} is not the expected JSON ({error}): {}",
+            excerpt(&String::from_utf8_lossy(bytes))
+        ))
+    })
+}
+
+/// A request the provider cannot take, refused before sending.
+pub(crate) fn refused(message: String) -> ProviderError {
+    ProviderError::BadRequest {
+        message,
+        context_too_long: false,
+    }
+}
+
+/// A request body encoded as JSON.
+pub(crate) fn json_body(body: &impl serde::Serialize) -> Result<Vec<u8>, ProviderError> {
+    serde_json::to_vec(body)
+        .map_err(|error| refused(format!("could not encode the request: {error}")))
 }
 
 /// A header value carrying the key, marked sensitive so the HTTP stack
 /// never prints it. A key with characters a header cannot carry is an
 /// authentication error that does not repeat the key.
-pub(crate) fn sensitive(value: &str) -> Result<HeaderValue, ProviderError> {
+fn sensitive(value: &str) -> Result<HeaderValue, ProviderError> {
     let mut value = HeaderValue::from_str(value).map_err(|_| ProviderError::Authentication {
         message: "the API key contains characters an HTTP header cannot carry".into(),
     })?;

@@ -37,26 +37,18 @@ use skein::store::RunId;
 /// A request the proxy accepts.
 #[derive(Debug, Deserialize)]
 pub struct ChatRequest {
-    #[serde(default)]
     pub model: Option<String>,
     pub messages: Vec<WireMessage>,
     #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub stream_options: Option<StreamOptions>,
     #[serde(default)]
     pub tools: Vec<WireTool>,
-    #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default)]
     pub top_p: Option<f64>,
-    #[serde(default)]
     pub seed: Option<u64>,
-    #[serde(default)]
     pub max_tokens: Option<u32>,
-    #[serde(default)]
     pub max_completion_tokens: Option<u32>,
-    #[serde(default)]
     pub n: Option<u32>,
 }
 
@@ -69,11 +61,8 @@ pub struct StreamOptions {
 #[derive(Debug, Deserialize)]
 pub struct WireMessage {
     pub role: String,
-    #[serde(default)]
     pub content: Option<WireContent>,
-    #[serde(default)]
     pub tool_calls: Option<Vec<WireToolCall>>,
-    #[serde(default)]
     pub tool_call_id: Option<String>,
 }
 
@@ -88,13 +77,9 @@ pub enum WireContent {
 pub struct WirePart {
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
     pub text: Option<String>,
-    #[serde(default)]
     pub image_url: Option<ImageUrl>,
-    #[serde(default)]
     pub input_audio: Option<InputAudio>,
-    #[serde(default)]
     pub file: Option<WireFile>,
 }
 
@@ -111,9 +96,7 @@ pub struct InputAudio {
 
 #[derive(Debug, Deserialize)]
 pub struct WireFile {
-    #[serde(default)]
     pub file_data: Option<String>,
-    #[serde(default)]
     pub file_id: Option<String>,
 }
 
@@ -146,9 +129,7 @@ pub struct WireTool {
 #[derive(Debug, Deserialize)]
 pub struct WireToolDef {
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
-    #[serde(default)]
     pub parameters: Option<Value>,
 }
 

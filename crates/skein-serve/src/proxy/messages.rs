@@ -54,20 +54,15 @@ use skein::store::RunId;
 /// A Messages request.
 #[derive(Debug, Deserialize)]
 pub struct MessagesRequest {
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub max_tokens: Option<u32>,
-    #[serde(default)]
     pub system: Option<Box<RawValue>>,
     pub messages: Vec<WireMessage>,
     #[serde(default)]
     pub tools: Vec<WireTool>,
     #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default)]
     pub top_p: Option<f64>,
 }
 
@@ -83,23 +78,15 @@ pub struct WireMessage {
 pub struct Block {
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
     pub text: Option<String>,
-    #[serde(default)]
     pub source: Option<Source>,
-    #[serde(default)]
     pub id: Option<String>,
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub input: Option<Box<RawValue>>,
-    #[serde(default)]
     pub tool_use_id: Option<String>,
-    #[serde(default)]
     pub content: Option<Box<RawValue>>,
     #[serde(default)]
     pub is_error: bool,
-    #[serde(default)]
     pub cache_control: Option<Value>,
 }
 
@@ -107,9 +94,7 @@ pub struct Block {
 pub struct Source {
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
     pub media_type: Option<String>,
-    #[serde(default)]
     pub data: Option<String>,
 }
 
@@ -118,9 +103,7 @@ pub struct WireTool {
     #[serde(rename = "type", default)]
     pub kind: Option<String>,
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
-    #[serde(default)]
     pub input_schema: Option<Value>,
 }
 

@@ -232,20 +232,8 @@ fn place_as_read(
     name: Option<&str>,
 ) -> Result<Place, StoreError> {
     if node_stored {
-        match chosen(store.conversations_at(node)?, name) {
-            Some(Found::Own(owner)) => {
-                return Ok(Place::Continue {
-                    owner,
-                    from: Some(node),
-                });
-            }
-            Some(Found::Other(source)) => {
-                return Ok(Place::New {
-                    start: Some(node),
-                    source: Some(source),
-                });
-            }
-            None => {}
+        if let Some(place) = headed_at(store, node, name)? {
+            return Ok(place);
         }
         if let Some(id) = producing(store, node, None)? {
             let conversation = store.conversation(&id)?;
@@ -267,22 +255,10 @@ fn place_as_read(
         stored = stored.parent();
     }
     let start = stored.head_id();
-    if let Some(start) = start {
-        match chosen(store.conversations_at(start)?, name) {
-            Some(Found::Own(owner)) => {
-                return Ok(Place::Continue {
-                    owner,
-                    from: Some(start),
-                });
-            }
-            Some(Found::Other(source)) => {
-                return Ok(Place::New {
-                    start: Some(start),
-                    source: Some(source),
-                });
-            }
-            None => {}
-        }
+    if let Some(start) = start
+        && let Some(place) = headed_at(store, start, name)?
+    {
+        return Ok(place);
     }
     // A regenerate: another reply to this very request is stored.
     if let Some(start) = start.filter(|start| Some(*start) == request.head_id()) {
@@ -318,26 +294,28 @@ fn place_as_read(
     })
 }
 
-/// A conversation found at a node: the request's own (the one of the name
-/// it gives, or any when it gives none), or another one of the family.
-enum Found {
-    Own(ConversationRecord),
-    Other(ConversationRecord),
-}
-
-/// Among `conversations` (at one node), the one named `name`; without a
-/// name, the first.
-fn chosen(conversations: Vec<ConversationRecord>, name: Option<&str>) -> Option<Found> {
-    let Some(name) = name else {
-        return conversations.into_iter().next().map(Found::Own);
+/// Where a turn at `node` lands when conversations head there: on the one
+/// named `name` (without a name, the first), else in a new conversation
+/// sourced from the first.
+fn headed_at(store: &Store, node: NodeId, name: Option<&str>) -> Result<Option<Place>, StoreError> {
+    let conversations = store.conversations_at(node)?;
+    let named = match name {
+        None => Some(0),
+        Some(name) => conversations
+            .iter()
+            .position(|conversation| conversation.name.as_deref() == Some(name)),
     };
-    let named = conversations
-        .iter()
-        .position(|conversation| conversation.name.as_deref() == Some(name));
-    match named {
-        Some(index) => conversations.into_iter().nth(index).map(Found::Own),
-        None => conversations.into_iter().next().map(Found::Other),
-    }
+    let mut conversations = conversations.into_iter();
+    Ok(match named {
+        Some(index) => conversations.nth(index).map(|owner| Place::Continue {
+            owner,
+            from: Some(node),
+        }),
+        None => conversations.next().map(|source| Place::New {
+            start: Some(node),
+            source: Some(source),
+        }),
+    })
 }
 
 /// The conversation of the newest run that produced `node` (from `input`,

@@ -41,24 +41,17 @@ use skein::store::RunId;
 /// A Responses request.
 #[derive(Debug, Deserialize)]
 pub struct ResponsesRequest {
-    #[serde(default)]
     pub model: Option<String>,
     pub input: Value,
-    #[serde(default)]
     pub instructions: Option<String>,
     #[serde(default)]
     pub tools: Vec<Value>,
     #[serde(default)]
     pub stream: bool,
-    #[serde(default)]
     pub store: Option<bool>,
-    #[serde(default)]
     pub previous_response_id: Option<String>,
-    #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default)]
     pub top_p: Option<f64>,
-    #[serde(default)]
     pub max_output_tokens: Option<u32>,
 }
 

@@ -229,24 +229,16 @@ async fn open_stored(
     .map_err(turn_error)
 }
 
-/// A branch at `node` with the settings of the conversation it belongs
-/// to, on `model` when given (as the CLI's `branch_at`).
-async fn branch_at(
-    state: &AppState,
-    node: NodeId,
-    model: Option<&Model>,
-) -> Result<Fork, ApiError> {
-    branch(state, node, None, model).await
-}
-
-/// A branch at `node`, of conversation `of` when given (see
-/// [`Conversation::fork_at_in`]), else of the conversation the node
-/// belongs to; its tools (MCP servers among them) started first.
+/// A branch at `node` named `name`, with the settings of conversation `of`
+/// when given (see [`Conversation::fork_at_in`]), else of the conversation
+/// the node belongs to (as the CLI's `branch_at`), on `model` when given;
+/// its tools (MCP servers among them) started first.
 async fn branch(
     state: &AppState,
     node: NodeId,
     of: Option<ConversationId>,
     model: Option<&Model>,
+    name: Option<String>,
 ) -> Result<Fork, ApiError> {
     let owner = of.clone();
     let tools = with_store(state, move |store| {
@@ -276,14 +268,11 @@ async fn branch(
             .map(|fork| fork.model(model)),
         (None, None) => Conversation::fork_at(&state.store, &node, &home_model(state)?).await,
     }
-    .map_err(turn_error)
-}
-
-fn named(fork: Fork, name: Option<String>) -> Fork {
-    match name {
+    .map(|fork| match name {
         Some(name) => fork.name(name),
         None => fork,
-    }
+    })
+    .map_err(turn_error)
 }
 
 /// Stream `prompt` with the body's options.
@@ -315,10 +304,7 @@ pub async fn reply(
         ),
         None => {
             // The branch is stored only once its first turn succeeds.
-            let fork = named(
-                branch_at(&state, at.node, model.as_ref()).await?,
-                body.name.clone(),
-            );
+            let fork = branch(&state, at.node, None, model.as_ref(), body.name.clone()).await?;
             (fork.prompt(input), true)
         }
     };
@@ -348,18 +334,16 @@ pub async fn edit(
                 "node {} is a{} {} message: only a user message can be edited",
                 at.node.short(),
                 if at.role == Role::Assistant { "n" } else { "" },
-                role_name(at.role)
+                at.role.as_str()
             ),
         ));
     }
     let model = chosen_model(&state, body.model.as_deref())?;
     let input = TurnInput::text(body.text.clone().unwrap_or_default());
     let prompt = match at.parent {
-        Some(parent) => named(
-            branch_at(&state, parent, model.as_ref()).await?,
-            body.name.clone(),
-        )
-        .prompt(input),
+        Some(parent) => branch(&state, parent, None, model.as_ref(), body.name.clone())
+            .await?
+            .prompt(input),
         // The first message of a thread: a new conversation, on the chosen
         // model or the default.
         None => {
@@ -401,7 +385,7 @@ pub async fn regenerate(
                 format!(
                     "node {} is a {} message{}: only an assistant reply can be regenerated",
                     at.node.short(),
-                    role_name(role),
+                    role.as_str(),
                     if role == Role::Assistant {
                         " with nothing before it"
                     } else {
@@ -419,10 +403,7 @@ pub async fn regenerate(
         skein::conversation::owner_of_node(store, reply)
     })
     .await?;
-    let fork = named(
-        branch(&state, parent, of, model.as_ref()).await?,
-        body.name.clone(),
-    );
+    let fork = branch(&state, parent, of, model.as_ref(), body.name.clone()).await?;
     let prompt = fork.prompt(TurnInput::new());
     let start = Start {
         conversation: prompt.conversation().id().clone(),
@@ -447,10 +428,7 @@ pub async fn fork(
     };
     let at = at(&state, prefix).await?;
     let model = chosen_model(&state, body.model.as_deref())?;
-    let fork = named(
-        branch_at(&state, at.node, model.as_ref()).await?,
-        body.name.clone(),
-    );
+    let fork = branch(&state, at.node, None, model.as_ref(), body.name.clone()).await?;
     let conversation = fork.create().await.map_err(turn_error)?;
     let (Some(permit), Some(text)) = (permit, body.text.clone()) else {
         return Ok((
@@ -471,13 +449,4 @@ pub async fn fork(
         conversation.prompt(TurnInput::text(text)),
         &body,
     ))
-}
-
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
 }

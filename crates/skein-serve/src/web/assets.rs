@@ -14,52 +14,36 @@ use std::sync::OnceLock;
 
 struct Asset {
     name: &'static str,
-    content_type: &'static str,
     body: &'static str,
 }
 
-const INDEX: Asset = Asset {
-    name: "index.html",
-    content_type: "text/html; charset=utf-8",
-    body: include_str!("assets/index.html"),
-};
+impl Asset {
+    const fn new(name: &'static str, body: &'static str) -> Asset {
+        Asset { name, body }
+    }
+
+    /// The media type, by the file's extension.
+    fn content_type(&self) -> &'static str {
+        match self.name.rsplit_once('.').map(|(_, extension)| extension) {
+            Some("html") => "text/html; charset=utf-8",
+            Some("js") => "text/javascript; charset=utf-8",
+            Some("css") => "text/css; charset=utf-8",
+            Some("svg") => "image/svg+xml",
+            _ => "application/octet-stream",
+        }
+    }
+}
+
+const INDEX: Asset = Asset::new("index.html", include_str!("assets/index.html"));
 
 const ASSETS: &[Asset] = &[
-    Asset {
-        name: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("assets/app.js"),
-    },
-    Asset {
-        name: "util.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("assets/util.js"),
-    },
-    Asset {
-        name: "actions.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("assets/actions.js"),
-    },
-    Asset {
-        name: "diff.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("assets/diff.js"),
-    },
-    Asset {
-        name: "live.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("assets/live.js"),
-    },
-    Asset {
-        name: "style.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_str!("assets/style.css"),
-    },
-    Asset {
-        name: "icon.svg",
-        content_type: "image/svg+xml",
-        body: include_str!("assets/icon.svg"),
-    },
+    Asset::new("app.js", include_str!("assets/app.js")),
+    Asset::new("util.js", include_str!("assets/util.js")),
+    Asset::new("actions.js", include_str!("assets/actions.js")),
+    Asset::new("diff.js", include_str!("assets/diff.js")),
+    Asset::new("live.js", include_str!("assets/live.js")),
+    Asset::new("style.css", include_str!("assets/style.css")),
+    Asset::new("icon.svg", include_str!("assets/icon.svg")),
 ];
 
 /// What the page may load and do: its own script, style and icon, requests
@@ -96,7 +80,7 @@ fn serve(asset: &'static Asset, request_headers: &HeaderMap) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(asset.content_type),
+        HeaderValue::from_static(asset.content_type()),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Ok(value) = HeaderValue::from_str(tag) {

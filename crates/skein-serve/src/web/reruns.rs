@@ -367,7 +367,7 @@ pub async fn fork(
                     .await
                     .ok()
                     .and_then(|record| record.finish_reason)
-                    .map(|reason| stream::finish_reason_name(&reason))
+                    .map(|reason| reason.name().to_string())
             }
             None => None,
         };

@@ -15,7 +15,6 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
-use skein::core::FinishReason;
 use skein::engine::CancellationToken;
 use skein::store::ConversationId;
 use skein::{NodeId, Prompt};
@@ -103,7 +102,7 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
                     conversation: response.conversation().id().clone(),
                     node: response.head(),
                     run: Some(response.run_id().to_string()),
-                    finish_reason: Some(finish_reason_name(&response.output().finish_reason)),
+                    finish_reason: Some(response.output().finish_reason.name().to_string()),
                     text: response.text(),
                 },
             ),
@@ -142,16 +141,4 @@ pub(crate) fn finished(
 
 fn error_event(message: &str) -> Event {
     event("error", &json!({ "message": message }))
-}
-
-/// Why the reply ended, as the CLI's `--json` names it.
-pub(crate) fn finish_reason_name(reason: &FinishReason) -> String {
-    match reason {
-        FinishReason::Stop => "stop".into(),
-        FinishReason::Length => "length".into(),
-        FinishReason::ToolCalls => "tool_calls".into(),
-        FinishReason::ContentFilter => "content_filter".into(),
-        FinishReason::Other(other) => other.clone(),
-        other => format!("{other:?}").to_lowercase(),
-    }
 }

@@ -66,7 +66,6 @@ struct CallPayload {
     name: String,
     #[serde(default)]
     arguments: serde_json::Value,
-    #[serde(default)]
     tool_call_id: Option<String>,
 }
 
@@ -74,9 +73,7 @@ struct CallPayload {
 struct ResultPayload {
     #[serde(default)]
     output: String,
-    #[serde(default)]
     tool_call_id: Option<String>,
-    #[serde(default)]
     exception: Option<String>,
 }
 

@@ -36,6 +36,7 @@ mod connect;
 mod content;
 pub mod names;
 
+use crate::command::timeout_words;
 use connect::{Service, Stderr};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::ServiceError;
@@ -139,7 +140,7 @@ pub enum McpError {
         message: String,
         said: Option<String>,
     },
-    #[error("MCP server `{server}` did not start within {}{}", seconds(*.after), last_words(.said))]
+    #[error("MCP server `{server}` did not start within {}{}", timeout_words(*.after), last_words(.said))]
     StartTimeout {
         server: String,
         after: Duration,
@@ -185,7 +186,7 @@ pub enum McpCallError {
         tool: String,
         message: String,
     },
-    #[error("MCP server `{server}` did not answer the call to `{tool}` within {}", seconds(*.after))]
+    #[error("MCP server `{server}` did not answer the call to `{tool}` within {}", timeout_words(*.after))]
     TimedOut {
         server: String,
         tool: String,
@@ -203,13 +204,6 @@ fn last_words(said: &Option<String>) -> String {
     match said {
         Some(line) => format!("; it said: {line}"),
         None => String::new(),
-    }
-}
-
-fn seconds(duration: Duration) -> String {
-    match duration.as_millis() {
-        ms if ms % 1000 == 0 => format!("{} s", ms / 1000),
-        ms => format!("{ms} ms"),
     }
 }
 
@@ -330,7 +324,7 @@ impl McpServer {
             Err(_) => {
                 return Err(McpError::ListTools {
                     server: self.inner.name.clone(),
-                    message: format!("no answer within {}", seconds(self.inner.timeout)),
+                    message: format!("no answer within {}", timeout_words(self.inner.timeout)),
                 });
             }
         };

@@ -28,10 +28,10 @@ JSON text exactly as received), `stop_reason` and `usage` the same way; a
 body `{"type": "error", ...}` is a typed error.
 */
 
-use crate::http::errors::{details_from_value, error_for_details, excerpt};
+use crate::http::errors::{details_from_value, error_for_details};
 use crate::http::secret::Secret;
 use crate::http::sse::SseEvent;
-use crate::http::transport::{Decoder, malformed};
+use crate::http::transport::{Decoder, malformed, parse_json};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use skein_core::{FinishReason, ProviderError, StreamEvent, Usage};
@@ -227,12 +227,7 @@ impl Decoder for AnthropicDecoder {
         if self.done {
             return Ok(());
         }
-        let parsed: Event = serde_json::from_str(&event.data).map_err(|error| {
-            malformed(format!(
-                "a stream event is not the expected JSON ({error}): {}",
-                excerpt(&event.data)
-            ))
-        })?;
+        let parsed: Event = parse_json(event.data.as_bytes(), "a stream event")?;
         let index = parsed.index.unwrap_or(0);
         match parsed.kind.as_str() {
             "message_start" => {
@@ -275,12 +270,7 @@ impl Decoder for AnthropicDecoder {
     }
 
     fn body(&mut self, body: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
-        let message: MessageBody = serde_json::from_slice(body).map_err(|error| {
-            malformed(format!(
-                "the reply is not the expected JSON ({error}): {}",
-                excerpt(&String::from_utf8_lossy(body))
-            ))
-        })?;
+        let message: MessageBody = parse_json(body, "the reply")?;
         if message.kind.as_deref() == Some("error") {
             let error = message.error.unwrap_or(serde_json::Value::Null);
             return Err(self.error(&error));

@@ -15,8 +15,8 @@ mod request;
 pub use request::tool_use_input;
 
 use super::config::{HttpConfig, SetupError};
-use super::transport::{HttpRequest, Transport, failed, sensitive};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use super::transport::{HttpRequest, KeyHeader, Transport};
+use reqwest::header::{HeaderName, HeaderValue};
 use skein_core::{BoxStream, ModelRequest, Provider, ProviderError, StreamEvent};
 use std::sync::Arc;
 
@@ -58,26 +58,15 @@ impl Anthropic {
     }
 
     fn prepare(&self, request: &ModelRequest) -> Result<HttpRequest, ProviderError> {
-        let secret = self.transport.secret()?;
-        let body = request::body(request, self.default_max_tokens)?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
+        let body = request::body(request, self.default_max_tokens);
+        let mut prepared =
+            self.transport
+                .post_json("/v1/messages", KeyHeader::Named("x-api-key"), body)?;
+        prepared.headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
-        if let Some(secret) = &secret {
-            headers.insert(
-                HeaderName::from_static("x-api-key"),
-                sensitive(secret.expose())?,
-            );
-        }
-        Ok(HttpRequest {
-            url: self.transport.config().endpoint("/v1/messages"),
-            headers,
-            body,
-            secret,
-        })
+        Ok(prepared)
     }
 }
 
@@ -94,12 +83,7 @@ impl Provider for Anthropic {
         &self,
         request: ModelRequest,
     ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        match self.prepare(&request) {
-            Ok(prepared) => {
-                let decoder = decode::AnthropicDecoder::new(prepared.secret.clone());
-                self.transport.stream(prepared, decoder)
-            }
-            Err(error) => failed(error),
-        }
+        self.transport
+            .stream(self.prepare(&request), decode::AnthropicDecoder::new)
     }
 }

@@ -36,6 +36,7 @@ A [`ModelRequest`] as an Anthropic Messages request body.
 */
 
 use crate::http::ids::anthropic_tool_id;
+use crate::http::transport::{json_body, refused};
 use base64::Engine as _;
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -257,10 +258,7 @@ pub(crate) fn body(
         top_p: request.options.top_p,
         stream: true,
     };
-    serde_json::to_vec(&body).map_err(|error| ProviderError::BadRequest {
-        message: format!("could not encode the request: {error}"),
-        context_too_long: false,
-    })
+    json_body(&body)
 }
 
 /// The block for one part, `None` for a part left out.
@@ -275,7 +273,7 @@ fn block<'a>(
         Part::Text { text } => BlockKind::Text(text),
         Part::Attachment(attachment) if takes_content => attachment_block(attachment, position)?,
         Part::Attachment(_) => {
-            return Err(refuse(format!(
+            return Err(refused(format!(
                 "message {position} ({role}) has an attachment; Anthropic takes attachments only in user messages"
             )));
         }
@@ -285,7 +283,7 @@ fn block<'a>(
             input: input(&call.arguments)?,
         },
         Part::ToolCall(_) => {
-            return Err(refuse(format!(
+            return Err(refused(format!(
                 "message {position} ({role}) has a tool call; only assistant messages may"
             )));
         }
@@ -295,12 +293,12 @@ fn block<'a>(
             is_error: result.is_error,
         },
         Part::ToolResult(_) => {
-            return Err(refuse(format!(
+            return Err(refused(format!(
                 "message {position} ({role}) has a tool result; only tool and user messages may"
             )));
         }
         _ => {
-            return Err(refuse(format!(
+            return Err(refused(format!(
                 "message {position} has a part of a kind Anthropic cannot take"
             )));
         }
@@ -313,7 +311,7 @@ fn attachment_block(
 ) -> Result<BlockKind<'_>, ProviderError> {
     let media_type = attachment.media_type.as_str();
     if !ATTACHMENTS.accepts(media_type) {
-        return Err(refuse(format!(
+        return Err(refused(format!(
             "message {position} has a `{media_type}` attachment; Anthropic takes JPEG, PNG, GIF and WebP images, PDFs and plain text"
         )));
     }
@@ -352,14 +350,7 @@ fn input(arguments: &str) -> Result<Input<'_>, ProviderError> {
     };
     RawValue::from_string(text)
         .map(Input::Owned)
-        .map_err(|error| refuse(format!("could not encode tool arguments: {error}")))
-}
-
-fn refuse(message: String) -> ProviderError {
-    ProviderError::BadRequest {
-        message,
-        context_too_long: false,
-    }
+        .map_err(|error| refused(format!("could not encode tool arguments: {error}")))
 }
 
 #[cfg(test)]

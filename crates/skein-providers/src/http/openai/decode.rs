@@ -21,10 +21,10 @@ JSON bodies: `choices[0].message` (`content`, `tool_calls`), `finish_reason`
 and `usage` the same way.
 */
 
-use crate::http::errors::{details_from_value, error_for_details, excerpt};
+use crate::http::errors::{details_from_value, error_for_details};
 use crate::http::secret::Secret;
 use crate::http::sse::SseEvent;
-use crate::http::transport::{Decoder, malformed};
+use crate::http::transport::{Decoder, malformed, parse_json};
 use serde::Deserialize;
 use skein_core::{FinishReason, ProviderError, StreamEvent, Usage};
 
@@ -202,12 +202,7 @@ impl Decoder for OpenAiDecoder {
             self.finish(out);
             return Ok(());
         }
-        let chunk: Chunk = serde_json::from_str(&event.data).map_err(|error| {
-            malformed(format!(
-                "a stream chunk is not the expected JSON ({error}): {}",
-                excerpt(&event.data)
-            ))
-        })?;
+        let chunk: Chunk = parse_json(event.data.as_bytes(), "a stream chunk")?;
         if let Some(error) = chunk.error.filter(|value| !value.is_null()) {
             return Err(self.error(&error));
         }
@@ -235,12 +230,7 @@ impl Decoder for OpenAiDecoder {
     }
 
     fn body(&mut self, body: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
-        let completion: Completion = serde_json::from_slice(body).map_err(|error| {
-            malformed(format!(
-                "the reply is not the expected JSON ({error}): {}",
-                excerpt(&String::from_utf8_lossy(body))
-            ))
-        })?;
+        let completion: Completion = parse_json(body, "the reply")?;
         if let Some(error) = completion.error.filter(|value| !value.is_null()) {
             return Err(self.error(&error));
         }

@@ -15,8 +15,7 @@ mod decode;
 mod request;
 
 use super::config::{HttpConfig, SetupError};
-use super::transport::{HttpRequest, Transport, failed, sensitive};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use super::transport::{HttpRequest, KeyHeader, Transport};
 use skein_core::{BoxStream, ModelRequest, Provider, ProviderError, StreamEvent};
 use std::sync::Arc;
 
@@ -44,22 +43,11 @@ impl OpenAiCompatible {
     }
 
     fn prepare(&self, request: &ModelRequest) -> Result<HttpRequest, ProviderError> {
-        let secret = self.transport.secret()?;
-        let body = request::body(request)?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(secret) = &secret {
-            headers.insert(
-                AUTHORIZATION,
-                sensitive(&format!("Bearer {}", secret.expose()))?,
-            );
-        }
-        Ok(HttpRequest {
-            url: self.transport.config().endpoint("/chat/completions"),
-            headers,
-            body,
-            secret,
-        })
+        self.transport.post_json(
+            "/chat/completions",
+            KeyHeader::Bearer,
+            request::body(request),
+        )
     }
 }
 
@@ -76,12 +64,7 @@ impl Provider for OpenAiCompatible {
         &self,
         request: ModelRequest,
     ) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
-        match self.prepare(&request) {
-            Ok(prepared) => {
-                let decoder = decode::OpenAiDecoder::new(prepared.secret.clone());
-                self.transport.stream(prepared, decoder)
-            }
-            Err(error) => failed(error),
-        }
+        self.transport
+            .stream(self.prepare(&request), decode::OpenAiDecoder::new)
     }
 }

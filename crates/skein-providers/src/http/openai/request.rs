@@ -28,6 +28,7 @@ messages, tool results in system or assistant messages.
 */
 
 use crate::http::ids::openai_tool_id;
+use crate::http::transport::{json_body, refused};
 use base64::Engine as _;
 use serde::Serialize;
 use skein_core::{Attachment, AttachmentSupport, Message, ModelRequest, Part, ProviderError, Role};
@@ -166,10 +167,7 @@ pub(crate) fn body(request: &ModelRequest) -> Result<Vec<u8>, ProviderError> {
             include_usage: true,
         },
     };
-    serde_json::to_vec(&body).map_err(|error| ProviderError::BadRequest {
-        message: format!("could not encode the request: {error}"),
-        context_too_long: false,
-    })
+    json_body(&body)
 }
 
 fn map_message<'a>(
@@ -187,14 +185,14 @@ fn map_message<'a>(
             Part::Attachment(attachment) => match role {
                 Role::User | Role::Tool => content.push(image(attachment, position)?),
                 _ => {
-                    return Err(refuse(format!(
+                    return Err(refused(format!(
                         "message {position} ({role}) has an attachment; OpenAI takes attachments only in user messages"
                     )));
                 }
             },
             Part::ToolCall(call) => {
                 if role != Role::Assistant {
-                    return Err(refuse(format!(
+                    return Err(refused(format!(
                         "message {position} ({role}) has a tool call; only assistant messages may"
                     )));
                 }
@@ -209,7 +207,7 @@ fn map_message<'a>(
             }
             Part::ToolResult(result) => {
                 if !matches!(role, Role::User | Role::Tool) {
-                    return Err(refuse(format!(
+                    return Err(refused(format!(
                         "message {position} ({role}) has a tool result; only tool and user messages may"
                     )));
                 }
@@ -221,7 +219,7 @@ fn map_message<'a>(
                 });
             }
             _ => {
-                return Err(refuse(format!(
+                return Err(refused(format!(
                     "message {position} has a part of a kind OpenAI cannot take"
                 )));
             }
@@ -268,7 +266,7 @@ pub(crate) const ATTACHMENTS: AttachmentSupport = AttachmentSupport::Only(&["ima
 
 fn image(attachment: &Attachment, position: usize) -> Result<ContentPart<'static>, ProviderError> {
     if !ATTACHMENTS.accepts(&attachment.media_type) {
-        return Err(refuse(format!(
+        return Err(refused(format!(
             "message {position} has a `{}` attachment; OpenAI chat completions take only images",
             attachment.media_type
         )));
@@ -279,13 +277,6 @@ fn image(attachment: &Attachment, position: usize) -> Result<ContentPart<'static
             url: format!("data:{};base64,{data}", attachment.media_type),
         },
     })
-}
-
-fn refuse(message: String) -> ProviderError {
-    ProviderError::BadRequest {
-        message,
-        context_too_long: false,
-    }
 }
 
 #[cfg(test)]
