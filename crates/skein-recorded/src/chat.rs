@@ -11,8 +11,8 @@ With a store attached, the chat is a conversation: each turn commits its
 nodes, its runs and the bookmark move in one transaction, and the chat can
 be loaded again from the conversation's id: whole, one turn alone, or
 resumed to continue ([`persist`](crate::persist)). A chat holds the
-evidence of the turns it was loaded with or sent ([`Holds`]); the others
-answer `turn(k)` with an error naming the way to load them.
+evidence of the turns it was loaded with or sent (`Holds`); for the others
+`turn(k)` is an error naming the way to load them.
 */
 
 use crate::embed::Embedder;
