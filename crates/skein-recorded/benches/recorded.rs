@@ -13,6 +13,12 @@
 //! `load_whole` loads the whole chat first (every turn's evidence);
 //! `load_turn` loads the one turn (`RecordedChatBuilder::load_turn`),
 //! which is what the CLI and the web view do.
+//!
+//! `continue_ms` sends one more turn to a chat of that many turns, as
+//! `skein prompt --source … -c` does: `load_whole` loads the whole chat
+//! first, `resume` resumes it (`RecordedChatBuilder::resume`, what the CLI
+//! does). Each variant continues a chat of its own, which grows by one turn
+//! per repetition (by 32 over a full run).
 
 #[path = "../../../bench-support/report.rs"]
 mod report;
@@ -99,6 +105,17 @@ async fn one(store: &Store, node: NodeId, rerun: bool) {
     }
 }
 
+/// Send one more turn to the chat stored as `cid`, loading it whole first
+/// or resuming it.
+async fn go_on(store: &Store, cid: &ConversationId, resume: bool) {
+    let mut chat = if resume {
+        builder(store).resume(cid).await.unwrap()
+    } else {
+        builder(store).load(cid).await.unwrap()
+    };
+    chat.send(QUESTIONS[0]).await.unwrap();
+}
+
 async fn time(reps: usize, mut work: impl AsyncFnMut()) -> f64 {
     work().await;
     let mut times = Vec::with_capacity(reps);
@@ -128,11 +145,16 @@ fn main() {
             let explain_one = time(reps, async || one(&store, node, false).await).await;
             let rerun = time(reps, async || whole(&store, &cid, node, true).await).await;
             let rerun_one = time(reps, async || one(&store, node, true).await).await;
+            let (whole_cid, _) = record(&store, turns).await;
+            let go_on_whole = time(reps, async || go_on(&store, &whole_cid, false).await).await;
+            let (resumed_cid, _) = record(&store, turns).await;
+            let go_on_resumed = time(reps, async || go_on(&store, &resumed_cid, true).await).await;
             figures.insert(
                 format!("turns_{turns}"),
                 json!({
                     "explain_last_ms": { "load_whole": explain, "load_turn": explain_one },
                     "rerun_last_ms": { "load_whole": rerun, "load_turn": rerun_one },
+                    "continue_ms": { "load_whole": go_on_whole, "resume": go_on_resumed },
                 }),
             );
         }

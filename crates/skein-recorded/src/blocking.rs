@@ -38,6 +38,11 @@ impl RecordedChatBuilder {
         block_on(self.load(conversation))
     }
 
+    /// [`RecordedChatBuilder::resume`], blocking.
+    pub fn resume_blocking(self, conversation: &ConversationId) -> Result<RecordedChat> {
+        block_on(self.resume(conversation))
+    }
+
     /// [`RecordedChatBuilder::load_turn`], blocking.
     pub fn load_turn_blocking(self, at: TurnAt) -> Result<LoadedTurn> {
         block_on(self.load_turn(at))

@@ -9,7 +9,10 @@ or hits the chain limit records nothing, in memory or in the store.
 
 With a store attached, the chat is a conversation: each turn commits its
 nodes, its runs and the bookmark move in one transaction, and the chat can
-be loaded again from the conversation's id.
+be loaded again from the conversation's id: whole, one turn alone, or
+resumed to continue ([`persist`](crate::persist)). A chat holds the
+evidence of the turns it was loaded with or sent (`Holds`); for the others
+`turn(k)` is an error naming the way to load them.
 */
 
 use crate::embed::Embedder;
@@ -94,12 +97,9 @@ pub struct RecordedChat {
     pub(crate) bookmark: Bookmark,
     pub(crate) removed: Ablation,
     pub(crate) history: Thread,
-    /// Every turn's evidence; only the loaded turn's for a chat loaded for
-    /// one turn (a [`LoadedTurn`](crate::LoadedTurn)'s).
+    /// The evidence of the turns it holds, in order ([`Holds`] says which).
     pub(crate) turns: Vec<Arc<Turn>>,
-    /// For a chat loaded for one turn: which turn, and how many the chat
-    /// has (`turn` answers for the others without building them).
-    pub(crate) loaded: Option<Loaded>,
+    pub(crate) holds: Holds,
     pub(crate) reports: HashMap<usize, Arc<Report>>,
     pub(crate) reruns: HashMap<RerunId, Stamp>,
 }
@@ -112,6 +112,19 @@ impl std::fmt::Debug for RecordedChat {
             .field("removed", &self.removed)
             .finish_non_exhaustive()
     }
+}
+
+/// Which turns of its conversation a chat holds the evidence of; `turn`
+/// answers for the others without building them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Holds {
+    /// Every turn: a chat built here, or loaded whole.
+    All,
+    /// One stored turn alone (a [`LoadedTurn`](crate::LoadedTurn)'s chat).
+    One(Loaded),
+    /// The turns sent since it was resumed after its `stored` stored turns
+    /// ([`RecordedChatBuilder::resume`]).
+    SentSince { stored: usize },
 }
 
 /// Builds a [`RecordedChat`].
@@ -232,9 +245,24 @@ impl RecordedChatBuilder {
     /// Load the recorded chat stored as `conversation` (this builder must
     /// carry a store and the same engine, sources, tools and hook): its
     /// history and every turn's evidence, at a cost in proportion to the
-    /// chat. To explain, re-run or fork one turn, [`load_turn`](Self::load_turn).
+    /// chat; a damaged turn fails the load. To explain, re-run or fork one
+    /// turn, [`load_turn`](Self::load_turn); to go on with the chat,
+    /// [`resume`](Self::resume).
     pub async fn load(self, conversation: &ConversationId) -> Result<RecordedChat> {
         crate::persist::load(Arc::new(self.config), conversation).await
+    }
+
+    /// Resume the recorded chat stored as `conversation` to continue it
+    /// (this builder must carry a store and the same engine, sources,
+    /// tools and hook): its history, layout, removals and turn count, at
+    /// the cost of one history load and the conversation's run records,
+    /// whatever the chat's length. It holds the evidence of the turns sent
+    /// from now on; its stored turns are not built (a damaged one does not
+    /// stop the chat going on), and `turn(k)` of one is
+    /// [`RecordedError::TurnBeforeResume`]. Each turn sent is what `send`
+    /// on the whole loaded chat records.
+    pub async fn resume(self, conversation: &ConversationId) -> Result<RecordedChat> {
+        crate::persist::resume(Arc::new(self.config), conversation).await
     }
 
     /// Load one recorded turn of a stored chat, alone: at the cost of that
@@ -309,7 +337,7 @@ impl RecordedChat {
             removed,
             history,
             turns: Vec::new(),
-            loaded: None,
+            holds: Holds::All,
             reports: HashMap::new(),
             reruns: HashMap::new(),
         })
@@ -342,35 +370,52 @@ impl RecordedChat {
         &self.history
     }
 
-    /// The recorded turns, numbered from 0.
+    /// The recorded turns, numbered from 0 ([`Turn::index`]). A chat
+    /// [resumed](RecordedChatBuilder::resume) to continue holds only the
+    /// turns sent since, numbered after its stored ones.
     pub fn turns(&self) -> &[Arc<Turn>] {
         &self.turns
     }
 
-    /// Turn `k`'s evidence.
-    pub fn turn(&self, k: usize) -> Result<&Arc<Turn>> {
-        match self.loaded {
-            None => self.turns.get(k).ok_or(RecordedError::TurnOutOfRange {
-                turn: k,
-                turns: self.turns.len(),
-            }),
-            Some(at) if k == at.turn => Ok(&self.turns[0]),
-            Some(at) if k < at.turns => Err(RecordedError::TurnNotLoaded {
-                turn: k,
-                loaded: at.turn,
-            }),
-            Some(at) => Err(RecordedError::TurnOutOfRange {
-                turn: k,
-                turns: at.turns,
-            }),
+    /// How many turns the chat has, stored and sent, held or not.
+    pub(crate) fn turn_count(&self) -> usize {
+        match self.holds {
+            Holds::All => self.turns.len(),
+            Holds::One(at) => at.turns,
+            Holds::SentSince { stored } => stored + self.turns.len(),
         }
     }
 
-    /// The number of the turn whose final reply is `node`.
+    /// Turn `k`'s evidence.
+    pub fn turn(&self, k: usize) -> Result<&Arc<Turn>> {
+        let held = match self.holds {
+            Holds::All => self.turns.get(k),
+            Holds::One(at) if k == at.turn => self.turns.first(),
+            Holds::One(at) if k < at.turns => {
+                return Err(RecordedError::TurnNotLoaded {
+                    turn: k,
+                    loaded: at.turn,
+                });
+            }
+            Holds::SentSince { stored } if k < stored => {
+                return Err(RecordedError::TurnBeforeResume { turn: k, stored });
+            }
+            Holds::SentSince { stored } => self.turns.get(k - stored),
+            Holds::One(_) => None,
+        };
+        held.ok_or(RecordedError::TurnOutOfRange {
+            turn: k,
+            turns: self.turn_count(),
+        })
+    }
+
+    /// The number of the turn whose final reply is `node`, among the turns
+    /// the chat holds.
     pub fn turn_of_node(&self, node: NodeId) -> Result<usize> {
         self.turns
             .iter()
-            .position(|turn| turn.node() == node)
+            .find(|turn| turn.node() == node)
+            .map(|turn| turn.index())
             .ok_or(RecordedError::NotATurn(node))
     }
 
@@ -378,7 +423,7 @@ impl RecordedChat {
     /// turns record nothing.
     pub async fn send(&mut self, text: impl Into<String>) -> Result<&Arc<Turn>> {
         let text = text.into();
-        let index = self.turns.len();
+        let index = self.turn_count();
         let hooked = self
             .hook_sources(index, &text, &self.removed, Purpose::Live)
             .await?;

@@ -24,6 +24,15 @@ pub enum RecordedError {
          (load that turn, or the whole chat with RecordedChatBuilder::load)"
     )]
     TurnNotLoaded { turn: usize, loaded: usize },
+    /// A stored turn of a chat resumed to continue
+    /// ([`RecordedChatBuilder::resume`](crate::RecordedChatBuilder::resume)),
+    /// which holds only the turns sent since.
+    #[error(
+        "turn {turn}'s evidence is not loaded: the chat was resumed after its {stored} stored turns \
+         to continue it (load that turn with RecordedChatBuilder::load_turn, or the whole chat with \
+         RecordedChatBuilder::load)"
+    )]
+    TurnBeforeResume { turn: usize, stored: usize },
     /// A node that is not the assistant node of any recorded turn.
     #[error("node {} is not the reply of a recorded turn of this chat (give the turn's final assistant node)", .0.short())]
     NotATurn(NodeId),

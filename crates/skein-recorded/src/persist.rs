@@ -10,12 +10,19 @@ Runs are grouped into turns by their recorded turn number; runs without one
 (conversations recorded by plain `skein` turns load too) by their chain,
 each run outside a chain being a turn of its own.
 
-Two ways in, sharing every step but the last:
+Three ways in, sharing every step but the last:
 
 - [`RecordedChatBuilder::load`](crate::RecordedChatBuilder::load): the
-  whole chat, to go on with it or read every turn. It loads the history
-  and builds every turn's evidence (two threads per turn), so it costs in
-  proportion to the chat.
+  whole chat, to read every turn. It loads the history and builds every
+  turn's evidence (two threads per turn), so it costs in proportion to the
+  chat, and a damaged turn fails it.
+- [`RecordedChatBuilder::resume`](crate::RecordedChatBuilder::resume): the
+  chat to go on with (`skein prompt --source … -c`). It loads the history
+  and reads the conversation's run records, only to count the turns: none
+  is built, so continuing costs one history load whatever the chat's
+  length, and a damaged old turn does not stop it. The chat holds the turns
+  sent from then on; a stored one is loaded with `load_turn` (or `load`),
+  which is where its damage is reported.
 - [`RecordedChatBuilder::load_turn`](crate::RecordedChatBuilder::load_turn):
   one turn ([`TurnAt`]), for what `explain`, `rerun` and `fork
   --from-rerun` need ([`LoadedTurn`]). It reads the conversation row, the
@@ -29,7 +36,7 @@ same millisecond by their reply's depth (a later turn of a conversation
 has a longer history), read from the reply node alone.
 */
 
-use crate::chat::{Config, RecordedChat, Stamp};
+use crate::chat::{Config, Holds, RecordedChat, Stamp};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
 use crate::reason::{ReasonOptions, Report};
@@ -254,15 +261,14 @@ fn reply_of(runs: &[RunRecord]) -> std::result::Result<NodeId, &'static str> {
         .ok_or("its last run has no reply")
 }
 
-/// The chat `stored` describes, holding `turns` (all of them, or the one
-/// `loaded` names).
+/// The chat `stored` describes, holding `turns` (those `holds` names).
 fn assemble(
     config: Arc<Config>,
     id: &ConversationId,
     stored: Stored,
     history: Thread,
     turns: Vec<Arc<Turn>>,
-    loaded: Option<Loaded>,
+    holds: Holds,
 ) -> RecordedChat {
     let Stored {
         conversation,
@@ -300,7 +306,7 @@ fn assemble(
         removed,
         history,
         turns,
-        loaded,
+        holds,
         reports: HashMap::new(),
         reruns: stamps,
     }
@@ -319,7 +325,16 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
             build(&store, id, index, group, &stored.removed).await?,
         ));
     }
-    Ok(assemble(config, id, stored, history, turns, None))
+    Ok(assemble(config, id, stored, history, turns, Holds::All))
+}
+
+pub(crate) async fn resume(config: Arc<Config>, id: &ConversationId) -> Result<RecordedChat> {
+    let store = store_of(&config, "resuming a recorded chat")?;
+    let (stored, history) = read(&store, id, true).await?;
+    let holds = Holds::SentSince {
+        stored: stored.turns.len(),
+    };
+    Ok(assemble(config, id, stored, history, Vec::new(), holds))
 }
 
 pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedTurn> {
@@ -349,7 +364,7 @@ pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedT
         turn: k,
         turns: count,
     };
-    let chat = assemble(config, &id, stored, history, vec![turn], Some(at));
+    let chat = assemble(config, &id, stored, history, vec![turn], Holds::One(at));
     Ok(LoadedTurn { chat, at })
 }
 

@@ -68,7 +68,7 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
         builder = builder.chain_limit(limit);
     }
     let mut chat = match &existing {
-        Some(conversation) => builder.load(&conversation.id).await?,
+        Some(conversation) => builder.resume(&conversation.id).await?,
         None => builder.build().await?,
     };
     let turn = chat.send(text).await?.clone();

@@ -559,6 +559,135 @@ async fn a_turn_loads_alone_without_building_the_others() {
     assert_eq!(store.rerun(&rerun.id).unwrap().turn, 2);
 }
 
+/// A sent turn's evidence but its runs and events (each run has its own
+/// id), to compare turns sent on two chats.
+fn sent_evidence(turn: &skein_recorded::Turn) -> String {
+    format!(
+        "{} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        turn.index(),
+        turn.user_text(),
+        turn.request(),
+        turn.annotations(),
+        turn.tools(),
+        turn.sources(),
+        turn.removed(),
+        turn.thread(),
+    )
+}
+
+#[tokio::test]
+async fn a_resumed_chat_goes_on_as_the_whole_chat_would_without_building_its_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let builder = || advisor_builder(advisor::model()).store(store.clone());
+    let mut damaged = builder().build().await.unwrap();
+    record_three(&mut damaged).await;
+    let mut intact = builder().build().await.unwrap();
+    record_three(&mut intact).await;
+    let cid = damaged.conversation().unwrap().clone();
+    // Damage turn 0's evidence: its run loses its request.
+    let run = damaged.turn(0).unwrap().runs()[0].clone();
+    let changed = store
+        .debug_execute(&format!(
+            "UPDATE runs SET input_head = NULL WHERE id = '{}'",
+            run.as_str()
+        ))
+        .unwrap();
+    assert_eq!(changed, 1);
+    let error = builder().load(&cid).await.unwrap_err();
+    assert!(
+        matches!(error, RecordedError::NotRecorded { .. }),
+        "{error}"
+    );
+
+    // Resuming never builds turn 0: the chat goes on with turn 3.
+    let mut resumed = builder().resume(&cid).await.unwrap();
+    assert_eq!(resumed.history().head_id(), damaged.history().head_id());
+    assert!(resumed.turns().is_empty());
+    let question = "Should we BUY or HOLD this position?";
+    let turn = resumed.send(question).await.unwrap().clone();
+    assert_eq!(turn.index(), 3);
+    assert_eq!(resumed.turns().len(), 1);
+    assert_eq!(resumed.turn(3).unwrap().node(), turn.node());
+    assert_eq!(resumed.turn_of_node(turn.node()).unwrap(), 3);
+    assert_eq!(
+        store.conversation(&cid).unwrap().head,
+        Some(turn.node()),
+        "the turn moved the conversation"
+    );
+    // It is the turn the whole loaded chat sends.
+    let mut whole = builder()
+        .load(intact.conversation().unwrap())
+        .await
+        .unwrap();
+    let expected = whole.send(question).await.unwrap().clone();
+    assert_eq!(sent_evidence(&turn), sent_evidence(&expected));
+
+    // The stored turns are not held; turn 0, loaded, reports its damage.
+    let error = resumed.turn(0).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RecordedError::TurnBeforeResume { turn: 0, stored: 3 }
+        ),
+        "{error}"
+    );
+    let error = resumed.turn(4).unwrap_err();
+    assert!(
+        matches!(error, RecordedError::TurnOutOfRange { turn: 4, turns: 4 }),
+        "{error}"
+    );
+    let error = resumed
+        .rerun_turn(1, RerunOptions::ignore(["social-sentiment"]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RecordedError::TurnBeforeResume { turn: 1, .. }),
+        "{error}"
+    );
+    let error = builder()
+        .load_turn(TurnAt::Number(cid.clone(), 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RecordedError::NotRecorded { problem, .. }
+            if problem.contains("has no request")),
+        "{error}"
+    );
+
+    // The new turn re-runs on the resumed chat, and loads back as turn 3;
+    // resumed again, the chat goes on with turn 4.
+    let rerun = resumed
+        .rerun_turn(
+            3,
+            RerunOptions::ignore(["social-sentiment"]).comparator(decision_changed),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rerun.turn_node, turn.node());
+    let loaded = builder()
+        .load_turn(TurnAt::Reply(turn.node()))
+        .await
+        .unwrap();
+    assert_eq!((loaded.index(), loaded.turns()), (3, 4));
+    let mut again = builder().resume(&cid).await.unwrap();
+    let next = again.send("How much should we allocate?").await.unwrap();
+    assert_eq!(next.index(), 4);
+    let error = builder()
+        .resume(&skein_store::ConversationId("nope".into()))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("no conversation nope"),
+        "{error}"
+    );
+    let error = advisor_builder(advisor::model())
+        .resume(&cid)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RecordedError::NoStore(_)), "{error}");
+}
+
 #[tokio::test]
 async fn loading_a_turn_says_which_turn_is_missing() {
     let error = advisor::builder(advisor::model())
