@@ -579,7 +579,7 @@ fn sent_evidence(turn: &skein_recorded::Turn) -> String {
 async fn a_resumed_chat_goes_on_as_the_whole_chat_would_without_building_its_turns() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
-    let builder = || advisor_builder(advisor::model()).store(store.clone());
+    let builder = || advisor::builder(advisor::model()).store(store.clone());
     let mut damaged = builder().build().await.unwrap();
     record_three(&mut damaged).await;
     let mut intact = builder().build().await.unwrap();
@@ -681,7 +681,7 @@ async fn a_resumed_chat_goes_on_as_the_whole_chat_would_without_building_its_tur
         error.to_string().contains("no conversation nope"),
         "{error}"
     );
-    let error = advisor_builder(advisor::model())
+    let error = advisor::builder(advisor::model())
         .resume(&cid)
         .await
         .unwrap_err();
