@@ -5,15 +5,12 @@ text range). A prefix that matches nothing or several ids is a typed error
 that says which.
 
 The parsing and choosing are shared; each backend only lists the ids in a
-range (SQLite's queries are here, PostgreSQL's in postgres/resolve.rs).
+range (sqlite/resolve.rs, postgres/resolve.rs).
 */
 
-use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RerunId, RunId};
-use crate::sqlite::SqliteStore;
 use crate::store::Store;
-use rusqlite::params;
 use skein_core::NodeId;
 use skein_core::id::is_hex_prefix;
 
@@ -44,7 +41,7 @@ impl Store {
         let prefix = normalise(prefix)?;
         let low = pad(&prefix, '0');
         let high = pad(&prefix, 'f');
-        let ids = crate::store::dispatch!(self, s => s.node_ids_between(&low, &high, CANDIDATES))?;
+        let ids = self.backend().node_ids_between(&low, &high, CANDIDATES)?;
         pick("node", &prefix, ids, |id| id.short())
     }
 
@@ -52,7 +49,7 @@ impl Store {
     /// it. A name shared by several conversations is ambiguous; a name wins
     /// over an id prefix it happens to spell.
     pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
-        let named = crate::store::dispatch!(self, s => s.conversation_ids_named(text, CANDIDATES))?;
+        let named = self.backend().conversation_ids_named(text, CANDIDATES)?;
         match named.len() {
             0 => {}
             1 => return Ok(ConversationId(named.into_iter().next().expect("one"))),
@@ -97,54 +94,8 @@ impl Store {
         let prefix = normalise(prefix)?;
         // 'g' sorts after every hex digit, so [prefix, prefix+"g") is the range.
         let end = format!("{prefix}g");
-        crate::store::dispatch!(self, s => s.text_ids_between(table, &prefix, &end, CANDIDATES))
-    }
-}
-
-impl SqliteStore {
-    /// At most `limit` node ids in `[low, high]`, in order.
-    pub fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3",
-            )?;
-            let rows = stmt.query_map(params![low, high, limit as i64], |row| {
-                row.get::<_, Vec<u8>>(0)
-            })?;
-            rows.map(|row| node_id(&row?)).collect::<Result<Vec<_>>>()
-        })
-    }
-
-    /// At most `limit` ids of the conversations named exactly `name`.
-    pub fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM conversations WHERE name = ?1 ORDER BY updated DESC, id LIMIT ?2",
-            )?;
-            let rows =
-                stmt.query_map(params![name, limit as i64], |row| row.get::<_, String>(0))?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    /// At most `limit` ids of `table` in `[low, high)`, in order.
-    pub fn text_ids_between(
-        &self,
-        table: IdTable,
-        low: &str,
-        high: &str,
-        limit: usize,
-    ) -> Result<Vec<String>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT id FROM {} WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
-                table.name()
-            ))?;
-            let rows = stmt.query_map(params![low, high, limit as i64], |row| {
-                row.get::<_, String>(0)
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+        self.backend()
+            .text_ids_between(table, &prefix, &end, CANDIDATES)
     }
 }
 

@@ -4,12 +4,13 @@ vector encoding is shared).
 */
 
 use super::PgStore;
+use crate::backend::EmbeddingCache;
 use crate::embeddings::{decode, encode};
 use crate::error::Result;
 use skein_core::Digest;
 
-impl PgStore {
-    pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+impl EmbeddingCache for PgStore {
+    fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
         let row = self.read(async |client| {
             let statement = client
                 .prepare_cached("SELECT vector FROM embeddings WHERE embedder = $1 AND digest = $2")
@@ -21,7 +22,7 @@ impl PgStore {
         row.map(|row| decode(row.get::<_, &[u8]>(0))).transpose()
     }
 
-    pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+    fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
         let bytes = encode(vector);
         self.write(async |tx| {
             let statement = tx

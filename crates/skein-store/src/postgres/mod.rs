@@ -1,9 +1,10 @@
 /*!
-The PostgreSQL backend's handle: opening a URL, the connection pool, and
-read and write transactions with retry on serialization failures and
-deadlocks. Its operations are split like SQLite's (graph.rs,
-conversations.rs, runs.rs, transfer.rs, verify.rs, resolve.rs) and share
-their non-SQL halves with it.
+The PostgreSQL backend (what [`crate::Store`] opens for a `postgres://`
+URL): its handle, opening a URL, the connection pool, and read and write
+transactions with retry on serialization failures and deadlocks. Its
+operations are split like SQLite's (sqlite/): each file implements one of
+[`crate::backend`]'s traits and shares the non-SQL half of its concern with
+SQLite through the top-level module of the same name.
 
 settings.rs reads the URL (the client's parameters plus skein's own:
 `sslmode` and `sslrootcert`, for tls.rs, and `pool_max`). A connection that
@@ -33,6 +34,7 @@ mod transfer;
 mod usage;
 mod verify;
 
+use crate::backend::Backend;
 use crate::error::{Result, StoreError};
 use crate::location::redact;
 use crate::open::OpenMode;
@@ -68,6 +70,46 @@ struct Shared {
     connection: Connection,
     /// Opened with [`OpenMode::ReadOnly`]: every write is refused.
     read_only: bool,
+}
+
+impl Backend for PgStore {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn works_on_caller_thread(&self) -> bool {
+        false
+    }
+
+    fn raw_connection(&self) -> Result<rusqlite::Connection> {
+        Err(StoreError::Task(
+            "raw_connection is SQLite-only; use debug_execute".into(),
+        ))
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    fn location(&self) -> String {
+        self.shared.connection.location.clone()
+    }
+
+    fn path(&self) -> &Path {
+        &self.shared.location_path
+    }
+
+    fn key(&self) -> StoreKey {
+        self.shared.key
+    }
+
+    fn debug_execute(&self, sql: &str) -> Result<u64> {
+        self.read(async |client| Ok(client.execute(sql, &[]).await?))
+    }
+
+    fn debug_query_i64(&self, sql: &str) -> Result<i64> {
+        self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
+    }
 }
 
 impl PgStore {
@@ -170,22 +212,6 @@ impl PgStore {
         })
     }
 
-    pub fn is_read_only(&self) -> bool {
-        self.shared.read_only
-    }
-
-    pub fn location(&self) -> String {
-        self.shared.connection.location.clone()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.shared.location_path
-    }
-
-    pub fn key(&self) -> StoreKey {
-        self.shared.key
-    }
-
     /// Run `work` on a pooled connection, outside any explicit transaction.
     /// If the connection turns out to be broken, `work` runs again on a new
     /// one (once).
@@ -269,14 +295,6 @@ impl PgStore {
             reconnected: false,
             unusable: AtomicBool::new(false),
         })
-    }
-
-    pub fn debug_execute(&self, sql: &str) -> Result<u64> {
-        self.read(async |client| Ok(client.execute(sql, &[]).await?))
-    }
-
-    pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
     }
 }
 

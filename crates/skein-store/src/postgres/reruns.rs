@@ -8,6 +8,7 @@ use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
+use crate::backend::{Backend, Reruns};
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
@@ -17,8 +18,8 @@ use skein_core::NodeId;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-impl PgStore {
-    pub fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+impl Reruns for PgStore {
+    fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
         let key = self.key();
         let marks = self.write(async |tx| {
             let mut marks = Vec::new();
@@ -46,37 +47,39 @@ impl PgStore {
         Ok(())
     }
 
-    pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
+    fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
         self.query_reruns(&format!("{SELECT_RERUN} WHERE id = $1"), &[&id.as_str()])?
             .pop()
             .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))
     }
 
-    pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
+    fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
             &[&id.as_str()],
         )
     }
 
-    pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+    fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE turn_node = $1 ORDER BY created, id"),
             &[&node.0.as_slice()],
         )
     }
 
-    pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+    fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE answer_head = $1 ORDER BY created, id"),
             &[&node.0.as_slice()],
         )
     }
 
-    pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+    fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
         self.query_reruns(&format!("{SELECT_RERUN} ORDER BY created, id"), &[])
     }
+}
 
+impl PgStore {
     fn query_reruns(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<RerunRecord>> {
         let rows = self.read(async |client| {
             let statement = client.prepare_cached(sql).await?;

@@ -5,13 +5,14 @@ are declared `COLLATE "C"`, so their ranges are byte ranges too.
 */
 
 use super::PgStore;
+use crate::backend::IdRanges;
 use crate::codec::node_id;
 use crate::error::Result;
 use crate::resolve::IdTable;
 use skein_core::NodeId;
 
-impl PgStore {
-    pub fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
+impl IdRanges for PgStore {
+    fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached(
@@ -25,7 +26,7 @@ impl PgStore {
         rows.iter().map(|row| node_id(row.get(0))).collect()
     }
 
-    pub fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+    fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached(
@@ -39,7 +40,7 @@ impl PgStore {
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
-    pub fn text_ids_between(
+    fn text_ids_between(
         &self,
         table: IdTable,
         low: &str,

@@ -7,6 +7,7 @@ A run's tools are read back with the run in the same query.
 
 use super::PgStore;
 use super::pipeline::{Param, Pipeline};
+use crate::backend::Runs;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
@@ -31,8 +32,8 @@ const SELECT_RUN: &str =
               WHERE rt.run_id = r.id ORDER BY rt.position)
      FROM runs r";
 
-impl PgStore {
-    pub fn record_run(&self, run: &RunRecord) -> Result<()> {
+impl Runs for PgStore {
+    fn record_run(&self, run: &RunRecord) -> Result<()> {
         self.write(async |tx| {
             let mut pipeline = Pipeline::new();
             queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
@@ -41,33 +42,35 @@ impl PgStore {
         })
     }
 
-    pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+    fn run_record(&self, id: &RunId) -> Result<RunRecord> {
         self.query_runs(&format!("{SELECT_RUN} WHERE r.id = $1"), &id.as_str())?
             .pop()
             .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
     }
 
-    pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+    fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
             &id.as_str(),
         )
     }
 
-    pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+    fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} WHERE r.output_head = $1 ORDER BY r.started, r.id"),
             &node.0.as_slice(),
         )
     }
 
-    pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
             &(limit.min(i64::MAX as usize) as i64),
         )
     }
+}
 
+impl PgStore {
     fn query_runs(&self, sql: &str, param: &(dyn ToSql + Sync)) -> Result<Vec<RunRecord>> {
         let rows = self.read(async |client| {
             let statement = client.prepare_cached(sql).await?;
