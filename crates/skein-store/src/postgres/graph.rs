@@ -237,11 +237,13 @@ impl PgStore {
         // A task of the runtime, so the rows reach it without waking the
         // caller for each batch (bridge.rs).
         let rows = self
-            .read_spawned(move |client| async move {
-                let statement = client.prepare_cached(LOAD_THREAD).await?;
-                Ok(client
-                    .query(&statement, &[&head.as_bytes().as_slice()])
-                    .await?)
+            .read_spawned(move |client| {
+                Box::pin(async move {
+                    let statement = client.prepare_cached(LOAD_THREAD).await?;
+                    Ok(client
+                        .query(&statement, &[&head.as_bytes().as_slice()])
+                        .await?)
+                })
             })
             .await?;
         if rows.is_empty() {

@@ -34,7 +34,7 @@ mod transfer;
 mod usage;
 mod verify;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, BoxFuture};
 use crate::error::{Result, StoreError};
 use crate::location::redact;
 use crate::open::OpenMode;
@@ -217,46 +217,34 @@ impl PgStore {
     /// one (once).
     pub(crate) fn read<T: Send>(
         &self,
-        mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
+        work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
-        let connection = &self.shared.connection;
-        bridge::block_on(|| async move {
-            let mut reconnected = false;
-            loop {
-                let mut held = Held(Some(connection.checkout().await?));
-                match work(held.client()).await {
-                    Err(error) if lost(&error).is_some() => {
-                        // Dropped unreleased: discarded, never pooled again.
-                        drop(held);
-                        if reconnected {
-                            return Err(connection.lost(&error));
-                        }
-                        reconnected = true;
-                    }
-                    other => {
-                        held.release();
-                        return other;
-                    }
-                }
-            }
-        })
+        bridge::block_on(|| self.shared.connection.read(work))
     }
 
-    /// Run `work`, which owns what it needs, on a pooled connection as a
-    /// task of the PostgreSQL runtime ([`bridge::on_runtime`]), for queries
-    /// returning many rows; await it from any runtime.
-    pub(crate) async fn read_spawned<T, F>(
+    /// [`PgStore::read`] as a task of the PostgreSQL runtime
+    /// ([`bridge::on_runtime`]), for queries returning many rows; await it
+    /// from any runtime. `work` owns what it needs.
+    pub(crate) async fn read_spawned<T>(
         &self,
-        work: impl FnOnce(Client) -> F + Send + 'static,
+        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send + 'static,
     ) -> Result<T>
     where
         T: Send + 'static,
-        F: Future<Output = Result<T>> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
+        // The loop of `Connection::read`, written out: a future calling a
+        // generic closure on a borrowed connection cannot be shown `Send`.
         bridge::on_runtime(async move {
-            let client = shared.connection.checkout().await?;
-            work(client).await
+            let connection = &shared.connection;
+            let mut reconnected = false;
+            loop {
+                let held = Held(Some(connection.checkout().await?));
+                let result = work(held.client()).await;
+                if let Some(result) = connection.settle(held, result, &mut reconnected) {
+                    return result;
+                }
+            }
         })
         .await
     }
@@ -335,6 +323,44 @@ impl Connection {
             },
             other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
         })
+    }
+
+    /// Run `work` on a pooled connection, as [`Connection::settle`] says.
+    async fn read<T>(&self, mut work: impl AsyncFnMut(&Client) -> Result<T>) -> Result<T> {
+        let mut reconnected = false;
+        loop {
+            let held = Held(Some(self.checkout().await?));
+            let result = work(held.client()).await;
+            if let Some(result) = self.settle(held, result, &mut reconnected) {
+                return result;
+            }
+        }
+    }
+
+    /// After a read on `held`: its result, or `None` when the connection
+    /// broke and the read is worth making once more on a new one (the
+    /// broken one is discarded, never pooled again). A second loss is
+    /// [`StoreError::ConnectionLost`].
+    fn settle<T>(
+        &self,
+        mut held: Held,
+        result: Result<T>,
+        reconnected: &mut bool,
+    ) -> Option<Result<T>> {
+        match result {
+            Err(error) if lost(&error).is_some() => {
+                // Dropped unreleased: discarded.
+                drop(held);
+                if std::mem::replace(reconnected, true) {
+                    return Some(Err(self.lost(&error)));
+                }
+                None
+            }
+            other => {
+                held.release();
+                Some(other)
+            }
+        }
     }
 
     fn lost(&self, error: &StoreError) -> StoreError {
