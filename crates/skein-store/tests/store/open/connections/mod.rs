@@ -1,7 +1,6 @@
 //! PostgreSQL connections: the pool's settings from the URL, connections
 //! that break between calls (a thread load included) or in the middle of a
-//! turn, and TLS against a
-//! throwaway cluster given a certificate made here.
+//! turn, and TLS against a throwaway cluster given a certificate made here.
 
 use crate::common::{Backend, TempStore, append_turn};
 use skein_core::{Message, Thread};
