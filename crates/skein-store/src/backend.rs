@@ -94,6 +94,10 @@ pub(crate) trait Graph {
 pub(crate) trait Conversations {
     fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord>;
     fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord>;
+    fn conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<ConversationRecord>>;
     fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>>;
     fn list_conversations_after(
         &self,
@@ -123,15 +127,19 @@ pub(crate) trait Conversations {
 pub(crate) trait Runs {
     fn record_run(&self, run: &RunRecord) -> Result<()>;
     fn run_record(&self, id: &RunId) -> Result<RunRecord>;
+    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>>;
     fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>>;
     fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>>;
+    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
     fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>>;
 }
 
 /// Reruns of recorded turns (reruns.rs).
 pub(crate) trait Reruns {
     fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()>;
+    fn commit_rerun_async<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>>;
     fn rerun(&self, id: &RerunId) -> Result<RerunRecord>;
+    fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>>;
     fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>>;
     fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>>;
     fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>>;
@@ -161,7 +169,18 @@ pub(crate) trait Search {
 /// The ids in a range, for prefix resolution (resolve.rs).
 pub(crate) trait IdRanges {
     fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>>;
+    fn node_ids_between_async<'a>(
+        &'a self,
+        low: &'a [u8],
+        high: &'a [u8],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>>;
     fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>>;
+    fn conversation_ids_named_async<'a>(
+        &'a self,
+        name: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>>;
     fn text_ids_between(
         &self,
         table: IdTable,
@@ -169,6 +188,13 @@ pub(crate) trait IdRanges {
         high: &str,
         limit: usize,
     ) -> Result<Vec<String>>;
+    fn text_ids_between_async<'a>(
+        &'a self,
+        table: IdTable,
+        low: &'a str,
+        high: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>>;
 }
 
 /// The rows usage accounts are added up from (usage.rs).
@@ -184,7 +210,18 @@ pub(crate) trait UsageRows {
 /// The embedding cache (embeddings.rs).
 pub(crate) trait EmbeddingCache {
     fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>>;
+    fn cached_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>>;
     fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()>;
+    fn cache_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+        vector: &'a [f32],
+    ) -> BoxFuture<'a, Result<()>>;
 }
 
 /// Export's node section and import's one transaction (transfer.rs).

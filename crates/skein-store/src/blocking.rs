@@ -64,6 +64,28 @@ where
     }
 }
 
+/// [`run`] for work that borrows its inputs: in place wherever `run`
+/// works in place, and on the blocking pool on owned copies, which `own`
+/// makes, where it does not.
+pub(crate) async fn run_borrowing<S, T, O>(
+    target: &S,
+    borrowed: impl FnOnce(&S) -> Result<T>,
+    own: impl FnOnce() -> O,
+) -> Result<T>
+where
+    S: Clone + Send + 'static,
+    T: Send + 'static,
+    O: FnOnce(&S) -> Result<T> + Send + 'static,
+{
+    match where_to_run(true) {
+        RunsIn::PlaceOfWorker => {
+            tokio::task::block_in_place(|| blocking_section(|| borrowed(target)))
+        }
+        RunsIn::Place => borrowed(target),
+        RunsIn::BlockingPool => run(target, true, own()).await,
+    }
+}
+
 /// Run `work` with this thread marked as one that may block, so a
 /// PostgreSQL call inside it blocks directly (postgres/bridge.rs).
 #[cfg(feature = "postgres")]

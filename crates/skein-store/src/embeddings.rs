@@ -6,6 +6,7 @@ both backends; the SQL is in sqlite/embeddings.rs and
 postgres/embeddings.rs).
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use skein_core::Digest;
@@ -24,6 +25,33 @@ impl Store {
 }
 
 /// A vector as stored: little-endian `f32`s.
+impl AsyncStore<'_> {
+    /// [`Store::cached_embedding`].
+    pub async fn cached_embedding(
+        &self,
+        embedder: &str,
+        digest: &Digest,
+    ) -> Result<Option<Vec<f32>>> {
+        self.store
+            .backend()
+            .cached_embedding_async(embedder, digest)
+            .await
+    }
+
+    /// [`Store::cache_embedding`].
+    pub async fn cache_embedding(
+        &self,
+        embedder: &str,
+        digest: &Digest,
+        vector: &[f32],
+    ) -> Result<()> {
+        self.store
+            .backend()
+            .cache_embedding_async(embedder, digest, vector)
+            .await
+    }
+}
+
 pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

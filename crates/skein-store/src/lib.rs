@@ -5,10 +5,12 @@ Persistence of the conversation graph.
 and the tools each run offered: a SQLite file (the embedded default) or,
 with the `postgres` feature, a PostgreSQL database shared by many processes
 and hosts, chosen by the location [`Store::open`] is given. Its methods
-block on I/O; from async code use [`Store::run_blocking`], which runs the
-work where it cannot stall the runtime (blocking.rs), or the async forms of
-the two hot paths, [`Store::load_thread_async`] and
-[`Store::commit_turn_async`], which on PostgreSQL block no thread at all.
+block on I/O. From async code, use the async API, [`Store::nonblocking`]
+([`AsyncStore`]: loading a thread, committing a turn or a rerun, reading a
+conversation, a run or a rerun, resolving a prefix, the embedding cache),
+which on PostgreSQL awaits tokio-postgres on the caller's task and blocks
+no thread; or, for several calls in a row, [`Store::run_blocking`], which
+runs blocking work where it cannot stall the runtime (blocking.rs).
 
 What it guarantees (see ARCHITECTURE.md for where each is enforced):
 
@@ -31,7 +33,8 @@ anything where there is no skein database); no mode touches a file that is
 not a skein database.
 
 Modules: the facade (store.rs: [`Store`], which opens a backend by its
-location and holds it as an `Arc<dyn Backend>`), the
+location and holds it as an `Arc<dyn Backend>`), its async API
+(async_store.rs), the
 backend traits (backend.rs, one per concern), where blocking work runs for
 async callers (blocking.rs), and what both backends share, one module per
 concern: [`records`] (the typed rows), [`error`], the graph's types and
@@ -45,6 +48,7 @@ its migrations) and, with the `postgres` feature, postgres/ (with the pool,
 TLS, URL settings and the blocking bridge).
 */
 
+mod async_store;
 mod backend;
 mod blocking;
 mod codec;
@@ -69,6 +73,7 @@ mod transfer;
 mod usage;
 mod verify;
 
+pub use async_store::AsyncStore;
 pub use blocking::blocking_caller;
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;

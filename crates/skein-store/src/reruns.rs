@@ -12,6 +12,7 @@ record, the store's methods and the row parsing are shared; the SQL is in
 sqlite/reruns.rs and postgres/reruns.rs.
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RerunId, RunId, RunRecord};
 use crate::store::Store;
@@ -134,5 +135,17 @@ impl RawRerun {
             created_ms: self.created_ms,
             id: RerunId(self.id),
         })
+    }
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::commit_rerun`].
+    pub async fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+        self.store.backend().commit_rerun_async(commit).await
+    }
+
+    /// [`Store::rerun`].
+    pub async fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
+        self.store.backend().rerun_async(id).await
     }
 }

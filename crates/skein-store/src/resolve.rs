@@ -8,6 +8,7 @@ The parsing and choosing are shared; each backend only lists the ids in a
 range (sqlite/resolve.rs, postgres/resolve.rs).
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RerunId, RunId};
 use crate::store::Store;
@@ -38,9 +39,7 @@ impl IdTable {
 impl Store {
     /// The node whose id starts with `prefix` (hex, any case).
     pub fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
-        let prefix = normalise(prefix)?;
-        let low = pad(&prefix, '0');
-        let high = pad(&prefix, 'f');
+        let (prefix, low, high) = node_range(prefix)?;
         let ids = self.backend().node_ids_between(&low, &high, CANDIDATES)?;
         pick("node", &prefix, ids, |id| id.short())
     }
@@ -50,26 +49,14 @@ impl Store {
     /// over an id prefix it happens to spell.
     pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
         let named = self.backend().conversation_ids_named(text, CANDIDATES)?;
-        match named.len() {
-            0 => {}
-            1 => return Ok(ConversationId(named.into_iter().next().expect("one"))),
-            _ => {
-                return Err(StoreError::AmbiguousName {
-                    name: text.to_string(),
-                    candidates: named.iter().map(|id| short(id)).collect(),
-                });
-            }
+        if let Some(id) = by_name(text, named)? {
+            return Ok(id);
         }
-        let ids = match self.text_prefix(IdTable::Conversations, text) {
-            Err(StoreError::NotAnId(_)) => {
-                return Err(StoreError::ConversationNotFound(format!(
-                    "named `{}`",
-                    text.trim()
-                )));
-            }
-            other => other?,
-        };
-        pick("conversation", text, ids, |id: &String| short(id)).map(ConversationId)
+        let (low, high) = conversation_range(text)?;
+        let ids =
+            self.backend()
+                .text_ids_between(IdTable::Conversations, &low, &high, CANDIDATES)?;
+        pick_conversation(text, ids)
     }
 
     /// The run whose id starts with `prefix`.
@@ -91,12 +78,80 @@ impl Store {
     }
 
     fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {
-        let prefix = normalise(prefix)?;
-        // 'g' sorts after every hex digit, so [prefix, prefix+"g") is the range.
-        let end = format!("{prefix}g");
+        let (low, high) = text_range(prefix)?;
         self.backend()
-            .text_ids_between(table, &prefix, &end, CANDIDATES)
+            .text_ids_between(table, &low, &high, CANDIDATES)
     }
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::resolve_node`].
+    pub async fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
+        let (prefix, low, high) = node_range(prefix)?;
+        let backend = self.store.backend();
+        let ids = backend
+            .node_ids_between_async(&low, &high, CANDIDATES)
+            .await?;
+        pick("node", &prefix, ids, |id| id.short())
+    }
+
+    /// [`Store::resolve_conversation`].
+    pub async fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
+        let backend = self.store.backend();
+        let named = backend
+            .conversation_ids_named_async(text, CANDIDATES)
+            .await?;
+        if let Some(id) = by_name(text, named)? {
+            return Ok(id);
+        }
+        let (low, high) = conversation_range(text)?;
+        let ids = backend
+            .text_ids_between_async(IdTable::Conversations, &low, &high, CANDIDATES)
+            .await?;
+        pick_conversation(text, ids)
+    }
+}
+
+/// The prefix, normalised, and the range of node ids it covers.
+fn node_range(prefix: &str) -> Result<(String, Vec<u8>, Vec<u8>)> {
+    let prefix = normalise(prefix)?;
+    let (low, high) = (pad(&prefix, '0'), pad(&prefix, 'f'));
+    Ok((prefix, low, high))
+}
+
+/// The range of text ids `prefix` covers: 'g' sorts after every hex digit,
+/// so it is [prefix, prefix+"g").
+fn text_range(prefix: &str) -> Result<(String, String)> {
+    let prefix = normalise(prefix)?;
+    let end = format!("{prefix}g");
+    Ok((prefix, end))
+}
+
+/// The conversation ids named `text`: the one, none, or an ambiguity.
+fn by_name(text: &str, named: Vec<String>) -> Result<Option<ConversationId>> {
+    match named.len() {
+        0 => Ok(None),
+        1 => Ok(named.into_iter().next().map(ConversationId)),
+        _ => Err(StoreError::AmbiguousName {
+            name: text.to_string(),
+            candidates: named.iter().map(|id| short(id)).collect(),
+        }),
+    }
+}
+
+/// [`text_range`] for a conversation: text that is no id prefix names a
+/// conversation that does not exist.
+fn conversation_range(text: &str) -> Result<(String, String)> {
+    text_range(text).map_err(|error| match error {
+        StoreError::NotAnId(_) => {
+            StoreError::ConversationNotFound(format!("named `{}`", text.trim()))
+        }
+        other => other,
+    })
+}
+
+fn pick_conversation(text: &str, ids: Vec<String>) -> Result<ConversationId> {
+    pick("conversation", text, ids, |id: &String| short(id)).map(ConversationId)
 }
 
 /// The form of a text id people see.

@@ -7,6 +7,7 @@ prefix resolution in resolve.rs) runs here once for both backends.
 */
 
 use crate::CommitStageProbe;
+use crate::async_store::AsyncStore;
 use crate::backend::Backend;
 use crate::blocking;
 use crate::error::Result;
@@ -26,7 +27,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// A handle on one database, SQLite or PostgreSQL. Cheap to clone; share it
-/// freely. Its methods block on I/O; from async code use [`Store::run_blocking`].
+/// freely.
+///
+/// Its methods block on I/O. Async code has two ways in:
+///
+/// - [`Store::nonblocking`], the async API ([`AsyncStore`]), for the calls
+///   async code makes one at a time: `store.nonblocking().load_thread(head).await`.
+///   Each operation has one body per backend: on PostgreSQL an async
+///   function awaiting tokio-postgres on the caller's task (the blocking
+///   method drives that same function), on SQLite the blocking method, run
+///   where [`Store::run_blocking`] runs work.
+/// - [`Store::run_blocking`], for a closure making several blocking calls
+///   in a row.
 #[derive(Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,
@@ -72,6 +84,12 @@ impl Store {
 
     pub(crate) fn backend(&self) -> &dyn Backend {
         &*self.backend
+    }
+
+    /// The async API: the operations async callers make one at a time,
+    /// awaited without blocking the runtime (see [`AsyncStore`]).
+    pub fn nonblocking(&self) -> AsyncStore<'_> {
+        AsyncStore { store: self }
     }
 
     /// Which backend this handle talks to: `"sqlite"` or `"postgres"`.
@@ -126,13 +144,6 @@ impl Store {
     /// thread runs through (PostgreSQL: all in one query).
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
         self.backend().load_thread(head)
-    }
-
-    /// [`Store::load_thread`] for async code. On PostgreSQL the query is
-    /// awaited: no thread blocks and no blocking pool is involved. On SQLite
-    /// it runs as [`Store::run_blocking`] runs work.
-    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
-        self.backend.load_thread_async(head).await
     }
 
     /// One node by id, without loading its thread.
@@ -251,15 +262,6 @@ impl Store {
     /// branches into a new conversation, as the target's `on_conflict` says.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         self.commit_turn_observed(turn, &mut |_| {})
-    }
-
-    /// [`Store::commit_turn`] for async code. On PostgreSQL the transaction
-    /// is awaited (no thread blocks; dropping the future before it ends rolls
-    /// the turn back). On SQLite it runs where [`Store::run_blocking`] runs work; on
-    /// the blocking pool, on a copy of the turn (its thread's nodes are
-    /// shared, so they are marked as stored all the same).
-    pub async fn commit_turn_async(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
-        self.backend.commit_turn_async(turn).await
     }
 
     /// [`Store::commit_turn`] with a probe called at each stage inside the

@@ -62,14 +62,14 @@ impl Conversations for PgStore {
     }
 
     fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        self.read(async |client| {
-            let statement = client
-                .prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = $1"))
-                .await?;
-            let row = client.query_opt(&statement, &[&id.as_str()]).await?;
-            row.map(|row| conversation_from_row(&row))
-                .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
-        })
+        bridge::block_on(|| self.conversation_by_id(id))
+    }
+
+    fn conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<ConversationRecord>> {
+        Box::pin(self.conversation_by_id(id))
     }
 
     fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
@@ -191,6 +191,18 @@ impl PgStore {
             return Err(StoreError::ConversationNotFound(id.to_string()));
         }
         Ok(())
+    }
+
+    async fn conversation_by_id(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        let rows = self
+            .rows(
+                &format!("{SELECT_CONVERSATION} WHERE c.id = $1"),
+                &[&id.as_str()],
+            )
+            .await?;
+        rows.first()
+            .map(conversation_from_row)
+            .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
     }
 
     async fn commit_turn_observed_async(

@@ -49,7 +49,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tls::SslMode;
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 /// How long a call waits for a free pooled connection.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -247,6 +249,27 @@ impl PgStore {
             }
         })
         .await
+    }
+
+    /// The rows of one statement, awaited on the caller's task (its
+    /// connection made on the PostgreSQL runtime when one must be made). If
+    /// the connection turns out to be broken, the statement runs again once
+    /// on a new one. The one read body of the operations the async API
+    /// offers; their blocking forms drive it with [`bridge::block_on`].
+    pub(crate) async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let connection = &self.shared.connection;
+        let mut reconnected = false;
+        loop {
+            let held = Held(Some(checkout_anywhere(&self.shared).await?));
+            let result = async {
+                let statement = held.client().prepare_cached(sql).await?;
+                Ok(held.client().query(&statement, params).await?)
+            }
+            .await;
+            if let Some(result) = connection.settle(held, result, &mut reconnected) {
+                return result;
+            }
+        }
     }
 
     /// Run `work` in a transaction (read committed) and commit it, retrying

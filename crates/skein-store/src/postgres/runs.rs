@@ -5,9 +5,9 @@ relations usage totals follow (`run_links`).
 A run's tools are read back with the run in the same query.
 */
 
-use super::PgStore;
 use super::pipeline::{Param, Pipeline};
-use crate::backend::Runs;
+use super::{PgStore, bridge};
+use crate::backend::{BoxFuture, Runs};
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
@@ -43,39 +43,62 @@ impl Runs for PgStore {
     }
 
     fn run_record(&self, id: &RunId) -> Result<RunRecord> {
-        self.query_runs(&format!("{SELECT_RUN} WHERE r.id = $1"), &id.as_str())?
-            .pop()
-            .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
+        bridge::block_on(|| self.run_by_id(id))
+    }
+
+    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
+        Box::pin(self.run_by_id(id))
     }
 
     fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
-        self.query_runs(
-            &format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
-            &id.as_str(),
-        )
+        bridge::block_on(|| async move {
+            self.query_runs(
+                format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
+                &id.as_str(),
+            )
+            .await
+        })
     }
 
     fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
-        self.query_runs(
-            &format!("{SELECT_RUN} WHERE r.output_head = $1 ORDER BY r.started, r.id"),
-            &node.0.as_slice(),
-        )
+        bridge::block_on(|| self.runs_with_head(node))
+    }
+
+    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+        Box::pin(self.runs_with_head(node))
     }
 
     fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        self.query_runs(
-            &format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
-            &(limit.min(i64::MAX as usize) as i64),
-        )
+        let limit = limit.min(i64::MAX as usize) as i64;
+        bridge::block_on(|| async move {
+            self.query_runs(
+                format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
+                &limit,
+            )
+            .await
+        })
     }
 }
 
 impl PgStore {
-    fn query_runs(&self, sql: &str, param: &(dyn ToSql + Sync)) -> Result<Vec<RunRecord>> {
-        let rows = self.read(async |client| {
-            let statement = client.prepare_cached(sql).await?;
-            Ok(client.query(&statement, &[param]).await?)
-        })?;
+    async fn run_by_id(&self, id: &RunId) -> Result<RunRecord> {
+        self.query_runs(format!("{SELECT_RUN} WHERE r.id = $1"), &id.as_str())
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
+    }
+
+    async fn runs_with_head(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        let head = node.0.as_slice();
+        self.query_runs(
+            format!("{SELECT_RUN} WHERE r.output_head = $1 ORDER BY r.started, r.id"),
+            &head,
+        )
+        .await
+    }
+
+    async fn query_runs(&self, sql: String, param: &(dyn ToSql + Sync)) -> Result<Vec<RunRecord>> {
+        let rows = self.rows(&sql, &[param]).await?;
         rows.iter().map(run_from_row).collect()
     }
 }

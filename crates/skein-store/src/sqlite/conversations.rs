@@ -9,7 +9,7 @@ use super::SqliteStore;
 use super::graph::{append_nodes, seq_of};
 use super::runs::insert_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
-use crate::blocking::{self, RunsIn};
+use crate::blocking;
 use crate::conversations::{
     CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
 };
@@ -73,6 +73,16 @@ impl Conversations for SqliteStore {
     }
 
     /// Conversations, most recently updated first.
+    fn conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<ConversationRecord>> {
+        let id = id.clone();
+        Box::pin(blocking::run(self, true, move |store| {
+            store.conversation(&id)
+        }))
+    }
+
     fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
@@ -193,28 +203,23 @@ impl Conversations for SqliteStore {
         &'a self,
         turn: &'a TurnCommit<'a>,
     ) -> BoxFuture<'a, Result<Committed>> {
-        Box::pin(async move {
-            match blocking::where_to_run(true) {
-                RunsIn::PlaceOfWorker => tokio::task::block_in_place(|| {
-                    blocking::blocking_section(|| self.commit_turn_observed(turn, &mut |_| {}))
-                }),
-                RunsIn::Place => self.commit_turn_observed(turn, &mut |_| {}),
-                RunsIn::BlockingPool => {
-                    let target = turn.target.clone();
-                    let thread = turn.thread.cloned();
-                    let runs = turn.runs.to_vec();
-                    blocking::run(self, true, move |store| {
-                        let turn = TurnCommit {
-                            target,
-                            thread: thread.as_ref(),
-                            runs: &runs,
-                        };
-                        store.commit_turn_observed(&turn, &mut |_| {})
-                    })
-                    .await
+        Box::pin(blocking::run_borrowing(
+            self,
+            |store| store.commit_turn_observed(turn, &mut |_| {}),
+            || {
+                let target = turn.target.clone();
+                let thread = turn.thread.cloned();
+                let runs = turn.runs.to_vec();
+                move |store: &SqliteStore| {
+                    let turn = TurnCommit {
+                        target,
+                        thread: thread.as_ref(),
+                        runs: &runs,
+                    };
+                    store.commit_turn_observed(&turn, &mut |_| {})
                 }
-            }
-        })
+            },
+        ))
     }
 }
 

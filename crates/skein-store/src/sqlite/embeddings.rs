@@ -4,7 +4,8 @@ vectors encoded as crate::embeddings says.
 */
 
 use super::SqliteStore;
-use crate::backend::EmbeddingCache;
+use crate::backend::{BoxFuture, EmbeddingCache};
+use crate::blocking;
 use crate::embeddings::{decode, encode};
 use crate::error::Result;
 use rusqlite::{OptionalExtension, params};
@@ -21,6 +22,33 @@ impl EmbeddingCache for SqliteStore {
                 .optional()?;
             bytes.map(|bytes| decode(&bytes)).transpose()
         })
+    }
+
+    fn cached_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>> {
+        let (embedder, digest) = (embedder.to_string(), *digest);
+        Box::pin(blocking::run(self, true, move |store| {
+            store.cached_embedding(&embedder, &digest)
+        }))
+    }
+
+    fn cache_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+        vector: &'a [f32],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(blocking::run_borrowing(
+            self,
+            |store| store.cache_embedding(embedder, digest, vector),
+            || {
+                let (embedder, digest, vector) = (embedder.to_string(), *digest, vector.to_vec());
+                move |store: &SqliteStore| store.cache_embedding(&embedder, &digest, &vector)
+            },
+        ))
     }
 
     fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {

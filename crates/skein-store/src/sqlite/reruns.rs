@@ -7,7 +7,8 @@ and node (crate::reruns holds the record and its row parsing).
 use super::SqliteStore;
 use super::graph::append_nodes;
 use super::runs::insert_run;
-use crate::backend::{Backend, Reruns};
+use crate::backend::{Backend, BoxFuture, Reruns};
+use crate::blocking;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
@@ -41,6 +42,30 @@ impl Reruns for SqliteStore {
                 .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))?;
             raw.finish()
         })
+    }
+
+    fn commit_rerun_async<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>> {
+        Box::pin(blocking::run_borrowing(
+            self,
+            |store| store.commit_rerun(commit),
+            || {
+                let record = commit.record.clone();
+                let threads = commit.threads.to_vec();
+                let runs = commit.runs.to_vec();
+                move |store: &SqliteStore| {
+                    store.commit_rerun(&RerunCommit {
+                        record: &record,
+                        threads: &threads,
+                        runs: &runs,
+                    })
+                }
+            },
+        ))
+    }
+
+    fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>> {
+        let id = id.clone();
+        Box::pin(blocking::run(self, true, move |store| store.rerun(&id)))
     }
 
     fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {

@@ -5,7 +5,8 @@ range, conversations by exact name.
 */
 
 use super::SqliteStore;
-use crate::backend::IdRanges;
+use crate::backend::{BoxFuture, IdRanges};
+use crate::blocking;
 use crate::codec::node_id;
 use crate::error::Result;
 use crate::resolve::IdTable;
@@ -13,6 +14,42 @@ use rusqlite::params;
 use skein_core::NodeId;
 
 impl IdRanges for SqliteStore {
+    fn node_ids_between_async<'a>(
+        &'a self,
+        low: &'a [u8],
+        high: &'a [u8],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>> {
+        let (low, high) = (low.to_vec(), high.to_vec());
+        Box::pin(blocking::run(self, true, move |store| {
+            store.node_ids_between(&low, &high, limit)
+        }))
+    }
+
+    fn conversation_ids_named_async<'a>(
+        &'a self,
+        name: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        let name = name.to_string();
+        Box::pin(blocking::run(self, true, move |store| {
+            store.conversation_ids_named(&name, limit)
+        }))
+    }
+
+    fn text_ids_between_async<'a>(
+        &'a self,
+        table: IdTable,
+        low: &'a str,
+        high: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        let (low, high) = (low.to_string(), high.to_string());
+        Box::pin(blocking::run(self, true, move |store| {
+            store.text_ids_between(table, &low, &high, limit)
+        }))
+    }
+
     /// At most `limit` node ids in `[low, high]`, in order.
     fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
         self.read(|conn| {

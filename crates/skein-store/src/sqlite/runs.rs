@@ -8,7 +8,8 @@ without reading every run.
 */
 
 use super::SqliteStore;
-use crate::backend::Runs;
+use crate::backend::{BoxFuture, Runs};
+use crate::blocking;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
@@ -41,6 +42,19 @@ impl Runs for SqliteStore {
     }
 
     /// The runs of a conversation, oldest first.
+    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
+        let id = id.clone();
+        Box::pin(blocking::run(self, true, move |store| {
+            store.run_record(&id)
+        }))
+    }
+
+    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+        Box::pin(blocking::run(self, true, move |store| {
+            store.runs_producing(node)
+        }))
+    }
+
     fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} WHERE conversation = ?1 ORDER BY started, id"),

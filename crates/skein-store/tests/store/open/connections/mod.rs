@@ -196,7 +196,7 @@ fn a_thread_loads_after_its_connection_is_ended() {
         assert!(admin.terminate_all(&application) >= 1, "round {round}");
         assert_eq!(store.load_thread(head).unwrap(), expected, "round {round}");
         assert!(admin.terminate_all(&application) >= 1, "round {round}");
-        let loaded = runtime.block_on(store.load_thread_async(head));
+        let loaded = runtime.block_on(store.nonblocking().load_thread(head));
         assert_eq!(loaded.unwrap(), expected, "round {round}");
     }
 }
