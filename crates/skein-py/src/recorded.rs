@@ -343,12 +343,9 @@ impl RecordedChat {
             let store = store.clone();
             let id = id.to_string();
             runtime::block_on(py, async move {
-                store
-                    .run_blocking(move |store| {
-                        let id = store.resolve_conversation(&id)?;
-                        store.conversation(&id)
-                    })
-                    .await
+                let api = store.nonblocking();
+                let id = api.resolve_conversation(&id).await?;
+                api.conversation(&id).await
             })?
         };
         let stored = check(py, lookup)?;

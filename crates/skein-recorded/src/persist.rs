@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// The conversation holding the turn whose reply is `node` (what
 /// `skein explain NODE` needs before loading the chat).
 pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<ConversationId> {
-    let runs = store.run_blocking(move |s| s.runs_producing(node)).await?;
+    let runs = store.nonblocking().runs_producing(node).await?;
     runs.into_iter()
         .find_map(|run| run.conversation)
         .ok_or(RecordedError::NotATurn(node))
@@ -233,10 +233,9 @@ async fn load_turn(
     let last = runs.last().expect("a group has a run").clone();
     let input = first.input_head.ok_or("its first run has no request")?;
     let output = last.output_head.ok_or("its last run has no reply")?;
-    let (request, thread) = store
-        .run_blocking(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
-        .await
-        .map_err(|e| e.to_string())?;
+    let api = store.nonblocking();
+    let request = api.load_thread(input).await.map_err(|e| e.to_string())?;
+    let thread = api.load_thread(output).await.map_err(|e| e.to_string())?;
     let mut sources: Vec<SourceInfo> = sources_of(&first).collect();
     for tool in &first.tools {
         if !sources.iter().any(|s| s.id == tool.name) {
