@@ -4,9 +4,11 @@
 
 On PostgreSQL each operation is one async function awaiting tokio-postgres
 on the caller's task: no thread blocks, no blocking pool is involved, and
-the store's own runtime is used only to make a new connection (whose I/O
-task must outlive the caller's runtime), to time a write's retry, and to
-read a thread's rows (so the caller is woken once, not per batch of rows).
+the store's own runtime is used only to check a connection out of the pool
+(so a new one's I/O task, which must outlive the caller's runtime, is
+spawned there; an idle one is handed over in one task hop), to time a
+write's retry, and to read a thread's rows (so the caller is woken once,
+not per batch of rows).
 The blocking API drives the same function with the bridge
 (postgres/bridge.rs). On SQLite, whose work happens on the calling thread,
 each operation runs where [`Store::run_blocking`] runs work.

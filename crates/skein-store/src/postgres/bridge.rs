@@ -25,6 +25,9 @@ the caller's task instead, blocking nothing and never entering
 blocking API drives here. Only what must outlive the caller's runtime, a
 new connection's I/O task, and the timers of a write's retries, go to this
 runtime ([`on_runtime`]), so any runtime (or none) may drive the store.
+(Checking a connection out goes there whole, an idle one included: the
+pool cannot be asked for an idle connection without making a new one when
+there is none.)
 
 A call whose future owns what it needs can instead run as a task of that
 runtime ([`on_runtime`]), beside the connections' I/O: a large result then
