@@ -101,7 +101,8 @@ pub async fn commit(
         (false, None) => Target::Detached,
     };
     store
-        .commit_turn_async(&TurnCommit {
+        .nonblocking()
+        .commit_turn(&TurnCommit {
             target,
             thread: thread.as_ref(),
             runs: &runs,
@@ -119,7 +120,8 @@ pub async fn create(
 ) -> Result<Committed, StoreError> {
     let row = bookmark.row(None);
     store
-        .commit_turn_async(&TurnCommit {
+        .nonblocking()
+        .commit_turn(&TurnCommit {
             target: Target::New(Box::new(row)),
             thread: (!thread.is_empty()).then_some(&thread),
             runs: &[],

@@ -132,12 +132,9 @@ pub fn stored_conversation(
     let store = store.clone();
     let id = id.to_string();
     let lookup = runtime::block_on(py, async move {
-        store
-            .run_blocking(move |store| {
-                let id = store.resolve_conversation(&id)?;
-                store.conversation(&id)
-            })
-            .await
+        let api = store.nonblocking();
+        let id = api.resolve_conversation(&id).await?;
+        api.conversation(&id).await
     })?;
     check(py, lookup)
 }

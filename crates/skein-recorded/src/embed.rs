@@ -67,22 +67,15 @@ impl CachedEmbedder {
                 .filter(|(_, v)| v.is_none())
                 .map(|(i, _)| (i, digests[i]))
                 .collect();
-            if !wanted.is_empty() {
-                let id = id.clone();
+            for (i, digest) in wanted {
                 let found = store
-                    .run_blocking(move |store| {
-                        wanted
-                            .into_iter()
-                            .map(|(i, d)| Ok((i, store.cached_embedding(&id, &d)?)))
-                            .collect::<Result<Vec<_>, _>>()
-                    })
+                    .nonblocking()
+                    .cached_embedding(&id, &digest)
                     .await
                     .map_err(cache_error)?;
-                for (i, vector) in found {
-                    if let Some(vector) = vector {
-                        self.remember(digests[i], vector.clone());
-                        out[i] = Some(vector);
-                    }
+                if let Some(vector) = found {
+                    self.remember(digest, vector.clone());
+                    out[i] = Some(vector);
                 }
             }
         }
@@ -103,15 +96,13 @@ impl CachedEmbedder {
                 out[i] = Some(vector);
             }
             if let Some(store) = &self.store {
-                store
-                    .run_blocking(move |store| {
-                        for (digest, vector) in &fresh {
-                            store.cache_embedding(&id, digest, vector)?;
-                        }
-                        Ok(())
-                    })
-                    .await
-                    .map_err(cache_error)?;
+                for (digest, vector) in &fresh {
+                    store
+                        .nonblocking()
+                        .cache_embedding(&id, digest, vector)
+                        .await
+                        .map_err(cache_error)?;
+                }
             }
         }
         Ok(out.into_iter().map(|v| v.expect("filled")).collect())

@@ -81,8 +81,7 @@ impl RecordedChat {
             .store
             .clone()
             .ok_or(RecordedError::NoStore("forking from a stored rerun"))?;
-        let id = rerun.clone();
-        let record = match store.run_blocking(move |s| s.rerun(&id)).await {
+        let record = match store.nonblocking().rerun(rerun).await {
             Ok(record) => record,
             Err(StoreError::RerunNotFound(_)) => {
                 return Err(RecordedError::Provenance {
@@ -108,9 +107,7 @@ impl RecordedChat {
                 reason: format!("it re-ran another reply than this chat's turn {k}"),
             });
         }
-        let answer = store
-            .run_blocking(move |s| s.load_thread(answer_head))
-            .await?;
+        let answer = store.nonblocking().load_thread(answer_head).await?;
         let mut removed = self.removed.clone();
         removed.extend(record.ablation);
         self.spawn(answer, removed, answer_head, Some(rerun.clone()))
@@ -160,8 +157,7 @@ impl RecordedChat {
                 false => Err(refuse("this chat never produced it".into())),
             };
         };
-        let lookup = id.clone();
-        let record = match store.run_blocking(move |s| s.rerun(&lookup)).await {
+        let record = match store.nonblocking().rerun(id).await {
             Ok(record) => record,
             Err(StoreError::RerunNotFound(_)) => {
                 return Err(refuse(

@@ -52,7 +52,7 @@ use std::sync::Arc;
 /// The conversation holding the turn whose reply is `node` (what
 /// `skein explain NODE` needs before loading the chat).
 pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<ConversationId> {
-    let runs = store.run_blocking(move |s| s.runs_producing(node)).await?;
+    let runs = store.nonblocking().runs_producing(node).await?;
     runs.into_iter()
         .find_map(|run| run.conversation)
         .ok_or(RecordedError::NotATurn(node))
@@ -491,8 +491,13 @@ async fn build(
         .input_head
         .ok_or_else(|| problem("its first run has no request".into()))?;
     let output = reply_of(runs).map_err(|e| problem(e.into()))?;
-    let (request, thread) = store
-        .run_blocking(move |s| Ok((s.load_thread(input)?, s.load_thread(output)?)))
+    let api = store.nonblocking();
+    let request = api
+        .load_thread(input)
+        .await
+        .map_err(|e| problem(e.to_string()))?;
+    let thread = api
+        .load_thread(output)
         .await
         .map_err(|e| problem(e.to_string()))?;
     let mut sources: Vec<SourceInfo> = sources_of(first).collect();

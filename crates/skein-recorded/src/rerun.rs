@@ -518,14 +518,12 @@ impl RecordedChat {
             }),
             created_ms: skein_core::now_ms(),
         };
-        let store = store.clone();
         store
-            .run_blocking(move |store| {
-                store.commit_rerun(&RerunCommit {
-                    record: &record,
-                    threads: &threads,
-                    runs: &runs,
-                })
+            .nonblocking()
+            .commit_rerun(&RerunCommit {
+                record: &record,
+                threads: &threads,
+                runs: &runs,
             })
             .await?;
         Ok(())

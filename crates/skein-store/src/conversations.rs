@@ -1,22 +1,19 @@
 /*!
-ConversationRecord bookmarks: create, fork, rename, list, and the one operation
-that moves a bookmark: committing a turn (or an explicit head move), always
-as a compare-and-set on the head the caller started from.
+Conversation bookmarks, what both backends share: where a turn lands
+([`Landed`]) and the outcome of the compare-and-set that moves a bookmark,
+the conversation a lost race branches into, the row a conversation is read
+from ([`ConversationRow`], and the columns it reads), and the stages of a
+turn's transaction that crash tests stop at.
 
-The outcome of a compare-and-set and the shape of a conversation row are
-shared by both backends; the SQL here is SQLite's (PostgreSQL's is in
-postgres/conversations.rs).
+A bookmark only moves as a compare-and-set on the head the caller started
+from, inside the turn's one transaction; the SQL is in
+sqlite/conversations.rs and postgres/conversations.rs.
 */
 
 use crate::error::{HeadMoved, Result, StoreError};
-use crate::graph::{append_nodes, mark_all, seq_of};
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, OnConflict,
-    Origin, Target, TurnCommit, now_ms,
+    Committed, ConversationId, ConversationRecord, NewConversation, Origin, Target, TurnCommit,
 };
-use crate::runs::insert_run;
-use crate::sqlite::SqliteStore;
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{ConversationSettings, NodeId};
 
 /// The columns [`ConversationRow`] reads, from `conversations c`, on both
@@ -30,189 +27,8 @@ macro_rules! conversation_columns {
         c.imported"
     };
 }
+
 pub(crate) use conversation_columns;
-
-const SELECT_CONVERSATION: &str =
-    concat!("SELECT ", conversation_columns!(), " FROM conversations c");
-
-/// The SQL for a conversation's new `updated`: now (the parameter `$now`
-/// names), or one millisecond past the database's latest when that is not
-/// earlier. Turns take well under a millisecond, so clock time alone would
-/// tie, and "most recently updated first" would fall back to id order; this
-/// keeps it the order of the writes. (PostgreSQL's twin is in
-/// postgres/conversations.rs.)
-macro_rules! next_updated {
-    ($now:literal) => {
-        concat!(
-            "MAX(",
-            $now,
-            ", (SELECT IFNULL(MAX(updated), 0) + 1 FROM conversations))"
-        )
-    };
-}
-
-/// The SQL for the root of the node the parameter `$head` names: what a
-/// conversation's `root` column holds (schema.rs), set wherever its head is.
-macro_rules! root_of {
-    ($head:literal) => {
-        concat!("(SELECT root FROM nodes WHERE id = ", $head, ")")
-    };
-}
-
-impl SqliteStore {
-    /// Create a conversation, optionally starting at an existing node.
-    pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
-        let id = self.write(|tx| {
-            if let Some(head) = new.head
-                && seq_of(tx, head)?.is_none()
-            {
-                return Err(StoreError::NodeNotFound(head));
-            }
-            insert_conversation(tx, &new, new.head)
-        })?;
-        self.conversation(&id)
-    }
-
-    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        self.read(|conn| {
-            conn.prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = ?1"))?
-                .query_row([id.as_str()], conversation_from_row)
-                .optional()?
-                .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
-        })
-    }
-
-    /// Conversations, most recently updated first.
-    pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT ?1"
-            ))?;
-            let rows = stmt.query_map([limit as i64], conversation_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    /// The next page of the listing after `after`. `updated <= ?` first
-    /// lets the `updated` index bound the scan.
-    pub fn list_conversations_after(
-        &self,
-        after: &ListPosition,
-        limit: usize,
-    ) -> Result<Vec<ConversationRecord>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "{SELECT_CONVERSATION}
-                 WHERE c.updated <= ?1 AND (c.updated < ?1 OR c.id > ?2)
-                 ORDER BY c.updated DESC, c.id LIMIT ?3"
-            ))?;
-            let rows = stmt.query_map(
-                params![after.updated_ms, after.id.as_str(), limit as i64],
-                conversation_from_row,
-            )?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    /// Conversations whose head is exactly `node`.
-    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "{SELECT_CONVERSATION} WHERE c.head = ?1 ORDER BY c.updated DESC"
-            ))?;
-            let rows = stmt.query_map([node.as_bytes()], conversation_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
-        self.update_conversation(id, |tx| {
-            tx.prepare_cached(concat!(
-                "UPDATE conversations SET name = ?2, updated = ",
-                next_updated!("?3"),
-                " WHERE id = ?1"
-            ))?
-            .execute(params![id.as_str(), name, now_ms()])
-            .map_err(Into::into)
-        })
-    }
-
-    /// Replace the conversation's settings.
-    pub fn set_conversation_settings(
-        &self,
-        id: &ConversationId,
-        settings: &ConversationSettings,
-    ) -> Result<()> {
-        let text = settings.to_json();
-        self.update_conversation(id, |tx| {
-            tx.prepare_cached(concat!(
-                "UPDATE conversations SET meta = ?2, updated = ",
-                next_updated!("?3"),
-                " WHERE id = ?1"
-            ))?
-            .execute(params![id.as_str(), text, now_ms()])
-            .map_err(Into::into)
-        })
-    }
-
-    fn update_conversation(
-        &self,
-        id: &ConversationId,
-        mut update: impl FnMut(&Connection) -> Result<usize>,
-    ) -> Result<()> {
-        let changed = self.write(|tx| update(tx))?;
-        if changed == 0 {
-            return Err(StoreError::ConversationNotFound(id.to_string()));
-        }
-        Ok(())
-    }
-
-    /// Move a bookmark from `expected` to `new` (a stored node), or report
-    /// [`StoreError::HeadMoved`] if someone else moved it first.
-    pub fn move_head(
-        &self,
-        id: &ConversationId,
-        expected: Option<NodeId>,
-        new: NodeId,
-    ) -> Result<()> {
-        let outcome = self.write(|tx| {
-            if seq_of(tx, new)?.is_none() {
-                return Err(StoreError::NodeNotFound(new));
-            }
-            compare_and_set_head(tx, id, expected, new)
-        })?;
-        outcome.into_result(id, expected, Some(new))
-    }
-
-    /// [`Store::commit_turn`] with a probe called at each stage inside the
-    /// transaction; crash tests use it to die mid-turn.
-    #[doc(hidden)]
-    pub fn commit_turn_observed(
-        &self,
-        turn: &TurnCommit<'_>,
-        probe: &mut (dyn FnMut(CommitStage) + Send),
-    ) -> Result<Committed> {
-        let head = turn_head(turn)?;
-        let mut marks = Vec::new();
-        let (written, landed) = self.write(|tx| {
-            marks.clear();
-            let written = match turn.thread {
-                Some(thread) => append_nodes(tx, self.key(), thread, &mut marks)?,
-                None => 0,
-            };
-            probe(CommitStage::NodesWritten);
-            let landed = land(tx, &turn.target, head)?;
-            probe(CommitStage::HeadMoved);
-            for run in turn.runs {
-                insert_run(tx, run, landed.conversation().or(run.conversation.as_ref()))?;
-            }
-            probe(CommitStage::RunsWritten);
-            Ok((written, landed))
-        })?;
-        mark_all(&marks, self.key());
-        landed.into_committed(&turn.target, head, written)
-    }
-}
 
 /// Where a turn landed, inside its transaction.
 pub(crate) enum Landed {
@@ -297,86 +113,6 @@ pub(crate) fn branch_row(
     new
 }
 
-/// Move, create or branch the turn's conversation.
-fn land(tx: &Connection, target: &Target, head: Option<NodeId>) -> Result<Landed> {
-    Ok(match target {
-        Target::Detached => Landed::Detached,
-        Target::New(new) => Landed::Moved(insert_conversation(tx, new, head)?),
-        Target::Existing {
-            id,
-            expected_head,
-            on_conflict,
-        } => {
-            let Some(head) = head else {
-                // Runs only: the conversation must exist, and stays put.
-                require_conversation(tx, id)?;
-                return Ok(Landed::Moved(id.clone()));
-            };
-            match (
-                compare_and_set_head(tx, id, *expected_head, head)?,
-                on_conflict,
-            ) {
-                (CasOutcome::Moved, _) => Landed::Moved(id.clone()),
-                // Another writer got there with the same turn (a
-                // deterministic model, the same request): it stands where
-                // this turn would put it.
-                (CasOutcome::Lost { actual }, _) if actual == Some(head) => {
-                    Landed::Moved(id.clone())
-                }
-                (CasOutcome::Lost { actual }, OnConflict::Fail) => Landed::Lost {
-                    id: id.clone(),
-                    actual,
-                },
-                (CasOutcome::Lost { actual }, OnConflict::Branch(new)) => Landed::Branched {
-                    into: insert_conversation(
-                        tx,
-                        &branch_row(new, id, *expected_head),
-                        Some(head),
-                    )?,
-                    actual,
-                },
-            }
-        }
-    })
-}
-
-fn require_conversation(tx: &Connection, id: &ConversationId) -> Result<()> {
-    tx.prepare_cached("SELECT 1 FROM conversations WHERE id = ?1")?
-        .query_row([id.as_str()], |_| Ok(()))
-        .optional()?
-        .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
-}
-
-/// Insert a conversation row with its head at `head`; returns its id.
-fn insert_conversation(
-    tx: &Connection,
-    new: &NewConversation,
-    head: Option<NodeId>,
-) -> Result<ConversationId> {
-    let id = new.id.clone().unwrap_or_else(ConversationId::random);
-    let origin = new.origin.clone().unwrap_or_default();
-    tx.prepare_cached(concat!(
-        "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-             forked_from_rerun, created, updated, meta, root)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
-        next_updated!("?7"),
-        ", ?8, ",
-        root_of!("?3"),
-        ")"
-    ))?
-    .execute(params![
-        id.as_str(),
-        new.name,
-        head.as_ref().map(NodeId::as_bytes),
-        origin.node.as_ref().map(NodeId::as_bytes),
-        origin.conversation.as_ref().map(ConversationId::as_str),
-        origin.rerun.as_ref().map(|rerun| rerun.as_str()),
-        now_ms(),
-        new.settings.to_json(),
-    ])?;
-    Ok(id)
-}
-
 /// Points inside a turn's transaction, for crash tests.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -408,68 +144,6 @@ impl CasOutcome {
             }))),
         }
     }
-}
-
-fn compare_and_set_head(
-    conn: &Connection,
-    id: &ConversationId,
-    expected: Option<NodeId>,
-    new: NodeId,
-) -> Result<CasOutcome> {
-    let changed = conn
-        .prepare_cached(concat!(
-            "UPDATE conversations SET head = ?2, updated = ",
-            next_updated!("?3"),
-            " WHERE id = ?1 AND head IS ?4"
-        ))?
-        .execute(params![
-            id.as_str(),
-            new.as_bytes(),
-            now_ms(),
-            expected.as_ref().map(NodeId::as_bytes)
-        ])?;
-    if changed == 1 {
-        // The root changes only when the head leaves its tree; writing it
-        // only then keeps `conversations_by_root` out of every turn.
-        conn.prepare_cached(concat!(
-            "UPDATE conversations SET root = ",
-            root_of!("?2"),
-            " WHERE id = ?1 AND root IS NOT ",
-            root_of!("?2")
-        ))?
-        .execute(params![id.as_str(), new.as_bytes()])?;
-        return Ok(CasOutcome::Moved);
-    }
-    let actual: Option<Option<Vec<u8>>> = conn
-        .prepare_cached("SELECT head FROM conversations WHERE id = ?1")?
-        .query_row([id.as_str()], |row| row.get(0))
-        .optional()?;
-    match actual {
-        None => Err(StoreError::ConversationNotFound(id.to_string())),
-        Some(actual) => Ok(CasOutcome::Lost {
-            actual: actual.as_deref().and_then(NodeId::from_slice),
-        }),
-    }
-}
-
-pub(crate) fn conversation_from_row(row: &Row<'_>) -> rusqlite::Result<ConversationRecord> {
-    let head: Option<Vec<u8>> = row.get(2)?;
-    let origin_node: Option<Vec<u8>> = row.get(4)?;
-    let meta: String = row.get(9)?;
-    Ok(ConversationRow {
-        id: row.get(0)?,
-        name: row.get(1)?,
-        head: head.as_deref(),
-        head_depth: row.get(3)?,
-        origin_node: origin_node.as_deref(),
-        origin_conversation: row.get(5)?,
-        origin_rerun: row.get(6)?,
-        created_ms: row.get(7)?,
-        updated_ms: row.get(8)?,
-        meta: &meta,
-        imported: row.get(10)?,
-    }
-    .into_conversation())
 }
 
 /// A conversation row's columns, as either backend reads them.

@@ -1,55 +1,57 @@
 /*!
 The embedding cache: vectors keyed by (embedder id, content digest), so a
 text embedded once by one embedder is never embedded again by it, across
-processes. Vectors are stored as little-endian `f32`s.
+processes. Vectors are stored as little-endian `f32`s (encoded here for
+both backends; the SQL is in sqlite/embeddings.rs and
+postgres/embeddings.rs).
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
-use crate::sqlite::SqliteStore;
-use crate::store::{Store, dispatch};
-use rusqlite::{OptionalExtension, params};
+use crate::store::Store;
 use skein_core::Digest;
 
 impl Store {
     /// The cached vector of the content with `digest` under `embedder`.
     pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
-        dispatch!(self, s => s.cached_embedding(embedder, digest))
+        self.backend().cached_embedding(embedder, digest)
     }
 
     /// Remember a vector (an existing entry is kept: vectors are a pure
     /// function of the embedder and the content).
     pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
-        dispatch!(self, s => s.cache_embedding(embedder, digest, vector))
-    }
-}
-
-impl SqliteStore {
-    pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
-        self.read(|conn| {
-            let bytes: Option<Vec<u8>> = conn
-                .prepare_cached(
-                    "SELECT vector FROM embeddings WHERE embedder = ?1 AND digest = ?2",
-                )?
-                .query_row(params![embedder, digest.as_bytes()], |row| row.get(0))
-                .optional()?;
-            bytes.map(|bytes| decode(&bytes)).transpose()
-        })
-    }
-
-    pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
-        let bytes = encode(vector);
-        self.write(|tx| {
-            tx.prepare_cached(
-                "INSERT INTO embeddings(embedder, digest, vector) VALUES (?1, ?2, ?3)
-                 ON CONFLICT DO NOTHING",
-            )?
-            .execute(params![embedder, digest.as_bytes(), bytes])?;
-            Ok(())
-        })
+        self.backend().cache_embedding(embedder, digest, vector)
     }
 }
 
 /// A vector as stored: little-endian `f32`s.
+impl AsyncStore<'_> {
+    /// [`Store::cached_embedding`].
+    pub async fn cached_embedding(
+        &self,
+        embedder: &str,
+        digest: &Digest,
+    ) -> Result<Option<Vec<f32>>> {
+        self.store
+            .backend()
+            .cached_embedding_async(embedder, digest)
+            .await
+    }
+
+    /// [`Store::cache_embedding`].
+    pub async fn cache_embedding(
+        &self,
+        embedder: &str,
+        digest: &Digest,
+        vector: &[f32],
+    ) -> Result<()> {
+        self.store
+            .backend()
+            .cache_embedding_async(embedder, digest, vector)
+            .await
+    }
+}
+
 pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

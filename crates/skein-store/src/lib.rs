@@ -5,10 +5,12 @@ Persistence of the conversation graph.
 and the tools each run offered: a SQLite file (the embedded default) or,
 with the `postgres` feature, a PostgreSQL database shared by many processes
 and hosts, chosen by the location [`Store::open`] is given. Its methods
-block on I/O; from async code use [`Store::run_blocking`], which moves the work to
-tokio's blocking pool so the runtime never stalls, or the async forms of
-the two hot paths, [`Store::load_thread_async`] and
-[`Store::commit_turn_async`], which on PostgreSQL block no thread at all.
+block on I/O. From async code, use the async API, [`Store::nonblocking`]
+([`AsyncStore`]: loading a thread, committing a turn or a rerun, reading a
+conversation, a run or a rerun, resolving a prefix, the embedding cache),
+which on PostgreSQL awaits tokio-postgres on the caller's task and blocks
+no thread; or, for several calls in a row, [`Store::run_blocking`], which
+runs blocking work where it cannot stall the runtime (blocking.rs).
 
 What it guarantees (see ARCHITECTURE.md for where each is enforced):
 
@@ -30,15 +32,25 @@ missing, require it, or only read it (never creating, migrating or writing
 anything where there is no skein database); no mode touches a file that is
 not a skein database.
 
-Modules: [`records`] (the typed rows), [`error`], the facade (store.rs)
-that picks a backend, the open modes and the recognition of a SQLite file
-(open.rs), what both backends share (codec.rs, location.rs, and
-the non-SQL halves of the modules below), the SQLite operations split by
-concern (graph, conversations, families, runs, reruns of recorded turns,
-the embedding cache, transfer, verify, resolve, usage accounts, schema) and the PostgreSQL
-backend (postgres/, same split).
+Modules: the facade (store.rs: [`Store`], which opens a backend by its
+location and holds it as an `Arc<dyn Backend>`), its async API
+(async_store.rs), the
+backend traits (backend.rs, one per concern), where blocking work runs for
+async callers (blocking.rs), and what both backends share, one module per
+concern: [`records`] (the typed rows), [`error`], the graph's types and
+lanes (graph.rs, lanes.rs), conversations, runs, reruns of recorded turns,
+families, [`search`]'s query language, resolve (id prefixes), usage
+accounts, the embedding cache, transfer (the export format and import's
+checks), verify (the checks), the open modes (open.rs), [`location`] and
+codec.rs. Each backend implements the traits in a directory of files named
+like those: sqlite/ (with open.rs recognising a skein file, and schema.rs
+its migrations) and, with the `postgres` feature, postgres/ (with the pool,
+TLS, URL settings and the blocking bridge).
 */
 
+mod async_store;
+mod backend;
+mod blocking;
 mod codec;
 mod conversations;
 mod embeddings;
@@ -54,7 +66,6 @@ pub mod records;
 mod reruns;
 mod resolve;
 mod runs;
-mod schema;
 pub mod search;
 mod sqlite;
 mod store;
@@ -62,6 +73,8 @@ mod transfer;
 mod usage;
 mod verify;
 
+pub use async_store::AsyncStore;
+pub use blocking::blocking_caller;
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use error::{HeadMoved, Result, StoreError, TlsProblem};
@@ -79,7 +92,7 @@ pub use reruns::{RerunCommit, RerunRecord};
 pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchResults};
 pub use skein_core::usage::{Figure, Totals};
 pub use skein_core::{ConversationSettings, RecordedSettings};
-pub use store::{Store, blocking_caller};
+pub use store::Store;
 pub use transfer::{DEFAULT_IMPORT_LINE_LIMIT, ImportReport};
 pub use usage::UsageScope;
 pub use verify::{Problem, VerifyReport};

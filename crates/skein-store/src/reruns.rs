@@ -8,17 +8,14 @@ turn's assistant node) with the ablation, the sample and baseline runs and
 the verdict, so provenance can be checked after a restart.
 
 One transaction stores a rerun's threads, runs and row together. The
-dispatching methods and the row parsing are shared; the SQL is SQLite's
-here and PostgreSQL's in postgres/reruns.rs.
+record, the store's methods and the row parsing are shared; the SQL is in
+sqlite/reruns.rs and postgres/reruns.rs.
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
-use crate::graph::{append_nodes, mark_all};
 use crate::records::{ConversationId, RerunId, RunId, RunRecord};
-use crate::runs::insert_run;
-use crate::sqlite::SqliteStore;
-use crate::store::{Store, dispatch};
-use rusqlite::{OptionalExtension, Row, params};
+use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use skein_core::{NodeId, Thread};
 
@@ -69,123 +66,32 @@ impl Store {
     /// Store a rerun: its threads, its runs and its record, in one
     /// transaction.
     pub fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
-        dispatch!(self, s => s.commit_rerun(commit))
+        self.backend().commit_rerun(commit)
     }
 
     pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        dispatch!(self, s => s.rerun(id))
+        self.backend().rerun(id)
     }
 
     /// The reruns of a conversation's turns, oldest first.
     pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        dispatch!(self, s => s.reruns_of_conversation(id))
+        self.backend().reruns_of_conversation(id)
     }
 
     /// The reruns of the turn whose assistant node is `node`.
     pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        dispatch!(self, s => s.reruns_of_node(node))
+        self.backend().reruns_of_node(node)
     }
 
     /// The reruns whose (first sample's) answer is `node`.
     pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        dispatch!(self, s => s.reruns_answering(node))
+        self.backend().reruns_answering(node)
     }
 
     /// Every rerun, oldest first.
     pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
-        dispatch!(self, s => s.all_reruns())
+        self.backend().all_reruns()
     }
-}
-
-impl SqliteStore {
-    pub fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
-        let mut marks = Vec::new();
-        self.write(|tx| {
-            marks.clear();
-            for thread in commit.threads {
-                append_nodes(tx, self.key(), thread, &mut marks)?;
-            }
-            for run in commit.runs {
-                insert_run(tx, run, run.conversation.as_ref())?;
-            }
-            insert_rerun(tx, commit.record)
-        })?;
-        mark_all(&marks, self.key());
-        Ok(())
-    }
-
-    pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        self.read(|conn| {
-            let raw = conn
-                .prepare_cached(&format!("{SELECT_RERUN} WHERE id = ?1"))?
-                .query_row([id.as_str()], raw_rerun)
-                .optional()?
-                .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))?;
-            raw.finish()
-        })
-    }
-
-    pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(
-            &format!("{SELECT_RERUN} WHERE conversation = ?1 ORDER BY created, id"),
-            [id.as_str()],
-        )
-    }
-
-    pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(
-            &format!("{SELECT_RERUN} WHERE turn_node = ?1 ORDER BY created, id"),
-            [node.as_bytes()],
-        )
-    }
-
-    pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(
-            &format!("{SELECT_RERUN} WHERE answer_head = ?1 ORDER BY created, id"),
-            [node.as_bytes()],
-        )
-    }
-
-    pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(&format!("{SELECT_RERUN} ORDER BY created, id"), [])
-    }
-
-    fn query_reruns(&self, sql: &str, params: impl rusqlite::Params) -> Result<Vec<RerunRecord>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(sql)?;
-            let raw = stmt
-                .query_map(params, raw_rerun)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            raw.into_iter().map(RawRerun::finish).collect()
-        })
-    }
-}
-
-/// Insert a rerun's row (its threads and runs are already stored).
-pub(crate) fn insert_rerun(conn: &rusqlite::Connection, record: &RerunRecord) -> Result<()> {
-    let id_bytes = |id: &Option<NodeId>| id.as_ref().map(|id| id.as_bytes().to_vec());
-    conn.prepare_cached(
-        "INSERT INTO reruns(id, conversation, turn, turn_node, request_head, answer_head,
-             ablation, samples, sample_runs, baseline_runs, verdict, summary, detail, created)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )?
-    .execute(params![
-        record.id.as_str(),
-        record.conversation.as_str(),
-        record.turn,
-        record.turn_node.as_bytes(),
-        id_bytes(&record.request_head),
-        id_bytes(&record.answer_head),
-        serde_json::to_string(&record.ablation)?,
-        record.samples,
-        serde_json::to_string(&record.sample_runs)?,
-        serde_json::to_string(&record.baseline_runs)?,
-        record.verdict,
-        record.summary,
-        serde_json::to_string(&record.detail)?,
-        record.created_ms,
-    ])?;
-    Ok(())
 }
 
 /// A row before its JSON columns are parsed (both backends).
@@ -204,25 +110,6 @@ pub(crate) struct RawRerun {
     pub(crate) summary: String,
     pub(crate) detail: String,
     pub(crate) created_ms: i64,
-}
-
-pub(crate) fn raw_rerun(row: &Row<'_>) -> rusqlite::Result<RawRerun> {
-    Ok(RawRerun {
-        id: row.get(0)?,
-        conversation: row.get(1)?,
-        turn: row.get(2)?,
-        turn_node: row.get(3)?,
-        request_head: row.get(4)?,
-        answer_head: row.get(5)?,
-        ablation: row.get(6)?,
-        samples: row.get(7)?,
-        sample_runs: row.get(8)?,
-        baseline_runs: row.get(9)?,
-        verdict: row.get(10)?,
-        summary: row.get(11)?,
-        detail: row.get(12)?,
-        created_ms: row.get(13)?,
-    })
 }
 
 impl RawRerun {
@@ -248,5 +135,17 @@ impl RawRerun {
             created_ms: self.created_ms,
             id: RerunId(self.id),
         })
+    }
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::commit_rerun`].
+    pub async fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+        self.store.backend().commit_rerun_async(commit).await
+    }
+
+    /// [`Store::rerun`].
+    pub async fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
+        self.store.backend().rerun_async(id).await
     }
 }

@@ -5,15 +5,13 @@ text range). A prefix that matches nothing or several ids is a typed error
 that says which.
 
 The parsing and choosing are shared; each backend only lists the ids in a
-range (SQLite's queries are here, PostgreSQL's in postgres/resolve.rs).
+range (sqlite/resolve.rs, postgres/resolve.rs).
 */
 
-use crate::codec::node_id;
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RerunId, RunId};
-use crate::sqlite::SqliteStore;
 use crate::store::Store;
-use rusqlite::params;
 use skein_core::NodeId;
 use skein_core::id::is_hex_prefix;
 
@@ -41,10 +39,8 @@ impl IdTable {
 impl Store {
     /// The node whose id starts with `prefix` (hex, any case).
     pub fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
-        let prefix = normalise(prefix)?;
-        let low = pad(&prefix, '0');
-        let high = pad(&prefix, 'f');
-        let ids = crate::store::dispatch!(self, s => s.node_ids_between(&low, &high, CANDIDATES))?;
+        let (prefix, low, high) = node_range(prefix)?;
+        let ids = self.backend().node_ids_between(&low, &high, CANDIDATES)?;
         pick("node", &prefix, ids, |id| id.short())
     }
 
@@ -52,27 +48,15 @@ impl Store {
     /// it. A name shared by several conversations is ambiguous; a name wins
     /// over an id prefix it happens to spell.
     pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
-        let named = crate::store::dispatch!(self, s => s.conversation_ids_named(text, CANDIDATES))?;
-        match named.len() {
-            0 => {}
-            1 => return Ok(ConversationId(named.into_iter().next().expect("one"))),
-            _ => {
-                return Err(StoreError::AmbiguousName {
-                    name: text.to_string(),
-                    candidates: named.iter().map(|id| short(id)).collect(),
-                });
-            }
+        let named = self.backend().conversation_ids_named(text, CANDIDATES)?;
+        if let Some(id) = by_name(text, named)? {
+            return Ok(id);
         }
-        let ids = match self.text_prefix(IdTable::Conversations, text) {
-            Err(StoreError::NotAnId(_)) => {
-                return Err(StoreError::ConversationNotFound(format!(
-                    "named `{}`",
-                    text.trim()
-                )));
-            }
-            other => other?,
-        };
-        pick("conversation", text, ids, |id: &String| short(id)).map(ConversationId)
+        let (low, high) = conversation_range(text)?;
+        let ids =
+            self.backend()
+                .text_ids_between(IdTable::Conversations, &low, &high, CANDIDATES)?;
+        pick_conversation(text, ids)
     }
 
     /// The run whose id starts with `prefix`.
@@ -94,58 +78,80 @@ impl Store {
     }
 
     fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {
-        let prefix = normalise(prefix)?;
-        // 'g' sorts after every hex digit, so [prefix, prefix+"g") is the range.
-        let end = format!("{prefix}g");
-        crate::store::dispatch!(self, s => s.text_ids_between(table, &prefix, &end, CANDIDATES))
+        let (low, high) = text_range(prefix)?;
+        self.backend()
+            .text_ids_between(table, &low, &high, CANDIDATES)
     }
 }
 
-impl SqliteStore {
-    /// At most `limit` node ids in `[low, high]`, in order.
-    pub fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3",
-            )?;
-            let rows = stmt.query_map(params![low, high, limit as i64], |row| {
-                row.get::<_, Vec<u8>>(0)
-            })?;
-            rows.map(|row| node_id(&row?)).collect::<Result<Vec<_>>>()
-        })
+impl AsyncStore<'_> {
+    /// [`Store::resolve_node`].
+    pub async fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
+        let (prefix, low, high) = node_range(prefix)?;
+        let backend = self.store.backend();
+        let ids = backend
+            .node_ids_between_async(&low, &high, CANDIDATES)
+            .await?;
+        pick("node", &prefix, ids, |id| id.short())
     }
 
-    /// At most `limit` ids of the conversations named exactly `name`.
-    pub fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id FROM conversations WHERE name = ?1 ORDER BY updated DESC, id LIMIT ?2",
-            )?;
-            let rows =
-                stmt.query_map(params![name, limit as i64], |row| row.get::<_, String>(0))?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+    /// [`Store::resolve_conversation`].
+    pub async fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
+        let backend = self.store.backend();
+        let named = backend
+            .conversation_ids_named_async(text, CANDIDATES)
+            .await?;
+        if let Some(id) = by_name(text, named)? {
+            return Ok(id);
+        }
+        let (low, high) = conversation_range(text)?;
+        let ids = backend
+            .text_ids_between_async(IdTable::Conversations, &low, &high, CANDIDATES)
+            .await?;
+        pick_conversation(text, ids)
     }
+}
 
-    /// At most `limit` ids of `table` in `[low, high)`, in order.
-    pub fn text_ids_between(
-        &self,
-        table: IdTable,
-        low: &str,
-        high: &str,
-        limit: usize,
-    ) -> Result<Vec<String>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT id FROM {} WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
-                table.name()
-            ))?;
-            let rows = stmt.query_map(params![low, high, limit as i64], |row| {
-                row.get::<_, String>(0)
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
+/// The prefix, normalised, and the range of node ids it covers.
+fn node_range(prefix: &str) -> Result<(String, Vec<u8>, Vec<u8>)> {
+    let prefix = normalise(prefix)?;
+    let (low, high) = (pad(&prefix, '0'), pad(&prefix, 'f'));
+    Ok((prefix, low, high))
+}
+
+/// The range of text ids `prefix` covers: 'g' sorts after every hex digit,
+/// so it is [prefix, prefix+"g").
+fn text_range(prefix: &str) -> Result<(String, String)> {
+    let prefix = normalise(prefix)?;
+    let end = format!("{prefix}g");
+    Ok((prefix, end))
+}
+
+/// The conversation ids named `text`: the one, none, or an ambiguity.
+fn by_name(text: &str, named: Vec<String>) -> Result<Option<ConversationId>> {
+    match named.len() {
+        0 => Ok(None),
+        1 => Ok(named.into_iter().next().map(ConversationId)),
+        _ => Err(StoreError::AmbiguousName {
+            name: text.to_string(),
+            candidates: named.iter().map(|id| short(id)).collect(),
+        }),
     }
+}
+
+/// [`text_range`] for a conversation: text that is no id prefix names a
+/// conversation that does not exist.
+fn conversation_range(text: &str) -> Result<(String, String)> {
+    text_range(text).map_err(|error| match error {
+        StoreError::NotAnId(_) => {
+            StoreError::ConversationNotFound(format!("named `{}`", text.trim()))
+        }
+        other => other,
+    })
+}
+
+fn pick_conversation(text: &str, ids: Vec<String>) -> Result<ConversationId> {
+    pick("conversation", text, ids, |id: &String| short(id)).map(ConversationId)
 }
 
 /// The form of a text id people see.

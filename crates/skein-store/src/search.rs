@@ -6,7 +6,7 @@ What needs no SQL is here, shared by both backends: the query language and
 its parser, the words a message is indexed by, the query each backend's
 index takes, and the snippet shown for a match. SQLite's index is an FTS5
 table over those words (schema 11, kept up to date by `graph::insert_node`,
-the one place a node is inserted), and its SQL is below; PostgreSQL's is a
+the one place a node is inserted; sqlite/search.rs); PostgreSQL's is a
 `tsvector` column with a GIN index (postgres/search.rs).
 
 Both backends index the same words: a message's text parts (not tool calls,
@@ -24,35 +24,42 @@ splits into several (`e-mail`) is a phrase. Unbalanced quotes, a query with
 no word, one too long or with too many terms are [`SearchError`]s.
 */
 
-use crate::error::{Result, StoreError};
+use crate::error::Result;
 use crate::records::ConversationId;
-use crate::sqlite::SqliteStore;
-use crate::store::{Store, dispatch};
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::store::Store;
 use skein_core::{Message, NodeId, Part, Role};
 
 /// The longest query text accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1000;
+
 /// The most terms (words and phrases) a query may have.
 pub const MAX_TERMS: usize = 32;
+
 /// The most matches one search returns; a larger limit is lowered to this.
 pub const MAX_LIMIT: usize = 1000;
+
 /// How many bytes of normalized words each message is indexed by (its
 /// first ones). Keeps PostgreSQL's `tsvector` far below its 1 MiB limit.
 pub const INDEXED_BYTES: usize = 256 * 1024;
+
 /// Words longer than this many characters (encoded data, hashes) are not
 /// indexed, so they are not found either.
 pub const MAX_WORD_CHARS: usize = 100;
+
 /// How many conversations are named for each match.
 pub const CONVERSATIONS_PER_MATCH: usize = 3;
+
 /// How many nodes below a match are walked to find conversations whose
 /// thread contains it, when none has its head in the match's own lane.
 pub(crate) const WALK_LIMIT: usize = 10_000;
+
 /// How many nodes at the end of a match's lane are looked at for the heads
 /// of conversations holding it.
 pub(crate) const LANE_END: usize = 64;
+
 /// A snippet's length, in characters, before its ellipses.
 const SNIPPET_CHARS: usize = 160;
+
 /// How much of a snippet comes before its first match, in characters.
 const SNIPPET_LEAD: usize = 50;
 
@@ -365,8 +372,8 @@ impl Store {
     /// The messages matching `query`, newest first (by when they were
     /// stored), each with a snippet and the conversations whose thread
     /// contains it. A query the parser refuses is
-    /// [`StoreError::Search`]; a conversation filter naming no conversation
-    /// is [`StoreError::ConversationNotFound`].
+    /// [`StoreError::Search`](crate::StoreError::Search); a conversation filter naming no conversation
+    /// is [`StoreError::ConversationNotFound`](crate::StoreError::ConversationNotFound).
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         let parsed = Parsed::parse(&query.text)?;
         let limit = query.limit.min(MAX_LIMIT);
@@ -396,14 +403,16 @@ impl Store {
             });
         }
         let head = within.as_ref().map(|(head, _)| *head);
-        let mut found = dispatch!(self, s => s.search_nodes(&parsed, query.role, head, limit + 1))?;
+        let mut found = self
+            .backend()
+            .search_nodes(&parsed, query.role, head, limit + 1)?;
         let truncated = found.len() > limit;
         found.truncate(limit);
         let mut matches = Vec::with_capacity(found.len());
         for (node, message) in found {
             let conversations = match &within {
                 Some((_, conversation)) => vec![conversation.clone()],
-                None => dispatch!(self, s => s.containing(node, CONVERSATIONS_PER_MATCH))?,
+                None => self.backend().containing(node, CONVERSATIONS_PER_MATCH)?,
             };
             let (snippet, highlights) = snippet(&message, &parsed);
             matches.push(SearchMatch {
@@ -418,182 +427,12 @@ impl Store {
     }
 }
 
-impl SqliteStore {
-    /// The nodes matching `query`, newest first, at most `limit`; only
-    /// those of `role`, and of the thread ending at `within`, when given.
-    pub(crate) fn search_nodes(
-        &self,
-        query: &Parsed,
-        role: Option<Role>,
-        within: Option<NodeId>,
-        limit: usize,
-    ) -> Result<Vec<(NodeId, Message)>> {
-        self.read(|conn| {
-            // The thread as the lanes it crosses: [[lane, top depth], ...].
-            let spans = match within {
-                Some(head) => Some(serde_json::to_string(
-                    &crate::graph::lane_spans(conn, head)?
-                        .iter()
-                        .map(|span| [span.lane, span.top])
-                        .collect::<Vec<_>>(),
-                )?),
-                None => None,
-            };
-            let mut stmt = conn.prepare_cached(
-                "SELECT n.id, n.body FROM node_search s CROSS JOIN nodes n ON n.seq = s.rowid
-                 WHERE node_search MATCH ?1
-                   AND (?2 IS NULL OR n.role = ?2)
-                   AND (?3 IS NULL OR EXISTS (
-                        SELECT 1 FROM json_each(?3) j
-                        WHERE j.value ->> 0 = n.lane AND n.depth <= j.value ->> 1))
-                 ORDER BY s.rowid DESC LIMIT ?4",
-            )?;
-            let mut rows = stmt.query(params![
-                query.fts5(),
-                role.map(Role::code),
-                spans,
-                limit as i64
-            ])?;
-            let mut found = Vec::new();
-            while let Some(row) = rows.next()? {
-                let id = crate::codec::node_id(blob(row, 0)?)?;
-                let message = crate::graph::decode_message(conn, id, blob(row, 1)?)?;
-                found.push((id, message));
-            }
-            Ok(found)
-        })
-    }
-
-    /// Up to `cap` conversations whose thread contains `node`: those with
-    /// their head among the last [`LANE_END`] nodes of the node's lane (at or
-    /// below it; the common case, read backwards from the lane index), else
-    /// the deepest one with its head anywhere in the lane below it, else
-    /// those found walking the nodes below it, nearest first, up to
-    /// [`WALK_LIMIT`] nodes.
-    pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
-        self.read(|conn| {
-            let Some((seq, lane, depth)) = conn
-                .prepare_cached("SELECT seq, lane, depth FROM nodes WHERE id = ?1")?
-                .query_row([node.as_bytes()], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, Option<i64>>(1)?,
-                        row.get::<_, i64>(2)?,
-                    ))
-                })
-                .optional()?
-            else {
-                return Err(StoreError::NodeNotFound(node));
-            };
-            let refs = |stmt: &mut rusqlite::CachedStatement<'_>,
-                        params: &[&dyn rusqlite::ToSql]|
-             -> Result<Vec<ConversationRef>> {
-                let rows = stmt.query_map(params, |row| {
-                    Ok(ConversationRef {
-                        id: ConversationId(row.get(0)?),
-                        name: row.get(1)?,
-                    })
-                })?;
-                Ok(rows.collect::<rusqlite::Result<_>>()?)
-            };
-            if let Some(lane) = lane {
-                // Heads are mostly at a lane's end: look there for up to
-                // `cap`, then down the rest of the lane for one.
-                let mut at_end = conn.prepare_cached(
-                    "SELECT c.id, c.name FROM (
-                         SELECT id FROM nodes WHERE lane = ?1 AND depth >= ?2
-                         ORDER BY depth DESC LIMIT ?3
-                     ) h CROSS JOIN conversations c ON c.head = h.id
-                     LIMIT ?4",
-                )?;
-                let found = refs(
-                    &mut at_end,
-                    &[&lane, &depth, &(LANE_END as i64), &(cap as i64)],
-                )?;
-                if !found.is_empty() {
-                    return Ok(found);
-                }
-                let mut in_lane = conn.prepare_cached(
-                    "SELECT c.id, c.name FROM nodes h CROSS JOIN conversations c ON c.head = h.id
-                     WHERE h.lane = ?1 AND h.depth >= ?2 ORDER BY h.depth DESC LIMIT 1",
-                )?;
-                let found = refs(&mut in_lane, &[&lane, &depth])?;
-                if !found.is_empty() {
-                    return Ok(found);
-                }
-            }
-            let mut below = conn.prepare_cached(
-                "WITH RECURSIVE sub(seq) AS (
-                     SELECT ?1
-                     UNION ALL
-                     SELECT n.seq FROM nodes n JOIN sub ON n.parent = sub.seq
-                     LIMIT ?2
-                 )
-                 SELECT c.id, c.name FROM sub CROSS JOIN nodes n ON n.seq = sub.seq
-                 CROSS JOIN conversations c ON c.head = n.id
-                 ORDER BY c.updated DESC LIMIT ?3",
-            )?;
-            refs(&mut below, &[&seq, &(WALK_LIMIT as i64), &(cap as i64)])
-        })
-    }
-}
-
-fn blob<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> rusqlite::Result<&'r [u8]> {
-    row.get_ref(index)?.as_blob().map_err(rusqlite::Error::from)
-}
-
-/// Index one stored node's words (nothing for a message without text).
-pub(crate) fn index_node(conn: &Connection, seq: i64, message: &Message) -> Result<()> {
-    let words = index_text(message);
-    if !words.is_empty() {
-        conn.prepare_cached("INSERT INTO node_search(rowid, words) VALUES (?1, ?2)")?
-            .execute(params![seq, words])?;
-    }
-    Ok(())
-}
-
-/// Migration 11: the FTS5 index, filled from every stored node. A node that
-/// cannot be decoded is left out (`verify` reports it).
-pub(crate) fn add_search(conn: &Connection) -> Result<()> {
-    conn.execute_batch(
-        "CREATE VIRTUAL TABLE node_search USING fts5(
-             words, content = '', columnsize = 0,
-             tokenize = 'unicode61 remove_diacritics 0')",
-    )?;
-    let mut nodes = conn.prepare("SELECT seq, id, body FROM nodes ORDER BY seq")?;
-    let mut rows = nodes.query([])?;
-    while let Some(row) = rows.next()? {
-        let seq: i64 = row.get(0)?;
-        let Ok(id) = crate::codec::node_id(blob(row, 1)?) else {
-            continue;
-        };
-        if let Ok(message) = crate::graph::decode_message(conn, id, blob(row, 2)?) {
-            index_node(conn, seq, &message)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Parsed, SearchError> {
         Parsed::parse(text)
-    }
-
-    /// The index needs FTS5, which rusqlite's `bundled` SQLite compiles in.
-    #[test]
-    fn the_bundled_sqlite_has_fts5() {
-        let conn = Connection::open_in_memory().unwrap();
-        let used: i64 = conn
-            .query_row(
-                "SELECT sqlite_compileoption_used('ENABLE_FTS5')",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
-        assert_eq!(used, 1);
     }
 
     #[test]

@@ -1,13 +1,16 @@
 /*!
 [`Store`], the handle every caller uses: it opens the backend the location
 names (a `postgres://` or `postgresql://` URL opens PostgreSQL, anything else
-is a SQLite file path) and forwards each operation to it. Behaviour that
-needs no SQL (export's record section, import's checks, prefix resolution in
-resolve.rs) runs here once for both backends.
+is a SQLite file path) as a [`Backend`] and passes each operation to it.
+Behaviour that needs no SQL (export's record section, import's checks,
+prefix resolution in resolve.rs) runs here once for both backends.
 */
 
 use crate::CommitStageProbe;
-use crate::error::{Result, StoreError};
+use crate::async_store::AsyncStore;
+use crate::backend::Backend;
+use crate::blocking;
+use crate::error::Result;
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
 use crate::open::OpenMode;
 use crate::records::{
@@ -19,36 +22,27 @@ use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
 use skein_core::thread::Node;
 use skein_core::{NodeId, StoreKey, Thread};
-use std::cell::Cell;
 use std::io::{BufRead, Write};
 use std::path::Path;
-use tokio::runtime::RuntimeFlavor;
+use std::sync::Arc;
 
 /// A handle on one database, SQLite or PostgreSQL. Cheap to clone; share it
-/// freely. Its methods block on I/O; from async code use [`Store::run_blocking`].
+/// freely.
+///
+/// Its methods block on I/O. Async code has two ways in:
+///
+/// - [`Store::nonblocking`], the async API ([`AsyncStore`]), for the calls
+///   async code makes one at a time: `store.nonblocking().load_thread(head).await`.
+///   Each operation has one body per backend: on PostgreSQL an async
+///   function awaiting tokio-postgres on the caller's task (the blocking
+///   method drives that same function), on SQLite the blocking method, run
+///   where [`Store::run_blocking`] runs work.
+/// - [`Store::run_blocking`], for a closure making several blocking calls
+///   in a row.
 #[derive(Clone)]
 pub struct Store {
-    backend: Backend,
+    backend: Arc<dyn Backend>,
 }
-
-#[derive(Clone)]
-pub(crate) enum Backend {
-    Sqlite(SqliteStore),
-    #[cfg(feature = "postgres")]
-    Postgres(crate::postgres::PgStore),
-}
-
-/// Forward a call to whichever backend `$store` holds, binding it to `$s`.
-macro_rules! dispatch {
-    ($store:expr, $s:ident => $call:expr) => {
-        match $store.backend() {
-            crate::store::Backend::Sqlite($s) => $call,
-            #[cfg(feature = "postgres")]
-            crate::store::Backend::Postgres($s) => $call,
-        }
-    };
-}
-pub(crate) use dispatch;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,7 +64,7 @@ impl Store {
     /// Open the database at `location` as `mode` says: created when
     /// missing, or required to exist, or only read (see [`OpenMode`]).
     /// Whatever the mode, a location that holds something other than a
-    /// skein database is refused untouched ([`StoreError::NotSkein`]).
+    /// skein database is refused untouched ([`StoreError::NotSkein`](crate::StoreError::NotSkein)).
     pub fn open_with(location: impl AsRef<Path>, mode: OpenMode) -> Result<Store> {
         let location = location.as_ref();
         let backend = match location
@@ -78,44 +72,46 @@ impl Store {
             .filter(|text| crate::location::is_postgres_url(text))
         {
             Some(url) => open_postgres(url, mode)?,
-            None => Backend::Sqlite(SqliteStore::open(location, mode)?),
+            None => Arc::new(SqliteStore::open(location, mode)?),
         };
         Ok(Store { backend })
     }
 
     /// Whether this handle only reads: opened with [`OpenMode::ReadOnly`].
     pub fn is_read_only(&self) -> bool {
-        dispatch!(self, s => s.is_read_only())
+        self.backend().is_read_only()
     }
 
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.backend
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    /// The async API: the operations async callers make one at a time,
+    /// awaited without blocking the runtime (see [`AsyncStore`]).
+    pub fn nonblocking(&self) -> AsyncStore<'_> {
+        AsyncStore { store: self }
     }
 
     /// Which backend this handle talks to: `"sqlite"` or `"postgres"`.
     pub fn backend_name(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite(_) => "sqlite",
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => "postgres",
-        }
+        self.backend.name()
     }
 
     /// The SQLite file, or the PostgreSQL URL without its password.
     pub fn location(&self) -> String {
-        dispatch!(self, s => s.location())
+        self.backend().location()
     }
 
     /// The SQLite file this store opened. For PostgreSQL, the URL without
     /// its password, as a path (prefer [`Store::location`]).
     pub fn path(&self) -> &Path {
-        dispatch!(self, s => s.path())
+        self.backend().path()
     }
 
     /// The key nodes are marked with once this database holds them. It
     /// identifies the database, not this handle.
     pub fn key(&self) -> StoreKey {
-        dispatch!(self, s => s.key())
+        self.backend().key()
     }
 
     /// Run blocking store work from async code without stalling the
@@ -127,7 +123,7 @@ impl Store {
     /// - On a current-thread runtime it runs on tokio's blocking pool, and
     ///   the task waits for it. Two thread wake-ups per call; on a loaded
     ///   machine they can cost as much as the read.
-    /// - Inside [`blocking_caller`] (skein's blocking API, whose private
+    /// - Inside [`crate::blocking_caller`] (skein's blocking API, whose private
     ///   runtime drives one call for a caller that is waiting anyway) SQLite
     ///   work runs in place.
     pub async fn run_blocking<T, F>(&self, work: F) -> Result<T>
@@ -135,78 +131,41 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Store) -> Result<T> + Send + 'static,
     {
-        match self.where_to_run() {
-            RunsIn::PlaceOfWorker => {
-                tokio::task::block_in_place(|| blocking_section(|| work(self)))
-            }
-            RunsIn::Place => work(self),
-            RunsIn::BlockingPool => {
-                let store = self.clone();
-                tokio::task::spawn_blocking(move || blocking_section(|| work(&store)))
-                    .await
-                    .map_err(|error| StoreError::Task(error.to_string()))?
-            }
-        }
-    }
-
-    /// Where [`Store::run_blocking`] runs work from this thread.
-    fn where_to_run(&self) -> RunsIn {
-        let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
-        match flavor {
-            Ok(RuntimeFlavor::MultiThread) => RunsIn::PlaceOfWorker,
-            _ if matches!(self.backend, Backend::Sqlite(_)) && BLOCKING_CALLER.with(Cell::get) => {
-                RunsIn::Place
-            }
-            _ => RunsIn::BlockingPool,
-        }
+        blocking::run(self, self.backend.works_on_caller_thread(), work).await
     }
 
     /// Store every node of `thread` this database does not hold yet, in one
     /// transaction. Marks the nodes as persisted here once committed.
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
-        dispatch!(self, s => s.append(thread))
+        self.backend().append(thread)
     }
 
     /// Load the thread whose head is `head`: one range scan per lane the
     /// thread runs through (PostgreSQL: all in one query).
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        dispatch!(self, s => s.load_thread(head))
-    }
-
-    /// [`Store::load_thread`] for async code. On PostgreSQL the query is
-    /// awaited: no thread blocks and no blocking pool is involved. On SQLite
-    /// it runs as [`Store::run_blocking`] runs work.
-    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
-        match &self.backend {
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(store) => store.load_thread_async(head).await,
-            Backend::Sqlite(_) => {
-                self.run_blocking(move |store| store.load_thread(head))
-                    .await
-            }
-        }
+        self.backend().load_thread(head)
     }
 
     /// One node by id, without loading its thread.
     pub fn node(&self, id: NodeId) -> Result<StoredNode> {
-        dispatch!(self, s => s.node(id))
+        self.backend().node(id)
     }
 
     /// Whether the database holds the node.
     pub fn contains(&self, id: NodeId) -> Result<bool> {
-        dispatch!(self, s => s.contains(id))
+        self.backend().contains(id)
     }
 
     /// The nodes whose parent is `id`, oldest first.
     pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
-        dispatch!(self, s => s.children(id))
+        self.backend().children(id)
     }
 
     /// The subtree under `root` (inclusive): its `limit` nodes nearest the
     /// root (breadth first), in topological order. Reads no further, however
     /// large the subtree.
     pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        dispatch!(self, s => s.subtree(root, limit))
+        self.backend().subtree(root, limit)
     }
 
     /// The last `limit` nodes of the thread ending at `head` (the head
@@ -215,12 +174,12 @@ impl Store {
     /// `parent` is `None`. Reads at most `limit` nodes, however deep the
     /// thread.
     pub fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        dispatch!(self, s => s.ancestry(head, limit))
+        self.backend().ancestry(head, limit)
     }
 
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
-        dispatch!(self, s => s.create_conversation(new))
+        self.backend().create_conversation(new)
     }
 
     /// Fork: a new conversation whose head is `node` (any stored node),
@@ -245,12 +204,12 @@ impl Store {
     }
 
     pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        dispatch!(self, s => s.conversation(id))
+        self.backend().conversation(id)
     }
 
     /// Conversations, most recently updated first.
     pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
-        dispatch!(self, s => s.list_conversations(limit))
+        self.backend().list_conversations(limit)
     }
 
     /// The conversations listed after `after` (the last one of the previous
@@ -262,16 +221,16 @@ impl Store {
         after: &ListPosition,
         limit: usize,
     ) -> Result<Vec<ConversationRecord>> {
-        dispatch!(self, s => s.list_conversations_after(after, limit))
+        self.backend().list_conversations_after(after, limit)
     }
 
     /// Conversations whose head is exactly `node`.
     pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
-        dispatch!(self, s => s.conversations_at(node))
+        self.backend().conversations_at(node)
     }
 
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
-        dispatch!(self, s => s.rename_conversation(id, name))
+        self.backend().rename_conversation(id, name)
     }
 
     /// Replace the conversation's settings.
@@ -280,18 +239,18 @@ impl Store {
         id: &ConversationId,
         settings: &skein_core::ConversationSettings,
     ) -> Result<()> {
-        dispatch!(self, s => s.set_conversation_settings(id, settings))
+        self.backend().set_conversation_settings(id, settings)
     }
 
     /// Move a bookmark from `expected` to `new` (a stored node), or report
-    /// [`StoreError::HeadMoved`] if someone else moved it first.
+    /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) if someone else moved it first.
     pub fn move_head(
         &self,
         id: &ConversationId,
         expected: Option<NodeId>,
         new: NodeId,
     ) -> Result<()> {
-        dispatch!(self, s => s.move_head(id, expected, new))
+        self.backend().move_head(id, expected, new)
     }
 
     /// Commit a turn in one transaction: its nodes, its runs, and where it
@@ -299,41 +258,10 @@ impl Store {
     /// with it, or none for a failed first turn). When the bookmark moved
     /// since `expected_head`, the nodes and runs are still committed
     /// (nothing is lost) and the turn either fails with
-    /// [`StoreError::HeadMoved`] naming the node where it stands, or
+    /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) naming the node where it stands, or
     /// branches into a new conversation, as the target's `on_conflict` says.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         self.commit_turn_observed(turn, &mut |_| {})
-    }
-
-    /// [`Store::commit_turn`] for async code. On PostgreSQL the transaction
-    /// is awaited (no thread blocks; dropping the future before it ends rolls
-    /// the turn back). On SQLite it runs where [`Store::run_blocking`] runs work; on
-    /// the blocking pool, on a copy of the turn (its thread's nodes are
-    /// shared, so they are marked as stored all the same).
-    pub async fn commit_turn_async(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
-        match (&self.backend, self.where_to_run()) {
-            #[cfg(feature = "postgres")]
-            (Backend::Postgres(store), _) => {
-                store.commit_turn_observed_async(turn, &mut |_| {}).await
-            }
-            (Backend::Sqlite(_), RunsIn::PlaceOfWorker) => {
-                tokio::task::block_in_place(|| blocking_section(|| self.commit_turn(turn)))
-            }
-            (Backend::Sqlite(_), RunsIn::Place) => self.commit_turn(turn),
-            (Backend::Sqlite(_), RunsIn::BlockingPool) => {
-                let target = turn.target.clone();
-                let thread = turn.thread.cloned();
-                let runs = turn.runs.to_vec();
-                self.run_blocking(move |store| {
-                    store.commit_turn(&TurnCommit {
-                        target,
-                        thread: thread.as_ref(),
-                        runs: &runs,
-                    })
-                })
-                .await
-            }
-        }
     }
 
     /// [`Store::commit_turn`] with a probe called at each stage inside the
@@ -344,38 +272,38 @@ impl Store {
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStageProbe) + Send),
     ) -> Result<Committed> {
-        dispatch!(self, s => s.commit_turn_observed(turn, probe))
+        self.backend().commit_turn_observed(turn, probe)
     }
 
     /// Record a run on its own, as belonging to its `conversation`. Turns,
     /// failed ones included, go through [`Store::commit_turn`].
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
-        dispatch!(self, s => s.record_run(run))
+        self.backend().record_run(run)
     }
 
     pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
-        dispatch!(self, s => s.run_record(id))
+        self.backend().run_record(id)
     }
 
     /// The runs of a conversation, oldest first.
     pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
-        dispatch!(self, s => s.runs_of_conversation(id))
+        self.backend().runs_of_conversation(id)
     }
 
     /// The runs that produced `node` (many runs may produce one node).
     pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
-        dispatch!(self, s => s.runs_producing(node))
+        self.backend().runs_producing(node)
     }
 
     /// The most recent runs, newest first.
     pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        dispatch!(self, s => s.recent_runs(limit))
+        self.backend().recent_runs(limit)
     }
 
     /// Write the whole database as JSONL ([`Store::import`] reads it back):
     /// the same file, byte for byte, whichever backend holds the graph.
     pub fn export(&self, out: &mut dyn Write) -> Result<()> {
-        dispatch!(self, s => s.export_nodes(out))?;
+        self.backend().export_nodes(out)?;
         let conversations = self.list_conversations(usize::MAX >> 1)?;
         let runs = self.recent_runs(usize::MAX >> 1)?;
         transfer::write_records(out, conversations, runs, self.all_reruns()?)
@@ -383,7 +311,7 @@ impl Store {
 
     /// Import a JSONL export. All or nothing. A line longer than
     /// [`transfer::DEFAULT_IMPORT_LINE_LIMIT`] is refused
-    /// ([`StoreError::LineTooLong`]).
+    /// ([`StoreError::LineTooLong`](crate::StoreError::LineTooLong)).
     pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
         self.import_with_line_limit(input, transfer::DEFAULT_IMPORT_LINE_LIMIT)
     }
@@ -397,13 +325,13 @@ impl Store {
     ) -> Result<ImportReport> {
         let lines = transfer::parse_lines(input, max_line)?;
         transfer::check_ids(&lines)?;
-        dispatch!(self, s => s.import_lines(&lines))
+        self.backend().import_lines(&lines)
     }
 
     /// Write records made in memory (an importer of another tool's data
     /// builds them) in one transaction, through the import's batch write
     /// and with its checks: a record pointing at nothing aborts the write
-    /// and nothing is written ([`StoreError::Import`], line 0); nodes, runs
+    /// and nothing is written ([`StoreError::Import`](crate::StoreError::Import), line 0); nodes, runs
     /// and conversations already stored are skipped, but a conversation
     /// stored with another head is refused. `nodes` come from threads, so
     /// their ids are right by construction; they must list each parent
@@ -415,25 +343,19 @@ impl Store {
         runs: Vec<RunRecord>,
     ) -> Result<ImportReport> {
         let lines = transfer::record_lines(nodes, conversations, runs);
-        dispatch!(self, s => s.import_lines(&lines))
+        self.backend().import_lines(&lines)
     }
 
     /// Check the whole database. Problems are reported, never repaired.
     pub fn verify(&self) -> Result<VerifyReport> {
-        dispatch!(self, s => s.verify())
+        self.backend().verify()
     }
 
     /// A raw SQLite connection for tests that must tamper with or inspect
     /// rows; an error on PostgreSQL (use [`Store::debug_execute`]).
     #[doc(hidden)]
     pub fn raw_connection(&self) -> Result<rusqlite::Connection> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.raw_connection(),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => Err(StoreError::Task(
-                "raw_connection is SQLite-only; use debug_execute".into(),
-            )),
-        }
+        self.backend.raw_connection()
     }
 
     /// Run one SQL statement with no parameters outside any store
@@ -441,65 +363,24 @@ impl Store {
     /// the rows changed.
     #[doc(hidden)]
     pub fn debug_execute(&self, sql: &str) -> Result<u64> {
-        dispatch!(self, s => s.debug_execute(sql))
+        self.backend().debug_execute(sql)
     }
 
     /// The first column of the first row of `sql`, as an integer, for tests.
     #[doc(hidden)]
     pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        dispatch!(self, s => s.debug_query_i64(sql))
+        self.backend().debug_query_i64(sql)
     }
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str, mode: OpenMode) -> Result<Backend> {
-    Ok(Backend::Postgres(crate::postgres::PgStore::open(
-        url, mode,
-    )?))
+fn open_postgres(url: &str, mode: OpenMode) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(crate::postgres::PgStore::open(url, mode)?))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(url: &str, _mode: OpenMode) -> Result<Backend> {
-    Err(StoreError::NoPostgresSupport {
+fn open_postgres(url: &str, _mode: OpenMode) -> Result<Arc<dyn Backend>> {
+    Err(crate::StoreError::NoPostgresSupport {
         location: crate::location::redact(url),
     })
-}
-
-#[cfg(feature = "postgres")]
-fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
-    crate::postgres::bridge::blocking_section(work)
-}
-
-#[cfg(not(feature = "postgres"))]
-fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
-    work()
-}
-
-/// Where [`Store::run_blocking`] runs work.
-enum RunsIn {
-    /// On this multi-thread runtime worker, under `block_in_place`.
-    PlaceOfWorker,
-    /// On this thread, as it is (a blocking caller's, SQLite only).
-    Place,
-    /// On tokio's blocking pool.
-    BlockingPool,
-}
-
-thread_local! {
-    static BLOCKING_CALLER: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Run `drive` (a private current-thread runtime driving one operation for
-/// a blocking caller) with [`Store::run_blocking`] allowed to do SQLite work on this
-/// thread: the caller is blocked until the operation ends either way, so a
-/// hop to the blocking pool would only add two thread wake-ups per call.
-pub fn blocking_caller<R>(drive: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            BLOCKING_CALLER.with(|flag| flag.set(self.0));
-        }
-    }
-    let _restore = Restore(BLOCKING_CALLER.with(|flag| flag.replace(true)));
-    drive()
 }

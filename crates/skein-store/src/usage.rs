@@ -26,16 +26,13 @@ each [`UsageScope`] holds:
 
 Every scope also counts the runs made on behalf of a run it holds
 (`associated_with`, transitively). The relations are read from the
-`run_links` index; the SQL is SQLite's here and PostgreSQL's in
-postgres/usage.rs.
+`run_links` index; the SQL is in sqlite/usage.rs and postgres/usage.rs.
 */
 
 use crate::error::{Result, StoreError};
 use crate::family::FamilyLimits;
 use crate::records::{ConversationId, RunId, RunStatus};
-use crate::sqlite::SqliteStore;
-use crate::store::{Store, dispatch};
-use rusqlite::{OptionalExtension, params};
+use crate::store::Store;
 use skein_core::usage::{self, Link, RunFigures, RunLinks, Totals};
 use skein_core::{NodeId, Usage};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -117,7 +114,8 @@ impl Store {
                 if !self.contains(*node)? {
                     return Err(StoreError::NodeNotFound(*node));
                 }
-                dispatch!(self, s => s.runs_with_output(*node))?
+                self.backend()
+                    .runs_with_output(*node)?
                     .into_iter()
                     .collect()
             }
@@ -144,14 +142,16 @@ impl Store {
     }
 
     fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
-        dispatch!(self, s => s.run_rows(ids))
+        self.backend().run_rows(ids)
     }
 
     /// A conversation's own runs and the runs of the prefix it shares with
     /// the conversations (and the rerun) it came from.
     fn conversation_runs(&self, id: &ConversationId) -> Result<BTreeSet<RunId>> {
         let conversation = self.conversation(id)?;
-        let mut runs: BTreeSet<RunId> = dispatch!(self, s => s.conversation_run_rows(id))?
+        let mut runs: BTreeSet<RunId> = self
+            .backend()
+            .conversation_run_rows(id)?
             .into_iter()
             .map(|(run, _)| run)
             .collect();
@@ -163,7 +163,7 @@ impl Store {
         while let Some(from) = origin.take() {
             let Some(node) = from.node else { break };
             if prefix.is_none() {
-                prefix = Some(dispatch!(self, s => s.ancestor_ids(node))?);
+                prefix = Some(self.backend().ancestor_ids(node)?);
             }
             let shared = prefix.as_ref().expect("just filled");
             let on_prefix = |output: &Option<NodeId>| output.is_some_and(|n| shared.contains(&n));
@@ -193,7 +193,8 @@ impl Store {
                 break;
             }
             runs.extend(
-                dispatch!(self, s => s.conversation_run_rows(&parent))?
+                self.backend()
+                    .conversation_run_rows(&parent)?
                     .into_iter()
                     .filter(|(_, output)| on_prefix(output))
                     .map(|(run, _)| run),
@@ -222,7 +223,8 @@ impl Store {
         let mut runs = BTreeSet::new();
         for member in &family.members {
             runs.extend(
-                dispatch!(self, s => s.conversation_run_rows(&member.conversation.id))?
+                self.backend()
+                    .conversation_run_rows(&member.conversation.id)?
                     .into_iter()
                     .map(|(run, _)| run),
             );
@@ -240,123 +242,10 @@ impl RunLinks for Store {
     type Error = StoreError;
 
     fn sources(&self, link: Link, targets: &[&str]) -> Result<Vec<RunId>> {
-        dispatch!(self, s => s.link_sources(link.kind(), targets))
+        self.backend().link_sources(link.kind(), targets)
     }
 
     fn targets(&self, link: Link, runs: &[RunId]) -> Result<Vec<String>> {
-        dispatch!(self, s => s.link_targets(link.kind(), runs))
-    }
-}
-
-impl SqliteStore {
-    pub(crate) fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, output_head, status, input_tokens, output_tokens, cache_read_tokens,
-                        cache_write_tokens, usage_complete
-                 FROM runs WHERE id = ?1",
-            )?;
-            let mut rows = Vec::with_capacity(ids.len());
-            for id in ids {
-                let row = stmt
-                    .query_row([id.as_str()], |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, Option<Vec<u8>>>(1)?,
-                            row.get::<_, String>(2)?,
-                            [row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?],
-                            row.get::<_, bool>(7)?,
-                        ))
-                    })
-                    .optional()?;
-                if let Some((id, output, status, tokens, complete)) = row {
-                    rows.push(RunRow::new(
-                        id,
-                        output.as_deref(),
-                        &status,
-                        tokens,
-                        complete,
-                    )?);
-                }
-            }
-            Ok(rows)
-        })
-    }
-
-    /// A conversation's runs with the node each produced.
-    pub(crate) fn conversation_run_rows(
-        &self,
-        id: &ConversationId,
-    ) -> Result<Vec<(RunId, Option<NodeId>)>> {
-        self.read(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT id, output_head FROM runs WHERE conversation = ?1")?;
-            let rows = stmt.query_map([id.as_str()], |row| {
-                Ok((
-                    RunId(row.get(0)?),
-                    row.get::<_, Option<Vec<u8>>>(1)?
-                        .as_deref()
-                        .and_then(NodeId::from_slice),
-                ))
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    pub(crate) fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT id FROM runs WHERE output_head = ?1")?;
-            let rows = stmt.query_map([node.as_bytes()], |row| Ok(RunId(row.get(0)?)))?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    /// The ids of `head` and every node before it.
-    pub(crate) fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "WITH RECURSIVE up(seq) AS (
-                     SELECT seq FROM nodes WHERE id = ?1
-                     UNION ALL
-                     SELECT n.parent FROM up JOIN nodes n ON n.seq = up.seq
-                     WHERE n.parent IS NOT NULL
-                 )
-                 SELECT n.id FROM up JOIN nodes n ON n.seq = up.seq",
-            )?;
-            let rows = stmt.query_map([head.as_bytes()], |row| row.get::<_, Vec<u8>>(0))?;
-            let mut ids = HashSet::new();
-            for row in rows {
-                ids.insert(crate::codec::node_id(&row?)?);
-            }
-            Ok(ids)
-        })
-    }
-
-    pub(crate) fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT run_id FROM run_links WHERE kind = ?1 AND target = ?2")?;
-            let mut runs = Vec::new();
-            for target in targets {
-                for run in stmt.query_map(params![kind, target], |row| Ok(RunId(row.get(0)?)))? {
-                    runs.push(run?);
-                }
-            }
-            Ok(runs)
-        })
-    }
-
-    pub(crate) fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT target FROM run_links WHERE run_id = ?1 AND kind = ?2")?;
-            let mut targets = Vec::new();
-            for run in runs {
-                for target in stmt.query_map(params![run.as_str(), kind], |row| row.get(0))? {
-                    targets.push(target?);
-                }
-            }
-            Ok(targets)
-        })
+        self.backend().link_targets(link.kind(), runs)
     }
 }

@@ -6,13 +6,11 @@ stored, and report each problem found (it never stops at the first, and
 never repairs).
 
 The checks are shared by both backends ([`VerifyReport::check_node`] and
-friends); each backend only streams its rows through them (SQLite here,
-PostgreSQL in postgres/verify.rs).
+friends); each backend only streams its rows through them
+(sqlite/verify.rs, postgres/verify.rs).
 */
 
 use crate::error::Result;
-use crate::graph::decode_message;
-use crate::sqlite::SqliteStore;
 use serde::Serialize;
 use skein_core::encoding::node_id;
 use skein_core::{Digest, Message, NodeId};
@@ -236,77 +234,6 @@ pub(crate) const RUNS: &str = "SELECT r.id,
 pub(crate) const MISSING_TOOLS: &str = "SELECT r.run_id, r.tool_hash
      FROM run_tools r LEFT JOIN tools t ON t.hash = r.tool_hash
      WHERE t.hash IS NULL ORDER BY r.run_id, r.position";
-
-impl SqliteStore {
-    /// Check the whole database. Problems are reported, never repaired.
-    pub fn verify(&self) -> Result<VerifyReport> {
-        self.read(|conn| {
-            let mut report = VerifyReport::default();
-            // A node either starts its lane (numbered by its own seq) or
-            // continues its parent's; its root is its parent's, or itself.
-            let mut stmt = conn.prepare(
-                "SELECT n.id, p.id, n.depth, p.depth, n.role, n.body,
-                        n.lane IS NULL OR (n.lane != n.seq AND n.lane IS NOT p.lane),
-                        n.root IS NOT (CASE WHEN n.parent IS NULL THEN n.seq ELSE p.root END)
-                 FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent ORDER BY n.seq",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let id: Vec<u8> = row.get(0)?;
-                let parent: Option<Vec<u8>> = row.get(1)?;
-                let body: Vec<u8> = row.get(5)?;
-                if row.get::<_, bool>(6)? {
-                    report.wrong_lane(&id);
-                }
-                if row.get::<_, bool>(7)? {
-                    report.wrong_root(&id);
-                }
-                report.check_node(
-                    NodeRow {
-                        id: &id,
-                        parent: parent.as_deref(),
-                        depth: row.get(2)?,
-                        parent_depth: row.get(3)?,
-                        role: row.get(4)?,
-                    },
-                    |id| decode_message(conn, id, &body),
-                );
-            }
-            let mut blobs = conn.prepare("SELECT digest, bytes FROM blobs")?;
-            let mut rows = blobs.query([])?;
-            while let Some(row) = rows.next()? {
-                let digest: Vec<u8> = row.get(0)?;
-                let bytes: Vec<u8> = row.get(1)?;
-                report.check_blob(&digest, &bytes);
-            }
-            let mut conversations = conn.prepare(CONVERSATIONS)?;
-            let mut rows = conversations.query([])?;
-            while let Some(row) = rows.next()? {
-                let origin: Option<Vec<u8>> = row.get(2)?;
-                report.check_conversation(row.get(0)?, row.get(1)?, origin.as_deref(), row.get(3)?);
-            }
-            let mut runs = conn.prepare(&format!("{RUNS} ORDER BY r.id"))?;
-            let mut rows = runs.query([])?;
-            while let Some(row) = rows.next()? {
-                let input: Option<Vec<u8>> = row.get(2)?;
-                let output: Option<Vec<u8>> = row.get(3)?;
-                report.check_run(
-                    row.get(0)?,
-                    row.get(1)?,
-                    input.as_deref(),
-                    output.as_deref(),
-                );
-            }
-            let mut tools = conn.prepare(MISSING_TOOLS)?;
-            let mut rows = tools.query([])?;
-            while let Some(row) = rows.next()? {
-                let tool: Vec<u8> = row.get(1)?;
-                report.missing_tool(row.get(0)?, &tool);
-            }
-            Ok(report)
-        })
-    }
-}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

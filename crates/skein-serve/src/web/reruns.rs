@@ -360,15 +360,13 @@ pub async fn fork(
             .clone();
         let run = turn.runs().last().cloned();
         let finish_reason = match &run {
-            Some(run) => {
-                let run = run.clone();
-                store
-                    .run_blocking(move |store| store.run_record(&run))
-                    .await
-                    .ok()
-                    .and_then(|record| record.finish_reason)
-                    .map(|reason| reason.name().to_string())
-            }
+            Some(run) => store
+                .nonblocking()
+                .run_record(run)
+                .await
+                .ok()
+                .and_then(|record| record.finish_reason)
+                .map(|reason| reason.name().to_string()),
             None => None,
         };
         Ok(Done {

@@ -19,19 +19,24 @@ where it is:
 
 Nested runtimes never arise, so `block_on` cannot panic on re-entry.
 
-The async API ([`crate::Store::load_thread_async`],
-[`crate::Store::commit_turn_async`]) awaits its queries on the caller's task
-instead, blocking nothing; only what must outlive the caller's runtime, a new
-connection's I/O task, and the timers of a write's retries, go to this
+The async API ([`crate::Store::nonblocking`]) awaits the same futures on
+the caller's task instead, blocking nothing and never entering
+[`block_on`]: each of its operations is one async function that the
+blocking API drives here. Only what must outlive the caller's runtime, a
+new connection's I/O task, and the timers of a write's retries, go to this
 runtime ([`on_runtime`]), so any runtime (or none) may drive the store.
+(Checking a connection out goes there whole, an idle one included: the
+pool cannot be asked for an idle connection without making a new one when
+there is none.)
 
 A call whose future owns what it needs can instead run as a task of that
-runtime ([`on_runtime`]), beside the connections' I/O: a large result then passes
-from the connection to the query inside the runtime, and the caller is woken
-once, when it is done. Driven from the calling thread, the query is handed
-each batch of rows the connection reads (a few kilobytes) through a channel
-that holds one, so a thread of a thousand messages costs a hundred or so
-round trips between the two threads.
+runtime ([`on_runtime`]), beside the connections' I/O: a large result then
+passes from the connection to the query inside the runtime, and the caller
+is woken once, when it is done (loading a thread does this). Driven from
+the calling thread, the query is handed each batch of rows the connection
+reads (a few kilobytes) through a channel that holds one, so a thread of a
+thousand messages costs a hundred or so round trips between the two
+threads.
 */
 
 use crate::error::{Result, StoreError};

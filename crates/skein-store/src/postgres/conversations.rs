@@ -14,6 +14,7 @@ use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use super::{PgStore, bridge};
+use crate::backend::{Backend, BoxFuture, Conversations};
 use crate::conversations::{
     CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
 };
@@ -42,8 +43,8 @@ macro_rules! next_updated {
     };
 }
 
-impl PgStore {
-    pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
+impl Conversations for PgStore {
+    fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         let id = self.write(async |tx| {
             if let Some(head) = new.head
                 && !node_exists(tx, head).await?
@@ -60,25 +61,25 @@ impl PgStore {
         self.conversation(&id)
     }
 
-    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        self.read(async |client| {
-            let statement = client
-                .prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = $1"))
-                .await?;
-            let row = client.query_opt(&statement, &[&id.as_str()]).await?;
-            row.map(|row| conversation_from_row(&row))
-                .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
-        })
+    fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        bridge::block_on(|| self.conversation_by_id(id))
     }
 
-    pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
+    fn conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<ConversationRecord>> {
+        Box::pin(self.conversation_by_id(id))
+    }
+
+    fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
         self.query_conversations(
             &format!("{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT $1"),
             &(limit.min(i64::MAX as usize) as i64),
         )
     }
 
-    pub fn list_conversations_after(
+    fn list_conversations_after(
         &self,
         after: &ListPosition,
         limit: usize,
@@ -99,26 +100,14 @@ impl PgStore {
         })
     }
 
-    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
+    fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
         self.query_conversations(
             &format!("{SELECT_CONVERSATION} WHERE c.head = $1 ORDER BY c.updated DESC"),
             &node.0.as_slice(),
         )
     }
 
-    fn query_conversations(
-        &self,
-        sql: &str,
-        param: &(dyn tokio_postgres::types::ToSql + Sync),
-    ) -> Result<Vec<ConversationRecord>> {
-        self.read(async |client| {
-            let statement = client.prepare_cached(sql).await?;
-            let rows = client.query(&statement, &[param]).await?;
-            Ok(rows.iter().map(conversation_from_row).collect())
-        })
-    }
-
-    pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+    fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.update_conversation(
             id,
             concat!(
@@ -130,7 +119,7 @@ impl PgStore {
         )
     }
 
-    pub fn set_conversation_settings(
+    fn set_conversation_settings(
         &self,
         id: &ConversationId,
         settings: &ConversationSettings,
@@ -145,6 +134,45 @@ impl PgStore {
             ),
             &text,
         )
+    }
+
+    fn move_head(&self, id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Result<()> {
+        let outcome = self.write(async |tx| {
+            if !node_exists(tx, new).await? {
+                return Err(StoreError::NodeNotFound(new));
+            }
+            compare_and_set_head(tx, id, expected, new).await
+        })?;
+        outcome.into_result(id, expected, Some(new))
+    }
+
+    fn commit_turn_observed(
+        &self,
+        turn: &TurnCommit<'_>,
+        probe: &mut (dyn FnMut(CommitStage) + Send),
+    ) -> Result<Committed> {
+        bridge::block_on(|| self.commit_turn_observed_async(turn, probe))
+    }
+
+    fn commit_turn_async<'a>(
+        &'a self,
+        turn: &'a TurnCommit<'a>,
+    ) -> BoxFuture<'a, Result<Committed>> {
+        Box::pin(async move { self.commit_turn_observed_async(turn, &mut |_| {}).await })
+    }
+}
+
+impl PgStore {
+    fn query_conversations(
+        &self,
+        sql: &str,
+        param: &(dyn tokio_postgres::types::ToSql + Sync),
+    ) -> Result<Vec<ConversationRecord>> {
+        self.read(async |client| {
+            let statement = client.prepare_cached(sql).await?;
+            let rows = client.query(&statement, &[param]).await?;
+            Ok(rows.iter().map(conversation_from_row).collect())
+        })
     }
 
     fn update_conversation(
@@ -165,30 +193,19 @@ impl PgStore {
         Ok(())
     }
 
-    pub fn move_head(
-        &self,
-        id: &ConversationId,
-        expected: Option<NodeId>,
-        new: NodeId,
-    ) -> Result<()> {
-        let outcome = self.write(async |tx| {
-            if !node_exists(tx, new).await? {
-                return Err(StoreError::NodeNotFound(new));
-            }
-            compare_and_set_head(tx, id, expected, new).await
-        })?;
-        outcome.into_result(id, expected, Some(new))
+    async fn conversation_by_id(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        let rows = self
+            .rows(
+                &format!("{SELECT_CONVERSATION} WHERE c.id = $1"),
+                &[&id.as_str()],
+            )
+            .await?;
+        rows.first()
+            .map(conversation_from_row)
+            .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
     }
 
-    pub fn commit_turn_observed(
-        &self,
-        turn: &TurnCommit<'_>,
-        probe: &mut (dyn FnMut(CommitStage) + Send),
-    ) -> Result<Committed> {
-        bridge::block_on(|| self.commit_turn_observed_async(turn, probe))
-    }
-
-    pub async fn commit_turn_observed_async(
+    async fn commit_turn_observed_async(
         &self,
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStage) + Send),

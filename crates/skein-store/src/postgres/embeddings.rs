@@ -3,39 +3,86 @@ The embedding cache on PostgreSQL: the port of `crate::embeddings` (the
 vector encoding is shared).
 */
 
-use super::PgStore;
+use super::{PgStore, bridge};
+use crate::backend::{BoxFuture, EmbeddingCache};
 use crate::embeddings::{decode, encode};
 use crate::error::Result;
+use deadpool_postgres::Client;
 use skein_core::Digest;
 
-impl PgStore {
-    pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
-        let row = self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT vector FROM embeddings WHERE embedder = $1 AND digest = $2")
-                .await?;
-            Ok(client
-                .query_opt(&statement, &[&embedder, &digest.as_bytes().as_slice()])
-                .await?)
-        })?;
-        row.map(|row| decode(row.get::<_, &[u8]>(0))).transpose()
+impl EmbeddingCache for PgStore {
+    fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+        bridge::block_on(|| self.read_embedding(embedder, digest))
     }
 
-    pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
-        let bytes = encode(vector);
-        self.write(async |tx| {
-            let statement = tx
-                .prepare_cached(
-                    "INSERT INTO embeddings(embedder, digest, vector) VALUES ($1, $2, $3)
-                     ON CONFLICT DO NOTHING",
-                )
-                .await?;
-            tx.execute(
-                &statement,
-                &[&embedder, &digest.as_bytes().as_slice(), &bytes],
+    fn cached_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>> {
+        Box::pin(self.read_embedding(embedder, digest))
+    }
+
+    fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+        bridge::block_on(|| self.write_embedding(embedder, digest, vector))
+    }
+
+    fn cache_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+        vector: &'a [f32],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.write_embedding(embedder, digest, vector))
+    }
+}
+
+impl PgStore {
+    async fn read_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+        let digest = digest.as_bytes().as_slice();
+        let rows = self
+            .rows(
+                "SELECT vector FROM embeddings WHERE embedder = $1 AND digest = $2",
+                &[&embedder, &digest],
             )
             .await?;
-            Ok(())
-        })
+        rows.first()
+            .map(|row| decode(row.get::<_, &[u8]>(0)))
+            .transpose()
     }
+
+    async fn write_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+        let bytes = encode(vector);
+        let mut writer = self.writer().await?;
+        loop {
+            let attempt = insert_embedding(writer.client(), embedder, digest, &bytes);
+            match writer.attempt(attempt).await {
+                Ok(()) => {
+                    writer.done(());
+                    return Ok(());
+                }
+                Err(error) => writer.again(error).await?,
+            }
+        }
+    }
+}
+
+async fn insert_embedding(
+    tx: &Client,
+    embedder: &str,
+    digest: &Digest,
+    bytes: &[u8],
+) -> Result<()> {
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO embeddings(embedder, digest, vector) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+        )
+        .await?;
+    tx.execute(
+        &statement,
+        &[&embedder, &digest.as_bytes().as_slice(), &bytes],
+    )
+    .await?;
+    Ok(())
 }

@@ -7,6 +7,7 @@ recursive query only as far as its reader fetches, so the `LIMIT` on
 
 use super::PgStore;
 use super::conversations::conversation_from_row;
+use crate::backend::Families;
 use crate::conversations::conversation_columns;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows, Rooted, share_queries};
@@ -39,8 +40,8 @@ const ROOTED_AT: &str = concat!(
     ", c.root FROM conversations c WHERE c.root = $1 ORDER BY c.created DESC LIMIT $2"
 );
 
-impl PgStore {
-    pub fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
+impl Families for PgStore {
+    fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
         let limit = |n: usize| n.min(i64::MAX as usize) as i64;
         self.read(async |client| {
             let statement = client.prepare_cached(MEMBERS).await?;

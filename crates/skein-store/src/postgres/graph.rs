@@ -10,7 +10,7 @@ all missing blobs and nodes in two statements with `ON CONFLICT DO NOTHING`
 queues after them), so a writer racing on the same nodes neither fails nor
 duplicates them.
 
-Nodes are filed in lanes as on SQLite (graph.rs; the rule is in
+Nodes are filed in lanes as on SQLite (sqlite/graph.rs; the rule is in
 crate::lanes), a lane being named by its first node's id. The probe that
 finds the stored ancestor also says whether it is its lane's deepest node,
 and the new nodes' lanes are decided from that before they are inserted.
@@ -34,6 +34,7 @@ blobs included (each node lists the digests its body references in
 
 use super::pipeline::{Param, Pipeline};
 use super::{PgStore, bridge};
+use crate::backend::{Backend, BoxFuture, Graph};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
 use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
@@ -72,8 +73,8 @@ const LOAD_THREAD: &str = "WITH RECURSIVE spans(lane, top) AS (
          WHERE lane = s.lane AND depth <= s.top
      ) n";
 
-impl PgStore {
-    pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
+impl Graph for PgStore {
+    fn append(&self, thread: &Thread) -> Result<AppendReport> {
         let key = self.key();
         let (written, marks) = self.write(async |tx| {
             let missing = find_missing(tx, key, thread).await?;
@@ -93,19 +94,156 @@ impl PgStore {
         })
     }
 
-    pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        bridge::block_on(|| self.load_thread_async(head))
+    fn load_thread(&self, head: NodeId) -> Result<Thread> {
+        bridge::block_on(|| self.thread(head))
     }
 
-    pub async fn load_thread_async(&self, head: NodeId) -> Result<Thread> {
+    fn load_thread_async(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>> {
+        Box::pin(self.thread(head))
+    }
+
+    fn node(&self, id: NodeId) -> Result<StoredNode> {
+        let (parent, depth, body, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
+                .await?;
+            let row = client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .ok_or(StoreError::NodeNotFound(id))?;
+            let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
+                (row.get(0), row.get(1), row.get(2));
+            let blobs = fetch_blobs(client, [body.as_slice()]).await?;
+            Ok((parent, depth, body, blobs))
+        })?;
+        Ok(StoredNode {
+            id,
+            parent: codec::optional_node_id(parent.as_deref())?,
+            depth: depth as u64,
+            message: decode(id, &body, &blobs)?,
+        })
+    }
+
+    fn contains(&self, id: NodeId) -> Result<bool> {
+        self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
+                .await?;
+            Ok(client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .is_some())
+        })
+    }
+
+    fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        let rows = self.read(async |client| {
+            let statement = client
+                .prepare_cached("SELECT id FROM nodes WHERE parent = $1 ORDER BY seq")
+                .await?;
+            Ok(client
+                .query(&statement, &[&id.as_bytes().as_slice()])
+                .await?)
+        })?;
+        rows.iter().map(|row| node_id(row.get(0))).collect()
+    }
+
+    fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        let (rows, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    // The server evaluates a recursive query only as far
+                    // as its reader fetches: `picked` stops the walk.
+                    "WITH RECURSIVE sub(id) AS (
+                         SELECT id FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id FROM nodes n JOIN sub ON n.parent = sub.id
+                     ), picked AS (SELECT id FROM sub LIMIT $2)
+                     SELECT n.id, n.parent, n.depth, n.body
+                     FROM picked JOIN nodes n ON n.id = picked.id ORDER BY n.seq",
+                )
+                .await?;
+            let rows = client
+                .query(&statement, &[&root.as_bytes().as_slice(), &(limit as i64)])
+                .await?;
+            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
+            Ok((rows, blobs))
+        })?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(3), &blobs)?;
+            entries.push(TreeEntry {
+                id,
+                parent: codec::optional_node_id(row.get(1))?,
+                depth: row.get::<_, i64>(2) as u64,
+                role: message.role,
+                preview: preview(&message, 60),
+            });
+        }
+        if entries.is_empty() {
+            return Err(StoreError::NodeNotFound(root));
+        }
+        Ok(entries)
+    }
+
+    /// The last `limit` nodes of the thread ending at `head`, oldest first.
+    fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let (rows, blobs) = self.read(async |client| {
+            let statement = client
+                .prepare_cached(
+                    "WITH RECURSIVE up(id, parent, k) AS (
+                         SELECT id, parent, 1::bigint FROM nodes WHERE id = $1
+                         UNION ALL
+                         SELECT n.id, n.parent, up.k + 1 FROM nodes n JOIN up ON n.id = up.parent
+                         WHERE up.k < $2
+                     )
+                     SELECT n.id, n.parent, n.depth, n.body
+                     FROM up JOIN nodes n ON n.id = up.id ORDER BY up.k DESC",
+                )
+                .await?;
+            let rows = client
+                .query(&statement, &[&head.as_bytes().as_slice(), &limit])
+                .await?;
+            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
+            Ok((rows, blobs))
+        })?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = node_id(row.get(0))?;
+            let message = decode(id, row.get(3), &blobs)?;
+            entries.push(TreeEntry {
+                id,
+                parent: codec::optional_node_id(row.get(1))?,
+                depth: row.get::<_, i64>(2) as u64,
+                role: message.role,
+                preview: preview(&message, 60),
+            });
+        }
+        if entries.is_empty() {
+            return Err(StoreError::NodeNotFound(head));
+        }
+        Ok(entries)
+    }
+}
+
+impl PgStore {
+    /// The thread ending at `head`, in one query.
+    async fn thread(&self, head: NodeId) -> Result<Thread> {
         // A task of the runtime, so the rows reach it without waking the
         // caller for each batch (bridge.rs).
         let rows = self
-            .read_spawned(move |client| async move {
-                let statement = client.prepare_cached(LOAD_THREAD).await?;
-                Ok(client
-                    .query(&statement, &[&head.as_bytes().as_slice()])
-                    .await?)
+            .read_spawned(move |client| {
+                Box::pin(async move {
+                    let statement = client.prepare_cached(LOAD_THREAD).await?;
+                    Ok(client
+                        .query(&statement, &[&head.as_bytes().as_slice()])
+                        .await?)
+                })
             })
             .await?;
         if rows.is_empty() {
@@ -147,134 +285,6 @@ impl PgStore {
             )));
         }
         Ok(thread)
-    }
-
-    pub fn node(&self, id: NodeId) -> Result<StoredNode> {
-        let (parent, depth, body, blobs) = self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
-                .await?;
-            let row = client
-                .query_opt(&statement, &[&id.as_bytes().as_slice()])
-                .await?
-                .ok_or(StoreError::NodeNotFound(id))?;
-            let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
-                (row.get(0), row.get(1), row.get(2));
-            let blobs = fetch_blobs(client, [body.as_slice()]).await?;
-            Ok((parent, depth, body, blobs))
-        })?;
-        Ok(StoredNode {
-            id,
-            parent: codec::optional_node_id(parent.as_deref())?,
-            depth: depth as u64,
-            message: decode(id, &body, &blobs)?,
-        })
-    }
-
-    pub fn contains(&self, id: NodeId) -> Result<bool> {
-        self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
-                .await?;
-            Ok(client
-                .query_opt(&statement, &[&id.as_bytes().as_slice()])
-                .await?
-                .is_some())
-        })
-    }
-
-    pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
-        let rows = self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT id FROM nodes WHERE parent = $1 ORDER BY seq")
-                .await?;
-            Ok(client
-                .query(&statement, &[&id.as_bytes().as_slice()])
-                .await?)
-        })?;
-        rows.iter().map(|row| node_id(row.get(0))).collect()
-    }
-
-    pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        let (rows, blobs) = self.read(async |client| {
-            let statement = client
-                .prepare_cached(
-                    // The server evaluates a recursive query only as far
-                    // as its reader fetches: `picked` stops the walk.
-                    "WITH RECURSIVE sub(id) AS (
-                         SELECT id FROM nodes WHERE id = $1
-                         UNION ALL
-                         SELECT n.id FROM nodes n JOIN sub ON n.parent = sub.id
-                     ), picked AS (SELECT id FROM sub LIMIT $2)
-                     SELECT n.id, n.parent, n.depth, n.body
-                     FROM picked JOIN nodes n ON n.id = picked.id ORDER BY n.seq",
-                )
-                .await?;
-            let rows = client
-                .query(&statement, &[&root.as_bytes().as_slice(), &(limit as i64)])
-                .await?;
-            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
-            Ok((rows, blobs))
-        })?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let id = node_id(row.get(0))?;
-            let message = decode(id, row.get(3), &blobs)?;
-            entries.push(TreeEntry {
-                id,
-                parent: codec::optional_node_id(row.get(1))?,
-                depth: row.get::<_, i64>(2) as u64,
-                role: message.role,
-                preview: preview(&message, 60),
-            });
-        }
-        if entries.is_empty() {
-            return Err(StoreError::NodeNotFound(root));
-        }
-        Ok(entries)
-    }
-
-    /// The last `limit` nodes of the thread ending at `head`, oldest first.
-    pub fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let limit = limit.min(i64::MAX as usize) as i64;
-        let (rows, blobs) = self.read(async |client| {
-            let statement = client
-                .prepare_cached(
-                    "WITH RECURSIVE up(id, parent, k) AS (
-                         SELECT id, parent, 1::bigint FROM nodes WHERE id = $1
-                         UNION ALL
-                         SELECT n.id, n.parent, up.k + 1 FROM nodes n JOIN up ON n.id = up.parent
-                         WHERE up.k < $2
-                     )
-                     SELECT n.id, n.parent, n.depth, n.body
-                     FROM up JOIN nodes n ON n.id = up.id ORDER BY up.k DESC",
-                )
-                .await?;
-            let rows = client
-                .query(&statement, &[&head.as_bytes().as_slice(), &limit])
-                .await?;
-            let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
-            Ok((rows, blobs))
-        })?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let id = node_id(row.get(0))?;
-            let message = decode(id, row.get(3), &blobs)?;
-            entries.push(TreeEntry {
-                id,
-                parent: codec::optional_node_id(row.get(1))?,
-                depth: row.get::<_, i64>(2) as u64,
-                role: message.role,
-                preview: preview(&message, 60),
-            });
-        }
-        if entries.is_empty() {
-            return Err(StoreError::NodeNotFound(head));
-        }
-        Ok(entries)
     }
 }
 

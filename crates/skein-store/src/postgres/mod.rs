@@ -1,9 +1,10 @@
 /*!
-The PostgreSQL backend's handle: opening a URL, the connection pool, and
-read and write transactions with retry on serialization failures and
-deadlocks. Its operations are split like SQLite's (graph.rs,
-conversations.rs, runs.rs, transfer.rs, verify.rs, resolve.rs) and share
-their non-SQL halves with it.
+The PostgreSQL backend (what [`crate::Store`] opens for a `postgres://`
+URL): its handle, opening a URL, the connection pool, and read and write
+transactions with retry on serialization failures and deadlocks. Its
+operations are split like SQLite's (sqlite/): each file implements one of
+[`crate::backend`]'s traits and shares the non-SQL half of its concern with
+SQLite through the top-level module of the same name.
 
 settings.rs reads the URL (the client's parameters plus skein's own:
 `sslmode` and `sslrootcert`, for tls.rs, and `pool_max`). A connection that
@@ -33,6 +34,7 @@ mod transfer;
 mod usage;
 mod verify;
 
+use crate::backend::{Backend, BoxFuture};
 use crate::error::{Result, StoreError};
 use crate::location::redact;
 use crate::open::OpenMode;
@@ -47,7 +49,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tls::SslMode;
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 /// How long a call waits for a free pooled connection.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -68,6 +72,46 @@ struct Shared {
     connection: Connection,
     /// Opened with [`OpenMode::ReadOnly`]: every write is refused.
     read_only: bool,
+}
+
+impl Backend for PgStore {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn works_on_caller_thread(&self) -> bool {
+        false
+    }
+
+    fn raw_connection(&self) -> Result<rusqlite::Connection> {
+        Err(StoreError::Task(
+            "raw_connection is SQLite-only; use debug_execute".into(),
+        ))
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    fn location(&self) -> String {
+        self.shared.connection.location.clone()
+    }
+
+    fn path(&self) -> &Path {
+        &self.shared.location_path
+    }
+
+    fn key(&self) -> StoreKey {
+        self.shared.key
+    }
+
+    fn debug_execute(&self, sql: &str) -> Result<u64> {
+        self.read(async |client| Ok(client.execute(sql, &[]).await?))
+    }
+
+    fn debug_query_i64(&self, sql: &str) -> Result<i64> {
+        self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
+    }
 }
 
 impl PgStore {
@@ -170,69 +214,62 @@ impl PgStore {
         })
     }
 
-    pub fn is_read_only(&self) -> bool {
-        self.shared.read_only
-    }
-
-    pub fn location(&self) -> String {
-        self.shared.connection.location.clone()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.shared.location_path
-    }
-
-    pub fn key(&self) -> StoreKey {
-        self.shared.key
-    }
-
     /// Run `work` on a pooled connection, outside any explicit transaction.
     /// If the connection turns out to be broken, `work` runs again on a new
     /// one (once).
     pub(crate) fn read<T: Send>(
         &self,
-        mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
+        work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
-        let connection = &self.shared.connection;
-        bridge::block_on(|| async move {
-            let mut reconnected = false;
-            loop {
-                let mut held = Held(Some(connection.checkout().await?));
-                match work(held.client()).await {
-                    Err(error) if lost(&error).is_some() => {
-                        // Dropped unreleased: discarded, never pooled again.
-                        drop(held);
-                        if reconnected {
-                            return Err(connection.lost(&error));
-                        }
-                        reconnected = true;
-                    }
-                    other => {
-                        held.release();
-                        return other;
-                    }
-                }
-            }
-        })
+        bridge::block_on(|| self.shared.connection.read(work))
     }
 
-    /// Run `work`, which owns what it needs, on a pooled connection as a
-    /// task of the PostgreSQL runtime ([`bridge::on_runtime`]), for queries
-    /// returning many rows; await it from any runtime.
-    pub(crate) async fn read_spawned<T, F>(
+    /// [`PgStore::read`] as a task of the PostgreSQL runtime
+    /// ([`bridge::on_runtime`]), for queries returning many rows; await it
+    /// from any runtime. `work` owns what it needs.
+    pub(crate) async fn read_spawned<T>(
         &self,
-        work: impl FnOnce(Client) -> F + Send + 'static,
+        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send + 'static,
     ) -> Result<T>
     where
         T: Send + 'static,
-        F: Future<Output = Result<T>> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
+        // The loop of `Connection::read`, written out: a future calling a
+        // generic closure on a borrowed connection cannot be shown `Send`.
         bridge::on_runtime(async move {
-            let client = shared.connection.checkout().await?;
-            work(client).await
+            let connection = &shared.connection;
+            let mut reconnected = false;
+            loop {
+                let held = Held(Some(connection.checkout().await?));
+                let result = work(held.client()).await;
+                if let Some(result) = connection.settle(held, result, &mut reconnected) {
+                    return result;
+                }
+            }
         })
         .await
+    }
+
+    /// The rows of one statement, awaited on the caller's task (its
+    /// connection made on the PostgreSQL runtime when one must be made). If
+    /// the connection turns out to be broken, the statement runs again once
+    /// on a new one. The one read body of the operations the async API
+    /// offers; their blocking forms drive it with [`bridge::block_on`].
+    pub(crate) async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let connection = &self.shared.connection;
+        let mut reconnected = false;
+        loop {
+            let held = Held(Some(checkout_anywhere(&self.shared).await?));
+            let result = async {
+                let statement = held.client().prepare_cached(sql).await?;
+                Ok(held.client().query(&statement, params).await?)
+            }
+            .await;
+            if let Some(result) = connection.settle(held, result, &mut reconnected) {
+                return result;
+            }
+        }
     }
 
     /// Run `work` in a transaction (read committed) and commit it, retrying
@@ -269,14 +306,6 @@ impl PgStore {
             reconnected: false,
             unusable: AtomicBool::new(false),
         })
-    }
-
-    pub fn debug_execute(&self, sql: &str) -> Result<u64> {
-        self.read(async |client| Ok(client.execute(sql, &[]).await?))
-    }
-
-    pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
     }
 }
 
@@ -317,6 +346,44 @@ impl Connection {
             },
             other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
         })
+    }
+
+    /// Run `work` on a pooled connection, as [`Connection::settle`] says.
+    async fn read<T>(&self, mut work: impl AsyncFnMut(&Client) -> Result<T>) -> Result<T> {
+        let mut reconnected = false;
+        loop {
+            let held = Held(Some(self.checkout().await?));
+            let result = work(held.client()).await;
+            if let Some(result) = self.settle(held, result, &mut reconnected) {
+                return result;
+            }
+        }
+    }
+
+    /// After a read on `held`: its result, or `None` when the connection
+    /// broke and the read is worth making once more on a new one (the
+    /// broken one is discarded, never pooled again). A second loss is
+    /// [`StoreError::ConnectionLost`].
+    fn settle<T>(
+        &self,
+        mut held: Held,
+        result: Result<T>,
+        reconnected: &mut bool,
+    ) -> Option<Result<T>> {
+        match result {
+            Err(error) if lost(&error).is_some() => {
+                // Dropped unreleased: discarded.
+                drop(held);
+                if std::mem::replace(reconnected, true) {
+                    return Some(Err(self.lost(&error)));
+                }
+                None
+            }
+            other => {
+                held.release();
+                Some(other)
+            }
+        }
     }
 
     fn lost(&self, error: &StoreError) -> StoreError {

@@ -4,86 +4,134 @@ parsing is shared). A rerun's threads, runs and row are written in one
 transaction.
 */
 
-use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
+use super::{PgStore, bridge};
+use crate::backend::{Backend, BoxFuture, Reruns};
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
 use crate::reruns::{RawRerun, RerunCommit, RerunRecord, SELECT_RERUN};
-use deadpool_postgres::GenericClient;
-use skein_core::NodeId;
+use deadpool_postgres::{Client, GenericClient};
+use skein_core::{Node, NodeId, StoreKey};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+impl Reruns for PgStore {
+    fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+        bridge::block_on(|| self.write_rerun(commit))
+    }
+
+    fn commit_rerun_async<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.write_rerun(commit))
+    }
+
+    fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
+        bridge::block_on(|| self.rerun_by_id(id))
+    }
+
+    fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>> {
+        Box::pin(self.rerun_by_id(id))
+    }
+
+    fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
+        bridge::block_on(|| async move {
+            self.query_reruns(
+                format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
+                &[&id.as_str()],
+            )
+            .await
+        })
+    }
+
+    fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        bridge::block_on(|| async move {
+            self.query_reruns(
+                format!("{SELECT_RERUN} WHERE turn_node = $1 ORDER BY created, id"),
+                &[&node.0.as_slice()],
+            )
+            .await
+        })
+    }
+
+    fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        bridge::block_on(|| async move {
+            self.query_reruns(
+                format!("{SELECT_RERUN} WHERE answer_head = $1 ORDER BY created, id"),
+                &[&node.0.as_slice()],
+            )
+            .await
+        })
+    }
+
+    fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+        bridge::block_on(|| self.query_reruns(format!("{SELECT_RERUN} ORDER BY created, id"), &[]))
+    }
+}
+
 impl PgStore {
-    pub fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+    /// A rerun's threads, runs and row in one transaction.
+    async fn write_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
         let key = self.key();
-        let marks = self.write(async |tx| {
-            let mut marks = Vec::new();
-            // Threads one after another: a later one may hang under nodes an
-            // earlier one adds.
-            for thread in commit.threads {
-                let missing = find_missing(tx, key, thread).await?;
-                let mut pipeline = Pipeline::new();
-                let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
-                let changed = pipeline.run().await?;
-                if let Some(nodes) = nodes {
-                    nodes.written(tx, &changed).await?;
-                }
-                marks.extend(missing.into_marks());
+        let mut writer = self.writer().await?;
+        let marks = loop {
+            match writer
+                .attempt(rerun_attempt(writer.client(), key, commit))
+                .await
+            {
+                Ok(marks) => break writer.done(marks),
+                Err(error) => writer.again(error).await?,
             }
-            let mut pipeline = Pipeline::new();
-            for run in commit.runs {
-                queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
-            }
-            queue_rerun(&mut pipeline, tx, commit.record).await?;
-            pipeline.run().await?;
-            Ok(marks)
-        })?;
+        };
         mark_all(&marks, key);
         Ok(())
     }
 
-    pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        self.query_reruns(&format!("{SELECT_RERUN} WHERE id = $1"), &[&id.as_str()])?
+    async fn rerun_by_id(&self, id: &RerunId) -> Result<RerunRecord> {
+        self.query_reruns(format!("{SELECT_RERUN} WHERE id = $1"), &[&id.as_str()])
+            .await?
             .pop()
             .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))
     }
 
-    pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(
-            &format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
-            &[&id.as_str()],
-        )
-    }
-
-    pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(
-            &format!("{SELECT_RERUN} WHERE turn_node = $1 ORDER BY created, id"),
-            &[&node.0.as_slice()],
-        )
-    }
-
-    pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(
-            &format!("{SELECT_RERUN} WHERE answer_head = $1 ORDER BY created, id"),
-            &[&node.0.as_slice()],
-        )
-    }
-
-    pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
-        self.query_reruns(&format!("{SELECT_RERUN} ORDER BY created, id"), &[])
-    }
-
-    fn query_reruns(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<RerunRecord>> {
-        let rows = self.read(async |client| {
-            let statement = client.prepare_cached(sql).await?;
-            Ok(client.query(&statement, params).await?)
-        })?;
+    async fn query_reruns(
+        &self,
+        sql: String,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<RerunRecord>> {
+        let rows = self.rows(&sql, params).await?;
         rows.iter().map(|row| raw_rerun(row).finish()).collect()
     }
+}
+
+/// One attempt at writing a rerun, inside its transaction: the nodes to
+/// mark once it commits.
+async fn rerun_attempt<'t>(
+    tx: &Client,
+    key: StoreKey,
+    commit: &RerunCommit<'t>,
+) -> Result<Vec<&'t Node>> {
+    let mut marks = Vec::new();
+    // Threads one after another: a later one may hang under nodes an
+    // earlier one adds.
+    for thread in commit.threads {
+        let missing = find_missing(tx, key, thread).await?;
+        let mut pipeline = Pipeline::new();
+        let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
+        let changed = pipeline.run().await?;
+        if let Some(nodes) = nodes {
+            nodes.written(tx, &changed).await?;
+        }
+        marks.extend(missing.into_marks());
+    }
+    let mut pipeline = Pipeline::new();
+    for run in commit.runs {
+        queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
+    }
+    queue_rerun(&mut pipeline, tx, commit.record).await?;
+    pipeline.run().await?;
+    Ok(marks)
 }
 
 pub(super) fn raw_rerun(row: &Row) -> RawRerun {

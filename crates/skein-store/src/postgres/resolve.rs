@@ -4,58 +4,79 @@ choosing are shared in crate::resolve). Node ids compare as bytes; text ids
 are declared `COLLATE "C"`, so their ranges are byte ranges too.
 */
 
-use super::PgStore;
+use super::{PgStore, bridge};
+use crate::backend::{BoxFuture, IdRanges};
 use crate::codec::node_id;
 use crate::error::Result;
 use crate::resolve::IdTable;
 use skein_core::NodeId;
 
-impl PgStore {
-    pub fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
-        let rows = self.read(async |client| {
-            let statement = client
-                .prepare_cached(
-                    "SELECT id FROM nodes WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT $3",
-                )
-                .await?;
-            Ok(client
-                .query(&statement, &[&low, &high, &(limit as i64)])
-                .await?)
-        })?;
-        rows.iter().map(|row| node_id(row.get(0))).collect()
+impl IdRanges for PgStore {
+    fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
+        bridge::block_on(|| self.node_ids_between_async(low, high, limit))
     }
 
-    pub fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
-        let rows = self.read(async |client| {
-            let statement = client
-                .prepare_cached(
-                    "SELECT id FROM conversations WHERE name = $1 ORDER BY updated DESC, id LIMIT $2",
-                )
-                .await?;
-            Ok(client
-                .query(&statement, &[&name, &(limit as i64)])
-                .await?)
-        })?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+    fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        bridge::block_on(|| self.conversation_ids_named_async(name, limit))
     }
 
-    pub fn text_ids_between(
+    fn text_ids_between(
         &self,
         table: IdTable,
         low: &str,
         high: &str,
         limit: usize,
     ) -> Result<Vec<String>> {
-        let sql = format!(
-            "SELECT id FROM {} WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3",
-            table.name()
-        );
-        let rows = self.read(async |client| {
-            let statement = client.prepare_cached(&sql).await?;
-            Ok(client
-                .query(&statement, &[&low, &high, &(limit as i64)])
-                .await?)
-        })?;
-        Ok(rows.iter().map(|row| row.get(0)).collect())
+        bridge::block_on(|| self.text_ids_between_async(table, low, high, limit))
+    }
+
+    fn node_ids_between_async<'a>(
+        &'a self,
+        low: &'a [u8],
+        high: &'a [u8],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>> {
+        Box::pin(async move {
+            let rows = self
+                .rows(
+                    "SELECT id FROM nodes WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT $3",
+                    &[&low, &high, &(limit as i64)],
+                )
+                .await?;
+            rows.iter().map(|row| node_id(row.get(0))).collect()
+        })
+    }
+
+    fn conversation_ids_named_async<'a>(
+        &'a self,
+        name: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            let rows = self
+                .rows(
+                    "SELECT id FROM conversations WHERE name = $1 ORDER BY updated DESC, id LIMIT $2",
+                    &[&name, &(limit as i64)],
+                )
+                .await?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
+    fn text_ids_between_async<'a>(
+        &'a self,
+        table: IdTable,
+        low: &'a str,
+        high: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            let sql = format!(
+                "SELECT id FROM {} WHERE id >= $1 AND id < $2 ORDER BY id LIMIT $3",
+                table.name()
+            );
+            let rows = self.rows(&sql, &[&low, &high, &(limit as i64)]).await?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
     }
 }

@@ -5,8 +5,9 @@ relations usage totals follow (`run_links`).
 A run's tools are read back with the run in the same query.
 */
 
-use super::PgStore;
 use super::pipeline::{Param, Pipeline};
+use super::{PgStore, bridge};
+use crate::backend::{BoxFuture, Runs};
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
@@ -31,8 +32,8 @@ const SELECT_RUN: &str =
               WHERE rt.run_id = r.id ORDER BY rt.position)
      FROM runs r";
 
-impl PgStore {
-    pub fn record_run(&self, run: &RunRecord) -> Result<()> {
+impl Runs for PgStore {
+    fn record_run(&self, run: &RunRecord) -> Result<()> {
         self.write(async |tx| {
             let mut pipeline = Pipeline::new();
             queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
@@ -41,38 +42,63 @@ impl PgStore {
         })
     }
 
-    pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
-        self.query_runs(&format!("{SELECT_RUN} WHERE r.id = $1"), &id.as_str())?
+    fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+        bridge::block_on(|| self.run_by_id(id))
+    }
+
+    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
+        Box::pin(self.run_by_id(id))
+    }
+
+    fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+        bridge::block_on(|| async move {
+            self.query_runs(
+                format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
+                &id.as_str(),
+            )
+            .await
+        })
+    }
+
+    fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        bridge::block_on(|| self.runs_with_head(node))
+    }
+
+    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+        Box::pin(self.runs_with_head(node))
+    }
+
+    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        bridge::block_on(|| async move {
+            self.query_runs(
+                format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
+                &limit,
+            )
+            .await
+        })
+    }
+}
+
+impl PgStore {
+    async fn run_by_id(&self, id: &RunId) -> Result<RunRecord> {
+        self.query_runs(format!("{SELECT_RUN} WHERE r.id = $1"), &id.as_str())
+            .await?
             .pop()
             .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
     }
 
-    pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+    async fn runs_with_head(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        let head = node.0.as_slice();
         self.query_runs(
-            &format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
-            &id.as_str(),
+            format!("{SELECT_RUN} WHERE r.output_head = $1 ORDER BY r.started, r.id"),
+            &head,
         )
+        .await
     }
 
-    pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
-        self.query_runs(
-            &format!("{SELECT_RUN} WHERE r.output_head = $1 ORDER BY r.started, r.id"),
-            &node.0.as_slice(),
-        )
-    }
-
-    pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        self.query_runs(
-            &format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
-            &(limit.min(i64::MAX as usize) as i64),
-        )
-    }
-
-    fn query_runs(&self, sql: &str, param: &(dyn ToSql + Sync)) -> Result<Vec<RunRecord>> {
-        let rows = self.read(async |client| {
-            let statement = client.prepare_cached(sql).await?;
-            Ok(client.query(&statement, &[param]).await?)
-        })?;
+    async fn query_runs(&self, sql: String, param: &(dyn ToSql + Sync)) -> Result<Vec<RunRecord>> {
+        let rows = self.rows(&sql, &[param]).await?;
         rows.iter().map(run_from_row).collect()
     }
 }

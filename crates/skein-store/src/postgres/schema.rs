@@ -1,7 +1,7 @@
 /*!
 The PostgreSQL schema and its versioned migrations: the port of
-`crate::schema` (SQLite), version for version. `MIGRATIONS[i]` here and in
-`crate::schema` both define version `i + 1`; a unit test fails while one
+`crate::sqlite::schema`, version for version. `MIGRATIONS[i]` here and in
+`crate::sqlite::schema` both define version `i + 1`; a unit test fails while one
 backend has a version the other lacks.
 
 Differences from SQLite, all representation only: `BYTEA` for ids and
@@ -414,7 +414,7 @@ mod tests {
     fn every_sqlite_migration_has_a_postgres_port() {
         assert_eq!(
             super::SCHEMA_VERSION,
-            crate::schema::SCHEMA_VERSION,
+            crate::sqlite::schema::SCHEMA_VERSION,
             "a migration was added to one backend only: port it (see ARCHITECTURE.md, \
              'Porting a SQLite migration to PostgreSQL')"
         );

@@ -18,6 +18,7 @@ conversations met.
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
+use crate::backend::Search;
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
@@ -29,10 +30,10 @@ use skein_core::{Message, NodeId, Role};
 /// it takes the newest by walking `seq` instead.
 const CANDIDATES: usize = 200;
 
-impl PgStore {
+impl Search for PgStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
     /// those of `role`, and of the thread ending at `within`, when given.
-    pub(crate) fn search_nodes(
+    fn search_nodes(
         &self,
         query: &Parsed,
         role: Option<Role>,
@@ -129,7 +130,7 @@ impl PgStore {
     /// Up to `cap` conversations whose thread contains `node`: heads at the
     /// end of its lane first, then the nearest below it. The recursive walk
     /// is evaluated only as far as the outer `LIMIT` needs.
-    pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+    fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
         let rows = self.read(async |client| {
             let place = client
                 .prepare_cached("SELECT lane, depth FROM nodes WHERE id = $1")

@@ -16,6 +16,7 @@ use super::pipeline::Pipeline;
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
 use super::schema;
+use crate::backend::Transfer;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::lanes::Lanes;
@@ -31,8 +32,8 @@ use std::io::Write;
 /// Nodes read per query by export and verify.
 pub(crate) const PAGE: i64 = 1000;
 
-impl PgStore {
-    pub fn export_nodes(&self, out: &mut dyn Write) -> Result<()> {
+impl Transfer for PgStore {
+    fn export_nodes(&self, out: &mut dyn Write) -> Result<()> {
         write_header(out)?;
         let mut after = 0_i64;
         loop {
@@ -58,7 +59,7 @@ impl PgStore {
         }
     }
 
-    pub fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
+    fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(async |tx| {
             let mut report = ImportReport::default();
             // Depths and roots of the stored nodes the file names, then of

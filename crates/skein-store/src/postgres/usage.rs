@@ -5,14 +5,15 @@ server as one array parameter, so each question is one round trip.
 */
 
 use super::PgStore;
+use crate::backend::UsageRows;
 use crate::error::Result;
 use crate::records::{ConversationId, RunId};
 use crate::usage::RunRow;
 use skein_core::NodeId;
 use std::collections::HashSet;
 
-impl PgStore {
-    pub(crate) fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
+impl UsageRows for PgStore {
+    fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
         let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
         let rows = self.read(async |client| {
             let statement = client
@@ -37,10 +38,7 @@ impl PgStore {
             .collect()
     }
 
-    pub(crate) fn conversation_run_rows(
-        &self,
-        id: &ConversationId,
-    ) -> Result<Vec<(RunId, Option<NodeId>)>> {
+    fn conversation_run_rows(&self, id: &ConversationId) -> Result<Vec<(RunId, Option<NodeId>)>> {
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached("SELECT id, output_head FROM runs WHERE conversation = $1")
@@ -58,7 +56,7 @@ impl PgStore {
             .collect())
     }
 
-    pub(crate) fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
+    fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached("SELECT id FROM runs WHERE output_head = $1")
@@ -68,7 +66,7 @@ impl PgStore {
         Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
     }
 
-    pub(crate) fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
+    fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached(
@@ -87,7 +85,7 @@ impl PgStore {
             .collect()
     }
 
-    pub(crate) fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
+    fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
         let rows = self.read(async |client| {
             let statement = client
                 .prepare_cached("SELECT run_id FROM run_links WHERE kind = $1 AND target = ANY($2)")
@@ -97,7 +95,7 @@ impl PgStore {
         Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
     }
 
-    pub(crate) fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
+    fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
         let runs: Vec<&str> = runs.iter().map(RunId::as_str).collect();
         let rows = self.read(async |client| {
             let statement = client

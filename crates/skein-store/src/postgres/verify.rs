@@ -7,14 +7,15 @@ SQLite (crate::verify::VerifyReport).
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
 use super::transfer::PAGE;
+use crate::backend::Verify;
 use crate::error::Result;
 use crate::verify::{CONVERSATIONS, MISSING_TOOLS, NodeRow, RUNS, VerifyReport};
 
 /// Blobs read per query (they can be large).
 const BLOB_PAGE: i64 = 100;
 
-impl PgStore {
-    pub fn verify(&self) -> Result<VerifyReport> {
+impl Verify for PgStore {
+    fn verify(&self) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut after = 0_i64;
         loop {

@@ -1,12 +1,16 @@
 //! Where `Store::run_blocking` does its work: in place on a multi-thread runtime
 //! (without stalling the runtime's other tasks), on the blocking pool from a
 //! current-thread runtime, and in place inside `blocking_caller`; and the
-//! async API (`load_thread_async`, `commit_turn_async`), which on PostgreSQL
+//! async API (`Store::nonblocking`: loading a thread, committing a turn), which on PostgreSQL
 //! awaits its queries without blocking any thread.
 
 use crate::common::{Backend, TempStore, history};
 use skein_core::Message;
-use skein_store::{NewConversation, RunRecord, TurnCommit, blocking_caller};
+use skein_core::{Digest, Thread};
+use skein_store::{
+    NewConversation, RerunCommit, RerunId, RerunRecord, RunId, RunRecord, StoreError, TurnCommit,
+    blocking_caller,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::ThreadId;
@@ -121,9 +125,10 @@ fn the_async_api_commits_and_loads_turns_from_any_runtime(backend: Backend) {
         let work = async move {
             let run = RunRecord::new("echo", "echo");
             let turn = TurnCommit::continuing(&id, head, &committed, std::slice::from_ref(&run));
-            store.commit_turn_async(&turn).await.unwrap();
+            store.nonblocking().commit_turn(&turn).await.unwrap();
             store
-                .load_thread_async(committed.head_id().unwrap())
+                .nonblocking()
+                .load_thread(committed.head_id().unwrap())
                 .await
                 .unwrap()
         };
@@ -143,7 +148,175 @@ fn the_async_api_commits_and_loads_turns_from_any_runtime(backend: Backend) {
     assert!(db.store.verify().unwrap().is_ok());
 }
 
-for_each_backend!(the_async_api_commits_and_loads_turns_from_any_runtime);
+/// Every operation of the async API answers as the blocking API does, its
+/// failures included, from a current-thread runtime with neither I/O nor
+/// timers of its own and from a task spawned on a multi-thread runtime:
+/// conversations (and a missing one), run records, the runs behind a node,
+/// reruns written and read (and a missing one), prefixes resolved (by name,
+/// by id prefix, ambiguous, matching nothing) and the embedding cache.
+fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
+    let db = TempStore::new(backend);
+    let bare = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let thread = history("async api", 2);
+    db.store.append(&thread).unwrap();
+    let head = thread.head_id().unwrap();
+    let named = |name: &str| {
+        db.store
+            .create_conversation(NewConversation {
+                name: Some(name.into()),
+                head: Some(head),
+                ..NewConversation::default()
+            })
+            .unwrap()
+    };
+    let conversation = named("alpha");
+    named("twin");
+    named("twin");
+    let mut run = RunRecord::new("echo", "echo");
+    run.output_head = Some(head);
+    run.conversation = Some(conversation.id.clone());
+    db.store.record_run(&run).unwrap();
+    for (round, spawned) in [false, true, false, true].into_iter().enumerate() {
+        let store = db.store.clone();
+        let (conversation, run, thread) = (conversation.clone(), run.clone(), thread.clone());
+        let work = async move {
+            let api = store.nonblocking();
+            assert_eq!(
+                api.conversation(&conversation.id).await.unwrap(),
+                conversation
+            );
+            let missing = skein_store::ConversationId::random();
+            assert!(matches!(
+                api.conversation(&missing).await,
+                Err(StoreError::ConversationNotFound(_))
+            ));
+            assert_eq!(api.run_record(&run.id).await.unwrap(), run);
+            assert!(matches!(
+                api.run_record(&RunId::random()).await,
+                Err(StoreError::RunNotFound(_))
+            ));
+            assert_eq!(api.runs_producing(head).await.unwrap(), vec![run.clone()]);
+            assert_eq!(
+                api.runs_producing(thread.parent().head_id().unwrap())
+                    .await
+                    .unwrap(),
+                vec![]
+            );
+            // A rerun of its own each round: its answer is a new thread.
+            let answer = thread.push(Message::assistant(format!("answer {round}")));
+            let mut sample = RunRecord::new("echo", "echo");
+            sample.output_head = answer.head_id();
+            let rerun = rerun_of(&conversation.id, &thread, &answer, &sample);
+            api.commit_rerun(&RerunCommit {
+                record: &rerun,
+                threads: std::slice::from_ref(&answer),
+                runs: std::slice::from_ref(&sample),
+            })
+            .await
+            .unwrap();
+            assert_eq!(api.rerun(&rerun.id).await.unwrap(), rerun);
+            assert_eq!(store.rerun(&rerun.id).unwrap(), rerun);
+            assert_eq!(
+                api.load_thread(answer.head_id().unwrap()).await.unwrap(),
+                answer
+            );
+            assert!(matches!(
+                api.rerun(&RerunId::random()).await,
+                Err(StoreError::RerunNotFound(_))
+            ));
+            assert_eq!(
+                api.resolve_conversation("alpha").await.unwrap(),
+                conversation.id
+            );
+            let prefix = &conversation.id.as_str()[..10];
+            assert_eq!(
+                api.resolve_conversation(prefix).await.unwrap(),
+                conversation.id
+            );
+            assert!(matches!(
+                api.resolve_conversation("twin").await,
+                Err(StoreError::AmbiguousName { .. })
+            ));
+            assert!(matches!(
+                api.resolve_conversation("no such name").await,
+                Err(StoreError::ConversationNotFound(_))
+            ));
+            let short = &head.to_string()[..12];
+            assert_eq!(api.resolve_node(short).await.unwrap(), head);
+            assert_eq!(store.resolve_node(short).unwrap(), head);
+            assert!(matches!(
+                api.resolve_node("xyz").await,
+                Err(StoreError::NotAnId(_))
+            ));
+            let digest = Digest::of(format!("text {round}").as_bytes());
+            let embedder = format!("embedder {round}");
+            assert_eq!(
+                api.cached_embedding(&embedder, &digest).await.unwrap(),
+                None
+            );
+            api.cache_embedding(&embedder, &digest, &[1.5, -2.0])
+                .await
+                .unwrap();
+            assert_eq!(
+                api.cached_embedding(&embedder, &digest).await.unwrap(),
+                Some(vec![1.5, -2.0])
+            );
+            assert_eq!(
+                store.cached_embedding(&embedder, &digest).unwrap(),
+                Some(vec![1.5, -2.0])
+            );
+        };
+        if spawned {
+            multi.block_on(async { tokio::spawn(work).await.unwrap() });
+        } else {
+            bare.block_on(work);
+        }
+    }
+    assert_eq!(
+        db.store
+            .reruns_of_conversation(&conversation.id)
+            .unwrap()
+            .len(),
+        4
+    );
+    assert!(db.store.verify().unwrap().is_ok());
+}
+
+fn rerun_of(
+    conversation: &skein_store::ConversationId,
+    turn: &Thread,
+    answer: &Thread,
+    run: &RunRecord,
+) -> RerunRecord {
+    RerunRecord {
+        id: RerunId::random(),
+        conversation: conversation.clone(),
+        turn: 1,
+        turn_node: turn.head_id().unwrap(),
+        request_head: answer.parent().head_id(),
+        answer_head: answer.head_id(),
+        ablation: vec!["a fact".into()],
+        samples: 1,
+        sample_runs: vec![run.id.clone()],
+        baseline_runs: vec![],
+        verdict: None,
+        summary: "async".into(),
+        detail: serde_json::json!({}),
+        created_ms: 1,
+    }
+}
+
+for_each_backend!(
+    the_async_api_commits_and_loads_turns_from_any_runtime,
+    the_async_api_answers_as_the_blocking_api_does,
+);
 
 /// PostgreSQL: a turn waiting on the database (here on a lock another
 /// session holds) leaves its current-thread runtime free: the runtime's other
@@ -177,13 +350,14 @@ fn on_postgres_a_waiting_async_commit_leaves_its_runtime_free() {
         let commit = tokio::spawn(async move {
             let run = RunRecord::new("echo", "echo");
             let turn = TurnCommit::continuing(&id, None, &committed, std::slice::from_ref(&run));
-            writer.commit_turn_async(&turn).await
+            writer.nonblocking().commit_turn(&turn).await
         });
         while waiting_on_blobs(&store).await == 0 {
             tokio::task::yield_now().await;
         }
         let loaded = store
-            .load_thread_async(other.head_id().unwrap())
+            .nonblocking()
+            .load_thread(other.head_id().unwrap())
             .await
             .unwrap();
         assert_eq!(loaded, other);

@@ -1,6 +1,6 @@
 //! PostgreSQL connections: the pool's settings from the URL, connections
-//! that break between calls or in the middle of a turn, and TLS against a
-//! throwaway cluster given a certificate made here.
+//! that break between calls (a thread load included) or in the middle of a
+//! turn, and TLS against a throwaway cluster given a certificate made here.
 
 use crate::common::{Backend, TempStore, append_turn};
 use skein_core::{Message, Thread};
@@ -166,6 +166,39 @@ fn the_call_after_a_connection_is_ended_reconnects() {
         append_turn(&store, &conversation, &format!("after {round}"));
     }
     assert_eq!(store.conversation(&conversation).unwrap().len, 8);
+}
+
+/// Loading a thread (whose rows are read by a task of the store's runtime)
+/// on a connection the server ended also reconnects, blocking or async:
+/// it succeeds on a new connection instead of failing with the client's
+/// error.
+#[test]
+fn a_thread_loads_after_its_connection_is_ended() {
+    if crate::common::postgres_base("a_thread_loads_after_its_connection_is_ended").is_none() {
+        return;
+    }
+    let db = TempStore::new(Backend::Postgres);
+    let (store, application) = named_store(&db, "");
+    let admin = Admin::connect(&db.location());
+    let conversation = store
+        .create_conversation(NewConversation::default())
+        .unwrap()
+        .id;
+    append_turn(&store, &conversation, "first");
+    append_turn(&store, &conversation, "second");
+    let head = store.conversation(&conversation).unwrap().head.unwrap();
+    let expected = store.load_thread(head).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for round in 0..5 {
+        assert!(admin.terminate_all(&application) >= 1, "round {round}");
+        assert_eq!(store.load_thread(head).unwrap(), expected, "round {round}");
+        assert!(admin.terminate_all(&application) >= 1, "round {round}");
+        let loaded = runtime.block_on(store.nonblocking().load_thread(head));
+        assert_eq!(loaded.unwrap(), expected, "round {round}");
+    }
 }
 
 /// A turn whose connection is ended while it waits inside its transaction

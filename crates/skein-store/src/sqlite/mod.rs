@@ -1,8 +1,13 @@
 /*!
-The SQLite backend's handle: opening, connection setup, the writer/reader
-split and write transactions with busy handling. Its operations live beside
-the types they return (graph.rs, conversations.rs, runs.rs, transfer.rs,
-verify.rs, resolve.rs); [`crate::Store`] dispatches to it for file paths.
+The SQLite backend (what [`crate::Store`] opens for a file path): its
+handle, opening, connection setup, the writer/reader split and write
+transactions with busy handling. Each of its files implements one of
+[`crate::backend`]'s traits: graph.rs (nodes, threads, lanes),
+conversations.rs (bookmarks and the turn commit), runs.rs, reruns.rs,
+family.rs, search.rs (the FTS5 index), resolve.rs (id ranges), usage.rs,
+embeddings.rs, transfer.rs (export and import loops) and verify.rs; open.rs
+recognises a skein file before anything is written to it, and schema.rs
+holds the migrations.
 
 One writer connection (behind a mutex) takes every write in a `BEGIN
 IMMEDIATE` transaction, which in WAL mode waits on the busy handler instead
@@ -14,9 +19,24 @@ Opened read-only (open.rs), every connection is read-only and `write`
 refuses before touching the database.
 */
 
+mod conversations;
+mod embeddings;
+mod family;
+mod graph;
+pub(crate) mod open;
+mod reruns;
+mod resolve;
+mod runs;
+pub(crate) mod schema;
+mod search;
+mod transfer;
+mod usage;
+mod verify;
+
+use crate::backend::Backend;
 use crate::error::{Result, StoreError};
-use crate::open::{self, OpenMode, ReadOnlyOpener, SqliteFile};
-use crate::schema;
+use crate::open::OpenMode;
+use open::{ReadOnlyOpener, SqliteFile};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use skein_core::StoreKey;
@@ -43,6 +63,50 @@ struct Shared {
     /// Set when opened read-only: every connection is read-only (the
     /// "writer" too) and writes are refused.
     read_only: Option<ReadOnlyOpener>,
+}
+
+impl Backend for SqliteStore {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn works_on_caller_thread(&self) -> bool {
+        true
+    }
+
+    /// Whether this handle only reads (opened with [`OpenMode::ReadOnly`]).
+    fn is_read_only(&self) -> bool {
+        self.shared.read_only.is_some()
+    }
+
+    fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    fn location(&self) -> String {
+        self.shared.path.display().to_string()
+    }
+
+    /// The key nodes are marked with once this database holds them. It
+    /// identifies the database, not this handle.
+    fn key(&self) -> StoreKey {
+        self.shared.key
+    }
+
+    /// A raw connection for tests that must tamper with or inspect rows.
+    fn raw_connection(&self) -> Result<Connection> {
+        self.connection()
+    }
+
+    fn debug_execute(&self, sql: &str) -> Result<u64> {
+        Ok(self.raw_connection()?.execute(sql, [])? as u64)
+    }
+
+    fn debug_query_i64(&self, sql: &str) -> Result<i64> {
+        Ok(self
+            .raw_connection()?
+            .query_row(sql, [], |row| row.get(0))?)
+    }
 }
 
 impl SqliteStore {
@@ -116,11 +180,6 @@ impl SqliteStore {
         })
     }
 
-    /// Whether this handle only reads (opened with [`OpenMode::ReadOnly`]).
-    pub fn is_read_only(&self) -> bool {
-        self.shared.read_only.is_some()
-    }
-
     /// A new connection of the kind this handle uses.
     fn connection(&self) -> Result<Connection> {
         match &self.shared.read_only {
@@ -131,20 +190,6 @@ impl SqliteStore {
             }
             None => connect(&self.shared.path),
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.shared.path
-    }
-
-    pub fn location(&self) -> String {
-        self.shared.path.display().to_string()
-    }
-
-    /// The key nodes are marked with once this database holds them. It
-    /// identifies the database, not this handle.
-    pub fn key(&self) -> StoreKey {
-        self.shared.key
     }
 
     /// Run `work` in a `BEGIN IMMEDIATE` transaction and commit it. When the
@@ -198,21 +243,6 @@ impl SqliteStore {
             readers.push(conn);
         }
         result
-    }
-
-    /// A raw connection for tests that must tamper with or inspect rows.
-    pub fn raw_connection(&self) -> Result<Connection> {
-        self.connection()
-    }
-
-    pub fn debug_execute(&self, sql: &str) -> Result<u64> {
-        Ok(self.raw_connection()?.execute(sql, [])? as u64)
-    }
-
-    pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {
-        Ok(self
-            .raw_connection()?
-            .query_row(sql, [], |row| row.get(0))?)
     }
 }
 

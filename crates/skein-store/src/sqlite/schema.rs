@@ -211,7 +211,7 @@ const MIGRATIONS: &[Migration] = &[
     ),
     // 10: full-text search, an FTS5 index of every node's words, filled
     // from the stored nodes (see search.rs).
-    Migration::Code(crate::search::add_search),
+    Migration::Code(super::search::add_search),
     // 11: nothing. PostgreSQL's version 11 adds the lanes this backend has
     // had since version 4.
     Migration::Sql(""),

@@ -1,0 +1,64 @@
+/*!
+[`AsyncStore`], the store's async API, reached through
+[`Store::nonblocking`]: the same operations as [`Store`]'s, awaited.
+
+On PostgreSQL each operation is one async function awaiting tokio-postgres
+on the caller's task: no thread blocks, no blocking pool is involved, and
+the store's own runtime is used only to check a connection out of the pool
+(so a new one's I/O task, which must outlive the caller's runtime, is
+spawned there; an idle one is handed over in one task hop), to time a
+write's retry, and to read a thread's rows (so the caller is woken once,
+not per batch of rows).
+The blocking API drives the same function with the bridge
+(postgres/bridge.rs). On SQLite, whose work happens on the calling thread,
+each operation runs where [`Store::run_blocking`] runs work.
+
+The operations offered are those async callers make one at a time (load a
+thread, commit a turn or a rerun, read a conversation, a run, a rerun or
+the runs behind a node, resolve a prefix, the embedding cache); for several
+calls in a row, use [`Store::run_blocking`] with the blocking API. Those
+that belong to one concern are written beside [`Store`]'s, in that
+concern's module (resolve.rs, reruns.rs, embeddings.rs).
+*/
+
+use crate::error::Result;
+use crate::records::{Committed, ConversationId, ConversationRecord, RunId, RunRecord, TurnCommit};
+use crate::store::Store;
+use skein_core::{NodeId, Thread};
+
+/// The async API of a [`Store`], borrowed from it by
+/// [`Store::nonblocking`]. Dropping one of its futures before it ends
+/// rolls back whatever transaction it had open.
+#[derive(Clone, Copy, Debug)]
+pub struct AsyncStore<'s> {
+    pub(crate) store: &'s Store,
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::load_thread`].
+    pub async fn load_thread(&self, head: NodeId) -> Result<Thread> {
+        self.store.backend().load_thread_async(head).await
+    }
+
+    /// [`Store::commit_turn`]. On SQLite, from a current-thread runtime, the
+    /// turn is committed on the blocking pool from a copy (its thread's
+    /// nodes are shared, so they are marked as stored all the same).
+    pub async fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        self.store.backend().commit_turn_async(turn).await
+    }
+
+    /// [`Store::conversation`].
+    pub async fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        self.store.backend().conversation_async(id).await
+    }
+
+    /// [`Store::run_record`].
+    pub async fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+        self.store.backend().run_record_async(id).await
+    }
+
+    /// [`Store::runs_producing`].
+    pub async fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+        self.store.backend().runs_producing_async(node).await
+    }
+}

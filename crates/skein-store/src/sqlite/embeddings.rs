@@ -1,0 +1,65 @@
+/*!
+The embedding cache on SQLite: one row per (embedder id, content digest),
+vectors encoded as crate::embeddings says.
+*/
+
+use super::SqliteStore;
+use crate::backend::{BoxFuture, EmbeddingCache};
+use crate::blocking;
+use crate::embeddings::{decode, encode};
+use crate::error::Result;
+use rusqlite::{OptionalExtension, params};
+use skein_core::Digest;
+
+impl EmbeddingCache for SqliteStore {
+    fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+        self.read(|conn| {
+            let bytes: Option<Vec<u8>> = conn
+                .prepare_cached(
+                    "SELECT vector FROM embeddings WHERE embedder = ?1 AND digest = ?2",
+                )?
+                .query_row(params![embedder, digest.as_bytes()], |row| row.get(0))
+                .optional()?;
+            bytes.map(|bytes| decode(&bytes)).transpose()
+        })
+    }
+
+    fn cached_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>> {
+        let (embedder, digest) = (embedder.to_string(), *digest);
+        Box::pin(blocking::run(self, true, move |store| {
+            store.cached_embedding(&embedder, &digest)
+        }))
+    }
+
+    fn cache_embedding_async<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+        vector: &'a [f32],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(blocking::run_borrowing(
+            self,
+            |store| store.cache_embedding(embedder, digest, vector),
+            || {
+                let (embedder, digest, vector) = (embedder.to_string(), *digest, vector.to_vec());
+                move |store: &SqliteStore| store.cache_embedding(&embedder, &digest, &vector)
+            },
+        ))
+    }
+
+    fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+        let bytes = encode(vector);
+        self.write(|tx| {
+            tx.prepare_cached(
+                "INSERT INTO embeddings(embedder, digest, vector) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![embedder, digest.as_bytes(), bytes])?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,148 @@
+/*!
+Export and import on SQLite: the node section of an export, in `seq`
+(topological) order, and an import's one `BEGIN IMMEDIATE` transaction,
+checking each line's references against the database and the lines before
+it (crate::transfer holds the format, the parsing and every check that needs
+no database).
+*/
+
+use super::SqliteStore;
+use super::graph::{Placed, decode_message, insert_node, seq_of};
+use super::reruns::insert_rerun;
+use super::runs::insert_run;
+use crate::backend::Transfer;
+use crate::codec::{node_id, optional_node_id};
+use crate::error::Result;
+use crate::transfer::{
+    ImportReport, Line, Target, bad_conversation, check_same_head, dangling, orphan, references,
+    write_header, write_node,
+};
+use rusqlite::{OptionalExtension, params};
+use skein_core::{Message, NodeId};
+use std::io::Write;
+
+impl Transfer for SqliteStore {
+    /// Write the header and every node, in topological order.
+    fn export_nodes(&self, out: &mut dyn Write) -> Result<()> {
+        self.read(|conn| {
+            write_header(out)?;
+            let mut stmt = conn.prepare(
+                "SELECT n.id, p.id, n.body FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent ORDER BY n.seq",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let id = node_id(&row.get::<_, Vec<u8>>(0)?)?;
+                let parent = optional_node_id(row.get::<_, Option<Vec<u8>>>(1)?.as_deref())?;
+                let message = decode_message(conn, id, &row.get::<_, Vec<u8>>(2)?)?;
+                write_node(out, id, parent, message)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Import parsed and checked export lines. All or nothing.
+    fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
+        self.write(|tx| {
+            let mut report = ImportReport::default();
+            for (number, line) in lines {
+                let number = *number;
+                match line {
+                    Line::Header { .. } => {}
+                    Line::Node { id, parent, role, parts } => {
+                        if seq_of(tx, *id)?.is_some() {
+                            report.nodes_present += 1;
+                            continue;
+                        }
+                        let parent_row = match parent {
+                            None => None,
+                            Some(parent) => Some(
+                                tx.prepare_cached("SELECT seq, root, depth FROM nodes WHERE id = ?1")?
+                                    .query_row([parent.as_bytes()], |row| {
+                                        Ok((Placed { seq: row.get(0)?, root: row.get(1)? }, row.get::<_, i64>(2)?))
+                                    })
+                                    .optional()?
+                                    .ok_or_else(|| orphan(number, id, parent))?,
+                            ),
+                        };
+                        let depth = parent_row.map_or(0, |(_, depth)| depth as u64 + 1);
+                        let message = Message::new(*role, parts.clone());
+                        insert_node(tx, *id, parent_row.map(|(placed, _)| placed), depth, &message)?;
+                        report.nodes_written += 1;
+                    }
+                    Line::Conversation(conversation) => {
+                        let existing: Option<Option<Vec<u8>>> = tx
+                            .prepare_cached("SELECT head FROM conversations WHERE id = ?1")?
+                            .query_row([conversation.id.as_str()], |row| row.get(0))
+                            .optional()?;
+                        if let Some(head) = existing {
+                            check_same_head(number, conversation, head.as_deref())?;
+                            continue;
+                        }
+                        check_references(tx, number, line)?;
+                        let origin = conversation.origin.clone().unwrap_or_default();
+                        tx.prepare_cached(
+                            "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
+                                 forked_from_rerun, created, updated, meta, imported, root)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, (SELECT root FROM nodes WHERE id = ?3))",
+                        )?
+                        .execute(params![
+                            conversation.id.as_str(),
+                            conversation.name,
+                            conversation.head.as_ref().map(NodeId::as_bytes),
+                            origin.node.as_ref().map(NodeId::as_bytes),
+                            origin.conversation.as_ref().map(|c| c.as_str()),
+                            origin.rerun.as_ref().map(|rerun| rerun.as_str()),
+                            conversation.created_ms,
+                            conversation.updated_ms,
+                            conversation.settings.to_json(),
+                        ])
+                        .map_err(|error| bad_conversation(number, conversation, error))?;
+                        report.conversations += 1;
+                    }
+                    Line::Run(run) => {
+                        let exists = tx
+                            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
+                            .exists([run.id.as_str()])?;
+                        if !exists {
+                            check_references(tx, number, line)?;
+                            insert_run(tx, run, run.conversation.as_ref())?;
+                            report.runs += 1;
+                        }
+                    }
+                    Line::Rerun(rerun) => {
+                        let exists = tx
+                            .prepare_cached("SELECT 1 FROM reruns WHERE id = ?1")?
+                            .exists([rerun.id.as_str()])?;
+                        if exists {
+                            continue;
+                        }
+                        check_references(tx, number, line)?;
+                        insert_rerun(tx, rerun)?;
+                        report.reruns += 1;
+                    }
+                }
+            }
+            Ok(report)
+        })
+    }
+}
+
+/// Fail unless everything `line` points at is in the database (which, in
+/// the import's transaction, holds the file's earlier lines too).
+fn check_references(tx: &rusqlite::Transaction<'_>, number: usize, line: &Line) -> Result<()> {
+    for reference in references(line) {
+        let present = match &reference.target {
+            Target::Node(id) => seq_of(tx, *id)?.is_some(),
+            Target::Conversation(id) => tx
+                .prepare_cached("SELECT 1 FROM conversations WHERE id = ?1")?
+                .exists([id.as_str()])?,
+            Target::Run(id) => tx
+                .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
+                .exists([id.as_str()])?,
+        };
+        if !present {
+            return Err(dangling(number, line, &reference));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,81 @@
+/*!
+`verify` on SQLite: streams every node, blob, conversation and run row
+through the checks crate::verify shares with PostgreSQL.
+*/
+
+use super::SqliteStore;
+use super::graph::decode_message;
+use crate::backend::Verify;
+use crate::error::Result;
+use crate::verify::{CONVERSATIONS, MISSING_TOOLS, NodeRow, RUNS, VerifyReport};
+
+impl Verify for SqliteStore {
+    /// Check the whole database. Problems are reported, never repaired.
+    fn verify(&self) -> Result<VerifyReport> {
+        self.read(|conn| {
+            let mut report = VerifyReport::default();
+            // A node either starts its lane (numbered by its own seq) or
+            // continues its parent's; its root is its parent's, or itself.
+            let mut stmt = conn.prepare(
+                "SELECT n.id, p.id, n.depth, p.depth, n.role, n.body,
+                        n.lane IS NULL OR (n.lane != n.seq AND n.lane IS NOT p.lane),
+                        n.root IS NOT (CASE WHEN n.parent IS NULL THEN n.seq ELSE p.root END)
+                 FROM nodes n LEFT JOIN nodes p ON p.seq = n.parent ORDER BY n.seq",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let id: Vec<u8> = row.get(0)?;
+                let parent: Option<Vec<u8>> = row.get(1)?;
+                let body: Vec<u8> = row.get(5)?;
+                if row.get::<_, bool>(6)? {
+                    report.wrong_lane(&id);
+                }
+                if row.get::<_, bool>(7)? {
+                    report.wrong_root(&id);
+                }
+                report.check_node(
+                    NodeRow {
+                        id: &id,
+                        parent: parent.as_deref(),
+                        depth: row.get(2)?,
+                        parent_depth: row.get(3)?,
+                        role: row.get(4)?,
+                    },
+                    |id| decode_message(conn, id, &body),
+                );
+            }
+            let mut blobs = conn.prepare("SELECT digest, bytes FROM blobs")?;
+            let mut rows = blobs.query([])?;
+            while let Some(row) = rows.next()? {
+                let digest: Vec<u8> = row.get(0)?;
+                let bytes: Vec<u8> = row.get(1)?;
+                report.check_blob(&digest, &bytes);
+            }
+            let mut conversations = conn.prepare(CONVERSATIONS)?;
+            let mut rows = conversations.query([])?;
+            while let Some(row) = rows.next()? {
+                let origin: Option<Vec<u8>> = row.get(2)?;
+                report.check_conversation(row.get(0)?, row.get(1)?, origin.as_deref(), row.get(3)?);
+            }
+            let mut runs = conn.prepare(&format!("{RUNS} ORDER BY r.id"))?;
+            let mut rows = runs.query([])?;
+            while let Some(row) = rows.next()? {
+                let input: Option<Vec<u8>> = row.get(2)?;
+                let output: Option<Vec<u8>> = row.get(3)?;
+                report.check_run(
+                    row.get(0)?,
+                    row.get(1)?,
+                    input.as_deref(),
+                    output.as_deref(),
+                );
+            }
+            let mut tools = conn.prepare(MISSING_TOOLS)?;
+            let mut rows = tools.query([])?;
+            while let Some(row) = rows.next()? {
+                let tool: Vec<u8> = row.get(1)?;
+                report.missing_tool(row.get(0)?, &tool);
+            }
+            Ok(report)
+        })
+    }
+}
