@@ -2344,3 +2344,244 @@ async fn turns_written_by_another_process_reach_the_event_stream() {
     }
     assert_eq!(open.len(), 32);
 }
+
+// ------------------------------------------------------------ limits on turns
+
+/// The web view's models: one OpenAI-compatible server at `url`, offered
+/// as `remote` (and the default).
+struct Endpoint {
+    model: Model,
+}
+
+impl Endpoint {
+    fn at(url: &str) -> Endpoint {
+        use skein::engine::config::{BackendDef, BackendKind, Catalog, CredentialSource, Profile};
+        let catalog = Catalog::new()
+            .backend(BackendDef::new(
+                "remote",
+                BackendKind::Openai {
+                    base_url: Some(format!("{url}/v1")),
+                },
+            ))
+            .profile(
+                Profile::new("remote", "remote", "remote-model").credential(CredentialSource::None),
+            );
+        let engine = skein::Engine::builder(catalog).build().unwrap();
+        Endpoint {
+            model: Model::from_profile(&engine, "remote").unwrap(),
+        }
+    }
+}
+
+impl skein_serve::Models for Endpoint {
+    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+        match name {
+            None | Some("remote") => Ok(self.model.clone()),
+            Some(other) => Err(format!("no model `{other}` here")),
+        }
+    }
+
+    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
+        vec![skein_serve::ModelChoice {
+            name: "remote".into(),
+            label: "remote".into(),
+        }]
+    }
+
+    fn default_name(&self) -> String {
+        "remote".into()
+    }
+}
+
+/// A server whose model is the OpenAI-compatible server at `url`.
+async fn serving_endpoint(url: &str) -> Server {
+    let endpoint = Arc::new(Endpoint::at(url));
+    Server::start_configured(|config| config.models = endpoint).await
+}
+
+/// One chunk of an OpenAI chat-completions stream carrying `text`.
+fn content(text: &str) -> String {
+    let chunk = serde_json::json!({
+        "choices": [{ "index": 0, "delta": { "content": text }, "finish_reason": null }]
+    });
+    format!("data: {chunk}\n\n")
+}
+
+/// The chunks that end an OpenAI chat-completions stream.
+fn finish() -> Vec<String> {
+    let chunk = serde_json::json!({
+        "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }]
+    });
+    vec![format!("data: {chunk}\n\n"), "data: [DONE]\n\n".to_string()]
+}
+
+/// What a stored conversation's bookmark points at.
+fn head_of(store: &Store, conversation: &str) -> Option<skein::NodeId> {
+    store
+        .conversation(&ConversationId(conversation.to_string()))
+        .unwrap()
+        .head
+}
+
+/// Four turns held open at the model fill the server: a fifth (a reply or
+/// a fork with a first turn) is refused with 429 before anything is read,
+/// recorded or called; once the four end, a turn is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifth_turn_at_once_is_refused_and_taken_once_the_others_end() {
+    use skein_testkit::{Fault, FaultServer};
+    let mut model = FaultServer::start(Fault::Hold(
+        vec![content("Hold")],
+        [vec![content(" on.")], finish()].concat(),
+    ))
+    .await;
+    let server = serving_endpoint(&model.url()).await;
+    let story = story(&server.store).await;
+    let csrf = server.csrf().await;
+    let before = counts(&server.store);
+    let main_head = head_of(&server.store, &story.main);
+
+    // Four replies branching at a1, each held by the model after its
+    // first chunk.
+    let mut held = Vec::new();
+    for turn in 0..4 {
+        let response = server
+            .client
+            .post(format!("{}/api/nodes/{}/reply", server.base, story.a1))
+            .header("content-type", "application/json")
+            .header("x-skein-csrf", &csrf)
+            .body(
+                serde_json::json!({ "text": format!("Turn {turn}."), "model": "remote" })
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        held.push(response);
+    }
+    for _ in 0..4 {
+        model.held().await;
+    }
+
+    let reply = format!("/api/nodes/{}/reply", story.a2);
+    let message = server
+        .refused(
+            &reply,
+            serde_json::json!({ "text": "A fifth.", "model": "remote" }),
+            StatusCode::TOO_MANY_REQUESTS,
+        )
+        .await;
+    assert!(
+        message.contains("as many turns as it runs at once") && message.contains("try again"),
+        "{message}"
+    );
+    let message = server
+        .refused(
+            &format!("/api/nodes/{}/fork", story.a2),
+            serde_json::json!({ "text": "A fifth.", "name": "late", "model": "remote" }),
+            StatusCode::TOO_MANY_REQUESTS,
+        )
+        .await;
+    assert!(message.contains("try again"), "{message}");
+    assert_eq!(counts(&server.store), before, "nothing was recorded");
+    assert_eq!(head_of(&server.store, &story.main), main_head);
+    assert_eq!(model.accepted(), 4, "the model was not called again");
+
+    model.release();
+    for (turn, response) in held.into_iter().enumerate() {
+        let events = events_of(&response.text().await.unwrap());
+        let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(names.first(), Some(&"start"), "{events:?}");
+        assert_eq!(names.last(), Some(&"done"), "turn {turn}: {events:?}");
+        assert_eq!(streamed(&events), "Hold on.");
+        assert_eq!(events.last().unwrap().data["text"], "Hold on.");
+    }
+    let (nodes, conversations, runs) = before;
+    assert_eq!(
+        counts(&server.store),
+        (nodes + 8, conversations + 4, runs + 4),
+        "four branches, each a question, an answer and a run"
+    );
+
+    // The four are over: their permits were free before their `done`.
+    let events = server
+        .turn(
+            &reply,
+            serde_json::json!({ "text": "A fifth.", "model": "remote" }),
+        )
+        .await;
+    let (_, done) = start_and_done(&events);
+    assert_eq!(done["text"], "Hold on.");
+    assert_eq!(
+        head_of(&server.store, &story.main).map(|head| head.to_hex()),
+        done["node"].as_str().map(str::to_string)
+    );
+}
+
+/// The 4 MiB bound on a streamed reply (the web view's `STREAM_MAX_BYTES`).
+const STREAM_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// A reply past 4 MiB of text is cut there: the page gets whole deltas up
+/// to the bound and an `error` saying why, and a cancelled turn records
+/// nothing (no node, no run; the conversation does not move).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_past_the_stream_bound_is_cancelled_and_nothing_is_recorded() {
+    use skein_testkit::{Fault, FaultServer};
+    const PIECE: usize = 60_000;
+    let piece = "x".repeat(PIECE);
+    let pieces = STREAM_MAX_BYTES / PIECE + 10;
+    // A complete reply: without the bound it would be `done`.
+    let chunks = [vec![content(&piece); pieces], finish()].concat();
+    let mut model = FaultServer::start(Fault::Cut(chunks)).await;
+    let server = serving_endpoint(&model.url()).await;
+    let story = story(&server.store).await;
+    let before = counts(&server.store);
+    let main_head = head_of(&server.store, &story.main);
+    let runs_before = server
+        .store
+        .runs_of_conversation(&ConversationId(story.main.clone()))
+        .unwrap()
+        .len();
+
+    let csrf = server.csrf().await;
+    let (status, body) = server
+        .write(
+            &format!("/api/nodes/{}/reply", story.a2),
+            &serde_json::json!({ "text": "Go on and on.", "model": "remote" }).to_string(),
+            &[("x-skein-csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let events = events_of(&body);
+    assert_eq!(events[0].event, "start");
+    let last = events.last().unwrap();
+    assert_eq!(
+        last.event,
+        "error",
+        "{} events, {} bytes streamed, {} in the last",
+        events.len(),
+        streamed(&events).len(),
+        last.data.to_string().len()
+    );
+    let message = last.data["message"].as_str().unwrap();
+    assert!(
+        message.contains("4194304 bytes") && message.contains("cancelled and nothing was recorded"),
+        "{message}"
+    );
+    // Whole deltas, up to the bound and no further.
+    let text = streamed(&events);
+    assert_eq!(text.len(), STREAM_MAX_BYTES / PIECE * PIECE);
+    assert!(text.bytes().all(|byte| byte == b'x'));
+    assert!(model.seen().await.request_read);
+
+    assert_eq!(counts(&server.store), before, "nothing was recorded");
+    assert_eq!(head_of(&server.store, &story.main), main_head);
+    assert_eq!(
+        server
+            .store
+            .runs_of_conversation(&ConversationId(story.main.clone()))
+            .unwrap()
+            .len(),
+        runs_before
+    );
+}

@@ -5,9 +5,11 @@ cannot produce, and [`refused`], an address nobody listens on.
 Every connection the server accepts reads one request (headers, then
 `content-length` bytes of body) and then meets the same [`Fault`]: no
 answer at all, or a chunked `200 text/event-stream` head and some chunks,
-after which the server either holds the connection open (a stall) or
-closes it without ending the body (a cut). The server counts the
-connections it accepted (a client's retries show there) and reports what
+after which the server either holds the connection open (a stall),
+closes it without ending the body (a cut), or holds it until the test
+releases it and then ends the body (a slow reply, [`Fault::Hold`]). The
+server counts the connections it accepted (a client's retries show
+there), says when one is held ([`FaultServer::held`]) and reports what
 each one saw ([`Seen`]).
 */
 
@@ -17,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// How long a held connection waits for the client to close before its
 /// [`Seen`] is reported without a close (the connection stays open).
@@ -34,6 +36,11 @@ pub enum Fault {
     /// Send the response head and these chunks, then close the connection
     /// without ending the chunked body (a reset mid-stream).
     Cut(Vec<String>),
+    /// Send the response head (with `connection: close`) and the first
+    /// chunks, wait until [`FaultServer::release`], then send the second
+    /// chunks, end the body and close: a reply held open as long as the
+    /// test needs, then finished.
+    Hold(Vec<String>, Vec<String>),
 }
 
 /// What one connection saw.
@@ -43,7 +50,8 @@ pub struct Seen {
     pub request_read: bool,
     /// For a held connection: the client closed its side within
     /// [`PATIENCE`], and how long after the fault was delivered. `None`
-    /// for a cut (the server closed first) or a client that kept waiting.
+    /// for a cut or a released hold (the server closed first) or a client
+    /// that kept waiting.
     pub closed_after: Option<Duration>,
 }
 
@@ -53,6 +61,8 @@ pub struct FaultServer {
     address: SocketAddr,
     accepted: Arc<AtomicUsize>,
     seen: mpsc::UnboundedReceiver<Seen>,
+    held: mpsc::UnboundedReceiver<()>,
+    release: watch::Sender<bool>,
 }
 
 impl FaultServer {
@@ -64,17 +74,25 @@ impl FaultServer {
         let address = listener.local_addr().expect("a bound address");
         let accepted = Arc::new(AtomicUsize::new(0));
         let (report, seen) = mpsc::unbounded_channel();
+        let (holding, held) = mpsc::unbounded_channel();
+        let (release, released) = watch::channel(false);
         let counter = accepted.clone();
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 counter.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(serve(socket, fault.clone(), report.clone()));
+                let hold = Hold {
+                    holding: holding.clone(),
+                    released: released.clone(),
+                };
+                tokio::spawn(serve(socket, fault.clone(), report.clone(), hold));
             }
         });
         FaultServer {
             address,
             accepted,
             seen,
+            held,
+            release,
         }
     }
 
@@ -99,19 +117,65 @@ impl FaultServer {
     pub async fn seen(&mut self) -> Seen {
         self.seen.recv().await.expect("the server runs")
     }
+
+    /// Wait until the next connection is held ([`Fault::Hold`]): its
+    /// request was read and its first chunks sent.
+    pub async fn held(&mut self) {
+        self.held.recv().await.expect("the server runs");
+    }
+
+    /// Let every held connection finish, and every later one go through
+    /// without holding.
+    pub fn release(&self) {
+        self.release.send_replace(true);
+    }
 }
 
-async fn serve(mut socket: TcpStream, fault: Fault, report: mpsc::UnboundedSender<Seen>) {
+/// What a [`Fault::Hold`] connection reports to, and waits on.
+struct Hold {
+    holding: mpsc::UnboundedSender<()>,
+    released: watch::Receiver<bool>,
+}
+
+/// The chunked encoding of `chunks`.
+fn chunked(chunks: &[String]) -> String {
+    chunks
+        .iter()
+        .map(|chunk| format!("{:x}\r\n{chunk}\r\n", chunk.len()))
+        .collect()
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    fault: Fault,
+    report: mpsc::UnboundedSender<Seen>,
+    mut hold: Hold,
+) {
     let request_read = read_request(&mut socket).await;
-    if let Fault::Stall(chunks) | Fault::Cut(chunks) = &fault {
-        let mut out = String::from(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    if let Fault::Stall(chunks) | Fault::Cut(chunks) | Fault::Hold(chunks, _) = &fault {
+        let close = match fault {
+            Fault::Hold(..) => "connection: close\r\n",
+            _ => "",
+        };
+        let out = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{close}transfer-encoding: chunked\r\n\r\n{}",
+            chunked(chunks)
         );
-        for chunk in chunks {
-            out.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
-        }
         let _ = socket.write_all(out.as_bytes()).await;
         let _ = socket.flush().await;
+    }
+    if let Fault::Hold(_, rest) = &fault {
+        let _ = hold.holding.send(());
+        // The sender lives in the server: it outlives every connection.
+        let _ = hold.released.wait_for(|released| *released).await;
+        let out = format!("{}0\r\n\r\n", chunked(rest));
+        let _ = socket.write_all(out.as_bytes()).await;
+        let _ = socket.shutdown().await;
+        let _ = report.send(Seen {
+            request_read,
+            closed_after: None,
+        });
+        return;
     }
     if let Fault::Cut(_) = fault {
         drop(socket);

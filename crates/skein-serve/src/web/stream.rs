@@ -8,7 +8,9 @@ The turn runs in a task of its own holding one of the server's turn
 permits, so a page that goes away does not cut a turn short: it is
 recorded either way, and the page sees it through `/api/events`. What it
 streams is bounded: past [`STREAM_MAX_BYTES`] of text the turn is
-cancelled (and recorded as cancelled).
+cancelled, and a cancelled turn records nothing (no node and no run: the
+engine stores only runs that failed at the model); its `error` says so.
+A turn's permit is free before its last event is sent.
 */
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -73,6 +75,8 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
     let (sender, receiver) = mpsc::unbounded_channel();
     let _ = sender.send(event("start", &start));
     let cancel = CancellationToken::new();
+    // The only one who cancels is the bound.
+    let cut = cancel.clone();
     let deltas = sender.clone();
     let limit = cancel.clone();
     let mut streamed = 0usize;
@@ -85,7 +89,6 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
         let _ = deltas.send(event("delta", &json!({ "text": text })));
     });
     tokio::spawn(async move {
-        let _permit = permit;
         let outcome = if prompt.offers_tools() {
             prompt
                 .chain()
@@ -95,6 +98,9 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
         } else {
             prompt.send().await
         };
+        // The turn is over: its permit is free before the page hears so,
+        // so a turn started on `done` or `error` is not refused.
+        drop(permit);
         let last = match outcome {
             Ok(response) => event(
                 "done",
@@ -106,6 +112,10 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
                     text: response.text(),
                 },
             ),
+            Err(_) if cut.is_cancelled() => error_event(&format!(
+                "the reply passed this server's bound of {STREAM_MAX_BYTES} bytes of streamed \
+                 text: the turn was cancelled and nothing was recorded"
+            )),
             Err(error) => {
                 tracing::warn!(%error, "web view: a turn failed");
                 error_event(&error.to_string())
