@@ -230,20 +230,18 @@ impl PgStore {
         T: Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
-        // The loop of `Connection::read`, written out: a future calling a
-        // generic closure on a borrowed connection cannot be shown `Send`.
-        bridge::on_runtime(async move {
-            let connection = &shared.connection;
-            let mut reconnected = false;
-            loop {
-                let held = Held(Some(connection.checkout().await?));
-                let result = work(held.client()).await;
-                if let Some(result) = connection.settle(held, result, &mut reconnected) {
-                    return result;
-                }
-            }
-        })
-        .await
+        bridge::on_runtime(async move { read_anywhere(&shared, work).await }).await
+    }
+
+    /// [`PgStore::read`] awaited on the caller's task, from any runtime:
+    /// the read body of the async API's operations that need more than one
+    /// statement on one connection ([`PgStore::rows`] runs one, with
+    /// borrowed parameters). `work` owns what it needs.
+    pub(crate) async fn read_here<T>(
+        &self,
+        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send,
+    ) -> Result<T> {
+        read_anywhere(&self.shared, work).await
     }
 
     /// The rows of one statement, awaited on the caller's task (its
@@ -252,6 +250,8 @@ impl PgStore {
     /// on a new one. The one read body of the operations the async API
     /// offers; their blocking forms drive it with [`bridge::block_on`].
     pub(crate) async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        // The loop of `read_anywhere`, written out: its work may borrow
+        // nothing but the connection.
         let connection = &self.shared.connection;
         let mut reconnected = false;
         loop {
@@ -558,6 +558,25 @@ async fn checkout_anywhere(shared: &Arc<Shared>) -> Result<Client> {
     }
     let shared = Arc::clone(shared);
     bridge::on_runtime(async move { shared.connection.checkout().await }).await
+}
+
+/// Run `work` on a pooled connection taken from any runtime
+/// ([`checkout_anywhere`]), as [`Connection::settle`] says. `work` returns
+/// a boxed future: one calling a generic closure on a borrowed connection
+/// could not be shown `Send`.
+async fn read_anywhere<T>(
+    shared: &Arc<Shared>,
+    work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send,
+) -> Result<T> {
+    let connection = &shared.connection;
+    let mut reconnected = false;
+    loop {
+        let held = Held(Some(checkout_anywhere(shared).await?));
+        let result = work(held.client()).await;
+        if let Some(result) = connection.settle(held, result, &mut reconnected) {
+            return result;
+        }
+    }
 }
 
 /// Wait `pause`, on the PostgreSQL runtime's timers unless this thread runs
