@@ -34,6 +34,9 @@ Three ways in, sharing every step but the last:
 Turns are numbered by when their first run started; turns started in the
 same millisecond by their reply's depth (a later turn of a conversation
 has a longer history), read from the reply node alone.
+
+Every read goes through the store's async API (`Store::nonblocking`), so
+on PostgreSQL loading blocks no thread of the caller's runtime.
 */
 
 use crate::chat::{Config, Holds, RecordedChat, Stamp};
@@ -170,19 +173,14 @@ struct Stored {
 }
 
 async fn read(store: &Store, id: &ConversationId, history: bool) -> Result<(Stored, Thread)> {
-    let cid = id.clone();
-    let (conversation, history, runs, reruns) = store
-        .run_blocking(move |s| {
-            let conversation = s.conversation(&cid)?;
-            let history = match (history, conversation.head) {
-                (true, Some(head)) => s.load_thread(head)?,
-                _ => Thread::new(),
-            };
-            let runs = s.runs_of_conversation(&cid)?;
-            let reruns = s.reruns_of_conversation(&cid)?;
-            Ok((conversation, history, runs, reruns))
-        })
-        .await?;
+    let api = store.nonblocking();
+    let conversation = api.conversation(id).await?;
+    let history = match (history, conversation.head) {
+        (true, Some(head)) => api.load_thread(head).await?,
+        _ => Thread::new(),
+    };
+    let runs = api.runs_of_conversation(id).await?;
+    let reruns = api.reruns_of_conversation(id).await?;
     let offered = runs
         .iter()
         .flat_map(|run| run.tools.iter().map(|spec| spec.name.clone()))
@@ -238,13 +236,11 @@ async fn number_turns(
     if tied.is_empty() {
         return Ok(groups);
     }
-    let depths: HashMap<usize, u64> = store
-        .run_blocking(move |s| {
-            tied.into_iter()
-                .map(|(i, node)| Ok((i, s.node(node)?.depth)))
-                .collect()
-        })
-        .await?;
+    let api = store.nonblocking();
+    let mut depths: HashMap<usize, u64> = HashMap::with_capacity(tied.len());
+    for (i, node) in tied {
+        depths.insert(i, api.node(node).await?.depth);
+    }
     let mut keyed: Vec<(i64, u64, Vec<RunRecord>)> = groups
         .drain(..)
         .enumerate()

@@ -4,24 +4,26 @@
 
 On PostgreSQL each operation is one async function awaiting tokio-postgres
 on the caller's task: no thread blocks, no blocking pool is involved, and
-the store's own runtime is used only to check a connection out of the pool
-(so a new one's I/O task, which must outlive the caller's runtime, is
-spawned there; an idle one is handed over in one task hop), to time a
-write's retry, and to read a thread's rows (so the caller is woken once,
-not per batch of rows).
+an idle pooled connection is taken there too. The store's own runtime is
+used only to make a new connection (its I/O task must outlive the caller's
+runtime), to wait for a free one when all are in use, to time a write's
+retry, and to read a thread's rows (so the caller is woken once, not per
+batch of rows).
 The blocking API drives the same function with the bridge
 (postgres/bridge.rs). On SQLite, whose work happens on the calling thread,
 each operation runs where [`Store::run_blocking`] runs work.
 
 The operations offered are those async callers make one at a time (load a
-thread, commit a turn or a rerun, read a conversation, a run, a rerun or
-the runs behind a node, resolve a prefix, the embedding cache); for several
+thread or a node, commit a turn or a rerun, read a conversation, a run, a
+rerun, a conversation's runs or reruns or the runs behind a node, resolve
+a prefix, the embedding cache); for several
 calls in a row, use [`Store::run_blocking`] with the blocking API. Those
 that belong to one concern are written beside [`Store`]'s, in that
 concern's module (resolve.rs, reruns.rs, embeddings.rs).
 */
 
 use crate::error::Result;
+use crate::graph::StoredNode;
 use crate::records::{Committed, ConversationId, ConversationRecord, RunId, RunRecord, TurnCommit};
 use crate::store::Store;
 use skein_core::{NodeId, Thread};
@@ -55,6 +57,16 @@ impl AsyncStore<'_> {
     /// [`Store::run_record`].
     pub async fn run_record(&self, id: &RunId) -> Result<RunRecord> {
         self.store.backend().run_record_async(id).await
+    }
+
+    /// [`Store::node`].
+    pub async fn node(&self, id: NodeId) -> Result<StoredNode> {
+        self.store.backend().node_async(id).await
+    }
+
+    /// [`Store::runs_of_conversation`].
+    pub async fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+        self.store.backend().runs_of_conversation_async(id).await
     }
 
     /// [`Store::runs_producing`].

@@ -84,6 +84,7 @@ pub(crate) trait Graph {
     fn load_thread(&self, head: NodeId) -> Result<Thread>;
     fn load_thread_async(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>>;
     fn node(&self, id: NodeId) -> Result<StoredNode>;
+    fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>>;
     fn contains(&self, id: NodeId) -> Result<bool>;
     fn children(&self, id: NodeId) -> Result<Vec<NodeId>>;
     fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>>;
@@ -129,6 +130,10 @@ pub(crate) trait Runs {
     fn run_record(&self, id: &RunId) -> Result<RunRecord>;
     fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>>;
     fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>>;
+    fn runs_of_conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>>>;
     fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>>;
     fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
     fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>>;
@@ -141,6 +146,10 @@ pub(crate) trait Reruns {
     fn rerun(&self, id: &RerunId) -> Result<RerunRecord>;
     fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>>;
     fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>>;
+    fn reruns_of_conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RerunRecord>>>;
     fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>>;
     fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>>;
     fn all_reruns(&self) -> Result<Vec<RerunRecord>>;

@@ -148,4 +148,9 @@ impl AsyncStore<'_> {
     pub async fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
         self.store.backend().rerun_async(id).await
     }
+
+    /// [`Store::reruns_of_conversation`].
+    pub async fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
+        self.store.backend().reruns_of_conversation_async(id).await
+    }
 }

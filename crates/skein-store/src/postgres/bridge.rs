@@ -22,12 +22,13 @@ Nested runtimes never arise, so `block_on` cannot panic on re-entry.
 The async API ([`crate::Store::nonblocking`]) awaits the same futures on
 the caller's task instead, blocking nothing and never entering
 [`block_on`]: each of its operations is one async function that the
-blocking API drives here. Only what must outlive the caller's runtime, a
-new connection's I/O task, and the timers of a write's retries, go to this
-runtime ([`on_runtime`]), so any runtime (or none) may drive the store.
-(Checking a connection out goes there whole, an idle one included: the
-pool cannot be asked for an idle connection without making a new one when
-there is none.)
+blocking API drives here. Its statements, and taking an idle pooled
+connection, run on the caller's task with no hop. What hops to this
+runtime ([`on_runtime`]) is what must outlive the caller's runtime or needs
+a timer it may not have: making a new connection (its I/O task lives
+here), waiting for a free one when all `pool_max` are in use, and the
+pause before a write's retry (pool.rs says how). So any runtime, even one
+without I/O or timer drivers, may drive the store, and be dropped after.
 
 A call whose future owns what it needs can instead run as a task of that
 runtime ([`on_runtime`]), beside the connections' I/O: a large result then

@@ -103,25 +103,11 @@ impl Graph for PgStore {
     }
 
     fn node(&self, id: NodeId) -> Result<StoredNode> {
-        let (parent, depth, body, blobs) = self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
-                .await?;
-            let row = client
-                .query_opt(&statement, &[&id.as_bytes().as_slice()])
-                .await?
-                .ok_or(StoreError::NodeNotFound(id))?;
-            let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
-                (row.get(0), row.get(1), row.get(2));
-            let blobs = fetch_blobs(client, [body.as_slice()]).await?;
-            Ok((parent, depth, body, blobs))
-        })?;
-        Ok(StoredNode {
-            id,
-            parent: codec::optional_node_id(parent.as_deref())?,
-            depth: depth as u64,
-            message: decode(id, &body, &blobs)?,
-        })
+        bridge::block_on(|| self.stored_node(id))
+    }
+
+    fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
+        Box::pin(self.stored_node(id))
     }
 
     fn contains(&self, id: NodeId) -> Result<bool> {
@@ -233,6 +219,34 @@ impl Graph for PgStore {
 
 impl PgStore {
     /// The thread ending at `head`, in one query.
+    /// One node by id: its row, then the blobs its body refers to, on one
+    /// connection.
+    async fn stored_node(&self, id: NodeId) -> Result<StoredNode> {
+        let (parent, depth, body, blobs) = self
+            .read_here(move |client| {
+                Box::pin(async move {
+                    let statement = client
+                        .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
+                        .await?;
+                    let row = client
+                        .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                        .await?
+                        .ok_or(StoreError::NodeNotFound(id))?;
+                    let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
+                        (row.get(0), row.get(1), row.get(2));
+                    let blobs = fetch_blobs(client, [body.as_slice()]).await?;
+                    Ok((parent, depth, body, blobs))
+                })
+            })
+            .await?;
+        Ok(StoredNode {
+            id,
+            parent: codec::optional_node_id(parent.as_deref())?,
+            depth: depth as u64,
+            message: decode(id, &body, &blobs)?,
+        })
+    }
+
     async fn thread(&self, head: NodeId) -> Result<Thread> {
         // A task of the runtime, so the rows reach it without waking the
         // caller for each batch (bridge.rs).

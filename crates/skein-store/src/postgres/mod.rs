@@ -7,13 +7,14 @@ operations are split like SQLite's (sqlite/): each file implements one of
 SQLite through the top-level module of the same name.
 
 settings.rs reads the URL (the client's parameters plus skein's own:
-`sslmode` and `sslrootcert`, for tls.rs, and `pool_max`). A connection that
+`sslmode` and `sslrootcert`, for tls.rs, and `pool_max`); pool.rs makes the
+pool and says where its connections are made and taken. A connection that
 breaks (the server restarted, an administrator ended the session, the
 network dropped it) is discarded and the call runs again once on a fresh
 one, so a call after a loss reconnects; a write is repeated only if it had
 not begun committing. The blocking API's calls block; see bridge.rs for
-how that is done without stalling an async runtime, and for the async forms
-of loading a thread and committing a turn, which do not.
+how that is done without stalling an async runtime, and for the async
+API, which does not block.
 */
 
 pub(crate) mod bridge;
@@ -22,6 +23,7 @@ mod embeddings;
 mod family;
 mod graph;
 mod pipeline;
+mod pool;
 mod reruns;
 mod resolve;
 mod runs;
@@ -38,7 +40,7 @@ use crate::backend::{Backend, BoxFuture};
 use crate::error::{Result, StoreError};
 use crate::location::redact;
 use crate::open::OpenMode;
-use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use deadpool_postgres::{Client, Pool, PoolError};
 use settings::Settings;
 use skein_core::StoreKey;
 use std::future::Future;
@@ -122,14 +124,7 @@ impl PgStore {
         let location = redact(url);
         let settings = Settings::parse(url, &location)?;
         let tls = tls::connector(settings.ssl_mode, settings.root_file.as_deref(), &location)?;
-        let manager = Manager::from_config(
-            settings.config,
-            tls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
+        let pool = Pool::builder(pool::manager(settings.config, tls))
             .max_size(settings.pool_max)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(WAIT_TIMEOUT))
@@ -235,20 +230,18 @@ impl PgStore {
         T: Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
-        // The loop of `Connection::read`, written out: a future calling a
-        // generic closure on a borrowed connection cannot be shown `Send`.
-        bridge::on_runtime(async move {
-            let connection = &shared.connection;
-            let mut reconnected = false;
-            loop {
-                let held = Held(Some(connection.checkout().await?));
-                let result = work(held.client()).await;
-                if let Some(result) = connection.settle(held, result, &mut reconnected) {
-                    return result;
-                }
-            }
-        })
-        .await
+        bridge::on_runtime(async move { read_anywhere(&shared, work).await }).await
+    }
+
+    /// [`PgStore::read`] awaited on the caller's task, from any runtime:
+    /// the read body of the async API's operations that need more than one
+    /// statement on one connection ([`PgStore::rows`] runs one, with
+    /// borrowed parameters). `work` owns what it needs.
+    pub(crate) async fn read_here<T>(
+        &self,
+        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send,
+    ) -> Result<T> {
+        read_anywhere(&self.shared, work).await
     }
 
     /// The rows of one statement, awaited on the caller's task (its
@@ -257,6 +250,8 @@ impl PgStore {
     /// on a new one. The one read body of the operations the async API
     /// offers; their blocking forms drive it with [`bridge::block_on`].
     pub(crate) async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        // The loop of `read_anywhere`, written out: its work may borrow
+        // nothing but the connection.
         let connection = &self.shared.connection;
         let mut reconnected = false;
         loop {
@@ -318,7 +313,8 @@ struct Connection {
 }
 
 impl Connection {
-    /// A pooled connection, with connection failures told apart from
+    /// A pooled connection, waited for or made on the PostgreSQL runtime
+    /// (where this runs), with connection failures told apart from
     /// everything else: they mean the server is down, the URL is wrong, or
     /// TLS cannot be had as its `sslmode` asks.
     async fn checkout(&self) -> Result<Client> {
@@ -548,15 +544,39 @@ impl Writer {
     }
 }
 
-/// A pooled connection, from any runtime: a connection made for it is made
-/// on the PostgreSQL runtime, whose workers then carry its I/O for as long
-/// as it lives (the caller's runtime may end before it does).
+/// A pooled connection, from any runtime: an idle one is taken on the
+/// caller's task; waiting for one, or making one, is done on the
+/// PostgreSQL runtime (pool.rs), whose workers then carry a new
+/// connection's I/O for as long as it lives (the caller's runtime may end
+/// before it does).
 async fn checkout_anywhere(shared: &Arc<Shared>) -> Result<Client> {
     if bridge::on_own_runtime() {
         return shared.connection.checkout().await;
     }
+    if let Some(client) = pool::take_idle(&shared.connection.pool).await {
+        return Ok(client);
+    }
     let shared = Arc::clone(shared);
     bridge::on_runtime(async move { shared.connection.checkout().await }).await
+}
+
+/// Run `work` on a pooled connection taken from any runtime
+/// ([`checkout_anywhere`]), as [`Connection::settle`] says. `work` returns
+/// a boxed future: one calling a generic closure on a borrowed connection
+/// could not be shown `Send`.
+async fn read_anywhere<T>(
+    shared: &Arc<Shared>,
+    work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send,
+) -> Result<T> {
+    let connection = &shared.connection;
+    let mut reconnected = false;
+    loop {
+        let held = Held(Some(checkout_anywhere(shared).await?));
+        let result = work(held.client()).await;
+        if let Some(result) = connection.settle(held, result, &mut reconnected) {
+            return result;
+        }
+    }
 }
 
 /// Wait `pause`, on the PostgreSQL runtime's timers unless this thread runs

@@ -36,13 +36,14 @@ impl Reruns for PgStore {
     }
 
     fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        bridge::block_on(|| async move {
-            self.query_reruns(
-                format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
-                &[&id.as_str()],
-            )
-            .await
-        })
+        bridge::block_on(|| self.reruns_in(id))
+    }
+
+    fn reruns_of_conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RerunRecord>>> {
+        Box::pin(self.reruns_in(id))
     }
 
     fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
@@ -93,6 +94,14 @@ impl PgStore {
             .await?
             .pop()
             .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))
+    }
+
+    async fn reruns_in(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
+        self.query_reruns(
+            format!("{SELECT_RERUN} WHERE conversation = $1 ORDER BY created, id"),
+            &[&id.as_str()],
+        )
+        .await
     }
 
     async fn query_reruns(

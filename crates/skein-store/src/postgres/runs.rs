@@ -51,13 +51,14 @@ impl Runs for PgStore {
     }
 
     fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
-        bridge::block_on(|| async move {
-            self.query_runs(
-                format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
-                &id.as_str(),
-            )
-            .await
-        })
+        bridge::block_on(|| self.runs_in(id))
+    }
+
+    fn runs_of_conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
+        Box::pin(self.runs_in(id))
     }
 
     fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
@@ -86,6 +87,14 @@ impl PgStore {
             .await?
             .pop()
             .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
+    }
+
+    async fn runs_in(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+        self.query_runs(
+            format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
+            &id.as_str(),
+        )
+        .await
     }
 
     async fn runs_with_head(&self, node: NodeId) -> Result<Vec<RunRecord>> {

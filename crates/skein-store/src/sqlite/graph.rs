@@ -58,6 +58,10 @@ impl Graph for SqliteStore {
         }))
     }
 
+    fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
+        Box::pin(blocking::run(self, true, move |store| store.node(id)))
+    }
+
     /// One node by id, without loading its thread.
     fn node(&self, id: NodeId) -> Result<StoredNode> {
         self.read(|conn| {

@@ -68,6 +68,16 @@ impl Reruns for SqliteStore {
         Box::pin(blocking::run(self, true, move |store| store.rerun(&id)))
     }
 
+    fn reruns_of_conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RerunRecord>>> {
+        let id = id.clone();
+        Box::pin(blocking::run(self, true, move |store| {
+            store.reruns_of_conversation(&id)
+        }))
+    }
+
     fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE conversation = ?1 ORDER BY created, id"),

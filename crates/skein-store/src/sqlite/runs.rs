@@ -55,6 +55,16 @@ impl Runs for SqliteStore {
         }))
     }
 
+    fn runs_of_conversation_async<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
+        let id = id.clone();
+        Box::pin(blocking::run(self, true, move |store| {
+            store.runs_of_conversation(&id)
+        }))
+    }
+
     fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} WHERE conversation = ?1 ORDER BY started, id"),

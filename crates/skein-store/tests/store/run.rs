@@ -152,8 +152,10 @@ fn the_async_api_commits_and_loads_turns_from_any_runtime(backend: Backend) {
 /// failures included, from a current-thread runtime with neither I/O nor
 /// timers of its own and from a task spawned on a multi-thread runtime:
 /// conversations (and a missing one), run records, the runs behind a node,
-/// reruns written and read (and a missing one), prefixes resolved (by name,
-/// by id prefix, ambiguous, matching nothing) and the embedding cache.
+/// a conversation's runs and reruns (and those of a missing one), nodes (one
+/// with its message in a blob, and a missing one), reruns written and read
+/// (and a missing one), prefixes resolved (by name, by id prefix,
+/// ambiguous, matching nothing) and the embedding cache.
 fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
     let db = TempStore::new(backend);
     let bare = tokio::runtime::Builder::new_current_thread()
@@ -167,6 +169,10 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
     let thread = history("async api", 2);
     db.store.append(&thread).unwrap();
     let head = thread.head_id().unwrap();
+    // Its message is kept apart from its row, as a blob.
+    let large = thread.push(Message::user("large ".repeat(20_000)));
+    db.store.append(&large).unwrap();
+    let large = large.head_id().unwrap();
     let named = |name: &str| {
         db.store
             .create_conversation(NewConversation {
@@ -223,6 +229,31 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
             .unwrap();
             assert_eq!(api.rerun(&rerun.id).await.unwrap(), rerun);
             assert_eq!(store.rerun(&rerun.id).unwrap(), rerun);
+            let reruns = api.reruns_of_conversation(&conversation.id).await.unwrap();
+            assert_eq!(reruns.len(), round + 1);
+            assert!(reruns.contains(&rerun));
+            assert_eq!(
+                reruns,
+                store.reruns_of_conversation(&conversation.id).unwrap()
+            );
+            let runs = api.runs_of_conversation(&conversation.id).await.unwrap();
+            assert!(runs.contains(&run), "{runs:?}");
+            assert_eq!(runs, store.runs_of_conversation(&conversation.id).unwrap());
+            assert_eq!(api.runs_of_conversation(&missing).await.unwrap(), vec![]);
+            assert_eq!(api.reruns_of_conversation(&missing).await.unwrap(), vec![]);
+            for id in [head, large] {
+                assert_eq!(api.node(id).await.unwrap(), store.node(id).unwrap());
+            }
+            assert_eq!(api.node(large).await.unwrap().parent, Some(head));
+            assert_eq!(
+                api.node(large).await.unwrap().message,
+                Message::user("large ".repeat(20_000))
+            );
+            let absent = skein_core::NodeId(Digest::of(b"no such node").0);
+            assert!(matches!(
+                api.node(absent).await,
+                Err(StoreError::NodeNotFound(id)) if id == absent
+            ));
             assert_eq!(
                 api.load_thread(answer.head_id().unwrap()).await.unwrap(),
                 answer

@@ -201,6 +201,91 @@ fn a_thread_loads_after_its_connection_is_ended() {
     }
 }
 
+/// A connection the async API needed while driven by a caller's runtime is
+/// made on the store's own, so it outlives that runtime: a turn committed
+/// and a thread loaded from a current-thread runtime (with no I/O or timer
+/// drivers) that is then dropped leave a pooled connection that serves the
+/// same store from a new runtime and from the blocking API. With one
+/// connection allowed, the server sees the same session throughout: had
+/// the connection died with the first runtime, the calls after it would
+/// have reconnected.
+#[test]
+fn a_pooled_connection_outlives_the_caller_runtime_that_made_it() {
+    if crate::common::postgres_base("a_pooled_connection_outlives_the_caller_runtime_that_made_it")
+        .is_none()
+    {
+        return;
+    }
+    let db = TempStore::new(Backend::Postgres);
+    let (store, application) = named_store(&db, "&pool_max=1");
+    let admin = Admin::connect(&db.location());
+    let sessions = || {
+        admin.pids(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+            &application,
+        )
+    };
+    let conversation = store
+        .create_conversation(NewConversation::default())
+        .unwrap()
+        .id;
+    append_turn(&store, &conversation, "first");
+    let before = store.conversation(&conversation).unwrap();
+    let base = store.load_thread(before.head.unwrap()).unwrap();
+    let thread: Thread = base
+        .push(Message::user("second".to_string()))
+        .push(Message::assistant("reply to second".to_string()));
+    let mut run = RunRecord::new("echo", "echo");
+    run.conversation = Some(conversation.clone());
+    run.output_head = thread.head_id();
+    let runs = [run];
+    let turn = TurnCommit::continuing(&conversation, before.head, &thread, &runs);
+    let head = thread.head_id().unwrap();
+
+    // The pool's connection is ended and gone, so the first async call
+    // must make a new one.
+    assert_eq!(admin.terminate_all(&application), 1);
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while !sessions().is_empty() {
+        assert!(Instant::now() < give_up, "the ended session stayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bare = || {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    };
+    let first = bare();
+    let loaded = first.block_on(async {
+        let api = store.nonblocking();
+        api.commit_turn(&turn).await.unwrap();
+        api.load_thread(head).await.unwrap()
+    });
+    assert_eq!(loaded, thread);
+    drop(first);
+    let made = sessions();
+    assert_eq!(made.len(), 1, "{made:?}");
+
+    let second = bare();
+    second.block_on(async {
+        let api = store.nonblocking();
+        assert_eq!(
+            api.conversation(&conversation).await.unwrap().head,
+            Some(head)
+        );
+        assert_eq!(api.load_thread(head).await.unwrap(), thread);
+    });
+    drop(second);
+    assert_eq!(store.load_thread(head).unwrap(), thread);
+    append_turn(&store, &conversation, "third");
+    let pid = store
+        .debug_query_i64("SELECT pg_backend_pid()::bigint")
+        .unwrap();
+    assert_eq!(made, [i32::try_from(pid).unwrap()]);
+    assert_eq!(sessions(), made);
+    assert_eq!(store.conversation(&conversation).unwrap().len, 6);
+}
+
 /// A turn whose connection is ended while it waits inside its transaction
 /// (here for a lock the test holds on `conversations`) is either all kept
 /// or not at all: ended once, it runs again on a new connection and is
