@@ -193,36 +193,39 @@ pub(crate) async fn log(
     thread: Thread,
     runs: Vec<RunRecord>,
 ) -> Result<Committed, StoreError> {
-    store
-        .run_blocking(move |store| {
-            let runs: Vec<RunRecord> = runs
-                .into_iter()
-                .filter(|run| matches!(store.run_record(&run.id), Err(StoreError::RunNotFound(_))))
-                .collect();
-            let target = match store.conversation(&bookmark.id) {
-                Err(StoreError::ConversationNotFound(_)) => {
-                    bookmark.stored = false;
-                    Target::New(Box::new(bookmark.row(Some(&thread))))
+    let api = store.nonblocking();
+    let mut new_runs = Vec::with_capacity(runs.len());
+    for run in runs {
+        if matches!(
+            api.run_record(&run.id).await,
+            Err(StoreError::RunNotFound(_))
+        ) {
+            new_runs.push(run);
+        }
+    }
+    let target = match api.conversation(&bookmark.id).await {
+        Err(StoreError::ConversationNotFound(_)) => {
+            bookmark.stored = false;
+            Target::New(Box::new(bookmark.row(Some(&thread))))
+        }
+        Err(error) => return Err(error),
+        Ok(existing) => {
+            let forward = existing.head.is_none_or(|head| thread.at(head).is_some());
+            if forward && existing.head != thread.head_id() {
+                Target::Existing {
+                    id: bookmark.id.clone(),
+                    expected_head: existing.head,
+                    on_conflict: OnConflict::Fail,
                 }
-                Err(error) => return Err(error),
-                Ok(existing) => {
-                    let forward = existing.head.is_none_or(|head| thread.at(head).is_some());
-                    if forward && existing.head != thread.head_id() {
-                        Target::Existing {
-                            id: bookmark.id.clone(),
-                            expected_head: existing.head,
-                            on_conflict: OnConflict::Fail,
-                        }
-                    } else {
-                        Target::Detached
-                    }
-                }
-            };
-            store.commit_turn(&TurnCommit {
-                target,
-                thread: Some(&thread),
-                runs: &runs,
-            })
-        })
-        .await
+            } else {
+                Target::Detached
+            }
+        }
+    };
+    api.commit_turn(&TurnCommit {
+        target,
+        thread: Some(&thread),
+        runs: &new_runs,
+    })
+    .await
 }

@@ -363,22 +363,18 @@ impl Conversation {
     }
 
     async fn load_as(store: &Store, id: &str, home: &Model, on_home: bool) -> Result<Conversation> {
-        let id = id.to_string();
-        let (conversation, thread, last_run, drift) = store
-            .run_blocking(move |store| {
-                let id = store.resolve_conversation(&id)?;
-                let conversation = store.conversation(&id)?;
-                let (thread, last_run) = match conversation.head {
-                    Some(head) => (
-                        store.load_thread(head)?,
-                        store.runs_producing(head)?.into_iter().last(),
-                    ),
-                    None => (Thread::new(), None),
-                };
-                let drift = recorded_drift(store, &conversation, &thread)?;
-                Ok((conversation, thread, last_run, drift))
-            })
+        let api = store.nonblocking();
+        let conversation = api
+            .conversation(&api.resolve_conversation(id).await?)
             .await?;
+        let (thread, last_run) = match conversation.head {
+            Some(head) => (
+                api.load_thread(head).await?,
+                api.runs_producing(head).await?.into_iter().last(),
+            ),
+            None => (Thread::new(), None),
+        };
+        let drift = recorded_drift(store, &conversation, &thread).await?;
         let settings = &conversation.settings;
         let model = match on_home {
             true => home.clone(),
@@ -446,37 +442,35 @@ impl Conversation {
         home: &Model,
         on_home: bool,
     ) -> Result<Fork> {
-        let prefix = node.to_string();
-        let of = of.map(str::to_string);
-        let (thread, last_run, owner) = store
-            .run_blocking(move |store| {
-                let node = store.resolve_node(&prefix)?;
-                let thread = store.load_thread(node)?;
-                let runs = store.runs_producing(node)?;
-                let owner = match of {
-                    Some(of) => {
-                        let of = store.conversation(&store.resolve_conversation(&of)?)?;
-                        let holds = match of.head {
-                            Some(head) => store
-                                .load_thread(head)?
-                                .nodes()
-                                .iter()
-                                .any(|held| held.id() == node),
-                            None => false,
-                        };
-                        if !holds {
-                            return Ok(Err(Error::NotInConversation {
-                                node,
-                                conversation: of.id,
-                            }));
-                        }
-                        Some(of.id)
-                    }
-                    None => owner_of(store, node, &runs)?,
+        let api = store.nonblocking();
+        let node = api.resolve_node(node).await?;
+        let thread = api.load_thread(node).await?;
+        let runs = api.runs_producing(node).await?;
+        let owner = match of {
+            Some(of) => {
+                let of = api
+                    .conversation(&api.resolve_conversation(of).await?)
+                    .await?;
+                let holds = match of.head {
+                    Some(head) => api
+                        .load_thread(head)
+                        .await?
+                        .nodes()
+                        .iter()
+                        .any(|held| held.id() == node),
+                    None => false,
                 };
-                Ok(Ok((thread, runs.into_iter().last(), owner)))
-            })
-            .await??;
+                if !holds {
+                    return Err(Error::NotInConversation {
+                        node,
+                        conversation: of.id,
+                    });
+                }
+                Some(of.id)
+            }
+            None => owner_of(store, node, &runs).await?,
+        };
+        let last_run = runs.into_iter().last();
         let source = match &owner {
             Some(owner) => Conversation::load_as(store, owner.as_str(), home, on_home).await?,
             None => Conversation::builder(home.clone()).store(store).build(),
@@ -908,11 +902,12 @@ impl Conversation {
 /// tool sets of the recorded runs that produced its thread's nodes (its own,
 /// and those of the conversations it was forked from, whose runs before the
 /// fork produced its prefix), oldest first.
-fn recorded_drift(
+async fn recorded_drift(
     store: &Store,
     conversation: &skein_store::ConversationRecord,
     thread: &Thread,
 ) -> skein_store::Result<DriftTracker> {
+    let api = store.nonblocking();
     let nodes: HashSet<NodeId> = thread.nodes().iter().map(|node| node.id()).collect();
     let mut runs = Vec::new();
     let mut visited = HashSet::new();
@@ -922,13 +917,13 @@ fn recorded_drift(
             break;
         }
         runs.extend(
-            store
-                .runs_of_conversation(&id)?
+            api.runs_of_conversation(&id)
+                .await?
                 .into_iter()
                 .filter(|run| run.output_head.is_some_and(|head| nodes.contains(&head))),
         );
         next = match origin.and_then(|origin| origin.conversation) {
-            Some(parent) => match store.conversation(&parent) {
+            Some(parent) => match api.conversation(&parent).await {
                 Ok(parent) => Some((parent.id, parent.origin)),
                 // An origin the store does not hold (a partial import)
                 // ends the walk; it has no runs to learn from.
@@ -993,19 +988,23 @@ async fn streamed<T>(
 /// The stored conversation `node` belongs to: the one it heads, else the
 /// newest one (that still exists) whose turn produced it; `None` for a
 /// node no conversation's turn produced (a prompt, an imported node). A
-/// branch at the node takes this conversation's settings. Blocking: call
-/// it inside [`Store::run_blocking`].
-pub fn owner_of_node(store: &Store, node: NodeId) -> skein_store::Result<Option<ConversationId>> {
-    owner_of(store, node, &store.runs_producing(node)?)
+/// branch at the node takes this conversation's settings.
+pub async fn owner_of_node(
+    store: &Store,
+    node: NodeId,
+) -> skein_store::Result<Option<ConversationId>> {
+    let runs = store.nonblocking().runs_producing(node).await?;
+    owner_of(store, node, &runs).await
 }
 
 /// [`owner_of_node`] given the runs that produced `node`.
-fn owner_of(
+async fn owner_of(
     store: &Store,
     node: NodeId,
     runs: &[RunRecord],
 ) -> skein_store::Result<Option<ConversationId>> {
-    if let Some(owner) = store.conversations_at(node)?.into_iter().next() {
+    let api = store.nonblocking();
+    if let Some(owner) = api.conversations_at(node).await?.into_iter().next() {
         return Ok(Some(owner.id));
     }
     for id in runs
@@ -1013,7 +1012,7 @@ fn owner_of(
         .rev()
         .filter_map(|run| run.conversation.as_ref())
     {
-        match store.conversation(id) {
+        match api.conversation(id).await {
             Ok(found) => return Ok(Some(found.id)),
             Err(StoreError::ConversationNotFound(_)) => {}
             Err(error) => return Err(error),

@@ -13,11 +13,12 @@ The blocking API drives the same function with the bridge
 (postgres/bridge.rs). On SQLite, whose work happens on the calling thread,
 each operation runs where [`Store::run_blocking`] runs work.
 
-The operations offered are those async callers make one at a time (load a
-thread or a node, commit a turn or a rerun, read a conversation, a run, a
-rerun, a conversation's runs or reruns or the runs behind a node, resolve
-a prefix, the embedding cache); for several
-calls in a row, use [`Store::run_blocking`] with the blocking API. Those
+The operations offered are those the turn layer and recorded chats make
+(load a thread or a node, commit a turn or a rerun, read a conversation or
+the conversations headed at a node, a run, a rerun, a conversation's runs
+or reruns or the runs behind a node, resolve a prefix, the embedding
+cache); code that makes many other calls in a row can run them with the
+blocking API inside [`Store::run_blocking`]. Those
 that belong to one concern are written beside [`Store`]'s, in that
 concern's module (resolve.rs, reruns.rs, embeddings.rs).
 */
@@ -52,6 +53,11 @@ impl AsyncStore<'_> {
     /// [`Store::conversation`].
     pub async fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
         self.store.backend().conversation_async(id).await
+    }
+
+    /// [`Store::conversations_at`].
+    pub async fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
+        self.store.backend().conversations_at_async(node).await
     }
 
     /// [`Store::run_record`].

@@ -106,6 +106,10 @@ pub(crate) trait Conversations {
         limit: usize,
     ) -> Result<Vec<ConversationRecord>>;
     fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>>;
+    fn conversations_at_async(
+        &self,
+        node: NodeId,
+    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
     fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()>;
     fn set_conversation_settings(
         &self,

@@ -358,7 +358,7 @@ pub async fn branch_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
-    if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node)? {
+    if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? {
         super::tools::start_for(&ctx.store.conversation(&owner)?.settings.tools).await?;
     }
     let node = node.to_string();

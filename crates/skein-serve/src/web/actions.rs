@@ -240,18 +240,17 @@ async fn branch(
     model: Option<&Model>,
     name: Option<String>,
 ) -> Result<Fork, ApiError> {
-    let owner = of.clone();
-    let tools = with_store(state, move |store| {
-        let owner = match owner {
-            Some(owner) => Some(owner),
-            None => skein::conversation::owner_of_node(store, node)?,
-        };
-        match owner {
-            Some(owner) => Ok(store.conversation(&owner)?.settings.tools),
-            None => Ok(Vec::new()),
+    let owner = match of.clone() {
+        Some(owner) => Some(owner),
+        None => skein::conversation::owner_of_node(&state.store, node).await?,
+    };
+    let tools = match owner {
+        Some(owner) => {
+            let stored = state.store.nonblocking().conversation(&owner).await?;
+            stored.settings.tools
         }
-    })
-    .await?;
+        None => Vec::new(),
+    };
     start_tools(state, tools).await?;
     let node = node.to_string();
     match (of, model) {
@@ -399,10 +398,7 @@ pub async fn regenerate(
     // A branch of the conversation whose turn made the reply: its prompt
     // may be shared by others that asked the same.
     let reply = at.node;
-    let of = with_store(&state, move |store| {
-        skein::conversation::owner_of_node(store, reply)
-    })
-    .await?;
+    let of = skein::conversation::owner_of_node(&state.store, reply).await?;
     let fork = branch(&state, parent, of, model.as_ref(), body.name.clone()).await?;
     let prompt = fork.prompt(TurnInput::new());
     let start = Start {

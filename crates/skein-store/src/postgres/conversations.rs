@@ -101,10 +101,14 @@ impl Conversations for PgStore {
     }
 
     fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
-        self.query_conversations(
-            &format!("{SELECT_CONVERSATION} WHERE c.head = $1 ORDER BY c.updated DESC"),
-            &node.0.as_slice(),
-        )
+        bridge::block_on(|| self.conversations_headed_at(node))
+    }
+
+    fn conversations_at_async(
+        &self,
+        node: NodeId,
+    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+        Box::pin(self.conversations_headed_at(node))
     }
 
     fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
@@ -191,6 +195,16 @@ impl PgStore {
             return Err(StoreError::ConversationNotFound(id.to_string()));
         }
         Ok(())
+    }
+
+    async fn conversations_headed_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
+        let rows = self
+            .rows(
+                &format!("{SELECT_CONVERSATION} WHERE c.head = $1 ORDER BY c.updated DESC"),
+                &[&node.0.as_slice()],
+            )
+            .await?;
+        Ok(rows.iter().map(conversation_from_row).collect())
     }
 
     async fn conversation_by_id(&self, id: &ConversationId) -> Result<ConversationRecord> {

@@ -125,6 +125,15 @@ impl Conversations for SqliteStore {
         })
     }
 
+    fn conversations_at_async(
+        &self,
+        node: NodeId,
+    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+        Box::pin(blocking::run(self, true, move |store| {
+            store.conversations_at(node)
+        }))
+    }
+
     fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.update_conversation(id, |tx| {
             tx.prepare_cached(concat!(

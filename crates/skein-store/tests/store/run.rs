@@ -209,6 +209,10 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
                 Err(StoreError::RunNotFound(_))
             ));
             assert_eq!(api.runs_producing(head).await.unwrap(), vec![run.clone()]);
+            let at_head = api.conversations_at(head).await.unwrap();
+            assert_eq!(at_head.len(), 3);
+            assert_eq!(at_head, store.conversations_at(head).unwrap());
+            assert_eq!(api.conversations_at(large).await.unwrap(), vec![]);
             assert_eq!(
                 api.runs_producing(thread.parent().head_id().unwrap())
                     .await
