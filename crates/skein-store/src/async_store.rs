@@ -14,7 +14,8 @@ The blocking API drives the same function with the bridge
 each operation runs where [`Store::run_blocking`] runs work.
 
 The operations offered are those the turn layer and recorded chats make
-(load a thread or a node, commit a turn or a rerun, read a conversation or
+(load a thread or a node, whether a node is stored and its children,
+commit a turn or a rerun, read a conversation or
 the conversations headed at a node, a run, a rerun, a conversation's runs
 or reruns or the runs behind a node, resolve a prefix, the embedding
 cache); code that makes many other calls in a row can run them with the
@@ -53,6 +54,16 @@ impl AsyncStore<'_> {
     /// [`Store::conversation`].
     pub async fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
         self.store.backend().conversation_async(id).await
+    }
+
+    /// [`Store::contains`].
+    pub async fn contains(&self, id: NodeId) -> Result<bool> {
+        self.store.backend().contains_async(id).await
+    }
+
+    /// [`Store::children`].
+    pub async fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        self.store.backend().children_async(id).await
     }
 
     /// [`Store::conversations_at`].

@@ -86,7 +86,9 @@ pub(crate) trait Graph {
     fn node(&self, id: NodeId) -> Result<StoredNode>;
     fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>>;
     fn contains(&self, id: NodeId) -> Result<bool>;
+    fn contains_async(&self, id: NodeId) -> BoxFuture<'_, Result<bool>>;
     fn children(&self, id: NodeId) -> Result<Vec<NodeId>>;
+    fn children_async(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>>;
     fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>>;
     fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>>;
 }

@@ -28,7 +28,7 @@ for a request that asked not to be stored.
 use skein::conversation::commit::{self, Bookmark, OnMoved};
 use skein::core::{ConversationId, ConversationSettings, NodeId, Origin, RunRecord};
 use skein::engine::RunOutput;
-use skein::store::{ConversationRecord, Store, StoreError};
+use skein::store::{AsyncStore, ConversationRecord, Store, StoreError};
 
 /// How far back a request's stored nodes are searched for the conversation
 /// they belong to.
@@ -100,9 +100,7 @@ pub async fn record(
     meta.mark(&mut run);
     let request = thread.parent();
     let name = meta.name.clone();
-    let place = store
-        .run_blocking(move |store| place(store, node, &request, name.as_deref()))
-        .await?;
+    let place = place(store, node, &request, name.as_deref()).await?;
     let bookmark = match place {
         Place::Join(conversation) => {
             run.conversation = Some(conversation.clone());
@@ -209,34 +207,35 @@ pub async fn record_failed(
 /// are never deleted, so that race shows as `node` being stored by the end
 /// when it was not at the start; then the place is read again, all after
 /// the other client's turn.
-fn place(
+async fn place(
     store: &Store,
     node: NodeId,
     request: &skein::Thread,
     name: Option<&str>,
 ) -> Result<Place, StoreError> {
-    let stored = store.contains(node)?;
-    let place = place_as_read(store, node, stored, request, name)?;
-    if stored || !store.contains(node)? {
+    let store = store.nonblocking();
+    let stored = store.contains(node).await?;
+    let place = place_as_read(store, node, stored, request, name).await?;
+    if stored || !store.contains(node).await? {
         return Ok(place);
     }
-    place_as_read(store, node, true, request, name)
+    place_as_read(store, node, true, request, name).await
 }
 
 /// [`place`] given whether `node` is stored.
-fn place_as_read(
-    store: &Store,
+async fn place_as_read(
+    store: AsyncStore<'_>,
     node: NodeId,
     node_stored: bool,
     request: &skein::Thread,
     name: Option<&str>,
 ) -> Result<Place, StoreError> {
     if node_stored {
-        if let Some(place) = headed_at(store, node, name)? {
+        if let Some(place) = headed_at(store, node, name).await? {
             return Ok(place);
         }
-        if let Some(id) = producing(store, node, None)? {
-            let conversation = store.conversation(&id)?;
+        if let Some(id) = producing(store, node, None).await? {
+            let conversation = store.conversation(&id).await?;
             if name.is_none_or(|name| conversation.name.as_deref() == Some(name)) {
                 return Ok(Place::Join(id));
             }
@@ -249,24 +248,29 @@ fn place_as_read(
     // The newest node of the request the store already holds.
     let mut stored = request.clone();
     while let Some(head) = stored.head_id() {
-        if store.contains(head)? {
+        if store.contains(head).await? {
             break;
         }
         stored = stored.parent();
     }
     let start = stored.head_id();
     if let Some(start) = start
-        && let Some(place) = headed_at(store, start, name)?
+        && let Some(place) = headed_at(store, start, name).await?
     {
         return Ok(place);
     }
     // A regenerate: another reply to this very request is stored.
     if let Some(start) = start.filter(|start| Some(*start) == request.head_id()) {
-        for child in store.children(start)?.into_iter().take(SIBLINGS_SEARCHED) {
-            if let Some(id) = producing(store, child, Some(start))? {
+        for child in store
+            .children(start)
+            .await?
+            .into_iter()
+            .take(SIBLINGS_SEARCHED)
+        {
+            if let Some(id) = producing(store, child, Some(start)).await? {
                 return Ok(Place::New {
                     start: Some(start),
-                    source: Some(store.conversation(&id)?),
+                    source: Some(store.conversation(&id).await?),
                 });
             }
         }
@@ -277,10 +281,15 @@ fn place_as_read(
         if steps == ANCESTORS_SEARCHED {
             break;
         }
-        let source = match store.conversations_at(ancestor.id())?.into_iter().next() {
+        let source = match store
+            .conversations_at(ancestor.id())
+            .await?
+            .into_iter()
+            .next()
+        {
             Some(source) => Some(source),
-            None => match producing(store, ancestor.id(), None)? {
-                Some(id) => Some(store.conversation(&id)?),
+            None => match producing(store, ancestor.id(), None).await? {
+                Some(id) => Some(store.conversation(&id).await?),
                 None => None,
             },
         };
@@ -297,8 +306,12 @@ fn place_as_read(
 /// Where a turn at `node` lands when conversations head there: on the one
 /// named `name` (without a name, the first), else in a new conversation
 /// sourced from the first.
-fn headed_at(store: &Store, node: NodeId, name: Option<&str>) -> Result<Option<Place>, StoreError> {
-    let conversations = store.conversations_at(node)?;
+async fn headed_at(
+    store: AsyncStore<'_>,
+    node: NodeId,
+    name: Option<&str>,
+) -> Result<Option<Place>, StoreError> {
+    let conversations = store.conversations_at(node).await?;
     let named = match name {
         None => Some(0),
         Some(name) => conversations
@@ -320,13 +333,14 @@ fn headed_at(store: &Store, node: NodeId, name: Option<&str>) -> Result<Option<P
 
 /// The conversation of the newest run that produced `node` (from `input`,
 /// when given).
-fn producing(
-    store: &Store,
+async fn producing(
+    store: AsyncStore<'_>,
     node: NodeId,
     input: Option<NodeId>,
 ) -> Result<Option<ConversationId>, StoreError> {
     Ok(store
-        .runs_producing(node)?
+        .runs_producing(node)
+        .await?
         .into_iter()
         .rev()
         .filter(|run| input.is_none() || run.input_head == input)

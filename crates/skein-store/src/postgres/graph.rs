@@ -111,27 +111,19 @@ impl Graph for PgStore {
     }
 
     fn contains(&self, id: NodeId) -> Result<bool> {
-        self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
-                .await?;
-            Ok(client
-                .query_opt(&statement, &[&id.as_bytes().as_slice()])
-                .await?
-                .is_some())
-        })
+        bridge::block_on(|| self.holds_node(id))
+    }
+
+    fn contains_async(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(self.holds_node(id))
     }
 
     fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
-        let rows = self.read(async |client| {
-            let statement = client
-                .prepare_cached("SELECT id FROM nodes WHERE parent = $1 ORDER BY seq")
-                .await?;
-            Ok(client
-                .query(&statement, &[&id.as_bytes().as_slice()])
-                .await?)
-        })?;
-        rows.iter().map(|row| node_id(row.get(0))).collect()
+        bridge::block_on(|| self.children_of(id))
+    }
+
+    fn children_async(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
+        Box::pin(self.children_of(id))
     }
 
     fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
@@ -221,6 +213,26 @@ impl PgStore {
     /// The thread ending at `head`, in one query.
     /// One node by id: its row, then the blobs its body refers to, on one
     /// connection.
+    async fn holds_node(&self, id: NodeId) -> Result<bool> {
+        let rows = self
+            .rows(
+                "SELECT 1 FROM nodes WHERE id = $1",
+                &[&id.as_bytes().as_slice()],
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
+    async fn children_of(&self, id: NodeId) -> Result<Vec<NodeId>> {
+        let rows = self
+            .rows(
+                "SELECT id FROM nodes WHERE parent = $1 ORDER BY seq",
+                &[&id.as_bytes().as_slice()],
+            )
+            .await?;
+        rows.iter().map(|row| node_id(row.get(0))).collect()
+    }
+
     async fn stored_node(&self, id: NodeId) -> Result<StoredNode> {
         let (parent, depth, body, blobs) = self
             .read_here(move |client| {

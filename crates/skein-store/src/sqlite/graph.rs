@@ -94,6 +94,14 @@ impl Graph for SqliteStore {
         self.read(|conn| Ok(seq_of(conn, id)?.is_some()))
     }
 
+    fn contains_async(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(blocking::run(self, true, move |store| store.contains(id)))
+    }
+
+    fn children_async(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
+        Box::pin(blocking::run(self, true, move |store| store.children(id)))
+    }
+
     /// The nodes whose parent is `id`, oldest first.
     fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
         self.read(|conn| {

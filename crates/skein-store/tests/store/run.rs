@@ -213,6 +213,13 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
             assert_eq!(at_head.len(), 3);
             assert_eq!(at_head, store.conversations_at(head).unwrap());
             assert_eq!(api.conversations_at(large).await.unwrap(), vec![]);
+            assert!(api.contains(large).await.unwrap());
+            assert_eq!(
+                api.children(head).await.unwrap(),
+                store.children(head).unwrap()
+            );
+            assert!(api.children(head).await.unwrap().contains(&large));
+            assert_eq!(api.children(large).await.unwrap(), vec![]);
             assert_eq!(
                 api.runs_producing(thread.parent().head_id().unwrap())
                     .await
@@ -254,6 +261,7 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
                 Message::user("large ".repeat(20_000))
             );
             let absent = skein_core::NodeId(Digest::of(b"no such node").0);
+            assert!(!api.contains(absent).await.unwrap());
             assert!(matches!(
                 api.node(absent).await,
                 Err(StoreError::NodeNotFound(id)) if id == absent
