@@ -1,5 +1,5 @@
 /*!
-A [`Turn`] completed from the graph before it runs, in one store call:
+A [`Turn`] completed from the graph before it runs, through the store's async API:
 
 - a `previous_response_id` becomes the stored thread of the response it
   names (the node its run produced), put before the new messages;
@@ -21,7 +21,7 @@ use super::turn::{Previous, ProxyError, Turn};
 use serde_json::Value;
 use skein::core::{Message, NodeId, Part, Role, Thread};
 use skein::providers::http::tool_use_input;
-use skein::store::{Store, StoreError};
+use skein::store::{AsyncStore, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -64,18 +64,20 @@ impl Memo {
 /// Complete `turn` from the graph and check its tool results.
 pub async fn complete(store: &Store, memo: Arc<Memo>, turn: Turn) -> Result<Turn, ProxyError> {
     let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
-        store
-            .run_blocking(move |store| {
-                match previous(store, turn).and_then(|turn| reencoded(store, &memo, turn)) {
-                    Ok(turn) => Ok(Ok(turn)),
-                    Err(Failure::Client(error)) => Ok(Err(error)),
-                    Err(Failure::Store(error)) => Err(error),
-                }
-            })
-            .await
-            .map_err(|error| {
-                ProxyError::server(format!("the graph could not be read: {error}"))
-            })??
+        let store = store.nonblocking();
+        let read = async {
+            let turn = previous(store, turn).await?;
+            reencoded(store, &memo, turn).await
+        };
+        match read.await {
+            Ok(turn) => turn,
+            Err(Failure::Client(error)) => return Err(error),
+            Err(Failure::Store(error)) => {
+                return Err(ProxyError::server(format!(
+                    "the graph could not be read: {error}"
+                )));
+            }
+        }
     } else {
         turn
     };
@@ -96,7 +98,7 @@ impl From<StoreError> for Failure {
 }
 
 /// Put the stored thread of `turn.previous` before its new messages.
-fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
+async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure> {
     let Some(Previous {
         given,
         run,
@@ -117,7 +119,7 @@ fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
     let Some(run) = run else {
         return Err(not_found());
     };
-    let record = match store.run_record(&run) {
+    let record = match store.run_record(&run).await {
         Ok(record) => record,
         Err(StoreError::RunNotFound(_)) => return Err(not_found()),
         Err(error) => return Err(error.into()),
@@ -125,7 +127,7 @@ fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
     let Some(head) = record.output_head else {
         return Err(not_found());
     };
-    let thread = store.load_thread(head)?;
+    let thread = store.load_thread(head).await?;
     let stored: Vec<Message> = thread
         .messages()
         .into_iter()
@@ -166,7 +168,7 @@ fn previous(store: &Store, mut turn: Turn) -> Result<Turn, Failure> {
 
 /// Replace each assistant message whose calls a client re-encoded by the
 /// stored node it stands for, when the graph has one.
-fn reencoded(store: &Store, memo: &Memo, mut turn: Turn) -> Result<Turn, Failure> {
+async fn reencoded(store: AsyncStore<'_>, memo: &Memo, mut turn: Turn) -> Result<Turn, Failure> {
     let reencoded = std::mem::take(&mut turn.reencoded);
     let mut thread = Thread::new();
     for (index, message) in turn.messages.iter_mut().enumerate() {
@@ -181,11 +183,16 @@ fn reencoded(store: &Store, memo: &Memo, mut turn: Turn) -> Result<Turn, Failure
             let sent = thread.push(message.clone()).head_id().expect("pushed");
             if let Some(known) = memo.get(sent) {
                 *message = known;
-            } else if store.contains(sent)? {
+            } else if store.contains(sent).await? {
                 memo.keep(sent, message.clone());
             } else {
-                for child in store.children(parent)?.into_iter().take(SIBLINGS_COMPARED) {
-                    let stored = store.node(child)?.message;
+                for child in store
+                    .children(parent)
+                    .await?
+                    .into_iter()
+                    .take(SIBLINGS_COMPARED)
+                {
+                    let stored = store.node(child).await?.message;
                     if stands_for(&stored, message, &values) {
                         memo.keep(sent, stored.clone());
                         *message = stored;
