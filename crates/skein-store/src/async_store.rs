@@ -15,7 +15,7 @@ each operation runs where [`Store::run_blocking`] runs work.
 
 The operations offered are those the turn layer and recorded chats make
 (load a thread or a node, whether a node is stored and its children,
-commit a turn or a rerun, read a conversation or
+commit a turn or a rerun, list conversations, read a conversation or
 the conversations headed at a node, a run, a rerun, a conversation's runs
 or reruns or the runs behind a node, resolve a prefix, the embedding
 cache); code that makes many other calls in a row can run them with the
@@ -26,7 +26,9 @@ concern's module (resolve.rs, reruns.rs, embeddings.rs).
 
 use crate::error::Result;
 use crate::graph::StoredNode;
-use crate::records::{Committed, ConversationId, ConversationRecord, RunId, RunRecord, TurnCommit};
+use crate::records::{
+    Committed, ConversationId, ConversationRecord, ListPosition, RunId, RunRecord, TurnCommit,
+};
 use crate::store::Store;
 use skein_core::{NodeId, Thread};
 
@@ -64,6 +66,23 @@ impl AsyncStore<'_> {
     /// [`Store::children`].
     pub async fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
         self.store.backend().children_async(id).await
+    }
+
+    /// [`Store::list_conversations`].
+    pub async fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
+        self.store.backend().list_conversations_async(limit).await
+    }
+
+    /// [`Store::list_conversations_after`].
+    pub async fn list_conversations_after(
+        &self,
+        after: &ListPosition,
+        limit: usize,
+    ) -> Result<Vec<ConversationRecord>> {
+        self.store
+            .backend()
+            .list_conversations_after_async(after, limit)
+            .await
     }
 
     /// [`Store::conversations_at`].

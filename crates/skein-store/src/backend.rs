@@ -102,11 +102,20 @@ pub(crate) trait Conversations {
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<ConversationRecord>>;
     fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>>;
+    fn list_conversations_async(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
     fn list_conversations_after(
         &self,
         after: &ListPosition,
         limit: usize,
     ) -> Result<Vec<ConversationRecord>>;
+    fn list_conversations_after_async<'a>(
+        &'a self,
+        after: &'a ListPosition,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
     fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>>;
     fn conversations_at_async(
         &self,

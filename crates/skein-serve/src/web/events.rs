@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::json;
 use skein::NodeId;
 use skein::Store;
-use skein::store::{ConversationId, ListPosition};
+use skein::store::{AsyncStore, ConversationId, ListPosition};
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -80,8 +80,8 @@ impl Seen {
             || (updated_ms == self.updated_ms && !self.at_newest.contains(id))
     }
 
-    fn now(store: &Store) -> skein::store::Result<Seen> {
-        let newest = store.list_conversations(1)?;
+    async fn now(store: AsyncStore<'_>) -> skein::store::Result<Seen> {
+        let newest = store.list_conversations(1).await?;
         let mut seen = Seen {
             updated_ms: i64::MIN,
             at_newest: HashSet::new(),
@@ -91,7 +91,10 @@ impl Seen {
             seen.at_newest.insert(newest.id.clone());
             // Others written in the same millisecond (another database's
             // clock) follow it in the listing.
-            for other in store.list_conversations_after(&newest.position(), PAGE)? {
+            let others = store
+                .list_conversations_after(&newest.position(), PAGE)
+                .await?;
+            for other in others {
                 if other.updated_ms != newest.updated_ms {
                     break;
                 }
@@ -102,9 +105,9 @@ impl Seen {
     }
 
     /// The conversations updated since, oldest first, and the new place.
-    fn poll(&mut self, store: &Store) -> skein::store::Result<Vec<TurnEvent>> {
+    async fn poll(&mut self, store: AsyncStore<'_>) -> skein::store::Result<Vec<TurnEvent>> {
         let mut found = Vec::new();
-        let mut page = store.list_conversations(PAGE)?;
+        let mut page = store.list_conversations(PAGE).await?;
         for _ in 0..PAGES {
             let full = page.len() == PAGE;
             let mut reached_seen = false;
@@ -123,7 +126,7 @@ impl Seen {
                 break;
             };
             let after: ListPosition = last.position();
-            page = store.list_conversations_after(&after, PAGE)?;
+            page = store.list_conversations_after(&after, PAGE).await?;
         }
         found.reverse();
         if let Some(newest) = found.last() {
@@ -146,7 +149,7 @@ impl Hub {
         if let Some(sender) = self.sender.lock().expect("not poisoned").as_ref() {
             return Ok(sender.subscribe());
         }
-        let seen = store.run_blocking(Seen::now).await?;
+        let seen = Seen::now(store.nonblocking()).await?;
         let mut slot = self.sender.lock().expect("not poisoned");
         if let Some(sender) = slot.as_ref() {
             return Ok(sender.subscribe());
@@ -178,24 +181,7 @@ async fn poll(
                 return;
             }
         }
-        let polled = store
-            .run_blocking(move |store| {
-                let found = seen.poll(store);
-                Ok((seen, found))
-            })
-            .await;
-        let found = match polled {
-            Ok((back, found)) => {
-                seen = back;
-                found
-            }
-            Err(error) => {
-                tracing::warn!(%error, "web view: polling for turns failed");
-                *slot.lock().expect("not poisoned") = None;
-                return;
-            }
-        };
-        match found {
+        match seen.poll(store.nonblocking()).await {
             Ok(events) => {
                 for event in events {
                     let _ = sender.send(event);
@@ -254,15 +240,18 @@ mod tests {
     use super::*;
     use skein::store::NewConversation;
 
-    #[test]
-    fn a_poll_reports_every_conversation_written_since_the_last_in_order() {
+    #[tokio::test]
+    async fn a_poll_reports_every_conversation_written_since_the_last_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("skein.db")).unwrap();
         store
             .create_conversation(NewConversation::default())
             .unwrap();
-        let mut seen = Seen::now(&store).unwrap();
-        assert!(seen.poll(&store).unwrap().is_empty(), "nothing new yet");
+        let mut seen = Seen::now(store.nonblocking()).await.unwrap();
+        assert!(
+            seen.poll(store.nonblocking()).await.unwrap().is_empty(),
+            "nothing new yet"
+        );
         // More than a poll's pages of one: every one, oldest first.
         let created: Vec<ConversationId> = (0..PAGE * 2 + 5)
             .map(|_| {
@@ -273,20 +262,21 @@ mod tests {
             })
             .collect();
         let found: Vec<ConversationId> = seen
-            .poll(&store)
+            .poll(store.nonblocking())
+            .await
             .unwrap()
             .into_iter()
             .map(|event| event.conversation)
             .collect();
         assert_eq!(found, created);
         assert!(
-            seen.poll(&store).unwrap().is_empty(),
+            seen.poll(store.nonblocking()).await.unwrap().is_empty(),
             "each is reported once"
         );
         let last = store
             .create_conversation(NewConversation::default())
             .unwrap();
-        let found = seen.poll(&store).unwrap();
+        let found = seen.poll(store.nonblocking()).await.unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].conversation, last.id);
     }

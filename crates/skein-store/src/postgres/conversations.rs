@@ -73,10 +73,14 @@ impl Conversations for PgStore {
     }
 
     fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
-        self.query_conversations(
-            &format!("{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT $1"),
-            &(limit.min(i64::MAX as usize) as i64),
-        )
+        bridge::block_on(|| self.listing(None, limit))
+    }
+
+    fn list_conversations_async(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+        Box::pin(self.listing(None, limit))
     }
 
     fn list_conversations_after(
@@ -84,20 +88,15 @@ impl Conversations for PgStore {
         after: &ListPosition,
         limit: usize,
     ) -> Result<Vec<ConversationRecord>> {
-        let limit = limit.min(i64::MAX as usize) as i64;
-        self.read(async |client| {
-            let statement = client
-                .prepare_cached(&format!(
-                    "{SELECT_CONVERSATION}
-                     WHERE c.updated <= $1 AND (c.updated < $1 OR c.id > $2)
-                     ORDER BY c.updated DESC, c.id LIMIT $3"
-                ))
-                .await?;
-            let rows = client
-                .query(&statement, &[&after.updated_ms, &after.id.as_str(), &limit])
-                .await?;
-            Ok(rows.iter().map(conversation_from_row).collect())
-        })
+        bridge::block_on(|| self.listing(Some(after), limit))
+    }
+
+    fn list_conversations_after_async<'a>(
+        &'a self,
+        after: &'a ListPosition,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>> {
+        Box::pin(self.listing(Some(after), limit))
     }
 
     fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
@@ -167,18 +166,6 @@ impl Conversations for PgStore {
 }
 
 impl PgStore {
-    fn query_conversations(
-        &self,
-        sql: &str,
-        param: &(dyn tokio_postgres::types::ToSql + Sync),
-    ) -> Result<Vec<ConversationRecord>> {
-        self.read(async |client| {
-            let statement = client.prepare_cached(sql).await?;
-            let rows = client.query(&statement, &[param]).await?;
-            Ok(rows.iter().map(conversation_from_row).collect())
-        })
-    }
-
     fn update_conversation(
         &self,
         id: &ConversationId,
@@ -195,6 +182,38 @@ impl PgStore {
             return Err(StoreError::ConversationNotFound(id.to_string()));
         }
         Ok(())
+    }
+
+    /// The listing, most recently updated first, from its start or after
+    /// `after`. `updated <= $1` first lets the `updated` index bound the
+    /// scan.
+    async fn listing(
+        &self,
+        after: Option<&ListPosition>,
+        limit: usize,
+    ) -> Result<Vec<ConversationRecord>> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = match after {
+            None => {
+                self.rows(
+                    &format!("{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT $1"),
+                    &[&limit],
+                )
+                .await?
+            }
+            Some(after) => {
+                self.rows(
+                    &format!(
+                        "{SELECT_CONVERSATION}
+                         WHERE c.updated <= $1 AND (c.updated < $1 OR c.id > $2)
+                         ORDER BY c.updated DESC, c.id LIMIT $3"
+                    ),
+                    &[&after.updated_ms, &after.id.as_str(), &limit],
+                )
+                .await?
+            }
+        };
+        Ok(rows.iter().map(conversation_from_row).collect())
     }
 
     async fn conversations_headed_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {

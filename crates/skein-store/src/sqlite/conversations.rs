@@ -93,6 +93,26 @@ impl Conversations for SqliteStore {
         })
     }
 
+    fn list_conversations_async(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+        Box::pin(blocking::run(self, true, move |store| {
+            store.list_conversations(limit)
+        }))
+    }
+
+    fn list_conversations_after_async<'a>(
+        &'a self,
+        after: &'a ListPosition,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>> {
+        let after = after.clone();
+        Box::pin(blocking::run(self, true, move |store| {
+            store.list_conversations_after(&after, limit)
+        }))
+    }
+
     /// The next page of the listing after `after`. `updated <= ?` first
     /// lets the `updated` index bound the scan.
     fn list_conversations_after(

@@ -213,6 +213,19 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
             assert_eq!(at_head.len(), 3);
             assert_eq!(at_head, store.conversations_at(head).unwrap());
             assert_eq!(api.conversations_at(large).await.unwrap(), vec![]);
+            let listed = api.list_conversations(2).await.unwrap();
+            assert_eq!(listed, store.list_conversations(2).unwrap());
+            let rest = api
+                .list_conversations_after(&listed[1].position(), 10)
+                .await
+                .unwrap();
+            assert_eq!(
+                rest,
+                store
+                    .list_conversations_after(&listed[1].position(), 10)
+                    .unwrap()
+            );
+            assert_eq!(listed.len() + rest.len(), 3);
             assert!(api.contains(large).await.unwrap());
             assert_eq!(
                 api.children(head).await.unwrap(),
