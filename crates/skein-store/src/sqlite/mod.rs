@@ -151,7 +151,9 @@ impl SqliteStore {
             (SqliteFile::Skein { .. }, _) => {}
         }
         let mut writer = connect(&path)?;
-        writer.pragma_update(None, "journal_mode", "WAL")?;
+        // Two connections switching a new database to WAL at once: SQLite
+        // answers the loser "locked" at once, without waiting.
+        while_busy(|| Ok(writer.pragma_update(None, "journal_mode", "WAL")?))?;
         schema::migrate(&mut writer)?;
         SqliteStore::assemble(path, writer, None)
     }
@@ -205,29 +207,13 @@ impl SqliteStore {
                 location: self.location(),
             });
         }
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(5);
         let mut conn = lock(&self.shared.writer);
-        loop {
-            let attempt = (|| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let value = work(&tx)?;
-                tx.commit()?;
-                Ok(value)
-            })();
-            match attempt {
-                Err(error) if is_busy(&error) && started.elapsed() < BUSY_GIVE_UP => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(250));
-                }
-                Err(error) if is_busy(&error) => {
-                    return Err(StoreError::Busy {
-                        seconds: started.elapsed().as_secs(),
-                    });
-                }
-                other => return other,
-            }
-        }
+        while_busy(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
     }
 
     /// Run `work` on a reader connection.
@@ -301,6 +287,29 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Run `attempt` again, backing off, while the database stays locked past
+/// the busy timeout (or SQLite would not wait at all), for up to
+/// [`BUSY_GIVE_UP`]; then [`StoreError::Busy`]. `attempt` must be safe to
+/// run again.
+fn while_busy<T>(mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match attempt() {
+            Err(error) if is_busy(&error) && started.elapsed() < BUSY_GIVE_UP => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(250));
+            }
+            Err(error) if is_busy(&error) => {
+                return Err(StoreError::Busy {
+                    seconds: started.elapsed().as_secs(),
+                });
+            }
+            other => return other,
+        }
+    }
 }
 
 fn is_busy(error: &StoreError) -> bool {
