@@ -6,8 +6,8 @@ and the tools each run offered: a SQLite file (the embedded default) or,
 with the `postgres` feature, a PostgreSQL database shared by many processes
 and hosts, chosen by the location [`Store::open`] is given. Its methods
 block on I/O. From async code, use the async API, [`Store::nonblocking`]
-([`AsyncStore`]: loading a thread, committing a turn or a rerun, reading a
-conversation, a run or a rerun, resolving a prefix, the embedding cache),
+([`AsyncStore`]: the reads and commits the turn layer, recorded chats, the
+proxy and the web view's event stream make; its module doc lists them),
 which on PostgreSQL awaits tokio-postgres on the caller's task and blocks
 no thread; or, for several calls in a row, [`Store::run_blocking`], which
 runs blocking work where it cannot stall the runtime (blocking.rs).
