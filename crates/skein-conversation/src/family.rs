@@ -25,7 +25,7 @@ indexed origin links and finds sharers by their thread's first node, and
 
 use skein_core::{ConversationId, NodeId, RerunId};
 use skein_store::{
-    ConversationRecord, FamilyLimits, RerunRecord, Rooted, Store, StoreError, TreeEntry,
+    AsyncStore, ConversationRecord, FamilyLimits, RerunRecord, Rooted, Store, StoreError, TreeEntry,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -115,18 +115,15 @@ pub struct FamilyGraph {
     pub truncated: bool,
 }
 
-/// The family of conversation `id` (see the module docs). A store read,
-/// blocking like the store's own methods (from async code, call it inside
-/// [`Store::run_blocking`]). [`StoreError::ConversationNotFound`] when `id` is not
+/// The family of conversation `id` (see the module docs), read through the
+/// store's async API. [`StoreError::ConversationNotFound`] when `id` is not
 /// stored.
-pub fn family(store: &Store, id: &ConversationId) -> Result<Family, StoreError> {
-    let rows = store.family(
-        id,
-        FamilyLimits {
-            members: MEMBERS_MAX,
-            shares: SHARES_MAX,
-        },
-    )?;
+pub async fn family(store: &Store, id: &ConversationId) -> Result<Family, StoreError> {
+    let limits = FamilyLimits {
+        members: MEMBERS_MAX,
+        shares: SHARES_MAX,
+    };
+    let rows = store.nonblocking().family(id, limits).await?;
     let stored: HashSet<ConversationId> = rows
         .members
         .iter()
@@ -198,15 +195,16 @@ impl Family {
     /// message first. When the focus's whole tree fits, it is read in one
     /// query and no line needs reading. Reads only what it shows, and at
     /// most one line per member.
-    pub fn graph(&self, store: &Store, limit: usize) -> Result<FamilyGraph, StoreError> {
+    pub async fn graph(&self, store: &Store, limit: usize) -> Result<FamilyGraph, StoreError> {
+        let store = store.nonblocking();
         let mut graph = Graph::default();
         let mut cut = false;
         let mut trees: Vec<(NodeId, Vec<TreeEntry>)> = Vec::new();
         if let Some(head) = self.focus().head {
-            graph.add(store.ancestry(head, limit)?);
+            graph.add(store.ancestry(head, limit).await?);
             let root = graph.nodes.first().filter(|n| n.parent.is_none());
             if let Some(root) = root.map(|root| root.id) {
-                let tree = store.subtree(root, limit.saturating_add(1))?;
+                let tree = store.subtree(root, limit.saturating_add(1)).await?;
                 if tree.len() <= limit {
                     // The whole tree fits: every member and sharer in it is
                     // shown without reading their lines.
@@ -233,7 +231,7 @@ impl Family {
                 .and_then(|origin| origin.node)
                 .and_then(|at| graph.depth(at))
                 .map(|depth| member.conversation.len.saturating_sub(depth + 1) as usize);
-            cut |= !graph.load_line(store, head, own, limit, &mut loads)?;
+            cut |= !graph.load_line(store, head, own, limit, &mut loads).await?;
         }
         let shown: HashSet<NodeId> = graph.depths.keys().copied().collect();
         for rerun in &self.reruns {
@@ -241,7 +239,9 @@ impl Family {
                 && shown.contains(&rerun.turn_node)
                 && !graph.contains(answer)
             {
-                cut |= !graph.load_line(store, answer, None, limit, &mut loads)?;
+                cut |= !graph
+                    .load_line(store, answer, None, limit, &mut loads)
+                    .await?;
             }
         }
         // The rest of every tree shown, as room allows: the focus's as read
@@ -261,7 +261,7 @@ impl Family {
                 }
                 None => {
                     loads += 1;
-                    store.subtree(root, limit.saturating_add(1))?
+                    store.subtree(root, limit.saturating_add(1)).await?
                 }
             };
             for entry in tree {
@@ -315,9 +315,9 @@ impl Graph {
     /// Add the line ending at `head`: its last `own` nodes when that
     /// reaches a shown node, else as many of its latest nodes as there is
     /// room for under `limit`. Whether its head could be shown.
-    fn load_line(
+    async fn load_line(
         &mut self,
-        store: &Store,
+        store: AsyncStore<'_>,
         head: NodeId,
         own: Option<usize>,
         limit: usize,
@@ -329,7 +329,7 @@ impl Graph {
         }
         *loads += 1;
         if let Some(own) = own.filter(|own| *own > 0 && *own <= room) {
-            let line = store.ancestry(head, own)?;
+            let line = store.ancestry(head, own).await?;
             let joins = line
                 .first()
                 .is_some_and(|first| first.parent.is_none_or(|parent| self.contains(parent)));
@@ -338,7 +338,7 @@ impl Graph {
                 return Ok(true);
             }
         }
-        self.add(store.ancestry(head, room)?);
+        self.add(store.ancestry(head, room).await?);
         Ok(true)
     }
 }

@@ -1,6 +1,7 @@
 /*!
 [`AsyncStore`], the store's async API, reached through
-[`Store::nonblocking`]: the same operations as [`Store`]'s, awaited.
+[`Store::nonblocking`]: the same operations as [`Store`]'s, awaited. Every
+blocking method of [`Store`] waits for one of these.
 
 On PostgreSQL each operation is one async function awaiting tokio-postgres
 on the caller's task: no thread blocks, no blocking pool is involved, and
@@ -8,29 +9,23 @@ an idle pooled connection is taken there too. The store's own runtime is
 used only to make a new connection (its I/O task must outlive the caller's
 runtime), to wait for a free one when all are in use, to time a write's
 retry, and to read a thread's rows (so the caller is woken once, not per
-batch of rows).
-The blocking API drives the same function with the bridge
-(postgres/bridge.rs). On SQLite, whose work happens on the calling thread,
-each operation runs where [`Store::run_blocking`] runs work.
+batch of rows). On SQLite, whose work happens on the calling thread, each
+operation runs where [`Store::run_blocking`] runs work.
 
-The operations offered are those the turn layer and recorded chats make
-(load a thread or a node, whether a node is stored and its children,
-commit a turn or a rerun, list conversations, read a conversation or
-the conversations headed at a node, a run, a rerun, a conversation's runs
-or reruns or the runs behind a node, resolve a prefix, the embedding
-cache); code that makes many other calls in a row can run them with the
-blocking API inside [`Store::run_blocking`]. Those
-that belong to one concern are written beside [`Store`]'s, in that
-concern's module (resolve.rs, reruns.rs, embeddings.rs).
+Export, import and verify (bulk work of the command line) have no async
+form: run them with [`Store::run_blocking`]. Operations that belong to one
+concern with logic of its own are written in that concern's module
+(resolve.rs, reruns.rs, embeddings.rs, usage.rs, search.rs, family.rs).
 */
 
 use crate::error::Result;
-use crate::graph::StoredNode;
+use crate::graph::{AppendReport, StoredNode, TreeEntry};
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, ListPosition, RunId, RunRecord, TurnCommit,
+    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, Origin, RunId,
+    RunRecord, TurnCommit,
 };
 use crate::store::Store;
-use skein_core::{NodeId, Thread};
+use skein_core::{ConversationSettings, NodeId, Thread};
 
 /// The async API of a [`Store`], borrowed from it by
 /// [`Store::nonblocking`]. Dropping one of its futures before it ends
@@ -41,36 +36,75 @@ pub struct AsyncStore<'s> {
 }
 
 impl AsyncStore<'_> {
+    /// [`Store::append`].
+    pub async fn append(&self, thread: &Thread) -> Result<AppendReport> {
+        self.store.backend().append(thread).await
+    }
+
     /// [`Store::load_thread`].
     pub async fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        self.store.backend().load_thread_async(head).await
+        self.store.backend().load_thread(head).await
     }
 
-    /// [`Store::commit_turn`]. On SQLite, from a current-thread runtime, the
-    /// turn is committed on the blocking pool from a copy (its thread's
-    /// nodes are shared, so they are marked as stored all the same).
-    pub async fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
-        self.store.backend().commit_turn_async(turn).await
-    }
-
-    /// [`Store::conversation`].
-    pub async fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        self.store.backend().conversation_async(id).await
+    /// [`Store::node`].
+    pub async fn node(&self, id: NodeId) -> Result<StoredNode> {
+        self.store.backend().node(id).await
     }
 
     /// [`Store::contains`].
     pub async fn contains(&self, id: NodeId) -> Result<bool> {
-        self.store.backend().contains_async(id).await
+        self.store.backend().contains(id).await
     }
 
     /// [`Store::children`].
     pub async fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
-        self.store.backend().children_async(id).await
+        self.store.backend().children(id).await
+    }
+
+    /// [`Store::subtree`].
+    pub async fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        self.store.backend().subtree(root, limit).await
+    }
+
+    /// [`Store::ancestry`].
+    pub async fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        self.store.backend().ancestry(head, limit).await
+    }
+
+    /// [`Store::create_conversation`].
+    pub async fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
+        self.store.backend().create_conversation(new).await
+    }
+
+    /// [`Store::fork`].
+    pub async fn fork(
+        &self,
+        node: NodeId,
+        name: Option<String>,
+        from: Option<ConversationId>,
+    ) -> Result<ConversationRecord> {
+        self.create_conversation(NewConversation {
+            id: None,
+            name,
+            head: Some(node),
+            origin: Some(Origin {
+                node: Some(node),
+                conversation: from,
+                rerun: None,
+            }),
+            settings: Default::default(),
+        })
+        .await
+    }
+
+    /// [`Store::conversation`].
+    pub async fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        self.store.backend().conversation(id).await
     }
 
     /// [`Store::list_conversations`].
     pub async fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
-        self.store.backend().list_conversations_async(limit).await
+        self.store.backend().list_conversations(limit).await
     }
 
     /// [`Store::list_conversations_after`].
@@ -81,32 +115,72 @@ impl AsyncStore<'_> {
     ) -> Result<Vec<ConversationRecord>> {
         self.store
             .backend()
-            .list_conversations_after_async(after, limit)
+            .list_conversations_after(after, limit)
             .await
     }
 
     /// [`Store::conversations_at`].
     pub async fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
-        self.store.backend().conversations_at_async(node).await
+        self.store.backend().conversations_at(node).await
+    }
+
+    /// [`Store::rename_conversation`].
+    pub async fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        self.store.backend().rename_conversation(id, name).await
+    }
+
+    /// [`Store::set_conversation_settings`].
+    pub async fn set_conversation_settings(
+        &self,
+        id: &ConversationId,
+        settings: &ConversationSettings,
+    ) -> Result<()> {
+        self.store
+            .backend()
+            .set_conversation_settings(id, settings)
+            .await
+    }
+
+    /// [`Store::move_head`].
+    pub async fn move_head(
+        &self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> Result<()> {
+        self.store.backend().move_head(id, expected, new).await
+    }
+
+    /// [`Store::commit_turn`]. On SQLite, from a current-thread runtime, the
+    /// turn is committed on the blocking pool from a copy (its thread's
+    /// nodes are shared, so they are marked as stored all the same).
+    pub async fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        let mut no_probe = |_| {};
+        self.store.backend().commit_turn(turn, &mut no_probe).await
+    }
+
+    /// [`Store::record_run`].
+    pub async fn record_run(&self, run: &RunRecord) -> Result<()> {
+        self.store.backend().record_run(run).await
     }
 
     /// [`Store::run_record`].
     pub async fn run_record(&self, id: &RunId) -> Result<RunRecord> {
-        self.store.backend().run_record_async(id).await
-    }
-
-    /// [`Store::node`].
-    pub async fn node(&self, id: NodeId) -> Result<StoredNode> {
-        self.store.backend().node_async(id).await
+        self.store.backend().run_record(id).await
     }
 
     /// [`Store::runs_of_conversation`].
     pub async fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
-        self.store.backend().runs_of_conversation_async(id).await
+        self.store.backend().runs_of_conversation(id).await
     }
 
     /// [`Store::runs_producing`].
     pub async fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
-        self.store.backend().runs_producing_async(node).await
+        self.store.backend().runs_producing(node).await
+    }
+
+    /// [`Store::recent_runs`].
+    pub async fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.store.backend().recent_runs(limit).await
     }
 }

@@ -22,7 +22,7 @@ use crate::reruns::{RerunCommit, RerunRecord};
 use crate::resolve::IdTable;
 use crate::search::{ConversationRef, Parsed};
 use crate::transfer::{ImportReport, Line};
-use crate::usage::RunRow;
+use crate::usage::{RunOutputs, RunRow};
 use crate::verify::VerifyReport;
 use crate::{CommitStageProbe, ConversationSettings};
 use skein_core::{Digest, Message, NodeId, Role, StoreKey, Thread};
@@ -36,6 +36,13 @@ use std::pin::Pin;
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One database: the handle's own facts, and every concern's operations.
+///
+/// Each operation is async and has one body per backend: on PostgreSQL it
+/// awaits tokio-postgres on the caller's task, on SQLite it runs where
+/// [`crate::blocking::run`] says (in place for a blocking caller). The
+/// blocking API waits for the same future ([`crate::Store`]'s `wait`).
+/// Export, import and verify, bulk work of the command line, are blocking
+/// only.
 pub(crate) trait Backend:
     Graph
     + Conversations
@@ -80,139 +87,120 @@ pub(crate) trait Backend:
 
 /// Nodes and threads (graph.rs).
 pub(crate) trait Graph {
-    fn append(&self, thread: &Thread) -> Result<AppendReport>;
-    fn load_thread(&self, head: NodeId) -> Result<Thread>;
-    fn load_thread_async(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>>;
-    fn node(&self, id: NodeId) -> Result<StoredNode>;
-    fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>>;
-    fn contains(&self, id: NodeId) -> Result<bool>;
-    fn contains_async(&self, id: NodeId) -> BoxFuture<'_, Result<bool>>;
-    fn children(&self, id: NodeId) -> Result<Vec<NodeId>>;
-    fn children_async(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>>;
-    fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>>;
-    fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>>;
+    fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>>;
+    fn load_thread(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>>;
+    fn node(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>>;
+    fn contains(&self, id: NodeId) -> BoxFuture<'_, Result<bool>>;
+    fn children(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>>;
+    fn subtree(&self, root: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>>;
+    fn ancestry(&self, head: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>>;
 }
 
 /// Conversation bookmarks and the turn commit (conversations.rs).
 pub(crate) trait Conversations {
-    fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord>;
-    fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord>;
-    fn conversation_async<'a>(
+    fn create_conversation(
+        &self,
+        new: NewConversation,
+    ) -> BoxFuture<'_, Result<ConversationRecord>>;
+    fn conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<ConversationRecord>>;
-    fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>>;
-    fn list_conversations_async(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
-    fn list_conversations_after(
-        &self,
-        after: &ListPosition,
-        limit: usize,
-    ) -> Result<Vec<ConversationRecord>>;
-    fn list_conversations_after_async<'a>(
+    fn list_conversations(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
+    fn list_conversations_after<'a>(
         &'a self,
         after: &'a ListPosition,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
-    fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>>;
-    fn conversations_at_async(
-        &self,
-        node: NodeId,
-    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
-    fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()>;
-    fn set_conversation_settings(
-        &self,
-        id: &ConversationId,
-        settings: &ConversationSettings,
-    ) -> Result<()>;
-    fn move_head(&self, id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Result<()>;
-    fn commit_turn_observed(
-        &self,
-        turn: &TurnCommit<'_>,
-        probe: &mut (dyn FnMut(CommitStageProbe) + Send),
-    ) -> Result<Committed>;
-    fn commit_turn_async<'a>(
+    fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>>;
+    fn set_conversation_settings<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        settings: &'a ConversationSettings,
+    ) -> BoxFuture<'a, Result<()>>;
+    fn move_head<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> BoxFuture<'a, Result<()>>;
+    /// The turn commit, with `probe` called at each stage inside the
+    /// transaction (crash tests die there).
+    fn commit_turn<'a>(
         &'a self,
         turn: &'a TurnCommit<'a>,
+        probe: &'a mut (dyn FnMut(CommitStageProbe) + Send),
     ) -> BoxFuture<'a, Result<Committed>>;
 }
 
 /// Run records (runs.rs).
 pub(crate) trait Runs {
-    fn record_run(&self, run: &RunRecord) -> Result<()>;
-    fn run_record(&self, id: &RunId) -> Result<RunRecord>;
-    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>>;
-    fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>>;
-    fn runs_of_conversation_async<'a>(
+    fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>>;
+    fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>>;
+    fn runs_of_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<Vec<RunRecord>>>;
-    fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>>;
-    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
-    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>>;
+    fn runs_producing(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
+    fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
 }
 
 /// Reruns of recorded turns (reruns.rs).
 pub(crate) trait Reruns {
-    fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()>;
-    fn commit_rerun_async<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>>;
-    fn rerun(&self, id: &RerunId) -> Result<RerunRecord>;
-    fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>>;
-    fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>>;
-    fn reruns_of_conversation_async<'a>(
+    fn commit_rerun<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>>;
+    fn rerun<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>>;
+    fn reruns_of_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<Vec<RerunRecord>>>;
-    fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>>;
-    fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>>;
-    fn all_reruns(&self) -> Result<Vec<RerunRecord>>;
+    fn reruns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
+    fn reruns_answering(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
+    fn all_reruns(&self) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
 }
 
 /// The rows a conversation's family is assembled from (family.rs).
 pub(crate) trait Families {
-    fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows>;
+    fn family<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        limits: FamilyLimits,
+    ) -> BoxFuture<'a, Result<FamilyRows>>;
 }
 
 /// The full-text index (search.rs).
 pub(crate) trait Search {
     /// Up to `limit` nodes matching `query`, newest first, within the
     /// thread ending at `within` when given.
-    fn search_nodes(
-        &self,
-        query: &Parsed,
+    fn search_nodes<'a>(
+        &'a self,
+        query: &'a Parsed,
         role: Option<Role>,
         within: Option<NodeId>,
         limit: usize,
-    ) -> Result<Vec<(NodeId, Message)>>;
+    ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>>;
     /// Up to `cap` conversations whose thread holds `node`.
-    fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>>;
+    fn containing(&self, node: NodeId, cap: usize) -> BoxFuture<'_, Result<Vec<ConversationRef>>>;
 }
 
 /// The ids in a range, for prefix resolution (resolve.rs).
 pub(crate) trait IdRanges {
-    fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>>;
-    fn node_ids_between_async<'a>(
+    fn node_ids_between<'a>(
         &'a self,
         low: &'a [u8],
         high: &'a [u8],
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<NodeId>>>;
-    fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>>;
-    fn conversation_ids_named_async<'a>(
+    fn conversation_ids_named<'a>(
         &'a self,
         name: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<String>>>;
-    fn text_ids_between(
-        &self,
-        table: IdTable,
-        low: &str,
-        high: &str,
-        limit: usize,
-    ) -> Result<Vec<String>>;
-    fn text_ids_between_async<'a>(
+    fn text_ids_between<'a>(
         &'a self,
         table: IdTable,
         low: &'a str,
@@ -223,24 +211,33 @@ pub(crate) trait IdRanges {
 
 /// The rows usage accounts are added up from (usage.rs).
 pub(crate) trait UsageRows {
-    fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>>;
-    fn conversation_run_rows(&self, id: &ConversationId) -> Result<Vec<(RunId, Option<NodeId>)>>;
-    fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>>;
-    fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>>;
-    fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>>;
-    fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>>;
+    fn run_rows<'a>(&'a self, ids: &'a [RunId]) -> BoxFuture<'a, Result<Vec<RunRow>>>;
+    fn conversation_run_rows<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<RunOutputs>>;
+    fn runs_with_output(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunId>>>;
+    fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>>;
+    fn link_sources<'a>(
+        &'a self,
+        kind: &'a str,
+        targets: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<RunId>>>;
+    fn link_targets<'a>(
+        &'a self,
+        kind: &'a str,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<String>>>;
 }
 
 /// The embedding cache (embeddings.rs).
 pub(crate) trait EmbeddingCache {
-    fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>>;
-    fn cached_embedding_async<'a>(
+    fn cached_embedding<'a>(
         &'a self,
         embedder: &'a str,
         digest: &'a Digest,
     ) -> BoxFuture<'a, Result<Option<Vec<f32>>>>;
-    fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()>;
-    fn cache_embedding_async<'a>(
+    fn cache_embedding<'a>(
         &'a self,
         embedder: &'a str,
         digest: &'a Digest,

@@ -9,12 +9,18 @@ operations), so the caller's runtime never stalls:
 - on a current-thread runtime (or with none), on tokio's blocking pool,
   while the task waits: two thread wake-ups per call;
 - inside [`blocking_caller`] (skein's blocking API, whose private runtime
-  drives one call for a caller that is waiting anyway), in place, for a
-  backend whose work happens on the calling thread (SQLite).
+  drives one call for a caller that is waiting anyway, and the store's own
+  blocking methods, [`in_place`]), in place, for a backend whose work
+  happens on the calling thread (SQLite).
 */
 
 use crate::error::{Result, StoreError};
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
 use tokio::runtime::RuntimeFlavor;
 
 /// Where blocking work runs.
@@ -34,10 +40,12 @@ thread_local! {
 /// Where blocking work runs from this thread, for a backend whose work
 /// happens on the calling thread when `works_on_caller_thread`.
 pub(crate) fn where_to_run(works_on_caller_thread: bool) -> RunsIn {
+    if works_on_caller_thread && BLOCKING_CALLER.with(Cell::get) {
+        return RunsIn::Place;
+    }
     let flavor = tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor());
     match flavor {
         Ok(RuntimeFlavor::MultiThread) => RunsIn::PlaceOfWorker,
-        _ if works_on_caller_thread && BLOCKING_CALLER.with(Cell::get) => RunsIn::Place,
         _ => RunsIn::BlockingPool,
     }
 }
@@ -112,4 +120,28 @@ pub fn blocking_caller<R>(drive: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(BLOCKING_CALLER.with(|flag| flag.replace(true)));
     drive()
+}
+
+/// Wait for `operation` on this thread as a [`blocking_caller`]: how a
+/// blocking method waits for an operation of a backend whose work happens
+/// on the calling thread (SQLite), which then runs in place and is done at
+/// the first poll. Polled again whenever woken, should it ever wait.
+pub(crate) fn in_place<T>(operation: impl Future<Output = T>) -> T {
+    struct Unpark(Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    blocking_caller(|| {
+        let mut operation = pin!(operation);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut context = Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(value) = operation.as_mut().poll(&mut context) {
+                return value;
+            }
+            std::thread::park();
+        }
+    })
 }

@@ -14,13 +14,13 @@ use skein_core::Digest;
 impl Store {
     /// The cached vector of the content with `digest` under `embedder`.
     pub fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
-        self.backend().cached_embedding(embedder, digest)
+        self.wait(self.nonblocking().cached_embedding(embedder, digest))
     }
 
     /// Remember a vector (an existing entry is kept: vectors are a pure
     /// function of the embedder and the content).
     pub fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
-        self.backend().cache_embedding(embedder, digest, vector)
+        self.wait(self.nonblocking().cache_embedding(embedder, digest, vector))
     }
 }
 
@@ -34,7 +34,7 @@ impl AsyncStore<'_> {
     ) -> Result<Option<Vec<f32>>> {
         self.store
             .backend()
-            .cached_embedding_async(embedder, digest)
+            .cached_embedding(embedder, digest)
             .await
     }
 
@@ -47,7 +47,7 @@ impl AsyncStore<'_> {
     ) -> Result<()> {
         self.store
             .backend()
-            .cache_embedding_async(embedder, digest, vector)
+            .cache_embedding(embedder, digest, vector)
             .await
     }
 }

@@ -13,6 +13,7 @@ Which rows come back is shared by both backends ([`FamilyRows::assemble`]);
 the SQL is in sqlite/family.rs and postgres/family.rs.
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, ConversationRecord};
 use crate::reruns::RerunRecord;
@@ -61,7 +62,14 @@ impl Store {
     /// `limits` of it. [`StoreError::ConversationNotFound`] when `id` is not
     /// stored.
     pub fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
-        self.backend().family(id, limits)
+        self.wait(self.nonblocking().family(id, limits))
+    }
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::family`].
+    pub async fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
+        self.store.backend().family(id, limits).await
     }
 }
 

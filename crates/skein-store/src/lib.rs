@@ -5,12 +5,12 @@ Persistence of the conversation graph.
 and the tools each run offered: a SQLite file (the embedded default) or,
 with the `postgres` feature, a PostgreSQL database shared by many processes
 and hosts, chosen by the location [`Store::open`] is given. Its methods
-block on I/O. From async code, use the async API, [`Store::nonblocking`]
-([`AsyncStore`]: the reads and commits the turn layer, recorded chats, the
-proxy and the web view's event stream make; its module doc lists them),
+block on I/O; each waits for the same operation of the async API,
+[`Store::nonblocking`] ([`AsyncStore`]), which async code awaits instead and
 which on PostgreSQL awaits tokio-postgres on the caller's task and blocks
-no thread; or, for several calls in a row, [`Store::run_blocking`], which
-runs blocking work where it cannot stall the runtime (blocking.rs).
+no thread. Export, import, verify and usage accounts are blocking only: from
+async code run them with [`Store::run_blocking`], which runs blocking work
+where it cannot stall the runtime (blocking.rs).
 
 What it guarantees (see ARCHITECTURE.md for where each is enforced):
 

@@ -66,31 +66,31 @@ impl Store {
     /// Store a rerun: its threads, its runs and its record, in one
     /// transaction.
     pub fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
-        self.backend().commit_rerun(commit)
+        self.wait(self.nonblocking().commit_rerun(commit))
     }
 
     pub fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        self.backend().rerun(id)
+        self.wait(self.nonblocking().rerun(id))
     }
 
     /// The reruns of a conversation's turns, oldest first.
     pub fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        self.backend().reruns_of_conversation(id)
+        self.wait(self.nonblocking().reruns_of_conversation(id))
     }
 
     /// The reruns of the turn whose assistant node is `node`.
     pub fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        self.backend().reruns_of_node(node)
+        self.wait(self.nonblocking().reruns_of_node(node))
     }
 
     /// The reruns whose (first sample's) answer is `node`.
     pub fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        self.backend().reruns_answering(node)
+        self.wait(self.nonblocking().reruns_answering(node))
     }
 
     /// Every rerun, oldest first.
     pub fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
-        self.backend().all_reruns()
+        self.wait(self.nonblocking().all_reruns())
     }
 }
 
@@ -141,16 +141,31 @@ impl RawRerun {
 impl AsyncStore<'_> {
     /// [`Store::commit_rerun`].
     pub async fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
-        self.store.backend().commit_rerun_async(commit).await
+        self.store.backend().commit_rerun(commit).await
     }
 
     /// [`Store::rerun`].
     pub async fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        self.store.backend().rerun_async(id).await
+        self.store.backend().rerun(id).await
     }
 
     /// [`Store::reruns_of_conversation`].
     pub async fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        self.store.backend().reruns_of_conversation_async(id).await
+        self.store.backend().reruns_of_conversation(id).await
+    }
+
+    /// [`Store::reruns_of_node`].
+    pub async fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        self.store.backend().reruns_of_node(node).await
+    }
+
+    /// [`Store::reruns_answering`].
+    pub async fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+        self.store.backend().reruns_answering(node).await
+    }
+
+    /// [`Store::all_reruns`].
+    pub async fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+        self.store.backend().all_reruns().await
     }
 }

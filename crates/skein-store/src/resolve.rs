@@ -39,48 +39,24 @@ impl IdTable {
 impl Store {
     /// The node whose id starts with `prefix` (hex, any case).
     pub fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
-        let (prefix, low, high) = node_range(prefix)?;
-        let ids = self.backend().node_ids_between(&low, &high, CANDIDATES)?;
-        pick("node", &prefix, ids, |id| id.short())
+        self.wait(self.nonblocking().resolve_node(prefix))
     }
 
     /// The conversation named `text`, else the one whose id starts with
     /// it. A name shared by several conversations is ambiguous; a name wins
     /// over an id prefix it happens to spell.
     pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
-        let named = self.backend().conversation_ids_named(text, CANDIDATES)?;
-        if let Some(id) = by_name(text, named)? {
-            return Ok(id);
-        }
-        let (low, high) = conversation_range(text)?;
-        let ids =
-            self.backend()
-                .text_ids_between(IdTable::Conversations, &low, &high, CANDIDATES)?;
-        pick_conversation(text, ids)
+        self.wait(self.nonblocking().resolve_conversation(text))
     }
 
     /// The run whose id starts with `prefix`.
     pub fn resolve_run(&self, prefix: &str) -> Result<RunId> {
-        let ids = self.text_prefix(IdTable::Runs, prefix)?;
-        pick("run", prefix, ids, |id: &String| {
-            id[..12.min(id.len())].to_string()
-        })
-        .map(RunId)
+        self.wait(self.nonblocking().resolve_run(prefix))
     }
 
     /// The rerun whose id starts with `prefix`.
     pub fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
-        let ids = self.text_prefix(IdTable::Reruns, prefix)?;
-        pick("rerun", prefix, ids, |id: &String| {
-            id[..12.min(id.len())].to_string()
-        })
-        .map(RerunId)
-    }
-
-    fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {
-        let (low, high) = text_range(prefix)?;
-        self.backend()
-            .text_ids_between(table, &low, &high, CANDIDATES)
+        self.wait(self.nonblocking().resolve_rerun(prefix))
     }
 }
 
@@ -89,26 +65,48 @@ impl AsyncStore<'_> {
     pub async fn resolve_node(&self, prefix: &str) -> Result<NodeId> {
         let (prefix, low, high) = node_range(prefix)?;
         let backend = self.store.backend();
-        let ids = backend
-            .node_ids_between_async(&low, &high, CANDIDATES)
-            .await?;
+        let ids = backend.node_ids_between(&low, &high, CANDIDATES).await?;
         pick("node", &prefix, ids, |id| id.short())
     }
 
     /// [`Store::resolve_conversation`].
     pub async fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
         let backend = self.store.backend();
-        let named = backend
-            .conversation_ids_named_async(text, CANDIDATES)
-            .await?;
+        let named = backend.conversation_ids_named(text, CANDIDATES).await?;
         if let Some(id) = by_name(text, named)? {
             return Ok(id);
         }
         let (low, high) = conversation_range(text)?;
         let ids = backend
-            .text_ids_between_async(IdTable::Conversations, &low, &high, CANDIDATES)
+            .text_ids_between(IdTable::Conversations, &low, &high, CANDIDATES)
             .await?;
         pick_conversation(text, ids)
+    }
+
+    /// [`Store::resolve_run`].
+    pub async fn resolve_run(&self, prefix: &str) -> Result<RunId> {
+        let ids = self.text_prefix(IdTable::Runs, prefix).await?;
+        pick("run", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(RunId)
+    }
+
+    /// [`Store::resolve_rerun`].
+    pub async fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
+        let ids = self.text_prefix(IdTable::Reruns, prefix).await?;
+        pick("rerun", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(RerunId)
+    }
+
+    async fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {
+        let (low, high) = text_range(prefix)?;
+        self.store
+            .backend()
+            .text_ids_between(table, &low, &high, CANDIDATES)
+            .await
     }
 }
 

@@ -24,6 +24,7 @@ splits into several (`e-mail`) is a phrase. Unbalanced quotes, a query with
 no word, one too long or with too many terms are [`SearchError`]s.
 */
 
+use crate::async_store::AsyncStore;
 use crate::error::Result;
 use crate::records::ConversationId;
 use crate::store::Store;
@@ -375,11 +376,18 @@ impl Store {
     /// [`StoreError::Search`](crate::StoreError::Search); a conversation filter naming no conversation
     /// is [`StoreError::ConversationNotFound`](crate::StoreError::ConversationNotFound).
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
+        self.wait(self.nonblocking().search(query))
+    }
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::search`].
+    pub async fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         let parsed = Parsed::parse(&query.text)?;
         let limit = query.limit.min(MAX_LIMIT);
         let within = match &query.conversation {
             Some(id) => {
-                let conversation = self.conversation(id)?;
+                let conversation = self.conversation(id).await?;
                 let Some(head) = conversation.head else {
                     return Ok(SearchResults {
                         matches: Vec::new(),
@@ -403,16 +411,17 @@ impl Store {
             });
         }
         let head = within.as_ref().map(|(head, _)| *head);
-        let mut found = self
-            .backend()
-            .search_nodes(&parsed, query.role, head, limit + 1)?;
+        let backend = self.store.backend();
+        let mut found = backend
+            .search_nodes(&parsed, query.role, head, limit + 1)
+            .await?;
         let truncated = found.len() > limit;
         found.truncate(limit);
         let mut matches = Vec::with_capacity(found.len());
         for (node, message) in found {
             let conversations = match &within {
                 Some((_, conversation)) => vec![conversation.clone()],
-                None => self.backend().containing(node, CONVERSATIONS_PER_MATCH)?,
+                None => backend.containing(node, CONVERSATIONS_PER_MATCH).await?,
             };
             let (snippet, highlights) = snippet(&message, &parsed);
             matches.push(SearchMatch {

@@ -22,6 +22,7 @@ use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
 use skein_core::thread::Node;
 use skein_core::{NodeId, StoreKey, Thread};
+use std::future::Future;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -29,16 +30,14 @@ use std::sync::Arc;
 /// A handle on one database, SQLite or PostgreSQL. Cheap to clone; share it
 /// freely.
 ///
-/// Its methods block on I/O. Async code has two ways in:
-///
-/// - [`Store::nonblocking`], the async API ([`AsyncStore`]), for the calls
-///   async code makes one at a time: `store.nonblocking().load_thread(head).await`.
-///   Each operation has one body per backend: on PostgreSQL an async
-///   function awaiting tokio-postgres on the caller's task (the blocking
-///   method drives that same function), on SQLite the blocking method, run
-///   where [`Store::run_blocking`] runs work.
-/// - [`Store::run_blocking`], for a closure making several blocking calls
-///   in a row.
+/// Its methods block on I/O; each waits for the same operation of the
+/// async API, [`Store::nonblocking`] ([`AsyncStore`]), which async code
+/// awaits instead: `store.nonblocking().load_thread(head).await`. Each
+/// operation has one body per backend: on PostgreSQL an async function
+/// awaiting tokio-postgres on the caller's task, on SQLite the SQL run where
+/// [`Store::run_blocking`] runs work (in place for a blocking method).
+/// Export, import and verify are blocking only: run them, or a closure
+/// making several blocking calls in a row, with [`Store::run_blocking`].
 #[derive(Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,
@@ -134,38 +133,52 @@ impl Store {
         blocking::run(self, self.backend.works_on_caller_thread(), work).await
     }
 
+    /// Wait for one of the async API's operations: every blocking method is
+    /// one. On PostgreSQL through the bridge (postgres/bridge.rs); on
+    /// SQLite on this thread, where the work then runs in place.
+    pub(crate) fn wait<T: Send>(
+        &self,
+        operation: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
+        #[cfg(feature = "postgres")]
+        if !self.backend.works_on_caller_thread() {
+            return crate::postgres::bridge::block_on(move || operation);
+        }
+        blocking::in_place(operation)
+    }
+
     /// Store every node of `thread` this database does not hold yet, in one
     /// transaction. Marks the nodes as persisted here once committed.
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
-        self.backend().append(thread)
+        self.wait(self.nonblocking().append(thread))
     }
 
     /// Load the thread whose head is `head`: one range scan per lane the
     /// thread runs through (PostgreSQL: all in one query).
     pub fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        self.backend().load_thread(head)
+        self.wait(self.nonblocking().load_thread(head))
     }
 
     /// One node by id, without loading its thread.
     pub fn node(&self, id: NodeId) -> Result<StoredNode> {
-        self.backend().node(id)
+        self.wait(self.nonblocking().node(id))
     }
 
     /// Whether the database holds the node.
     pub fn contains(&self, id: NodeId) -> Result<bool> {
-        self.backend().contains(id)
+        self.wait(self.nonblocking().contains(id))
     }
 
     /// The nodes whose parent is `id`, oldest first.
     pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
-        self.backend().children(id)
+        self.wait(self.nonblocking().children(id))
     }
 
     /// The subtree under `root` (inclusive): its `limit` nodes nearest the
     /// root (breadth first), in topological order. Reads no further, however
     /// large the subtree.
     pub fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        self.backend().subtree(root, limit)
+        self.wait(self.nonblocking().subtree(root, limit))
     }
 
     /// The last `limit` nodes of the thread ending at `head` (the head
@@ -174,12 +187,12 @@ impl Store {
     /// `parent` is `None`. Reads at most `limit` nodes, however deep the
     /// thread.
     pub fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        self.backend().ancestry(head, limit)
+        self.wait(self.nonblocking().ancestry(head, limit))
     }
 
     /// Create a conversation, optionally starting at an existing node.
     pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
-        self.backend().create_conversation(new)
+        self.wait(self.nonblocking().create_conversation(new))
     }
 
     /// Fork: a new conversation whose head is `node` (any stored node),
@@ -190,26 +203,16 @@ impl Store {
         name: Option<String>,
         from: Option<ConversationId>,
     ) -> Result<ConversationRecord> {
-        self.create_conversation(NewConversation {
-            id: None,
-            name,
-            head: Some(node),
-            origin: Some(crate::records::Origin {
-                node: Some(node),
-                conversation: from,
-                rerun: None,
-            }),
-            settings: Default::default(),
-        })
+        self.wait(self.nonblocking().fork(node, name, from))
     }
 
     pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        self.backend().conversation(id)
+        self.wait(self.nonblocking().conversation(id))
     }
 
     /// Conversations, most recently updated first.
     pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
-        self.backend().list_conversations(limit)
+        self.wait(self.nonblocking().list_conversations(limit))
     }
 
     /// The conversations listed after `after` (the last one of the previous
@@ -221,16 +224,16 @@ impl Store {
         after: &ListPosition,
         limit: usize,
     ) -> Result<Vec<ConversationRecord>> {
-        self.backend().list_conversations_after(after, limit)
+        self.wait(self.nonblocking().list_conversations_after(after, limit))
     }
 
     /// Conversations whose head is exactly `node`.
     pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
-        self.backend().conversations_at(node)
+        self.wait(self.nonblocking().conversations_at(node))
     }
 
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
-        self.backend().rename_conversation(id, name)
+        self.wait(self.nonblocking().rename_conversation(id, name))
     }
 
     /// Replace the conversation's settings.
@@ -239,7 +242,7 @@ impl Store {
         id: &ConversationId,
         settings: &skein_core::ConversationSettings,
     ) -> Result<()> {
-        self.backend().set_conversation_settings(id, settings)
+        self.wait(self.nonblocking().set_conversation_settings(id, settings))
     }
 
     /// Move a bookmark from `expected` to `new` (a stored node), or report
@@ -250,7 +253,7 @@ impl Store {
         expected: Option<NodeId>,
         new: NodeId,
     ) -> Result<()> {
-        self.backend().move_head(id, expected, new)
+        self.wait(self.nonblocking().move_head(id, expected, new))
     }
 
     /// Commit a turn in one transaction: its nodes, its runs, and where it
@@ -272,32 +275,32 @@ impl Store {
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStageProbe) + Send),
     ) -> Result<Committed> {
-        self.backend().commit_turn_observed(turn, probe)
+        self.wait(self.backend().commit_turn(turn, probe))
     }
 
     /// Record a run on its own, as belonging to its `conversation`. Turns,
     /// failed ones included, go through [`Store::commit_turn`].
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
-        self.backend().record_run(run)
+        self.wait(self.nonblocking().record_run(run))
     }
 
     pub fn run_record(&self, id: &RunId) -> Result<RunRecord> {
-        self.backend().run_record(id)
+        self.wait(self.nonblocking().run_record(id))
     }
 
     /// The runs of a conversation, oldest first.
     pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
-        self.backend().runs_of_conversation(id)
+        self.wait(self.nonblocking().runs_of_conversation(id))
     }
 
     /// The runs that produced `node` (many runs may produce one node).
     pub fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
-        self.backend().runs_producing(node)
+        self.wait(self.nonblocking().runs_producing(node))
     }
 
     /// The most recent runs, newest first.
     pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        self.backend().recent_runs(limit)
+        self.wait(self.nonblocking().recent_runs(limit))
     }
 
     /// Write the whole database as JSONL ([`Store::import`] reads it back):

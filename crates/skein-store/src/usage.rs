@@ -98,6 +98,9 @@ impl RunRow {
     }
 }
 
+/// Runs, each with the node it produced (`None` for a failed one).
+pub(crate) type RunOutputs = Vec<(RunId, Option<NodeId>)>;
+
 impl Store {
     /// The usage totals of `scope`, from every run this store recorded.
     /// A run, node or conversation that is not stored is a not-found error;
@@ -114,8 +117,7 @@ impl Store {
                 if !self.contains(*node)? {
                     return Err(StoreError::NodeNotFound(*node));
                 }
-                self.backend()
-                    .runs_with_output(*node)?
+                self.wait(self.backend().runs_with_output(*node))?
                     .into_iter()
                     .collect()
             }
@@ -142,7 +144,7 @@ impl Store {
     }
 
     fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
-        self.backend().run_rows(ids)
+        self.wait(self.backend().run_rows(ids))
     }
 
     /// A conversation's own runs and the runs of the prefix it shares with
@@ -150,8 +152,7 @@ impl Store {
     fn conversation_runs(&self, id: &ConversationId) -> Result<BTreeSet<RunId>> {
         let conversation = self.conversation(id)?;
         let mut runs: BTreeSet<RunId> = self
-            .backend()
-            .conversation_run_rows(id)?
+            .wait(self.backend().conversation_run_rows(id))?
             .into_iter()
             .map(|(run, _)| run)
             .collect();
@@ -163,7 +164,7 @@ impl Store {
         while let Some(from) = origin.take() {
             let Some(node) = from.node else { break };
             if prefix.is_none() {
-                prefix = Some(self.backend().ancestor_ids(node)?);
+                prefix = Some(self.wait(self.backend().ancestor_ids(node))?);
             }
             let shared = prefix.as_ref().expect("just filled");
             let on_prefix = |output: &Option<NodeId>| output.is_some_and(|n| shared.contains(&n));
@@ -193,8 +194,7 @@ impl Store {
                 break;
             }
             runs.extend(
-                self.backend()
-                    .conversation_run_rows(&parent)?
+                self.wait(self.backend().conversation_run_rows(&parent))?
                     .into_iter()
                     .filter(|(_, output)| on_prefix(output))
                     .map(|(run, _)| run),
@@ -223,10 +223,12 @@ impl Store {
         let mut runs = BTreeSet::new();
         for member in &family.members {
             runs.extend(
-                self.backend()
-                    .conversation_run_rows(&member.conversation.id)?
-                    .into_iter()
-                    .map(|(run, _)| run),
+                self.wait(
+                    self.backend()
+                        .conversation_run_rows(&member.conversation.id),
+                )?
+                .into_iter()
+                .map(|(run, _)| run),
             );
         }
         for rerun in family.reruns {
@@ -242,10 +244,10 @@ impl RunLinks for Store {
     type Error = StoreError;
 
     fn sources(&self, link: Link, targets: &[&str]) -> Result<Vec<RunId>> {
-        self.backend().link_sources(link.kind(), targets)
+        self.wait(self.backend().link_sources(link.kind(), targets))
     }
 
     fn targets(&self, link: Link, runs: &[RunId]) -> Result<Vec<String>> {
-        self.backend().link_targets(link.kind(), runs)
+        self.wait(self.backend().link_targets(link.kind(), runs))
     }
 }

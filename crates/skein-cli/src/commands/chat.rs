@@ -120,7 +120,7 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
             },
             "!fork" => session.fork().await,
             "!reply" => session.go_to(argument).await,
-            "!tree" => session.tree(),
+            "!tree" => session.tree().await,
             "!log" => session.log(),
             _ if command.starts_with('!') => {
                 ui::note(format!("unknown command `{command}`; !help lists them"));
@@ -328,7 +328,7 @@ impl Session<'_> {
             .then(|| self.conversation.id().as_str().to_string())
     }
 
-    fn tree(&self) -> Result<()> {
+    async fn tree(&self) -> Result<()> {
         let Some(id) = self.stored_id() else {
             ui::note("nothing recorded yet: the tree starts with the first recorded turn");
             return Ok(());
@@ -340,6 +340,7 @@ impl Session<'_> {
                 limit: 500,
             },
         )
+        .await
         .map(drop)
     }
 

@@ -283,13 +283,13 @@ fn log_recent(
 /// `skein tree`: the conversation's family (`skein::family`) drawn: its
 /// members' lines, the reruns on their turns, and the conversations that
 /// only share messages with them by content, labelled so.
-pub fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
+pub async fn tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
     let conversation = match &args.id {
         Some(id) => ctx.conversation(id)?,
         None => ctx.latest_conversation()?,
     };
-    let family = skein::family(&ctx.store, &conversation.id)?;
-    let graph = family.graph(&ctx.store, args.limit)?;
+    let family = skein::family(&ctx.store, &conversation.id).await?;
+    let graph = family.graph(&ctx.store, args.limit).await?;
     let shown: HashSet<NodeId> = graph.nodes.iter().map(|entry| entry.id).collect();
     let roots: Vec<NodeId> = graph
         .nodes

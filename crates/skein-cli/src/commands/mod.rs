@@ -90,7 +90,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Fork(args) => turns::fork(&ctx, args).await,
         Command::Log(args) => inspect::log(&ctx, args),
         Command::Search(args) => inspect::search(&ctx, args),
-        Command::Tree(args) => inspect::tree(&ctx, args),
+        Command::Tree(args) => inspect::tree(&ctx, args).await,
         Command::Show(args) => inspect::show(&ctx, args),
         Command::Export(args) => transfer::export(&ctx, args),
         Command::Import(args) => transfer::import(&ctx, args),

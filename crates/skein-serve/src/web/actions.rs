@@ -17,7 +17,7 @@ choose the model and generation options for the turn (default: the
 conversation's), as `-m` and `-o` do on the command line.
 */
 
-use super::api::{ApiError, Shared, with_store};
+use super::api::{ApiError, Shared};
 use super::stream::{self, Start};
 use crate::AppState;
 use axum::Json;
@@ -200,17 +200,15 @@ struct At {
 }
 
 async fn at(state: &AppState, prefix: String) -> Result<At, ApiError> {
-    with_store(state, move |store| {
-        let node = store.resolve_node(&prefix)?;
-        let stored = store.node(node)?;
-        Ok(At {
-            node,
-            role: stored.message.role,
-            parent: stored.parent,
-            owner: store.conversations_at(node)?.into_iter().next(),
-        })
+    let store = state.store.nonblocking();
+    let node = store.resolve_node(&prefix).await?;
+    let stored = store.node(node).await?;
+    Ok(At {
+        node,
+        role: stored.message.role,
+        parent: stored.parent,
+        owner: store.conversations_at(node).await?.into_iter().next(),
     })
-    .await
 }
 
 /// A stored conversation to go on with, on `model` for this turn when

@@ -1,10 +1,10 @@
 /*!
 The JSON API under `/api`: the read handlers over the store (the writes
-are in `actions` and `reruns`). Each one does
-its store work in one [`Store::run_blocking`] call (tokio's blocking pool), never on
-the async threads, and answers with a typed view from [`super::views`] or a
-JSON error: 404 for an id or prefix that matches nothing, 400 for one that
-is ambiguous or not hexadecimal, 500 for anything else.
+are in `actions` and `reruns`). Each one awaits the store's async API
+([`Store::nonblocking`]), never blocking the async threads, and answers
+with a typed view from [`super::views`] or a JSON error: 404 for an id or
+prefix that matches nothing, 400 for one that is ambiguous or not
+hexadecimal, 500 for anything else.
 */
 
 use super::family;
@@ -20,8 +20,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use skein::core::Part;
-use skein::store::{ConversationId, ListPosition, RunId, SearchQuery, StoreError, preview};
-use skein::{NodeId, Store};
+use skein::store::{
+    AsyncStore, ConversationId, ListPosition, RunId, SearchQuery, StoreError, preview,
+};
+use skein::NodeId;
 use std::sync::Arc;
 
 pub(crate) type Shared = State<Arc<AppState>>;
@@ -99,15 +101,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Run store work on the blocking pool.
-pub(crate) async fn with_store<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
-where
-    T: Send + 'static,
-    F: FnOnce(&Store) -> skein::store::Result<T> + Send + 'static,
-{
-    Ok(state.store.run_blocking(work).await?)
-}
-
 #[derive(Debug, Deserialize)]
 pub struct LimitQuery {
     limit: Option<usize>,
@@ -160,36 +153,34 @@ pub async fn conversations(
     let Query(query) = query?;
     let limit = limit(query.limit, CONVERSATIONS_DEFAULT, CONVERSATIONS_MAX)?;
     let after = query.after.as_deref().map(parse_cursor).transpose()?;
-    let list = with_store(&state, move |store| {
-        let mut listed = match &after {
-            None => store.list_conversations(limit + 1)?,
-            Some(after) => store.list_conversations_after(after, limit + 1)?,
-        };
-        let truncated = listed.len() > limit;
-        listed.truncate(limit);
-        let next = listed.last().filter(|_| truncated).map(|last| {
-            format!(
-                "/api/conversations?limit={limit}&after={}",
-                cursor(&last.position())
-            )
-        });
-        let mut conversations = Vec::with_capacity(listed.len());
-        for conversation in &listed {
-            let mut view = ConversationView::from(conversation);
-            if let Some(head) = conversation.head {
-                view.preview = Some(preview(&store.node(head)?.message, LIST_PREVIEW_WIDTH));
-            }
-            conversations.push(view);
+    let store = state.store.nonblocking();
+    let mut listed = match &after {
+        None => store.list_conversations(limit + 1).await?,
+        Some(after) => store.list_conversations_after(after, limit + 1).await?,
+    };
+    let truncated = listed.len() > limit;
+    listed.truncate(limit);
+    let next = listed.last().filter(|_| truncated).map(|last| {
+        format!(
+            "/api/conversations?limit={limit}&after={}",
+            cursor(&last.position())
+        )
+    });
+    let mut conversations = Vec::with_capacity(listed.len());
+    for conversation in &listed {
+        let mut view = ConversationView::from(conversation);
+        if let Some(head) = conversation.head {
+            let message = store.node(head).await?.message;
+            view.preview = Some(preview(&message, LIST_PREVIEW_WIDTH));
         }
-        Ok(ConversationList {
-            conversations,
-            limit,
-            truncated,
-            next,
-        })
-    })
-    .await?;
-    Ok(Json(list))
+        conversations.push(view);
+    }
+    Ok(Json(ConversationList {
+        conversations,
+        limit,
+        truncated,
+        next,
+    }))
 }
 
 /// A place in the listing as a query value: `UPDATED.ID`, percent-encoded.
@@ -231,11 +222,9 @@ pub async fn conversation(
     State(state): Shared,
     Path(prefix): Path<String>,
 ) -> ApiResult<ConversationView> {
-    let conversation = with_store(&state, move |store| {
-        let id = store.resolve_conversation(&prefix)?;
-        store.conversation(&id)
-    })
-    .await?;
+    let store = state.store.nonblocking();
+    let id = store.resolve_conversation(&prefix).await?;
+    let conversation = store.conversation(&id).await?;
     Ok(Json(ConversationView::from(&conversation)))
 }
 
@@ -248,41 +237,41 @@ pub async fn family(
 ) -> ApiResult<Family> {
     let limit = limit(query?.limit, FAMILY_DEFAULT, FAMILY_MAX)?;
     let _turn = graph_read(&state).await;
-    let family = with_store(&state, move |store| {
-        let id: ConversationId = store.resolve_conversation(&prefix)?;
-        family::load(store, &id, limit)
-    })
-    .await?;
+    let id: ConversationId = state
+        .store
+        .nonblocking()
+        .resolve_conversation(&prefix)
+        .await?;
+    let family = family::load(&state.store, &id, limit).await?;
     Ok(Json(family))
 }
 
 /// `GET /api/nodes/{id}`: a node's parts, children, the conversations it
 /// heads and the runs that produced it.
 pub async fn node(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<NodeDetail> {
-    let detail = with_store(&state, move |store| {
-        let id = store.resolve_node(&prefix)?;
-        let node = store.node(id)?;
-        Ok(NodeDetail {
-            id,
-            parent: node.parent,
-            depth: node.depth,
-            role: node.message.role,
-            parts: parts_of(&node.message),
-            children: store.children(id)?,
-            heads: store
-                .conversations_at(id)?
-                .iter()
-                .map(ConversationView::from)
-                .collect(),
-            runs: store
-                .runs_producing(id)?
-                .iter()
-                .map(RunView::from)
-                .collect(),
-        })
-    })
-    .await?;
-    Ok(Json(detail))
+    let store = state.store.nonblocking();
+    let id = store.resolve_node(&prefix).await?;
+    let node = store.node(id).await?;
+    Ok(Json(NodeDetail {
+        id,
+        parent: node.parent,
+        depth: node.depth,
+        role: node.message.role,
+        parts: parts_of(&node.message),
+        children: store.children(id).await?,
+        heads: store
+            .conversations_at(id)
+            .await?
+            .iter()
+            .map(ConversationView::from)
+            .collect(),
+        runs: store
+            .runs_producing(id)
+            .await?
+            .iter()
+            .map(RunView::from)
+            .collect(),
+    }))
 }
 
 /// `GET /api/nodes/{id}/parts/{index}`: an attachment's bytes, as a
@@ -293,13 +282,10 @@ pub async fn part(
     State(state): Shared,
     Path((prefix, index)): Path<(String, usize)>,
 ) -> Result<Response, ApiError> {
-    let found = with_store(&state, move |store| {
-        let id = store.resolve_node(&prefix)?;
-        let node = store.node(id)?;
-        Ok((id, node.message.parts.get(index).cloned()))
-    })
-    .await?;
-    let (id, part) = found;
+    let store = state.store.nonblocking();
+    let id = store.resolve_node(&prefix).await?;
+    let mut parts = store.node(id).await?.message.parts;
+    let part = (index < parts.len()).then(|| parts.swap_remove(index));
     let Some(Part::Attachment(attachment)) = part else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -348,11 +334,9 @@ fn extension(media_type: &str) -> String {
 
 /// `GET /api/runs/{id}`: one run record.
 pub async fn run(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<RunView> {
-    let record = with_store(&state, move |store| {
-        let id: RunId = store.resolve_run(&prefix)?;
-        store.run_record(&id)
-    })
-    .await?;
+    let store = state.store.nonblocking();
+    let id: RunId = store.resolve_run(&prefix).await?;
+    let record = store.run_record(&id).await?;
     Ok(Json(RunView::from(&record)))
 }
 
@@ -379,67 +363,76 @@ pub async fn compare(
         ));
     };
     let _turn = graph_read(&state).await;
-    let comparison = with_store(&state, move |store| {
-        let a = store.resolve_node(&a)?;
-        let b = store.resolve_node(&b)?;
-        let thread_a = store.load_thread(a)?;
-        let thread_b = store.load_thread(b)?;
-        let (nodes_a, nodes_b) = (thread_a.nodes(), thread_b.nodes());
-        // Ids hash the whole ancestry: equal at a depth means equal below it.
-        let common = nodes_a
-            .iter()
-            .zip(&nodes_b)
-            .take_while(|(x, y)| x.id() == y.id())
-            .count();
-        let shared_omitted = common.saturating_sub(limit);
-        let shared = nodes_a[shared_omitted..common]
-            .iter()
-            .enumerate()
-            .map(|(offset, node)| NodeSummary {
-                id: node.id(),
-                depth: (shared_omitted + offset) as u64,
-                role: node.message().role,
-                preview: preview(node.message(), 120),
-            })
-            .collect();
-        let side = |head: NodeId, nodes: &[&skein::core::Node]| -> skein::store::Result<Side> {
-            let after = &nodes[common..];
-            let shown = &after[..after.len().min(limit)];
-            let mut listed = Vec::with_capacity(shown.len());
-            for (offset, node) in shown.iter().enumerate() {
-                listed.push(CompareNode {
-                    id: node.id(),
-                    depth: (common + offset) as u64,
-                    role: node.message().role,
-                    parts: node.message().parts.iter().map(PartView::from).collect(),
-                    runs: store
-                        .runs_producing(node.id())?
-                        .iter()
-                        .map(RunSummary::from)
-                        .collect(),
-                });
-            }
-            Ok(Side {
-                head,
-                heads: store
-                    .conversations_at(head)?
-                    .iter()
-                    .map(ConversationView::from)
-                    .collect(),
-                nodes: listed,
-                omitted: after.len() - shown.len(),
-            })
-        };
-        Ok(Comparison {
-            ancestor: common.checked_sub(1).map(|last| nodes_a[last].id()),
-            shared,
-            shared_omitted,
-            a: side(a, &nodes_a)?,
-            b: side(b, &nodes_b)?,
+    let store = state.store.nonblocking();
+    let a = store.resolve_node(&a).await?;
+    let b = store.resolve_node(&b).await?;
+    let thread_a = store.load_thread(a).await?;
+    let thread_b = store.load_thread(b).await?;
+    let (nodes_a, nodes_b) = (thread_a.nodes(), thread_b.nodes());
+    // Ids hash the whole ancestry: equal at a depth means equal below it.
+    let common = nodes_a
+        .iter()
+        .zip(&nodes_b)
+        .take_while(|(x, y)| x.id() == y.id())
+        .count();
+    let shared_omitted = common.saturating_sub(limit);
+    let shared = nodes_a[shared_omitted..common]
+        .iter()
+        .enumerate()
+        .map(|(offset, node)| NodeSummary {
+            id: node.id(),
+            depth: (shared_omitted + offset) as u64,
+            role: node.message().role,
+            preview: preview(node.message(), 120),
         })
-    })
-    .await?;
+        .collect();
+    let comparison = Comparison {
+        ancestor: common.checked_sub(1).map(|last| nodes_a[last].id()),
+        shared,
+        shared_omitted,
+        a: side(store, a, &nodes_a, common, limit).await?,
+        b: side(store, b, &nodes_b, common, limit).await?,
+    };
     Ok(Json(comparison))
+}
+
+/// One side of a comparison: the branch ending at `head`, from the node
+/// after the `common` ones, at most `limit` nodes.
+async fn side(
+    store: AsyncStore<'_>,
+    head: NodeId,
+    nodes: &[&skein::core::Node],
+    common: usize,
+    limit: usize,
+) -> skein::store::Result<Side> {
+    let after = &nodes[common..];
+    let shown = &after[..after.len().min(limit)];
+    let mut listed = Vec::with_capacity(shown.len());
+    for (offset, node) in shown.iter().enumerate() {
+        listed.push(CompareNode {
+            id: node.id(),
+            depth: (common + offset) as u64,
+            role: node.message().role,
+            parts: node.message().parts.iter().map(PartView::from).collect(),
+            runs: store
+                .runs_producing(node.id())
+                .await?
+                .iter()
+                .map(RunSummary::from)
+                .collect(),
+        });
+    }
+    Ok(Side {
+        head,
+        heads: store
+            .conversations_at(head)
+            .await?
+            .iter()
+            .map(ConversationView::from)
+            .collect(),
+        nodes: listed,
+        omitted: after.len() - shown.len(),
+    })
 }
 
 /// Any other `/api/…` path.
@@ -490,10 +483,11 @@ pub async fn search(
             "search needs words to look for: /api/search?q=WORDS",
         ));
     };
-    let results = with_store(&state, move |store| {
-        store.search(&SearchQuery::new(text).limit(limit))
-    })
-    .await?;
+    let results = state
+        .store
+        .nonblocking()
+        .search(&SearchQuery::new(text).limit(limit))
+        .await?;
     Ok(Json(SearchView {
         truncated: results.truncated,
         results: results.matches.into_iter().map(Into::into).collect(),

@@ -76,9 +76,9 @@ impl Anchor {
 
 /// The family of `focus`, at most `limit` nodes (see
 /// [`skein::Family::graph`]): nothing is read beyond what is shown.
-pub(crate) fn load(store: &Store, focus: &ConversationId, limit: usize) -> Result<Family> {
-    let family = skein::family(store, focus)?;
-    let graph = family.graph(store, limit)?;
+pub(crate) async fn load(store: &Store, focus: &ConversationId, limit: usize) -> Result<Family> {
+    let family = skein::family(store, focus).await?;
+    let graph = family.graph(store, limit).await?;
     let shown: HashSet<NodeId> = graph.nodes.iter().map(|node| node.id).collect();
 
     let mut anchors: Vec<Anchor> = family

@@ -13,7 +13,7 @@ the same ranking on every machine.
 use super::actions::{
     NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, home_model, start_tools, turn_error, turn_permit,
 };
-use super::api::{ApiError, Shared, with_store};
+use super::api::{ApiError, Shared};
 use super::stream::{self, Done, Start};
 use crate::AppState;
 use axum::Json;
@@ -82,20 +82,17 @@ async fn load_turn_of(
     at: TurnAt,
     model: Option<Model>,
 ) -> Result<LoadedTurn, ApiError> {
-    let lookup = id.clone();
-    let (stored, tools) = with_store(state, move |store| {
-        let stored = store.conversation(&lookup)?;
-        let mut tools: Vec<String> = store
-            .runs_of_conversation(&lookup)?
-            .iter()
-            .flat_map(|run| run.tools.iter().map(|tool| tool.name.clone()))
-            .chain(stored.settings.tools.iter().cloned())
-            .collect();
-        tools.sort();
-        tools.dedup();
-        Ok((stored, tools))
-    })
-    .await?;
+    let store = state.store.nonblocking();
+    let stored = store.conversation(&id).await?;
+    let mut tools: Vec<String> = store
+        .runs_of_conversation(&id)
+        .await?
+        .iter()
+        .flat_map(|run| run.tools.iter().map(|tool| tool.name.clone()))
+        .chain(stored.settings.tools.iter().cloned())
+        .collect();
+    tools.sort();
+    tools.dedup();
     start_tools(state, tools).await?;
     let model = match model {
         Some(model) => model,
@@ -111,7 +108,7 @@ async fn load_turn_of(
 
 /// The recorded turn whose reply is `prefix`, loaded alone.
 async fn load_turn(state: &AppState, prefix: String) -> Result<LoadedTurn, ApiError> {
-    let node = with_store(state, move |store| store.resolve_node(&prefix)).await?;
+    let node = state.store.nonblocking().resolve_node(&prefix).await?;
     let conversation = conversation_of_node(&state.store, node)
         .await
         .map_err(recorded_error)?;
@@ -313,12 +310,9 @@ pub async fn fork(
         Some(_) => Some(turn_permit(&state)?),
         None => None,
     };
-    let (id, record) = with_store(&state, move |store| {
-        let id: RerunId = store.resolve_rerun(&prefix)?;
-        let record = store.rerun(&id)?;
-        Ok((id, record))
-    })
-    .await?;
+    let store = state.store.nonblocking();
+    let id: RerunId = store.resolve_rerun(&prefix).await?;
+    let record = store.rerun(&id).await?;
     let model = super::actions::chosen_model(&state, body.model.as_deref())?;
     let at = TurnAt::Number(record.conversation.clone(), record.turn as usize);
     let loaded = load_turn_of(&state, record.conversation.clone(), at, model).await?;
@@ -330,11 +324,9 @@ pub async fn fork(
         )
     })?;
     if let Some(name) = body.name.clone() {
-        let renamed = conversation.clone();
-        with_store(&state, move |store| {
-            store.rename_conversation(&renamed, Some(&name))
-        })
-        .await?;
+        store
+            .rename_conversation(&conversation, Some(&name))
+            .await?;
     }
     let from = record.answer_head;
     let (Some(permit), Some(text)) = (permit, body.text) else {

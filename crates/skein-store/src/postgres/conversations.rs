@@ -10,10 +10,10 @@ two racing writers moves the bookmark and the other sees zero rows changed
 and reports [`StoreError::HeadMoved`] (its nodes and runs still commit).
 */
 
+use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
-use super::{PgStore, bridge};
 use crate::backend::{Backend, BoxFuture, Conversations};
 use crate::conversations::{
     CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
@@ -44,54 +44,40 @@ macro_rules! next_updated {
 }
 
 impl Conversations for PgStore {
-    fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
-        let id = self.write(async |tx| {
-            if let Some(head) = new.head
-                && !node_exists(tx, head).await?
-            {
-                return Err(StoreError::NodeNotFound(head));
-            }
-            let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
-            let (id, params) = conversation_params(&new, new.head);
-            let mut pipeline = Pipeline::new();
-            pipeline.push(tx, statement, params);
-            pipeline.run().await?;
-            Ok(id)
-        })?;
-        self.conversation(&id)
+    fn create_conversation(
+        &self,
+        new: NewConversation,
+    ) -> BoxFuture<'_, Result<ConversationRecord>> {
+        Box::pin(async move {
+            let id = writing!(self, |tx| {
+                if let Some(head) = new.head
+                    && !node_exists(tx, head).await?
+                {
+                    return Err(StoreError::NodeNotFound(head));
+                }
+                let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
+                let (id, params) = conversation_params(&new, new.head);
+                let mut pipeline = Pipeline::new();
+                pipeline.push(tx, statement, params);
+                pipeline.run().await?;
+                Ok(id)
+            })?;
+            self.conversation_by_id(&id).await
+        })
     }
 
-    fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
-        bridge::block_on(|| self.conversation_by_id(id))
-    }
-
-    fn conversation_async<'a>(
+    fn conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<ConversationRecord>> {
         Box::pin(self.conversation_by_id(id))
     }
 
-    fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
-        bridge::block_on(|| self.listing(None, limit))
-    }
-
-    fn list_conversations_async(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+    fn list_conversations(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
         Box::pin(self.listing(None, limit))
     }
 
-    fn list_conversations_after(
-        &self,
-        after: &ListPosition,
-        limit: usize,
-    ) -> Result<Vec<ConversationRecord>> {
-        bridge::block_on(|| self.listing(Some(after), limit))
-    }
-
-    fn list_conversations_after_async<'a>(
+    fn list_conversations_after<'a>(
         &'a self,
         after: &'a ListPosition,
         limit: usize,
@@ -99,83 +85,84 @@ impl Conversations for PgStore {
         Box::pin(self.listing(Some(after), limit))
     }
 
-    fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
-        bridge::block_on(|| self.conversations_headed_at(node))
-    }
-
-    fn conversations_at_async(
-        &self,
-        node: NodeId,
-    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+    fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
         Box::pin(self.conversations_headed_at(node))
     }
 
-    fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
-        self.update_conversation(
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.update_conversation(
             id,
             concat!(
                 "UPDATE conversations SET name = $2, updated = ",
                 next_updated!("$3"),
                 " WHERE id = $1"
             ),
-            &name,
-        )
+            name,
+        ))
     }
 
-    fn set_conversation_settings(
-        &self,
-        id: &ConversationId,
-        settings: &ConversationSettings,
-    ) -> Result<()> {
-        let text = settings.to_json();
-        self.update_conversation(
-            id,
-            concat!(
-                "UPDATE conversations SET meta = $2, updated = ",
-                next_updated!("$3"),
-                " WHERE id = $1"
-            ),
-            &text,
-        )
+    fn set_conversation_settings<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        settings: &'a ConversationSettings,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let text = settings.to_json();
+            self.update_conversation(
+                id,
+                concat!(
+                    "UPDATE conversations SET meta = $2, updated = ",
+                    next_updated!("$3"),
+                    " WHERE id = $1"
+                ),
+                Some(text.as_str()),
+            )
+            .await
+        })
     }
 
-    fn move_head(&self, id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Result<()> {
-        let outcome = self.write(async |tx| {
-            if !node_exists(tx, new).await? {
-                return Err(StoreError::NodeNotFound(new));
-            }
-            compare_and_set_head(tx, id, expected, new).await
-        })?;
-        outcome.into_result(id, expected, Some(new))
+    fn move_head<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let outcome = writing!(self, |tx| {
+                if !node_exists(tx, new).await? {
+                    return Err(StoreError::NodeNotFound(new));
+                }
+                compare_and_set_head(tx, id, expected, new).await
+            })?;
+            outcome.into_result(id, expected, Some(new))
+        })
     }
 
-    fn commit_turn_observed(
-        &self,
-        turn: &TurnCommit<'_>,
-        probe: &mut (dyn FnMut(CommitStage) + Send),
-    ) -> Result<Committed> {
-        bridge::block_on(|| self.commit_turn_observed_async(turn, probe))
-    }
-
-    fn commit_turn_async<'a>(
+    fn commit_turn<'a>(
         &'a self,
         turn: &'a TurnCommit<'a>,
+        probe: &'a mut (dyn FnMut(CommitStage) + Send),
     ) -> BoxFuture<'a, Result<Committed>> {
-        Box::pin(async move { self.commit_turn_observed_async(turn, &mut |_| {}).await })
+        Box::pin(self.commit_turn_observed(turn, probe))
     }
 }
 
 impl PgStore {
-    fn update_conversation(
+    /// Set one text column of conversation `id` by `sql` (`$2` the value).
+    async fn update_conversation(
         &self,
         id: &ConversationId,
         sql: &str,
-        value: &(dyn tokio_postgres::types::ToSql + Sync),
+        value: Option<&str>,
     ) -> Result<()> {
-        let changed = self.write(async |tx| {
+        let changed = writing!(self, |tx| {
             let statement = tx.prepare_cached(sql).await?;
             Ok(tx
-                .execute(&statement, &[&id.as_str(), value, &now_ms()])
+                .execute(&statement, &[&id.as_str(), &value, &now_ms()])
                 .await?)
         })?;
         if changed == 0 {
@@ -238,7 +225,7 @@ impl PgStore {
             .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
     }
 
-    async fn commit_turn_observed_async(
+    async fn commit_turn_observed(
         &self,
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStage) + Send),

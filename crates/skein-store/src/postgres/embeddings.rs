@@ -3,7 +3,7 @@ The embedding cache on PostgreSQL: the port of `crate::embeddings` (the
 vector encoding is shared).
 */
 
-use super::{PgStore, bridge};
+use super::PgStore;
 use crate::backend::{BoxFuture, EmbeddingCache};
 use crate::embeddings::{decode, encode};
 use crate::error::Result;
@@ -11,11 +11,7 @@ use deadpool_postgres::Client;
 use skein_core::Digest;
 
 impl EmbeddingCache for PgStore {
-    fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
-        bridge::block_on(|| self.read_embedding(embedder, digest))
-    }
-
-    fn cached_embedding_async<'a>(
+    fn cached_embedding<'a>(
         &'a self,
         embedder: &'a str,
         digest: &'a Digest,
@@ -23,11 +19,7 @@ impl EmbeddingCache for PgStore {
         Box::pin(self.read_embedding(embedder, digest))
     }
 
-    fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
-        bridge::block_on(|| self.write_embedding(embedder, digest, vector))
-    }
-
-    fn cache_embedding_async<'a>(
+    fn cache_embedding<'a>(
         &'a self,
         embedder: &'a str,
         digest: &'a Digest,

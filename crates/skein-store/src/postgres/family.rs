@@ -7,7 +7,7 @@ recursive query only as far as its reader fetches, so the `LIMIT` on
 
 use super::PgStore;
 use super::conversations::conversation_from_row;
-use crate::backend::Families;
+use crate::backend::{BoxFuture, Families};
 use crate::conversations::conversation_columns;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows, Rooted, share_queries};
@@ -41,38 +41,44 @@ const ROOTED_AT: &str = concat!(
 );
 
 impl Families for PgStore {
-    fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
+    fn family<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        limits: FamilyLimits,
+    ) -> BoxFuture<'a, Result<FamilyRows>> {
         let limit = |n: usize| n.min(i64::MAX as usize) as i64;
-        self.read(async |client| {
-            let statement = client.prepare_cached(MEMBERS).await?;
-            let members: Vec<Rooted> = client
-                .query(
-                    &statement,
-                    &[&id.as_str(), &limit(limits.members.saturating_add(1))],
-                )
-                .await?
-                .iter()
-                .map(rooted)
-                .collect();
-            let ids: Vec<&str> = members.iter().map(|m| m.conversation.id.as_str()).collect();
-            let statement = client
-                .prepare_cached(&format!(
-                    "{SELECT_RERUN} WHERE conversation = ANY($1) ORDER BY created, id"
-                ))
-                .await?;
-            let mut reruns = Vec::new();
-            for row in client.query(&statement, &[&ids]).await? {
-                reruns.push(super::reruns::raw_rerun(&row).finish()?);
-            }
-            let statement = client.prepare_cached(ROOTED_AT).await?;
-            let mut sharing = Vec::new();
-            for (root, wanted) in share_queries(&members, limits) {
-                let rows = client
-                    .query(&statement, &[&root.0.as_slice(), &limit(wanted)])
+        Box::pin(async move {
+            reading!(self, |client| {
+                let statement = client.prepare_cached(MEMBERS).await?;
+                let members: Vec<Rooted> = client
+                    .query(
+                        &statement,
+                        &[&id.as_str(), &limit(limits.members.saturating_add(1))],
+                    )
+                    .await?
+                    .iter()
+                    .map(rooted)
+                    .collect();
+                let ids: Vec<&str> = members.iter().map(|m| m.conversation.id.as_str()).collect();
+                let statement = client
+                    .prepare_cached(&format!(
+                        "{SELECT_RERUN} WHERE conversation = ANY($1) ORDER BY created, id"
+                    ))
                     .await?;
-                sharing.extend(rows.iter().map(rooted));
-            }
-            FamilyRows::assemble(id, members, limits, reruns, sharing)
+                let mut reruns = Vec::new();
+                for row in client.query(&statement, &[&ids]).await? {
+                    reruns.push(super::reruns::raw_rerun(&row).finish()?);
+                }
+                let statement = client.prepare_cached(ROOTED_AT).await?;
+                let mut sharing = Vec::new();
+                for (root, wanted) in share_queries(&members, limits) {
+                    let rows = client
+                        .query(&statement, &[&root.0.as_slice(), &limit(wanted)])
+                        .await?;
+                    sharing.extend(rows.iter().map(rooted));
+                }
+                FamilyRows::assemble(id, members, limits, reruns, sharing)
+            })
         })
     }
 }

@@ -32,8 +32,8 @@ blobs included (each node lists the digests its body references in
 `blob_refs`); every row's parent is checked as the thread is assembled.
 */
 
+use super::PgStore;
 use super::pipeline::{Param, Pipeline};
-use super::{PgStore, bridge};
 use crate::backend::{Backend, BoxFuture, Graph};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
@@ -74,60 +74,57 @@ const LOAD_THREAD: &str = "WITH RECURSIVE spans(lane, top) AS (
      ) n";
 
 impl Graph for PgStore {
-    fn append(&self, thread: &Thread) -> Result<AppendReport> {
-        let key = self.key();
-        let (written, marks) = self.write(async |tx| {
-            let missing = find_missing(tx, key, thread).await?;
-            let mut pipeline = Pipeline::new();
-            let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
-            let changed = pipeline.run().await?;
-            let written = match &nodes {
-                Some(nodes) => nodes.written(tx, &changed).await?,
-                None => 0,
-            };
-            Ok((written, missing.into_marks()))
-        })?;
-        mark_all(&marks, key);
-        Ok(AppendReport {
-            written,
-            head: thread.head_id(),
+    fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>> {
+        Box::pin(async move {
+            let key = self.key();
+            let (written, marks) = writing!(self, |tx| {
+                let missing = find_missing(tx, key, thread).await?;
+                let mut pipeline = Pipeline::new();
+                let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;
+                let changed = pipeline.run().await?;
+                let written = match &nodes {
+                    Some(nodes) => nodes.written(tx, &changed).await?,
+                    None => 0,
+                };
+                Ok((written, missing.into_marks()))
+            })?;
+            mark_all(&marks, key);
+            Ok(AppendReport {
+                written,
+                head: thread.head_id(),
+            })
         })
     }
 
-    fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        bridge::block_on(|| self.thread(head))
-    }
-
-    fn load_thread_async(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>> {
+    fn load_thread(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>> {
         Box::pin(self.thread(head))
     }
 
-    fn node(&self, id: NodeId) -> Result<StoredNode> {
-        bridge::block_on(|| self.stored_node(id))
-    }
-
-    fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
+    fn node(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
         Box::pin(self.stored_node(id))
     }
 
-    fn contains(&self, id: NodeId) -> Result<bool> {
-        bridge::block_on(|| self.holds_node(id))
-    }
-
-    fn contains_async(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
+    fn contains(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
         Box::pin(self.holds_node(id))
     }
 
-    fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
-        bridge::block_on(|| self.children_of(id))
-    }
-
-    fn children_async(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
+    fn children(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
         Box::pin(self.children_of(id))
     }
 
-    fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
-        let (rows, blobs) = self.read(async |client| {
+    fn subtree(&self, root: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>> {
+        Box::pin(self.subtree_of(root, limit))
+    }
+
+    fn ancestry(&self, head: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>> {
+        Box::pin(self.ancestry_of(head, limit))
+    }
+}
+
+impl PgStore {
+    /// The subtree under `root`, its `limit` nodes nearest the root.
+    async fn subtree_of(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+        let (rows, blobs) = reading!(self, |client| {
             let statement = client
                 .prepare_cached(
                     // The server evaluates a recursive query only as far
@@ -166,12 +163,12 @@ impl Graph for PgStore {
     }
 
     /// The last `limit` nodes of the thread ending at `head`, oldest first.
-    fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+    async fn ancestry_of(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let limit = limit.min(i64::MAX as usize) as i64;
-        let (rows, blobs) = self.read(async |client| {
+        let (rows, blobs) = reading!(self, |client| {
             let statement = client
                 .prepare_cached(
                     "WITH RECURSIVE up(id, parent, k) AS (
@@ -234,23 +231,19 @@ impl PgStore {
     }
 
     async fn stored_node(&self, id: NodeId) -> Result<StoredNode> {
-        let (parent, depth, body, blobs) = self
-            .read_here(move |client| {
-                Box::pin(async move {
-                    let statement = client
-                        .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
-                        .await?;
-                    let row = client
-                        .query_opt(&statement, &[&id.as_bytes().as_slice()])
-                        .await?
-                        .ok_or(StoreError::NodeNotFound(id))?;
-                    let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
-                        (row.get(0), row.get(1), row.get(2));
-                    let blobs = fetch_blobs(client, [body.as_slice()]).await?;
-                    Ok((parent, depth, body, blobs))
-                })
-            })
-            .await?;
+        let (parent, depth, body, blobs) = reading!(self, |client| {
+            let statement = client
+                .prepare_cached("SELECT parent, depth, body FROM nodes WHERE id = $1")
+                .await?;
+            let row = client
+                .query_opt(&statement, &[&id.as_bytes().as_slice()])
+                .await?
+                .ok_or(StoreError::NodeNotFound(id))?;
+            let (parent, depth, body): (Option<Vec<u8>>, i64, Vec<u8>) =
+                (row.get(0), row.get(1), row.get(2));
+            let blobs = fetch_blobs(client, [body.as_slice()]).await?;
+            Ok((parent, depth, body, blobs))
+        })?;
         Ok(StoredNode {
             id,
             parent: codec::optional_node_id(parent.as_deref())?,

@@ -17,6 +17,51 @@ how that is done without stalling an async runtime, and for the async
 API, which does not block.
 */
 
+/// Evaluate `$body` (a block awaiting statements on the connection bound
+/// to `$client`) on a pooled connection taken from any runtime, and once
+/// more on a new one if that connection broke ([`Connection::settle`]):
+/// the loop of every read. A macro rather than a function taking the body
+/// as a closure: a future calling a closure on a borrowed connection cannot
+/// be shown `Send` by today's compiler, and the async API needs it to be.
+macro_rules! reading {
+    ($store:expr, |$client:ident| $body:block) => {{
+        let shared: &std::sync::Arc<$crate::postgres::Shared> = &$store.shared;
+        let mut reconnected = false;
+        loop {
+            let held =
+                $crate::postgres::Held(Some($crate::postgres::checkout_anywhere(shared).await?));
+            let result: $crate::error::Result<_> = async {
+                let $client = held.client();
+                $body
+            }
+            .await;
+            if let Some(result) = shared.connection.settle(held, result, &mut reconnected) {
+                break result;
+            }
+        }
+    }};
+}
+
+/// Evaluate `$body` (a block awaiting statements on the connection bound
+/// to `$client`) in a transaction and commit it, attempt after attempt as
+/// [`Writer`] says, so `$body` must be safe to repeat. A macro for the
+/// reason [`reading!`] is one.
+macro_rules! writing {
+    ($store:expr, |$client:ident| $body:block) => {{
+        let mut writer = $store.writer().await?;
+        loop {
+            let attempt = {
+                let $client = writer.client();
+                writer.attempt(async { $body }).await
+            };
+            match attempt {
+                Ok(value) => break Ok::<_, $crate::error::StoreError>(writer.done(value)),
+                Err(error) => writer.again(error).await?,
+            }
+        }
+    }};
+}
+
 pub(crate) mod bridge;
 mod conversations;
 mod embeddings;
@@ -209,79 +254,47 @@ impl PgStore {
         })
     }
 
-    /// Run `work` on a pooled connection, outside any explicit transaction.
-    /// If the connection turns out to be broken, `work` runs again on a new
-    /// one (once).
+    /// Run `work` on a pooled connection, outside any explicit transaction,
+    /// blocking (export, import and verify, which the async API does not
+    /// offer); once more on a new connection if it broke.
     pub(crate) fn read<T: Send>(
         &self,
-        work: impl AsyncFnMut(&Client) -> Result<T> + Send,
+        mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
-        bridge::block_on(|| self.shared.connection.read(work))
+        bridge::block_on(|| async move { reading!(self, |client| { work(client).await }) })
     }
 
-    /// [`PgStore::read`] as a task of the PostgreSQL runtime
-    /// ([`bridge::on_runtime`]), for queries returning many rows; await it
-    /// from any runtime. `work` owns what it needs.
+    /// A read as a task of the PostgreSQL runtime ([`bridge::on_runtime`]),
+    /// for queries returning many rows (the caller is woken once, not per
+    /// batch of rows); await it from any runtime. `work` owns what it needs.
     pub(crate) async fn read_spawned<T>(
         &self,
-        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send + 'static,
+        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send + Sync + 'static,
     ) -> Result<T>
     where
         T: Send + 'static,
     {
-        let shared = Arc::clone(&self.shared);
-        bridge::on_runtime(async move { read_anywhere(&shared, work).await }).await
-    }
-
-    /// [`PgStore::read`] awaited on the caller's task, from any runtime:
-    /// the read body of the async API's operations that need more than one
-    /// statement on one connection ([`PgStore::rows`] runs one, with
-    /// borrowed parameters). `work` owns what it needs.
-    pub(crate) async fn read_here<T>(
-        &self,
-        work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send,
-    ) -> Result<T> {
-        read_anywhere(&self.shared, work).await
+        let store = self.clone();
+        bridge::on_runtime(async move { reading!(store, |client| { work(client).await }) }).await
     }
 
     /// The rows of one statement, awaited on the caller's task (its
-    /// connection made on the PostgreSQL runtime when one must be made). If
-    /// the connection turns out to be broken, the statement runs again once
-    /// on a new one. The one read body of the operations the async API
-    /// offers; their blocking forms drive it with [`bridge::block_on`].
+    /// connection made on the PostgreSQL runtime when one must be made),
+    /// once more on a new connection if it broke.
     pub(crate) async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        // The loop of `read_anywhere`, written out: its work may borrow
-        // nothing but the connection.
-        let connection = &self.shared.connection;
-        let mut reconnected = false;
-        loop {
-            let held = Held(Some(checkout_anywhere(&self.shared).await?));
-            let result = async {
-                let statement = held.client().prepare_cached(sql).await?;
-                Ok(held.client().query(&statement, params).await?)
-            }
-            .await;
-            if let Some(result) = connection.settle(held, result, &mut reconnected) {
-                return result;
-            }
-        }
+        reading!(self, |client| {
+            let statement = client.prepare_cached(sql).await?;
+            Ok(client.query(&statement, params).await?)
+        })
     }
 
-    /// Run `work` in a transaction (read committed) and commit it, retrying
-    /// as [`Writer`] says, so `work` must be safe to repeat.
+    /// Run `work` in a transaction (read committed) and commit it, blocking
+    /// (import), retrying as [`Writer`] says, so `work` must be safe to repeat.
     pub(crate) fn write<T: Send>(
         &self,
         mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
-        bridge::block_on(|| async move {
-            let mut writer = self.writer().await?;
-            loop {
-                match writer.attempt(work(writer.client())).await {
-                    Ok(value) => return Ok(writer.done(value)),
-                    Err(error) => writer.again(error).await?,
-                }
-            }
-        })
+        bridge::block_on(|| async move { writing!(self, |client| { work(client).await }) })
     }
 
     /// A connection held for a write, from any runtime (refused when the
@@ -342,18 +355,6 @@ impl Connection {
             },
             other => StoreError::Task(format!("PostgreSQL connection pool: {other}")),
         })
-    }
-
-    /// Run `work` on a pooled connection, as [`Connection::settle`] says.
-    async fn read<T>(&self, mut work: impl AsyncFnMut(&Client) -> Result<T>) -> Result<T> {
-        let mut reconnected = false;
-        loop {
-            let held = Held(Some(self.checkout().await?));
-            let result = work(held.client()).await;
-            if let Some(result) = self.settle(held, result, &mut reconnected) {
-                return result;
-            }
-        }
     }
 
     /// After a read on `held`: its result, or `None` when the connection
@@ -558,25 +559,6 @@ async fn checkout_anywhere(shared: &Arc<Shared>) -> Result<Client> {
     }
     let shared = Arc::clone(shared);
     bridge::on_runtime(async move { shared.connection.checkout().await }).await
-}
-
-/// Run `work` on a pooled connection taken from any runtime
-/// ([`checkout_anywhere`]), as [`Connection::settle`] says. `work` returns
-/// a boxed future: one calling a generic closure on a borrowed connection
-/// could not be shown `Send`.
-async fn read_anywhere<T>(
-    shared: &Arc<Shared>,
-    work: impl for<'c> Fn(&'c Client) -> BoxFuture<'c, Result<T>> + Send,
-) -> Result<T> {
-    let connection = &shared.connection;
-    let mut reconnected = false;
-    loop {
-        let held = Held(Some(checkout_anywhere(shared).await?));
-        let result = work(held.client()).await;
-        if let Some(result) = connection.settle(held, result, &mut reconnected) {
-            return result;
-        }
-    }
 }
 
 /// Wait `pause`, on the PostgreSQL runtime's timers unless this thread runs

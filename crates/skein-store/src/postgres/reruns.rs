@@ -4,10 +4,10 @@ parsing is shared). A rerun's threads, runs and row are written in one
 transaction.
 */
 
+use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
-use super::{PgStore, bridge};
 use crate::backend::{Backend, BoxFuture, Reruns};
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
@@ -19,35 +19,23 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 impl Reruns for PgStore {
-    fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
-        bridge::block_on(|| self.write_rerun(commit))
-    }
-
-    fn commit_rerun_async<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>> {
+    fn commit_rerun<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.write_rerun(commit))
     }
 
-    fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        bridge::block_on(|| self.rerun_by_id(id))
-    }
-
-    fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>> {
+    fn rerun<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>> {
         Box::pin(self.rerun_by_id(id))
     }
 
-    fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
-        bridge::block_on(|| self.reruns_in(id))
-    }
-
-    fn reruns_of_conversation_async<'a>(
+    fn reruns_of_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<Vec<RerunRecord>>> {
         Box::pin(self.reruns_in(id))
     }
 
-    fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        bridge::block_on(|| async move {
+    fn reruns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>> {
+        Box::pin(async move {
             self.query_reruns(
                 format!("{SELECT_RERUN} WHERE turn_node = $1 ORDER BY created, id"),
                 &[&node.0.as_slice()],
@@ -56,8 +44,8 @@ impl Reruns for PgStore {
         })
     }
 
-    fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
-        bridge::block_on(|| async move {
+    fn reruns_answering(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>> {
+        Box::pin(async move {
             self.query_reruns(
                 format!("{SELECT_RERUN} WHERE answer_head = $1 ORDER BY created, id"),
                 &[&node.0.as_slice()],
@@ -66,8 +54,8 @@ impl Reruns for PgStore {
         })
     }
 
-    fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
-        bridge::block_on(|| self.query_reruns(format!("{SELECT_RERUN} ORDER BY created, id"), &[]))
+    fn all_reruns(&self) -> BoxFuture<'_, Result<Vec<RerunRecord>>> {
+        Box::pin(self.query_reruns(format!("{SELECT_RERUN} ORDER BY created, id"), &[]))
     }
 }
 

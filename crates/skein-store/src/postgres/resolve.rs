@@ -4,7 +4,7 @@ choosing are shared in crate::resolve). Node ids compare as bytes; text ids
 are declared `COLLATE "C"`, so their ranges are byte ranges too.
 */
 
-use super::{PgStore, bridge};
+use super::PgStore;
 use crate::backend::{BoxFuture, IdRanges};
 use crate::codec::node_id;
 use crate::error::Result;
@@ -12,25 +12,7 @@ use crate::resolve::IdTable;
 use skein_core::NodeId;
 
 impl IdRanges for PgStore {
-    fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
-        bridge::block_on(|| self.node_ids_between_async(low, high, limit))
-    }
-
-    fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
-        bridge::block_on(|| self.conversation_ids_named_async(name, limit))
-    }
-
-    fn text_ids_between(
-        &self,
-        table: IdTable,
-        low: &str,
-        high: &str,
-        limit: usize,
-    ) -> Result<Vec<String>> {
-        bridge::block_on(|| self.text_ids_between_async(table, low, high, limit))
-    }
-
-    fn node_ids_between_async<'a>(
+    fn node_ids_between<'a>(
         &'a self,
         low: &'a [u8],
         high: &'a [u8],
@@ -47,7 +29,7 @@ impl IdRanges for PgStore {
         })
     }
 
-    fn conversation_ids_named_async<'a>(
+    fn conversation_ids_named<'a>(
         &'a self,
         name: &'a str,
         limit: usize,
@@ -63,7 +45,7 @@ impl IdRanges for PgStore {
         })
     }
 
-    fn text_ids_between_async<'a>(
+    fn text_ids_between<'a>(
         &'a self,
         table: IdTable,
         low: &'a str,

@@ -5,8 +5,8 @@ relations usage totals follow (`run_links`).
 A run's tools are read back with the run in the same query.
 */
 
+use super::PgStore;
 use super::pipeline::{Param, Pipeline};
-use super::{PgStore, bridge};
 use crate::backend::{BoxFuture, Runs};
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
@@ -33,45 +33,35 @@ const SELECT_RUN: &str =
      FROM runs r";
 
 impl Runs for PgStore {
-    fn record_run(&self, run: &RunRecord) -> Result<()> {
-        self.write(async |tx| {
-            let mut pipeline = Pipeline::new();
-            queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
-            pipeline.run().await?;
-            Ok(())
+    fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            writing!(self, |tx| {
+                let mut pipeline = Pipeline::new();
+                queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
+                pipeline.run().await?;
+                Ok(())
+            })
         })
     }
 
-    fn run_record(&self, id: &RunId) -> Result<RunRecord> {
-        bridge::block_on(|| self.run_by_id(id))
-    }
-
-    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
+    fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
         Box::pin(self.run_by_id(id))
     }
 
-    fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
-        bridge::block_on(|| self.runs_in(id))
-    }
-
-    fn runs_of_conversation_async<'a>(
+    fn runs_of_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
         Box::pin(self.runs_in(id))
     }
 
-    fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
-        bridge::block_on(|| self.runs_with_head(node))
-    }
-
-    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+    fn runs_producing(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
         Box::pin(self.runs_with_head(node))
     }
 
-    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+    fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
         let limit = limit.min(i64::MAX as usize) as i64;
-        bridge::block_on(|| async move {
+        Box::pin(async move {
             self.query_runs(
                 format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
                 &limit,

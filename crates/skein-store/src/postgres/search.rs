@@ -18,7 +18,7 @@ conversations met.
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
-use crate::backend::Search;
+use crate::backend::{BoxFuture, Search};
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
@@ -31,9 +31,25 @@ use skein_core::{Message, NodeId, Role};
 const CANDIDATES: usize = 200;
 
 impl Search for PgStore {
+    fn search_nodes<'a>(
+        &'a self,
+        query: &'a Parsed,
+        role: Option<Role>,
+        within: Option<NodeId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>> {
+        Box::pin(self.search_nodes(query, role, within, limit))
+    }
+
+    fn containing(&self, node: NodeId, cap: usize) -> BoxFuture<'_, Result<Vec<ConversationRef>>> {
+        Box::pin(self.containing(node, cap))
+    }
+}
+
+impl PgStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
     /// those of `role`, and of the thread ending at `within`, when given.
-    fn search_nodes(
+    async fn search_nodes(
         &self,
         query: &Parsed,
         role: Option<Role>,
@@ -42,7 +58,7 @@ impl Search for PgStore {
     ) -> Result<Vec<(NodeId, Message)>> {
         let tsquery = query.tsquery();
         let role = role.map(|role| i16::from(role.code()));
-        let (rows, blobs) = self.read(async |client| {
+        let (rows, blobs) = reading!(self, |client| {
             let rows = match within {
                 None => {
                     // The planner cannot know how many nodes match: walking
@@ -130,8 +146,8 @@ impl Search for PgStore {
     /// Up to `cap` conversations whose thread contains `node`: heads at the
     /// end of its lane first, then the nearest below it. The recursive walk
     /// is evaluated only as far as the outer `LIMIT` needs.
-    fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
-        let rows = self.read(async |client| {
+    async fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+        let rows = reading!(self, |client| {
             let place = client
                 .prepare_cached("SELECT lane, depth FROM nodes WHERE id = $1")
                 .await?;

@@ -5,17 +5,54 @@ server as one array parameter, so each question is one round trip.
 */
 
 use super::PgStore;
-use crate::backend::UsageRows;
+use crate::backend::{BoxFuture, UsageRows};
 use crate::error::Result;
 use crate::records::{ConversationId, RunId};
-use crate::usage::RunRow;
+use crate::usage::{RunOutputs, RunRow};
 use skein_core::NodeId;
 use std::collections::HashSet;
 
 impl UsageRows for PgStore {
-    fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
+    fn run_rows<'a>(&'a self, ids: &'a [RunId]) -> BoxFuture<'a, Result<Vec<RunRow>>> {
+        Box::pin(self.run_rows(ids))
+    }
+
+    fn conversation_run_rows<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<RunOutputs>> {
+        Box::pin(self.conversation_run_rows(id))
+    }
+
+    fn runs_with_output(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunId>>> {
+        Box::pin(self.runs_with_output(node))
+    }
+
+    fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>> {
+        Box::pin(self.ancestor_ids(head))
+    }
+
+    fn link_sources<'a>(
+        &'a self,
+        kind: &'a str,
+        targets: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<RunId>>> {
+        Box::pin(self.link_sources(kind, targets))
+    }
+
+    fn link_targets<'a>(
+        &'a self,
+        kind: &'a str,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(self.link_targets(kind, runs))
+    }
+}
+
+impl PgStore {
+    async fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
         let ids: Vec<&str> = ids.iter().map(RunId::as_str).collect();
-        let rows = self.read(async |client| {
+        let rows = reading!(self, |client| {
             let statement = client
                 .prepare_cached(
                     "SELECT id, output_head, status, input_tokens, output_tokens,
@@ -38,8 +75,8 @@ impl UsageRows for PgStore {
             .collect()
     }
 
-    fn conversation_run_rows(&self, id: &ConversationId) -> Result<Vec<(RunId, Option<NodeId>)>> {
-        let rows = self.read(async |client| {
+    async fn conversation_run_rows(&self, id: &ConversationId) -> Result<RunOutputs> {
+        let rows = reading!(self, |client| {
             let statement = client
                 .prepare_cached("SELECT id, output_head FROM runs WHERE conversation = $1")
                 .await?;
@@ -56,8 +93,8 @@ impl UsageRows for PgStore {
             .collect())
     }
 
-    fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
-        let rows = self.read(async |client| {
+    async fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
+        let rows = reading!(self, |client| {
             let statement = client
                 .prepare_cached("SELECT id FROM runs WHERE output_head = $1")
                 .await?;
@@ -66,8 +103,8 @@ impl UsageRows for PgStore {
         Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
     }
 
-    fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
-        let rows = self.read(async |client| {
+    async fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
+        let rows = reading!(self, |client| {
             let statement = client
                 .prepare_cached(
                     "WITH RECURSIVE up(id, parent) AS (
@@ -85,8 +122,8 @@ impl UsageRows for PgStore {
             .collect()
     }
 
-    fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
-        let rows = self.read(async |client| {
+    async fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
+        let rows = reading!(self, |client| {
             let statement = client
                 .prepare_cached("SELECT run_id FROM run_links WHERE kind = $1 AND target = ANY($2)")
                 .await?;
@@ -95,9 +132,9 @@ impl UsageRows for PgStore {
         Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
     }
 
-    fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
+    async fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
         let runs: Vec<&str> = runs.iter().map(RunId::as_str).collect();
-        let rows = self.read(async |client| {
+        let rows = reading!(self, |client| {
             let statement = client
                 .prepare_cached("SELECT target FROM run_links WHERE run_id = ANY($1) AND kind = $2")
                 .await?;

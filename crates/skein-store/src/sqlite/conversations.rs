@@ -50,8 +50,98 @@ macro_rules! root_of {
 }
 
 impl Conversations for SqliteStore {
+    fn create_conversation(
+        &self,
+        new: NewConversation,
+    ) -> BoxFuture<'_, Result<ConversationRecord>> {
+        self.deferred(move |store| store.create_conversation(new))
+    }
+
+    fn conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<ConversationRecord>> {
+        let id = id.clone();
+        self.deferred(move |store| store.conversation(&id))
+    }
+
+    fn list_conversations(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+        self.deferred(move |store| store.list_conversations(limit))
+    }
+
+    fn list_conversations_after<'a>(
+        &'a self,
+        after: &'a ListPosition,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>> {
+        let after = after.clone();
+        self.deferred(move |store| store.list_conversations_after(&after, limit))
+    }
+
+    fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
+        self.deferred(move |store| store.conversations_at(node))
+    }
+
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>> {
+        let (id, name) = (id.clone(), name.map(str::to_string));
+        self.deferred(move |store| store.rename_conversation(&id, name.as_deref()))
+    }
+
+    fn set_conversation_settings<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        settings: &'a ConversationSettings,
+    ) -> BoxFuture<'a, Result<()>> {
+        let (id, settings) = (id.clone(), settings.clone());
+        self.deferred(move |store| store.set_conversation_settings(&id, &settings))
+    }
+
+    fn move_head<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> BoxFuture<'a, Result<()>> {
+        let id = id.clone();
+        self.deferred(move |store| store.move_head(&id, expected, new))
+    }
+
+    /// In place, with `probe`; on the blocking pool (an async caller on a
+    /// current-thread runtime, which has no probe to give) from a copy of
+    /// the turn, whose thread's nodes are shared, so they are marked as
+    /// stored all the same.
+    fn commit_turn<'a>(
+        &'a self,
+        turn: &'a TurnCommit<'a>,
+        probe: &'a mut (dyn FnMut(CommitStage) + Send),
+    ) -> BoxFuture<'a, Result<Committed>> {
+        Box::pin(blocking::run_borrowing(
+            self,
+            |store| store.commit_turn_observed(turn, probe),
+            || {
+                let target = turn.target.clone();
+                let thread = turn.thread.cloned();
+                let runs = turn.runs.to_vec();
+                move |store: &SqliteStore| {
+                    let turn = TurnCommit {
+                        target,
+                        thread: thread.as_ref(),
+                        runs: &runs,
+                    };
+                    store.commit_turn_observed(&turn, &mut |_| {})
+                }
+            },
+        ))
+    }
+}
+
+impl SqliteStore {
     /// Create a conversation, optionally starting at an existing node.
-    fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
+    pub(crate) fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         let id = self.write(|tx| {
             if let Some(head) = new.head
                 && seq_of(tx, head)?.is_none()
@@ -63,7 +153,7 @@ impl Conversations for SqliteStore {
         self.conversation(&id)
     }
 
-    fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
+    pub(crate) fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
         self.read(|conn| {
             conn.prepare_cached(&format!("{SELECT_CONVERSATION} WHERE c.id = ?1"))?
                 .query_row([id.as_str()], conversation_from_row)
@@ -72,18 +162,7 @@ impl Conversations for SqliteStore {
         })
     }
 
-    /// Conversations, most recently updated first.
-    fn conversation_async<'a>(
-        &'a self,
-        id: &'a ConversationId,
-    ) -> BoxFuture<'a, Result<ConversationRecord>> {
-        let id = id.clone();
-        Box::pin(blocking::run(self, true, move |store| {
-            store.conversation(&id)
-        }))
-    }
-
-    fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
+    pub(crate) fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_CONVERSATION} ORDER BY c.updated DESC, c.id LIMIT ?1"
@@ -93,29 +172,9 @@ impl Conversations for SqliteStore {
         })
     }
 
-    fn list_conversations_async(
-        &self,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
-        Box::pin(blocking::run(self, true, move |store| {
-            store.list_conversations(limit)
-        }))
-    }
-
-    fn list_conversations_after_async<'a>(
-        &'a self,
-        after: &'a ListPosition,
-        limit: usize,
-    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>> {
-        let after = after.clone();
-        Box::pin(blocking::run(self, true, move |store| {
-            store.list_conversations_after(&after, limit)
-        }))
-    }
-
     /// The next page of the listing after `after`. `updated <= ?` first
     /// lets the `updated` index bound the scan.
-    fn list_conversations_after(
+    pub(crate) fn list_conversations_after(
         &self,
         after: &ListPosition,
         limit: usize,
@@ -135,7 +194,7 @@ impl Conversations for SqliteStore {
     }
 
     /// Conversations whose head is exactly `node`.
-    fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
+    pub(crate) fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_CONVERSATION} WHERE c.head = ?1 ORDER BY c.updated DESC"
@@ -145,16 +204,11 @@ impl Conversations for SqliteStore {
         })
     }
 
-    fn conversations_at_async(
+    pub(crate) fn rename_conversation(
         &self,
-        node: NodeId,
-    ) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
-        Box::pin(blocking::run(self, true, move |store| {
-            store.conversations_at(node)
-        }))
-    }
-
-    fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        id: &ConversationId,
+        name: Option<&str>,
+    ) -> Result<()> {
         self.update_conversation(id, |tx| {
             tx.prepare_cached(concat!(
                 "UPDATE conversations SET name = ?2, updated = ",
@@ -167,7 +221,7 @@ impl Conversations for SqliteStore {
     }
 
     /// Replace the conversation's settings.
-    fn set_conversation_settings(
+    pub(crate) fn set_conversation_settings(
         &self,
         id: &ConversationId,
         settings: &ConversationSettings,
@@ -186,7 +240,12 @@ impl Conversations for SqliteStore {
 
     /// Move a bookmark from `expected` to `new` (a stored node), or report
     /// [`StoreError::HeadMoved`] if someone else moved it first.
-    fn move_head(&self, id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Result<()> {
+    pub(crate) fn move_head(
+        &self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> Result<()> {
         let outcome = self.write(|tx| {
             if seq_of(tx, new)?.is_none() {
                 return Err(StoreError::NodeNotFound(new));
@@ -199,7 +258,7 @@ impl Conversations for SqliteStore {
     /// [`Store::commit_turn`] with a probe called at each stage inside the
     /// transaction; crash tests use it to die mid-turn.
     #[doc(hidden)]
-    fn commit_turn_observed(
+    pub(crate) fn commit_turn_observed(
         &self,
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStage) + Send),
@@ -223,32 +282,6 @@ impl Conversations for SqliteStore {
         })?;
         mark_all(&marks, self.key());
         landed.into_committed(&turn.target, head, written)
-    }
-
-    /// Where [`crate::Store::run_blocking`] runs work; on the blocking pool,
-    /// on a copy of the turn (its thread's nodes are shared, so they are
-    /// marked as stored all the same).
-    fn commit_turn_async<'a>(
-        &'a self,
-        turn: &'a TurnCommit<'a>,
-    ) -> BoxFuture<'a, Result<Committed>> {
-        Box::pin(blocking::run_borrowing(
-            self,
-            |store| store.commit_turn_observed(turn, &mut |_| {}),
-            || {
-                let target = turn.target.clone();
-                let thread = turn.thread.cloned();
-                let runs = turn.runs.to_vec();
-                move |store: &SqliteStore| {
-                    let turn = TurnCommit {
-                        target,
-                        thread: thread.as_ref(),
-                        runs: &runs,
-                    };
-                    store.commit_turn_observed(&turn, &mut |_| {})
-                }
-            },
-        ))
     }
 }
 

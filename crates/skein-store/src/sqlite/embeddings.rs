@@ -5,14 +5,38 @@ vectors encoded as crate::embeddings says.
 
 use super::SqliteStore;
 use crate::backend::{BoxFuture, EmbeddingCache};
-use crate::blocking;
 use crate::embeddings::{decode, encode};
 use crate::error::Result;
 use rusqlite::{OptionalExtension, params};
 use skein_core::Digest;
 
 impl EmbeddingCache for SqliteStore {
-    fn cached_embedding(&self, embedder: &str, digest: &Digest) -> Result<Option<Vec<f32>>> {
+    fn cached_embedding<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>> {
+        let (embedder, digest) = (embedder.to_string(), *digest);
+        self.deferred(move |store| store.cached_embedding(&embedder, &digest))
+    }
+
+    fn cache_embedding<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+        vector: &'a [f32],
+    ) -> BoxFuture<'a, Result<()>> {
+        let (embedder, digest, vector) = (embedder.to_string(), *digest, vector.to_vec());
+        self.deferred(move |store| store.cache_embedding(&embedder, &digest, &vector))
+    }
+}
+
+impl SqliteStore {
+    pub(crate) fn cached_embedding(
+        &self,
+        embedder: &str,
+        digest: &Digest,
+    ) -> Result<Option<Vec<f32>>> {
         self.read(|conn| {
             let bytes: Option<Vec<u8>> = conn
                 .prepare_cached(
@@ -24,34 +48,12 @@ impl EmbeddingCache for SqliteStore {
         })
     }
 
-    fn cached_embedding_async<'a>(
-        &'a self,
-        embedder: &'a str,
-        digest: &'a Digest,
-    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>> {
-        let (embedder, digest) = (embedder.to_string(), *digest);
-        Box::pin(blocking::run(self, true, move |store| {
-            store.cached_embedding(&embedder, &digest)
-        }))
-    }
-
-    fn cache_embedding_async<'a>(
-        &'a self,
-        embedder: &'a str,
-        digest: &'a Digest,
-        vector: &'a [f32],
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(blocking::run_borrowing(
-            self,
-            |store| store.cache_embedding(embedder, digest, vector),
-            || {
-                let (embedder, digest, vector) = (embedder.to_string(), *digest, vector.to_vec());
-                move |store: &SqliteStore| store.cache_embedding(&embedder, &digest, &vector)
-            },
-        ))
-    }
-
-    fn cache_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
+    pub(crate) fn cache_embedding(
+        &self,
+        embedder: &str,
+        digest: &Digest,
+        vector: &[f32],
+    ) -> Result<()> {
         let bytes = encode(vector);
         self.write(|tx| {
             tx.prepare_cached(

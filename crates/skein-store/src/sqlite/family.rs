@@ -7,7 +7,7 @@ conversations that share messages by their root), read in one snapshot.
 use super::SqliteStore;
 use super::conversations::conversation_from_row;
 use super::reruns::raw_rerun;
-use crate::backend::Families;
+use crate::backend::{BoxFuture, Families};
 use crate::conversations::conversation_columns;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows, Rooted, share_queries};
@@ -51,7 +51,18 @@ const ROOTED_AT: &str = concat!(
 );
 
 impl Families for SqliteStore {
-    fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
+    fn family<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        limits: FamilyLimits,
+    ) -> BoxFuture<'a, Result<FamilyRows>> {
+        let id = id.clone();
+        self.deferred(move |store| store.family(&id, limits))
+    }
+}
+
+impl SqliteStore {
+    pub(crate) fn family(&self, id: &ConversationId, limits: FamilyLimits) -> Result<FamilyRows> {
         self.read(|conn| {
             // One snapshot for every statement below.
             let snapshot = conn.unchecked_transaction()?;

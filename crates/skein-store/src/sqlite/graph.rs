@@ -31,9 +31,46 @@ use skein_core::encoding::encode_body;
 use skein_core::{Message, Node, NodeId, StoreKey, Thread};
 
 impl Graph for SqliteStore {
+    fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>> {
+        Box::pin(blocking::run_borrowing(
+            self,
+            |store| store.append(thread),
+            || {
+                let thread = thread.clone();
+                move |store: &SqliteStore| store.append(&thread)
+            },
+        ))
+    }
+
+    fn load_thread(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>> {
+        self.deferred(move |store| store.load_thread(head))
+    }
+
+    fn node(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
+        self.deferred(move |store| store.node(id))
+    }
+
+    fn contains(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
+        self.deferred(move |store| store.contains(id))
+    }
+
+    fn children(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
+        self.deferred(move |store| store.children(id))
+    }
+
+    fn subtree(&self, root: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>> {
+        self.deferred(move |store| store.subtree(root, limit))
+    }
+
+    fn ancestry(&self, head: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>> {
+        self.deferred(move |store| store.ancestry(head, limit))
+    }
+}
+
+impl SqliteStore {
     /// Store every node of `thread` this database does not hold yet, in one
     /// transaction. Marks the nodes as persisted here once committed.
-    fn append(&self, thread: &Thread) -> Result<AppendReport> {
+    pub(crate) fn append(&self, thread: &Thread) -> Result<AppendReport> {
         let mut marks = Vec::new();
         let written = self.write(|tx| {
             marks.clear();
@@ -48,22 +85,12 @@ impl Graph for SqliteStore {
 
     /// Load the thread whose head is `head`: one range scan per lane it
     /// runs through.
-    fn load_thread(&self, head: NodeId) -> Result<Thread> {
+    pub(crate) fn load_thread(&self, head: NodeId) -> Result<Thread> {
         self.read(|conn| load_thread(conn, self.key(), head))
     }
 
-    fn load_thread_async(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>> {
-        Box::pin(blocking::run(self, true, move |store| {
-            store.load_thread(head)
-        }))
-    }
-
-    fn node_async(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
-        Box::pin(blocking::run(self, true, move |store| store.node(id)))
-    }
-
     /// One node by id, without loading its thread.
-    fn node(&self, id: NodeId) -> Result<StoredNode> {
+    pub(crate) fn node(&self, id: NodeId) -> Result<StoredNode> {
         self.read(|conn| {
             let row = conn
                 .prepare_cached(
@@ -90,20 +117,12 @@ impl Graph for SqliteStore {
     }
 
     /// Whether the database holds the node.
-    fn contains(&self, id: NodeId) -> Result<bool> {
+    pub(crate) fn contains(&self, id: NodeId) -> Result<bool> {
         self.read(|conn| Ok(seq_of(conn, id)?.is_some()))
     }
 
-    fn contains_async(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
-        Box::pin(blocking::run(self, true, move |store| store.contains(id)))
-    }
-
-    fn children_async(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
-        Box::pin(blocking::run(self, true, move |store| store.children(id)))
-    }
-
     /// The nodes whose parent is `id`, oldest first.
-    fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
+    pub(crate) fn children(&self, id: NodeId) -> Result<Vec<NodeId>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT c.id FROM nodes c JOIN nodes p ON c.parent = p.seq WHERE p.id = ?1 ORDER BY c.seq",
@@ -118,7 +137,7 @@ impl Graph for SqliteStore {
     /// root (breadth first), in topological order. The walk stops there.
     /// `CROSS JOIN` keeps the walk driving the query: otherwise the planner
     /// may scan every node in `seq` order to skip the final sort.
-    fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+    pub(crate) fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "WITH RECURSIVE sub(seq) AS (
@@ -160,7 +179,7 @@ impl Graph for SqliteStore {
     }
 
     /// The last `limit` nodes of the thread ending at `head`, oldest first.
-    fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
+    pub(crate) fn ancestry(&self, head: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         if limit == 0 {
             return Ok(Vec::new());
         }

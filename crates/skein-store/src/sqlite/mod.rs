@@ -2,7 +2,9 @@
 The SQLite backend (what [`crate::Store`] opens for a file path): its
 handle, opening, connection setup, the writer/reader split and write
 transactions with busy handling. Each of its files implements one of
-[`crate::backend`]'s traits: graph.rs (nodes, threads, lanes),
+[`crate::backend`]'s traits, each operation its blocking body of the same
+name on [`SqliteStore`] run where [`blocking::run`] says
+([`SqliteStore::deferred`]; in place for a blocking caller): graph.rs (nodes, threads, lanes),
 conversations.rs (bookmarks and the turn commit), runs.rs, reruns.rs,
 family.rs, search.rs (the FTS5 index), resolve.rs (id ranges), usage.rs,
 embeddings.rs, transfer.rs (export and import loops) and verify.rs; open.rs
@@ -33,7 +35,8 @@ mod transfer;
 mod usage;
 mod verify;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, BoxFuture};
+use crate::blocking;
 use crate::error::{Result, StoreError};
 use crate::open::OpenMode;
 use open::{ReadOnlyOpener, SqliteFile};
@@ -110,6 +113,17 @@ impl Backend for SqliteStore {
 }
 
 impl SqliteStore {
+    /// A blocking body as an operation of the async API: run where
+    /// [`blocking::run`] says, which is in place for the store's blocking
+    /// methods. `work` owns what it needs (on a current-thread runtime it
+    /// runs on tokio's blocking pool).
+    pub(crate) fn deferred<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&SqliteStore) -> Result<T> + Send + 'static,
+    ) -> BoxFuture<'_, Result<T>> {
+        Box::pin(blocking::run(self, true, work))
+    }
+
     /// Open the database at `path` as `mode` says (see [`OpenMode`]),
     /// migrating it to the current schema. A file that is not a skein
     /// database is refused before anything is written to it.

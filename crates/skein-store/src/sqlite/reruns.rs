@@ -17,34 +17,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use skein_core::NodeId;
 
 impl Reruns for SqliteStore {
-    fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
-        let mut marks = Vec::new();
-        self.write(|tx| {
-            marks.clear();
-            for thread in commit.threads {
-                append_nodes(tx, self.key(), thread, &mut marks)?;
-            }
-            for run in commit.runs {
-                insert_run(tx, run, run.conversation.as_ref())?;
-            }
-            insert_rerun(tx, commit.record)
-        })?;
-        mark_all(&marks, self.key());
-        Ok(())
-    }
-
-    fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
-        self.read(|conn| {
-            let raw = conn
-                .prepare_cached(&format!("{SELECT_RERUN} WHERE id = ?1"))?
-                .query_row([id.as_str()], raw_rerun)
-                .optional()?
-                .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))?;
-            raw.finish()
-        })
-    }
-
-    fn commit_rerun_async<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>> {
+    fn commit_rerun<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>> {
         Box::pin(blocking::run_borrowing(
             self,
             |store| store.commit_rerun(commit),
@@ -63,43 +36,82 @@ impl Reruns for SqliteStore {
         ))
     }
 
-    fn rerun_async<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>> {
+    fn rerun<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>> {
         let id = id.clone();
-        Box::pin(blocking::run(self, true, move |store| store.rerun(&id)))
+        self.deferred(move |store| store.rerun(&id))
     }
 
-    fn reruns_of_conversation_async<'a>(
+    fn reruns_of_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<Vec<RerunRecord>>> {
         let id = id.clone();
-        Box::pin(blocking::run(self, true, move |store| {
-            store.reruns_of_conversation(&id)
-        }))
+        self.deferred(move |store| store.reruns_of_conversation(&id))
     }
 
-    fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
+    fn reruns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>> {
+        self.deferred(move |store| store.reruns_of_node(node))
+    }
+
+    fn reruns_answering(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>> {
+        self.deferred(move |store| store.reruns_answering(node))
+    }
+
+    fn all_reruns(&self) -> BoxFuture<'_, Result<Vec<RerunRecord>>> {
+        self.deferred(|store| store.all_reruns())
+    }
+}
+
+impl SqliteStore {
+    pub(crate) fn commit_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
+        let mut marks = Vec::new();
+        self.write(|tx| {
+            marks.clear();
+            for thread in commit.threads {
+                append_nodes(tx, self.key(), thread, &mut marks)?;
+            }
+            for run in commit.runs {
+                insert_run(tx, run, run.conversation.as_ref())?;
+            }
+            insert_rerun(tx, commit.record)
+        })?;
+        mark_all(&marks, self.key());
+        Ok(())
+    }
+
+    pub(crate) fn rerun(&self, id: &RerunId) -> Result<RerunRecord> {
+        self.read(|conn| {
+            let raw = conn
+                .prepare_cached(&format!("{SELECT_RERUN} WHERE id = ?1"))?
+                .query_row([id.as_str()], raw_rerun)
+                .optional()?
+                .ok_or_else(|| StoreError::RerunNotFound(id.to_string()))?;
+            raw.finish()
+        })
+    }
+
+    pub(crate) fn reruns_of_conversation(&self, id: &ConversationId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE conversation = ?1 ORDER BY created, id"),
             [id.as_str()],
         )
     }
 
-    fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+    pub(crate) fn reruns_of_node(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE turn_node = ?1 ORDER BY created, id"),
             [node.as_bytes()],
         )
     }
 
-    fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
+    pub(crate) fn reruns_answering(&self, node: NodeId) -> Result<Vec<RerunRecord>> {
         self.query_reruns(
             &format!("{SELECT_RERUN} WHERE answer_head = ?1 ORDER BY created, id"),
             [node.as_bytes()],
         )
     }
 
-    fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
+    pub(crate) fn all_reruns(&self) -> Result<Vec<RerunRecord>> {
         self.query_reruns(&format!("{SELECT_RERUN} ORDER BY created, id"), [])
     }
 }

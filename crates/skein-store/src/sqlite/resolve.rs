@@ -6,7 +6,6 @@ range, conversations by exact name.
 
 use super::SqliteStore;
 use crate::backend::{BoxFuture, IdRanges};
-use crate::blocking;
 use crate::codec::node_id;
 use crate::error::Result;
 use crate::resolve::IdTable;
@@ -14,30 +13,26 @@ use rusqlite::params;
 use skein_core::NodeId;
 
 impl IdRanges for SqliteStore {
-    fn node_ids_between_async<'a>(
+    fn node_ids_between<'a>(
         &'a self,
         low: &'a [u8],
         high: &'a [u8],
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<NodeId>>> {
         let (low, high) = (low.to_vec(), high.to_vec());
-        Box::pin(blocking::run(self, true, move |store| {
-            store.node_ids_between(&low, &high, limit)
-        }))
+        self.deferred(move |store| store.node_ids_between(&low, &high, limit))
     }
 
-    fn conversation_ids_named_async<'a>(
+    fn conversation_ids_named<'a>(
         &'a self,
         name: &'a str,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<String>>> {
         let name = name.to_string();
-        Box::pin(blocking::run(self, true, move |store| {
-            store.conversation_ids_named(&name, limit)
-        }))
+        self.deferred(move |store| store.conversation_ids_named(&name, limit))
     }
 
-    fn text_ids_between_async<'a>(
+    fn text_ids_between<'a>(
         &'a self,
         table: IdTable,
         low: &'a str,
@@ -45,13 +40,18 @@ impl IdRanges for SqliteStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<String>>> {
         let (low, high) = (low.to_string(), high.to_string());
-        Box::pin(blocking::run(self, true, move |store| {
-            store.text_ids_between(table, &low, &high, limit)
-        }))
+        self.deferred(move |store| store.text_ids_between(table, &low, &high, limit))
     }
+}
 
+impl SqliteStore {
     /// At most `limit` node ids in `[low, high]`, in order.
-    fn node_ids_between(&self, low: &[u8], high: &[u8], limit: usize) -> Result<Vec<NodeId>> {
+    pub(crate) fn node_ids_between(
+        &self,
+        low: &[u8],
+        high: &[u8],
+        limit: usize,
+    ) -> Result<Vec<NodeId>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3",
@@ -64,7 +64,7 @@ impl IdRanges for SqliteStore {
     }
 
     /// At most `limit` ids of the conversations named exactly `name`.
-    fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+    pub(crate) fn conversation_ids_named(&self, name: &str, limit: usize) -> Result<Vec<String>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id FROM conversations WHERE name = ?1 ORDER BY updated DESC, id LIMIT ?2",
@@ -76,7 +76,7 @@ impl IdRanges for SqliteStore {
     }
 
     /// At most `limit` ids of `table` in `[low, high)`, in order.
-    fn text_ids_between(
+    pub(crate) fn text_ids_between(
         &self,
         table: IdTable,
         low: &str,

@@ -9,7 +9,6 @@ without reading every run.
 
 use super::SqliteStore;
 use crate::backend::{BoxFuture, Runs};
-use crate::blocking;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
@@ -24,13 +23,41 @@ const SELECT_RUN: &str =
      FROM runs";
 
 impl Runs for SqliteStore {
+    fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>> {
+        let run = run.clone();
+        self.deferred(move |store| store.record_run(&run))
+    }
+
+    fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
+        let id = id.clone();
+        self.deferred(move |store| store.run_record(&id))
+    }
+
+    fn runs_of_conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
+        let id = id.clone();
+        self.deferred(move |store| store.runs_of_conversation(&id))
+    }
+
+    fn runs_producing(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+        self.deferred(move |store| store.runs_producing(node))
+    }
+
+    fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+        self.deferred(move |store| store.recent_runs(limit))
+    }
+}
+
+impl SqliteStore {
     /// Record a run on its own (a failed run adds no node, but keeps its
     /// record). Runs that produce a turn go through [`Store::commit_turn`].
-    fn record_run(&self, run: &RunRecord) -> Result<()> {
+    pub(crate) fn record_run(&self, run: &RunRecord) -> Result<()> {
         self.write(|tx| insert_run(tx, run, run.conversation.as_ref()))
     }
 
-    fn run_record(&self, id: &RunId) -> Result<RunRecord> {
+    pub(crate) fn run_record(&self, id: &RunId) -> Result<RunRecord> {
         self.read(|conn| {
             let record = conn
                 .prepare_cached(&format!("{SELECT_RUN} WHERE id = ?1"))?
@@ -41,31 +68,7 @@ impl Runs for SqliteStore {
         })
     }
 
-    /// The runs of a conversation, oldest first.
-    fn run_record_async<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
-        let id = id.clone();
-        Box::pin(blocking::run(self, true, move |store| {
-            store.run_record(&id)
-        }))
-    }
-
-    fn runs_producing_async(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
-        Box::pin(blocking::run(self, true, move |store| {
-            store.runs_producing(node)
-        }))
-    }
-
-    fn runs_of_conversation_async<'a>(
-        &'a self,
-        id: &'a ConversationId,
-    ) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
-        let id = id.clone();
-        Box::pin(blocking::run(self, true, move |store| {
-            store.runs_of_conversation(&id)
-        }))
-    }
-
-    fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
+    pub(crate) fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} WHERE conversation = ?1 ORDER BY started, id"),
             id.as_str(),
@@ -73,7 +76,7 @@ impl Runs for SqliteStore {
     }
 
     /// The runs that produced `node` (many runs may produce one node).
-    fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
+    pub(crate) fn runs_producing(&self, node: NodeId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} WHERE output_head = ?1 ORDER BY started, id"),
             node.as_bytes(),
@@ -81,7 +84,7 @@ impl Runs for SqliteStore {
     }
 
     /// The most recent runs, newest first.
-    fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+    pub(crate) fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
         self.query_runs(
             &format!("{SELECT_RUN} ORDER BY started DESC, id LIMIT ?1"),
             limit as i64,

@@ -8,7 +8,7 @@ to, found by its lane first.
 
 use super::SqliteStore;
 use super::graph::{decode_message, lane_spans};
-use crate::backend::Search;
+use crate::backend::{BoxFuture, Search};
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
@@ -17,9 +17,26 @@ use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::{Message, NodeId, Role};
 
 impl Search for SqliteStore {
+    fn search_nodes<'a>(
+        &'a self,
+        query: &'a Parsed,
+        role: Option<Role>,
+        within: Option<NodeId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>> {
+        let query = query.clone();
+        self.deferred(move |store| store.search_nodes(&query, role, within, limit))
+    }
+
+    fn containing(&self, node: NodeId, cap: usize) -> BoxFuture<'_, Result<Vec<ConversationRef>>> {
+        self.deferred(move |store| store.containing(node, cap))
+    }
+}
+
+impl SqliteStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
     /// those of `role`, and of the thread ending at `within`, when given.
-    fn search_nodes(
+    pub(crate) fn search_nodes(
         &self,
         query: &Parsed,
         role: Option<Role>,
@@ -68,7 +85,7 @@ impl Search for SqliteStore {
     /// the deepest one with its head anywhere in the lane below it, else
     /// those found walking the nodes below it, nearest first, up to
     /// [`WALK_LIMIT`] nodes.
-    fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+    pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
         self.read(|conn| {
             let Some((seq, lane, depth)) = conn
                 .prepare_cached("SELECT seq, lane, depth FROM nodes WHERE id = ?1")?

@@ -5,16 +5,61 @@ the `run_links` index read in both directions (crate::usage adds them up).
 */
 
 use super::SqliteStore;
-use crate::backend::UsageRows;
+use crate::backend::{BoxFuture, UsageRows};
 use crate::error::Result;
 use crate::records::{ConversationId, RunId};
-use crate::usage::RunRow;
+use crate::usage::{RunOutputs, RunRow};
 use rusqlite::{OptionalExtension, params};
 use skein_core::NodeId;
 use std::collections::HashSet;
 
 impl UsageRows for SqliteStore {
-    fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
+    fn run_rows<'a>(&'a self, ids: &'a [RunId]) -> BoxFuture<'a, Result<Vec<RunRow>>> {
+        let ids = ids.to_vec();
+        self.deferred(move |store| store.run_rows(&ids))
+    }
+
+    fn conversation_run_rows<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<RunOutputs>> {
+        let id = id.clone();
+        self.deferred(move |store| store.conversation_run_rows(&id))
+    }
+
+    fn runs_with_output(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunId>>> {
+        self.deferred(move |store| store.runs_with_output(node))
+    }
+
+    fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>> {
+        self.deferred(move |store| store.ancestor_ids(head))
+    }
+
+    fn link_sources<'a>(
+        &'a self,
+        kind: &'a str,
+        targets: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<RunId>>> {
+        let kind = kind.to_string();
+        let targets: Vec<String> = targets.iter().map(|target| target.to_string()).collect();
+        self.deferred(move |store| {
+            let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+            store.link_sources(&kind, &targets)
+        })
+    }
+
+    fn link_targets<'a>(
+        &'a self,
+        kind: &'a str,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        let (kind, runs) = (kind.to_string(), runs.to_vec());
+        self.deferred(move |store| store.link_targets(&kind, &runs))
+    }
+}
+
+impl SqliteStore {
+    pub(crate) fn run_rows(&self, ids: &[RunId]) -> Result<Vec<RunRow>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, output_head, status, input_tokens, output_tokens, cache_read_tokens,
@@ -49,7 +94,7 @@ impl UsageRows for SqliteStore {
     }
 
     /// A conversation's runs with the node each produced.
-    fn conversation_run_rows(&self, id: &ConversationId) -> Result<Vec<(RunId, Option<NodeId>)>> {
+    pub(crate) fn conversation_run_rows(&self, id: &ConversationId) -> Result<RunOutputs> {
         self.read(|conn| {
             let mut stmt =
                 conn.prepare_cached("SELECT id, output_head FROM runs WHERE conversation = ?1")?;
@@ -65,7 +110,7 @@ impl UsageRows for SqliteStore {
         })
     }
 
-    fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
+    pub(crate) fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached("SELECT id FROM runs WHERE output_head = ?1")?;
             let rows = stmt.query_map([node.as_bytes()], |row| Ok(RunId(row.get(0)?)))?;
@@ -74,7 +119,7 @@ impl UsageRows for SqliteStore {
     }
 
     /// The ids of `head` and every node before it.
-    fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
+    pub(crate) fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "WITH RECURSIVE up(seq) AS (
@@ -94,7 +139,7 @@ impl UsageRows for SqliteStore {
         })
     }
 
-    fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
+    pub(crate) fn link_sources(&self, kind: &str, targets: &[&str]) -> Result<Vec<RunId>> {
         self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached("SELECT run_id FROM run_links WHERE kind = ?1 AND target = ?2")?;
@@ -108,7 +153,7 @@ impl UsageRows for SqliteStore {
         })
     }
 
-    fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
+    pub(crate) fn link_targets(&self, kind: &str, runs: &[RunId]) -> Result<Vec<String>> {
         self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached("SELECT target FROM run_links WHERE run_id = ?1 AND kind = ?2")?;

@@ -345,6 +345,185 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
     assert!(db.store.verify().unwrap().is_ok());
 }
 
+/// The async API's writes and walks answer as the blocking API's do, from
+/// a bare current-thread runtime and from a task on a multi-thread one:
+/// appending a branch, subtrees and ancestries, creating, forking,
+/// renaming and re-setting a conversation, moving its head (and a move
+/// that lost the race), runs recorded and listed, reruns by node and
+/// answer, families, search (and a query it refuses) and run and rerun
+/// prefixes.
+fn the_async_api_writes_and_walks_as_the_blocking_api_does(backend: Backend) {
+    let db = TempStore::new(backend);
+    let bare = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let trunk = history("walks", 3);
+    db.store.append(&trunk).unwrap();
+    let root = trunk.nodes()[0].id();
+    let head = trunk.head_id().unwrap();
+    for (round, spawned) in [false, true].into_iter().enumerate() {
+        let store = db.store.clone();
+        let trunk = trunk.clone();
+        let work = async move {
+            let api = store.nonblocking();
+            let branch = trunk.push(Message::user(format!("zebra branch {round}")));
+            let report = api.append(&branch).await.unwrap();
+            assert_eq!((report.written, report.head), (1, branch.head_id()));
+            assert!(branch.head().unwrap().is_persisted_in(store.key()));
+            let tip = branch.head_id().unwrap();
+            assert_eq!(
+                api.subtree(root, 100).await.unwrap(),
+                store.subtree(root, 100).unwrap()
+            );
+            // Each earlier round added a branch and its rerun's answer.
+            assert_eq!(
+                api.subtree(root, 100).await.unwrap().len(),
+                trunk.len() + 2 * round + 1
+            );
+            assert_eq!(
+                api.ancestry(tip, 2).await.unwrap(),
+                store.ancestry(tip, 2).unwrap()
+            );
+            assert_eq!(api.ancestry(tip, 2).await.unwrap().len(), 2);
+            let absent = skein_core::NodeId(Digest::of(b"absent").0);
+            assert!(matches!(
+                api.subtree(absent, 5).await,
+                Err(StoreError::NodeNotFound(id)) if id == absent
+            ));
+
+            let created = api
+                .create_conversation(NewConversation {
+                    name: Some(format!("walker {round}")),
+                    head: Some(head),
+                    ..NewConversation::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(store.conversation(&created.id).unwrap(), created);
+            assert!(matches!(
+                api.create_conversation(NewConversation {
+                    head: Some(absent),
+                    ..NewConversation::default()
+                })
+                .await,
+                Err(StoreError::NodeNotFound(_))
+            ));
+            let fork = api
+                .fork(
+                    head,
+                    Some(format!("fork {round}")),
+                    Some(created.id.clone()),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                fork.origin.as_ref().unwrap().conversation,
+                Some(created.id.clone())
+            );
+            api.rename_conversation(&fork.id, Some("renamed"))
+                .await
+                .unwrap();
+            let settings = skein_core::ConversationSettings {
+                model: Some("echo".into()),
+                ..Default::default()
+            };
+            api.set_conversation_settings(&fork.id, &settings)
+                .await
+                .unwrap();
+            let stored = store.conversation(&fork.id).unwrap();
+            assert_eq!(
+                (stored.name.as_deref(), &stored.settings),
+                (Some("renamed"), &settings)
+            );
+            api.move_head(&fork.id, Some(head), tip).await.unwrap();
+            assert_eq!(store.conversation(&fork.id).unwrap().head, Some(tip));
+            assert!(matches!(
+                api.move_head(&fork.id, Some(head), tip).await,
+                Err(StoreError::HeadMoved { .. })
+            ));
+            let missing = skein_store::ConversationId::random();
+            assert!(matches!(
+                api.rename_conversation(&missing, None).await,
+                Err(StoreError::ConversationNotFound(_))
+            ));
+
+            let mut run = RunRecord::new("echo", "echo");
+            run.output_head = Some(tip);
+            run.conversation = Some(fork.id.clone());
+            api.record_run(&run).await.unwrap();
+            assert_eq!(api.recent_runs(1).await.unwrap(), vec![run.clone()]);
+            assert_eq!(
+                api.recent_runs(10).await.unwrap(),
+                store.recent_runs(10).unwrap()
+            );
+            assert_eq!(
+                api.resolve_run(&run.id.as_str()[..12]).await.unwrap(),
+                run.id
+            );
+
+            let answer = branch.push(Message::assistant(format!("answer {round}")));
+            let rerun = rerun_of(&fork.id, &branch, &answer, &run);
+            api.commit_rerun(&RerunCommit {
+                record: &rerun,
+                threads: std::slice::from_ref(&answer),
+                runs: &[],
+            })
+            .await
+            .unwrap();
+            assert_eq!(api.reruns_of_node(tip).await.unwrap(), vec![rerun.clone()]);
+            let answered = answer.head_id().unwrap();
+            assert_eq!(
+                api.reruns_answering(answered).await.unwrap(),
+                vec![rerun.clone()]
+            );
+            assert_eq!(api.all_reruns().await.unwrap(), store.all_reruns().unwrap());
+            assert_eq!(api.all_reruns().await.unwrap().len(), round + 1);
+            assert_eq!(
+                api.resolve_rerun(&rerun.id.as_str()[..12]).await.unwrap(),
+                rerun.id
+            );
+
+            let limits = skein_store::FamilyLimits {
+                members: 10,
+                shares: 10,
+            };
+            let family = api.family(&fork.id, limits).await.unwrap();
+            assert_eq!(family, store.family(&fork.id, limits).unwrap());
+            assert!(
+                family
+                    .members
+                    .iter()
+                    .any(|m| m.conversation.id == created.id)
+            );
+            assert_eq!(family.reruns, vec![rerun]);
+            assert!(matches!(
+                api.family(&missing, limits).await,
+                Err(StoreError::ConversationNotFound(_))
+            ));
+
+            let query = skein_store::SearchQuery::new("zebra");
+            let found = api.search(&query).await.unwrap();
+            assert_eq!(found, store.search(&query).unwrap());
+            assert_eq!(found.matches.len(), round + 1);
+            assert!(matches!(
+                api.search(&skein_store::SearchQuery::new("\"\"")).await,
+                Err(StoreError::Search(_))
+            ));
+        };
+        if spawned {
+            multi.block_on(async { tokio::spawn(work).await.unwrap() });
+        } else {
+            bare.block_on(work);
+        }
+    }
+    assert!(db.store.verify().unwrap().is_ok());
+}
+
 fn rerun_of(
     conversation: &skein_store::ConversationId,
     turn: &Thread,
@@ -372,6 +551,7 @@ fn rerun_of(
 for_each_backend!(
     the_async_api_commits_and_loads_turns_from_any_runtime,
     the_async_api_answers_as_the_blocking_api_does,
+    the_async_api_writes_and_walks_as_the_blocking_api_does,
 );
 
 /// PostgreSQL: a turn waiting on the database (here on a lock another

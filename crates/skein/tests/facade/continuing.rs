@@ -1234,7 +1234,9 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
         })
         .unwrap();
 
-    let family = skein::family(&store, deeper.conversation().id()).unwrap();
+    let family = skein::family(&store, deeper.conversation().id())
+        .await
+        .unwrap();
     assert_eq!(&family.focus, deeper.conversation().id());
     assert_eq!(family.focus().name.as_deref(), Some("deeper"));
     let joined = |name: &str| {
@@ -1303,7 +1305,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
     assert_eq!(bare.conversation().origin().unwrap().conversation, None);
 
     // Every member's head and the rerun's answer are shown, each node once.
-    let graph = family.graph(&store, 1000).unwrap();
+    let graph = family.graph(&store, 1000).await.unwrap();
     assert!(!graph.truncated);
     let shown: std::collections::HashSet<_> = graph.nodes.iter().map(|n| n.id).collect();
     assert_eq!(shown.len(), graph.nodes.len());
@@ -1313,7 +1315,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
     assert!(shown.contains(&answer.head_id().unwrap()));
     assert!(shown.contains(&at_node.head()) && shown.contains(&bare.head()));
     // A tight limit keeps the focus's latest messages and says it cut.
-    let tight = family.graph(&store, 3).unwrap();
+    let tight = family.graph(&store, 3).await.unwrap();
     assert!(tight.truncated);
     assert_eq!(tight.nodes.len(), 3);
     assert_eq!(tight.nodes[2].id, deeper.head());
