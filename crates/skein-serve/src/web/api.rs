@@ -19,11 +19,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use skein::NodeId;
 use skein::core::Part;
 use skein::store::{
     AsyncStore, ConversationId, ListPosition, RunId, SearchQuery, StoreError, preview,
 };
-use skein::NodeId;
 use std::sync::Arc;
 
 pub(crate) type Shared = State<Arc<AppState>>;
