@@ -193,17 +193,22 @@ impl Context {
 
     /// The most recently updated conversation.
     pub fn latest_conversation(&self) -> Result<ConversationRecord> {
-        self.store
-            .list_conversations(1)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                anyhow::Error::new(crate::exit::ExitWith(
-                    crate::exit::NOT_FOUND,
-                    "there are no conversations yet: start one with `skein prompt TEXT`".into(),
-                ))
-            })
+        latest_conversation(&self.store)
     }
+}
+
+/// The most recently updated conversation in `store` (what `-c` continues).
+pub fn latest_conversation(store: &skein::Store) -> Result<ConversationRecord> {
+    store
+        .list_conversations(1)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            anyhow::Error::new(crate::exit::ExitWith(
+                crate::exit::NOT_FOUND,
+                "there are no conversations yet: start one with `skein prompt TEXT`".into(),
+            ))
+        })
 }
 
 pub fn print_json(value: &impl serde::Serialize) -> Result<ExitCode> {

@@ -188,13 +188,7 @@ pub async fn prepare(
         turn_input(&args.template, args.text, &PartsArgs::default(), &settings)?;
     let stored = match (store, &args.cid, args.continue_last) {
         (Some(store), Some(cid), _) => Some(store.conversation(&store.resolve_conversation(cid)?)?),
-        (Some(store), None, true) => Some(
-            store
-                .list_conversations(1)?
-                .into_iter()
-                .next()
-                .ok_or_else(|| anyhow::anyhow!("there are no conversations yet"))?,
-        ),
+        (Some(store), None, true) => Some(super::latest_conversation(store)?),
         _ => None,
     };
     let conversation = match (stored, store) {

@@ -234,6 +234,28 @@ fn tree_draws_the_family_by_origin_and_labels_lookalikes_as_sharing() {
 }
 
 #[test]
+fn continuing_before_any_conversation_exits_3_and_says_how_to_start() {
+    let skein = temp();
+    for args in [
+        &["prompt", "-c", "next"][..],
+        &["prepare", "-c", "next"][..],
+    ] {
+        let output = skein.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("start one with `skein prompt TEXT`"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
 fn unknown_and_ambiguous_ids_exit_3_with_a_clear_message() {
     let skein = temp();
     skein.json(&["prompt", "one"]);
