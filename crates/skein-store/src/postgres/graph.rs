@@ -144,22 +144,7 @@ impl PgStore {
             let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
             Ok((rows, blobs))
         })?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let id = node_id(row.get(0))?;
-            let message = decode(id, row.get(3), &blobs)?;
-            entries.push(TreeEntry {
-                id,
-                parent: codec::optional_node_id(row.get(1))?,
-                depth: row.get::<_, i64>(2) as u64,
-                role: message.role,
-                preview: preview(&message, 60),
-            });
-        }
-        if entries.is_empty() {
-            return Err(StoreError::NodeNotFound(root));
-        }
-        Ok(entries)
+        tree_entries(&rows, &blobs, root)
     }
 
     /// The last `limit` nodes of the thread ending at `head`, oldest first.
@@ -187,23 +172,33 @@ impl PgStore {
             let blobs = fetch_blobs(client, rows.iter().map(|row| row.get::<_, &[u8]>(3))).await?;
             Ok((rows, blobs))
         })?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let id = node_id(row.get(0))?;
-            let message = decode(id, row.get(3), &blobs)?;
-            entries.push(TreeEntry {
-                id,
-                parent: codec::optional_node_id(row.get(1))?,
-                depth: row.get::<_, i64>(2) as u64,
-                role: message.role,
-                preview: preview(&message, 60),
-            });
-        }
-        if entries.is_empty() {
-            return Err(StoreError::NodeNotFound(head));
-        }
-        Ok(entries)
+        tree_entries(&rows, &blobs, head)
     }
+}
+
+/// The entries of subtree or ancestry rows (id, parent, depth, body);
+/// none means `asked` is not stored.
+fn tree_entries(
+    rows: &[Row],
+    blobs: &HashMap<Digest, Vec<u8>>,
+    asked: NodeId,
+) -> Result<Vec<TreeEntry>> {
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id = node_id(row.get(0))?;
+        let message = decode(id, row.get(3), blobs)?;
+        entries.push(TreeEntry {
+            id,
+            parent: codec::optional_node_id(row.get(1))?,
+            depth: row.get::<_, i64>(2) as u64,
+            role: message.role,
+            preview: preview(&message, 60),
+        });
+    }
+    if entries.is_empty() {
+        return Err(StoreError::NodeNotFound(asked));
+    }
+    Ok(entries)
 }
 
 impl PgStore {

@@ -150,31 +150,7 @@ impl SqliteStore {
                  FROM sub CROSS JOIN nodes n ON n.seq = sub.seq LEFT JOIN nodes p ON p.seq = n.parent
                  ORDER BY sub.seq",
             )?;
-            let rows = stmt.query_map(params![root.as_bytes(), limit as i64], |row| {
-                Ok((
-                    row.get::<_, Vec<u8>>(0)?,
-                    row.get::<_, Option<Vec<u8>>>(1)?,
-                    row.get::<_, i64>(2)?,
-                    row.get::<_, Vec<u8>>(3)?,
-                ))
-            })?;
-            let mut entries = Vec::new();
-            for row in rows {
-                let (id, parent, depth, body) = row?;
-                let id = node_id(&id)?;
-                let message = decode_message(conn, id, &body)?;
-                entries.push(TreeEntry {
-                    id,
-                    parent: optional_node_id(parent.as_deref())?,
-                    depth: depth as u64,
-                    role: message.role,
-                    preview: preview(&message, 60),
-                });
-            }
-            if entries.is_empty() {
-                return Err(StoreError::NodeNotFound(root));
-            }
-            Ok(entries)
+            tree_entries(conn, &mut stmt, root, limit)
         })
     }
 
@@ -195,33 +171,45 @@ impl SqliteStore {
                  FROM up JOIN nodes n ON n.seq = up.seq LEFT JOIN nodes p ON p.seq = n.parent
                  ORDER BY up.k DESC",
             )?;
-            let rows = stmt.query_map(params![head.as_bytes(), limit as i64], |row| {
-                Ok((
-                    row.get::<_, Vec<u8>>(0)?,
-                    row.get::<_, Option<Vec<u8>>>(1)?,
-                    row.get::<_, i64>(2)?,
-                    row.get::<_, Vec<u8>>(3)?,
-                ))
-            })?;
-            let mut entries = Vec::new();
-            for row in rows {
-                let (id, parent, depth, body) = row?;
-                let id = node_id(&id)?;
-                let message = decode_message(conn, id, &body)?;
-                entries.push(TreeEntry {
-                    id,
-                    parent: optional_node_id(parent.as_deref())?,
-                    depth: depth as u64,
-                    role: message.role,
-                    preview: preview(&message, 60),
-                });
-            }
-            if entries.is_empty() {
-                return Err(StoreError::NodeNotFound(head));
-            }
-            Ok(entries)
+            tree_entries(conn, &mut stmt, head, limit)
         })
     }
+}
+
+/// The entries a subtree or ancestry statement lists (id, parent id,
+/// depth, body; `?1` the node asked about, `?2` the limit); none means
+/// `asked` is not stored.
+fn tree_entries(
+    conn: &Connection,
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    asked: NodeId,
+    limit: usize,
+) -> Result<Vec<TreeEntry>> {
+    let rows = stmt.query_map(params![asked.as_bytes(), limit as i64], |row| {
+        Ok((
+            row.get::<_, Vec<u8>>(0)?,
+            row.get::<_, Option<Vec<u8>>>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, Vec<u8>>(3)?,
+        ))
+    })?;
+    let mut entries = Vec::new();
+    for row in rows {
+        let (id, parent, depth, body) = row?;
+        let id = node_id(&id)?;
+        let message = decode_message(conn, id, &body)?;
+        entries.push(TreeEntry {
+            id,
+            parent: optional_node_id(parent.as_deref())?,
+            depth: depth as u64,
+            role: message.role,
+            preview: preview(&message, 60),
+        });
+    }
+    if entries.is_empty() {
+        return Err(StoreError::NodeNotFound(asked));
+    }
+    Ok(entries)
 }
 
 /// Insert the nodes of `thread` the database lacks; push every node that is

@@ -102,14 +102,7 @@ fn on_a_multi_thread_runtime_the_work_runs_in_place_and_other_tasks_go_on() {
 /// sees.
 fn the_async_api_commits_and_loads_turns_from_any_runtime(backend: Backend) {
     let db = TempStore::new(backend);
-    let bare = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let multi = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (bare, multi) = runtimes();
     let conversation = db
         .store
         .create_conversation(NewConversation::default())
@@ -158,14 +151,7 @@ fn the_async_api_commits_and_loads_turns_from_any_runtime(backend: Backend) {
 /// ambiguous, matching nothing) and the embedding cache.
 fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
     let db = TempStore::new(backend);
-    let bare = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let multi = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (bare, multi) = runtimes();
     let thread = history("async api", 2);
     db.store.append(&thread).unwrap();
     let head = thread.head_id().unwrap();
@@ -354,14 +340,7 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
 /// prefixes.
 fn the_async_api_writes_and_walks_as_the_blocking_api_does(backend: Backend) {
     let db = TempStore::new(backend);
-    let bare = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let multi = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (bare, multi) = runtimes();
     let trunk = history("walks", 3);
     db.store.append(&trunk).unwrap();
     let root = trunk.nodes()[0].id();
@@ -522,6 +501,20 @@ fn the_async_api_writes_and_walks_as_the_blocking_api_does(backend: Backend) {
         }
     }
     assert!(db.store.verify().unwrap().is_ok());
+}
+
+/// A current-thread runtime with neither I/O nor timer drivers of its own,
+/// and a multi-thread runtime with both.
+fn runtimes() -> (tokio::runtime::Runtime, tokio::runtime::Runtime) {
+    let bare = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    (bare, multi)
 }
 
 fn rerun_of(
