@@ -36,8 +36,9 @@ use std::sync::Arc;
 /// operation has one body per backend: on PostgreSQL an async function
 /// awaiting tokio-postgres on the caller's task, on SQLite the SQL run where
 /// [`Store::run_blocking`] runs work (in place for a blocking method).
-/// Export, import and verify are blocking only: run them, or a closure
-/// making several blocking calls in a row, with [`Store::run_blocking`].
+/// Export, import, verify and usage accounts are blocking only: run them,
+/// or a closure making several blocking calls in a row, with
+/// [`Store::run_blocking`].
 #[derive(Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,

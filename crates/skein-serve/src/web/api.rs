@@ -284,8 +284,7 @@ pub async fn part(
 ) -> Result<Response, ApiError> {
     let store = state.store.nonblocking();
     let id = store.resolve_node(&prefix).await?;
-    let mut parts = store.node(id).await?.message.parts;
-    let part = (index < parts.len()).then(|| parts.swap_remove(index));
+    let part = store.node(id).await?.message.parts.into_iter().nth(index);
     let Some(Part::Attachment(attachment)) = part else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

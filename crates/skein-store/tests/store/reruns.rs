@@ -10,7 +10,8 @@ use skein_store::{
     StoreError,
 };
 
-fn record(
+/// A rerun record of `turn` answered by `answer`, sampled by `run`.
+pub(crate) fn record(
     conversation: &ConversationId,
     turn: &Thread,
     answer: &Thread,

@@ -5,10 +5,10 @@
 //! awaits its queries without blocking any thread.
 
 use crate::common::{Backend, TempStore, history};
+use skein_core::Digest;
 use skein_core::Message;
-use skein_core::{Digest, Thread};
 use skein_store::{
-    NewConversation, RerunCommit, RerunId, RerunRecord, RunId, RunRecord, StoreError, TurnCommit,
+    NewConversation, RerunCommit, RerunId, RunId, RunRecord, StoreError, TurnCommit,
     blocking_caller,
 };
 use std::sync::Arc;
@@ -229,7 +229,7 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
             let answer = thread.push(Message::assistant(format!("answer {round}")));
             let mut sample = RunRecord::new("echo", "echo");
             sample.output_head = answer.head_id();
-            let rerun = rerun_of(&conversation.id, &thread, &answer, &sample);
+            let rerun = crate::reruns::record(&conversation.id, &thread, &answer, &sample);
             api.commit_rerun(&RerunCommit {
                 record: &rerun,
                 threads: std::slice::from_ref(&answer),
@@ -446,7 +446,7 @@ fn the_async_api_writes_and_walks_as_the_blocking_api_does(backend: Backend) {
             );
 
             let answer = branch.push(Message::assistant(format!("answer {round}")));
-            let rerun = rerun_of(&fork.id, &branch, &answer, &run);
+            let rerun = crate::reruns::record(&fork.id, &branch, &answer, &run);
             api.commit_rerun(&RerunCommit {
                 record: &rerun,
                 threads: std::slice::from_ref(&answer),
@@ -515,30 +515,6 @@ fn runtimes() -> (tokio::runtime::Runtime, tokio::runtime::Runtime) {
         .build()
         .unwrap();
     (bare, multi)
-}
-
-fn rerun_of(
-    conversation: &skein_store::ConversationId,
-    turn: &Thread,
-    answer: &Thread,
-    run: &RunRecord,
-) -> RerunRecord {
-    RerunRecord {
-        id: RerunId::random(),
-        conversation: conversation.clone(),
-        turn: 1,
-        turn_node: turn.head_id().unwrap(),
-        request_head: answer.parent().head_id(),
-        answer_head: answer.head_id(),
-        ablation: vec!["a fact".into()],
-        samples: 1,
-        sample_runs: vec![run.id.clone()],
-        baseline_runs: vec![],
-        verdict: None,
-        summary: "async".into(),
-        detail: serde_json::json!({}),
-        created_ms: 1,
-    }
 }
 
 for_each_backend!(
