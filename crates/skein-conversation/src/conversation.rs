@@ -41,7 +41,7 @@ use skein_engine::{
     AfterCall, BeforeCall, CallDecision, Chain, DEFAULT_CHAIN_LIMIT, DriftTracker, Exchange,
     Prepared, Request, RunId, RunOutput, Tool,
 };
-use skein_store::{Store, StoreError};
+use skein_store::{ConversationRecord, Store, StoreError};
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -374,14 +374,29 @@ impl Conversation {
             ),
             None => (Thread::new(), None),
         };
-        let drift = recorded_drift(store, &conversation, &thread).await?;
+        let point = Point::stored(thread, last_run);
+        Conversation::stored(store, conversation, point, None, home, on_home).await
+    }
+
+    /// The stored `conversation` standing at `point` (its head, or, for a
+    /// fork's source, nowhere: `up_to` then bounds what its calls offered
+    /// to the fork's node's depth). Reads only its tool offers (and its
+    /// origins'), never its runs.
+    async fn stored(
+        store: &Store,
+        conversation: ConversationRecord,
+        point: Point,
+        up_to: Option<&Thread>,
+        home: &Model,
+        on_home: bool,
+    ) -> Result<Conversation> {
+        let drift = recorded_drift(store, &conversation, up_to.unwrap_or(&point.thread)).await?;
         let settings = &conversation.settings;
         let model = match on_home {
             true => home.clone(),
             false => crate::settings::model(&conversation, home)?,
         };
         let tools = crate::settings::tools(settings, &model, &conversation.id)?;
-        let point = Point::stored(thread, last_run);
         let mut builder = Conversation::builder(model)
             .tools(tools)
             .chain_limit(
@@ -444,43 +459,47 @@ impl Conversation {
     ) -> Result<Fork> {
         let api = store.nonblocking();
         let node = api.resolve_node(node).await?;
-        let thread = api.load_thread(node).await?;
         let runs = api.runs_producing(node).await?;
-        let owner = match of {
+        let (thread, owner) = match of {
             Some(of) => {
                 let of = api
                     .conversation(&api.resolve_conversation(of).await?)
                     .await?;
-                let holds = match of.head {
-                    Some(head) => api
-                        .load_thread(head)
-                        .await?
-                        .nodes()
-                        .iter()
-                        .any(|held| held.id() == node),
-                    None => false,
+                let held = match of.head {
+                    Some(head) => api.load_thread(head).await?.at(node),
+                    None => None,
                 };
-                if !holds {
+                let Some(thread) = held else {
                     return Err(Error::NotInConversation {
                         node,
                         conversation: of.id,
                     });
-                }
-                Some(of.id)
+                };
+                (thread, Some(of))
             }
-            None => owner_of(store, node, &runs).await?,
+            None => (
+                api.load_thread(node).await?,
+                owner_of(store, node, &runs).await?,
+            ),
         };
-        let last_run = runs.into_iter().last();
-        let source = match &owner {
-            Some(owner) => Conversation::load_as(store, owner.as_str(), home, on_home).await?,
-            None => Conversation::builder(home.clone()).store(store).build(),
-        };
-        let fork = Fork::new(source, Point::stored(thread, last_run));
-        Ok(match owner {
-            Some(_) => fork,
+        let at = Point::stored(thread, runs.into_iter().last());
+        let Some(owner) = owner else {
             // The source is a stand-in lending `home`'s settings.
-            None => fork.coming_from(None),
-        })
+            let source = Conversation::builder(home.clone()).store(store).build();
+            return Ok(Fork::new(source, at).coming_from(None));
+        };
+        // The source lends its settings and what its calls offered up to
+        // the node; its own thread is not needed.
+        let source = Conversation::stored(
+            store,
+            owner,
+            Point::default(),
+            Some(&at.thread),
+            home,
+            on_home,
+        )
+        .await?;
+        Ok(Fork::new(source, at))
     }
 
     /// [`Conversation::fork_at`], blocking.
@@ -898,45 +917,49 @@ impl Conversation {
     }
 }
 
-/// What a stored conversation's calls offered, for drift detection: the
-/// tool sets of the recorded runs that produced its thread's nodes (its own,
-/// and those of the conversations it was forked from, whose runs before the
-/// fork produced its prefix), oldest first.
+/// What a stored conversation's calls offered, for drift detection, as
+/// `thread` (its history, or the part of it a fork starts from) holds them:
+/// its tool offers up to the thread's head and those of the conversations it
+/// was forked from, each up to its fork, applied oldest first. Reads one
+/// row per change of a tool's schema, never the runs.
 async fn recorded_drift(
     store: &Store,
-    conversation: &skein_store::ConversationRecord,
+    conversation: &ConversationRecord,
     thread: &Thread,
 ) -> skein_store::Result<DriftTracker> {
     let api = store.nonblocking();
-    let nodes: HashSet<NodeId> = thread.nodes().iter().map(|node| node.id()).collect();
-    let mut runs = Vec::new();
+    let depth_of = |node: Option<NodeId>| {
+        node.and_then(|node| thread.ancestors().find(|held| held.id() == node))
+            .map(|held| held.depth())
+    };
+    let mut bound = thread.head().map(|head| head.depth());
+    let mut levels = Vec::new();
     let mut visited = HashSet::new();
     let mut next = Some((conversation.id.clone(), conversation.origin.clone()));
     while let Some((id, origin)) = next.take() {
         if !visited.insert(id.clone()) {
             break;
         }
-        runs.extend(
-            api.runs_of_conversation(&id)
-                .await?
-                .into_iter()
-                .filter(|run| run.output_head.is_some_and(|head| nodes.contains(&head))),
-        );
-        next = match origin.and_then(|origin| origin.conversation) {
+        levels.push(api.tool_offers(&id, bound).await?);
+        let Some(origin) = origin else { break };
+        bound = match (bound, depth_of(origin.node)) {
+            (Some(bound), Some(fork)) => Some(bound.min(fork)),
+            (bound, fork) => bound.or(fork),
+        };
+        next = match origin.conversation {
             Some(parent) => match api.conversation(&parent).await {
                 Ok(parent) => Some((parent.id, parent.origin)),
                 // An origin the store does not hold (a partial import)
-                // ends the walk; it has no runs to learn from.
+                // ends the walk; it has nothing to learn from.
                 Err(StoreError::ConversationNotFound(_)) => None,
                 Err(error) => return Err(error),
             },
             None => None,
         };
     }
-    runs.sort_by_key(|run| run.started_ms);
     let mut drift = DriftTracker::default();
-    for run in &runs {
-        drift.remember(&run.tools);
+    for offer in levels.into_iter().rev().flatten() {
+        drift.remember_schema(offer.name, offer.schema);
     }
     Ok(drift)
 }
@@ -994,7 +1017,9 @@ pub async fn owner_of_node(
     node: NodeId,
 ) -> skein_store::Result<Option<ConversationId>> {
     let runs = store.nonblocking().runs_producing(node).await?;
-    owner_of(store, node, &runs).await
+    Ok(owner_of(store, node, &runs)
+        .await?
+        .map(|conversation| conversation.id))
 }
 
 /// [`owner_of_node`] given the runs that produced `node`.
@@ -1002,10 +1027,10 @@ async fn owner_of(
     store: &Store,
     node: NodeId,
     runs: &[RunRecord],
-) -> skein_store::Result<Option<ConversationId>> {
+) -> skein_store::Result<Option<ConversationRecord>> {
     let api = store.nonblocking();
     if let Some(owner) = api.conversations_at(node).await?.into_iter().next() {
-        return Ok(Some(owner.id));
+        return Ok(Some(owner));
     }
     for id in runs
         .iter()
@@ -1013,7 +1038,7 @@ async fn owner_of(
         .filter_map(|run| run.conversation.as_ref())
     {
         match api.conversation(id).await {
-            Ok(found) => return Ok(Some(found.id)),
+            Ok(found) => return Ok(Some(found)),
             Err(StoreError::ConversationNotFound(_)) => {}
             Err(error) => return Err(error),
         }

@@ -87,6 +87,13 @@ impl DriftTracker {
         }
     }
 
+    /// Remember that tool `name` was last offered under the input schema
+    /// whose hash is `schema` ([`ToolSpec::schema_hash`]): how a loaded
+    /// conversation learns from the store's record of what it offered.
+    pub fn remember_schema(&mut self, name: String, schema: Digest) {
+        self.schemas.insert(name, schema);
+    }
+
     /// Warnings for the tools offered on one call, then remember them.
     pub fn check(&mut self, tools: &[ToolSpec]) -> Vec<DriftWarning> {
         let mut warnings = Vec::new();

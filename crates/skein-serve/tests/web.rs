@@ -2585,3 +2585,99 @@ async fn a_reply_past_the_stream_bound_is_cancelled_and_nothing_is_recorded() {
         runs_before
     );
 }
+
+// ---------------------------------------------------------------- costs
+
+/// Turns of the shallow conversations in the cost tests; the deep ones
+/// have `COST_DEEP`.
+const COST_SHALLOW: usize = 5;
+const COST_DEEP: usize = 25;
+
+/// A conversation of `turns` echo turns made through the proxy as a client
+/// makes them (each request the whole history): the messages to send with
+/// the next turn.
+async fn proxied_history(server: &Server, label: &str, turns: usize) -> Vec<Value> {
+    let mut messages = Vec::new();
+    for turn in 0..turns {
+        messages.push(serde_json::json!({"role": "user", "content": format!("{label} {turn}")}));
+        let (status, body) = server
+            .proxy(
+                "/v1/chat/completions",
+                serde_json::json!({ "model": "echo", "messages": messages }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        messages.push(body["choices"][0]["message"].clone());
+    }
+    messages
+}
+
+/// What one more proxied turn costs after `history`.
+async fn proxied_turn_costs(server: &Server, mut history: Vec<Value>) -> skein::Costs {
+    history.push(serde_json::json!({"role": "user", "content": "one more"}));
+    let meter = server.store.meter().unwrap();
+    let before = meter.read();
+    let (status, body) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({ "model": "echo", "messages": history }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    meter.read() - before
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_turn_costs_the_same_at_any_depth() {
+    let server = Server::proxying(None).await;
+    let shallow = proxied_history(&server, "shallow", COST_SHALLOW).await;
+    let deep = proxied_history(&server, "deep", COST_DEEP).await;
+    let shallow = proxied_turn_costs(&server, shallow).await;
+    let deep = proxied_turn_costs(&server, deep).await;
+    assert_eq!(
+        deep,
+        shallow,
+        "a proxied turn {} messages deeper cost more",
+        2 * (COST_DEEP - COST_SHALLOW)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_reply_costs_its_thread_and_a_constant() {
+    let server = Server::start().await;
+    let model = Model::open("echo").unwrap();
+    let mut heads = Vec::new();
+    for (label, turns) in [("shallow", COST_SHALLOW), ("deep", COST_DEEP)] {
+        let conversation = model.conversation().store(&server.store).build();
+        for turn in 0..turns {
+            conversation
+                .prompt(format!("{label} {turn}"))
+                .send()
+                .await
+                .unwrap();
+        }
+        heads.push(conversation.head().unwrap().to_hex());
+    }
+    let meter = server.store.meter().unwrap();
+    let mut costs = Vec::new();
+    for head in &heads {
+        let before = meter.read();
+        server
+            .turn(
+                &format!("/api/nodes/{head}/reply"),
+                serde_json::json!({ "text": "one more" }),
+            )
+            .await;
+        costs.push(meter.read() - before);
+    }
+    let (shallow, deep) = (costs[0], costs[1]);
+    assert_eq!(
+        deep.statements, shallow.statements,
+        "a deeper reply took more statements ({shallow} -> {deep})"
+    );
+    assert_eq!(
+        deep.rows - shallow.rows,
+        2 * (COST_DEEP - COST_SHALLOW) as u64,
+        "a web reply reads its thread once ({shallow} -> {deep})"
+    );
+}

@@ -20,6 +20,7 @@ concern with logic of its own are written in that concern's module
 
 use crate::error::Result;
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::offers::ToolOffer;
 use crate::records::{
     Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, Origin, RunId,
     RunRecord, TurnCommit,
@@ -182,5 +183,21 @@ impl AsyncStore<'_> {
     /// [`Store::recent_runs`].
     pub async fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
         self.store.backend().recent_runs(limit).await
+    }
+
+    /// What `conversation`'s own calls offered, one row per change of a
+    /// tool's schema, oldest first, up to `up_to_depth` of its thread (all
+    /// without it): what schema-drift warnings start from, read without its
+    /// runs. A fork's rows start after its origin's (read those up to the
+    /// fork's node).
+    pub async fn tool_offers(
+        &self,
+        conversation: &ConversationId,
+        up_to_depth: Option<u64>,
+    ) -> Result<Vec<ToolOffer>> {
+        self.store
+            .backend()
+            .tool_offers(conversation, up_to_depth)
+            .await
     }
 }

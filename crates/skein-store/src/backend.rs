@@ -11,9 +11,11 @@ checks, search's query language) is written once above this line, on
 `Store`, and reaches the database only through these traits.
 */
 
+use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::offers::ToolOffer;
 use crate::records::{
     Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, RerunId, RunId,
     RunRecord, TurnCommit,
@@ -82,6 +84,10 @@ pub(crate) trait Backend:
 
     fn debug_execute(&self, sql: &str) -> Result<u64>;
 
+    /// Count this handle's statements and rows from now on (see costs.rs);
+    /// `None` where the backend cannot.
+    fn meter(&self) -> Option<CostMeter>;
+
     fn debug_query_i64(&self, sql: &str) -> Result<i64>;
 }
 
@@ -147,6 +153,13 @@ pub(crate) trait Runs {
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<Vec<RunRecord>>>;
     fn runs_producing(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
+    /// What `conversation`'s calls offered, one row per change, up to a
+    /// depth of its thread (crate::offers).
+    fn tool_offers<'a>(
+        &'a self,
+        conversation: &'a ConversationId,
+        up_to_depth: Option<u64>,
+    ) -> BoxFuture<'a, Result<Vec<ToolOffer>>>;
     fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
 }
 

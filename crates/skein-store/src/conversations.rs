@@ -56,6 +56,15 @@ impl Landed {
         }
     }
 
+    /// The conversation whose thread now holds the turn (moved to it, or
+    /// created or branched at it).
+    pub(crate) fn holding_turn(&self) -> Option<&ConversationId> {
+        match self {
+            Landed::Moved(id) | Landed::Branched { into: id, .. } => Some(id),
+            Landed::Detached | Landed::Lost { .. } => None,
+        }
+    }
+
     pub(crate) fn into_committed(
         self,
         target: &Target,

@@ -53,12 +53,14 @@ mod backend;
 mod blocking;
 mod codec;
 mod conversations;
+mod costs;
 mod embeddings;
 pub mod error;
 mod family;
 mod graph;
 mod lanes;
 pub mod location;
+mod offers;
 mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -77,9 +79,11 @@ pub use async_store::AsyncStore;
 pub use blocking::blocking_caller;
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
+pub use costs::{CostMeter, Costs};
 pub use error::{HeadMoved, Result, StoreError, TlsProblem};
 pub use family::{FamilyLimits, FamilyRows, Rooted};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
+pub use offers::ToolOffer;
 pub use open::OpenMode;
 #[cfg(feature = "postgres")]
 #[doc(hidden)]

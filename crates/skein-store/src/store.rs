@@ -10,8 +10,10 @@ use crate::CommitStageProbe;
 use crate::async_store::AsyncStore;
 use crate::backend::Backend;
 use crate::blocking;
+use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::offers::ToolOffer;
 use crate::open::OpenMode;
 use crate::records::{
     Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, RunId, RunRecord,
@@ -299,6 +301,16 @@ impl Store {
         self.wait(self.nonblocking().runs_producing(node))
     }
 
+    /// [`AsyncStore::tool_offers`]: what `conversation`'s own calls
+    /// offered, one row per change of a tool's schema, up to a depth.
+    pub fn tool_offers(
+        &self,
+        conversation: &ConversationId,
+        up_to_depth: Option<u64>,
+    ) -> Result<Vec<ToolOffer>> {
+        self.wait(self.nonblocking().tool_offers(conversation, up_to_depth))
+    }
+
     /// The most recent runs, newest first.
     pub fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
         self.wait(self.nonblocking().recent_runs(limit))
@@ -368,6 +380,14 @@ impl Store {
     #[doc(hidden)]
     pub fn debug_execute(&self, sql: &str) -> Result<u64> {
         self.backend().debug_execute(sql)
+    }
+
+    /// Count the statements this handle runs and the rows they return, from
+    /// now on, so a test can state what an operation may cost (see
+    /// [`CostMeter`]); the same meter each time it is asked. SQLite only:
+    /// `None` on PostgreSQL. Counting costs a few nanoseconds per row.
+    pub fn meter(&self) -> Option<CostMeter> {
+        self.backend.meter()
     }
 
     /// The first column of the first row of `sql`, as an integer, for tests.

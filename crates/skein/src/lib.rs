@@ -83,7 +83,7 @@ pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, 
 pub use skein_engine::{
     CallDecision, ChainStatus, DEFAULT_CHAIN_LIMIT, DriftWarning, Engine, Tool, ToolError, tool_fn,
 };
-pub use skein_store::Store;
+pub use skein_store::{CostMeter, Costs, Store};
 
 /// The guide's examples, run as doc tests.
 #[doc = include_str!("../../../docs/continuing-and-branching.md")]

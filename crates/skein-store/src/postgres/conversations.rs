@@ -12,6 +12,7 @@ and reports [`StoreError::HeadMoved`] (its nodes and runs still commit).
 
 use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
+use super::offers::record_offers;
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
@@ -323,6 +324,9 @@ async fn commit_attempt<'t>(
             None => Landed::Detached,
         },
     };
+    if let Some(conversation) = landed.holding_turn() {
+        record_offers(tx, conversation, turn.thread, turn.runs).await?;
+    }
     probe(CommitStage::HeadMoved);
     probe(CommitStage::RunsWritten);
     let marks = missing

@@ -67,6 +67,7 @@ mod conversations;
 mod embeddings;
 mod family;
 mod graph;
+mod offers;
 mod pipeline;
 mod pool;
 mod reruns;
@@ -158,6 +159,10 @@ impl Backend for PgStore {
 
     fn debug_query_i64(&self, sql: &str) -> Result<i64> {
         self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
+    }
+
+    fn meter(&self) -> Option<crate::costs::CostMeter> {
+        None
     }
 }
 

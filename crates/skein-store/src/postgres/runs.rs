@@ -9,6 +9,7 @@ use super::PgStore;
 use super::pipeline::{Param, Pipeline};
 use crate::backend::{BoxFuture, Runs};
 use crate::error::{Result, StoreError};
+use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
 use deadpool_postgres::GenericClient;
@@ -57,6 +58,14 @@ impl Runs for PgStore {
 
     fn runs_producing(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
         Box::pin(self.runs_with_head(node))
+    }
+
+    fn tool_offers<'a>(
+        &'a self,
+        conversation: &'a ConversationId,
+        up_to_depth: Option<u64>,
+    ) -> BoxFuture<'a, Result<Vec<ToolOffer>>> {
+        Box::pin(PgStore::tool_offers(self, conversation, up_to_depth))
     }
 
     fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {

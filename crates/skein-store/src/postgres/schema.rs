@@ -244,6 +244,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // loads by range scans of `(lane, depth)` (see graph.rs); a lane is
     // named by its first node's id. Older databases are filed in Rust.
     Migration::Lanes,
+    // 12: the tools each conversation's calls offered, one row per change
+    // (see crate::offers), filled from the runs already stored.
+    Migration::SqlThen(super::offers::CREATE_TOOL_OFFERS, |tx| {
+        Box::pin(super::offers::fill_offers(tx, None))
+    }),
 ];
 
 /// The schema version this build writes.

@@ -12,6 +12,7 @@ with the file's size divided by a thousand, not with its node count.
 
 use super::PgStore;
 use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
+use super::offers::fill_offers;
 use super::pipeline::Pipeline;
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
@@ -25,7 +26,7 @@ use crate::transfer::{
     write_header, write_node,
 };
 use deadpool_postgres::GenericClient;
-use skein_core::{Message, NodeId};
+use skein_core::{ConversationId, Message, NodeId};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
@@ -69,6 +70,7 @@ impl Transfer for PgStore {
             // them need no query of their own.
             let mut known = Known::default();
             let mut new_nodes: Vec<NewNode> = Vec::new();
+            let mut offering: Vec<ConversationId> = Vec::new();
             for (number, line) in lines {
                 let number = *number;
                 match line {
@@ -150,6 +152,12 @@ impl Transfer for PgStore {
                             queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
                             pipeline.run().await?;
                             report.runs += 1;
+                            if let Some(conversation) = &run.conversation
+                                && !run.tools.is_empty()
+                                && !offering.contains(conversation)
+                            {
+                                offering.push(conversation.clone());
+                            }
                         }
                         known.runs.insert(run.id.to_string());
                     }
@@ -168,6 +176,7 @@ impl Transfer for PgStore {
                 }
             }
             insert_batched(tx, &mut new_nodes).await?;
+            fill_offers(tx, Some(&offering)).await?;
             Ok(report)
         })
         .and_then(|report| {

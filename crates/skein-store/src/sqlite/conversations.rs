@@ -7,6 +7,7 @@ turn's nodes, runs and landing are one `BEGIN IMMEDIATE` transaction.
 
 use super::SqliteStore;
 use super::graph::{append_nodes, seq_of};
+use super::offers::record_offers;
 use super::runs::insert_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
 use crate::blocking;
@@ -276,6 +277,9 @@ impl SqliteStore {
             probe(CommitStage::HeadMoved);
             for run in turn.runs {
                 insert_run(tx, run, landed.conversation().or(run.conversation.as_ref()))?;
+            }
+            if let Some(conversation) = landed.holding_turn() {
+                record_offers(tx, conversation, turn.thread, turn.runs)?;
             }
             probe(CommitStage::RunsWritten);
             Ok((written, landed))

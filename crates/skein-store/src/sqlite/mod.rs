@@ -25,6 +25,7 @@ mod conversations;
 mod embeddings;
 mod family;
 mod graph;
+mod offers;
 pub(crate) mod open;
 mod reruns;
 mod resolve;
@@ -37,12 +38,15 @@ mod verify;
 
 use crate::backend::{Backend, BoxFuture};
 use crate::blocking;
+use crate::costs::CostMeter;
 use crate::error::{Result, StoreError};
 use crate::open::OpenMode;
 use open::{ReadOnlyOpener, SqliteFile};
 use rusqlite::config::DbConfig;
+use rusqlite::trace::{TraceEvent, TraceEventCodes};
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use skein_core::StoreKey;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -66,6 +70,9 @@ struct Shared {
     /// Set when opened read-only: every connection is read-only (the
     /// "writer" too) and writes are refused.
     read_only: Option<ReadOnlyOpener>,
+    /// Set once a caller asked to count costs: every connection, those
+    /// made later too, reports to it.
+    meter: Mutex<Option<CostMeter>>,
 }
 
 impl Backend for SqliteStore {
@@ -103,6 +110,20 @@ impl Backend for SqliteStore {
 
     fn debug_execute(&self, sql: &str) -> Result<u64> {
         Ok(self.raw_connection()?.execute(sql, [])? as u64)
+    }
+
+    fn meter(&self) -> Option<CostMeter> {
+        let mut meter = lock(&self.shared.meter);
+        if let Some(meter) = meter.as_ref() {
+            return Some(meter.clone());
+        }
+        let new = CostMeter::default();
+        count_on(&mut lock(&self.shared.writer), &new).ok()?;
+        for reader in lock(&self.shared.readers).iter_mut() {
+            count_on(reader, &new).ok()?;
+        }
+        *meter = Some(new.clone());
+        Some(new)
     }
 
     fn debug_query_i64(&self, sql: &str) -> Result<i64> {
@@ -192,20 +213,25 @@ impl SqliteStore {
                 writer: Mutex::new(writer),
                 readers: Mutex::new(Vec::new()),
                 read_only,
+                meter: Mutex::new(None),
             }),
         })
     }
 
     /// A new connection of the kind this handle uses.
     fn connection(&self) -> Result<Connection> {
-        match &self.shared.read_only {
+        let mut conn = match &self.shared.read_only {
             Some(opener) => {
                 let conn = opener.connect()?;
                 configure(&conn)?;
-                Ok(conn)
+                conn
             }
-            None => connect(&self.shared.path),
+            None => connect(&self.shared.path)?,
+        };
+        if let Some(meter) = lock(&self.shared.meter).as_ref() {
+            count_on(&mut conn, meter)?;
         }
+        Ok(conn)
     }
 
     /// Run `work` in a `BEGIN IMMEDIATE` transaction and commit it. When the
@@ -292,6 +318,44 @@ fn configure(conn: &Connection) -> Result<()> {
     // statement it returns to its cache: nearly every cached statement was
     // compiled again on each use. Our queries have one right plan each.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(())
+}
+
+/// Report to `meter` the statements skein runs on `conn` and the rows they
+/// return. What SQLite runs inside them is left out: its reads of the
+/// schema (on a connection's first use) and the full-text index's upkeep
+/// (segment merges every so many inserts, amortised constant), which it
+/// traces as statements of their own, their text starting `--`; so counts
+/// depend neither on which pooled connection did the work nor on when the
+/// index last merged.
+fn count_on(conn: &mut Connection, meter: &CostMeter) -> Result<()> {
+    let meter = meter.clone();
+    // The texts of the statements SQLite ran inside ours, whose rows are
+    // left out too (a row event names only its statement; the index's own
+    // statements may have no text at all).
+    let mut inner: HashSet<String> = HashSet::new();
+    conn.trace_v2(
+        TraceEventCodes::SQLITE_TRACE_STMT | TraceEventCodes::SQLITE_TRACE_ROW,
+        Some(move |event: TraceEvent<'_>| match event {
+            TraceEvent::Stmt(statement, traced) => {
+                let sql = statement.sql();
+                if sql.is_empty() || traced.starts_with("--") || sql.contains("sqlite_master") {
+                    if !inner.contains(sql.as_ref()) {
+                        inner.insert(sql.into_owned());
+                    }
+                } else {
+                    meter.statement();
+                }
+            }
+            TraceEvent::Row(statement) => {
+                let sql = statement.sql();
+                if !sql.is_empty() && !inner.contains(sql.as_ref()) {
+                    meter.row();
+                }
+            }
+            _ => {}
+        }),
+    )?;
     Ok(())
 }
 

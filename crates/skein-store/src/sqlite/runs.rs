@@ -10,6 +10,7 @@ without reading every run.
 use super::SqliteStore;
 use crate::backend::{BoxFuture, Runs};
 use crate::error::{Result, StoreError};
+use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -47,6 +48,15 @@ impl Runs for SqliteStore {
 
     fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
         self.deferred(move |store| store.recent_runs(limit))
+    }
+
+    fn tool_offers<'a>(
+        &'a self,
+        conversation: &'a ConversationId,
+        up_to_depth: Option<u64>,
+    ) -> BoxFuture<'a, Result<Vec<ToolOffer>>> {
+        let conversation = conversation.clone();
+        self.deferred(move |store| store.tool_offers(&conversation, up_to_depth))
     }
 }
 

@@ -215,6 +215,9 @@ const MIGRATIONS: &[Migration] = &[
     // 11: nothing. PostgreSQL's version 11 adds the lanes this backend has
     // had since version 4.
     Migration::Sql(""),
+    // 12: the tools each conversation's calls offered, one row per change
+    // (see crate::offers), filled from the runs already stored.
+    Migration::Code(super::offers::add_tool_offers),
 ];
 
 /// The schema version this build writes.

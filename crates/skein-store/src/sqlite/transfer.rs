@@ -8,6 +8,7 @@ no database).
 
 use super::SqliteStore;
 use super::graph::{Placed, decode_message, insert_node, seq_of};
+use super::offers::fill_offers;
 use super::reruns::insert_rerun;
 use super::runs::insert_run;
 use crate::backend::Transfer;
@@ -44,6 +45,7 @@ impl Transfer for SqliteStore {
     fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(|tx| {
             let mut report = ImportReport::default();
+            let mut offering = Vec::new();
             for (number, line) in lines {
                 let number = *number;
                 match line {
@@ -107,6 +109,12 @@ impl Transfer for SqliteStore {
                             check_references(tx, number, line)?;
                             insert_run(tx, run, run.conversation.as_ref())?;
                             report.runs += 1;
+                            if let Some(conversation) = &run.conversation
+                                && !run.tools.is_empty()
+                                && !offering.contains(conversation)
+                            {
+                                offering.push(conversation.clone());
+                            }
                         }
                     }
                     Line::Rerun(rerun) => {
@@ -122,6 +130,7 @@ impl Transfer for SqliteStore {
                     }
                 }
             }
+            fill_offers(tx, Some(&offering))?;
             Ok(report)
         })
     }

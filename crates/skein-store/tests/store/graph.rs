@@ -641,7 +641,7 @@ fn a_database_from_before_roots_gets_them_on_open(backend: Backend) {
         store.debug_execute(statement).unwrap();
     }
     db.drop_search_index();
-    db.undo_schema_11();
+    db.undo_schemas_from_11();
     db.set_schema_version(6);
     let reopened = db.reopen();
     let family = reopened.family(&main.id, ALL).unwrap();
@@ -954,7 +954,7 @@ fn a_database_from_before_search_is_indexed_on_open(backend: Backend) {
         .push(Message::assistant(large));
     conversation_at(&db.store, "old", &thread, None);
     db.drop_search_index();
-    db.undo_schema_11();
+    db.undo_schemas_from_11();
     db.set_schema_version(9);
     let reopened = db.reopen();
     assert_eq!(

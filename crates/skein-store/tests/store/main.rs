@@ -13,6 +13,7 @@ mod crash;
 mod graph;
 mod import_properties;
 mod lanes;
+mod offers;
 mod open;
 mod processes;
 mod reruns;

@@ -854,7 +854,7 @@ fn stored_relations_are_indexed_when_the_schema_is_upgraded(backend: Backend) {
     // As the schema before run links left the database.
     db.store.debug_execute("DROP TABLE run_links").unwrap();
     db.drop_search_index();
-    db.undo_schema_11();
+    db.undo_schemas_from_11();
     db.set_schema_version(8);
     let reopened = db.reopen();
     assert_eq!(db.count("run_links"), 2);

@@ -7,5 +7,6 @@
 mod support;
 
 mod continuing;
+mod costs;
 mod faults;
 mod import;

@@ -243,11 +243,12 @@ impl TempStore {
         self.store.debug_execute(sql).unwrap();
     }
 
-    /// Take this database back to before schema version 11, which on
-    /// PostgreSQL added lanes (on SQLite it changed nothing), so that
-    /// reopening it runs migration 11 again. Tests that set an older schema
-    /// version call this first.
-    pub fn undo_schema_11(&self) {
+    /// Undo what migrations 11 and later did, so that reopening the
+    /// database runs them again: on PostgreSQL, 11 added lanes (on SQLite
+    /// it changed nothing); 12 added what each conversation's calls offered.
+    /// Tests that set an older schema version call this first.
+    pub fn undo_schemas_from_11(&self) {
+        self.store.debug_execute("DROP TABLE tool_offers").unwrap();
         if self.backend == Backend::Postgres {
             self.store
                 .debug_execute("ALTER TABLE nodes DROP COLUMN lane")
