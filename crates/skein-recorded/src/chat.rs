@@ -5,7 +5,9 @@
 the native history, the user message), runs it through the tool loop, and
 freezes the turn's evidence. Sends take `&mut self`, so two sends on one
 chat can never overlap: the compiler rejects it. A turn that fails, pauses
-or hits the chain limit records nothing, in memory or in the store.
+or hits the chain limit records no turn, in memory or in the store; the
+model call a failed turn failed in keeps its request and its failed run
+(the turn layer's failure rule).
 
 With a store attached, the chat is a conversation: each turn commits its
 nodes, its runs and the bookmark move in one transaction, and the chat can
@@ -420,7 +422,8 @@ impl RecordedChat {
     }
 
     /// Run one turn and freeze its evidence. Failed, paused and unfinished
-    /// turns record nothing.
+    /// turns record no turn (a failed model call keeps its request and its
+    /// failed run).
     pub async fn send(&mut self, text: impl Into<String>) -> Result<&Arc<Turn>> {
         let text = text.into();
         let index = self.turn_count();

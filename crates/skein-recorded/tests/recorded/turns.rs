@@ -202,6 +202,48 @@ fn lookup() -> Arc<dyn skein_engine::Tool> {
     })
 }
 
+/// A tool loop whose second call fails: no turn, and the failed call keeps
+/// its request, the first call's reply and the tool's results included.
+#[tokio::test]
+async fn a_tool_loop_failing_in_its_second_call_keeps_that_calls_request() {
+    const FAILS_AFTER_THE_TOOL: &str = r#"
+[[rules]]
+tool_offered = "lookup"
+last_role = "user"
+tool_calls = [{ name = "lookup", arguments = '{"q": "price"}' }]
+
+[[rules]]
+last_role = "tool"
+error = { kind = "server", message = "overloaded" }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(FAILS_AFTER_THE_TOOL);
+    let mut chat = RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
+        .tool(lookup())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    let error = chat.send("what is the price?").await.unwrap_err();
+    assert!(error.to_string().contains("overloaded"), "{error}");
+    assert_eq!(model.count(), 2);
+    assert!(chat.turns().is_empty());
+    assert!(store.list_conversations(10).unwrap().is_empty());
+    let runs = store.recent_runs(10).unwrap();
+    assert_eq!(
+        runs.len(),
+        1,
+        "a failed turn records no turn: only the failed call"
+    );
+    assert_eq!(runs[0].status, skein_store::RunStatus::Failed);
+    let input = store.load_thread(runs[0].input_head.unwrap()).unwrap();
+    let roles: Vec<Role> = input.messages().iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    assert_eq!(input.messages()[0].joined_text(), "what is the price?");
+    assert_consistent(&store);
+}
+
 #[tokio::test]
 async fn a_paused_turn_records_nothing() {
     let dir = tempfile::tempdir().unwrap();
