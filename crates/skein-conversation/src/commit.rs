@@ -1,18 +1,24 @@
 /*!
-The one place a turn is written: [`commit`]. Every surface (a live
-[`Conversation`](crate::Conversation), a recorded chat, the recording proxy,
-the command line) records its turns, successful or failed, through it, so a
-turn is always one store transaction: its nodes, its runs, and where it
-lands.
+The one place a turn is written: [`commit`], and [`failed`] for a model call
+that failed. Every surface (a live [`Conversation`](crate::Conversation), a
+recorded chat, the recording proxy, the command line) records its turns
+through them, so a turn is always one store transaction: its nodes, its
+runs, and where it lands.
 
 Where a turn lands depends on its [`Bookmark`]: a conversation the store
 already holds moves forward by compare-and-set from the head the turn
-started at; one it does not hold yet is created in the same transaction
-(so a failed first turn leaves no conversation behind, only its failed
-run). When another writer moved the head first, the turn's nodes and runs
-are stored either way, and the caller's [`OnMoved`] says whether the turn
-fails with the head-moved error or becomes a branch: a new conversation at
-the turn's head whose origin is the conversation and node it started from.
+started at; one it does not hold yet is created in the same transaction.
+When another writer moved the head first, the turn's nodes and runs are
+stored either way, and the caller's [`OnMoved`] says whether the turn fails
+with the head-moved error or becomes a branch: a new conversation at the
+turn's head whose origin is the conversation and node it started from.
+
+A model call that fails is written by the failure rule, [`failed`], and
+nothing else: the request it sent (the history and the turn's new messages:
+the user's text, tool results) is stored and its failed run points at it,
+in one transaction, and no bookmark moves or is created. So a failed turn's
+input can be found and shown like any message, and `verify` and an export
+see every node a run names.
 */
 
 use skein_core::{
@@ -74,10 +80,11 @@ pub enum OnMoved {
 }
 
 /// Write one turn in one transaction: `thread` (the history after the
-/// turn; `None` for a failed run, which adds no node) and `runs`, landing
-/// in `bookmark`'s conversation from `from` (the head the turn started
-/// at). A failed turn of a conversation the store does not hold yet
-/// records its runs alone.
+/// turn; `None` for runs whose nodes are stored already, which move
+/// nothing) and `runs`, landing in `bookmark`'s conversation from `from`
+/// (the head the turn started at). Runs without a thread for a conversation
+/// the store does not hold are recorded alone, under the conversation
+/// their records name. A failed model call is written by [`failed`].
 pub async fn commit(
     store: &Store,
     bookmark: &Bookmark,
@@ -169,17 +176,61 @@ fn first_prompt(thread: &Thread, start: Option<NodeId>) -> Option<String> {
         .and_then(|message| ConversationSettings::title_from(&message.joined_text()))
 }
 
-/// The record of a run that failed after its model call started, with the
-/// usage `engine`'s ledger counted for it (see
-/// [`Prepared::failed_record`]). It names no conversation; [`commit`] puts
-/// it in one.
-pub fn failed_run(engine: &Engine, prepared: &Prepared, error: &EngineError) -> Option<RunRecord> {
+/// A model call that failed after it started (the call failed, or its
+/// reply never met the output contract): the record of its run and the
+/// request it sent.
+#[derive(Clone, Debug)]
+pub struct FailedCall {
+    /// The failed run, with the usage the engine's ledger counted for it.
+    /// It names no conversation; [`failed`] decides that.
+    pub record: RunRecord,
+    /// The request as rendered: the history, then the call's new messages
+    /// (its input head is the record's `input_head`).
+    pub input: Thread,
+}
+
+/// The failed call `prepared` made, when it failed after its model call
+/// started (see [`Prepared::failed_record`]); `None` for failures before
+/// any call, which leave nothing to record.
+pub fn failed_call(
+    engine: &Engine,
+    prepared: &Prepared,
+    error: &EngineError,
+) -> Option<FailedCall> {
     let mut record = prepared.failed_record(error)?;
     if let Some(entry) = engine.ledger().entry(&record.id) {
         record.usage = entry.usage;
         record.usage_complete = entry.usage_complete;
     }
-    Some(record)
+    Some(FailedCall {
+        record,
+        input: prepared.thread.clone(),
+    })
+}
+
+/// The failure rule: store `call`'s input messages (those the store lacks)
+/// and its failed run, whose input head is the request's last message, in
+/// one transaction. No bookmark moves and no conversation is created: the
+/// run belongs to `conversation` when the store holds it, else to none (a
+/// failed first turn, or a call no conversation owns yet).
+pub async fn failed(
+    store: &Store,
+    conversation: Option<&Bookmark>,
+    call: &FailedCall,
+) -> Result<Committed, StoreError> {
+    let mut record = call.record.clone();
+    record.input_head = call.input.head_id();
+    record.conversation = conversation
+        .filter(|bookmark| bookmark.stored)
+        .map(|bookmark| bookmark.id.clone());
+    store
+        .nonblocking()
+        .commit_turn(&TurnCommit {
+            target: Target::Detached,
+            thread: (!call.input.is_empty()).then_some(&call.input),
+            runs: std::slice::from_ref(&record),
+        })
+        .await
 }
 
 /// Store `thread` as `bookmark`'s conversation after the fact (a response

@@ -9,7 +9,9 @@ conversation's defaults as explicit inputs, and then moves the bookmark
 from that point to the new head by compare-and-set: in memory, and in the
 store when one is attached (the turn's nodes, runs and bookmark move in one
 transaction). A conversation with a store is written to it only once its
-first turn succeeds, so a failed first turn leaves nothing behind.
+first turn succeeds. A model call that fails keeps, by the failure rule
+([`commit::failed`]), its input messages and its failed run, and moves
+nothing: a failed first turn creates no conversation.
 
 Hooks (`before_call`, `after_call`) are closures: they live in memory only
 and never reach the store. A loaded conversation has none until they are
@@ -26,7 +28,7 @@ loaded conversation starts from the tool sets its recorded calls offered
 tool whose schema changed since yesterday's turn warns on today's.
 */
 
-use crate::commit::{self, Bookmark, OnMoved};
+use crate::commit::{self, Bookmark, FailedCall, OnMoved};
 use crate::error::{Error, Result};
 use crate::input::TurnInput;
 use crate::model::Model;
@@ -678,8 +680,8 @@ impl Conversation {
         let output = match outcome {
             Ok(output) => output,
             Err(error) => {
-                if let Some(record) = commit::failed_run(model.engine(), &prepared, &error) {
-                    self.record_failure(&from, record).await;
+                if let Some(call) = commit::failed_call(model.engine(), &prepared, &error) {
+                    self.record_failure(&call).await;
                 }
                 return Err(error.into());
             }
@@ -728,22 +730,28 @@ impl Conversation {
                 let failed = failure
                     .failed_call
                     .as_deref()
-                    .and_then(|call| commit::failed_run(model.engine(), call, &failure.error));
+                    .and_then(|call| commit::failed_call(model.engine(), call, &failure.error));
                 match (failure.thread, failure.completed.last()) {
-                    // The completed calls and the failed one, in one write.
+                    // The completed calls land, and the failed one, whose
+                    // input is where they end, keeps its run: one write.
                     (Some(thread), Some(last)) => {
+                        debug_assert!(
+                            failed
+                                .as_ref()
+                                .is_none_or(|call| call.input.head_id() == thread.head_id())
+                        );
                         let to = Point::after(thread, last);
                         let records: Vec<_> = failure
                             .completed
                             .iter()
                             .map(|output| output.record(Some(&self.shared.id)))
-                            .chain(failed)
+                            .chain(failed.map(|call| call.record))
                             .collect();
                         self.commit(&from, &to, records).await?;
                     }
                     _ => {
-                        if let Some(failed) = failed {
-                            self.record_failure(&from, failed).await;
+                        if let Some(call) = failed {
+                            self.record_failure(&call).await;
                         }
                     }
                 }
@@ -855,26 +863,15 @@ impl Conversation {
         }
     }
 
-    /// Record a model call that failed, when the conversation has a store
-    /// (so the failure is visible in the log). A conversation the store
-    /// does not hold yet stays unstored: its failed run is recorded alone.
-    async fn record_failure(&self, from: &Point, mut record: RunRecord) {
+    /// Keep a model call that failed, when the conversation has a store,
+    /// by the failure rule ([`commit::failed`]): its input stored, its
+    /// failed run pointing there, the head where it was. A conversation the
+    /// store does not hold yet stays unstored.
+    async fn record_failure(&self, call: &FailedCall) {
         let Some(store) = &self.shared.store else {
             return;
         };
-        let bookmark = self.bookmark();
-        // The request's own head (the new message) was never stored.
-        record.input_head = bookmark.stored.then(|| from.head()).flatten();
-        let written = commit::commit(
-            store,
-            &bookmark,
-            from.head(),
-            None,
-            vec![record],
-            OnMoved::Fail,
-        )
-        .await;
-        if let Err(error) = written {
+        if let Err(error) = commit::failed(store, Some(&self.bookmark()), call).await {
             tracing::warn!("cannot record the failed run: {error}");
         }
     }

@@ -12,9 +12,10 @@ skein's turn layer: the one place a turn is run and recorded.
   what a turn returns, and replying and forking from it.
 - [`Model`]: a handle on a model through the engine, by configured profile
   or by name.
-- [`commit`]: how every surface writes a turn, failed ones included: one
-  store transaction, the first turn of a conversation included, with the
-  surface's choice of what a lost race does.
+- [`commit`]: how every surface writes a turn: one store transaction, the
+  first turn of a conversation included, with the surface's choice of what
+  a lost race does; and the failure rule for a failed model call (its input
+  messages and its failed run stored, nothing moved).
 - [`blocking`]: every operation that waits, run to completion for callers
   without an async runtime.
 - [`family`](mod@family): a conversation's family, the one meaning every surface

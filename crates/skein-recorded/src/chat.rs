@@ -5,7 +5,9 @@
 the native history, the user message), runs it through the tool loop, and
 freezes the turn's evidence. Sends take `&mut self`, so two sends on one
 chat can never overlap: the compiler rejects it. A turn that fails, pauses
-or hits the chain limit records nothing, in memory or in the store.
+or hits the chain limit records no turn, in memory or in the store; the
+model call a failed turn failed in keeps its request and its failed run
+(the turn layer's failure rule).
 
 With a store attached, the chat is a conversation: each turn commits its
 nodes, its runs and the bookmark move in one transaction, and the chat can
@@ -22,7 +24,7 @@ use crate::layout::{Layout, tag_tool_parts};
 use crate::persist::{Loaded, LoadedTurn, TurnAt};
 use crate::reason::Report;
 use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
-use skein_conversation::commit::{self, Bookmark, OnMoved};
+use skein_conversation::commit::{self, Bookmark, FailedCall, OnMoved};
 use skein_core::provider::GenerationOptions;
 use skein_core::{
     Annotation, Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId,
@@ -420,7 +422,8 @@ impl RecordedChat {
     }
 
     /// Run one turn and freeze its evidence. Failed, paused and unfinished
-    /// turns record nothing.
+    /// turns record no turn (a failed model call keeps its request and its
+    /// failed run).
     pub async fn send(&mut self, text: impl Into<String>) -> Result<&Arc<Turn>> {
         let text = text.into();
         let index = self.turn_count();
@@ -527,28 +530,14 @@ impl RecordedChat {
         Ok(self.turns.last().expect("just pushed"))
     }
 
-    /// Record the run a failed turn's tool loop failed in (the turn itself
-    /// records nothing): on its own while the chat is not stored yet.
-    async fn record_failure(&self, failed: Option<RunRecord>) {
-        let (Some(store), Some(mut record)) = (&self.config.store, failed) else {
+    /// Keep the model call a failed turn's tool loop failed in by the
+    /// failure rule ([`commit::failed`]): its request's messages and its
+    /// failed run, nothing moved (the turn itself records nothing).
+    async fn record_failure(&self, failed: Option<FailedCall>) {
+        let (Some(store), Some(call)) = (&self.config.store, failed) else {
             return;
         };
-        record.input_head = self
-            .bookmark
-            .stored
-            .then(|| self.history.head_id())
-            .flatten();
-        let from = self.history.head_id();
-        let written = commit::commit(
-            store,
-            &self.bookmark,
-            from,
-            None,
-            vec![record],
-            OnMoved::Fail,
-        )
-        .await;
-        if let Err(error) = written {
+        if let Err(error) = commit::failed(store, Some(&self.bookmark), &call).await {
             tracing::warn!("cannot record the failed run: {error}");
         }
     }
@@ -633,7 +622,7 @@ fn push_source(sources: &mut Vec<SourceInfo>, id: &str, kind: SourceKind, hook: 
 /// call it failed in, when one failed.
 pub(crate) struct LoopFailure {
     pub(crate) error: RecordedError,
-    pub(crate) failed: Option<RunRecord>,
+    pub(crate) failed: Option<FailedCall>,
 }
 
 impl From<RecordedError> for LoopFailure {
@@ -705,14 +694,15 @@ impl Config {
         }
         // A failed turn records no turn, so what the chain completed before
         // the failure is dropped with it; the call it failed in keeps its
-        // run record.
+        // run and its request (which holds what the completed calls said).
         let output = chain
             .run(&self.engine, decorate(request))
             .await
             .map_err(|failure| LoopFailure {
-                failed: failure.failed_call.as_deref().and_then(|call| {
-                    skein_conversation::commit::failed_run(&self.engine, call, &failure.error)
-                }),
+                failed: failure
+                    .failed_call
+                    .as_deref()
+                    .and_then(|call| commit::failed_call(&self.engine, call, &failure.error)),
                 error: failure.error.into(),
             })?;
         match output.status {

@@ -2008,8 +2008,8 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
     assert_eq!(counts(&server.store), before, "nothing was written");
 }
 
-/// A failed model call streams an `error` event, and its run is recorded
-/// as on every surface.
+/// A failed model call streams an `error` event, and its message and its
+/// failed run are recorded, nothing moved, as on every surface.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
@@ -2041,8 +2041,14 @@ async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
     let message = last.data["message"].as_str().unwrap();
     assert!(message.contains("the model is down"), "{message}");
     let after = counts(&server.store);
-    assert_eq!(after.0, before.0, "no nodes");
+    assert_eq!(after.0, before.0 + 1, "the user's message, no reply");
     assert_eq!(after.2, before.2 + 1, "the failed run is recorded");
+    let failed = server.store.recent_runs(1).unwrap().remove(0);
+    assert_eq!(failed.status, RunStatus::Failed);
+    let input = server.store.node(failed.input_head.unwrap()).unwrap();
+    assert_eq!(input.message.joined_text(), "Again?");
+    assert_eq!(input.parent.map(|node| node.to_hex()), Some(story.a2));
+    assert!(server.store.verify().unwrap().is_ok());
 }
 
 /// A recorded turn with sources: its report, a rerun without one of them

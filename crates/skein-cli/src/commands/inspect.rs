@@ -166,7 +166,8 @@ fn log_recent(
                 || run.backend.as_deref() == Some(model)
         });
     }
-    // A failed run's request was never stored (a failed turn adds no node).
+    // A failed run's prompt is its stored input; a database written before
+    // failed calls kept their input may lack it, and then shows none.
     let text_of = |id: Option<NodeId>| -> Result<Option<String>> {
         match id.map(|id| ctx.store.node(id)) {
             Some(Ok(node)) => Ok(Some(node.message.joined_text())),

@@ -312,6 +312,7 @@ fn scripted_models_follow_their_rules_and_failures_are_recorded() {
     assert_eq!(bearish["text"], "HOLD");
 
     let nodes = skein.count("nodes");
+    let conversations = skein.count("conversations");
     let output = skein.run(&["prompt", "-m", &model, "fail please"]);
     assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
     assert!(
@@ -319,9 +320,52 @@ fn scripted_models_follow_their_rules_and_failures_are_recorded() {
         "{}",
         stderr(&output)
     );
-    assert_eq!(skein.count("nodes"), nodes, "a failed turn adds no node");
+    assert_eq!(
+        skein.count("nodes"),
+        nodes + 1,
+        "a failed turn keeps the user's message, and no reply"
+    );
+    assert_eq!(skein.count("conversations"), conversations);
     let log = skein.json(&["log", "-n", "1"]);
     assert_eq!(log[0]["run"]["status"], "failed");
+    assert_eq!(log[0]["prompt"], "fail please");
+    assert_eq!(log[0]["reply"], serde_json::Value::Null);
+    skein.ok(&["verify"]);
+
+    // A failed turn of a conversation: the head stays, the message is its
+    // failed run's prompt and can be found and shown.
+    let head = skein.json(&["prompt", "-c", "How much should we allocate?"])["node"].clone();
+    let output = skein.run(&["prompt", "-c", "fail please, walrus"]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    let again = skein.json(&["prompt", "-c", "How much should we allocate?"]);
+    let recent = skein.json(&["log", "-n", "2"]);
+    assert_eq!(recent[0]["prompt"], "fail please, walrus", "{recent}");
+    assert_eq!(recent[0]["run"]["conversation"], again["conversation"]);
+    let text = skein.ok(&["log", "-n", "2"]);
+    assert!(text.contains("> fail please, walrus"), "{text}");
+    assert!(
+        text.contains("! the provider failed (status 503)"),
+        "{text}"
+    );
+    let found = skein.json(&["search", "walrus"]);
+    let matches = found["matches"].as_array().unwrap();
+    assert_eq!(matches.len(), 1, "{found}");
+    let input = matches[0]["node"].as_str().unwrap();
+    let shown = skein.json(&["show", input]);
+    assert_eq!(
+        shown["node"]["parent"], head,
+        "after the head it was sent at"
+    );
+    let shown = skein.ok(&["show", input]);
+    assert!(shown.contains("fail please, walrus"), "{shown}");
+    let reply = skein.json(&["show", again["node"].as_str().unwrap()]);
+    let user = reply["node"]["parent"].as_str().unwrap();
+    assert_eq!(
+        skein.json(&["show", user])["node"]["parent"],
+        head,
+        "the head never moved to it"
+    );
+    skein.ok(&["verify"]);
 
     let output = skein.run(&["prompt", "-m", "gpt-imaginary", "hi"]);
     assert_eq!(output.status.code(), Some(5));
@@ -1703,7 +1747,10 @@ fn failures_say_each_cause_once_and_what_to_do() {
         "error: the environment variable OPENAI_API_KEY is not set: set it to your API key \
          (for example `export OPENAI_API_KEY=...`)\n"
     );
-    assert_eq!(skein.count("nodes"), 0);
+    // Only the call that reached for the provider failed as a model call:
+    // it keeps its run and its message; the others stopped before any call.
+    assert_eq!(skein.count("runs"), 1);
+    assert_eq!(skein.count("nodes"), 1);
 }
 
 #[test]

@@ -999,10 +999,108 @@ fn a_client_key_passed_through_is_never_stored_logged_or_shown() {
     );
 }
 
+/// A model call that fails through the proxy, on each API, streamed or not
+/// (issue 27: the failed run named the request's new user message, which
+/// was never stored, so `skein verify` exited 6 and the export could not be
+/// imported). The request's messages are stored, the failed run names its
+/// last one as its input, no conversation is made, `skein verify` is clean
+/// and the export imports. On SQLite and, when `SKEIN_TEST_POSTGRES` names
+/// a server, on PostgreSQL.
+#[test]
+fn a_failed_model_call_keeps_its_request_and_the_database_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    failed_calls(
+        &dir.path().join("skein.db").display().to_string(),
+        dir.path(),
+    );
+    #[cfg(feature = "postgres")]
+    if let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    {
+        let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
+        failed_calls(schema.url(), dir.path());
+    }
+}
+
+fn failed_calls(db: &str, scratch: &Path) {
+    let server = Server::start(Path::new(db), &["--proxy", "-m", &scripted()]);
+    let earlier = [
+        json!({"role": "user", "content": "hello there"}),
+        json!({"role": "assistant", "content": "you said: hello there"}),
+    ];
+    let mut sent = Vec::new();
+    for stream in [false, true] {
+        let mode = if stream { "streamed" } else { "whole" };
+        let chat = format!("please fail chat {mode}");
+        let messages = format!("please fail messages {mode}");
+        let responses = format!("please fail responses {mode}");
+        let mut history = earlier.to_vec();
+        history.push(json!({"role": "user", "content": chat}));
+        let requests = [
+            ("/v1/chat/completions", json!({"messages": history})),
+            (
+                "/v1/messages",
+                json!({"max_tokens": 50, "messages": [{"role": "user", "content": messages}]}),
+            ),
+            ("/v1/responses", json!({"input": responses})),
+        ];
+        for (path, mut body) in requests {
+            body["stream"] = json!(stream);
+            let (status, text) = post(&server.address, path, &body.to_string(), None);
+            assert_eq!(status, 502, "{path} ({mode}): {text}");
+            assert!(text.contains("upstream overloaded"), "{path}: {text}");
+        }
+        sent.extend([chat, messages, responses]);
+    }
+    drop(server);
+
+    let store = skein::Store::open(db).unwrap();
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(store.list_conversations(10).unwrap().is_empty());
+    let failed = store.recent_runs(100).unwrap();
+    assert_eq!(failed.len(), 6);
+    let mut inputs = Vec::new();
+    for run in &failed {
+        assert_eq!(run.status, skein::store::RunStatus::Failed);
+        assert_eq!(run.conversation, None);
+        assert!(run.request.is_some(), "the request body is kept");
+        let input = store.node(run.input_head.expect("an input")).unwrap();
+        assert_eq!(input.message.role, skein::Role::User);
+        inputs.push(input.message.joined_text());
+        // The chat completions request's history is stored before it.
+        if input.message.joined_text().contains("chat") {
+            let thread = store.load_thread(input.id).unwrap();
+            assert_eq!(thread.len(), 3);
+            assert_eq!(thread.messages()[0].joined_text(), "hello there");
+        }
+    }
+    inputs.sort();
+    sent.sort();
+    assert_eq!(inputs, sent);
+    let found = store
+        .search(&skein::store::SearchQuery::new("responses streamed"))
+        .unwrap();
+    assert_eq!(found.matches.len(), 1, "what the client sent can be found");
+
+    let cli = Cli::new(crate::BIN, scratch.join("unused.db")).on(db);
+    cli.ok(&["verify"]);
+    let export = scratch.join(format!("export-{}.jsonl", failed[0].id));
+    std::fs::write(&export, cli.ok(&["export"])).unwrap();
+    let fresh = Cli::new(
+        crate::BIN,
+        scratch.join(format!("fresh-{}.db", failed[0].id)),
+    );
+    let imported = fresh.json(&["import", export.to_str().unwrap()]);
+    assert_eq!(imported["runs"], 6, "{imported}");
+    fresh.ok(&["verify"]);
+}
+
 /// A model that fails after its reply began: each API's stream ends with
 /// its own error event after the text it had, a request that does not
-/// stream gets the API's error, and every failed call keeps its run, with
-/// no node.
+/// stream gets the API's error, and every failed call keeps its run and the
+/// request's message, and no part of the cut reply.
 #[test]
 fn a_model_failing_mid_reply_ends_each_api_its_own_way() {
     let dir = tempfile::tempdir().unwrap();
@@ -1047,14 +1145,17 @@ fn a_model_failing_mid_reply_ends_each_api_its_own_way() {
         assert!(text.contains("the model failed"), "{path}: {text}");
     }
     drop(server);
-    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 0);
+    // One message, the same on every API: sent six times, stored once.
+    assert_eq!(count(&db, "SELECT count(*) FROM nodes"), 1);
     assert_eq!(
         count(
             &db,
-            "SELECT count(*) FROM runs WHERE status = 'failed' AND request IS NOT NULL"
+            "SELECT count(*) FROM runs WHERE status = 'failed' AND request IS NOT NULL \
+             AND input_head = (SELECT id FROM nodes)"
         ),
         6
     );
+    Cli::new(crate::BIN, &db).ok(&["verify"]);
 }
 
 /// Many servers, one graph: two `skein serve --proxy` processes on one

@@ -116,7 +116,7 @@ reply = "fine"
 "#;
 
 #[tokio::test]
-async fn a_failed_turn_records_nothing_in_memory_or_in_the_store() {
+async fn a_failed_turn_records_no_turn_but_keeps_its_message_and_its_failed_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
     let mut chat = RecordedChat::builder(
@@ -138,8 +138,8 @@ async fn a_failed_turn_records_nothing_in_memory_or_in_the_store() {
     assert_eq!(chat.history().head_id(), head);
     let conversation = store.conversation(chat.conversation().unwrap()).unwrap();
     assert_eq!(conversation.head, head);
-    // The turn left no node and no succeeded run; the call it failed in
-    // keeps its record, as every failed run does.
+    // The turn left no reply and no succeeded run; the call it failed in
+    // keeps its record and its input, as every failed call does.
     // (Runs started in one millisecond have no order: found by status.)
     let runs = store.runs_of_conversation(&conversation.id).unwrap();
     assert_eq!(runs.len(), 2);
@@ -151,8 +151,27 @@ async fn a_failed_turn_records_nothing_in_memory_or_in_the_store() {
         .expect("the failed call keeps its run");
     assert_eq!(failed.output_head, None);
     assert!(failed.error.as_deref().unwrap().contains("overloaded"));
+    let input = store.node(failed.input_head.unwrap()).unwrap();
+    assert_eq!(input.message.joined_text(), "please fail");
+    assert_eq!(
+        input.parent, head,
+        "the message follows the head it was sent at"
+    );
+    assert_consistent(&store);
     // The chat goes on, and the next turn is number 1.
     assert_eq!(chat.send("again").await.unwrap().index(), 1);
+}
+
+/// `verify` finds nothing wrong, and an export imports into a new store.
+fn assert_consistent(store: &skein_store::Store) {
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let mut export = Vec::new();
+    store.export(&mut export).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = skein_store::Store::open(dir.path().join("fresh.sqlite")).unwrap();
+    fresh.import(&mut export.as_slice()).unwrap();
+    assert!(fresh.verify().unwrap().is_ok());
 }
 
 const TOOLS: &str = r#"
@@ -181,6 +200,48 @@ fn lookup() -> Arc<dyn skein_engine::Tool> {
     tool_fn("lookup", "Looks a price up", |query: Query| async move {
         Ok::<_, std::convert::Infallible>(format!("{} is 42", query.q))
     })
+}
+
+/// A tool loop whose second call fails: no turn, and the failed call keeps
+/// its request, the first call's reply and the tool's results included.
+#[tokio::test]
+async fn a_tool_loop_failing_in_its_second_call_keeps_that_calls_request() {
+    const FAILS_AFTER_THE_TOOL: &str = r#"
+[[rules]]
+tool_offered = "lookup"
+last_role = "user"
+tool_calls = [{ name = "lookup", arguments = '{"q": "price"}' }]
+
+[[rules]]
+last_role = "tool"
+error = { kind = "server", message = "overloaded" }
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(FAILS_AFTER_THE_TOOL);
+    let mut chat = RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
+        .tool(lookup())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    let error = chat.send("what is the price?").await.unwrap_err();
+    assert!(error.to_string().contains("overloaded"), "{error}");
+    assert_eq!(model.count(), 2);
+    assert!(chat.turns().is_empty());
+    assert!(store.list_conversations(10).unwrap().is_empty());
+    let runs = store.recent_runs(10).unwrap();
+    assert_eq!(
+        runs.len(),
+        1,
+        "a failed turn records no turn: only the failed call"
+    );
+    assert_eq!(runs[0].status, skein_store::RunStatus::Failed);
+    let input = store.load_thread(runs[0].input_head.unwrap()).unwrap();
+    let roles: Vec<Role> = input.messages().iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    assert_eq!(input.messages()[0].joined_text(), "what is the price?");
+    assert_consistent(&store);
 }
 
 #[tokio::test]
@@ -237,10 +298,14 @@ async fn a_failed_first_turn_leaves_no_conversation_and_one_failed_run() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, skein_store::RunStatus::Failed);
     assert_eq!(runs[0].conversation, None);
+    // Only the user's message is stored, as the failed run's input.
     assert_eq!(
         store.debug_query_i64("SELECT count(*) FROM nodes").unwrap(),
-        0
+        1
     );
+    let input = store.node(runs[0].input_head.unwrap()).unwrap();
+    assert_eq!(input.message.joined_text(), "please fail");
+    assert_consistent(&store);
     // The next turn succeeds and creates the conversation.
     chat.send("hello").await.unwrap();
     assert_eq!(store.list_conversations(10).unwrap().len(), 1);

@@ -425,10 +425,10 @@ impl Recorder {
         let output = match outcome {
             Ok(output) => output,
             Err(error) => {
-                let failed = commit::failed_run(self.model.engine(), &self.prepared, &error);
-                if let Some(run) = failed.filter(|_| self.keep)
+                let failed = commit::failed_call(self.model.engine(), &self.prepared, &error);
+                if let Some(call) = failed.filter(|_| self.keep)
                     && let Err(problem) =
-                        record::record_failed(&self.state.store, run, &self.meta).await
+                        record::record_failed(&self.state.store, call, &self.meta).await
                 {
                     tracing::error!("the proxy could not record a failed run: {problem}");
                 }

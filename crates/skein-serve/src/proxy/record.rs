@@ -21,8 +21,9 @@ request with that header continues (or joins) only a conversation of that
 name: where the conversations at the node it would continue have other
 names, it starts a conversation of its own name there, a branch of theirs.
 
-A failed model call keeps its run record, with no node. Nothing is written
-for a request that asked not to be stored.
+A failed model call keeps the request's messages and its failed run, which
+names them as its input and belongs to no conversation; nothing moves.
+Nothing is written for a request that asked not to be stored.
 */
 
 use skein::conversation::commit::{self, Bookmark, OnMoved};
@@ -179,23 +180,17 @@ pub async fn record(
     })
 }
 
-/// Keep the record of a model call that failed (no node).
+/// Keep a model call that failed by the failure rule
+/// ([`commit::failed`]): the request's messages stored, its failed run (with
+/// the exact request body) pointing at them, in no conversation and with
+/// nothing moved.
 pub async fn record_failed(
     store: &Store,
-    mut run: RunRecord,
+    mut call: commit::FailedCall,
     meta: &Meta,
 ) -> Result<(), StoreError> {
-    meta.mark(&mut run);
-    commit::commit(
-        store,
-        &Bookmark::new(ConversationId::random()),
-        None,
-        None,
-        vec![run],
-        OnMoved::Fail,
-    )
-    .await
-    .map(drop)
+    meta.mark(&mut call.record);
+    commit::failed(store, None, &call).await.map(drop)
 }
 
 /// Where the reply `node` to `request` lands (see the module docs).

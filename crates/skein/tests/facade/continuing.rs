@@ -463,6 +463,7 @@ both_forms!(a_chain_whose_model_call_fails_keeps_the_completed_calls, {
     assert_eq!(succeeded[0].status, RunStatus::Succeeded);
     assert_eq!(failed[0].output_head, None);
     assert_eq!(failed[0].input_head, stored.head);
+    assert_consistent(&store);
 });
 
 both_forms!(the_chain_limit_ends_the_chain_with_a_clear_status, {
@@ -583,14 +584,77 @@ both_forms!(
         let error = send!(conversation.prompt("fail now")).unwrap_err();
         assert!(matches!(error, Error::Engine(_)), "{error}");
         assert!(store.list_conversations(10).unwrap().is_empty());
-        assert_eq!(count(&store, "nodes"), 0);
+        // The user's message is kept, and the failed run, in no
+        // conversation, names it as its input.
+        assert_eq!(count(&store, "nodes"), 1);
         let runs = store.recent_runs(10).unwrap();
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].status, RunStatus::Failed);
+        assert_eq!(runs[0].conversation, None);
+        assert_eq!(input_text(&store, &runs[0]), "fail now");
         assert!(conversation.head().is_none());
+        assert_consistent(&store);
         // The conversation still works afterwards.
         send!(conversation.prompt("hello")).unwrap();
         assert_eq!(store.list_conversations(10).unwrap().len(), 1);
+    }
+);
+
+both_forms!(
+    a_failed_turn_keeps_its_message_and_its_run_and_moves_nothing,
+    {
+        let fixture = Fixture::new();
+        let (_dir, store) = store();
+        let conversation = fixture.model().conversation().store(&store).build();
+        let first = send!(conversation.prompt("hello")).unwrap();
+        // A provider error, then a reply that never meets its schema
+        // (the scripted model does not answer in JSON).
+        let error = send!(conversation.prompt("fail now, zebra")).unwrap_err();
+        assert!(matches!(error, Error::Engine(_)), "{error}");
+        let error = send!(
+            conversation
+                .prompt("a number, yak")
+                .schema(serde_json::json!({"type": "integer"}))
+        )
+        .unwrap_err();
+        assert!(
+            matches!(error, Error::Engine(EngineError::Validation { .. })),
+            "{error}"
+        );
+        assert_eq!(conversation.head(), Some(first.head()));
+        let stored = store.conversation(conversation.id()).unwrap();
+        assert_eq!(stored.head, Some(first.head()), "no bookmark moved");
+        let runs = store.runs_of_conversation(conversation.id()).unwrap();
+        let failed: Vec<_> = runs
+            .iter()
+            .filter(|run| run.status == RunStatus::Failed)
+            .collect();
+        assert_eq!(failed.len(), 2);
+        let mut inputs: Vec<_> = failed.iter().map(|run| input_text(&store, run)).collect();
+        inputs.sort();
+        assert_eq!(inputs, ["a number, yak", "fail now, zebra"]);
+        for run in &failed {
+            assert_eq!(run.output_head, None);
+            let input = store.node(run.input_head.unwrap()).unwrap();
+            assert_eq!(
+                input.parent,
+                Some(first.head()),
+                "after the head it started at"
+            );
+        }
+        // What the user typed can be found.
+        for word in ["zebra", "yak"] {
+            let found = store.search(&skein::store::SearchQuery::new(word)).unwrap();
+            assert_eq!(found.matches.len(), 1, "{word}");
+            assert_eq!(found.matches[0].role, Role::User);
+        }
+        assert_consistent(&store);
+        // The conversation goes on from where it was.
+        let next = send!(conversation.prompt("again")).unwrap();
+        assert_eq!(
+            next.thread().parent().parent().head_id(),
+            Some(first.head())
+        );
     }
 );
 
@@ -1320,6 +1384,24 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
     assert_eq!(tight.nodes.len(), 3);
     assert_eq!(tight.nodes[2].id, deeper.head());
     assert_eq!(from_rerun.name.as_deref(), Some("from-rerun"));
+}
+
+/// The text of the message a run names as its input (stored: it must be).
+fn input_text(store: &Store, run: &skein::store::RunRecord) -> String {
+    let input = run.input_head.expect("the run names its input");
+    store.node(input).unwrap().message.joined_text()
+}
+
+/// `verify` finds nothing wrong, and an export imports into a new store.
+fn assert_consistent(store: &Store) {
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let mut export = Vec::new();
+    store.export(&mut export).unwrap();
+    let (_dir, fresh) = self::store();
+    let imported = fresh.import(&mut export.as_slice()).unwrap();
+    assert_eq!(imported.runs as u64, report.runs);
+    assert!(fresh.verify().unwrap().is_ok());
 }
 
 fn count(store: &Store, table: &str) -> i64 {

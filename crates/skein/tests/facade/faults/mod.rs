@@ -6,8 +6,9 @@ against a local server speaking the provider's wire format.
 For every row the table states how many transport retries happen, how many
 requests reach the server, and how the turn ends (a reply, a tool error
 result the model saw, or a typed error). Every failed turn must leave the
-store as it was, apart from a run record marked failed: no node, no
-partial assistant message, no bookmark move.
+store as it was apart from what the failure rule keeps: the turn's user
+message and a run record marked failed whose input it is; no partial
+assistant message, no bookmark move.
 
 Retry delays are 5 ms and the idle timeout 300 ms, so the whole table runs
 in about three seconds.
@@ -177,10 +178,15 @@ async fn run_case(case: Case) {
             assert!(expected(source), "{name}: {source:?}");
             let after = snapshot(&store, &conversation);
             assert_eq!(
-                after.nodes, before.nodes,
-                "{name}: no node of the failed turn"
+                after.nodes,
+                before.nodes + 1,
+                "{name}: the user's message, and no reply"
             );
             assert_eq!(after.head, before.head, "{name}: the bookmark stays");
+            let record = store.run_record(run).unwrap();
+            let input = store.node(record.input_head.unwrap()).unwrap();
+            assert_eq!(input.message.joined_text(), "hi", "{name}");
+            assert_eq!(input.parent, before.head, "{name}");
             let mut runs = before.runs.clone();
             runs.push((run.to_string(), RunStatus::Failed));
             runs.sort_by(|a, b| a.0.cmp(&b.0));
