@@ -65,6 +65,9 @@ fn head_moved(
 }
 
 pub const FAILURE: u8 = 1;
+/// What clap exits with for a wrong command line; also a name given that
+/// the store refuses (one that reads as an id), however it got past clap.
+pub const BAD_COMMAND_LINE: u8 = 2;
 pub const NOT_FOUND: u8 = 3;
 pub const HEAD_MOVED: u8 = 4;
 pub const MODEL_FAILED: u8 = 5;
@@ -134,6 +137,7 @@ fn store_code(store: &StoreError) -> u8 {
                 | StoreError::NotAnId(_)
                 | StoreError::NoDatabase { .. } => NOT_FOUND,
                 StoreError::HeadMoved(_) => HEAD_MOVED,
+                StoreError::NameLooksLikeId(_) => BAD_COMMAND_LINE,
                 StoreError::Import { .. }
                 | StoreError::LineTooLong { .. }
                 | StoreError::Corrupt { .. }

@@ -460,6 +460,14 @@ pub enum McpTarget {
     Url(String),
 }
 
+/// A conversation name, refused like a malformed flag (exit code 2, before
+/// anything runs) when it reads as an id.
+fn parse_conversation_name(value: &str) -> Result<String, String> {
+    skein::store::check_conversation_name(value)
+        .map(|()| value.to_string())
+        .map_err(|error| error.to_string())
+}
+
 /// `NAME=URL` or `NAME=COMMAND ARGS...`.
 fn parse_mcp(value: &str) -> Result<(String, McpTarget), String> {
     let (name, target) = value
@@ -491,8 +499,8 @@ pub struct ContinueArgs {
     /// Continue the conversation with this id (any unique prefix)
     #[arg(long, value_name = "ID")]
     pub cid: Option<String>,
-    /// Name a new conversation
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"])]
+    /// Name a new conversation (not 4 to 64 hex digits: an id wins over a name)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["continue_last", "cid"], value_parser = parse_conversation_name)]
     pub name: Option<String>,
 }
 
@@ -528,8 +536,8 @@ pub struct ForkArgs {
     pub from_rerun: Option<String>,
     /// Run this first turn in the new conversation
     pub text: Option<String>,
-    /// Name the new conversation
-    #[arg(long, value_name = "NAME")]
+    /// Name the new conversation (not 4 to 64 hex digits: an id wins over a name)
+    #[arg(long, value_name = "NAME", value_parser = parse_conversation_name)]
     pub name: Option<String>,
     #[command(flatten)]
     pub parts: PartsArgs,

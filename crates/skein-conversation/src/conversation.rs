@@ -167,6 +167,10 @@ pub struct ConversationBuilder {
 }
 
 impl ConversationBuilder {
+    /// The name the stored conversation takes. One that reads as an id
+    /// (4 to 64 hex digits) is refused by the store when the conversation
+    /// is written; surfaces check it first with
+    /// [`skein_store::check_conversation_name`], before any model runs.
     pub fn name(mut self, name: impl Into<String>) -> ConversationBuilder {
         self.name = Some(name.into());
         self

@@ -281,6 +281,8 @@ impl Fork {
         self.at.head()
     }
 
+    /// The new conversation's name (refused by the store when it reads as
+    /// an id: see [`ConversationBuilder::name`](crate::ConversationBuilder::name)).
     pub fn name(mut self, name: impl Into<String>) -> Fork {
         self.name = Some(name.into());
         self

@@ -1,7 +1,8 @@
 /*!
 What a turn may set for itself (`system`, `schema`, `tools`, `model`,
 generation options, a chain limit), read from Python keyword arguments and
-applied to the turn layer's builders.
+applied to the turn layer's builders; and the name a new conversation is
+given, checked where it is given.
 */
 
 use crate::model::Model;
@@ -10,6 +11,16 @@ use pyo3::prelude::*;
 use skein::core::GenerationOptions;
 use skein::{ChainPrompt, Prompt, Tool};
 use std::sync::Arc;
+
+/// A new conversation's `name=`, refused (as the store refuses it, with
+/// `skein.NameLooksLikeId`, a `ValueError`) before any model runs when it
+/// reads as an id.
+pub fn conversation_name(py: Python<'_>, name: Option<String>) -> PyResult<Option<String>> {
+    if let Some(name) = &name {
+        crate::errors::check(py, skein::store::check_conversation_name(name))?;
+    }
+    Ok(name)
+}
 
 /// One turn's own settings.
 #[derive(Default)]

@@ -127,7 +127,7 @@ impl Conversation {
             }
         })?;
         let mut fork = check(py, forked)?;
-        if let Some(name) = name {
+        if let Some(name) = crate::args::conversation_name(py, name)? {
             fork = fork.name(name);
         }
         match prompt {
@@ -268,7 +268,7 @@ impl Conversation {
         model: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Conversation> {
         let mut fork = self.inner.fork();
-        if let Some(name) = name {
+        if let Some(name) = crate::args::conversation_name(py, name)? {
             fork = fork.name(name);
         }
         if let Some(model) = crate::args::model(py, model)? {

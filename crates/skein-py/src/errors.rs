@@ -150,6 +150,7 @@ pub fn store_error(py: Python<'_>, error: &StoreError, message: String) -> PyErr
         | StoreError::UnknownPrefix { .. }
         | StoreError::NotAnId(_) => "NotFound",
         StoreError::AmbiguousPrefix { .. } | StoreError::AmbiguousName { .. } => "AmbiguousId",
+        StoreError::NameLooksLikeId(_) => "NameLooksLikeId",
         _ => "StoreError",
     };
     raise(py, class, message, PyDict::new(py))

@@ -251,6 +251,7 @@ impl Model {
     #[allow(clippy::too_many_arguments)]
     fn conversation(
         &self,
+        py: Python<'_>,
         name: Option<String>,
         tools: Option<&Bound<'_, PyAny>>,
         chain_limit: Option<u32>,
@@ -259,6 +260,7 @@ impl Model {
         store: Option<PyRef<'_, Store>>,
     ) -> PyResult<Conversation> {
         let store = store.map(|store| store.inner.clone());
+        let name = crate::args::conversation_name(py, name)?;
         let conversation = self.builder(name, tools, chain_limit, store)?.build();
         if let Some(hook) = before_call {
             conversation.set_before_call(self::before_call(hook));

@@ -304,7 +304,7 @@ impl RecordedChat {
         if let Some(system) = system {
             builder = builder.system(system);
         }
-        if let Some(name) = name {
+        if let Some(name) = crate::args::conversation_name(py, name)? {
             builder = builder.name(name);
         }
         if let Some(limit) = chain_limit {

@@ -172,7 +172,7 @@ impl Response {
         max_tokens: Option<u32>,
     ) -> PyResult<Py<PyAny>> {
         let mut fork = self.get(py)?.fork();
-        if let Some(name) = name {
+        if let Some(name) = crate::args::conversation_name(py, name)? {
             fork = fork.name(name);
         }
         if let Some(model) = self::model(py, model)? {

@@ -3,6 +3,7 @@ message (the provider's own included)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,24 @@ def test_a_stored_tool_that_is_not_given_is_unknown_tool(store: skein.Store, ech
 def test_an_invalid_output_schema_is_an_engine_error(echo: skein.Model) -> None:
     with pytest.raises(skein.EngineError, match="JSON Schema"):
         echo.prompt("x", schema={"type": "no such type"}).text()
+
+
+def test_a_name_that_reads_as_an_id_is_refused_and_an_id_wins(db: Path, store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    victim = model.conversation(name="victim")
+    victim.prompt("hello").text()
+    assert victim.head is not None
+    for name in ("0123abcd", "CAFE", victim.id, victim.id[:12]):
+        with pytest.raises(skein.NameLooksLikeId, match="cannot look like an id") as raised:
+            model.conversation(name=name)
+        assert isinstance(raised.value, ValueError) and isinstance(raised.value, skein.StoreError)
+        with pytest.raises(skein.NameLooksLikeId):
+            victim.fork(name=name)
+        with pytest.raises(skein.NameLooksLikeId):
+            skein.Conversation.fork_at(store, victim.head, "evil", name=name)
+    # Nothing was stored: the victim is still the only conversation, with its one run.
+    with sqlite3.connect(db) as rows:
+        assert rows.execute("SELECT count(*) FROM conversations").fetchone() == (1,)
+        assert rows.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    assert skein.Conversation.load(store, victim.id[:12]).id == victim.id
+    assert skein.Conversation.load(store, "victim").id == victim.id

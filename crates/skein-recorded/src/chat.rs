@@ -207,7 +207,8 @@ impl RecordedChatBuilder {
         self
     }
 
-    /// The stored conversation's name.
+    /// The stored conversation's name (refused by the store when it reads
+    /// as an id: see `skein_store::check_conversation_name`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self

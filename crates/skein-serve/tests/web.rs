@@ -2010,6 +2010,94 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
 
 /// A failed model call streams an `error` event, and its message and its
 /// failed run are recorded, nothing moved, as on every surface.
+
+/// A name that reads as an id is refused by every action that names a new
+/// conversation, and by the proxy's `x-skein-conversation-name` header
+/// (400, nothing written); a conversation an older skein stored under
+/// another's id cannot stand in for it: the id wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_reads_as_an_id_is_refused_and_an_id_wins_over_a_name() {
+    let server = Server::proxying(None).await;
+    let story = story(&server.store).await;
+    let short = story.main[..12].to_string();
+    let before = counts(&server.store);
+    let refusals = [
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({ "name": story.main }),
+        ),
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({ "text": "x", "name": short }),
+        ),
+        (
+            format!("/api/nodes/{}/reply", story.a1),
+            serde_json::json!({ "text": "x", "name": short.to_uppercase() }),
+        ),
+        (
+            format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({ "name": "0123abcd" }),
+        ),
+        (
+            "/api/reruns/abcdef/fork".to_string(),
+            serde_json::json!({ "name": "cafe" }),
+        ),
+    ];
+    for (path, body) in refusals {
+        let message = server
+            .refused(&path, body.clone(), StatusCode::BAD_REQUEST)
+            .await;
+        assert!(
+            message.contains("cannot look like an id"),
+            "{body}: {message}"
+        );
+    }
+    let (status, text) = server
+        .chat(
+            CHAT,
+            &[
+                ("content-type", "application/json"),
+                ("x-skein-conversation-name", &short),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{text}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot look like an id"),
+        "{text}"
+    );
+    assert_eq!(counts(&server.store), before, "nothing was written");
+
+    // An older skein let the fork take the main conversation's id as its
+    // name; the id still finds the main conversation.
+    for name in [story.main.clone(), short.clone()] {
+        server
+            .store
+            .debug_execute(&format!(
+                "UPDATE conversations SET name = '{name}' WHERE id = '{}'",
+                story.fork
+            ))
+            .unwrap();
+        let found = server.json(&format!("/api/conversations/{name}")).await;
+        assert_eq!(found["id"], story.main, "{found}");
+        let family = server
+            .json(&format!("/api/conversations/{name}/family"))
+            .await;
+        assert!(family.to_string().contains(&story.main), "{family}");
+    }
+    let fork = server
+        .json(&format!("/api/conversations/{}", story.fork))
+        .await;
+    assert_eq!(fork["name"], short.as_str(), "the stored name still reads");
+}
+
+/// A failed model call streams an `error` event, and its run is recorded
+/// as on every surface.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,7 @@ concern with logic of its own are written in that concern's module
 (resolve.rs, reruns.rs, embeddings.rs, usage.rs, search.rs, family.rs).
 */
 
+use crate::conversations::{check_conversation_name, check_turn_names};
 use crate::error::Result;
 use crate::graph::{AppendReport, StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
@@ -74,6 +75,9 @@ impl AsyncStore<'_> {
 
     /// [`Store::create_conversation`].
     pub async fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
+        if let Some(name) = &new.name {
+            check_conversation_name(name)?;
+        }
         self.store.backend().create_conversation(new).await
     }
 
@@ -127,6 +131,9 @@ impl AsyncStore<'_> {
 
     /// [`Store::rename_conversation`].
     pub async fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        if let Some(name) = name {
+            check_conversation_name(name)?;
+        }
         self.store.backend().rename_conversation(id, name).await
     }
 
@@ -156,6 +163,7 @@ impl AsyncStore<'_> {
     /// turn is committed on the blocking pool from a copy (its thread's
     /// nodes are shared, so they are marked as stored all the same).
     pub async fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        check_turn_names(turn)?;
         let mut no_probe = |_| {};
         self.store.backend().commit_turn(turn, &mut no_probe).await
     }

@@ -12,7 +12,8 @@ sqlite/conversations.rs and postgres/conversations.rs.
 
 use crate::error::{HeadMoved, Result, StoreError};
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, NewConversation, Origin, Target, TurnCommit,
+    Committed, ConversationId, ConversationRecord, NewConversation, OnConflict, Origin, Target,
+    TurnCommit,
 };
 use skein_core::{ConversationSettings, NodeId};
 
@@ -91,6 +92,41 @@ impl Landed {
             written,
             branched_from,
         })
+    }
+}
+
+/// The fewest and most hexadecimal digits a name may not consist of
+/// alone: the shortest id prefix people type, and a node id's length.
+const ID_LIKE_DIGITS: std::ops::RangeInclusive<usize> = 4..=64;
+
+/// Refuse a conversation name that could be read as an id: 4 to 64
+/// hexadecimal digits, in any case, around whitespace. Every way a name is
+/// set (creating, renaming, a turn that creates or branches a conversation)
+/// passes here; surfaces call it too, to refuse such a name before any
+/// model runs. Names already stored are read as they are.
+pub fn check_conversation_name(name: &str) -> Result<()> {
+    let trimmed = name.trim();
+    let id_like = ID_LIKE_DIGITS.contains(&trimmed.len())
+        && trimmed.bytes().all(|byte| byte.is_ascii_hexdigit());
+    match id_like {
+        true => Err(StoreError::NameLooksLikeId(name.to_string())),
+        false => Ok(()),
+    }
+}
+
+/// [`check_conversation_name`] for every conversation `turn` may create.
+pub(crate) fn check_turn_names(turn: &TurnCommit<'_>) -> Result<()> {
+    let new = match &turn.target {
+        Target::New(new) => Some(new),
+        Target::Existing {
+            on_conflict: OnConflict::Branch(new),
+            ..
+        } => Some(new),
+        _ => None,
+    };
+    match new.and_then(|new| new.name.as_deref()) {
+        Some(name) => check_conversation_name(name),
+        None => Ok(()),
     }
 }
 

@@ -47,6 +47,16 @@ pub enum StoreError {
     },
     #[error("`{0}` is not an id: ids are hexadecimal")]
     NotAnId(String),
+    /// A conversation name that reads as an id (4 to 64 hexadecimal
+    /// digits) was refused when set: ids and names are typed in the same
+    /// places, and such a name could stand for another conversation's id.
+    /// Nothing was written.
+    #[error(
+        "`{0}` cannot name a conversation: a name cannot look like an id (4 to 64 hexadecimal \
+         digits), since it could be taken for another conversation's id; choose a name with a \
+         non-hex character"
+    )]
+    NameLooksLikeId(String),
     #[error("stored node {id} cannot be decoded: {error}")]
     Corrupt { id: NodeId, error: DecodeError },
     #[error("a stored row is malformed: {0} (run `skein verify`)")]

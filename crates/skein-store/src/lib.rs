@@ -79,6 +79,7 @@ pub use async_store::AsyncStore;
 pub use blocking::blocking_caller;
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
+pub use conversations::check_conversation_name;
 pub use costs::{CostMeter, Costs};
 pub use error::{HeadMoved, Result, StoreError, TlsProblem};
 pub use family::{FamilyLimits, FamilyRows, Rooted};

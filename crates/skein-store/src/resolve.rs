@@ -2,7 +2,9 @@
 Resolving the short id prefixes people type into full ids: nodes (32-byte
 blobs, matched by byte range), conversations and runs (hex text, matched by
 text range). A prefix that matches nothing or several ids is a typed error
-that says which.
+that says which. A conversation is also found by its name, but an id (or a
+unique prefix of one) always wins over a name, so no name can stand in for
+another conversation's id.
 
 The parsing and choosing are shared; each backend only lists the ids in a
 range (sqlite/resolve.rs, postgres/resolve.rs).
@@ -42,9 +44,13 @@ impl Store {
         self.wait(self.nonblocking().resolve_node(prefix))
     }
 
-    /// The conversation named `text`, else the one whose id starts with
-    /// it. A name shared by several conversations is ambiguous; a name wins
-    /// over an id prefix it happens to spell.
+    /// The conversation whose id is `text` or starts with it (any case);
+    /// else the one named `text`. An id always wins: a conversation named
+    /// like another's id or unique prefix (names that read as ids are
+    /// refused when set, but older databases may hold some) cannot stand
+    /// in for it. A name shared by several conversations is ambiguous, and
+    /// so is a prefix several ids share when no conversation has it as its
+    /// name.
     pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
         self.wait(self.nonblocking().resolve_conversation(text))
     }
@@ -71,16 +77,22 @@ impl AsyncStore<'_> {
 
     /// [`Store::resolve_conversation`].
     pub async fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
+        let ids = self.conversation_ids_starting(text).await?;
+        if let Some([id]) = ids.as_deref() {
+            return Ok(ConversationId(id.clone()));
+        }
         let backend = self.store.backend();
         let named = backend.conversation_ids_named(text, CANDIDATES).await?;
         if let Some(id) = by_name(text, named)? {
             return Ok(id);
         }
-        let (low, high) = conversation_range(text)?;
-        let ids = backend
-            .text_ids_between(IdTable::Conversations, &low, &high, CANDIDATES)
-            .await?;
-        pick_conversation(text, ids)
+        match ids {
+            Some(ids) => pick_conversation(text, ids),
+            None => Err(StoreError::ConversationNotFound(format!(
+                "named `{}`",
+                text.trim()
+            ))),
+        }
     }
 
     /// [`Store::resolve_run`].
@@ -99,6 +111,16 @@ impl AsyncStore<'_> {
             id[..12.min(id.len())].to_string()
         })
         .map(RerunId)
+    }
+
+    /// The conversation ids starting with `text` (a few, when several
+    /// do), or `None` when `text` is no id prefix.
+    async fn conversation_ids_starting(&self, text: &str) -> Result<Option<Vec<String>>> {
+        match self.text_prefix(IdTable::Conversations, text).await {
+            Ok(ids) => Ok(Some(ids)),
+            Err(StoreError::NotAnId(_)) => Ok(None),
+            Err(other) => Err(other),
+        }
     }
 
     async fn text_prefix(&self, table: IdTable, prefix: &str) -> Result<Vec<String>> {
@@ -135,17 +157,6 @@ fn by_name(text: &str, named: Vec<String>) -> Result<Option<ConversationId>> {
             candidates: named.iter().map(|id| short(id)).collect(),
         }),
     }
-}
-
-/// [`text_range`] for a conversation: text that is no id prefix names a
-/// conversation that does not exist.
-fn conversation_range(text: &str) -> Result<(String, String)> {
-    text_range(text).map_err(|error| match error {
-        StoreError::NotAnId(_) => {
-            StoreError::ConversationNotFound(format!("named `{}`", text.trim()))
-        }
-        other => other,
-    })
 }
 
 fn pick_conversation(text: &str, ids: Vec<String>) -> Result<ConversationId> {

@@ -193,7 +193,10 @@ impl Store {
         self.wait(self.nonblocking().ancestry(head, limit))
     }
 
-    /// Create a conversation, optionally starting at an existing node.
+    /// Create a conversation, optionally starting at an existing node. A
+    /// name that reads as an id is refused
+    /// ([`StoreError::NameLooksLikeId`](crate::StoreError::NameLooksLikeId),
+    /// see [`check_conversation_name`](crate::check_conversation_name)).
     pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         self.wait(self.nonblocking().create_conversation(new))
     }
@@ -235,6 +238,8 @@ impl Store {
         self.wait(self.nonblocking().conversations_at(node))
     }
 
+    /// Name the conversation (`None` removes its name). A name that reads
+    /// as an id is refused, as on creation, and nothing changes.
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.wait(self.nonblocking().rename_conversation(id, name))
     }
@@ -266,6 +271,8 @@ impl Store {
     /// (nothing is lost) and the turn either fails with
     /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) naming the node where it stands, or
     /// branches into a new conversation, as the target's `on_conflict` says.
+    /// A conversation it would create under a name that reads as an id is
+    /// refused before anything is written.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         self.commit_turn_observed(turn, &mut |_| {})
     }
@@ -278,6 +285,7 @@ impl Store {
         turn: &TurnCommit<'_>,
         probe: &mut (dyn FnMut(CommitStageProbe) + Send),
     ) -> Result<Committed> {
+        crate::conversations::check_turn_names(turn)?;
         self.wait(self.backend().commit_turn(turn, probe))
     }
 

@@ -1,8 +1,9 @@
 //! The command line's integration tests, one binary (each former test file a
 //! module): the commands end to end through the built `skein` binary
 //! (`commands`, with the README tour and MCP tools), importing `llm`'s
-//! logs.db, the PostgreSQL backend, the recording proxy with official
-//! clients, `scripts/setup`'s detection, and the web view in a real browser.
+//! logs.db, names that never shadow ids, the PostgreSQL backend, the
+//! recording proxy with official clients, `scripts/setup`'s detection, and
+//! the web view in a real browser.
 
 #[path = "../support/pty.rs"]
 mod pty;
@@ -18,6 +19,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_skein");
 
 mod commands;
 mod llm_import;
+mod names;
 mod postgres;
 mod proxy;
 mod setup;

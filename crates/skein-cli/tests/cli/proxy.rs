@@ -27,7 +27,12 @@ fn post(address: &str, path: &str, body: &str, token: Option<&str>) -> (u16, Str
 }
 
 /// [`post`] with headers of the caller's.
-fn post_with(address: &str, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
+pub(crate) fn post_with(
+    address: &str,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     let extra: String = headers

@@ -103,6 +103,13 @@ class AmbiguousId(StoreError, LookupError):
     them."""
 
 
+class NameLooksLikeId(StoreError, ValueError):
+    """A conversation name that reads as an id (4 to 64 hexadecimal digits)
+    was refused before anything ran or was stored: an id always wins over a
+    name, so such a name could only be mistaken for another conversation's
+    id. Choose a name with a non-hex character."""
+
+
 # --- conversations -----------------------------------------------------------
 
 

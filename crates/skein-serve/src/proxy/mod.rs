@@ -43,7 +43,7 @@ use skein::conversation::commit;
 use skein::core::ProviderError;
 use skein::engine::{EngineError, Request, RunOutput};
 use skein::providers::Secret;
-use skein::store::RunId;
+use skein::store::{RunId, check_conversation_name};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
@@ -245,6 +245,7 @@ fn conversation_name(headers: &HeaderMap) -> Result<Option<String>, ProxyError> 
     if name.len() > NAME_LIMIT {
         return Err(refuse(&format!("is longer than {NAME_LIMIT} bytes")));
     }
+    check_conversation_name(name).map_err(|error| refuse(&format!("is refused: {error}")))?;
     Ok(Some(name.to_string()))
 }
 
@@ -533,10 +534,20 @@ mod tests {
     }
 
     #[test]
-    fn a_conversation_name_is_visible_text_of_bounded_length() {
+    fn a_conversation_name_is_visible_text_of_bounded_length_unlike_an_id() {
         let name = |value: &str| conversation_name(&headers(&[(NAME_HEADER, value)]));
         assert_eq!(name(" my chat ").unwrap().as_deref(), Some("my chat"));
         assert!(name("  ").unwrap_err().message.contains("is empty"));
+        for id_like in ["0123abcd", "DEADBEEF", "0123456789abcdef0123456789abcdef"] {
+            let refused = name(id_like).unwrap_err();
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+            assert!(
+                refused.message.contains("cannot look like an id"),
+                "{}",
+                refused.message
+            );
+        }
+        assert_eq!(name("cafe-2").unwrap().as_deref(), Some("cafe-2"));
         assert!(
             name(&"x".repeat(NAME_LIMIT + 1))
                 .unwrap_err()

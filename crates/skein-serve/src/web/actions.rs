@@ -28,8 +28,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use skein::core::provider::GenerationOptions;
-use skein::store::ConversationId;
 use skein::store::ConversationRecord as Stored;
+use skein::store::{ConversationId, check_conversation_name};
 use skein::{Conversation, Fork, Model, NodeId, Prompt, Role, TurnInput};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -73,7 +73,7 @@ impl TurnBody {
             _ => {}
         }
         check_length("text", body.text.as_deref(), TEXT_MAX_CHARS)?;
-        check_length("name", body.name.as_deref(), NAME_MAX_CHARS)?;
+        check_name(body.name.as_deref())?;
         check_length("model", body.model.as_deref(), NAME_MAX_CHARS)?;
         check_options(
             body.options
@@ -81,6 +81,17 @@ impl TurnBody {
                 .unwrap_or(&GenerationOptions::default()),
         )?;
         Ok(body)
+    }
+}
+
+/// A conversation name a new conversation may take: at most
+/// [`NAME_MAX_CHARS`] long, and not one that reads as an id (400, before
+/// anything runs or is stored).
+pub(crate) fn check_name(name: Option<&str>) -> Result<(), ApiError> {
+    check_length("name", name, NAME_MAX_CHARS)?;
+    match name {
+        Some(name) => Ok(check_conversation_name(name)?),
+        None => Ok(()),
     }
 }
 

@@ -65,9 +65,10 @@ impl From<StoreError> for ApiError {
             | StoreError::ConversationNotFound(_)
             | StoreError::RunNotFound(_)
             | StoreError::UnknownPrefix { .. } => StatusCode::NOT_FOUND,
-            StoreError::AmbiguousPrefix { .. } | StoreError::NotAnId(_) | StoreError::Search(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            StoreError::AmbiguousPrefix { .. }
+            | StoreError::NotAnId(_)
+            | StoreError::NameLooksLikeId(_)
+            | StoreError::Search(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

@@ -11,7 +11,8 @@ the same ranking on every machine.
 */
 
 use super::actions::{
-    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, home_model, start_tools, turn_error, turn_permit,
+    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_name, home_model, start_tools, turn_error,
+    turn_permit,
 };
 use super::api::{ApiError, Shared};
 use super::stream::{self, Done, Start};
@@ -297,7 +298,7 @@ pub async fn fork(
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
     check_length("text", body.text.as_deref(), TEXT_MAX_CHARS)?;
-    check_length("name", body.name.as_deref(), NAME_MAX_CHARS)?;
+    check_name(body.name.as_deref())?;
     check_length("model", body.model.as_deref(), NAME_MAX_CHARS)?;
     if body
         .text

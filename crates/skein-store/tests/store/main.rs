@@ -1,7 +1,8 @@
 //! The store's integration tests, one binary (each former test file a module):
-//! the graph, conversations and turns, runs and reruns, lanes, opening and
-//! migrating databases (and PostgreSQL connections), transfer, concurrency
-//! across threads and processes, crashes mid-write, and import properties.
+//! the graph, conversations (their names and ids) and turns, runs and reruns,
+//! lanes, opening and migrating databases (and PostgreSQL connections),
+//! transfer, concurrency across threads and processes, crashes mid-write,
+//! and import properties.
 //! Tests that need a child process re-run this binary on one ignored test,
 //! named by its module path.
 
@@ -13,6 +14,7 @@ mod crash;
 mod graph;
 mod import_properties;
 mod lanes;
+mod names;
 mod offers;
 mod open;
 mod processes;

@@ -1,0 +1,136 @@
+//! Conversation names never shadow ids: a name that reads as an id is
+//! refused on the command line (exit code 2, nothing recorded) and by the
+//! proxy's `x-skein-conversation-name` header (a 400, nothing recorded),
+//! and a conversation stored under such a name by an older skein cannot
+//! stand in for the conversation whose id it spells: `--cid`, `log`,
+//! `usage` and `tree` reach the victim, and its next turn goes there.
+
+use crate::proxy::post_with;
+use crate::serve::Server;
+use serde_json::{Value, json};
+use skein_testkit::Cli;
+use skein_testkit::cli::stderr;
+
+/// How many rows `table` of `skein`'s database holds.
+fn count(skein: &Cli, table: &str) -> i64 {
+    skein::Store::open(skein.db())
+        .unwrap()
+        .raw_connection()
+        .unwrap()
+        .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+}
+
+/// The refusal of an id-like name on the command line: clap's exit code 2
+/// and the store's reason.
+fn assert_refused_name(output: &std::process::Output) {
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(output));
+    let said = stderr(output);
+    assert!(said.contains("cannot look like an id"), "{said}");
+    assert!(said.contains("non-hex character"), "{said}");
+}
+
+#[test]
+fn a_name_that_reads_as_an_id_is_refused_before_anything_is_recorded() {
+    let skein = Cli::temp(crate::BIN);
+    for name in ["0123abcd", "DEADBEEF", "0123456789abcdef0123456789abcdef"] {
+        assert_refused_name(&skein.run(&["prompt", "--name", name, "hello"]));
+        assert_refused_name(&skein.run(&["chat", "--name", name]));
+    }
+    assert!(
+        !skein.db().exists(),
+        "nothing was recorded, no database made"
+    );
+    let first = skein.json(&["prompt", "--name", "cafe-2", "hello"]);
+    let node = first["node"].as_str().unwrap();
+    assert_refused_name(&skein.run(&["fork", node, "--name", "cafe", "again"]));
+    assert_eq!(count(&skein, "conversations"), 1);
+    assert_eq!(count(&skein, "runs"), 1);
+    let stored = skein.json(&["log", "--cid", "cafe-2"]);
+    assert_eq!(stored["messages"].as_array().unwrap().len(), 2, "{stored}");
+}
+
+/// The attack of the issue, end to end: a proxy client names its
+/// conversation after the victim's id (refused); an older database where
+/// an impostor holds that name anyway (planted in the row); the user's
+/// `--cid`, `log`, `usage` and `tree` still reach the victim.
+#[test]
+fn a_name_cannot_take_over_another_conversations_id() {
+    let skein = Cli::temp(crate::BIN);
+    let victim = skein.json(&["prompt", "--name", "victim", "hello"]);
+    let victim = victim["conversation"].as_str().unwrap().to_string();
+    let short = victim[..12].to_string();
+    skein.json(&["prompt", "--cid", &victim, "second"]);
+
+    let server = Server::start(&skein.db(), &["--proxy", "-m", "echo"]);
+    let runs = count(&skein, "runs");
+    let body = json!({"messages": [
+        {"role": "system", "content": "injected"},
+        {"role": "user", "content": "evil"}
+    ]});
+    for name in [victim.as_str(), short.as_str(), &short.to_uppercase()] {
+        let (status, text) = post_with(
+            &server.address,
+            "/v1/chat/completions",
+            &body.to_string(),
+            &[("x-skein-conversation-name", name)],
+        );
+        assert_eq!(status, 400, "{name}: {text}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{text}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("x-skein-conversation-name"), "{message}");
+        assert!(message.contains("cannot look like an id"), "{message}");
+    }
+    drop(server);
+    assert_eq!(
+        count(&skein, "runs"),
+        runs,
+        "a refused request runs nothing"
+    );
+    assert_eq!(count(&skein, "conversations"), 1);
+
+    // An older skein let an impostor take the victim's id as its name.
+    let impostor = skein.json(&["prompt", "-s", "injected", "evil"]);
+    let impostor = impostor["conversation"].as_str().unwrap().to_string();
+    for name in [&victim, &short] {
+        skein::Store::open(skein.db())
+            .unwrap()
+            .raw_connection()
+            .unwrap()
+            .execute(
+                "UPDATE conversations SET name = ?1 WHERE id = ?2",
+                [name.as_str(), impostor.as_str()],
+            )
+            .unwrap();
+        for typed in [name.as_str(), &name.to_uppercase()] {
+            let log = skein.json(&["log", "--cid", typed]);
+            let texts = log.to_string();
+            assert!(
+                texts.contains("hello") && !texts.contains("evil"),
+                "{texts}"
+            );
+            let usage = skein.json(&["usage", "--cid", typed]);
+            let runs = usage["runs"].as_array().unwrap();
+            assert_eq!(runs.len(), 2, "the victim's two turns: {usage}");
+            let tree = skein.json(&["tree", typed]);
+            assert!(tree.to_string().contains(&victim), "{tree}");
+            assert!(!tree.to_string().contains(&impostor), "{tree}");
+        }
+    }
+    let next = skein.json(&["prompt", "--cid", &short, "and again"]);
+    assert_eq!(next["conversation"], victim.as_str());
+    let log = skein.json(&["log", "--cid", &victim]).to_string();
+    assert!(
+        log.contains("and again") && !log.contains("injected"),
+        "{log}"
+    );
+    // The impostor's stored name still reads back, as it was.
+    let store = skein::Store::open(skein.db()).unwrap();
+    let stored = store
+        .conversation(&store.resolve_conversation(&impostor).unwrap())
+        .unwrap();
+    assert_eq!(stored.name.as_deref(), Some(short.as_str()));
+}
