@@ -8,13 +8,14 @@
 //! load, a turn and a fork may cost").
 
 use crate::support::Fixture;
+use skein::store::{RunRecord, RunStatus};
 use skein::{Conversation, Costs, Store};
 
 /// Turns of the shallow conversations; the deep ones have `DEEP`.
 const SHALLOW: usize = 10;
 const DEEP: usize = 40;
-/// Failed calls added to a conversation: runs that change nothing in its
-/// thread.
+/// Runs added to a conversation that change nothing in its graph: failed
+/// calls recorded at its head, runs only.
 const EXTRA_RUNS: usize = 200;
 
 /// Statements a load may run beyond those of loading its thread (resolving
@@ -32,7 +33,9 @@ struct Grown {
 
 /// A stored conversation of `turns` turns, each offering the `add` tool (so
 /// what its calls offered is recorded), with `failures` failed calls after
-/// them. `label` keeps each conversation's messages its own.
+/// them (runs only: a failed call that sent a new message would store it,
+/// and the next turn would then start a lane of its own). `label` keeps each
+/// conversation's messages its own.
 fn grown(store: &Store, fixture: &Fixture, label: &str, turns: usize, failures: usize) -> Grown {
     let conversation = fixture
         .model()
@@ -47,7 +50,12 @@ fn grown(store: &Store, fixture: &Fixture, label: &str, turns: usize, failures: 
             .unwrap();
     }
     for _ in 0..failures {
-        conversation.prompt("fail now").send_blocking().unwrap_err();
+        let mut failed = RunRecord::new("main-model", "scripted");
+        failed.conversation = Some(conversation.id().clone());
+        failed.status = RunStatus::Failed;
+        failed.input_head = conversation.head();
+        failed.tools = vec![fixture.tool("add").spec().clone()];
+        store.record_run(&failed).unwrap();
     }
     Grown {
         id: conversation.id().to_string(),
