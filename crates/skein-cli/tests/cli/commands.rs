@@ -1998,6 +1998,12 @@ fn a_tool_loop_prints_each_model_call_on_its_own_line() {
 /// `branched_from`); the conversation keeps the winner's turn.
 #[test]
 fn a_turn_that_loses_the_race_for_the_head_lands_in_a_branch() {
+    turns_that_lose_the_race_land_in_branches(&temp());
+}
+
+/// The body of [`a_turn_that_loses_the_race_for_the_head_lands_in_a_branch`]
+/// on `skein`'s database (SQLite here, PostgreSQL in `postgres.rs`).
+pub(crate) fn turns_that_lose_the_race_land_in_branches(skein: &Cli) {
     use wiremock::matchers::{body_string_contains, method};
     use wiremock::{Mock, MockServer, ResponseTemplate};
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -2023,7 +2029,6 @@ fn a_turn_that_loses_the_race_for_the_head_lands_in_a_branch() {
             .await;
         server
     });
-    let skein = temp();
     let command = |args: &[&str]| {
         let mut command = skein.command(args);
         command
@@ -2096,7 +2101,7 @@ fn a_turn_that_loses_the_race_for_the_head_lands_in_a_branch() {
         let line = line.unwrap_or_else(|| panic!("{branch} not in {tree}"));
         assert!(!line.contains("shares"), "{tree}");
     }
-    assert_eq!(skein.count("conversations"), 3);
+    assert_eq!(skein.json(&["conversations"]).as_array().unwrap().len(), 3);
     skein.ok(&["verify"]);
 }
 
@@ -2226,10 +2231,15 @@ fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
 /// as a failed `skein prompt` does; the database verifies.
 #[test]
 fn a_failed_first_turn_of_a_fork_leaves_no_conversation_behind() {
-    let skein = temp();
+    failed_first_turns_leave_no_conversation(&temp());
+}
+
+/// The body of [`a_failed_first_turn_of_a_fork_leaves_no_conversation_behind`]
+/// on `skein`'s database (SQLite here, PostgreSQL in `postgres.rs`).
+pub(crate) fn failed_first_turns_leave_no_conversation(skein: &Cli) {
     let first = skein.json(&["prompt", "one"]);
     let node = first["node"].as_str().unwrap()[..12].to_string();
-    let fails = failing_model(&skein);
+    let fails = failing_model(skein);
     let before = skein.json(&["conversations"]);
     for args in [
         vec!["fork", node.as_str(), "-m", fails.as_str(), "a first turn"],
@@ -2255,7 +2265,7 @@ fn a_failed_first_turn_of_a_fork_leaves_no_conversation_behind() {
     // A fork without a turn is still made at once.
     let fork = skein.json(&["fork", &node, "--name", "kept"]);
     assert_eq!(fork["name"], "kept");
-    assert_eq!(skein.count("conversations"), 2);
+    assert_eq!(skein.json(&["conversations"]).as_array().unwrap().len(), 2);
 }
 
 #[test]
