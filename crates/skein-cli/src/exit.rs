@@ -7,7 +7,7 @@ Exit codes, documented in docs/cli.md:
 | 1 | any other failure |
 | 2 | the command line is wrong (printed by clap) |
 | 3 | an id or prefix matches nothing, or several things; or there is no database where one must exist |
-| 4 | the conversation moved while the turn ran (the turn is stored) |
+| 4 | a recorded chat's conversation moved while its turn ran (the turn is stored); other turns land in a branch instead |
 | 5 | the model call failed (its failed run is recorded) |
 | 6 | the data failed a check (`verify` found problems, an import was rejected) |
 */

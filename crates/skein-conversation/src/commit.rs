@@ -71,9 +71,10 @@ impl Bookmark {
 }
 
 /// What a turn does when the conversation moved on while it ran.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnMoved {
     /// Fail with [`StoreError::HeadMoved`]: the caller decides.
+    #[default]
     Fail,
     /// Land in a new conversation branching where the turn started.
     Branch,

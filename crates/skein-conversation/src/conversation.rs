@@ -11,7 +11,11 @@ store when one is attached (the turn's nodes, runs and bookmark move in one
 transaction). A conversation with a store is written to it only once its
 first turn succeeds. A model call that fails keeps, by the failure rule
 ([`commit::failed`]), its input messages and its failed run, and moves
-nothing: a failed first turn creates no conversation.
+nothing: a failed first turn creates no conversation. When another writer
+moved the head while the turn ran, the turn fails with
+[`Error::HeadMoved`], or, when it asks to ([`OnMoved::Branch`], what the
+command line and the web view do), lands in a new conversation branching
+where it started.
 
 Hooks (`before_call`, `after_call`) are closures: they live in memory only
 and never reach the store. A loaded conversation has none until they are
@@ -92,6 +96,16 @@ impl Point {
             run: last_run.map(|run| run.id),
         }
     }
+}
+
+/// Where a finished turn landed.
+enum Landed {
+    /// The conversation it ran in moved forward to it.
+    Here,
+    /// A new branch, the conversation having moved on while it ran.
+    Branched(Conversation),
+    /// Nowhere: the conversation had moved on (its head is now this).
+    Lost(Option<NodeId>),
 }
 
 /// The exchange a run captured (every turn-layer run captures one).
@@ -347,6 +361,13 @@ impl Conversation {
     /// Branch at the conversation's head.
     pub fn fork(&self) -> Fork {
         Fork::new(self.clone(), self.state().point.clone())
+    }
+
+    /// Branch before the first message: a new conversation with no history
+    /// and this one's settings, whose origin names this conversation and no
+    /// node (a thread's first message asked again, or edited).
+    pub fn fork_from_start(&self) -> Fork {
+        Fork::new(self.clone(), Point::default())
     }
 
     /// Load a stored conversation (any unique id prefix): its history, its
@@ -692,13 +713,13 @@ impl Conversation {
         };
         let to = Point::after(captured(&output).thread().clone(), &output);
         let records = vec![output.record(Some(&self.shared.id))];
-        let response = Response::new(output, self.clone(), warnings);
-        match self.commit(&from, &to, records).await? {
-            None => Ok(response),
-            Some(current) => Err(Error::HeadMoved {
+        match self.commit(&from, &to, records, input.on_moved).await? {
+            Landed::Here => Ok(Response::new(output, self.clone(), warnings)),
+            Landed::Branched(branch) => Ok(Response::new(output, branch, warnings)),
+            Landed::Lost(current) => Err(Error::HeadMoved {
                 conversation: self.shared.id.clone(),
                 current,
-                response: Box::new(response),
+                response: Box::new(Response::new(output, self.clone(), warnings)),
             }),
         }
     }
@@ -751,7 +772,7 @@ impl Conversation {
                             .map(|output| output.record(Some(&self.shared.id)))
                             .chain(failed.map(|call| call.record))
                             .collect();
-                        self.commit(&from, &to, records).await?;
+                        self.commit(&from, &to, records, input.on_moved).await?;
                     }
                     _ => {
                         if let Some(call) = failed {
@@ -771,33 +792,43 @@ impl Conversation {
             .iter()
             .map(|output| output.record(Some(&self.shared.id)))
             .collect();
-        let response = ChainResponse::new(output, self.clone());
-        match self.commit(&from, &to, records).await? {
-            None => Ok(response),
-            Some(current) => Err(Error::HeadMoved {
+        match self.commit(&from, &to, records, input.on_moved).await? {
+            Landed::Here => Ok(ChainResponse::new(output, self.clone())),
+            Landed::Branched(branch) => Ok(ChainResponse::new(output, branch)),
+            Landed::Lost(current) => Err(Error::HeadMoved {
                 conversation: self.shared.id.clone(),
                 current,
-                response: Box::new(response.last().clone()),
+                response: Box::new(ChainResponse::new(output, self.clone()).last().clone()),
             }),
         }
     }
 
     /// Move the bookmark from `from` to `to`, writing the turn to the store
-    /// when one is attached. `Ok(Some(current))` when the head had moved.
+    /// when one is attached. When the head had moved, `on_moved` says
+    /// whether the turn is lost (its nodes and runs stored all the same)
+    /// or lands in a new branch at `from`.
     async fn commit(
         &self,
         from: &Point,
         to: &Point,
         records: Vec<RunRecord>,
-    ) -> Result<Option<Option<NodeId>>> {
+        on_moved: OnMoved,
+    ) -> Result<Landed> {
         let Some(store) = self.shared.store.clone() else {
             let mut state = self.state();
-            if state.point.head() != from.head() {
-                return Ok(Some(state.point.head()));
+            if state.point.head() == from.head() {
+                state.point = to.clone();
+                state.runs.extend(records);
+                return Ok(Landed::Here);
             }
-            state.point = to.clone();
-            state.runs.extend(records);
-            return Ok(None);
+            let current = state.point.head();
+            drop(state);
+            return Ok(match on_moved {
+                OnMoved::Fail => Landed::Lost(current),
+                OnMoved::Branch => {
+                    Landed::Branched(self.race_branch(ConversationId::random(), from, to, records))
+                }
+            });
         };
         let written = commit::commit(
             &store,
@@ -805,20 +836,54 @@ impl Conversation {
             from.head(),
             Some(to.thread.clone()),
             records.clone(),
-            OnMoved::Fail,
+            on_moved,
         )
         .await;
         match written {
-            Ok(_) => {
-                let mut state = self.state();
-                state.stored = true;
-                state.point = to.clone();
-                state.runs.extend(records);
-                Ok(None)
-            }
-            Err(StoreError::HeadMoved(moved)) => Ok(Some(moved.actual)),
+            Ok(committed) => match (committed.branched_from, committed.conversation) {
+                (Some(_), Some(into)) => {
+                    Ok(Landed::Branched(self.race_branch(into, from, to, records)))
+                }
+                _ => {
+                    let mut state = self.state();
+                    state.stored = true;
+                    state.point = to.clone();
+                    state.runs.extend(records);
+                    Ok(Landed::Here)
+                }
+            },
+            Err(StoreError::HeadMoved(moved)) => Ok(Landed::Lost(moved.actual)),
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// The conversation `id` a turn from `from` to `to` landed in when this
+    /// one had moved on: this one's settings and hooks, its origin this
+    /// conversation at `from` (as the store records it), already at `to`.
+    fn race_branch(
+        &self,
+        id: ConversationId,
+        from: &Point,
+        to: &Point,
+        mut records: Vec<RunRecord>,
+    ) -> Conversation {
+        let mut builder = self.copy_settings(self.shared.model.clone());
+        builder.id = Some(id.clone());
+        builder.store = self.shared.store.clone();
+        builder.stored = self.shared.store.is_some();
+        builder.origin = Some(Origin {
+            node: from.head(),
+            conversation: Some(self.shared.id.clone()),
+            rerun: None,
+        });
+        builder.hooks = self.hooks().clone();
+        builder.start = to.clone();
+        let branch = builder.build();
+        for record in &mut records {
+            record.conversation = Some(id.clone());
+        }
+        branch.state().runs.extend(records);
+        branch
     }
 
     /// Write the conversation to its store now, at its current head.

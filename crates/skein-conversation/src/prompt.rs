@@ -7,8 +7,9 @@ What a turn adds is a [`TurnInput`] (text, messages, a configured prompt,
 or nothing); `prepare` renders it without running anything. What it
 may override for itself only: the tools offered (an empty list offers
 none), the model (the history is kept), generation options, a system
-message, streaming and cancellation; a chain also its limit and its
-`before_call` / `after_call` hooks. Everything else comes from the
+message, streaming and cancellation, and where it lands when another
+writer moved the conversation on while it ran; a chain also its limit and
+its `before_call` / `after_call` hooks. Everything else comes from the
 conversation, as explicit inputs of the request: nothing is inherited from
 an earlier execution.
 
@@ -19,6 +20,7 @@ conversation's `after_call`. The conversation's hooks are never changed.
 */
 
 use crate::blocking::wait;
+use crate::commit::OnMoved;
 use crate::conversation::{Conversation, Point};
 use crate::error::Result;
 use crate::input::TurnInput;
@@ -44,6 +46,7 @@ pub(crate) struct TurnSpec {
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) chain_limit: Option<u32>,
     pub(crate) schema: Option<serde_json::Value>,
+    pub(crate) on_moved: OnMoved,
 }
 
 /// A chain's own hooks: each replaces the conversation's for that chain.
@@ -103,6 +106,20 @@ macro_rules! turn_settings {
             /// [`Response::output`](crate::Response::output)`().value`).
             pub fn schema(mut self, schema: serde_json::Value) -> $builder {
                 self.input.schema = Some(schema);
+                self
+            }
+
+            /// What the turn does when another writer moved the
+            /// conversation's head while it ran: by default
+            /// ([`OnMoved::Fail`]) it fails with
+            /// [`Error::HeadMoved`](crate::Error::HeadMoved), its response
+            /// kept there; with [`OnMoved::Branch`] it lands in a new
+            /// conversation branching where it started (origin: the
+            /// conversation and that node), and the response belongs to
+            /// that branch. The command line and the web view always
+            /// branch.
+            pub fn on_moved(mut self, policy: OnMoved) -> $builder {
+                self.input.on_moved = policy;
                 self
             }
 

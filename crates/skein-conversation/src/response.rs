@@ -314,6 +314,13 @@ impl Fork {
         wait(self.create())
     }
 
+    /// The new conversation, not stored yet: its first turn that succeeds
+    /// records it, with its origin (a fork with a turn to come never
+    /// leaves an empty conversation behind).
+    pub fn conversation(self) -> Conversation {
+        self.branch()
+    }
+
     /// The new conversation's first prompt. With a store attached, the
     /// conversation is recorded when that turn succeeds.
     pub fn prompt(self, input: impl Into<TurnInput>) -> Prompt {

@@ -2612,6 +2612,233 @@ async fn a_fifth_turn_at_once_is_refused_and_taken_once_the_others_end() {
     );
 }
 
+/// The landing rule in the web view: four replies at a conversation's head
+/// at once, held at the model until all four are running, all succeed.
+/// One extends the conversation; each other lands in a new branch whose
+/// origin is the conversation and the head they started from, and its
+/// `done` says so (`branched`, the branch's id). No reply is left
+/// unreachable, and the database verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_replies_at_one_head_at_once_extend_it_once_and_branch_three_times() {
+    use skein_testkit::{Fault, FaultServer};
+    let mut model = FaultServer::start(Fault::Hold(
+        vec![content("Hold")],
+        [vec![content(" on.")], finish()].concat(),
+    ))
+    .await;
+    let server = serving_endpoint(&model.url()).await;
+    let story = story(&server.store).await;
+    let csrf = server.csrf().await;
+    let before = counts(&server.store);
+    let mut held = Vec::new();
+    for turn in 0..4 {
+        let response = server
+            .client
+            .post(format!("{}/api/nodes/{}/reply", server.base, story.a2))
+            .header("content-type", "application/json")
+            .header("x-skein-csrf", &csrf)
+            .body(
+                serde_json::json!({ "text": format!("Turn {turn}."), "model": "remote" })
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        held.push(response);
+    }
+    for _ in 0..4 {
+        model.held().await;
+    }
+    model.release();
+    let mut extended = Vec::new();
+    let mut branches = Vec::new();
+    for response in held {
+        let events = events_of(&response.text().await.unwrap());
+        let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(names.last(), Some(&"done"), "{events:?}");
+        let (start, done) = start_and_done(&events);
+        assert_eq!(start["conversation"], story.main.as_str());
+        assert_eq!(start["branched"], false);
+        assert_eq!(done["text"], "Hold on.");
+        if done["conversation"] == story.main.as_str() {
+            assert_eq!(done["branched"], false, "{done}");
+            extended.push(done.clone());
+        } else {
+            assert_eq!(done["branched"], true, "{done}");
+            branches.push(done.clone());
+        }
+    }
+    assert_eq!((extended.len(), branches.len()), (1, 3));
+    assert_eq!(
+        head_of(&server.store, &story.main).map(|head| head.to_hex()),
+        extended[0]["node"].as_str().map(str::to_string)
+    );
+    let mut ids = Vec::new();
+    for done in &branches {
+        let id = done["conversation"].as_str().unwrap();
+        let branch = server.json(&format!("/api/conversations/{id}")).await;
+        assert_eq!(
+            branch["origin"]["conversation"],
+            story.main.as_str(),
+            "{branch}"
+        );
+        assert_eq!(branch["origin"]["node"], story.a2.as_str(), "{branch}");
+        assert_eq!(
+            branch["head"], done["node"],
+            "the reply is the branch's head"
+        );
+        let run = server
+            .json(&format!("/api/runs/{}", done["run"].as_str().unwrap()))
+            .await;
+        assert_eq!(run["conversation"], id, "{run}");
+        ids.push(id.to_string());
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "three branches");
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let members: Vec<&str> = family["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in &ids {
+        assert!(members.contains(&id.as_str()), "{members:?}");
+    }
+    let (nodes, conversations, runs) = before;
+    assert_eq!(
+        counts(&server.store),
+        (nodes + 8, conversations + 3, runs + 4),
+        "four questions and answers, three branches, four runs"
+    );
+    let report = server.store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// Editing a thread's first message branches from the start of the
+/// conversation it belongs to: the branch names it as its origin (with no
+/// node), runs on its model rather than the server's default, and is a
+/// member of its family, not a conversation sharing messages by content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_of_a_first_message_branches_from_its_conversation_on_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("default.toml");
+    std::fs::write(&rules, "[[rules]]\nreply = \"the default model\"\n").unwrap();
+    let default = format!("scripted:{}", rules.display());
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new(default.clone(), ["echo".to_string()]));
+    })
+    .await;
+    let story = story(&server.store).await;
+    let q1 = server.json(&format!("/api/nodes/{}", story.a1)).await["parent"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let events = server
+        .turn(
+            &format!("/api/nodes/{q1}/edit"),
+            serde_json::json!({ "text": "Name a glacier.", "name": "glaciers" }),
+        )
+        .await;
+    let (start, done) = start_and_done(&events);
+    assert_eq!(start["from"], Value::Null);
+    assert!(echoes(done, "Name a glacier."), "on the echo: {done}");
+    let id = done["conversation"].as_str().unwrap();
+    let branch = server.json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(branch["name"], "glaciers");
+    assert_eq!(branch["len"], 2);
+    assert_eq!(
+        branch["origin"]["conversation"],
+        story.main.as_str(),
+        "{branch}"
+    );
+    assert_eq!(branch["origin"]["node"], Value::Null, "{branch}");
+    let run = server
+        .json(&format!("/api/runs/{}", done["run"].as_str().unwrap()))
+        .await;
+    assert_eq!(run["model"], "echo");
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let members: Vec<&str> = family["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(members.contains(&id), "{members:?}");
+    assert!(family["shares"].as_array().unwrap().is_empty(), "{family}");
+    // A chosen model still answers the turn.
+    let events = server
+        .turn(
+            &format!("/api/nodes/{q1}/edit"),
+            serde_json::json!({ "text": "Name a fjord.", "model": default }),
+        )
+        .await;
+    let (_, done) = start_and_done(&events);
+    assert_eq!(done["text"], "the default model");
+    let id = done["conversation"].as_str().unwrap();
+    let branch = server.json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        branch["origin"]["conversation"],
+        story.main.as_str(),
+        "{branch}"
+    );
+}
+
+/// A fork with a first turn is stored with that turn: when the model call
+/// fails, the page hears `error` and no conversation is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_whose_first_turn_fails_leaves_no_conversation_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("fails.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\nerror = { kind = \"bad_request\", message = \"the model is down\" }\n",
+    )
+    .unwrap();
+    let model = format!("scripted:{}", rules.display());
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
+    })
+    .await;
+    let story = story(&server.store).await;
+    let conversations = server.store.list_conversations(100).unwrap();
+    let csrf = server.csrf().await;
+    for node in [&story.a1, &story.a2] {
+        let (status, body) = server
+            .write(
+                &format!("/api/nodes/{node}/fork"),
+                &serde_json::json!({ "text": "Again?", "name": "doomed", "model": model })
+                    .to_string(),
+                &[("x-skein-csrf", &csrf)],
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let events = events_of(&body);
+        let last = events.last().unwrap();
+        assert_eq!(last.event, "error", "{events:?}");
+        assert!(
+            last.data["message"]
+                .as_str()
+                .unwrap()
+                .contains("the model is down"),
+            "{last:?}"
+        );
+    }
+    assert_eq!(
+        server.store.list_conversations(100).unwrap(),
+        conversations,
+        "no conversation was created"
+    );
+    let report = server.store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
 /// The 4 MiB bound on a streamed reply (the web view's `STREAM_MAX_BYTES`).
 const STREAM_MAX_BYTES: usize = 4 * 1024 * 1024;
 

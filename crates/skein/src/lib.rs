@@ -77,7 +77,7 @@ pub mod media;
 pub use skein_conversation::blocking;
 pub use skein_conversation::{
     AfterCallHook, BeforeCallHook, ChainPrompt, ChainResponse, Conversation, ConversationBuilder,
-    Error, Family, Fork, Model, Prompt, Response, Result, TurnInput, family,
+    Error, Family, Fork, Model, OnMoved, Prompt, Response, Result, TurnInput, family,
 };
 pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
 pub use skein_engine::{

@@ -19,7 +19,7 @@ recorded but its failed run.
 */
 
 use super::Context;
-use super::turns::{TurnSettings, home_model, run_turn};
+use super::turns::{TurnSettings, continue_at, home_model, run_turn};
 use crate::flags::{ChatArgs, LogArgs, TreeArgs};
 use crate::ui::{self, outln};
 use anyhow::{Result, anyhow, bail};
@@ -251,6 +251,10 @@ impl Session<'_> {
                     .model(current.model())
                     .prompt(text)
             }
+            // The thread's first message: a branch from its start, of this
+            // conversation (once stored: an origin names a stored one), on
+            // its model.
+            None if current.is_stored() => current.fork_from_start().prompt(text),
             None => Conversation::builder(current.model().clone())
                 .tools(current.tools().to_vec())
                 .chain_limit(current.chain_limit())
@@ -289,35 +293,30 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Go on from `node`: the stored conversation whose head it is, or a
-    /// new branch there.
+    /// Go on from `node` as `skein reply NODE` does: the stored
+    /// conversation whose head it is, on its own model (or `-m`'s), or a
+    /// new branch there, recorded with its first turn.
     async fn go_to(&mut self, node: &str) -> Result<()> {
         if node.is_empty() {
             bail!("say which node: `!reply NODE`");
         }
         let id = self.ctx.node(node)?;
-        let home = self.conversation.model().clone();
-        if let Some(owner) = self.ctx.store.conversations_at(id)?.into_iter().next() {
-            self.conversation = self.settings.recorded_or_not(
-                Conversation::load_on(&self.ctx.store, owner.id.as_str(), &home).await?,
-            );
-            ui::note(format!(
+        let (conversation, branched) =
+            continue_at(self.ctx, id, self.settings.model.as_deref()).await?;
+        self.conversation = self.settings.recorded_or_not(conversation);
+        ui::note(if branched {
+            format!(
+                "node {} heads no conversation: the next message starts a new branch there, conversation {}",
+                id.short(),
+                self.conversation.id().short()
+            )
+        } else {
+            format!(
                 "continuing conversation {} from its head, node {}",
                 self.conversation.id().short(),
                 id.short()
-            ));
-            return Ok(());
-        }
-        self.conversation = Conversation::fork_at_on(&self.ctx.store, node, &home)
-            .await?
-            .model(&home)
-            .create()
-            .await?;
-        ui::note(format!(
-            "node {} heads no conversation: created a branch there, conversation {}",
-            id.short(),
-            self.conversation.id().short()
-        ));
+            )
+        });
         Ok(())
     }
 

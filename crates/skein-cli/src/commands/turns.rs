@@ -19,7 +19,7 @@ use crate::ui::{self, outln};
 use anyhow::{Result, bail};
 use skein::core::FinishReason;
 use skein::core::provider::GenerationOptions;
-use skein::{Conversation, Model, Prompt, Tool, TurnInput};
+use skein::{Conversation, Model, OnMoved, Prompt, Tool, TurnInput};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -222,26 +222,13 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
     let input = input::turn_input(args.text, &args.parts)?;
-    let owner = ctx.store.conversations_at(node)?.into_iter().next();
-    let (conversation, note) = match owner {
-        Some(stored) => {
-            let conversation =
-                open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?;
-            (conversation, None)
-        }
-        None => {
-            // The branch is stored only once its first turn succeeds.
-            let fork = branch_at(ctx, node, settings.model.as_deref()).await?;
-            let note = format!(
-                "node {} is not the head of a conversation: branched into a new conversation",
-                node.short()
-            );
-            (
-                fork.prompt(input.clone()).conversation().clone(),
-                Some(note),
-            )
-        }
-    };
+    let (conversation, branched) = continue_at(ctx, node, settings.model.as_deref()).await?;
+    let note = branched.then(|| {
+        format!(
+            "node {} is not the head of a conversation: branched into a new conversation",
+            node.short()
+        )
+    });
     let prompt = settings.apply(
         settings.recorded_or_not(conversation).prompt(input),
         settings.system.clone(),
@@ -297,11 +284,8 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         }
         (text, _) => {
             let input = input::turn_input(text, &args.parts)?;
-            let conversation = if settings.no_log {
-                fork.prompt(input.clone()).conversation().without_store()
-            } else {
-                fork.create().await?
-            };
+            // Stored with its first turn, and only if that turn succeeds.
+            let conversation = settings.recorded_or_not(fork.conversation());
             let note = format!("forked at node {} into conversation", node.short());
             let prompt = settings.apply(conversation.prompt(input), settings.system.clone());
             run_turn(ctx, prompt, &settings, Some(note)).await?;
@@ -343,6 +327,28 @@ pub async fn open_stored(ctx: &Context, id: &str, model: Option<&str>) -> Result
         }
         None => Conversation::load(&ctx.store, id, &home_model(None)?).await?,
     })
+}
+
+/// Where a turn after `node` runs (`skein reply`, the chat's `!reply`):
+/// the stored conversation whose head `node` is, on the model `-m` names
+/// for this turn when given, else on its own; otherwise a new branch at
+/// `node` (see [`branch_at`]), stored only once its first turn succeeds.
+/// `true` when it is such a branch.
+pub async fn continue_at(
+    ctx: &Context,
+    node: skein::NodeId,
+    model: Option<&str>,
+) -> Result<(Conversation, bool)> {
+    if let Some(stored) = ctx.store.conversations_at(node)?.into_iter().next() {
+        let conversation = open_stored(ctx, stored.id.as_str(), model).await?;
+        // Another writer may have moved it on since: then `node` heads it
+        // no more, and the turn branches there.
+        if conversation.head() == Some(node) {
+            return Ok((conversation, false));
+        }
+    }
+    let fork = branch_at(ctx, node, model).await?;
+    Ok((fork.conversation(), true))
 }
 
 /// A branch at `node` with the settings of the conversation it belongs to
@@ -434,13 +440,17 @@ impl ToolArgs {
 /// Run one turn (a tool loop when tools are offered), streaming its text
 /// (each model call's on its own line, tool calls noted on stderr between
 /// them; with `--schema`, only the final valid reply is printed, once it
-/// is valid), and report where it was recorded.
+/// is valid), and report where it was recorded. When another writer moved
+/// the conversation on while the turn ran, the turn lands in a new branch
+/// where it started (the landing rule), and the report says so.
 pub async fn run_turn(
     ctx: &Context,
     prompt: Prompt,
     settings: &TurnSettings,
     note: Option<String>,
 ) -> Result<Conversation> {
+    let asked = prompt.conversation().id().clone();
+    let prompt = prompt.on_moved(OnMoved::Branch);
     let streaming = !ctx.json && settings.schema.is_none();
     let prompt = if streaming {
         prompt.on_text(ui::stream_text)
@@ -488,8 +498,16 @@ pub async fn run_turn(
         outln!("{}", response.text())?;
     }
     let conversation = response.conversation();
+    let moved_on = (*conversation.id() != asked).then_some(&asked);
     if let Some(note) = note {
         ui::note(format!("{note} {}", conversation.id().short()));
+    }
+    if let Some(asked) = moved_on {
+        ui::note(format!(
+            "conversation {} moved on while this turn ran: the reply landed in a new branch, conversation {}",
+            asked.short(),
+            conversation.id().short()
+        ));
     }
     if let Some(status) = status.filter(|status| *status != skein::ChainStatus::Completed) {
         ui::note(match status {
@@ -521,6 +539,7 @@ pub async fn run_turn(
             "finish_reason": finish.name(),
             "chain_status": status,
             "recorded": conversation.store().is_some(),
+            "branched_from": moved_on,
         }))?;
         return Ok(conversation.clone());
     }

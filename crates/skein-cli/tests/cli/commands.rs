@@ -2038,8 +2038,19 @@ fn a_tool_loop_prints_each_model_call_on_its_own_line() {
     );
 }
 
+/// The landing rule on the command line: `prompt --cid` and `reply NODE`
+/// turns whose conversation another process moves on while they run both
+/// succeed, each in a new branch whose origin is the conversation and the
+/// node they started from (said on stderr, and in `--json`'s
+/// `branched_from`); the conversation keeps the winner's turn.
 #[test]
-fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
+fn a_turn_that_loses_the_race_for_the_head_lands_in_a_branch() {
+    turns_that_lose_the_race_land_in_branches(&temp());
+}
+
+/// The body of [`a_turn_that_loses_the_race_for_the_head_lands_in_a_branch`]
+/// on `skein`'s database (SQLite here, PostgreSQL in `postgres.rs`).
+pub(crate) fn turns_that_lose_the_race_land_in_branches(skein: &Cli) {
     use wiremock::matchers::{body_string_contains, method};
     use wiremock::{Mock, MockServer, ResponseTemplate};
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -2065,7 +2076,6 @@ fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
             .await;
         server
     });
-    let skein = temp();
     let command = |args: &[&str]| {
         let mut command = skein.command(args);
         command
@@ -2077,47 +2087,69 @@ fn a_lost_race_for_the_head_gives_the_command_that_keeps_the_reply() {
         .output()
         .unwrap();
     assert!(first.status.success(), "{}", stderr(&first));
-    let slow = command(&["prompt", "-c", "slow one"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Once the slow turn's request is at the server, another turn moves
-    // the head.
-    while runtime.block_on(server.received_requests()).unwrap().len() < 2 {
+    let first: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let start = first["node"].as_str().unwrap().to_string();
+    // Two turns go on from the head: `prompt --cid` and `reply NODE`.
+    let slow = [
+        command(&["--json", "prompt", "--cid", &cid, "slow one"]),
+        command(&["--json", "reply", &start[..12], "slow two"]),
+    ]
+    .map(|mut command| {
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
+    // Once their requests are at the server, another turn moves the head.
+    while runtime.block_on(server.received_requests()).unwrap().len() < 3 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let fast = command(&["prompt", "-c", "fast one"]).output().unwrap();
+    let fast = command(&["--json", "prompt", "--cid", &cid, "fast one"])
+        .output()
+        .unwrap();
     assert!(fast.status.success(), "{}", stderr(&fast));
-    let lost = slow.wait_with_output().unwrap();
-    assert_eq!(lost.status.code(), Some(4), "{}", stderr(&lost));
-    let message = stderr(&lost);
-    assert!(
-        message.contains("moved on while this turn ran"),
-        "{message}"
-    );
-    assert!(!message.contains(".fork()"), "no library advice: {message}");
-    let node = message
-        .split_once("the reply is stored as node ")
-        .map(|(_, rest)| rest[..12].to_string())
-        .unwrap_or_else(|| panic!("{message}"));
-    assert!(
-        message.contains(&format!(
-            ": keep it as a branch with `skein fork {node}`, or continue from it with `skein reply {node} TEXT`"
-        )),
-        "{message}"
-    );
-    // The advice works: the stored reply becomes a conversation's head.
-    let shown = skein.json(&["show", &node]);
-    assert_eq!(
-        shown["node"]["message"]["parts"][0]["text"],
-        "Hello from the mock."
-    );
-    // (The fork keeps the conversation's model, so it runs where the key is.)
-    let fork = command(&["--json", "fork", &node]).output().unwrap();
-    assert!(fork.status.success(), "{}", stderr(&fork));
-    let fork: Value = serde_json::from_slice(&fork.stdout).unwrap();
-    assert_eq!(fork["head"].as_str().unwrap()[..12], node);
+    let fast: Value = serde_json::from_slice(&fast.stdout).unwrap();
+    assert_eq!(fast["conversation"], cid.as_str());
+    assert_eq!(fast["branched_from"], Value::Null);
+    let mut branches = Vec::new();
+    for lost in slow {
+        let lost = lost.wait_with_output().unwrap();
+        let message = stderr(&lost);
+        assert!(lost.status.success(), "{message}");
+        assert!(
+            message.contains(&format!(
+                "conversation {} moved on while this turn ran: the reply landed in a new branch, conversation ",
+                &cid[..12]
+            )),
+            "{message}"
+        );
+        let landed: Value = serde_json::from_slice(&lost.stdout).unwrap();
+        assert_eq!(landed["branched_from"], cid.as_str(), "{landed}");
+        let branch = landed["conversation"].as_str().unwrap().to_string();
+        assert_ne!(branch, cid);
+        // The branch holds the reply, and its origin is where the turn
+        // started.
+        let log = skein.json(&["log", "--cid", &branch]);
+        assert_eq!(log["conversation"]["head"], landed["node"]);
+        assert_eq!(log["conversation"]["origin"]["conversation"], cid.as_str());
+        assert_eq!(log["conversation"]["origin"]["node"], start.as_str());
+        assert_eq!(log["messages"].as_array().unwrap().len(), 4);
+        branches.push(branch);
+    }
+    assert_ne!(branches[0], branches[1]);
+    let main = skein.json(&["log", "--cid", &cid]);
+    assert_eq!(main["conversation"]["head"], fast["node"]);
+    // Both branches are in the conversation's family, and nothing dangles.
+    let tree = skein.ok(&["tree", &cid]);
+    for branch in &branches {
+        let line = tree.lines().find(|line| line.contains(&branch[..12]));
+        let line = line.unwrap_or_else(|| panic!("{branch} not in {tree}"));
+        assert!(!line.contains("shares"), "{tree}");
+    }
+    assert_eq!(skein.json(&["conversations"]).as_array().unwrap().len(), 3);
+    skein.ok(&["verify"]);
 }
 
 /// The user messages of the database, by text, with their parents.
@@ -2134,6 +2166,153 @@ fn user_nodes(skein: &Cli) -> Vec<(String, Option<String>)> {
             )
         })
         .collect()
+}
+
+/// A scripted model in the test's directory answering `scripted: TEXT`.
+fn scripted_echo(skein: &Cli) -> String {
+    let rules = skein.dir().join("scripted-echo.toml");
+    std::fs::write(&rules, "[[rules]]\nreply = \"scripted: {last_user}\"\n").unwrap();
+    format!("scripted:{}", rules.display())
+}
+
+/// A scripted model in the test's directory whose every call fails.
+fn failing_model(skein: &Cli) -> String {
+    let rules = skein.dir().join("fails.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\nerror = { kind = \"bad_request\", message = \"the model is down\" }\n",
+    )
+    .unwrap();
+    format!("scripted:{}", rules.display())
+}
+
+/// `!reply NODE` goes on as `skein reply NODE` does: on the model of the
+/// conversation NODE belongs to (at its head, or in a branch at an inner
+/// node), not on the chat's own.
+#[test]
+fn chat_reply_answers_on_the_model_of_the_nodes_conversation() {
+    let skein = temp();
+    let model = scripted_echo(&skein);
+    let first = skein.json(&["prompt", "-m", &model, "one"]);
+    let second = skein.json(&["prompt", "-c", "two"]);
+    let inner = first["node"].as_str().unwrap()[..12].to_string();
+    let head = second["node"].as_str().unwrap()[..12].to_string();
+    // The chat runs on the default model, the echo.
+    let script = format!("hello\n!reply {head}\nthree\n!reply {inner}\nfour\n");
+    let output = skein.run_with_stdin(&["chat"], script.as_bytes());
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert!(output.status.success(), "{err}");
+    assert!(out.contains("echo: \"hello\""), "{out}");
+    assert!(out.contains("scripted: three"), "{out}");
+    assert!(out.contains("scripted: four"), "{out}");
+    assert!(
+        !out.contains("echo: \"three\"") && !out.contains("echo: \"four\""),
+        "{out}"
+    );
+    let cid = second["conversation"].as_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "continuing conversation {} from its head",
+            &cid[..12]
+        )),
+        "{err}"
+    );
+    // `skein reply` answers on the same model.
+    let reply = skein.json(&["reply", &inner, "five"]);
+    assert_eq!(reply["text"], "scripted: five");
+    // The first conversation (extended by three), the chat's own, and the
+    // two branches at the inner node (four, five).
+    assert_eq!(skein.count("conversations"), 4);
+    let log = skein.json(&["log", "--cid", cid]);
+    assert_eq!(log["messages"].as_array().unwrap().len(), 6);
+}
+
+/// `!retry` and `!edit` of a thread's first message branch from the start
+/// of the chat's conversation: each branch names it as its origin with no
+/// node, keeps its model, and is a member of its family (never listed as
+/// sharing messages by content).
+#[test]
+fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
+    let skein = temp();
+    let model = scripted_echo(&skein);
+    let output = skein.run_with_stdin(
+        &["chat", "-m", &model, "--name", "main"],
+        b"first\n!retry\n!edit first, reworded\n",
+    );
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert!(output.status.success(), "{err}");
+    assert!(out.contains("scripted: first, reworded"), "{out}");
+    assert!(err.contains("answered again from the start"), "{err}");
+    let conversations = skein.json(&["conversations"]);
+    let conversations = conversations.as_array().unwrap();
+    assert_eq!(conversations.len(), 3, "{conversations:?}");
+    let main = conversations
+        .iter()
+        .find(|c| c["name"] == "main")
+        .unwrap_or_else(|| panic!("{conversations:?}"));
+    let main_id = main["id"].as_str().unwrap();
+    // The retry branches from the conversation; the edit, made in the
+    // retry's branch where the chat went on, from that branch.
+    let retry = conversations
+        .iter()
+        .find(|c| c["origin"]["conversation"] == main_id)
+        .unwrap_or_else(|| panic!("no branch of main: {conversations:?}"));
+    let retry_id = retry["id"].as_str().unwrap();
+    let edit = conversations
+        .iter()
+        .find(|c| c["origin"]["conversation"] == retry_id)
+        .unwrap_or_else(|| panic!("no branch of the retry: {conversations:?}"));
+    for branch in [retry, edit] {
+        assert_eq!(branch["origin"]["node"], Value::Null, "{branch}");
+        assert_eq!(branch["meta"]["model"], model.as_str(), "{branch}");
+    }
+    let tree = skein.json(&["tree", main_id]);
+    assert_eq!(tree["conversations"].as_array().unwrap().len(), 3, "{tree}");
+    assert!(tree["shares"].as_array().unwrap().is_empty(), "{tree}");
+    let drawn = skein.ok(&["tree", main_id]);
+    assert!(!drawn.contains("shares messages by content"), "{drawn}");
+}
+
+/// A fork with a first turn is stored with that turn: when the model call
+/// fails, `skein fork NODE TEXT` exits 5 and leaves no conversation behind,
+/// as a failed `skein prompt` does; the database verifies.
+#[test]
+fn a_failed_first_turn_of_a_fork_leaves_no_conversation_behind() {
+    failed_first_turns_leave_no_conversation(&temp());
+}
+
+/// The body of [`a_failed_first_turn_of_a_fork_leaves_no_conversation_behind`]
+/// on `skein`'s database (SQLite here, PostgreSQL in `postgres.rs`).
+pub(crate) fn failed_first_turns_leave_no_conversation(skein: &Cli) {
+    let first = skein.json(&["prompt", "one"]);
+    let node = first["node"].as_str().unwrap()[..12].to_string();
+    let fails = failing_model(skein);
+    let before = skein.json(&["conversations"]);
+    for args in [
+        vec!["fork", node.as_str(), "-m", fails.as_str(), "a first turn"],
+        vec![
+            "fork",
+            node.as_str(),
+            "--name",
+            "doomed",
+            "-m",
+            fails.as_str(),
+            "again",
+        ],
+        vec!["prompt", "-m", fails.as_str(), "a new one"],
+    ] {
+        let failed = skein.run(&args);
+        let message = stderr(&failed);
+        assert_eq!(failed.status.code(), Some(5), "{args:?}: {message}");
+        assert!(message.contains("the model is down"), "{message}");
+        assert_eq!(skein.json(&["conversations"]), before, "{args:?}");
+    }
+    let verify = skein.run(&["verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    // A fork without a turn is still made at once.
+    let fork = skein.json(&["fork", &node, "--name", "kept"]);
+    assert_eq!(fork["name"], "kept");
+    assert_eq!(skein.json(&["conversations"]).as_array().unwrap().len(), 2);
 }
 
 #[test]
@@ -2156,7 +2335,7 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
     assert!(err.contains("as a sibling branch: conversation "), "{err}");
     assert!(
         err.contains(&format!(
-            "node {inner} heads no conversation: created a branch there, conversation "
+            "node {inner} heads no conversation: the next message starts a new branch there, conversation "
         )),
         "{err}"
     );

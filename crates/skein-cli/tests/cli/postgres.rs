@@ -117,3 +117,20 @@ fn an_unreachable_server_is_a_clear_error_without_the_password() {
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// The landing rule on PostgreSQL: turns that lose the race for a head
+/// land in branches, and a fork whose first turn fails leaves no
+/// conversation (the SQLite tests' bodies, in `commands.rs`).
+#[test]
+fn the_landing_rule_holds_on_postgres() {
+    let Some(base) = server("the_landing_rule_holds_on_postgres") else {
+        return;
+    };
+    for body in [
+        crate::commands::turns_that_lose_the_race_land_in_branches,
+        crate::commands::failed_first_turns_leave_no_conversation,
+    ] {
+        let schema = ScratchSchema::create(&base).unwrap();
+        body(&cli(schema.url()));
+    }
+}

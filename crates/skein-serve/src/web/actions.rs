@@ -6,11 +6,15 @@ makes new nodes and moves or creates bookmarks only, and a failed model
 call is recorded as everywhere else.
 
 - reply at a conversation's head continues it; anywhere else it branches
-  there, with the settings of the conversation the node belongs to;
-- edit: a new branch from a user message's parent with new text;
+  there, with the settings of the conversation the node belongs to; a
+  reply whose conversation moves on while it runs lands in a new branch
+  at the node (the landing rule, [`super::stream::turn`]);
+- edit: a new branch from a user message's parent with new text (for a
+  thread's first message, a branch from the start of its conversation);
 - regenerate: a sibling of an assistant message, a branch at its parent
   with nothing new (the model answers the same request again);
-- fork: a new conversation at the node, with or without a first turn.
+- fork: a new conversation at the node, with or without a first turn
+  (with one, it is stored only when that turn succeeds).
 
 Turns stream their reply ([`super::stream`]); `model` and `options`
 choose the model and generation options for the turn (default: the
@@ -222,6 +226,25 @@ async fn at(state: &AppState, prefix: String) -> Result<At, ApiError> {
     })
 }
 
+/// The conversation a thread's first message belongs to: the one it
+/// heads, else the one whose turn answered it (see
+/// [`owner_of_node`](skein::conversation::owner_of_node)); `None` for a
+/// message no conversation holds.
+async fn first_message_owner(
+    state: &AppState,
+    node: NodeId,
+) -> Result<Option<ConversationId>, ApiError> {
+    if let Some(owner) = skein::conversation::owner_of_node(&state.store, node).await? {
+        return Ok(Some(owner));
+    }
+    for reply in state.store.nonblocking().children(node).await? {
+        if let Some(owner) = skein::conversation::owner_of_node(&state.store, reply).await? {
+            return Ok(Some(owner));
+        }
+    }
+    Ok(None)
+}
+
 /// A stored conversation to go on with, on `model` for this turn when
 /// given (as `skein reply -m`), else on its own.
 async fn open_stored(
@@ -303,13 +326,14 @@ pub async fn reply(
     let at = at(&state, prefix).await?;
     let model = chosen_model(&state, body.model.as_deref())?;
     let input = TurnInput::text(body.text.clone().unwrap_or_default());
-    let (prompt, branched) = match &at.owner {
-        Some(stored) => (
-            open_stored(&state, stored, model.as_ref())
-                .await?
-                .prompt(input),
-            false,
-        ),
+    let going_on = match &at.owner {
+        // Another writer may have moved it on since it was looked up.
+        Some(stored) => Some(open_stored(&state, stored, model.as_ref()).await?)
+            .filter(|conversation| conversation.head() == Some(at.node)),
+        None => None,
+    };
+    let (prompt, branched) = match going_on {
+        Some(conversation) => (conversation.prompt(input), false),
         None => {
             // The branch is stored only once its first turn succeeds.
             let fork = branch(&state, at.node, None, model.as_ref(), body.name.clone()).await?;
@@ -352,19 +376,33 @@ pub async fn edit(
         Some(parent) => branch(&state, parent, None, model.as_ref(), body.name.clone())
             .await?
             .prompt(input),
-        // The first message of a thread: a new conversation, on the chosen
-        // model or the default.
-        None => {
-            let model = match model {
-                Some(model) => model,
-                None => home_model(&state)?,
-            };
-            let mut builder = model.conversation().store(&state.store);
-            if let Some(name) = body.name.clone() {
-                builder = builder.name(name);
+        // The first message of a thread: a branch from the start of the
+        // conversation it belongs to, on its model unless one is chosen.
+        None => match first_message_owner(&state, at.node).await? {
+            Some(owner) => {
+                let stored = state.store.nonblocking().conversation(&owner).await?;
+                let mut fork = open_stored(&state, &stored, model.as_ref())
+                    .await?
+                    .fork_from_start();
+                if let Some(name) = body.name.clone() {
+                    fork = fork.name(name);
+                }
+                fork.prompt(input)
             }
-            builder.build().prompt(input)
-        }
+            // A message no conversation holds (an imported one): a new
+            // conversation, on the chosen model or the default.
+            None => {
+                let model = match model {
+                    Some(model) => model,
+                    None => home_model(&state)?,
+                };
+                let mut builder = model.conversation().store(&state.store);
+                if let Some(name) = body.name.clone() {
+                    builder = builder.name(name);
+                }
+                builder.build().prompt(input)
+            }
+        },
     };
     let start = Start {
         conversation: prompt.conversation().id().clone(),
@@ -434,14 +472,16 @@ pub async fn fork(
     let at = at(&state, prefix).await?;
     let model = chosen_model(&state, body.model.as_deref())?;
     let fork = branch(&state, at.node, None, model.as_ref(), body.name.clone()).await?;
-    let conversation = fork.create().await.map_err(turn_error)?;
     let (Some(permit), Some(text)) = (permit, body.text.clone()) else {
+        let conversation = fork.create().await.map_err(turn_error)?;
         return Ok((
             StatusCode::CREATED,
             Json(json!({ "conversation": conversation.id(), "from": at.node })),
         )
             .into_response());
     };
+    // Stored with its first turn, and only if that turn succeeds.
+    let conversation = fork.conversation();
     let start = Start {
         conversation: conversation.id().clone(),
         branched: true,

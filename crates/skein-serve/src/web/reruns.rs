@@ -364,6 +364,7 @@ pub async fn fork(
         };
         Ok(Done {
             conversation,
+            branched: true,
             node: turn.node(),
             run: run.map(|run| run.to_string()),
             finish_reason,

@@ -1,7 +1,8 @@
 /*!
 A turn run for the page, streamed as server-sent events: `start` (where the
 turn lands), `delta` (the reply's text as it is produced), then `done`
-(where it was recorded) or `error` (why it failed; a failed model call is
+(where it was recorded: a turn whose conversation another writer moved on
+meanwhile lands in a new branch where it started, and says so) or `error` (why it failed; a failed model call is
 recorded by the turn layer as on every surface).
 
 The turn runs in a task of its own holding one of the server's turn
@@ -19,7 +20,7 @@ use serde::Serialize;
 use serde_json::json;
 use skein::engine::CancellationToken;
 use skein::store::ConversationId;
-use skein::{NodeId, Prompt};
+use skein::{NodeId, OnMoved, Prompt};
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
@@ -45,6 +46,10 @@ pub(crate) struct Start {
 #[derive(Debug, Serialize)]
 pub(crate) struct Done {
     pub conversation: ConversationId,
+    /// Whether the turn landed in a new conversation: a branch or fork
+    /// (as `start` said), or a branch because the conversation it went on
+    /// with moved on while it ran (then `conversation` is that branch).
+    pub branched: bool,
     pub node: NodeId,
     pub run: Option<String>,
     pub finish_reason: Option<String>,
@@ -70,10 +75,12 @@ fn respond(receiver: mpsc::UnboundedReceiver<Event>) -> Response {
 }
 
 /// Run `prompt` (a tool loop when it offers tools, as the CLI does) and
-/// stream it.
+/// stream it. When the conversation it goes on with moves on while it
+/// runs, it lands in a new branch where it started (the landing rule).
 pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -> Response {
     let (sender, receiver) = mpsc::unbounded_channel();
     let _ = sender.send(event("start", &start));
+    let prompt = prompt.on_moved(OnMoved::Branch);
     let cancel = CancellationToken::new();
     // The only one who cancels is the bound.
     let cut = cancel.clone();
@@ -105,6 +112,7 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
             Ok(response) => event(
                 "done",
                 &Done {
+                    branched: start.branched || *response.conversation().id() != start.conversation,
                     conversation: response.conversation().id().clone(),
                     node: response.head(),
                     run: Some(response.run_id().to_string()),

@@ -1114,27 +1114,36 @@ impl skein::core::Provider for Gated {
     }
 }
 
+/// A model whose calls wait at the provider until `release` lets them
+/// through, counting those that `arrived`.
+fn gated_model() -> (Arc<Gated>, skein::Model) {
+    use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
+    let gated = Arc::new(Gated {
+        inner: Arc::new(skein::providers::Scripted::from_toml_str(SCRIPT).unwrap()),
+        arrived: AtomicUsize::new(0),
+        release: Arc::new(tokio::sync::Semaphore::new(0)),
+    });
+    let catalog = Catalog::new()
+        .backend(BackendDef::new("main", BackendKind::Echo))
+        .profile(Profile::new("main", "main", "main-model"));
+    let engine = skein::Engine::builder(catalog)
+        .provider("main", gated.clone())
+        .build()
+        .unwrap();
+    (
+        gated.clone(),
+        skein::Model::from_profile(&engine, "main").unwrap(),
+    )
+}
+
 /// Two turns started from the same head, in memory and with a store: exactly
 /// one moves the bookmark; the other gets `HeadMoved` with its response, so
 /// no update is lost (both succeeding would be one).
 #[tokio::test]
 async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
-    use skein::engine::config::{BackendDef, BackendKind, Catalog, Profile};
     let (_dir, store) = store();
     for store in [None, Some(store)] {
-        let gated = Arc::new(Gated {
-            inner: Arc::new(skein::providers::Scripted::from_toml_str(SCRIPT).unwrap()),
-            arrived: AtomicUsize::new(0),
-            release: Arc::new(tokio::sync::Semaphore::new(0)),
-        });
-        let catalog = Catalog::new()
-            .backend(BackendDef::new("main", BackendKind::Echo))
-            .profile(Profile::new("main", "main", "main-model"));
-        let engine = skein::Engine::builder(catalog)
-            .provider("main", gated.clone())
-            .build()
-            .unwrap();
-        let model = skein::Model::from_profile(&engine, "main").unwrap();
+        let (gated, model) = gated_model();
         let mut builder = model.conversation();
         if let Some(store) = &store {
             builder = builder.store(store);
@@ -1183,6 +1192,90 @@ async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
         // The kept response can still become a branch.
         let branch = loser.fork().create().await.unwrap();
         assert_eq!(branch.head(), Some(loser.head()));
+    }
+}
+
+/// The landing rule, asked for with `on_moved(OnMoved::Branch)`: of turns
+/// racing from one head (plain turns and a tool loop), one extends the
+/// conversation and each other lands in a new branch whose origin is the
+/// conversation and the node the turn started from, in memory and with a
+/// store; its response belongs to the branch, which goes on from it. No
+/// reply is left unreachable, and the store verifies.
+#[tokio::test]
+async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
+    use skein::OnMoved;
+    let (_dir, store) = store();
+    for store in [None, Some(store)] {
+        let (gated, model) = gated_model();
+        let mut builder = model.conversation();
+        if let Some(store) = &store {
+            builder = builder.store(store);
+        }
+        let conversation = builder.build();
+        gated.release.add_permits(1);
+        let first = conversation.prompt("one").send().await.unwrap();
+        let start = first.head();
+        let turns = [
+            tokio::spawn(first.reply("a").on_moved(OnMoved::Branch).send()),
+            tokio::spawn(conversation.prompt("b").on_moved(OnMoved::Branch).send()),
+            tokio::spawn({
+                let chain = conversation.chain("c").on_moved(OnMoved::Branch).send();
+                async move { chain.await.map(|chain| chain.last().clone()) }
+            }),
+        ];
+        while gated.arrived.load(Ordering::SeqCst) < 4 {
+            tokio::task::yield_now().await;
+        }
+        gated.release.add_permits(3);
+        let mut landed = Vec::new();
+        for turn in turns {
+            landed.push(turn.await.unwrap().expect("no turn is lost"));
+        }
+        let (won, branched): (Vec<_>, Vec<_>) = landed
+            .iter()
+            .partition(|response| response.conversation().id() == conversation.id());
+        assert_eq!((won.len(), branched.len()), (1, 2), "{landed:?}");
+        assert_eq!(conversation.head(), Some(won[0].head()));
+        for response in branched {
+            let branch = response.conversation();
+            assert_ne!(branch.id(), conversation.id());
+            assert_eq!(branch.head(), Some(response.head()));
+            assert_eq!(
+                branch.origin(),
+                Some(&Origin {
+                    node: Some(start),
+                    conversation: Some(conversation.id().clone()),
+                    rerun: None,
+                })
+            );
+            assert_eq!(branch.model().name(), conversation.model().name());
+            assert_eq!(
+                response.thread().parent().parent().head_id(),
+                Some(start),
+                "the turn went on from where it started"
+            );
+            if let Some(store) = &store {
+                assert!(branch.is_stored());
+                let row = store.conversation(branch.id()).unwrap();
+                assert_eq!(row.head, Some(response.head()));
+                assert_eq!(row.origin, branch.origin().cloned());
+                let run = store.run_record(response.run_id()).unwrap();
+                assert_eq!(run.conversation.as_ref(), Some(branch.id()));
+            }
+            // The branch goes on from its own head.
+            gated.release.add_permits(1);
+            let next = branch.prompt("d").send().await.unwrap();
+            assert_eq!(next.conversation().id(), branch.id());
+            assert_eq!(
+                next.thread().parent().parent().head_id(),
+                Some(response.head())
+            );
+        }
+        if let Some(store) = &store {
+            assert_eq!(store.list_conversations(10).unwrap().len(), 3);
+            let report = store.verify().unwrap();
+            assert!(report.is_ok(), "{:?}", report.problems);
+        }
     }
 }
 

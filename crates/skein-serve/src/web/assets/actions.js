@@ -177,7 +177,7 @@ async function streamInto(output, path, body, ctx, what) {
   status.textContent = `Done (${done.finish_reason || 'finished'}) · ${plural(deltas, 'chunk')} streamed · message ${short(done.node)}`;
   ctx.landed({
     what, conversation: done.conversation, node: done.node, run: done.run, deltas,
-    branched: Boolean(started && started.branched), text: done.text,
+    branched: Boolean(done.branched || (started && started.branched)), text: done.text,
   });
 }
 
