@@ -1,7 +1,7 @@
 //! Reasoning about turns and re-running them without sources.
 
 use crate::common::{Counting, Recording, advisor, advisor_chat, decision_changed};
-use skein_core::{Annotation, BoxFuture, Message, Part, Role, Thread};
+use skein_core::{Annotation, BoxFuture, Message, Part, Relation, Role, Thread};
 use skein_recorded::{
     HookContext, HookError, Purpose, ReasonOptions, RecordedChat, RecordedError, RerunOptions,
     Source, SourceHook, Verdict,
@@ -608,4 +608,57 @@ async fn samples_run_together_up_to_the_backends_capacity_with_the_same_results(
         outcomes.push((answers, result.verdict));
     }
     assert_eq!(outcomes[0], outcomes[1]);
+}
+
+/// A rerun whose samples fail records no rerun, yet keeps every model call
+/// its samples made (the failed probes and the completed baselines) in the
+/// conversation's usage, in no turn.
+#[tokio::test]
+async fn a_failed_rerun_records_nothing_but_keeps_its_samples_runs() {
+    const FAILS_WITHOUT_SENTIMENT: &str = r#"
+[[rules]]
+not_system_contains = "social-sentiment"
+error = { kind = "server", message = "overloaded" }
+
+[[rules]]
+reply = "BUY: sentiment is bullish."
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(FAILS_WITHOUT_SENTIMENT);
+    let builder = || advisor::builder(model.clone()).store(store.clone());
+    let mut chat = builder().build().await.unwrap();
+    chat.send("Should we BUY or HOLD?").await.unwrap();
+    let id = chat.conversation().unwrap().clone();
+    let error = chat
+        .rerun_turn(
+            0,
+            RerunOptions::ignore(["social-sentiment"])
+                .samples(2)
+                .check_baseline(),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("overloaded"), "{error}");
+    assert_eq!(model.count(), 5, "one turn, two probes, two baselines");
+    assert!(store.reruns_of_conversation(&id).unwrap().is_empty());
+    let runs = store.runs_of_conversation(&id).unwrap();
+    assert_eq!(runs.len(), 5, "every sample's call keeps its run");
+    let status = |s| runs.iter().filter(|run| run.status == s).count();
+    assert_eq!(status(skein_store::RunStatus::Failed), 2);
+    let kept = runs
+        .iter()
+        .filter(|run| {
+            run.relations
+                .contains(&Relation::Unrecorded("rerun_failed".into()))
+        })
+        .count();
+    assert_eq!(kept, 4, "the probes and the baselines, marked unrecorded");
+    let usage = store
+        .usage(&skein_store::UsageScope::Conversation(id.clone()))
+        .unwrap();
+    assert_eq!(usage.runs.len(), 5);
+    assert!(store.verify().unwrap().is_ok());
+    let loaded = builder().load(&id).await.unwrap();
+    assert_eq!(loaded.turns().len(), 1, "the kept samples are no turn");
 }
