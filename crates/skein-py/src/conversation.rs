@@ -7,11 +7,11 @@ with `fork` and `Conversation::fork_at`, logged with `Conversation::log`.
 
 use crate::args::{TurnArgs, options};
 use crate::errors::{check, conversation_error};
+use crate::input::turn_input;
 use crate::model::{Store, open, stored_conversation};
 use crate::response::{ChainResponse, Response};
 use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
-use crate::input::turn_input;
 use crate::values::Attachment;
 use crate::values::{Message, ToolSpec};
 use pyo3::prelude::*;
@@ -227,9 +227,12 @@ impl Conversation {
     ) -> PyResult<Response> {
         let options = options(temperature, top_p, seed, max_tokens)?;
         let args = TurnArgs::new(py, system, schema, tools, model, options)?;
-        Ok(Response::pending(args.prompt(
-            self.inner.prompt(turn_input(prompt, messages, attachments)?),
-        )))
+        Ok(Response::pending(
+            args.prompt(
+                self.inner
+                    .prompt(turn_input(prompt, messages, attachments)?),
+            ),
+        ))
     }
 
     /// A tool loop after the head, with the conversation's tools and hooks
@@ -259,9 +262,9 @@ impl Conversation {
         args.chain_limit = chain_limit;
         args.before_call = before_call;
         args.after_call = after_call;
-        Ok(ChainResponse::pending(
-            args.chain(self.inner.chain(turn_input(prompt, messages, attachments)?)),
-        ))
+        Ok(ChainResponse::pending(args.chain(
+            self.inner.chain(turn_input(prompt, messages, attachments)?),
+        )))
     }
 
     /// Branch at the head: a new conversation with the same history, tools,

@@ -25,7 +25,13 @@ use pyo3::types::{PyDict, PyList};
 use skein::core::{Message as CoreMessage, Part, Role};
 
 /// The keys a message dict may have.
-const MESSAGE_KEYS: [&str; 5] = ["role", "content", "tool_calls", "tool_results", "attachments"];
+const MESSAGE_KEYS: [&str; 5] = [
+    "role",
+    "content",
+    "tool_calls",
+    "tool_results",
+    "attachments",
+];
 
 /// A turn's input from its `prompt`, `messages` and `attachments` arguments.
 pub fn turn_input(
@@ -44,7 +50,8 @@ pub fn turn_input(
         return Ok(input);
     }
     let mut parts: Vec<Part> = prompt
-        .filter(|text| !(text.is_empty() && !attachments.is_empty()))
+        // An empty prompt with attachments adds no empty text part.
+        .filter(|text| !text.is_empty() || attachments.is_empty())
         .map(Part::text)
         .into_iter()
         .collect();
@@ -95,9 +102,9 @@ fn message(item: &Bound<'_, PyAny>) -> PyResult<CoreMessage> {
     let role: Role = role.parse().map_err(PyValueError::new_err)?;
     let mut parts = Vec::new();
     if let Some(content) = dict.get_item("content")? {
-        let text: String = content.extract().map_err(|_| {
-            PyTypeError::new_err("a message's \"content\" is its text, a str")
-        })?;
+        let text: String = content
+            .extract()
+            .map_err(|_| PyTypeError::new_err("a message's \"content\" is its text, a str"))?;
         parts.push(Part::text(text));
     }
     for call in each(dict, "tool_calls")? {
@@ -139,7 +146,9 @@ fn tool_call(item: &Bound<'_, PyAny>) -> PyResult<skein::ToolCall> {
         });
     }
     let dict = item.cast::<PyDict>().map_err(|_| {
-        PyTypeError::new_err("a tool call is a dict {\"id\", \"name\", \"arguments\"} or a skein.ToolCall")
+        PyTypeError::new_err(
+            "a tool call is a dict {\"id\", \"name\", \"arguments\"} or a skein.ToolCall",
+        )
     })?;
     let arguments = match dict.get_item("arguments")? {
         None => "{}".to_string(),

@@ -8,10 +8,10 @@ reads and writes what the other recorded).
 use crate::args::{TurnArgs, options};
 use crate::conversation::Conversation;
 use crate::errors::check;
+use crate::input::turn_input;
 use crate::response::{ChainResponse, Response};
 use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
-use crate::input::turn_input;
 use crate::values::Attachment;
 use pyo3::prelude::*;
 use std::sync::Arc;

@@ -5,16 +5,14 @@
 iteration (`Stream`, `ChainStream`).
 */
 
-use crate::input::turn_input;
 use crate::args::{TurnArgs, model, options};
 use crate::conversation::Conversation;
 use crate::errors::check;
+use crate::input::turn_input;
 use crate::model::Store;
 use crate::runtime;
 use crate::turn::Turn;
-use crate::values::{
-    Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json,
-};
+use crate::values::{Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use skein::{ChainPrompt, Prompt};
@@ -147,9 +145,12 @@ impl Response {
     ) -> PyResult<Response> {
         let options = options(temperature, top_p, seed, max_tokens)?;
         let args = TurnArgs::new(py, system, schema, tools, model, options)?;
-        Ok(Response::pending(args.prompt(
-            self.get(py)?.reply(turn_input(prompt, messages, attachments)?),
-        )))
+        Ok(Response::pending(
+            args.prompt(
+                self.get(py)?
+                    .reply(turn_input(prompt, messages, attachments)?),
+            ),
+        ))
     }
 
     /// Branch at this response: a new conversation with this history and
@@ -365,9 +366,12 @@ impl ChainResponse {
     ) -> PyResult<Response> {
         let options = options(temperature, top_p, seed, max_tokens)?;
         let args = TurnArgs::new(py, system, schema, tools, model, options)?;
-        Ok(Response::pending(args.prompt(
-            self.get(py)?.reply(turn_input(prompt, messages, attachments)?),
-        )))
+        Ok(Response::pending(
+            args.prompt(
+                self.get(py)?
+                    .reply(turn_input(prompt, messages, attachments)?),
+            ),
+        ))
     }
 
     fn __iter__(&self) -> ChainStream {

@@ -662,3 +662,69 @@ reply = "BUY: sentiment is bullish."
     let loaded = builder().load(&id).await.unwrap();
     assert_eq!(loaded.turns().len(), 1, "the kept samples are no turn");
 }
+
+/// A rerun tells the source hook everything removed from a probe: the
+/// chat's persistent removals together with the probe's own; baselines
+/// see the persistent removals alone. The same after loading the turn
+/// back from the store.
+#[tokio::test]
+async fn a_rerun_gives_the_hook_the_persistent_removals_with_the_probes() {
+    let memory = Arc::new(Memory {
+        notes: Mutex::new(Vec::new()),
+        calls: Mutex::new(Vec::new()),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(MEMORY);
+    let builder = || {
+        RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
+            .system("Advise.")
+            .source(Source::fact("fundamentals", "fundamentals: flat"))
+            .source(Source::document("analyst-note", "analyst-note: hold"))
+            .hook(memory.clone())
+            .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+            .store(store.clone())
+    };
+    let mut chat = builder().removed(["analyst-note"]).build().await.unwrap();
+    chat.send("What should I hold?").await.unwrap();
+    let persistent = vec!["analyst-note".to_string()];
+    let both = vec!["analyst-note".to_string(), "fundamentals".to_string()];
+    let seen = |purpose: Purpose| -> Vec<Vec<String>> {
+        memory
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| *p == purpose)
+            .map(|(_, removed)| removed.clone())
+            .collect()
+    };
+    assert_eq!(seen(Purpose::Live), std::slice::from_ref(&persistent));
+    let options = || {
+        RerunOptions::ignore(["fundamentals"])
+            .samples(2)
+            .check_baseline()
+    };
+    let rerun = chat.rerun_turn(0, options()).await.unwrap();
+    assert_eq!(rerun.removed, ["fundamentals"]);
+    assert_eq!(seen(Purpose::Probe), [both.clone(), both.clone()]);
+    assert_eq!(
+        seen(Purpose::Baseline),
+        [persistent.clone(), persistent.clone()]
+    );
+    let probe_system = rerun.samples[0].request.messages()[0].joined_text();
+    assert!(!probe_system.contains("analyst-note"), "{probe_system}");
+    assert!(!probe_system.contains("fundamentals"), "{probe_system}");
+
+    // Loaded back from the store, the turn's removals come with it.
+    memory.calls.lock().unwrap().clear();
+    let at = skein_recorded::TurnAt::Number(chat.conversation().unwrap().clone(), 0);
+    let mut loaded = builder().load_turn(at).await.unwrap();
+    assert_eq!(
+        loaded.turn().removed().iter().collect::<Vec<_>>(),
+        ["analyst-note"]
+    );
+    loaded.rerun(options()).await.unwrap();
+    assert_eq!(seen(Purpose::Probe), [both.clone(), both]);
+    assert_eq!(seen(Purpose::Baseline), [persistent.clone(), persistent]);
+}
