@@ -436,10 +436,10 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
             ("quote({})", vec![0.0, 1.0, 0.0]),
             ("price 10", vec![0.0, 0.0, 1.0]),
             // The tool as a source: its name and description, its call and
-            // its result.
+            // its result. It looks like `beta` on FA, AVG and PERSIST.
             (
                 "quote: Latest quote\nquote({})\nprice 10",
-                vec![0.0, 0.6, 0.8],
+                vec![0.6, 0.0, 0.8],
             ),
             ("alpha", vec![1.0, 0.0, 0.0]),
             ("beta", vec![0.6, 0.8, 0.0]),
@@ -476,22 +476,24 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
         ]
     );
     assert_eq!(report.intermediate_outputs, 2);
-    // One model call between the sources' first appearance (the request)
-    // and the final reply: DEPTH = 1 / (1 + 1) for every source.
+    // DEPTH: alpha and beta reached the model with the request, one model
+    // call before the final reply: 1 / (1 + 1). The tool's result reached
+    // it just before the final call: 1 / (1 + 0).
     //
-    // beta:  FA 0.6; cosines to the steps 0.8 and 0 → AVG 0.4, PERSIST 1/2;
-    //        0.4·0.6 + 0.3·0.4 + 0.2·0.5 + 0.1·0.5 = 0.51
-    // quote: FA 0; cosines 0.6 and 0.8 → AVG 0.7, PERSIST 1;
-    //        0 + 0.21 + 0.2 + 0.05 = 0.46
+    // quote: FA 0.6; cosines to the steps 0 and 0.8 → AVG 0.4, PERSIST 1/2;
+    //        0.4·0.6 + 0.3·0.4 + 0.2·0.5 + 0.1·1 = 0.56
+    // beta:  FA 0.6; cosines 0.8 and 0 → AVG 0.4, PERSIST 1/2;
+    //        0.24 + 0.12 + 0.1 + 0.1·0.5 = 0.51
     // alpha: FA 1; cosines 0 and 0 → AVG 0, PERSIST 0;
     //        0.4 + 0 + 0 + 0.05 = 0.45
+    // quote and beta differ only in DEPTH, which ranks the tool first.
     let expected = [
-        ("beta", 0.51, 0.6, 0.4, 0.5),
-        ("quote", 0.46, 0.0, 0.7, 1.0),
-        ("alpha", 0.45, 1.0, 0.0, 0.0),
+        ("quote", 0.56, 0.6, 0.4, 0.5, 1.0),
+        ("beta", 0.51, 0.6, 0.4, 0.5, 0.5),
+        ("alpha", 0.45, 1.0, 0.0, 0.0, 0.5),
     ];
-    assert_eq!(report.removable(), ["beta", "quote", "alpha"]);
-    for (suspect, (id, score, fa, avg, persist)) in report.suspects.iter().zip(expected) {
+    assert_eq!(report.removable(), ["quote", "beta", "alpha"]);
+    for (suspect, (id, score, fa, avg, persist, depth)) in report.suspects.iter().zip(expected) {
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert_eq!(suspect.id, id);
         assert!(close(suspect.score, score), "{id}: {suspect:?}");
@@ -504,7 +506,7 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
             close(suspect.signals.persist.unwrap(), persist),
             "{id}: {suspect:?}"
         );
-        assert_eq!(suspect.signals.depth, 0.5, "{id}");
+        assert!(close(suspect.signals.depth, depth), "{id}: {suspect:?}");
     }
 }
 
