@@ -5,10 +5,10 @@
 the native history, the user message), runs it through the tool loop, and
 freezes the turn's evidence. Sends take `&mut self`, so two sends on one
 chat can never overlap: the compiler rejects it. A turn that fails, pauses
-or hits the chain limit records no turn, in memory or in the store; its model calls
-are kept for usage (the turn layer's `commit::keep`: a failed call's
-request and failed run, as the failure rule keeps them, and the calls
-completed before), marked so that no load takes them for a turn.
+or hits the chain limit records no turn, in memory or in the store; its
+model calls are kept for usage (the turn layer's `commit::keep`: a failed
+call's request and failed run, as the failure rule keeps them, and the
+calls completed before), marked so that no load takes them for a turn.
 
 With a store attached, the chat is a conversation: each turn commits its
 nodes, its runs and the bookmark move in one transaction, and the chat can
