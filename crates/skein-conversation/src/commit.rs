@@ -18,7 +18,9 @@ nothing else: the request it sent (the history and the turn's new messages:
 the user's text, tool results) is stored and its failed run points at it,
 in one transaction, and no bookmark moves or is created. So a failed turn's
 input can be found and shown like any message, and `verify` and an export
-see every node a run names.
+see every node a run names. [`keep`] writes the same way the calls of a
+turn that records nothing (a recorded chat's failed, paused or unfinished
+tool loop), so that usage counts every model call.
 */
 
 use skein_core::{
@@ -221,15 +223,33 @@ pub async fn failed(
 ) -> Result<Committed, StoreError> {
     let mut record = call.record.clone();
     record.input_head = call.input.head_id();
-    record.conversation = conversation
+    keep(store, conversation, &call.input, vec![record]).await
+}
+
+/// Keep model calls that no turn records (a failed call, and the calls a
+/// recorded turn made before it failed, paused or hit its chain limit) so
+/// that usage counts them: the nodes of `thread` their records name (those
+/// the store lacks) and `runs`, in one transaction, moving nothing and
+/// creating nothing, as [`failed`] does. The runs belong to `conversation`
+/// when the store holds it, else to none.
+pub async fn keep(
+    store: &Store,
+    conversation: Option<&Bookmark>,
+    thread: &Thread,
+    mut runs: Vec<RunRecord>,
+) -> Result<Committed, StoreError> {
+    let owner = conversation
         .filter(|bookmark| bookmark.stored)
         .map(|bookmark| bookmark.id.clone());
+    for record in &mut runs {
+        record.conversation = owner.clone();
+    }
     store
         .nonblocking()
         .commit_turn(&TurnCommit {
             target: Target::Detached,
-            thread: (!call.input.is_empty()).then_some(&call.input),
-            runs: std::slice::from_ref(&record),
+            thread: (!thread.is_empty()).then_some(thread),
+            runs: &runs,
         })
         .await
 }

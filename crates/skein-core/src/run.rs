@@ -124,6 +124,12 @@ pub enum Relation {
     /// A context source present in a recorded turn's request, as the JSON
     /// the recorded-chat layer writes.
     Source(String),
+    /// The run is a model call of a recorded chat that recorded nothing (a
+    /// turn that failed, paused or hit its chain limit, or a rerun whose
+    /// sample failed), kept so that usage counts it; the target says which
+    /// (`failed`, `paused`, `chain_limit`, `rerun_failed`). A recorded
+    /// chat never loads such a run as a turn.
+    Unrecorded(String),
     /// A relation of a kind this build does not know.
     Other { kind: String, target: String },
 }
@@ -146,6 +152,7 @@ impl From<Relation> for StoredRelation {
             Relation::Session(id) => ("session", id),
             Relation::Rerun(id) => ("recorded.rerun", id.0),
             Relation::Source(json) => ("recorded.source", json),
+            Relation::Unrecorded(why) => ("recorded.unrecorded", why),
             Relation::Other { kind, target } => return StoredRelation { kind, target },
         };
         StoredRelation {
@@ -167,6 +174,7 @@ impl From<StoredRelation> for Relation {
             "session" => Relation::Session(target),
             "recorded.rerun" => Relation::Rerun(RerunId(target)),
             "recorded.source" => Relation::Source(target),
+            "recorded.unrecorded" => Relation::Unrecorded(target),
             _ => Relation::Other { kind, target },
         }
     }
@@ -282,6 +290,7 @@ mod tests {
             Relation::ContinuationOf(RunId("r1".into())),
             Relation::Chain("c".into()),
             Relation::Rerun(RerunId("x".into())),
+            Relation::Unrecorded("paused".into()),
             Relation::Other {
                 kind: "future.kind".into(),
                 target: "t".into(),
@@ -290,7 +299,7 @@ mod tests {
         let json = serde_json::to_string(&relations).unwrap();
         assert_eq!(
             json,
-            r#"[{"kind":"continuation_of","target":"r1"},{"kind":"chain","target":"c"},{"kind":"recorded.rerun","target":"x"},{"kind":"future.kind","target":"t"}]"#
+            r#"[{"kind":"continuation_of","target":"r1"},{"kind":"chain","target":"c"},{"kind":"recorded.rerun","target":"x"},{"kind":"recorded.unrecorded","target":"paused"},{"kind":"future.kind","target":"t"}]"#
         );
         let back: Vec<Relation> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, relations);

@@ -7,11 +7,12 @@ with `fork` and `Conversation::fork_at`, logged with `Conversation::log`.
 
 use crate::args::{TurnArgs, options};
 use crate::errors::{check, conversation_error};
+use crate::input::turn_input;
 use crate::model::{Store, open, stored_conversation};
 use crate::response::{ChainResponse, Response};
 use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
-use crate::values::{Attachment, turn_input};
+use crate::values::Attachment;
 use crate::values::{Message, ToolSpec};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -96,15 +97,18 @@ impl Conversation {
 
     /// Branch at any stored node (any unique id prefix): a new conversation
     /// with the settings of the conversation the node belongs to, recorded
-    /// in `store` at once, or with `prompt`, by its first turn (its
-    /// response is returned then).
+    /// in `store` at once, or with a first turn (`prompt`, `messages` or
+    /// `attachments`), by that turn (its response is returned then).
     #[staticmethod]
-    #[pyo3(signature = (store, node, prompt = None, *, name = None, model = None, tools = None))]
+    #[pyo3(signature = (store, node, prompt = None, *, messages = None, attachments = None, name = None, model = None, tools = None))]
+    #[allow(clippy::too_many_arguments)]
     fn fork_at(
         py: Python<'_>,
         store: PyRef<'_, Store>,
         node: &str,
         prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
         name: Option<String>,
         model: Option<&Bound<'_, PyAny>>,
         tools: Option<&Bound<'_, PyAny>>,
@@ -130,10 +134,11 @@ impl Conversation {
         if let Some(name) = crate::args::conversation_name(py, name)? {
             fork = fork.name(name);
         }
-        match prompt {
-            Some(prompt) => Ok(Py::new(py, Response::pending(fork.prompt(prompt)))?.into_any()),
-            None => Ok(Py::new(py, Conversation::create(py, fork)?)?.into_any()),
+        if prompt.is_none() && messages.is_none() && attachments.is_none() {
+            return Ok(Py::new(py, Conversation::create(py, fork)?)?.into_any());
         }
+        let input = turn_input(prompt, messages, attachments)?;
+        Ok(Py::new(py, Response::pending(fork.prompt(input)))?.into_any())
     }
 
     /// Its id: the same in memory and in a store (and for `skein --cid`).
@@ -203,12 +208,13 @@ impl Conversation {
     }
 
     /// A prompt after the head. Nothing runs until the response is read.
-    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn prompt(
         &self,
         py: Python<'_>,
-        prompt: String,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
@@ -221,19 +227,23 @@ impl Conversation {
     ) -> PyResult<Response> {
         let options = options(temperature, top_p, seed, max_tokens)?;
         let args = TurnArgs::new(py, system, schema, tools, model, options)?;
-        Ok(Response::pending(args.prompt(
-            self.inner.prompt(turn_input(prompt, attachments)),
-        )))
+        Ok(Response::pending(
+            args.prompt(
+                self.inner
+                    .prompt(turn_input(prompt, messages, attachments)?),
+            ),
+        ))
     }
 
     /// A tool loop after the head, with the conversation's tools and hooks
     /// (or `tools=`, `before_call=` and `after_call=` for this chain only).
-    #[pyo3(signature = (prompt, *, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn chain(
         &self,
         py: Python<'_>,
-        prompt: String,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         tools: Option<&Bound<'_, PyAny>>,
         chain_limit: Option<u32>,
@@ -252,9 +262,9 @@ impl Conversation {
         args.chain_limit = chain_limit;
         args.before_call = before_call;
         args.after_call = after_call;
-        Ok(ChainResponse::pending(
-            args.chain(self.inner.chain(turn_input(prompt, attachments))),
-        ))
+        Ok(ChainResponse::pending(args.chain(
+            self.inner.chain(turn_input(prompt, messages, attachments)?),
+        )))
     }
 
     /// Branch at the head: a new conversation with the same history, tools,

@@ -14,13 +14,15 @@ exception classes, tool schemas from type hints, and the asyncio twins.
 - [`turn`]: a lazy, streamable turn, run once whoever reads it first;
 - [`model`], [`conversation`], [`response`], [`recorded`]: the classes;
 - [`tools`]: Python functions as tools, and tool hooks;
-- [`args`]: a turn's keyword arguments; [`values`]: plain values;
+- [`args`]: a turn's keyword arguments; [`input`]: what a turn adds
+  (prompt, messages, attachments); [`values`]: plain values;
 - [`errors`]: Rust errors as the exceptions of `skein._errors`.
 */
 
 mod args;
 mod conversation;
 mod errors;
+mod input;
 mod model;
 mod recorded;
 mod response;

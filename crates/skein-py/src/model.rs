@@ -8,10 +8,11 @@ reads and writes what the other recorded).
 use crate::args::{TurnArgs, options};
 use crate::conversation::Conversation;
 use crate::errors::check;
+use crate::input::turn_input;
 use crate::response::{ChainResponse, Response};
 use crate::runtime;
 use crate::tools::{after_call, before_call, tools};
-use crate::values::{Attachment, turn_input};
+use crate::values::Attachment;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -191,12 +192,13 @@ impl Model {
 
     /// One prompt in a new conversation of its own. Nothing runs until the
     /// response is read, iterated or awaited.
-    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn prompt(
         &self,
         py: Python<'_>,
-        prompt: String,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
@@ -210,19 +212,20 @@ impl Model {
         let args = TurnArgs::new(py, system, schema, tools, None, options)?;
         let conversation = self.builder(None, None, None, None)?.build();
         Ok(Response::pending(args.prompt(
-            conversation.prompt(turn_input(prompt, attachments)),
+            conversation.prompt(turn_input(prompt, messages, attachments)?),
         )))
     }
 
     /// A tool loop in a new conversation of its own: the model's tool calls
     /// run (Python functions as tools) until a reply calls none, the chain
     /// limit is reached, or `before_call` stops it.
-    #[pyo3(signature = (prompt, *, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn chain(
         &self,
         py: Python<'_>,
-        prompt: String,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         tools: Option<&Bound<'_, PyAny>>,
         chain_limit: Option<u32>,
@@ -241,7 +244,7 @@ impl Model {
         (args.before_call, args.after_call) = (before_call, after_call);
         let conversation = self.builder(None, tools, chain_limit, None)?.build();
         Ok(ChainResponse::pending(args.chain(
-            conversation.chain(turn_input(prompt, attachments)),
+            conversation.chain(turn_input(prompt, messages, attachments)?),
         )))
     }
 

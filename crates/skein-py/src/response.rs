@@ -8,12 +8,11 @@ iteration (`Stream`, `ChainStream`).
 use crate::args::{TurnArgs, model, options};
 use crate::conversation::Conversation;
 use crate::errors::check;
+use crate::input::turn_input;
 use crate::model::Store;
 use crate::runtime;
 use crate::turn::Turn;
-use crate::values::{
-    Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json, turn_input,
-};
+use crate::values::{Attachment, DriftWarning, Message, ToolCall, ToolSpec, Usage, from_json};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use skein::{ChainPrompt, Prompt};
@@ -127,12 +126,13 @@ impl Response {
     /// has moved on since, the turn branches into a new conversation here
     /// (a bookmark never moves backwards). `tools=[]` offers no tools on this
     /// turn; `model=` sends it to another model with the same history.
-    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn reply(
         &self,
         py: Python<'_>,
-        prompt: String,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
@@ -145,21 +145,25 @@ impl Response {
     ) -> PyResult<Response> {
         let options = options(temperature, top_p, seed, max_tokens)?;
         let args = TurnArgs::new(py, system, schema, tools, model, options)?;
-        Ok(Response::pending(args.prompt(
-            self.get(py)?.reply(turn_input(prompt, attachments)),
-        )))
+        Ok(Response::pending(
+            args.prompt(
+                self.get(py)?
+                    .reply(turn_input(prompt, messages, attachments)?),
+            ),
+        ))
     }
 
     /// Branch at this response: a new conversation with this history and
     /// the same tools, chain limit and store (never the hooks). With a
     /// prompt, its first response; without, the new conversation (recorded
     /// at once when there is a store).
-    #[pyo3(signature = (prompt = None, *, attachments = None, name = None, model = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, name = None, model = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn fork(
         &self,
         py: Python<'_>,
         prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         name: Option<String>,
         model: Option<&Bound<'_, PyAny>>,
@@ -178,15 +182,13 @@ impl Response {
         if let Some(model) = self::model(py, model)? {
             fork = fork.model(&model);
         }
-        match prompt {
-            Some(prompt) => {
-                let options = options(temperature, top_p, seed, max_tokens)?;
-                let args = TurnArgs::new(py, system, schema, tools, None, options)?;
-                let input = turn_input(prompt, attachments);
-                Ok(Py::new(py, Response::pending(args.prompt(fork.prompt(input))))?.into_any())
-            }
-            None => Ok(Py::new(py, Conversation::create(py, fork)?)?.into_any()),
+        if prompt.is_none() && messages.is_none() && attachments.is_none() {
+            return Ok(Py::new(py, Conversation::create(py, fork)?)?.into_any());
         }
+        let options = options(temperature, top_p, seed, max_tokens)?;
+        let args = TurnArgs::new(py, system, schema, tools, None, options)?;
+        let input = turn_input(prompt, messages, attachments)?;
+        Ok(Py::new(py, Response::pending(args.prompt(fork.prompt(input))))?.into_any())
     }
 
     /// Store the whole thread up to this response in `store` (sharing every
@@ -345,12 +347,13 @@ impl ChainResponse {
     }
 
     /// Continue from the end of the chain.
-    #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
+    #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn reply(
         &self,
         py: Python<'_>,
-        prompt: String,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
         attachments: Option<Vec<PyRef<'_, Attachment>>>,
         system: Option<String>,
         schema: Option<&Bound<'_, PyAny>>,
@@ -363,9 +366,12 @@ impl ChainResponse {
     ) -> PyResult<Response> {
         let options = options(temperature, top_p, seed, max_tokens)?;
         let args = TurnArgs::new(py, system, schema, tools, model, options)?;
-        Ok(Response::pending(args.prompt(
-            self.get(py)?.reply(turn_input(prompt, attachments)),
-        )))
+        Ok(Response::pending(
+            args.prompt(
+                self.get(py)?
+                    .reply(turn_input(prompt, messages, attachments)?),
+            ),
+        ))
     }
 
     fn __iter__(&self) -> ChainStream {

@@ -175,18 +175,26 @@ impl From<&skein::ToolResult> for ToolResult {
     }
 }
 
-/// One message of a conversation's history, with its node id.
-#[pyclass(frozen, get_all, module = "skein")]
+/// One message of a conversation's history, with its node id. A turn's
+/// `messages=` takes it back as it is (every part, attachments included).
+#[pyclass(frozen, module = "skein")]
 #[derive(Clone)]
 pub struct Message {
     /// The node's id (hex): the hash of the message and its history.
+    #[pyo3(get)]
     pub id: String,
     /// `"system"`, `"user"`, `"assistant"` or `"tool"`.
+    #[pyo3(get)]
     pub role: String,
     /// The text parts, joined.
+    #[pyo3(get)]
     pub text: String,
+    #[pyo3(get)]
     pub tool_calls: Vec<ToolCall>,
+    #[pyo3(get)]
     pub tool_results: Vec<ToolResult>,
+    /// The message itself.
+    pub inner: CoreMessage,
 }
 
 #[pymethods]
@@ -206,6 +214,7 @@ impl Message {
             text: message.joined_text(),
             tool_calls: message.tool_calls().map(ToolCall::from).collect(),
             tool_results: message.tool_results_iter().map(ToolResult::from).collect(),
+            inner: message.clone(),
         }
     }
 
@@ -342,26 +351,4 @@ impl Attachment {
             self.inner.data.len()
         )
     }
-}
-
-/// What a turn sends: `prompt`, with `attachments` after it in the same
-/// user message when there are any.
-pub fn turn_input(
-    prompt: String,
-    attachments: Option<Vec<PyRef<'_, Attachment>>>,
-) -> skein::TurnInput {
-    let attachments = attachments.unwrap_or_default();
-    if attachments.is_empty() {
-        return skein::TurnInput::text(prompt);
-    }
-    let mut parts = Vec::new();
-    if !prompt.is_empty() {
-        parts.push(skein::Part::text(prompt));
-    }
-    parts.extend(
-        attachments
-            .iter()
-            .map(|attachment| skein::Part::Attachment(attachment.inner.clone())),
-    );
-    skein::TurnInput::from(skein::Message::new(skein::Role::User, parts))
 }

@@ -140,6 +140,30 @@ def test_model_chain_without_tools_is_a_single_prompt(tools_model: skein.Model) 
     assert chain.responses()[0].tools == []
 
 
+def test_model_chain_limit_bounds_that_chain(tools_model: skein.Model) -> None:
+    limited = tools_model.chain("please add", tools=[add], chain_limit=1)
+    assert limited.status == "limit_reached"
+    assert len(limited.responses()) == 1
+    assert limited.conversation.chain_limit == 1
+    assert limited.responses()[0].tool_calls()[0].name == "add"
+    free = tools_model.chain("please add", tools=[add])
+    assert free.status == "completed"
+    assert len(free.responses()) == 2
+
+
+def test_a_conversations_chain_limit_is_replaced_for_one_loop_only(tools_model: skein.Model) -> None:
+    conversation = tools_model.conversation(tools=[add], chain_limit=1)
+    raised = conversation.chain("please add", chain_limit=3)
+    assert raised.status == "completed"
+    assert len(raised.responses()) == 2
+    assert conversation.chain_limit == 1
+    again = conversation.chain("please add again")
+    assert again.status == "limit_reached"
+    lowered = tools_model.conversation(tools=[add]).chain("please add", chain_limit=1)
+    assert lowered.status == "limit_reached"
+    assert lowered.conversation.chain_limit == 10
+
+
 def test_dynamic_tool_sets_keep_earlier_calls_in_the_history(tools_model: skein.Model) -> None:
     conversation = tools_model.conversation()
     first = conversation.chain("please add", tools=[add, lookup])

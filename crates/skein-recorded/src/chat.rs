@@ -5,9 +5,10 @@
 the native history, the user message), runs it through the tool loop, and
 freezes the turn's evidence. Sends take `&mut self`, so two sends on one
 chat can never overlap: the compiler rejects it. A turn that fails, pauses
-or hits the chain limit records no turn, in memory or in the store; the
-model call a failed turn failed in keeps its request and its failed run
-(the turn layer's failure rule).
+or hits the chain limit records no turn, in memory or in the store; its
+model calls are kept for usage (the turn layer's `commit::keep`: a failed
+call's request and failed run, as the failure rule keeps them, and the
+calls completed before), marked so that no load takes them for a turn.
 
 With a store attached, the chat is a conversation: each turn commits its
 nodes, its runs and the bookmark move in one transaction, and the chat can
@@ -24,7 +25,7 @@ use crate::layout::{Layout, tag_tool_parts};
 use crate::persist::{Loaded, LoadedTurn, TurnAt};
 use crate::reason::Report;
 use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
-use skein_conversation::commit::{self, Bookmark, FailedCall, OnMoved};
+use skein_conversation::commit::{self, Bookmark, OnMoved};
 use skein_core::provider::GenerationOptions;
 use skein_core::{
     Annotation, Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId,
@@ -423,8 +424,8 @@ impl RecordedChat {
     }
 
     /// Run one turn and freeze its evidence. Failed, paused and unfinished
-    /// turns record no turn (a failed model call keeps its request and its
-    /// failed run).
+    /// turns record no turn (their model calls are kept for usage, marked
+    /// [`Relation::Unrecorded`]).
     pub async fn send(&mut self, text: impl Into<String>) -> Result<&Arc<Turn>> {
         let text = text.into();
         let index = self.turn_count();
@@ -463,7 +464,7 @@ impl RecordedChat {
         let output = match output {
             Ok(output) => output,
             Err(failure) => {
-                self.record_failure(failure.failed).await;
+                self.keep_unrecorded(failure.kept).await;
                 return Err(failure.error);
             }
         };
@@ -531,15 +532,18 @@ impl RecordedChat {
         Ok(self.turns.last().expect("just pushed"))
     }
 
-    /// Keep the model call a failed turn's tool loop failed in by the
-    /// failure rule ([`commit::failed`]): its request's messages and its
-    /// failed run, nothing moved (the turn itself records nothing).
-    async fn record_failure(&self, failed: Option<FailedCall>) {
-        let (Some(store), Some(call)) = (&self.config.store, failed) else {
+    /// Keep the model calls of a turn or rerun that records nothing
+    /// ([`commit::keep`], as the failure rule keeps a failed call): the
+    /// messages they sent and received and their runs, marked
+    /// [`Relation::Unrecorded`], in the chat's conversation when the store
+    /// holds it; nothing moves. Usage counts them; no load sees a turn.
+    pub(crate) async fn keep_unrecorded(&self, kept: Option<Unrecorded>) {
+        let (Some(store), Some(kept)) = (&self.config.store, kept) else {
             return;
         };
-        if let Err(error) = commit::failed(store, Some(&self.bookmark), &call).await {
-            tracing::warn!("cannot record the failed run: {error}");
+        let runs = kept.marked_runs();
+        if let Err(error) = commit::keep(store, Some(&self.bookmark), &kept.thread, runs).await {
+            tracing::warn!("cannot keep the runs of an unrecorded turn: {error}");
         }
     }
 
@@ -619,19 +623,41 @@ fn push_source(sources: &mut Vec<SourceInfo>, id: &str, kind: SourceKind, hook: 
     }
 }
 
-/// A turn's tool loop that did not complete, and the record of the model
-/// call it failed in, when one failed.
+/// A turn's tool loop that did not complete, and the model calls it made.
 pub(crate) struct LoopFailure {
     pub(crate) error: RecordedError,
-    pub(crate) failed: Option<FailedCall>,
+    pub(crate) kept: Option<Unrecorded>,
 }
 
 impl From<RecordedError> for LoopFailure {
     fn from(error: RecordedError) -> LoopFailure {
-        LoopFailure {
-            error,
-            failed: None,
-        }
+        LoopFailure { error, kept: None }
+    }
+}
+
+/// Model calls a recorded chat made but records no turn or rerun for: the
+/// thread their records name (requests and replies) and the records.
+pub(crate) struct Unrecorded {
+    pub(crate) thread: Thread,
+    pub(crate) runs: Vec<RunRecord>,
+    /// Why nothing was recorded: the target of [`Relation::Unrecorded`].
+    pub(crate) why: &'static str,
+}
+
+impl Unrecorded {
+    /// The records as kept: marked unrecorded, in no turn.
+    fn marked_runs(&self) -> Vec<RunRecord> {
+        self.runs
+            .iter()
+            .cloned()
+            .map(|mut record| {
+                record.turn = None;
+                record
+                    .relations
+                    .push(Relation::Unrecorded(self.why.to_string()));
+                record
+            })
+            .collect()
     }
 }
 
@@ -693,27 +719,57 @@ impl Config {
         if let Some(model) = &self.model {
             request = request.model(model.clone());
         }
-        // A failed turn records no turn, so what the chain completed before
-        // the failure is dropped with it; the call it failed in keeps its
-        // run and its request (which holds what the completed calls said).
+        // A turn that fails, pauses or reaches its limit records no turn;
+        // its model calls are kept apart from the turns (see `Unrecorded`).
         let output = chain
             .run(&self.engine, decorate(request))
             .await
-            .map_err(|failure| LoopFailure {
-                failed: failure
-                    .failed_call
-                    .as_deref()
-                    .and_then(|call| commit::failed_call(&self.engine, call, &failure.error)),
-                error: failure.error.into(),
-            })?;
-        match output.status {
-            ChainStatus::Completed => Ok(output),
-            ChainStatus::Stopped => Err(RecordedError::Paused { turn }.into()),
-            ChainStatus::LimitReached => Err(RecordedError::ChainLimit {
-                turn,
-                limit: self.chain_limit,
+            .map_err(|failure| self.failed_loop(failure))?;
+        let (why, error) = match output.status {
+            ChainStatus::Completed => return Ok(output),
+            ChainStatus::Stopped => ("paused", RecordedError::Paused { turn }),
+            ChainStatus::LimitReached => (
+                "chain_limit",
+                RecordedError::ChainLimit {
+                    turn,
+                    limit: self.chain_limit,
+                },
+            ),
+        };
+        Err(LoopFailure {
+            error,
+            kept: Some(Unrecorded {
+                runs: output.responses.iter().map(|r| r.record(None)).collect(),
+                thread: output.thread,
+                why,
+            }),
+        })
+    }
+
+    /// A tool loop whose model call failed, keeping the calls it completed
+    /// and the failed one (whose request holds what the completed ones said).
+    fn failed_loop(&self, failure: skein_engine::ChainFailure) -> LoopFailure {
+        let failed = failure
+            .failed_call
+            .as_deref()
+            .and_then(|call| commit::failed_call(&self.engine, call, &failure.error));
+        let mut runs: Vec<RunRecord> = failure.completed.iter().map(|r| r.record(None)).collect();
+        let thread = match failed {
+            Some(call) => {
+                let mut record = call.record;
+                record.input_head = call.input.head_id();
+                runs.push(record);
+                Some(call.input)
             }
-            .into()),
+            None => failure.thread,
+        };
+        LoopFailure {
+            error: failure.error.into(),
+            kept: thread.map(|thread| Unrecorded {
+                thread,
+                runs,
+                why: "failed",
+            }),
         }
     }
 }

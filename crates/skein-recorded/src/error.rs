@@ -39,19 +39,20 @@ pub enum RecordedError {
     /// The tool loop stopped to wait for the application. Nothing was
     /// recorded.
     #[error(
-        "turn {turn} paused its tool loop for application input; a recorded turn cannot pause, so nothing was recorded \
+        "turn {turn} paused its tool loop for application input; a recorded turn cannot pause, so no turn was recorded (its model calls are kept for usage) \
          (drive pausing tool loops with skein_engine::Chain directly)"
     )]
     Paused { turn: usize },
-    /// The tool loop reached its limit with calls still pending. Nothing
-    /// was recorded.
+    /// The tool loop reached its limit with calls still pending. No turn
+    /// was recorded; its model calls were kept.
     #[error(
-        "turn {turn} reached the chain limit of {limit} model calls with tool calls pending; nothing was recorded \
+        "turn {turn} reached the chain limit of {limit} model calls with tool calls pending; no turn was recorded (its model calls are kept for usage) \
          (raise the limit with RecordedChatBuilder::chain_limit)"
     )]
     ChainLimit { turn: usize, limit: u32 },
-    /// The model run failed. Nothing was recorded.
-    #[error("the model run failed, nothing was recorded: {0}")]
+    /// The model run failed. No turn was recorded; its model calls were
+    /// kept.
+    #[error("the model run failed, no turn was recorded: {0}")]
     Engine(EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -8,7 +8,8 @@ run's reply), and the reruns it produced (for provenance).
 
 Runs are grouped into turns by their recorded turn number; runs without one
 (conversations recorded by plain `skein` turns load too) by their chain,
-each run outside a chain being a turn of its own.
+each run outside a chain being a turn of its own. Runs kept from a turn or
+rerun that recorded nothing (marked `Relation::Unrecorded`) are in no turn.
 
 Three ways in, sharing every step but the last:
 
@@ -179,7 +180,12 @@ async fn read(store: &Store, id: &ConversationId, history: bool) -> Result<(Stor
         (true, Some(head)) => api.load_thread(head).await?,
         _ => Thread::new(),
     };
-    let runs = api.runs_of_conversation(id).await?;
+    let runs: Vec<RunRecord> = api
+        .runs_of_conversation(id)
+        .await?
+        .into_iter()
+        .filter(|run| !is_unrecorded(run))
+        .collect();
     let reruns = api.reruns_of_conversation(id).await?;
     let offered = runs
         .iter()
@@ -422,6 +428,14 @@ fn sources_of(run: &RunRecord) -> impl Iterator<Item = SourceInfo> + '_ {
 }
 
 /// The chain a run belongs to, if any.
+/// Whether `run` is a model call kept for usage from a turn or rerun that
+/// recorded nothing ([`Relation::Unrecorded`]): never part of a turn.
+fn is_unrecorded(run: &RunRecord) -> bool {
+    run.relations
+        .iter()
+        .any(|relation| matches!(relation, Relation::Unrecorded(_)))
+}
+
 fn chain_of(run: &RunRecord) -> Option<&str> {
     run.relations.iter().find_map(|relation| match relation {
         Relation::Chain(id) => Some(id.as_str()),

@@ -5,8 +5,13 @@ reference four-signal scorer, over embeddings:
 - FA: cosine of the source's text to the final reply;
 - AVG: mean cosine of the source to the tool loop's intermediate outputs;
 - PERSIST: the share of intermediate outputs with cosine above 0.3;
-- DEPTH: `1 / (1 + n)`, with `n` the model calls between the source's first
-  appearance in the turn and the final reply.
+- DEPTH: `1 / (1 + n)`, with `n` the model calls between the source's
+  content reaching the model and the final reply. Everything rendered in
+  the turn's request (the system text's sources, hook sources, earlier
+  turns' tool exchanges, the tools offered) reached it with the request;
+  a tool's results in this turn reach it when its first result does. So
+  DEPTH separates what a tool brought in mid-turn from what the request
+  held (with no tool result in the turn it is the same for every source).
 
 Score `0.4·FA + 0.3·AVG + 0.2·PERSIST + 0.1·DEPTH`, or `0.8·FA + 0.2·DEPTH`
 when the turn had no intermediate outputs. The ranking is correlational:
@@ -211,7 +216,9 @@ impl RecordedChat {
     }
 }
 
-/// One source's text and where it first appears.
+/// One source's text and where its content first reached the model: the
+/// request's last node, or for a tool called in the turn, its first
+/// result.
 struct Gathered {
     id: String,
     kind: SourceKind,
@@ -229,12 +236,13 @@ fn gather(turn: &Turn) -> Vec<Gathered> {
             .find(|s| s.id == id)
             .map_or(SourceKind::Other, |s| s.kind)
     };
+    let request_end = turn.request.len().saturating_sub(1);
     for tool in &turn.tools {
         out.push(Gathered {
             id: tool.name.clone(),
             kind: SourceKind::Tool,
             text: format!("{}: {}", tool.name, tool.description),
-            first: 0,
+            first: request_end,
         });
     }
     let final_index = turn.thread.len() - 1;
@@ -260,18 +268,28 @@ fn gather(turn: &Turn) -> Vec<Gathered> {
                 node.message().role,
                 vec![part.clone()],
             ));
+            let is_result = node.message().role == skein_core::Role::Tool;
             match out.iter_mut().find(|g| g.id == id) {
                 Some(g) => {
                     if !g.text.is_empty() {
                         g.text.push('\n');
                     }
                     g.text.push_str(&text);
+                    // A tool's first result in this turn is when what it
+                    // brought reached the model.
+                    if g.kind == SourceKind::Tool
+                        && is_result
+                        && position > request_end
+                        && g.first == request_end
+                    {
+                        g.first = position;
+                    }
                 }
                 None => out.push(Gathered {
                     kind: kind_of(&id),
                     id,
                     text,
-                    first: position,
+                    first: position.max(request_end),
                 }),
             }
         }
@@ -302,7 +320,7 @@ async fn score(turn: &Turn, embedder: &dyn Embedder, max: usize) -> Result<Repor
         .zip(&vectors[1 + intermediates.len()..])
         .map(|(source, vector)| {
             let fa = cosine(vector, reply);
-            let calls_after = nodes[source.first.max(turn.request.len() - 1)..final_index]
+            let calls_after = nodes[source.first..final_index]
                 .iter()
                 .filter(|n| n.message().role == skein_core::Role::Assistant)
                 .count();

@@ -13,14 +13,14 @@ unstable baseline, `inconclusive`; probe flipped, `confirmed`; some but not
 a majority flipped, `inconclusive`; none flipped, `not-confirmed`.
 */
 
-use crate::chat::{RecordedChat, Stamp};
+use crate::chat::{LoopFailure, RecordedChat, Stamp, Unrecorded};
 use crate::embed::{Embedder, cosine};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
 use crate::layout::Layout;
 use crate::reason::ReasonOptions;
 use crate::source::{Ablation, Purpose};
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use serde::Serialize;
 use skein_core::Relation;
 use skein_core::{Annotations, NodeId, Thread, ToolSpec};
@@ -301,10 +301,12 @@ impl RecordedChat {
                 jobs.push(self.sample(&turn, &unchanged, Purpose::Baseline, i, &id));
             }
         }
-        let mut all: Vec<Sample> = futures_util::stream::iter(jobs)
-            .buffered(self.sample_capacity())
-            .try_collect()
-            .await?;
+        let outcomes: Vec<std::result::Result<Sample, LoopFailure>> =
+            futures_util::stream::iter(jobs)
+                .buffered(self.sample_capacity())
+                .collect()
+                .await;
+        let mut all = self.settle(outcomes).await?;
         let baseline_samples = all.split_off(options.samples as usize);
         let mut samples = all;
         let mut baseline_samples = baseline_samples;
@@ -452,6 +454,37 @@ impl RecordedChat {
             .map_or(1, |backend| backend.backend.capacity.max(1))
     }
 
+    /// Every sample, or when one failed, its error: a rerun records
+    /// nothing then, but keeps every model call its samples made (the
+    /// completed samples' and the failed ones') for usage.
+    async fn settle(
+        &self,
+        outcomes: Vec<std::result::Result<Sample, LoopFailure>>,
+    ) -> Result<Vec<Sample>> {
+        if outcomes.iter().all(|outcome| outcome.is_ok()) {
+            return Ok(outcomes.into_iter().flatten().collect());
+        }
+        let mut first_error = None;
+        for outcome in outcomes {
+            let kept = match outcome {
+                Ok(sample) => Some(Unrecorded {
+                    thread: sample.thread,
+                    runs: sample.records,
+                    why: "rerun_failed",
+                }),
+                Err(failure) => {
+                    first_error.get_or_insert(failure.error);
+                    failure.kept.map(|kept| Unrecorded {
+                        why: "rerun_failed",
+                        ..kept
+                    })
+                }
+            };
+            self.keep_unrecorded(kept).await;
+        }
+        Err(first_error.expect("a sample failed"))
+    }
+
     async fn sample(
         &self,
         turn: &Turn,
@@ -459,7 +492,7 @@ impl RecordedChat {
         purpose: Purpose,
         index: u32,
         rerun: &RerunId,
-    ) -> Result<Sample> {
+    ) -> std::result::Result<Sample, LoopFailure> {
         let layout = self.replay_layout(turn, ablation, purpose).await?;
         let offered: BTreeSet<&str> = turn.tools.iter().map(|t| t.name.as_str()).collect();
         let mut options = self.config.options.clone();
@@ -473,8 +506,7 @@ impl RecordedChat {
                 turn.index,
                 |request| request.relation(Relation::Rerun(rerun.clone())),
             )
-            .await
-            .map_err(|failure| failure.error)?;
+            .await?;
         let first = &output.responses[0];
         Ok(Sample {
             request: first.prepared.thread.clone(),

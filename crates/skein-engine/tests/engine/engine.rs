@@ -98,6 +98,15 @@ fn catalog() -> Catalog {
         )
         .prompt(
             PromptDef::new(
+                "answer-follow-up",
+                vec![MessageTemplate::new(Role::User, "Now {{ task }}")],
+            )
+            .variable("task")
+            .default_profile("main")
+            .output_contract(answer_schema()),
+        )
+        .prompt(
+            PromptDef::new(
                 "bad",
                 vec![MessageTemplate::new(Role::User, "{{ undeclared }}")],
             )
@@ -174,6 +183,95 @@ async fn a_follow_up_with_another_model_and_schema_leaves_the_exchange_byte_iden
             .relations
             .iter()
             .any(|r| *r == skein_core::Relation::ContinuationOf(first.run.clone()))
+    );
+}
+
+/// Seed 002, decision 2: an explicit output contract replaces the follow-up
+/// prompt's own contract entirely (it is not merged with it), and without
+/// one the follow-up prompt's contract applies, not the first run's.
+#[tokio::test]
+async fn an_explicit_contract_replaces_the_follow_up_prompts_own() {
+    let engine = engine();
+    let first = engine
+        .run(Request::prompt("ask").var("question", "hello").capture())
+        .await
+        .unwrap();
+    let exchange = first.exchange.unwrap();
+    // The prompt's own contract (an integer `answer`) holds: the summary
+    // reply fails it and is repaired into an answer.
+    let own = engine
+        .continue_from(
+            &exchange,
+            Request::prompt("answer-follow-up").var("task", "summarise"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(own.attempts, 2, "the prompt's contract forced a repair");
+    assert_eq!(own.value.unwrap(), json!({"answer": 42}));
+    // An explicit contract replaces it: the same reply is valid at once,
+    // though it has no `answer`.
+    let summary_schema = json!({"type": "object", "required": ["summary"]});
+    let replaced = engine
+        .continue_from(
+            &exchange,
+            Request::prompt("answer-follow-up")
+                .var("task", "summarise")
+                .output_contract(summary_schema),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced.attempts, 1);
+    assert_eq!(replaced.value.unwrap(), json!({"summary": "short"}));
+}
+
+/// Seed 002, decision 2: a continuation resolves its credential by the
+/// ordinary rules; the direct credential the first run was given is not
+/// kept with the exchange.
+#[tokio::test]
+async fn a_continuation_does_not_reuse_the_first_runs_direct_credential() {
+    let catalog = catalog()
+        .backend(BackendDef::new("keyed", BackendKind::Echo))
+        .profile(
+            Profile::new("keyed", "keyed", "keyed-model").credential(CredentialSource::Explicit),
+        );
+    let engine = Engine::builder(catalog)
+        .provider("script", scripted())
+        .provider("keyed", scripted())
+        .build()
+        .unwrap();
+    let first = engine
+        .run(
+            Request::messages([Message::user("hello")])
+                .profile("keyed")
+                .credential(skein_providers::Secret::new("sk-first"))
+                .capture(),
+        )
+        .await
+        .unwrap();
+    let exchange = first.exchange.unwrap();
+    let without = engine
+        .continue_from(
+            &exchange,
+            Request::messages([Message::user("again")]).profile("keyed"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(without, EngineError::CredentialRequired { .. }),
+        "{without}"
+    );
+    let with_its_own = engine
+        .continue_from(
+            &exchange,
+            Request::messages([Message::user("again")])
+                .profile("keyed")
+                .credential(skein_providers::Secret::new("sk-second")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        with_its_own.prepared.thread.parent().head_id(),
+        exchange.thread().head_id()
     );
 }
 

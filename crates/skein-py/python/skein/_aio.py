@@ -79,11 +79,11 @@ class AsyncModel:
         """The synchronous :class:`skein.Model` this twin wraps."""
         return self._model
 
-    def prompt(self, prompt: str, **kwargs: Any) -> AsyncResponse:
+    def prompt(self, prompt: str | None = None, **kwargs: Any) -> AsyncResponse:
         """One prompt in a new conversation (see :meth:`skein.Model.prompt`)."""
         return AsyncResponse(self._model.prompt(prompt, **kwargs))
 
-    def chain(self, prompt: str, **kwargs: Any) -> AsyncChainResponse:
+    def chain(self, prompt: str | None = None, **kwargs: Any) -> AsyncChainResponse:
         """A tool loop in a new conversation (see :meth:`skein.Model.chain`);
         tools and hooks may be ``async def``."""
         return AsyncChainResponse(self._model.chain(prompt, **kwargs))
@@ -198,7 +198,7 @@ class AsyncResponse(_Awaitable):
     def model(self) -> str:
         return self._done().model  # type: ignore[union-attr]
 
-    def reply(self, prompt: str, **kwargs: Any) -> AsyncResponse:
+    def reply(self, prompt: str | None = None, **kwargs: Any) -> AsyncResponse:
         """Continue from this response (after awaiting it); see
         :meth:`skein.Response.reply`."""
         return AsyncResponse(self._done().reply(prompt, **_turn_kwargs(kwargs)))
@@ -207,11 +207,12 @@ class AsyncResponse(_Awaitable):
         self, prompt: str | None = None, *, name: str | None = None, model: Any = None, **kwargs: Any
     ) -> AsyncResponse | AsyncConversation:
         """Branch here: the new conversation's first response when given a
-        prompt, else the new conversation (see :meth:`skein.Response.fork`)."""
+        prompt or messages, else the new conversation (see
+        :meth:`skein.Response.fork`)."""
         await self._complete()
         response = self._response
         assert isinstance(response, Response)
-        if prompt is not None:
+        if prompt is not None or kwargs.get("messages") is not None or kwargs.get("attachments") is not None:
             forked = response.fork(prompt, name=name, model=_sync_model(model), **kwargs)
             assert isinstance(forked, Response)
             return AsyncResponse(forked)
@@ -248,7 +249,7 @@ class AsyncChainResponse(_Awaitable):
         """``"completed"``, ``"stopped"`` or ``"limit_reached"`` (after awaiting)."""
         return self._done().status  # type: ignore[union-attr]
 
-    def reply(self, prompt: str, **kwargs: Any) -> AsyncResponse:
+    def reply(self, prompt: str | None = None, **kwargs: Any) -> AsyncResponse:
         """Continue from the end of the chain (after awaiting it)."""
         return AsyncResponse(self._done().reply(prompt, **_turn_kwargs(kwargs)))
 
@@ -300,10 +301,10 @@ class AsyncConversation:
         """The whole history (kept in memory: no waiting)."""
         return self._conversation.messages()
 
-    def prompt(self, prompt: str, **kwargs: Any) -> AsyncResponse:
+    def prompt(self, prompt: str | None = None, **kwargs: Any) -> AsyncResponse:
         return AsyncResponse(self._conversation.prompt(prompt, **_turn_kwargs(kwargs)))
 
-    def chain(self, prompt: str, **kwargs: Any) -> AsyncChainResponse:
+    def chain(self, prompt: str | None = None, **kwargs: Any) -> AsyncChainResponse:
         return AsyncChainResponse(self._conversation.chain(prompt, **_turn_kwargs(kwargs)))
 
     async def fork(self, *, name: str | None = None, model: Any = None) -> AsyncConversation:

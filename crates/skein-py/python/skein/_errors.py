@@ -161,12 +161,13 @@ class NotATurn(RecordedChatError, LookupError):
 
 class TurnPaused(RecordedChatError):
     """The turn's tool loop was stopped by ``before_call``; a recorded turn
-    cannot pause, so nothing was recorded."""
+    cannot pause, so no turn was recorded (its model calls are kept for
+    usage)."""
 
 
 class ChainLimitReached(RecordedChatError):
-    """The turn reached its chain limit with tool calls pending; nothing was
-    recorded."""
+    """The turn reached its chain limit with tool calls pending; no turn was
+    recorded (its model calls are kept for usage)."""
 
 
 class SourceHookError(RecordedChatError):

@@ -4,7 +4,7 @@ re-exported by ``skein``; their docstrings are the native ones."""
 import asyncio
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypedDict, final
+from typing import Any, Required, TypedDict, final
 
 from ._tools import Tool
 
@@ -16,6 +16,34 @@ ModelLike = Model | str
 BeforeCall = Callable[[ToolCall], Any]
 AfterCall = Callable[[ToolCall, ToolResult], Any]
 Schema = dict[str, Any] | type
+
+class ToolCallDict(TypedDict, total=False):
+    """A tool call given in a message dict (``arguments``: JSON text or a
+    JSON value; ``{}`` when left out)."""
+
+    id: Required[str]
+    name: Required[str]
+    arguments: Any
+
+class ToolResultDict(TypedDict, total=False):
+    """A tool result given in a message dict."""
+
+    call_id: Required[str]
+    content: Required[str]
+    is_error: bool
+
+class MessageDict(TypedDict, total=False):
+    """A message given to a turn's ``messages=``: a role and at least one
+    of the other keys."""
+
+    role: Required[str]
+    content: str
+    tool_calls: list[ToolCallDict | ToolCall]
+    tool_results: list[ToolResultDict | ToolResult]
+    attachments: list[Attachment]
+
+MessageLike = MessageDict | Message
+"""A message a turn adds: a dict, or a :class:`Message` of a history."""
 
 class UsageFigure(TypedDict):
     """One figure summed over runs; complete when ``missing_from`` is empty."""
@@ -73,8 +101,9 @@ class Model:
     def store(self) -> Store | None: ...
     def prompt(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
@@ -86,8 +115,9 @@ class Model:
     ) -> Response: ...
     def chain(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         tools: Iterable[ToolLike] | None = None,
         chain_limit: int | None = None,
@@ -126,6 +156,7 @@ class Conversation:
         node: str,
         prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         name: str | None = None,
         model: ModelLike | None = None,
@@ -150,8 +181,9 @@ class Conversation:
     def messages(self) -> list[Message]: ...
     def prompt(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
@@ -164,8 +196,9 @@ class Conversation:
     ) -> Response: ...
     def chain(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         tools: Iterable[ToolLike] | None = None,
         chain_limit: int | None = None,
@@ -209,8 +242,9 @@ class Response:
     def messages(self) -> list[Message]: ...
     def reply(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,
@@ -225,6 +259,7 @@ class Response:
         self,
         prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         name: str | None = None,
         model: ModelLike | None = None,
@@ -270,8 +305,9 @@ class ChainResponse:
     def messages(self) -> list[Message]: ...
     def reply(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
+        messages: Iterable[MessageLike] | None = None,
         attachments: Iterable[Attachment] | None = None,
         system: str | None = None,
         schema: Schema | None = None,

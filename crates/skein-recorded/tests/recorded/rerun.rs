@@ -1,7 +1,7 @@
 //! Reasoning about turns and re-running them without sources.
 
 use crate::common::{Counting, Recording, advisor, advisor_chat, decision_changed};
-use skein_core::{Annotation, BoxFuture, Message, Part, Role, Thread};
+use skein_core::{Annotation, BoxFuture, Message, Part, Relation, Role, Thread};
 use skein_recorded::{
     HookContext, HookError, Purpose, ReasonOptions, RecordedChat, RecordedError, RerunOptions,
     Source, SourceHook, Verdict,
@@ -436,10 +436,10 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
             ("quote({})", vec![0.0, 1.0, 0.0]),
             ("price 10", vec![0.0, 0.0, 1.0]),
             // The tool as a source: its name and description, its call and
-            // its result.
+            // its result. It looks like `beta` on FA, AVG and PERSIST.
             (
                 "quote: Latest quote\nquote({})\nprice 10",
-                vec![0.0, 0.6, 0.8],
+                vec![0.6, 0.0, 0.8],
             ),
             ("alpha", vec![1.0, 0.0, 0.0]),
             ("beta", vec![0.6, 0.8, 0.0]),
@@ -476,22 +476,24 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
         ]
     );
     assert_eq!(report.intermediate_outputs, 2);
-    // One model call between the sources' first appearance (the request)
-    // and the final reply: DEPTH = 1 / (1 + 1) for every source.
+    // DEPTH: alpha and beta reached the model with the request, one model
+    // call before the final reply: 1 / (1 + 1). The tool's result reached
+    // it just before the final call: 1 / (1 + 0).
     //
-    // beta:  FA 0.6; cosines to the steps 0.8 and 0 → AVG 0.4, PERSIST 1/2;
-    //        0.4·0.6 + 0.3·0.4 + 0.2·0.5 + 0.1·0.5 = 0.51
-    // quote: FA 0; cosines 0.6 and 0.8 → AVG 0.7, PERSIST 1;
-    //        0 + 0.21 + 0.2 + 0.05 = 0.46
+    // quote: FA 0.6; cosines to the steps 0 and 0.8 → AVG 0.4, PERSIST 1/2;
+    //        0.4·0.6 + 0.3·0.4 + 0.2·0.5 + 0.1·1 = 0.56
+    // beta:  FA 0.6; cosines 0.8 and 0 → AVG 0.4, PERSIST 1/2;
+    //        0.24 + 0.12 + 0.1 + 0.1·0.5 = 0.51
     // alpha: FA 1; cosines 0 and 0 → AVG 0, PERSIST 0;
     //        0.4 + 0 + 0 + 0.05 = 0.45
+    // quote and beta differ only in DEPTH, which ranks the tool first.
     let expected = [
-        ("beta", 0.51, 0.6, 0.4, 0.5),
-        ("quote", 0.46, 0.0, 0.7, 1.0),
-        ("alpha", 0.45, 1.0, 0.0, 0.0),
+        ("quote", 0.56, 0.6, 0.4, 0.5, 1.0),
+        ("beta", 0.51, 0.6, 0.4, 0.5, 0.5),
+        ("alpha", 0.45, 1.0, 0.0, 0.0, 0.5),
     ];
-    assert_eq!(report.removable(), ["beta", "quote", "alpha"]);
-    for (suspect, (id, score, fa, avg, persist)) in report.suspects.iter().zip(expected) {
+    assert_eq!(report.removable(), ["quote", "beta", "alpha"]);
+    for (suspect, (id, score, fa, avg, persist, depth)) in report.suspects.iter().zip(expected) {
         let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
         assert_eq!(suspect.id, id);
         assert!(close(suspect.score, score), "{id}: {suspect:?}");
@@ -504,7 +506,7 @@ tool_calls = [{ name = "quote", arguments = '{}' }]
             close(suspect.signals.persist.unwrap(), persist),
             "{id}: {suspect:?}"
         );
-        assert_eq!(suspect.signals.depth, 0.5, "{id}");
+        assert!(close(suspect.signals.depth, depth), "{id}: {suspect:?}");
     }
 }
 
@@ -608,4 +610,123 @@ async fn samples_run_together_up_to_the_backends_capacity_with_the_same_results(
         outcomes.push((answers, result.verdict));
     }
     assert_eq!(outcomes[0], outcomes[1]);
+}
+
+/// A rerun whose samples fail records no rerun, yet keeps every model call
+/// its samples made (the failed probes and the completed baselines) in the
+/// conversation's usage, in no turn.
+#[tokio::test]
+async fn a_failed_rerun_records_nothing_but_keeps_its_samples_runs() {
+    const FAILS_WITHOUT_SENTIMENT: &str = r#"
+[[rules]]
+not_system_contains = "social-sentiment"
+error = { kind = "server", message = "overloaded" }
+
+[[rules]]
+reply = "BUY: sentiment is bullish."
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(FAILS_WITHOUT_SENTIMENT);
+    let builder = || advisor::builder(model.clone()).store(store.clone());
+    let mut chat = builder().build().await.unwrap();
+    chat.send("Should we BUY or HOLD?").await.unwrap();
+    let id = chat.conversation().unwrap().clone();
+    let error = chat
+        .rerun_turn(
+            0,
+            RerunOptions::ignore(["social-sentiment"])
+                .samples(2)
+                .check_baseline(),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("overloaded"), "{error}");
+    assert_eq!(model.count(), 5, "one turn, two probes, two baselines");
+    assert!(store.reruns_of_conversation(&id).unwrap().is_empty());
+    let runs = store.runs_of_conversation(&id).unwrap();
+    assert_eq!(runs.len(), 5, "every sample's call keeps its run");
+    let status = |s| runs.iter().filter(|run| run.status == s).count();
+    assert_eq!(status(skein_store::RunStatus::Failed), 2);
+    let kept = runs
+        .iter()
+        .filter(|run| {
+            run.relations
+                .contains(&Relation::Unrecorded("rerun_failed".into()))
+        })
+        .count();
+    assert_eq!(kept, 4, "the probes and the baselines, marked unrecorded");
+    let usage = store
+        .usage(&skein_store::UsageScope::Conversation(id.clone()))
+        .unwrap();
+    assert_eq!(usage.runs.len(), 5);
+    assert!(store.verify().unwrap().is_ok());
+    let loaded = builder().load(&id).await.unwrap();
+    assert_eq!(loaded.turns().len(), 1, "the kept samples are no turn");
+}
+
+/// A rerun tells the source hook everything removed from a probe: the
+/// chat's persistent removals together with the probe's own; baselines
+/// see the persistent removals alone. The same after loading the turn
+/// back from the store.
+#[tokio::test]
+async fn a_rerun_gives_the_hook_the_persistent_removals_with_the_probes() {
+    let memory = Arc::new(Memory {
+        notes: Mutex::new(Vec::new()),
+        calls: Mutex::new(Vec::new()),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(MEMORY);
+    let builder = || {
+        RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
+            .system("Advise.")
+            .source(Source::fact("fundamentals", "fundamentals: flat"))
+            .source(Source::document("analyst-note", "analyst-note: hold"))
+            .hook(memory.clone())
+            .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+            .store(store.clone())
+    };
+    let mut chat = builder().removed(["analyst-note"]).build().await.unwrap();
+    chat.send("What should I hold?").await.unwrap();
+    let persistent = vec!["analyst-note".to_string()];
+    let both = vec!["analyst-note".to_string(), "fundamentals".to_string()];
+    let seen = |purpose: Purpose| -> Vec<Vec<String>> {
+        memory
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| *p == purpose)
+            .map(|(_, removed)| removed.clone())
+            .collect()
+    };
+    assert_eq!(seen(Purpose::Live), std::slice::from_ref(&persistent));
+    let options = || {
+        RerunOptions::ignore(["fundamentals"])
+            .samples(2)
+            .check_baseline()
+    };
+    let rerun = chat.rerun_turn(0, options()).await.unwrap();
+    assert_eq!(rerun.removed, ["fundamentals"]);
+    assert_eq!(seen(Purpose::Probe), [both.clone(), both.clone()]);
+    assert_eq!(
+        seen(Purpose::Baseline),
+        [persistent.clone(), persistent.clone()]
+    );
+    let probe_system = rerun.samples[0].request.messages()[0].joined_text();
+    assert!(!probe_system.contains("analyst-note"), "{probe_system}");
+    assert!(!probe_system.contains("fundamentals"), "{probe_system}");
+
+    // Loaded back from the store, the turn's removals come with it.
+    memory.calls.lock().unwrap().clear();
+    let at = skein_recorded::TurnAt::Number(chat.conversation().unwrap().clone(), 0);
+    let mut loaded = builder().load_turn(at).await.unwrap();
+    assert_eq!(
+        loaded.turn().removed().iter().collect::<Vec<_>>(),
+        ["analyst-note"]
+    );
+    loaded.rerun(options()).await.unwrap();
+    assert_eq!(seen(Purpose::Probe), [both.clone(), both]);
+    assert_eq!(seen(Purpose::Baseline), [persistent.clone(), persistent]);
 }

@@ -3,7 +3,7 @@
 use crate::common::{Recording, advisor, advisor_chat};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use skein_core::{Annotation, Role};
+use skein_core::{Annotation, Relation, Role};
 use skein_engine::{CallDecision, tool_fn};
 use skein_recorded::{RecordedChat, RecordedError, Source, SourceKind};
 use std::sync::Arc;
@@ -230,18 +230,38 @@ error = { kind = "server", message = "overloaded" }
     assert_eq!(model.count(), 2);
     assert!(chat.turns().is_empty());
     assert!(store.list_conversations(10).unwrap().is_empty());
+    // No turn, but both calls keep their runs: the completed first one
+    // (marked unrecorded) and the failed second one.
     let runs = store.recent_runs(10).unwrap();
-    assert_eq!(
-        runs.len(),
-        1,
-        "a failed turn records no turn: only the failed call"
-    );
-    assert_eq!(runs[0].status, skein_store::RunStatus::Failed);
-    let input = store.load_thread(runs[0].input_head.unwrap()).unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let failed = runs
+        .iter()
+        .find(|run| run.status == skein_store::RunStatus::Failed)
+        .expect("the failed call keeps its run");
+    let completed = runs
+        .iter()
+        .find(|run| run.status == skein_store::RunStatus::Succeeded)
+        .expect("the completed call keeps its run");
+    assert_eq!(unrecorded_why(completed), Some("failed"));
+    assert_eq!(completed.turn, None, "kept runs are in no turn");
+    let input = store.load_thread(failed.input_head.unwrap()).unwrap();
     let roles: Vec<Role> = input.messages().iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
     assert_eq!(input.messages()[0].joined_text(), "what is the price?");
+    assert_eq!(
+        completed.output_head,
+        Some(input.nodes()[1].id()),
+        "the completed call's reply is the failed call's assistant message"
+    );
     assert_consistent(&store);
+}
+
+/// Why a kept run's turn recorded nothing, when it is marked so.
+fn unrecorded_why(run: &skein_store::RunRecord) -> Option<&str> {
+    run.relations.iter().find_map(|relation| match relation {
+        Relation::Unrecorded(why) => Some(why.as_str()),
+        _ => None,
+    })
 }
 
 #[tokio::test]
@@ -261,7 +281,7 @@ async fn a_paused_turn_records_nothing() {
         matches!(error, RecordedError::Paused { turn: 0 }),
         "{error}"
     );
-    assert!(error.to_string().contains("nothing was recorded"));
+    assert!(error.to_string().contains("no turn was recorded"));
     assert!(chat.turns().is_empty());
     assert!(chat.history().is_empty());
     assert_eq!(
@@ -270,12 +290,106 @@ async fn a_paused_turn_records_nothing() {
         "the model was called once, then the loop paused"
     );
     // Its first turn never completed, so the conversation was never
-    // created, and the paused call (which did not fail) left no run.
+    // created; the call it made keeps its run, in no conversation and no
+    // turn, for usage.
     assert!(matches!(
         store.conversation(chat.conversation().unwrap()),
         Err(skein_store::StoreError::ConversationNotFound(_))
     ));
-    assert_eq!(store.recent_runs(10).unwrap().len(), 0);
+    let runs = store.recent_runs(10).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, skein_store::RunStatus::Succeeded);
+    assert_eq!(runs[0].conversation, None);
+    assert_eq!(unrecorded_why(&runs[0]), Some("paused"));
+    assert_consistent(&store);
+}
+
+/// Turns of a stored chat that fail, pause or reach the chain limit record
+/// no turn, yet every model call they made is in the conversation's usage;
+/// loading and resuming the chat see only its recorded turns.
+#[tokio::test]
+async fn unrecorded_turns_keep_their_runs_in_the_conversations_usage() {
+    const SCRIPT: &str = r#"
+[[rules]]
+last_user_contains = "pause"
+tool_calls = [{ name = "lookup", arguments = '{"q": "pause"}' }]
+
+[[rules]]
+last_user_contains = "loop"
+reply = "again"
+tool_calls = [{ name = "lookup", arguments = '{"q": "x"}' }]
+
+[[rules]]
+last_user_contains = "fail"
+last_role = "tool"
+error = { kind = "server", message = "overloaded" }
+
+[[rules]]
+last_user_contains = "fail"
+tool_calls = [{ name = "lookup", arguments = '{"q": "price"}' }]
+
+[[rules]]
+reply = "fine"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = skein_store::Store::open(dir.path().join("db.sqlite")).unwrap();
+    let model = Recording::scripted(SCRIPT);
+    let builder = || {
+        RecordedChat::builder(crate::common::engine(model.clone()), "advisor")
+            .tool(lookup())
+            .chain_limit(2)
+            .before_call(Arc::new(|call| {
+                let decision = if call.arguments.contains("pause") {
+                    CallDecision::Stop
+                } else {
+                    CallDecision::Run(call.clone())
+                };
+                Box::pin(async move { decision })
+            }))
+            .store(store.clone())
+    };
+    let mut chat = builder().build().await.unwrap();
+    chat.send("hello").await.unwrap();
+    let head = chat.history().head_id();
+    let id = chat.conversation().unwrap().clone();
+    let paused = chat.send("pause please").await.unwrap_err();
+    assert!(
+        matches!(paused, RecordedError::Paused { turn: 1 }),
+        "{paused}"
+    );
+    let limited = chat.send("loop forever").await.unwrap_err();
+    assert!(
+        matches!(limited, RecordedError::ChainLimit { turn: 1, limit: 2 }),
+        "{limited}"
+    );
+    let failed = chat.send("fail after the tool").await.unwrap_err();
+    assert!(failed.to_string().contains("overloaded"), "{failed}");
+    // 1 recorded call, 1 paused, 2 chain-limited, 1 completed + 1 failed.
+    assert_eq!(model.count(), 6);
+    assert_eq!(store.conversation(&id).unwrap().head, head);
+    let runs = store.runs_of_conversation(&id).unwrap();
+    assert_eq!(runs.len(), 6, "every model call keeps its run");
+    let mut whys: Vec<&str> = runs.iter().filter_map(unrecorded_why).collect();
+    whys.sort();
+    assert_eq!(
+        whys,
+        ["chain_limit", "chain_limit", "failed", "failed", "paused"]
+    );
+    let usage = store
+        .usage(&skein_store::UsageScope::Conversation(id.clone()))
+        .unwrap();
+    assert_eq!(usage.runs.len(), 6, "usage counts every model call");
+    assert_eq!(usage.failed.len(), 1);
+    assert_consistent(&store);
+    // Recorded turns are all or nothing: the chat holds one turn, loaded
+    // or resumed, and the next turn is number 1.
+    assert_eq!(chat.turns().len(), 1);
+    let loaded = builder().load(&id).await.unwrap();
+    assert_eq!(loaded.turns().len(), 1);
+    assert_eq!(loaded.turn(0).unwrap().text(), "fine");
+    let mut resumed = builder().resume(&id).await.unwrap();
+    assert_eq!(resumed.send("again").await.unwrap().index(), 1);
+    assert_eq!(builder().load(&id).await.unwrap().turns().len(), 2);
 }
 
 #[tokio::test]

@@ -479,6 +479,38 @@ both_forms!(the_chain_limit_ends_the_chain_with_a_clear_status, {
     assert_eq!(chain.responses().len(), 1);
 });
 
+both_forms!(
+    a_loops_own_limit_replaces_the_conversations_for_that_loop_only,
+    {
+        let fixture = Fixture::new();
+        let conversation = fixture
+            .model()
+            .conversation()
+            .tools([fixture.tool("add")])
+            .build();
+        let limited = send!(conversation.chain("add").limit(1)).unwrap();
+        assert_eq!(limited.status(), ChainStatus::LimitReached);
+        assert_eq!(limited.responses().len(), 1);
+        // The conversation's own limit (the default) is untouched.
+        let free = send!(conversation.chain("add")).unwrap();
+        assert_eq!(free.status(), ChainStatus::Completed);
+        assert_eq!(free.responses().len(), 2);
+        // A loop may also raise a tight conversation limit for itself.
+        let tight = fixture
+            .model()
+            .conversation()
+            .tools([fixture.tool("add")])
+            .chain_limit(1)
+            .build();
+        let raised = send!(tight.chain("add").limit(3)).unwrap();
+        assert_eq!(raised.status(), ChainStatus::Completed);
+        assert_eq!(raised.responses().len(), 2);
+        assert_eq!(tight.chain_limit(), 1);
+        let again = send!(tight.chain("add")).unwrap();
+        assert_eq!(again.status(), ChainStatus::LimitReached);
+    }
+);
+
 both_forms!(per_call_tool_sets_are_recorded_on_each_run, {
     let fixture = Fixture::new();
     let (_dir, store) = store();
