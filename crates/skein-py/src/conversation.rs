@@ -204,7 +204,10 @@ impl Conversation {
 
     /// A prompt after the head. Nothing runs until the response is read.
     #[pyo3(signature = (prompt, *, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn prompt(
         &self,
         py: Python<'_>,
@@ -229,7 +232,10 @@ impl Conversation {
     /// A tool loop after the head, with the conversation's tools and hooks
     /// (or `tools=`, `before_call=` and `after_call=` for this chain only).
     #[pyo3(signature = (prompt, *, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn chain(
         &self,
         py: Python<'_>,
