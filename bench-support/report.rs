@@ -38,7 +38,7 @@ pub fn machine(extra: Value) -> Value {
 }
 
 /// The 1, 5 and 15 minute load averages, as one string.
-#[allow(dead_code)] // not every bench reports the load
+#[allow(dead_code, reason = "not every bench reports the load")]
 pub fn loadavg() -> Value {
     std::fs::read_to_string("/proc/loadavg")
         .ok()

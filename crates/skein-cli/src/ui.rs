@@ -20,9 +20,6 @@ use std::sync::{Mutex, OnceLock};
 /// Print one line of human text on stdout (escaped for a terminal); an
 /// error means stdout is gone, and the command should stop.
 macro_rules! outln {
-    () => {
-        $crate::ui::line("")
-    };
     ($($arg:tt)*) => {
         $crate::ui::line(&format!($($arg)*))
     };

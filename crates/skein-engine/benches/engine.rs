@@ -296,6 +296,7 @@ fn count(size: usize) {
 }
 
 // SAFETY: every call is forwarded unchanged to `System`.
+#[allow(unsafe_code, reason = "a counting allocator wraps the system's")]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size());

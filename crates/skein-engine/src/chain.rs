@@ -209,7 +209,7 @@ impl Chain {
         &mut self,
         engine: &Engine,
         first: Request,
-    ) -> std::result::Result<ChainOutput, ChainFailure> {
+    ) -> Result<ChainOutput, ChainFailure> {
         let id = RunId::random().0;
         let specs: Vec<ToolSpec> = self.tools.iter().map(|tool| tool.spec().clone()).collect();
         let mut request = first

@@ -133,7 +133,10 @@ pub type CallbackError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What the application wants after a turn.
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // built once per turn; boxing buys nothing
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per turn; boxing buys nothing"
+)]
 pub enum Next {
     /// Run this request as a continuation of the current exchange.
     Continue(Request),

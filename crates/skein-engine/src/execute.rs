@@ -128,9 +128,9 @@ impl Prepared {
     /// usage is unknown (`usage_complete` false) unless the caller fills it
     /// in from the ledger.
     pub fn failed_record(&self, error: &EngineError) -> Option<RunRecord> {
-        let run = match error {
-            EngineError::Generation { run, .. } | EngineError::Validation { run, .. } => run,
-            _ => return None,
+        let (EngineError::Generation { run, .. } | EngineError::Validation { run, .. }) = error
+        else {
+            return None;
         };
         let mut record = RunRecord::new(self.model.clone(), self.backend.clone());
         record.id = run.clone();

@@ -448,7 +448,7 @@ struct Search<'s> {
 
 impl Search<'_> {
     fn table(&mut self, table: &DeTable<'_>) {
-        for (name, value) in table.iter() {
+        for (name, value) in table {
             self.path.push(key(name.get_ref()));
             if !self.tables_only {
                 let at = name.span();

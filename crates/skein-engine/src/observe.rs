@@ -122,7 +122,7 @@ pub trait Observer: Send + Sync {
 
 impl<F: Fn(&Event) + Send + Sync> Observer for F {
     fn observe(&self, event: &Event) {
-        self(event)
+        self(event);
     }
 }
 

@@ -362,7 +362,7 @@ fn copy_verified(
         out: &mut out,
     };
     let (size, hash) = hash_reader(&mut tee, &mut |done| {
-        progress(PullProgress::Unpacking { done, total })
+        progress(PullProgress::Unpacking { done, total });
     })
     .map_err(|source| io(partial, source))?;
     out.sync_all().map_err(|source| io(partial, source))?;

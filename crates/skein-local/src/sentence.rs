@@ -251,7 +251,7 @@ fn serve(
 /// Evaluate one text; its unit vector back.
 fn embed_one(
     ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
-    batch: &mut LlamaBatch,
+    batch: &mut LlamaBatch<'_>,
     tokens: &[LlamaToken],
 ) -> Result<Vec<f32>, String> {
     batch.clear();
@@ -265,7 +265,9 @@ fn embed_one(
         .to_vec();
     let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
-        vector.iter_mut().for_each(|x| *x /= norm);
+        for x in &mut vector {
+            *x /= norm;
+        }
     }
     Ok(vector)
 }

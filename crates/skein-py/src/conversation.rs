@@ -101,7 +101,10 @@ impl Conversation {
     /// `attachments`), by that turn (its response is returned then).
     #[staticmethod]
     #[pyo3(signature = (store, node, prompt = None, *, messages = None, attachments = None, name = None, model = None, tools = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn fork_at(
         py: Python<'_>,
         store: PyRef<'_, Store>,
@@ -209,7 +212,10 @@ impl Conversation {
 
     /// A prompt after the head. Nothing runs until the response is read.
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn prompt(
         &self,
         py: Python<'_>,
@@ -238,7 +244,10 @@ impl Conversation {
     /// A tool loop after the head, with the conversation's tools and hooks
     /// (or `tools=`, `before_call=` and `after_call=` for this chain only).
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn chain(
         &self,
         py: Python<'_>,

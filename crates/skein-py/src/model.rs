@@ -193,7 +193,10 @@ impl Model {
     /// One prompt in a new conversation of its own. Nothing runs until the
     /// response is read, iterated or awaited.
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn prompt(
         &self,
         py: Python<'_>,
@@ -220,7 +223,10 @@ impl Model {
     /// run (Python functions as tools) until a reply calls none, the chain
     /// limit is reached, or `before_call` stops it.
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, tools = None, chain_limit = None, before_call = None, after_call = None, system = None, schema = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn chain(
         &self,
         py: Python<'_>,
@@ -251,7 +257,10 @@ impl Model {
     /// A new conversation on this model (recorded in the model's store, or
     /// in `store`, once its first turn succeeds).
     #[pyo3(signature = (*, name = None, tools = None, chain_limit = None, before_call = None, after_call = None, store = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn conversation(
         &self,
         py: Python<'_>,

@@ -272,7 +272,10 @@ impl RecordedChat {
     /// model needed) or `"minilm"` (`skein models pull minilm`).
     #[new]
     #[pyo3(signature = (model, *, system = None, sources = Vec::new(), tools = None, store = None, name = None, embedder = "lexical", chain_limit = None, removed = Vec::new(), before_call = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn new(
         py: Python<'_>,
         model: &Bound<'_, PyAny>,
@@ -294,7 +297,7 @@ impl RecordedChat {
                 .and_then(|model| model.get().store.clone()),
         };
         let model = crate::args::model(py, Some(model))?.expect("given");
-        let mut builder = self::builder(&model)
+        let mut builder = builder(&model)
             .sources(sources.iter().map(|source| source.to_rust()))
             .removed(removed)
             .embedder(self::embedder(py, embedder, store.as_ref())?);
@@ -350,7 +353,7 @@ impl RecordedChat {
                 }
             }
         };
-        let mut builder = self::builder(&model)
+        let mut builder = builder(&model)
             .store(store.clone())
             .embedder(self::embedder(py, embedder, Some(&store))?);
         if let Some(hook) = before_call {
@@ -430,7 +433,10 @@ impl RecordedChat {
     /// whether an answer changed (default: cosine similarity of embeddings
     /// below `threshold`, 0.8).
     #[pyo3(signature = (k, *, ignore, samples = 3, baseline = false, comparator = None, threshold = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn rerun_turn(
         &self,
         py: Python<'_>,
@@ -486,7 +492,10 @@ impl RecordedChat {
     }
 
     #[pyo3(signature = (k, *, ignore, samples = 3, baseline = false, comparator = None, threshold = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn _rerun_turn_async<'py>(
         &self,
         py: Python<'py>,

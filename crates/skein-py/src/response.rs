@@ -127,7 +127,10 @@ impl Response {
     /// (a bookmark never moves backwards). `tools=[]` offers no tools on this
     /// turn; `model=` sends it to another model with the same history.
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn reply(
         &self,
         py: Python<'_>,
@@ -158,7 +161,10 @@ impl Response {
     /// prompt, its first response; without, the new conversation (recorded
     /// at once when there is a store).
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, name = None, model = None, system = None, schema = None, tools = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn fork(
         &self,
         py: Python<'_>,
@@ -348,7 +354,10 @@ impl ChainResponse {
 
     /// Continue from the end of the chain.
     #[pyo3(signature = (prompt = None, *, messages = None, attachments = None, system = None, schema = None, tools = None, model = None, temperature = None, top_p = None, seed = None, max_tokens = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
     fn reply(
         &self,
         py: Python<'_>,

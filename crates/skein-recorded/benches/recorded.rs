@@ -24,7 +24,7 @@
 mod report;
 
 #[path = "../examples/advisor.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, reason = "the benchmark uses only the walkthrough's set-up")]
 mod advisor;
 
 use serde_json::{Value, json};

@@ -19,7 +19,10 @@ use std::sync::Arc;
 pub const SCRIPT: &str = include_str!("data/advisor.toml");
 
 /// What the walkthrough saw.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "its fields are read by the tests that include this file"
+)]
 pub struct Outcome {
     pub chat: RecordedChat,
     pub fork: RecordedChat,
@@ -110,7 +113,7 @@ pub async fn run(
     })
 }
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "unused where the tests include this file")]
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = match std::env::args().nth(1) {

@@ -16,7 +16,10 @@ use skein_recorded::{
 use std::sync::Arc;
 
 /// What the walkthrough saw.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "its fields are read by the tests that include this file"
+)]
 pub struct Outcome {
     pub chat: RecordedChat,
     pub explained: String,
@@ -68,7 +71,7 @@ pub async fn run() -> Result<Outcome, RecordedError> {
     })
 }
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "unused where the tests include this file")]
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let outcome = run().await?;

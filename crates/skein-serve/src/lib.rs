@@ -132,7 +132,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
 pub async fn serve(
     config: ServeConfig,
     ready: impl FnOnce(SocketAddr),
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let app = router(&config)?;
     let listener = tokio::net::TcpListener::bind(config.bind)

@@ -358,7 +358,7 @@ async fn a_fork_at_a_node_no_conversation_heads_joins_the_family_and_lookalikes_
         assert!(
             kinds.contains(&(label.to_string(), kind.to_string())),
             "{label} as {kind} in {kinds:?}"
-        )
+        );
     };
     expect("main", "root");
     expect("what-if", "fork");
@@ -955,7 +955,7 @@ impl Server {
 async fn writes_from_pages_of_other_origins_never_reach_the_model() {
     let server = Server::proxying(None).await;
     let own = format!("http://{}", server.address);
-    let refused: [(Headers, StatusCode, &str); 8] = [
+    let refused: [(Headers<'_>, StatusCode, &str); 8] = [
         // The browser attack itself: no-cors, text/plain, another origin.
         (
             &[
@@ -1014,7 +1014,7 @@ async fn writes_from_pages_of_other_origins_never_reach_the_model() {
     assert_eq!(server.runs(), 0, "no refused write reached the model");
     assert!(server.store.list_conversations(10).unwrap().is_empty());
 
-    let allowed: [Headers; 3] = [
+    let allowed: [Headers<'_>; 3] = [
         &[("content-type", "application/json")],
         &[
             ("content-type", "application/json; charset=utf-8"),
@@ -1291,7 +1291,7 @@ async fn a_client_trickling_its_headers_is_disconnected() {
         .await
         .unwrap();
     let (mut reading, mut writing) = stream.into_split();
-    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = sent.clone();
     let trickle = tokio::spawn(async move {
         for byte in request.bytes() {
@@ -2008,9 +2008,6 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
     assert_eq!(counts(&server.store), before, "nothing was written");
 }
 
-/// A failed model call streams an `error` event, and its message and its
-/// failed run are recorded, nothing moved, as on every surface.
-
 /// A name that reads as an id is refused by every action that names a new
 /// conversation, and by the proxy's `x-skein-conversation-name` header
 /// (400, nothing written); a conversation an older skein stored under
@@ -2096,8 +2093,8 @@ async fn a_name_that_reads_as_an_id_is_refused_and_an_id_wins_over_a_name() {
     assert_eq!(fork["name"], short.as_str(), "the stored name still reads");
 }
 
-/// A failed model call streams an `error` event, and its run is recorded
-/// as on every surface.
+/// A failed model call streams an `error` event, and its message and its
+/// failed run are recorded, nothing moved, as on every surface.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
@@ -2260,7 +2257,7 @@ async fn writes_without_the_csrf_token_from_elsewhere_or_read_only_change_nothin
     let foreign_origin = format!("http://{}", "evil.example");
     // What is wrong, the headers, the status and what the refusal says.
     type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, StatusCode, &'a str);
-    let cases: Vec<Case> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "no token",
             vec![],

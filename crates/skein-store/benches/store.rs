@@ -848,7 +848,7 @@ fn bench_family(store: &Store, location: &str, plan: &Plan) -> Value {
         match http_get(&address, &path) {
             Ok(answer) => break answer,
             Err(_) if ready.elapsed() < Duration::from_secs(20) => {
-                std::thread::sleep(Duration::from_millis(20))
+                std::thread::sleep(Duration::from_millis(20));
             }
             Err(error) => panic!("skein serve did not answer: {error}"),
         }

@@ -117,8 +117,8 @@ pub fn check_conversation_name(name: &str) -> Result<()> {
 /// [`check_conversation_name`] for every conversation `turn` may create.
 pub(crate) fn check_turn_names(turn: &TurnCommit<'_>) -> Result<()> {
     let new = match &turn.target {
-        Target::New(new) => Some(new),
-        Target::Existing {
+        Target::New(new)
+        | Target::Existing {
             on_conflict: OnConflict::Branch(new),
             ..
         } => Some(new),

@@ -58,7 +58,7 @@ pub fn preview(message: &Message, width: usize) -> String {
                 text.push_str(&format!("{mark} {}", result.content));
             }
             Part::Attachment(a) => {
-                text.push_str(&format!("[{} {} bytes]", a.media_type, a.data.len()))
+                text.push_str(&format!("[{} {} bytes]", a.media_type, a.data.len()));
             }
             _ => text.push_str("[part]"),
         }

@@ -483,7 +483,7 @@ mod tests {
             Err(SearchError::TooManyTerms { .. })
         ));
         // Quotes and operators of either engine are only ever separators.
-        let odd = parse(r#"a' OR 1=1 -- NEAR(x y) ^z"#).unwrap();
+        let odd = parse(r"a' OR 1=1 -- NEAR(x y) ^z").unwrap();
         assert!(
             odd.fts5()
                 .chars()

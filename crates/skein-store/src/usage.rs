@@ -70,7 +70,10 @@ pub(crate) struct RunRow {
 impl RunRow {
     /// A row from its columns: id, output head, status, the four token
     /// figures and the completeness flag.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per column of a usage row"
+    )]
     pub(crate) fn new(
         id: String,
         output_head: Option<&[u8]>,

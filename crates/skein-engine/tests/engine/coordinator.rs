@@ -181,7 +181,7 @@ impl Fixture {
 
 /// `future`'s result, or a failed test when it hangs (a cancellation that
 /// did not reach the execution).
-async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+async fn within<T>(future: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(10), future)
         .await
         .expect("the execution ended")
@@ -795,7 +795,7 @@ async fn capacity_one_with_a_callback_that_calls_the_model() {
                     relations
                         .iter()
                         .any(|r| { *r == Relation::AssociatedWith(served.clone()) })
-                )
+                );
             }
             None => assert!(
                 !relations

@@ -556,14 +556,14 @@ impl Provider for GateProvider {
 
 /// A stream that awaits `future` for its events, then yields them.
 fn futures_stream(
-    future: impl std::future::Future<Output = Vec<Result<StreamEvent, ProviderError>>> + Send + 'static,
+    future: impl Future<Output = Vec<Result<StreamEvent, ProviderError>>> + Send + 'static,
 ) -> impl futures_core::Stream<Item = Result<StreamEvent, ProviderError>> + Send {
     struct Pending<F> {
         future: Option<std::pin::Pin<Box<F>>>,
         ready: std::collections::VecDeque<Result<StreamEvent, ProviderError>>,
     }
-    impl<F: std::future::Future<Output = Vec<Result<StreamEvent, ProviderError>>>>
-        futures_core::Stream for Pending<F>
+    impl<F: Future<Output = Vec<Result<StreamEvent, ProviderError>>>> futures_core::Stream
+        for Pending<F>
     {
         type Item = Result<StreamEvent, ProviderError>;
         fn poll_next(
@@ -899,7 +899,7 @@ async fn observers_compose_and_each_sees_every_event_once_in_order() {
         .provider("script", scripted())
         .provider("other", scripted())
         .observe(Arc::new(move |event: &Event| {
-            a.lock().unwrap().push(event.clone())
+            a.lock().unwrap().push(event.clone());
         }))
         .build()
         .unwrap();
@@ -911,7 +911,7 @@ async fn observers_compose_and_each_sees_every_event_once_in_order() {
                 .var("question", "flaky")
                 .output_contract(answer_schema())
                 .observe(Arc::new(move |event: &Event| {
-                    b.lock().unwrap().push(event.clone())
+                    b.lock().unwrap().push(event.clone());
                 }))
                 .event_channel(live),
         )
@@ -1061,7 +1061,7 @@ async fn a_request_may_add_nothing_to_a_history_but_needs_something_to_send() {
     let error = engine
         .run(
             Request::default()
-                .history(skein_core::Thread::new(), Default::default())
+                .history(Thread::new(), Default::default())
                 .profile("main"),
         )
         .await

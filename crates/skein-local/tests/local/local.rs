@@ -46,7 +46,7 @@ fn request(thread: &Thread, max_tokens: u32) -> ModelRequest {
     request
 }
 
-fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+fn block_on<T>(future: impl Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()

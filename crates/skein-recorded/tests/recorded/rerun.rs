@@ -572,9 +572,9 @@ async fn samples_run_together_up_to_the_backends_capacity_with_the_same_results(
         .provider("script", gauge.clone())
         .build()
         .unwrap();
-        let mut chat = skein_recorded::RecordedChat::builder(engine, "advisor")
+        let mut chat = RecordedChat::builder(engine, "advisor")
             .system("You are an investment advisor. Answer BUY or HOLD when asked.")
-            .source(skein_recorded::Source::fact(
+            .source(Source::fact(
                 "social-sentiment",
                 "social-sentiment: bullish, retail chatter at a three-month high",
             ))

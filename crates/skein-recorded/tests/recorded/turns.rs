@@ -28,7 +28,7 @@ async fn each_turn_freezes_the_exact_request_the_provider_received() {
     // The sources are tagged parts of the system message, in order.
     let turn = chat.turn(1).unwrap();
     let system = turn.request().nodes()[0];
-    assert_eq!(system.message().role, Role::System);
+    assert_eq!(system.message().role, System);
     let tags: Vec<_> = (0..4)
         .map(|part| turn.annotations().source_of(system.id(), part))
         .collect();
@@ -506,7 +506,7 @@ tool_calls = [{ name = "lookup", arguments = '{"q": "x"}' }]
 
 #[tokio::test]
 async fn chats_and_their_futures_are_send_so_they_run_on_spawned_tasks() {
-    fn send_future<F: std::future::Future + Send>(future: F) -> F {
+    fn send_future<F: Future + Send>(future: F) -> F {
         future
     }
     let mut chat = advisor::builder(advisor::model()).build().await.unwrap();

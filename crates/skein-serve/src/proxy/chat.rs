@@ -386,7 +386,7 @@ pub struct Chat {
 impl Api for Chat {
     type Events = Chunks;
 
-    fn body(&self, reply: &Reply) -> Value {
+    fn body(&self, reply: &Reply<'_>) -> Value {
         let message = reply.message();
         let mut wire = json!({"role": "assistant", "content": content(message)});
         let calls = wire_calls(message);
@@ -462,7 +462,7 @@ impl Events for Chunks {
         vec![self.delta(&json!({ "content": text }), None)]
     }
 
-    fn finish(&mut self, reply: &Reply) -> Vec<Bytes> {
+    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes> {
         let mut frames = Vec::new();
         let calls = wire_calls(reply.message());
         if !calls.is_empty() {
@@ -517,7 +517,7 @@ fn content(message: &Message) -> Value {
     }
 }
 
-fn finish(reply: &Reply) -> &'static str {
+fn finish(reply: &Reply<'_>) -> &'static str {
     use skein::core::FinishReason;
     if reply.calls() {
         return "tool_calls";

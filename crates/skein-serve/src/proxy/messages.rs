@@ -421,7 +421,7 @@ pub struct Messages;
 impl Api for Messages {
     type Events = MessageEvents;
 
-    fn body(&self, reply: &Reply) -> Value {
+    fn body(&self, reply: &Reply<'_>) -> Value {
         let content: Vec<Value> = reply
             .message()
             .parts
@@ -483,7 +483,7 @@ fn content_block(part: &Part) -> Option<Value> {
     }
 }
 
-fn stop_reason(reply: &Reply) -> &'static str {
+fn stop_reason(reply: &Reply<'_>) -> &'static str {
     if reply.calls() {
         "tool_use"
     } else if reply.cut() {
@@ -495,7 +495,7 @@ fn stop_reason(reply: &Reply) -> &'static str {
 
 /// Anthropic's usage is never absent: a figure the model did not report
 /// is 0.
-fn usage(reply: &Reply) -> Value {
+fn usage(reply: &Reply<'_>) -> Value {
     let usage = reply.output.usage;
     json!({
         "input_tokens": usage.input_tokens.unwrap_or(0),
@@ -572,7 +572,7 @@ impl Events for MessageEvents {
         frames
     }
 
-    fn finish(&mut self, reply: &Reply) -> Vec<Bytes> {
+    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes> {
         let mut frames = Vec::new();
         if let Some(index) = self.text_block.take() {
             frames.push(Self::block_stop(index));

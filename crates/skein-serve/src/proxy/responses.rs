@@ -353,7 +353,7 @@ impl Responses {
         response
     }
 
-    fn finished(&self, reply: &Reply) -> Value {
+    fn finished(&self, reply: &Reply<'_>) -> Value {
         let mut response = self.response(
             &response_id(reply.run()),
             reply.created(),
@@ -379,7 +379,7 @@ impl Responses {
 impl Api for Responses {
     type Events = ResponseEvents;
 
-    fn body(&self, reply: &Reply) -> Value {
+    fn body(&self, reply: &Reply<'_>) -> Value {
         self.finished(reply)
     }
 
@@ -436,7 +436,7 @@ fn call_item(call: &ToolCall, arguments: &str, status: &str) -> Value {
 
 /// The reply's output items: its text as one message (left out when it
 /// only calls tools), then one item per call.
-fn output(reply: &Reply) -> Vec<Value> {
+fn output(reply: &Reply<'_>) -> Vec<Value> {
     let text = reply.message().joined_text();
     let mut items = Vec::new();
     if !text.is_empty() || !reply.calls() {
@@ -452,7 +452,7 @@ fn output(reply: &Reply) -> Vec<Value> {
     items
 }
 
-fn usage(reply: &Reply) -> Value {
+fn usage(reply: &Reply<'_>) -> Value {
     let usage = reply.output.usage;
     match (usage.input_tokens, usage.output_tokens) {
         (Some(input), Some(output)) => json!({
@@ -535,7 +535,7 @@ impl Events for ResponseEvents {
         frames
     }
 
-    fn finish(&mut self, reply: &Reply) -> Vec<Bytes> {
+    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes> {
         let mut frames = Vec::new();
         let text = reply.message().joined_text();
         if self.message.is_none() && (!text.is_empty() || !reply.calls()) {

@@ -93,7 +93,7 @@ pub trait Api: Send + Sync + 'static {
     type Events: Events;
 
     /// The whole reply of a request that does not stream.
-    fn body(&self, reply: &Reply) -> Value;
+    fn body(&self, reply: &Reply<'_>) -> Value;
 
     /// The event writer of a streamed reply.
     fn events(&self, model: &str) -> Self::Events;
@@ -109,7 +109,7 @@ pub trait Events: Send + 'static {
     /// A piece of the reply's text.
     fn text(&mut self, text: &str) -> Vec<Bytes>;
     /// The reply is complete (and recorded).
-    fn finish(&mut self, reply: &Reply) -> Vec<Bytes>;
+    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes>;
     /// The run failed after the stream began.
     fn fail(&mut self, error: &ProxyError) -> Vec<Bytes>;
 }

@@ -211,7 +211,7 @@ impl PgStore {
             };
             match (installed, mode) {
                 (None, OpenMode::Create) => {
-                    schema::migrate(&mut client).await.map_err(denied(0))?
+                    schema::migrate(&mut client).await.map_err(denied(0))?;
                 }
                 (None, _) => {
                     let schema: String = client
@@ -238,7 +238,7 @@ impl PgStore {
                             supported: schema::SCHEMA_VERSION,
                             reason: error.to_string(),
                         }
-                    })?
+                    })?;
                 }
                 (Some(found), _) => schema::migrate(&mut client).await.map_err(denied(found))?,
             }
@@ -489,10 +489,6 @@ impl Writer {
     pub(crate) async fn attempt<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
         match transaction(self.client(), work).await {
             Attempt::Done(result) => result,
-            Attempt::Dirty(error) => {
-                self.unusable.store(true, Ordering::Relaxed);
-                Err(error)
-            }
             Attempt::Lost {
                 error,
                 committing: true,
@@ -503,7 +499,7 @@ impl Writer {
                     reason: describe_store(&error),
                 })
             }
-            Attempt::Lost { error, .. } => {
+            Attempt::Dirty(error) | Attempt::Lost { error, .. } => {
                 self.unusable.store(true, Ordering::Relaxed);
                 Err(error)
             }

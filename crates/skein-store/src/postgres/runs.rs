@@ -131,7 +131,7 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
                      $19, $20, $21, $22, $23, $24, $25, $26)",
         )
         .await?;
-    let id = |id: &Option<skein_core::NodeId>| id.as_ref().map(|id| id.0.to_vec());
+    let id = |id: &Option<NodeId>| id.as_ref().map(|id| id.0.to_vec());
     let params: Vec<Param> = vec![
         Box::new(run.id.0.clone()),
         Box::new(conversation.map(|c| c.0.clone())),

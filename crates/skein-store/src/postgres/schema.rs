@@ -166,7 +166,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // conversations by the one they branched from, recorded settings
     // without their version key.
     Migration::Sql(
-        r#"
+        r"
     ALTER TABLE runs ADD COLUMN finish_reason TEXT;
     ALTER TABLE runs ADD COLUMN turn BIGINT;
     ALTER TABLE runs ADD COLUMN step BIGINT;
@@ -188,13 +188,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     ALTER TABLE conversations ADD COLUMN imported BOOLEAN NOT NULL DEFAULT FALSE;
     UPDATE conversations SET meta = (meta::jsonb #- '{recorded,version}')::text
         WHERE meta::jsonb -> 'recorded' ? 'version';
-    "#,
+    ",
     ),
     // 7: the root of every node's and conversation's thread (the id of its
     // first node), and conversations found by it, as on SQLite (there the
     // root is the first node's `seq`).
     Migration::Sql(
-        r#"
+        r"
     ALTER TABLE nodes ADD COLUMN root BYTEA;
     ALTER TABLE conversations ADD COLUMN root BYTEA;
     WITH RECURSIVE r(id, root) AS (
@@ -206,7 +206,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     UPDATE conversations c SET root = n.root FROM nodes n WHERE n.id = c.head;
     CREATE INDEX conversations_by_root ON conversations(root, created)
         WHERE root IS NOT NULL;
-    "#,
+    ",
     ),
     // 8: the model a client asked the recording proxy for.
     Migration::Sql("ALTER TABLE runs ADD COLUMN requested_model TEXT;"),

@@ -185,7 +185,7 @@ mod tests {
         ] {
             match parse(url) {
                 Err(StoreError::BadUrl { reason, .. }) => {
-                    assert!(reason.contains(needle), "{url}: {reason}")
+                    assert!(reason.contains(needle), "{url}: {reason}");
                 }
                 Err(other) => panic!("{url}: {other}"),
                 Ok(_) => panic!("{url} was accepted"),

@@ -193,7 +193,7 @@ fn uri_path(path: &Path) -> String {
     for &byte in path.as_os_str().as_encoded_bytes() {
         match byte {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                out.push(byte as char)
+                out.push(byte as char);
             }
             other => out.push_str(&format!("%{other:02X}")),
         }

@@ -30,7 +30,7 @@ enum Migration {
 const MIGRATIONS: &[Migration] = &[
     // 1: the graph, bookmarks, runs and per-run tool sets.
     Migration::Sql(
-        r#"
+        r"
     CREATE TABLE meta (
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
@@ -104,19 +104,19 @@ const MIGRATIONS: &[Migration] = &[
         tool_hash BLOB NOT NULL REFERENCES tools(hash),
         PRIMARY KEY (run_id, position)
     ) WITHOUT ROWID;
-    "#,
+    ",
     ),
     // 2: the exact request body of a run that came through the recording
     // proxy, byte for byte as the client sent it.
     Migration::Sql(
-        r#"
+        r"
     ALTER TABLE runs ADD COLUMN request TEXT;
-    "#,
+    ",
     ),
     // 3: reruns of recorded turns, and the embedding cache (see reruns.rs
     // and embeddings.rs).
     Migration::Sql(
-        r#"
+        r"
     CREATE TABLE reruns (
         id              TEXT PRIMARY KEY,
         conversation    TEXT NOT NULL,
@@ -143,7 +143,7 @@ const MIGRATIONS: &[Migration] = &[
         vector   BLOB NOT NULL,
         PRIMARY KEY (embedder, digest)
     ) WITHOUT ROWID;
-    "#,
+    ",
     ),
     // 4: lanes, so that a thread loads by range scans (see graph.rs).
     Migration::Code(add_lanes),
@@ -158,7 +158,7 @@ const MIGRATIONS: &[Migration] = &[
     // database, not exported); recorded-chat settings without the version
     // key the typed settings no longer carry.
     Migration::Sql(
-        r#"
+        r"
     ALTER TABLE runs ADD COLUMN finish_reason TEXT;
     ALTER TABLE runs ADD COLUMN turn INTEGER;
     ALTER TABLE runs ADD COLUMN step INTEGER;
@@ -179,7 +179,7 @@ const MIGRATIONS: &[Migration] = &[
     ALTER TABLE conversations ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;
     UPDATE conversations SET meta = json_remove(meta, '$.recorded.version')
         WHERE json_valid(meta) AND json_extract(meta, '$.recorded.version') IS NOT NULL;
-    "#,
+    ",
     ),
     // 7: the root of every node's and conversation's thread, and
     // conversations found by it (the ones sharing messages with a family).
@@ -191,7 +191,7 @@ const MIGRATIONS: &[Migration] = &[
     // is associated with, belongs to a sequence) and by run, filled from
     // the runs already stored.
     Migration::Sql(
-        r#"
+        r"
     CREATE TABLE run_links (
         kind   TEXT NOT NULL,
         target TEXT NOT NULL,
@@ -207,7 +207,7 @@ const MIGRATIONS: &[Migration] = &[
                   IN ('continuation_of', 'associated_with', 'sequence', 'sequence_start')
           AND json_type(e.value, '$.target') = 'text'
         ON CONFLICT DO NOTHING;
-    "#,
+    ",
     ),
     // 10: full-text search, an FTS5 index of every node's words, filled
     // from the stored nodes (see search.rs).

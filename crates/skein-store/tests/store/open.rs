@@ -94,7 +94,7 @@ fn postgres_sessions_keep_the_url_options_and_leave_the_planner_alone() {
     {
         return;
     }
-    let db = crate::common::TempStore::new(Backend::Postgres);
+    let db = TempStore::new(Backend::Postgres);
     let store = Store::open(format!("{}&application_name=skein_web_1", db.location())).unwrap();
     let setting = |name: &str, expected: &str| {
         store

@@ -89,7 +89,7 @@ fn export(store: &Store) -> String {
 /// The node ids an export lists, in file order.
 fn exported_ids(text: &str) -> Vec<skein_core::NodeId> {
     text.lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .filter(|line| line["kind"] == "node")
         .map(|line| line["id"].as_str().unwrap().parse().unwrap())
         .collect()
@@ -252,7 +252,7 @@ fn malformed_lines_and_orphans_abort_the_import(backend: Backend) {
         Err(StoreError::Import { line: 1, .. })
     ));
     assert!(matches!(
-        target.store.import(&mut "".as_bytes()),
+        target.store.import(&mut &b""[..]),
         Err(StoreError::Import { .. })
     ));
     assert_eq!(target.count("nodes"), 0);
@@ -582,7 +582,7 @@ fn async_callers_reach_the_store_from_either_runtime(backend: Backend) {
                     .unwrap()
                     .unwrap();
                 assert_eq!(direct, thread);
-            })
+            });
         };
         if as_blocking_caller {
             skein_store::blocking_caller(drive);

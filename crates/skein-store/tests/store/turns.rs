@@ -263,7 +263,7 @@ fn move_head_is_a_compare_and_set(backend: Backend) {
         db.store.move_head(&conversation.id, None, head),
         Err(StoreError::HeadMoved(_))
     ));
-    let unknown = skein_store::ConversationId::random();
+    let unknown = ConversationId::random();
     assert!(matches!(
         db.store.move_head(&unknown, None, head),
         Err(StoreError::ConversationNotFound(_))
@@ -342,7 +342,7 @@ fn rename_and_meta_round_trip_and_unknown_conversations_error(backend: Backend) 
     db.store
         .set_conversation_settings(
             &conversation.id,
-            &skein_store::ConversationSettings {
+            &ConversationSettings {
                 model: Some("echo".into()),
                 chain_limit: Some(5),
                 ..Default::default()
@@ -353,7 +353,7 @@ fn rename_and_meta_round_trip_and_unknown_conversations_error(backend: Backend) 
     assert_eq!(back.name.as_deref(), Some("trip planning"));
     assert_eq!(back.settings.chain_limit, Some(5));
     assert_eq!(back.settings.model.as_deref(), Some("echo"));
-    let unknown = skein_store::ConversationId::random();
+    let unknown = ConversationId::random();
     assert!(matches!(
         db.store.rename_conversation(&unknown, None),
         Err(StoreError::ConversationNotFound(_))

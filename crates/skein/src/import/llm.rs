@@ -417,7 +417,7 @@ fn read_messages(
                     *report
                         .skipped_parts
                         .entry("attachment by path or url".into())
-                        .or_default() += 1
+                        .or_default() += 1;
                 }
             },
             other => *report.skipped_parts.entry(other.to_string()).or_default() += 1,

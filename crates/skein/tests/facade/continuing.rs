@@ -692,7 +692,7 @@ both_forms!(
 
 both_forms!(streaming_hands_over_the_whole_text, {
     let fixture = Fixture::new();
-    let streamed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let streamed = Arc::new(Mutex::new(String::new()));
     let sink = streamed.clone();
     let response = send!(
         fixture
@@ -1386,7 +1386,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
     let answer = second
         .thread()
         .parent()
-        .push(skein::Message::assistant("counterfactual"));
+        .push(Message::assistant("counterfactual"));
     let rerun = skein::store::RerunRecord {
         id: skein::store::RerunId::random(),
         conversation: main.id().clone(),

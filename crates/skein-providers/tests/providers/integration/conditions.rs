@@ -128,17 +128,11 @@ async fn not_last_user_contains_is_the_negation() {
 
 #[tokio::test]
 async fn last_user_matches_applies_a_regex() {
-    assert!(hits(r#"last_user_matches = '^And \w+ more'"#, advisor_chat()).await);
-    assert!(!hits(r#"last_user_matches = '^Should'"#, advisor_chat()).await);
-    assert!(hits(r#"last_user_matches = ['add', 'later\?$']"#, advisor_chat()).await);
-    assert!(!hits(r#"last_user_matches = ['add', '^later']"#, advisor_chat()).await);
-    assert!(
-        !hits(
-            r#"last_user_matches = '.*'"#,
-            request([Message::system("s")])
-        )
-        .await
-    );
+    assert!(hits(r"last_user_matches = '^And \w+ more'", advisor_chat()).await);
+    assert!(!hits(r"last_user_matches = '^Should'", advisor_chat()).await);
+    assert!(hits(r"last_user_matches = ['add', 'later\?$']", advisor_chat()).await);
+    assert!(!hits(r"last_user_matches = ['add', '^later']", advisor_chat()).await);
+    assert!(!hits(r"last_user_matches = '.*'", request([Message::system("s")])).await);
 }
 
 #[tokio::test]

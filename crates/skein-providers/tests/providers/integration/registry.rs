@@ -58,18 +58,24 @@ const EVERY: [&str; 6] = [
 ];
 
 #[test]
+#[allow(
+    unsafe_code,
+    reason = "edition 2024 makes editing the environment unsafe"
+)]
 fn http_models_name_the_model_and_need_a_key_unless_the_url_is_custom() {
-    // Safe: this test binary touches these variables in this test only.
+    // SAFETY: this test binary touches these variables in this test only.
     unsafe {
         std::env::remove_var("ANTHROPIC_API_KEY");
         std::env::remove_var("ANTHROPIC_BASE_URL");
     }
     let error = resolve("anthropic:claude-x").err().unwrap();
     assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");
+    // SAFETY: as above.
     unsafe { std::env::set_var("ANTHROPIC_BASE_URL", "http://127.0.0.1:9") };
     let resolved = resolve("anthropic:claude-x").unwrap();
     assert_eq!(resolved.model, "claude-x");
     assert_eq!(resolved.provider.name(), "anthropic");
+    // SAFETY: as above.
     unsafe { std::env::remove_var("ANTHROPIC_BASE_URL") };
 }
 

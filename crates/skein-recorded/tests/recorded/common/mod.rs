@@ -1,7 +1,7 @@
 //! Shared test harness: an embedder that counts its calls, scripted
 //! engines, and the advisor example; the test kit's recording provider.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test module uses a part of the kit")]
 
 #[path = "../../../examples/advisor.rs"]
 pub mod advisor;

@@ -9,7 +9,7 @@
 //! dropped afterwards). When it is unset they print that they were skipped
 //! and pass; when it is set they must reach the server or fail.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test module uses a part of the kit")]
 
 use skein_core::{Message, Thread};
 use skein_store::{ConversationId, RunRecord, Store, TurnCommit};

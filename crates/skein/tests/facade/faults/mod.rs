@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Deserialize, JsonSchema)]
-#[allow(dead_code)]
+#[allow(dead_code, reason = "read only through its JSON schema")]
 struct City {
     city: String,
 }

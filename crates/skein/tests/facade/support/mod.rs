@@ -2,7 +2,7 @@
 //! test kit's recording provider, tools, and a macro that runs one scenario
 //! in its async and its blocking form.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test module uses a part of the kit")]
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -179,30 +179,30 @@ pub fn transcript(thread: &skein::Thread) -> Vec<String> {
 macro_rules! both_forms {
     ($name:ident, $body:block) => {
         mod $name {
-            #[allow(unused_imports)]
+            #[allow(unused_imports, reason = "a test body may use none of them")]
             use super::*;
 
             #[tokio::test]
             async fn async_form() {
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! send {
                     ($e:expr) => {
                         $e.send().await
                     };
                 }
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! create {
                     ($e:expr) => {
                         $e.create().await
                     };
                 }
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! log {
                     ($r:expr, $s:expr) => {
                         $r.log($s).await
                     };
                 }
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! load {
                     ($s:expr, $id:expr, $m:expr) => {
                         skein::Conversation::load($s, $id, $m).await
@@ -213,25 +213,25 @@ macro_rules! both_forms {
 
             #[test]
             fn blocking_form() {
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! send {
                     ($e:expr) => {
                         $e.send_blocking()
                     };
                 }
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! create {
                     ($e:expr) => {
                         $e.create_blocking()
                     };
                 }
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! log {
                     ($r:expr, $s:expr) => {
                         $r.log_blocking($s)
                     };
                 }
-                #[allow(unused_macros)]
+                #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! load {
                     ($s:expr, $id:expr, $m:expr) => {
                         skein::Conversation::load_blocking($s, $id, $m)

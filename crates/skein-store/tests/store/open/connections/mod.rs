@@ -628,7 +628,7 @@ fn tls_modes_encrypt_verify_and_refuse_as_libpq_does() {
         "sslmode=verify-ca&sslrootcert=/nonexistent.pem",
     )) {
         Err(StoreError::BadUrl { reason, .. }) => {
-            assert!(reason.contains("/nonexistent.pem"), "{reason}")
+            assert!(reason.contains("/nonexistent.pem"), "{reason}");
         }
         other => panic!("expected BadUrl, got {:?}", other.err()),
     }
