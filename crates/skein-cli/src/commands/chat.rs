@@ -53,9 +53,7 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
     let conversation = match stored {
-        Some(stored) => {
-            super::turns::open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?
-        }
+        Some(stored) => super::turns::open_stored(ctx, &stored, settings.model.as_deref()).await?,
         None => {
             let home = home_model(settings.model.clone())?;
             settings.new_conversation(ctx, &home, args.conversation.name)

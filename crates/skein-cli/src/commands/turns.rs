@@ -138,9 +138,7 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         (Some(stored), Some(model)) => {
             Conversation::load_on(&ctx.store, stored.id.as_str(), &model).await?
         }
-        (Some(stored), None) => {
-            open_stored(ctx, stored.id.as_str(), settings.model.as_deref()).await?
-        }
+        (Some(stored), None) => open_stored(ctx, &stored, settings.model.as_deref()).await?,
         (None, configured) => {
             let home = match configured {
                 Some(model) => model,
@@ -319,8 +317,13 @@ fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
 /// A stored conversation to go on with: on the model `-m` names when given
 /// (for this turn; the stored settings stay as they are), else on the one
 /// it was recorded with.
-pub async fn open_stored(ctx: &Context, id: &str, model: Option<&str>) -> Result<Conversation> {
-    super::tools::start_for(&ctx.conversation(id)?.settings.tools).await?;
+pub async fn open_stored(
+    ctx: &Context,
+    stored: &skein::store::ConversationRecord,
+    model: Option<&str>,
+) -> Result<Conversation> {
+    super::tools::start_for(&stored.settings.tools).await?;
+    let id = stored.id.as_str();
     Ok(match model {
         Some(name) => {
             Conversation::load_on(&ctx.store, id, &home_model(Some(name.to_string()))?).await?
@@ -340,7 +343,7 @@ pub async fn continue_at(
     model: Option<&str>,
 ) -> Result<(Conversation, bool)> {
     if let Some(stored) = ctx.store.conversations_at(node)?.into_iter().next() {
-        let conversation = open_stored(ctx, stored.id.as_str(), model).await?;
+        let conversation = open_stored(ctx, &stored, model).await?;
         // Another writer may have moved it on since: then `node` heads it
         // no more, and the turn branches there.
         if conversation.head() == Some(node) {
