@@ -11,7 +11,7 @@ fork), so a load costs those few rows, never the conversation's runs
 (DESIGN.md, invariant 4). The rows are written by the turn's own
 transaction ([`turn_offers`] then [`Offers::changes`]), and filled from the
 stored runs by the migration that added them and by imports
-([`Offers::changes`] over [`StoredOffer`]s in run order).
+([`Offers::changes`] over [`StoredOffer`]s in thread order).
 */
 
 use skein_core::{ConversationId, Digest, RunRecord, Thread, ToolSpec};
@@ -93,7 +93,7 @@ pub(crate) struct StoredOffer {
     pub(crate) input_schema: String,
 }
 
-/// The rows stored runs' offerings make, given in run order per
+/// The rows stored runs' offerings make, given in thread order per
 /// conversation (conversations may interleave). An input schema that is
 /// not JSON (which no writer produces) is hashed as a JSON string.
 pub(crate) fn fill(

@@ -102,7 +102,8 @@ async fn insert_offer(
 
 /// Rebuild the rows of `conversations` (every conversation when `None`)
 /// from their stored runs: those whose reply is stored, reruns' samples and
-/// baselines left out, in the order they started.
+/// baselines left out, in thread order (the depth of their reply, then
+/// the order they started: runs of one turn may share a millisecond).
 pub(super) async fn fill_offers(
     tx: &impl GenericClient,
     conversations: Option<&[ConversationId]>,
@@ -112,7 +113,7 @@ pub(super) async fn fill_offers(
          JOIN nodes n ON n.id = r.output_head
          JOIN run_tools rt ON rt.run_id = r.id
          JOIN tools t ON t.hash = rt.tool_hash";
-    const ORDER: &str = "ORDER BY r.conversation, r.started, r.id, rt.position";
+    const ORDER: &str = "ORDER BY r.conversation, n.depth, r.started, r.id, rt.position";
     let rerun_runs = rerun_runs(tx).await?;
     let rows = match conversations {
         None => {

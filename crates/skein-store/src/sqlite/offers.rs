@@ -90,14 +90,15 @@ fn insert_offer(tx: &Connection, conversation: &ConversationId, row: &ToolOffer)
 
 /// Rebuild the rows of `conversations` (every conversation when `None`)
 /// from their stored runs: those whose reply is stored, reruns' samples and
-/// baselines left out, in the order they started.
+/// baselines left out, in thread order (the depth of their reply, then
+/// the order they started: runs of one turn may share a millisecond).
 pub(super) fn fill_offers(tx: &Connection, conversations: Option<&[ConversationId]>) -> Result<()> {
     const SELECT: &str = "SELECT r.conversation, r.id, n.depth, t.name, t.input_schema
          FROM runs r
          JOIN nodes n ON n.id = r.output_head
          JOIN run_tools rt ON rt.run_id = r.id
          JOIN tools t ON t.hash = rt.tool_hash";
-    const ORDER: &str = "ORDER BY r.conversation, r.started, r.id, rt.position";
+    const ORDER: &str = "ORDER BY r.conversation, n.depth, r.started, r.id, rt.position";
     let rerun_runs = rerun_runs(tx)?;
     let mut offers = Vec::new();
     let mut read = |sql: &str, param: Option<&str>| -> Result<()> {
