@@ -2514,6 +2514,37 @@ fn head_of(store: &Store, conversation: &str) -> Option<skein::NodeId> {
         .head
 }
 
+/// Four replies at `node` on the `remote` model, each running (held by
+/// the model after its first chunk) before this returns: their streams.
+async fn four_held_replies(
+    server: &Server,
+    model: &mut skein_testkit::FaultServer,
+    node: &str,
+    csrf: &str,
+) -> Vec<reqwest::Response> {
+    let mut held = Vec::new();
+    for turn in 0..4 {
+        let response = server
+            .client
+            .post(format!("{}/api/nodes/{node}/reply", server.base))
+            .header("content-type", "application/json")
+            .header("x-skein-csrf", csrf)
+            .body(
+                serde_json::json!({ "text": format!("Turn {turn}."), "model": "remote" })
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        held.push(response);
+    }
+    for _ in 0..4 {
+        model.held().await;
+    }
+    held
+}
+
 /// Four turns held open at the model fill the server: a fifth (a reply or
 /// a fork with a first turn) is refused with 429 before anything is read,
 /// recorded or called; once the four end, a turn is taken again.
@@ -2533,26 +2564,7 @@ async fn a_fifth_turn_at_once_is_refused_and_taken_once_the_others_end() {
 
     // Four replies branching at a1, each held by the model after its
     // first chunk.
-    let mut held = Vec::new();
-    for turn in 0..4 {
-        let response = server
-            .client
-            .post(format!("{}/api/nodes/{}/reply", server.base, story.a1))
-            .header("content-type", "application/json")
-            .header("x-skein-csrf", &csrf)
-            .body(
-                serde_json::json!({ "text": format!("Turn {turn}."), "model": "remote" })
-                    .to_string(),
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        held.push(response);
-    }
-    for _ in 0..4 {
-        model.held().await;
-    }
+    let held = four_held_replies(&server, &mut model, &story.a1, &csrf).await;
 
     let reply = format!("/api/nodes/{}/reply", story.a2);
     let message = server
@@ -2627,26 +2639,7 @@ async fn four_replies_at_one_head_at_once_extend_it_once_and_branch_three_times(
     let story = story(&server.store).await;
     let csrf = server.csrf().await;
     let before = counts(&server.store);
-    let mut held = Vec::new();
-    for turn in 0..4 {
-        let response = server
-            .client
-            .post(format!("{}/api/nodes/{}/reply", server.base, story.a2))
-            .header("content-type", "application/json")
-            .header("x-skein-csrf", &csrf)
-            .body(
-                serde_json::json!({ "text": format!("Turn {turn}."), "model": "remote" })
-                    .to_string(),
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        held.push(response);
-    }
-    for _ in 0..4 {
-        model.held().await;
-    }
+    let held = four_held_replies(&server, &mut model, &story.a2, &csrf).await;
     model.release();
     let mut extended = Vec::new();
     let mut branches = Vec::new();
