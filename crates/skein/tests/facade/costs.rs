@@ -132,25 +132,32 @@ fn messages(turns: usize) -> u64 {
     2 * turns as u64
 }
 
+/// `what`, done on the shallow, deep and busy conversations, cost the same
+/// statements, one more row per message of the deeper thread, and nothing
+/// more for the busy one's runs.
+fn assert_reads_the_thread_once(what: &str, shallow: Costs, deep: Costs, busy: Costs) {
+    assert_eq!(
+        busy, shallow,
+        "{EXTRA_RUNS} more runs changed what {what} costs ({shallow} -> {busy})"
+    );
+    assert_eq!(
+        deep.statements, shallow.statements,
+        "{what}: a deeper thread took more statements ({shallow} -> {deep})"
+    );
+    assert_eq!(
+        deep.rows - shallow.rows,
+        messages(DEEP) - messages(SHALLOW),
+        "{what} reads one row per message of its thread, once ({shallow} -> {deep})"
+    );
+}
+
 #[test]
 fn a_load_costs_its_thread_and_a_constant_never_its_runs() {
     let scene = scene();
     let shallow = scene.load(&scene.shallow);
     let deep = scene.load(&scene.deep);
     let busy = scene.load(&scene.busy);
-    assert_eq!(
-        busy, shallow,
-        "{EXTRA_RUNS} more runs changed what a load costs ({shallow} -> {busy})"
-    );
-    assert_eq!(
-        deep.statements, shallow.statements,
-        "a deeper thread took more statements ({shallow} -> {deep})"
-    );
-    assert_eq!(
-        deep.rows - shallow.rows,
-        messages(DEEP) - messages(SHALLOW),
-        "a load reads one row per message of its thread ({shallow} -> {deep})"
-    );
+    assert_reads_the_thread_once("a load", shallow, deep, busy);
     for (grown, load) in [(&scene.shallow, shallow), (&scene.deep, deep)] {
         let thread = scene.load_thread(grown);
         assert!(
@@ -180,17 +187,5 @@ fn a_fork_and_its_first_turn_cost_one_thread_and_a_constant() {
     let shallow = scene.fork_and_turn(&scene.shallow, "what if");
     let deep = scene.fork_and_turn(&scene.deep, "what if");
     let busy = scene.fork_and_turn(&scene.busy, "what if");
-    assert_eq!(
-        busy, shallow,
-        "{EXTRA_RUNS} more runs changed what a fork costs ({shallow} -> {busy})"
-    );
-    assert_eq!(
-        deep.statements, shallow.statements,
-        "a deeper thread took more statements ({shallow} -> {deep})"
-    );
-    assert_eq!(
-        deep.rows - shallow.rows,
-        messages(DEEP) - messages(SHALLOW),
-        "a fork reads its thread once ({shallow} -> {deep})"
-    );
+    assert_reads_the_thread_once("a fork and its turn", shallow, deep, busy);
 }
