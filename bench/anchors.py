@@ -8,20 +8,25 @@ figures are printed side by side with skein's ratios.
 
 Without --venv it creates a temporary venv and installs the pinned anchors
 from PyPI into it (this needs network access and ~1 minute). The skein side
-is `crates/skein/examples/anchors.rs`, built and run in release; CLI
-start-up uses the release `skein` binary (built if --skein-bin is not
-given). Not part of CI: see docs/performance.md.
+is `crates/skein/examples/anchors.rs`, built and run in release, and the
+whole-process figures of bench/skein_workloads.py (CLI start-up, a CLI turn
+at depth 300 and 3,000 turns against `llm -c` at 300, the proxy's request
+at depth 10 and 800 messages) on the release `skein` binary (built if
+--skein-bin is not given). Both binaries are copied to a scratch directory
+before they are timed, so a build elsewhere cannot replace them mid-run.
+Not part of CI: see docs/performance.md.
 """
 
 import argparse
 import json
 import os
 import platform
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+import skein_workloads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "bench")
@@ -48,15 +53,31 @@ def run_json(command, **kwargs):
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
-def startup_ms(command, runs=30):
-    """Median wall time of `command` over `runs` runs, after one warm-up."""
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times) * 1e3, 3)
+def llm_deep_turn(python, scratch, runs=5):
+    """Median ms of `llm -c -m echo TEXT` continuing a 300-turn conversation."""
+    env = dict(os.environ, LLM_USER_PATH=os.path.join(scratch, "llm-deep"))
+    turns = skein_workloads.CLI_DEPTHS[0]
+    workloads = os.path.join(HERE, "anchors_workloads.py")
+    subprocess.run([python, workloads, "llm-deep", str(turns)], env=env, check=True, stdout=subprocess.DEVNULL)
+    llm_bin = os.path.join(os.path.dirname(python), "llm")
+    command = [llm_bin, "-c", "-m", "echo", skein_workloads.question(turns)]
+    return {f"depth_{turns}": skein_workloads.timed_runs(command, runs, env=env)}
+
+
+def release_binaries(scratch, skein_bin=None, root=ROOT, label="timed"):
+    """The release `anchors` example and `skein` CLI of the checkout at
+    `root` (the CLI built unless `skein_bin` is given), copied into
+    `scratch` as NAME-LABEL."""
+    cargo = ["cargo", "build", "--release", "-p"]
+    subprocess.run(cargo + ["skein", "--example", "anchors"], cwd=root, check=True)
+    if not skein_bin:
+        subprocess.run(cargo + ["skein-cli"], cwd=root, check=True)
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
+    built = {
+        "anchors": os.path.join(target, "release", "examples", "anchors"),
+        "skein": skein_bin or os.path.join(target, "release", "skein"),
+    }
+    return {name: shutil.copy2(path, os.path.join(scratch, f"{name}-{label}")) for name, path in built.items()}
 
 
 def machine():
@@ -99,8 +120,27 @@ def figures(report):
             for way, key in LOAD_WAYS
         },
         "CLI start-up (median ms)": report.get("cli_ms"),
+        **whole_process_rows(report),
     })
     return rows
+
+
+def whole_process_rows(report):
+    """The CLI deep turn and proxy rows; a figure a tool lacks is None."""
+    cli, proxy = report.get("cli_deep", {}), report.get("proxy", {})
+    shallow, deep = (cli.get(f"depth_{depth}") for depth in skein_workloads.CLI_DEPTHS)
+    return {
+        "CLI turn at depth 300 turns, whole process (median ms)": shallow,
+        "CLI turn at depth 3,000 turns, whole process (median ms)": deep,
+        "CLI turn 3,000 / 300": round(deep / shallow, 2) if deep and shallow else None,
+        "proxy request at depth 10 messages (median ms)": proxy.get("depth_10"),
+        "proxy request at depth 800 messages (median ms)": proxy.get("depth_800"),
+    }
+
+
+def is_ratio(name):
+    """Rows that are a tool's own ratio, between which no ratio is taken."""
+    return "500/250" in name or " / " in name
 
 
 def table(reports):
@@ -113,7 +153,7 @@ def table(reports):
         ratios = []
         for other in values[1:]:
             skein = values[0]
-            if "500/250" in name or other is None or not skein:
+            if is_ratio(name) or other is None or not skein:
                 ratios.append("")
             else:
                 ratios.append(f"{other / skein:.0f}x")
@@ -132,18 +172,14 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         python = venv(args.venv or os.path.join(scratch, "venv"))
         env = dict(os.environ, LLM_USER_PATH=os.path.join(scratch, "llm-home"))
-        cargo = ["cargo", "build", "--release", "-p"]
-        subprocess.run(cargo + ["skein", "--example", "anchors"], cwd=ROOT, check=True)
-        if not args.skein_bin:
-            subprocess.run(cargo + ["skein-cli"], cwd=ROOT, check=True)
-        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-        skein_bin = args.skein_bin or os.path.join(target, "release", "skein")
-        reports = {"skein": run_json([os.path.join(target, "release", "examples", "anchors")])}
+        binaries = release_binaries(scratch, args.skein_bin)
+        reports = {"skein": run_json([binaries["anchors"]])}
         for tool in ("llm", "langgraph"):
             reports[tool] = run_json([python, os.path.join(HERE, "anchors_workloads.py"), tool], env=env)
-        reports["skein"]["cli_ms"] = startup_ms([skein_bin, "--version"])
+        reports["skein"].update(skein_workloads.whole_process(binaries["skein"], binaries["anchors"], scratch))
         llm_bin = os.path.join(os.path.dirname(python), "llm")
-        reports["llm"]["cli_ms"] = startup_ms([llm_bin, "--version"], runs=10)
+        reports["llm"]["cli_ms"] = skein_workloads.startup_ms([llm_bin, "--version"], runs=10)
+        reports["llm"]["cli_deep"] = llm_deep_turn(python, scratch)
         reports["langgraph"]["cli_ms"] = None  # no CLI of its own
         reports["machine"] = machine()
 

@@ -3,10 +3,13 @@ one-node graph appending a fixed reply, checkpointed by SqliteSaver), run
 inside the venv that bench/anchors.py creates. Prints one JSON object.
 
     python anchors_workloads.py llm|langgraph
+    python anchors_workloads.py llm-deep TURNS
 
 The workloads mirror crates/skein/examples/anchors.rs: the same ~200-byte
 questions and the same replies skein's `echo` model gives, so every tool
-stores the same text.
+stores the same text. `llm-deep` logs a conversation of TURNS echo turns
+into the `logs.db` of `$LLM_USER_PATH` (what `llm -c` continues), as
+`anchors --deep` does for skein, and prints its id.
 """
 
 import json
@@ -64,27 +67,45 @@ def turns_report(times, size_250, size_500):
     }
 
 
-def run_llm(dir):
-    import llm
+def open_llm_db(path):
     import sqlite_utils
-    from llm.cli import load_conversation
     from llm.migrations import migrate
 
+    db = sqlite_utils.Database(path)
+    migrate(db)
+    return db
+
+
+def llm_turn(conversation, db, i, text=None):
+    # llm-echo answers a JSON prompt's "raw" field verbatim.
+    prompt = json.dumps(
+        {"prompt": text or question(i), "raw": reply(i, 2 * len(conversation.responses) + 1)}
+    )
+    response = conversation.prompt(prompt)
+    response.text()
+    response.log_to_db(db)
+
+
+def run_llm_deep(turns):
+    """A conversation of `turns` turns in the logs.db `llm -c` reads."""
+    import llm
+    from llm.cli import logs_db_path
+
+    path = logs_db_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    db = open_llm_db(str(path))
+    conversation = llm.get_model("echo").conversation()
+    for i in range(turns):
+        llm_turn(conversation, db, i)
+    return {"conversation": conversation.id, "turns": turns}
+
+
+def run_llm(dir):
+    import llm
+    from llm.cli import load_conversation
+
     model = llm.get_model("echo")
-
-    def open_db(path):
-        db = sqlite_utils.Database(path)
-        migrate(db)
-        return db
-
-    def turn(conversation, db, i, text=None):
-        # llm-echo answers a JSON prompt's "raw" field verbatim.
-        prompt = json.dumps(
-            {"prompt": text or question(i), "raw": reply(i, 2 * len(conversation.responses) + 1)}
-        )
-        response = conversation.prompt(prompt)
-        response.text()
-        response.log_to_db(db)
+    open_db, turn = open_llm_db, llm_turn
 
     path = os.path.join(dir, "turns.db")
     db = open_db(path)
@@ -206,6 +227,9 @@ def run_langgraph(dir):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "llm-deep":
+        print(json.dumps(run_llm_deep(int(sys.argv[2]))))
+        sys.exit()
     with tempfile.TemporaryDirectory() as dir:
         run = {"llm": run_llm, "langgraph": run_langgraph}[sys.argv[1]]
         print(json.dumps(run(dir)))

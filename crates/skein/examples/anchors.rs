@@ -19,9 +19,15 @@ object.
 The turn and fork workloads run on a current-thread Tokio runtime (the
 top-level figures) and again on a multi-thread one (`multi_thread`).
 
+`--deep N DB` does none of this: it writes a conversation of N `echo` turns
+into the SQLite database DB (created if missing) and prints its id, so the
+benchmarks can time the CLI continuing a deep conversation without first
+running N CLI processes.
+
 ```sh
 cargo run --release -p skein --example anchors
 cargo run --release -p skein --example anchors -- --load-only 2000   # for perf
+cargo run --release -p skein --example anchors -- --deep 3000 deep.db
 ```
 */
 
@@ -170,12 +176,32 @@ fn runtime(builder: &mut tokio::runtime::Builder) -> tokio::runtime::Runtime {
     builder.enable_all().build().unwrap()
 }
 
+/// A conversation of `turns` echo turns written into the database at
+/// `path`; returns its id.
+async fn deep_conversation(model: &Model, path: &Path, turns: usize) -> String {
+    let store = Store::open(path).unwrap();
+    let conversation = Conversation::builder(model.clone()).store(&store).build();
+    for i in 0..turns {
+        conversation.prompt(question(i)).send().await.unwrap();
+    }
+    conversation.id().to_string()
+}
+
 fn main() {
     let model = Model::open("echo").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let current_thread = runtime(&mut tokio::runtime::Builder::new_current_thread());
     let mut args = std::env::args().skip(1);
-    if args.next().as_deref() == Some("--load-only") {
+    let mode = args.next();
+    if mode.as_deref() == Some("--deep") {
+        let usage = "usage: anchors --deep TURNS DB";
+        let turns: usize = args.next().expect(usage).parse().expect(usage);
+        let path = args.next().expect(usage);
+        let id = current_thread.block_on(deep_conversation(&model, Path::new(&path), turns));
+        println!("{}", json!({"conversation": id, "turns": turns}));
+        return;
+    }
+    if mode.as_deref() == Some("--load-only") {
         let reps = args.next().map_or(2000, |n| n.parse().unwrap());
         let (_, store, conversation) =
             current_thread.block_on(turns(&model, dir.path(), "turns.db"));
