@@ -2093,22 +2093,32 @@ async fn a_name_that_reads_as_an_id_is_refused_and_an_id_wins_over_a_name() {
     assert_eq!(fork["name"], short.as_str(), "the stored name still reads");
 }
 
+impl Server {
+    /// A server offering, besides echo, a scripted model whose every call
+    /// fails with "the model is down": the server, that model's name, and
+    /// the directory holding its rules (kept alive by the caller).
+    async fn with_failing_model() -> (Server, String, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = dir.path().join("fails.toml");
+        std::fs::write(
+            &rules,
+            "[[rules]]\nerror = { kind = \"bad_request\", message = \"the model is down\" }\n",
+        )
+        .unwrap();
+        let model = format!("scripted:{}", rules.display());
+        let server = Server::start_configured(|config| {
+            config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
+        })
+        .await;
+        (server, model, dir)
+    }
+}
+
 /// A failed model call streams an `error` event, and its message and its
 /// failed run are recorded, nothing moved, as on every surface.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_streams_its_error_and_its_run_is_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("fails.toml");
-    std::fs::write(
-        &rules,
-        "[[rules]]\nerror = { kind = \"bad_request\", message = \"the model is down\" }\n",
-    )
-    .unwrap();
-    let model = format!("scripted:{}", rules.display());
-    let server = Server::start_configured(|config| {
-        config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
-    })
-    .await;
+    let (server, model, _rules) = Server::with_failing_model().await;
     let story = story(&server.store).await;
     let before = counts(&server.store);
     let csrf = server.csrf().await;
@@ -2784,18 +2794,7 @@ async fn an_edit_of_a_first_message_branches_from_its_conversation_on_its_model(
 /// fails, the page hears `error` and no conversation is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_whose_first_turn_fails_leaves_no_conversation_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("fails.toml");
-    std::fs::write(
-        &rules,
-        "[[rules]]\nerror = { kind = \"bad_request\", message = \"the model is down\" }\n",
-    )
-    .unwrap();
-    let model = format!("scripted:{}", rules.display());
-    let server = Server::start_configured(|config| {
-        config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
-    })
-    .await;
+    let (server, model, _rules) = Server::with_failing_model().await;
     let story = story(&server.store).await;
     let conversations = server.store.list_conversations(100).unwrap();
     let csrf = server.csrf().await;
