@@ -114,7 +114,7 @@ pub(super) async fn fill_offers(
          JOIN run_tools rt ON rt.run_id = r.id
          JOIN tools t ON t.hash = rt.tool_hash";
     const ORDER: &str = "ORDER BY r.conversation, n.depth, r.started, r.id, rt.position";
-    let rerun_runs = rerun_runs(tx).await?;
+    let rerun_runs = rerun_runs(tx, conversations).await?;
     let rows = match conversations {
         None => {
             tx.query(
@@ -152,11 +152,21 @@ pub(super) async fn fill_offers(
     Ok(())
 }
 
-/// The ids of every rerun's sample and baseline runs.
-async fn rerun_runs(tx: &impl GenericClient) -> Result<HashSet<String>> {
-    let rows = tx
-        .query("SELECT sample_runs, baseline_runs FROM reruns", &[])
-        .await?;
+/// The ids of the sample and baseline runs of the reruns of
+/// `conversations` (of every conversation when `None`).
+async fn rerun_runs(
+    tx: &impl GenericClient,
+    conversations: Option<&[ConversationId]>,
+) -> Result<HashSet<String>> {
+    const SELECT: &str = "SELECT sample_runs, baseline_runs FROM reruns";
+    let rows = match conversations {
+        None => tx.query(SELECT, &[]).await?,
+        Some(ids) => {
+            let ids: Vec<&str> = ids.iter().map(ConversationId::as_str).collect();
+            tx.query(&format!("{SELECT} WHERE conversation = ANY($1)"), &[&ids])
+                .await?
+        }
+    };
     let mut ids = HashSet::new();
     for row in &rows {
         for column in [0, 1] {

@@ -99,7 +99,7 @@ pub(super) fn fill_offers(tx: &Connection, conversations: Option<&[ConversationI
          JOIN run_tools rt ON rt.run_id = r.id
          JOIN tools t ON t.hash = rt.tool_hash";
     const ORDER: &str = "ORDER BY r.conversation, n.depth, r.started, r.id, rt.position";
-    let rerun_runs = rerun_runs(tx)?;
+    let rerun_runs = rerun_runs(tx, conversations)?;
     let mut offers = Vec::new();
     let mut read = |sql: &str, param: Option<&str>| -> Result<()> {
         let mut stmt = tx.prepare(sql)?;
@@ -142,15 +142,37 @@ pub(super) fn fill_offers(tx: &Connection, conversations: Option<&[ConversationI
     Ok(())
 }
 
-/// The ids of every rerun's sample and baseline runs.
-fn rerun_runs(tx: &Connection) -> Result<HashSet<String>> {
-    let mut stmt = tx.prepare("SELECT sample_runs, baseline_runs FROM reruns")?;
+/// The ids of the sample and baseline runs of the reruns of
+/// `conversations` (of every conversation when `None`).
+fn rerun_runs(
+    tx: &Connection,
+    conversations: Option<&[ConversationId]>,
+) -> Result<HashSet<String>> {
     let mut ids = HashSet::new();
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        for column in [0, 1] {
-            let list: String = row.get(column)?;
-            ids.extend(serde_json::from_str::<Vec<String>>(&list).unwrap_or_default());
+    let mut read = |sql: &str, param: Option<&str>| -> Result<()> {
+        let mut stmt = tx.prepare_cached(sql)?;
+        let mut rows = match param {
+            Some(id) => stmt.query([id])?,
+            None => stmt.query([])?,
+        };
+        while let Some(row) = rows.next()? {
+            for column in [0, 1] {
+                let list: String = row.get(column)?;
+                ids.extend(serde_json::from_str::<Vec<String>>(&list).unwrap_or_default());
+            }
+        }
+        Ok(())
+    };
+    const SELECT: &str = "SELECT sample_runs, baseline_runs FROM reruns";
+    match conversations {
+        None => read(SELECT, None)?,
+        Some(conversations) => {
+            for id in conversations {
+                read(
+                    &format!("{SELECT} WHERE conversation = ?1"),
+                    Some(id.as_str()),
+                )?;
+            }
         }
     }
     Ok(ids)
