@@ -27,7 +27,10 @@ use skein_core::{
     ConversationId, ConversationSettings, Message, NodeId, Origin, Role, RunRecord, Thread,
 };
 use skein_engine::{Engine, EngineError, Prepared};
-use skein_store::{Committed, NewConversation, OnConflict, Store, StoreError, Target, TurnCommit};
+use skein_store::{
+    Committed, ConversationRecord, NewConversation, OnConflict, Store, StoreError, Target,
+    TurnCommit,
+};
 
 /// A conversation as the turns written to it see it: its id, whether the
 /// store holds it yet, and what creates it there when not.
@@ -68,6 +71,51 @@ impl Bookmark {
             head: None,
             origin: self.origin.clone(),
             settings,
+        }
+    }
+}
+
+impl Bookmark {
+    /// A conversation the store holds, as its record says.
+    pub fn of(record: ConversationRecord) -> Bookmark {
+        Bookmark {
+            id: record.id,
+            stored: true,
+            name: record.name,
+            origin: record.origin,
+            settings: record.settings,
+        }
+    }
+
+    /// The branch a turn of this conversation became, in `into`, when the
+    /// conversation moved on while it ran: started at `at`, this one's
+    /// settings.
+    pub fn branched(&self, into: ConversationId, at: Option<NodeId>) -> Bookmark {
+        Bookmark {
+            id: into,
+            stored: true,
+            name: None,
+            origin: Some(Origin {
+                node: at,
+                conversation: Some(self.id.clone()),
+                rerun: None,
+            }),
+            settings: self.settings.clone(),
+        }
+    }
+
+    /// A conversation the store does not hold yet, created by its first
+    /// turn with this name, origin and settings.
+    pub fn unstored(
+        name: Option<String>,
+        origin: Option<Origin>,
+        settings: ConversationSettings,
+    ) -> Bookmark {
+        Bookmark {
+            name,
+            origin,
+            settings,
+            ..Bookmark::new(ConversationId::random())
         }
     }
 }
@@ -115,6 +163,26 @@ pub async fn commit(
         .commit_turn(&TurnCommit {
             target,
             thread: thread.as_ref(),
+            runs: &runs,
+        })
+        .await
+}
+
+/// Add `runs` (whose nodes the store holds) to `conversation`, moving
+/// nothing: a regenerate whose reply was stored already.
+pub(crate) async fn keep_in(
+    store: &Store,
+    conversation: &ConversationId,
+    mut runs: Vec<RunRecord>,
+) -> Result<Committed, StoreError> {
+    for run in &mut runs {
+        run.conversation = Some(conversation.clone());
+    }
+    store
+        .nonblocking()
+        .commit_turn(&TurnCommit {
+            target: Target::Detached,
+            thread: None,
             runs: &runs,
         })
         .await

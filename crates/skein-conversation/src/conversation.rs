@@ -32,12 +32,14 @@ loaded conversation starts from the tool sets its recorded calls offered
 tool whose schema changed since yesterday's turn warns on today's.
 */
 
-use crate::commit::{self, Bookmark, FailedCall, OnMoved};
+use crate::commit::{self, Bookmark, OnMoved};
 use crate::error::{Error, Result};
 use crate::input::TurnInput;
+use crate::landing::owner_of;
 use crate::model::Model;
 use crate::prompt::{ChainHooks, ChainPrompt, Prompt, TextSink, TurnSpec};
 use crate::response::{ChainResponse, Fork, Response};
+use crate::service::{self, FailedLoop, Landing, TurnError, TurnRequest};
 use futures_util::future::join;
 use skein_core::{
     Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId, Origin,
@@ -506,7 +508,7 @@ impl Conversation {
             }
             None => (
                 api.load_thread(node).await?,
-                owner_of(store, node, &runs).await?,
+                owner_of(api, node, Some(&runs)).await?,
             ),
         };
         let at = Point::stored(thread, runs.into_iter().last());
@@ -699,21 +701,12 @@ impl Conversation {
         let warnings = self.state().drift.check(&specs);
         let request = self.request(&from, &model, &input).tools(specs);
         let (request, sink) = streaming(request, input.on_text.take());
-        let execution = model.engine().prepare_execution(request)?;
-        let prepared = execution.prepared().clone();
-        let outcome = streamed(execution.run(), sink).await;
-        let output = match outcome {
-            Ok(output) => output,
-            Err(error) => {
-                if let Some(call) = commit::failed_call(model.engine(), &prepared, &error) {
-                    self.record_failure(&call).await;
-                }
-                return Err(error.into());
-            }
-        };
+        let turn = self.turn_request(&model, request, &from, input.on_moved);
+        let done = streamed(turn.call(), sink).await?;
+        let output = done.output;
         let to = Point::after(captured(&output).thread().clone(), &output);
         let records = vec![output.record(Some(&self.shared.id))];
-        match self.commit(&from, &to, records, input.on_moved).await? {
+        match self.settle(&from, &to, records, done.landed, input.on_moved) {
             Landed::Here => Ok(Response::new(output, self.clone(), warnings)),
             Landed::Branched(branch) => Ok(Response::new(output, branch, warnings)),
             Landed::Lost(current) => Err(Error::HeadMoved {
@@ -746,53 +739,37 @@ impl Conversation {
         }
         let request = self.request(&from, &model, &input);
         let (request, sink) = streaming(request, input.on_text.take());
-        let outcome = streamed(chain.run(model.engine(), request), sink).await;
+        let turn = self.turn_request(&model, request, &from, input.on_moved);
+        let outcome = streamed(turn.tool_loop(&mut chain), sink).await;
         self.state().drift = chain.tracker().clone();
-        let output = match outcome {
-            Ok(output) => output,
-            Err(failure) => {
-                let completed = failure.completed.len();
-                let failed = failure
-                    .failed_call
-                    .as_deref()
-                    .and_then(|call| commit::failed_call(model.engine(), call, &failure.error));
-                match (failure.thread, failure.completed.last()) {
-                    // The completed calls land, and the failed one, whose
-                    // input is where they end, keeps its run: one write.
-                    (Some(thread), Some(last)) => {
-                        debug_assert!(
-                            failed
-                                .as_ref()
-                                .is_none_or(|call| call.input.head_id() == thread.head_id())
-                        );
-                        let to = Point::after(thread, last);
-                        let records: Vec<_> = failure
-                            .completed
-                            .iter()
-                            .map(|output| output.record(Some(&self.shared.id)))
-                            .chain(failed.map(|call| call.record))
-                            .collect();
-                        self.commit(&from, &to, records, input.on_moved).await?;
-                    }
-                    _ => {
-                        if let Some(call) = failed {
-                            self.record_failure(&call).await;
-                        }
-                    }
+        let done = match outcome {
+            Ok(done) => done,
+            Err(TurnError::Loop(failed)) => {
+                let FailedLoop {
+                    error,
+                    completed,
+                    thread,
+                    landed,
+                    ..
+                } = *failed;
+                // The completed calls landed (the failed one's run with
+                // them); the conversation stands where they end.
+                if let (Some(thread), Some(last)) = (thread, completed.last()) {
+                    let to = Point::after(thread, last);
+                    let records = self.records(&completed);
+                    self.settle(&from, &to, records, landed, input.on_moved);
                 }
                 return Err(Error::ChainFailed {
-                    error: failure.error,
-                    completed,
+                    error,
+                    completed: completed.len(),
                 });
             }
+            Err(other) => return Err(other.into()),
         };
+        let output = done.output;
         let to = Point::after(output.thread.clone(), output.last());
-        let records: Vec<_> = output
-            .responses
-            .iter()
-            .map(|output| output.record(Some(&self.shared.id)))
-            .collect();
-        match self.commit(&from, &to, records, input.on_moved).await? {
+        let records = self.records(&output.responses);
+        match self.settle(&from, &to, records, done.landed, input.on_moved) {
             Landed::Here => Ok(ChainResponse::new(output, self.clone())),
             Landed::Branched(branch) => Ok(ChainResponse::new(output, branch)),
             Landed::Lost(current) => Err(Error::HeadMoved {
@@ -803,57 +780,81 @@ impl Conversation {
         }
     }
 
-    /// Move the bookmark from `from` to `to`, writing the turn to the store
-    /// when one is attached. When the head had moved, `on_moved` says
-    /// whether the turn is lost (its nodes and runs stored all the same)
-    /// or lands in a new branch at `from`.
-    async fn commit(
+    /// The turn service's request for a turn of this conversation from
+    /// `from`: recorded in its store (created there by its first turn),
+    /// when it has one.
+    fn turn_request(
+        &self,
+        model: &Model,
+        request: Request,
+        from: &Point,
+        on_moved: OnMoved,
+    ) -> TurnRequest {
+        let turn = TurnRequest::new(model.engine(), request);
+        match &self.shared.store {
+            Some(store) => turn.recorded(
+                store,
+                Landing::In {
+                    conversation: self.bookmark(),
+                    from: from.head(),
+                    on_moved,
+                },
+            ),
+            None => turn,
+        }
+    }
+
+    /// The records of `outputs`, this conversation's.
+    fn records(&self, outputs: &[RunOutput]) -> Vec<RunRecord> {
+        outputs
+            .iter()
+            .map(|output| output.record(Some(&self.shared.id)))
+            .collect()
+    }
+
+    /// Move the bookmark from `from` to `to` as the turn service `landed`
+    /// it. Without a store the move is made here, in memory, by the same
+    /// rule: when the head had moved, `on_moved` says whether the turn is
+    /// lost or lands in a new branch at `from`.
+    fn settle(
         &self,
         from: &Point,
         to: &Point,
         records: Vec<RunRecord>,
+        landed: service::Landed,
         on_moved: OnMoved,
-    ) -> Result<Landed> {
-        let Some(store) = self.shared.store.clone() else {
-            let mut state = self.state();
-            if state.point.head() == from.head() {
+    ) -> Landed {
+        match landed {
+            service::Landed::In(_) => {
+                let mut state = self.state();
+                state.stored = true;
                 state.point = to.clone();
                 state.runs.extend(records);
-                return Ok(Landed::Here);
+                Landed::Here
             }
-            let current = state.point.head();
-            drop(state);
-            return Ok(match on_moved {
-                OnMoved::Fail => Landed::Lost(current),
-                OnMoved::Branch => {
-                    Landed::Branched(self.race_branch(ConversationId::random(), from, to, records))
-                }
-            });
-        };
-        let written = commit::commit(
-            &store,
-            &self.bookmark(),
-            from.head(),
-            Some(to.thread.clone()),
-            records.clone(),
-            on_moved,
-        )
-        .await;
-        match written {
-            Ok(committed) => match (committed.branched_from, committed.conversation) {
-                (Some(_), Some(into)) => {
-                    Ok(Landed::Branched(self.race_branch(into, from, to, records)))
-                }
-                _ => {
-                    let mut state = self.state();
-                    state.stored = true;
+            service::Landed::Branched { conversation, .. } => {
+                Landed::Branched(self.race_branch(conversation, from, to, records))
+            }
+            service::Landed::Lost { current } => Landed::Lost(current),
+            service::Landed::Unrecorded | service::Landed::Kept => {
+                let mut state = self.state();
+                if state.point.head() == from.head() {
                     state.point = to.clone();
                     state.runs.extend(records);
-                    Ok(Landed::Here)
+                    return Landed::Here;
                 }
-            },
-            Err(StoreError::HeadMoved(moved)) => Ok(Landed::Lost(moved.actual)),
-            Err(error) => Err(error.into()),
+                let current = state.point.head();
+                drop(state);
+                match on_moved {
+                    OnMoved::Fail => Landed::Lost(current),
+                    OnMoved::Branch => Landed::Branched(self.race_branch(
+                        ConversationId::random(),
+                        from,
+                        to,
+                        records,
+                    )),
+                }
+            }
         }
     }
 
@@ -929,19 +930,6 @@ impl Conversation {
                 .collect(),
             chain_limit: Some(self.shared.chain_limit),
             ..ConversationSettings::default()
-        }
-    }
-
-    /// Keep a model call that failed, when the conversation has a store,
-    /// by the failure rule ([`commit::failed`]): its input stored, its
-    /// failed run pointing there, the head where it was. A conversation the
-    /// store does not hold yet stays unstored.
-    async fn record_failure(&self, call: &FailedCall) {
-        let Some(store) = &self.shared.store else {
-            return;
-        };
-        if let Err(error) = commit::failed(store, Some(&self.bookmark()), call).await {
-            tracing::warn!("cannot record the failed run: {error}");
         }
     }
 
@@ -1072,42 +1060,4 @@ async fn streamed<T>(
         }
     };
     join(work, drain).await.0
-}
-
-/// The stored conversation `node` belongs to: the one it heads, else the
-/// newest one (that still exists) whose turn produced it; `None` for a
-/// node no conversation's turn produced (a prompt, an imported node). A
-/// branch at the node takes this conversation's settings.
-pub async fn owner_of_node(
-    store: &Store,
-    node: NodeId,
-) -> skein_store::Result<Option<ConversationId>> {
-    let runs = store.nonblocking().runs_producing(node).await?;
-    Ok(owner_of(store, node, &runs)
-        .await?
-        .map(|conversation| conversation.id))
-}
-
-/// [`owner_of_node`] given the runs that produced `node`.
-async fn owner_of(
-    store: &Store,
-    node: NodeId,
-    runs: &[RunRecord],
-) -> skein_store::Result<Option<ConversationRecord>> {
-    let api = store.nonblocking();
-    if let Some(owner) = api.conversations_at(node).await?.into_iter().next() {
-        return Ok(Some(owner));
-    }
-    for id in runs
-        .iter()
-        .rev()
-        .filter_map(|run| run.conversation.as_ref())
-    {
-        match api.conversation(id).await {
-            Ok(found) => return Ok(Some(found)),
-            Err(StoreError::ConversationNotFound(_)) => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(None)
 }

@@ -93,3 +93,17 @@ pub enum Error {
     #[error("cannot start a runtime for a blocking call: {0}")]
     Runtime(std::io::Error),
 }
+
+impl From<crate::service::TurnError> for Error {
+    fn from(error: crate::service::TurnError) -> Error {
+        use crate::service::TurnError;
+        match error {
+            TurnError::Call(error) => Error::Engine(error),
+            TurnError::Loop(failed) => Error::ChainFailed {
+                completed: failed.completed.len(),
+                error: failed.error,
+            },
+            TurnError::Store(error) => Error::Store(error),
+        }
+    }
+}

@@ -12,7 +12,11 @@ skein's turn layer: the one place a turn is run and recorded.
   what a turn returns, and replying and forking from it.
 - [`Model`]: a handle on a model through the engine, by configured profile
   or by name.
-- [`commit`]: how every surface writes a turn: one store transaction, the
+- [`service`]: the turn service, the one place a turn is run and
+  recorded: a surface's request (engine, rendered request, landing) in,
+  the run's output and where it landed out; the landing rule, and where a
+  request that names no conversation lands.
+- [`commit`]: how the turn service writes a turn: one store transaction, the
   first turn of a conversation included, with the surface's choice of what
   a lost race does; and the failure rule for a failed model call (its input
   messages and its failed run stored, nothing moved).
@@ -23,8 +27,9 @@ skein's turn layer: the one place a turn is run and recorded.
   the conversations that merely share messages by content.
 
 Recorded chats, the recording proxy, the command line and the Python
-package all record their turns through [`commit`]; none writes conversation
-settings or assembles store writes by hand.
+package all run and record their turns through [`service`]; none runs the
+engine to record a turn, builds a bookmark, writes conversation settings or
+assembles store writes by hand.
 */
 
 pub mod blocking;
@@ -33,18 +38,19 @@ mod conversation;
 mod error;
 pub mod family;
 mod input;
+mod landing;
 mod model;
 mod prompt;
 mod response;
+pub mod service;
 mod settings;
 
 pub use commit::{Bookmark, OnMoved};
-pub use conversation::{
-    AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder, owner_of_node,
-};
+pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};
 pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
 pub use input::{ConfiguredPrompt, TurnInput};
+pub use landing::owner_of_node;
 pub use model::Model;
 pub use prompt::{ChainPrompt, Prompt, TextSink};
 pub use response::{ChainResponse, Fork, Response};

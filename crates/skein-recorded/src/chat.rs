@@ -2,16 +2,20 @@
 `RecordedChat`: a conversation recorded turn by turn, and its builder.
 
 `send` renders the turn's request (system text, sources as tagged parts,
-the native history, the user message), runs it through the tool loop, and
-freezes the turn's evidence. Sends take `&mut self`, so two sends on one
-chat can never overlap: the compiler rejects it. A turn that fails, pauses
-or hits the chain limit records no turn, in memory or in the store; its
-model calls are kept for usage (the turn layer's `commit::keep`: a failed
-call's request and failed run, as the failure rule keeps them, and the
-calls completed before), marked so that no load takes them for a turn.
+the native history, the user message) and asks the turn layer's turn
+service to run it through the tool loop and record it, as a whole turn;
+then it freezes the turn's evidence. Sends take `&mut self`, so two sends
+on one chat can never overlap: the compiler rejects it. A turn that fails,
+pauses or hits the chain limit records no turn, in memory or in the store;
+its model calls are kept for usage (a failed call's request and failed run,
+as the failure rule keeps them, and the calls completed before), marked so
+that no load takes them for a turn.
 
 With a store attached, the chat is a conversation: each turn commits its
-nodes, its runs and the bookmark move in one transaction, and the chat can
+nodes, its runs and the bookmark move in one transaction. When another
+writer (a second process resuming the same conversation) moved the head
+while the turn ran, the turn lands in a branch there, by the landing rule,
+and the chat goes on in that branch (its id is the branch's). The chat can
 be loaded again from the conversation's id: whole, one turn alone, or
 resumed to continue ([`persist`](crate::persist)). A chat holds the
 evidence of the turns it was loaded with or sent (`Holds`); for the others
@@ -25,7 +29,8 @@ use crate::layout::{Layout, tag_tool_parts};
 use crate::persist::{Loaded, LoadedTurn, TurnAt};
 use crate::reason::Report;
 use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
-use skein_conversation::commit::{self, Bookmark, OnMoved};
+use skein_conversation::commit::{self, Bookmark};
+use skein_conversation::service::{self, FailedLoop, Landed, Landing, TurnError, TurnRequest};
 use skein_core::provider::GenerationOptions;
 use skein_core::{
     Annotation, Annotations, BoxFuture, ConversationId, ConversationSettings, Message, NodeId,
@@ -327,10 +332,7 @@ impl RecordedChat {
         origin: Option<Origin>,
         persist: bool,
     ) -> Result<RecordedChat> {
-        let mut bookmark = Bookmark::new(ConversationId::random());
-        bookmark.name = name;
-        bookmark.origin = origin;
-        bookmark.settings = config.settings(&removed);
+        let mut bookmark = Bookmark::unstored(name, origin, config.settings(&removed));
         if let (Some(store), true) = (&config.store, persist) {
             commit::create(store, &bookmark, history.clone()).await?;
             bookmark.stored = true;
@@ -445,29 +447,41 @@ impl RecordedChat {
         for source in &hooked {
             push_source(&mut sources, &source.id, source.kind, true);
         }
+        let (mut chain, turn) = self.config.turn(
+            &layout,
+            |name| !self.removed.contains(name),
+            self.config.options.clone(),
+            |request| {
+                sources.iter().fold(request, |request, source| {
+                    request.relation(Relation::Source(
+                        serde_json::to_string(source).expect("plain data"),
+                    ))
+                })
+            },
+        );
+        let turn = match &self.config.store {
+            Some(store) => turn
+                .recorded(
+                    store,
+                    Landing::extend(self.bookmark.clone(), self.history.head_id()),
+                )
+                .mark(Arc::new(move |step, record| {
+                    record.turn = step.map(|step| TurnStep {
+                        turn: index as u32,
+                        step: step as u32,
+                    });
+                })),
+            None => turn,
+        };
+        let done = turn
+            .tool_loop(&mut chain)
+            .await
+            .map_err(|error| LoopFailure::from(error).error)?;
         let output = self
             .config
-            .run_chain(
-                &layout,
-                |name| !self.removed.contains(name),
-                self.config.options.clone(),
-                index,
-                |request| {
-                    sources.iter().fold(request, |request, source| {
-                        request.relation(Relation::Source(
-                            serde_json::to_string(source).expect("plain data"),
-                        ))
-                    })
-                },
-            )
-            .await;
-        let output = match output {
-            Ok(output) => output,
-            Err(failure) => {
-                self.keep_unrecorded(failure.kept).await;
-                return Err(failure.error);
-            }
-        };
+            .completed(done.output, index)
+            .map_err(|failure| failure.error)?;
+        self.follow(&done.landed);
         let first = &output.responses[0];
         let tools = first.tools.clone();
         for tool in &tools {
@@ -481,31 +495,6 @@ impl RecordedChat {
                     push_source(&mut sources, id, SourceKind::ToolResult, false);
                 }
             }
-        }
-        if let Some(store) = &self.config.store {
-            let runs: Vec<RunRecord> = output
-                .responses
-                .iter()
-                .enumerate()
-                .map(|(step, run)| {
-                    let mut record = run.record(Some(&self.bookmark.id));
-                    record.turn = Some(TurnStep {
-                        turn: index as u32,
-                        step: step as u32,
-                    });
-                    record
-                })
-                .collect();
-            commit::commit(
-                store,
-                &self.bookmark,
-                self.history.head_id(),
-                Some(output.thread.clone()),
-                runs,
-                OnMoved::Fail,
-            )
-            .await?;
-            self.bookmark.stored = true;
         }
         let turn = Turn {
             index,
@@ -532,8 +521,23 @@ impl RecordedChat {
         Ok(self.turns.last().expect("just pushed"))
     }
 
-    /// Keep the model calls of a turn or rerun that records nothing
-    /// ([`commit::keep`], as the failure rule keeps a failed call): the
+    /// Stand where the turn service `landed` the chat's turn: in its
+    /// conversation (now stored), or, when another writer moved it on
+    /// while the turn ran, in the branch the turn became.
+    fn follow(&mut self, landed: &Landed) {
+        match landed {
+            Landed::In(_) => self.bookmark.stored = true,
+            Landed::Branched { conversation, .. } => {
+                self.bookmark = self
+                    .bookmark
+                    .branched(conversation.clone(), self.history.head_id());
+            }
+            Landed::Unrecorded | Landed::Lost { .. } | Landed::Kept => {}
+        }
+    }
+
+    /// Keep the model calls of a rerun that records nothing
+    /// ([`service::keep_unrecorded`], as the failure rule keeps a failed call): the
     /// messages they sent and received and their runs, marked
     /// [`Relation::Unrecorded`], in the chat's conversation when the store
     /// holds it; nothing moves. Usage counts them; no load sees a turn.
@@ -541,8 +545,14 @@ impl RecordedChat {
         let (Some(store), Some(kept)) = (&self.config.store, kept) else {
             return;
         };
-        let runs = kept.marked_runs();
-        if let Err(error) = commit::keep(store, Some(&self.bookmark), &kept.thread, runs).await {
+        let kept_runs = service::keep_unrecorded(
+            store,
+            Some(&self.bookmark),
+            &kept.thread,
+            kept.runs,
+            kept.why,
+        );
+        if let Err(error) = kept_runs.await {
             tracing::warn!("cannot keep the runs of an unrecorded turn: {error}");
         }
     }
@@ -644,23 +654,6 @@ pub(crate) struct Unrecorded {
     pub(crate) why: &'static str,
 }
 
-impl Unrecorded {
-    /// The records as kept: marked unrecorded, in no turn.
-    fn marked_runs(&self) -> Vec<RunRecord> {
-        self.runs
-            .iter()
-            .cloned()
-            .map(|mut record| {
-                record.turn = None;
-                record
-                    .relations
-                    .push(Relation::Unrecorded(self.why.to_string()));
-                record
-            })
-            .collect()
-    }
-}
-
 impl Config {
     /// What the chat's conversation stores: its layout, its removals and
     /// its model.
@@ -691,16 +684,16 @@ impl Config {
         }
     }
 
-    /// Run `layout` through the tool loop with the tools `offer` accepts
-    /// (by name). Paused and unfinished loops are errors.
-    pub(crate) async fn run_chain(
+    /// The tool loop for `layout`, offering the tools `offer` accepts (by
+    /// name), and the turn service's request for it: whole, since a
+    /// recorded turn's evidence is all or nothing.
+    pub(crate) fn turn(
         &self,
         layout: &Layout,
         offer: impl Fn(&str) -> bool,
         options: GenerationOptions,
-        turn: usize,
         decorate: impl FnOnce(skein_engine::Request) -> skein_engine::Request,
-    ) -> std::result::Result<ChainOutput, LoopFailure> {
+    ) -> (Chain, TurnRequest) {
         let tools: Vec<Arc<dyn Tool>> = self
             .tools
             .iter()
@@ -719,12 +712,36 @@ impl Config {
         if let Some(model) = &self.model {
             request = request.model(model.clone());
         }
-        // A turn that fails, pauses or reaches its limit records no turn;
-        // its model calls are kept apart from the turns (see `Unrecorded`).
-        let output = chain
-            .run(&self.engine, decorate(request))
-            .await
-            .map_err(|failure| self.failed_loop(failure))?;
+        (
+            chain,
+            TurnRequest::new(&self.engine, decorate(request)).whole(),
+        )
+    }
+
+    /// Run `layout` through the tool loop, recording nothing: the caller
+    /// records what it ran (a rerun's sample). Paused, unfinished and
+    /// failed loops are errors that carry their model calls.
+    pub(crate) async fn run_unrecorded(
+        &self,
+        layout: &Layout,
+        offer: impl Fn(&str) -> bool,
+        options: GenerationOptions,
+        turn: usize,
+        decorate: impl FnOnce(skein_engine::Request) -> skein_engine::Request,
+    ) -> std::result::Result<ChainOutput, LoopFailure> {
+        let (mut chain, request) = self.turn(layout, offer, options, decorate);
+        let done = request.tool_loop(&mut chain).await?;
+        self.completed(done.output, turn)
+            .map_err(|failure| *failure)
+    }
+
+    /// A loop that ran to its end, or, paused or stopped by its limit, the
+    /// error a recorded turn is then, with its model calls.
+    pub(crate) fn completed(
+        &self,
+        output: ChainOutput,
+        turn: usize,
+    ) -> std::result::Result<ChainOutput, Box<LoopFailure>> {
         let (why, error) = match output.status {
             ChainStatus::Completed => return Ok(output),
             ChainStatus::Stopped => ("paused", RecordedError::Paused { turn }),
@@ -736,24 +753,32 @@ impl Config {
                 },
             ),
         };
-        Err(LoopFailure {
+        Err(Box::new(LoopFailure {
             error,
             kept: Some(Unrecorded {
                 runs: output.responses.iter().map(|r| r.record(None)).collect(),
                 thread: output.thread,
                 why,
             }),
-        })
+        }))
     }
+}
 
-    /// A tool loop whose model call failed, keeping the calls it completed
-    /// and the failed one (whose request holds what the completed ones said).
-    fn failed_loop(&self, failure: skein_engine::ChainFailure) -> LoopFailure {
-        let failed = failure
-            .failed_call
-            .as_deref()
-            .and_then(|call| commit::failed_call(&self.engine, call, &failure.error));
-        let mut runs: Vec<RunRecord> = failure.completed.iter().map(|r| r.record(None)).collect();
+impl From<TurnError> for LoopFailure {
+    /// A tool loop that failed, keeping the calls it completed and the
+    /// failed one (whose request holds what the completed ones said).
+    fn from(error: TurnError) -> LoopFailure {
+        let TurnError::Loop(failed) = error else {
+            return LoopFailure::from(RecordedError::from(error));
+        };
+        let FailedLoop {
+            error,
+            completed,
+            thread,
+            failed,
+            ..
+        } = *failed;
+        let mut runs: Vec<RunRecord> = completed.iter().map(|r| r.record(None)).collect();
         let thread = match failed {
             Some(call) => {
                 let mut record = call.record;
@@ -761,10 +786,10 @@ impl Config {
                 runs.push(record);
                 Some(call.input)
             }
-            None => failure.thread,
+            None => thread,
         };
         LoopFailure {
-            error: failure.error.into(),
+            error: error.into(),
             kept: thread.map(|thread| Unrecorded {
                 thread,
                 runs,

@@ -141,3 +141,14 @@ fn list(ids: &[String]) -> String {
         ids.join(", ")
     }
 }
+
+impl From<skein_conversation::service::TurnError> for RecordedError {
+    fn from(error: skein_conversation::service::TurnError) -> RecordedError {
+        use skein_conversation::service::TurnError;
+        match error {
+            TurnError::Call(error) => error.into(),
+            TurnError::Loop(failed) => failed.error.into(),
+            TurnError::Store(error) => RecordedError::Store(error),
+        }
+    }
+}

@@ -266,7 +266,6 @@ fn reply_of(runs: &[RunRecord]) -> std::result::Result<NodeId, &'static str> {
 /// The chat `stored` describes, holding `turns` (those `holds` names).
 fn assemble(
     config: Arc<Config>,
-    id: &ConversationId,
     stored: Stored,
     history: Thread,
     turns: Vec<Arc<Turn>>,
@@ -298,13 +297,7 @@ fn assemble(
         .collect();
     RecordedChat {
         config,
-        bookmark: Bookmark {
-            id: id.clone(),
-            stored: true,
-            name: conversation.name,
-            origin: conversation.origin,
-            settings: conversation.settings,
-        },
+        bookmark: Bookmark::of(conversation),
         removed,
         history,
         turns,
@@ -327,7 +320,7 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
             build(&store, id, index, group, &stored.removed).await?,
         ));
     }
-    Ok(assemble(config, id, stored, history, turns, Holds::All))
+    Ok(assemble(config, stored, history, turns, Holds::All))
 }
 
 pub(crate) async fn resume(config: Arc<Config>, id: &ConversationId) -> Result<RecordedChat> {
@@ -336,7 +329,7 @@ pub(crate) async fn resume(config: Arc<Config>, id: &ConversationId) -> Result<R
     let holds = Holds::SentSince {
         stored: stored.turns.len(),
     };
-    Ok(assemble(config, id, stored, history, Vec::new(), holds))
+    Ok(assemble(config, stored, history, Vec::new(), holds))
 }
 
 pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedTurn> {
@@ -366,7 +359,7 @@ pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedT
         turn: k,
         turns: count,
     };
-    let chat = assemble(config, &id, stored, history, vec![turn], Holds::One(at));
+    let chat = assemble(config, stored, history, vec![turn], Holds::One(at));
     Ok(LoadedTurn { chat, at })
 }
 

@@ -499,7 +499,7 @@ impl RecordedChat {
         options.seed = Some(u64::from(index));
         let output = self
             .config
-            .run_chain(
+            .run_unrecorded(
                 &layout,
                 |name| offered.contains(name) && !ablation.contains(name),
                 options,

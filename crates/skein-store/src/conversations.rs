@@ -95,9 +95,13 @@ impl Landed {
     }
 }
 
+/// The shortest text read as an id prefix before a name: shorter hex text
+/// (`e`, `add`) may be a name.
+pub(crate) const SHORTEST_ID_PREFIX: usize = 4;
+
 /// The fewest and most hexadecimal digits a name may not consist of
 /// alone: the shortest id prefix people type, and a node id's length.
-const ID_LIKE_DIGITS: std::ops::RangeInclusive<usize> = 4..=64;
+const ID_LIKE_DIGITS: std::ops::RangeInclusive<usize> = SHORTEST_ID_PREFIX..=64;
 
 /// Refuse a conversation name that could be read as an id: 4 to 64
 /// hexadecimal digits, in any case, around whitespace. Every way a name is

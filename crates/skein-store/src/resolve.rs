@@ -46,9 +46,10 @@ impl Store {
 
     /// The conversation whose id is `text` or starts with it (any case);
     /// else the one named `text`. An id always wins: a conversation named
-    /// like another's id or unique prefix (names that read as ids are
-    /// refused when set, but older databases may hold some) cannot stand
-    /// in for it. A name shared by several conversations is ambiguous, and
+    /// like another's id or unique prefix of four digits or more (names
+    /// that read as ids are refused when set, but older databases may hold
+    /// some) cannot stand in for it. A shorter prefix gives way to a
+    /// conversation of that name (`e`, `add`: names that cannot be refused). A name shared by several conversations is ambiguous, and
     /// so is a prefix several ids share when no conversation has it as its
     /// name.
     pub fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
@@ -78,7 +79,10 @@ impl AsyncStore<'_> {
     /// [`Store::resolve_conversation`].
     pub async fn resolve_conversation(&self, text: &str) -> Result<ConversationId> {
         let ids = self.conversation_ids_starting(text).await?;
-        if let Some([id]) = ids.as_deref() {
+        // Text too short to be refused as a name (`e`, `add`) is a name
+        // first: a prefix that short is not an id anyone relies on.
+        let reads_as_id = text.trim().len() >= crate::conversations::SHORTEST_ID_PREFIX;
+        if let (true, Some([id])) = (reads_as_id, ids.as_deref()) {
             return Ok(ConversationId(id.clone()));
         }
         let backend = self.store.backend();

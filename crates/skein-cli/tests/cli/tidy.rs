@@ -3,7 +3,9 @@
 //! `FILE::NAME` is in that file), its recipe for adding a store operation
 //! names what the store defines, and docs/cli.md documents exactly the
 //! commands and flags that `skein help` and each `skein COMMAND --help`
-//! list. Each failure lists every disagreement: what is missing, and where.
+//! list; and no code outside the turn layer runs the engine to record a
+//! turn or builds a bookmark. Each failure lists every disagreement: what
+//! is missing, and where.
 
 use crate::BIN;
 use skein_testkit::Cli;
@@ -661,5 +663,74 @@ fn docs_cli_md_documents_every_command_and_flag_of_skein_help_and_no_other() {
         problems.is_empty(),
         "docs/cli.md and `skein help` disagree (fix the document, or the flag's definition in crates/skein-cli/src/flags.rs):\n{}",
         problems.join("\n")
+    );
+}
+
+/// The crates that may run the engine and write a turn: the engine and the
+/// store, which define those operations, and the turn layer, whose turn
+/// service is the one caller every surface goes through.
+const TURN_LAYER: [&str; 3] = ["skein-engine", "skein-store", "skein-conversation"];
+
+/// What running a model call or writing a turn by hand looks like.
+const RUNS_OR_RECORDS: [&str; 13] = [
+    "prepare_execution(",
+    "engine().run(",
+    "engine.run(",
+    "chain.run(",
+    ".run(&self.engine",
+    ".run(&engine",
+    ".run(engine",
+    "Bookmark {",
+    "Bookmark::new(",
+    "commit::commit(",
+    "commit::failed(",
+    "commit::keep(",
+    "commit_turn(",
+];
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for entry in listing {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn no_code_outside_the_turn_layer_runs_the_engine_to_record_a_turn_or_builds_a_bookmark() {
+    let mut found = Vec::new();
+    for name in crate_names() {
+        if TURN_LAYER.contains(&name.as_str()) {
+            continue;
+        }
+        for file in rust_files(&root().join("crates").join(&name).join("src")) {
+            let source = std::fs::read_to_string(&file).unwrap();
+            for (number, line) in source.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for pattern in RUNS_OR_RECORDS.iter().filter(|p| code.contains(**p)) {
+                    let relative = file.strip_prefix(root()).unwrap_or(&file).to_owned();
+                    found.push(format!(
+                        "{}:{}: `{pattern}`",
+                        relative.display(),
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a surface runs the engine or writes a turn itself; ask the turn service \
+         (skein_conversation::service::TurnRequest) instead:\n{}",
+        found.join("\n")
     );
 }

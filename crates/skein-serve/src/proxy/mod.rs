@@ -39,7 +39,7 @@ use futures_util::future::join;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use skein::Model;
-use skein::conversation::commit;
+use skein::conversation::service::{TurnDone, TurnError, TurnRequest};
 use skein::core::ProviderError;
 use skein::engine::{EngineError, Request, RunOutput};
 use skein::providers::Secret;
@@ -307,17 +307,12 @@ impl<A: Api> Flight<A> {
         } else {
             drop((texts, observed));
         }
-        let execution = match self.model.engine().prepare_execution(request) {
-            Ok(execution) => execution,
-            Err(error) => return A::error(&engine_failure(&error)),
-        };
-        let recorder = Recorder {
-            state: self.state.clone(),
-            model: self.model.clone(),
-            prepared: execution.prepared().clone(),
-            meta: self.meta.clone(),
-            keep: self.keep,
-        };
+        let mut turn = TurnRequest::new(self.model.engine(), request);
+        if self.keep {
+            turn = turn
+                .recorded(&self.state.store, self.meta.landing())
+                .mark(self.meta.mark());
+        }
         // The run and its record do not depend on the client: one that
         // goes away neither cancels the model call nor loses its record.
         let (progress, mut updates) = mpsc::unbounded_channel();
@@ -327,9 +322,8 @@ impl<A: Api> Flight<A> {
                     let _ = progress.send(Progress::Text(text));
                 }
             };
-            let (outcome, ()) = join(execution.run(), forward).await;
-            let finished = recorder.record(outcome).await;
-            let _ = progress.send(Progress::Done(Box::new(finished)));
+            let (outcome, ()) = join(turn.call(), forward).await;
+            let _ = progress.send(Progress::Done(Box::new(finished(outcome))));
         });
         match updates.recv().await {
             Some(Progress::Done(finished)) => match *finished {
@@ -409,51 +403,32 @@ impl<A: Api> Flight<A> {
     }
 }
 
-/// What records a run's outcome.
-struct Recorder {
-    state: Arc<AppState>,
-    model: Model,
-    prepared: skein::engine::Prepared,
-    meta: record::Meta,
-    /// Whether anything is recorded (the Responses API's `store`).
-    keep: bool,
-}
-
-impl Recorder {
-    /// Record the exchange, or the failed run, and say what the client is
-    /// answered with.
-    async fn record(self, outcome: Result<RunOutput, EngineError>) -> Result<Finished, ProxyError> {
-        let output = match outcome {
-            Ok(output) => output,
-            Err(error) => {
-                let failed = commit::failed_call(self.model.engine(), &self.prepared, &error);
-                if let Some(call) = failed.filter(|_| self.keep)
-                    && let Err(problem) =
-                        record::record_failed(&self.state.store, call, &self.meta).await
-                {
-                    tracing::error!("the proxy could not record a failed run: {problem}");
-                }
-                return Err(engine_failure(&error));
-            }
-        };
-        if !self.keep {
-            return Ok(Finished {
-                output,
-                recorded: None,
-            });
+/// What the client is answered with after the turn service ran and
+/// recorded a request's turn.
+fn finished(outcome: Result<TurnDone<RunOutput>, TurnError>) -> Result<Finished, ProxyError> {
+    match outcome {
+        Ok(TurnDone { output, landed }) => {
+            let node = output
+                .exchange
+                .as_ref()
+                .and_then(|exchange| exchange.thread().head_id());
+            let recorded = match (landed.conversation(), node) {
+                (Some(conversation), Some(node)) => Some(record::Recorded {
+                    conversation: conversation.clone(),
+                    node,
+                }),
+                _ => None,
+            };
+            Ok(Finished { output, recorded })
         }
-        match record::record(&self.state.store, &output, &self.meta).await {
-            Ok(recorded) => Ok(Finished {
-                output,
-                recorded: Some(recorded),
-            }),
-            Err(problem) => {
-                tracing::error!("the proxy could not record an exchange: {problem}");
-                Err(ProxyError::server(format!(
-                    "the reply could not be recorded: {problem}"
-                )))
-            }
+        Err(TurnError::Store(problem)) => {
+            tracing::error!("the proxy could not record an exchange: {problem}");
+            Err(ProxyError::server(format!(
+                "the reply could not be recorded: {problem}"
+            )))
         }
+        Err(TurnError::Call(error)) => Err(engine_failure(&error)),
+        Err(TurnError::Loop(failed)) => Err(engine_failure(&failed.error)),
     }
 }
 

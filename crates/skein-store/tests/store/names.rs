@@ -197,7 +197,30 @@ fn an_id_wins_over_a_stored_name_that_spells_it(backend: Backend) {
     assert_eq!(db.store.resolve_conversation("victim").unwrap(), victim.id);
 }
 
+/// A name too short to be refused (`e`, `add`) is found by its name even
+/// when a conversation's id starts with it; a short prefix nobody has as a
+/// name still finds its id.
+fn a_short_hex_name_wins_over_an_id_prefix_that_short(backend: Backend) {
+    let db = TempStore::new(backend);
+    let other = named(&db.store, "other");
+    let first = &other.id.as_str()[..1];
+    let short = named(&db.store, first);
+    assert_eq!(db.store.resolve_conversation(first).unwrap(), short.id);
+    let two = &other.id.as_str()[..2];
+    if !short.id.as_str().starts_with(two) {
+        assert_eq!(db.store.resolve_conversation(two).unwrap(), other.id);
+    }
+    // Four digits or more read as an id, whatever the names.
+    assert_eq!(
+        db.store
+            .resolve_conversation(&other.id.as_str()[..8])
+            .unwrap(),
+        other.id
+    );
+}
+
 for_each_backend!(
+    a_short_hex_name_wins_over_an_id_prefix_that_short,
     creating_or_renaming_with_an_id_like_name_writes_nothing,
     a_race_branch_with_an_id_like_name_writes_nothing,
     an_id_wins_over_a_stored_name_that_spells_it,

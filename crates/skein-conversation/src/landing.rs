@@ -1,0 +1,315 @@
+/*!
+Where a turn lands in the graph, for the turn service ([`crate::service`]):
+whose node a node is (the one owner query every surface uses:
+[`owner_of_node`]), and where a request that carries its whole history and
+names no conversation lands ([`Landing::Found`](crate::service::Landing::Found):
+the recording proxy's requests), by the landing rule.
+
+A client that re-sends its whole history each turn is stored as one growing
+thread: the request's nodes that the store already holds are shared, and
+the conversation whose head the stored part ends at moves forward to the
+new reply. When several clients continue the same head at once, the first
+wins and each other becomes a branch there (a conversation of its own, with
+its reply), in the same transaction as its turn.
+
+A request whose reply the store already holds (the same request to a
+deterministic model: a regenerate) adds only its run, to the conversation
+that reply belongs to. A regenerate whose reply is new (a sampling model)
+is a sibling: a branch, at the request's last message, of the conversation
+of the reply given before. A history whose stored part ends at a node no
+conversation heads (the client edited or truncated it, or lost a race
+before it began) becomes a branch of the conversation that node belongs
+to; one that shares only messages no conversation produced becomes a
+conversation of its own. New conversations take the finding's name, else
+are titled by their first prompt. A named request continues (or joins) only
+a conversation of that name: where the conversations at the node it would
+continue have other names, it starts a conversation of its own name there,
+a branch of theirs.
+*/
+
+use crate::commit::{self, Bookmark, OnMoved};
+use crate::service::{Finding, Landed};
+use skein_core::{ConversationId, ConversationSettings, NodeId, Origin, RunRecord, Thread};
+use skein_store::{AsyncStore, ConversationRecord, Store, StoreError};
+
+/// How far back a request's stored nodes are searched for the conversation
+/// they belong to.
+const ANCESTORS_SEARCHED: usize = 64;
+
+/// How many stored replies to the same request are looked at to find a
+/// regenerate's conversation.
+const SIBLINGS_SEARCHED: usize = 16;
+
+/// Where a reply lands.
+enum Place {
+    /// Moves (or stands at) this conversation's head, from `from`.
+    Continue {
+        owner: ConversationRecord,
+        from: Option<NodeId>,
+    },
+    /// The reply is stored already: the run joins its conversation.
+    Join(ConversationId),
+    /// A new conversation at `start`, a branch of `source` when known.
+    New {
+        start: Option<NodeId>,
+        source: Option<ConversationRecord>,
+    },
+}
+
+/// Land `thread` (a request and its reply) and `runs` where the request
+/// leads (see the module docs).
+pub(crate) async fn found(
+    store: &Store,
+    thread: Thread,
+    runs: Vec<RunRecord>,
+    finding: &Finding,
+) -> Result<Landed, StoreError> {
+    let node = thread.head_id().expect("an exchange ends with its reply");
+    let request = thread.parent();
+    let name = finding.name.as_deref();
+    let (bookmark, start) = match place(store, node, &request, name).await? {
+        Place::Join(conversation) => {
+            commit::keep_in(store, &conversation, runs).await?;
+            return Ok(Landed::In(conversation));
+        }
+        Place::Continue { owner, from } => {
+            let bookmark = Bookmark::of(owner);
+            let committed =
+                commit::commit(store, &bookmark, from, Some(thread), runs, OnMoved::Branch).await?;
+            return Ok(match (committed.branched_from, committed.conversation) {
+                (Some(_), Some(into)) => Landed::Branched {
+                    conversation: into,
+                    from: bookmark.id,
+                },
+                _ => Landed::In(bookmark.id),
+            });
+        }
+        Place::New {
+            start,
+            source: Some(source),
+        } => (
+            Bookmark::unstored(
+                finding.name.clone(),
+                Some(Origin {
+                    node: start,
+                    conversation: Some(source.id),
+                    rerun: None,
+                }),
+                ConversationSettings {
+                    title: None,
+                    ..source.settings
+                },
+            ),
+            start,
+        ),
+        Place::New {
+            start,
+            source: None,
+        } => (
+            Bookmark::unstored(
+                finding.name.clone(),
+                start.map(|node| Origin {
+                    node: Some(node),
+                    ..Origin::default()
+                }),
+                finding.settings.clone(),
+            ),
+            start,
+        ),
+    };
+    let committed =
+        commit::commit(store, &bookmark, start, Some(thread), runs, OnMoved::Branch).await?;
+    let id = committed.conversation.unwrap_or(bookmark.id);
+    Ok(
+        match bookmark.origin.and_then(|origin| origin.conversation) {
+            Some(from) => Landed::Branched {
+                conversation: id,
+                from,
+            },
+            None => Landed::In(id),
+        },
+    )
+}
+
+/// The stored conversation `node` belongs to: the one it heads, else the
+/// newest one (that still exists) whose turn produced it; `None` for a
+/// node no conversation's turn produced (a prompt, an imported node). A
+/// branch at the node takes this conversation's settings.
+pub async fn owner_of_node(
+    store: &Store,
+    node: NodeId,
+) -> skein_store::Result<Option<ConversationId>> {
+    Ok(owner_of(store.nonblocking(), node, None)
+        .await?
+        .map(|conversation| conversation.id))
+}
+
+/// [`owner_of_node`], given the runs that produced `node` when the caller
+/// has them (read here only when no conversation heads it).
+pub(crate) async fn owner_of(
+    api: AsyncStore<'_>,
+    node: NodeId,
+    runs: Option<&[RunRecord]>,
+) -> skein_store::Result<Option<ConversationRecord>> {
+    if let Some(owner) = api.conversations_at(node).await?.into_iter().next() {
+        return Ok(Some(owner));
+    }
+    let read;
+    let runs = match runs {
+        Some(runs) => runs,
+        None => {
+            read = api.runs_producing(node).await?;
+            &read[..]
+        }
+    };
+    for id in runs
+        .iter()
+        .rev()
+        .filter_map(|run| run.conversation.as_ref())
+    {
+        match api.conversation(id).await {
+            Ok(found) => return Ok(Some(found)),
+            Err(StoreError::ConversationNotFound(_)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(None)
+}
+
+/// Where the reply `node` to `request` lands (see the module docs).
+///
+/// The reads below are not one snapshot, so a client racing this one with
+/// the very same turn may commit between them, leaving some reads before
+/// its turn and some after (the request's nodes stored, but no
+/// conversation standing on them yet). A turn commits atomically and nodes
+/// are never deleted, so that race shows as `node` being stored by the end
+/// when it was not at the start; then the place is read again, all after
+/// the other client's turn.
+async fn place(
+    store: &Store,
+    node: NodeId,
+    request: &Thread,
+    name: Option<&str>,
+) -> Result<Place, StoreError> {
+    let store = store.nonblocking();
+    let stored = store.contains(node).await?;
+    let place = place_as_read(store, node, stored, request, name).await?;
+    if stored || !store.contains(node).await? {
+        return Ok(place);
+    }
+    place_as_read(store, node, true, request, name).await
+}
+
+/// [`place`] given whether `node` is stored.
+async fn place_as_read(
+    store: AsyncStore<'_>,
+    node: NodeId,
+    node_stored: bool,
+    request: &Thread,
+    name: Option<&str>,
+) -> Result<Place, StoreError> {
+    if node_stored {
+        if let Some(place) = headed_at(store, node, name).await? {
+            return Ok(place);
+        }
+        if let Some(id) = producing(store, node, None).await? {
+            let conversation = store.conversation(&id).await?;
+            if name.is_none_or(|name| conversation.name.as_deref() == Some(name)) {
+                return Ok(Place::Join(id));
+            }
+            return Ok(Place::New {
+                start: Some(node),
+                source: Some(conversation),
+            });
+        }
+    }
+    // The newest node of the request the store already holds.
+    let mut stored = request.clone();
+    while let Some(head) = stored.head_id() {
+        if store.contains(head).await? {
+            break;
+        }
+        stored = stored.parent();
+    }
+    let start = stored.head_id();
+    if let Some(start) = start
+        && let Some(place) = headed_at(store, start, name).await?
+    {
+        return Ok(place);
+    }
+    // A regenerate: another reply to this very request is stored.
+    if let Some(start) = start.filter(|start| Some(*start) == request.head_id()) {
+        for child in store
+            .children(start)
+            .await?
+            .into_iter()
+            .take(SIBLINGS_SEARCHED)
+        {
+            if let Some(id) = producing(store, child, Some(start)).await? {
+                return Ok(Place::New {
+                    start: Some(start),
+                    source: Some(store.conversation(&id).await?),
+                });
+            }
+        }
+    }
+    // Otherwise the conversation the nearest stored node belongs to (by a
+    // conversation standing there or a run that produced it).
+    for (steps, ancestor) in stored.ancestors().enumerate() {
+        if steps == ANCESTORS_SEARCHED {
+            break;
+        }
+        let source = owner_of(store, ancestor.id(), None).await?;
+        if source.is_some() {
+            return Ok(Place::New { start, source });
+        }
+    }
+    Ok(Place::New {
+        start,
+        source: None,
+    })
+}
+
+/// Where a turn at `node` lands when conversations head there: on the one
+/// named `name` (without a name, the first), else in a new conversation
+/// sourced from the first.
+async fn headed_at(
+    store: AsyncStore<'_>,
+    node: NodeId,
+    name: Option<&str>,
+) -> Result<Option<Place>, StoreError> {
+    let conversations = store.conversations_at(node).await?;
+    let named = match name {
+        None => Some(0),
+        Some(name) => conversations
+            .iter()
+            .position(|conversation| conversation.name.as_deref() == Some(name)),
+    };
+    let mut conversations = conversations.into_iter();
+    Ok(match named {
+        Some(index) => conversations.nth(index).map(|owner| Place::Continue {
+            owner,
+            from: Some(node),
+        }),
+        None => conversations.next().map(|source| Place::New {
+            start: Some(node),
+            source: Some(source),
+        }),
+    })
+}
+
+/// The conversation of the newest run that produced `node` (from `input`,
+/// when given).
+async fn producing(
+    store: AsyncStore<'_>,
+    node: NodeId,
+    input: Option<NodeId>,
+) -> Result<Option<ConversationId>, StoreError> {
+    Ok(store
+        .runs_producing(node)
+        .await?
+        .into_iter()
+        .rev()
+        .filter(|run| input.is_none() || run.input_head == input)
+        .find_map(|run| run.conversation))
+}
