@@ -71,11 +71,21 @@ pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<Exi
         Some(conversation) => builder.resume(&conversation.id).await?,
         None => builder.build().await?,
     };
+    let asked = existing
+        .as_ref()
+        .map(|conversation| conversation.id.clone());
     let turn = chat.send(text).await?.clone();
     let conversation = chat
         .conversation()
         .cloned()
         .context("a recorded chat with a store has a conversation")?;
+    if let Some(asked) = asked.filter(|asked| *asked != conversation) {
+        ui::note(format!(
+            "conversation {} moved on while this turn ran: the reply landed in a new branch, conversation {}",
+            asked.short(),
+            conversation.short()
+        ));
+    }
     let run = turn.runs().last().cloned();
     if ctx.json {
         return print_json(&json!({
@@ -200,6 +210,8 @@ pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Resu
         }
         Some(text) => {
             let turn = fork.send(text).await?.clone();
+            // A fork's first turn lands in the fork (nobody else knows it).
+            let conversation = fork.conversation().cloned().unwrap_or(conversation);
             if ctx.json {
                 return print_json(&json!({
                     "conversation": conversation,

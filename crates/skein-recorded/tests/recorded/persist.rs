@@ -731,3 +731,43 @@ async fn loading_a_turn_says_which_turn_is_missing() {
         "{error}"
     );
 }
+
+/// Two processes resume one recorded conversation and each sends a turn:
+/// the first extends it, the second (whose start the head left) lands in a
+/// branch there by the landing rule, its origin the conversation and the
+/// node it started from, and the chat goes on in that branch. Nothing is
+/// lost, and the database verifies.
+#[tokio::test]
+async fn a_recorded_turn_that_loses_a_race_lands_in_a_branch_and_goes_on_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let builder = || advisor::builder(advisor::model()).store(store.clone());
+    let mut first = builder().build().await.unwrap();
+    record_three(&mut first).await;
+    let cid = first.conversation().unwrap().clone();
+    let start = first.history().head_id();
+    let mut one = builder().resume(&cid).await.unwrap();
+    let mut two = builder().resume(&cid).await.unwrap();
+
+    let won = one.send("Should we BUY?").await.unwrap().clone();
+    let lost = two.send("Should we HOLD?").await.unwrap().clone();
+    assert_eq!(store.conversation(&cid).unwrap().head, Some(won.node()));
+    assert_eq!(one.conversation(), Some(&cid));
+    let branch = two.conversation().unwrap().clone();
+    assert_ne!(branch, cid, "the loser is a conversation of its own");
+    let stored = store.conversation(&branch).unwrap();
+    assert_eq!(stored.head, Some(lost.node()));
+    let origin = stored.origin.expect("the branch names where it started");
+    assert_eq!(origin.conversation.as_ref(), Some(&cid));
+    assert_eq!(origin.node, start);
+    assert_eq!(two.origin(), Some(&origin));
+
+    // The chat goes on in its branch, and the branch loads as a chat.
+    let next = two.send("How much?").await.unwrap().clone();
+    assert_eq!(store.conversation(&branch).unwrap().head, Some(next.node()));
+    assert_eq!(store.conversation(&cid).unwrap().head, Some(won.node()));
+    let loaded = builder().resume(&branch).await.unwrap();
+    assert_eq!(loaded.history().head_id(), Some(next.node()));
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
