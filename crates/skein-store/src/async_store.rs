@@ -20,14 +20,19 @@ concern with logic of its own are written in that concern's module
 
 use crate::conversations::{check_conversation_name, check_turn_names};
 use crate::error::Result;
-use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, Origin, RunId,
-    RunRecord, TurnCommit,
+    Committed, ConversationId, ConversationRecord, ListPosition, RunId, RunRecord, TurnCommit,
 };
 use crate::store::Store;
-use skein_core::{ConversationSettings, NodeId, Thread};
+use skein_core::{NodeId, Thread};
+#[cfg(any(test, feature = "testkit"))]
+use {
+    crate::graph::AppendReport,
+    crate::records::{NewConversation, Origin},
+    skein_core::ConversationSettings,
+};
 
 /// The async API of a [`Store`], borrowed from it by
 /// [`Store::nonblocking`]. Dropping one of its futures before it ends
@@ -38,6 +43,7 @@ pub struct AsyncStore<'s> {
 }
 
 impl AsyncStore<'_> {
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::append`].
     pub async fn append(&self, thread: &Thread) -> Result<AppendReport> {
         self.store.backend().append(thread).await
@@ -73,6 +79,7 @@ impl AsyncStore<'_> {
         self.store.backend().ancestry(head, limit).await
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::create_conversation`].
     pub async fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         if let Some(name) = &new.name {
@@ -81,6 +88,7 @@ impl AsyncStore<'_> {
         self.store.backend().create_conversation(new).await
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::fork`].
     pub async fn fork(
         &self,
@@ -137,6 +145,7 @@ impl AsyncStore<'_> {
         self.store.backend().rename_conversation(id, name).await
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::set_conversation_settings`].
     pub async fn set_conversation_settings(
         &self,
@@ -149,6 +158,7 @@ impl AsyncStore<'_> {
             .await
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::move_head`].
     pub async fn move_head(
         &self,
@@ -168,6 +178,7 @@ impl AsyncStore<'_> {
         self.store.backend().commit_turn(turn, &mut no_probe).await
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::record_run`].
     pub async fn record_run(&self, run: &RunRecord) -> Result<()> {
         self.store.backend().record_run(run).await

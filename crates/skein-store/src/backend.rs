@@ -11,14 +11,15 @@ checks, search's query language) is written once above this line, on
 `Store`, and reaches the database only through these traits.
 */
 
+use crate::CommitStageProbe;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
-use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, RerunId, RunId,
-    RunRecord, TurnCommit,
+    Committed, ConversationId, ConversationRecord, ListPosition, RerunId, RunId, RunRecord,
+    TurnCommit,
 };
 use crate::reruns::{RerunCommit, RerunRecord};
 use crate::resolve::IdTable;
@@ -26,7 +27,8 @@ use crate::search::{ConversationRef, Parsed};
 use crate::transfer::{ImportReport, Line};
 use crate::usage::{RunOutputs, RunRow};
 use crate::verify::VerifyReport;
-use crate::{CommitStageProbe, ConversationSettings};
+#[cfg(any(test, feature = "testkit"))]
+use crate::{ConversationSettings, graph::AppendReport, records::NewConversation};
 use skein_core::{Digest, Message, NodeId, Role, StoreKey, Thread};
 use std::collections::HashSet;
 use std::future::Future;
@@ -79,20 +81,24 @@ pub(crate) trait Backend:
 
     fn key(&self) -> StoreKey;
 
+    #[cfg(any(test, feature = "testkit"))]
     /// A raw SQLite connection for tests; PostgreSQL has none.
     fn raw_connection(&self) -> Result<rusqlite::Connection>;
 
+    #[cfg(any(test, feature = "testkit"))]
     fn debug_execute(&self, sql: &str) -> Result<u64>;
 
     /// Count this handle's statements and rows from now on (see costs.rs);
     /// `None` where the backend cannot.
     fn meter(&self) -> Option<CostMeter>;
 
+    #[cfg(any(test, feature = "testkit"))]
     fn debug_query_i64(&self, sql: &str) -> Result<i64>;
 }
 
 /// Nodes and threads (graph.rs).
 pub(crate) trait Graph {
+    #[cfg(any(test, feature = "testkit"))]
     fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>>;
     fn load_thread(&self, head: NodeId) -> BoxFuture<'_, Result<Thread>>;
     fn node(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>>;
@@ -104,6 +110,7 @@ pub(crate) trait Graph {
 
 /// Conversation bookmarks and the turn commit (conversations.rs).
 pub(crate) trait Conversations {
+    #[cfg(any(test, feature = "testkit"))]
     fn create_conversation(
         &self,
         new: NewConversation,
@@ -124,11 +131,13 @@ pub(crate) trait Conversations {
         id: &'a ConversationId,
         name: Option<&'a str>,
     ) -> BoxFuture<'a, Result<()>>;
+    #[cfg(any(test, feature = "testkit"))]
     fn set_conversation_settings<'a>(
         &'a self,
         id: &'a ConversationId,
         settings: &'a ConversationSettings,
     ) -> BoxFuture<'a, Result<()>>;
+    #[cfg(any(test, feature = "testkit"))]
     fn move_head<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -146,6 +155,7 @@ pub(crate) trait Conversations {
 
 /// Run records (runs.rs).
 pub(crate) trait Runs {
+    #[cfg(any(test, feature = "testkit"))]
     fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>>;
     fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>>;
     fn runs_of_conversation<'a>(

@@ -6,22 +6,22 @@ Behaviour that needs no SQL (export's record section, import's checks,
 prefix resolution in resolve.rs) runs here once for both backends.
 */
 
-use crate::CommitStageProbe;
 use crate::async_store::AsyncStore;
 use crate::backend::Backend;
 use crate::blocking;
 use crate::costs::CostMeter;
 use crate::error::Result;
-use crate::graph::{AppendReport, StoredNode, TreeEntry};
+use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::open::OpenMode;
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, RunId, RunRecord,
-    TurnCommit,
+    Committed, ConversationId, ConversationRecord, ListPosition, RunId, RunRecord, TurnCommit,
 };
 use crate::sqlite::SqliteStore;
 use crate::transfer::{self, ImportReport};
 use crate::verify::VerifyReport;
+#[cfg(any(test, feature = "testkit"))]
+use crate::{CommitStageProbe, graph::AppendReport, records::NewConversation};
 use skein_core::thread::Node;
 use skein_core::{NodeId, StoreKey, Thread};
 use std::future::Future;
@@ -150,6 +150,7 @@ impl Store {
         blocking::in_place(operation)
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Store every node of `thread` this database does not hold yet, in one
     /// transaction. Marks the nodes as persisted here once committed.
     pub fn append(&self, thread: &Thread) -> Result<AppendReport> {
@@ -193,6 +194,7 @@ impl Store {
         self.wait(self.nonblocking().ancestry(head, limit))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Create a conversation, optionally starting at an existing node. A
     /// name that reads as an id is refused
     /// ([`StoreError::NameLooksLikeId`](crate::StoreError::NameLooksLikeId),
@@ -201,6 +203,7 @@ impl Store {
         self.wait(self.nonblocking().create_conversation(new))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Fork: a new conversation whose head is `node` (any stored node),
     /// recording where it came from. O(1); the origin is never touched.
     pub fn fork(
@@ -244,6 +247,7 @@ impl Store {
         self.wait(self.nonblocking().rename_conversation(id, name))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Replace the conversation's settings.
     pub fn set_conversation_settings(
         &self,
@@ -253,6 +257,7 @@ impl Store {
         self.wait(self.nonblocking().set_conversation_settings(id, settings))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Move a bookmark from `expected` to `new` (a stored node), or report
     /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) if someone else moved it first.
     pub fn move_head(
@@ -274,9 +279,11 @@ impl Store {
     /// A conversation it would create under a name that reads as an id is
     /// refused before anything is written.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
-        self.commit_turn_observed(turn, &mut |_| {})
+        crate::conversations::check_turn_names(turn)?;
+        self.wait(self.backend().commit_turn(turn, &mut |_| {}))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// [`Store::commit_turn`] with a probe called at each stage inside the
     /// transaction; crash tests use it to die mid-turn.
     #[doc(hidden)]
@@ -289,6 +296,7 @@ impl Store {
         self.wait(self.backend().commit_turn(turn, probe))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Record a run on its own, as belonging to its `conversation`. Turns,
     /// failed ones included, go through [`Store::commit_turn`].
     pub fn record_run(&self, run: &RunRecord) -> Result<()> {
@@ -375,6 +383,7 @@ impl Store {
         self.backend().verify()
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// A raw SQLite connection for tests that must tamper with or inspect
     /// rows; an error on PostgreSQL (use [`Store::debug_execute`]).
     #[doc(hidden)]
@@ -382,6 +391,7 @@ impl Store {
         self.backend.raw_connection()
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Run one SQL statement with no parameters outside any store
     /// operation, for tests that tamper with rows on either backend; returns
     /// the rows changed.
@@ -398,6 +408,7 @@ impl Store {
         self.backend.meter()
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// The first column of the first row of `sql`, as an integer, for tests.
     #[doc(hidden)]
     pub fn debug_query_i64(&self, sql: &str) -> Result<i64> {

@@ -26,7 +26,9 @@ use crate::records::{
     Target, TurnCommit, now_ms,
 };
 use deadpool_postgres::{Client, GenericClient};
-use skein_core::{ConversationSettings, Node, NodeId, StoreKey};
+#[cfg(any(test, feature = "testkit"))]
+use skein_core::ConversationSettings;
+use skein_core::{Node, NodeId, StoreKey};
 use tokio_postgres::Row;
 
 const SELECT_CONVERSATION: &str =
@@ -45,6 +47,7 @@ macro_rules! next_updated {
 }
 
 impl Conversations for PgStore {
+    #[cfg(any(test, feature = "testkit"))]
     fn create_conversation(
         &self,
         new: NewConversation,
@@ -106,6 +109,7 @@ impl Conversations for PgStore {
         ))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn set_conversation_settings<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -126,6 +130,7 @@ impl Conversations for PgStore {
         })
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn move_head<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -406,6 +411,7 @@ fn conversation_params(
     (id, params)
 }
 
+#[cfg(any(test, feature = "testkit"))]
 pub(crate) async fn node_exists(client: &impl GenericClient, id: NodeId) -> Result<bool> {
     let statement = client
         .prepare_cached("SELECT 1 FROM nodes WHERE id = $1")
@@ -433,6 +439,7 @@ fn cas_params(id: &ConversationId, expected: Option<NodeId>, new: NodeId) -> Vec
     ]
 }
 
+#[cfg(any(test, feature = "testkit"))]
 async fn compare_and_set_head(
     tx: &impl GenericClient,
     id: &ConversationId,

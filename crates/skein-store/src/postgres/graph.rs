@@ -37,7 +37,9 @@ use super::pipeline::{Param, Pipeline};
 use crate::backend::{Backend, BoxFuture, Graph};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
-use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
+#[cfg(any(test, feature = "testkit"))]
+use crate::graph::{AppendReport, mark_all};
+use crate::graph::{StoredNode, TreeEntry, preview};
 use crate::lanes::Lanes;
 use deadpool_postgres::GenericClient;
 use skein_core::encoding::encode_body;
@@ -74,6 +76,7 @@ const LOAD_THREAD: &str = "WITH RECURSIVE spans(lane, top) AS (
      ) n";
 
 impl Graph for PgStore {
+    #[cfg(any(test, feature = "testkit"))]
     fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>> {
         Box::pin(async move {
             let key = self.key();

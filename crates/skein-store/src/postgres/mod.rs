@@ -131,6 +131,7 @@ impl Backend for PgStore {
         false
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn raw_connection(&self) -> Result<rusqlite::Connection> {
         Err(StoreError::Task(
             "raw_connection is SQLite-only; use debug_execute".into(),
@@ -153,10 +154,12 @@ impl Backend for PgStore {
         self.shared.key
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn debug_execute(&self, sql: &str) -> Result<u64> {
         self.read(async |client| Ok(client.execute(sql, &[]).await?))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn debug_query_i64(&self, sql: &str) -> Result<i64> {
         self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
     }

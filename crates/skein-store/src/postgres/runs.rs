@@ -34,6 +34,7 @@ const SELECT_RUN: &str =
      FROM runs r";
 
 impl Runs for PgStore {
+    #[cfg(any(test, feature = "testkit"))]
     fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             writing!(self, |tx| {

@@ -6,7 +6,9 @@ turn's nodes, runs and landing are one `BEGIN IMMEDIATE` transaction.
 */
 
 use super::SqliteStore;
-use super::graph::{append_nodes, seq_of};
+use super::graph::append_nodes;
+#[cfg(any(test, feature = "testkit"))]
+use super::graph::seq_of;
 use super::offers::record_offers;
 use super::runs::insert_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
@@ -21,7 +23,9 @@ use crate::records::{
     Target, TurnCommit, now_ms,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use skein_core::{ConversationSettings, NodeId};
+#[cfg(any(test, feature = "testkit"))]
+use skein_core::ConversationSettings;
+use skein_core::NodeId;
 
 const SELECT_CONVERSATION: &str =
     concat!("SELECT ", conversation_columns!(), " FROM conversations c");
@@ -51,6 +55,7 @@ macro_rules! root_of {
 }
 
 impl Conversations for SqliteStore {
+    #[cfg(any(test, feature = "testkit"))]
     fn create_conversation(
         &self,
         new: NewConversation,
@@ -92,6 +97,7 @@ impl Conversations for SqliteStore {
         self.deferred(move |store| store.rename_conversation(&id, name.as_deref()))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn set_conversation_settings<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -101,6 +107,7 @@ impl Conversations for SqliteStore {
         self.deferred(move |store| store.set_conversation_settings(&id, &settings))
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn move_head<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -141,6 +148,7 @@ impl Conversations for SqliteStore {
 }
 
 impl SqliteStore {
+    #[cfg(any(test, feature = "testkit"))]
     /// Create a conversation, optionally starting at an existing node.
     pub(crate) fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         let id = self.write(|tx| {
@@ -221,6 +229,7 @@ impl SqliteStore {
         })
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Replace the conversation's settings.
     pub(crate) fn set_conversation_settings(
         &self,
@@ -239,6 +248,7 @@ impl SqliteStore {
         })
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Move a bookmark from `expected` to `new` (a stored node), or report
     /// [`StoreError::HeadMoved`] if someone else moved it first.
     pub(crate) fn move_head(

@@ -21,16 +21,21 @@ parent as it goes.
 
 use super::SqliteStore;
 use crate::backend::{Backend, BoxFuture, Graph};
-use crate::blocking;
 use crate::codec::{BLOB_THRESHOLD, node_id, optional_node_id};
 use crate::error::{Result, StoreError};
-use crate::graph::{AppendReport, StoredNode, TreeEntry, mark_all, preview};
+use crate::graph::{StoredNode, TreeEntry, preview};
 use crate::lanes::Lanes;
+#[cfg(any(test, feature = "testkit"))]
+use crate::{
+    blocking,
+    graph::{AppendReport, mark_all},
+};
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
 use skein_core::{Message, Node, NodeId, StoreKey, Thread};
 
 impl Graph for SqliteStore {
+    #[cfg(any(test, feature = "testkit"))]
     fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>> {
         Box::pin(blocking::run_borrowing(
             self,
@@ -68,6 +73,7 @@ impl Graph for SqliteStore {
 }
 
 impl SqliteStore {
+    #[cfg(any(test, feature = "testkit"))]
     /// Store every node of `thread` this database does not hold yet, in one
     /// transaction. Marks the nodes as persisted here once committed.
     pub(crate) fn append(&self, thread: &Thread) -> Result<AppendReport> {

@@ -103,11 +103,13 @@ impl Backend for SqliteStore {
         self.shared.key
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// A raw connection for tests that must tamper with or inspect rows.
     fn raw_connection(&self) -> Result<Connection> {
         self.connection()
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn debug_execute(&self, sql: &str) -> Result<u64> {
         Ok(self.raw_connection()?.execute(sql, [])? as u64)
     }
@@ -126,6 +128,7 @@ impl Backend for SqliteStore {
         Some(new)
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     fn debug_query_i64(&self, sql: &str) -> Result<i64> {
         Ok(self
             .raw_connection()?

@@ -24,6 +24,7 @@ const SELECT_RUN: &str =
      FROM runs";
 
 impl Runs for SqliteStore {
+    #[cfg(any(test, feature = "testkit"))]
     fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>> {
         let run = run.clone();
         self.deferred(move |store| store.record_run(&run))
@@ -61,6 +62,7 @@ impl Runs for SqliteStore {
 }
 
 impl SqliteStore {
+    #[cfg(any(test, feature = "testkit"))]
     /// Record a run on its own (a failed run adds no node, but keeps its
     /// record). Runs that produce a turn go through [`Store::commit_turn`].
     pub(crate) fn record_run(&self, run: &RunRecord) -> Result<()> {
