@@ -2991,3 +2991,56 @@ async fn a_web_reply_costs_its_thread_and_a_constant() {
         "a web reply reads its thread once ({shallow} -> {deep})"
     );
 }
+
+/// A client that re-serialises a call's arguments (LangChain sends chat
+/// completions' `arguments` back through `json.dumps`: `{"city": "Paris"}`
+/// for the model's `{"city":"Paris"}`) continues the stored thread: the
+/// arguments match by JSON value, the stored node keeps the first bytes,
+/// and the session is one conversation, not a dead end and a stranger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_encoded_call_arguments_continue_the_stored_thread_on_chat_completions() {
+    let server = Server::proxying(None).await;
+    let history = |arguments: &str| {
+        serde_json::json!([
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+        ])
+    };
+    let (status, first) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"messages": history("{\"city\":\"Paris\"}")}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let answer = first["choices"][0]["message"]["content"].clone();
+    let mut messages = history("{\"city\": \"Paris\"}");
+    let messages = messages.as_array_mut().unwrap();
+    messages.push(serde_json::json!({"role": "assistant", "content": answer}));
+    messages.push(serde_json::json!({"role": "user", "content": "thanks"}));
+    let (status, second) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"messages": messages}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(conversations.len(), 1, "one session, one conversation");
+    let thread = server
+        .store
+        .load_thread(conversations[0].head.unwrap())
+        .unwrap();
+    assert_eq!(thread.len(), 6);
+    let arguments: Vec<String> = thread
+        .messages()
+        .into_iter()
+        .flat_map(|message| message.tool_calls())
+        .map(|call| call.arguments.clone())
+        .collect();
+    assert_eq!(arguments, ["{\"city\":\"Paris\"}"], "the first bytes kept");
+    assert!(server.store.verify().unwrap().is_ok());
+}

@@ -3,8 +3,10 @@ A [`Turn`] completed from the graph before it runs, through the store's async AP
 
 - a `previous_response_id` becomes the stored thread of the response it
   names (the node its run produced), put before the new messages;
-- tool calls whose arguments a client re-encoded (Anthropic's `input`
-  objects) are matched against the stored assistant node they stand for:
+- tool calls whose arguments a client may have re-encoded (Anthropic's
+  `input` objects, LangChain's `json.dumps` of chat completions'
+  `arguments`: every API's calls) are matched against the stored assistant
+  node they stand for:
   a child of the same parent whose calls are the same but for argument
   text that maps to the same JSON. That node's message, with the exact
   text the model wrote, takes the re-encoded one's place, so the history

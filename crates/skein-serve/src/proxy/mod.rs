@@ -183,6 +183,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         ProxyError::invalid(format!("the body is not a {api_name} request: {problem}"))
     })?;
     let (turn, api) = read(request)?;
+    let turn = turn.calls_match_by_value();
     let name = conversation_name(headers)?;
     let model = proxy.models.route(turn.model.as_deref())?.clone();
     let key = if proxy.pass_client_key {

@@ -12,7 +12,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use skein::core::provider::GenerationOptions;
-use skein::core::{Annotation, FinishReason, Message, ToolSpec};
+use skein::core::{Annotation, FinishReason, Message, Part, Role, ToolSpec};
+use skein::providers::http::tool_use_input;
 use skein::engine::RunOutput;
 use skein::store::RunId;
 
@@ -35,13 +36,45 @@ pub struct Turn {
     pub stream: bool,
     /// Whether the exchange is recorded (the Responses API's `store`).
     pub record: bool,
-    /// Tool calls whose argument text the client re-encoded (Anthropic's
-    /// `tool_use.input` is a JSON object, so a client re-serialises the
-    /// arguments it was given): (message index, part index, the value it
-    /// sent). The graph step finds the stored node they stand for.
+    /// Tool calls whose argument text the client may have re-encoded
+    /// (Anthropic's `tool_use.input` is a JSON object; LangChain re-sends
+    /// chat completions' `arguments` through `json.dumps`): (message index,
+    /// part index, the value it sent). The graph step finds the stored node
+    /// they stand for: arguments match by JSON value on every API.
     pub reencoded: Vec<(usize, usize, Value)>,
     /// The Responses API's `previous_response_id`.
     pub previous: Option<Previous>,
+}
+
+impl Turn {
+    /// Offer every assistant tool call of the history whose arguments are
+    /// JSON for matching by value (those the API marked already are kept):
+    /// a client that re-serialises the model's exact argument text still
+    /// continues the stored thread.
+    pub fn calls_match_by_value(mut self) -> Turn {
+        for (index, message) in self.messages.iter().enumerate() {
+            if message.role != Role::Assistant {
+                continue;
+            }
+            for (part, found) in message.parts.iter().enumerate() {
+                let Part::ToolCall(call) = found else {
+                    continue;
+                };
+                let marked = self
+                    .reencoded
+                    .iter()
+                    .any(|(at, at_part, _)| (*at, *at_part) == (index, part));
+                if marked {
+                    continue;
+                }
+                if let Ok(value) = serde_json::from_str::<Value>(tool_use_input(&call.arguments).get())
+                {
+                    self.reencoded.push((index, part, value));
+                }
+            }
+        }
+        self
+    }
 }
 
 /// A continuation of an earlier response (`previous_response_id`).
