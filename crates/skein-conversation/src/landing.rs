@@ -54,6 +54,9 @@ enum Place {
         start: Option<NodeId>,
         source: Option<ConversationRecord>,
     },
+    /// A new session: a conversation of its own, branching from nothing,
+    /// though its messages may be stored already.
+    Fresh,
 }
 
 /// Land `thread` (a request and its reply) and `runs` where the request
@@ -67,7 +70,15 @@ pub(crate) async fn found(
     let node = thread.head_id().expect("an exchange ends with its reply");
     let request = thread.parent();
     let name = finding.name.as_deref();
-    let (bookmark, start) = match place(store, node, &request, name).await? {
+    let placed = match &finding.session {
+        Some(session) => session_place(store.nonblocking(), session, node, &request).await?,
+        None => place(store, node, &request, name).await?,
+    };
+    let (bookmark, start) = match placed {
+        Place::Fresh => (
+            Bookmark::unstored(finding.session.clone(), None, finding.settings.clone()),
+            None,
+        ),
         Place::Join(conversation) => {
             commit::keep_in(store, &conversation, runs).await?;
             return Ok(Landed::In(conversation));
@@ -200,6 +211,55 @@ async fn place(
     place_as_read(store, node, true, request, name).await
 }
 
+/// Where the reply `node` to `request` of a named session lands: in the
+/// session's conversation (extending its head, or joining it when the
+/// reply is its head already), a branch of it where the request's history
+/// left its head, or, for a session not seen before, a fresh conversation.
+async fn session_place(
+    store: AsyncStore<'_>,
+    session: &str,
+    node: NodeId,
+    request: &Thread,
+) -> Result<Place, StoreError> {
+    let Some(id) = store.conversation_named(session).await? else {
+        return Ok(Place::Fresh);
+    };
+    let conversation = store.conversation(&id).await?;
+    if conversation.head == Some(node) {
+        return Ok(Place::Join(id));
+    }
+    // The request goes on from the session's head (the messages after it
+    // may be stored already: another session said the same).
+    let continues = match conversation.head {
+        Some(head) => request.at(head).is_some(),
+        None => true,
+    };
+    if continues {
+        return Ok(Place::Continue {
+            from: conversation.head,
+            owner: conversation,
+        });
+    }
+    let start = stored_part(store, request).await?.head_id();
+    Ok(Place::New {
+        start,
+        source: Some(conversation),
+    })
+}
+
+/// The part of `request` the store already holds: up to its newest stored
+/// node.
+async fn stored_part(store: AsyncStore<'_>, request: &Thread) -> Result<Thread, StoreError> {
+    let mut stored = request.clone();
+    while let Some(head) = stored.head_id() {
+        if store.contains(head).await? {
+            break;
+        }
+        stored = stored.parent();
+    }
+    Ok(stored)
+}
+
 /// [`place`] given whether `node` is stored.
 async fn place_as_read(
     store: AsyncStore<'_>,
@@ -223,14 +283,7 @@ async fn place_as_read(
             });
         }
     }
-    // The newest node of the request the store already holds.
-    let mut stored = request.clone();
-    while let Some(head) = stored.head_id() {
-        if store.contains(head).await? {
-            break;
-        }
-        stored = stored.parent();
-    }
+    let stored = stored_part(store, request).await?;
     let start = stored.head_id();
     if let Some(start) = start
         && let Some(place) = headed_at(store, start, name).await?

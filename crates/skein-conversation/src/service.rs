@@ -84,6 +84,11 @@ pub struct Finding {
     /// The conversation's name: it continues only a conversation of this
     /// name, and names one it starts.
     pub name: Option<String>,
+    /// A session the client named: the conversation of that name, which
+    /// the request continues (or branches, when its history left the
+    /// session's head); an unknown session starts a conversation of its
+    /// own, with no origin, even where its messages are stored already.
+    pub session: Option<String>,
     /// The settings of a conversation it starts that branches from none.
     pub settings: ConversationSettings,
 }

@@ -3044,3 +3044,95 @@ async fn re_encoded_call_arguments_continue_the_stored_thread_on_chat_completion
     assert_eq!(arguments, ["{\"city\":\"Paris\"}"], "the first bytes kept");
     assert!(server.store.verify().unwrap().is_ok());
 }
+
+/// One app run twice against a deterministic model: without a session
+/// marker the second run only adds runs to the first's conversation (the
+/// same messages, decision 14); with one (the `x-skein-session` header, or
+/// the API's own `user` / `metadata` fields) each run is a session of its
+/// own, continued by its later requests, sharing the stored messages by
+/// content and branching from nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_marker_keeps_two_runs_of_one_app_apart() {
+    let server = Server::proxying(None).await;
+    let json = ("content-type", "application/json");
+    // One "run" of the app: a first request, then its follow-up.
+    let run = |session: &'static str| {
+        let server = &server;
+        async move {
+            let first = serde_json::json!({"messages": [{"role": "user", "content": "hello"}]});
+            let headers = [json, ("x-skein-session", session)];
+            let (status, text) = server.chat(&first.to_string(), &headers).await;
+            assert_eq!(status, StatusCode::OK, "{text}");
+            let reply: Value = serde_json::from_str(&text).unwrap();
+            let answer = reply["choices"][0]["message"]["content"].clone();
+            let second = serde_json::json!({"messages": [
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "more"}
+            ]});
+            let (status, text) = server.chat(&second.to_string(), &headers).await;
+            assert_eq!(status, StatusCode::OK, "{text}");
+        }
+    };
+    run("monday").await;
+    run("tuesday").await;
+    let sessions = |name: &str| {
+        server
+            .store
+            .conversation(&server.store.conversation_named(name).unwrap().unwrap())
+            .unwrap()
+    };
+    let (monday, tuesday) = (sessions("monday"), sessions("tuesday"));
+    assert_ne!(monday.id, tuesday.id, "two sessions, two conversations");
+    assert_eq!(monday.head, tuesday.head, "the same messages, shared");
+    assert_eq!(monday.len, 4);
+    assert_eq!(tuesday.origin, None, "a new session branches from nothing");
+    assert_eq!(server.store.list_conversations(10).unwrap().len(), 2);
+    // Monday goes on in its own conversation.
+    let third = serde_json::json!({"messages": [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "you said: hello"},
+        {"role": "user", "content": "again"}
+    ]});
+    let (status, text) = server
+        .chat(&third.to_string(), &[json, ("x-skein-session", "monday")])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(sessions("monday").len, 4, "a branch of it, not a move");
+    assert_eq!(server.store.list_conversations(10).unwrap().len(), 3);
+
+    // The APIs' own fields name sessions too: OpenAI's `user`, Anthropic's
+    // `metadata.user_id`; a value that reads as an id gets a prefix.
+    let (status, reply) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"user": "alice", "messages": [{"role": "user", "content": "hello"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert!(server.store.conversation_named("alice").unwrap().is_some());
+    let (status, reply) = server
+        .proxy(
+            "/v1/messages",
+            serde_json::json!({"max_tokens": 5, "metadata": {"user_id": "0123abcd"},
+                "messages": [{"role": "user", "content": "hello"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert!(
+        server
+            .store
+            .conversation_named("session 0123abcd")
+            .unwrap()
+            .is_some()
+    );
+    // A header that reads as an id is refused, as a name header is.
+    let (status, _) = server
+        .chat(
+            &serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}).to_string(),
+            &[json, ("x-skein-session", "cafe1234")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(server.store.verify().unwrap().is_ok());
+}

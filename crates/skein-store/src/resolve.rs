@@ -61,6 +61,12 @@ impl Store {
         self.wait(self.nonblocking().resolve_run(prefix))
     }
 
+    /// The conversation named `name` exactly (ids are not read), if any;
+    /// [`StoreError::AmbiguousName`] when several are.
+    pub fn conversation_named(&self, name: &str) -> Result<Option<ConversationId>> {
+        self.wait(self.nonblocking().conversation_named(name))
+    }
+
     /// The rerun whose id starts with `prefix`.
     pub fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
         self.wait(self.nonblocking().resolve_rerun(prefix))
@@ -74,6 +80,15 @@ impl AsyncStore<'_> {
         let backend = self.store.backend();
         let ids = backend.node_ids_between(&low, &high, CANDIDATES).await?;
         pick("node", &prefix, ids, |id| id.short())
+    }
+
+    /// [`Store::conversation_named`].
+    pub async fn conversation_named(&self, name: &str) -> Result<Option<ConversationId>> {
+        let backend = self.store.backend();
+        by_name(
+            name,
+            backend.conversation_ids_named(name, CANDIDATES).await?,
+        )
     }
 
     /// [`Store::resolve_conversation`].

@@ -50,6 +50,9 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     pub max_completion_tokens: Option<u32>,
     pub n: Option<u32>,
+    /// The end user, a session marker when `metadata` names none.
+    pub user: Option<String>,
+    pub metadata: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -150,6 +153,7 @@ impl ChatRequest {
             model: self.model.clone(),
             stream: self.stream,
             record: true,
+            session: super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
             ..Turn::default()
         })
     }

@@ -64,6 +64,8 @@ pub struct MessagesRequest {
     pub stream: bool,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
+    /// `metadata.user_id`: a session marker.
+    pub metadata: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -174,6 +176,7 @@ impl MessagesRequest {
             record: true,
             reencoded: mapped.reencoded,
             previous: None,
+            session: super::turn::session_of(self.metadata.as_ref(), None),
         })
     }
 

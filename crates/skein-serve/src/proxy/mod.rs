@@ -53,6 +53,10 @@ pub use models::ModelTable;
 /// The header that names a conversation the proxy creates.
 pub const NAME_HEADER: &str = "x-skein-conversation-name";
 
+/// The header that names a session: the conversation of that name, which
+/// every request carrying it continues (see `skein_conversation::landing`).
+pub const SESSION_HEADER: &str = "x-skein-session";
+
 /// The longest conversation name the header may give, in bytes.
 const NAME_LIMIT: usize = 256;
 
@@ -184,7 +188,8 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     })?;
     let (turn, api) = read(request)?;
     let turn = turn.calls_match_by_value();
-    let name = conversation_name(headers)?;
+    let name = named_header(headers, NAME_HEADER)?;
+    let session = named_header(headers, SESSION_HEADER)?.or_else(|| turn.session.clone());
     let model = proxy.models.route(turn.model.as_deref())?.clone();
     let key = if proxy.pass_client_key {
         client_key(headers, state.token_required)
@@ -196,6 +201,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         body,
         requested: turn.model.clone(),
         name,
+        session,
         model: model.name().to_string(),
     };
     Ok(Flight {
@@ -230,12 +236,13 @@ fn engine_request(turn: Turn) -> Request {
     request.tools(turn.tools).options(turn.options).capture()
 }
 
-/// The `x-skein-conversation-name` header, if given.
-fn conversation_name(headers: &HeaderMap) -> Result<Option<String>, ProxyError> {
-    let Some(value) = headers.get(NAME_HEADER) else {
+/// A header that names a conversation (`x-skein-conversation-name`, or the
+/// session `x-skein-session`), if given: checked as a conversation name.
+fn named_header(headers: &HeaderMap, header: &str) -> Result<Option<String>, ProxyError> {
+    let Some(value) = headers.get(header) else {
         return Ok(None);
     };
-    let refuse = |why: &str| ProxyError::invalid(format!("the `{NAME_HEADER}` header {why}"));
+    let refuse = |why: &str| ProxyError::invalid(format!("the `{header}` header {why}"));
     let name = value
         .to_str()
         .map_err(|_| refuse("must be visible ASCII text"))?
@@ -511,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_conversation_name_is_visible_text_of_bounded_length_unlike_an_id() {
-        let name = |value: &str| conversation_name(&headers(&[(NAME_HEADER, value)]));
+        let name = |value: &str| named_header(&headers(&[(NAME_HEADER, value)]), NAME_HEADER);
         assert_eq!(name(" my chat ").unwrap().as_deref(), Some("my chat"));
         assert!(name("  ").unwrap_err().message.contains("is empty"));
         for id_like in ["0123abcd", "DEADBEEF", "0123456789abcdef0123456789abcdef"] {
@@ -530,6 +537,6 @@ mod tests {
                 .message
                 .contains("longer than")
         );
-        assert_eq!(conversation_name(&HeaderMap::new()).unwrap(), None);
+        assert_eq!(named_header(&HeaderMap::new(), NAME_HEADER).unwrap(), None);
     }
 }

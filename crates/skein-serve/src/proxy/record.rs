@@ -30,6 +30,9 @@ pub struct Meta {
     pub requested: Option<String>,
     /// The `x-skein-conversation-name` header.
     pub name: Option<String>,
+    /// The session the client named: the `x-skein-session` header, else
+    /// the request's own fields.
+    pub session: Option<String>,
     /// The skein model that answered (a new conversation's model).
     pub model: String,
 }
@@ -39,6 +42,7 @@ impl Meta {
     pub fn landing(&self) -> Landing {
         Landing::Found(Finding {
             name: self.name.clone(),
+            session: self.session.clone(),
             settings: ConversationSettings {
                 model: Some(self.model.clone()),
                 proxy: true,

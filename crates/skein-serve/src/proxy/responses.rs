@@ -53,6 +53,9 @@ pub struct ResponsesRequest {
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub max_output_tokens: Option<u32>,
+    /// The end user, a session marker when `metadata` names none.
+    pub user: Option<String>,
+    pub metadata: Option<Value>,
 }
 
 /// The prefix of the response ids the proxy gives.
@@ -109,6 +112,7 @@ impl ResponsesRequest {
             stream: self.stream,
             record: self.store.unwrap_or(true),
             previous,
+            session: super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
             ..Turn::default()
         })
     }

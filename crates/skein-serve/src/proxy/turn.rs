@@ -13,8 +13,8 @@ use axum::response::Response;
 use serde_json::Value;
 use skein::core::provider::GenerationOptions;
 use skein::core::{Annotation, FinishReason, Message, Part, Role, ToolSpec};
-use skein::providers::http::tool_use_input;
 use skein::engine::RunOutput;
+use skein::providers::http::tool_use_input;
 use skein::store::RunId;
 
 /// One proxied request, API-neutral.
@@ -44,6 +44,29 @@ pub struct Turn {
     pub reencoded: Vec<(usize, usize, Value)>,
     /// The Responses API's `previous_response_id`.
     pub previous: Option<Previous>,
+    /// The session the request's own fields name (see [`session_of`]).
+    pub session: Option<String>,
+}
+
+/// The session a request's fields name, in this order: `metadata`'s
+/// `session_id`, `session` or `user_id` (OpenAI's metadata, Anthropic's
+/// `metadata.user_id`), else OpenAI's `user`. A value that would read as
+/// an id is prefixed `session ` (a conversation's name never reads as one).
+pub fn session_of(metadata: Option<&Value>, user: Option<&str>) -> Option<String> {
+    let from_metadata = ["session_id", "session", "user_id"].iter().find_map(|key| {
+        metadata
+            .and_then(|metadata| metadata.get(key))
+            .and_then(Value::as_str)
+    });
+    let value = from_metadata.or(user)?.trim();
+    if value.is_empty() {
+        return None;
+    }
+    let value: String = value.chars().take(super::NAME_LIMIT).collect();
+    Some(match skein::store::check_conversation_name(&value) {
+        Ok(()) => value,
+        Err(_) => format!("session {value}"),
+    })
 }
 
 impl Turn {
@@ -67,7 +90,8 @@ impl Turn {
                 if marked {
                     continue;
                 }
-                if let Ok(value) = serde_json::from_str::<Value>(tool_use_input(&call.arguments).get())
+                if let Ok(value) =
+                    serde_json::from_str::<Value>(tool_use_input(&call.arguments).get())
                 {
                     self.reencoded.push((index, part, value));
                 }
