@@ -355,7 +355,8 @@ impl Session<'_> {
                 query: None,
                 usage: true,
                 short: true,
-                count: 10,
+                count: Some(10),
+                response: false,
             },
         )
         .map(drop)

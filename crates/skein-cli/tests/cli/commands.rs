@@ -993,13 +993,16 @@ fn the_default_model_is_kept_in_the_configuration_file() {
         "{reply}"
     );
 
+    // An unknown model name is exit code 5, as everywhere (docs/cli.md).
     let bogus = run(&["models", "default", "gpt-imaginary"]);
-    assert_eq!(bogus.status.code(), Some(1));
+    assert_eq!(bogus.status.code(), Some(5), "{}", stderr(&bogus));
     assert!(
-        stderr(&bogus).to_lowercase().contains("available"),
+        stderr(&bogus).contains("did you mean `openai:gpt-imaginary`? Available"),
         "{}",
         stderr(&bogus)
     );
+    let bogus = run(&["models", "default", "bogus"]);
+    assert_eq!(bogus.status.code(), Some(5), "{}", stderr(&bogus));
 
     std::fs::write(&config, "default_modle = 1\n").unwrap();
     let broken = run(&["prompt", "hi"]);
@@ -1745,7 +1748,7 @@ fn failures_say_each_cause_once_and_what_to_do() {
     assert_eq!(
         stderr(&no_key),
         "error: the environment variable OPENAI_API_KEY is not set: set it to your API key \
-         (for example `export OPENAI_API_KEY=...`)\n"
+         (for example `export OPENAI_API_KEY=...`), or save the key with `skein keys set openai`\n"
     );
     // Only the call that reached for the provider failed as a model call:
     // it keeps its run and its message; the others stopped before any call.
@@ -2862,7 +2865,25 @@ schema = { type = "object" }
         .unwrap();
     assert_eq!(shout["kind"], "command");
     assert_eq!(shout["schema_hash"].as_str().unwrap().len(), 64);
-    assert!(skein.ok(&["tools"]).contains("skein_time  builtin"));
+    // Columns line up whatever the names' lengths.
+    let text = skein.ok(&["tools"]);
+    let columns: std::collections::BTreeSet<Option<usize>> =
+        text.lines().map(|line| line.find(" schema ")).collect();
+    assert_eq!(columns.len(), 1, "{text}");
+    let kinds: std::collections::BTreeSet<Option<usize>> = text
+        .lines()
+        .map(|line| {
+            ["builtin", "command"]
+                .iter()
+                .find_map(|kind| line.find(&format!("  {kind}")))
+        })
+        .collect();
+    assert_eq!(kinds.len(), 1, "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("skein_time ") && line.contains(" builtin ")),
+        "{text}"
+    );
 
     let model = scripted("command_tools.toml");
     let answer = skein.json(&["prompt", "-m", &model, "-T", "shout", "go"]);
