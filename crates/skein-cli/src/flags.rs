@@ -441,7 +441,7 @@ fn parse_token(value: &str) -> Result<String, String> {
 
 #[derive(Debug, Args)]
 pub struct TurnRef {
-    /// The turn's reply node (any unique prefix)
+    /// The turn's reply node (any unique prefix; a conversation's id or name stands for its head)
     #[arg(required_unless_present = "cid", conflicts_with_all = ["cid", "turn"])]
     pub node: Option<String>,
     /// The conversation (with --turn)
@@ -558,7 +558,7 @@ pub struct ContinueArgs {
     /// Continue the most recently updated conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
-    /// Continue the conversation with this id (any unique prefix)
+    /// Continue the conversation with this id (any unique prefix) or name
     #[arg(long, value_name = "ID")]
     pub cid: Option<String>,
     /// Name a new conversation (not 4 to 64 hex digits: an id wins over a name)
@@ -576,7 +576,8 @@ pub struct ChatArgs {
 
 #[derive(Debug, Args)]
 pub struct ReplyArgs {
-    /// The node to continue from (any unique prefix of its id)
+    /// The node to continue from (any unique prefix of its id; a conversation's id or name stands
+    /// for its head)
     pub node: String,
     /// The reply text; text piped on stdin is added after it, following a
     /// blank line (with no TEXT, stdin is the text)
@@ -589,7 +590,7 @@ pub struct ReplyArgs {
 
 #[derive(Debug, Args)]
 pub struct ForkArgs {
-    /// The node the new conversation starts at
+    /// The node the new conversation starts at (a conversation's id or name stands for its head)
     #[arg(required_unless_present = "from_rerun")]
     pub node: Option<String>,
     /// Start from a rerun's counterfactual answer instead (its removals
@@ -653,14 +654,15 @@ pub struct PrepareArgs {
     /// After the most recently updated conversation's history
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
-    /// After the history of the conversation with this id (any unique prefix)
+    /// After the history of the conversation with this id (any unique prefix) or name
     #[arg(long, value_name = "ID")]
     pub cid: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct UsageArgs {
-    /// A node: the runs that produced it (any unique prefix) [default: the most recently updated
+    /// A node: the runs that produced it (any unique prefix; a conversation's name stands for its
+    /// head) [default: the most recently updated
     /// conversation]
     #[arg(conflicts_with_all = ["cid", "family", "run", "sequence"])]
     pub node: Option<String>,
@@ -705,7 +707,7 @@ pub struct InspectNameArgs {
 
 #[derive(Debug, Args)]
 pub struct TreeArgs {
-    /// A conversation id (default: the most recently updated)
+    /// A conversation's id (any unique prefix) or name (default: the most recently updated)
     pub id: Option<String>,
     /// Draw at most this many nodes
     #[arg(long, default_value_t = 500, value_name = "N")]
@@ -729,7 +731,7 @@ pub struct SearchArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The node (any unique prefix of its id)
+    /// The node (any unique prefix of its id; a conversation's id or name stands for its head)
     pub node: String,
 }
 

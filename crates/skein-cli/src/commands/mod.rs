@@ -247,13 +247,71 @@ fn default_db_path() -> Result<(PathBuf, crate::config::Source)> {
 }
 
 impl Context {
-    pub fn node(&self, prefix: &str) -> Result<NodeId> {
-        Ok(self.store.resolve_node(prefix)?)
+    /// The node `text` names: a node id (any unique prefix), else a
+    /// conversation (its id or name, through the store's one resolver)
+    /// standing for its head. A node id wins over a conversation.
+    pub fn node(&self, text: &str) -> Result<NodeId> {
+        let node_error = match self.store.resolve_node(text) {
+            Ok(node) => return Ok(node),
+            Err(error @ (StoreError::UnknownPrefix { .. } | StoreError::NotAnId(_))) => error,
+            Err(other) => return Err(other.into()),
+        };
+        let id = match self.store.resolve_conversation(text) {
+            Ok(id) => id,
+            Err(StoreError::ConversationNotFound(_) | StoreError::UnknownPrefix { .. }) => {
+                return Err(anyhow::Error::new(ExitWith(
+                    NOT_FOUND,
+                    format!("{node_error}, and no conversation has that id or name"),
+                )));
+            }
+            Err(other) => return Err(other.into()),
+        };
+        let conversation = self.store.conversation(&id)?;
+        conversation.head.ok_or_else(|| {
+            anyhow::Error::new(ExitWith(
+                NOT_FOUND,
+                format!(
+                    "conversation {} has no messages yet, so it names no node",
+                    conversation.id.short()
+                ),
+            ))
+        })
     }
 
     pub fn conversation(&self, prefix: &str) -> Result<ConversationRecord> {
         let id = self.store.resolve_conversation(prefix)?;
         Ok(self.store.conversation(&id)?)
+    }
+
+    /// Refuse `--name NAME` when a conversation already has that name
+    /// (exit code 2, before anything runs), so a name finds one
+    /// conversation. Looked up by the store's one resolver.
+    pub fn check_name_free(&self, name: Option<&str>) -> Result<()> {
+        let Some(name) = name else {
+            return Ok(());
+        };
+        let taken = match self.store.resolve_conversation(name) {
+            Ok(id) => self.store.conversation(&id)?.name.as_deref() == Some(name),
+            Err(StoreError::AmbiguousName { .. }) => true,
+            // No conversation of that name (nor an id starting so), or a
+            // prefix of several ids none of which is named so.
+            Err(
+                StoreError::ConversationNotFound(_)
+                | StoreError::UnknownPrefix { .. }
+                | StoreError::AmbiguousPrefix { .. },
+            ) => false,
+            Err(other) => return Err(other.into()),
+        };
+        if taken {
+            return Err(anyhow::Error::new(ExitWith(
+                crate::exit::BAD_COMMAND_LINE,
+                format!(
+                    "a conversation is already named `{name}`: choose another name, \
+                     or continue that one with `--cid {name}`"
+                ),
+            )));
+        }
+        Ok(())
     }
 
     /// The stored conversation `-c` or `--cid` chooses, `None` for a new one.

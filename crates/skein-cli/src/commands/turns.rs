@@ -123,6 +123,7 @@ impl TurnSettings {
 }
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
+    ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
     if !args.sources.is_empty() {
@@ -255,6 +256,7 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
 }
 
 pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
+    ctx.check_name_free(args.name.as_deref())?;
     if let Some(rerun) = args.from_rerun.clone() {
         // With --from-rerun there is no NODE: a single positional is TEXT.
         let mut args = args;

@@ -2561,12 +2561,12 @@ fn the_model_named_with_m_answers_a_continued_turn() {
     );
 
     // The other way round: an echo conversation, a scripted turn.
-    skein.json(&["prompt", "-m", "echo", "--name", "e", "hello"]);
-    let scripted = skein.json(&["prompt", "-m", &answers, "--cid", "e", "hi"]);
+    skein.json(&["prompt", "-m", "echo", "--name", "echoed", "hello"]);
+    let scripted = skein.json(&["prompt", "-m", &answers, "--cid", "echoed", "hi"]);
     assert_eq!(scripted["text"], "SCRIPTED, NO SYSTEM");
     assert_eq!(last_run(&skein).profile.as_deref(), Some(&*answers));
     let chat = skein
-        .command(&["chat", "-m", &answers, "--cid", "e"])
+        .command(&["chat", "-m", &answers, "--cid", "echoed"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -2579,7 +2579,10 @@ fn the_model_named_with_m_answers_a_continued_turn() {
         .unwrap();
     assert!(chat.status.success(), "{}", stderr(&chat));
     assert!(String::from_utf8_lossy(&chat.stdout).contains("SCRIPTED, NO SYSTEM"));
-    assert_eq!(stored(&skein, "e").settings.model.as_deref(), Some("echo"));
+    assert_eq!(
+        stored(&skein, "echoed").settings.model.as_deref(),
+        Some("echo")
+    );
 }
 
 /// `reply NODE` and `fork NODE` at a node no conversation heads keep the
@@ -2646,7 +2649,20 @@ fn conversations_are_named_wherever_an_id_is_accepted_and_titled_otherwise() {
     let json = skein.json(&["conversations"]);
     assert_eq!(json[0]["meta"]["title"], "Which rivers cross Paris?");
 
-    skein.json(&["prompt", "--name", "capitals", "A second one"]);
+    // A name already taken is refused when set; a database of an older
+    // skein may hold two conversations of one name, which are ambiguous.
+    let taken = skein.run(&["prompt", "--name", "capitals", "A second one"]);
+    assert_eq!(taken.status.code(), Some(2), "{}", stderr(&taken));
+    let second = skein.json(&["prompt", "A second one"]);
+    skein::Store::open(skein.db())
+        .unwrap()
+        .raw_connection()
+        .unwrap()
+        .execute(
+            "UPDATE conversations SET name = 'capitals' WHERE id = ?1",
+            [second["conversation"].as_str().unwrap()],
+        )
+        .unwrap();
     let output = skein.run(&["log", "--cid", "capitals"]);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     assert!(
