@@ -287,10 +287,10 @@ pub struct RequestArgs {
     pub system: Option<String>,
     #[command(flatten)]
     pub tools: ToolArgs,
-    /// Ask for a reply matching a JSON Schema, given as JSON or as a file
-    /// (a value that is valid JSON is JSON); the reply is validated (and
-    /// repaired when the model allows), and only the valid reply is printed
-    #[arg(long, value_name = "JSON|FILE")]
+    /// Ask for a reply matching a JSON Schema, given as JSON, as a file, or as `llm`'s concise
+    /// fields (`'name, age int, bio: one sentence'`); the reply is validated (and repaired when
+    /// the model allows), and only the valid reply is printed
+    #[arg(long, value_name = "JSON|FILE|FIELDS")]
     pub schema: Option<String>,
     /// A generation option (repeatable): temperature (0 to 2), top_p (above
     /// 0, at most 1), seed or max_tokens (at least 1)

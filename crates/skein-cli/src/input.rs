@@ -86,7 +86,8 @@ pub fn sources(sources: Vec<(String, SourceText)>) -> Result<Vec<(String, String
         .collect()
 }
 
-/// A `--schema` value: JSON when it is valid JSON, else a file of JSON;
+/// A `--schema` value: JSON when it is valid JSON, else a file of JSON,
+/// else `llm`'s concise syntax (`name, age int`, see [`concise_schema`]);
 /// either way a JSON object.
 pub fn schema(value: &str) -> Result<serde_json::Value> {
     let schema: serde_json::Value = match serde_json::from_str(value) {
@@ -94,9 +95,13 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
         Err(json_error) => {
             let path = Path::new(value);
             if !path.exists() {
+                if let Some(concise) = concise_schema(value) {
+                    return concise;
+                }
                 bail!(
-                    "--schema `{value}` is neither JSON ({json_error}) nor a file that exists: \
-                     give a JSON Schema object, or the path of a file holding one"
+                    "--schema `{value}` is neither JSON ({json_error}), nor a file that exists, \
+                     nor fields as `name, age int, bio: a description`: give a JSON Schema object, \
+                     the path of a file holding one, or fields"
                 );
             }
             let text = file(path, "the --schema file")?;
@@ -108,6 +113,69 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
         bail!("--schema `{value}` is not a JSON Schema: a schema is a JSON object, `{{...}}`");
     }
     Ok(schema)
+}
+
+/// `llm`'s concise schema: fields separated by commas (or by newlines,
+/// when there are any), each `name [type][: description]`, the type one of
+/// `str` (the default), `int`, `float`, `bool`; every field required.
+/// `None` when `value` does not read as fields (a name that is not a word,
+/// as a mistyped file name is not), so the caller can say what it is not.
+fn concise_schema(value: &str) -> Option<Result<serde_json::Value>> {
+    let separator = if value.contains('\n') { '\n' } else { ',' };
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for field in value
+        .split(separator)
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+    {
+        let (declaration, description) = match field.split_once(':') {
+            Some((declaration, description)) => (declaration.trim(), Some(description.trim())),
+            None => (field, None),
+        };
+        let mut words = declaration.split_whitespace();
+        let name = words.next()?;
+        let is_word = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if !is_word {
+            return None;
+        }
+        let kind = match words.next() {
+            None | Some("str") => "string",
+            Some("int") => "integer",
+            Some("float") => "number",
+            Some("bool") => "boolean",
+            Some(other) => {
+                return Some(Err(anyhow!(
+                    "--schema field `{name}` has the type `{other}`: the types are str, int, float and bool"
+                )));
+            }
+        };
+        if let Some(extra) = words.next() {
+            return Some(Err(anyhow!(
+                "--schema field `{field}` has `{extra}` after its type: write `name [type][: description]`"
+            )));
+        }
+        let mut property = serde_json::json!({ "type": kind });
+        if let Some(description) = description.filter(|d| !d.is_empty()) {
+            property["description"] = description.into();
+        }
+        if properties.insert(name.to_string(), property).is_some() {
+            return Some(Err(anyhow!("--schema names the field `{name}` twice")));
+        }
+        required.push(name.to_string());
+    }
+    if properties.is_empty() {
+        return None;
+    }
+    Some(Ok(serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    })))
 }
 
 /// What is piped on stdin, as text (`None` on a terminal).
@@ -260,5 +328,33 @@ mod tests {
         assert!(not_object.contains("is not a JSON Schema"), "{not_object}");
         let neither = schema("nonexistent.json").unwrap_err().to_string();
         assert!(neither.contains("neither JSON"), "{neither}");
+    }
+
+    #[test]
+    fn a_concise_schema_is_llms_fields_syntax() {
+        assert_eq!(
+            schema("name, age int, score float, ok bool").unwrap(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"}, "age": {"type": "integer"},
+                    "score": {"type": "number"}, "ok": {"type": "boolean"}
+                },
+                "required": ["name", "age", "score", "ok"]
+            })
+        );
+        // Newlines separate when there are any, so a description may hold commas.
+        let described = schema("name: the dog's name, in full\nage int: in years").unwrap();
+        assert_eq!(
+            described["properties"]["name"]["description"],
+            "the dog's name, in full"
+        );
+        assert_eq!(described["properties"]["age"]["type"], "integer");
+        let bad_type = schema("age integer").unwrap_err().to_string();
+        assert!(bad_type.contains("str, int, float and bool"), "{bad_type}");
+        let twice = schema("a, a int").unwrap_err().to_string();
+        assert!(twice.contains("twice"), "{twice}");
+        let extra = schema("age int extra").unwrap_err().to_string();
+        assert!(extra.contains("after its type"), "{extra}");
     }
 }

@@ -434,3 +434,33 @@ fn body_limit_takes_a_size_as_max_input_does() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("is not a size"), "{}", stderr(&bad));
 }
+
+#[test]
+fn a_concise_schema_asks_for_an_object_of_those_fields() {
+    let skein = temp();
+    let rules = skein.dir().join("dog.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\nname = \"dog\"\nreply = '{\"name\": \"Rex\", \"age\": 3}'\n",
+    )
+    .unwrap();
+    let model = format!("scripted:{}", rules.display());
+    let prepared = skein.json(&["prepare", "--schema", "name, age int: in years", "a dog"]);
+    let shown = prepared.to_string();
+    assert!(
+        shown.contains(r#""age":{"description":"in years","type":"integer"}"#),
+        "{shown}"
+    );
+    let answered = skein.json(&["-m", &model, "--schema", "name, age int", "a dog"]);
+    assert_eq!(answered["text"], r#"{"name": "Rex", "age": 3}"#);
+    // A reply without a required field fails validation: exit 5.
+    let wrong = skein.run(&["-m", &model, "--schema", "name, age int, owner", "a dog"]);
+    assert_eq!(wrong.status.code(), Some(5), "{}", stderr(&wrong));
+    let typo = skein.run(&["--schema", "schema.jsn", "a dog"]);
+    assert_eq!(typo.status.code(), Some(1));
+    assert!(
+        stderr(&typo).contains("nor a file that exists"),
+        "{}",
+        stderr(&typo)
+    );
+}
