@@ -28,8 +28,8 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// The most a file named on the command line (`--source ID=@FILE`,
-    /// `--schema FILE`) or text piped on stdin may hold, in bytes (`K`,
+    /// The most a file or URL named on the command line (`--source ID=@FILE`,
+    /// `--schema FILE`, `-a`, `-f`) or text piped on stdin may hold, in bytes (`K`,
     /// `M`, `G` suffixes are powers of 1024)
     #[arg(
         long,
@@ -333,10 +333,10 @@ pub struct TemplateArgs {
 /// `reply` and `fork`.
 #[derive(Debug, Default, Args)]
 pub struct PartsArgs {
-    /// Attach a file (repeatable; `-` reads it from stdin): an image, a
-    /// PDF, audio... (its type told from its content or name), sent after
-    /// the text; refused when the model cannot take it
-    #[arg(short = 'a', long = "attachment", value_name = "FILE")]
+    /// Attach a file or an http(s) URL (repeatable; `-` reads it from stdin): an image, a PDF,
+    /// audio... (its type told from its content or name), sent after the text; refused when the
+    /// model cannot take it
+    #[arg(short = 'a', long = "attachment", value_name = "FILE|URL")]
     pub attachments: Vec<PathBuf>,
     /// Attach a file whose media type you give (repeatable), e.g. `--at
     /// scan.bin image/jpeg`
@@ -347,9 +347,9 @@ pub struct PartsArgs {
         value_names = ["FILE", "TYPE"]
     )]
     pub typed_attachments: Vec<String>,
-    /// Add a text file as a fragment (repeatable): a part of its own
-    /// before the text, stored once however many prompts share it
-    #[arg(short = 'f', long = "fragment", value_name = "FILE")]
+    /// Add a text file or an http(s) URL as a fragment (repeatable): a part of its own before
+    /// the text, stored once however many prompts share it
+    #[arg(short = 'f', long = "fragment", value_name = "FILE|URL")]
     pub fragments: Vec<PathBuf>,
 }
 

@@ -153,7 +153,8 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         )
         .await;
     }
-    let (input, configured_model) = turn_input(&args.template, args.text, &args.parts, &settings)?;
+    let (input, configured_model) =
+        turn_input(&args.template, args.text, &args.parts, &settings).await?;
     let conversation = match (stored, configured_model) {
         (Some(stored), Some(model)) => {
             Conversation::load_on(&ctx.store, stored.id.as_str(), &model).await?
@@ -177,16 +178,16 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
 
 /// What a turn adds (the text, or the configured prompt `-t` names with
 /// the text after it) and, with `-t`, the model it runs on.
-fn turn_input(
+async fn turn_input(
     template: &TemplateArgs,
     text: Option<String>,
     parts: &PartsArgs,
     settings: &TurnSettings,
 ) -> Result<(TurnInput, Option<Model>)> {
     if template.template.is_none() {
-        return Ok((input::turn_input(text, parts)?, None));
+        return Ok((input::turn_input(text, parts).await?, None));
     }
-    let message = input::optional_turn_message(text, parts)?;
+    let message = input::optional_turn_message(text, parts).await?;
     let configured = template
         .configured(settings.model.as_deref(), message)?
         .expect("-t was given");
@@ -203,7 +204,7 @@ pub async fn prepare(
 ) -> Result<ExitCode> {
     let settings = args.request.settings(true).await?;
     let (input, configured_model) =
-        turn_input(&args.template, args.text, &PartsArgs::default(), &settings)?;
+        turn_input(&args.template, args.text, &PartsArgs::default(), &settings).await?;
     let stored = match (store, &args.cid, args.continue_last) {
         (Some(store), Some(cid), _) => Some(store.conversation(&store.resolve_conversation(cid)?)?),
         (Some(store), None, true) => Some(super::latest_conversation(store)?),
@@ -239,7 +240,7 @@ pub async fn prepare(
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
-    let input = input::turn_input(args.text, &args.parts)?;
+    let input = input::turn_input(args.text, &args.parts).await?;
     let (conversation, branched) = continue_at(ctx, node, settings.model.as_deref()).await?;
     let note = branched.then(|| {
         format!(
@@ -302,7 +303,7 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         (text, _) => {
-            let input = input::turn_input(text, &args.parts)?;
+            let input = input::turn_input(text, &args.parts).await?;
             // Stored with its first turn, and only if that turn succeeds.
             let conversation = settings.recorded_or_not(fork.conversation());
             let note = format!("forked at node {} into conversation", node.short());

@@ -464,3 +464,78 @@ fn a_concise_schema_asks_for_an_object_of_those_fields() {
         stderr(&typo)
     );
 }
+
+#[test]
+fn attachments_and_fragments_may_be_urls_fetched_within_the_input_limit() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let png = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pixels.png"),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime.block_on(async {
+        let server = MockServer::start().await;
+        let serve = |at: &str, response: ResponseTemplate| {
+            Mock::given(method("GET"))
+                .and(path(at.to_string()))
+                .respond_with(response)
+        };
+        serve(
+            "/pixels",
+            ResponseTemplate::new(200).set_body_bytes(png.clone()),
+        )
+        .mount(&server)
+        .await;
+        serve(
+            "/notes",
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/markdown; charset=utf-8")
+                .set_body_string("# Notes\nfetched words"),
+        )
+        .mount(&server)
+        .await;
+        serve(
+            "/big",
+            ResponseTemplate::new(200).set_body_bytes(vec![b'a'; 4096]),
+        )
+        .mount(&server)
+        .await;
+        serve("/gone", ResponseTemplate::new(404))
+            .mount(&server)
+            .await;
+        server
+    });
+    let url = |at: &str| format!("{}{at}", server.uri());
+    let skein = temp();
+    let answered = skein.json(&["-a", &url("/pixels"), "-f", &url("/notes"), "what is this?"]);
+    let text = answered["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("[attachment: image/png, {} bytes]", png.len())),
+        "{text}"
+    );
+    let stored = skein.json(&["log", "-c"]);
+    let parts = stored["messages"][0]["parts"].as_array().unwrap().clone();
+    assert_eq!(parts[0]["text"], "# Notes\nfetched words", "{stored}");
+    assert_eq!(parts[2]["media_type"], "image/png", "{stored}");
+
+    let big = skein.run(&["--max-input", "1K", "-a", &url("/big"), "x"]);
+    assert_eq!(big.status.code(), Some(1));
+    assert!(
+        stderr(&big).contains("is larger than 1 KiB (the --max-input limit)"),
+        "{}",
+        stderr(&big)
+    );
+    let gone = skein.run(&["-f", &url("/gone"), "x"]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(stderr(&gone).contains("404"), "{}", stderr(&gone));
+    assert_eq!(
+        conversations(&skein),
+        1,
+        "refused inputs send and record nothing"
+    );
+}
