@@ -922,17 +922,20 @@ fn classify(command: &clap::Command, arg: Option<&OsString>) -> FirstArg {
     if commands.contains(&arg) {
         return FirstArg::ForClap;
     }
+    let typo_of = |name: &str| {
+        arg.len() >= 3
+            && !arg.contains(char::is_whitespace)
+            && strsim::osa_distance(&arg.to_lowercase(), name) <= 1
+    };
     if let Some((word, instead)) = LLM_ONLY_COMMANDS.iter().find(|(word, _)| *word == arg) {
         return FirstArg::LlmOnly(word, instead);
     }
-    let likely_typo = arg.len() >= 3
-        && !arg.contains(char::is_whitespace)
-        && commands
-            .iter()
-            .any(|name| strsim::osa_distance(&arg.to_lowercase(), name) <= 1);
-    match likely_typo {
-        true => FirstArg::ForClap,
-        false => FirstArg::Text,
+    if commands.iter().any(|name| typo_of(name)) {
+        return FirstArg::ForClap;
+    }
+    match LLM_ONLY_COMMANDS.iter().find(|(word, _)| typo_of(word)) {
+        Some((word, instead)) => FirstArg::LlmOnly(word, instead),
+        None => FirstArg::Text,
     }
 }
 
@@ -1024,6 +1027,16 @@ mod tests {
 
     #[test]
     fn an_llm_command_skein_lacks_is_refused_not_sent() {
+        // Their likely typos too (`template`), named as the command meant.
+        for word in ["templates", "aliases", "plugins", "install", "embed"] {
+            let error = implicit_on(&[&word[..word.len() - 1]], true).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("skein has no `{word}` command")),
+                "{error}"
+            );
+        }
         for word in ["templates", "aliases", "plugins", "install", "embed"] {
             let error = implicit_on(&[word, "list"], false).unwrap_err();
             assert_eq!(error.exit_code(), 2);
