@@ -10,7 +10,16 @@ use std::path::PathBuf;
 
 /// Record, continue, branch and replay conversations with language models.
 #[derive(Debug, Parser)]
-#[command(name = "skein", version, about, max_term_width = 100)]
+#[command(
+    name = "skein",
+    version,
+    about,
+    max_term_width = 100,
+    after_help = "Without a command, the command line is a prompt's, as with `llm`: \
+                  `skein \"What is a skein?\"` is `skein prompt \"What is a skein?\"`, prompt \
+                  options may come first, and text piped on stdin alone is a prompt too \
+                  (the rule: docs/cli.md)."
+)]
 pub struct Cli {
     /// The database: a SQLite file, or a postgres://user@host/db URL [default: skein.db in your
     /// data directory]
