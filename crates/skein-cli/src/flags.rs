@@ -10,19 +10,35 @@ use std::path::PathBuf;
 
 /// Record, continue, branch and replay conversations with language models.
 #[derive(Debug, Parser)]
-#[command(name = "skein", version, about, max_term_width = 100)]
+#[command(
+    name = "skein",
+    version,
+    about,
+    max_term_width = 100,
+    after_help = "Without a command, the command line is a prompt's, as with `llm`: \
+                  `skein \"What is a skein?\"` is `skein prompt \"What is a skein?\"`, prompt \
+                  options may come first, and text piped on stdin alone is a prompt too \
+                  (the rule: docs/cli.md)."
+)]
 pub struct Cli {
     /// The database: a SQLite file, or a postgres://user@host/db URL [default: skein.db in your
     /// data directory]
-    #[arg(long, global = true, env = "SKEIN_DB", value_name = "PATH|URL")]
+    #[arg(
+        short = 'd',
+        long,
+        visible_alias = "database",
+        global = true,
+        env = "SKEIN_DB",
+        value_name = "PATH|URL"
+    )]
     pub db: Option<PathBuf>,
 
     /// Print records as JSON instead of text
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// The most a file named on the command line (`--source ID=@FILE`,
-    /// `--schema FILE`) or text piped on stdin may hold, in bytes (`K`,
+    /// The most a file or URL named on the command line (`--source ID=@FILE`,
+    /// `--schema FILE`, `-a`, `-f`) or text piped on stdin may hold, in bytes (`K`,
     /// `M`, `G` suffixes are powers of 1024)
     #[arg(
         long,
@@ -89,6 +105,9 @@ pub enum Command {
     /// Where the configuration file is, and the settings in force
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Save provider keys in a file only you can read (used when the environment variable is unset)
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout
@@ -122,9 +141,12 @@ pub struct ServeArgs {
     pub pass_client_key: bool,
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The largest request body the proxy accepts, in bytes
-    #[arg(long, default_value_t = 8 * 1024 * 1024, value_name = "BYTES")]
-    pub body_limit: usize,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// The largest request body the proxy accepts, in bytes (`K`, `M`, `G` suffixes are powers of
+    /// 1024)
+    #[arg(long, default_value = "8M", value_name = "BYTES", value_parser = parse_size)]
+    pub body_limit: u64,
     /// The longest a client may take to send a request's headers, then its body (slow clients are dropped)
     #[arg(long, default_value_t = 30, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub read_timeout: u64,
@@ -171,6 +193,34 @@ pub enum ConfigCommand {
     Show,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Save a key: `openai`, `anthropic`, or the variable a configured profile reads (the key is
+    /// read from stdin unless --value gives it)
+    Set(KeysSetArgs),
+    /// Print a saved key
+    Get(KeyNameArgs),
+    /// List the names of the saved keys (never the keys)
+    List,
+    /// Print the key file's path
+    Path,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysSetArgs {
+    /// The key's name: `openai`, `anthropic`, or a variable's name
+    pub name: String,
+    /// The key itself (else read from stdin; on a terminal, typed after a prompt)
+    #[arg(long, value_name = "KEY")]
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyNameArgs {
+    /// The key's name
+    pub name: String,
+}
+
 #[derive(Debug, Args)]
 pub struct ConversationsArgs {
     /// How many to list
@@ -202,15 +252,36 @@ pub struct ModelArgs {
     pub model: Option<String>,
 }
 
+/// The key of a command that calls models: shared by the turn commands and
+/// `serve`.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The API key for this command's model calls, or the name of a saved key (`skein keys`);
+    /// instead of the environment and the key file
+    #[arg(long, value_name = "KEY|NAME")]
+    pub key: Option<String>,
+}
+
 /// How one turn runs, besides where: shared by `prompt`, `reply`, `fork`
 /// and `chat` (where it applies to every line).
 #[derive(Debug, Args)]
 pub struct TurnArgs {
     #[command(flatten)]
     pub request: RequestArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
     /// Do not record the turn (nor create a conversation for it)
-    #[arg(long)]
+    #[arg(short = 'n', long)]
     pub no_log: bool,
+    /// Print the turn's token usage on stderr after the reply
+    #[arg(short = 'u', long)]
+    pub usage: bool,
+    /// Print the reply once it is complete instead of as it is produced
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Print only the first fenced code block of the reply (the whole reply when it has none)
+    #[arg(short = 'x', long)]
+    pub extract: bool,
 }
 
 /// What a turn's request is made of besides its text: shared by the
@@ -225,10 +296,10 @@ pub struct RequestArgs {
     pub system: Option<String>,
     #[command(flatten)]
     pub tools: ToolArgs,
-    /// Ask for a reply matching a JSON Schema, given as JSON or as a file
-    /// (a value that is valid JSON is JSON); the reply is validated (and
-    /// repaired when the model allows), and only the valid reply is printed
-    #[arg(long, value_name = "JSON|FILE")]
+    /// Ask for a reply matching a JSON Schema, given as JSON, as a file, or as `llm`'s concise
+    /// fields (`'name, age int, bio: one sentence'`); the reply is validated (and repaired when
+    /// the model allows), and only the valid reply is printed
+    #[arg(long, value_name = "JSON|FILE|FIELDS")]
     pub schema: Option<String>,
     /// A generation option (repeatable): temperature (0 to 2), top_p (above
     /// 0, at most 1), seed or max_tokens (at least 1)
@@ -271,10 +342,10 @@ pub struct TemplateArgs {
 /// `reply` and `fork`.
 #[derive(Debug, Default, Args)]
 pub struct PartsArgs {
-    /// Attach a file (repeatable; `-` reads it from stdin): an image, a
-    /// PDF, audio... (its type told from its content or name), sent after
-    /// the text; refused when the model cannot take it
-    #[arg(short = 'a', long = "attachment", value_name = "FILE")]
+    /// Attach a file or an http(s) URL (repeatable; `-` reads it from stdin): an image, a PDF,
+    /// audio... (its type told from its content or name), sent after the text; refused when the
+    /// model cannot take it
+    #[arg(short = 'a', long = "attachment", value_name = "FILE|URL")]
     pub attachments: Vec<PathBuf>,
     /// Attach a file whose media type you give (repeatable), e.g. `--at
     /// scan.bin image/jpeg`
@@ -285,9 +356,9 @@ pub struct PartsArgs {
         value_names = ["FILE", "TYPE"]
     )]
     pub typed_attachments: Vec<String>,
-    /// Add a text file as a fragment (repeatable): a part of its own
-    /// before the text, stored once however many prompts share it
-    #[arg(short = 'f', long = "fragment", value_name = "FILE")]
+    /// Add a text file or an http(s) URL as a fragment (repeatable): a part of its own before
+    /// the text, stored once however many prompts share it
+    #[arg(short = 'f', long = "fragment", value_name = "FILE|URL")]
     pub fragments: Vec<PathBuf>,
 }
 
@@ -379,7 +450,7 @@ fn parse_token(value: &str) -> Result<String, String> {
 
 #[derive(Debug, Args)]
 pub struct TurnRef {
-    /// The turn's reply node (any unique prefix)
+    /// The turn's reply node (any unique prefix; a conversation's id or name stands for its head)
     #[arg(required_unless_present = "cid", conflicts_with_all = ["cid", "turn"])]
     pub node: Option<String>,
     /// The conversation (with --turn)
@@ -496,7 +567,7 @@ pub struct ContinueArgs {
     /// Continue the most recently updated conversation
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
-    /// Continue the conversation with this id (any unique prefix)
+    /// Continue the conversation with this id (any unique prefix) or name
     #[arg(long, value_name = "ID")]
     pub cid: Option<String>,
     /// Name a new conversation (not 4 to 64 hex digits: an id wins over a name)
@@ -514,7 +585,8 @@ pub struct ChatArgs {
 
 #[derive(Debug, Args)]
 pub struct ReplyArgs {
-    /// The node to continue from (any unique prefix of its id)
+    /// The node to continue from (any unique prefix of its id; a conversation's id or name stands
+    /// for its head)
     pub node: String,
     /// The reply text; text piped on stdin is added after it, following a
     /// blank line (with no TEXT, stdin is the text)
@@ -527,7 +599,7 @@ pub struct ReplyArgs {
 
 #[derive(Debug, Args)]
 pub struct ForkArgs {
-    /// The node the new conversation starts at
+    /// The node the new conversation starts at (a conversation's id or name stands for its head)
     #[arg(required_unless_present = "from_rerun")]
     pub node: Option<String>,
     /// Start from a rerun's counterfactual answer instead (its removals
@@ -547,9 +619,14 @@ pub struct ForkArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Show the messages of this conversation instead of recent turns (with
-    /// -m, -q or -u: only that conversation's turns)
-    #[arg(long, value_name = "ID", conflicts_with = "current")]
+    /// Show the messages of this conversation (id or name) instead of recent turns (with -m, -q,
+    /// -u, -r or -n: only that conversation's turns)
+    #[arg(
+        long,
+        visible_alias = "conversation",
+        value_name = "ID",
+        conflicts_with = "current"
+    )]
     pub cid: Option<String>,
     /// The most recently updated conversation, as with --cid
     #[arg(short = 'c', long)]
@@ -567,9 +644,12 @@ pub struct LogArgs {
     /// One line per turn (or per message)
     #[arg(short, long)]
     pub short: bool,
-    /// How many recent turns to show
-    #[arg(short = 'n', long, default_value_t = 10, value_name = "N")]
-    pub count: usize,
+    /// How many recent turns to show [default: 10]
+    #[arg(short = 'n', long, value_name = "N")]
+    pub count: Option<usize>,
+    /// Print only the text of the last reply (of the turns the other flags choose)
+    #[arg(short = 'r', long, conflicts_with_all = ["short", "usage"])]
+    pub response: bool,
 }
 
 #[derive(Debug, Args)]
@@ -583,14 +663,15 @@ pub struct PrepareArgs {
     /// After the most recently updated conversation's history
     #[arg(short = 'c', long = "continue", conflicts_with = "cid")]
     pub continue_last: bool,
-    /// After the history of the conversation with this id (any unique prefix)
+    /// After the history of the conversation with this id (any unique prefix) or name
     #[arg(long, value_name = "ID")]
     pub cid: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct UsageArgs {
-    /// A node: the runs that produced it (any unique prefix) [default: the most recently updated
+    /// A node: the runs that produced it (any unique prefix; a conversation's name stands for its
+    /// head) [default: the most recently updated
     /// conversation]
     #[arg(conflicts_with_all = ["cid", "family", "run", "sequence"])]
     pub node: Option<String>,
@@ -635,7 +716,7 @@ pub struct InspectNameArgs {
 
 #[derive(Debug, Args)]
 pub struct TreeArgs {
-    /// A conversation id (default: the most recently updated)
+    /// A conversation's id (any unique prefix) or name (default: the most recently updated)
     pub id: Option<String>,
     /// Draw at most this many nodes
     #[arg(long, default_value_t = 500, value_name = "N")]
@@ -659,7 +740,7 @@ pub struct SearchArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The node (any unique prefix of its id)
+    /// The node (any unique prefix of its id; a conversation's id or name stands for its head)
     pub node: String,
 }
 
@@ -690,33 +771,156 @@ pub struct ImportArgs {
     pub max_line_mib: u32,
 }
 
-/// The command line with `prompt` put in front of a first argument that is
-/// not a command: `skein "hello" -m echo` is `skein prompt "hello" -m echo`.
+/// The commands of `llm` (0.36) that skein has no command for, each with
+/// where skein does that job. Such a word is never sent as a prompt.
+const LLM_ONLY_COMMANDS: &[(&str, &str)] = &[
+    (
+        "aliases",
+        "name a model with `skein models default NAME` or a profile of the engine directory",
+    ),
+    (
+        "templates",
+        "configured prompts live in the engine directory: `skein prompt -t ID`, `skein inspect prompt ID`",
+    ),
+    ("schemas", "give a schema to a turn with `--schema`"),
+    ("fragments", "add a file to a turn with `-f FILE`"),
+    (
+        "plugins",
+        "skein's models are built in: `skein models list`",
+    ),
+    (
+        "install",
+        "skein's models are built in: `skein models list`, `skein models pull`",
+    ),
+    (
+        "uninstall",
+        "skein's models are built in: `skein models list`",
+    ),
+    (
+        "openai",
+        "OpenAI models are `-m openai:MODEL`: `skein models list`",
+    ),
+    ("embed", "skein keeps no embedding collections"),
+    ("embed-models", "skein keeps no embedding collections"),
+    ("embed-multi", "skein keeps no embedding collections"),
+    (
+        "similar",
+        "find messages by their words with `skein search`",
+    ),
+    ("collections", "skein keeps no embedding collections"),
+];
+
+/// What the first argument after the global options is, for
+/// [`with_implicit_prompt`].
+enum FirstArg {
+    /// None at all.
+    Nothing,
+    /// A command, an alias or `help`; or an option that is not the
+    /// prompt's (`--help`, `--version`, a mistake): clap's to handle.
+    ForClap,
+    /// An option of `prompt` (`-m`, `-c`, `--no-log`, ...).
+    PromptOption,
+    /// A command of `llm` that skein lacks, with where skein does its job.
+    LlmOnly(&'static str, &'static str),
+    /// Text that is no command nor likely typo of one.
+    Text,
+}
+
+/// The command line with `prompt` put in front of what is a prompt's:
+/// `skein -m echo "hello"` is `skein prompt -m echo "hello"`, and `echo hi
+/// | skein` is `skein prompt`.
 ///
-/// The rule (docs/cli.md): after the global options (`--db`, `--json`,
-/// `--max-input`), a first argument that is neither a command nor an
-/// alias, does not start with `-`, and is not one edit away from a
-/// command (`lgo`, a likely typo of `log`, stays an error with clap's
-/// suggestion) is the text of a prompt.
-pub fn with_implicit_prompt(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+/// The rule (docs/cli.md): after the global options (`--db`/`-d`,
+/// `--json`, `--max-input`), the command line is a prompt's when it starts
+/// with an option of `prompt`, when it is empty and stdin is not a
+/// terminal, or when its first word is text that cannot be mistaken for a
+/// command: neither a command nor an alias (nor `help`), nor one edit
+/// away from one (`lgo`, a likely typo of `log`, stays an error with
+/// clap's suggestion), nor a command of `llm` that skein lacks
+/// (`templates`, `plugins`, ...), which is an error saying where skein
+/// does that job. Which options are global and which are `prompt`'s is
+/// read from the definitions above, never listed twice.
+pub fn with_implicit_prompt(
+    args: impl IntoIterator<Item = OsString>,
+    stdin_is_terminal: bool,
+) -> Result<Vec<OsString>, clap::Error> {
     let mut args: Vec<OsString> = args.into_iter().collect();
-    let mut first = 1;
-    while let Some(arg) = args.get(first).map(|arg| arg.to_string_lossy()) {
-        first += match arg.as_ref() {
-            "--json" => 1,
-            "--db" | "--max-input" => 2,
-            other if other.starts_with("--db=") || other.starts_with("--max-input=") => 1,
-            _ => break,
+    let command = Cli::command();
+    let first = first_after_globals(&command, &args);
+    let prompt = match classify(&command, args.get(first)) {
+        FirstArg::Nothing => !stdin_is_terminal,
+        FirstArg::PromptOption | FirstArg::Text => true,
+        FirstArg::ForClap => false,
+        FirstArg::LlmOnly(word, instead) => {
+            return Err(command.clone().error(
+                clap::error::ErrorKind::InvalidSubcommand,
+                format!(
+                    "skein has no `{word}` command (it is `llm`'s; {instead}); \
+                     to send `{word}` to a model, write `skein prompt {word}`"
+                ),
+            ));
+        }
+    };
+    if prompt {
+        args.insert(first, OsString::from("prompt"));
+    }
+    Ok(args)
+}
+
+/// The index of the first argument after the global options.
+fn first_after_globals(command: &clap::Command, args: &[OsString]) -> usize {
+    let globals: Vec<&clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .collect();
+    let mut index = 1;
+    while let Some(arg) = args.get(index).map(|arg| arg.to_string_lossy()) {
+        let Some(global) = globals.iter().find(|global| names(global, &arg)) else {
+            break;
+        };
+        let value_attached = arg.contains('=') || (!arg.starts_with("--") && arg.len() > 2);
+        index += match global.get_action().takes_values() && !value_attached {
+            true => 2,
+            false => 1,
         };
     }
-    let Some(arg) = args
-        .get(first)
-        .map(|arg| arg.to_string_lossy().into_owned())
-    else {
-        return args;
+    index
+}
+
+/// Whether the option `arg` (`--long`, `--long=VALUE`, `-s`, `-sVALUE`)
+/// is `option`'s.
+fn names(option: &clap::Arg, arg: &str) -> bool {
+    if let Some(long) = arg.strip_prefix("--") {
+        let long = long.split_once('=').map_or(long, |(name, _)| name);
+        return !long.is_empty()
+            && (option.get_long() == Some(long)
+                || option
+                    .get_all_aliases()
+                    .is_some_and(|aliases| aliases.contains(&long)));
+    }
+    let short = arg.strip_prefix('-').and_then(|rest| rest.chars().next());
+    short.is_some_and(|short| {
+        option.get_short() == Some(short)
+            || option
+                .get_all_short_aliases()
+                .is_some_and(|aliases| aliases.contains(&short))
+    })
+}
+
+fn classify(command: &clap::Command, arg: Option<&OsString>) -> FirstArg {
+    let Some(arg) = arg.map(|arg| arg.to_string_lossy().into_owned()) else {
+        return FirstArg::Nothing;
     };
-    let command = Cli::command();
-    let names: Vec<String> = command
+    if arg.starts_with('-') && arg != "-" {
+        let prompt = command
+            .find_subcommand("prompt")
+            .expect("`prompt` is a command");
+        return match prompt.get_arguments().any(|option| names(option, &arg)) {
+            true => FirstArg::PromptOption,
+            false => FirstArg::ForClap,
+        };
+    }
+    let commands: Vec<String> = command
         .get_subcommands()
         .flat_map(|sub| {
             std::iter::once(sub.get_name().to_string())
@@ -724,34 +928,47 @@ pub fn with_implicit_prompt(args: impl IntoIterator<Item = OsString>) -> Vec<OsS
         })
         .chain(["help".to_string()])
         .collect();
-    let likely_typo = |word: &str| {
-        word.len() >= 3
-            && !word.contains(char::is_whitespace)
-            && names
-                .iter()
-                .any(|name| strsim::osa_distance(&word.to_lowercase(), name) <= 1)
-    };
-    if arg.starts_with('-') || names.contains(&arg) || likely_typo(&arg) {
-        return args;
+    if commands.contains(&arg) {
+        return FirstArg::ForClap;
     }
-    args.insert(first, OsString::from("prompt"));
-    args
+    let typo_of = |name: &str| {
+        arg.len() >= 3
+            && !arg.contains(char::is_whitespace)
+            && strsim::osa_distance(&arg.to_lowercase(), name) <= 1
+    };
+    if let Some((word, instead)) = LLM_ONLY_COMMANDS.iter().find(|(word, _)| *word == arg) {
+        return FirstArg::LlmOnly(word, instead);
+    }
+    if commands.iter().any(|name| typo_of(name)) {
+        return FirstArg::ForClap;
+    }
+    match LLM_ONLY_COMMANDS.iter().find(|(word, _)| typo_of(word)) {
+        Some((word, instead)) => FirstArg::LlmOnly(word, instead),
+        None => FirstArg::Text,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn implicit(args: &[&str]) -> Vec<String> {
+    fn implicit_on(args: &[&str], stdin_is_terminal: bool) -> Result<Vec<String>, clap::Error> {
         with_implicit_prompt(
             std::iter::once("skein")
                 .chain(args.iter().copied())
                 .map(OsString::from),
+            stdin_is_terminal,
         )
-        .into_iter()
-        .skip(1)
-        .map(|arg| arg.into_string().unwrap())
-        .collect()
+        .map(|args| {
+            args.into_iter()
+                .skip(1)
+                .map(|arg| arg.into_string().unwrap())
+                .collect()
+        })
+    }
+
+    fn implicit(args: &[&str]) -> Vec<String> {
+        implicit_on(args, true).unwrap()
     }
 
     #[test]
@@ -768,6 +985,10 @@ mod tests {
             implicit(&["--db=x.db", "hello"]),
             ["--db=x.db", "prompt", "hello"]
         );
+        assert_eq!(
+            implicit(&["-d", "x.db", "hello"]),
+            ["-d", "x.db", "prompt", "hello"]
+        );
         // Commands, aliases, options and likely typos are left to clap.
         for kept in [
             &["log"][..],
@@ -775,12 +996,65 @@ mod tests {
             &["models"],
             &["help"],
             &["--version"],
+            &["--help"],
+            &["--bogus", "x"],
             &["lgo"],
             &["tre"],
         ] {
             assert_eq!(implicit(kept), kept, "{kept:?}");
         }
         assert!(implicit(&[]).is_empty());
+    }
+
+    #[test]
+    fn prompt_options_before_the_text_make_a_prompt() {
+        assert_eq!(
+            implicit(&["-m", "echo", "hi"]),
+            ["prompt", "-m", "echo", "hi"]
+        );
+        assert_eq!(implicit(&["-c", "more"]), ["prompt", "-c", "more"]);
+        assert_eq!(
+            implicit(&["--json", "-mecho", "hi"]),
+            ["--json", "prompt", "-mecho", "hi"]
+        );
+        assert_eq!(
+            implicit(&["--model=echo", "hi"]),
+            ["prompt", "--model=echo", "hi"]
+        );
+        assert_eq!(implicit(&["--no-log", "hi"]), ["prompt", "--no-log", "hi"]);
+    }
+
+    #[test]
+    fn stdin_alone_is_a_prompt_only_when_piped() {
+        assert_eq!(implicit_on(&[], false).unwrap(), ["prompt"]);
+        assert_eq!(
+            implicit_on(&["--json"], false).unwrap(),
+            ["--json", "prompt"]
+        );
+        assert!(implicit_on(&[], true).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_llm_command_skein_lacks_is_refused_not_sent() {
+        // Their likely typos too (`template`), named as the command meant.
+        for word in ["templates", "aliases", "plugins", "install", "embed"] {
+            let error = implicit_on(&[&word[..word.len() - 1]], true).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("skein has no `{word}` command")),
+                "{error}"
+            );
+        }
+        for word in ["templates", "aliases", "plugins", "install", "embed"] {
+            let error = implicit_on(&[word, "list"], false).unwrap_err();
+            assert_eq!(error.exit_code(), 2);
+            let shown = error.to_string();
+            assert!(
+                shown.contains(&format!("skein has no `{word}` command")),
+                "{shown}"
+            );
+        }
     }
 
     #[test]

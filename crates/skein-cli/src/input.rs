@@ -1,9 +1,10 @@
 /*!
 What the command line names for a turn, read within `--max-input`: files
-given to `--source ID=@FILE`, `--schema FILE`, `-f` and `-a`, and what is
-piped on stdin. A read that would go past the limit stops there with an
-error naming the input and the limit, so `--source x=@/dev/zero` cannot
-fill memory.
+given to `--source ID=@FILE`, `--schema FILE`, `-f` and `-a` (which also
+take an http(s) URL, fetched), and what is piped on stdin. A read that
+would go past the limit stops there with an error naming the input and the
+limit, so `--source x=@/dev/zero` (or an endless download) cannot fill
+memory.
 */
 
 use crate::flags::{PartsArgs, SourceText};
@@ -86,7 +87,8 @@ pub fn sources(sources: Vec<(String, SourceText)>) -> Result<Vec<(String, String
         .collect()
 }
 
-/// A `--schema` value: JSON when it is valid JSON, else a file of JSON;
+/// A `--schema` value: JSON when it is valid JSON, else a file of JSON,
+/// else `llm`'s concise syntax (`name, age int`, see [`concise_schema`]);
 /// either way a JSON object.
 pub fn schema(value: &str) -> Result<serde_json::Value> {
     let schema: serde_json::Value = match serde_json::from_str(value) {
@@ -94,9 +96,13 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
         Err(json_error) => {
             let path = Path::new(value);
             if !path.exists() {
+                if let Some(concise) = concise_schema(value) {
+                    return concise;
+                }
                 bail!(
-                    "--schema `{value}` is neither JSON ({json_error}) nor a file that exists: \
-                     give a JSON Schema object, or the path of a file holding one"
+                    "--schema `{value}` is neither JSON ({json_error}), nor a file that exists, \
+                     nor fields as `name, age int, bio: a description`: give a JSON Schema object, \
+                     the path of a file holding one, or fields"
                 );
             }
             let text = file(path, "the --schema file")?;
@@ -110,6 +116,69 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
     Ok(schema)
 }
 
+/// `llm`'s concise schema: fields separated by commas (or by newlines,
+/// when there are any), each `name [type][: description]`, the type one of
+/// `str` (the default), `int`, `float`, `bool`; every field required.
+/// `None` when `value` does not read as fields (a name that is not a word,
+/// as a mistyped file name is not), so the caller can say what it is not.
+fn concise_schema(value: &str) -> Option<Result<serde_json::Value>> {
+    let separator = if value.contains('\n') { '\n' } else { ',' };
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for field in value
+        .split(separator)
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+    {
+        let (declaration, description) = match field.split_once(':') {
+            Some((declaration, description)) => (declaration.trim(), Some(description.trim())),
+            None => (field, None),
+        };
+        let mut words = declaration.split_whitespace();
+        let name = words.next()?;
+        let is_word = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if !is_word {
+            return None;
+        }
+        let kind = match words.next() {
+            None | Some("str") => "string",
+            Some("int") => "integer",
+            Some("float") => "number",
+            Some("bool") => "boolean",
+            Some(other) => {
+                return Some(Err(anyhow!(
+                    "--schema field `{name}` has the type `{other}`: the types are str, int, float and bool"
+                )));
+            }
+        };
+        if let Some(extra) = words.next() {
+            return Some(Err(anyhow!(
+                "--schema field `{field}` has `{extra}` after its type: write `name [type][: description]`"
+            )));
+        }
+        let mut property = serde_json::json!({ "type": kind });
+        if let Some(description) = description.filter(|d| !d.is_empty()) {
+            property["description"] = description.into();
+        }
+        if properties.insert(name.to_string(), property).is_some() {
+            return Some(Err(anyhow!("--schema names the field `{name}` twice")));
+        }
+        required.push(name.to_string());
+    }
+    if properties.is_empty() {
+        return None;
+    }
+    Some(Ok(serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    })))
+}
+
 /// What is piped on stdin, as text (`None` on a terminal).
 fn piped_text() -> Result<Option<String>> {
     let stdin = std::io::stdin();
@@ -121,28 +190,31 @@ fn piped_text() -> Result<Option<String>> {
 
 /// The message a turn sends. Without `-a` or `-f` it is the turn's text
 /// ([`turn_text`]); with them, a message of parts ([`parts_message`]).
-pub fn turn_input(text: Option<String>, parts: &PartsArgs) -> Result<TurnInput> {
+pub async fn turn_input(text: Option<String>, parts: &PartsArgs) -> Result<TurnInput> {
     if parts.is_empty() {
         return Ok(TurnInput::text(turn_text(text)?));
     }
-    Ok(TurnInput::from(parts_message(text, parts)?))
+    Ok(TurnInput::from(parts_message(text, parts).await?))
 }
 
 /// The user message of a turn that may have none (one rendering a
 /// configured prompt): as [`turn_input`], but `None` when there is neither
 /// text nor a part.
-pub fn optional_turn_message(text: Option<String>, parts: &PartsArgs) -> Result<Option<Message>> {
+pub async fn optional_turn_message(
+    text: Option<String>,
+    parts: &PartsArgs,
+) -> Result<Option<Message>> {
     if parts.is_empty() {
         return Ok(optional_turn_text(text)?.map(Message::user));
     }
-    parts_message(text, parts).map(Some)
+    parts_message(text, parts).await.map(Some)
 }
 
 /// One user message of parts: each fragment's text, then the text (TEXT
 /// with piped text after it; either may be left out), then each
 /// attachment. `-a -` reads the attachment from stdin, which then adds no
 /// text.
-fn parts_message(text: Option<String>, parts: &PartsArgs) -> Result<Message> {
+async fn parts_message(text: Option<String>, parts: &PartsArgs) -> Result<Message> {
     let from_stdin = |path: &Path| path == Path::new("-");
     let typed: Vec<(&Path, &str)> = parts
         .typed_attachments
@@ -168,7 +240,7 @@ fn parts_message(text: Option<String>, parts: &PartsArgs) -> Result<Message> {
     };
     let mut message = Vec::new();
     for path in &parts.fragments {
-        message.push(Part::text(file(path, "the fragment")?));
+        message.push(Part::text(fragment(path).await?));
     }
     message.extend(text.filter(|text| !text.is_empty()).map(Part::text));
     let sniffed = parts.attachments.iter().map(|path| (path.as_path(), None));
@@ -176,22 +248,43 @@ fn parts_message(text: Option<String>, parts: &PartsArgs) -> Result<Message> {
         .iter()
         .map(|(path, media_type)| (*path, Some(*media_type)));
     for (path, media_type) in sniffed.chain(given) {
-        message.push(Part::Attachment(attachment(path, media_type)?));
+        message.push(Part::Attachment(attachment(path, media_type).await?));
     }
     Ok(Message::new(Role::User, message))
 }
 
-/// The attachment `-a PATH` (or `--at PATH TYPE`) names.
-fn attachment(path: &Path, media_type: Option<&str>) -> Result<Attachment> {
-    let (data, shown, name) = if path == Path::new("-") {
+/// The fragment `-f PATH` names: a file, or a URL fetched; UTF-8 text.
+async fn fragment(path: &Path) -> Result<String> {
+    let Some(url) = url_of(path) else {
+        return file(path, "the fragment");
+    };
+    let (data, _) = fetch(url, "the fragment").await?;
+    String::from_utf8(data).map_err(|_| anyhow!("the fragment {url} is not UTF-8 text"))
+}
+
+/// The attachment `-a PATH` (or `--at PATH TYPE`) names: a file, stdin
+/// (`-`), or a URL fetched.
+async fn attachment(path: &Path, media_type: Option<&str>) -> Result<Attachment> {
+    let (data, shown, name, served_type) = if path == Path::new("-") {
         let data = read_bytes_capped(std::io::stdin().lock(), "the attachment on stdin")?;
-        (data, "the attachment on stdin".to_string(), None)
+        (data, "the attachment on stdin".to_string(), None, None)
+    } else if let Some(url) = url_of(path) {
+        let (data, served) = fetch(url, "the attachment").await?;
+        // Its name, for the extension: the URL's path without the query.
+        let name = url.split(['?', '#']).next().unwrap_or(url);
+        (
+            data,
+            format!("the attachment {url}"),
+            Some(Path::new(name)),
+            served,
+        )
     } else {
         let data = file_bytes(path, "the attachment")?;
         (
             data,
             format!("the attachment {}", path.display()),
             Some(path),
+            None,
         )
     };
     if data.is_empty() {
@@ -200,8 +293,11 @@ fn attachment(path: &Path, media_type: Option<&str>) -> Result<Attachment> {
     let media_type = match media_type {
         Some(given) if skein::media::is_media_type(given) => given.to_ascii_lowercase(),
         Some(given) => bail!("`{given}` is not a media type: write TYPE/SUBTYPE, e.g. image/png"),
-        None => match skein::media::sniff(&data, name) {
-            Some(sniffed) => sniffed.to_string(),
+        None => match skein::media::sniff(&data, name)
+            .map(str::to_string)
+            .or(served_type)
+        {
+            Some(sniffed) => sniffed,
             None => bail!(
                 "cannot tell what kind of file {shown} is: give its type with --at {} TYPE (e.g. image/png)",
                 path.display()
@@ -209,6 +305,58 @@ fn attachment(path: &Path, media_type: Option<&str>) -> Result<Attachment> {
         },
     };
     Ok(Attachment { media_type, data })
+}
+
+/// The URL `path` is, when it is an http(s) URL.
+fn url_of(path: &Path) -> Option<&str> {
+    path.to_str()
+        .filter(|text| text.starts_with("http://") || text.starts_with("https://"))
+}
+
+/// The body of `url` within the limit, and the media type the server gave
+/// it. A status that is not success is an error naming it.
+async fn fetch(url: &str, what: &str) -> Result<(Vec<u8>, Option<String>)> {
+    let what = format!("{what} {url}");
+    skein::providers::http::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(120))
+        .user_agent(concat!("skein/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .with_context(|| format!("cannot fetch {what}"))?;
+    let mut response = client
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("cannot fetch {what}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        bail!("cannot fetch {what}: the server answered {status}");
+    }
+    let served = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase())
+        .filter(|value| skein::media::is_media_type(value));
+    let limit = limit();
+    let mut data = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .with_context(|| format!("cannot fetch {what}"))?
+    {
+        data.extend_from_slice(&chunk);
+        if data.len() as u64 > limit {
+            bail!(
+                "{what} is larger than {} (the --max-input limit); raise it with --max-input BYTES \
+                 (or SKEIN_MAX_INPUT) if you mean it",
+                size(limit)
+            );
+        }
+    }
+    Ok((data, served))
 }
 
 /// The text of a turn: TEXT, with text piped on stdin added after a blank
@@ -260,5 +408,33 @@ mod tests {
         assert!(not_object.contains("is not a JSON Schema"), "{not_object}");
         let neither = schema("nonexistent.json").unwrap_err().to_string();
         assert!(neither.contains("neither JSON"), "{neither}");
+    }
+
+    #[test]
+    fn a_concise_schema_is_llms_fields_syntax() {
+        assert_eq!(
+            schema("name, age int, score float, ok bool").unwrap(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"}, "age": {"type": "integer"},
+                    "score": {"type": "number"}, "ok": {"type": "boolean"}
+                },
+                "required": ["name", "age", "score", "ok"]
+            })
+        );
+        // Newlines separate when there are any, so a description may hold commas.
+        let described = schema("name: the dog's name, in full\nage int: in years").unwrap();
+        assert_eq!(
+            described["properties"]["name"]["description"],
+            "the dog's name, in full"
+        );
+        assert_eq!(described["properties"]["age"]["type"], "integer");
+        let bad_type = schema("age integer").unwrap_err().to_string();
+        assert!(bad_type.contains("str, int, float and bool"), "{bad_type}");
+        let twice = schema("a, a int").unwrap_err().to_string();
+        assert!(twice.contains("twice"), "{twice}");
+        let extra = schema("age int extra").unwrap_err().to_string();
+        assert!(extra.contains("after its type"), "{extra}");
     }
 }

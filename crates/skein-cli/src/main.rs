@@ -15,7 +15,10 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = flags::Cli::parse_from(flags::with_implicit_prompt(std::env::args_os()));
+    use std::io::IsTerminal;
+    let args = flags::with_implicit_prompt(std::env::args_os(), std::io::stdin().is_terminal())
+        .unwrap_or_else(|error| error.exit());
+    let cli = flags::Cli::parse_from(args);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

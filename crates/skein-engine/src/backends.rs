@@ -60,8 +60,10 @@ impl Providers {
                 None => return Ok(ResolvedCredential::None),
             },
         };
-        match std::env::var(&variable) {
-            Ok(value) if !value.is_empty() => Ok(ResolvedCredential::Env(variable)),
+        // The one lookup of a variable's key: the command's key, the
+        // environment, then the key file.
+        match Credential::env(variable.clone()).resolve() {
+            Ok(Some(_)) => Ok(ResolvedCredential::Env(variable)),
             _ => Err(EngineError::CredentialVariableUnset {
                 variable,
                 profile: profile.name.clone(),

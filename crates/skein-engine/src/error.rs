@@ -24,9 +24,12 @@ pub enum EngineError {
          (known profiles: {})", .known.join(", ")
     )]
     ProfileRequired { known: Vec<String> },
-    /// The profile's credential variable is not set.
+    /// The profile's credential variable is not set, and the key file
+    /// holds no key for it.
     #[error(
-        "the environment variable {variable} is not set: export {variable}=<your key> (profile `{profile}`)"
+        "the environment variable {variable} is not set: export {variable}=<your key>, or save the key \
+         with `skein keys set {}` (profile `{profile}`)",
+        skein_providers::http::keys::stored_name(.variable)
     )]
     CredentialVariableUnset { variable: String, profile: String },
     /// The profile needs an explicit credential and the request has none.

@@ -243,8 +243,9 @@ fn variable(name: &str) -> Option<String> {
 }
 
 /// The key of a model name's backend, read on every call from the kind's
-/// variable when it is set now. A custom base URL may go without a key (a
-/// local server); the service's own URL may not.
+/// variable (or the key file, see [`crate::http::keys`]) when it has one
+/// now. A custom base URL may go without a key (a local server); the
+/// service's own URL may not.
 fn credential(kind: &BackendKind) -> Result<Credential, CredentialError> {
     let Some(key) = kind.default_credential_variable() else {
         return Ok(Credential::None);
@@ -253,14 +254,13 @@ fn credential(kind: &BackendKind) -> Result<Credential, CredentialError> {
         kind,
         BackendKind::Openai { base_url: Some(_) } | BackendKind::Anthropic { base_url: Some(_) }
     );
-    if variable(key).is_some() {
-        Ok(Credential::env(key))
-    } else if custom_url {
-        Ok(Credential::None)
-    } else {
-        Err(CredentialError::Missing {
-            variable: key.to_string(),
-        })
+    match Credential::env(key).resolve() {
+        Ok(_) => Ok(Credential::env(key)),
+        Err(CredentialError::Missing { .. } | CredentialError::Empty { .. }) if custom_url => {
+            Ok(Credential::None)
+        }
+        Err(CredentialError::Empty { variable }) => Err(CredentialError::Missing { variable }),
+        Err(error) => Err(error),
     }
 }
 

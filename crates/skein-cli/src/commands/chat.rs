@@ -50,6 +50,7 @@ Ctrl-C stops a reply as it is written: nothing of it is recorded.";
 const END_MULTI: &str = "!end";
 
 pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
+    ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
     let conversation = match stored {
@@ -355,7 +356,8 @@ impl Session<'_> {
                 query: None,
                 usage: true,
                 short: true,
-                count: 10,
+                count: Some(10),
+                response: false,
             },
         )
         .map(drop)

@@ -27,7 +27,11 @@ pub fn log(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
         (None, true) => Some(ctx.latest_conversation()?),
         (None, false) => None,
     };
-    let turns = args.model.is_some() || args.query.is_some() || args.usage;
+    let turns = args.model.is_some()
+        || args.query.is_some()
+        || args.usage
+        || args.count.is_some()
+        || args.response;
     match conversation {
         Some(conversation) if !turns => log_conversation(ctx, &conversation, args.short),
         conversation => log_recent(ctx, &args, conversation.as_ref()),
@@ -141,6 +145,35 @@ fn log_conversation(
     Ok(ExitCode::SUCCESS)
 }
 
+/// How many turns `log` shows without `-n`.
+const DEFAULT_TURNS: usize = 10;
+
+/// `log -r`: the reply text of the last turn chosen, as it was written.
+fn last_response(
+    ctx: &Context,
+    last: Option<(&skein::store::RunRecord, Option<&str>)>,
+) -> Result<ExitCode> {
+    let Some((run, reply)) = last else {
+        return Err(anyhow::Error::new(crate::exit::ExitWith(
+            crate::exit::NOT_FOUND,
+            "no turns match: there is no response to print".into(),
+        )));
+    };
+    let Some(reply) = reply else {
+        return Err(anyhow::anyhow!(
+            "the last turn ({} on {}) failed and has no response: {}",
+            run.id.as_str().chars().take(12).collect::<String>(),
+            run.model,
+            run.error.as_deref().unwrap_or("no error was recorded")
+        ));
+    };
+    if ctx.json {
+        return print_json(&json!({ "run": run, "reply": reply }));
+    }
+    outln!("{reply}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Recent turns, newest `count` last, optionally of one conversation and
 /// filtered by model and by words (through `Store::search`). With `usage`,
 /// each turn's tokens and the totals.
@@ -150,6 +183,10 @@ fn log_recent(
     conversation: Option<&ConversationRecord>,
 ) -> Result<ExitCode> {
     let filtering = args.model.is_some() || args.query.is_some();
+    let count = match args.response {
+        true => 1,
+        false => args.count.unwrap_or(DEFAULT_TURNS),
+    };
     let mut runs = match conversation {
         Some(conversation) => {
             let mut runs = ctx.store.runs_of_conversation(&conversation.id)?;
@@ -157,7 +194,7 @@ fn log_recent(
             runs
         }
         None if filtering => ctx.store.recent_runs(usize::MAX >> 1)?,
-        None => ctx.store.recent_runs(args.count)?,
+        None => ctx.store.recent_runs(count)?,
     };
     if let Some(model) = &args.model {
         runs.retain(|run| {
@@ -176,14 +213,20 @@ fn log_recent(
         }
     };
     let selected = match &args.query {
-        Some(text) => matching_runs(ctx, text, conversation, &runs, args.count)?,
-        None => runs.iter().take(args.count).collect(),
+        Some(text) => matching_runs(ctx, text, conversation, &runs, count)?,
+        None => runs.iter().take(count).collect(),
     };
     let mut rows = Vec::new();
     for run in selected {
         rows.push((run, text_of(run.input_head)?, text_of(run.output_head)?));
     }
     rows.reverse();
+    if args.response {
+        return last_response(
+            ctx,
+            rows.last().map(|(run, _, reply)| (*run, reply.as_deref())),
+        );
+    }
     // The totals of the turns shown, by the one definition every total uses.
     let totals = args.usage.then(|| {
         Totals::of(

@@ -6,6 +6,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 mod chat;
 mod configured;
 mod inspect;
+mod keys;
 mod models;
 mod recorded;
 mod serve;
@@ -48,9 +49,22 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(mcp) = mcp {
         tools::declare(mcp)?;
     }
+    keys::use_for_this_command(key_args(&cli.command).and_then(|args| args.key.as_deref()))?;
     let outcome = dispatch(cli).await;
     tools::close().await;
     outcome
+}
+
+/// The `--key` of a command that calls models.
+fn key_args(command: &Command) -> Option<&crate::flags::KeyArgs> {
+    match command {
+        Command::Prompt(args) => Some(&args.turn.key),
+        Command::Chat(args) => Some(&args.turn.key),
+        Command::Reply(args) => Some(&args.turn.key),
+        Command::Fork(args) => Some(&args.turn.key),
+        Command::Serve(args) => Some(&args.key),
+        _ => None,
+    }
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -62,6 +76,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             return models::run(command, cli.json);
         }
         Command::Config(command) => return settings::run(command, cli.db.as_deref(), cli.json),
+        Command::Keys(command) => return keys::run(command, cli.json),
         Command::Tools(_) => return tools::list(cli.json).await,
         Command::Completions(args) => return settings::completions(args),
         Command::Man => return settings::man(),
@@ -78,31 +93,87 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(path) => path,
         None => default_db_path()?.0,
     };
-    let store = open_store(&path, open_mode(&command))?;
+    let fresh = is_missing_file(&path);
+    // A turn that records nothing never creates the database: with no
+    // database to read history from, it runs on a scratch one that
+    // vanishes with the command.
+    let scratch = match (fresh, unrecorded_new_turn(&command)) {
+        (true, true) => Some(tempfile::tempdir().context("cannot make a scratch directory")?),
+        _ => None,
+    };
+    let opened = match &scratch {
+        Some(dir) => open_store(&dir.path().join("scratch.db"), OpenMode::Create),
+        None => open_store(&path, open_mode(&command)),
+    };
     let ctx = Context {
-        store,
+        store: opened?,
         json: cli.json,
     };
+    let importing = matches!(command, Command::Import(_));
+    let outcome = run_command(&ctx, command).await;
+    drop(ctx);
+    drop(scratch);
+    // An import is all or nothing: a failed one into a database it created
+    // leaves no empty file behind.
+    if importing && fresh && outcome.is_err() {
+        remove_database_files(&path);
+    }
+    outcome
+}
+
+/// Whether `path` names a SQLite file that does not exist (a PostgreSQL
+/// URL is never created by skein, so it never counts).
+fn is_missing_file(path: &Path) -> bool {
+    let url = path
+        .to_str()
+        .is_some_and(skein::store::location::is_postgres_url);
+    !url && !path.exists()
+}
+
+/// A `--no-log` turn that continues nothing: it needs no database at all.
+fn unrecorded_new_turn(command: &Command) -> bool {
     match command {
-        Command::Prompt(args) => turns::prompt(&ctx, args).await,
-        Command::Chat(args) => chat::chat(&ctx, args).await,
-        Command::Reply(args) => turns::reply(&ctx, args).await,
-        Command::Fork(args) => turns::fork(&ctx, args).await,
-        Command::Log(args) => inspect::log(&ctx, args),
-        Command::Search(args) => inspect::search(&ctx, args),
-        Command::Tree(args) => inspect::tree(&ctx, args).await,
-        Command::Show(args) => inspect::show(&ctx, args),
-        Command::Export(args) => transfer::export(&ctx, args),
-        Command::Import(args) => transfer::import(&ctx, args),
-        Command::Verify => transfer::verify(&ctx),
-        Command::Serve(args) => serve::serve(&ctx, args).await,
-        Command::Conversations(args) => inspect::conversations(&ctx, args),
-        Command::Explain(args) => recorded::explain(&ctx, args).await,
-        Command::Rerun(args) => recorded::rerun(&ctx, args).await,
-        Command::Usage(args) => usage::usage(&ctx, args),
+        Command::Prompt(args) => {
+            args.turn.no_log && !args.conversation.continue_last && args.conversation.cid.is_none()
+        }
+        Command::Chat(args) => {
+            args.turn.no_log && !args.conversation.continue_last && args.conversation.cid.is_none()
+        }
+        _ => false,
+    }
+}
+
+/// Remove a SQLite database and its journal files.
+fn remove_database_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
+}
+
+async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Prompt(args) => turns::prompt(ctx, args).await,
+        Command::Chat(args) => chat::chat(ctx, args).await,
+        Command::Reply(args) => turns::reply(ctx, args).await,
+        Command::Fork(args) => turns::fork(ctx, args).await,
+        Command::Log(args) => inspect::log(ctx, args),
+        Command::Search(args) => inspect::search(ctx, args),
+        Command::Tree(args) => inspect::tree(ctx, args).await,
+        Command::Show(args) => inspect::show(ctx, args),
+        Command::Export(args) => transfer::export(ctx, args),
+        Command::Import(args) => transfer::import(ctx, args),
+        Command::Verify => transfer::verify(ctx),
+        Command::Serve(args) => serve::serve(ctx, args).await,
+        Command::Conversations(args) => inspect::conversations(ctx, args),
+        Command::Explain(args) => recorded::explain(ctx, args).await,
+        Command::Rerun(args) => recorded::rerun(ctx, args).await,
+        Command::Usage(args) => usage::usage(ctx, args),
         Command::Prepare(args) => turns::prepare(Some(&ctx.store), ctx.json, args).await,
         Command::Models(_)
         | Command::Config(_)
+        | Command::Keys(_)
         | Command::Tools(_)
         | Command::Completions(_)
         | Command::Man
@@ -127,6 +198,11 @@ fn open_mode(command: &Command) -> OpenMode {
         | Command::Conversations(_)
         | Command::Export(_)
         | Command::Verify => OpenMode::ReadOnly,
+        // A turn that records nothing only reads the history it continues.
+        Command::Prompt(args) if args.turn.no_log => OpenMode::ReadOnly,
+        Command::Chat(args) if args.turn.no_log => OpenMode::ReadOnly,
+        Command::Reply(args) if args.turn.no_log => OpenMode::ReadOnly,
+        Command::Fork(args) if args.turn.no_log => OpenMode::ReadOnly,
         Command::Serve(args) if args.read_only => OpenMode::ReadOnly,
         // The web view acts on the graph; only the proxy creates one.
         Command::Serve(args) if !args.proxy => OpenMode::Existing,
@@ -171,13 +247,71 @@ fn default_db_path() -> Result<(PathBuf, crate::config::Source)> {
 }
 
 impl Context {
-    pub fn node(&self, prefix: &str) -> Result<NodeId> {
-        Ok(self.store.resolve_node(prefix)?)
+    /// The node `text` names: a node id (any unique prefix), else a
+    /// conversation (its id or name, through the store's one resolver)
+    /// standing for its head. A node id wins over a conversation.
+    pub fn node(&self, text: &str) -> Result<NodeId> {
+        let node_error = match self.store.resolve_node(text) {
+            Ok(node) => return Ok(node),
+            Err(error @ (StoreError::UnknownPrefix { .. } | StoreError::NotAnId(_))) => error,
+            Err(other) => return Err(other.into()),
+        };
+        let id = match self.store.resolve_conversation(text) {
+            Ok(id) => id,
+            Err(StoreError::ConversationNotFound(_) | StoreError::UnknownPrefix { .. }) => {
+                return Err(anyhow::Error::new(ExitWith(
+                    NOT_FOUND,
+                    format!("{node_error}, and no conversation has that id or name"),
+                )));
+            }
+            Err(other) => return Err(other.into()),
+        };
+        let conversation = self.store.conversation(&id)?;
+        conversation.head.ok_or_else(|| {
+            anyhow::Error::new(ExitWith(
+                NOT_FOUND,
+                format!(
+                    "conversation {} has no messages yet, so it names no node",
+                    conversation.id.short()
+                ),
+            ))
+        })
     }
 
     pub fn conversation(&self, prefix: &str) -> Result<ConversationRecord> {
         let id = self.store.resolve_conversation(prefix)?;
         Ok(self.store.conversation(&id)?)
+    }
+
+    /// Refuse `--name NAME` when a conversation already has that name
+    /// (exit code 2, before anything runs), so a name finds one
+    /// conversation. Looked up by the store's one resolver.
+    pub fn check_name_free(&self, name: Option<&str>) -> Result<()> {
+        let Some(name) = name else {
+            return Ok(());
+        };
+        let taken = match self.store.resolve_conversation(name) {
+            Ok(id) => self.store.conversation(&id)?.name.as_deref() == Some(name),
+            Err(StoreError::AmbiguousName { .. }) => true,
+            // No conversation of that name (nor an id starting so), or a
+            // prefix of several ids none of which is named so.
+            Err(
+                StoreError::ConversationNotFound(_)
+                | StoreError::UnknownPrefix { .. }
+                | StoreError::AmbiguousPrefix { .. },
+            ) => false,
+            Err(other) => return Err(other.into()),
+        };
+        if taken {
+            return Err(anyhow::Error::new(ExitWith(
+                crate::exit::BAD_COMMAND_LINE,
+                format!(
+                    "a conversation is already named `{name}`: choose another name, \
+                     or continue that one with `--cid {name}`"
+                ),
+            )));
+        }
+        Ok(())
     }
 
     /// The stored conversation `-c` or `--cid` chooses, `None` for a new one.

@@ -32,20 +32,14 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
     };
     let is_profile = super::turns::configured_engine()?
         .is_some_and(|engine| engine.catalog().find_profile(&name).is_some());
-    let backend = name
-        .split_once(':')
-        .map_or(name.as_str(), |(backend, _)| backend);
-    let known = skein::providers::available()
-        .iter()
-        .any(|syntax| syntax.split_once(':').map_or(*syntax, |(b, _)| b) == backend);
-    if !is_profile && !known {
-        anyhow::bail!(
-            "unknown model `{name}`{}: {} (or a profile of the configured engine directory)",
-            skein::providers::suggest(&name)
-                .map(|meant| format!("; did you mean `{meant}`? Available"))
-                .unwrap_or_else(|| "; available".into()),
-            skein::providers::available().join(", ")
-        );
+    // A model name is checked by the one table of backends, whose
+    // `UnknownModel` is exit code 5 like any unknown model.
+    if !is_profile {
+        skein::providers::kind_of(&name).map_err(|error| {
+            anyhow::Error::new(error).context(format!(
+                "`{name}` is neither a model nor a profile of the configured engine directory"
+            ))
+        })?;
     }
     let path = crate::config::set_default_model(&name)?;
     if json {

@@ -50,7 +50,7 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         token: args.token,
         store: ctx.store.clone(),
         proxy,
-        body_limit: args.body_limit,
+        body_limit: usize::try_from(args.body_limit).unwrap_or(usize::MAX),
         limits: ConnectionLimits {
             read_timeout: Duration::from_secs(args.read_timeout),
             idle_timeout: Duration::from_secs(args.idle_timeout),

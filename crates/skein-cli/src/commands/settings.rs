@@ -59,9 +59,20 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     .as_ref()
                     .map(|c| c.prompt_ids().map(str::to_string).collect()),
             );
+            // The saved keys' names, never the keys.
+            let key_file = skein::providers::http::keys::KeyFile::at(super::keys::path()?);
+            let saved: std::result::Result<Vec<String>, String> = key_file
+                .load()
+                .map(|keys| keys.into_keys().collect())
+                .map_err(|error| error.to_string());
             if json {
                 crate::ui::json(&json!({
                     "config_file": { "path": path, "exists": path.is_file() },
+                    "keys": {
+                        "path": key_file.path(),
+                        "saved": saved.as_ref().ok(),
+                        "error": saved.as_ref().err(),
+                    },
                     "default_model": { "value": model, "source": model_source },
                     "db": { "value": db, "source": db_source },
                     "engine": engine_dir,
@@ -86,6 +97,18 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     }
                 )?;
                 outln!("default model  {model} ({})", from(model_source))?;
+                match &saved {
+                    Ok(names) if names.is_empty() => outln!(
+                        "keys file      {} (no keys saved)",
+                        key_file.path().display()
+                    )?,
+                    Ok(names) => outln!(
+                        "keys file      {} (saved: {})",
+                        key_file.path().display(),
+                        names.join(", ")
+                    )?,
+                    Err(error) => outln!("keys file      {error}")?,
+                }
                 outln!("database       {db} ({})", from(db_source))?;
                 match engine_dir {
                     None => outln!(

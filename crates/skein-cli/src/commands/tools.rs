@@ -322,9 +322,16 @@ pub async fn list(json: bool) -> Result<ExitCode> {
     if json {
         print_json(&all)?;
     } else {
+        // Names differ in length: pad them to the longest so every
+        // column starts at one place.
+        let width = all
+            .iter()
+            .map(|tool| tool.name.chars().count())
+            .max()
+            .unwrap_or(0);
         for tool in &all {
             outln!(
-                "{}  {:<8} schema {}  {}",
+                "{:<width$}  {:<7} schema {}  {}",
                 tool.name,
                 tool.kind.as_str(),
                 &tool.schema_hash[..12],

@@ -33,11 +33,29 @@ pub struct TurnSettings {
     pub options: GenerationOptions,
     pub schema: Option<serde_json::Value>,
     pub no_log: bool,
+    pub output: TurnOutput,
+}
+
+/// How a turn's reply is printed (`-u`, `--no-stream`, `-x`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TurnOutput {
+    /// Note the token usage on stderr.
+    pub usage: bool,
+    /// Print the reply once complete.
+    pub no_stream: bool,
+    /// Print only the first fenced code block.
+    pub extract: bool,
 }
 
 impl TurnArgs {
     pub async fn settings(&self) -> Result<TurnSettings> {
-        self.request.settings(self.no_log).await
+        let mut settings = self.request.settings(self.no_log).await?;
+        settings.output = TurnOutput {
+            usage: self.usage,
+            no_stream: self.no_stream,
+            extract: self.extract,
+        };
+        Ok(settings)
     }
 }
 
@@ -51,6 +69,7 @@ impl RequestArgs {
             options: generation_options(&self.options)?,
             schema: self.schema.as_deref().map(input::schema).transpose()?,
             no_log,
+            output: TurnOutput::default(),
         })
     }
 }
@@ -104,6 +123,7 @@ impl TurnSettings {
 }
 
 pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
+    ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
     if !args.sources.is_empty() {
@@ -133,7 +153,8 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         )
         .await;
     }
-    let (input, configured_model) = turn_input(&args.template, args.text, &args.parts, &settings)?;
+    let (input, configured_model) =
+        turn_input(&args.template, args.text, &args.parts, &settings).await?;
     let conversation = match (stored, configured_model) {
         (Some(stored), Some(model)) => {
             Conversation::load_on(&ctx.store, stored.id.as_str(), &model).await?
@@ -157,16 +178,16 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
 
 /// What a turn adds (the text, or the configured prompt `-t` names with
 /// the text after it) and, with `-t`, the model it runs on.
-fn turn_input(
+async fn turn_input(
     template: &TemplateArgs,
     text: Option<String>,
     parts: &PartsArgs,
     settings: &TurnSettings,
 ) -> Result<(TurnInput, Option<Model>)> {
     if template.template.is_none() {
-        return Ok((input::turn_input(text, parts)?, None));
+        return Ok((input::turn_input(text, parts).await?, None));
     }
-    let message = input::optional_turn_message(text, parts)?;
+    let message = input::optional_turn_message(text, parts).await?;
     let configured = template
         .configured(settings.model.as_deref(), message)?
         .expect("-t was given");
@@ -183,7 +204,7 @@ pub async fn prepare(
 ) -> Result<ExitCode> {
     let settings = args.request.settings(true).await?;
     let (input, configured_model) =
-        turn_input(&args.template, args.text, &PartsArgs::default(), &settings)?;
+        turn_input(&args.template, args.text, &PartsArgs::default(), &settings).await?;
     let stored = match (store, &args.cid, args.continue_last) {
         (Some(store), Some(cid), _) => Some(store.conversation(&store.resolve_conversation(cid)?)?),
         (Some(store), None, true) => Some(super::latest_conversation(store)?),
@@ -219,7 +240,7 @@ pub async fn prepare(
 pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
-    let input = input::turn_input(args.text, &args.parts)?;
+    let input = input::turn_input(args.text, &args.parts).await?;
     let (conversation, branched) = continue_at(ctx, node, settings.model.as_deref()).await?;
     let note = branched.then(|| {
         format!(
@@ -236,6 +257,7 @@ pub async fn reply(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
 }
 
 pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
+    ctx.check_name_free(args.name.as_deref())?;
     if let Some(rerun) = args.from_rerun.clone() {
         // With --from-rerun there is no NODE: a single positional is TEXT.
         let mut args = args;
@@ -281,7 +303,7 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         (text, _) => {
-            let input = input::turn_input(text, &args.parts)?;
+            let input = input::turn_input(text, &args.parts).await?;
             // Stored with its first turn, and only if that turn succeeds.
             let conversation = settings.recorded_or_not(fork.conversation());
             let note = format!("forked at node {} into conversation", node.short());
@@ -454,7 +476,10 @@ pub async fn run_turn(
 ) -> Result<Conversation> {
     let asked = prompt.conversation().id().clone();
     let prompt = prompt.on_moved(OnMoved::Branch);
-    let streaming = !ctx.json && settings.schema.is_none();
+    let streaming = !ctx.json
+        && settings.schema.is_none()
+        && !settings.output.no_stream
+        && !settings.output.extract;
     let prompt = if streaming {
         prompt.on_text(ui::stream_text)
     } else {
@@ -486,19 +511,31 @@ pub async fn run_turn(
         }
         chain.send().await.map(|chain| {
             let warnings = chain.warnings();
-            (chain.last().clone(), Some(chain.status()), warnings)
+            (
+                chain.last().clone(),
+                Some(chain.status()),
+                warnings,
+                chain.usage(),
+            )
         })
     } else {
         prompt.send().await.map(|response| {
             let warnings = response.warnings().to_vec();
-            (response, None, warnings)
+            let usage = response.usage();
+            (response, None, warnings, usage)
         })
     };
     // A reply cut short still ends its line; nothing streamed, no line.
     ui::end_line()?;
-    let (response, status, warnings) = outcome?;
+    let (response, status, warnings, usage) = outcome?;
     if !ctx.json && !streaming {
-        outln!("{}", response.text())?;
+        match settings.output.extract {
+            true => outln!("{}", first_code_block(&response.text()))?,
+            false => outln!("{}", response.text())?,
+        }
+    }
+    if settings.output.usage {
+        ui::note(usage_note(&usage));
     }
     let conversation = response.conversation();
     let moved_on = (*conversation.id() != asked).then_some(&asked);
@@ -565,6 +602,54 @@ pub async fn run_turn(
     Ok(conversation.clone())
 }
 
+/// `-u`'s note: the turn's tokens (every call of a tool loop).
+fn usage_note(usage: &skein::core::provider::Usage) -> String {
+    let tokens = |n: Option<u64>| n.map_or_else(|| "?".to_string(), |n| n.to_string());
+    let mut note = format!(
+        "token usage: {} input, {} output",
+        tokens(usage.input_tokens),
+        tokens(usage.output_tokens)
+    );
+    if let Some(read) = usage.cache_read_tokens.filter(|n| *n > 0) {
+        note.push_str(&format!(", {read} read from the cache"));
+    }
+    note
+}
+
+/// `-x`: the body of the first fenced code block of `text` (a line
+/// starting with three or more backticks or tildes, up to the line that
+/// closes it, or the end), else the whole text.
+fn first_code_block(text: &str) -> &str {
+    let mut lines = text.split_inclusive('\n');
+    let mut offset = 0;
+    for line in lines.by_ref() {
+        offset += line.len();
+        let trimmed = line.trim_start();
+        let fence: String = trimmed
+            .chars()
+            .take_while(|c| *c == '`' || *c == '~')
+            .collect();
+        let same = fence.chars().all(|c| fence.starts_with(c));
+        if fence.len() < 3 || !same {
+            continue;
+        }
+        let start = offset;
+        let mut end = start;
+        for line in lines.by_ref() {
+            if line.trim().starts_with(fence.as_str())
+                && line.trim().chars().all(|c| fence.starts_with(c))
+            {
+                break;
+            }
+            end += line.len();
+        }
+        return text[start..end]
+            .strip_suffix('\n')
+            .unwrap_or(&text[start..end]);
+    }
+    text
+}
+
 /// The note for a reply the token limit cut: the limit the turn set, or
 /// else the reply's length (a single model call stops exactly at the
 /// provider's default limit).
@@ -580,5 +665,20 @@ fn cut_note(output: &skein::engine::RunOutput) -> String {
             format!("reply cut at the {limit}-token limit; raise it with -o max_tokens N")
         }
         None => "reply cut at the token limit; raise it with -o max_tokens N".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_code_block;
+
+    #[test]
+    fn extract_takes_the_first_fenced_block_or_everything() {
+        let text = "Here:\n```python\nprint(1)\nprint(2)\n```\nand\n```\nsecond\n```\n";
+        assert_eq!(first_code_block(text), "print(1)\nprint(2)");
+        assert_eq!(first_code_block("~~~\nx\n~~~"), "x");
+        assert_eq!(first_code_block("````\na ```\n```\n````"), "a ```\n```");
+        assert_eq!(first_code_block("```\nunclosed"), "unclosed");
+        assert_eq!(first_code_block("no block here"), "no block here");
     }
 }

@@ -993,13 +993,16 @@ fn the_default_model_is_kept_in_the_configuration_file() {
         "{reply}"
     );
 
+    // An unknown model name is exit code 5, as everywhere (docs/cli.md).
     let bogus = run(&["models", "default", "gpt-imaginary"]);
-    assert_eq!(bogus.status.code(), Some(1));
+    assert_eq!(bogus.status.code(), Some(5), "{}", stderr(&bogus));
     assert!(
-        stderr(&bogus).to_lowercase().contains("available"),
+        stderr(&bogus).contains("did you mean `openai:gpt-imaginary`? Available"),
         "{}",
         stderr(&bogus)
     );
+    let bogus = run(&["models", "default", "bogus"]);
+    assert_eq!(bogus.status.code(), Some(5), "{}", stderr(&bogus));
 
     std::fs::write(&config, "default_modle = 1\n").unwrap();
     let broken = run(&["prompt", "hi"]);
@@ -1745,7 +1748,7 @@ fn failures_say_each_cause_once_and_what_to_do() {
     assert_eq!(
         stderr(&no_key),
         "error: the environment variable OPENAI_API_KEY is not set: set it to your API key \
-         (for example `export OPENAI_API_KEY=...`)\n"
+         (for example `export OPENAI_API_KEY=...`), or save the key with `skein keys set openai`\n"
     );
     // Only the call that reached for the provider failed as a model call:
     // it keeps its run and its message; the others stopped before any call.
@@ -2558,12 +2561,12 @@ fn the_model_named_with_m_answers_a_continued_turn() {
     );
 
     // The other way round: an echo conversation, a scripted turn.
-    skein.json(&["prompt", "-m", "echo", "--name", "e", "hello"]);
-    let scripted = skein.json(&["prompt", "-m", &answers, "--cid", "e", "hi"]);
+    skein.json(&["prompt", "-m", "echo", "--name", "echoed", "hello"]);
+    let scripted = skein.json(&["prompt", "-m", &answers, "--cid", "echoed", "hi"]);
     assert_eq!(scripted["text"], "SCRIPTED, NO SYSTEM");
     assert_eq!(last_run(&skein).profile.as_deref(), Some(&*answers));
     let chat = skein
-        .command(&["chat", "-m", &answers, "--cid", "e"])
+        .command(&["chat", "-m", &answers, "--cid", "echoed"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -2576,7 +2579,10 @@ fn the_model_named_with_m_answers_a_continued_turn() {
         .unwrap();
     assert!(chat.status.success(), "{}", stderr(&chat));
     assert!(String::from_utf8_lossy(&chat.stdout).contains("SCRIPTED, NO SYSTEM"));
-    assert_eq!(stored(&skein, "e").settings.model.as_deref(), Some("echo"));
+    assert_eq!(
+        stored(&skein, "echoed").settings.model.as_deref(),
+        Some("echo")
+    );
 }
 
 /// `reply NODE` and `fork NODE` at a node no conversation heads keep the
@@ -2643,7 +2649,20 @@ fn conversations_are_named_wherever_an_id_is_accepted_and_titled_otherwise() {
     let json = skein.json(&["conversations"]);
     assert_eq!(json[0]["meta"]["title"], "Which rivers cross Paris?");
 
-    skein.json(&["prompt", "--name", "capitals", "A second one"]);
+    // A name already taken is refused when set; a database of an older
+    // skein may hold two conversations of one name, which are ambiguous.
+    let taken = skein.run(&["prompt", "--name", "capitals", "A second one"]);
+    assert_eq!(taken.status.code(), Some(2), "{}", stderr(&taken));
+    let second = skein.json(&["prompt", "A second one"]);
+    skein::Store::open(skein.db())
+        .unwrap()
+        .raw_connection()
+        .unwrap()
+        .execute(
+            "UPDATE conversations SET name = 'capitals' WHERE id = ?1",
+            [second["conversation"].as_str().unwrap()],
+        )
+        .unwrap();
     let output = skein.run(&["log", "--cid", "capitals"]);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     assert!(
@@ -2862,7 +2881,25 @@ schema = { type = "object" }
         .unwrap();
     assert_eq!(shout["kind"], "command");
     assert_eq!(shout["schema_hash"].as_str().unwrap().len(), 64);
-    assert!(skein.ok(&["tools"]).contains("skein_time  builtin"));
+    // Columns line up whatever the names' lengths.
+    let text = skein.ok(&["tools"]);
+    let columns: std::collections::BTreeSet<Option<usize>> =
+        text.lines().map(|line| line.find(" schema ")).collect();
+    assert_eq!(columns.len(), 1, "{text}");
+    let kinds: std::collections::BTreeSet<Option<usize>> = text
+        .lines()
+        .map(|line| {
+            ["builtin", "command"]
+                .iter()
+                .find_map(|kind| line.find(&format!("  {kind}")))
+        })
+        .collect();
+    assert_eq!(kinds.len(), 1, "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("skein_time ") && line.contains(" builtin ")),
+        "{text}"
+    );
 
     let model = scripted("command_tools.toml");
     let answer = skein.json(&["prompt", "-m", &model, "-T", "shout", "go"]);

@@ -19,6 +19,7 @@ mod webdriver;
 const BIN: &str = env!("CARGO_BIN_EXE_skein");
 
 mod commands;
+mod habits;
 mod llm_import;
 mod names;
 mod postgres;

@@ -134,3 +134,80 @@ fn a_name_cannot_take_over_another_conversations_id() {
         .unwrap();
     assert_eq!(stored.name.as_deref(), Some(short.as_str()));
 }
+
+/// Where a node is meant, a conversation's name (or id) stands for its
+/// head; a node id still wins, and a name nothing has is exit code 3.
+#[test]
+fn a_conversation_name_stands_for_its_head_where_a_node_is_meant() {
+    let skein = Cli::temp(crate::BIN);
+    let first = skein.json(&["prompt", "--name", "mychat", "hello"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let head = first["node"].as_str().unwrap().to_string();
+
+    let replied = skein.json(&["reply", "mychat", "and then"]);
+    assert_eq!(
+        replied["conversation"],
+        cid.as_str(),
+        "extended, not branched"
+    );
+    assert!(
+        replied["text"]
+            .as_str()
+            .unwrap()
+            .contains("history: 3 messages"),
+        "{replied}"
+    );
+    let new_head = replied["node"].as_str().unwrap().to_string();
+    let shown = skein.json(&["show", "mychat"]);
+    assert_eq!(shown["node"]["id"], new_head.as_str(), "{shown}");
+    let usage = skein.json(&["usage", "mychat"]);
+    assert_eq!(usage["runs"].as_array().unwrap().len(), 1, "{usage}");
+    // A conversation's id prefix works too; a node prefix is still a node.
+    let forked = skein.json(&["fork", &cid[..10], "--name", "offshoot"]);
+    assert_eq!(forked["head"], new_head.as_str(), "{forked}");
+    let at_first = skein.json(&["fork", &head[..10]]);
+    assert_eq!(at_first["head"], head.as_str(), "{at_first}");
+
+    let unknown = skein.run(&["reply", "nochat", "hi"]);
+    assert_eq!(unknown.status.code(), Some(3), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("no conversation has that id or name"),
+        "{}",
+        stderr(&unknown)
+    );
+    assert_eq!(count(&skein, "runs"), 2, "nothing ran for the unknown name");
+}
+
+/// A name already taken is refused when it is set, before anything runs.
+#[test]
+fn a_duplicate_name_is_refused_when_set() {
+    let skein = Cli::temp(crate::BIN);
+    let first = skein.json(&["prompt", "--name", "planning", "hello"]);
+    let node = first["node"].as_str().unwrap().to_string();
+    for args in [
+        &["prompt", "--name", "planning", "again"][..],
+        &["fork", &node, "--name", "planning"],
+        &["fork", &node, "--name", "planning", "with a turn"],
+    ] {
+        let output = skein.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let said = stderr(&output);
+        assert!(
+            said.contains("a conversation is already named `planning`"),
+            "{said}"
+        );
+        assert!(said.contains("--cid planning"), "{said}");
+    }
+    let chat = skein.run_with_stdin(&["chat", "--name", "planning"], b"hi\n");
+    assert_eq!(chat.status.code(), Some(2), "{}", stderr(&chat));
+    assert_eq!(count(&skein, "conversations"), 1);
+    assert_eq!(count(&skein, "runs"), 1);
+    // The one conversation of that name is still found by it.
+    let next = skein.json(&["prompt", "--cid", "planning", "more"]);
+    assert_eq!(next["conversation"], first["conversation"]);
+}

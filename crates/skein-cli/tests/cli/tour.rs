@@ -3,17 +3,21 @@ The README's tour, run as pasted, so it cannot rot.
 
 The shell block after the `<!-- tour` comment in README.md runs under
 `bash -euo pipefail` (and `-x`, so a failure shows the trace) in a
-temporary directory holding a link to `examples/` (the tour runs from the
-repository's root), with this build of
-`skein` first on `PATH`, the echo model as the default (the embedded model
-is too slow for every test run; the tour's tool step names its scripted
-model itself) and `TMPDIR` inside the directory (the tour's `mktemp -d`
-database lands there). Commands that never end by themselves (`skein
-chat`, `skein serve`) are shown in a block of their own after the tour,
-which the test does not run (pasted after other commands, `skein chat`
-would read them as its input). Then the records the tour left are checked:
-the tool loop called the tool, the fork and the branch exist, the tree
-shows them.
+temporary directory standing for the checkout (it holds a link to
+`examples/`; the tour runs from the repository's root), with this build of
+`skein` first on `PATH`, the embedded model as the default (greedy, so the
+node ids and texts the README shows are the ones printed; the tour's tool
+step names its scripted model itself) and `TMPDIR` inside the directory
+(the tour's `mktemp -d` database lands there). Commands that never end by
+themselves (`skein chat`, `skein serve`) are shown in a block of their own
+after the tour, which the test does not run (pasted after other commands,
+`skein chat` would read them as its input).
+
+Then: every line the README shows under a command (`#   …`, `(on stderr)`
+for stderr) is printed, in that order, conversation and run ids, times and
+temporary paths aside (they differ on every run); the records the tour left
+are checked (the tool loop called the tool, the fork and the branch exist,
+the tree shows them); and the tour left nothing in the checkout.
 */
 
 use serde_json::Value;
@@ -115,7 +119,7 @@ fn run_tour() -> Ran {
         .env("PATH", path)
         .env("TMPDIR", &tmp)
         .env("TOUR_DB_FILE", &db_file)
-        .env("SKEIN_MODEL", "echo")
+        .env_remove("SKEIN_MODEL")
         .env("SKEIN_CONFIG", dir.path().join("config.toml"))
         .env_remove("SKEIN_DB")
         .stdin(Stdio::null())
@@ -135,6 +139,103 @@ fn run_tour() -> Ran {
         db.display()
     );
     Ran { dir, output, db }
+}
+
+/// Which stream a line the README shows is printed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// The lines the tour block shows under its commands (`#   …`), with the
+/// stream each is printed on; `#   (…)` lines explain and are skipped.
+fn shown_output(block: &str) -> Vec<(Stream, String)> {
+    block
+        .lines()
+        .filter_map(|line| line.strip_prefix("#   "))
+        .filter(|line| !line.starts_with('('))
+        .map(|line| match line.trim_end().strip_suffix("(on stderr)") {
+            Some(line) => (Stream::Stderr, line.trim_end().to_string()),
+            None => (Stream::Stdout, line.trim_end().to_string()),
+        })
+        .collect()
+}
+
+/// `line` with what differs on every run masked: the ids of
+/// conversations and runs (random), times, and temporary paths.
+fn masked(line: &str) -> String {
+    let mut previous = "";
+    let words: Vec<String> = line
+        .split(' ')
+        .map(|word| {
+            let random_id = word.len() == 12
+                && word.bytes().all(|b| b.is_ascii_hexdigit())
+                && matches!(previous, "conversation" | "run" | "◀");
+            if !word.is_empty() {
+                previous = word;
+            }
+            if random_id {
+                "ID".to_string()
+            } else if word.starts_with('/') {
+                format!("PATH/{}", word.rsplit('/').next().unwrap_or_default())
+            } else {
+                masked_times(word)
+            }
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// `word` with each `YYYY-MM-DDTHH:MM:SSZ` replaced by `TIME`.
+fn masked_times(word: &str) -> String {
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:ddZ";
+    let bytes = word.as_bytes();
+    let fits = |at: usize| {
+        bytes.len() >= at + SHAPE.len()
+            && SHAPE
+                .iter()
+                .zip(&bytes[at..])
+                .all(|(shape, byte)| match shape {
+                    b'd' => byte.is_ascii_digit(),
+                    other => other == byte,
+                })
+    };
+    match (0..bytes.len()).find(|at| fits(*at)) {
+        Some(at) => format!(
+            "{}TIME{}",
+            &word[..at],
+            masked_times(&word[at + SHAPE.len()..])
+        ),
+        None => word.to_string(),
+    }
+}
+
+/// Every line of `shown` is a line of what `output` printed on its
+/// stream, in the order shown.
+fn assert_prints_what_it_shows(shown: &[(Stream, String)], output: &Output) {
+    let lines = |bytes: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(bytes).lines().map(masked).collect()
+    };
+    let (stdout, stderr) = (lines(&output.stdout), lines(&output.stderr));
+    let mut next = [0usize, 0usize];
+    for (stream, line) in shown {
+        let (printed, cursor) = match stream {
+            Stream::Stdout => (&stdout, &mut next[0]),
+            Stream::Stderr => (&stderr, &mut next[1]),
+        };
+        let wanted = masked(line);
+        match printed[*cursor..]
+            .iter()
+            .position(|printed| *printed == wanted)
+        {
+            Some(found) => *cursor += found + 1,
+            None => panic!(
+                "README.md shows `{line}` on {stream:?}, but the tour printed, from there on:\n{}",
+                printed[*cursor..].join("\n")
+            ),
+        }
+    }
 }
 
 #[test]
@@ -161,6 +262,12 @@ fn the_readme_shows_commands_that_never_end_apart_from_the_tour() {
 #[test]
 fn the_readme_tour_runs_as_pasted() {
     let ran = run_tour();
+
+    // It prints what the README shows, ids and order included.
+    let readme = readme();
+    let shown = shown_output(block_after(&readme, "<!-- tour").0);
+    assert!(shown.len() >= 15, "the tour shows its output: {shown:?}");
+    assert_prints_what_it_shows(&shown, &ran.output);
 
     // The continuation, the branch and the fork share the first reply.
     let capitals = ran.conversation_named("capitals");
@@ -246,10 +353,42 @@ fn the_readme_tour_runs_as_pasted() {
         "each model call's text on its own line:\n{stdout}"
     );
 
-    // The export holds everything; verify found nothing wrong.
-    let export = std::fs::read_to_string(ran.dir.path().join("backup.jsonl")).unwrap();
+    // The export holds everything, beside the database; verify found
+    // nothing wrong.
+    let export = std::fs::read_to_string(ran.db.with_extension("jsonl")).unwrap();
     assert!(export.lines().count() > 10, "{export}");
     assert!(stdout.contains("all consistent"), "{stdout}");
+
+    // The checkout holds what it held (and the test's own files): the
+    // tour wrote only under TMPDIR.
+    let mut left: Vec<String> = std::fs::read_dir(ran.dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["examples", "tmp", "tour-db", "tour.sh"]);
+}
+
+#[test]
+fn printed_lines_are_compared_with_what_differs_on_every_run_masked() {
+    assert_eq!(
+        masked("conversation aefa0f97f466 · node 5d19682a6757 · run a1086b967600"),
+        "conversation ID · node 5d19682a6757 · run ID"
+    );
+    assert_eq!(
+        masked("│  5d19682a6757 assistant Rome.  ◀ aefa0f97f466 (capitals)"),
+        "│  5d19682a6757 assistant Rome.  ◀ ID (capitals)"
+    );
+    assert_eq!(
+        masked("[tool skein_time({}) -> 2026-12-01T05:04:48Z] It is 2026-12-01T05:04:49Z."),
+        "[tool skein_time({}) -> TIME] It is TIME."
+    );
+    assert_eq!(
+        masked("exported to /tmp/tmp.AbC/tour.jsonl"),
+        "exported to PATH/tour.jsonl"
+    );
+    // A node id after `node` stays, so a wrong one is caught.
+    assert_ne!(masked("node 5d19682a6757"), masked("node 000000000000"));
 }
 
 #[test]

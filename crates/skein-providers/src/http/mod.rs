@@ -21,6 +21,8 @@ Each has one job:
 
 - `secret`: [`Secret`] (never printed), [`Credential`] (none, a value, or an
   environment variable read on every call) and [`CredentialError`].
+- [`keys`]: the key file of saved provider keys ([`keys::KeyFile`]), read
+  after the environment.
 - `config`: [`HttpConfig`], [`Timeouts`], [`RetryPolicy`], [`SetupError`].
 - `client`: the `reqwest` client (rustls with `ring`;
   [`install_crypto_provider`]).
@@ -52,6 +54,7 @@ mod client;
 mod config;
 mod errors;
 mod ids;
+pub mod keys;
 mod openai;
 mod retry;
 mod secret;

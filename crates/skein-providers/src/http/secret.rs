@@ -11,8 +11,11 @@ A [`Credential`] says where the key comes from: nowhere (local servers such
 as vLLM, llama.cpp or Ollama need none), an explicit value, or an
 environment variable. It is resolved on every call, so a rotated variable is
 picked up and a key is never held longer than the configuration that names
-it. A variable that is not set is a [`CredentialError`] naming the variable
-and saying how to set it; no error ever carries the key itself.
+it. A variable's key is, in order: the key given for the command
+([`super::keys::use_key_for_command`]), the variable, the key saved in the
+key file ([`super::keys`]). A variable that is none of these is a
+[`CredentialError`] naming the variable and saying how to set it; no error
+ever carries the key itself.
 */
 
 use std::fmt;
@@ -84,7 +87,8 @@ pub enum Credential {
 pub enum CredentialError {
     #[error(
         "the environment variable {variable} is not set: set it to your API key \
-         (for example `export {variable}=...`)"
+         (for example `export {variable}=...`), or save the key with `skein keys set {}`",
+        super::keys::stored_name(.variable)
     )]
     Missing { variable: String },
     #[error(
@@ -94,6 +98,9 @@ pub enum CredentialError {
     Empty { variable: String },
     #[error("the environment variable {variable} is not valid unicode")]
     NotUnicode { variable: String },
+    /// The key file could not be read.
+    #[error(transparent)]
+    KeyFile(#[from] super::keys::KeyFileError),
 }
 
 impl Credential {
@@ -112,20 +119,36 @@ impl Credential {
         match self {
             Credential::None => Ok(None),
             Credential::Value(secret) => Ok(Some(secret.clone())),
-            Credential::Env(variable) => match std::env::var(variable) {
-                Ok(value) if value.is_empty() => Err(CredentialError::Empty {
-                    variable: variable.clone(),
-                }),
-                Ok(value) => Ok(Some(Secret(value))),
-                Err(std::env::VarError::NotPresent) => Err(CredentialError::Missing {
-                    variable: variable.clone(),
-                }),
-                Err(std::env::VarError::NotUnicode(_)) => Err(CredentialError::NotUnicode {
-                    variable: variable.clone(),
-                }),
-            },
+            Credential::Env(variable) => resolve_variable(variable).map(Some),
         }
     }
+}
+
+/// The key for `variable`: the command's key, the variable's value, else
+/// the key file's entry for it.
+fn resolve_variable(variable: &str) -> Result<Secret, CredentialError> {
+    if let Some(key) = super::keys::command_key() {
+        return Ok(key.clone());
+    }
+    let unset = match std::env::var(variable) {
+        Ok(value) if !value.is_empty() => return Ok(Secret(value)),
+        Ok(_) => CredentialError::Empty {
+            variable: variable.to_string(),
+        },
+        Err(std::env::VarError::NotPresent) => CredentialError::Missing {
+            variable: variable.to_string(),
+        },
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(CredentialError::NotUnicode {
+                variable: variable.to_string(),
+            });
+        }
+    };
+    let stored = match super::keys::key_file() {
+        Some(file) => file.get(super::keys::stored_name(variable))?,
+        None => None,
+    };
+    stored.ok_or(unset)
 }
 
 #[cfg(test)]

@@ -1,0 +1,118 @@
+/*!
+`skein keys set|get|list|path`: provider keys saved in a file only the user
+can read (`keys.json` beside the configuration file), and `--key` for one
+command. The providers read the file themselves, after the environment
+(`skein::providers::http::keys`); this module only says where it is and
+edits it. A key is printed by `keys get` alone: never by `list`, `config
+show` or an error.
+*/
+
+use crate::flags::KeysCommand;
+use crate::ui::outln;
+use anyhow::{Context as _, Result, bail};
+use skein::providers::http::Secret;
+use skein::providers::http::keys::{self, KeyFile};
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The key file: `keys.json` beside the configuration file.
+pub fn path() -> Result<PathBuf> {
+    Ok(crate::config::path()?.with_file_name("keys.json"))
+}
+
+/// Tell the providers where saved keys are, and the key `--key` gives
+/// (a saved key's name, else the key itself), before any model is opened.
+pub fn use_for_this_command(key: Option<&str>) -> Result<()> {
+    let Ok(path) = path() else {
+        // No configuration directory: no key file either.
+        return Ok(());
+    };
+    let file = KeyFile::at(path);
+    if let Some(given) = key {
+        let key = match file.get(given)? {
+            Some(saved) => saved,
+            None => Secret::new(given),
+        };
+        keys::use_key_for_command(key);
+    }
+    keys::use_key_file(file);
+    Ok(())
+}
+
+pub fn run(command: KeysCommand, json: bool) -> Result<ExitCode> {
+    let file = KeyFile::at(path()?);
+    match command {
+        KeysCommand::Path => match json {
+            true => crate::ui::json(&serde_json::json!({ "path": file.path() }))?,
+            false => outln!("{}", file.path().display())?,
+        },
+        KeysCommand::List => {
+            let names: Vec<String> = file.load()?.into_keys().collect();
+            match json {
+                true => crate::ui::json(&names)?,
+                false => {
+                    for name in names {
+                        outln!("{name}")?;
+                    }
+                }
+            }
+        }
+        KeysCommand::Get(args) => match file.get(&args.name)? {
+            Some(key) => outln!("{}", key.expose())?,
+            None => bail!(crate::exit::ExitWith(
+                crate::exit::NOT_FOUND,
+                format!(
+                    "no key is saved as `{}` (`skein keys list` names the saved ones)",
+                    args.name
+                ),
+            )),
+        },
+        KeysCommand::Set(args) => {
+            check_name(&args.name)?;
+            let key = match args.value {
+                Some(value) => value,
+                None => read_key(&args.name)?,
+            };
+            if key.trim().is_empty() {
+                bail!("the key is empty: give it with --value KEY or on stdin");
+            }
+            file.set(&args.name, &Secret::new(key.trim()))?;
+            crate::ui::note(format!(
+                "saved the key `{}` in {}",
+                args.name,
+                file.path().display()
+            ));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A name a key can be found by: a provider's, or a variable's.
+fn check_name(name: &str) -> Result<()> {
+    let fine = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !fine {
+        bail!(
+            "`{name}` cannot name a key: use letters, digits, `_` and `-` \
+             (`openai`, `anthropic`, or a variable's name)"
+        );
+    }
+    Ok(())
+}
+
+/// The key from stdin: its first line.
+fn read_key(name: &str) -> Result<String> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        crate::ui::note(format!("Enter the key for `{name}` and press Enter:"));
+    }
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .context("cannot read the key from stdin")?;
+    Ok(line)
+}
