@@ -722,6 +722,33 @@ async fn unknown_ids_and_routes_are_clear_json_errors_and_only_get_is_served() {
             "POST {path}"
         );
     }
+    // Another method than GET or POST is 405 with the methods the path
+    // takes, whatever its content type, and runs nothing.
+    for (path, allowed) in [
+        ("/api/nodes/abcdef0123/reply", "POST"),
+        ("/api/reruns/abcdef0123/fork", "POST"),
+        ("/api/conversations", "GET,HEAD"),
+    ] {
+        for method in [reqwest::Method::DELETE, reqwest::Method::PUT] {
+            let response = server
+                .client
+                .request(method.clone(), format!("{}{path}", server.base))
+                .header("x-skein-csrf", &csrf)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}"
+            );
+            let allow = response.headers()["allow"]
+                .to_str()
+                .unwrap()
+                .replace(' ', "");
+            assert_eq!(allow, allowed, "{method} {path}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1978,8 +2005,18 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
         ),
         (
             serde_json::json!({"text": "x", "options": {"colour": 1}}),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "colour",
+            StatusCode::BAD_REQUEST,
+            "the request body is not what this route takes: options.colour: unknown field `colour`",
+        ),
+        (
+            serde_json::json!({"text": "x", "colour": 1}),
+            StatusCode::BAD_REQUEST,
+            "unknown field `colour`",
+        ),
+        (
+            serde_json::json!({"text": 7}),
+            StatusCode::BAD_REQUEST,
+            "text: invalid type",
         ),
         (
             serde_json::json!({"text": "x".repeat(200_001)}),
@@ -2165,7 +2202,25 @@ async fn a_recorded_turn_is_reported_rerun_without_a_source_and_forked_from() {
     let turn = chat.send("Where to?").await.unwrap().clone();
     let node = turn.node().to_hex();
 
+    // A report is a GET: it caches no vector in the store (a page
+    // elsewhere could make a browser GET it), even from another site.
+    let embeddings = || {
+        server
+            .store
+            .debug_query_i64("SELECT count(*) FROM embeddings")
+            .unwrap()
+    };
+    let cached = embeddings();
+    let cross_site = server
+        .client
+        .get(format!("{}/api/nodes/{node}/report", server.base))
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::OK);
     let report = server.json(&format!("/api/nodes/{node}/report")).await;
+    assert_eq!(embeddings(), cached, "a GET wrote to the embedding cache");
     assert_eq!(report["turn"]["index"], 0);
     let sources = report["sources"].as_array().unwrap();
     let weather = sources
@@ -2220,6 +2275,7 @@ async fn a_recorded_turn_is_reported_rerun_without_a_source_and_forked_from() {
         .await;
     let rerun: Value = serde_json::from_str(&text).unwrap();
     assert!(rerun["verdict"].is_string(), "{rerun}");
+    assert!(embeddings() > cached, "a rerun (a POST) caches its vectors");
     assert_eq!(rerun["samples"].as_array().unwrap().len(), 2);
     assert_eq!(rerun["changed"], false, "the echo ignores its sources");
     assert_eq!(rerun["removed"][0], "weather");
