@@ -1,9 +1,10 @@
 /*!
 What the command line names for a turn, read within `--max-input`: files
 given to `--source ID=@FILE`, `--schema FILE`, `-f` and `-a`, and what is
-piped on stdin. A read that would go past the limit stops there with an
+piped on stdin. The limit bounds all of one command's inputs together,
+not each: a read that would take the total past it stops there with an
 error naming the input and the limit, so `--source x=@/dev/zero` cannot
-fill memory.
+fill memory, nor can a thousand `-a` of a few megabytes each.
 */
 
 use crate::flags::{PartsArgs, SourceText};
@@ -13,8 +14,11 @@ use skein::{Message, Part, Role, TurnInput};
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 static LIMIT: OnceLock<u64> = OnceLock::new();
+/// What this command has read of its inputs so far, in bytes.
+static READ: AtomicU64 = AtomicU64::new(0);
 
 /// Set the limit (`--max-input`) once, before any read.
 pub fn set_limit(bytes: u64) {
@@ -41,21 +45,39 @@ fn read_capped(reader: impl Read, what: &str) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| anyhow!("{what} is not UTF-8 text"))
 }
 
-/// Read all of `reader`, refusing more than the limit.
+/// Read all of `reader`, refusing to take this command's inputs past the
+/// limit.
 fn read_bytes_capped(reader: impl Read, what: &str) -> Result<Vec<u8>> {
-    let limit = limit();
+    read_within(reader, what, limit(), &READ)
+}
+
+/// Read all of `reader` into the total `read`, refusing to take it past
+/// `limit` bytes.
+fn read_within(reader: impl Read, what: &str, limit: u64, read: &AtomicU64) -> Result<Vec<u8>> {
+    let before = read.load(Ordering::Relaxed);
+    let room = limit.saturating_sub(before);
     let mut bytes = Vec::new();
     reader
-        .take(limit.saturating_add(1))
+        .take(room.saturating_add(1))
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {what}"))?;
-    if bytes.len() as u64 > limit {
+    if bytes.len() as u64 > room {
+        if before == 0 {
+            bail!(
+                "{what} is larger than {} (the --max-input limit); raise it with --max-input \
+                 BYTES (or SKEIN_MAX_INPUT) if you mean it",
+                size(limit)
+            );
+        }
         bail!(
-            "{what} is larger than {} (the --max-input limit); raise it with --max-input BYTES \
-             (or SKEIN_MAX_INPUT) if you mean it",
-            size(limit)
+            "{what} takes this command's inputs past {} all together (the --max-input limit, \
+             {} read before it); raise it with --max-input BYTES (or SKEIN_MAX_INPUT) if you \
+             mean it",
+            size(limit),
+            size(before)
         );
     }
+    read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     Ok(bytes)
 }
 
@@ -251,6 +273,35 @@ mod tests {
             "{error}"
         );
         assert_eq!(read_capped(&b"small"[..], "x").unwrap(), "small");
+    }
+
+    #[test]
+    fn the_limit_bounds_all_inputs_together() {
+        let read = AtomicU64::new(0);
+        let six = [b'a'; 600];
+        assert_eq!(
+            read_within(&six[..], "the first", 1000, &read)
+                .unwrap()
+                .len(),
+            600
+        );
+        let error = read_within(&six[..], "the second", 1000, &read)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "the second takes this command's inputs past 1000 bytes all together (the \
+             --max-input limit, 600 bytes read before it); raise it with --max-input BYTES (or \
+             SKEIN_MAX_INPUT) if you mean it"
+        );
+        // What was refused is not counted: the rest of the room is still there.
+        assert_eq!(
+            read_within(&six[..400], "the third", 1000, &read)
+                .unwrap()
+                .len(),
+            400
+        );
+        assert!(read_within(&b"x"[..], "the fourth", 1000, &read).is_err());
     }
 
     #[test]

@@ -1893,6 +1893,33 @@ fn command_line_inputs_are_capped_and_checked() {
     );
     assert_eq!(skein.count("nodes"), 0, "nothing refused was recorded");
 
+    // The limit holds for all of a command's inputs together, not each.
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "n".repeat(600)).unwrap();
+    let notes = notes.to_str().unwrap();
+    let one = skein.run(&["--max-input", "1000", "prompt", "-f", notes, "hi"]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let nodes = skein.count("nodes");
+    refused(
+        &[
+            "--max-input",
+            "1000",
+            "prompt",
+            "-f",
+            notes,
+            "-a",
+            notes,
+            "hi",
+        ],
+        &format!(
+            "the attachment {notes} takes this command's inputs past 1000 bytes all together \
+             (the --max-input limit, 600 bytes read before it); raise it with --max-input BYTES \
+             (or SKEIN_MAX_INPUT) if you mean it"
+        ),
+    );
+    assert_eq!(skein.count("nodes"), nodes, "nothing refused was recorded");
+
     // A negative number is a value, and an accepted one is recorded.
     let cooled = skein.json(&["prompt", "-o", "seed", "3", "-o", "temperature", "0", "hi"]);
     assert_eq!(cooled["recorded"], true);
