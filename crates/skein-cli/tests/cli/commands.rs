@@ -1640,6 +1640,41 @@ fn read_commands_work_on_a_read_only_mount() {
     }
 }
 
+/// Plain `skein serve` on a database nobody can write (a read-only bind
+/// mount, as above) serves it read-only, as `--read-only` does, with a
+/// note saying so and why, instead of failing.
+#[test]
+fn plain_serve_serves_a_database_it_cannot_write_read_only() {
+    let skein = temp();
+    skein.json(&["prompt", "one"]);
+    let dir = skein.dir().to_str().unwrap().to_string();
+    let script = format!(
+        "mount --bind {dir} {dir} && mount -o remount,bind,ro {dir} || exit 99; \
+         touch {dir}/probe 2>/dev/null && exit 98; timeout -s INT 4 \"$@\"; exit 0"
+    );
+    let output = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script, "sh", crate::BIN, "--db"])
+        .arg(skein.db())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env_remove("SKEIN_DB")
+        .env("SKEIN_CONFIG", skein.dir().join("config.toml"))
+        .stdin(Stdio::null())
+        .output();
+    let Some(output) = output.ok().filter(|o| o.status.code() == Some(0)) else {
+        eprintln!(
+            "SKIPPED plain_serve_serves_a_database_it_cannot_write_read_only: cannot make a \
+             read-only mount here"
+        );
+        return;
+    };
+    let said = stderr(&output);
+    assert!(
+        said.contains("serving it read-only, as --read-only does"),
+        "{said}"
+    );
+    assert!(said.contains("(read-only; Ctrl-C stops)"), "{said}");
+}
+
 /// `import` reads an endless input (`/dev/zero`) only up to the line limit,
 /// then stops with exit code 6 and an error that names the limit and how
 /// to raise it.
