@@ -1356,11 +1356,14 @@ fn export_to_a_path_replaces_files_whole_and_writes_through_devices() {
     if Path::new("/dev/full").exists() {
         let output = skein.run(&["export", "-o", "/dev/full"]);
         assert_eq!(output.status.code(), Some(1));
+        // The write failed, not a stored record.
+        let said = stderr(&output);
         assert!(
-            stderr(&output).contains("No space left"),
-            "{}",
-            stderr(&output)
+            said.starts_with("error: cannot write the export to /dev/full: ")
+                && said.contains("No space left"),
+            "{said}"
         );
+        assert!(!said.contains("invalid JSON"), "{said}");
         use std::os::unix::fs::FileTypeExt;
         let kind = std::fs::symlink_metadata("/dev/full").unwrap().file_type();
         assert!(kind.is_char_device(), "/dev/full is no longer a device");
@@ -1556,6 +1559,26 @@ fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
         }
     }
     assert_eq!(listing(dir.path()), ["app.sqlite", "notes.txt"]);
+}
+
+/// An export larger than its write buffer onto a full disk: the error is
+/// the write's (no space left), not a stored record's JSON.
+#[test]
+fn an_export_onto_a_full_disk_says_the_disk_is_full() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("SKIPPED an_export_onto_a_full_disk_says_the_disk_is_full: no /dev/full");
+        return;
+    }
+    let skein = temp();
+    skein.json(&["prompt", "-m", "echo", &"many words ".repeat(4000)]);
+    let output = skein.run(&["export", "-o", "/dev/full"]);
+    assert_eq!(output.status.code(), Some(1));
+    let said = stderr(&output);
+    assert!(
+        said.starts_with("error: cannot write the export to /dev/full: i/o error: No space left"),
+        "{said}"
+    );
+    assert!(!said.contains("invalid JSON"), "{said}");
 }
 
 /// The reading commands work on a database nobody can write: on a
