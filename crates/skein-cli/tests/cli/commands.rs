@@ -2564,8 +2564,10 @@ fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
 #[test]
 fn text_from_models_and_imports_reaches_a_terminal_escaped() {
     let skein = temp();
-    let hostile = "red \x1b[31mALERT\x07 \u{9b}2J done";
-    let record = skein.json(&["prompt", "--name", "bell\x07name", hostile]);
+    // C0 and C1 controls, and bidi controls (a right-to-left override and
+    // an isolate) that would reorder what the terminal shows.
+    let hostile = "red \x1b[31mALERT\x07 \u{9b}2J \u{202e}lave\u{2066} done";
+    let record = skein.json(&["prompt", "--name", "bell\x07name\u{202d}", hostile]);
     let node = record["node"].as_str().unwrap().to_string();
     for args in [
         &["prompt", "-c", hostile][..],
@@ -2577,16 +2579,16 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
     ] {
         let (code, output) = crate::pty::Terminal::spawn(skein.command(args)).finish_with_output();
         assert_eq!(code, Some(0), "{args:?}: {output}");
-        for raw in ['\x1b', '\x07', '\u{9b}'] {
+        for raw in ['\x1b', '\x07', '\u{9b}', '\u{202e}', '\u{2066}', '\u{202d}'] {
             assert!(
                 !output.contains(raw),
                 "{args:?} printed {raw:?}: {output:?}"
             );
         }
         let shown = match args[0] {
-            "conversations" => "bell\\x07name",
+            "conversations" => "bell\\x07name\\u{202d}",
             "tree" | "log" if args.len() == 1 => "\\x1b[31mALERT\\x07 \\u{9b}2J",
-            _ => "red \\x1b[31mALERT\\x07 \\u{9b}2J done",
+            _ => "red \\x1b[31mALERT\\x07 \\u{9b}2J \\u{202e}lave\\u{2066} done",
         };
         assert!(output.contains(shown), "{args:?}: {output}");
     }
@@ -2595,8 +2597,60 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
         crate::pty::Terminal::spawn(skein.command(&["--json", "show", &node])).finish_with_output();
     assert_eq!(code, Some(0));
     assert!(
-        json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J done"),
+        json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J \u{202e}lave\u{2066} done"),
         "{json:?}"
+    );
+    // So does human text written to a pipe (for the program reading it).
+    let piped = skein.ok(&["show", &node]);
+    assert!(piped.contains(hostile), "{piped:?}");
+}
+
+/// A conversation whose stored tools this command does not know (an MCP
+/// server declared with `--mcp` when it began, a command tool since
+/// removed from config.toml): the error says what a command-line user
+/// declares, not how a program registers a tool.
+#[test]
+fn a_stored_tool_this_command_lacks_is_an_error_saying_what_to_declare() {
+    let skein = temp();
+    skein.json(&["prompt", "-m", "echo", "first"]);
+    let store = skein::Store::open(skein.db()).unwrap();
+    for (name, tool) in [("with-mcp", "demo__add"), ("with-command", "shout")] {
+        store
+            .create_conversation(skein::store::NewConversation {
+                name: Some(name.into()),
+                settings: skein::core::ConversationSettings {
+                    model: Some("echo".into()),
+                    tools: vec![tool.into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let said = |name: &str| {
+        let output = skein.run(&["prompt", "--cid", name, "again"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let said = stderr(&output);
+        assert!(!said.contains("EngineBuilder"), "{said}");
+        assert!(!said.contains("open_with_tools"), "{said}");
+        said
+    };
+    let mcp = said("with-mcp");
+    assert!(
+        mcp.contains(
+            "offers tool `demo__add` of the MCP server `demo`, which this command does not \
+             declare: declare it again as when the conversation began (`--mcp demo=COMMAND` or \
+             `--mcp demo=URL`), or once for all commands under `[mcp.servers.demo]` in config.toml"
+        ),
+        "{mcp}"
+    );
+    let command = said("with-command");
+    assert!(
+        command.contains(
+            "offers tool `shout`, which this command does not know: define it under \
+             `[tools.shout]` in config.toml"
+        ),
+        "{command}"
     );
 }
 
