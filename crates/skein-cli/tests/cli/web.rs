@@ -83,7 +83,8 @@ async fn fits_every_width(page: &Session, shots: &Path, view: &str, row: Option<
                 vec![row.map_or(Value::Null, |row| json!(row))],
             )
             .await;
-        page.screenshot(&shots.join(format!("{view}-{width}.png"))).await;
+        page.screenshot(&shots.join(format!("{view}-{width}.png")))
+            .await;
         assert!(
             measured["scroll"].as_i64().unwrap() <= measured["inner"].as_i64().unwrap(),
             "{view} at {width}: the page is wider than the window: {measured}"
@@ -91,7 +92,10 @@ async fn fits_every_width(page: &Session, shots: &Path, view: &str, row: Option<
         assert_eq!(measured["wide"], json!([]), "{view} at {width}: {measured}");
         if row.is_some() {
             let text = measured["text"].as_f64().unwrap();
-            assert!(text >= 120.0, "{view} at {width}: the row's text is {text} px wide: {measured}");
+            assert!(
+                text >= 120.0,
+                "{view} at {width}: the row's text is {text} px wide: {measured}"
+            );
         }
     }
     page.resize(1440, 1000).await;
