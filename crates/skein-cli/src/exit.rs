@@ -35,8 +35,33 @@ pub fn message(error: &anyhow::Error) -> String {
         if let Some(StoreError::HeadMoved(moved)) = cause.downcast_ref::<StoreError>() {
             return head_moved(&moved.conversation, moved.actual, moved.turn_head);
         }
+        if let Some(skein::Error::UnknownTool {
+            conversation, tool, ..
+        }) = cause.downcast_ref::<skein::Error>()
+        {
+            return unknown_tool(conversation.as_str(), tool);
+        }
     }
     format!("{error:#}")
+}
+
+/// A conversation's stored tool that this command does not know: what to
+/// declare (the library's message advises registering it in code).
+fn unknown_tool(conversation: &str, tool: &str) -> String {
+    let short: String = conversation.chars().take(12).collect();
+    match tool.split_once("__") {
+        Some((server, _)) => format!(
+            "conversation {short} offers tool `{tool}` of the MCP server `{server}`, which this \
+             command does not declare: declare it again as when the conversation began \
+             (`--mcp {server}=COMMAND` or `--mcp {server}=URL`), or once for all commands under \
+             `[mcp.servers.{server}]` in config.toml (`skein config path` says where)"
+        ),
+        None => format!(
+            "conversation {short} offers tool `{tool}`, which this command does not know: define \
+             it under `[tools.{tool}]` in config.toml (`skein config path` says where) as when \
+             the conversation began"
+        ),
+    }
 }
 
 /// Exit code 4's message: where the conversation is now, where the stored

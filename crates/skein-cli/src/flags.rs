@@ -112,7 +112,7 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff) on stdout
     Man,
-    /// Serve a read-only web view of the graph (and, with --proxy, a recording proxy for OpenAI and Anthropic clients)
+    /// Serve the web view of the graph, which can reply, edit, fork and re-run (and, with --proxy, a recording proxy for OpenAI and Anthropic clients)
     Serve(ServeArgs),
 }
 
@@ -157,7 +157,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub max_connections: u64,
     /// Refuse every write: the web view only shows the graph (no replies, forks, edits or reruns),
-    /// and the database is opened read-only
+    /// and the database is opened read-only (a database this user cannot write is served so
+    /// without it)
     #[arg(long, conflicts_with = "proxy")]
     pub read_only: bool,
 }

@@ -1,10 +1,11 @@
 /*!
 What the command line names for a turn, read within `--max-input`: files
 given to `--source ID=@FILE`, `--schema FILE`, `-f` and `-a` (which also
-take an http(s) URL, fetched), and what is piped on stdin. A read that
-would go past the limit stops there with an error naming the input and the
+take an http(s) URL, fetched), and what is piped on stdin. The limit
+bounds all of one command's inputs together, not each: a read that would
+take the total past it stops there with an error naming the input and the
 limit, so `--source x=@/dev/zero` (or an endless download) cannot fill
-memory.
+memory, nor can a thousand `-a` of a few megabytes each.
 */
 
 use crate::flags::{PartsArgs, SourceText};
@@ -14,8 +15,11 @@ use skein::{Message, Part, Role, TurnInput};
 use std::io::{IsTerminal, Read};
 use std::path::Path;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 static LIMIT: OnceLock<u64> = OnceLock::new();
+/// What this command has read of its inputs so far, in bytes.
+static READ: AtomicU64 = AtomicU64::new(0);
 
 /// Set the limit (`--max-input`) once, before any read.
 pub fn set_limit(bytes: u64) {
@@ -42,22 +46,46 @@ fn read_capped(reader: impl Read, what: &str) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| anyhow!("{what} is not UTF-8 text"))
 }
 
-/// Read all of `reader`, refusing more than the limit.
+/// Read all of `reader`, refusing to take this command's inputs past the
+/// limit.
 fn read_bytes_capped(reader: impl Read, what: &str) -> Result<Vec<u8>> {
-    let limit = limit();
+    read_within(reader, what, limit(), &READ)
+}
+
+/// Read all of `reader` into the total `read`, refusing to take it past
+/// `limit` bytes.
+fn read_within(reader: impl Read, what: &str, limit: u64, read: &AtomicU64) -> Result<Vec<u8>> {
+    let before = read.load(Ordering::Relaxed);
+    let room = limit.saturating_sub(before);
     let mut bytes = Vec::new();
     reader
-        .take(limit.saturating_add(1))
+        .take(room.saturating_add(1))
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {what}"))?;
-    if bytes.len() as u64 > limit {
-        bail!(
-            "{what} is larger than {} (the --max-input limit); raise it with --max-input BYTES \
-             (or SKEIN_MAX_INPUT) if you mean it",
+    if bytes.len() as u64 > room {
+        return Err(over_limit(what, limit, before));
+    }
+    read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    Ok(bytes)
+}
+
+/// Why `what` was refused: it would take the inputs read `before` it past
+/// `limit`.
+fn over_limit(what: &str, limit: u64, before: u64) -> anyhow::Error {
+    if before == 0 {
+        return anyhow!(
+            "{what} is larger than {} (the --max-input limit); raise it with --max-input \
+             BYTES (or SKEIN_MAX_INPUT) if you mean it",
             size(limit)
         );
     }
-    Ok(bytes)
+    anyhow!(
+        "{what} takes this command's inputs past {} all together (the --max-input limit, \
+         {} read before it); raise it with --max-input BYTES (or SKEIN_MAX_INPUT) if you \
+         mean it",
+        size(limit),
+        size(before)
+    )
 }
 
 /// A file named on the command line, as text.
@@ -340,7 +368,9 @@ async fn fetch(url: &str, what: &str) -> Result<(Vec<u8>, Option<String>)> {
         .and_then(|value| value.split(';').next())
         .map(|value| value.trim().to_ascii_lowercase())
         .filter(|value| skein::media::is_media_type(value));
-    let limit = limit();
+    // A download counts toward the command's inputs like a file.
+    let before = READ.load(Ordering::Relaxed);
+    let room = limit().saturating_sub(before);
     let mut data = Vec::new();
     while let Some(chunk) = response
         .chunk()
@@ -348,14 +378,11 @@ async fn fetch(url: &str, what: &str) -> Result<(Vec<u8>, Option<String>)> {
         .with_context(|| format!("cannot fetch {what}"))?
     {
         data.extend_from_slice(&chunk);
-        if data.len() as u64 > limit {
-            bail!(
-                "{what} is larger than {} (the --max-input limit); raise it with --max-input BYTES \
-                 (or SKEIN_MAX_INPUT) if you mean it",
-                size(limit)
-            );
+        if data.len() as u64 > room {
+            return Err(over_limit(&what, limit(), before));
         }
     }
+    READ.fetch_add(data.len() as u64, Ordering::Relaxed);
     Ok((data, served))
 }
 
@@ -399,6 +426,35 @@ mod tests {
             "{error}"
         );
         assert_eq!(read_capped(&b"small"[..], "x").unwrap(), "small");
+    }
+
+    #[test]
+    fn the_limit_bounds_all_inputs_together() {
+        let read = AtomicU64::new(0);
+        let six = [b'a'; 600];
+        assert_eq!(
+            read_within(&six[..], "the first", 1000, &read)
+                .unwrap()
+                .len(),
+            600
+        );
+        let error = read_within(&six[..], "the second", 1000, &read)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "the second takes this command's inputs past 1000 bytes all together (the \
+             --max-input limit, 600 bytes read before it); raise it with --max-input BYTES (or \
+             SKEIN_MAX_INPUT) if you mean it"
+        );
+        // What was refused is not counted: the rest of the room is still there.
+        assert_eq!(
+            read_within(&six[..400], "the third", 1000, &read)
+                .unwrap()
+                .len(),
+            400
+        );
+        assert!(read_within(&b"x"[..], "the fourth", 1000, &read).is_err());
     }
 
     #[test]

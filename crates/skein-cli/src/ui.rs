@@ -8,8 +8,10 @@ ends the command quietly, and a full disk (`skein log > /dev/full`) is an
 error that says so (see `main`). Human text is written with control
 characters escaped when stdout is a terminal (text from a model or an
 import must not drive the terminal: ESC, BEL, CR and the other C0 and C1
-controls are shown as `\x1b`, `\u{9b}`, ...; newlines and tabs stay);
-JSON and exports are written exactly.
+controls are shown as `\x1b`, `\u{9b}`, ...; bidirectional controls such
+as U+202E as `\u{202e}`; newlines and tabs stay); notes on stderr when it
+is a terminal likewise. JSON, exports and text written to a pipe or file
+are written exactly.
 */
 
 use serde::Serialize;
@@ -83,9 +85,19 @@ fn stderr_is_terminal() -> bool {
     *TERMINAL.get_or_init(|| std::io::stderr().is_terminal())
 }
 
-/// `text` with control characters other than newline and tab escaped.
+/// Whether `c` is a bidirectional formatting control: embeddings and
+/// overrides (U+202A to U+202E), isolates (U+2066 to U+2069) and the
+/// marks (U+200E, U+200F, U+061C). Shown raw they reorder the text around
+/// them on a terminal (a right-to-left override makes `exe.txt` of
+/// `txt.exe`).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
+}
+
+/// `text` with control characters other than newline and tab escaped, and
+/// bidirectional controls too.
 pub fn escape_controls(text: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c);
     if !text.chars().any(unsafe_char) {
         return Cow::Borrowed(text);
     }
@@ -253,5 +265,9 @@ mod tests {
             "a\\x1b[31mred\\x07\\x0d\\u{9b}2J\\x7f"
         );
         assert!(matches!(escape_controls("é ◀ ok"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_controls("txt\u{202e}exe.\u{2066}a\u{2069}\u{200f}"),
+            "txt\\u{202e}exe.\\u{2066}a\\u{2069}\\u{200f}"
+        );
     }
 }

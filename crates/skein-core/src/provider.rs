@@ -227,6 +227,13 @@ pub enum ProviderError {
     /// A failure a scripted model was told to produce.
     #[error("scripted failure: {message}")]
     Scripted { message: String },
+    /// The reply passed the bound set on its text and the call was stopped
+    /// there.
+    #[error(
+        "the reply passed the bound of {limit} bytes of text and was stopped: ask for a shorter \
+         reply (a lower max_tokens, or a prompt that asks for less)"
+    )]
+    ReplyTooLong { limit: usize },
 }
 
 impl ProviderError {

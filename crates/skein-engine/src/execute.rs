@@ -385,7 +385,8 @@ async fn attempt_until_valid(
 }
 
 /// One model call: stream it, forwarding text to the request's text channel
-/// and retries to the events, until done or cancelled.
+/// and retries to the events, until done, cancelled, or past the reply
+/// bound ([`crate::with_reply_limit`]).
 async fn call(
     plan: &Plan,
     request: ModelRequest,
@@ -395,6 +396,8 @@ async fn call(
 ) -> Result<ModelResponse, ProviderError> {
     let mut stream = plan.provider.stream(request);
     let mut assembler = ResponseAssembler::new();
+    let limit = crate::reply_limit::current();
+    let mut replied = 0usize;
     // One cancellation future for the whole call: a new one per event would
     // register with the token again for every text piece.
     let cancelled = cancel.cancelled();
@@ -411,6 +414,10 @@ async fn call(
         let event = event?;
         match &event {
             StreamEvent::Text(text) => {
+                replied += text.len();
+                if let Some(limit) = limit.filter(|limit| replied > *limit) {
+                    return Err(ProviderError::ReplyTooLong { limit });
+                }
                 if let Some(sink) = &plan.request.text_sink {
                     let _ = sink.send(text.clone());
                 }

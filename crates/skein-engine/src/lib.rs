@@ -8,7 +8,8 @@ skein's execution engine.
   captured [`Exchange`], and `inspect_*`.
 - Admission per backend ([`admission`]), structured output with repair
   (the `contract` module), capture ([`exchange`]), observation
-  ([`observe`]) and the usage ledger ([`ledger`]).
+  ([`observe`]), the usage ledger ([`ledger`]) and the bound on a reply's
+  text ([`with_reply_limit`]).
 
 Settings are resolved fresh for every execution; a continuation carries
 conversation content forward and nothing else.
@@ -62,6 +63,7 @@ pub mod ledger;
 pub mod load;
 pub mod observe;
 mod render;
+mod reply_limit;
 pub mod request;
 pub mod tools;
 
@@ -84,6 +86,7 @@ pub use execute::RunOutput;
 pub use ledger::{Figure, Ledger, LedgerEntry, Totals};
 pub use load::load_dir;
 pub use observe::{AttemptKind, Event, EventChannel, EventKind, Observer, RunId};
+pub use reply_limit::with_reply_limit;
 pub use request::{Request, RequestMessage};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolError, tool_fn};

@@ -127,6 +127,7 @@ fn provider_fields(attributes: &Bound<'_, PyDict>, error: &ProviderError) {
         ProviderError::ModelUnavailable { hint, .. } => ("model_unavailable", None, Some(hint)),
         ProviderError::Backend { message } => ("backend", None, Some(message)),
         ProviderError::Scripted { message } => ("scripted", None, Some(message)),
+        ProviderError::ReplyTooLong { .. } => ("reply_too_long", None, None),
         _ => ("unknown", None, None),
     };
     let _ = attributes.set_item("kind", kind);

@@ -35,7 +35,7 @@ refused to pages of other origins as writes are.
 use crate::ServeError;
 use axum::Router;
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use std::net::SocketAddr;
@@ -121,6 +121,12 @@ async fn writes(token: Option<Arc<str>>, rule: Writes, request: Request, next: N
         {
             return refuse(StatusCode::FORBIDDEN, format!("refused: {problem}"));
         }
+        return next.run(request).await;
+    }
+    if request.method() != Method::POST {
+        // Every route is GET or POST: the router answers this 405 with the
+        // methods the path takes (404 for no such path), and nothing runs.
+        // A route taking another method would have to pass the rule below.
         return next.run(request).await;
     }
     if rule.read_only {

@@ -722,6 +722,33 @@ async fn unknown_ids_and_routes_are_clear_json_errors_and_only_get_is_served() {
             "POST {path}"
         );
     }
+    // Another method than GET or POST is 405 with the methods the path
+    // takes, whatever its content type, and runs nothing.
+    for (path, allowed) in [
+        ("/api/nodes/abcdef0123/reply", "POST"),
+        ("/api/reruns/abcdef0123/fork", "POST"),
+        ("/api/conversations", "GET,HEAD"),
+    ] {
+        for method in [reqwest::Method::DELETE, reqwest::Method::PUT] {
+            let response = server
+                .client
+                .request(method.clone(), format!("{}{path}", server.base))
+                .header("x-skein-csrf", &csrf)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}"
+            );
+            let allow = response.headers()["allow"]
+                .to_str()
+                .unwrap()
+                .replace(' ', "");
+            assert_eq!(allow, allowed, "{method} {path}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1978,8 +2005,18 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
         ),
         (
             serde_json::json!({"text": "x", "options": {"colour": 1}}),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "colour",
+            StatusCode::BAD_REQUEST,
+            "the request body is not what this route takes: options.colour: unknown field `colour`",
+        ),
+        (
+            serde_json::json!({"text": "x", "colour": 1}),
+            StatusCode::BAD_REQUEST,
+            "unknown field `colour`",
+        ),
+        (
+            serde_json::json!({"text": 7}),
+            StatusCode::BAD_REQUEST,
+            "text: invalid type",
         ),
         (
             serde_json::json!({"text": "x".repeat(200_001)}),
@@ -2165,7 +2202,25 @@ async fn a_recorded_turn_is_reported_rerun_without_a_source_and_forked_from() {
     let turn = chat.send("Where to?").await.unwrap().clone();
     let node = turn.node().to_hex();
 
+    // A report is a GET: it caches no vector in the store (a page
+    // elsewhere could make a browser GET it), even from another site.
+    let embeddings = || {
+        server
+            .store
+            .debug_query_i64("SELECT count(*) FROM embeddings")
+            .unwrap()
+    };
+    let cached = embeddings();
+    let cross_site = server
+        .client
+        .get(format!("{}/api/nodes/{node}/report", server.base))
+        .header("sec-fetch-site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::OK);
     let report = server.json(&format!("/api/nodes/{node}/report")).await;
+    assert_eq!(embeddings(), cached, "a GET wrote to the embedding cache");
     assert_eq!(report["turn"]["index"], 0);
     let sources = report["sources"].as_array().unwrap();
     let weather = sources
@@ -2220,6 +2275,7 @@ async fn a_recorded_turn_is_reported_rerun_without_a_source_and_forked_from() {
         .await;
     let rerun: Value = serde_json::from_str(&text).unwrap();
     assert!(rerun["verdict"].is_string(), "{rerun}");
+    assert!(embeddings() > cached, "a rerun (a POST) caches its vectors");
     assert_eq!(rerun["samples"].as_array().unwrap().len(), 2);
     assert_eq!(rerun["changed"], false, "the echo ignores its sources");
     assert_eq!(rerun["removed"][0], "weather");
@@ -2831,19 +2887,12 @@ async fn a_fork_whose_first_turn_fails_leaves_no_conversation_behind() {
 /// The 4 MiB bound on a streamed reply (the web view's `STREAM_MAX_BYTES`).
 const STREAM_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-/// A reply past 4 MiB of text is cut there: the page gets whole deltas up
-/// to the bound and an `error` saying why, and a cancelled turn records
-/// nothing (no node, no run; the conversation does not move).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reply_past_the_stream_bound_is_cancelled_and_nothing_is_recorded() {
-    use skein_testkit::{Fault, FaultServer};
-    const PIECE: usize = 60_000;
-    let piece = "x".repeat(PIECE);
-    let pieces = STREAM_MAX_BYTES / PIECE + 10;
-    // A complete reply: without the bound it would be `done`.
-    let chunks = [vec![content(&piece); pieces], finish()].concat();
-    let mut model = FaultServer::start(Fault::Cut(chunks)).await;
-    let server = serving_endpoint(&model.url()).await;
+/// A reply past 4 MiB of text is cut there by the engine's reply bound:
+/// the page gets whole deltas up to the bound and an `error` saying why
+/// and what to do; the call is a failed call as any other (the user's
+/// message and the failed run are recorded, the conversation does not
+/// move). Each piece here is `PIECE` bytes.
+async fn assert_cut_at_the_stream_bound(server: &Server, model: &str, piece: usize) {
     let story = story(&server.store).await;
     let before = counts(&server.store);
     let main_head = head_of(&server.store, &story.main);
@@ -2857,7 +2906,7 @@ async fn a_reply_past_the_stream_bound_is_cancelled_and_nothing_is_recorded() {
     let (status, body) = server
         .write(
             &format!("/api/nodes/{}/reply", story.a2),
-            &serde_json::json!({ "text": "Go on and on.", "model": "remote" }).to_string(),
+            &serde_json::json!({ "text": "Go on and on.", "model": model }).to_string(),
             &[("x-skein-csrf", &csrf)],
         )
         .await;
@@ -2875,25 +2924,67 @@ async fn a_reply_past_the_stream_bound_is_cancelled_and_nothing_is_recorded() {
     );
     let message = last.data["message"].as_str().unwrap();
     assert!(
-        message.contains("4194304 bytes") && message.contains("cancelled and nothing was recorded"),
+        message.contains("bound of 4194304 bytes") && message.contains("ask for a shorter reply"),
         "{message}"
     );
     // Whole deltas, up to the bound and no further.
     let text = streamed(&events);
-    assert_eq!(text.len(), STREAM_MAX_BYTES / PIECE * PIECE);
-    assert!(text.bytes().all(|byte| byte == b'x'));
-    assert!(model.seen().await.request_read);
+    assert_eq!(text.len(), STREAM_MAX_BYTES / piece * piece);
 
-    assert_eq!(counts(&server.store), before, "nothing was recorded");
+    let after = counts(&server.store);
+    assert_eq!(after.0, before.0 + 1, "the user's message, no reply");
+    assert_eq!(after.1, before.1, "no conversation was created");
+    assert_eq!(after.2, before.2 + 1, "the failed run is recorded");
     assert_eq!(head_of(&server.store, &story.main), main_head);
-    assert_eq!(
-        server
-            .store
-            .runs_of_conversation(&ConversationId(story.main.clone()))
+    let runs = server
+        .store
+        .runs_of_conversation(&ConversationId(story.main.clone()))
+        .unwrap();
+    assert_eq!(runs.len(), runs_before + 1);
+    let failed = server.store.recent_runs(1).unwrap().remove(0);
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert!(
+        failed
+            .error
+            .as_deref()
             .unwrap()
-            .len(),
-        runs_before
+            .contains("bound of 4194304 bytes"),
+        "{failed:?}"
     );
+}
+
+/// Over HTTP: the model server's stream is cut at the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_past_the_stream_bound_over_http_is_a_failed_call() {
+    use skein_testkit::{Fault, FaultServer};
+    const PIECE: usize = 60_000;
+    let piece = "x".repeat(PIECE);
+    let pieces = STREAM_MAX_BYTES / PIECE + 10;
+    // A complete reply: without the bound it would be `done`.
+    let chunks = [vec![content(&piece); pieces], finish()].concat();
+    let mut model = FaultServer::start(Fault::Cut(chunks)).await;
+    let server = serving_endpoint(&model.url()).await;
+    assert_cut_at_the_stream_bound(&server, "remote", PIECE).await;
+    assert!(model.seen().await.request_read);
+}
+
+/// In process: a model whose whole reply is ready at once (no network to
+/// wait on) is cut at the bound too, not recorded whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_past_the_stream_bound_in_process_is_a_failed_call() {
+    const PIECE: usize = 60_000;
+    let word = format!("{} ", "x".repeat(PIECE - 1));
+    // 5.6 MB: past the bound.
+    let reply = word.repeat(94);
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("long.toml");
+    std::fs::write(&rules, format!("[[rules]]\nreply = \"{reply}\"\n")).unwrap();
+    let model = format!("scripted:{}", rules.display());
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new("echo", [model.clone()]));
+    })
+    .await;
+    assert_cut_at_the_stream_bound(&server, &model, PIECE).await;
 }
 
 // ---------------------------------------------------------------- costs

@@ -232,8 +232,13 @@ impl From<std::io::Error> for StoreError {
     }
 }
 
+/// A JSON error that is a failed write or read (a full disk under an
+/// export) is that i/o error, not a stored record's fault.
 impl From<serde_json::Error> for StoreError {
     fn from(error: serde_json::Error) -> StoreError {
+        if error.is_io() {
+            return StoreError::Io(error.into());
+        }
         StoreError::Json(error)
     }
 }

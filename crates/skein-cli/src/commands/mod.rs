@@ -101,9 +101,19 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         (true, true) => Some(tempfile::tempdir().context("cannot make a scratch directory")?),
         _ => None,
     };
-    let opened = match &scratch {
-        Some(dir) => open_store(&dir.path().join("scratch.db"), OpenMode::Create),
-        None => open_store(&path, open_mode(&command)),
+    let (opened, command) = match (&scratch, command) {
+        (Some(dir), command) => (
+            open_store(&dir.path().join("scratch.db"), OpenMode::Create),
+            command,
+        ),
+        // The web view without the proxy: a database it cannot write is
+        // served read-only rather than refused.
+        (None, Command::Serve(mut args)) if !args.proxy && !args.read_only => {
+            let (store, read_only) = open_for_web_view(&path)?;
+            args.read_only = read_only;
+            (Ok(store), Command::Serve(args))
+        }
+        (None, other) => (open_store(&path, open_mode(&other)), other),
     };
     let ctx = Context {
         store: opened?,
@@ -212,6 +222,37 @@ fn open_mode(command: &Command) -> OpenMode {
         }
         _ => OpenMode::Create,
     }
+}
+
+/// The database for the web view: written when it can be, else (a file or
+/// mount this user cannot write) opened read-only, which the server then
+/// is, as with `--read-only`; a note says so and why. `true` when it is
+/// read-only.
+fn open_for_web_view(path: &Path) -> Result<(Store, bool)> {
+    let refused = match open_store(path, OpenMode::Existing) {
+        Ok(store) => return Ok((store, false)),
+        Err(error) => error,
+    };
+    let fixed = |error: &anyhow::Error| {
+        matches!(
+            error.downcast_ref::<StoreError>(),
+            Some(
+                StoreError::NotSkein { .. }
+                    | StoreError::NewerSchema { .. }
+                    | StoreError::MigrationDenied { .. }
+            )
+        ) || error.downcast_ref::<ExitWith>().is_some()
+    };
+    if fixed(&refused) {
+        return Err(refused);
+    }
+    let Ok(store) = open_store(path, OpenMode::ReadOnly) else {
+        return Err(refused);
+    };
+    ui::note(format!(
+        "the database cannot be written ({refused:#}): serving it read-only, as --read-only does"
+    ));
+    Ok((store, true))
 }
 
 fn open_store(path: &Path, mode: OpenMode) -> Result<Store> {

@@ -1359,11 +1359,14 @@ fn export_to_a_path_replaces_files_whole_and_writes_through_devices() {
     if Path::new("/dev/full").exists() {
         let output = skein.run(&["export", "-o", "/dev/full"]);
         assert_eq!(output.status.code(), Some(1));
+        // The write failed, not a stored record.
+        let said = stderr(&output);
         assert!(
-            stderr(&output).contains("No space left"),
-            "{}",
-            stderr(&output)
+            said.starts_with("error: cannot write the export to /dev/full: ")
+                && said.contains("No space left"),
+            "{said}"
         );
+        assert!(!said.contains("invalid JSON"), "{said}");
         use std::os::unix::fs::FileTypeExt;
         let kind = std::fs::symlink_metadata("/dev/full").unwrap().file_type();
         assert!(kind.is_char_device(), "/dev/full is no longer a device");
@@ -1561,6 +1564,26 @@ fn a_file_that_is_not_a_skein_database_is_refused_untouched() {
     assert_eq!(listing(dir.path()), ["app.sqlite", "notes.txt"]);
 }
 
+/// An export larger than its write buffer onto a full disk: the error is
+/// the write's (no space left), not a stored record's JSON.
+#[test]
+fn an_export_onto_a_full_disk_says_the_disk_is_full() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("SKIPPED an_export_onto_a_full_disk_says_the_disk_is_full: no /dev/full");
+        return;
+    }
+    let skein = temp();
+    skein.json(&["prompt", "-m", "echo", &"many words ".repeat(4000)]);
+    let output = skein.run(&["export", "-o", "/dev/full"]);
+    assert_eq!(output.status.code(), Some(1));
+    let said = stderr(&output);
+    assert!(
+        said.starts_with("error: cannot write the export to /dev/full: i/o error: No space left"),
+        "{said}"
+    );
+    assert!(!said.contains("invalid JSON"), "{said}");
+}
+
 /// The reading commands work on a database nobody can write: on a
 /// read-only bind mount (in a mount namespace of the test's own, since the
 /// tests run as root, for whom `chmod 444` blocks nothing), without `-wal`
@@ -1641,6 +1664,41 @@ fn read_commands_work_on_a_read_only_mount() {
             "{round}: a write succeeded on a read-only mount"
         );
     }
+}
+
+/// Plain `skein serve` on a database nobody can write (a read-only bind
+/// mount, as above) serves it read-only, as `--read-only` does, with a
+/// note saying so and why, instead of failing.
+#[test]
+fn plain_serve_serves_a_database_it_cannot_write_read_only() {
+    let skein = temp();
+    skein.json(&["prompt", "one"]);
+    let dir = skein.dir().to_str().unwrap().to_string();
+    let script = format!(
+        "mount --bind {dir} {dir} && mount -o remount,bind,ro {dir} || exit 99; \
+         touch {dir}/probe 2>/dev/null && exit 98; timeout -s INT 4 \"$@\"; exit 0"
+    );
+    let output = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script, "sh", crate::BIN, "--db"])
+        .arg(skein.db())
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env_remove("SKEIN_DB")
+        .env("SKEIN_CONFIG", skein.dir().join("config.toml"))
+        .stdin(Stdio::null())
+        .output();
+    let Some(output) = output.ok().filter(|o| o.status.code() == Some(0)) else {
+        eprintln!(
+            "SKIPPED plain_serve_serves_a_database_it_cannot_write_read_only: cannot make a \
+             read-only mount here"
+        );
+        return;
+    };
+    let said = stderr(&output);
+    assert!(
+        said.contains("serving it read-only, as --read-only does"),
+        "{said}"
+    );
+    assert!(said.contains("(read-only; Ctrl-C stops)"), "{said}");
 }
 
 /// `import` reads an endless input (`/dev/zero`) only up to the line limit,
@@ -1895,6 +1953,33 @@ fn command_line_inputs_are_capped_and_checked() {
          --max-input BYTES (or SKEIN_MAX_INPUT) if you mean it\n"
     );
     assert_eq!(skein.count("nodes"), 0, "nothing refused was recorded");
+
+    // The limit holds for all of a command's inputs together, not each.
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "n".repeat(600)).unwrap();
+    let notes = notes.to_str().unwrap();
+    let one = skein.run(&["--max-input", "1000", "prompt", "-f", notes, "hi"]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let nodes = skein.count("nodes");
+    refused(
+        &[
+            "--max-input",
+            "1000",
+            "prompt",
+            "-f",
+            notes,
+            "-a",
+            notes,
+            "hi",
+        ],
+        &format!(
+            "the attachment {notes} takes this command's inputs past 1000 bytes all together \
+             (the --max-input limit, 600 bytes read before it); raise it with --max-input BYTES \
+             (or SKEIN_MAX_INPUT) if you mean it"
+        ),
+    );
+    assert_eq!(skein.count("nodes"), nodes, "nothing refused was recorded");
 
     // A negative number is a value, and an accepted one is recorded.
     let cooled = skein.json(&["prompt", "-o", "seed", "3", "-o", "temperature", "0", "hi"]);
@@ -2482,8 +2567,10 @@ fn ctrl_c_stops_a_reply_in_chat_and_records_nothing_of_it() {
 #[test]
 fn text_from_models_and_imports_reaches_a_terminal_escaped() {
     let skein = temp();
-    let hostile = "red \x1b[31mALERT\x07 \u{9b}2J done";
-    let record = skein.json(&["prompt", "--name", "bell\x07name", hostile]);
+    // C0 and C1 controls, and bidi controls (a right-to-left override and
+    // an isolate) that would reorder what the terminal shows.
+    let hostile = "red \x1b[31mALERT\x07 \u{9b}2J \u{202e}lave\u{2066} done";
+    let record = skein.json(&["prompt", "--name", "bell\x07name\u{202d}", hostile]);
     let node = record["node"].as_str().unwrap().to_string();
     for args in [
         &["prompt", "-c", hostile][..],
@@ -2495,16 +2582,16 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
     ] {
         let (code, output) = crate::pty::Terminal::spawn(skein.command(args)).finish_with_output();
         assert_eq!(code, Some(0), "{args:?}: {output}");
-        for raw in ['\x1b', '\x07', '\u{9b}'] {
+        for raw in ['\x1b', '\x07', '\u{9b}', '\u{202e}', '\u{2066}', '\u{202d}'] {
             assert!(
                 !output.contains(raw),
                 "{args:?} printed {raw:?}: {output:?}"
             );
         }
         let shown = match args[0] {
-            "conversations" => "bell\\x07name",
+            "conversations" => "bell\\x07name\\u{202d}",
             "tree" | "log" if args.len() == 1 => "\\x1b[31mALERT\\x07 \\u{9b}2J",
-            _ => "red \\x1b[31mALERT\\x07 \\u{9b}2J done",
+            _ => "red \\x1b[31mALERT\\x07 \\u{9b}2J \\u{202e}lave\\u{2066} done",
         };
         assert!(output.contains(shown), "{args:?}: {output}");
     }
@@ -2513,8 +2600,60 @@ fn text_from_models_and_imports_reaches_a_terminal_escaped() {
         crate::pty::Terminal::spawn(skein.command(&["--json", "show", &node])).finish_with_output();
     assert_eq!(code, Some(0));
     assert!(
-        json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J done"),
+        json.contains("red \\u001b[31mALERT\\u0007 \u{9b}2J \u{202e}lave\u{2066} done"),
         "{json:?}"
+    );
+    // So does human text written to a pipe (for the program reading it).
+    let piped = skein.ok(&["show", &node]);
+    assert!(piped.contains(hostile), "{piped:?}");
+}
+
+/// A conversation whose stored tools this command does not know (an MCP
+/// server declared with `--mcp` when it began, a command tool since
+/// removed from config.toml): the error says what a command-line user
+/// declares, not how a program registers a tool.
+#[test]
+fn a_stored_tool_this_command_lacks_is_an_error_saying_what_to_declare() {
+    let skein = temp();
+    skein.json(&["prompt", "-m", "echo", "first"]);
+    let store = skein::Store::open(skein.db()).unwrap();
+    for (name, tool) in [("with-mcp", "demo__add"), ("with-command", "shout")] {
+        store
+            .create_conversation(skein::store::NewConversation {
+                name: Some(name.into()),
+                settings: skein::core::ConversationSettings {
+                    model: Some("echo".into()),
+                    tools: vec![tool.into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let said = |name: &str| {
+        let output = skein.run(&["prompt", "--cid", name, "again"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let said = stderr(&output);
+        assert!(!said.contains("EngineBuilder"), "{said}");
+        assert!(!said.contains("open_with_tools"), "{said}");
+        said
+    };
+    let mcp = said("with-mcp");
+    assert!(
+        mcp.contains(
+            "offers tool `demo__add` of the MCP server `demo`, which this command does not \
+             declare: declare it again as when the conversation began (`--mcp demo=COMMAND` or \
+             `--mcp demo=URL`), or once for all commands under `[mcp.servers.demo]` in config.toml"
+        ),
+        "{mcp}"
+    );
+    let command = said("with-command");
+    assert!(
+        command.contains(
+            "offers tool `shout`, which this command does not know: define it under \
+             `[tools.shout]` in config.toml"
+        ),
+        "{command}"
     );
 }
 

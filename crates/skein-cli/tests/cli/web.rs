@@ -58,6 +58,49 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The window widths the page must fit, from a small laptop to a large
+/// screen.
+const WIDTHS: [u32; 4] = [800, 1000, 1400, 2560];
+
+/// At each of [`WIDTHS`], by the page's own measurements: the document is
+/// no wider than the window, and no panel (the listing's frame, the tree,
+/// the top bar) scrolls sideways; with `row`, that tree row still shows its
+/// message text. A screenshot of each, then back to the usual size.
+async fn fits_every_width(page: &Session, shots: &Path, view: &str, row: Option<&str>) {
+    for width in WIDTHS {
+        page.resize(width, 1000).await;
+        let measured = page
+            .execute(
+                "const root = document.documentElement;\
+                 const wide = [...document.querySelectorAll('.table-frame, .tree, #top, main')]\
+                   .filter((e) => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)\
+                   .map((e) => `${e.id || e.className} ${e.scrollWidth} > ${e.clientWidth}`);\
+                 const row = arguments[0] && document.querySelector(arguments[0]);\
+                 const text = row && row.querySelector('.preview');\
+                 return { scroll: root.scrollWidth, inner: window.innerWidth, wide,\
+                   text: text ? text.getBoundingClientRect().width : null,\
+                   rowWidth: row ? row.getBoundingClientRect().width : null };",
+                vec![row.map_or(Value::Null, |row| json!(row))],
+            )
+            .await;
+        page.screenshot(&shots.join(format!("{view}-{width}.png")))
+            .await;
+        assert!(
+            measured["scroll"].as_i64().unwrap() <= measured["inner"].as_i64().unwrap(),
+            "{view} at {width}: the page is wider than the window: {measured}"
+        );
+        assert_eq!(measured["wide"], json!([]), "{view} at {width}: {measured}");
+        if row.is_some() {
+            let text = measured["text"].as_f64().unwrap();
+            assert!(
+                text >= 120.0,
+                "{view} at {width}: the row's text is {text} px wide: {measured}"
+            );
+        }
+    }
+    page.resize(1440, 1000).await;
+}
+
 #[test]
 fn the_web_view_shows_the_graph_in_a_real_browser() {
     let Some(browser) = browser_or_skip("of the web view") else {
@@ -146,16 +189,7 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert_eq!(title, "Which river runs through Paris?", "titled by its first prompt");
         page.screenshot(&shots.join("conversations.png")).await;
 
-        // At 1400 pixels the table fits the window.
-        page.resize(1400, 1000).await;
-        let overflow = page
-            .execute(
-                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
-                vec![],
-            )
-            .await;
-        assert!(overflow.as_i64().unwrap() <= 0, "the page is {overflow} pixels too wide at 1400");
-        page.resize(1440, 1000).await;
+        fits_every_width(&page, &shots, "conversations-first", None).await;
 
         // A filter that matches nothing says so.
         let filter = page.wait_for("#filter").await;
@@ -211,6 +245,13 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(parts.contains("echo:"), "{parts}");
         let runs = page.wait_for_text("#runs", "succeeded").await;
         assert!(runs.contains("echo"), "the model: {runs}");
+        // A turn that recorded no sources and offered no tools: a rerun
+        // would have nothing to leave out, so none is offered.
+        page.wait_for("#actions button[data-action='regenerate']").await;
+        assert!(
+            page.find_all("#actions button[data-action='rerun']").await.is_empty(),
+            "Re-run without… offered on a turn without sources"
+        );
         assert!(runs.contains("No tools offered"), "{runs}");
         let input = page.text(&page.wait_for("#runs .run .input-tokens").await).await;
         assert!(input.parse::<u64>().is_ok(), "input tokens shown: {input}");
@@ -375,6 +416,22 @@ fn the_web_view_shows_the_graph_in_a_real_browser() {
         assert!(repeated.contains("× 2 identical runs"), "{repeated}");
         assert_eq!(page.find_all("#runs article.run").await.len(), 1);
         assert_eq!(page.find_all("#runs .run-group li").await.len(), 2);
+
+        // A message that heads several conversations, with long names: its
+        // row keeps its text, and the page fits every window width.
+        for n in 1..=3 {
+            skein_json(
+                &db,
+                &["fork", &markup_head[..12], "--name", &format!("a-fork-with-a-rather-long-name-{n}")],
+            );
+        }
+        page.goto(&format!("{}/?reload#/c/{conversation}", server.base())).await;
+        let row = format!("#tree .node-row[data-node-id='{markup_head}']");
+        page.wait_for(&format!("{row} .head-mark:nth-of-type(4)")).await;
+        fits_every_width(&page, &shots, "family", Some(&row)).await;
+        page.goto(&format!("{}/?reload#/", server.base())).await;
+        page.wait_for("#conversations tbody tr").await;
+        fits_every_width(&page, &shots, "conversations", None).await;
 
         page.close().await;
         eprintln!("screenshots in {}", shots.display());

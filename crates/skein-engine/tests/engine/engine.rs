@@ -1331,3 +1331,73 @@ async fn an_attachment_the_model_cannot_take_is_refused_before_any_call() {
         "echo: \"and now?\" (history: 3 messages, system: no, tools: 0)"
     );
 }
+
+/// Streams its pieces one event each, then stops.
+struct Pieces(Vec<&'static str>);
+
+impl Provider for Pieces {
+    fn name(&self) -> &str {
+        "pieces"
+    }
+
+    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        let mut events: Vec<_> = self
+            .0
+            .iter()
+            .map(|piece| Ok(StreamEvent::Text((*piece).to_string())))
+            .collect();
+        events.push(Ok(StreamEvent::Done(FinishReason::Stop)));
+        Box::pin(futures_stream(async move { events }))
+    }
+}
+
+/// A call whose reply passes the bound set around it is stopped there: an
+/// ordinary failed call (its run recorded as failed) whose error says what
+/// to do, the text channel having had the whole pieces up to the bound. At
+/// the bound, or without one, the reply is whole.
+#[tokio::test]
+async fn a_reply_past_the_reply_limit_is_a_failed_call() {
+    let engine = Engine::builder(catalog())
+        .provider("echo", Arc::new(Pieces(vec!["aaaa"; 5])))
+        .build()
+        .unwrap();
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let request = Request::messages([Message::user("go on")])
+        .profile("echo")
+        .text_channel(sender);
+    let prepared = engine.prepare(&request).unwrap();
+    let error = skein_engine::with_reply_limit(10, engine.run(request))
+        .await
+        .unwrap_err();
+    let EngineError::Generation {
+        run,
+        error: ProviderError::ReplyTooLong { limit: 10 },
+    } = &error
+    else {
+        panic!("not a reply past the bound: {error:?}");
+    };
+    assert!(
+        error.to_string().contains(
+            "passed the bound of 10 bytes of text and was stopped: ask for a shorter reply"
+        ),
+        "{error}"
+    );
+    let mut streamed = Vec::new();
+    while let Ok(piece) = receiver.try_recv() {
+        streamed.push(piece);
+    }
+    assert_eq!(streamed, ["aaaa", "aaaa"]);
+    let entry = engine.ledger().entry(run).unwrap();
+    assert_eq!(entry.status, skein_core::RunStatus::Failed);
+    let record = prepared.failed_record(&error).unwrap();
+    assert_eq!(record.status, skein_core::RunStatus::Failed);
+    assert!(record.error.unwrap().contains("bound of 10 bytes"));
+
+    let request = || Request::messages([Message::user("go on")]).profile("echo");
+    let at_bound = skein_engine::with_reply_limit(20, engine.run(request()))
+        .await
+        .unwrap();
+    assert_eq!(at_bound.text().len(), 20);
+    let unbounded = engine.run(request()).await.unwrap();
+    assert_eq!(unbounded.text().len(), 20);
+}

@@ -78,9 +78,23 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// A body that is not JSON, or not JSON this route takes (an unknown key,
+/// a value of the wrong type): 400, with the key or place that is wrong
+/// (serde's words), not axum's 422 text. Other rejections keep their own
+/// status.
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
-        ApiError::new(rejection.status(), rejection.body_text())
+        use std::error::Error as _;
+        let (what, problem) = match &rejection {
+            JsonRejection::JsonDataError(error) => ("is not what this route takes", error.source()),
+            JsonRejection::JsonSyntaxError(error) => ("is not valid JSON", error.source()),
+            _ => return ApiError::new(rejection.status(), rejection.body_text()),
+        };
+        let problem = problem.map_or_else(|| rejection.body_text(), ToString::to_string);
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the request body {what}: {problem}"),
+        )
     }
 }
 

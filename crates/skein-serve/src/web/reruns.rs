@@ -5,9 +5,10 @@ recorded turn's report (its sources, ranked by resemblance to the reply,
 with which a rerun may ignore), a rerun without chosen sources (samples,
 and with `baseline` a verdict), and a fork from a rerun's answer.
 
-Sources are ranked with the lexical embedder (its vectors cached in the
-store, except on a read-only server), which needs no model file and gives
-the same ranking on every machine.
+Sources are ranked with the lexical embedder, which needs no model file
+and gives the same ranking on every machine. Its vectors are cached in the
+store only by the writes (a rerun, a fork from one) of a server that may
+write; a report is a `GET`, which never writes, so it keeps them in memory.
 */
 
 use super::actions::{
@@ -63,13 +64,22 @@ fn recorded_error(error: RecordedError) -> ApiError {
     }
 }
 
-/// The lexical embedder, its vectors cached in the store (in memory only
-/// on a read-only server, which writes nothing: a report is a read).
-fn embedder(state: &AppState) -> Arc<dyn Embedder> {
+/// Whether a request may write what it computes to the store.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    /// A `GET`: it writes nothing, whatever the server allows.
+    Never,
+    /// A write the server may refuse (read-only mode).
+    IfAllowed,
+}
+
+/// The lexical embedder, its vectors cached in the store when `writes`
+/// allows it on this server, else in memory only.
+fn embedder(state: &AppState, writes: Writes) -> Arc<dyn Embedder> {
     let lexical = Arc::new(LexicalEmbedder::new(256));
-    Arc::new(match state.read_only {
-        true => CachedEmbedder::new(lexical),
-        false => CachedEmbedder::with_store(lexical, state.store.clone()),
+    Arc::new(match writes == Writes::IfAllowed && !state.read_only {
+        false => CachedEmbedder::new(lexical),
+        true => CachedEmbedder::with_store(lexical, state.store.clone()),
     })
 }
 
@@ -82,6 +92,7 @@ async fn load_turn_of(
     id: ConversationId,
     at: TurnAt,
     model: Option<Model>,
+    writes: Writes,
 ) -> Result<LoadedTurn, ApiError> {
     let store = state.store.nonblocking();
     let stored = store.conversation(&id).await?;
@@ -101,25 +112,29 @@ async fn load_turn_of(
     };
     RecordedChat::on_model(&model)
         .store(state.store.clone())
-        .embedder(embedder(state))
+        .embedder(embedder(state, writes))
         .load_turn(at)
         .await
         .map_err(recorded_error)
 }
 
 /// The recorded turn whose reply is `prefix`, loaded alone.
-async fn load_turn(state: &AppState, prefix: String) -> Result<LoadedTurn, ApiError> {
+async fn load_turn(
+    state: &AppState,
+    prefix: String,
+    writes: Writes,
+) -> Result<LoadedTurn, ApiError> {
     let node = state.store.nonblocking().resolve_node(&prefix).await?;
     let conversation = conversation_of_node(&state.store, node)
         .await
         .map_err(recorded_error)?;
-    load_turn_of(state, conversation, TurnAt::Reply(node), None).await
+    load_turn_of(state, conversation, TurnAt::Reply(node), None, writes).await
 }
 
 /// `GET /api/nodes/{id}/report`: the recorded turn whose reply is the
 /// node, and its sources ranked (the removable ones first).
 pub async fn report(state: Shared, Path(prefix): Path<String>) -> Result<Json<Value>, ApiError> {
-    let mut loaded = load_turn(&state, prefix).await?;
+    let mut loaded = load_turn(&state, prefix, Writes::Never).await?;
     let report = loaded
         .reason(ReasonOptions::new())
         .await
@@ -236,7 +251,7 @@ pub async fn rerun(
         check_length("ignore", Some(id), NAME_MAX_CHARS)?;
     }
     let _permit = turn_permit(&state)?;
-    let mut loaded = load_turn(&state, prefix).await?;
+    let mut loaded = load_turn(&state, prefix, Writes::IfAllowed).await?;
     loaded
         .reason(ReasonOptions::new())
         .await
@@ -316,7 +331,14 @@ pub async fn fork(
     let record = store.rerun(&id).await?;
     let model = super::actions::chosen_model(&state, body.model.as_deref())?;
     let at = TurnAt::Number(record.conversation.clone(), record.turn as usize);
-    let loaded = load_turn_of(&state, record.conversation.clone(), at, model).await?;
+    let loaded = load_turn_of(
+        &state,
+        record.conversation.clone(),
+        at,
+        model,
+        Writes::IfAllowed,
+    )
+    .await?;
     let mut fork = loaded.fork_from_rerun(&id).await.map_err(recorded_error)?;
     let conversation = fork.conversation().cloned().ok_or_else(|| {
         ApiError::new(

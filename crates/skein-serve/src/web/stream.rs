@@ -8,24 +8,25 @@ recorded by the turn layer as on every surface).
 The turn runs in a task of its own holding one of the server's turn
 permits, so a page that goes away does not cut a turn short: it is
 recorded either way, and the page sees it through `/api/events`. What it
-streams is bounded: past [`STREAM_MAX_BYTES`] of text the turn is
-cancelled, and a cancelled turn records nothing (no node and no run: the
-engine stores only runs that failed at the model); its `error` says so.
-A turn's permit is free before its last event is sent.
+streams is bounded: each model call of the turn is stopped past
+[`STREAM_MAX_BYTES`] of text by the engine's reply bound
+([`with_reply_limit`]), which fails the call as any failed model call (its
+run is recorded as failed, the conversation does not move); its `error`
+says so. A turn's permit is free before its last event is sent.
 */
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
-use skein::engine::CancellationToken;
+use skein::engine::with_reply_limit;
 use skein::store::ConversationId;
 use skein::{NodeId, OnMoved, Prompt};
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
-/// The most reply text one streamed turn may produce.
+/// The most reply text one model call of a streamed turn may produce.
 pub const STREAM_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// How often an idle stream sends a keepalive comment.
 pub(crate) const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -81,30 +82,23 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
     let (sender, receiver) = mpsc::unbounded_channel();
     let _ = sender.send(event("start", &start));
     let prompt = prompt.on_moved(OnMoved::Branch);
-    let cancel = CancellationToken::new();
-    // The only one who cancels is the bound.
-    let cut = cancel.clone();
     let deltas = sender.clone();
-    let limit = cancel.clone();
-    let mut streamed = 0usize;
-    let prompt = prompt.cancel_with(cancel).on_text(move |text: &str| {
-        streamed += text.len();
-        if streamed > STREAM_MAX_BYTES {
-            limit.cancel();
-            return;
-        }
+    let prompt = prompt.on_text(move |text: &str| {
         let _ = deltas.send(event("delta", &json!({ "text": text })));
     });
     tokio::spawn(async move {
-        let outcome = if prompt.offers_tools() {
-            prompt
-                .chain()
-                .send()
-                .await
-                .map(|chain| chain.last().clone())
-        } else {
-            prompt.send().await
+        let send = async {
+            if prompt.offers_tools() {
+                prompt
+                    .chain()
+                    .send()
+                    .await
+                    .map(|chain| chain.last().clone())
+            } else {
+                prompt.send().await
+            }
         };
+        let outcome = with_reply_limit(STREAM_MAX_BYTES, send).await;
         // The turn is over: its permit is free before the page hears so,
         // so a turn started on `done` or `error` is not refused.
         drop(permit);
@@ -120,10 +114,6 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
                     text: response.text(),
                 },
             ),
-            Err(_) if cut.is_cancelled() => error_event(&format!(
-                "the reply passed this server's bound of {STREAM_MAX_BYTES} bytes of streamed \
-                 text: the turn was cancelled and nothing was recorded"
-            )),
             Err(error) => {
                 tracing::warn!(%error, "web view: a turn failed");
                 error_event(&error.to_string())

@@ -36,7 +36,7 @@ mod connect;
 mod content;
 pub mod names;
 
-use crate::command::timeout_words;
+use crate::command::{DEFAULT_MAX_OUTPUT, size_words, timeout_words};
 use connect::{Service, Stderr};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::ServiceError;
@@ -198,6 +198,29 @@ pub enum McpCallError {
     /// The arguments are not a JSON object (MCP tools take one).
     #[error("the arguments of `{tool}` must be a JSON object")]
     NotAnObject { tool: String },
+    /// The result is larger than a tool result may be (as a command
+    /// tool's, [`DEFAULT_MAX_OUTPUT`](crate::command::DEFAULT_MAX_OUTPUT)).
+    #[error(
+        "MCP server `{server}` answered the call to `{tool}` with more than {}: ask the tool for less",
+        size_words(*.limit)
+    )]
+    TooLarge {
+        server: String,
+        tool: String,
+        limit: usize,
+    },
+}
+
+/// `text`, unless it is larger than `limit` bytes.
+fn capped(text: String, server: &str, tool: &str, limit: usize) -> Result<String, McpCallError> {
+    if text.len() > limit {
+        return Err(McpCallError::TooLarge {
+            server: server.to_string(),
+            tool: tool.to_string(),
+            limit,
+        });
+    }
+    Ok(text)
 }
 
 fn last_words(said: &Option<String>) -> String {
@@ -386,12 +409,14 @@ impl McpServer {
                     after: self.inner.timeout,
                 });
             }
-            Ok(Ok(result)) if result.is_error == Some(true) => {
-                return Err(McpCallError::Failed {
-                    message: content::text_of(&result),
-                });
+            Ok(Ok(result)) => {
+                let text = capped(content::text_of(&result), &server, tool, DEFAULT_MAX_OUTPUT)?;
+                return if result.is_error == Some(true) {
+                    Err(McpCallError::Failed { message: text })
+                } else {
+                    Ok(text)
+                };
             }
-            Ok(Ok(result)) => return Ok(content::text_of(&result)),
             Ok(Err(error)) => error,
         };
         Err(match error {
@@ -539,6 +564,20 @@ mod tests {
         assert!(
             shown.contains("API_KEY") && !shown.contains("SECRET"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_result_past_the_tool_result_cap_is_refused_as_command_tools_are() {
+        let at_cap = "x".repeat(DEFAULT_MAX_OUTPUT);
+        assert_eq!(
+            capped(at_cap.clone(), "big", "dump", DEFAULT_MAX_OUTPUT).unwrap(),
+            at_cap
+        );
+        let error = capped(at_cap + "x", "big", "dump", DEFAULT_MAX_OUTPUT).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "MCP server `big` answered the call to `dump` with more than 1 MiB: ask the tool for less"
         );
     }
 

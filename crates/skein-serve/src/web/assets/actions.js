@@ -47,10 +47,18 @@ export function actionPanel(node, ctx) {
       button('fork', 'Fork…', 'a new conversation whose history ends here'),
       node.role === 'user' ? button('edit', 'Edit and fork…', 'change this message and branch from its parent') : null,
       node.role === 'assistant' ? button('regenerate', 'Regenerate…', 'another reply to the same request') : null,
-      node.role === 'assistant' && node.runs.length
+      node.role === 'assistant' && recordsSources(node)
         ? button('rerun', 'Re-run without…', 'replay this turn without chosen sources and compare') : null),
     form, output);
   return section;
+}
+
+// Whether a rerun could leave something out of the turn that made `node`:
+// a run of it offered tools or tagged parts of its request as sources (a
+// recorded chat's). Without, a rerun has nothing to ignore.
+function recordsSources(node) {
+  return node.runs.some((run) => run.tools.length > 0
+    || run.annotations.some((part) => part.annotations.some((a) => a.startsWith('source:'))));
 }
 
 // ---------------------------------------------------------------- form parts
