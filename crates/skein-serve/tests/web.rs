@@ -3210,3 +3210,36 @@ async fn messages_fields_the_proxy_cannot_honour_are_refused_or_reported() {
     assert_eq!(error["error"]["type"], "not_found_error");
     assert!(server.store.verify().unwrap().is_ok());
 }
+
+/// A retry that drops the reply it was given and says more (instructor
+/// re-sends `[user, user "Validation Error found: …"]`) is a branch of the
+/// first attempt's conversation where that reply was given, not an
+/// unlinked conversation titled by the validation error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_drops_its_reply_branches_the_first_attempt() {
+    let server = Server::proxying(None).await;
+    let ask = serde_json::json!({"role": "user", "content": "extract: Jason is 25"});
+    let (status, first) = server
+        .proxy("/v1/chat/completions", serde_json::json!({"messages": [ask]}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let attempt = server.store.list_conversations(1).unwrap().remove(0);
+    let (status, retry) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"messages": [ask, {"role": "user", "content": "Validation Error found: age"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retry}");
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(conversations.len(), 2);
+    let branch = conversations
+        .iter()
+        .find(|conversation| conversation.id != attempt.id)
+        .unwrap();
+    let origin = branch.origin.as_ref().expect("linked to the first attempt");
+    assert_eq!(origin.conversation.as_ref(), Some(&attempt.id));
+    let question = server.store.load_thread(attempt.head.unwrap()).unwrap();
+    assert_eq!(origin.node, question.parent().head_id());
+    assert!(server.store.verify().unwrap().is_ok());
+}
