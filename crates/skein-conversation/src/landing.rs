@@ -16,7 +16,8 @@ A request whose reply the store already holds (the same request to a
 deterministic model: a regenerate) adds only its run, to the conversation
 that reply belongs to. A regenerate whose reply is new (a sampling model)
 is a sibling: a branch, at the request's last message, of the conversation
-of the reply given before. A history whose stored part ends at a node no
+of the reply given before; so is a retry that drops the reply it was given
+and says more (a branch where that reply was given). A history whose stored part ends at a node no
 conversation heads (the client edited or truncated it, or lost a race
 before it began) becomes a branch of the conversation that node belongs
 to; one that shares only messages no conversation produced becomes a
@@ -290,8 +291,11 @@ async fn place_as_read(
     {
         return Ok(place);
     }
-    // A regenerate: another reply to this very request is stored.
-    if let Some(start) = start.filter(|start| Some(*start) == request.head_id()) {
+    // A reply to the stored part is stored: a regenerate (the same request
+    // again), or a retry that dropped that reply and said more (instructor
+    // re-sends `[user, user "Validation Error found: …"]`) branches the
+    // conversation that reply belongs to.
+    if let Some(start) = start {
         for child in store
             .children(start)
             .await?

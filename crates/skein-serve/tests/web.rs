@@ -3227,3 +3227,110 @@ async fn a_session_marker_keeps_two_runs_of_one_app_apart() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(server.store.verify().unwrap().is_ok());
 }
+
+/// What the Messages API carries that the proxy's models cannot honour:
+/// message threads are refused with the code the Anthropic SDK falls back
+/// from (it then sends the whole history), a forced tool call is refused,
+/// `tool_choice: none` offers no tools, extended thinking is answered
+/// without and said so in a header, and `count_tokens` is refused in
+/// Anthropic's error format. Nothing refused is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_fields_the_proxy_cannot_honour_are_refused_or_reported() {
+    let server = Server::proxying(None).await;
+    let hello = serde_json::json!([{"role": "user", "content": "hello"}]);
+    let (status, error) = server
+        .proxy(
+            "/v1/messages",
+            serde_json::json!({"max_tokens": 5, "messages": hello, "thread": {"type": "create"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        error["error"]["details"]["error_code"],
+        "thread_unsupported_request"
+    );
+    let tool = serde_json::json!([{"name": "get_weather", "input_schema": {"type": "object"}}]);
+    let (status, error) = server
+        .proxy(
+            "/v1/messages",
+            serde_json::json!({"max_tokens": 5, "messages": hello, "tools": tool,
+                "tool_choice": {"type": "tool", "name": "get_weather"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("forces a tool call"),
+        "{error}"
+    );
+    assert_eq!(server.runs(), 0, "nothing refused is recorded");
+
+    let response = server
+        .client
+        .post(format!("{}/v1/messages", server.base))
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({"max_tokens": 5, "messages": hello, "tools": tool,
+                "tool_choice": {"type": "none"},
+                "thinking": {"type": "enabled", "budget_tokens": 1024}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-skein-unhonoured"], "thinking");
+    let run = server.store.recent_runs(1).unwrap().remove(0);
+    assert!(
+        run.tools.is_empty(),
+        "`tool_choice: none` offers no tools: {:?}",
+        run.tools
+    );
+
+    let (status, error) = server
+        .proxy(
+            "/v1/messages/count_tokens",
+            serde_json::json!({"messages": hello}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    assert_eq!(error["error"]["type"], "not_found_error");
+    assert!(server.store.verify().unwrap().is_ok());
+}
+
+/// A retry that drops the reply it was given and says more (instructor
+/// re-sends `[user, user "Validation Error found: …"]`) is a branch of the
+/// first attempt's conversation where that reply was given, not an
+/// unlinked conversation titled by the validation error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_drops_its_reply_branches_the_first_attempt() {
+    let server = Server::proxying(None).await;
+    let ask = serde_json::json!({"role": "user", "content": "extract: Jason is 25"});
+    let (status, first) = server
+        .proxy("/v1/chat/completions", serde_json::json!({"messages": [ask]}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let attempt = server.store.list_conversations(1).unwrap().remove(0);
+    let (status, retry) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"messages": [ask, {"role": "user", "content": "Validation Error found: age"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{retry}");
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(conversations.len(), 2);
+    let branch = conversations
+        .iter()
+        .find(|conversation| conversation.id != attempt.id)
+        .unwrap();
+    let origin = branch.origin.as_ref().expect("linked to the first attempt");
+    assert_eq!(origin.conversation.as_ref(), Some(&attempt.id));
+    let question = server.store.load_thread(attempt.head.unwrap()).unwrap();
+    assert_eq!(origin.node, question.parent().head_id());
+    assert!(server.store.verify().unwrap().is_ok());
+}

@@ -433,7 +433,7 @@ pub fn error_body(error: &ProxyError) -> Value {
         ErrorKind::RateLimit => "rate_limit_error",
         ErrorKind::Server => "server_error",
     };
-    json!({"error": {"message": error.message, "type": kind, "param": error.param, "code": null}})
+    json!({"error": {"message": error.message, "type": kind, "param": error.param, "code": error.code}})
 }
 
 /// The chunks of one streamed reply: one id, model and time for all.

@@ -66,6 +66,12 @@ pub struct MessagesRequest {
     pub top_p: Option<f64>,
     /// `metadata.user_id`: a session marker.
     pub metadata: Option<Value>,
+    /// Message threads (`anthropic-beta: message-threads-…`): refused with
+    /// the code the SDK falls back from.
+    pub thread: Option<Value>,
+    /// Extended thinking: not honoured, reported.
+    pub thinking: Option<Value>,
+    pub tool_choice: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +159,15 @@ impl MessagesRequest {
         if self.messages.is_empty() {
             return Err(ProxyError::invalid("`messages` is empty").at("messages"));
         }
+        if self.thread.is_some() {
+            return Err(ProxyError::invalid(
+                "the recording proxy does not keep message threads: send the whole history \
+                 each request (the Anthropic SDK falls back to it on this error)",
+            )
+            .at("thread")
+            .code("thread_unsupported_request"));
+        }
+        let offers_tools = self.offers_tools()?;
         let mut mapped = Mapped::default();
         if let Some(system) = &self.system {
             system_message(system, &mut mapped)?;
@@ -164,7 +179,10 @@ impl MessagesRequest {
             messages: mapped.messages,
             places: mapped.places,
             annotations: mapped.annotations,
-            tools: self.tool_specs()?,
+            tools: match offers_tools {
+                true => self.tool_specs()?,
+                false => Vec::new(),
+            },
             options: GenerationOptions {
                 temperature: self.temperature,
                 top_p: self.top_p,
@@ -177,7 +195,38 @@ impl MessagesRequest {
             reencoded: mapped.reencoded,
             previous: None,
             session: super::turn::session_of(self.metadata.as_ref(), None),
+            unhonoured: self.unhonoured(),
         })
+    }
+
+    /// Whether the tools are offered, as `tool_choice` says: `auto` (or
+    /// none given) offers them, `none` does not; forcing a call (`any`,
+    /// `tool`) is refused, since the proxy's models cannot be made to.
+    fn offers_tools(&self) -> Result<bool, ProxyError> {
+        let Some(choice) = &self.tool_choice else {
+            return Ok(true);
+        };
+        match choice.get("type").and_then(Value::as_str) {
+            Some("auto") => Ok(true),
+            Some("none") => Ok(false),
+            Some(forced @ ("any" | "tool")) => Err(ProxyError::invalid(format!(
+                "`tool_choice` `{forced}` forces a tool call, which the recording proxy's models \
+                 cannot be made to do: send `auto` (or leave it out) and check the reply"
+            ))
+            .at("tool_choice.type")),
+            _ => Err(ProxyError::invalid(
+                "`tool_choice` needs a `type`: `auto`, `none`, `any` or `tool`",
+            )
+            .at("tool_choice")),
+        }
+    }
+
+    /// The fields given that the proxy's models answer without.
+    fn unhonoured(&self) -> Vec<&'static str> {
+        let thinking = self.thinking.as_ref().is_some_and(|thinking| {
+            thinking.get("type").and_then(Value::as_str) != Some("disabled")
+        });
+        thinking.then_some("thinking").into_iter().collect()
     }
 
     fn tool_specs(&self) -> Result<Vec<ToolSpec>, ProxyError> {
@@ -464,7 +513,12 @@ fn error_body(error: &ProxyError) -> Value {
         ErrorKind::RateLimit => "rate_limit_error",
         ErrorKind::Server => "api_error",
     };
-    json!({"type": "error", "error": {"type": kind, "message": error.message}})
+    match error.code {
+        Some(code) => json!({"type": "error", "error": {
+            "type": kind, "message": error.message, "details": {"error_code": code},
+        }}),
+        None => json!({"type": "error", "error": {"type": kind, "message": error.message}}),
+    }
 }
 
 fn message_id(run: &RunId) -> String {

@@ -53,6 +53,10 @@ pub use models::ModelTable;
 /// The header that names a conversation the proxy creates.
 pub const NAME_HEADER: &str = "x-skein-conversation-name";
 
+/// The response header that lists the request's fields the model answered
+/// without (Anthropic's `thinking`).
+pub const UNHONOURED_HEADER: &str = "x-skein-unhonoured";
+
 /// The header that names a session: the conversation of that name, which
 /// every request carrying it continues (see `skein_conversation::landing`).
 pub const SESSION_HEADER: &str = "x-skein-session";
@@ -119,6 +123,18 @@ pub fn routes(body_limit: usize) -> Router<Arc<AppState>> {
                 )
             }),
         )
+        .route(
+            "/v1/messages/count_tokens",
+            post(|| async {
+                messages::Messages::error(&ProxyError::new(
+                    StatusCode::NOT_FOUND,
+                    ErrorKind::NotFound,
+                    "the recording proxy does not count tokens (it has no tokenizer for every \
+                     model it serves): send the request to /v1/messages, whose reply's `usage` \
+                     counts them",
+                ))
+            }),
+        )
         .route("/v1/models", get(list_models))
         .layer(DefaultBodyLimit::max(body_limit))
 }
@@ -166,7 +182,16 @@ async fn handle<R: DeserializeOwned, A: Api>(
     read: impl FnOnce(R) -> Result<(Turn, A), ProxyError>,
 ) -> Response {
     match prepare(&state, &headers, body, api_name, read).await {
-        Ok(flight) => flight.answer().await,
+        Ok(flight) => {
+            let unhonoured = flight.unhonoured.clone();
+            let mut response = flight.answer().await;
+            if let Ok(value) = unhonoured.parse()
+                && !unhonoured.is_empty()
+            {
+                response.headers_mut().insert(UNHONOURED_HEADER, value);
+            }
+            response
+        }
         Err(error) => A::error(&error),
     }
 }
@@ -215,6 +240,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         meta,
         stream: turn.stream,
         keep: turn.record,
+        unhonoured: turn.unhonoured.join(", "),
         request: engine_request(turn),
         key,
     })
@@ -277,6 +303,9 @@ fn client_key(headers: &HeaderMap, token_required: bool) -> Option<Secret> {
 /// One request on its way through the model.
 struct Flight<A: Api> {
     state: Arc<AppState>,
+    /// The request's fields the model answers without, for the
+    /// `x-skein-unhonoured` header (empty: none).
+    unhonoured: String,
     model: Model,
     /// The model name the client is answered with.
     shown: String,

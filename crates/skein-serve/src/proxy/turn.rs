@@ -46,6 +46,10 @@ pub struct Turn {
     pub previous: Option<Previous>,
     /// The session the request's own fields name (see [`session_of`]).
     pub session: Option<String>,
+    /// Request fields the proxy does not honour (its models answer without
+    /// them): reported in the `x-skein-unhonoured` response header, and
+    /// kept in the run's request body.
+    pub unhonoured: Vec<&'static str>,
 }
 
 /// The session a request's fields name, in this order: `metadata`'s
@@ -192,6 +196,9 @@ pub struct ProxyError {
     pub message: String,
     /// The offending field, in OpenAI's notation (`messages.[2].content`).
     pub param: Option<String>,
+    /// A machine-readable code clients act on (Anthropic's
+    /// `error.details.error_code`, OpenAI's `error.code`).
+    pub code: Option<&'static str>,
 }
 
 impl ProxyError {
@@ -201,7 +208,14 @@ impl ProxyError {
             kind,
             message: message.into(),
             param: None,
+            code: None,
         }
+    }
+
+    /// With the code clients act on.
+    pub fn code(mut self, code: &'static str) -> ProxyError {
+        self.code = Some(code);
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> ProxyError {
