@@ -116,7 +116,7 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
                     }
                 }
             },
-            "!fork" => session.fork().await,
+            "!fork" => session.fork(),
             "!reply" => session.go_to(argument).await,
             "!tree" => session.tree().await,
             "!log" => session.log(),
@@ -277,14 +277,16 @@ impl Session<'_> {
         .await
     }
 
-    async fn fork(&mut self) -> Result<()> {
+    fn fork(&mut self) -> Result<()> {
         let Some(head) = self.conversation.head() else {
             ui::note("nothing to fork yet: send a first message");
             return Ok(());
         };
-        self.conversation = self.conversation.fork().create().await?;
+        // Stored with its first turn, as every fork is: a turn that fails
+        // leaves no empty conversation behind.
+        self.conversation = self.conversation.fork().conversation();
         ui::note(format!(
-            "forked at node {} into conversation {}",
+            "forked at node {} into conversation {}, stored with its first turn",
             head.short(),
             self.conversation.id().short()
         ));
