@@ -293,7 +293,9 @@ impl Place {
         std::fs::write(
             &config,
             format!(
-                "[proxy.models]\n\"{}\" = \"{}\"\n",
+                "[proxy.models]\n\"{}\" = '{}'\n\"{}\" = \"{}\"\n",
+                proxy::MODEL,
+                scripted,
                 slow::PROXY_NAME,
                 slow::MODEL
             ),
@@ -303,7 +305,9 @@ impl Place {
         let base_url = slow.base_url();
         let server = Server::start_with_env(
             Path::new(db),
-            &["--proxy", "-m", &scripted],
+            // The default model is the echo: every turn at a stored node
+            // must run on the model of the conversation it goes on with.
+            &["--proxy", "-m", "echo"],
             &[
                 ("SKEIN_CONFIG", &config_path),
                 ("OPENAI_BASE_URL", &base_url),

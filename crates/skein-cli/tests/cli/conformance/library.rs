@@ -19,12 +19,13 @@ fn verdict<T>(result: Result<T, Error>) -> Verdict {
     }
 }
 
-/// The table's database and model (with the `skein_version` tool, which
-/// the tool loop's conversation offers).
+/// The table's database and a home model: the echo (every turn at a stored
+/// node must run on the model of the conversation it goes on with), with
+/// the `skein_version` tool, which the tool loop's conversation offers.
 fn open(place: &Place) -> (Store, Model) {
     let store = Store::open(&place.db).unwrap();
-    let model = Model::open_with_tools(&place.scripted, [skein::builtin::skein_version()]).unwrap();
-    (store, model)
+    let home = Model::open_with_tools("echo", [skein::builtin::skein_version()]).unwrap();
+    (store, home)
 }
 
 impl Surface for Library {
@@ -33,7 +34,8 @@ impl Surface for Library {
     }
 
     fn start(&self, place: &Place, text: &str, name: Option<&str>) -> Cell {
-        let (store, model) = open(place);
+        let store = Store::open(&place.db).unwrap();
+        let model = Model::open(&place.scripted).unwrap();
         let mut builder = model.conversation().store(&store);
         if let Some(name) = name {
             builder = builder.name(name);

@@ -52,9 +52,9 @@ pub(crate) struct Proxy {
     pub streamed: bool,
 }
 
-/// The model name the proxy's clients use for the scripted model (any
-/// name its table lacks goes to `-m`).
-const MODEL: &str = "conform";
+/// The model name the proxy's clients use for the scripted model (the
+/// proxy's `[proxy.models]` maps it).
+pub(crate) const MODEL: &str = "conform";
 
 /// POST one request: the verdict its status says.
 async fn post(base: String, path: &'static str, body: Value, name: Option<String>) -> Verdict {

@@ -104,9 +104,11 @@ impl Surface for Repl {
         one_turn(place, &["--cid", &setup.conversation], &[], text)
     }
 
-    fn reply_at(&self, place: &Place, setup: &Setup, node: &str, text: &str) -> Cell {
+    /// From a chat on the default model (the echo): the branch at `node`
+    /// must answer on the model of the conversation `node` belongs to.
+    fn reply_at(&self, place: &Place, _: &Setup, node: &str, text: &str) -> Cell {
         let reply = format!("!reply {node}");
-        one_turn(place, &["--cid", &setup.conversation], &[&reply], text)
+        one_turn(place, &[], &[&reply], text)
     }
 
     fn fork(&self, place: &Place, setup: &Setup, text: &str, name: Option<&str>) -> Cell {
