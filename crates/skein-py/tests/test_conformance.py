@@ -215,6 +215,16 @@ def failed_call(place: Place) -> None:
     assert_found(place, "please fail")
 
 
+SCHEMA = {"type": "object", "required": ["answer"]}
+
+
+def schema_exhausted(place: Place) -> None:
+    setup = place.setup(["one"])
+    with pytest.raises(skein.SchemaError):
+        skein.Conversation.load(place.store(), setup.conversation).prompt("shaped", schema=SCHEMA).text()
+    assert_found(place, "shaped")
+
+
 def failed_first_turn(place: Place) -> None:
     with pytest.raises(skein.ModelError, match="the model is down"):
         place.model().conversation().prompt("please fail").text()
@@ -327,6 +337,11 @@ ROWS = [
         "a failed model call",
         failed_call,
         lambda: one_turn().failed(ONE, f"{ONE} / u:please fail"),
+    ),
+    Row(
+        "a reply that never matches its schema",
+        schema_exhausted,
+        lambda: one_turn().failed(ONE, f"{ONE} / u:shaped"),
     ),
     Row("a failed first turn", failed_first_turn, lambda: Graph().failed(None, "u:please fail")),
     Row(

@@ -102,6 +102,9 @@ pub(crate) trait Surface {
     /// The next turn of `setup`'s conversation (which offers the
     /// `skein_version` tool) as a tool loop.
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell;
+    /// The next turn of `setup`'s conversation, asking for a reply that
+    /// matches the JSON Schema `schema` (which the model never does).
+    fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell;
     /// Why the row named `scenario` is left out for this surface, when it
     /// does not conform yet and its fix lies outside the surface's own
     /// code (each such gap is a `// Gap:` comment at its surface).
@@ -140,7 +143,7 @@ struct Scenario {
 pub(crate) const FAILED_CALL: &str = "a failed model call";
 
 /// The rows.
-const SCENARIOS: [Scenario; 10] = [
+const SCENARIOS: [Scenario; 11] = [
     Scenario {
         name: "a first turn",
         rule: "landing: a new conversation once its first turn succeeded",
@@ -217,6 +220,18 @@ const SCENARIOS: [Scenario; 10] = [
                 .conversation(main)
                 .ran(main, "u:one", main)
                 .failed(Some(main), "u:one / a:scripted: one / u:please fail")
+        },
+    },
+    Scenario {
+        name: "a reply that never matches its schema",
+        rule: "failure: the input stored, a failed run pointing at it, nothing moved (no invalid reply kept)",
+        run: schema_exhausted,
+        expect: || {
+            let main = "u:one / a:scripted: one";
+            Graph::new()
+                .conversation(main)
+                .ran(main, "u:one", main)
+                .failed(Some(main), "u:one / a:scripted: one / u:shaped")
         },
     },
     Scenario {
@@ -420,6 +435,22 @@ fn failed_call(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
     let setup = place.setup(&[tag.on("one")], false);
     let text = tag.on("please fail");
     let ran = expect(surface.go_on(place, &setup, &text), Verdict::ModelFailed);
+    if let Cell::Ran(()) = ran {
+        assert_found(place, &text);
+    }
+    ran
+}
+
+/// The schema no reply of the scripted model matches.
+pub(crate) const SCHEMA: &str = r#"{"type": "object", "required": ["answer"]}"#;
+
+fn schema_exhausted(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let setup = place.setup(&[tag.on("one")], false);
+    let text = tag.on("shaped");
+    let ran = expect(
+        surface.go_on_with_schema(place, &setup, &text, SCHEMA),
+        Verdict::ModelFailed,
+    );
     if let Cell::Ran(()) = ran {
         assert_found(place, &text);
     }

@@ -85,4 +85,18 @@ impl Surface for CommandLine {
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         self.go_on(place, setup, text)
     }
+
+    fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
+        run(
+            place,
+            &[
+                "prompt",
+                "--cid",
+                &setup.conversation,
+                "--schema",
+                schema,
+                text,
+            ],
+        )
+    }
 }

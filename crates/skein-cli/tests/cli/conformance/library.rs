@@ -101,6 +101,19 @@ impl Surface for Library {
         }
     }
 
+    fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
+        let (store, model) = open(place);
+        let schema: serde_json::Value = serde_json::from_str(schema).unwrap();
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::load(&store, &setup.conversation, &model)
+                .await?
+                .prompt(text)
+                .schema(schema)
+                .send()
+                .await
+        })))
+    }
+
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {

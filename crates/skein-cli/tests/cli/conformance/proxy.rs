@@ -169,6 +169,10 @@ impl Surface for Proxy {
         )
     }
 
+    fn go_on_with_schema(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
+        Cell::Lacks("the proxy takes no output schema: its clients check their own replies")
+    }
+
     fn tool_loop(&self, _: &Place, _: &Setup, _: &str) -> Cell {
         Cell::Lacks(
             "the proxy runs no tools: its client does, and sends each call of its loop as a \

@@ -1,6 +1,6 @@
 //! The chat REPL's column: `skein chat` on a pseudo-terminal, one line a
 //! turn (`!reply NODE` and `!fork` first where the row needs them). Its
-//! verdicts are what it prints: the reply, or the model's error after which
+//! verdicts are what it prints: the reply, or an error after which
 //! the chat goes on (and ends with exit code 0), or exit code 2 before the
 //! chat starts.
 
@@ -39,15 +39,17 @@ impl Chat {
 
     /// Type a turn; what the chat printed of it.
     fn turn(&mut self, text: &str) -> Verdict {
+        let before = self.terminal.output().len();
         self.terminal.send(&format!("{text}\r"));
         let reply = format!("scripted: {text}");
         let deadline = Instant::now() + Duration::from_secs(60);
         let verdict = loop {
             let output = self.terminal.output();
-            if output.contains(&reply) {
+            let since = &output[before..];
+            if since.contains(&reply) {
                 break Verdict::Landed;
             }
-            if output.contains("the model is down") {
+            if since.contains("error:") {
                 break Verdict::ModelFailed;
             }
             assert!(
@@ -141,5 +143,14 @@ impl Surface for Repl {
 
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         self.go_on(place, setup, text)
+    }
+
+    fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
+        one_turn(
+            place,
+            &["--cid", &setup.conversation, "--schema", schema],
+            &[],
+            text,
+        )
     }
 }

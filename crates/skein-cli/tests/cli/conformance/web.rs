@@ -108,4 +108,8 @@ impl Surface for WebApi {
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         self.go_on(place, setup, text)
     }
+
+    fn go_on_with_schema(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
+        Cell::Lacks("the page's turns take no output schema")
+    }
 }
