@@ -74,10 +74,11 @@ pub(crate) enum Cell<T = Verdict> {
 }
 
 /// A conversation made for a cell through the CLI before the surface acts
-/// on it: its id, its first reply (an inner node once it goes on) and its
-/// head.
+/// on it: its id, its first prompt and reply (an inner node once it goes
+/// on) and its head.
 pub(crate) struct Setup {
     pub conversation: String,
+    pub prompt: String,
     pub first: String,
     pub head: String,
 }
@@ -102,6 +103,9 @@ pub(crate) trait Surface {
     /// The next turn of `setup`'s conversation (which offers the
     /// `skein_version` tool) as a tool loop.
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell;
+    /// A new text for the first message of `setup`'s conversation: a branch
+    /// from the start of that conversation.
+    fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell;
     /// The next turn of `setup`'s conversation, asking for a reply that
     /// matches the JSON Schema `schema` (which the model never does).
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell;
@@ -143,7 +147,7 @@ struct Scenario {
 pub(crate) const FAILED_CALL: &str = "a failed model call";
 
 /// The rows.
-const SCENARIOS: [Scenario; 11] = [
+const SCENARIOS: [Scenario; 12] = [
     Scenario {
         name: "a first turn",
         rule: "landing: a new conversation once its first turn succeeded",
@@ -192,6 +196,20 @@ const SCENARIOS: [Scenario; 11] = [
                 .branch(fork, main, main)
                 .ran(main, "u:one", main)
                 .ran(fork, "u:one / a:scripted: one / u:forked", fork)
+        },
+    },
+    Scenario {
+        name: "an edit of a thread's first message",
+        rule: "landing: a branch from the start, its origin the conversation (and no node)",
+        run: edit_first,
+        expect: || {
+            let main = "u:one / a:scripted: one";
+            let edited = "u:edited / a:scripted: edited";
+            Graph::new()
+                .conversation(main)
+                .branch_from_start(edited, main)
+                .ran(main, "u:one", main)
+                .ran(edited, "u:edited", edited)
         },
     },
     Scenario {
@@ -356,9 +374,17 @@ impl Place {
                 .unwrap()
                 .to_string();
         }
+        let reply: skein::NodeId = first["node"].as_str().unwrap().parse().unwrap();
+        let prompt = skein::Store::open(&self.db)
+            .unwrap()
+            .node(reply)
+            .unwrap()
+            .parent
+            .unwrap();
         Setup {
             conversation,
-            first: first["node"].as_str().unwrap().to_string(),
+            prompt: prompt.to_string(),
+            first: reply.to_string(),
             head,
         }
     }
@@ -416,6 +442,14 @@ fn fork(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
     let setup = place.setup(&[tag.on("one")], false);
     expect(
         surface.fork(place, &setup, &tag.on("forked"), None),
+        Verdict::Landed,
+    )
+}
+
+fn edit_first(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let setup = place.setup(&[tag.on("one")], false);
+    expect(
+        surface.edit_first(place, &setup, &tag.on("edited")),
         Verdict::Landed,
     )
 }

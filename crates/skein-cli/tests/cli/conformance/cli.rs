@@ -86,6 +86,12 @@ impl Surface for CommandLine {
         self.go_on(place, setup, text)
     }
 
+    fn edit_first(&self, _: &Place, _: &Setup, _: &str) -> Cell {
+        Cell::Lacks(
+            "the command line has no edit (`fork` starts at a node; a first message has none before it)",
+        )
+    }
+
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
         run(
             place,

@@ -64,6 +64,17 @@ impl Graph {
         self
     }
 
+    /// With a conversation whose head is `head`, branched from the start of
+    /// the conversation whose head is `of` (its origin names no node).
+    pub(crate) fn branch_from_start(mut self, head: &str, of: &str) -> Graph {
+        self.add_thread(head);
+        self.conversations.insert(Conversation {
+            head: Some(head.to_string()),
+            origin: Some((None, Some(of.to_string()))),
+        });
+        self
+    }
+
     /// With a run that succeeded in conversation `of` (by its head).
     pub(crate) fn ran(mut self, of: &str, input: &str, output: &str) -> Graph {
         self.add_thread(output);

@@ -101,6 +101,18 @@ impl Surface for Library {
         }
     }
 
+    fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        let (store, model) = open(place);
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::load(&store, &setup.conversation, &model)
+                .await?
+                .fork_from_start()
+                .prompt(text)
+                .send()
+                .await
+        })))
+    }
+
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
         let (store, model) = open(place);
         let schema: serde_json::Value = serde_json::from_str(schema).unwrap();

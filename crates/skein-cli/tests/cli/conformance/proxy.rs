@@ -169,6 +169,13 @@ impl Surface for Proxy {
         )
     }
 
+    fn edit_first(&self, _: &Place, _: &Setup, _: &str) -> Cell {
+        Cell::Lacks(
+            "a client that changes its first message sends a history of its own: a new \
+             conversation sharing nothing, which the first turn row covers",
+        )
+    }
+
     fn go_on_with_schema(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
         Cell::Lacks("the proxy takes no output schema: its clients check their own replies")
     }

@@ -39,8 +39,14 @@ impl Chat {
 
     /// Type a turn; what the chat printed of it.
     fn turn(&mut self, text: &str) -> Verdict {
+        self.line(text, text)
+    }
+
+    /// Type `line`, a turn whose user message is `text`; what the chat
+    /// printed of it.
+    fn line(&mut self, line: &str, text: &str) -> Verdict {
         let before = self.terminal.output().len();
-        self.terminal.send(&format!("{text}\r"));
+        self.terminal.send(&format!("{line}\r"));
         let reply = format!("scripted: {text}");
         let deadline = Instant::now() + Duration::from_secs(60);
         let verdict = loop {
@@ -143,6 +149,13 @@ impl Surface for Repl {
 
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         self.go_on(place, setup, text)
+    }
+
+    fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        let mut chat = Chat::open(place, &["--cid", &setup.conversation]);
+        let verdict = chat.line(&format!("!edit {text}"), text);
+        chat.quit();
+        Cell::Ran(verdict)
     }
 
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {

@@ -109,6 +109,10 @@ impl Surface for WebApi {
         self.go_on(place, setup, text)
     }
 
+    fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        turn(place, &setup.prompt, "edit", json!({ "text": text }))
+    }
+
     fn go_on_with_schema(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
         Cell::Lacks("the page's turns take no output schema")
     }
