@@ -48,7 +48,6 @@ use serde_json::Value;
 use skein_testkit::Cli;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// What a surface said of one turn, in the table's words: each driver
 /// checks its surface's own way of saying it (an exit code, an HTTP
@@ -98,7 +97,8 @@ pub(crate) trait Surface {
     /// `name` when given.
     fn fork(&self, place: &Place, setup: &Setup, text: &str, name: Option<&str>) -> Cell;
     /// Two turns from `setup`'s head at once: `slow` starts first and its
-    /// model answers only after `fast` has moved the head.
+    /// model (`place.slow`) answers only once `fast` has moved the head and
+    /// the surface releases it.
     fn race(&self, place: &Place, setup: &Setup, slow: &str, fast: &str) -> Cell<[Verdict; 2]>;
     /// The next turn of `setup`'s conversation (which offers the
     /// `skein_version` tool) as a tool loop.
@@ -646,10 +646,6 @@ fn assert_export_imports(place: &Place) {
         "the import holds every record"
     );
 }
-
-/// How long the slow model holds a race's slow turn: long enough for the
-/// fast turn (a process of its own) to land first.
-pub(crate) const HOLD: Duration = Duration::from_millis(1500);
 
 #[test]
 fn every_surface_follows_the_landing_and_failure_rules_on_sqlite() {

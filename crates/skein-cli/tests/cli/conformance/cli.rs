@@ -71,8 +71,9 @@ impl Surface for CommandLine {
         let slow_turn = slow_command(place, &["prompt", "--cid", cid, "-m", slow::MODEL, slow])
             .spawn()
             .unwrap();
-        place.slow.wait_for(&place.runtime, slow);
+        place.slow.wait_for(slow);
         let fast = verdict(&place.cli.run(&["prompt", "--cid", cid, fast]));
+        place.slow.release(slow);
         let slow = slow_turn.wait_with_output().unwrap();
         let said = skein_testkit::cli::stderr(&slow);
         assert!(

@@ -149,8 +149,9 @@ impl Surface for Proxy {
         let slow_turn = place
             .runtime
             .spawn(post(base.clone(), self.api.path(), body, None));
-        place.slow.wait_for(&place.runtime, slow);
+        place.slow.wait_for(slow);
         let fast = self.send(place, Some(&setup.head), fast, None);
+        place.slow.release(slow);
         let slow = place.runtime.block_on(slow_turn).unwrap();
         match fast {
             Cell::Ran(fast) => Cell::Ran([slow, fast]),

@@ -1,29 +1,71 @@
 //! The model of a race's slow turn: an OpenAI-compatible mock server that
-//! answers as the table's scripted model does (`scripted: TEXT`), after
-//! [`HOLD`](super::HOLD), so that a turn started before another lands
-//! after it. Surfaces in other processes reach it as `openai:gpt-test`
-//! with `OPENAI_BASE_URL`; the proxy's clients ask for [`PROXY_NAME`].
+//! answers as the table's scripted model does (`scripted: TEXT`), but only
+//! once the test releases that text, so that a turn started before another
+//! lands after it. Surfaces in other processes reach it as
+//! `openai:gpt-test` with `OPENAI_BASE_URL`; the proxy's clients ask for
+//! [`PROXY_NAME`].
 
 use serde_json::{Value, json};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The model name the CLI and the web API use.
 pub(crate) const MODEL: &str = "openai:gpt-test";
 /// The name the proxy's `[proxy.models]` maps to [`MODEL`].
 pub(crate) const PROXY_NAME: &str = "conform-slow";
+/// How long a wait for a request or a release lasts before it gives up:
+/// it guards against a hang, it measures nothing.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) struct SlowModel {
     server: MockServer,
+    gate: Arc<Gate>,
+}
+
+/// The texts whose requests arrived, and those released.
+#[derive(Default)]
+struct Gate {
+    texts: Mutex<Texts>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Texts {
+    arrived: Vec<String>,
+    released: Vec<String>,
+}
+
+impl Gate {
+    /// Wait until `done` holds of the texts; false when patience ran out.
+    fn wait(&self, done: impl Fn(&Texts) -> bool) -> bool {
+        let deadline = Instant::now() + PATIENCE;
+        let mut texts = self.texts.lock().unwrap();
+        while !done(&texts) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            texts = self.changed.wait_timeout(texts, left).unwrap().0;
+        }
+        true
+    }
+
+    fn change(&self, change: impl FnOnce(&mut Texts)) {
+        change(&mut self.texts.lock().unwrap());
+        self.changed.notify_all();
+    }
 }
 
 impl SlowModel {
     pub(crate) async fn start() -> SlowModel {
         let server = MockServer::start().await;
+        let gate = Arc::new(Gate::default());
         Mock::given(wiremock::matchers::method("POST"))
-            .respond_with(Answer)
+            .respond_with(Answer { gate: gate.clone() })
             .mount(&server)
             .await;
-        SlowModel { server }
+        SlowModel { server, gate }
     }
 
     /// `OPENAI_BASE_URL` for it.
@@ -31,41 +73,44 @@ impl SlowModel {
         format!("{}/v1", self.server.uri())
     }
 
-    /// Whether a request whose last message says `text` has arrived.
-    pub(crate) async fn has_received(&self, text: &str) -> bool {
-        let requests = self.server.received_requests().await.unwrap_or_default();
-        requests
-            .iter()
-            .any(|request| last_user_text(request).as_deref() == Some(text))
+    /// Wait until the request whose last user message is `text` has
+    /// arrived (and is held).
+    pub(crate) fn wait_for(&self, text: &str) {
+        let arrived = self
+            .gate
+            .wait(|texts| texts.arrived.iter().any(|arrived| arrived == text));
+        assert!(arrived, "the slow turn {text:?} never reached its model");
     }
 
-    /// Wait until it has.
-    pub(crate) fn wait_for(&self, runtime: &tokio::runtime::Runtime, text: &str) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !runtime.block_on(self.has_received(text)) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the slow turn {text:?} never reached its model"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+    /// Let the request for `text` be answered.
+    pub(crate) fn release(&self, text: &str) {
+        self.gate
+            .change(|texts| texts.released.push(text.to_string()));
     }
 }
 
-struct Answer;
+/// The answer, given once its text is released. The mock server runs on a
+/// thread of its own, and one slow request at a time, so holding it there
+/// holds nothing else.
+struct Answer {
+    gate: Arc<Gate>,
+}
 
 impl Respond for Answer {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let text = last_user_text(request).unwrap_or_default();
+        self.gate.change(|texts| texts.arrived.push(text.clone()));
+        // Unreleased after PATIENCE, it answers anyway: the race's check
+        // then fails on the graph, not on a hang.
+        self.gate
+            .wait(|texts| texts.released.iter().any(|released| released == &text));
         let reply = json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": format!("scripted: {text}")}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
         });
-        ResponseTemplate::new(200)
-            .set_body_json(reply)
-            .set_delay(super::HOLD)
+        ResponseTemplate::new(200).set_body_json(reply)
     }
 }
 

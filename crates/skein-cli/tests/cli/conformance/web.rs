@@ -94,13 +94,14 @@ impl Surface for WebApi {
             "reply",
             json!({ "text": slow, "model": slow::MODEL }),
         ));
-        place.slow.wait_for(&place.runtime, slow);
+        place.slow.wait_for(slow);
         let fast = place.runtime.block_on(act(
             base,
             setup.head.clone(),
             "reply",
             json!({ "text": fast }),
         ));
+        place.slow.release(slow);
         let slow = place.runtime.block_on(slow_turn).unwrap();
         Cell::Ran([slow, fast])
     }
