@@ -282,6 +282,16 @@ impl Session<'_> {
             ui::note("nothing to fork yet: send a first message");
             return Ok(());
         };
+        // A fork waiting for its first turn is already a new branch here;
+        // a fork of it would name as its origin a conversation never stored.
+        if self.conversation.store().is_some() && !self.conversation.is_stored() {
+            ui::note(format!(
+                "conversation {} is already a new branch at node {}: it is stored with the next message",
+                self.conversation.id().short(),
+                head.short()
+            ));
+            return Ok(());
+        }
         // Stored with its first turn, as every fork is: a turn that fails
         // leaves no empty conversation behind.
         self.conversation = self.conversation.fork().conversation();
