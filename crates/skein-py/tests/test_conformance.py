@@ -334,6 +334,12 @@ def forked() -> Graph:
 ROWS = [
     Row("a first turn", first_turn, one_turn),
     Row("a continuation", continuation, two_turns),
+    Row(
+        "a reply at a conversation's head",
+        None,
+        two_turns,
+        lacks="no reply at a stored node: at a head, Python loads its conversation (the continuation row)",
+    ),
     Row("a reply at an inner node", inner_reply, inner_branch),
     Row("a fork", fork, forked),
     Row(

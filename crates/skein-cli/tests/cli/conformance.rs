@@ -94,7 +94,8 @@ pub(crate) trait Surface {
     fn start(&self, place: &Place, text: &str, name: Option<&str>) -> Cell;
     /// The next turn of `setup`'s conversation, from its head.
     fn go_on(&self, place: &Place, setup: &Setup, text: &str) -> Cell;
-    /// A turn answering `node`, which heads no conversation.
+    /// A turn answering `node`: the head of `setup`'s conversation, or a
+    /// node that heads nothing.
     fn reply_at(&self, place: &Place, setup: &Setup, node: &str, text: &str) -> Cell;
     /// A new conversation at `setup`'s head with a first turn, named
     /// `name` when given.
@@ -155,7 +156,7 @@ struct Scenario {
 pub(crate) const FAILED_CALL: &str = "a failed model call";
 
 /// The rows.
-const SCENARIOS: [Scenario; 12] = [
+const SCENARIOS: [Scenario; 13] = [
     Scenario {
         name: "a first turn",
         rule: "landing: a new conversation once its first turn succeeded",
@@ -169,6 +170,18 @@ const SCENARIOS: [Scenario; 12] = [
         name: "a continuation",
         rule: "landing: extend the head",
         run: continuation,
+        expect: || {
+            let two = "u:one / a:scripted: one / u:two / a:scripted: two";
+            Graph::new()
+                .conversation(two)
+                .ran(two, "u:one", "u:one / a:scripted: one")
+                .ran(two, "u:one / a:scripted: one / u:two", two)
+        },
+    },
+    Scenario {
+        name: "a reply at a conversation's head",
+        rule: "landing: extend the head (on the conversation's model)",
+        run: head_reply,
         expect: || {
             let two = "u:one / a:scripted: one / u:two / a:scripted: two";
             Graph::new()
@@ -431,6 +444,15 @@ fn continuation(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
     let setup = place.setup(&[tag.on("one")], false);
     expect(
         surface.go_on(place, &setup, &tag.on("two")),
+        Verdict::Landed,
+    )
+}
+
+fn head_reply(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let setup = place.setup(&[tag.on("one")], false);
+    let head = setup.head.clone();
+    expect(
+        surface.reply_at(place, &setup, &head, &tag.on("two")),
         Verdict::Landed,
     )
 }

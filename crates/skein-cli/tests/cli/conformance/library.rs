@@ -56,8 +56,14 @@ impl Surface for Library {
     }
 
     /// The library's reply at a node that heads nothing is a branch there
-    /// (`fork_at`): it has no call that decides between the two.
-    fn reply_at(&self, place: &Place, _: &Setup, node: &str, text: &str) -> Cell {
+    /// (`fork_at`); at a head, the caller loads the conversation (the
+    /// continuation row): it has no call that decides between the two.
+    fn reply_at(&self, place: &Place, setup: &Setup, node: &str, text: &str) -> Cell {
+        if node == setup.head {
+            return Cell::Lacks(
+                "no reply at a node: at a head, a caller loads its conversation (the continuation row)",
+            );
+        }
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {
             Conversation::fork_at(&store, node, &model)

@@ -112,7 +112,7 @@ impl Surface for Repl {
         one_turn(place, &["--cid", &setup.conversation], &[], text)
     }
 
-    /// From a chat on the default model (the echo): the branch at `node`
+    /// From a chat on the default model (the echo): the turn at `node`
     /// must answer on the model of the conversation `node` belongs to.
     fn reply_at(&self, place: &Place, _: &Setup, node: &str, text: &str) -> Cell {
         let reply = format!("!reply {node}");
