@@ -9,8 +9,8 @@
 //! Every cell runs on one shared database (SQLite, then PostgreSQL when
 //! `SKEIN_TEST_POSTGRES` names a server) served by one `skein serve
 //! --proxy` process. Its texts carry a tag of their own, so the part of the
-//! graph a cell made is read back apart (from `skein export`, the same way
-//! for every surface: [`graph`]), with the tag taken
+//! graph a cell made is read back apart (from the database's export, the
+//! same way for every surface: [`graph`]), with the tag taken
 //! out: the same scenario must give the same graph on every surface (the
 //! same threads, conversations, origins and runs), the outcome each surface
 //! reports must be its own way of saying the same thing (an exit code, an
@@ -322,6 +322,8 @@ const SCENARIOS: [Scenario; 13] = [
 pub(crate) struct Place {
     /// The database as the binary takes it: a path or a URL.
     pub db: String,
+    /// The same, opened here (to read the graph back).
+    pub store: skein::Store,
     pub cli: Cli,
     /// `scripted:PATH`, the model of every scenario but the race's slow
     /// turns.
@@ -368,6 +370,7 @@ impl Place {
         );
         Place {
             db: db.to_string(),
+            store: skein::Store::open(db).unwrap(),
             cli: cli.config(config),
             scripted,
             slow,
@@ -394,12 +397,7 @@ impl Place {
                 .to_string();
         }
         let reply: skein::NodeId = first["node"].as_str().unwrap().parse().unwrap();
-        let prompt = skein::Store::open(&self.db)
-            .unwrap()
-            .node(reply)
-            .unwrap()
-            .parent
-            .unwrap();
+        let prompt = self.store.node(reply).unwrap().parent.unwrap();
         Setup {
             conversation,
             prompt: prompt.to_string(),

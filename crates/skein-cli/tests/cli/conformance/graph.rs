@@ -1,5 +1,6 @@
-//! The part of the graph one cell of the table made, read from `skein
-//! export` (the same way whatever surface made it, on either backend), with
+//! The part of the graph one cell of the table made, read from the
+//! database's export (`Store::export`, what `skein export` prints: the same
+//! way whatever surface made it, on either backend), with
 //! the cell's tag taken out so that every surface's part compares equal.
 //!
 //! A node is named by its thread: each message as its role's initial and
@@ -115,8 +116,10 @@ impl Graph {
 
     /// The part of `place`'s database whose texts carry `tag`.
     pub(crate) fn read(place: &Place, tag: &Tag) -> Graph {
-        let export = place.cli.ok(&["export"]);
-        let records: Vec<Value> = export
+        let mut export = Vec::new();
+        place.store.export(&mut export).unwrap();
+        let records: Vec<Value> = String::from_utf8(export)
+            .unwrap()
             .lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect();

@@ -8,7 +8,7 @@
 
 use super::{Cell, Place, Setup, Surface, Verdict, slow};
 use serde_json::{Value, json};
-use skein::{NodeId, Role, Store};
+use skein::{NodeId, Role};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Api {
@@ -77,8 +77,10 @@ async fn post(base: String, path: &'static str, body: Value, name: Option<String
 
 /// The thread ending at `node`, as a client would send it back.
 fn history(place: &Place, node: &str) -> Vec<(&'static str, String)> {
-    let store = Store::open(&place.db).unwrap();
-    let thread = store.load_thread(node.parse::<NodeId>().unwrap()).unwrap();
+    let thread = place
+        .store
+        .load_thread(node.parse::<NodeId>().unwrap())
+        .unwrap();
     thread
         .messages()
         .into_iter()
