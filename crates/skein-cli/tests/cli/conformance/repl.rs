@@ -51,7 +51,7 @@ impl Chat {
         let deadline = Instant::now() + Duration::from_secs(60);
         let verdict = loop {
             let output = self.terminal.output();
-            let since = &output[before..];
+            let since = output.get(before..).unwrap_or(&output);
             if since.contains(&reply) {
                 break Verdict::Landed;
             }
