@@ -117,7 +117,7 @@ pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
                     }
                 }
             },
-            "!fork" => session.fork().await,
+            "!fork" => session.fork(),
             "!reply" => session.go_to(argument).await,
             "!tree" => session.tree().await,
             "!log" => session.log(),
@@ -278,14 +278,26 @@ impl Session<'_> {
         .await
     }
 
-    async fn fork(&mut self) -> Result<()> {
+    fn fork(&mut self) -> Result<()> {
         let Some(head) = self.conversation.head() else {
             ui::note("nothing to fork yet: send a first message");
             return Ok(());
         };
-        self.conversation = self.conversation.fork().create().await?;
+        // A fork waiting for its first turn is already a new branch here;
+        // a fork of it would name as its origin a conversation never stored.
+        if self.conversation.store().is_some() && !self.conversation.is_stored() {
+            ui::note(format!(
+                "conversation {} is already a new branch at node {}: it is stored with the next message",
+                self.conversation.id().short(),
+                head.short()
+            ));
+            return Ok(());
+        }
+        // Stored with its first turn, as every fork is: a turn that fails
+        // leaves no empty conversation behind.
+        self.conversation = self.conversation.fork().conversation();
         ui::note(format!(
-            "forked at node {} into conversation {}",
+            "forked at node {} into conversation {}, stored with its first turn",
             head.short(),
             self.conversation.id().short()
         ));

@@ -814,6 +814,8 @@ fn chat_runs_turns_forks_and_replies_from_stdin() {
         writeln!(stdin, "!reply {}", &node[..12]).unwrap();
         writeln!(stdin, "two").unwrap();
         writeln!(stdin, "!fork").unwrap();
+        // A fork waiting for its first turn is the branch already.
+        writeln!(stdin, "!fork").unwrap();
         writeln!(stdin, "three").unwrap();
         writeln!(stdin, "!nonsense").unwrap();
         writeln!(stdin, "!quit").unwrap();
@@ -833,9 +835,27 @@ fn chat_runs_turns_forks_and_replies_from_stdin() {
         "{}",
         stderr(&output)
     );
-    // The first conversation grew by one turn; the fork holds the third.
+    assert!(
+        stderr(&output).contains("is already a new branch"),
+        "{}",
+        stderr(&output)
+    );
+    // The first conversation grew by one turn; the fork holds the third,
+    // and its origin is the conversation it was forked from.
     assert_eq!(skein.count("conversations"), 2);
     assert_eq!(skein.count("nodes"), 6);
+    let conversations = skein.json(&["conversations"]);
+    let conversations = conversations.as_array().unwrap();
+    let fork = conversations
+        .iter()
+        .find(|c| !c["origin"].is_null())
+        .unwrap();
+    assert!(
+        conversations
+            .iter()
+            .any(|c| c["id"] == fork["origin"]["conversation"]),
+        "{conversations:?}"
+    );
     let tree = skein.ok(&["tree"]);
     assert!(tree.contains("three"), "{tree}");
 }

@@ -1,6 +1,8 @@
 //! The command line's integration tests, one binary (each former test file a
 //! module): the commands end to end through the built `skein` binary
-//! (`commands`, with the README tour and MCP tools), importing `llm`'s
+//! (`commands`, with the README tour and MCP tools), the surface
+//! conformance table (`conformance`: every surface, the same scenarios, the
+//! same graph), importing `llm`'s
 //! logs.db, names that never shadow ids, the PostgreSQL backend, the
 //! recording proxy with official clients, `scripts/setup`'s detection, the
 //! web view in a real browser, and the tidy checks that keep ARCHITECTURE.md
@@ -19,6 +21,7 @@ mod webdriver;
 const BIN: &str = env!("CARGO_BIN_EXE_skein");
 
 mod commands;
+mod conformance;
 mod habits;
 mod llm_import;
 mod names;

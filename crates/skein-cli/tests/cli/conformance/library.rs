@@ -1,0 +1,145 @@
+//! The library's column: the facade's `Conversation` API in this process,
+//! on the table's database. Its verdicts are `Ok`, an engine error (the
+//! model failed; in a tool loop, `ChainFailed`) and the store's
+//! `NameLooksLikeId`.
+
+use super::{Cell, Place, Setup, Surface, Verdict};
+use skein::store::StoreError;
+use skein::{Conversation, Error, Model, Store};
+
+pub(crate) struct Library;
+
+/// The verdict a turn's result says.
+fn verdict<T>(result: Result<T, Error>) -> Verdict {
+    match result {
+        Ok(_) => Verdict::Landed,
+        Err(Error::Engine(_) | Error::ChainFailed { .. }) => Verdict::ModelFailed,
+        Err(Error::Store(StoreError::NameLooksLikeId(_))) => Verdict::Refused,
+        Err(error) => panic!("the library failed: {error}"),
+    }
+}
+
+/// The table's database and a home model: the echo (every turn at a stored
+/// node must run on the model of the conversation it goes on with), with
+/// the `skein_version` tool, which the tool loop's conversation offers.
+fn open(place: &Place) -> (Store, Model) {
+    let store = Store::open(&place.db).unwrap();
+    let home = Model::open_with_tools("echo", [skein::builtin::skein_version()]).unwrap();
+    (store, home)
+}
+
+impl Surface for Library {
+    fn name(&self) -> String {
+        "the library".into()
+    }
+
+    fn start(&self, place: &Place, text: &str, name: Option<&str>) -> Cell {
+        let store = Store::open(&place.db).unwrap();
+        let model = Model::open(&place.scripted).unwrap();
+        let mut builder = model.conversation().store(&store);
+        if let Some(name) = name {
+            builder = builder.name(name);
+        }
+        let prompt = builder.build().prompt(text);
+        Cell::Ran(verdict(place.runtime.block_on(prompt.send())))
+    }
+
+    fn go_on(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        let (store, model) = open(place);
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::load(&store, &setup.conversation, &model)
+                .await?
+                .prompt(text)
+                .send()
+                .await
+        })))
+    }
+
+    /// The library's reply at a node that heads nothing is a branch there
+    /// (`fork_at`); at a head, the caller loads the conversation (the
+    /// continuation row): it has no call that decides between the two.
+    fn reply_at(&self, place: &Place, setup: &Setup, node: &str, text: &str) -> Cell {
+        if node == setup.head {
+            return Cell::Lacks(
+                "no reply at a node: at a head, a caller loads its conversation (the continuation row)",
+            );
+        }
+        let (store, model) = open(place);
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::fork_at(&store, node, &model)
+                .await?
+                .prompt(text)
+                .send()
+                .await
+        })))
+    }
+
+    fn fork(&self, place: &Place, setup: &Setup, text: &str, name: Option<&str>) -> Cell {
+        let (store, model) = open(place);
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            let mut fork = Conversation::fork_at(&store, &setup.head, &model).await?;
+            if let Some(name) = name {
+                fork = fork.name(name);
+            }
+            fork.prompt(text).send().await
+        })))
+    }
+
+    /// Two handles loaded at the same head: the fast one's turn moves it,
+    /// so the slow one's turn starts from a head that moved under it.
+    fn race(&self, place: &Place, setup: &Setup, slow: &str, fast: &str) -> Cell<[Verdict; 2]> {
+        let (store, model) = open(place);
+        let (slow, fast) = place.runtime.block_on(async {
+            let load = || Conversation::load(&store, &setup.conversation, &model);
+            let (late, early) = (load().await.unwrap(), load().await.unwrap());
+            let fast = verdict(early.prompt(fast).send().await);
+            (late.prompt(slow).send().await, fast)
+        });
+        // Gap: the library's default is `OnMoved::Fail` (a `HeadMoved`
+        // error whose response the caller must fork), not the landing
+        // rule's branch (crates/skein-conversation/src/commit.rs).
+        match slow {
+            Err(Error::HeadMoved { .. }) => Cell::Lacks(
+                "gap: the loser of a race gets `Error::HeadMoved` (the default `OnMoved::Fail`), \
+                 not a branch",
+            ),
+            slow => Cell::Ran([verdict(slow), fast]),
+        }
+    }
+
+    fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        let (store, model) = open(place);
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::load(&store, &setup.conversation, &model)
+                .await?
+                .fork_from_start()
+                .prompt(text)
+                .send()
+                .await
+        })))
+    }
+
+    fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
+        let (store, model) = open(place);
+        let schema: serde_json::Value = serde_json::from_str(schema).unwrap();
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::load(&store, &setup.conversation, &model)
+                .await?
+                .prompt(text)
+                .schema(schema)
+                .send()
+                .await
+        })))
+    }
+
+    fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        let (store, model) = open(place);
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::load(&store, &setup.conversation, &model)
+                .await?
+                .chain(text)
+                .send()
+                .await
+        })))
+    }
+}
