@@ -143,6 +143,33 @@ pub(crate) async fn found(
     )
 }
 
+/// The conversation a failed request that names none went on with (the
+/// failure rule keeps its run there): its session's, else the one its
+/// stored part ends at the head of (of its name, when it has one); `None`
+/// for a request that continues no conversation.
+pub(crate) async fn failed_in(
+    store: &Store,
+    input: &Thread,
+    finding: &Finding,
+) -> Result<Option<Bookmark>, StoreError> {
+    let api = store.nonblocking();
+    if let Some(session) = &finding.session {
+        return Ok(match api.conversation_named(session).await? {
+            Some(id) => Some(Bookmark::of(api.conversation(&id).await?)),
+            None => None,
+        });
+    }
+    let Some(start) = stored_part(api, input).await?.head_id() else {
+        return Ok(None);
+    };
+    let mut at = api.conversations_at(start).await?.into_iter();
+    let owner = match finding.name.as_deref() {
+        None => at.next(),
+        Some(name) => at.find(|conversation| conversation.name.as_deref() == Some(name)),
+    };
+    Ok(owner.map(Bookmark::of))
+}
+
 /// The stored conversation `node` belongs to: the one it heads, else the
 /// newest one (that still exists) whose turn produced it; `None` for a
 /// node no conversation's turn produced (a prompt, an imported node). A

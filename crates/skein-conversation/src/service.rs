@@ -69,7 +69,7 @@ impl Landing {
     }
 
     /// The conversation a failed call's run belongs to: the one the turn
-    /// continues, when the store holds it.
+    /// continues, when the store holds it (a found turn's is looked up).
     fn owner(&self) -> Option<&Bookmark> {
         match self {
             Landing::In { conversation, .. } => Some(conversation),
@@ -373,7 +373,19 @@ impl TurnRequest {
         if let Some(mark) = &self.mark {
             mark(None, &mut call.record);
         }
-        if let Err(error) = commit::failed(store, self.landing.owner(), &call).await {
+        let found = match &self.landing {
+            Landing::Found(finding) => landing::failed_in(store, &call.input, finding)
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::warn!(
+                        "cannot tell which conversation a failed request continued: {error}"
+                    );
+                    None
+                }),
+            _ => None,
+        };
+        let owner = found.as_ref().or(self.landing.owner());
+        if let Err(error) = commit::failed(store, owner, &call).await {
             tracing::warn!("cannot record the failed run: {error}");
         }
     }

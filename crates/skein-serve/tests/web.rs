@@ -3311,7 +3311,10 @@ async fn a_retry_that_drops_its_reply_branches_the_first_attempt() {
     let server = Server::proxying(None).await;
     let ask = serde_json::json!({"role": "user", "content": "extract: Jason is 25"});
     let (status, first) = server
-        .proxy("/v1/chat/completions", serde_json::json!({"messages": [ask]}))
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"messages": [ask]}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{first}");
     let attempt = server.store.list_conversations(1).unwrap().remove(0);

@@ -124,10 +124,10 @@ pub(crate) trait Surface {
 
 /// The columns, in the order the table runs them.
 ///
-/// Gap: recorded chats (`skein prompt --source`) are no column: their
-/// turns carry a tagged system message, so their graphs differ from every
-/// other surface's, and the loser of a race at one head fails with exit
-/// code 4 instead of landing in a branch (crates/skein-recorded).
+/// Recorded chats (`skein prompt --source`) are no column: their turns
+/// carry a tagged system message, so their graphs differ from every other
+/// surface's (their race is tested in skein-recorded's
+/// `persist::a_recorded_turn_that_loses_a_race_lands_in_a_branch_and_goes_on_there`).
 fn surfaces() -> Vec<Box<dyn Surface>> {
     let mut all: Vec<Box<dyn Surface>> = vec![
         Box::new(library::Library),

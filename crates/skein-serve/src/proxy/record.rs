@@ -6,8 +6,9 @@ conversation the proxy starts is named by the request's
 Where a turn lands is the turn service's landing rule for a request that
 carries its whole history ([`Landing::Found`]: see
 `skein_conversation::landing`); a failed model call is kept by the failure
-rule, its run belonging to no conversation. Nothing is written for a
-request that asked not to be stored.
+rule, its run belonging to the conversation the request went on with (none
+for a first turn). Nothing is written for a request that asked not to be
+stored.
 */
 
 use skein::conversation::service::{Finding, Landing, RunMark};

@@ -5,7 +5,7 @@
 
 use super::{Cell, Place, Setup, Surface, Verdict};
 use skein::store::StoreError;
-use skein::{Conversation, Error, Model, Store};
+use skein::{Conversation, Error, Model, OnMoved, Store};
 
 pub(crate) struct Library;
 
@@ -86,25 +86,21 @@ impl Surface for Library {
     }
 
     /// Two handles loaded at the same head: the fast one's turn moves it,
-    /// so the slow one's turn starts from a head that moved under it.
+    /// so the slow one's turn starts from a head that moved under it. The
+    /// library's default tells the caller (`Error::HeadMoved`: a
+    /// `Conversation` handle cannot follow into a branch, so a caller that
+    /// goes on prompting it decides where); the landing rule is asked for
+    /// with `on_moved(OnMoved::Branch)`, as every other surface does.
     fn race(&self, place: &Place, setup: &Setup, slow: &str, fast: &str) -> Cell<[Verdict; 2]> {
         let (store, model) = open(place);
         let (slow, fast) = place.runtime.block_on(async {
             let load = || Conversation::load(&store, &setup.conversation, &model);
             let (late, early) = (load().await.unwrap(), load().await.unwrap());
             let fast = verdict(early.prompt(fast).send().await);
-            (late.prompt(slow).send().await, fast)
+            let slow = late.prompt(slow).on_moved(OnMoved::Branch).send().await;
+            (slow, fast)
         });
-        // Gap: the library's default is `OnMoved::Fail` (a `HeadMoved`
-        // error whose response the caller must fork), not the landing
-        // rule's branch (crates/skein-conversation/src/commit.rs).
-        match slow {
-            Err(Error::HeadMoved { .. }) => Cell::Lacks(
-                "gap: the loser of a race gets `Error::HeadMoved` (the default `OnMoved::Fail`), \
-                 not a branch",
-            ),
-            slow => Cell::Ran([verdict(slow), fast]),
-        }
+        Cell::Ran([verdict(slow), fast])
     }
 
     fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {

@@ -161,17 +161,6 @@ impl Surface for Proxy {
         }
     }
 
-    // Gap: a failed call going on with a conversation records its failed
-    // run in no conversation (`record_failed` in proxy/record.rs passes
-    // none), where every other surface records it in the conversation the
-    // turn went on with.
-    fn gap(&self, scenario: &str) -> Option<&'static str> {
-        (scenario == super::FAILED_CALL).then_some(
-            "gap: the failed run of a continuation is recorded in no conversation \
-             (crates/skein-serve/src/proxy/record.rs)",
-        )
-    }
-
     fn edit_first(&self, _: &Place, _: &Setup, _: &str) -> Cell {
         Cell::Lacks(
             "a client that changes its first message sends a history of its own: a new \
