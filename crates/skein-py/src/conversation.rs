@@ -63,7 +63,7 @@ fn home(
         (Some(name), true) if !(name.starts_with("local:") || name.starts_with("scripted:")) => {
             name.clone()
         }
-        _ => default_model(),
+        _ => default_model(py)?,
     };
     Ok((open(py, &name, extra)?, false))
 }
@@ -124,7 +124,7 @@ impl Conversation {
         };
         let fallback = match &on_model {
             Some(model) => model.clone(),
-            None => open(py, &default_model(), extra)?,
+            None => open(py, &default_model(py)?, extra)?,
         };
         let node = node.to_string();
         let forked = runtime::block_on(py, async move {
@@ -330,10 +330,11 @@ impl Conversation {
     }
 }
 
-/// The model the command line would use: `SKEIN_MODEL`, else `smollm2`.
-pub fn default_model() -> String {
-    std::env::var("SKEIN_MODEL")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "smollm2".to_string())
+/// The model the command line would use: `SKEIN_MODEL`, else the
+/// configuration file's `default_model`, else `smollm2`
+/// ([`skein::config::default_model`], which every surface reads).
+pub fn default_model(py: Python<'_>) -> PyResult<String> {
+    skein::config::default_model()
+        .map(|(name, _)| name)
+        .map_err(|error| crate::errors::config_error(py, &error))
 }

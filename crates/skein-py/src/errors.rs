@@ -27,6 +27,12 @@ fn raise(py: Python<'_>, class: &str, message: String, attributes: Bound<'_, PyD
     }
 }
 
+/// The exception for a configuration file that cannot be read (a
+/// `SkeinError` with the file named in its message).
+pub fn config_error(py: Python<'_>, error: &skein::config::ConfigError) -> PyErr {
+    raise(py, "SkeinError", error.to_string(), PyDict::new(py))
+}
+
 /// The exception for a turn-layer error.
 pub fn conversation_error(py: Python<'_>, error: &skein::Error) -> PyErr {
     let message = error.to_string();

@@ -36,6 +36,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _skein(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Keys saved with `skein keys set`, as the command line reads them.
+    skein::config::use_saved_keys();
     m.add_class::<model::Store>()?;
     m.add_class::<model::Model>()?;
     m.add_class::<conversation::Conversation>()?;

@@ -345,7 +345,8 @@ impl RecordedChat {
         let model = match model {
             Some(model) => crate::args::model(py, Some(model))?.expect("given"),
             None => {
-                let home = open(py, &crate::conversation::default_model(), extra.clone());
+                let home = crate::conversation::default_model(py)
+                    .and_then(|name| open(py, &name, extra.clone()));
                 let name = stored.settings.model.clone();
                 match (name, home) {
                     (Some(name), _) if !stored.imported => open(py, &name, extra)?,

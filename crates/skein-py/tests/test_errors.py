@@ -3,7 +3,10 @@ message (the provider's own included)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,42 @@ def test_a_name_that_reads_as_an_id_is_refused_and_an_id_wins(db: Path, store: s
         assert rows.execute("SELECT count(*) FROM runs").fetchone() == (1,)
     assert skein.Conversation.load(store, victim.id[:12]).id == victim.id
     assert skein.Conversation.load(store, "victim").id == victim.id
+
+
+def test_the_default_model_comes_from_the_configuration_file(tmp_path: Path) -> None:
+    """Without SKEIN_MODEL, Python's default model is the configuration
+    file's `default_model`, as on the command line (a fresh process: the
+    file is read once per process)."""
+    config = tmp_path / "config.toml"
+    config.write_text('default_model = "no-such-model-xyz"\n')
+    script = (
+        "import skein, sys\n"
+        "store = skein.Store(sys.argv[1])\n"
+        "first = skein.Model('echo', store=store).prompt('hello')\n"
+        "first.text()\n"
+        "try:\n"
+        "    skein.Conversation.fork_at(store, first.id)\n"
+        "except skein.SkeinError as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "SKEIN_MODEL"}
+    env["SKEIN_CONFIG"] = str(config)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "skein.db")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no-such-model-xyz" in done.stdout, done.stdout
+    config.write_text("default_modle = 1\n")
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "other.db")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "config.toml" in done.stdout and "default_modle" in done.stdout, done.stdout

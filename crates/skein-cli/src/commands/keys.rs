@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 /// The key file: `keys.json` beside the configuration file.
 pub fn path() -> Result<PathBuf> {
-    Ok(crate::config::path()?.with_file_name("keys.json"))
+    Ok(skein::config::keys_path()?)
 }
 
 /// Tell the providers where saved keys are, and the key `--key` gives

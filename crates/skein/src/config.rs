@@ -1,0 +1,291 @@
+/*!
+The user's configuration file, read the same way by every surface that
+opens skein for a user (the command line, the web view and chat REPL it
+runs, and the Python package): `config.toml` in the user's config
+directory (`skein config path` prints it; `SKEIN_CONFIG` points
+elsewhere), with the keys `skein keys` saves beside it (`keys.json`).
+Every key is optional:
+
+```toml
+default_model = "smollm2"          # what -m defaults to (`skein models default NAME` sets it)
+db = "/home/me/notes/skein.db"     # the database when neither --db nor SKEIN_DB is given
+engine = "/home/me/.config/skein/engine"  # prompts/, profiles.toml, backends.toml
+
+[tools.upper]                      # a command tool, offered with `-T upper`
+command = ["tr", "a-z", "A-Z"]     # the program and its arguments (no shell)
+description = "Upper-case the JSON it is given"
+schema = { type = "object", properties = { text = { type = "string" } } }
+timeout = 30                       # seconds (default 30)
+
+[proxy.models]                     # `skein serve --proxy`: the model clients ask for -> the model that answers
+"gpt-4o-mini" = "openai:gpt-4o-mini"
+"claude-haiku" = "anthropic:claude-haiku-4-5"
+"*" = "smollm2"                    # any other name (or none); -m overrides it
+
+[mcp.servers.files]                # an MCP server over stdio: `-T files.*`, `-T files.read_file`
+command = "npx"                    # the program (or an array: the program and its arguments)
+args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+env = { LOG_LEVEL = "warn" }       # added to skein's environment
+timeout = 60                       # seconds to start, and to answer a call (default 60)
+
+[mcp.servers.search]               # an MCP server over streamable HTTP
+url = "https://example.com/mcp"
+headers = { Authorization = "Bearer ..." }
+```
+
+Precedence, for each setting: the command line, then the environment
+(`SKEIN_MODEL`, `SKEIN_DB`), then this file, then the built-in default.
+A profile named in the engine directory is usable wherever a model name is
+(`-m my-profile`).
+*/
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Why the configuration could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot find your config directory: set SKEIN_CONFIG to a file path")]
+    NoConfigDir,
+    #[error(
+        "the configuration file {} is not valid: {message}fix it, or move it away to use the defaults",
+        .path.display()
+    )]
+    Invalid { path: PathBuf, message: String },
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write the configuration: {0}")]
+    Encode(String),
+}
+
+/// The built-in default model.
+pub const BUILT_IN_MODEL: &str = "smollm2";
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db: Option<PathBuf>,
+    /// A directory of prompts, profiles and backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<PathBuf>,
+    /// Command tools, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, ToolConfig>,
+    /// The recording proxy's settings.
+    #[serde(default, skip_serializing_if = "ProxyConfig::is_empty")]
+    pub proxy: ProxyConfig,
+    /// Model Context Protocol servers.
+    #[serde(default, skip_serializing_if = "McpConfig::is_empty")]
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: the MCP servers whose tools `-T SERVER.*` offers.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+impl McpConfig {
+    fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// `[mcp.servers.NAME]`: a `command` (stdio) or a `url` (streamable HTTP).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandLine>,
+    /// Arguments after the command's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables added to the environment the command runs in.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The directory the command runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds to start, and to answer a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// A command: a program alone, or the program and its arguments.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum CommandLine {
+    Program(String),
+    Words(Vec<String>),
+}
+
+/// `[proxy]`: how `skein serve --proxy` serves.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// The model a client asks for (`"*"`: any other) → the model name or
+    /// profile that answers it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, String>,
+}
+
+impl ProxyConfig {
+    fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
+}
+
+/// The name in `[proxy.models]` that stands for every other model.
+pub const ANY_MODEL: &str = "*";
+
+/// A command tool: an executable that gets the model's arguments as JSON
+/// on standard input and answers on standard output.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of its arguments (a TOML table).
+    pub schema: toml::Table,
+    /// Seconds it may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// Where the configuration file lives (whether or not it exists).
+pub fn path() -> Result<PathBuf, ConfigError> {
+    if let Some(path) = std::env::var_os("SKEIN_CONFIG").filter(|path| !path.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let dirs = directories::ProjectDirs::from("", "", "skein").ok_or(ConfigError::NoConfigDir)?;
+    Ok(dirs.config_dir().join("config.toml"))
+}
+
+/// Where `skein keys` saves provider keys: `keys.json` beside the
+/// configuration file.
+pub fn keys_path() -> Result<PathBuf, ConfigError> {
+    Ok(path()?.with_file_name("keys.json"))
+}
+
+/// Tell the providers where `skein keys` saved keys are (read after the
+/// environment variables), as every surface that opens skein for a user
+/// does before it opens a model. Without a config directory there is no
+/// key file either.
+pub fn use_saved_keys() {
+    if let Ok(path) = keys_path() {
+        skein_providers::http::keys::use_key_file(skein_providers::http::keys::KeyFile::at(path));
+    }
+}
+
+/// The configuration, read once per process. A missing file is an empty
+/// configuration; a malformed one is an error naming the file.
+pub fn get() -> Result<&'static Config, ConfigError> {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    if let Some(config) = CONFIG.get() {
+        return Ok(config);
+    }
+    let loaded = read(&path()?)?;
+    Ok(CONFIG.get_or_init(|| loaded))
+}
+
+/// The configuration in the file at `path` (a missing file is empty).
+pub fn read(path: &Path) -> Result<Config, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).map_err(|error| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Set the default model in the configuration file, keeping its other keys.
+pub fn set_default_model(name: &str) -> Result<PathBuf, ConfigError> {
+    let path = path()?;
+    let mut config = read(&path)?;
+    config.default_model = Some(name.to_string());
+    let write = |at: &Path, source| ConfigError::Write {
+        path: at.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| write(parent, source))?;
+    }
+    let text = toml::to_string(&config).map_err(|error| ConfigError::Encode(error.to_string()))?;
+    let partial = path.with_extension("toml.partial");
+    std::fs::write(&partial, text).map_err(|source| write(&partial, source))?;
+    std::fs::rename(&partial, &path).map_err(|source| write(&path, source))?;
+    Ok(path)
+}
+
+/// Where a setting's value came from, for `skein config show`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Flag,
+    Environment,
+    ConfigFile,
+    BuiltIn,
+}
+
+/// The default model and where it came from: `SKEIN_MODEL`, else the
+/// file's `default_model`, else the built-in one. A flag (`-m`) wins over
+/// all three; the surface that has one applies it.
+pub fn default_model() -> Result<(String, Source), ConfigError> {
+    if let Some(model) = std::env::var("SKEIN_MODEL")
+        .ok()
+        .filter(|model| !model.is_empty())
+    {
+        return Ok((model, Source::Environment));
+    }
+    if let Some(model) = &get()?.default_model {
+        return Ok((model.clone(), Source::ConfigFile));
+    }
+    Ok((BUILT_IN_MODEL.to_string(), Source::BuiltIn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "default_modle = \"echo\"\n").unwrap();
+        let error = read(&path).unwrap_err().to_string();
+        assert!(error.contains("config.toml"), "{error}");
+        assert!(error.contains("default_modle"), "{error}");
+        assert_eq!(
+            read(&dir.path().join("missing.toml")).unwrap(),
+            Config::default()
+        );
+    }
+}
