@@ -28,7 +28,9 @@ use crate::evidence::Turn;
 use crate::layout::{Layout, tag_tool_parts};
 use crate::persist::{Loaded, LoadedTurn, TurnAt};
 use crate::reason::Report;
-use crate::source::{Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind};
+use crate::source::{
+    Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind, tagged_kind,
+};
 use skein_conversation::commit::{self, Bookmark};
 use skein_conversation::service::{self, FailedLoop, Landed, Landing, TurnError, TurnRequest};
 use skein_core::provider::GenerationOptions;
@@ -489,10 +491,17 @@ impl RecordedChat {
         }
         let request = first.prepared.thread.clone();
         let annotations = first.prepared.annotations.clone();
+        let known: HashMap<String, SourceKind> = self
+            .config
+            .sources
+            .iter()
+            .map(|source| (source.id.clone(), source.kind))
+            .collect();
         for (_, tags) in annotations.iter() {
             for tag in tags {
                 if let Annotation::Source(id) = tag {
-                    push_source(&mut sources, id, SourceKind::ToolResult, false);
+                    let kind = tagged_kind(id, &known, &request);
+                    push_source(&mut sources, id, kind, false);
                 }
             }
         }

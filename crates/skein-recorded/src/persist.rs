@@ -45,7 +45,7 @@ use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
 use crate::reason::{ReasonOptions, Report};
 use crate::rerun::{RerunOptions, RerunResult};
-use crate::source::{Ablation, Source, SourceInfo, SourceKind};
+use crate::source::{Ablation, Source, SourceInfo, SourceKind, tagged_kind};
 use skein_conversation::Bookmark;
 use skein_core::{Annotation, NodeId, RecordedSettings, Relation, Thread, Usage};
 use skein_engine::Event;
@@ -163,11 +163,13 @@ pub(crate) struct Loaded {
 }
 
 /// What both ways in read: the conversation row and its persistent
-/// removals, its successful runs grouped into numbered turns, the tools
-/// its runs offered (by name, in order), and its reruns.
+/// removals, the kinds of the sources it knows, its successful runs grouped
+/// into numbered turns, the tools its runs offered (by name, in order), and
+/// its reruns.
 struct Stored {
     conversation: ConversationRecord,
     removed: Ablation,
+    kinds: HashMap<String, SourceKind>,
     turns: Vec<Vec<RunRecord>>,
     offered: Vec<String>,
     reruns: Vec<RerunRecord>,
@@ -191,6 +193,7 @@ async fn read(store: &Store, id: &ConversationId, history: bool) -> Result<(Stor
         .iter()
         .flat_map(|run| run.tools.iter().map(|spec| spec.name.clone()))
         .collect();
+    let kinds = known_kinds(&conversation, &runs);
     let turns = number_turns(store, group_turns(runs)).await?;
     let removed = conversation
         .settings
@@ -202,12 +205,38 @@ async fn read(store: &Store, id: &ConversationId, history: bool) -> Result<(Stor
         Stored {
             conversation,
             removed,
+            kinds,
             turns,
             offered,
             reruns,
         },
         history,
     ))
+}
+
+/// The kind of every source the conversation knows: those its layout
+/// declares, then those its turns recorded (hook sources). A turn that
+/// only carries a source's tag (a plain turn continuing a recorded chat)
+/// names it by this kind, as the turn that rendered it did.
+fn known_kinds(
+    conversation: &ConversationRecord,
+    runs: &[RunRecord],
+) -> HashMap<String, SourceKind> {
+    let declared = conversation
+        .settings
+        .recorded
+        .iter()
+        .flat_map(|recorded| recorded.sources.iter())
+        .map(|source| (source.id.clone(), SourceKind::parse(&source.kind)));
+    let recorded = runs
+        .iter()
+        .flat_map(sources_of)
+        .map(|source| (source.id, source.kind));
+    let mut kinds = HashMap::new();
+    for (id, kind) in declared.chain(recorded) {
+        kinds.entry(id).or_insert(kind);
+    }
+    kinds
 }
 
 /// The error for a conversation whose turn `problem` describes cannot be
@@ -316,9 +345,7 @@ pub(crate) async fn load(config: Arc<Config>, id: &ConversationId) -> Result<Rec
     let (stored, history) = read(&store, id, true).await?;
     let mut turns = Vec::with_capacity(stored.turns.len());
     for (index, group) in stored.turns.iter().enumerate() {
-        turns.push(Arc::new(
-            build(&store, id, index, group, &stored.removed).await?,
-        ));
+        turns.push(Arc::new(build(&store, id, index, group, &stored).await?));
     }
     Ok(assemble(config, stored, history, turns, Holds::All))
 }
@@ -354,7 +381,7 @@ pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedT
             });
         }
     };
-    let turn = Arc::new(build(&store, &id, k, &stored.turns[k], &stored.removed).await?);
+    let turn = Arc::new(build(&store, &id, k, &stored.turns[k], &stored).await?);
     let at = Loaded {
         turn: k,
         turns: count,
@@ -486,7 +513,7 @@ async fn build(
     id: &ConversationId,
     index: usize,
     runs: &[RunRecord],
-    removed: &Ablation,
+    stored: &Stored,
 ) -> Result<Turn> {
     let first = &runs[0];
     let problem = |problem: String| damaged(id, format!("the turn of run {}: {problem}", first.id));
@@ -520,7 +547,7 @@ async fn build(
             {
                 sources.push(SourceInfo {
                     id: id.clone(),
-                    kind: SourceKind::Other,
+                    kind: tagged_kind(id, &stored.kinds, &request),
                     hook: false,
                 });
             }
@@ -539,7 +566,7 @@ async fn build(
         annotations: first.annotations.clone(),
         tools: first.tools.clone(),
         sources,
-        removed: removed.clone(),
+        removed: stored.removed.clone(),
         request,
         thread,
         usage: runs

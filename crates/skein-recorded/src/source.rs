@@ -13,8 +13,8 @@ baselines and fork turns alike.
 */
 
 use serde::{Deserialize, Serialize};
-use skein_core::BoxFuture;
-use std::collections::BTreeSet;
+use skein_core::{BoxFuture, Part, Thread};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 /// What kind of context a source is (for reports; removal treats every
@@ -145,4 +145,63 @@ pub struct SourceInfo {
     pub kind: SourceKind,
     /// Rendered by the hook (produced again on every probe).
     pub hook: bool,
+}
+
+/// The kind of a source a turn's request tags only by annotation, with no
+/// layout entry or tool offered under its id: the kind the chat's
+/// conversation knows it by (`known`: declared in its layout or recorded by
+/// another turn), else a tool result when the request holds calls of a
+/// tool by that name, else other. Live turns and loaded turns both name
+/// such sources by this rule, so a source keeps one kind across the turns
+/// of a chat and across loading.
+pub(crate) fn tagged_kind(
+    id: &str,
+    known: &HashMap<String, SourceKind>,
+    request: &Thread,
+) -> SourceKind {
+    if let Some(kind) = known.get(id) {
+        return *kind;
+    }
+    let calls_tool = request.messages().iter().any(|message| {
+        message
+            .parts
+            .iter()
+            .any(|part| matches!(part, Part::ToolCall(call) if call.name == id))
+    });
+    if calls_tool {
+        SourceKind::ToolResult
+    } else {
+        SourceKind::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_core::{Message, Role, ToolCall};
+
+    #[test]
+    fn a_tagged_source_is_named_by_its_known_kind_then_by_the_calls_in_the_request() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "quote".into(),
+            arguments: "{}".into(),
+        };
+        let request = Thread::new()
+            .push(Message::user("price?"))
+            .push(Message::new(Role::Assistant, vec![Part::ToolCall(call)]));
+        let known = HashMap::from([("hotel".to_string(), SourceKind::Memory)]);
+        assert_eq!(tagged_kind("hotel", &known, &request), SourceKind::Memory);
+        assert_eq!(
+            tagged_kind("quote", &known, &request),
+            SourceKind::ToolResult
+        );
+        assert_eq!(tagged_kind("weather", &known, &request), SourceKind::Other);
+        let declared_too = HashMap::from([("quote".to_string(), SourceKind::Fact)]);
+        assert_eq!(
+            tagged_kind("quote", &declared_too, &request),
+            SourceKind::Fact,
+            "what the conversation declared wins"
+        );
+    }
 }

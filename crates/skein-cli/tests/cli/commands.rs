@@ -1097,6 +1097,41 @@ fn a_sourced_turn_with_a_tool_is_recorded_explained_and_rerun_with_its_tool() {
     );
 }
 
+/// A source keeps the kind it was declared with on every turn of its
+/// conversation: continued with `--source` again, or without it (the turn
+/// only carries the source's tag), by `-c` or `--cid`.
+#[test]
+fn a_source_keeps_its_kind_on_every_turn_of_its_conversation() {
+    let skein = temp();
+    let hotel = skein.dir().join("hotel.txt");
+    std::fs::write(&hotel, "Hotel Bellevue: check-in from 15:00").unwrap();
+    let source = format!("hotel=@{}", hotel.display());
+    let first = skein.json(&["prompt", "--source", &source, "When is check-in?"]);
+    assert_eq!(first["sources"][0]["kind"], "fact", "{first}");
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let plain = skein.json(&["prompt", "-c", "And check-out?"]);
+    let by_cid = skein.json(&["prompt", "--cid", &cid, "Any parking?"]);
+    let again = skein.json(&["prompt", "-c", "--source", &source, "Breakfast?"]);
+    assert_eq!(again["sources"][0]["kind"], "fact", "{again}");
+    for turn in [&first, &plain, &by_cid, &again] {
+        assert_eq!(turn["conversation"], cid.as_str(), "{turn}");
+        let node = turn["node"].as_str().unwrap();
+        let report = skein.json(&["explain", node, "--embedder", "lexical"]);
+        let kinds: Vec<(&str, &str)> = report["suspects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap(), s["kind"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [("hotel", "fact")],
+            "turn {}: {report}",
+            report["turn"]
+        );
+    }
+}
+
 #[test]
 fn the_advisor_desk_is_explained_rerun_and_forked_from_the_command_line() {
     let skein = temp();

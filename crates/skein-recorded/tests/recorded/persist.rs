@@ -6,7 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_engine::tool_fn;
 use skein_recorded::{
-    RecordedChat, RecordedError, RerunId, RerunOptions, TurnAt, Verdict, conversation_of_node,
+    RecordedChat, RecordedError, RerunId, RerunOptions, Source, SourceInfo, SourceKind, TurnAt,
+    Verdict, conversation_of_node,
 };
 use skein_store::Store;
 use std::sync::Arc;
@@ -368,6 +369,62 @@ async fn a_rerun_shares_every_node_its_ablation_leaves_untouched() {
             "the rerun's request is stored"
         );
     }
+}
+
+/// A resumed chat that no longer offers a tool its history called names the
+/// tool's calls as the loaded turn does, and its declared sources by the
+/// kind they were declared with.
+#[tokio::test]
+async fn a_source_has_the_same_kind_in_a_live_turn_and_the_turn_loaded_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let quote = tool_fn("quote", "A stock quote", |q: Query| async move {
+        Ok::<_, std::convert::Infallible>(format!("{} 42.0", q.q.len()))
+    });
+    let builder = || {
+        RecordedChat::builder(crate::common::engine(Recording::scripted(TOOLS)), "advisor")
+            .store(store.clone())
+    };
+    let mut chat = builder()
+        .system("Advise.")
+        .source(Source::memory("desk", "desk: prefers bonds"))
+        .tool(quote)
+        .build()
+        .await
+        .unwrap();
+    chat.send("What is the price?").await.unwrap();
+    let cid = chat.conversation().unwrap().clone();
+    // Resumed from its stored layout, without the tool.
+    let mut resumed = builder().resume(&cid).await.unwrap();
+    let live = resumed.send("So, buy?").await.unwrap().clone();
+    assert!(live.text().starts_with("HOLD"), "{}", live.text());
+    let kinds = |sources: &[SourceInfo]| -> Vec<(String, SourceKind)> {
+        sources.iter().map(|s| (s.id.clone(), s.kind)).collect()
+    };
+    assert_eq!(
+        kinds(live.sources()),
+        [
+            ("desk".to_string(), SourceKind::Memory),
+            ("quote".to_string(), SourceKind::ToolResult)
+        ]
+    );
+    let loaded = builder()
+        .load_turn(TurnAt::Reply(live.node()))
+        .await
+        .unwrap();
+    assert_eq!(kinds(loaded.turn().sources()), kinds(live.sources()));
+    let whole = builder().load(&cid).await.unwrap();
+    assert_eq!(
+        kinds(whole.turn(0).unwrap().sources()),
+        [
+            ("desk".to_string(), SourceKind::Memory),
+            ("quote".to_string(), SourceKind::Tool)
+        ]
+    );
+    assert_eq!(
+        kinds(whole.turn(1).unwrap().sources()),
+        kinds(live.sources())
+    );
 }
 
 /// Everything a turn's evidence holds, to compare two loads of it.
