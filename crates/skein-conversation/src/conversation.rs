@@ -35,7 +35,6 @@ tool whose schema changed since yesterday's turn warns on today's.
 use crate::commit::{self, Bookmark, OnMoved};
 use crate::error::{Error, Result};
 use crate::input::TurnInput;
-use crate::landing::owner_of;
 use crate::model::Model;
 use crate::prompt::{ChainHooks, ChainPrompt, Prompt, TextSink, TurnSpec};
 use crate::response::{ChainResponse, Fork, Response};
@@ -372,46 +371,11 @@ impl Conversation {
         Fork::new(self.clone(), Point::default())
     }
 
-    /// Load a stored conversation (any unique id prefix): its history, its
-    /// model, its tools by name and its chain limit. Hooks are not stored.
-    ///
-    /// `home` says where names are looked up: a stored profile name on its
-    /// engine, and tools among those registered with it. A conversation
-    /// that stored a model name other than `home`'s opens that model, with
-    /// `home`'s tools.
-    pub async fn load(store: &Store, id: &str, home: &Model) -> Result<Conversation> {
-        Conversation::load_as(store, id, home, false).await
-    }
-
-    /// [`Conversation::load`] with `model` as the conversation's model in
-    /// this handle, whatever the store names (which stays as it is): what
-    /// `skein prompt -m MODEL -c` does. The stored tools are looked up
-    /// among `model`'s.
-    pub async fn load_on(store: &Store, id: &str, model: &Model) -> Result<Conversation> {
-        Conversation::load_as(store, id, model, true).await
-    }
-
-    async fn load_as(store: &Store, id: &str, home: &Model, on_home: bool) -> Result<Conversation> {
-        let api = store.nonblocking();
-        let conversation = api
-            .conversation(&api.resolve_conversation(id).await?)
-            .await?;
-        let (thread, last_run) = match conversation.head {
-            Some(head) => (
-                api.load_thread(head).await?,
-                api.runs_producing(head).await?.into_iter().last(),
-            ),
-            None => (Thread::new(), None),
-        };
-        let point = Point::stored(thread, last_run);
-        Conversation::stored(store, conversation, point, None, home, on_home).await
-    }
-
     /// The stored `conversation` standing at `point` (its head, or, for a
     /// fork's source, nowhere: `up_to` then bounds what its calls offered
     /// to the fork's node's depth). Reads only its tool offers (and its
     /// origins'), never its runs.
-    async fn stored(
+    pub(crate) async fn stored(
         store: &Store,
         conversation: ConversationRecord,
         point: Point,
@@ -442,108 +406,6 @@ impl Conversation {
         builder.drift = drift;
         builder.id = Some(conversation.id);
         Ok(builder.build())
-    }
-
-    /// Branch at any stored node (any unique id prefix). The branch takes
-    /// the settings (model, tools, chain limit) of the conversation the
-    /// node belongs to, and names it as its origin: the conversation whose
-    /// head it is, else the one whose turn produced it. A node of no
-    /// conversation (an imported or hand-made one) branches with `home`'s
-    /// model and no tools. Either way the branch has `store` attached.
-    pub async fn fork_at(store: &Store, node: &str, home: &Model) -> Result<Fork> {
-        Conversation::fork_at_as(store, node, None, home, false).await
-    }
-
-    /// [`Conversation::fork_at`] with `model` as the branch's model (the
-    /// source's tools and chain limit are kept, looked up among `model`'s).
-    pub async fn fork_at_on(store: &Store, node: &str, model: &Model) -> Result<Fork> {
-        Conversation::fork_at_as(store, node, None, model, true).await
-    }
-
-    /// Branch at `node` as a branch of the stored conversation
-    /// `conversation` (any unique id prefix or name), whose history must
-    /// hold it ([`Error::NotInConversation`] otherwise): the branch takes
-    /// its settings and names it as its origin. For a node several
-    /// conversations share, such as a prompt asked again, where
-    /// [`Conversation::fork_at`] cannot tell whose it is: regenerating a
-    /// reply branches at its prompt, of the conversation whose turn made the
-    /// reply. With `model`, the branch runs on it.
-    pub async fn fork_at_in(
-        store: &Store,
-        node: &str,
-        conversation: &str,
-        home: &Model,
-        model: Option<&Model>,
-    ) -> Result<Fork> {
-        let on = model.unwrap_or(home);
-        Conversation::fork_at_as(store, node, Some(conversation), on, model.is_some()).await
-    }
-
-    async fn fork_at_as(
-        store: &Store,
-        node: &str,
-        of: Option<&str>,
-        home: &Model,
-        on_home: bool,
-    ) -> Result<Fork> {
-        let api = store.nonblocking();
-        let node = api.resolve_node(node).await?;
-        let runs = api.runs_producing(node).await?;
-        let (thread, owner) = match of {
-            Some(of) => {
-                let of = api
-                    .conversation(&api.resolve_conversation(of).await?)
-                    .await?;
-                let held = match of.head {
-                    Some(head) => api.load_thread(head).await?.at(node),
-                    None => None,
-                };
-                let Some(thread) = held else {
-                    return Err(Error::NotInConversation {
-                        node,
-                        conversation: of.id,
-                    });
-                };
-                (thread, Some(of))
-            }
-            None => (
-                api.load_thread(node).await?,
-                owner_of(api, node, Some(&runs)).await?,
-            ),
-        };
-        let at = Point::stored(thread, runs.into_iter().last());
-        let Some(owner) = owner else {
-            // The source is a stand-in lending `home`'s settings.
-            let source = Conversation::builder(home.clone()).store(store).build();
-            return Ok(Fork::new(source, at).coming_from(None));
-        };
-        // The source lends its settings and what its calls offered up to
-        // the node; its own thread is not needed.
-        let source = Conversation::stored(
-            store,
-            owner,
-            Point::default(),
-            Some(&at.thread),
-            home,
-            on_home,
-        )
-        .await?;
-        Ok(Fork::new(source, at))
-    }
-
-    /// [`Conversation::fork_at`], blocking.
-    pub fn fork_at_blocking(store: &Store, node: &str, home: &Model) -> Result<Fork> {
-        crate::blocking::wait(Conversation::fork_at(store, node, home))
-    }
-
-    /// [`Conversation::load_on`], blocking.
-    pub fn load_on_blocking(store: &Store, id: &str, model: &Model) -> Result<Conversation> {
-        crate::blocking::wait(Conversation::load_on(store, id, model))
-    }
-
-    /// [`Conversation::load`], blocking.
-    pub fn load_blocking(store: &Store, id: &str, home: &Model) -> Result<Conversation> {
-        crate::blocking::wait(Conversation::load(store, id, home))
     }
 
     /// A branch of this conversation at `at`: the same model, tools, chain

@@ -1,7 +1,7 @@
 /*!
 `skein.Conversation`: the turn layer's `Conversation` (a named bookmark
 with default tools, hooks and a chain limit, optionally attached to a
-store), loaded by id or name with `Conversation::load`/`load_on`, branched
+store), loaded by id or name with `Conversation::load` (its `model` for `model=`), branched
 with `fork` and `Conversation::fork_at`, logged with `Conversation::log`.
 */
 
@@ -85,11 +85,12 @@ impl Conversation {
     ) -> PyResult<Conversation> {
         let store = store.inner.clone();
         let (home, on_home) = home(py, &store, id, model, self::tools(tools)?)?;
-        let id = id.to_string();
+        let id = stored_conversation(py, &store, id)?.id;
         let loaded = runtime::block_on(py, async move {
+            let load = skein::Conversation::load(&store, &id, &home);
             match on_home {
-                true => skein::Conversation::load_on(&store, &id, &home).await,
-                false => skein::Conversation::load(&store, &id, &home).await,
+                true => load.model(&home).await,
+                false => load.await,
             }
         })?;
         Ok(Conversation::new(check(py, loaded)?))
@@ -128,9 +129,11 @@ impl Conversation {
         };
         let node = node.to_string();
         let forked = runtime::block_on(py, async move {
+            let node = store.nonblocking().resolve_node(&node).await?;
+            let branch = skein::Conversation::fork_at(&store, node, &fallback);
             match &on_model {
-                Some(model) => skein::Conversation::fork_at_on(&store, &node, model).await,
-                None => skein::Conversation::fork_at(&store, &node, &fallback).await,
+                Some(model) => branch.model(model).await,
+                None => branch.await,
             }
         })?;
         let mut fork = check(py, forked)?;

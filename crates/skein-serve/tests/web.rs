@@ -277,7 +277,13 @@ async fn a_fork_at_a_node_no_conversation_heads_joins_the_family_and_lookalikes_
     // `skein fork NODE` at a mid-thread node: the branch keeps the settings
     // of the conversation whose turn produced the node, and names it.
     let model = Model::open("echo").unwrap();
-    let fork = skein::Conversation::fork_at(&server.store, &story.a1, &model)
+    let a1 = server
+        .store
+        .nonblocking()
+        .resolve_node(&story.a1)
+        .await
+        .unwrap();
+    let fork = skein::Conversation::fork_at(&server.store, a1, &model)
         .await
         .unwrap()
         .name("bare")
@@ -310,7 +316,7 @@ async fn a_fork_at_a_node_no_conversation_heads_joins_the_family_and_lookalikes_
             ..NewConversation::default()
         })
         .unwrap();
-    skein::Conversation::load(&server.store, edited.id.as_str(), &model)
+    skein::Conversation::load(&server.store, &edited.id, &model)
         .await
         .unwrap()
         .prompt("Name a desert.")
@@ -332,7 +338,7 @@ async fn a_fork_at_a_node_no_conversation_heads_joins_the_family_and_lookalikes_
             ..NewConversation::default()
         })
         .unwrap();
-    skein::Conversation::load(&server.store, rerun_fork.id.as_str(), &model)
+    skein::Conversation::load(&server.store, &rerun_fork.id, &model)
         .await
         .unwrap()
         .prompt("And without the source?")
@@ -2461,7 +2467,12 @@ async fn turns_written_by_another_process_reach_the_event_stream() {
 
     let other = Store::open(server.store.path()).unwrap();
     let model = Model::open("echo").unwrap();
-    let main = skein::Conversation::load(&other, &story.main, &model)
+    let main = other
+        .nonblocking()
+        .resolve_conversation(&story.main)
+        .await
+        .unwrap();
+    let main = skein::Conversation::load(&other, &main, &model)
         .await
         .unwrap();
     let reply = main.prompt("From elsewhere.").send().await.unwrap();

@@ -117,7 +117,7 @@ async fn forks(model: &Model, dir: &Path) -> Value {
     for i in 0..200 {
         let response = conversation.prompt(question(i)).send().await.unwrap();
         if i == 99 {
-            middle = Some(response.head().to_hex());
+            middle = Some(response.head());
         }
     }
     let middle = middle.unwrap();
@@ -125,7 +125,7 @@ async fn forks(model: &Model, dir: &Path) -> Value {
     let mut times = Vec::new();
     for i in 0..100 {
         let started = Instant::now();
-        let fork = Conversation::fork_at(&store, &middle, model).await.unwrap();
+        let fork = Conversation::fork_at(&store, middle, model).await.unwrap();
         fork.prompt(format!("fork {i}")).send().await.unwrap();
         times.push(started.elapsed());
     }
@@ -140,7 +140,7 @@ async fn forks(model: &Model, dir: &Path) -> Value {
 /// Loading the 1,000-message thread, timed three ways through the facade
 /// (each a way an application calls it) and once through the store alone.
 fn load(model: &Model, store: &Store, conversation: &Conversation, reps: usize) -> Value {
-    let id = conversation.id().to_string();
+    let id = conversation.id().clone();
     let head = conversation.head().unwrap();
     let time = |load: &dyn Fn() -> usize| {
         let times: Vec<Duration> = (0..reps)
@@ -166,7 +166,11 @@ fn load(model: &Model, store: &Store, conversation: &Conversation, reps: usize) 
         "conversation_load": time(&|| load_async(&current_thread)),
         "conversation_load_multi_thread": time(&|| load_async(&multi_thread)),
         "conversation_load_blocking": time(&|| {
-            Conversation::load_blocking(store, &id, model).unwrap().thread().len()
+            Conversation::load(store, &id, model)
+                .blocking()
+                .unwrap()
+                .thread()
+                .len()
         }),
         "load_thread": time(&|| store.load_thread(head).unwrap().len()),
     })

@@ -244,12 +244,11 @@ impl Session<'_> {
         let current = &self.conversation;
         let text = text.unwrap_or(last.text);
         let prompt = match last.start {
-            Some(start) => {
-                Conversation::fork_at_on(&self.ctx.store, &start.to_hex(), current.model())
-                    .await?
-                    .model(current.model())
-                    .prompt(text)
-            }
+            Some(start) => Conversation::fork_at(&self.ctx.store, start, current.model())
+                .model(current.model())
+                .await?
+                .model(current.model())
+                .prompt(text),
             // The thread's first message: a branch from its start, of this
             // conversation (once stored: an origin names a stored one), on
             // its model.

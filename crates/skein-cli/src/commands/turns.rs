@@ -157,7 +157,9 @@ pub async fn prompt(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
         turn_input(&args.template, args.text, &args.parts, &settings).await?;
     let conversation = match (stored, configured_model) {
         (Some(stored), Some(model)) => {
-            Conversation::load_on(&ctx.store, stored.id.as_str(), &model).await?
+            Conversation::load(&ctx.store, &stored.id, &model)
+                .model(&model)
+                .await?
         }
         (Some(stored), None) => open_stored(ctx, &stored, settings.model.as_deref()).await?,
         (None, configured) => {
@@ -216,7 +218,9 @@ pub async fn prepare(
                 Some(model) => model,
                 None => turn_model(settings.model.as_deref(), Some(&stored))?,
             };
-            Conversation::load_on(store, stored.id.as_str(), &model).await?
+            Conversation::load(store, &stored.id, &model)
+                .model(&model)
+                .await?
         }
         _ => {
             let home = match configured_model {
@@ -345,12 +349,14 @@ pub async fn open_stored(
     model: Option<&str>,
 ) -> Result<Conversation> {
     super::tools::start_for(&stored.settings.tools).await?;
-    let id = stored.id.as_str();
     Ok(match model {
         Some(name) => {
-            Conversation::load_on(&ctx.store, id, &home_model(Some(name.to_string()))?).await?
+            let model = home_model(Some(name.to_string()))?;
+            Conversation::load(&ctx.store, &stored.id, &model)
+                .model(&model)
+                .await?
         }
-        None => Conversation::load(&ctx.store, id, &home_model(None)?).await?,
+        None => Conversation::load(&ctx.store, &stored.id, &home_model(None)?).await?,
     })
 }
 
@@ -386,15 +392,15 @@ pub async fn branch_at(
     if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? {
         super::tools::start_for(&ctx.store.conversation(&owner)?.settings.tools).await?;
     }
-    let node = node.to_string();
     Ok(match model {
         Some(name) => {
             let model = home_model(Some(name.to_string()))?;
-            Conversation::fork_at_on(&ctx.store, &node, &model)
+            Conversation::fork_at(&ctx.store, node, &model)
+                .model(&model)
                 .await?
                 .model(&model)
         }
-        None => Conversation::fork_at(&ctx.store, &node, &home_model(None)?).await?,
+        None => Conversation::fork_at(&ctx.store, node, &home_model(None)?).await?,
     })
 }
 

@@ -253,16 +253,17 @@ async fn open_stored(
     model: Option<&Model>,
 ) -> Result<Conversation, ApiError> {
     start_tools(state, stored.settings.tools.clone()).await?;
-    let id = stored.id.as_str();
+    let home = home_model(state)?;
+    let load = Conversation::load(&state.store, &stored.id, &home);
     match model {
-        Some(model) => Conversation::load_on(&state.store, id, model).await,
-        None => Conversation::load(&state.store, id, &home_model(state)?).await,
+        Some(model) => load.model(model).await,
+        None => load.await,
     }
     .map_err(turn_error)
 }
 
 /// A branch at `node` named `name`, with the settings of conversation `of`
-/// when given (see [`Conversation::fork_at_in`]), else of the conversation
+/// when given (see [`skein::BranchAt::of`]), else of the conversation
 /// the node belongs to (as the CLI's `branch_at`), on `model` when given;
 /// its tools (MCP servers among them) started first.
 async fn branch(
@@ -284,20 +285,14 @@ async fn branch(
         None => Vec::new(),
     };
     start_tools(state, tools).await?;
-    let node = node.to_string();
-    match (of, model) {
-        (Some(of), model) => {
-            Conversation::fork_at_in(&state.store, &node, of.as_str(), &home_model(state)?, model)
-                .await
-                .map(|fork| match model {
-                    Some(model) => fork.model(model),
-                    None => fork,
-                })
-        }
-        (None, Some(model)) => Conversation::fork_at_on(&state.store, &node, model)
-            .await
-            .map(|fork| fork.model(model)),
-        (None, None) => Conversation::fork_at(&state.store, &node, &home_model(state)?).await,
+    let home = home_model(state)?;
+    let mut branch = Conversation::fork_at(&state.store, node, &home);
+    if let Some(of) = &of {
+        branch = branch.of(of);
+    }
+    match model {
+        Some(model) => branch.model(model).await.map(|fork| fork.model(model)),
+        None => branch.await,
     }
     .map(|fork| match name {
         Some(name) => fork.name(name),

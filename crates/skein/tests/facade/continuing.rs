@@ -1350,7 +1350,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
         .await
         .unwrap();
     assert_ne!(branch.conversation().id(), main.id());
-    let at_node = Conversation::fork_at(&store, &first.head().to_hex(), &fixture.model())
+    let at_node = Conversation::fork_at(&store, first.head(), &fixture.model())
         .await
         .unwrap()
         .name("at-node")
@@ -1360,7 +1360,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
         .unwrap();
     // A user message no turn produced: a fork there names no conversation.
     let question = first.thread().parent().head_id().unwrap();
-    let bare = Conversation::fork_at(&store, &question.to_hex(), &fixture.model())
+    let bare = Conversation::fork_at(&store, question, &fixture.model())
         .await
         .unwrap()
         .name("bare")

@@ -27,7 +27,7 @@ const LOAD_OVERHEAD: Costs = Costs {
 };
 
 struct Grown {
-    id: String,
+    id: skein::core::ConversationId,
     head: skein::NodeId,
 }
 
@@ -58,7 +58,7 @@ fn grown(store: &Store, fixture: &Fixture, label: &str, turns: usize, failures: 
         store.record_run(&failed).unwrap();
     }
     Grown {
-        id: conversation.id().to_string(),
+        id: conversation.id().clone(),
         head: conversation.head().unwrap(),
     }
 }
@@ -95,8 +95,12 @@ impl Scene {
 
     fn load(&self, grown: &Grown) -> Costs {
         let model = self.fixture.model();
-        self.measure(|| Conversation::load_blocking(&self.store, &grown.id, &model).unwrap())
-            .1
+        self.measure(|| {
+            Conversation::load(&self.store, &grown.id, &model)
+                .blocking()
+                .unwrap()
+        })
+        .1
     }
 
     fn load_thread(&self, grown: &Grown) -> Costs {
@@ -108,7 +112,9 @@ impl Scene {
     /// counted).
     fn turn(&self, grown: &Grown, text: &str) -> Costs {
         let model = self.fixture.model();
-        let conversation = Conversation::load_blocking(&self.store, &grown.id, &model).unwrap();
+        let conversation = Conversation::load(&self.store, &grown.id, &model)
+            .blocking()
+            .unwrap();
         self.measure(|| conversation.prompt(text).send_blocking().unwrap())
             .1
     }
@@ -116,9 +122,9 @@ impl Scene {
     /// A fork at the conversation's head and its first turn.
     fn fork_and_turn(&self, grown: &Grown, text: &str) -> Costs {
         let model = self.fixture.model();
-        let head = grown.head.to_string();
         self.measure(|| {
-            Conversation::fork_at_blocking(&self.store, &head, &model)
+            Conversation::fork_at(&self.store, grown.head, &model)
+                .blocking()
                 .unwrap()
                 .prompt(text)
                 .send_blocking()

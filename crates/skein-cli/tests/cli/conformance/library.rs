@@ -47,11 +47,15 @@ impl Surface for Library {
     fn go_on(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {
-            Conversation::load(&store, &setup.conversation, &model)
-                .await?
-                .prompt(text)
-                .send()
-                .await
+            Conversation::load(
+                &store,
+                &conversation_id(&store, &setup.conversation).await?,
+                &model,
+            )
+            .await?
+            .prompt(text)
+            .send()
+            .await
         })))
     }
 
@@ -66,7 +70,7 @@ impl Surface for Library {
         }
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {
-            Conversation::fork_at(&store, node, &model)
+            Conversation::fork_at(&store, node_id(&store, node).await?, &model)
                 .await?
                 .prompt(text)
                 .send()
@@ -77,7 +81,8 @@ impl Surface for Library {
     fn fork(&self, place: &Place, setup: &Setup, text: &str, name: Option<&str>) -> Cell {
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {
-            let mut fork = Conversation::fork_at(&store, &setup.head, &model).await?;
+            let mut fork =
+                Conversation::fork_at(&store, node_id(&store, &setup.head).await?, &model).await?;
             if let Some(name) = name {
                 fork = fork.name(name);
             }
@@ -94,7 +99,8 @@ impl Surface for Library {
     fn race(&self, place: &Place, setup: &Setup, slow: &str, fast: &str) -> Cell<[Verdict; 2]> {
         let (store, model) = open(place);
         let (slow, fast) = place.runtime.block_on(async {
-            let load = || Conversation::load(&store, &setup.conversation, &model);
+            let id = conversation_id(&store, &setup.conversation).await.unwrap();
+            let load = || Conversation::load(&store, &id, &model);
             let (late, early) = (load().await.unwrap(), load().await.unwrap());
             let fast = verdict(early.prompt(fast).send().await);
             let slow = late.prompt(slow).on_moved(OnMoved::Branch).send().await;
@@ -106,12 +112,16 @@ impl Surface for Library {
     fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {
-            Conversation::load(&store, &setup.conversation, &model)
-                .await?
-                .fork_from_start()
-                .prompt(text)
-                .send()
-                .await
+            Conversation::load(
+                &store,
+                &conversation_id(&store, &setup.conversation).await?,
+                &model,
+            )
+            .await?
+            .fork_from_start()
+            .prompt(text)
+            .send()
+            .await
         })))
     }
 
@@ -119,23 +129,41 @@ impl Surface for Library {
         let (store, model) = open(place);
         let schema: serde_json::Value = serde_json::from_str(schema).unwrap();
         Cell::Ran(verdict(place.runtime.block_on(async {
-            Conversation::load(&store, &setup.conversation, &model)
-                .await?
-                .prompt(text)
-                .schema(schema)
-                .send()
-                .await
+            Conversation::load(
+                &store,
+                &conversation_id(&store, &setup.conversation).await?,
+                &model,
+            )
+            .await?
+            .prompt(text)
+            .schema(schema)
+            .send()
+            .await
         })))
     }
 
     fn tool_loop(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         let (store, model) = open(place);
         Cell::Ran(verdict(place.runtime.block_on(async {
-            Conversation::load(&store, &setup.conversation, &model)
-                .await?
-                .chain(text)
-                .send()
-                .await
+            Conversation::load(
+                &store,
+                &conversation_id(&store, &setup.conversation).await?,
+                &model,
+            )
+            .await?
+            .chain(text)
+            .send()
+            .await
         })))
     }
+}
+
+/// The conversation a table's text names, parsed once, as a surface does.
+async fn conversation_id(store: &Store, text: &str) -> skein::Result<skein::core::ConversationId> {
+    Ok(store.nonblocking().resolve_conversation(text).await?)
+}
+
+/// The node a table's text names, parsed once, as a surface does.
+async fn node_id(store: &Store, text: &str) -> skein::Result<skein::NodeId> {
+    Ok(store.nonblocking().resolve_node(text).await?)
 }

@@ -204,9 +204,10 @@ macro_rules! both_forms {
                 }
                 #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! load {
-                    ($s:expr, $id:expr, $m:expr) => {
-                        skein::Conversation::load($s, $id, $m).await
-                    };
+                    ($s:expr, $id:expr, $m:expr) => {{
+                        let id = $s.nonblocking().resolve_conversation($id).await.unwrap();
+                        skein::Conversation::load($s, &id, $m).await
+                    }};
                 }
                 $body
             }
@@ -233,9 +234,10 @@ macro_rules! both_forms {
                 }
                 #[allow(unused_macros, reason = "a test body uses the forms it needs")]
                 macro_rules! load {
-                    ($s:expr, $id:expr, $m:expr) => {
-                        skein::Conversation::load_blocking($s, $id, $m)
-                    };
+                    ($s:expr, $id:expr, $m:expr) => {{
+                        let id = $s.resolve_conversation($id).unwrap();
+                        skein::Conversation::load($s, &id, $m).blocking()
+                    }};
                 }
                 $body
             }
