@@ -126,6 +126,7 @@ impl Conversation {
             Some(model) => model.clone(),
             None => open(py, &default_model(), extra)?,
         };
+        let name = crate::args::conversation_name(py, name, Some(&store))?;
         let node = node.to_string();
         let forked = runtime::block_on(py, async move {
             match &on_model {
@@ -134,7 +135,7 @@ impl Conversation {
             }
         })?;
         let mut fork = check(py, forked)?;
-        if let Some(name) = crate::args::conversation_name(py, name)? {
+        if let Some(name) = name {
             fork = fork.name(name);
         }
         if prompt.is_none() && messages.is_none() && attachments.is_none() {
@@ -287,7 +288,7 @@ impl Conversation {
         model: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Conversation> {
         let mut fork = self.inner.fork();
-        if let Some(name) = crate::args::conversation_name(py, name)? {
+        if let Some(name) = crate::args::conversation_name(py, name, self.inner.store())? {
             fork = fork.name(name);
         }
         if let Some(model) = crate::args::model(py, model)? {
