@@ -162,7 +162,7 @@ fn store_code(store: &StoreError) -> u8 {
                 | StoreError::NotAnId(_)
                 | StoreError::NoDatabase { .. } => NOT_FOUND,
                 StoreError::HeadMoved(_) => HEAD_MOVED,
-                StoreError::NameLooksLikeId(_) => BAD_COMMAND_LINE,
+                StoreError::NameLooksLikeId(_) | StoreError::NameTaken { .. } => BAD_COMMAND_LINE,
                 StoreError::Import { .. }
                 | StoreError::LineTooLong { .. }
                 | StoreError::Corrupt { .. }

@@ -12,12 +12,20 @@ use skein::core::GenerationOptions;
 use skein::{ChainPrompt, Prompt, Tool};
 use std::sync::Arc;
 
-/// A new conversation's `name=`, refused (as the store refuses it, with
-/// `skein.NameLooksLikeId`, a `ValueError`) before any model runs when it
-/// reads as an id.
-pub fn conversation_name(py: Python<'_>, name: Option<String>) -> PyResult<Option<String>> {
+/// A new conversation's `name=`, refused (as the store refuses it) before
+/// any model runs: with `skein.NameLooksLikeId` when it reads as an id,
+/// with `skein.NameTaken` when a conversation of `store` (the one it will
+/// be stored in) has it. Both are `ValueError`s.
+pub fn conversation_name(
+    py: Python<'_>,
+    name: Option<String>,
+    store: Option<&skein::Store>,
+) -> PyResult<Option<String>> {
     if let Some(name) = &name {
         crate::errors::check(py, skein::store::check_conversation_name(name))?;
+        if let Some(store) = store {
+            crate::errors::check(py, store.check_name_free(name))?;
+        }
     }
     Ok(name)
 }

@@ -127,6 +127,7 @@ impl Conversation {
             Some(model) => model.clone(),
             None => open(py, &default_model(py)?, extra)?,
         };
+        let name = crate::args::conversation_name(py, name, Some(&store))?;
         let node = node.to_string();
         let forked = runtime::block_on(py, async move {
             let node = store.nonblocking().resolve_node(&node).await?;
@@ -137,7 +138,7 @@ impl Conversation {
             }
         })?;
         let mut fork = check(py, forked)?;
-        if let Some(name) = crate::args::conversation_name(py, name)? {
+        if let Some(name) = name {
             fork = fork.name(name);
         }
         if prompt.is_none() && messages.is_none() && attachments.is_none() {
@@ -290,7 +291,7 @@ impl Conversation {
         model: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Conversation> {
         let mut fork = self.inner.fork();
-        if let Some(name) = crate::args::conversation_name(py, name)? {
+        if let Some(name) = crate::args::conversation_name(py, name, self.inner.store())? {
             fork = fork.name(name);
         }
         if let Some(model) = crate::args::model(py, model)? {

@@ -158,6 +158,12 @@ pub fn store_error(py: Python<'_>, error: &StoreError, message: String) -> PyErr
         | StoreError::NotAnId(_) => "NotFound",
         StoreError::AmbiguousPrefix { .. } | StoreError::AmbiguousName { .. } => "AmbiguousId",
         StoreError::NameLooksLikeId(_) => "NameLooksLikeId",
+        StoreError::NameTaken { name, by } => {
+            let attributes = PyDict::new(py);
+            let _ = attributes.set_item("name", name);
+            let _ = attributes.set_item("conversation_id", by);
+            return raise(py, "NameTaken", message, attributes);
+        }
         _ => "StoreError",
     };
     raise(py, class, message, PyDict::new(py))

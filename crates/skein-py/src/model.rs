@@ -272,7 +272,8 @@ impl Model {
         store: Option<PyRef<'_, Store>>,
     ) -> PyResult<Conversation> {
         let store = store.map(|store| store.inner.clone());
-        let name = crate::args::conversation_name(py, name)?;
+        let name =
+            crate::args::conversation_name(py, name, store.as_ref().or(self.store.as_ref()))?;
         let conversation = self.builder(name, tools, chain_limit, store)?.build();
         if let Some(hook) = before_call {
             conversation.set_before_call(self::before_call(hook));

@@ -307,7 +307,7 @@ impl RecordedChat {
         if let Some(system) = system {
             builder = builder.system(system);
         }
-        if let Some(name) = crate::args::conversation_name(py, name)? {
+        if let Some(name) = crate::args::conversation_name(py, name, store.as_ref())? {
             builder = builder.name(name);
         }
         if let Some(limit) = chain_limit {

@@ -181,8 +181,10 @@ impl Response {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> PyResult<Py<PyAny>> {
-        let mut fork = self.get(py)?.fork();
-        if let Some(name) = crate::args::conversation_name(py, name)? {
+        let response = self.get(py)?;
+        let name = crate::args::conversation_name(py, name, response.conversation().store())?;
+        let mut fork = response.fork();
+        if let Some(name) = name {
             fork = fork.name(name);
         }
         if let Some(model) = self::model(py, model)? {

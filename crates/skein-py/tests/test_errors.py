@@ -106,6 +106,31 @@ def test_an_invalid_output_schema_is_an_engine_error(echo: skein.Model) -> None:
         echo.prompt("x", schema={"type": "no such type"}).text()
 
 
+def test_a_taken_name_is_refused_before_anything_runs(db: Path, store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    first = model.conversation(name="planning")
+    reply = first.prompt("hello")
+    reply.text()
+    assert first.head is not None
+    with pytest.raises(skein.NameTaken, match="is already named `planning`") as raised:
+        model.conversation(name="planning")
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, skein.StoreError)
+    assert raised.value.name == "planning"
+    assert raised.value.conversation_id == first.id
+    with pytest.raises(skein.NameTaken):
+        first.fork(name="planning")
+    with pytest.raises(skein.NameTaken):
+        reply.fork("again", name="planning")
+    with pytest.raises(skein.NameTaken):
+        skein.Conversation.fork_at(store, first.head, "again", name="planning")
+    with pytest.raises(skein.NameTaken):
+        skein.Model("echo").conversation(name="planning", store=store)
+    with sqlite3.connect(db) as rows:
+        assert rows.execute("SELECT count(*) FROM conversations").fetchone() == (1,)
+        assert rows.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    assert skein.Conversation.load(store, "planning").id == first.id
+
+
 def test_a_name_that_reads_as_an_id_is_refused_and_an_id_wins(db: Path, store: skein.Store) -> None:
     model = skein.Model("echo", store=store)
     victim = model.conversation(name="victim")

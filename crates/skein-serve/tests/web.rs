@@ -2051,6 +2051,54 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
     assert_eq!(counts(&server.store), before, "nothing was written");
 }
 
+/// A name another conversation has is refused wherever the page sets one
+/// (409, before any model runs, nothing written); a free name is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_name_is_refused_on_every_action_that_names_a_conversation() {
+    let server = Server::proxying(None).await;
+    let story = story(&server.store).await;
+    let before = counts(&server.store);
+    let refusals = [
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({ "name": "what-if" }),
+        ),
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({ "text": "x", "name": "main" }),
+        ),
+        (
+            format!("/api/nodes/{}/reply", story.a1),
+            serde_json::json!({ "text": "x", "name": "main" }),
+        ),
+        (
+            format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({ "name": "what-if" }),
+        ),
+        (
+            "/api/reruns/abcdef/fork".to_string(),
+            serde_json::json!({ "name": "main" }),
+        ),
+    ];
+    for (path, body) in refusals {
+        let message = server
+            .refused(&path, body.clone(), StatusCode::CONFLICT)
+            .await;
+        assert!(message.contains("is already named"), "{body}: {message}");
+        assert!(message.contains("choose another name"), "{body}: {message}");
+    }
+    assert_eq!(counts(&server.store), before, "nothing was written");
+    let csrf = server.csrf().await;
+    let (status, text) = server
+        .write(
+            &format!("/api/nodes/{}/fork", story.a1),
+            &serde_json::json!({ "name": "free" }).to_string(),
+            &[("x-skein-csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+}
+
 /// A name that reads as an id is refused by every action that names a new
 /// conversation, and by the proxy's `x-skein-conversation-name` header
 /// (400, nothing written); a conversation an older skein stored under

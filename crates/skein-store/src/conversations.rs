@@ -134,6 +134,14 @@ pub(crate) fn check_turn_names(turn: &TurnCommit<'_>) -> Result<()> {
     }
 }
 
+/// The error for `name`, which conversation `by` (an id) already has.
+pub(crate) fn name_taken(name: &str, by: String) -> StoreError {
+    StoreError::NameTaken {
+        name: name.to_string(),
+        by,
+    }
+}
+
 /// The head a turn moves its conversation to; a thread must have one.
 pub(crate) fn turn_head(turn: &TurnCommit<'_>) -> Result<Option<NodeId>> {
     match turn.thread {

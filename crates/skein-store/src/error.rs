@@ -57,6 +57,15 @@ pub enum StoreError {
          non-hex character"
     )]
     NameLooksLikeId(String),
+    /// A conversation name was refused when set because conversation `by`
+    /// (its id) already has it: a name finds one conversation. Checked in
+    /// the write's own transaction, so two writers cannot both take it.
+    /// Nothing was written.
+    #[error(
+        "conversation {by} is already named `{name}`: choose another name, or continue it with \
+         --cid {name}"
+    )]
+    NameTaken { name: String, by: String },
     #[error("stored node {id} cannot be decoded: {error}")]
     Corrupt { id: NodeId, error: DecodeError },
     #[error("a stored row is malformed: {0} (run `skein verify`)")]

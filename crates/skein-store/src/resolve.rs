@@ -67,6 +67,14 @@ impl Store {
         self.wait(self.nonblocking().conversation_named(name))
     }
 
+    /// Refuse `name` with [`StoreError::NameTaken`] when a conversation
+    /// has it already: a surface's check before any model runs. The write
+    /// that sets a name checks again in its own transaction, which is what
+    /// makes the name unique.
+    pub fn check_name_free(&self, name: &str) -> Result<()> {
+        self.wait(self.nonblocking().check_name_free(name))
+    }
+
     /// The rerun whose id starts with `prefix`.
     pub fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
         self.wait(self.nonblocking().resolve_rerun(prefix))
@@ -89,6 +97,15 @@ impl AsyncStore<'_> {
             name,
             backend.conversation_ids_named(name, CANDIDATES).await?,
         )
+    }
+
+    /// [`Store::check_name_free`].
+    pub async fn check_name_free(&self, name: &str) -> Result<()> {
+        let backend = self.store.backend();
+        match backend.conversation_ids_named(name, 1).await?.pop() {
+            Some(by) => Err(crate::conversations::name_taken(name, by)),
+            None => Ok(()),
+        }
     }
 
     /// [`Store::resolve_conversation`].

@@ -198,7 +198,9 @@ impl Store {
     /// Create a conversation, optionally starting at an existing node. A
     /// name that reads as an id is refused
     /// ([`StoreError::NameLooksLikeId`](crate::StoreError::NameLooksLikeId),
-    /// see [`check_conversation_name`](crate::check_conversation_name)).
+    /// see [`check_conversation_name`](crate::check_conversation_name)),
+    /// and so is one another conversation has
+    /// ([`StoreError::NameTaken`](crate::StoreError::NameTaken)).
     pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
         self.wait(self.nonblocking().create_conversation(new))
     }
@@ -242,7 +244,8 @@ impl Store {
     }
 
     /// Name the conversation (`None` removes its name). A name that reads
-    /// as an id is refused, as on creation, and nothing changes.
+    /// as an id, or that another conversation has, is refused, as on
+    /// creation, and nothing changes.
     pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         self.wait(self.nonblocking().rename_conversation(id, name))
     }
@@ -277,7 +280,9 @@ impl Store {
     /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) naming the node where it stands, or
     /// branches into a new conversation, as the target's `on_conflict` says.
     /// A conversation it would create under a name that reads as an id is
-    /// refused before anything is written.
+    /// refused before anything is written; one under a name another
+    /// conversation has ([`StoreError::NameTaken`](crate::StoreError::NameTaken))
+    /// is refused inside the transaction, which then writes nothing.
     pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         crate::conversations::check_turn_names(turn)?;
         self.wait(self.backend().commit_turn(turn, &mut |_| {}))

@@ -325,34 +325,13 @@ impl Context {
     }
 
     /// Refuse `--name NAME` when a conversation already has that name
-    /// (exit code 2, before anything runs), so a name finds one
-    /// conversation. Looked up by the store's one resolver.
+    /// (exit code 2, before anything runs), by the store's own check; the
+    /// write that sets the name checks again in its transaction.
     pub fn check_name_free(&self, name: Option<&str>) -> Result<()> {
-        let Some(name) = name else {
-            return Ok(());
-        };
-        let taken = match self.store.resolve_conversation(name) {
-            Ok(id) => self.store.conversation(&id)?.name.as_deref() == Some(name),
-            Err(StoreError::AmbiguousName { .. }) => true,
-            // No conversation of that name (nor an id starting so), or a
-            // prefix of several ids none of which is named so.
-            Err(
-                StoreError::ConversationNotFound(_)
-                | StoreError::UnknownPrefix { .. }
-                | StoreError::AmbiguousPrefix { .. },
-            ) => false,
-            Err(other) => return Err(other.into()),
-        };
-        if taken {
-            return Err(anyhow::Error::new(ExitWith(
-                crate::exit::BAD_COMMAND_LINE,
-                format!(
-                    "a conversation is already named `{name}`: choose another name, \
-                     or continue that one with `--cid {name}`"
-                ),
-            )));
+        match name {
+            Some(name) => Ok(self.store.check_name_free(name)?),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The stored conversation `-c` or `--cid` chooses, `None` for a new one.

@@ -197,10 +197,8 @@ fn a_duplicate_name_is_refused_when_set() {
             stderr(&output)
         );
         let said = stderr(&output);
-        assert!(
-            said.contains("a conversation is already named `planning`"),
-            "{said}"
-        );
+        assert!(said.contains("is already named `planning`"), "{said}");
+        assert!(said.contains("choose another name"), "{said}");
         assert!(said.contains("--cid planning"), "{said}");
     }
     let chat = skein.run_with_stdin(&["chat", "--name", "planning"], b"hi\n");
@@ -210,4 +208,70 @@ fn a_duplicate_name_is_refused_when_set() {
     // The one conversation of that name is still found by it.
     let next = skein.json(&["prompt", "--cid", "planning", "more"]);
     assert_eq!(next["conversation"], first["conversation"]);
+}
+
+/// The proxy's `x-skein-conversation-name` may not start a second
+/// conversation under a taken name (a 400 in the API's format, nothing
+/// recorded); a request that continues the conversation of that name, and
+/// a session that continues its own conversation, are not refused.
+#[test]
+fn the_proxy_refuses_a_second_conversation_under_a_taken_name() {
+    let skein = Cli::temp(crate::BIN);
+    skein.json(&["prompt", "--name", "planning", "hello"]);
+    let server = Server::start(&skein.db(), &["--proxy", "-m", "echo"]);
+    let chat = |messages: Value, headers: &[(&str, &str)]| {
+        let body = json!({ "model": "echo", "messages": messages });
+        post_with(
+            &server.address,
+            "/v1/chat/completions",
+            &body.to_string(),
+            headers,
+        )
+    };
+    let (conversations, runs) = (count(&skein, "conversations"), count(&skein, "runs"));
+    let (status, text) = chat(
+        json!([{"role": "user", "content": "something else"}]),
+        &[("x-skein-conversation-name", "planning")],
+    );
+    assert_eq!(status, 400, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{text}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("is already named `planning`"), "{message}");
+    assert!(message.contains("choose another name"), "{message}");
+    assert_eq!(
+        (count(&skein, "conversations"), count(&skein, "runs")),
+        (conversations, runs),
+        "a refused conversation records nothing"
+    );
+
+    // The conversation of that name, continued under its name: recorded.
+    let stored = skein.json(&["log", "--cid", "planning"]);
+    let reply = stored["messages"][1]["parts"][0]["text"].clone();
+    let history = json!([
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "more"}
+    ]);
+    let (status, text) = chat(history, &[("x-skein-conversation-name", "planning")]);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(count(&skein, "conversations"), conversations);
+
+    // A session's second request goes on in the session's conversation.
+    let first = json!([{"role": "user", "content": "one"}]);
+    let (status, text) = chat(first, &[("x-skein-session", "my session")]);
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let reply = answer["choices"][0]["message"]["content"].clone();
+    let second = json!([
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "two"}
+    ]);
+    let (status, text) = chat(second, &[("x-skein-session", "my session")]);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(count(&skein, "conversations"), conversations + 1);
+    drop(server);
+    let log = skein.json(&["log", "--cid", "my session"]).to_string();
+    assert!(log.contains("two"), "{log}");
 }

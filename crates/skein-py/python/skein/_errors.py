@@ -111,6 +111,20 @@ class NameLooksLikeId(StoreError, ValueError):
     id. Choose a name with a non-hex character."""
 
 
+class NameTaken(StoreError, ValueError):
+    """A conversation name another conversation already has was refused
+    when set, and nothing was stored: a name finds one conversation. Choose
+    another name, or continue that conversation.
+
+    Attributes:
+        name: the name refused.
+        conversation_id: the conversation that has it.
+    """
+
+    name: str = ""
+    conversation_id: str = ""
+
+
 # --- conversations -----------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ use skein::conversation::service::{TurnDone, TurnError, TurnRequest};
 use skein::core::ProviderError;
 use skein::engine::{EngineError, Request, RunOutput};
 use skein::providers::Secret;
-use skein::store::{RunId, check_conversation_name};
+use skein::store::{RunId, StoreError, check_conversation_name};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
@@ -458,6 +458,11 @@ fn finished(outcome: Result<TurnDone<RunOutput>, TurnError>) -> Result<Finished,
             };
             Ok(Finished { output, recorded })
         }
+        // A new conversation under the `x-skein-conversation-name` of
+        // another: the client's to fix, so nothing was recorded.
+        Err(TurnError::Store(problem @ StoreError::NameTaken { .. })) => Err(ProxyError::invalid(
+            format!("the reply was not recorded: {problem}"),
+        )),
         Err(TurnError::Store(problem)) => {
             tracing::error!("the proxy could not record an exchange: {problem}");
             Err(ProxyError::server(format!(

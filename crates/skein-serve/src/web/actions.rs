@@ -99,6 +99,15 @@ pub(crate) fn check_name(name: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
+/// Refuse a name another conversation has (409, before any model runs);
+/// the store checks again when the conversation is written.
+pub(crate) async fn check_name_free(state: &AppState, name: Option<&str>) -> Result<(), ApiError> {
+    match name {
+        Some(name) => Ok(state.store.nonblocking().check_name_free(name).await?),
+        None => Ok(()),
+    }
+}
+
 /// A text field at most `max` characters long.
 pub(crate) fn check_length(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
     match value {
@@ -273,6 +282,7 @@ async fn branch(
     model: Option<&Model>,
     name: Option<String>,
 ) -> Result<Fork, ApiError> {
+    check_name_free(state, name.as_deref()).await?;
     let owner = match of.clone() {
         Some(owner) => Some(owner),
         None => skein::conversation::owner_of_node(&state.store, node).await?,
@@ -366,6 +376,7 @@ pub async fn edit(
         ));
     }
     let model = chosen_model(&state, body.model.as_deref())?;
+    check_name_free(&state, body.name.as_deref()).await?;
     let input = TurnInput::text(body.text.clone().unwrap_or_default());
     let prompt = match at.parent {
         Some(parent) => branch(&state, parent, None, model.as_ref(), body.name.clone())

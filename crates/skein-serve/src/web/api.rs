@@ -69,6 +69,7 @@ impl From<StoreError> for ApiError {
             | StoreError::NotAnId(_)
             | StoreError::NameLooksLikeId(_)
             | StoreError::Search(_) => StatusCode::BAD_REQUEST,
+            StoreError::NameTaken { .. } => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {

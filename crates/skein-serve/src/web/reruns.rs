@@ -326,6 +326,7 @@ pub async fn fork(
         Some(_) => Some(turn_permit(&state)?),
         None => None,
     };
+    super::actions::check_name_free(&state, body.name.as_deref()).await?;
     let store = state.store.nonblocking();
     let id: RerunId = store.resolve_rerun(&prefix).await?;
     let record = store.rerun(&id).await?;

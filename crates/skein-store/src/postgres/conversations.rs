@@ -17,7 +17,8 @@ use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
 use crate::conversations::{
-    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
+    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, name_taken,
+    turn_head,
 };
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
@@ -59,6 +60,7 @@ impl Conversations for PgStore {
                 {
                     return Err(StoreError::NodeNotFound(head));
                 }
+                refuse_taken_name(tx, new.name.as_deref(), None).await?;
                 let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
                 let (id, params) = conversation_params(&new, new.head);
                 let mut pipeline = Pipeline::new();
@@ -98,15 +100,25 @@ impl Conversations for PgStore {
         id: &'a ConversationId,
         name: Option<&'a str>,
     ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.update_conversation(
-            id,
-            concat!(
-                "UPDATE conversations SET name = $2, updated = ",
-                next_updated!("$3"),
-                " WHERE id = $1"
-            ),
-            name,
-        ))
+        Box::pin(async move {
+            let changed = writing!(self, |tx| {
+                refuse_taken_name(tx, name, Some(id)).await?;
+                let statement = tx
+                    .prepare_cached(concat!(
+                        "UPDATE conversations SET name = $2, updated = ",
+                        next_updated!("$3"),
+                        " WHERE id = $1"
+                    ))
+                    .await?;
+                Ok(tx
+                    .execute(&statement, &[&id.as_str(), &name, &now_ms()])
+                    .await?)
+            })?;
+            match changed {
+                0 => Err(StoreError::ConversationNotFound(id.to_string())),
+                _ => Ok(()),
+            }
+        })
     }
 
     #[cfg(any(test, feature = "testkit"))]
@@ -158,6 +170,7 @@ impl Conversations for PgStore {
 }
 
 impl PgStore {
+    #[cfg(any(test, feature = "testkit"))]
     /// Set one text column of conversation `id` by `sql` (`$2` the value).
     async fn update_conversation(
         &self,
@@ -275,6 +288,7 @@ async fn commit_attempt<'t>(
     let (conversation, moved) = match (&turn.target, head) {
         (Target::Detached, _) => (None, None),
         (Target::New(new), _) => {
+            refuse_taken_name(tx, new.name.as_deref(), None).await?;
             let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
             let (id, params) = conversation_params(new, head);
             pipeline.push(tx, statement, params);
@@ -352,6 +366,7 @@ async fn branch(
     head: Option<NodeId>,
     turn: &TurnCommit<'_>,
 ) -> Result<ConversationId> {
+    refuse_taken_name(tx, new.name.as_deref(), None).await?;
     let insert = tx.prepare_cached(INSERT_CONVERSATION).await?;
     let (id, params) = conversation_params(new, head);
     let reassign = tx
@@ -363,6 +378,37 @@ async fn branch(
     pipeline.push(tx, reassign, vec![Box::new(id.0.clone()), Box::new(runs)]);
     pipeline.run().await?;
     Ok(id)
+}
+
+/// Refuse `name` when a conversation other than `except` has it. Under
+/// read committed two transactions could both find the name free, so the
+/// check first takes a transaction-scoped advisory lock on the name (in
+/// this schema): a second writer waits for the first to commit, then sees
+/// its row. Names stored twice before the check existed stay as they are.
+async fn refuse_taken_name(
+    tx: &impl GenericClient,
+    name: Option<&str>,
+    except: Option<&ConversationId>,
+) -> Result<()> {
+    let Some(name) = name else {
+        return Ok(());
+    };
+    let lock = tx
+        .prepare_cached(
+            "SELECT pg_advisory_xact_lock(hashtext('skein-name:' || current_schema() || ':' || $1::text))",
+        )
+        .await?;
+    tx.execute(&lock, &[&name]).await?;
+    let find = tx
+        .prepare_cached(
+            "SELECT id FROM conversations WHERE name = $1 AND id IS DISTINCT FROM $2::text LIMIT 1",
+        )
+        .await?;
+    let except = except.map(ConversationId::as_str);
+    match tx.query_opt(&find, &[&name, &except]).await? {
+        Some(row) => Err(name_taken(name, row.get(0))),
+        None => Ok(()),
+    }
 }
 
 async fn conversation_exists(tx: &impl GenericClient, id: &ConversationId) -> Result<bool> {

@@ -14,7 +14,8 @@ use super::runs::insert_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
 use crate::blocking;
 use crate::conversations::{
-    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, turn_head,
+    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, name_taken,
+    turn_head,
 };
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
@@ -219,6 +220,7 @@ impl SqliteStore {
         name: Option<&str>,
     ) -> Result<()> {
         self.update_conversation(id, |tx| {
+            refuse_taken_name(tx, name, Some(id))?;
             tx.prepare_cached(concat!(
                 "UPDATE conversations SET name = ?2, updated = ",
                 next_updated!("?3"),
@@ -369,6 +371,7 @@ fn insert_conversation(
     new: &NewConversation,
     head: Option<NodeId>,
 ) -> Result<ConversationId> {
+    refuse_taken_name(tx, new.name.as_deref(), None)?;
     let id = new.id.clone().unwrap_or_else(ConversationId::random);
     let origin = new.origin.clone().unwrap_or_default();
     tx.prepare_cached(concat!(
@@ -391,6 +394,30 @@ fn insert_conversation(
         new.settings.to_json(),
     ])?;
     Ok(id)
+}
+
+/// Refuse `name` when a conversation other than `except` has it. Writes
+/// run in `BEGIN IMMEDIATE` transactions, one at a time, so no other
+/// writer can take the name between this check and the commit. Names
+/// stored twice before the check existed stay as they are.
+fn refuse_taken_name(
+    tx: &Connection,
+    name: Option<&str>,
+    except: Option<&ConversationId>,
+) -> Result<()> {
+    let Some(name) = name else {
+        return Ok(());
+    };
+    let by: Option<String> = tx
+        .prepare_cached("SELECT id FROM conversations WHERE name = ?1 AND id IS NOT ?2 LIMIT 1")?
+        .query_row(params![name, except.map(ConversationId::as_str)], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    match by {
+        Some(by) => Err(name_taken(name, by)),
+        None => Ok(()),
+    }
 }
 
 fn compare_and_set_head(

@@ -1,7 +1,10 @@
 //! Conversation names and ids: a name that reads as an id is refused on
 //! every write that sets one, and resolving text always prefers an id (or a
 //! unique prefix of one) over a name, so a name cannot stand in for another
-//! conversation's id, even one stored before names were checked.
+//! conversation's id, even one stored before names were checked. A name
+//! is unique: setting one another conversation has is refused inside the
+//! write's transaction, and names stored twice by an older skein stay
+//! readable (and ambiguous).
 
 use crate::common::{Backend, TempStore};
 use skein_core::{Message, Thread};
@@ -219,7 +222,171 @@ fn a_short_hex_name_wins_over_an_id_prefix_that_short(backend: Backend) {
     );
 }
 
+/// A branch a lost race creates, named `name`, from `conversation`'s
+/// empty head.
+fn branch_named(
+    store: &Store,
+    conversation: &ConversationRecord,
+    name: &str,
+) -> Result<skein_store::Committed, StoreError> {
+    let thread = Thread::from_messages([Message::user("hi"), Message::assistant("hello")]);
+    store.commit_turn(&TurnCommit {
+        target: Target::Existing {
+            id: conversation.id.clone(),
+            expected_head: thread.head_id(),
+            on_conflict: OnConflict::Branch(Box::new(NewConversation {
+                name: Some(name.into()),
+                ..NewConversation::default()
+            })),
+        },
+        thread: Some(&thread),
+        runs: &[],
+    })
+}
+
+fn taken(result: Result<impl std::fmt::Debug, StoreError>, name: &str, by: &ConversationRecord) {
+    match result {
+        Err(error @ StoreError::NameTaken { .. }) => {
+            let message = error.to_string();
+            let StoreError::NameTaken {
+                name: refused,
+                by: holder,
+            } = error
+            else {
+                unreachable!()
+            };
+            assert_eq!((refused.as_str(), holder.as_str()), (name, by.id.as_str()));
+            assert!(message.contains("choose another name"), "{message}");
+            assert!(message.contains(&format!("--cid {name}")), "{message}");
+        }
+        other => panic!("{name:?}: expected NameTaken by {}, got {other:?}", by.id),
+    }
+}
+
+fn a_taken_name_is_refused_on_every_write_that_sets_it(backend: Backend) {
+    let db = TempStore::new(backend);
+    let holder = named(&db.store, "taken");
+    let other = named(&db.store, "other");
+    let new = NewConversation {
+        name: Some("taken".into()),
+        ..NewConversation::default()
+    };
+    taken(db.store.create_conversation(new), "taken", &holder);
+    taken(
+        db.store.rename_conversation(&other.id, Some("taken")),
+        "taken",
+        &holder,
+    );
+    taken(first_turn_named(&db.store, "taken"), "taken", &holder);
+    taken(
+        runtime().block_on(
+            db.store
+                .nonblocking()
+                .rename_conversation(&other.id, Some("taken")),
+        ),
+        "taken",
+        &holder,
+    );
+    taken(branch_named(&db.store, &other, "taken"), "taken", &holder);
+    taken(db.store.check_name_free("taken"), "taken", &holder);
+    // Nothing of the refused writes was kept.
+    assert_eq!(db.count("conversations"), 2);
+    assert_eq!((db.count("nodes"), db.count("runs")), (0, 0));
+    assert_eq!(db.store.conversation(&other.id).unwrap(), other);
+    // Names differ by any character; unnamed conversations are many.
+    db.store.check_name_free("Taken").unwrap();
+    named(&db.store, "taken ");
+    for _ in 0..2 {
+        db.store
+            .create_conversation(NewConversation::default())
+            .unwrap();
+    }
+    // Renaming to its own name changes nothing; a freed name can be taken.
+    db.store
+        .rename_conversation(&holder.id, Some("taken"))
+        .unwrap();
+    db.store.rename_conversation(&holder.id, None).unwrap();
+    db.store.check_name_free("taken").unwrap();
+    let committed = branch_named(&db.store, &other, "taken").unwrap();
+    let branch = committed.conversation.unwrap();
+    assert_eq!(db.store.resolve_conversation("taken").unwrap(), branch);
+    taken(
+        db.store.rename_conversation(&holder.id, Some("taken")),
+        "taken",
+        &db.store.conversation(&branch).unwrap(),
+    );
+}
+
+/// Two conversations named alike by an older skein stay readable as
+/// ambiguous, and a third is refused.
+fn names_stored_twice_before_the_check_stay_ambiguous(backend: Backend) {
+    let db = TempStore::new(backend);
+    let first = named(&db.store, "twice");
+    let second = named(&db.store, "second");
+    plant_name(&db, &second, "twice");
+    assert!(matches!(
+        db.store.resolve_conversation("twice"),
+        Err(StoreError::AmbiguousName { .. })
+    ));
+    match first_turn_named(&db.store, "twice") {
+        Err(StoreError::NameTaken { name, by }) => {
+            assert_eq!(name, "twice");
+            assert!([first.id.as_str(), second.id.as_str()].contains(&by.as_str()));
+        }
+        other => panic!("expected NameTaken, got {other:?}"),
+    }
+    // Each of the two keeps its name, and may rename itself to it.
+    db.store
+        .rename_conversation(&first.id, Some("first"))
+        .unwrap();
+    taken(
+        db.store.rename_conversation(&first.id, Some("twice")),
+        "twice",
+        &second,
+    );
+    db.store
+        .rename_conversation(&second.id, Some("twice"))
+        .unwrap();
+    assert_eq!(db.store.resolve_conversation("twice").unwrap(), second.id);
+}
+
+/// Writers racing to one name from separate connections: exactly one wins
+/// each name, the others are refused.
+fn racing_writers_take_a_name_once(backend: Backend) {
+    const WRITERS: usize = 4;
+    let db = TempStore::new(backend);
+    for round in 0..8 {
+        let name = format!("race {round}");
+        let barrier = std::sync::Barrier::new(WRITERS);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|_| {
+                    let store = db.reopen();
+                    let (barrier, name) = (&barrier, &name);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        first_turn_named(&store, name)
+                    })
+                })
+                .collect();
+            writers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let won = results.iter().filter(|result| result.is_ok()).count();
+        assert_eq!(won, 1, "{name}: {results:?}");
+        for result in results.into_iter().filter(Result::is_err) {
+            assert!(
+                matches!(result, Err(StoreError::NameTaken { .. })),
+                "{result:?}"
+            );
+        }
+    }
+    assert_eq!(db.count("conversations"), 8);
+}
+
 for_each_backend!(
+    a_taken_name_is_refused_on_every_write_that_sets_it,
+    names_stored_twice_before_the_check_stay_ambiguous,
+    racing_writers_take_a_name_once,
     a_short_hex_name_wins_over_an_id_prefix_that_short,
     creating_or_renaming_with_an_id_like_name_writes_nothing,
     a_race_branch_with_an_id_like_name_writes_nothing,

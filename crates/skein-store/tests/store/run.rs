@@ -170,7 +170,14 @@ fn the_async_api_answers_as_the_blocking_api_does(backend: Backend) {
     };
     let conversation = named("alpha");
     named("twin");
-    named("twin");
+    // Two of one name, as an older skein could store them.
+    let second = named("second twin");
+    db.store
+        .debug_execute(&format!(
+            "UPDATE conversations SET name = 'twin' WHERE id = '{}'",
+            second.id.as_str()
+        ))
+        .unwrap();
     let mut run = RunRecord::new("echo", "echo");
     run.output_head = Some(head);
     run.conversation = Some(conversation.id.clone());
@@ -404,7 +411,8 @@ fn the_async_api_writes_and_walks_as_the_blocking_api_does(backend: Backend) {
                 fork.origin.as_ref().unwrap().conversation,
                 Some(created.id.clone())
             );
-            api.rename_conversation(&fork.id, Some("renamed"))
+            let renamed = format!("renamed {round}");
+            api.rename_conversation(&fork.id, Some(&renamed))
                 .await
                 .unwrap();
             let settings = skein_core::ConversationSettings {
@@ -417,7 +425,7 @@ fn the_async_api_writes_and_walks_as_the_blocking_api_does(backend: Backend) {
             let stored = store.conversation(&fork.id).unwrap();
             assert_eq!(
                 (stored.name.as_deref(), &stored.settings),
-                (Some("renamed"), &settings)
+                (Some(renamed.as_str()), &settings)
             );
             api.move_head(&fork.id, Some(head), tip).await.unwrap();
             assert_eq!(store.conversation(&fork.id).unwrap().head, Some(tip));

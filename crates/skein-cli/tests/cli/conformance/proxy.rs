@@ -135,14 +135,11 @@ impl Surface for Proxy {
     }
 
     /// A request at the head under a name of its own is a new conversation
-    /// there.
+    /// there. Names are unique, so an unnamed fork is named after its
+    /// (tagged) text.
     fn fork(&self, place: &Place, setup: &Setup, text: &str, name: Option<&str>) -> Cell {
-        self.send(
-            place,
-            Some(&setup.head),
-            text,
-            Some(name.unwrap_or("a fork")),
-        )
+        let name = name.map_or_else(|| format!("a fork: {text}"), str::to_string);
+        self.send(place, Some(&setup.head), text, Some(&name))
     }
 
     fn race(&self, place: &Place, setup: &Setup, slow: &str, fast: &str) -> Cell<[Verdict; 2]> {
