@@ -61,8 +61,25 @@ enum Place {
 }
 
 /// Land `thread` (a request and its reply) and `runs` where the request
-/// leads (see the module docs).
+/// leads (see the module docs). A session's first request that lost the
+/// race to create it (names are unique) is placed again: it then continues
+/// the session.
 pub(crate) async fn found(
+    store: &Store,
+    thread: Thread,
+    runs: Vec<RunRecord>,
+    finding: &Finding,
+) -> Result<Landed, StoreError> {
+    match found_once(store, thread.clone(), runs.clone(), finding).await {
+        Err(StoreError::NameTaken { .. }) if finding.session.is_some() => {
+            found_once(store, thread, runs, finding).await
+        }
+        landed => landed,
+    }
+}
+
+/// [`found`], placed once.
+async fn found_once(
     store: &Store,
     thread: Thread,
     runs: Vec<RunRecord>,
@@ -74,6 +91,17 @@ pub(crate) async fn found(
     let placed = match &finding.session {
         Some(session) => session_place(store.nonblocking(), session, node, &request).await?,
         None => place(store, node, &request, name).await?,
+    };
+    // A branch or new conversation takes the request's name only while no
+    // other conversation holds it (names are unique): a named client's
+    // regenerate or edited history is an unnamed branch of its conversation.
+    let free_name = match (&finding.name, &placed) {
+        (Some(name), Place::New { .. }) => match store.nonblocking().check_name_free(name).await {
+            Ok(()) => Some(name.clone()),
+            Err(StoreError::NameTaken { .. }) => None,
+            Err(error) => return Err(error),
+        },
+        _ => None,
     };
     let (bookmark, start) = match placed {
         Place::Fresh => (
@@ -101,7 +129,7 @@ pub(crate) async fn found(
             source: Some(source),
         } => (
             Bookmark::unstored(
-                finding.name.clone(),
+                free_name.clone(),
                 Some(Origin {
                     node: start,
                     conversation: Some(source.id),
@@ -119,7 +147,7 @@ pub(crate) async fn found(
             source: None,
         } => (
             Bookmark::unstored(
-                finding.name.clone(),
+                free_name,
                 start.map(|node| Origin {
                     node: Some(node),
                     ..Origin::default()

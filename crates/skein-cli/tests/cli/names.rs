@@ -215,7 +215,7 @@ fn a_duplicate_name_is_refused_when_set() {
 /// recorded); a request that continues the conversation of that name, and
 /// a session that continues its own conversation, are not refused.
 #[test]
-fn the_proxy_refuses_a_second_conversation_under_a_taken_name() {
+fn the_proxy_never_starts_a_second_conversation_under_a_taken_name() {
     let skein = Cli::temp(crate::BIN);
     skein.json(&["prompt", "--name", "planning", "hello"]);
     let server = Server::start(&skein.db(), &["--proxy", "-m", "echo"]);
@@ -233,17 +233,22 @@ fn the_proxy_refuses_a_second_conversation_under_a_taken_name() {
         json!([{"role": "user", "content": "something else"}]),
         &[("x-skein-conversation-name", "planning")],
     );
-    assert_eq!(status, 400, "{text}");
-    let error: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(error["error"]["type"], "invalid_request_error", "{text}");
-    let message = error["error"]["message"].as_str().unwrap();
-    assert!(message.contains("is already named `planning`"), "{message}");
-    assert!(message.contains("choose another name"), "{message}");
+    assert_eq!(status, 200, "{text}");
     assert_eq!(
         (count(&skein, "conversations"), count(&skein, "runs")),
-        (conversations, runs),
-        "a refused conversation records nothing"
+        (conversations + 1, runs + 1),
+        "the reply is kept, in a conversation of its own"
     );
+    let named: i64 = rusqlite::Connection::open(skein.db())
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM conversations WHERE name = 'planning'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(named, 1, "the name stays unique");
+    let conversations = conversations + 1;
 
     // The conversation of that name, continued under its name: recorded.
     let stored = skein.json(&["log", "--cid", "planning"]);
