@@ -9,24 +9,9 @@ name the file.
 use anyhow::Context as _;
 use anyhow::{Result, bail};
 pub use skein::config::{
-    ANY_MODEL, CommandLine, Config, McpServerConfig, Source, set_default_model,
+    ANY_MODEL, CommandLine, McpServerConfig, Source, default_model, get, path, set_default_model,
 };
 use std::path::PathBuf;
-
-/// Where the configuration file lives (whether or not it exists).
-pub fn path() -> Result<PathBuf> {
-    Ok(skein::config::path()?)
-}
-
-/// The configuration, read once per process.
-pub fn get() -> Result<&'static Config> {
-    Ok(skein::config::get()?)
-}
-
-/// The default model and where it came from.
-pub fn default_model() -> Result<(String, Source)> {
-    Ok(skein::config::default_model()?)
-}
 
 /// The command tools the configuration file declares.
 pub fn command_tools() -> Result<Vec<skein::command::CommandTool>> {

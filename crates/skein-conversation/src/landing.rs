@@ -70,10 +70,13 @@ pub(crate) async fn found(
     runs: Vec<RunRecord>,
     finding: &Finding,
 ) -> Result<Landed, StoreError> {
+    // Only a session can be placed twice: nothing else pays for copies of
+    // the thread and the runs (which hold the exact request body).
+    if finding.session.is_none() {
+        return found_once(store, thread, runs, finding).await;
+    }
     match found_once(store, thread.clone(), runs.clone(), finding).await {
-        Err(StoreError::NameTaken { .. }) if finding.session.is_some() => {
-            found_once(store, thread, runs, finding).await
-        }
+        Err(StoreError::NameTaken { .. }) => found_once(store, thread, runs, finding).await,
         landed => landed,
     }
 }

@@ -79,6 +79,11 @@ impl Turn {
     /// a client that re-serialises the model's exact argument text still
     /// continues the stored thread.
     pub fn calls_match_by_value(mut self) -> Turn {
+        let marked: std::collections::HashSet<(usize, usize)> = self
+            .reencoded
+            .iter()
+            .map(|(at, part, _)| (*at, *part))
+            .collect();
         for (index, message) in self.messages.iter().enumerate() {
             if message.role != Role::Assistant {
                 continue;
@@ -87,11 +92,7 @@ impl Turn {
                 let Part::ToolCall(call) = found else {
                     continue;
                 };
-                let marked = self
-                    .reencoded
-                    .iter()
-                    .any(|(at, at_part, _)| (*at, *at_part) == (index, part));
-                if marked {
+                if marked.contains(&(index, part)) {
                     continue;
                 }
                 if let Ok(value) =
