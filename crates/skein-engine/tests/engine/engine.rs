@@ -931,12 +931,14 @@ async fn observers_compose_and_each_sees_every_event_once_in_order() {
     let seqs: Vec<u32> = output.events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..output.events.len() as u32).collect::<Vec<_>>());
     assert!(output.events.iter().all(|e| e.run == output.run));
-    // Metadata only: no event carries the reply text (the run id is random
-    // hex and may contain "42" itself, so it is left out of the search).
-    let json = serde_json::to_string(&output.events)
-        .unwrap()
-        .replace(output.run.as_str(), "");
-    assert!(!json.contains("42"), "{json}");
+    // Metadata only: no event carries either reply's text. (Searching for a
+    // bare "42" is not enough: run ids and wait times are random digits.)
+    let json = serde_json::to_string(&output.events).unwrap();
+    for reply in ["forty-two", r#"{"answer": 42}"#] {
+        let escaped = serde_json::to_string(reply).unwrap();
+        let escaped = escaped.trim_matches('"');
+        assert!(!json.contains(reply) && !json.contains(escaped), "{json}");
+    }
 }
 
 #[tokio::test]
