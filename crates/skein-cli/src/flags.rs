@@ -139,6 +139,15 @@ pub struct ServeArgs {
     /// `Authorization: Bearer` without --token) instead of this machine's; keys are never stored
     #[arg(long)]
     pub pass_client_key: bool,
+    /// With --proxy: answer each request the database recorded (the same messages, tools,
+    /// options and requested model) with its recorded reply, without calling a model or writing
+    /// anything; refuse any other request, naming its first difference from the recording
+    #[arg(long, requires = "proxy")]
+    pub from_recording: bool,
+    /// With --from-recording: send a request the database did not record to the model and record
+    /// it, instead of refusing it
+    #[arg(long, requires = "from_recording")]
+    pub record_misses: bool,
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]

@@ -3396,3 +3396,185 @@ async fn a_retry_that_drops_its_reply_branches_the_first_attempt() {
     assert_eq!(origin.node, question.parent().head_id());
     assert!(server.store.verify().unwrap().is_ok());
 }
+
+// ------------------------------------------------------- from the recording
+
+/// A server answering from `recorder`'s database, its model unreachable
+/// (any call to it would fail): `misses` forwards what the recording
+/// lacks to `model` instead.
+async fn from_recording(
+    recorder: &Server,
+    mode: skein_serve::FromRecording,
+    model: Model,
+) -> Server {
+    let store = recorder.store.clone();
+    let mut server = Server::start_configured(move |config| {
+        config.store = store;
+        config.proxy = Some(ProxyConfig {
+            models: skein_serve::ModelTable::single(model),
+            pass_client_key: false,
+            from_recording: Some(mode),
+        });
+    })
+    .await;
+    server.store = recorder.store.clone();
+    server
+}
+
+/// An OpenAI chat: `user` turns, each request carrying the replies before.
+fn chat_request(history: &[Value], text: &str) -> Value {
+    let mut messages = history.to_vec();
+    messages.push(serde_json::json!({"role": "user", "content": text}));
+    serde_json::json!({"model": "gpt-4o-mini", "messages": messages, "temperature": 0.2})
+}
+
+/// A conversation recorded once through the proxy is answered again, byte
+/// for byte, by a server whose model cannot be reached, on every API and
+/// streamed; nothing is written. A request that changed is refused with a
+/// clear error naming its first difference; with `--record-misses` it goes
+/// to the model and is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_requests_are_answered_from_the_recording_and_changed_ones_say_what_changed() {
+    use skein_serve::FromRecording;
+    let recorder = Server::proxying(None).await;
+    let mut history = Vec::new();
+    let mut recorded = Vec::new();
+    for text in [
+        "Hello there",
+        "What is the capital of France?",
+        "And of Spain?",
+    ] {
+        let request = chat_request(&history, text);
+        let (status, answer) = recorder
+            .proxy("/v1/chat/completions", request.clone())
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        history = request["messages"].as_array().unwrap().clone();
+        history.push(answer["choices"][0]["message"].clone());
+        recorded.push((request, answer));
+    }
+    let anthropic = serde_json::json!({"model": "claude-x", "max_tokens": 50,
+        "messages": [{"role": "user", "content": "Bonjour"}]});
+    let (status, anthropic_answer) = recorder.proxy("/v1/messages", anthropic.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{anthropic_answer}");
+    let runs = recorder.runs();
+    assert_eq!(runs, 4);
+
+    let unreachable = Endpoint::at("http://127.0.0.1:9").model;
+    let replayer = from_recording(&recorder, FromRecording::Only, unreachable.clone()).await;
+    for (request, answer) in &recorded {
+        let response = replayer
+            .client
+            .post(format!("{}/v1/chat/completions", replayer.base))
+            .json(request)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["x-skein-from-recording"], "true");
+        assert_eq!(
+            response.headers()["x-skein-run"].to_str().unwrap(),
+            answer["id"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("chatcmpl-"),
+            "the recorded run answers"
+        );
+        let again: Value = response.json().await.unwrap();
+        assert_eq!(&again, answer, "the recorded answer, byte for byte");
+    }
+    let (status, again) = replayer.proxy("/v1/messages", anthropic.clone()).await;
+    assert_eq!((status, &again), (StatusCode::OK, &anthropic_answer));
+
+    // Streamed when asked, though recorded without a stream.
+    let mut streamed = recorded[1].0.clone();
+    streamed["stream"] = Value::Bool(true);
+    let (status, body) = replayer
+        .chat(
+            &streamed.to_string(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let text: String = body
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line.strip_prefix("data: ")?).ok())
+        .filter_map(|chunk| {
+            chunk["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(
+        text, recorded[1].1["choices"][0]["message"]["content"],
+        "{body}"
+    );
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    assert_eq!(
+        recorder.runs(),
+        runs,
+        "answers from the recording write nothing"
+    );
+
+    // Changed requests: each refused, naming its first difference.
+    let last = &recorded[2].0;
+    let mut changed_text = last.clone();
+    changed_text["messages"][4]["content"] = "And of Italy?".into();
+    let mut changed_options = last.clone();
+    changed_options["temperature"] = 0.7.into();
+    let mut changed_model = last.clone();
+    changed_model["model"] = "gpt-4o".into();
+    let mut changed_history = last.clone();
+    changed_history["messages"][1]["content"] = "an answer never given".into();
+    let mut unanswered = last.clone();
+    unanswered["messages"] = last["messages"].as_array().unwrap()[..4].into();
+    for (request, expected) in [
+        (
+            &changed_text,
+            "message 5 of 5 (user) differs from the recorded one at character 8: recorded \"And of Spain?\", this request \"And of Italy?\"",
+        ),
+        (
+            &changed_options,
+            "the generation options differ: recorded {\"temperature\":0.2}, this request {\"temperature\":0.7}",
+        ),
+        (
+            &changed_model,
+            "the model differs: recorded `gpt-4o-mini`, this request `gpt-4o`",
+        ),
+        (&changed_history, "message 2 of 5 (assistant) differs"),
+        (
+            &unanswered,
+            "never sent as a request whose last message is the assistant message (message 4)",
+        ),
+    ] {
+        let (status, error) = replayer
+            .proxy("/v1/chat/completions", request.clone())
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+        assert_eq!(error["error"]["code"], "not_recorded");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(expected), "{message}\nwanted: {expected}");
+        assert!(message.contains("--record-misses"), "{message}");
+    }
+    assert_eq!(recorder.runs(), runs, "refusals write nothing");
+
+    // With --record-misses, what the recording lacks is answered by the
+    // model and recorded; what it has is still answered from it.
+    let forwarding = from_recording(
+        &recorder,
+        FromRecording::RecordMisses,
+        Model::open("echo").unwrap(),
+    )
+    .await;
+    let (status, answer) = forwarding.proxy("/v1/chat/completions", changed_text).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let reply = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(
+        reply.contains("\"And of Italy?\""),
+        "the model answered: {reply}"
+    );
+    assert_eq!(recorder.runs(), runs + 1);
+    let (status, again) = forwarding.proxy("/v1/chat/completions", last.clone()).await;
+    assert_eq!((status, &again), (StatusCode::OK, &recorded[2].1));
+    assert_eq!(recorder.runs(), runs + 1);
+}

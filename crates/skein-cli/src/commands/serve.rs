@@ -20,7 +20,9 @@ use crate::ui;
 use anyhow::{Context as _, Result, bail};
 use skein::Model;
 use skein::core::BoxFuture;
-use skein_serve::{ConnectionLimits, ModelChoice, ModelTable, Models, ProxyConfig, ServeConfig};
+use skein_serve::{
+    ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig, ServeConfig,
+};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,12 +36,18 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         Some(ProxyConfig {
             models: model_table(args.model.model.clone(), args.pass_client_key)?,
             pass_client_key: args.pass_client_key,
+            from_recording: match (args.from_recording, args.record_misses) {
+                (false, _) => None,
+                (true, false) => Some(FromRecording::Only),
+                (true, true) => Some(FromRecording::RecordMisses),
+            },
         })
     } else {
         None
     };
     let served = proxy.as_ref().map(|proxy| proxy.models.names().join(", "));
     let pass = args.pass_client_key;
+    let from_recording = proxy.as_ref().and_then(|proxy| proxy.from_recording);
     let read_only = args.read_only;
     let default = match args.model.model.clone() {
         Some(name) => name,
@@ -73,6 +81,15 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
                 ui::note(format!(
                     "recording proxy: POST http://{bound}/v1/chat/completions, /v1/responses and /v1/messages, serving {models}"
                 ));
+                match from_recording {
+                    Some(FromRecording::Only) => ui::note(
+                        "answering from the recording only: a request it lacks is refused (--record-misses forwards it)",
+                    ),
+                    Some(FromRecording::RecordMisses) => ui::note(
+                        "answering from the recording; a request it lacks goes to the model and is recorded",
+                    ),
+                    None => {}
+                }
                 if pass {
                     ui::note(
                         "clients' own keys are passed through to models served over HTTP (never stored)",

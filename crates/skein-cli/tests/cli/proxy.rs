@@ -178,6 +178,68 @@ fn the_openai_client_through_the_proxy_builds_one_thread() {
     assert!(store.verify().unwrap().is_ok());
 }
 
+/// The official openai client's conversation (five requests: a stream, a
+/// tool round trip, an image), recorded once, runs again against
+/// `--from-recording` with the model unreachable and gets the same
+/// answers, writing nothing; a changed request is refused with a clear
+/// error naming its first difference.
+#[test]
+fn the_openai_client_runs_again_from_the_recording_with_the_model_unreachable() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", &scripted()]);
+    let recorded = client(&python, "proxy_client.py", &format!("{}/v1", server.base()));
+    drop(server);
+    let runs = count(&db, "SELECT count(*) FROM runs");
+    assert_eq!(runs, 5);
+
+    let unreachable = [
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ("OPENAI_API_KEY", "sk-unused"),
+    ];
+    let server = Server::start_with_env(
+        &db,
+        &[
+            "--proxy",
+            "--from-recording",
+            "-m",
+            "openai:gpt-unreachable",
+        ],
+        &unreachable,
+    );
+    let again = client(&python, "proxy_client.py", &format!("{}/v1", server.base()));
+    assert_eq!(again, recorded, "the recorded answers, again");
+
+    let changed = json!({"model": "any", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello there"},
+    ]});
+    let (status, body) = post(
+        &server.address,
+        "/v1/chat/completions",
+        &changed.to_string(),
+        None,
+    );
+    assert_eq!(status, 404, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["code"], "not_recorded");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "message 2 of 2 (user) differs from the recorded one at character 6: recorded \"hello\", this request \"hello there\""
+        ),
+        "{message}"
+    );
+    drop(server);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM runs"),
+        runs,
+        "nothing written"
+    );
+    assert!(skein::Store::open(&db).unwrap().verify().unwrap().is_ok());
+}
+
 #[test]
 fn the_proxy_rejects_bad_requests_clearly_and_records_nothing() {
     let dir = tempfile::tempdir().unwrap();

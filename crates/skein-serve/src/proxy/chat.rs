@@ -404,7 +404,7 @@ impl Api for Chat {
             "model": reply.model,
             "choices": [{"index": 0, "message": wire, "finish_reason": finish(reply)}],
         });
-        if let Some(usage) = usage(reply.output.usage) {
+        if let Some(usage) = usage(reply.usage) {
             completion["usage"] = usage;
         }
         completion
@@ -483,7 +483,7 @@ impl Events for Chunks {
         }
         frames.push(self.delta(&json!({}), Some(finish(reply))));
         if self.include_usage
-            && let Some(usage) = usage(reply.output.usage)
+            && let Some(usage) = usage(reply.usage)
         {
             frames.push(line(&json!({
                 "id": self.id,
@@ -526,7 +526,7 @@ fn finish(reply: &Reply<'_>) -> &'static str {
     if reply.calls() {
         return "tool_calls";
     }
-    match reply.output.finish_reason {
+    match reply.finish_reason {
         FinishReason::Length => "length",
         FinishReason::ContentFilter => "content_filter",
         FinishReason::ToolCalls => "tool_calls",

@@ -553,7 +553,7 @@ fn stop_reason(reply: &Reply<'_>) -> &'static str {
 /// Anthropic's usage is never absent: a figure the model did not report
 /// is 0.
 fn usage(reply: &Reply<'_>) -> Value {
-    let usage = reply.output.usage;
+    let usage = reply.usage;
     json!({
         "input_tokens": usage.input_tokens.unwrap_or(0),
         "output_tokens": usage.output_tokens.unwrap_or(0),

@@ -24,6 +24,7 @@ mod media;
 pub mod messages;
 pub mod models;
 mod record;
+pub mod recording;
 pub mod responses;
 mod results;
 pub mod turn;
@@ -40,7 +41,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use skein::Model;
 use skein::conversation::service::{TurnDone, TurnError, TurnRequest};
-use skein::core::ProviderError;
+use skein::core::{ConversationId, NodeId, ProviderError};
 use skein::engine::{EngineError, Request, RunOutput};
 use skein::providers::Secret;
 use skein::store::{RunId, StoreError, check_conversation_name};
@@ -49,6 +50,7 @@ use tokio::sync::mpsc;
 use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
 
 pub use models::ModelTable;
+pub use recording::FromRecording;
 
 /// The header that names a conversation the proxy creates.
 pub const NAME_HEADER: &str = "x-skein-conversation-name";
@@ -56,6 +58,9 @@ pub const NAME_HEADER: &str = "x-skein-conversation-name";
 /// The response header that lists the request's fields the model answered
 /// without (Anthropic's `thinking`).
 pub const UNHONOURED_HEADER: &str = "x-skein-unhonoured";
+
+/// The response header that marks an answer given from the recording.
+pub const FROM_RECORDING_HEADER: &str = "x-skein-from-recording";
 
 /// The header that names a session: the conversation of that name, which
 /// every request carrying it continues (see `skein_conversation::landing`).
@@ -72,6 +77,9 @@ pub struct ProxyConfig {
     /// Pass each request's own key through to the model (see the module
     /// docs); off, clients' keys are ignored.
     pub pass_client_key: bool,
+    /// Answer requests from the recording ([`recording`]); `None`: every
+    /// request goes to the model.
+    pub from_recording: Option<FromRecording>,
 }
 
 impl ProxyConfig {
@@ -80,6 +88,7 @@ impl ProxyConfig {
         ProxyConfig {
             models: ModelTable::single(model),
             pass_client_key: false,
+            from_recording: None,
         }
     }
 }
@@ -243,6 +252,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         unhonoured: turn.unhonoured.join(", "),
         request: engine_request(turn),
         key,
+        from_recording: proxy.from_recording,
     })
 }
 
@@ -316,6 +326,7 @@ struct Flight<A: Api> {
     keep: bool,
     request: Request,
     key: Option<Secret>,
+    from_recording: Option<FromRecording>,
 }
 
 /// What a running model call reports.
@@ -334,6 +345,16 @@ struct Finished {
 impl<A: Api> Flight<A> {
     async fn answer(mut self) -> Response {
         let mut request = self.model.bind(std::mem::take(&mut self.request));
+        if let Some(mode) = self.from_recording {
+            match self.look_up(&request).await {
+                Ok(recording::Lookup::Hit(hit)) => return self.recorded_answer(&hit),
+                Ok(recording::Lookup::Miss(why)) if mode == FromRecording::Only => {
+                    return A::error(&not_recorded(&why));
+                }
+                Ok(recording::Lookup::Miss(_)) => {}
+                Err(error) => return A::error(&error),
+            }
+        }
         if let Some(key) = self.key.take() {
             request = request.credential(key);
         }
@@ -374,16 +395,12 @@ impl<A: Api> Flight<A> {
                     let body = self.api.body(&self.reply(&finished.output));
                     let mut response = axum::Json(body).into_response();
                     if let Some(recorded) = finished.recorded {
-                        let headers = response.headers_mut();
-                        for (name, value) in [
-                            ("x-skein-conversation", recorded.conversation.to_string()),
-                            ("x-skein-node", recorded.node.to_string()),
-                            ("x-skein-run", finished.output.run.to_string()),
-                        ] {
-                            if let Ok(value) = value.parse() {
-                                headers.insert(name, value);
-                            }
-                        }
+                        where_recorded(
+                            &mut response,
+                            Some(&recorded.conversation),
+                            Some(recorded.node),
+                            &finished.output.run,
+                        );
                     }
                     response
                 }
@@ -432,11 +449,52 @@ impl<A: Api> Flight<A> {
         }
     }
 
-    fn reply<'a>(&'a self, output: &'a RunOutput) -> Reply<'a> {
-        Reply {
-            output,
-            model: &self.shown,
+    /// The recording's answer to `request` (bound to the model, so as the
+    /// model would receive it).
+    async fn look_up(&self, request: &Request) -> Result<recording::Lookup, ProxyError> {
+        let prepared = self
+            .model
+            .engine()
+            .prepare(request)
+            .map_err(|error| engine_failure(&error))?;
+        recording::find(&self.state.store, &prepared, self.meta.requested.as_deref())
+            .await
+            .map_err(|error| {
+                ProxyError::server(format!("the recording could not be read: {error}"))
+            })
+    }
+
+    /// The recorded reply, as the model's own would be written: streamed
+    /// when asked (its text in one piece), with the recorded run's id and
+    /// time, and headers naming where it was recorded.
+    fn recorded_answer(&self, hit: &recording::Hit) -> Response {
+        let reply = Reply::recorded(&hit.run, &hit.message, &self.shown);
+        let mut response = if self.stream {
+            let mut events = self.api.events(&self.shown);
+            let mut frames = events.start(reply.run());
+            let text = hit.message.joined_text();
+            if !text.is_empty() {
+                frames.extend(events.text(&text));
+            }
+            frames.extend(events.finish(&reply));
+            sse(futures_util::stream::iter(frames.into_iter().map(Ok)))
+        } else {
+            axum::Json(self.api.body(&reply)).into_response()
+        };
+        where_recorded(
+            &mut response,
+            hit.run.conversation.as_ref(),
+            hit.run.output_head,
+            &hit.run.id,
+        );
+        if let Ok(value) = "true".parse() {
+            response.headers_mut().insert(FROM_RECORDING_HEADER, value);
         }
+        response
+    }
+
+    fn reply<'a>(&'a self, output: &'a RunOutput) -> Reply<'a> {
+        Reply::of(output, &self.shown)
     }
 }
 
@@ -472,6 +530,44 @@ fn finished(outcome: Result<TurnDone<RunOutput>, TurnError>) -> Result<Finished,
         Err(TurnError::Call(error)) => Err(engine_failure(&error)),
         Err(TurnError::Loop(failed)) => Err(engine_failure(&failed.error)),
     }
+}
+
+/// The headers that lead from an answer to the graph: its conversation,
+/// reply node and run.
+fn where_recorded(
+    response: &mut Response,
+    conversation: Option<&ConversationId>,
+    node: Option<NodeId>,
+    run: &RunId,
+) {
+    let headers = response.headers_mut();
+    let named = [
+        (
+            "x-skein-conversation",
+            conversation.map(ToString::to_string),
+        ),
+        ("x-skein-node", node.map(|node| node.to_string())),
+        ("x-skein-run", Some(run.to_string())),
+    ];
+    for (name, value) in named {
+        if let Some(Ok(value)) = value.map(|value| value.parse()) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// A request the recording lacks, on a server that answers from it only.
+fn not_recorded(why: &str) -> ProxyError {
+    ProxyError::new(
+        StatusCode::NOT_FOUND,
+        ErrorKind::NotFound,
+        format!(
+            "no recorded answer for this request: {why}. This server answers from the \
+             recording only (`--from-recording`); add `--record-misses` to send such requests \
+             to the model and record them"
+        ),
+    )
+    .code("not_recorded")
 }
 
 /// A streamed answer.

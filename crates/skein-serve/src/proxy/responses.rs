@@ -457,7 +457,7 @@ fn output(reply: &Reply<'_>) -> Vec<Value> {
 }
 
 fn usage(reply: &Reply<'_>) -> Value {
-    let usage = reply.output.usage;
+    let usage = reply.usage;
     match (usage.input_tokens, usage.output_tokens) {
         (Some(input), Some(output)) => json!({
             "input_tokens": input,

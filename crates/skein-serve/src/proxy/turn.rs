@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use skein::core::provider::GenerationOptions;
-use skein::core::{Annotation, FinishReason, Message, Part, Role, ToolSpec};
+use skein::core::{Annotation, FinishReason, Message, Part, Role, RunRecord, ToolSpec, Usage};
 use skein::engine::RunOutput;
 use skein::providers::http::tool_use_input;
 use skein::store::RunId;
@@ -119,34 +119,63 @@ pub struct Previous {
     pub instructions: usize,
 }
 
-/// A finished run, as the client is answered.
+/// A finished run, as the client is answered: one the model just ran, or
+/// one answered from the recording.
 pub struct Reply<'a> {
-    pub output: &'a RunOutput,
+    pub run: &'a RunId,
+    pub message: &'a Message,
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+    pub started_ms: i64,
     /// The model name shown to the client: the one it asked for, else the
     /// model that answered.
     pub model: &'a str,
 }
 
-impl Reply<'_> {
+impl<'a> Reply<'a> {
+    /// The reply of a run that just ended.
+    pub fn of(output: &'a RunOutput, model: &'a str) -> Reply<'a> {
+        Reply {
+            run: &output.run,
+            message: &output.message,
+            usage: output.usage,
+            finish_reason: output.finish_reason.clone(),
+            started_ms: output.started_ms,
+            model,
+        }
+    }
+
+    /// The reply a recorded run gave, `message` being its output node's.
+    pub fn recorded(run: &'a RunRecord, message: &'a Message, model: &'a str) -> Reply<'a> {
+        Reply {
+            run: &run.id,
+            message,
+            usage: run.usage,
+            finish_reason: run.finish_reason.clone().unwrap_or(FinishReason::Stop),
+            started_ms: run.started_ms,
+            model,
+        }
+    }
+
     pub fn run(&self) -> &RunId {
-        &self.output.run
+        self.run
     }
 
     pub fn message(&self) -> &Message {
-        &self.output.message
+        self.message
     }
 
     pub fn calls(&self) -> bool {
-        self.output.message.tool_calls().next().is_some()
+        self.message.tool_calls().next().is_some()
     }
 
     /// The reply stopped at the token limit.
     pub fn cut(&self) -> bool {
-        !self.calls() && self.output.finish_reason == FinishReason::Length
+        !self.calls() && self.finish_reason == FinishReason::Length
     }
 
     pub fn created(&self) -> i64 {
-        self.output.started_ms / 1000
+        self.started_ms / 1000
     }
 }
 
