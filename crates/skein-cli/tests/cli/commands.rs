@@ -2477,6 +2477,11 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
         out.starts_with("echo: \"line one\nline two\" (history: 1 messages"),
         "{out}"
     );
+    // The echo answers the retry the same: no branch.
+    assert!(
+        err.contains("the model gave the same answer conversation "),
+        "{err}"
+    );
     assert!(err.contains("answered again from node "), "{err}");
     assert!(err.contains("as a sibling branch: conversation "), "{err}");
     assert!(
@@ -2503,7 +2508,8 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
     };
     // The edit is a sibling of the message it edits; the retry shares the
     // request itself (the echo model answers it the same way, so the reply
-    // node is shared too, and only a new run records the retry).
+    // node is shared too, and only a new run, in the chat's conversation,
+    // records the retry).
     assert_eq!(parent_of("second, reworded"), parent_of("second"));
     assert_eq!(users.iter().filter(|(t, _)| t == "second").count(), 1);
     let second_runs = skein
@@ -2517,8 +2523,8 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
     );
     let reworded = skein.json(&["log", "-q", "\"second reworded\"", "-n", "10"]);
     assert_eq!(reworded.as_array().unwrap().len(), 1, "{reworded}");
-    // zero, the multi-line one, second's retry, the edit, the inner branch.
-    assert_eq!(skein.count("conversations"), 5);
+    // zero, the multi-line one, the edit, the inner branch.
+    assert_eq!(skein.count("conversations"), 4);
 
     let nothing = skein.run_with_stdin(&["chat"], b"!retry\n!edit new\n!tree\n");
     assert!(nothing.status.success());
