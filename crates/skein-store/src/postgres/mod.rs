@@ -70,6 +70,7 @@ mod graph;
 mod offers;
 mod pipeline;
 mod pool;
+mod replays;
 mod reruns;
 mod resolve;
 mod runs;
