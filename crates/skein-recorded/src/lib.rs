@@ -26,6 +26,7 @@ The walkthrough with runnable examples is `docs/recorded-chats.md`.
 
 pub mod blocking;
 pub mod chat;
+pub mod compare;
 pub mod embed;
 pub mod error;
 pub mod evidence;
