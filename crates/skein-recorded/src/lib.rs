@@ -34,6 +34,7 @@ pub mod fork;
 mod layout;
 pub mod persist;
 pub mod reason;
+pub mod replay;
 pub mod rerun;
 pub mod source;
 

@@ -147,7 +147,10 @@ pub struct ReplayTurnFinish<'a> {
     pub detail: &'a serde_json::Value,
     /// Every thread the turn's runs produced or read.
     pub threads: &'a [Thread],
+    /// The turn's model calls (the row lists them).
     pub runs: &'a [RunRecord],
+    /// Runs stored with the turn that are not its own (a judge's call).
+    pub other_runs: &'a [RunRecord],
 }
 
 /// How many of a replay's turns stand where.

@@ -311,7 +311,7 @@ async fn finish_attempt<'t>(
         marks.extend(missing.into_marks());
     }
     let mut pipeline = Pipeline::new();
-    for run in finish.runs {
+    for run in finish.runs.iter().chain(finish.other_runs) {
         queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
     }
     pipeline.run().await?;

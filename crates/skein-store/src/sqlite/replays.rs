@@ -73,6 +73,7 @@ impl Replays for SqliteStore {
                 let detail = finish.detail.clone();
                 let threads = finish.threads.to_vec();
                 let runs = finish.runs.to_vec();
+                let other_runs = finish.other_runs.to_vec();
                 let (seq, status, answer_head) = (finish.seq, finish.status, finish.answer_head);
                 move |store: &SqliteStore| {
                     store.finish_replay_turn(&ReplayTurnFinish {
@@ -86,6 +87,7 @@ impl Replays for SqliteStore {
                         detail: &detail,
                         threads: &threads,
                         runs: &runs,
+                        other_runs: &other_runs,
                     })
                 }
             },
@@ -235,7 +237,7 @@ impl SqliteStore {
             for thread in finish.threads {
                 append_nodes(tx, self.key(), thread, &mut marks)?;
             }
-            for run in finish.runs {
+            for run in finish.runs.iter().chain(finish.other_runs) {
                 insert_run(tx, run, run.conversation.as_ref())?;
             }
             Ok(())

@@ -128,6 +128,8 @@ fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
     run.input_head = answer.parent().head_id();
     run.output_head = answer.head_id();
     run.relations.push(Relation::Replay(record.id.clone()));
+    let mut judge = RunRecord::new("judge", "scripted");
+    judge.input_head = answer.parent().head_id();
     let detail = serde_json::json!({"why": "a number changed"});
     let finish = |worker| ReplayTurnFinish {
         replay: &record.id,
@@ -140,6 +142,7 @@ fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
         detail: &detail,
         threads: std::slice::from_ref(&answer),
         runs: std::slice::from_ref(&run),
+        other_runs: std::slice::from_ref(&judge),
     };
     // The worker that lost its claim writes nothing.
     assert!(matches!(
@@ -147,10 +150,12 @@ fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
         Err(StoreError::ReplayTurnLost { seq: 0, .. })
     ));
     assert!(!store.contains(answer.head_id().unwrap()).unwrap());
-    assert!(matches!(
-        store.run_record(&run.id),
-        Err(StoreError::RunNotFound(_))
-    ));
+    for id in [&run.id, &judge.id] {
+        assert!(matches!(
+            store.run_record(id),
+            Err(StoreError::RunNotFound(_))
+        ));
+    }
     // The one holding it writes the turn, its thread and its run together.
     store.finish_replay_turn(&finish("fast")).unwrap();
     assert!(store.contains(answer.head_id().unwrap()).unwrap());
@@ -161,7 +166,9 @@ fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
     let turn = &store.replay_turns(&record.id, None, 1).unwrap()[0];
     assert_eq!(turn.status, ReplayStatus::Done);
     assert_eq!(turn.answer_head, answer.head_id());
+    // The judge's run is stored with the turn, not among its runs.
     assert_eq!(turn.runs, vec![run.id.clone()]);
+    assert!(store.run_record(&judge.id).is_ok());
     assert_eq!(turn.decision.as_deref(), Some("changed"));
     assert_eq!(turn.comparator.as_deref(), Some("specifics"));
     assert_eq!(turn.detail, detail);
@@ -186,6 +193,7 @@ fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
     assert!(matches!(
         store.finish_replay_turn(&ReplayTurnFinish {
             runs: std::slice::from_ref(&again),
+            other_runs: &[],
             ..finish("fast")
         }),
         Err(StoreError::ReplayTurnLost { .. })
@@ -226,6 +234,7 @@ fn totals_count_statuses_and_decisions(backend: Backend) {
                 detail: &detail,
                 threads: &[],
                 runs: &[],
+                other_runs: &[],
             })
             .unwrap();
     }
