@@ -668,10 +668,13 @@ fn specifics_given(text: &str, lower: &BTreeSet<String>) -> BTreeSet<String> {
             found.insert(raw.trim_end_matches(['.', ',', ';', ')']).to_lowercase());
         } else if token.chars().any(|c| c.is_ascii_digit()) {
             found.insert(number(token));
-        } else if token.chars().next().is_some_and(char::is_uppercase) {
+        } else if token.chars().nth(1).is_some()
+            && token.chars().next().is_some_and(char::is_uppercase)
+        {
             let word = token.to_lowercase();
-            let opener =
-                sentence_start && (STARTERS.contains(&word.as_str()) || lower.contains(&word));
+            // A quotation starts a sentence of its own.
+            let opens = sentence_start || raw.starts_with(['"', '“', '\'', '`', '(']);
+            let opener = opens && (STARTERS.contains(&word.as_str()) || lower.contains(&word));
             if !opener {
                 found.insert(word);
             }
@@ -792,6 +795,14 @@ mod tests {
         ));
         assert!(!text("specifics", "Paris is lovely", "Paris is beautiful"));
         assert!(text("specifics", "Paris is lovely", "London is lovely"));
+        // A quotation is one specific; an option's letter is none.
+        assert_eq!(
+            changed_specifics(
+                "Ask \"What time is it?\" with -T clock.",
+                "Ask \"What time is it?\" with -T clock, please."
+            ),
+            (vec![], vec![])
+        );
         // Sentence openers are not names, wherever they stand.
         assert!(!text(
             "specifics",

@@ -3621,3 +3621,117 @@ fn attachments_and_fragments_are_parts_stored_once() {
         );
     }
 }
+
+fn replay_script() -> String {
+    format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/replay.toml")
+            .display()
+    )
+}
+
+/// `skein replay`: three turns recorded with a tool, replayed on another
+/// scripted model with the tool answered from the recording; the report
+/// (text, JSON, JUnit) names the held, changed and diverged turns, exit
+/// code 7 says not all held, and resuming a finished replay redoes nothing.
+#[test]
+fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
+    let skein = temp();
+    let model = tools_script();
+    let first = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-T",
+        "skein_version",
+        "which version?",
+    ]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "-c", "what time is it?"]);
+    skein.json(&["prompt", "-c", "the price?"]);
+    let runs_recorded = skein.count("runs");
+    let conversations = skein.count("conversations");
+
+    let replay_model = replay_script();
+    let output = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        &replay_model,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let totals = &report["totals"];
+    assert_eq!(
+        (
+            &totals["held"],
+            &totals["changed"],
+            &totals["diverged"],
+            &totals["failed"]
+        ),
+        (
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(0)
+        ),
+        "{report}"
+    );
+    // Worst first: the diverged turn, then the changed one, then the held.
+    let turns = report["turns"].as_array().unwrap();
+    let results: Vec<&str> = turns
+        .iter()
+        .map(|t| t["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["diverged", "changed", "held"]);
+    assert_eq!(turns[0]["seq"], 1);
+    assert_eq!(turns[0]["why"], "diverged: asked for skein_time({})");
+    assert_eq!(turns[1]["comparator"], "specifics");
+    assert_eq!(turns[1]["answer"], "It costs 13 euros.");
+    assert_eq!(
+        turns[2]["answer"],
+        format!("{} it is", env!("CARGO_PKG_VERSION"))
+    );
+    // No conversation was added; the replayed turns' runs were.
+    assert_eq!(skein.count("conversations"), conversations);
+    assert!(skein.count("runs") > runs_recorded);
+    let id = report["replay"].as_str().unwrap().to_string();
+
+    // Resuming a finished replay replays nothing; the report reads the same.
+    let runs = skein.count("runs");
+    let junit = skein.run(&["replay", "--resume", &id[..8], "--format", "junit"]);
+    assert_eq!(junit.status.code(), Some(7));
+    assert_eq!(skein.count("runs"), runs);
+    let xml = String::from_utf8(junit.stdout).unwrap();
+    assert!(
+        xml.contains("tests=\"3\" failures=\"2\" errors=\"0\""),
+        "{xml}"
+    );
+    assert!(xml.contains("<failure type=\"diverged\""), "{xml}");
+
+    let text = skein.run(&["replay", "--resume", &id]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("DIVERGED turn 1"), "{text}");
+    assert!(
+        text.contains("1 changed · 1 held · 1 diverged · 0 failed"),
+        "{text}"
+    );
+
+    // A bad comparator is refused before anything runs (exit 2).
+    let refused = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        &replay_model,
+        "--compare",
+        "nope",
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let unknown = skein.run(&["replay", "--resume", "ffffffff"]);
+    assert_eq!(unknown.status.code(), Some(3));
+}
