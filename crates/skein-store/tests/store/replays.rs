@@ -2,7 +2,8 @@
 //! turns round trip; workers claim turns under a lease, a passed lease
 //! frees a turn for another worker, and a turn finishes (threads, runs and
 //! row together) only while its worker holds it; totals and lookups by the
-//! original turn.
+//! original turn; three workers on threads share a 300-turn replay after
+//! one died holding turns, and every turn is finished exactly once.
 
 use crate::common::{Backend, TempStore};
 use skein_core::{Message, Thread};
@@ -16,6 +17,7 @@ for_each_backend!(
     workers_claim_distinct_turns_and_a_passed_lease_frees_one,
     a_turn_finishes_with_its_threads_and_runs_only_while_held,
     totals_count_statuses_and_decisions,
+    three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over,
 );
 
 /// An original turn: a prompt and its answer, stored.
@@ -245,4 +247,86 @@ fn totals_count_statuses_and_decisions(backend: Backend) {
     );
     assert_eq!((totals.pending, totals.running, totals.failed), (1, 0, 0));
     assert!(!totals.finished());
+}
+
+/// Workers, turns, and how many turns the dying worker claims.
+const WORKERS: usize = 3;
+const SHARED_TURNS: usize = 300;
+const DYING_CLAIMS: usize = 7;
+
+/// Claim and finish turns one at a time until none is left, as `me`;
+/// a worker that is to die claims `DYING_CLAIMS` turns (with a lease that
+/// passes at once) and stops without finishing them. The seqs it finished.
+fn work(store: &skein_store::Store, id: &ReplayId, me: String, dies: bool) -> Vec<u64> {
+    let mut finished = Vec::new();
+    let detail = serde_json::json!({});
+    if dies {
+        for _ in 0..DYING_CLAIMS {
+            store.claim_replay_turns(id, &me, 1, -1).unwrap();
+        }
+        return finished;
+    }
+    loop {
+        let claimed = store.claim_replay_turns(id, &me, 1, 60_000).unwrap();
+        let Some(turn) = claimed.first() else {
+            return finished;
+        };
+        let answer = Thread::from_messages([
+            Message::user(format!("question {}", turn.seq)),
+            Message::assistant(format!("replayed {}", turn.seq)),
+        ]);
+        let mut run = RunRecord::new("other", "scripted");
+        run.input_head = answer.parent().head_id();
+        run.output_head = answer.head_id();
+        store
+            .finish_replay_turn(&ReplayTurnFinish {
+                replay: id,
+                seq: turn.seq,
+                worker: &me,
+                status: ReplayStatus::Done,
+                answer_head: answer.head_id(),
+                decision: Some("held"),
+                comparator: None,
+                detail: &detail,
+                threads: std::slice::from_ref(&answer),
+                runs: std::slice::from_ref(&run),
+                other_runs: &[],
+            })
+            .unwrap();
+        finished.push(turn.seq);
+    }
+}
+
+fn three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over(backend: Backend) {
+    let db = TempStore::new(backend);
+    let (record, _) = replay(&db.store, SHARED_TURNS);
+    // A worker claims turns and dies before finishing them.
+    assert!(work(&db.store, &record.id, "dead".into(), true).is_empty());
+    let finished: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..WORKERS)
+            .map(|n| {
+                let store = db.reopen();
+                let id = record.id.clone();
+                scope.spawn(move || work(&store, &id, format!("w{n}"), false))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<u64> = finished.concat();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..SHARED_TURNS as u64).collect::<Vec<_>>(),
+        "each turn once"
+    );
+    // The dead worker's turns (the first claimed) went to the others.
+    assert!((0..DYING_CLAIMS as u64).all(|seq| all.contains(&seq)));
+    let totals = db.store.replay_totals(&record.id).unwrap();
+    assert_eq!(totals.done, SHARED_TURNS as u64);
+    assert!(totals.finished());
+    assert_eq!(
+        db.count("runs"),
+        SHARED_TURNS as i64,
+        "one run per turn, none twice"
+    );
 }
