@@ -34,8 +34,10 @@ same turn replayed twice on a deterministic model reaches the same node
 Running: [`Replayer::start`] reads the selection one conversation at a
 time (threads are dropped as soon as their turns are listed) and stores
 the replay with one pending row per turn; [`Replayer::run`] claims rows
-one at a time under a lease and replays up to the model's capacity at
-once, so several workers (processes, machines, on PostgreSQL) share one
+a few at a time (the model's capacity, at least 8) under a lease and
+replays up to the model's capacity at once (a lease must outlast a batch:
+a turn whose lease passed is taken over, and its first worker's result is
+dropped), so several workers (processes, machines, on PostgreSQL) share one
 replay and a killed one is resumed by running it again: finished turns
 are never redone, and a turn is recorded whole or not at all.
 */
@@ -64,6 +66,9 @@ use skein_store::{
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Turns a worker claims at once (at least; its capacity when larger).
+const CLAIM_BATCH: usize = 8;
 
 /// How long a worker's claim on a turn lasts unless told otherwise.
 pub const DEFAULT_LEASE_MS: i64 = 120_000;
@@ -334,18 +339,28 @@ impl Replayer {
         comparison.check()?;
         self.check_live(&plan)?;
         let capacity = self.concurrency.unwrap_or_else(|| self.capacity());
+        let mut totals = self.store.nonblocking().replay_totals(id).await?;
         loop {
-            let turns = futures_util::stream::unfold((), |()| async {
-                match self
-                    .store
-                    .nonblocking()
-                    .claim_replay_turns(id, &self.worker, 1, self.lease_ms)
-                    .await
-                {
-                    Ok(mut claimed) => claimed.pop().map(|turn| (Ok(turn), ())),
-                    Err(error) => Some((Err(error), ())),
-                }
-            });
+            // Claimed a few at a time (one write per batch, not per turn),
+            // in selection order.
+            let batch = capacity.max(CLAIM_BATCH);
+            let turns = futures_util::stream::unfold(
+                std::collections::VecDeque::new(),
+                move |mut claimed| async move {
+                    if claimed.is_empty() {
+                        match self
+                            .store
+                            .nonblocking()
+                            .claim_replay_turns(id, &self.worker, batch, self.lease_ms)
+                            .await
+                        {
+                            Ok(more) => claimed.extend(more),
+                            Err(error) => return Some((Err(error), claimed)),
+                        }
+                    }
+                    claimed.pop_front().map(|turn| (Ok(turn), claimed))
+                },
+            );
             let replayed = turns
                 .map(|claimed| {
                     let (plan, comparison) = (&plan, &comparison);
@@ -356,16 +371,20 @@ impl Replayer {
                 })
                 .buffer_unordered(capacity);
             let mut replayed = std::pin::pin!(replayed);
+            // Counted here rather than read back after every turn (a count
+            // over the replay's rows); other workers' turns show when this
+            // one runs out of turns to claim.
+            let mut finished = finished_of(record.turns, &totals);
             while let Some(done) = replayed.next().await {
                 let turn = done?;
-                let totals = self.store.nonblocking().replay_totals(id).await?;
+                finished = (finished + 1).min(record.turns);
                 progress(&Progress {
                     turn,
-                    finished: record.turns - totals.pending - totals.running,
+                    finished,
                     total: record.turns,
                 });
             }
-            let totals = self.store.nonblocking().replay_totals(id).await?;
+            totals = self.store.nonblocking().replay_totals(id).await?;
             if totals.finished() {
                 return Ok(totals);
             }
@@ -928,6 +947,11 @@ fn turns_of(thread: &Thread) -> Vec<(NodeId, NodeId)> {
     }
     turns.extend(open);
     turns
+}
+
+/// How many of a replay's `turns` are finished, by `totals`.
+fn finished_of(turns: u64, totals: &ReplayTotals) -> u64 {
+    turns.saturating_sub(totals.pending + totals.running)
 }
 
 /// A stored replay's plan.
