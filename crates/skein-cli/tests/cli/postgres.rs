@@ -1,6 +1,7 @@
 //! The `skein` binary against PostgreSQL: `--db` and `SKEIN_DB` take a
 //! `postgres://` URL, and a graph exported from SQLite imports into
-//! PostgreSQL and back with identical ids. Runs against the server
+//! PostgreSQL and back with identical ids; three `skein replay` workers
+//! share one replay. Runs against the server
 //! `SKEIN_TEST_POSTGRES` names (each test in a schema of its own); when that
 //! is unset the tests say they were skipped and pass.
 
