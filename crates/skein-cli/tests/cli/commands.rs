@@ -3735,3 +3735,86 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
     let unknown = skein.run(&["replay", "--resume", "ffffffff"]);
     assert_eq!(unknown.status.code(), Some(3));
 }
+
+/// A 500-turn replay killed at 10 points resumes each time where it
+/// stopped; finished, every turn was replayed once (one run each) and
+/// `verify` is clean.
+#[test]
+fn a_replay_killed_ten_times_resumes_and_replays_every_turn_once() {
+    let skein = temp();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let id = runtime.block_on(async {
+        use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+        let echo = skein::Model::open("echo").unwrap();
+        let mut selection = Selection::new();
+        for c in 0..25 {
+            let conversation = skein::Conversation::builder(echo.clone())
+                .store(&store)
+                .build();
+            for t in 0..20 {
+                conversation
+                    .prompt(format!("conversation {c}, question {t}"))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            selection = selection.conversation(conversation.id().clone());
+        }
+        Replayer::new(&store, echo)
+            .start(&selection, &ReplayPlan::new("echo"))
+            .await
+            .unwrap()
+    });
+    // Pseudo-random kill points, reproducible.
+    let mut seed: u64 = 0x5eed;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        20 + (seed >> 33) % 120
+    };
+    for _ in 0..10 {
+        let mut worker = skein
+            .command(&["replay", "--resume", id.as_str(), "--lease", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(next()));
+        let _ = worker.kill();
+        worker.wait().unwrap();
+        // The killed worker's claims pass after its one-second lease.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let killed = store.replay_totals(&id).unwrap();
+    assert!(
+        killed.done > 0 && killed.done < 500,
+        "the kills fell mid-replay: {killed:?}"
+    );
+    let last = skein.run(&["replay", "--resume", id.as_str(), "--format", "json"]);
+    assert_eq!(last.status.code(), Some(0), "{}", stderr(&last));
+    let totals = store.replay_totals(&id).unwrap();
+    assert_eq!((totals.done, totals.held), (500, 500));
+    let listed: usize = store
+        .replay_turns(&id, None, 1000)
+        .unwrap()
+        .iter()
+        .map(|turn| turn.runs.len())
+        .sum();
+    assert_eq!(listed, 500);
+    let replayed = store
+        .recent_runs(100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|run| {
+            run.relations
+                .contains(&skein::store::Relation::Replay(id.clone()))
+        })
+        .count();
+    assert_eq!(replayed, 500, "no turn recorded twice, none half");
+    assert!(store.verify().unwrap().is_ok());
+}
