@@ -534,6 +534,10 @@ pub struct ReplayArgs {
     /// A tool no longer offered (repeatable)
     #[arg(long = "remove-tool", value_name = "NAME")]
     pub remove_tools: Vec<String>,
+    /// A tool to offer besides the recorded ones, or in place of the recorded tool of its name (a
+    /// swapped schema): a JSON file `{"name", "description", "input_schema"}` (repeatable)
+    #[arg(long = "add-tool", value_name = "FILE")]
+    pub add_tools: Vec<PathBuf>,
     /// A source whose tagged parts are removed from each request (repeatable)
     #[arg(long = "ignore", value_name = "ID")]
     pub ignore: Vec<String>,

@@ -10,8 +10,9 @@ use super::{Context, print_json};
 use crate::exit::{ExitWith, NOT_FOUND, REPLAY_REGRESSED};
 use crate::flags::{ReplayArgs, ReplayFormat};
 use crate::ui::{self, outln};
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
+use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{Change, ReplayPlan, Replayer, Selection, plan_of};
@@ -77,14 +78,14 @@ fn plan_from(args: &ReplayArgs) -> Result<ReplayPlan> {
         .clone()
         .ok_or_else(|| anyhow::anyhow!("say which model to replay on: -m MODEL"))?;
     let mut plan = ReplayPlan::new(model);
-    plan.change = change_from(args);
+    plan.change = change_from(args)?;
     plan.compare = args.compare.clone();
     plan.live_tools = args.live_tools.clone();
     plan.comparators()?;
     Ok(plan)
 }
 
-fn change_from(args: &ReplayArgs) -> Change {
+fn change_from(args: &ReplayArgs) -> Result<Change> {
     let mut change = Change::default();
     change.options = GenerationOptions {
         temperature: args.temperature,
@@ -95,7 +96,18 @@ fn change_from(args: &ReplayArgs) -> Change {
     change.system = args.system.clone();
     change.remove_tools = args.remove_tools.clone();
     change.remove_sources = args.ignore.clone();
-    change
+    for path in &args.add_tools {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the tool file {}", path.display()))?;
+        let tool: ToolSpec = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not a tool: write {{\"name\": …, \"description\": …, \"input_schema\": {{…}}}}",
+                path.display()
+            )
+        })?;
+        change.add_tools.push(tool);
+    }
+    Ok(change)
 }
 
 /// A worker for `plan`: its model, the embedder, a judge's model, the

@@ -3721,6 +3721,37 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
         "{text}"
     );
 
+    // A swapped tool schema is what the replay offers; the call is still
+    // answered from the recording.
+    let tool = skein.dir().join("version.json");
+    std::fs::write(
+        &tool,
+        r#"{"name": "skein_version", "description": "The version, swapped", "input_schema": {"type": "object"}}"#,
+    )
+    .unwrap();
+    let node = first["node"].as_str().unwrap();
+    let swapped = skein.run(&[
+        "replay",
+        node,
+        "-m",
+        &replay_model,
+        "--add-tool",
+        tool.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(swapped.status.code(), Some(0), "{}", stderr(&swapped));
+    let report: Value = serde_json::from_slice(&swapped.stdout).unwrap();
+    let run = report["turns"][0]["runs"][0].as_str().unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let offered = store
+        .run_record(&skein::store::RunId(run.into()))
+        .unwrap()
+        .tools;
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0].description, "The version, swapped");
+    drop(store);
+
     // A bad comparator is refused before anything runs (exit 2).
     let refused = skein.run(&[
         "replay",
