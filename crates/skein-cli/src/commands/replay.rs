@@ -14,6 +14,7 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
+use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{Change, ReplayPlan, Replayer, Selection, plan_of};
 use skein::store::{ReplayId, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn};
@@ -251,6 +252,24 @@ fn text_of<'t>(turn: &'t ReplayTurn, key: &str) -> &'t str {
     turn.detail[key].as_str().unwrap_or_default()
 }
 
+/// A text with the words the other lacks between `open` and `close`
+/// (`[-gone-]`, `{+new+}`, as `git diff --word-diff` writes them).
+fn marked(segments: &[Segment], open: &str, close: &str) -> String {
+    let mut out = String::new();
+    for segment in segments {
+        if !segment.changed {
+            out.push_str(&segment.text);
+            continue;
+        }
+        let word = segment.text.trim_end();
+        out.push_str(open);
+        out.push_str(word);
+        out.push_str(close);
+        out.push_str(&segment.text[word.len()..]);
+    }
+    out
+}
+
 /// Tokens (in + out) and latency of the original and the replay.
 fn costs(turn: &ReplayTurn) -> Option<(i64, i64, i64, i64)> {
     let tokens =
@@ -280,13 +299,16 @@ fn print_text(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]
         if !why.is_empty() {
             outln!("  why:      {}", ui::one_line(why, 200))?;
         }
-        outln!(
-            "  original: {}",
-            ui::one_line(text_of(turn, "original"), 200)
-        )?;
-        let answer = text_of(turn, "answer");
+        let (original, answer) = (text_of(turn, "original"), text_of(turn, "answer"));
+        let (original, answer) = if turn.decision.as_deref() == Some("changed") {
+            let (a, b) = word_diff(original, answer);
+            (marked(&a, "[-", "-]"), marked(&b, "{+", "+}"))
+        } else {
+            (original.to_string(), answer.to_string())
+        };
+        outln!("  original: {}", ui::one_line(&original, 200))?;
         if !answer.is_empty() {
-            outln!("  replay:   {}", ui::one_line(answer, 200))?;
+            outln!("  replay:   {}", ui::one_line(&answer, 200))?;
         }
         if let Some((before, after, was, now)) = costs(turn) {
             outln!(
@@ -402,6 +424,13 @@ fn xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_words_are_marked_as_git_marks_them() {
+        let (a, b) = word_diff("called Hotel Lutetia.", "called the Hotel Lumière.");
+        assert_eq!(marked(&a, "[-", "-]"), "called Hotel [-Lutetia.-]");
+        assert_eq!(marked(&b, "{+", "+}"), "called {+the+} Hotel {+Lumière.+}");
+    }
 
     #[test]
     fn xml_is_escaped_and_control_characters_dropped() {
