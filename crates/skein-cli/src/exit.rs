@@ -10,6 +10,7 @@ Exit codes, documented in docs/cli.md:
 | 4 | a recorded chat's conversation moved while its turn ran (the turn is stored); other turns land in a branch instead |
 | 5 | the model call failed (its failed run is recorded) |
 | 6 | the data failed a check (`verify` found problems, an import was rejected) |
+| 7 | `skein replay`: some replayed turn changed, diverged or failed (the report says which) |
 */
 
 use skein::engine::EngineError;
@@ -97,6 +98,7 @@ pub const NOT_FOUND: u8 = 3;
 pub const HEAD_MOVED: u8 = 4;
 pub const MODEL_FAILED: u8 = 5;
 pub const INTEGRITY: u8 = 6;
+pub const REPLAY_REGRESSED: u8 = 7;
 
 /// The exit code for an error, from the first typed cause in its chain.
 pub fn code_for(error: &anyhow::Error) -> u8 {
@@ -116,6 +118,9 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
                 RecordedError::Engine(engine) => engine_code(engine),
                 RecordedError::Store(store) => store_code(store),
                 RecordedError::NotATurn(_) | RecordedError::TurnOutOfRange { .. } => NOT_FOUND,
+                RecordedError::BadComparator { .. }
+                | RecordedError::UnknownLiveTool { .. }
+                | RecordedError::EmptySelection => BAD_COMMAND_LINE,
                 RecordedError::Embed(_) => MODEL_FAILED,
                 _ => FAILURE,
             };
@@ -156,6 +161,7 @@ fn store_code(store: &StoreError) -> u8 {
                 StoreError::NodeNotFound(_)
                 | StoreError::ConversationNotFound(_)
                 | StoreError::RunNotFound(_)
+                | StoreError::ReplayNotFound(_)
                 | StoreError::UnknownPrefix { .. }
                 | StoreError::AmbiguousPrefix { .. }
                 | StoreError::AmbiguousName { .. }

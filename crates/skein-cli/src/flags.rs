@@ -90,6 +90,10 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Re-run a recorded turn without chosen sources; prints the rerun id and verdict
     Rerun(RerunArgs),
+    /// Replay recorded turns with one change (another model, options, system prompt, tools or
+    /// sources), tool calls answered from the recording; reports what changed, held and diverged
+    /// (exit 7 when any turn did not hold)
+    Replay(ReplayArgs),
     /// List conversations, newest first
     Conversations(ConversationsArgs),
     /// Token usage totals of a node's runs, a conversation, a family or a coordinator sequence,
@@ -500,6 +504,80 @@ pub struct RerunArgs {
     /// Keep at most N suspects in the report the ignored ids are checked against
     #[arg(long, default_value_t = 12, value_name = "N")]
     pub max_suspects: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Turns to replay by their answer's node (any unique prefix)
+    #[arg(value_name = "NODE", conflicts_with = "resume")]
+    pub nodes: Vec<String>,
+    /// Every turn of a conversation (id, prefix or name; repeatable)
+    #[arg(long = "cid", value_name = "ID", conflicts_with = "resume")]
+    pub conversations: Vec<String>,
+    /// Every turn of a conversation's family (repeatable)
+    #[arg(long = "family", value_name = "ID", conflicts_with = "resume")]
+    pub families: Vec<String>,
+    /// Go on with a replay a worker left unfinished (or join one other workers run)
+    #[arg(long, value_name = "REPLAY")]
+    pub resume: Option<String>,
+    /// The model to replay on (a model name or a configured profile)
+    #[arg(
+        short = 'm',
+        long = "model",
+        value_name = "MODEL",
+        required_unless_present = "resume"
+    )]
+    pub model: Option<String>,
+    /// The system prompt, in place of the recorded one
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Sampling temperature, in place of the recorded one
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+    /// Seed, in place of the recorded one
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// At most N tokens per reply, in place of the recorded limit
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// A tool no longer offered (repeatable)
+    #[arg(long = "remove-tool", value_name = "NAME")]
+    pub remove_tools: Vec<String>,
+    /// A tool to offer besides the recorded ones, or in place of the recorded tool of its name (a
+    /// swapped schema): a JSON file `{"name", "description", "input_schema"}` (repeatable)
+    #[arg(long = "add-tool", value_name = "FILE")]
+    pub add_tools: Vec<PathBuf>,
+    /// A source whose tagged parts are removed from each request (repeatable)
+    #[arg(long = "ignore", value_name = "ID")]
+    pub ignore: Vec<String>,
+    /// A comparator (repeatable, asked in order; the first that says changed decides):
+    /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
+    /// embedding[:THRESHOLD], specifics, judge:MODEL (default: specifics, then embedding)
+    #[arg(long = "compare", value_name = "SPEC")]
+    pub compare: Vec<String>,
+    /// Run this tool for calls the recording lacks (repeatable); others stop the turn as diverged
+    #[arg(long = "live-tool", value_name = "NAME")]
+    pub live_tools: Vec<String>,
+    /// The embedder of the embedding comparator: `lexical` or `minilm`
+    #[arg(long, default_value = "lexical", value_name = "NAME")]
+    pub embedder: String,
+    /// Turns replayed at once (default: the model's capacity)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<u32>,
+    /// Seconds a worker holds a turn before another may take it over
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub lease: u64,
+    /// The report's format
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Text)]
+    pub format: ReplayFormat,
+}
+
+/// How `skein replay` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayFormat {
+    Text,
+    Json,
+    Junit,
 }
 
 #[derive(Debug, Args)]

@@ -57,6 +57,10 @@ random_id!(
     /// A rerun id: one counterfactual re-run of a recorded turn.
     RerunId
 );
+random_id!(
+    /// A replay id: a selection of recorded turns re-sent with one change.
+    ReplayId
+);
 
 /// Where a conversation came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +125,8 @@ pub enum Relation {
     Session(String),
     /// The run is a sample or baseline of this rerun.
     Rerun(RerunId),
+    /// The run is a model call of a replayed turn of this replay.
+    Replay(ReplayId),
     /// A context source present in a recorded turn's request, as the JSON
     /// the recorded-chat layer writes.
     Source(String),
@@ -151,6 +157,7 @@ impl From<Relation> for StoredRelation {
             Relation::Chain(id) => ("chain", id),
             Relation::Session(id) => ("session", id),
             Relation::Rerun(id) => ("recorded.rerun", id.0),
+            Relation::Replay(id) => ("replay", id.0),
             Relation::Source(json) => ("recorded.source", json),
             Relation::Unrecorded(why) => ("recorded.unrecorded", why),
             Relation::Other { kind, target } => return StoredRelation { kind, target },
@@ -173,6 +180,7 @@ impl From<StoredRelation> for Relation {
             "chain" => Relation::Chain(target),
             "session" => Relation::Session(target),
             "recorded.rerun" => Relation::Rerun(RerunId(target)),
+            "replay" => Relation::Replay(ReplayId(target)),
             "recorded.source" => Relation::Source(target),
             "recorded.unrecorded" => Relation::Unrecorded(target),
             _ => Relation::Other { kind, target },
@@ -290,6 +298,7 @@ mod tests {
             Relation::ContinuationOf(RunId("r1".into())),
             Relation::Chain("c".into()),
             Relation::Rerun(RerunId("x".into())),
+            Relation::Replay(ReplayId("p".into())),
             Relation::Unrecorded("paused".into()),
             Relation::Other {
                 kind: "future.kind".into(),
@@ -299,7 +308,7 @@ mod tests {
         let json = serde_json::to_string(&relations).unwrap();
         assert_eq!(
             json,
-            r#"[{"kind":"continuation_of","target":"r1"},{"kind":"chain","target":"c"},{"kind":"recorded.rerun","target":"x"},{"kind":"recorded.unrecorded","target":"paused"},{"kind":"future.kind","target":"t"}]"#
+            r#"[{"kind":"continuation_of","target":"r1"},{"kind":"chain","target":"c"},{"kind":"recorded.rerun","target":"x"},{"kind":"replay","target":"p"},{"kind":"recorded.unrecorded","target":"paused"},{"kind":"future.kind","target":"t"}]"#
         );
         let back: Vec<Relation> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, relations);

@@ -154,6 +154,7 @@ pub fn store_error(py: Python<'_>, error: &StoreError, message: String) -> PyErr
         | StoreError::ConversationNotFound(_)
         | StoreError::RunNotFound(_)
         | StoreError::RerunNotFound(_)
+        | StoreError::ReplayNotFound(_)
         | StoreError::UnknownPrefix { .. }
         | StoreError::NotAnId(_) => "NotFound",
         StoreError::AmbiguousPrefix { .. } | StoreError::AmbiguousName { .. } => "AmbiguousId",

@@ -707,6 +707,10 @@ pub struct Sample {
     pub changed: bool,
     /// Cosine similarity to the original reply, when an embedder compared.
     pub similarity: Option<f32>,
+    /// The comparator that decided `changed` (`specifics`, `embedding`,
+    /// `specifics+embedding` when both held, `custom`), and why.
+    pub decided_by: Option<String>,
+    pub why: Option<String>,
     pub runs: Vec<String>,
 }
 
@@ -723,6 +727,8 @@ impl From<&skein::recorded::Sample> for Sample {
             answer: sample.answer.clone(),
             changed: sample.changed,
             similarity: sample.similarity,
+            decided_by: sample.decided_by.clone(),
+            why: sample.why.clone(),
             runs: sample.runs.iter().map(|run| run.to_string()).collect(),
         }
     }

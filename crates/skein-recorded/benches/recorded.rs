@@ -19,6 +19,15 @@
 //! first, `resume` resumes it (`RecordedChatBuilder::resume`, what the CLI
 //! does). Each variant continues a chat of its own, which grows by one turn
 //! per repetition (by 32 over a full run).
+//!
+//! `replay`: 1,000 turns (10,000 without `--quick`), recorded on the echo
+//! model as conversations of 10 turns, replayed on the echo model
+//! (`skein_recorded::replay`, one worker, the model's capacity). It prints
+//! the replay's time per turn, the time per turn of the same model calls
+//! made alone (a prompt that records nothing), their difference (the
+//! replay's overhead per turn beyond the model call: reading the original,
+//! claiming, comparing, writing the turn), and the process's peak resident
+//! memory before and after the replay (Linux `VmHWM`).
 
 #[path = "../../../bench-support/report.rs"]
 mod report;
@@ -28,7 +37,9 @@ mod report;
 mod advisor;
 
 use serde_json::{Value, json};
+use skein_conversation::{Conversation, Model};
 use skein_core::NodeId;
+use skein_recorded::replay::{ReplayPlan, Replayer, Selection};
 use skein_recorded::{
     LexicalEmbedder, ReasonOptions, RecordedChat, RecordedChatBuilder, RerunOptions, Source, TurnAt,
 };
@@ -127,6 +138,60 @@ async fn time(reps: usize, mut work: impl AsyncFnMut()) -> f64 {
     median(times)
 }
 
+/// Turns per recorded conversation in the replay workload.
+const REPLAY_DEPTH: usize = 10;
+
+/// The process's peak resident memory in KiB (Linux), if it can be read.
+fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Record `turns` turns on echo, replay them on echo, and time both the
+/// replay and the same calls made alone.
+async fn replay_figures(turns: usize) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("replay.sqlite")).unwrap();
+    let echo = Model::open("echo").unwrap();
+    let mut selection = Selection::new();
+    for c in 0..turns / REPLAY_DEPTH {
+        let conversation = Conversation::builder(echo.clone()).store(&store).build();
+        for t in 0..REPLAY_DEPTH {
+            conversation
+                .prompt(format!("conversation {c}, question {t}"))
+                .send()
+                .await
+                .unwrap();
+        }
+        selection = selection.conversation(conversation.id().clone());
+    }
+    let alone = Instant::now();
+    for t in 0..turns {
+        echo.prompt(format!("question {t}")).send().await.unwrap();
+    }
+    let alone = alone.elapsed();
+    let before = peak_kib();
+    let replayer = Replayer::new(&store, echo.clone());
+    let started = Instant::now();
+    let id = replayer
+        .start(&selection, &ReplayPlan::new("echo"))
+        .await
+        .unwrap();
+    let totals = replayer.run(&id, |_| {}).await.unwrap();
+    let replayed = started.elapsed();
+    assert_eq!(totals.done, turns as u64);
+    let per_turn = |total: Duration| report::round3(total.as_secs_f64() * 1e3 / turns as f64);
+    json!({
+        "turns": turns,
+        "replay_ms_per_turn": per_turn(replayed),
+        "model_call_alone_ms_per_turn": per_turn(alone),
+        "overhead_ms_per_turn": report::round3(per_turn(replayed) - per_turn(alone)),
+        "peak_kib_before": before,
+        "peak_kib_after": peak_kib(),
+    })
+}
+
 fn main() {
     let quick =
         std::env::args().any(|a| a == "--quick") || std::env::var_os("SKEIN_BENCH_QUICK").is_some();
@@ -159,9 +224,11 @@ fn main() {
             );
         }
     });
+    let replay = runtime.block_on(replay_figures(if quick { 1_000 } else { 10_000 }));
     let out: Value = json!({
         "machine": report::machine(json!({ "reps": reps, "loadavg": report::loadavg() })),
         "recorded": figures,
+        "replay": replay,
     });
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
 }

@@ -107,6 +107,26 @@ pub enum RecordedError {
     /// The runtime for a blocking call could not start.
     #[error("cannot start a runtime for a blocking call: {0}")]
     Runtime(std::io::Error),
+    /// A replay selected no turn.
+    #[error(
+        "the selection holds no recorded turn (a turn is a user message and the answers that \
+         follow it); select conversations, families or turns' answer nodes"
+    )]
+    EmptySelection,
+    /// A replay names a live tool the worker was not given.
+    #[error(
+        "the replay runs tool `{name}` live, but this worker has no tool of that name; give it \
+         the tool, or replay without it live"
+    )]
+    UnknownLiveTool { name: String },
+    /// A comparator that cannot be read or cannot run.
+    #[error("comparator `{spec}`: {why}")]
+    BadComparator { spec: String, why: String },
+    /// A judge model's answer said neither CHANGED nor HELD.
+    #[error(
+        "the judge model {model} answered neither CHANGED nor HELD (it said: {answer});          choose a model that follows the instruction, or another comparator"
+    )]
+    JudgeUnclear { model: String, answer: String },
     /// A stored conversation that is not a recorded chat or is damaged.
     #[error("conversation {conversation} cannot be loaded as a recorded chat: {problem}")]
     NotRecorded {

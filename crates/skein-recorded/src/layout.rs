@@ -141,6 +141,25 @@ impl Layout {
         }
     }
 
+    /// Replace every system message by one of `text` (a replay's changed
+    /// system prompt), where the first one stood, or first.
+    pub(crate) fn replace_system(&mut self, text: &str) {
+        let at = self
+            .entries
+            .iter()
+            .position(|entry| entry.message.role == Role::System)
+            .unwrap_or(0);
+        self.entries
+            .retain(|entry| entry.message.role != Role::System);
+        self.entries.insert(
+            at.min(self.entries.len()),
+            Entry {
+                message: Message::system(text),
+                annotations: Vec::new(),
+            },
+        );
+    }
+
     /// Push a message with no annotations.
     pub(crate) fn push(&mut self, message: Message) {
         self.entries.push(Entry {

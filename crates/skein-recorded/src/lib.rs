@@ -26,6 +26,7 @@ The walkthrough with runnable examples is `docs/recorded-chats.md`.
 
 pub mod blocking;
 pub mod chat;
+pub mod compare;
 pub mod embed;
 pub mod error;
 pub mod evidence;
@@ -33,6 +34,7 @@ pub mod fork;
 mod layout;
 pub mod persist;
 pub mod reason;
+pub mod replay;
 pub mod rerun;
 pub mod source;
 

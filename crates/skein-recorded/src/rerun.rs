@@ -5,8 +5,12 @@ chosen sources, several times, and say whether the answer changed.
 Probes replay the recorded request minus the ablation (removed by tag, so
 everything else is byte-identical; hook sources are rendered again with the
 ablation); the baseline replays it unchanged, the same number of times. A
-sample *changed* when the comparator says so (default: cosine similarity of
-embeddings below 0.8). The probe *flipped* when a strict majority of its
+sample *changed* when the comparator says so. The default asks two
+comparators of [`crate::compare`]: `specifics` (a name, number, date or
+quotation present in one answer and not the other: "Hotel Lutetia" →
+"Hotel de la Lumière" changed, however close the wording) and, when that
+holds, cosine similarity of embeddings below 0.8; each sample records which
+one decided ([`Sample::decided_by`]). The probe *flipped* when a strict majority of its
 samples changed; the baseline is *stable* only when none of its samples
 changed. The verdict, only when the baseline was checked, in this order:
 unstable baseline, `inconclusive`; probe flipped, `confirmed`; some but not
@@ -14,6 +18,7 @@ a majority flipped, `inconclusive`; none flipped, `not-confirmed`.
 */
 
 use crate::chat::{LoopFailure, RecordedChat, Stamp, Unrecorded};
+use crate::compare::{Comparator, Comparison};
 use crate::embed::{Embedder, cosine};
 use crate::error::{RecordedError, Result};
 use crate::evidence::Turn;
@@ -153,6 +158,11 @@ pub struct Sample {
     pub answer: String,
     pub runs: Vec<RunId>,
     pub changed: bool,
+    /// The comparator that decided `changed` (`specifics`, `embedding`,
+    /// both joined by `+` when both held, `custom` for
+    /// [`RerunOptions::comparator`]), and why.
+    pub decided_by: Option<String>,
+    pub why: Option<String>,
     /// Cosine similarity to the original reply, when an embedder was at hand.
     pub similarity: Option<f32>,
     pub(crate) records: Vec<RunRecord>,
@@ -244,7 +254,11 @@ impl RerunResult {
         for (i, sample) in self.samples.iter().enumerate() {
             out.push_str(&format!(
                 "  sample {i}{}: {}\n",
-                if sample.changed { " (changed)" } else { "" },
+                match (sample.changed, &sample.why) {
+                    (true, Some(why)) => format!(" (changed: {why})"),
+                    (true, None) => " (changed)".to_string(),
+                    (false, _) => String::new(),
+                },
                 one_line(&sample.answer)
             ));
         }
@@ -516,6 +530,8 @@ impl RecordedChat {
             thread: output.thread.clone(),
             runs: output.responses.iter().map(|r| r.run.clone()).collect(),
             changed: false,
+            decided_by: None,
+            why: None,
             similarity: None,
             records: output.responses.iter().map(|r| r.record(None)).collect(),
         })
@@ -546,6 +562,8 @@ impl RecordedChat {
                 "original": result.original,
                 "answers": result.answers(),
                 "changed": result.samples.iter().map(|s| s.changed).collect::<Vec<_>>(),
+                "decided_by": result.samples.iter().map(|s| s.decided_by.clone()).collect::<Vec<_>>(),
+                "why": result.samples.iter().map(|s| s.why.clone()).collect::<Vec<_>>(),
                 "baseline_changed": result.baseline.as_ref().map(|b| b.changed),
             }),
             created_ms: skein_core::now_ms(),
@@ -563,17 +581,18 @@ impl RecordedChat {
 }
 
 /// Mark each sample changed or not, and fill in similarities when an
-/// embedder is at hand.
+/// embedder is at hand: a custom comparator decides alone; the default
+/// asks `specifics`, then the cosine threshold ([`crate::compare`]).
 async fn compare<'a>(
     original: &str,
     samples: impl Iterator<Item = &'a mut Sample>,
     options: &RerunOptions,
     embedder: Option<&dyn Embedder>,
 ) -> Result<()> {
-    let samples: Vec<&mut Sample> = samples.collect();
+    let mut samples: Vec<&mut Sample> = samples.collect();
     if options.comparator.is_none() && embedder.is_none() {
         return Err(RecordedError::NoEmbedder(
-            "the default rerun comparator (cosine similarity)",
+            "the default rerun comparator (changed specifics, then cosine similarity)",
         ));
     }
     if let Some(embedder) = embedder {
@@ -587,19 +606,45 @@ async fn compare<'a>(
             }
             .into());
         }
-        let mut samples = samples;
         for (sample, vector) in samples.iter_mut().zip(&vectors[1..]) {
-            let similarity = cosine(&vectors[0], vector);
-            sample.similarity = Some(similarity);
-            sample.changed = match &options.comparator {
-                Some(compare) => compare(original, &sample.answer),
-                None => similarity < options.threshold,
-            };
+            sample.similarity = Some(cosine(&vectors[0], vector));
         }
-    } else if let Some(compare) = &options.comparator {
-        for sample in samples {
+    }
+    let specifics = Comparison::new(vec![Comparator::Specifics]);
+    for sample in samples {
+        if let Some(compare) = &options.comparator {
             sample.changed = compare(original, &sample.answer);
+            sample.decided_by = Some("custom".into());
+            sample.why = None;
+            continue;
         }
+        let by_specifics = specifics.decide(original, &sample.answer).await?;
+        let similarity = sample.similarity.expect("embedded above");
+        let below = similarity < options.threshold;
+        let (changed, decided_by, why) = if by_specifics.changed {
+            (true, "specifics", by_specifics.why)
+        } else if below {
+            (
+                true,
+                "embedding",
+                format!(
+                    "cosine similarity {similarity:.2} (threshold {})",
+                    options.threshold
+                ),
+            )
+        } else {
+            (
+                false,
+                "specifics+embedding",
+                format!(
+                    "{}; cosine similarity {similarity:.2} (threshold {})",
+                    by_specifics.why, options.threshold
+                ),
+            )
+        };
+        sample.changed = changed;
+        sample.decided_by = Some(decided_by.into());
+        sample.why = Some(why);
     }
     Ok(())
 }

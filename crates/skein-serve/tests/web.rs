@@ -1,7 +1,8 @@
 //! The web view's JSON API and embedded page, served for real on a free
 //! loopback port, against temporary databases filled through the library
 //! (the echo model, conversations with a store, forks of responses) and,
-//! for parts the echo model never writes, through the store directly.
+//! for parts the echo model never writes, through the store directly; and
+//! traffic recorded through the proxy, replayed on another model.
 
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -3728,4 +3729,151 @@ reply = "you said: {last_user}"
     let (_, origin) = origin_of(&send(calling("app five", distinctive)).await.unwrap());
     assert_eq!(origin, None, "two conversations made it: no evidence");
     assert!(server.store.verify().unwrap().is_ok());
+/// The model a replayed proxy client talked to: it asks `lookup` for the
+/// question's number, then answers with the result.
+const PROXIED: &str = r#"
+[[rules]]
+last_role = "user"
+last_user_matches = "question (\\d+)"
+tool_calls = [{ name = "lookup", arguments = '{"q": "{last_user}"}' }]
+
+[[rules]]
+last_role = "tool"
+reply = "The answer is {last_tool_result}."
+"#;
+
+/// The model the traffic is replayed on: the same call (spaced otherwise)
+/// and answer for `(keep)` questions, another answer for `(change)`, a
+/// call the recording lacks for `(diverge)`.
+const REPLAYED_ON: &str = r#"
+[[rules]]
+last_role = "user"
+last_user_contains = "(diverge)"
+tool_calls = [{ name = "lookup", arguments = '{"q": "somewhere else"}' }]
+
+[[rules]]
+last_role = "user"
+tool_calls = [{ name = "lookup", arguments = '{ "q" : "{last_user}" }' }]
+
+[[rules]]
+last_role = "tool"
+last_user_contains = "(change)"
+reply = "The answer is {last_tool_result} plus 1."
+
+[[rules]]
+last_role = "tool"
+reply = "The answer is {last_tool_result}."
+"#;
+
+/// 50 turns recorded through the proxy by a client in OpenAI's format (a
+/// tool call, the client's result, the answer), replayed on another
+/// scripted model with tools answered from the recording: the report
+/// names exactly the turns that changed and the ones that diverged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxied_traffic_replays_with_tools_from_the_recording() {
+    use skein::engine::{BackendDef, BackendKind, Catalog, Engine, Profile};
+    use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+    use skein::store::ReplayStatus;
+    const TURNS: usize = 50;
+    let scripted = |text: &str| Arc::new(skein::providers::Scripted::from_toml_str(text).unwrap());
+    let mut catalog = Catalog::new();
+    for name in ["orig", "new"] {
+        catalog = catalog
+            .backend(BackendDef::new(name, BackendKind::Echo))
+            .profile(Profile::new(name, name, format!("{name}-model")));
+    }
+    let engine = Engine::builder(catalog)
+        .provider("orig", scripted(PROXIED))
+        .provider("new", scripted(REPLAYED_ON))
+        .build()
+        .unwrap();
+    let original = Model::from_profile(&engine, "orig").unwrap();
+    let server = Server::start_configured(|config| {
+        config.proxy = Some(ProxyConfig::new(original));
+    })
+    .await;
+    let kind = |i: usize| match i % 5 {
+        0 => "(change)",
+        1 => "(diverge)",
+        _ => "(keep)",
+    };
+    let tools = serde_json::json!([{"type": "function", "function": {
+        "name": "lookup", "description": "Look up a question",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]);
+    for i in 0..TURNS {
+        let question =
+            serde_json::json!({"role": "user", "content": format!("question {i} {}", kind(i))});
+        let (status, first) = server
+            .proxy(
+                "/v1/chat/completions",
+                serde_json::json!({"model": "gpt-4o-mini", "messages": [question], "tools": tools}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{first}");
+        let call = first["choices"][0]["message"].clone();
+        let id = call["tool_calls"][0]["id"].as_str().unwrap().to_string();
+        let result = serde_json::json!({"role": "tool", "tool_call_id": id, "content": format!("value-{i}")});
+        let (status, answer) = server
+            .proxy(
+                "/v1/chat/completions",
+                serde_json::json!({"model": "gpt-4o-mini", "messages": [question, call, result], "tools": tools}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(
+            answer["choices"][0]["message"]["content"],
+            format!("The answer is value-{i}.")
+        );
+    }
+    let store = &server.store;
+    let conversations = store.list_conversations(1000).unwrap();
+    assert_eq!(conversations.len(), TURNS);
+    let selection = conversations
+        .iter()
+        .fold(Selection::new(), |s, c| s.conversation(c.id.clone()));
+    let replayer = Replayer::new(store, Model::from_profile(&engine, "new").unwrap());
+    let id = replayer
+        .start(&selection, &ReplayPlan::new("new"))
+        .await
+        .unwrap();
+    let totals = replayer.run(&id, |_| {}).await.unwrap();
+    assert_eq!(totals.done + totals.diverged, TURNS as u64);
+    let turns = store.replay_turns(&id, None, 1000).unwrap();
+    let question_of = |turn: &skein::store::ReplayTurn| {
+        let thread = store.load_thread(turn.request_node).unwrap();
+        let text = thread.head().unwrap().message().joined_text();
+        text.split(' ').nth(1).unwrap().parse::<usize>().unwrap()
+    };
+    let mut changed = Vec::new();
+    let mut diverged = Vec::new();
+    for turn in &turns {
+        let i = question_of(turn);
+        match (turn.status, turn.decision.as_deref()) {
+            (ReplayStatus::Diverged, _) => {
+                diverged.push(i);
+                assert_eq!(
+                    turn.detail["why"],
+                    r#"diverged: asked for lookup({"q": "somewhere else"})"#
+                );
+            }
+            (ReplayStatus::Done, Some("changed")) => changed.push(i),
+            (ReplayStatus::Done, Some("held")) => {
+                // The recorded result answered the call: no tool ran.
+                assert_eq!(turn.detail["answer"], format!("The answer is value-{i}."));
+            }
+            other => panic!("turn {i}: {other:?}"),
+        }
+    }
+    changed.sort_unstable();
+    diverged.sort_unstable();
+    assert_eq!(
+        changed,
+        (0..TURNS).filter(|i| i % 5 == 0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        diverged,
+        (0..TURNS).filter(|i| i % 5 == 1).collect::<Vec<_>>()
+    );
+    assert_eq!(store.list_conversations(1000).unwrap().len(), TURNS);
+    assert!(store.verify().unwrap().is_ok());
 }

@@ -18,9 +18,10 @@ use crate::family::{FamilyLimits, FamilyRows};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, ListPosition, RerunId, RunId, RunRecord,
-    TurnCommit,
+    Committed, ConversationId, ConversationRecord, ListPosition, ReplayId, RerunId, RunId,
+    RunRecord, TurnCommit,
 };
+use crate::replays::{NewReplayTurn, ReplayRecord, ReplayTotals, ReplayTurn, ReplayTurnFinish};
 use crate::reruns::{RerunCommit, RerunRecord};
 use crate::resolve::IdTable;
 use crate::search::{ConversationRef, Parsed};
@@ -52,6 +53,7 @@ pub(crate) trait Backend:
     + Conversations
     + Runs
     + Reruns
+    + Replays
     + Families
     + Search
     + IdRanges
@@ -189,6 +191,36 @@ pub(crate) trait Reruns {
     fn reruns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
     fn reruns_answering(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
     fn all_reruns(&self) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
+}
+
+/// Replays of recorded turns and their workers' claims (replays.rs).
+pub(crate) trait Replays {
+    fn create_replay<'a>(
+        &'a self,
+        record: &'a ReplayRecord,
+        turns: &'a [NewReplayTurn],
+    ) -> BoxFuture<'a, Result<()>>;
+    fn replay<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayRecord>>;
+    fn all_replays(&self) -> BoxFuture<'_, Result<Vec<ReplayRecord>>>;
+    fn claim_replay_turns<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        worker: &'a str,
+        limit: usize,
+        lease_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
+    fn finish_replay_turn<'a>(
+        &'a self,
+        finish: &'a ReplayTurnFinish<'a>,
+    ) -> BoxFuture<'a, Result<()>>;
+    fn replay_turns<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
+    fn replay_turns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ReplayTurn>>>;
+    fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>>;
 }
 
 /// The rows a conversation's family is assembled from (family.rs).

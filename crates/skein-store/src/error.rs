@@ -29,6 +29,17 @@ pub enum StoreError {
     RunNotFound(String),
     #[error("no rerun {0} in this database")]
     RerunNotFound(String),
+    #[error("no replay {0} in this database (list them with `skein replay --list`)")]
+    ReplayNotFound(String),
+    /// A worker finished a replayed turn it no longer held (its lease
+    /// passed and another worker claimed it). Nothing was written.
+    #[error(
+        "turn {seq} of replay {replay} is no longer held by this worker (its lease passed);          nothing was written, the worker holding it now records it"
+    )]
+    ReplayTurnLost { replay: String, seq: u64 },
+    /// A replayed turn was given a status it cannot finish with.
+    #[error("a replayed turn finishes done, diverged or failed, not {0}")]
+    ReplayTurnNotFinal(&'static str),
     #[error("no {kind} starts with `{prefix}`")]
     UnknownPrefix { kind: &'static str, prefix: String },
     #[error("`{prefix}` matches several {kind}s ({}); give more digits", .candidates.join(", "))]

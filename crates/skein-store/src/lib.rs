@@ -39,7 +39,7 @@ backend traits (backend.rs, one per concern), where blocking work runs for
 async callers (blocking.rs), and what both backends share, one module per
 concern: [`records`] (the typed rows), [`error`], the graph's types and
 lanes (graph.rs, lanes.rs), conversations, runs, reruns of recorded turns,
-families, [`search`]'s query language, resolve (id prefixes), usage
+replays (and their workers' claims), families, [`search`]'s query language, resolve (id prefixes), usage
 accounts, the embedding cache, transfer (the export format and import's
 checks), verify (the checks), the open modes (open.rs), [`location`] and
 codec.rs. Each backend implements the traits in a directory of files named
@@ -65,6 +65,7 @@ mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod records;
+mod replays;
 mod reruns;
 mod resolve;
 mod runs;
@@ -91,7 +92,10 @@ pub use open::OpenMode;
 pub use postgres::scratch;
 pub use records::{
     Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, OnConflict,
-    Origin, Relation, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
+    Origin, Relation, ReplayId, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
+};
+pub use replays::{
+    NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish,
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchResults};

@@ -9,6 +9,7 @@ mod inspect;
 mod keys;
 mod models;
 mod recorded;
+mod replay;
 mod serve;
 mod settings;
 mod tools;
@@ -179,6 +180,7 @@ async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
         Command::Conversations(args) => inspect::conversations(ctx, args),
         Command::Explain(args) => recorded::explain(ctx, args).await,
         Command::Rerun(args) => recorded::rerun(ctx, args).await,
+        Command::Replay(args) => replay::replay(ctx, args).await,
         Command::Usage(args) => usage::usage(ctx, args),
         Command::Prepare(args) => turns::prepare(Some(&ctx.store), ctx.json, args).await,
         Command::Models(_)
@@ -217,9 +219,11 @@ fn open_mode(command: &Command) -> OpenMode {
         // The web view acts on the graph; only the proxy creates one.
         Command::Serve(args) if !args.proxy => OpenMode::Existing,
         // Explain caches embeddings; the others add to what exists.
-        Command::Explain(_) | Command::Rerun(_) | Command::Reply(_) | Command::Fork(_) => {
-            OpenMode::Existing
-        }
+        Command::Explain(_)
+        | Command::Rerun(_)
+        | Command::Replay(_)
+        | Command::Reply(_)
+        | Command::Fork(_) => OpenMode::Existing,
         _ => OpenMode::Create,
     }
 }

@@ -3630,3 +3630,231 @@ fn attachments_and_fragments_are_parts_stored_once() {
         );
     }
 }
+
+fn replay_script() -> String {
+    format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/replay.toml")
+            .display()
+    )
+}
+
+/// `skein replay`: three turns recorded with a tool, replayed on another
+/// scripted model with the tool answered from the recording; the report
+/// (text, JSON, JUnit) names the held, changed and diverged turns, exit
+/// code 7 says not all held, and resuming a finished replay redoes nothing.
+#[test]
+fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
+    let skein = temp();
+    let model = tools_script();
+    let first = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-T",
+        "skein_version",
+        "which version?",
+    ]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "-c", "what time is it?"]);
+    skein.json(&["prompt", "-c", "the price?"]);
+    let runs_recorded = skein.count("runs");
+    let conversations = skein.count("conversations");
+
+    let replay_model = replay_script();
+    let output = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        &replay_model,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let totals = &report["totals"];
+    assert_eq!(
+        (
+            &totals["held"],
+            &totals["changed"],
+            &totals["diverged"],
+            &totals["failed"]
+        ),
+        (
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(0)
+        ),
+        "{report}"
+    );
+    // Worst first: the diverged turn, then the changed one, then the held.
+    let turns = report["turns"].as_array().unwrap();
+    let results: Vec<&str> = turns
+        .iter()
+        .map(|t| t["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["diverged", "changed", "held"]);
+    assert_eq!(turns[0]["seq"], 1);
+    assert_eq!(turns[0]["why"], "diverged: asked for skein_time({})");
+    assert_eq!(turns[1]["comparator"], "specifics");
+    assert_eq!(turns[1]["answer"], "It costs 13 euros.");
+    assert_eq!(
+        turns[2]["answer"],
+        format!("{} it is", env!("CARGO_PKG_VERSION"))
+    );
+    // No conversation was added; the replayed turns' runs were.
+    assert_eq!(skein.count("conversations"), conversations);
+    assert!(skein.count("runs") > runs_recorded);
+    let id = report["replay"].as_str().unwrap().to_string();
+
+    // Resuming a finished replay replays nothing; the report reads the same.
+    let runs = skein.count("runs");
+    let junit = skein.run(&["replay", "--resume", &id[..8], "--format", "junit"]);
+    assert_eq!(junit.status.code(), Some(7));
+    assert_eq!(skein.count("runs"), runs);
+    let xml = String::from_utf8(junit.stdout).unwrap();
+    assert!(
+        xml.contains("tests=\"3\" failures=\"2\" errors=\"0\""),
+        "{xml}"
+    );
+    assert!(xml.contains("<failure type=\"diverged\""), "{xml}");
+
+    let text = skein.run(&["replay", "--resume", &id]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("DIVERGED turn 1"), "{text}");
+    assert!(
+        text.contains("1 changed · 1 held · 1 diverged · 0 failed"),
+        "{text}"
+    );
+
+    // A swapped tool schema is what the replay offers; the call is still
+    // answered from the recording.
+    let tool = skein.dir().join("version.json");
+    std::fs::write(
+        &tool,
+        r#"{"name": "skein_version", "description": "The version, swapped", "input_schema": {"type": "object"}}"#,
+    )
+    .unwrap();
+    let node = first["node"].as_str().unwrap();
+    let swapped = skein.run(&[
+        "replay",
+        node,
+        "-m",
+        &replay_model,
+        "--add-tool",
+        tool.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(swapped.status.code(), Some(0), "{}", stderr(&swapped));
+    let report: Value = serde_json::from_slice(&swapped.stdout).unwrap();
+    let run = report["turns"][0]["runs"][0].as_str().unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let offered = store
+        .run_record(&skein::store::RunId(run.into()))
+        .unwrap()
+        .tools;
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0].description, "The version, swapped");
+    drop(store);
+
+    // A bad comparator is refused before anything runs (exit 2).
+    let refused = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        &replay_model,
+        "--compare",
+        "nope",
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let unknown = skein.run(&["replay", "--resume", "ffffffff"]);
+    assert_eq!(unknown.status.code(), Some(3));
+}
+
+/// A 500-turn replay killed at 10 points resumes each time where it
+/// stopped; finished, every turn was replayed once (one run each) and
+/// `verify` is clean.
+#[test]
+fn a_replay_killed_ten_times_resumes_and_replays_every_turn_once() {
+    let skein = temp();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let id = runtime.block_on(async {
+        use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+        let echo = skein::Model::open("echo").unwrap();
+        let mut selection = Selection::new();
+        for c in 0..25 {
+            let conversation = skein::Conversation::builder(echo.clone())
+                .store(&store)
+                .build();
+            for t in 0..20 {
+                conversation
+                    .prompt(format!("conversation {c}, question {t}"))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            selection = selection.conversation(conversation.id().clone());
+        }
+        Replayer::new(&store, echo)
+            .start(&selection, &ReplayPlan::new("echo"))
+            .await
+            .unwrap()
+    });
+    // Pseudo-random kill points, reproducible.
+    let mut seed: u64 = 0x5eed;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        20 + (seed >> 33) % 120
+    };
+    for _ in 0..10 {
+        let mut worker = skein
+            .command(&["replay", "--resume", id.as_str(), "--lease", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(next()));
+        let _ = worker.kill();
+        worker.wait().unwrap();
+        // The killed worker's claims pass after its one-second lease.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let killed = store.replay_totals(&id).unwrap();
+    assert!(
+        killed.done > 0 && killed.done < 500,
+        "the kills fell mid-replay: {killed:?}"
+    );
+    let last = skein.run(&["replay", "--resume", id.as_str(), "--format", "json"]);
+    assert_eq!(last.status.code(), Some(0), "{}", stderr(&last));
+    let totals = store.replay_totals(&id).unwrap();
+    assert_eq!((totals.done, totals.held), (500, 500));
+    let listed: usize = store
+        .replay_turns(&id, None, 1000)
+        .unwrap()
+        .iter()
+        .map(|turn| turn.runs.len())
+        .sum();
+    assert_eq!(listed, 500);
+    let replayed = store
+        .recent_runs(100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|run| {
+            run.relations
+                .contains(&skein::store::Relation::Replay(id.clone()))
+        })
+        .count();
+    assert_eq!(replayed, 500, "no turn recorded twice, none half");
+    assert!(store.verify().unwrap().is_ok());
+}

@@ -1,6 +1,7 @@
 //! The `skein` binary against PostgreSQL: `--db` and `SKEIN_DB` take a
 //! `postgres://` URL, and a graph exported from SQLite imports into
-//! PostgreSQL and back with identical ids. Runs against the server
+//! PostgreSQL and back with identical ids; three `skein replay` workers
+//! share one replay. Runs against the server
 //! `SKEIN_TEST_POSTGRES` names (each test in a schema of its own); when that
 //! is unset the tests say they were skipped and pass.
 
@@ -133,4 +134,92 @@ fn the_landing_rule_holds_on_postgres() {
         let schema = ScratchSchema::create(&base).unwrap();
         body(&cli(schema.url()));
     }
+}
+
+/// Three `skein replay --resume` processes share one replay of 300 turns
+/// on PostgreSQL; one is killed midway. The others take over its turns
+/// once its lease passes, and every turn is replayed exactly once.
+#[test]
+fn three_replay_workers_share_a_replay_and_survive_one_killed() {
+    let Some(base) = server("three_replay_workers_share_a_replay_and_survive_one_killed") else {
+        return;
+    };
+    let schema = ScratchSchema::create(&base).unwrap();
+    let url = schema.url().to_string();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = skein::Store::open(&url).unwrap();
+    let id = runtime.block_on(async {
+        use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+        let echo = skein::Model::open("echo").unwrap();
+        let mut selection = Selection::new();
+        for c in 0..10 {
+            let conversation = skein::Conversation::builder(echo.clone())
+                .store(&store)
+                .build();
+            for t in 0..30 {
+                conversation
+                    .prompt(format!("conversation {c}, question {t}"))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            selection = selection.conversation(conversation.id().clone());
+        }
+        Replayer::new(&store, echo)
+            .start(&selection, &ReplayPlan::new("echo"))
+            .await
+            .unwrap()
+    });
+    let worker = || {
+        cli(&url)
+            .command(&[
+                "replay",
+                "--resume",
+                id.as_str(),
+                "--lease",
+                "2",
+                "--format",
+                "json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut doomed = worker();
+    let survivors = [worker(), worker()];
+    // Killed once the workers are under way.
+    while store.replay_totals(&id).unwrap().done < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    for survivor in survivors {
+        let output = survivor.wait_with_output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "every echo turn holds: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let totals = store.replay_totals(&id).unwrap();
+    assert_eq!((totals.done, totals.held), (300, 300));
+    let turns = store.replay_turns(&id, None, 1000).unwrap();
+    let listed: usize = turns.iter().map(|turn| turn.runs.len()).sum();
+    let recorded = store
+        .recent_runs(100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|run| {
+            run.relations
+                .contains(&skein::store::Relation::Replay(id.clone()))
+        })
+        .count();
+    assert_eq!(listed, 300, "one model call per turn");
+    assert_eq!(recorded, 300, "no turn recorded twice, none half");
+    assert!(store.verify().unwrap().is_ok());
 }

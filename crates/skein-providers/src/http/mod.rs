@@ -61,7 +61,9 @@ mod secret;
 pub mod sse;
 pub(crate) mod transport;
 
-pub use anthropic::{ANTHROPIC_VERSION, Anthropic, DEFAULT_MAX_TOKENS, tool_use_input};
+pub use anthropic::{
+    ANTHROPIC_VERSION, Anthropic, DEFAULT_MAX_TOKENS, arguments_value, tool_use_input,
+};
 pub use client::install_crypto_provider;
 pub use config::{
     ANTHROPIC_API_KEY_VAR, ANTHROPIC_BASE_URL, HttpConfig, OPENAI_API_KEY_VAR, OPENAI_BASE_URL,

@@ -1,6 +1,6 @@
 //! The recorded-chat integration tests, one binary (each test file a module):
 //! the advisor desk, embedders, forks and their provenance, persistence,
-//! reruns and turns; `local` runs the example on the embedded model (the
+//! replays, reruns and turns; `local` runs the example on the embedded model (the
 //! `local` feature).
 
 mod common;
@@ -11,5 +11,6 @@ mod fork;
 #[cfg(feature = "local")]
 mod local;
 mod persist;
+mod replay;
 mod rerun;
 mod turns;

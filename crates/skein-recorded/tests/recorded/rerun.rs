@@ -730,3 +730,67 @@ async fn a_rerun_gives_the_hook_the_persistent_removals_with_the_probes() {
     assert_eq!(seen(Purpose::Probe), [both.clone(), both]);
     assert_eq!(seen(Purpose::Baseline), [persistent.clone(), persistent]);
 }
+
+/// The demo's hotel: without the hotel source the answer names another
+/// hotel in nearly the same words. The default comparator calls it
+/// changed (changed specifics decide), so the verdict is confirmed.
+#[tokio::test]
+async fn a_rerun_that_changes_a_name_is_changed_by_the_default_comparator() {
+    // Below where this lexical embedder puts the two answers (0.75), as
+    // MiniLM's 0.82 was below the default 0.8: cosine alone would hold.
+    const THRESHOLD: f32 = 0.7;
+    const SCRIPT: &str = r#"
+[[rules]]
+system_contains = "Lutetia"
+reply = "Your hotel is called Hotel Lutetia."
+
+[[rules]]
+reply = "Your hotel is called the Hotel de la Lumière."
+"#;
+    let model = Arc::new(skein_providers::Scripted::from_toml_str(SCRIPT).unwrap());
+    let mut chat = RecordedChat::builder(crate::common::engine(model), "advisor")
+        .system("You are a travel assistant.")
+        .source(Source::fact("hotel", "hotel: Hotel Lutetia, Paris"))
+        .source(Source::fact("weather", "weather: sunny"))
+        .embedder(Arc::new(skein_recorded::LexicalEmbedder::default()))
+        .build()
+        .await
+        .unwrap();
+    chat.send("What is the name of my hotel?").await.unwrap();
+    let rerun = chat
+        .rerun_turn(
+            0,
+            RerunOptions::ignore(["hotel"])
+                .samples(2)
+                .threshold(THRESHOLD)
+                .check_baseline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rerun.verdict,
+        Some(Verdict::Confirmed),
+        "{}",
+        rerun.render()
+    );
+    for sample in &rerun.samples {
+        assert!(sample.changed);
+        assert_eq!(sample.decided_by.as_deref(), Some("specifics"));
+        let why = sample.why.as_deref().unwrap();
+        assert!(why.contains("lutetia") && why.contains("lumière"), "{why}");
+    }
+    // By cosine similarity alone it would have held.
+    let similarity = rerun.samples[0].similarity.unwrap();
+    assert!(similarity >= THRESHOLD, "{similarity}");
+    let baseline = rerun.baseline.as_ref().unwrap();
+    assert!(baseline.stable);
+    assert_eq!(
+        baseline.samples[0].decided_by.as_deref(),
+        Some("specifics+embedding")
+    );
+    assert!(
+        rerun
+            .render()
+            .contains("(changed: only in the original: lutetia")
+    );
+}

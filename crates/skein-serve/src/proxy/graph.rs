@@ -22,7 +22,7 @@ use super::results::{self, Place};
 use super::turn::{Previous, ProxyError, Turn};
 use serde_json::Value;
 use skein::core::{Message, NodeId, Part, Role, Thread};
-use skein::providers::http::tool_use_input;
+use skein::providers::http::arguments_value;
 use skein::store::{AsyncStore, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -224,10 +224,7 @@ fn stands_for(stored: &Message, sent: &Message, values: &[(usize, &Value)]) -> b
                     (Some((_, value)), Part::ToolCall(stored), Part::ToolCall(sent)) => {
                         stored.id == sent.id
                             && stored.name == sent.name
-                            && serde_json::from_str::<Value>(
-                                tool_use_input(&stored.arguments).get(),
-                            )
-                            .is_ok_and(|input| &input == *value)
+                            && arguments_value(&stored.arguments) == **value
                     }
                     (Some(_), _, _) => false,
                     (None, stored, sent) => stored == sent,

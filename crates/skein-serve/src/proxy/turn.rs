@@ -14,7 +14,7 @@ use serde_json::Value;
 use skein::core::provider::GenerationOptions;
 use skein::core::{Annotation, FinishReason, Message, Part, Role, RunRecord, ToolSpec, Usage};
 use skein::engine::RunOutput;
-use skein::providers::http::tool_use_input;
+use skein::providers::http::arguments_value;
 use skein::store::RunId;
 
 /// One proxied request, API-neutral.
@@ -95,11 +95,8 @@ impl Turn {
                 if marked.contains(&(index, part)) {
                     continue;
                 }
-                if let Ok(value) =
-                    serde_json::from_str::<Value>(tool_use_input(&call.arguments).get())
-                {
-                    self.reencoded.push((index, part, value));
-                }
+                self.reencoded
+                    .push((index, part, arguments_value(&call.arguments)));
             }
         }
         self

@@ -71,6 +71,7 @@ mod graph;
 mod offers;
 mod pipeline;
 mod pool;
+mod replays;
 mod reruns;
 mod resolve;
 mod runs;

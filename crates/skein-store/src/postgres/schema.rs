@@ -254,6 +254,41 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::SqlThen(super::calls::CREATE_TOOL_CALLS, |tx| {
         Box::pin(super::calls::fill(tx))
     }),
+    // 14: replays of recorded turns, one row per selected turn with its
+    // state and its worker's claim (see crate::replays).
+    Migration::Sql(
+        r#"
+    CREATE TABLE replays (
+        id          TEXT COLLATE "C" PRIMARY KEY,
+        selection   TEXT NOT NULL,
+        change      TEXT NOT NULL,
+        model       TEXT NOT NULL,
+        settings    TEXT NOT NULL DEFAULT '{}',
+        turns       BIGINT NOT NULL,
+        created     BIGINT NOT NULL
+    );
+    CREATE TABLE replay_turns (
+        replay          TEXT COLLATE "C" NOT NULL REFERENCES replays(id),
+        seq             BIGINT NOT NULL,
+        conversation    TEXT COLLATE "C",
+        turn_node       BYTEA NOT NULL,
+        request_node    BYTEA NOT NULL,
+        status          TEXT NOT NULL DEFAULT 'pending',
+        worker          TEXT,
+        lease_until     BIGINT,
+        answer_head     BYTEA,
+        runs            TEXT NOT NULL DEFAULT '[]',
+        decision        TEXT,
+        comparator      TEXT,
+        detail          TEXT NOT NULL DEFAULT '{}',
+        finished        BIGINT,
+        PRIMARY KEY (replay, seq)
+    );
+    CREATE INDEX replay_turns_open ON replay_turns(replay, status, seq);
+    CREATE INDEX replay_turns_by_turn_node ON replay_turns(turn_node);
+    CREATE INDEX replay_turns_by_answer ON replay_turns(answer_head);
+    "#,
+    ),
 ];
 
 /// The schema version this build writes.

@@ -28,6 +28,7 @@ mod family;
 mod graph;
 mod offers;
 pub(crate) mod open;
+mod replays;
 mod reruns;
 mod resolve;
 mod runs;

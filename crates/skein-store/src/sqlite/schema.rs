@@ -221,6 +221,41 @@ const MIGRATIONS: &[Migration] = &[
     // 13: the tool calls each message makes, by call id (see calls.rs),
     // filled from the stored assistant messages.
     Migration::Code(super::calls::add_tool_calls),
+    // 14: replays of recorded turns, one row per selected turn with its
+    // state and its worker's claim (see crate::replays).
+    Migration::Sql(
+        r"
+    CREATE TABLE replays (
+        id          TEXT PRIMARY KEY,
+        selection   TEXT NOT NULL,
+        change      TEXT NOT NULL,
+        model       TEXT NOT NULL,
+        settings    TEXT NOT NULL DEFAULT '{}',
+        turns       INTEGER NOT NULL,
+        created     INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE replay_turns (
+        replay          TEXT NOT NULL REFERENCES replays(id),
+        seq             INTEGER NOT NULL,
+        conversation    TEXT,
+        turn_node       BLOB NOT NULL,
+        request_node    BLOB NOT NULL,
+        status          TEXT NOT NULL DEFAULT 'pending',
+        worker          TEXT,
+        lease_until     INTEGER,
+        answer_head     BLOB,
+        runs            TEXT NOT NULL DEFAULT '[]',
+        decision        TEXT,
+        comparator      TEXT,
+        detail          TEXT NOT NULL DEFAULT '{}',
+        finished        INTEGER,
+        PRIMARY KEY (replay, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX replay_turns_open ON replay_turns(replay, status, seq);
+    CREATE INDEX replay_turns_by_turn_node ON replay_turns(turn_node);
+    CREATE INDEX replay_turns_by_answer ON replay_turns(answer_head);
+    ",
+    ),
 ];
 
 /// The schema version this build writes.

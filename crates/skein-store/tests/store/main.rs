@@ -1,5 +1,5 @@
 //! The store's integration tests, one binary (each former test file a module):
-//! the graph, conversations (their names and ids) and turns, runs and reruns,
+//! the graph, conversations (their names and ids) and turns, runs, reruns and replays,
 //! lanes, opening and migrating databases (and PostgreSQL connections),
 //! transfer, concurrency across threads and processes, crashes mid-write,
 //! and import properties.
@@ -18,6 +18,7 @@ mod names;
 mod offers;
 mod open;
 mod processes;
+mod replays;
 mod reruns;
 mod run;
 mod transfer;

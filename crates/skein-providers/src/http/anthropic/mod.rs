@@ -12,7 +12,7 @@ transport ([`super::transport`]) does timeouts, retries and cancellation.
 mod decode;
 mod request;
 
-pub use request::tool_use_input;
+pub use request::{arguments_value, tool_use_input};
 
 use super::config::{HttpConfig, SetupError};
 use super::transport::{HttpRequest, KeyHeader, Transport};

@@ -336,6 +336,16 @@ pub fn tool_use_input(arguments: &str) -> Box<RawValue> {
     }
 }
 
+/// A tool call's arguments as a JSON value: the value of its
+/// [`tool_use_input`]. Two calls whose arguments have equal values are the
+/// same call, however a client or model spaced or ordered the text: the
+/// recording proxy matches calls a client re-encoded this way, and a replay
+/// answers a call from the recording this way.
+pub fn arguments_value(arguments: &str) -> serde_json::Value {
+    serde_json::from_str(tool_use_input(arguments).get())
+        .unwrap_or_else(|_| serde_json::Value::Object(serde_json::Map::new()))
+}
+
 /// The `input` of a `tool_use` block for stored argument text.
 fn input(arguments: &str) -> Result<Input<'_>, ProviderError> {
     if let Ok(raw) = serde_json::from_str::<&RawValue>(arguments)
@@ -356,6 +366,20 @@ fn input(arguments: &str) -> Result<Input<'_>, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_match_by_value_whatever_their_spacing_and_order() {
+        assert_eq!(
+            arguments_value("{\"a\": 1, \"b\": [2]}"),
+            arguments_value("{ \"b\":[2],\"a\":1 }")
+        );
+        assert_ne!(arguments_value("{\"a\": 1}"), arguments_value("{\"a\": 2}"));
+        assert_eq!(arguments_value(""), arguments_value("{}"));
+        assert_eq!(
+            arguments_value("not json"),
+            serde_json::json!({"_raw_arguments": "not json"})
+        );
+    }
 
     #[test]
     fn object_arguments_are_embedded_verbatim_and_others_wrapped() {

@@ -1,0 +1,1076 @@
+/*!
+Replays: a selection of recorded turns re-sent with one change, each
+replayed turn a counterfactual branch of the original, judged by the
+comparators of [`crate::compare`].
+
+A turn is a request (the message a model answered, with the history
+before it) and everything the model and the tools said until the next
+user message: one run, or a tool loop, whether skein's own loop ran it or
+a client of the recording proxy sent each step. Its **recorded request**
+is the first run's: the thread up to that message, the run's annotations,
+the tools it offered and its options (what the engine sent; for a proxied
+turn, the body the client sent was mapped to exactly these). A replay
+re-sends it with only its [`Change`] applied (another model or options, a
+system prompt, tools removed, added or swapped, sources removed by tag),
+through the turn service like every other surface.
+
+Tool calls are answered from the recording: a call of the same tool with
+value-equal arguments ([`skein_providers::http::arguments_value`], the
+proxy's matching) made in the original turn gets the result recorded for
+it, call by call through a multi-call loop. A call the recording lacks
+stops the turn as *diverged* ("asked for X(args)") unless that tool was
+named live ([`ReplayPlan::live_tools`]); no tool runs otherwise.
+
+Where it lands: a replayed turn's request shares every node the change
+left alone (a model change alone shares all of them, so its answer is a
+sibling of the original answer), its answer and runs are stored with its
+row of the replay record ([`skein_store::ReplayTurn`]) in one transaction,
+and no conversation is created: a replay of a week of traffic does not
+flood `skein list`. It is found from the original turn
+([`skein_store::Store::replay_turns_of_node`]) and from the replay. The
+same turn replayed twice on a deterministic model reaches the same node
+(content addressing): no second branch.
+
+Running: [`Replayer::start`] reads the selection one conversation at a
+time (threads are dropped as soon as their turns are listed) and stores
+the replay with one pending row per turn; [`Replayer::run`] claims rows
+a few at a time (the model's capacity, at least 8) under a lease and
+replays up to the model's capacity at once (a lease must outlast a batch:
+a turn whose lease passed is taken over, and its first worker's result is
+dropped), so several workers (processes, machines, on PostgreSQL) share one
+replay and a killed one is resumed by running it again: finished turns
+are never redone, and a turn is recorded whole or not at all.
+*/
+
+use crate::compare::{Comparator, Comparison, Decision};
+use crate::embed::Embedder;
+use crate::error::{RecordedError, Result};
+use crate::layout::Layout;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use skein_conversation::Model;
+use skein_conversation::service::{TurnError, TurnRequest};
+use skein_core::BoxFuture;
+use skein_core::provider::GenerationOptions;
+use skein_core::{
+    ConversationId, NodeId, Relation, ReplayId, Role, RunRecord, RunStatus, Thread, ToolCall,
+    ToolSpec, now_ms,
+};
+use skein_engine::{CallDecision, Chain, ChainStatus, Tool, ToolError};
+use skein_providers::http::arguments_value;
+use skein_store::{
+    FamilyLimits, NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn,
+    ReplayTurnFinish, Store, StoreError,
+};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Turns a worker claims at once (at least; its capacity when larger).
+const CLAIM_BATCH: usize = 8;
+
+/// How long a worker's claim on a turn lasts unless told otherwise.
+pub const DEFAULT_LEASE_MS: i64 = 120_000;
+
+/// Which recorded turns a replay re-sends. More ways to select (a search,
+/// a time range, a proxy client, a label) add fields here.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Selection {
+    /// Every turn of these conversations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<ConversationId>,
+    /// Every turn of these conversations' families.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<ConversationId>,
+    /// These turns, by their final answer's node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<NodeId>,
+}
+
+impl Selection {
+    pub fn new() -> Selection {
+        Selection::default()
+    }
+
+    pub fn conversation(mut self, id: ConversationId) -> Selection {
+        self.conversations.push(id);
+        self
+    }
+
+    pub fn family(mut self, id: ConversationId) -> Selection {
+        self.families.push(id);
+        self
+    }
+
+    pub fn turn(mut self, answer: NodeId) -> Selection {
+        self.turns.push(answer);
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.conversations.is_empty() && self.families.is_empty() && self.turns.is_empty()
+    }
+}
+
+/// What a replay changes in each recorded request; everything else is
+/// re-sent byte for byte.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Change {
+    /// Options set here replace the recorded ones (the rest stay).
+    #[serde(default)]
+    pub options: GenerationOptions,
+    /// The system prompt, in place of the recorded system messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Tools no longer offered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_tools: Vec<String>,
+    /// Tools offered besides, or in place of the recorded tool of the same
+    /// name (a swapped schema).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add_tools: Vec<ToolSpec>,
+    /// Sources whose tagged parts are removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_sources: Vec<String>,
+}
+
+impl Change {
+    /// The recorded request of a turn with this change applied: its
+    /// layout, tools and options.
+    fn apply(
+        &self,
+        request: &Thread,
+        run: &RunRecord,
+    ) -> (Layout, Vec<ToolSpec>, GenerationOptions) {
+        let mut layout = Layout::of(request, &run.annotations);
+        if !self.remove_sources.is_empty() {
+            layout.remove(&self.remove_sources.iter().cloned().collect());
+        }
+        if let Some(system) = &self.system {
+            layout.replace_system(system);
+        }
+        let mut tools: Vec<ToolSpec> = run
+            .tools
+            .iter()
+            .filter(|tool| {
+                !self.remove_tools.contains(&tool.name)
+                    && !self.add_tools.iter().any(|added| added.name == tool.name)
+            })
+            .cloned()
+            .collect();
+        tools.extend(self.add_tools.iter().cloned());
+        let given = &self.options;
+        let recorded = &run.options;
+        let options = GenerationOptions {
+            temperature: given.temperature.or(recorded.temperature),
+            top_p: given.top_p.or(recorded.top_p),
+            seed: given.seed.or(recorded.seed),
+            max_tokens: given.max_tokens.or(recorded.max_tokens),
+        };
+        (layout, tools, options)
+    }
+}
+
+/// A replay's plan: what it changes, on which model, judged how. Stored
+/// with the replay, so any worker can run it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayPlan {
+    /// The model turns are replayed on, as the worker opens it.
+    pub model: String,
+    pub change: Change,
+    /// The comparators, as [`Comparator::parse`] reads them; empty for the
+    /// default ([`Comparison::default_for`]).
+    #[serde(default)]
+    pub compare: Vec<String>,
+    /// Tools that may run for calls the recording lacks, by name.
+    #[serde(default)]
+    pub live_tools: Vec<String>,
+    /// Model calls a replayed turn may make.
+    #[serde(default = "default_chain_limit")]
+    pub chain_limit: u32,
+}
+
+fn default_chain_limit() -> u32 {
+    skein_engine::DEFAULT_CHAIN_LIMIT
+}
+
+impl ReplayPlan {
+    pub fn new(model: impl Into<String>) -> ReplayPlan {
+        ReplayPlan {
+            model: model.into(),
+            change: Change::default(),
+            compare: Vec::new(),
+            live_tools: Vec::new(),
+            chain_limit: default_chain_limit(),
+        }
+    }
+
+    /// The comparators, read.
+    pub fn comparators(&self) -> Result<Vec<Comparator>> {
+        self.compare
+            .iter()
+            .map(|spec| Comparator::parse(spec))
+            .collect()
+    }
+}
+
+/// What a worker needs besides the plan: the model, the comparison's
+/// embedder and judge, the live tools, and how it works.
+#[derive(Clone)]
+pub struct Replayer {
+    store: Store,
+    model: Model,
+    embedder: Option<Arc<dyn Embedder>>,
+    judge: Option<Model>,
+    live: Vec<Arc<dyn Tool>>,
+    worker: String,
+    lease_ms: i64,
+    concurrency: Option<usize>,
+}
+
+/// One turn finished, as [`Replayer::run`] reports it.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub turn: ReplayTurn,
+    /// Turns finished so far by every worker, and selected.
+    pub finished: u64,
+    pub total: u64,
+}
+
+impl Replayer {
+    /// A worker replaying on `model` (the plan's model, opened by the
+    /// caller) in `store`.
+    pub fn new(store: &Store, model: Model) -> Replayer {
+        Replayer {
+            store: store.clone(),
+            model,
+            embedder: None,
+            judge: None,
+            live: Vec::new(),
+            worker: format!("{}-{}", std::process::id(), ReplayId::random().short()),
+            lease_ms: DEFAULT_LEASE_MS,
+            concurrency: None,
+        }
+    }
+
+    /// The embedder of the `embedding` comparator (and of the default).
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Replayer {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// The model of the `judge` comparator.
+    pub fn judge(mut self, model: Model) -> Replayer {
+        self.judge = Some(model);
+        self
+    }
+
+    /// A tool that may run live when the plan names it.
+    pub fn live_tool(mut self, tool: Arc<dyn Tool>) -> Replayer {
+        self.live.push(tool);
+        self
+    }
+
+    /// How long a claim on a turn lasts (a dead worker's turns go to
+    /// others after it).
+    pub fn lease(mut self, lease: Duration) -> Replayer {
+        self.lease_ms = lease.as_millis().min(i64::MAX as u128) as i64;
+        self
+    }
+
+    /// Turns replayed at once (default: the model's backend capacity).
+    pub fn concurrency(mut self, n: usize) -> Replayer {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// This worker's name, as claims record it.
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    /// Store a replay of `selection` by `plan`, every turn pending. The
+    /// plan is checked first (its comparators, its live tools), so a
+    /// replay that cannot run is refused before anything is stored.
+    pub async fn start(&self, selection: &Selection, plan: &ReplayPlan) -> Result<ReplayId> {
+        self.comparison(plan)?.check()?;
+        self.check_live(plan)?;
+        if selection.is_empty() {
+            return Err(RecordedError::EmptySelection);
+        }
+        let turns = select(&self.store, selection).await?;
+        if turns.is_empty() {
+            return Err(RecordedError::EmptySelection);
+        }
+        let record = ReplayRecord {
+            id: ReplayId::random(),
+            selection: serde_json::to_value(selection).map_err(store_json)?,
+            change: serde_json::to_value(&plan.change).map_err(store_json)?,
+            model: plan.model.clone(),
+            settings: json!({
+                "compare": plan.compare,
+                "live_tools": plan.live_tools,
+                "chain_limit": plan.chain_limit,
+            }),
+            turns: turns.len() as u64,
+            created_ms: now_ms(),
+        };
+        self.store
+            .nonblocking()
+            .create_replay(&record, &turns)
+            .await?;
+        Ok(record.id)
+    }
+
+    /// Replay the turns of `id` no worker holds until every turn is
+    /// finished (waiting out the leases of turns other workers hold),
+    /// calling `progress` after each turn this worker finishes.
+    pub async fn run(
+        &self,
+        id: &ReplayId,
+        mut progress: impl FnMut(&Progress) + Send,
+    ) -> Result<ReplayTotals> {
+        let record = self.store.nonblocking().replay(id).await?;
+        let plan = plan_of(&record)?;
+        let comparison = self.comparison(&plan)?;
+        comparison.check()?;
+        self.check_live(&plan)?;
+        let capacity = self.concurrency.unwrap_or_else(|| self.capacity());
+        let mut totals = self.store.nonblocking().replay_totals(id).await?;
+        loop {
+            // Claimed a few at a time (one write per batch, not per turn),
+            // in selection order.
+            let batch = capacity.max(CLAIM_BATCH);
+            let turns = futures_util::stream::unfold(
+                std::collections::VecDeque::new(),
+                move |mut claimed| async move {
+                    if claimed.is_empty() {
+                        match self
+                            .store
+                            .nonblocking()
+                            .claim_replay_turns(id, &self.worker, batch, self.lease_ms)
+                            .await
+                        {
+                            Ok(more) => claimed.extend(more),
+                            Err(error) => return Some((Err(error), claimed)),
+                        }
+                    }
+                    claimed.pop_front().map(|turn| (Ok(turn), claimed))
+                },
+            );
+            let replayed = turns
+                .map(|claimed| {
+                    let (plan, comparison) = (&plan, &comparison);
+                    async move {
+                        let turn = claimed?;
+                        self.replay_turn(id, turn, plan, comparison).await
+                    }
+                })
+                .buffer_unordered(capacity);
+            let mut replayed = std::pin::pin!(replayed);
+            // Counted here rather than read back after every turn (a count
+            // over the replay's rows); other workers' turns show when this
+            // one runs out of turns to claim.
+            let mut finished = finished_of(record.turns, &totals);
+            while let Some(done) = replayed.next().await {
+                let turn = done?;
+                finished = (finished + 1).min(record.turns);
+                progress(&Progress {
+                    turn,
+                    finished,
+                    total: record.turns,
+                });
+            }
+            totals = self.store.nonblocking().replay_totals(id).await?;
+            if totals.finished() {
+                return Ok(totals);
+            }
+            // Other workers hold the rest: wait for them to finish, or
+            // for their leases to pass.
+            sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The comparison a plan asks for.
+    fn comparison(&self, plan: &ReplayPlan) -> Result<Comparison> {
+        let mut comparison = if plan.compare.is_empty() {
+            Comparison::default_for(self.embedder.clone())
+        } else {
+            Comparison::new(plan.comparators()?).embedder(self.embedder.clone())
+        };
+        if let Some(judge) = &self.judge {
+            comparison = comparison.judge(judge.clone());
+        }
+        Ok(comparison)
+    }
+
+    fn check_live(&self, plan: &ReplayPlan) -> Result<()> {
+        for name in &plan.live_tools {
+            if !self.live.iter().any(|tool| &tool.spec().name == name) {
+                return Err(RecordedError::UnknownLiveTool { name: name.clone() });
+            }
+        }
+        Ok(())
+    }
+
+    /// The capacity of the model's backend (one when it cannot be told).
+    fn capacity(&self) -> usize {
+        let engine = self.model.engine();
+        engine
+            .inspect_profile(self.model.profile())
+            .and_then(|profile| engine.inspect_backend(&profile.backend))
+            .map_or(1, |backend| backend.backend.capacity.max(1))
+    }
+
+    /// Replay one claimed turn and finish it (or leave it to the worker
+    /// that holds it now, when this one's lease passed).
+    async fn replay_turn(
+        &self,
+        id: &ReplayId,
+        turn: ReplayTurn,
+        plan: &ReplayPlan,
+        comparison: &Comparison,
+    ) -> Result<ReplayTurn> {
+        let outcome = match self.original(&turn).await? {
+            Some(original) => {
+                let outcome = self.replay_original(id, &original, plan).await;
+                self.judged(outcome, &original, comparison, id).await?
+            }
+            None => Outcome::failed(
+                "the original turn has no run record (an imported turn?): its tools and \
+                 options are unknown",
+            ),
+        };
+        let finish = ReplayTurnFinish {
+            replay: id,
+            seq: turn.seq,
+            worker: &self.worker,
+            status: outcome.status,
+            answer_head: outcome.answer_head,
+            decision: outcome.decision.as_deref(),
+            comparator: outcome.comparator.as_deref(),
+            detail: &outcome.detail,
+            threads: &outcome.threads,
+            runs: &outcome.runs,
+            other_runs: outcome.judge.as_slice(),
+        };
+        match self.store.nonblocking().finish_replay_turn(&finish).await {
+            Ok(()) => {}
+            Err(StoreError::ReplayTurnLost { .. }) => {
+                tracing::warn!(
+                    "turn {} of replay {id} was taken over by another worker after this one's \
+                     lease passed; its result here is dropped",
+                    turn.seq
+                );
+            }
+            Err(error) => return Err(error.into()),
+        }
+        Ok(ReplayTurn {
+            status: outcome.status,
+            answer_head: outcome.answer_head,
+            runs: outcome.runs.iter().map(|run| run.id.clone()).collect(),
+            decision: outcome.decision,
+            comparator: outcome.comparator,
+            detail: outcome.detail,
+            finished_ms: Some(now_ms()),
+            ..turn
+        })
+    }
+
+    /// The original turn of a row: its request, what it said, its first
+    /// run; `None` when no run record produced its first answer.
+    async fn original(&self, turn: &ReplayTurn) -> Result<Option<Original>> {
+        let api = self.store.nonblocking();
+        let thread = api.load_thread(turn.turn_node).await?;
+        let Some(request) = thread.at(turn.request_node) else {
+            return Err(RecordedError::Store(StoreError::MalformedRow(format!(
+                "turn {} of replay {}: its request is not on its answer's thread",
+                turn.seq, turn.replay
+            ))));
+        };
+        let said: Vec<Thread> = answer_steps(&thread, turn.request_node);
+        let Some(first) = said.first().and_then(Thread::head_id) else {
+            return Ok(None);
+        };
+        let mut runs = Vec::new();
+        for step in &said {
+            let node = step.head_id().expect("a step");
+            let producing = api.runs_producing(node).await?;
+            if let Some(run) = producing.into_iter().find(|run| {
+                run.status == RunStatus::Succeeded && run.input_head == step.parent().head_id()
+            }) {
+                runs.push(run);
+            } else if node == first {
+                return Ok(None);
+            }
+        }
+        let calls = recorded_calls(&thread, turn.request_node);
+        Ok(Some(Original {
+            request,
+            text: thread
+                .head()
+                .map(|node| node.message().joined_text())
+                .unwrap_or_default(),
+            runs,
+            calls,
+        }))
+    }
+
+    /// Run the changed request through the turn service, tools answered
+    /// from the recording.
+    async fn replay_original(
+        &self,
+        id: &ReplayId,
+        original: &Original,
+        plan: &ReplayPlan,
+    ) -> Outcome {
+        let first = &original.runs[0];
+        let (layout, tools, options) = plan.change.apply(&original.request, first);
+        let asked = Arc::new(Mutex::new(None::<String>));
+        let offered: Vec<Arc<dyn Tool>> = tools
+            .into_iter()
+            .map(|spec| {
+                let live = plan
+                    .live_tools
+                    .contains(&spec.name)
+                    .then(|| {
+                        self.live
+                            .iter()
+                            .find(|t| t.spec().name == spec.name)
+                            .cloned()
+                    })
+                    .flatten();
+                Arc::new(ReplayTool::new(spec, &original.calls, live)) as Arc<dyn Tool>
+            })
+            .collect();
+        let answerable = Arc::new(Answerable {
+            calls: original.calls.clone(),
+            live: plan.live_tools.iter().cloned().collect(),
+        });
+        let stop = asked.clone();
+        let mut chain = Chain::new(offered)
+            .limit(plan.chain_limit)
+            .before_call(Box::new(move |call: &ToolCall| {
+                let decision = if answerable.answers(call) {
+                    CallDecision::Run(call.clone())
+                } else {
+                    let mut asked = stop.lock().unwrap_or_else(|p| p.into_inner());
+                    asked.get_or_insert_with(|| {
+                        format!("asked for {}({})", call.name, call.arguments)
+                    });
+                    CallDecision::Stop
+                };
+                Box::pin(async move { decision })
+            }));
+        let request = self
+            .model
+            .bind(layout.request())
+            .options(options)
+            .relation(Relation::Replay(id.clone()));
+        let started = Instant::now();
+        let done = TurnRequest::new(self.model.engine(), request)
+            .whole()
+            .tool_loop(&mut chain)
+            .await;
+        let elapsed = started.elapsed();
+        let diverged = asked.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match done {
+            Ok(done) => {
+                let output = done.output;
+                let records: Vec<RunRecord> =
+                    output.responses.iter().map(|r| r.record(None)).collect();
+                let answer = output.last().text();
+                let (status, why) = match output.status {
+                    ChainStatus::Completed => (ReplayStatus::Done, None),
+                    ChainStatus::Stopped => (
+                        ReplayStatus::Diverged,
+                        Some(format!(
+                            "diverged: {}",
+                            diverged.unwrap_or_else(|| "the tool loop stopped".into())
+                        )),
+                    ),
+                    ChainStatus::LimitReached => (
+                        ReplayStatus::Failed,
+                        Some(format!(
+                            "the tool loop reached its limit of {} model calls",
+                            plan.chain_limit
+                        )),
+                    ),
+                };
+                Outcome {
+                    status,
+                    answer_head: output.thread.head_id(),
+                    decision: None,
+                    comparator: None,
+                    detail: json!({
+                        "answer": answer,
+                        "why": why,
+                        "elapsed_ms": elapsed.as_millis() as u64,
+                    }),
+                    threads: vec![output.thread],
+                    runs: records,
+                    judge: None,
+                }
+            }
+            Err(error) => failed_loop(error, elapsed),
+        }
+    }
+
+    /// Judge a done turn against the original, and add what both cost.
+    async fn judged(
+        &self,
+        mut outcome: Outcome,
+        original: &Original,
+        comparison: &Comparison,
+        id: &ReplayId,
+    ) -> Result<Outcome> {
+        outcome.detail["original"] = json!(original.text);
+        outcome.detail["original_usage"] = usage_of(&original.runs);
+        outcome.detail["usage"] = usage_of(&outcome.runs);
+        if outcome.status != ReplayStatus::Done {
+            return Ok(outcome);
+        }
+        let answer = outcome.detail["answer"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let decision: Decision = comparison.decide(&original.text, &answer).await?;
+        outcome.decision = Some(decision.word().to_string());
+        outcome.comparator = Some(decision.comparator.clone());
+        outcome.detail["why"] = json!(decision.why);
+        if let Some(similarity) = decision.similarity {
+            outcome.detail["similarity"] = json!(similarity);
+        }
+        if let Some((thread, mut run)) = decision.judge {
+            // The judge's call is a run of its own, outside the turn's runs.
+            run.relations.push(Relation::Other {
+                kind: "replay.judge".into(),
+                target: id.to_string(),
+            });
+            outcome.detail["judge_run"] = json!(run.id);
+            outcome.threads.push(thread);
+            outcome.judge = Some(run);
+        }
+        Ok(outcome)
+    }
+}
+
+/// An original turn, as its replay needs it.
+struct Original {
+    /// The thread up to the message the turn answered.
+    request: Thread,
+    /// The turn's final answer.
+    text: String,
+    /// The runs that produced each of its answers, in order.
+    runs: Vec<RunRecord>,
+    /// The tool calls it made, with their recorded results.
+    calls: Vec<RecordedCall>,
+}
+
+/// A recorded tool call and the result the recording gave it.
+#[derive(Clone, Debug)]
+struct RecordedCall {
+    name: String,
+    arguments: Value,
+    content: String,
+    is_error: bool,
+}
+
+/// How a replayed turn ended, before it is written.
+struct Outcome {
+    status: ReplayStatus,
+    answer_head: Option<NodeId>,
+    decision: Option<String>,
+    comparator: Option<String>,
+    detail: Value,
+    threads: Vec<Thread>,
+    runs: Vec<RunRecord>,
+    /// The judge's run, written with the turn but not among its runs.
+    judge: Option<RunRecord>,
+}
+
+impl Outcome {
+    fn failed(why: &str) -> Outcome {
+        Outcome {
+            status: ReplayStatus::Failed,
+            answer_head: None,
+            decision: None,
+            comparator: None,
+            detail: json!({ "why": why }),
+            threads: Vec::new(),
+            runs: Vec::new(),
+            judge: None,
+        }
+    }
+}
+
+/// A failed model call: the calls completed before it and the failed run
+/// are kept (failed status, for usage), nothing is an answer.
+fn failed_loop(error: TurnError, elapsed: Duration) -> Outcome {
+    let why = error.to_string();
+    let mut outcome = Outcome::failed(&why);
+    outcome.detail["elapsed_ms"] = json!(elapsed.as_millis() as u64);
+    match error {
+        TurnError::Loop(failed) => {
+            outcome.runs = failed.completed.iter().map(|r| r.record(None)).collect();
+            if let Some(thread) = failed.thread {
+                outcome.threads.push(thread);
+            }
+            if let Some(call) = failed.failed {
+                let mut record = call.record;
+                record.input_head = call.input.head_id();
+                outcome.runs.push(record);
+                outcome.threads.push(call.input);
+            }
+        }
+        TurnError::Call(_) | TurnError::Store(_) => {}
+    }
+    outcome
+}
+
+/// Tokens and time of `runs`.
+fn usage_of(runs: &[RunRecord]) -> Value {
+    let mut input = 0u64;
+    let mut output = 0u64;
+    let mut elapsed = 0i64;
+    for run in runs {
+        input += run.usage.input_tokens.unwrap_or(0);
+        output += run.usage.output_tokens.unwrap_or(0);
+        elapsed += run
+            .finished_ms
+            .map_or(0, |finished| finished - run.started_ms);
+    }
+    json!({ "input_tokens": input, "output_tokens": output, "latency_ms": elapsed, "calls": runs.len() })
+}
+
+/// The answers of a turn that answered `request`: the thread at each
+/// assistant message after it, up to the thread's head.
+fn answer_steps(thread: &Thread, request: NodeId) -> Vec<Thread> {
+    let mut steps = Vec::new();
+    let mut at = thread.clone();
+    while let Some(head) = at.head() {
+        if head.id() == request {
+            break;
+        }
+        if head.message().role == Role::Assistant {
+            steps.push(at.clone());
+        }
+        at = at.parent();
+    }
+    steps.reverse();
+    steps
+}
+
+/// The calls a turn made after `request`, with their recorded results.
+fn recorded_calls(thread: &Thread, request: NodeId) -> Vec<RecordedCall> {
+    let nodes = thread.nodes();
+    let start = nodes
+        .iter()
+        .position(|node| node.id() == request)
+        .map_or(nodes.len(), |at| at + 1);
+    let span = &nodes[start..];
+    let mut calls = Vec::new();
+    for (index, node) in span.iter().enumerate() {
+        for call in node.message().tool_calls() {
+            let result = span[index + 1..]
+                .iter()
+                .flat_map(|later| later.message().tool_results_iter())
+                .find(|result| result.call_id == call.id);
+            if let Some(result) = result {
+                calls.push(RecordedCall {
+                    name: call.name.clone(),
+                    arguments: arguments_value(&call.arguments),
+                    content: result.content.clone(),
+                    is_error: result.is_error,
+                });
+            }
+        }
+    }
+    calls
+}
+
+/// Which calls a replayed turn may make: those the recording answers, and
+/// any call of a live tool.
+struct Answerable {
+    calls: Vec<RecordedCall>,
+    live: HashSet<String>,
+}
+
+impl Answerable {
+    fn answers(&self, call: &ToolCall) -> bool {
+        if self.live.contains(&call.name) {
+            return true;
+        }
+        let value = arguments_value(&call.arguments);
+        self.calls
+            .iter()
+            .any(|recorded| recorded.name == call.name && recorded.arguments == value)
+    }
+}
+
+/// A tool as a replay offers it: its (recorded or changed) spec, answered
+/// from the recording, else by the live tool when one was named.
+struct ReplayTool {
+    spec: ToolSpec,
+    recorded: Vec<RecordedCall>,
+    live: Option<Arc<dyn Tool>>,
+}
+
+impl ReplayTool {
+    fn new(spec: ToolSpec, calls: &[RecordedCall], live: Option<Arc<dyn Tool>>) -> ReplayTool {
+        ReplayTool {
+            recorded: calls
+                .iter()
+                .filter(|call| call.name == spec.name)
+                .cloned()
+                .collect(),
+            spec,
+            live,
+        }
+    }
+}
+
+impl Tool for ReplayTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, arguments: Value) -> BoxFuture<'_, std::result::Result<String, ToolError>> {
+        // The engine parsed the argument text as JSON; an object's value is
+        // its `arguments_value`.
+        let recorded = self
+            .recorded
+            .iter()
+            .find(|call| call.arguments == arguments)
+            .cloned();
+        match (recorded, &self.live) {
+            (Some(call), _) => Box::pin(async move {
+                if call.is_error {
+                    Err(ToolError(call.content))
+                } else {
+                    Ok(call.content)
+                }
+            }),
+            (None, Some(live)) => live.call(arguments),
+            (None, None) => Box::pin(async {
+                Err(ToolError(
+                    "the recording has no result for this call and the tool is not live".into(),
+                ))
+            }),
+        }
+    }
+}
+
+/// The turns of `selection`, each once, conversation by conversation.
+async fn select(store: &Store, selection: &Selection) -> Result<Vec<NewReplayTurn>> {
+    let api = store.nonblocking();
+    let mut seen: HashSet<NodeId> = HashSet::new();
+    let mut turns = Vec::new();
+    let mut conversations: Vec<ConversationId> = selection.conversations.clone();
+    for id in &selection.families {
+        let family = api
+            .family(
+                id,
+                FamilyLimits {
+                    members: usize::MAX / 2,
+                    shares: 0,
+                },
+            )
+            .await?;
+        conversations.extend(family.members.into_iter().map(|m| m.conversation.id));
+    }
+    for id in &conversations {
+        let conversation = api.conversation(id).await?;
+        let Some(head) = conversation.head else {
+            continue;
+        };
+        let thread = api.load_thread(head).await?;
+        for (request, answer) in turns_of(&thread) {
+            if seen.insert(answer) {
+                turns.push(NewReplayTurn {
+                    conversation: Some(id.clone()),
+                    turn_node: answer,
+                    request_node: request,
+                });
+            }
+        }
+    }
+    for answer in &selection.turns {
+        let thread = api.load_thread(*answer).await?;
+        let request = turns_of(&thread)
+            .into_iter()
+            .rev()
+            .find(|(_, last)| last == answer)
+            .map(|(request, _)| request)
+            .ok_or(RecordedError::NotATurn(*answer))?;
+        if seen.insert(*answer) {
+            let owner = skein_conversation::owner_of_node(store, *answer).await?;
+            turns.push(NewReplayTurn {
+                conversation: owner,
+                turn_node: *answer,
+                request_node: request,
+            });
+        }
+    }
+    Ok(turns)
+}
+
+/// The turns of a thread: (the message a turn answered, its final
+/// answer), oldest first. A turn starts at a user message an assistant
+/// message follows, and ends at the last assistant message before the
+/// next user message.
+fn turns_of(thread: &Thread) -> Vec<(NodeId, NodeId)> {
+    let nodes = thread.nodes();
+    let mut turns = Vec::new();
+    let mut open: Option<(NodeId, NodeId)> = None;
+    for (index, node) in nodes.iter().enumerate() {
+        match node.message().role {
+            Role::User => {
+                turns.extend(open.take());
+                if nodes
+                    .get(index + 1)
+                    .is_some_and(|next| next.message().role == Role::Assistant)
+                {
+                    open = Some((node.id(), node.id()));
+                }
+            }
+            Role::Assistant => {
+                if let Some((_, last)) = &mut open {
+                    *last = node.id();
+                }
+            }
+            Role::System | Role::Tool => {}
+        }
+    }
+    turns.extend(open);
+    turns
+}
+
+/// How many of a replay's `turns` are finished, by `totals`.
+fn finished_of(turns: u64, totals: &ReplayTotals) -> u64 {
+    turns.saturating_sub(totals.pending + totals.running)
+}
+
+/// A stored replay's plan.
+pub fn plan_of(record: &ReplayRecord) -> Result<ReplayPlan> {
+    let settings = &record.settings;
+    let strings = |key: &str| -> Vec<String> {
+        settings[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| item.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Ok(ReplayPlan {
+        model: record.model.clone(),
+        change: serde_json::from_value(record.change.clone()).map_err(store_json)?,
+        compare: strings("compare"),
+        live_tools: strings("live_tools"),
+        chain_limit: settings["chain_limit"]
+            .as_u64()
+            .map_or_else(default_chain_limit, |limit| limit as u32),
+    })
+}
+
+fn store_json(error: serde_json::Error) -> RecordedError {
+    RecordedError::Store(StoreError::Json(error))
+}
+
+async fn sleep(pause: Duration) {
+    tokio::time::sleep(pause).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_core::{Message, Part, ToolResult};
+
+    #[test]
+    fn a_thread_splits_into_turns_at_user_messages_and_tool_loops_stay_whole() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "weather".into(),
+            arguments: "{\"city\": \"Paris\"}".into(),
+        };
+        let thread = Thread::from_messages([
+            Message::system("s"),
+            Message::user("q1"),
+            Message::new(Role::Assistant, vec![Part::ToolCall(call.clone())]),
+            Message::tool_results([ToolResult {
+                call_id: "c1".into(),
+                content: "sunny".into(),
+                is_error: false,
+            }]),
+            Message::assistant("a1"),
+            Message::user("q2"),
+            Message::assistant("a2"),
+            Message::user("unanswered"),
+        ]);
+        let nodes = thread.nodes();
+        let turns = turns_of(&thread);
+        assert_eq!(
+            turns,
+            vec![
+                (nodes[1].id(), nodes[4].id()),
+                (nodes[5].id(), nodes[6].id())
+            ]
+        );
+        let upto = thread.at(nodes[4].id()).unwrap();
+        assert_eq!(answer_steps(&upto, nodes[1].id()).len(), 2);
+        let calls = recorded_calls(&upto, nodes[1].id());
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].content, "sunny");
+        let answerable = Answerable {
+            calls,
+            live: HashSet::new(),
+        };
+        let respaced = ToolCall {
+            arguments: "{ \"city\":\"Paris\" }".into(),
+            ..call.clone()
+        };
+        assert!(answerable.answers(&respaced));
+        let elsewhere = ToolCall {
+            arguments: "{\"city\": \"Rome\"}".into(),
+            ..call
+        };
+        assert!(!answerable.answers(&elsewhere));
+    }
+
+    #[test]
+    fn a_change_replaces_only_what_it_names() {
+        let thread = Thread::from_messages([Message::system("old"), Message::user("q")]);
+        let mut run = RunRecord::new("m", "p");
+        run.tools = vec![
+            ToolSpec::new("a", "A", json!({"type": "object"})),
+            ToolSpec::new("b", "B", json!({"type": "object"})),
+        ];
+        run.options.temperature = Some(0.5);
+        run.options.seed = Some(3);
+        let change = Change {
+            system: Some("new".into()),
+            remove_tools: vec!["a".into()],
+            add_tools: vec![ToolSpec::new("b", "B2", json!({"type": "object"}))],
+            options: GenerationOptions {
+                temperature: Some(0.0),
+                ..GenerationOptions::default()
+            },
+            ..Change::default()
+        };
+        let (layout, tools, options) = change.apply(&thread, &run);
+        assert_eq!(layout.entries[0].message, Message::system("new"));
+        assert_eq!(layout.entries[1].message, Message::user("q"));
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].description, "B2");
+        assert_eq!((options.temperature, options.seed), (Some(0.0), Some(3)));
+        let kept = Change::default().apply(&thread, &run);
+        assert_eq!(kept.0, Layout::of(&thread, &run.annotations));
+        assert_eq!(kept.1, run.tools);
+    }
+}

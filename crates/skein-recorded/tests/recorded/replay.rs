@@ -1,0 +1,372 @@
+//! Replays of recorded turns on another scripted model: tool calls
+//! answered from the recording (no tool runs unless named live), the
+//! diverged turn named, changed and held turns told apart by the default
+//! comparator and by a judge, resuming after a dead worker, and the same
+//! turn replayed twice landing on the same node.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use skein_conversation::{Conversation, Model};
+use skein_core::{ConversationId, NodeId, Relation};
+use skein_engine::{BackendDef, BackendKind, Catalog, Engine, Profile, Tool, tool_fn};
+use skein_providers::Scripted;
+use skein_recorded::RecordedError;
+use skein_recorded::replay::{ReplayPlan, Replayer, Selection};
+use skein_store::{ReplayStatus, ReplayTurn, Store};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const ORIGINAL: &str = r#"
+[[rules]]
+last_user_contains = "hotel"
+last_role = "user"
+tool_calls = [{ name = "lookup", arguments = '{"q": "hotel"}' }]
+
+[[rules]]
+last_user_contains = "hotel"
+last_role = "tool"
+reply = "Your hotel is called Hotel Lutetia."
+
+[[rules]]
+last_user_contains = "weather"
+reply = "Paris is lovely"
+
+[[rules]]
+reply = "No flights today."
+"#;
+
+/// The model replayed on: the same call for the hotel (spaced otherwise),
+/// another hotel name, a paraphrase of the weather, and a call the
+/// recording lacks for flights.
+const REPLACEMENT: &str = r#"
+[[rules]]
+last_user_contains = "hotel"
+last_role = "user"
+tool_calls = [{ name = "lookup", arguments = '{ "q":"hotel" }' }]
+
+[[rules]]
+last_user_contains = "hotel"
+last_role = "tool"
+reply = "Your hotel is called the Hotel de la Lumière."
+
+[[rules]]
+last_user_contains = "weather"
+reply = "Paris is beautiful"
+
+[[rules]]
+last_user_contains = "flight"
+last_role = "user"
+tool_calls = [{ name = "lookup", arguments = '{"q": "flights"}' }]
+
+[[rules]]
+reply = "ok"
+"#;
+
+const JUDGE: &str = r#"
+[[rules]]
+any_contains = "Lutetia"
+reply = "CHANGED\nThe hotel's name differs."
+
+[[rules]]
+reply = "HELD\nThe same answer in other words."
+"#;
+
+#[derive(Deserialize, JsonSchema)]
+struct Query {
+    q: String,
+}
+
+/// Three scripted profiles, and a `lookup` tool that counts its calls.
+struct Desk {
+    engine: Engine,
+    calls: Arc<AtomicUsize>,
+    lookup: Arc<dyn Tool>,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+impl Desk {
+    fn new() -> Desk {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        let lookup = tool_fn("lookup", "Look something up", move |query: Query| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, std::convert::Infallible>(format!("booking: {}", query.q)) }
+        });
+        let scripted = |text: &str| Arc::new(Scripted::from_toml_str(text).unwrap());
+        let mut catalog = Catalog::new();
+        for name in ["orig", "new", "judge"] {
+            catalog = catalog
+                .backend(BackendDef::new(name, BackendKind::Echo))
+                .profile(Profile::new(name, name, format!("{name}-model")));
+        }
+        let engine = Engine::builder(catalog)
+            .provider("orig", scripted(ORIGINAL))
+            .provider("new", scripted(REPLACEMENT))
+            .provider("judge", scripted(JUDGE))
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("db.sqlite")).unwrap();
+        Desk {
+            engine,
+            calls,
+            lookup,
+            store,
+            _dir: dir,
+        }
+    }
+
+    fn model(&self, profile: &str) -> Model {
+        Model::from_profile(&self.engine, profile).unwrap()
+    }
+
+    fn tool_calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The hotel (a tool loop), the weather and a flight, recorded on
+    /// `orig`.
+    async fn record(&self) -> ConversationId {
+        let conversation = Conversation::builder(self.model("orig"))
+            .store(&self.store)
+            .tool(self.lookup.clone())
+            .build();
+        for text in ["Which hotel is mine?", "How is the weather?", "Any flight?"] {
+            conversation.chain(text).send().await.unwrap();
+        }
+        conversation.id().clone()
+    }
+
+    fn replayer(&self) -> Replayer {
+        Replayer::new(&self.store, self.model("new"))
+    }
+
+    fn turns(&self, id: &skein_core::ReplayId) -> Vec<ReplayTurn> {
+        self.store.replay_turns(id, None, 100).unwrap()
+    }
+}
+
+fn why(turn: &ReplayTurn) -> &str {
+    turn.detail["why"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replay_answers_tools_from_the_recording_and_names_what_changed_and_what_diverged() {
+    let desk = Desk::new();
+    let conversation = desk.record().await;
+    let recorded_calls = desk.tool_calls();
+    assert_eq!(recorded_calls, 1, "the original hotel turn called the tool");
+    let replayer = desk.replayer();
+    let selection = Selection::new().conversation(conversation.clone());
+    let id = replayer
+        .start(&selection, &ReplayPlan::new("new"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let totals = replayer
+        .run(&id, |progress| {
+            seen.push((progress.finished, progress.total));
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        desk.tool_calls(),
+        recorded_calls,
+        "no tool ran in the replay"
+    );
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|(_, total)| *total == 3));
+    assert_eq!(seen.last().unwrap().0, 3);
+    assert_eq!(
+        (
+            totals.done,
+            totals.changed,
+            totals.held,
+            totals.diverged,
+            totals.failed
+        ),
+        (2, 1, 1, 1, 0)
+    );
+    let turns = desk.turns(&id);
+    let [hotel, weather, flight] = &turns[..] else {
+        panic!("three turns: {turns:?}")
+    };
+    assert_eq!(hotel.status, ReplayStatus::Done);
+    assert_eq!(hotel.decision.as_deref(), Some("changed"));
+    assert_eq!(hotel.comparator.as_deref(), Some("specifics"));
+    assert!(
+        why(hotel).contains("lutetia") && why(hotel).contains("lumière"),
+        "{}",
+        why(hotel)
+    );
+    assert_eq!(
+        hotel.detail["answer"],
+        "Your hotel is called the Hotel de la Lumière."
+    );
+    assert_eq!(
+        hotel.detail["original"],
+        "Your hotel is called Hotel Lutetia."
+    );
+    // Two model calls: the recorded call answered, then the answer.
+    assert_eq!(hotel.runs.len(), 2);
+    assert_eq!(weather.decision.as_deref(), Some("held"));
+    assert_eq!(flight.status, ReplayStatus::Diverged);
+    assert_eq!(
+        why(flight),
+        r#"diverged: asked for lookup({"q": "flights"})"#
+    );
+    // Each run is linked to the replay; no conversation was added.
+    for run in &hotel.runs {
+        let record = desk.store.run_record(run).unwrap();
+        assert!(record.relations.contains(&Relation::Replay(id.clone())));
+        assert_eq!(record.conversation, None);
+    }
+    assert_eq!(desk.store.list_conversations(10).unwrap().len(), 1);
+    // The replayed answer is a sibling of the original (same request):
+    // found from the original turn.
+    let children = desk.store.children(hotel.request_node).unwrap();
+    assert_eq!(
+        children.len(),
+        2,
+        "the original's first answer and the replay's"
+    );
+    assert_eq!(
+        desk.store.replay_turns_of_node(hotel.turn_node).unwrap(),
+        vec![hotel.clone()]
+    );
+    assert!(desk.store.verify().unwrap().is_ok());
+
+    // Run again: nothing is left to do, nothing is redone.
+    let runs_before = desk.store.recent_runs(1000).unwrap().len();
+    replayer
+        .run(&id, |_| panic!("nothing to replay"))
+        .await
+        .unwrap();
+    assert_eq!(desk.store.recent_runs(1000).unwrap().len(), runs_before);
+
+    // A second replay of the same turns on the same deterministic model
+    // lands on the same nodes: no second branch.
+    let again = replayer
+        .start(&selection, &ReplayPlan::new("new"))
+        .await
+        .unwrap();
+    replayer.run(&again, |_| {}).await.unwrap();
+    let second = desk.turns(&again);
+    assert_eq!(second[0].answer_head, hotel.answer_head);
+    assert_eq!(desk.store.children(hotel.request_node).unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_tool_named_one_by_one_answers_what_the_recording_lacks() {
+    let desk = Desk::new();
+    let conversation = desk.record().await;
+    let before = desk.tool_calls();
+    let mut plan = ReplayPlan::new("new");
+    plan.live_tools = vec!["lookup".into()];
+    // A worker without the tool refuses the plan before storing anything.
+    assert!(matches!(
+        desk.replayer()
+            .start(&Selection::new().conversation(conversation.clone()), &plan)
+            .await,
+        Err(RecordedError::UnknownLiveTool { .. })
+    ));
+    assert!(desk.store.all_replays().unwrap().is_empty());
+    let replayer = desk.replayer().live_tool(desk.lookup.clone());
+    let id = replayer
+        .start(&Selection::new().conversation(conversation), &plan)
+        .await
+        .unwrap();
+    let totals = replayer.run(&id, |_| {}).await.unwrap();
+    assert_eq!(totals.diverged, 0);
+    assert_eq!(totals.done, 3);
+    // Only the call the recording lacked ran live.
+    assert_eq!(desk.tool_calls(), before + 1);
+    assert_eq!(desk.turns(&id)[2].detail["answer"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_workers_turn_is_replayed_once_its_lease_passes() {
+    let desk = Desk::new();
+    let conversation = desk.record().await;
+    let replayer = desk.replayer();
+    let id = replayer
+        .start(
+            &Selection::new().conversation(conversation),
+            &ReplayPlan::new("new"),
+        )
+        .await
+        .unwrap();
+    // A worker claimed the first turn and died (its lease has passed).
+    let dead = desk.store.claim_replay_turns(&id, "dead", 1, -1).unwrap();
+    assert_eq!(dead[0].seq, 0);
+    let totals = replayer.run(&id, |_| {}).await.unwrap();
+    assert!(totals.finished());
+    assert_eq!(totals.done + totals.diverged, 3);
+    let turns = desk.turns(&id);
+    assert!(
+        turns
+            .iter()
+            .all(|t| t.worker.as_deref() == Some(replayer.worker()))
+    );
+    // Each turn's runs were recorded once.
+    let replay_runs = desk
+        .store
+        .recent_runs(1000)
+        .unwrap()
+        .into_iter()
+        .filter(|run| run.relations.contains(&Relation::Replay(id.clone())))
+        .count();
+    assert_eq!(
+        replay_runs,
+        turns.iter().map(|t| t.runs.len()).sum::<usize>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_decides_on_its_own_recorded_run_outside_the_turns_usage() {
+    let desk = Desk::new();
+    let conversation = desk.record().await;
+    let replayer = desk.replayer().judge(desk.model("judge"));
+    let mut plan = ReplayPlan::new("new");
+    plan.compare = vec!["judge:judge".into()];
+    let id = replayer
+        .start(&Selection::new().conversation(conversation), &plan)
+        .await
+        .unwrap();
+    replayer.run(&id, |_| {}).await.unwrap();
+    let turns = desk.turns(&id);
+    assert_eq!(turns[0].decision.as_deref(), Some("changed"));
+    assert_eq!(turns[0].comparator.as_deref(), Some("judge"));
+    assert!(why(&turns[0]).contains("The hotel's name differs."));
+    assert_eq!(turns[1].decision.as_deref(), Some("held"));
+    let judge_run = skein_core::RunId(turns[0].detail["judge_run"].as_str().unwrap().into());
+    assert!(!turns[0].runs.contains(&judge_run));
+    let record = desk.store.run_record(&judge_run).unwrap();
+    assert_eq!(record.profile.as_deref(), Some("judge"));
+    // A judge without its model is refused before anything is stored.
+    assert!(matches!(
+        desk.replayer()
+            .start(&Selection::new().turn(turns[0].turn_node), &plan)
+            .await,
+        Err(RecordedError::BadComparator { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_selection_without_turns_is_refused() {
+    let desk = Desk::new();
+    assert!(matches!(
+        desk.replayer()
+            .start(&Selection::new(), &ReplayPlan::new("new"))
+            .await,
+        Err(RecordedError::EmptySelection)
+    ));
+    let unknown = NodeId::from_slice(&[7; 32]).unwrap();
+    assert!(
+        desk.replayer()
+            .start(&Selection::new().turn(unknown), &ReplayPlan::new("new"))
+            .await
+            .is_err()
+    );
+}

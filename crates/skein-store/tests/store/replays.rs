@@ -1,0 +1,332 @@
+//! Replays (schema migration 13), on both backends: a replay's record and
+//! turns round trip; workers claim turns under a lease, a passed lease
+//! frees a turn for another worker, and a turn finishes (threads, runs and
+//! row together) only while its worker holds it; totals and lookups by the
+//! original turn; three workers on threads share a 300-turn replay after
+//! one died holding turns, and every turn is finished exactly once.
+
+use crate::common::{Backend, TempStore};
+use skein_core::{Message, Thread};
+use skein_store::{
+    ConversationId, NewReplayTurn, Relation, ReplayId, ReplayRecord, ReplayStatus,
+    ReplayTurnFinish, RunRecord, StoreError,
+};
+
+for_each_backend!(
+    a_replay_and_its_turns_round_trip_and_start_pending,
+    workers_claim_distinct_turns_and_a_passed_lease_frees_one,
+    a_turn_finishes_with_its_threads_and_runs_only_while_held,
+    totals_count_statuses_and_decisions,
+    three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over,
+);
+
+/// An original turn: a prompt and its answer, stored.
+fn original(store: &skein_store::Store, n: usize) -> Thread {
+    let thread = Thread::from_messages([
+        Message::user(format!("question {n}")),
+        Message::assistant(format!("answer {n}")),
+    ]);
+    store.append(&thread).unwrap();
+    thread
+}
+
+fn new_turn(thread: &Thread) -> NewReplayTurn {
+    NewReplayTurn {
+        conversation: Some(ConversationId("c1".into())),
+        turn_node: thread.head_id().unwrap(),
+        request_node: thread.parent().head_id().unwrap(),
+    }
+}
+
+/// A replay of `n` stored turns: its record and the original threads.
+fn replay(store: &skein_store::Store, n: usize) -> (ReplayRecord, Vec<Thread>) {
+    let originals: Vec<Thread> = (0..n).map(|i| original(store, i)).collect();
+    let record = ReplayRecord {
+        id: ReplayId::random(),
+        selection: serde_json::json!({"conversations": ["c1"]}),
+        change: serde_json::json!({"model": "other"}),
+        model: "other".into(),
+        settings: serde_json::json!({"compare": ["specifics"]}),
+        turns: n as u64,
+        created_ms: 5,
+    };
+    let turns: Vec<NewReplayTurn> = originals.iter().map(new_turn).collect();
+    store.create_replay(&record, &turns).unwrap();
+    (record, originals)
+}
+
+fn a_replay_and_its_turns_round_trip_and_start_pending(backend: Backend) {
+    let db = TempStore::new(backend);
+    let (record, originals) = replay(&db.store, 3);
+    assert_eq!(db.store.replay(&record.id).unwrap(), record);
+    assert_eq!(db.store.all_replays().unwrap(), vec![record.clone()]);
+    let turns = db.store.replay_turns(&record.id, None, 10).unwrap();
+    assert_eq!(turns.len(), 3);
+    for (seq, (turn, original)) in turns.iter().zip(&originals).enumerate() {
+        assert_eq!(turn.seq, seq as u64);
+        assert_eq!(turn.status, ReplayStatus::Pending);
+        assert_eq!(turn.turn_node, original.head_id().unwrap());
+        assert_eq!(turn.request_node, original.parent().head_id().unwrap());
+        assert_eq!(turn.conversation, Some(ConversationId("c1".into())));
+    }
+    // Paged by seq.
+    let rest = db.store.replay_turns(&record.id, Some(0), 1).unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].seq, 1);
+    assert!(matches!(
+        db.store.replay(&ReplayId::random()),
+        Err(StoreError::ReplayNotFound(_))
+    ));
+}
+
+fn workers_claim_distinct_turns_and_a_passed_lease_frees_one(backend: Backend) {
+    let db = TempStore::new(backend);
+    let (record, _) = replay(&db.store, 3);
+    let first = db
+        .store
+        .claim_replay_turns(&record.id, "w1", 2, 60_000)
+        .unwrap();
+    assert_eq!(first.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![0, 1]);
+    assert!(first.iter().all(|t| t.status == ReplayStatus::Running));
+    assert!(first.iter().all(|t| t.worker.as_deref() == Some("w1")));
+    // The second worker gets what is left, and then nothing.
+    let second = db
+        .store
+        .claim_replay_turns(&record.id, "w2", 5, 60_000)
+        .unwrap();
+    assert_eq!(second.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![2]);
+    assert!(
+        db.store
+            .claim_replay_turns(&record.id, "w3", 5, 60_000)
+            .unwrap()
+            .is_empty()
+    );
+    // A claim whose lease has passed (a dead worker) goes to the next one.
+    let (record2, _) = replay(&db.store, 1);
+    let dead = db
+        .store
+        .claim_replay_turns(&record2.id, "dead", 1, -1)
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    let taken = db
+        .store
+        .claim_replay_turns(&record2.id, "alive", 1, 60_000)
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].worker.as_deref(), Some("alive"));
+}
+
+fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let (record, originals) = replay(store, 1);
+    // The first worker's lease passes; another claims the turn.
+    store.claim_replay_turns(&record.id, "slow", 1, -1).unwrap();
+    store
+        .claim_replay_turns(&record.id, "fast", 1, 60_000)
+        .unwrap();
+    let answer = originals[0].parent().push(Message::assistant("replayed"));
+    let mut run = RunRecord::new("other", "scripted");
+    run.input_head = answer.parent().head_id();
+    run.output_head = answer.head_id();
+    run.relations.push(Relation::Replay(record.id.clone()));
+    let mut judge = RunRecord::new("judge", "scripted");
+    judge.input_head = answer.parent().head_id();
+    let detail = serde_json::json!({"why": "a number changed"});
+    let finish = |worker| ReplayTurnFinish {
+        replay: &record.id,
+        seq: 0,
+        worker,
+        status: ReplayStatus::Done,
+        answer_head: answer.head_id(),
+        decision: Some("changed"),
+        comparator: Some("specifics"),
+        detail: &detail,
+        threads: std::slice::from_ref(&answer),
+        runs: std::slice::from_ref(&run),
+        other_runs: std::slice::from_ref(&judge),
+    };
+    // The worker that lost its claim writes nothing.
+    assert!(matches!(
+        store.finish_replay_turn(&finish("slow")),
+        Err(StoreError::ReplayTurnLost { seq: 0, .. })
+    ));
+    assert!(!store.contains(answer.head_id().unwrap()).unwrap());
+    for id in [&run.id, &judge.id] {
+        assert!(matches!(
+            store.run_record(id),
+            Err(StoreError::RunNotFound(_))
+        ));
+    }
+    // The one holding it writes the turn, its thread and its run together.
+    store.finish_replay_turn(&finish("fast")).unwrap();
+    assert!(store.contains(answer.head_id().unwrap()).unwrap());
+    assert_eq!(
+        store.run_record(&run.id).unwrap().relations,
+        vec![Relation::Replay(record.id.clone())]
+    );
+    let turn = &store.replay_turns(&record.id, None, 1).unwrap()[0];
+    assert_eq!(turn.status, ReplayStatus::Done);
+    assert_eq!(turn.answer_head, answer.head_id());
+    // The judge's run is stored with the turn, not among its runs.
+    assert_eq!(turn.runs, vec![run.id.clone()]);
+    assert!(store.run_record(&judge.id).is_ok());
+    assert_eq!(turn.decision.as_deref(), Some("changed"));
+    assert_eq!(turn.comparator.as_deref(), Some("specifics"));
+    assert_eq!(turn.detail, detail);
+    assert!(turn.finished_ms.is_some());
+    assert_eq!(turn.lease_until_ms, None);
+    // Found from the original turn.
+    assert_eq!(
+        store
+            .replay_turns_of_node(originals[0].head_id().unwrap())
+            .unwrap(),
+        vec![turn.clone()]
+    );
+    // Finished is final: no worker claims it again, nor finishes it twice.
+    assert!(
+        store
+            .claim_replay_turns(&record.id, "late", 1, -1)
+            .unwrap()
+            .is_empty()
+    );
+    let mut again = run.clone();
+    again.id = skein_store::RunId::random();
+    assert!(matches!(
+        store.finish_replay_turn(&ReplayTurnFinish {
+            runs: std::slice::from_ref(&again),
+            other_runs: &[],
+            ..finish("fast")
+        }),
+        Err(StoreError::ReplayTurnLost { .. })
+    ));
+    assert!(matches!(
+        store.finish_replay_turn(&ReplayTurnFinish {
+            status: ReplayStatus::Running,
+            ..finish("fast")
+        }),
+        Err(StoreError::ReplayTurnNotFinal("running"))
+    ));
+    assert!(store.verify().unwrap().is_ok());
+}
+
+fn totals_count_statuses_and_decisions(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let (record, originals) = replay(store, 4);
+    let claimed = store
+        .claim_replay_turns(&record.id, "w", 3, 60_000)
+        .unwrap();
+    let detail = serde_json::json!({});
+    let outcomes = [
+        (ReplayStatus::Done, Some("changed")),
+        (ReplayStatus::Done, Some("held")),
+        (ReplayStatus::Diverged, None),
+    ];
+    for (turn, (status, decision)) in claimed.iter().zip(outcomes) {
+        store
+            .finish_replay_turn(&ReplayTurnFinish {
+                replay: &record.id,
+                seq: turn.seq,
+                worker: "w",
+                status,
+                answer_head: originals[turn.seq as usize].head_id(),
+                decision,
+                comparator: None,
+                detail: &detail,
+                threads: &[],
+                runs: &[],
+                other_runs: &[],
+            })
+            .unwrap();
+    }
+    let totals = store.replay_totals(&record.id).unwrap();
+    assert_eq!(
+        (totals.done, totals.changed, totals.held, totals.diverged),
+        (2, 1, 1, 1)
+    );
+    assert_eq!((totals.pending, totals.running, totals.failed), (1, 0, 0));
+    assert!(!totals.finished());
+}
+
+/// Workers, turns, and how many turns the dying worker claims.
+const WORKERS: usize = 3;
+const SHARED_TURNS: usize = 300;
+const DYING_CLAIMS: usize = 7;
+
+/// Claim and finish turns one at a time until none is left, as `me`;
+/// a worker that is to die claims `DYING_CLAIMS` turns (with a lease that
+/// passes at once) and stops without finishing them. The seqs it finished.
+fn work(store: &skein_store::Store, id: &ReplayId, me: String, dies: bool) -> Vec<u64> {
+    let mut finished = Vec::new();
+    let detail = serde_json::json!({});
+    if dies {
+        for _ in 0..DYING_CLAIMS {
+            store.claim_replay_turns(id, &me, 1, -1).unwrap();
+        }
+        return finished;
+    }
+    loop {
+        let claimed = store.claim_replay_turns(id, &me, 1, 60_000).unwrap();
+        let Some(turn) = claimed.first() else {
+            return finished;
+        };
+        let answer = Thread::from_messages([
+            Message::user(format!("question {}", turn.seq)),
+            Message::assistant(format!("replayed {}", turn.seq)),
+        ]);
+        let mut run = RunRecord::new("other", "scripted");
+        run.input_head = answer.parent().head_id();
+        run.output_head = answer.head_id();
+        store
+            .finish_replay_turn(&ReplayTurnFinish {
+                replay: id,
+                seq: turn.seq,
+                worker: &me,
+                status: ReplayStatus::Done,
+                answer_head: answer.head_id(),
+                decision: Some("held"),
+                comparator: None,
+                detail: &detail,
+                threads: std::slice::from_ref(&answer),
+                runs: std::slice::from_ref(&run),
+                other_runs: &[],
+            })
+            .unwrap();
+        finished.push(turn.seq);
+    }
+}
+
+fn three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over(backend: Backend) {
+    let db = TempStore::new(backend);
+    let (record, _) = replay(&db.store, SHARED_TURNS);
+    // A worker claims turns and dies before finishing them.
+    assert!(work(&db.store, &record.id, "dead".into(), true).is_empty());
+    let finished: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..WORKERS)
+            .map(|n| {
+                let store = db.reopen();
+                let id = record.id.clone();
+                scope.spawn(move || work(&store, &id, format!("w{n}"), false))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<u64> = finished.concat();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..SHARED_TURNS as u64).collect::<Vec<_>>(),
+        "each turn once"
+    );
+    // The dead worker's turns (the first claimed) went to the others.
+    assert!((0..DYING_CLAIMS as u64).all(|seq| all.contains(&seq)));
+    let totals = db.store.replay_totals(&record.id).unwrap();
+    assert_eq!(totals.done, SHARED_TURNS as u64);
+    assert!(totals.finished());
+    assert_eq!(
+        db.count("runs"),
+        SHARED_TURNS as i64,
+        "one run per turn, none twice"
+    );
+}
