@@ -244,7 +244,9 @@ fn a_pydantic_ai_agent_with_a_tool_and_structured_output_is_one_conversation() {
 /// instructor (Responses tools mode) retries a reply that fails validation
 /// by re-sending the question and the validation error, the bad reply
 /// dropped: the retry is a branch of the first attempt's conversation at
-/// the question, not an unlinked conversation.
+/// the question, not an unlinked conversation. The streamed follow-up
+/// (`create_partial`), whose history holds the extraction as assistant
+/// text, is another branch there.
 #[test]
 fn an_instructor_validation_retry_branches_the_first_attempt() {
     let Some(python) = instructor_python() else {
@@ -260,13 +262,16 @@ fn an_instructor_validation_retry_branches_the_first_attempt() {
     );
     drop(server);
     assert_eq!(
-        results["first"],
-        json!({"city": "Paris", "temperature_c": 21})
+        results,
+        json!({"first": {"city": "Paris", "temperature_c": 21},
+               "streamed": {"city": "Lyon", "temperature_c": 15}})
     );
 
-    // The question, the bad call; the validation error, the good call.
-    assert_eq!(counts(&db), [2, 4, 2]);
-    let [attempt, retry] = <[ConversationRecord; 2]>::try_from(conversations(&db)).unwrap();
+    // The question, the bad call; the validation error, the good call; the
+    // extraction as text, the next question, its call.
+    assert_eq!(counts(&db), [3, 7, 3]);
+    let [attempt, retry, follow_up] =
+        <[ConversationRecord; 3]>::try_from(conversations(&db)).unwrap();
     let question = "user: Paris: sunny, 21 degrees. Extract the weather.";
     assert_eq!(
         transcript(&db, &attempt),
@@ -286,10 +291,33 @@ fn an_instructor_validation_retry_branches_the_first_attempt() {
         retried[2],
         r#"assistant → Weather({"city":"Paris","temperature_c":21})"#
     );
-    let origin = retry.origin.as_ref().expect("linked to the first attempt");
-    assert_eq!(origin.conversation.as_ref(), Some(&attempt.id));
+    assert_eq!(
+        transcript(&db, &follow_up),
+        [
+            question,
+            r#"assistant: {"city":"Paris","temperature_c":21}"#,
+            "user: Lyon: cloudy, 15 degrees. Extract the weather.",
+            r#"assistant → PartialWeather({"city":"Lyon","temperature_c":15})"#,
+        ]
+    );
     let store = Store::open(&db).unwrap();
-    let first = store.load_thread(attempt.head.unwrap()).unwrap();
-    assert_eq!(origin.node, first.parent().head_id(), "at the question");
+    let at_question = store
+        .load_thread(attempt.head.unwrap())
+        .unwrap()
+        .parent()
+        .head_id();
+    for branch in [&retry, &follow_up] {
+        let origin = branch.origin.as_ref().expect("linked to the first attempt");
+        assert_eq!(origin.conversation.as_ref(), Some(&attempt.id));
+        assert_eq!(origin.node, at_question, "at the question");
+    }
+    assert_eq!(
+        count(
+            &db,
+            r#"SELECT count(*) FROM runs WHERE request LIKE '%"stream":true%'"#
+        ),
+        1,
+        "the follow-up was streamed"
+    );
     assert_verifies(&db);
 }

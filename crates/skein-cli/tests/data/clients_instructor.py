@@ -1,8 +1,9 @@
 """Drive skein's recording proxy with instructor in its Responses tools
 mode: an extraction whose first reply fails validation, so instructor
 retries with the validation error (dropping the bad reply), then a
-follow-up extraction on the same history. Runs in the instructor venv
-(`$SKEIN_TEST_VENV/instructor`). Prints what came back as JSON."""
+follow-up extraction on the history so far, streamed (`create_partial`).
+Runs in the instructor venv (`$SKEIN_TEST_VENV/instructor`). Prints what
+came back as JSON."""
 
 import json
 import sys
@@ -22,9 +23,12 @@ client = instructor.from_openai(
 )
 out = {}
 messages = [{"role": "user", "content": "Paris: sunny, 21 degrees. Extract the weather."}]
-weather, completion = client.create_with_completion(
-    model="gpt-test", response_model=Weather, messages=messages, max_retries=2
-)
+weather = client.create(model="gpt-test", response_model=Weather, messages=messages, max_retries=2)
 out["first"] = weather.model_dump()
-out["attempts"] = len(completion.output)
+messages += [
+    {"role": "assistant", "content": weather.model_dump_json()},
+    {"role": "user", "content": "Lyon: cloudy, 15 degrees. Extract the weather."},
+]
+partials = client.create_partial(model="gpt-test", response_model=Weather, messages=messages)
+out["streamed"] = [partial.model_dump() for partial in partials][-1]
 print(json.dumps(out))
