@@ -26,6 +26,14 @@ are titled by their first prompt. A named request continues (or joins) only
 a conversation of that name: where the conversations at the node it would
 continue have other names, it starts a conversation of its own name there,
 a branch of theirs.
+
+A request whose stored part belongs to no conversation but that carries a
+tool call made in one (an agent handing off to another repeats the user's
+message and the handoff call under its own instructions, so its thread
+shares nothing with the first agent's) starts a conversation linked to
+that one, its origin the message that made the call. A call id is evidence only when it is
+distinctive (not a client's counter such as `call_1`) and leads to one
+conversation: one found in several links nothing.
 */
 
 use crate::commit::{self, Bookmark, OnMoved};
@@ -40,6 +48,14 @@ const ANCESTORS_SEARCHED: usize = 64;
 /// How many stored replies to the same request are looked at to find a
 /// regenerate's conversation.
 const SIBLINGS_SEARCHED: usize = 16;
+
+/// How many of a request's last messages are searched for calls made in
+/// another conversation.
+const CALLS_SEARCHED: usize = 16;
+
+/// How many stored messages making one call id are looked at: more than
+/// one conversation among them makes the id no evidence.
+const CALLERS_SEARCHED: usize = 8;
 
 /// Where a reply lands.
 enum Place {
@@ -58,6 +74,13 @@ enum Place {
     /// A new session: a conversation of its own, branching from nothing,
     /// though its messages may be stored already.
     Fresh,
+    /// A new conversation at `start`, linked to `source`, where the call
+    /// the request carries was made (at `call`): a handoff.
+    HandedOff {
+        start: Option<NodeId>,
+        source: ConversationRecord,
+        call: NodeId,
+    },
 }
 
 /// Land `thread` (a request and its reply) and `runs` where the request
@@ -99,11 +122,13 @@ async fn found_once(
     // other conversation holds it (names are unique): a named client's
     // regenerate or edited history is an unnamed branch of its conversation.
     let free_name = match (&finding.name, &placed) {
-        (Some(name), Place::New { .. }) => match store.nonblocking().check_name_free(name).await {
-            Ok(()) => Some(name.clone()),
-            Err(StoreError::NameTaken { .. }) => None,
-            Err(error) => return Err(error),
-        },
+        (Some(name), Place::New { .. } | Place::HandedOff { .. }) => {
+            match store.nonblocking().check_name_free(name).await {
+                Ok(()) => Some(name.clone()),
+                Err(StoreError::NameTaken { .. }) => None,
+                Err(error) => return Err(error),
+            }
+        }
         _ => None,
     };
     let (bookmark, start) = match placed {
@@ -130,21 +155,12 @@ async fn found_once(
         Place::New {
             start,
             source: Some(source),
-        } => (
-            Bookmark::unstored(
-                free_name.clone(),
-                Some(Origin {
-                    node: start,
-                    conversation: Some(source.id),
-                    rerun: None,
-                }),
-                ConversationSettings {
-                    title: None,
-                    ..source.settings
-                },
-            ),
+        } => (branch_of(source, start, free_name.clone()), start),
+        Place::HandedOff {
             start,
-        ),
+            source,
+            call,
+        } => (branch_of(source, Some(call), free_name.clone()), start),
         Place::New {
             start,
             source: None,
@@ -170,6 +186,48 @@ async fn found_once(
                 from,
             },
             None => Landed::In(id),
+        },
+    )
+}
+
+/// The conversation a message that made a call belongs to: the one whose
+/// turn produced it, else (a call the client put in its history) one whose
+/// thread holds it.
+async fn caller_owner(
+    store: AsyncStore<'_>,
+    caller: NodeId,
+) -> Result<Option<ConversationRecord>, StoreError> {
+    if let Some(owner) = owner_of(store, caller, None).await? {
+        return Ok(Some(owner));
+    }
+    match store.conversations_containing(caller, 1).await?.first() {
+        Some(found) => store.conversation(&found.id).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Whether a call id can tell one call from others: providers mint random
+/// ids (`call_…`, `toolu_…`, Mistral's nine characters), while some clients
+/// number their calls (`call_1`). Distinctive: at least 8 letters or
+/// digits after any prefix ending in `_` or `-`.
+fn distinctive(call_id: &str) -> bool {
+    let body = call_id.rsplit(['_', '-']).next().unwrap_or(call_id);
+    body.chars().filter(char::is_ascii_alphanumeric).count() >= 8
+}
+
+/// A new conversation that branches from `source` at `node`, on its
+/// settings (less its title).
+fn branch_of(source: ConversationRecord, node: Option<NodeId>, name: Option<String>) -> Bookmark {
+    Bookmark::unstored(
+        name,
+        Some(Origin {
+            node,
+            conversation: Some(source.id),
+            rerun: None,
+        }),
+        ConversationSettings {
+            title: None,
+            ..source.settings
         },
     )
 }
@@ -379,10 +437,57 @@ async fn place_as_read(
             return Ok(Place::New { start, source });
         }
     }
+    if let Some((source, call)) = handed_off(store, request).await? {
+        return Ok(Place::HandedOff {
+            start,
+            source,
+            call,
+        });
+    }
     Ok(Place::New {
         start,
         source: None,
     })
+}
+
+/// The conversation where a call `request` carries (made or answered in
+/// its last messages, newest first) was made, outside `request`, and the
+/// message that made it; `None` when no call leads to exactly one
+/// conversation.
+async fn handed_off(
+    store: AsyncStore<'_>,
+    request: &Thread,
+) -> Result<Option<(ConversationRecord, NodeId)>, StoreError> {
+    let own: std::collections::HashSet<NodeId> =
+        request.ancestors().map(|node| node.id()).collect();
+    for node in request.ancestors().take(CALLS_SEARCHED) {
+        let message = node.message();
+        let made = message.tool_calls().map(|call| call.id.as_str());
+        let answered = message
+            .tool_results_iter()
+            .map(|result| result.call_id.as_str());
+        for call_id in made.chain(answered).filter(|id| distinctive(id)) {
+            let mut found: Option<(ConversationRecord, NodeId)> = None;
+            let mut ambiguous = false;
+            for caller in store.nodes_calling(call_id, CALLERS_SEARCHED).await? {
+                if own.contains(&caller) {
+                    continue;
+                }
+                let Some(owner) = caller_owner(store, caller).await? else {
+                    continue;
+                };
+                match &found {
+                    Some((first, _)) if first.id != owner.id => ambiguous = true,
+                    Some(_) => {}
+                    None => found = Some((owner, caller)),
+                }
+            }
+            if !ambiguous && found.is_some() {
+                return Ok(found);
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Where a turn at `node` lands when conversations head there: on the one

@@ -3578,3 +3578,148 @@ async fn recorded_requests_are_answered_from_the_recording_and_changed_ones_say_
     assert_eq!((status, &again), (StatusCode::OK, &recorded[2].1));
     assert_eq!(recorder.runs(), runs + 1);
 }
+
+// ---------------------------------------------------------------- handoffs
+
+/// An agent handing off to another (openai-agents' handoffs): the
+/// specialist's request repeats the user's message and the handoff call
+/// under its own instructions, so it shares no message with the triage
+/// agent's thread; the call id it carries links its conversation to the
+/// triage conversation, at the message that made the call. A call id found
+/// in two conversations is no evidence and links nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_is_linked_to_the_conversation_that_made_its_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("agents.toml");
+    std::fs::write(
+        &rules,
+        r#"
+[[rules]]
+name = "billing"
+system_contains = "billing agent"
+reply = "Billing here: your refund for {last_user} is on its way."
+
+[[rules]]
+name = "triage"
+tool_offered = "transfer_to_billing"
+last_role = "user"
+tool_calls = [{ name = "transfer_to_billing", arguments = '{}' }]
+
+[[rules]]
+name = "plain"
+reply = "you said: {last_user}"
+"#,
+    )
+    .unwrap();
+    let model = Model::open(&format!("scripted:{}", rules.display())).unwrap();
+    let server = Server::start_configured(|config| {
+        config.proxy = Some(ProxyConfig::new(model));
+    })
+    .await;
+    let transfer = serde_json::json!([{"type": "function", "function": {
+        "name": "transfer_to_billing", "description": "Hand off to the billing agent",
+        "parameters": {"type": "object", "properties": {}}}}]);
+    let user = serde_json::json!({"role": "user", "content": "I was charged twice"});
+    let triage = serde_json::json!({"model": "gpt-4o", "tools": transfer, "messages": [
+        {"role": "system", "content": "You are the triage agent."}, user]});
+    let response = server
+        .client
+        .post(format!("{}/v1/chat/completions", server.base))
+        .json(&triage)
+        .send()
+        .await
+        .unwrap();
+    let triage_conversation = response.headers()["x-skein-conversation"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let call_node = response.headers()["x-skein-node"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let answer: Value = response.json().await.unwrap();
+    let call = answer["choices"][0]["message"].clone();
+    let call_id = call["tool_calls"][0]["id"].as_str().unwrap().to_string();
+
+    let specialist = serde_json::json!({"model": "gpt-4o", "messages": [
+        {"role": "system", "content": "You are the billing agent."}, user, call,
+        {"role": "tool", "tool_call_id": call_id, "content": "{\"assistant\": \"Billing\"}"}]});
+    let response = server
+        .client
+        .post(format!("{}/v1/chat/completions", server.base))
+        .json(&specialist)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let billing = ConversationId(
+        response.headers()["x-skein-conversation"]
+            .to_str()
+            .unwrap()
+            .to_string(),
+    );
+    assert_ne!(
+        billing.0, triage_conversation,
+        "the specialist's own conversation"
+    );
+    let record = server.store.conversation(&billing).unwrap();
+    let origin = record.origin.expect("linked to the triage conversation");
+    assert_eq!(origin.conversation.unwrap().0, triage_conversation);
+    assert_eq!(
+        origin.node.unwrap().to_string(),
+        call_node,
+        "at the handoff call"
+    );
+    let family = server
+        .json(&format!("/api/conversations/{}/family", billing.0))
+        .await;
+    assert!(
+        family.to_string().contains(&triage_conversation),
+        "one family: {family}"
+    );
+
+    // A call id a client numbers (`call_1`) is no evidence; a distinctive
+    // one made in two conversations is none either: neither links.
+    let calling = |system: &str, id: &str| {
+        serde_json::json!({"model": "gpt-4o", "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+                "function": {"name": "get_weather", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": id, "content": "sunny"}]})
+    };
+    let origin_of = |answer: &reqwest::Response| {
+        let id = answer.headers()["x-skein-conversation"].to_str().unwrap();
+        let record = server
+            .store
+            .conversation(&ConversationId(id.to_string()))
+            .unwrap();
+        (
+            id.to_string(),
+            record.origin.and_then(|origin| origin.conversation),
+        )
+    };
+    let send = |body: Value| {
+        server
+            .client
+            .post(format!("{}/v1/chat/completions", server.base))
+            .json(&body)
+            .send()
+    };
+    for system in ["app one", "app two"] {
+        let (_, origin) = origin_of(&send(calling(system, "call_1")).await.unwrap());
+        assert_eq!(origin, None, "{system}: `call_1` is no evidence");
+    }
+    let distinctive = "call_Zq9Xw7Lp2Rk4Tn8Vb";
+    let (first, origin) = origin_of(&send(calling("app three", distinctive)).await.unwrap());
+    assert_eq!(origin, None);
+    let (_, origin) = origin_of(&send(calling("app four", distinctive)).await.unwrap());
+    assert_eq!(
+        origin.map(|id| id.0),
+        Some(first),
+        "one conversation made it"
+    );
+    let (_, origin) = origin_of(&send(calling("app five", distinctive)).await.unwrap());
+    assert_eq!(origin, None, "two conversations made it: no evidence");
+    assert!(server.store.verify().unwrap().is_ok());
+}

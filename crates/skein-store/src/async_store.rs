@@ -69,6 +69,21 @@ impl AsyncStore<'_> {
         self.store.backend().children(id).await
     }
 
+    /// [`Store::nodes_calling`].
+    pub async fn nodes_calling(&self, call_id: &str, limit: usize) -> Result<Vec<NodeId>> {
+        self.store.backend().nodes_calling(call_id, limit).await
+    }
+
+    /// Up to `cap` conversations whose thread holds `node` (found by its
+    /// lane first, as search finds them).
+    pub async fn conversations_containing(
+        &self,
+        node: NodeId,
+        cap: usize,
+    ) -> Result<Vec<crate::search::ConversationRef>> {
+        self.store.backend().containing(node, cap).await
+    }
+
     /// [`Store::subtree`].
     pub async fn subtree(&self, root: NodeId, limit: usize) -> Result<Vec<TreeEntry>> {
         self.store.backend().subtree(root, limit).await

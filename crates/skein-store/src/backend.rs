@@ -104,6 +104,11 @@ pub(crate) trait Graph {
     fn node(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>>;
     fn contains(&self, id: NodeId) -> BoxFuture<'_, Result<bool>>;
     fn children(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>>;
+    fn nodes_calling<'a>(
+        &'a self,
+        call_id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>>;
     fn subtree(&self, root: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>>;
     fn ancestry(&self, head: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>>;
 }

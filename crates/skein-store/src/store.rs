@@ -178,6 +178,12 @@ impl Store {
         self.wait(self.nonblocking().children(id))
     }
 
+    /// The stored messages that make a tool call of id `call_id` (at most
+    /// `limit`, oldest first): where a call a request carries was made.
+    pub fn nodes_calling(&self, call_id: &str, limit: usize) -> Result<Vec<NodeId>> {
+        self.wait(self.nonblocking().nodes_calling(call_id, limit))
+    }
+
     /// The subtree under `root` (inclusive): its `limit` nodes nearest the
     /// root (breadth first), in topological order. Reads no further, however
     /// large the subtree.

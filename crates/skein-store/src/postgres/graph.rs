@@ -115,6 +115,23 @@ impl Graph for PgStore {
         Box::pin(self.children_of(id))
     }
 
+    fn nodes_calling<'a>(
+        &'a self,
+        call_id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>> {
+        Box::pin(async move {
+            let rows = self
+                .rows(
+                    "SELECT c.node FROM tool_calls c JOIN nodes n ON n.id = c.node
+                     WHERE c.call_id = $1 ORDER BY n.seq LIMIT $2",
+                    &[&call_id, &(limit as i64)],
+                )
+                .await?;
+            rows.iter().map(|row| node_id(row.get(0))).collect()
+        })
+    }
+
     fn subtree(&self, root: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>> {
         Box::pin(self.subtree_of(root, limit))
     }
@@ -497,6 +514,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
     let mut roots = Vec::new();
     let mut words = Vec::new();
     let mut lanes = Vec::new();
+    let (mut call_ids, mut calling) = (Vec::new(), Vec::new());
     let mut blob_digests = Vec::new();
     let mut blob_bytes: Vec<Vec<u8>> = Vec::new();
     let mut seen = HashSet::new();
@@ -522,6 +540,10 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
                 blob_digests.push(digest.as_bytes().to_vec());
                 blob_bytes.push(bytes.to_vec());
             }
+        }
+        for call in super::calls::call_ids(message) {
+            call_ids.push(call.to_string());
+            calling.push(id.0.to_vec());
         }
         ids.push(id.0.to_vec());
         parents.push(parent.map(|parent| parent.0.to_vec()));
@@ -572,8 +594,14 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
         Box::new(words),
         Box::new(lanes),
     ];
+    let at = pipeline.push(tx, statement, params);
+    if !call_ids.is_empty() {
+        let statement = tx.prepare_cached(super::calls::INSERT_TOOL_CALLS).await?;
+        let params: Vec<Param> = vec![Box::new(call_ids), Box::new(calling)];
+        pipeline.push(tx, statement, params);
+    }
     Ok(Some(QueuedNodes {
-        at: pipeline.push(tx, statement, params),
+        at,
         ids: queued_ids,
     }))
 }

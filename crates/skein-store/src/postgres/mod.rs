@@ -63,6 +63,7 @@ macro_rules! writing {
 }
 
 pub(crate) mod bridge;
+mod calls;
 mod conversations;
 mod embeddings;
 mod family;

@@ -249,6 +249,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::SqlThen(super::offers::CREATE_TOOL_OFFERS, |tx| {
         Box::pin(super::offers::fill_offers(tx, None))
     }),
+    // 13: the tool calls each message makes, by call id (see calls.rs),
+    // filled from the stored assistant messages.
+    Migration::SqlThen(super::calls::CREATE_TOOL_CALLS, |tx| {
+        Box::pin(super::calls::fill(tx))
+    }),
 ];
 
 /// The schema version this build writes.

@@ -63,6 +63,15 @@ impl Graph for SqliteStore {
         self.deferred(move |store| store.children(id))
     }
 
+    fn nodes_calling<'a>(
+        &'a self,
+        call_id: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>> {
+        let call_id = call_id.to_string();
+        self.deferred(move |store| store.nodes_calling(&call_id, limit))
+    }
+
     fn subtree(&self, root: NodeId, limit: usize) -> BoxFuture<'_, Result<Vec<TreeEntry>>> {
         self.deferred(move |store| store.subtree(root, limit))
     }
@@ -136,6 +145,19 @@ impl SqliteStore {
             let rows = stmt.query_map([id.as_bytes()], |row| row.get::<_, Vec<u8>>(0))?;
             rows.map(|row| node_id(&row?))
                 .collect::<Result<Vec<_>>>()
+        })
+    }
+
+    pub(crate) fn nodes_calling(&self, call_id: &str, limit: usize) -> Result<Vec<NodeId>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT n.id FROM tool_calls c JOIN nodes n ON n.seq = c.node
+                 WHERE c.call_id = ?1 ORDER BY c.node LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![call_id, limit as i64], |row| {
+                row.get::<_, Vec<u8>>(0)
+            })?;
+            rows.map(|row| node_id(&row?)).collect::<Result<Vec<_>>>()
         })
     }
 
@@ -319,6 +341,7 @@ pub(crate) fn insert_node(
         root
     ])?;
     super::search::index_node(conn, seq, message)?;
+    super::calls::index_calls(conn, seq, message)?;
     Ok(Placed { seq, root })
 }
 

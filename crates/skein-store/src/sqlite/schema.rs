@@ -218,6 +218,9 @@ const MIGRATIONS: &[Migration] = &[
     // 12: the tools each conversation's calls offered, one row per change
     // (see crate::offers), filled from the runs already stored.
     Migration::Code(super::offers::add_tool_offers),
+    // 13: the tool calls each message makes, by call id (see calls.rs),
+    // filled from the stored assistant messages.
+    Migration::Code(super::calls::add_tool_calls),
 ];
 
 /// The schema version this build writes.

@@ -1012,7 +1012,52 @@ fn imports_are_searchable(backend: Backend) {
     assert_eq!(quince.matches[0].conversations[0].id, conversation.id);
 }
 
+/// The message that made a call is found by the call's id (an agent's
+/// handoff is linked by it), on a new database and, after the migration
+/// that added the index, on one from before it.
+fn a_call_is_found_by_its_id_in_new_and_migrated_databases(backend: Backend) {
+    let db = TempStore::new(backend);
+    let calls = Message::new(
+        Role::Assistant,
+        vec![
+            Part::ToolCall(ToolCall {
+                id: "call_Zq9Xw7Lp2Rk4".into(),
+                name: "transfer".into(),
+                arguments: "{}".into(),
+            }),
+            Part::ToolCall(ToolCall {
+                id: "call_second".into(),
+                name: "lookup".into(),
+                arguments: "{\"q\": 1}".into(),
+            }),
+        ],
+    );
+    let thread = Thread::new()
+        .push(Message::user("hand me over"))
+        .push(calls)
+        .push(Message::tool_results([ToolResult {
+            call_id: "call_Zq9Xw7Lp2Rk4".into(),
+            content: "done".into(),
+            is_error: false,
+        }]));
+    db.store.append(&thread).unwrap();
+    let caller = thread.parent().head_id().unwrap();
+    let found = |store: &Store| {
+        (
+            store.nodes_calling("call_Zq9Xw7Lp2Rk4", 8).unwrap(),
+            store.nodes_calling("call_second", 8).unwrap(),
+            store.nodes_calling("call_never", 8).unwrap(),
+        )
+    };
+    let expected = (vec![caller], vec![caller], vec![]);
+    assert_eq!(found(&db.store), expected, "a result is not a call");
+    db.store.debug_execute("DROP TABLE tool_calls").unwrap();
+    db.set_schema_version(12);
+    assert_eq!(found(&db.reopen()), expected, "filled by the migration");
+}
+
 for_each_backend!(
+    a_call_is_found_by_its_id_in_new_and_migrated_databases,
     two_conversations_sharing_a_50_message_prefix_store_it_once,
     a_stateless_client_resending_its_history_writes_only_the_new_tail,
     appending_an_already_persisted_thread_writes_nothing,

@@ -245,9 +245,11 @@ impl TempStore {
 
     /// Undo what migrations 11 and later did, so that reopening the
     /// database runs them again: on PostgreSQL, 11 added lanes (on SQLite
-    /// it changed nothing); 12 added what each conversation's calls offered.
-    /// Tests that set an older schema version call this first.
+    /// it changed nothing); 12 added what each conversation's calls offered;
+    /// 13 the tool calls by id. Tests that set an older schema version call
+    /// this first.
     pub fn undo_schemas_from_11(&self) {
+        self.store.debug_execute("DROP TABLE tool_calls").unwrap();
         self.store.debug_execute("DROP TABLE tool_offers").unwrap();
         if self.backend == Backend::Postgres {
             self.store
