@@ -321,3 +321,97 @@ fn an_instructor_validation_retry_branches_the_first_attempt() {
     );
     assert_verifies(&db);
 }
+
+/// openai-agents (Responses API) hands a question off from a triage agent
+/// to a weather specialist, streamed, then asks the specialist a
+/// follow-up: the triage conversation ends in the handoff call, and the
+/// specialist's conversation (its own instructions, the question and the
+/// handoff call again, its tool round trip, the follow-up) has the triage
+/// conversation's handoff call as its origin, linked by the call's id.
+#[test]
+fn an_openai_agents_handoff_links_the_specialist_to_the_triage_conversation() {
+    let Some(python) = python_with("agents") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = proxy(&db);
+    let results = client(
+        &python,
+        "clients_agents.py",
+        &format!("{}/v1", server.base()),
+    );
+    drop(server);
+    assert_eq!(
+        results,
+        json!({"streamed": "It is sunny in Paris.", "answer": "It is sunny in Paris.",
+               "agent": "Weather specialist", "follow_up": "You are welcome."})
+    );
+
+    // Triage: one request; the specialist: the tool call, the answer, the
+    // follow-up.
+    assert_eq!(counts(&db), [2, 12, 4]);
+    let [triage, specialist] = <[ConversationRecord; 2]>::try_from(conversations(&db)).unwrap();
+    let question = "user: what is the weather in Paris?";
+    let handoff = "assistant → transfer_to_weather_specialist({})";
+    assert_eq!(
+        transcript(&db, &triage),
+        [
+            "system: You are the triage agent: hand weather questions off.",
+            question,
+            handoff,
+        ]
+    );
+    assert_eq!(
+        transcript(&db, &specialist),
+        [
+            "system: You are the weather specialist: look the weather up.",
+            question,
+            handoff,
+            r#"tool ← {"assistant": "Weather specialist"}"#,
+            r#"assistant → get_weather({"city":"Paris"})"#,
+            "tool ← sunny",
+            "assistant: It is sunny in Paris.",
+            "user: thanks",
+            "assistant: You are welcome.",
+        ]
+    );
+    assert_eq!(
+        count(
+            &db,
+            r#"SELECT count(*) FROM runs WHERE request LIKE '%"stream":true%'"#
+        ),
+        3,
+        "the handed-off run was streamed, the follow-up not"
+    );
+    assert_eq!(
+        handoff_call_ids(&db, &triage),
+        handoff_call_ids(&db, &specialist),
+        "the specialist carries the triage's handoff call"
+    );
+    let origin = specialist
+        .origin
+        .as_ref()
+        .expect("the specialist's conversation links to the triage's");
+    assert_eq!(origin.conversation.as_ref(), Some(&triage.id));
+    assert_eq!(
+        origin.node, triage.head,
+        "at the message that made the call"
+    );
+    assert_verifies(&db);
+}
+
+/// The ids of the handoff calls in a conversation.
+fn handoff_call_ids(db: &Path, conversation: &ConversationRecord) -> Vec<String> {
+    let store = Store::open(db).unwrap();
+    let thread = store.load_thread(conversation.head.unwrap()).unwrap();
+    thread
+        .messages()
+        .into_iter()
+        .flat_map(|message| &message.parts)
+        .filter_map(|part| match part {
+            Part::ToolCall(call) if call.name.starts_with("transfer_to_") => Some(call.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
