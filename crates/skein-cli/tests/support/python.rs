@@ -10,7 +10,19 @@ use std::process::{Command, Stdio};
 /// The venv's `python`, or `None` (said loudly) when it is not installed;
 /// under CI a missing venv fails the test instead.
 pub fn python() -> Option<PathBuf> {
-    venv_python(Path::new("bin/python"))
+    let found = venv()
+        .map(|venv| venv.join("bin/python"))
+        .filter(|python| python.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "SKEIN_TEST_VENV is not set or has no python: CI must run scripts/test"
+        );
+        eprintln!(
+            "SKIPPED: the Python clients are not installed; run `export SKEIN_TEST_VENV=$(scripts/python-clients)` first"
+        );
+    }
+    found
 }
 
 /// [`python`], which must import `modules` (a comma-separated Python
@@ -22,48 +34,28 @@ pub fn python_with(modules: &str) -> Option<PathBuf> {
 
 /// The `python` of the instructor venv inside the test venv, which must
 /// import `instructor`; `None` (said loudly) when the test venv is not
-/// installed.
+/// installed, a failure when it lacks the instructor venv.
 pub fn instructor_python() -> Option<PathBuf> {
-    let python = venv_python(Path::new("instructor/bin/python"))?;
+    python()?;
+    let python = venv()?.join("instructor/bin/python");
     assert_imports(&python, "instructor, openai");
     Some(python)
 }
 
-/// `relative` inside the venv `SKEIN_TEST_VENV` names.
-fn venv_python(relative: &Path) -> Option<PathBuf> {
-    let venv = std::env::var_os("SKEIN_TEST_VENV").map(PathBuf::from);
-    let found = venv
-        .as_ref()
-        .map(|venv| venv.join(relative))
-        .filter(|python| python.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "SKEIN_TEST_VENV is not set or has no {}: CI must run scripts/test",
-            relative.display()
-        );
-        if venv.is_some_and(|venv| venv.join("bin/python").exists()) {
-            eprintln!(
-                "SKIPPED: the test venv has no {}; run `scripts/python-clients` to complete it",
-                relative.display()
-            );
-        } else {
-            eprintln!(
-                "SKIPPED: the Python clients are not installed; run `export SKEIN_TEST_VENV=$(scripts/python-clients)` first"
-            );
-        }
-    }
-    found
+fn venv() -> Option<PathBuf> {
+    std::env::var_os("SKEIN_TEST_VENV").map(PathBuf::from)
 }
 
+/// `python` exists and imports `modules`, else the test fails saying how
+/// to bring the venv up to date.
 fn assert_imports(python: &Path, modules: &str) {
     let imports = Command::new(python)
         .args(["-c", &format!("import {modules}")])
         .stderr(Stdio::null())
         .status()
-        .unwrap();
+        .is_ok_and(|status| status.success());
     assert!(
-        imports.success(),
+        imports,
         "{} cannot import {modules}: run `scripts/python-clients` to bring the test venv up to date",
         python.display()
     );
