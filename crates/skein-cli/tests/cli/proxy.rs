@@ -117,7 +117,7 @@ fn assert_image_recorded(db: &Path) {
     assert_eq!(images, ["image/png"]);
 }
 
-pub(crate) fn count(db: &Path, sql: &str) -> i64 {
+fn count(db: &Path, sql: &str) -> i64 {
     skein::Store::open(db)
         .unwrap()
         .raw_connection()
