@@ -697,6 +697,7 @@ impl Conversation {
             service::Landed::Branched { conversation, .. } => {
                 Landed::Branched(self.race_branch(conversation, from, to, records))
             }
+            service::Landed::Joined(record) => Landed::Branched(self.joined(*record, to, records)),
             service::Landed::Lost { current } => Landed::Lost(current),
             service::Landed::Unrecorded | service::Landed::Kept => {
                 let mut state = self.state();
@@ -747,6 +748,31 @@ impl Conversation {
         }
         branch.state().runs.extend(records);
         branch
+    }
+
+    /// The stored conversation `record` a new branch's turn joined instead
+    /// of branching from it (the reply was its head already): this one's
+    /// settings and hooks, `record`'s identity, at `to`.
+    fn joined(
+        &self,
+        record: ConversationRecord,
+        to: &Point,
+        mut records: Vec<RunRecord>,
+    ) -> Conversation {
+        let mut builder = self.copy_settings(self.shared.model.clone());
+        builder.id = Some(record.id.clone());
+        builder.name = record.name;
+        builder.store = self.shared.store.clone();
+        builder.stored = true;
+        builder.origin = record.origin;
+        builder.hooks = self.hooks().clone();
+        builder.start = to.clone();
+        let joined = builder.build();
+        for run in &mut records {
+            run.conversation = Some(record.id.clone());
+        }
+        joined.state().runs.extend(records);
+        joined
     }
 
     /// Write the conversation to its store now, at its current head.

@@ -1904,30 +1904,36 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
     );
 
     // The echo answers the same request with the same text: the same node,
-    // so a branch and a run are new and nothing is rewritten.
+    // which main already ends with. No branch is made: the run joins main,
+    // and `done` says so.
     let events = server
         .turn(
             &format!("/api/nodes/{}/regenerate", story.a2),
             serde_json::json!({}),
         )
         .await;
-    assert_eq!(events.last().unwrap().data["node"], story.a2.as_str());
-    assert_eq!(counts(&server.store), (after.0, after.1 + 1, after.2 + 1));
-    // Each regenerate is a branch of the conversation whose reply it
-    // regenerated, a member of its family, though after the first one the
-    // prompt is answered by two conversations.
-    let again = events.last().unwrap().data["conversation"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for branch in [done["conversation"].as_str().unwrap(), again.as_str()] {
-        let stored = server.json(&format!("/api/conversations/{branch}")).await;
-        assert_eq!(
-            stored["origin"]["conversation"],
-            story.main.as_str(),
-            "{stored}"
-        );
-    }
+    let done_again = &events.last().unwrap().data;
+    assert_eq!(done_again["node"], story.a2.as_str());
+    assert_eq!(done_again["joined"], true, "{done_again}");
+    assert_eq!(done_again["branched"], false, "{done_again}");
+    assert_eq!(done_again["conversation"], story.main.as_str());
+    assert_eq!(counts(&server.store), (after.0, after.1, after.2 + 1));
+    let run = server
+        .json(&format!(
+            "/api/runs/{}",
+            done_again["run"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(run["conversation"], story.main.as_str(), "{run}");
+    // The regenerate that gave another answer is a branch of the
+    // conversation whose reply it regenerated, a member of its family.
+    let branch = done["conversation"].as_str().unwrap();
+    let stored = server.json(&format!("/api/conversations/{branch}")).await;
+    assert_eq!(
+        stored["origin"]["conversation"],
+        story.main.as_str(),
+        "{stored}"
+    );
     let family = server
         .json(&format!("/api/conversations/{}/family", story.main))
         .await;
@@ -1937,7 +1943,7 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
         .iter()
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    assert!(members.contains(&again.as_str()), "{members:?}");
+    assert!(members.contains(&branch), "{members:?}");
     assert!(family["shares"].as_array().unwrap().is_empty(), "{family}");
 }
 

@@ -51,6 +51,10 @@ pub(crate) struct Done {
     /// (as `start` said), or a branch because the conversation it went on
     /// with moved on while it ran (then `conversation` is that branch).
     pub branched: bool,
+    /// The turn was to make a branch, but the model gave the very reply
+    /// the conversation it branched from ends with: no branch was made,
+    /// the run joined that conversation (`conversation`).
+    pub joined: bool,
     pub node: NodeId,
     pub run: Option<String>,
     pub finish_reason: Option<String>,
@@ -82,6 +86,10 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
     let (sender, receiver) = mpsc::unbounded_channel();
     let _ = sender.send(event("start", &start));
     let prompt = prompt.on_moved(OnMoved::Branch);
+    let branched_from = prompt
+        .conversation()
+        .origin()
+        .and_then(|origin| origin.conversation.clone());
     let deltas = sender.clone();
     let prompt = prompt.on_text(move |text: &str| {
         let _ = deltas.send(event("delta", &json!({ "text": text })));
@@ -106,7 +114,9 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
             Ok(response) => event(
                 "done",
                 &Done {
-                    branched: start.branched || *response.conversation().id() != start.conversation,
+                    joined: branched_from.as_ref() == Some(response.conversation().id()),
+                    branched: branched_from.as_ref() != Some(response.conversation().id())
+                        && (start.branched || *response.conversation().id() != start.conversation),
                     conversation: response.conversation().id().clone(),
                     node: response.head(),
                     run: Some(response.run_id().to_string()),

@@ -1311,6 +1311,55 @@ async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
     }
 }
 
+/// A branch whose first turn gives the very reply the conversation it
+/// branches from ends with (a deterministic model asked the same again)
+/// makes no conversation: the response is that conversation, where the run
+/// is recorded, and the next turn continues it. A branch that differs (a
+/// name of its own, another reply) is made as before.
+#[tokio::test]
+async fn a_branch_answered_with_the_reply_its_origin_ends_with_joins_it() {
+    let (_dir, store) = store();
+    let model = skein::Model::open("echo").unwrap();
+    let conversation = model.conversation().store(&store).build();
+    let first = conversation.prompt("hello").send().await.unwrap();
+    let head = first.reply("again").send().await.unwrap();
+
+    // Asked the same again from the first reply: the same user message and
+    // the same reply, which the conversation ends with.
+    let again = first.fork().prompt("again").send().await.unwrap();
+    assert_eq!(again.head(), head.head(), "the same reply");
+    assert_eq!(
+        again.conversation().id(),
+        conversation.id(),
+        "joined, not branched"
+    );
+    assert!(again.conversation().is_stored());
+    assert_eq!(store.list_conversations(10).unwrap().len(), 1);
+    let run = store.run_record(again.run_id()).unwrap();
+    assert_eq!(run.conversation.as_ref(), Some(conversation.id()));
+    let next = again.conversation().prompt("on").send().await.unwrap();
+    assert_eq!(next.conversation().id(), conversation.id());
+    assert_eq!(
+        store.conversation(conversation.id()).unwrap().head,
+        Some(next.head())
+    );
+
+    // Another reply, or a branch with a name of its own, is a branch.
+    let other = first.fork().prompt("something else").send().await.unwrap();
+    assert_ne!(other.conversation().id(), conversation.id());
+    let named = first
+        .fork()
+        .name("mine")
+        .prompt("again")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.head(), head.head());
+    assert_eq!(named.conversation().name(), Some("mine"));
+    assert_eq!(store.list_conversations(10).unwrap().len(), 3);
+    assert!(store.verify().unwrap().is_ok());
+}
+
 /// `skein::family`: members joined by origin (a fork of a response, a fork
 /// of that fork, a reply to an earlier response, a fork at a mid-thread
 /// node, a fork from a rerun's answer), the reruns of their turns, and the
