@@ -2,11 +2,11 @@
 //! module): the commands end to end through the built `skein` binary
 //! (`commands`, with the README tour and MCP tools), the surface
 //! conformance table (`conformance`: every surface, the same scenarios, the
-//! same graph), importing `llm`'s
-//! logs.db, names that never shadow ids, the PostgreSQL backend, the
-//! recording proxy with official clients, `scripts/setup`'s detection, the
-//! web view in a real browser, and the tidy checks that keep ARCHITECTURE.md
-//! and docs/cli.md true to the code.
+//! same graph), importing `llm`'s logs.db, names that never shadow ids, the
+//! PostgreSQL backend, the recording proxy with official clients (`proxy`)
+//! and with the client matrix's libraries (`clients`), `scripts/setup`'s
+//! detection, the web view in a real browser, and the tidy checks that keep
+//! ARCHITECTURE.md and docs/cli.md true to the code.
 
 #[path = "../support/pty.rs"]
 mod pty;
@@ -20,6 +20,7 @@ mod webdriver;
 /// The binary under test, for `skein_testkit::Cli`.
 const BIN: &str = env!("CARGO_BIN_EXE_skein");
 
+mod clients;
 mod commands;
 mod conformance;
 mod habits;

@@ -17,18 +17,7 @@ use std::process::{Child, Command, Stdio};
 /// The test venv's `python`, which must have the `mcp` package (an older
 /// venv is missing it: `scripts/python-clients` adds it).
 fn python() -> Option<PathBuf> {
-    let python = crate::python::python()?;
-    let imports = Command::new(&python)
-        .args(["-c", "import mcp"])
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(
-        imports.success(),
-        "{} has no `mcp` package: run `scripts/python-clients` to add it",
-        python.display()
-    );
-    Some(python)
+    crate::python::python_with("mcp")
 }
 
 fn server_script() -> PathBuf {

@@ -73,7 +73,7 @@ fn get(address: &str, path: &str) -> (u16, String) {
 }
 
 /// Run a client script against `base`; what it printed, as JSON.
-fn client(python: &Path, script: &str, base: &str) -> Value {
+pub(crate) fn client(python: &Path, script: &str, base: &str) -> Value {
     let output = Command::new(python)
         .arg(data(script))
         .arg(base)
@@ -87,7 +87,7 @@ fn client(python: &Path, script: &str, base: &str) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-fn data(name: &str) -> PathBuf {
+pub(crate) fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
