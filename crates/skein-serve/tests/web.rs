@@ -3729,6 +3729,8 @@ reply = "you said: {last_user}"
     let (_, origin) = origin_of(&send(calling("app five", distinctive)).await.unwrap());
     assert_eq!(origin, None, "two conversations made it: no evidence");
     assert!(server.store.verify().unwrap().is_ok());
+}
+
 /// The model a replayed proxy client talked to: it asks `lookup` for the
 /// question's number, then answers with the result.
 const PROXIED: &str = r#"
