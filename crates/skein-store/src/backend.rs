@@ -15,6 +15,7 @@ use crate::CommitStageProbe;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
+use crate::forget::{Doomed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::records::{
@@ -59,6 +60,7 @@ pub(crate) trait Backend:
     + EmbeddingCache
     + Transfer
     + Verify
+    + Forget
     + Send
     + Sync
 {
@@ -277,4 +279,12 @@ pub(crate) trait Transfer {
 /// Streaming every row through the shared checks (verify.rs).
 pub(crate) trait Verify {
     fn verify(&self) -> Result<VerifyReport>;
+}
+
+/// Deleting conversations and collecting what only they reached
+/// (forget.rs). Blocking only, like export and verify.
+pub(crate) trait Forget {
+    /// Delete `doomed` and the rows and nodes only they reached, in one
+    /// transaction; with `dry_run` the transaction is rolled back.
+    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept>;
 }

@@ -66,6 +66,7 @@ pub(crate) mod bridge;
 mod conversations;
 mod embeddings;
 mod family;
+mod forget;
 mod graph;
 mod offers;
 mod pipeline;

@@ -249,6 +249,9 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::SqlThen(super::offers::CREATE_TOOL_OFFERS, |tx| {
         Box::pin(super::offers::fill_offers(tx, None))
     }),
+    // 13: the references deletion asks about (crate::forget), indexed, as
+    // on SQLite.
+    Migration::Sql(crate::sqlite::schema::FORGET_INDEXES),
 ];
 
 /// The schema version this build writes.

@@ -238,7 +238,8 @@ pub(crate) fn append_nodes<'t>(
                 }
                 break;
             }
-            None if known => return Err(StoreError::NodeNotFound(node.id())),
+            // Also a node marked stored that a deletion collected since
+            // (crate::forget): its content is here, so it is written again.
             None => missing.push(node),
         }
     }

@@ -24,6 +24,7 @@ refuses before touching the database.
 mod conversations;
 mod embeddings;
 mod family;
+mod forget;
 mod graph;
 mod offers;
 pub(crate) mod open;

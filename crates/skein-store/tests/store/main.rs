@@ -11,6 +11,7 @@ mod common;
 
 mod concurrency;
 mod crash;
+mod forget;
 mod graph;
 mod import_properties;
 mod lanes;

@@ -1,0 +1,230 @@
+/*!
+Deleting conversations on PostgreSQL (crate::forget explains what goes and
+what stays): one transaction locks the selected conversations, deletes
+their rows, finds the candidate nodes (one recursive query), locks them
+`FOR UPDATE` so no turn can build on them while this decides, finds the
+seeds among them, and deletes the garbage (its search column goes with the
+row) with the blobs no remaining node references and their texts' cached
+embeddings. A turn builds on a stored node only after locking it
+`FOR KEY SHARE` (graph.rs), so it either committed before the lock here (and
+its nodes and runs are seen as seeds) or waits and finds the node gone.
+A dry run rolls back to a savepoint taken first.
+*/
+
+use super::PgStore;
+use super::graph::{decode, fetch_blobs};
+use crate::backend::Forget;
+use crate::codec::{blob_refs, node_id};
+use crate::error::Result;
+use crate::forget::{Doomed, Swept, embedded_digests, sweep};
+use deadpool_postgres::{Client, GenericClient};
+use skein_core::Digest;
+use std::collections::HashSet;
+
+impl Forget for PgStore {
+    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
+        self.write(async |tx| {
+            tx.batch_execute("SAVEPOINT forget").await?;
+            let swept = forget_in(tx, doomed).await;
+            let end = if dry_run || swept.is_err() {
+                "ROLLBACK TO SAVEPOINT forget; RELEASE SAVEPOINT forget"
+            } else {
+                "RELEASE SAVEPOINT forget"
+            };
+            match swept {
+                Ok(swept) => {
+                    tx.batch_execute(end).await?;
+                    Ok(swept)
+                }
+                // The transaction may be aborted: the caller rolls it back.
+                Err(error) => Err(error),
+            }
+        })
+    }
+}
+
+type Id = Vec<u8>;
+
+async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
+    let mut swept = Swept::default();
+    let mut released: Vec<Id> = Vec::new();
+    let ids: Vec<&str> = doomed.iter().map(|d| d.id.as_str()).collect();
+    // Locked in one order, so two deletions wait rather than deadlock.
+    let lock = tx
+        .prepare_cached(
+            "SELECT id, head, forked_from_node, updated FROM conversations
+             WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        )
+        .await?;
+    let rows = tx.query(&lock, &[&ids]).await?;
+    let mut gone: Vec<String> = Vec::new();
+    for conversation in doomed {
+        let row = rows
+            .iter()
+            .find(|row| row.get::<_, &str>(0) == conversation.id.as_str());
+        let Some(row) = row.filter(|row| {
+            conversation
+                .updated_ms
+                .is_none_or(|seen| seen == row.get::<_, i64>(3))
+        }) else {
+            swept.skipped.push(conversation.id.clone());
+            continue;
+        };
+        released.extend(row.get::<_, Option<Id>>(1));
+        released.extend(row.get::<_, Option<Id>>(2));
+        gone.push(conversation.id.0.clone());
+        swept.deleted.push(conversation.id.clone());
+    }
+    let reruns = tx
+        .prepare_cached(
+            "DELETE FROM reruns WHERE conversation = ANY($1)
+             RETURNING turn_node, request_head, answer_head, sample_runs, baseline_runs",
+        )
+        .await?;
+    let mut runs: Vec<String> = Vec::new();
+    for row in tx.query(&reruns, &[&gone]).await? {
+        released.push(row.get(0));
+        released.extend(row.get::<_, Option<Id>>(1));
+        released.extend(row.get::<_, Option<Id>>(2));
+        for column in [3, 4] {
+            let listed: Vec<String> = serde_json::from_str(row.get::<_, &str>(column))?;
+            runs.extend(listed);
+        }
+        swept.reruns += 1;
+    }
+    let owned = tx
+        .prepare_cached("SELECT id FROM runs WHERE conversation = ANY($1)")
+        .await?;
+    runs.extend(
+        tx.query(&owned, &[&gone])
+            .await?
+            .iter()
+            .map(|row| row.get::<_, String>(0)),
+    );
+    runs.sort();
+    runs.dedup();
+    for sql in [
+        "DELETE FROM run_tools WHERE run_id = ANY($1)",
+        "DELETE FROM run_links WHERE run_id = ANY($1)",
+    ] {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.execute(&statement, &[&runs]).await?;
+    }
+    let delete_runs = tx
+        .prepare_cached("DELETE FROM runs WHERE id = ANY($1) RETURNING input_head, output_head")
+        .await?;
+    for row in tx.query(&delete_runs, &[&runs]).await? {
+        released.extend(row.get::<_, Option<Id>>(0));
+        released.extend(row.get::<_, Option<Id>>(1));
+        swept.runs += 1;
+    }
+    for sql in [
+        "DELETE FROM tool_offers WHERE conversation = ANY($1)",
+        "DELETE FROM conversations WHERE id = ANY($1)",
+    ] {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.execute(&statement, &[&gone]).await?;
+    }
+    collect(tx, released, &mut swept).await?;
+    Ok(swept)
+}
+
+/// Find and lock the candidates above the `released` references, find the
+/// seeds among them, and delete the garbage.
+async fn collect(tx: &Client, mut released: Vec<Id>, swept: &mut Swept) -> Result<()> {
+    released.sort();
+    released.dedup();
+    let up = tx
+        .prepare_cached(
+            "WITH RECURSIVE up(id) AS (
+                 SELECT id FROM nodes WHERE id = ANY($1)
+                 UNION
+                 SELECT n.parent FROM nodes n JOIN up ON n.id = up.id WHERE n.parent IS NOT NULL
+             )
+             SELECT n.id, n.parent, n.seq FROM up JOIN nodes n ON n.id = up.id
+             ORDER BY n.seq FOR UPDATE OF n",
+        )
+        .await?;
+    let candidates: Vec<(Id, Option<Id>, i64)> = tx
+        .query(&up, &[&released])
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    let ids: Vec<&Id> = candidates.iter().map(|(id, _, _)| id).collect();
+    let seeds = tx.prepare_cached(SEEDS).await?;
+    let seeds: HashSet<Id> = tx
+        .query(&seeds, &[&ids])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let decided = sweep(&candidates, &seeds);
+    swept.kept = decided.kept;
+    for id in &decided.boundary {
+        swept.boundary.push(node_id(id)?);
+    }
+    delete_nodes(tx, &decided.garbage, swept).await
+}
+
+/// The candidates (`$1`) something remaining reaches directly: a
+/// conversation's head or origin, a run's input or output head, a rerun's
+/// nodes, or a child that is no candidate.
+const SEEDS: &str = "SELECT c FROM unnest($1::bytea[]) AS c
+     WHERE EXISTS (SELECT 1 FROM conversations WHERE head = c)
+        OR EXISTS (SELECT 1 FROM conversations WHERE forked_from_node = c)
+        OR EXISTS (SELECT 1 FROM runs WHERE output_head = c)
+        OR EXISTS (SELECT 1 FROM runs WHERE input_head = c)
+        OR EXISTS (SELECT 1 FROM reruns WHERE turn_node = c)
+        OR EXISTS (SELECT 1 FROM reruns WHERE request_head = c)
+        OR EXISTS (SELECT 1 FROM reruns WHERE answer_head = c)
+        OR EXISTS (SELECT 1 FROM nodes x WHERE x.parent = c AND x.id <> ALL($1::bytea[]))";
+
+/// Delete the garbage nodes, the blobs no remaining node references and
+/// their texts' cached embeddings.
+async fn delete_nodes(tx: &Client, garbage: &[Id], swept: &mut Swept) -> Result<()> {
+    if garbage.is_empty() {
+        return Ok(());
+    }
+    let read = tx
+        .prepare_cached("SELECT id, body FROM nodes WHERE id = ANY($1)")
+        .await?;
+    let rows = tx.query(&read, &[&garbage]).await?;
+    let blobs = fetch_blobs(tx, rows.iter().map(|row| row.get::<_, &[u8]>(1))).await?;
+    let mut referenced: HashSet<Digest> = HashSet::new();
+    let mut embedded: HashSet<Digest> = HashSet::new();
+    for row in &rows {
+        let body: &[u8] = row.get(1);
+        referenced.extend(blob_refs(body));
+        if let Ok(message) = decode(node_id(row.get(0))?, body, &blobs) {
+            embedded.extend(embedded_digests(&message));
+        }
+    }
+    let delete = tx
+        .prepare_cached("DELETE FROM nodes WHERE id = ANY($1)")
+        .await?;
+    swept.nodes = tx.execute(&delete, &[&garbage]).await?;
+    let referenced: Vec<&[u8]> = referenced.iter().map(|d| d.as_bytes().as_slice()).collect();
+    if !referenced.is_empty() {
+        // Locked first: a turn storing a node that references one of these
+        // blobs locks it too (graph.rs), so it is seen below or waits.
+        let lock = tx
+            .prepare_cached("SELECT 1 FROM blobs WHERE digest = ANY($1) ORDER BY digest FOR UPDATE")
+            .await?;
+        tx.query(&lock, &[&referenced]).await?;
+        let unused = tx
+            .prepare_cached(
+                "DELETE FROM blobs b WHERE b.digest = ANY($1)
+                 AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.blob_refs IS NOT NULL
+                                 AND position(b.digest IN n.blob_refs) > 0)",
+            )
+            .await?;
+        swept.blobs = tx.execute(&unused, &[&referenced]).await?;
+    }
+    let embedded: Vec<&[u8]> = embedded.iter().map(|d| d.as_bytes().as_slice()).collect();
+    let forget = tx
+        .prepare_cached("DELETE FROM embeddings WHERE digest = ANY($1)")
+        .await?;
+    swept.embeddings = tx.execute(&forget, &[&embedded]).await?;
+    Ok(())
+}
