@@ -17,6 +17,9 @@ use skein_store::{
     RunStatus, Selection, Store, StoreError, Target, TurnCommit,
 };
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 for_each_backend!(
     deleting_in_any_order_keeps_exactly_what_remains_reachable,
@@ -24,6 +27,7 @@ for_each_backend!(
     a_filter_deletes_old_proxy_conversations_and_skips_ones_updated_since,
     a_turn_built_on_deleted_nodes_writes_them_again,
     deleting_a_family_takes_its_forks_but_not_sharers,
+    writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling,
 );
 
 const EMBEDDER: &str = "test-embedder";
@@ -497,4 +501,102 @@ fn deleting_a_family_takes_its_forks_but_not_sharers(backend: Backend) {
         store.forget(&Selection::Family(ids[1].clone()), false),
         Err(StoreError::ConversationNotFound(_))
     ));
+}
+
+/// Four writers for three seconds: each grows a conversation of its own
+/// (never deleted) and starts new conversations from whatever conversation
+/// it finds, while a deleter deletes the ones found. Every turn a writer
+/// saw commit is still stored unless the deleter deleted its conversation;
+/// afterwards `verify` is clean and exactly the reachable nodes remain.
+fn writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = db.store.clone();
+    build(&store);
+    let stop = Arc::new(AtomicBool::new(false));
+    let started: Arc<Mutex<Vec<ConversationId>>> = Arc::default();
+    let deleted: Arc<Mutex<HashSet<ConversationId>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let (store, stop, started) = (store.clone(), stop.clone(), started.clone());
+            std::thread::spawn(move || {
+                let own = start(
+                    &store,
+                    &Thread::from_messages([Message::user(format!("writer {writer}"))]),
+                    &format!("own {writer}"),
+                );
+                let mut turns = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    append_turn(&store, &own, &format!("{writer}.{turns}"));
+                    turns += 1;
+                    if let Some(thread) = some_thread(&store, turns) {
+                        let thread = thread
+                            .push(Message::user(format!("from {writer}.{turns}")))
+                            .push(Message::assistant("ok"));
+                        let id = start(&store, &thread, &format!("w{writer}.{turns}"));
+                        started.lock().unwrap().push(id);
+                    }
+                }
+                (own, turns)
+            })
+        })
+        .collect();
+    let deleter = {
+        let (store, stop, deleted) = (store.clone(), stop.clone(), deleted.clone());
+        std::thread::spawn(move || {
+            let mut round = 0_usize;
+            while !stop.load(Ordering::Relaxed) {
+                round += 1;
+                let victims: Vec<ConversationId> = store
+                    .list_conversations(1000)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|c| !c.name.as_deref().unwrap_or("").starts_with("own"))
+                    .enumerate()
+                    .filter(|(i, _)| (i + round) % 3 == 0)
+                    .map(|(_, c)| c.id)
+                    .collect();
+                let done = store
+                    .forget(&Selection::Conversations(victims), false)
+                    .unwrap();
+                deleted.lock().unwrap().extend(done.conversations);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for writer in writers {
+        let (own, turns) = writer.join().unwrap();
+        assert!(turns > 0);
+        let own = store.conversation(&own).unwrap();
+        // One first message, then two per turn: no turn lost.
+        assert_eq!(own.len, 1 + 2 * turns as u64);
+    }
+    deleter.join().unwrap();
+    assert!(Instant::now() < deadline);
+    let deleted = deleted.lock().unwrap();
+    for id in started.lock().unwrap().iter() {
+        match store.conversation(id) {
+            Ok(conversation) => {
+                store.load_thread(conversation.head.unwrap()).unwrap();
+            }
+            Err(StoreError::ConversationNotFound(_)) => {
+                assert!(deleted.contains(id), "conversation {id} was lost")
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_exactly_reachable(&db, "after the race");
+}
+
+/// The thread of some stored conversation (the `pick`th, wrapping), or
+/// none when it was deleted while being read.
+fn some_thread(store: &Store, pick: usize) -> Option<Thread> {
+    let conversations = store.list_conversations(1000).unwrap();
+    let conversation = &conversations[pick % conversations.len()];
+    match store.load_thread(conversation.head?) {
+        Ok(thread) => Some(thread),
+        Err(StoreError::NodeNotFound(_)) => None,
+        Err(other) => panic!("{other}"),
+    }
 }
