@@ -5,6 +5,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 
 mod chat;
 mod configured;
+mod delete;
 mod inspect;
 mod keys;
 mod models;
@@ -175,6 +176,7 @@ async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
         Command::Export(args) => transfer::export(ctx, args),
         Command::Import(args) => transfer::import(ctx, args),
         Command::Verify => transfer::verify(ctx),
+        Command::Delete(args) => delete::delete(ctx, args),
         Command::Serve(args) => serve::serve(ctx, args).await,
         Command::Conversations(args) => inspect::conversations(ctx, args),
         Command::Explain(args) => recorded::explain(ctx, args).await,
@@ -217,9 +219,11 @@ fn open_mode(command: &Command) -> OpenMode {
         // The web view acts on the graph; only the proxy creates one.
         Command::Serve(args) if !args.proxy => OpenMode::Existing,
         // Explain caches embeddings; the others add to what exists.
-        Command::Explain(_) | Command::Rerun(_) | Command::Reply(_) | Command::Fork(_) => {
-            OpenMode::Existing
-        }
+        Command::Explain(_)
+        | Command::Rerun(_)
+        | Command::Reply(_)
+        | Command::Fork(_)
+        | Command::Delete(_) => OpenMode::Existing,
         _ => OpenMode::Create,
     }
 }

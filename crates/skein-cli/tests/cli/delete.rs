@@ -1,0 +1,75 @@
+//! `skein delete` end to end: a dry run changes nothing and says what would
+//! go and what stays; deleting a conversation keeps the messages a fork
+//! shares and says so; the database verifies afterwards; selections that
+//! name nothing, or a malformed age, are refused before anything changes.
+
+use serde_json::Value;
+use skein_testkit::Cli;
+use skein_testkit::cli::stderr;
+
+fn count(skein: &Cli, table: &str) -> i64 {
+    skein::Store::open(skein.db())
+        .unwrap()
+        .debug_query_i64(&format!("SELECT count(*) FROM {table}"))
+        .unwrap()
+}
+
+#[test]
+fn delete_keeps_what_a_fork_shares_and_a_dry_run_changes_nothing() {
+    let skein = Cli::temp(crate::BIN);
+    let first = skein.json(&["prompt", "one"]);
+    let doomed = skein.json(&["prompt", "-c", "two"]);
+    let doomed = doomed["conversation"].as_str().unwrap().to_string();
+    let node = first["node"].as_str().unwrap();
+    skein.json(&["fork", node, "--name", "kept-fork", "another question"]);
+    let nodes = count(&skein, "nodes");
+    assert_eq!(nodes, 6);
+
+    let plan: Value = skein.json(&["delete", &doomed[..8], "--dry-run"]);
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["messages"], 2, "{plan}");
+    assert_eq!(plan["kept_messages"], 2, "{plan}");
+    assert_eq!(count(&skein, "nodes"), nodes);
+    let text = skein.ok(&["delete", &doomed, "--dry-run"]);
+    assert!(text.contains("would delete 1 conversation(s)"), "{text}");
+    assert!(text.contains("nothing was changed"), "{text}");
+
+    let text = skein.ok(&["delete", &doomed]);
+    assert!(
+        text.contains("2 message(s) kept: shared with 1 conversation(s)"),
+        "{text}"
+    );
+    assert!(text.contains("kept-fork"), "{text}");
+    assert_eq!(count(&skein, "nodes"), 4);
+    assert_eq!(skein.run(&["log", "--cid", &doomed]).status.code(), Some(3));
+    let fork = skein.json(&["log", "--cid", "kept-fork"]);
+    assert_eq!(fork["messages"].as_array().unwrap().len(), 4);
+    skein.ok(&["verify"]);
+}
+
+#[test]
+fn a_selection_that_names_nothing_or_a_bad_age_is_refused_and_deletes_nothing() {
+    let skein = Cli::temp(crate::BIN);
+    skein.json(&["prompt", "one"]);
+    let nodes = count(&skein, "nodes");
+    let output = skein.run(&["delete"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let output = skein.run(&["delete", "--older-than", "30y"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("neither an age"),
+        "{}",
+        stderr(&output)
+    );
+    let output = skein.run(&["delete", "no-such-conversation"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    // Nothing was updated a day ago; everything was before a minute from now.
+    let none = skein.json(&["delete", "--older-than", "1d"]);
+    assert_eq!(none["conversations"].as_array().unwrap().len(), 0);
+    assert_eq!(count(&skein, "nodes"), nodes);
+    let all = skein.json(&["delete", "--older-than", "2099-01-01", "--dry-run"]);
+    assert_eq!(all["conversations"].as_array().unwrap().len(), 1);
+    let proxy = skein.json(&["delete", "--proxy"]);
+    assert_eq!(proxy["conversations"].as_array().unwrap().len(), 0);
+    assert_eq!(count(&skein, "nodes"), nodes);
+}
