@@ -15,7 +15,7 @@ use crate::CommitStageProbe;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
-use crate::forget::{Doomed, Swept};
+use crate::forget::{Doomed, Scrubbed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::records::{
@@ -287,4 +287,9 @@ pub(crate) trait Forget {
     /// Delete `doomed` and the rows and nodes only they reached, in one
     /// transaction; with `dry_run` the transaction is rolled back.
     fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept>;
+    /// Replace `node`'s body by `erased` (the same id), and remove what held
+    /// `original`'s content elsewhere, in one transaction.
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
+    /// Rewrite the database without its free pages.
+    fn vacuum(&self) -> Result<()>;
 }

@@ -34,6 +34,12 @@ then finds the nodes gone (and writes them again) or its conversation gone
 
 A dry run does all of it in a transaction that is rolled back, so its
 plan is exactly what the deletion would do at that moment.
+
+[`Store::redact`] erases one node's content in place instead: the node keeps
+its id and place (its parts become [`Part::Erased`], which enter the id
+preimage as the parts they were), and the same cleaning reaches the search
+index, blobs, the embedding cache and runs' request bodies.
+[`Store::vacuum`] then rewrites the database file without the freed bytes.
 */
 
 use crate::error::Result;
@@ -42,7 +48,8 @@ use crate::records::{ConversationId, ConversationRecord};
 use crate::search::ConversationRef;
 use crate::store::Store;
 use serde::Serialize;
-use skein_core::{Digest, Message, NodeId, Part};
+use skein_core::encoding::node_id;
+use skein_core::{Digest, Erased, Message, NodeId, Part};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
@@ -298,6 +305,85 @@ impl Store {
 
     fn containing_conversations(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
         self.wait(self.backend().containing(node, cap))
+    }
+}
+
+/// What [`Store::redact`] erased.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Redacted {
+    /// The node, whose id and place did not change.
+    pub node: NodeId,
+    /// Its parts erased now (a part erased before stays as it was).
+    pub parts: usize,
+    /// Large payloads removed (no other message references them).
+    pub blobs: u64,
+    /// Embedding-cache rows removed (the vectors of its texts).
+    pub embeddings: u64,
+    /// Runs whose kept request body (a proxied run's exact request) or
+    /// observation events could hold the content, cleared.
+    pub runs_scrubbed: u64,
+}
+
+/// What a backend's redaction removed besides the content.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scrubbed {
+    pub blobs: u64,
+    pub embeddings: u64,
+    pub runs: u64,
+}
+
+impl Store {
+    /// Erase the content of `node` in place (design invariant 12): each part
+    /// becomes a [`Part::Erased`] keeping the original kind, small fields
+    /// (tool names and call ids, media types) and payload digest, with who
+    /// erased it (`erased_by`, free text), when and why (`reason`). The id
+    /// still checks, so every thread through the node loads as before and
+    /// `verify` counts it as erased, not tampered; the search index, blobs
+    /// only it used, its texts' cached embeddings, and the request bodies
+    /// and events of the runs whose threads pass through it lose it too.
+    /// The freed bytes stay in the database file until
+    /// [`Store::vacuum`]. Blocking, like [`Store::forget`].
+    pub fn redact(&self, node: NodeId, erased_by: &str, reason: &str) -> Result<Redacted> {
+        let stored = self.node(node)?;
+        let at = crate::records::now_ms();
+        let erased = Message::new(
+            stored.message.role,
+            stored
+                .message
+                .parts
+                .iter()
+                .map(|part| Erased::part(part, erased_by, at, reason))
+                .collect(),
+        );
+        if node_id(stored.parent.as_ref(), &erased) != node {
+            return Err(crate::StoreError::MalformedRow(format!(
+                "node {} does not match its content; run `skein verify` before erasing it",
+                node.short()
+            )));
+        }
+        let parts = stored
+            .message
+            .parts
+            .iter()
+            .filter(|part| !matches!(part, Part::Erased(_)))
+            .count();
+        let scrubbed = self.backend().redact(node, &stored.message, &erased)?;
+        Ok(Redacted {
+            node,
+            parts,
+            blobs: scrubbed.blobs,
+            embeddings: scrubbed.embeddings,
+            runs_scrubbed: scrubbed.runs,
+        })
+    }
+
+    /// Rewrite the database so that deleted and erased bytes leave its file:
+    /// SQLite `VACUUM` with `secure_delete` (and a WAL checkpoint that
+    /// truncates the log); PostgreSQL `VACUUM FULL` of the tables that hold
+    /// content. Takes the database for itself while it runs: run it when
+    /// nothing else writes.
+    pub fn vacuum(&self) -> Result<()> {
+        self.backend().vacuum()
     }
 }
 

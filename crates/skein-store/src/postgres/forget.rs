@@ -13,12 +13,14 @@ A dry run rolls back to a savepoint taken first.
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
-use crate::backend::Forget;
+use crate::backend::{Backend, Forget};
+use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
-use crate::forget::{Doomed, Swept, embedded_digests, sweep};
+use crate::forget::{Doomed, Scrubbed, Swept, embedded_digests, sweep};
 use deadpool_postgres::{Client, GenericClient};
-use skein_core::Digest;
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for PgStore {
@@ -41,6 +43,97 @@ impl Forget for PgStore {
             }
         })
     }
+
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
+        self.write(async |tx| redact_in(tx, node, original, erased).await)
+    }
+
+    fn vacuum(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(crate::StoreError::ReadOnly {
+                location: self.location(),
+            });
+        }
+        self.read(async |client| {
+            client
+                .batch_execute(
+                    "VACUUM FULL nodes, blobs, runs, conversations, reruns, embeddings, tool_offers",
+                )
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// The redaction, inside the caller's transaction. The node's row is locked
+/// first, so a concurrent deletion of it waits (or has already removed it).
+async fn redact_in(
+    tx: &Client,
+    node: NodeId,
+    original: &Message,
+    erased: &Message,
+) -> Result<Scrubbed> {
+    let id = node.as_bytes().as_slice();
+    let lock = tx
+        .prepare_cached("SELECT blob_refs FROM nodes WHERE id = $1 FOR UPDATE")
+        .await?;
+    let Some(row) = tx.query_opt(&lock, &[&id]).await? else {
+        return Err(crate::StoreError::NodeNotFound(node));
+    };
+    let refs: Option<Vec<u8>> = row.get(0);
+    let update = tx
+        .prepare_cached("UPDATE nodes SET body = $2, blob_refs = NULL, search = NULL WHERE id = $1")
+        .await?;
+    tx.execute(&update, &[&id, &encode_body(erased, BLOB_THRESHOLD).bytes])
+        .await?;
+    let referenced: Vec<&[u8]> = refs.as_deref().unwrap_or_default().chunks(32).collect();
+    let blobs = delete_unused_blobs(tx, &referenced).await?;
+    let digests: Vec<Digest> = embedded_digests(original);
+    let embedded: Vec<&[u8]> = digests.iter().map(|d| d.as_bytes().as_slice()).collect();
+    let forget = tx
+        .prepare_cached("DELETE FROM embeddings WHERE digest = ANY($1)")
+        .await?;
+    let embeddings = tx.execute(&forget, &[&embedded]).await?;
+    let scrub = tx
+        .prepare_cached(
+            "WITH RECURSIVE below(id) AS (
+                 SELECT $1::bytea
+                 UNION ALL
+                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+             )
+             UPDATE runs SET request = NULL,
+                 events = CASE WHEN output_head = $1 THEN '[]' ELSE events END
+             WHERE (request IS NOT NULL OR (output_head = $1 AND events <> '[]'))
+               AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
+        )
+        .await?;
+    let runs = tx.execute(&scrub, &[&id]).await?;
+    Ok(Scrubbed {
+        blobs,
+        embeddings,
+        runs,
+    })
+}
+
+/// Delete the blobs among `referenced` no node references any more. They
+/// are locked first: a turn storing a node that references one of them
+/// locks it too (graph.rs), so it is seen here or waits.
+async fn delete_unused_blobs(tx: &Client, referenced: &[&[u8]]) -> Result<u64> {
+    if referenced.is_empty() {
+        return Ok(0);
+    }
+    let lock = tx
+        .prepare_cached("SELECT 1 FROM blobs WHERE digest = ANY($1) ORDER BY digest FOR UPDATE")
+        .await?;
+    tx.query(&lock, &[&referenced]).await?;
+    let unused = tx
+        .prepare_cached(
+            "DELETE FROM blobs b WHERE b.digest = ANY($1)
+             AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.blob_refs IS NOT NULL
+                             AND position(b.digest IN n.blob_refs) > 0)",
+        )
+        .await?;
+    Ok(tx.execute(&unused, &[&referenced]).await?)
 }
 
 type Id = Vec<u8>;
@@ -205,22 +298,7 @@ async fn delete_nodes(tx: &Client, garbage: &[Id], swept: &mut Swept) -> Result<
         .await?;
     swept.nodes = tx.execute(&delete, &[&garbage]).await?;
     let referenced: Vec<&[u8]> = referenced.iter().map(|d| d.as_bytes().as_slice()).collect();
-    if !referenced.is_empty() {
-        // Locked first: a turn storing a node that references one of these
-        // blobs locks it too (graph.rs), so it is seen below or waits.
-        let lock = tx
-            .prepare_cached("SELECT 1 FROM blobs WHERE digest = ANY($1) ORDER BY digest FOR UPDATE")
-            .await?;
-        tx.query(&lock, &[&referenced]).await?;
-        let unused = tx
-            .prepare_cached(
-                "DELETE FROM blobs b WHERE b.digest = ANY($1)
-                 AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.blob_refs IS NOT NULL
-                                 AND position(b.digest IN n.blob_refs) > 0)",
-            )
-            .await?;
-        swept.blobs = tx.execute(&unused, &[&referenced]).await?;
-    }
+    swept.blobs = delete_unused_blobs(tx, &referenced).await?;
     let embedded: Vec<&[u8]> = embedded.iter().map(|d| d.as_bytes().as_slice()).collect();
     let forget = tx
         .prepare_cached("DELETE FROM embeddings WHERE digest = ANY($1)")

@@ -9,13 +9,15 @@ embeddings. A dry run rolls back to a savepoint taken first.
 
 use super::SqliteStore;
 use super::graph::decode_message;
-use crate::backend::Forget;
+use crate::backend::{Backend, Forget};
+use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
-use crate::forget::{Doomed, Swept, embedded_digests, sweep};
+use crate::forget::{Doomed, Scrubbed, Swept, embedded_digests, sweep};
 use crate::search::index_text;
 use rusqlite::{Connection, OptionalExtension, params};
-use skein_core::Digest;
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for SqliteStore {
@@ -32,6 +34,115 @@ impl Forget for SqliteStore {
             swept
         })
     }
+
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
+        self.write(|tx| {
+            // Freed and overwritten cells are zeroed, not left in free pages.
+            tx.pragma_update(None, "secure_delete", "ON")?;
+            redact_in(tx, node, original, erased)
+        })
+    }
+
+    fn vacuum(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(crate::StoreError::ReadOnly {
+                location: self.location(),
+            });
+        }
+        let conn = super::lock(&self.shared.writer);
+        conn.execute_batch("PRAGMA secure_delete = ON; VACUUM;")?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// The redaction, inside the caller's transaction.
+fn redact_in(
+    conn: &Connection,
+    node: NodeId,
+    original: &Message,
+    erased: &Message,
+) -> Result<Scrubbed> {
+    let mut scrubbed = Scrubbed::default();
+    let Some((seq, body)) = conn
+        .prepare_cached("SELECT seq, body FROM nodes WHERE id = ?1")?
+        .query_row([node.as_bytes()], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, Vec<u8>>(1)?))
+        })
+        .optional()?
+    else {
+        return Err(crate::StoreError::NodeNotFound(node));
+    };
+    let words = index_text(original);
+    if !words.is_empty() {
+        conn.prepare_cached(
+            "INSERT INTO node_search(node_search, rowid, words) VALUES ('delete', ?1, ?2)",
+        )?
+        .execute(params![seq, words])?;
+        // A deleted row's words stay in older index segments until they
+        // are merged: merge them all now.
+        conn.execute_batch("INSERT INTO node_search(node_search) VALUES ('optimize')")?;
+    }
+    conn.prepare_cached("UPDATE nodes SET body = ?1 WHERE seq = ?2")?
+        .execute(params![encode_body(erased, BLOB_THRESHOLD).bytes, seq])?;
+    scrubbed.blobs = delete_unused_blobs(conn, blob_refs(&body))?;
+    scrubbed.embeddings = delete_embeddings(conn, embedded_digests(original))?;
+    scrubbed.runs = conn
+        .prepare_cached(
+            "WITH RECURSIVE below(seq) AS (
+                 SELECT ?1
+                 UNION ALL
+                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+             )
+             UPDATE runs SET request = NULL,
+                 events = CASE WHEN output_head = ?2 THEN '[]' ELSE events END
+             WHERE (request IS NOT NULL OR (output_head = ?2 AND events <> '[]'))
+               AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
+                    OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
+        )?
+        .execute(params![seq, node.as_bytes()])? as u64;
+    Ok(scrubbed)
+}
+
+/// Delete the blobs among `digests` no node references any more.
+fn delete_unused_blobs(
+    conn: &Connection,
+    digests: impl IntoIterator<Item = Digest>,
+) -> Result<u64> {
+    let mut deleted = 0;
+    for digest in digests.into_iter().collect::<HashSet<_>>() {
+        // The bodies holding the digest's bytes, then the ones among them
+        // that reference it as a blob (an erased part holds its payload's
+        // digest without referencing anything).
+        let mut holding =
+            conn.prepare_cached("SELECT body FROM nodes WHERE instr(body, ?1) > 0")?;
+        let mut rows = holding.query([digest.as_bytes()])?;
+        let mut used = false;
+        while let Some(row) = rows.next()? {
+            let body = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+            if blob_refs(body).contains(&digest) {
+                used = true;
+                break;
+            }
+        }
+        if !used {
+            deleted += conn
+                .prepare_cached("DELETE FROM blobs WHERE digest = ?1")?
+                .execute([digest.as_bytes()])? as u64;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Delete the cached embeddings of the texts with these digests.
+fn delete_embeddings(conn: &Connection, digests: impl IntoIterator<Item = Digest>) -> Result<u64> {
+    let mut deleted = 0;
+    for digest in digests.into_iter().collect::<HashSet<_>>() {
+        deleted += conn
+            .prepare_cached("DELETE FROM embeddings WHERE digest = ?1")?
+            .execute([digest.as_bytes()])? as u64;
+    }
+    Ok(deleted)
 }
 
 /// The whole deletion, inside the caller's transaction.
@@ -217,22 +328,7 @@ fn delete_nodes(conn: &Connection, garbage: &[i64], swept: &mut Swept) -> Result
             .execute([seq])?;
         swept.nodes += 1;
     }
-    for digest in &blobs {
-        // A body holds a blob's digest exactly where it references it; a
-        // chance match elsewhere only keeps the blob.
-        let used: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM nodes WHERE instr(body, ?1) > 0)")?
-            .query_row([digest.as_bytes()], |row| row.get(0))?;
-        if !used {
-            swept.blobs += conn
-                .prepare_cached("DELETE FROM blobs WHERE digest = ?1")?
-                .execute([digest.as_bytes()])? as u64;
-        }
-    }
-    for digest in &embedded {
-        swept.embeddings += conn
-            .prepare_cached("DELETE FROM embeddings WHERE digest = ?1")?
-            .execute([digest.as_bytes()])? as u64;
-    }
+    swept.blobs = delete_unused_blobs(conn, blobs)?;
+    swept.embeddings = delete_embeddings(conn, embedded)?;
     Ok(())
 }

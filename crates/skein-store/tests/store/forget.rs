@@ -552,7 +552,7 @@ fn writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling(backend: 
                     .into_iter()
                     .filter(|c| !c.name.as_deref().unwrap_or("").starts_with("own"))
                     .enumerate()
-                    .filter(|(i, _)| (i + round) % 3 == 0)
+                    .filter(|(i, _)| (i + round).is_multiple_of(3))
                     .map(|(_, c)| c.id)
                     .collect();
                 let done = store
@@ -581,7 +581,7 @@ fn writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling(backend: 
                 store.load_thread(conversation.head.unwrap()).unwrap();
             }
             Err(StoreError::ConversationNotFound(_)) => {
-                assert!(deleted.contains(id), "conversation {id} was lost")
+                assert!(deleted.contains(id), "conversation {id} was lost");
             }
             Err(other) => panic!("{other}"),
         }

@@ -19,6 +19,7 @@ mod names;
 mod offers;
 mod open;
 mod processes;
+mod redact;
 mod reruns;
 mod run;
 mod transfer;
