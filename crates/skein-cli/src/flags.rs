@@ -85,6 +85,12 @@ pub enum Command {
     /// the proxy) with their runs and reruns, and every message nothing remaining still uses;
     /// shared messages stay, and the report says why. --dry-run prints the plan
     Delete(DeleteArgs),
+    /// Erase one message's content in place: it keeps its id and place in every thread, and a
+    /// tombstone keeps its content's hash, who erased it, when and why
+    Redact(RedactArgs),
+    /// Collect the messages nothing reaches, then rewrite the database so deleted and erased bytes
+    /// leave its file (SQLite VACUUM with secure_delete; PostgreSQL VACUUM FULL)
+    Gc(GcArgs),
     /// List the models skein can use (`models list`), fetch local ones, set the default
     Models(ModelsArgs),
     /// List the tools -T can offer (built in, command tools and MCP servers' tools) with their schema
@@ -769,6 +775,25 @@ pub struct DeleteArgs {
     #[arg(long)]
     pub proxy: bool,
     /// Print what would be deleted and kept, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RedactArgs {
+    /// The message (any unique prefix of its id)
+    pub node: String,
+    /// Why it is erased (kept in the tombstone)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Who erases it (kept in the tombstone) [default: $USER]
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Print what would be collected, and change nothing (no rewrite either)
     #[arg(long)]
     pub dry_run: bool,
 }

@@ -284,9 +284,10 @@ pub(crate) trait Verify {
 /// Deleting conversations and collecting what only they reached
 /// (forget.rs). Blocking only, like export and verify.
 pub(crate) trait Forget {
-    /// Delete `doomed` and the rows and nodes only they reached, in one
-    /// transaction; with `dry_run` the transaction is rolled back.
-    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept>;
+    /// Delete `doomed` and the rows and nodes only they reached (with
+    /// `everywhere`, every node nothing reaches), in one transaction; with
+    /// `dry_run` the transaction is rolled back.
+    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept>;
     /// Replace `node`'s body by `erased` (the same id), and remove what held
     /// `original`'s content elsewhere, in one transaction.
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;

@@ -204,7 +204,18 @@ impl Store {
     /// with [`Store::run_blocking`]. A read-only store refuses both.
     pub fn forget(&self, selection: &Selection, dry_run: bool) -> Result<Forgotten> {
         let doomed = self.doomed(selection)?;
-        self.forget_doomed(&doomed, dry_run)
+        self.forget_doomed(&doomed, false, dry_run)
+    }
+
+    /// Delete every message nothing reaches (no conversation, run or rerun:
+    /// what a deletion interrupted before skein had it, or writes of other
+    /// tools, left behind), with its search row, blobs and cached
+    /// embeddings, as [`Store::forget`] does for a deletion's candidates.
+    /// Every node is a candidate, so this reads the whole graph (and on
+    /// PostgreSQL locks every node row while it decides): run it as
+    /// maintenance. With `dry_run`, only say what it would delete.
+    pub fn collect_garbage(&self, dry_run: bool) -> Result<Forgotten> {
+        self.forget_doomed(&[], true, dry_run)
     }
 
     #[cfg(any(test, feature = "testkit"))]
@@ -224,11 +235,16 @@ impl Store {
                 updated_ms: Some(*updated_ms),
             })
             .collect();
-        self.forget_doomed(&doomed, dry_run)
+        self.forget_doomed(&doomed, false, dry_run)
     }
 
-    fn forget_doomed(&self, doomed: &[Doomed], dry_run: bool) -> Result<Forgotten> {
-        let swept = self.backend().forget(doomed, dry_run)?;
+    fn forget_doomed(
+        &self,
+        doomed: &[Doomed],
+        everywhere: bool,
+        dry_run: bool,
+    ) -> Result<Forgotten> {
+        let swept = self.backend().forget(doomed, everywhere, dry_run)?;
         let (shared_with, more_sharers) = self.sharers(&swept)?;
         Ok(Forgotten {
             dry_run,
@@ -322,6 +338,9 @@ pub struct Redacted {
     /// Runs whose kept request body (a proxied run's exact request) or
     /// observation events could hold the content, cleared.
     pub runs_scrubbed: u64,
+    /// Conversations whose title was made from the erased message: their
+    /// title is removed.
+    pub titles_removed: u64,
 }
 
 /// What a backend's redaction removed besides the content.
@@ -330,6 +349,7 @@ pub(crate) struct Scrubbed {
     pub blobs: u64,
     pub embeddings: u64,
     pub runs: u64,
+    pub titles: u64,
 }
 
 impl Store {
@@ -339,8 +359,9 @@ impl Store {
     /// erased it (`erased_by`, free text), when and why (`reason`). The id
     /// still checks, so every thread through the node loads as before and
     /// `verify` counts it as erased, not tampered; the search index, blobs
-    /// only it used, its texts' cached embeddings, and the request bodies
-    /// and events of the runs whose threads pass through it lose it too.
+    /// only it used, its texts' cached embeddings, the request bodies and
+    /// events of the runs whose threads pass through it, and the titles
+    /// made from it of the conversations holding it lose it too.
     /// The freed bytes stay in the database file until
     /// [`Store::vacuum`]. Blocking, like [`Store::forget`].
     pub fn redact(&self, node: NodeId, erased_by: &str, reason: &str) -> Result<Redacted> {
@@ -374,6 +395,7 @@ impl Store {
             blobs: scrubbed.blobs,
             embeddings: scrubbed.embeddings,
             runs_scrubbed: scrubbed.runs,
+            titles_removed: scrubbed.titles,
         })
     }
 
@@ -441,6 +463,12 @@ pub(crate) fn sweep<K: Clone + Eq + Hash>(
             .map(|(node, _, _)| node.clone())
             .collect(),
     }
+}
+
+/// The title a conversation whose first prompt was `original` was given
+/// (the turn layer's `title_from`): a redaction removes it too.
+pub(crate) fn derived_title(original: &Message) -> Option<String> {
+    skein_core::ConversationSettings::title_from(&original.joined_text())
 }
 
 /// The digests the embedding cache keys a removed message's texts by (a

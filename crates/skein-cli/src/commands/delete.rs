@@ -1,22 +1,28 @@
 /*!
-`delete`: removing conversations and what only they used, through the
-store's one deletion (`Store::forget`, which says what it kept and why).
-Ids and names are resolved here, once, before anything is deleted, so a
-typo deletes nothing.
+`delete`, `redact` and `gc`: removing conversations and what only they
+used (`Store::forget`, which says what it kept and why), erasing one
+message's content in place (`Store::redact`), and collecting what nothing
+reaches before rewriting the file (`Store::collect_garbage`,
+`Store::vacuum`). Ids and names are resolved here, once, before anything
+changes, so a typo changes nothing.
 */
 
 use super::{Context, print_json};
-use crate::flags::DeleteArgs;
+use crate::flags::{DeleteArgs, GcArgs, RedactArgs};
 use crate::ui::outln;
 use anyhow::Result;
-use skein::store::{Filter, Selection};
+use skein::store::{Filter, Forgotten, Selection};
 use std::process::ExitCode;
 
 pub fn delete(ctx: &Context, args: DeleteArgs) -> Result<ExitCode> {
     let selection = selection(ctx, &args)?;
     let report = ctx.store.forget(&selection, args.dry_run)?;
+    print_report(ctx, &report)
+}
+
+fn print_report(ctx: &Context, report: &Forgotten) -> Result<ExitCode> {
     if ctx.json {
-        return print_json(&report);
+        return print_json(report);
     }
     for line in report.to_string().lines() {
         outln!("{line}")?;
@@ -27,6 +33,43 @@ pub fn delete(ctx: &Context, args: DeleteArgs) -> Result<ExitCode> {
     }
     if report.dry_run {
         outln!("nothing was changed (--dry-run)")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn redact(ctx: &Context, args: RedactArgs) -> Result<ExitCode> {
+    let node = ctx.node(&args.node)?;
+    let by = args
+        .by
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "unknown".into());
+    let redacted = ctx.store.redact(node, &by, &args.reason)?;
+    if ctx.json {
+        return print_json(&redacted);
+    }
+    outln!(
+        "erased {} part(s) of {} (its id and place stay); removed {} blob(s), {} cached embedding(s), the request bodies of {} run(s)",
+        redacted.parts,
+        redacted.node,
+        redacted.blobs,
+        redacted.embeddings,
+        redacted.runs_scrubbed
+    )?;
+    outln!("run `skein gc` to rewrite the database without the erased bytes")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn gc(ctx: &Context, args: GcArgs) -> Result<ExitCode> {
+    let report = ctx.store.collect_garbage(args.dry_run)?;
+    if !args.dry_run {
+        ctx.store.vacuum()?;
+    }
+    if ctx.json {
+        return print_json(&report);
+    }
+    print_report(ctx, &report)?;
+    if !args.dry_run {
+        outln!("rewrote the database without its free pages")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -177,6 +177,8 @@ async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
         Command::Import(args) => transfer::import(ctx, args),
         Command::Verify => transfer::verify(ctx),
         Command::Delete(args) => delete::delete(ctx, args),
+        Command::Redact(args) => delete::redact(ctx, args),
+        Command::Gc(args) => delete::gc(ctx, args),
         Command::Serve(args) => serve::serve(ctx, args).await,
         Command::Conversations(args) => inspect::conversations(ctx, args),
         Command::Explain(args) => recorded::explain(ctx, args).await,

@@ -73,3 +73,74 @@ fn a_selection_that_names_nothing_or_a_bad_age_is_refused_and_deletes_nothing() 
     assert_eq!(proxy["conversations"].as_array().unwrap().len(), 0);
     assert_eq!(count(&skein, "nodes"), nodes);
 }
+
+#[test]
+fn redact_erases_a_message_everywhere_and_a_turn_resending_it_is_refused() {
+    let skein = Cli::temp(crate::BIN);
+    let first = skein.json(&["prompt", "my password is hunter2"]);
+    let second = skein.json(&["prompt", "-c", "thanks"]);
+    let cid = second["conversation"].as_str().unwrap().to_string();
+    let log = skein.json(&["log", "--cid", &cid]);
+    let secret = log["messages"][0]["node"].as_str().unwrap().to_string();
+    let before: Vec<Value> = log["messages"].as_array().unwrap().clone();
+
+    let text = skein.ok(&[
+        "redact",
+        &secret[..10],
+        "--reason",
+        "pasted a secret",
+        "--by",
+        "ana",
+    ]);
+    assert!(text.contains("erased 1 part(s)"), "{text}");
+    let shown = skein.ok(&["show", &secret]);
+    assert!(shown.contains("part 0: erased"), "{shown}");
+    assert!(shown.contains("erased by ana"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let log = skein.json(&["log", "--cid", &cid]);
+    let ids = |messages: &[Value]| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| m["node"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(log["messages"].as_array().unwrap()), ids(&before));
+    let verified = skein.ok(&["verify"]);
+    assert!(verified.contains("(1 erased)"), "{verified}");
+    assert!(verified.contains("all consistent"), "{verified}");
+    // The conversation's title was its first prompt: it went with it.
+    let conversations = skein.ok(&["conversations"]);
+    assert!(!conversations.contains("hunter2"), "{conversations}");
+    // The echo model's reply quoted the secret: erase it too, then the
+    // database file holds it nowhere once `gc` rewrote it.
+    skein.ok(&[
+        "redact",
+        first["node"].as_str().unwrap(),
+        "--reason",
+        "quoted it",
+    ]);
+    skein.ok(&["gc"]);
+    let export = skein.ok(&["export"]);
+    assert!(!export.contains("hunter2"), "{export}");
+    for suffix in ["", "-wal"] {
+        let mut path = skein.db().into_os_string();
+        path.push(suffix);
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            !bytes.windows(7).any(|w| w == b"hunter2"),
+            "{path:?} holds the secret"
+        );
+    }
+
+    // Continuing would resend the erased messages: refused, naming the
+    // latest and why it was erased.
+    let output = skein.run(&["prompt", "-c", "go on"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("was erased (quoted it)")
+            && stderr(&output).contains("continue from a message before it"),
+        "{}",
+        stderr(&output)
+    );
+    skein.ok(&["verify"]);
+}

@@ -17,17 +17,17 @@ use crate::backend::{Backend, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
-use crate::forget::{Doomed, Scrubbed, Swept, embedded_digests, sweep};
+use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for PgStore {
-    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
+    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept> {
         self.write(async |tx| {
             tx.batch_execute("SAVEPOINT forget").await?;
-            let swept = forget_in(tx, doomed).await;
+            let swept = forget_in(tx, doomed, everywhere).await;
             let end = if dry_run || swept.is_err() {
                 "ROLLBACK TO SAVEPOINT forget; RELEASE SAVEPOINT forget"
             } else {
@@ -108,10 +108,26 @@ async fn redact_in(
         )
         .await?;
     let runs = tx.execute(&scrub, &[&id]).await?;
+    let mut titles = 0;
+    if let Some(title) = derived_title(original) {
+        let untitle = tx
+            .prepare_cached(
+                "WITH RECURSIVE below(id) AS (
+                     SELECT $1::bytea
+                     UNION ALL
+                     SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+                 )
+                 UPDATE conversations SET meta = (meta::jsonb - 'title')::text
+                 WHERE meta::jsonb ->> 'title' = $2 AND head IN (SELECT id FROM below)",
+            )
+            .await?;
+        titles = tx.execute(&untitle, &[&id, &title]).await?;
+    }
     Ok(Scrubbed {
         blobs,
         embeddings,
         runs,
+        titles,
     })
 }
 
@@ -138,7 +154,7 @@ async fn delete_unused_blobs(tx: &Client, referenced: &[&[u8]]) -> Result<u64> {
 
 type Id = Vec<u8>;
 
-async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
+async fn forget_in(tx: &Client, doomed: &[Doomed], everywhere: bool) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Id> = Vec::new();
     let ids: Vec<&str> = doomed.iter().map(|d| d.id.as_str()).collect();
@@ -218,13 +234,19 @@ async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
         let statement = tx.prepare_cached(sql).await?;
         tx.execute(&statement, &[&gone]).await?;
     }
-    collect(tx, released, &mut swept).await?;
+    collect(tx, released, everywhere, &mut swept).await?;
     Ok(swept)
 }
 
-/// Find and lock the candidates above the `released` references, find the
-/// seeds among them, and delete the garbage.
-async fn collect(tx: &Client, mut released: Vec<Id>, swept: &mut Swept) -> Result<()> {
+/// Find and lock the candidates above the `released` references (with
+/// `everywhere`, every node), find the seeds among them, and delete the
+/// garbage.
+async fn collect(
+    tx: &Client,
+    mut released: Vec<Id>,
+    everywhere: bool,
+    swept: &mut Swept,
+) -> Result<()> {
     released.sort();
     released.dedup();
     let up = tx
@@ -238,9 +260,15 @@ async fn collect(tx: &Client, mut released: Vec<Id>, swept: &mut Swept) -> Resul
              ORDER BY n.seq FOR UPDATE OF n",
         )
         .await?;
-    let candidates: Vec<(Id, Option<Id>, i64)> = tx
-        .query(&up, &[&released])
-        .await?
+    let all = tx
+        .prepare_cached("SELECT id, parent, seq FROM nodes ORDER BY seq FOR UPDATE")
+        .await?;
+    let rows = if everywhere {
+        tx.query(&all, &[]).await?
+    } else {
+        tx.query(&up, &[&released]).await?
+    };
+    let candidates: Vec<(Id, Option<Id>, i64)> = rows
         .iter()
         .map(|row| (row.get(0), row.get(1), row.get(2)))
         .collect();

@@ -13,7 +13,7 @@ use crate::backend::{Backend, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
-use crate::forget::{Doomed, Scrubbed, Swept, embedded_digests, sweep};
+use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
 use crate::search::index_text;
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
@@ -21,10 +21,10 @@ use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for SqliteStore {
-    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
+    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept> {
         self.write(|tx| {
             tx.execute_batch("SAVEPOINT forget")?;
-            let swept = forget_in(tx, doomed);
+            let swept = forget_in(tx, doomed, everywhere);
             let end = if dry_run || swept.is_err() {
                 "ROLLBACK TO forget; RELEASE forget"
             } else {
@@ -101,6 +101,20 @@ fn redact_in(
                     OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
         )?
         .execute(params![seq, node.as_bytes()])? as u64;
+    if let Some(title) = derived_title(original) {
+        scrubbed.titles = conn
+            .prepare_cached(
+                "WITH RECURSIVE below(seq) AS (
+                     SELECT ?1
+                     UNION ALL
+                     SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+                 )
+                 UPDATE conversations SET meta = json_remove(meta, '$.title')
+                 WHERE json_valid(meta) AND json_extract(meta, '$.title') = ?2
+                   AND head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)",
+            )?
+            .execute(params![seq, title])? as u64;
+    }
     Ok(scrubbed)
 }
 
@@ -146,7 +160,7 @@ fn delete_embeddings(conn: &Connection, digests: impl IntoIterator<Item = Digest
 }
 
 /// The whole deletion, inside the caller's transaction.
-fn forget_in(conn: &Connection, doomed: &[Doomed]) -> Result<Swept> {
+fn forget_in(conn: &Connection, doomed: &[Doomed], everywhere: bool) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Vec<u8>> = Vec::new();
     for conversation in doomed {
@@ -156,7 +170,7 @@ fn forget_in(conn: &Connection, doomed: &[Doomed]) -> Result<Swept> {
             swept.skipped.push(conversation.id.clone());
         }
     }
-    collect(conn, &released, &mut swept)?;
+    collect(conn, &released, everywhere, &mut swept)?;
     Ok(swept)
 }
 
@@ -242,9 +256,14 @@ fn delete_conversation(
     Ok(true)
 }
 
-/// Find the candidates above the `released` references and the seeds
-/// among them, and delete the garbage.
-fn collect(conn: &Connection, released: &[Vec<u8>], swept: &mut Swept) -> Result<()> {
+/// Find the candidates above the `released` references (with `everywhere`,
+/// every node) and the seeds among them, and delete the garbage.
+fn collect(
+    conn: &Connection,
+    released: &[Vec<u8>],
+    everywhere: bool,
+    swept: &mut Swept,
+) -> Result<()> {
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS forget_refs(seq INTEGER PRIMARY KEY);
          CREATE TEMP TABLE IF NOT EXISTS forget_candidates(seq INTEGER PRIMARY KEY, parent INTEGER);
@@ -258,8 +277,13 @@ fn collect(conn: &Connection, released: &[Vec<u8>], swept: &mut Swept) -> Result
             insert.execute([node])?;
         }
     }
+    if everywhere {
+        conn.execute_batch(
+            "INSERT INTO forget_candidates(seq, parent) SELECT seq, parent FROM nodes",
+        )?;
+    }
     conn.execute_batch(
-        "INSERT INTO forget_candidates(seq, parent)
+        "INSERT OR IGNORE INTO forget_candidates(seq, parent)
          WITH RECURSIVE up(seq) AS (
              SELECT seq FROM forget_refs
              UNION

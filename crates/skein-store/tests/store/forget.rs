@@ -28,6 +28,7 @@ for_each_backend!(
     a_turn_built_on_deleted_nodes_writes_them_again,
     deleting_a_family_takes_its_forks_but_not_sharers,
     writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling,
+    collecting_garbage_removes_only_what_nothing_reaches,
 );
 
 const EMBEDDER: &str = "test-embedder";
@@ -599,4 +600,34 @@ fn some_thread(store: &Store, pick: usize) -> Option<Thread> {
         Err(StoreError::NodeNotFound(_)) => None,
         Err(other) => panic!("{other}"),
     }
+}
+
+/// Nodes stored with nothing pointing at them (appended on their own, as
+/// another tool's writes may leave them) are collected; what they share
+/// with a conversation stays.
+fn collecting_garbage_removes_only_what_nothing_reaches(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    build(store);
+    let nodes = db.count("nodes");
+    assert_eq!(store.collect_garbage(false).unwrap().messages, 0);
+    let orphan = Thread::from_messages([
+        Message::system("S"),
+        Message::user("u1"),
+        Message::assistant("a1"),
+        Message::user("an orphan question"),
+        Message::assistant("an orphan answer"),
+    ]);
+    store.append(&orphan).unwrap();
+    store
+        .append(&Thread::from_messages([Message::user("alone")]))
+        .unwrap();
+    assert_eq!(db.count("nodes"), nodes + 3);
+    let plan = store.collect_garbage(true).unwrap();
+    assert_eq!((plan.messages, plan.conversations.len()), (3, 0));
+    assert_eq!(db.count("nodes"), nodes + 3);
+    let done = store.collect_garbage(false).unwrap();
+    assert_eq!(done.messages, 3);
+    assert_eq!(db.count("nodes"), nodes);
+    assert_exactly_reachable(&db, "after collecting");
 }
