@@ -793,14 +793,15 @@ pub struct RedactArgs {
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Print what would be collected, and change nothing (no rewrite either)
+    /// Print what would be deleted (by `[retention]`) and collected, and change nothing (no
+    /// rewrite either)
     #[arg(long)]
     pub dry_run: bool,
 }
 
-/// `--older-than`: an age (`30d`, `12h`, `45m`) or a date (`YYYY-MM-DD`,
-/// midnight UTC), as the Unix time in milliseconds it means.
-fn parse_cutoff(value: &str) -> Result<i64, String> {
+/// `--older-than` and `[retention]`: an age (`30d`, `12h`, `45m`) or a date
+/// (`YYYY-MM-DD`, midnight UTC), as the Unix time in milliseconds it means.
+pub fn parse_cutoff(value: &str) -> Result<i64, String> {
     parse_cutoff_at(value, skein::store::records::now_ms())
 }
 

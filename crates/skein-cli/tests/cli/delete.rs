@@ -144,3 +144,52 @@ fn redact_erases_a_message_everywhere_and_a_turn_resending_it_is_refused() {
     );
     skein.ok(&["verify"]);
 }
+
+#[test]
+fn gc_applies_the_retention_of_the_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let skein = Cli::temp(crate::BIN).config(&config);
+    skein.json(&["prompt", "one"]);
+    skein.json(&["prompt", "two"]);
+    // No retention: gc keeps every conversation.
+    let kept = skein.json(&["gc"]);
+    assert_eq!(kept["retention"].as_array().unwrap().len(), 0);
+    assert_eq!(count(&skein, "conversations"), 2);
+
+    std::fs::write(&config, "[retention]\nolder_than = \"5y\"\n").unwrap();
+    let output = skein.run(&["gc"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("retention.older_than"),
+        "{}",
+        stderr(&output)
+    );
+    // Only the proxy's, and there are none.
+    std::fs::write(&config, "[retention]\nproxy_older_than = \"0m\"\n").unwrap();
+    let none = skein.json(&["gc"]);
+    assert_eq!(
+        none["retention"][0][1]["conversations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    // Everything updated before now: planned, then done.
+    std::fs::write(&config, "[retention]\nolder_than = \"0m\"\n").unwrap();
+    let plan = skein.json(&["gc", "--dry-run"]);
+    assert_eq!(
+        plan["retention"][0][1]["conversations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(count(&skein, "conversations"), 2);
+    let text = skein.ok(&["gc"]);
+    assert!(text.contains("[retention] older_than = \"0m\":"), "{text}");
+    assert!(text.contains("deleted 2 conversation(s)"), "{text}");
+    assert_eq!(count(&skein, "conversations"), 0);
+    assert_eq!(count(&skein, "nodes"), 0);
+    skein.ok(&["verify"]);
+}
