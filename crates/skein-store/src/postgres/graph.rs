@@ -51,6 +51,8 @@ use tokio_postgres::Row;
 /// eight times more, so a stateless client resending a deep history costs a
 /// few round trips, and a normal turn exactly one.
 const FIRST_PROBE: usize = 8;
+/// The largest batch of ids one probe asks about.
+const LAST_PROBE: usize = 32_768;
 
 /// The lanes a thread crosses (`spans`: each lane and the depth of the
 /// thread's deepest node in it, head first; depths strictly fall, so even a
@@ -370,7 +372,7 @@ pub(crate) async fn find_missing<'t>(
     let mut ancestors = thread.ancestors();
     let mut size = FIRST_PROBE;
     'probing: loop {
-        let mut batch = Vec::with_capacity(size);
+        let mut batch = Vec::with_capacity(size.min(thread.len()));
         for node in ancestors.by_ref() {
             batch.push(node);
             if batch.len() == size || node.is_persisted_in(key) {
@@ -407,7 +409,9 @@ pub(crate) async fn find_missing<'t>(
             // (crate::forget). Its content is here: it is written again.
             missing.push(node);
         }
-        size *= 8;
+        // Bounded: a thread whose stored nodes a deletion collected meanwhile
+        // ends a batch at every node still marked stored.
+        size = size.saturating_mul(8).min(LAST_PROBE);
     }
     missing.reverse();
     let mut lanes = Lanes::new();

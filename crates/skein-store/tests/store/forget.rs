@@ -9,7 +9,7 @@
 //! updated after it was selected; a turn built on nodes deleted meanwhile
 //! writes them again.
 
-use crate::common::{Backend, TempStore, append_turn};
+use crate::common::{Backend, TempStore, append_turn, spawn_child};
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId, Part, Thread};
 use skein_store::{
@@ -17,6 +17,7 @@ use skein_store::{
     RunStatus, Selection, Store, StoreError, Target, TurnCommit,
 };
 use std::collections::{BTreeMap, HashSet};
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,6 +30,7 @@ for_each_backend!(
     deleting_a_family_takes_its_forks_but_not_sharers,
     writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling,
     collecting_garbage_removes_only_what_nothing_reaches,
+    killing_a_deletion_at_any_moment_leaves_a_database_that_verifies,
 );
 
 const EMBEDDER: &str = "test-embedder";
@@ -630,4 +632,65 @@ fn collecting_garbage_removes_only_what_nothing_reaches(backend: Backend) {
     assert_eq!(done.messages, 3);
     assert_eq!(db.count("nodes"), nodes);
     assert_exactly_reachable(&db, "after collecting");
+}
+
+/// Child entry point: build the test graph and delete it again, over and
+/// over, until killed (and collect what nothing reaches each tenth round).
+#[test]
+#[ignore = "run as a child process by the kill-during-deletion test"]
+fn child_build_and_delete_until_killed() {
+    let Ok(location) = std::env::var("SKEIN_TEST_DB") else {
+        return;
+    };
+    let store = Store::open(location).unwrap();
+    println!("READY");
+    // What a killed predecessor left (its names would be taken).
+    store
+        .forget(&Selection::Matching(Filter::default()), false)
+        .unwrap();
+    for round in 0.. {
+        let ids = build(&store);
+        for id in ids.iter().rev() {
+            store
+                .forget(&Selection::Conversations(vec![id.clone()]), false)
+                .unwrap();
+        }
+        if round % 10 == 0 {
+            store.collect_garbage(false).unwrap();
+        }
+    }
+}
+
+/// Ten SIGKILLs at random moments of a child building and deleting: after
+/// each, the database verifies and holds exactly what its rows reach.
+fn killing_a_deletion_at_any_moment_leaves_a_database_that_verifies(backend: Backend) {
+    let db = TempStore::new(backend);
+    let mut seed = 0x5eed_u64;
+    for round in 0..10 {
+        let mut child = spawn_child(
+            "forget::child_build_and_delete_until_killed",
+            &[("SKEIN_TEST_DB", db.location())],
+        );
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.trim_end().ends_with("READY") {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "the child died");
+        }
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(20 + (seed >> 33) % 200));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "round {round}: the child stopped before it was killed"
+        );
+        child.kill().unwrap();
+        assert!(!child.wait().unwrap().success());
+        let store = db.reopen();
+        let report = store.verify().unwrap();
+        assert!(report.is_ok(), "round {round}: {:?}", report.problems);
+        let nodes = store.debug_query_i64("SELECT count(*) FROM nodes").unwrap();
+        assert_eq!(nodes as usize, reachable(&store).len(), "round {round}");
+    }
 }
