@@ -81,6 +81,16 @@ pub enum Command {
     Import(ImportArgs),
     /// Recompute every id and hash in the database and report problems
     Verify,
+    /// Delete conversations (by id or name, a family, or every one older than a time or recorded by
+    /// the proxy) with their runs and reruns, and every message nothing remaining still uses;
+    /// shared messages stay, and the report says why. --dry-run prints the plan
+    Delete(DeleteArgs),
+    /// Erase one message's content in place: it keeps its id and place in every thread, and a
+    /// tombstone keeps its content's hash, who erased it, when and why
+    Redact(RedactArgs),
+    /// Collect the messages nothing reaches, then rewrite the database so deleted and erased bytes
+    /// leave its file (SQLite VACUUM with secure_delete; PostgreSQL VACUUM FULL)
+    Gc(GcArgs),
     /// List the models skein can use (`models list`), fetch local ones, set the default
     Models(ModelsArgs),
     /// List the tools -T can offer (built in, command tools and MCP servers' tools) with their schema
@@ -833,6 +843,102 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("selection").required(true).multiple(true)
+    .args(["ids", "family", "older_than", "proxy"])))]
+pub struct DeleteArgs {
+    /// Conversations to delete (any unique prefix of an id, or a name)
+    #[arg(value_name = "ID", conflicts_with_all = ["family", "older_than", "proxy"])]
+    pub ids: Vec<String>,
+    /// Delete this conversation's whole family: it and every conversation joined to it by forks,
+    /// reply branches and reruns (not the ones that only share messages with it)
+    #[arg(long, value_name = "ID", conflicts_with_all = ["older_than", "proxy"])]
+    pub family: Option<String>,
+    /// Delete every conversation last updated longer ago than this: `30d`, `12h`, `45m`, or a date
+    /// (`2026-11-01`, midnight UTC)
+    #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff)]
+    pub older_than: Option<i64>,
+    /// Delete only conversations recorded by the proxy (`serve --proxy`); with --older-than, both
+    /// must hold
+    #[arg(long)]
+    pub proxy: bool,
+    /// Print what would be deleted and kept, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RedactArgs {
+    /// The message (any unique prefix of its id)
+    pub node: String,
+    /// Why it is erased (kept in the tombstone)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Who erases it (kept in the tombstone) [default: $USER]
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Print what would be deleted (by `[retention]`) and collected, and change nothing (no
+    /// rewrite either)
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `--older-than` and `[retention]`: an age (`30d`, `12h`, `45m`) or a date
+/// (`YYYY-MM-DD`, midnight UTC), as the Unix time in milliseconds it means.
+pub fn parse_cutoff(value: &str) -> Result<i64, String> {
+    parse_cutoff_at(value, skein::store::records::now_ms())
+}
+
+fn parse_cutoff_at(value: &str, now_ms: i64) -> Result<i64, String> {
+    let wrong =
+        || format!("`{value}` is neither an age (`30d`, `12h`, `45m`) nor a date (`2026-11-01`)");
+    if let Some((number, unit)) = value
+        .find(|c: char| !c.is_ascii_digit())
+        .filter(|&at| at > 0)
+        .map(|at| value.split_at(at))
+    {
+        let minutes = match unit {
+            "d" => 24 * 60,
+            "h" => 60,
+            "m" => 1,
+            _ if unit.starts_with('-') => return parse_date(value).ok_or_else(wrong),
+            _ => return Err(wrong()),
+        };
+        let number: i64 = number.parse().map_err(|_| wrong())?;
+        return number
+            .checked_mul(minutes * 60_000)
+            .map(|age| now_ms - age)
+            .ok_or_else(wrong);
+    }
+    Err(wrong())
+}
+
+/// Midnight UTC of a `YYYY-MM-DD` date, in Unix milliseconds.
+fn parse_date(value: &str) -> Option<i64> {
+    let mut fields = value.split('-');
+    let (year, month, day): (i64, i64, i64) = (
+        fields.next()?.parse().ok()?,
+        fields.next()?.parse().ok()?,
+        fields.next()?.parse().ok()?,
+    );
+    if fields.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400_000)
+}
+
+#[derive(Debug, Args)]
 pub struct ExportArgs {
     /// Write to this file instead of stdout (written beside it and renamed into place; a device or
     /// pipe, such as /dev/stdout, is written through)
@@ -1157,5 +1263,23 @@ mod tests {
     #[test]
     fn the_command_definitions_are_consistent() {
         Cli::command().debug_assert();
+    }
+}
+
+#[cfg(test)]
+mod cutoff_tests {
+    use super::parse_cutoff_at;
+
+    #[test]
+    fn ages_count_back_from_now_and_dates_are_midnight_utc() {
+        let now = 10 * 86_400_000;
+        assert_eq!(parse_cutoff_at("2d", now), Ok(8 * 86_400_000));
+        assert_eq!(parse_cutoff_at("3h", now), Ok(now - 3 * 3_600_000));
+        assert_eq!(parse_cutoff_at("45m", now), Ok(now - 45 * 60_000));
+        assert_eq!(parse_cutoff_at("1970-01-02", now), Ok(86_400_000));
+        assert_eq!(parse_cutoff_at("2026-12-01", now), Ok(1_796_083_200_000));
+        for bad in ["", "d", "30", "30y", "2026-13-01", "2026-1", "1d2h"] {
+            assert!(parse_cutoff_at(bad, now).is_err(), "{bad}");
+        }
     }
 }

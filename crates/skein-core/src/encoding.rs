@@ -17,7 +17,7 @@ a migration.
 */
 
 use crate::id::{Digest, NodeId};
-use crate::message::{Attachment, Message, Part, Role, ToolCall, ToolResult};
+use crate::message::{Attachment, Erased, ErasedPart, Message, Part, Role, ToolCall, ToolResult};
 
 /// The version of the canonical encoding, the first byte of every body and
 /// of every id preimage after the domain tag.
@@ -34,6 +34,9 @@ const KIND_ATTACHMENT: u8 = 4;
 
 const PAYLOAD_INLINE: u8 = 0;
 const PAYLOAD_BLOB: u8 = 1;
+/// An erased payload: its digest, when, who and why (body only; the id
+/// preimage holds the digest as for any part).
+const PAYLOAD_ERASED: u8 = 2;
 
 /// Why bytes could not be decoded into a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,21 +111,38 @@ fn len_u32(len: usize) -> u32 {
 fn put_part_header(out: &mut impl Sink, part: &Part) {
     match part {
         Part::Text { .. } => put_u8(out, KIND_TEXT),
-        Part::ToolCall(call) => {
-            put_u8(out, KIND_TOOL_CALL);
-            put_field(out, call.id.as_bytes());
-            put_field(out, call.name.as_bytes());
-        }
+        Part::ToolCall(call) => put_tool_call_header(out, &call.id, &call.name),
         Part::ToolResult(result) => {
-            put_u8(out, KIND_TOOL_RESULT);
-            put_field(out, result.call_id.as_bytes());
-            put_u8(out, u8::from(result.is_error));
+            put_tool_result_header(out, &result.call_id, result.is_error);
         }
-        Part::Attachment(attachment) => {
-            put_u8(out, KIND_ATTACHMENT);
-            put_field(out, attachment.media_type.as_bytes());
-        }
+        Part::Attachment(attachment) => put_attachment_header(out, &attachment.media_type),
+        // An erased part enters both forms as the part it was.
+        Part::Erased(erased) => match &erased.was {
+            ErasedPart::Text => put_u8(out, KIND_TEXT),
+            ErasedPart::ToolCall { id, name } => put_tool_call_header(out, id, name),
+            ErasedPart::ToolResult { call_id, is_error } => {
+                put_tool_result_header(out, call_id, *is_error);
+            }
+            ErasedPart::Attachment { media_type } => put_attachment_header(out, media_type),
+        },
     }
+}
+
+fn put_tool_call_header(out: &mut impl Sink, id: &str, name: &str) {
+    put_u8(out, KIND_TOOL_CALL);
+    put_field(out, id.as_bytes());
+    put_field(out, name.as_bytes());
+}
+
+fn put_tool_result_header(out: &mut impl Sink, call_id: &str, is_error: bool) {
+    put_u8(out, KIND_TOOL_RESULT);
+    put_field(out, call_id.as_bytes());
+    put_u8(out, u8::from(is_error));
+}
+
+fn put_attachment_header(out: &mut impl Sink, media_type: &str) {
+    put_u8(out, KIND_ATTACHMENT);
+    put_field(out, media_type.as_bytes());
 }
 
 fn write_preimage(out: &mut impl Sink, parent: Option<&NodeId>, message: &Message) {
@@ -139,7 +159,7 @@ fn write_preimage(out: &mut impl Sink, parent: Option<&NodeId>, message: &Messag
     put_u32(out, len_u32(message.parts.len()));
     for part in &message.parts {
         put_part_header(out, part);
-        out.put(Digest::of(part.payload()).as_bytes());
+        out.put(part.payload_digest().as_bytes());
     }
 }
 
@@ -182,6 +202,14 @@ pub fn encode_body(message: &Message, blob_threshold: usize) -> EncodedBody<'_> 
     put_u32(&mut bytes, len_u32(message.parts.len()));
     for part in &message.parts {
         put_part_header(&mut bytes, part);
+        if let Part::Erased(erased) = part {
+            put_u8(&mut bytes, PAYLOAD_ERASED);
+            bytes.put(erased.digest.as_bytes());
+            put_u64(&mut bytes, erased.erased_at_ms as u64);
+            put_field(&mut bytes, erased.erased_by.as_bytes());
+            put_field(&mut bytes, erased.reason.as_bytes());
+            continue;
+        }
         let payload = part.payload();
         if payload.len() >= blob_threshold {
             let digest = Digest::of(payload);
@@ -224,7 +252,16 @@ enum PartHeader<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Payload<'a> {
     Inline(&'a [u8]),
-    Blob { digest: Digest, len: u64 },
+    Blob {
+        digest: Digest,
+        len: u64,
+    },
+    Erased {
+        digest: Digest,
+        at_ms: u64,
+        by: &'a str,
+        reason: &'a str,
+    },
 }
 
 impl<'a> DecodedBody<'a> {
@@ -233,7 +270,7 @@ impl<'a> DecodedBody<'a> {
         self.checked_parts()
             .filter_map(|(_, payload)| match payload {
                 Payload::Blob { digest, .. } => Some(digest),
-                Payload::Inline(_) => None,
+                Payload::Inline(_) | Payload::Erased { .. } => None,
             })
     }
 
@@ -244,6 +281,22 @@ impl<'a> DecodedBody<'a> {
     ) -> Result<Message, DecodeError> {
         let mut parts = Vec::with_capacity(self.count as usize);
         for (header, payload) in self.checked_parts() {
+            if let Payload::Erased {
+                digest,
+                at_ms,
+                by,
+                reason,
+            } = payload
+            {
+                parts.push(Part::Erased(Erased {
+                    was: header.erased(),
+                    digest,
+                    erased_by: by.to_owned(),
+                    erased_at_ms: at_ms as i64,
+                    reason: reason.to_owned(),
+                }));
+                continue;
+            }
             let payload = match payload {
                 Payload::Inline(bytes) => bytes.to_vec(),
                 Payload::Blob { digest, len } => {
@@ -257,6 +310,7 @@ impl<'a> DecodedBody<'a> {
                     }
                     bytes
                 }
+                Payload::Erased { .. } => unreachable!("handled above"),
             };
             parts.push(header.into_part(payload)?);
         }
@@ -277,6 +331,24 @@ impl<'a> DecodedBody<'a> {
 }
 
 impl PartHeader<'_> {
+    /// The header as an erased part keeps it.
+    fn erased(self) -> ErasedPart {
+        match self {
+            PartHeader::Text => ErasedPart::Text,
+            PartHeader::ToolCall { id, name } => ErasedPart::ToolCall {
+                id: id.to_owned(),
+                name: name.to_owned(),
+            },
+            PartHeader::ToolResult { call_id, is_error } => ErasedPart::ToolResult {
+                call_id: call_id.to_owned(),
+                is_error,
+            },
+            PartHeader::Attachment { media_type } => ErasedPart::Attachment {
+                media_type: media_type.to_owned(),
+            },
+        }
+    }
+
     fn into_part(self, payload: Vec<u8>) -> Result<Part, DecodeError> {
         let utf8 = |bytes: Vec<u8>, what| {
             String::from_utf8(bytes).map_err(|_| DecodeError::InvalidUtf8(what))
@@ -357,6 +429,12 @@ fn read_part<'a>(reader: &mut Reader<'a>) -> Result<(PartHeader<'a>, Payload<'a>
             let digest = Digest(reader.take(32)?.try_into().expect("32 bytes"));
             Payload::Blob { digest, len }
         }
+        PAYLOAD_ERASED => Payload::Erased {
+            digest: Digest(reader.take(32)?.try_into().expect("32 bytes")),
+            at_ms: reader.u64()?,
+            by: reader.string("erased-by note")?,
+            reason: reader.string("erasure reason")?,
+        },
         other => return Err(DecodeError::UnknownPayloadTag(other)),
     };
     Ok((header, payload))
@@ -507,5 +585,36 @@ mod tests {
             NodeId(*blake3::hash(&preimage).as_bytes()),
             node_id(Some(&parent), &message)
         );
+    }
+
+    #[test]
+    fn erasing_every_part_keeps_the_id_and_the_body_round_trips_without_the_payload() {
+        let parent = NodeId([7; 32]);
+        let mut message = sample();
+        message.parts.push(Part::text("x".repeat(5000)));
+        let id = node_id(Some(&parent), &message);
+        let erased = Message::new(
+            message.role,
+            message
+                .parts
+                .iter()
+                .map(|part| Erased::part(part, "alice", 42, "pasted a secret"))
+                .collect(),
+        );
+        assert!(erased.is_erased());
+        assert_eq!(node_id(Some(&parent), &erased), id);
+        let body = encode_body(&erased, 16);
+        assert!(body.blobs.is_empty(), "an erased part references no blob");
+        assert!(!body.bytes.windows(5).any(|w| w == b"hello"));
+        let decoded = decode_body(&body.bytes).unwrap().resolve(|_| None).unwrap();
+        assert_eq!(decoded, erased);
+        // Erasing again changes nothing; a changed digest is another id.
+        let again = Erased::part(&erased.parts[0], "bob", 43, "again");
+        assert_eq!(again, erased.parts[0]);
+        let mut forged = erased.clone();
+        if let Part::Erased(part) = &mut forged.parts[0] {
+            part.digest = Digest::of(b"something else");
+        }
+        assert_ne!(node_id(Some(&parent), &forged), id);
     }
 }

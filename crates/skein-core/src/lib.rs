@@ -33,7 +33,7 @@ pub mod usage;
 
 pub use annotation::{Annotation, Annotations, CacheHint, PartRef};
 pub use id::{Digest, NodeId};
-pub use message::{Attachment, Message, Part, Role, ToolCall, ToolResult};
+pub use message::{Attachment, Erased, ErasedPart, Message, Part, Role, ToolCall, ToolResult};
 pub use provider::{
     AttachmentSupport, BoxFuture, BoxStream, FinishReason, GenerationOptions, ModelRequest,
     ModelResponse, Provider, ProviderError, ResponseAssembler, StreamEvent, Usage,

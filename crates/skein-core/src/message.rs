@@ -117,10 +117,73 @@ impl std::fmt::Debug for Attachment {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Part {
-    Text { text: String },
+    Text {
+        text: String,
+    },
     ToolCall(ToolCall),
     ToolResult(ToolResult),
     Attachment(Attachment),
+    /// A part whose content was erased in place (`skein redact`): the node
+    /// keeps its id, because the id never held the payload, only its digest.
+    Erased(Erased),
+}
+
+/// What stands in an erased part's place: the original part's kind and
+/// small fields and the digest of its payload (exactly what its node's id
+/// was computed from, so the id still checks), and who erased it, when and
+/// why (which the id does not cover).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Erased {
+    /// The part that was erased, without its payload.
+    pub was: ErasedPart,
+    /// The BLAKE3 digest of the erased payload.
+    pub digest: crate::id::Digest,
+    /// Who erased it, as they said (free text).
+    pub erased_by: String,
+    /// When, in Unix milliseconds.
+    pub erased_at_ms: i64,
+    /// Why, as they said (free text).
+    pub reason: String,
+}
+
+/// The kind and small fields of an erased part: what the node id keeps of
+/// it besides its payload's digest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ErasedPart {
+    Text,
+    ToolCall { id: String, name: String },
+    ToolResult { call_id: String, is_error: bool },
+    Attachment { media_type: String },
+}
+
+impl Erased {
+    /// `part` erased by `erased_by` at `erased_at_ms` for `reason`. An
+    /// already erased part stays as it was.
+    pub fn part(part: &Part, erased_by: &str, erased_at_ms: i64, reason: &str) -> Part {
+        let was = match part {
+            Part::Text { .. } => ErasedPart::Text,
+            Part::ToolCall(call) => ErasedPart::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+            },
+            Part::ToolResult(result) => ErasedPart::ToolResult {
+                call_id: result.call_id.clone(),
+                is_error: result.is_error,
+            },
+            Part::Attachment(attachment) => ErasedPart::Attachment {
+                media_type: attachment.media_type.clone(),
+            },
+            Part::Erased(_) => return part.clone(),
+        };
+        Part::Erased(Erased {
+            was,
+            digest: crate::id::Digest::of(part.payload()),
+            erased_by: erased_by.to_string(),
+            erased_at_ms,
+            reason: reason.to_string(),
+        })
+    }
 }
 
 impl Part {
@@ -136,6 +199,16 @@ impl Part {
             Part::ToolCall(call) => call.arguments.as_bytes(),
             Part::ToolResult(result) => result.content.as_bytes(),
             Part::Attachment(attachment) => &attachment.data,
+            Part::Erased(_) => &[],
+        }
+    }
+
+    /// The digest of the payload, as the node id holds it: an erased part's
+    /// is the erased payload's.
+    pub fn payload_digest(&self) -> crate::id::Digest {
+        match self {
+            Part::Erased(erased) => erased.digest,
+            other => crate::id::Digest::of(other.payload()),
         }
     }
 
@@ -146,6 +219,7 @@ impl Part {
             Part::ToolCall(_) => "tool_call",
             Part::ToolResult(_) => "tool_result",
             Part::Attachment(_) => "attachment",
+            Part::Erased(_) => "erased",
         }
     }
 
@@ -154,6 +228,15 @@ impl Part {
             Part::Text { text } => Some(text),
             _ => None,
         }
+    }
+}
+
+impl Message {
+    /// Whether any part of the message was erased.
+    pub fn is_erased(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|part| matches!(part, Part::Erased(_)))
     }
 }
 

@@ -85,6 +85,17 @@ pub enum EngineError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+    /// The request would send a message whose content was erased
+    /// (`skein redact`): only its digest is left, and no model is sent a
+    /// stand-in unasked.
+    #[error(
+        "message {} was erased ({reason}): its content cannot be sent to a model; continue from a \
+         message before it instead (e.g. `skein fork` at its parent)", .node.short()
+    )]
+    ErasedContent {
+        node: skein_core::NodeId,
+        reason: String,
+    },
     /// The request holds an attachment the model cannot take (checked
     /// before any call, so no run is recorded).
     #[error(

@@ -162,6 +162,7 @@ fn stored_event(event: &Event) -> serde_json::Value {
 }
 
 pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Result<RunOutput> {
+    refuse_erased(&prepared.thread)?;
     let run = RunId::random();
     let started_ms = now_ms();
     let mut watchers = inner.watchers.clone();
@@ -382,6 +383,24 @@ async fn attempt_until_valid(
             }
         }
     }
+}
+
+/// A request holding an erased message is refused before anything is
+/// admitted or sent: the model would get a hole where the history was.
+fn refuse_erased(thread: &skein_core::Thread) -> Result<()> {
+    for node in thread.ancestors() {
+        let erased = node.message().parts.iter().find_map(|part| match part {
+            skein_core::Part::Erased(erased) => Some(erased),
+            _ => None,
+        });
+        if let Some(erased) = erased {
+            return Err(EngineError::ErasedContent {
+                node: node.id(),
+                reason: erased.reason.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One model call: stream it, forwarding text to the request's text channel

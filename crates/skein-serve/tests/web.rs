@@ -415,6 +415,109 @@ async fn a_fork_at_a_node_no_conversation_heads_joins_the_family_and_lookalikes_
     );
 }
 
+/// Deleting a conversation and erasing a message from the page: both need
+/// the CSRF token, a read-only server refuses them, a dry run changes
+/// nothing, the fork keeps the messages it shares, and an erased message is
+/// shown as erased with its id and place unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_deleted_and_a_message_erased_from_the_page() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    // Without the token: refused, nothing deleted.
+    let (status, _) = server
+        .write(
+            &format!("/api/conversations/{}/delete", story.main),
+            "{}",
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let plan: Value = serde_json::from_str(
+        &server
+            .act(
+                &format!("/api/conversations/{}/delete", story.main),
+                serde_json::json!({"dry_run": true}),
+            )
+            .await,
+    )
+    .unwrap();
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["messages"], 2, "{plan}");
+    server
+        .json(&format!("/api/conversations/{}", story.main))
+        .await;
+
+    // Erase the first answer, which the fork shares.
+    let redacted: Value = serde_json::from_str(
+        &server
+            .act(
+                &format!("/api/nodes/{}/redact", &story.a1[..12]),
+                serde_json::json!({"reason": "named the wrong river", "by": "ana"}),
+            )
+            .await,
+    )
+    .unwrap();
+    assert_eq!(redacted["node"], story.a1.as_str());
+    let node = server.json(&format!("/api/nodes/{}", story.a1)).await;
+    assert_eq!(node["id"], story.a1.as_str());
+    assert_eq!(node["parts"][0]["type"], "erased");
+    assert_eq!(node["parts"][0]["was"], "text");
+    assert_eq!(node["parts"][0]["reason"], "named the wrong river");
+    assert_eq!(node["parts"][0]["erased_by"], "ana");
+    let message = server
+        .refused(
+            &format!("/api/nodes/{}/redact", story.a1),
+            serde_json::json!({"reason": " "}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(message.contains("reason"), "{message}");
+
+    let done: Value = serde_json::from_str(
+        &server
+            .act(
+                &format!("/api/conversations/{}/delete", story.main),
+                serde_json::json!({}),
+            )
+            .await,
+    )
+    .unwrap();
+    assert_eq!(done["messages"], 2, "{done}");
+    assert_eq!(done["kept_messages"], 2, "{done}");
+    server
+        .error(
+            &format!("/api/conversations/{}", story.main),
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    let fork = server
+        .json(&format!("/api/conversations/{}", story.fork))
+        .await;
+    assert_eq!(fork["head"], story.a3.as_str());
+    let report = server.store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.erased, 1);
+
+    let read_only = Server::start_configured(|config| config.read_only = true).await;
+    let other = crate::story(&read_only.store).await;
+    for path in [
+        format!("/api/conversations/{}/delete", other.main),
+        format!("/api/nodes/{}/redact", other.a1),
+    ] {
+        let message = read_only
+            .refused(
+                &path,
+                serde_json::json!({"reason": "x"}),
+                StatusCode::FORBIDDEN,
+            )
+            .await;
+        assert!(message.contains("read-only"), "{message}");
+    }
+    read_only
+        .json(&format!("/api/conversations/{}", other.main))
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_shows_its_parts_and_the_runs_that_produced_it() {
     let server = Server::start().await;

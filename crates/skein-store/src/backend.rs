@@ -15,6 +15,7 @@ use crate::CommitStageProbe;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
+use crate::forget::{Doomed, Scrubbed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::offers::ToolOffer;
 use crate::records::{
@@ -61,6 +62,7 @@ pub(crate) trait Backend:
     + EmbeddingCache
     + Transfer
     + Verify
+    + Forget
     + Send
     + Sync
 {
@@ -314,4 +316,18 @@ pub(crate) trait Transfer {
 /// Streaming every row through the shared checks (verify.rs).
 pub(crate) trait Verify {
     fn verify(&self) -> Result<VerifyReport>;
+}
+
+/// Deleting conversations and collecting what only they reached
+/// (forget.rs). Blocking only, like export and verify.
+pub(crate) trait Forget {
+    /// Delete `doomed` and the rows and nodes only they reached (with
+    /// `everywhere`, every node nothing reaches), in one transaction; with
+    /// `dry_run` the transaction is rolled back.
+    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept>;
+    /// Replace `node`'s body by `erased` (the same id), and remove what held
+    /// `original`'s content elsewhere, in one transaction.
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
+    /// Rewrite the database without its free pages.
+    fn vacuum(&self) -> Result<()>;
 }

@@ -51,7 +51,6 @@ pub(crate) fn decode_message(
     message.map_err(corrupt)
 }
 
-#[cfg(feature = "postgres")]
 /// The digests of the blobs a stored body references (none for a body that
 /// cannot be decoded: decoding it later reports the damage).
 pub(crate) fn blob_refs(body: &[u8]) -> Vec<Digest> {

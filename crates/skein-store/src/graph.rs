@@ -60,6 +60,7 @@ pub fn preview(message: &Message, width: usize) -> String {
             Part::Attachment(a) => {
                 text.push_str(&format!("[{} {} bytes]", a.media_type, a.data.len()));
             }
+            Part::Erased(erased) => text.push_str(&format!("[erased: {}]", erased.reason)),
             _ => text.push_str("[part]"),
         }
     }

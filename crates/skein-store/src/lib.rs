@@ -25,7 +25,10 @@ What it guarantees (see ARCHITECTURE.md for where each is enforced):
   losing the compare-and-set still stores the turn and either returns
   [`StoreError::HeadMoved`] or branches into a new conversation in the same
   transaction, as the target says;
-- nodes are never updated or deleted; only bookmarks move.
+- nodes are never updated, except by [`Store::redact`], which erases a
+  node's content in place and keeps its id; only bookmarks move, and nodes
+  are deleted only by [`Store::forget`], once nothing remaining reaches them
+  (forget.rs).
 
 [`Store::open_with`] takes an [`OpenMode`]: create the database when
 missing, require it, or only read it (never creating, migrating or writing
@@ -57,6 +60,7 @@ mod costs;
 mod embeddings;
 pub mod error;
 mod family;
+mod forget;
 mod graph;
 mod lanes;
 pub mod location;
@@ -84,6 +88,7 @@ pub use conversations::check_conversation_name;
 pub use costs::{CostMeter, Costs};
 pub use error::{HeadMoved, Result, StoreError, TlsProblem};
 pub use family::{FamilyLimits, FamilyRows, Rooted};
+pub use forget::{Filter, Forgotten, Redacted, SHARERS_SHOWN, Selection};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use offers::ToolOffer;
 pub use open::OpenMode;

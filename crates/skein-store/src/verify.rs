@@ -1,5 +1,7 @@
 /*!
-`verify`: recompute every node id from its parent and content, check depths,
+`verify`: recompute every node id from its parent and content (an erased
+part enters with the digest its erasure kept, so an erased node checks and
+is counted as erased, while any other change to it is an id mismatch), check depths,
 roles and roots, re-hash every blob, check that every conversation's head and
 origin node and every run's conversation, heads and offered tools are
 stored, and report each problem found (it never stops at the first, and
@@ -63,6 +65,10 @@ pub enum Problem {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
     pub nodes: u64,
+    /// Nodes whose content was erased in place (`skein redact`): their ids
+    /// still check against the digests the erasure kept, so they are not
+    /// problems.
+    pub erased: u64,
     pub blobs: u64,
     pub conversations: u64,
     pub runs: u64,
@@ -114,6 +120,9 @@ impl VerifyReport {
                 error: error.to_string(),
             }),
             Ok(message) => {
+                if message.is_erased() {
+                    self.erased += 1;
+                }
                 if i64::from(message.role.code()) != row.role {
                     self.problems
                         .push(Problem::RoleMismatch { id: id.to_hex() });

@@ -91,6 +91,29 @@ pub struct Config {
     /// Model Context Protocol servers.
     #[serde(default, skip_serializing_if = "McpConfig::is_empty")]
     pub mcp: McpConfig,
+    /// How long conversations are kept (`skein gc` applies it).
+    #[serde(default, skip_serializing_if = "Retention::is_empty")]
+    pub retention: Retention,
+}
+
+/// `[retention]`: conversations `skein gc` deletes (with what only they
+/// used, as `skein delete` does), by the time since they were last
+/// updated: an age such as `90d`, `12h` or `45m`. Unset: kept forever.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    /// Every conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older_than: Option<String>,
+    /// Conversations the recording proxy recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_older_than: Option<String>,
+}
+
+impl Retention {
+    fn is_empty(&self) -> bool {
+        self.older_than.is_none() && self.proxy_older_than.is_none()
+    }
 }
 
 /// `[mcp]`: the MCP servers whose tools `-T SERVER.*` offers.

@@ -549,6 +549,13 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
                 result.content
             )?,
             Part::Attachment(a) => outln!("{} · {} bytes", a.media_type, a.data.len())?,
+            Part::Erased(erased) => outln!(
+                "erased by {} at {} ms since 1970: {}\ncontent digest {}",
+                erased.erased_by,
+                erased.erased_at_ms,
+                erased.reason,
+                erased.digest
+            )?,
             _ => outln!("(a part this version cannot display)")?,
         }
     }

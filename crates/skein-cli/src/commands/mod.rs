@@ -5,6 +5,7 @@ mode, resolving ids typed by people, and running-and-recording a turn.
 
 mod chat;
 mod configured;
+mod delete;
 mod inspect;
 mod keys;
 mod models;
@@ -176,6 +177,9 @@ async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
         Command::Export(args) => transfer::export(ctx, args),
         Command::Import(args) => transfer::import(ctx, args),
         Command::Verify => transfer::verify(ctx),
+        Command::Delete(args) => delete::delete(ctx, args),
+        Command::Redact(args) => delete::redact(ctx, args),
+        Command::Gc(args) => delete::gc(ctx, args),
         Command::Serve(args) => serve::serve(ctx, args).await,
         Command::Conversations(args) => inspect::conversations(ctx, args),
         Command::Explain(args) => recorded::explain(ctx, args).await,
@@ -223,7 +227,8 @@ fn open_mode(command: &Command) -> OpenMode {
         | Command::Rerun(_)
         | Command::Replay(_)
         | Command::Reply(_)
-        | Command::Fork(_) => OpenMode::Existing,
+        | Command::Fork(_)
+        | Command::Delete(_) => OpenMode::Existing,
         _ => OpenMode::Create,
     }
 }

@@ -221,8 +221,13 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
         ui::json(&report)?;
     } else {
         outln!(
-            "checked {} nodes, {} blobs, {} conversations, {} runs: {}",
+            "checked {} nodes{}, {} blobs, {} conversations, {} runs: {}",
             report.nodes,
+            if report.erased > 0 {
+                format!(" ({} erased)", report.erased)
+            } else {
+                String::new()
+            },
             report.blobs,
             report.conversations,
             report.runs,

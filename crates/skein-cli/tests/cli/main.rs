@@ -23,6 +23,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_skein");
 mod clients;
 mod commands;
 mod conformance;
+mod delete;
 mod habits;
 mod llm_import;
 mod names;

@@ -1403,3 +1403,55 @@ async fn a_reply_past_the_reply_limit_is_a_failed_call() {
     let unbounded = engine.run(request()).await.unwrap();
     assert_eq!(unbounded.text().len(), 20);
 }
+
+/// A history holding an erased message (`skein redact`) is refused before
+/// any model call, naming the node and the reason; the same history before
+/// the erased message runs as usual.
+#[tokio::test]
+async fn a_history_with_an_erased_message_is_refused_before_any_call() {
+    let engine = engine();
+    let secret = Message::user("my password is hunter2");
+    let erased = Message::new(
+        Role::User,
+        vec![skein_core::Erased::part(
+            &secret.parts[0],
+            "alice",
+            1,
+            "pasted a secret",
+        )],
+    );
+    let before = Thread::from_messages([Message::system("be brief")]);
+    let with_secret = before.push(secret);
+    // Same id: the erased message stands in the secret's place.
+    let history = before.push_with_id(with_secret.head_id().unwrap(), erased);
+    let error = engine
+        .run(
+            Request::default()
+                .history(history.clone(), Default::default())
+                .message(Message::user("go on"))
+                .profile("main"),
+        )
+        .await
+        .unwrap_err();
+    match &error {
+        EngineError::ErasedContent { node, reason } => {
+            assert_eq!(Some(*node), history.head_id());
+            assert_eq!(reason, "pasted a secret");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        error
+            .to_string()
+            .contains("continue from a message before it")
+    );
+    engine
+        .run(
+            Request::default()
+                .history(before, Default::default())
+                .message(Message::user("go on"))
+                .profile("main"),
+        )
+        .await
+        .unwrap();
+}

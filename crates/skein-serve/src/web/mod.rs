@@ -40,7 +40,7 @@ Modules: `api` (read handlers and errors), [`views`] (the JSON shapes),
 embedded files and the headers every response carries), `session` (what the
 page needs to act), [`models`] (the models actions run on), `actions`
 (reply, edit, regenerate, fork), `reruns` (reports, reruns, forks from
-them), `stream` (a turn as server-sent events), [`events`] (the live
+them), `erase` (deleting a conversation, erasing a message's content), `stream` (a turn as server-sent events), [`events`] (the live
 stream of moved conversations).
 
 Everything shown is model or user output, so the page builds its DOM with
@@ -51,6 +51,7 @@ from executing anything else (`assets::security_headers`).
 mod actions;
 mod api;
 mod assets;
+mod erase;
 pub mod events;
 mod family;
 pub mod models;
@@ -91,6 +92,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/nodes/{id}/fork", post(actions::fork))
         .route("/api/nodes/{id}/rerun", post(reruns::rerun))
         .route("/api/reruns/{id}/fork", post(reruns::fork))
+        .route("/api/conversations/{id}/delete", post(erase::delete))
+        .route("/api/nodes/{id}/redact", post(erase::redact))
         .route("/api/search", get(api::search))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))

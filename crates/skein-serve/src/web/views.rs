@@ -209,6 +209,15 @@ pub enum PartView {
         media_type: String,
         size: usize,
     },
+    /// A part whose content was erased (`skein redact`): what it was, the
+    /// digest its id keeps, and who erased it, when and why.
+    Erased {
+        was: String,
+        digest: String,
+        erased_by: String,
+        erased_at_ms: i64,
+        reason: String,
+    },
     /// A part kind this build does not know how to show.
     Unknown {
         kind: String,
@@ -233,10 +242,27 @@ impl From<&Part> for PartView {
                 media_type: attachment.media_type.clone(),
                 size: attachment.data.len(),
             },
+            Part::Erased(erased) => PartView::Erased {
+                was: erased_kind(&erased.was).to_string(),
+                digest: erased.digest.to_hex(),
+                erased_by: erased.erased_by.clone(),
+                erased_at_ms: erased.erased_at_ms,
+                reason: erased.reason.clone(),
+            },
             other => PartView::Unknown {
                 kind: other.kind_name().to_string(),
             },
         }
+    }
+}
+
+/// The kind an erased part had, as parts are named.
+fn erased_kind(was: &skein::core::ErasedPart) -> &'static str {
+    match was {
+        skein::core::ErasedPart::Text => "text",
+        skein::core::ErasedPart::ToolCall { .. } => "tool_call",
+        skein::core::ErasedPart::ToolResult { .. } => "tool_result",
+        skein::core::ErasedPart::Attachment { .. } => "attachment",
     }
 }
 

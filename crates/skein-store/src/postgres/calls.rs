@@ -14,7 +14,7 @@ use skein_core::{Message, Role};
 /// The table, keyed by call id then node id.
 pub(crate) const CREATE_TOOL_CALLS: &str = "CREATE TABLE tool_calls (
     call_id TEXT NOT NULL,
-    node    BYTEA NOT NULL REFERENCES nodes(id),
+    node    BYTEA NOT NULL,
     PRIMARY KEY (call_id, node)
 );";
 

@@ -413,7 +413,7 @@ async fn refuse_taken_name(
 
 async fn conversation_exists(tx: &impl GenericClient, id: &ConversationId) -> Result<bool> {
     let statement = tx
-        .prepare_cached("SELECT 1 FROM conversations WHERE id = $1")
+        .prepare_cached("SELECT 1 FROM conversations WHERE id = $1 FOR KEY SHARE")
         .await?;
     Ok(tx.query_opt(&statement, &[&id.as_str()]).await?.is_some())
 }

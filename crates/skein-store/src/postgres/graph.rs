@@ -51,6 +51,8 @@ use tokio_postgres::Row;
 /// eight times more, so a stateless client resending a deep history costs a
 /// few round trips, and a normal turn exactly one.
 const FIRST_PROBE: usize = 8;
+/// The largest batch of ids one probe asks about.
+const LAST_PROBE: usize = 32_768;
 
 /// The lanes a thread crosses (`spans`: each lane and the depth of the
 /// thread's deepest node in it, head first; depths strictly fall, so even a
@@ -378,7 +380,7 @@ pub(crate) async fn find_missing<'t>(
         .prepare_cached(
             "SELECT n.id, n.root, n.lane, n.depth,
                     (SELECT TRUE FROM nodes c WHERE c.lane = n.lane AND c.depth = n.depth + 1) IS NULL
-             FROM nodes n WHERE n.id = ANY($1)",
+             FROM nodes n WHERE n.id = ANY($1) FOR KEY SHARE OF n",
         )
         .await?;
     let mut missing: Vec<&Node> = Vec::new();
@@ -387,7 +389,7 @@ pub(crate) async fn find_missing<'t>(
     let mut ancestors = thread.ancestors();
     let mut size = FIRST_PROBE;
     'probing: loop {
-        let mut batch = Vec::with_capacity(size);
+        let mut batch = Vec::with_capacity(size.min(thread.len()));
         for node in ancestors.by_ref() {
             batch.push(node);
             if batch.len() == size || node.is_persisted_in(key) {
@@ -420,12 +422,13 @@ pub(crate) async fn find_missing<'t>(
                 }
                 break 'probing;
             }
-            if node.is_persisted_in(key) {
-                return Err(StoreError::NodeNotFound(node.id()));
-            }
+            // Missing though marked stored: a deletion collected it since
+            // (crate::forget). Its content is here: it is written again.
             missing.push(node);
         }
-        size *= 8;
+        // Bounded: a thread whose stored nodes a deletion collected meanwhile
+        // ends a batch at every node still marked stored.
+        size = size.saturating_mul(8).min(LAST_PROBE);
     }
     missing.reverse();
     let mut lanes = Lanes::new();
@@ -562,7 +565,7 @@ pub(crate) async fn queue_nodes<'c, 'm, C: GenericClient>(
             .prepare_cached(
                 "INSERT INTO blobs(digest, bytes)
                  SELECT * FROM unnest($1::bytea[], $2::bytea[])
-                 ON CONFLICT DO NOTHING",
+                 ON CONFLICT (digest) DO UPDATE SET bytes = EXCLUDED.bytes WHERE FALSE",
             )
             .await?;
         let params: Vec<Param> = vec![Box::new(blob_digests), Box::new(blob_bytes)];

@@ -67,6 +67,7 @@ mod calls;
 mod conversations;
 mod embeddings;
 mod family;
+mod forget;
 mod graph;
 mod offers;
 mod pipeline;

@@ -289,6 +289,9 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     CREATE INDEX replay_turns_by_answer ON replay_turns(answer_head);
     "#,
     ),
+    // 15: the references deletion asks about (crate::forget), indexed, as
+    // on SQLite.
+    Migration::Sql(crate::sqlite::schema::FORGET_INDEXES),
 ];
 
 /// The schema version this build writes.

@@ -28,6 +28,17 @@ pub(crate) fn index_calls(conn: &Connection, seq: i64, message: &Message) -> Res
     Ok(())
 }
 
+/// Remove the calls of `message`, stored at `seq`, from the index (the
+/// node is being deleted).
+pub(crate) fn unindex_calls(conn: &Connection, seq: i64, message: &Message) -> Result<()> {
+    let mut delete =
+        conn.prepare_cached("DELETE FROM tool_calls WHERE call_id = ?1 AND node = ?2")?;
+    for call in message.tool_calls() {
+        delete.execute(params![call.id, seq])?;
+    }
+    Ok(())
+}
+
 /// The migration that adds the index, filled from the stored assistant
 /// messages (the only ones that make calls). A node that cannot be decoded
 /// is left out (`verify` reports it).
@@ -35,7 +46,7 @@ pub(crate) fn add_tool_calls(conn: &Connection) -> Result<()> {
     conn.execute_batch(
         "CREATE TABLE tool_calls (
              call_id TEXT NOT NULL,
-             node    INTEGER NOT NULL REFERENCES nodes(seq),
+             node    INTEGER NOT NULL,
              PRIMARY KEY (call_id, node)
          ) WITHOUT ROWID;",
     )?;

@@ -101,7 +101,18 @@ impl SqliteStore {
     /// Load the thread whose head is `head`: one range scan per lane it
     /// runs through.
     pub(crate) fn load_thread(&self, head: NodeId) -> Result<Thread> {
-        self.read(|conn| load_thread(conn, self.key(), head))
+        self.read(|conn| match load_thread(conn, self.key(), head) {
+            // Each statement of a load reads its own snapshot: a deletion
+            // (crate::forget) committing between them can take the rows the
+            // first ones found. Then the head is gone (its thread with it),
+            // or, when it was written again meanwhile, a second load reads it
+            // whole. Damage that is really there fails both ways.
+            Err(StoreError::MalformedRow(_)) if seq_of(conn, head)?.is_none() => {
+                Err(StoreError::NodeNotFound(head))
+            }
+            Err(StoreError::MalformedRow(_)) => load_thread(conn, self.key(), head),
+            other => other,
+        })
     }
 
     /// One node by id, without loading its thread.
@@ -260,7 +271,8 @@ pub(crate) fn append_nodes<'t>(
                 }
                 break;
             }
-            None if known => return Err(StoreError::NodeNotFound(node.id())),
+            // Also a node marked stored that a deletion collected since
+            // (crate::forget): its content is here, so it is written again.
             None => missing.push(node),
         }
     }

@@ -256,7 +256,20 @@ const MIGRATIONS: &[Migration] = &[
     CREATE INDEX replay_turns_by_answer ON replay_turns(answer_head);
     ",
     ),
+    // 15: the references deletion asks about (crate::forget), indexed: which
+    // conversations were forked at a node, which runs took a node as their
+    // input, which reruns sent a request ending there.
+    Migration::Sql(FORGET_INDEXES),
 ];
+
+/// Migration 13, the same SQL on both backends. `IF NOT EXISTS`: tests of
+/// older databases set the version back and migrate again.
+pub(crate) const FORGET_INDEXES: &str = r"
+    CREATE INDEX IF NOT EXISTS conversations_by_origin_node ON conversations(forked_from_node)
+        WHERE forked_from_node IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS runs_by_input ON runs(input_head);
+    CREATE INDEX IF NOT EXISTS reruns_by_request ON reruns(request_head);
+";
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

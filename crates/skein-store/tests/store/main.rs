@@ -11,6 +11,7 @@ mod common;
 
 mod concurrency;
 mod crash;
+mod forget;
 mod graph;
 mod import_properties;
 mod lanes;
@@ -19,6 +20,7 @@ mod offers;
 mod open;
 mod processes;
 mod replays;
+mod redact;
 mod reruns;
 mod run;
 mod transfer;

@@ -748,6 +748,12 @@ function renderPart(part, index, nodeId) {
         el('span', { class: 'media-type' }, part.media_type), el('span', { class: 'muted size' }, ` · ${bytes(part.size)}`),
         ' ', el('a', { href: `/api/nodes/${nodeId}/parts/${index}`, download: '' }, 'download')));
       break;
+    case 'erased':
+      box.append(el('div', { class: 'part-head' }, badge('erased', 'error-badge'),
+        el('span', { class: 'muted' }, ` ${part.was.replace('_', ' ')} erased by ${part.erased_by} on ${new Date(part.erased_at_ms).toISOString()}`)),
+      el('p', { class: 'erased-reason' }, `why: ${part.reason}`),
+      el('p', { class: 'muted' }, 'content digest ', el('code', {}, part.digest)));
+      break;
     default:
       box.append(el('div', { class: 'part-head' }, badge(part.kind || part.type), el('span', { class: 'muted' }, 'a part this version cannot show')));
   }

@@ -1,0 +1,518 @@
+/*!
+Deleting conversations from a content-addressed graph: what goes, what
+stays, and why (invariant 12 of the design: deleting is reachability).
+
+A [`Selection`] names conversations (one, a family, or every one matching a
+[`Filter`]). [`Store::forget`] removes, in one write transaction, their
+bookmarks, their runs (with the tools offered and relation rows), their
+reruns (with the reruns' own runs), and then every node that nothing left
+in the database reaches any more, with the node's search-index row, the
+blobs no remaining node references and the embedding-cache rows of its
+texts. A node stays when a remaining conversation's head or origin, a
+remaining run's input or output head, or a remaining rerun's turn, request
+or answer node is the node itself or lies below it: what another
+conversation still uses is never touched, and the report says how much was
+kept and which conversations share it.
+
+Which nodes could become unreachable is known without scanning the graph:
+only the ancestors of the references the deleted rows held (the
+*candidates*). A candidate is kept when it is referenced by a remaining row
+or has a child that is no candidate (a *seed*), or lies above a seed; the
+rest is garbage. [`sweep`] decides that once for both backends, which only
+find candidates and seeds (sqlite/forget.rs, postgres/forget.rs).
+
+Concurrent turns: on SQLite the deletion is one `BEGIN IMMEDIATE`
+transaction, so a turn commits wholly before or after it; a turn that
+built on nodes deleted meanwhile writes them again from memory (their ids
+are their content), so nothing it names dangles. On PostgreSQL the
+deletion locks the selected conversations and the candidate nodes
+(`FOR UPDATE`) before deciding; a turn locks the stored node it builds on
+(`FOR KEY SHARE`) and the conversation it continues, so either the turn
+commits first and the deletion sees its nodes and runs, or it waits and
+then finds the nodes gone (and writes them again) or its conversation gone
+([`StoreError::ConversationNotFound`](crate::StoreError::ConversationNotFound)).
+
+A dry run does all of it in a transaction that is rolled back, so its
+plan is exactly what the deletion would do at that moment.
+
+[`Store::redact`] erases one node's content in place instead: the node keeps
+its id and place (its parts become [`Part::Erased`], which enter the id
+preimage as the parts they were), and the same cleaning reaches the search
+index, blobs, the embedding cache and runs' request bodies.
+[`Store::vacuum`] then rewrites the database file without the freed bytes.
+*/
+
+use crate::error::Result;
+use crate::family::FamilyLimits;
+use crate::records::{ConversationId, ConversationRecord};
+use crate::search::ConversationRef;
+use crate::store::Store;
+use serde::Serialize;
+use skein_core::encoding::node_id;
+use skein_core::{Digest, Erased, Message, NodeId, Part};
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+
+/// Which conversations to delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Selection {
+    /// These conversations.
+    Conversations(Vec<ConversationId>),
+    /// The conversation and every conversation tied to it by origin links
+    /// (its forks, the ones it was forked from, reply branches); not the
+    /// ones that merely share messages by content.
+    Family(ConversationId),
+    /// Every conversation matching the filter.
+    Matching(Filter),
+}
+
+/// Conversations a [`Selection::Matching`] takes: all of the given
+/// conditions must hold (none given matches every conversation). A new
+/// condition (a label) is a new field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Filter {
+    /// Last updated before this Unix time, in milliseconds.
+    pub updated_before_ms: Option<i64>,
+    /// Recorded by the recording proxy (`skein serve --proxy`).
+    pub proxy_only: bool,
+}
+
+impl Filter {
+    /// Conversations last updated before `ms` (Unix time, milliseconds).
+    pub fn updated_before_ms(mut self, ms: i64) -> Filter {
+        self.updated_before_ms = Some(ms);
+        self
+    }
+
+    /// Only conversations the recording proxy recorded.
+    pub fn proxy_only(mut self) -> Filter {
+        self.proxy_only = true;
+        self
+    }
+
+    /// Whether `conversation` matches.
+    pub fn matches(&self, conversation: &ConversationRecord) -> bool {
+        self.updated_before_ms
+            .is_none_or(|before| conversation.updated_ms < before)
+            && (!self.proxy_only || conversation.settings.proxy)
+    }
+}
+
+/// One conversation a backend is to delete. `updated_ms`, when set, is
+/// when it was last updated as the selection saw it: a conversation updated
+/// since (a turn landed on it) no longer matched what was asked for and is
+/// skipped.
+#[derive(Clone, Debug)]
+pub(crate) struct Doomed {
+    pub id: ConversationId,
+    pub updated_ms: Option<i64>,
+}
+
+/// What a backend's deletion did (or, in a dry run, would do).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Swept {
+    pub deleted: Vec<ConversationId>,
+    pub skipped: Vec<ConversationId>,
+    pub runs: u64,
+    pub reruns: u64,
+    pub nodes: u64,
+    pub blobs: u64,
+    pub embeddings: u64,
+    pub kept: u64,
+    /// The deepest kept nodes on the deleted conversations' paths.
+    pub boundary: Vec<NodeId>,
+}
+
+/// What [`Store::forget`] removed, or in a dry run would remove, and what
+/// it kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Forgotten {
+    /// Nothing was changed: this is the plan.
+    pub dry_run: bool,
+    /// The conversations deleted.
+    pub conversations: Vec<ConversationId>,
+    /// Conversations selected by a filter but updated since the selection
+    /// was made (a turn landed on them meanwhile): kept.
+    pub skipped: Vec<ConversationId>,
+    pub runs: u64,
+    pub reruns: u64,
+    /// Messages (nodes) removed.
+    pub messages: u64,
+    /// Large payloads removed (no remaining message references them).
+    pub blobs: u64,
+    /// Embedding-cache rows removed (the vectors of removed texts).
+    pub embeddings: u64,
+    /// Messages of the deleted conversations that stay because something
+    /// remaining still reaches them.
+    pub kept_messages: u64,
+    /// Remaining conversations whose threads hold kept messages (at most
+    /// [`SHARERS_SHOWN`]), found from the deepest kept messages. A dry run
+    /// finds them while the selected conversations are still stored, so it
+    /// may list fewer than the deletion then does.
+    pub shared_with: Vec<ConversationRef>,
+    /// More conversations share kept messages than listed.
+    pub more_sharers: bool,
+}
+
+/// At most this many sharing conversations are listed in a report.
+pub const SHARERS_SHOWN: usize = 20;
+
+impl std::fmt::Display for Forgotten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verb = if self.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        };
+        writeln!(
+            f,
+            "{verb} {} conversation(s), {} run(s), {} rerun(s), {} message(s), {} blob(s), {} cached embedding(s)",
+            self.conversations.len(),
+            self.runs,
+            self.reruns,
+            self.messages,
+            self.blobs,
+            self.embeddings
+        )?;
+        if self.kept_messages > 0 {
+            let sharers = self.shared_with.len();
+            let more = if self.more_sharers { " or more" } else { "" };
+            let why = if sharers == 0 {
+                "still reached by remaining runs or reruns".to_string()
+            } else {
+                format!("shared with {sharers}{more} conversation(s)")
+            };
+            writeln!(f, "{} message(s) kept: {why}", self.kept_messages)?;
+        }
+        if !self.skipped.is_empty() {
+            writeln!(
+                f,
+                "{} conversation(s) kept: updated while the selection was made",
+                self.skipped.len()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Delete the selected conversations and everything only they reached
+    /// (see the module documentation); with `dry_run`, only say what that
+    /// would do. Blocking, like export and verify: from async code run it
+    /// with [`Store::run_blocking`]. A read-only store refuses both.
+    pub fn forget(&self, selection: &Selection, dry_run: bool) -> Result<Forgotten> {
+        let doomed = self.doomed(selection)?;
+        self.forget_doomed(&doomed, false, dry_run)
+    }
+
+    /// Delete every message nothing reaches (no conversation, run or rerun:
+    /// what a deletion interrupted before skein had it, or writes of other
+    /// tools, left behind), with its search row, blobs and cached
+    /// embeddings, as [`Store::forget`] does for a deletion's candidates.
+    /// Every node is a candidate, so this reads the whole graph (and on
+    /// PostgreSQL locks every node row while it decides): run it as
+    /// maintenance. With `dry_run`, only say what it would delete.
+    pub fn collect_garbage(&self, dry_run: bool) -> Result<Forgotten> {
+        self.forget_doomed(&[], true, dry_run)
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// [`Store::forget`] of conversations a filter saw last updated at the
+    /// given times, for tests of a turn landing between the selection and
+    /// the deletion.
+    #[doc(hidden)]
+    pub fn forget_as_seen(
+        &self,
+        seen: &[(ConversationId, i64)],
+        dry_run: bool,
+    ) -> Result<Forgotten> {
+        let doomed: Vec<Doomed> = seen
+            .iter()
+            .map(|(id, updated_ms)| Doomed {
+                id: id.clone(),
+                updated_ms: Some(*updated_ms),
+            })
+            .collect();
+        self.forget_doomed(&doomed, false, dry_run)
+    }
+
+    fn forget_doomed(
+        &self,
+        doomed: &[Doomed],
+        everywhere: bool,
+        dry_run: bool,
+    ) -> Result<Forgotten> {
+        let swept = self.backend().forget(doomed, everywhere, dry_run)?;
+        let (shared_with, more_sharers) = self.sharers(&swept)?;
+        Ok(Forgotten {
+            dry_run,
+            conversations: swept.deleted,
+            skipped: swept.skipped,
+            runs: swept.runs,
+            reruns: swept.reruns,
+            messages: swept.nodes,
+            blobs: swept.blobs,
+            embeddings: swept.embeddings,
+            kept_messages: swept.kept,
+            shared_with,
+            more_sharers,
+        })
+    }
+
+    /// The conversations `selection` names, each with the update time a
+    /// filter saw.
+    fn doomed(&self, selection: &Selection) -> Result<Vec<Doomed>> {
+        let exactly = |id: ConversationId| Doomed {
+            id,
+            updated_ms: None,
+        };
+        Ok(match selection {
+            Selection::Conversations(ids) => ids.iter().cloned().map(exactly).collect(),
+            Selection::Family(id) => {
+                // Any family fits; the limit only has to stay a valid SQL
+                // integer after the additions made to it.
+                let limits = FamilyLimits {
+                    members: 1 << 40,
+                    shares: 0,
+                };
+                self.family(id, limits)?
+                    .members
+                    .into_iter()
+                    .map(|member| exactly(member.conversation.id))
+                    .collect()
+            }
+            Selection::Matching(filter) => self
+                .list_conversations(usize::MAX >> 1)?
+                .into_iter()
+                .filter(|conversation| filter.matches(conversation))
+                .map(|conversation| Doomed {
+                    id: conversation.id,
+                    updated_ms: Some(conversation.updated_ms),
+                })
+                .collect(),
+        })
+    }
+
+    /// The remaining conversations holding the kept boundary nodes.
+    fn sharers(&self, swept: &Swept) -> Result<(Vec<ConversationRef>, bool)> {
+        // In a dry run the deleted conversations are still stored.
+        let deleted: HashSet<&ConversationId> = swept.deleted.iter().collect();
+        let mut seen = HashSet::new();
+        let mut sharers = Vec::new();
+        for node in &swept.boundary {
+            let found = match self.containing_conversations(*node, SHARERS_SHOWN + deleted.len()) {
+                Ok(found) => found,
+                // Collected by a concurrent deletion since.
+                Err(crate::StoreError::NodeNotFound(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            for conversation in found {
+                if !deleted.contains(&conversation.id) && seen.insert(conversation.id.clone()) {
+                    sharers.push(conversation);
+                }
+            }
+        }
+        let more = sharers.len() > SHARERS_SHOWN;
+        sharers.truncate(SHARERS_SHOWN);
+        Ok((sharers, more))
+    }
+
+    fn containing_conversations(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+        self.wait(self.backend().containing(node, cap))
+    }
+}
+
+/// What [`Store::redact`] erased.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Redacted {
+    /// The node, whose id and place did not change.
+    pub node: NodeId,
+    /// Its parts erased now (a part erased before stays as it was).
+    pub parts: usize,
+    /// Large payloads removed (no other message references them).
+    pub blobs: u64,
+    /// Embedding-cache rows removed (the vectors of its texts).
+    pub embeddings: u64,
+    /// Runs whose kept request body (a proxied run's exact request) or
+    /// observation events could hold the content, cleared.
+    pub runs_scrubbed: u64,
+    /// Conversations whose title was made from the erased message: their
+    /// title is removed.
+    pub titles_removed: u64,
+}
+
+/// What a backend's redaction removed besides the content.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scrubbed {
+    pub blobs: u64,
+    pub embeddings: u64,
+    pub runs: u64,
+    pub titles: u64,
+}
+
+impl Store {
+    /// Erase the content of `node` in place (design invariant 12): each part
+    /// becomes a [`Part::Erased`] keeping the original kind, small fields
+    /// (tool names and call ids, media types) and payload digest, with who
+    /// erased it (`erased_by`, free text), when and why (`reason`). The id
+    /// still checks, so every thread through the node loads as before and
+    /// `verify` counts it as erased, not tampered; the search index, blobs
+    /// only it used, its texts' cached embeddings, the request bodies and
+    /// events of the runs whose threads pass through it, and the titles
+    /// made from it of the conversations holding it lose it too.
+    /// The freed bytes stay in the database file until
+    /// [`Store::vacuum`]. Blocking, like [`Store::forget`].
+    pub fn redact(&self, node: NodeId, erased_by: &str, reason: &str) -> Result<Redacted> {
+        let stored = self.node(node)?;
+        let at = crate::records::now_ms();
+        let erased = Message::new(
+            stored.message.role,
+            stored
+                .message
+                .parts
+                .iter()
+                .map(|part| Erased::part(part, erased_by, at, reason))
+                .collect(),
+        );
+        if node_id(stored.parent.as_ref(), &erased) != node {
+            return Err(crate::StoreError::MalformedRow(format!(
+                "node {} does not match its content; run `skein verify` before erasing it",
+                node.short()
+            )));
+        }
+        let parts = stored
+            .message
+            .parts
+            .iter()
+            .filter(|part| !matches!(part, Part::Erased(_)))
+            .count();
+        let scrubbed = self.backend().redact(node, &stored.message, &erased)?;
+        Ok(Redacted {
+            node,
+            parts,
+            blobs: scrubbed.blobs,
+            embeddings: scrubbed.embeddings,
+            runs_scrubbed: scrubbed.runs,
+            titles_removed: scrubbed.titles,
+        })
+    }
+
+    /// Rewrite the database so that deleted and erased bytes leave its file:
+    /// SQLite `VACUUM` with `secure_delete` (and a WAL checkpoint that
+    /// truncates the log); PostgreSQL `VACUUM FULL` of the tables that hold
+    /// content. Takes the database for itself while it runs: run it when
+    /// nothing else writes.
+    pub fn vacuum(&self) -> Result<()> {
+        self.backend().vacuum()
+    }
+}
+
+/// The candidates' fate: garbage (to delete, children before parents) and
+/// how many are kept, with the boundary (the kept candidates that are
+/// seeds: where a remaining thread or reference starts to need them).
+pub(crate) struct Sweep<K> {
+    pub garbage: Vec<K>,
+    pub kept: u64,
+    pub boundary: Vec<K>,
+}
+
+/// Decide which candidates are garbage. `candidates` are the nodes that
+/// could have become unreachable, each with its parent, in any order,
+/// closed under ancestry (every candidate's parent is a candidate);
+/// `order` gives each a topological rank (its `seq`). A candidate is kept
+/// when it is a seed or lies above one.
+pub(crate) fn sweep<K: Clone + Eq + Hash>(
+    candidates: &[(K, Option<K>, i64)],
+    seeds: &HashSet<K>,
+) -> Sweep<K> {
+    let parents: HashMap<&K, Option<&K>> = candidates
+        .iter()
+        .map(|(node, parent, _)| (node, parent.as_ref()))
+        .collect();
+    let mut kept: HashSet<&K> = HashSet::new();
+    for seed in seeds {
+        let mut next = parents.get_key_value(seed).map(|(node, _)| *node);
+        while let Some(node) = next {
+            if !kept.insert(node) {
+                break;
+            }
+            next = parents.get(node).copied().flatten();
+        }
+    }
+    let mut garbage: Vec<&(K, Option<K>, i64)> = candidates
+        .iter()
+        .filter(|(node, _, _)| !kept.contains(node))
+        .collect();
+    garbage.sort_by_key(|(_, _, seq)| std::cmp::Reverse(*seq));
+    let mut boundary: Vec<&(K, Option<K>, i64)> = candidates
+        .iter()
+        .filter(|(node, _, _)| seeds.contains(node))
+        .collect();
+    boundary.sort_by_key(|(_, _, seq)| std::cmp::Reverse(*seq));
+    Sweep {
+        garbage: garbage
+            .into_iter()
+            .map(|(node, _, _)| node.clone())
+            .collect(),
+        kept: kept.len() as u64,
+        boundary: boundary
+            .into_iter()
+            .take(SHARERS_SHOWN)
+            .map(|(node, _, _)| node.clone())
+            .collect(),
+    }
+}
+
+/// The title a conversation whose first prompt was `original` was given
+/// (the turn layer's `title_from`): a redaction removes it too.
+pub(crate) fn derived_title(original: &Message) -> Option<String> {
+    skein_core::ConversationSettings::title_from(&original.joined_text())
+}
+
+/// The digests the embedding cache keys a removed message's texts by (a
+/// text embedded by a recorded chat is keyed by the digest of its bytes).
+pub(crate) fn embedded_digests(message: &Message) -> Vec<Digest> {
+    message
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text { text } => Some(Digest::of(text.as_bytes())),
+            Part::ToolResult(result) => Some(Digest::of(result.content.as_bytes())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sweep;
+    use std::collections::HashSet;
+
+    /// 1 ← 2 ← 3 ← 4, and 2 ← 5: a seed at 5 keeps 5, 2 and 1; 3 and 4 go,
+    /// children first.
+    #[test]
+    fn a_seed_keeps_its_ancestors_and_the_rest_goes_deepest_first() {
+        let candidates = vec![
+            (1, None, 1),
+            (2, Some(1), 2),
+            (3, Some(2), 3),
+            (4, Some(3), 4),
+            (5, Some(2), 5),
+        ];
+        let swept = sweep(&candidates, &HashSet::from([5]));
+        assert_eq!(swept.garbage, vec![4, 3]);
+        assert_eq!(swept.kept, 3);
+        assert_eq!(swept.boundary, vec![5]);
+    }
+
+    #[test]
+    fn without_seeds_everything_goes_and_a_seed_at_the_root_keeps_only_it() {
+        let candidates = vec![(1, None, 1), (2, Some(1), 2)];
+        assert_eq!(sweep(&candidates, &HashSet::new()).garbage, vec![2, 1]);
+        let swept = sweep(&candidates, &HashSet::from([1]));
+        assert_eq!(swept.garbage, vec![2]);
+        assert_eq!(swept.kept, 1);
+    }
+}

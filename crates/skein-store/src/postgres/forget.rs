@@ -1,0 +1,350 @@
+/*!
+Deleting conversations on PostgreSQL (crate::forget explains what goes and
+what stays): one transaction locks the selected conversations, deletes
+their rows, finds the candidate nodes (one recursive query), locks them
+`FOR UPDATE` so no turn can build on them while this decides, finds the
+seeds among them, and deletes the garbage (its search column goes with the
+row) with the blobs no remaining node references and their texts' cached
+embeddings. A turn builds on a stored node only after locking it
+`FOR KEY SHARE` (graph.rs), so it either committed before the lock here (and
+its nodes and runs are seen as seeds) or waits and finds the node gone.
+A dry run rolls back to a savepoint taken first.
+*/
+
+use super::PgStore;
+use super::graph::{decode, fetch_blobs};
+use crate::backend::{Backend, Forget};
+use crate::codec::BLOB_THRESHOLD;
+use crate::codec::{blob_refs, node_id};
+use crate::error::Result;
+use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
+use deadpool_postgres::{Client, GenericClient};
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, NodeId};
+use std::collections::HashSet;
+
+impl Forget for PgStore {
+    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept> {
+        self.write(async |tx| {
+            tx.batch_execute("SAVEPOINT forget").await?;
+            let swept = forget_in(tx, doomed, everywhere).await;
+            let end = if dry_run || swept.is_err() {
+                "ROLLBACK TO SAVEPOINT forget; RELEASE SAVEPOINT forget"
+            } else {
+                "RELEASE SAVEPOINT forget"
+            };
+            match swept {
+                Ok(swept) => {
+                    tx.batch_execute(end).await?;
+                    Ok(swept)
+                }
+                // The transaction may be aborted: the caller rolls it back.
+                Err(error) => Err(error),
+            }
+        })
+    }
+
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
+        self.write(async |tx| redact_in(tx, node, original, erased).await)
+    }
+
+    fn vacuum(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(crate::StoreError::ReadOnly {
+                location: self.location(),
+            });
+        }
+        self.read(async |client| {
+            client
+                .batch_execute(
+                    "VACUUM FULL nodes, blobs, runs, conversations, reruns, embeddings, tool_offers",
+                )
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// The redaction, inside the caller's transaction. The node's row is locked
+/// first, so a concurrent deletion of it waits (or has already removed it).
+async fn redact_in(
+    tx: &Client,
+    node: NodeId,
+    original: &Message,
+    erased: &Message,
+) -> Result<Scrubbed> {
+    let id = node.as_bytes().as_slice();
+    let lock = tx
+        .prepare_cached("SELECT blob_refs FROM nodes WHERE id = $1 FOR UPDATE")
+        .await?;
+    let Some(row) = tx.query_opt(&lock, &[&id]).await? else {
+        return Err(crate::StoreError::NodeNotFound(node));
+    };
+    let refs: Option<Vec<u8>> = row.get(0);
+    let update = tx
+        .prepare_cached("UPDATE nodes SET body = $2, blob_refs = NULL, search = NULL WHERE id = $1")
+        .await?;
+    tx.execute(&update, &[&id, &encode_body(erased, BLOB_THRESHOLD).bytes])
+        .await?;
+    let referenced: Vec<&[u8]> = refs.as_deref().unwrap_or_default().chunks(32).collect();
+    let blobs = delete_unused_blobs(tx, &referenced).await?;
+    let digests: Vec<Digest> = embedded_digests(original);
+    let embedded: Vec<&[u8]> = digests.iter().map(|d| d.as_bytes().as_slice()).collect();
+    let forget = tx
+        .prepare_cached("DELETE FROM embeddings WHERE digest = ANY($1)")
+        .await?;
+    let embeddings = tx.execute(&forget, &[&embedded]).await?;
+    let scrub = tx
+        .prepare_cached(
+            "WITH RECURSIVE below(id) AS (
+                 SELECT $1::bytea
+                 UNION ALL
+                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+             )
+             UPDATE runs SET request = NULL,
+                 events = CASE WHEN output_head = $1 THEN '[]' ELSE events END
+             WHERE (request IS NOT NULL OR (output_head = $1 AND events <> '[]'))
+               AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
+        )
+        .await?;
+    let runs = tx.execute(&scrub, &[&id]).await?;
+    let mut titles = 0;
+    if let Some(title) = derived_title(original) {
+        let untitle = tx
+            .prepare_cached(
+                "WITH RECURSIVE below(id) AS (
+                     SELECT $1::bytea
+                     UNION ALL
+                     SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+                 )
+                 UPDATE conversations SET meta = (meta::jsonb - 'title')::text
+                 WHERE meta::jsonb ->> 'title' = $2 AND head IN (SELECT id FROM below)",
+            )
+            .await?;
+        titles = tx.execute(&untitle, &[&id, &title]).await?;
+    }
+    Ok(Scrubbed {
+        blobs,
+        embeddings,
+        runs,
+        titles,
+    })
+}
+
+/// Delete the blobs among `referenced` no node references any more. They
+/// are locked first: a turn storing a node that references one of them
+/// locks it too (graph.rs), so it is seen here or waits.
+async fn delete_unused_blobs(tx: &Client, referenced: &[&[u8]]) -> Result<u64> {
+    if referenced.is_empty() {
+        return Ok(0);
+    }
+    let lock = tx
+        .prepare_cached("SELECT 1 FROM blobs WHERE digest = ANY($1) ORDER BY digest FOR UPDATE")
+        .await?;
+    tx.query(&lock, &[&referenced]).await?;
+    let unused = tx
+        .prepare_cached(
+            "DELETE FROM blobs b WHERE b.digest = ANY($1)
+             AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.blob_refs IS NOT NULL
+                             AND position(b.digest IN n.blob_refs) > 0)",
+        )
+        .await?;
+    Ok(tx.execute(&unused, &[&referenced]).await?)
+}
+
+type Id = Vec<u8>;
+
+async fn forget_in(tx: &Client, doomed: &[Doomed], everywhere: bool) -> Result<Swept> {
+    let mut swept = Swept::default();
+    let mut released: Vec<Id> = Vec::new();
+    let ids: Vec<&str> = doomed.iter().map(|d| d.id.as_str()).collect();
+    // Locked in one order, so two deletions wait rather than deadlock.
+    let lock = tx
+        .prepare_cached(
+            "SELECT id, head, forked_from_node, updated FROM conversations
+             WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        )
+        .await?;
+    let rows = tx.query(&lock, &[&ids]).await?;
+    let mut gone: Vec<String> = Vec::new();
+    for conversation in doomed {
+        let row = rows
+            .iter()
+            .find(|row| row.get::<_, &str>(0) == conversation.id.as_str());
+        let Some(row) = row.filter(|row| {
+            conversation
+                .updated_ms
+                .is_none_or(|seen| seen == row.get::<_, i64>(3))
+        }) else {
+            swept.skipped.push(conversation.id.clone());
+            continue;
+        };
+        released.extend(row.get::<_, Option<Id>>(1));
+        released.extend(row.get::<_, Option<Id>>(2));
+        gone.push(conversation.id.0.clone());
+        swept.deleted.push(conversation.id.clone());
+    }
+    let reruns = tx
+        .prepare_cached(
+            "DELETE FROM reruns WHERE conversation = ANY($1)
+             RETURNING turn_node, request_head, answer_head, sample_runs, baseline_runs",
+        )
+        .await?;
+    let mut runs: Vec<String> = Vec::new();
+    for row in tx.query(&reruns, &[&gone]).await? {
+        released.push(row.get(0));
+        released.extend(row.get::<_, Option<Id>>(1));
+        released.extend(row.get::<_, Option<Id>>(2));
+        for column in [3, 4] {
+            let listed: Vec<String> = serde_json::from_str(row.get::<_, &str>(column))?;
+            runs.extend(listed);
+        }
+        swept.reruns += 1;
+    }
+    let owned = tx
+        .prepare_cached("SELECT id FROM runs WHERE conversation = ANY($1)")
+        .await?;
+    runs.extend(
+        tx.query(&owned, &[&gone])
+            .await?
+            .iter()
+            .map(|row| row.get::<_, String>(0)),
+    );
+    runs.sort();
+    runs.dedup();
+    for sql in [
+        "DELETE FROM run_tools WHERE run_id = ANY($1)",
+        "DELETE FROM run_links WHERE run_id = ANY($1)",
+    ] {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.execute(&statement, &[&runs]).await?;
+    }
+    let delete_runs = tx
+        .prepare_cached("DELETE FROM runs WHERE id = ANY($1) RETURNING input_head, output_head")
+        .await?;
+    for row in tx.query(&delete_runs, &[&runs]).await? {
+        released.extend(row.get::<_, Option<Id>>(0));
+        released.extend(row.get::<_, Option<Id>>(1));
+        swept.runs += 1;
+    }
+    for sql in [
+        "DELETE FROM tool_offers WHERE conversation = ANY($1)",
+        "DELETE FROM conversations WHERE id = ANY($1)",
+    ] {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.execute(&statement, &[&gone]).await?;
+    }
+    collect(tx, released, everywhere, &mut swept).await?;
+    Ok(swept)
+}
+
+/// Find and lock the candidates above the `released` references (with
+/// `everywhere`, every node), find the seeds among them, and delete the
+/// garbage.
+async fn collect(
+    tx: &Client,
+    mut released: Vec<Id>,
+    everywhere: bool,
+    swept: &mut Swept,
+) -> Result<()> {
+    released.sort();
+    released.dedup();
+    let up = tx
+        .prepare_cached(
+            "WITH RECURSIVE up(id) AS (
+                 SELECT id FROM nodes WHERE id = ANY($1)
+                 UNION
+                 SELECT n.parent FROM nodes n JOIN up ON n.id = up.id WHERE n.parent IS NOT NULL
+             )
+             SELECT n.id, n.parent, n.seq FROM up JOIN nodes n ON n.id = up.id
+             ORDER BY n.seq FOR UPDATE OF n",
+        )
+        .await?;
+    let all = tx
+        .prepare_cached("SELECT id, parent, seq FROM nodes ORDER BY seq FOR UPDATE")
+        .await?;
+    let rows = if everywhere {
+        tx.query(&all, &[]).await?
+    } else {
+        tx.query(&up, &[&released]).await?
+    };
+    let candidates: Vec<(Id, Option<Id>, i64)> = rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
+    let ids: Vec<&Id> = candidates.iter().map(|(id, _, _)| id).collect();
+    let seeds = tx.prepare_cached(SEEDS).await?;
+    let seeds: HashSet<Id> = tx
+        .query(&seeds, &[&ids])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let decided = sweep(&candidates, &seeds);
+    swept.kept = decided.kept;
+    for id in &decided.boundary {
+        swept.boundary.push(node_id(id)?);
+    }
+    delete_nodes(tx, &decided.garbage, swept).await
+}
+
+/// The candidates (`$1`) something remaining reaches directly: a
+/// conversation's head or origin, a run's input or output head, a rerun's
+/// nodes, or a child that is no candidate.
+const SEEDS: &str = "SELECT c FROM unnest($1::bytea[]) AS c
+     WHERE EXISTS (SELECT 1 FROM conversations WHERE head = c)
+        OR EXISTS (SELECT 1 FROM conversations WHERE forked_from_node = c)
+        OR EXISTS (SELECT 1 FROM runs WHERE output_head = c)
+        OR EXISTS (SELECT 1 FROM runs WHERE input_head = c)
+        OR EXISTS (SELECT 1 FROM reruns WHERE turn_node = c)
+        OR EXISTS (SELECT 1 FROM reruns WHERE request_head = c)
+        OR EXISTS (SELECT 1 FROM reruns WHERE answer_head = c)
+        OR EXISTS (SELECT 1 FROM nodes x WHERE x.parent = c AND x.id <> ALL($1::bytea[]))";
+
+/// Delete the garbage nodes, the blobs no remaining node references and
+/// their texts' cached embeddings.
+async fn delete_nodes(tx: &Client, garbage: &[Id], swept: &mut Swept) -> Result<()> {
+    if garbage.is_empty() {
+        return Ok(());
+    }
+    let read = tx
+        .prepare_cached("SELECT id, body FROM nodes WHERE id = ANY($1)")
+        .await?;
+    let rows = tx.query(&read, &[&garbage]).await?;
+    let blobs = fetch_blobs(tx, rows.iter().map(|row| row.get::<_, &[u8]>(1))).await?;
+    let mut referenced: HashSet<Digest> = HashSet::new();
+    let mut embedded: HashSet<Digest> = HashSet::new();
+    let (mut call_ids, mut calling): (Vec<String>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+    for row in &rows {
+        let body: &[u8] = row.get(1);
+        referenced.extend(blob_refs(body));
+        if let Ok(message) = decode(node_id(row.get(0))?, body, &blobs) {
+            embedded.extend(embedded_digests(&message));
+            for call in super::calls::call_ids(&message) {
+                call_ids.push(call.to_string());
+                calling.push(row.get(0));
+            }
+        }
+    }
+    if !call_ids.is_empty() {
+        let unindex = tx
+            .prepare_cached(
+                "DELETE FROM tool_calls c USING unnest($1::text[], $2::bytea[]) AS u(call_id, node)
+                 WHERE c.call_id = u.call_id AND c.node = u.node",
+            )
+            .await?;
+        tx.execute(&unindex, &[&call_ids, &calling]).await?;
+    }
+    let delete = tx
+        .prepare_cached("DELETE FROM nodes WHERE id = ANY($1)")
+        .await?;
+    swept.nodes = tx.execute(&delete, &[&garbage]).await?;
+    let referenced: Vec<&[u8]> = referenced.iter().map(|d| d.as_bytes().as_slice()).collect();
+    swept.blobs = delete_unused_blobs(tx, &referenced).await?;
+    let embedded: Vec<&[u8]> = embedded.iter().map(|d| d.as_bytes().as_slice()).collect();
+    let forget = tx
+        .prepare_cached("DELETE FROM embeddings WHERE digest = ANY($1)")
+        .await?;
+    swept.embeddings = tx.execute(&forget, &[&embedded]).await?;
+    Ok(())
+}

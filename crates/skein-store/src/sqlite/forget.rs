@@ -1,0 +1,359 @@
+/*!
+Deleting conversations on SQLite (crate::forget explains what goes and what
+stays): one `BEGIN IMMEDIATE` transaction deletes the selected rows, finds
+the candidate nodes (the ancestors of the references those rows held) and
+the seeds among them in two statements over a temporary table, and deletes
+the garbage with its search-index rows, unreferenced blobs and cached
+embeddings. A dry run rolls back to a savepoint taken first.
+*/
+
+use super::SqliteStore;
+use super::graph::decode_message;
+use crate::backend::{Backend, Forget};
+use crate::codec::BLOB_THRESHOLD;
+use crate::codec::{blob_refs, node_id};
+use crate::error::Result;
+use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
+use crate::search::index_text;
+use rusqlite::{Connection, OptionalExtension, params};
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, NodeId};
+use std::collections::HashSet;
+
+impl Forget for SqliteStore {
+    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept> {
+        self.write(|tx| {
+            tx.execute_batch("SAVEPOINT forget")?;
+            let swept = forget_in(tx, doomed, everywhere);
+            let end = if dry_run || swept.is_err() {
+                "ROLLBACK TO forget; RELEASE forget"
+            } else {
+                "RELEASE forget"
+            };
+            tx.execute_batch(end)?;
+            swept
+        })
+    }
+
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
+        self.write(|tx| {
+            // Freed and overwritten cells are zeroed, not left in free pages.
+            tx.pragma_update(None, "secure_delete", "ON")?;
+            redact_in(tx, node, original, erased)
+        })
+    }
+
+    fn vacuum(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(crate::StoreError::ReadOnly {
+                location: self.location(),
+            });
+        }
+        let conn = super::lock(&self.shared.writer);
+        conn.execute_batch("PRAGMA secure_delete = ON; VACUUM;")?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// The redaction, inside the caller's transaction.
+fn redact_in(
+    conn: &Connection,
+    node: NodeId,
+    original: &Message,
+    erased: &Message,
+) -> Result<Scrubbed> {
+    let mut scrubbed = Scrubbed::default();
+    let Some((seq, body)) = conn
+        .prepare_cached("SELECT seq, body FROM nodes WHERE id = ?1")?
+        .query_row([node.as_bytes()], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, Vec<u8>>(1)?))
+        })
+        .optional()?
+    else {
+        return Err(crate::StoreError::NodeNotFound(node));
+    };
+    let words = index_text(original);
+    if !words.is_empty() {
+        conn.prepare_cached(
+            "INSERT INTO node_search(node_search, rowid, words) VALUES ('delete', ?1, ?2)",
+        )?
+        .execute(params![seq, words])?;
+        // A deleted row's words stay in older index segments until they
+        // are merged: merge them all now.
+        conn.execute_batch("INSERT INTO node_search(node_search) VALUES ('optimize')")?;
+    }
+    conn.prepare_cached("UPDATE nodes SET body = ?1 WHERE seq = ?2")?
+        .execute(params![encode_body(erased, BLOB_THRESHOLD).bytes, seq])?;
+    scrubbed.blobs = delete_unused_blobs(conn, blob_refs(&body))?;
+    scrubbed.embeddings = delete_embeddings(conn, embedded_digests(original))?;
+    scrubbed.runs = conn
+        .prepare_cached(
+            "WITH RECURSIVE below(seq) AS (
+                 SELECT ?1
+                 UNION ALL
+                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+             )
+             UPDATE runs SET request = NULL,
+                 events = CASE WHEN output_head = ?2 THEN '[]' ELSE events END
+             WHERE (request IS NOT NULL OR (output_head = ?2 AND events <> '[]'))
+               AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
+                    OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
+        )?
+        .execute(params![seq, node.as_bytes()])? as u64;
+    if let Some(title) = derived_title(original) {
+        scrubbed.titles = conn
+            .prepare_cached(
+                "WITH RECURSIVE below(seq) AS (
+                     SELECT ?1
+                     UNION ALL
+                     SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+                 )
+                 UPDATE conversations SET meta = json_remove(meta, '$.title')
+                 WHERE json_valid(meta) AND json_extract(meta, '$.title') = ?2
+                   AND head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)",
+            )?
+            .execute(params![seq, title])? as u64;
+    }
+    Ok(scrubbed)
+}
+
+/// Delete the blobs among `digests` no node references any more.
+fn delete_unused_blobs(
+    conn: &Connection,
+    digests: impl IntoIterator<Item = Digest>,
+) -> Result<u64> {
+    let mut deleted = 0;
+    for digest in digests.into_iter().collect::<HashSet<_>>() {
+        // The bodies holding the digest's bytes, then the ones among them
+        // that reference it as a blob (an erased part holds its payload's
+        // digest without referencing anything).
+        let mut holding =
+            conn.prepare_cached("SELECT body FROM nodes WHERE instr(body, ?1) > 0")?;
+        let mut rows = holding.query([digest.as_bytes()])?;
+        let mut used = false;
+        while let Some(row) = rows.next()? {
+            let body = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+            if blob_refs(body).contains(&digest) {
+                used = true;
+                break;
+            }
+        }
+        if !used {
+            deleted += conn
+                .prepare_cached("DELETE FROM blobs WHERE digest = ?1")?
+                .execute([digest.as_bytes()])? as u64;
+        }
+    }
+    Ok(deleted)
+}
+
+/// Delete the cached embeddings of the texts with these digests.
+fn delete_embeddings(conn: &Connection, digests: impl IntoIterator<Item = Digest>) -> Result<u64> {
+    let mut deleted = 0;
+    for digest in digests.into_iter().collect::<HashSet<_>>() {
+        deleted += conn
+            .prepare_cached("DELETE FROM embeddings WHERE digest = ?1")?
+            .execute([digest.as_bytes()])? as u64;
+    }
+    Ok(deleted)
+}
+
+/// The whole deletion, inside the caller's transaction.
+fn forget_in(conn: &Connection, doomed: &[Doomed], everywhere: bool) -> Result<Swept> {
+    let mut swept = Swept::default();
+    let mut released: Vec<Vec<u8>> = Vec::new();
+    for conversation in doomed {
+        if delete_conversation(conn, conversation, &mut released, &mut swept)? {
+            swept.deleted.push(conversation.id.clone());
+        } else {
+            swept.skipped.push(conversation.id.clone());
+        }
+    }
+    collect(conn, &released, everywhere, &mut swept)?;
+    Ok(swept)
+}
+
+/// Delete one conversation's rows, pushing every node they referenced onto
+/// `released`; false (and nothing deleted) when it is gone or was updated
+/// since the selection saw it.
+fn delete_conversation(
+    conn: &Connection,
+    doomed: &Doomed,
+    released: &mut Vec<Vec<u8>>,
+    swept: &mut Swept,
+) -> Result<bool> {
+    let id = doomed.id.as_str();
+    let Some((head, origin, updated)) = conn
+        .prepare_cached("SELECT head, forked_from_node, updated FROM conversations WHERE id = ?1")?
+        .query_row([id], |row| {
+            Ok((
+                row.get::<_, Option<Vec<u8>>>(0)?,
+                row.get::<_, Option<Vec<u8>>>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })
+        .optional()?
+    else {
+        return Ok(false);
+    };
+    if doomed.updated_ms.is_some_and(|seen| seen != updated) {
+        return Ok(false);
+    }
+    released.extend(head);
+    released.extend(origin);
+    let mut runs: Vec<String> = conn
+        .prepare_cached("SELECT id FROM runs WHERE conversation = ?1")?
+        .query_map([id], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut reruns = conn.prepare_cached(
+        "SELECT id, turn_node, request_head, answer_head, sample_runs, baseline_runs
+         FROM reruns WHERE conversation = ?1",
+    )?;
+    let mut rows = reruns.query([id])?;
+    while let Some(row) = rows.next()? {
+        released.push(row.get(1)?);
+        released.extend(row.get::<_, Option<Vec<u8>>>(2)?);
+        released.extend(row.get::<_, Option<Vec<u8>>>(3)?);
+        for column in [4, 5] {
+            let listed: Vec<String> = serde_json::from_str(&row.get::<_, String>(column)?)?;
+            runs.extend(listed);
+        }
+        swept.reruns += 1;
+    }
+    drop(rows);
+    conn.prepare_cached("DELETE FROM reruns WHERE conversation = ?1")?
+        .execute([id])?;
+    runs.sort();
+    runs.dedup();
+    for run in &runs {
+        let heads = conn
+            .prepare_cached("SELECT input_head, output_head FROM runs WHERE id = ?1")?
+            .query_row([run], |row| {
+                Ok((
+                    row.get::<_, Option<Vec<u8>>>(0)?,
+                    row.get::<_, Option<Vec<u8>>>(1)?,
+                ))
+            })
+            .optional()?;
+        let Some((input, output)) = heads else {
+            continue;
+        };
+        released.extend(input);
+        released.extend(output);
+        conn.prepare_cached("DELETE FROM run_tools WHERE run_id = ?1")?
+            .execute([run])?;
+        conn.prepare_cached("DELETE FROM run_links WHERE run_id = ?1")?
+            .execute([run])?;
+        conn.prepare_cached("DELETE FROM runs WHERE id = ?1")?
+            .execute([run])?;
+        swept.runs += 1;
+    }
+    conn.prepare_cached("DELETE FROM tool_offers WHERE conversation = ?1")?
+        .execute([id])?;
+    conn.prepare_cached("DELETE FROM conversations WHERE id = ?1")?
+        .execute([id])?;
+    Ok(true)
+}
+
+/// Find the candidates above the `released` references (with `everywhere`,
+/// every node) and the seeds among them, and delete the garbage.
+fn collect(
+    conn: &Connection,
+    released: &[Vec<u8>],
+    everywhere: bool,
+    swept: &mut Swept,
+) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS forget_refs(seq INTEGER PRIMARY KEY);
+         CREATE TEMP TABLE IF NOT EXISTS forget_candidates(seq INTEGER PRIMARY KEY, parent INTEGER);
+         DELETE FROM forget_refs; DELETE FROM forget_candidates;",
+    )?;
+    {
+        let mut insert = conn.prepare_cached(
+            "INSERT OR IGNORE INTO forget_refs(seq) SELECT seq FROM nodes WHERE id = ?1",
+        )?;
+        for node in released {
+            insert.execute([node])?;
+        }
+    }
+    if everywhere {
+        conn.execute_batch(
+            "INSERT INTO forget_candidates(seq, parent) SELECT seq, parent FROM nodes",
+        )?;
+    }
+    conn.execute_batch(
+        "INSERT OR IGNORE INTO forget_candidates(seq, parent)
+         WITH RECURSIVE up(seq) AS (
+             SELECT seq FROM forget_refs
+             UNION
+             SELECT n.parent FROM nodes n JOIN up ON n.seq = up.seq WHERE n.parent IS NOT NULL
+         )
+         SELECT n.seq, n.parent FROM up JOIN nodes n ON n.seq = up.seq;",
+    )?;
+    let candidates: Vec<(i64, Option<i64>, i64)> = conn
+        .prepare("SELECT seq, parent FROM forget_candidates")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(0)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let seeds: HashSet<i64> = conn
+        .prepare(SEEDS)?
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let decided = sweep(&candidates, &seeds);
+    swept.kept = decided.kept;
+    for seq in &decided.boundary {
+        let id: Vec<u8> = conn
+            .prepare_cached("SELECT id FROM nodes WHERE seq = ?1")?
+            .query_row([seq], |row| row.get(0))?;
+        swept.boundary.push(node_id(&id)?);
+    }
+    delete_nodes(conn, &decided.garbage, swept)?;
+    conn.execute_batch("DELETE FROM forget_refs; DELETE FROM forget_candidates;")?;
+    Ok(())
+}
+
+/// The candidates something remaining reaches directly: a conversation's
+/// head or origin, a run's input or output head, a rerun's nodes, or a
+/// child that is no candidate (a thread this deletion does not touch).
+const SEEDS: &str = "SELECT c.seq FROM forget_candidates c JOIN nodes n ON n.seq = c.seq
+     WHERE EXISTS (SELECT 1 FROM conversations WHERE head = n.id)
+        OR EXISTS (SELECT 1 FROM conversations WHERE forked_from_node = n.id)
+        OR EXISTS (SELECT 1 FROM runs WHERE output_head = n.id)
+        OR EXISTS (SELECT 1 FROM runs WHERE input_head = n.id)
+        OR EXISTS (SELECT 1 FROM reruns WHERE turn_node = n.id)
+        OR EXISTS (SELECT 1 FROM reruns WHERE request_head = n.id)
+        OR EXISTS (SELECT 1 FROM reruns WHERE answer_head = n.id)
+        OR EXISTS (SELECT 1 FROM nodes x WHERE x.parent = c.seq
+                   AND x.seq NOT IN (SELECT seq FROM forget_candidates))";
+
+/// Delete the garbage nodes (children first), their search-index rows, the
+/// blobs no remaining node references and their texts' cached embeddings.
+fn delete_nodes(conn: &Connection, garbage: &[i64], swept: &mut Swept) -> Result<()> {
+    let mut blobs: HashSet<Digest> = HashSet::new();
+    let mut embedded: HashSet<Digest> = HashSet::new();
+    for seq in garbage {
+        let (id, body): (Vec<u8>, Vec<u8>) = conn
+            .prepare_cached("SELECT id, body FROM nodes WHERE seq = ?1")?
+            .query_row([seq], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        blobs.extend(blob_refs(&body));
+        // An undecodable node (`verify` reports it) has no index row to
+        // remove: it was never indexed.
+        if let Ok(message) = decode_message(conn, node_id(&id)?, &body) {
+            let words = index_text(&message);
+            if !words.is_empty() {
+                conn.prepare_cached(
+                    "INSERT INTO node_search(node_search, rowid, words) VALUES ('delete', ?1, ?2)",
+                )?
+                .execute(params![seq, words])?;
+            }
+            embedded.extend(embedded_digests(&message));
+            super::calls::unindex_calls(conn, *seq, &message)?;
+        }
+        conn.prepare_cached("DELETE FROM nodes WHERE seq = ?1")?
+            .execute([seq])?;
+        swept.nodes += 1;
+    }
+    swept.blobs = delete_unused_blobs(conn, blobs)?;
+    swept.embeddings = delete_embeddings(conn, embedded)?;
+    Ok(())
+}

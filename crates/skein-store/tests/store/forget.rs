@@ -1,0 +1,696 @@
+//! Deleting conversations (`Store::forget`), on both backends: a graph with
+//! forks, a rerun with a fork from its answer, shared prefixes, a failed
+//! run, a shared blob and cached embeddings, deleted one conversation at a
+//! time in several orders; after each deletion every remaining conversation
+//! loads as before, `verify` is clean, and exactly the nodes, blobs and
+//! embeddings that remaining rows reach (computed here from the rows, by
+//! loading threads) are stored. Also: a dry run changes nothing and plans
+//! exactly what the deletion then does; a filter skips a conversation
+//! updated after it was selected; a turn built on nodes deleted meanwhile
+//! writes them again.
+
+use crate::common::{Backend, TempStore, append_turn, spawn_child};
+use skein_core::encoding::encode_body;
+use skein_core::{Digest, Message, NodeId, Part, Thread};
+use skein_store::{
+    BLOB_THRESHOLD, ConversationId, Filter, NewConversation, Origin, RerunCommit, RunRecord,
+    RunStatus, Selection, Store, StoreError, Target, TurnCommit,
+};
+use std::collections::{BTreeMap, HashSet};
+use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+for_each_backend!(
+    deleting_in_any_order_keeps_exactly_what_remains_reachable,
+    a_dry_run_plans_exactly_what_the_deletion_does_and_changes_nothing,
+    a_filter_deletes_old_proxy_conversations_and_skips_ones_updated_since,
+    a_turn_built_on_deleted_nodes_writes_them_again,
+    deleting_a_family_takes_its_forks_but_not_sharers,
+    writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling,
+    collecting_garbage_removes_only_what_nothing_reaches,
+    killing_a_deletion_at_any_moment_leaves_a_database_that_verifies,
+);
+
+const EMBEDDER: &str = "test-embedder";
+
+/// A document long enough to be stored as a blob, shared by two
+/// conversations under different parents.
+fn document() -> String {
+    "a long document. ".repeat(BLOB_THRESHOLD / 8)
+}
+
+/// Commit `thread` as a new conversation with one run producing its head.
+fn start(store: &Store, thread: &Thread, name: &str) -> ConversationId {
+    let mut run = RunRecord::new("m", "scripted");
+    run.input_head = thread.parent().head_id();
+    run.output_head = thread.head_id();
+    let turn = TurnCommit {
+        target: Target::New(Box::new(NewConversation {
+            name: Some(name.into()),
+            ..NewConversation::default()
+        })),
+        thread: Some(thread),
+        runs: std::slice::from_ref(&run),
+    };
+    store.commit_turn(&turn).unwrap().conversation.unwrap()
+}
+
+/// Continue `id` with `thread` (which extends its head).
+fn continue_with(store: &Store, id: &ConversationId, thread: &Thread) {
+    let head = store.conversation(id).unwrap().head;
+    let mut run = RunRecord::new("m", "scripted");
+    run.input_head = thread.parent().head_id();
+    run.output_head = thread.head_id();
+    store
+        .commit_turn(&TurnCommit::continuing(
+            id,
+            head,
+            thread,
+            std::slice::from_ref(&run),
+        ))
+        .unwrap();
+}
+
+/// The test graph: five conversations and a rerun.
+/// - `a`: S, u1, a1, u2, a2
+/// - `b`: forked from `a` at a1, then u3, a3
+/// - `c`: S, "other question", the shared document, a reply; plus a failed
+///   run whose input is one more user message
+/// - `d`: the document under another parent, then a reply
+/// - a rerun of `a`'s turn a2 (request S', u1, a1', u2; answer HOLD), and
+///   `e` forked from its answer, continued once
+fn build(store: &Store) -> Vec<ConversationId> {
+    let base = Thread::from_messages([
+        Message::system("S"),
+        Message::user("u1"),
+        Message::assistant("a1"),
+    ]);
+    let a_thread = base
+        .push(Message::user("u2"))
+        .push(Message::assistant("a2"));
+    let a = start(store, &base, "a");
+    continue_with(store, &a, &a_thread);
+
+    let b = store
+        .fork(base.head_id().unwrap(), Some("b".into()), Some(a.clone()))
+        .unwrap()
+        .id;
+    continue_with(
+        store,
+        &b,
+        &base
+            .push(Message::user("u3"))
+            .push(Message::assistant("a3")),
+    );
+
+    let c_thread = Thread::from_messages([
+        Message::system("S"),
+        Message::user("other question"),
+        Message::user(document()),
+        Message::assistant("c reply"),
+    ]);
+    let c = start(store, &c_thread, "c");
+    let failed_input = c_thread.push(Message::user("c failed question"));
+    let mut failed = RunRecord::new("m", "scripted");
+    failed.status = RunStatus::Failed;
+    failed.conversation = Some(c.clone());
+    failed.input_head = failed_input.head_id();
+    store
+        .commit_turn(&TurnCommit {
+            target: Target::Detached,
+            thread: Some(&failed_input),
+            runs: std::slice::from_ref(&failed),
+        })
+        .unwrap();
+
+    let d_thread = Thread::from_messages([
+        Message::system("D system"),
+        Message::user(document()),
+        Message::assistant("d reply"),
+    ]);
+    let d = start(store, &d_thread, "d");
+
+    let answer = Thread::from_messages([
+        Message::system("S'"),
+        Message::user("u1"),
+        Message::assistant("a1'"),
+        Message::user("u2"),
+        Message::assistant("HOLD"),
+    ]);
+    let mut sample = RunRecord::new("m", "scripted");
+    sample.input_head = answer.parent().head_id();
+    sample.output_head = answer.head_id();
+    let rerun = crate::reruns::record(&a, &a_thread, &answer, &sample);
+    store
+        .commit_rerun(&RerunCommit {
+            record: &rerun,
+            threads: std::slice::from_ref(&answer),
+            runs: std::slice::from_ref(&sample),
+        })
+        .unwrap();
+    let e = store
+        .create_conversation(NewConversation {
+            name: Some("e".into()),
+            head: answer.head_id(),
+            origin: Some(Origin {
+                node: answer.head_id(),
+                conversation: Some(a.clone()),
+                rerun: Some(rerun.id.clone()),
+            }),
+            ..NewConversation::default()
+        })
+        .unwrap()
+        .id;
+    continue_with(
+        store,
+        &e,
+        &answer
+            .push(Message::user("e question"))
+            .push(Message::assistant("e reply")),
+    );
+
+    for text in ["u1", "a2", "c reply", "d reply", "HOLD", "e reply", "S"] {
+        store
+            .cache_embedding(EMBEDDER, &Digest::of(text.as_bytes()), &[1.0])
+            .unwrap();
+    }
+    vec![a, b, c, d, e]
+}
+
+/// Every node the remaining rows reach, found by loading threads: the
+/// conversations' heads and origins, the runs' heads, the reruns' nodes.
+fn reachable(store: &Store) -> BTreeMap<NodeId, Message> {
+    let mut heads: Vec<NodeId> = Vec::new();
+    for conversation in store.list_conversations(1000).unwrap() {
+        heads.extend(conversation.head);
+        heads.extend(conversation.origin.and_then(|origin| origin.node));
+    }
+    for run in store.recent_runs(1000).unwrap() {
+        heads.extend(run.input_head);
+        heads.extend(run.output_head);
+    }
+    for rerun in store.all_reruns().unwrap() {
+        heads.push(rerun.turn_node);
+        heads.extend(rerun.request_head);
+        heads.extend(rerun.answer_head);
+    }
+    let mut nodes = BTreeMap::new();
+    for head in heads {
+        for node in store.load_thread(head).unwrap().nodes().into_iter() {
+            nodes.insert(node.id(), node.message().clone());
+        }
+    }
+    nodes
+}
+
+/// Each conversation's thread, as loaded.
+fn threads(store: &Store) -> BTreeMap<ConversationId, Vec<(NodeId, Message)>> {
+    store
+        .list_conversations(1000)
+        .unwrap()
+        .into_iter()
+        .map(|conversation| {
+            let nodes = match conversation.head {
+                Some(head) => store
+                    .load_thread(head)
+                    .unwrap()
+                    .nodes()
+                    .into_iter()
+                    .map(|node| (node.id(), node.message().clone()))
+                    .collect(),
+                None => Vec::new(),
+            };
+            (conversation.id, nodes)
+        })
+        .collect()
+}
+
+/// Check the store holds exactly what its remaining rows reach.
+fn assert_exactly_reachable(db: &TempStore, step: &str) {
+    let store = &db.store;
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{step}: {:?}", report.problems);
+    let nodes = reachable(store);
+    assert_eq!(db.count("nodes") as usize, nodes.len(), "{step}: nodes");
+    let blobs: HashSet<Digest> = nodes
+        .values()
+        .flat_map(|message| {
+            encode_body(message, BLOB_THRESHOLD)
+                .blobs
+                .into_iter()
+                .map(|(digest, _)| digest)
+        })
+        .collect();
+    assert_eq!(db.count("blobs") as usize, blobs.len(), "{step}: blobs");
+    let texts: HashSet<String> = nodes
+        .values()
+        .flat_map(|message| message.parts.iter())
+        .filter_map(|part| match part {
+            Part::Text { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    for text in ["u1", "a2", "c reply", "d reply", "HOLD", "e reply", "S"] {
+        let cached = store
+            .cached_embedding(EMBEDDER, &Digest::of(text.as_bytes()))
+            .unwrap()
+            .is_some();
+        if !texts.contains(text) {
+            assert!(!cached, "{step}: the embedding of {text:?} outlived it");
+        }
+    }
+    // The search index finds no removed text.
+    for word in ["u3", "a3", "other", "HOLD"] {
+        let found = store
+            .search(&skein_store::SearchQuery::new(word))
+            .unwrap()
+            .matches
+            .len();
+        let present = nodes.values().any(|message| {
+            message.parts.iter().any(|part| {
+                matches!(part, Part::Text { text } if text.split_whitespace().any(|w| w == word))
+            })
+        });
+        assert_eq!(found > 0, present, "{step}: search for {word:?}");
+    }
+}
+
+/// A small deterministic shuffle (no RNG crate needed).
+fn shuffled(mut items: Vec<usize>, mut seed: u64) -> Vec<usize> {
+    for i in (1..items.len()).rev() {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let j = (seed >> 33) as usize % (i + 1);
+        items.swap(i, j);
+    }
+    items
+}
+
+fn deleting_in_any_order_keeps_exactly_what_remains_reachable(backend: Backend) {
+    for seed in [1, 2, 3, 4] {
+        let db = TempStore::new(backend);
+        let store = &db.store;
+        let ids = build(store);
+        assert_exactly_reachable(&db, "built");
+        let order = shuffled((0..ids.len()).collect(), seed);
+        for (step, index) in order.into_iter().enumerate() {
+            let before = threads(store);
+            let id = &ids[index];
+            let gone = store
+                .forget(&Selection::Conversations(vec![id.clone()]), false)
+                .unwrap();
+            assert_eq!(gone.conversations, vec![id.clone()]);
+            let step = format!("seed {seed}, step {step}: deleted {index}");
+            let after = threads(store);
+            let mut expected = before;
+            expected.remove(id);
+            assert_eq!(after, expected, "{step}: remaining conversations changed");
+            assert!(matches!(
+                store.conversation(id),
+                Err(StoreError::ConversationNotFound(_))
+            ));
+            assert!(store.runs_of_conversation(id).unwrap().is_empty());
+            assert!(store.reruns_of_conversation(id).unwrap().is_empty());
+            assert_exactly_reachable(&db, &step);
+        }
+        assert_eq!(db.count("nodes"), 0);
+        assert_eq!(db.count("runs"), 0);
+        assert_eq!(db.count("blobs"), 0);
+    }
+}
+
+fn a_dry_run_plans_exactly_what_the_deletion_does_and_changes_nothing(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let ids = build(store);
+    let a = Selection::Conversations(vec![ids[0].clone()]);
+    let nodes = db.count("nodes");
+    let plan = store.forget(&a, true).unwrap();
+    assert!(plan.dry_run);
+    assert_eq!(db.count("nodes"), nodes);
+    assert!(store.conversation(&ids[0]).is_ok());
+    assert_eq!(store.runs_of_conversation(&ids[0]).unwrap().len(), 2);
+    let done = store.forget(&a, false).unwrap();
+    assert_eq!(
+        Forgot::from(&plan),
+        Forgot::from(&done),
+        "the plan is what was done"
+    );
+    // The plan's sharers were found with `a` still stored: at most the
+    // deletion's.
+    assert!(!plan.shared_with.is_empty());
+    assert!(
+        plan.shared_with
+            .iter()
+            .all(|sharer| done.shared_with.contains(sharer))
+    );
+    // `a`'s S, u1, a1 stay for `b` (and S for `c`); u2 and a2 were reached
+    // only by `a`'s runs and its rerun's turn node, which went with it. The
+    // rerun's five request and answer messages stay for `e`, forked there.
+    assert_eq!(done.messages, 2);
+    assert_eq!(done.runs, 3, "two turns and the rerun's sample");
+    assert_eq!(done.reruns, 1);
+    assert_eq!(done.kept_messages, 3 + 5);
+    let sharers: HashSet<&str> = done
+        .shared_with
+        .iter()
+        .map(|c| c.name.as_deref().unwrap())
+        .collect();
+    assert!(sharers.contains("b"), "{sharers:?}");
+    assert!(!sharers.contains("a"));
+    assert!(done.to_string().contains("8 message(s) kept: shared with"));
+    assert_exactly_reachable(&db, "after a");
+}
+
+/// What a report counts, without whether it was a dry run.
+#[derive(Debug, PartialEq)]
+struct Forgot(Vec<ConversationId>, [u64; 6]);
+
+impl From<&skein_store::Forgotten> for Forgot {
+    fn from(report: &skein_store::Forgotten) -> Forgot {
+        Forgot(
+            report.conversations.clone(),
+            [
+                report.runs,
+                report.reruns,
+                report.messages,
+                report.blobs,
+                report.embeddings,
+                report.kept_messages,
+            ],
+        )
+    }
+}
+
+fn a_filter_deletes_old_proxy_conversations_and_skips_ones_updated_since(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let ids = build(store);
+    // Mark `c` and `d` as recorded by the proxy.
+    for id in &ids[2..4] {
+        let mut settings = store.conversation(id).unwrap().settings;
+        settings.proxy = true;
+        store.set_conversation_settings(id, &settings).unwrap();
+    }
+    let newest = store
+        .list_conversations(1000)
+        .unwrap()
+        .iter()
+        .map(|c| c.updated_ms)
+        .max()
+        .unwrap();
+    // Nothing is older than the oldest.
+    let none = store
+        .forget(
+            &Selection::Matching(Filter::default().updated_before_ms(0)),
+            false,
+        )
+        .unwrap();
+    assert!(none.conversations.is_empty());
+    let proxy = Selection::Matching(Filter::default().proxy_only().updated_before_ms(newest + 1));
+    let done = store.forget(&proxy, false).unwrap();
+    let mut deleted = done.conversations.clone();
+    deleted.sort();
+    let mut expected = ids[2..4].to_vec();
+    expected.sort();
+    assert_eq!(deleted, expected);
+    assert_eq!(store.list_conversations(1000).unwrap().len(), 3);
+    assert_exactly_reachable(&db, "after the proxy's");
+
+    // A conversation that was updated after a filter saw it is kept.
+    let conversation = store.conversation(&ids[0]).unwrap();
+    append_turn(store, &ids[0], "a later turn");
+    let swept = store
+        .forget_as_seen(&[(ids[0].clone(), conversation.updated_ms)], false)
+        .unwrap();
+    assert_eq!(swept.skipped, vec![ids[0].clone()]);
+    assert!(swept.conversations.is_empty());
+    assert!(store.conversation(&ids[0]).is_ok());
+    assert_exactly_reachable(&db, "after the skip");
+}
+
+fn a_turn_built_on_deleted_nodes_writes_them_again(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let ids = build(store);
+    let d = store.conversation(&ids[3]).unwrap();
+    // A turn loaded `d` (its nodes are marked stored here)...
+    let loaded = store.load_thread(d.head.unwrap()).unwrap();
+    // ... then `d` was deleted while the model answered ...
+    store
+        .forget(&Selection::Conversations(vec![d.id.clone()]), false)
+        .unwrap();
+    assert!(!store.contains(d.head.unwrap()).unwrap());
+    // ... and the turn lands in a new conversation: the nodes it builds on
+    // are written again, so nothing dangles.
+    let thread = loaded
+        .push(Message::user("after deletion"))
+        .push(Message::assistant("still here"));
+    let id = start(store, &thread, "d again");
+    let head = store.conversation(&id).unwrap().head.unwrap();
+    assert_eq!(
+        store
+            .load_thread(head)
+            .unwrap()
+            .nodes()
+            .into_iter()
+            .map(|n| n.id())
+            .collect::<Vec<_>>(),
+        thread
+            .nodes()
+            .into_iter()
+            .map(|n| n.id())
+            .collect::<Vec<_>>()
+    );
+    assert_exactly_reachable(&db, "after the late turn");
+    // Continuing the deleted conversation itself fails with a typed error
+    // and writes nothing.
+    let nodes = db.count("nodes");
+    let late = thread.push(Message::user("to the deleted one"));
+    let run = RunRecord::new("m", "scripted");
+    let refused = store.commit_turn(&TurnCommit::continuing(
+        &d.id,
+        d.head,
+        &late,
+        std::slice::from_ref(&run),
+    ));
+    assert!(
+        matches!(refused, Err(StoreError::ConversationNotFound(_))),
+        "{refused:?}"
+    );
+    assert_eq!(db.count("nodes"), nodes);
+}
+
+fn deleting_a_family_takes_its_forks_but_not_sharers(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let ids = build(store);
+    let done = store
+        .forget(&Selection::Family(ids[1].clone()), false)
+        .unwrap();
+    let mut deleted = done.conversations.clone();
+    deleted.sort();
+    // `b` was forked from `a`, and `e` from `a`'s rerun; `c` only shares
+    // the system prompt, and `d` nothing.
+    let mut expected = vec![ids[0].clone(), ids[1].clone(), ids[4].clone()];
+    expected.sort();
+    assert_eq!(deleted, expected);
+    assert!(done.shared_with.iter().any(|c| c.id == ids[2]));
+    assert_exactly_reachable(&db, "after the family");
+    assert!(matches!(
+        store.forget(&Selection::Family(ids[1].clone()), false),
+        Err(StoreError::ConversationNotFound(_))
+    ));
+}
+
+/// Four writers for three seconds: each grows a conversation of its own
+/// (never deleted) and starts new conversations from whatever conversation
+/// it finds, while a deleter deletes the ones found. Every turn a writer
+/// saw commit is still stored unless the deleter deleted its conversation;
+/// afterwards `verify` is clean and exactly the reachable nodes remain.
+fn writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = db.store.clone();
+    build(&store);
+    let stop = Arc::new(AtomicBool::new(false));
+    let started: Arc<Mutex<Vec<ConversationId>>> = Arc::default();
+    let deleted: Arc<Mutex<HashSet<ConversationId>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let (store, stop, started) = (store.clone(), stop.clone(), started.clone());
+            std::thread::spawn(move || {
+                let own = start(
+                    &store,
+                    &Thread::from_messages([Message::user(format!("writer {writer}"))]),
+                    &format!("own {writer}"),
+                );
+                let mut turns = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    append_turn(&store, &own, &format!("{writer}.{turns}"));
+                    turns += 1;
+                    if let Some(thread) = some_thread(&store, turns) {
+                        let thread = thread
+                            .push(Message::user(format!("from {writer}.{turns}")))
+                            .push(Message::assistant("ok"));
+                        let id = start(&store, &thread, &format!("w{writer}.{turns}"));
+                        started.lock().unwrap().push(id);
+                    }
+                }
+                (own, turns)
+            })
+        })
+        .collect();
+    let deleter = {
+        let (store, stop, deleted) = (store.clone(), stop.clone(), deleted.clone());
+        std::thread::spawn(move || {
+            let mut round = 0_usize;
+            while !stop.load(Ordering::Relaxed) {
+                round += 1;
+                let victims: Vec<ConversationId> = store
+                    .list_conversations(1000)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|c| !c.name.as_deref().unwrap_or("").starts_with("own"))
+                    .enumerate()
+                    .filter(|(i, _)| (i + round).is_multiple_of(3))
+                    .map(|(_, c)| c.id)
+                    .collect();
+                let done = store
+                    .forget(&Selection::Conversations(victims), false)
+                    .unwrap();
+                deleted.lock().unwrap().extend(done.conversations);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for writer in writers {
+        let (own, turns) = writer.join().unwrap();
+        assert!(turns > 0);
+        let own = store.conversation(&own).unwrap();
+        // One first message, then two per turn: no turn lost.
+        assert_eq!(own.len, 1 + 2 * turns as u64);
+    }
+    deleter.join().unwrap();
+    assert!(Instant::now() < deadline);
+    let deleted = deleted.lock().unwrap();
+    for id in started.lock().unwrap().iter() {
+        match store.conversation(id) {
+            Ok(conversation) => {
+                store.load_thread(conversation.head.unwrap()).unwrap();
+            }
+            Err(StoreError::ConversationNotFound(_)) => {
+                assert!(deleted.contains(id), "conversation {id} was lost");
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_exactly_reachable(&db, "after the race");
+}
+
+/// The thread of some stored conversation (the `pick`th, wrapping), or
+/// none when it was deleted while being read.
+fn some_thread(store: &Store, pick: usize) -> Option<Thread> {
+    let conversations = store.list_conversations(1000).unwrap();
+    let conversation = &conversations[pick % conversations.len()];
+    match store.load_thread(conversation.head?) {
+        Ok(thread) => Some(thread),
+        Err(StoreError::NodeNotFound(_)) => None,
+        Err(other) => panic!("{other}"),
+    }
+}
+
+/// Nodes stored with nothing pointing at them (appended on their own, as
+/// another tool's writes may leave them) are collected; what they share
+/// with a conversation stays.
+fn collecting_garbage_removes_only_what_nothing_reaches(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    build(store);
+    let nodes = db.count("nodes");
+    assert_eq!(store.collect_garbage(false).unwrap().messages, 0);
+    let orphan = Thread::from_messages([
+        Message::system("S"),
+        Message::user("u1"),
+        Message::assistant("a1"),
+        Message::user("an orphan question"),
+        Message::assistant("an orphan answer"),
+    ]);
+    store.append(&orphan).unwrap();
+    store
+        .append(&Thread::from_messages([Message::user("alone")]))
+        .unwrap();
+    assert_eq!(db.count("nodes"), nodes + 3);
+    let plan = store.collect_garbage(true).unwrap();
+    assert_eq!((plan.messages, plan.conversations.len()), (3, 0));
+    assert_eq!(db.count("nodes"), nodes + 3);
+    let done = store.collect_garbage(false).unwrap();
+    assert_eq!(done.messages, 3);
+    assert_eq!(db.count("nodes"), nodes);
+    assert_exactly_reachable(&db, "after collecting");
+}
+
+/// Child entry point: build the test graph and delete it again, over and
+/// over, until killed (and collect what nothing reaches each tenth round).
+#[test]
+#[ignore = "run as a child process by the kill-during-deletion test"]
+fn child_build_and_delete_until_killed() {
+    let Ok(location) = std::env::var("SKEIN_TEST_DB") else {
+        return;
+    };
+    let store = Store::open(location).unwrap();
+    println!("READY");
+    // What a killed predecessor left (its names would be taken).
+    store
+        .forget(&Selection::Matching(Filter::default()), false)
+        .unwrap();
+    for round in 0.. {
+        let ids = build(&store);
+        for id in ids.iter().rev() {
+            store
+                .forget(&Selection::Conversations(vec![id.clone()]), false)
+                .unwrap();
+        }
+        if round % 10 == 0 {
+            store.collect_garbage(false).unwrap();
+        }
+    }
+}
+
+/// Ten SIGKILLs at random moments of a child building and deleting: after
+/// each, the database verifies and holds exactly what its rows reach.
+fn killing_a_deletion_at_any_moment_leaves_a_database_that_verifies(backend: Backend) {
+    let db = TempStore::new(backend);
+    let mut seed = 0x5eed_u64;
+    for round in 0..10 {
+        let mut child = spawn_child(
+            "forget::child_build_and_delete_until_killed",
+            &[("SKEIN_TEST_DB", db.location())],
+        );
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.trim_end().ends_with("READY") {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "the child died");
+        }
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(20 + (seed >> 33) % 200));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "round {round}: the child stopped before it was killed"
+        );
+        child.kill().unwrap();
+        assert!(!child.wait().unwrap().success());
+        let store = db.reopen();
+        let report = store.verify().unwrap();
+        assert!(report.is_ok(), "round {round}: {:?}", report.problems);
+        let nodes = store.debug_query_i64("SELECT count(*) FROM nodes").unwrap();
+        assert_eq!(nodes as usize, reachable(&store).len(), "round {round}");
+    }
+}
