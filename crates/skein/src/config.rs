@@ -31,6 +31,11 @@ timeout = 60                       # seconds to start, and to answer a call (def
 [mcp.servers.search]               # an MCP server over streamable HTTP
 url = "https://example.com/mcp"
 headers = { Authorization = "Bearer ..." }
+
+[prices."my-model"]                # US dollars per million tokens: adds to or overrides the
+input = 0.5                        # built-in table (`skein::core::price`); cache_read and
+output = 1.5                       # cache_write default to the input price
+cache_read = 0.05
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -40,6 +45,7 @@ A profile named in the engine directory is usable wherever a model name is
 */
 
 use serde::{Deserialize, Serialize};
+use skein_core::price::{Price, PriceTable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -91,6 +97,21 @@ pub struct Config {
     /// Model Context Protocol servers.
     #[serde(default, skip_serializing_if = "McpConfig::is_empty")]
     pub mcp: McpConfig,
+    /// Prices per model, over the built-in table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
+}
+
+impl Config {
+    /// The built-in price table with this file's prices added or
+    /// overriding.
+    pub fn price_table(&self) -> PriceTable {
+        self.prices
+            .iter()
+            .fold(PriceTable::builtin(), |table, (model, price)| {
+                table.with(model.clone(), *price)
+            })
+    }
 }
 
 /// `[mcp]`: the MCP servers whose tools `-T SERVER.*` offers.
@@ -245,6 +266,12 @@ pub fn set_default_model(name: &str) -> Result<PathBuf, ConfigError> {
     Ok(path)
 }
 
+/// The prices usage is costed at: the built-in table with the
+/// configuration file's `[prices]`.
+pub fn prices() -> Result<PriceTable, ConfigError> {
+    Ok(get()?.price_table())
+}
+
 /// Where a setting's value came from, for `skein config show`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -287,5 +314,22 @@ mod tests {
             read(&dir.path().join("missing.toml")).unwrap(),
             Config::default()
         );
+    }
+
+    #[test]
+    fn configured_prices_add_to_and_override_the_built_in_table() {
+        let config: Config = toml::from_str(
+            "[prices.mine]\ninput = 1.0\noutput = 2.0\n\
+             [prices.\"gpt-4o\"]\ninput = 9.0\noutput = 9.0\ncache_read = 1.0\n",
+        )
+        .unwrap();
+        let table = config.price_table();
+        let (_, mine, _) = table.price_of("mine").unwrap();
+        assert_eq!((mine.input, mine.output, mine.cache_read), (1.0, 2.0, None));
+        let (_, gpt, _) = table.price_of("gpt-4o-2024-08-06").unwrap();
+        assert_eq!(gpt.input, 9.0);
+        assert!(table.price_of("claude-haiku-4-5").is_some());
+        let typo = toml::from_str::<Config>("[prices.mine]\ninput = 1.0\noutptu = 2.0\n");
+        assert!(typo.unwrap_err().to_string().contains("outptu"));
     }
 }

@@ -22,6 +22,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_skein");
 
 mod commands;
 mod conformance;
+mod cost;
 mod habits;
 mod llm_import;
 mod names;
