@@ -36,6 +36,12 @@ headers = { Authorization = "Bearer ..." }
 input = 0.5                        # built-in table (`skein::core::price`); cache_read and
 output = 1.5                       # cache_write default to the input price
 cache_read = 0.05
+
+[otel]                             # OpenTelemetry export of every turn (`skein::telemetry`)
+endpoint = "http://localhost:4318" # the OTLP collector; OTEL_EXPORTER_OTLP_ENDPOINT and --otlp win
+protocol = "http/protobuf"         # or "grpc" (e.g. endpoint = "http://localhost:4317")
+headers = { "x-api-key" = "..." }  # sent with every export
+content = false                    # true: prompts, replies, tool arguments and results too
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -100,6 +106,52 @@ pub struct Config {
     /// Prices per model, over the built-in table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// OpenTelemetry export.
+    #[serde(default, skip_serializing_if = "OtelConfig::is_empty")]
+    pub otel: OtelConfig,
+}
+
+/// `[otel]`: where the spans of every turn are sent (`skein::telemetry`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelConfig {
+    /// The OTLP collector's URL (for HTTP, its base: `/v1/traces` is added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<OtelProtocol>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Send message content, not only metadata.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub content: bool,
+}
+
+impl OtelConfig {
+    fn is_empty(&self) -> bool {
+        *self == OtelConfig::default()
+    }
+}
+
+/// How spans travel to the collector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum OtelProtocol {
+    #[default]
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+    #[serde(rename = "grpc")]
+    Grpc,
+}
+
+impl OtelProtocol {
+    /// A protocol by its `OTEL_EXPORTER_OTLP_PROTOCOL` name.
+    pub fn parse(name: &str) -> Option<OtelProtocol> {
+        match name {
+            "http/protobuf" => Some(OtelProtocol::HttpProtobuf),
+            "grpc" => Some(OtelProtocol::Grpc),
+            _ => None,
+        }
+    }
 }
 
 impl Config {

@@ -29,5 +29,6 @@ mod names;
 mod postgres;
 mod proxy;
 mod setup;
+mod telemetry;
 mod tidy;
 mod web;
