@@ -6,6 +6,9 @@
 //! when asked for; a collector that refuses every export fails no turn.
 
 use crate::support::*;
+#[path = "../../../skein-recorded/examples/advisor.rs"]
+#[allow(dead_code, reason = "the example's own main is not run here")]
+mod advisor;
 use skein::Store;
 use skein::config::OtelProtocol;
 use skein::telemetry::{Settings, install};
@@ -158,6 +161,54 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
         (&link.trace_id, &link.span_id),
         (&origin.trace_id, &origin.span_id)
     );
+
+    // A rerun is a span over its sample and baseline runs, linked to the
+    // span of the run that produced the turn it re-runs.
+    let advised = advisor::run(advisor::model(), Some(store.clone()))
+        .await
+        .unwrap();
+    let rerun = &advised.rerun;
+    let is_rerun = |span: &Span| {
+        span.name == "rerun" && string(span, "skein.rerun.id") == Some(rerun.id.to_string())
+    };
+    let mut spans = Vec::new();
+    for _ in 0..200 {
+        spans = receiver.spans();
+        if spans.iter().any(is_rerun) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rerun_span = spans
+        .iter()
+        .find(|span| is_rerun(span))
+        .expect("the rerun's span")
+        .clone();
+    let mut children = Vec::new();
+    for _ in 0..100 {
+        children = receiver
+            .spans()
+            .into_iter()
+            .filter(|span| span.parent_span_id == rerun_span.span_id)
+            .collect();
+        if children.len() >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(children.len(), 6, "three samples and three baselines");
+    let turn_run = &store.runs_producing(rerun.turn_node).unwrap()[0];
+    assert_eq!(rerun_span.links.len(), 1);
+    assert_eq!(
+        rerun_span.links[0].span_id,
+        skein::conversation::telemetry::run_span_id(&turn_run.id).to_bytes()
+    );
+    let reran = receiver
+        .spans()
+        .into_iter()
+        .find(|span| string(span, "skein.run.id") == Some(turn_run.id.to_string()))
+        .expect("the re-run turn's call was exported too");
+    assert_eq!(rerun_span.links[0].trace_id, reran.trace_id);
     drop(telemetry);
 
     // With content asked for, the messages travel too.
