@@ -119,8 +119,9 @@ def test_usage_totals_are_the_command_line_s(skein_bin: str, db: Path, store: sk
     assert abs(priced["cost"]["dollars"] - expected) < 1e-12
     assert priced["cost"]["unpriced"] == [] and priced["cost"]["unmeasured"] == []
     assert priced["cache_hit_rate"] == 0.0
+    misspelt: Any = {"echo": {"inptu": 1.0, "output": 1.0}}
     with pytest.raises(ValueError, match="prices="):
-        store.usage(run=fork.run_id, prices={"echo": {"inptu": 1.0, "output": 1.0}})
+        store.usage(run=fork.run_id, prices=misspelt)
 
     with pytest.raises(TypeError, match="exactly one of"):
         store.usage()
