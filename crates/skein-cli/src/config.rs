@@ -9,7 +9,8 @@ name the file.
 use anyhow::Context as _;
 use anyhow::{Result, bail};
 pub use skein::config::{
-    ANY_MODEL, CommandLine, McpServerConfig, Source, default_model, get, path, set_default_model,
+    ANY_MODEL, CommandLine, McpServerConfig, Source, default_model, get, path, prices,
+    set_default_model,
 };
 use std::path::PathBuf;
 
@@ -86,7 +87,7 @@ fn mcp_server(name: &str, config: &McpServerConfig) -> Result<skein::mcp::McpSer
     Ok(server)
 }
 
-fn path_shown() -> String {
+pub fn path_shown() -> String {
     path().map_or_else(
         |_| "the configuration file".to_string(),
         |path| path.display().to_string(),

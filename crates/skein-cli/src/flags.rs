@@ -50,6 +50,12 @@ pub struct Cli {
     )]
     pub max_input: u64,
 
+    /// Send an OpenTelemetry trace of every turn to this OTLP collector (its base URL,
+    /// e.g. http://localhost:4318) [default: OTEL_EXPORTER_OTLP_ENDPOINT, else the config
+    /// file's [otel] endpoint, else none]
+    #[arg(long, global = true, value_name = "URL")]
+    pub otlp: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }

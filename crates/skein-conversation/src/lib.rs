@@ -45,6 +45,7 @@ mod prompt;
 mod response;
 pub mod service;
 mod settings;
+pub mod telemetry;
 
 pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};

@@ -29,6 +29,7 @@ reaches its limit lands nothing, and its calls are kept for usage, marked
 
 use crate::commit::{self, Bookmark, FailedCall, OnMoved};
 use crate::landing;
+use crate::telemetry;
 use skein_core::{ConversationId, ConversationSettings, NodeId, Relation, RunRecord, Thread};
 use skein_engine::{Chain, ChainOutput, ChainStatus, Engine, EngineError, Request, RunOutput};
 use skein_store::{Committed, ConversationRecord, Store, StoreError};
@@ -342,6 +343,21 @@ impl TurnRequest {
         thread: Option<Thread>,
         runs: Vec<RunRecord>,
     ) -> Result<Landed, StoreError> {
+        let traced = telemetry::Traced::of(&thread, &runs);
+        let landed = self.write(thread, runs).await?;
+        if let Some(traced) = traced {
+            traced
+                .emit(&self.landing, &landed, self.store.as_ref())
+                .await;
+        }
+        Ok(landed)
+    }
+
+    async fn write(
+        &self,
+        thread: Option<Thread>,
+        runs: Vec<RunRecord>,
+    ) -> Result<Landed, StoreError> {
         let Some(store) = &self.store else {
             return Ok(Landed::Unrecorded);
         };
@@ -377,6 +393,12 @@ impl TurnRequest {
 
     /// Keep a failed call by the failure rule, logged when it cannot be.
     async fn record_failure(&self, call: FailedCall) {
+        if let Some(traced) = telemetry::Traced::of(
+            &Some(call.input.clone()),
+            std::slice::from_ref(&call.record),
+        ) {
+            traced.emit(&self.landing, &Landed::Unrecorded, None).await;
+        }
         let Some(store) = &self.store else { return };
         if matches!(self.landing, Landing::Unrecorded) {
             return;

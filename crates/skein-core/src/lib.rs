@@ -16,6 +16,8 @@ skein's functional core: the data every other crate speaks.
   relations, and the conversation, run and rerun ids every layer shares.
 - [`usage`]: usage totals over related runs, the one definition the engine's
   ledger and the store share.
+- [`price`]: a dated price table applied to usage totals when they are
+  read: what runs cost, and what prompt caching saved.
 
 This crate performs no I/O and owns no async runtime.
 */
@@ -24,6 +26,7 @@ pub mod annotation;
 pub mod encoding;
 pub mod id;
 pub mod message;
+pub mod price;
 pub mod provider;
 pub mod run;
 pub mod settings;

@@ -20,16 +20,23 @@ Two questions make a total, and both are answered here:
   Cache figures come only from backends that cache, so their absence is no
   gap. Failed and cancelled runs are counted (their usage is real) and
   listed in `failed`.
+- **By model.** [`Totals::by_model`] splits the tokens by the model that
+  spent them, input into uncached, cache-read and cache-written parts
+  ([`Usage`]'s `input_tokens` counts all three), which is what a price
+  table needs ([`crate::price`]): pricing is linear, so pricing each
+  model's sum is pricing each run.
 */
 
 use crate::provider::Usage;
 use crate::run::{Relation, RunId, RunRecord, RunStatus};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a total needs of one run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunFigures {
+    /// The model that answered (what a price is looked up by).
+    pub model: String,
     pub status: RunStatus,
     pub usage: Usage,
     /// False when some attempt of the run did not report its usage.
@@ -39,6 +46,7 @@ pub struct RunFigures {
 impl From<&RunRecord> for RunFigures {
     fn from(run: &RunRecord) -> RunFigures {
         RunFigures {
+            model: run.model.clone(),
             status: run.status,
             usage: run.usage,
             usage_complete: run.usage_complete,
@@ -73,6 +81,37 @@ pub struct Totals {
     pub output_tokens: Figure,
     pub cache_read_tokens: Figure,
     pub cache_write_tokens: Figure,
+    /// The tokens of the runs that reported figures, by model (a run that
+    /// reported none is only in the figures' `missing_from`).
+    pub by_model: BTreeMap<String, ModelTokens>,
+}
+
+/// One model's share of a total. `uncached_input + cache_read +
+/// cache_write` is the input the model's runs reported, so no token is
+/// counted in two of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ModelTokens {
+    /// The runs of this model that reported figures (in id order).
+    pub runs: Vec<RunId>,
+    /// Input tokens neither read from nor written to a prompt cache.
+    pub uncached_input: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub output: u64,
+}
+
+impl ModelTokens {
+    fn add(&mut self, run: RunId, usage: &Usage) {
+        let read = usage.cache_read_tokens.unwrap_or(0);
+        let write = usage.cache_write_tokens.unwrap_or(0);
+        self.runs.push(run);
+        self.uncached_input += usage
+            .input_tokens
+            .map_or(0, |input| input.saturating_sub(read + write));
+        self.cache_read += read;
+        self.cache_write += write;
+        self.output += usage.output_tokens.unwrap_or(0);
+    }
 }
 
 impl Totals {
@@ -103,6 +142,12 @@ impl Totals {
             self.failed.push(run.clone());
         }
         let usage = figures.usage;
+        if usage.input_tokens.is_some() || usage.output_tokens.is_some() {
+            self.by_model
+                .entry(figures.model)
+                .or_default()
+                .add(run.clone(), &usage);
+        }
         for (figure, value) in [
             (&mut self.input_tokens, usage.input_tokens),
             (&mut self.output_tokens, usage.output_tokens),
@@ -121,6 +166,12 @@ impl Totals {
         self.input_tokens.is_complete() && self.output_tokens.is_complete()
     }
 
+    /// The share of input tokens read from a prompt cache, `None` when no
+    /// input was counted. Over runs of backends that do not cache, zero.
+    pub fn cache_hit_rate(&self) -> Option<f64> {
+        hit_rate(self.cache_read_tokens.value, self.input_tokens.value)
+    }
+
     /// The runs whose input or output tokens are missing from the totals,
     /// in id order: what makes them incomplete.
     pub fn incomplete_runs(&self) -> Vec<RunId> {
@@ -131,6 +182,19 @@ impl Totals {
             .chain(&self.output_tokens.missing_from)
             .collect();
         missing.into_iter().cloned().collect()
+    }
+}
+
+/// `read / input` as a share, `None` when there was no input.
+fn hit_rate(read: u64, input: u64) -> Option<f64> {
+    (input > 0).then(|| read as f64 / input as f64)
+}
+
+impl Usage {
+    /// The share of this call's input tokens read from a prompt cache:
+    /// `None` when the call reported no input (or none at all).
+    pub fn cache_hit_rate(&self) -> Option<f64> {
+        hit_rate(self.cache_read_tokens.unwrap_or(0), self.input_tokens?)
     }
 }
 
@@ -260,6 +324,7 @@ mod tests {
 
     fn figures(input: Option<u64>, output: Option<u64>) -> Option<RunFigures> {
         Some(RunFigures {
+            model: "m".to_string(),
             status: RunStatus::Succeeded,
             usage: Usage {
                 input_tokens: input,
@@ -296,6 +361,57 @@ mod tests {
         assert_eq!(partial.input_tokens.value, 1);
         assert_eq!(partial.incomplete_runs(), vec![run("p")]);
         assert!(Totals::of([(run("a"), figures(Some(1), Some(1)))]).is_complete());
+    }
+
+    fn cached(model: &str, input: u64, read: u64, write: Option<u64>) -> Option<RunFigures> {
+        Some(RunFigures {
+            model: model.to_string(),
+            status: RunStatus::Succeeded,
+            usage: Usage {
+                input_tokens: Some(input),
+                output_tokens: Some(10),
+                cache_read_tokens: Some(read),
+                cache_write_tokens: write,
+            },
+            usage_complete: true,
+        })
+    }
+
+    #[test]
+    fn by_model_splits_input_so_cached_tokens_are_not_counted_twice() {
+        // Normalised figures: input counts cached tokens for both providers
+        // (Anthropic's adapter adds its cache figures back in).
+        let totals = Totals::of([
+            (run("a1"), cached("claude", 1000, 800, Some(100))),
+            (run("a2"), cached("claude", 50, 0, Some(40))),
+            (run("o1"), cached("gpt", 500, 200, None)),
+            (run("o1"), cached("gpt", 500, 200, None)),
+            (run("gone"), None),
+        ]);
+        let claude = &totals.by_model["claude"];
+        assert_eq!(claude.runs, vec![run("a1"), run("a2")]);
+        assert_eq!(
+            (claude.uncached_input, claude.cache_read, claude.cache_write),
+            (110, 800, 140)
+        );
+        let gpt = &totals.by_model["gpt"];
+        assert_eq!(
+            (gpt.uncached_input, gpt.cache_read, gpt.cache_write),
+            (300, 200, 0)
+        );
+        assert_eq!(gpt.output, 10, "a run named twice counts once");
+        let input: u64 = totals
+            .by_model
+            .values()
+            .map(|m| m.uncached_input + m.cache_read + m.cache_write)
+            .sum();
+        assert_eq!(input, totals.input_tokens.value);
+        assert_eq!(totals.input_tokens.value, 1550);
+        assert_eq!(totals.cache_hit_rate(), Some(1000.0 / 1550.0));
+        assert_eq!(Totals::default().cache_hit_rate(), None);
+        let usage = cached("x", 400, 100, None).unwrap().usage;
+        assert_eq!(usage.cache_hit_rate(), Some(0.25));
+        assert_eq!(Usage::default().cache_hit_rate(), None);
     }
 
     /// Relations as a plain list: (source, link, target).

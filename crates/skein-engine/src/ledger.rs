@@ -64,6 +64,7 @@ pub struct LedgerEntry {
 impl LedgerEntry {
     fn figures(&self) -> RunFigures {
         RunFigures {
+            model: self.model.clone(),
             status: self.status,
             usage: self.usage,
             usage_complete: self.usage_complete,

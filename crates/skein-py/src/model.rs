@@ -47,8 +47,16 @@ impl Store {
     /// runs that produced a `node`, one `run`, or a coordinator `sequence`.
     /// A run that reported no figures makes a figure incomplete
     /// (`complete` is false and `missing_from` names the runs), never a
-    /// silent zero.
-    #[pyo3(signature = (*, conversation = None, family = None, node = None, run = None, sequence = None))]
+    /// silent zero. `cache_hit_rate` is the share of input tokens read
+    /// from a prompt cache; `cost` prices the totals at the built-in
+    /// table with the configuration file's `[prices]` and then `prices`
+    /// (`{model: {"input", "output", "cache_read", "cache_write"}}`, US
+    /// dollars per million tokens), naming the runs it could not price.
+    #[pyo3(signature = (*, conversation = None, family = None, node = None, run = None, sequence = None, prices = None))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one keyword argument per scope, as Python callers name them"
+    )]
     fn usage<'py>(
         &self,
         py: Python<'py>,
@@ -57,6 +65,7 @@ impl Store {
         node: Option<String>,
         run: Option<String>,
         sequence: Option<String>,
+        prices: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         use skein::store::UsageScope;
         let store = &self.inner;
@@ -84,8 +93,12 @@ impl Store {
             store.usage(&scope)
         });
         let totals = check(py, totals)?;
-        let value = serde_json::to_value(&totals)
-            .map_err(|error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string()))?;
+        let table = price_table(py, prices)?;
+        let encode =
+            |error: serde_json::Error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string());
+        let mut value = serde_json::to_value(&totals).map_err(encode)?;
+        value["cache_hit_rate"] = serde_json::json!(totals.cache_hit_rate());
+        value["cost"] = serde_json::to_value(table.cost(&totals)).map_err(encode)?;
         crate::values::from_json(py, &value)
     }
 
@@ -309,4 +322,26 @@ impl Model {
         }
         Ok(builder)
     }
+}
+
+/// The configuration's prices with `extra` (a dict of model to prices)
+/// over them.
+fn price_table(
+    py: Python<'_>,
+    extra: Option<Bound<'_, PyAny>>,
+) -> PyResult<skein::core::price::PriceTable> {
+    use skein::core::price::Price;
+    let table = skein::config::prices().map_err(|error| crate::errors::config_error(py, &error))?;
+    let Some(extra) = extra else {
+        return Ok(table);
+    };
+    let extra: std::collections::BTreeMap<String, Price> =
+        serde_json::from_value(crate::values::to_json(&extra)?).map_err(|error| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "prices= takes {{model: {{\"input\": ..., \"output\": ...}}}} in dollars per million tokens: {error}"
+            ))
+        })?;
+    Ok(extra
+        .into_iter()
+        .fold(table, |table, (model, price)| table.with(model, price)))
 }

@@ -108,6 +108,20 @@ def test_usage_totals_are_the_command_line_s(skein_bin: str, db: Path, store: sk
     assert family["input_tokens"]["missing_from"] == []
     assert store.usage(node=fork.id)["runs"] == store.usage(run=fork.run_id)["runs"]
     assert store.usage(sequence="no such sequence")["runs"] == []
+    # Cost: echo has no built-in price, so it is named, never zero; priced,
+    # the shared first run is paid for once.
+    unpriced = store.usage(family=fork.conversation.id)["cost"]
+    assert sorted(unpriced["unpriced"]) == sorted(family["runs"])
+    priced = store.usage(family=fork.conversation.id, prices={"echo": {"input": 1.0, "output": 2.0}})
+    expected = sum(
+        ((r.usage.input_tokens or 0) + 2 * (r.usage.output_tokens or 0)) / 1e6 for r in (first, fork)
+    )
+    assert abs(priced["cost"]["dollars"] - expected) < 1e-12
+    assert priced["cost"]["unpriced"] == [] and priced["cost"]["unmeasured"] == []
+    assert priced["cache_hit_rate"] == 0.0
+    misspelt: Any = {"echo": {"inptu": 1.0, "output": 1.0}}
+    with pytest.raises(ValueError, match="prices="):
+        store.usage(run=fork.run_id, prices=misspelt)
 
     with pytest.raises(TypeError, match="exactly one of"):
         store.usage()

@@ -576,6 +576,14 @@ impl RecordedChat {
                 runs: &runs,
             })
             .await?;
+        skein_conversation::telemetry::rerun(
+            store,
+            &record.id,
+            record.turn_node,
+            &runs,
+            threads.first(),
+        )
+        .await;
         Ok(())
     }
 }

@@ -33,6 +33,7 @@ pub use web::models::{ModelChoice, ModelNames, Models};
 use access::Access;
 use axum::Router;
 use skein::Store;
+use skein::core::price::PriceTable;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -54,6 +55,8 @@ pub struct ServeConfig {
     pub read_only: bool,
     /// The models the web view's actions run on.
     pub models: Arc<dyn Models>,
+    /// The prices the web view costs runs and families at.
+    pub prices: Arc<PriceTable>,
 }
 
 /// The default request body limit: 8 MiB, room for long histories.
@@ -95,6 +98,7 @@ pub struct AppState {
     pub turns: Arc<tokio::sync::Semaphore>,
     /// The `/api/events` poller and its streams.
     pub events: web::events::Hub,
+    pub prices: Arc<PriceTable>,
 }
 
 /// How many family or comparison reads run at once.
@@ -119,6 +123,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
         models: config.models.clone(),
         turns: Arc::new(tokio::sync::Semaphore::new(WEB_TURNS)),
         events: web::events::Hub::default(),
+        prices: config.prices.clone(),
     });
     let mut app = web::routes();
     if config.proxy.is_some() {

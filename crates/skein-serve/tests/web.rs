@@ -55,6 +55,7 @@ impl Server {
             limits: ConnectionLimits::default(),
             read_only: false,
             models: Arc::new(ModelNames::new("echo", Vec::new())),
+            prices: Arc::new(echo_prices()),
         };
         configure(&mut config);
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel::<SocketAddr>();
@@ -140,6 +141,26 @@ async fn story(store: &Store) -> Story {
     }
 }
 
+/// No built-in prices; `echo` at $1 per million input tokens and $2 per
+/// million output.
+fn echo_prices() -> skein::core::price::PriceTable {
+    skein::core::price::PriceTable::empty().with(
+        "echo",
+        skein::core::price::Price {
+            input: 1.0,
+            output: 2.0,
+            cache_read: None,
+            cache_write: None,
+        },
+    )
+}
+
+/// What `run`'s usage (as the API shows it) costs at [`echo_prices`].
+fn echo_cost(run: &Value) -> f64 {
+    let usage = &run["usage"];
+    (usage["input_tokens"].as_f64().unwrap() + 2.0 * usage["output_tokens"].as_f64().unwrap()) / 1e6
+}
+
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
@@ -221,6 +242,21 @@ async fn a_family_is_the_main_line_with_its_forks_as_branches_and_every_head_mar
     assert_eq!(fork["conversation"], story.fork.as_str());
     assert_eq!(strings(&fork["nodes"]).last().unwrap(), &story.a3);
     assert_eq!(fork["rerun"], Value::Null);
+
+    // The family's usage: its three runs, the one both lines share once,
+    // priced at the server's prices.
+    let mut expected = 0.0;
+    for answer in [&story.a1, &story.a2, &story.a3] {
+        let runs = server.json(&format!("/api/nodes/{answer}")).await["runs"].clone();
+        assert_eq!(runs.as_array().unwrap().len(), 1);
+        assert!((runs[0]["usage"]["cost"].as_f64().unwrap() - echo_cost(&runs[0])).abs() < 1e-12);
+        expected += echo_cost(&runs[0]);
+    }
+    let usage = &family["usage"];
+    assert_eq!(usage["runs"], 3);
+    assert!((usage["cost"]["dollars"].as_f64().unwrap() - expected).abs() < 1e-12);
+    assert_eq!(usage["cost"]["unpriced"], Value::Array(vec![]));
+    assert_eq!(usage["cache_hit_rate"], 0.0);
 
     let node = |id: &str| {
         family["nodes"]
@@ -649,6 +685,8 @@ async fn every_part_kind_and_run_detail_is_shown_as_stored() {
     assert_eq!(run["usage"]["input_tokens"], 40);
     assert_eq!(run["usage"]["cache_read_tokens"], Value::Null);
     assert_eq!(run["usage"]["complete"], false);
+    // A model without a price has no cost, never a zero one.
+    assert_eq!(run["usage"]["cost"], Value::Null);
     assert_eq!(run["tools"][0]["name"], "weather");
     assert_eq!(run["tools"][0]["input_schema"]["type"], "object");
     assert_eq!(run["annotations"][0]["node"], user.to_hex());

@@ -68,14 +68,15 @@ pub(crate) struct RunRow {
 }
 
 impl RunRow {
-    /// A row from its columns: id, output head, status, the four token
-    /// figures and the completeness flag.
+    /// A row from its columns: id, model, output head, status, the four
+    /// token figures and the completeness flag.
     #[allow(
         clippy::too_many_arguments,
         reason = "one argument per column of a usage row"
     )]
     pub(crate) fn new(
         id: String,
+        model: String,
         output_head: Option<&[u8]>,
         status: &str,
         tokens: [Option<i64>; 4],
@@ -87,6 +88,7 @@ impl RunRow {
         Ok(RunRow {
             output_head: output_head.and_then(NodeId::from_slice),
             figures: RunFigures {
+                model,
                 status,
                 usage: Usage {
                     input_tokens: figure(tokens[0]),

@@ -10,6 +10,8 @@ Helpers shared by skein's tests, benches and examples; a dev-only crate
 - `provider` (the `provider` feature): `Recording`, a provider that keeps
   every request it is sent, and `Fixed`, one that answers every call the
   same way without reading it.
+- `otlp` (the `otlp` feature): an in-process OTLP/HTTP receiver that keeps
+  the spans it is sent.
 
 The `provider` module implements `skein_core::Provider` over
 `skein-providers`' scripted and echo models, so it cannot serve the tests
@@ -19,6 +21,8 @@ of their own crate); those crates use the kit without the feature.
 
 pub mod cli;
 pub mod faults;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 #[cfg(feature = "provider")]
 pub mod provider;
 

@@ -31,6 +31,17 @@ timeout = 60                       # seconds to start, and to answer a call (def
 [mcp.servers.search]               # an MCP server over streamable HTTP
 url = "https://example.com/mcp"
 headers = { Authorization = "Bearer ..." }
+
+[prices."my-model"]                # US dollars per million tokens: adds to or overrides the
+input = 0.5                        # built-in table (`skein::core::price`); cache_read and
+output = 1.5                       # cache_write default to the input price
+cache_read = 0.05
+
+[otel]                             # OpenTelemetry export of every turn (`skein::telemetry`)
+endpoint = "http://localhost:4318" # the OTLP collector; OTEL_EXPORTER_OTLP_ENDPOINT and --otlp win
+protocol = "http/protobuf"         # or "grpc" (e.g. endpoint = "http://localhost:4317")
+headers = { "x-api-key" = "..." }  # sent with every export
+content = false                    # true: prompts, replies, tool arguments and results too
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -40,6 +51,7 @@ A profile named in the engine directory is usable wherever a model name is
 */
 
 use serde::{Deserialize, Serialize};
+use skein_core::price::{Price, PriceTable};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -94,6 +106,12 @@ pub struct Config {
     /// How long conversations are kept (`skein gc` applies it).
     #[serde(default, skip_serializing_if = "Retention::is_empty")]
     pub retention: Retention,
+    /// Prices per model, over the built-in table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
+    /// OpenTelemetry export.
+    #[serde(default, skip_serializing_if = "OtelConfig::is_empty")]
+    pub otel: OtelConfig,
 }
 
 /// `[retention]`: conversations `skein gc` deletes (with what only they
@@ -113,6 +131,61 @@ pub struct Retention {
 impl Retention {
     fn is_empty(&self) -> bool {
         self.older_than.is_none() && self.proxy_older_than.is_none()
+    }
+}
+
+/// `[otel]`: where the spans of every turn are sent (`skein::telemetry`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelConfig {
+    /// The OTLP collector's URL (for HTTP, its base: `/v1/traces` is added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<OtelProtocol>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Send message content, not only metadata.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub content: bool,
+}
+
+impl OtelConfig {
+    fn is_empty(&self) -> bool {
+        *self == OtelConfig::default()
+    }
+}
+
+/// How spans travel to the collector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum OtelProtocol {
+    #[default]
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+    #[serde(rename = "grpc")]
+    Grpc,
+}
+
+impl OtelProtocol {
+    /// A protocol by its `OTEL_EXPORTER_OTLP_PROTOCOL` name.
+    pub fn parse(name: &str) -> Option<OtelProtocol> {
+        match name {
+            "http/protobuf" => Some(OtelProtocol::HttpProtobuf),
+            "grpc" => Some(OtelProtocol::Grpc),
+            _ => None,
+        }
+    }
+}
+
+impl Config {
+    /// The built-in price table with this file's prices added or
+    /// overriding.
+    pub fn price_table(&self) -> PriceTable {
+        self.prices
+            .iter()
+            .fold(PriceTable::builtin(), |table, (model, price)| {
+                table.with(model.clone(), *price)
+            })
     }
 }
 
@@ -268,6 +341,12 @@ pub fn set_default_model(name: &str) -> Result<PathBuf, ConfigError> {
     Ok(path)
 }
 
+/// The prices usage is costed at: the built-in table with the
+/// configuration file's `[prices]`.
+pub fn prices() -> Result<PriceTable, ConfigError> {
+    Ok(get()?.price_table())
+}
+
 /// Where a setting's value came from, for `skein config show`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -310,5 +389,22 @@ mod tests {
             read(&dir.path().join("missing.toml")).unwrap(),
             Config::default()
         );
+    }
+
+    #[test]
+    fn configured_prices_add_to_and_override_the_built_in_table() {
+        let config: Config = toml::from_str(
+            "[prices.mine]\ninput = 1.0\noutput = 2.0\n\
+             [prices.\"gpt-4o\"]\ninput = 9.0\noutput = 9.0\ncache_read = 1.0\n",
+        )
+        .unwrap();
+        let table = config.price_table();
+        let (_, mine, _) = table.price_of("mine").unwrap();
+        assert_eq!((mine.input, mine.output, mine.cache_read), (1.0, 2.0, None));
+        let (_, gpt, _) = table.price_of("gpt-4o-2024-08-06").unwrap();
+        assert_eq!(gpt.input, 9.0);
+        assert!(table.price_of("claude-haiku-4-5").is_some());
+        let typo = toml::from_str::<Config>("[prices.mine]\ninput = 1.0\noutptu = 2.0\n");
+        assert!(typo.unwrap_err().to_string().contains("outptu"));
     }
 }

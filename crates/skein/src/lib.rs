@@ -74,6 +74,7 @@ pub mod config;
 pub mod import;
 pub mod mcp;
 pub mod media;
+pub mod telemetry;
 
 pub use skein_conversation::blocking;
 pub use skein_conversation::{

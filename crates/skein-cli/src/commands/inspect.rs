@@ -15,6 +15,7 @@ use anyhow::Result;
 use serde_json::json;
 use skein::NodeId;
 use skein::core::Part;
+use skein::core::price::PriceTable;
 use skein::core::usage::{RunFigures, Totals};
 use skein::store::search::MAX_LIMIT;
 use skein::store::{ConversationRecord, SearchQuery, TreeEntry, preview};
@@ -228,6 +229,10 @@ fn log_recent(
         );
     }
     // The totals of the turns shown, by the one definition every total uses.
+    let prices = match args.usage {
+        true => Some(crate::config::prices()?),
+        false => None,
+    };
     let totals = args.usage.then(|| {
         Totals::of(
             rows.iter()
@@ -239,12 +244,12 @@ fn log_recent(
             .iter()
             .map(|(run, prompt, reply)| json!({ "run": run, "prompt": prompt, "reply": reply }))
             .collect();
-        return match &totals {
-            Some(totals) => print_json(&json!({
+        return match (&totals, &prices) {
+            (Some(totals), Some(prices)) => print_json(&json!({
                 "turns": records,
-                "totals": super::usage::totals_json(totals),
+                "totals": super::usage::totals_json(totals, prices),
             })),
-            None => print_json(&records),
+            _ => print_json(&records),
         };
     }
     if rows.is_empty() {
@@ -256,16 +261,28 @@ fn log_recent(
     }
     let tokens = |n: Option<u64>| n.map_or_else(|| "?".to_string(), |n| n.to_string());
     let usage_of = |run: &skein::store::RunRecord| {
-        format!(
-            "{} in / {} out tokens{}",
+        let mut line = format!(
+            "{} in / {} out tokens",
             tokens(run.usage.input_tokens),
             tokens(run.usage.output_tokens),
-            if run.usage_complete {
-                ""
-            } else {
-                " (incomplete)"
-            }
-        )
+        );
+        if let Some(read) = run.usage.cache_read_tokens.filter(|n| *n > 0) {
+            let rate = run.usage.cache_hit_rate().unwrap_or(0.0);
+            line.push_str(&format!(
+                " ({read} cache read, {} hit)",
+                super::usage::percent(rate)
+            ));
+        }
+        if let Some(written) = run.usage.cache_write_tokens.filter(|n| *n > 0) {
+            line.push_str(&format!(" ({written} cache write)"));
+        }
+        if !run.usage_complete {
+            line.push_str(" (incomplete)");
+        }
+        if let Some(prices) = &prices {
+            line.push_str(&format!(" · {}", run_cost(run, prices)));
+        }
+        line
     };
     for (run, prompt, reply) in &rows {
         let node = run
@@ -307,7 +324,8 @@ fn log_recent(
             outln!("  = {}", usage_of(run))?;
         }
     }
-    if let Some(totals) = totals.filter(|totals| !totals.runs.is_empty()) {
+    if let (Some(totals), Some(prices)) = (totals.filter(|totals| !totals.runs.is_empty()), &prices)
+    {
         let unknown = totals.incomplete_runs().len();
         outln!(
             "total over {} turn(s): {} in / {} out tokens{}",
@@ -320,8 +338,26 @@ fn log_recent(
                 format!(" (incomplete: {unknown} turn(s) reported no usage or only part of it)")
             }
         )?;
+        if let Some(rate) = super::usage::cache_line(&totals) {
+            outln!("{rate}")?;
+        }
+        outln!("{}", super::usage::cost_line(&prices.cost(&totals), prices))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One run's cost at `prices`: dollars, `$? (no price for MODEL)` or a
+/// lower bound when its usage is incomplete.
+fn run_cost(run: &skein::store::RunRecord, prices: &PriceTable) -> String {
+    let cost = prices.cost(&Totals::of([(run.id.clone(), Some(RunFigures::from(run)))]));
+    if !cost.unpriced.is_empty() {
+        return format!("$? (no price for {})", run.model);
+    }
+    let dollars = super::usage::dollars(cost.dollars);
+    match cost.is_complete() {
+        true => dollars,
+        false => format!("at least {dollars}"),
+    }
 }
 
 /// `skein tree`: the conversation's family (`skein::family`) drawn: its

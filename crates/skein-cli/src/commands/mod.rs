@@ -52,9 +52,32 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         tools::declare(mcp)?;
     }
     keys::use_for_this_command(key_args(&cli.command).and_then(|args| args.key.as_deref()))?;
+    let telemetry = start_telemetry(cli.otlp.as_deref())?;
     let outcome = dispatch(cli).await;
     tools::close().await;
+    if let Some(telemetry) = telemetry {
+        // Flushing waits for the exporter, whose requests run on this
+        // runtime: wait off its thread so that it keeps running them.
+        let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
+    }
     outcome
+}
+
+/// OpenTelemetry export when `--otlp`, the environment or the
+/// configuration file asks for it. A collector that cannot be set up is
+/// reported and the command goes on without export.
+fn start_telemetry(flag: Option<&str>) -> Result<Option<skein::telemetry::Telemetry>> {
+    let Some(settings) = skein::telemetry::Settings::resolve(flag, &crate::config::get()?.otel)?
+    else {
+        return Ok(None);
+    };
+    match skein::telemetry::install(&settings) {
+        Ok(telemetry) => Ok(Some(telemetry)),
+        Err(error) => {
+            ui::note(format!("warning: no OpenTelemetry export: {error}"));
+            Ok(None)
+        }
+    }
 }
 
 /// The `--key` of a command that calls models.

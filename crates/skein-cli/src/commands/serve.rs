@@ -66,6 +66,7 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         },
         read_only,
         models: Arc::new(CliModels { default }),
+        prices: Arc::new(crate::config::prices()?),
     };
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

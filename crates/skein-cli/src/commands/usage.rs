@@ -5,6 +5,12 @@ each holds is `skein::store::UsageScope`'s); and how totals are printed,
 which `log -u` shares. Each run counts once however many ways it is
 reached; a run that reported no figures makes the total *incomplete*, and
 the output says how many runs it lacks, never a silent zero.
+
+Cost is the totals priced when they are read (`skein::core::price`: the
+built-in dated table with the configuration file's `[prices]`), so a
+price change re-prices history; a run without usage or without a price
+makes the cost a lower bound, said so. Cache reads show as a hit rate
+(their share of the input tokens) and as what they saved.
 */
 
 use super::{Context, print_json};
@@ -13,6 +19,7 @@ use crate::flags::UsageArgs;
 use crate::ui::outln;
 use anyhow::Result;
 use serde_json::{Value, json};
+use skein::core::price::{Cost, PriceTable};
 use skein::store::{Totals, UsageScope};
 use std::process::ExitCode;
 
@@ -56,6 +63,7 @@ pub fn usage(ctx: &Context, args: UsageArgs) -> Result<ExitCode> {
         )
     };
     let totals = ctx.store.usage(&scope)?;
+    let prices = crate::config::prices()?;
     if totals.runs.is_empty() && matches!(scope, UsageScope::Sequence(_)) {
         return Err(ExitWith(
             NOT_FOUND,
@@ -64,7 +72,7 @@ pub fn usage(ctx: &Context, args: UsageArgs) -> Result<ExitCode> {
         .into());
     }
     if ctx.json {
-        let mut value = totals_json(&totals);
+        let mut value = totals_json(&totals, &prices);
         value["scope"] = described;
         return print_json(&value);
     }
@@ -90,10 +98,78 @@ pub fn usage(ctx: &Context, args: UsageArgs) -> Result<ExitCode> {
         };
         outln!("{name}: {}{gap}", figure.value)?;
     }
+    if let Some(rate) = cache_line(&totals) {
+        outln!("{rate}")?;
+    }
+    outln!("{}", cost_line(&prices.cost(&totals), &prices))?;
     if let Some(note) = incomplete_note(&totals) {
         outln!("{note}")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cache hit rate: N%` of the input tokens, when some were read from a
+/// cache.
+pub fn cache_line(totals: &Totals) -> Option<String> {
+    let rate = totals.cache_hit_rate().filter(|rate| *rate > 0.0)?;
+    Some(format!("cache hit rate: {}", percent(rate)))
+}
+
+pub fn percent(rate: f64) -> String {
+    format!("{:.1}%", rate * 100.0)
+}
+
+/// Dollars with enough digits for a single cheap call.
+pub fn dollars(value: f64) -> String {
+    format!("${value:.6}")
+}
+
+/// `cost: $X` with the prices' date, and when it is a lower bound, why.
+pub fn cost_line(cost: &Cost, prices: &PriceTable) -> String {
+    let mut line = if cost.is_complete() {
+        format!("cost: {}", dollars(cost.dollars))
+    } else {
+        format!("cost: at least {}", dollars(cost.dollars))
+    };
+    if cost.cache_savings > 0.0 {
+        line.push_str(&format!(
+            ", {} saved by cache reads",
+            dollars(cost.cache_savings)
+        ));
+    }
+    line.push_str(&format!(" (built-in prices of {}", cost.prices_date));
+    if prices.configured() > 0 {
+        line.push_str(&format!(", {} from the config file", prices.configured()));
+    }
+    line.push(')');
+    if !cost.unmeasured.is_empty() {
+        line.push_str(&format!(
+            "; incomplete: {} run(s) reported no usage",
+            cost.unmeasured.len()
+        ));
+    }
+    if !cost.unpriced.is_empty() {
+        line.push_str(&format!(
+            "; incomplete: {} run(s) of {} have no price (add it under [prices] in {})",
+            cost.unpriced.len(),
+            cost.unpriced_models().join(", "),
+            crate::config::path_shown()
+        ));
+    }
+    line
+}
+
+/// A cost as `--json` prints it.
+pub fn cost_json(cost: &Cost) -> Value {
+    json!({
+        "dollars": cost.dollars,
+        "complete": cost.is_complete(),
+        "cache_savings": cost.cache_savings,
+        "by_model": cost.by_model,
+        "unpriced_runs": cost.unpriced,
+        "unmeasured_runs": cost.unmeasured,
+        "prices_date": cost.prices_date,
+    })
 }
 
 /// `N run(s)`, with how many failed.
@@ -126,9 +202,9 @@ pub fn incomplete_note(totals: &Totals) -> Option<String> {
 }
 
 /// Totals as `--json` prints them: the runs counted and failed, each
-/// figure with the runs it is missing from, and whether the whole is
-/// complete.
-pub fn totals_json(totals: &Totals) -> Value {
+/// figure with the runs it is missing from, whether the whole is
+/// complete, the cache hit rate and the cost at `prices`.
+pub fn totals_json(totals: &Totals, prices: &PriceTable) -> Value {
     let figure = |figure: &skein::store::Figure| {
         json!({
             "value": figure.value,
@@ -145,5 +221,8 @@ pub fn totals_json(totals: &Totals) -> Value {
         "cache_write_tokens": figure(&totals.cache_write_tokens),
         "complete": totals.is_complete(),
         "incomplete_runs": totals.incomplete_runs(),
+        "by_model": totals.by_model,
+        "cache_hit_rate": totals.cache_hit_rate(),
+        "cost": cost_json(&prices.cost(totals)),
     })
 }

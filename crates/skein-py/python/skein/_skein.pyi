@@ -60,6 +60,42 @@ class UsageTotals(TypedDict):
     output_tokens: UsageFigure
     cache_read_tokens: UsageFigure
     cache_write_tokens: UsageFigure
+    by_model: dict[str, ModelTokens]
+    cache_hit_rate: float | None
+    cost: Cost
+
+class ModelTokens(TypedDict):
+    """One model's share of a total: input split so no token counts twice."""
+
+    runs: list[str]
+    uncached_input: int
+    cache_read: int
+    cache_write: int
+    output: int
+
+class ModelCost(TypedDict):
+    model: str
+    priced_as: str | None
+    source: str | None
+    runs: int
+    dollars: float | None
+
+class Cost(TypedDict):
+    """What the runs cost in US dollars: a lower bound unless ``unpriced``
+    and ``unmeasured`` are empty."""
+
+    dollars: float
+    cache_savings: float
+    by_model: list[ModelCost]
+    unpriced: list[str]
+    unmeasured: list[str]
+    prices_date: str
+
+class Price(TypedDict, total=False):
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
 
 @final
 class Store:
@@ -77,6 +113,7 @@ class Store:
         node: str | None = None,
         run: str | None = None,
         sequence: str | None = None,
+        prices: dict[str, Price] | None = None,
     ) -> UsageTotals: ...
     def search(
         self, text: str, *, limit: int = 20, conversation: str | None = None

@@ -258,7 +258,7 @@ pub async fn family(
         .nonblocking()
         .resolve_conversation(&prefix)
         .await?;
-    let family = family::load(&state.store, &id, limit).await?;
+    let family = family::load(&state.store, &id, limit, &state.prices).await?;
     Ok(Json(family))
 }
 
@@ -285,7 +285,7 @@ pub async fn node(State(state): Shared, Path(prefix): Path<String>) -> ApiResult
             .runs_producing(id)
             .await?
             .iter()
-            .map(RunView::from)
+            .map(|run| RunView::priced(run, &state.prices))
             .collect(),
     }))
 }
@@ -352,7 +352,7 @@ pub async fn run(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<
     let store = state.store.nonblocking();
     let id: RunId = store.resolve_run(&prefix).await?;
     let record = store.run_record(&id).await?;
-    Ok(Json(RunView::from(&record)))
+    Ok(Json(RunView::priced(&record, &state.prices)))
 }
 
 #[derive(Debug, Deserialize)]

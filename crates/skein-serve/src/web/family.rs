@@ -15,9 +15,13 @@ other child starts a branch of its own, whose kind comes from its owner
 */
 
 use super::api::FAMILY_MAX;
-use super::views::{Branch, BranchKind, ConversationView, Family, FamilyNode, RerunView};
+use super::views::{
+    Branch, BranchKind, ConversationView, Family, FamilyNode, RerunView, TotalsView,
+};
 use skein::conversation::family::{Joined, Member};
-use skein::store::{ConversationId, Result, TreeEntry};
+use skein::core::price::PriceTable;
+use skein::core::usage::Totals;
+use skein::store::{ConversationId, Result, StoreError, TreeEntry, UsageScope};
 use skein::{NodeId, Store};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -76,7 +80,12 @@ impl Anchor {
 
 /// The family of `focus`, at most `limit` nodes (see
 /// [`skein::Family::graph`]): nothing is read beyond what is shown.
-pub(crate) async fn load(store: &Store, focus: &ConversationId, limit: usize) -> Result<Family> {
+pub(crate) async fn load(
+    store: &Store,
+    focus: &ConversationId,
+    limit: usize,
+    prices: &PriceTable,
+) -> Result<Family> {
     let family = skein::family(store, focus).await?;
     let graph = family.graph(store, limit).await?;
     let shown: HashSet<NodeId> = graph.nodes.iter().map(|node| node.id).collect();
@@ -166,7 +175,17 @@ pub(crate) async fn load(store: &Store, focus: &ConversationId, limit: usize) ->
         limit,
         max_limit: FAMILY_MAX,
         truncated: graph.truncated,
+        usage: TotalsView::priced(&family_usage(store, focus).await?, prices),
     })
+}
+
+/// The usage of the whole family, from the store's one definition of it
+/// (which runs, each once), read off the async runtime's threads.
+async fn family_usage(store: &Store, focus: &ConversationId) -> Result<Totals> {
+    let (store, scope) = (store.clone(), UsageScope::Family(focus.clone()));
+    tokio::task::spawn_blocking(move || store.usage(&scope))
+        .await
+        .map_err(|join| StoreError::Task(format!("the usage read stopped: {join}")))?
 }
 
 /// Branches, and which branch each node lies on.

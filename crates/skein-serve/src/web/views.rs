@@ -6,6 +6,8 @@ serialising store records as they happen to be.
 */
 
 use serde::Serialize;
+use skein::core::price::{Cost, PriceTable};
+use skein::core::usage::{RunFigures, Totals};
 use skein::core::{FinishReason, Part, Role, ToolSpec};
 use skein::store::{ConversationId, ConversationRecord, Origin, Relation, RunRecord, RunStatus};
 use skein::{Message, NodeId};
@@ -102,6 +104,40 @@ pub struct Family {
     /// The focused conversation's latest messages come first; a node whose
     /// `parent` is set but not shown starts where earlier messages are cut.
     pub truncated: bool,
+    /// The usage and cost of every run of the family (shown or not),
+    /// shared work counted once.
+    pub usage: TotalsView,
+}
+
+/// Usage totals over runs, with their cache hit rate and cost.
+#[derive(Debug, Serialize)]
+pub struct TotalsView {
+    pub runs: usize,
+    pub failed: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cache_hit_rate: Option<f64>,
+    /// Runs whose token figures are missing or partial.
+    pub incomplete_runs: usize,
+    pub cost: Cost,
+}
+
+impl TotalsView {
+    pub fn priced(totals: &Totals, prices: &PriceTable) -> TotalsView {
+        TotalsView {
+            runs: totals.runs.len(),
+            failed: totals.failed.len(),
+            input_tokens: totals.input_tokens.value,
+            output_tokens: totals.output_tokens.value,
+            cache_read_tokens: totals.cache_read_tokens.value,
+            cache_write_tokens: totals.cache_write_tokens.value,
+            cache_hit_rate: totals.cache_hit_rate(),
+            incomplete_runs: totals.incomplete_runs().len(),
+            cost: prices.cost(totals),
+        }
+    }
 }
 
 /// A node in a family tree, without its full content.
@@ -313,6 +349,13 @@ pub struct UsageView {
     pub cache_write_tokens: Option<u64>,
     /// False when some attempt of the run did not report its usage.
     pub complete: bool,
+    /// The share of input tokens read from a prompt cache.
+    pub cache_hit_rate: Option<f64>,
+    /// In US dollars at the server's prices; `None` when the model has no
+    /// price or the run reported no usage.
+    pub cost: Option<f64>,
+    /// The cost is a lower bound: part of the usage was not reported.
+    pub cost_partial: bool,
 }
 
 /// The annotations of one part of a run's request.
@@ -324,8 +367,11 @@ pub struct AnnotationView {
     pub annotations: Vec<String>,
 }
 
-impl From<&RunRecord> for RunView {
-    fn from(run: &RunRecord) -> RunView {
+impl RunView {
+    /// The run as shown, costed at `prices`.
+    pub fn priced(run: &RunRecord, prices: &PriceTable) -> RunView {
+        let cost = prices.cost(&Totals::of([(run.id.clone(), Some(RunFigures::from(run)))]));
+        let priced = cost.unpriced.is_empty() && !cost.by_model.is_empty();
         RunView {
             id: run.id.to_string(),
             conversation: run.conversation.clone(),
@@ -344,6 +390,9 @@ impl From<&RunRecord> for RunView {
                 cache_read_tokens: run.usage.cache_read_tokens,
                 cache_write_tokens: run.usage.cache_write_tokens,
                 complete: run.usage_complete,
+                cache_hit_rate: run.usage.cache_hit_rate(),
+                cost: priced.then_some(cost.dollars),
+                cost_partial: priced && !cost.is_complete(),
             },
             started_ms: run.started_ms,
             finished_ms: run.finished_ms,

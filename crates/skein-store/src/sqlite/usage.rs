@@ -63,7 +63,7 @@ impl SqliteStore {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, output_head, status, input_tokens, output_tokens, cache_read_tokens,
-                        cache_write_tokens, usage_complete
+                        cache_write_tokens, usage_complete, model
                  FROM runs WHERE id = ?1",
             )?;
             let mut rows = Vec::with_capacity(ids.len());
@@ -76,12 +76,14 @@ impl SqliteStore {
                             row.get::<_, String>(2)?,
                             [row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?],
                             row.get::<_, bool>(7)?,
+                            row.get::<_, String>(8)?,
                         ))
                     })
                     .optional()?;
-                if let Some((id, output, status, tokens, complete)) = row {
+                if let Some((id, output, status, tokens, complete, model)) = row {
                     rows.push(RunRow::new(
                         id,
+                        model,
                         output.as_deref(),
                         &status,
                         tokens,

@@ -735,6 +735,25 @@ fn a_fork_shares_its_prefix_runs_once_in_the_family_total(backend: Backend) {
     assert_eq!(family.output_tokens.value, 1 + 2 + 10 + 100 + 5);
     assert!(family.is_complete() && family.failed.is_empty());
     assert_eq!(usage(Family(a.clone())), family);
+    // Priced when read (a dollar per million input tokens, output free):
+    // the shared run is paid for once, and the model comes from the store.
+    let prices = skein_core::price::PriceTable::empty().with(
+        "echo",
+        skein_core::price::Price {
+            input: 1.0,
+            output: 0.0,
+            cache_read: None,
+            cache_write: None,
+        },
+    );
+    let cost = prices.cost(&family);
+    assert_eq!(family.by_model["echo"].runs, family.runs);
+    assert!(
+        (cost.dollars - 1142.0 / 1e6).abs() < 1e-12,
+        "{}",
+        cost.dollars
+    );
+    assert!(cost.is_complete());
     assert!(
         a_total.input_tokens.value + b_total.input_tokens.value + c_total.input_tokens.value
             > family.input_tokens.value,

@@ -10,3 +10,4 @@ mod continuing;
 mod costs;
 mod faults;
 mod import;
+mod telemetry;

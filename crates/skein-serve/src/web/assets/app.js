@@ -14,7 +14,7 @@
 
 import {
   $, $$, ApiError, api, badge, bytes, clear, conversationLabel, conversationLink, duration, el, enc, loadSession,
-  nodeLink, optionsText, plural, short, textOf, time, timeEl, tokens,
+  nodeLink, optionsText, plural, short, textOf, time, timeEl, tokens, dollars, percent,
 } from './util.js';
 import { actionPanel } from './actions.js';
 import { wordDiff } from './diff.js';
@@ -346,7 +346,8 @@ function renderFamily(family, keep) {
         : '',
       ` · ${family.branches.length} ${family.branches.length === 1 ? 'branch' : 'branches'}`
         + ` · ${plural(family.nodes.length, 'message')}`,
-      focus.model ? ` · model ${focus.model}` : ''),
+      focus.model ? ` · model ${focus.model}` : '',
+      ` · ${familyCost(family.usage)}`),
     memberList);
 
   const head = el('div', { class: 'view-head' },
@@ -768,6 +769,17 @@ function prettyJson(text) {
   }
 }
 
+/** The family's cost, said to be a lower bound when runs lack usage or a price. */
+function familyCost(usage) {
+  const cost = usage.cost;
+  const gaps = [];
+  if (cost.unmeasured.length) gaps.push(`${plural(cost.unmeasured.length, 'run')} without usage`);
+  if (cost.unpriced.length) gaps.push(`${plural(cost.unpriced.length, 'run')} without a price`);
+  const hit = usage.cache_read_tokens ? `, ${percent(usage.cache_hit_rate)} cache hits` : '';
+  return `${plural(usage.runs, 'run')} cost ${gaps.length ? 'at least ' : ''}${dollars(cost.dollars)}${hit}`
+    + (gaps.length ? ` (${gaps.join(', ')})` : '') + ` at prices of ${cost.prices_date}`;
+}
+
 function renderRun(run, focus, group) {
   const u = run.usage;
   const options = Object.entries(run.options || {});
@@ -793,12 +805,15 @@ function renderRun(run, focus, group) {
       run.finish_reason ? [el('dt', {}, 'finished'), el('dd', {}, run.finish_reason)] : null,
       options.length ? [el('dt', {}, 'options'), el('dd', { class: 'options' }, optionsText(run.options))] : null),
     el('table', { class: 'usage' },
-      el('thead', {}, el('tr', {}, ['input', 'output', 'cache read', 'cache write'].map((h) => el('th', { scope: 'col' }, h)))),
+      el('thead', {}, el('tr', {}, ['input', 'output', 'cache read', 'cache write', 'cache hit', 'cost'].map((h) => el('th', { scope: 'col' }, h)))),
       el('tbody', {}, el('tr', {},
         el('td', { class: 'num input-tokens' }, tokens(u.input_tokens)),
         el('td', { class: 'num output-tokens' }, tokens(u.output_tokens)),
         el('td', { class: 'num' }, tokens(u.cache_read_tokens)),
-        el('td', { class: 'num' }, tokens(u.cache_write_tokens))))),
+        el('td', { class: 'num' }, tokens(u.cache_write_tokens)),
+        el('td', { class: 'num cache-hit' }, percent(u.cache_hit_rate)),
+        el('td', { class: 'num run-cost', title: u.cost === null ? 'no price for this model, or no usage reported' : '' },
+          (u.cost_partial ? 'at least ' : '') + dollars(u.cost))))),
     u.complete ? null : el('p', { class: 'warning' }, 'Usage is incomplete: some attempt of this run did not report it.'),
     el('div', { class: 'tools' },
       el('h4', { class: run.tools.length ? '' : 'none' }, run.tools.length ? `Tools offered (${run.tools.length})` : 'No tools offered'),

@@ -229,6 +229,10 @@ export function bytes(n) {
 }
 
 export const tokens = (n) => (n === null || n === undefined ? '—' : String(n));
+/** Dollars, or a dash when there is no figure (no price, no usage): never a zero. */
+export const dollars = (n) => (n === null || n === undefined ? '—' : `$${n.toFixed(6)}`);
+/** A share as a percentage, or a dash. */
+export const percent = (n) => (n === null || n === undefined ? '—' : `${(n * 100).toFixed(1)}%`);
 export const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 /** A conversation's name, else its first prompt (`title`), else its id. */
 export const conversationLabel = (c) => c.name || c.title || c.short;

@@ -1,0 +1,258 @@
+//! Cost and cache visibility end to end: `skein usage` and `log -u` price
+//! recorded usage when they read it (built-in prices, the configuration
+//! file's `[prices]`), count shared work once, name what they could not
+//! price, and split cached input without counting it twice for both
+//! providers' usage shapes.
+
+use serde_json::Value;
+use skein_testkit::Cli;
+use std::path::Path;
+
+fn temp() -> Cli {
+    Cli::temp(crate::BIN)
+}
+
+fn script() -> String {
+    format!(
+        "scripted:{}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/advisor.toml")
+            .display()
+    )
+}
+
+fn close(a: &Value, b: f64) -> bool {
+    (a.as_f64().unwrap() - b).abs() < 1e-12
+}
+
+/// Prices `echo` at $1 per million input tokens and $2 per million output.
+fn price_echo(skein: &Cli) {
+    std::fs::write(
+        skein.dir().join("config.toml"),
+        "[prices.echo]\ninput = 1.0\noutput = 2.0\n",
+    )
+    .unwrap();
+}
+
+/// The recorded input and output tokens of a conversation's runs.
+fn tokens(skein: &Cli, conversation: &str) -> Vec<(u64, u64)> {
+    let store = skein::Store::open(skein.db()).unwrap();
+    let id = store.resolve_conversation(conversation).unwrap();
+    store
+        .runs_of_conversation(&id)
+        .unwrap()
+        .into_iter()
+        .map(|run| {
+            (
+                run.usage.input_tokens.unwrap(),
+                run.usage.output_tokens.unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn dollars((input, output): (u64, u64)) -> f64 {
+    (input as f64 * 1.0 + output as f64 * 2.0) / 1e6
+}
+
+#[test]
+fn a_family_costs_its_shared_prefix_once_and_gaps_are_named() {
+    let skein = temp();
+    price_echo(&skein);
+    let first = skein.json(&["prompt", "one"]);
+    let a = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "-c", "two"]);
+    let fork = skein.json(&["fork", first["node"].as_str().unwrap(), "bee"]);
+    let b = fork["conversation"].as_str().unwrap().to_string();
+    let (a_runs, b_runs) = (tokens(&skein, &a), tokens(&skein, &b));
+    assert_eq!((a_runs.len(), b_runs.len()), (2, 1));
+    // The fork shares the first turn (a_runs[0]) with its origin.
+    let family = skein.json(&["usage", "--family", &b]);
+    let expected = dollars(a_runs[0]) + dollars(a_runs[1]) + dollars(b_runs[0]);
+    assert!(close(&family["cost"]["dollars"], expected), "{family}");
+    assert_eq!(family["cost"]["complete"], true);
+    assert_eq!(family["cost"]["by_model"][0]["source"], "configured");
+    let own = skein.json(&["usage", "--cid", &b]);
+    assert!(close(
+        &own["cost"]["dollars"],
+        dollars(a_runs[0]) + dollars(b_runs[0])
+    ));
+    let text = skein.ok(&["usage", "--family", &b]);
+    assert!(
+        text.contains(&format!(
+            "cost: ${expected:.6} (built-in prices of 2025-11-24, 1 from the config file)"
+        )),
+        "{text}"
+    );
+
+    // A failed run reported no usage; the scripted model has no price: the
+    // cost is a lower bound that says why, never counting them as zero.
+    let failed = skein.run(&["prompt", "--cid", &a, "-m", &script(), "fail please"]);
+    assert_eq!(failed.status.code(), Some(5));
+    skein.json(&["prompt", "--cid", &a, "-m", &script(), "hello"]);
+    let total = skein.json(&["usage", "--cid", &a]);
+    assert_eq!(total["cost"]["complete"], false);
+    assert_eq!(
+        total["cost"]["unmeasured_runs"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(total["cost"]["unpriced_runs"].as_array().unwrap().len(), 1);
+    assert!(close(
+        &total["cost"]["dollars"],
+        dollars(a_runs[0]) + dollars(a_runs[1])
+    ));
+    let text = skein.ok(&["usage", "--cid", &a]);
+    assert!(text.contains("cost: at least $"), "{text}");
+    assert!(
+        text.contains("; incomplete: 1 run(s) reported no usage"),
+        "{text}"
+    );
+    assert!(
+        text.contains("have no price (add it under [prices]"),
+        "{text}"
+    );
+
+    // log -u prices each turn and the total the same way.
+    let log = skein.ok(&["log", "--cid", &a, "-u"]);
+    assert!(
+        log.contains(&format!("· ${:.6}\n", dollars(a_runs[0]))),
+        "{log}"
+    );
+    assert!(log.contains("· $? (no price for scripted"), "{log}");
+    assert!(log.contains("cost: at least $"), "{log}");
+    let log = skein.json(&["log", "--cid", &a, "-u"]);
+    assert_eq!(log["totals"]["cost"], total["cost"]);
+
+    // Without a price, echo's runs are named as unpriced, not free (beside
+    // the scripted one).
+    std::fs::write(skein.dir().join("config.toml"), "").unwrap();
+    let unpriced = skein.json(&["usage", "--family", &b]);
+    assert_eq!(
+        unpriced["cost"]["unpriced_runs"].as_array().unwrap().len(),
+        4
+    );
+    assert_eq!(unpriced["cost"]["complete"], false);
+    let text = skein.ok(&["usage", "--family", &b]);
+    assert!(
+        text.contains("4 run(s) of echo, scripted")
+            && text.contains("have no price (add it under [prices] in "),
+        "{text}"
+    );
+    let log = skein.ok(&["log", "--cid", &b, "-u"]);
+    assert!(log.contains("· $? (no price for echo)"), "{log}");
+
+    // Prices are applied when read: a new price re-prices history.
+    std::fs::write(
+        skein.dir().join("config.toml"),
+        "[prices.echo]\ninput = 10.0\noutput = 20.0\n",
+    )
+    .unwrap();
+    let repriced = skein.json(&["usage", "--family", &b]);
+    assert!(close(&repriced["cost"]["dollars"], expected * 10.0));
+}
+
+/// Both providers' wire shapes with prompt caching: each run's input
+/// splits into uncached, cache-read and cache-written tokens that add up
+/// to the recorded input, priced once each at the built-in prices.
+#[test]
+fn cached_tokens_of_both_providers_are_counted_once_and_priced_at_their_rate() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let skein = temp();
+    let openai = serde_json::json!({
+        "id": "c", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}],
+        "usage": {"prompt_tokens": 2000, "completion_tokens": 100, "total_tokens": 2100,
+                  "prompt_tokens_details": {"cached_tokens": 1500}}
+    });
+    let anthropic = serde_json::json!({
+        "id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 100, "output_tokens": 50,
+                  "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 400}
+    });
+    let cases = [
+        (
+            "openai:gpt-4o",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "/v1",
+            openai,
+        ),
+        (
+            "anthropic:claude-sonnet-4-5",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "",
+            anthropic,
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (model, key, url, suffix, body) in cases {
+        let server = runtime.block_on(async {
+            let server = MockServer::start().await;
+            Mock::given(method("POST"))
+                .respond_with(ResponseTemplate::new(200).set_body_json(body))
+                .mount(&server)
+                .await;
+            server
+        });
+        let mut command = skein.command(&["--json", "prompt", "-m", model, "hi"]);
+        command
+            .env(key, "k")
+            .env(url, format!("{}{suffix}", server.uri()));
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let record: Value = serde_json::from_slice(&output.stdout).unwrap();
+        runs.push(record["run"].as_str().unwrap().to_string());
+    }
+    let openai = skein.json(&["usage", "--run", &runs[0]]);
+    let split = |usage: &Value| {
+        let (_, model) = usage["by_model"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        (
+            model["uncached_input"].as_u64().unwrap(),
+            model["cache_read"].as_u64().unwrap(),
+            model["cache_write"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(openai["input_tokens"]["value"], 2000);
+    assert_eq!(split(&openai), (500, 1500, 0));
+    assert!(close(&openai["cache_hit_rate"], 0.75));
+    let gpt = (500.0 * 2.5 + 1500.0 * 1.25 + 100.0 * 10.0) / 1e6;
+    assert!(close(&openai["cost"]["dollars"], gpt), "{openai}");
+    assert!(close(&openai["cost"]["cache_savings"], 1500.0 * 1.25 / 1e6));
+
+    let anthropic = skein.json(&["usage", "--run", &runs[1]]);
+    assert_eq!(anthropic["input_tokens"]["value"], 3500);
+    assert_eq!(split(&anthropic), (100, 3000, 400));
+    let claude = (100.0 * 3.0 + 3000.0 * 0.3 + 400.0 * 3.75 + 50.0 * 15.0) / 1e6;
+    assert!(close(&anthropic["cost"]["dollars"], claude), "{anthropic}");
+
+    let text = skein.ok(&["usage", "--run", &runs[1]]);
+    assert!(text.contains("cache read tokens: 3000\n"), "{text}");
+    assert!(text.contains("cache hit rate: 85.7%\n"), "{text}");
+    assert!(text.contains("saved by cache reads"), "{text}");
+    let log = skein.ok(&["log", "-n", "2", "-u"]);
+    assert!(
+        log.contains("(3000 cache read, 85.7% hit) (400 cache write)"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("cost: ${:.6}", gpt + claude)),
+        "{log}"
+    );
+}
