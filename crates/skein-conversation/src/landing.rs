@@ -209,9 +209,13 @@ async fn caller_owner(
 /// Whether a call id can tell one call from others: providers mint random
 /// ids (`call_…`, `toolu_…`, Mistral's nine characters), while some clients
 /// number their calls (`call_1`). Distinctive: at least 8 letters or
-/// digits after any prefix ending in `_` or `-`.
+/// digits after a leading word ending in `_` or `-` (so a UUID after
+/// `call-` counts whole).
 fn distinctive(call_id: &str) -> bool {
-    let body = call_id.rsplit(['_', '-']).next().unwrap_or(call_id);
+    let body = match call_id.split_once(['_', '-']) {
+        Some((prefix, rest)) if prefix.chars().all(|c| c.is_ascii_alphabetic()) => rest,
+        _ => call_id,
+    };
     body.chars().filter(char::is_ascii_alphanumeric).count() >= 8
 }
 
@@ -532,4 +536,24 @@ async fn producing(
         .rev()
         .filter(|run| input.is_none() || run.input_head == input)
         .find_map(|run| run.conversation))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinctive;
+
+    #[test]
+    fn a_call_id_is_evidence_only_when_it_is_not_a_counter() {
+        for counter in ["call_1", "call_12", "tool-3", "1", "fc_0001"] {
+            assert!(!distinctive(counter), "{counter}");
+        }
+        for minted in [
+            "call_Zq9Xw7Lp2Rk4Tn8Vb",
+            "toolu_01A09q90qw90lq917835lq9",
+            "D681PevKs",
+            "call-550e8400-e29b-41d4-a716-446655440000",
+        ] {
+            assert!(distinctive(minted), "{minted}");
+        }
+    }
 }
