@@ -124,9 +124,10 @@ impl Bookmark {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnMoved {
     /// Fail with [`StoreError::HeadMoved`]: the caller decides.
-    #[default]
     Fail,
-    /// Land in a new conversation branching where the turn started.
+    /// Land in a new conversation branching where the turn started (the
+    /// landing rule, on every surface).
+    #[default]
     Branch,
 }
 

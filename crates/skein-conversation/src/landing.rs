@@ -58,7 +58,7 @@ const CALLS_SEARCHED: usize = 16;
 const CALLERS_SEARCHED: usize = 8;
 
 /// Where a reply lands.
-enum Place {
+enum Destination {
     /// Moves (or stands at) this conversation's head, from `from`.
     Continue {
         owner: ConversationRecord,
@@ -122,7 +122,7 @@ async fn found_once(
     // other conversation holds it (names are unique): a named client's
     // regenerate or edited history is an unnamed branch of its conversation.
     let free_name = match (&finding.name, &placed) {
-        (Some(name), Place::New { .. } | Place::HandedOff { .. }) => {
+        (Some(name), Destination::New { .. } | Destination::HandedOff { .. }) => {
             match store.nonblocking().check_name_free(name).await {
                 Ok(()) => Some(name.clone()),
                 Err(StoreError::NameTaken { .. }) => None,
@@ -132,15 +132,15 @@ async fn found_once(
         _ => None,
     };
     let (bookmark, start) = match placed {
-        Place::Fresh => (
+        Destination::Fresh => (
             Bookmark::unstored(finding.session.clone(), None, finding.settings.clone()),
             None,
         ),
-        Place::Join(conversation) => {
+        Destination::Join(conversation) => {
             commit::keep_in(store, &conversation, runs).await?;
             return Ok(Landed::In(conversation));
         }
-        Place::Continue { owner, from } => {
+        Destination::Continue { owner, from } => {
             let bookmark = Bookmark::of(owner);
             let committed =
                 commit::commit(store, &bookmark, from, Some(thread), runs, OnMoved::Branch).await?;
@@ -152,16 +152,16 @@ async fn found_once(
                 _ => Landed::In(bookmark.id),
             });
         }
-        Place::New {
+        Destination::New {
             start,
             source: Some(source),
         } => (branch_of(source, start, free_name.clone()), start),
-        Place::HandedOff {
+        Destination::HandedOff {
             start,
             source,
             call,
         } => (branch_of(source, Some(call), free_name.clone()), start),
-        Place::New {
+        Destination::New {
             start,
             source: None,
         } => (
@@ -322,7 +322,7 @@ async fn place(
     node: NodeId,
     request: &Thread,
     name: Option<&str>,
-) -> Result<Place, StoreError> {
+) -> Result<Destination, StoreError> {
     let store = store.nonblocking();
     let stored = store.contains(node).await?;
     let place = place_as_read(store, node, stored, request, name).await?;
@@ -341,13 +341,13 @@ async fn session_place(
     session: &str,
     node: NodeId,
     request: &Thread,
-) -> Result<Place, StoreError> {
+) -> Result<Destination, StoreError> {
     let Some(id) = store.conversation_named(session).await? else {
-        return Ok(Place::Fresh);
+        return Ok(Destination::Fresh);
     };
     let conversation = store.conversation(&id).await?;
     if conversation.head == Some(node) {
-        return Ok(Place::Join(id));
+        return Ok(Destination::Join(id));
     }
     // The request goes on from the session's head (the messages after it
     // may be stored already: another session said the same).
@@ -356,13 +356,13 @@ async fn session_place(
         None => true,
     };
     if continues {
-        return Ok(Place::Continue {
+        return Ok(Destination::Continue {
             from: conversation.head,
             owner: conversation,
         });
     }
     let start = stored_part(store, request).await?.head_id();
-    Ok(Place::New {
+    Ok(Destination::New {
         start,
         source: Some(conversation),
     })
@@ -388,7 +388,7 @@ async fn place_as_read(
     node_stored: bool,
     request: &Thread,
     name: Option<&str>,
-) -> Result<Place, StoreError> {
+) -> Result<Destination, StoreError> {
     if node_stored {
         if let Some(place) = headed_at(store, node, name).await? {
             return Ok(place);
@@ -396,9 +396,9 @@ async fn place_as_read(
         if let Some(id) = producing(store, node, None).await? {
             let conversation = store.conversation(&id).await?;
             if name.is_none_or(|name| conversation.name.as_deref() == Some(name)) {
-                return Ok(Place::Join(id));
+                return Ok(Destination::Join(id));
             }
-            return Ok(Place::New {
+            return Ok(Destination::New {
                 start: Some(node),
                 source: Some(conversation),
             });
@@ -423,7 +423,7 @@ async fn place_as_read(
             .take(SIBLINGS_SEARCHED)
         {
             if let Some(id) = producing(store, child, Some(start)).await? {
-                return Ok(Place::New {
+                return Ok(Destination::New {
                     start: Some(start),
                     source: Some(store.conversation(&id).await?),
                 });
@@ -438,17 +438,17 @@ async fn place_as_read(
         }
         let source = owner_of(store, ancestor.id(), None).await?;
         if source.is_some() {
-            return Ok(Place::New { start, source });
+            return Ok(Destination::New { start, source });
         }
     }
     if let Some((source, call)) = handed_off(store, request).await? {
-        return Ok(Place::HandedOff {
+        return Ok(Destination::HandedOff {
             start,
             source,
             call,
         });
     }
-    Ok(Place::New {
+    Ok(Destination::New {
         start,
         source: None,
     })
@@ -501,7 +501,7 @@ async fn headed_at(
     store: AsyncStore<'_>,
     node: NodeId,
     name: Option<&str>,
-) -> Result<Option<Place>, StoreError> {
+) -> Result<Option<Destination>, StoreError> {
     let conversations = store.conversations_at(node).await?;
     let named = match name {
         None => Some(0),
@@ -511,11 +511,11 @@ async fn headed_at(
     };
     let mut conversations = conversations.into_iter();
     Ok(match named {
-        Some(index) => conversations.nth(index).map(|owner| Place::Continue {
+        Some(index) => conversations.nth(index).map(|owner| Destination::Continue {
             owner,
             from: Some(node),
         }),
-        None => conversations.next().map(|source| Place::New {
+        None => conversations.next().map(|source| Destination::New {
             start: Some(node),
             source: Some(source),
         }),

@@ -45,7 +45,10 @@ mod prompt;
 mod response;
 pub mod service;
 mod settings;
+mod settle;
 pub mod telemetry;
+mod turn;
+mod write;
 
 pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
@@ -54,6 +57,6 @@ pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
 pub use input::{ConfiguredPrompt, TurnInput};
 pub use landing::owner_of_node;
 pub use model::Model;
-pub use open::{BranchAt, Load};
+pub use open::{BranchAt, Load, ReplyAt};
 pub use prompt::{ChainPrompt, Prompt, TextSink};
 pub use response::{ChainResponse, Fork, Response};

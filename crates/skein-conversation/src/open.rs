@@ -1,7 +1,8 @@
 /*!
 Opening what a store holds: [`Load`] (a stored conversation, to go on
-with) and [`BranchAt`] (a branch at any stored node), one request type per
-operation. Each takes typed ids, parsed once at the surface from what a
+with), [`BranchAt`] (a branch at any stored node) and [`ReplyAt`] (going on
+from any stored node: the conversation it heads, else a branch there), one
+request type per operation. Each takes typed ids, parsed once at the surface from what a
 person typed (`Store::resolve_conversation`, `Store::resolve_node`), and
 is awaited, or run to completion with `blocking()`:
 
@@ -13,17 +14,22 @@ use skein_conversation::Conversation;
 let conversation = Conversation::load(&store, &id, &home).await?;
 let on_other = Conversation::load(&store, &id, &home).model(&other).await?;
 let branch = Conversation::fork_at(&store, node, &home).of(&id).await?;
+let going_on = Conversation::reply_at(&store, node, &home).await?;
 # Ok(()) }
 ```
 */
 
-use crate::conversation::{Conversation, Point};
+use crate::conversation::Conversation;
 use crate::error::{Error, Result};
 use crate::landing::owner_of;
 use crate::model::Model;
 use crate::response::Fork;
+use crate::turn::TurnStart;
 use skein_core::{BoxFuture, ConversationId, NodeId, Thread};
-use skein_store::Store;
+use skein_engine::{DEFAULT_CHAIN_LIMIT, DriftTracker};
+use skein_store::StoreError;
+use skein_store::{ConversationRecord, Store};
+use std::collections::HashSet;
 use std::future::IntoFuture;
 
 /// Opening the stored conversation `id`: its history, its model, its tools
@@ -56,22 +62,33 @@ impl<'a> Load<'a> {
     }
 
     async fn open(self) -> Result<Conversation> {
-        let api = self.store.nonblocking();
-        let conversation = api.conversation(self.id).await?;
-        let (thread, last_run) = match conversation.head {
-            Some(head) => (
-                api.load_thread(head).await?,
-                api.runs_producing(head).await?.into_iter().last(),
-            ),
-            None => (Thread::new(), None),
-        };
-        let point = Point::stored(thread, last_run);
-        let (on, on_model) = match self.model {
-            Some(model) => (model, true),
-            None => (self.home, false),
-        };
-        Conversation::stored(self.store, conversation, point, None, on, on_model).await
+        let conversation = self.store.nonblocking().conversation(self.id).await?;
+        at_head(self.store, conversation, self.home, self.model).await
     }
+}
+
+/// The stored `conversation` at its head, on `model` when given (else on
+/// its own, looked up from `home`).
+async fn at_head(
+    store: &Store,
+    conversation: ConversationRecord,
+    home: &Model,
+    model: Option<&Model>,
+) -> Result<Conversation> {
+    let api = store.nonblocking();
+    let (thread, last_run) = match conversation.head {
+        Some(head) => (
+            api.load_thread(head).await?,
+            api.runs_producing(head).await?.into_iter().last(),
+        ),
+        None => (Thread::new(), None),
+    };
+    let point = TurnStart::stored(thread, last_run);
+    let (on, on_model) = match model {
+        Some(model) => (model, true),
+        None => (home, false),
+    };
+    Conversation::stored(store, conversation, point, None, on, on_model).await
 }
 
 impl<'a> IntoFuture for Load<'a> {
@@ -146,7 +163,7 @@ impl<'a> BranchAt<'a> {
                 owner_of(api, node, Some(&runs)).await?,
             ),
         };
-        let at = Point::stored(thread, runs.into_iter().last());
+        let at = TurnStart::stored(thread, runs.into_iter().last());
         let (on, on_model) = match self.model {
             Some(model) => (model, true),
             None => (self.home, false),
@@ -161,7 +178,7 @@ impl<'a> BranchAt<'a> {
         let source = Conversation::stored(
             store,
             owner,
-            Point::default(),
+            TurnStart::default(),
             Some(&at.thread),
             on,
             on_model,
@@ -180,7 +197,89 @@ impl<'a> IntoFuture for BranchAt<'a> {
     }
 }
 
+/// Going on from a stored node, as `skein reply NODE` and the web view's
+/// reply do: the conversation whose head the node is (its settings, on
+/// [`model`](ReplyAt::model) when given), else a new branch at the node
+/// ([`BranchAt`]: the settings and origin of the conversation the node
+/// belongs to), stored only once its first turn succeeds. Either way the
+/// turn then lands by the landing rule: should the conversation move on
+/// before the turn ends, it branches at the node.
+/// [`Conversation::is_stored`] tells which it is before the turn.
+#[must_use = "a reply does nothing until it is awaited"]
+pub struct ReplyAt<'a> {
+    store: &'a Store,
+    node: NodeId,
+    home: &'a Model,
+    model: Option<&'a Model>,
+    branch_name: Option<String>,
+}
+
+impl<'a> ReplyAt<'a> {
+    /// The turn runs on `model` (the conversation's stored settings stay as
+    /// they are; a branch takes `model` as its own).
+    pub fn model(mut self, model: &'a Model) -> ReplyAt<'a> {
+        self.model = Some(model);
+        self
+    }
+
+    /// The name the new conversation takes when the node heads none (a
+    /// branch made because the conversation moves on while the turn runs
+    /// has no name).
+    pub fn branch_name(mut self, name: impl Into<String>) -> ReplyAt<'a> {
+        self.branch_name = Some(name.into());
+        self
+    }
+
+    /// Run to completion, for callers without an async runtime.
+    pub fn blocking(self) -> Result<Conversation> {
+        crate::blocking::wait(self.into_future())
+    }
+
+    async fn open(self) -> Result<Conversation> {
+        let api = self.store.nonblocking();
+        if let Some(headed) = api.conversations_at(self.node).await?.into_iter().next() {
+            let conversation = at_head(self.store, headed, self.home, self.model).await?;
+            // Another writer may have moved it on since it was looked up.
+            if conversation.head() == Some(self.node) {
+                return Ok(conversation);
+            }
+        }
+        let mut branch = Conversation::fork_at(self.store, self.node, self.home);
+        if let Some(model) = self.model {
+            branch = branch.model(model);
+        }
+        let mut fork = branch.await?;
+        if let Some(model) = self.model {
+            fork = fork.model(model);
+        }
+        if let Some(name) = self.branch_name {
+            fork = fork.name(name);
+        }
+        Ok(fork.conversation())
+    }
+}
+
+impl<'a> IntoFuture for ReplyAt<'a> {
+    type Output = Result<Conversation>;
+    type IntoFuture = BoxFuture<'a, Result<Conversation>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.open())
+    }
+}
+
 impl Conversation {
+    /// Go on from the stored `node` (see [`ReplyAt`]).
+    pub fn reply_at<'a>(store: &'a Store, node: NodeId, home: &'a Model) -> ReplyAt<'a> {
+        ReplyAt {
+            store,
+            node,
+            home,
+            model: None,
+            branch_name: None,
+        }
+    }
+
     /// Open the stored conversation `id` (see [`Load`]).
     pub fn load<'a>(store: &'a Store, id: &'a ConversationId, home: &'a Model) -> Load<'a> {
         Load {
@@ -201,4 +300,90 @@ impl Conversation {
             model: None,
         }
     }
+}
+
+impl Conversation {
+    /// The stored `conversation` standing at `point` (its head, or, for a
+    /// fork's source, nowhere: `up_to` then bounds what its calls offered
+    /// to the fork's node's depth). Reads only its tool offers (and its
+    /// origins'), never its runs.
+    pub(crate) async fn stored(
+        store: &Store,
+        conversation: ConversationRecord,
+        point: TurnStart,
+        up_to: Option<&Thread>,
+        home: &Model,
+        on_home: bool,
+    ) -> Result<Conversation> {
+        let drift = recorded_drift(store, &conversation, up_to.unwrap_or(&point.thread)).await?;
+        let settings = &conversation.settings;
+        let model = match on_home {
+            true => home.clone(),
+            false => crate::settings::model(&conversation, home)?,
+        };
+        let tools = crate::settings::tools(settings, &model, &conversation.id)?;
+        let mut builder = Conversation::builder(model)
+            .tools(tools)
+            .chain_limit(
+                conversation
+                    .settings
+                    .chain_limit
+                    .unwrap_or(DEFAULT_CHAIN_LIMIT),
+            )
+            .store(store);
+        builder.name = conversation.name.clone();
+        builder.origin = conversation.origin.clone();
+        builder.start = point;
+        builder.stored = true;
+        builder.drift = drift;
+        builder.id = Some(conversation.id);
+        Ok(builder.build())
+    }
+}
+
+/// What a stored conversation's calls offered, for drift detection, as
+/// `thread` (its history, or the part of it a fork starts from) holds them:
+/// its tool offers up to the thread's head and those of the conversations it
+/// was forked from, each up to its fork, applied oldest first. Reads one
+/// row per change of a tool's schema, never the runs.
+async fn recorded_drift(
+    store: &Store,
+    conversation: &ConversationRecord,
+    thread: &Thread,
+) -> skein_store::Result<DriftTracker> {
+    let api = store.nonblocking();
+    let depth_of = |node: Option<NodeId>| {
+        node.and_then(|node| thread.ancestors().find(|held| held.id() == node))
+            .map(|held| held.depth())
+    };
+    let mut bound = thread.head().map(|head| head.depth());
+    let mut levels = Vec::new();
+    let mut visited = HashSet::new();
+    let mut next = Some((conversation.id.clone(), conversation.origin.clone()));
+    while let Some((id, origin)) = next.take() {
+        if !visited.insert(id.clone()) {
+            break;
+        }
+        levels.push(api.tool_offers(&id, bound).await?);
+        let Some(origin) = origin else { break };
+        bound = match (bound, depth_of(origin.node)) {
+            (Some(bound), Some(fork)) => Some(bound.min(fork)),
+            (bound, fork) => bound.or(fork),
+        };
+        next = match origin.conversation {
+            Some(parent) => match api.conversation(&parent).await {
+                Ok(parent) => Some((parent.id, parent.origin)),
+                // An origin the store does not hold (a partial import)
+                // ends the walk; it has nothing to learn from.
+                Err(StoreError::ConversationNotFound(_)) => None,
+                Err(error) => return Err(error),
+            },
+            None => None,
+        };
+    }
+    let mut drift = DriftTracker::default();
+    for offer in levels.into_iter().rev().flatten() {
+        drift.remember_schema(offer.name, offer.schema);
+    }
+    Ok(drift)
 }

@@ -21,11 +21,12 @@ conversation's `after_call`. The conversation's hooks are never changed.
 
 use crate::blocking::wait;
 use crate::commit::OnMoved;
-use crate::conversation::{Conversation, Point};
+use crate::conversation::Conversation;
 use crate::error::Result;
 use crate::input::TurnInput;
 use crate::model::Model;
 use crate::response::{ChainResponse, Response};
+use crate::turn::TurnStart;
 use skein_core::provider::GenerationOptions;
 use skein_core::{BoxFuture, ToolCall, ToolResult};
 use skein_engine::{AfterCall, BeforeCall, CallDecision, CancellationToken, Prepared, Tool};
@@ -63,7 +64,7 @@ pub struct Prompt {
     pub(crate) conversation: Conversation,
     /// Where the turn starts; the conversation's head at send time when
     /// `None`.
-    pub(crate) from: Option<Point>,
+    pub(crate) from: Option<TurnStart>,
     pub(crate) input: TurnSpec,
 }
 
@@ -111,13 +112,15 @@ macro_rules! turn_settings {
 
             /// What the turn does when another writer moved the
             /// conversation's head while it ran: by default
-            /// ([`OnMoved::Fail`]) it fails with
+            /// ([`OnMoved::Branch`], the landing rule, as on every surface)
+            /// it lands in a new conversation branching where it started
+            /// (origin: the conversation and that node), the response
+            /// belongs to that branch, and the conversation handle follows
+            /// it there unless another of its own turns moved it meanwhile
+            /// ([`Conversation::id`](crate::Conversation::id) then names the
+            /// branch); with [`OnMoved::Fail`] it fails with
             /// [`Error::HeadMoved`](crate::Error::HeadMoved), its response
-            /// kept there; with [`OnMoved::Branch`] it lands in a new
-            /// conversation branching where it started (origin: the
-            /// conversation and that node), and the response belongs to
-            /// that branch. The command line and the web view always
-            /// branch.
+            /// kept there, and nothing moves.
             pub fn on_moved(mut self, policy: OnMoved) -> $builder {
                 self.input.on_moved = policy;
                 self
@@ -136,7 +139,11 @@ turn_settings!(Prompt);
 turn_settings!(ChainPrompt);
 
 impl Prompt {
-    pub(crate) fn new(conversation: Conversation, from: Option<Point>, input: TurnInput) -> Prompt {
+    pub(crate) fn new(
+        conversation: Conversation,
+        from: Option<TurnStart>,
+        input: TurnInput,
+    ) -> Prompt {
         Prompt {
             conversation,
             from,
@@ -199,7 +206,7 @@ impl Prompt {
 #[must_use = "a chain does nothing until it is sent"]
 pub struct ChainPrompt {
     conversation: Conversation,
-    from: Option<Point>,
+    from: Option<TurnStart>,
     input: TurnSpec,
     hooks: ChainHooks,
 }

@@ -12,11 +12,12 @@ once.
 */
 
 use crate::blocking::wait;
-use crate::conversation::{Conversation, Point, captured};
+use crate::conversation::Conversation;
 use crate::error::Result;
 use crate::input::TurnInput;
 use crate::model::Model;
 use crate::prompt::Prompt;
+use crate::turn::{TurnStart, captured};
 use skein_core::{Message, NodeId, Thread, ToolCall, ToolSpec, Usage};
 use skein_engine::{ChainOutput, ChainStatus, DriftWarning, Exchange, RunId, RunOutput};
 use skein_store::{ConversationId, Store};
@@ -112,8 +113,8 @@ impl Response {
         &self.conversation
     }
 
-    pub(crate) fn point(&self) -> Point {
-        Point::after(self.thread().clone(), &self.output)
+    pub(crate) fn point(&self) -> TurnStart {
+        TurnStart::after(self.thread().clone(), &self.output)
     }
 
     /// Continue the conversation from this response, with its tools, hooks,
@@ -149,13 +150,13 @@ pub struct ChainResponse {
     id: String,
     responses: Vec<Response>,
     status: ChainStatus,
-    end: Point,
+    end: TurnStart,
     conversation: Conversation,
 }
 
 impl ChainResponse {
     pub(crate) fn new(output: ChainOutput, conversation: Conversation) -> ChainResponse {
-        let end = Point::after(output.thread.clone(), output.last());
+        let end = TurnStart::after(output.thread.clone(), output.last());
         // Drift warnings belong to the call that offered the tools; a chain
         // offers one tool set, so they surface on its first response.
         let mut warnings = Some(output.warnings);
@@ -250,7 +251,7 @@ impl ChainResponse {
 #[must_use]
 pub struct Fork {
     source: Conversation,
-    at: Point,
+    at: TurnStart,
     name: Option<String>,
     model: Option<Model>,
     /// The conversation the origin names: the source, unless the source
@@ -259,9 +260,9 @@ pub struct Fork {
 }
 
 impl Fork {
-    pub(crate) fn new(source: Conversation, at: Point) -> Fork {
+    pub(crate) fn new(source: Conversation, at: TurnStart) -> Fork {
         Fork {
-            from: Some(source.id().clone()),
+            from: Some(source.id()),
             source,
             at,
             name: None,

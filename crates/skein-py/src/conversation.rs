@@ -149,6 +149,8 @@ impl Conversation {
     }
 
     /// Its id: the same in memory and in a store (and for `skein --cid`).
+    /// It changes when a turn lands in a branch because another writer
+    /// moved the conversation while it ran: the handle follows its turn.
     #[getter]
     fn id(&self) -> String {
         self.inner.id().to_string()
@@ -156,7 +158,7 @@ impl Conversation {
 
     #[getter]
     fn name(&self) -> Option<String> {
-        self.inner.name().map(str::to_string)
+        self.inner.name()
     }
 
     /// The default model's name.

@@ -206,6 +206,16 @@ impl ToPyErr for skein::Error {
     }
 }
 
+impl ToPyErr for skein::home::OpenModelError {
+    fn to_py(&self, py: Python<'_>) -> PyErr {
+        match self {
+            skein::home::OpenModelError::Model(error) => conversation_error(py, error),
+            skein::home::OpenModelError::Config(error) => config_error(py, error),
+            other => raise(py, "SkeinError", other.to_string(), PyDict::new(py)),
+        }
+    }
+}
+
 impl ToPyErr for RecordedError {
     fn to_py(&self, py: Python<'_>) -> PyErr {
         recorded_error(py, self)

@@ -153,16 +153,18 @@ pub fn stored_conversation(
     check(py, lookup)
 }
 
-/// Open the model `name` with `tools` registered (so stored conversations
-/// naming them can be loaded), the GIL released (a local model loads its
-/// file).
+/// Open the model `name` as every surface does ([`skein::home::open_model`]:
+/// a profile of the configured engine directory, else a model name) with
+/// `tools` registered (so stored conversations naming them can be loaded),
+/// the GIL released (a local model loads its file).
 pub fn open(
     py: Python<'_>,
     name: &str,
     extra: Vec<Arc<dyn skein::Tool>>,
 ) -> PyResult<skein::Model> {
     let opened = py.detach(|| {
-        skein::Model::open_with_tools(name, skein::builtin::all().into_iter().chain(extra))
+        let tools = skein::builtin::all().into_iter().chain(extra).collect();
+        skein::home::open_model(Some(name), tools)
     });
     check(py, opened)
 }

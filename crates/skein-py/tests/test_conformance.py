@@ -206,6 +206,9 @@ def race(place: Place) -> None:
     early = skein.Conversation.load(place.store(), setup.conversation)
     early.prompt("fast").text()
     late.prompt("slow").text()
+    # The late handle followed its turn into the branch it landed in.
+    assert late.id != setup.conversation
+    assert early.id == setup.conversation
 
 
 def failed_call(place: Place) -> None:
@@ -371,24 +374,11 @@ ROWS = [
 ]
 
 
-# Gap: as in the Rust table's library column, the loser of a race gets
-# `HeadMoved` (the turn layer's default, crates/skein-conversation), not a
-# branch. Strict: once it branches, this mark must go.
-GAPS = {
-    "a race at one head": pytest.mark.xfail(
-        raises=skein.HeadMoved,
-        strict=True,
-        reason="gap: the loser of a race raises HeadMoved instead of landing in a branch",
-    )
-}
-
-
 def marks(row: Row) -> list[pytest.MarkDecorator]:
-    """A row without such a turn is skipped saying why; a gap is a strict
-    expected failure."""
+    """A row without such a turn is skipped saying why."""
     if row.lacks is not None:
         return [pytest.mark.skip(reason=f"no such turn: {row.lacks}")]
-    return [GAPS[row.name]] if row.name in GAPS else []
+    return []
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,7 @@ pub use skein_store as store;
 pub mod builtin;
 pub mod command;
 pub mod config;
+pub mod home;
 pub mod import;
 pub mod mcp;
 pub mod media;

@@ -9,7 +9,7 @@ conversation there (a branch). With tools (`-T`, or a conversation's own),
 the turn is a tool loop bounded by the chain limit.
 */
 
-use super::{Context, default_model, print_json};
+use super::{Context, print_json};
 use crate::flags::{
     ForkArgs, PartsArgs, PrepareArgs, PromptArgs, ReplyArgs, RequestArgs, TemplateArgs, ToolArgs,
     TurnArgs,
@@ -295,7 +295,7 @@ pub async fn fork(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
         (None, true) => {
             let conversation = fork.create().await?;
             if ctx.json {
-                return print_json(&ctx.store.conversation(conversation.id())?);
+                return print_json(&ctx.store.conversation(&conversation.id())?);
             }
             outln!("{}", conversation.id().short())?;
             ui::note(format!(
@@ -361,25 +361,36 @@ pub async fn open_stored(
 }
 
 /// Where a turn after `node` runs (`skein reply`, the chat's `!reply`):
-/// the stored conversation whose head `node` is, on the model `-m` names
-/// for this turn when given, else on its own; otherwise a new branch at
-/// `node` (see [`branch_at`]), stored only once its first turn succeeds.
-/// `true` when it is such a branch.
+/// the turn layer's [`Conversation::reply_at`] (the conversation whose head
+/// `node` is, else a new branch there, stored only once its first turn
+/// succeeds), on the model `-m` names for this turn when given. `true` when
+/// it is such a branch.
 pub async fn continue_at(
     ctx: &Context,
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<(Conversation, bool)> {
-    if let Some(stored) = ctx.store.conversations_at(node)?.into_iter().next() {
-        let conversation = open_stored(ctx, &stored, model).await?;
-        // Another writer may have moved it on since: then `node` heads it
-        // no more, and the turn branches there.
-        if conversation.head() == Some(node) {
-            return Ok((conversation, false));
-        }
+    start_tools_of_owner(ctx, node).await?;
+    let home = home_model(None)?;
+    let chosen = model
+        .map(|name| home_model(Some(name.to_string())))
+        .transpose()?;
+    let mut reply = Conversation::reply_at(&ctx.store, node, &home);
+    if let Some(model) = &chosen {
+        reply = reply.model(model);
     }
-    let fork = branch_at(ctx, node, model).await?;
-    Ok((fork.conversation(), true))
+    let conversation = reply.await?;
+    let branched = !conversation.is_stored();
+    Ok((conversation, branched))
+}
+
+/// Start the MCP servers whose tools the conversation `node` belongs to
+/// offers.
+async fn start_tools_of_owner(ctx: &Context, node: skein::NodeId) -> Result<()> {
+    if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? {
+        super::tools::start_for(&ctx.store.conversation(&owner)?.settings.tools).await?;
+    }
+    Ok(())
 }
 
 /// A branch at `node` with the settings of the conversation it belongs to
@@ -389,9 +400,7 @@ pub async fn branch_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
-    if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? {
-        super::tools::start_for(&ctx.store.conversation(&owner)?.settings.tools).await?;
-    }
+    start_tools_of_owner(ctx, node).await?;
     Ok(match model {
         Some(name) => {
             let model = home_model(Some(name.to_string()))?;
@@ -417,45 +426,20 @@ pub fn turn_model(
     }
 }
 
-/// The model named on the command line, else the default: a profile of
-/// the configured engine directory when one has that name, else a model
-/// name (on an engine that also holds the directory, when there is one);
-/// with the built-in tools registered.
+/// The model named on the command line, else the default, as every
+/// surface opens one ([`skein::home::open_model`]), with the command's
+/// tools registered.
 pub fn home_model(name: Option<String>) -> Result<Model> {
-    let name = match name {
-        Some(name) => name,
-        None => default_model()?,
-    };
-    Ok(match configured_engine()? {
-        Some(engine) if engine.catalog().find_profile(&name).is_some() => {
-            Model::from_profile(&engine, &name)?
-        }
-        // On an engine that also knows the directory's profiles (a stored
-        // conversation may name one) and prompts (`-t`).
-        Some(engine) => Model::open_in(engine.catalog(), &name, super::tools::registered()?)?,
-        None => Model::open_with_tools(&name, super::tools::registered()?)?,
-    })
+    Ok(skein::home::open_model(
+        name.as_deref(),
+        super::tools::registered()?,
+    )?)
 }
 
 /// The engine over the configured engine directory (prompts, profiles,
 /// backends), built once.
 pub fn configured_engine() -> Result<Option<skein::Engine>> {
-    static ENGINE: std::sync::OnceLock<Option<skein::Engine>> = std::sync::OnceLock::new();
-    if let Some(engine) = ENGINE.get() {
-        return Ok(engine.clone());
-    }
-    let engine = match crate::config::engine_dir()? {
-        None => None,
-        Some(dir) => {
-            let catalog = skein::engine::load_dir(&dir)?;
-            let mut builder = skein::Engine::builder(catalog);
-            for tool in super::tools::registered()? {
-                builder = builder.tool(tool);
-            }
-            Some(builder.build()?)
-        }
-    };
-    Ok(ENGINE.get_or_init(|| engine).clone())
+    Ok(skein::home::configured_engine(super::tools::registered()?)?.cloned())
 }
 
 impl ToolArgs {
@@ -548,8 +532,8 @@ pub async fn run_turn(
         ui::note(usage_note(&usage));
     }
     let conversation = response.conversation();
-    let joined = branched_from.as_ref() == Some(conversation.id());
-    let moved_on = (!joined && *conversation.id() != asked).then_some(&asked);
+    let joined = branched_from.as_ref() == Some(&conversation.id());
+    let moved_on = (!joined && conversation.id() != asked).then_some(&asked);
     if joined {
         ui::note(format!(
             "the model gave the same answer conversation {} already ends with: no branch was made (the run is recorded there)",

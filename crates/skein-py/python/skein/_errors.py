@@ -129,9 +129,10 @@ class NameTaken(StoreError, ValueError):
 
 
 class HeadMoved(SkeinError):
-    """The conversation moved on while this turn ran (another task or process
-    added a turn). The turn's response is kept: fork from it to keep it as a
-    branch.
+    """The conversation moved on under a write that asked to be told
+    (another task or process added a turn). A conversation's turns never
+    raise it: they land in a branch at the head they started from, and the
+    ``Conversation`` follows (its ``id`` then names the branch).
 
     Attributes:
         conversation_id: the conversation that moved.

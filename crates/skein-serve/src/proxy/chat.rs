@@ -24,7 +24,7 @@ not apply: every chat completion is recorded.
 */
 
 use super::media;
-use super::results::Place;
+use super::results::ParamPaths;
 use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -160,17 +160,17 @@ impl ChatRequest {
 
     /// The conversation the client sent, as skein messages, with where
     /// each came from.
-    pub fn thread_messages(&self) -> Result<(Vec<Message>, Vec<Place>), ProxyError> {
+    pub fn thread_messages(&self) -> Result<(Vec<Message>, Vec<ParamPaths>), ProxyError> {
         if self.messages.is_empty() {
             return Err(ProxyError::invalid("`messages` is empty").at("messages"));
         }
         let mut messages: Vec<Message> = Vec::with_capacity(self.messages.len());
-        let mut places: Vec<Place> = Vec::with_capacity(self.messages.len());
+        let mut places: Vec<ParamPaths> = Vec::with_capacity(self.messages.len());
         for (index, wire) in self.messages.iter().enumerate() {
             let message = map_message(wire, index)?;
             let at = format!("messages.[{index}]");
             let place = match message.role {
-                Role::Tool => Place::uniform(at, 1, ".tool_call_id"),
+                Role::Tool => ParamPaths::uniform(at, 1, ".tool_call_id"),
                 _ => {
                     let mut calls = 0;
                     let parts = message
@@ -184,7 +184,7 @@ impl ChatRequest {
                             _ => format!("{at}.content"),
                         })
                         .collect();
-                    Place { message: at, parts }
+                    ParamPaths { message: at, parts }
                 }
             };
             // Consecutive tool messages become one.

@@ -18,7 +18,7 @@ Then the tool results of the whole history are checked
 ([`super::results`]).
 */
 
-use super::results::{self, Place};
+use super::results::{self, ParamPaths};
 use super::turn::{Previous, ProxyError, Turn};
 use serde_json::Value;
 use skein::core::{Message, NodeId, Part, Role, Thread};
@@ -138,9 +138,9 @@ async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure
         .collect();
     let inserted = stored.len();
     // The stored history stands where the request names it.
-    let stored_places: Vec<Place> = stored
+    let stored_places: Vec<ParamPaths> = stored
         .iter()
-        .map(|message| Place::uniform("previous_response_id".into(), message.parts.len(), ""))
+        .map(|message| ParamPaths::uniform("previous_response_id".into(), message.parts.len(), ""))
         .collect();
     let mut messages = turn.messages;
     let rest = messages.split_off(instructions);

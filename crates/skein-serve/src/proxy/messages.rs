@@ -36,7 +36,7 @@ dropped.
 */
 
 use super::media;
-use super::results::Place;
+use super::results::ParamPaths;
 use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn, named_event};
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -134,7 +134,7 @@ fn string_or_list<T: DeserializeOwned>(raw: &RawValue) -> Result<Either<T>, serd
 #[derive(Default)]
 struct Mapped {
     messages: Vec<Message>,
-    places: Vec<Place>,
+    places: Vec<ParamPaths>,
     annotations: Vec<(usize, u32, Annotation)>,
     reencoded: Vec<(usize, usize, Value)>,
 }
@@ -142,7 +142,7 @@ struct Mapped {
 impl Mapped {
     /// Append `message`, from `place`, with its cache hints, given by part
     /// index.
-    fn push(&mut self, message: Message, place: Place, cached: Vec<u32>) {
+    fn push(&mut self, message: Message, place: ParamPaths, cached: Vec<u32>) {
         self.places.push(place);
         let index = self.messages.len();
         for part in cached {
@@ -260,7 +260,7 @@ fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyErr
     })? {
         Either::Text(text) => {
             let parts = non_empty(text);
-            let place = Place::uniform("system".into(), parts.len(), "");
+            let place = ParamPaths::uniform("system".into(), parts.len(), "");
             mapped.push(Message::new(Role::System, parts), place, Vec::new());
             return Ok(());
         }
@@ -286,7 +286,7 @@ fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyErr
         parts.push(Part::text(text));
         places.push(format!("system.[{index}]"));
     }
-    let place = Place {
+    let place = ParamPaths {
         message: "system".into(),
         parts: places,
     };
@@ -322,7 +322,7 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
     {
         Either::Text(text) => {
             let parts = non_empty(text);
-            let place = Place::uniform(format!("messages.[{index}]"), parts.len(), ".content");
+            let place = ParamPaths::uniform(format!("messages.[{index}]"), parts.len(), ".content");
             mapped.push(Message::new(role, parts), place, Vec::new());
             return Ok(());
         }
@@ -400,7 +400,7 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
         parts.0.push(part);
     }
     let at = format!("messages.[{index}]");
-    let place = |parts| Place {
+    let place = |parts| ParamPaths {
         message: at.clone(),
         parts,
     };

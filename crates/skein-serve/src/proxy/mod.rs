@@ -211,7 +211,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     body: Bytes,
     api_name: &str,
     read: impl FnOnce(R) -> Result<(Turn, A), ProxyError>,
-) -> Result<Flight<A>, ProxyError> {
+) -> Result<ProxiedCall<A>, ProxyError> {
     let Some(proxy) = &state.proxy else {
         return Err(not_proxying());
     };
@@ -238,7 +238,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         session,
         model: model.name().to_string(),
     };
-    Ok(Flight {
+    Ok(ProxiedCall {
         state: state.clone(),
         shown: turn
             .model
@@ -311,7 +311,7 @@ fn client_key(headers: &HeaderMap, token_required: bool) -> Option<Secret> {
 }
 
 /// One request on its way through the model.
-struct Flight<A: Api> {
+struct ProxiedCall<A: Api> {
     state: Arc<AppState>,
     /// The request's fields the model answers without, for the
     /// `x-skein-unhonoured` header (empty: none).
@@ -342,7 +342,7 @@ struct Finished {
     recorded: Option<record::Recorded>,
 }
 
-impl<A: Api> Flight<A> {
+impl<A: Api> ProxiedCall<A> {
     async fn answer(mut self) -> Response {
         let mut request = self.model.bind(std::mem::take(&mut self.request));
         if let Some(mode) = self.from_recording {

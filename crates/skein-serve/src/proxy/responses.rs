@@ -28,7 +28,7 @@ the run id or call id, so every id maps back to the graph.
 */
 
 use super::media;
-use super::results::Place;
+use super::results::ParamPaths;
 use super::turn::{Api, Events, Previous, ProxyError, Reply, Turn, named_event};
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -68,13 +68,13 @@ impl ResponsesRequest {
         let mut places = Vec::new();
         if let Some(instructions) = self.instructions.as_ref().filter(|text| !text.is_empty()) {
             messages.push(Message::system(instructions.clone()));
-            places.push(Place::uniform("instructions".into(), 1, ""));
+            places.push(ParamPaths::uniform("instructions".into(), 1, ""));
         }
         let instructions = messages.len();
         match &self.input {
             Value::String(text) => {
                 messages.push(Message::user(text.clone()));
-                places.push(Place::uniform("input".into(), 1, ""));
+                places.push(ParamPaths::uniform("input".into(), 1, ""));
             }
             Value::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
@@ -171,7 +171,7 @@ fn map_item(
     item: &Value,
     index: usize,
     messages: &mut Vec<Message>,
-    places: &mut Vec<Place>,
+    places: &mut Vec<ParamPaths>,
 ) -> Result<(), ProxyError> {
     let at = format!("input.[{index}]");
     let refuse = |field: &str, message: String| {
@@ -204,7 +204,7 @@ fn map_item(
             };
             let parts =
                 content(item.get("content"), role).map_err(|message| refuse("content", message))?;
-            places.push(Place::uniform(at, parts.len(), ".content"));
+            places.push(ParamPaths::uniform(at, parts.len(), ".content"));
             messages.push(Message::new(role, parts));
         }
         Some("function_call") => {
@@ -220,7 +220,7 @@ fn map_item(
                 }
                 _ => {
                     messages.push(Message::new(Role::Assistant, vec![call]));
-                    places.push(Place::uniform(at, 1, ""));
+                    places.push(ParamPaths::uniform(at, 1, ""));
                 }
             }
         }
@@ -257,7 +257,7 @@ fn map_item(
                 }
                 _ => {
                     messages.push(Message::new(Role::Tool, vec![result]));
-                    places.push(Place::uniform(at.clone(), 1, ""));
+                    places.push(ParamPaths::uniform(at.clone(), 1, ""));
                 }
             }
         }

@@ -8,7 +8,7 @@ them answered. A history that breaks this is refused, never recorded.
 
 The check runs on the mapped messages (so a `previous_response_id`'s
 stored history counts too); each API says where each message and part
-came from ([`Place`]), so the refusal names the request's own field.
+came from ([`ParamPaths`]), so the refusal names the request's own field.
 */
 
 use super::turn::ProxyError;
@@ -17,15 +17,15 @@ use skein::core::{Message, Role};
 /// Where a mapped message and each of its parts came from in the request,
 /// in OpenAI's `param` notation (`messages.[2]`, `messages.[2].tool_call_id`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Place {
+pub struct ParamPaths {
     pub message: String,
     pub parts: Vec<String>,
 }
 
-impl Place {
+impl ParamPaths {
     /// A message whose parts all stand at `message` + `suffix`.
-    pub fn uniform(message: String, parts: usize, suffix: &str) -> Place {
-        Place {
+    pub fn uniform(message: String, parts: usize, suffix: &str) -> ParamPaths {
+        ParamPaths {
             parts: vec![format!("{message}{suffix}"); parts],
             message,
         }
@@ -37,8 +37,8 @@ impl Place {
 }
 
 /// Check `messages`, placed by `places` (parallel to them).
-pub fn check(messages: &[Message], places: &[Place]) -> Result<(), ProxyError> {
-    let unplaced = Place::default();
+pub fn check(messages: &[Message], places: &[ParamPaths]) -> Result<(), ProxyError> {
+    let unplaced = ParamPaths::default();
     let place = |index: usize| places.get(index).unwrap_or(&unplaced);
     let mut index = 0;
     while index < messages.len() {
@@ -160,10 +160,10 @@ mod tests {
 
     /// Each message placed at `m.[i]`, its parts at `m.[i].[j]`.
     fn checked(messages: &[Message]) -> Result<(), ProxyError> {
-        let places: Vec<Place> = messages
+        let places: Vec<ParamPaths> = messages
             .iter()
             .enumerate()
-            .map(|(i, message)| Place {
+            .map(|(i, message)| ParamPaths {
                 message: format!("m.[{i}]"),
                 parts: (0..message.parts.len())
                     .map(|j| format!("m.[{i}].[{j}]"))

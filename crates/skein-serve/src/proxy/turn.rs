@@ -6,7 +6,7 @@ format), the [`Api`] and [`Events`] each wire format implements, and
 [`ProxyError`], the one error every API renders in its own shape.
 */
 
-use super::results::Place;
+use super::results::ParamPaths;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -25,7 +25,7 @@ pub struct Turn {
     pub messages: Vec<Message>,
     /// Where each message and its parts came from in the request
     /// (parallel to `messages`), for refusals that name the field.
-    pub places: Vec<Place>,
+    pub places: Vec<ParamPaths>,
     /// (message index, part index, annotation): Anthropic's
     /// `cache_control` as cache hints.
     pub annotations: Vec<(usize, u32, Annotation)>,

@@ -215,23 +215,37 @@ pub(crate) async fn start_tools(state: &AppState, names: Vec<String>) -> Result<
         .map_err(|problem| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, problem))
 }
 
-/// A node, its role and parent, and the conversation it heads (if any).
-struct At {
+/// Start what serves the tools of the conversation `node` belongs to
+/// (see [`owner_of_node`](skein::conversation::owner_of_node)).
+async fn start_tools_of_owner(state: &AppState, node: NodeId) -> Result<(), ApiError> {
+    match skein::conversation::owner_of_node(&state.store, node).await? {
+        Some(owner) => start_tools_of(state, &owner).await,
+        None => Ok(()),
+    }
+}
+
+/// Start what serves conversation `id`'s tools.
+async fn start_tools_of(state: &AppState, id: &ConversationId) -> Result<(), ApiError> {
+    let stored = state.store.nonblocking().conversation(id).await?;
+    start_tools(state, stored.settings.tools).await
+}
+
+/// A stored message as an action finds it: its node, role and parent.
+struct StoredMessage {
     node: NodeId,
     role: Role,
     parent: Option<NodeId>,
-    owner: Option<Stored>,
 }
 
-async fn at(state: &AppState, prefix: String) -> Result<At, ApiError> {
+/// The message `prefix` names (404 when none does).
+async fn stored_message(state: &AppState, prefix: String) -> Result<StoredMessage, ApiError> {
     let store = state.store.nonblocking();
     let node = store.resolve_node(&prefix).await?;
     let stored = store.node(node).await?;
-    Ok(At {
+    Ok(StoredMessage {
         node,
         role: stored.message.role,
         parent: stored.parent,
-        owner: store.conversations_at(node).await?.into_iter().next(),
     })
 }
 
@@ -283,18 +297,10 @@ async fn branch(
     name: Option<String>,
 ) -> Result<Fork, ApiError> {
     check_name_free(state, name.as_deref()).await?;
-    let owner = match of.clone() {
-        Some(owner) => Some(owner),
-        None => skein::conversation::owner_of_node(&state.store, node).await?,
-    };
-    let tools = match owner {
-        Some(owner) => {
-            let stored = state.store.nonblocking().conversation(&owner).await?;
-            stored.settings.tools
-        }
-        None => Vec::new(),
-    };
-    start_tools(state, tools).await?;
+    match &of {
+        Some(of) => start_tools_of(state, of).await?,
+        None => start_tools_of_owner(state, node).await?,
+    }
     let home = home_model(state)?;
     let mut branch = Conversation::fork_at(&state.store, node, &home);
     if let Some(of) = &of {
@@ -328,30 +334,27 @@ pub async fn reply(
 ) -> Result<Response, ApiError> {
     let body = TurnBody::checked(body, Some(true))?;
     let permit = turn_permit(&state)?;
-    let at = at(&state, prefix).await?;
+    let node = state.store.nonblocking().resolve_node(&prefix).await?;
     let model = chosen_model(&state, body.model.as_deref())?;
-    let input = TurnInput::text(body.text.clone().unwrap_or_default());
-    let going_on = match &at.owner {
-        // Another writer may have moved it on since it was looked up.
-        Some(stored) => Some(open_stored(&state, stored, model.as_ref()).await?)
-            .filter(|conversation| conversation.head() == Some(at.node)),
-        None => None,
-    };
-    let (prompt, branched) = match going_on {
-        Some(conversation) => (conversation.prompt(input), false),
-        None => {
-            // The branch is stored only once its first turn succeeds.
-            let fork = branch(&state, at.node, None, model.as_ref(), body.name.clone()).await?;
-            (fork.prompt(input), true)
-        }
-    };
+    check_name_free(&state, body.name.as_deref()).await?;
+    start_tools_of_owner(&state, node).await?;
+    let home = home_model(&state)?;
+    let mut reply = Conversation::reply_at(&state.store, node, &home);
+    if let Some(model) = &model {
+        reply = reply.model(model);
+    }
+    if let Some(name) = body.name.clone() {
+        reply = reply.branch_name(name);
+    }
+    let conversation = reply.await.map_err(turn_error)?;
     let start = Start {
-        conversation: prompt.conversation().id().clone(),
-        branched,
-        from: Some(at.node),
-        at: at.node,
+        conversation: conversation.id(),
+        branched: !conversation.is_stored(),
+        from: Some(node),
+        at: node,
     };
-    Ok(run(permit, start, prompt, &body))
+    let input = TurnInput::text(body.text.clone().unwrap_or_default());
+    Ok(run(permit, start, conversation.prompt(input), &body))
 }
 
 /// `POST /api/nodes/{id}/edit`: a user message's new text, branched from
@@ -363,28 +366,32 @@ pub async fn edit(
 ) -> Result<Response, ApiError> {
     let body = TurnBody::checked(body, Some(true))?;
     let permit = turn_permit(&state)?;
-    let at = at(&state, prefix).await?;
-    if at.role != Role::User {
+    let message = stored_message(&state, prefix).await?;
+    if message.role != Role::User {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             format!(
                 "node {} is a{} {} message: only a user message can be edited",
-                at.node.short(),
-                if at.role == Role::Assistant { "n" } else { "" },
-                at.role.as_str()
+                message.node.short(),
+                if message.role == Role::Assistant {
+                    "n"
+                } else {
+                    ""
+                },
+                message.role.as_str()
             ),
         ));
     }
     let model = chosen_model(&state, body.model.as_deref())?;
     check_name_free(&state, body.name.as_deref()).await?;
     let input = TurnInput::text(body.text.clone().unwrap_or_default());
-    let prompt = match at.parent {
+    let prompt = match message.parent {
         Some(parent) => branch(&state, parent, None, model.as_ref(), body.name.clone())
             .await?
             .prompt(input),
         // The first message of a thread: a branch from the start of the
         // conversation it belongs to, on its model unless one is chosen.
-        None => match first_message_owner(&state, at.node).await? {
+        None => match first_message_owner(&state, message.node).await? {
             Some(owner) => {
                 let stored = state.store.nonblocking().conversation(&owner).await?;
                 let mut fork = open_stored(&state, &stored, model.as_ref())
@@ -413,8 +420,8 @@ pub async fn edit(
     let start = Start {
         conversation: prompt.conversation().id().clone(),
         branched: true,
-        from: at.parent,
-        at: at.node,
+        from: message.parent,
+        at: message.node,
     };
     Ok(run(permit, start, prompt, &body))
 }
@@ -428,15 +435,15 @@ pub async fn regenerate(
 ) -> Result<Response, ApiError> {
     let body = TurnBody::checked(body, Some(false))?;
     let permit = turn_permit(&state)?;
-    let at = at(&state, prefix).await?;
-    let parent = match (at.role, at.parent) {
+    let message = stored_message(&state, prefix).await?;
+    let parent = match (message.role, message.parent) {
         (Role::Assistant, Some(parent)) => parent,
         (role, _) => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 format!(
                     "node {} is a {} message{}: only an assistant reply can be regenerated",
-                    at.node.short(),
+                    message.node.short(),
                     role.as_str(),
                     if role == Role::Assistant {
                         " with nothing before it"
@@ -450,7 +457,7 @@ pub async fn regenerate(
     let model = chosen_model(&state, body.model.as_deref())?;
     // A branch of the conversation whose turn made the reply: its prompt
     // may be shared by others that asked the same.
-    let reply = at.node;
+    let reply = message.node;
     let of = skein::conversation::owner_of_node(&state.store, reply).await?;
     let fork = branch(&state, parent, of, model.as_ref(), body.name.clone()).await?;
     let prompt = fork.prompt(TurnInput::new());
@@ -458,7 +465,7 @@ pub async fn regenerate(
         conversation: prompt.conversation().id().clone(),
         branched: true,
         from: Some(parent),
-        at: at.node,
+        at: message.node,
     };
     Ok(run(permit, start, prompt, &body))
 }
@@ -475,14 +482,21 @@ pub async fn fork(
         Some(_) => Some(turn_permit(&state)?),
         None => None,
     };
-    let at = at(&state, prefix).await?;
+    let message = stored_message(&state, prefix).await?;
     let model = chosen_model(&state, body.model.as_deref())?;
-    let fork = branch(&state, at.node, None, model.as_ref(), body.name.clone()).await?;
+    let fork = branch(
+        &state,
+        message.node,
+        None,
+        model.as_ref(),
+        body.name.clone(),
+    )
+    .await?;
     let (Some(permit), Some(text)) = (permit, body.text.clone()) else {
         let conversation = fork.create().await.map_err(turn_error)?;
         return Ok((
             StatusCode::CREATED,
-            Json(json!({ "conversation": conversation.id(), "from": at.node })),
+            Json(json!({ "conversation": conversation.id(), "from": message.node })),
         )
             .into_response());
     };
@@ -491,8 +505,8 @@ pub async fn fork(
     let start = Start {
         conversation: conversation.id().clone(),
         branched: true,
-        from: Some(at.node),
-        at: at.node,
+        from: Some(message.node),
+        at: message.node,
     };
     Ok(run(
         permit,

@@ -111,19 +111,22 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
         // so a turn started on `done` or `error` is not refused.
         drop(permit);
         let last = match outcome {
-            Ok(response) => event(
-                "done",
-                &Done {
-                    joined: branched_from.as_ref() == Some(response.conversation().id()),
-                    branched: branched_from.as_ref() != Some(response.conversation().id())
-                        && (start.branched || *response.conversation().id() != start.conversation),
-                    conversation: response.conversation().id().clone(),
-                    node: response.head(),
-                    run: Some(response.run_id().to_string()),
-                    finish_reason: Some(response.output().finish_reason.name().to_string()),
-                    text: response.text(),
-                },
-            ),
+            Ok(response) => {
+                let landed_in = response.conversation().id();
+                event(
+                    "done",
+                    &Done {
+                        joined: branched_from.as_ref() == Some(&landed_in),
+                        branched: branched_from.as_ref() != Some(&landed_in)
+                            && (start.branched || landed_in != start.conversation),
+                        conversation: landed_in,
+                        node: response.head(),
+                        run: Some(response.run_id().to_string()),
+                        finish_reason: Some(response.output().finish_reason.name().to_string()),
+                        text: response.text(),
+                    },
+                )
+            }
             Err(error) => {
                 tracing::warn!(%error, "web view: a turn failed");
                 error_event(&error.to_string())

@@ -108,9 +108,9 @@ both_forms!(
         let branch = send!(first.reply("other two")).unwrap();
         assert_ne!(branch.conversation().id(), conversation.id());
         assert_eq!(conversation.head(), Some(second.head()));
-        let stored = store.conversation(conversation.id()).unwrap();
+        let stored = store.conversation(&conversation.id()).unwrap();
         assert_eq!(stored.head, Some(second.head()));
-        let stored_branch = store.conversation(branch.conversation().id()).unwrap();
+        let stored_branch = store.conversation(&branch.conversation().id()).unwrap();
         assert_eq!(stored_branch.head, Some(branch.head()));
         assert_eq!(
             stored_branch.origin.and_then(|origin| origin.node),
@@ -133,7 +133,7 @@ both_forms!(
         let first = send!(conversation.prompt("one")).unwrap();
         send!(first.reply("two")).unwrap();
         let fork = create!(first.fork().name("side")).unwrap();
-        let row = store.conversation(fork.id()).unwrap();
+        let row = store.conversation(&fork.id()).unwrap();
         assert_eq!(row.name.as_deref(), Some("side"));
         assert_eq!(row.head, Some(first.head()));
         assert_eq!(
@@ -159,7 +159,7 @@ both_forms!(
         let other = fixture.other_model();
         let forked = send!(first.fork().name("branch").model(&other).prompt("two")).unwrap();
         assert_ne!(forked.conversation().id(), first.conversation().id());
-        assert_eq!(forked.conversation().name(), Some("branch"));
+        assert_eq!(forked.conversation().name().as_deref(), Some("branch"));
         assert_eq!(forked.conversation().model().name(), "other");
         assert_eq!(
             forked.thread().parent().parent().head_id(),
@@ -186,7 +186,7 @@ both_forms!(
         assert_eq!(store.list_conversations(10).unwrap().len(), 0);
 
         let main_id = log!(second, &store).unwrap();
-        assert_eq!(&main_id, second.conversation().id());
+        assert_eq!(main_id, second.conversation().id());
         let nodes = count(&store, "nodes");
         assert_eq!(nodes, 4);
         assert_eq!(count(&store, "runs"), 2);
@@ -195,7 +195,7 @@ both_forms!(
         // Only the fork's own user message and reply are new.
         assert_eq!(count(&store, "nodes"), nodes + 2);
         assert_eq!(store.list_conversations(10).unwrap().len(), 2);
-        let fork_row = store.conversation(forked.conversation().id()).unwrap();
+        let fork_row = store.conversation(&forked.conversation().id()).unwrap();
         assert_eq!(fork_row.head, Some(forked.head()));
         assert_eq!(
             fork_row.origin.and_then(|origin| origin.node),
@@ -363,7 +363,7 @@ both_forms!(a_fork_of_a_fork_of_a_fork_loads_the_right_history, {
             "Assistant: you said: third fork"
         ]
     );
-    let row = store.conversation(three.conversation().id()).unwrap();
+    let row = store.conversation(&three.conversation().id()).unwrap();
     assert_eq!(
         row.origin.and_then(|origin| origin.conversation),
         Some(two.conversation().id().clone())
@@ -416,7 +416,7 @@ both_forms!(a_chain_stopped_by_before_call_records_what_it_completed, {
     let chain = send!(conversation.chain("add these")).unwrap();
     assert_eq!(chain.status(), ChainStatus::Stopped);
     assert_eq!(chain.responses().len(), 1);
-    let stored = store.conversation(conversation.id()).unwrap();
+    let stored = store.conversation(&conversation.id()).unwrap();
     let thread = store.load_thread(stored.head.unwrap()).unwrap();
     let last = thread.head().unwrap().message().clone();
     assert_eq!(last.role, Role::Tool);
@@ -428,7 +428,10 @@ both_forms!(a_chain_stopped_by_before_call_records_what_it_completed, {
         result.content
     );
     assert_eq!(
-        store.runs_of_conversation(conversation.id()).unwrap().len(),
+        store
+            .runs_of_conversation(&conversation.id())
+            .unwrap()
+            .len(),
         1
     );
     assert!(store.verify().unwrap().is_ok());
@@ -448,14 +451,14 @@ both_forms!(a_chain_whose_model_call_fails_keeps_the_completed_calls, {
         Error::ChainFailed { completed, .. } => assert_eq!(*completed, 1),
         other => panic!("expected a failed chain, got {other:?}"),
     }
-    let stored = store.conversation(conversation.id()).unwrap();
+    let stored = store.conversation(&conversation.id()).unwrap();
     let thread = store.load_thread(stored.head.unwrap()).unwrap();
     assert_eq!(thread.head().unwrap().message().role, Role::Tool);
     assert_eq!(conversation.head(), stored.head);
     // The completed call, and the call the chain failed in, which keeps its
     // record (no node) in the same write.
     // (Listed by start time: both may start within one millisecond.)
-    let runs = store.runs_of_conversation(conversation.id()).unwrap();
+    let runs = store.runs_of_conversation(&conversation.id()).unwrap();
     assert_eq!(runs.len(), 2);
     let (failed, succeeded): (Vec<_>, Vec<_>) =
         runs.iter().partition(|run| run.status == RunStatus::Failed);
@@ -553,7 +556,7 @@ both_forms!(
         send!(conversation.prompt("hello")).unwrap();
         let loaded = load!(&store, conversation.id().as_str(), &fixture.model()).unwrap();
         assert_eq!(loaded.id(), conversation.id());
-        assert_eq!(loaded.name(), Some("saved"));
+        assert_eq!(loaded.name().as_deref(), Some("saved"));
         assert_eq!(loaded.model().name(), "other");
         assert_eq!(loaded.chain_limit(), 3);
         assert_eq!(loaded.tools().len(), 1);
@@ -654,9 +657,9 @@ both_forms!(
             "{error}"
         );
         assert_eq!(conversation.head(), Some(first.head()));
-        let stored = store.conversation(conversation.id()).unwrap();
+        let stored = store.conversation(&conversation.id()).unwrap();
         assert_eq!(stored.head, Some(first.head()), "no bookmark moved");
-        let runs = store.runs_of_conversation(conversation.id()).unwrap();
+        let runs = store.runs_of_conversation(&conversation.id()).unwrap();
         let failed: Vec<_> = runs
             .iter()
             .filter(|run| run.status == RunStatus::Failed)
@@ -1036,7 +1039,7 @@ both_forms!(
         );
         assert_eq!(fixture.main.last().thread.head_id(), results);
         assert_eq!(went_on.thread().parent().head_id(), results);
-        let row = store.conversation(conversation.id()).unwrap();
+        let row = store.conversation(&conversation.id()).unwrap();
         assert_eq!(row.head, Some(went_on.head()));
         assert_eq!(
             store.run_record(went_on.run_id()).unwrap().input_head,
@@ -1057,7 +1060,7 @@ both_forms!(
         );
         assert!(error.to_string().contains("history to continue"), "{error}");
         assert_eq!(fixture.main.count(), made);
-        assert!(store.conversation(empty.id()).is_err());
+        assert!(store.conversation(&empty.id()).is_err());
     }
 );
 
@@ -1168,11 +1171,13 @@ fn gated_model() -> (Arc<Gated>, skein::Model) {
     )
 }
 
-/// Two turns started from the same head, in memory and with a store: exactly
-/// one moves the bookmark; the other gets `HeadMoved` with its response, so
-/// no update is lost (both succeeding would be one).
+/// Two turns started from the same head that ask to be told
+/// (`OnMoved::Fail`), in memory and with a store: exactly one moves the
+/// bookmark; the other gets `HeadMoved` with its response, so no update is
+/// lost (both succeeding would be one).
 #[tokio::test]
-async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
+async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response_when_asked_to_fail() {
+    use skein::OnMoved;
     let (_dir, store) = store();
     for store in [None, Some(store)] {
         let (gated, model) = gated_model();
@@ -1183,8 +1188,8 @@ async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
         let conversation = builder.build();
         gated.release.add_permits(1);
         let first = conversation.prompt("one").send().await.unwrap();
-        let a = tokio::spawn(first.reply("a").send());
-        let b = tokio::spawn(conversation.prompt("b").send());
+        let a = tokio::spawn(first.reply("a").on_moved(OnMoved::Fail).send());
+        let b = tokio::spawn(conversation.prompt("b").on_moved(OnMoved::Fail).send());
         // Both have rendered their request from `first`'s head before
         // either may finish.
         while gated.arrived.load(Ordering::SeqCst) < 3 {
@@ -1215,7 +1220,7 @@ async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
             Some(first.head())
         );
         if let Some(store) = &store {
-            let row = store.conversation(conversation.id()).unwrap();
+            let row = store.conversation(&conversation.id()).unwrap();
             assert_eq!(row.head, Some(winner.head()));
             // The loser's nodes and run are stored all the same.
             assert!(store.contains(loser.head()).unwrap());
@@ -1227,15 +1232,15 @@ async fn a_turn_racing_another_on_the_same_conversation_keeps_its_response() {
     }
 }
 
-/// The landing rule, asked for with `on_moved(OnMoved::Branch)`: of turns
-/// racing from one head (plain turns and a tool loop), one extends the
-/// conversation and each other lands in a new branch whose origin is the
-/// conversation and the node the turn started from, in memory and with a
-/// store; its response belongs to the branch, which goes on from it. No
-/// reply is left unreachable, and the store verifies.
+/// The landing rule, by default: of turns racing from one head (plain
+/// turns and a tool loop), one extends the conversation and each other lands
+/// in a new branch whose origin is the conversation and the node the turn
+/// started from, in memory and with a store; its response belongs to the
+/// branch, which goes on from it. The handle the turns shared stays with the
+/// winner (its own turn moved it). No reply is left unreachable, and the
+/// store verifies.
 #[tokio::test]
-async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
-    use skein::OnMoved;
+async fn a_turn_that_loses_its_race_lands_in_a_branch() {
     let (_dir, store) = store();
     for store in [None, Some(store)] {
         let (gated, model) = gated_model();
@@ -1248,10 +1253,10 @@ async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
         let first = conversation.prompt("one").send().await.unwrap();
         let start = first.head();
         let turns = [
-            tokio::spawn(first.reply("a").on_moved(OnMoved::Branch).send()),
-            tokio::spawn(conversation.prompt("b").on_moved(OnMoved::Branch).send()),
+            tokio::spawn(first.reply("a").send()),
+            tokio::spawn(conversation.prompt("b").send()),
             tokio::spawn({
-                let chain = conversation.chain("c").on_moved(OnMoved::Branch).send();
+                let chain = conversation.chain("c").send();
                 async move { chain.await.map(|chain| chain.last().clone()) }
             }),
         ];
@@ -1274,7 +1279,7 @@ async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
             assert_eq!(branch.head(), Some(response.head()));
             assert_eq!(
                 branch.origin(),
-                Some(&Origin {
+                Some(Origin {
                     node: Some(start),
                     conversation: Some(conversation.id().clone()),
                     rerun: None,
@@ -1288,11 +1293,11 @@ async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
             );
             if let Some(store) = &store {
                 assert!(branch.is_stored());
-                let row = store.conversation(branch.id()).unwrap();
+                let row = store.conversation(&branch.id()).unwrap();
                 assert_eq!(row.head, Some(response.head()));
-                assert_eq!(row.origin, branch.origin().cloned());
+                assert_eq!(row.origin, branch.origin());
                 let run = store.run_record(response.run_id()).unwrap();
-                assert_eq!(run.conversation.as_ref(), Some(branch.id()));
+                assert_eq!(run.conversation.as_ref(), Some(&branch.id()));
             }
             // The branch goes on from its own head.
             gated.release.add_permits(1);
@@ -1309,6 +1314,47 @@ async fn a_turn_that_loses_its_race_lands_in_a_branch_when_asked_to() {
             assert!(report.is_ok(), "{:?}", report.problems);
         }
     }
+}
+
+/// A handle whose conversation another writer moved on (another handle,
+/// as another process would) lands its next turn in a branch at the head it
+/// knew, and follows it there: its id names the branch, and its later turns
+/// extend the branch instead of branching again at every turn.
+#[tokio::test]
+async fn a_stale_handle_follows_its_turn_into_the_branch_it_lands_in() {
+    let (_dir, store) = store();
+    let model = skein::Model::open("echo").unwrap();
+    let original = model.conversation().store(&store).build();
+    let first = original.prompt("one").send().await.unwrap();
+    let id = original.id();
+    let early = Conversation::load(&store, &id, &model).await.unwrap();
+    let late = Conversation::load(&store, &id, &model).await.unwrap();
+
+    early.prompt("fast").send().await.unwrap();
+    let slow = late.prompt("slow").send().await.unwrap();
+    let branch = late.id();
+    assert_ne!(branch, id, "the late turn branched");
+    assert_eq!(slow.conversation().id(), branch);
+    assert_eq!(
+        late.origin(),
+        Some(Origin {
+            node: Some(first.head()),
+            conversation: Some(id.clone()),
+            rerun: None,
+        })
+    );
+    assert_eq!(late.head(), Some(slow.head()));
+
+    let more = late.prompt("more").send().await.unwrap();
+    assert_eq!(more.conversation().id(), branch, "extends the branch");
+    assert_eq!(store.list_conversations(10).unwrap().len(), 2);
+    assert_eq!(store.conversation(&branch).unwrap().head, Some(more.head()));
+    assert_eq!(
+        store.conversation(&id).unwrap().head,
+        early.head(),
+        "the original is where the early turn left it"
+    );
+    assert!(store.verify().unwrap().is_ok());
 }
 
 /// A branch whose first turn gives the very reply the conversation it
@@ -1336,11 +1382,11 @@ async fn a_branch_answered_with_the_reply_its_origin_ends_with_joins_it() {
     assert!(again.conversation().is_stored());
     assert_eq!(store.list_conversations(10).unwrap().len(), 1);
     let run = store.run_record(again.run_id()).unwrap();
-    assert_eq!(run.conversation.as_ref(), Some(conversation.id()));
+    assert_eq!(run.conversation.as_ref(), Some(&conversation.id()));
     let next = again.conversation().prompt("on").send().await.unwrap();
     assert_eq!(next.conversation().id(), conversation.id());
     assert_eq!(
-        store.conversation(conversation.id()).unwrap().head,
+        store.conversation(&conversation.id()).unwrap().head,
         Some(next.head())
     );
 
@@ -1355,7 +1401,7 @@ async fn a_branch_answered_with_the_reply_its_origin_ends_with_joins_it() {
         .await
         .unwrap();
     assert_eq!(named.head(), head.head());
-    assert_eq!(named.conversation().name(), Some("mine"));
+    assert_eq!(named.conversation().name().as_deref(), Some("mine"));
     assert_eq!(store.list_conversations(10).unwrap().len(), 3);
     assert!(store.verify().unwrap().is_ok());
 }
@@ -1472,10 +1518,10 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
         })
         .unwrap();
 
-    let family = skein::family(&store, deeper.conversation().id())
+    let family = skein::family(&store, &deeper.conversation().id())
         .await
         .unwrap();
-    assert_eq!(&family.focus, deeper.conversation().id());
+    assert_eq!(family.focus, deeper.conversation().id());
     assert_eq!(family.focus().name.as_deref(), Some("deeper"));
     let joined = |name: &str| {
         family
@@ -1487,7 +1533,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
             .clone()
     };
     assert_eq!(joined("main"), Joined::First);
-    assert_eq!(family.members[0].conversation.id, *main.id());
+    assert_eq!(family.members[0].conversation.id, main.id());
     assert_eq!(
         joined("fork"),
         Joined::Branch {
@@ -1520,7 +1566,7 @@ async fn a_family_is_joined_by_origin_and_lookalikes_only_share() {
     );
     assert!(
         family
-            .member(branch.conversation().id())
+            .member(&branch.conversation().id())
             .is_some_and(|m| matches!(m.joined, Joined::Branch { .. })),
         "the reply branch"
     );
@@ -1676,7 +1722,7 @@ async fn a_configured_prompt_is_prepared_without_running_then_sent_and_recorded(
     let run = store.run_record(response.run_id()).unwrap();
     assert_eq!(cache_hinted(&prepared.thread, &run.annotations), hint);
     assert_eq!(
-        store.conversation(conversation.id()).unwrap().head,
+        store.conversation(&conversation.id()).unwrap().head,
         Some(response.head())
     );
     // A later turn sends the history with its hint.

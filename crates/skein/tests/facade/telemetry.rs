@@ -92,7 +92,7 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
     );
 
     // Each call's attributes are its run record's, and add up to it.
-    let runs = store.runs_of_conversation(conversation.id()).unwrap();
+    let runs = store.runs_of_conversation(&conversation.id()).unwrap();
     assert_eq!(runs.len(), 2);
     let mut input = 0;
     for run in &runs {
@@ -248,7 +248,10 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
     skein::telemetry::flush(&telemetry);
     assert!(down.requests() > 0, "the exporter tried");
     assert_eq!(
-        store.runs_of_conversation(conversation.id()).unwrap().len(),
+        store
+            .runs_of_conversation(&conversation.id())
+            .unwrap()
+            .len(),
         23
     );
     drop(telemetry);

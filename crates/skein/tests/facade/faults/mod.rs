@@ -104,14 +104,14 @@ fn snapshot(store: &Store, conversation: &Conversation) -> Snapshot {
         .query_row("SELECT count(*) FROM nodes", [], |row| row.get(0))
         .unwrap();
     let runs = store
-        .runs_of_conversation(conversation.id())
+        .runs_of_conversation(&conversation.id())
         .unwrap()
         .into_iter()
         .map(|run| (run.id.to_string(), run.status))
         .collect();
     Snapshot {
         nodes,
-        head: store.conversation(conversation.id()).unwrap().head,
+        head: store.conversation(&conversation.id()).unwrap().head,
         runs,
     }
 }
