@@ -103,6 +103,13 @@ pub const REPLAY_REGRESSED: u8 = 7;
 /// The exit code for an error, from the first typed cause in its chain.
 pub fn code_for(error: &anyhow::Error) -> u8 {
     for cause in error.chain() {
+        // Opening a model wraps the turn layer's and the engine's errors.
+        let cause: &(dyn std::error::Error + 'static) =
+            match cause.downcast_ref::<skein::home::OpenModelError>() {
+                Some(skein::home::OpenModelError::Model(inner)) => inner,
+                Some(skein::home::OpenModelError::EngineDir { source, .. }) => source,
+                _ => cause,
+            };
         if let Some(error) = cause.downcast_ref::<skein::Error>() {
             return match error {
                 skein::Error::Store(store) => store_code(store),

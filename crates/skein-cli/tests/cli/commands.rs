@@ -3822,13 +3822,22 @@ fn a_replay_killed_ten_times_resumes_and_replays_every_turn_once() {
         20 + (seed >> 33) % 120
     };
     for _ in 0..10 {
+        let before = store.replay_totals(&id).unwrap().done;
         let mut worker = skein
             .command(&["replay", "--resume", id.as_str(), "--lease", "1"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(next()));
+        // Killed once it has replayed a turn (a loaded machine may take
+        // long to start it), then a little later, mid-replay.
+        let started = std::time::Instant::now();
+        while store.replay_totals(&id).unwrap().done == before
+            && started.elapsed() < std::time::Duration::from_secs(30)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(next() / 4));
         let _ = worker.kill();
         worker.wait().unwrap();
         // The killed worker's claims pass after its one-second lease.
