@@ -5,7 +5,7 @@
 
 use super::{Cell, Place, Setup, Surface, Verdict};
 use skein::store::StoreError;
-use skein::{Conversation, Error, Model, OnMoved, Store};
+use skein::{Conversation, Error, Model, Store};
 
 pub(crate) struct Library;
 
@@ -91,11 +91,9 @@ impl Surface for Library {
     }
 
     /// Two handles loaded at the same head: the fast one's turn moves it,
-    /// so the slow one's turn starts from a head that moved under it. The
-    /// library's default tells the caller (`Error::HeadMoved`: a
-    /// `Conversation` handle cannot follow into a branch, so a caller that
-    /// goes on prompting it decides where); the landing rule is asked for
-    /// with `on_moved(OnMoved::Branch)`, as every other surface does.
+    /// so the slow one's turn starts from a head that moved under it and,
+    /// by the library's default (the landing rule), lands in a branch,
+    /// which the slow handle follows.
     fn race(&self, place: &Place, setup: &Setup, slow: &str, fast: &str) -> Cell<[Verdict; 2]> {
         let (store, model) = open(place);
         let (slow, fast) = place.runtime.block_on(async {
@@ -103,7 +101,10 @@ impl Surface for Library {
             let load = || Conversation::load(&store, &id, &model);
             let (late, early) = (load().await.unwrap(), load().await.unwrap());
             let fast = verdict(early.prompt(fast).send().await);
-            let slow = late.prompt(slow).on_moved(OnMoved::Branch).send().await;
+            let slow = late.prompt(slow).send().await;
+            if slow.is_ok() {
+                assert_ne!(late.id(), id, "the slow handle follows its branch");
+            }
             (slow, fast)
         });
         Cell::Ran([verdict(slow), fast])
