@@ -1,38 +1,15 @@
 /*!
-OpenAI chat completions (`POST /v1/chat/completions`), as the proxy reads
-and writes them: the request mapped onto skein's messages, the reply
-written back whole or as `chat.completion.chunk` events.
-
-Clients encode one message in several equivalent ways; they all map to the
-same parts, so a client that re-serialises its history differently each
-turn still finds its earlier nodes:
-- content as a string, or as an array of text parts (one text part is the
-  same as the string; an empty string adds no part);
-- `null`, missing or empty content beside tool calls;
-- consecutive `tool` messages, which become one tool message holding every
-  result (as skein's own tool loop writes them).
-
-Media in user messages (`image_url` and `file` parts with `data:` URLs,
-`input_audio`) become attachment parts ([`super::media`]); an image's
-`detail` is a rendering hint, not content, and is not kept.
-
-Tool results are checked as on every API ([`super::results`]), and a
-refusal names the field (`messages.[3].tool_call_id`).
-
-The request's `store` (OpenAI's flag for its own distillation logs) does
-not apply: every chat completion is recorded.
+The request, as the proxy reads it (see [`super`]).
 */
 
-use super::media;
-use super::results::ParamPaths;
-use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
-use axum::body::Bytes;
-use axum::response::{IntoResponse, Response};
+use super::reply::Chat;
+use crate::proxy::media;
+use crate::proxy::results::ParamPaths;
+use crate::proxy::turn::{ProxyError, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
-use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec, Usage};
-use skein::store::RunId;
+use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
 
 /// A request the proxy accepts.
 #[derive(Debug, Deserialize)]
@@ -111,7 +88,7 @@ pub struct WireToolCall {
     pub function: WireFunction,
 }
 
-fn function_kind() -> String {
+pub(super) fn function_kind() -> String {
     "function".into()
 }
 
@@ -153,7 +130,7 @@ impl ChatRequest {
             model: self.model.clone(),
             stream: self.stream,
             record: true,
-            session: super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
+            session: super::super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
             ..Turn::default()
         })
     }
@@ -382,182 +359,6 @@ fn content_parts(
     }
 }
 
-/// How a chat completion is written back.
-pub struct Chat {
-    include_usage: bool,
-}
-
-impl Api for Chat {
-    type Events = Chunks;
-
-    fn body(&self, reply: &Reply<'_>) -> Value {
-        let message = reply.message();
-        let mut wire = json!({"role": "assistant", "content": content(message)});
-        let calls = wire_calls(message);
-        if !calls.is_empty() {
-            wire["tool_calls"] = json!(calls);
-        }
-        let mut completion = json!({
-            "id": completion_id(reply.run()),
-            "object": "chat.completion",
-            "created": reply.created(),
-            "model": reply.model,
-            "choices": [{"index": 0, "message": wire, "finish_reason": finish(reply)}],
-        });
-        if let Some(usage) = usage(reply.usage) {
-            completion["usage"] = usage;
-        }
-        completion
-    }
-
-    fn events(&self, model: &str) -> Chunks {
-        Chunks {
-            id: String::new(),
-            model: model.to_string(),
-            created: skein::store::records::now_ms() / 1000,
-            include_usage: self.include_usage,
-        }
-    }
-
-    fn error(error: &ProxyError) -> Response {
-        (error.status, axum::Json(error_body(error))).into_response()
-    }
-}
-
-/// An error in OpenAI's format; `param` names the offending field. Shared
-/// with the Responses API, whose errors have the same shape.
-pub fn error_body(error: &ProxyError) -> Value {
-    let kind = match error.kind {
-        ErrorKind::InvalidRequest | ErrorKind::NotFound => "invalid_request_error",
-        ErrorKind::Authentication => "authentication_error",
-        ErrorKind::RateLimit => "rate_limit_error",
-        ErrorKind::Server => "server_error",
-    };
-    json!({"error": {"message": error.message, "type": kind, "param": error.param, "code": error.code}})
-}
-
-/// The chunks of one streamed reply: one id, model and time for all.
-pub struct Chunks {
-    id: String,
-    model: String,
-    created: i64,
-    include_usage: bool,
-}
-
-impl Chunks {
-    fn delta(&self, delta: &Value, finish: Option<&str>) -> Bytes {
-        line(&json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }))
-    }
-}
-
-impl Events for Chunks {
-    fn start(&mut self, run: &RunId) -> Vec<Bytes> {
-        self.id = completion_id(run);
-        vec![self.delta(&json!({"role": "assistant", "content": ""}), None)]
-    }
-
-    fn text(&mut self, text: &str) -> Vec<Bytes> {
-        vec![self.delta(&json!({ "content": text }), None)]
-    }
-
-    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes> {
-        let mut frames = Vec::new();
-        let calls = wire_calls(reply.message());
-        if !calls.is_empty() {
-            let indexed: Vec<Value> = calls
-                .iter()
-                .enumerate()
-                .map(|(index, call)| {
-                    let mut call = json!(call);
-                    call["index"] = json!(index);
-                    call
-                })
-                .collect();
-            frames.push(self.delta(&json!({ "tool_calls": indexed }), None));
-        }
-        frames.push(self.delta(&json!({}), Some(finish(reply))));
-        if self.include_usage
-            && let Some(usage) = usage(reply.usage)
-        {
-            frames.push(line(&json!({
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": usage,
-            })));
-        }
-        frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
-        frames
-    }
-
-    fn fail(&mut self, error: &ProxyError) -> Vec<Bytes> {
-        vec![line(&error_body(error))]
-    }
-}
-
-fn line(value: &Value) -> Bytes {
-    Bytes::from(format!("data: {value}\n\n"))
-}
-
-fn completion_id(run: &RunId) -> String {
-    format!("chatcmpl-{run}")
-}
-
-/// The reply's text, or `null` when it only calls tools.
-fn content(message: &Message) -> Value {
-    let text = message.joined_text();
-    if text.is_empty() && message.tool_calls().next().is_some() {
-        Value::Null
-    } else {
-        Value::String(text)
-    }
-}
-
-fn finish(reply: &Reply<'_>) -> &'static str {
-    use skein::core::FinishReason;
-    if reply.calls() {
-        return "tool_calls";
-    }
-    match reply.finish_reason {
-        FinishReason::Length => "length",
-        FinishReason::ContentFilter => "content_filter",
-        FinishReason::ToolCalls => "tool_calls",
-        _ => "stop",
-    }
-}
-
-fn usage(usage: Usage) -> Option<Value> {
-    let (input, output) = (usage.input_tokens?, usage.output_tokens?);
-    Some(json!({
-        "prompt_tokens": input,
-        "completion_tokens": output,
-        "total_tokens": input + output,
-    }))
-}
-
-/// The reply's tool calls in wire form.
-pub fn wire_calls(message: &Message) -> Vec<WireToolCall> {
-    message
-        .tool_calls()
-        .map(|call| WireToolCall {
-            id: call.id.clone(),
-            kind: function_kind(),
-            function: WireFunction {
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-            },
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -685,7 +486,7 @@ mod tests {
 
     fn refusal(messages: Value) -> ProxyError {
         let turn = request(messages).turn().unwrap();
-        super::super::results::check(&turn.messages, &turn.places).unwrap_err()
+        super::super::super::results::check(&turn.messages, &turn.places).unwrap_err()
     }
 
     fn call(id: &str) -> Value {
@@ -785,7 +586,7 @@ mod tests {
         ] {
             let turn = request(fine.clone()).turn().unwrap();
             assert!(
-                super::super::results::check(&turn.messages, &turn.places).is_ok(),
+                super::super::super::results::check(&turn.messages, &turn.places).is_ok(),
                 "{fine}"
             );
         }

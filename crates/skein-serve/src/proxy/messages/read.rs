@@ -1,56 +1,18 @@
 /*!
-Anthropic Messages (`POST /v1/messages`), as the proxy reads and writes
-them: the request mapped onto skein's messages, the reply written back
-whole or as Anthropic's stream events (`message_start`,
-`content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`).
-
-The mapping is the inverse of the Anthropic provider's
-(`skein_providers::http::anthropic`), so a history means the same parts
-whichever API carried it:
-
-- `system` (a string, or text blocks) is the leading system message, one
-  text part per block.
-- A `user` turn's `tool_result` blocks become a tool message (one result
-  each, in order), and its other blocks a user message after it: the
-  shape OpenAI's tool messages and skein's tool loop give the same
-  history. A result's content is its text (text blocks concatenated);
-  `is_error` is kept.
-- `tool_use` blocks are tool calls. Their `input` is a JSON object, which
-  a client re-serialises as it likes: the graph step
-  ([`super::graph`]) matches it, by JSON value, against the stored call
-  the proxy answered with, so the exact argument text the model wrote is
-  kept; an `input` no stored node has is kept as the client sent it.
-- `image` and `document` blocks with base64 (or, for a document, plain
-  text) sources are attachment parts ([`super::media`]).
-- `cache_control` on a text, media, tool-use or tool-result block is a
-  cache-hint annotation on its part (recorded on the run, never in the
-  node); on a tool definition it has no part to stand on and is not kept.
-- Empty text blocks add no part (a message left with none is kept,
-  empty, as chat completions keep theirs). `max_tokens`, `temperature` and `top_p`
-  are the generation options; `stop_sequences`, `top_k`, `tool_choice`,
-  `metadata` and `thinking` are not used.
-
-Blocks skein has no part for (`thinking`, server tools, search results,
-media by URL or file id) are refused with a 400 naming them, never
-dropped.
+The request, as the proxy reads it (see [`super`]).
 */
 
-use super::media;
-use super::results::ParamPaths;
-use super::turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn, named_event};
-use axum::body::Bytes;
-use axum::response::{IntoResponse, Response};
+use crate::proxy::media;
+use crate::proxy::results::ParamPaths;
+use crate::proxy::turn::{ProxyError, Turn};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
 use skein::core::{
     Annotation, Attachment, CacheHint, Message, Part, Role, ToolCall, ToolResult, ToolSpec,
 };
-use skein::providers::http::tool_use_input;
-use skein::store::RunId;
-
 /// A Messages request.
 #[derive(Debug, Deserialize)]
 pub struct MessagesRequest {
@@ -116,12 +78,14 @@ pub struct WireTool {
 }
 
 /// A string, or an array of `T`.
-enum Either<T> {
+pub(super) enum Either<T> {
     Text(String),
     List(Vec<T>),
 }
 
-fn string_or_list<T: DeserializeOwned>(raw: &RawValue) -> Result<Either<T>, serde_json::Error> {
+pub(super) fn string_or_list<T: DeserializeOwned>(
+    raw: &RawValue,
+) -> Result<Either<T>, serde_json::Error> {
     if raw.get().trim_start().starts_with('"') {
         serde_json::from_str(raw.get()).map(Either::Text)
     } else {
@@ -132,7 +96,7 @@ fn string_or_list<T: DeserializeOwned>(raw: &RawValue) -> Result<Either<T>, serd
 /// What the mapping builds: the messages, their annotations and the tool
 /// calls whose input a client re-encoded.
 #[derive(Default)]
-struct Mapped {
+pub(super) struct Mapped {
     messages: Vec<Message>,
     places: Vec<ParamPaths>,
     annotations: Vec<(usize, u32, Annotation)>,
@@ -194,7 +158,7 @@ impl MessagesRequest {
             record: true,
             reencoded: mapped.reencoded,
             previous: None,
-            session: super::turn::session_of(self.metadata.as_ref(), None),
+            session: crate::proxy::turn::session_of(self.metadata.as_ref(), None),
             unhonoured: self.unhonoured(),
         })
     }
@@ -239,7 +203,7 @@ impl MessagesRequest {
                     tool.description.clone().unwrap_or_default(),
                     tool.input_schema
                         .clone()
-                        .unwrap_or_else(super::chat::no_parameters),
+                        .unwrap_or_else(crate::proxy::chat::no_parameters),
                 )),
                 Some(other) => Err(ProxyError::invalid(format!(
                     "tool type `{other}` is a server tool the recording proxy cannot run; \
@@ -251,7 +215,7 @@ impl MessagesRequest {
     }
 }
 
-fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyError> {
+pub(super) fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyError> {
     let refuse = |message: String| ProxyError::invalid(message).at("system");
     let blocks = match string_or_list::<Block>(system).map_err(|problem| {
         refuse(format!(
@@ -294,7 +258,7 @@ fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(), ProxyErr
     Ok(())
 }
 
-fn non_empty(text: String) -> Vec<Part> {
+pub(super) fn non_empty(text: String) -> Vec<Part> {
     if text.is_empty() {
         Vec::new()
     } else {
@@ -302,7 +266,11 @@ fn non_empty(text: String) -> Vec<Part> {
     }
 }
 
-fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<(), ProxyError> {
+pub(super) fn map_message(
+    wire: &WireMessage,
+    index: usize,
+    mapped: &mut Mapped,
+) -> Result<(), ProxyError> {
     let at = format!("messages.[{index}].content");
     let refuse = |message: String| {
         ProxyError::invalid(format!("messages[{index}]: {message}")).at(at.clone())
@@ -428,7 +396,7 @@ fn map_message(wire: &WireMessage, index: usize, mapped: &mut Mapped) -> Result<
 
 /// The text of a `tool_result`'s content: a string, or text blocks
 /// concatenated.
-fn result_text(content: &RawValue) -> Result<String, String> {
+pub(super) fn result_text(content: &RawValue) -> Result<String, String> {
     match string_or_list::<Block>(content)
         .map_err(|problem| format!("a `tool_result`'s `content` is not a string or blocks: {problem}"))?
     {
@@ -446,7 +414,7 @@ fn result_text(content: &RawValue) -> Result<String, String> {
 }
 
 /// An `image` or `document` block's attachment.
-fn attachment(block: &Block) -> Result<Attachment, String> {
+pub(super) fn attachment(block: &Block) -> Result<Attachment, String> {
     let Some(source) = &block.source else {
         return Err("the block needs a `source`".into());
     };
@@ -467,207 +435,10 @@ fn attachment(block: &Block) -> Result<Attachment, String> {
     }
 }
 
-/// How a Messages reply is written back.
-pub struct Messages;
-
-impl Api for Messages {
-    type Events = MessageEvents;
-
-    fn body(&self, reply: &Reply<'_>) -> Value {
-        let content: Vec<Value> = reply
-            .message()
-            .parts
-            .iter()
-            .filter_map(content_block)
-            .collect();
-        json!({
-            "id": message_id(reply.run()),
-            "type": "message",
-            "role": "assistant",
-            "model": reply.model,
-            "content": content,
-            "stop_reason": stop_reason(reply),
-            "stop_sequence": null,
-            "usage": usage(reply),
-        })
-    }
-
-    fn events(&self, model: &str) -> MessageEvents {
-        MessageEvents {
-            model: model.to_string(),
-            text_block: None,
-            blocks: 0,
-        }
-    }
-
-    fn error(error: &ProxyError) -> Response {
-        (error.status, axum::Json(error_body(error))).into_response()
-    }
-}
-
-fn error_body(error: &ProxyError) -> Value {
-    let kind = match error.kind {
-        ErrorKind::InvalidRequest => "invalid_request_error",
-        ErrorKind::Authentication => "authentication_error",
-        ErrorKind::NotFound => "not_found_error",
-        ErrorKind::RateLimit => "rate_limit_error",
-        ErrorKind::Server => "api_error",
-    };
-    match error.code {
-        Some(code) => json!({"type": "error", "error": {
-            "type": kind, "message": error.message, "details": {"error_code": code},
-        }}),
-        None => json!({"type": "error", "error": {"type": kind, "message": error.message}}),
-    }
-}
-
-fn message_id(run: &RunId) -> String {
-    format!("msg_{run}")
-}
-
-/// A reply part as a content block (a text part left empty is none).
-fn content_block(part: &Part) -> Option<Value> {
-    match part {
-        Part::Text { text } if text.is_empty() => None,
-        Part::Text { text } => Some(json!({"type": "text", "text": text})),
-        Part::ToolCall(call) => Some(json!({
-            "type": "tool_use",
-            "id": call.id,
-            "name": call.name,
-            "input": tool_use_input(&call.arguments),
-        })),
-        _ => None,
-    }
-}
-
-fn stop_reason(reply: &Reply<'_>) -> &'static str {
-    if reply.calls() {
-        "tool_use"
-    } else if reply.cut() {
-        "max_tokens"
-    } else {
-        "end_turn"
-    }
-}
-
-/// Anthropic's usage is never absent: a figure the model did not report
-/// is 0.
-fn usage(reply: &Reply<'_>) -> Value {
-    let usage = reply.usage;
-    json!({
-        "input_tokens": usage.input_tokens.unwrap_or(0),
-        "output_tokens": usage.output_tokens.unwrap_or(0),
-    })
-}
-
-/// The events of one streamed Messages reply.
-pub struct MessageEvents {
-    model: String,
-    /// The index of the open text block, once text has come.
-    text_block: Option<usize>,
-    /// Blocks started so far.
-    blocks: usize,
-}
-
-impl MessageEvents {
-    fn block_start(&mut self, block: Value) -> Bytes {
-        let index = self.blocks;
-        self.blocks += 1;
-        named_event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": index, "content_block": block}),
-        )
-    }
-
-    fn delta(index: usize, delta: Value) -> Bytes {
-        named_event(
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-        )
-    }
-
-    fn block_stop(index: usize) -> Bytes {
-        named_event(
-            "content_block_stop",
-            &json!({"type": "content_block_stop", "index": index}),
-        )
-    }
-}
-
-impl Events for MessageEvents {
-    fn start(&mut self, run: &RunId) -> Vec<Bytes> {
-        vec![named_event(
-            "message_start",
-            &json!({"type": "message_start", "message": {
-                "id": message_id(run),
-                "type": "message",
-                "role": "assistant",
-                "model": self.model,
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
-            }}),
-        )]
-    }
-
-    fn text(&mut self, text: &str) -> Vec<Bytes> {
-        let mut frames = Vec::new();
-        let index = match self.text_block {
-            Some(index) => index,
-            None => {
-                let index = self.blocks;
-                frames.push(self.block_start(json!({"type": "text", "text": ""})));
-                self.text_block = Some(index);
-                index
-            }
-        };
-        frames.push(Self::delta(
-            index,
-            json!({"type": "text_delta", "text": text}),
-        ));
-        frames
-    }
-
-    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes> {
-        let mut frames = Vec::new();
-        if let Some(index) = self.text_block.take() {
-            frames.push(Self::block_stop(index));
-        }
-        for call in reply.message().tool_calls() {
-            let index = self.blocks;
-            frames.push(self.block_start(json!({
-                "type": "tool_use", "id": call.id, "name": call.name, "input": {}
-            })));
-            frames.push(Self::delta(
-                index,
-                json!({"type": "input_json_delta", "partial_json": tool_use_input(&call.arguments).get()}),
-            ));
-            frames.push(Self::block_stop(index));
-        }
-        frames.push(named_event(
-            "message_delta",
-            &json!({
-                "type": "message_delta",
-                "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null},
-                "usage": usage(reply),
-            }),
-        ));
-        frames.push(named_event(
-            "message_stop",
-            &json!({"type": "message_stop"}),
-        ));
-        frames
-    }
-
-    fn fail(&mut self, error: &ProxyError) -> Vec<Bytes> {
-        vec![named_event("error", &error_body(error))]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn turn(body: Value) -> Result<Turn, ProxyError> {
         serde_json::from_value::<MessagesRequest>(body)
@@ -693,7 +464,7 @@ mod tests {
             ]
         }))
         .unwrap();
-        let chat: super::super::chat::ChatRequest = serde_json::from_value(json!({"messages": [
+        let chat: crate::proxy::chat::ChatRequest = serde_json::from_value(json!({"messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "weather?"},
             {"role": "assistant", "content": "Let me look.", "tool_calls": [
@@ -759,7 +530,7 @@ mod tests {
                 {"role": "user", "content": "more"}
             ])
         };
-        let chat: super::super::chat::ChatRequest =
+        let chat: crate::proxy::chat::ChatRequest =
             serde_json::from_value(json!({"messages": history(json!(""))})).unwrap();
         let expected = chat.thread_messages().unwrap().0;
         assert_eq!(expected.len(), 3);
@@ -768,7 +539,7 @@ mod tests {
             assert_eq!(mapped.messages, expected, "{empty}");
             assert_eq!(mapped.places.len(), 3);
         }
-        let responses: super::super::responses::ResponsesRequest =
+        let responses: crate::proxy::responses::ResponsesRequest =
             serde_json::from_value(json!({"input": history(json!(""))})).unwrap();
         assert_eq!(responses.turn().unwrap().messages, expected);
     }

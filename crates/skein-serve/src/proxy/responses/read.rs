@@ -1,43 +1,16 @@
 /*!
-OpenAI Responses (`POST /v1/responses`), as the proxy reads and writes
-them: the request's items mapped onto skein's messages, the reply written
-back as a `response` object, whole or as its stream events
-(`response.created`, `response.output_item.added`,
-`response.output_text.delta`, ..., `response.completed`).
-
-- `instructions` is the leading system message; `input` a string (one user
-  message) or a list of items: messages (`role` user, system, developer or
-  assistant; content a string or `input_text`/`output_text`,
-  `input_image` and `input_file` parts), `function_call` items (tool calls
-  of the assistant message before them, or of one of their own) and
-  `function_call_output` items (tool results, consecutive ones in one tool
-  message). So a history maps to the same parts as through chat
-  completions: an assistant text followed by its calls is one assistant
-  message, its results one tool message.
-- `previous_response_id` names an earlier response by the proxy (`resp_`
-  and its run id): its thread, from the graph, comes before `input`, less
-  its leading system messages (instructions are not carried over, as
-  OpenAI documents), with this request's `instructions` in their place.
-- `store: false` answers without recording anything; such a response
-  cannot be continued with `previous_response_id`.
-- Function tools only; `max_output_tokens`, `temperature` and `top_p` are
-  the generation options.
-
-The response id is `resp_` and the run id, output items `msg_`/`fc_` and
-the run id or call id, so every id maps back to the graph.
+The request, as the proxy reads it (see [`super`]).
 */
 
-use super::media;
-use super::results::ParamPaths;
-use super::turn::{Api, Events, Previous, ProxyError, Reply, Turn, named_event};
-use axum::body::Bytes;
-use axum::response::{IntoResponse, Response};
+use super::reply::Responses;
+use crate::proxy::media;
+use crate::proxy::results::ParamPaths;
+use crate::proxy::turn::{Previous, ProxyError, Turn};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
 use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
 use skein::store::RunId;
-
 /// A Responses request.
 #[derive(Debug, Deserialize)]
 pub struct ResponsesRequest {
@@ -59,7 +32,7 @@ pub struct ResponsesRequest {
 }
 
 /// The prefix of the response ids the proxy gives.
-const RESPONSE_PREFIX: &str = "resp_";
+pub(super) const RESPONSE_PREFIX: &str = "resp_";
 
 impl ResponsesRequest {
     /// The request as a [`Turn`], or why it cannot be mapped.
@@ -112,7 +85,7 @@ impl ResponsesRequest {
             stream: self.stream,
             record: self.store.unwrap_or(true),
             previous,
-            session: super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
+            session: crate::proxy::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
             ..Turn::default()
         })
     }
@@ -144,7 +117,7 @@ impl ResponsesRequest {
                     tool.get("parameters")
                         .filter(|schema| !schema.is_null())
                         .cloned()
-                        .unwrap_or_else(super::chat::no_parameters),
+                        .unwrap_or_else(crate::proxy::chat::no_parameters),
                 ))
             })
             .collect()
@@ -167,7 +140,7 @@ impl ResponsesRequest {
     }
 }
 
-fn map_item(
+pub(super) fn map_item(
     item: &Value,
     index: usize,
     messages: &mut Vec<Message>,
@@ -275,7 +248,7 @@ fn map_item(
 }
 
 /// A message item's content as parts.
-fn content(content: Option<&Value>, role: Role) -> Result<Vec<Part>, String> {
+pub(super) fn content(content: Option<&Value>, role: Role) -> Result<Vec<Part>, String> {
     let parts = match content {
         Some(Value::String(text)) if text.is_empty() => return Ok(Vec::new()),
         Some(Value::String(text)) => return Ok(vec![Part::text(text.clone())]),
@@ -323,288 +296,6 @@ fn content(content: Option<&Value>, role: Role) -> Result<Vec<Part>, String> {
     Ok(out)
 }
 
-/// How a Responses reply is written back.
-pub struct Responses {
-    /// The request's settings, echoed in every response object.
-    echo: Value,
-}
-
-impl Responses {
-    /// The response object around `output`.
-    fn response(&self, id: &str, created: i64, model: &str, status: &str) -> Map<String, Value> {
-        let mut response = Map::new();
-        for (key, value) in [
-            ("id", json!(id)),
-            ("object", json!("response")),
-            ("created_at", json!(created)),
-            ("status", json!(status)),
-            ("model", json!(model)),
-            ("output", json!([])),
-            ("error", Value::Null),
-            ("incomplete_details", Value::Null),
-            ("metadata", json!({})),
-            ("parallel_tool_calls", json!(true)),
-            ("tool_choice", json!("auto")),
-            ("text", json!({"format": {"type": "text"}})),
-            ("truncation", json!("disabled")),
-            ("usage", Value::Null),
-        ] {
-            response.insert(key.into(), value);
-        }
-        if let Value::Object(echo) = &self.echo {
-            response.extend(echo.clone());
-        }
-        response
-    }
-
-    fn finished(&self, reply: &Reply<'_>) -> Value {
-        let mut response = self.response(
-            &response_id(reply.run()),
-            reply.created(),
-            reply.model,
-            if reply.cut() {
-                "incomplete"
-            } else {
-                "completed"
-            },
-        );
-        response.insert("output".into(), Value::Array(output(reply)));
-        if reply.cut() {
-            response.insert(
-                "incomplete_details".into(),
-                json!({"reason": "max_output_tokens"}),
-            );
-        }
-        response.insert("usage".into(), usage(reply));
-        Value::Object(response)
-    }
-}
-
-impl Api for Responses {
-    type Events = ResponseEvents;
-
-    fn body(&self, reply: &Reply<'_>) -> Value {
-        self.finished(reply)
-    }
-
-    fn events(&self, model: &str) -> ResponseEvents {
-        ResponseEvents {
-            api: Responses {
-                echo: self.echo.clone(),
-            },
-            model: model.to_string(),
-            sequence: 0,
-            message: None,
-            run: RunId(String::new()),
-            created: skein::store::records::now_ms() / 1000,
-        }
-    }
-
-    fn error(error: &ProxyError) -> Response {
-        (error.status, axum::Json(super::chat::error_body(error))).into_response()
-    }
-}
-
-fn response_id(run: &RunId) -> String {
-    format!("{RESPONSE_PREFIX}{run}")
-}
-
-fn message_item_id(run: &RunId) -> String {
-    format!("msg_{run}")
-}
-
-fn message_item(id: &str, text: &str, status: &str) -> Value {
-    json!({
-        "type": "message",
-        "id": id,
-        "status": status,
-        "role": "assistant",
-        "content": if status == "completed" { json!([text_part(text)]) } else { json!([]) },
-    })
-}
-
-fn text_part(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
-}
-
-fn call_item(call: &ToolCall, arguments: &str, status: &str) -> Value {
-    json!({
-        "type": "function_call",
-        "id": format!("fc_{}", call.id),
-        "call_id": call.id,
-        "name": call.name,
-        "arguments": arguments,
-        "status": status,
-    })
-}
-
-/// The reply's output items: its text as one message (left out when it
-/// only calls tools), then one item per call.
-fn output(reply: &Reply<'_>) -> Vec<Value> {
-    let text = reply.message().joined_text();
-    let mut items = Vec::new();
-    if !text.is_empty() || !reply.calls() {
-        items.push(message_item(
-            &message_item_id(reply.run()),
-            &text,
-            "completed",
-        ));
-    }
-    for call in reply.message().tool_calls() {
-        items.push(call_item(call, &call.arguments, "completed"));
-    }
-    items
-}
-
-fn usage(reply: &Reply<'_>) -> Value {
-    let usage = reply.usage;
-    match (usage.input_tokens, usage.output_tokens) {
-        (Some(input), Some(output)) => json!({
-            "input_tokens": input,
-            "input_tokens_details": {"cached_tokens": usage.cache_read_tokens.unwrap_or(0)},
-            "output_tokens": output,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": input + output,
-        }),
-        _ => Value::Null,
-    }
-}
-
-/// The events of one streamed response.
-pub struct ResponseEvents {
-    api: Responses,
-    model: String,
-    sequence: u64,
-    /// The open message item's id, once text has come.
-    message: Option<String>,
-    /// The run, known from the start.
-    run: RunId,
-    created: i64,
-}
-
-impl ResponseEvents {
-    fn event(&mut self, kind: &str, mut data: Value) -> Bytes {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.sequence);
-        self.sequence += 1;
-        named_event(kind, &data)
-    }
-
-    /// Open the message item (output index 0) and its text part.
-    fn open_message(&mut self, id: String) -> Vec<Bytes> {
-        let frames = vec![
-            self.event(
-                "response.output_item.added",
-                json!({"output_index": 0, "item": message_item(&id, "", "in_progress")}),
-            ),
-            self.event(
-                "response.content_part.added",
-                json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part("")}),
-            ),
-        ];
-        self.message = Some(id);
-        frames
-    }
-}
-
-impl Events for ResponseEvents {
-    fn start(&mut self, run: &RunId) -> Vec<Bytes> {
-        self.run = run.clone();
-        let response = Value::Object(self.api.response(
-            &response_id(run),
-            self.created,
-            &self.model,
-            "in_progress",
-        ));
-        vec![
-            self.event("response.created", json!({ "response": response })),
-            self.event("response.in_progress", json!({ "response": response })),
-        ]
-    }
-
-    fn text(&mut self, text: &str) -> Vec<Bytes> {
-        let mut frames = Vec::new();
-        let id = match &self.message {
-            Some(id) => id.clone(),
-            None => {
-                let id = message_item_id(&self.run);
-                frames.extend(self.open_message(id.clone()));
-                id
-            }
-        };
-        frames.push(self.event(
-            "response.output_text.delta",
-            json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []}),
-        ));
-        frames
-    }
-
-    fn finish(&mut self, reply: &Reply<'_>) -> Vec<Bytes> {
-        let mut frames = Vec::new();
-        let text = reply.message().joined_text();
-        if self.message.is_none() && (!text.is_empty() || !reply.calls()) {
-            frames.extend(self.open_message(message_item_id(reply.run())));
-        }
-        let mut index = 0;
-        if let Some(id) = self.message.take() {
-            frames.push(self.event(
-                "response.output_text.done",
-                json!({"item_id": id, "output_index": 0, "content_index": 0, "text": text, "logprobs": []}),
-            ));
-            frames.push(self.event(
-                "response.content_part.done",
-                json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part(&text)}),
-            ));
-            frames.push(self.event(
-                "response.output_item.done",
-                json!({"output_index": 0, "item": message_item(&id, &text, "completed")}),
-            ));
-            index = 1;
-        }
-        for call in reply.message().tool_calls() {
-            let id = format!("fc_{}", call.id);
-            frames.push(self.event(
-                "response.output_item.added",
-                json!({"output_index": index, "item": call_item(call, "", "in_progress")}),
-            ));
-            frames.push(self.event(
-                "response.function_call_arguments.delta",
-                json!({"item_id": id, "output_index": index, "delta": call.arguments}),
-            ));
-            frames.push(self.event(
-                "response.function_call_arguments.done",
-                json!({"item_id": id, "output_index": index, "name": call.name, "arguments": call.arguments}),
-            ));
-            frames.push(self.event(
-                "response.output_item.done",
-                json!({"output_index": index, "item": call_item(call, &call.arguments, "completed")}),
-            ));
-            index += 1;
-        }
-        let mut response = self.api.finished(reply);
-        response["created_at"] = json!(self.created);
-        let kind = if reply.cut() {
-            "response.incomplete"
-        } else {
-            "response.completed"
-        };
-        frames.push(self.event(kind, json!({ "response": response })));
-        frames
-    }
-
-    fn fail(&mut self, error: &ProxyError) -> Vec<Bytes> {
-        let body = super::chat::error_body(error);
-        vec![self.event(
-            "error",
-            json!({
-                "code": body["error"]["type"],
-                "message": error.message,
-                "param": error.param,
-            }),
-        )]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,7 +319,7 @@ mod tests {
             ]
         }))
         .unwrap();
-        let chat: super::super::chat::ChatRequest = serde_json::from_value(json!({"messages": [
+        let chat: crate::proxy::chat::ChatRequest = serde_json::from_value(json!({"messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "weather?"},
             {"role": "assistant", "content": "Let me look.", "tool_calls": [
