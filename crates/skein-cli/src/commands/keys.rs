@@ -103,16 +103,48 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The key from stdin: its first line.
+/// The key from stdin: its first line. On a terminal it is typed without
+/// echo, so it never shows on the screen or in a scrollback.
 fn read_key(name: &str) -> Result<String> {
     let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        crate::ui::note(format!("Enter the key for `{name}` and press Enter:"));
-    }
+    let _quiet = if stdin.is_terminal() {
+        crate::ui::note(format!(
+            "Enter the key for `{name}` and press Enter (it is not shown):"
+        ));
+        Some(NoEcho::on(&stdin)?)
+    } else {
+        None
+    };
     let mut line = String::new();
     stdin
         .lock()
         .read_line(&mut line)
         .context("cannot read the key from stdin")?;
     Ok(line)
+}
+
+/// A terminal's echo turned off until dropped (then restored as it was,
+/// and the line the user ended with Enter ended on the screen too).
+struct NoEcho {
+    saved: rustix::termios::Termios,
+}
+
+impl NoEcho {
+    fn on(terminal: &std::io::Stdin) -> Result<NoEcho> {
+        use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+        let saved = tcgetattr(terminal).context("cannot read the terminal's settings")?;
+        let mut quiet = saved.clone();
+        quiet.local_modes.remove(LocalModes::ECHO);
+        tcsetattr(terminal, OptionalActions::Now, &quiet)
+            .context("cannot turn the terminal's echo off")?;
+        Ok(NoEcho { saved })
+    }
+}
+
+impl Drop for NoEcho {
+    fn drop(&mut self) {
+        use rustix::termios::{OptionalActions, tcsetattr};
+        let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &self.saved);
+        eprintln!();
+    }
 }

@@ -148,6 +148,20 @@ fn last_authorization(runtime: &tokio::runtime::Runtime, server: &wiremock::Mock
         .to_string()
 }
 
+/// A key typed at a terminal is never shown: echo is off while it is read,
+/// and back on after.
+#[test]
+fn a_key_typed_on_a_terminal_is_not_echoed() {
+    let skein = temp();
+    let mut terminal = crate::pty::Terminal::spawn(skein.command(&["keys", "set", "openai"]));
+    terminal.wait_for("(it is not shown)");
+    terminal.send("sk-typed-0003\r");
+    let (code, output) = terminal.finish_with_output();
+    assert_eq!(code, Some(0), "{output}");
+    assert!(!output.contains("sk-typed"), "the key was shown: {output}");
+    assert_eq!(skein.ok(&["keys", "get", "openai"]), "sk-typed-0003\n");
+}
+
 #[test]
 fn saved_keys_live_in_a_private_file_and_come_after_the_environment() {
     let skein = temp();
