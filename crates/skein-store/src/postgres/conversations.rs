@@ -421,6 +421,9 @@ macro_rules! root_of {
     };
 }
 
+/// A conversation's row, refused if its id is taken (the test API's
+/// `create_conversation`).
+#[cfg(any(test, feature = "testkit"))]
 const INSERT_CONVERSATION: &str = concat!(
     "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
          forked_from_rerun, created, updated, meta, root)
@@ -431,8 +434,8 @@ const INSERT_CONVERSATION: &str = concat!(
     ")"
 );
 
-/// [`INSERT_CONVERSATION`] for a turn's conversation, which a commit
-/// retried after its outcome was unknown finds already made.
+/// A turn's conversation's row, which a commit retried after its outcome
+/// was unknown finds already made.
 const INSERT_CONVERSATION_ONCE: &str = concat!(
     "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
          forked_from_rerun, created, updated, meta, root)
@@ -443,7 +446,7 @@ const INSERT_CONVERSATION_ONCE: &str = concat!(
     ") ON CONFLICT (id) DO NOTHING"
 );
 
-/// The parameters of [`INSERT_CONVERSATION`] for `new` with its head at
+/// The parameters of [`INSERT_CONVERSATION_ONCE`] for `new` with its head at
 /// `head`, and the conversation's id.
 fn conversation_params(
     new: &NewConversation,

@@ -369,7 +369,8 @@ fn require_conversation(tx: &Connection, id: &ConversationId) -> Result<()> {
 /// Whether a conversation's row may already be there.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Insert {
-    /// No: an id taken is an error.
+    /// No: an id taken is an error (the test API's `create_conversation`).
+    #[cfg(any(test, feature = "testkit"))]
     Strict,
     /// A turn's conversation, which a commit retried after its outcome was
     /// unknown finds already made: the row is left as it is.
@@ -402,6 +403,7 @@ fn insert_conversation(
         };
     }
     let sql = match insert {
+        #[cfg(any(test, feature = "testkit"))]
         Insert::Strict => insert_sql!(),
         Insert::Once => insert_sql!(" ON CONFLICT(id) DO NOTHING"),
     };
