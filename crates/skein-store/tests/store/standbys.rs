@@ -228,3 +228,27 @@ fn prefer_standby_takes_a_primary_when_no_standby_answers() {
         .id;
     assert_eq!(store.conversation(&id).unwrap().id, id);
 }
+
+/// A read URL belongs to a PostgreSQL database and must name one itself:
+/// anything else is refused before any connection is made, saying so.
+#[test]
+fn a_read_url_needs_postgres_on_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = dir.path().join("skein.db");
+    for (location, read) in [
+        (
+            sqlite.to_str().unwrap(),
+            "postgres://me:secret@replica/skein",
+        ),
+        ("postgres://me:secret@127.0.0.1:1/skein", "replica.db"),
+    ] {
+        let error = Store::open_with_reads(location, read, skein_store::OpenMode::Create)
+            .expect_err("refused");
+        let StoreError::BadUrl { reason, location } = &error else {
+            panic!("expected BadUrl, got {error}");
+        };
+        assert!(reason.contains("postgres:// URL"), "{reason}");
+        assert!(!location.contains("secret"), "{location}");
+    }
+    assert!(!sqlite.exists(), "nothing was created");
+}
