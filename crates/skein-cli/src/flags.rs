@@ -33,6 +33,12 @@ pub struct Cli {
     )]
     pub db: Option<PathBuf>,
 
+    /// A PostgreSQL standby of the database (a postgres:// URL, several hosts allowed) that
+    /// commands which only read and the pages of `skein serve` read from; turns read from
+    /// the database itself [default: the configuration file's `db_read`, with its `db`]
+    #[arg(long, global = true, env = "SKEIN_DB_READ", value_name = "URL")]
+    pub db_read: Option<String>,
+
     /// Print records as JSON instead of text
     #[arg(long, global = true)]
     pub json: bool,

@@ -137,6 +137,12 @@ pub enum OnMoved {
 /// (the head the turn started at). Runs without a thread for a conversation
 /// the store does not hold are recorded alone, under the conversation
 /// their records name. A failed model call is written by [`failed`].
+///
+/// When the connection is lost while the store commits (PostgreSQL's
+/// [`StoreError::CommitUnknown`]), the same turn is committed once more:
+/// that converges whether or not the first commit landed (see
+/// [`commit_converging`]). If the second attempt fails too, the first
+/// error is returned: the turn's outcome is still unknown.
 pub async fn commit(
     store: &Store,
     bookmark: &Bookmark,
@@ -159,14 +165,27 @@ pub async fn commit(
         (false, Some(thread)) => Target::New(Box::new(bookmark.row(Some(thread)))),
         (false, None) => Target::Detached,
     };
-    store
-        .nonblocking()
-        .commit_turn(&TurnCommit {
-            target,
-            thread: thread.as_ref(),
-            runs: &runs,
-        })
-        .await
+    let turn = TurnCommit {
+        target,
+        thread: thread.as_ref(),
+        runs: &runs,
+    };
+    commit_converging(store, &turn).await
+}
+
+/// Commit `turn`, and once more if the first commit's outcome is unknown.
+/// A turn is safe to commit twice: its nodes are content (equal rows), its
+/// runs and a new conversation's row (or a branch's, whose id is chosen
+/// before the first attempt) are written once and left as they are after,
+/// and the head's compare-and-set accepts the head already at the turn's.
+async fn commit_converging(store: &Store, turn: &TurnCommit<'_>) -> Result<Committed, StoreError> {
+    let api = store.nonblocking();
+    match api.commit_turn(turn).await {
+        Err(unknown @ StoreError::CommitUnknown { .. }) => {
+            api.commit_turn(turn).await.map_err(|_| unknown)
+        }
+        other => other,
+    }
 }
 
 /// Add `runs` (whose nodes the store holds) to `conversation`, moving
@@ -179,14 +198,15 @@ pub(crate) async fn keep_in(
     for run in &mut runs {
         run.conversation = Some(conversation.clone());
     }
-    store
-        .nonblocking()
-        .commit_turn(&TurnCommit {
+    commit_converging(
+        store,
+        &TurnCommit {
             target: Target::Detached,
             thread: None,
             runs: &runs,
-        })
-        .await
+        },
+    )
+    .await
 }
 
 /// Store a conversation with no turn of its own yet (a fork created before
@@ -198,14 +218,15 @@ pub async fn create(
     thread: Thread,
 ) -> Result<Committed, StoreError> {
     let row = bookmark.row(None);
-    store
-        .nonblocking()
-        .commit_turn(&TurnCommit {
+    commit_converging(
+        store,
+        &TurnCommit {
             target: Target::New(Box::new(row)),
             thread: (!thread.is_empty()).then_some(&thread),
             runs: &[],
-        })
-        .await
+        },
+    )
+    .await
 }
 
 /// The conversation a turn that lost its race lands in: the same settings,
@@ -218,6 +239,8 @@ fn branch_row(
     let mut settings = bookmark.settings.clone();
     settings.title = thread.and_then(|thread| first_prompt(thread, from));
     NewConversation {
+        // Chosen once, so a commit made again lands in the same branch.
+        id: Some(ConversationId::random()),
         settings,
         ..NewConversation::default()
     }
@@ -313,14 +336,15 @@ pub async fn keep(
     for record in &mut runs {
         record.conversation = owner.clone();
     }
-    store
-        .nonblocking()
-        .commit_turn(&TurnCommit {
+    commit_converging(
+        store,
+        &TurnCommit {
             target: Target::Detached,
             thread: (!thread.is_empty()).then_some(thread),
             runs: &runs,
-        })
-        .await
+        },
+    )
+    .await
 }
 
 /// Store `thread` as `bookmark`'s conversation after the fact (a response
@@ -363,10 +387,13 @@ pub(crate) async fn log(
             }
         }
     };
-    api.commit_turn(&TurnCommit {
-        target,
-        thread: Some(&thread),
-        runs: &new_runs,
-    })
+    commit_converging(
+        store,
+        &TurnCommit {
+            target,
+            thread: Some(&thread),
+            runs: &new_runs,
+        },
+    )
     .await
 }

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 /// A skein database: a SQLite file (created when missing) or a PostgreSQL
 /// URL (`postgres://...`). Every conversation recorded in it is shared
-/// with the `skein` command line (`skein --db PATH ...`).
+/// with the `skein` command line (`skein --db PATH ...`). `read_url`
+/// names a PostgreSQL standby of it that `search` and the other reads of
+/// what is recorded use (`skein --db-read`); turns read from the database.
 #[pyclass(frozen, module = "skein")]
 pub struct Store {
     pub inner: skein::Store,
@@ -27,8 +29,18 @@ pub struct Store {
 #[pymethods]
 impl Store {
     #[new]
-    fn new(py: Python<'_>, location: std::path::PathBuf) -> PyResult<Store> {
-        let opened = py.detach(|| skein::Store::open(&location));
+    #[pyo3(signature = (location, *, read_url = None))]
+    fn new(
+        py: Python<'_>,
+        location: std::path::PathBuf,
+        read_url: Option<String>,
+    ) -> PyResult<Store> {
+        let opened = py.detach(|| match &read_url {
+            Some(read_url) => {
+                skein::Store::open_with_reads(&location, read_url, skein::store::OpenMode::Create)
+            }
+            None => skein::Store::open(&location),
+        });
         Ok(Store {
             inner: check(py, opened)?,
         })
@@ -117,10 +129,11 @@ impl Store {
         conversation: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let found = py.detach(|| {
+            let reads = self.inner.reads();
             let conversation = conversation
-                .map(|id| self.inner.resolve_conversation(&id))
+                .map(|id| reads.resolve_conversation(&id))
                 .transpose()?;
-            self.inner.search(
+            reads.search(
                 &skein::store::SearchQuery::new(text)
                     .limit(limit)
                     .conversation(conversation),

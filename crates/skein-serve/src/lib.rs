@@ -83,6 +83,9 @@ pub enum ServeError {
 /// Shared by every handler.
 pub struct AppState {
     pub store: Store,
+    /// The web view's pages and event stream read here: the store's
+    /// standby when it has one (`Store::reads`), else the store.
+    pub reads: Store,
     pub proxy: Option<ProxyConfig>,
     /// Whether requests carry the server's token (in `Authorization`).
     pub token_required: bool,
@@ -111,6 +114,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
     let access = Access::for_bind(config.bind, config.token.clone(), config.read_only)?;
     let state = Arc::new(AppState {
         store: config.store.clone(),
+        reads: config.store.reads(),
         proxy: config.proxy.clone(),
         token_required: config
             .token

@@ -37,6 +37,7 @@ use std::future::Future;
 use std::io::Write;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// A future a backend returns from an async operation.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -95,6 +96,12 @@ pub(crate) trait Backend:
     /// Count this handle's statements and rows from now on (see costs.rs);
     /// `None` where the backend cannot.
     fn meter(&self) -> Option<CostMeter>;
+
+    /// A handle on the same database whose reads go to its standby
+    /// (postgres/router.rs); `None` when there is none.
+    fn reads(&self) -> Option<Arc<dyn Backend>> {
+        None
+    }
 
     #[cfg(any(test, feature = "testkit"))]
     fn debug_query_i64(&self, sql: &str) -> Result<i64>;

@@ -73,10 +73,55 @@ impl Store {
             .to_str()
             .filter(|text| crate::location::is_postgres_url(text))
         {
-            Some(url) => open_postgres(url, mode)?,
+            Some(url) => open_postgres(url, mode, None)?,
             None => Arc::new(SqliteStore::open(location, mode)?),
         };
         Ok(Store { backend })
+    }
+
+    /// [`Store::open_with`] a PostgreSQL primary, with `read_url` naming a
+    /// standby of it (or several hosts, libpq's way) for the reads of
+    /// [`Store::reads`]. This handle's own reads still go to the primary.
+    /// `read_url` needs `location` to be a PostgreSQL URL too.
+    pub fn open_with_reads(
+        location: impl AsRef<Path>,
+        read_url: &str,
+        mode: OpenMode,
+    ) -> Result<Store> {
+        let location = location.as_ref();
+        let url = location
+            .to_str()
+            .filter(|text| crate::location::is_postgres_url(text));
+        let read_is_url = crate::location::is_postgres_url(read_url);
+        match url {
+            Some(url) if read_is_url => Ok(Store {
+                backend: open_postgres(url, mode, Some(read_url))?,
+            }),
+            _ => Err(crate::StoreError::BadUrl {
+                location: crate::location::redact(read_url),
+                reason: format!(
+                    "a read URL names a PostgreSQL standby: it takes a postgres:// URL, and the \
+                     database ({}) must be a postgres:// URL too",
+                    crate::location::redact(&location.display().to_string())
+                ),
+            }),
+        }
+    }
+
+    /// A handle on the same database whose reads go to the standby the
+    /// store was opened with ([`Store::open_with_reads`]), for reads where
+    /// a view a moment old is acceptable: listings, families, search, the
+    /// web view's pages. After a write through any handle of this store,
+    /// its reads wait (briefly) for the standby to have replayed it, else
+    /// go to the primary: a process reads its own writes. Writes go to the
+    /// primary. Without a standby (or on SQLite), a clone of this handle.
+    pub fn reads(&self) -> Store {
+        Store {
+            backend: self
+                .backend
+                .reads()
+                .unwrap_or_else(|| Arc::clone(&self.backend)),
+        }
     }
 
     /// Whether this handle only reads: opened with [`OpenMode::ReadOnly`].
@@ -428,12 +473,14 @@ impl Store {
 }
 
 #[cfg(feature = "postgres")]
-fn open_postgres(url: &str, mode: OpenMode) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(crate::postgres::PgStore::open(url, mode)?))
+fn open_postgres(url: &str, mode: OpenMode, read_url: Option<&str>) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(crate::postgres::PgStore::open(
+        url, mode, read_url,
+    )?))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn open_postgres(url: &str, _mode: OpenMode) -> Result<Arc<dyn Backend>> {
+fn open_postgres(url: &str, _mode: OpenMode, _read_url: Option<&str>) -> Result<Arc<dyn Backend>> {
     Err(crate::StoreError::NoPostgresSupport {
         location: crate::location::redact(url),
     })

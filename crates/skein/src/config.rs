@@ -9,6 +9,7 @@ Every key is optional:
 ```toml
 default_model = "smollm2"          # what -m defaults to (`skein models default NAME` sets it)
 db = "/home/me/notes/skein.db"     # the database when neither --db nor SKEIN_DB is given
+db_read = "postgres://replica/skein"  # a standby of `db` that what only shows reads from
 engine = "/home/me/.config/skein/engine"  # prompts/, profiles.toml, backends.toml
 
 [tools.upper]                      # a command tool, offered with `-T upper`
@@ -91,6 +92,10 @@ pub struct Config {
     pub default_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db: Option<PathBuf>,
+    /// A PostgreSQL standby of `db` that commands which only read and the
+    /// web view read from (docs/postgres.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_read: Option<String>,
     /// A directory of prompts, profiles and backends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<PathBuf>,

@@ -114,10 +114,19 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         other => other,
     };
-    let path = match cli.db {
-        Some(path) => path,
-        None => default_db_path()?.0,
+    // The configuration file's standby belongs to its database.
+    let (path, read_url) = match cli.db {
+        Some(path) => (path, cli.db_read),
+        None => match default_db_path()? {
+            (path, crate::config::Source::ConfigFile) => (
+                path,
+                cli.db_read
+                    .or_else(|| crate::config::get().ok()?.db_read.clone()),
+            ),
+            (path, _) => (path, cli.db_read),
+        },
     };
+    let read_url = read_url.as_deref();
     let fresh = is_missing_file(&path);
     // A turn that records nothing never creates the database: with no
     // database to read history from, it runs on a scratch one that
@@ -128,20 +137,29 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
     };
     let (opened, command) = match (&scratch, command) {
         (Some(dir), command) => (
-            open_store(&dir.path().join("scratch.db"), OpenMode::Create),
+            open_store(&dir.path().join("scratch.db"), None, OpenMode::Create),
             command,
         ),
         // The web view without the proxy: a database it cannot write is
         // served read-only rather than refused.
         (None, Command::Serve(mut args)) if !args.proxy && !args.read_only => {
-            let (store, read_only) = open_for_web_view(&path)?;
+            let (store, read_only) = open_for_web_view(&path, read_url)?;
             args.read_only = read_only;
             (Ok(store), Command::Serve(args))
         }
-        (None, other) => (open_store(&path, open_mode(&other)), other),
+        (None, other) => (open_store(&path, read_url, open_mode(&other)), other),
+    };
+    let opened = opened?;
+    // Commands that only show what is recorded take a view a moment old
+    // from the standby; `serve` gives its pages one and records on the
+    // primary; turns read from the primary.
+    let store = if shows_recorded(&command) {
+        opened.reads()
+    } else {
+        opened
     };
     let ctx = Context {
-        store: opened?,
+        store,
         json: cli.json,
     };
     let importing = matches!(command, Command::Import(_));
@@ -222,6 +240,22 @@ async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
     }
 }
 
+/// Whether a command only shows what is recorded, and so reads from the
+/// standby `--db-read` names (docs/postgres.md).
+fn shows_recorded(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Log(_)
+            | Command::Search(_)
+            | Command::Tree(_)
+            | Command::Show(_)
+            | Command::Usage(_)
+            | Command::Conversations(_)
+            | Command::Export(_)
+            | Command::Verify
+    )
+}
+
 /// How a command opens the database. Commands that only read never create
 /// one, nor write to it (so read-only files and mounts work); commands that
 /// work on recorded turns need an existing one; commands that record may
@@ -260,8 +294,8 @@ fn open_mode(command: &Command) -> OpenMode {
 /// mount this user cannot write) opened read-only, which the server then
 /// is, as with `--read-only`; a note says so and why. `true` when it is
 /// read-only.
-fn open_for_web_view(path: &Path) -> Result<(Store, bool)> {
-    let refused = match open_store(path, OpenMode::Existing) {
+fn open_for_web_view(path: &Path, read_url: Option<&str>) -> Result<(Store, bool)> {
+    let refused = match open_store(path, read_url, OpenMode::Existing) {
         Ok(store) => return Ok((store, false)),
         Err(error) => error,
     };
@@ -278,7 +312,7 @@ fn open_for_web_view(path: &Path) -> Result<(Store, bool)> {
     if fixed(&refused) {
         return Err(refused);
     }
-    let Ok(store) = open_store(path, OpenMode::ReadOnly) else {
+    let Ok(store) = open_store(path, read_url, OpenMode::ReadOnly) else {
         return Err(refused);
     };
     ui::note(format!(
@@ -287,9 +321,13 @@ fn open_for_web_view(path: &Path) -> Result<(Store, bool)> {
     Ok((store, true))
 }
 
-fn open_store(path: &Path, mode: OpenMode) -> Result<Store> {
+fn open_store(path: &Path, read_url: Option<&str>, mode: OpenMode) -> Result<Store> {
     let shown = skein::store::location::redact(&path.display().to_string());
-    Store::open_with(path, mode).map_err(|error| match error {
+    let opened = match read_url {
+        Some(read_url) => Store::open_with_reads(path, read_url, mode),
+        None => Store::open_with(path, mode),
+    };
+    opened.map_err(|error| match error {
         StoreError::NoDatabase { .. } => anyhow::Error::new(ExitWith(
             NOT_FOUND,
             format!(

@@ -25,6 +25,7 @@ mod commands;
 mod conformance;
 mod cost;
 mod delete;
+mod failover;
 mod habits;
 mod llm_import;
 mod names;

@@ -17,7 +17,7 @@ use std::process::Command;
 
 /// A minimal HTTP/1.1 POST (the test needs no client library): the status
 /// and the body.
-fn post(address: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
+pub(crate) fn post(address: &str, path: &str, body: &str, token: Option<&str>) -> (u16, String) {
     let authorization = token.map(|token| format!("Bearer {token}"));
     let headers: Vec<(&str, &str)> = authorization
         .iter()
@@ -55,7 +55,7 @@ pub(crate) fn post_with(
 }
 
 /// A minimal HTTP/1.1 GET: the status and the body.
-fn get(address: &str, path: &str) -> (u16, String) {
+pub(crate) fn get(address: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     write!(

@@ -259,9 +259,9 @@ fn the_store_recipe_names_the_macros_and_the_async_api_the_store_defines() {
             "macro_rules! reading",
         ),
         (
-            "`writing!`",
+            "`write_retrying!`",
             store("src/postgres/mod.rs"),
-            "macro_rules! writing",
+            "macro_rules! write_retrying",
         ),
         (
             "`AsyncStore`",

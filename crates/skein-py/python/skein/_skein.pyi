@@ -100,9 +100,14 @@ class Price(TypedDict, total=False):
 @final
 class Store:
     """A skein database: a SQLite file (created when missing) or a
-    PostgreSQL URL, shared with the ``skein`` command line."""
+    PostgreSQL URL, shared with the ``skein`` command line. ``read_url``
+    names a PostgreSQL standby of it that ``search`` reads from (a view a
+    moment old; this process's own writes are always seen); turns read
+    from the database itself."""
 
-    def __init__(self, location: str | os.PathLike[str]) -> None: ...
+    def __init__(
+        self, location: str | os.PathLike[str], *, read_url: str | None = None
+    ) -> None: ...
     @property
     def location(self) -> str: ...
     def usage(

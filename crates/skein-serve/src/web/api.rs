@@ -4,7 +4,9 @@ are in `actions` and `reruns`). Each one awaits the store's async API
 ([`Store::nonblocking`]), never blocking the async threads, and answers
 with a typed view from [`super::views`] or a JSON error: 404 for an id or
 prefix that matches nothing, 400 for one that is ambiguous or not
-hexadecimal, 500 for anything else.
+hexadecimal, 500 for anything else. They read through the state's
+`reads` handle: the store's standby when `skein serve --db-read` names
+one (a view a moment old; docs/postgres.md), else the store.
 */
 
 use super::family;
@@ -169,7 +171,7 @@ pub async fn conversations(
     let Query(query) = query?;
     let limit = limit(query.limit, CONVERSATIONS_DEFAULT, CONVERSATIONS_MAX)?;
     let after = query.after.as_deref().map(parse_cursor).transpose()?;
-    let store = state.store.nonblocking();
+    let store = state.reads.nonblocking();
     let mut listed = match &after {
         None => store.list_conversations(limit + 1).await?,
         Some(after) => store.list_conversations_after(after, limit + 1).await?,
@@ -238,7 +240,7 @@ pub async fn conversation(
     State(state): Shared,
     Path(prefix): Path<String>,
 ) -> ApiResult<ConversationView> {
-    let store = state.store.nonblocking();
+    let store = state.reads.nonblocking();
     let id = store.resolve_conversation(&prefix).await?;
     let conversation = store.conversation(&id).await?;
     Ok(Json(ConversationView::from(&conversation)))
@@ -254,18 +256,18 @@ pub async fn family(
     let limit = limit(query?.limit, FAMILY_DEFAULT, FAMILY_MAX)?;
     let _turn = graph_read(&state).await;
     let id: ConversationId = state
-        .store
+        .reads
         .nonblocking()
         .resolve_conversation(&prefix)
         .await?;
-    let family = family::load(&state.store, &id, limit, &state.prices).await?;
+    let family = family::load(&state.reads, &id, limit, &state.prices).await?;
     Ok(Json(family))
 }
 
 /// `GET /api/nodes/{id}`: a node's parts, children, the conversations it
 /// heads and the runs that produced it.
 pub async fn node(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<NodeDetail> {
-    let store = state.store.nonblocking();
+    let store = state.reads.nonblocking();
     let id = store.resolve_node(&prefix).await?;
     let node = store.node(id).await?;
     Ok(Json(NodeDetail {
@@ -298,7 +300,7 @@ pub async fn part(
     State(state): Shared,
     Path((prefix, index)): Path<(String, usize)>,
 ) -> Result<Response, ApiError> {
-    let store = state.store.nonblocking();
+    let store = state.reads.nonblocking();
     let id = store.resolve_node(&prefix).await?;
     let part = store.node(id).await?.message.parts.into_iter().nth(index);
     let Some(Part::Attachment(attachment)) = part else {
@@ -349,7 +351,7 @@ fn extension(media_type: &str) -> String {
 
 /// `GET /api/runs/{id}`: one run record.
 pub async fn run(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<RunView> {
-    let store = state.store.nonblocking();
+    let store = state.reads.nonblocking();
     let id: RunId = store.resolve_run(&prefix).await?;
     let record = store.run_record(&id).await?;
     Ok(Json(RunView::priced(&record, &state.prices)))
@@ -378,7 +380,7 @@ pub async fn compare(
         ));
     };
     let _turn = graph_read(&state).await;
-    let store = state.store.nonblocking();
+    let store = state.reads.nonblocking();
     let a = store.resolve_node(&a).await?;
     let b = store.resolve_node(&b).await?;
     let thread_a = store.load_thread(a).await?;
@@ -499,7 +501,7 @@ pub async fn search(
         ));
     };
     let results = state
-        .store
+        .reads
         .nonblocking()
         .search(&SearchQuery::new(text).limit(limit))
         .await?;

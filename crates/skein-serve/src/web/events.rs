@@ -209,7 +209,7 @@ pub async fn events(state: Shared) -> Result<Response, ApiError> {
                 format!("this server already serves {MAX_STREAMS} event streams: close a page"),
             )
         })?;
-    let receiver = state.events.subscribe(&state.store).await?;
+    let receiver = state.events.subscribe(&state.reads).await?;
     let ready = Event::default().event("ready").data("{}");
     let stream = futures_util::stream::unfold(
         (Some(ready), receiver, permit),

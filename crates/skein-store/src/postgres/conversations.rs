@@ -54,7 +54,7 @@ impl Conversations for PgStore {
         new: NewConversation,
     ) -> BoxFuture<'_, Result<ConversationRecord>> {
         Box::pin(async move {
-            let id = writing!(self, |tx| {
+            let id = write_retrying!(self, |tx| {
                 if let Some(head) = new.head
                     && !node_exists(tx, head).await?
                 {
@@ -101,7 +101,7 @@ impl Conversations for PgStore {
         name: Option<&'a str>,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let changed = writing!(self, |tx| {
+            let changed = write_retrying!(self, |tx| {
                 refuse_taken_name(tx, name, Some(id)).await?;
                 let statement = tx
                     .prepare_cached(concat!(
@@ -150,7 +150,7 @@ impl Conversations for PgStore {
         new: NodeId,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let outcome = writing!(self, |tx| {
+            let outcome = write_retrying!(self, |tx| {
                 if !node_exists(tx, new).await? {
                     return Err(StoreError::NodeNotFound(new));
                 }
@@ -178,7 +178,7 @@ impl PgStore {
         sql: &str,
         value: Option<&str>,
     ) -> Result<()> {
-        let changed = writing!(self, |tx| {
+        let changed = write_retrying!(self, |tx| {
             let statement = tx.prepare_cached(sql).await?;
             Ok(tx
                 .execute(&statement, &[&id.as_str(), &value, &now_ms()])
@@ -251,14 +251,9 @@ impl PgStore {
     ) -> Result<Committed> {
         let head = turn_head(turn)?;
         let key = self.key();
-        let mut writer = self.writer().await?;
-        let (written, marks, landed) = loop {
-            let attempt = commit_attempt(writer.client(), key, turn, head, &mut *probe);
-            match writer.attempt(attempt).await {
-                Ok(done) => break writer.done(done),
-                Err(error) => writer.again(error).await?,
-            }
-        };
+        let (written, marks, landed) = write_retrying!(self, |tx| {
+            commit_attempt(tx, key, turn, head, &mut *probe).await
+        })?;
         mark_all(&marks, key);
         landed.into_committed(&turn.target, head, written)
     }
@@ -288,8 +283,8 @@ async fn commit_attempt<'t>(
     let (conversation, moved) = match (&turn.target, head) {
         (Target::Detached, _) => (None, None),
         (Target::New(new), _) => {
-            refuse_taken_name(tx, new.name.as_deref(), None).await?;
-            let statement = tx.prepare_cached(INSERT_CONVERSATION).await?;
+            refuse_taken_name(tx, new.name.as_deref(), new.id.as_ref()).await?;
+            let statement = tx.prepare_cached(INSERT_CONVERSATION_ONCE).await?;
             let (id, params) = conversation_params(new, head);
             pipeline.push(tx, statement, params);
             (Some(id), None)
@@ -366,8 +361,8 @@ async fn branch(
     head: Option<NodeId>,
     turn: &TurnCommit<'_>,
 ) -> Result<ConversationId> {
-    refuse_taken_name(tx, new.name.as_deref(), None).await?;
-    let insert = tx.prepare_cached(INSERT_CONVERSATION).await?;
+    refuse_taken_name(tx, new.name.as_deref(), new.id.as_ref()).await?;
+    let insert = tx.prepare_cached(INSERT_CONVERSATION_ONCE).await?;
     let (id, params) = conversation_params(new, head);
     let reassign = tx
         .prepare_cached("UPDATE runs SET conversation = $1 WHERE id = ANY($2)")
@@ -426,6 +421,9 @@ macro_rules! root_of {
     };
 }
 
+/// A conversation's row, refused if its id is taken (the test API's
+/// `create_conversation`).
+#[cfg(any(test, feature = "testkit"))]
 const INSERT_CONVERSATION: &str = concat!(
     "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
          forked_from_rerun, created, updated, meta, root)
@@ -436,7 +434,19 @@ const INSERT_CONVERSATION: &str = concat!(
     ")"
 );
 
-/// The parameters of [`INSERT_CONVERSATION`] for `new` with its head at
+/// A turn's conversation's row, which a commit retried after its outcome
+/// was unknown finds already made.
+const INSERT_CONVERSATION_ONCE: &str = concat!(
+    "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
+         forked_from_rerun, created, updated, meta, root)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, ",
+    next_updated!("$7"),
+    ", $8, ",
+    root_of!("$3::bytea"),
+    ") ON CONFLICT (id) DO NOTHING"
+);
+
+/// The parameters of [`INSERT_CONVERSATION_ONCE`] for `new` with its head at
 /// `head`, and the conversation's id.
 fn conversation_params(
     new: &NewConversation,

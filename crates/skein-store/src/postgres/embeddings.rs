@@ -45,17 +45,9 @@ impl PgStore {
 
     async fn write_embedding(&self, embedder: &str, digest: &Digest, vector: &[f32]) -> Result<()> {
         let bytes = encode(vector);
-        let mut writer = self.writer().await?;
-        loop {
-            let attempt = insert_embedding(writer.client(), embedder, digest, &bytes);
-            match writer.attempt(attempt).await {
-                Ok(()) => {
-                    writer.done(());
-                    return Ok(());
-                }
-                Err(error) => writer.again(error).await?,
-            }
-        }
+        write_retrying!(self, |tx| {
+            insert_embedding(tx, embedder, digest, &bytes).await
+        })
     }
 }
 

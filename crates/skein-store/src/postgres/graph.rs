@@ -82,7 +82,7 @@ impl Graph for PgStore {
     fn append<'a>(&'a self, thread: &'a Thread) -> BoxFuture<'a, Result<AppendReport>> {
         Box::pin(async move {
             let key = self.key();
-            let (written, marks) = writing!(self, |tx| {
+            let (written, marks) = write_retrying!(self, |tx| {
                 let missing = find_missing(tx, key, thread).await?;
                 let mut pipeline = Pipeline::new();
                 let nodes = queue_nodes(&mut pipeline, tx, missing.rows()).await?;

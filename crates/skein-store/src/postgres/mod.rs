@@ -7,8 +7,10 @@ operations are split like SQLite's (sqlite/): each file implements one of
 SQLite through the top-level module of the same name.
 
 settings.rs reads the URL (the client's parameters plus skein's own:
-`sslmode` and `sslrootcert`, for tls.rs, and `pool_max`); pool.rs makes the
-pool and says where its connections are made and taken. A connection that
+`sslmode` and `sslrootcert`, for tls.rs, `pool_max`, and the hosts and
+`target_session_attrs`, for hosts.rs); pool.rs makes the pool and says
+where its connections are made and taken; router.rs says which server a
+read goes to when the store has a standby (`read_url`). A connection that
 breaks (the server restarted, an administrator ended the session, the
 network dropped it) is discarded and the call runs again once on a fresh
 one, so a call after a loss reconnects; a write is repeated only if it had
@@ -26,16 +28,18 @@ API, which does not block.
 macro_rules! reading {
     ($store:expr, |$client:ident| $body:block) => {{
         let shared: &std::sync::Arc<$crate::postgres::Shared> = &$store.shared;
+        let route = $crate::postgres::router::read_route(shared, $store.route).await;
         let mut reconnected = false;
         loop {
-            let held =
-                $crate::postgres::Held(Some($crate::postgres::checkout_anywhere(shared).await?));
+            let (route, client) = $crate::postgres::checkout_for_read(shared, route).await?;
+            let connection = shared.router.connection(route);
+            let held = $crate::postgres::Held(Some(client));
             let result: $crate::error::Result<_> = async {
                 let $client = held.client();
                 $body
             }
             .await;
-            if let Some(result) = shared.connection.settle(held, result, &mut reconnected) {
+            if let Some(result) = connection.settle(held, result, &mut reconnected) {
                 break result;
             }
         }
@@ -44,9 +48,9 @@ macro_rules! reading {
 
 /// Evaluate `$body` (a block awaiting statements on the connection bound
 /// to `$client`) in a transaction and commit it, attempt after attempt as
-/// [`Writer`] says, so `$body` must be safe to repeat. A macro for the
-/// reason [`reading!`] is one.
-macro_rules! writing {
+/// [`Writer`] says, so `$body` must be safe to repeat: the one retry loop
+/// of every write. A macro for the reason [`reading!`] is one.
+macro_rules! write_retrying {
     ($store:expr, |$client:ident| $body:block) => {{
         let mut writer = $store.writer().await?;
         loop {
@@ -69,12 +73,14 @@ mod embeddings;
 mod family;
 mod forget;
 mod graph;
+mod hosts;
 mod offers;
 mod pipeline;
 mod pool;
 mod replays;
 mod reruns;
 mod resolve;
+mod router;
 mod runs;
 pub(crate) mod schema;
 pub mod scratch;
@@ -90,6 +96,7 @@ use crate::error::{Result, StoreError};
 use crate::location::redact;
 use crate::open::OpenMode;
 use deadpool_postgres::{Client, Pool, PoolError};
+use router::{Route, Router};
 use settings::Settings;
 use skein_core::StoreKey;
 use std::future::Future;
@@ -115,12 +122,14 @@ const RETRY_GIVE_UP: Duration = Duration::from_secs(120);
 #[derive(Clone)]
 pub(crate) struct PgStore {
     shared: Arc<Shared>,
+    /// Where this handle's reads go (router.rs).
+    route: Route,
 }
 
 struct Shared {
     location_path: PathBuf,
     key: StoreKey,
-    connection: Connection,
+    router: Router,
     /// Opened with [`OpenMode::ReadOnly`]: every write is refused.
     read_only: bool,
 }
@@ -146,7 +155,7 @@ impl Backend for PgStore {
     }
 
     fn location(&self) -> String {
-        self.shared.connection.location.clone()
+        self.shared.router.primary.location.clone()
     }
 
     fn path(&self) -> &Path {
@@ -170,34 +179,27 @@ impl Backend for PgStore {
     fn meter(&self) -> Option<crate::costs::CostMeter> {
         None
     }
+
+    fn reads(&self) -> Option<Arc<dyn Backend>> {
+        self.shared.router.standby.as_ref()?;
+        Some(Arc::new(PgStore {
+            shared: Arc::clone(&self.shared),
+            route: Route::Standby,
+        }))
+    }
 }
 
 impl PgStore {
     /// Connect to the database `url` names, migrating it to the current
     /// schema. The database must exist; its tables are created on first use
     /// when `mode` is [`OpenMode::Create`], and must be there otherwise.
-    pub fn open(url: &str, mode: OpenMode) -> Result<PgStore> {
-        let location = redact(url);
-        let settings = Settings::parse(url, &location)?;
-        let tls = tls::connector(settings.ssl_mode, settings.root_file.as_deref(), &location)?;
-        let pool = Pool::builder(pool::manager(settings.config, tls))
-            .max_size(settings.pool_max)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(WAIT_TIMEOUT))
-            .create_timeout(Some(settings.connect_timeout))
-            .build()
-            .map_err(|error| StoreError::BadUrl {
-                location: location.clone(),
-                reason: error.to_string(),
-            })?;
-        let connection = Connection {
-            pool,
-            location,
-            ssl_mode: settings.ssl_mode,
-            connect_timeout: settings.connect_timeout,
-        };
+    pub fn open(url: &str, mode: OpenMode, read_url: Option<&str>) -> Result<PgStore> {
+        let connection = Connection::open(url)?;
+        // The standby's pool connects on first use: a standby that cannot
+        // be reached sends reads to the primary (checkout_for_read).
+        let standby = read_url.map(Connection::open).transpose()?;
         let location = &connection.location;
-        let key = bridge::block_on(|| async {
+        let (key, opened_at) = bridge::block_on(|| async {
             let mut client = connection.checkout().await?;
             let installed = schema::installed_version(&client).await?;
             let denied = |found: i64| {
@@ -252,16 +254,29 @@ impl PgStore {
                 .query_one("SELECT value FROM meta WHERE key = 'store_key'", &[])
                 .await?
                 .get(0);
-            key.parse::<StoreKey>()
-                .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))
+            let key = key
+                .parse::<StoreKey>()
+                .map_err(|_| StoreError::Task(format!("store key `{key}` is not a number")))?;
+            // Reads from the standby wait for what this open migrated.
+            let opened_at = match &standby {
+                Some(_) => router::wal_position(&client).await.ok(),
+                None => None,
+            };
+            Ok((key, opened_at))
         })?;
+        let location_path = PathBuf::from(location);
+        let router = Router::new(connection, standby);
+        if let Some(lsn) = opened_at {
+            router.committed_at(lsn);
+        }
         Ok(PgStore {
             shared: Arc::new(Shared {
-                location_path: PathBuf::from(location),
+                location_path,
                 key,
-                connection,
+                router,
                 read_only: mode == OpenMode::ReadOnly,
             }),
+            route: Route::Primary,
         })
     }
 
@@ -305,7 +320,7 @@ impl PgStore {
         &self,
         mut work: impl AsyncFnMut(&Client) -> Result<T> + Send,
     ) -> Result<T> {
-        bridge::block_on(|| async move { writing!(self, |client| { work(client).await }) })
+        bridge::block_on(|| async move { write_retrying!(self, |client| { work(client).await }) })
     }
 
     /// A connection held for a write, from any runtime (refused when the
@@ -314,11 +329,11 @@ impl PgStore {
     pub(crate) async fn writer(&self) -> Result<Writer> {
         if self.shared.read_only {
             return Err(StoreError::ReadOnly {
-                location: self.shared.connection.location.clone(),
+                location: self.shared.router.primary.location.clone(),
             });
         }
         Ok(Writer {
-            held: Held(Some(checkout_anywhere(&self.shared).await?)),
+            held: Held(Some(checkout_anywhere(&self.shared, Route::Primary).await?)),
             shared: Arc::clone(&self.shared),
             started: Instant::now(),
             pause: Duration::from_millis(2),
@@ -331,12 +346,42 @@ impl PgStore {
 /// The pool and what its errors are reported with.
 struct Connection {
     pool: Pool,
+    /// The URL's hosts: which of them failed how when none could be used.
+    hosts: Arc<hosts::Hosts>,
     location: String,
     ssl_mode: SslMode,
+    /// How long making one connection may take, over all the URL's hosts.
     connect_timeout: Duration,
 }
 
 impl Connection {
+    /// A pool for the database `url` names; no connection is made yet.
+    fn open(url: &str) -> Result<Connection> {
+        let location = redact(url);
+        let settings = Settings::parse(url, &location)?;
+        let tls = tls::connector(settings.ssl_mode, settings.root_file.as_deref(), &location)?;
+        let hosts = Arc::new(hosts::Hosts::new(settings.hosts, settings.session));
+        // Each host may take up to connect_timeout, as with libpq.
+        let create_timeout = settings.connect_timeout * hosts.attempts();
+        let pool = Pool::builder(pool::manager(settings.config, Arc::clone(&hosts), tls))
+            .max_size(settings.pool_max)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_TIMEOUT))
+            .create_timeout(Some(create_timeout))
+            .build()
+            .map_err(|error| StoreError::BadUrl {
+                location: location.clone(),
+                reason: error.to_string(),
+            })?;
+        Ok(Connection {
+            pool,
+            hosts,
+            location,
+            ssl_mode: settings.ssl_mode,
+            connect_timeout: create_timeout,
+        })
+    }
+
     /// A pooled connection, waited for or made on the PostgreSQL runtime
     /// (where this runs), with connection failures told apart from
     /// everything else: they mean the server is down, the URL is wrong, or
@@ -354,7 +399,10 @@ impl Connection {
                 // say the server cannot be used as the URL names it.
                 None => StoreError::Unreachable {
                     location: location(),
-                    reason: describe(&error),
+                    reason: self
+                        .hosts
+                        .take_failure()
+                        .unwrap_or_else(|| describe(&error)),
                 },
             },
             PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::Busy {
@@ -494,6 +542,10 @@ impl Writer {
     /// of `work`, saving a round trip.
     pub(crate) async fn attempt<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
         match transaction(self.client(), work).await {
+            Attempt::Done(Ok(value)) => {
+                self.note_commit().await;
+                Ok(value)
+            }
             Attempt::Done(result) => result,
             Attempt::Lost {
                 error,
@@ -501,7 +553,7 @@ impl Writer {
             } => {
                 self.unusable.store(true, Ordering::Relaxed);
                 Err(StoreError::CommitUnknown {
-                    location: self.shared.connection.location.clone(),
+                    location: self.shared.router.primary.location.clone(),
                     reason: describe_store(&error),
                 })
             }
@@ -512,17 +564,29 @@ impl Writer {
         }
     }
 
+    /// Keep where the primary's WAL stands after a commit, for reads from
+    /// a standby to wait for (router.rs). Unknown if the question fails: a
+    /// read may then miss this write on the standby, never lose it.
+    async fn note_commit(&self) {
+        let router = &self.shared.router;
+        if router.tracks_commits()
+            && let Ok(lsn) = router::wal_position(self.client()).await
+        {
+            router.committed_at(lsn);
+        }
+    }
+
     /// After a failed attempt: `Ok` (once a pause has passed, or on a new
     /// connection) when another is worth making, else the error to report.
     pub(crate) async fn again(&mut self, error: StoreError) -> Result<()> {
         if lost(&error).is_some() {
             if self.reconnected {
-                return Err(self.shared.connection.lost(&error));
+                return Err(self.shared.router.primary.lost(&error));
             }
             self.reconnected = true;
             // The broken connection is discarded as `held` is replaced
             // without being released.
-            self.held = Held(Some(checkout_anywhere(&self.shared).await?));
+            self.held = Held(Some(checkout_anywhere(&self.shared, Route::Primary).await?));
             self.unusable.store(false, Ordering::Relaxed);
             return Ok(());
         }
@@ -557,15 +621,29 @@ impl Writer {
 /// PostgreSQL runtime (pool.rs), whose workers then carry a new
 /// connection's I/O for as long as it lives (the caller's runtime may end
 /// before it does).
-async fn checkout_anywhere(shared: &Arc<Shared>) -> Result<Client> {
+async fn checkout_anywhere(shared: &Arc<Shared>, route: Route) -> Result<Client> {
     if bridge::on_own_runtime() {
-        return shared.connection.checkout().await;
+        return shared.router.connection(route).checkout().await;
     }
-    if let Some(client) = pool::take_idle(&shared.connection.pool).await {
+    if let Some(client) = pool::take_idle(&shared.router.connection(route).pool).await {
         return Ok(client);
     }
     let shared = Arc::clone(shared);
-    bridge::on_runtime(async move { shared.connection.checkout().await }).await
+    bridge::on_runtime(async move { shared.router.connection(route).checkout().await }).await
+}
+
+/// A pooled connection for a read that `route` sends to: the standby's, or
+/// the primary's when the standby cannot be reached.
+async fn checkout_for_read(shared: &Arc<Shared>, route: Route) -> Result<(Route, Client)> {
+    match checkout_anywhere(shared, route).await {
+        Err(StoreError::Unreachable { .. } | StoreError::Tls { .. }) if route == Route::Standby => {
+            Ok((
+                Route::Primary,
+                checkout_anywhere(shared, Route::Primary).await?,
+            ))
+        }
+        other => other.map(|client| (route, client)),
+    }
 }
 
 /// Wait `pause`, on the PostgreSQL runtime's timers unless this thread runs

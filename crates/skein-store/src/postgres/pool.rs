@@ -19,12 +19,14 @@ Taking a connection is split in two:
   connect timeout), the new connection's I/O task spawned there.
 */
 
+use super::hosts::Hosts;
 use deadpool_postgres::{
     ConfigConnectImpl, Connect, Manager, ManagerConfig, Pool, RecyclingMethod, Timeouts,
 };
 use std::cell::Cell;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::task::Poll;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -38,21 +40,32 @@ thread_local! {
 
 /// The pool's manager: connections checked cheaply on reuse (whether they
 /// are closed; a broken one is found by the call using it and replaced,
-/// mod.rs), made by [`OnStoreRuntime`].
-pub(crate) fn manager(config: tokio_postgres::Config, tls: MakeRustlsConnect) -> Manager {
+/// mod.rs), made by [`OnStoreRuntime`] on the first of `hosts` usable as
+/// the URL asks (hosts.rs).
+pub(crate) fn manager(
+    config: tokio_postgres::Config,
+    hosts: Arc<Hosts>,
+    tls: MakeRustlsConnect,
+) -> Manager {
     Manager::from_connect(
         config,
-        OnStoreRuntime(ConfigConnectImpl { tls }),
+        OnStoreRuntime {
+            hosts,
+            connector: ConfigConnectImpl { tls },
+        },
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
     )
 }
 
-/// Connects (with the client's configuration and skein's TLS) and spawns
-/// the connection's I/O on the current runtime, which is the store's:
-/// the pool's `get` runs nowhere else. Inside [`take_idle`] it refuses.
-struct OnStoreRuntime(ConfigConnectImpl<MakeRustlsConnect>);
+/// Connects (to the URL's hosts in turn, with skein's TLS) and spawns the
+/// connection's I/O on the current runtime, which is the store's: the
+/// pool's `get` runs nowhere else. Inside [`take_idle`] it refuses.
+struct OnStoreRuntime {
+    hosts: Arc<Hosts>,
+    connector: ConfigConnectImpl<MakeRustlsConnect>,
+}
 
 type Connecting<'a> = Pin<
     Box<
@@ -67,7 +80,7 @@ type Connecting<'a> = Pin<
 >;
 
 impl Connect for OnStoreRuntime {
-    fn connect(&self, config: &tokio_postgres::Config) -> Connecting<'_> {
+    fn connect(&self, _all_hosts: &tokio_postgres::Config) -> Connecting<'_> {
         if IDLE_ONLY.get() {
             REFUSED.set(true);
             // Never polled again: take_idle drops the pool's future.
@@ -77,7 +90,7 @@ impl Connect for OnStoreRuntime {
             super::bridge::on_own_runtime(),
             "PostgreSQL connections are made on the store's runtime"
         );
-        self.0.connect(config)
+        Box::pin(self.hosts.connect(&self.connector))
     }
 }
 

@@ -34,21 +34,9 @@ impl Replays for PgStore {
         record: &'a ReplayRecord,
         turns: &'a [NewReplayTurn],
     ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let mut writer = self.writer().await?;
-            loop {
-                match writer
-                    .attempt(create_attempt(writer.client(), record, turns))
-                    .await
-                {
-                    Ok(()) => {
-                        writer.done(());
-                        return Ok(());
-                    }
-                    Err(error) => writer.again(error).await?,
-                }
-            }
-        })
+        Box::pin(
+            async move { write_retrying!(self, |tx| { create_attempt(tx, record, turns).await }) },
+        )
     }
 
     fn replay<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayRecord>> {
@@ -79,16 +67,9 @@ impl Replays for PgStore {
         lease_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
         Box::pin(async move {
-            let mut writer = self.writer().await?;
-            let rows = loop {
-                match writer
-                    .attempt(claim_attempt(writer.client(), id, worker, limit, lease_ms))
-                    .await
-                {
-                    Ok(rows) => break writer.done(rows),
-                    Err(error) => writer.again(error).await?,
-                }
-            };
+            let rows = write_retrying!(self, |tx| {
+                claim_attempt(tx, id, worker, limit, lease_ms).await
+            })?;
             let mut claimed = rows
                 .iter()
                 .map(|row| raw_replay_turn(row).finish())
@@ -104,16 +85,7 @@ impl Replays for PgStore {
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let key = self.key();
-            let mut writer = self.writer().await?;
-            let marks = loop {
-                match writer
-                    .attempt(finish_attempt(writer.client(), key, finish))
-                    .await
-                {
-                    Ok(marks) => break writer.done(marks),
-                    Err(error) => writer.again(error).await?,
-                }
-            };
+            let marks = write_retrying!(self, |tx| { finish_attempt(tx, key, finish).await })?;
             mark_all(&marks, key);
             Ok(())
         })

@@ -63,16 +63,7 @@ impl PgStore {
     /// A rerun's threads, runs and row in one transaction.
     async fn write_rerun(&self, commit: &RerunCommit<'_>) -> Result<()> {
         let key = self.key();
-        let mut writer = self.writer().await?;
-        let marks = loop {
-            match writer
-                .attempt(rerun_attempt(writer.client(), key, commit))
-                .await
-            {
-                Ok(marks) => break writer.done(marks),
-                Err(error) => writer.again(error).await?,
-            }
-        };
+        let marks = write_retrying!(self, |tx| { rerun_attempt(tx, key, commit).await })?;
         mark_all(&marks, key);
         Ok(())
     }

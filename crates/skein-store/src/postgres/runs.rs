@@ -37,7 +37,7 @@ impl Runs for PgStore {
     #[cfg(any(test, feature = "testkit"))]
     fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            writing!(self, |tx| {
+            write_retrying!(self, |tx| {
                 let mut pipeline = Pipeline::new();
                 queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
                 pipeline.run().await?;
@@ -113,7 +113,8 @@ impl PgStore {
 }
 
 /// Queue the insertion of a run as belonging to `conversation`, the tools
-/// it offered (each stored once) and its tool list.
+/// it offered (each stored once) and its tool list. A run already stored
+/// (a commit retried after its outcome was unknown) is left as it is.
 pub(crate) async fn queue_run<'c, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
@@ -129,7 +130,8 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
                  started, finished, error, annotations, options, relations, request, events,
                  finish_reason, turn, step, requested_model)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                     $19, $20, $21, $22, $23, $24, $25, $26)",
+                     $19, $20, $21, $22, $23, $24, $25, $26)
+             ON CONFLICT (id) DO NOTHING",
         )
         .await?;
     let id = |id: &Option<NodeId>| id.as_ref().map(|id| id.0.to_vec());
@@ -210,7 +212,8 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
     let statement = tx
         .prepare_cached(
             "INSERT INTO run_tools(run_id, position, tool_hash)
-             SELECT $1, * FROM unnest($2::int8[], $3::bytea[])",
+             SELECT $1, * FROM unnest($2::int8[], $3::bytea[])
+             ON CONFLICT DO NOTHING",
         )
         .await?;
     let params: Vec<Param> = vec![

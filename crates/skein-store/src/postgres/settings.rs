@@ -10,9 +10,12 @@ to the client:
 - `sslrootcert`: a PEM file of authorities to trust besides the system's,
   or `system` for the system's alone;
 - `pool_max`: how many connections one open store keeps at most
-  ([`DEFAULT_POOL_MAX`] by default).
+  ([`DEFAULT_POOL_MAX`] by default);
+- `target_session_attrs`: read here, with the URL's hosts, for hosts.rs,
+  which tries them in order (the client knows no `prefer-standby`).
 */
 
+use super::hosts::{self, HostConfig, SessionAttrs};
 use super::tls::SslMode;
 use crate::error::{Result, StoreError};
 use crate::location::percent_decoded;
@@ -40,6 +43,9 @@ pub(crate) struct Settings {
     pub root_file: Option<PathBuf>,
     pub pool_max: usize,
     pub connect_timeout: Duration,
+    /// The URL's hosts, in order, each with a configuration naming it alone.
+    pub hosts: Vec<HostConfig>,
+    pub session: SessionAttrs,
 }
 
 impl Settings {
@@ -57,6 +63,7 @@ impl Settings {
         let mut ssl_mode = SslMode::Prefer;
         let mut root_cert: Option<String> = None;
         let mut pool_max = DEFAULT_POOL_MAX;
+        let mut session = SessionAttrs::default();
         let mut passed = Vec::new();
         for param in query.split('&').filter(|param| !param.is_empty()) {
             let (key, value) = param.split_once('=').unwrap_or((param, ""));
@@ -66,6 +73,7 @@ impl Settings {
                     ssl_mode = value_text.parse().map_err(bad)?;
                 }
                 "sslrootcert" => root_cert = Some(value_text),
+                "target_session_attrs" => session = value_text.parse().map_err(bad)?,
                 "pool_max" => {
                     pool_max = value_text
                         .parse::<usize>()
@@ -93,29 +101,10 @@ impl Settings {
         } else {
             format!("{base}?{}", passed.join("&"))
         };
-        let mut config: tokio_postgres::Config = client_url
-            .parse()
-            .map_err(|error: tokio_postgres::Error| bad(super::describe(&error)))?;
-        // The client's own TLS negotiation runs in `prefer` or `require`;
-        // what the certificate must prove is the verifier's job (tls.rs).
-        config.ssl_mode(ssl_mode.client_mode());
-        let connect_timeout = *config
-            .get_connect_timeout()
-            .unwrap_or(&DEFAULT_CONNECT_TIMEOUT);
-        config.connect_timeout(connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("skein");
-        }
-        // JIT compilation pays off for long analytical queries; the store's
-        // statements read a few dozen rows, and compiling one costs tens of
-        // milliseconds whenever the planner's estimate crosses the
-        // threshold.
-        const SESSION: &str = "-c jit=off";
-        let options = match config.get_options() {
-            Some(options) => format!("{options} {SESSION}"),
-            None => SESSION.to_string(),
-        };
-        config.options(&options);
+        let client_config = |url: &str| client_config(url, ssl_mode).map_err(bad);
+        let config = client_config(&client_url)?;
+        let connect_timeout = *config.get_connect_timeout().expect("set by client_config");
+        let hosts = hosts::hosts_of(&client_url, &config, client_config, bad)?;
         let root_file = root_cert
             .as_deref()
             .filter(|path| !path.is_empty() && *path != "system")
@@ -126,8 +115,42 @@ impl Settings {
             root_file,
             pool_max,
             connect_timeout,
+            hosts,
+            session,
         })
     }
+}
+
+/// The client's configuration for `url` (without skein's own parameters),
+/// with skein's defaults for what it leaves unset.
+fn client_config(
+    url: &str,
+    ssl_mode: SslMode,
+) -> std::result::Result<tokio_postgres::Config, String> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|error: tokio_postgres::Error| super::describe(&error))?;
+    // The client's own TLS negotiation runs in `prefer` or `require`;
+    // what the certificate must prove is the verifier's job (tls.rs).
+    config.ssl_mode(ssl_mode.client_mode());
+    let connect_timeout = *config
+        .get_connect_timeout()
+        .unwrap_or(&DEFAULT_CONNECT_TIMEOUT);
+    config.connect_timeout(connect_timeout);
+    if config.get_application_name().is_none() {
+        config.application_name("skein");
+    }
+    // JIT compilation pays off for long analytical queries; the store's
+    // statements read a few dozen rows, and compiling one costs tens of
+    // milliseconds whenever the planner's estimate crosses the
+    // threshold.
+    const SESSION: &str = "-c jit=off";
+    let options = match config.get_options() {
+        Some(options) => format!("{options} {SESSION}"),
+        None => SESSION.to_string(),
+    };
+    config.options(&options);
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -174,6 +197,43 @@ mod tests {
     }
 
     #[test]
+    fn several_hosts_are_tried_in_order_each_named_alone() {
+        let settings = parse(
+            "postgres://me:pw@10.0.0.1:5433,db-b,[::1]:5434/skein?connect_timeout=2&\
+             target_session_attrs=read-write&application_name=web",
+        )
+        .unwrap();
+        assert_eq!(settings.session, SessionAttrs::ReadWrite);
+        assert_eq!(settings.connect_timeout, Duration::from_secs(2));
+        let labels: Vec<&str> = settings.hosts.iter().map(|h| h.label.as_str()).collect();
+        assert_eq!(labels, ["10.0.0.1:5433", "db-b:5432", "::1:5434"]);
+        for host in &settings.hosts {
+            assert_eq!(host.config.get_hosts().len(), 1);
+            assert_eq!(host.config.get_user(), Some("me"));
+            assert_eq!(host.config.get_dbname(), Some("skein"));
+            assert_eq!(host.config.get_application_name(), Some("web"));
+            assert_eq!(host.config.get_options(), Some("-c jit=off"));
+            assert_eq!(
+                host.config.get_connect_timeout(),
+                Some(&Duration::from_secs(2))
+            );
+        }
+        // The pool's own configuration still names every host.
+        assert_eq!(settings.config.get_hosts().len(), 3);
+    }
+
+    #[test]
+    fn one_host_is_taken_as_it_is_and_any_session_will_do() {
+        let settings = parse("postgres://me@db:6000/skein").unwrap();
+        assert_eq!(settings.session, SessionAttrs::Any);
+        assert_eq!(settings.hosts.len(), 1);
+        assert_eq!(settings.hosts[0].label, "db:6000");
+        let settings = parse("postgres://a,b/skein?target_session_attrs=prefer-standby").unwrap();
+        assert_eq!(settings.session, SessionAttrs::PreferStandby);
+        assert_eq!(settings.hosts.len(), 2);
+    }
+
+    #[test]
     fn bad_values_are_refused_by_name() {
         for (url, needle) in [
             ("postgres://db/s?sslmode=allow", "sslmode"),
@@ -182,6 +242,14 @@ mod tests {
             ("postgres://db/s?pool_max=many", "pool_max"),
             ("postgres://db/s?sslcert=me.pem", "client certificates"),
             ("postgres://db/s?connect_timeout=soon", "connect_timeout"),
+            (
+                "postgres://a,b/s?target_session_attrs=primary",
+                "use read-write",
+            ),
+            ("postgres://a,b/s?target_session_attrs=rw", "prefer-standby"),
+            ("postgres://a,b/s?port=1,2", "authority"),
+            ("postgres:///s?host=a,b", "authority"),
+            ("postgres://a,b/s?host=c", "not both"),
         ] {
             match parse(url) {
                 Err(StoreError::BadUrl { reason, .. }) => {

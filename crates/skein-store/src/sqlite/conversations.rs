@@ -158,7 +158,7 @@ impl SqliteStore {
             {
                 return Err(StoreError::NodeNotFound(head));
             }
-            insert_conversation(tx, &new, new.head)
+            insert_conversation(tx, &new, new.head, Insert::Strict)
         })?;
         self.conversation(&id)
     }
@@ -319,7 +319,7 @@ impl SqliteStore {
 fn land(tx: &Connection, target: &Target, head: Option<NodeId>) -> Result<Landed> {
     Ok(match target {
         Target::Detached => Landed::Detached,
-        Target::New(new) => Landed::Moved(insert_conversation(tx, new, head)?),
+        Target::New(new) => Landed::Moved(insert_conversation(tx, new, head, Insert::Once)?),
         Target::Existing {
             id,
             expected_head,
@@ -350,6 +350,7 @@ fn land(tx: &Connection, target: &Target, head: Option<NodeId>) -> Result<Landed
                         tx,
                         &branch_row(new, id, *expected_head),
                         Some(head),
+                        Insert::Once,
                     )?,
                     actual,
                 },
@@ -365,25 +366,48 @@ fn require_conversation(tx: &Connection, id: &ConversationId) -> Result<()> {
         .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
 }
 
+/// Whether a conversation's row may already be there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Insert {
+    /// No: an id taken is an error (the test API's `create_conversation`).
+    #[cfg(any(test, feature = "testkit"))]
+    Strict,
+    /// A turn's conversation, which a commit retried after its outcome was
+    /// unknown finds already made: the row is left as it is.
+    Once,
+}
+
 /// Insert a conversation row with its head at `head`; returns its id.
 fn insert_conversation(
     tx: &Connection,
     new: &NewConversation,
     head: Option<NodeId>,
+    insert: Insert,
 ) -> Result<ConversationId> {
-    refuse_taken_name(tx, new.name.as_deref(), None)?;
+    let own = new.id.as_ref().filter(|_| insert == Insert::Once);
+    refuse_taken_name(tx, new.name.as_deref(), own)?;
     let id = new.id.clone().unwrap_or_else(ConversationId::random);
     let origin = new.origin.clone().unwrap_or_default();
-    tx.prepare_cached(concat!(
-        "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
-             forked_from_rerun, created, updated, meta, root)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
-        next_updated!("?7"),
-        ", ?8, ",
-        root_of!("?3"),
-        ")"
-    ))?
-    .execute(params![
+    macro_rules! insert_sql {
+        ($($conflict:literal)?) => {
+            concat!(
+                "INSERT INTO conversations(id, name, head, forked_from_node, forked_from_conversation,
+                     forked_from_rerun, created, updated, meta, root)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ",
+                next_updated!("?7"),
+                ", ?8, ",
+                root_of!("?3"),
+                ")",
+                $($conflict)?
+            )
+        };
+    }
+    let sql = match insert {
+        #[cfg(any(test, feature = "testkit"))]
+        Insert::Strict => insert_sql!(),
+        Insert::Once => insert_sql!(" ON CONFLICT(id) DO NOTHING"),
+    };
+    tx.prepare_cached(sql)?.execute(params![
         id.as_str(),
         new.name,
         head.as_ref().map(NodeId::as_bytes),

@@ -132,7 +132,8 @@ pub(crate) fn insert_run(
              started, finished, error, annotations, options, relations, request, events,
              finish_reason, turn, step, requested_model)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                 ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                 ?20, ?21, ?22, ?23, ?24, ?25, ?26)
+         ON CONFLICT(id) DO NOTHING",
     )?
     .execute(params![
         run.id.as_str(),
@@ -172,8 +173,10 @@ pub(crate) fn insert_run(
         "INSERT INTO tools(hash, name, description, input_schema) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT DO NOTHING",
     )?;
-    let mut link = conn
-        .prepare_cached("INSERT INTO run_tools(run_id, position, tool_hash) VALUES (?1, ?2, ?3)")?;
+    let mut link = conn.prepare_cached(
+        "INSERT INTO run_tools(run_id, position, tool_hash) VALUES (?1, ?2, ?3)
+             ON CONFLICT DO NOTHING",
+    )?;
     for (position, tool) in run.tools.iter().enumerate() {
         let hash = tool.hash();
         insert_tool.execute(params![

@@ -23,5 +23,6 @@ mod redact;
 mod replays;
 mod reruns;
 mod run;
+mod standbys;
 mod transfer;
 mod turns;
