@@ -69,6 +69,7 @@ mod embeddings;
 mod family;
 mod forget;
 mod graph;
+mod labels;
 mod offers;
 mod pipeline;
 mod pool;
