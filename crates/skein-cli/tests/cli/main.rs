@@ -26,6 +26,7 @@ mod conformance;
 mod cost;
 mod delete;
 mod habits;
+mod labels;
 mod llm_import;
 mod names;
 mod postgres;
