@@ -116,6 +116,10 @@ pub enum Command {
     /// sources), tool calls answered from the recording; reports what changed, held and diverged
     /// (exit 7 when any turn did not hold)
     Replay(ReplayArgs),
+    /// Label recorded turns to keep them as cases; export a label's turns as a JSONL test set
+    /// and import one into any database (labelled turns are kept by delete and gc)
+    #[command(subcommand)]
+    Label(crate::commands::label::LabelCommand),
     /// List conversations, newest first
     Conversations(ConversationsArgs),
     /// Token usage totals of a node's runs, a conversation, a family or a coordinator sequence,
@@ -539,6 +543,26 @@ pub struct ReplayArgs {
     /// Every turn of a conversation's family (repeatable)
     #[arg(long = "family", value_name = "ID", conflicts_with = "resume")]
     pub families: Vec<String>,
+    /// Every turn carrying this label (`skein label add`; repeatable)
+    #[arg(long = "label", value_name = "NAME", conflicts_with = "resume")]
+    pub labels: Vec<String>,
+    /// The cases of a file `skein label export` wrote, stored here first (each judged by its
+    /// own comparators unless --compare is given)
+    #[arg(long = "cases", value_name = "FILE", conflicts_with = "resume")]
+    pub cases: Option<PathBuf>,
+    /// Only turns whose request or answers have these words (as `skein search` finds them)
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
+    pub search: Option<String>,
+    /// Only turns recorded since then: an age (`7d`, `12h`) or a date (`2026-11-01`, UTC)
+    #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff, conflicts_with = "resume")]
+    pub since: Option<i64>,
+    /// Only turns recorded before then: an age or a date, as for --since
+    #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff, conflicts_with = "resume")]
+    pub until: Option<i64>,
+    /// Only turns the recording proxy recorded for this client (the conversation its
+    /// `x-skein-conversation-name` header named; repeatable)
+    #[arg(long = "client", value_name = "NAME", conflicts_with = "resume")]
+    pub clients: Vec<String>,
     /// Go on with a replay a worker left unfinished (or join one other workers run)
     #[arg(long, value_name = "REPLAY")]
     pub resume: Option<String>,

@@ -8,12 +8,13 @@ and figure), so export adds no work inside a turn and cannot fail one.
 Each turn is a trace: a `turn` span, a child `chat MODEL` span per model
 call (run) and an `execute_tool NAME` span per tool call the loop ran
 between two calls; a rerun is a `rerun` span over its sample and baseline
-runs ([`rerun`]). Ids are derived from skein's ids (a turn's trace from its
+runs ([`rerun`]), a replayed turn a `replay` span over its model and tool
+calls ([`replay_turn`]). Ids are derived from skein's ids (a turn's trace from its
 chain id, or its single run's id; a run's span from its run id), so spans
 can point at earlier ones without a lookup table: a fork's first turn, and
 a turn that branched because its head moved, link to the span of the run
 that produced the node they start from; a rerun links to the turn it
-re-runs.
+re-runs, a replayed turn to its original.
 
 Attributes follow the GenAI semantic conventions on the model-call spans:
 `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
@@ -39,7 +40,9 @@ use opentelemetry::trace::{
     TraceFlags, TraceId, TraceState, Tracer as _,
 };
 use opentelemetry::{Context, KeyValue, global};
-use skein_core::{Message, NodeId, Part, Relation, RerunId, RunId, RunRecord, RunStatus, Thread};
+use skein_core::{
+    Message, NodeId, Part, Relation, ReplayId, RerunId, RunId, RunRecord, RunStatus, Thread,
+};
 use skein_store::Store;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -158,6 +161,45 @@ pub async fn rerun(
         ],
         links,
     });
+}
+
+/// Emit the spans of one replayed turn: its model calls (and the tool
+/// calls between them) under a `replay` span linked to the original turn
+/// (the run that produced `turn_node`), as a rerun's are.
+pub async fn replay_turn(store: &Store, turn: ReplayedTurn<'_>) {
+    if !enabled() || turn.runs.is_empty() {
+        return;
+    }
+    let links = origin_link(store, turn.turn_node, "replays")
+        .await
+        .into_iter()
+        .collect();
+    emit(Group {
+        name: "replay",
+        key: &format!("replay {} turn {}", turn.replay, turn.seq),
+        runs: turn.runs,
+        thread: turn.answer,
+        attributes: vec![
+            KeyValue::new("skein.replay.id", turn.replay.to_string()),
+            KeyValue::new("skein.replay.seq", turn.seq as i64),
+            KeyValue::new("skein.replay.turn_node", turn.turn_node.to_hex()),
+            KeyValue::new("skein.replay.result", turn.result.to_string()),
+        ],
+        links,
+    });
+}
+
+/// A replayed turn, as [`replay_turn`] exports it.
+pub struct ReplayedTurn<'a> {
+    pub replay: &'a ReplayId,
+    pub seq: u64,
+    /// The original turn's final answer.
+    pub turn_node: NodeId,
+    /// `changed`, `held`, `diverged` or `failed`.
+    pub result: &'a str,
+    pub runs: &'a [RunRecord],
+    /// The thread up to the replayed answer, when there is one.
+    pub answer: Option<&'a Thread>,
 }
 
 /// A link to the span of the (first) run that produced `node`.
@@ -320,6 +362,7 @@ fn model_call(
             Relation::Chain(id) => ("skein.chain.id", id.clone()),
             Relation::Sequence(id) => ("skein.sequence.id", id.clone()),
             Relation::Rerun(id) => ("skein.rerun.id", id.to_string()),
+            Relation::Replay(id) => ("skein.replay.id", id.to_string()),
             Relation::ContinuationOf(id) => ("skein.continuation_of", id.to_string()),
             Relation::AssociatedWith(id) => ("skein.associated_with", id.to_string()),
             _ => continue,

@@ -13,6 +13,7 @@ exception classes, tool schemas from type hints, and the asyncio twins.
 - [`runtime`]: running futures for synchronous and asyncio callers;
 - [`turn`]: a lazy, streamable turn, run once whoever reads it first;
 - [`model`], [`conversation`], [`response`], [`recorded`]: the classes;
+- [`replay`]: `Store.replay` and labels;
 - [`tools`]: Python functions as tools, and tool hooks;
 - [`args`]: a turn's keyword arguments; [`input`]: what a turn adds
   (prompt, messages, attachments); [`values`]: plain values;
@@ -25,6 +26,7 @@ mod errors;
 mod input;
 mod model;
 mod recorded;
+mod replay;
 mod response;
 mod runtime;
 mod tools;

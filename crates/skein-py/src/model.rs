@@ -145,6 +145,88 @@ impl Store {
         crate::values::from_json(py, &value)
     }
 
+    /// Replay recorded turns with one change and judge each against its
+    /// original (see docs/replay.md). Select turns by `conversations`,
+    /// `families`, `turns` (final answers' nodes), `labels`, narrowed by
+    /// `search`, `since_ms`/`until_ms` and `clients` (filters alone choose
+    /// among every conversation); change the `model`, `system`,
+    /// `temperature`, `seed`, `max_tokens`, remove tools (`remove_tools`)
+    /// or sources (`ignore`); judge with `compare` (default: specifics, then
+    /// embedding). Tool calls are answered from the recording; a call it
+    /// lacks stops the turn as diverged. Returns `{"replay", "model",
+    /// "totals", "turns": [{"seq", "result", "comparator", "why",
+    /// "original", "answer", ...}]}` in selection order.
+    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one keyword argument per selection, change and setting, as Python callers name them"
+    )]
+    fn replay<'py>(
+        &self,
+        py: Python<'py>,
+        model: String,
+        conversations: Vec<String>,
+        families: Vec<String>,
+        turns: Vec<String>,
+        labels: Vec<String>,
+        search: Option<String>,
+        since_ms: Option<i64>,
+        until_ms: Option<i64>,
+        clients: Vec<String>,
+        system: Option<String>,
+        temperature: Option<f64>,
+        seed: Option<u64>,
+        max_tokens: Option<u32>,
+        remove_tools: Vec<String>,
+        ignore: Vec<String>,
+        compare: Vec<String>,
+        embedder: String,
+        concurrency: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = crate::replay::ReplayArgs {
+            model,
+            conversations,
+            families,
+            turns,
+            labels,
+            search,
+            since_ms,
+            until_ms,
+            clients,
+            system,
+            temperature,
+            seed,
+            max_tokens,
+            remove_tools,
+            ignore,
+            compare,
+            embedder,
+            concurrency,
+        };
+        let report = crate::replay::replay(py, &self.inner, args)?;
+        crate::values::from_json(py, &report)
+    }
+
+    /// Put the label `name` on turns (each by its final answer's node id or
+    /// a unique prefix); returns how many did not carry it yet. A labelled
+    /// turn is kept by deletion and `gc` until its label is removed.
+    fn label(&self, py: Python<'_>, name: String, turns: Vec<String>) -> PyResult<u64> {
+        crate::replay::label(py, &self.inner, &name, &turns)
+    }
+
+    /// Take the label `name` off turns; returns how many carried it.
+    fn unlabel(&self, py: Python<'_>, name: String, turns: Vec<String>) -> PyResult<u64> {
+        crate::replay::unlabel(py, &self.inner, &name, &turns)
+    }
+
+    /// Every label with its number of turns (`[{"name", "nodes"}]`), or
+    /// with `name`, that label's turns (node ids).
+    #[pyo3(signature = (name = None))]
+    fn labels<'py>(&self, py: Python<'py>, name: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+        let listed = crate::replay::labels(py, &self.inner, name)?;
+        crate::values::from_json(py, &listed)
+    }
+
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.inner.location())
     }

@@ -86,6 +86,16 @@ pub fn block_on<T: Send>(py: Python<'_>, future: impl Future<Output = T> + Send)
     py.detach(|| drive(|runtime| runtime.block_on(future)))
 }
 
+/// [`block_on`] for a future made where it runs, by `make`: one whose
+/// `Send` the compiler cannot prove (a replay worker's stream of claims)
+/// never crosses a thread, only what makes it does.
+pub fn block_on_made<T: Send, F: Future<Output = T>>(
+    py: Python<'_>,
+    make: impl FnOnce() -> F + Send,
+) -> PyResult<T> {
+    py.detach(|| drive(|runtime| runtime.block_on(make())))
+}
+
 /// [`block_on`] for a turn: Ctrl-C cancels `cancel`; the turn's outcome is
 /// returned with the `KeyboardInterrupt` to raise, if one came.
 pub fn block_on_cancellable<T: Send>(

@@ -110,9 +110,31 @@ pub enum RecordedError {
     /// A replay selected no turn.
     #[error(
         "the selection holds no recorded turn (a turn is a user message and the answers that \
-         follow it); select conversations, families or turns' answer nodes"
+         follow it); select conversations, families, turns' answer nodes, labels or cases, or \
+         loosen the filters (search, time range, client)"
     )]
     EmptySelection,
+    /// A turn that cannot be a case: no run record produced its answer, so
+    /// the request it re-sends (tools, options) is unknown.
+    #[error(
+        "turn {} has no run record (an imported turn?): its tools and options are unknown, so \
+         it cannot be kept as a case; label a turn skein recorded",
+        .0.short()
+    )]
+    NotACase(NodeId),
+    /// A line of a cases file that is not a case.
+    #[error("line {line} of the cases file: {why}")]
+    BadCase { line: usize, why: String },
+    /// Reading or writing a cases file failed.
+    #[error("cannot read or write the cases: {0}")]
+    CasesIo(#[source] std::io::Error),
+    /// A replay's search matches more messages of one conversation than a
+    /// search returns.
+    #[error(
+        "the search matches more than {limit} messages of conversation {conversation}; use \
+         more words, or a time range"
+    )]
+    SearchTooWide { conversation: String, limit: usize },
     /// A replay names a live tool the worker was not given.
     #[error(
         "the replay runs tool `{name}` live, but this worker has no tool of that name; give it \

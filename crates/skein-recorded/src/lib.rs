@@ -25,6 +25,7 @@ The walkthrough with runnable examples is `docs/recorded-chats.md`.
 */
 
 pub mod blocking;
+pub mod cases;
 pub mod chat;
 pub mod compare;
 pub mod embed;

@@ -60,10 +60,10 @@ use skein_core::{
 use skein_engine::{CallDecision, Chain, ChainStatus, Tool, ToolError};
 use skein_providers::http::arguments_value;
 use skein_store::{
-    FamilyLimits, NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn,
-    ReplayTurnFinish, Store, StoreError,
+    ConversationRecord, FamilyLimits, NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals,
+    ReplayTurn, ReplayTurnFinish, SearchQuery, Store, StoreError,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,8 +73,11 @@ const CLAIM_BATCH: usize = 8;
 /// How long a worker's claim on a turn lasts unless told otherwise.
 pub const DEFAULT_LEASE_MS: i64 = 120_000;
 
-/// Which recorded turns a replay re-sends. More ways to select (a search,
-/// a time range, a proxy client, a label) add fields here.
+/// Which recorded turns a replay re-sends: the turns of every source named
+/// (conversations, families, turns, labels, cases), each once, kept when
+/// they pass every filter (search, time range, proxy client); filters
+/// alone select among every conversation's turns. More ways to select add
+/// fields here.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Selection {
@@ -87,6 +90,37 @@ pub struct Selection {
     /// These turns, by their final answer's node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<NodeId>,
+    /// The turns carrying these labels (`skein label add`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Imported cases ([`crate::cases`]): turns, each with its own
+    /// comparators.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cases: Vec<CaseTurn>,
+    /// Filter: only turns whose request or answers have these words (the
+    /// store's search language, within each turn's conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
+    /// Filter: only turns recorded at or after this time (Unix ms: when the
+    /// run that gave the first answer started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
+    /// Filter: only turns recorded before this time (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<i64>,
+    /// Filter: only turns of conversations the recording proxy recorded
+    /// under one of these names (a client's `x-skein-conversation-name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<String>,
+}
+
+/// A case's turn as a selection holds it: its final answer and the
+/// comparators the case names (empty: the replay's).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseTurn {
+    pub turn: NodeId,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compare: Vec<String>,
 }
 
 impl Selection {
@@ -109,8 +143,56 @@ impl Selection {
         self
     }
 
+    pub fn label(mut self, name: impl Into<String>) -> Selection {
+        self.labels.push(name.into());
+        self
+    }
+
+    pub fn case(mut self, case: CaseTurn) -> Selection {
+        self.cases.push(case);
+        self
+    }
+
+    /// Only turns whose messages have these words.
+    pub fn search(mut self, text: impl Into<String>) -> Selection {
+        self.search = Some(text.into());
+        self
+    }
+
+    /// Only turns recorded in `[since, until)` (Unix ms; either open).
+    pub fn between(mut self, since_ms: Option<i64>, until_ms: Option<i64>) -> Selection {
+        self.since_ms = since_ms;
+        self.until_ms = until_ms;
+        self
+    }
+
+    /// Only turns the recording proxy recorded for this client.
+    pub fn client(mut self, name: impl Into<String>) -> Selection {
+        self.clients.push(name.into());
+        self
+    }
+
+    /// Whether a source (conversations, families, turns, labels, cases) is
+    /// named; without one, the filters apply to every conversation.
+    pub fn has_source(&self) -> bool {
+        !(self.conversations.is_empty()
+            && self.families.is_empty()
+            && self.turns.is_empty()
+            && self.labels.is_empty()
+            && self.cases.is_empty())
+    }
+
+    /// Whether any filter is set.
+    pub fn has_filter(&self) -> bool {
+        self.search.is_some()
+            || self.since_ms.is_some()
+            || self.until_ms.is_some()
+            || !self.clients.is_empty()
+    }
+
+    /// Nothing is selected: no source and no filter.
     pub fn is_empty(&self) -> bool {
-        self.conversations.is_empty() && self.families.is_empty() && self.turns.is_empty()
+        !self.has_source() && !self.has_filter()
     }
 }
 
@@ -301,6 +383,11 @@ impl Replayer {
         if selection.is_empty() {
             return Err(RecordedError::EmptySelection);
         }
+        if plan.compare.is_empty() {
+            for case in &selection.cases {
+                self.own_comparison(&case.compare, plan)?;
+            }
+        }
         let turns = select(&self.store, selection).await?;
         if turns.is_empty() {
             return Err(RecordedError::EmptySelection);
@@ -407,6 +494,25 @@ impl Replayer {
         Ok(comparison)
     }
 
+    /// A turn's own comparison (a case's comparators), when the plan names
+    /// none.
+    fn own_comparison(&self, own: &[String], plan: &ReplayPlan) -> Result<Option<Comparison>> {
+        if !plan.compare.is_empty() || own.is_empty() {
+            return Ok(None);
+        }
+        let mut comparison = Comparison::new(
+            own.iter()
+                .map(|spec| Comparator::parse(spec))
+                .collect::<Result<_>>()?,
+        )
+        .embedder(self.embedder.clone());
+        if let Some(judge) = &self.judge {
+            comparison = comparison.judge(judge.clone());
+        }
+        comparison.check()?;
+        Ok(Some(comparison))
+    }
+
     fn check_live(&self, plan: &ReplayPlan) -> Result<()> {
         for name in &plan.live_tools {
             if !self.live.iter().any(|tool| &tool.spec().name == name) {
@@ -434,6 +540,8 @@ impl Replayer {
         plan: &ReplayPlan,
         comparison: &Comparison,
     ) -> Result<ReplayTurn> {
+        let own = self.own_comparison(&turn_compare(&turn.detail), plan)?;
+        let comparison = own.as_ref().unwrap_or(comparison);
         let outcome = match self.original(&turn).await? {
             Some(original) => {
                 let outcome = self.replay_original(id, &original, plan).await;
@@ -458,7 +566,24 @@ impl Replayer {
             other_runs: outcome.judge.as_slice(),
         };
         match self.store.nonblocking().finish_replay_turn(&finish).await {
-            Ok(()) => {}
+            Ok(()) => {
+                let result = match (outcome.status, outcome.decision.as_deref()) {
+                    (ReplayStatus::Done, Some(decision)) => decision,
+                    (status, _) => status.as_str(),
+                };
+                skein_conversation::telemetry::replay_turn(
+                    &self.store,
+                    skein_conversation::telemetry::ReplayedTurn {
+                        replay: id,
+                        seq: turn.seq,
+                        turn_node: turn.turn_node,
+                        result,
+                        runs: &outcome.runs,
+                        answer: outcome.threads.first(),
+                    },
+                )
+                .await;
+            }
             Err(StoreError::ReplayTurnLost { .. }) => {
                 tracing::warn!(
                     "turn {} of replay {id} was taken over by another worker after this one's \
@@ -480,43 +605,9 @@ impl Replayer {
         })
     }
 
-    /// The original turn of a row: its request, what it said, its first
-    /// run; `None` when no run record produced its first answer.
+    /// The original turn of a row (see [`original_turn`]).
     async fn original(&self, turn: &ReplayTurn) -> Result<Option<Original>> {
-        let api = self.store.nonblocking();
-        let thread = api.load_thread(turn.turn_node).await?;
-        let Some(request) = thread.at(turn.request_node) else {
-            return Err(RecordedError::Store(StoreError::MalformedRow(format!(
-                "turn {} of replay {}: its request is not on its answer's thread",
-                turn.seq, turn.replay
-            ))));
-        };
-        let said: Vec<Thread> = answer_steps(&thread, turn.request_node);
-        let Some(first) = said.first().and_then(Thread::head_id) else {
-            return Ok(None);
-        };
-        let mut runs = Vec::new();
-        for step in &said {
-            let node = step.head_id().expect("a step");
-            let producing = api.runs_producing(node).await?;
-            if let Some(run) = producing.into_iter().find(|run| {
-                run.status == RunStatus::Succeeded && run.input_head == step.parent().head_id()
-            }) {
-                runs.push(run);
-            } else if node == first {
-                return Ok(None);
-            }
-        }
-        let calls = recorded_calls(&thread, turn.request_node);
-        Ok(Some(Original {
-            request,
-            text: thread
-                .head()
-                .map(|node| node.message().joined_text())
-                .unwrap_or_default(),
-            runs,
-            calls,
-        }))
+        original_turn(&self.store, turn.turn_node, turn.request_node).await
     }
 
     /// Run the changed request through the turn service, tools answered
@@ -629,6 +720,9 @@ impl Replayer {
     ) -> Result<Outcome> {
         outcome.detail["original"] = json!(original.text);
         outcome.detail["original_usage"] = usage_of(&original.runs);
+        // What both cost is priced when the report is read (prices change).
+        outcome.detail["original_runs"] =
+            json!(original.runs.iter().map(|run| &run.id).collect::<Vec<_>>());
         outcome.detail["usage"] = usage_of(&outcome.runs);
         if outcome.status != ReplayStatus::Done {
             return Ok(outcome);
@@ -658,14 +752,63 @@ impl Replayer {
     }
 }
 
+/// The original turn ending at `answer` that answered `request`: its
+/// request, what it said, the runs that produced its answers; `None` when
+/// no run record produced its first answer (its tools and options are
+/// unknown).
+pub(crate) async fn original_turn(
+    store: &Store,
+    answer: NodeId,
+    request_node: NodeId,
+) -> Result<Option<Original>> {
+    let api = store.nonblocking();
+    let thread = api.load_thread(answer).await?;
+    let Some(request) = thread.at(request_node) else {
+        return Err(RecordedError::Store(StoreError::MalformedRow(format!(
+            "turn {}: its request {} is not on its answer's thread",
+            answer.short(),
+            request_node.short()
+        ))));
+    };
+    let said: Vec<Thread> = answer_steps(&thread, request_node);
+    let Some(first) = said.first().and_then(Thread::head_id) else {
+        return Ok(None);
+    };
+    let mut runs = Vec::new();
+    for step in &said {
+        let node = step.head_id().expect("a step");
+        let producing = api.runs_producing(node).await?;
+        if let Some(run) = producing.into_iter().find(|run| {
+            run.status == RunStatus::Succeeded && run.input_head == step.parent().head_id()
+        }) {
+            runs.push(run);
+        } else if node == first {
+            return Ok(None);
+        }
+    }
+    let calls = recorded_calls(&thread, request_node);
+    Ok(Some(Original {
+        request,
+        text: thread
+            .head()
+            .map(|node| node.message().joined_text())
+            .unwrap_or_default(),
+        runs,
+        calls,
+        thread,
+    }))
+}
+
 /// An original turn, as its replay needs it.
-struct Original {
+pub(crate) struct Original {
     /// The thread up to the message the turn answered.
-    request: Thread,
+    pub(crate) request: Thread,
+    /// The thread up to the turn's final answer.
+    pub(crate) thread: Thread,
     /// The turn's final answer.
-    text: String,
+    pub(crate) text: String,
     /// The runs that produced each of its answers, in order.
-    runs: Vec<RunRecord>,
+    pub(crate) runs: Vec<RunRecord>,
     /// The tool calls it made, with their recorded results.
     calls: Vec<RecordedCall>,
 }
@@ -864,11 +1007,19 @@ impl Tool for ReplayTool {
     }
 }
 
-/// The turns of `selection`, each once, conversation by conversation.
+/// The turns of `selection`, each once, conversation by conversation: the
+/// sources' turns (every conversation's when only filters are given), kept
+/// when they pass the filters.
 async fn select(store: &Store, selection: &Selection) -> Result<Vec<NewReplayTurn>> {
     let api = store.nonblocking();
-    let mut seen: HashSet<NodeId> = HashSet::new();
-    let mut turns = Vec::new();
+    let mut picker = Picker {
+        store,
+        selection,
+        seen: HashSet::new(),
+        turns: Vec::new(),
+        matches: HashMap::new(),
+        owners: HashMap::new(),
+    };
     let mut conversations: Vec<ConversationId> = selection.conversations.clone();
     for id in &selection.families {
         let family = api
@@ -884,45 +1035,220 @@ async fn select(store: &Store, selection: &Selection) -> Result<Vec<NewReplayTur
     }
     for id in &conversations {
         let conversation = api.conversation(id).await?;
-        let Some(head) = conversation.head else {
-            continue;
-        };
-        let thread = api.load_thread(head).await?;
-        for (request, answer) in turns_of(&thread) {
-            if seen.insert(answer) {
-                turns.push(NewReplayTurn {
-                    conversation: Some(id.clone()),
-                    turn_node: answer,
-                    request_node: request,
-                });
+        picker.add_conversation(&conversation).await?;
+    }
+    if !selection.has_source() {
+        // Page by page, so the listing is never held whole.
+        let mut page = api.list_conversations(CONVERSATION_PAGE).await?;
+        while let Some(last) = page.last().map(|c| c.position()) {
+            for conversation in &page {
+                picker.add_conversation(conversation).await?;
             }
+            page = api
+                .list_conversations_after(&last, CONVERSATION_PAGE)
+                .await?;
         }
     }
     for answer in &selection.turns {
-        let thread = api.load_thread(*answer).await?;
-        let request = turns_of(&thread)
-            .into_iter()
-            .rev()
-            .find(|(_, last)| last == answer)
-            .map(|(request, _)| request)
-            .ok_or(RecordedError::NotATurn(*answer))?;
-        if seen.insert(*answer) {
-            let owner = skein_conversation::owner_of_node(store, *answer).await?;
-            turns.push(NewReplayTurn {
-                conversation: owner,
-                turn_node: *answer,
-                request_node: request,
-            });
+        picker.add_turn(*answer, Vec::new()).await?;
+    }
+    for name in &selection.labels {
+        let mut after = None;
+        loop {
+            let page = api.labelled(name, after, LABEL_PAGE).await?;
+            after = page.last().map(|label| label.node);
+            for label in page {
+                picker.add_turn(label.node, Vec::new()).await?;
+            }
+            if after.is_none() {
+                break;
+            }
         }
     }
-    Ok(turns)
+    for case in &selection.cases {
+        picker.add_turn(case.turn, case.compare.clone()).await?;
+    }
+    Ok(picker.turns)
+}
+
+/// Labelled nodes, and conversations, read at a time.
+const LABEL_PAGE: usize = 500;
+const CONVERSATION_PAGE: usize = 200;
+
+/// The selection as it is read: the turns kept so far, and what the
+/// filters found out per conversation.
+struct Picker<'a> {
+    store: &'a Store,
+    selection: &'a Selection,
+    seen: HashSet<NodeId>,
+    turns: Vec<NewReplayTurn>,
+    /// Per conversation, the nodes of its thread the search matches.
+    matches: HashMap<ConversationId, HashSet<NodeId>>,
+    /// Per conversation, whether the client filter keeps it.
+    owners: HashMap<ConversationId, bool>,
+}
+
+impl Picker<'_> {
+    /// Every turn of `conversation` the filters keep.
+    async fn add_conversation(&mut self, conversation: &ConversationRecord) -> Result<()> {
+        let Some(head) = conversation.head else {
+            return Ok(());
+        };
+        if !self.client_keeps(conversation) {
+            return Ok(());
+        }
+        let thread = self.store.nonblocking().load_thread(head).await?;
+        for (request, answer) in turns_of(&thread) {
+            if self.seen.contains(&answer) {
+                continue;
+            }
+            let turn = NewReplayTurn {
+                conversation: Some(conversation.id.clone()),
+                turn_node: answer,
+                request_node: request,
+                compare: Vec::new(),
+            };
+            if self.keeps(&turn, &thread).await? {
+                self.seen.insert(answer);
+                self.turns.push(turn);
+            }
+        }
+        Ok(())
+    }
+
+    /// The turn whose final answer is `answer`, when the filters keep it.
+    async fn add_turn(&mut self, answer: NodeId, compare: Vec<String>) -> Result<()> {
+        if self.seen.contains(&answer) {
+            return Ok(());
+        }
+        let api = self.store.nonblocking();
+        let thread = api.load_thread(answer).await?;
+        let request = request_in(&thread, answer)?;
+        let owner = skein_conversation::owner_of_node(self.store, answer).await?;
+        let turn = NewReplayTurn {
+            conversation: owner,
+            turn_node: answer,
+            request_node: request,
+            compare,
+        };
+        let client = match &turn.conversation {
+            _ if self.selection.clients.is_empty() => true,
+            Some(owner) => match self.owners.get(owner) {
+                Some(keeps) => *keeps,
+                None => {
+                    let record = api.conversation(owner).await?;
+                    self.client_keeps(&record)
+                }
+            },
+            None => false,
+        };
+        if client && self.keeps(&turn, &thread).await? {
+            self.seen.insert(answer);
+            self.turns.push(turn);
+        }
+        Ok(())
+    }
+
+    /// Whether the client filter keeps `conversation` (remembered).
+    fn client_keeps(&mut self, conversation: &ConversationRecord) -> bool {
+        let clients = &self.selection.clients;
+        let keeps = clients.is_empty()
+            || (conversation.settings.proxy
+                && conversation
+                    .name
+                    .as_ref()
+                    .is_some_and(|name| clients.contains(name)));
+        self.owners.insert(conversation.id.clone(), keeps);
+        keeps
+    }
+
+    /// Whether the time and search filters keep `turn` of `thread`.
+    async fn keeps(&mut self, turn: &NewReplayTurn, thread: &Thread) -> Result<bool> {
+        let selection = self.selection;
+        if selection.since_ms.is_some() || selection.until_ms.is_some() {
+            let Some(at) = self.turn_time(turn, thread).await? else {
+                return Ok(false);
+            };
+            if selection.since_ms.is_some_and(|since| at < since)
+                || selection.until_ms.is_some_and(|until| at >= until)
+            {
+                return Ok(false);
+            }
+        }
+        let Some(text) = &selection.search else {
+            return Ok(true);
+        };
+        let Some(owner) = &turn.conversation else {
+            return Ok(false);
+        };
+        if !self.matches.contains_key(owner) {
+            let query = SearchQuery::new(text.clone())
+                .limit(skein_store::search::MAX_LIMIT)
+                .conversation(Some(owner.clone()));
+            let found = self.store.nonblocking().search(&query).await?;
+            if found.truncated {
+                return Err(RecordedError::SearchTooWide {
+                    conversation: owner.to_string(),
+                    limit: skein_store::search::MAX_LIMIT,
+                });
+            }
+            let nodes = found.matches.into_iter().map(|m| m.node).collect();
+            self.matches.insert(owner.clone(), nodes);
+        }
+        let matched = &self.matches[owner];
+        Ok(turn_nodes(thread, turn).any(|node| matched.contains(&node)))
+    }
+
+    /// When the turn was recorded: when the run that gave its first answer
+    /// started (`None` when no run did).
+    async fn turn_time(&self, turn: &NewReplayTurn, thread: &Thread) -> Result<Option<i64>> {
+        let Some(first) = turn_nodes(thread, turn).nth(1) else {
+            return Ok(None);
+        };
+        let runs = self.store.nonblocking().runs_producing(first).await?;
+        Ok(runs
+            .iter()
+            .filter(|run| run.input_head == Some(turn.request_node))
+            .map(|run| run.started_ms)
+            .min())
+    }
+}
+
+/// The nodes of `turn` on `thread`: its request, then every message up to
+/// its final answer.
+fn turn_nodes<'t>(thread: &'t Thread, turn: &NewReplayTurn) -> impl Iterator<Item = NodeId> + 't {
+    let nodes: Vec<NodeId> = thread.nodes().iter().map(|node| node.id()).collect();
+    let start = nodes.iter().position(|id| *id == turn.request_node);
+    let end = nodes.iter().position(|id| *id == turn.turn_node);
+    let span = match (start, end) {
+        (Some(start), Some(end)) if start <= end => nodes[start..=end].to_vec(),
+        _ => Vec::new(),
+    };
+    span.into_iter()
+}
+
+/// The message the turn ending at `answer` on `thread` answered.
+fn request_in(thread: &Thread, answer: NodeId) -> Result<NodeId> {
+    turns_of(thread)
+        .into_iter()
+        .rev()
+        .find(|(_, last)| *last == answer)
+        .map(|(request, _)| request)
+        .ok_or(RecordedError::NotATurn(answer))
+}
+
+/// The message the turn ending at `answer` answered;
+/// [`RecordedError::NotATurn`] when `answer` ends no turn.
+pub async fn request_of_turn(store: &Store, answer: NodeId) -> Result<NodeId> {
+    let thread = store.nonblocking().load_thread(answer).await?;
+    request_in(&thread, answer)
 }
 
 /// The turns of a thread: (the message a turn answered, its final
 /// answer), oldest first. A turn starts at a user message an assistant
 /// message follows, and ends at the last assistant message before the
 /// next user message.
-fn turns_of(thread: &Thread) -> Vec<(NodeId, NodeId)> {
+pub(crate) fn turns_of(thread: &Thread) -> Vec<(NodeId, NodeId)> {
     let nodes = thread.nodes();
     let mut turns = Vec::new();
     let mut open: Option<(NodeId, NodeId)> = None;
@@ -947,6 +1273,19 @@ fn turns_of(thread: &Thread) -> Vec<(NodeId, NodeId)> {
     }
     turns.extend(open);
     turns
+}
+
+/// A turn's own comparators, as its row's detail keeps them.
+fn turn_compare(detail: &Value) -> Vec<String> {
+    detail["compare"]
+        .as_array()
+        .map(|specs| {
+            specs
+                .iter()
+                .filter_map(|spec| spec.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// How many of a replay's `turns` are finished, by `totals`.

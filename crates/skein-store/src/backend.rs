@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
 use crate::forget::{Doomed, Scrubbed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
+use crate::labels::{Label, LabelCount};
 use crate::offers::ToolOffer;
 use crate::records::{
     Committed, ConversationId, ConversationRecord, ListPosition, ReplayId, RerunId, RunId,
@@ -56,6 +57,7 @@ pub(crate) trait Backend:
     + Runs
     + Reruns
     + Replays
+    + Labels
     + Families
     + Search
     + IdRanges
@@ -230,6 +232,21 @@ pub(crate) trait Replays {
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
     fn replay_turns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ReplayTurn>>>;
     fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>>;
+}
+
+/// Labels on nodes (labels.rs).
+pub(crate) trait Labels {
+    fn add_label<'a>(&'a self, name: &'a str, nodes: &'a [NodeId]) -> BoxFuture<'a, Result<u64>>;
+    fn remove_label<'a>(&'a self, name: &'a str, nodes: &'a [NodeId])
+    -> BoxFuture<'a, Result<u64>>;
+    fn labelled<'a>(
+        &'a self,
+        name: &'a str,
+        after: Option<NodeId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Label>>>;
+    fn labels_of(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<String>>>;
+    fn label_counts(&self) -> BoxFuture<'_, Result<Vec<LabelCount>>>;
 }
 
 /// The rows a conversation's family is assembled from (family.rs).

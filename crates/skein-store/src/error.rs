@@ -29,6 +29,11 @@ pub enum StoreError {
     RunNotFound(String),
     #[error("no rerun {0} in this database")]
     RerunNotFound(String),
+    #[error(
+        "`{0}` is no label name: give a non-empty name without surrounding spaces or control \
+         characters (at most 200 bytes)"
+    )]
+    LabelName(String),
     #[error("no replay {0} in this database (list them with `skein replay --list`)")]
     ReplayNotFound(String),
     /// A worker finished a replayed turn it no longer held (its lease

@@ -5,12 +5,15 @@ stays, and why (invariant 12 of the design: deleting is reachability).
 A [`Selection`] names conversations (one, a family, or every one matching a
 [`Filter`]). [`Store::forget`] removes, in one write transaction, their
 bookmarks, their runs (with the tools offered and relation rows), their
-reruns (with the reruns' own runs), and then every node that nothing left
+reruns (with the reruns' own runs), the replayed turns of their turns
+(with those turns' runs and a judge's; a replay left without turns goes
+too), and then every node that nothing left
 in the database reaches any more, with the node's search-index row, the
 blobs no remaining node references and the embedding-cache rows of its
 texts. A node stays when a remaining conversation's head or origin, a
-remaining run's input or output head, or a remaining rerun's turn, request
-or answer node is the node itself or lies below it: what another
+remaining run's input or output head, a remaining rerun's turn, request
+or answer node, a remaining replayed turn's original or answer, or a label
+is the node itself or lies below it: what another
 conversation still uses is never touched, and the report says how much was
 kept and which conversations share it.
 
@@ -117,10 +120,14 @@ pub(crate) struct Swept {
     pub skipped: Vec<ConversationId>,
     pub runs: u64,
     pub reruns: u64,
+    pub replay_turns: u64,
+    pub replays: u64,
     pub nodes: u64,
     pub blobs: u64,
     pub embeddings: u64,
     pub kept: u64,
+    /// Of the kept nodes, those a label keeps.
+    pub labelled: u64,
     /// The deepest kept nodes on the deleted conversations' paths.
     pub boundary: Vec<NodeId>,
 }
@@ -138,6 +145,11 @@ pub struct Forgotten {
     pub skipped: Vec<ConversationId>,
     pub runs: u64,
     pub reruns: u64,
+    /// Replayed turns of the deleted conversations' turns (with their
+    /// runs, counted in `runs`).
+    pub replay_turns: u64,
+    /// Replays left without turns by that, removed too.
+    pub replays: u64,
     /// Messages (nodes) removed.
     pub messages: u64,
     /// Large payloads removed (no remaining message references them).
@@ -147,6 +159,9 @@ pub struct Forgotten {
     /// Messages of the deleted conversations that stay because something
     /// remaining still reaches them.
     pub kept_messages: u64,
+    /// Of the kept messages, those carrying a label (a labelled message is
+    /// kept with its thread until the label is removed).
+    pub labelled_messages: u64,
     /// Remaining conversations whose threads hold kept messages (at most
     /// [`SHARERS_SHOWN`]), found from the deepest kept messages. A dry run
     /// finds them while the selected conversations are still stored, so it
@@ -176,15 +191,30 @@ impl std::fmt::Display for Forgotten {
             self.blobs,
             self.embeddings
         )?;
+        if self.replay_turns > 0 {
+            writeln!(
+                f,
+                "{verb} {} replayed turn(s) of them, and {} replay(s) left without turns",
+                self.replay_turns, self.replays
+            )?;
+        }
         if self.kept_messages > 0 {
             let sharers = self.shared_with.len();
             let more = if self.more_sharers { " or more" } else { "" };
             let why = if sharers == 0 {
-                "still reached by remaining runs or reruns".to_string()
+                "still reached by remaining runs, reruns or labels".to_string()
             } else {
                 format!("shared with {sharers}{more} conversation(s)")
             };
             writeln!(f, "{} message(s) kept: {why}", self.kept_messages)?;
+            if self.labelled_messages > 0 {
+                writeln!(
+                    f,
+                    "{} of them labelled: they and the messages before them stay until \
+                     `skein label rm` removes their labels",
+                    self.labelled_messages
+                )?;
+            }
         }
         if !self.skipped.is_empty() {
             writeln!(
@@ -252,10 +282,13 @@ impl Store {
             skipped: swept.skipped,
             runs: swept.runs,
             reruns: swept.reruns,
+            replay_turns: swept.replay_turns,
+            replays: swept.replays,
             messages: swept.nodes,
             blobs: swept.blobs,
             embeddings: swept.embeddings,
             kept_messages: swept.kept,
+            labelled_messages: swept.labelled,
             shared_with,
             more_sharers,
         })

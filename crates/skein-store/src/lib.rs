@@ -62,6 +62,7 @@ pub mod error;
 mod family;
 mod forget;
 mod graph;
+mod labels;
 mod lanes;
 pub mod location;
 mod offers;
@@ -90,6 +91,7 @@ pub use error::{HeadMoved, Result, StoreError, TlsProblem};
 pub use family::{FamilyLimits, FamilyRows, Rooted};
 pub use forget::{Filter, Forgotten, Redacted, SHARERS_SHOWN, Selection};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
+pub use labels::{Label, LabelCount, check_label_name};
 pub use offers::ToolOffer;
 pub use open::OpenMode;
 #[cfg(feature = "postgres")]

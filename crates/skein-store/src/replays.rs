@@ -103,6 +103,21 @@ pub struct NewReplayTurn {
     pub turn_node: NodeId,
     /// The message the original turn answered (its request's head).
     pub request_node: NodeId,
+    /// Comparators for this turn alone (a case's), in place of the
+    /// replay's default; kept in the row's detail as `compare`.
+    pub compare: Vec<String>,
+}
+
+impl NewReplayTurn {
+    /// The row's detail before the turn is replayed: its own comparators,
+    /// if any.
+    pub(crate) fn initial_detail(&self) -> Result<String> {
+        let detail = match self.compare.is_empty() {
+            true => serde_json::json!({}),
+            false => serde_json::json!({ "compare": self.compare }),
+        };
+        Ok(serde_json::to_string(&detail)?)
+    }
 }
 
 /// One replayed turn's row.
@@ -390,4 +405,15 @@ impl RawReplayTurn {
             replay: ReplayId(self.replay),
         })
     }
+}
+
+/// The runs a replayed turn's row lists, and its judge's run (in its
+/// detail), as a deletion removes them with the row.
+pub(crate) fn replay_turn_runs(runs: &str, detail: &str) -> Result<Vec<String>> {
+    let mut all: Vec<String> = serde_json::from_str(runs)?;
+    let detail: serde_json::Value = serde_json::from_str(detail)?;
+    if let Some(judge) = detail["judge_run"].as_str() {
+        all.push(judge.to_string());
+    }
+    Ok(all)
 }

@@ -394,7 +394,43 @@ impl Store {
         self.backend().export_nodes(out)?;
         let conversations = self.list_conversations(usize::MAX >> 1)?;
         let runs = self.recent_runs(usize::MAX >> 1)?;
-        transfer::write_records(out, conversations, runs, self.all_reruns()?)
+        transfer::write_records(out, conversations, runs, self.all_reruns()?)?;
+        self.export_replays_and_labels(out)
+    }
+
+    /// Every replay with its turns, then every label, a page at a time.
+    fn export_replays_and_labels(&self, out: &mut dyn Write) -> Result<()> {
+        const PAGE: usize = 1000;
+        for replay in self.all_replays()? {
+            let id = replay.id.clone();
+            transfer::write_replay(out, replay)?;
+            let mut after = None;
+            loop {
+                let page = self.replay_turns(&id, after, PAGE)?;
+                after = page.last().map(|turn| turn.seq);
+                for turn in page {
+                    transfer::write_replay_turn(out, turn)?;
+                }
+                if after.is_none() {
+                    break;
+                }
+            }
+        }
+        for count in self.label_counts()? {
+            let mut after = None;
+            loop {
+                let page = self.labelled(&count.name, after, PAGE)?;
+                after = page.last().map(|label| label.node);
+                for label in page {
+                    transfer::write_label(out, label)?;
+                }
+                if after.is_none() {
+                    break;
+                }
+            }
+        }
+        out.flush()?;
+        Ok(())
     }
 
     /// Import a JSONL export. All or nothing. A line longer than

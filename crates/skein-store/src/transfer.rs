@@ -3,25 +3,30 @@ Export to JSONL and import from it.
 
 The file is a header line, then every node in topological order (a parent
 always before its children), then conversations, then runs, then reruns of
-recorded turns:
+recorded turns, then replays with their turns, then labels:
 
 ```text
-{"kind":"header","format":"skein-export","version":2,"encoding":1}
+{"kind":"header","format":"skein-export","version":3,"encoding":1}
 {"kind":"node","id":"…","parent":null,"role":"user","parts":[{"type":"text","text":"hi"}]}
 {"kind":"conversation","id":"…","name":null,"head":"…",…}
 {"kind":"run","id":"…","model":"echo",…}
 {"kind":"rerun","id":"…","turn_node":"…","ablation":["…"],…}
+{"kind":"replay","id":"…","selection":{…},"change":{…},"model":"…",…}
+{"kind":"replay_turn","replay":"…","seq":0,"turn_node":"…","status":"done",…}
+{"kind":"label","name":"hotel","node":"…","created_ms":…}
 ```
 
-Version 1 files (no reruns) still import. The embedding cache is not
+Version 1 files (no reruns) and version 2 files (no replays or labels)
+still import. The embedding cache is not
 exported: it is recomputed on demand.
 
 Import recomputes every node id from its parent and content and checks it
 against the file. The whole file is parsed and checked in one transaction: a
 malformed line, an id mismatch, or a record pointing at nothing (a node's
 parent, a conversation's head or origin node, a run's conversation or
-heads, a rerun's turn, heads, conversation or runs, none of them in the
-database nor earlier in the file) aborts the import with an error naming
+heads, a rerun's turn, heads, conversation or runs, a replayed turn's
+replay, nodes or runs, a label's node, none of them in the database nor
+earlier in the file) aborts the import with an error naming
 the line, and nothing is imported. A line longer than the line limit
 ([`DEFAULT_IMPORT_LINE_LIMIT`] unless the caller sets another) is refused
 before it is read whole, so an endless input never exhausts memory.
@@ -37,7 +42,9 @@ postgres/transfer.rs.
 */
 
 use crate::error::{Result, StoreError};
-use crate::records::{ConversationId, ConversationRecord, RunId, RunRecord};
+use crate::labels::Label;
+use crate::records::{ConversationId, ConversationRecord, ReplayId, RunId, RunRecord};
+use crate::replays::{ReplayRecord, ReplayTurn};
 use crate::reruns::RerunRecord;
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
@@ -51,7 +58,7 @@ pub const DEFAULT_IMPORT_LINE_LIMIT: usize = 64 << 20;
 
 const FORMAT: &str = "skein-export";
 
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 
 /// The oldest version this build still imports (version 1 had no reruns).
 const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -73,6 +80,9 @@ pub(crate) enum Line {
     Conversation(Box<ConversationRecord>),
     Run(Box<RunRecord>),
     Rerun(Box<RerunRecord>),
+    Replay(Box<ReplayRecord>),
+    ReplayTurn(Box<ReplayTurn>),
+    Label(Box<Label>),
 }
 
 /// The lines of records made in memory, numbered 0 (they come from no
@@ -108,6 +118,9 @@ pub struct ImportReport {
     pub conversations: usize,
     pub runs: usize,
     pub reruns: usize,
+    pub replays: usize,
+    pub replay_turns: usize,
+    pub labels: usize,
 }
 
 /// Something an import line points at, which must be stored before it.
@@ -121,6 +134,7 @@ pub(crate) enum Target<'a> {
     Node(NodeId),
     Conversation(&'a ConversationId),
     Run(&'a RunId),
+    Replay(&'a ReplayId),
 }
 
 /// Everything a conversation, run or rerun line points at. (A
@@ -134,7 +148,7 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
         })
     };
     match line {
-        Line::Header { .. } | Line::Node { .. } => Vec::new(),
+        Line::Header { .. } | Line::Node { .. } | Line::Replay(_) => Vec::new(),
         Line::Conversation(conversation) => {
             let origin = conversation.origin.as_ref().and_then(|origin| origin.node);
             [
@@ -183,6 +197,26 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
             }
             all
         }
+        Line::ReplayTurn(turn) => {
+            let mut all: Vec<Reference<'_>> = [
+                node("replayed", &Some(turn.turn_node)),
+                node("has request", &Some(turn.request_node)),
+                node("has answer", &turn.answer_head),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            all.push(Reference {
+                relation: "belongs to",
+                target: Target::Replay(&turn.replay),
+            });
+            all.extend(turn.runs.iter().map(|id| Reference {
+                relation: "has run",
+                target: Target::Run(id),
+            }));
+            all
+        }
+        Line::Label(label) => node("labels", &Some(label.node)).into_iter().collect(),
     }
 }
 
@@ -192,12 +226,15 @@ pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) ->
         Line::Conversation(conversation) => format!("conversation {}", conversation.id.short()),
         Line::Run(run) => format!("run {}", run.id.short()),
         Line::Rerun(rerun) => format!("rerun {}", rerun.id.short()),
-        Line::Header { .. } | Line::Node { .. } => "the line".to_string(),
+        Line::ReplayTurn(turn) => format!("turn {} of replay {}", turn.seq, turn.replay.short()),
+        Line::Label(label) => format!("label `{}`", label.name),
+        Line::Header { .. } | Line::Node { .. } | Line::Replay(_) => "the line".to_string(),
     };
     let target = match &reference.target {
         Target::Node(id) => format!("node {}", id.short()),
         Target::Conversation(id) => format!("conversation {}", id.short()),
         Target::Run(id) => format!("run {}", id.short()),
+        Target::Replay(id) => format!("replay {}", id.short()),
     };
     StoreError::Import {
         line: number,
@@ -256,6 +293,19 @@ pub(crate) fn write_records(
     }
     out.flush()?;
     Ok(())
+}
+
+/// After the reruns: a replay, then each of its turns; then labels.
+pub(crate) fn write_replay(out: &mut dyn Write, replay: ReplayRecord) -> Result<()> {
+    write_line(out, &Line::Replay(Box::new(replay)))
+}
+
+pub(crate) fn write_replay_turn(out: &mut dyn Write, turn: ReplayTurn) -> Result<()> {
+    write_line(out, &Line::ReplayTurn(Box::new(turn)))
+}
+
+pub(crate) fn write_label(out: &mut dyn Write, label: Label) -> Result<()> {
+    write_line(out, &Line::Label(Box::new(label)))
 }
 
 /// Check every node line's id against its content, before touching any

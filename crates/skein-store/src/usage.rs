@@ -22,7 +22,8 @@ each [`UsageScope`] holds:
   of each, and the runs of every rerun of their turns. Work a fork shares
   with its origin is one set of runs, counted once;
 - **a coordinator sequence**: its start, its continuations
-  ([`skein_core::usage::sequence`]).
+  ([`skein_core::usage::sequence`]);
+- **runs**: those runs (a replayed turn's, or the original turn's).
 
 Every scope also counts the runs made on behalf of a run it holds
 (`associated_with`, transitively). The relations are read from the
@@ -57,6 +58,9 @@ pub enum UsageScope {
     Family(ConversationId),
     /// A coordinator sequence: its start and continuations.
     Sequence(String),
+    /// These runs (a replayed turn's, or its original's); one not stored
+    /// counts as a run that reported nothing, so the total is incomplete.
+    Runs(Vec<RunId>),
 }
 
 /// A stored run's figures, and the node it produced.
@@ -129,6 +133,7 @@ impl Store {
             UsageScope::Conversation(id) => self.conversation_runs(id)?,
             UsageScope::Family(id) => self.family_runs(id)?,
             UsageScope::Sequence(id) => usage::sequence(self, id)?,
+            UsageScope::Runs(ids) => ids.iter().cloned().collect(),
         };
         let members = usage::with_associated(self, seeds)?;
         self.totals(members)

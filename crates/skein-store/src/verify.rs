@@ -3,8 +3,8 @@
 part enters with the digest its erasure kept, so an erased node checks and
 is counted as erased, while any other change to it is an id mismatch), check depths,
 roles and roots, re-hash every blob, check that every conversation's head and
-origin node and every run's conversation, heads and offered tools are
-stored, and report each problem found (it never stops at the first, and
+origin node, every run's conversation, heads and offered tools, every
+replayed turn's nodes and runs and every label's node are stored, and report each problem found (it never stops at the first, and
 never repairs).
 
 The checks are shared by both backends ([`VerifyReport::check_node`] and
@@ -59,6 +59,22 @@ pub enum Problem {
     RootMismatch { id: String },
     /// The conversation's `root` is not its head's.
     ConversationRootMismatch { conversation: String },
+    /// A replayed turn's original (`which: "turn"`), request
+    /// (`"request"`) or replayed answer (`"answer"`) is not a stored node.
+    ReplayTurnWithoutNode {
+        replay: String,
+        seq: i64,
+        which: String,
+        node: String,
+    },
+    /// A replayed turn lists a run that is not stored.
+    ReplayTurnWithoutRun {
+        replay: String,
+        seq: i64,
+        run: String,
+    },
+    /// A label names a node that is not stored.
+    LabelWithoutNode { label: String, node: String },
 }
 
 /// What `verify` checked and found.
@@ -210,6 +226,36 @@ impl VerifyReport {
         }
     }
 
+    /// A replayed turn's node that is not stored.
+    pub(crate) fn missing_replay_node(
+        &mut self,
+        replay: String,
+        seq: i64,
+        which: String,
+        node: &[u8],
+    ) {
+        self.problems.push(Problem::ReplayTurnWithoutNode {
+            replay,
+            seq,
+            which,
+            node: hex(node),
+        });
+    }
+
+    /// A replayed turn's run that is not stored.
+    pub(crate) fn missing_replay_run(&mut self, replay: String, seq: i64, run: String) {
+        self.problems
+            .push(Problem::ReplayTurnWithoutRun { replay, seq, run });
+    }
+
+    /// A labelled node that is not stored.
+    pub(crate) fn missing_label_node(&mut self, label: String, node: &[u8]) {
+        self.problems.push(Problem::LabelWithoutNode {
+            label,
+            node: hex(node),
+        });
+    }
+
     /// A tool a run offered whose definition is not stored.
     pub(crate) fn missing_tool(&mut self, run: String, tool: &[u8]) {
         self.problems.push(Problem::RunWithoutTool {
@@ -243,6 +289,24 @@ pub(crate) const RUNS: &str = "SELECT r.id,
 pub(crate) const MISSING_TOOLS: &str = "SELECT r.run_id, r.tool_hash
      FROM run_tools r LEFT JOIN tools t ON t.hash = r.tool_hash
      WHERE t.hash IS NULL ORDER BY r.run_id, r.position";
+
+/// Replayed turns' nodes that are not stored, as (replay, seq, which,
+/// node): an erased node is still stored, so only a deleted one shows.
+pub(crate) const MISSING_REPLAY_NODES: &str =
+    "SELECT t.replay, t.seq, CAST('turn' AS TEXT), t.turn_node
+     FROM replay_turns t WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = t.turn_node)
+     UNION ALL
+     SELECT t.replay, t.seq, CAST('request' AS TEXT), t.request_node
+     FROM replay_turns t WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = t.request_node)
+     UNION ALL
+     SELECT t.replay, t.seq, CAST('answer' AS TEXT), t.answer_head
+     FROM replay_turns t WHERE t.answer_head IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = t.answer_head)
+     ORDER BY 1, 2, 3";
+
+/// Labels whose node is not stored, as (name, node).
+pub(crate) const MISSING_LABEL_NODES: &str = "SELECT l.name, l.node FROM labels l
+     WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = l.node) ORDER BY 1, 2";
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -8,6 +8,7 @@ mod configured;
 mod delete;
 mod inspect;
 mod keys;
+pub mod label;
 mod models;
 mod recorded;
 mod replay;
@@ -226,6 +227,7 @@ async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
         Command::Explain(args) => recorded::explain(ctx, args).await,
         Command::Rerun(args) => recorded::rerun(ctx, args).await,
         Command::Replay(args) => replay::replay(ctx, args).await,
+        Command::Label(command) => label::label(ctx, command).await,
         Command::Usage(args) => usage::usage(ctx, args),
         Command::Prepare(args) => turns::prepare(Some(&ctx.store), ctx.json, args).await,
         Command::Models(_)
@@ -270,6 +272,7 @@ fn open_mode(command: &Command) -> OpenMode {
         | Command::Prepare(_)
         | Command::Conversations(_)
         | Command::Export(_)
+        | Command::Label(label::LabelCommand::List(_) | label::LabelCommand::Export(_))
         | Command::Verify => OpenMode::ReadOnly,
         // A turn that records nothing only reads the history it continues.
         Command::Prompt(args) if args.turn.no_log => OpenMode::ReadOnly,
@@ -279,10 +282,13 @@ fn open_mode(command: &Command) -> OpenMode {
         Command::Serve(args) if args.read_only => OpenMode::ReadOnly,
         // The web view acts on the graph; only the proxy creates one.
         Command::Serve(args) if !args.proxy => OpenMode::Existing,
+        // Cases are a test set for any database, an empty one included.
+        Command::Replay(args) if args.cases.is_some() => OpenMode::Create,
         // Explain caches embeddings; the others add to what exists.
         Command::Explain(_)
         | Command::Rerun(_)
         | Command::Replay(_)
+        | Command::Label(label::LabelCommand::Add(_) | label::LabelCommand::Rm(_))
         | Command::Reply(_)
         | Command::Fork(_)
         | Command::Delete(_) => OpenMode::Existing,

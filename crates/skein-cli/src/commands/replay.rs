@@ -6,6 +6,7 @@ regression). Progress, with an ETA, goes to stderr. `--resume ID` goes on
 with a replay whose worker died, or joins one other workers run.
 */
 
+use super::usage::{cost_json, dollars};
 use super::{Context, print_json};
 use crate::exit::{ExitWith, NOT_FOUND, REPLAY_REGRESSED};
 use crate::flags::{ReplayArgs, ReplayFormat};
@@ -13,11 +14,14 @@ use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use skein::core::ToolSpec;
+use skein::core::price::{Cost, PriceTable};
 use skein::core::provider::GenerationOptions;
 use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{Change, ReplayPlan, Replayer, Selection, plan_of};
-use skein::store::{ReplayId, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn};
+use skein::store::{
+    ReplayId, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn, RunId, Totals, UsageScope,
+};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,18 +30,23 @@ use std::time::Duration;
 const PAGE: usize = 500;
 
 pub async fn replay(ctx: &Context, args: ReplayArgs) -> Result<ExitCode> {
-    let (id, plan) = match &args.resume {
+    let (id, plan, selection) = match &args.resume {
         Some(given) => {
             let id = find_replay(ctx, given)?;
-            let plan = plan_of(&ctx.store.replay(&id)?)?;
-            (Some(id), plan)
+            let record = ctx.store.replay(&id)?;
+            let selection: Selection =
+                serde_json::from_value(record.selection.clone()).unwrap_or_default();
+            (Some(id), plan_of(&record)?, selection)
         }
-        None => (None, plan_from(&args)?),
+        None => {
+            let plan = plan_from(&args)?;
+            (None, plan, selection(ctx, &args).await?)
+        }
     };
-    let replayer = replayer(ctx, &args, &plan).await?;
+    let replayer = replayer(ctx, &args, &plan, &selection).await?;
     let id = match id {
         Some(id) => id,
-        None => replayer.start(&selection(ctx, &args)?, &plan).await?,
+        None => replayer.start(&selection, &plan).await?,
     };
     let record = ctx.store.replay(&id)?;
     let bar = progress_bar(record.turns, &id);
@@ -54,17 +63,18 @@ pub async fn replay(ctx: &Context, args: ReplayArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let totals = totals?;
     let turns = worst_first(all_turns(ctx, &id)?);
+    let costs = Costs::of(ctx, &turns)?;
     let format = if ctx.json {
         ReplayFormat::Json
     } else {
         args.format
     };
     match format {
-        ReplayFormat::Text => print_text(&record, &totals, &turns)?,
+        ReplayFormat::Text => print_text(&record, &totals, &turns, &costs)?,
         ReplayFormat::Json => {
-            print_json(&report_json(&record, &totals, &turns))?;
+            print_json(&report_json(&record, &totals, &turns, &costs))?;
         }
-        ReplayFormat::Junit => outln!("{}", junit(&record, &totals, &turns).trim_end())?,
+        ReplayFormat::Junit => outln!("{}", junit(&record, &totals, &turns, &costs).trim_end())?,
     }
     if totals.changed + totals.diverged + totals.failed > 0 {
         return Ok(ExitCode::from(REPLAY_REGRESSED));
@@ -111,9 +121,14 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
     Ok(change)
 }
 
-/// A worker for `plan`: its model, the embedder, a judge's model, the
-/// live tools.
-async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result<Replayer> {
+/// A worker for `plan`: its model, the embedder, a judge's model (the
+/// plan's or a case's), the live tools.
+async fn replayer(
+    ctx: &Context,
+    args: &ReplayArgs,
+    plan: &ReplayPlan,
+    selection: &Selection,
+) -> Result<Replayer> {
     let model = super::turns::home_model(Some(plan.model.clone()))?;
     let mut replayer = Replayer::new(&ctx.store, model)
         .embedder(embedder(ctx, &args.embedder)?)
@@ -121,9 +136,12 @@ async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n as usize);
     }
-    for comparator in plan.comparators()? {
+    let cases = selection.cases.iter().flat_map(|case| &case.compare);
+    for spec in plan.compare.iter().chain(cases) {
+        let comparator = skein::recorded::compare::Comparator::parse(spec)?;
         if let skein::recorded::compare::Comparator::Judge { model, .. } = comparator {
             replayer = replayer.judge(super::turns::home_model(Some(model))?);
+            break;
         }
     }
     if !plan.live_tools.is_empty() {
@@ -151,8 +169,8 @@ fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
     )))
 }
 
-/// The turns the command line names.
-fn selection(ctx: &Context, args: &ReplayArgs) -> Result<Selection> {
+/// The turns the command line names (a cases file's stored first).
+async fn selection(ctx: &Context, args: &ReplayArgs) -> Result<Selection> {
     let mut selection = Selection::new();
     for given in &args.conversations {
         selection = selection.conversation(ctx.conversation(given)?.id);
@@ -163,8 +181,27 @@ fn selection(ctx: &Context, args: &ReplayArgs) -> Result<Selection> {
     for given in &args.nodes {
         selection = selection.turn(ctx.node(given)?);
     }
+    for name in &args.labels {
+        selection = selection.label(name.clone());
+    }
+    if let Some(file) = &args.cases {
+        for case in super::label::import_cases(ctx, file).await? {
+            selection = selection.case(case);
+        }
+    }
+    if let Some(text) = &args.search {
+        selection = selection.search(text.clone());
+    }
+    selection = selection.between(args.since, args.until);
+    for name in &args.clients {
+        selection = selection.client(name.clone());
+    }
     if selection.is_empty() {
-        bail!("say which turns to replay: NODE, --cid ID or --family ID (or --resume REPLAY)");
+        bail!(
+            "say which turns to replay: NODE, --cid ID, --family ID, --label NAME, --cases FILE, \
+             or a filter over every conversation (--search, --since, --until, --client) (or \
+             --resume REPLAY)"
+        );
     }
     Ok(selection)
 }
@@ -271,7 +308,7 @@ fn marked(segments: &[Segment], open: &str, close: &str) -> String {
 }
 
 /// Tokens (in + out) and latency of the original and the replay.
-fn costs(turn: &ReplayTurn) -> Option<(i64, i64, i64, i64)> {
+fn tokens_and_latency(turn: &ReplayTurn) -> Option<(i64, i64, i64, i64)> {
     let tokens =
         |usage: &Value| Some(usage["input_tokens"].as_i64()? + usage["output_tokens"].as_i64()?);
     let original = &turn.detail["original_usage"];
@@ -284,7 +321,86 @@ fn costs(turn: &ReplayTurn) -> Option<(i64, i64, i64, i64)> {
     ))
 }
 
-fn print_text(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]) -> Result<()> {
+/// What each turn's original and replay cost at today's prices (a price
+/// change re-prices the report), and the totals.
+struct Costs {
+    /// By turn seq: (original, replay); absent for a turn not replayed yet
+    /// or replayed before replays kept their originals' runs.
+    turns: std::collections::HashMap<u64, (Cost, Cost)>,
+    original: Totals,
+    replay: Totals,
+    prices: PriceTable,
+}
+
+impl Costs {
+    fn of(ctx: &Context, turns: &[ReplayTurn]) -> Result<Costs> {
+        let prices = crate::config::prices()?;
+        let usage = |runs: &[RunId]| ctx.store.usage(&UsageScope::Runs(runs.to_vec()));
+        let mut by_turn = std::collections::HashMap::new();
+        let (mut all_original, mut all_replay) = (Vec::new(), Vec::new());
+        for turn in turns {
+            let Ok(original) =
+                serde_json::from_value::<Vec<RunId>>(turn.detail["original_runs"].clone())
+            else {
+                continue;
+            };
+            let replayed = (
+                prices.cost(&usage(&original)?),
+                prices.cost(&usage(&turn.runs)?),
+            );
+            by_turn.insert(turn.seq, replayed);
+            all_original.extend(original);
+            all_replay.extend(turn.runs.iter().cloned());
+        }
+        Ok(Costs {
+            turns: by_turn,
+            original: usage(&all_original)?,
+            replay: usage(&all_replay)?,
+            prices,
+        })
+    }
+
+    /// `cost $A → $B (+$D)`, each side "at least" when it is a lower bound.
+    fn line(original: &Cost, replay: &Cost) -> String {
+        format!(
+            "cost {} → {} ({})",
+            priced(original),
+            priced(replay),
+            signed_dollars(replay.dollars - original.dollars)
+        )
+    }
+
+    fn total(&self) -> (Cost, Cost) {
+        (
+            self.prices.cost(&self.original),
+            self.prices.cost(&self.replay),
+        )
+    }
+}
+
+fn priced(cost: &Cost) -> String {
+    match cost.is_complete() {
+        true => dollars(cost.dollars),
+        false => format!("at least {}", dollars(cost.dollars)),
+    }
+}
+
+fn signed_dollars(value: f64) -> String {
+    let sign = if value < 0.0 { "-" } else { "+" };
+    format!("{sign}{}", dollars(value.abs()))
+}
+
+/// A cost in a report's JSON.
+fn cost_value(cost: &Cost) -> Value {
+    cost_json(cost)
+}
+
+fn print_text(
+    record: &ReplayRecord,
+    totals: &ReplayTotals,
+    turns: &[ReplayTurn],
+    costs: &Costs,
+) -> Result<()> {
     for turn in turns {
         outln!(
             "{:<8} turn {} · {}{}",
@@ -310,33 +426,53 @@ fn print_text(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]
         if !answer.is_empty() {
             outln!("  replay:   {}", ui::one_line(&answer, 200))?;
         }
-        if let Some((before, after, was, now)) = costs(turn) {
+        if let Some((before, after, was, now)) = tokens_and_latency(turn) {
+            let cost = costs
+                .turns
+                .get(&turn.seq)
+                .map_or(String::new(), |(original, replay)| {
+                    format!(" · {}", Costs::line(original, replay))
+                });
             outln!(
-                "  tokens {before} → {after} ({:+}) · latency {was} → {now} ms ({:+})",
+                "  tokens {before} → {after} ({:+}) · latency {was} → {now} ms ({:+}){cost}",
                 after - before,
                 now - was
             )?;
         }
     }
+    let (original_cost, replay_cost) = costs.total();
     let (mut tokens, mut time) = (0i64, 0i64);
-    for (before, after, was, now) in turns.iter().filter_map(costs) {
+    for (before, after, was, now) in turns.iter().filter_map(tokens_and_latency) {
         tokens += after - before;
         time += now - was;
     }
     outln!(
-        "replay {} on {}: {} turns · {} changed · {} held · {} diverged · {} failed · tokens {tokens:+} · latency {time:+} ms",
+        "replay {} on {}: {} turns · {} changed · {} held · {} diverged · {} failed · tokens {tokens:+} · latency {time:+} ms · {}",
         record.id.short(),
         record.model,
         record.turns,
         totals.changed,
         totals.held,
         totals.diverged,
-        totals.failed
+        totals.failed,
+        Costs::line(&original_cost, &replay_cost)
     )?;
     Ok(())
 }
 
-fn report_json(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]) -> Value {
+fn report_json(
+    record: &ReplayRecord,
+    totals: &ReplayTotals,
+    turns: &[ReplayTurn],
+    costs: &Costs,
+) -> Value {
+    let (original_cost, replay_cost) = costs.total();
+    let turn_cost = |turn: &ReplayTurn, side: usize| {
+        costs
+            .turns
+            .get(&turn.seq)
+            .map(|pair| cost_value(if side == 0 { &pair.0 } else { &pair.1 }))
+    };
     json!({
         "replay": record.id,
         "model": record.model,
@@ -344,6 +480,12 @@ fn report_json(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn
         "change": record.change,
         "settings": record.settings,
         "totals": totals,
+        "cost": {
+            "original": cost_value(&original_cost),
+            "replay": cost_value(&replay_cost),
+            "delta": replay_cost.dollars - original_cost.dollars,
+            "complete": original_cost.is_complete() && replay_cost.is_complete(),
+        },
         "turns": turns.iter().map(|turn| json!({
             "seq": turn.seq,
             "result": word(turn),
@@ -356,6 +498,8 @@ fn report_json(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn
             "answer": turn.detail["answer"],
             "original_usage": turn.detail["original_usage"],
             "usage": turn.detail["usage"],
+            "original_cost": turn_cost(turn, 0),
+            "cost": turn_cost(turn, 1),
             "runs": turn.runs,
         })).collect::<Vec<_>>(),
     })
@@ -363,13 +507,20 @@ fn report_json(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn
 
 /// The report as a JUnit test suite: a held turn passes, a changed or
 /// diverged one fails, a failed one is an error.
-fn junit(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]) -> String {
+fn junit(
+    record: &ReplayRecord,
+    totals: &ReplayTotals,
+    turns: &[ReplayTurn],
+    costs: &Costs,
+) -> String {
+    let (original_cost, replay_cost) = costs.total();
     let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n  <properties>\n{}  </properties>\n",
         xml(record.id.as_str()),
         turns.len(),
         totals.changed + totals.diverged,
-        totals.failed
+        totals.failed,
+        cost_properties("    ", &original_cost, &replay_cost)
     );
     for turn in turns {
         let name = format!("turn {} ({})", turn.seq, turn.turn_node.short());
@@ -382,6 +533,13 @@ fn junit(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]) -> 
             xml(&name),
             xml(&class)
         ));
+        let mut inner = String::new();
+        if let Some((original, replay)) = costs.turns.get(&turn.seq) {
+            inner.push_str(&format!(
+                "\n    <properties>\n{}    </properties>",
+                cost_properties("      ", original, replay)
+            ));
+        }
         let body = format!(
             "original: {}\nreplay: {}",
             text_of(turn, "original"),
@@ -389,18 +547,45 @@ fn junit(record: &ReplayRecord, totals: &ReplayTotals, turns: &[ReplayTurn]) -> 
         );
         let why = text_of(turn, "why");
         match rank(turn) {
-            0 => out.push_str(&format!("\n    <error message=\"{}\"/>\n  ", xml(why))),
-            1 | 2 => out.push_str(&format!(
-                "\n    <failure type=\"{}\" message=\"{}\">{}</failure>\n  ",
+            0 => inner.push_str(&format!("\n    <error message=\"{}\"/>", xml(why))),
+            1 | 2 => inner.push_str(&format!(
+                "\n    <failure type=\"{}\" message=\"{}\">{}</failure>",
                 word(turn),
                 xml(why),
                 xml(&body)
             )),
             _ => {}
         }
+        if !inner.is_empty() {
+            out.push_str(&inner);
+            out.push_str("\n  ");
+        }
         out.push_str("</testcase>\n");
     }
     out.push_str("</testsuite>\n");
+    out
+}
+
+/// The original's and the replay's cost as JUnit properties (dollars, and
+/// whether each is complete rather than a lower bound).
+fn cost_properties(indent: &str, original: &Cost, replay: &Cost) -> String {
+    let mut out = String::new();
+    for (name, value) in [
+        ("cost.original", format!("{:.6}", original.dollars)),
+        ("cost.replay", format!("{:.6}", replay.dollars)),
+        (
+            "cost.delta",
+            format!("{:.6}", replay.dollars - original.dollars),
+        ),
+        (
+            "cost.complete",
+            (original.is_complete() && replay.is_complete()).to_string(),
+        ),
+    ] {
+        out.push_str(&format!(
+            "{indent}<property name=\"{name}\" value=\"{value}\"/>\n"
+        ));
+    }
     out
 }
 

@@ -176,12 +176,15 @@ pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
         return print_json(&report);
     }
     outln!(
-        "imported {} new nodes ({} already present), {} conversations, {} runs, {} reruns",
+        "imported {} new nodes ({} already present), {} conversations, {} runs, {} reruns, {} replays ({} replayed turns), {} labels",
         report.nodes_written,
         report.nodes_present,
         report.conversations,
         report.runs,
-        report.reruns
+        report.reruns,
+        report.replays,
+        report.replay_turns,
+        report.labels
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -256,3 +256,88 @@ fn cached_tokens_of_both_providers_are_counted_once_and_priced_at_their_rate() {
         "{log}"
     );
 }
+
+/// `skein replay` prices each turn's original and replay, and the whole,
+/// at the prices of when the report is read; a model without a price
+/// makes its side a lower bound that says so.
+#[test]
+fn a_replay_report_prices_the_original_and_the_replay() {
+    let skein = temp();
+    price_echo(&skein);
+    let first = skein.json(&["prompt", "one"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "-c", "two"]);
+    let original: f64 = tokens(&skein, &cid).into_iter().map(dollars).sum();
+
+    let output = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        "echo",
+        "--system",
+        "Be brief.",
+        "--format",
+        "json",
+    ]);
+    assert!(matches!(output.status.code(), Some(0 | 7)));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let mut replayed = 0.0;
+    for turn in report["turns"].as_array().unwrap() {
+        let mut cost = 0.0;
+        for run in turn["runs"].as_array().unwrap() {
+            let run = store
+                .run_record(&skein::store::RunId(run.as_str().unwrap().into()))
+                .unwrap();
+            cost += dollars((
+                run.usage.input_tokens.unwrap(),
+                run.usage.output_tokens.unwrap(),
+            ));
+        }
+        assert!(close(&turn["cost"]["dollars"], cost), "{turn}");
+        assert_eq!(turn["original_cost"]["complete"], true);
+        replayed += cost;
+    }
+    drop(store);
+    let cost = &report["cost"];
+    assert!(close(&cost["original"]["dollars"], original), "{cost}");
+    assert!(close(&cost["replay"]["dollars"], replayed), "{cost}");
+    assert!(close(&cost["delta"], replayed - original), "{cost}");
+    assert_eq!(cost["complete"], true);
+    let id = report["replay"].as_str().unwrap().to_string();
+    let junit = skein.ok_or_7(&["replay", "--resume", &id, "--format", "junit"]);
+    assert!(
+        junit.contains(&format!(
+            "<property name=\"cost.original\" value=\"{original:.6}\"/>"
+        )),
+        "{junit}"
+    );
+
+    // Replayed on a model without a price: the replay's side is a lower
+    // bound, and the text says so.
+    let text = skein.ok_or_7(&["replay", "--cid", &cid, "-m", &script()]);
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains(&format!("cost ${original:.6} → at least $")),
+        "{summary}"
+    );
+}
+
+trait OkOr7 {
+    /// Run, expect exit code 0 or 7 (a replay whose turns did not all
+    /// hold), return stdout.
+    fn ok_or_7(&self, args: &[&str]) -> String;
+}
+
+impl OkOr7 for Cli {
+    fn ok_or_7(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            matches!(output.status.code(), Some(0 | 7)),
+            "skein {args:?}: {}",
+            skein_testkit::cli::stderr(&output)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+}

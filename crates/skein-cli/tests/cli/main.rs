@@ -27,6 +27,7 @@ mod cost;
 mod delete;
 mod failover;
 mod habits;
+mod labels;
 mod llm_import;
 mod names;
 mod postgres;

@@ -91,6 +91,45 @@ class Cost(TypedDict):
     unmeasured: list[str]
     prices_date: str
 
+class ReplayTotals(TypedDict):
+    """How many of a replay's turns stand where."""
+
+    pending: int
+    running: int
+    done: int
+    diverged: int
+    failed: int
+    changed: int
+    held: int
+
+class ReplayedTurn(TypedDict):
+    """One turn of :meth:`Store.replay`'s report."""
+
+    seq: int
+    result: str
+    conversation: str | None
+    turn_node: str
+    answer_node: str | None
+    comparator: str | None
+    why: str | None
+    original: str | None
+    answer: str | None
+    original_usage: dict[str, int] | None
+    usage: dict[str, int] | None
+    runs: list[str]
+
+class ReplayReport(TypedDict):
+    """What :meth:`Store.replay` returns."""
+
+    replay: str
+    model: str
+    totals: ReplayTotals
+    turns: list[ReplayedTurn]
+
+class LabelCount(TypedDict):
+    name: str
+    nodes: int
+
 class Price(TypedDict, total=False):
     input: float
     output: float
@@ -128,6 +167,38 @@ class Store:
         ``{"matches": [{"node", "role", "snippet", "highlights",
         "conversations": [{"id", "name"}]}], "truncated"}``. A query with an
         unclosed quote or no words raises ``StoreError``."""
+    def replay(
+        self,
+        model: str,
+        *,
+        conversations: list[str] = ...,
+        families: list[str] = ...,
+        turns: list[str] = ...,
+        labels: list[str] = ...,
+        search: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        clients: list[str] = ...,
+        system: str | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        remove_tools: list[str] = ...,
+        ignore: list[str] = ...,
+        compare: list[str] = ...,
+        embedder: str = "lexical",
+        concurrency: int | None = None,
+    ) -> ReplayReport:
+        """Replay recorded turns on ``model`` with one change, each judged
+        against its original (the comparator that decided and why), tool
+        calls answered from the recording. An empty selection raises
+        ``RecordedChatError``."""
+    def label(self, name: str, turns: list[str]) -> int:
+        """Put the label ``name`` on turns (final answers' node ids or
+        prefixes); how many did not carry it. A node that ends no turn
+        raises ``NotATurn``."""
+    def unlabel(self, name: str, turns: list[str]) -> int: ...
+    def labels(self, name: str | None = None) -> list[LabelCount] | list[str]: ...
 
 @final
 class Model:

@@ -370,3 +370,131 @@ async fn a_selection_without_turns_is_refused() {
             .is_err()
     );
 }
+
+/// The answers a replay of `selection` would replay (its pending rows), or
+/// the error starting it gave.
+async fn selected(desk: &Desk, selection: Selection) -> Result<Vec<NodeId>, RecordedError> {
+    let id = desk
+        .replayer()
+        .start(&selection, &ReplayPlan::new("new"))
+        .await?;
+    Ok(desk.turns(&id).iter().map(|turn| turn.turn_node).collect())
+}
+
+/// A conversation the recording proxy recorded for the client `name`: one
+/// turn, asking about the weather.
+fn proxied(desk: &Desk, name: &str) -> NodeId {
+    let thread = skein_core::Thread::from_messages([
+        skein_core::Message::user(format!("weather for {name}?")),
+        skein_core::Message::assistant("Sunny."),
+    ]);
+    let mut run = skein_core::RunRecord::new("m", "scripted");
+    run.input_head = thread.parent().head_id();
+    run.output_head = thread.head_id();
+    let settings = skein_core::ConversationSettings {
+        proxy: true,
+        ..Default::default()
+    };
+    desk.store
+        .commit_turn(&skein_store::TurnCommit {
+            target: skein_store::Target::New(Box::new(skein_store::NewConversation {
+                name: Some(name.into()),
+                settings,
+                ..skein_store::NewConversation::default()
+            })),
+            thread: Some(&thread),
+            runs: std::slice::from_ref(&run),
+        })
+        .unwrap();
+    thread.head_id().unwrap()
+}
+
+/// Sources (a conversation, a label) and filters (search, time, client)
+/// compose: each filter narrows the sources' turns, filters alone choose
+/// among every conversation's, and a selection the filters empty is
+/// refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn sources_and_filters_compose_into_one_selection() {
+    let desk = Desk::new();
+    let before = skein_core::now_ms();
+    let conversation = desk.record().await;
+    let head = desk.store.conversation(&conversation).unwrap().head;
+    let thread = desk.store.load_thread(head.unwrap()).unwrap();
+    let answers: Vec<NodeId> = thread
+        .nodes()
+        .iter()
+        .filter(|node| node.message().role == skein_core::Role::Assistant)
+        .map(|node| node.id())
+        .collect();
+    // The hotel loop ends at its second answer; then weather, flight.
+    let (hotel, weather, flight) = (answers[1], answers[2], answers[3]);
+    let bot = proxied(&desk, "bot");
+    let other = proxied(&desk, "other-bot");
+
+    let hotel_only = Selection::new()
+        .conversation(conversation.clone())
+        .search("hotel");
+    assert_eq!(selected(&desk, hotel_only).await.unwrap(), vec![hotel]);
+    // Search alone: every conversation's turns with the word.
+    let mut everywhere = selected(&desk, Selection::new().search("weather"))
+        .await
+        .unwrap();
+    everywhere.sort();
+    let mut expected = vec![weather, bot, other];
+    expected.sort();
+    assert_eq!(everywhere, expected);
+    assert_eq!(
+        selected(&desk, Selection::new().client("bot"))
+            .await
+            .unwrap(),
+        vec![bot]
+    );
+    assert_eq!(
+        selected(
+            &desk,
+            Selection::new()
+                .conversation(conversation.clone())
+                .between(Some(before), None)
+        )
+        .await
+        .unwrap(),
+        vec![hotel, weather, flight]
+    );
+    let future = skein_core::now_ms() + 86_400_000;
+    assert!(matches!(
+        selected(&desk, Selection::new().between(Some(future), None)).await,
+        Err(RecordedError::EmptySelection)
+    ));
+    assert!(matches!(
+        selected(&desk, Selection::new().between(None, Some(before))).await,
+        Err(RecordedError::EmptySelection)
+    ));
+
+    desk.store.add_label("keep", &[flight, bot]).unwrap();
+    let mut labelled = selected(&desk, Selection::new().label("keep"))
+        .await
+        .unwrap();
+    labelled.sort();
+    let mut expected = vec![flight, bot];
+    expected.sort();
+    assert_eq!(labelled, expected);
+    assert_eq!(
+        selected(&desk, Selection::new().label("keep").client("bot"))
+            .await
+            .unwrap(),
+        vec![bot]
+    );
+    assert!(matches!(
+        selected(&desk, Selection::new().label("keep").search("hotel")).await,
+        Err(RecordedError::EmptySelection)
+    ));
+    // A label on a message that ends no turn (a question) is refused when
+    // selected.
+    desk.store
+        .add_label("bad", &[thread.nodes()[0].id()])
+        .unwrap();
+    assert!(matches!(
+        selected(&desk, Selection::new().label("bad")).await,
+        Err(RecordedError::NotATurn(_))
+    ));
+}

@@ -18,6 +18,7 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
+use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId};
@@ -201,6 +202,34 @@ async fn forget_in(tx: &Client, doomed: &[Doomed], everywhere: bool) -> Result<S
         }
         swept.reruns += 1;
     }
+    let replayed = tx
+        .prepare_cached(
+            "DELETE FROM replay_turns WHERE conversation = ANY($1)
+             RETURNING replay, turn_node, answer_head, runs, detail",
+        )
+        .await?;
+    let mut touched: Vec<String> = Vec::new();
+    for row in tx.query(&replayed, &[&gone]).await? {
+        let replay: String = row.get(0);
+        released.push(row.get(1));
+        released.extend(row.get::<_, Option<Id>>(2));
+        runs.extend(replay_turn_runs(row.get(3), row.get(4))?);
+        if !touched.contains(&replay) {
+            touched.push(replay);
+        }
+        swept.replay_turns += 1;
+    }
+    let recount = tx
+        .prepare_cached(
+            "UPDATE replays r SET turns = (SELECT count(*) FROM replay_turns t WHERE t.replay = r.id)
+             WHERE r.id = ANY($1)",
+        )
+        .await?;
+    tx.execute(&recount, &[&touched]).await?;
+    let emptied = tx
+        .prepare_cached("DELETE FROM replays WHERE id = ANY($1) AND turns = 0")
+        .await?;
+    swept.replays = tx.execute(&emptied, &[&touched]).await?;
     let owned = tx
         .prepare_cached("SELECT id FROM runs WHERE conversation = ANY($1)")
         .await?;
@@ -282,6 +311,10 @@ async fn collect(
         .collect();
     let decided = sweep(&candidates, &seeds);
     swept.kept = decided.kept;
+    let labelled = tx
+        .prepare_cached("SELECT count(DISTINCT node) FROM labels WHERE node = ANY($1::bytea[])")
+        .await?;
+    swept.labelled = tx.query_one(&labelled, &[&ids]).await?.get::<_, i64>(0) as u64;
     for id in &decided.boundary {
         swept.boundary.push(node_id(id)?);
     }
@@ -290,7 +323,8 @@ async fn collect(
 
 /// The candidates (`$1`) something remaining reaches directly: a
 /// conversation's head or origin, a run's input or output head, a rerun's
-/// nodes, or a child that is no candidate.
+/// nodes, a replayed turn's original or answer, a label, or a child that is
+/// no candidate.
 const SEEDS: &str = "SELECT c FROM unnest($1::bytea[]) AS c
      WHERE EXISTS (SELECT 1 FROM conversations WHERE head = c)
         OR EXISTS (SELECT 1 FROM conversations WHERE forked_from_node = c)
@@ -299,6 +333,9 @@ const SEEDS: &str = "SELECT c FROM unnest($1::bytea[]) AS c
         OR EXISTS (SELECT 1 FROM reruns WHERE turn_node = c)
         OR EXISTS (SELECT 1 FROM reruns WHERE request_head = c)
         OR EXISTS (SELECT 1 FROM reruns WHERE answer_head = c)
+        OR EXISTS (SELECT 1 FROM labels WHERE node = c)
+        OR EXISTS (SELECT 1 FROM replay_turns WHERE turn_node = c)
+        OR EXISTS (SELECT 1 FROM replay_turns WHERE answer_head = c)
         OR EXISTS (SELECT 1 FROM nodes x WHERE x.parent = c AND x.id <> ALL($1::bytea[]))";
 
 /// Delete the garbage nodes, the blobs no remaining node references and

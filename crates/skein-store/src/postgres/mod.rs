@@ -74,6 +74,7 @@ mod family;
 mod forget;
 mod graph;
 mod hosts;
+mod labels;
 mod offers;
 mod pipeline;
 mod pool;

@@ -179,8 +179,8 @@ async fn create_attempt(tx: &Client, record: &ReplayRecord, turns: &[NewReplayTu
     pipeline.push(tx, insert, params);
     let insert_turn = tx
         .prepare_cached(
-            "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, detail)
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .await?;
     for (seq, turn) in turns.iter().enumerate() {
@@ -190,6 +190,7 @@ async fn create_attempt(tx: &Client, record: &ReplayRecord, turns: &[NewReplayTu
             Box::new(turn.conversation.as_ref().map(|id| id.0.clone())),
             Box::new(turn.turn_node.0.to_vec()),
             Box::new(turn.request_node.0.to_vec()),
+            Box::new(turn.initial_detail()?),
         ];
         pipeline.push(tx, insert_turn.clone(), params);
     }
@@ -319,4 +320,61 @@ fn raw_replay_turn(row: &Row) -> RawReplayTurn {
         detail: row.get(12),
         finished_ms: row.get(13),
     }
+}
+
+/// Insert a replay's row unless it is stored (an import); whether it was.
+pub(crate) async fn insert_replay(tx: &Client, record: &ReplayRecord) -> Result<bool> {
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO replays(id, selection, change, model, settings, turns, created)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
+        )
+        .await?;
+    let inserted = tx
+        .execute(
+            &statement,
+            &[
+                &record.id.as_str(),
+                &serde_json::to_string(&record.selection)?,
+                &serde_json::to_string(&record.change)?,
+                &record.model,
+                &serde_json::to_string(&record.settings)?,
+                &(record.turns as i64),
+                &record.created_ms,
+            ],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// Insert a replayed turn's row as it stands (an import).
+pub(crate) async fn insert_replay_turn(tx: &Client, turn: &ReplayTurn) -> Result<()> {
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, status,
+                 worker, lease_until, answer_head, runs, decision, comparator, detail, finished)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        )
+        .await?;
+    tx.execute(
+        &statement,
+        &[
+            &turn.replay.as_str(),
+            &(turn.seq as i64),
+            &turn.conversation.as_ref().map(|id| id.as_str()),
+            &turn.turn_node.0.as_slice(),
+            &turn.request_node.0.as_slice(),
+            &turn.status.as_str(),
+            &turn.worker,
+            &turn.lease_until_ms,
+            &turn.answer_head.as_ref().map(|id| id.0.as_slice()),
+            &serde_json::to_string(&turn.runs)?,
+            &turn.decision,
+            &turn.comparator,
+            &serde_json::to_string(&turn.detail)?,
+            &turn.finished_ms,
+        ],
+    )
+    .await?;
+    Ok(())
 }

@@ -292,6 +292,20 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // 15: the references deletion asks about (crate::forget), indexed, as
     // on SQLite.
     Migration::Sql(crate::sqlite::schema::FORGET_INDEXES),
+    // 16: labels on turns (crate::labels), as on SQLite.
+    Migration::Sql(
+        r#"
+    CREATE TABLE labels (
+        name    TEXT COLLATE "C" NOT NULL,
+        node    BYTEA NOT NULL,
+        created BIGINT NOT NULL,
+        PRIMARY KEY (name, node)
+    );
+    CREATE INDEX labels_by_node ON labels(node);
+    CREATE INDEX replay_turns_by_conversation ON replay_turns(conversation)
+        WHERE conversation IS NOT NULL;
+    "#,
+    ),
 ];
 
 /// The schema version this build writes.

@@ -14,6 +14,7 @@ use super::PgStore;
 use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
 use super::offers::fill_offers;
 use super::pipeline::Pipeline;
+use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
 use super::schema;
@@ -173,6 +174,35 @@ impl Transfer for PgStore {
                         pipeline.run().await?;
                         report.reruns += 1;
                     }
+                    Line::Replay(replay) => {
+                        report.replays += insert_replay(tx, replay).await? as usize;
+                    }
+                    Line::ReplayTurn(turn) => {
+                        insert_batched(tx, &mut new_nodes).await?;
+                        let statement = tx
+                            .prepare_cached("SELECT 1 FROM replay_turns WHERE replay = $1 AND seq = $2")
+                            .await?;
+                        let seq = turn.seq as i64;
+                        if tx.query_opt(&statement, &[&turn.replay.as_str(), &seq]).await?.is_some() {
+                            continue;
+                        }
+                        known.check(tx, &depths, number, line).await?;
+                        insert_replay_turn(tx, turn).await?;
+                        report.replay_turns += 1;
+                    }
+                    Line::Label(label) => {
+                        insert_batched(tx, &mut new_nodes).await?;
+                        known.check(tx, &depths, number, line).await?;
+                        let statement = tx
+                            .prepare_cached(
+                                "INSERT INTO labels(name, node, created) VALUES ($1, $2, $3)
+                                 ON CONFLICT DO NOTHING",
+                            )
+                            .await?;
+                        report.labels += tx
+                            .execute(&statement, &[&label.name, &label.node.0.as_slice(), &label.created_ms])
+                            .await? as usize;
+                    }
                 }
             }
             insert_batched(tx, &mut new_nodes).await?;
@@ -180,7 +210,12 @@ impl Transfer for PgStore {
             Ok(report)
         })
         .and_then(|report| {
-            let written = report.nodes_written + report.conversations + report.runs + report.reruns;
+            let written = report.nodes_written
+                + report.conversations
+                + report.runs
+                + report.reruns
+                + report.replay_turns
+                + report.labels;
             if written >= schema::ANALYZE_AFTER_ROWS {
                 self.read(async |client| schema::analyze(client).await)?;
             }
@@ -235,6 +270,15 @@ impl Known {
                         }
                         found
                     }
+                }
+                Target::Replay(id) => {
+                    let statement = client
+                        .prepare_cached("SELECT 1 FROM replays WHERE id = $1")
+                        .await?;
+                    client
+                        .query_opt(&statement, &[&id.as_str()])
+                        .await?
+                        .is_some()
                 }
                 Target::Run(id) => {
                     self.runs.contains(id.as_str()) || {

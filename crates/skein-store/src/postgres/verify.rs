@@ -9,7 +9,10 @@ use super::graph::{decode, fetch_blobs};
 use super::transfer::PAGE;
 use crate::backend::Verify;
 use crate::error::Result;
-use crate::verify::{CONVERSATIONS, MISSING_TOOLS, NodeRow, RUNS, VerifyReport};
+use crate::verify::{
+    CONVERSATIONS, MISSING_LABEL_NODES, MISSING_REPLAY_NODES, MISSING_TOOLS, NodeRow, RUNS,
+    VerifyReport,
+};
 
 /// Blobs read per query (they can be large).
 const BLOB_PAGE: i64 = 100;
@@ -103,6 +106,30 @@ impl Verify for PgStore {
         let tools = self.read(async |client| Ok(client.query(MISSING_TOOLS, &[]).await?))?;
         for row in &tools {
             report.missing_tool(row.get(0), row.get(1));
+        }
+        let replays = self.read(async |client| {
+            let nodes = client.query(MISSING_REPLAY_NODES, &[]).await?;
+            let runs = client
+                .query(
+                    "SELECT t.replay, t.seq, j.value FROM replay_turns t,
+                         jsonb_array_elements_text(t.runs::jsonb) AS j(value)
+                     WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = j.value)
+                     ORDER BY 1, 2, 3",
+                    &[],
+                )
+                .await?;
+            let labels = client.query(MISSING_LABEL_NODES, &[]).await?;
+            Ok((nodes, runs, labels))
+        })?;
+        let (nodes, runs, labels) = replays;
+        for row in &nodes {
+            report.missing_replay_node(row.get(0), row.get(1), row.get(2), row.get(3));
+        }
+        for row in &runs {
+            report.missing_replay_run(row.get(0), row.get(1), row.get(2));
+        }
+        for row in &labels {
+            report.missing_label_node(row.get(0), row.get(1));
         }
         Ok(report)
     }

@@ -14,6 +14,7 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
+use crate::replays::replay_turn_runs;
 use crate::search::index_text;
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
@@ -224,6 +225,7 @@ fn delete_conversation(
     drop(rows);
     conn.prepare_cached("DELETE FROM reruns WHERE conversation = ?1")?
         .execute([id])?;
+    delete_replay_turns(conn, id, released, &mut runs, swept)?;
     runs.sort();
     runs.dedup();
     for run in &runs {
@@ -254,6 +256,49 @@ fn delete_conversation(
     conn.prepare_cached("DELETE FROM conversations WHERE id = ?1")?
         .execute([id])?;
     Ok(true)
+}
+
+/// Delete the replayed turns of conversation `id`'s turns, pushing their
+/// nodes onto `released` and their runs (a judge's too) onto `runs`; then
+/// the replays left without turns.
+fn delete_replay_turns(
+    conn: &Connection,
+    id: &str,
+    released: &mut Vec<Vec<u8>>,
+    runs: &mut Vec<String>,
+    swept: &mut Swept,
+) -> Result<()> {
+    let mut touched: Vec<String> = Vec::new();
+    let mut turns = conn.prepare_cached(
+        "DELETE FROM replay_turns WHERE conversation = ?1
+         RETURNING replay, turn_node, answer_head, runs, detail",
+    )?;
+    let mut rows = turns.query([id])?;
+    while let Some(row) = rows.next()? {
+        let replay: String = row.get(0)?;
+        released.push(row.get(1)?);
+        released.extend(row.get::<_, Option<Vec<u8>>>(2)?);
+        runs.extend(replay_turn_runs(
+            &row.get::<_, String>(3)?,
+            &row.get::<_, String>(4)?,
+        )?);
+        if !touched.contains(&replay) {
+            touched.push(replay);
+        }
+        swept.replay_turns += 1;
+    }
+    drop(rows);
+    for replay in &touched {
+        conn.prepare_cached(
+            "UPDATE replays SET turns = (SELECT count(*) FROM replay_turns WHERE replay = ?1)
+             WHERE id = ?1",
+        )?
+        .execute([replay])?;
+        swept.replays += conn
+            .prepare_cached("DELETE FROM replays WHERE id = ?1 AND turns = 0")?
+            .execute([replay])? as u64;
+    }
+    Ok(())
 }
 
 /// Find the candidates above the `released` references (with `everywhere`,
@@ -301,6 +346,12 @@ fn collect(
         .collect::<rusqlite::Result<_>>()?;
     let decided = sweep(&candidates, &seeds);
     swept.kept = decided.kept;
+    swept.labelled = conn
+        .prepare_cached(
+            "SELECT count(*) FROM forget_candidates c JOIN nodes n ON n.seq = c.seq
+             WHERE EXISTS (SELECT 1 FROM labels WHERE node = n.id)",
+        )?
+        .query_row([], |row| row.get::<_, i64>(0))? as u64;
     for seq in &decided.boundary {
         let id: Vec<u8> = conn
             .prepare_cached("SELECT id FROM nodes WHERE seq = ?1")?
@@ -313,8 +364,10 @@ fn collect(
 }
 
 /// The candidates something remaining reaches directly: a conversation's
-/// head or origin, a run's input or output head, a rerun's nodes, or a
-/// child that is no candidate (a thread this deletion does not touch).
+/// head or origin, a run's input or output head, a rerun's nodes, a
+/// replayed turn's original or answer (its request lies above the
+/// original), a label, or a child that is no candidate (a thread this
+/// deletion does not touch).
 const SEEDS: &str = "SELECT c.seq FROM forget_candidates c JOIN nodes n ON n.seq = c.seq
      WHERE EXISTS (SELECT 1 FROM conversations WHERE head = n.id)
         OR EXISTS (SELECT 1 FROM conversations WHERE forked_from_node = n.id)
@@ -323,6 +376,9 @@ const SEEDS: &str = "SELECT c.seq FROM forget_candidates c JOIN nodes n ON n.seq
         OR EXISTS (SELECT 1 FROM reruns WHERE turn_node = n.id)
         OR EXISTS (SELECT 1 FROM reruns WHERE request_head = n.id)
         OR EXISTS (SELECT 1 FROM reruns WHERE answer_head = n.id)
+        OR EXISTS (SELECT 1 FROM labels WHERE node = n.id)
+        OR EXISTS (SELECT 1 FROM replay_turns WHERE turn_node = n.id)
+        OR EXISTS (SELECT 1 FROM replay_turns WHERE answer_head = n.id)
         OR EXISTS (SELECT 1 FROM nodes x WHERE x.parent = c.seq
                    AND x.seq NOT IN (SELECT seq FROM forget_candidates))";
 

@@ -27,6 +27,7 @@ mod embeddings;
 mod family;
 mod forget;
 mod graph;
+mod labels;
 mod offers;
 pub(crate) mod open;
 mod replays;

@@ -117,22 +117,11 @@ impl Replays for SqliteStore {
 impl SqliteStore {
     fn create_replay(&self, record: &ReplayRecord, turns: &[NewReplayTurn]) -> Result<()> {
         self.write(|tx| {
-            tx.prepare_cached(
-                "INSERT INTO replays(id, selection, change, model, settings, turns, created)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(params![
-                record.id.as_str(),
-                serde_json::to_string(&record.selection)?,
-                serde_json::to_string(&record.change)?,
-                record.model,
-                serde_json::to_string(&record.settings)?,
-                record.turns as i64,
-                record.created_ms,
-            ])?;
+            insert_replay(tx, record)?;
             let mut insert = tx.prepare_cached(
-                "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node,
+                     detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
             for (seq, turn) in turns.iter().enumerate() {
                 insert.execute(params![
@@ -141,6 +130,7 @@ impl SqliteStore {
                     turn.conversation.as_ref().map(|id| id.as_str()),
                     turn.turn_node.as_bytes(),
                     turn.request_node.as_bytes(),
+                    turn.initial_detail()?,
                 ])?;
             }
             Ok(())
@@ -300,6 +290,50 @@ impl SqliteStore {
             raw.into_iter().map(RawReplayTurn::finish).collect()
         })
     }
+}
+
+/// Insert a replay's row (its turns are inserted apart).
+pub(crate) fn insert_replay(conn: &rusqlite::Connection, record: &ReplayRecord) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO replays(id, selection, change, model, settings, turns, created)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        record.id.as_str(),
+        serde_json::to_string(&record.selection)?,
+        serde_json::to_string(&record.change)?,
+        record.model,
+        serde_json::to_string(&record.settings)?,
+        record.turns as i64,
+        record.created_ms,
+    ])?;
+    Ok(())
+}
+
+/// Insert a replayed turn's row as it stands (an import).
+pub(crate) fn insert_replay_turn(conn: &rusqlite::Connection, turn: &ReplayTurn) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, status,
+             worker, lease_until, answer_head, runs, decision, comparator, detail, finished)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(params![
+        turn.replay.as_str(),
+        turn.seq as i64,
+        turn.conversation.as_ref().map(|id| id.as_str()),
+        turn.turn_node.as_bytes(),
+        turn.request_node.as_bytes(),
+        turn.status.as_str(),
+        turn.worker,
+        turn.lease_until_ms,
+        turn.answer_head.as_ref().map(NodeId::as_bytes),
+        serde_json::to_string(&turn.runs)?,
+        turn.decision,
+        turn.comparator,
+        serde_json::to_string(&turn.detail)?,
+        turn.finished_ms,
+    ])?;
+    Ok(())
 }
 
 fn raw_replay(row: &Row<'_>) -> rusqlite::Result<RawReplay> {

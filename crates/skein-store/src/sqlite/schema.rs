@@ -260,6 +260,22 @@ const MIGRATIONS: &[Migration] = &[
     // conversations were forked at a node, which runs took a node as their
     // input, which reruns sent a request ending there.
     Migration::Sql(FORGET_INDEXES),
+    // 16: labels on turns (crate::labels): a name on a node, which keeps
+    // the node (and its thread) from deletion; replayed turns found by the
+    // conversation of their original (deleting it deletes them).
+    Migration::Sql(
+        r"
+    CREATE TABLE labels (
+        name    TEXT NOT NULL,
+        node    BLOB NOT NULL,
+        created INTEGER NOT NULL,
+        PRIMARY KEY (name, node)
+    ) WITHOUT ROWID;
+    CREATE INDEX labels_by_node ON labels(node);
+    CREATE INDEX replay_turns_by_conversation ON replay_turns(conversation)
+        WHERE conversation IS NOT NULL;
+    ",
+    ),
 ];
 
 /// Migration 13, the same SQL on both backends. `IF NOT EXISTS`: tests of

@@ -9,6 +9,7 @@ no database).
 use super::SqliteStore;
 use super::graph::{Placed, decode_message, insert_node, seq_of};
 use super::offers::fill_offers;
+use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::insert_rerun;
 use super::runs::insert_run;
 use crate::backend::Transfer;
@@ -128,6 +129,35 @@ impl Transfer for SqliteStore {
                         insert_rerun(tx, rerun)?;
                         report.reruns += 1;
                     }
+                    Line::Replay(replay) => {
+                        let exists = tx
+                            .prepare_cached("SELECT 1 FROM replays WHERE id = ?1")?
+                            .exists([replay.id.as_str()])?;
+                        if !exists {
+                            insert_replay(tx, replay)?;
+                            report.replays += 1;
+                        }
+                    }
+                    Line::ReplayTurn(turn) => {
+                        let exists = tx
+                            .prepare_cached("SELECT 1 FROM replay_turns WHERE replay = ?1 AND seq = ?2")?
+                            .exists(params![turn.replay.as_str(), turn.seq as i64])?;
+                        if exists {
+                            continue;
+                        }
+                        check_references(tx, number, line)?;
+                        insert_replay_turn(tx, turn)?;
+                        report.replay_turns += 1;
+                    }
+                    Line::Label(label) => {
+                        check_references(tx, number, line)?;
+                        report.labels += tx
+                            .prepare_cached(
+                                "INSERT INTO labels(name, node, created) VALUES (?1, ?2, ?3)
+                                 ON CONFLICT DO NOTHING",
+                            )?
+                            .execute(params![label.name, label.node.as_bytes(), label.created_ms])?;
+                    }
                 }
             }
             fill_offers(tx, Some(&offering))?;
@@ -147,6 +177,9 @@ fn check_references(tx: &rusqlite::Transaction<'_>, number: usize, line: &Line) 
                 .exists([id.as_str()])?,
             Target::Run(id) => tx
                 .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
+                .exists([id.as_str()])?,
+            Target::Replay(id) => tx
+                .prepare_cached("SELECT 1 FROM replays WHERE id = ?1")?
                 .exists([id.as_str()])?,
         };
         if !present {

@@ -7,7 +7,10 @@ use super::SqliteStore;
 use super::graph::decode_message;
 use crate::backend::Verify;
 use crate::error::Result;
-use crate::verify::{CONVERSATIONS, MISSING_TOOLS, NodeRow, RUNS, VerifyReport};
+use crate::verify::{
+    CONVERSATIONS, MISSING_LABEL_NODES, MISSING_REPLAY_NODES, MISSING_TOOLS, NodeRow, RUNS,
+    VerifyReport,
+};
 
 impl Verify for SqliteStore {
     /// Check the whole database. Problems are reported, never repaired.
@@ -74,6 +77,27 @@ impl Verify for SqliteStore {
             while let Some(row) = rows.next()? {
                 let tool: Vec<u8> = row.get(1)?;
                 report.missing_tool(row.get(0)?, &tool);
+            }
+            let mut nodes = conn.prepare(MISSING_REPLAY_NODES)?;
+            let mut rows = nodes.query([])?;
+            while let Some(row) = rows.next()? {
+                let node: Vec<u8> = row.get(3)?;
+                report.missing_replay_node(row.get(0)?, row.get(1)?, row.get(2)?, &node);
+            }
+            let mut runs = conn.prepare(
+                "SELECT t.replay, t.seq, j.value FROM replay_turns t, json_each(t.runs) j
+                 WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = j.value)
+                 ORDER BY 1, 2, 3",
+            )?;
+            let mut rows = runs.query([])?;
+            while let Some(row) = rows.next()? {
+                report.missing_replay_run(row.get(0)?, row.get(1)?, row.get(2)?);
+            }
+            let mut labels = conn.prepare(MISSING_LABEL_NODES)?;
+            let mut rows = labels.query([])?;
+            while let Some(row) = rows.next()? {
+                let node: Vec<u8> = row.get(1)?;
+                report.missing_label_node(row.get(0)?, &node);
             }
             Ok(report)
         })

@@ -57,7 +57,7 @@ fn a_database_from_before_lanes_gets_them_on_open_and_loads_the_same() {
         .raw_connection()
         .unwrap()
         .execute_batch(
-            "DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
+            "DROP TABLE labels; DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
              ALTER TABLE nodes DROP COLUMN root;
              DROP INDEX nodes_by_lane;
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
@@ -318,7 +318,7 @@ fn a_database_from_before_typed_turns_gets_turn_steps_from_its_relations() {
         .raw_connection()
         .unwrap()
         .execute_batch(&format!(
-            r#"DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
+            r#"DROP TABLE labels; DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
                ALTER TABLE nodes DROP COLUMN root;
                DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
                ALTER TABLE runs DROP COLUMN finish_reason;

@@ -312,7 +312,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .raw_connection()
         .unwrap()
         .execute_batch(
-            "DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
+            "DROP TABLE labels; DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
              ALTER TABLE nodes DROP COLUMN root;
              ALTER TABLE runs DROP COLUMN events;
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
@@ -322,7 +322,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 15);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 16);
 }
 
 for_each_backend!(

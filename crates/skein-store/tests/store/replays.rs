@@ -35,6 +35,7 @@ fn new_turn(thread: &Thread) -> NewReplayTurn {
         conversation: Some(ConversationId("c1".into())),
         turn_node: thread.head_id().unwrap(),
         request_node: thread.parent().head_id().unwrap(),
+        compare: Vec::new(),
     }
 }
 

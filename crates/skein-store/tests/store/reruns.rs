@@ -132,7 +132,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
     let path = db.location();
     let conn = db.store.raw_connection().unwrap();
     conn.execute_batch(
-        "DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
+        "DROP TABLE labels; DROP TABLE replay_turns; DROP TABLE replays; DROP TABLE tool_calls; DROP TABLE tool_offers; DROP TABLE node_search; DROP TABLE run_links; DROP INDEX conversations_by_root; ALTER TABLE conversations DROP COLUMN root;
          ALTER TABLE nodes DROP COLUMN root;
          DROP TABLE reruns; DROP TABLE embeddings;
          DROP INDEX nodes_by_lane; ALTER TABLE nodes DROP COLUMN lane;
@@ -150,7 +150,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 15);
+    assert_eq!(version, 16);
     assert!(
         store
             .reruns_of_conversation(&ConversationId::random())

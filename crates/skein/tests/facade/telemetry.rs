@@ -1,7 +1,8 @@
 //! OpenTelemetry export to the test kit's in-process OTLP receiver: a
 //! tool-loop turn is a `turn` span with a child per model call and per tool
 //! call; a fork's first turn links to the span of the run it starts from;
-//! the GenAI token attributes add up to the recorded usage, cached tokens
+//! a rerun and a replayed turn are spans over their calls, linked to the
+//! turn they re-run; the GenAI token attributes add up to the recorded usage, cached tokens
 //! inside the input and never on top of it; message content is sent only
 //! when asked for; a collector that refuses every export fails no turn.
 
@@ -209,6 +210,82 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
         .find(|span| string(span, "skein.run.id") == Some(turn_run.id.to_string()))
         .expect("the re-run turn's call was exported too");
     assert_eq!(rerun_span.links[0].trace_id, reran.trace_id);
+
+    // A replayed turn is a `replay` span over its model and tool calls,
+    // linked to the span of the run that produced the original turn.
+    use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+    let replayer = Replayer::new(&store, fixture.model());
+    let mut plan = ReplayPlan::new("fixture");
+    plan.change.system = Some("Be brief.".into());
+    let replay = replayer
+        .start(
+            &Selection::new().conversation(conversation.id().clone()),
+            &plan,
+        )
+        .await
+        .unwrap();
+    replayer.run(&replay, |_| {}).await.unwrap();
+    let replayed = &store.replay_turns(&replay, None, 10).unwrap()[0];
+    let is_replay = |span: &Span| {
+        span.name == "replay" && string(span, "skein.replay.id") == Some(replay.to_string())
+    };
+    let mut spans = Vec::new();
+    for _ in 0..200 {
+        spans = receiver.spans();
+        if spans.iter().any(is_replay) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let replay_span = spans
+        .iter()
+        .find(|span| is_replay(span))
+        .expect("the replayed turn's span")
+        .clone();
+    assert_eq!(int(&replay_span, "skein.replay.seq"), Some(0));
+    assert_eq!(
+        string(&replay_span, "skein.replay.turn_node"),
+        Some(replayed.turn_node.to_hex())
+    );
+    assert_eq!(
+        string(&replay_span, "skein.replay.result").as_deref(),
+        Some(match replayed.decision.as_deref() {
+            Some(decision) => decision,
+            None => replayed.status.as_str(),
+        })
+    );
+    let mut calls = Vec::new();
+    for _ in 0..100 {
+        calls = receiver
+            .spans()
+            .into_iter()
+            .filter(|span| span.parent_span_id == replay_span.span_id)
+            .filter(|span| span.name.starts_with("chat "))
+            .collect();
+        if calls.len() >= replayed.runs.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut call_runs: Vec<String> = calls
+        .iter()
+        .map(|span| string(span, "skein.run.id").unwrap())
+        .collect();
+    call_runs.sort();
+    let mut replay_runs: Vec<String> = replayed.runs.iter().map(|r| r.to_string()).collect();
+    replay_runs.sort();
+    assert_eq!(call_runs, replay_runs, "a child per replayed model call");
+    assert!(
+        calls
+            .iter()
+            .all(|span| string(span, "skein.replay.id") == Some(replay.to_string()))
+    );
+    let original = &store.runs_producing(replayed.turn_node).unwrap()[0];
+    assert_eq!(replay_span.links.len(), 1);
+    assert_eq!(
+        replay_span.links[0].span_id,
+        skein::conversation::telemetry::run_span_id(&original.id).to_bytes()
+    );
     drop(telemetry);
 
     // With content asked for, the messages travel too.

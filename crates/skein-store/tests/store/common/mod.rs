@@ -246,9 +246,10 @@ impl TempStore {
     /// Undo what migrations 11 and later did, so that reopening the
     /// database runs them again: on PostgreSQL, 11 added lanes (on SQLite
     /// it changed nothing); 12 added what each conversation's calls offered;
-    /// 13 the tool calls by id; 14 added replays. Tests that set an older
-    /// schema version call this first.
+    /// 13 the tool calls by id; 14 added replays; 16 labels. Tests that set
+    /// an older schema version call this first.
     pub fn undo_schemas_from_11(&self) {
+        self.store.debug_execute("DROP TABLE labels").unwrap();
         self.store.debug_execute("DROP TABLE replay_turns").unwrap();
         self.store.debug_execute("DROP TABLE replays").unwrap();
         self.store.debug_execute("DROP TABLE tool_calls").unwrap();

@@ -1,0 +1,187 @@
+/*!
+`skein label`: put a name on recorded turns to keep them as cases (`add`,
+`rm`, `list`), and write a label's turns as a JSONL test set (`export`)
+that `skein label import` or `skein replay --cases FILE` reads into any
+database. A labelled turn is kept by `skein delete` and `skein gc` until
+its label is removed.
+*/
+
+use super::{Context, print_json};
+use crate::ui::outln;
+use anyhow::{Context as _, Result};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use skein::NodeId;
+use skein::recorded::cases;
+use skein::recorded::replay::request_of_turn;
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum LabelCommand {
+    /// Put a label on turns (each given by its final answer's node)
+    Add(LabelTurnsArgs),
+    /// Take a label off turns
+    Rm(LabelTurnsArgs),
+    /// The labels and how many turns carry each, or the turns of one label
+    List(LabelListArgs),
+    /// Write a label's turns as cases, one JSON line each: the recorded request, the original
+    /// answer, the label and the comparators (`skein replay --cases FILE` replays them)
+    Export(LabelExportArgs),
+    /// Store the cases of a file written by `skein label export`, each turn labelled as in the file
+    Import(LabelImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabelTurnsArgs {
+    /// The label's name
+    pub name: String,
+    /// Turns, by their final answer's node (any unique prefix)
+    #[arg(value_name = "TURN", required = true)]
+    pub turns: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LabelListArgs {
+    /// List this label's turns instead of every label
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LabelExportArgs {
+    /// The label whose turns to write
+    pub name: String,
+    /// A comparator each case is judged with when replayed (repeatable; see `skein replay
+    /// --compare`; default: the replay's)
+    #[arg(long = "compare", value_name = "SPEC")]
+    pub compare: Vec<String>,
+    /// Write to this file instead of standard output
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LabelImportArgs {
+    /// The cases file (JSONL, as `skein label export` writes it)
+    pub file: PathBuf,
+}
+
+/// Turns read at a time when a label's turns are listed.
+const PAGE: usize = 500;
+
+pub async fn label(ctx: &Context, command: LabelCommand) -> Result<ExitCode> {
+    match command {
+        LabelCommand::Add(args) => add(ctx, args).await,
+        LabelCommand::Rm(args) => remove(ctx, args),
+        LabelCommand::List(args) => list(ctx, args),
+        LabelCommand::Export(args) => export(ctx, args).await,
+        LabelCommand::Import(args) => import(ctx, args).await,
+    }
+}
+
+async fn add(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
+    let turns = resolve(ctx, &args.turns)?;
+    // Only turns: a label selects turns for replays and cases.
+    for turn in &turns {
+        request_of_turn(&ctx.store, *turn).await?;
+    }
+    let added = ctx
+        .store
+        .nonblocking()
+        .add_label(&args.name, &turns)
+        .await?;
+    report(ctx, "labelled", &args.name, added, turns.len())
+}
+
+fn remove(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
+    let turns = resolve(ctx, &args.turns)?;
+    let removed = ctx.store.remove_label(&args.name, &turns)?;
+    report(ctx, "unlabelled", &args.name, removed, turns.len())
+}
+
+fn resolve(ctx: &Context, given: &[String]) -> Result<Vec<NodeId>> {
+    given.iter().map(|text| ctx.node(text)).collect()
+}
+
+fn report(ctx: &Context, verb: &str, name: &str, changed: u64, given: usize) -> Result<ExitCode> {
+    if ctx.json {
+        return print_json(&json!({ "label": name, verb: changed, "given": given }));
+    }
+    let unchanged = given as u64 - changed.min(given as u64);
+    let note = match (unchanged, verb) {
+        (0, _) => String::new(),
+        (n, "labelled") => format!(" ({n} already were)"),
+        (n, _) => format!(" ({n} were not)"),
+    };
+    outln!("{verb} {changed} turn(s) `{name}`{note}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(ctx: &Context, args: LabelListArgs) -> Result<ExitCode> {
+    let Some(name) = args.name else {
+        let counts = ctx.store.label_counts()?;
+        if ctx.json {
+            return print_json(&counts);
+        }
+        for count in &counts {
+            outln!("{:>6}  {}", count.nodes, count.name)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut after = None;
+    let mut all = Vec::new();
+    loop {
+        let page = ctx.store.labelled(&name, after, PAGE)?;
+        after = page.last().map(|label| label.node);
+        for label in page {
+            if ctx.json {
+                all.push(label);
+            } else {
+                outln!("{}", label.node)?;
+            }
+        }
+        if after.is_none() {
+            break;
+        }
+    }
+    if ctx.json {
+        return print_json(&all);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn export(ctx: &Context, args: LabelExportArgs) -> Result<ExitCode> {
+    let mut out: Box<dyn Write + Send> = match &args.output {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+    };
+    let written = cases::export(&ctx.store, &args.name, &args.compare, &mut *out).await?;
+    drop(out);
+    if args.output.is_some() || written == 0 {
+        crate::ui::note(format!("{written} case(s) of label `{}`", args.name));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn import(ctx: &Context, args: LabelImportArgs) -> Result<ExitCode> {
+    let turns = import_cases(ctx, &args.file).await?;
+    if ctx.json {
+        return print_json(&turns);
+    }
+    outln!("imported {} case(s)", turns.len())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Store the cases of `file`, labelled; their turns.
+pub async fn import_cases(
+    ctx: &Context,
+    file: &std::path::Path,
+) -> Result<Vec<skein::recorded::replay::CaseTurn>> {
+    let opened = std::fs::File::open(file)
+        .with_context(|| format!("cannot read the cases file {}", file.display()))?;
+    Ok(cases::import(&ctx.store, BufReader::new(opened)).await?)
+}

@@ -1,0 +1,57 @@
+"""Store.replay and labels: recorded turns replayed on another model with
+tool calls answered from the recording (the tool never runs again), each
+judged with the comparator that decided and why; labels select turns for a
+replay and are listed; an empty selection is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+import skein
+
+
+def test_a_replay_answers_tools_from_the_recording_and_labels_select_turns(
+    store: skein.Store, tools_model_name: str
+) -> None:
+    calls: list[tuple[int, int]] = []
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        calls.append((a, b))
+        return a + b
+
+    model = skein.Model(tools_model_name, store=store)
+    conversation = model.conversation(tools=[add])
+    assert conversation.chain("please add").text() == "result: 5"
+    assert conversation.chain("hello there").text() == "plain: hello there"
+    assert calls == [(2, 3)]
+
+    # The same model with another system prompt: the call is answered from
+    # the recording, both answers hold.
+    held = store.replay(
+        tools_model_name, conversations=[conversation.id], system="Be brief."
+    )
+    assert calls == [(2, 3)], "no tool ran in the replay"
+    assert held["totals"]["held"] == 2
+    assert [turn["result"] for turn in held["turns"]] == ["held", "held"]
+    assert held["turns"][0]["answer"] == "result: 5"
+    assert len(held["turns"][0]["runs"]) == 2, "the call, then the answer"
+
+    # On echo, judged exactly: both changed, and the report says why.
+    changed = store.replay("echo", conversations=[conversation.id], compare=["exact"])
+    assert [turn["result"] for turn in changed["turns"]] == ["changed", "changed"]
+    assert all(turn["comparator"] == "exact" for turn in changed["turns"])
+    assert all(turn["why"] for turn in changed["turns"])
+    assert changed["turns"][1]["original"] == "plain: hello there"
+
+    # A label selects the turns it is on.
+    second = changed["turns"][1]["turn_node"]
+    assert store.label("keep", [second[:12]]) == 1
+    assert store.label("keep", [second]) == 0
+    assert store.labels() == [{"name": "keep", "nodes": 1}]
+    assert store.labels("keep") == [second]
+    labelled = store.replay(tools_model_name, labels=["keep"])
+    assert [turn["turn_node"] for turn in labelled["turns"]] == [second]
+    assert store.unlabel("keep", [second]) == 1
+    with pytest.raises(skein.RecordedChatError):
+        store.replay(tools_model_name, labels=["keep"])
