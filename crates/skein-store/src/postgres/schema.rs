@@ -292,6 +292,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // 15: the references deletion asks about (crate::forget), indexed, as
     // on SQLite.
     Migration::Sql(crate::sqlite::schema::FORGET_INDEXES),
+    // 16: deleted conversations that forks still name, as on SQLite.
+    Migration::Sql(crate::sqlite::schema::DELETED_CONVERSATIONS),
 ];
 
 /// The schema version this build writes.

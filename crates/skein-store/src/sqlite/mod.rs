@@ -25,7 +25,7 @@ mod calls;
 mod conversations;
 mod embeddings;
 mod family;
-mod forget;
+pub(crate) mod forget;
 mod graph;
 mod offers;
 pub(crate) mod open;
