@@ -189,6 +189,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
         usage: Usage::default(),
         usage_complete: true,
         attempts: 0,
+        sent: Some(sendable.thread),
     };
     let waited = Instant::now();
     let outcome = match inner
@@ -204,7 +205,6 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
             });
             let outcome = attempt_until_valid(
                 &prepared,
-                sendable.thread,
                 &plan,
                 contract.as_deref(),
                 &cancel,
@@ -311,6 +311,9 @@ struct Attempts {
     usage: Usage,
     usage_complete: bool,
     attempts: u32,
+    /// The thread the first attempt sends (the request's, with any erased
+    /// content replaced): taken by the attempts.
+    sent: Option<skein_core::Thread>,
 }
 
 struct Success {
@@ -320,7 +323,6 @@ struct Success {
 
 async fn attempt_until_valid(
     prepared: &Prepared,
-    sent: skein_core::Thread,
     plan: &Plan,
     contract: Option<&Contract>,
     cancel: &CancellationToken,
@@ -328,7 +330,7 @@ async fn attempt_until_valid(
     state: &mut Attempts,
     run: &RunId,
 ) -> Result<Success> {
-    let mut working = sent;
+    let mut working = state.sent.take().unwrap_or_else(|| prepared.thread.clone());
     loop {
         state.attempts += 1;
         let kind = if state.attempts == 1 {
