@@ -656,7 +656,12 @@ fn a_deleted_origin_is_recorded_and_a_missing_one_is_a_finding(backend: Backend)
     let ids = build(store);
     let (a, b) = (&ids[0], &ids[1]);
     assert_eq!(
-        store.conversation(b).unwrap().origin.and_then(|origin| origin.conversation).as_ref(),
+        store
+            .conversation(b)
+            .unwrap()
+            .origin
+            .and_then(|origin| origin.conversation)
+            .as_ref(),
         Some(a)
     );
     let plan = store

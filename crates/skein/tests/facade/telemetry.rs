@@ -308,8 +308,9 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
         .await
         .unwrap();
     assert_eq!(outcome, skein::engine::Outcome::Stopped);
-    let is_sequence =
-        |span: &Span| span.name == "sequence" && string(span, "skein.sequence.id") == Some(sequence.clone());
+    let is_sequence = |span: &Span| {
+        span.name == "sequence" && string(span, "skein.sequence.id") == Some(sequence.clone())
+    };
     let mut spans = Vec::new();
     for _ in 0..200 {
         spans = grpc.spans();
