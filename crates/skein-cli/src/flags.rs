@@ -922,56 +922,9 @@ pub struct GcArgs {
     pub dry_run: bool,
 }
 
-/// `--older-than` and `[retention]`: an age (`30d`, `12h`, `45m`) or a date
-/// (`YYYY-MM-DD`, midnight UTC), as the Unix time in milliseconds it means.
+/// `--older-than`: an age or a date, as `[retention]` takes it.
 pub fn parse_cutoff(value: &str) -> Result<i64, String> {
-    parse_cutoff_at(value, skein::store::records::now_ms())
-}
-
-fn parse_cutoff_at(value: &str, now_ms: i64) -> Result<i64, String> {
-    let wrong =
-        || format!("`{value}` is neither an age (`30d`, `12h`, `45m`) nor a date (`2026-11-01`)");
-    if let Some((number, unit)) = value
-        .find(|c: char| !c.is_ascii_digit())
-        .filter(|&at| at > 0)
-        .map(|at| value.split_at(at))
-    {
-        let minutes = match unit {
-            "d" => 24 * 60,
-            "h" => 60,
-            "m" => 1,
-            _ if unit.starts_with('-') => return parse_date(value).ok_or_else(wrong),
-            _ => return Err(wrong()),
-        };
-        let number: i64 = number.parse().map_err(|_| wrong())?;
-        return number
-            .checked_mul(minutes * 60_000)
-            .map(|age| now_ms - age)
-            .ok_or_else(wrong);
-    }
-    Err(wrong())
-}
-
-/// Midnight UTC of a `YYYY-MM-DD` date, in Unix milliseconds.
-fn parse_date(value: &str) -> Option<i64> {
-    let mut fields = value.split('-');
-    let (year, month, day): (i64, i64, i64) = (
-        fields.next()?.parse().ok()?,
-        fields.next()?.parse().ok()?,
-        fields.next()?.parse().ok()?,
-    );
-    if fields.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400_000)
+    skein::retention::parse_cutoff(value)
 }
 
 #[derive(Debug, Args)]
@@ -1299,23 +1252,5 @@ mod tests {
     #[test]
     fn the_command_definitions_are_consistent() {
         Cli::command().debug_assert();
-    }
-}
-
-#[cfg(test)]
-mod cutoff_tests {
-    use super::parse_cutoff_at;
-
-    #[test]
-    fn ages_count_back_from_now_and_dates_are_midnight_utc() {
-        let now = 10 * 86_400_000;
-        assert_eq!(parse_cutoff_at("2d", now), Ok(8 * 86_400_000));
-        assert_eq!(parse_cutoff_at("3h", now), Ok(now - 3 * 3_600_000));
-        assert_eq!(parse_cutoff_at("45m", now), Ok(now - 45 * 60_000));
-        assert_eq!(parse_cutoff_at("1970-01-02", now), Ok(86_400_000));
-        assert_eq!(parse_cutoff_at("2026-12-01", now), Ok(1_796_083_200_000));
-        for bad in ["", "d", "30", "30y", "2026-13-01", "2026-1", "1d2h"] {
-            assert!(parse_cutoff_at(bad, now).is_err(), "{bad}");
-        }
     }
 }

@@ -9,7 +9,9 @@ Each turn is a trace: a `turn` span, a child `chat MODEL` span per model
 call (run) and an `execute_tool NAME` span per tool call the loop ran
 between two calls; a rerun is a `rerun` span over its sample and baseline
 runs ([`rerun`]), a replayed turn a `replay` span over its model and tool
-calls ([`replay_turn`]). Ids are derived from skein's ids (a turn's trace from its
+calls ([`replay_turn`]); a coordinator sequence (`skein_engine::coordinator`) is a
+`sequence` span over its continuations, linked to the run it started from,
+emitted when it ends (the engine tells this module, once [`enable`]d). Ids are derived from skein's ids (a turn's trace from its
 chain id, or its single run's id; a run's span from its run id), so spans
 can point at earlier ones without a lookup table: a fork's first turn, and
 a turn that branched because its head moved, link to the span of the run
@@ -58,11 +60,13 @@ static EXPORT: AtomicU8 = AtomicU8::new(OFF);
 /// (which the caller installed), with message content when `content`.
 pub fn enable(content: bool) {
     EXPORT.store(if content { CONTENT } else { METADATA }, Ordering::Relaxed);
+    skein_engine::coordinator::set_sequence_sink(Some(sequence));
 }
 
 /// Stop emitting spans.
 pub fn disable() {
     EXPORT.store(OFF, Ordering::Relaxed);
+    skein_engine::coordinator::set_sequence_sink(None);
 }
 
 pub(crate) fn enabled() -> bool {
@@ -200,6 +204,47 @@ pub struct ReplayedTurn<'a> {
     pub runs: &'a [RunRecord],
     /// The thread up to the replayed answer, when there is one.
     pub answer: Option<&'a Thread>,
+}
+
+/// Emit the spans of a coordinator sequence that ended: a `sequence` span
+/// over its continuations (each a child model-call span), linked to the
+/// span of the run of the exchange it started from.
+fn sequence(done: &skein_engine::coordinator::SequenceDone<'_>) {
+    if !enabled() || done.runs.is_empty() {
+        return;
+    }
+    let runs: Vec<RunRecord> = done.runs.iter().map(|output| output.record(None)).collect();
+    let last = done.runs.last().expect("not empty");
+    let thread = last.prepared.thread.push(last.message.clone());
+    let start = SpanContext::new(
+        trace_id(&format!("run {}", done.start)),
+        run_span_id(done.start),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let mut attributes = vec![
+        KeyValue::new("skein.sequence.id", done.sequence.to_string()),
+        KeyValue::new("skein.sequence.start_run", done.start.to_string()),
+    ];
+    if done.failed {
+        attributes.push(KeyValue::new("skein.sequence.failed", true));
+    }
+    emit(Group {
+        name: "sequence",
+        key: &format!("sequence {}", done.sequence),
+        runs: &runs,
+        thread: Some(&thread),
+        attributes,
+        links: vec![Link::new(
+            start,
+            vec![
+                KeyValue::new("skein.link", "sequence_start"),
+                KeyValue::new("skein.run.id", done.start.to_string()),
+            ],
+            0,
+        )],
+    });
 }
 
 /// A link to the span of the (first) run that produced `node`.

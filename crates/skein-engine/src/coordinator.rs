@@ -114,6 +114,11 @@ coordinators from one exchange each report the shared start once, and a
 total over their union counts it once. Callback model calls are related to
 the turn they served explicitly, with [`TurnView::associate`] (or
 `Request::associated_with(turn.run())` by hand).
+
+**Observation.** When a [`SequenceSink`] is installed
+([`set_sequence_sink`]; the turn layer's OpenTelemetry export installs
+one), it is told of every sequence once it ends, with its completed
+continuations, so a sequence can be traced as a whole.
 */
 
 use crate::engine::Engine;
@@ -125,6 +130,7 @@ use crate::request::Request;
 pub use futures_core::future::BoxFuture;
 use serde::Serialize;
 use skein_core::Relation;
+use std::sync::RwLock;
 use tokio_util::sync::CancellationToken;
 
 /// The error type a callback returns: any error, boxed. `?` converts into
@@ -389,55 +395,109 @@ impl Coordinator {
         engine
             .ledger()
             .relate(start.run(), Relation::SequenceStart(sequence.clone()));
-        let mut current = start;
+        let sink = sequence_sink();
+        // The completed continuations, kept only for a sink.
+        let mut done: Vec<RunOutput> = Vec::new();
+        let mut current = start.clone();
         // A completed response not yet handed to the callback.
         let mut completed: Option<RunOutput> = None;
         let mut used = 0u32;
-        loop {
-            // Immediately before every callback, the first included.
-            if cancel.is_cancelled() {
-                return Err(CoordinateError::Cancelled {
-                    undelivered: completed.map(Box::new),
-                });
-            }
-            let delivered = completed.take();
-            let view = TurnView {
-                exchange: &current,
-                response: delivered.as_ref(),
-                turns_used: used,
-                turns_remaining: additional_turns - used,
-                sequence: &sequence,
-            };
-            let request = match next(&mut *state, view, &cancel).await {
-                Err(error) => return Err(CoordinateError::Callback(error)),
-                Ok(Next::Stop) => return Ok(Outcome::Stopped),
-                Ok(Next::Continue(request)) => request,
-            };
-            drop(delivered);
-            if used == additional_turns {
-                return Ok(Outcome::Exhausted);
-            }
-            // Again before another execution starts.
-            if cancel.is_cancelled() {
-                return Err(CoordinateError::Cancelled { undelivered: None });
-            }
-            // The turn is consumed now, whatever becomes of the execution.
-            used += 1;
-            match continuation(&engine, &current, request, &cancel, &sequence).await {
-                Ok(output) => {
-                    current = output
-                        .exchange
-                        .clone()
-                        .expect("the coordinator forces capture");
-                    completed = Some(output);
+        let outcome = async {
+            loop {
+                // Immediately before every callback, the first included.
+                if cancel.is_cancelled() {
+                    return Err(CoordinateError::Cancelled {
+                        undelivered: completed.take().map(Box::new),
+                    });
                 }
-                Err(EngineError::Cancelled) if cancel.is_cancelled() => {
+                let delivered = completed.take();
+                let view = TurnView {
+                    exchange: &current,
+                    response: delivered.as_ref(),
+                    turns_used: used,
+                    turns_remaining: additional_turns - used,
+                    sequence: &sequence,
+                };
+                let request = match next(&mut *state, view, &cancel).await {
+                    Err(error) => return Err(CoordinateError::Callback(error)),
+                    Ok(Next::Stop) => return Ok(Outcome::Stopped),
+                    Ok(Next::Continue(request)) => request,
+                };
+                drop(delivered);
+                if used == additional_turns {
+                    return Ok(Outcome::Exhausted);
+                }
+                // Again before another execution starts.
+                if cancel.is_cancelled() {
                     return Err(CoordinateError::Cancelled { undelivered: None });
                 }
-                Err(error) => return Err(CoordinateError::Execution(error)),
+                // The turn is consumed now, whatever becomes of the execution.
+                used += 1;
+                match continuation(&engine, &current, request, &cancel, &sequence).await {
+                    Ok(output) => {
+                        current = output
+                            .exchange
+                            .clone()
+                            .expect("the coordinator forces capture");
+                        if sink.is_some() {
+                            done.push(output.clone());
+                        }
+                        completed = Some(output);
+                    }
+                    Err(EngineError::Cancelled) if cancel.is_cancelled() => {
+                        return Err(CoordinateError::Cancelled { undelivered: None });
+                    }
+                    Err(error) => return Err(CoordinateError::Execution(error)),
+                }
             }
         }
+        .await;
+        if let Some(sink) = sink {
+            sink(&SequenceDone {
+                sequence: &sequence,
+                start: start.run(),
+                runs: &done,
+                failed: outcome.is_err(),
+            });
+        }
+        outcome
     }
+}
+
+/// A coordinator sequence that ended, as a [`SequenceSink`] is told.
+#[derive(Debug)]
+pub struct SequenceDone<'a> {
+    /// The sequence id its runs carry ([`Relation::Sequence`]).
+    pub sequence: &'a str,
+    /// The run of the exchange it started from.
+    pub start: &'a RunId,
+    /// Its completed continuations, in order (a failed execution is not
+    /// among them).
+    pub runs: &'a [RunOutput],
+    /// It ended in an error: a failed or cancelled execution, or the
+    /// callback's.
+    pub failed: bool,
+}
+
+/// Told of every coordinator sequence of the process once it ends (the
+/// turn layer's telemetry makes a span of it). Called on the coordinator's
+/// task: it must not block.
+pub type SequenceSink = fn(&SequenceDone<'_>);
+
+static SEQUENCE_SINK: RwLock<Option<SequenceSink>> = RwLock::new(None);
+
+/// Tell `sink` of every coordinator sequence that ends from now on
+/// (`None`: tell nobody, and keep no runs for it).
+pub fn set_sequence_sink(sink: Option<SequenceSink>) {
+    *SEQUENCE_SINK
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = sink;
+}
+
+fn sequence_sink() -> Option<SequenceSink> {
+    *SEQUENCE_SINK
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Run `request` as a captured continuation of `current` in `sequence`,

@@ -87,10 +87,12 @@ pub enum EngineError {
     Cancelled,
     /// The request would send a message whose content was erased
     /// (`skein redact`): only its digest is left, and no model is sent a
-    /// stand-in unasked.
+    /// stand-in unasked ([`crate::erased`]).
     #[error(
         "message {} was erased ({reason}): its content cannot be sent to a model; continue from a \
-         message before it instead (e.g. `skein fork` at its parent)", .node.short()
+         message before it instead (e.g. `skein fork` at its parent), or choose a placeholder to \
+         send in its place: `erased_placeholder = \"[erased]\"` under `[privacy]` in the \
+         configuration file (`Request::erased_placeholder` for one request)", .node.short()
     )]
     ErasedContent {
         node: skein_core::NodeId,

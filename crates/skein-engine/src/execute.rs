@@ -162,12 +162,22 @@ fn stored_event(event: &Event) -> serde_json::Value {
 }
 
 pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Result<RunOutput> {
-    refuse_erased(&prepared.thread)?;
+    let placeholder = plan
+        .request
+        .erased_placeholder
+        .clone()
+        .or_else(crate::erased::default_placeholder);
+    let sendable = crate::erased::sendable(&prepared.thread, placeholder.as_deref())?;
     let run = RunId::random();
     let started_ms = now_ms();
     let mut watchers = inner.watchers.clone();
     watchers.extend(&plan.request.watchers);
     let mut emitter = Emitter::new(run.clone(), watchers);
+    if !sendable.replaced.is_empty() {
+        emitter.emit(EventKind::ErasedReplaced {
+            nodes: sendable.replaced.clone(),
+        });
+    }
     let cancel = plan.request.cancel.clone().unwrap_or_default();
     let mut relations = plan.request.relations.clone();
     if let Some(session) = &prepared.session_id {
@@ -179,6 +189,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
         usage: Usage::default(),
         usage_complete: true,
         attempts: 0,
+        sent: Some(sendable.thread),
     };
     let waited = Instant::now();
     let outcome = match inner
@@ -300,6 +311,9 @@ struct Attempts {
     usage: Usage,
     usage_complete: bool,
     attempts: u32,
+    /// The thread the first attempt sends (the request's, with any erased
+    /// content replaced): taken by the attempts.
+    sent: Option<skein_core::Thread>,
 }
 
 struct Success {
@@ -316,7 +330,7 @@ async fn attempt_until_valid(
     state: &mut Attempts,
     run: &RunId,
 ) -> Result<Success> {
-    let mut working = prepared.thread.clone();
+    let mut working = state.sent.take().unwrap_or_else(|| prepared.thread.clone());
     loop {
         state.attempts += 1;
         let kind = if state.attempts == 1 {
@@ -383,24 +397,6 @@ async fn attempt_until_valid(
             }
         }
     }
-}
-
-/// A request holding an erased message is refused before anything is
-/// admitted or sent: the model would get a hole where the history was.
-fn refuse_erased(thread: &skein_core::Thread) -> Result<()> {
-    for node in thread.ancestors() {
-        let erased = node.message().parts.iter().find_map(|part| match part {
-            skein_core::Part::Erased(erased) => Some(erased),
-            _ => None,
-        });
-        if let Some(erased) = erased {
-            return Err(EngineError::ErasedContent {
-                node: node.id(),
-                reason: erased.reason.clone(),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// One model call: stream it, forwarding text to the request's text channel

@@ -56,6 +56,7 @@ pub mod config;
 mod contract;
 pub mod coordinator;
 mod engine;
+pub mod erased;
 pub mod error;
 pub mod exchange;
 mod execute;

@@ -62,6 +62,11 @@ pub enum EventKind {
         attempt: u32,
         errors: Vec<String>,
     },
+    /// The request's history held erased messages (`skein redact`) and
+    /// the chosen placeholder was sent in their content's place.
+    ErasedReplaced {
+        nodes: Vec<skein_core::NodeId>,
+    },
     Completed {
         usage: Usage,
         attempts: u32,

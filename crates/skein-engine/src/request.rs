@@ -57,6 +57,7 @@ pub struct Request {
     pub(crate) relations: Vec<Relation>,
     pub(crate) history: Option<History>,
     pub(crate) text_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    pub(crate) erased_placeholder: Option<String>,
 }
 
 impl std::fmt::Debug for Request {
@@ -261,6 +262,14 @@ impl Request {
     /// Receive the reply text live, piece by piece.
     pub fn text_channel(mut self, channel: tokio::sync::mpsc::UnboundedSender<String>) -> Request {
         self.text_sink = Some(channel);
+        self
+    }
+
+    /// Send `placeholder` where the history holds erased content (`skein
+    /// redact`) instead of refusing the request; overrides the process's
+    /// choice ([`crate::erased::set_default_placeholder`]).
+    pub fn erased_placeholder(mut self, placeholder: impl Into<String>) -> Request {
+        self.erased_placeholder = Some(placeholder.into());
         self
     }
 

@@ -40,6 +40,9 @@ fn _skein(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // Keys saved with `skein keys set`, as the command line reads them.
     skein::config::use_saved_keys();
+    // `[privacy]`: a configuration file that cannot be read leaves the
+    // default (refusal), and the calls that read it say what is wrong.
+    let _ = skein::config::use_privacy_settings();
     m.add_class::<model::Store>()?;
     m.add_class::<model::Model>()?;
     m.add_class::<conversation::Conversation>()?;
@@ -60,6 +63,7 @@ fn _skein(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<values::ToolCall>()?;
     m.add_class::<values::ToolResult>()?;
     m.add_class::<values::Message>()?;
+    m.add_class::<values::Erased>()?;
     m.add_class::<values::Attachment>()?;
     m.add_class::<values::DriftWarning>()?;
     Ok(())

@@ -227,9 +227,126 @@ impl Store {
         crate::values::from_json(py, &listed)
     }
 
+    /// Delete conversations and every message, run, rerun, blob and
+    /// cached embedding only they reached (what other conversations share
+    /// stays), as `skein delete` does: the conversations given (ids,
+    /// prefixes or names), or a whole `family`, or every conversation last
+    /// updated before `older_than` (an age `30d`/`12h`/`45m` or a date
+    /// `YYYY-MM-DD`) and/or recorded by the proxy (`proxy=True`). With
+    /// `dry_run`, nothing changes and the report is the plan. A dict as
+    /// `skein delete --json` prints: `{"dry_run", "conversations",
+    /// "skipped", "runs", "reruns", "messages", "blobs", "embeddings",
+    /// "kept_messages", "shared_with": [{"id", "name"}], "more_sharers"}`.
+    #[pyo3(signature = (*conversations, family = None, older_than = None, proxy = false, dry_run = false))]
+    fn delete<'py>(
+        &self,
+        py: Python<'py>,
+        conversations: Vec<String>,
+        family: Option<String>,
+        older_than: Option<String>,
+        proxy: bool,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use skein::store::{Filter, Selection};
+        let by_ids = !conversations.is_empty();
+        let by_filter = older_than.is_some() || proxy;
+        if usize::from(by_ids) + usize::from(family.is_some()) + usize::from(by_filter) != 1 {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "delete() takes conversations, or family=, or older_than= and/or proxy=True \
+                 (one of the three)",
+            ));
+        }
+        let cutoff = older_than
+            .map(|age| skein::retention::parse_cutoff(&age))
+            .transpose()
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        let store = &self.inner;
+        let done = py.detach(|| {
+            let selection = if let Some(family) = family {
+                Selection::Family(store.resolve_conversation(&family)?)
+            } else if by_ids {
+                Selection::Conversations(
+                    conversations
+                        .iter()
+                        .map(|id| store.resolve_conversation(id))
+                        .collect::<Result<_, _>>()?,
+                )
+            } else {
+                let mut filter = Filter::default();
+                if let Some(cutoff) = cutoff {
+                    filter = filter.updated_before_ms(cutoff);
+                }
+                if proxy {
+                    filter = filter.proxy_only();
+                }
+                Selection::Matching(filter)
+            };
+            store.forget(&selection, dry_run)
+        });
+        to_python(py, &check(py, done)?)
+    }
+
+    /// Erase one message's content in place, as `skein redact` does: it
+    /// keeps its id and place in every thread, each part becoming a
+    /// tombstone (`Message.erased`) with its digest, `by` (default
+    /// `$USER`), when, and `reason`. A dict as `skein redact --json`
+    /// prints: `{"node", "parts", "blobs", "embeddings", "runs_scrubbed",
+    /// "titles_removed"}`. The bytes leave the database file at the next
+    /// `gc()`.
+    #[pyo3(signature = (node, *, reason, by = None))]
+    fn redact<'py>(
+        &self,
+        py: Python<'py>,
+        node: String,
+        reason: String,
+        by: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let by = by
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_else(|| "unknown".into());
+        let store = &self.inner;
+        let done = py.detach(|| {
+            let node = store.resolve_node(&node)?;
+            store.redact(node, &by, &reason)
+        });
+        to_python(py, &check(py, done)?)
+    }
+
+    /// What `skein gc` does: apply the configuration file's `[retention]`,
+    /// delete every message nothing reaches, then rewrite the database so
+    /// deleted and erased bytes leave its file (not in a dry run). A dict
+    /// as `skein gc --json` prints: `{"retention": [[rule, report]...],
+    /// "collected": report}` with `delete()`'s reports.
+    #[pyo3(signature = (*, dry_run = false))]
+    fn gc<'py>(&self, py: Python<'py>, dry_run: bool) -> PyResult<Bound<'py, PyAny>> {
+        let rules = skein::config::get()
+            .map_err(|error| crate::errors::config_error(py, &error))?
+            .retention
+            .clone();
+        let store = &self.inner;
+        let done = py.detach(|| skein::retention::gc(store, &rules, dry_run, &mut |_| {}));
+        match done {
+            Ok(done) => to_python(py, &done),
+            Err(skein::retention::RetentionError::Store(error)) => {
+                Err(crate::errors::ToPyErr::to_py(&error, py))
+            }
+            Err(skein::retention::RetentionError::Config(error)) => {
+                Err(crate::errors::config_error(py, &error))
+            }
+            Err(other) => Err(pyo3::exceptions::PyValueError::new_err(other.to_string())),
+        }
+    }
+
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.inner.location())
     }
+}
+
+/// A report as the dict its JSON form makes.
+fn to_python<'py>(py: Python<'py>, report: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let value = serde_json::to_value(report)
+        .map_err(|error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string()))?;
+    crate::values::from_json(py, &value)
 }
 
 /// The stored conversation `id` names (a name or any unique id prefix).

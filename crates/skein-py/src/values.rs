@@ -175,6 +175,69 @@ impl From<&skein::ToolResult> for ToolResult {
     }
 }
 
+/// A part of a message whose content was erased (`skein redact`,
+/// `Store.redact`): what the tombstone keeps in its place. The content is
+/// gone; its digest, who erased it, when and why remain.
+#[pyclass(frozen, get_all, module = "skein")]
+#[derive(Clone)]
+pub struct Erased {
+    /// The part's position in its message, from 0.
+    pub index: usize,
+    /// What the part was: `"text"`, `"tool_call"`, `"tool_result"` or
+    /// `"attachment"`.
+    pub kind: String,
+    /// The BLAKE3 digest of the erased content (hex).
+    pub digest: String,
+    pub erased_by: String,
+    /// When, in Unix milliseconds.
+    pub erased_at_ms: i64,
+    pub reason: String,
+    /// An erased tool call's id and name, a tool result's call id, an
+    /// attachment's media type (kept: they are part of the node id).
+    pub call_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub media_type: Option<String>,
+}
+
+#[pymethods]
+impl Erased {
+    fn __repr__(&self) -> String {
+        format!(
+            "Erased(kind={:?}, erased_by={:?}, reason={:?})",
+            self.kind, self.erased_by, self.reason
+        )
+    }
+}
+
+impl Erased {
+    fn of(index: usize, erased: &skein::core::Erased) -> Erased {
+        use skein::core::ErasedPart;
+        let (kind, call_id, tool_name, media_type) = match &erased.was {
+            ErasedPart::Text => ("text", None, None, None),
+            ErasedPart::ToolCall { id, name } => {
+                ("tool_call", Some(id.clone()), Some(name.clone()), None)
+            }
+            ErasedPart::ToolResult { call_id, .. } => {
+                ("tool_result", Some(call_id.clone()), None, None)
+            }
+            ErasedPart::Attachment { media_type } => {
+                ("attachment", None, None, Some(media_type.clone()))
+            }
+        };
+        Erased {
+            index,
+            kind: kind.to_string(),
+            digest: erased.digest.to_hex(),
+            erased_by: erased.erased_by.clone(),
+            erased_at_ms: erased.erased_at_ms,
+            reason: erased.reason.clone(),
+            call_id,
+            tool_name,
+            media_type,
+        }
+    }
+}
+
 /// One message of a conversation's history, with its node id. A turn's
 /// `messages=` takes it back as it is (every part, attachments included).
 #[pyclass(frozen, module = "skein")]
@@ -193,6 +256,9 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     #[pyo3(get)]
     pub tool_results: Vec<ToolResult>,
+    /// Its erased parts, in order (empty unless it was redacted).
+    #[pyo3(get)]
+    pub erased: Vec<Erased>,
     /// The message itself.
     pub inner: CoreMessage,
 }
@@ -200,8 +266,21 @@ pub struct Message {
 #[pymethods]
 impl Message {
     fn __repr__(&self) -> String {
+        if !self.erased.is_empty() {
+            return format!(
+                "Message(role={:?}, erased={})",
+                self.role,
+                self.erased.len()
+            );
+        }
         let text: String = self.text.chars().take(60).collect();
         format!("Message(role={:?}, text={:?})", self.role, text)
+    }
+
+    /// Whether any part of it was erased.
+    #[getter]
+    fn is_erased(&self) -> bool {
+        !self.erased.is_empty()
     }
 }
 
@@ -214,6 +293,15 @@ impl Message {
             text: message.joined_text(),
             tool_calls: message.tool_calls().map(ToolCall::from).collect(),
             tool_results: message.tool_results_iter().map(ToolResult::from).collect(),
+            erased: message
+                .parts
+                .iter()
+                .enumerate()
+                .filter_map(|(index, part)| match part {
+                    skein::core::Part::Erased(erased) => Some(Erased::of(index, erased)),
+                    _ => None,
+                })
+                .collect(),
             inner: message.clone(),
         }
     }

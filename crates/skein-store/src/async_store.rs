@@ -81,7 +81,7 @@ impl AsyncStore<'_> {
         node: NodeId,
         cap: usize,
     ) -> Result<Vec<crate::search::ConversationRef>> {
-        self.store.backend().containing(node, cap).await
+        self.store.backend().containing(node, cap, &[]).await
     }
 
     /// [`Store::subtree`].

@@ -15,7 +15,7 @@ use crate::CommitStageProbe;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
-use crate::forget::{Doomed, Scrubbed, Swept};
+use crate::forget::{Doomed, Planned, Scrubbed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::labels::{Label, LabelCount};
 use crate::offers::ToolOffer;
@@ -269,8 +269,15 @@ pub(crate) trait Search {
         within: Option<NodeId>,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>>;
-    /// Up to `cap` conversations whose thread holds `node`.
-    fn containing(&self, node: NodeId, cap: usize) -> BoxFuture<'_, Result<Vec<ConversationRef>>>;
+    /// Up to `cap` conversations whose thread holds `node`, none of
+    /// `excluding` (a deletion's, which a dry run still stores: so the
+    /// lookup finds the same conversations before and after it).
+    fn containing<'a>(
+        &'a self,
+        node: NodeId,
+        cap: usize,
+        excluding: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRef>>>;
 }
 
 /// The ids in a range, for prefix resolution (resolve.rs).
@@ -345,10 +352,21 @@ pub(crate) trait Verify {
 /// Deleting conversations and collecting what only they reached
 /// (forget.rs). Blocking only, like export and verify.
 pub(crate) trait Forget {
-    /// Delete `doomed` and the rows and nodes only they reached (with
-    /// `everywhere`, every node nothing reaches), in one transaction; with
-    /// `dry_run` the transaction is rolled back.
-    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept>;
+    /// Delete `doomed` and the rows and nodes only they reached, in one
+    /// transaction; with `dry_run` the transaction is rolled back.
+    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept>;
+    /// Every node nothing reaches (children first), read without locking
+    /// anything, with how many nodes are kept and the kept ones something
+    /// references directly (the deepest [`crate::SHARERS_SHOWN`]).
+    fn garbage(&self) -> Result<Planned>;
+    /// Delete those of `nodes` that nothing reaches still (a turn may have
+    /// built on one since it was planned), with what only they used, in
+    /// one transaction that locks only them; with `dry_run` it is rolled
+    /// back.
+    fn collect_batch(&self, nodes: &[NodeId], dry_run: bool) -> Result<Swept>;
+    /// Run `work` unless another connection runs work under `key` now
+    /// (false then, and `work` is not run).
+    fn exclusively(&self, key: i64, work: &mut dyn FnMut() -> Result<()>) -> Result<bool>;
     /// Replace `node`'s body by `erased` (the same id), and remove what held
     /// `original`'s content elsewhere, in one transaction.
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;

@@ -38,6 +38,16 @@ then finds the nodes gone (and writes them again) or its conversation gone
 A dry run does all of it in a transaction that is rolled back, so its
 plan is exactly what the deletion would do at that moment.
 
+[`Store::collect_garbage`] deletes every node nothing reaches instead, in
+bounded batches: the plan (every node, the referenced ones as seeds) is
+read without locks, then each batch of planned nodes, children first, is
+the candidate set of a transaction of its own, decided again by the same
+rule, so a node a turn built on since the plan stays.
+
+[`Store::forget`] also records the deleted conversations that remaining
+forks name as their origin (`deleted_conversations`), so `verify` tells an
+origin deleted on purpose from a dangling one.
+
 [`Store::redact`] erases one node's content in place instead: the node keeps
 its id and place (its parts become [`Part::Erased`], which enter the id
 preimage as the parts they were), and the same cleaning reaches the search
@@ -132,6 +142,42 @@ pub(crate) struct Swept {
     pub boundary: Vec<NodeId>,
 }
 
+/// The plan of a garbage collection ([`crate::backend::Forget::garbage`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Planned {
+    /// Every node nothing reaches, children before parents.
+    pub garbage: Vec<NodeId>,
+    /// How many nodes stay.
+    pub kept: u64,
+    /// The deepest kept nodes something references directly.
+    pub boundary: Vec<NodeId>,
+}
+
+/// Messages one batch of [`Store::collect_garbage`] deletes at most.
+pub const GC_BATCH: usize = 500;
+
+/// How far a [`Store::collect_garbage_with`] has got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Progress {
+    /// Messages deleted so far.
+    pub collected: u64,
+    /// Messages nothing reached when the collection started.
+    pub planned: u64,
+}
+
+/// The references that keep a node (and everything above it), for a
+/// garbage collection's plan: the same SQL on both backends.
+pub(crate) const REFERENCED: &str = "SELECT head FROM conversations WHERE head IS NOT NULL
+     UNION ALL SELECT forked_from_node FROM conversations WHERE forked_from_node IS NOT NULL
+     UNION ALL SELECT input_head FROM runs WHERE input_head IS NOT NULL
+     UNION ALL SELECT output_head FROM runs WHERE output_head IS NOT NULL
+     UNION ALL SELECT turn_node FROM reruns WHERE turn_node IS NOT NULL
+     UNION ALL SELECT request_head FROM reruns WHERE request_head IS NOT NULL
+     UNION ALL SELECT answer_head FROM reruns WHERE answer_head IS NOT NULL
+     UNION ALL SELECT node FROM labels
+     UNION ALL SELECT turn_node FROM replay_turns WHERE turn_node IS NOT NULL
+     UNION ALL SELECT answer_head FROM replay_turns WHERE answer_head IS NOT NULL";
+
 /// What [`Store::forget`] removed, or in a dry run would remove, and what
 /// it kept.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -163,9 +209,8 @@ pub struct Forgotten {
     /// kept with its thread until the label is removed).
     pub labelled_messages: u64,
     /// Remaining conversations whose threads hold kept messages (at most
-    /// [`SHARERS_SHOWN`]), found from the deepest kept messages. A dry run
-    /// finds them while the selected conversations are still stored, so it
-    /// may list fewer than the deletion then does.
+    /// [`SHARERS_SHOWN`]), found from the deepest kept messages; a dry run
+    /// lists the same as the deletion.
     pub shared_with: Vec<ConversationRef>,
     /// More conversations share kept messages than listed.
     pub more_sharers: bool,
@@ -234,18 +279,93 @@ impl Store {
     /// with [`Store::run_blocking`]. A read-only store refuses both.
     pub fn forget(&self, selection: &Selection, dry_run: bool) -> Result<Forgotten> {
         let doomed = self.doomed(selection)?;
-        self.forget_doomed(&doomed, false, dry_run)
+        self.forget_doomed(&doomed, dry_run)
     }
 
     /// Delete every message nothing reaches (no conversation, run or rerun:
     /// what a deletion interrupted before skein had it, or writes of other
     /// tools, left behind), with its search row, blobs and cached
-    /// embeddings, as [`Store::forget`] does for a deletion's candidates.
-    /// Every node is a candidate, so this reads the whole graph (and on
-    /// PostgreSQL locks every node row while it decides): run it as
-    /// maintenance. With `dry_run`, only say what it would delete.
+    /// embeddings, as [`Store::forget`] does for a deletion's candidates,
+    /// in batches of [`GC_BATCH`] ([`Store::collect_garbage_with`]). With
+    /// `dry_run`, only say what it would delete.
     pub fn collect_garbage(&self, dry_run: bool) -> Result<Forgotten> {
-        self.forget_doomed(&[], true, dry_run)
+        self.collect_garbage_with(dry_run, GC_BATCH, &mut |_| {})
+    }
+
+    /// [`Store::collect_garbage`] in batches of at most `batch` messages,
+    /// calling `progress` after each. The messages nothing reaches are
+    /// found first, reading the whole graph without locking anything;
+    /// then each batch is deleted in a transaction of its own that locks
+    /// only its messages (on PostgreSQL, `FOR UPDATE`) and deletes those
+    /// nothing reaches still (children before parents, so a batch never
+    /// leaves a message whose parent is gone). Killed between or during
+    /// batches, the database keeps every message something reaches, and
+    /// the next collection finds and deletes the rest. A dry run deletes
+    /// the whole plan in one transaction that is rolled back (so its
+    /// figures are the real run's), locking only the messages nothing
+    /// reaches.
+    pub fn collect_garbage_with(
+        &self,
+        dry_run: bool,
+        batch: usize,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Forgotten> {
+        let plan = self.backend().garbage()?;
+        let planned = plan.garbage.len() as u64;
+        let mut total = Swept {
+            boundary: plan.boundary,
+            ..Swept::default()
+        };
+        let batches: Vec<&[NodeId]> = if dry_run {
+            vec![&plan.garbage]
+        } else {
+            plan.garbage.chunks(batch.max(1)).collect()
+        };
+        for nodes in batches {
+            let swept = self.backend().collect_batch(nodes, dry_run)?;
+            total.nodes += swept.nodes;
+            total.blobs += swept.blobs;
+            total.embeddings += swept.embeddings;
+            if !dry_run {
+                progress(Progress {
+                    collected: total.nodes,
+                    planned,
+                });
+            }
+        }
+        // A planned message a turn has built on since stays, and counts as
+        // kept.
+        total.kept = plan.kept + (planned - total.nodes);
+        self.report(total, dry_run)
+    }
+
+    /// Run `work` unless another process runs work under the same `name`
+    /// on this database now: `Ok(None)` then, and `work` is not run. On
+    /// PostgreSQL a session advisory lock (keyed by the hash of `name` and
+    /// the store's key) is held
+    /// while `work` runs, and released when it ends or the process dies;
+    /// on SQLite `work` always runs (the maintenance it guards, deleting
+    /// and collecting, is serialised by SQLite's write lock, one
+    /// transaction at a time, and a second pass finds only what the first
+    /// left). Blocking.
+    pub fn exclusively<T>(
+        &self,
+        name: &str,
+        work: impl FnOnce() -> Result<T>,
+    ) -> Result<Option<T>> {
+        // The store's key too: schemas of one PostgreSQL database share
+        // its advisory locks.
+        let digest = Digest::of(format!("{name}\0{}", self.backend().key()).as_bytes());
+        let key = i64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"));
+        let mut work = Some(work);
+        let mut done = None;
+        let ran = self.backend().exclusively(key, &mut || {
+            if let Some(work) = work.take() {
+                done = Some(work()?);
+            }
+            Ok(())
+        })?;
+        Ok(if ran { done } else { None })
     }
 
     #[cfg(any(test, feature = "testkit"))]
@@ -265,16 +385,17 @@ impl Store {
                 updated_ms: Some(*updated_ms),
             })
             .collect();
-        self.forget_doomed(&doomed, false, dry_run)
+        self.forget_doomed(&doomed, dry_run)
     }
 
-    fn forget_doomed(
-        &self,
-        doomed: &[Doomed],
-        everywhere: bool,
-        dry_run: bool,
-    ) -> Result<Forgotten> {
-        let swept = self.backend().forget(doomed, everywhere, dry_run)?;
+    fn forget_doomed(&self, doomed: &[Doomed], dry_run: bool) -> Result<Forgotten> {
+        let swept = self.backend().forget(doomed, dry_run)?;
+        self.report(swept, dry_run)
+    }
+
+    /// What a backend swept, as reported: with the conversations sharing
+    /// what it kept.
+    fn report(&self, swept: Swept, dry_run: bool) -> Result<Forgotten> {
         let (shared_with, more_sharers) = self.sharers(&swept)?;
         Ok(Forgotten {
             dry_run,
@@ -328,21 +449,22 @@ impl Store {
         })
     }
 
-    /// The remaining conversations holding the kept boundary nodes.
+    /// The remaining conversations holding the kept boundary nodes. The
+    /// deleted ones are left out of the lookup itself (a dry run still
+    /// stores them), so a dry run lists exactly what the deletion does.
     fn sharers(&self, swept: &Swept) -> Result<(Vec<ConversationRef>, bool)> {
-        // In a dry run the deleted conversations are still stored.
-        let deleted: HashSet<&ConversationId> = swept.deleted.iter().collect();
+        let deleted: Vec<String> = swept.deleted.iter().map(|id| id.0.clone()).collect();
         let mut seen = HashSet::new();
         let mut sharers = Vec::new();
         for node in &swept.boundary {
-            let found = match self.containing_conversations(*node, SHARERS_SHOWN + deleted.len()) {
+            let found = match self.containing_conversations(*node, SHARERS_SHOWN + 1, &deleted) {
                 Ok(found) => found,
                 // Collected by a concurrent deletion since.
                 Err(crate::StoreError::NodeNotFound(_)) => continue,
                 Err(error) => return Err(error),
             };
             for conversation in found {
-                if !deleted.contains(&conversation.id) && seen.insert(conversation.id.clone()) {
+                if seen.insert(conversation.id.clone()) {
                     sharers.push(conversation);
                 }
             }
@@ -352,8 +474,13 @@ impl Store {
         Ok((sharers, more))
     }
 
-    fn containing_conversations(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
-        self.wait(self.backend().containing(node, cap))
+    fn containing_conversations(
+        &self,
+        node: NodeId,
+        cap: usize,
+        excluding: &[String],
+    ) -> Result<Vec<ConversationRef>> {
+        self.wait(self.backend().containing(node, cap, excluding))
     }
 }
 

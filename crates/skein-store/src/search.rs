@@ -421,7 +421,11 @@ impl AsyncStore<'_> {
         for (node, message) in found {
             let conversations = match &within {
                 Some((_, conversation)) => vec![conversation.clone()],
-                None => backend.containing(node, CONVERSATIONS_PER_MATCH).await?,
+                None => {
+                    backend
+                        .containing(node, CONVERSATIONS_PER_MATCH, &[])
+                        .await?
+                }
             };
             let (snippet, highlights) = snippet(&message, &parsed);
             matches.push(SearchMatch {

@@ -4,7 +4,9 @@ part enters with the digest its erasure kept, so an erased node checks and
 is counted as erased, while any other change to it is an id mismatch), check depths,
 roles and roots, re-hash every blob, check that every conversation's head and
 origin node, every run's conversation, heads and offered tools, every
-replayed turn's nodes and runs and every label's node are stored, and report each problem found (it never stops at the first, and
+replayed turn's nodes and runs and every label's node are stored, that every
+conversation's origin conversation is stored or was deleted on purpose
+(recorded in `deleted_conversations` by the deletion), and report each problem found (it never stops at the first, and
 never repairs).
 
 The checks are shared by both backends ([`VerifyReport::check_node`] and
@@ -40,6 +42,14 @@ pub enum Problem {
     DanglingHead { conversation: String },
     /// A conversation's origin (the node it was forked at) is not stored.
     DanglingOrigin { conversation: String, node: String },
+    /// A conversation was forked from a conversation that is not stored
+    /// and that no deletion recorded (`skein delete` records the
+    /// conversations it deletes that forks still name, so those count in
+    /// [`VerifyReport::origins_deleted`] instead).
+    MissingOriginConversation {
+        conversation: String,
+        origin: String,
+    },
     /// A run belongs to a conversation that is not stored.
     RunWithoutConversation { run: String, conversation: String },
     /// A run's input head (`head: "input"`) or output head (`"output"`)
@@ -87,6 +97,10 @@ pub struct VerifyReport {
     pub erased: u64,
     pub blobs: u64,
     pub conversations: u64,
+    /// Conversations forked from a conversation deleted on purpose (`skein
+    /// delete`, which records it): their origin link names it, and that is
+    /// not a problem.
+    pub origins_deleted: u64,
     pub runs: u64,
     pub problems: Vec<Problem>,
 }
@@ -199,6 +213,19 @@ impl VerifyReport {
         }
     }
 
+    /// A conversation whose origin conversation is not stored: deleted on
+    /// purpose (the deletion recorded it) or missing.
+    pub(crate) fn check_origin(&mut self, conversation: String, origin: String, deleted: bool) {
+        if deleted {
+            self.origins_deleted += 1;
+        } else {
+            self.problems.push(Problem::MissingOriginConversation {
+                conversation,
+                origin,
+            });
+        }
+    }
+
     /// One run, with its conversation and heads when they are set but not
     /// stored.
     pub(crate) fn check_run(
@@ -273,6 +300,16 @@ pub(crate) const CONVERSATIONS: &str = "SELECT c.id, c.head IS NOT NULL AND n.id
         (c.head IS NULL OR n.id IS NOT NULL) AND c.root IS DISTINCT FROM n.root
      FROM conversations c LEFT JOIN nodes n ON n.id = c.head
      LEFT JOIN nodes o ON o.id = c.forked_from_node
+     ORDER BY c.id";
+
+/// The conversations whose origin conversation is not stored, with that
+/// origin and whether a deletion recorded it. The same SQL on both
+/// backends.
+pub(crate) const MISSING_ORIGINS: &str = "SELECT c.id, c.forked_from_conversation, d.id IS NOT NULL
+     FROM conversations c
+     LEFT JOIN conversations o ON o.id = c.forked_from_conversation
+     LEFT JOIN deleted_conversations d ON d.id = c.forked_from_conversation
+     WHERE c.forked_from_conversation IS NOT NULL AND o.id IS NULL
      ORDER BY c.id";
 
 /// Runs, each with its conversation, input head and output head when set

@@ -1,10 +1,12 @@
 /*!
-An in-process OTLP receiver (the `otlp` feature): an HTTP server on a free
-loopback port that takes `POST /v1/traces` in OTLP/protobuf, as a
-collector does, and keeps every span it was sent, so tests can check the
-spans skein exports (parents, links, attributes) without a collector.
-It can also refuse every export ([`OtlpReceiver::failing`]), as a
-collector that is down or overloaded does.
+An in-process OTLP receiver (the `otlp` feature): a server on a free
+loopback port that takes `POST /v1/traces` in OTLP/protobuf
+([`OtlpReceiver::start`]), or the OTLP gRPC `TraceService/Export` call
+([`OtlpReceiver::start_grpc`], on tonic), as a collector does, and keeps
+every span it was sent, so tests can check the spans skein exports
+(parents, links, attributes) without a collector. It can also refuse every
+export ([`OtlpReceiver::failing`]), as a collector that is down or
+overloaded does.
 */
 
 use axum::Router;
@@ -14,6 +16,9 @@ use axum::http::StatusCode;
 use axum::routing::post;
 pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
 pub use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 pub use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
@@ -74,6 +79,30 @@ impl OtlpReceiver {
         }
     }
 
+    /// Start a receiver that takes OTLP over gRPC; its `url` is what the
+    /// exporter's `grpc` protocol takes.
+    pub async fn start_grpc() -> OtlpReceiver {
+        let received = Arc::new(Received::default());
+        let incoming = tonic::transport::server::TcpIncoming::bind(([127, 0, 0, 1], 0).into())
+            .expect("a loopback port");
+        let url = format!("http://{}", incoming.local_addr().expect("bound"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service = TraceServiceServer::new(Grpc(received.clone()));
+        tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        OtlpReceiver {
+            url,
+            received,
+            _stop: stop,
+        }
+    }
+
     /// Every span received so far, in arrival order.
     pub fn spans(&self) -> Vec<Span> {
         self.received.spans.lock().expect("not poisoned").clone()
@@ -106,16 +135,37 @@ async fn traces(State(received): State<Arc<Received>>, body: Bytes) -> (StatusCo
     let Ok(request) = ExportTraceServiceRequest::decode(body) else {
         return (StatusCode::BAD_REQUEST, Vec::new());
     };
-    let spans = request
-        .resource_spans
-        .into_iter()
-        .flat_map(|resource| resource.scope_spans)
-        .flat_map(|scope| scope.spans);
-    received.spans.lock().expect("not poisoned").extend(spans);
+    received.keep(request);
     (
         StatusCode::OK,
         ExportTraceServiceResponse::default().encode_to_vec(),
     )
+}
+
+impl Received {
+    fn keep(&self, request: ExportTraceServiceRequest) {
+        let spans = request
+            .resource_spans
+            .into_iter()
+            .flat_map(|resource| resource.scope_spans)
+            .flat_map(|scope| scope.spans);
+        self.spans.lock().expect("not poisoned").extend(spans);
+    }
+}
+
+/// The gRPC trace service, keeping what it is sent.
+struct Grpc(Arc<Received>);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        *self.0.requests.lock().expect("not poisoned") += 1;
+        self.0.keep(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
 }
 
 /// The value of attribute `key` of `span`, if it has one.

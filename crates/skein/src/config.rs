@@ -43,6 +43,10 @@ endpoint = "http://localhost:4318" # the OTLP collector; OTEL_EXPORTER_OTLP_ENDP
 protocol = "http/protobuf"         # or "grpc" (e.g. endpoint = "http://localhost:4317")
 headers = { "x-api-key" = "..." }  # sent with every export
 content = false                    # true: prompts, replies, tool arguments and results too
+
+[privacy]
+erased_placeholder = "[erased]"    # sent to a model where a history holds erased content
+                                   # (`skein redact`); unset: such a turn is refused
 ```
 
 Precedence, for each setting: the command line, then the environment
@@ -117,11 +121,32 @@ pub struct Config {
     /// OpenTelemetry export.
     #[serde(default, skip_serializing_if = "OtelConfig::is_empty")]
     pub otel: OtelConfig,
+    /// What model calls do with erased content.
+    #[serde(default, skip_serializing_if = "Privacy::is_empty")]
+    pub privacy: Privacy,
 }
 
-/// `[retention]`: conversations `skein gc` deletes (with what only they
-/// used, as `skein delete` does), by the time since they were last
-/// updated: an age such as `90d`, `12h` or `45m`. Unset: kept forever.
+/// `[privacy]`: what a model call whose history holds erased content
+/// (`skein redact`) sends.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Privacy {
+    /// Sent in each erased part's place; unset, such a call is refused
+    /// (`skein_engine::erased`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased_placeholder: Option<String>,
+}
+
+impl Privacy {
+    fn is_empty(&self) -> bool {
+        self.erased_placeholder.is_none()
+    }
+}
+
+/// `[retention]`: conversations `skein gc` (and `skein serve`, every
+/// `every`) deletes, with what only they used, as `skein delete` does, by
+/// the time since they were last updated: an age such as `90d`, `12h` or
+/// `45m`. Unset: kept forever.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Retention {
@@ -131,11 +156,15 @@ pub struct Retention {
     /// Conversations the recording proxy recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_older_than: Option<String>,
+    /// How often `skein serve` applies these rules (`30s`, `15m`, `6h`,
+    /// `1d`; default `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
 }
 
 impl Retention {
     fn is_empty(&self) -> bool {
-        self.older_than.is_none() && self.proxy_older_than.is_none()
+        *self == Retention::default()
     }
 }
 
@@ -299,6 +328,14 @@ pub fn use_saved_keys() {
     if let Ok(path) = keys_path() {
         skein_providers::http::keys::use_key_file(skein_providers::http::keys::KeyFile::at(path));
     }
+}
+
+/// Make this process's model calls follow `[privacy]`: send its
+/// `erased_placeholder` for erased content, or refuse when it has none.
+/// Every surface that runs turns for a user calls this once at start.
+pub fn use_privacy_settings() -> Result<(), ConfigError> {
+    skein_engine::erased::set_default_placeholder(get()?.privacy.erased_placeholder.clone());
+    Ok(())
 }
 
 /// The configuration, read once per process. A missing file is an empty

@@ -26,6 +26,8 @@ This facade re-exports the pieces a user meets first:
 - [`command`]: an executable offered to a model as a tool;
 - [`mcp`]: the tools of Model Context Protocol servers;
 - [`media`]: the media type of an attached file;
+- [`retention`]: `[retention]` and garbage collection, as `skein gc`,
+  `skein serve` and Python run them;
 - [`import`]: importing other tools' data (`llm`'s logs.db).
 
 And the types most code starts from: [`Model`] (a handle on a model
@@ -75,6 +77,7 @@ pub mod home;
 pub mod import;
 pub mod mcp;
 pub mod media;
+pub mod retention;
 pub mod telemetry;
 
 pub use skein_conversation::blocking;

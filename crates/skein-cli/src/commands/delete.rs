@@ -9,7 +9,7 @@ changes, so a typo changes nothing.
 
 use super::{Context, print_json};
 use crate::flags::{DeleteArgs, GcArgs, RedactArgs};
-use crate::ui::outln;
+use crate::ui::{self, outln};
 use anyhow::Result;
 use skein::store::{Filter, Forgotten, Selection};
 use std::process::ExitCode;
@@ -60,53 +60,26 @@ pub fn redact(ctx: &Context, args: RedactArgs) -> Result<ExitCode> {
 }
 
 pub fn gc(ctx: &Context, args: GcArgs) -> Result<ExitCode> {
-    let retained = retention(ctx, args.dry_run)?;
-    let report = ctx.store.collect_garbage(args.dry_run)?;
-    if !args.dry_run {
-        ctx.store.vacuum()?;
-    }
+    let rules = &skein::config::get()?.retention;
+    let done = skein::retention::gc(&ctx.store, rules, args.dry_run, &mut |progress| {
+        ui::note(format!(
+            "collected {} of {} message(s) nothing reaches",
+            progress.collected, progress.planned
+        ));
+    })?;
     if ctx.json {
-        return print_json(&serde_json::json!({ "retention": retained, "collected": report }));
+        return print_json(&done);
     }
-    for (rule, report) in &retained {
+    for (rule, report) in &done.retention {
         outln!("[retention] {rule}:")?;
         print_report(ctx, report)?;
     }
     outln!("messages nothing reaches:")?;
-    print_report(ctx, &report)?;
+    print_report(ctx, &done.collected)?;
     if !args.dry_run {
         outln!("rewrote the database without its free pages")?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Apply `[retention]` of the configuration file: each rule set deletes the
-/// conversations it selects, as `delete --older-than` would.
-fn retention(ctx: &Context, dry_run: bool) -> Result<Vec<(String, Forgotten)>> {
-    let rules = &skein::config::get()?.retention;
-    let mut applied = Vec::new();
-    for (key, age, proxy_only) in [
-        ("older_than", &rules.older_than, false),
-        ("proxy_older_than", &rules.proxy_older_than, true),
-    ] {
-        let Some(age) = age else { continue };
-        let cutoff = crate::flags::parse_cutoff(age).map_err(|problem| {
-            anyhow::anyhow!(
-                "retention.{key} in {}: {problem}",
-                skein::config::path().map_or_else(
-                    |_| "the configuration file".into(),
-                    |p| p.display().to_string()
-                )
-            )
-        })?;
-        let mut filter = Filter::default().updated_before_ms(cutoff);
-        if proxy_only {
-            filter = filter.proxy_only();
-        }
-        let report = ctx.store.forget(&Selection::Matching(filter), dry_run)?;
-        applied.push((format!("{key} = \"{age}\""), report));
-    }
-    Ok(applied)
 }
 
 /// What the flags select (clap requires at least one).

@@ -52,6 +52,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(mcp) = mcp {
         tools::declare(mcp)?;
     }
+    skein::config::use_privacy_settings()?;
     keys::use_for_this_command(key_args(&cli.command).and_then(|args| args.key.as_deref()))?;
     let telemetry = start_telemetry(cli.otlp.as_deref())?;
     let outcome = dispatch(cli).await;

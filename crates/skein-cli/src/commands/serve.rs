@@ -68,10 +68,11 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         models: Arc::new(CliModels { default }),
         prices: Arc::new(crate::config::prices()?),
     };
+    let retention = schedule_retention(&ctx.store, read_only)?;
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    skein_serve::serve(
+    let served = skein_serve::serve(
         config,
         |bound| {
             ui::note(format!(
@@ -100,8 +101,69 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
         },
         shutdown,
     )
-    .await?;
+    .await;
+    if let Some(retention) = retention {
+        retention.abort();
+    }
+    served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Apply `[retention]` now and then every `every` (default an hour) while
+/// serving, each pass noted with what it deleted; a pass another process
+/// is running against the same database is skipped (see
+/// [`skein::retention::scheduled_pass`]). Nothing when there are no rules
+/// or the database is served read-only. A malformed rule is an error now.
+fn schedule_retention(
+    store: &skein::Store,
+    read_only: bool,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    let rules = crate::config::get()?.retention.clone();
+    if !skein::retention::has_rules(&rules) {
+        return Ok(None);
+    }
+    if read_only || store.is_read_only() {
+        ui::note("[retention] is not applied: the database is served read-only");
+        return Ok(None);
+    }
+    let every = skein::retention::interval(&rules)?;
+    // Refuse a malformed age before serving, not in the first pass.
+    skein::retention::check(&rules)?;
+    let store = store.clone();
+    Ok(Some(tokio::spawn(async move {
+        loop {
+            let (pass_store, pass_rules) = (store.clone(), rules.clone());
+            let pass = tokio::task::spawn_blocking(move || {
+                skein::retention::scheduled_pass(&pass_store, &pass_rules)
+            })
+            .await;
+            match pass {
+                Ok(Ok(Some(applied))) => note_retention(&applied),
+                Ok(Ok(None)) => {
+                    ui::note(
+                        "[retention] skipped: another process is applying it to this database",
+                    );
+                }
+                Ok(Err(error)) => ui::note(format!("[retention] failed: {error}")),
+                Err(error) => ui::note(format!("[retention] failed: {error}")),
+            }
+            tokio::time::sleep(every).await;
+        }
+    })))
+}
+
+/// A note per rule that deleted something.
+fn note_retention(applied: &[(String, skein::store::Forgotten)]) {
+    for (rule, report) in applied {
+        if report.conversations.is_empty() {
+            continue;
+        }
+        let summary = report.to_string();
+        ui::note(format!(
+            "[retention] {rule}: {}",
+            summary.trim_end().replace('\n', "; ")
+        ));
+    }
 }
 
 /// The proxy's model table: `[proxy.models]`, with `-m` as the fallback

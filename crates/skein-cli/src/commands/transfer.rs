@@ -224,7 +224,7 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
         ui::json(&report)?;
     } else {
         outln!(
-            "checked {} nodes{}, {} blobs, {} conversations, {} runs: {}",
+            "checked {} nodes{}, {} blobs, {} conversations{}, {} runs: {}",
             report.nodes,
             if report.erased > 0 {
                 format!(" ({} erased)", report.erased)
@@ -233,6 +233,11 @@ pub fn verify(ctx: &Context) -> Result<ExitCode> {
             },
             report.blobs,
             report.conversations,
+            if report.origins_deleted > 0 {
+                format!(" ({} forked from deleted ones)", report.origins_deleted)
+            } else {
+                String::new()
+            },
             report.runs,
             if report.is_ok() {
                 "all consistent".to_string()

@@ -44,7 +44,13 @@ fn delete_keeps_what_a_fork_shares_and_a_dry_run_changes_nothing() {
     assert_eq!(skein.run(&["log", "--cid", &doomed]).status.code(), Some(3));
     let fork = skein.json(&["log", "--cid", "kept-fork"]);
     assert_eq!(fork["messages"].as_array().unwrap().len(), 4);
-    skein.ok(&["verify"]);
+    // The fork's origin names the deleted conversation: on purpose, so
+    // verify counts it and stays clean.
+    let verified = skein.ok(&["verify"]);
+    assert!(
+        verified.contains("(1 forked from deleted ones)") && verified.contains("all consistent"),
+        "{verified}"
+    );
 }
 
 #[test]
@@ -76,7 +82,9 @@ fn a_selection_that_names_nothing_or_a_bad_age_is_refused_and_deletes_nothing() 
 
 #[test]
 fn redact_erases_a_message_everywhere_and_a_turn_resending_it_is_refused() {
-    let skein = Cli::temp(crate::BIN);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let skein = Cli::temp(crate::BIN).config(&config);
     let first = skein.json(&["prompt", "my password is hunter2"]);
     let second = skein.json(&["prompt", "-c", "thanks"]);
     let cid = second["conversation"].as_str().unwrap().to_string();
@@ -138,9 +146,25 @@ fn redact_erases_a_message_everywhere_and_a_turn_resending_it_is_refused() {
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("was erased (quoted it)")
-            && stderr(&output).contains("continue from a message before it"),
+            && stderr(&output).contains("continue from a message before it")
+            && stderr(&output).contains("erased_placeholder = \"[erased]\"` under `[privacy]`"),
         "{}",
         stderr(&output)
+    );
+    assert_eq!(count(&skein, "runs"), 2, "a refused turn records no run");
+
+    // With a placeholder chosen in the configuration file the turn runs,
+    // its run saying which messages the placeholder stood for.
+    std::fs::write(&config, "[privacy]\nerased_placeholder = \"[erased]\"\n").unwrap();
+    let went_on = skein.json(&["prompt", "-c", "go on"]);
+    assert_eq!(went_on["conversation"].as_str(), Some(cid.as_str()));
+    assert_eq!(count(&skein, "runs"), 3);
+    assert_eq!(
+        count(
+            &skein,
+            &format!("runs WHERE events LIKE '%erased_replaced%{secret}%'")
+        ),
+        1
     );
     skein.ok(&["verify"]);
 }
@@ -191,5 +215,78 @@ fn gc_applies_the_retention_of_the_configuration_file() {
     assert!(text.contains("deleted 2 conversation(s)"), "{text}");
     assert_eq!(count(&skein, "conversations"), 0);
     assert_eq!(count(&skein, "nodes"), 0);
+    skein.ok(&["verify"]);
+}
+
+/// `skein serve` applies `[retention]` when it starts and then every
+/// `every`, noting what each pass deleted; a malformed interval is refused
+/// before serving.
+#[test]
+fn serve_applies_the_retention_at_start_and_on_its_schedule() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let skein = Cli::temp(crate::BIN).config(&config);
+    skein.json(&["prompt", "an old one"]);
+
+    std::fs::write(
+        &config,
+        "[retention]\nolder_than = \"0m\"\nevery = \"soon\"\n",
+    )
+    .unwrap();
+    let refused = skein.run(&["serve", "--bind", "127.0.0.1:0"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("retention.every")
+            && stderr(&refused).contains("not an interval"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(count(&skein, "conversations"), 1);
+
+    std::fs::write(
+        &config,
+        "[retention]\nolder_than = \"0m\"\nevery = \"1s\"\n",
+    )
+    .unwrap();
+    let mut server = skein
+        .command(&["serve", "--bind", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    let stderr_pipe = server.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr_pipe).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_for = |what: &str| -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match said.recv_timeout(left) {
+                Ok(line) if line.contains(what) => return line,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("serve never said {what:?}");
+    };
+    // The pass at start-up.
+    let first = wait_for("[retention] older_than = \"0m\": deleted 1 conversation(s)");
+    assert!(first.contains("2 message(s)"), "{first}");
+    assert_eq!(count(&skein, "conversations"), 0);
+    // A later pass takes what was recorded since.
+    skein.json(&["prompt", "a newer one"]);
+    wait_for("[retention] older_than = \"0m\": deleted 1 conversation(s)");
+    assert_eq!(count(&skein, "conversations"), 0);
+    server.kill().unwrap();
+    server.wait().unwrap();
     skein.ok(&["verify"]);
 }

@@ -1445,6 +1445,12 @@ async fn a_history_with_an_erased_message_is_refused_before_any_call() {
             .to_string()
             .contains("continue from a message before it")
     );
+    assert!(
+        error
+            .to_string()
+            .contains("`erased_placeholder = \"[erased]\"` under `[privacy]`"),
+        "{error}"
+    );
     engine
         .run(
             Request::default()
@@ -1454,4 +1460,70 @@ async fn a_history_with_an_erased_message_is_refused_before_any_call() {
         )
         .await
         .unwrap();
+}
+
+/// With a placeholder chosen for the request, the model is sent the
+/// placeholder where the erased content was (never the content, never a
+/// refusal), the captured exchange keeps the stored thread with its
+/// tombstone, and the run's events name the message it stood for.
+#[tokio::test]
+async fn a_chosen_placeholder_is_sent_in_the_erased_contents_place() {
+    let seen = skein_testkit::Recording::echo();
+    let engine = Engine::builder(
+        Catalog::new()
+            .backend(BackendDef::new("echo", BackendKind::Echo))
+            .profile(Profile::new("main", "echo", "echo").credential(CredentialSource::None)),
+    )
+    .provider("echo", seen.clone())
+    .build()
+    .unwrap();
+    let secret = Message::user("my password is hunter2");
+    let erased = Message::new(
+        Role::User,
+        vec![skein_core::Erased::part(
+            &secret.parts[0],
+            "alice",
+            1,
+            "pasted a secret",
+        )],
+    );
+    let before = Thread::from_messages([Message::system("be brief")]);
+    let secret_id = before.push(secret).head_id().unwrap();
+    let history = before
+        .push_with_id(secret_id, erased.clone())
+        .push(Message::assistant("noted"));
+    let output = engine
+        .run(
+            Request::default()
+                .history(history.clone(), Default::default())
+                .message(Message::user("go on"))
+                .profile("main")
+                .erased_placeholder("[removed]")
+                .capture(),
+        )
+        .await
+        .unwrap();
+    let sent = seen.last();
+    assert_eq!(
+        texts(&sent.thread),
+        [
+            "system: be brief",
+            "user: [removed]",
+            "assistant: noted",
+            "user: go on"
+        ]
+    );
+    assert!(
+        !format!("{:?}", sent.thread.messages()).contains("hunter2"),
+        "the content was sent"
+    );
+    // The request keeps the stored ids, so annotations keyed by them apply.
+    assert_eq!(sent.thread.parent().parent().head_id(), Some(secret_id));
+    let exchange = output.exchange.unwrap();
+    let stored = exchange.thread().at(secret_id).unwrap();
+    assert_eq!(stored.head().unwrap().message(), &erased);
+    assert!(output.events.iter().any(|event| event.kind
+        == EventKind::ErasedReplaced {
+            nodes: vec![secret_id]
+        }));
 }

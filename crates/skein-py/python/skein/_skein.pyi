@@ -4,7 +4,7 @@ re-exported by ``skein``; their docstrings are the native ones."""
 import asyncio
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Required, TypedDict, final
+from typing import Any, Literal, Required, TypedDict, final
 
 from ._tools import Tool
 
@@ -129,6 +129,44 @@ class ReplayReport(TypedDict):
 class LabelCount(TypedDict):
     name: str
     nodes: int
+class Sharer(TypedDict):
+    id: str
+    name: str | None
+
+class Forgotten(TypedDict):
+    """What :meth:`Store.delete` removed (or in a dry run would remove)."""
+
+    dry_run: bool
+    conversations: list[str]
+    skipped: list[str]
+    runs: int
+    reruns: int
+    messages: int
+    blobs: int
+    embeddings: int
+    replay_turns: int
+    replays: int
+    kept_messages: int
+    labelled_messages: int
+    shared_with: list[Sharer]
+    more_sharers: bool
+
+class Redacted(TypedDict):
+    """What :meth:`Store.redact` erased."""
+
+    node: str
+    parts: int
+    blobs: int
+    embeddings: int
+    runs_scrubbed: int
+    titles_removed: int
+
+class Collected(TypedDict):
+    """What :meth:`Store.gc` did: each ``[retention]`` rule's deletion, then
+    the collection of what nothing reaches."""
+
+    retention: list[tuple[str, Forgotten]]
+    collected: Forgotten
 
 class Price(TypedDict, total=False):
     input: float
@@ -199,6 +237,25 @@ class Store:
         raises ``NotATurn``."""
     def unlabel(self, name: str, turns: list[str]) -> int: ...
     def labels(self, name: str | None = None) -> list[LabelCount] | list[str]: ...
+    def delete(
+        self,
+        *conversations: str,
+        family: str | None = None,
+        older_than: str | None = None,
+        proxy: bool = False,
+        dry_run: bool = False,
+    ) -> Forgotten:
+        """Delete conversations (ids, prefixes or names), a whole ``family``,
+        or every one last updated before ``older_than`` (``30d``, ``12h``,
+        ``45m`` or ``YYYY-MM-DD``) and/or recorded by the proxy, with every
+        message, run, rerun, blob and cached embedding only they reached;
+        what others share stays. ``dry_run``: the plan, nothing changed."""
+    def redact(self, node: str, *, reason: str, by: str | None = None) -> Redacted:
+        """Erase one message's content in place: it keeps its id and place,
+        each part a tombstone (:attr:`Message.erased`)."""
+    def gc(self, *, dry_run: bool = False) -> Collected:
+        """``[retention]`` of the configuration file, then every message
+        nothing reaches, then a rewrite of the database file."""
 
 @final
 class Model:
@@ -519,6 +576,35 @@ class Message:
     def tool_calls(self) -> list[ToolCall]: ...
     @property
     def tool_results(self) -> list[ToolResult]: ...
+    @property
+    def erased(self) -> list[Erased]:
+        """Its erased parts (empty unless it was redacted)."""
+    @property
+    def is_erased(self) -> bool: ...
+
+@final
+class Erased:
+    """An erased part's tombstone: what it was, the digest of the content,
+    who erased it, when and why. The content itself is gone."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def kind(self) -> Literal["text", "tool_call", "tool_result", "attachment"]: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def erased_by(self) -> str: ...
+    @property
+    def erased_at_ms(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def call_id(self) -> str | None: ...
+    @property
+    def tool_name(self) -> str | None: ...
+    @property
+    def media_type(self) -> str | None: ...
 
 @final
 class DriftWarning:

@@ -8,7 +8,10 @@ row) with the blobs no remaining node references and their texts' cached
 embeddings. A turn builds on a stored node only after locking it
 `FOR KEY SHARE` (graph.rs), so it either committed before the lock here (and
 its nodes and runs are seen as seeds) or waits and finds the node gone.
-A dry run rolls back to a savepoint taken first.
+A dry run rolls back to a savepoint taken first. A garbage collection's
+plan is one read that locks nothing; each of its batches locks only its
+own nodes. Maintenance that must not run twice at once holds a session
+advisory lock ([`Forget::exclusively`]).
 */
 
 use super::PgStore;
@@ -17,7 +20,9 @@ use crate::backend::{Backend, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
-use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
+use crate::forget::{
+    Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title, embedded_digests, sweep,
+};
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
@@ -25,24 +30,62 @@ use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for PgStore {
-    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept> {
+    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
         self.write(async |tx| {
             tx.batch_execute("SAVEPOINT forget").await?;
-            let swept = forget_in(tx, doomed, everywhere).await;
-            let end = if dry_run || swept.is_err() {
-                "ROLLBACK TO SAVEPOINT forget; RELEASE SAVEPOINT forget"
-            } else {
-                "RELEASE SAVEPOINT forget"
-            };
-            match swept {
-                Ok(swept) => {
-                    tx.batch_execute(end).await?;
-                    Ok(swept)
-                }
-                // The transaction may be aborted: the caller rolls it back.
-                Err(error) => Err(error),
-            }
+            let swept = forget_in(tx, doomed).await;
+            end_savepoint(tx, dry_run, swept).await
         })
+    }
+
+    fn garbage(&self) -> Result<Planned> {
+        let rows = self.read(async |client| {
+            Ok(client
+                .query(
+                    &format!("SELECT id, parent, seq, id IN ({REFERENCED}) FROM nodes"),
+                    &[],
+                )
+                .await?)
+        })?;
+        let mut candidates: Vec<(Id, Option<Id>, i64)> = Vec::with_capacity(rows.len());
+        let mut seeds: HashSet<Id> = HashSet::new();
+        for row in &rows {
+            let id: Id = row.get(0);
+            if row.get::<_, bool>(3) {
+                seeds.insert(id.clone());
+            }
+            candidates.push((id, row.get(1), row.get(2)));
+        }
+        let decided = sweep(&candidates, &seeds);
+        let ids = |ids: &[Id]| ids.iter().map(|id| node_id(id)).collect::<Result<Vec<_>>>();
+        Ok(Planned {
+            garbage: ids(&decided.garbage)?,
+            kept: decided.kept,
+            boundary: ids(&decided.boundary)?,
+        })
+    }
+
+    fn collect_batch(&self, nodes: &[NodeId], dry_run: bool) -> Result<Swept> {
+        let ids: Vec<&[u8]> = nodes.iter().map(|id| id.as_bytes().as_slice()).collect();
+        self.write(async |tx| {
+            tx.batch_execute("SAVEPOINT forget").await?;
+            let swept = collect_listed(tx, &ids).await;
+            end_savepoint(tx, dry_run, swept).await
+        })
+    }
+
+    fn exclusively(&self, key: i64, work: &mut dyn FnMut() -> Result<()>) -> Result<bool> {
+        if self.is_read_only() {
+            return Err(crate::StoreError::ReadOnly {
+                location: self.location(),
+            });
+        }
+        let Some(held) = self.advisory_lock(key)? else {
+            return Ok(false);
+        };
+        let done = work();
+        self.advisory_unlock(held, key)?;
+        done.map(|()| true)
     }
 
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
@@ -64,6 +107,34 @@ impl Forget for PgStore {
             Ok(())
         })
     }
+}
+
+/// Release the savepoint `work` ran in, rolling it back first when
+/// `dry_run`; a failed `work` leaves it to the caller's rollback (the
+/// transaction may be aborted).
+async fn end_savepoint(tx: &Client, dry_run: bool, done: Result<Swept>) -> Result<Swept> {
+    let swept = done?;
+    tx.batch_execute(if dry_run {
+        "ROLLBACK TO SAVEPOINT forget; RELEASE SAVEPOINT forget"
+    } else {
+        "RELEASE SAVEPOINT forget"
+    })
+    .await?;
+    Ok(swept)
+}
+
+/// Lock the nodes of a garbage collection's batch (`FOR UPDATE`, in one
+/// order) and delete those nothing reaches still.
+async fn collect_listed(tx: &Client, ids: &[&[u8]]) -> Result<Swept> {
+    let lock = tx
+        .prepare_cached(
+            "SELECT id, parent, seq FROM nodes WHERE id = ANY($1) ORDER BY seq FOR UPDATE",
+        )
+        .await?;
+    let rows = tx.query(&lock, &[&ids]).await?;
+    let mut swept = Swept::default();
+    decide_and_delete(tx, &rows, &mut swept).await?;
+    Ok(swept)
 }
 
 /// The redaction, inside the caller's transaction. The node's row is locked
@@ -155,7 +226,7 @@ async fn delete_unused_blobs(tx: &Client, referenced: &[&[u8]]) -> Result<u64> {
 
 type Id = Vec<u8>;
 
-async fn forget_in(tx: &Client, doomed: &[Doomed], everywhere: bool) -> Result<Swept> {
+async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Id> = Vec::new();
     let ids: Vec<&str> = doomed.iter().map(|d| d.id.as_str()).collect();
@@ -263,19 +334,36 @@ async fn forget_in(tx: &Client, doomed: &[Doomed], everywhere: bool) -> Result<S
         let statement = tx.prepare_cached(sql).await?;
         tx.execute(&statement, &[&gone]).await?;
     }
-    collect(tx, released, everywhere, &mut swept).await?;
+    record_deleted_origins(tx, &gone).await?;
+    collect(tx, released, &mut swept).await?;
     Ok(swept)
 }
 
-/// Find and lock the candidates above the `released` references (with
-/// `everywhere`, every node), find the seeds among them, and delete the
-/// garbage.
-async fn collect(
-    tx: &Client,
-    mut released: Vec<Id>,
-    everywhere: bool,
-    swept: &mut Swept,
-) -> Result<()> {
+/// Record the deleted conversations that remaining forks name as their
+/// origin (so `verify` tells them from dangling origins), and drop the
+/// records no remaining conversation names any more.
+async fn record_deleted_origins(tx: &Client, gone: &[String]) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let record = tx
+        .prepare_cached(
+            "INSERT INTO deleted_conversations(id, deleted)
+             SELECT g, $2 FROM unnest($1::text[]) AS g
+             WHERE EXISTS (SELECT 1 FROM conversations WHERE forked_from_conversation = g)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .await?;
+    tx.execute(&record, &[&gone, &crate::records::now_ms()])
+        .await?;
+    tx.batch_execute(crate::sqlite::forget::PRUNE_DELETED_ORIGINS)
+        .await?;
+    Ok(())
+}
+
+/// Find and lock the candidates above the `released` references, and
+/// delete those nothing reaches ([`decide_and_delete`]).
+async fn collect(tx: &Client, mut released: Vec<Id>, swept: &mut Swept) -> Result<()> {
     released.sort();
     released.dedup();
     let up = tx
@@ -289,14 +377,17 @@ async fn collect(
              ORDER BY n.seq FOR UPDATE OF n",
         )
         .await?;
-    let all = tx
-        .prepare_cached("SELECT id, parent, seq FROM nodes ORDER BY seq FOR UPDATE")
-        .await?;
-    let rows = if everywhere {
-        tx.query(&all, &[]).await?
-    } else {
-        tx.query(&up, &[&released]).await?
-    };
+    let rows = tx.query(&up, &[&released]).await?;
+    decide_and_delete(tx, &rows, swept).await
+}
+
+/// Find the seeds among the locked candidate `rows` (id, parent, seq), and
+/// delete the candidates they do not keep.
+async fn decide_and_delete(
+    tx: &Client,
+    rows: &[tokio_postgres::Row],
+    swept: &mut Swept,
+) -> Result<()> {
     let candidates: Vec<(Id, Option<Id>, i64)> = rows
         .iter()
         .map(|row| (row.get(0), row.get(1), row.get(2)))

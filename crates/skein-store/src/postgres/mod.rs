@@ -324,6 +324,39 @@ impl PgStore {
         bridge::block_on(|| async move { write_retrying!(self, |client| { work(client).await }) })
     }
 
+    /// A connection holding the session advisory lock `key`, or `None`
+    /// when another session holds it. The lock lasts until
+    /// [`PgStore::advisory_unlock`], or until the connection ends (dropped
+    /// unreleased, it is closed, not pooled).
+    fn advisory_lock(&self, key: i64) -> Result<Option<Held>> {
+        bridge::block_on(|| async {
+            let mut held = Held(Some(checkout_anywhere(&self.shared, Route::Primary).await?));
+            let locked: bool = held
+                .client()
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+                .await?
+                .get(0);
+            if locked {
+                Ok(Some(held))
+            } else {
+                held.release();
+                Ok(None)
+            }
+        })
+    }
+
+    /// Release the advisory lock `held` holds, and the connection to the
+    /// pool.
+    fn advisory_unlock(&self, mut held: Held, key: i64) -> Result<()> {
+        bridge::block_on(|| async move {
+            held.client()
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await?;
+            held.release();
+            Ok(())
+        })
+    }
+
     /// A connection held for a write, from any runtime (refused when the
     /// store is read-only). The caller runs attempts on it until one
     /// succeeds or [`Writer::again`] gives up.

@@ -306,6 +306,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         WHERE conversation IS NOT NULL;
     "#,
     ),
+    // 17: deleted conversations that forks still name, as on SQLite.
+    Migration::Sql(crate::sqlite::schema::DELETED_CONVERSATIONS),
 ];
 
 /// The schema version this build writes.

@@ -41,8 +41,13 @@ impl Search for PgStore {
         Box::pin(self.search_nodes(query, role, within, limit))
     }
 
-    fn containing(&self, node: NodeId, cap: usize) -> BoxFuture<'_, Result<Vec<ConversationRef>>> {
-        Box::pin(self.containing(node, cap))
+    fn containing<'a>(
+        &'a self,
+        node: NodeId,
+        cap: usize,
+        excluding: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRef>>> {
+        Box::pin(self.containing(node, cap, excluding))
     }
 }
 
@@ -146,7 +151,12 @@ impl PgStore {
     /// Up to `cap` conversations whose thread contains `node`: heads at the
     /// end of its lane first, then the nearest below it. The recursive walk
     /// is evaluated only as far as the outer `LIMIT` needs.
-    async fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+    async fn containing(
+        &self,
+        node: NodeId,
+        cap: usize,
+        excluding: &[String],
+    ) -> Result<Vec<ConversationRef>> {
         let rows = reading!(self, |client| {
             let place = client
                 .prepare_cached("SELECT lane, depth FROM nodes WHERE id = $1")
@@ -164,11 +174,15 @@ impl PgStore {
                          SELECT id FROM nodes WHERE lane = $1 AND depth >= $2
                          ORDER BY depth DESC LIMIT $3
                      ) h JOIN conversations c ON c.head = h.id
+                     WHERE c.id <> ALL($5::text[])
                      LIMIT $4",
                 )
                 .await?;
             let found = client
-                .query(&at_end, &[&lane, &depth, &(LANE_END as i64), &(cap as i64)])
+                .query(
+                    &at_end,
+                    &[&lane, &depth, &(LANE_END as i64), &(cap as i64), &excluding],
+                )
                 .await?;
             if !found.is_empty() {
                 return Ok(found);
@@ -176,10 +190,11 @@ impl PgStore {
             let in_lane = client
                 .prepare_cached(
                     "SELECT c.id, c.name FROM nodes h JOIN conversations c ON c.head = h.id
-                     WHERE h.lane = $1 AND h.depth >= $2 ORDER BY h.depth DESC LIMIT 1",
+                     WHERE h.lane = $1 AND h.depth >= $2 AND c.id <> ALL($3::text[])
+                     ORDER BY h.depth DESC LIMIT 1",
                 )
                 .await?;
-            let found = client.query(&in_lane, &[&lane, &depth]).await?;
+            let found = client.query(&in_lane, &[&lane, &depth, &excluding]).await?;
             if !found.is_empty() {
                 return Ok(found);
             }
@@ -192,6 +207,7 @@ impl PgStore {
                          WHERE sub.k < $2
                      )
                      SELECT c.id, c.name FROM sub JOIN conversations c ON c.head = sub.id
+                     WHERE c.id <> ALL($4::text[])
                      LIMIT $3",
                 )
                 .await?;
@@ -202,6 +218,7 @@ impl PgStore {
                         &node.as_bytes().as_slice(),
                         &(WALK_LIMIT as i32),
                         &(cap as i64),
+                        &excluding,
                     ],
                 )
                 .await?)

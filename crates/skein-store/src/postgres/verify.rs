@@ -10,8 +10,8 @@ use super::transfer::PAGE;
 use crate::backend::Verify;
 use crate::error::Result;
 use crate::verify::{
-    CONVERSATIONS, MISSING_LABEL_NODES, MISSING_REPLAY_NODES, MISSING_TOOLS, NodeRow, RUNS,
-    VerifyReport,
+    CONVERSATIONS, MISSING_LABEL_NODES, MISSING_ORIGINS, MISSING_REPLAY_NODES, MISSING_TOOLS,
+    NodeRow, RUNS, VerifyReport,
 };
 
 /// Blobs read per query (they can be large).
@@ -86,6 +86,10 @@ impl Verify for PgStore {
             self.read(async |client| Ok(client.query(CONVERSATIONS, &[]).await?))?;
         for row in &conversations {
             report.check_conversation(row.get(0), row.get(1), row.get(2), row.get(3));
+        }
+        let origins = self.read(async |client| Ok(client.query(MISSING_ORIGINS, &[]).await?))?;
+        for row in &origins {
+            report.check_origin(row.get(0), row.get(1), row.get(2));
         }
         let mut after = String::new();
         loop {

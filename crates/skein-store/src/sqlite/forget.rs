@@ -4,7 +4,9 @@ stays): one `BEGIN IMMEDIATE` transaction deletes the selected rows, finds
 the candidate nodes (the ancestors of the references those rows held) and
 the seeds among them in two statements over a temporary table, and deletes
 the garbage with its search-index rows, unreferenced blobs and cached
-embeddings. A dry run rolls back to a savepoint taken first.
+embeddings. A dry run rolls back to a savepoint taken first. A garbage
+collection's plan is one read; each of its batches is one `BEGIN
+IMMEDIATE` transaction deciding over the batch as its candidates.
 */
 
 use super::SqliteStore;
@@ -13,27 +15,69 @@ use crate::backend::{Backend, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
-use crate::forget::{Doomed, Scrubbed, Swept, derived_title, embedded_digests, sweep};
+use crate::forget::{
+    Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title, embedded_digests, sweep,
+};
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 impl Forget for SqliteStore {
-    fn forget(&self, doomed: &[Doomed], everywhere: bool, dry_run: bool) -> Result<Swept> {
-        self.write(|tx| {
-            tx.execute_batch("SAVEPOINT forget")?;
-            let swept = forget_in(tx, doomed, everywhere);
-            let end = if dry_run || swept.is_err() {
-                "ROLLBACK TO forget; RELEASE forget"
-            } else {
-                "RELEASE forget"
-            };
-            tx.execute_batch(end)?;
-            swept
+    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
+        self.write(|tx| rolled_back_if(tx, dry_run, |tx| forget_in(tx, doomed)))
+    }
+
+    fn garbage(&self) -> Result<Planned> {
+        self.read(|conn| {
+            let mut ids: HashMap<i64, Vec<u8>> = HashMap::new();
+            let mut candidates: Vec<(i64, Option<i64>, i64)> = Vec::new();
+            let mut seeds: HashSet<i64> = HashSet::new();
+            let mut stmt = conn.prepare(&format!(
+                "SELECT seq, parent, id, id IN ({REFERENCED}) FROM nodes"
+            ))?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                candidates.push((seq, row.get(1)?, seq));
+                ids.insert(seq, row.get(2)?);
+                if row.get::<_, bool>(3)? {
+                    seeds.insert(seq);
+                }
+            }
+            let decided = sweep(&candidates, &seeds);
+            let id_of = |seq: &i64| node_id(&ids[seq]);
+            Ok(Planned {
+                garbage: decided.garbage.iter().map(id_of).collect::<Result<_>>()?,
+                kept: decided.kept,
+                boundary: decided.boundary.iter().map(id_of).collect::<Result<_>>()?,
+            })
         })
+    }
+
+    fn collect_batch(&self, nodes: &[NodeId], dry_run: bool) -> Result<Swept> {
+        self.write(|tx| {
+            rolled_back_if(tx, dry_run, |tx| {
+                let mut swept = Swept::default();
+                clear_temp_tables(tx)?;
+                let mut insert = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO forget_candidates(seq, parent)
+                     SELECT seq, parent FROM nodes WHERE id = ?1",
+                )?;
+                for node in nodes {
+                    insert.execute([node.as_bytes()])?;
+                }
+                decide_and_delete(tx, &mut swept)?;
+                Ok(swept)
+            })
+        })
+    }
+
+    fn exclusively(&self, _key: i64, work: &mut dyn FnMut() -> Result<()>) -> Result<bool> {
+        work()?;
+        Ok(true)
     }
 
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
@@ -55,6 +99,24 @@ impl Forget for SqliteStore {
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
+}
+
+/// `work` inside a savepoint of the caller's transaction, rolled back when
+/// `dry_run` or when it fails.
+fn rolled_back_if<T>(
+    tx: &Connection,
+    dry_run: bool,
+    work: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
+    tx.execute_batch("SAVEPOINT forget")?;
+    let done = work(tx);
+    let end = if dry_run || done.is_err() {
+        "ROLLBACK TO forget; RELEASE forget"
+    } else {
+        "RELEASE forget"
+    };
+    tx.execute_batch(end)?;
+    done
 }
 
 /// The redaction, inside the caller's transaction.
@@ -161,7 +223,7 @@ fn delete_embeddings(conn: &Connection, digests: impl IntoIterator<Item = Digest
 }
 
 /// The whole deletion, inside the caller's transaction.
-fn forget_in(conn: &Connection, doomed: &[Doomed], everywhere: bool) -> Result<Swept> {
+fn forget_in(conn: &Connection, doomed: &[Doomed]) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Vec<u8>> = Vec::new();
     for conversation in doomed {
@@ -171,9 +233,38 @@ fn forget_in(conn: &Connection, doomed: &[Doomed], everywhere: bool) -> Result<S
             swept.skipped.push(conversation.id.clone());
         }
     }
-    collect(conn, &released, everywhere, &mut swept)?;
+    record_deleted_origins(conn, &swept.deleted)?;
+    collect(conn, &released, &mut swept)?;
     Ok(swept)
 }
+
+/// Record the deleted conversations that remaining forks name as their
+/// origin (so `verify` tells them from dangling origins), and drop the
+/// records no remaining conversation names any more.
+fn record_deleted_origins(
+    conn: &Connection,
+    deleted: &[crate::records::ConversationId],
+) -> Result<()> {
+    if deleted.is_empty() {
+        return Ok(());
+    }
+    let now = crate::records::now_ms();
+    let mut record = conn.prepare_cached(
+        "INSERT OR IGNORE INTO deleted_conversations(id, deleted)
+         SELECT ?1, ?2 WHERE EXISTS
+             (SELECT 1 FROM conversations WHERE forked_from_conversation = ?1)",
+    )?;
+    for id in deleted {
+        record.execute(params![id.as_str(), now])?;
+    }
+    conn.execute_batch(PRUNE_DELETED_ORIGINS)?;
+    Ok(())
+}
+
+/// The deleted-conversation records no remaining conversation names.
+pub(crate) const PRUNE_DELETED_ORIGINS: &str = "DELETE FROM deleted_conversations
+     WHERE NOT EXISTS (SELECT 1 FROM conversations c
+                       WHERE c.forked_from_conversation = deleted_conversations.id)";
 
 /// Delete one conversation's rows, pushing every node they referenced onto
 /// `released`; false (and nothing deleted) when it is gone or was updated
@@ -301,19 +392,10 @@ fn delete_replay_turns(
     Ok(())
 }
 
-/// Find the candidates above the `released` references (with `everywhere`,
-/// every node) and the seeds among them, and delete the garbage.
-fn collect(
-    conn: &Connection,
-    released: &[Vec<u8>],
-    everywhere: bool,
-    swept: &mut Swept,
-) -> Result<()> {
-    conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS forget_refs(seq INTEGER PRIMARY KEY);
-         CREATE TEMP TABLE IF NOT EXISTS forget_candidates(seq INTEGER PRIMARY KEY, parent INTEGER);
-         DELETE FROM forget_refs; DELETE FROM forget_candidates;",
-    )?;
+/// Find the candidates above the `released` references and delete those
+/// nothing reaches ([`decide_and_delete`]).
+fn collect(conn: &Connection, released: &[Vec<u8>], swept: &mut Swept) -> Result<()> {
+    clear_temp_tables(conn)?;
     {
         let mut insert = conn.prepare_cached(
             "INSERT OR IGNORE INTO forget_refs(seq) SELECT seq FROM nodes WHERE id = ?1",
@@ -321,11 +403,6 @@ fn collect(
         for node in released {
             insert.execute([node])?;
         }
-    }
-    if everywhere {
-        conn.execute_batch(
-            "INSERT INTO forget_candidates(seq, parent) SELECT seq, parent FROM nodes",
-        )?;
     }
     conn.execute_batch(
         "INSERT OR IGNORE INTO forget_candidates(seq, parent)
@@ -336,6 +413,22 @@ fn collect(
          )
          SELECT n.seq, n.parent FROM up JOIN nodes n ON n.seq = up.seq;",
     )?;
+    decide_and_delete(conn, swept)
+}
+
+/// The temporary tables a deletion fills, created when missing, empty.
+fn clear_temp_tables(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS forget_refs(seq INTEGER PRIMARY KEY);
+         CREATE TEMP TABLE IF NOT EXISTS forget_candidates(seq INTEGER PRIMARY KEY, parent INTEGER);
+         DELETE FROM forget_refs; DELETE FROM forget_candidates;",
+    )?;
+    Ok(())
+}
+
+/// Find the seeds among `forget_candidates`, and delete the candidates
+/// they do not keep (children first).
+fn decide_and_delete(conn: &Connection, swept: &mut Swept) -> Result<()> {
     let candidates: Vec<(i64, Option<i64>, i64)> = conn
         .prepare("SELECT seq, parent FROM forget_candidates")?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(0)?)))?

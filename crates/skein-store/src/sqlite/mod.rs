@@ -25,7 +25,7 @@ mod calls;
 mod conversations;
 mod embeddings;
 mod family;
-mod forget;
+pub(crate) mod forget;
 mod graph;
 mod labels;
 mod offers;

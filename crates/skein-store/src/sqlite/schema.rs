@@ -276,7 +276,28 @@ const MIGRATIONS: &[Migration] = &[
         WHERE conversation IS NOT NULL;
     ",
     ),
+    // 17: the conversations a deletion removed that remaining forks still
+    // name as their origin, so `verify` tells them from dangling origins.
+    Migration::Sql(DELETED_CONVERSATIONS),
 ];
+
+/// Migration 17, the same SQL on both backends: a deleted conversation's
+/// id and when it was deleted, kept while a remaining conversation names
+/// it as its origin (crate::forget). Origins already missing when it is
+/// created were deleted by the `skein delete` of schema 15, which kept no
+/// record: they are recorded with the time 0 ("before the record").
+pub(crate) const DELETED_CONVERSATIONS: &str = r"
+    CREATE TABLE IF NOT EXISTS deleted_conversations (
+        id      TEXT PRIMARY KEY,
+        deleted BIGINT NOT NULL
+    );
+    INSERT INTO deleted_conversations(id, deleted)
+    SELECT DISTINCT c.forked_from_conversation, 0 FROM conversations c
+    WHERE c.forked_from_conversation IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM conversations o WHERE o.id = c.forked_from_conversation)
+      AND NOT EXISTS (SELECT 1 FROM deleted_conversations d
+                      WHERE d.id = c.forked_from_conversation);
+";
 
 /// Migration 13, the same SQL on both backends. `IF NOT EXISTS`: tests of
 /// older databases set the version back and migrate again.

@@ -28,8 +28,14 @@ impl Search for SqliteStore {
         self.deferred(move |store| store.search_nodes(&query, role, within, limit))
     }
 
-    fn containing(&self, node: NodeId, cap: usize) -> BoxFuture<'_, Result<Vec<ConversationRef>>> {
-        self.deferred(move |store| store.containing(node, cap))
+    fn containing<'a>(
+        &'a self,
+        node: NodeId,
+        cap: usize,
+        excluding: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRef>>> {
+        let excluding = serde_json::to_string(excluding).expect("strings serialise");
+        self.deferred(move |store| store.containing(node, cap, &excluding))
     }
 }
 
@@ -85,7 +91,12 @@ impl SqliteStore {
     /// the deepest one with its head anywhere in the lane below it, else
     /// those found walking the nodes below it, nearest first, up to
     /// [`WALK_LIMIT`] nodes.
-    pub(crate) fn containing(&self, node: NodeId, cap: usize) -> Result<Vec<ConversationRef>> {
+    pub(crate) fn containing(
+        &self,
+        node: NodeId,
+        cap: usize,
+        excluding: &str,
+    ) -> Result<Vec<ConversationRef>> {
         self.read(|conn| {
             let Some((seq, lane, depth)) = conn
                 .prepare_cached("SELECT seq, lane, depth FROM nodes WHERE id = ?1")?
@@ -119,20 +130,23 @@ impl SqliteStore {
                          SELECT id FROM nodes WHERE lane = ?1 AND depth >= ?2
                          ORDER BY depth DESC LIMIT ?3
                      ) h CROSS JOIN conversations c ON c.head = h.id
+                     WHERE c.id NOT IN (SELECT value FROM json_each(?5))
                      LIMIT ?4",
                 )?;
                 let found = refs(
                     &mut at_end,
-                    &[&lane, &depth, &(LANE_END as i64), &(cap as i64)],
+                    &[&lane, &depth, &(LANE_END as i64), &(cap as i64), &excluding],
                 )?;
                 if !found.is_empty() {
                     return Ok(found);
                 }
                 let mut in_lane = conn.prepare_cached(
                     "SELECT c.id, c.name FROM nodes h CROSS JOIN conversations c ON c.head = h.id
-                     WHERE h.lane = ?1 AND h.depth >= ?2 ORDER BY h.depth DESC LIMIT 1",
+                     WHERE h.lane = ?1 AND h.depth >= ?2
+                       AND c.id NOT IN (SELECT value FROM json_each(?3))
+                     ORDER BY h.depth DESC LIMIT 1",
                 )?;
-                let found = refs(&mut in_lane, &[&lane, &depth])?;
+                let found = refs(&mut in_lane, &[&lane, &depth, &excluding])?;
                 if !found.is_empty() {
                     return Ok(found);
                 }
@@ -146,9 +160,13 @@ impl SqliteStore {
                  )
                  SELECT c.id, c.name FROM sub CROSS JOIN nodes n ON n.seq = sub.seq
                  CROSS JOIN conversations c ON c.head = n.id
+                 WHERE c.id NOT IN (SELECT value FROM json_each(?4))
                  ORDER BY c.updated DESC LIMIT ?3",
             )?;
-            refs(&mut below, &[&seq, &(WALK_LIMIT as i64), &(cap as i64)])
+            refs(
+                &mut below,
+                &[&seq, &(WALK_LIMIT as i64), &(cap as i64), &excluding],
+            )
         })
     }
 }

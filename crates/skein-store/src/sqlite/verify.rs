@@ -8,8 +8,8 @@ use super::graph::decode_message;
 use crate::backend::Verify;
 use crate::error::Result;
 use crate::verify::{
-    CONVERSATIONS, MISSING_LABEL_NODES, MISSING_REPLAY_NODES, MISSING_TOOLS, NodeRow, RUNS,
-    VerifyReport,
+    CONVERSATIONS, MISSING_LABEL_NODES, MISSING_ORIGINS, MISSING_REPLAY_NODES, MISSING_TOOLS,
+    NodeRow, RUNS, VerifyReport,
 };
 
 impl Verify for SqliteStore {
@@ -59,6 +59,11 @@ impl Verify for SqliteStore {
             while let Some(row) = rows.next()? {
                 let origin: Option<Vec<u8>> = row.get(2)?;
                 report.check_conversation(row.get(0)?, row.get(1)?, origin.as_deref(), row.get(3)?);
+            }
+            let mut origins = conn.prepare(MISSING_ORIGINS)?;
+            let mut rows = origins.query([])?;
+            while let Some(row) = rows.next()? {
+                report.check_origin(row.get(0)?, row.get(1)?, row.get(2)?);
             }
             let mut runs = conn.prepare(&format!("{RUNS} ORDER BY r.id"))?;
             let mut rows = runs.query([])?;

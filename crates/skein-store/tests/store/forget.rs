@@ -31,6 +31,10 @@ for_each_backend!(
     writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling,
     collecting_garbage_removes_only_what_nothing_reaches,
     killing_a_deletion_at_any_moment_leaves_a_database_that_verifies,
+    a_deleted_origin_is_recorded_and_a_missing_one_is_a_finding,
+    collecting_in_batches_reports_progress_and_does_what_the_dry_run_planned,
+    a_killed_collection_leaves_a_database_that_verifies_and_the_next_completes,
+    exclusive_work_runs_once_at_a_time,
 );
 
 const EMBEDDER: &str = "test-embedder";
@@ -339,14 +343,21 @@ fn a_dry_run_plans_exactly_what_the_deletion_does_and_changes_nothing(backend: B
         Forgot::from(&done),
         "the plan is what was done"
     );
-    // The plan's sharers were found with `a` still stored: at most the
-    // deletion's.
-    assert!(!plan.shared_with.is_empty());
-    assert!(
-        plan.shared_with
+    // The plan's sharers were looked up with `a` still stored, leaving it
+    // out: exactly the deletion's (`a`'s head, at the end of the lane its
+    // kept messages are in, used to hide `b` from the plan).
+    let names = |report: &skein_store::Forgotten| {
+        let mut names: Vec<String> = report
+            .shared_with
             .iter()
-            .all(|sharer| done.shared_with.contains(sharer))
-    );
+            .map(|c| c.name.clone().unwrap_or_default())
+            .collect();
+        names.sort();
+        names
+    };
+    assert!(!plan.shared_with.is_empty());
+    assert_eq!(names(&plan), names(&done));
+    assert_eq!(plan.more_sharers, done.more_sharers);
     // `a`'s S, u1, a1 stay for `b` (and S for `c`); u2 and a2 were reached
     // only by `a`'s runs and its rerun's turn node, which went with it. The
     // rerun's five request and answer messages stay for `e`, forked there.
@@ -632,6 +643,227 @@ fn collecting_garbage_removes_only_what_nothing_reaches(backend: Backend) {
     assert_eq!(done.messages, 3);
     assert_eq!(db.count("nodes"), nodes);
     assert_exactly_reachable(&db, "after collecting");
+}
+
+/// Deleting a conversation that a fork names as its origin records the
+/// deletion, so `verify` counts the fork's origin as deleted on purpose;
+/// the record goes once no fork names it. An origin conversation that is
+/// missing without a record (another tool's write, a partial copy) is a
+/// finding of its own kind.
+fn a_deleted_origin_is_recorded_and_a_missing_one_is_a_finding(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let ids = build(store);
+    let (a, b) = (&ids[0], &ids[1]);
+    assert_eq!(
+        store
+            .conversation(b)
+            .unwrap()
+            .origin
+            .and_then(|origin| origin.conversation)
+            .as_ref(),
+        Some(a)
+    );
+    let plan = store
+        .forget(&Selection::Conversations(vec![a.clone()]), true)
+        .unwrap();
+    assert_eq!(plan.conversations, vec![a.clone()]);
+    assert_eq!(
+        db.count("deleted_conversations"),
+        0,
+        "a dry run records nothing"
+    );
+
+    store
+        .forget(&Selection::Conversations(vec![a.clone()]), false)
+        .unwrap();
+    assert_eq!(db.count("deleted_conversations"), 1);
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.origins_deleted, 2, "b and e");
+
+    // `e` (forked from a's rerun) names it too.
+    store
+        .forget(&Selection::Conversations(vec![b.clone()]), false)
+        .unwrap();
+    assert_eq!(db.count("deleted_conversations"), 1);
+    store
+        .forget(&Selection::Conversations(vec![ids[4].clone()]), false)
+        .unwrap();
+    assert_eq!(
+        db.count("deleted_conversations"),
+        0,
+        "no fork names it any more"
+    );
+    assert_eq!(store.verify().unwrap().origins_deleted, 0);
+
+    // `c` is nobody's origin: deleting it records nothing.
+    let c = &ids[2];
+    store
+        .forget(&Selection::Conversations(vec![c.clone()]), false)
+        .unwrap();
+    assert_eq!(db.count("deleted_conversations"), 0);
+
+    let d = &ids[3];
+    assert_eq!(
+        store
+            .debug_execute(&format!(
+                "UPDATE conversations SET forked_from_conversation = 'nowhere' WHERE id = '{d}'"
+            ))
+            .unwrap(),
+        1
+    );
+    let report = store.verify().unwrap();
+    assert_eq!(report.origins_deleted, 0);
+    assert_eq!(
+        serde_json::to_value(&report.problems).unwrap(),
+        serde_json::json!([{
+            "problem": "missing_origin_conversation",
+            "conversation": d.as_str(),
+            "origin": "nowhere",
+        }])
+    );
+}
+
+/// Store `chains` threads of `depth` messages that nothing references
+/// (as another tool's writes might leave), the first two messages of each
+/// the test graph's own `S` and `u1` (so they share kept messages).
+fn orphans(store: &Store, chains: usize, depth: usize) {
+    for chain in 0..chains {
+        let mut thread = Thread::from_messages([Message::system("S"), Message::user("u1")]);
+        for at in 0..depth {
+            thread = thread.push(Message::assistant(format!("orphan {chain}.{at}")));
+        }
+        store.append(&thread).unwrap();
+    }
+}
+
+/// A collection in batches deletes exactly what its dry run planned (the
+/// same figures, kept messages and sharers), children before parents, one
+/// bounded transaction per batch, telling its progress after each.
+fn collecting_in_batches_reports_progress_and_does_what_the_dry_run_planned(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    build(store);
+    let nodes = db.count("nodes");
+    orphans(store, 6, 5);
+    assert_eq!(db.count("nodes"), nodes + 30);
+    let mut told = Vec::new();
+    let plan = store
+        .collect_garbage_with(true, 7, &mut |progress| told.push(progress))
+        .unwrap();
+    assert!(told.is_empty(), "a dry run deletes nothing batch by batch");
+    assert_eq!(plan.messages, 30);
+    assert_eq!(db.count("nodes"), nodes + 30);
+    let done = store
+        .collect_garbage_with(false, 7, &mut |progress| told.push(progress))
+        .unwrap();
+    assert_eq!(Forgot::from(&plan), Forgot::from(&done));
+    assert_eq!(plan.kept_messages, done.kept_messages);
+    assert_eq!(plan.kept_messages as i64, nodes);
+    assert_eq!(plan.shared_with, done.shared_with);
+    let collected: Vec<u64> = told.iter().map(|progress| progress.collected).collect();
+    assert_eq!(collected, [7, 14, 21, 28, 30]);
+    assert!(told.iter().all(|progress| progress.planned == 30));
+    assert_exactly_reachable(&db, "after collecting in batches");
+    let again = store.collect_garbage_with(false, 7, &mut |_| {}).unwrap();
+    assert_eq!(again.messages, 0);
+}
+
+/// Child entry point: collect garbage in batches of 5, saying `BATCH` after
+/// each and pausing a little, until killed (or done).
+#[test]
+#[ignore = "run as a child process by the killed-collection test"]
+fn child_collect_in_batches() {
+    let Ok(location) = std::env::var("SKEIN_TEST_DB") else {
+        return;
+    };
+    let store = Store::open(location).unwrap();
+    println!("READY");
+    store
+        .collect_garbage_with(false, 5, &mut |progress| {
+            println!("BATCH {} {}", progress.collected, progress.planned);
+            std::thread::sleep(Duration::from_millis(30));
+        })
+        .unwrap();
+    println!("DONE");
+}
+
+/// A collection killed after some batches (possibly inside the next) leaves
+/// a database that verifies, every message something reaches still
+/// stored, and only messages nothing reaches left over; the next
+/// collection deletes exactly those.
+fn a_killed_collection_leaves_a_database_that_verifies_and_the_next_completes(backend: Backend) {
+    let db = TempStore::new(backend);
+    build(&db.store);
+    let reachable_before = reachable(&db.store);
+    orphans(&db.store, 20, 10);
+    let before = db.count("nodes");
+    assert_eq!(before as usize, reachable_before.len() + 200);
+    let mut child = spawn_child(
+        "forget::child_collect_in_batches",
+        &[("SKEIN_TEST_DB", db.location())],
+    );
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut batches = 0;
+    let mut line = String::new();
+    while batches < 3 {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the child died");
+        if line.contains("BATCH") {
+            batches += 1;
+        }
+        assert!(
+            !line.contains("DONE"),
+            "the collection ended before it was killed"
+        );
+    }
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success());
+
+    let store = db.reopen();
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let left = store.debug_query_i64("SELECT count(*) FROM nodes").unwrap();
+    assert!(
+        left <= before - 15,
+        "three batches of 5 were deleted: {left} of {before} left"
+    );
+    assert!(
+        left > reachable_before.len() as i64,
+        "the kill came before the end"
+    );
+    assert_eq!(reachable(&store), reachable_before);
+    let rest = store.collect_garbage(false).unwrap();
+    assert_eq!(rest.messages as i64, left - reachable_before.len() as i64);
+    assert_exactly_reachable(&db, "after the next collection");
+}
+
+/// Work run exclusively under a name does not run while other work holds
+/// that name (on PostgreSQL, across connections and processes: an
+/// advisory lock); on SQLite it always runs.
+fn exclusive_work_runs_once_at_a_time(backend: Backend) {
+    let db = TempStore::new(backend);
+    let other = db.reopen();
+    let outer = db
+        .store
+        .exclusively("test job", || {
+            let inner = other.exclusively("test job", || Ok(1)).unwrap();
+            let unrelated = other.exclusively("another job", || Ok(2)).unwrap();
+            Ok((inner, unrelated))
+        })
+        .unwrap();
+    match backend {
+        Backend::Postgres => assert_eq!(outer, Some((None, Some(2)))),
+        Backend::Sqlite => assert_eq!(outer, Some((Some(1), Some(2)))),
+    }
+    // Released when the work ended, and when it failed.
+    assert_eq!(other.exclusively("test job", || Ok(3)).unwrap(), Some(3));
+    let failed: skein_store::Result<Option<()>> = db
+        .store
+        .exclusively("test job", || Err(StoreError::Task("failed".into())));
+    assert!(failed.is_err());
+    assert_eq!(other.exclusively("test job", || Ok(4)).unwrap(), Some(4));
 }
 
 /// Child entry point: build the test graph and delete it again, over and

@@ -332,4 +332,102 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
         23
     );
     drop(telemetry);
+
+    // Over gRPC (tonic) to a gRPC receiver, the same spans arrive.
+    let grpc = OtlpReceiver::start_grpc().await;
+    let telemetry = install(&Settings {
+        protocol: OtelProtocol::Grpc,
+        ..settings(&grpc.url, false)
+    })
+    .unwrap();
+    let over_grpc = conversation.prompt("over grpc").send().await.unwrap();
+    let mut sent = Vec::new();
+    for _ in 0..200 {
+        sent = of_conversation(&grpc.spans(), &id)
+            .into_iter()
+            .filter(|span| string(span, "skein.node.id") == Some(over_grpc.head().to_hex()))
+            .collect();
+        if !sent.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        sent.iter().any(|span| span.name.starts_with("chat ")),
+        "{sent:#?}"
+    );
+
+    // A coordinator sequence is a `sequence` span over its continuations,
+    // linked to the span of the run it started from.
+    let model = fixture.model();
+    let engine = model.engine().clone();
+    let start = engine
+        .run(
+            model
+                .bind(skein::engine::Request::messages([skein::Message::user(
+                    "begin",
+                )]))
+                .capture(),
+        )
+        .await
+        .unwrap();
+    let coordinator = engine.coordinator(start.exchange.as_ref().unwrap(), 2);
+    let sequence = coordinator.sequence().to_string();
+    let again = model.clone();
+    let outcome = coordinator
+        .run(move |turn, _cancel| {
+            let next = if turn.turns_remaining() > 0 {
+                skein::engine::Next::Continue(again.bind(skein::engine::Request::messages([
+                    skein::Message::user("again"),
+                ])))
+            } else {
+                skein::engine::Next::Stop
+            };
+            Box::pin(async move { Ok(next) })
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome, skein::engine::Outcome::Stopped);
+    let is_sequence = |span: &Span| {
+        span.name == "sequence" && string(span, "skein.sequence.id") == Some(sequence.clone())
+    };
+    let mut spans = Vec::new();
+    for _ in 0..200 {
+        spans = grpc.spans();
+        if spans.iter().any(is_sequence) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sequence_span = spans
+        .iter()
+        .find(|span| is_sequence(span))
+        .expect("the sequence's span")
+        .clone();
+    assert!(sequence_span.parent_span_id.is_empty());
+    let calls: Vec<Span> = grpc
+        .wait_for(spans.len(), Duration::from_secs(1))
+        .await
+        .into_iter()
+        .filter(|span| span.parent_span_id == sequence_span.span_id)
+        .collect();
+    assert_eq!(calls.len(), 2, "two continuations: {calls:#?}");
+    for call in &calls {
+        assert!(call.name.starts_with("chat "), "{}", call.name);
+        assert_eq!(string(call, "skein.sequence.id"), Some(sequence.clone()));
+        assert_eq!(call.trace_id, sequence_span.trace_id);
+    }
+    assert_eq!(sequence_span.links.len(), 1);
+    assert_eq!(
+        sequence_span.links[0].span_id,
+        skein::conversation::telemetry::run_span_id(&start.run).to_bytes()
+    );
+    assert_eq!(
+        int(&sequence_span, "skein.usage.output_tokens"),
+        calls
+            .iter()
+            .map(|call| int(call, "gen_ai.usage.output_tokens"))
+            .sum::<Option<i64>>()
+    );
+    drop(telemetry);
 }
