@@ -95,7 +95,13 @@ impl Forget for SqliteStore {
             });
         }
         let conn = super::lock(&self.shared.writer);
-        conn.execute_batch("PRAGMA secure_delete = ON; VACUUM;")?;
+        // A deleted node's words stay in the search index's older segments
+        // until they are merged: merge them, then rewrite the file.
+        conn.execute_batch(
+            "PRAGMA secure_delete = ON;
+             INSERT INTO node_search(node_search) VALUES ('optimize');
+             VACUUM;",
+        )?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }

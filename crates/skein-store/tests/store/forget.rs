@@ -14,7 +14,7 @@ use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId, Part, Thread};
 use skein_store::{
     BLOB_THRESHOLD, ConversationId, Filter, NewConversation, Origin, RerunCommit, RunRecord,
-    RunStatus, Selection, Store, StoreError, Target, TurnCommit,
+    RunStatus, SearchQuery, Selection, Store, StoreError, Target, TurnCommit,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
@@ -35,6 +35,7 @@ for_each_backend!(
     collecting_in_batches_reports_progress_and_does_what_the_dry_run_planned,
     a_killed_collection_leaves_a_database_that_verifies_and_the_next_completes,
     exclusive_work_runs_once_at_a_time,
+    a_deleted_conversations_words_leave_the_file_after_the_vacuum,
 );
 
 const EMBEDDER: &str = "test-embedder";
@@ -925,4 +926,53 @@ fn killing_a_deletion_at_any_moment_leaves_a_database_that_verifies(backend: Bac
         let nodes = store.debug_query_i64("SELECT count(*) FROM nodes").unwrap();
         assert_eq!(nodes as usize, reachable(&store).len(), "round {round}");
     }
+}
+
+/// Deleting a conversation, then the vacuum step (`skein gc`'s last), leaves
+/// no byte of its words in the database file: not in its nodes, not in the
+/// search index's segments, not in free pages.
+fn a_deleted_conversations_words_leave_the_file_after_the_vacuum(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let kept = Thread::from_messages([Message::user("an ordinary question")]);
+    start(store, &kept, "kept");
+    let secret = Thread::from_messages([
+        Message::user("the quokkasecret password"),
+        Message::assistant("noted, quokkasecret"),
+    ]);
+    let doomed = start(store, &secret, "doomed");
+    // Indexed in a segment of its own, then more segments after it.
+    for n in 0..3 {
+        let other = Thread::from_messages([Message::user(format!("filler {n}"))]);
+        start(store, &other, &format!("filler {n}"));
+    }
+    assert!(
+        !store
+            .search(&SearchQuery::new("quokkasecret"))
+            .unwrap()
+            .matches
+            .is_empty()
+    );
+    store
+        .forget(&Selection::Conversations(vec![doomed]), false)
+        .unwrap();
+    store.vacuum().unwrap();
+    assert!(
+        store
+            .search(&SearchQuery::new("quokkasecret"))
+            .unwrap()
+            .matches
+            .is_empty()
+    );
+    if backend == Backend::Sqlite {
+        for suffix in ["", "-wal"] {
+            let file = format!("{}{suffix}", db.location());
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            assert!(
+                !bytes.windows(12).any(|window| window == b"quokkasecret"),
+                "{file} still holds the deleted words"
+            );
+        }
+    }
+    assert!(store.verify().unwrap().is_ok());
 }
