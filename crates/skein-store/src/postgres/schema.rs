@@ -308,6 +308,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     ),
     // 17: deleted conversations that forks still name, as on SQLite.
     Migration::Sql(crate::sqlite::schema::DELETED_CONVERSATIONS),
+    // 18: conversations found by name, as on SQLite.
+    Migration::Sql(crate::sqlite::schema::NAME_INDEX),
 ];
 
 /// The schema version this build writes.

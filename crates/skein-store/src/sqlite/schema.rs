@@ -279,7 +279,14 @@ const MIGRATIONS: &[Migration] = &[
     // 17: the conversations a deletion removed that remaining forks still
     // name as their origin, so `verify` tells them from dangling origins.
     Migration::Sql(DELETED_CONVERSATIONS),
+    // 18: conversations found by name (`--cid NAME`, a proxy session, a
+    // taken-name check) without reading every conversation.
+    Migration::Sql(NAME_INDEX),
 ];
+
+/// Migration 18, the same SQL on both backends.
+pub(crate) const NAME_INDEX: &str = "CREATE INDEX IF NOT EXISTS conversations_by_name
+     ON conversations(name) WHERE name IS NOT NULL;";
 
 /// Migration 17, the same SQL on both backends: a deleted conversation's
 /// id and when it was deleted, kept while a remaining conversation names

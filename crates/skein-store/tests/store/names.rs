@@ -392,3 +392,26 @@ for_each_backend!(
     a_race_branch_with_an_id_like_name_writes_nothing,
     an_id_wins_over_a_stored_name_that_spells_it,
 );
+
+/// Resolving a name (`--cid NAME`, a proxy session) reads the name index,
+/// not every conversation.
+#[test]
+fn a_name_is_looked_up_through_its_index() {
+    let db = TempStore::new(Backend::Sqlite);
+    let conn = db.store.raw_connection().unwrap();
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT id FROM conversations WHERE name = ?1
+             ORDER BY updated DESC, id LIMIT ?2",
+        )
+        .unwrap()
+        .query_map(("a name", 2), |row| row.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("conversations_by_name")),
+        "{plan:?}"
+    );
+}
