@@ -107,11 +107,14 @@ fn check_name(name: &str) -> Result<()> {
 /// echo, so it never shows on the screen or in a scrollback.
 fn read_key(name: &str) -> Result<String> {
     let stdin = std::io::stdin();
+    // Echo goes off before the prompt shows, so nothing typed after it is
+    // shown.
     let _quiet = if stdin.is_terminal() {
+        let quiet = NoEcho::on(&stdin)?;
         crate::ui::note(format!(
             "Enter the key for `{name}` and press Enter (it is not shown):"
         ));
-        Some(NoEcho::on(&stdin)?)
+        Some(quiet)
     } else {
         None
     };
