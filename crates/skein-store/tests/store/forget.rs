@@ -268,11 +268,7 @@ fn assert_exactly_reachable(db: &TempStore, step: &str) {
     }
     // The search index finds no removed text.
     for word in ["u3", "a3", "other", "HOLD"] {
-        let found = store
-            .search(&skein_store::SearchQuery::new(word))
-            .unwrap()
-            .matches
-            .len();
+        let found = store.search(&SearchQuery::new(word)).unwrap().matches.len();
         let present = nodes.values().any(|message| {
             message.parts.iter().any(|part| {
                 matches!(part, Part::Text { text } if text.split_whitespace().any(|w| w == word))
