@@ -53,22 +53,31 @@ def test_a_chain_that_fails_says_how_many_calls_it_kept(tools_model: skein.Model
         tools_model.conversation().chain("fail please").text()
 
 
-def test_a_lost_race_raises_head_moved_with_the_response(store: skein.Store) -> None:
+def test_a_lost_race_lands_in_a_branch_and_the_handle_follows(store: skein.Store) -> None:
+    """The landing rule: a turn whose conversation another writer moved on
+    lands in a branch at the head it started from, and the handle follows
+    it there; nothing is lost and nothing raises."""
     model = skein.Model("echo", store=store)
     first = model.prompt("start")
+    first.text()
     conversation_id = first.conversation.id
     one = skein.Conversation.load(store, conversation_id)
     two = skein.Conversation.load(store, conversation_id)
     one.prompt("one wins").text()
-    with pytest.raises(skein.HeadMoved, match="moved on") as raised:
-        two.prompt("two loses").text()
-    error = raised.value
-    assert error.conversation_id == conversation_id
-    assert error.current == one.head
-    assert error.response is not None
-    kept = error.response.fork()
-    assert isinstance(kept, skein.Conversation)
-    assert kept.messages()[-1].text == error.response.text()
+    lost = two.prompt("two loses")
+    assert "two loses" in lost.text()
+    assert two.id != conversation_id
+    assert lost.conversation.id == two.id
+    assert one.id == conversation_id
+    then = two.prompt("and goes on")
+    then.text()
+    assert then.conversation.id == two.id
+    asked = [message.text for message in two.messages() if message.role == "user"]
+    assert asked == ["start", "two loses", "and goes on"]
+    assert [message.text for message in one.messages() if message.role == "user"] == [
+        "start",
+        "one wins",
+    ]
 
 
 def test_lookups_that_find_nothing_are_not_found(store: skein.Store) -> None:
@@ -161,9 +170,9 @@ def test_the_default_model_comes_from_the_configuration_file(tmp_path: Path) -> 
     script = (
         "import skein, sys\n"
         "store = skein.Store(sys.argv[1])\n"
-        "first = skein.Model('echo', store=store).prompt('hello')\n"
-        "first.text()\n"
         "try:\n"
+        "    first = skein.Model('echo', store=store).prompt('hello')\n"
+        "    first.text()\n"
         "    skein.Conversation.fork_at(store, first.id)\n"
         "except skein.SkeinError as error:\n"
         "    print(type(error).__name__, error)\n"
