@@ -57,13 +57,12 @@ impl Bookmark {
         }
     }
 
-    /// The row that creates the conversation, titled from `thread` when it
-    /// has neither a name nor a title.
-    fn row(&self, thread: Option<&Thread>) -> NewConversation {
+    /// The row that creates the conversation, titled `title` when it has
+    /// neither a name nor a title (see [`Bookmark::title`]).
+    fn row(&self, title: Option<String>) -> NewConversation {
         let mut settings = self.settings.clone();
         if self.name.is_none() && settings.title.is_none() {
-            let start = self.origin.as_ref().and_then(|origin| origin.node);
-            settings.title = thread.and_then(|thread| first_prompt(thread, start));
+            settings.title = title;
         }
         NewConversation {
             id: Some(self.id.clone()),
@@ -76,6 +75,57 @@ impl Bookmark {
 }
 
 impl Bookmark {
+    /// What a new conversation created from `thread` is titled by when it
+    /// has neither a name nor a title: its own first prompt (the first user
+    /// message after where it starts). A branch with no prompt of its own
+    /// takes the prompt it answers again (the nearest one at or before its
+    /// start), numbered among the answers at its start ("Q (2)", "Q (3)")
+    /// or marked "Q (fork)" while it has no message of its own, so that
+    /// alternatives are told apart in lists. Reads the store only for a
+    /// numbered branch (the start's children).
+    async fn title(
+        &self,
+        store: &Store,
+        thread: Option<&Thread>,
+    ) -> Result<Option<String>, StoreError> {
+        let Some(thread) = thread else {
+            return Ok(None);
+        };
+        if self.name.is_some() || self.settings.title.is_some() {
+            return Ok(None);
+        }
+        let start = self.origin.as_ref().and_then(|origin| origin.node);
+        let (own, answered) = prompts(thread, start);
+        if let Some(own) = own {
+            return Ok(ConversationSettings::title_from(&own.joined_text()));
+        }
+        let Some(first) =
+            answered.and_then(|message| ConversationSettings::title_from(&message.joined_text()))
+        else {
+            return Ok(None);
+        };
+        let Some(start) = start else {
+            return Ok(Some(first));
+        };
+        let next = thread
+            .ancestors()
+            .find(|node| node.parent_id() == Some(start))
+            .map(|node| node.id());
+        Ok(Some(match next {
+            None => format!("{first} (fork)"),
+            Some(next) => {
+                let others = store
+                    .nonblocking()
+                    .children(start)
+                    .await?
+                    .into_iter()
+                    .filter(|child| *child != next)
+                    .count();
+                format!("{first} ({})", others + 1)
+            }
+        }))
+    }
+
     /// A conversation the store holds, as its record says.
     pub fn of(record: ConversationRecord) -> Bookmark {
         Bookmark {
@@ -162,7 +212,9 @@ pub async fn commit(
                 }
             },
         },
-        (false, Some(thread)) => Target::New(Box::new(bookmark.row(Some(thread)))),
+        (false, Some(thread)) => Target::New(Box::new(
+            bookmark.row(bookmark.title(store, Some(thread)).await?),
+        )),
         (false, None) => Target::Detached,
     };
     let turn = TurnCommit {
@@ -217,7 +269,7 @@ pub async fn create(
     bookmark: &Bookmark,
     thread: Thread,
 ) -> Result<Committed, StoreError> {
-    let row = bookmark.row(None);
+    let row = bookmark.row(bookmark.title(store, Some(&thread)).await?);
     commit_converging(
         store,
         &TurnCommit {
@@ -247,28 +299,34 @@ fn branch_row(
 }
 
 /// A title from the first user message after `start` in `thread` (the
-/// conversation's own first prompt), else the thread's first. Walks back
-/// from the head only as far as it must.
+/// conversation's own first prompt), else the prompt it answers again.
 fn first_prompt(thread: &Thread, start: Option<NodeId>) -> Option<String> {
+    let (own, answered) = prompts(thread, start);
+    own.or(answered)
+        .and_then(|message| ConversationSettings::title_from(&message.joined_text()))
+}
+
+/// The first user message after `start` in `thread` (its own), else the
+/// prompt at or before `start` that the thread answers (the nearest user
+/// message there). Walks back from the head only as far as it must.
+fn prompts(thread: &Thread, start: Option<NodeId>) -> (Option<&Message>, Option<&Message>) {
     let mut after_start = true;
     let mut own: Option<&Message> = None;
-    let mut earliest: Option<&Message> = None;
     for node in thread.ancestors() {
         if Some(node.id()) == start {
             if own.is_some() {
-                break;
+                return (own, None);
             }
             after_start = false;
         }
         if node.message().role == Role::User {
-            if after_start {
-                own = Some(node.message());
+            if !after_start {
+                return (None, Some(node.message()));
             }
-            earliest = Some(node.message());
+            own = Some(node.message());
         }
     }
-    own.or(earliest)
-        .and_then(|message| ConversationSettings::title_from(&message.joined_text()))
+    (own, None)
 }
 
 /// A model call that failed after it started (the call failed, or its
@@ -371,7 +429,9 @@ pub(crate) async fn log(
     let target = match api.conversation(&bookmark.id).await {
         Err(StoreError::ConversationNotFound(_)) => {
             bookmark.stored = false;
-            Target::New(Box::new(bookmark.row(Some(&thread))))
+            Target::New(Box::new(
+                bookmark.row(bookmark.title(store, Some(&thread)).await?),
+            ))
         }
         Err(error) => return Err(error),
         Ok(existing) => {

@@ -2076,6 +2076,10 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
         story.main.as_str(),
         "{stored}"
     );
+    assert_eq!(
+        stored["title"], "Name another. (2)",
+        "titled by the prompt it answers again, numbered among its answers: {stored}"
+    );
     let family = server
         .json(&format!("/api/conversations/{}/family", story.main))
         .await;
@@ -2109,6 +2113,23 @@ async fn a_fork_is_made_with_or_without_a_first_turn_and_bad_bodies_are_refused(
         .await;
     assert_eq!(fork["name"], "empty fork");
     assert_eq!(fork["head"], story.a1.as_str());
+    let text = server
+        .act(
+            &format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({}),
+        )
+        .await;
+    let unnamed: Value = serde_json::from_str(&text).unwrap();
+    let unnamed = server
+        .json(&format!(
+            "/api/conversations/{}",
+            unnamed["conversation"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        unnamed["title"], "Name a river. (fork)",
+        "an unnamed fork with no message of its own is told apart from its origin: {unnamed}"
+    );
 
     let events = server
         .turn(
