@@ -217,12 +217,37 @@ pub async fn commit(
         )),
         (false, None) => Target::Detached,
     };
+    let creates = matches!(target, Target::New(_));
     let turn = TurnCommit {
         target,
         thread: thread.as_ref(),
         runs: &runs,
     };
-    commit_converging(store, &turn).await
+    match commit_converging(store, &turn).await {
+        // Another writer took the name while the turn ran: the turn's
+        // messages and runs are kept all the same (detached, as a failed
+        // first turn's are), so the answer is not lost, and the caller
+        // hears why no conversation holds it.
+        Err(taken @ StoreError::NameTaken { .. }) if creates => {
+            let runs: Vec<RunRecord> = runs
+                .into_iter()
+                .map(|mut run| {
+                    if run.conversation.as_ref() == Some(&bookmark.id) {
+                        run.conversation = None;
+                    }
+                    run
+                })
+                .collect();
+            let kept = TurnCommit {
+                target: Target::Detached,
+                thread: thread.as_ref(),
+                runs: &runs,
+            };
+            commit_converging(store, &kept).await?;
+            Err(taken)
+        }
+        other => other,
+    }
 }
 
 /// Commit `turn`, and once more if the first commit's outcome is unknown.

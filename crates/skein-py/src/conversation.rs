@@ -37,27 +37,28 @@ impl Conversation {
     }
 }
 
-/// The home model of a load: `model=` if given (it answers from now on),
-/// else the model the conversation recorded, opened with `tools`.
-fn home(
+/// The model `model=` names, opened so that its engine knows `extra` too
+/// (to restore a stored conversation's tools by name).
+fn chosen_model(
     py: Python<'_>,
-    store: &skein::Store,
-    id: &str,
-    model: Option<&Bound<'_, PyAny>>,
+    model: &Bound<'_, PyAny>,
     extra: Vec<std::sync::Arc<dyn skein::Tool>>,
-) -> PyResult<(skein::Model, bool)> {
-    if let Some(model) = model {
-        let named = crate::args::model(py, Some(model))?.expect("given");
-        // Its engine needs the tools too, to restore them by name.
-        let model = match named.is_opened_by_name() {
-            true if !extra.is_empty() => open(py, named.name(), extra)?,
-            _ => named,
-        };
-        return Ok((model, true));
+) -> PyResult<skein::Model> {
+    let named = crate::args::model(py, Some(model))?.expect("given");
+    match named.is_opened_by_name() {
+        true if !extra.is_empty() => open(py, named.name(), extra),
+        _ => Ok(named),
     }
-    let stored = stored_conversation(py, store, id)?;
-    // An imported conversation never chooses a model file: the turn layer
-    // refuses it against any other home model.
+}
+
+/// The model `stored` recorded, opened with `extra`; the default model when
+/// it recorded none. An imported conversation never chooses a model file:
+/// the turn layer refuses it against any other home model.
+fn recorded_model(
+    py: Python<'_>,
+    stored: &skein::store::ConversationRecord,
+    extra: Vec<std::sync::Arc<dyn skein::Tool>>,
+) -> PyResult<skein::Model> {
     let name = match (&stored.settings.model, stored.imported) {
         (Some(name), false) => name.clone(),
         (Some(name), true) if !(name.starts_with("local:") || name.starts_with("scripted:")) => {
@@ -65,7 +66,7 @@ fn home(
         }
         _ => default_model(py)?,
     };
-    Ok((open(py, &name, extra)?, false))
+    open(py, &name, extra)
 }
 
 #[pymethods]
@@ -84,13 +85,20 @@ impl Conversation {
         tools: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Conversation> {
         let store = store.inner.clone();
-        let (home, on_home) = home(py, &store, id, model, self::tools(tools)?)?;
-        let id = stored_conversation(py, &store, id)?.id;
+        let stored = stored_conversation(py, &store, id)?;
+        let extra = self::tools(tools)?;
+        let chosen = model
+            .map(|model| chosen_model(py, model, extra.clone()))
+            .transpose()?;
+        let home = match &chosen {
+            Some(model) => model.clone(),
+            None => recorded_model(py, &stored, extra)?,
+        };
         let loaded = runtime::block_on(py, async move {
-            let load = skein::Conversation::load(&store, &id, &home);
-            match on_home {
-                true => load.model(&home).await,
-                false => load.await,
+            let load = skein::Conversation::load(&store, &stored.id, &home);
+            match chosen {
+                Some(model) => load.model(&model).await,
+                None => load.await,
             }
         })?;
         Ok(Conversation::new(check(py, loaded)?))
@@ -120,7 +128,7 @@ impl Conversation {
         let store = store.inner.clone();
         let extra = self::tools(tools)?;
         let on_model = match model {
-            Some(_) => Some(home(py, &store, node, model, extra.clone())?.0),
+            Some(model) => Some(chosen_model(py, model, extra.clone())?),
             None => None,
         };
         let fallback = match &on_model {

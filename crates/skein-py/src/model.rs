@@ -337,6 +337,19 @@ impl Store {
         }
     }
 
+    /// What this handle's database work has cost since `costs()` was first
+    /// called on it: `{"statements": N, "rows": N}`, statements run and rows
+    /// they returned, counted (never timed) so a test can state what a turn
+    /// or a load may cost. SQLite only: `None` on PostgreSQL.
+    fn costs<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(meter) = self.inner.meter() else {
+            return Ok(None);
+        };
+        let costs = meter.read();
+        let value = serde_json::json!({"statements": costs.statements, "rows": costs.rows});
+        crate::values::from_json(py, &value).map(Some)
+    }
+
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.inner.location())
     }

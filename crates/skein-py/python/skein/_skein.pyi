@@ -197,6 +197,11 @@ class Store:
         sequence: str | None = None,
         prices: dict[str, Price] | None = None,
     ) -> UsageTotals: ...
+    def costs(self) -> dict[str, int] | None:
+        """What this handle's database work has cost since ``costs()`` was
+        first called on it: ``{"statements": N, "rows": N}`` (statements
+        run, rows they returned), counted rather than timed, for tests of
+        what a turn or a load may cost. ``None`` on PostgreSQL."""
     def search(
         self, text: str, *, limit: int = 20, conversation: str | None = None
     ) -> dict[str, Any]:

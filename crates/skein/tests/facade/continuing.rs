@@ -1406,6 +1406,41 @@ async fn a_branch_answered_with_the_reply_its_origin_ends_with_joins_it() {
     assert!(store.verify().unwrap().is_ok());
 }
 
+#[tokio::test]
+async fn a_first_turn_whose_name_was_taken_while_it_ran_keeps_its_answer() {
+    let (_dir, store) = store();
+    let model = skein::Model::open("echo").unwrap();
+    // Both are named "trip" before either is stored: the second to land
+    // finds the name taken.
+    let late = model.conversation().name("trip").store(&store).build();
+    let early = model.conversation().name("trip").store(&store).build();
+    early.prompt("first").send().await.unwrap();
+    let error = late.prompt("kept all the same").send().await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::Store(skein::store::StoreError::NameTaken { name, .. }) if name == "trip"
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        store.list_conversations(10).unwrap().len(),
+        1,
+        "no second trip"
+    );
+    // The answer and its run are stored, in no conversation.
+    let run = store
+        .recent_runs(10)
+        .unwrap()
+        .into_iter()
+        .find(|run| run.conversation.is_none())
+        .expect("the late turn's run is kept");
+    assert_eq!(input_text(&store, &run), "kept all the same");
+    let answer = store.node(run.output_head.unwrap()).unwrap();
+    assert!(answer.message.joined_text().contains("kept all the same"));
+    assert_consistent(&store);
+}
+
 /// `skein::family`: members joined by origin (a fork of a response, a fork
 /// of that fork, a reply to an earlier response, a fork at a mid-thread
 /// node, a fork from a rerun's answer), the reruns of their turns, and the
