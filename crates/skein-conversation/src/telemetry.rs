@@ -207,15 +207,21 @@ pub struct ReplayedTurn<'a> {
 }
 
 /// Emit the spans of a coordinator sequence that ended: a `sequence` span
-/// over its continuations (each a child model-call span), linked to the
-/// span of the run of the exchange it started from.
+/// over its continuations (each a child model-call span, the one whose call
+/// failed included), linked to the span of the run of the exchange it
+/// started from.
 fn sequence(done: &skein_engine::coordinator::SequenceDone<'_>) {
-    if !enabled() || done.runs.is_empty() {
+    if !enabled() || (done.runs.is_empty() && done.failed_call.is_none()) {
         return;
     }
-    let runs: Vec<RunRecord> = done.runs.iter().map(|output| output.record(None)).collect();
-    let last = done.runs.last().expect("not empty");
-    let thread = last.prepared.thread.push(last.message.clone());
+    let mut runs: Vec<RunRecord> = done.runs.iter().map(|output| output.record(None)).collect();
+    // The continuation whose call failed is a child too, its span marked
+    // as an error as any failed run's is.
+    runs.extend(done.failed_call.cloned());
+    let thread = done
+        .runs
+        .last()
+        .map(|last| last.prepared.thread.push(last.message.clone()));
     let start = SpanContext::new(
         trace_id(&format!("run {}", done.start)),
         run_span_id(done.start),
@@ -234,7 +240,7 @@ fn sequence(done: &skein_engine::coordinator::SequenceDone<'_>) {
         name: "sequence",
         key: &format!("sequence {}", done.sequence),
         runs: &runs,
-        thread: Some(&thread),
+        thread: thread.as_ref(),
         attributes,
         links: vec![Link::new(
             start,

@@ -129,7 +129,7 @@ use crate::observe::RunId;
 use crate::request::Request;
 pub use futures_core::future::BoxFuture;
 use serde::Serialize;
-use skein_core::Relation;
+use skein_core::{Relation, RunRecord};
 use std::sync::RwLock;
 use tokio_util::sync::CancellationToken;
 
@@ -398,6 +398,8 @@ impl Coordinator {
         let sink = sequence_sink();
         // The completed continuations, kept only for a sink.
         let mut done: Vec<RunOutput> = Vec::new();
+        // The continuation whose model call failed, kept only for a sink.
+        let mut failed_call: Option<RunRecord> = None;
         let mut current = start.clone();
         // A completed response not yet handed to the callback.
         let mut completed: Option<RunOutput> = None;
@@ -433,7 +435,8 @@ impl Coordinator {
                 }
                 // The turn is consumed now, whatever becomes of the execution.
                 used += 1;
-                match continuation(&engine, &current, request, &cancel, &sequence).await {
+                let kept = sink.is_some().then_some(&mut failed_call);
+                match continuation(&engine, &current, request, &cancel, &sequence, kept).await {
                     Ok(output) => {
                         current = output
                             .exchange
@@ -458,6 +461,7 @@ impl Coordinator {
                 start: start.run(),
                 runs: &done,
                 failed: outcome.is_err(),
+                failed_call: failed_call.as_ref(),
             });
         }
         outcome
@@ -477,6 +481,10 @@ pub struct SequenceDone<'a> {
     /// It ended in an error: a failed or cancelled execution, or the
     /// callback's.
     pub failed: bool,
+    /// The run of the continuation whose model call failed after it
+    /// started, with the usage the ledger counted for it (a failed
+    /// execution that made no call has none).
+    pub failed_call: Option<&'a RunRecord>,
 }
 
 /// Told of every coordinator sequence of the process once it ends (the
@@ -508,6 +516,7 @@ async fn continuation(
     mut request: Request,
     cancel: &CancellationToken,
     sequence: &str,
+    failed_call: Option<&mut Option<RunRecord>>,
 ) -> Result<RunOutput, EngineError> {
     let own = request.cancel.take();
     let token = cancel.child_token();
@@ -515,17 +524,31 @@ async fn continuation(
         .capture()
         .cancel_with(token.clone())
         .relation(Relation::Sequence(sequence.to_string()));
-    let run = engine.continue_from(current, request);
-    let Some(own) = own else {
-        return run.await;
-    };
-    let mut run = std::pin::pin!(run);
-    tokio::select! {
-        biased;
-        output = &mut run => output,
-        () = own.cancelled() => {
-            token.cancel();
-            run.await
+    let execution = engine.prepare_continuation(current, request)?;
+    let prepared = failed_call.is_some().then(|| execution.prepared().clone());
+    let run = execution.run();
+    let output = match own {
+        None => run.await,
+        Some(own) => {
+            let mut run = std::pin::pin!(run);
+            tokio::select! {
+                biased;
+                output = &mut run => output,
+                () = own.cancelled() => {
+                    token.cancel();
+                    run.await
+                }
+            }
         }
+    };
+    if let (Err(error), Some(prepared), Some(failed_call)) = (&output, prepared, failed_call) {
+        *failed_call = prepared.failed_record(error).map(|mut record| {
+            if let Some(entry) = engine.ledger().entry(&record.id) {
+                record.usage = entry.usage;
+                record.usage_complete = entry.usage_complete;
+            }
+            record
+        });
     }
+    output
 }

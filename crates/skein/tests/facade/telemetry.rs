@@ -13,7 +13,7 @@ mod advisor;
 use skein::Store;
 use skein::config::OtelProtocol;
 use skein::telemetry::{Settings, install};
-use skein_testkit::otlp::{OtlpReceiver, Span, int, string};
+use skein_testkit::otlp::{OtlpReceiver, Span, any_value, attribute, int, string};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -428,6 +428,55 @@ async fn turns_and_forks_export_linked_spans_that_add_up_to_the_recorded_usage()
             .iter()
             .map(|call| int(call, "gen_ai.usage.output_tokens"))
             .sum::<Option<i64>>()
+    );
+
+    // A sequence whose continuation's call fails has that call as a child
+    // span too, marked as an error.
+    let coordinator = engine.coordinator(start.exchange.as_ref().unwrap(), 1);
+    let failing = coordinator.sequence().to_string();
+    let again = model.clone();
+    let outcome = coordinator
+        .run(move |_turn, _cancel| {
+            let next =
+                skein::engine::Next::Continue(again.bind(skein::engine::Request::messages([
+                    skein::Message::user("fail now"),
+                ])));
+            Box::pin(async move { Ok(next) })
+        })
+        .await;
+    assert!(outcome.is_err(), "{outcome:?}");
+    let is_failing = |span: &Span| {
+        span.name == "sequence" && string(span, "skein.sequence.id") == Some(failing.clone())
+    };
+    for _ in 0..200 {
+        spans = grpc.spans();
+        if spans.iter().any(is_failing) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failed_span = spans
+        .iter()
+        .find(|span| is_failing(span))
+        .expect("the failed sequence's span")
+        .clone();
+    assert_eq!(
+        attribute(&failed_span, "skein.sequence.failed"),
+        Some(&any_value::Value::BoolValue(true))
+    );
+    let failed_calls: Vec<Span> = grpc
+        .wait_for(spans.len(), Duration::from_secs(1))
+        .await
+        .into_iter()
+        .filter(|span| span.parent_span_id == failed_span.span_id)
+        .collect();
+    assert_eq!(failed_calls.len(), 1, "the failed call: {failed_calls:#?}");
+    assert!(failed_calls[0].name.starts_with("chat "));
+    assert_eq!(
+        failed_calls[0].status.as_ref().map(|status| status.code),
+        Some(2),
+        "an error status: {:?}",
+        failed_calls[0].status
     );
     drop(telemetry);
 }
