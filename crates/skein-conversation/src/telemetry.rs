@@ -20,8 +20,9 @@ re-runs, a replayed turn to its original.
 
 Attributes follow the GenAI semantic conventions on the model-call spans:
 `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
-`gen_ai.response.model` (the model skein called; providers' own names are
-not recorded), `gen_ai.usage.input_tokens` (every prompt token, cached or
+`gen_ai.response.model` (the model the provider says answered, from its
+reply's `model`; the model skein called when it said none),
+`gen_ai.usage.input_tokens` (every prompt token, cached or
 not, as skein normalises usage), `gen_ai.usage.cache_read.input_tokens` and
 `gen_ai.usage.cache_creation.input_tokens` (the parts of it read from and
 written to a cache, so `input - read - creation` is the uncached input and
@@ -367,7 +368,12 @@ fn model_call(
         KeyValue::new("gen_ai.operation.name", "chat"),
         KeyValue::new("gen_ai.provider.name", run.provider.clone()),
         KeyValue::new("gen_ai.request.model", run.model.clone()),
-        KeyValue::new("gen_ai.response.model", run.model.clone()),
+        KeyValue::new(
+            "gen_ai.response.model",
+            run.response_model
+                .clone()
+                .unwrap_or_else(|| run.model.clone()),
+        ),
         KeyValue::new("skein.run.id", run.id.to_string()),
         KeyValue::new("skein.run.status", run.status.as_str()),
     ];

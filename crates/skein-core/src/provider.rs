@@ -170,6 +170,9 @@ pub enum StreamEvent {
     },
     /// Usage figures; later events replace earlier figures they repeat.
     Usage(Usage),
+    /// The model the provider says answered (its response's `model`: a
+    /// dated version of an alias, say); the last one given counts.
+    Model(String),
     /// The transport is retrying after a failure (visible in observations).
     Retrying {
         attempt: u32,
@@ -189,6 +192,9 @@ pub struct ModelResponse {
     pub finish_reason: FinishReason,
     /// Transport retries the call needed, with their reasons.
     pub retries: Vec<String>,
+    /// The model the provider says answered, when it said
+    /// ([`StreamEvent::Model`]).
+    pub model: Option<String>,
 }
 
 /// Why a model call failed. The provider's own message is kept.
@@ -334,6 +340,7 @@ pub struct ResponseAssembler {
     usage: Usage,
     retries: Vec<String>,
     finish: Option<FinishReason>,
+    model: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -392,6 +399,7 @@ impl ResponseAssembler {
             } => {
                 self.retries.push(format!("attempt {attempt}: {reason}"));
             }
+            StreamEvent::Model(model) => self.model = Some(model),
             StreamEvent::Done(reason) => self.finish = Some(reason),
         }
         Ok(())
@@ -427,6 +435,7 @@ impl ResponseAssembler {
             usage: self.usage,
             finish_reason,
             retries: self.retries,
+            model: self.model,
         })
     }
 }

@@ -235,6 +235,11 @@ pub struct RunRecord {
     /// [`model`](RunRecord::model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_model: Option<String>,
+    /// The model the provider says answered (its response's `model`, e.g.
+    /// a dated version of the alias in [`model`](RunRecord::model)), when
+    /// it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
     /// The run's observation events (metadata only), oldest first, in the
     /// engine's JSON form less their run id (the record's own): the store
     /// keeps them without interpreting them.
@@ -268,6 +273,7 @@ impl RunRecord {
             turn: None,
             request: None,
             requested_model: None,
+            response_model: None,
             events: Vec::new(),
         }
     }

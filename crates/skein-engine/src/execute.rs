@@ -66,6 +66,8 @@ pub struct RunOutput {
     /// Model calls made: 1 plus the repairs.
     pub attempts: u32,
     pub finish_reason: FinishReason,
+    /// The model the provider says answered, when it said.
+    pub response_model: Option<String>,
     /// The captured exchange, when the request asked for it.
     pub exchange: Option<Exchange>,
     pub prepared: Prepared,
@@ -115,6 +117,7 @@ impl RunOutput {
             turn: None,
             request: None,
             requested_model: None,
+            response_model: self.response_model.clone(),
             events: self.events.iter().map(stored_event).collect(),
         }
     }
@@ -270,6 +273,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
                 usage_complete: state.usage_complete,
                 attempts: state.attempts,
                 finish_reason: response.finish_reason,
+                response_model: response.model,
                 exchange,
                 tools: prepared.tools.clone(),
                 prepared,

@@ -24,7 +24,7 @@ const SELECT_RUN: &str =
         r.profile, r.backend, r.status, r.input_tokens, r.output_tokens, r.cache_read_tokens,
         r.cache_write_tokens, r.usage_complete, r.started, r.finished, r.error, r.annotations,
         r.options, r.relations, r.request, r.events, r.finish_reason, r.turn, r.step,
-        r.requested_model,
+        r.requested_model, r.response_model,
         ARRAY(SELECT t.name FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
               WHERE rt.run_id = r.id ORDER BY rt.position),
         ARRAY(SELECT t.description FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
@@ -128,9 +128,9 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
             "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
                  status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
                  started, finished, error, annotations, options, relations, request, events,
-                 finish_reason, turn, step, requested_model)
+                 finish_reason, turn, step, requested_model, response_model)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                     $19, $20, $21, $22, $23, $24, $25, $26)
+                     $19, $20, $21, $22, $23, $24, $25, $26, $27)
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
@@ -162,6 +162,7 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(columns.turn),
         Box::new(columns.step),
         Box::new(run.requested_model.clone()),
+        Box::new(run.response_model.clone()),
     ];
     pipeline.push(tx, statement, params);
     let (kinds, targets): (Vec<&str>, Vec<&str>) = run_links(run).unzip();
@@ -250,9 +251,10 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
     record.error = row.get(16);
     record.request = row.get(20);
     record.requested_model = row.get(25);
-    let names: Vec<String> = row.get(26);
-    let descriptions: Vec<String> = row.get(27);
-    let schemas: Vec<String> = row.get(28);
+    record.response_model = row.get(26);
+    let names: Vec<String> = row.get(27);
+    let descriptions: Vec<String> = row.get(28);
+    let schemas: Vec<String> = row.get(29);
     let tools = names
         .into_iter()
         .zip(descriptions)

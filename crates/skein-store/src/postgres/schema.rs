@@ -310,6 +310,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(crate::sqlite::schema::DELETED_CONVERSATIONS),
     // 18: conversations found by name, as on SQLite.
     Migration::Sql(crate::sqlite::schema::NAME_INDEX),
+    // 19: the model the provider says answered each run, as on SQLite.
+    Migration::Sql(crate::sqlite::schema::RESPONSE_MODEL),
 ];
 
 /// The schema version this build writes.

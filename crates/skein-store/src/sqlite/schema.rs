@@ -282,7 +282,12 @@ const MIGRATIONS: &[Migration] = &[
     // 18: conversations found by name (`--cid NAME`, a proxy session, a
     // taken-name check) without reading every conversation.
     Migration::Sql(NAME_INDEX),
+    // 19: the model the provider says answered each run.
+    Migration::Sql(RESPONSE_MODEL),
 ];
+
+/// Migration 19, the same SQL on both backends.
+pub(crate) const RESPONSE_MODEL: &str = "ALTER TABLE runs ADD COLUMN response_model TEXT;";
 
 /// Migration 18, the same SQL on both backends.
 pub(crate) const NAME_INDEX: &str = "CREATE INDEX IF NOT EXISTS conversations_by_name

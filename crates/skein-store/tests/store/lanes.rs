@@ -63,7 +63,7 @@ fn a_database_from_before_lanes_gets_them_on_open_and_loads_the_same() {
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
              ALTER TABLE runs DROP COLUMN finish_reason;
              ALTER TABLE runs DROP COLUMN turn;
-             ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model;
+             ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model; ALTER TABLE runs DROP COLUMN response_model;
              ALTER TABLE nodes DROP COLUMN lane;
              ALTER TABLE runs DROP COLUMN events;
              PRAGMA user_version = 3;",
@@ -323,7 +323,7 @@ fn a_database_from_before_typed_turns_gets_turn_steps_from_its_relations() {
                DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported;
                ALTER TABLE runs DROP COLUMN finish_reason;
                ALTER TABLE runs DROP COLUMN turn;
-               ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model;
+               ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model; ALTER TABLE runs DROP COLUMN response_model;
                UPDATE runs SET relations =
                  '[{{"kind":"recorded.turn","target":"3"}},{{"kind":"chain","target":"c"}},{{"kind":"recorded.step","target":"3.1"}}]'
                  WHERE id = '{run}';

@@ -316,13 +316,13 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
              ALTER TABLE nodes DROP COLUMN root;
              ALTER TABLE runs DROP COLUMN events;
              DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
-             ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model;
+             ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model; ALTER TABLE runs DROP COLUMN response_model;
              PRAGMA user_version = 4;",
         )
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 18);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 19);
 }
 
 for_each_backend!(

@@ -138,7 +138,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
          DROP INDEX nodes_by_lane; ALTER TABLE nodes DROP COLUMN lane;
          ALTER TABLE runs DROP COLUMN events;
          DROP INDEX conversations_by_origin; ALTER TABLE conversations DROP COLUMN imported; ALTER TABLE runs DROP COLUMN finish_reason;
-         ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model;
+         ALTER TABLE runs DROP COLUMN turn; ALTER TABLE runs DROP COLUMN step; ALTER TABLE runs DROP COLUMN requested_model; ALTER TABLE runs DROP COLUMN response_model;
          PRAGMA user_version = 2;",
     )
     .unwrap();
@@ -150,7 +150,7 @@ fn a_version_2_sqlite_database_gains_the_reruns_tables_on_open() {
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 18);
+    assert_eq!(version, 19);
     assert!(
         store
             .reruns_of_conversation(&ConversationId::random())

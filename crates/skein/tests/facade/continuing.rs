@@ -1834,11 +1834,24 @@ async fn a_template_cache_hint_reaches_anthropic_as_cache_control() {
         None,
     );
     let model = skein::Model::from_profile(&engine, "main").unwrap();
-    model
+    let (_dir, store) = store();
+    let response = model
+        .conversation()
+        .store(&store)
+        .build()
         .prompt(TurnInput::configured("brief").var("topic", "tides"))
         .send()
         .await
         .unwrap();
+    // The model the provider says answered is kept with the run, beside the
+    // one skein called, and travels with an export.
+    let run = store.run_record(response.run_id()).unwrap();
+    assert_eq!(run.model, "main-model");
+    assert_eq!(
+        run.response_model.as_deref(),
+        Some("claude-sonnet-4-5-20250929")
+    );
+    assert_consistent(&store);
     let requests = server.received_requests().await.unwrap();
     let body: serde_json::Value = serde_json::from_slice(&requests[0].body).unwrap();
     assert_eq!(

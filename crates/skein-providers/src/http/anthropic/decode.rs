@@ -4,7 +4,7 @@ Anthropic Messages replies (SSE events or one JSON body) as
 
 | event | becomes |
 |---|---|
-| `message_start` | usage: `input_tokens`, `output_tokens`, `cache_creation_input_tokens` (cache writes), `cache_read_input_tokens` (cache reads) |
+| `message_start` | the model that answered (`message.model`); usage: `input_tokens`, `output_tokens`, `cache_creation_input_tokens` (cache writes), `cache_read_input_tokens` (cache reads) |
 | `content_block_start` (`text`) | its text, when not empty |
 | `content_block_start` (`tool_use`) | the call's first piece: id and name |
 | `content_block_delta` (`text_delta`) | text |
@@ -24,7 +24,7 @@ Stop reasons: `end_turn` and `stop_sequence` are `Stop`, `max_tokens`
 `Other`.
 
 JSON bodies: `content` blocks (a `tool_use` block's `input` kept as its raw
-JSON text exactly as received), `stop_reason` and `usage` the same way; a
+JSON text exactly as received), `model`, `stop_reason` and `usage` the same way; a
 body `{"type": "error", ...}` is a typed error.
 */
 
@@ -53,6 +53,7 @@ struct Event {
 struct MessageBody {
     #[serde(rename = "type")]
     kind: Option<String>,
+    model: Option<String>,
     content: Option<Vec<ContentBlock>>,
     stop_reason: Option<String>,
     usage: Option<WireUsage>,
@@ -103,6 +104,13 @@ impl WireUsage {
 }
 
 /// A finish reason by its Anthropic name.
+/// Pass on the model the server says answered.
+fn push_model(model: Option<String>, out: &mut Vec<StreamEvent>) {
+    if let Some(model) = model.filter(|model| !model.is_empty()) {
+        out.push(StreamEvent::Model(model));
+    }
+}
+
 pub(crate) fn stop_reason(name: &str) -> FinishReason {
     match name {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
@@ -231,8 +239,11 @@ impl Decoder for AnthropicDecoder {
         let index = parsed.index.unwrap_or(0);
         match parsed.kind.as_str() {
             "message_start" => {
-                if let Some(usage) = parsed.message.and_then(|message| message.usage) {
-                    out.push(StreamEvent::Usage(usage.to_usage()));
+                if let Some(message) = parsed.message {
+                    push_model(message.model, out);
+                    if let Some(usage) = message.usage {
+                        out.push(StreamEvent::Usage(usage.to_usage()));
+                    }
                 }
             }
             "content_block_start" => {
@@ -275,6 +286,7 @@ impl Decoder for AnthropicDecoder {
             let error = message.error.unwrap_or(serde_json::Value::Null);
             return Err(self.error(&error));
         }
+        push_model(message.model, out);
         let content = message
             .content
             .ok_or_else(|| malformed("the reply has no content"))?;
@@ -360,6 +372,29 @@ mod tests {
                     arguments: "{}".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn the_answering_model_comes_from_message_start_and_from_a_body() {
+        let events = run(&[
+            r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        ])
+        .unwrap();
+        assert_eq!(
+            events[0],
+            StreamEvent::Model("claude-sonnet-4-5-20250929".into())
+        );
+        let mut out = Vec::new();
+        AnthropicDecoder::new(None)
+            .body(
+                br#"{"type":"message","model":"claude-haiku-4-5-20251001","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}"#,
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(
+            out[0],
+            StreamEvent::Model("claude-haiku-4-5-20251001".into())
         );
     }
 

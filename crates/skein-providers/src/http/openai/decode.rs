@@ -18,7 +18,8 @@ servers do) has the repeat dropped, since names are not split in practice
 and the assembler would otherwise double them.
 
 JSON bodies: `choices[0].message` (`content`, `tool_calls`), `finish_reason`
-and `usage` the same way.
+and `usage` the same way. The reply's `model` (the first chunk's, in a
+stream) is passed on as the model that answered.
 */
 
 use crate::http::errors::{details_from_value, error_for_details};
@@ -30,6 +31,7 @@ use skein_core::{FinishReason, ProviderError, StreamEvent, Usage};
 
 #[derive(Deserialize)]
 struct Chunk {
+    model: Option<String>,
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
@@ -76,6 +78,7 @@ struct PromptDetails {
 
 #[derive(Deserialize)]
 struct Completion {
+    model: Option<String>,
     choices: Option<Vec<CompletionChoice>>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
@@ -132,6 +135,8 @@ pub(crate) struct OpenAiDecoder {
     finish: Option<FinishReason>,
     /// Per call index: its name, once sent.
     names: Vec<Option<String>>,
+    /// Whether the answering model was passed on (every chunk names it).
+    model_told: bool,
     done: bool,
 }
 
@@ -141,6 +146,7 @@ impl OpenAiDecoder {
             secret,
             finish: None,
             names: Vec::new(),
+            model_told: false,
             done: false,
         }
     }
@@ -158,6 +164,14 @@ impl OpenAiDecoder {
         let reason = self.finish.take().unwrap_or(inferred);
         self.done = true;
         out.push(StreamEvent::Done(reason));
+    }
+
+    /// Pass on the model the server says answered, once.
+    fn model(&mut self, model: Option<String>, out: &mut Vec<StreamEvent>) {
+        if let Some(model) = model.filter(|model| !model.is_empty() && !self.model_told) {
+            self.model_told = true;
+            out.push(StreamEvent::Model(model));
+        }
     }
 
     fn tool_delta(&mut self, position: usize, call: DeltaToolCall, out: &mut Vec<StreamEvent>) {
@@ -206,6 +220,7 @@ impl Decoder for OpenAiDecoder {
         if let Some(error) = chunk.error.filter(|value| !value.is_null()) {
             return Err(self.error(&error));
         }
+        self.model(chunk.model, out);
         for choice in chunk.choices.unwrap_or_default() {
             if choice.index != 0 {
                 continue;
@@ -234,6 +249,7 @@ impl Decoder for OpenAiDecoder {
         if let Some(error) = completion.error.filter(|value| !value.is_null()) {
             return Err(self.error(&error));
         }
+        self.model(completion.model, out);
         let choice = completion
             .choices
             .unwrap_or_default()
@@ -299,6 +315,32 @@ mod tests {
             decoder.end(&mut out)
         };
         (out, result)
+    }
+
+    #[test]
+    fn the_answering_model_is_passed_on_once_from_a_stream_and_from_a_body() {
+        let (events, result) = run(&[
+            r#"{"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            r#"{"model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        result.unwrap();
+        let models: Vec<&StreamEvent> = events
+            .iter()
+            .filter(|event| matches!(event, StreamEvent::Model(_)))
+            .collect();
+        assert_eq!(
+            models,
+            vec![&StreamEvent::Model("gpt-4o-mini-2024-07-18".into())]
+        );
+        let mut out = Vec::new();
+        OpenAiDecoder::new(None)
+            .body(
+                br#"{"model":"gpt-4.1-2025-04-14","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}]}"#,
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(out[0], StreamEvent::Model("gpt-4.1-2025-04-14".into()));
     }
 
     #[test]

@@ -254,6 +254,9 @@ impl TempStore {
         self.store.debug_execute("DROP TABLE replays").unwrap();
         self.store.debug_execute("DROP TABLE tool_calls").unwrap();
         self.store.debug_execute("DROP TABLE tool_offers").unwrap();
+        self.store
+            .debug_execute("ALTER TABLE runs DROP COLUMN response_model")
+            .unwrap();
         if self.backend == Backend::Postgres {
             self.store
                 .debug_execute("ALTER TABLE nodes DROP COLUMN lane")
