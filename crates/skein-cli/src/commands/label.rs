@@ -6,7 +6,7 @@ database. A labelled turn is kept by `skein delete` and `skein gc` until
 its label is removed.
 */
 
-use super::{Context, print_json};
+use super::common::context::{Context, print_json};
 use crate::ui::outln;
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
@@ -70,7 +70,7 @@ pub struct LabelImportArgs {
 /// Turns read at a time when a label's turns are listed.
 const PAGE: usize = 500;
 
-pub async fn label(ctx: &Context, command: LabelCommand) -> Result<ExitCode> {
+pub async fn run(ctx: &Context, command: LabelCommand) -> Result<ExitCode> {
     match command {
         LabelCommand::Add(args) => add(ctx, args).await,
         LabelCommand::Rm(args) => remove(ctx, args),

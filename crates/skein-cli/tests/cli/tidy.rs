@@ -661,7 +661,7 @@ fn docs_cli_md_documents_every_command_and_flag_of_skein_help_and_no_other() {
     }
     assert!(
         problems.is_empty(),
-        "docs/cli.md and `skein help` disagree (fix the document, or the flag's definition in crates/skein-cli/src/flags.rs):\n{}",
+        "docs/cli.md and `skein help` disagree (fix the document, or the flag's definition beside its command in crates/skein-cli/src/commands/):\n{}",
         problems.join("\n")
     );
 }
