@@ -18,7 +18,7 @@ A turn that fails is reported and the chat goes on; nothing of it is
 recorded but its failed run.
 */
 
-use super::common::context::Context;
+use super::common::context::{Context, Globals};
 use super::common::model::home_model;
 use super::common::turn::{continue_at, open_stored, run_turn};
 use super::common::turn_options::{ContinueArgs, TurnArgs, TurnSettings};
@@ -29,6 +29,7 @@ use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use rustyline::error::ReadlineError;
 use skein::engine::{CancellationToken, EngineError};
+use skein::store::OpenMode;
 use skein::{Conversation, NodeId, Prompt, Role};
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -61,7 +62,10 @@ pub struct ChatArgs {
     pub conversation: ContinueArgs,
 }
 
-pub async fn run(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: ChatArgs) -> Result<ExitCode> {
+    args.turn.declare_tools_and_key()?;
+    let recording = OpenMode::Create;
+    let ctx = &globals.open_for_turn(recording, args.turn.no_log, args.conversation.continues())?;
     ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
@@ -354,7 +358,7 @@ impl Session<'_> {
             ui::note("nothing recorded yet: the tree starts with the first recorded turn");
             return Ok(());
         };
-        super::tree::run(
+        super::tree::print_tree(
             self.ctx,
             TreeArgs {
                 id: Some(id),
@@ -370,7 +374,7 @@ impl Session<'_> {
             ui::note("nothing recorded yet");
             return Ok(());
         };
-        super::log::run(
+        super::log::print_log(
             self.ctx,
             LogArgs {
                 cid: Some(id),

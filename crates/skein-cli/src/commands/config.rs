@@ -3,7 +3,7 @@
 setting in force with where it comes from.
 */
 
-use super::common::context::default_db_path;
+use super::common::context::{Globals, default_db_path};
 use super::common::model::configured_engine;
 use crate::config::{self, Source};
 use crate::ui::outln;
@@ -21,7 +21,8 @@ pub enum ConfigCommand {
     Show,
 }
 
-pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<ExitCode> {
+pub fn run(globals: &Globals, command: ConfigCommand) -> Result<ExitCode> {
+    let (db, json) = (globals.db.as_deref(), globals.json);
     let path = config::path()?;
     match command {
         ConfigCommand::Path => {

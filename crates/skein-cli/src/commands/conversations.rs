@@ -3,7 +3,7 @@
 name and origin.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;
@@ -17,7 +17,8 @@ pub struct ConversationsArgs {
 }
 
 /// `skein conversations`: newest first, with their model and origin.
-pub fn run(ctx: &Context, args: ConversationsArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: ConversationsArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     let conversations = ctx.store.list_conversations(args.count)?;
     if ctx.json {
         return print_json(&conversations);

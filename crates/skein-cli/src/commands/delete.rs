@@ -5,11 +5,12 @@ retention passes the same way). Ids and names are resolved here, once, before an
 changes, so a typo changes nothing.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use super::common::values::parse_cutoff;
 use crate::ui::outln;
 use anyhow::Result;
 use clap::Args;
+use skein::store::OpenMode;
 use skein::store::{Filter, Forgotten, Selection};
 use std::process::ExitCode;
 
@@ -37,7 +38,8 @@ pub struct DeleteArgs {
     pub dry_run: bool,
 }
 
-pub fn run(ctx: &Context, args: DeleteArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: DeleteArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(OpenMode::Existing)?;
     let selection = selection(ctx, &args)?;
     let report = ctx.store.forget(&selection, args.dry_run)?;
     print_report(ctx, &report)

@@ -4,12 +4,13 @@ influence on its reply (its sources probed by removal, replies compared by
 the embedder).
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use super::common::recorded::{TurnRef, load_turn};
 use crate::ui::outln;
 use anyhow::Result;
 use clap::Args;
 use skein::recorded::ReasonOptions;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -21,7 +22,8 @@ pub struct ExplainArgs {
     pub max_suspects: usize,
 }
 
-pub async fn run(ctx: &Context, args: ExplainArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: ExplainArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(OpenMode::Existing)?;
     let (mut turn, embedder) = load_turn(ctx, &args.turn).await?;
     let report = turn
         .reason(

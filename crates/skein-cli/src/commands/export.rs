@@ -8,7 +8,7 @@ wins). A device or pipe (`-o /dev/stdout`) is written through instead; a
 directory, a block device or a socket is refused.
 */
 
-use super::common::context::Context;
+use super::common::context::{Context, Globals};
 use crate::ui::{self};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
@@ -25,7 +25,8 @@ pub struct ExportArgs {
     pub output: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: ExportArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     match &args.output {
         Some(path) => {
             match target(path)? {

@@ -4,7 +4,7 @@ optionally with a first turn, which stores it only if it succeeds; or,
 with `--from-rerun`, from a rerun's counterfactual answer.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use super::common::model::turn_model;
 use super::common::recorded::{chat_builder, start_offered_tools};
 use super::common::turn::{branch_at, run_turn};
@@ -15,6 +15,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use serde_json::json;
 use skein::recorded::TurnAt;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -37,7 +38,10 @@ pub struct ForkArgs {
     pub turn: TurnArgs,
 }
 
-pub async fn run(ctx: &Context, args: ForkArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: ForkArgs) -> Result<ExitCode> {
+    args.turn.declare_tools_and_key()?;
+    // It starts at a node (or a rerun), so it needs a database with that.
+    let ctx = &globals.open_for_turn(OpenMode::Existing, args.turn.no_log, true)?;
     ctx.check_name_free(args.name.as_deref())?;
     if let Some(rerun) = args.from_rerun.clone() {
         // With --from-rerun there is no NODE: a single positional is TEXT.

@@ -4,11 +4,12 @@
 bytes leave its file (`Store::vacuum`).
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use super::delete::print_report;
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -19,7 +20,8 @@ pub struct GcArgs {
     pub dry_run: bool,
 }
 
-pub fn run(ctx: &Context, args: GcArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: GcArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(OpenMode::Create)?;
     let rules = &skein::config::get()?.retention;
     let done = skein::retention::gc(&ctx.store, rules, args.dry_run, &mut |progress| {
         ui::note(format!(

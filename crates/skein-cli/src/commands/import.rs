@@ -3,11 +3,14 @@
 an `llm` logs.db (`--from-llm`).
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{
+    Context, Globals, is_missing_file, print_json, remove_database_files,
+};
 use crate::exit::{ExitWith, INTEGRITY};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result};
 use clap::Args;
+use skein::store::OpenMode;
 use skein::store::StoreError;
 use std::fs::File;
 use std::io::BufReader;
@@ -33,7 +36,21 @@ pub struct ImportArgs {
     pub max_line_mib: u32,
 }
 
-pub fn run(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
+    let (path, _) = globals.location()?;
+    let fresh = is_missing_file(&path);
+    let ctx = globals.open(OpenMode::Create)?;
+    let outcome = import(&ctx, args);
+    drop(ctx);
+    // An import is all or nothing: a failed one into a database it created
+    // leaves no empty file behind.
+    if fresh && outcome.is_err() {
+        remove_database_files(&path);
+    }
+    outcome
+}
+
+fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
     if let Some(path) = &args.from_llm {
         return import_llm(ctx, path);
     }

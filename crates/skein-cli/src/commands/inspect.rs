@@ -5,7 +5,7 @@ shown as configured.
 */
 
 use super::common::configured::{cache_name, engine, find_prompt, prompt_id, unknown};
-use super::common::context::print_json;
+use super::common::context::{Globals, print_json};
 use crate::ui::outln;
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -36,7 +36,8 @@ pub struct InspectNameArgs {
 }
 
 /// `skein inspect prompt|profile|backend NAME`.
-pub fn run(command: InspectCommand, json: bool) -> Result<ExitCode> {
+pub fn run(globals: &Globals, command: InspectCommand) -> Result<ExitCode> {
+    let json = globals.json;
     let engine = engine()?;
     match command {
         InspectCommand::Prompt(args) => {

@@ -7,6 +7,7 @@ edits it. A key is printed by `keys get` alone: never by `list`, `config
 show` or an error.
 */
 
+use super::common::context::Globals;
 use crate::ui::outln;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
@@ -49,7 +50,8 @@ pub fn path() -> Result<PathBuf> {
     Ok(skein::config::keys_path()?)
 }
 
-pub fn run(command: KeysCommand, json: bool) -> Result<ExitCode> {
+pub fn run(globals: &Globals, command: KeysCommand) -> Result<ExitCode> {
+    let json = globals.json;
     let file = KeyFile::at(path()?);
     match command {
         KeysCommand::Path => match json {

@@ -6,7 +6,7 @@ escapes control characters on a terminal: stored text came from models
 and imports.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use super::show::storage;
 use crate::ui::{self, outln};
 use anyhow::Result;
@@ -56,7 +56,12 @@ pub struct LogArgs {
     pub response: bool,
 }
 
-pub fn run(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: LogArgs) -> Result<ExitCode> {
+    print_log(&globals.open_to_show()?, args)
+}
+
+/// The turns or messages `args` choose (also the chat's `!log`).
+pub fn print_log(ctx: &Context, args: LogArgs) -> Result<ExitCode> {
     let conversation = match (&args.cid, args.current) {
         (Some(cid), _) => Some(ctx.conversation(cid)?),
         (None, true) => Some(ctx.latest_conversation()?),

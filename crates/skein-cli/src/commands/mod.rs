@@ -1,8 +1,12 @@
 /*!
-The commands, one module each (its clap arguments beside its handler),
-the [`Command`] enum that names them, and dispatch: what each command
-needs opened before it runs. What several commands share lives in
-[`common`].
+The commands, one module each (its clap arguments beside its handler,
+`run`, which opens what the command needs), the [`Command`] enum that
+names them, and the dispatch: one arm per command. What several commands
+share lives in [`common`].
+
+To add a command: write `commands/NAME.rs` (its `Args` and `run`), add its
+`mod` line, its [`Command`] variant (the doc comment is its line in `skein
+help`) and its arm in [`run_command`], and document it in docs/cli.md.
 */
 
 mod chat;
@@ -37,11 +41,9 @@ mod usage;
 mod verify;
 
 use crate::cli::Cli;
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use clap::Subcommand;
-use common::context::{Context, default_db_path, open_for_web_view, open_store};
-use skein::store::OpenMode;
-use std::path::{Path, PathBuf};
+use common::context::Globals;
 use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
@@ -125,23 +127,15 @@ pub enum Command {
 }
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
-    let mcp = match &cli.command {
-        Command::Prompt(args) => Some(&args.turn.request.tools.mcp),
-        Command::Chat(args) => Some(&args.turn.request.tools.mcp),
-        Command::Reply(args) => Some(&args.turn.request.tools.mcp),
-        Command::Fork(args) => Some(&args.turn.request.tools.mcp),
-        Command::Tools(args) => Some(&args.mcp),
-        _ => None,
-    };
-    if let Some(mcp) = mcp {
-        common::tools::declare(mcp)?;
-    }
     skein::config::use_privacy_settings()?;
-    common::model::use_keys_for_this_command(
-        key_args(&cli.command).and_then(|args| args.key.as_deref()),
-    )?;
+    common::model::use_key_file();
     let telemetry = start_telemetry(cli.otlp.as_deref())?;
-    let outcome = dispatch(cli).await;
+    let globals = Globals {
+        db: cli.db,
+        db_read: cli.db_read,
+        json: cli.json,
+    };
+    let outcome = run_command(&globals, cli.command).await;
     common::tools::close().await;
     if let Some(telemetry) = telemetry {
         // Flushing waits for the exporter, whose requests run on this
@@ -168,216 +162,36 @@ fn start_telemetry(flag: Option<&str>) -> Result<Option<skein::telemetry::Teleme
     }
 }
 
-/// The `--key` of a command that calls models.
-fn key_args(command: &Command) -> Option<&common::model::KeyArgs> {
+async fn run_command(globals: &Globals, command: Command) -> Result<ExitCode> {
     match command {
-        Command::Prompt(args) => Some(&args.turn.key),
-        Command::Chat(args) => Some(&args.turn.key),
-        Command::Reply(args) => Some(&args.turn.key),
-        Command::Fork(args) => Some(&args.turn.key),
-        Command::Serve(args) => Some(&args.key),
-        _ => None,
-    }
-}
-
-async fn dispatch(cli: Cli) -> Result<ExitCode> {
-    // Model management, configuration and generated docs never touch the
-    // database.
-    let command = match cli.command {
-        Command::Models(args) => {
-            return models::run(args, cli.json);
-        }
-        Command::Config(command) => return config::run(command, cli.db.as_deref(), cli.json),
-        Command::Keys(command) => return keys::run(command, cli.json),
-        Command::Tools(_) => return tools::run(cli.json).await,
-        Command::Completions(args) => return completions::run(args),
-        Command::Man => return man::run(),
-        // The engine directory alone.
-        Command::Inspect(command) => return inspect::run(command, cli.json),
-        // A request rendered without a conversation's history needs no
-        // database.
-        Command::Prepare(args) if args.cid.is_none() && !args.continue_last => {
-            return prepare::run(None, cli.json, args).await;
-        }
-        other => other,
-    };
-    // The configuration file's standby belongs to its database.
-    let (path, read_url) = match cli.db {
-        Some(path) => (path, cli.db_read),
-        None => match default_db_path()? {
-            (path, crate::config::Source::ConfigFile) => (
-                path,
-                cli.db_read
-                    .or_else(|| crate::config::get().ok()?.db_read.clone()),
-            ),
-            (path, _) => (path, cli.db_read),
-        },
-    };
-    let read_url = read_url.as_deref();
-    let fresh = is_missing_file(&path);
-    // A turn that records nothing never creates the database: with no
-    // database to read history from, it runs on a scratch one that
-    // vanishes with the command.
-    let scratch = match (fresh, unrecorded_new_turn(&command)) {
-        (true, true) => Some(tempfile::tempdir().context("cannot make a scratch directory")?),
-        _ => None,
-    };
-    let (opened, command) = match (&scratch, command) {
-        (Some(dir), command) => (
-            open_store(&dir.path().join("scratch.db"), None, OpenMode::Create),
-            command,
-        ),
-        // The web view without the proxy: a database it cannot write is
-        // served read-only rather than refused.
-        (None, Command::Serve(mut args)) if !args.proxy && !args.read_only => {
-            let (store, read_only) = open_for_web_view(&path, read_url)?;
-            args.read_only = read_only;
-            (Ok(store), Command::Serve(args))
-        }
-        (None, other) => (open_store(&path, read_url, open_mode(&other)), other),
-    };
-    let opened = opened?;
-    // Commands that only show what is recorded take a view a moment old
-    // from the standby; `serve` gives its pages one and records on the
-    // primary; turns read from the primary.
-    let store = if shows_recorded(&command) {
-        opened.reads()
-    } else {
-        opened
-    };
-    let ctx = Context {
-        store,
-        json: cli.json,
-    };
-    let importing = matches!(command, Command::Import(_));
-    let outcome = run_command(&ctx, command).await;
-    drop(ctx);
-    drop(scratch);
-    // An import is all or nothing: a failed one into a database it created
-    // leaves no empty file behind.
-    if importing && fresh && outcome.is_err() {
-        remove_database_files(&path);
-    }
-    outcome
-}
-
-/// Whether `path` names a SQLite file that does not exist (a PostgreSQL
-/// URL is never created by skein, so it never counts).
-fn is_missing_file(path: &Path) -> bool {
-    let url = path
-        .to_str()
-        .is_some_and(skein::store::location::is_postgres_url);
-    !url && !path.exists()
-}
-
-/// A `--no-log` turn that continues nothing: it needs no database at all.
-fn unrecorded_new_turn(command: &Command) -> bool {
-    match command {
-        Command::Prompt(args) => {
-            args.turn.no_log && !args.conversation.continue_last && args.conversation.cid.is_none()
-        }
-        Command::Chat(args) => {
-            args.turn.no_log && !args.conversation.continue_last && args.conversation.cid.is_none()
-        }
-        _ => false,
-    }
-}
-
-/// Remove a SQLite database and its journal files.
-fn remove_database_files(path: &Path) {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(name));
-    }
-}
-
-async fn run_command(ctx: &Context, command: Command) -> Result<ExitCode> {
-    match command {
-        Command::Prompt(args) => prompt::run(ctx, args).await,
-        Command::Chat(args) => chat::run(ctx, args).await,
-        Command::Reply(args) => reply::run(ctx, args).await,
-        Command::Fork(args) => fork::run(ctx, args).await,
-        Command::Log(args) => log::run(ctx, args),
-        Command::Search(args) => search::run(ctx, args),
-        Command::Tree(args) => tree::run(ctx, args).await,
-        Command::Show(args) => show::run(ctx, args),
-        Command::Export(args) => export::run(ctx, args),
-        Command::Import(args) => import::run(ctx, args),
-        Command::Verify => verify::run(ctx),
-        Command::Delete(args) => delete::run(ctx, args),
-        Command::Redact(args) => redact::run(ctx, args),
-        Command::Gc(args) => gc::run(ctx, args),
-        Command::Serve(args) => serve::run(ctx, args).await,
-        Command::Conversations(args) => conversations::run(ctx, args),
-        Command::Explain(args) => explain::run(ctx, args).await,
-        Command::Rerun(args) => rerun::run(ctx, args).await,
-        Command::Replay(args) => replay::run(ctx, args).await,
-        Command::Label(command) => label::run(ctx, command).await,
-        Command::Usage(args) => usage::run(ctx, args),
-        Command::Prepare(args) => prepare::run(Some(&ctx.store), ctx.json, args).await,
-        Command::Models(_)
-        | Command::Config(_)
-        | Command::Keys(_)
-        | Command::Tools(_)
-        | Command::Completions(_)
-        | Command::Man
-        | Command::Inspect(_) => {
-            unreachable!("handled before opening the database")
-        }
-    }
-}
-
-/// Whether a command only shows what is recorded, and so reads from the
-/// standby `--db-read` names (docs/postgres.md).
-fn shows_recorded(command: &Command) -> bool {
-    matches!(
-        command,
-        Command::Log(_)
-            | Command::Search(_)
-            | Command::Tree(_)
-            | Command::Show(_)
-            | Command::Usage(_)
-            | Command::Conversations(_)
-            | Command::Export(_)
-            | Command::Verify
-    )
-}
-
-/// How a command opens the database. Commands that only read never create
-/// one, nor write to it (so read-only files and mounts work); commands that
-/// work on recorded turns need an existing one; commands that record may
-/// create it. No command touches a file that is not a skein database.
-fn open_mode(command: &Command) -> OpenMode {
-    match command {
-        Command::Log(_)
-        | Command::Search(_)
-        | Command::Tree(_)
-        | Command::Show(_)
-        | Command::Usage(_)
-        | Command::Prepare(_)
-        | Command::Conversations(_)
-        | Command::Export(_)
-        | Command::Label(label::LabelCommand::List(_) | label::LabelCommand::Export(_))
-        | Command::Verify => OpenMode::ReadOnly,
-        // A turn that records nothing only reads the history it continues.
-        Command::Prompt(args) if args.turn.no_log => OpenMode::ReadOnly,
-        Command::Chat(args) if args.turn.no_log => OpenMode::ReadOnly,
-        Command::Reply(args) if args.turn.no_log => OpenMode::ReadOnly,
-        Command::Fork(args) if args.turn.no_log => OpenMode::ReadOnly,
-        Command::Serve(args) if args.read_only => OpenMode::ReadOnly,
-        // The web view acts on the graph; only the proxy creates one.
-        Command::Serve(args) if !args.proxy => OpenMode::Existing,
-        // Cases are a test set for any database, an empty one included.
-        Command::Replay(args) if args.cases.is_some() => OpenMode::Create,
-        // Explain caches embeddings; the others add to what exists.
-        Command::Explain(_)
-        | Command::Rerun(_)
-        | Command::Replay(_)
-        | Command::Label(label::LabelCommand::Add(_) | label::LabelCommand::Rm(_))
-        | Command::Reply(_)
-        | Command::Fork(_)
-        | Command::Delete(_) => OpenMode::Existing,
-        _ => OpenMode::Create,
+        Command::Prompt(args) => prompt::run(globals, args).await,
+        Command::Chat(args) => chat::run(globals, args).await,
+        Command::Reply(args) => reply::run(globals, args).await,
+        Command::Fork(args) => fork::run(globals, args).await,
+        Command::Log(args) => log::run(globals, args),
+        Command::Search(args) => search::run(globals, args),
+        Command::Tree(args) => tree::run(globals, args).await,
+        Command::Show(args) => show::run(globals, args),
+        Command::Export(args) => export::run(globals, args),
+        Command::Import(args) => import::run(globals, args),
+        Command::Verify => verify::run(globals),
+        Command::Delete(args) => delete::run(globals, args),
+        Command::Redact(args) => redact::run(globals, args),
+        Command::Gc(args) => gc::run(globals, args),
+        Command::Models(args) => models::run(globals, args),
+        Command::Tools(args) => tools::run(globals, args).await,
+        Command::Explain(args) => explain::run(globals, args).await,
+        Command::Rerun(args) => rerun::run(globals, args).await,
+        Command::Replay(args) => replay::run(globals, args).await,
+        Command::Label(command) => label::run(globals, command).await,
+        Command::Conversations(args) => conversations::run(globals, args),
+        Command::Usage(args) => usage::run(globals, args),
+        Command::Prepare(args) => prepare::run(globals, args).await,
+        Command::Inspect(command) => inspect::run(globals, command),
+        Command::Config(command) => config::run(globals, command),
+        Command::Keys(command) => keys::run(globals, command),
+        Command::Completions(args) => completions::run(args),
+        Command::Man => man::run(),
+        Command::Serve(args) => serve::run(globals, args).await,
     }
 }

@@ -5,7 +5,7 @@ can be used. A build without the `local` feature has no embedded models:
 it lists none and refuses to pull, saying how to get them.
 */
 
-use super::common::context::print_json;
+use super::common::context::{Globals, print_json};
 use super::common::model::configured_engine;
 use crate::ui::outln;
 use anyhow::Result;
@@ -47,7 +47,8 @@ pub struct PullArgs {
     pub file: Option<PathBuf>,
 }
 
-pub fn run(args: ModelsArgs, json: bool) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: ModelsArgs) -> Result<ExitCode> {
+    let json = globals.json;
     let command = args.command.unwrap_or(ModelsCommand::List);
     match command {
         ModelsCommand::Pull(args) => pull(args, json),

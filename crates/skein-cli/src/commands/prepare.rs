@@ -6,12 +6,13 @@ names.
 */
 
 use super::common::configured::{TemplateArgs, show_prepared, turn_input};
-use super::common::context::latest_conversation;
+use super::common::context::{Globals, latest_conversation};
 use super::common::model::{home_model, turn_model};
 use super::common::turn_options::{PartsArgs, RequestArgs};
 use anyhow::Result;
 use clap::Args;
 use skein::Conversation;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -30,10 +31,20 @@ pub struct PrepareArgs {
     pub cid: Option<String>,
 }
 
-/// `skein prepare`: the request a `prompt` with the same arguments would
-/// send, rendered and resolved, with nothing run or recorded. `store` is
-/// needed only with `--cid` or `-c`.
-pub async fn run(store: Option<&skein::Store>, json: bool, args: PrepareArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: PrepareArgs) -> Result<ExitCode> {
+    // A request rendered without a conversation's history needs no
+    // database.
+    let ctx = match args.cid.is_some() || args.continue_last {
+        true => Some(globals.open(OpenMode::ReadOnly)?),
+        false => None,
+    };
+    prepare(ctx.as_ref().map(|ctx| &ctx.store), globals.json, args).await
+}
+
+/// The request a `prompt` with the same arguments would send, rendered and
+/// resolved, with nothing run or recorded. `store` is needed only with
+/// `--cid` or `-c`.
+async fn prepare(store: Option<&skein::Store>, json: bool, args: PrepareArgs) -> Result<ExitCode> {
     let settings = args.request.settings(true).await?;
     let (input, configured_model) =
         turn_input(&args.template, args.text, &PartsArgs::default(), &settings).await?;

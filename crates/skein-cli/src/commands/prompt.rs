@@ -6,7 +6,7 @@ chat's turn whose tagged context sources `explain` and `rerun` work on.
 */
 
 use super::common::configured::{TemplateArgs, turn_input};
-use super::common::context::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use super::common::model::{home_model, turn_model};
 use super::common::recorded::{chat_builder, start_offered_tools};
 use super::common::turn::{open_stored, run_turn};
@@ -17,6 +17,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use serde_json::json;
 use skein::recorded::Source;
+use skein::store::OpenMode;
 use skein::{Conversation, Tool};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,7 +66,10 @@ fn parse_source(value: &str) -> Result<(String, SourceText), String> {
     Ok((id.trim().to_string(), text))
 }
 
-pub async fn run(ctx: &Context, args: PromptArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: PromptArgs) -> Result<ExitCode> {
+    args.turn.declare_tools_and_key()?;
+    let recording = OpenMode::Create;
+    let ctx = &globals.open_for_turn(recording, args.turn.no_log, args.conversation.continues())?;
     ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;

@@ -4,10 +4,11 @@ keeps its id and place in every thread, and a tombstone keeps its
 content's hash, who erased it, when and why.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use crate::ui::outln;
 use anyhow::Result;
 use clap::Args;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -22,7 +23,8 @@ pub struct RedactArgs {
     pub by: Option<String>,
 }
 
-pub fn run(ctx: &Context, args: RedactArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: RedactArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(OpenMode::Create)?;
     let node = ctx.node(&args.node)?;
     let by = args
         .by

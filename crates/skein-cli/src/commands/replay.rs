@@ -6,7 +6,7 @@ regression). Progress, with an ETA, goes to stderr. `--resume ID` goes on
 with a replay whose worker died, or joins one other workers run.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use super::common::model::home_model;
 use super::common::values::parse_cutoff;
 use super::usage::{cost_json, dollars};
@@ -21,6 +21,7 @@ use skein::core::provider::GenerationOptions;
 use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{Change, ReplayPlan, Replayer, Selection, plan_of};
+use skein::store::OpenMode;
 use skein::store::{
     ReplayId, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn, RunId, Totals, UsageScope,
 };
@@ -126,7 +127,12 @@ pub enum ReplayFormat {
     Junit,
 }
 
-pub async fn run(ctx: &Context, args: ReplayArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(match args.cases {
+        // Cases are a test set for any database, an empty one included.
+        Some(_) => OpenMode::Create,
+        None => OpenMode::Existing,
+    })?;
     let (id, plan, selection) = match &args.resume {
         Some(given) => {
             let id = find_replay(ctx, given)?;

@@ -3,12 +3,13 @@
 whose head it is, or branches a new conversation there.
 */
 
-use super::common::context::Context;
+use super::common::context::Globals;
 use super::common::turn::{continue_at, run_turn};
 use super::common::turn_options::{PartsArgs, TurnArgs};
 use crate::input;
 use anyhow::Result;
 use clap::Args;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -25,7 +26,10 @@ pub struct ReplyArgs {
     pub turn: TurnArgs,
 }
 
-pub async fn run(ctx: &Context, args: ReplyArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: ReplyArgs) -> Result<ExitCode> {
+    args.turn.declare_tools_and_key()?;
+    // It continues from a node, so it needs a database with that node.
+    let ctx = &globals.open_for_turn(OpenMode::Existing, args.turn.no_log, true)?;
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
     let input = input::turn_input(args.text, &args.parts).await?;

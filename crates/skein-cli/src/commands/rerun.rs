@@ -4,13 +4,14 @@ with a verdict when the unchanged request is re-run too (`--baseline`);
 its answer can start a fork (`skein fork --from-rerun`).
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use super::common::recorded::{TurnRef, load_turn};
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use skein::recorded::{ReasonOptions, RerunOptions};
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -31,7 +32,8 @@ pub struct RerunArgs {
     pub max_suspects: usize,
 }
 
-pub async fn run(ctx: &Context, args: RerunArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: RerunArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(OpenMode::Existing)?;
     let (mut turn, embedder) = load_turn(ctx, &args.turn).await?;
     turn.reason(
         ReasonOptions::new()

@@ -4,7 +4,7 @@ first, each with the conversations it is in and a snippet around the
 match.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;
@@ -29,7 +29,8 @@ pub struct SearchArgs {
 
 /// `skein search`: matching messages, newest first, each with the
 /// conversations it is in and a snippet around the match.
-pub fn run(ctx: &Context, args: SearchArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: SearchArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     let conversation = args
         .cid
         .as_deref()

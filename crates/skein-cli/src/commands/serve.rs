@@ -12,7 +12,7 @@ other); `-m` answers any other name too, in place of `"*"`. Without a
 table every request goes to `-m` or the default model.
 */
 
-use super::common::context::Context;
+use super::common::context::Globals;
 use super::common::model::{KeyArgs, ModelArgs, configured_engine, default_model, home_model};
 use super::common::values::parse_size;
 use crate::config::ANY_MODEL;
@@ -21,6 +21,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use skein::Model;
 use skein::core::BoxFuture;
+use skein::store::OpenMode;
 use skein_serve::{
     ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig, ServeConfig,
 };
@@ -96,7 +97,20 @@ fn parse_token(value: &str) -> Result<String, String> {
     Ok(value.to_string())
 }
 
-pub async fn run(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
+    args.key.use_for_this_command()?;
+    let ctx = &if args.read_only {
+        globals.open(OpenMode::ReadOnly)?
+    } else if args.proxy {
+        globals.open(OpenMode::Create)?
+    } else {
+        // The web view without the proxy acts on the graph, so it needs
+        // one; a database it cannot write is served read-only rather than
+        // refused.
+        let (ctx, read_only) = globals.open_for_web_view()?;
+        args.read_only = read_only;
+        ctx
+    };
     if args.pass_client_key && !args.proxy {
         bail!("--pass-client-key applies to the proxy: add --proxy");
     }

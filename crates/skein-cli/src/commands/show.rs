@@ -3,7 +3,7 @@
 that produced it, its children).
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use crate::ui::outln;
 use anyhow::Result;
 use clap::Args;
@@ -17,7 +17,8 @@ pub struct ShowArgs {
     pub node: String,
 }
 
-pub fn run(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: ShowArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     let id = ctx.node(&args.node)?;
     let node = ctx.store.node(id)?;
     let runs = ctx.store.runs_producing(id)?;

@@ -4,8 +4,8 @@ servers' tools, each declared server started to list its own), with the
 hash of each one's input schema (what schema-drift warnings compare).
 */
 
-use super::common::context::print_json;
-use super::common::tools::{McpArgs, every_tool};
+use super::common::context::{Globals, print_json};
+use super::common::tools::{McpArgs, declare, every_tool};
 use crate::ui::outln;
 use anyhow::{Result, bail};
 use clap::Args;
@@ -20,7 +20,9 @@ pub struct ToolsArgs {
 /// `skein tools`: every tool, each declared MCP server started to list
 /// its own. A server that cannot be started is reported after the list,
 /// and the command fails.
-pub async fn run(json: bool) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: ToolsArgs) -> Result<ExitCode> {
+    declare(&args.mcp)?;
+    let json = globals.json;
     let (all, failures) = every_tool().await?;
     if json {
         print_json(&all)?;

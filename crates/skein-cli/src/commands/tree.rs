@@ -4,7 +4,7 @@ drawn: its members' lines, the reruns of their turns, and the
 conversations that only share messages with it.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;
@@ -23,10 +23,14 @@ pub struct TreeArgs {
     pub limit: usize,
 }
 
-/// `skein tree`: the conversation's family (`skein::family`) drawn: its
-/// members' lines, the reruns on their turns, and the conversations that
-/// only share messages with them by content, labelled so.
-pub async fn run(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, args: TreeArgs) -> Result<ExitCode> {
+    print_tree(&globals.open_to_show()?, args).await
+}
+
+/// The conversation's family (`skein::family`) drawn: its members' lines,
+/// the reruns on their turns, and the conversations that only share
+/// messages with them by content, labelled so (also the chat's `!tree`).
+pub async fn print_tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
     let conversation = match &args.id {
         Some(id) => ctx.conversation(id)?,
         None => ctx.latest_conversation()?,

@@ -13,7 +13,7 @@ makes the cost a lower bound, said so. Cache reads show as a hit rate
 (their share of the input tokens) and as what they saved.
 */
 
-use super::common::context::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use crate::exit::{ExitWith, NOT_FOUND};
 use crate::ui::outln;
 use anyhow::Result;
@@ -46,7 +46,8 @@ pub struct UsageArgs {
     pub sequence: Option<String>,
 }
 
-pub fn run(ctx: &Context, args: UsageArgs) -> Result<ExitCode> {
+pub fn run(globals: &Globals, args: UsageArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     let (scope, what, described) = if let Some(node) = &args.node {
         let node = ctx.node(node)?;
         (

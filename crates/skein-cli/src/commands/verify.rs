@@ -3,13 +3,14 @@
 problems (exit code 6 when there are any).
 */
 
-use super::common::context::Context;
+use super::common::context::Globals;
 use crate::exit::{ExitWith, INTEGRITY};
 use crate::ui::{self, outln};
 use anyhow::Result;
 use std::process::ExitCode;
 
-pub fn run(ctx: &Context) -> Result<ExitCode> {
+pub fn run(globals: &Globals) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     let report = ctx.store.verify()?;
     if ctx.json {
         ui::json(&report)?;

@@ -1,8 +1,15 @@
 /*!
-What every command that reads or writes the graph gets, a [`Context`]: the
-opened store and the output mode; opening the database (where it is, in
-the mode a command needs) and resolving what people type (a conversation
-by id or name, a node by id or a conversation standing for its head).
+The database and output options every command may use ([`Globals`]:
+`--db`, `--db-read`, `--json`), and what a command that reads or writes
+the graph gets from them, a [`Context`]: the store opened in the mode the
+command asks for, and resolving what people type (a conversation by id or
+name, a node by id or a conversation standing for its head).
+
+Commands that only show what is recorded never create a database nor
+write to it (so read-only files and mounts work) and read from the
+standby `--db-read` names; commands that work on recorded turns need an
+existing one; commands that record may create it. No command touches a
+file that is not a skein database.
 */
 
 use super::turn_options::ContinueArgs;
@@ -14,17 +21,122 @@ use skein::{NodeId, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// What every command gets.
+/// The global options every command may use: where the database is, and
+/// whether records are printed as JSON.
+pub struct Globals {
+    pub db: Option<PathBuf>,
+    pub db_read: Option<String>,
+    pub json: bool,
+}
+
+/// What a command that reads or writes the graph gets.
 pub struct Context {
     pub store: Store,
     pub json: bool,
+    /// The directory of a scratch database, removed after the store closes
+    /// (fields drop in order).
+    _scratch: Option<tempfile::TempDir>,
+}
+
+impl Globals {
+    /// The database and its standby: `--db` (or `SKEIN_DB`) with
+    /// `--db-read`, else the configuration file's `db` with its `db_read`,
+    /// else `skein.db` in the user's data directory.
+    pub fn location(&self) -> Result<(PathBuf, Option<String>)> {
+        if let Some(path) = &self.db {
+            return Ok((path.clone(), self.db_read.clone()));
+        }
+        Ok(match default_db_path()? {
+            // The configuration file's standby belongs to its database.
+            (path, crate::config::Source::ConfigFile) => (
+                path,
+                self.db_read
+                    .clone()
+                    .or_else(|| crate::config::get().ok()?.db_read.clone()),
+            ),
+            (path, _) => (path, self.db_read.clone()),
+        })
+    }
+
+    /// The database opened in `mode`, reading from itself (as turns do).
+    pub fn open(&self, mode: OpenMode) -> Result<Context> {
+        let (path, read_url) = self.location()?;
+        Ok(self.context(open_store(&path, read_url.as_deref(), mode)?))
+    }
+
+    /// The database for a command that only shows what is recorded:
+    /// read-only, and read from the standby `--db-read` names, a view a
+    /// moment old (docs/postgres.md).
+    pub fn open_to_show(&self) -> Result<Context> {
+        let opened = self.open(OpenMode::ReadOnly)?;
+        Ok(self.context(opened.store.reads()))
+    }
+
+    /// The database for a turn: opened in `recording` when the turn is
+    /// recorded, else read-only (a `--no-log` turn only reads the history it
+    /// continues). A `--no-log` turn that `continues` nothing needs no
+    /// database at all: when there is none, it runs on a scratch one that
+    /// vanishes with the command.
+    pub fn open_for_turn(
+        &self,
+        recording: OpenMode,
+        no_log: bool,
+        continues: bool,
+    ) -> Result<Context> {
+        if !no_log {
+            return self.open(recording);
+        }
+        if !continues && is_missing_file(&self.location()?.0) {
+            let dir = tempfile::tempdir().context("cannot make a scratch directory")?;
+            let store = open_store(&dir.path().join("scratch.db"), None, OpenMode::Create)?;
+            return Ok(Context {
+                _scratch: Some(dir),
+                ..self.context(store)
+            });
+        }
+        self.open(OpenMode::ReadOnly)
+    }
+
+    /// The database for the web view, and whether it is read-only (see
+    /// [`open_for_web_view`]).
+    pub fn open_for_web_view(&self) -> Result<(Context, bool)> {
+        let (path, read_url) = self.location()?;
+        let (store, read_only) = open_for_web_view(&path, read_url.as_deref())?;
+        Ok((self.context(store), read_only))
+    }
+
+    fn context(&self, store: Store) -> Context {
+        Context {
+            store,
+            json: self.json,
+            _scratch: None,
+        }
+    }
+}
+
+/// Whether `path` names a SQLite file that does not exist (a PostgreSQL
+/// URL is never created by skein, so it never counts).
+pub fn is_missing_file(path: &Path) -> bool {
+    let url = path
+        .to_str()
+        .is_some_and(skein::store::location::is_postgres_url);
+    !url && !path.exists()
+}
+
+/// Remove a SQLite database and its journal files.
+pub fn remove_database_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
 }
 
 /// The database for the web view: written when it can be, else (a file or
 /// mount this user cannot write) opened read-only, which the server then
 /// is, as with `--read-only`; a note says so and why. `true` when it is
 /// read-only.
-pub fn open_for_web_view(path: &Path, read_url: Option<&str>) -> Result<(Store, bool)> {
+fn open_for_web_view(path: &Path, read_url: Option<&str>) -> Result<(Store, bool)> {
     let refused = match open_store(path, read_url, OpenMode::Existing) {
         Ok(store) => return Ok((store, false)),
         Err(error) => error,
@@ -51,7 +163,7 @@ pub fn open_for_web_view(path: &Path, read_url: Option<&str>) -> Result<(Store, 
     Ok((store, true))
 }
 
-pub fn open_store(path: &Path, read_url: Option<&str>, mode: OpenMode) -> Result<Store> {
+fn open_store(path: &Path, read_url: Option<&str>, mode: OpenMode) -> Result<Store> {
     let shown = skein::store::location::redact(&path.display().to_string());
     let opened = match read_url {
         Some(read_url) => Store::open_with_reads(path, read_url, mode),

@@ -30,23 +30,30 @@ pub struct KeyArgs {
     pub key: Option<String>,
 }
 
-/// Tell the providers where saved keys are, and the key `--key` gives
-/// (a saved key's name, else the key itself), before any model is opened.
-pub fn use_keys_for_this_command(key: Option<&str>) -> Result<()> {
-    let Ok(path) = skein::config::keys_path() else {
-        // No configuration directory: no key file either.
-        return Ok(());
-    };
-    let file = KeyFile::at(path);
-    if let Some(given) = key {
-        let key = match file.get(given)? {
+impl KeyArgs {
+    /// Use the key `--key` gives (a saved key's name, else the key itself)
+    /// for this command's model calls, before any model is opened.
+    pub fn use_for_this_command(&self) -> Result<()> {
+        let (Some(given), Ok(path)) = (&self.key, skein::config::keys_path()) else {
+            // No configuration directory: no key file either, and `--key`
+            // is not looked up.
+            return Ok(());
+        };
+        let key = match KeyFile::at(path).get(given)? {
             Some(saved) => saved,
             None => Secret::new(given),
         };
         keys::use_key_for_command(key);
+        Ok(())
     }
-    keys::use_key_file(file);
-    Ok(())
+}
+
+/// Tell the providers where saved keys are (`keys.json` beside the
+/// configuration file), before any model is opened.
+pub fn use_key_file() {
+    if let Ok(path) = skein::config::keys_path() {
+        keys::use_key_file(KeyFile::at(path));
+    }
 }
 
 /// The model used when neither `-m` nor the conversation names one:

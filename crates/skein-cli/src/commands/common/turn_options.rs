@@ -146,6 +146,13 @@ pub struct TurnOutput {
 }
 
 impl TurnArgs {
+    /// Declare `--mcp`'s servers and use `--key`: before the command looks
+    /// up a tool or opens a model.
+    pub fn declare_tools_and_key(&self) -> Result<()> {
+        super::tools::declare(&self.request.tools.mcp)?;
+        self.key.use_for_this_command()
+    }
+
     pub async fn settings(&self) -> Result<TurnSettings> {
         let mut settings = self.request.settings(self.no_log).await?;
         settings.output = TurnOutput {
@@ -169,6 +176,13 @@ impl RequestArgs {
             no_log,
             output: TurnOutput::default(),
         })
+    }
+}
+
+impl ContinueArgs {
+    /// Whether the turn continues a stored conversation (`-c`, `--cid`).
+    pub fn continues(&self) -> bool {
+        self.continue_last || self.cid.is_some()
     }
 }
 
