@@ -8,6 +8,7 @@ names.
 use super::common::configured::{TemplateArgs, show_prepared, turn_input};
 use super::common::context::{Globals, latest_conversation};
 use super::common::model::{home_model, turn_model};
+use super::common::tools::declare;
 use super::common::turn_options::{PartsArgs, RequestArgs};
 use anyhow::Result;
 use clap::Args;
@@ -32,6 +33,7 @@ pub struct PrepareArgs {
 }
 
 pub async fn run(globals: &Globals, args: PrepareArgs) -> Result<ExitCode> {
+    declare(&args.request.tools.mcp)?;
     // A request rendered without a conversation's history needs no
     // database.
     let ctx = match args.cid.is_some() || args.continue_last {
