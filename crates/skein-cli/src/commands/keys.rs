@@ -46,7 +46,7 @@ pub struct KeyNameArgs {
 }
 
 /// The key file: `keys.json` beside the configuration file.
-pub fn path() -> Result<PathBuf> {
+fn path() -> Result<PathBuf> {
     Ok(skein::config::keys_path()?)
 }
 

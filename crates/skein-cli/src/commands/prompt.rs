@@ -125,22 +125,22 @@ pub async fn run(globals: &Globals, args: PromptArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A turn with tagged context sources: a new conversation, or the latest
-/// (`-c`) or a chosen one (`--cid`) continued.
-/// A `prompt --source` turn: what the command line gave.
-pub struct SourcedTurn {
-    pub model: Option<String>,
-    pub existing: Option<skein::store::ConversationRecord>,
-    pub name: Option<String>,
-    pub system: Option<String>,
-    pub sources: Vec<(String, String)>,
+/// A `prompt --source` turn, as the command line gave it: a turn with
+/// tagged context sources in a new conversation, or the latest (`-c`) or a
+/// chosen one (`--cid`) continued.
+struct SourcedTurn {
+    model: Option<String>,
+    existing: Option<skein::store::ConversationRecord>,
+    name: Option<String>,
+    system: Option<String>,
+    sources: Vec<(String, String)>,
     /// Built-in tools offered (`-T`); each is a source named by the tool.
-    pub tools: Vec<Arc<dyn Tool>>,
-    pub chain_limit: Option<u32>,
-    pub text: String,
+    tools: Vec<Arc<dyn Tool>>,
+    chain_limit: Option<u32>,
+    text: String,
 }
 
-pub async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<ExitCode> {
+async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<ExitCode> {
     let SourcedTurn {
         model,
         existing,
