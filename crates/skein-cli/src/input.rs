@@ -8,7 +8,8 @@ limit, so `--source x=@/dev/zero` (or an endless download) cannot fill
 memory, nor can a thousand `-a` of a few megabytes each.
 */
 
-use crate::flags::{PartsArgs, SourceText};
+use crate::commands::common::turn_options::PartsArgs;
+use crate::commands::prompt::SourceText;
 use anyhow::{Context as _, Result, anyhow, bail};
 use skein::core::Attachment;
 use skein::{Message, Part, Role, TurnInput};

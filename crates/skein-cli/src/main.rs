@@ -1,13 +1,13 @@
 /*!
-The `skein` binary: parses the command line (see [`flags`]), opens the
+The `skein` binary: parses the command line (see [`cli`]), opens the
 database, runs one command and maps failures onto documented exit codes
 (see [`exit`]). All real work lives in the `skein` library.
 */
 
+mod cli;
 mod commands;
 mod config;
 mod exit;
-mod flags;
 mod input;
 mod ui;
 
@@ -16,9 +16,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     use std::io::IsTerminal;
-    let args = flags::with_implicit_prompt(std::env::args_os(), std::io::stdin().is_terminal())
+    let args = cli::with_implicit_prompt(std::env::args_os(), std::io::stdin().is_terminal())
         .unwrap_or_else(|error| error.exit());
-    let cli = flags::Cli::parse_from(args);
+    let cli = cli::Cli::parse_from(args);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -18,13 +18,18 @@ A turn that fails is reported and the chat goes on; nothing of it is
 recorded but its failed run.
 */
 
-use super::Context;
-use super::turns::{TurnSettings, continue_at, home_model, run_turn};
-use crate::flags::{ChatArgs, LogArgs, TreeArgs};
+use super::common::context::{Context, Globals};
+use super::common::model::home_model;
+use super::common::turn::{continue_at, open_stored, run_turn};
+use super::common::turn_options::{ContinueArgs, TurnArgs, TurnSettings};
+use super::log::LogArgs;
+use super::tree::TreeArgs;
 use crate::ui::{self, outln};
 use anyhow::{Result, anyhow, bail};
+use clap::Args;
 use rustyline::error::ReadlineError;
 use skein::engine::{CancellationToken, EngineError};
+use skein::store::OpenMode;
 use skein::{Conversation, NodeId, Prompt, Role};
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -49,12 +54,23 @@ Ctrl-C stops a reply as it is written: nothing of it is recorded.";
 /// The line that ends `!multi` input.
 const END_MULTI: &str = "!end";
 
-pub async fn chat(ctx: &Context, args: ChatArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub turn: TurnArgs,
+    #[command(flatten)]
+    pub conversation: ContinueArgs,
+}
+
+pub async fn run(globals: &Globals, args: ChatArgs) -> Result<ExitCode> {
+    args.turn.declare_tools_and_key()?;
+    let recording = OpenMode::Create;
+    let ctx = &globals.open_for_turn(recording, args.turn.no_log, args.conversation.continues())?;
     ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
     let conversation = match stored {
-        Some(stored) => super::turns::open_stored(ctx, &stored, settings.model.as_deref()).await?,
+        Some(stored) => open_stored(ctx, &stored, settings.model.as_deref()).await?,
         None => {
             let home = home_model(settings.model.clone())?;
             settings.new_conversation(ctx, &home, args.conversation.name)
@@ -342,7 +358,7 @@ impl Session<'_> {
             ui::note("nothing recorded yet: the tree starts with the first recorded turn");
             return Ok(());
         };
-        super::inspect::tree(
+        super::tree::print_tree(
             self.ctx,
             TreeArgs {
                 id: Some(id),
@@ -358,7 +374,7 @@ impl Session<'_> {
             ui::note("nothing recorded yet");
             return Ok(());
         };
-        super::inspect::log(
+        super::log::print_log(
             self.ctx,
             LogArgs {
                 cid: Some(id),

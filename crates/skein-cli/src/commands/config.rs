@@ -1,20 +1,28 @@
 /*!
-Commands about skein itself rather than the graph: `config path|show`,
-`completions SHELL` and `man`, the latter two generated from the clap
-definitions in `flags.rs`.
+`skein config path|show`: where the configuration file is, and every
+setting in force with where it comes from.
 */
 
-use super::turns::configured_engine;
+use super::common::context::{Globals, default_db_path};
+use super::common::model::configured_engine;
 use crate::config::{self, Source};
-use crate::flags::{Cli, CompletionsArgs, ConfigCommand};
 use crate::ui::outln;
 use anyhow::Result;
-use clap::CommandFactory;
+use clap::Subcommand;
 use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<ExitCode> {
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the configuration file's path
+    Path,
+    /// Print every setting in force and where it comes from
+    Show,
+}
+
+pub fn run(globals: &Globals, command: ConfigCommand) -> Result<ExitCode> {
+    let (db, json) = (globals.db.as_deref(), globals.json);
     let path = config::path()?;
     match command {
         ConfigCommand::Path => {
@@ -33,7 +41,7 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     (db.to_path_buf(), Source::Environment)
                 }
                 Some(db) => (db.to_path_buf(), Source::Flag),
-                None => super::default_db_path()?,
+                None => default_db_path()?,
             };
             // A PostgreSQL URL's password is never printed.
             let db = db.display().to_string();
@@ -60,7 +68,7 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
                     .map(|c| c.prompt_ids().map(str::to_string).collect()),
             );
             // The saved keys' names, never the keys.
-            let key_file = skein::providers::http::keys::KeyFile::at(super::keys::path()?);
+            let key_file = skein::providers::http::keys::KeyFile::at(skein::config::keys_path()?);
             let saved: std::result::Result<Vec<String>, String> = key_file
                 .load()
                 .map(|keys| keys.into_keys().collect())
@@ -124,19 +132,5 @@ pub fn run(command: ConfigCommand, db: Option<&Path>, json: bool) -> Result<Exit
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn completions(args: CompletionsArgs) -> Result<ExitCode> {
-    let mut command = Cli::command();
-    // Generated into memory: clap_complete panics when its writer fails.
-    let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut command, "skein", &mut script);
-    std::io::Write::write_all(&mut crate::ui::Stdout, &script)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn man() -> Result<ExitCode> {
-    clap_mangen::Man::new(Cli::command()).render(&mut crate::ui::Stdout)?;
     Ok(ExitCode::SUCCESS)
 }
