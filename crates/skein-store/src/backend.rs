@@ -15,7 +15,7 @@ use crate::CommitStageProbe;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
-use crate::forget::{Doomed, Planned, Scrubbed, Swept};
+use crate::forget::{DeletedConversation, Doomed, Planned, Scrubbed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::labels::{Label, LabelCount};
 use crate::offers::ToolOffer;
@@ -372,4 +372,6 @@ pub(crate) trait Forget {
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
     /// Rewrite the database without its free pages.
     fn vacuum(&self) -> Result<()>;
+    /// The deleted conversations remaining forks name as their origin.
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>>;
 }

@@ -113,6 +113,16 @@ impl Filter {
     }
 }
 
+/// A deleted conversation that a remaining fork still names as its origin
+/// (the `deleted_conversations` ledger), so `verify` tells its missing
+/// origin from a dangling one; exports carry it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeletedConversation {
+    pub id: ConversationId,
+    /// When it was deleted (0: before deletions were recorded).
+    pub deleted_ms: i64,
+}
+
 /// One conversation a backend is to delete. `updated_ms`, when set, is
 /// when it was last updated as the selection saw it: a conversation updated
 /// since (a turn landed on it) no longer matched what was asked for and is

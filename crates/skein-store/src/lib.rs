@@ -89,7 +89,9 @@ pub use conversations::check_conversation_name;
 pub use costs::{CostMeter, Costs};
 pub use error::{HeadMoved, Result, StoreError, TlsProblem};
 pub use family::{FamilyLimits, FamilyRows, Rooted};
-pub use forget::{Filter, Forgotten, GC_BATCH, Progress, Redacted, SHARERS_SHOWN, Selection};
+pub use forget::{
+    DeletedConversation, Filter, Forgotten, GC_BATCH, Progress, Redacted, SHARERS_SHOWN, Selection,
+};
 pub use graph::{AppendReport, StoredNode, TreeEntry, preview};
 pub use labels::{Label, LabelCount, check_label_name};
 pub use offers::ToolOffer;

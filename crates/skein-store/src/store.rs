@@ -398,7 +398,8 @@ impl Store {
         self.export_replays_and_labels(out)
     }
 
-    /// Every replay with its turns, then every label, a page at a time.
+    /// Every replay with its turns, then every label, a page at a time; then
+    /// the deleted conversations remaining forks name.
     fn export_replays_and_labels(&self, out: &mut dyn Write) -> Result<()> {
         const PAGE: usize = 1000;
         for replay in self.all_replays()? {
@@ -428,6 +429,9 @@ impl Store {
                     break;
                 }
             }
+        }
+        for deleted in self.backend().deleted_origins()? {
+            transfer::write_deleted(out, deleted)?;
         }
         out.flush()?;
         Ok(())

@@ -3,10 +3,11 @@ Export to JSONL and import from it.
 
 The file is a header line, then every node in topological order (a parent
 always before its children), then conversations, then runs, then reruns of
-recorded turns, then replays with their turns, then labels:
+recorded turns, then replays with their turns, then labels, then the
+deleted conversations that remaining forks name as their origin:
 
 ```text
-{"kind":"header","format":"skein-export","version":3,"encoding":1}
+{"kind":"header","format":"skein-export","version":4,"encoding":1}
 {"kind":"node","id":"…","parent":null,"role":"user","parts":[{"type":"text","text":"hi"}]}
 {"kind":"conversation","id":"…","name":null,"head":"…",…}
 {"kind":"run","id":"…","model":"echo",…}
@@ -14,10 +15,11 @@ recorded turns, then replays with their turns, then labels:
 {"kind":"replay","id":"…","selection":{…},"change":{…},"model":"…",…}
 {"kind":"replay_turn","replay":"…","seq":0,"turn_node":"…","status":"done",…}
 {"kind":"label","name":"hotel","node":"…","created_ms":…}
+{"kind":"deleted_conversation","id":"…","deleted_ms":…}
 ```
 
-Version 1 files (no reruns) and version 2 files (no replays or labels)
-still import. The embedding cache is not
+Version 1 files (no reruns), version 2 files (no replays or labels) and
+version 3 files (no deleted conversations) still import. The embedding cache is not
 exported: it is recomputed on demand.
 
 Import recomputes every node id from its parent and content and checks it
@@ -42,6 +44,7 @@ postgres/transfer.rs.
 */
 
 use crate::error::{Result, StoreError};
+use crate::forget::DeletedConversation;
 use crate::labels::Label;
 use crate::records::{ConversationId, ConversationRecord, ReplayId, RunId, RunRecord};
 use crate::replays::{ReplayRecord, ReplayTurn};
@@ -58,7 +61,7 @@ pub const DEFAULT_IMPORT_LINE_LIMIT: usize = 64 << 20;
 
 const FORMAT: &str = "skein-export";
 
-const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION: u32 = 4;
 
 /// The oldest version this build still imports (version 1 had no reruns).
 const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -83,6 +86,7 @@ pub(crate) enum Line {
     Replay(Box<ReplayRecord>),
     ReplayTurn(Box<ReplayTurn>),
     Label(Box<Label>),
+    DeletedConversation(Box<DeletedConversation>),
 }
 
 /// The lines of records made in memory, numbered 0 (they come from no
@@ -217,6 +221,7 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
             all
         }
         Line::Label(label) => node("labels", &Some(label.node)).into_iter().collect(),
+        Line::DeletedConversation(_) => Vec::new(),
     }
 }
 
@@ -228,7 +233,10 @@ pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) ->
         Line::Rerun(rerun) => format!("rerun {}", rerun.id.short()),
         Line::ReplayTurn(turn) => format!("turn {} of replay {}", turn.seq, turn.replay.short()),
         Line::Label(label) => format!("label `{}`", label.name),
-        Line::Header { .. } | Line::Node { .. } | Line::Replay(_) => "the line".to_string(),
+        Line::Header { .. }
+        | Line::Node { .. }
+        | Line::Replay(_)
+        | Line::DeletedConversation(_) => "the line".to_string(),
     };
     let target = match &reference.target {
         Target::Node(id) => format!("node {}", id.short()),
@@ -306,6 +314,11 @@ pub(crate) fn write_replay_turn(out: &mut dyn Write, turn: ReplayTurn) -> Result
 
 pub(crate) fn write_label(out: &mut dyn Write, label: Label) -> Result<()> {
     write_line(out, &Line::Label(Box::new(label)))
+}
+
+/// Last: the deleted conversations remaining forks name as their origin.
+pub(crate) fn write_deleted(out: &mut dyn Write, deleted: DeletedConversation) -> Result<()> {
+    write_line(out, &Line::DeletedConversation(Box::new(deleted)))
 }
 
 /// Check every node line's id against its content, before touching any

@@ -21,7 +21,8 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title, embedded_digests, sweep,
+    DeletedConversation, Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title,
+    embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
@@ -90,6 +91,24 @@ impl Forget for PgStore {
 
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
         self.write(async |tx| redact_in(tx, node, original, erased).await)
+    }
+
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
+        let rows = self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT id, deleted FROM deleted_conversations ORDER BY id",
+                    &[],
+                )
+                .await?)
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| DeletedConversation {
+                id: crate::records::ConversationId(row.get(0)),
+                deleted_ms: row.get(1),
+            })
+            .collect())
     }
 
     fn vacuum(&self) -> Result<()> {

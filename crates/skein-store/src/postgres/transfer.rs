@@ -203,6 +203,16 @@ impl Transfer for PgStore {
                             .execute(&statement, &[&label.name, &label.node.0.as_slice(), &label.created_ms])
                             .await? as usize;
                     }
+                    Line::DeletedConversation(deleted) => {
+                        let statement = tx
+                            .prepare_cached(
+                                "INSERT INTO deleted_conversations(id, deleted) VALUES ($1, $2)
+                                 ON CONFLICT DO NOTHING",
+                            )
+                            .await?;
+                        tx.execute(&statement, &[&deleted.id.as_str(), &deleted.deleted_ms])
+                            .await?;
+                    }
                 }
             }
             insert_batched(tx, &mut new_nodes).await?;

@@ -16,7 +16,8 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title, embedded_digests, sweep,
+    DeletedConversation, Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title,
+    embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
@@ -85,6 +86,20 @@ impl Forget for SqliteStore {
             // Freed and overwritten cells are zeroed, not left in free pages.
             tx.pragma_update(None, "secure_delete", "ON")?;
             redact_in(tx, node, original, erased)
+        })
+    }
+
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
+        self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT id, deleted FROM deleted_conversations ORDER BY id")?;
+            let rows = stmt.query_map([], |row| {
+                Ok(DeletedConversation {
+                    id: crate::records::ConversationId(row.get(0)?),
+                    deleted_ms: row.get(1)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 

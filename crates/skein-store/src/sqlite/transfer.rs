@@ -158,6 +158,13 @@ impl Transfer for SqliteStore {
                             )?
                             .execute(params![label.name, label.node.as_bytes(), label.created_ms])?;
                     }
+                    Line::DeletedConversation(deleted) => {
+                        tx.prepare_cached(
+                            "INSERT INTO deleted_conversations(id, deleted) VALUES (?1, ?2)
+                             ON CONFLICT DO NOTHING",
+                        )?
+                        .execute(params![deleted.id.as_str(), deleted.deleted_ms])?;
+                    }
                 }
             }
             fill_offers(tx, Some(&offering))?;

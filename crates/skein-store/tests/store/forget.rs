@@ -678,6 +678,15 @@ fn a_deleted_origin_is_recorded_and_a_missing_one_is_a_finding(backend: Backend)
     let report = store.verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
     assert_eq!(report.origins_deleted, 2, "b and e");
+    // An export carries the record, so the forks import as forks of a
+    // deleted conversation, not as dangling ones.
+    let mut export = Vec::new();
+    store.export(&mut export).unwrap();
+    let copy = TempStore::new(backend);
+    copy.store.import(&mut export.as_slice()).unwrap();
+    let imported = copy.store.verify().unwrap();
+    assert!(imported.is_ok(), "{:?}", imported.problems);
+    assert_eq!(imported.origins_deleted, 2);
 
     // `e` (forked from a's rerun) names it too.
     store

@@ -141,11 +141,17 @@ fn an_export_from_before_reruns_still_imports(backend: Backend) {
     let version_1: Vec<String> = text
         .lines()
         .filter(|line| {
-            !["rerun", "replay", "replay_turn", "label"]
-                .iter()
-                .any(|kind| line.starts_with(&format!("{{\"kind\":\"{kind}\"")))
+            ![
+                "rerun",
+                "replay",
+                "replay_turn",
+                "label",
+                "deleted_conversation",
+            ]
+            .iter()
+            .any(|kind| line.starts_with(&format!("{{\"kind\":\"{kind}\"")))
         })
-        .map(|line| line.replacen("\"version\":3", "\"version\":1", 1))
+        .map(|line| line.replacen("\"version\":4", "\"version\":1", 1))
         .collect();
     assert!(version_1[0].contains("\"version\":1"), "{}", version_1[0]);
     let target = TempStore::new(backend);
@@ -155,9 +161,9 @@ fn an_export_from_before_reruns_still_imports(backend: Backend) {
         .unwrap();
     assert_eq!(report.nodes_written as i64, source.count("nodes"));
     assert_eq!(report.reruns, 0);
-    let future = text.replacen("\"version\":3", "\"version\":4", 1);
+    let future = text.replacen("\"version\":4", "\"version\":5", 1);
     let error = target.store.import(&mut future.as_bytes()).unwrap_err();
-    assert!(error.to_string().contains("versions 1 to 3"), "{error}");
+    assert!(error.to_string().contains("versions 1 to 4"), "{error}");
 }
 
 /// A rerun whose re-run turn is in neither the file nor the database would
