@@ -75,9 +75,7 @@ pub fn run(globals: &Globals, args: ShowArgs) -> Result<ExitCode> {
             "\nproduced by run {} · {}{} via {} · {} · {} in / {} out tokens{}",
             run.id.short(),
             run.model,
-            run.requested_model
-                .as_ref()
-                .map_or(String::new(), |asked| format!(" (asked for {asked})")),
+            answered_as(run),
             run.provider,
             run.status.as_str(),
             run.usage.input_tokens.map_or("?".into(), |n| n.to_string()),
@@ -127,4 +125,20 @@ pub fn storage(part: &Part) -> String {
         bytes.len(),
         &skein::core::Digest::of(bytes).to_hex()[..12]
     )
+}
+
+/// What a run's model line adds to its model: the model a proxy client
+/// asked for, and the one the provider says answered when it names another.
+fn answered_as(run: &skein::store::RunRecord) -> String {
+    let mut notes = Vec::new();
+    if let Some(asked) = &run.requested_model {
+        notes.push(format!("asked for {asked}"));
+    }
+    if let Some(answered) = run.response_model.as_ref().filter(|m| **m != run.model) {
+        notes.push(format!("answered by {answered}"));
+    }
+    match notes.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", notes.join(", ")),
+    }
 }

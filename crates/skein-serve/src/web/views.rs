@@ -318,6 +318,8 @@ pub struct RunView {
     pub model: String,
     /// The model a client of the recording proxy asked for.
     pub requested_model: Option<String>,
+    /// The model the provider says answered, when it said.
+    pub response_model: Option<String>,
     pub provider: String,
     pub profile: Option<String>,
     pub backend: Option<String>,
@@ -379,6 +381,7 @@ impl RunView {
             output_head: run.output_head,
             model: run.model.clone(),
             requested_model: run.requested_model.clone(),
+            response_model: run.response_model.clone(),
             provider: run.provider.clone(),
             profile: run.profile.clone(),
             backend: run.backend.clone(),

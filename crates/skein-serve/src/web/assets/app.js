@@ -798,6 +798,7 @@ function renderRun(run, focus, group) {
       el('dt', {}, 'started'), el('dd', {}, time(run.started_ms)),
       el('dt', {}, 'took'), el('dd', { class: 'duration' }, duration(run.duration_ms)),
       run.requested_model ? [el('dt', {}, 'asked for'), el('dd', { class: 'requested-model' }, run.requested_model)] : null,
+      run.response_model && run.response_model !== run.model ? [el('dt', {}, 'answered by'), el('dd', { class: 'response-model' }, run.response_model)] : null,
       run.profile ? [el('dt', {}, 'profile'), el('dd', {}, run.profile)] : null,
       run.backend ? [el('dt', {}, 'backend'), el('dd', {}, run.backend)] : null,
       run.conversation ? [el('dt', {}, 'conversation'), el('dd', {}, el('a', { href: `#/c/${run.conversation}` }, el('code', {}, short(run.conversation))))] : null,
