@@ -69,8 +69,11 @@ pub(crate) struct SqliteStore {
 struct Shared {
     path: PathBuf,
     key: StoreKey,
-    writer: Mutex<Connection>,
+    /// Closed before the writer (fields drop in order): the last connection
+    /// to close checkpoints the WAL into the file and removes it, which a
+    /// read-only reader cannot do.
     readers: Mutex<Vec<Connection>>,
+    writer: Mutex<Connection>,
     /// Set when opened read-only: every connection is read-only (the
     /// "writer" too) and writes are refused.
     read_only: Option<ReadOnlyOpener>,
@@ -159,7 +162,8 @@ impl SqliteStore {
         let path = path.to_path_buf();
         let location = || path.display().to_string();
         let opener = ReadOnlyOpener::new(&path);
-        match (open::classify(&path, &opener)?, mode) {
+        let (file, probe) = open::classify(&path, &opener)?;
+        match (file, mode) {
             (SqliteFile::Missing, OpenMode::Create) => {
                 if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir)?;
@@ -186,7 +190,10 @@ impl SqliteStore {
                         supported: schema::SCHEMA_VERSION,
                     });
                 }
-                let reader = opener.connect()?;
+                let reader = match probe {
+                    Some(probe) => probe,
+                    None => opener.connect()?,
+                };
                 configure(&reader)?;
                 return SqliteStore::assemble(path, reader, Some(opener));
             }
@@ -197,7 +204,14 @@ impl SqliteStore {
         // answers the loser "locked" at once, without waiting.
         while_busy(|| Ok(writer.pragma_update(None, "journal_mode", "WAL")?))?;
         schema::migrate(&mut writer)?;
-        SqliteStore::assemble(path, writer, None)
+        let store = SqliteStore::assemble(path, writer, None)?;
+        // The connection that recognised the file reads for the store: its
+        // first reader, opened already.
+        if let Some(probe) = probe {
+            configure(&probe)?;
+            lock(&store.shared.readers).push(probe);
+        }
+        Ok(store)
     }
 
     fn assemble(
@@ -266,6 +280,13 @@ impl SqliteStore {
     /// Run `work` on a reader connection.
     pub(crate) fn read<T>(&self, work: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let pooled = lock(&self.shared.readers).pop();
+        // Opened read-only, the "writer" is a reader like the others: read
+        // with it while it is free rather than open a second connection.
+        if pooled.is_none() && self.shared.read_only.is_some() {
+            if let Ok(conn) = self.shared.writer.try_lock() {
+                return work(&conn);
+            }
+        }
         let conn = match pooled {
             Some(conn) => conn,
             None => self.connection()?,

@@ -47,8 +47,24 @@ pub(crate) enum SqliteFile {
 }
 
 /// Classify the SQLite location `path` without changing it; a file that is
-/// not a skein database is an error naming what it is.
-pub(crate) fn classify(path: &Path, reader: &ReadOnlyOpener) -> Result<SqliteFile> {
+/// not a skein database is an error naming what it is. For a skein
+/// database, the read-only connection that recognised it comes back too,
+/// for the store to read with (one connection fewer to open).
+pub(crate) fn classify(
+    path: &Path,
+    reader: &ReadOnlyOpener,
+) -> Result<(SqliteFile, Option<Connection>)> {
+    let mut probe = None;
+    let file = classify_with(path, reader, &mut probe)?;
+    let recognised = matches!(file, SqliteFile::Skein { .. }) && !reader.immutable();
+    Ok((file, probe.filter(|_| recognised)))
+}
+
+fn classify_with(
+    path: &Path,
+    reader: &ReadOnlyOpener,
+    probe: &mut Option<Connection>,
+) -> Result<SqliteFile> {
     let metadata = match std::fs::metadata(path) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(SqliteFile::Missing);
@@ -85,7 +101,7 @@ pub(crate) fn classify(path: &Path, reader: &ReadOnlyOpener) -> Result<SqliteFil
     if read > 0 && (read < header.len() || &header != SQLITE_MAGIC) {
         return Err(not_skein("it is not a SQLite database"));
     }
-    let conn = reader.connect()?;
+    let conn = probe.insert(reader.connect()?);
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let objects: i64 =
         conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
