@@ -823,6 +823,14 @@ pub struct UsageArgs {
     /// A coordinator sequence, by its id: its start, its continuations
     #[arg(long, value_name = "SEQUENCE")]
     pub sequence: Option<String>,
+    /// A replay (any unique prefix of its id): what its original turns and its replayed turns
+    /// used and cost, each run counted once, and the difference; a judge's calls apart
+    #[arg(
+        long,
+        value_name = "REPLAY",
+        conflicts_with_all = ["node", "cid", "family", "run", "sequence"]
+    )]
+    pub replay: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
