@@ -265,6 +265,35 @@ pub struct ModelCost {
     pub dollars: Option<f64>,
 }
 
+/// A [`Cost`] as reports print it (`skein usage --json`, a replay's
+/// report): the figures, and whether they are whole or a lower bound.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CostSummary {
+    pub dollars: f64,
+    /// Every run counted reported its usage and has a price; else
+    /// `dollars` is a lower bound.
+    pub complete: bool,
+    pub cache_savings: f64,
+    pub by_model: Vec<ModelCost>,
+    pub unpriced_runs: Vec<RunId>,
+    pub unmeasured_runs: Vec<RunId>,
+    pub prices_date: &'static str,
+}
+
+impl From<&Cost> for CostSummary {
+    fn from(cost: &Cost) -> CostSummary {
+        CostSummary {
+            dollars: cost.dollars,
+            complete: cost.is_complete(),
+            cache_savings: cost.cache_savings,
+            by_model: cost.by_model.clone(),
+            unpriced_runs: cost.unpriced.clone(),
+            unmeasured_runs: cost.unmeasured.clone(),
+            prices_date: cost.prices_date,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

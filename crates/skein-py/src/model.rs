@@ -153,10 +153,14 @@ impl Store {
     /// `temperature`, `seed`, `max_tokens`, remove tools (`remove_tools`)
     /// or sources (`ignore`); judge with `compare` (default: specifics, then
     /// embedding). Tool calls are answered from the recording; a call it
-    /// lacks stops the turn as diverged. Returns `{"replay", "model",
-    /// "totals", "turns": [{"seq", "result", "comparator", "why",
-    /// "original", "answer", ...}]}` in selection order.
-    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None))]
+    /// lacks stops the turn as diverged. Returns the report as `skein
+    /// replay --json` prints it: `{"replay", "model", "totals", "cost":
+    /// {"original", "replay", "delta", "complete"}, "turns": [{"seq",
+    /// "result", "comparator", "why", "original", "answer",
+    /// "original_cost", "cost", ...}]}`, turns in selection order, each
+    /// cost a lower bound unless `complete` (a run without usage or price),
+    /// priced as `usage` prices (the configuration's, then `prices`).
+    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one keyword argument per selection, change and setting, as Python callers name them"
@@ -182,7 +186,9 @@ impl Store {
         compare: Vec<String>,
         embedder: String,
         concurrency: Option<usize>,
+        prices: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let prices = price_table(py, prices)?;
         let args = crate::replay::ReplayArgs {
             model,
             conversations,
@@ -203,19 +209,50 @@ impl Store {
             embedder,
             concurrency,
         };
-        let report = crate::replay::replay(py, &self.inner, args)?;
+        let report = crate::replay::replay(py, &self.inner, args, &prices)?;
         crate::values::from_json(py, &report)
     }
 
     /// Put the label `name` on turns (each by its final answer's node id or
-    /// a unique prefix); returns how many did not carry it yet. A labelled
-    /// turn is kept by deletion and `gc` until its label is removed.
-    fn label(&self, py: Python<'_>, name: String, turns: Vec<String>) -> PyResult<u64> {
+    /// a unique prefix) and, with `replay` (an id or unique prefix), on
+    /// every turn that replay re-sent (the original turns), or with
+    /// `results` only those of these results (`"changed"`, `"held"`,
+    /// `"diverged"`, `"failed"`); returns how many did not carry it yet. A
+    /// labelled turn is kept by deletion and `gc` until its label is
+    /// removed.
+    #[pyo3(signature = (name, turns = Vec::new(), *, replay = None, results = Vec::new()))]
+    fn label(
+        &self,
+        py: Python<'_>,
+        name: String,
+        turns: Vec<String>,
+        replay: Option<String>,
+        results: Vec<String>,
+    ) -> PyResult<u64> {
+        let turns = crate::replay::Turns {
+            nodes: turns,
+            replay,
+            results,
+        };
         crate::replay::label(py, &self.inner, &name, &turns)
     }
 
-    /// Take the label `name` off turns; returns how many carried it.
-    fn unlabel(&self, py: Python<'_>, name: String, turns: Vec<String>) -> PyResult<u64> {
+    /// Take the label `name` off turns (as `label` names them); returns
+    /// how many carried it.
+    #[pyo3(signature = (name, turns = Vec::new(), *, replay = None, results = Vec::new()))]
+    fn unlabel(
+        &self,
+        py: Python<'_>,
+        name: String,
+        turns: Vec<String>,
+        replay: Option<String>,
+        results: Vec<String>,
+    ) -> PyResult<u64> {
+        let turns = crate::replay::Turns {
+            nodes: turns,
+            replay,
+            results,
+        };
         crate::replay::unlabel(py, &self.inner, &name, &turns)
     }
 
@@ -553,7 +590,7 @@ impl Model {
 
 /// The configuration's prices with `extra` (a dict of model to prices)
 /// over them.
-fn price_table(
+pub(crate) fn price_table(
     py: Python<'_>,
     extra: Option<Bound<'_, PyAny>>,
 ) -> PyResult<skein::core::price::PriceTable> {

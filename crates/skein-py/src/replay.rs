@@ -2,19 +2,23 @@
 Replays and labels from Python (`Store.replay`, `Store.label`,
 `Store.unlabel`, `Store.labels`): the same `skein_recorded::replay` and
 store labels the command line uses, so a replay started here is resumed by
-`skein replay --resume` and reported alike. A replay's result is a plain
-dict, as `skein replay --json` prints it (without the cost, which
-`Store.usage` prices).
+`skein replay --resume` and reported alike. A replay's result is its
+`ReplayReport` as a plain dict, as `skein replay --json` prints it (turns
+in selection order rather than worst first), costs priced as
+`Store.usage` prices.
 */
 
 use crate::errors::check;
 use crate::runtime;
 use pyo3::prelude::*;
 use serde_json::{Value, json};
+use skein::NodeId;
+use skein::core::price::PriceTable;
 use skein::recorded::compare::Comparator;
 use skein::recorded::embed::{Embedder, LexicalEmbedder, MiniLmEmbedder};
-use skein::recorded::replay::{ReplayPlan, Replayer, Selection, request_of_turn};
-use skein::store::{ReplayStatus, ReplayTurn};
+use skein::recorded::replay::{
+    ReplayPlan, ReplayReport, Replayer, Selection, request_of_turn, turns_of_replay,
+};
 use std::sync::Arc;
 
 /// What to replay and how, as `Store.replay`'s keyword arguments give it.
@@ -40,7 +44,12 @@ pub struct ReplayArgs {
 }
 
 /// Run a replay to its end and report it.
-pub fn replay(py: Python<'_>, store: &skein::Store, args: ReplayArgs) -> PyResult<Value> {
+pub fn replay(
+    py: Python<'_>,
+    store: &skein::Store,
+    args: ReplayArgs,
+    prices: &PriceTable,
+) -> PyResult<Value> {
     let selection = check(py, py.detach(|| selection(store, &args)))?;
     let plan = plan(&args);
     check(py, plan.comparators())?;
@@ -55,31 +64,17 @@ pub fn replay(py: Python<'_>, store: &skein::Store, args: ReplayArgs) -> PyResul
             break;
         }
     }
-    let store = store.clone();
+    let reader = store.clone();
     let done = runtime::block_on_made(py, move || async move {
         let id = replayer.start(&selection, &plan).await?;
-        let totals = replayer.run(&id, |_| {}).await?;
-        let mut turns: Vec<ReplayTurn> = Vec::new();
-        loop {
-            let page = store
-                .nonblocking()
-                .replay_turns(&id, turns.last().map(|turn| turn.seq), 500)
-                .await?;
-            let more = page.len() == 500;
-            turns.extend(page);
-            if !more {
-                break;
-            }
-        }
-        Ok::<_, skein::recorded::RecordedError>((id, totals, turns))
+        replayer.run(&id, |_| {}).await?;
+        Ok::<_, skein::recorded::RecordedError>(id)
     })?;
-    let (id, totals, turns) = check(py, done)?;
-    Ok(json!({
-        "replay": id,
-        "model": args.model,
-        "totals": totals,
-        "turns": turns.iter().map(turn_json).collect::<Vec<_>>(),
-    }))
+    let id = check(py, done)?;
+    let report = py.detach(|| ReplayReport::read(&reader, &id, prices));
+    let report = check(py, report)?;
+    serde_json::to_value(&report)
+        .map_err(|error| pyo3::exceptions::PyRuntimeError::new_err(error.to_string()))
 }
 
 /// The turns the arguments select, ids resolved as the command line does.
@@ -136,41 +131,55 @@ fn embedder(name: &str) -> PyResult<Arc<dyn Embedder>> {
     }
 }
 
-/// One turn of the report: where it stands, the comparator that decided
-/// and why, both answers, tokens and latency.
-fn turn_json(turn: &ReplayTurn) -> Value {
-    let result = match (turn.status, turn.decision.as_deref()) {
-        (ReplayStatus::Done, Some(decision)) => decision,
-        (status, _) => status.as_str(),
-    };
-    json!({
-        "seq": turn.seq,
-        "result": result,
-        "conversation": turn.conversation,
-        "turn_node": turn.turn_node,
-        "answer_node": turn.answer_head,
-        "comparator": turn.comparator,
-        "why": turn.detail["why"],
-        "original": turn.detail["original"],
-        "answer": turn.detail["answer"],
-        "original_usage": turn.detail["original_usage"],
-        "usage": turn.detail["usage"],
-        "runs": turn.runs,
-    })
+/// Turns as `Store.label` names them: nodes, and a replay's turns (those
+/// of some results).
+pub struct Turns {
+    pub nodes: Vec<String>,
+    pub replay: Option<String>,
+    pub results: Vec<String>,
+}
+
+/// The results a replayed turn may have.
+const RESULTS: [&str; 6] = [
+    "changed", "held", "diverged", "failed", "pending", "running",
+];
+
+impl Turns {
+    /// Every node named, resolved, each once.
+    fn resolve(&self, py: Python<'_>, store: &skein::Store) -> PyResult<Vec<NodeId>> {
+        if let Some(bad) = self.results.iter().find(|r| !RESULTS.contains(&r.as_str())) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "`{bad}` is no result: use one of {}",
+                RESULTS.join(", ")
+            )));
+        }
+        if self.replay.is_none() && !self.results.is_empty() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "results= chooses among a replay's turns: give replay= too",
+            ));
+        }
+        let found = py.detach(|| -> Result<Vec<NodeId>, skein::recorded::RecordedError> {
+            let mut nodes = self
+                .nodes
+                .iter()
+                .map(|node| store.resolve_node(node))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some(given) = &self.replay {
+                let id = store.resolve_replay(given)?;
+                nodes.extend(turns_of_replay(store, &id, &self.results)?);
+            }
+            let mut seen = std::collections::HashSet::new();
+            nodes.retain(|node| seen.insert(*node));
+            Ok(nodes)
+        });
+        check(py, found)
+    }
 }
 
 /// Put the label `name` on turns (each by its final answer's node);
 /// how many did not carry it yet.
-pub fn label(py: Python<'_>, store: &skein::Store, name: &str, turns: &[String]) -> PyResult<u64> {
-    let nodes = check(
-        py,
-        py.detach(|| {
-            turns
-                .iter()
-                .map(|node| store.resolve_node(node))
-                .collect::<Result<Vec<_>, _>>()
-        }),
-    )?;
+pub fn label(py: Python<'_>, store: &skein::Store, name: &str, turns: &Turns) -> PyResult<u64> {
+    let nodes = turns.resolve(py, store)?;
     let (store, name) = (store.clone(), name.to_string());
     let added = runtime::block_on(py, async move {
         for node in &nodes {
@@ -182,20 +191,9 @@ pub fn label(py: Python<'_>, store: &skein::Store, name: &str, turns: &[String])
 }
 
 /// Take the label `name` off turns; how many carried it.
-pub fn unlabel(
-    py: Python<'_>,
-    store: &skein::Store,
-    name: &str,
-    turns: &[String],
-) -> PyResult<u64> {
-    let removed = py.detach(|| {
-        let nodes = turns
-            .iter()
-            .map(|node| store.resolve_node(node))
-            .collect::<Result<Vec<_>, _>>()?;
-        store.remove_label(name, &nodes)
-    });
-    check(py, removed)
+pub fn unlabel(py: Python<'_>, store: &skein::Store, name: &str, turns: &Turns) -> PyResult<u64> {
+    let nodes = turns.resolve(py, store)?;
+    check(py, py.detach(|| store.remove_label(name, &nodes)))
 }
 
 /// Every label and how many turns carry it, or with `name`, that label's

@@ -1,7 +1,8 @@
 """Store.replay and labels: recorded turns replayed on another model with
 tool calls answered from the recording (the tool never runs again), each
-judged with the comparator that decided and why; labels select turns for a
-replay and are listed; an empty selection is refused."""
+judged with the comparator that decided and why, with what each side cost
+("at least" where a price is missing); labels select turns for a replay and
+are listed; an empty selection is refused."""
 
 from __future__ import annotations
 
@@ -38,11 +39,41 @@ def test_a_replay_answers_tools_from_the_recording_and_labels_select_turns(
     assert len(held["turns"][0]["runs"]) == 2, "the call, then the answer"
 
     # On echo, judged exactly: both changed, and the report says why.
-    changed = store.replay("echo", conversations=[conversation.id], compare=["exact"])
+    changed = store.replay(
+        "echo",
+        conversations=[conversation.id],
+        compare=["exact"],
+        prices={"echo": {"input": 1.0, "output": 2.0}},
+    )
     assert [turn["result"] for turn in changed["turns"]] == ["changed", "changed"]
     assert all(turn["comparator"] == "exact" for turn in changed["turns"])
     assert all(turn["why"] for turn in changed["turns"])
     assert changed["turns"][1]["original"] == "plain: hello there"
+
+    # What each side cost: the replay on priced echo is whole; the original
+    # ran on a scripted model without a price, so it is "at least" and
+    # names its runs, never a silent zero.
+    for turn in changed["turns"]:
+        usage = turn["usage"]
+        assert usage is not None and turn["cost"] is not None
+        expected = (usage["input_tokens"] + 2 * usage["output_tokens"]) / 1e6
+        assert expected > 0
+        assert abs(turn["cost"]["dollars"] - expected) < 1e-12
+        assert turn["cost"]["complete"] is True
+        original = turn["original_cost"]
+        assert original is not None
+        assert original["complete"] is False and original["dollars"] == 0
+        assert original["unpriced_runs"] and original["unmeasured_runs"] == []
+    cost = changed["cost"]
+    replayed = sum(turn["cost"]["dollars"] for turn in changed["turns"] if turn["cost"])
+    assert abs(cost["replay"]["dollars"] - replayed) < 1e-12
+    assert abs(cost["delta"] - replayed) < 1e-12
+    assert cost["complete"] is False
+    assert sorted(cost["original"]["unpriced_runs"]) == sorted(
+        run for turn in changed["turns"] if turn["original_cost"]
+        for run in turn["original_cost"]["unpriced_runs"]
+    )
+    assert changed["selected"] == 2
 
     # A label selects the turns it is on.
     second = changed["turns"][1]["turn_node"]
@@ -55,3 +86,15 @@ def test_a_replay_answers_tools_from_the_recording_and_labels_select_turns(
     assert store.unlabel("keep", [second]) == 1
     with pytest.raises(skein.RecordedChatError):
         store.replay(tools_model_name, labels=["keep"])
+
+    # A replay's turns, labelled in one go: those of a result, or all.
+    turns = sorted(turn["turn_node"] for turn in changed["turns"])
+    assert store.label("regressed", replay=changed["replay"][:8], results=["changed"]) == 2
+    assert sorted(map(str, store.labels("regressed"))) == turns
+    assert store.label("steady", replay=changed["replay"], results=["held"]) == 0
+    assert store.unlabel("regressed", [turns[0]], replay=changed["replay"]) == 2
+    assert store.labels("regressed") == []
+    with pytest.raises(ValueError, match="no result"):
+        store.label("x", replay=changed["replay"], results=["better"])
+    with pytest.raises(TypeError, match="replay="):
+        store.label("x", results=["changed"])

@@ -40,7 +40,16 @@ a turn whose lease passed is taken over, and its first worker's result is
 dropped), so several workers (processes, machines, on PostgreSQL) share one
 replay and a killed one is resumed by running it again: finished turns
 are never redone, and a turn is recorded whole or not at all.
+
+Reporting: [`ReplayReport`] is what every surface shows of a replay (its
+turns, comparators and costs), and [`ReplayUsage`] what it used.
 */
+
+mod report;
+
+pub use report::{
+    CostDelta, ReplayReport, ReplayUsage, TurnReport, TurnUsage, result_of, turns_of_replay,
+};
 
 use crate::compare::{Comparator, Comparison, Decision};
 use crate::embed::Embedder;

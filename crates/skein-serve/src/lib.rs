@@ -102,6 +102,8 @@ pub struct AppState {
     /// The `/api/events` poller and its streams.
     pub events: web::events::Hub,
     pub prices: Arc<PriceTable>,
+    /// The replays this server's workers are on (see `web::replays`).
+    pub(crate) replaying: std::sync::Mutex<std::collections::HashSet<skein::store::ReplayId>>,
 }
 
 /// How many family or comparison reads run at once.
@@ -128,6 +130,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
         turns: Arc::new(tokio::sync::Semaphore::new(WEB_TURNS)),
         events: web::events::Hub::default(),
         prices: config.prices.clone(),
+        replaying: Default::default(),
     });
     let mut app = web::routes();
     if config.proxy.is_some() {

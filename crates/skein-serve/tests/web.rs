@@ -920,6 +920,7 @@ async fn the_page_and_its_assets_are_embedded_behind_a_strict_content_policy() {
 
     for (path, kind) in [
         ("/assets/app.js", "text/javascript"),
+        ("/assets/replays.js", "text/javascript"),
         ("/assets/style.css", "text/css"),
         ("/assets/icon.svg", "image/svg+xml"),
     ] {
@@ -941,11 +942,13 @@ async fn the_page_and_its_assets_are_embedded_behind_a_strict_content_policy() {
             .unwrap();
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
     }
-    let script = server.get("/assets/app.js").await.text().await.unwrap();
-    assert!(
-        !script.contains("innerHTML"),
-        "the page never parses data as markup"
-    );
+    for script in ["/assets/app.js", "/assets/replays.js"] {
+        let script = server.get(script).await.text().await.unwrap();
+        assert!(
+            !script.contains("innerHTML"),
+            "the page never parses data as markup"
+        );
+    }
     assert_eq!(
         server.get("/assets/nope.js").await.status(),
         StatusCode::NOT_FOUND
@@ -4040,4 +4043,240 @@ async fn proxied_traffic_replays_with_tools_from_the_recording() {
     );
     assert_eq!(store.list_conversations(1000).unwrap().len(), TURNS);
     assert!(store.verify().unwrap().is_ok());
+}
+
+impl Server {
+    /// Poll a replay's progress until every turn is finished and no worker
+    /// of the server is on it; its last progress.
+    async fn replay_finished(&self, id: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let progress = self.json(&format!("/api/replays/{id}/progress")).await;
+            let totals = &progress["totals"];
+            let finished = ["done", "diverged", "failed"]
+                .iter()
+                .map(|key| totals[key].as_u64().unwrap())
+                .sum::<u64>();
+            if finished == progress["selected"].as_u64().unwrap() && progress["working"] == false {
+                return progress;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replay never finished: {progress}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    assert_eq!(server.json("/api/replays").await, serde_json::json!([]));
+
+    // Another system prompt on echo, judged exactly: echo says whether it
+    // had a system message, so both turns of `main` change.
+    let started = server
+        .act(
+            "/api/replays",
+            serde_json::json!({
+                "conversations": ["main"],
+                "system": "Be brief.",
+                "compare": ["exact"],
+            }),
+        )
+        .await;
+    let started: Value = serde_json::from_str(&started).unwrap();
+    let id = started["id"].as_str().unwrap().to_string();
+    assert_eq!(started["selected"], 2);
+    assert_eq!(started["model"], "echo", "the server's default model");
+    let progress = server.replay_finished(&id[..12]).await;
+    assert_eq!(progress["totals"]["changed"], 2);
+
+    let report = server.json(&format!("/api/replays/{}", &id[..12])).await;
+    assert_eq!(report["replay"], id.as_str());
+    assert_eq!(report["working"], false);
+    assert_eq!(report["change"]["system"], "Be brief.");
+    let turns = report["turns"].as_array().unwrap();
+    assert_eq!(
+        turns
+            .iter()
+            .map(|t| t["turn_node"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        [story.a1.as_str(), story.a2.as_str()]
+    );
+    let mut replayed = 0.0;
+    for turn in turns {
+        assert_eq!(turn["result"], "changed", "{turn}");
+        assert_eq!(turn["comparator"], "exact");
+        assert!(turn["why"].as_str().is_some_and(|why| !why.is_empty()));
+        assert_eq!(turn["conversation"], story.main.as_str());
+        let (original, answer) = (
+            turn["original"].as_str().unwrap(),
+            turn["answer"].as_str().unwrap(),
+        );
+        assert!(original.contains("system: no"), "{original}");
+        assert!(answer.contains("system: yes"), "{answer}");
+        // The replayed answer is a stored node; the original's answer stays.
+        let answer_node = turn["answer_node"].as_str().unwrap();
+        let node = server.json(&format!("/api/nodes/{answer_node}")).await;
+        assert_eq!(node["role"], "assistant");
+        // Priced at the server's prices, per turn and in total.
+        let usage = &turn["usage"];
+        let cost = (usage["input_tokens"].as_f64().unwrap()
+            + 2.0 * usage["output_tokens"].as_f64().unwrap())
+            / 1e6;
+        assert!(cost > 0.0);
+        assert!((turn["cost"]["dollars"].as_f64().unwrap() - cost).abs() < 1e-12);
+        assert_eq!(turn["cost"]["complete"], true);
+        assert_eq!(turn["original_cost"]["complete"], true);
+        replayed += cost;
+    }
+    assert!((report["cost"]["replay"]["dollars"].as_f64().unwrap() - replayed).abs() < 1e-12);
+    // The original answer names the replay that re-sent its turn.
+    let replayed_at = server.json(&format!("/api/nodes/{}", story.a1)).await["replays"].clone();
+    assert_eq!(replayed_at[0]["replay"], id.as_str());
+    assert_eq!(replayed_at[0]["result"], "changed");
+    assert_eq!(replayed_at[0]["answer_node"], turns[0]["answer_node"]);
+    assert_eq!(
+        server.json(&format!("/api/nodes/{}", story.a3)).await["replays"],
+        serde_json::json!([])
+    );
+    assert_eq!(report["cost"]["complete"], true);
+
+    // The model alone, default comparators: both hold. Listed newest first.
+    let held: Value = serde_json::from_str(
+        &server
+            .act(
+                "/api/replays",
+                serde_json::json!({ "turns": [&story.a2[..12]], "model": "echo" }),
+            )
+            .await,
+    )
+    .unwrap();
+    let held_id = held["id"].as_str().unwrap();
+    server.replay_finished(held_id).await;
+    let report = server.json(&format!("/api/replays/{held_id}")).await;
+    assert_eq!(report["totals"]["held"], 1);
+    assert_eq!(report["turns"][0]["result"], "held");
+    let listed = server.json("/api/replays").await;
+    assert_eq!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        [held_id, id.as_str()]
+    );
+    assert_eq!(listed[1]["totals"]["changed"], 2);
+    assert_eq!(
+        listed[1]["selection"]["conversations"][0],
+        story.main.as_str()
+    );
+
+    // Refused before anything is stored.
+    let before = server.store.all_replays().unwrap().len();
+    let refusals = [
+        (
+            serde_json::json!({}),
+            StatusCode::BAD_REQUEST,
+            "say which turns",
+        ),
+        (
+            serde_json::json!({ "conversations": ["nobody"] }),
+            StatusCode::NOT_FOUND,
+            "nobody",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "compare": ["sideways"] }),
+            StatusCode::BAD_REQUEST,
+            "sideways",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "model": "scripted:/etc/hostname" }),
+            StatusCode::BAD_REQUEST,
+            "does not offer it",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "options": { "temperature": -1 } }),
+            StatusCode::BAD_REQUEST,
+            "bad option",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "colour": "red" }),
+            StatusCode::BAD_REQUEST,
+            "colour",
+        ),
+    ];
+    for (body, status, says) in refusals {
+        let message = server.refused("/api/replays", body.clone(), status).await;
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    assert_eq!(server.store.all_replays().unwrap().len(), before);
+
+    // A finished replay has nothing to resume; an unknown one is not found.
+    let message = server
+        .refused(
+            &format!("/api/replays/{held_id}/resume"),
+            serde_json::json!({}),
+            StatusCode::CONFLICT,
+        )
+        .await;
+    assert!(message.contains("nothing to resume"), "{message}");
+    let unknown = "0123456789ab";
+    server
+        .error(&format!("/api/replays/{unknown}"), StatusCode::NOT_FOUND)
+        .await;
+    server
+        .error(
+            &format!("/api/replays/{unknown}/progress"),
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(server.store.verify().unwrap().is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_whose_worker_stopped_is_resumed_from_the_page() {
+    use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    // Stored as a worker that died before replaying anything leaves it.
+    let replayer = Replayer::new(&server.store, Model::open("echo").unwrap())
+        .embedder(Arc::new(skein::recorded::LexicalEmbedder::new(256)));
+    let conversation = server.store.resolve_conversation(&story.main).unwrap();
+    let id = replayer
+        .start(
+            &Selection::new().conversation(conversation),
+            &ReplayPlan::new("echo"),
+        )
+        .await
+        .unwrap();
+    let progress = server.json(&format!("/api/replays/{id}/progress")).await;
+    assert_eq!(progress["totals"]["pending"], 2);
+    assert_eq!(progress["working"], false);
+    let report = server.json(&format!("/api/replays/{id}")).await;
+    assert!(
+        report["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|turn| turn["result"] == "pending" && turn["cost"].is_null())
+    );
+
+    server
+        .act(&format!("/api/replays/{id}/resume"), serde_json::json!({}))
+        .await;
+    let progress = server.replay_finished(id.as_str()).await;
+    assert_eq!(progress["totals"]["held"], 2);
+    let report = server.json(&format!("/api/replays/{id}")).await;
+    assert!(
+        report["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|turn| turn["result"] == "held" && turn["cost"]["complete"] == true)
+    );
 }

@@ -1,7 +1,7 @@
 /*!
 Resolving the short id prefixes people type into full ids: nodes (32-byte
-blobs, matched by byte range), conversations and runs (hex text, matched by
-text range). A prefix that matches nothing or several ids is a typed error
+blobs, matched by byte range), conversations, runs, reruns and replays (hex
+text, matched by text range). A prefix that matches nothing or several ids is a typed error
 that says which. A conversation is also found by its name, but an id (or a
 unique prefix of one) always wins over a name, so no name can stand in for
 another conversation's id.
@@ -12,7 +12,7 @@ range (sqlite/resolve.rs, postgres/resolve.rs).
 
 use crate::async_store::AsyncStore;
 use crate::error::{Result, StoreError};
-use crate::records::{ConversationId, RerunId, RunId};
+use crate::records::{ConversationId, ReplayId, RerunId, RunId};
 use crate::store::Store;
 use skein_core::NodeId;
 use skein_core::id::is_hex_prefix;
@@ -26,6 +26,7 @@ pub(crate) enum IdTable {
     Conversations,
     Runs,
     Reruns,
+    Replays,
 }
 
 impl IdTable {
@@ -34,6 +35,7 @@ impl IdTable {
             IdTable::Conversations => "conversations",
             IdTable::Runs => "runs",
             IdTable::Reruns => "reruns",
+            IdTable::Replays => "replays",
         }
     }
 }
@@ -78,6 +80,11 @@ impl Store {
     /// The rerun whose id starts with `prefix`.
     pub fn resolve_rerun(&self, prefix: &str) -> Result<RerunId> {
         self.wait(self.nonblocking().resolve_rerun(prefix))
+    }
+
+    /// The replay whose id starts with `prefix`.
+    pub fn resolve_replay(&self, prefix: &str) -> Result<ReplayId> {
+        self.wait(self.nonblocking().resolve_replay(prefix))
     }
 }
 
@@ -147,6 +154,15 @@ impl AsyncStore<'_> {
             id[..12.min(id.len())].to_string()
         })
         .map(RerunId)
+    }
+
+    /// [`Store::resolve_replay`].
+    pub async fn resolve_replay(&self, prefix: &str) -> Result<ReplayId> {
+        let ids = self.text_prefix(IdTable::Replays, prefix).await?;
+        pick("replay", prefix, ids, |id: &String| {
+            id[..12.min(id.len())].to_string()
+        })
+        .map(ReplayId)
     }
 
     /// The conversation ids starting with `text` (a few, when several

@@ -152,7 +152,10 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
         })
     };
     match line {
-        Line::Header { .. } | Line::Node { .. } | Line::Replay(_) => Vec::new(),
+        Line::Header { .. }
+        | Line::Node { .. }
+        | Line::Replay(_)
+        | Line::DeletedConversation(_) => Vec::new(),
         Line::Conversation(conversation) => {
             let origin = conversation.origin.as_ref().and_then(|origin| origin.node);
             [
@@ -221,7 +224,6 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
             all
         }
         Line::Label(label) => node("labels", &Some(label.node)).into_iter().collect(),
-        Line::DeletedConversation(_) => Vec::new(),
     }
 }
 

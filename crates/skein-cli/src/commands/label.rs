@@ -1,6 +1,7 @@
 /*!
 `skein label`: put a name on recorded turns to keep them as cases (`add`,
-`rm`, `list`), and write a label's turns as a JSONL test set (`export`)
+`rm`, `list`; by node, or every turn a replay re-sent, or those of a
+result: a replay's regressions), and write a label's turns as a JSONL test set (`export`)
 that `skein label import` or `skein replay --cases FILE` reads into any
 database. A labelled turn is kept by `skein delete` and `skein gc` until
 its label is removed.
@@ -13,7 +14,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skein::NodeId;
 use skein::recorded::cases;
-use skein::recorded::replay::request_of_turn;
+use skein::recorded::replay::{request_of_turn, turns_of_replay};
 use skein::store::OpenMode;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -39,8 +40,19 @@ pub struct LabelTurnsArgs {
     /// The label's name
     pub name: String,
     /// Turns, by their final answer's node (any unique prefix)
-    #[arg(value_name = "TURN", required = true)]
+    #[arg(value_name = "TURN", required_unless_present = "replay")]
     pub turns: Vec<String>,
+    /// Every turn a replay re-sent (its original turn), as well (any unique prefix of its id)
+    #[arg(long, value_name = "REPLAY")]
+    pub replay: Option<String>,
+    /// With --replay: only its turns with this result (repeatable)
+    #[arg(
+        long = "result",
+        value_name = "RESULT",
+        requires = "replay",
+        value_parser = ["changed", "held", "diverged", "failed", "pending", "running"]
+    )]
+    pub results: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -88,7 +100,7 @@ pub async fn run(globals: &Globals, command: LabelCommand) -> Result<ExitCode> {
 }
 
 async fn add(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
-    let turns = resolve(ctx, &args.turns)?;
+    let turns = resolve(ctx, &args)?;
     // Only turns: a label selects turns for replays and cases.
     for turn in &turns {
         request_of_turn(&ctx.store, *turn).await?;
@@ -102,13 +114,26 @@ async fn add(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
 }
 
 fn remove(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
-    let turns = resolve(ctx, &args.turns)?;
+    let turns = resolve(ctx, &args)?;
     let removed = ctx.store.remove_label(&args.name, &turns)?;
     report(ctx, "unlabelled", &args.name, removed, turns.len())
 }
 
-fn resolve(ctx: &Context, given: &[String]) -> Result<Vec<NodeId>> {
-    given.iter().map(|text| ctx.node(text)).collect()
+/// The turns named, and a replay's (its original turns, those with the
+/// results asked for).
+fn resolve(ctx: &Context, args: &LabelTurnsArgs) -> Result<Vec<NodeId>> {
+    let mut turns: Vec<NodeId> = args
+        .turns
+        .iter()
+        .map(|text| ctx.node(text))
+        .collect::<Result<_>>()?;
+    if let Some(given) = &args.replay {
+        let id = super::replay::find_replay(ctx, given)?;
+        turns.extend(turns_of_replay(&ctx.store, &id, &args.results)?);
+    }
+    let mut seen = std::collections::HashSet::new();
+    turns.retain(|turn| seen.insert(*turn));
+    Ok(turns)
 }
 
 fn report(ctx: &Context, verb: &str, name: &str, changed: u64, given: usize) -> Result<ExitCode> {

@@ -9,29 +9,25 @@ with a replay whose worker died, or joins one other workers run.
 use super::common::context::{Context, Globals, print_json};
 use super::common::model::home_model;
 use super::common::values::parse_cutoff;
-use super::usage::{cost_json, dollars};
+use super::usage::dollars;
 use crate::exit::{ExitWith, NOT_FOUND, REPLAY_REGRESSED};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use serde_json::{Value, json};
 use skein::core::ToolSpec;
-use skein::core::price::{Cost, PriceTable};
+use skein::core::price::CostSummary;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
-use skein::recorded::replay::{Change, ReplayPlan, Replayer, Selection, plan_of};
-use skein::store::OpenMode;
-use skein::store::{
-    ReplayId, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn, RunId, Totals, UsageScope,
+use skein::recorded::replay::{
+    Change, ReplayPlan, ReplayReport, Replayer, Selection, TurnReport, plan_of, result_of,
 };
+use skein::store::OpenMode;
+use skein::store::{ReplayId, StoreError};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Rows read from the store at a time for the report.
-const PAGE: usize = 500;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -159,27 +155,26 @@ pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
             bar.set_message(format!(
                 "turn {} {}",
                 progress.turn.seq,
-                word(&progress.turn)
+                result_of(&progress.turn)
             ));
         })
         .await;
     bar.finish_and_clear();
-    let totals = totals?;
-    let turns = worst_first(all_turns(ctx, &id)?);
-    let costs = Costs::of(ctx, &turns)?;
+    totals?;
+    let report = ReplayReport::read(&ctx.store, &id, &crate::config::prices()?)?.worst_first();
     let format = if ctx.json {
         ReplayFormat::Json
     } else {
         args.format
     };
     match format {
-        ReplayFormat::Text => print_text(&record, &totals, &turns, &costs)?,
+        ReplayFormat::Text => print_text(&report)?,
         ReplayFormat::Json => {
-            print_json(&report_json(&record, &totals, &turns, &costs))?;
+            print_json(&report)?;
         }
-        ReplayFormat::Junit => outln!("{}", junit(&record, &totals, &turns, &costs).trim_end())?,
+        ReplayFormat::Junit => outln!("{}", junit(&report).trim_end())?,
     }
-    if totals.changed + totals.diverged + totals.failed > 0 {
+    if report.regressed() {
         return Ok(ExitCode::from(REPLAY_REGRESSED));
     }
     Ok(ExitCode::SUCCESS)
@@ -310,29 +305,15 @@ async fn selection(ctx: &Context, args: &ReplayArgs) -> Result<Selection> {
 }
 
 /// The replay whose id starts with `given`.
-fn find_replay(ctx: &Context, given: &str) -> Result<ReplayId> {
-    let matching: Vec<ReplayId> = ctx
-        .store
-        .all_replays()?
-        .into_iter()
-        .map(|replay| replay.id)
-        .filter(|id| id.as_str().starts_with(given))
-        .collect();
-    match &matching[..] {
-        [one] => Ok(one.clone()),
-        [] => Err(ExitWith(NOT_FOUND, format!("no replay starts with `{given}`")).into()),
-        many => Err(ExitWith(
-            NOT_FOUND,
-            format!(
-                "`{given}` matches several replays ({}); give more digits",
-                many.iter()
-                    .map(|id| id.short())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-        .into()),
-    }
+pub fn find_replay(ctx: &Context, given: &str) -> Result<ReplayId> {
+    ctx.store
+        .resolve_replay(given)
+        .map_err(|error| match error {
+            error @ (StoreError::UnknownPrefix { .. } | StoreError::AmbiguousPrefix { .. }) => {
+                ExitWith(NOT_FOUND, error.to_string()).into()
+            }
+            error => error.into(),
+        })
 }
 
 fn progress_bar(total: u64, id: &ReplayId) -> indicatif::ProgressBar {
@@ -348,48 +329,6 @@ fn progress_bar(total: u64, id: &ReplayId) -> indicatif::ProgressBar {
     }
     bar.set_prefix(id.short().to_string());
     bar
-}
-
-fn all_turns(ctx: &Context, id: &ReplayId) -> Result<Vec<ReplayTurn>> {
-    let mut turns = Vec::new();
-    loop {
-        let page = ctx
-            .store
-            .replay_turns(id, turns.last().map(|t: &ReplayTurn| t.seq), PAGE)?;
-        let done = page.len() < PAGE;
-        turns.extend(page);
-        if done {
-            return Ok(turns);
-        }
-    }
-}
-
-/// How bad a turn is: failed, diverged, changed, held.
-fn rank(turn: &ReplayTurn) -> u8 {
-    match (turn.status, turn.decision.as_deref()) {
-        (ReplayStatus::Failed, _) => 0,
-        (ReplayStatus::Diverged, _) => 1,
-        (_, Some("changed")) => 2,
-        (ReplayStatus::Pending | ReplayStatus::Running, _) => 3,
-        _ => 4,
-    }
-}
-
-fn worst_first(mut turns: Vec<ReplayTurn>) -> Vec<ReplayTurn> {
-    turns.sort_by_key(|turn| (rank(turn), turn.seq));
-    turns
-}
-
-/// `changed`, `held`, `diverged`, `failed` (or where it stands).
-fn word(turn: &ReplayTurn) -> &str {
-    match turn.status {
-        ReplayStatus::Done => turn.decision.as_deref().unwrap_or("done"),
-        other => other.as_str(),
-    }
-}
-
-fn text_of<'t>(turn: &'t ReplayTurn, key: &str) -> &'t str {
-    turn.detail[key].as_str().unwrap_or_default()
 }
 
 /// A text with the words the other lacks between `open` and `close`
@@ -411,78 +350,28 @@ fn marked(segments: &[Segment], open: &str, close: &str) -> String {
 }
 
 /// Tokens (in + out) and latency of the original and the replay.
-fn tokens_and_latency(turn: &ReplayTurn) -> Option<(i64, i64, i64, i64)> {
-    let tokens =
-        |usage: &Value| Some(usage["input_tokens"].as_i64()? + usage["output_tokens"].as_i64()?);
-    let original = &turn.detail["original_usage"];
-    let replayed = &turn.detail["usage"];
+fn tokens_and_latency(turn: &TurnReport) -> Option<(i64, i64, i64, i64)> {
+    let (original, replayed) = (turn.original_usage?, turn.usage?);
     Some((
-        tokens(original)?,
-        tokens(replayed)?,
-        original["latency_ms"].as_i64()?,
-        replayed["latency_ms"].as_i64()?,
+        original.tokens() as i64,
+        replayed.tokens() as i64,
+        original.latency_ms,
+        replayed.latency_ms,
     ))
 }
 
-/// What each turn's original and replay cost at today's prices (a price
-/// change re-prices the report), and the totals.
-struct Costs {
-    /// By turn seq: (original, replay); absent for a turn not replayed yet
-    /// or replayed before replays kept their originals' runs.
-    turns: std::collections::HashMap<u64, (Cost, Cost)>,
-    original: Totals,
-    replay: Totals,
-    prices: PriceTable,
+/// `cost $A → $B (+$D)`, each side "at least" when it is a lower bound.
+fn cost_line(original: &CostSummary, replay: &CostSummary) -> String {
+    format!(
+        "cost {} → {} ({})",
+        priced(original),
+        priced(replay),
+        signed_dollars(replay.dollars - original.dollars)
+    )
 }
 
-impl Costs {
-    fn of(ctx: &Context, turns: &[ReplayTurn]) -> Result<Costs> {
-        let prices = crate::config::prices()?;
-        let usage = |runs: &[RunId]| ctx.store.usage(&UsageScope::Runs(runs.to_vec()));
-        let mut by_turn = std::collections::HashMap::new();
-        let (mut all_original, mut all_replay) = (Vec::new(), Vec::new());
-        for turn in turns {
-            let Ok(original) =
-                serde_json::from_value::<Vec<RunId>>(turn.detail["original_runs"].clone())
-            else {
-                continue;
-            };
-            let replayed = (
-                prices.cost(&usage(&original)?),
-                prices.cost(&usage(&turn.runs)?),
-            );
-            by_turn.insert(turn.seq, replayed);
-            all_original.extend(original);
-            all_replay.extend(turn.runs.iter().cloned());
-        }
-        Ok(Costs {
-            turns: by_turn,
-            original: usage(&all_original)?,
-            replay: usage(&all_replay)?,
-            prices,
-        })
-    }
-
-    /// `cost $A → $B (+$D)`, each side "at least" when it is a lower bound.
-    fn line(original: &Cost, replay: &Cost) -> String {
-        format!(
-            "cost {} → {} ({})",
-            priced(original),
-            priced(replay),
-            signed_dollars(replay.dollars - original.dollars)
-        )
-    }
-
-    fn total(&self) -> (Cost, Cost) {
-        (
-            self.prices.cost(&self.original),
-            self.prices.cost(&self.replay),
-        )
-    }
-}
-
-fn priced(cost: &Cost) -> String {
-    match cost.is_complete() {
+fn priced(cost: &CostSummary) -> String {
+    match cost.complete {
         true => dollars(cost.dollars),
         false => format!("at least {}", dollars(cost.dollars)),
     }
@@ -493,33 +382,24 @@ fn signed_dollars(value: f64) -> String {
     format!("{sign}{}", dollars(value.abs()))
 }
 
-/// A cost in a report's JSON.
-fn cost_value(cost: &Cost) -> Value {
-    cost_json(cost)
-}
-
-fn print_text(
-    record: &ReplayRecord,
-    totals: &ReplayTotals,
-    turns: &[ReplayTurn],
-    costs: &Costs,
-) -> Result<()> {
-    for turn in turns {
+fn print_text(report: &ReplayReport) -> Result<()> {
+    for turn in &report.turns {
         outln!(
             "{:<8} turn {} · {}{}",
-            word(turn).to_uppercase(),
+            turn.result.to_uppercase(),
             turn.seq,
             turn.turn_node.short(),
             turn.comparator
                 .as_deref()
                 .map_or(String::new(), |c| format!(" · {c}"))
         )?;
-        let why = text_of(turn, "why");
+        let why = turn.why.as_deref().unwrap_or_default();
         if !why.is_empty() {
             outln!("  why:      {}", ui::one_line(why, 200))?;
         }
-        let (original, answer) = (text_of(turn, "original"), text_of(turn, "answer"));
-        let (original, answer) = if turn.decision.as_deref() == Some("changed") {
+        let original = turn.original.as_deref().unwrap_or_default();
+        let answer = turn.answer.as_deref().unwrap_or_default();
+        let (original, answer) = if turn.result == "changed" {
             let (a, b) = word_diff(original, answer);
             (marked(&a, "[-", "-]"), marked(&b, "{+", "+}"))
         } else {
@@ -530,12 +410,10 @@ fn print_text(
             outln!("  replay:   {}", ui::one_line(&answer, 200))?;
         }
         if let Some((before, after, was, now)) = tokens_and_latency(turn) {
-            let cost = costs
-                .turns
-                .get(&turn.seq)
-                .map_or(String::new(), |(original, replay)| {
-                    format!(" · {}", Costs::line(original, replay))
-                });
+            let cost = match (&turn.original_cost, &turn.cost) {
+                (Some(original), Some(replay)) => format!(" · {}", cost_line(original, replay)),
+                _ => String::new(),
+            };
             outln!(
                 "  tokens {before} → {after} ({:+}) · latency {was} → {now} ms ({:+}){cost}",
                 after - before,
@@ -543,89 +421,39 @@ fn print_text(
             )?;
         }
     }
-    let (original_cost, replay_cost) = costs.total();
     let (mut tokens, mut time) = (0i64, 0i64);
-    for (before, after, was, now) in turns.iter().filter_map(tokens_and_latency) {
+    for (before, after, was, now) in report.turns.iter().filter_map(tokens_and_latency) {
         tokens += after - before;
         time += now - was;
     }
+    let totals = &report.totals;
     outln!(
         "replay {} on {}: {} turns · {} changed · {} held · {} diverged · {} failed · tokens {tokens:+} · latency {time:+} ms · {}",
-        record.id.short(),
-        record.model,
-        record.turns,
+        report.replay.short(),
+        report.model,
+        report.selected,
         totals.changed,
         totals.held,
         totals.diverged,
         totals.failed,
-        Costs::line(&original_cost, &replay_cost)
+        cost_line(&report.cost.original, &report.cost.replay)
     )?;
     Ok(())
 }
 
-fn report_json(
-    record: &ReplayRecord,
-    totals: &ReplayTotals,
-    turns: &[ReplayTurn],
-    costs: &Costs,
-) -> Value {
-    let (original_cost, replay_cost) = costs.total();
-    let turn_cost = |turn: &ReplayTurn, side: usize| {
-        costs
-            .turns
-            .get(&turn.seq)
-            .map(|pair| cost_value(if side == 0 { &pair.0 } else { &pair.1 }))
-    };
-    json!({
-        "replay": record.id,
-        "model": record.model,
-        "selection": record.selection,
-        "change": record.change,
-        "settings": record.settings,
-        "totals": totals,
-        "cost": {
-            "original": cost_value(&original_cost),
-            "replay": cost_value(&replay_cost),
-            "delta": replay_cost.dollars - original_cost.dollars,
-            "complete": original_cost.is_complete() && replay_cost.is_complete(),
-        },
-        "turns": turns.iter().map(|turn| json!({
-            "seq": turn.seq,
-            "result": word(turn),
-            "conversation": turn.conversation,
-            "turn_node": turn.turn_node,
-            "answer_node": turn.answer_head,
-            "comparator": turn.comparator,
-            "why": turn.detail["why"],
-            "original": turn.detail["original"],
-            "answer": turn.detail["answer"],
-            "original_usage": turn.detail["original_usage"],
-            "usage": turn.detail["usage"],
-            "original_cost": turn_cost(turn, 0),
-            "cost": turn_cost(turn, 1),
-            "runs": turn.runs,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 /// The report as a JUnit test suite: a held turn passes, a changed or
 /// diverged one fails, a failed one is an error.
-fn junit(
-    record: &ReplayRecord,
-    totals: &ReplayTotals,
-    turns: &[ReplayTurn],
-    costs: &Costs,
-) -> String {
-    let (original_cost, replay_cost) = costs.total();
+fn junit(report: &ReplayReport) -> String {
+    let totals = &report.totals;
     let mut out = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n  <properties>\n{}  </properties>\n",
-        xml(record.id.as_str()),
-        turns.len(),
+        xml(report.replay.as_str()),
+        report.turns.len(),
         totals.changed + totals.diverged,
         totals.failed,
-        cost_properties("    ", &original_cost, &replay_cost)
+        cost_properties("    ", &report.cost.original, &report.cost.replay)
     );
-    for turn in turns {
+    for turn in &report.turns {
         let name = format!("turn {} ({})", turn.seq, turn.turn_node.short());
         let class = turn
             .conversation
@@ -637,7 +465,7 @@ fn junit(
             xml(&class)
         ));
         let mut inner = String::new();
-        if let Some((original, replay)) = costs.turns.get(&turn.seq) {
+        if let (Some(original), Some(replay)) = (&turn.original_cost, &turn.cost) {
             inner.push_str(&format!(
                 "\n    <properties>\n{}    </properties>",
                 cost_properties("      ", original, replay)
@@ -645,15 +473,15 @@ fn junit(
         }
         let body = format!(
             "original: {}\nreplay: {}",
-            text_of(turn, "original"),
-            text_of(turn, "answer")
+            turn.original.as_deref().unwrap_or_default(),
+            turn.answer.as_deref().unwrap_or_default()
         );
-        let why = text_of(turn, "why");
-        match rank(turn) {
+        let why = turn.why.as_deref().unwrap_or_default();
+        match turn.rank() {
             0 => inner.push_str(&format!("\n    <error message=\"{}\"/>", xml(why))),
             1 | 2 => inner.push_str(&format!(
                 "\n    <failure type=\"{}\" message=\"{}\">{}</failure>",
-                word(turn),
+                turn.result,
                 xml(why),
                 xml(&body)
             )),
@@ -671,7 +499,7 @@ fn junit(
 
 /// The original's and the replay's cost as JUnit properties (dollars, and
 /// whether each is complete rather than a lower bound).
-fn cost_properties(indent: &str, original: &Cost, replay: &Cost) -> String {
+fn cost_properties(indent: &str, original: &CostSummary, replay: &CostSummary) -> String {
     let mut out = String::new();
     for (name, value) in [
         ("cost.original", format!("{:.6}", original.dollars)),
@@ -682,7 +510,7 @@ fn cost_properties(indent: &str, original: &Cost, replay: &Cost) -> String {
         ),
         (
             "cost.complete",
-            (original.is_complete() && replay.is_complete()).to_string(),
+            (original.complete && replay.complete).to_string(),
         ),
     ] {
         out.push_str(&format!(

@@ -1,8 +1,9 @@
 /*!
 `skein usage`: token totals asked of the store, from every recorded run,
 for a node's runs, a conversation, a family or a coordinator sequence (what
-each holds is `skein::store::UsageScope`'s); and how totals are printed,
-which `log -u` shares. Each run counts once however many ways it is
+each holds is `skein::store::UsageScope`'s), or a replay's two sides
+(`skein::recorded::replay::ReplayUsage`); and how totals are printed, which
+`log -u` shares. Each run counts once however many ways it is
 reached; a run that reported no figures makes the total *incomplete*, and
 the output says how many runs it lacks, never a silent zero.
 
@@ -13,13 +14,14 @@ makes the cost a lower bound, said so. Cache reads show as a hit rate
 (their share of the input tokens) and as what they saved.
 */
 
-use super::common::context::{Globals, print_json};
+use super::common::context::{Context, Globals, print_json};
 use crate::exit::{ExitWith, NOT_FOUND};
 use crate::ui::outln;
 use anyhow::Result;
 use clap::Args;
 use serde_json::{Value, json};
-use skein::core::price::{Cost, PriceTable};
+use skein::core::price::{Cost, CostSummary, PriceTable};
+use skein::recorded::replay::ReplayUsage;
 use skein::store::{Totals, UsageScope};
 use std::process::ExitCode;
 
@@ -44,10 +46,21 @@ pub struct UsageArgs {
     /// A coordinator sequence, by its id: its start, its continuations
     #[arg(long, value_name = "SEQUENCE")]
     pub sequence: Option<String>,
+    /// A replay (any unique prefix of its id): what its original turns and its replayed turns
+    /// used and cost, each run counted once, and the difference; a judge's calls apart
+    #[arg(
+        long,
+        value_name = "REPLAY",
+        conflicts_with_all = ["node", "cid", "family", "run", "sequence"]
+    )]
+    pub replay: Option<String>,
 }
 
 pub fn run(globals: &Globals, args: UsageArgs) -> Result<ExitCode> {
     let ctx = &globals.open_to_show()?;
+    if let Some(replay) = &args.replay {
+        return replay_usage(ctx, replay);
+    }
     let (scope, what, described) = if let Some(node) = &args.node {
         let node = ctx.node(node)?;
         (
@@ -100,7 +113,64 @@ pub fn run(globals: &Globals, args: UsageArgs) -> Result<ExitCode> {
         value["scope"] = described;
         return print_json(&value);
     }
-    outln!("{what}: {}", runs_line(&totals))?;
+    print_totals(&what, &totals, &prices)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `usage --replay ID`: the original turns' and the replayed turns' usage
+/// and cost (only turns replayed so far, so the two compare like for
+/// like), the judge's calls apart, and the difference.
+fn replay_usage(ctx: &Context, given: &str) -> Result<ExitCode> {
+    let id = super::replay::find_replay(ctx, given)?;
+    let usage = ReplayUsage::read(&ctx.store, &id)?;
+    let prices = crate::config::prices()?;
+    let (original, replay) = (prices.cost(&usage.original), prices.cost(&usage.replay));
+    let tokens = |totals: &Totals| totals.input_tokens.value + totals.output_tokens.value;
+    let token_delta = tokens(&usage.replay) as i64 - tokens(&usage.original) as i64;
+    let dollar_delta = replay.dollars - original.dollars;
+    let complete = original.is_complete() && replay.is_complete();
+    if ctx.json {
+        return print_json(&json!({
+            "scope": {"replay": id},
+            "turns": usage.turns,
+            "selected": usage.selected,
+            "original": totals_json(&usage.original, &prices),
+            "replay": totals_json(&usage.replay, &prices),
+            "judge": totals_json(&usage.judge, &prices),
+            "delta": {
+                "tokens": token_delta,
+                "dollars": dollar_delta,
+                "complete": complete,
+            },
+        }));
+    }
+    let replayed = format!("{} of {} turns replayed", usage.turns, usage.selected);
+    print_totals(
+        &format!("replay {}, the original turns ({replayed})", id.short()),
+        &usage.original,
+        &prices,
+    )?;
+    print_totals("the replayed turns", &usage.replay, &prices)?;
+    if !usage.judge.runs.is_empty() {
+        print_totals("the judge's calls (in neither)", &usage.judge, &prices)?;
+    }
+    let sign = if dollar_delta < 0.0 { "-" } else { "+" };
+    outln!(
+        "difference: tokens {token_delta:+} · cost {sign}{}{}",
+        dollars(dollar_delta.abs()),
+        if complete {
+            ""
+        } else {
+            " (a side is a lower bound: see above)"
+        }
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Totals as the text output prints them: runs, each figure, the cache
+/// hit rate, the cost and what makes them incomplete.
+fn print_totals(what: &str, totals: &Totals, prices: &PriceTable) -> Result<()> {
+    outln!("{what}: {}", runs_line(totals))?;
     let figures = [
         ("input tokens", &totals.input_tokens),
         ("output tokens", &totals.output_tokens),
@@ -122,14 +192,14 @@ pub fn run(globals: &Globals, args: UsageArgs) -> Result<ExitCode> {
         };
         outln!("{name}: {}{gap}", figure.value)?;
     }
-    if let Some(rate) = cache_line(&totals) {
+    if let Some(rate) = cache_line(totals) {
         outln!("{rate}")?;
     }
-    outln!("{}", cost_line(&prices.cost(&totals), &prices))?;
-    if let Some(note) = incomplete_note(&totals) {
+    outln!("{}", cost_line(&prices.cost(totals), prices))?;
+    if let Some(note) = incomplete_note(totals) {
         outln!("{note}")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `cache hit rate: N%` of the input tokens, when some were read from a
@@ -185,15 +255,7 @@ pub fn cost_line(cost: &Cost, prices: &PriceTable) -> String {
 
 /// A cost as `--json` prints it.
 pub fn cost_json(cost: &Cost) -> Value {
-    json!({
-        "dollars": cost.dollars,
-        "complete": cost.is_complete(),
-        "cache_savings": cost.cache_savings,
-        "by_model": cost.by_model,
-        "unpriced_runs": cost.unpriced,
-        "unmeasured_runs": cost.unmeasured,
-        "prices_date": cost.prices_date,
-    })
+    json!(CostSummary::from(cost))
 }
 
 /// `N run(s)`, with how many failed.

@@ -2,7 +2,8 @@
 //! recorded usage when they read it (built-in prices, the configuration
 //! file's `[prices]`), count shared work once, name what they could not
 //! price, and split cached input without counting it twice for both
-//! providers' usage shapes.
+//! providers' usage shapes; a replay's report and `usage --replay` price
+//! its original and replayed turns apart.
 
 use serde_json::Value;
 use skein_testkit::Cli;
@@ -314,6 +315,51 @@ fn a_replay_report_prices_the_original_and_the_replay() {
         "{junit}"
     );
 
+    // `usage --replay`: the same sides, each run counted once (resuming
+    // the finished replay above added nothing), no judge.
+    let usage = skein.json(&["usage", "--replay", &id[..8]]);
+    assert_eq!(usage["scope"]["replay"], id.as_str());
+    assert_eq!(
+        (usage["turns"].as_u64(), usage["selected"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert!(
+        close(&usage["original"]["cost"]["dollars"], original),
+        "{usage}"
+    );
+    assert!(
+        close(&usage["replay"]["cost"]["dollars"], replayed),
+        "{usage}"
+    );
+    assert!(
+        close(&usage["delta"]["dollars"], replayed - original),
+        "{usage}"
+    );
+    assert_eq!(usage["delta"]["complete"], true);
+    assert_eq!(usage["original"]["runs"].as_array().unwrap().len(), 2);
+    let replay_runs: usize = report["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| turn["runs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(
+        usage["replay"]["runs"].as_array().unwrap().len(),
+        replay_runs
+    );
+    assert_eq!(usage["judge"]["runs"], serde_json::json!([]));
+    let text = skein.ok(&["usage", "--replay", &id]);
+    assert!(
+        text.contains(&format!(
+            "replay {}, the original turns (2 of 2 turns replayed): 2 run(s)",
+            &id[..12]
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!("cost: ${original:.6}")), "{text}");
+    assert!(text.contains("difference: tokens "), "{text}");
+    assert!(!text.contains("lower bound"), "{text}");
+
     // Replayed on a model without a price: the replay's side is a lower
     // bound, and the text says so.
     let text = skein.ok_or_7(&["replay", "--cid", &cid, "-m", &script()]);
@@ -322,6 +368,27 @@ fn a_replay_report_prices_the_original_and_the_replay() {
         summary.contains(&format!("cost ${original:.6} → at least $")),
         "{summary}"
     );
+    let short = summary.split_whitespace().nth(1).unwrap();
+    let usage = skein.json(&["usage", "--replay", short]);
+    assert_eq!(usage["delta"]["complete"], false);
+    assert_eq!(usage["replay"]["cost"]["complete"], false);
+    assert!(
+        !usage["replay"]["cost"]["unpriced_runs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let text = skein.ok(&["usage", "--replay", short]);
+    assert!(
+        text.contains("(a side is a lower bound: see above)"),
+        "{text}"
+    );
+
+    // An unknown replay is not found; a replay and another scope conflict.
+    let unknown = skein.run(&["usage", "--replay", "fffffffff"]);
+    assert_eq!(unknown.status.code(), Some(3));
+    let both = skein.run(&["usage", "--replay", short, "--cid", &cid]);
+    assert_eq!(both.status.code(), Some(2));
 }
 
 trait OkOr7 {

@@ -1,5 +1,6 @@
 //! `skein label` and cases end to end: turns labelled and listed (a
-//! message that ends no turn is refused), replayed by label; a label
+//! message that ends no turn is refused), replayed by label, a replay's
+//! turns of a result labelled in one go; a label
 //! exported as JSONL cases with a comparator and replayed with `--cases`
 //! on another, empty database (each case judged by its own comparator
 //! unless `--compare` overrides it); a labelled turn outlives the deletion
@@ -110,6 +111,50 @@ fn labelled_turns_replay_by_label_and_as_cases_on_another_database() {
             ("held".to_string(), "specifics+embedding".to_string())
         ]
     );
+
+    // A replay's regressions kept as cases: its changed turn (the
+    // original, by its answer), then every turn it re-sent.
+    let id = by_label["replay"].as_str().unwrap();
+    let kept = skein.json(&[
+        "label",
+        "add",
+        "price-regressed",
+        "--replay",
+        &id[..8],
+        "--result",
+        "changed",
+    ]);
+    assert_eq!(kept["labelled"], 1, "{kept}");
+    assert_eq!(
+        skein.json(&["label", "list", "price-regressed"])[0]["node"],
+        price.as_str()
+    );
+    let all = skein.json(&["label", "add", "price-regressed", "--replay", id, &price]);
+    assert_eq!(
+        (all["labelled"].as_u64(), all["given"].as_u64()),
+        (Some(1), Some(2)),
+        "{all}"
+    );
+    let off = skein.json(&["label", "rm", "price-regressed", "--replay", id]);
+    assert_eq!(off["unlabelled"], 2, "{off}");
+    let held = skein.json(&["label", "add", "steady", "--replay", id, "--result", "held"]);
+    assert_eq!(held["labelled"], 1, "{held}");
+    assert_eq!(
+        skein.json(&["label", "list", "steady"])[0]["node"],
+        version.as_str()
+    );
+    skein.json(&["label", "rm", "steady", &version]);
+    // --result needs --replay; an unknown result or replay is refused.
+    for (args, code) in [
+        (vec!["label", "add", "x", &price, "--result", "changed"], 2),
+        (
+            vec!["label", "add", "x", "--replay", id, "--result", "better"],
+            2,
+        ),
+        (vec!["label", "add", "x", "--replay", "fffffffff"], 3),
+    ] {
+        assert_eq!(skein.run(&args).status.code(), Some(code), "{args:?}");
+    }
 
     // Exported with `exact`, then replayed on an empty database.
     let file = skein.dir().join("cases.jsonl");

@@ -998,6 +998,104 @@ fn a_turn_from_another_process_appears_in_the_open_page() {
     });
 }
 
+/// A replay from the workbench in a real browser: started from a
+/// conversation's *Replay…* link with another system prompt, watched until
+/// it finishes, its report read (each turn changed, its words marked, the
+/// cost shown), a turn's original opened in its family tree and linked
+/// back to the replay, the replay listed; the pages fit every width.
+#[test]
+fn a_replay_is_started_watched_and_read_in_a_real_browser() {
+    let Some(browser) = browser_or_skip("of the replay pages") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let first = skein_json(
+        &db,
+        &["prompt", "-m", "echo", "--name", "rivers", "Name a river."],
+    );
+    let conversation = first["conversation"].as_str().unwrap().to_string();
+    skein_json(&db, &["prompt", "--cid", "rivers", "Name another."]);
+
+    let server = Server::start(&db, &["-m", "echo"]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
+        let shots = screenshots();
+
+        page.goto(&format!("{}/#/c/{conversation}", server.base())).await;
+        let link = page.wait_for("#replay-family").await;
+        page.click(&link).await;
+        page.wait_for("#replay-form").await;
+        assert_eq!(
+            page.execute("return document.querySelector('#replay-conversations').value;", vec![])
+                .await,
+            conversation.as_str(),
+            "the form starts on the conversation"
+        );
+        let system = page.wait_for("#replay-system").await;
+        page.type_into(&system, "Be brief.").await;
+        let compare = page.wait_for("#replay-compare").await;
+        page.type_into(&compare, "exact").await;
+        page.screenshot(&shots.join("replay-new.png")).await;
+        let submit = page.wait_for("#replay-submit").await;
+        page.click(&submit).await;
+
+        page.wait_for("#replay-view[data-finished='true']").await;
+        let results = page
+            .execute(
+                "return [...document.querySelectorAll('.replay-turn')].map((t) => t.dataset.result);",
+                vec![],
+            )
+            .await;
+        assert_eq!(results, json!(["changed", "changed"]));
+        page.wait_for_text("#replay-totals", "2 changed").await;
+        page.wait_for_text("#replay-cost", "cost ").await;
+        page.wait_for_text(".replay-turn .comparator", "decided by exact")
+            .await;
+        // Echo says whether it had a system prompt: that word is marked on
+        // both sides.
+        let marked = page
+            .execute(
+                "const words = (side, kind) => [...document.querySelectorAll(\
+                   `.replay-turn [data-side='${side}'] mark.${kind}`)].map((m) => m.textContent.trim());\
+                 return [words('original', 'diff-a'), words('replay', 'diff-b')];",
+                vec![],
+            )
+            .await;
+        let has = |side: usize, word: &str| {
+            marked[side]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|marked| marked.as_str().unwrap().starts_with(word))
+        };
+        assert!(has(0, "no") && has(1, "yes"), "{marked}");
+        page.screenshot(&shots.join("replay.png")).await;
+        fits_every_width(&page, &shots, "replay", None).await;
+
+        // The original answer, in its family tree.
+        let original = page.wait_for(".replay-turn .original-link").await;
+        page.click(&original).await;
+        page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']"))
+            .await;
+        page.wait_for("#details[data-node-id]").await;
+        // ... which links back to the replay.
+        let back = page.wait_for("#node-replays .replay-link").await;
+        page.click(&back).await;
+        page.wait_for("#replay-view[data-finished='true']").await;
+
+        page.goto(&format!("{}/#/replays", server.base())).await;
+        page.wait_for_text("#replays tbody tr", "finished").await;
+        assert_eq!(page.find_all("#replays tbody tr").await.len(), 1);
+        page.screenshot(&shots.join("replays.png")).await;
+        fits_every_width(&page, &shots, "replays", None).await;
+        page.close().await;
+    });
+}
+
 /// The workbench as `skein serve` runs it, without a browser: the session
 /// names the CLI's models, a reply through it is recorded on the CLI's
 /// model, a turn another process (`skein prompt`) writes reaches an open

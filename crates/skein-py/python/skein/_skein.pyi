@@ -102,6 +102,34 @@ class ReplayTotals(TypedDict):
     changed: int
     held: int
 
+class CostSummary(TypedDict):
+    """A cost as reports give it (a replay's, ``skein usage --json``'s):
+    ``dollars`` is a lower bound ("at least") unless ``complete``; the
+    runs without a price or without usage are named."""
+
+    dollars: float
+    complete: bool
+    cache_savings: float
+    by_model: list[ModelCost]
+    unpriced_runs: list[str]
+    unmeasured_runs: list[str]
+    prices_date: str
+
+class CostDelta(TypedDict):
+    """The original turns' and the replayed turns' cost, and the
+    difference (replay minus original)."""
+
+    original: CostSummary
+    replay: CostSummary
+    delta: float
+    complete: bool
+
+class TurnUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    latency_ms: int
+    calls: int
+
 class ReplayedTurn(TypedDict):
     """One turn of :meth:`Store.replay`'s report."""
 
@@ -114,16 +142,25 @@ class ReplayedTurn(TypedDict):
     why: str | None
     original: str | None
     answer: str | None
-    original_usage: dict[str, int] | None
-    usage: dict[str, int] | None
+    original_usage: TurnUsage | None
+    usage: TurnUsage | None
+    original_cost: CostSummary | None
+    cost: CostSummary | None
     runs: list[str]
 
 class ReplayReport(TypedDict):
-    """What :meth:`Store.replay` returns."""
+    """What :meth:`Store.replay` returns (as ``skein replay --json``
+    prints it, turns in selection order)."""
 
     replay: str
     model: str
+    created_ms: int
+    selection: dict[str, Any]
+    change: dict[str, Any]
+    settings: dict[str, Any]
+    selected: int
     totals: ReplayTotals
+    cost: CostDelta
     turns: list[ReplayedTurn]
 
 class LabelCount(TypedDict):
@@ -231,16 +268,36 @@ class Store:
         compare: list[str] = ...,
         embedder: str = "lexical",
         concurrency: int | None = None,
+        prices: dict[str, Price] | None = None,
     ) -> ReplayReport:
         """Replay recorded turns on ``model`` with one change, each judged
         against its original (the comparator that decided and why), tool
-        calls answered from the recording. An empty selection raises
+        calls answered from the recording, with what the original and the
+        replay cost, priced as :meth:`usage` prices (each side "at least"
+        when a run has no usage or no price: ``complete`` is false). An
+        empty selection raises
         ``RecordedChatError``."""
-    def label(self, name: str, turns: list[str]) -> int:
+    def label(
+        self,
+        name: str,
+        turns: list[str] = ...,
+        *,
+        replay: str | None = None,
+        results: list[str] = ...,
+    ) -> int:
         """Put the label ``name`` on turns (final answers' node ids or
-        prefixes); how many did not carry it. A node that ends no turn
-        raises ``NotATurn``."""
-    def unlabel(self, name: str, turns: list[str]) -> int: ...
+        prefixes) and, with ``replay``, on every turn that replay re-sent
+        (or only those whose result is in ``results``: ``"changed"``,
+        ``"held"``, ``"diverged"``, ``"failed"``); how many did not carry
+        it. A node that ends no turn raises ``NotATurn``."""
+    def unlabel(
+        self,
+        name: str,
+        turns: list[str] = ...,
+        *,
+        replay: str | None = None,
+        results: list[str] = ...,
+    ) -> int: ...
     def labels(self, name: str | None = None) -> list[LabelCount] | list[str]: ...
     def delete(
         self,

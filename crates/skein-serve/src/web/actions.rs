@@ -119,7 +119,7 @@ pub(crate) fn check_length(field: &str, value: Option<&str>, max: usize) -> Resu
     }
 }
 
-fn check_options(options: &GenerationOptions) -> Result<(), ApiError> {
+pub(crate) fn check_options(options: &GenerationOptions) -> Result<(), ApiError> {
     options.check().map_err(|problem| {
         ApiError::new(StatusCode::BAD_REQUEST, format!("bad option: {problem}"))
     })?;

@@ -12,7 +12,7 @@ one (a view a moment old; docs/postgres.md), else the store.
 use super::family;
 use super::views::{
     CompareNode, Comparison, ConversationList, ConversationView, ErrorBody, Family, Info,
-    NodeDetail, NodeSummary, PartView, RunSummary, RunView, SearchView, Side, parts_of,
+    NodeDetail, NodeSummary, PartView, ReplayedAt, RunSummary, RunView, SearchView, Side, parts_of,
 };
 use crate::AppState;
 use axum::Json;
@@ -66,6 +66,7 @@ impl From<StoreError> for ApiError {
             StoreError::NodeNotFound(_)
             | StoreError::ConversationNotFound(_)
             | StoreError::RunNotFound(_)
+            | StoreError::ReplayNotFound(_)
             | StoreError::UnknownPrefix { .. } => StatusCode::NOT_FOUND,
             StoreError::AmbiguousPrefix { .. }
             | StoreError::NotAnId(_)
@@ -288,6 +289,12 @@ pub async fn node(State(state): Shared, Path(prefix): Path<String>) -> ApiResult
             .await?
             .iter()
             .map(|run| RunView::priced(run, &state.prices))
+            .collect(),
+        replays: store
+            .replay_turns_of_node(id)
+            .await?
+            .iter()
+            .map(ReplayedAt::from)
             .collect(),
     }))
 }

@@ -8,7 +8,7 @@ Reads (`GET`):
 
 | route | what |
 |---|---|
-| `/` | the page; it routes itself by URL fragment (`#/c/ID`, `#/compare/A/B`) |
+| `/` | the page; it routes itself by URL fragment (`#/c/ID`, `#/compare/A/B`, `#/replays/ID`) |
 | `/assets/{file}` | its script and style sheet |
 | `/api/info` | version and database path |
 | `/api/conversations?limit=N&after=CURSOR` | conversations, most recently updated first, a page at a time with the address of the `next` |
@@ -22,6 +22,9 @@ Reads (`GET`):
 | `/api/nodes/{id}/report` | a recorded turn's sources, for choosing which a rerun ignores |
 | `/api/events` | a stream of `turn` events as conversations move, from any process |
 | `/api/search?q=TEXT&limit=N` | messages by their words (`Store::search`), newest first, each with a conversation holding it |
+| `/api/replays` | every replay, newest first, with where its turns stand |
+| `/api/replays/{id}` | one replay's report: per turn both answers, the comparator's decision and why, tokens, latency, cost |
+| `/api/replays/{id}/progress` | where its turns stand (what a page polls while it runs) |
 
 Writes (`POST`, JSON bodies of at most [`BODY_LIMIT`], each past the checks
 [`crate::access`] makes, the CSRF token among them):
@@ -34,13 +37,15 @@ Writes (`POST`, JSON bodies of at most [`BODY_LIMIT`], each past the checks
 | `/api/nodes/{id}/fork` | a new conversation at the node, with a first turn (streamed) or without |
 | `/api/nodes/{id}/rerun` | the recorded turn again without chosen sources |
 | `/api/reruns/{id}/fork` | a new conversation from a rerun's answer |
+| `/api/replays` | a replay of chosen turns with one change, run on this server (202; poll its progress) |
+| `/api/replays/{id}/resume` | an unfinished replay's remaining turns, when no worker of this server is on it |
 
 Modules: `api` (read handlers and errors), [`views`] (the JSON shapes),
 `family` (finding a family and cutting it into branches), `assets` (the
 embedded files and the headers every response carries), `session` (what the
 page needs to act), [`models`] (the models actions run on), `actions`
 (reply, edit, regenerate, fork), `reruns` (reports, reruns, forks from
-them), `erase` (deleting a conversation, erasing a message's content), `stream` (a turn as server-sent events), [`events`] (the live
+them), `replays` (replays: list, report, start, resume), `erase` (deleting a conversation, erasing a message's content), `stream` (a turn as server-sent events), [`events`] (the live
 stream of moved conversations).
 
 Everything shown is model or user output, so the page builds its DOM with
@@ -55,6 +60,7 @@ mod erase;
 pub mod events;
 mod family;
 pub mod models;
+mod replays;
 mod reruns;
 mod session;
 mod stream;
@@ -92,6 +98,10 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/nodes/{id}/fork", post(actions::fork))
         .route("/api/nodes/{id}/rerun", post(reruns::rerun))
         .route("/api/reruns/{id}/fork", post(reruns::fork))
+        .route("/api/replays", get(replays::list).post(replays::start))
+        .route("/api/replays/{id}", get(replays::report))
+        .route("/api/replays/{id}/progress", get(replays::progress))
+        .route("/api/replays/{id}/resume", post(replays::resume))
         .route("/api/conversations/{id}/delete", post(erase::delete))
         .route("/api/nodes/{id}/redact", post(erase::redact))
         .route("/api/search", get(api::search))

@@ -66,7 +66,7 @@ fn recorded_error(error: RecordedError) -> ApiError {
 
 /// Whether a request may write what it computes to the store.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Writes {
+pub(super) enum Writes {
     /// A `GET`: it writes nothing, whatever the server allows.
     Never,
     /// A write the server may refuse (read-only mode).
@@ -75,7 +75,7 @@ enum Writes {
 
 /// The lexical embedder, its vectors cached in the store when `writes`
 /// allows it on this server, else in memory only.
-fn embedder(state: &AppState, writes: Writes) -> Arc<dyn Embedder> {
+pub(super) fn embedder(state: &AppState, writes: Writes) -> Arc<dyn Embedder> {
     let lexical = Arc::new(LexicalEmbedder::new(256));
     Arc::new(match writes == Writes::IfAllowed && !state.read_only {
         false => CachedEmbedder::new(lexical),

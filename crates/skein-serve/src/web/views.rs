@@ -9,7 +9,10 @@ use serde::Serialize;
 use skein::core::price::{Cost, PriceTable};
 use skein::core::usage::{RunFigures, Totals};
 use skein::core::{FinishReason, Part, Role, ToolSpec};
-use skein::store::{ConversationId, ConversationRecord, Origin, Relation, RunRecord, RunStatus};
+use skein::store::{
+    ConversationId, ConversationRecord, Origin, Relation, ReplayId, ReplayTurn, RunRecord,
+    RunStatus,
+};
 use skein::{Message, NodeId};
 
 /// `GET /api/info`.
@@ -220,6 +223,29 @@ pub struct NodeDetail {
     pub heads: Vec<ConversationView>,
     /// The runs that produced the node, oldest first.
     pub runs: Vec<RunView>,
+    /// The replays that re-sent the turn this node answers.
+    pub replays: Vec<ReplayedAt>,
+}
+
+/// A replay that re-sent the turn ending at a node, and how it went.
+#[derive(Debug, Serialize)]
+pub struct ReplayedAt {
+    pub replay: ReplayId,
+    pub seq: u64,
+    /// `changed`, `held`, `diverged`, `failed`, or where it stands.
+    pub result: String,
+    pub answer_node: Option<NodeId>,
+}
+
+impl From<&ReplayTurn> for ReplayedAt {
+    fn from(turn: &ReplayTurn) -> ReplayedAt {
+        ReplayedAt {
+            replay: turn.replay.clone(),
+            seq: turn.seq,
+            result: skein::recorded::replay::result_of(turn).to_string(),
+            answer_node: turn.answer_head,
+        }
+    }
 }
 
 /// One part of a message, as shown. Attachments carry their size, not their

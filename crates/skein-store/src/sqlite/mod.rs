@@ -282,10 +282,11 @@ impl SqliteStore {
         let pooled = lock(&self.shared.readers).pop();
         // Opened read-only, the "writer" is a reader like the others: read
         // with it while it is free rather than open a second connection.
-        if pooled.is_none() && self.shared.read_only.is_some() {
-            if let Ok(conn) = self.shared.writer.try_lock() {
-                return work(&conn);
-            }
+        if pooled.is_none()
+            && self.shared.read_only.is_some()
+            && let Ok(conn) = self.shared.writer.try_lock()
+        {
+            return work(&conn);
         }
         let conn = match pooled {
             Some(conn) => conn,

@@ -3,7 +3,8 @@
 //! frees a turn for another worker, and a turn finishes (threads, runs and
 //! row together) only while its worker holds it; totals and lookups by the
 //! original turn; three workers on threads share a 300-turn replay after
-//! one died holding turns, and every turn is finished exactly once.
+//! one died holding turns, and every turn is finished exactly once; a
+//! replay is found by a unique prefix of its id.
 
 use crate::common::{Backend, TempStore};
 use skein_core::{Message, Thread};
@@ -18,6 +19,7 @@ for_each_backend!(
     a_turn_finishes_with_its_threads_and_runs_only_while_held,
     totals_count_statuses_and_decisions,
     three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over,
+    a_replay_is_found_by_a_unique_prefix_of_its_id,
 );
 
 /// An original turn: a prompt and its answer, stored.
@@ -330,4 +332,50 @@ fn three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over(backend: Ba
         SHARED_TURNS as i64,
         "one run per turn, none twice"
     );
+}
+
+fn a_replay_is_found_by_a_unique_prefix_of_its_id(backend: Backend) {
+    let db = TempStore::new(backend);
+    let originals = [original(&db.store, 0)];
+    let template = ReplayRecord {
+        id: ReplayId("0123".repeat(8)),
+        selection: serde_json::json!({}),
+        change: serde_json::json!({}),
+        model: "other".into(),
+        settings: serde_json::json!({}),
+        turns: 1,
+        created_ms: 5,
+    };
+    let ids = ["abc1".repeat(8), "abc2".repeat(8), template.id.0.clone()];
+    for id in &ids {
+        let record = ReplayRecord {
+            id: ReplayId(id.clone()),
+            ..template.clone()
+        };
+        db.store
+            .create_replay(&record, &[new_turn(&originals[0])])
+            .unwrap();
+    }
+    assert_eq!(db.store.resolve_replay("abc1").unwrap().0, ids[0]);
+    assert_eq!(db.store.resolve_replay("ABC2ABC2").unwrap().0, ids[1]);
+    assert_eq!(
+        db.store.resolve_replay(template.id.short()).unwrap(),
+        template.id
+    );
+    match db.store.resolve_replay("abc") {
+        Err(StoreError::AmbiguousPrefix {
+            kind: "replay",
+            candidates,
+            ..
+        }) => assert_eq!(candidates, vec!["abc1abc1abc1", "abc2abc2abc2"]),
+        other => panic!("expected an ambiguity, got {other:?}"),
+    }
+    assert!(matches!(
+        db.store.resolve_replay("abc3"),
+        Err(StoreError::UnknownPrefix { kind: "replay", .. })
+    ));
+    assert!(matches!(
+        db.store.resolve_replay("not-hex"),
+        Err(StoreError::NotAnId(_))
+    ));
 }

@@ -11,6 +11,9 @@
 //   #/compare/NODE/NODE     two branches from their common ancestor, with
 //                           word differences
 //   #/search/TEXT           messages containing TEXT
+//   #/replays               replays, and a form to start one
+//   #/replays/new/CONV      ... with the form open on a conversation's turns
+//   #/replays/ID            one replay's report, polled while it runs
 
 import {
   $, $$, ApiError, api, badge, bytes, clear, conversationLabel, conversationLink, duration, el, enc, loadSession,
@@ -19,6 +22,7 @@ import {
 import { actionPanel } from './actions.js';
 import { wordDiff } from './diff.js';
 import * as live from './live.js';
+import { replaysView, replayView } from './replays.js';
 
 // ---------------------------------------------------------------- routing
 
@@ -55,6 +59,10 @@ async function route() {
       await compareView(parts[1], parts[2], stale);
     } else if (parts[0] === 'search') {
       await searchView(parts.slice(1).join('/'), stale);
+    } else if (parts[0] === 'replays' && (parts.length === 1 || parts[1] === 'new')) {
+      await replaysRoute(parts[2] || null, stale);
+    } else if (parts[0] === 'replays' && parts.length === 2) {
+      await replayRoute(parts[1], stale);
     } else {
       throw new ApiError(404, `there is no page at ${location.hash}`);
     }
@@ -364,6 +372,7 @@ function renderFamily(family, keep) {
     el('div', { class: 'toolbar' },
       el('button', { id: 'expand-all', type: 'button', on: { click: () => setAll(false) } }, 'Expand all'),
       el('button', { id: 'collapse-all', type: 'button', on: { click: () => setAll(true) } }, 'Collapse all'),
+      el('a', { id: 'replay-family', href: `#/replays/new/${family.focus}`, title: 'replay this conversation\'s turns with a change' }, 'Replay…'),
       compareBar(family, byId)));
 
   for (const rootId of family.roots) {
@@ -646,7 +655,9 @@ function renderNode(details, node) {
       el('dt', {}, 'children'), el('dd', {}, node.children.length
         ? node.children.map((c, i) => [i ? ' ' : '', nodeLink(focus, c)])
         : el('span', { class: 'muted' }, 'none')),
-      node.heads.length ? [el('dt', {}, 'head of'), el('dd', {}, node.heads.map((c, i) => [i ? ', ' : '', conversationLink(c)]))] : null),
+      node.heads.length ? [el('dt', {}, 'head of'), el('dd', {}, node.heads.map((c, i) => [i ? ', ' : '', conversationLink(c)]))] : null,
+      node.replays && node.replays.length ? [el('dt', {}, 'replayed in'), el('dd', { id: 'node-replays' }, node.replays.map((r, i) => [i ? ' ' : '',
+        el('a', { href: `#/replays/${r.replay}`, class: 'replay-link', data: { replay: r.replay } }, el('code', {}, short(r.replay)), ' ', badge(r.result))]))] : null),
     el('h3', {}, plural(node.parts.length, 'part')),
     el('ol', { class: 'parts', id: 'parts' }, node.parts.map((p, i) => el('li', {}, renderPart(p, i, node.id)))),
     actionPanel(node, { model: modelFor(node), landed }),
@@ -965,6 +976,24 @@ function runLabel(summary, record) {
     options ? [' · ', el('span', { class: 'options' }, options)] : null,
     ` · ${summary.status} · ${tokens(summary.input_tokens)} in / ${tokens(summary.output_tokens)} out tokens · ${duration(summary.duration_ms)}`,
     record ? ` · ${time(record.started_ms)}` : null);
+}
+
+// ---------------------------------------------------------------- replays
+
+async function replaysRoute(conversation, stale) {
+  if (current.name !== 'replays') clear(view()).appendChild(el('p', { class: 'placeholder' }, 'Loading…'));
+  crumbs(el('a', { href: '#/' }, 'conversations'), el('span', {}, 'replays'));
+  document.title = 'skein · replays';
+  await replaysView(view(), stale, conversation);
+  if (!stale()) current = { name: 'replays' };
+}
+
+async function replayRoute(id, stale) {
+  clear(view()).appendChild(el('p', { class: 'placeholder' }, 'Loading…'));
+  crumbs(el('a', { href: '#/' }, 'conversations'), el('a', { href: '#/replays' }, 'replays'), el('span', {}, short(id)));
+  document.title = `skein · replay ${short(id)}`;
+  current = { name: 'replay' };
+  await replayView(view(), id, stale);
 }
 
 // ---------------------------------------------------------------- search

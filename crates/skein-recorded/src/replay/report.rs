@@ -1,0 +1,310 @@
+/*!
+A replay's report, one type for every surface that shows one (`skein
+replay`, Python's `Store.replay`, the web workbench's replay page) and its
+usage for `skein usage --replay`: the record, where its turns stand, and
+per turn both answers, the comparator that decided and why, tokens,
+latency and what the original and the replay cost.
+
+Costs are priced when the report is read, at the prices the caller gives
+(a price change re-prices history), from the same usage accounting as
+`skein usage` ([`Store::usage`] over the turns' runs, each run counted
+once however many turns reach it). A side whose runs did not report their
+usage, or whose model has no price, is a lower bound and says so
+(`complete: false`), never a silent zero. A judge's calls are never
+counted in a turn's cost: they are not among its runs, and the usage of a
+replay names them apart.
+*/
+
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+use skein_core::price::{CostSummary, PriceTable};
+use skein_core::usage::Totals;
+use skein_core::{ConversationId, NodeId, ReplayId, RunId};
+use skein_store::{ReplayStatus, ReplayTotals, ReplayTurn, Store, UsageScope};
+use std::collections::BTreeSet;
+
+/// Rows read from the store at a time.
+const PAGE: usize = 500;
+
+/// A replay as people read it: totals, the cost on each side, and its
+/// turns (in selection order as read; [`ReplayReport::worst_first`] sorts
+/// them as the command line prints them).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReplayReport {
+    pub replay: ReplayId,
+    pub model: String,
+    pub created_ms: i64,
+    /// What was selected, what changed and how turns are judged, as the
+    /// replay's record keeps them.
+    pub selection: serde_json::Value,
+    pub change: serde_json::Value,
+    pub settings: serde_json::Value,
+    /// How many turns were selected.
+    pub selected: u64,
+    pub totals: ReplayTotals,
+    pub cost: CostDelta,
+    pub turns: Vec<TurnReport>,
+}
+
+/// One turn of a report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TurnReport {
+    /// Its place in the selection, from 0.
+    pub seq: u64,
+    /// `changed`, `held`, `diverged`, `failed`, or where it stands
+    /// (`pending`, `running`).
+    pub result: String,
+    pub conversation: Option<ConversationId>,
+    /// The original turn's final answer.
+    pub turn_node: NodeId,
+    /// The replayed answer (diverged: where the turn stopped).
+    pub answer_node: Option<NodeId>,
+    /// The comparator that decided.
+    pub comparator: Option<String>,
+    pub why: Option<String>,
+    /// The original answer's text.
+    pub original: Option<String>,
+    /// The replayed answer's text.
+    pub answer: Option<String>,
+    pub original_usage: Option<TurnUsage>,
+    pub usage: Option<TurnUsage>,
+    /// What the original turn's runs cost; `None` before the turn is
+    /// replayed (its original's runs are found then).
+    pub original_cost: Option<CostSummary>,
+    /// What the replayed turn's runs cost.
+    pub cost: Option<CostSummary>,
+    /// The replayed turn's runs.
+    pub runs: Vec<RunId>,
+}
+
+/// Tokens and time of one side of a turn, as its row records them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub latency_ms: i64,
+    /// Model calls.
+    pub calls: u64,
+}
+
+impl TurnUsage {
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// The original's and the replay's cost, and the difference.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CostDelta {
+    pub original: CostSummary,
+    pub replay: CostSummary,
+    /// Replay minus original, in US dollars.
+    pub delta: f64,
+    /// Both sides are whole, not lower bounds.
+    pub complete: bool,
+}
+
+impl CostDelta {
+    fn of(original: CostSummary, replay: CostSummary) -> CostDelta {
+        CostDelta {
+            delta: replay.dollars - original.dollars,
+            complete: original.complete && replay.complete,
+            original,
+            replay,
+        }
+    }
+}
+
+/// What a replay's turns used, each side counted as `skein usage` counts
+/// (every run once): the original turns' runs, the replayed turns' runs
+/// (failed calls included), and the judge's calls, which belong to
+/// neither. Only turns already replayed count on either side, so the two
+/// compare like for like.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ReplayUsage {
+    pub original: Totals,
+    pub replay: Totals,
+    pub judge: Totals,
+    /// Turns replayed so far (counted), of the turns selected.
+    pub turns: u64,
+    pub selected: u64,
+}
+
+impl ReplayUsage {
+    /// The usage of replay `id` (a blocking read: one query per side).
+    pub fn read(store: &Store, id: &ReplayId) -> Result<ReplayUsage> {
+        let record = store.replay(id)?;
+        let rows = all_turns(store, id)?;
+        let mut runs = SideRuns::default();
+        let mut turns = 0;
+        for row in &rows {
+            if runs.add(row) {
+                turns += 1;
+            }
+        }
+        Ok(ReplayUsage {
+            original: usage(store, runs.original)?,
+            replay: usage(store, runs.replay)?,
+            judge: usage(store, runs.judge)?,
+            turns,
+            selected: record.turns,
+        })
+    }
+}
+
+/// The runs of each side, gathered over turns.
+#[derive(Default)]
+struct SideRuns {
+    original: BTreeSet<RunId>,
+    replay: BTreeSet<RunId>,
+    judge: BTreeSet<RunId>,
+}
+
+impl SideRuns {
+    /// Add a turn's runs; whether it was replayed (its original's runs are
+    /// known).
+    fn add(&mut self, row: &ReplayTurn) -> bool {
+        let Some(original) = original_runs(row) else {
+            return false;
+        };
+        self.original.extend(original);
+        self.replay.extend(row.runs.iter().cloned());
+        if let Some(judge) = judge_run(row) {
+            self.judge.insert(judge);
+        }
+        true
+    }
+}
+
+impl ReplayReport {
+    /// The report of replay `id`, priced at `prices` (a blocking read: a
+    /// page of rows at a time, and the usage of each turn).
+    pub fn read(store: &Store, id: &ReplayId, prices: &PriceTable) -> Result<ReplayReport> {
+        let record = store.replay(id)?;
+        let rows = all_turns(store, id)?;
+        let mut runs = SideRuns::default();
+        let mut turns = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let costs = match original_runs(row) {
+                Some(original) => Some((
+                    price(store, prices, original)?,
+                    price(store, prices, row.runs.to_vec())?,
+                )),
+                None => None,
+            };
+            runs.add(row);
+            turns.push(TurnReport::of(row, costs));
+        }
+        let original = CostSummary::from(&prices.cost(&usage(store, runs.original)?));
+        let replay = CostSummary::from(&prices.cost(&usage(store, runs.replay)?));
+        Ok(ReplayReport {
+            replay: record.id,
+            model: record.model,
+            created_ms: record.created_ms,
+            selection: record.selection,
+            change: record.change,
+            settings: record.settings,
+            selected: record.turns,
+            totals: store.replay_totals(id)?,
+            cost: CostDelta::of(original, replay),
+            turns,
+        })
+    }
+
+    /// The turns worst first: failed, diverged, changed, not yet replayed,
+    /// held; in selection order within each.
+    pub fn worst_first(mut self) -> ReplayReport {
+        self.turns.sort_by_key(|turn| (turn.rank(), turn.seq));
+        self
+    }
+
+    /// Some turn did not hold (a CI job fails on it).
+    pub fn regressed(&self) -> bool {
+        self.totals.changed + self.totals.diverged + self.totals.failed > 0
+    }
+}
+
+impl TurnReport {
+    fn of(row: &ReplayTurn, costs: Option<(CostSummary, CostSummary)>) -> TurnReport {
+        let text = |key: &str| row.detail[key].as_str().map(str::to_string);
+        let usage = |key: &str| serde_json::from_value(row.detail[key].clone()).ok();
+        let (original_cost, cost) = costs.unzip();
+        TurnReport {
+            seq: row.seq,
+            result: result_of(row).to_string(),
+            conversation: row.conversation.clone(),
+            turn_node: row.turn_node,
+            answer_node: row.answer_head,
+            comparator: row.comparator.clone(),
+            why: text("why"),
+            original: text("original"),
+            answer: text("answer"),
+            original_usage: usage("original_usage"),
+            usage: usage("usage"),
+            original_cost,
+            cost,
+            runs: row.runs.clone(),
+        }
+    }
+
+    /// How bad the turn is: failed, diverged, changed, unfinished, held.
+    pub fn rank(&self) -> u8 {
+        match self.result.as_str() {
+            "failed" => 0,
+            "diverged" => 1,
+            "changed" => 2,
+            "pending" | "running" => 3,
+            _ => 4,
+        }
+    }
+}
+
+/// The original turns of replay `id` (their final answers' nodes, as
+/// labels name turns) whose result is one of `results` (every turn when
+/// empty), in selection order: a replay's regressions kept as cases.
+pub fn turns_of_replay(store: &Store, id: &ReplayId, results: &[String]) -> Result<Vec<NodeId>> {
+    Ok(all_turns(store, id)?
+        .iter()
+        .filter(|row| results.is_empty() || results.iter().any(|r| r == result_of(row)))
+        .map(|row| row.turn_node)
+        .collect())
+}
+
+/// `changed`, `held`, `diverged`, `failed` (or where the turn stands).
+pub fn result_of(turn: &ReplayTurn) -> &str {
+    match (turn.status, turn.decision.as_deref()) {
+        (ReplayStatus::Done, Some(decision)) => decision,
+        (status, _) => status.as_str(),
+    }
+}
+
+/// Every row of replay `id`, in selection order.
+fn all_turns(store: &Store, id: &ReplayId) -> Result<Vec<ReplayTurn>> {
+    let mut turns: Vec<ReplayTurn> = Vec::new();
+    loop {
+        let page = store.replay_turns(id, turns.last().map(|turn| turn.seq), PAGE)?;
+        let done = page.len() < PAGE;
+        turns.extend(page);
+        if done {
+            return Ok(turns);
+        }
+    }
+}
+
+/// The runs of the original turn, recorded with the row when it was
+/// replayed (`None` before, or for a turn replayed before rows kept them).
+fn original_runs(row: &ReplayTurn) -> Option<Vec<RunId>> {
+    serde_json::from_value(row.detail.get("original_runs")?.clone()).ok()
+}
+
+fn judge_run(row: &ReplayTurn) -> Option<RunId> {
+    serde_json::from_value(row.detail.get("judge_run")?.clone()).ok()
+}
+
+fn usage(store: &Store, runs: impl IntoIterator<Item = RunId>) -> Result<Totals> {
+    Ok(store.usage(&UsageScope::Runs(runs.into_iter().collect()))?)
+}
+
+fn price(store: &Store, prices: &PriceTable, runs: Vec<RunId>) -> Result<CostSummary> {
+    Ok(CostSummary::from(&prices.cost(&usage(store, runs)?)))
+}

@@ -1,0 +1,290 @@
+// The replay pages: every replay (#/replays), starting one over chosen
+// turns with a change (#/replays/new, or #/replays/new/CONV from a
+// conversation), and one replay's report (#/replays/ID): per turn the
+// original and the replayed answer side by side with their word
+// differences, the comparator's decision and why, tokens, latency and cost.
+// A replay runs on the server; its page polls /api/replays/ID/progress while
+// turns are left and redraws the report as they finish.
+
+import {
+  ApiError, api, badge, clear, currentSession, dollars, el, enc, plural, post, short, timeEl, writesOff,
+} from './util.js';
+import { wordDiff } from './diff.js';
+
+const POLL_MS = 1000;
+
+/** Words from a comma- or space-separated field. */
+const words = (text) => text.split(/[\s,]+/).map((w) => w.trim()).filter(Boolean);
+
+const finishedOf = (totals) => totals.done + totals.diverged + totals.failed;
+
+/** What a replay changes, in a few words. */
+export function changeText(change) {
+  const parts = [];
+  const options = Object.entries((change && change.options) || {}).filter(([, v]) => v !== null && v !== undefined);
+  if (options.length) parts.push(options.map(([k, v]) => `${k}=${v}`).join(' '));
+  if (change && change.system !== undefined && change.system !== null) parts.push('another system prompt');
+  if (change && change.remove_tools && change.remove_tools.length) parts.push(`without tools ${change.remove_tools.join(', ')}`);
+  if (change && change.add_tools && change.add_tools.length) parts.push(`with tools ${change.add_tools.map((t) => t.name).join(', ')}`);
+  if (change && change.remove_sources && change.remove_sources.length) parts.push(`without sources ${change.remove_sources.join(', ')}`);
+  return parts.length ? parts.join(' · ') : 'the model only';
+}
+
+/** Which turns a replay took, in a few words. */
+export function selectionText(selection) {
+  const s = selection || {};
+  const parts = [];
+  const list = (key, one) => {
+    if (s[key] && s[key].length) parts.push(`${plural(s[key].length, one)} ${s[key].map((v) => (typeof v === 'string' ? short(v) : short(v.turn))).join(', ')}`);
+  };
+  list('conversations', 'conversation');
+  list('families', 'family');
+  list('turns', 'turn');
+  if (s.labels && s.labels.length) parts.push(`label ${s.labels.join(', ')}`);
+  if (s.cases && s.cases.length) parts.push(plural(s.cases.length, 'case'));
+  if (s.search) parts.push(`matching “${s.search}”`);
+  if (s.clients && s.clients.length) parts.push(`client ${s.clients.join(', ')}`);
+  if (s.since_ms) parts.push(`since ${new Date(s.since_ms).toISOString().slice(0, 10)}`);
+  if (s.until_ms) parts.push(`until ${new Date(s.until_ms).toISOString().slice(0, 10)}`);
+  return parts.join(' · ') || 'every turn';
+}
+
+function stateText(r) {
+  const finished = finishedOf(r.totals);
+  if (finished >= r.selected) return 'finished';
+  return `${finished} of ${r.selected}${r.working ? ' · running' : ' · stopped'}`;
+}
+
+// ---------------------------------------------------------------- the list
+
+export async function replaysView(root, stale, prefill) {
+  const replays = await api('/api/replays');
+  if (stale()) return;
+  const section = el('section', { id: 'replays-view' },
+    el('div', { class: 'view-head' }, el('h1', {}, 'Replays'),
+      el('p', { class: 'muted' }, 'Recorded turns sent again with one change, each judged against its original.')));
+  section.appendChild(newReplay(prefill));
+  if (replays.length === 0) {
+    section.appendChild(el('p', { class: 'empty', id: 'replays-empty' },
+      'No replays yet. Start one above, or with ', el('code', {}, 'skein replay --cid NAME -m MODEL'), '.'));
+  } else {
+    section.appendChild(el('div', { class: 'table-frame' }, el('table', { id: 'replays', class: 'replay-list' },
+      el('thead', {}, el('tr', {}, ['Replay', 'Started', 'Model', 'Turns', 'Change', 'Results', 'State']
+        .map((h) => el('th', { scope: 'col' }, h)))),
+      el('tbody', {}, replays.map((r) => el('tr', { data: { replayId: r.id } },
+        el('td', {}, el('a', { href: `#/replays/${r.id}` }, el('code', { title: r.id }, r.short))),
+        el('td', {}, timeEl(r.created_ms)),
+        el('td', { class: 'wrap' }, r.model),
+        el('td', { class: 'wrap' }, `${r.selected} of `, selectionText(r.selection)),
+        el('td', { class: 'wrap' }, changeText(r.change)),
+        el('td', { class: 'wrap' }, `${r.totals.changed} changed · ${r.totals.held} held · ${r.totals.diverged} diverged · ${r.totals.failed} failed`),
+        el('td', { class: 'replay-state' }, stateText(r))))))));
+  }
+  clear(root).appendChild(section);
+}
+
+/** The form that starts a replay (open when a conversation is given). */
+function newReplay(prefill) {
+  const off = writesOff();
+  const box = el('details', { id: 'new-replay', class: 'new-replay', open: Boolean(prefill) },
+    el('summary', {}, 'New replay'));
+  if (off) {
+    box.appendChild(el('p', { class: 'muted' }, `Replays cannot be started here: ${off}.`));
+    return box;
+  }
+  const input = (id, placeholder, value) => el('input', { id, type: 'text', autocomplete: 'off', placeholder, value: value || '' });
+  const conversations = input('replay-conversations', 'ids or names', prefill);
+  const families = input('replay-families', 'ids or names: every conversation of their families');
+  const labels = input('replay-labels', 'label names');
+  const search = input('replay-search', 'only turns with these words');
+  const session = currentSession();
+  const model = el('select', { id: 'replay-model', 'aria-label': 'model' },
+    session.models.map((m) => el('option', { value: m.name }, m.label || m.name)));
+  model.value = session.default_model;
+  const system = el('textarea', { id: 'replay-system', rows: '2', 'aria-label': 'system prompt', placeholder: 'leave empty to keep the recorded one' });
+  const removeTools = input('replay-remove-tools', 'tool names');
+  const ignore = input('replay-ignore', 'source ids');
+  const options = input('replay-options', 'temperature=0 seed=1 max_tokens=200');
+  const compare = input('replay-compare', 'default: specifics, embedding');
+  const problem = el('p', { class: 'error', id: 'replay-error', role: 'alert', hidden: true });
+  const submit = el('button', { id: 'replay-submit', type: 'submit', class: 'primary' }, 'Start the replay');
+  const row = (label, control, note) => el('label', { class: 'field' }, el('span', { class: 'field-label' }, label), control,
+    note ? el('span', { class: 'muted field-note' }, note) : null);
+  const form = el('form', { class: 'action-form', id: 'replay-form' },
+    el('p', { class: 'intro muted' }, 'Each chosen turn is sent again as recorded, with only what you change here; its tool calls are answered from the recording.'),
+    el('fieldset', { class: 'sources' }, el('legend', {}, 'Turns'),
+      row('conversations', conversations), row('families', families), row('labels', labels), row('search', search)),
+    el('fieldset', { class: 'sources' }, el('legend', {}, 'Change'),
+      row('model', model), row('system', system, 'replaces the recorded system messages'),
+      row('remove tools', removeTools), row('ignore', ignore, 'sources whose parts are left out'),
+      row('options', options, 'key=value, space-separated')),
+    row('compare', compare, 'exact, normalised, json, contains:TEXT, regex:RE, embedding, specifics, judge:MODEL'),
+    el('div', { class: 'toolbar' }, submit), problem);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    problem.hidden = true;
+    try {
+      const body = {
+        model: model.value || undefined,
+        conversations: words(conversations.value),
+        families: words(families.value),
+        labels: words(labels.value),
+        search: search.value.trim() || undefined,
+        system: system.value.trim() ? system.value : undefined,
+        remove_tools: words(removeTools.value),
+        ignore: words(ignore.value),
+        options: parseOptions(options.value),
+        compare: words(compare.value),
+      };
+      const started = await post('/api/replays', body);
+      location.hash = `#/replays/${started.id}`;
+    } catch (error) {
+      problem.textContent = error.message;
+      problem.hidden = false;
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  box.appendChild(form);
+  return box;
+}
+
+/** `key=value` words into generation options (numbers as numbers). */
+function parseOptions(text) {
+  const options = {};
+  for (const word of words(text)) {
+    const at = word.indexOf('=');
+    if (at <= 0) throw new ApiError(400, `options are key=value words; "${word}" is not`);
+    const raw = word.slice(at + 1);
+    options[word.slice(0, at)] = raw !== '' && !Number.isNaN(Number(raw)) ? Number(raw) : raw;
+  }
+  return options;
+}
+
+// ---------------------------------------------------------------- one replay
+
+export async function replayView(root, id, stale) {
+  let report = await api(`/api/replays/${enc(id)}`);
+  if (stale()) return null;
+  draw(root, report);
+  // While turns are left, poll their progress and redraw as they finish.
+  for (;;) {
+    const shown = finishedOf(report.totals);
+    if (shown >= report.selected) return report;
+    await new Promise((resolve) => { setTimeout(resolve, POLL_MS); });
+    if (stale()) return null;
+    let progress;
+    try {
+      progress = await api(`/api/replays/${enc(report.replay)}/progress`);
+    } catch (_) {
+      continue;
+    }
+    if (stale()) return null;
+    if (finishedOf(progress.totals) === shown && progress.working === report.working) continue;
+    report = await api(`/api/replays/${enc(report.replay)}`);
+    if (stale()) return null;
+    draw(root, report);
+  }
+}
+
+function draw(root, report) {
+  const finished = finishedOf(report.totals);
+  const t = report.totals;
+  const section = el('section', { id: 'replay-view', data: { replayId: report.replay, finished: finished >= report.selected } },
+    el('div', { class: 'view-head' },
+      el('h1', {}, 'Replay ', el('code', { title: report.replay }, short(report.replay))),
+      el('p', { class: 'muted' }, 'on ', el('strong', { class: 'model' }, report.model), ' · ', changeText(report.change),
+        ' · turns of ', selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
+    progressLine(report, finished),
+    el('p', { id: 'replay-totals', class: 'replay-totals' },
+      badge(`${t.changed} changed`, 'verdict-confirmed'), ' ', badge(`${t.held} held`, 'verdict-not-confirmed'), ' ',
+      badge(`${t.diverged} diverged`, 'status-cancelled'), ' ', badge(`${t.failed} failed`, 'status-failed'),
+      ` · ${tokenDelta(report.turns)} · `, el('span', { id: 'replay-cost' }, costLine(report.cost.original, report.cost.replay))),
+    report.turns.length ? el('ol', { class: 'replay-turns', id: 'replay-turns' }, report.turns.map(turnCard))
+      : el('p', { class: 'muted' }, 'No turns.'));
+  clear(root).appendChild(section);
+}
+
+function progressLine(report, finished) {
+  if (finished >= report.selected) return null;
+  const off = writesOff();
+  const resume = el('button', { id: 'replay-resume', type: 'button' }, 'Resume here');
+  const problem = el('span', { class: 'error', role: 'alert', hidden: true });
+  resume.addEventListener('click', async () => {
+    resume.disabled = true;
+    try {
+      await post(`/api/replays/${enc(report.replay)}/resume`, {});
+      resume.textContent = 'Resumed';
+    } catch (error) {
+      problem.textContent = error.message;
+      problem.hidden = false;
+      resume.disabled = false;
+    }
+  });
+  return el('div', { class: 'toolbar', id: 'replay-progress-line' },
+    el('progress', { id: 'replay-progress', max: String(report.selected), value: String(finished) }),
+    el('span', { id: 'replay-progress-text' }, `${finished} of ${plural(report.selected, 'turn')} replayed`),
+    report.working ? el('span', { class: 'muted' }, '· running on this server')
+      : [el('span', { class: 'muted' }, '· no worker of this server is on it'), off ? null : resume, problem]);
+}
+
+function tokenDelta(turns) {
+  let delta = 0;
+  for (const turn of turns) {
+    if (turn.usage && turn.original_usage) {
+      delta += (turn.usage.input_tokens + turn.usage.output_tokens)
+        - (turn.original_usage.input_tokens + turn.original_usage.output_tokens);
+    }
+  }
+  return `tokens ${delta >= 0 ? '+' : ''}${delta}`;
+}
+
+/** A cost, "at least" when some run had no usage or no price. */
+function priced(cost) {
+  return cost.complete ? dollars(cost.dollars) : `at least ${dollars(cost.dollars)}`;
+}
+
+function costLine(original, replay) {
+  const delta = replay.dollars - original.dollars;
+  return `cost ${priced(original)} → ${priced(replay)} (${delta < 0 ? '-' : '+'}${dollars(Math.abs(delta))})`;
+}
+
+function turnCard(turn) {
+  const original = turn.original || '';
+  const answer = turn.answer || '';
+  const diff = original && answer && original !== answer ? wordDiff(original, answer) : null;
+  const text = (value, segments, side) => el('pre', { class: 'text' },
+    segments ? segments.map((seg) => (seg.changed ? el('mark', { class: `diff diff-${side}` }, seg.text) : seg.text)) : value);
+  const originalLink = turn.conversation
+    ? el('a', { href: `#/c/${turn.conversation}/n/${turn.turn_node}`, class: 'original-link', title: 'the original answer in its family tree' },
+      el('code', {}, short(turn.turn_node)))
+    : el('code', { title: turn.turn_node }, short(turn.turn_node));
+  const answerLink = turn.answer_node
+    ? el('a', { href: `#/compare/${turn.turn_node}/${turn.answer_node}`, class: 'answer-link', title: 'the replayed answer beside the original, from their common message' },
+      el('code', {}, short(turn.answer_node)))
+    : el('span', { class: 'muted' }, 'no answer');
+  const usage = (u) => (u ? `${u.input_tokens + u.output_tokens} tokens · ${u.latency_ms} ms` : '—');
+  return el('li', { class: `replay-turn result-${turn.result}`, data: { seq: turn.seq, result: turn.result, turnNode: turn.turn_node } },
+    el('div', { class: 'cell-head' }, badge(turn.result, resultKind(turn.result)), el('strong', {}, `turn ${turn.seq}`),
+      turn.comparator ? el('span', { class: 'muted comparator' }, `decided by ${turn.comparator}`) : null),
+    turn.why ? el('p', { class: 'why' }, turn.why) : null,
+    el('div', { class: 'compare-grid replay-answers' },
+      el('div', { class: 'compare-cell', data: { side: 'original' } },
+        el('div', { class: 'cell-head' }, el('span', { class: 'role role-assistant' }, 'original'), originalLink),
+        el('p', { class: 'muted run-summary' }, usage(turn.original_usage), turn.original_cost ? ` · ${priced(turn.original_cost)}` : ''),
+        text(original, diff && diff.a, 'a')),
+      el('div', { class: 'compare-cell', data: { side: 'replay' } },
+        el('div', { class: 'cell-head' }, el('span', { class: 'role role-assistant' }, 'replay'), answerLink),
+        el('p', { class: 'muted run-summary' }, usage(turn.usage), turn.cost ? ` · ${priced(turn.cost)}` : ''),
+        text(answer, diff && diff.b, 'b'))));
+}
+
+function resultKind(result) {
+  switch (result) {
+    case 'changed': return 'verdict-confirmed';
+    case 'held': return 'verdict-not-confirmed';
+    case 'failed': return 'status-failed';
+    default: return 'status-cancelled';
+  }
+}

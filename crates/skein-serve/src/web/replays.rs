@@ -1,0 +1,419 @@
+/*!
+Replays from the page, through `skein_recorded::replay` exactly as `skein
+replay` runs them: the list of replays, one replay's report
+([`ReplayReport`], the type the command line and Python print), its
+progress while it runs, starting one over a selection with a change (model
+and options, system prompt, tools removed or added, sources removed) and
+resuming one whose worker is gone.
+
+A replay started here runs on a task of this server, holding one of its
+turn permits until every turn is finished; the page polls its progress.
+Tool calls are answered from the recording only: no tool runs live from
+the page, so a call the recording lacks stops its turn as diverged. If the
+server stops, the replay's rows say where it stood, and `skein replay
+--resume ID` (or the page's resume) finishes it.
+*/
+
+use super::actions::{
+    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_options, chosen_model, turn_permit,
+};
+use super::api::{ApiError, Shared};
+use super::reruns::{Writes, embedder};
+use crate::AppState;
+use axum::Json;
+use axum::extract::Path;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use skein::Model;
+use skein::core::ToolSpec;
+use skein::core::provider::GenerationOptions;
+use skein::recorded::RecordedError;
+use skein::recorded::compare::Comparator;
+use skein::recorded::replay::{Change, ReplayPlan, ReplayReport, Replayer, Selection, plan_of};
+use skein::store::{ReplayId, ReplayRecord, ReplayTotals};
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// How many ids (conversations, families, turns, labels, clients, tools,
+/// sources, comparators) one field of a replay's body may list.
+const LIST_MAX: usize = 1_000;
+
+/// A replay in the list.
+#[derive(Debug, Serialize)]
+pub struct ReplaySummary {
+    pub id: ReplayId,
+    /// The 12-digit prefix the CLI prints.
+    pub short: String,
+    pub model: String,
+    pub created_ms: i64,
+    pub selection: serde_json::Value,
+    pub change: serde_json::Value,
+    /// Turns selected.
+    pub selected: u64,
+    pub totals: ReplayTotals,
+    /// A worker of this server is replaying it now.
+    pub working: bool,
+}
+
+/// `GET /api/replays`: every replay, newest first, with its totals.
+pub async fn list(state: Shared) -> Result<Json<Vec<ReplaySummary>>, ApiError> {
+    let store = state.reads.nonblocking();
+    let mut replays = Vec::new();
+    for record in store.all_replays().await?.into_iter().rev() {
+        let totals = store.replay_totals(&record.id).await?;
+        replays.push(summary(&state, record, totals));
+    }
+    Ok(Json(replays))
+}
+
+fn summary(state: &AppState, record: ReplayRecord, totals: ReplayTotals) -> ReplaySummary {
+    ReplaySummary {
+        short: record.id.short().to_string(),
+        working: state.working(&record.id),
+        id: record.id,
+        model: record.model,
+        created_ms: record.created_ms,
+        selection: record.selection,
+        change: record.change,
+        selected: record.turns,
+        totals,
+    }
+}
+
+/// What `/api/replays/{id}` answers: the report, worst turns first, and
+/// whether a worker of this server is on it.
+#[derive(Debug, Serialize)]
+pub struct ReplayPage {
+    #[serde(flatten)]
+    pub report: ReplayReport,
+    pub working: bool,
+}
+
+/// `GET /api/replays/{id}`: one replay's report (any unique prefix of its
+/// id), priced at the server's prices.
+pub async fn report(
+    state: Shared,
+    Path(prefix): Path<String>,
+) -> Result<Json<ReplayPage>, ApiError> {
+    let id = state.reads.nonblocking().resolve_replay(&prefix).await?;
+    let (reads, prices, read) = (state.reads.clone(), state.prices.clone(), id.clone());
+    let report = tokio::task::spawn_blocking(move || ReplayReport::read(&reads, &read, &prices))
+        .await
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+        .map_err(recorded_error)?;
+    Ok(Json(ReplayPage {
+        report: report.worst_first(),
+        working: state.working(&id),
+    }))
+}
+
+/// `GET /api/replays/{id}/progress`: where its turns stand, cheaply, for a
+/// page polling a running replay.
+pub async fn progress(
+    state: Shared,
+    Path(prefix): Path<String>,
+) -> Result<Json<ReplaySummary>, ApiError> {
+    let store = state.reads.nonblocking();
+    let id = store.resolve_replay(&prefix).await?;
+    let record = store.replay(&id).await?;
+    let totals = store.replay_totals(&id).await?;
+    Ok(Json(summary(&state, record, totals)))
+}
+
+/// What starting a replay asks for: the turns (at least one source or
+/// filter, as `skein replay` takes them) and the change.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    /// The model to replay on (default: the server's).
+    model: Option<String>,
+    #[serde(default)]
+    conversations: Vec<String>,
+    #[serde(default)]
+    families: Vec<String>,
+    /// Turns by their final answer's node (any unique prefix).
+    #[serde(default)]
+    turns: Vec<String>,
+    #[serde(default)]
+    labels: Vec<String>,
+    search: Option<String>,
+    since_ms: Option<i64>,
+    until_ms: Option<i64>,
+    #[serde(default)]
+    clients: Vec<String>,
+    /// In place of the recorded system messages.
+    system: Option<String>,
+    /// Set options replace the recorded ones.
+    options: Option<GenerationOptions>,
+    #[serde(default)]
+    remove_tools: Vec<String>,
+    #[serde(default)]
+    add_tools: Vec<ToolSpec>,
+    /// Sources whose tagged parts are removed.
+    #[serde(default)]
+    ignore: Vec<String>,
+    /// Comparators, as `--compare` takes them (default: specifics, then
+    /// embedding).
+    #[serde(default)]
+    compare: Vec<String>,
+}
+
+impl StartBody {
+    /// Lengths checked: every list and every name bounded.
+    fn check(&self) -> Result<(), ApiError> {
+        check_length("model", self.model.as_deref(), NAME_MAX_CHARS)?;
+        check_length("search", self.search.as_deref(), NAME_MAX_CHARS)?;
+        check_length("system", self.system.as_deref(), TEXT_MAX_CHARS)?;
+        let lists = [
+            ("conversations", &self.conversations),
+            ("families", &self.families),
+            ("turns", &self.turns),
+            ("labels", &self.labels),
+            ("clients", &self.clients),
+            ("remove_tools", &self.remove_tools),
+            ("ignore", &self.ignore),
+            ("compare", &self.compare),
+        ];
+        for (field, list) in lists {
+            if list.len() > LIST_MAX {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("`{field}` lists more than {LIST_MAX} items"),
+                ));
+            }
+            for item in list {
+                check_length(field, Some(item), NAME_MAX_CHARS)?;
+            }
+        }
+        if self.add_tools.len() > LIST_MAX {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("`add_tools` lists more than {LIST_MAX} tools"),
+            ));
+        }
+        if let Some(options) = &self.options {
+            check_options(options)?;
+        }
+        Ok(())
+    }
+
+    /// The plan: the model's name, the change, the comparators.
+    fn plan(&self, model: String) -> Result<ReplayPlan, ApiError> {
+        let mut change = Change::default();
+        change.options = self.options.clone().unwrap_or_default();
+        change.system = self.system.clone();
+        change.remove_tools = self.remove_tools.clone();
+        change.add_tools = self.add_tools.clone();
+        change.remove_sources = self.ignore.clone();
+        let mut plan = ReplayPlan::new(model);
+        plan.change = change;
+        plan.compare = self.compare.clone();
+        plan.comparators().map_err(recorded_error)?;
+        Ok(plan)
+    }
+
+    /// The turns, every id resolved (404 for one that matches nothing).
+    async fn selection(&self, state: &AppState) -> Result<Selection, ApiError> {
+        let store = state.store.nonblocking();
+        let mut selection = Selection::new();
+        for given in &self.conversations {
+            selection = selection.conversation(store.resolve_conversation(given).await?);
+        }
+        for given in &self.families {
+            selection = selection.family(store.resolve_conversation(given).await?);
+        }
+        for given in &self.turns {
+            selection = selection.turn(store.resolve_node(given).await?);
+        }
+        for name in &self.labels {
+            selection = selection.label(name.clone());
+        }
+        if let Some(text) = self
+            .search
+            .as_deref()
+            .filter(|text| !text.trim().is_empty())
+        {
+            selection = selection.search(text.to_string());
+        }
+        selection = selection.between(self.since_ms, self.until_ms);
+        for name in &self.clients {
+            selection = selection.client(name.clone());
+        }
+        if selection.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "say which turns to replay: `conversations`, `families`, `turns`, `labels`, or a \
+                 filter over every conversation (`search`, `since_ms`, `until_ms`, `clients`)",
+            ));
+        }
+        Ok(selection)
+    }
+}
+
+/// `POST /api/replays`: store a replay of the selection with the change
+/// and start replaying it here (202, with its id: the page polls its
+/// progress).
+pub async fn start(
+    state: Shared,
+    body: Result<Json<StartBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<ReplaySummary>), ApiError> {
+    let Json(body) = body?;
+    body.check()?;
+    let permit = turn_permit(&state)?;
+    let (model, name) = match body.model.as_deref() {
+        Some(name) => (model_named(&state, name)?, name.to_string()),
+        None => (
+            state.models.open(None).map_err(bad_model)?,
+            state.models.default_name(),
+        ),
+    };
+    let plan = body.plan(name)?;
+    let selection = body.selection(&state).await?;
+    let replayer = replayer(&state, model, &plan)?;
+    let id = replayer
+        .start(&selection, &plan)
+        .await
+        .map_err(recorded_error)?;
+    run(&state, replayer, id.clone(), permit);
+    let store = state.store.nonblocking();
+    let record = store.replay(&id).await?;
+    let totals = store.replay_totals(&id).await?;
+    Ok((StatusCode::ACCEPTED, Json(summary(&state, record, totals))))
+}
+
+/// `POST /api/replays/{id}/resume`: replay the turns of an unfinished
+/// replay that no worker holds (its worker stopped), as `skein replay
+/// --resume` does; 409 when this server is on it already.
+pub async fn resume(
+    state: Shared,
+    Path(prefix): Path<String>,
+) -> Result<(StatusCode, Json<ReplaySummary>), ApiError> {
+    let store = state.store.nonblocking();
+    let id = store.resolve_replay(&prefix).await?;
+    if state.working(&id) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "this server is replaying it already: watch its progress",
+        ));
+    }
+    let record = store.replay(&id).await?;
+    let totals = store.replay_totals(&id).await?;
+    if totals.finished() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "every turn of this replay is finished: there is nothing to resume",
+        ));
+    }
+    let permit = turn_permit(&state)?;
+    let plan = plan_of(&record).map_err(recorded_error)?;
+    let model = model_named(&state, &plan.model)?;
+    let replayer = replayer(&state, model, &plan)?;
+    run(&state, replayer, id, permit);
+    Ok((StatusCode::ACCEPTED, Json(summary(&state, record, totals))))
+}
+
+/// The model `name` names, as the page's other actions choose models (a
+/// file of the server's machine only when the server offers it).
+fn model_named(state: &AppState, name: &str) -> Result<Model, ApiError> {
+    match chosen_model(state, Some(name))? {
+        Some(model) => Ok(model),
+        None => state.models.open(Some(name)).map_err(bad_model),
+    }
+}
+
+fn bad_model(problem: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, problem)
+}
+
+/// A worker for `plan` on `model`: the lexical embedder, and a judge's
+/// model when a comparator names one (chosen as the page chooses models).
+fn replayer(state: &AppState, model: Model, plan: &ReplayPlan) -> Result<Replayer, ApiError> {
+    let mut replayer =
+        Replayer::new(&state.store, model).embedder(embedder(state, Writes::IfAllowed));
+    for comparator in plan.comparators().map_err(recorded_error)? {
+        if let Comparator::Judge { model, .. } = comparator {
+            replayer = replayer.judge(model_named(state, &model)?);
+            break;
+        }
+    }
+    Ok(replayer)
+}
+
+/// Replay `id` on a task of this server until every turn is finished,
+/// holding `permit` meanwhile.
+fn run(state: &Arc<AppState>, replayer: Replayer, id: ReplayId, permit: OwnedSemaphorePermit) {
+    let working = Working::on(state, id.clone());
+    // The worker's future is not `Send` (its turns run concurrently on
+    // borrowed state), so it runs on a blocking thread of its own, driven
+    // by this server's runtime.
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let _working = working;
+        if let Err(error) = runtime.block_on(replayer.run(&id, |_| {})) {
+            tracing::warn!(
+                %error,
+                replay = %id,
+                "web view: a replay stopped; resume it from its page or with `skein replay --resume`"
+            );
+        }
+    });
+}
+
+/// The mark that a worker of this server is on a replay, taken off when
+/// the worker ends however it ends.
+struct Working {
+    state: Arc<AppState>,
+    id: ReplayId,
+}
+
+impl Working {
+    fn on(state: &Arc<AppState>, id: ReplayId) -> Working {
+        state.replaying().insert(id.clone());
+        Working {
+            state: state.clone(),
+            id,
+        }
+    }
+}
+
+impl Drop for Working {
+    fn drop(&mut self) {
+        self.state.replaying().remove(&self.id);
+    }
+}
+
+impl AppState {
+    /// The replays this server's workers are on.
+    fn replaying(&self) -> std::sync::MutexGuard<'_, HashSet<ReplayId>> {
+        self.replaying
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn working(&self, id: &ReplayId) -> bool {
+        self.replaying().contains(id)
+    }
+}
+
+/// A replay error as an answer: what the request got wrong is 400, a
+/// missing record 404, anything else 500.
+fn recorded_error(error: RecordedError) -> ApiError {
+    match error {
+        RecordedError::Store(error) => error.into(),
+        error @ (RecordedError::EmptySelection
+        | RecordedError::BadComparator { .. }
+        | RecordedError::UnknownLiveTool { .. }
+        | RecordedError::SearchTooWide { .. }
+        | RecordedError::NotATurn(_)
+        | RecordedError::NoEmbedder(_)) => {
+            ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
+        }
+        error => {
+            tracing::warn!(%error, "web view: a replay failed");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+        }
+    }
+}
