@@ -115,6 +115,7 @@ impl RunOutput {
             turn: None,
             request: None,
             requested_model: None,
+            client: None,
             events: self.events.iter().map(stored_event).collect(),
         }
     }

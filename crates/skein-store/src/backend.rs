@@ -372,4 +372,7 @@ pub(crate) trait Forget {
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
     /// Rewrite the database without its free pages.
     fn vacuum(&self) -> Result<()>;
+    /// The conversations holding a run the recording proxy's client
+    /// `client` made (see [`crate::Filter::client`]).
+    fn conversations_of_client(&self, client: &str) -> Result<Vec<String>>;
 }
