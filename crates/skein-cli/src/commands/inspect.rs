@@ -309,10 +309,13 @@ fn log_recent(
             continue;
         }
         outln!(
-            "{} · conversation {conversation} · node {node} · {} · {}",
+            "{} · conversation {conversation} · node {node} · {} · {}{}",
             ui::timestamp(run.started_ms),
             run.model,
-            run.status.as_str()
+            run.status.as_str(),
+            run.client
+                .as_ref()
+                .map_or(String::new(), |client| format!(" · client {client}")),
         )?;
         outln!("  > {}", ui::one_line(prompt.as_deref().unwrap_or(""), 100))?;
         match (reply, &run.error) {
@@ -600,7 +603,7 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
     }
     for run in &runs {
         outln!(
-            "\nproduced by run {} · {}{} via {} · {} · {} in / {} out tokens{}",
+            "\nproduced by run {} · {}{} via {} · {} · {} in / {} out tokens{}{}",
             run.id.short(),
             run.model,
             run.requested_model
@@ -623,7 +626,10 @@ pub fn show(ctx: &Context, args: ShowArgs) -> Result<ExitCode> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
-            }
+            },
+            run.client
+                .as_ref()
+                .map_or(String::new(), |client| format!(" · client {client}")),
         )?;
     }
     if !children.is_empty() {
