@@ -102,5 +102,8 @@ fn selection(ctx: &Context, args: &DeleteArgs) -> Result<Selection> {
     if args.proxy {
         filter = filter.proxy_only();
     }
+    if let Some(client) = &args.client {
+        filter = filter.client(client.clone());
+    }
     Ok(Selection::Matching(filter))
 }

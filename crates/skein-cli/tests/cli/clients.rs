@@ -609,6 +609,13 @@ fn the_openai_client_names_sessions_with_user_and_metadata() {
         let logged = cli.ok(&["log", "-n", "20"]);
         assert!(logged.contains(" · client monday-chat"), "{logged}");
 
+        // `skein delete --client` plans the deletion of that client's.
+        let plan = cli.json(&["delete", "--client", "tuesday-chat", "--dry-run"]);
+        assert_eq!(
+            plan["conversations"],
+            json!([named(db, "tuesday-chat").id.0]),
+            "{plan}"
+        );
         let mut expected = vec![
             named(db, "monday-meta").id.0,
             named(db, "monday-responses").id.0,
