@@ -33,12 +33,17 @@ message and the handoff call under its own instructions, so its thread
 shares nothing with the first agent's) starts a conversation linked to
 that one, its origin the message that made the call. A call id is evidence only when it is
 distinctive (not a client's counter such as `call_1`) and leads to one
-conversation: one found in several links nothing.
+conversation. One found in several links nothing, but is not dropped
+silently either: the request starts a conversation of its own whose runs
+name each candidate as a relation of kind [`PROBABLY_CONTINUES`], and the
+turn service reports them ([`TurnDone::probably_continues`](crate::service::TurnDone)).
 */
 
 use crate::commit::{self, Bookmark, OnMoved};
 use crate::service::{Finding, Landed};
-use skein_core::{ConversationId, ConversationSettings, NodeId, Origin, RunRecord, Thread};
+use skein_core::{
+    ConversationId, ConversationSettings, NodeId, Origin, Relation, RunRecord, Thread,
+};
 use skein_store::{AsyncStore, ConversationRecord, Store, StoreError};
 
 /// How far back a request's stored nodes are searched for the conversation
@@ -56,6 +61,12 @@ const CALLS_SEARCHED: usize = 16;
 /// How many stored messages making one call id are looked at: more than
 /// one conversation among them makes the id no evidence.
 const CALLERS_SEARCHED: usize = 8;
+
+/// The relation kind a run carries for each conversation its request
+/// probably continues: a call it carries was made there, and in other
+/// conversations too, so which one cannot be told (the target is the
+/// conversation's id).
+pub const PROBABLY_CONTINUES: &str = "proxy.probably_continues";
 
 /// Where a reply lands.
 enum Destination {
@@ -81,6 +92,28 @@ enum Destination {
         source: ConversationRecord,
         call: NodeId,
     },
+    /// A new conversation at `start`, linked to none, though calls the
+    /// request carries were made in each of `candidates`.
+    Ambiguous {
+        start: Option<NodeId>,
+        candidates: Vec<ConversationId>,
+    },
+}
+
+/// Where a turn found in the graph landed, and the conversations it
+/// probably continues where the evidence could not tell which.
+pub(crate) struct Found {
+    pub landed: Landed,
+    pub probably_continues: Vec<ConversationId>,
+}
+
+impl From<Landed> for Found {
+    fn from(landed: Landed) -> Found {
+        Found {
+            landed,
+            probably_continues: Vec::new(),
+        }
+    }
 }
 
 /// Land `thread` (a request and its reply) and `runs` where the request
@@ -92,7 +125,7 @@ pub(crate) async fn found(
     thread: Thread,
     runs: Vec<RunRecord>,
     finding: &Finding,
-) -> Result<Landed, StoreError> {
+) -> Result<Found, StoreError> {
     // Only a session can be placed twice: nothing else pays for copies of
     // the thread and the runs (which hold the exact request body).
     if finding.session.is_none() {
@@ -108,9 +141,9 @@ pub(crate) async fn found(
 async fn found_once(
     store: &Store,
     thread: Thread,
-    runs: Vec<RunRecord>,
+    mut runs: Vec<RunRecord>,
     finding: &Finding,
-) -> Result<Landed, StoreError> {
+) -> Result<Found, StoreError> {
     let node = thread.head_id().expect("an exchange ends with its reply");
     let request = thread.parent();
     let name = finding.name.as_deref();
@@ -122,15 +155,17 @@ async fn found_once(
     // other conversation holds it (names are unique): a named client's
     // regenerate or edited history is an unnamed branch of its conversation.
     let free_name = match (&finding.name, &placed) {
-        (Some(name), Destination::New { .. } | Destination::HandedOff { .. }) => {
-            match store.nonblocking().check_name_free(name).await {
-                Ok(()) => Some(name.clone()),
-                Err(StoreError::NameTaken { .. }) => None,
-                Err(error) => return Err(error),
-            }
-        }
+        (
+            Some(name),
+            Destination::New { .. } | Destination::HandedOff { .. } | Destination::Ambiguous { .. },
+        ) => match store.nonblocking().check_name_free(name).await {
+            Ok(()) => Some(name.clone()),
+            Err(StoreError::NameTaken { .. }) => None,
+            Err(error) => return Err(error),
+        },
         _ => None,
     };
+    let mut probably_continues = Vec::new();
     let (bookmark, start) = match placed {
         Destination::Fresh => (
             Bookmark::unstored(finding.session.clone(), None, finding.settings.clone()),
@@ -138,7 +173,7 @@ async fn found_once(
         ),
         Destination::Join(conversation) => {
             commit::keep_in(store, &conversation, runs).await?;
-            return Ok(Landed::In(conversation));
+            return Ok(Landed::In(conversation).into());
         }
         Destination::Continue { owner, from } => {
             let bookmark = Bookmark::of(owner);
@@ -150,7 +185,8 @@ async fn found_once(
                     from: bookmark.id,
                 },
                 _ => Landed::In(bookmark.id),
-            });
+            }
+            .into());
         }
         Destination::New {
             start,
@@ -164,29 +200,44 @@ async fn found_once(
         Destination::New {
             start,
             source: None,
-        } => (
-            Bookmark::unstored(
-                free_name,
-                start.map(|node| Origin {
-                    node: Some(node),
-                    ..Origin::default()
-                }),
-                finding.settings.clone(),
-            ),
-            start,
-        ),
+        } => (unlinked(free_name, start, finding), start),
+        Destination::Ambiguous { start, candidates } => {
+            for run in &mut runs {
+                run.relations
+                    .extend(candidates.iter().map(|candidate| Relation::Other {
+                        kind: PROBABLY_CONTINUES.into(),
+                        target: candidate.to_string(),
+                    }));
+            }
+            probably_continues = candidates;
+            (unlinked(free_name, start, finding), start)
+        }
     };
     let committed =
         commit::commit(store, &bookmark, start, Some(thread), runs, OnMoved::Branch).await?;
     let id = committed.conversation.unwrap_or(bookmark.id);
-    Ok(
-        match bookmark.origin.and_then(|origin| origin.conversation) {
-            Some(from) => Landed::Branched {
-                conversation: id,
-                from,
-            },
-            None => Landed::In(id),
+    let landed = match bookmark.origin.and_then(|origin| origin.conversation) {
+        Some(from) => Landed::Branched {
+            conversation: id,
+            from,
         },
+        None => Landed::In(id),
+    };
+    Ok(Found {
+        landed,
+        probably_continues,
+    })
+}
+
+/// A new conversation at `start` that branches from no conversation.
+fn unlinked(name: Option<String>, start: Option<NodeId>, finding: &Finding) -> Bookmark {
+    Bookmark::unstored(
+        name,
+        start.map(|node| Origin {
+            node: Some(node),
+            ..Origin::default()
+        }),
+        finding.settings.clone(),
     )
 }
 
@@ -441,29 +492,39 @@ async fn place_as_read(
             return Ok(Destination::New { start, source });
         }
     }
-    if let Some((source, call)) = handed_off(store, request).await? {
-        return Ok(Destination::HandedOff {
+    Ok(match handed_off(store, request).await? {
+        Calls::MadeIn(source, call) => Destination::HandedOff {
             start,
-            source,
+            source: *source,
             call,
-        });
-    }
-    Ok(Destination::New {
-        start,
-        source: None,
+        },
+        Calls::MadeInSeveral(candidates) => Destination::Ambiguous { start, candidates },
+        Calls::NoEvidence => Destination::New {
+            start,
+            source: None,
+        },
     })
+}
+
+/// What the calls a request carries say about the conversation it came
+/// from.
+enum Calls {
+    /// A call made in this conversation (and no other), by this message.
+    MadeIn(Box<ConversationRecord>, NodeId),
+    /// Calls made in several conversations each, so which one the request
+    /// continues cannot be told: these, in the order found.
+    MadeInSeveral(Vec<ConversationId>),
+    NoEvidence,
 }
 
 /// The conversation where a call `request` carries (made or answered in
 /// its last messages, newest first) was made, outside `request`, and the
-/// message that made it; `None` when no call leads to exactly one
-/// conversation.
-async fn handed_off(
-    store: AsyncStore<'_>,
-    request: &Thread,
-) -> Result<Option<(ConversationRecord, NodeId)>, StoreError> {
+/// message that made it; when no call leads to exactly one conversation,
+/// the conversations those that lead to several were made in.
+async fn handed_off(store: AsyncStore<'_>, request: &Thread) -> Result<Calls, StoreError> {
     let own: std::collections::HashSet<NodeId> =
         request.ancestors().map(|node| node.id()).collect();
+    let mut candidates: Vec<ConversationId> = Vec::new();
     for node in request.ancestors().take(CALLS_SEARCHED) {
         let message = node.message();
         let made = message.tool_calls().map(|call| call.id.as_str());
@@ -471,8 +532,7 @@ async fn handed_off(
             .tool_results_iter()
             .map(|result| result.call_id.as_str());
         for call_id in made.chain(answered).filter(|id| distinctive(id)) {
-            let mut found: Option<(ConversationRecord, NodeId)> = None;
-            let mut ambiguous = false;
+            let mut found: Vec<(ConversationRecord, NodeId)> = Vec::new();
             for caller in store.nodes_calling(call_id, CALLERS_SEARCHED).await? {
                 if own.contains(&caller) {
                     continue;
@@ -480,18 +540,25 @@ async fn handed_off(
                 let Some(owner) = caller_owner(store, caller).await? else {
                     continue;
                 };
-                match &found {
-                    Some((first, _)) if first.id != owner.id => ambiguous = true,
-                    Some(_) => {}
-                    None => found = Some((owner, caller)),
+                if found.iter().all(|(known, _)| known.id != owner.id) {
+                    found.push((owner, caller));
                 }
             }
-            if !ambiguous && found.is_some() {
-                return Ok(found);
+            if found.len() == 1 {
+                let (owner, caller) = found.remove(0);
+                return Ok(Calls::MadeIn(Box::new(owner), caller));
+            }
+            for (owner, _) in found {
+                if !candidates.contains(&owner.id) {
+                    candidates.push(owner.id);
+                }
             }
         }
     }
-    Ok(None)
+    Ok(match candidates.is_empty() {
+        true => Calls::NoEvidence,
+        false => Calls::MadeInSeveral(candidates),
+    })
 }
 
 /// Where a turn at `node` lands when conversations head there: on the one

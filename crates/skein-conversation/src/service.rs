@@ -143,6 +143,12 @@ impl Landed {
 pub struct TurnDone<O> {
     pub output: O,
     pub landed: Landed,
+    /// The conversations a [found](Landing::Found) turn probably continues,
+    /// which the evidence could not tell apart, so the turn was linked to
+    /// none of them (see [`crate::landing`]); its runs name each as a
+    /// [`PROBABLY_CONTINUES`](crate::PROBABLY_CONTINUES) relation.
+    /// Empty for every other turn.
+    pub probably_continues: Vec<ConversationId>,
 }
 
 /// A turn that did not complete.
@@ -242,8 +248,12 @@ impl TurnRequest {
             .exchange
             .as_ref()
             .map(|exchange| exchange.thread().clone());
-        let landed = self.land(thread, records).await?;
-        Ok(TurnDone { output, landed })
+        let written = self.land(thread, records).await?;
+        Ok(TurnDone {
+            output,
+            landed: written.landed,
+            probably_continues: written.probably_continues,
+        })
     }
 
     /// Run a tool loop (`chain`: its tools, limit, hooks and drift record)
@@ -268,7 +278,7 @@ impl TurnRequest {
             // is where they end, keeps its run: one write.
             (Some(thread), false, false) => {
                 records.extend(failed.clone().map(|call| self.marked_failure(call)));
-                self.land(Some(thread.clone()), records).await?
+                self.land(Some(thread.clone()), records).await?.landed
             }
             _ => {
                 let kept = match failed.clone() {
@@ -306,10 +316,15 @@ impl TurnRequest {
             return Ok(TurnDone {
                 output,
                 landed: Landed::Kept,
+                probably_continues: Vec::new(),
             });
         }
-        let landed = self.land(Some(output.thread.clone()), records).await?;
-        Ok(TurnDone { output, landed })
+        let written = self.land(Some(output.thread.clone()), records).await?;
+        Ok(TurnDone {
+            output,
+            landed: written.landed,
+            probably_continues: written.probably_continues,
+        })
     }
 
     /// The runs' records, marked by the surface.
@@ -342,27 +357,27 @@ impl TurnRequest {
         &self,
         thread: Option<Thread>,
         runs: Vec<RunRecord>,
-    ) -> Result<Landed, StoreError> {
+    ) -> Result<landing::Found, StoreError> {
         let traced = telemetry::Traced::of(&thread, &runs);
-        let landed = self.write(thread, runs).await?;
+        let written = self.write(thread, runs).await?;
         if let Some(traced) = traced {
             traced
-                .emit(&self.landing, &landed, self.store.as_ref())
+                .emit(&self.landing, &written.landed, self.store.as_ref())
                 .await;
         }
-        Ok(landed)
+        Ok(written)
     }
 
     async fn write(
         &self,
         thread: Option<Thread>,
         runs: Vec<RunRecord>,
-    ) -> Result<Landed, StoreError> {
+    ) -> Result<landing::Found, StoreError> {
         let Some(store) = &self.store else {
-            return Ok(Landed::Unrecorded);
+            return Ok(Landed::Unrecorded.into());
         };
         match &self.landing {
-            Landing::Unrecorded => Ok(Landed::Unrecorded),
+            Landing::Unrecorded => Ok(Landed::Unrecorded.into()),
             Landing::In {
                 conversation,
                 from,
@@ -372,7 +387,7 @@ impl TurnRequest {
                     joined_origin(store, conversation, *from, thread.as_ref()).await?
                 {
                     commit::keep_in(store, &origin.id, runs).await?;
-                    return Ok(Landed::Joined(Box::new(origin)));
+                    return Ok(Landed::Joined(Box::new(origin)).into());
                 }
                 let written =
                     commit::commit(store, conversation, *from, thread, runs, *on_moved).await;
@@ -382,7 +397,8 @@ impl TurnRequest {
                         current: moved.actual,
                     },
                     Err(error) => return Err(error),
-                })
+                }
+                .into())
             }
             Landing::Found(finding) => {
                 let thread = thread.expect("a found turn lands a thread");

@@ -240,6 +240,12 @@ pub struct RunRecord {
     /// it said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_model: Option<String>,
+    /// Which client of the recording proxy made the call, as it identified
+    /// itself (the `x-skein-client` header, else OpenAI's `user` or
+    /// Anthropic's `metadata.user_id`); per-client retention and selections
+    /// read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     /// The run's observation events (metadata only), oldest first, in the
     /// engine's JSON form less their run id (the record's own): the store
     /// keeps them without interpreting them.
@@ -274,6 +280,7 @@ impl RunRecord {
             request: None,
             requested_model: None,
             response_model: None,
+            client: None,
             events: Vec::new(),
         }
     }

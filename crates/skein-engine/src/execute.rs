@@ -118,6 +118,7 @@ impl RunOutput {
             request: None,
             requested_model: None,
             response_model: self.response_model.clone(),
+            client: None,
             events: self.events.iter().map(stored_event).collect(),
         }
     }

@@ -117,8 +117,10 @@ pub struct Selection {
     /// Filter: only turns recorded before this time (Unix ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_ms: Option<i64>,
-    /// Filter: only turns of conversations the recording proxy recorded
-    /// under one of these names (a client's `x-skein-conversation-name`).
+    /// Filter: only turns the recording proxy recorded for one of these
+    /// clients (a run that produced the turn's answer names it:
+    /// `x-skein-client`, else OpenAI's `user` or Anthropic's
+    /// `metadata.user_id`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clients: Vec<String>,
 }
@@ -1027,7 +1029,6 @@ async fn select(store: &Store, selection: &Selection) -> Result<Vec<NewReplayTur
         seen: HashSet::new(),
         turns: Vec::new(),
         matches: HashMap::new(),
-        owners: HashMap::new(),
     };
     let mut conversations: Vec<ConversationId> = selection.conversations.clone();
     for id in &selection.families {
@@ -1093,8 +1094,6 @@ struct Picker<'a> {
     turns: Vec<NewReplayTurn>,
     /// Per conversation, the nodes of its thread the search matches.
     matches: HashMap<ConversationId, HashSet<NodeId>>,
-    /// Per conversation, whether the client filter keeps it.
-    owners: HashMap<ConversationId, bool>,
 }
 
 impl Picker<'_> {
@@ -1103,9 +1102,6 @@ impl Picker<'_> {
         let Some(head) = conversation.head else {
             return Ok(());
         };
-        if !self.client_keeps(conversation) {
-            return Ok(());
-        }
         let thread = self.store.nonblocking().load_thread(head).await?;
         for (request, answer) in turns_of(&thread) {
             if self.seen.contains(&answer) {
@@ -1117,7 +1113,7 @@ impl Picker<'_> {
                 request_node: request,
                 compare: Vec::new(),
             };
-            if self.keeps(&turn, &thread).await? {
+            if self.client_keeps(answer).await? && self.keeps(&turn, &thread).await? {
                 self.seen.insert(answer);
                 self.turns.push(turn);
             }
@@ -1140,35 +1136,28 @@ impl Picker<'_> {
             request_node: request,
             compare,
         };
-        let client = match &turn.conversation {
-            _ if self.selection.clients.is_empty() => true,
-            Some(owner) => match self.owners.get(owner) {
-                Some(keeps) => *keeps,
-                None => {
-                    let record = api.conversation(owner).await?;
-                    self.client_keeps(&record)
-                }
-            },
-            None => false,
-        };
-        if client && self.keeps(&turn, &thread).await? {
+        if self.client_keeps(answer).await? && self.keeps(&turn, &thread).await? {
             self.seen.insert(answer);
             self.turns.push(turn);
         }
         Ok(())
     }
 
-    /// Whether the client filter keeps `conversation` (remembered).
-    fn client_keeps(&mut self, conversation: &ConversationRecord) -> bool {
+    /// Whether the client filter keeps the turn answered by `answer`: a
+    /// run that produced it was made by one of the selection's clients of
+    /// the recording proxy (as its run records: `x-skein-client`, OpenAI's
+    /// `user`, Anthropic's `metadata.user_id`).
+    async fn client_keeps(&self, answer: NodeId) -> Result<bool> {
         let clients = &self.selection.clients;
-        let keeps = clients.is_empty()
-            || (conversation.settings.proxy
-                && conversation
-                    .name
-                    .as_ref()
-                    .is_some_and(|name| clients.contains(name)));
-        self.owners.insert(conversation.id.clone(), keeps);
-        keeps
+        if clients.is_empty() {
+            return Ok(true);
+        }
+        let runs = self.store.nonblocking().runs_producing(answer).await?;
+        Ok(runs.iter().any(|run| {
+            run.client
+                .as_ref()
+                .is_some_and(|client| clients.contains(client))
+        }))
     }
 
     /// Whether the time and search filters keep `turn` of `thread`.

@@ -3459,29 +3459,88 @@ async fn a_session_marker_keeps_two_runs_of_one_app_apart() {
     assert!(server.store.verify().unwrap().is_ok());
 }
 
+/// Each run keeps the client that made its request: the `x-skein-client`
+/// header, else OpenAI's `user`, else Anthropic's `metadata.user_id`, else
+/// none; a header that is empty or too long is refused, nothing recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_run_keeps_the_client_that_made_its_request() {
+    let server = Server::proxying(None).await;
+    let json = ("content-type", "application/json");
+    let hello = |extra: Value| {
+        let mut body = serde_json::json!({"max_tokens": 5,
+            "messages": [{"role": "user", "content": "hello"}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    };
+    // The client on the run of a reply (its id ends in its run's).
+    let client_of = |reply: &Value| {
+        let id = reply["id"].as_str().unwrap();
+        let run = id.rsplit(['-', '_']).next().unwrap();
+        server
+            .store
+            .run_record(&skein::store::RunId(run.to_string()))
+            .unwrap()
+            .client
+    };
+    let chat = |extra: Value, headers: Vec<(&'static str, &'static str)>| {
+        let server = &server;
+        async move {
+            let (status, text) = server.chat(&hello(extra), &headers).await;
+            assert_eq!(status, StatusCode::OK, "{text}");
+            serde_json::from_str::<Value>(&text).unwrap()
+        }
+    };
+    let reply = chat(
+        serde_json::json!({"user": "alice"}),
+        vec![json, ("x-skein-client", " checkout-bot ")],
+    )
+    .await;
+    assert_eq!(
+        client_of(&reply).as_deref(),
+        Some("checkout-bot"),
+        "the header wins"
+    );
+    let reply = chat(serde_json::json!({"user": "alice"}), vec![json]).await;
+    assert_eq!(client_of(&reply).as_deref(), Some("alice"));
+    let (status, reply) = server
+        .proxy(
+            "/v1/messages",
+            serde_json::json!({"max_tokens": 5, "metadata": {"user_id": "bob"},
+                "messages": [{"role": "user", "content": "hello"}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(client_of(&reply).as_deref(), Some("bob"));
+    let reply = chat(serde_json::json!({}), vec![json]).await;
+    assert_eq!(client_of(&reply), None);
+
+    let runs = server.runs();
+    let long = "x".repeat(300);
+    for refused in [" ", long.as_str()] {
+        let (status, text) = server
+            .chat(
+                &hello(serde_json::json!({})),
+                &[json, ("x-skein-client", refused)],
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(text.contains("x-skein-client"), "{text}");
+    }
+    assert_eq!(server.runs(), runs, "nothing refused is recorded");
+    assert!(server.store.verify().unwrap().is_ok());
+}
+
 /// What the Messages API carries that the proxy's models cannot honour:
-/// message threads are refused with the code the Anthropic SDK falls back
-/// from (it then sends the whole history), a forced tool call is refused,
-/// `tool_choice: none` offers no tools, extended thinking is answered
-/// without and said so in a header, and `count_tokens` is refused in
-/// Anthropic's error format. Nothing refused is recorded.
+/// a forced tool call is refused, `tool_choice: none` offers no tools,
+/// extended thinking is answered without and said so in a header, and
+/// `count_tokens` is refused in Anthropic's error format. Nothing refused
+/// is recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_fields_the_proxy_cannot_honour_are_refused_or_reported() {
     let server = Server::proxying(None).await;
     let hello = serde_json::json!([{"role": "user", "content": "hello"}]);
-    let (status, error) = server
-        .proxy(
-            "/v1/messages",
-            serde_json::json!({"max_tokens": 5, "messages": hello, "thread": {"type": "create"}}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert_eq!(error["type"], "error");
-    assert_eq!(error["error"]["type"], "invalid_request_error");
-    assert_eq!(
-        error["error"]["details"]["error_code"],
-        "thread_unsupported_request"
-    );
     let tool = serde_json::json!([{"name": "get_weather", "input_schema": {"type": "object"}}]);
     let (status, error) = server
         .proxy(
@@ -3530,6 +3589,98 @@ async fn messages_fields_the_proxy_cannot_honour_are_refused_or_reported() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
     assert_eq!(error["error"]["type"], "not_found_error");
+    assert!(server.store.verify().unwrap().is_ok());
+}
+
+/// Anthropic message threads: a `create` is an ordinary request whose
+/// reply id is the thread's handle; a `continue` sends only its new
+/// messages and lands where the whole history would (one conversation);
+/// a `continue` from an id the graph lacks is refused with the code on
+/// which the SDK sends the whole history again, and one that re-sends the
+/// thread's `system` or names no reply is refused. Nothing refused is
+/// recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_thread_continues_its_conversation_from_the_reply_it_names() {
+    let server = Server::proxying(None).await;
+    let (status, created) = server
+        .proxy(
+            "/v1/messages",
+            serde_json::json!({"max_tokens": 50, "system": "Be brief.",
+                "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+                "messages": [{"role": "user", "content": "hello"}], "thread": {"type": "create"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    let continued = |previous: &str| {
+        serde_json::json!({"max_tokens": 50, "messages": [{"role": "user", "content": "more"}],
+            "thread": {"type": "continue", "previous_message_id": previous}})
+    };
+
+    let unknown = format!("msg_{}", "0".repeat(32));
+    for lacking in [unknown.as_str(), "msg_from_another_server"] {
+        let (status, error) = server.proxy("/v1/messages", continued(lacking)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+        assert_eq!(error["error"]["type"], "not_found_error");
+        assert_eq!(error["error"]["details"]["error_code"], "thread_not_found");
+    }
+    let mut with_system = continued(&id);
+    with_system["system"] = "Be verbose.".into();
+    let (status, error) = server.proxy("/v1/messages", with_system).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot send `system` or `tools`"),
+        "{error}"
+    );
+    for thread in [
+        serde_json::json!({"type": "continue"}),
+        serde_json::json!({"type": "fork"}),
+    ] {
+        let mut body = continued(&id);
+        body["thread"] = thread;
+        let (status, error) = server.proxy("/v1/messages", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    }
+    assert_eq!(server.runs(), 1, "nothing refused is recorded");
+
+    let (status, reply) = server.proxy("/v1/messages", continued(&id)).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(
+        reply["content"][0]["text"], "echo: \"more\" (history: 4 messages, system: yes, tools: 1)",
+        "the model got the thread's system prompt and tools"
+    );
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(
+        conversations.len(),
+        1,
+        "one conversation: {conversations:?}"
+    );
+    let thread = server
+        .store
+        .load_thread(conversations[0].head.unwrap())
+        .unwrap();
+    let texts: Vec<String> = thread
+        .messages()
+        .iter()
+        .map(|message| message.joined_text())
+        .collect();
+    let said = |reply: &Value| reply["content"][0]["text"].as_str().unwrap().to_string();
+    assert_eq!(
+        texts,
+        [
+            "Be brief.".to_string(),
+            "hello".into(),
+            said(&created),
+            "more".into(),
+            said(&reply)
+        ]
+    );
+    let runs = server.store.recent_runs(2).unwrap();
+    assert_eq!(runs[0].tools, runs[1].tools, "the thread's tools offered");
+    assert_eq!(runs[0].tools[0].name, "get_weather");
     assert!(server.store.verify().unwrap().is_ok());
 }
 
@@ -3851,7 +4002,8 @@ reply = "you said: {last_user}"
     );
 
     // A call id a client numbers (`call_1`) is no evidence; a distinctive
-    // one made in two conversations is none either: neither links.
+    // one made in two conversations links neither, but the request is said
+    // to probably continue both: in a response header and on its run.
     let calling = |system: &str, id: &str| {
         serde_json::json!({"model": "gpt-4o", "messages": [
             {"role": "system", "content": system},
@@ -3883,16 +4035,49 @@ reply = "you said: {last_user}"
         assert_eq!(origin, None, "{system}: `call_1` is no evidence");
     }
     let distinctive = "call_Zq9Xw7Lp2Rk4Tn8Vb";
-    let (first, origin) = origin_of(&send(calling("app three", distinctive)).await.unwrap());
-    assert_eq!(origin, None);
-    let (_, origin) = origin_of(&send(calling("app four", distinctive)).await.unwrap());
+    let probably = |answer: &reqwest::Response| {
+        answer
+            .headers()
+            .get("x-skein-probably-continues")
+            .map(|value| value.to_str().unwrap().to_string())
+    };
+    let answer = send(calling("app three", distinctive)).await.unwrap();
+    let (first, origin) = origin_of(&answer);
+    assert_eq!((origin, probably(&answer)), (None, None));
+    let answer = send(calling("app four", distinctive)).await.unwrap();
+    let (second, origin) = origin_of(&answer);
     assert_eq!(
         origin.map(|id| id.0),
-        Some(first),
+        Some(first.clone()),
         "one conversation made it"
     );
-    let (_, origin) = origin_of(&send(calling("app five", distinctive)).await.unwrap());
-    assert_eq!(origin, None, "two conversations made it: no evidence");
+    assert_eq!(probably(&answer), None, "linked, not guessed");
+    let answer = send(calling("app five", distinctive)).await.unwrap();
+    let (fifth, origin) = origin_of(&answer);
+    assert_eq!(origin, None, "two conversations made it: linked to neither");
+    let mut candidates: Vec<String> = probably(&answer)
+        .expect("the candidates are reported")
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    candidates.sort();
+    let mut expected = vec![first, second];
+    expected.sort();
+    assert_eq!(candidates, expected);
+    let run = server.store.recent_runs(1).unwrap().remove(0);
+    assert_eq!(run.conversation.map(|id| id.0), Some(fifth));
+    let mut related: Vec<String> = run
+        .relations
+        .iter()
+        .filter_map(|relation| match relation {
+            Relation::Other { kind, target } if kind == skein::conversation::PROBABLY_CONTINUES => {
+                Some(target.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    related.sort();
+    assert_eq!(related, expected, "the run names the candidates");
     assert!(server.store.verify().unwrap().is_ok());
 }
 

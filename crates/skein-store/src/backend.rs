@@ -374,4 +374,7 @@ pub(crate) trait Forget {
     fn vacuum(&self) -> Result<()>;
     /// The deleted conversations remaining forks name as their origin.
     fn deleted_origins(&self) -> Result<Vec<DeletedConversation>>;
+    /// The conversations holding a run the recording proxy's client
+    /// `client` made (see [`crate::Filter::client`]).
+    fn conversations_of_client(&self, client: &str) -> Result<Vec<String>>;
 }

@@ -90,6 +90,9 @@ pub struct Filter {
     pub updated_before_ms: Option<i64>,
     /// Recorded by the recording proxy (`skein serve --proxy`).
     pub proxy_only: bool,
+    /// Holding a run this client of the recording proxy made (its
+    /// [`RunRecord::client`](skein_core::RunRecord::client)).
+    pub client: Option<String>,
 }
 
 impl Filter {
@@ -105,7 +108,16 @@ impl Filter {
         self
     }
 
-    /// Whether `conversation` matches.
+    /// Only conversations holding a run the recording proxy's client
+    /// `name` made.
+    pub fn client(mut self, name: impl Into<String>) -> Filter {
+        self.client = Some(name.into());
+        self
+    }
+
+    /// Whether `conversation` matches, on what its record says (the
+    /// [`client`](Filter::client) condition is the runs', checked by
+    /// [`Store::forget`]).
     pub fn matches(&self, conversation: &ConversationRecord) -> bool {
         self.updated_before_ms
             .is_none_or(|before| conversation.updated_ms < before)
@@ -447,15 +459,30 @@ impl Store {
                     .map(|member| exactly(member.conversation.id))
                     .collect()
             }
-            Selection::Matching(filter) => self
-                .list_conversations(usize::MAX >> 1)?
-                .into_iter()
-                .filter(|conversation| filter.matches(conversation))
-                .map(|conversation| Doomed {
-                    id: conversation.id,
-                    updated_ms: Some(conversation.updated_ms),
-                })
-                .collect(),
+            Selection::Matching(filter) => {
+                let of_client: Option<HashSet<String>> = match &filter.client {
+                    Some(client) => Some(
+                        self.backend()
+                            .conversations_of_client(client)?
+                            .into_iter()
+                            .collect(),
+                    ),
+                    None => None,
+                };
+                self.list_conversations(usize::MAX >> 1)?
+                    .into_iter()
+                    .filter(|conversation| {
+                        filter.matches(conversation)
+                            && of_client
+                                .as_ref()
+                                .is_none_or(|ids| ids.contains(&conversation.id.0))
+                    })
+                    .map(|conversation| Doomed {
+                        id: conversation.id,
+                        updated_ms: Some(conversation.updated_ms),
+                    })
+                    .collect()
+            }
         })
     }
 

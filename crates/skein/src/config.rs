@@ -156,6 +156,12 @@ pub struct Retention {
     /// Conversations the recording proxy recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_older_than: Option<String>,
+    /// Per client of the recording proxy (`[retention.clients.NAME]`): the
+    /// proxy's conversations holding a run that client made (its
+    /// `x-skein-client` header, else OpenAI's `user` or Anthropic's
+    /// `metadata.user_id`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub clients: BTreeMap<String, ClientRetention>,
     /// How often `skein serve` applies these rules (`30s`, `15m`, `6h`,
     /// `1d`; default `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,6 +172,15 @@ impl Retention {
     fn is_empty(&self) -> bool {
         *self == Retention::default()
     }
+}
+
+/// `[retention.clients.NAME]`: how long one client's proxy conversations
+/// are kept.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientRetention {
+    /// Last updated longer ago than this (an age, or a date).
+    pub older_than: String,
 }
 
 /// `[otel]`: where the spans of every turn are sent (`skein::telemetry`).

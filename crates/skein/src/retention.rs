@@ -24,7 +24,7 @@ pub enum RetentionError {
     /// `every` that is no interval.
     #[error("retention.{key} in {file}: {problem}")]
     Age {
-        key: &'static str,
+        key: String,
         file: String,
         problem: String,
     },
@@ -44,8 +44,9 @@ pub struct Collected {
 }
 
 /// Apply `rules`: each set rule deletes the conversations it selects (as
-/// `skein delete --older-than`, with `--proxy` for `proxy_older_than`),
-/// keeping what others share. A malformed age is an error before anything
+/// `skein delete --older-than`, with `--proxy` for `proxy_older_than`, and
+/// `--proxy --client NAME` for `[retention.clients.NAME]`), keeping what
+/// others share. A malformed age is an error before anything
 /// is deleted.
 pub fn apply(
     store: &Store,
@@ -70,7 +71,29 @@ fn selections(rules: &Retention) -> Result<Vec<(String, Filter)>, RetentionError
         }
         selections.push((format!("{key} = \"{age}\""), filter));
     }
+    for (client, rule) in &rules.clients {
+        let key = format!("clients.{}.older_than", toml_key(client));
+        let cutoff = parse_cutoff(&rule.older_than)
+            .map_err(|problem| misconfigured(key.clone(), problem))?;
+        let filter = Filter::default()
+            .updated_before_ms(cutoff)
+            .proxy_only()
+            .client(client.clone());
+        selections.push((format!("{key} = \"{}\"", rule.older_than), filter));
+    }
     Ok(selections)
+}
+
+/// A client's name as a TOML key: bare when it can be, else quoted.
+fn toml_key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    match bare {
+        true => name.to_string(),
+        false => format!("{name:?}"),
+    }
 }
 
 fn forget_each(
@@ -84,9 +107,9 @@ fn forget_each(
         .collect()
 }
 
-fn misconfigured(key: &'static str, problem: String) -> RetentionError {
+fn misconfigured(key: impl Into<String>, problem: String) -> RetentionError {
     RetentionError::Age {
-        key,
+        key: key.into(),
         file: crate::config::path().map_or_else(
             |_| "the configuration file".into(),
             |path| path.display().to_string(),
@@ -105,7 +128,7 @@ pub fn check(rules: &Retention) -> Result<(), RetentionError> {
 
 /// Whether `rules` select anything (an `every` alone does not).
 pub fn has_rules(rules: &Retention) -> bool {
-    rules.older_than.is_some() || rules.proxy_older_than.is_some()
+    rules.older_than.is_some() || rules.proxy_older_than.is_some() || !rules.clients.is_empty()
 }
 
 /// How often `skein serve` applies `rules`: their `every` (`30s`, `15m`,
@@ -237,6 +260,37 @@ mod tests {
         for bad in ["", "d", "30", "30y", "2026-13-01", "2026-1", "1d2h"] {
             assert!(parse_cutoff_at(bad, now).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_client_rule_selects_that_clients_proxy_conversations_and_names_its_key() {
+        use crate::config::{ClientRetention, Retention};
+        let rule = |age: &str| ClientRetention {
+            older_than: age.into(),
+        };
+        let mut rules = Retention::default();
+        assert!(!super::has_rules(&rules));
+        rules.clients.insert("checkout-bot".into(), rule("7d"));
+        rules.clients.insert("a b".into(), rule("1h"));
+        assert!(super::has_rules(&rules));
+        let selected = super::selections(&rules).unwrap();
+        let labels: Vec<&str> = selected.iter().map(|(label, _)| label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "clients.\"a b\".older_than = \"1h\"",
+                "clients.checkout-bot.older_than = \"7d\""
+            ]
+        );
+        let filter = &selected[1].1;
+        assert_eq!(filter.client.as_deref(), Some("checkout-bot"));
+        assert!(filter.proxy_only && filter.updated_before_ms.is_some());
+        rules.clients.insert("late".into(), rule("soon"));
+        let error = super::selections(&rules).unwrap_err().to_string();
+        assert!(
+            error.contains("retention.clients.late.older_than"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -16,14 +16,14 @@ use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("selection").required(true).multiple(true)
-    .args(["ids", "family", "older_than", "proxy"])))]
+    .args(["ids", "family", "older_than", "proxy", "client"])))]
 pub struct DeleteArgs {
     /// Conversations to delete (any unique prefix of an id, or a name)
-    #[arg(value_name = "ID", conflicts_with_all = ["family", "older_than", "proxy"])]
+    #[arg(value_name = "ID", conflicts_with_all = ["family", "older_than", "proxy", "client"])]
     pub ids: Vec<String>,
     /// Delete this conversation's whole family: it and every conversation joined to it by forks,
     /// reply branches and reruns (not the ones that only share messages with it)
-    #[arg(long, value_name = "ID", conflicts_with_all = ["older_than", "proxy"])]
+    #[arg(long, value_name = "ID", conflicts_with_all = ["older_than", "proxy", "client"])]
     pub family: Option<String>,
     /// Delete every conversation last updated longer ago than this: `30d`, `12h`, `45m`, or a date
     /// (`2026-11-01`, midnight UTC)
@@ -33,6 +33,10 @@ pub struct DeleteArgs {
     /// must hold
     #[arg(long)]
     pub proxy: bool,
+    /// Delete only conversations holding a run this client of the proxy made (its
+    /// `x-skein-client` header, else OpenAI's `user` or Anthropic's `metadata.user_id`)
+    #[arg(long, value_name = "NAME")]
+    pub client: Option<String>,
     /// Print what would be deleted and kept, and change nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -81,6 +85,9 @@ fn selection(ctx: &Context, args: &DeleteArgs) -> Result<Selection> {
     }
     if args.proxy {
         filter = filter.proxy_only();
+    }
+    if let Some(client) = &args.client {
+        filter = filter.client(client.clone());
     }
     Ok(Selection::Matching(filter))
 }

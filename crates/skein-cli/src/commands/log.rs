@@ -308,10 +308,13 @@ fn log_recent(
             continue;
         }
         outln!(
-            "{} · conversation {conversation} · node {node} · {} · {}",
+            "{} · conversation {conversation} · node {node} · {} · {}{}",
             ui::timestamp(run.started_ms),
             run.model,
-            run.status.as_str()
+            run.status.as_str(),
+            run.client
+                .as_ref()
+                .map_or(String::new(), |client| format!(" · client {client}")),
         )?;
         outln!("  > {}", ui::one_line(prompt.as_deref().unwrap_or(""), 100))?;
         match (reply, &run.error) {

@@ -56,8 +56,8 @@ pub struct ReplayArgs {
     /// Only turns recorded before then: an age or a date, as for --since
     #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff, conflicts_with = "resume")]
     pub until: Option<i64>,
-    /// Only turns the recording proxy recorded for this client (the conversation its
-    /// `x-skein-conversation-name` header named; repeatable)
+    /// Only turns the recording proxy recorded for this client (its `x-skein-client` header,
+    /// else OpenAI's `user` or Anthropic's `metadata.user_id`, kept on each run; repeatable)
     #[arg(long = "client", value_name = "NAME", conflicts_with = "resume")]
     pub clients: Vec<String>,
     /// Go on with a replay a worker left unfinished (or join one other workers run)

@@ -72,7 +72,7 @@ pub fn run(globals: &Globals, args: ShowArgs) -> Result<ExitCode> {
     }
     for run in &runs {
         outln!(
-            "\nproduced by run {} · {}{} via {} · {} · {} in / {} out tokens{}",
+            "\nproduced by run {} · {}{} via {} · {} · {} in / {} out tokens{}{}",
             run.id.short(),
             run.model,
             answered_as(run),
@@ -93,7 +93,10 @@ pub fn run(globals: &Globals, args: ShowArgs) -> Result<ExitCode> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
-            }
+            },
+            run.client
+                .as_ref()
+                .map_or(String::new(), |client| format!(" · client {client}")),
         )?;
     }
     if !children.is_empty() {

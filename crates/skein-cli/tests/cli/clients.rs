@@ -423,3 +423,223 @@ fn handoff_call_ids(db: &Path, conversation: &ConversationRecord) -> Vec<String>
         })
         .collect()
 }
+
+/// The anthropic SDK's default tool runner keeps the conversation on the
+/// server as a message thread: a `create`, then `continue`s from the last
+/// reply's id that carry only the tool results. Through the proxy a loop
+/// of two tool calls and the answer is ONE conversation of the whole loop
+/// (the stored system prompt and tools carried over from the reply each
+/// `continue` names), every `continue` recorded as sent.
+#[test]
+fn the_anthropic_tool_runner_on_a_message_thread_is_one_conversation() {
+    let Some(python) = python_with("anthropic") else {
+        return;
+    };
+    on_each_backend(|db| {
+        let server = proxy(db);
+        let results = client(&python, "clients_anthropic.py", &server.base());
+        drop(server);
+        assert_eq!(
+            results,
+            json!({"steps": [
+                ["find_city", {"query": "the capital of France"}],
+                ["get_forecast", {"city": "Paris"}],
+                "Tomorrow: FORECAST Paris: sunny.",
+            ]})
+        );
+
+        // system, question, two calls with their results, the answer; three
+        // requests.
+        assert_recorded(db, [1, 7, 3]);
+        let conversation = conversations(db).remove(0);
+        assert_eq!(
+            transcript(db, &conversation),
+            [
+                "system: Be brief.",
+                "user: what is tomorrow's weather in the capital of France?",
+                r#"assistant → find_city({"query":"the capital of France"})"#,
+                "tool ← Paris",
+                r#"assistant → get_forecast({"city":"Paris"})"#,
+                "tool ← FORECAST Paris: sunny",
+                "assistant: Tomorrow: FORECAST Paris: sunny.",
+            ]
+        );
+        assert_eq!(requests_with(db, r#""thread":{"type":"create"}"#), 1);
+        assert_eq!(
+            requests_with(db, r#""previous_message_id":"msg_"#),
+            2,
+            "the runner stayed on its thread: each follow-up sent only its results"
+        );
+        let runs = Store::open(db).unwrap().recent_runs(10).unwrap();
+        assert!(
+            runs.iter().all(|run| run.tools.len() == 2),
+            "every call was offered the thread's two tools"
+        );
+    });
+}
+
+/// Run a client script with its run's name after the base; what it
+/// printed, as JSON.
+fn client_run(python: &Path, script: &str, base: &str, run: &str) -> serde_json::Value {
+    let output = std::process::Command::new(python)
+        .arg(data(script))
+        .args([base, run])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The conversation of `db` named `name`.
+fn named(db: &Path, name: &str) -> ConversationRecord {
+    let store = Store::open(db).unwrap();
+    let id = store.conversation_named(name).unwrap();
+    store
+        .conversation(&id.unwrap_or_else(|| panic!("no conversation named {name}")))
+        .unwrap()
+}
+
+/// The anthropic SDK on what the proxy's models cannot honour in full:
+/// `count_tokens` raises `NotFoundError` carrying Anthropic's error body;
+/// extended thinking is answered without it, whole and streamed, the
+/// `x-skein-unhonoured` header saying so and the run keeping the
+/// `thinking` asked for. `metadata.user_id` names a session its follow-up
+/// continues: the app run twice under two ids is two conversations.
+#[test]
+fn the_anthropic_client_hears_what_was_not_honoured_and_names_its_sessions() {
+    let Some(python) = python_with("anthropic") else {
+        return;
+    };
+    on_each_backend(|db| {
+        let server = proxy(db);
+        let script = "clients_anthropic_options.py";
+        let monday = client_run(&python, script, &server.base(), "monday");
+        let tuesday = client_run(&python, script, &server.base(), "tuesday");
+        drop(server);
+        assert_eq!(monday, tuesday, "a deterministic model answers alike");
+        assert_eq!(monday["count_tokens"][0], 404);
+        assert_eq!(monday["count_tokens"][1], "not_found_error");
+        assert!(
+            monday["count_tokens"][2]
+                .as_str()
+                .unwrap()
+                .contains("does not count tokens"),
+            "{monday}"
+        );
+        assert_eq!(
+            monday["thinking"],
+            json!(["thinking", ["text"], "you said: think hard"])
+        );
+        assert_eq!(
+            monday["thinking_streamed"],
+            json!(["thinking", "you said: think again"])
+        );
+        assert_eq!(monday["session"], "you said: more");
+
+        // The two thinking requests (each run's the same: decision 14), and
+        // the two sessions sharing their four messages; eight runs.
+        assert_recorded(db, [4, 8, 8]);
+        let (monday, tuesday) = (named(db, "monday"), named(db, "tuesday"));
+        assert_eq!(
+            (monday.len, tuesday.len),
+            (4, 4),
+            "each follow-up continued"
+        );
+        assert_eq!(monday.head, tuesday.head, "the same messages, shared");
+        assert_eq!(tuesday.origin, None, "a new session branches from nothing");
+        assert_eq!(
+            requests_with(db, r#""thinking":{"type":"enabled","budget_tokens":1024}"#),
+            4,
+            "the runs keep the thinking asked for"
+        );
+    });
+}
+
+/// The official openai client names sessions with the APIs' own fields
+/// (chat completions' `user` and `metadata`, the Responses API's
+/// `metadata`), no session header: each is a conversation of that name,
+/// continued by its follow-up, and the app run twice is six conversations
+/// sharing their four messages. Each run keeps its client (the
+/// `x-skein-client` header, else `user`), shown by `skein show`, and
+/// `[retention.clients.NAME]` makes `skein gc` delete exactly the
+/// conversations holding that client's runs.
+#[test]
+fn the_openai_client_names_sessions_with_user_and_metadata() {
+    let Some(python) = python_with("openai") else {
+        return;
+    };
+    on_each_backend(|db| {
+        let server = proxy(db);
+        let base = format!("{}/v1", server.base());
+        for run in ["monday", "tuesday"] {
+            let answers = client_run(&python, "clients_openai_sessions.py", &base, run);
+            assert_eq!(
+                answers,
+                json!({"chat": "you said: more", "meta": "you said: more",
+                       "responses": "you said: more"})
+            );
+        }
+        drop(server);
+        assert_recorded(db, [6, 4, 12]);
+        let first = named(db, "monday-chat");
+        for run in ["monday", "tuesday"] {
+            for (api, client) in [("chat", "chat"), ("meta", "app"), ("responses", "app")] {
+                let session = named(db, &format!("{run}-{api}"));
+                assert_eq!(session.len, 4, "{run}-{api}: its follow-up continued it");
+                assert_eq!(session.head, first.head, "{run}-{api}");
+                assert_eq!(session.origin, None, "{run}-{api}");
+                let runs = Store::open(db)
+                    .unwrap()
+                    .runs_of_conversation(&session.id)
+                    .unwrap();
+                let clients: Vec<Option<&str>> =
+                    runs.iter().map(|run| run.client.as_deref()).collect();
+                let expected = format!("{run}-{client}");
+                assert_eq!(clients, [Some(expected.as_str()); 2], "{run}-{api}");
+            }
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let cli = skein_testkit::Cli::new(crate::BIN, scratch.path().join("unused.db")).on(db);
+        let shown = cli.ok(&["show", &first.head.unwrap().to_string()]);
+        assert!(shown.contains("client monday-chat"), "{shown}");
+        let logged = cli.ok(&["log", "-n", "20"]);
+        assert!(logged.contains(" · client monday-chat"), "{logged}");
+
+        // `skein delete --client` plans the deletion of that client's.
+        let plan = cli.json(&["delete", "--client", "tuesday-chat", "--dry-run"]);
+        assert_eq!(
+            plan["conversations"],
+            json!([named(db, "tuesday-chat").id.0]),
+            "{plan}"
+        );
+        let mut expected = vec![
+            named(db, "monday-meta").id.0,
+            named(db, "monday-responses").id.0,
+        ];
+        expected.sort();
+        let config = scratch.path().join("config.toml");
+        std::fs::write(
+            &config,
+            "[retention.clients.monday-app]\nolder_than = \"0m\"\n",
+        )
+        .unwrap();
+        let collected = cli.config(&config).json(&["gc"]);
+        let mut deleted: Vec<String> = collected["retention"][0][1]["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_str().unwrap().to_string())
+            .collect();
+        deleted.sort();
+        assert_eq!(deleted, expected, "{collected}");
+        assert_eq!(
+            collected["retention"][0][0],
+            "clients.monday-app.older_than = \"0m\""
+        );
+        assert_recorded(db, [4, 4, 8]);
+    });
+}

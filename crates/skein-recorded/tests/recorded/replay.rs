@@ -381,8 +381,9 @@ async fn selected(desk: &Desk, selection: Selection) -> Result<Vec<NodeId>, Reco
     Ok(desk.turns(&id).iter().map(|turn| turn.turn_node).collect())
 }
 
-/// A conversation the recording proxy recorded for the client `name`: one
-/// turn, asking about the weather.
+/// A conversation the recording proxy recorded for the client `name` (on
+/// its run; the conversation is named otherwise, so a selection by client
+/// reads the run): one turn, asking about the weather.
 fn proxied(desk: &Desk, name: &str) -> NodeId {
     let thread = skein_core::Thread::from_messages([
         skein_core::Message::user(format!("weather for {name}?")),
@@ -391,6 +392,7 @@ fn proxied(desk: &Desk, name: &str) -> NodeId {
     let mut run = skein_core::RunRecord::new("m", "scripted");
     run.input_head = thread.parent().head_id();
     run.output_head = thread.head_id();
+    run.client = Some(name.into());
     let settings = skein_core::ConversationSettings {
         proxy: true,
         ..Default::default()
@@ -398,7 +400,7 @@ fn proxied(desk: &Desk, name: &str) -> NodeId {
     desk.store
         .commit_turn(&skein_store::TurnCommit {
             target: skein_store::Target::New(Box::new(skein_store::NewConversation {
-                name: Some(name.into()),
+                name: Some(format!("session of {name}")),
                 settings,
                 ..skein_store::NewConversation::default()
             })),

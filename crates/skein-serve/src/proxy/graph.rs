@@ -1,8 +1,10 @@
 /*!
 A [`Turn`] completed from the graph before it runs, through the store's async API:
 
-- a `previous_response_id` becomes the stored thread of the response it
-  names (the node its run produced), put before the new messages;
+- a `previous_response_id` (or an Anthropic thread's `previous_message_id`)
+  becomes the stored thread of the reply it names (the node its run
+  produced), put before the new messages; a thread also keeps its system
+  message and the tools its reply was offered;
 - tool calls whose arguments a client may have re-encoded (Anthropic's
   `input` objects, LangChain's `json.dumps` of chat completions'
   `arguments`: every API's calls) are matched against the stored assistant
@@ -19,7 +21,8 @@ Then the tool results of the whole history are checked
 */
 
 use super::results::{self, ParamPaths};
-use super::turn::{Previous, ProxyError, Turn};
+use super::turn::{Continued, ErrorKind, Previous, ProxyError, Turn};
+use axum::http::StatusCode;
 use serde_json::Value;
 use skein::core::{Message, NodeId, Part, Role, Thread};
 use skein::providers::http::arguments_value;
@@ -105,19 +108,12 @@ async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure
         given,
         run,
         instructions,
+        of,
     }) = turn.previous.take()
     else {
         return Ok(turn);
     };
-    let not_found = || {
-        Failure::Client(
-            ProxyError::invalid(format!(
-                "previous response `{given}` is not in this proxy's graph: it was not recorded \
-                 (`store: false`), failed, or was answered by another server"
-            ))
-            .at("previous_response_id"),
-        )
-    };
+    let not_found = || Failure::Client(missing_reply(&given, of));
     let Some(run) = run else {
         return Err(not_found());
     };
@@ -133,14 +129,21 @@ async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure
     let stored: Vec<Message> = thread
         .messages()
         .into_iter()
-        .skip_while(|message| message.role == Role::System)
+        .skip_while(|message| of == Continued::Response && message.role == Role::System)
         .cloned()
         .collect();
+    if of == (Continued::Thread { offers_tools: true }) {
+        turn.tools = record.tools;
+    }
     let inserted = stored.len();
     // The stored history stands where the request names it.
+    let named_at = match of {
+        Continued::Response => "previous_response_id",
+        Continued::Thread { .. } => "thread.previous_message_id",
+    };
     let stored_places: Vec<ParamPaths> = stored
         .iter()
-        .map(|message| ParamPaths::uniform("previous_response_id".into(), message.parts.len(), ""))
+        .map(|message| ParamPaths::uniform(named_at.into(), message.parts.len(), ""))
         .collect();
     let mut messages = turn.messages;
     let rest = messages.split_off(instructions);
@@ -166,6 +169,29 @@ async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure
         *index = shift(*index);
     }
     Ok(turn)
+}
+
+/// A continuation of a reply the graph lacks, refused as its API says: an
+/// Anthropic thread with the code on which the SDK sends the whole history
+/// again under a new thread.
+fn missing_reply(given: &str, of: Continued) -> ProxyError {
+    match of {
+        Continued::Response => ProxyError::invalid(format!(
+            "previous response `{given}` is not in this proxy's graph: it was not recorded \
+             (`store: false`), failed, or was answered by another server"
+        ))
+        .at("previous_response_id"),
+        Continued::Thread { .. } => ProxyError::new(
+            StatusCode::NOT_FOUND,
+            ErrorKind::NotFound,
+            format!(
+                "message `{given}` is not in this proxy's graph (it failed, or another server \
+                 answered it): send the whole history with `thread: {{\"type\": \"create\"}}`"
+            ),
+        )
+        .at("thread.previous_message_id")
+        .code("thread_not_found"),
+    }
 }
 
 /// Replace each assistant message whose calls a client re-encoded by the

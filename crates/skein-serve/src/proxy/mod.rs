@@ -62,11 +62,21 @@ pub const UNHONOURED_HEADER: &str = "x-skein-unhonoured";
 /// The response header that marks an answer given from the recording.
 pub const FROM_RECORDING_HEADER: &str = "x-skein-from-recording";
 
+/// The response header that lists the conversations a request probably
+/// continues, comma-separated, when a tool-call id it carries was made in
+/// each of them, so it was linked to none (its runs name them too).
+pub const PROBABLY_CONTINUES_HEADER: &str = "x-skein-probably-continues";
+
 /// The header that names a session: the conversation of that name, which
 /// every request carrying it continues (see `skein_conversation::landing`).
 pub const SESSION_HEADER: &str = "x-skein-session";
 
-/// The longest conversation name the header may give, in bytes.
+/// The header that says which client makes a request (kept on its run, for
+/// per-client retention and selections); without it, OpenAI's `user` or
+/// Anthropic's `metadata.user_id` says.
+pub const CLIENT_HEADER: &str = "x-skein-client";
+
+/// The longest conversation name (or client) a header may give, in bytes.
 const NAME_LIMIT: usize = 256;
 
 /// How the proxy serves.
@@ -224,6 +234,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     let turn = turn.calls_match_by_value();
     let name = named_header(headers, NAME_HEADER)?;
     let session = named_header(headers, SESSION_HEADER)?.or_else(|| turn.session.clone());
+    let client = header_text(headers, CLIENT_HEADER)?.or_else(|| turn.client.clone());
     let model = proxy.models.route(turn.model.as_deref())?.clone();
     let key = if proxy.pass_client_key {
         client_key(headers, state.token_required)
@@ -237,6 +248,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         name,
         session,
         model: model.name().to_string(),
+        client,
     };
     Ok(ProxiedCall {
         state: state.clone(),
@@ -275,22 +287,33 @@ fn engine_request(turn: Turn) -> Request {
 /// A header that names a conversation (`x-skein-conversation-name`, or the
 /// session `x-skein-session`), if given: checked as a conversation name.
 fn named_header(headers: &HeaderMap, header: &str) -> Result<Option<String>, ProxyError> {
+    let Some(name) = header_text(headers, header)? else {
+        return Ok(None);
+    };
+    check_conversation_name(&name).map_err(|error| {
+        ProxyError::invalid(format!("the `{header}` header is refused: {error}"))
+    })?;
+    Ok(Some(name))
+}
+
+/// A header's text, if given: visible ASCII, trimmed, neither empty nor
+/// longer than [`NAME_LIMIT`] bytes.
+fn header_text(headers: &HeaderMap, header: &str) -> Result<Option<String>, ProxyError> {
     let Some(value) = headers.get(header) else {
         return Ok(None);
     };
     let refuse = |why: &str| ProxyError::invalid(format!("the `{header}` header {why}"));
-    let name = value
+    let text = value
         .to_str()
         .map_err(|_| refuse("must be visible ASCII text"))?
         .trim();
-    if name.is_empty() {
+    if text.is_empty() {
         return Err(refuse("is empty"));
     }
-    if name.len() > NAME_LIMIT {
+    if text.len() > NAME_LIMIT {
         return Err(refuse(&format!("is longer than {NAME_LIMIT} bytes")));
     }
-    check_conversation_name(name).map_err(|error| refuse(&format!("is refused: {error}")))?;
-    Ok(Some(name.to_string()))
+    Ok(Some(text.to_string()))
 }
 
 /// The key a client sent: `x-api-key`, else (when the server's own token
@@ -340,6 +363,9 @@ enum Progress {
 struct Finished {
     output: RunOutput,
     recorded: Option<record::Recorded>,
+    /// The conversations its request probably continues (see
+    /// [`PROBABLY_CONTINUES_HEADER`]).
+    probably_continues: Vec<ConversationId>,
 }
 
 impl<A: Api> ProxiedCall<A> {
@@ -389,7 +415,9 @@ impl<A: Api> ProxiedCall<A> {
                     let mut events = self.api.events(&self.shown);
                     let mut frames = events.start(&finished.output.run);
                     frames.extend(events.finish(&self.reply(&finished.output)));
-                    sse(futures_util::stream::iter(frames.into_iter().map(Ok)))
+                    let mut response = sse(futures_util::stream::iter(frames.into_iter().map(Ok)));
+                    probably_continues(&mut response, &finished.probably_continues);
+                    response
                 }
                 Ok(finished) => {
                     let body = self.api.body(&self.reply(&finished.output));
@@ -402,6 +430,7 @@ impl<A: Api> ProxiedCall<A> {
                             &finished.output.run,
                         );
                     }
+                    probably_continues(&mut response, &finished.probably_continues);
                     response
                 }
                 Err(error) => A::error(&error),
@@ -502,7 +531,11 @@ impl<A: Api> ProxiedCall<A> {
 /// recorded a request's turn.
 fn finished(outcome: Result<TurnDone<RunOutput>, TurnError>) -> Result<Finished, ProxyError> {
     match outcome {
-        Ok(TurnDone { output, landed }) => {
+        Ok(TurnDone {
+            output,
+            landed,
+            probably_continues,
+        }) => {
             let node = output
                 .exchange
                 .as_ref()
@@ -514,7 +547,11 @@ fn finished(outcome: Result<TurnDone<RunOutput>, TurnError>) -> Result<Finished,
                 }),
                 _ => None,
             };
-            Ok(Finished { output, recorded })
+            Ok(Finished {
+                output,
+                recorded,
+                probably_continues,
+            })
         }
         // A new conversation under the `x-skein-conversation-name` of
         // another: the client's to fix, so nothing was recorded.
@@ -553,6 +590,21 @@ fn where_recorded(
         if let Some(Ok(value)) = value.map(|value| value.parse()) {
             headers.insert(name, value);
         }
+    }
+}
+
+/// The header naming the conversations a request probably continues, when
+/// there are any (a stream whose text began before its run ended has sent
+/// its headers already: its runs name them still).
+fn probably_continues(response: &mut Response, conversations: &[ConversationId]) {
+    if conversations.is_empty() {
+        return;
+    }
+    let listed: Vec<String> = conversations.iter().map(ToString::to_string).collect();
+    if let Ok(value) = listed.join(", ").parse() {
+        response
+            .headers_mut()
+            .insert(PROBABLY_CONTINUES_HEADER, value);
     }
 }
 

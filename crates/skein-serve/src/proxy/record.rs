@@ -1,6 +1,8 @@
 /*!
 What the proxy adds to the turns it records: the client's evidence. Each
-run keeps the exact request body and the model the client asked for, and a
+run keeps the exact request body, the model the client asked for and which
+client asked (`x-skein-client`, else OpenAI's `user` or Anthropic's
+`metadata.user_id`), and a
 conversation the proxy starts is named by the request's
 `x-skein-conversation-name` header and remembers the model that answered.
 Where a turn lands is the turn service's landing rule for a request that
@@ -36,6 +38,9 @@ pub struct Meta {
     pub session: Option<String>,
     /// The skein model that answered (a new conversation's model).
     pub model: String,
+    /// The client that made the request: the `x-skein-client` header, else
+    /// the request's own fields.
+    pub client: Option<String>,
 }
 
 impl Meta {
@@ -52,13 +57,16 @@ impl Meta {
         })
     }
 
-    /// Each run keeps the exact request body and the model asked for.
+    /// Each run keeps the exact request body, the model asked for and the
+    /// client that asked.
     pub fn mark(&self) -> RunMark {
         let body = self.body.clone();
         let requested = self.requested.clone();
+        let client = self.client.clone();
         Arc::new(move |_, run: &mut RunRecord| {
             run.request = Some(body.clone());
             run.requested_model = requested.clone();
+            run.client = client.clone();
         })
     }
 }

@@ -46,6 +46,8 @@ pub struct Turn {
     pub previous: Option<Previous>,
     /// The session the request's own fields name (see [`session_of`]).
     pub session: Option<String>,
+    /// The client the request's own fields name (see [`client_of`]).
+    pub client: Option<String>,
     /// Request fields the proxy does not honour (its models answer without
     /// them): reported in the `x-skein-unhonoured` response header, and
     /// kept in the run's request body.
@@ -71,6 +73,14 @@ pub fn session_of(metadata: Option<&Value>, user: Option<&str>) -> Option<String
         Ok(()) => value,
         Err(_) => format!("session {value}"),
     })
+}
+
+/// The client a request's field names (OpenAI's `user`, Anthropic's
+/// `metadata.user_id`), trimmed and cut at the header's length limit;
+/// `None` when empty. The `x-skein-client` header wins over it.
+pub fn client_of(field: Option<&str>) -> Option<String> {
+    let value = field?.trim();
+    (!value.is_empty()).then(|| value.chars().take(super::NAME_LIMIT).collect())
 }
 
 impl Turn {
@@ -103,17 +113,45 @@ impl Turn {
     }
 }
 
-/// A continuation of an earlier response (`previous_response_id`).
+/// A continuation of an earlier reply: the Responses API's
+/// `previous_response_id`, or an Anthropic message thread's
+/// `previous_message_id`.
 #[derive(Debug)]
 pub struct Previous {
     /// The id as the client gave it, for messages.
     pub given: String,
-    /// The run it names, when it is one of the proxy's response ids.
+    /// The run it names, when it is one of the proxy's reply ids.
     pub run: Option<RunId>,
     /// How many of [`Turn::messages`] are this request's `instructions`:
     /// they take the place of the stored thread's leading system messages
     /// (instructions are not carried over from a previous response).
     pub instructions: usize,
+    /// Which API's continuation it is.
+    pub of: Continued,
+}
+
+impl Previous {
+    /// The run a reply id the proxy gave names: `prefix` (`resp_`, `msg_`)
+    /// and the run's 32 hex digits; `None` for an id it never gave.
+    pub fn run_named(given: &str, prefix: &str) -> Option<RunId> {
+        given
+            .strip_prefix(prefix)
+            .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(|id| RunId(id.to_string()))
+    }
+}
+
+/// What a continuation carries over from the reply it continues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Continued {
+    /// A Responses `previous_response_id`: the history less its system
+    /// messages (the request's `instructions` stand in their place); the
+    /// request offers its own tools.
+    Response,
+    /// An Anthropic thread's `continue`: the whole history, its `system`
+    /// included, and (unless `tool_choice` is `none`) the tools the reply
+    /// was offered (the request may send neither: the thread keeps them).
+    Thread { offers_tools: bool },
 }
 
 /// A finished run, as the client is answered: one the model just ran, or

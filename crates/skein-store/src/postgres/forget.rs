@@ -39,6 +39,19 @@ impl Forget for PgStore {
         })
     }
 
+    fn conversations_of_client(&self, client: &str) -> Result<Vec<String>> {
+        let rows = self.read(async |db| {
+            Ok(db
+                .query(
+                    "SELECT DISTINCT conversation FROM runs
+                     WHERE client = $1 AND conversation IS NOT NULL",
+                    &[&client],
+                )
+                .await?)
+        })?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     fn garbage(&self) -> Result<Planned> {
         let rows = self.read(async |client| {
             Ok(client

@@ -30,7 +30,8 @@ const SELECT_RUN: &str =
         ARRAY(SELECT t.description FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
               WHERE rt.run_id = r.id ORDER BY rt.position),
         ARRAY(SELECT t.input_schema FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
-              WHERE rt.run_id = r.id ORDER BY rt.position)
+              WHERE rt.run_id = r.id ORDER BY rt.position),
+        r.client
      FROM runs r";
 
 impl Runs for PgStore {
@@ -128,9 +129,9 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
             "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
                  status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
                  started, finished, error, annotations, options, relations, request, events,
-                 finish_reason, turn, step, requested_model, response_model)
+                 finish_reason, turn, step, requested_model, response_model, client)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                     $19, $20, $21, $22, $23, $24, $25, $26, $27)
+                     $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
@@ -163,6 +164,7 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(columns.step),
         Box::new(run.requested_model.clone()),
         Box::new(run.response_model.clone()),
+        Box::new(run.client.clone()),
     ];
     pipeline.push(tx, statement, params);
     let (kinds, targets): (Vec<&str>, Vec<&str>) = run_links(run).unzip();
@@ -252,6 +254,7 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
     record.request = row.get(20);
     record.requested_model = row.get(25);
     record.response_model = row.get(26);
+    record.client = row.get(30);
     let names: Vec<String> = row.get(27);
     let descriptions: Vec<String> = row.get(28);
     let schemas: Vec<String> = row.get(29);

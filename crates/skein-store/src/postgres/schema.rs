@@ -312,7 +312,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(crate::sqlite::schema::NAME_INDEX),
     // 19: the model the provider says answered each run, as on SQLite.
     Migration::Sql(crate::sqlite::schema::RESPONSE_MODEL),
+    // 20: the recording proxy's client of each run, and runs found by it.
+    Migration::Sql(RUN_CLIENTS),
 ];
+
+/// Migration 20: which client of the recording proxy made each run, and
+/// runs found by it (`IF NOT EXISTS`: tests set the version back and
+/// migrate again).
+const RUN_CLIENTS: &str = "ALTER TABLE runs ADD COLUMN IF NOT EXISTS client TEXT;
+     CREATE INDEX IF NOT EXISTS runs_by_client ON runs(client, conversation)
+     WHERE client IS NOT NULL;";
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

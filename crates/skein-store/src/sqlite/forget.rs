@@ -76,6 +76,17 @@ impl Forget for SqliteStore {
         })
     }
 
+    fn conversations_of_client(&self, client: &str) -> Result<Vec<String>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT DISTINCT conversation FROM runs
+                 WHERE client = ?1 AND conversation IS NOT NULL",
+            )?;
+            let ids = stmt.query_map([client], |row| row.get(0))?;
+            Ok(ids.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
     fn exclusively(&self, _key: i64, work: &mut dyn FnMut() -> Result<()>) -> Result<bool> {
         work()?;
         Ok(true)

@@ -20,7 +20,7 @@ const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
         backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
         usage_complete, started, finished, error, annotations, options, relations, request, events,
-        finish_reason, turn, step, requested_model, response_model
+        finish_reason, turn, step, requested_model, response_model, client
      FROM runs";
 
 impl Runs for SqliteStore {
@@ -130,9 +130,9 @@ pub(crate) fn insert_run(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
              status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
              started, finished, error, annotations, options, relations, request, events,
-             finish_reason, turn, step, requested_model, response_model)
+             finish_reason, turn, step, requested_model, response_model, client)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                 ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)
+                 ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)
          ON CONFLICT(id) DO NOTHING",
     )?
     .execute(params![
@@ -163,6 +163,7 @@ pub(crate) fn insert_run(
         columns.step,
         run.requested_model,
         run.response_model,
+        run.client,
     ])?;
     let mut insert_link = conn.prepare_cached(
         "INSERT INTO run_links(kind, target, run_id) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
@@ -216,6 +217,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     record.request = row.get(20)?;
     record.requested_model = row.get(25)?;
     record.response_model = row.get(26)?;
+    record.client = row.get(27)?;
     Ok(RawRun {
         record,
         status: row.get(8)?,

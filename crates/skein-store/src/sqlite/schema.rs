@@ -284,10 +284,33 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(NAME_INDEX),
     // 19: the model the provider says answered each run.
     Migration::Sql(RESPONSE_MODEL),
+    // 20: which client of the recording proxy made each run (per-client
+    // retention and selections), and runs found by it.
+    Migration::Code(add_run_clients),
 ];
 
 /// Migration 19, the same SQL on both backends.
 pub(crate) const RESPONSE_MODEL: &str = "ALTER TABLE runs ADD COLUMN response_model TEXT;";
+
+/// Migration 20's index.
+const RUN_CLIENTS_INDEX: &str = "CREATE INDEX IF NOT EXISTS runs_by_client
+     ON runs(client, conversation) WHERE client IS NOT NULL;";
+
+/// Migration 20: the `client` column of runs (unless a test that set the
+/// version back left it there: SQLite has no `ADD COLUMN IF NOT EXISTS`),
+/// and its index.
+fn add_run_clients(conn: &Connection) -> Result<()> {
+    let has_client: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('runs') WHERE name = 'client'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_client {
+        conn.execute_batch("ALTER TABLE runs ADD COLUMN client TEXT;")?;
+    }
+    conn.execute_batch(RUN_CLIENTS_INDEX)?;
+    Ok(())
+}
 
 /// Migration 18, the same SQL on both backends.
 pub(crate) const NAME_INDEX: &str = "CREATE INDEX IF NOT EXISTS conversations_by_name

@@ -26,6 +26,7 @@ for_each_backend!(
     deleting_in_any_order_keeps_exactly_what_remains_reachable,
     a_dry_run_plans_exactly_what_the_deletion_does_and_changes_nothing,
     a_filter_deletes_old_proxy_conversations_and_skips_ones_updated_since,
+    a_client_filter_deletes_the_conversations_holding_that_clients_runs,
     a_turn_built_on_deleted_nodes_writes_them_again,
     deleting_a_family_takes_its_forks_but_not_sharers,
     writers_and_a_deletion_loop_lose_no_turn_and_leave_nothing_dangling,
@@ -438,6 +439,119 @@ fn a_filter_deletes_old_proxy_conversations_and_skips_ones_updated_since(backend
     assert!(swept.conversations.is_empty());
     assert!(store.conversation(&ids[0]).is_ok());
     assert_exactly_reachable(&db, "after the skip");
+}
+
+/// Commit `thread` as a new conversation whose run the recording proxy's
+/// `client` made (none: no client).
+fn start_for(store: &Store, thread: &Thread, client: Option<&str>) -> ConversationId {
+    let mut run = RunRecord::new("m", "scripted");
+    run.input_head = thread.parent().head_id();
+    run.output_head = thread.head_id();
+    run.client = client.map(str::to_string);
+    let turn = TurnCommit {
+        target: Target::New(Box::default()),
+        thread: Some(thread),
+        runs: std::slice::from_ref(&run),
+    };
+    store.commit_turn(&turn).unwrap().conversation.unwrap()
+}
+
+/// Each run keeps the client that made it (read back, exported and
+/// imported), and a filter by client deletes exactly the conversations
+/// holding one of its runs, among those the other conditions select.
+fn a_client_filter_deletes_the_conversations_holding_that_clients_runs(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let exchange = |text: &str| {
+        Thread::new()
+            .push(Message::user(text))
+            .push(Message::assistant(format!("re: {text}")))
+    };
+    let alice = start_for(store, &exchange("from alice"), Some("alice"));
+    let bob = start_for(store, &exchange("from bob"), Some("bob"));
+    let nobody = start_for(store, &exchange("from nobody"), None);
+    // Bob's conversation, continued by alice: it holds runs of both.
+    let head = store.conversation(&bob).unwrap().head.unwrap();
+    let shared = store
+        .load_thread(head)
+        .unwrap()
+        .push(Message::user("alice joins"))
+        .push(Message::assistant("welcome"));
+    let mut run = RunRecord::new("m", "scripted");
+    run.input_head = shared.parent().head_id();
+    run.output_head = shared.head_id();
+    run.client = Some("alice".into());
+    store
+        .commit_turn(&TurnCommit::continuing(
+            &bob,
+            Some(head),
+            &shared,
+            std::slice::from_ref(&run),
+        ))
+        .unwrap();
+    // A conversation's runs' clients, sorted.
+    let clients = |store: &Store, id: &ConversationId| -> Vec<Option<String>> {
+        let mut clients: Vec<Option<String>> = store
+            .runs_of_conversation(id)
+            .unwrap()
+            .into_iter()
+            .map(|run| run.client)
+            .collect();
+        clients.sort();
+        clients
+    };
+    assert_eq!(clients(store, &alice), [Some("alice".to_string())]);
+    assert_eq!(
+        clients(store, &bob),
+        [Some("alice".to_string()), Some("bob".to_string())]
+    );
+    assert_eq!(clients(store, &nobody), [None]);
+
+    let mut export = Vec::new();
+    store.export(&mut export).unwrap();
+    let imported = TempStore::new(backend);
+    imported.store.import(&mut export.as_slice()).unwrap();
+    assert_eq!(
+        clients(&imported.store, &bob),
+        clients(store, &bob),
+        "an export carries each run's client"
+    );
+
+    let of = |client: &str| Selection::Matching(Filter::default().client(client));
+    let nobody_named = store.forget(&of("carol"), false).unwrap();
+    assert!(nobody_named.conversations.is_empty());
+    let planned = store.forget(&of("alice"), true).unwrap();
+    let mut deleted = planned.conversations.clone();
+    deleted.sort();
+    let mut expected = vec![alice.clone(), bob.clone()];
+    expected.sort();
+    assert_eq!(deleted, expected, "alice's own and the one she joined");
+    // Another condition narrows it: none of these is the proxy's.
+    let proxy_only = Filter::default().client("alice").proxy_only();
+    assert!(
+        store
+            .forget(&Selection::Matching(proxy_only), false)
+            .unwrap()
+            .conversations
+            .is_empty()
+    );
+    let done = store.forget(&of("alice"), false).unwrap();
+    assert_eq!(done.conversations.len(), 2);
+    let left: Vec<ConversationId> = store
+        .list_conversations(10)
+        .unwrap()
+        .into_iter()
+        .map(|conversation| conversation.id)
+        .collect();
+    assert_eq!(left, [nobody]);
+    assert!(
+        store
+            .forget(&of("bob"), false)
+            .unwrap()
+            .conversations
+            .is_empty()
+    );
+    assert_exactly_reachable(&db, "after alice's");
 }
 
 fn a_turn_built_on_deleted_nodes_writes_them_again(backend: Backend) {

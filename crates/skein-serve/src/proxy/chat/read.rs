@@ -131,6 +131,7 @@ impl ChatRequest {
             stream: self.stream,
             record: true,
             session: super::super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
+            client: super::super::turn::client_of(self.user.as_deref()),
             ..Turn::default()
         })
     }

@@ -29,6 +29,17 @@ whichever API carried it:
   empty, as chat completions keep theirs). `max_tokens`, `temperature` and `top_p`
   are the generation options; `stop_sequences`, `top_k`, `tool_choice`,
   `metadata` and `thinking` are not used.
+- Message threads (`anthropic-beta: message-threads-…`, the SDK's
+  `beta.messages.tool_runner` and `beta.messages.thread`): a `thread`
+  `create` is an ordinary request whose reply `id` (`msg_` and its run's
+  id) is the thread's handle; a `continue` from `previous_message_id`
+  sends only the new messages, and the graph step ([`super::graph`]) puts
+  the stored history of that reply (its `system` included) before them
+  and offers the tools that reply was offered, so the turn lands where a
+  client re-sending everything would. An id the graph lacks is refused
+  with `error.details.error_code` `thread_not_found`, on which the SDK
+  sends the whole history again under a new thread. A reply continued
+  twice is a branch, as any history continued twice is.
 
 Blocks skein has no part for (`thinking`, server tools, search results,
 media by URL or file id) are refused with a 400 naming them, never

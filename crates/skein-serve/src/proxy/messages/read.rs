@@ -2,9 +2,10 @@
 The request, as the proxy reads it (see [`super`]).
 */
 
+use super::MESSAGE_PREFIX;
 use crate::proxy::media;
 use crate::proxy::results::ParamPaths;
-use crate::proxy::turn::{ProxyError, Turn};
+use crate::proxy::turn::{Continued, Previous, ProxyError, Turn};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -28,8 +29,8 @@ pub struct MessagesRequest {
     pub top_p: Option<f64>,
     /// `metadata.user_id`: a session marker.
     pub metadata: Option<Value>,
-    /// Message threads (`anthropic-beta: message-threads-…`): refused with
-    /// the code the SDK falls back from.
+    /// Message threads (`anthropic-beta: message-threads-…`): `create`, or
+    /// `continue` from a reply's `previous_message_id` (see [`super`]).
     pub thread: Option<Value>,
     /// Extended thinking: not honoured, reported.
     pub thinking: Option<Value>,
@@ -123,15 +124,8 @@ impl MessagesRequest {
         if self.messages.is_empty() {
             return Err(ProxyError::invalid("`messages` is empty").at("messages"));
         }
-        if self.thread.is_some() {
-            return Err(ProxyError::invalid(
-                "the recording proxy does not keep message threads: send the whole history \
-                 each request (the Anthropic SDK falls back to it on this error)",
-            )
-            .at("thread")
-            .code("thread_unsupported_request"));
-        }
         let offers_tools = self.offers_tools()?;
+        let previous = self.continues(offers_tools)?;
         let mut mapped = Mapped::default();
         if let Some(system) = &self.system {
             system_message(system, &mut mapped)?;
@@ -143,7 +137,7 @@ impl MessagesRequest {
             messages: mapped.messages,
             places: mapped.places,
             annotations: mapped.annotations,
-            tools: match offers_tools {
+            tools: match offers_tools && previous.is_none() {
                 true => self.tool_specs()?,
                 false => Vec::new(),
             },
@@ -157,10 +151,60 @@ impl MessagesRequest {
             stream: self.stream,
             record: true,
             reencoded: mapped.reencoded,
-            previous: None,
+            previous,
             session: crate::proxy::turn::session_of(self.metadata.as_ref(), None),
+            client: crate::proxy::turn::client_of(
+                self.metadata
+                    .as_ref()
+                    .and_then(|metadata| metadata.get("user_id"))
+                    .and_then(Value::as_str),
+            ),
             unhonoured: self.unhonoured(),
         })
+    }
+
+    /// The reply a message thread's `continue` goes on from; `None` for a
+    /// request that sends its whole history (with no `thread`, or one it
+    /// `create`s: the reply's id is then the thread's handle). A `continue`
+    /// may send neither `system` nor `tools`: the thread keeps them.
+    fn continues(&self, offers_tools: bool) -> Result<Option<Previous>, ProxyError> {
+        let Some(thread) = &self.thread else {
+            return Ok(None);
+        };
+        let refuse = |why: &str, at: &str| ProxyError::invalid(why.to_string()).at(at);
+        match thread.get("type").and_then(Value::as_str) {
+            Some("create") => Ok(None),
+            Some("continue") => {
+                let Some(given) = thread.get("previous_message_id").and_then(Value::as_str) else {
+                    return Err(refuse(
+                        "a thread's `continue` needs `previous_message_id`: the `id` of the reply \
+                         it goes on from",
+                        "thread.previous_message_id",
+                    ));
+                };
+                if self.system.is_some() || !self.tools.is_empty() {
+                    return Err(refuse(
+                        "a thread's `continue` cannot send `system` or `tools`: the thread keeps \
+                         those it was created with (start a new thread to change them)",
+                        if self.system.is_some() {
+                            "system"
+                        } else {
+                            "tools"
+                        },
+                    ));
+                }
+                Ok(Some(Previous {
+                    given: given.to_string(),
+                    run: Previous::run_named(given, MESSAGE_PREFIX),
+                    instructions: 0,
+                    of: Continued::Thread { offers_tools },
+                }))
+            }
+            _ => Err(refuse(
+                "`thread` needs a `type`: `create`, or `continue` with `previous_message_id`",
+                "thread.type",
+            )),
+        }
     }
 
     /// Whether the tools are offered, as `tool_choice` says: `auto` (or

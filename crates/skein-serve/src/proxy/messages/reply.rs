@@ -64,8 +64,11 @@ pub(super) fn error_body(error: &ProxyError) -> Value {
     }
 }
 
+/// How a reply's `id` begins: the rest is its run's.
+pub(super) const MESSAGE_PREFIX: &str = "msg_";
+
 pub(super) fn message_id(run: &RunId) -> String {
-    format!("msg_{run}")
+    format!("{MESSAGE_PREFIX}{run}")
 }
 
 /// A reply part as a content block (a text part left empty is none).

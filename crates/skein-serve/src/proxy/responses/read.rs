@@ -5,12 +5,11 @@ The request, as the proxy reads it (see [`super`]).
 use super::reply::Responses;
 use crate::proxy::media;
 use crate::proxy::results::ParamPaths;
-use crate::proxy::turn::{Previous, ProxyError, Turn};
+use crate::proxy::turn::{Continued, Previous, ProxyError, Turn};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
 use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
-use skein::store::RunId;
 /// A Responses request.
 #[derive(Debug, Deserialize)]
 pub struct ResponsesRequest {
@@ -65,11 +64,9 @@ impl ResponsesRequest {
         }
         let previous = self.previous_response_id.as_ref().map(|given| Previous {
             given: given.clone(),
-            run: given
-                .strip_prefix(RESPONSE_PREFIX)
-                .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
-                .map(|id| RunId(id.to_string())),
+            run: Previous::run_named(given, RESPONSE_PREFIX),
             instructions,
+            of: Continued::Response,
         });
         Ok(Turn {
             messages,
@@ -86,6 +83,7 @@ impl ResponsesRequest {
             record: self.store.unwrap_or(true),
             previous,
             session: crate::proxy::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
+            client: crate::proxy::turn::client_of(self.user.as_deref()),
             ..Turn::default()
         })
     }
@@ -299,6 +297,7 @@ pub(super) fn content(content: Option<&Value>, role: Role) -> Result<Vec<Part>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skein::store::RunId;
 
     fn turn(body: Value) -> Result<Turn, ProxyError> {
         serde_json::from_value::<ResponsesRequest>(body)
