@@ -596,6 +596,10 @@ pub struct ReplayArgs {
     /// A source whose tagged parts are removed from each request (repeatable)
     #[arg(long = "ignore", value_name = "ID")]
     pub ignore: Vec<String>,
+    /// A source replaced in each request: its first tagged text part holds TEXT, its other tagged
+    /// parts go (repeatable)
+    #[arg(long = "replace-source", value_name = "ID=TEXT")]
+    pub replace_sources: Vec<String>,
     /// A comparator (repeatable, asked in order; the first that says changed decides):
     /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
     /// embedding[:THRESHOLD], specifics, judge:MODEL (default: specifics, then embedding)

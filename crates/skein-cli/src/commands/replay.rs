@@ -102,6 +102,16 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
     change.system = args.system.clone();
     change.remove_tools = args.remove_tools.clone();
     change.remove_sources = args.ignore.clone();
+    for given in &args.replace_sources {
+        let Some((id, text)) = given.split_once('=').filter(|(id, _)| !id.is_empty()) else {
+            bail!(
+                "--replace-source takes ID=TEXT (the source's id, then its new text), not `{given}`"
+            );
+        };
+        change
+            .replace_sources
+            .insert(id.to_string(), text.to_string());
+    }
     for path in &args.add_tools {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the tool file {}", path.display()))?;
