@@ -38,6 +38,7 @@ pub struct ReplayArgs {
     pub max_tokens: Option<u32>,
     pub remove_tools: Vec<String>,
     pub ignore: Vec<String>,
+    pub replace_sources: std::collections::BTreeMap<String, String>,
     pub compare: Vec<String>,
     pub embedder: String,
     pub concurrency: Option<usize>,
@@ -113,6 +114,7 @@ fn plan(args: &ReplayArgs) -> ReplayPlan {
     plan.change.options.max_tokens = args.max_tokens;
     plan.change.remove_tools = args.remove_tools.clone();
     plan.change.remove_sources = args.ignore.clone();
+    plan.change.replace_sources = args.replace_sources.clone();
     plan.compare = args.compare.clone();
     plan
 }

@@ -82,12 +82,41 @@ impl Layout {
         if ids.is_empty() {
             return;
         }
-        for entry in &mut self.entries {
+        self.remove_tagged(|_, id| ids.contains(id));
+    }
+
+    /// Put `text` in place of the source `id`: its first tagged text part
+    /// holds `text` (still tagged), every other part tagged with it goes,
+    /// and every other byte stays. Whether the layout had such a part.
+    pub(crate) fn replace(&mut self, id: &str, text: &str) -> bool {
+        let first = self.entries.iter().enumerate().find_map(|(at, entry)| {
+            entry.annotations.iter().find_map(|(part, annotation)| {
+                let tagged = matches!(annotation, Annotation::Source(source) if source == id);
+                let is_text = matches!(
+                    entry.message.parts.get(*part as usize),
+                    Some(Part::Text { .. })
+                );
+                (tagged && is_text).then_some((at, *part))
+            })
+        });
+        let Some((at, part)) = first else {
+            return false;
+        };
+        self.entries[at].message.parts[part as usize] = Part::text(text);
+        self.remove_tagged(|place, source| source == id && place != (at, part));
+        true
+    }
+
+    /// Remove every part whose source tag `doomed` says (given the part's
+    /// place, entry and part index, and the source id), and every message
+    /// left without parts.
+    fn remove_tagged(&mut self, doomed: impl Fn((usize, u32), &str) -> bool) {
+        for (at, entry) in self.entries.iter_mut().enumerate() {
             let doomed: BTreeSet<u32> = entry
                 .annotations
                 .iter()
                 .filter_map(|(part, annotation)| match annotation {
-                    Annotation::Source(id) if ids.contains(id) => Some(*part),
+                    Annotation::Source(id) if doomed((at, *part), id) => Some(*part),
                     _ => None,
                 })
                 .collect();
@@ -228,6 +257,55 @@ mod tests {
         assert_eq!(messages[1], thread.messages()[1]);
         assert_eq!(rekeyed.source_of(rebuilt.nodes()[0].id(), 1), Some("b"));
         assert_eq!(rekeyed.source_of(rebuilt.nodes()[0].id(), 0), None);
+    }
+
+    #[test]
+    fn a_replaced_source_keeps_its_first_place_and_tag_and_loses_the_rest() {
+        let system = Message::new(
+            Role::System,
+            vec![
+                Part::text("be brief"),
+                Part::text("hotel: Lutetia"),
+                Part::text("budget: 200"),
+            ],
+        );
+        let context = Message::new(Role::User, vec![Part::text("more on the hotel")]);
+        let thread = Thread::from_messages([system, context, Message::user("q")]);
+        let mut annotations = tagged(&thread, 0, 1, "hotel");
+        annotations.add(
+            thread.nodes()[0].id(),
+            2,
+            Annotation::Source("budget".into()),
+        );
+        annotations.add(
+            thread.nodes()[1].id(),
+            0,
+            Annotation::Source("hotel".into()),
+        );
+        let mut layout = Layout::of(&thread, &annotations);
+        assert!(
+            !layout.replace("nowhere", "x"),
+            "no such source: nothing changes"
+        );
+        assert_eq!(layout.build(), (thread.clone(), annotations.clone()));
+        assert!(layout.replace("hotel", "hotel: Ritz"));
+        let (rebuilt, rekeyed) = layout.build();
+        let messages = rebuilt.messages();
+        assert_eq!(
+            messages[0].parts,
+            vec![
+                Part::text("be brief"),
+                Part::text("hotel: Ritz"),
+                Part::text("budget: 200")
+            ]
+        );
+        assert_eq!(messages.len(), 2, "the message left empty is gone");
+        assert_eq!(messages[1], thread.messages()[2]);
+        assert_eq!(rekeyed.source_of(rebuilt.nodes()[0].id(), 1), Some("hotel"));
+        assert_eq!(
+            rekeyed.source_of(rebuilt.nodes()[0].id(), 2),
+            Some("budget")
+        );
     }
 
     #[test]

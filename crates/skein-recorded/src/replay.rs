@@ -11,7 +11,8 @@ is the first run's: the thread up to that message, the run's annotations,
 the tools it offered and its options (what the engine sent; for a proxied
 turn, the body the client sent was mapped to exactly these). A replay
 re-sends it with only its [`Change`] applied (another model or options, a
-system prompt, tools removed, added or swapped, sources removed by tag),
+system prompt, tools removed, added or swapped, sources removed or
+replaced by tag),
 through the turn service like every other surface.
 
 Tool calls are answered from the recording: a call of the same tool with
@@ -72,7 +73,7 @@ use skein_store::{
     ConversationRecord, FamilyLimits, NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals,
     ReplayTurn, ReplayTurnFinish, SearchQuery, Store, StoreError,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -228,6 +229,11 @@ pub struct Change {
     /// Sources whose tagged parts are removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remove_sources: Vec<String>,
+    /// Sources replaced: by id, the text their first tagged text part
+    /// holds instead (their other tagged parts are removed). A request
+    /// without the source is re-sent as it was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replace_sources: BTreeMap<String, String>,
 }
 
 impl Change {
@@ -241,6 +247,9 @@ impl Change {
         let mut layout = Layout::of(request, &run.annotations);
         if !self.remove_sources.is_empty() {
             layout.remove(&self.remove_sources.iter().cloned().collect());
+        }
+        for (id, text) in &self.replace_sources {
+            layout.replace(id, text);
         }
         if let Some(system) = &self.system {
             layout.replace_system(system);

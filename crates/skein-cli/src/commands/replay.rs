@@ -93,6 +93,10 @@ pub struct ReplayArgs {
     /// A source whose tagged parts are removed from each request (repeatable)
     #[arg(long = "ignore", value_name = "ID")]
     pub ignore: Vec<String>,
+    /// A source replaced in each request: its first tagged text part holds TEXT, its other tagged
+    /// parts go (repeatable)
+    #[arg(long = "replace-source", value_name = "ID=TEXT")]
+    pub replace_sources: Vec<String>,
     /// A comparator (repeatable, asked in order; the first that says changed decides):
     /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
     /// embedding[:THRESHOLD], specifics, judge:MODEL (default: specifics, then embedding)
@@ -205,6 +209,16 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
     change.system = args.system.clone();
     change.remove_tools = args.remove_tools.clone();
     change.remove_sources = args.ignore.clone();
+    for given in &args.replace_sources {
+        let Some((id, text)) = given.split_once('=').filter(|(id, _)| !id.is_empty()) else {
+            bail!(
+                "--replace-source takes ID=TEXT (the source's id, then its new text), not `{given}`"
+            );
+        };
+        change
+            .replace_sources
+            .insert(id.to_string(), text.to_string());
+    }
     for path in &args.add_tools {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the tool file {}", path.display()))?;

@@ -3644,6 +3644,85 @@ fn replay_script() -> String {
     )
 }
 
+/// `skein replay --replace-source`: the source's text is replaced in the
+/// re-sent request, tag kept, every other part as recorded; a malformed
+/// replacement is refused before anything runs.
+#[test]
+fn a_replay_replaces_a_source_and_sends_everything_else_as_recorded() {
+    let skein = temp();
+    let first = skein.json(&[
+        "prompt",
+        "-m",
+        "echo",
+        "--source",
+        "hotel=The hotel is the Lutetia.",
+        "--source",
+        "budget=200 euros",
+        "Where do I sleep?",
+    ]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let output = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        "echo",
+        "--replace-source",
+        "hotel=The hotel is the Ritz.",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        matches!(output.status.code(), Some(0 | 7)),
+        "{}",
+        stderr(&output)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["change"]["replace_sources"]["hotel"],
+        "The hotel is the Ritz."
+    );
+    let answer: skein::NodeId = report["turns"][0]["answer_node"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let original: skein::NodeId = first["node"].as_str().unwrap().parse().unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let texts = |head| {
+        store
+            .load_thread(head)
+            .unwrap()
+            .messages()
+            .iter()
+            .map(|message| message.joined_text())
+            .collect::<Vec<_>>()
+    };
+    let (replayed, recorded) = (texts(answer), texts(original));
+    assert_eq!(replayed.len(), recorded.len(), "{replayed:?}");
+    assert!(recorded[0].contains("Lutetia") && recorded[0].contains("200 euros"));
+    assert!(
+        replayed[0].contains("The hotel is the Ritz.")
+            && replayed[0].contains("200 euros")
+            && !replayed[0].contains("Lutetia"),
+        "{replayed:?}"
+    );
+    assert_eq!(replayed[1], recorded[1], "the question as recorded");
+    drop(store);
+
+    let bad = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        "echo",
+        "--replace-source",
+        "hotel",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("ID=TEXT"), "{}", stderr(&bad));
+}
+
 /// `skein replay`: three turns recorded with a tool, replayed on another
 /// scripted model with the tool answered from the recording; the report
 /// (text, JSON, JUnit) names the held, changed and diverged turns, exit

@@ -265,6 +265,7 @@ class Store:
         max_tokens: int | None = None,
         remove_tools: list[str] = ...,
         ignore: list[str] = ...,
+        replace_sources: dict[str, str] = ...,
         compare: list[str] = ...,
         embedder: str = "lexical",
         concurrency: int | None = None,
