@@ -59,6 +59,12 @@ pub(crate) trait Reply: Send + 'static {
     fn retrying(attempt: u32, reason: String, delay: Duration) -> Self;
     /// Whether this is the reply's last event (no more is read after it).
     fn ends(&self) -> bool;
+    /// Whether this event starts the reply, so that a failure after it is
+    /// a truncated reply rather than an attempt worth making again. Only
+    /// what the reply says counts: which model answered does not.
+    fn starts_reply(&self) -> bool {
+        true
+    }
 }
 
 impl Reply for StreamEvent {
@@ -72,6 +78,10 @@ impl Reply for StreamEvent {
 
     fn ends(&self) -> bool {
         matches!(self, StreamEvent::Done(_))
+    }
+
+    fn starts_reply(&self) -> bool {
+        !matches!(self, StreamEvent::Model(_))
     }
 }
 
@@ -438,7 +448,7 @@ impl<D: Decoder> Call<D> {
     }
 
     fn emit(&mut self, events: Vec<D::Event>) {
-        if !events.is_empty() {
+        if events.iter().any(Reply::starts_reply) {
             self.reply_started = true;
         }
         self.queue.extend(events.into_iter().map(Ok));
