@@ -39,7 +39,8 @@ pub enum StoreError {
     /// A worker finished a replayed turn it no longer held (its lease
     /// passed and another worker claimed it). Nothing was written.
     #[error(
-        "turn {seq} of replay {replay} is no longer held by this worker (its lease passed);          nothing was written, the worker holding it now records it"
+        "turn {seq} of replay {replay} is no longer held by this worker (its lease passed); \
+         nothing was written, the worker holding it now records it"
     )]
     ReplayTurnLost { replay: String, seq: u64 },
     /// A replayed turn was given a status it cannot finish with.

@@ -249,6 +249,12 @@ fn the_proxy_rejects_bad_requests_clearly_and_records_nothing() {
     let (status, text) = post("{not json".into());
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("not a chat-completions request"), "{text}");
+    let (status, text) = post(r#"{"messages": [{"role": "user", "content": 5}]}"#.into());
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("expected a string or an array of content parts"),
+        "{text}"
+    );
     let (status, text) =
         post(r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#.into());
     assert_eq!(status, 400);

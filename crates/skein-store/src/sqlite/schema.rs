@@ -287,7 +287,60 @@ const MIGRATIONS: &[Migration] = &[
     // 20: which client of the recording proxy made each run (per-client
     // retention and selections), and runs found by it.
     Migration::Code(add_run_clients),
+    // 21: runs and blobs as rowid tables (see `into_rowid_table`).
+    Migration::Code(rowid_runs_and_blobs),
 ];
+
+/// Migration 21: `runs` (whose rows carry a proxied request's whole body)
+/// and `blobs` (whole attachments) rebuilt as rowid tables. A `WITHOUT
+/// ROWID` table keeps each row inside its primary key's b-tree, and SQLite
+/// reads a key's whole overflowing payload to compare it, so each insert
+/// and each lookup read the full rows it passed on the way down: a proxied
+/// turn at depth 800 read several other requests' bodies to store its own.
+fn rowid_runs_and_blobs(conn: &Connection) -> Result<()> {
+    into_rowid_table(conn, "runs")?;
+    into_rowid_table(conn, "blobs")
+}
+
+/// Rebuild `table` as a rowid table with the same columns, rows and
+/// indexes, unless it is one already (tests set versions back). The
+/// caller has foreign keys off (SQLite's procedure for a changed table:
+/// `run_tools` refers to `runs`); every row is copied as it is, so every
+/// reference holds as it did.
+fn into_rowid_table(conn: &Connection, table: &str) -> Result<()> {
+    let definition: String = conn.query_row(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+        [table],
+        |row| row.get(0),
+    )?;
+    // The column list: from the first parenthesis (the name before it may
+    // be quoted) up to the `WITHOUT ROWID` that ends the definition.
+    let Some(columns) = definition
+        .trim_end()
+        .strip_suffix("WITHOUT ROWID")
+        .and_then(|rest| rest.find('(').map(|start| &rest[start..]))
+    else {
+        return Ok(());
+    };
+    let indexes: Vec<String> = conn
+        .prepare(
+            "SELECT sql FROM sqlite_schema
+             WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
+        )?
+        .query_map([table], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let rebuilt = format!("{table}_rebuilt");
+    conn.execute_batch(&format!(
+        "CREATE TABLE {rebuilt} {columns};
+         INSERT INTO {rebuilt} SELECT * FROM {table};
+         DROP TABLE {table};
+         ALTER TABLE {rebuilt} RENAME TO {table};"
+    ))?;
+    for index in indexes {
+        conn.execute_batch(&index)?;
+    }
+    Ok(())
+}
 
 /// Migration 19, the same SQL on both backends.
 pub(crate) const RESPONSE_MODEL: &str = "ALTER TABLE runs ADD COLUMN response_model TEXT;";
@@ -361,6 +414,18 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
         // written still opens.
         return Ok(());
     }
+    // A migration may rebuild a table that others refer to, which SQLite
+    // allows only with foreign keys off (and not changeable inside a
+    // transaction); each such migration checks the references itself.
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    let migrated = run_migrations(conn);
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    migrated
+}
+
+/// Every migration newer than the database's version, each in its own
+/// transaction.
+fn run_migrations(conn: &mut Connection) -> Result<()> {
     for (index, migration) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -322,7 +322,89 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 20);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 21);
+}
+
+/// SQLite: schema 21 rebuilds `runs` and `blobs` of an older database as
+/// rowid tables (large rows in a `WITHOUT ROWID` table were read whole on
+/// every insert): every run, with its request body and tool set, and every
+/// blob comes through, and the database verifies.
+#[test]
+fn runs_and_blobs_become_rowid_tables_and_keep_their_rows() {
+    use skein_core::{Message, Thread, ToolSpec};
+    use skein_store::TurnCommit;
+    let db = TempStore::new(Backend::Sqlite);
+    let conversation = db
+        .store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    let document = "a long retrieved document. ".repeat(400);
+    let thread = Thread::from_messages([Message::user(document), Message::assistant("read")]);
+    let mut run = RunRecord::new("echo", "echo");
+    run.conversation = Some(conversation.id.clone());
+    run.input_head = thread.parent().head_id();
+    run.output_head = thread.head_id();
+    run.request = Some(format!("{{\"messages\": \"{}\"}}", "x".repeat(50_000)));
+    run.tools = vec![ToolSpec::new("search", "finds", serde_json::json!({"type": "object"}))];
+    db.store
+        .commit_turn(&TurnCommit::continuing(
+            &conversation.id,
+            None,
+            &thread,
+            std::slice::from_ref(&run),
+        ))
+        .unwrap();
+    let recorded = db.store.run_record(&run.id).unwrap();
+    let table_sql = |table: &str| {
+        db.store
+            .raw_connection()
+            .unwrap()
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = ?1",
+                [table],
+                |row| row.get::<_, String>(0),
+            )
+            .unwrap()
+    };
+    // Back to schema 20's tables, as an older skein left them.
+    let mut older = String::new();
+    for table in ["runs", "blobs"] {
+        let current = table_sql(table);
+        older.push_str(&format!(
+            "CREATE TABLE {table}_old {} WITHOUT ROWID;
+             INSERT INTO {table}_old SELECT * FROM {table};
+             DROP TABLE {table};
+             ALTER TABLE {table}_old RENAME TO {table};",
+            &current[current.find('(').unwrap()..]
+        ));
+    }
+    let raw = db.store.raw_connection().unwrap();
+    raw.execute_batch(&format!(
+        "PRAGMA foreign_keys = OFF; {older}
+         CREATE INDEX runs_by_conversation ON runs(conversation, started);
+         CREATE INDEX runs_by_output ON runs(output_head);
+         PRAGMA user_version = 20;"
+    ))
+    .unwrap();
+    drop(raw);
+    assert!(table_sql("runs").ends_with("WITHOUT ROWID"));
+    let reopened = Store::open(db.location()).unwrap();
+    for table in ["runs", "blobs"] {
+        assert!(!table_sql(table).contains("WITHOUT ROWID"), "{table}");
+    }
+    assert_eq!(reopened.run_record(&run.id).unwrap(), recorded);
+    assert_eq!(
+        reopened.load_thread(thread.head_id().unwrap()).unwrap().messages(),
+        thread.messages()
+    );
+    assert_eq!(
+        reopened
+            .debug_query_i64("SELECT count(*) FROM sqlite_schema WHERE name = 'runs_by_output'")
+            .unwrap(),
+        1,
+        "the rebuilt table keeps its indexes"
+    );
+    assert!(reopened.verify().unwrap().is_ok());
 }
 
 for_each_backend!(

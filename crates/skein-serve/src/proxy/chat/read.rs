@@ -6,7 +6,9 @@ use super::reply::Chat;
 use crate::proxy::media;
 use crate::proxy::results::ParamPaths;
 use crate::proxy::turn::{ProxyError, Turn};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
 use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
@@ -46,11 +48,35 @@ pub struct WireMessage {
     pub tool_call_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// A message's content: a string, or an array of parts. Read by its JSON
+/// type directly (serde's `untagged` would buffer every message's content
+/// first, on every request of a history re-sent whole).
+#[derive(Debug)]
 pub enum WireContent {
     Text(String),
     Parts(Vec<WirePart>),
+}
+
+impl<'de> Deserialize<'de> for WireContent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Content;
+        impl<'de> Visitor<'de> for Content {
+            type Value = WireContent;
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<WireContent, E> {
+                Ok(WireContent::Text(text.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, text: String) -> Result<WireContent, E> {
+                Ok(WireContent::Text(text))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, parts: A) -> Result<WireContent, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(parts)).map(WireContent::Parts)
+            }
+        }
+        deserializer.deserialize_any(Content)
+    }
 }
 
 #[derive(Debug, Deserialize)]
