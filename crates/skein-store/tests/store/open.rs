@@ -345,7 +345,11 @@ fn runs_and_blobs_become_rowid_tables_and_keep_their_rows() {
     run.input_head = thread.parent().head_id();
     run.output_head = thread.head_id();
     run.request = Some(format!("{{\"messages\": \"{}\"}}", "x".repeat(50_000)));
-    run.tools = vec![ToolSpec::new("search", "finds", serde_json::json!({"type": "object"}))];
+    run.tools = vec![ToolSpec::new(
+        "search",
+        "finds",
+        serde_json::json!({"type": "object"}),
+    )];
     db.store
         .commit_turn(&TurnCommit::continuing(
             &conversation.id,
@@ -394,7 +398,10 @@ fn runs_and_blobs_become_rowid_tables_and_keep_their_rows() {
     }
     assert_eq!(reopened.run_record(&run.id).unwrap(), recorded);
     assert_eq!(
-        reopened.load_thread(thread.head_id().unwrap()).unwrap().messages(),
+        reopened
+            .load_thread(thread.head_id().unwrap())
+            .unwrap()
+            .messages(),
         thread.messages()
     );
     assert_eq!(

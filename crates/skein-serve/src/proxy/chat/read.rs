@@ -8,10 +8,10 @@ use crate::proxy::results::ParamPaths;
 use crate::proxy::turn::{ProxyError, Turn};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use serde_json::{Value, json};
 use skein::core::provider::GenerationOptions;
 use skein::core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use std::fmt;
 
 /// A request the proxy accepts.
 #[derive(Debug, Deserialize)]
@@ -72,7 +72,8 @@ impl<'de> Deserialize<'de> for WireContent {
                 Ok(WireContent::Text(text))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, parts: A) -> Result<WireContent, A::Error> {
-                Vec::deserialize(de::value::SeqAccessDeserializer::new(parts)).map(WireContent::Parts)
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(parts))
+                    .map(WireContent::Parts)
             }
         }
         deserializer.deserialize_any(Content)
