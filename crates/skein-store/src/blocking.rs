@@ -12,6 +12,10 @@ operations), so the caller's runtime never stalls:
   drives one call for a caller that is waiting anyway, and the store's own
   blocking methods, [`in_place`]), in place, for a backend whose work
   happens on the calling thread (SQLite).
+
+SQLite's point reads (a row or a short index range by key, which in WAL
+mode never wait for a writer) skip this and run in place on any runtime
+(`SqliteStore::point_read`): the read costs less than the hop.
 */
 
 use crate::error::{Result, StoreError};

@@ -69,7 +69,7 @@ impl Conversations for SqliteStore {
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<ConversationRecord>> {
         let id = id.clone();
-        self.deferred(move |store| store.conversation(&id))
+        self.point_read(move |store| store.conversation(&id))
     }
 
     fn list_conversations(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
@@ -86,7 +86,7 @@ impl Conversations for SqliteStore {
     }
 
     fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>> {
-        self.deferred(move |store| store.conversations_at(node))
+        self.point_read(move |store| store.conversations_at(node))
     }
 
     fn rename_conversation<'a>(

@@ -52,15 +52,15 @@ impl Graph for SqliteStore {
     }
 
     fn node(&self, id: NodeId) -> BoxFuture<'_, Result<StoredNode>> {
-        self.deferred(move |store| store.node(id))
+        self.point_read(move |store| store.node(id))
     }
 
     fn contains(&self, id: NodeId) -> BoxFuture<'_, Result<bool>> {
-        self.deferred(move |store| store.contains(id))
+        self.point_read(move |store| store.contains(id))
     }
 
     fn children(&self, id: NodeId) -> BoxFuture<'_, Result<Vec<NodeId>>> {
-        self.deferred(move |store| store.children(id))
+        self.point_read(move |store| store.children(id))
     }
 
     fn nodes_calling<'a>(

@@ -37,7 +37,7 @@ impl Labels for SqliteStore {
     }
 
     fn labels_of(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<String>>> {
-        self.deferred(move |store| store.labels_of(node))
+        self.point_read(move |store| store.labels_of(node))
     }
 
     fn label_counts(&self) -> BoxFuture<'_, Result<Vec<LabelCount>>> {

@@ -155,6 +155,18 @@ impl SqliteStore {
         Box::pin(blocking::run(self, true, work))
     }
 
+    /// A point read as an operation of the async API: run in place, on
+    /// whichever thread polls it. A point read looks up a row or a short
+    /// index range and, in WAL mode, never waits for a writer, so it costs
+    /// the caller's runtime less than the two thread wake-ups a hop to the
+    /// blocking pool would (see [`blocking`]); a turn asks several.
+    pub(crate) fn point_read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&SqliteStore) -> Result<T> + Send + 'static,
+    ) -> BoxFuture<'_, Result<T>> {
+        Box::pin(async move { work(self) })
+    }
+
     /// Open the database at `path` as `mode` says (see [`OpenMode`]),
     /// migrating it to the current schema. A file that is not a skein
     /// database is refused before anything is written to it.

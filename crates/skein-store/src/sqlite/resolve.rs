@@ -29,7 +29,7 @@ impl IdRanges for SqliteStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<String>>> {
         let name = name.to_string();
-        self.deferred(move |store| store.conversation_ids_named(&name, limit))
+        self.point_read(move |store| store.conversation_ids_named(&name, limit))
     }
 
     fn text_ids_between<'a>(

@@ -32,7 +32,7 @@ impl Runs for SqliteStore {
 
     fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
         let id = id.clone();
-        self.deferred(move |store| store.run_record(&id))
+        self.point_read(move |store| store.run_record(&id))
     }
 
     fn runs_of_conversation<'a>(
@@ -44,7 +44,7 @@ impl Runs for SqliteStore {
     }
 
     fn runs_producing(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
-        self.deferred(move |store| store.runs_producing(node))
+        self.point_read(move |store| store.runs_producing(node))
     }
 
     fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
@@ -57,7 +57,7 @@ impl Runs for SqliteStore {
         up_to_depth: Option<u64>,
     ) -> BoxFuture<'a, Result<Vec<ToolOffer>>> {
         let conversation = conversation.clone();
-        self.deferred(move |store| store.tool_offers(&conversation, up_to_depth))
+        self.point_read(move |store| store.tool_offers(&conversation, up_to_depth))
     }
 }
 

@@ -53,6 +53,50 @@ fn inside_a_blocking_caller_sqlite_work_runs_in_place() {
     assert_ne!(runtime.block_on(thread_of_run(&db)), here);
 }
 
+/// SQLite's point reads (a node, a conversation, a run by id) run in place
+/// on any runtime: they answer while the blocking pool is busy with work
+/// that waits for them, which a hop to the pool would queue behind.
+#[test]
+fn point_reads_answer_while_the_blocking_pool_is_busy() {
+    let db = TempStore::new(Backend::Sqlite);
+    let conversation = db
+        .store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    let head = history("point", 2);
+    db.store.append(&head).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    runtime.block_on(async {
+        let busy = tokio::task::spawn_blocking(move || {
+            released.recv_timeout(Duration::from_secs(20)).is_ok()
+        });
+        let store = db.store.nonblocking();
+        let reads = tokio::time::timeout(Duration::from_secs(10), async {
+            (
+                store.conversation(&conversation.id).await.unwrap(),
+                store.contains(head.head_id().unwrap()).await.unwrap(),
+                store
+                    .children(head.parent().head_id().unwrap())
+                    .await
+                    .unwrap(),
+            )
+        })
+        .await;
+        release.send(()).unwrap();
+        assert!(busy.await.unwrap(), "the blocking work was released");
+        let (found, contained, children) =
+            reads.expect("a point read waited for the busy blocking pool");
+        assert_eq!(found.id, conversation.id);
+        assert!(contained);
+        assert_eq!(children, vec![head.head_id().unwrap()]);
+    });
+}
+
 #[test]
 fn on_a_multi_thread_runtime_the_work_runs_in_place_and_other_tasks_go_on() {
     let db = TempStore::new(Backend::Sqlite);
