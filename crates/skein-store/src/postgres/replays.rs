@@ -15,8 +15,9 @@ use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::ReplayId;
 use crate::replays::{
-    NewReplayTurn, RawReplay, RawReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn,
-    ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
+    ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
+    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
+    add_counted,
 };
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::{Node, NodeId, StoreKey, now_ms};
@@ -56,6 +57,69 @@ impl Replays for PgStore {
                 .rows(&format!("{SELECT_REPLAY} ORDER BY created, id"), &[])
                 .await?;
             rows.iter().map(|row| raw_replay(row).finish()).collect()
+        })
+    }
+
+    fn list_replays<'a>(
+        &'a self,
+        after: Option<&'a ReplayPosition>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ListedReplay>>> {
+        Box::pin(async move {
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let rows = match after {
+                None => {
+                    self.rows(
+                        &format!("{SELECT_REPLAY} ORDER BY created DESC, id DESC LIMIT $1"),
+                        &[&limit],
+                    )
+                    .await?
+                }
+                Some(after) => {
+                    self.rows(
+                        &format!(
+                            "{SELECT_REPLAY} WHERE (created, id) < ($1, $2)
+                             ORDER BY created DESC, id DESC LIMIT $3"
+                        ),
+                        &[&after.created_ms, &after.id.as_str(), &limit],
+                    )
+                    .await?
+                }
+            };
+            let mut listed = rows
+                .iter()
+                .map(|row| {
+                    Ok(ListedReplay {
+                        record: raw_replay(row).finish()?,
+                        totals: ReplayTotals::default(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if listed.is_empty() {
+                return Ok(listed);
+            }
+            // Every listed replay's totals in one statement.
+            let ids: Vec<&str> = listed.iter().map(|l| l.record.id.as_str()).collect();
+            let counted = self
+                .rows(
+                    "SELECT replay, status, decision, count(*) FROM replay_turns
+                     WHERE replay = ANY($1) GROUP BY replay, status, decision",
+                    &[&ids],
+                )
+                .await?;
+            for row in counted {
+                let (replay, status): (String, String) = (row.get(0), row.get(1));
+                let decision: Option<String> = row.get(2);
+                let count: i64 = row.get(3);
+                add_counted(
+                    &mut listed,
+                    &replay,
+                    &status,
+                    decision.as_deref(),
+                    count as u64,
+                )?;
+            }
+            Ok(listed)
         })
     }
 
