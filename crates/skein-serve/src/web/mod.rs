@@ -22,7 +22,7 @@ Reads (`GET`):
 | `/api/nodes/{id}/report` | a recorded turn's sources, for choosing which a rerun ignores |
 | `/api/events` | a stream of `turn` events as conversations move, from any process |
 | `/api/search?q=TEXT&limit=N` | messages by their words (`Store::search`), newest first, each with a conversation holding it |
-| `/api/replays` | every replay, newest first, with where its turns stand |
+| `/api/replays?limit=N&after=CURSOR` | replays, newest first, a page at a time, with where their turns stand and the address of the `next` page |
 | `/api/replays/{id}` | one replay's report: per turn both answers, the comparator's decision and why, tokens, latency, cost |
 | `/api/replays/{id}/progress` | where its turns stand (what a page polls while it runs) |
 | `/api/labels` | every label and how many turns carry it |
