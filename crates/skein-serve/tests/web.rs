@@ -4331,6 +4331,44 @@ async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
         server.json(&format!("/api/nodes/{}", story.a3)).await["replays"],
         serde_json::json!([])
     );
+    // The family tree draws each replayed answer as a branch on its turn,
+    // as it draws reruns: another system prompt starts a tree of its own,
+    // whose first line is the first turn's replay and the second's a
+    // `replay` branch off it.
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let replayed: Vec<&Value> = family["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|branch| branch["replay"].is_object())
+        .collect();
+    assert_eq!(replayed.len(), 2, "{family}");
+    assert_eq!(
+        (replayed[0]["kind"].as_str(), replayed[1]["kind"].as_str()),
+        (Some("root"), Some("replay"))
+    );
+    for (branch, turn) in replayed.iter().zip(turns) {
+        assert_eq!(branch["replay"]["id"], id.as_str());
+        assert_eq!(branch["replay"]["result"], "changed");
+        assert!(
+            branch["label"].as_str().unwrap().contains(&id[..12]),
+            "{branch}"
+        );
+        assert_eq!(
+            branch["nodes"].as_array().unwrap().last().unwrap(),
+            &turn["answer_node"]
+        );
+    }
+    let mut on_turns: Vec<&str> = replayed
+        .iter()
+        .map(|b| b["replay"]["turn_node"].as_str().unwrap())
+        .collect();
+    on_turns.sort();
+    let mut expected = vec![story.a1.as_str(), story.a2.as_str()];
+    expected.sort();
+    assert_eq!(on_turns, expected);
     assert_eq!(report["cost"]["complete"], true);
 
     // The model alone, default comparators: both hold (a source the

@@ -239,6 +239,11 @@ pub(crate) trait Replays {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
     fn replay_turns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ReplayTurn>>>;
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
     fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>>;
 }
 

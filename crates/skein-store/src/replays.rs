@@ -324,6 +324,17 @@ impl Store {
         self.wait(self.nonblocking().replay_turns_of_node(node))
     }
 
+    /// The replayed turns of these conversations' turns that have an
+    /// answer, newest first, at most `limit`: what a family's tree draws
+    /// beside the turns they re-sent. One statement.
+    pub fn replayed_in(
+        &self,
+        conversations: &[ConversationId],
+        limit: usize,
+    ) -> Result<Vec<ReplayTurn>> {
+        self.wait(self.nonblocking().replayed_in(conversations, limit))
+    }
+
     pub fn replay_totals(&self, id: &ReplayId) -> Result<ReplayTotals> {
         self.wait(self.nonblocking().replay_totals(id))
     }
@@ -393,6 +404,18 @@ impl AsyncStore<'_> {
     /// [`Store::replay_turns_of_node`].
     pub async fn replay_turns_of_node(&self, node: NodeId) -> Result<Vec<ReplayTurn>> {
         self.store.backend().replay_turns_of_node(node).await
+    }
+
+    /// [`Store::replayed_in`].
+    pub async fn replayed_in(
+        &self,
+        conversations: &[ConversationId],
+        limit: usize,
+    ) -> Result<Vec<ReplayTurn>> {
+        if conversations.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.store.backend().replayed_in(conversations, limit).await
     }
 
     /// [`Store::replay_totals`].

@@ -1002,8 +1002,8 @@ fn a_turn_from_another_process_appears_in_the_open_page() {
 /// conversation's *Replay…* link with another system prompt, watched until
 /// it finishes, its report read (each turn changed, its words marked, the
 /// cost shown), labels put on a turn and on the replay's changed turns and
-/// taken off, a turn's original opened in its family tree and linked back
-/// to the replay, the replay listed; the pages fit every width. The form
+/// taken off, a turn's original opened in its family tree (which draws the
+/// replayed answers as branches) and linked back to the replay, the replay listed; the pages fit every width. The form
 /// shows what it or the server refuses.
 #[test]
 fn a_replay_is_started_watched_and_read_in_a_real_browser() {
@@ -1109,6 +1109,14 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
         page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']"))
             .await;
         page.wait_for("#details[data-node-id]").await;
+        // The tree draws the replayed answers as branches linked to it.
+        page.wait_for_text("section.branch[data-replay] .replay-link", "changed")
+            .await;
+        assert_eq!(
+            page.find_all("section.branch[data-replay]").await.len(),
+            2,
+            "one branch per replayed turn"
+        );
         // ... which links back to the replay.
         let back = page.wait_for("#node-replays .replay-link").await;
         page.click(&back).await;

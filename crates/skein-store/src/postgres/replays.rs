@@ -13,7 +13,7 @@ use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Replays};
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
-use crate::records::ReplayId;
+use crate::records::{ConversationId, ReplayId};
 use crate::replays::{
     ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
     ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
@@ -180,6 +180,25 @@ impl Replays for PgStore {
                     "{SELECT_REPLAY_TURN} WHERE turn_node = $1 ORDER BY finished, replay, seq"
                 ),
                 &[&node.0.as_slice()],
+            )
+            .await
+        })
+    }
+
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
+        Box::pin(async move {
+            let ids: Vec<&str> = conversations.iter().map(ConversationId::as_str).collect();
+            let limit = limit.min(i64::MAX as usize) as i64;
+            self.query_replay_turns(
+                &format!(
+                    "{SELECT_REPLAY_TURN} WHERE conversation = ANY($1) AND answer_head IS NOT NULL
+                     ORDER BY finished DESC, replay, seq LIMIT $2"
+                ),
+                &[&ids, &limit],
             )
             .await
         })

@@ -13,7 +13,7 @@ use crate::backend::{Backend, BoxFuture, Replays};
 use crate::blocking;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
-use crate::records::ReplayId;
+use crate::records::{ConversationId, ReplayId};
 use crate::replays::{
     ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
     ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
@@ -116,6 +116,25 @@ impl Replays for SqliteStore {
 
     fn replay_turns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ReplayTurn>>> {
         self.deferred(move |store| store.replay_turns_of_node(node))
+    }
+
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
+        let ids: Vec<&str> = conversations.iter().map(ConversationId::as_str).collect();
+        let json = serde_json::to_string(&ids);
+        self.deferred(move |store| {
+            store.query_replay_turns(
+                &format!(
+                    "{SELECT_REPLAY_TURN} WHERE conversation IN (SELECT value FROM json_each(?1))
+                     AND answer_head IS NOT NULL
+                     ORDER BY finished DESC, replay, seq LIMIT ?2"
+                ),
+                params![json?, limit.min(i64::MAX as usize) as i64],
+            )
+        })
     }
 
     fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>> {

@@ -22,6 +22,7 @@ for_each_backend!(
     three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over,
     a_replay_is_found_by_a_unique_prefix_of_its_id,
     replays_are_listed_newest_first_a_page_at_a_time_with_their_totals,
+    a_conversations_replayed_answers_are_found_newest_first,
 );
 
 /// An original turn: a prompt and its answer, stored.
@@ -448,4 +449,61 @@ fn replays_are_listed_newest_first_a_page_at_a_time_with_their_totals(backend: B
         expected.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
         "every replay once, newest first"
     );
+}
+
+fn a_conversations_replayed_answers_are_found_newest_first(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let (record, originals) = replay(store, 3);
+    let c1 = ConversationId("c1".into());
+    assert!(
+        store
+            .replayed_in(std::slice::from_ref(&c1), 10)
+            .unwrap()
+            .is_empty(),
+        "none answered yet"
+    );
+    let claimed = store
+        .claim_replay_turns(&record.id, "w", 2, 60_000)
+        .unwrap();
+    for turn in &claimed {
+        store
+            .finish_replay_turn(&ReplayTurnFinish {
+                replay: &record.id,
+                seq: turn.seq,
+                worker: "w",
+                status: ReplayStatus::Done,
+                answer_head: originals[turn.seq as usize].head_id(),
+                decision: Some("held"),
+                comparator: None,
+                detail: &serde_json::json!({}),
+                threads: &[],
+                runs: &[],
+                other_runs: &[],
+            })
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let found = store
+        .replayed_in(&[c1.clone(), ConversationId("c9".into())], 10)
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|t| t.seq).collect::<Vec<_>>(),
+        [claimed[1].seq, claimed[0].seq],
+        "answered turns only, newest first"
+    );
+    assert_eq!(
+        store
+            .replayed_in(std::slice::from_ref(&c1), 1)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .replayed_in(&[ConversationId("c9".into())], 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.replayed_in(&[], 10).unwrap().is_empty());
 }
