@@ -10,6 +10,9 @@ anything else that draws a conversation's relatives share.
   that descends from it.
 - **Reruns** of the members' turns, each attached to the turn it re-ran
   (its assistant node, [`RerunRecord::turn_node`]).
+- **Replayed answers** of the members' turns (`skein replay`), each
+  attached to the turn it re-sent ([`ReplayTurn::turn_node`]), the newest
+  [`REPLAYED_MAX`].
 - **Sharers** are conversations that are no members but share messages
   with one *by content*. The graph stores an equal history once, so two
   conversations that both began "hello" on a deterministic model pass
@@ -25,7 +28,8 @@ indexed origin links and finds sharers by their thread's first node, and
 
 use skein_core::{ConversationId, NodeId, RerunId};
 use skein_store::{
-    AsyncStore, ConversationRecord, FamilyLimits, RerunRecord, Rooted, Store, StoreError, TreeEntry,
+    AsyncStore, ConversationRecord, FamilyLimits, ReplayTurn, RerunRecord, Rooted, Store,
+    StoreError, TreeEntry,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -35,6 +39,8 @@ pub const MEMBERS_MAX: usize = 10_000;
 /// The most sharers a family lists, newest first
 /// ([`Family::more_shares`] says when there are more).
 pub const SHARES_MAX: usize = 100;
+/// The most replayed answers of its turns a family holds, newest first.
+pub const REPLAYED_MAX: usize = 500;
 /// The most member lines, rerun answers and further trees
 /// [`Family::graph`] reads one by one.
 const LINE_LOADS_MAX: usize = 256;
@@ -52,6 +58,9 @@ pub struct Family {
     pub more_members: bool,
     /// The reruns of the members' turns, oldest first.
     pub reruns: Vec<RerunRecord>,
+    /// The replayed turns of the members' turns that have an answer,
+    /// newest first, at most [`REPLAYED_MAX`].
+    pub replayed: Vec<ReplayTurn>,
     /// Conversations that share messages with a member by content, newest
     /// first.
     pub shares: Vec<Sharer>,
@@ -129,6 +138,8 @@ pub async fn family(store: &Store, id: &ConversationId) -> Result<Family, StoreE
         .iter()
         .map(|row| row.conversation.id.clone())
         .collect();
+    let ids: Vec<ConversationId> = stored.iter().cloned().collect();
+    let replayed = store.nonblocking().replayed_in(&ids, REPLAYED_MAX).await?;
     let members = rows
         .members
         .into_iter()
@@ -148,6 +159,7 @@ pub async fn family(store: &Store, id: &ConversationId) -> Result<Family, StoreE
         members,
         more_members: rows.more_members,
         reruns: rows.reruns,
+        replayed,
         shares,
         more_shares: rows.more_shares,
     })
@@ -189,8 +201,8 @@ impl Family {
 
     /// The nodes to draw, at most `limit`: the focus's latest messages
     /// first (its whole history when it is no longer), then each other
-    /// member's line from where it left the shown nodes, each rerun's
-    /// answer, and as much of the rest of the trees they start (messages no
+    /// member's line from where it left the shown nodes, each rerun's and
+    /// replayed turn's answer, and as much of the rest of the trees they start (messages no
     /// member points at, and those of sharers) as fits, nearest the first
     /// message first. When the focus's whole tree fits, it is read in one
     /// query and no line needs reading. Reads only what it shows, and at
@@ -234,9 +246,18 @@ impl Family {
             cut |= !graph.load_line(store, head, own, limit, &mut loads).await?;
         }
         let shown: HashSet<NodeId> = graph.depths.keys().copied().collect();
-        for rerun in &self.reruns {
-            if let Some(answer) = rerun.answer_head
-                && shown.contains(&rerun.turn_node)
+        let answers = self
+            .reruns
+            .iter()
+            .map(|rerun| (rerun.turn_node, rerun.answer_head))
+            .chain(
+                self.replayed
+                    .iter()
+                    .map(|turn| (turn.turn_node, turn.answer_head)),
+            );
+        for (turn_node, answer) in answers {
+            if let Some(answer) = answer
+                && shown.contains(&turn_node)
                 && !graph.contains(answer)
             {
                 cut |= !graph

@@ -130,6 +130,10 @@ pub enum Relation {
     /// A context source present in a recorded turn's request, as the JSON
     /// the recorded-chat layer writes.
     Source(String),
+    /// The configured prompt the run's request rendered (its id, version,
+    /// variables and the messages it rendered), as the JSON the engine
+    /// writes: what a replay needs to render another version in its place.
+    Prompt(String),
     /// The run is a model call of a recorded chat that recorded nothing (a
     /// turn that failed, paused or hit its chain limit, or a rerun whose
     /// sample failed), kept so that usage counts it; the target says which
@@ -159,6 +163,7 @@ impl From<Relation> for StoredRelation {
             Relation::Rerun(id) => ("recorded.rerun", id.0),
             Relation::Replay(id) => ("replay", id.0),
             Relation::Source(json) => ("recorded.source", json),
+            Relation::Prompt(json) => ("prompt", json),
             Relation::Unrecorded(why) => ("recorded.unrecorded", why),
             Relation::Other { kind, target } => return StoredRelation { kind, target },
         };
@@ -182,6 +187,7 @@ impl From<StoredRelation> for Relation {
             "recorded.rerun" => Relation::Rerun(RerunId(target)),
             "replay" => Relation::Replay(ReplayId(target)),
             "recorded.source" => Relation::Source(target),
+            "prompt" => Relation::Prompt(target),
             "recorded.unrecorded" => Relation::Unrecorded(target),
             _ => Relation::Other { kind, target },
         }
@@ -313,6 +319,7 @@ mod tests {
             Relation::Rerun(RerunId("x".into())),
             Relation::Replay(ReplayId("p".into())),
             Relation::Unrecorded("paused".into()),
+            Relation::Prompt(r#"{"id":"ask"}"#.into()),
             Relation::Other {
                 kind: "future.kind".into(),
                 target: "t".into(),
@@ -321,7 +328,7 @@ mod tests {
         let json = serde_json::to_string(&relations).unwrap();
         assert_eq!(
             json,
-            r#"[{"kind":"continuation_of","target":"r1"},{"kind":"chain","target":"c"},{"kind":"recorded.rerun","target":"x"},{"kind":"replay","target":"p"},{"kind":"recorded.unrecorded","target":"paused"},{"kind":"future.kind","target":"t"}]"#
+            r#"[{"kind":"continuation_of","target":"r1"},{"kind":"chain","target":"c"},{"kind":"recorded.rerun","target":"x"},{"kind":"replay","target":"p"},{"kind":"recorded.unrecorded","target":"paused"},{"kind":"prompt","target":"{\"id\":\"ask\"}"},{"kind":"future.kind","target":"t"}]"#
         );
         let back: Vec<Relation> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, relations);

@@ -14,7 +14,7 @@ use crate::backends::Providers;
 use crate::config::{BackendDef, Catalog, Profile, PromptDef};
 use crate::contract::{Contract, Contracts};
 use crate::error::{EngineError, Result};
-use crate::exchange::{Exchange, PromptRef};
+use crate::exchange::{Exchange, PromptRef, RenderedPrompt};
 use crate::execute::{self, Plan, RunOutput};
 use crate::ledger::Ledger;
 use crate::observe::{Observer, RunId, Watchers};
@@ -110,6 +110,10 @@ impl EngineBuilder {
 #[derive(Clone, Debug, Serialize)]
 pub struct Prepared {
     pub prompt: Option<PromptRef>,
+    /// What the configured prompt rendered, variables included: kept on
+    /// the run's record, never shown with the plan.
+    #[serde(skip)]
+    pub rendered: Option<RenderedPrompt>,
     pub profile: String,
     pub backend: String,
     pub model: String,
@@ -348,6 +352,7 @@ impl Engine {
             .map(|history| history.annotations.clone())
             .unwrap_or_default();
         let mut session_id = request.session_id.clone();
+        let mut rendered_nodes = Vec::new();
         if let Some(prompt) = prompt {
             let dir = catalog
                 .prompt_dir(&prompt.id, prompt.version)
@@ -359,6 +364,7 @@ impl Engine {
             {
                 thread = thread.push(rendered.message);
                 let node = thread.head_id().expect("just pushed");
+                rendered_nodes.push(node);
                 for (part, annotation) in rendered.annotations {
                     annotations.add(node, part, annotation);
                 }
@@ -388,6 +394,12 @@ impl Engine {
             prompt: prompt.map(|p| PromptRef {
                 id: p.id.clone(),
                 version: p.version,
+            }),
+            rendered: prompt.map(|p| RenderedPrompt {
+                id: p.id.clone(),
+                version: p.version,
+                variables: request.variables.clone(),
+                messages: rendered_nodes,
             }),
             profile: profile.name.clone(),
             backend: backend.name.clone(),

@@ -10,8 +10,9 @@ thread in the graph, so persisting it stores only what is new.
 */
 
 use crate::observe::RunId;
-use serde::Serialize;
-use skein_core::{Annotations, Message, NodeId, Thread};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use skein_core::{Annotations, Message, NodeId, Relation, Thread};
 
 /// Whether an exchange's final content met the run's output contract.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -32,6 +33,37 @@ pub enum Validation {
 pub struct PromptRef {
     pub id: String,
     pub version: u32,
+}
+
+/// What a run's configured prompt rendered, as the run's record keeps it
+/// ([`Relation::Prompt`]): which prompt and version, the variables it was
+/// rendered with, and the request's messages it rendered (contiguous, right
+/// after the history), so a replay can render another version in their
+/// place. Unlike [`PromptRef`] it holds content (the variables), so it is
+/// never part of an exchange's metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderedPrompt {
+    pub id: String,
+    pub version: u32,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map<String, Value>,
+    /// The rendered messages' nodes, in request order.
+    pub messages: Vec<NodeId>,
+}
+
+impl RenderedPrompt {
+    /// The relation a run's record carries.
+    pub fn relation(&self) -> Relation {
+        Relation::Prompt(serde_json::to_string(self).expect("plain data"))
+    }
+
+    /// The configured prompt a run's relations say its request rendered.
+    pub fn of(relations: &[Relation]) -> Option<RenderedPrompt> {
+        relations.iter().find_map(|relation| match relation {
+            Relation::Prompt(json) => serde_json::from_str(json).ok(),
+            _ => None,
+        })
+    }
 }
 
 /// A captured request and its final reply.

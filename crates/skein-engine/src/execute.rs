@@ -14,7 +14,7 @@ use crate::config::BackendDef;
 use crate::contract::{Contract, corrective_message};
 use crate::engine::{Inner, Prepared};
 use crate::error::{EngineError, Result};
-use crate::exchange::{Exchange, Validation};
+use crate::exchange::{Exchange, RenderedPrompt, Validation};
 use crate::ledger::LedgerEntry;
 use crate::observe::{AttemptKind, Emitter, Event, EventKind, RunId};
 use crate::request::Request;
@@ -112,7 +112,7 @@ impl RunOutput {
             annotations: self.prepared.annotations.clone(),
             tools: self.tools.clone(),
             options: self.prepared.options.clone(),
-            relations: self.relations.clone(),
+            relations: self.prepared.recorded_relations(&self.relations),
             finish_reason: Some(self.finish_reason.clone()),
             turn: None,
             request: None,
@@ -150,8 +150,17 @@ impl Prepared {
         record.annotations = self.annotations.clone();
         record.tools = self.tools.clone();
         record.options = self.options.clone();
+        record.relations = self.recorded_relations(&record.relations);
         record.finished_ms = Some(now_ms());
         Some(record)
+    }
+
+    /// A run's relations as its record keeps them: `relations`, and what
+    /// its configured prompt rendered, if it rendered one.
+    fn recorded_relations(&self, relations: &[Relation]) -> Vec<Relation> {
+        let mut kept = relations.to_vec();
+        kept.extend(self.rendered.as_ref().map(RenderedPrompt::relation));
+        kept
     }
 }
 

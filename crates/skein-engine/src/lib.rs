@@ -82,7 +82,7 @@ pub use engine::{
     BackendInspection, Engine, EngineBuilder, Prepared, PreparedExecution, PromptInspection,
 };
 pub use error::{EngineError, Result};
-pub use exchange::{Exchange, ExchangeDetails, PromptRef, Validation};
+pub use exchange::{Exchange, ExchangeDetails, PromptRef, RenderedPrompt, Validation};
 pub use execute::RunOutput;
 pub use ledger::{Figure, Ledger, LedgerEntry, Totals};
 pub use load::load_dir;

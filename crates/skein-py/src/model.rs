@@ -152,7 +152,9 @@ impl Store {
     /// among every conversation); change the `model`, `system`,
     /// `temperature`, `seed`, `max_tokens`, remove tools (`remove_tools`)
     /// or sources (`ignore`), replace sources (`replace_sources`: id to
-    /// its new text); judge with `compare` (default: specifics, then
+    /// its new text), render another version of a configured prompt
+    /// (`prompt_version="ID@VERSION"`, with the recorded variables; a turn
+    /// that rendered no such prompt fails); judge with `compare` (default: specifics, then
     /// embedding). Tool calls are answered from the recording; a call it
     /// lacks stops the turn as diverged. Returns the report as `skein
     /// replay --json` prints it: `{"replay", "model", "totals", "cost":
@@ -161,7 +163,7 @@ impl Store {
     /// "original_cost", "cost", ...}]}`, turns in selection order, each
     /// cost a lower bound unless `complete` (a run without usage or price),
     /// priced as `usage` prices (the configuration's, then `prices`).
-    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
+    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one keyword argument per selection, change and setting, as Python callers name them"
@@ -185,6 +187,7 @@ impl Store {
         remove_tools: Vec<String>,
         ignore: Vec<String>,
         replace_sources: std::collections::BTreeMap<String, String>,
+        prompt_version: Option<String>,
         compare: Vec<String>,
         embedder: String,
         concurrency: Option<usize>,
@@ -208,6 +211,7 @@ impl Store {
             remove_tools,
             ignore,
             replace_sources,
+            prompt_version,
             compare,
             embedder,
             concurrency,

@@ -14,10 +14,11 @@ use pyo3::prelude::*;
 use serde_json::{Value, json};
 use skein::NodeId;
 use skein::core::price::PriceTable;
+use skein::recorded::cases;
 use skein::recorded::compare::Comparator;
 use skein::recorded::embed::{Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{
-    ReplayPlan, ReplayReport, Replayer, Selection, request_of_turn, turns_of_replay,
+    PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, turns_of_replay,
 };
 use std::sync::Arc;
 
@@ -39,6 +40,7 @@ pub struct ReplayArgs {
     pub remove_tools: Vec<String>,
     pub ignore: Vec<String>,
     pub replace_sources: std::collections::BTreeMap<String, String>,
+    pub prompt_version: Option<String>,
     pub compare: Vec<String>,
     pub embedder: String,
     pub concurrency: Option<usize>,
@@ -52,7 +54,7 @@ pub fn replay(
     prices: &PriceTable,
 ) -> PyResult<Value> {
     let selection = check(py, py.detach(|| selection(store, &args)))?;
-    let plan = plan(&args);
+    let plan = check(py, plan(&args))?;
     check(py, plan.comparators())?;
     let model = crate::model::open(py, &args.model, Vec::new())?;
     let mut replayer = Replayer::new(store, model).embedder(embedder(&args.embedder)?);
@@ -106,7 +108,7 @@ fn selection(
     Ok(selection)
 }
 
-fn plan(args: &ReplayArgs) -> ReplayPlan {
+fn plan(args: &ReplayArgs) -> skein::recorded::Result<ReplayPlan> {
     let mut plan = ReplayPlan::new(args.model.clone());
     plan.change.system = args.system.clone();
     plan.change.options.temperature = args.temperature;
@@ -115,8 +117,13 @@ fn plan(args: &ReplayArgs) -> ReplayPlan {
     plan.change.remove_tools = args.remove_tools.clone();
     plan.change.remove_sources = args.ignore.clone();
     plan.change.replace_sources = args.replace_sources.clone();
+    plan.change.prompt_version = args
+        .prompt_version
+        .as_deref()
+        .map(PromptVersion::parse)
+        .transpose()?;
     plan.compare = args.compare.clone();
-    plan
+    Ok(plan)
 }
 
 fn embedder(name: &str) -> PyResult<Arc<dyn Embedder>> {
@@ -183,19 +190,19 @@ impl Turns {
 pub fn label(py: Python<'_>, store: &skein::Store, name: &str, turns: &Turns) -> PyResult<u64> {
     let nodes = turns.resolve(py, store)?;
     let (store, name) = (store.clone(), name.to_string());
-    let added = runtime::block_on(py, async move {
-        for node in &nodes {
-            request_of_turn(&store, *node).await?;
-        }
-        Ok::<_, skein::recorded::RecordedError>(store.nonblocking().add_label(&name, &nodes).await?)
-    })?;
+    let added = runtime::block_on(py, async move { cases::label(&store, &name, &nodes).await })?;
     check(py, added)
 }
 
 /// Take the label `name` off turns; how many carried it.
 pub fn unlabel(py: Python<'_>, store: &skein::Store, name: &str, turns: &Turns) -> PyResult<u64> {
     let nodes = turns.resolve(py, store)?;
-    check(py, py.detach(|| store.remove_label(name, &nodes)))
+    let (store, name) = (store.clone(), name.to_string());
+    let removed = runtime::block_on(
+        py,
+        async move { cases::unlabel(&store, &name, &nodes).await },
+    )?;
+    check(py, removed)
 }
 
 /// Every label and how many turns carry it, or with `name`, that label's

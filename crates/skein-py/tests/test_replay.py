@@ -2,9 +2,12 @@
 tool calls answered from the recording (the tool never runs again), each
 judged with the comparator that decided and why, with what each side cost
 ("at least" where a price is missing); labels select turns for a replay and
-are listed; an empty selection is refused."""
+are listed; an empty selection is refused; a source replaced in the
+re-sent request, everything else as recorded."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +101,59 @@ def test_a_replay_answers_tools_from_the_recording_and_labels_select_turns(
         store.label("x", replay=changed["replay"], results=["better"])
     with pytest.raises(TypeError, match="replay="):
         store.label("x", results=["changed"])
+
+
+def test_a_replay_replaces_a_source_and_sends_everything_else_as_recorded(
+    store: skein.Store, tmp_path: Path
+) -> None:
+    rules = tmp_path / "hotel.toml"
+    rules.write_text(
+        '[[rules]]\nany_contains = "Ritz"\nreply = "Sleep at the Ritz."\n\n'
+        '[[rules]]\nany_contains = "Lutetia"\nreply = "Sleep at the Lutetia."\n'
+    )
+    model = f"scripted:{rules}"
+    chat = skein.RecordedChat(
+        model,
+        system="You help travellers.",
+        sources=[
+            skein.Source.fact("hotel", "The hotel is the Lutetia."),
+            skein.Source.fact("budget", "The budget is 200 euros."),
+        ],
+        store=store,
+    )
+    assert chat.send("Where do I sleep?").text == "Sleep at the Lutetia."
+    assert chat.conversation_id is not None
+
+    report = store.replay(
+        model,
+        conversations=[chat.conversation_id],
+        replace_sources={"hotel": "The hotel is the Ritz."},
+    )
+    assert report["change"]["replace_sources"] == {"hotel": "The hotel is the Ritz."}
+    [turn] = report["turns"]
+    assert turn["result"] == "changed", turn
+    assert turn["answer"] == "Sleep at the Ritz."
+    assert turn["original"] == "Sleep at the Lutetia."
+    # The replayed request holds the new text and the other source as
+    # recorded; the old text is only in the original's request.
+    assert len(store.search('"the Ritz"')["matches"]) == 2, "its request and its answer"
+    assert len(store.search('"Lutetia"')["matches"]) == 2, "the original's request and answer"
+    assert len(store.search('"200 euros"')["matches"]) == 2, "both requests"
+
+    # A source the request does not have: sent as recorded, and it holds.
+    unchanged = store.replay(
+        model, conversations=[chat.conversation_id], replace_sources={"weather": "Rain."}
+    )
+    assert [t["result"] for t in unchanged["turns"]] == ["held"]
+    assert unchanged["turns"][0]["answer"] == "Sleep at the Lutetia."
+
+    replays = len(store.search('"the Ritz"')["matches"])
+    with pytest.raises(skein.RecordedChatError, match="ID@VERSION"):
+        store.replay(model, conversations=[chat.conversation_id], prompt_version="brief")
+    with pytest.raises(TypeError):
+        store.replay(
+            model,
+            conversations=[chat.conversation_id],
+            replace_sources={"hotel": 3},  # type: ignore[dict-item]
+        )
+    assert len(store.search('"the Ritz"')["matches"]) == replays, "nothing replayed"

@@ -10,7 +10,8 @@ calls, their recorded results, the final answer), the final answer's
 text, the label, and the comparators a replay judges it with.
 
 [`export`] writes a label's turns a page of labels at a time;
-[`import`] stores each case's messages and runs (content addressed, so a
+[`label`] and [`unlabel`] put a label on turns and take it off, for
+every surface. [`import`] stores each case's messages and runs (content addressed, so a
 case imported twice, or into the database it came from, adds nothing) and
 puts its label on the turn, reading one line at a time. Either way the
 set is never held whole beyond the selection a replay stores.
@@ -44,6 +45,26 @@ pub struct Case {
     /// Comparators a replay judges it with (empty: the replay's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compare: Vec<String>,
+}
+
+/// Put the label `name` on `turns` (each a turn's final answer:
+/// [`RecordedError::NotATurn`] otherwise, and nothing labelled); how many
+/// did not carry it yet. Every surface labels through here (`skein label
+/// add`, Python's `Store.label`, the web workbench).
+pub async fn label(store: &Store, name: &str, turns: &[NodeId]) -> Result<u64> {
+    skein_store::check_label_name(name)?;
+    // Only turns: a label selects turns for replays and cases.
+    for turn in turns {
+        request_of_turn(store, *turn).await?;
+    }
+    Ok(store.nonblocking().add_label(name, turns).await?)
+}
+
+/// Take the label `name` off `turns`; how many carried it. Every surface
+/// unlabels through here.
+pub async fn unlabel(store: &Store, name: &str, turns: &[NodeId]) -> Result<u64> {
+    skein_store::check_label_name(name)?;
+    Ok(store.nonblocking().remove_label(name, turns).await?)
 }
 
 /// The case of the turn ending at `answer`.

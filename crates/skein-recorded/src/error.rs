@@ -141,6 +141,21 @@ pub enum RecordedError {
          the tool, or replay without it live"
     )]
     UnknownLiveTool { name: String },
+    /// A replay's prompt version is not written `ID@VERSION`.
+    #[error("a prompt version is written ID@VERSION (e.g. `summarize@2`), not `{0}`")]
+    BadPromptVersion(String),
+    /// A replay renders a version of a configured prompt the worker's
+    /// engine does not have.
+    #[error(
+        "the replay renders version {version} of configured prompt `{id}`, but this worker's \
+         engine has {}; give a version it has, or configure that version (`skein inspect prompt {id}`)",
+        known_versions(.known)
+    )]
+    UnknownPromptVersion {
+        id: String,
+        version: u32,
+        known: Vec<u32>,
+    },
     /// A comparator that cannot be read or cannot run.
     #[error("comparator `{spec}`: {why}")]
     BadComparator { spec: String, why: String },
@@ -162,6 +177,20 @@ pub enum RecordedError {
 impl From<EngineError> for RecordedError {
     fn from(error: EngineError) -> RecordedError {
         RecordedError::Engine(error)
+    }
+}
+
+fn known_versions(known: &[u32]) -> String {
+    match known {
+        [] => "no such prompt".into(),
+        versions => format!(
+            "version(s) {}",
+            versions
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

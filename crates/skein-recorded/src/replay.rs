@@ -67,7 +67,7 @@ use skein_core::{
     ConversationId, NodeId, Relation, ReplayId, Role, RunRecord, RunStatus, Thread, ToolCall,
     ToolSpec, now_ms,
 };
-use skein_engine::{CallDecision, Chain, ChainStatus, Tool, ToolError};
+use skein_engine::{CallDecision, Chain, ChainStatus, RenderedPrompt, Request, Tool, ToolError};
 use skein_providers::http::arguments_value;
 use skein_store::{
     ConversationRecord, FamilyLimits, NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals,
@@ -234,6 +234,53 @@ pub struct Change {
     /// without the source is re-sent as it was.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub replace_sources: BTreeMap<String, String>,
+    /// A configured prompt rendered at another version: in a request that
+    /// rendered this prompt, its messages are the version's, rendered with
+    /// the recorded variables. A turn whose first run rendered no such
+    /// prompt fails, and says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_version: Option<PromptVersion>,
+}
+
+/// A configured prompt of the engine at one version, written `ID@VERSION`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptVersion {
+    pub id: String,
+    pub version: u32,
+}
+
+impl PromptVersion {
+    pub fn new(id: impl Into<String>, version: u32) -> PromptVersion {
+        PromptVersion {
+            id: id.into(),
+            version,
+        }
+    }
+
+    /// `ID@VERSION` read ([`RecordedError::BadPromptVersion`] otherwise).
+    pub fn parse(text: &str) -> Result<PromptVersion> {
+        let bad = || RecordedError::BadPromptVersion(text.to_string());
+        let (id, version) = text.rsplit_once('@').ok_or_else(bad)?;
+        if id.is_empty() {
+            return Err(bad());
+        }
+        let version = version.parse().map_err(|_| bad())?;
+        Ok(PromptVersion::new(id, version))
+    }
+}
+
+impl std::fmt::Display for PromptVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.id, self.version)
+    }
+}
+
+/// A configured prompt's messages in a recorded request, and the messages
+/// of another version to put in their place.
+struct PromptSwap {
+    /// The recorded messages' positions in the request.
+    at: std::ops::Range<usize>,
+    messages: Layout,
 }
 
 impl Change {
@@ -243,8 +290,12 @@ impl Change {
         &self,
         request: &Thread,
         run: &RunRecord,
+        prompt: Option<PromptSwap>,
     ) -> (Layout, Vec<ToolSpec>, GenerationOptions) {
         let mut layout = Layout::of(request, &run.annotations);
+        if let Some(swap) = prompt {
+            layout.entries.splice(swap.at, swap.messages.entries);
+        }
         if !self.remove_sources.is_empty() {
             layout.remove(&self.remove_sources.iter().cloned().collect());
         }
@@ -400,6 +451,7 @@ impl Replayer {
     pub async fn start(&self, selection: &Selection, plan: &ReplayPlan) -> Result<ReplayId> {
         self.comparison(plan)?.check()?;
         self.check_live(plan)?;
+        self.check_prompt_version(plan)?;
         if selection.is_empty() {
             return Err(RecordedError::EmptySelection);
         }
@@ -445,6 +497,7 @@ impl Replayer {
         let comparison = self.comparison(&plan)?;
         comparison.check()?;
         self.check_live(&plan)?;
+        self.check_prompt_version(&plan)?;
         let capacity = self.concurrency.unwrap_or_else(|| self.capacity());
         let mut totals = self.store.nonblocking().replay_totals(id).await?;
         loop {
@@ -531,6 +584,84 @@ impl Replayer {
         }
         comparison.check()?;
         Ok(Some(comparison))
+    }
+
+    /// Whether this worker's engine has the plan's prompt version.
+    fn check_prompt_version(&self, plan: &ReplayPlan) -> Result<()> {
+        let Some(wanted) = &plan.change.prompt_version else {
+            return Ok(());
+        };
+        let engine = self.model.engine();
+        if engine
+            .inspect_prompt(&wanted.id, Some(wanted.version))
+            .is_ok()
+        {
+            return Ok(());
+        }
+        Err(RecordedError::UnknownPromptVersion {
+            id: wanted.id.clone(),
+            version: wanted.version,
+            known: engine
+                .inspect_prompt(&wanted.id, None)
+                .map(|prompt| prompt.versions)
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The plan's prompt version rendered for `original`, with the
+    /// variables its first run rendered the prompt with, and where its
+    /// messages go; `None` when the plan changes no prompt. Why not, when
+    /// the turn rendered no such prompt or the version does not render.
+    fn prompt_swap(
+        &self,
+        original: &Original,
+        plan: &ReplayPlan,
+    ) -> std::result::Result<Option<PromptSwap>, String> {
+        let Some(wanted) = &plan.change.prompt_version else {
+            return Ok(None);
+        };
+        let recorded = RenderedPrompt::of(&original.runs[0].relations)
+            .filter(|rendered| rendered.id == wanted.id)
+            .ok_or_else(|| {
+                format!(
+                    "the turn rendered no configured prompt `{}`, so there is no version to \
+                     change (replay the turns that rendered it)",
+                    wanted.id
+                )
+            })?;
+        let nodes: Vec<NodeId> = original.request.nodes().iter().map(|n| n.id()).collect();
+        let start = recorded
+            .messages
+            .first()
+            .and_then(|first| nodes.iter().position(|node| node == first));
+        let at = match start {
+            Some(start) if nodes[start..].starts_with(&recorded.messages) => {
+                start..start + recorded.messages.len()
+            }
+            _ => {
+                return Err(format!(
+                    "the messages configured prompt `{}` rendered are not in the turn's request",
+                    wanted.id
+                ));
+            }
+        };
+        let request = recorded.variables.iter().fold(
+            Request::prompt_version(wanted.id.clone(), wanted.version),
+            |request, (name, value)| request.var(name.clone(), value.clone()),
+        );
+        let rendered = self
+            .model
+            .engine()
+            .prepare(&self.model.bind(request))
+            .map_err(|error| {
+                format!(
+                    "configured prompt {wanted} does not render with the turn's variables: {error}"
+                )
+            })?;
+        Ok(Some(PromptSwap {
+            at,
+            messages: Layout::of(&rendered.thread, &rendered.annotations),
+        }))
     }
 
     fn check_live(&self, plan: &ReplayPlan) -> Result<()> {
@@ -639,7 +770,11 @@ impl Replayer {
         plan: &ReplayPlan,
     ) -> Outcome {
         let first = &original.runs[0];
-        let (layout, tools, options) = plan.change.apply(&original.request, first);
+        let swap = match self.prompt_swap(original, plan) {
+            Ok(swap) => swap,
+            Err(why) => return Outcome::failed(&why),
+        };
+        let (layout, tools, options) = plan.change.apply(&original.request, first, swap);
         let asked = Arc::new(Mutex::new(None::<String>));
         let offered: Vec<Arc<dyn Tool>> = tools
             .into_iter()
@@ -1409,13 +1544,13 @@ mod tests {
             },
             ..Change::default()
         };
-        let (layout, tools, options) = change.apply(&thread, &run);
+        let (layout, tools, options) = change.apply(&thread, &run, None);
         assert_eq!(layout.entries[0].message, Message::system("new"));
         assert_eq!(layout.entries[1].message, Message::user("q"));
         assert_eq!(tools.len(), 1);
         assert_eq!(tools[0].description, "B2");
         assert_eq!((options.temperature, options.seed), (Some(0.0), Some(3)));
-        let kept = Change::default().apply(&thread, &run);
+        let kept = Change::default().apply(&thread, &run, None);
         assert_eq!(kept.0, Layout::of(&thread, &run.annotations));
         assert_eq!(kept.1, run.tools);
     }

@@ -4258,7 +4258,10 @@ impl Server {
 async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
     let server = Server::start().await;
     let story = story(&server.store).await;
-    assert_eq!(server.json("/api/replays").await, serde_json::json!([]));
+    assert_eq!(
+        server.json("/api/replays").await,
+        serde_json::json!({ "replays": [], "limit": 100, "truncated": false, "next": null })
+    );
 
     // Another system prompt on echo, judged exactly: echo says whether it
     // had a system message, so both turns of `main` change.
@@ -4328,24 +4331,67 @@ async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
         server.json(&format!("/api/nodes/{}", story.a3)).await["replays"],
         serde_json::json!([])
     );
+    // The family tree draws each replayed answer as a branch on its turn,
+    // as it draws reruns: another system prompt starts a tree of its own,
+    // whose first line is the first turn's replay and the second's a
+    // `replay` branch off it.
+    let family = server
+        .json(&format!("/api/conversations/{}/family", story.main))
+        .await;
+    let replayed: Vec<&Value> = family["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|branch| branch["replay"].is_object())
+        .collect();
+    assert_eq!(replayed.len(), 2, "{family}");
+    assert_eq!(
+        (replayed[0]["kind"].as_str(), replayed[1]["kind"].as_str()),
+        (Some("root"), Some("replay"))
+    );
+    for (branch, turn) in replayed.iter().zip(turns) {
+        assert_eq!(branch["replay"]["id"], id.as_str());
+        assert_eq!(branch["replay"]["result"], "changed");
+        assert!(
+            branch["label"].as_str().unwrap().contains(&id[..12]),
+            "{branch}"
+        );
+        assert_eq!(
+            branch["nodes"].as_array().unwrap().last().unwrap(),
+            &turn["answer_node"]
+        );
+    }
+    let mut on_turns: Vec<&str> = replayed
+        .iter()
+        .map(|b| b["replay"]["turn_node"].as_str().unwrap())
+        .collect();
+    on_turns.sort();
+    let mut expected = vec![story.a1.as_str(), story.a2.as_str()];
+    expected.sort();
+    assert_eq!(on_turns, expected);
     assert_eq!(report["cost"]["complete"], true);
 
-    // The model alone, default comparators: both hold. Listed newest first.
+    // The model alone, default comparators: both hold (a source the
+    // request lacks is re-sent as recorded). Listed newest first.
     let held: Value = serde_json::from_str(
         &server
             .act(
                 "/api/replays",
-                serde_json::json!({ "turns": [&story.a2[..12]], "model": "echo" }),
+                serde_json::json!({
+                    "turns": [&story.a2[..12]], "model": "echo",
+                    "replace_sources": { "hotel": "The Ritz." },
+                }),
             )
             .await,
     )
     .unwrap();
+    assert_eq!(held["change"]["replace_sources"]["hotel"], "The Ritz.");
     let held_id = held["id"].as_str().unwrap();
     server.replay_finished(held_id).await;
     let report = server.json(&format!("/api/replays/{held_id}")).await;
     assert_eq!(report["totals"]["held"], 1);
     assert_eq!(report["turns"][0]["result"], "held");
-    let listed = server.json("/api/replays").await;
+    let listed = server.json("/api/replays").await["replays"].clone();
     assert_eq!(
         listed
             .as_array()
@@ -4360,6 +4406,25 @@ async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
         listed[1]["selection"]["conversations"][0],
         story.main.as_str()
     );
+    // A page at a time, newest first, each page with its totals.
+    let first = server.json("/api/replays?limit=1").await;
+    assert_eq!(first["replays"][0]["id"], held_id);
+    assert_eq!(first["replays"][0]["totals"]["held"], 1);
+    assert_eq!(first["truncated"], true);
+    let second = server.json(first["next"].as_str().unwrap()).await;
+    assert_eq!(second["replays"][0]["id"], id.as_str());
+    assert_eq!(second["replays"][0]["totals"]["changed"], 2);
+    assert_eq!(
+        (second["truncated"].clone(), second["next"].clone()),
+        (false.into(), Value::Null)
+    );
+    for bad in [
+        "/api/replays?after=nowhere",
+        "/api/replays?limit=0",
+        "/api/replays?after=1.a-b",
+    ] {
+        server.error(bad, StatusCode::BAD_REQUEST).await;
+    }
 
     // Refused before anything is stored.
     let before = server.store.all_replays().unwrap().len();
@@ -4393,6 +4458,21 @@ async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
             serde_json::json!({ "conversations": ["main"], "colour": "red" }),
             StatusCode::BAD_REQUEST,
             "colour",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "prompt_version": "brief" }),
+            StatusCode::BAD_REQUEST,
+            "ID@VERSION",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "prompt_version": "brief@2" }),
+            StatusCode::BAD_REQUEST,
+            "no such prompt",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "replace_sources": { "": "x" } }),
+            StatusCode::BAD_REQUEST,
+            "empty id",
         ),
     ];
     for (body, status, says) in refusals {
@@ -4464,4 +4544,200 @@ async fn a_replay_whose_worker_stopped_is_resumed_from_the_page() {
             .iter()
             .all(|turn| turn["result"] == "held" && turn["cost"]["complete"] == true)
     );
+}
+
+/// Labels from the page go through the same labelling as `skein label`:
+/// put on turns by node and on a replay's turns by result, listed, taken
+/// off; bad input is refused with a message and labels nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_are_labelled_and_unlabelled_from_the_page() {
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    assert_eq!(server.json("/api/labels").await, serde_json::json!([]));
+
+    let added: Value = serde_json::from_str(
+        &server
+            .act(
+                "/api/labels/hotel",
+                serde_json::json!({ "turns": [&story.a1[..12], story.a1.as_str()] }),
+            )
+            .await,
+    )
+    .unwrap();
+    assert_eq!(
+        added,
+        serde_json::json!({ "label": "hotel", "changed": 1, "given": 1 })
+    );
+    assert_eq!(
+        server.json("/api/labels").await,
+        serde_json::json!([{ "name": "hotel", "nodes": 1 }])
+    );
+    let listed = server.json("/api/labels/hotel").await;
+    assert_eq!(listed["turns"], serde_json::json!([story.a1.as_str()]));
+    assert_eq!(listed["truncated"], false);
+    assert_eq!(
+        server.store.labels_of(story.a1.parse().unwrap()).unwrap(),
+        ["hotel"]
+    );
+
+    // A replay's changed turns: both turns of `main` change with a system
+    // prompt judged exactly; a1 already carries the label.
+    let started: Value = serde_json::from_str(
+        &server
+            .act(
+                "/api/replays",
+                serde_json::json!({
+                    "conversations": ["main"], "system": "Be brief.", "compare": ["exact"],
+                }),
+            )
+            .await,
+    )
+    .unwrap();
+    let replay = started["id"].as_str().unwrap().to_string();
+    server.replay_finished(&replay).await;
+    let added: Value = serde_json::from_str(
+        &server
+            .act(
+                "/api/labels/hotel",
+                serde_json::json!({ "replay": &replay[..12], "results": ["changed"] }),
+            )
+            .await,
+    )
+    .unwrap();
+    assert_eq!(
+        (added["changed"].clone(), added["given"].clone()),
+        (1.into(), 2.into())
+    );
+    let page = server.json("/api/labels/hotel?limit=1").await;
+    assert_eq!(page["turns"].as_array().unwrap().len(), 1);
+    assert_eq!(page["truncated"], true);
+    let rest = server.json(page["next"].as_str().unwrap()).await;
+    assert_eq!(rest["turns"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["truncated"], false);
+    let mut both = vec![page["turns"][0].clone(), rest["turns"][0].clone()];
+    both.sort_by_key(|node| node.as_str().unwrap().to_string());
+    let mut expected = vec![story.a1.clone(), story.a2.clone()];
+    expected.sort();
+    assert_eq!(both, expected);
+
+    // Refused, nothing labelled.
+    let q1 = server
+        .store
+        .load_thread(story.a1.parse().unwrap())
+        .unwrap()
+        .parent()
+        .head_id()
+        .unwrap()
+        .to_hex();
+    let refusals = [
+        (
+            "/api/labels/hotel",
+            serde_json::json!({}),
+            StatusCode::BAD_REQUEST,
+            "say which turns",
+        ),
+        (
+            "/api/labels/hotel",
+            serde_json::json!({ "turns": [q1] }),
+            StatusCode::BAD_REQUEST,
+            "not the reply of a recorded turn",
+        ),
+        (
+            "/api/labels/%20spaced",
+            serde_json::json!({ "turns": [story.a3.as_str()] }),
+            StatusCode::BAD_REQUEST,
+            "spaced",
+        ),
+        (
+            "/api/labels/hotel",
+            serde_json::json!({ "turns": [story.a3.as_str()], "results": ["changed"] }),
+            StatusCode::BAD_REQUEST,
+            "give the `replay` too",
+        ),
+        (
+            "/api/labels/hotel",
+            serde_json::json!({ "replay": &replay[..12], "results": ["sideways"] }),
+            StatusCode::BAD_REQUEST,
+            "sideways",
+        ),
+        (
+            "/api/labels/hotel",
+            serde_json::json!({ "turns": ["0123456789ab"] }),
+            StatusCode::NOT_FOUND,
+            "0123456789ab",
+        ),
+    ];
+    for (path, body, status, says) in refusals {
+        let message = server.refused(path, body.clone(), status).await;
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    assert_eq!(
+        server.json("/api/labels").await,
+        serde_json::json!([{ "name": "hotel", "nodes": 2 }])
+    );
+    server
+        .error("/api/labels/hotel?after=nothex", StatusCode::BAD_REQUEST)
+        .await;
+
+    let removed: Value = serde_json::from_str(
+        &server
+            .act(
+                "/api/labels/hotel/remove",
+                serde_json::json!({ "turns": [story.a1.as_str(), story.a3.as_str()] }),
+            )
+            .await,
+    )
+    .unwrap();
+    assert_eq!(
+        removed,
+        serde_json::json!({ "label": "hotel", "changed": 1, "given": 2 })
+    );
+    assert_eq!(
+        server.json("/api/labels/hotel").await["turns"],
+        serde_json::json!([story.a2.as_str()])
+    );
+    assert!(
+        server
+            .store
+            .labels_of(story.a1.parse().unwrap())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// The replay list costs two statements a page however many replays it
+/// shows (their records, then all their totals), not one per replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_list_costs_the_same_for_one_replay_as_for_five() {
+    use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+    let server = Server::start().await;
+    let story = story(&server.store).await;
+    let conversation = server.store.resolve_conversation(&story.main).unwrap();
+    let replayer = Replayer::new(&server.store, Model::open("echo").unwrap());
+    let meter = server.store.meter().unwrap();
+    let mut costs = Vec::new();
+    for count in [1, 5] {
+        while server.store.all_replays().unwrap().len() < count {
+            let id = replayer
+                .start(
+                    &Selection::new().conversation(conversation.clone()),
+                    &ReplayPlan::new("echo"),
+                )
+                .await
+                .unwrap();
+            replayer.run(&id, |_| {}).await.unwrap();
+        }
+        let before = meter.read();
+        let listed = server.json("/api/replays").await;
+        costs.push(meter.read() - before);
+        let replays = listed["replays"].as_array().unwrap();
+        assert_eq!(replays.len(), count);
+        assert!(replays.iter().all(|r| r["totals"]["held"] == 2), "{listed}");
+    }
+    assert_eq!(
+        costs[0].statements, costs[1].statements,
+        "five replays took more statements than one ({} -> {})",
+        costs[0], costs[1]
+    );
+    assert_eq!(costs[0].statements, 2, "{}", costs[0]);
 }

@@ -23,7 +23,10 @@ use crate::records::{
     Committed, ConversationId, ConversationRecord, ListPosition, ReplayId, RerunId, RunId,
     RunRecord, TurnCommit,
 };
-use crate::replays::{NewReplayTurn, ReplayRecord, ReplayTotals, ReplayTurn, ReplayTurnFinish};
+use crate::replays::{
+    ListedReplay, NewReplayTurn, ReplayPosition, ReplayRecord, ReplayTotals, ReplayTurn,
+    ReplayTurnFinish,
+};
 use crate::reruns::{RerunCommit, RerunRecord};
 use crate::resolve::IdTable;
 use crate::search::{ConversationRef, Parsed};
@@ -213,6 +216,11 @@ pub(crate) trait Replays {
     ) -> BoxFuture<'a, Result<()>>;
     fn replay<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayRecord>>;
     fn all_replays(&self) -> BoxFuture<'_, Result<Vec<ReplayRecord>>>;
+    fn list_replays<'a>(
+        &'a self,
+        after: Option<&'a ReplayPosition>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ListedReplay>>>;
     fn claim_replay_turns<'a>(
         &'a self,
         id: &'a ReplayId,
@@ -231,6 +239,11 @@ pub(crate) trait Replays {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
     fn replay_turns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ReplayTurn>>>;
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
     fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>>;
 }
 

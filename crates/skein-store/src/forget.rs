@@ -532,8 +532,9 @@ pub struct Redacted {
     pub blobs: u64,
     /// Embedding-cache rows removed (the vectors of its texts).
     pub embeddings: u64,
-    /// Runs whose kept request body (a proxied run's exact request) or
-    /// observation events could hold the content, cleared.
+    /// Runs whose kept request body (a proxied run's exact request),
+    /// observation events or configured prompt's record (its variables:
+    /// `Relation::Prompt`) could hold the content, cleared.
     pub runs_scrubbed: u64,
     /// Conversations whose title was made from the erased message: their
     /// title is removed.
@@ -556,8 +557,9 @@ impl Store {
     /// erased it (`erased_by`, free text), when and why (`reason`). The id
     /// still checks, so every thread through the node loads as before and
     /// `verify` counts it as erased, not tampered; the search index, blobs
-    /// only it used, its texts' cached embeddings, the request bodies and
-    /// events of the runs whose threads pass through it, and the titles
+    /// only it used, its texts' cached embeddings, the request bodies,
+    /// events and configured prompts' records (their variables) of the runs
+    /// whose threads pass through it, and the titles
     /// made from it of the conversations holding it lose it too.
     /// The freed bytes stay in the database file until
     /// [`Store::vacuum`]. Blocking, like [`Store::forget`].

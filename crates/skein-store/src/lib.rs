@@ -104,7 +104,8 @@ pub use records::{
     Origin, Relation, ReplayId, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use replays::{
-    NewReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish,
+    ListedReplay, NewReplayTurn, ReplayPosition, ReplayRecord, ReplayStatus, ReplayTotals,
+    ReplayTurn, ReplayTurnFinish,
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchResults};

@@ -207,6 +207,51 @@ impl ReplayTotals {
     }
 }
 
+/// A replay's place in the listing, newest first: where a page ends and
+/// the next starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayPosition {
+    pub created_ms: i64,
+    pub id: ReplayId,
+}
+
+/// A replay as a listing shows it: its record and where its turns stand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedReplay {
+    pub record: ReplayRecord,
+    pub totals: ReplayTotals,
+}
+
+impl ListedReplay {
+    pub fn position(&self) -> ReplayPosition {
+        ReplayPosition {
+            created_ms: self.record.created_ms,
+            id: self.record.id.clone(),
+        }
+    }
+}
+
+/// Add one `(replay, status, decision, count)` row of a grouped count to
+/// the totals of its replay in `listed`.
+pub(crate) fn add_counted(
+    listed: &mut [ListedReplay],
+    replay: &str,
+    status: &str,
+    decision: Option<&str>,
+    count: u64,
+) -> Result<()> {
+    let status = ReplayStatus::parse(status).ok_or_else(|| {
+        StoreError::MalformedRow(format!("replay {replay} has a turn of status {status}"))
+    })?;
+    if let Some(entry) = listed
+        .iter_mut()
+        .find(|entry| entry.record.id.as_str() == replay)
+    {
+        entry.totals.add(status, decision, count);
+    }
+    Ok(())
+}
+
 pub(crate) const SELECT_REPLAY: &str =
     "SELECT id, selection, change, model, settings, turns, created FROM replays";
 
@@ -228,6 +273,17 @@ impl Store {
     /// Every replay, oldest first.
     pub fn all_replays(&self) -> Result<Vec<ReplayRecord>> {
         self.wait(self.nonblocking().all_replays())
+    }
+
+    /// Up to `limit` replays, newest first, after `after` (a place in
+    /// this order), each with its totals: two statements whatever the
+    /// page's size (the records, then every one's totals).
+    pub fn list_replays(
+        &self,
+        after: Option<&ReplayPosition>,
+        limit: usize,
+    ) -> Result<Vec<ListedReplay>> {
+        self.wait(self.nonblocking().list_replays(after, limit))
     }
 
     /// Claim up to `limit` of a replay's turns for `worker` for `lease_ms`:
@@ -268,6 +324,17 @@ impl Store {
         self.wait(self.nonblocking().replay_turns_of_node(node))
     }
 
+    /// The replayed turns of these conversations' turns that have an
+    /// answer, newest first, at most `limit`: what a family's tree draws
+    /// beside the turns they re-sent. One statement.
+    pub fn replayed_in(
+        &self,
+        conversations: &[ConversationId],
+        limit: usize,
+    ) -> Result<Vec<ReplayTurn>> {
+        self.wait(self.nonblocking().replayed_in(conversations, limit))
+    }
+
     pub fn replay_totals(&self, id: &ReplayId) -> Result<ReplayTotals> {
         self.wait(self.nonblocking().replay_totals(id))
     }
@@ -291,6 +358,15 @@ impl AsyncStore<'_> {
     /// [`Store::all_replays`].
     pub async fn all_replays(&self) -> Result<Vec<ReplayRecord>> {
         self.store.backend().all_replays().await
+    }
+
+    /// [`Store::list_replays`].
+    pub async fn list_replays(
+        &self,
+        after: Option<&ReplayPosition>,
+        limit: usize,
+    ) -> Result<Vec<ListedReplay>> {
+        self.store.backend().list_replays(after, limit).await
     }
 
     /// [`Store::claim_replay_turns`].
@@ -328,6 +404,18 @@ impl AsyncStore<'_> {
     /// [`Store::replay_turns_of_node`].
     pub async fn replay_turns_of_node(&self, node: NodeId) -> Result<Vec<ReplayTurn>> {
         self.store.backend().replay_turns_of_node(node).await
+    }
+
+    /// [`Store::replayed_in`].
+    pub async fn replayed_in(
+        &self,
+        conversations: &[ConversationId],
+        limit: usize,
+    ) -> Result<Vec<ReplayTurn>> {
+        if conversations.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.store.backend().replayed_in(conversations, limit).await
     }
 
     /// [`Store::replay_totals`].

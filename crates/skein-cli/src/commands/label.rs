@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use skein::NodeId;
 use skein::recorded::cases;
-use skein::recorded::replay::{request_of_turn, turns_of_replay};
+use skein::recorded::replay::turns_of_replay;
 use skein::store::OpenMode;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -92,7 +92,7 @@ pub async fn run(globals: &Globals, command: LabelCommand) -> Result<ExitCode> {
     })?;
     match command {
         LabelCommand::Add(args) => add(ctx, args).await,
-        LabelCommand::Rm(args) => remove(ctx, args),
+        LabelCommand::Rm(args) => remove(ctx, args).await,
         LabelCommand::List(args) => list(ctx, args),
         LabelCommand::Export(args) => export(ctx, args).await,
         LabelCommand::Import(args) => import(ctx, args).await,
@@ -101,21 +101,13 @@ pub async fn run(globals: &Globals, command: LabelCommand) -> Result<ExitCode> {
 
 async fn add(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
     let turns = resolve(ctx, &args)?;
-    // Only turns: a label selects turns for replays and cases.
-    for turn in &turns {
-        request_of_turn(&ctx.store, *turn).await?;
-    }
-    let added = ctx
-        .store
-        .nonblocking()
-        .add_label(&args.name, &turns)
-        .await?;
+    let added = cases::label(&ctx.store, &args.name, &turns).await?;
     report(ctx, "labelled", &args.name, added, turns.len())
 }
 
-fn remove(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
+async fn remove(ctx: &Context, args: LabelTurnsArgs) -> Result<ExitCode> {
     let turns = resolve(ctx, &args)?;
-    let removed = ctx.store.remove_label(&args.name, &turns)?;
+    let removed = cases::unlabel(&ctx.store, &args.name, &turns).await?;
     report(ctx, "unlabelled", &args.name, removed, turns.len())
 }
 

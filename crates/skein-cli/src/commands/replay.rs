@@ -20,7 +20,8 @@ use skein::core::provider::GenerationOptions;
 use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{
-    Change, ReplayPlan, ReplayReport, Replayer, Selection, TurnReport, plan_of, result_of,
+    Change, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, TurnReport, plan_of,
+    result_of,
 };
 use skein::store::OpenMode;
 use skein::store::{ReplayId, StoreError};
@@ -97,6 +98,10 @@ pub struct ReplayArgs {
     /// parts go (repeatable)
     #[arg(long = "replace-source", value_name = "ID=TEXT")]
     pub replace_sources: Vec<String>,
+    /// Render this version of a configured prompt in place of the recorded one, with the recorded
+    /// variables (turns that rendered no such prompt fail)
+    #[arg(long = "prompt-version", value_name = "ID@VERSION")]
+    pub prompt_version: Option<String>,
     /// A comparator (repeatable, asked in order; the first that says changed decides):
     /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
     /// embedding[:THRESHOLD], specifics, judge:MODEL (default: specifics, then embedding)
@@ -209,6 +214,11 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
     change.system = args.system.clone();
     change.remove_tools = args.remove_tools.clone();
     change.remove_sources = args.ignore.clone();
+    change.prompt_version = args
+        .prompt_version
+        .as_deref()
+        .map(PromptVersion::parse)
+        .transpose()?;
     for given in &args.replace_sources {
         let Some((id, text)) = given.split_once('=').filter(|(id, _)| !id.is_empty()) else {
             bail!(

@@ -3723,6 +3723,128 @@ fn a_replay_replaces_a_source_and_sends_everything_else_as_recorded() {
     assert!(stderr(&bad).contains("ID=TEXT"), "{}", stderr(&bad));
 }
 
+/// `skein replay --prompt-version`: a turn that rendered a configured
+/// prompt is re-sent with that version's messages (the recorded variables,
+/// every other message as recorded); a plain turn fails and says why; a
+/// malformed or unknown version is refused before anything is stored.
+#[test]
+fn a_replay_renders_another_version_of_a_configured_prompt() {
+    let skein = temp();
+    let dir = engine_dir(&skein);
+    let first = skein.json(&["prompt", "-m", "echo", "hello"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let prompted = skein.json(&["prompt", "-c", "-t", "brief", "-p", "topic", "tides"]);
+    // Version 2 is configured after the turn rendered version 1.
+    std::fs::write(
+        dir.join("prompts/brief-2.toml"),
+        r#"id = "brief"
+version = 2
+default_profile = "quick"
+
+[[messages]]
+role = "user"
+template = "In {{ words }} words, {{ topic }}?"
+
+[[variables]]
+name = "topic"
+
+[[variables]]
+name = "words"
+required = false
+default = 50
+"#,
+    )
+    .unwrap();
+    let output = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        "quick",
+        "--prompt-version",
+        "brief@2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["change"]["prompt_version"],
+        serde_json::json!({"id": "brief", "version": 2})
+    );
+    let turns = report["turns"].as_array().unwrap();
+    let by_node = |node: &Value| {
+        turns
+            .iter()
+            .find(|turn| &turn["turn_node"] == node)
+            .unwrap()
+            .clone()
+    };
+    let plain = by_node(&first["node"]);
+    assert_eq!(plain["result"], "failed");
+    assert!(
+        plain["why"]
+            .as_str()
+            .unwrap()
+            .contains("rendered no configured prompt `brief`"),
+        "{plain}"
+    );
+    let changed = by_node(&prompted["node"]);
+    assert_eq!(changed["result"], "changed", "{changed}");
+    let answer: skein::NodeId = changed["answer_node"].as_str().unwrap().parse().unwrap();
+    let original: skein::NodeId = prompted["node"].as_str().unwrap().parse().unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let texts = |head| {
+        store
+            .load_thread(head)
+            .unwrap()
+            .messages()
+            .iter()
+            .map(|message| message.joined_text())
+            .collect::<Vec<_>>()
+    };
+    let (replayed, recorded) = (texts(answer), texts(original));
+    assert_eq!(
+        recorded[..4],
+        [
+            "hello".to_string(),
+            first["text"].as_str().unwrap().to_string(),
+            "Shared notes on tides.".into(),
+            "Tell me about tides in 50 words.".into()
+        ]
+    );
+    assert_eq!(
+        replayed[..3],
+        [
+            recorded[0].clone(),
+            recorded[1].clone(),
+            "In 50 words, tides?".into()
+        ],
+        "the history as recorded, then version 2's one message"
+    );
+    drop(store);
+
+    for (given, says) in [("brief", "ID@VERSION"), ("brief@7", "has version(s) 1, 2")] {
+        let replays = skein.count("replays");
+        let bad = skein.run(&[
+            "replay",
+            "--cid",
+            &cid,
+            "-m",
+            "quick",
+            "--prompt-version",
+            given,
+        ]);
+        assert_eq!(bad.status.code(), Some(1), "{given}: {}", stderr(&bad));
+        assert!(stderr(&bad).contains(says), "{given}: {}", stderr(&bad));
+        assert_eq!(
+            skein.count("replays"),
+            replays,
+            "nothing stored for {given}"
+        );
+    }
+}
+
 /// `skein replay`: three turns recorded with a tool, replayed on another
 /// scripted model with the tool answered from the recording; the report
 /// (text, JSON, JUnit) names the held, changed and diverged turns, exit

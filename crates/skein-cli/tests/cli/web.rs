@@ -1001,8 +1001,10 @@ fn a_turn_from_another_process_appears_in_the_open_page() {
 /// A replay from the workbench in a real browser: started from a
 /// conversation's *Replay…* link with another system prompt, watched until
 /// it finishes, its report read (each turn changed, its words marked, the
-/// cost shown), a turn's original opened in its family tree and linked
-/// back to the replay, the replay listed; the pages fit every width.
+/// cost shown), labels put on a turn and on the replay's changed turns and
+/// taken off, a turn's original opened in its family tree (which draws the
+/// replayed answers as branches) and linked back to the replay, the replay listed; the pages fit every width. The form
+/// shows what it or the server refuses.
 #[test]
 fn a_replay_is_started_watched_and_read_in_a_real_browser() {
     let Some(browser) = browser_or_skip("of the replay pages") else {
@@ -1039,8 +1041,20 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
         page.type_into(&system, "Be brief.").await;
         let compare = page.wait_for("#replay-compare").await;
         page.type_into(&compare, "exact").await;
-        page.screenshot(&shots.join("replay-new.png")).await;
+        // What the form or the server refuses is shown on the form.
         let submit = page.wait_for("#replay-submit").await;
+        let replace = page.wait_for("#replay-replace-sources").await;
+        page.type_into(&replace, "no equals sign").await;
+        page.click(&submit).await;
+        page.wait_for_text("#replay-error", "ID = new text").await;
+        let clear = |id: &str| format!("document.querySelector('#{id}').value = '';");
+        page.execute(&clear("replay-replace-sources"), vec![]).await;
+        let version = page.wait_for("#replay-prompt-version").await;
+        page.type_into(&version, "brief").await;
+        page.click(&submit).await;
+        page.wait_for_text("#replay-error", "ID@VERSION").await;
+        page.execute(&clear("replay-prompt-version"), vec![]).await;
+        page.screenshot(&shots.join("replay-new.png")).await;
         page.click(&submit).await;
 
         page.wait_for("#replay-view[data-finished='true']").await;
@@ -1073,6 +1087,19 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
                 .any(|marked| marked.as_str().unwrap().starts_with(word))
         };
         assert!(has(0, "no") && has(1, "yes"), "{marked}");
+        // A label on one turn, then on every changed turn, then off one.
+        let name = page.wait_for("#turn-label-0-name").await;
+        page.type_into(&name, "keep").await;
+        page.click(&page.wait_for("#turn-label-0-add").await).await;
+        page.wait_for_text("#turn-label-0-said", "labelled 1 turn").await;
+        let name = page.wait_for("#replay-label-name").await;
+        page.type_into(&name, "keep").await;
+        page.execute("document.querySelector('#replay-label-results').value = 'changed';", vec![])
+            .await;
+        page.click(&page.wait_for("#replay-label-add").await).await;
+        page.wait_for_text("#replay-label-said", "labelled 1 turn").await;
+        page.click(&page.wait_for("#turn-label-0-remove").await).await;
+        page.wait_for_text("#turn-label-0-said", "unlabelled 1 turn").await;
         page.screenshot(&shots.join("replay.png")).await;
         fits_every_width(&page, &shots, "replay", None).await;
 
@@ -1082,6 +1109,14 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
         page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']"))
             .await;
         page.wait_for("#details[data-node-id]").await;
+        // The tree draws the replayed answers as branches linked to it.
+        page.wait_for_text("section.branch[data-replay] .replay-link", "changed")
+            .await;
+        assert_eq!(
+            page.find_all("section.branch[data-replay]").await.len(),
+            2,
+            "one branch per replayed turn"
+        );
         // ... which links back to the replay.
         let back = page.wait_for("#node-replays .replay-link").await;
         page.click(&back).await;

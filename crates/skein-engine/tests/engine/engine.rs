@@ -968,7 +968,7 @@ async fn exchange_details_are_its_metadata_without_content() {
         )
         .await
         .unwrap();
-    let exchange = first.exchange.unwrap();
+    let exchange = first.exchange.clone().unwrap();
     let details = exchange.details();
     assert_eq!(details.run, first.run);
     assert_eq!(details.head, exchange.head());
@@ -987,6 +987,15 @@ async fn exchange_details_are_its_metadata_without_content() {
         !json.contains("json please") && !json.contains("answer"),
         "{json}"
     );
+    // The run's record keeps what the prompt rendered, variables
+    // included (a replay renders another version from it); a request that
+    // renders no prompt records none.
+    let rendered = skein_engine::RenderedPrompt::of(&first.record(None).relations)
+        .expect("the prompt's record");
+    let request: Vec<_> = exchange.request().nodes().iter().map(|n| n.id()).collect();
+    assert_eq!((rendered.id.as_str(), rendered.version), ("ask", 1));
+    assert_eq!(rendered.variables["question"], "json please");
+    assert_eq!(rendered.messages, request, "system and user, both rendered");
 
     let next = engine
         .continue_from(
@@ -997,6 +1006,10 @@ async fn exchange_details_are_its_metadata_without_content() {
         )
         .await
         .unwrap();
+    assert_eq!(
+        skein_engine::RenderedPrompt::of(&next.record(None).relations),
+        None
+    );
     let details = next.exchange.unwrap().details();
     assert_eq!(details.continuation_of, Some(first.run));
     assert_eq!(details.prompt, None);

@@ -266,6 +266,7 @@ class Store:
         remove_tools: list[str] = ...,
         ignore: list[str] = ...,
         replace_sources: dict[str, str] = ...,
+        prompt_version: str | None = None,
         compare: list[str] = ...,
         embedder: str = "lexical",
         concurrency: int | None = None,

@@ -12,5 +12,6 @@ mod fork;
 mod local;
 mod persist;
 mod replay;
+mod replay_prompt;
 mod rerun;
 mod turns;

@@ -71,6 +71,7 @@ impl From<StoreError> for ApiError {
             StoreError::AmbiguousPrefix { .. }
             | StoreError::NotAnId(_)
             | StoreError::NameLooksLikeId(_)
+            | StoreError::LabelName(_)
             | StoreError::Search(_) => StatusCode::BAD_REQUEST,
             StoreError::NameTaken { .. } => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -127,7 +128,11 @@ pub struct LimitQuery {
 
 /// The limit a request asked for, at most `max`; `default` when it asked
 /// for none.
-fn limit(requested: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
+pub(super) fn limit(
+    requested: Option<usize>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
     match requested {
         None => Ok(default),
         Some(0) => Err(ApiError::new(

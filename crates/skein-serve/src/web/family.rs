@@ -1,22 +1,24 @@
 /*!
 A conversation family for the page: the library's family
 ([`skein::family`], one meaning for every surface: members joined by
-origin, reruns on the turns they re-ran, and conversations that merely
+origin, reruns on the turns they re-ran, replayed answers on the turns
+they re-sent, and conversations that merely
 share messages by content), its nodes ([`skein::Family::graph`]), cut into
 branches.
 
 Cutting into branches ([`layout`]) is pure: every line is owned by an
-*anchor* (a member's head, a rerun's answer, a sharer's head), the first
-anchor at or below a node owns the line through it (members and reruns
+*anchor* (a member's head, a rerun's or replayed turn's answer, a
+sharer's head), the first anchor at or below a node owns the line through
+it (members, reruns and replays
 before sharers, then the oldest), and where a node has several children,
 the child leading to the current owner continues the branch while each
 other child starts a branch of its own, whose kind comes from its owner
-(fork, rerun, shares; continuation when no anchor owns it).
+(fork, rerun, replay, shares; continuation when no anchor owns it).
 */
 
 use super::api::FAMILY_MAX;
 use super::views::{
-    Branch, BranchKind, ConversationView, Family, FamilyNode, RerunView, TotalsView,
+    Branch, BranchKind, ConversationView, Family, FamilyNode, ReplayView, RerunView, TotalsView,
 };
 use skein::conversation::family::{Joined, Member};
 use skein::core::price::PriceTable;
@@ -32,7 +34,7 @@ pub(crate) type GraphNode = TreeEntry;
 #[derive(Clone, Debug)]
 pub(crate) struct Anchor {
     pub node: NodeId,
-    /// Members and reruns (0) own a line before sharers (1).
+    /// Members, reruns and replays (0) own a line before sharers (1).
     pub tier: u8,
     pub created_ms: i64,
     /// The kind of a branch this anchor owns (unless it is a root branch).
@@ -40,6 +42,7 @@ pub(crate) struct Anchor {
     pub label: String,
     pub conversation: Option<ConversationId>,
     pub rerun: Option<RerunView>,
+    pub replay: Option<ReplayView>,
 }
 
 impl Anchor {
@@ -65,6 +68,7 @@ impl Anchor {
                     turn_node: None,
                 })
             }),
+            replay: None,
         }
     }
 
@@ -120,6 +124,31 @@ pub(crate) async fn load(
                 ablation: rerun.ablation.clone(),
                 verdict: rerun.verdict.clone(),
                 turn_node: Some(rerun.turn_node),
+            }),
+            replay: None,
+        });
+    }
+    for turn in family
+        .replayed
+        .iter()
+        .filter(|turn| shown.contains(&turn.turn_node))
+    {
+        let Some(answer) = turn.answer_head else {
+            continue;
+        };
+        let result = skein::recorded::replay::result_of(turn).to_string();
+        anchors.push(Anchor {
+            node: answer,
+            tier: 0,
+            created_ms: turn.finished_ms.unwrap_or(i64::MAX),
+            kind: BranchKind::Replay,
+            label: format!("replay {} · {result}", turn.replay.short()),
+            conversation: None,
+            rerun: None,
+            replay: Some(ReplayView {
+                id: turn.replay.to_string(),
+                result,
+                turn_node: turn.turn_node,
             }),
         });
     }
@@ -295,6 +324,7 @@ pub(crate) fn layout(nodes: &[GraphNode], anchors: &[Anchor]) -> Layout {
             nodes: members,
             conversation: anchor.and_then(|a| a.conversation.clone()),
             rerun: anchor.and_then(|a| a.rerun.clone()),
+            replay: anchor.and_then(|a| a.replay.clone()),
         });
     }
     Layout {
@@ -338,6 +368,7 @@ mod tests {
             label: label.into(),
             conversation: None,
             rerun: None,
+            replay: None,
         }
     }
 

@@ -22,9 +22,11 @@ Reads (`GET`):
 | `/api/nodes/{id}/report` | a recorded turn's sources, for choosing which a rerun ignores |
 | `/api/events` | a stream of `turn` events as conversations move, from any process |
 | `/api/search?q=TEXT&limit=N` | messages by their words (`Store::search`), newest first, each with a conversation holding it |
-| `/api/replays` | every replay, newest first, with where its turns stand |
+| `/api/replays?limit=N&after=CURSOR` | replays, newest first, a page at a time, with where their turns stand and the address of the `next` page |
 | `/api/replays/{id}` | one replay's report: per turn both answers, the comparator's decision and why, tokens, latency, cost |
 | `/api/replays/{id}/progress` | where its turns stand (what a page polls while it runs) |
+| `/api/labels` | every label and how many turns carry it |
+| `/api/labels/{name}?limit=N&after=NODE` | a label's turns, a page at a time |
 
 Writes (`POST`, JSON bodies of at most [`BODY_LIMIT`], each past the checks
 [`crate::access`] makes, the CSRF token among them):
@@ -39,13 +41,16 @@ Writes (`POST`, JSON bodies of at most [`BODY_LIMIT`], each past the checks
 | `/api/reruns/{id}/fork` | a new conversation from a rerun's answer |
 | `/api/replays` | a replay of chosen turns with one change, run on this server (202; poll its progress) |
 | `/api/replays/{id}/resume` | an unfinished replay's remaining turns, when no worker of this server is on it |
+| `/api/labels/{name}` | the label put on turns (by node, or a replay's, by result) |
+| `/api/labels/{name}/remove` | the label taken off turns |
 
 Modules: `api` (read handlers and errors), [`views`] (the JSON shapes),
 `family` (finding a family and cutting it into branches), `assets` (the
 embedded files and the headers every response carries), `session` (what the
 page needs to act), [`models`] (the models actions run on), `actions`
 (reply, edit, regenerate, fork), `reruns` (reports, reruns, forks from
-them), `replays` (replays: list, report, start, resume), `erase` (deleting a conversation, erasing a message's content), `stream` (a turn as server-sent events), [`events`] (the live
+them), `replays` (replays: list, report, start, resume), `labels` (labels put
+on turns and taken off, listed), `erase` (deleting a conversation, erasing a message's content), `stream` (a turn as server-sent events), [`events`] (the live
 stream of moved conversations).
 
 Everything shown is model or user output, so the page builds its DOM with
@@ -59,6 +64,7 @@ mod assets;
 mod erase;
 pub mod events;
 mod family;
+mod labels;
 pub mod models;
 mod replays;
 mod reruns;
@@ -102,6 +108,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/replays/{id}", get(replays::report))
         .route("/api/replays/{id}/progress", get(replays::progress))
         .route("/api/replays/{id}/resume", post(replays::resume))
+        .route("/api/labels", get(labels::list))
+        .route("/api/labels/{name}", get(labels::turns).post(labels::add))
+        .route("/api/labels/{name}/remove", post(labels::remove))
         .route("/api/conversations/{id}/delete", post(erase::delete))
         .route("/api/nodes/{id}/redact", post(erase::redact))
         .route("/api/search", get(api::search))

@@ -3,7 +3,8 @@ Replays from the page, through `skein_recorded::replay` exactly as `skein
 replay` runs them: the list of replays, one replay's report
 ([`ReplayReport`], the type the command line and Python print), its
 progress while it runs, starting one over a selection with a change (model
-and options, system prompt, tools removed or added, sources removed) and
+and options, system prompt, a configured prompt's version, tools removed or
+added, sources removed or replaced) and
 resuming one whose worker is gone.
 
 A replay started here runs on a task of this server, holding one of its
@@ -17,12 +18,12 @@ server stops, the replay's rows say where it stood, and `skein replay
 use super::actions::{
     NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_options, chosen_model, turn_permit,
 };
-use super::api::{ApiError, Shared};
+use super::api::{ApiError, Shared, limit};
 use super::reruns::{Writes, embedder};
 use crate::AppState;
 use axum::Json;
-use axum::extract::Path;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use skein::Model;
@@ -30,9 +31,11 @@ use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::RecordedError;
 use skein::recorded::compare::Comparator;
-use skein::recorded::replay::{Change, ReplayPlan, ReplayReport, Replayer, Selection, plan_of};
-use skein::store::{ReplayId, ReplayRecord, ReplayTotals};
-use std::collections::HashSet;
+use skein::recorded::replay::{
+    Change, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, plan_of,
+};
+use skein::store::{ReplayId, ReplayPosition, ReplayRecord, ReplayTotals};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -57,15 +60,94 @@ pub struct ReplaySummary {
     pub working: bool,
 }
 
-/// `GET /api/replays`: every replay, newest first, with its totals.
-pub async fn list(state: Shared) -> Result<Json<Vec<ReplaySummary>>, ApiError> {
-    let store = state.reads.nonblocking();
-    let mut replays = Vec::new();
-    for record in store.all_replays().await?.into_iter().rev() {
-        let totals = store.replay_totals(&record.id).await?;
-        replays.push(summary(&state, record, totals));
-    }
-    Ok(Json(replays))
+/// Replays a page lists unless asked for fewer, and at most.
+const PAGE_DEFAULT: usize = 100;
+const PAGE_MAX: usize = 1_000;
+
+/// A page of replays.
+#[derive(Debug, Serialize)]
+pub struct ReplayList {
+    pub replays: Vec<ReplaySummary>,
+    pub limit: usize,
+    /// More replays follow this page.
+    pub truncated: bool,
+    /// The address of the following page.
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<usize>,
+    /// Where the previous page ended (its `next` says it).
+    after: Option<String>,
+}
+
+/// `GET /api/replays?limit=N&after=CURSOR`: replays, newest first, a page
+/// at a time with their totals (two statements a page, whatever its size);
+/// `next` is the address of the following page.
+pub async fn list(
+    state: Shared,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ReplayList>, ApiError> {
+    let Query(query) = query?;
+    let limit = limit(query.limit, PAGE_DEFAULT, PAGE_MAX)?;
+    let after = query.after.as_deref().map(parse_cursor).transpose()?;
+    let mut listed = state
+        .reads
+        .nonblocking()
+        .list_replays(after.as_ref(), limit + 1)
+        .await?;
+    let truncated = listed.len() > limit;
+    listed.truncate(limit);
+    let next = listed.last().filter(|_| truncated).map(|last| {
+        format!(
+            "/api/replays?limit={limit}&after={}",
+            cursor(&last.position())
+        )
+    });
+    Ok(Json(ReplayList {
+        replays: listed
+            .into_iter()
+            .map(|listed| summary(&state, listed.record, listed.totals))
+            .collect(),
+        limit,
+        truncated,
+        next,
+    }))
+}
+
+/// A place in the listing as a query value: `CREATED.ID`.
+fn cursor(position: &ReplayPosition) -> String {
+    format!("{}.{}", position.created_ms, position.id)
+}
+
+/// The inverse of [`cursor`].
+fn parse_cursor(text: &str) -> Result<ReplayPosition, ApiError> {
+    text.split_once('.')
+        .and_then(|(created, id)| {
+            Some(ReplayPosition {
+                created_ms: created.parse().ok()?,
+                id: ReplayId(id.to_string()),
+            })
+        })
+        .filter(|position| {
+            !position.id.as_str().is_empty()
+                && position
+                    .id
+                    .as_str()
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric())
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "`after={text}` is not a place in the listing: use the `next` address of \
+                     the previous page"
+                ),
+            )
+        })
 }
 
 fn summary(state: &AppState, record: ReplayRecord, totals: ReplayTotals) -> ReplaySummary {
@@ -154,6 +236,12 @@ pub struct StartBody {
     /// Sources whose tagged parts are removed.
     #[serde(default)]
     ignore: Vec<String>,
+    /// Sources replaced: by id, the text their first tagged text part
+    /// holds instead.
+    #[serde(default)]
+    replace_sources: BTreeMap<String, String>,
+    /// A configured prompt rendered at another version, `ID@VERSION`.
+    prompt_version: Option<String>,
     /// Comparators, as `--compare` takes them (default: specifics, then
     /// embedding).
     #[serde(default)]
@@ -166,6 +254,27 @@ impl StartBody {
         check_length("model", self.model.as_deref(), NAME_MAX_CHARS)?;
         check_length("search", self.search.as_deref(), NAME_MAX_CHARS)?;
         check_length("system", self.system.as_deref(), TEXT_MAX_CHARS)?;
+        check_length(
+            "prompt_version",
+            self.prompt_version.as_deref(),
+            NAME_MAX_CHARS,
+        )?;
+        if self.replace_sources.len() > LIST_MAX {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("`replace_sources` names more than {LIST_MAX} sources"),
+            ));
+        }
+        for (id, text) in &self.replace_sources {
+            if id.is_empty() {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "`replace_sources` names a source with an empty id: give each source's id",
+                ));
+            }
+            check_length("replace_sources", Some(id), NAME_MAX_CHARS)?;
+            check_length("replace_sources", Some(text), TEXT_MAX_CHARS)?;
+        }
         let lists = [
             ("conversations", &self.conversations),
             ("families", &self.families),
@@ -207,6 +316,14 @@ impl StartBody {
         change.remove_tools = self.remove_tools.clone();
         change.add_tools = self.add_tools.clone();
         change.remove_sources = self.ignore.clone();
+        change.replace_sources = self.replace_sources.clone();
+        change.prompt_version = self
+            .prompt_version
+            .as_deref()
+            .filter(|given| !given.trim().is_empty())
+            .map(PromptVersion::parse)
+            .transpose()
+            .map_err(recorded_error)?;
         let mut plan = ReplayPlan::new(model);
         plan.change = change;
         plan.compare = self.compare.clone();
@@ -400,12 +517,14 @@ impl AppState {
 
 /// A replay error as an answer: what the request got wrong is 400, a
 /// missing record 404, anything else 500.
-fn recorded_error(error: RecordedError) -> ApiError {
+pub(super) fn recorded_error(error: RecordedError) -> ApiError {
     match error {
         RecordedError::Store(error) => error.into(),
         error @ (RecordedError::EmptySelection
         | RecordedError::BadComparator { .. }
         | RecordedError::UnknownLiveTool { .. }
+        | RecordedError::BadPromptVersion(_)
+        | RecordedError::UnknownPromptVersion { .. }
         | RecordedError::SearchTooWide { .. }
         | RecordedError::NotATurn(_)
         | RecordedError::NoEmbedder(_)) => {

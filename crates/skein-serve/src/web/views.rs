@@ -174,6 +174,8 @@ pub enum BranchKind {
     /// A conversation that is no member but shares the messages before it
     /// by content: not a continuation of the branch it leaves.
     Shares,
+    /// A replayed turn's answer (`skein replay`), on the request it sent.
+    Replay,
 }
 
 /// A run of nodes from a branch point (or a root) to the last node before
@@ -195,6 +197,18 @@ pub struct Branch {
     pub conversation: Option<ConversationId>,
     /// The rerun it shows, when `kind` is `rerun`.
     pub rerun: Option<RerunView>,
+    /// The replayed turn it shows, when `kind` is `replay`.
+    pub replay: Option<ReplayView>,
+}
+
+/// A replayed turn shown as a branch: its replay, and how it was judged.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayView {
+    pub id: String,
+    /// `changed`, `held`, `diverged` or `failed`.
+    pub result: String,
+    /// The original turn's answer.
+    pub turn_node: NodeId,
 }
 
 /// A rerun shown as a branch: what it removed and what it concluded.

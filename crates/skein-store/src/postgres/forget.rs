@@ -206,8 +206,14 @@ async fn redact_in(
                  SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
              )
              UPDATE runs SET request = NULL,
-                 events = CASE WHEN output_head = $1 THEN '[]' ELSE events END
-             WHERE (request IS NOT NULL OR (output_head = $1 AND events <> '[]'))
+                 events = CASE WHEN output_head = $1 THEN '[]' ELSE events END,
+                 relations = CASE WHEN relations LIKE '%\"kind\":\"prompt\"%'
+                     THEN COALESCE((SELECT json_agg(e)::text
+                                    FROM json_array_elements(relations::json) e
+                                    WHERE e->>'kind' <> 'prompt'), '[]')
+                     ELSE relations END
+             WHERE (request IS NOT NULL OR (output_head = $1 AND events <> '[]')
+                    OR relations LIKE '%\"kind\":\"prompt\"%')
                AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
         )
         .await?;

@@ -13,10 +13,11 @@ use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Replays};
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
-use crate::records::ReplayId;
+use crate::records::{ConversationId, ReplayId};
 use crate::replays::{
-    NewReplayTurn, RawReplay, RawReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn,
-    ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
+    ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
+    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
+    add_counted,
 };
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::{Node, NodeId, StoreKey, now_ms};
@@ -56,6 +57,69 @@ impl Replays for PgStore {
                 .rows(&format!("{SELECT_REPLAY} ORDER BY created, id"), &[])
                 .await?;
             rows.iter().map(|row| raw_replay(row).finish()).collect()
+        })
+    }
+
+    fn list_replays<'a>(
+        &'a self,
+        after: Option<&'a ReplayPosition>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ListedReplay>>> {
+        Box::pin(async move {
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let rows = match after {
+                None => {
+                    self.rows(
+                        &format!("{SELECT_REPLAY} ORDER BY created DESC, id DESC LIMIT $1"),
+                        &[&limit],
+                    )
+                    .await?
+                }
+                Some(after) => {
+                    self.rows(
+                        &format!(
+                            "{SELECT_REPLAY} WHERE (created, id) < ($1, $2)
+                             ORDER BY created DESC, id DESC LIMIT $3"
+                        ),
+                        &[&after.created_ms, &after.id.as_str(), &limit],
+                    )
+                    .await?
+                }
+            };
+            let mut listed = rows
+                .iter()
+                .map(|row| {
+                    Ok(ListedReplay {
+                        record: raw_replay(row).finish()?,
+                        totals: ReplayTotals::default(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if listed.is_empty() {
+                return Ok(listed);
+            }
+            // Every listed replay's totals in one statement.
+            let ids: Vec<&str> = listed.iter().map(|l| l.record.id.as_str()).collect();
+            let counted = self
+                .rows(
+                    "SELECT replay, status, decision, count(*) FROM replay_turns
+                     WHERE replay = ANY($1) GROUP BY replay, status, decision",
+                    &[&ids],
+                )
+                .await?;
+            for row in counted {
+                let (replay, status): (String, String) = (row.get(0), row.get(1));
+                let decision: Option<String> = row.get(2);
+                let count: i64 = row.get(3);
+                add_counted(
+                    &mut listed,
+                    &replay,
+                    &status,
+                    decision.as_deref(),
+                    count as u64,
+                )?;
+            }
+            Ok(listed)
         })
     }
 
@@ -116,6 +180,25 @@ impl Replays for PgStore {
                     "{SELECT_REPLAY_TURN} WHERE turn_node = $1 ORDER BY finished, replay, seq"
                 ),
                 &[&node.0.as_slice()],
+            )
+            .await
+        })
+    }
+
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
+        Box::pin(async move {
+            let ids: Vec<&str> = conversations.iter().map(ConversationId::as_str).collect();
+            let limit = limit.min(i64::MAX as usize) as i64;
+            self.query_replay_turns(
+                &format!(
+                    "{SELECT_REPLAY_TURN} WHERE conversation = ANY($1) AND answer_head IS NOT NULL
+                     ORDER BY finished DESC, replay, seq LIMIT $2"
+                ),
+                &[&ids, &limit],
             )
             .await
         })

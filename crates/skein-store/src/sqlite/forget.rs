@@ -190,8 +190,13 @@ fn redact_in(
                  SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
              )
              UPDATE runs SET request = NULL,
-                 events = CASE WHEN output_head = ?2 THEN '[]' ELSE events END
-             WHERE (request IS NOT NULL OR (output_head = ?2 AND events <> '[]'))
+                 events = CASE WHEN output_head = ?2 THEN '[]' ELSE events END,
+                 relations = CASE WHEN relations LIKE '%\"kind\":\"prompt\"%'
+                     THEN (SELECT json_group_array(json(value)) FROM json_each(runs.relations)
+                           WHERE json_extract(value, '$.kind') <> 'prompt')
+                     ELSE relations END
+             WHERE (request IS NOT NULL OR (output_head = ?2 AND events <> '[]')
+                    OR relations LIKE '%\"kind\":\"prompt\"%')
                AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
                     OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
         )?

@@ -13,10 +13,11 @@ use crate::backend::{Backend, BoxFuture, Replays};
 use crate::blocking;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
-use crate::records::ReplayId;
+use crate::records::{ConversationId, ReplayId};
 use crate::replays::{
-    NewReplayTurn, RawReplay, RawReplayTurn, ReplayRecord, ReplayStatus, ReplayTotals, ReplayTurn,
-    ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
+    ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
+    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
+    add_counted,
 };
 use rusqlite::{OptionalExtension, Row, params};
 use skein_core::{NodeId, now_ms};
@@ -45,6 +46,15 @@ impl Replays for SqliteStore {
 
     fn all_replays(&self) -> BoxFuture<'_, Result<Vec<ReplayRecord>>> {
         self.deferred(|store| store.all_replays())
+    }
+
+    fn list_replays<'a>(
+        &'a self,
+        after: Option<&'a ReplayPosition>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ListedReplay>>> {
+        let after = after.cloned();
+        self.deferred(move |store| store.list_replays(after.as_ref(), limit))
     }
 
     fn claim_replay_turns<'a>(
@@ -108,6 +118,25 @@ impl Replays for SqliteStore {
         self.deferred(move |store| store.replay_turns_of_node(node))
     }
 
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
+        let ids: Vec<&str> = conversations.iter().map(ConversationId::as_str).collect();
+        let json = serde_json::to_string(&ids);
+        self.deferred(move |store| {
+            store.query_replay_turns(
+                &format!(
+                    "{SELECT_REPLAY_TURN} WHERE conversation IN (SELECT value FROM json_each(?1))
+                     AND answer_head IS NOT NULL
+                     ORDER BY finished DESC, replay, seq LIMIT ?2"
+                ),
+                params![json?, limit.min(i64::MAX as usize) as i64],
+            )
+        })
+    }
+
     fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>> {
         let id = id.clone();
         self.deferred(move |store| store.replay_totals(&id))
@@ -154,6 +183,74 @@ impl SqliteStore {
                 .query_map([], raw_replay)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             raw.into_iter().map(RawReplay::finish).collect()
+        })
+    }
+
+    fn list_replays(
+        &self,
+        after: Option<&ReplayPosition>,
+        limit: usize,
+    ) -> Result<Vec<ListedReplay>> {
+        self.read(|conn| {
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let raw = match after {
+                None => conn
+                    .prepare_cached(&format!(
+                        "{SELECT_REPLAY} ORDER BY created DESC, id DESC LIMIT ?1"
+                    ))?
+                    .query_map([limit], raw_replay)?
+                    .collect::<rusqlite::Result<Vec<_>>>()?,
+                Some(after) => conn
+                    .prepare_cached(&format!(
+                        "{SELECT_REPLAY} WHERE (created, id) < (?1, ?2)
+                         ORDER BY created DESC, id DESC LIMIT ?3"
+                    ))?
+                    .query_map(
+                        params![after.created_ms, after.id.as_str(), limit],
+                        raw_replay,
+                    )?
+                    .collect::<rusqlite::Result<Vec<_>>>()?,
+            };
+            let mut listed = raw
+                .into_iter()
+                .map(|raw| {
+                    Ok(ListedReplay {
+                        record: raw.finish()?,
+                        totals: ReplayTotals::default(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if listed.is_empty() {
+                return Ok(listed);
+            }
+            // Every listed replay's totals in one statement.
+            let ids: Vec<&str> = listed.iter().map(|l| l.record.id.as_str()).collect();
+            let json = serde_json::to_string(&ids)?;
+            let mut stmt = conn.prepare_cached(
+                "SELECT replay, status, decision, count(*) FROM replay_turns
+                 WHERE replay IN (SELECT value FROM json_each(?1))
+                 GROUP BY replay, status, decision",
+            )?;
+            let counted = stmt
+                .query_map([json], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for (replay, status, decision, count) in counted {
+                add_counted(
+                    &mut listed,
+                    &replay,
+                    &status,
+                    decision.as_deref(),
+                    count as u64,
+                )?;
+            }
+            Ok(listed)
         })
     }
 

@@ -2,13 +2,14 @@
 //! in the middle of a thread with three forks below it is erased; every id
 //! stays, every thread loads with the node in its place, `verify` counts it
 //! as erased and finds no problem; the secret's bytes leave the search
-//! index, the blob table, the embedding cache, a proxied run's request, the
+//! index, the blob table, the embedding cache, a proxied run's request, a
+//! configured prompt's record of its variables, the
 //! export (whose import keeps the erasure) and, after the vacuum step, the
 //! SQLite file itself.
 
 use crate::common::{Backend, TempStore};
 use skein_core::{Attachment, Digest, Message, NodeId, Part, Role, Thread};
-use skein_store::{NewConversation, RunRecord, SearchQuery, Store, Target, TurnCommit};
+use skein_store::{NewConversation, Relation, RunRecord, SearchQuery, Store, Target, TurnCommit};
 
 for_each_backend!(
     a_secret_mid_thread_is_erased_everywhere_and_every_id_stays,
@@ -70,6 +71,14 @@ fn a_secret_mid_thread_is_erased_everywhere_and_every_id_stays(backend: Backend)
         run.request = Some(format!(
             r#"{{"messages":[{{"content":"{SECRET}"}}],"i":{index}}}"#
         ));
+        // A configured prompt's record holds its variables, the secret
+        // among them; the run's other relations are not content.
+        run.relations = vec![
+            Relation::Chain(format!("chain-{index}")),
+            Relation::Prompt(format!(
+                r#"{{"id":"ask","variables":{{"code":"{SECRET}"}}}}"#
+            )),
+        ];
         let committed = store
             .commit_turn(&TurnCommit {
                 target: Target::New(Box::new(NewConversation {
@@ -106,7 +115,13 @@ fn a_secret_mid_thread_is_erased_everywhere_and_every_id_stays(backend: Backend)
     // Ids and places unchanged; the node reads as erased, with its note.
     for ((head, run), ids) in heads.iter().zip(&before) {
         assert_eq!(&ids_of(store, *head), ids);
-        assert_eq!(store.run_record(run).unwrap().request, None);
+        let record = store.run_record(run).unwrap();
+        assert_eq!(record.request, None);
+        assert!(
+            matches!(&record.relations[..], [Relation::Chain(chain)] if chain.starts_with("chain-")),
+            "{:?}",
+            record.relations
+        );
     }
     let node = store.node(secret_node).unwrap();
     assert!(node.message.is_erased());

@@ -4,7 +4,8 @@
 //! row together) only while its worker holds it; totals and lookups by the
 //! original turn; three workers on threads share a 300-turn replay after
 //! one died holding turns, and every turn is finished exactly once; a
-//! replay is found by a unique prefix of its id.
+//! replay is found by a unique prefix of its id; replays are listed newest
+//! first, a page at a time, each with its own totals.
 
 use crate::common::{Backend, TempStore};
 use skein_core::{Message, Thread};
@@ -20,6 +21,8 @@ for_each_backend!(
     totals_count_statuses_and_decisions,
     three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over,
     a_replay_is_found_by_a_unique_prefix_of_its_id,
+    replays_are_listed_newest_first_a_page_at_a_time_with_their_totals,
+    a_conversations_replayed_answers_are_found_newest_first,
 );
 
 /// An original turn: a prompt and its answer, stored.
@@ -378,4 +381,129 @@ fn a_replay_is_found_by_a_unique_prefix_of_its_id(backend: Backend) {
         db.store.resolve_replay("not-hex"),
         Err(StoreError::NotAnId(_))
     ));
+}
+
+fn replays_are_listed_newest_first_a_page_at_a_time_with_their_totals(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    assert!(store.list_replays(None, 10).unwrap().is_empty());
+    // Five replays of 1..=5 turns; two share a creation time (the id
+    // breaks the tie), and the first turn of each is finished changed.
+    let mut made = Vec::new();
+    for (n, created_ms) in [(1, 10), (2, 20), (3, 20), (4, 30), (5, 40)] {
+        let originals: Vec<Thread> = (0..n).map(|i| original(store, 10 * n + i)).collect();
+        let record = ReplayRecord {
+            id: ReplayId::random(),
+            selection: serde_json::json!({}),
+            change: serde_json::json!({}),
+            model: "other".into(),
+            settings: serde_json::json!({}),
+            turns: n as u64,
+            created_ms,
+        };
+        let turns: Vec<NewReplayTurn> = originals.iter().map(new_turn).collect();
+        store.create_replay(&record, &turns).unwrap();
+        let claimed = store
+            .claim_replay_turns(&record.id, "w", 1, 60_000)
+            .unwrap();
+        store
+            .finish_replay_turn(&ReplayTurnFinish {
+                replay: &record.id,
+                seq: claimed[0].seq,
+                worker: "w",
+                status: ReplayStatus::Done,
+                answer_head: originals[0].head_id(),
+                decision: Some("changed"),
+                comparator: None,
+                detail: &serde_json::json!({}),
+                threads: &[],
+                runs: &[],
+                other_runs: &[],
+            })
+            .unwrap();
+        made.push(record);
+    }
+    let mut expected: Vec<&ReplayRecord> = made.iter().collect();
+    expected.sort_by(|a, b| (b.created_ms, &b.id.0).cmp(&(a.created_ms, &a.id.0)));
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list_replays(after.as_ref(), 2).unwrap();
+        assert!(page.len() <= 2);
+        for listed in &page {
+            let n = listed.record.turns;
+            assert_eq!(
+                (listed.totals.changed, listed.totals.pending),
+                (1, n - 1),
+                "replay of {n} turns: its own totals"
+            );
+            seen.push(listed.record.id.clone());
+        }
+        match page.last() {
+            Some(last) if page.len() == 2 => after = Some(last.position()),
+            _ => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        expected.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        "every replay once, newest first"
+    );
+}
+
+fn a_conversations_replayed_answers_are_found_newest_first(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let (record, originals) = replay(store, 3);
+    let c1 = ConversationId("c1".into());
+    assert!(
+        store
+            .replayed_in(std::slice::from_ref(&c1), 10)
+            .unwrap()
+            .is_empty(),
+        "none answered yet"
+    );
+    let claimed = store
+        .claim_replay_turns(&record.id, "w", 2, 60_000)
+        .unwrap();
+    for turn in &claimed {
+        store
+            .finish_replay_turn(&ReplayTurnFinish {
+                replay: &record.id,
+                seq: turn.seq,
+                worker: "w",
+                status: ReplayStatus::Done,
+                answer_head: originals[turn.seq as usize].head_id(),
+                decision: Some("held"),
+                comparator: None,
+                detail: &serde_json::json!({}),
+                threads: &[],
+                runs: &[],
+                other_runs: &[],
+            })
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let found = store
+        .replayed_in(&[c1.clone(), ConversationId("c9".into())], 10)
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|t| t.seq).collect::<Vec<_>>(),
+        [claimed[1].seq, claimed[0].seq],
+        "answered turns only, newest first"
+    );
+    assert_eq!(
+        store
+            .replayed_in(std::slice::from_ref(&c1), 1)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .replayed_in(&[ConversationId("c9".into())], 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.replayed_in(&[], 10).unwrap().is_empty());
 }

@@ -258,7 +258,7 @@ async function loadFamily(conversationId, nodeId, limit, stale) {
 
 /** What a redraw would change: the nodes, where conversations stand, reruns' verdicts. */
 function familySignature(family) {
-  return JSON.stringify([family.nodes.map((n) => [n.id, n.heads]), family.branches.map((b) => [b.id, b.rerun]),
+  return JSON.stringify([family.nodes.map((n) => [n.id, n.heads]), family.branches.map((b) => [b.id, b.rerun, b.replay]),
     family.conversations.map((c) => [c.id, c.head, c.name])]);
 }
 
@@ -432,7 +432,10 @@ function renderBranch(branch, ctx) {
   const collapsed = collapsible && !ctx.open.has(branch.id);
   const section = el('section', {
     class: `branch kind-${branch.kind}${collapsed ? ' collapsed' : ''}`,
-    data: { branchId: branch.id, kind: branch.kind, conversationId: branch.conversation, rerun: branch.rerun ? branch.rerun.id : null },
+    data: {
+      branchId: branch.id, kind: branch.kind, conversationId: branch.conversation,
+      rerun: branch.rerun ? branch.rerun.id : null, replay: branch.replay ? branch.replay.id : null,
+    },
   });
   const count = branchSize(branch, ctx.startingAt);
   const toggle = collapsible ? el('button', {
@@ -454,7 +457,10 @@ function renderBranch(branch, ctx) {
         : branch.label),
     el('span', { class: 'muted branch-meta' },
       plural(count, 'message'), branch.from ? [' from ', el('code', {}, short(branch.from))] : null),
-    branch.rerun ? rerunBadges(branch.rerun) : null);
+    branch.rerun ? rerunBadges(branch.rerun) : null,
+    branch.replay ? el('a', {
+      href: `#/replays/${branch.replay.id}`, class: 'replay-link', title: 'the replay this answer came from, turn by turn',
+    }, badge(branch.replay.result, `replay-result result-${branch.replay.result}`)) : null);
   header.addEventListener('dblclick', () => collapsible && setCollapsed(section, !section.classList.contains('collapsed')));
   section.appendChild(header);
 

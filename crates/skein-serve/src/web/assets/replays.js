@@ -4,7 +4,9 @@
 // original and the replayed answer side by side with their word
 // differences, the comparator's decision and why, tokens, latency and cost.
 // A replay runs on the server; its page polls /api/replays/ID/progress while
-// turns are left and redraws the report as they finish.
+// turns are left and redraws the report as they finish. A label goes on a
+// turn, or on every turn of the replay with a result, from its page
+// (/api/labels/NAME, as `skein label add|rm` puts it).
 
 import {
   ApiError, api, badge, clear, currentSession, dollars, el, enc, plural, post, short, timeEl, writesOff,
@@ -27,6 +29,9 @@ export function changeText(change) {
   if (change && change.remove_tools && change.remove_tools.length) parts.push(`without tools ${change.remove_tools.join(', ')}`);
   if (change && change.add_tools && change.add_tools.length) parts.push(`with tools ${change.add_tools.map((t) => t.name).join(', ')}`);
   if (change && change.remove_sources && change.remove_sources.length) parts.push(`without sources ${change.remove_sources.join(', ')}`);
+  const replaced = Object.keys((change && change.replace_sources) || {});
+  if (replaced.length) parts.push(`sources replaced ${replaced.join(', ')}`);
+  if (change && change.prompt_version) parts.push(`prompt ${change.prompt_version.id}@${change.prompt_version.version}`);
   return parts.length ? parts.join(' · ') : 'the model only';
 }
 
@@ -58,29 +63,58 @@ function stateText(r) {
 // ---------------------------------------------------------------- the list
 
 export async function replaysView(root, stale, prefill) {
-  const replays = await api('/api/replays');
+  const page = await api('/api/replays');
   if (stale()) return;
   const section = el('section', { id: 'replays-view' },
     el('div', { class: 'view-head' }, el('h1', {}, 'Replays'),
       el('p', { class: 'muted' }, 'Recorded turns sent again with one change, each judged against its original.')));
   section.appendChild(newReplay(prefill));
-  if (replays.length === 0) {
+  if (page.replays.length === 0) {
     section.appendChild(el('p', { class: 'empty', id: 'replays-empty' },
       'No replays yet. Start one above, or with ', el('code', {}, 'skein replay --cid NAME -m MODEL'), '.'));
   } else {
+    const body = el('tbody', {}, page.replays.map(replayRow));
     section.appendChild(el('div', { class: 'table-frame' }, el('table', { id: 'replays', class: 'replay-list' },
       el('thead', {}, el('tr', {}, ['Replay', 'Started', 'Model', 'Turns', 'Change', 'Results', 'State']
         .map((h) => el('th', { scope: 'col' }, h)))),
-      el('tbody', {}, replays.map((r) => el('tr', { data: { replayId: r.id } },
-        el('td', {}, el('a', { href: `#/replays/${r.id}` }, el('code', { title: r.id }, r.short))),
-        el('td', {}, timeEl(r.created_ms)),
-        el('td', { class: 'wrap' }, r.model),
-        el('td', { class: 'wrap' }, `${r.selected} of `, selectionText(r.selection)),
-        el('td', { class: 'wrap' }, changeText(r.change)),
-        el('td', { class: 'wrap' }, `${r.totals.changed} changed · ${r.totals.held} held · ${r.totals.diverged} diverged · ${r.totals.failed} failed`),
-        el('td', { class: 'replay-state' }, stateText(r))))))));
+      body)));
+    if (page.next) section.appendChild(moreButton(page.next, body, stale));
   }
   clear(root).appendChild(section);
+}
+
+function replayRow(r) {
+  return el('tr', { data: { replayId: r.id } },
+    el('td', {}, el('a', { href: `#/replays/${r.id}` }, el('code', { title: r.id }, r.short))),
+    el('td', {}, timeEl(r.created_ms)),
+    el('td', { class: 'wrap' }, r.model),
+    el('td', { class: 'wrap' }, `${r.selected} of `, selectionText(r.selection)),
+    el('td', { class: 'wrap' }, changeText(r.change)),
+    el('td', { class: 'wrap' }, `${r.totals.changed} changed · ${r.totals.held} held · ${r.totals.diverged} diverged · ${r.totals.failed} failed`),
+    el('td', { class: 'replay-state' }, stateText(r)));
+}
+
+/** "Older replays": the next page's rows, appended, while there are more. */
+function moreButton(next, body, stale) {
+  let address = next;
+  const problem = el('span', { class: 'error', role: 'alert', hidden: true });
+  const more = el('button', { type: 'button', id: 'replays-more' }, 'Older replays');
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const page = await api(address);
+      if (stale()) return;
+      for (const r of page.replays) body.appendChild(replayRow(r));
+      address = page.next;
+      more.hidden = !address;
+    } catch (error) {
+      problem.textContent = error.message;
+      problem.hidden = false;
+    } finally {
+      more.disabled = false;
+    }
+  });
+  return el('div', { class: 'toolbar' }, more, problem);
 }
 
 /** The form that starts a replay (open when a conversation is given). */
@@ -104,6 +138,14 @@ function newReplay(prefill) {
   const system = el('textarea', { id: 'replay-system', rows: '2', 'aria-label': 'system prompt', placeholder: 'leave empty to keep the recorded one' });
   const removeTools = input('replay-remove-tools', 'tool names');
   const ignore = input('replay-ignore', 'source ids');
+  const replaceSources = el('textarea', {
+    id: 'replay-replace-sources', rows: '2', 'aria-label': 'replace sources', placeholder: 'hotel = The hotel is the Ritz.',
+  });
+  const addTools = el('textarea', {
+    id: 'replay-add-tools', rows: '3', 'aria-label': 'add tools',
+    placeholder: '[{"name": "lookup", "description": "…", "input_schema": {"type": "object"}}]',
+  });
+  const promptVersion = input('replay-prompt-version', 'ID@VERSION, e.g. summarize@2');
   const options = input('replay-options', 'temperature=0 seed=1 max_tokens=200');
   const compare = input('replay-compare', 'default: specifics, embedding');
   const problem = el('p', { class: 'error', id: 'replay-error', role: 'alert', hidden: true });
@@ -116,7 +158,11 @@ function newReplay(prefill) {
       row('conversations', conversations), row('families', families), row('labels', labels), row('search', search)),
     el('fieldset', { class: 'sources' }, el('legend', {}, 'Change'),
       row('model', model), row('system', system, 'replaces the recorded system messages'),
-      row('remove tools', removeTools), row('ignore', ignore, 'sources whose parts are left out'),
+      row('prompt version', promptVersion, 'a configured prompt rendered at this version, with the recorded variables'),
+      row('remove tools', removeTools),
+      row('add tools', addTools, 'JSON: a tool or a list of tools, offered besides or in place of the recorded one of its name'),
+      row('ignore', ignore, 'sources whose parts are left out'),
+      row('replace sources', replaceSources, 'one per line: ID = new text'),
       row('options', options, 'key=value, space-separated')),
     row('compare', compare, 'exact, normalised, json, contains:TEXT, regex:RE, embedding, specifics, judge:MODEL'),
     el('div', { class: 'toolbar' }, submit), problem);
@@ -134,6 +180,9 @@ function newReplay(prefill) {
         system: system.value.trim() ? system.value : undefined,
         remove_tools: words(removeTools.value),
         ignore: words(ignore.value),
+        replace_sources: parseReplacements(replaceSources.value),
+        add_tools: parseTools(addTools.value),
+        prompt_version: promptVersion.value.trim() || undefined,
         options: parseOptions(options.value),
         compare: words(compare.value),
       };
@@ -148,6 +197,38 @@ function newReplay(prefill) {
   });
   box.appendChild(form);
   return box;
+}
+
+/** `ID = text` lines into the sources a replay replaces. */
+function parseReplacements(text) {
+  const replaced = {};
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    const at = line.indexOf('=');
+    const id = at < 0 ? '' : line.slice(0, at).trim();
+    if (!id) throw new ApiError(400, `replace sources: each line is ID = new text; "${line.trim()}" is not`);
+    if (id in replaced) throw new ApiError(400, `replace sources: source "${id}" is replaced twice`);
+    replaced[id] = line.slice(at + 1).trim();
+  }
+  return replaced;
+}
+
+/** The tools to add: a JSON tool or a list of them (empty: none). */
+function parseTools(text) {
+  if (!text.trim()) return [];
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new ApiError(400, `add tools: not JSON (${error.message})`);
+  }
+  const tools = Array.isArray(parsed) ? parsed : [parsed];
+  for (const tool of tools) {
+    if (!tool || typeof tool !== 'object' || typeof tool.name !== 'string' || !tool.name) {
+      throw new ApiError(400, 'add tools: each tool is {"name", "description", "input_schema"}');
+    }
+  }
+  return tools;
 }
 
 /** `key=value` words into generation options (numbers as numbers). */
@@ -197,6 +278,7 @@ function draw(root, report) {
       el('p', { class: 'muted' }, 'on ', el('strong', { class: 'model' }, report.model), ' · ', changeText(report.change),
         ' · turns of ', selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
     progressLine(report, finished),
+    labelForm({ replay: report.replay }, 'replay-label', true),
     el('p', { id: 'replay-totals', class: 'replay-totals' },
       badge(`${t.changed} changed`, 'verdict-confirmed'), ' ', badge(`${t.held} held`, 'verdict-not-confirmed'), ' ',
       badge(`${t.diverged} diverged`, 'status-cancelled'), ' ', badge(`${t.failed} failed`, 'status-failed'),
@@ -269,6 +351,7 @@ function turnCard(turn) {
     el('div', { class: 'cell-head' }, badge(turn.result, resultKind(turn.result)), el('strong', {}, `turn ${turn.seq}`),
       turn.comparator ? el('span', { class: 'muted comparator' }, `decided by ${turn.comparator}`) : null),
     turn.why ? el('p', { class: 'why' }, turn.why) : null,
+    labelForm({ turns: [turn.turn_node] }, `turn-label-${turn.seq}`, false),
     el('div', { class: 'compare-grid replay-answers' },
       el('div', { class: 'compare-cell', data: { side: 'original' } },
         el('div', { class: 'cell-head' }, el('span', { class: 'role role-assistant' }, 'original'), originalLink),
@@ -278,6 +361,51 @@ function turnCard(turn) {
         el('div', { class: 'cell-head' }, el('span', { class: 'role role-assistant' }, 'replay'), answerLink),
         el('p', { class: 'muted run-summary' }, usage(turn.usage), turn.cost ? ` · ${priced(turn.cost)}` : ''),
         text(answer, diff && diff.b, 'b'))));
+}
+
+/**
+ * A label put on turns or taken off: this turn's (by its original answer),
+ * or, for the whole replay, every turn it re-sent with the result chosen.
+ */
+function labelForm(target, id, whole) {
+  if (writesOff()) return null;
+  const name = el('input', {
+    id: `${id}-name`, type: 'text', autocomplete: 'off', placeholder: 'label', 'aria-label': whole ? 'label for the replay\'s turns' : 'label for this turn',
+  });
+  const results = whole ? el('select', { id: `${id}-results`, 'aria-label': 'which turns' },
+    [['', 'every turn'], ['changed', 'changed turns'], ['held', 'held turns'], ['diverged', 'diverged turns'], ['failed', 'failed turns']]
+      .map(([value, text]) => el('option', { value }, text))) : null;
+  const add = el('button', { type: 'submit', id: `${id}-add` }, 'Label');
+  const remove = el('button', { type: 'button', id: `${id}-remove` }, 'Unlabel');
+  const said = el('span', { class: 'muted', id: `${id}-said`, role: 'status' });
+  const act = async (path, verb) => {
+    said.classList.remove('error');
+    const label = name.value.trim();
+    if (!label) {
+      said.textContent = 'give the label a name';
+      said.classList.add('error');
+      return;
+    }
+    add.disabled = true;
+    remove.disabled = true;
+    try {
+      const body = { ...target };
+      if (results && results.value) body.results = [results.value];
+      const done = await post(`/api/labels/${enc(label)}${path}`, body);
+      said.textContent = `${verb} ${plural(done.changed, 'turn')} “${done.label}”`;
+    } catch (error) {
+      said.textContent = error.message;
+      said.classList.add('error');
+    } finally {
+      add.disabled = false;
+      remove.disabled = false;
+    }
+  };
+  const form = el('form', { class: 'toolbar label-form', id },
+    whole ? el('span', { class: 'muted' }, 'Keep its turns as cases:') : null, name, results, add, remove, said);
+  form.addEventListener('submit', (event) => { event.preventDefault(); act('', 'labelled'); });
+  remove.addEventListener('click', () => act('/remove', 'unlabelled'));
+  return form;
 }
 
 function resultKind(result) {
