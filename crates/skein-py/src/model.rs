@@ -276,12 +276,15 @@ impl Store {
     /// stays), as `skein delete` does: the conversations given (ids,
     /// prefixes or names), or a whole `family`, or every conversation last
     /// updated before `older_than` (an age `30d`/`12h`/`45m` or a date
-    /// `YYYY-MM-DD`) and/or recorded by the proxy (`proxy=True`). With
+    /// `YYYY-MM-DD`) and/or recorded by the proxy (`proxy=True`) and/or
+    /// holding a run a client of the proxy made (`client=NAME`, as its
+    /// `x-skein-client` header, OpenAI `user` or Anthropic
+    /// `metadata.user_id` named it). With
     /// `dry_run`, nothing changes and the report is the plan. A dict as
     /// `skein delete --json` prints: `{"dry_run", "conversations",
     /// "skipped", "runs", "reruns", "messages", "blobs", "embeddings",
     /// "kept_messages", "shared_with": [{"id", "name"}], "more_sharers"}`.
-    #[pyo3(signature = (*conversations, family = None, older_than = None, proxy = false, dry_run = false))]
+    #[pyo3(signature = (*conversations, family = None, older_than = None, proxy = false, client = None, dry_run = false))]
     fn delete<'py>(
         &self,
         py: Python<'py>,
@@ -289,15 +292,16 @@ impl Store {
         family: Option<String>,
         older_than: Option<String>,
         proxy: bool,
+        client: Option<String>,
         dry_run: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         use skein::store::{Filter, Selection};
         let by_ids = !conversations.is_empty();
-        let by_filter = older_than.is_some() || proxy;
+        let by_filter = older_than.is_some() || proxy || client.is_some();
         if usize::from(by_ids) + usize::from(family.is_some()) + usize::from(by_filter) != 1 {
             return Err(pyo3::exceptions::PyTypeError::new_err(
-                "delete() takes conversations, or family=, or older_than= and/or proxy=True \
-                 (one of the three)",
+                "delete() takes conversations, or family=, or older_than=, proxy=True and/or \
+                 client= (one of the three)",
             ));
         }
         let cutoff = older_than
@@ -322,6 +326,9 @@ impl Store {
                 }
                 if proxy {
                     filter = filter.proxy_only();
+                }
+                if let Some(client) = client {
+                    filter = filter.client(client);
                 }
                 Selection::Matching(filter)
             };

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,48 @@ def test_delete_refuses_an_empty_or_mixed_selection_and_a_bad_age(store: skein.S
     assert store.delete(older_than="1d")["conversations"] == []
     assert store.delete(proxy=True)["conversations"] == []
     assert len(skein.Conversation.load(store, "only").messages()) == 2
+
+
+def test_delete_by_proxy_client_takes_only_that_clients_conversations(
+    skein_bin: str, db: Path, store: skein.Store
+) -> None:
+    skein.Model("echo", store=store).conversation(name="mine").prompt("not proxied").text()
+    server = subprocess.Popen(
+        [skein_bin, "--db", str(db), "serve", "--proxy", "-m", "echo", "--bind", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        port = None
+        for line in server.stderr:
+            found = re.search(r"serving the graph on http://[^/]*:(\d+)/", line)
+            if found:
+                port = int(found.group(1))
+                break
+        assert port, "the proxy did not start"
+        for client in ("app-a", "app-b"):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                data=json.dumps({"model": "echo", "messages": [{"role": "user", "content": f"from {client}"}]}).encode(),
+                headers={"Content-Type": "application/json", "x-skein-client": client},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert response.status == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    plan = store.delete(client="app-a", dry_run=True)
+    assert len(plan["conversations"]) == 1
+    assert store.delete(client="nobody")["conversations"] == []
+    done = store.delete(client="app-a")
+    assert done["conversations"] == plan["conversations"]
+    assert store.delete(client="app-a", dry_run=True)["conversations"] == []
+    assert len(store.delete(client="app-b", dry_run=True)["conversations"]) == 1
+    assert len(skein.Conversation.load(store, "mine").messages()) == 2
+    with pytest.raises(TypeError):
+        store.delete("mine", client="app-a")
 
 
 def test_redact_shows_a_tombstone_keeps_ids_and_refuses_a_turn_resending_it(store: skein.Store) -> None:

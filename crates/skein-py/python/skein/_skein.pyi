@@ -307,11 +307,13 @@ class Store:
         family: str | None = None,
         older_than: str | None = None,
         proxy: bool = False,
+        client: str | None = None,
         dry_run: bool = False,
     ) -> Forgotten:
         """Delete conversations (ids, prefixes or names), a whole ``family``,
         or every one last updated before ``older_than`` (``30d``, ``12h``,
-        ``45m`` or ``YYYY-MM-DD``) and/or recorded by the proxy, with every
+        ``45m`` or ``YYYY-MM-DD``) and/or recorded by the proxy and/or
+        holding a run the proxy's ``client`` made, with every
         message, run, rerun, blob and cached embedding only they reached;
         what others share stays. ``dry_run``: the plan, nothing changed."""
     def redact(self, node: str, *, reason: str, by: str | None = None) -> Redacted:
