@@ -225,7 +225,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     let Some(proxy) = &state.proxy else {
         return Err(not_proxying());
     };
-    let body = String::from_utf8(body.to_vec())
+    let body = String::from_utf8(Vec::from(body))
         .map_err(|_| ProxyError::invalid("the body is not UTF-8"))?;
     let request: R = serde_json::from_str(&body).map_err(|problem| {
         ProxyError::invalid(format!("the body is not a {api_name} request: {problem}"))
