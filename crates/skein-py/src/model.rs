@@ -285,6 +285,10 @@ impl Store {
     /// "skipped", "runs", "reruns", "messages", "blobs", "embeddings",
     /// "kept_messages", "shared_with": [{"id", "name"}], "more_sharers"}`.
     #[pyo3(signature = (*conversations, family = None, older_than = None, proxy = false, client = None, dry_run = false))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one keyword argument per selection, as `skein delete` has one flag each"
+    )]
     fn delete<'py>(
         &self,
         py: Python<'py>,
