@@ -19,10 +19,15 @@ fn main() -> ExitCode {
     let args = cli::with_implicit_prompt(std::env::args_os(), std::io::stdin().is_terminal())
         .unwrap_or_else(|error| error.exit());
     let cli = cli::Cli::parse_from(args);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // A server answers many clients at once, on every core, and the
+    // store's work runs in place on its workers (no hop to the blocking
+    // pool); every other command does one thing, and starts faster
+    // without worker threads to spawn.
+    let mut builder = match cli.command {
+        commands::Command::Serve(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             ui::note(format!("error: cannot start the async runtime: {error}"));
