@@ -91,6 +91,9 @@ pub struct AppState {
     pub token_required: bool,
     /// The proxy's matches of re-encoded messages to the graph.
     pub(crate) memo: Arc<proxy::graph::Memo>,
+    /// The threads the proxy recorded last, which re-sent histories
+    /// continue.
+    pub(crate) threads: proxy::threads::RecentThreads,
     /// Turns at the reads that load a graph (see `web::api`).
     pub graph_reads: tokio::sync::Semaphore,
     /// The CSRF token the web view's writes carry (see [`access`]).
@@ -123,6 +126,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
             .as_deref()
             .is_some_and(|token| !token.is_empty()),
         memo: Arc::default(),
+        threads: Default::default(),
         graph_reads: tokio::sync::Semaphore::new(GRAPH_READS),
         csrf: access.csrf(),
         read_only: config.read_only,

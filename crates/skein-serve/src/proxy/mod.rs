@@ -27,6 +27,7 @@ mod record;
 pub mod recording;
 pub mod responses;
 mod results;
+pub(crate) mod threads;
 pub mod turn;
 
 use crate::AppState;
@@ -41,7 +42,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use skein::Model;
 use skein::conversation::service::{TurnDone, TurnError, TurnRequest};
-use skein::core::{ConversationId, NodeId, ProviderError};
+use skein::core::{Annotations, ConversationId, NodeId, ProviderError};
 use skein::engine::{EngineError, Request, RunOutput};
 use skein::providers::Secret;
 use skein::store::{RunId, StoreError, check_conversation_name};
@@ -242,6 +243,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         None
     };
     let turn = graph::complete(&state.store, state.memo.clone(), turn).await?;
+    let continued = state.threads.continued_by(&turn.messages);
     let meta = record::Meta {
         body,
         requested: turn.model.clone(),
@@ -262,17 +264,33 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         stream: turn.stream,
         keep: turn.record,
         unhonoured: turn.unhonoured.join(", "),
-        request: engine_request(turn),
+        continued: continued.as_ref().map(|continued| continued.place),
+        request: engine_request(turn, continued),
         key,
         from_recording: proxy.from_recording,
     })
 }
 
 /// The engine request for a turn: its messages with their annotations,
-/// tools and options, captured.
-fn engine_request(turn: Turn) -> Request {
+/// tools and options, captured. The messages a thread the proxy recorded
+/// holds already (`continued`) are that thread, not messages to hash again.
+fn engine_request(turn: Turn, continued: Option<threads::Continued>) -> Request {
     let mut request = Request::default();
-    for (index, message) in turn.messages.into_iter().enumerate() {
+    let mut kept = 0;
+    if let Some(threads::Continued { thread, .. }) = continued {
+        kept = thread.len();
+        let mut annotations = Annotations::new();
+        if turn.annotations.iter().any(|(at, _, _)| *at < kept) {
+            let nodes = thread.nodes();
+            for (at, part, annotation) in &turn.annotations {
+                if let Some(node) = nodes.get(*at).filter(|_| *at < kept) {
+                    annotations.add(node.id(), *part, annotation.clone());
+                }
+            }
+        }
+        request = request.history(thread, annotations);
+    }
+    for (index, message) in turn.messages.into_iter().enumerate().skip(kept) {
         let annotations = turn
             .annotations
             .iter()
@@ -348,6 +366,8 @@ struct ProxiedCall<A: Api> {
     /// Whether the exchange is recorded.
     keep: bool,
     request: Request,
+    /// The kept thread the request continues (see [`threads`]).
+    continued: Option<threads::Place>,
     key: Option<Secret>,
     from_recording: Option<FromRecording>,
 }
@@ -400,6 +420,7 @@ impl<A: Api> ProxiedCall<A> {
         // The run and its record do not depend on the client: one that
         // goes away neither cancels the model call nor loses its record.
         let (progress, mut updates) = mpsc::unbounded_channel();
+        let (state, continued, keep) = (self.state.clone(), self.continued, self.keep);
         tokio::spawn(async move {
             let forward = async {
                 while let Some(text) = pieces.recv().await {
@@ -407,6 +428,12 @@ impl<A: Api> ProxiedCall<A> {
                 }
             };
             let (outcome, ()) = join(turn.call(), forward).await;
+            if let Ok(done) = &outcome
+                && keep
+                && let Some(exchange) = &done.output.exchange
+            {
+                state.threads.keep(exchange.thread().clone(), continued);
+            }
             let _ = progress.send(Progress::Done(Box::new(finished(outcome))));
         });
         match updates.recv().await {

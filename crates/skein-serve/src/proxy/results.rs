@@ -16,6 +16,8 @@ use skein::core::{Message, Role};
 
 /// Where a mapped message and each of its parts came from in the request,
 /// in OpenAI's `param` notation (`messages.[2]`, `messages.[2].tool_call_id`).
+/// A message none of whose parts is ever named alone (no tool call or
+/// result) may leave `parts` empty: its parts are then at `message`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ParamPaths {
     pub message: String,

@@ -176,6 +176,13 @@ impl ChatRequest {
             let at = format!("messages.[{index}]");
             let place = match message.role {
                 Role::Tool => ParamPaths::uniform(at, 1, ".tool_call_id"),
+                // Only the places of tool calls and results are named by
+                // part (`results::check`): a history's many plain
+                // messages need only their own.
+                _ if message.tool_calls().next().is_none() => ParamPaths {
+                    message: at,
+                    parts: Vec::new(),
+                },
                 _ => {
                     let mut calls = 0;
                     let parts = message

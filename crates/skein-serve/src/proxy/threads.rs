@@ -1,0 +1,309 @@
+/*!
+The threads the proxy recorded last ([`RecentThreads`]), so that a history
+a client re-sends each turn is not made into a thread again.
+
+A chat client sends its whole history with every request: the thread the
+proxy recorded last for that conversation (the request and its reply),
+then the new messages. Building the request's thread means hashing every
+message into its node id (and allocating a node for each), work that grows
+with the history, when all but the last few nodes exist already in the
+thread recorded on the previous turn. So the proxy keeps that thread, found
+by its length and the content of its last message, and a request whose
+messages begin with it continues it: only the new messages are hashed.
+
+What is kept is only ever reused for equal messages (each one compared),
+so it never changes what a request means: the same node ids follow from
+equal messages either way. Whether the nodes are still stored is not
+assumed either (a node's mark says which store it was written to; the
+store checks the mark before it relies on it).
+*/
+
+use skein::core::{Message, NodeId, Thread};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+/// How many threads are kept: about one per conversation in use.
+const CAPACITY: usize = 512;
+
+/// How many of a request's last messages may be new (a reply's tool
+/// results, a new question) for it to continue a kept thread.
+const NEW_MESSAGES: usize = 16;
+
+/// Where a kept thread is found: its length, and a hash of its last
+/// message (equality is checked message by message on use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    len: usize,
+    last: u64,
+}
+
+impl Key {
+    fn of(len: usize, last: &Message) -> Key {
+        let mut hasher = std::hash::DefaultHasher::new();
+        last.hash(&mut hasher);
+        Key {
+            len,
+            last: hasher.finish(),
+        }
+    }
+}
+
+/// The threads recorded last, by key (threads of the same length may end
+/// with the same message: "OK", a deterministic model's equal replies),
+/// each with when it was last used.
+#[derive(Debug, Default)]
+pub struct RecentThreads(Mutex<Kept>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    threads: HashMap<Key, Vec<(Thread, u64)>>,
+    count: usize,
+    clock: u64,
+}
+
+/// A kept thread a request continues.
+#[derive(Debug)]
+pub struct Continued {
+    /// Where it is kept, so that the thread that grows from it replaces it.
+    pub place: Place,
+    /// The thread: the request's first `thread.len()` messages.
+    pub thread: Thread,
+}
+
+/// Where a kept thread is: its key and its head.
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    key: Key,
+    head: NodeId,
+}
+
+impl RecentThreads {
+    /// The longest kept thread whose messages `messages` begin with,
+    /// leaving at least one of them new.
+    pub fn continued_by(&self, messages: &[Message]) -> Option<Continued> {
+        let newest = messages.len().saturating_sub(1);
+        for len in (newest.saturating_sub(NEW_MESSAGES - 1).max(1)..=newest).rev() {
+            let key = Key::of(len, &messages[len - 1]);
+            for thread in self.candidates(key) {
+                let equal = thread
+                    .ancestors()
+                    .zip(messages[..len].iter().rev())
+                    .all(|(node, message)| node.message() == message);
+                if equal && let Some(head) = thread.head_id() {
+                    self.touch(key, head);
+                    return Some(Continued {
+                        place: Place { key, head },
+                        thread,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Keep `thread` (a recorded request and its reply), in place of the
+    /// thread it continues when there was one.
+    pub fn keep(&self, thread: Thread, replacing: Option<Place>) {
+        let (Some(last), Some(head)) = (thread.head(), thread.head_id()) else {
+            return;
+        };
+        let key = Key::of(thread.len(), last.message());
+        let mut kept = self.lock();
+        if let Some(replaced) = replacing {
+            kept.remove(replaced);
+        }
+        kept.remove(Place { key, head });
+        if kept.count >= CAPACITY {
+            kept.remove_oldest();
+        }
+        kept.clock += 1;
+        let used = kept.clock;
+        kept.threads.entry(key).or_default().push((thread, used));
+        kept.count += 1;
+    }
+
+    fn candidates(&self, key: Key) -> Vec<Thread> {
+        self.lock()
+            .threads
+            .get(&key)
+            .map_or_else(Vec::new, |threads| {
+                threads.iter().map(|(thread, _)| thread.clone()).collect()
+            })
+    }
+
+    fn touch(&self, key: Key, head: NodeId) {
+        let mut kept = self.lock();
+        kept.clock += 1;
+        let now = kept.clock;
+        if let Some((_, used)) = kept.threads.get_mut(&key).and_then(|threads| {
+            threads
+                .iter_mut()
+                .find(|(thread, _)| thread.head_id() == Some(head))
+        }) {
+            *used = now;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Kept {
+    fn remove(&mut self, place: Place) {
+        let Some(threads) = self.threads.get_mut(&place.key) else {
+            return;
+        };
+        let before = threads.len();
+        threads.retain(|(thread, _)| thread.head_id() != Some(place.head));
+        self.count -= before - threads.len();
+        if threads.is_empty() {
+            self.threads.remove(&place.key);
+        }
+    }
+
+    fn remove_oldest(&mut self) {
+        let oldest = self
+            .threads
+            .iter()
+            .flat_map(|(key, threads)| {
+                threads
+                    .iter()
+                    .map(move |(thread, used)| (*used, *key, thread))
+            })
+            .min_by_key(|(used, _, _)| *used)
+            .and_then(|(_, key, thread)| {
+                Some(Place {
+                    key,
+                    head: thread.head_id()?,
+                })
+            });
+        if let Some(oldest) = oldest {
+            self.remove(oldest);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein::core::Role;
+
+    fn history(len: usize) -> Vec<Message> {
+        (0..len)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                Message::text(role, format!("message {i}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_request_continues_the_kept_thread_its_messages_begin_with() {
+        let recent = RecentThreads::default();
+        let messages = history(6);
+        assert!(recent.continued_by(&messages).is_none(), "nothing kept yet");
+        let recorded = Thread::from_messages(messages[..4].iter().cloned());
+        recent.keep(recorded.clone(), None);
+        let continued = recent.continued_by(&messages).expect("continues");
+        assert_eq!(continued.thread.head_id(), recorded.head_id());
+        // The same ids as the thread built from scratch.
+        let whole = continued.thread.extend(messages[4..].iter().cloned());
+        assert_eq!(
+            whole.head_id(),
+            Thread::from_messages(messages.clone()).head_id()
+        );
+        // The thread that grows from it takes its place.
+        recent.keep(whole, Some(continued.place));
+        assert_eq!(recent.lock().count, 1);
+        let longer = history(8);
+        assert_eq!(
+            recent.continued_by(&longer).unwrap().thread.len(),
+            6,
+            "the grown thread is found"
+        );
+    }
+
+    #[test]
+    fn a_history_that_differs_anywhere_continues_nothing() {
+        let recent = RecentThreads::default();
+        let messages = history(6);
+        recent.keep(Thread::from_messages(messages[..4].iter().cloned()), None);
+        let mut edited = messages.clone();
+        edited[1] = Message::text(Role::Assistant, "edited");
+        assert!(recent.continued_by(&edited).is_none());
+        // A request that is the kept thread with nothing new is built as
+        // before (a regenerate sends the request without its reply).
+        assert!(recent.continued_by(&messages[..4]).is_none());
+        // Too many new messages: not searched that far back.
+        assert!(
+            recent
+                .continued_by(&history(4 + NEW_MESSAGES + 1))
+                .is_none()
+        );
+        assert!(recent.continued_by(&history(4 + NEW_MESSAGES)).is_some());
+    }
+
+    #[test]
+    fn threads_that_end_alike_are_kept_side_by_side() {
+        let recent = RecentThreads::default();
+        // Two conversations of the same length whose replies are equal.
+        let conversation = |n: usize| {
+            let mut messages = vec![Message::text(Role::System, format!("conversation {n}"))];
+            messages.extend([
+                Message::text(Role::User, "hi"),
+                Message::text(Role::Assistant, "OK"),
+            ]);
+            messages
+        };
+        for n in 0..2 {
+            recent.keep(Thread::from_messages(conversation(n)), None);
+        }
+        assert_eq!(recent.lock().count, 2);
+        for n in 0..2 {
+            let mut request = conversation(n);
+            request.push(Message::text(Role::User, "more"));
+            let continued = recent.continued_by(&request).expect("each is found");
+            assert_eq!(
+                continued.thread.head_id(),
+                Thread::from_messages(conversation(n)).head_id()
+            );
+        }
+        // Kept again: not twice.
+        recent.keep(Thread::from_messages(conversation(0)), None);
+        assert_eq!(recent.lock().count, 2);
+    }
+
+    #[test]
+    fn the_least_recently_used_thread_goes_first() {
+        let recent = RecentThreads::default();
+        for n in 0..CAPACITY {
+            let first = Message::text(Role::User, format!("conversation {n}"));
+            recent.keep(Thread::from_messages([first]), None);
+        }
+        let first = |n: usize| {
+            vec![
+                Message::text(Role::User, format!("conversation {n}")),
+                Message::text(Role::User, "next"),
+            ]
+        };
+        assert!(
+            recent.continued_by(&first(0)).is_some(),
+            "conversation 0 used again"
+        );
+        recent.keep(
+            Thread::from_messages([Message::text(Role::User, "new")]),
+            None,
+        );
+        assert_eq!(recent.lock().count, CAPACITY);
+        assert!(recent.continued_by(&first(0)).is_some());
+        assert!(recent.continued_by(&first(1)).is_none(), "the oldest went");
+    }
+}
