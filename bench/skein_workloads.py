@@ -12,14 +12,25 @@ Not part of CI: see docs/performance.md.
   timed request continues a conversation the proxy recorded at the given
   depth (in messages), so every request is at that depth; conversations
   of both depths are interleaved so that drift affects them alike.
+
+On a machine too noisy for times to mean much, the proxy's work can be
+counted instead: `python3 bench/skein_workloads.py proxy-instructions BIN
+[BIN ...]` runs the same requests against a server under valgrind's
+callgrind, instrumented only while the timed requests run, and prints the
+server's instructions per request at each depth (the same figure for the
+same binary whatever else the machine does; no kernel time, so the
+database's writes to disk are not in it).
 """
 
+import glob
 import http.client
 import json
 import os
 import re
 import statistics
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 
@@ -79,8 +90,8 @@ class Proxy:
     """`skein serve --proxy -m echo` on a free loopback port against `db`,
     stopped on leaving the `with` block whatever happens."""
 
-    def __init__(self, skein_bin, db):
-        self.command = [skein_bin, "--db", db, "serve", "--proxy", "-m", "echo", "--bind", "127.0.0.1:0"]
+    def __init__(self, skein_bin, db, wrapper=()):
+        self.command = [*wrapper, skein_bin, "--db", db, "serve", "--proxy", "-m", "echo", "--bind", "127.0.0.1:0"]
 
     def __enter__(self):
         self.process = subprocess.Popen(self.command, stderr=subprocess.PIPE, text=True)
@@ -181,3 +192,43 @@ def whole_process(skein_bin, anchors_bin, scratch):
         "cli_deep": cli_deep_turns(skein_bin, anchors_bin, scratch),
         "proxy": proxy_requests(skein_bin, scratch),
     }
+
+
+def proxy_instructions(skein_bin, scratch, conversations=10):
+    """Millions of instructions the server runs per proxied request at each
+    depth in PROXY_DEPTHS, under callgrind (the requests of
+    `proxy_requests`; instrumentation on only for the timed ones)."""
+    figures = {}
+    for depth in PROXY_DEPTHS:
+        db = os.path.join(scratch, f"instructions-{depth}.db")
+        out = os.path.join(scratch, f"callgrind-{depth}.out")
+        wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+        with Proxy(skein_bin, db, wrapper) as proxy:
+            client = Client(proxy.port)
+            pending = []
+            for n in range(conversations):
+                messages = history(f"{depth}-{n}", depth - 2)
+                reply, _ = client.post({"model": "echo", "messages": messages})
+                pending.append(messages + [reply, {"role": "user", "content": question(n)}])
+            control = ["callgrind_control", "-i"]
+            subprocess.run([*control, "on", str(proxy.process.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for messages in pending:
+                client.post({"model": "echo", "messages": messages})
+            subprocess.run([*control, "off", str(proxy.process.pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            client.close()
+        # callgrind writes its counts as the server exits.
+        total = 0
+        for path in glob.glob(out + "*"):
+            with open(path) as counts:
+                total += next(int(line.split()[1]) for line in counts if line.startswith("totals:"))
+        figures[f"depth_{depth}"] = round(total / conversations / 1e6, 3)
+    return figures
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] != "proxy-instructions":
+        sys.exit("usage: python3 bench/skein_workloads.py proxy-instructions SKEIN_BIN [SKEIN_BIN ...]")
+    for binary in sys.argv[2:]:
+        with tempfile.TemporaryDirectory() as scratch:
+            figures = proxy_instructions(binary, scratch)
+        print(f"{binary}: M instructions per proxied request: {figures}")
