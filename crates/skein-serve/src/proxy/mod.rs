@@ -706,6 +706,61 @@ mod tests {
             .collect()
     }
 
+    /// A request that re-sends a kept thread's messages is that thread (its
+    /// very nodes, not rebuilt) plus its new messages, and a cache hint on
+    /// a message of the kept part stays on that message's node.
+    #[test]
+    fn a_resent_history_is_the_kept_thread_and_keeps_its_hints() {
+        use skein::core::{Annotation, CacheHint, Message, Role};
+        let messages: Vec<Message> = (0..6)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                Message::text(role, format!("message {i}"))
+            })
+            .collect();
+        let recent = threads::RecentThreads::default();
+        let kept = skein::core::Thread::from_messages(messages[..4].iter().cloned());
+        recent.keep(kept.clone(), None);
+        let hint = Annotation::CacheHint(CacheHint::Ephemeral);
+        let turn = Turn {
+            messages: messages.clone(),
+            annotations: vec![(1, 0, hint.clone()), (5, 0, hint.clone())],
+            ..Turn::default()
+        };
+        let continued = recent.continued_by(&turn.messages);
+        assert!(continued.is_some(), "the history continues the kept thread");
+        let model = Model::open("echo").unwrap();
+        let request = model.bind(engine_request(turn, continued));
+        let prepared = model.engine().prepare(&request).unwrap();
+        let nodes = prepared.thread.nodes();
+        assert_eq!(prepared.thread.len(), 6);
+        assert_eq!(
+            prepared.thread.head_id(),
+            skein::core::Thread::from_messages(messages).head_id(),
+            "the ids a thread built from scratch has"
+        );
+        let shared = prepared.thread.parent().parent();
+        assert!(
+            std::ptr::eq(
+                shared.head().unwrap().as_ref(),
+                kept.head().unwrap().as_ref()
+            ),
+            "the kept nodes themselves, not equal new ones"
+        );
+        for at in [1, 5] {
+            assert_eq!(
+                prepared.annotations.get(nodes[at].id(), 0),
+                std::slice::from_ref(&hint),
+                "the hint on message {at}"
+            );
+        }
+        assert!(prepared.annotations.get(nodes[3].id(), 0).is_empty());
+    }
+
     #[test]
     fn a_client_key_comes_from_x_api_key_else_a_bearer_the_token_does_not_take() {
         let key = |pairs: &[(&'static str, &str)], token: bool| {
