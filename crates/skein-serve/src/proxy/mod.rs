@@ -421,6 +421,7 @@ impl<A: Api> ProxiedCall<A> {
         // goes away neither cancels the model call nor loses its record.
         let (progress, mut updates) = mpsc::unbounded_channel();
         let (state, continued, keep) = (self.state.clone(), self.continued, self.keep);
+        let bytes = self.meta.body.len();
         tokio::spawn(async move {
             let forward = async {
                 while let Some(text) = pieces.recv().await {
@@ -432,7 +433,9 @@ impl<A: Api> ProxiedCall<A> {
                 && keep
                 && let Some(exchange) = &done.output.exchange
             {
-                state.threads.keep(exchange.thread().clone(), continued);
+                state
+                    .threads
+                    .keep(exchange.thread().clone(), bytes, continued);
             }
             let _ = progress.send(Progress::Done(Box::new(finished(outcome))));
         });
@@ -724,7 +727,7 @@ mod tests {
             .collect();
         let recent = threads::RecentThreads::default();
         let kept = skein::core::Thread::from_messages(messages[..4].iter().cloned());
-        recent.keep(kept.clone(), None);
+        recent.keep(kept.clone(), 1, None);
         let hint = Annotation::CacheHint(CacheHint::Ephemeral);
         let turn = Turn {
             messages: messages.clone(),

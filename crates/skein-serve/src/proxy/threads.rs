@@ -15,7 +15,9 @@ What is kept is only ever reused for equal messages (each one compared),
 so it never changes what a request means: the same node ids follow from
 equal messages either way. Whether the nodes are still stored is not
 assumed either (a node's mark says which store it was written to; the
-store checks the mark before it relies on it).
+store checks the mark before it relies on it). What they hold in memory
+is bounded: 512 threads, standing for at most 64 MB of requests, the
+least recently used out first.
 */
 
 use skein::core::{Message, NodeId, Thread};
@@ -25,6 +27,12 @@ use std::sync::Mutex;
 
 /// How many threads are kept: about one per conversation in use.
 const CAPACITY: usize = 512;
+
+/// How many bytes of requests the kept threads may stand for: a thread
+/// holds its messages (attachments included), about what the request that
+/// made it weighed, so this bounds the memory they hold. A request of
+/// more than a quarter of it is not kept.
+const BUDGET: usize = 64 << 20;
 
 /// How many of a request's last messages may be new (a reply's tool
 /// results, a new question) for it to continue a kept thread.
@@ -50,16 +58,25 @@ impl Key {
 }
 
 /// The threads recorded last, by key (threads of the same length may end
-/// with the same message: "OK", a deterministic model's equal replies),
-/// each with when it was last used.
+/// with the same message: "OK", a deterministic model's equal replies).
 #[derive(Debug, Default)]
 pub struct RecentThreads(Mutex<Kept>);
 
 #[derive(Debug, Default)]
 struct Kept {
-    threads: HashMap<Key, Vec<(Thread, u64)>>,
+    threads: HashMap<Key, Vec<Entry>>,
     count: usize,
+    bytes: usize,
     clock: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    thread: Thread,
+    /// The size of the request it was recorded from.
+    bytes: usize,
+    /// When it was last used.
+    used: u64,
 }
 
 /// A kept thread a request continues.
@@ -91,20 +108,19 @@ impl RecentThreads {
                     .zip(messages[..len].iter().rev())
                     .all(|(node, message)| node.message() == message);
                 if equal && let Some(head) = thread.head_id() {
-                    self.touch(key, head);
-                    return Some(Continued {
-                        place: Place { key, head },
-                        thread,
-                    });
+                    let place = Place { key, head };
+                    self.lock().touch(place);
+                    return Some(Continued { place, thread });
                 }
             }
         }
         None
     }
 
-    /// Keep `thread` (a recorded request and its reply), in place of the
-    /// thread it continues when there was one.
-    pub fn keep(&self, thread: Thread, replacing: Option<Place>) {
+    /// Keep `thread` (a recorded request of `bytes` and its reply), in
+    /// place of the thread it continues when there was one; the least
+    /// recently used go to make room.
+    pub fn keep(&self, thread: Thread, bytes: usize, replacing: Option<Place>) {
         let (Some(last), Some(head)) = (thread.head(), thread.head_id()) else {
             return;
         };
@@ -114,13 +130,23 @@ impl RecentThreads {
             kept.remove(replaced);
         }
         kept.remove(Place { key, head });
-        if kept.count >= CAPACITY {
-            kept.remove_oldest();
+        if bytes > BUDGET / 4 {
+            return;
+        }
+        while kept.count >= CAPACITY || kept.bytes + bytes > BUDGET {
+            if !kept.remove_oldest() {
+                break;
+            }
         }
         kept.clock += 1;
         let used = kept.clock;
-        kept.threads.entry(key).or_default().push((thread, used));
+        kept.threads.entry(key).or_default().push(Entry {
+            thread,
+            bytes,
+            used,
+        });
         kept.count += 1;
+        kept.bytes += bytes;
     }
 
     fn candidates(&self, key: Key) -> Vec<Thread> {
@@ -128,21 +154,8 @@ impl RecentThreads {
             .threads
             .get(&key)
             .map_or_else(Vec::new, |threads| {
-                threads.iter().map(|(thread, _)| thread.clone()).collect()
+                threads.iter().map(|entry| entry.thread.clone()).collect()
             })
-    }
-
-    fn touch(&self, key: Key, head: NodeId) {
-        let mut kept = self.lock();
-        kept.clock += 1;
-        let now = kept.clock;
-        if let Some((_, used)) = kept.threads.get_mut(&key).and_then(|threads| {
-            threads
-                .iter_mut()
-                .find(|(thread, _)| thread.head_id() == Some(head))
-        }) {
-            *used = now;
-        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
@@ -153,36 +166,55 @@ impl RecentThreads {
 }
 
 impl Kept {
+    fn touch(&mut self, place: Place) {
+        self.clock += 1;
+        let now = self.clock;
+        if let Some(entry) = self.threads.get_mut(&place.key).and_then(|threads| {
+            threads
+                .iter_mut()
+                .find(|entry| entry.thread.head_id() == Some(place.head))
+        }) {
+            entry.used = now;
+        }
+    }
+
     fn remove(&mut self, place: Place) {
         let Some(threads) = self.threads.get_mut(&place.key) else {
             return;
         };
-        let before = threads.len();
-        threads.retain(|(thread, _)| thread.head_id() != Some(place.head));
-        self.count -= before - threads.len();
+        let Some(at) = threads
+            .iter()
+            .position(|entry| entry.thread.head_id() == Some(place.head))
+        else {
+            return;
+        };
+        let removed = threads.swap_remove(at);
+        self.count -= 1;
+        self.bytes -= removed.bytes;
         if threads.is_empty() {
             self.threads.remove(&place.key);
         }
     }
 
-    fn remove_oldest(&mut self) {
+    /// Remove the least recently used thread; `false` when none is kept.
+    fn remove_oldest(&mut self) -> bool {
         let oldest = self
             .threads
             .iter()
-            .flat_map(|(key, threads)| {
-                threads
-                    .iter()
-                    .map(move |(thread, used)| (*used, *key, thread))
-            })
-            .min_by_key(|(used, _, _)| *used)
-            .and_then(|(_, key, thread)| {
+            .flat_map(|(key, threads)| threads.iter().map(move |entry| (key, entry)))
+            .min_by_key(|(_, entry)| entry.used)
+            .and_then(|(key, entry)| {
                 Some(Place {
-                    key,
-                    head: thread.head_id()?,
+                    key: *key,
+                    head: entry.thread.head_id()?,
                 })
             });
-        if let Some(oldest) = oldest {
-            self.remove(oldest);
+        match oldest {
+            Some(oldest) => {
+                self.remove(oldest);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -211,7 +243,7 @@ mod tests {
         let messages = history(6);
         assert!(recent.continued_by(&messages).is_none(), "nothing kept yet");
         let recorded = Thread::from_messages(messages[..4].iter().cloned());
-        recent.keep(recorded.clone(), None);
+        recent.keep(recorded.clone(), 1, None);
         let continued = recent.continued_by(&messages).expect("continues");
         assert_eq!(continued.thread.head_id(), recorded.head_id());
         // The same ids as the thread built from scratch.
@@ -221,7 +253,7 @@ mod tests {
             Thread::from_messages(messages.clone()).head_id()
         );
         // The thread that grows from it takes its place.
-        recent.keep(whole, Some(continued.place));
+        recent.keep(whole, 1, Some(continued.place));
         assert_eq!(recent.lock().count, 1);
         let longer = history(8);
         assert_eq!(
@@ -235,7 +267,11 @@ mod tests {
     fn a_history_that_differs_anywhere_continues_nothing() {
         let recent = RecentThreads::default();
         let messages = history(6);
-        recent.keep(Thread::from_messages(messages[..4].iter().cloned()), None);
+        recent.keep(
+            Thread::from_messages(messages[..4].iter().cloned()),
+            1,
+            None,
+        );
         let mut edited = messages.clone();
         edited[1] = Message::text(Role::Assistant, "edited");
         assert!(recent.continued_by(&edited).is_none());
@@ -264,7 +300,7 @@ mod tests {
             messages
         };
         for n in 0..2 {
-            recent.keep(Thread::from_messages(conversation(n)), None);
+            recent.keep(Thread::from_messages(conversation(n)), 1, None);
         }
         assert_eq!(recent.lock().count, 2);
         for n in 0..2 {
@@ -277,8 +313,27 @@ mod tests {
             );
         }
         // Kept again: not twice.
-        recent.keep(Thread::from_messages(conversation(0)), None);
+        recent.keep(Thread::from_messages(conversation(0)), 1, None);
         assert_eq!(recent.lock().count, 2);
+    }
+
+    #[test]
+    fn the_kept_threads_stay_within_their_byte_budget() {
+        let recent = RecentThreads::default();
+        let thread = |n: usize| Thread::from_messages([Message::text(Role::User, format!("{n}"))]);
+        let quarter = BUDGET / 4;
+        for n in 0..4 {
+            recent.keep(thread(n), quarter, None);
+        }
+        assert_eq!(recent.lock().bytes, BUDGET);
+        // One more byte: the least recently used goes.
+        recent.keep(thread(4), 1, None);
+        let kept = recent.lock();
+        assert_eq!((kept.count, kept.bytes), (4, 3 * quarter + 1));
+        drop(kept);
+        // A request too large is not kept at all, and takes nothing out.
+        recent.keep(thread(5), quarter + 1, None);
+        assert_eq!(recent.lock().count, 4);
     }
 
     #[test]
@@ -286,7 +341,7 @@ mod tests {
         let recent = RecentThreads::default();
         for n in 0..CAPACITY {
             let first = Message::text(Role::User, format!("conversation {n}"));
-            recent.keep(Thread::from_messages([first]), None);
+            recent.keep(Thread::from_messages([first]), 1, None);
         }
         let first = |n: usize| {
             vec![
@@ -300,6 +355,7 @@ mod tests {
         );
         recent.keep(
             Thread::from_messages([Message::text(Role::User, "new")]),
+            1,
             None,
         );
         assert_eq!(recent.lock().count, CAPACITY);
