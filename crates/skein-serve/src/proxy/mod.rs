@@ -714,17 +714,8 @@ mod tests {
     /// a message of the kept part stays on that message's node.
     #[test]
     fn a_resent_history_is_the_kept_thread_and_keeps_its_hints() {
-        use skein::core::{Annotation, CacheHint, Message, Role};
-        let messages: Vec<Message> = (0..6)
-            .map(|i| {
-                let role = if i % 2 == 0 {
-                    Role::User
-                } else {
-                    Role::Assistant
-                };
-                Message::text(role, format!("message {i}"))
-            })
-            .collect();
+        use skein::core::{Annotation, CacheHint};
+        let messages = threads::tests::history(6);
         let recent = threads::RecentThreads::default();
         let kept = skein::core::Thread::from_messages(messages[..4].iter().cloned());
         recent.keep(kept.clone(), 1, None);

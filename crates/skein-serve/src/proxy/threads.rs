@@ -220,11 +220,12 @@ impl Kept {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use skein::core::Role;
 
-    fn history(len: usize) -> Vec<Message> {
+    /// `len` messages, user and assistant in turn (also the proxy's tests').
+    pub(in crate::proxy) fn history(len: usize) -> Vec<Message> {
         (0..len)
             .map(|i| {
                 let role = if i % 2 == 0 {
