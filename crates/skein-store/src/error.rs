@@ -139,6 +139,13 @@ pub enum StoreError {
     /// as [`StoreError::Busy`] once retries run out.
     #[error("a concurrent write interfered ({0}); try again")]
     Interfered(&'static str),
+    /// A write tried in place on a current-thread runtime found the
+    /// database's writer taken, and gave way before doing anything rather
+    /// than stall the runtime; the store then does it on the blocking pool,
+    /// so callers never see this.
+    #[doc(hidden)]
+    #[error("the write would have waited for another writer")]
+    WouldWait,
     #[error("database error: {0}")]
     Database(rusqlite::Error),
     #[cfg(feature = "postgres")]

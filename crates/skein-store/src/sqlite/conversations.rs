@@ -61,7 +61,7 @@ impl Conversations for SqliteStore {
         &self,
         new: NewConversation,
     ) -> BoxFuture<'_, Result<ConversationRecord>> {
-        self.deferred(move |store| store.create_conversation(new))
+        self.deferred(move |store| store.create_conversation(new.clone()))
     }
 
     fn conversation<'a>(

@@ -3,7 +3,7 @@ The SQLite backend (what [`crate::Store`] opens for a file path): its
 handle, opening, connection setup, the writer/reader split and write
 transactions with busy handling. Each of its files implements one of
 [`crate::backend`]'s traits, each operation its blocking body of the same
-name on [`SqliteStore`] run where [`blocking::run`] says
+name on [`SqliteStore`] run where [`blocking::run_own`] says
 ([`SqliteStore::deferred`]; in place for a blocking caller): graph.rs (nodes, threads, lanes),
 conversations.rs (bookmarks and the turn commit), runs.rs, reruns.rs,
 family.rs, search.rs (the FTS5 index), resolve.rs (id ranges), usage.rs,
@@ -145,14 +145,15 @@ impl Backend for SqliteStore {
 
 impl SqliteStore {
     /// A blocking body as an operation of the async API: run where
-    /// [`blocking::run`] says, which is in place for the store's blocking
-    /// methods. `work` owns what it needs (on a current-thread runtime it
-    /// runs on tokio's blocking pool).
+    /// [`blocking::run_own`] says, which is in place for the store's
+    /// blocking methods and, on a current-thread runtime, unless a write
+    /// would wait (then again on tokio's blocking pool, hence `FnMut`).
+    /// `work` owns what it needs.
     pub(crate) fn deferred<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&SqliteStore) -> Result<T> + Send + 'static,
+        work: impl FnMut(&SqliteStore) -> Result<T> + Send + 'static,
     ) -> BoxFuture<'_, Result<T>> {
-        Box::pin(blocking::run(self, true, work))
+        Box::pin(blocking::run_own(self, work))
     }
 
     /// A point read as an operation of the async API: run in place, on
@@ -279,6 +280,14 @@ impl SqliteStore {
             return Err(StoreError::ReadOnly {
                 location: self.location(),
             });
+        }
+        if !blocking::may_wait() {
+            let Ok(mut conn) = self.shared.writer.try_lock() else {
+                return Err(StoreError::WouldWait);
+            };
+            let written = write_without_waiting(&mut conn, work);
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            return written;
         }
         let mut conn = lock(&self.shared.writer);
         while_busy(|| {
@@ -428,6 +437,31 @@ fn while_busy<T>(mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
             }
             other => return other,
         }
+    }
+}
+
+/// One attempt at a write transaction that takes the database's write
+/// lock at once or gives way ([`StoreError::WouldWait`]); should anything
+/// in it find the database busy, it rolls back and gives way too, so it can
+/// be done again where waiting is allowed. Leaves `conn` without a busy
+/// timeout: the caller sets it back.
+fn write_without_waiting<T>(
+    conn: &mut Connection,
+    mut work: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
+) -> Result<T> {
+    conn.busy_timeout(Duration::ZERO)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|error| gave_way(error.into()))?;
+    let value = work(&tx).map_err(gave_way)?;
+    tx.commit().map_err(|error| gave_way(error.into()))?;
+    Ok(value)
+}
+
+fn gave_way(error: StoreError) -> StoreError {
+    match is_busy(&error) {
+        true => StoreError::WouldWait,
+        false => error,
     }
 }
 

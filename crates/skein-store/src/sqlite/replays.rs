@@ -124,7 +124,10 @@ impl Replays for SqliteStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
         let ids: Vec<&str> = conversations.iter().map(ConversationId::as_str).collect();
-        let json = serde_json::to_string(&ids);
+        let json = match serde_json::to_string(&ids) {
+            Ok(json) => json,
+            Err(error) => return Box::pin(std::future::ready(Err(error.into()))),
+        };
         self.deferred(move |store| {
             store.query_replay_turns(
                 &format!(
@@ -132,7 +135,7 @@ impl Replays for SqliteStore {
                      AND answer_head IS NOT NULL
                      ORDER BY finished DESC, replay, seq LIMIT ?2"
                 ),
-                params![json?, limit.min(i64::MAX as usize) as i64],
+                params![json, limit.min(i64::MAX as usize) as i64],
             )
         })
     }

@@ -1,8 +1,10 @@
 //! Where `Store::run_blocking` does its work: in place on a multi-thread runtime
 //! (without stalling the runtime's other tasks), on the blocking pool from a
-//! current-thread runtime, and in place inside `blocking_caller`; and the
-//! async API (`Store::nonblocking`: loading a thread, committing a turn), which on PostgreSQL
-//! awaits its queries without blocking any thread.
+//! current-thread runtime, and in place inside `blocking_caller`; where
+//! SQLite's own operations run on a current-thread runtime (in place, unless
+//! a write would wait for another writer); and the async API
+//! (`Store::nonblocking`: loading a thread, committing a turn), which on
+//! PostgreSQL awaits its queries without blocking any thread.
 
 use crate::common::{Backend, TempStore, history};
 use skein_core::Digest;
@@ -12,7 +14,7 @@ use skein_store::{
     blocking_caller,
 };
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -51,6 +53,93 @@ fn inside_a_blocking_caller_sqlite_work_runs_in_place() {
     );
     // The mark ends with the call.
     assert_ne!(runtime.block_on(thread_of_run(&db)), here);
+}
+
+/// A current-thread runtime counting the threads it starts: its blocking
+/// pool's, since it runs its tasks on the thread that drives it.
+fn counting_current_thread_runtime() -> (tokio::runtime::Runtime, Arc<AtomicUsize>) {
+    let started = Arc::new(AtomicUsize::new(0));
+    let count = started.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .on_thread_start(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        })
+        .enable_all()
+        .build()
+        .unwrap();
+    (runtime, started)
+}
+
+/// On a current-thread runtime, SQLite's own operations (a write, a thread
+/// load, a listing) run in place when nothing makes them wait: no thread
+/// hop, so no blocking-pool thread is ever started.
+#[test]
+fn on_a_current_thread_runtime_the_store_s_own_operations_run_in_place() {
+    let db = TempStore::new(Backend::Sqlite);
+    let (runtime, pool_threads) = counting_current_thread_runtime();
+    let head = history("in place", 6);
+    runtime.block_on(async {
+        let store = db.store.nonblocking();
+        let conversation = store
+            .create_conversation(NewConversation::default())
+            .await
+            .unwrap();
+        store.append(&head).await.unwrap();
+        let loaded = store.load_thread(head.head_id().unwrap()).await.unwrap();
+        assert_eq!(loaded.len(), head.len());
+        let listed = store.list_conversations(10).await.unwrap();
+        assert_eq!(listed[0].id, conversation.id);
+    });
+    assert_eq!(
+        pool_threads.load(Ordering::SeqCst),
+        0,
+        "an operation hopped"
+    );
+}
+
+/// A write on a current-thread runtime that finds the database's writer
+/// taken by another process gives way to the blocking pool instead of
+/// stalling the runtime: other tasks go on while it waits, and it is
+/// written once the lock is released, exactly once.
+#[test]
+fn on_a_current_thread_runtime_a_write_that_would_wait_waits_on_the_pool() {
+    let db = TempStore::new(Backend::Sqlite);
+    let other = rusqlite::Connection::open(db.location()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (runtime, pool_threads) = counting_current_thread_runtime();
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let (created, ticked_while_locked) = runtime.block_on(async {
+        let ticking = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                ticking.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let store = db.store.nonblocking();
+        let write = store.create_conversation(NewConversation::default());
+        let releaser = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let ticked = ticks.load(Ordering::SeqCst);
+            other.execute_batch("COMMIT").unwrap();
+            ticked
+        };
+        let (created, ticked) = tokio::join!(write, releaser);
+        ticker.abort();
+        (created.unwrap(), ticked)
+    });
+    assert!(
+        ticked_while_locked >= 10,
+        "the runtime stalled while the write waited ({ticked_while_locked} ticks)"
+    );
+    assert_eq!(
+        pool_threads.load(Ordering::SeqCst),
+        1,
+        "the wait ran on the pool"
+    );
+    let all = db.store.list_conversations(10).unwrap();
+    assert_eq!(all.len(), 1, "the write was done twice");
+    assert_eq!(all[0].id, created.id);
 }
 
 /// SQLite's point reads (a node, a conversation, a run by id) run in place
