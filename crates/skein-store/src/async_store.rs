@@ -184,9 +184,10 @@ impl AsyncStore<'_> {
         self.store.backend().move_head(id, expected, new).await
     }
 
-    /// [`Store::commit_turn`]. On SQLite, from a current-thread runtime, the
-    /// turn is committed on the blocking pool from a copy (its thread's
-    /// nodes are shared, so they are marked as stored all the same).
+    /// [`Store::commit_turn`]. On SQLite, from a current-thread runtime, a
+    /// turn that would wait for another writer is committed on the
+    /// blocking pool from a copy (its thread's nodes are shared, so they
+    /// are marked as stored all the same).
     pub async fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
         check_turn_names(turn)?;
         let mut no_probe = |_| {};

@@ -119,10 +119,10 @@ impl Conversations for SqliteStore {
         self.deferred(move |store| store.move_head(&id, expected, new))
     }
 
-    /// In place, with `probe`; on the blocking pool (an async caller on a
-    /// current-thread runtime, which has no probe to give) from a copy of
-    /// the turn, whose thread's nodes are shared, so they are marked as
-    /// stored all the same.
+    /// In place, with `probe`; on the blocking pool (a write on a
+    /// current-thread runtime that would wait for another writer, which
+    /// has no probe to give) from a copy of the turn, whose thread's nodes
+    /// are shared, so they are marked as stored all the same.
     fn commit_turn<'a>(
         &'a self,
         turn: &'a TurnCommit<'a>,
