@@ -34,7 +34,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
+use std::thread::{LocalKey, Thread};
 use tokio::runtime::RuntimeFlavor;
 
 /// Where blocking work runs.
@@ -80,14 +80,20 @@ pub(crate) fn where_to_run(works_on_caller_thread: bool) -> RunsIn {
 
 /// Run `attempt` in place as work that gives way rather than wait.
 fn without_waiting<T>(attempt: impl FnOnce() -> Result<T>) -> Result<T> {
-    struct Restore(bool);
+    marked(&NOT_WAITING, attempt)
+}
+
+/// Run `work` with this thread's `mark` set, and set it back as it was
+/// afterwards, should `work` panic too.
+fn marked<R>(mark: &'static LocalKey<Cell<bool>>, work: impl FnOnce() -> R) -> R {
+    struct Restore(&'static LocalKey<Cell<bool>>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            NOT_WAITING.with(|flag| flag.set(self.0));
+            self.0.with(|flag| flag.set(self.1));
         }
     }
-    let _restore = Restore(NOT_WAITING.with(|flag| flag.replace(true)));
-    attempt()
+    let _restore = Restore(mark, mark.with(|flag| flag.replace(true)));
+    work()
 }
 
 /// Run `work` on `target` where [`where_to_run`] says, and await it: work
@@ -186,14 +192,7 @@ pub(crate) fn blocking_section<T>(work: impl FnOnce() -> T) -> T {
 /// ends either way, so a hop to the blocking pool would only add two thread
 /// wake-ups per call.
 pub fn blocking_caller<R>(drive: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            BLOCKING_CALLER.with(|flag| flag.set(self.0));
-        }
-    }
-    let _restore = Restore(BLOCKING_CALLER.with(|flag| flag.replace(true)));
-    drive()
+    marked(&BLOCKING_CALLER, drive)
 }
 
 /// Wait for `operation` on this thread as a [`blocking_caller`]: how a
