@@ -13,6 +13,11 @@ Not part of CI: see docs/performance.md.
   depth (in messages), so every request is at that depth; conversations
   of both depths are interleaved so that drift affects them alike.
 
+Storage: `python3 bench/skein_workloads.py proxy-storage BIN [BIN ...]`
+records one conversation of 1,000 requests of ~600-byte messages through
+the proxy and prints, at 50, 100, 200 and 1,000 requests, the database's
+size against the unique message bytes and the time per request there.
+
 On a machine too noisy for times to mean much, the proxy's work can be
 counted instead: `python3 bench/skein_workloads.py proxy-instructions BIN
 [BIN ...]` runs the same requests against a server under valgrind's
@@ -225,10 +230,72 @@ def proxy_instructions(skein_bin, scratch, conversations=10):
     return figures
 
 
+PROSE = (
+    "river stone amber quiet north lamp orchard signal copper meadow harbor violet "
+    "timber echo saffron glacier"
+).split()
+
+
+def prose(i, length=600):
+    """About `length` bytes of varied words, different for each `i`: a
+    user's message as the issue's measurement sized them."""
+    state, words = i * 2654435761 + 1, [f"message {i}"]
+    while sum(len(word) + 1 for word in words) < length:
+        state = (state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        words.append(PROSE[state >> 60])
+    return " ".join(words)
+
+
+def proxy_storage(skein_bin, scratch, marks=(50, 100, 200, 1000)):
+    """One conversation recorded through the proxy, as a client that
+    re-sends its whole history does: at each mark (requests so far), the
+    database's size (file and WAL) against the unique message bytes, and
+    the median time of the ten requests before it."""
+    db = os.path.join(scratch, "storage.db")
+    rows = []
+    with Proxy(skein_bin, db) as proxy:
+        client = Client(proxy.port)
+        messages = [{"role": "system", "content": "You are terse."}]
+        unique = len(messages[0]["content"])
+        sent = 0
+        times = []
+        try:
+            for i in range(max(marks)):
+                messages.append({"role": "user", "content": prose(i)})
+                unique += len(messages[-1]["content"])
+                body = {"model": "echo", "messages": messages}
+                sent += len(json.dumps(body))
+                reply, elapsed = client.post(body)
+                times.append(elapsed)
+                messages.append(reply)
+                unique += len(reply.get("content") or "")
+                if i + 1 in marks:
+                    size = sum(os.path.getsize(path) for path in glob.glob(db + "*") if not path.endswith("-shm"))
+                    rows.append({
+                        "requests": i + 1,
+                        "database_mb": round(size / 1e6, 2),
+                        "unique_mb": round(unique / 1e6, 3),
+                        "sent_mb": round(sent / 1e6, 1),
+                        "ratio": round(size / unique, 2),
+                        "ms_per_request": median_ms(times[-10:]),
+                    })
+        finally:
+            client.close()
+    return rows
+
+
+USAGE = """usage: python3 bench/skein_workloads.py proxy-instructions SKEIN_BIN [SKEIN_BIN ...]
+       python3 bench/skein_workloads.py proxy-storage SKEIN_BIN [SKEIN_BIN ...]"""
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] != "proxy-instructions":
-        sys.exit("usage: python3 bench/skein_workloads.py proxy-instructions SKEIN_BIN [SKEIN_BIN ...]")
+    if len(sys.argv) < 3 or sys.argv[1] not in ("proxy-instructions", "proxy-storage"):
+        sys.exit(USAGE)
     for binary in sys.argv[2:]:
         with tempfile.TemporaryDirectory() as scratch:
-            figures = proxy_instructions(binary, scratch)
-        print(f"{binary}: M instructions per proxied request: {figures}")
+            if sys.argv[1] == "proxy-instructions":
+                figures = proxy_instructions(binary, scratch)
+                print(f"{binary}: M instructions per proxied request: {figures}")
+            else:
+                print(f"{binary}: one conversation through the proxy")
+                for row in proxy_storage(binary, scratch):
+                    print("  " + json.dumps(row))

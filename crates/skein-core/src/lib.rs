@@ -42,8 +42,8 @@ pub use provider::{
     ModelResponse, Provider, ProviderError, ResponseAssembler, StreamEvent, Usage,
 };
 pub use run::{
-    ConversationId, Origin, Relation, ReplayId, RerunId, RunId, RunRecord, RunStatus, TurnStep,
-    now_ms,
+    ConversationId, Origin, Relation, ReplayId, RequestRef, RerunId, RunId, RunRecord, RunStatus,
+    TurnStep, now_ms,
 };
 pub use settings::{ConversationSettings, RecordedSettings, StoredSource};
 pub use thread::{Node, StoreKey, Thread};

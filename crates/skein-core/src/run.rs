@@ -9,7 +9,7 @@ and neither needs the other to name them.
 */
 
 use crate::provider::{FinishReason, GenerationOptions, Usage};
-use crate::{Annotations, NodeId, ToolSpec};
+use crate::{Annotations, Digest, NodeId, ToolSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -202,6 +202,14 @@ pub struct TurnStep {
     pub step: u32,
 }
 
+/// A stored run's request body, by reference: the BLAKE3 digest of its
+/// exact bytes and their length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRef {
+    pub digest: Digest,
+    pub len: u64,
+}
+
 /// One logical model call, as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -233,9 +241,17 @@ pub struct RunRecord {
     /// The run's place in a recorded chat, when it belongs to one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnStep>,
-    /// The exact request body, as a client sent it to the recording proxy.
+    /// The exact request body, as a client sent it to the recording proxy,
+    /// given when the run is recorded (and carried whole by exports). The
+    /// store keeps it as content-addressed pieces, not in the run (DESIGN
+    /// invariant 13): a stored run read back leaves this empty and says in
+    /// [`request_ref`](RunRecord::request_ref) that it kept one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// What a stored run keeps of its request body: its digest and length
+    /// (the store's `request_body` reads the bytes back).
+    #[serde(skip)]
+    pub request_ref: Option<RequestRef>,
     /// The model the client asked the recording proxy for (its own name,
     /// e.g. `gpt-4o-mini`), which the proxy's model table mapped to
     /// [`model`](RunRecord::model).
@@ -284,6 +300,7 @@ impl RunRecord {
             finish_reason: None,
             turn: None,
             request: None,
+            request_ref: None,
             requested_model: None,
             response_model: None,
             client: None,

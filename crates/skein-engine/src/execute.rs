@@ -116,6 +116,7 @@ impl RunOutput {
             finish_reason: Some(self.finish_reason.clone()),
             turn: None,
             request: None,
+            request_ref: None,
             requested_model: None,
             response_model: self.response_model.clone(),
             client: None,

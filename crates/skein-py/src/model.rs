@@ -283,7 +283,7 @@ impl Store {
     /// `dry_run`, nothing changes and the report is the plan. A dict as
     /// `skein delete --json` prints: `{"dry_run", "conversations",
     /// "skipped", "runs", "reruns", "messages", "blobs", "embeddings",
-    /// "kept_messages", "shared_with": [{"id", "name"}], "more_sharers"}`.
+    /// "body_pieces", "kept_messages", "shared_with": [{"id", "name"}], "more_sharers"}`.
     #[pyo3(signature = (*conversations, family = None, older_than = None, proxy = false, client = None, dry_run = false))]
     #[allow(
         clippy::too_many_arguments,
@@ -346,7 +346,7 @@ impl Store {
     /// tombstone (`Message.erased`) with its digest, `by` (default
     /// `$USER`), when, and `reason`. A dict as `skein redact --json`
     /// prints: `{"node", "parts", "blobs", "embeddings", "runs_scrubbed",
-    /// "titles_removed"}`. The bytes leave the database file at the next
+    /// "body_pieces_erased", "titles_removed"}`. The bytes leave the database file at the next
     /// `gc()`.
     #[pyo3(signature = (node, *, reason, by = None))]
     fn redact<'py>(

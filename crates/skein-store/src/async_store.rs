@@ -18,6 +18,7 @@ concern with logic of its own are written in that concern's module
 (resolve.rs, reruns.rs, embeddings.rs, usage.rs, search.rs, family.rs).
 */
 
+use crate::bodies::RequestBody;
 use crate::conversations::{check_conversation_name, check_turn_names};
 use crate::error::Result;
 use crate::graph::{StoredNode, TreeEntry};
@@ -203,6 +204,11 @@ impl AsyncStore<'_> {
     /// [`Store::run_record`].
     pub async fn run_record(&self, id: &RunId) -> Result<RunRecord> {
         self.store.backend().run_record(id).await
+    }
+
+    /// [`Store::request_body`].
+    pub async fn request_body(&self, id: &RunId) -> Result<Option<RequestBody>> {
+        self.store.backend().request_body(id).await
     }
 
     /// [`Store::runs_of_conversation`].

@@ -12,6 +12,7 @@ checks, search's query language) is written once above this line, on
 */
 
 use crate::CommitStageProbe;
+use crate::bodies::RequestBody;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
@@ -179,6 +180,9 @@ pub(crate) trait Runs {
     #[cfg(any(test, feature = "testkit"))]
     fn record_run<'a>(&'a self, run: &'a RunRecord) -> BoxFuture<'a, Result<()>>;
     fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>>;
+    /// The request body run `id` kept, put together from its pieces
+    /// (crate::bodies); `None` when it kept none.
+    fn request_body<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<Option<RequestBody>>>;
     fn runs_of_conversation<'a>(
         &'a self,
         id: &'a ConversationId,

@@ -157,6 +157,8 @@ pub(crate) struct Swept {
     pub nodes: u64,
     pub blobs: u64,
     pub embeddings: u64,
+    /// Pieces of request bodies no remaining run holds.
+    pub body_pieces: u64,
     pub kept: u64,
     /// Of the kept nodes, those a label keeps.
     pub labelled: u64,
@@ -224,6 +226,9 @@ pub struct Forgotten {
     pub blobs: u64,
     /// Embedding-cache rows removed (the vectors of removed texts).
     pub embeddings: u64,
+    /// Pieces of the removed runs' request bodies that no remaining run's
+    /// body holds, removed.
+    pub body_pieces: u64,
     /// Messages of the deleted conversations that stay because something
     /// remaining still reaches them.
     pub kept_messages: u64,
@@ -258,6 +263,13 @@ impl std::fmt::Display for Forgotten {
             self.blobs,
             self.embeddings
         )?;
+        if self.body_pieces > 0 {
+            writeln!(
+                f,
+                "{verb} {} piece(s) of request bodies only those runs held",
+                self.body_pieces
+            )?;
+        }
         if self.replay_turns > 0 {
             writeln!(
                 f,
@@ -430,6 +442,7 @@ impl Store {
             messages: swept.nodes,
             blobs: swept.blobs,
             embeddings: swept.embeddings,
+            body_pieces: swept.body_pieces,
             kept_messages: swept.kept,
             labelled_messages: swept.labelled,
             shared_with,
@@ -532,14 +545,23 @@ pub struct Redacted {
     pub blobs: u64,
     /// Embedding-cache rows removed (the vectors of its texts).
     pub embeddings: u64,
-    /// Runs whose kept request body (a proxied run's exact request),
-    /// observation events or configured prompt's record (its variables:
-    /// `Relation::Prompt`) could hold the content, cleared.
+    /// Runs whose observation events, configured prompt's record (its
+    /// variables: `Relation::Prompt`) or error text (a provider's error may
+    /// quote the request) could hold the content, cleared.
     pub runs_scrubbed: u64,
+    /// Pieces of the request bodies that carried the message (proxied
+    /// runs' exact requests), erased: those bodies now read back with the
+    /// erased spans named ([`crate::RequestBody::erased`]).
+    pub body_pieces_erased: u64,
     /// Conversations whose title was made from the erased message: their
     /// title is removed.
     pub titles_removed: u64,
 }
+
+/// What a run's error text becomes when a message its request carried is
+/// erased: a provider's error may quote the request (DESIGN invariant 13).
+pub(crate) const ERASED_ERROR: &str = "[erased: this call failed on a request carrying a message since erased, and its error \
+     text could quote it]";
 
 /// What a backend's redaction removed besides the content.
 #[derive(Clone, Debug, Default)]
@@ -547,6 +569,7 @@ pub(crate) struct Scrubbed {
     pub blobs: u64,
     pub embeddings: u64,
     pub runs: u64,
+    pub body_pieces: u64,
     pub titles: u64,
 }
 
@@ -594,6 +617,7 @@ impl Store {
             blobs: scrubbed.blobs,
             embeddings: scrubbed.embeddings,
             runs_scrubbed: scrubbed.runs,
+            body_pieces_erased: scrubbed.body_pieces,
             titles_removed: scrubbed.titles,
         })
     }

@@ -54,6 +54,7 @@ TLS, URL settings and the blocking bridge).
 mod async_store;
 mod backend;
 mod blocking;
+mod bodies;
 mod codec;
 mod conversations;
 mod costs;
@@ -83,6 +84,7 @@ mod verify;
 
 pub use async_store::AsyncStore;
 pub use blocking::blocking_caller;
+pub use bodies::RequestBody;
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use conversations::check_conversation_name;

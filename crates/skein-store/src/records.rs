@@ -8,8 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use skein_core::{ConversationSettings, NodeId, Thread};
 
 pub use skein_core::run::{
-    ConversationId, Origin, Relation, ReplayId, RerunId, RunId, RunRecord, RunStatus, TurnStep,
-    now_ms,
+    ConversationId, Origin, Relation, ReplayId, RequestRef, RerunId, RunId, RunRecord, RunStatus,
+    TurnStep, now_ms,
 };
 
 /// A named, movable bookmark into the graph, as the store keeps it (the

@@ -9,6 +9,7 @@ prefix resolution in resolve.rs) runs here once for both backends.
 use crate::async_store::AsyncStore;
 use crate::backend::Backend;
 use crate::blocking;
+use crate::bodies::RequestBody;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::graph::{StoredNode, TreeEntry};
@@ -363,6 +364,15 @@ impl Store {
         self.wait(self.nonblocking().run_record(id))
     }
 
+    /// The exact request body run `id` kept (a proxied run's), put
+    /// together from its content-addressed pieces and checked against the
+    /// digest the run recorded; where erasure took pieces of it, what is
+    /// left with the erased spans named. `None` when the run kept no body;
+    /// [`StoreError::RunNotFound`] when there is no such run.
+    pub fn request_body(&self, id: &RunId) -> Result<Option<RequestBody>> {
+        self.wait(self.nonblocking().request_body(id))
+    }
+
     /// The runs of a conversation, oldest first.
     pub fn runs_of_conversation(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
         self.wait(self.nonblocking().runs_of_conversation(id))
@@ -393,7 +403,16 @@ impl Store {
     pub fn export(&self, out: &mut dyn Write) -> Result<()> {
         self.backend().export_nodes(out)?;
         let conversations = self.list_conversations(usize::MAX >> 1)?;
-        let runs = self.recent_runs(usize::MAX >> 1)?;
+        let mut runs = self.recent_runs(usize::MAX >> 1)?;
+        // A run's request body goes whole into its line (an import cuts it
+        // into pieces again); one that erasure took pieces of goes without.
+        for run in &mut runs {
+            if run.request_ref.is_some() {
+                run.request = self
+                    .request_body(&run.id)?
+                    .and_then(|body| body.whole().map(str::to_string));
+            }
+        }
         transfer::write_records(out, conversations, runs, self.all_reruns()?)?;
         self.export_replays_and_labels(out)
     }

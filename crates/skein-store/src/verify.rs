@@ -85,6 +85,13 @@ pub enum Problem {
     },
     /// A label names a node that is not stored.
     LabelWithoutNode { label: String, node: String },
+    /// A piece of a recorded request body (crate::bodies) does not hash to
+    /// its id from its parent and its bytes (or its erased bytes' digest),
+    /// or its parent is not stored: the bodies through it no longer
+    /// reconstruct.
+    PieceMismatch { id: String },
+    /// A run's request body ends at a piece that is not stored.
+    RunWithoutBody { run: String },
 }
 
 /// What `verify` checked and found.
@@ -102,6 +109,11 @@ pub struct VerifyReport {
     /// not a problem.
     pub origins_deleted: u64,
     pub runs: u64,
+    /// Pieces of recorded request bodies, each checked against its id.
+    pub body_pieces: u64,
+    /// Of those, pieces erased with a message they held: their ids check
+    /// against the digest the erasure kept.
+    pub body_pieces_erased: u64,
     pub problems: Vec<Problem>,
 }
 
@@ -175,6 +187,49 @@ impl VerifyReport {
                 digest: hex(digest),
             });
         }
+    }
+
+    /// Check one piece of a request body: `parent` is its parent's id
+    /// (`Some(None)` when its parent row is missing), `bytes` its bytes or,
+    /// erased, `erased` the digest its tombstone keeps.
+    pub(crate) fn check_piece(
+        &mut self,
+        id: &[u8],
+        parent: Option<Option<&[u8]>>,
+        bytes: Option<&[u8]>,
+        erased: Option<&[u8]>,
+    ) {
+        self.body_pieces += 1;
+        let digest = match (bytes, erased) {
+            (Some(bytes), _) => Some(Digest::of(bytes)),
+            (None, Some(erased)) => {
+                self.body_pieces_erased += 1;
+                <[u8; 32]>::try_from(erased).ok().map(Digest)
+            }
+            (None, None) => None,
+        };
+        let parent = match parent {
+            None => Some(None),
+            Some(Some(parent)) => <[u8; 32]>::try_from(parent).ok().map(|id| Some(Digest(id))),
+            Some(None) => None,
+        };
+        let checks = match (digest, parent) {
+            (Some(digest), Some(parent)) => {
+                crate::bodies::piece_id(parent.as_ref(), &digest)
+                    .as_bytes()
+                    .as_slice()
+                    == id
+            }
+            _ => false,
+        };
+        if !checks {
+            self.problems.push(Problem::PieceMismatch { id: hex(id) });
+        }
+    }
+
+    /// A run whose request body's last piece is not stored.
+    pub(crate) fn missing_body(&mut self, run: String) {
+        self.problems.push(Problem::RunWithoutBody { run });
     }
 
     /// A node filed in a lane it neither starts nor continues.

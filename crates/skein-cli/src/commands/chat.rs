@@ -18,6 +18,8 @@ A turn that fails is reported and the chat goes on; nothing of it is
 recorded but its failed run.
 */
 
+mod history;
+
 use super::common::context::{Context, Globals};
 use super::common::model::home_model;
 use super::common::turn::{continue_at, open_stored, run_turn};
@@ -27,6 +29,7 @@ use super::tree::TreeArgs;
 use crate::ui::{self, outln};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
+use history::CommandFile;
 use rustyline::error::ReadlineError;
 use skein::engine::{CancellationToken, EngineError};
 use skein::store::OpenMode;
@@ -77,7 +80,7 @@ pub async fn run(globals: &Globals, args: ChatArgs) -> Result<ExitCode> {
         }
     };
     let conversation = settings.recorded_or_not(conversation);
-    let mut input = Input::open()?;
+    let mut input = Input::open(typed_before(&conversation), !args.turn.no_log)?;
     if input.is_interactive() {
         ui::note(format!(
             "Chatting with {}. !help lists the commands; Ctrl-C stops a reply; !quit or Ctrl-D leaves.",
@@ -151,7 +154,6 @@ pub async fn run(globals: &Globals, args: ChatArgs) -> Result<ExitCode> {
             ui::note(format!("error: {}", crate::exit::message(&error)));
         }
     }
-    input.close();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -407,38 +409,66 @@ fn was_cancelled(error: &anyhow::Error) -> bool {
     })
 }
 
+/// The user messages of `conversation`'s thread, oldest first (at most
+/// [`history::RECALLED`]): what the line editor recalls.
+fn typed_before(conversation: &Conversation) -> Vec<String> {
+    let thread = conversation.thread();
+    let mut typed: Vec<String> = thread
+        .messages()
+        .iter()
+        .rev()
+        .filter(|message| message.role == Role::User)
+        .map(|message| message.joined_text())
+        .filter(|text| !text.trim().is_empty())
+        .take(history::RECALLED)
+        .collect();
+    typed.reverse();
+    typed
+}
+
 /// Where lines come from: a line editor on a terminal, else stdin as it is.
 enum Input {
     Editor {
         editor: Box<rustyline::DefaultEditor>,
-        history: Option<PathBuf>,
+        /// The commands kept in the history file; none with `-n`.
+        commands: Option<CommandFile>,
     },
     Piped,
 }
 
 impl Input {
-    fn open() -> Result<Input> {
+    /// The editor recalls `typed` (the conversation's user messages) and
+    /// the commands of the history file, which it keeps writing when
+    /// `keep` (see history.rs).
+    fn open(typed: Vec<String>, keep: bool) -> Result<Input> {
         if !std::io::stdin().is_terminal() {
             return Ok(Input::Piped);
         }
         let config = rustyline::Config::builder()
-            .max_history_size(1000)?
+            .max_history_size(history::RECALLED)?
             .auto_add_history(false)
             .build();
         let mut editor = rustyline::DefaultEditor::with_config(config)?;
-        let history = history_path();
-        if let Some(path) = &history
-            && let Err(error) = editor.load_history(path)
-            && !matches!(&error, ReadlineError::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
+        let commands = history_path().map(CommandFile::load);
+        // An older skein's file, with typed lines in it, loses them now.
+        if let Some(commands) = commands.as_ref().filter(|file| file.dropped())
+            && let Err(error) = commands.save()
         {
             ui::note(format!(
-                "(cannot read the chat history {}: {error})",
-                path.display()
+                "(cannot rewrite the chat history {}: {error})",
+                commands.path().display()
             ));
+        }
+        for line in commands
+            .iter()
+            .flat_map(CommandFile::commands)
+            .chain(&typed)
+        {
+            let _ = editor.add_history_entry(line.as_str());
         }
         Ok(Input::Editor {
             editor: Box::new(editor),
-            history,
+            commands: commands.filter(|_| keep),
         })
     }
 
@@ -461,13 +491,18 @@ impl Input {
                 .await??;
                 Ok(line.map(|line| line.trim_end_matches(['\n', '\r']).to_string()))
             }
-            Input::Editor { editor, history } => {
+            Input::Editor { editor, commands } => {
                 match editor.readline_with_initial(prompt, (initial, "")) {
                     Ok(line) => {
                         if !line.trim().is_empty() {
                             let _ = editor.add_history_entry(line.as_str());
-                            if let Some(path) = history {
-                                save_history(editor, path);
+                            if let Some(commands) = commands
+                                && let Err(error) = commands.add(line.trim())
+                            {
+                                ui::note(format!(
+                                    "(cannot save the chat history {}: {error})",
+                                    commands.path().display()
+                                ));
                             }
                         }
                         Ok(Some(line))
@@ -509,31 +544,9 @@ impl Input {
         let text = lines.join("\n");
         Ok((!text.trim().is_empty()).then_some(text))
     }
-
-    fn close(self) {
-        if let Input::Editor {
-            mut editor,
-            history: Some(path),
-        } = self
-        {
-            save_history(&mut editor, &path);
-        }
-    }
 }
 
 /// `chat_history` in the user's data directory.
 fn history_path() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "skein").map(|dirs| dirs.data_dir().join("chat_history"))
-}
-
-fn save_history(editor: &mut rustyline::DefaultEditor, path: &std::path::Path) {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Err(error) = editor.save_history(path) {
-        ui::note(format!(
-            "(cannot save the chat history {}: {error})",
-            path.display()
-        ));
-    }
 }

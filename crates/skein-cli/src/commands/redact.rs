@@ -35,11 +35,13 @@ pub fn run(globals: &Globals, args: RedactArgs) -> Result<ExitCode> {
         return print_json(&redacted);
     }
     outln!(
-        "erased {} part(s) of {} (its id and place stay); removed {} blob(s), {} cached embedding(s), the request bodies of {} run(s)",
+        "erased {} part(s) of {} (its id and place stay); removed {} blob(s), {} cached embedding(s), \
+         {} piece(s) of the request bodies that carried it, the events or prompt records of {} run(s)",
         redacted.parts,
         redacted.node,
         redacted.blobs,
         redacted.embeddings,
+        redacted.body_pieces_erased,
         redacted.runs_scrubbed
     )?;
     outln!("run `skein gc` to rewrite the database without the erased bytes")?;

@@ -98,12 +98,14 @@ fn assert_recorded(db: &Path, counts: [u64; 3]) {
 
 /// How many of `db`'s runs have a request body containing `text`.
 fn requests_with(db: &Path, text: &str) -> usize {
-    let runs = Store::open(db).unwrap().recent_runs(1000).unwrap();
+    let store = Store::open(db).unwrap();
+    let runs = store.recent_runs(1000).unwrap();
     runs.iter()
         .filter(|run| {
-            run.request
-                .as_deref()
-                .is_some_and(|request| request.contains(text))
+            store
+                .request_body(&run.id)
+                .unwrap()
+                .is_some_and(|body| body.whole().expect("a whole body").contains(text))
         })
         .count()
 }

@@ -2569,10 +2569,37 @@ fn chat_on_a_terminal_edits_in_place_keeps_a_history_and_survives_ctrl_c() {
     let parent = |text: &str| users.iter().find(|(t, _)| t == text).unwrap().1.clone();
     assert_eq!(parent("two, edited"), parent("two"), "a sibling branch");
     assert!(!users.iter().any(|(t, _)| t.contains("half")));
-    let history = std::fs::read_to_string(data.join("skein/chat_history")).unwrap();
-    for line in ["one", "two", "two, edited"] {
-        assert!(history.lines().any(|l| l == line), "{history}");
-    }
+    // The history file keeps bare commands only, for its owner: what was
+    // typed lives in the graph, where erasure reaches it.
+    let path = data.join("skein/chat_history");
+    let history = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(history.lines().collect::<Vec<_>>(), ["!edit", "!quit"]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Continued, the conversation's own messages are recalled (up arrow).
+    let mut command = skein.command(&["chat", "-c"]);
+    command.env("XDG_DATA_HOME", &data);
+    let mut terminal = crate::pty::Terminal::spawn(command);
+    terminal.wait_for_count("> ", 1);
+    terminal.send("\x1b[A\r");
+    terminal.wait_for("echo: \"two, edited\"");
+    terminal.wait_for_count("> ", 2);
+    terminal.send("!quit\r");
+    assert_eq!(terminal.finish(), Some(0));
+
+    // With -n nothing is written: not the turn, not the history.
+    std::fs::remove_file(&path).unwrap();
+    let mut command = skein.command(&["chat", "-n"]);
+    command.env("XDG_DATA_HOME", &data);
+    let mut terminal = crate::pty::Terminal::spawn(command);
+    terminal.wait_for_count("> ", 1);
+    terminal.send("!tree\r");
+    terminal.wait_for_count("> ", 2);
+    terminal.send("!quit\r");
+    assert_eq!(terminal.finish(), Some(0));
+    assert!(!path.exists());
 }
 
 #[test]

@@ -181,6 +181,7 @@ class Forgotten(TypedDict):
     messages: int
     blobs: int
     embeddings: int
+    body_pieces: int
     replay_turns: int
     replays: int
     kept_messages: int
@@ -196,6 +197,7 @@ class Redacted(TypedDict):
     blobs: int
     embeddings: int
     runs_scrubbed: int
+    body_pieces_erased: int
     titles_removed: int
 
 class Collected(TypedDict):

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use skein::NodeId;
 use skein::core::Part;
 use skein::store::{
-    AsyncStore, ConversationId, ListPosition, RunId, SearchQuery, StoreError, preview,
+    AsyncStore, ConversationId, ListPosition, RunId, RunRecord, SearchQuery, StoreError, preview,
 };
 use std::sync::Arc;
 
@@ -289,12 +289,13 @@ pub async fn node(State(state): Shared, Path(prefix): Path<String>) -> ApiResult
             .iter()
             .map(ConversationView::from)
             .collect(),
-        runs: store
-            .runs_producing(id)
-            .await?
-            .iter()
-            .map(|run| RunView::priced(run, &state.prices))
-            .collect(),
+        runs: {
+            let mut runs = Vec::new();
+            for run in store.runs_producing(id).await? {
+                runs.push(run_view(&store, &run, &state).await?);
+            }
+            runs
+        },
         replays: store
             .replay_turns_of_node(id)
             .await?
@@ -366,7 +367,24 @@ pub async fn run(State(state): Shared, Path(prefix): Path<String>) -> ApiResult<
     let store = state.reads.nonblocking();
     let id: RunId = store.resolve_run(&prefix).await?;
     let record = store.run_record(&id).await?;
-    Ok(Json(RunView::priced(&record, &state.prices)))
+    Ok(Json(run_view(&store, &record, &state).await?))
+}
+
+/// A run as shown, with the request body it kept read back from its
+/// pieces (what erasure left of it, erased spans marked).
+async fn run_view(
+    store: &AsyncStore<'_>,
+    run: &RunRecord,
+    state: &AppState,
+) -> Result<RunView, ApiError> {
+    let mut view = RunView::priced(run, &state.prices);
+    if run.request_ref.is_some() {
+        view.request = store
+            .request_body(&run.id)
+            .await?
+            .map(|body| body.display());
+    }
+    Ok(view)
 }
 
 #[derive(Debug, Deserialize)]

@@ -378,7 +378,8 @@ pub struct RunView {
     pub relations: Vec<Relation>,
     /// Why generation ended (`length`: the token limit cut the reply).
     pub finish_reason: Option<FinishReason>,
-    /// The exact request body a client sent the recording proxy.
+    /// The exact request body a client sent the recording proxy (spans
+    /// erased with the messages they held show as `[erased N bytes]`).
     pub request: Option<String>,
 }
 
@@ -453,7 +454,7 @@ impl RunView {
             options: serde_json::to_value(&run.options).unwrap_or(serde_json::Value::Null),
             relations: run.relations.clone(),
             finish_reason: run.finish_reason.clone(),
-            request: run.request.clone(),
+            request: None,
         }
     }
 }

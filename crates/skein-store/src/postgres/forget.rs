@@ -21,7 +21,7 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    DeletedConversation, Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title,
+    DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept, derived_title,
     embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
@@ -198,6 +198,25 @@ async fn redact_in(
         .prepare_cached("DELETE FROM embeddings WHERE digest = ANY($1)")
         .await?;
     let embeddings = tx.execute(&forget, &[&embedded]).await?;
+    // The bodies that carried the message: those of the runs whose
+    // threads pass through it.
+    let carried: Vec<(String, Vec<u8>)> = tx
+        .query(
+            "WITH RECURSIVE below(id) AS (
+                 SELECT $1::bytea
+                 UNION ALL
+                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+             )
+             SELECT id, request_piece FROM runs
+             WHERE request_piece IS NOT NULL
+               AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
+            &[&id],
+        )
+        .await?
+        .into_iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let body_pieces = super::bodies::erase_carried(tx, &carried).await?;
     let scrub = tx
         .prepare_cached(
             "WITH RECURSIVE below(id) AS (
@@ -205,19 +224,21 @@ async fn redact_in(
                  UNION ALL
                  SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
              )
-             UPDATE runs SET request = NULL,
+             UPDATE runs SET
                  events = CASE WHEN output_head = $1 THEN '[]' ELSE events END,
                  relations = CASE WHEN relations LIKE '%\"kind\":\"prompt\"%'
                      THEN COALESCE((SELECT json_agg(e)::text
                                     FROM json_array_elements(relations::json) e
                                     WHERE e->>'kind' <> 'prompt'), '[]')
-                     ELSE relations END
-             WHERE (request IS NOT NULL OR (output_head = $1 AND events <> '[]')
-                    OR relations LIKE '%\"kind\":\"prompt\"%')
+                     ELSE relations END,
+                 error = CASE WHEN error IS NOT NULL THEN $2 END
+             WHERE ((output_head = $1 AND events <> '[]')
+                    OR relations LIKE '%\"kind\":\"prompt\"%'
+                    OR (error IS NOT NULL AND error <> $2))
                AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
         )
         .await?;
-    let runs = tx.execute(&scrub, &[&id]).await?;
+    let runs = tx.execute(&scrub, &[&id, &ERASED_ERROR]).await?;
     let mut titles = 0;
     if let Some(title) = derived_title(original) {
         let untitle = tx
@@ -237,6 +258,7 @@ async fn redact_in(
         blobs,
         embeddings,
         runs,
+        body_pieces,
         titles,
     })
 }
@@ -358,13 +380,18 @@ async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
         tx.execute(&statement, &[&runs]).await?;
     }
     let delete_runs = tx
-        .prepare_cached("DELETE FROM runs WHERE id = ANY($1) RETURNING input_head, output_head")
+        .prepare_cached(
+            "DELETE FROM runs WHERE id = ANY($1) RETURNING input_head, output_head, request_piece",
+        )
         .await?;
+    let mut bodies = Vec::new();
     for row in tx.query(&delete_runs, &[&runs]).await? {
         released.extend(row.get::<_, Option<Id>>(0));
         released.extend(row.get::<_, Option<Id>>(1));
+        bodies.extend(row.get::<_, Option<Vec<u8>>>(2));
         swept.runs += 1;
     }
+    swept.body_pieces += super::bodies::release(tx, bodies).await?;
     for sql in [
         "DELETE FROM tool_offers WHERE conversation = ANY($1)",
         "DELETE FROM conversations WHERE id = ANY($1)",

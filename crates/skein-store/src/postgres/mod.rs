@@ -66,6 +66,7 @@ macro_rules! write_retrying {
     }};
 }
 
+mod bodies;
 pub(crate) mod bridge;
 mod calls;
 mod conversations;

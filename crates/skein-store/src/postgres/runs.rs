@@ -5,12 +5,13 @@ relations usage totals follow (`run_links`).
 A run's tools are read back with the run in the same query.
 */
 
-use super::PgStore;
 use super::pipeline::{Param, Pipeline};
+use super::{PgStore, bodies};
 use crate::backend::{BoxFuture, Runs};
+use crate::bodies::RequestBody;
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
-use crate::records::{ConversationId, RunId, RunRecord};
+use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
 use deadpool_postgres::GenericClient;
 use skein_core::{NodeId, ToolSpec, Usage};
@@ -23,7 +24,7 @@ const SELECT_RUN: &str =
     "SELECT r.id, r.conversation, r.input_head, r.output_head, r.model, r.provider,
         r.profile, r.backend, r.status, r.input_tokens, r.output_tokens, r.cache_read_tokens,
         r.cache_write_tokens, r.usage_complete, r.started, r.finished, r.error, r.annotations,
-        r.options, r.relations, r.request, r.events, r.finish_reason, r.turn, r.step,
+        r.options, r.relations, r.request_digest, r.events, r.finish_reason, r.turn, r.step,
         r.requested_model, r.response_model,
         ARRAY(SELECT t.name FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
               WHERE rt.run_id = r.id ORDER BY rt.position),
@@ -31,7 +32,7 @@ const SELECT_RUN: &str =
               WHERE rt.run_id = r.id ORDER BY rt.position),
         ARRAY(SELECT t.input_schema FROM run_tools rt JOIN tools t ON t.hash = rt.tool_hash
               WHERE rt.run_id = r.id ORDER BY rt.position),
-        r.client
+        r.client, r.request_len
      FROM runs r";
 
 impl Runs for PgStore {
@@ -49,6 +50,10 @@ impl Runs for PgStore {
 
     fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
         Box::pin(self.run_by_id(id))
+    }
+
+    fn request_body<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<Option<RequestBody>>> {
+        Box::pin(self.request_body_of(id))
     }
 
     fn runs_of_conversation<'a>(
@@ -90,6 +95,28 @@ impl PgStore {
             .ok_or_else(|| StoreError::RunNotFound(id.to_string()))
     }
 
+    async fn request_body_of(&self, id: &RunId) -> Result<Option<RequestBody>> {
+        reading!(self, |client| {
+            let row = client
+                .query_opt(
+                    "SELECT request_piece, request_digest, request_len FROM runs WHERE id = $1",
+                    &[&id.as_str()],
+                )
+                .await?
+                .ok_or_else(|| StoreError::RunNotFound(id.to_string()))?;
+            let (Some(digest), Some(len)) = (
+                row.get::<_, Option<Vec<u8>>>(1),
+                row.get::<_, Option<i64>>(2),
+            ) else {
+                return Ok(None);
+            };
+            let digest = bodies::digest_of(digest)?;
+            bodies::load(client, id.as_str(), row.get(0), &digest, len)
+                .await
+                .map(Some)
+        })
+    }
+
     async fn runs_in(&self, id: &ConversationId) -> Result<Vec<RunRecord>> {
         self.query_runs(
             format!("{SELECT_RUN} WHERE r.conversation = $1 ORDER BY r.started, r.id"),
@@ -124,14 +151,19 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
 ) -> Result<()> {
     let columns = RunColumns::of(run)?;
     let tokens = |n: Option<u64>| n.map(|n| n as i64);
+    let body = match run.request.as_deref() {
+        Some(body) => Some(bodies::queue(pipeline, tx, body).await?),
+        None => None,
+    };
     let statement = tx
         .prepare_cached(
             "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
                  status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-                 started, finished, error, annotations, options, relations, request, events,
-                 finish_reason, turn, step, requested_model, response_model, client)
+                 started, finished, error, annotations, options, relations, request_piece, events,
+                 finish_reason, turn, step, requested_model, response_model, client, request_digest,
+                 request_len)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                     $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+                     $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
@@ -157,7 +189,11 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(columns.annotations),
         Box::new(columns.options),
         Box::new(columns.relations),
-        Box::new(run.request.clone()),
+        Box::new(
+            body.as_ref()
+                .and_then(|body| body.last)
+                .map(|last| last.as_bytes().to_vec()),
+        ),
         Box::new(columns.events),
         Box::new(columns.finish_reason),
         Box::new(columns.turn),
@@ -165,6 +201,8 @@ pub(crate) async fn queue_run<'c, C: GenericClient>(
         Box::new(run.requested_model.clone()),
         Box::new(run.response_model.clone()),
         Box::new(run.client.clone()),
+        Box::new(body.as_ref().map(|body| body.digest.as_bytes().to_vec())),
+        Box::new(body.as_ref().map(|body| body.len as i64)),
     ];
     pipeline.push(tx, statement, params);
     let (kinds, targets): (Vec<&str>, Vec<&str>) = run_links(run).unzip();
@@ -251,7 +289,12 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
     record.started_ms = row.get(14);
     record.finished_ms = row.get(15);
     record.error = row.get(16);
-    record.request = row.get(20);
+    if let Some(digest) = row.get::<_, Option<Vec<u8>>>(20) {
+        record.request_ref = Some(RequestRef {
+            digest: bodies::digest_of(digest)?,
+            len: row.get::<_, i64>(31) as u64,
+        });
+    }
     record.requested_model = row.get(25);
     record.response_model = row.get(26);
     record.client = row.get(30);

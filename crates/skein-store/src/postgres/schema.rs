@@ -317,6 +317,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     // 21: nothing: SQLite rebuilt `runs` and `blobs` as rowid tables, while
     // PostgreSQL's heap tables keep large values out of line already.
     Migration::Sql("SELECT 1;"),
+    // 22: request bodies as content-addressed pieces (crate::bodies), the
+    // bodies kept whole until now moved into them.
+    Migration::SqlThen(super::bodies::REQUEST_PIECES, |tx| {
+        Box::pin(super::bodies::move_whole_bodies(tx))
+    }),
 ];
 
 /// Migration 20: which client of the recording proxy made each run, and

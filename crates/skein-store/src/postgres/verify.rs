@@ -107,6 +107,41 @@ impl Verify for PgStore {
                 report.check_run(row.get(0), row.get(1), row.get(2), row.get(3));
             }
         }
+        let mut after: Vec<u8> = Vec::new();
+        loop {
+            let rows = self.read(async |client| {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT p.id, p.parent IS NOT NULL, q.id, p.bytes, p.erased
+                         FROM request_pieces p LEFT JOIN request_pieces q ON q.id = p.parent
+                         WHERE p.id > $1 ORDER BY p.id LIMIT $2",
+                    )
+                    .await?;
+                Ok(client.query(&statement, &[&after, &BLOB_PAGE]).await?)
+            })?;
+            let Some(last) = rows.last() else {
+                break;
+            };
+            after = last.get(0);
+            for row in &rows {
+                let parent = row
+                    .get::<_, bool>(1)
+                    .then(|| row.get::<_, Option<&[u8]>>(2));
+                report.check_piece(row.get(0), parent, row.get(3), row.get(4));
+            }
+        }
+        let bodies = self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT r.id FROM runs r WHERE r.request_piece IS NOT NULL
+                     AND NOT EXISTS (SELECT 1 FROM request_pieces p WHERE p.id = r.request_piece)",
+                    &[],
+                )
+                .await?)
+        })?;
+        for row in &bodies {
+            report.missing_body(row.get(0));
+        }
         let tools = self.read(async |client| Ok(client.query(MISSING_TOOLS, &[]).await?))?;
         for row in &tools {
             report.missing_tool(row.get(0), row.get(1));

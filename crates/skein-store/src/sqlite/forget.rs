@@ -9,14 +9,14 @@ collection's plan is one read; each of its batches is one `BEGIN
 IMMEDIATE` transaction deciding over the batch as its candidates.
 */
 
-use super::SqliteStore;
 use super::graph::decode_message;
+use super::{SqliteStore, bodies};
 use crate::backend::{Backend, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    DeletedConversation, Doomed, Planned, REFERENCED, Scrubbed, Swept, derived_title,
+    DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept, derived_title,
     embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
@@ -182,6 +182,23 @@ fn redact_in(
         .execute(params![encode_body(erased, BLOB_THRESHOLD).bytes, seq])?;
     scrubbed.blobs = delete_unused_blobs(conn, blob_refs(&body))?;
     scrubbed.embeddings = delete_embeddings(conn, embedded_digests(original))?;
+    // The bodies that carried the message: those of the runs whose
+    // threads pass through it.
+    let carried: Vec<(String, Vec<u8>)> = conn
+        .prepare_cached(
+            "WITH RECURSIVE below(seq) AS (
+                 SELECT ?1
+                 UNION ALL
+                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+             )
+             SELECT id, request_piece FROM runs
+             WHERE request_piece IS NOT NULL
+               AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
+                    OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
+        )?
+        .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    scrubbed.body_pieces = bodies::erase_carried(conn, &carried)?;
     scrubbed.runs = conn
         .prepare_cached(
             "WITH RECURSIVE below(seq) AS (
@@ -189,18 +206,20 @@ fn redact_in(
                  UNION ALL
                  SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
              )
-             UPDATE runs SET request = NULL,
+             UPDATE runs SET
                  events = CASE WHEN output_head = ?2 THEN '[]' ELSE events END,
                  relations = CASE WHEN relations LIKE '%\"kind\":\"prompt\"%'
                      THEN (SELECT json_group_array(json(value)) FROM json_each(runs.relations)
                            WHERE json_extract(value, '$.kind') <> 'prompt')
-                     ELSE relations END
-             WHERE (request IS NOT NULL OR (output_head = ?2 AND events <> '[]')
-                    OR relations LIKE '%\"kind\":\"prompt\"%')
+                     ELSE relations END,
+                 error = CASE WHEN error IS NOT NULL THEN ?3 END
+             WHERE ((output_head = ?2 AND events <> '[]')
+                    OR relations LIKE '%\"kind\":\"prompt\"%'
+                    OR (error IS NOT NULL AND error <> ?3))
                AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
                     OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
         )?
-        .execute(params![seq, node.as_bytes()])? as u64;
+        .execute(params![seq, node.as_bytes(), ERASED_ERROR])? as u64;
     if let Some(title) = derived_title(original) {
         scrubbed.titles = conn
             .prepare_cached(
@@ -356,21 +375,26 @@ fn delete_conversation(
     delete_replay_turns(conn, id, released, &mut runs, swept)?;
     runs.sort();
     runs.dedup();
+    let mut bodies = Vec::new();
     for run in &runs {
         let heads = conn
-            .prepare_cached("SELECT input_head, output_head FROM runs WHERE id = ?1")?
+            .prepare_cached(
+                "SELECT input_head, output_head, request_piece FROM runs WHERE id = ?1",
+            )?
             .query_row([run], |row| {
                 Ok((
                     row.get::<_, Option<Vec<u8>>>(0)?,
                     row.get::<_, Option<Vec<u8>>>(1)?,
+                    row.get::<_, Option<Vec<u8>>>(2)?,
                 ))
             })
             .optional()?;
-        let Some((input, output)) = heads else {
+        let Some((input, output, body)) = heads else {
             continue;
         };
         released.extend(input);
         released.extend(output);
+        bodies.extend(body);
         conn.prepare_cached("DELETE FROM run_tools WHERE run_id = ?1")?
             .execute([run])?;
         conn.prepare_cached("DELETE FROM run_links WHERE run_id = ?1")?
@@ -379,6 +403,7 @@ fn delete_conversation(
             .execute([run])?;
         swept.runs += 1;
     }
+    swept.body_pieces += bodies::release(conn, bodies)?;
     conn.prepare_cached("DELETE FROM tool_offers WHERE conversation = ?1")?
         .execute([id])?;
     conn.prepare_cached("DELETE FROM conversations WHERE id = ?1")?

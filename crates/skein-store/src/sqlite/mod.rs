@@ -21,6 +21,7 @@ Opened read-only (open.rs), every connection is read-only and `write`
 refuses before touching the database.
 */
 
+pub(crate) mod bodies;
 mod calls;
 mod conversations;
 mod embeddings;

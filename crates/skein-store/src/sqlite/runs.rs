@@ -7,11 +7,12 @@ once). The relations usage totals follow are also indexed in `run_links`
 without reading every run.
 */
 
-use super::SqliteStore;
+use super::{SqliteStore, bodies};
 use crate::backend::{BoxFuture, Runs};
+use crate::bodies::RequestBody;
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
-use crate::records::{ConversationId, RunId, RunRecord};
+use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{NodeId, ToolSpec, Usage};
@@ -19,8 +20,8 @@ use skein_core::{NodeId, ToolSpec, Usage};
 const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
         backend, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-        usage_complete, started, finished, error, annotations, options, relations, request, events,
-        finish_reason, turn, step, requested_model, response_model, client
+        usage_complete, started, finished, error, annotations, options, relations, request_digest,
+        events, finish_reason, turn, step, requested_model, response_model, client, request_len
      FROM runs";
 
 impl Runs for SqliteStore {
@@ -33,6 +34,11 @@ impl Runs for SqliteStore {
     fn run_record<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<RunRecord>> {
         let id = id.clone();
         self.point_read(move |store| store.run_record(&id))
+    }
+
+    fn request_body<'a>(&'a self, id: &'a RunId) -> BoxFuture<'a, Result<Option<RequestBody>>> {
+        let id = id.clone();
+        self.deferred(move |store| store.request_body(&id))
     }
 
     fn runs_of_conversation<'a>(
@@ -77,6 +83,29 @@ impl SqliteStore {
                 .optional()?
                 .ok_or_else(|| StoreError::RunNotFound(id.to_string()))?;
             finish_run(conn, record)
+        })
+    }
+
+    pub(crate) fn request_body(&self, id: &RunId) -> Result<Option<RequestBody>> {
+        self.read(|conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT request_piece, request_digest, request_len FROM runs WHERE id = ?1",
+                )?
+                .query_row([id.as_str()], |row| {
+                    Ok((
+                        row.get::<_, Option<Vec<u8>>>(0)?,
+                        row.get::<_, Option<Vec<u8>>>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                    ))
+                })
+                .optional()?
+                .ok_or_else(|| StoreError::RunNotFound(id.to_string()))?;
+            let (last, Some(digest), Some(len)) = row else {
+                return Ok(None);
+            };
+            let digest = bodies::digest_of(digest)?;
+            bodies::load(conn, id.as_str(), last, &digest, len).map(Some)
         })
     }
 
@@ -126,13 +155,21 @@ pub(crate) fn insert_run(
     conversation: Option<&ConversationId>,
 ) -> Result<()> {
     let columns = RunColumns::of(run)?;
+    // A run written again (a repeated commit) finds its body's pieces
+    // stored: nothing more is written.
+    let body = run
+        .request
+        .as_deref()
+        .map(|body| bodies::store(conn, body))
+        .transpose()?;
     conn.prepare_cached(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,
              status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, usage_complete,
-             started, finished, error, annotations, options, relations, request, events,
-             finish_reason, turn, step, requested_model, response_model, client)
+             started, finished, error, annotations, options, relations, request_piece, events,
+             finish_reason, turn, step, requested_model, response_model, client, request_digest,
+             request_len)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                 ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)
+                 ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)
          ON CONFLICT(id) DO NOTHING",
     )?
     .execute(params![
@@ -156,7 +193,9 @@ pub(crate) fn insert_run(
         columns.annotations,
         columns.options,
         columns.relations,
-        run.request,
+        body.as_ref()
+            .and_then(|body| body.last)
+            .map(|last| last.as_bytes().to_vec()),
         columns.events,
         columns.finish_reason,
         columns.turn,
@@ -164,6 +203,8 @@ pub(crate) fn insert_run(
         run.requested_model,
         run.response_model,
         run.client,
+        body.as_ref().map(|body| body.digest.as_bytes().to_vec()),
+        body.as_ref().map(|body| body.len as i64),
     ])?;
     let mut insert_link = conn.prepare_cached(
         "INSERT INTO run_links(kind, target, run_id) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
@@ -214,7 +255,18 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     record.started_ms = row.get(14)?;
     record.finished_ms = row.get(15)?;
     record.error = row.get(16)?;
-    record.request = row.get(20)?;
+    if let Some(digest) = row.get::<_, Option<Vec<u8>>>(20)? {
+        record.request_ref = Some(RequestRef {
+            digest: bodies::digest_of(digest).map_err(|error| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    20,
+                    rusqlite::types::Type::Blob,
+                    Box::new(error),
+                )
+            })?,
+            len: row.get::<_, i64>(28)? as u64,
+        });
+    }
     record.requested_model = row.get(25)?;
     record.response_model = row.get(26)?;
     record.client = row.get(27)?;

@@ -289,7 +289,82 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Code(add_run_clients),
     // 21: runs and blobs as rowid tables (see `into_rowid_table`).
     Migration::Code(rowid_runs_and_blobs),
+    // 22: request bodies as content-addressed pieces (see `request_pieces`).
+    Migration::Code(request_pieces),
 ];
+
+/// Migration 22's tables: a body's pieces (crate::bodies), each referring
+/// to its parent by id; `bytes` is NULL once erased, `erased` then the
+/// erased bytes' digest. A run keeps its body's last piece, digest and
+/// length.
+const REQUEST_PIECES: &str = r"
+    CREATE TABLE IF NOT EXISTS request_pieces (
+        seq    INTEGER PRIMARY KEY,
+        id     BLOB NOT NULL UNIQUE,
+        parent BLOB,
+        bytes  BLOB,
+        erased BLOB,
+        len    INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS request_pieces_by_parent ON request_pieces(parent)
+        WHERE parent IS NOT NULL;
+";
+
+/// Migration 22: every run's kept request body (whole in `runs.request`
+/// until now, so a re-sent history was stored again with every request)
+/// moved into content-addressed pieces, and the column dropped: nothing
+/// outside the graph holds a body whole any more (DESIGN invariant 13).
+/// The file keeps its size until `skein gc --compact`.
+fn request_pieces(conn: &Connection) -> Result<()> {
+    conn.execute_batch(REQUEST_PIECES)?;
+    let has = |column: &str| -> Result<bool> {
+        Ok(conn.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info('runs') WHERE name = ?1",
+            [column],
+            |row| row.get(0),
+        )?)
+    };
+    for column in [
+        "request_piece BLOB",
+        "request_digest BLOB",
+        "request_len INTEGER",
+    ] {
+        let name = column.split(' ').next().unwrap_or(column);
+        if !has(name)? {
+            conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column};"))?;
+        }
+    }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS runs_by_request_piece ON runs(request_piece)
+             WHERE request_piece IS NOT NULL;",
+    )?;
+    if has("request")? {
+        // Oldest first, so a history's first body lays down the pieces
+        // the later ones share.
+        let kept: Vec<i64> = conn
+            .prepare("SELECT rowid FROM runs WHERE request IS NOT NULL ORDER BY started, rowid")?
+            .query_map([], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut read = conn.prepare("SELECT request FROM runs WHERE rowid = ?1")?;
+        let mut update = conn.prepare(
+            "UPDATE runs SET request_piece = ?2, request_digest = ?3, request_len = ?4
+             WHERE rowid = ?1",
+        )?;
+        for rowid in kept {
+            let body: String = read.query_row([rowid], |row| row.get(0))?;
+            let head = super::bodies::store(conn, &body)?;
+            update.execute(params![
+                rowid,
+                head.last.map(|last| last.as_bytes().to_vec()),
+                head.digest.as_bytes(),
+                head.len as i64
+            ])?;
+        }
+        drop((read, update));
+        conn.execute_batch("ALTER TABLE runs DROP COLUMN request;")?;
+    }
+    Ok(())
+}
 
 /// Migration 21: `runs` (whose rows carry a proxied request's whole body)
 /// and `blobs` (whole attachments) rebuilt as rowid tables. A `WITHOUT

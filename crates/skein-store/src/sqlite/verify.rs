@@ -77,6 +77,28 @@ impl Verify for SqliteStore {
                     output.as_deref(),
                 );
             }
+            let mut pieces = conn.prepare(
+                "SELECT p.id, p.parent IS NOT NULL, q.id, p.bytes, p.erased
+                 FROM request_pieces p LEFT JOIN request_pieces q ON q.id = p.parent
+                 ORDER BY p.seq",
+            )?;
+            let mut rows = pieces.query([])?;
+            while let Some(row) = rows.next()? {
+                let id: Vec<u8> = row.get(0)?;
+                let parent: Option<Vec<u8>> = row.get(2)?;
+                let parent = row.get::<_, bool>(1)?.then_some(parent.as_deref());
+                let bytes: Option<Vec<u8>> = row.get(3)?;
+                let erased: Option<Vec<u8>> = row.get(4)?;
+                report.check_piece(&id, parent, bytes.as_deref(), erased.as_deref());
+            }
+            let mut bodies = conn.prepare(
+                "SELECT r.id FROM runs r WHERE r.request_piece IS NOT NULL
+                 AND NOT EXISTS (SELECT 1 FROM request_pieces p WHERE p.id = r.request_piece)",
+            )?;
+            let mut rows = bodies.query([])?;
+            while let Some(row) = rows.next()? {
+                report.missing_body(row.get(0)?);
+            }
             let mut tools = conn.prepare(MISSING_TOOLS)?;
             let mut rows = tools.query([])?;
             while let Some(row) = rows.next()? {

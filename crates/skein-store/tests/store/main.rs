@@ -9,6 +9,7 @@
 #[macro_use]
 mod common;
 
+mod bodies;
 mod concurrency;
 mod crash;
 mod forget;

@@ -91,6 +91,19 @@ fn a_secret_mid_thread_is_erased_everywhere_and_every_id_stays(backend: Backend)
             .unwrap();
         heads.push((committed.head.unwrap(), run.id));
     }
+    // A call that failed after the secret, whose provider quoted it back.
+    let failed_input = below.push(Message::user("one more"));
+    let mut failed = RunRecord::new("m", "scripted");
+    failed.status = skein_store::RunStatus::Failed;
+    failed.input_head = failed_input.head_id();
+    failed.error = Some(format!("400 Bad Request: invalid content \"{SECRET}\""));
+    store
+        .commit_turn(&TurnCommit {
+            target: Target::Detached,
+            thread: Some(&failed_input),
+            runs: std::slice::from_ref(&failed),
+        })
+        .unwrap();
     store
         .cache_embedding("e", &Digest::of(SECRET.as_bytes()), &[1.0])
         .unwrap();
@@ -110,13 +123,28 @@ fn a_secret_mid_thread_is_erased_everywhere_and_every_id_stays(backend: Backend)
     assert_eq!(redacted.parts, 2);
     assert_eq!(redacted.blobs, 1);
     assert_eq!(redacted.embeddings, 1);
-    assert_eq!(redacted.runs_scrubbed, 4);
+    assert_eq!(redacted.runs_scrubbed, 5);
+    let error = store.run_record(&failed.id).unwrap().error.unwrap();
+    assert!(
+        !error.contains(SECRET) && error.starts_with("[erased"),
+        "{error}"
+    );
+    assert_eq!(redacted.body_pieces_erased, 4);
 
     // Ids and places unchanged; the node reads as erased, with its note.
     for ((head, run), ids) in heads.iter().zip(&before) {
         assert_eq!(&ids_of(store, *head), ids);
         let record = store.run_record(run).unwrap();
-        assert_eq!(record.request, None);
+        // The body that carried the secret reads back erased, never stale.
+        let body = store.request_body(run).unwrap().expect("a kept body");
+        assert_eq!(body.whole(), None);
+        assert_eq!(body.erased().len(), 1);
+        assert_eq!(body.erased()[0], 0..body.len());
+        assert!(!body.display().contains(SECRET), "{}", body.display());
+        assert_eq!(
+            record.request_ref.map(|kept| kept.len),
+            Some(body.len() as u64)
+        );
         assert!(
             matches!(&record.relations[..], [Relation::Chain(chain)] if chain.starts_with("chain-")),
             "{:?}",

@@ -1,0 +1,284 @@
+/*!
+Request bodies on PostgreSQL: `request_pieces` (schema 22), as on SQLite
+(sqlite/bodies.rs) but a piece refers to its parent by id, so a body's
+pieces go in with the run in one `unnest` insert queued on the turn's
+pipeline (no round trip to learn what is stored: a piece already there
+is skipped by its primary key, so only new pieces are written).
+*/
+
+use super::pipeline::{Param, Pipeline};
+use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut};
+use crate::error::{Result, StoreError};
+use deadpool_postgres::GenericClient;
+use skein_core::Digest;
+use std::collections::HashSet;
+
+/// Migration 22's SQL: the pieces, and what a run keeps of its body.
+pub(crate) const REQUEST_PIECES: &str = r"
+    CREATE TABLE IF NOT EXISTS request_pieces (
+        id     BYTEA PRIMARY KEY,
+        parent BYTEA,
+        bytes  BYTEA,
+        erased BYTEA,
+        len    BIGINT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS request_pieces_by_parent ON request_pieces(parent)
+        WHERE parent IS NOT NULL;
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS request_piece BYTEA;
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS request_digest BYTEA;
+    ALTER TABLE runs ADD COLUMN IF NOT EXISTS request_len BIGINT;
+    CREATE INDEX IF NOT EXISTS runs_by_request_piece ON runs(request_piece)
+        WHERE request_piece IS NOT NULL;
+";
+
+/// Queue the insertion of `body`'s pieces; what the run keeps of it.
+pub(crate) async fn queue<'c, C: GenericClient>(
+    pipeline: &mut Pipeline<'c>,
+    tx: &'c C,
+    body: &str,
+) -> Result<BodyHead> {
+    let (pieces, head) = cut(body.as_bytes());
+    if pieces.is_empty() {
+        return Ok(head);
+    }
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO request_pieces(id, parent, bytes, len)
+             SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int8[])
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .await?;
+    let mut ids = Vec::with_capacity(pieces.len());
+    let mut parents = Vec::with_capacity(pieces.len());
+    let mut bytes = Vec::with_capacity(pieces.len());
+    let mut lens = Vec::with_capacity(pieces.len());
+    for piece in &pieces {
+        ids.push(piece.id.as_bytes().to_vec());
+        parents.push(piece.parent.map(|parent| parent.as_bytes().to_vec()));
+        bytes.push(body.as_bytes()[piece.range.clone()].to_vec());
+        lens.push(piece.range.len() as i64);
+    }
+    let params: Vec<Param> = vec![
+        Box::new(ids),
+        Box::new(parents),
+        Box::new(bytes),
+        Box::new(lens),
+    ];
+    pipeline.push(tx, statement, params);
+    Ok(head)
+}
+
+/// Store `body`'s pieces now (a migration's, outside a turn's pipeline).
+pub(crate) async fn store<C: GenericClient>(tx: &C, body: &str) -> Result<BodyHead> {
+    let mut pipeline = Pipeline::new();
+    let head = queue(&mut pipeline, tx, body).await?;
+    pipeline.run().await?;
+    Ok(head)
+}
+
+/// Migration 22's code: every body kept whole in `runs.request`, oldest
+/// first, moved into pieces, and the column dropped.
+pub(crate) async fn move_whole_bodies(tx: &deadpool_postgres::Transaction<'_>) -> Result<()> {
+    let has_request = tx
+        .query_opt(
+            "SELECT 1 FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = 'runs'
+               AND column_name = 'request'",
+            &[],
+        )
+        .await?
+        .is_some();
+    if !has_request {
+        return Ok(());
+    }
+    let kept: Vec<String> = tx
+        .query(
+            "SELECT id FROM runs WHERE request IS NOT NULL ORDER BY started, id",
+            &[],
+        )
+        .await?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    for run in kept {
+        let body: String = tx
+            .query_one("SELECT request FROM runs WHERE id = $1", &[&run])
+            .await?
+            .get(0);
+        let head = store(tx, &body).await?;
+        tx.execute(
+            "UPDATE runs SET request_piece = $2, request_digest = $3, request_len = $4
+             WHERE id = $1",
+            &[
+                &run,
+                &head.last.map(|last| last.as_bytes().to_vec()),
+                &head.digest.as_bytes().to_vec(),
+                &(head.len as i64),
+            ],
+        )
+        .await?;
+    }
+    tx.batch_execute("ALTER TABLE runs DROP COLUMN request;")
+        .await?;
+    Ok(())
+}
+
+/// The body whose last piece is `last`, checked against `digest` and
+/// `len`.
+pub(crate) async fn load<C: GenericClient>(
+    client: &C,
+    run: &str,
+    last: Option<Vec<u8>>,
+    digest: &Digest,
+    len: i64,
+) -> Result<RequestBody> {
+    let mut pieces = Vec::new();
+    if let Some(last) = last {
+        let rows = client
+            .query(
+                "WITH RECURSIVE chain(id, depth) AS (
+                     SELECT $1::bytea, 0
+                     UNION ALL
+                     SELECT p.parent, c.depth + 1 FROM request_pieces p JOIN chain c ON p.id = c.id
+                     WHERE p.parent IS NOT NULL
+                 )
+                 SELECT p.id, p.parent, p.bytes, p.erased, p.len FROM chain c
+                 JOIN request_pieces p ON p.id = c.id ORDER BY c.depth DESC",
+                &[&last],
+            )
+            .await?;
+        for row in rows {
+            let content = match row.get::<_, Option<Vec<u8>>>(2) {
+                Some(bytes) => PieceContent::Bytes(bytes),
+                None => PieceContent::Erased {
+                    digest: digest_of(row.get(3))?,
+                    len: row.get::<_, i64>(4) as usize,
+                },
+            };
+            pieces.push(StoredPiece {
+                id: digest_of(row.get(0))?,
+                parent: row
+                    .get::<_, Option<Vec<u8>>>(1)
+                    .map(digest_of)
+                    .transpose()?,
+                content,
+            });
+        }
+    }
+    RequestBody::assemble(pieces, digest, len as usize).map_err(|problem| {
+        StoreError::MalformedRow(format!(
+            "the request body of run {run} does not reconstruct: {problem}"
+        ))
+    })
+}
+
+/// A 32-byte digest column.
+pub(crate) fn digest_of(bytes: Vec<u8>) -> Result<Digest> {
+    crate::sqlite::bodies::digest_of(bytes)
+}
+
+/// Delete the pieces ending at `lasts` that no remaining run's body
+/// reaches, each chain from its end up (sqlite/bodies.rs's `release`).
+pub(crate) async fn release<C: GenericClient>(tx: &C, lasts: Vec<Vec<u8>>) -> Result<u64> {
+    let delete = tx
+        .prepare_cached(
+            "DELETE FROM request_pieces WHERE id = $1
+                 AND NOT EXISTS (SELECT 1 FROM request_pieces c WHERE c.parent = $1)
+                 AND NOT EXISTS (SELECT 1 FROM runs WHERE request_piece = $1)
+             RETURNING parent",
+        )
+        .await?;
+    let mut deleted = 0;
+    for last in lasts {
+        let mut at = Some(last);
+        while let Some(id) = at {
+            at = match tx.query_opt(&delete, &[&id]).await? {
+                Some(row) => {
+                    deleted += 1;
+                    row.get::<_, Option<Vec<u8>>>(0)
+                }
+                None => None,
+            };
+        }
+    }
+    Ok(deleted)
+}
+
+/// Erase the pieces of the bodies that carried an erased message, as
+/// sqlite/bodies.rs's `erase_carried` (`carried`: those runs with their
+/// bodies' last pieces).
+pub(crate) async fn erase_carried<C: GenericClient>(
+    tx: &C,
+    carried: &[(String, Vec<u8>)],
+) -> Result<u64> {
+    if carried.is_empty() {
+        return Ok(0);
+    }
+    let carrying: HashSet<&str> = carried.iter().map(|(run, _)| run.as_str()).collect();
+    let chain = tx
+        .prepare_cached(
+            "WITH RECURSIVE chain(id) AS (
+                 SELECT $1::bytea
+                 UNION
+                 SELECT p.parent FROM request_pieces p JOIN chain c ON p.id = c.id
+                 WHERE p.parent IS NOT NULL
+             )
+             SELECT id FROM chain",
+        )
+        .await?;
+    let mut doomed: HashSet<Vec<u8>> = HashSet::new();
+    for (_, last) in carried {
+        for row in tx.query(&chain, &[last]).await? {
+            doomed.insert(row.get(0));
+        }
+    }
+    let roots: Vec<Vec<u8>> = tx
+        .query(
+            "SELECT id FROM request_pieces WHERE id = ANY($1) AND parent IS NULL",
+            &[&doomed.iter().cloned().collect::<Vec<_>>()],
+        )
+        .await?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    let sharing = tx
+        .query(
+            "WITH RECURSIVE tree(id) AS (
+                 SELECT unnest($1::bytea[])
+                 UNION ALL
+                 SELECT p.id FROM request_pieces p JOIN tree t ON p.parent = t.id
+             )
+             SELECT r.id, r.request_piece FROM tree t JOIN runs r ON r.request_piece = t.id",
+            &[&roots],
+        )
+        .await?;
+    let mut kept: HashSet<Vec<u8>> = HashSet::new();
+    for row in sharing {
+        let run: String = row.get(0);
+        if !carrying.contains(run.as_str()) {
+            let last: Vec<u8> = row.get(1);
+            for row in tx.query(&chain, &[&last]).await? {
+                let id: Vec<u8> = row.get(0);
+                if doomed.contains(&id) {
+                    kept.insert(id);
+                }
+            }
+        }
+    }
+    let read = tx
+        .prepare_cached("SELECT bytes FROM request_pieces WHERE id = $1 AND bytes IS NOT NULL")
+        .await?;
+    let update = tx
+        .prepare_cached("UPDATE request_pieces SET bytes = NULL, erased = $2 WHERE id = $1")
+        .await?;
+    let mut erased = 0;
+    for id in doomed.difference(&kept) {
+        if let Some(row) = tx.query_opt(&read, &[id]).await? {
+            let bytes: Vec<u8> = row.get(0);
+            let digest = Digest::of(&bytes).as_bytes().to_vec();
+            tx.execute(&update, &[id, &digest]).await?;
+            erased += 1;
+        }
+    }
+    Ok(erased)
+}

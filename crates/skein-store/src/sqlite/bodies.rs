@@ -1,0 +1,250 @@
+/*!
+Request bodies on SQLite: `request_pieces` (schema 22), one row per piece
+(crate::bodies), a piece referring to its parent by id as on PostgreSQL; a
+run keeps its last piece's id, the body's digest and its length.
+
+Storing a body finds the last of its pieces already stored and inserts
+only the pieces after it, in a constant number of statements: one probe of
+the body's last few pieces (a re-sent history finds one of them stored),
+one insert per [`INSERT_BATCH`] new pieces; a body that shares less with
+what is stored is searched by halves (what is stored of a chain is always
+a prefix of it: a piece is inserted after its parent and deleted only
+after its children). So a proxied turn writes what is new, at any depth.
+Reading one walks its chain up from the last piece. When runs go, the
+pieces no remaining run's chain reaches are deleted from the chains' ends
+([`release`]); erasure takes the pieces of the bodies that carried an
+erased message, except those a body that did not carry it shares
+([`erase_carried`]).
+*/
+
+use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut};
+use crate::error::{Result, StoreError};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use skein_core::Digest;
+use std::collections::HashSet;
+
+/// How many of a body's last pieces one probe looks for.
+const PROBE: usize = 8;
+
+/// New pieces inserted per statement.
+const INSERT_BATCH: usize = 32;
+
+/// Store `body`'s pieces that are not stored yet; what the run keeps.
+pub(crate) fn store(conn: &Connection, body: &str) -> Result<BodyHead> {
+    let (pieces, head) = cut(body.as_bytes());
+    let ids: Vec<&Digest> = pieces.iter().map(|piece| &piece.id).collect();
+    let first_new = stored_prefix(conn, &ids)?;
+    for batch in pieces[first_new..].chunks(INSERT_BATCH) {
+        let rows = vec!["(?, ?, ?, ?)"; batch.len()].join(", ");
+        let mut insert = conn.prepare_cached(&format!(
+            "INSERT INTO request_pieces(id, parent, bytes, len) VALUES {rows}"
+        ))?;
+        let mut values: Vec<rusqlite::types::Value> = Vec::with_capacity(4 * batch.len());
+        for piece in batch {
+            let bytes = &body.as_bytes()[piece.range.clone()];
+            values.push(piece.id.as_bytes().to_vec().into());
+            values.push(piece.parent.map(|parent| parent.as_bytes().to_vec()).into());
+            values.push(bytes.to_vec().into());
+            values.push((bytes.len() as i64).into());
+        }
+        insert.execute(params_from_iter(values))?;
+    }
+    Ok(head)
+}
+
+/// How many of `ids` (a body's chain, in order) are stored: a prefix.
+fn stored_prefix(conn: &Connection, ids: &[&Digest]) -> Result<usize> {
+    let probed = &ids[ids.len().saturating_sub(PROBE)..];
+    if probed.is_empty() {
+        return Ok(0);
+    }
+    // The last stored among the last few, by its place (one row at most).
+    let candidates = (1..=probed.len())
+        .map(|place| format!("({place}, ?)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let found: Option<usize> = conn
+        .prepare_cached(&format!(
+            "SELECT c.column1 FROM (VALUES {candidates}) AS c
+             WHERE EXISTS (SELECT 1 FROM request_pieces p WHERE p.id = c.column2)
+             ORDER BY c.column1 DESC LIMIT 1"
+        ))?
+        .query_row(
+            params_from_iter(probed.iter().map(|id| id.as_bytes().as_slice())),
+            |row| row.get::<_, i64>(0),
+        )
+        .optional()?
+        .map(|place| ids.len() - probed.len() + place as usize);
+    if let Some(stored) = found {
+        return Ok(stored);
+    }
+    // Fewer shared: halve the rest (stored ones always form a prefix).
+    let mut find = conn.prepare_cached("SELECT 1 FROM request_pieces WHERE id = ?1")?;
+    let (mut low, mut high) = (0, ids.len() - probed.len());
+    while low < high {
+        let middle = (low + high).div_ceil(2);
+        if find.exists([ids[middle - 1].as_bytes()])? {
+            low = middle;
+        } else {
+            high = middle - 1;
+        }
+    }
+    Ok(low)
+}
+
+/// The body of the run whose row holds `last`, `digest` and `len`.
+pub(crate) fn load(
+    conn: &Connection,
+    run: &str,
+    last: Option<Vec<u8>>,
+    digest: &Digest,
+    len: i64,
+) -> Result<RequestBody> {
+    let mut pieces = Vec::new();
+    if let Some(last) = last {
+        let mut chain = conn.prepare_cached(
+            "WITH RECURSIVE chain(id, depth) AS (
+                 SELECT ?1, 0
+                 UNION ALL
+                 SELECT p.parent, c.depth + 1 FROM request_pieces p JOIN chain c ON p.id = c.id
+                 WHERE p.parent IS NOT NULL
+             )
+             SELECT p.id, p.parent, p.bytes, p.erased, p.len FROM chain c
+             JOIN request_pieces p ON p.id = c.id ORDER BY c.depth DESC",
+        )?;
+        let mut rows = chain.query([last])?;
+        while let Some(row) = rows.next()? {
+            let content = match row.get::<_, Option<Vec<u8>>>(2)? {
+                Some(bytes) => PieceContent::Bytes(bytes),
+                None => PieceContent::Erased {
+                    digest: digest_of(row.get(3)?)?,
+                    len: row.get::<_, i64>(4)? as usize,
+                },
+            };
+            pieces.push(StoredPiece {
+                id: digest_of(row.get(0)?)?,
+                parent: row
+                    .get::<_, Option<Vec<u8>>>(1)?
+                    .map(digest_of)
+                    .transpose()?,
+                content,
+            });
+        }
+    }
+    RequestBody::assemble(pieces, digest, len as usize).map_err(|problem| {
+        StoreError::MalformedRow(format!(
+            "the request body of run {run} does not reconstruct: {problem}"
+        ))
+    })
+}
+
+/// A 32-byte digest column.
+pub(crate) fn digest_of(bytes: Vec<u8>) -> Result<Digest> {
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map(Digest)
+        .map_err(|_| StoreError::MalformedRow(format!("a digest of {} bytes", bytes.len())))
+}
+
+/// Delete the pieces ending at `lasts` (the last pieces of deleted runs'
+/// bodies) that no remaining run's body reaches: each chain from its end
+/// up to the first piece another chain or run still needs. The count.
+pub(crate) fn release(conn: &Connection, lasts: Vec<Vec<u8>>) -> Result<u64> {
+    let mut delete = conn.prepare_cached(
+        "DELETE FROM request_pieces WHERE id = ?1
+             AND NOT EXISTS (SELECT 1 FROM request_pieces c WHERE c.parent = ?1)
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE request_piece = ?1)
+         RETURNING parent",
+    )?;
+    let mut deleted = 0;
+    for last in lasts {
+        let mut at = Some(last);
+        while let Some(id) = at {
+            at = match delete
+                .query_row([id], |row| row.get::<_, Option<Vec<u8>>>(0))
+                .optional()?
+            {
+                Some(parent) => {
+                    deleted += 1;
+                    parent
+                }
+                None => None,
+            };
+        }
+    }
+    Ok(deleted)
+}
+
+/// Erase the pieces of the bodies that carried an erased message:
+/// `carried` lists those runs with their bodies' last pieces. A piece that
+/// the body of a run not listed also holds stays: that body did not carry
+/// the message, so the piece is bytes before it. Each erased piece keeps
+/// its digest and length. The count of pieces erased.
+pub(crate) fn erase_carried(conn: &Connection, carried: &[(String, Vec<u8>)]) -> Result<u64> {
+    if carried.is_empty() {
+        return Ok(0);
+    }
+    let carrying: HashSet<&str> = carried.iter().map(|(run, _)| run.as_str()).collect();
+    let mut up = conn.prepare_cached("SELECT parent FROM request_pieces WHERE id = ?1")?;
+    // A chain from its last piece up, stopping before a piece in `stop`;
+    // and whether it went up to the body's first piece.
+    let mut chain_of = |last: &[u8], stop: &HashSet<Vec<u8>>| -> Result<(Vec<Vec<u8>>, bool)> {
+        let mut chain = Vec::new();
+        let mut at = Some(last.to_vec());
+        while let Some(id) = at {
+            if stop.contains(&id) {
+                return Ok((chain, false));
+            }
+            at = up
+                .query_row([&id], |row| row.get::<_, Option<Vec<u8>>>(0))
+                .optional()?
+                .flatten();
+            chain.push(id);
+        }
+        Ok((chain, true))
+    };
+    let mut doomed: HashSet<Vec<u8>> = HashSet::new();
+    let mut roots: Vec<Vec<u8>> = Vec::new();
+    for (_, last) in carried {
+        let (chain, whole) = chain_of(last, &doomed)?;
+        if whole {
+            roots.extend(chain.last().cloned());
+        }
+        doomed.extend(chain);
+    }
+    // The other runs whose bodies begin with a doomed chain's first piece
+    // (found down the pieces' tree), and the doomed pieces they hold.
+    let mut below = conn.prepare_cached(
+        "WITH RECURSIVE tree(id) AS (
+             SELECT ?1
+             UNION ALL
+             SELECT p.id FROM request_pieces p JOIN tree t ON p.parent = t.id
+         )
+         SELECT r.id, r.request_piece FROM tree t JOIN runs r ON r.request_piece = t.id",
+    )?;
+    let mut kept: HashSet<Vec<u8>> = HashSet::new();
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    for root in roots {
+        let sharing: Vec<(String, Vec<u8>)> = below
+            .query_map([root], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (run, last) in sharing {
+            if !carrying.contains(run.as_str()) {
+                let (chain, _) = chain_of(&last, &seen)?;
+                kept.extend(chain.iter().filter(|id| doomed.contains(*id)).cloned());
+                seen.extend(chain);
+            }
+        }
+    }
+    let mut read = conn.prepare_cached("SELECT bytes FROM request_pieces WHERE id = ?1")?;
+    let mut erase =
+        conn.prepare_cached("UPDATE request_pieces SET bytes = NULL, erased = ?2 WHERE id = ?1")?;
+    let mut erased = 0;
+    for id in doomed.difference(&kept) {
+        let bytes: Option<Vec<u8>> = read.query_row([id], |row| row.get(0))?;
+        if let Some(bytes) = bytes {
+            erase.execute(params![id, Digest::of(&bytes).as_bytes()])?;
+            erased += 1;
+        }
+    }
+    Ok(erased)
+}

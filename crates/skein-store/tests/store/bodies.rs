@@ -1,0 +1,374 @@
+//! Request bodies as content-addressed pieces (DESIGN invariant 13), on
+//! both backends: a proxied conversation that re-sends its whole history
+//! stores each body's new bytes only, and every body reads back byte for
+//! byte; erasing a message erases the bodies that carried it and no other;
+//! deleting runs removes the pieces only they held; a changed piece is
+//! found by `verify` and refused on read; bodies kept whole by schema 21
+//! move into pieces; an export carries each body and its import stores it
+//! in pieces again.
+
+use crate::common::{Backend, TempStore};
+use skein_core::{Message, NodeId, Thread};
+use skein_store::{
+    ConversationId, NewConversation, RunId, RunRecord, Selection, Store, Target, TurnCommit,
+};
+use std::io::BufReader;
+
+for_each_backend!(
+    a_resent_history_stores_what_is_new_and_reads_back_byte_for_byte,
+    erasing_a_message_erases_the_bodies_that_carried_it_and_no_other,
+    deleting_runs_removes_the_pieces_only_they_held,
+    a_changed_piece_is_found_by_verify_and_refused_on_read,
+    bodies_kept_whole_by_schema_21_move_into_pieces,
+    an_export_carries_each_body_and_its_import_cuts_it_again,
+);
+
+#[test]
+fn a_body_costs_the_same_statements_and_rows_at_any_depth() {
+    // SQLite's meter counts statements and rows (PostgreSQL has none).
+    let db = TempStore::new(Backend::Sqlite);
+    let store = &db.store;
+    let meter = store.meter().expect("a SQLite meter");
+    let mut costs = Vec::new();
+    for (name, depth) in [("shallow", 10), ("deep", 400)] {
+        let recorded = record(store, name, depth, None);
+        let before = meter.read();
+        let (run, body) = record_next(store, &recorded, depth + 1);
+        costs.push(meter.read() - before);
+        let back = store.request_body(&run).unwrap().expect("a kept body");
+        assert_eq!(back.whole(), Some(body.as_str()));
+    }
+    // `record_next` loads the thread first (one row per message); the
+    // turn's own writes, the body's included, cost the same.
+    let (shallow, deep) = (costs[0], costs[1]);
+    assert_eq!(deep.statements, shallow.statements, "{shallow} -> {deep}");
+    assert_eq!(
+        deep.rows - shallow.rows,
+        2 * (400 - 10),
+        "{shallow} -> {deep}"
+    );
+}
+
+/// A message of about 600 bytes of varied words (as prose is: a text that
+/// repeats one short phrase gives content-defined cuts nothing to cut at).
+fn text(role: &str, i: usize, marker: &str) -> String {
+    const WORDS: [&str; 16] = [
+        "river", "stone", "amber", "quiet", "north", "lamp", "orchard", "signal", "copper",
+        "meadow", "harbor", "violet", "timber", "echo", "saffron", "glacier",
+    ];
+    let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ role.len() as u64;
+    let mut words = format!("{role} {i} {marker}");
+    while words.len() < 600 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        words.push(' ');
+        words.push_str(WORDS[(state >> 60) as usize]);
+    }
+    words
+}
+
+/// A proxied conversation: `requests` chat-completions requests, each
+/// re-sending the whole history, recorded as turns. The runs, oldest first,
+/// with the bodies they sent; and the unique message bytes.
+struct Recorded {
+    conversation: ConversationId,
+    runs: Vec<(RunId, String)>,
+    heads: Vec<NodeId>,
+    unique: usize,
+}
+
+fn record(store: &Store, name: &str, requests: usize, marker_at: Option<usize>) -> Recorded {
+    let mut thread = Thread::new().push(Message::system("You are terse."));
+    let mut wire = vec![r#"{"role":"system","content":"You are terse."}"#.to_string()];
+    let mut conversation = None;
+    let mut head = None;
+    let mut recorded = Recorded {
+        conversation: ConversationId(String::new()),
+        runs: Vec::new(),
+        heads: Vec::new(),
+        unique: 0,
+    };
+    for i in 0..requests {
+        let marker = if marker_at == Some(i) {
+            "MARKER-4417"
+        } else {
+            ""
+        };
+        let question = text("question", i, marker);
+        let answer = text("answer", i, "");
+        recorded.unique += question.len() + answer.len();
+        wire.push(format!(r#"{{"role":"user","content":"{question}"}}"#));
+        let body = format!(
+            r#"{{"model":"gpt-4o-mini","messages":[{}],"stream":false,"temperature":0}}"#,
+            wire.join(",")
+        );
+        thread = thread.push(Message::user(question));
+        let input = thread.head_id();
+        thread = thread.push(Message::assistant(answer.clone()));
+        wire.push(format!(r#"{{"role":"assistant","content":"{answer}"}}"#));
+        let mut run = RunRecord::new("echo", "echo");
+        run.input_head = input;
+        run.output_head = thread.head_id();
+        run.request = Some(body.clone());
+        let runs = std::slice::from_ref(&run);
+        let turn = match &conversation {
+            None => TurnCommit {
+                target: Target::New(Box::new(NewConversation {
+                    name: Some(name.into()),
+                    ..NewConversation::default()
+                })),
+                thread: Some(&thread),
+                runs,
+            },
+            Some(id) => TurnCommit::continuing(id, head, &thread, runs),
+        };
+        let committed = store.commit_turn(&turn).unwrap();
+        conversation = Some(committed.conversation.clone().expect("a conversation"));
+        head = committed.head;
+        recorded.heads.push(input.expect("an input"));
+        recorded.runs.push((run.id, body));
+    }
+    recorded.conversation = conversation.expect("at least one request");
+    recorded
+}
+
+fn piece_bytes(db: &TempStore) -> i64 {
+    db.store
+        .debug_query_i64("SELECT CAST(COALESCE(sum(len), 0) AS BIGINT) FROM request_pieces")
+        .unwrap()
+}
+
+fn a_resent_history_stores_what_is_new_and_reads_back_byte_for_byte(backend: Backend) {
+    let db = TempStore::new(backend);
+    let requests = 200;
+    let mut added = Vec::new();
+    let mut before = 0;
+    let store = &db.store;
+    // Recorded one request at a time, to see what each one added.
+    let mut recorded = record(store, "first", 1, None);
+    added.push(piece_bytes(&db) - before);
+    before = piece_bytes(&db);
+    for n in 2..=requests {
+        // The same conversation re-sent with one more exchange: record
+        // only the last request of a fresh history of n requests.
+        let again = record_next(store, &recorded, n);
+        recorded.runs.push(again);
+        added.push(piece_bytes(&db) - before);
+        before = piece_bytes(&db);
+    }
+    let total_sent: usize = recorded.runs.iter().map(|(_, body)| body.len()).sum();
+    let unique = 2 * requests * text("question", 100, "").len();
+    let stored = piece_bytes(&db) as usize;
+    // Each request adds its new exchange (about 1.3 KB on the wire) and at
+    // most the piece it re-cuts: flat in depth, never the history.
+    for (depth, bytes) in added.iter().enumerate().skip(1) {
+        assert!(
+            *bytes < 1_400 + 2 * 8192,
+            "request {depth} added {bytes} bytes"
+        );
+    }
+    let late: i64 = added[190..200].iter().sum();
+    let early: i64 = added[10..20].iter().sum();
+    assert!(late < 2 * early + 8192, "late {late} vs early {early}");
+    assert!(
+        stored < 2 * unique + requests * 1024,
+        "{stored} bytes stored for {unique} unique ({total_sent} sent)"
+    );
+    for (run, body) in &recorded.runs {
+        let back = store.request_body(run).unwrap().expect("a kept body");
+        assert_eq!(back.whole(), Some(body.as_str()));
+    }
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(report.body_pieces > 0);
+}
+
+/// Record the `n`th request of `recorded`'s conversation (its history
+/// rebuilt, so the body re-sends every earlier exchange).
+fn record_next(store: &Store, recorded: &Recorded, n: usize) -> (RunId, String) {
+    let conversation = store.conversation(&recorded.conversation).unwrap();
+    let mut thread = store.load_thread(conversation.head.unwrap()).unwrap();
+    let mut wire: Vec<String> = thread
+        .messages()
+        .iter()
+        .map(|message| {
+            format!(
+                r#"{{"role":"{}","content":"{}"}}"#,
+                match message.role {
+                    skein_core::Role::System => "system",
+                    skein_core::Role::User => "user",
+                    _ => "assistant",
+                },
+                message.joined_text()
+            )
+        })
+        .collect();
+    let i = n - 1;
+    let question = text("question", i, "");
+    wire.push(format!(r#"{{"role":"user","content":"{question}"}}"#));
+    let body = format!(
+        r#"{{"model":"gpt-4o-mini","messages":[{}],"stream":false,"temperature":0}}"#,
+        wire.join(",")
+    );
+    thread = thread.push(Message::user(question));
+    let input = thread.head_id();
+    thread = thread.push(Message::assistant(text("answer", i, "")));
+    let mut run = RunRecord::new("echo", "echo");
+    run.input_head = input;
+    run.output_head = thread.head_id();
+    run.request = Some(body.clone());
+    store
+        .commit_turn(&TurnCommit::continuing(
+            &recorded.conversation,
+            conversation.head,
+            &thread,
+            std::slice::from_ref(&run),
+        ))
+        .unwrap();
+    (run.id, body)
+}
+
+fn erasing_a_message_erases_the_bodies_that_carried_it_and_no_other(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let recorded = record(store, "main", 30, Some(20));
+    // Another conversation that began alike but never carried the marker.
+    let other = record(store, "other", 25, None);
+    let marked = recorded.heads[20];
+    let redacted = store.redact(marked, "alice", "a card number").unwrap();
+    assert!(redacted.body_pieces_erased > 0);
+    for (at, (run, body)) in recorded.runs.iter().enumerate() {
+        let back = store.request_body(run).unwrap().expect("a kept body");
+        if at < 20 {
+            assert_eq!(back.whole(), Some(body.as_str()), "request {at}");
+        } else {
+            assert_eq!(back.whole(), None, "request {at}");
+            assert!(!back.display().contains("MARKER-4417"), "request {at}");
+            assert!(!back.erased().is_empty());
+            assert_eq!(back.len(), body.len());
+        }
+    }
+    for (run, body) in &other.runs {
+        let back = store.request_body(run).unwrap().expect("a kept body");
+        assert_eq!(back.whole(), Some(body.as_str()));
+    }
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert!(report.body_pieces_erased > 0);
+}
+
+fn deleting_runs_removes_the_pieces_only_they_held(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let kept = record(store, "kept", 12, None);
+    let alone = piece_bytes(&db);
+    // Begins like `kept` (its first requests' bodies are the same bytes),
+    // then goes on longer.
+    let doomed = record(store, "doomed", 20, None);
+    assert!(piece_bytes(&db) > alone);
+    let forgotten = store
+        .forget(
+            &Selection::Conversations(vec![doomed.conversation.clone()]),
+            false,
+        )
+        .unwrap();
+    assert!(forgotten.body_pieces > 0);
+    assert_eq!(
+        piece_bytes(&db),
+        alone,
+        "exactly what only the deleted runs held"
+    );
+    for (run, body) in &kept.runs {
+        let back = store.request_body(run).unwrap().expect("a kept body");
+        assert_eq!(back.whole(), Some(body.as_str()));
+    }
+    store
+        .forget(
+            &Selection::Conversations(vec![kept.conversation.clone()]),
+            false,
+        )
+        .unwrap();
+    assert_eq!(db.count("request_pieces"), 0);
+    assert!(store.verify().unwrap().is_ok());
+}
+
+fn a_changed_piece_is_found_by_verify_and_refused_on_read(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let recorded = record(store, "main", 3, None);
+    let changed = store
+        .debug_execute(&format!(
+            "UPDATE request_pieces SET bytes = {} WHERE len > 100 AND parent IS NOT NULL",
+            db.bytes_literal(&[b'x'; 101])
+        ))
+        .unwrap();
+    assert!(changed > 0);
+    let report = store.verify().unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| matches!(problem, skein_store::Problem::PieceMismatch { .. })),
+        "{:?}",
+        report.problems
+    );
+    let (run, _) = recorded.runs.last().unwrap();
+    assert!(store.request_body(run).is_err());
+}
+
+fn bodies_kept_whole_by_schema_21_move_into_pieces(backend: Backend) {
+    let db = TempStore::new(backend);
+    let recorded = record(&db.store, "main", 8, None);
+    // Back to schema 21: each body whole in `runs.request`, no pieces.
+    let store = &db.store;
+    store
+        .debug_execute("ALTER TABLE runs ADD COLUMN request TEXT")
+        .unwrap();
+    for (run, body) in &recorded.runs {
+        store
+            .debug_execute(&format!(
+                "UPDATE runs SET request = '{body}', request_piece = NULL,
+                     request_digest = NULL, request_len = NULL WHERE id = '{}'",
+                run.as_str()
+            ))
+            .unwrap();
+    }
+    store.debug_execute("DELETE FROM request_pieces").unwrap();
+    db.set_schema_version(21);
+    let reopened = db.reopen();
+    for (run, body) in &recorded.runs {
+        let back = reopened.request_body(run).unwrap().expect("a kept body");
+        assert_eq!(back.whole(), Some(body.as_str()));
+    }
+    let whole: usize = recorded.runs.iter().map(|(_, body)| body.len()).sum();
+    assert!(
+        (piece_bytes(&db) as usize) < whole / 2,
+        "shared pieces, once"
+    );
+    assert!(
+        reopened
+            .debug_execute("UPDATE runs SET request = NULL")
+            .is_err(),
+        "the whole-body column is gone"
+    );
+    assert!(reopened.verify().unwrap().is_ok());
+}
+
+fn an_export_carries_each_body_and_its_import_cuts_it_again(backend: Backend) {
+    let db = TempStore::new(backend);
+    let recorded = record(&db.store, "main", 10, None);
+    let mut exported = Vec::new();
+    db.store.export(&mut exported).unwrap();
+    let fresh = TempStore::new(backend);
+    fresh
+        .store
+        .import(&mut BufReader::new(exported.as_slice()))
+        .unwrap();
+    for (run, body) in &recorded.runs {
+        let back = fresh.store.request_body(run).unwrap().expect("a kept body");
+        assert_eq!(back.whole(), Some(body.as_str()));
+    }
+    assert_eq!(piece_bytes(&fresh), piece_bytes(&db));
+    assert!(fresh.store.verify().unwrap().is_ok());
+}
