@@ -3314,6 +3314,19 @@ async fn a_streaming_client_that_hangs_up_cancels_the_call_and_keeps_its_partial
     let output = cancelled_run_output(&server).await;
     assert_eq!(output.as_deref(), Some("Once upon"), "the partial answer");
     assert_eq!(model.accepted(), 1, "the call was not made again");
+
+    // The partial answer is no response to continue.
+    let run = the_run(&server, RunStatus::Cancelled).await;
+    let (status, body) = server
+        .proxy(
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-4o", "input": "Go on.",
+                "previous_response_id": format!("resp_{}", run.id)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "previous_response_id", "{body}");
+    assert_eq!(model.accepted(), 1, "the model was not called");
 }
 
 /// A client that hangs up before a whole (unstreamed) answer is ready
