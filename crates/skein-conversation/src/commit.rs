@@ -354,9 +354,9 @@ fn prompts(thread: &Thread, start: Option<NodeId>) -> (Option<&Message>, Option<
     (own, None)
 }
 
-/// A model call that failed after it started (the call failed, or its
-/// reply never met the output contract): the record of its run and the
-/// request it sent.
+/// A model call that failed after it started (the call failed, its reply
+/// never met the output contract, or it was cancelled): the record of its
+/// run, the request it sent, and what a cancelled call had said.
 #[derive(Clone, Debug)]
 pub struct FailedCall {
     /// The failed run, with the usage the engine's ledger counted for it.
@@ -365,6 +365,9 @@ pub struct FailedCall {
     /// The request as rendered: the history, then the call's new messages
     /// (its input head is the record's `input_head`).
     pub input: Thread,
+    /// The text a cancelled call had produced, as an assistant message:
+    /// the cancelled run's output, never a turn of any conversation.
+    pub partial: Option<Message>,
 }
 
 /// The failed call `prepared` made, when it failed after its model call
@@ -380,9 +383,16 @@ pub fn failed_call(
         record.usage = entry.usage;
         record.usage_complete = entry.usage_complete;
     }
+    let partial = match error {
+        EngineError::Cancelled { partial, .. } if !partial.is_empty() => {
+            Some(Message::assistant(partial.clone()))
+        }
+        _ => None,
+    };
     Some(FailedCall {
         record,
         input: prepared.thread.clone(),
+        partial,
     })
 }
 
@@ -390,7 +400,10 @@ pub fn failed_call(
 /// and its failed run, whose input head is the request's last message, in
 /// one transaction. No bookmark moves and no conversation is created: the
 /// run belongs to `conversation` when the store holds it, else to none (a
-/// failed first turn, or a call no conversation owns yet).
+/// failed first turn, or a call no conversation owns yet). A cancelled
+/// call's partial text is stored too, as the node its run (marked
+/// `cancelled`) output: content like any other, which no conversation
+/// holds.
 pub async fn failed(
     store: &Store,
     conversation: Option<&Bookmark>,
@@ -398,7 +411,14 @@ pub async fn failed(
 ) -> Result<Committed, StoreError> {
     let mut record = call.record.clone();
     record.input_head = call.input.head_id();
-    keep(store, conversation, &call.input, vec![record]).await
+    let thread = match &call.partial {
+        Some(partial) => call.input.push(partial.clone()),
+        None => call.input.clone(),
+    };
+    if call.partial.is_some() {
+        record.output_head = thread.head_id();
+    }
+    keep(store, conversation, &thread, vec![record]).await
 }
 
 /// Keep model calls that no turn records (a failed call, and the calls a

@@ -240,6 +240,10 @@ pub enum ProviderError {
          reply (a lower max_tokens, or a prompt that asks for less)"
     )]
     ReplyTooLong { limit: usize },
+    /// The call was still running at the deadline set on its reply and was
+    /// stopped there.
+    #[error("the reply was not finished within {} s and was stopped", .within.as_secs_f64())]
+    ReplyTooSlow { within: Duration },
 }
 
 impl ProviderError {

@@ -56,7 +56,10 @@ impl Admission {
             WhenBusy::Fail => semaphore.try_acquire_owned().map_err(|_| busy()),
             WhenBusy::Wait => tokio::select! {
                 permit = semaphore.acquire_owned() => permit.map_err(|_| busy()),
-                () = cancel.cancelled() => Err(EngineError::Cancelled),
+                () = cancel.cancelled() => Err(EngineError::Cancelled {
+                    run: None,
+                    partial: String::new(),
+                }),
             },
         }
     }

@@ -447,7 +447,7 @@ impl Coordinator {
                         }
                         completed = Some(output);
                     }
-                    Err(EngineError::Cancelled) if cancel.is_cancelled() => {
+                    Err(EngineError::Cancelled { .. }) if cancel.is_cancelled() => {
                         return Err(CoordinateError::Cancelled { undelivered: None });
                     }
                     Err(error) => return Err(CoordinateError::Execution(error)),

@@ -82,9 +82,13 @@ pub enum EngineError {
         "backend `{backend}` is at capacity ({capacity} runs); retry later or let the run wait"
     )]
     Capacity { backend: String, capacity: usize },
-    /// The run was cancelled.
+    /// The run was cancelled. When its model call had started, `run` is
+    /// its id (its record is kept, marked cancelled: see
+    /// [`Prepared::failed_record`](crate::Prepared::failed_record)) and
+    /// `partial` the reply text the model had produced by then (empty when
+    /// none, or when the call had not started).
     #[error("the run was cancelled")]
-    Cancelled,
+    Cancelled { run: Option<RunId>, partial: String },
     /// The request would send a message whose content was erased
     /// (`skein redact`): only its digest is left, and no model is sent a
     /// stand-in unasked ([`crate::erased`]).

@@ -127,13 +127,17 @@ impl RunOutput {
 
 impl Prepared {
     /// The record of this run when it failed after its model call started
-    /// (the call failed, or the reply never met the output contract); `None`
-    /// for failures before any call (a bad request, refused admission,
-    /// cancellation), which leave no run. It names no conversation, and its
-    /// usage is unknown (`usage_complete` false) unless the caller fills it
-    /// in from the ledger.
+    /// (the call failed, the reply never met the output contract, or it was
+    /// cancelled: then its status is `cancelled`); `None` for failures
+    /// before any call (a bad request, refused admission, cancellation
+    /// while waiting), which leave no run. It names no conversation and no
+    /// output (a cancelled call's partial text is the caller's to keep),
+    /// and its usage is unknown (`usage_complete` false) unless the caller
+    /// fills it in from the ledger.
     pub fn failed_record(&self, error: &EngineError) -> Option<RunRecord> {
-        let (EngineError::Generation { run, .. } | EngineError::Validation { run, .. }) = error
+        let (EngineError::Generation { run, .. }
+        | EngineError::Validation { run, .. }
+        | EngineError::Cancelled { run: Some(run), .. }) = error
         else {
             return None;
         };
@@ -142,7 +146,10 @@ impl Prepared {
         record.input_head = self.thread.head_id();
         record.profile = Some(self.profile.clone());
         record.backend = Some(self.backend.clone());
-        record.status = RunStatus::Failed;
+        record.status = match error {
+            EngineError::Cancelled { .. } => RunStatus::Cancelled,
+            _ => RunStatus::Failed,
+        };
         record.error = Some(match error {
             EngineError::Generation { error, .. } => error.to_string(),
             other => other.to_string(),
@@ -234,7 +241,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
 
     let status = match &outcome {
         Ok(_) => RunStatus::Succeeded,
-        Err(EngineError::Cancelled) => RunStatus::Cancelled,
+        Err(EngineError::Cancelled { .. }) => RunStatus::Cancelled,
         Err(_) => RunStatus::Failed,
     };
     match &outcome {
@@ -365,10 +372,14 @@ async fn attempt_until_valid(
             options: prepared.options.clone(),
             output_schema: contract.map(|c| c.schema.clone()),
         };
-        let response = call(plan, request, cancel, emitter, state.attempts)
+        let mut partial = String::new();
+        let response = call(plan, request, cancel, emitter, state.attempts, &mut partial)
             .await
             .map_err(|error| match error {
-                ProviderError::Cancelled => EngineError::Cancelled,
+                ProviderError::Cancelled => EngineError::Cancelled {
+                    run: Some(run.clone()),
+                    partial,
+                },
                 error => EngineError::Generation {
                     run: run.clone(),
                     error,
@@ -416,26 +427,40 @@ async fn attempt_until_valid(
 
 /// One model call: stream it, forwarding text to the request's text channel
 /// and retries to the events, until done, cancelled, or past the reply
-/// bound ([`crate::with_reply_limit`]).
+/// bounds ([`crate::with_reply_limit`], [`crate::with_reply_deadline`]).
+/// `partial` gathers the reply's text as it comes (what a cancelled call
+/// had said).
 async fn call(
     plan: &Plan,
     request: ModelRequest,
     cancel: &CancellationToken,
     emitter: &mut Emitter,
     attempt: u32,
+    partial: &mut String,
 ) -> Result<ModelResponse, ProviderError> {
     let mut stream = plan.provider.stream(request);
     let mut assembler = ResponseAssembler::new();
     let limit = crate::reply_limit::current();
-    let mut replied = 0usize;
-    // One cancellation future for the whole call: a new one per event would
-    // register with the token again for every text piece.
+    // One future each for cancellation and the deadline for the whole
+    // call: a new one per event would register again for every text piece.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
+    let deadline = crate::reply_limit::deadline();
+    let past_deadline = async {
+        match deadline {
+            Some((at, _)) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(past_deadline);
     loop {
         let next = tokio::select! {
             biased;
             () = &mut cancelled => return Err(ProviderError::Cancelled),
+            () = &mut past_deadline => {
+                let within = deadline.map(|(_, within)| within).unwrap_or_default();
+                return Err(ProviderError::ReplyTooSlow { within });
+            }
             next = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)) => next,
         };
         let Some(event) = next else {
@@ -444,8 +469,8 @@ async fn call(
         let event = event?;
         match &event {
             StreamEvent::Text(text) => {
-                replied += text.len();
-                if let Some(limit) = limit.filter(|limit| replied > *limit) {
+                partial.push_str(text);
+                if let Some(limit) = limit.filter(|limit| partial.len() > *limit) {
                     return Err(ProviderError::ReplyTooLong { limit });
                 }
                 if let Some(sink) = &plan.request.text_sink {

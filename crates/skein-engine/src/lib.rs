@@ -8,8 +8,8 @@ skein's execution engine.
   captured [`Exchange`], and `inspect_*`.
 - Admission per backend ([`admission`]), structured output with repair
   (the `contract` module), capture ([`exchange`]), observation
-  ([`observe`]), the usage ledger ([`ledger`]) and the bound on a reply's
-  text ([`with_reply_limit`]).
+  ([`observe`]), the usage ledger ([`ledger`]) and the bounds on a reply's
+  text and time ([`with_reply_limit`], [`with_reply_deadline`]).
 
 Settings are resolved fresh for every execution; a continuation carries
 conversation content forward and nothing else.
@@ -87,7 +87,7 @@ pub use execute::RunOutput;
 pub use ledger::{Figure, Ledger, LedgerEntry, Totals};
 pub use load::load_dir;
 pub use observe::{AttemptKind, Event, EventChannel, EventKind, Observer, RunId};
-pub use reply_limit::with_reply_limit;
+pub use reply_limit::{with_reply_deadline, with_reply_limit};
 pub use request::{Request, RequestMessage};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::{Tool, ToolError, tool_fn};

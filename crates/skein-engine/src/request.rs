@@ -242,6 +242,10 @@ impl Request {
         self
     }
 
+    /// Cancel the run when `token` is: while it waits for admission
+    /// (no run), or during its model call, which then stops at once
+    /// ([`EngineError::Cancelled`](crate::EngineError::Cancelled) names
+    /// the run and the text it had produced).
     pub fn cancel_with(mut self, token: CancellationToken) -> Request {
         self.cancel = Some(token);
         self

@@ -111,7 +111,7 @@ fn engine_error(
             "SchemaError"
         }
         EngineError::Capacity { .. } => "CapacityError",
-        EngineError::Cancelled => "Cancelled",
+        EngineError::Cancelled { .. } => "Cancelled",
         EngineError::BackendUnavailable { .. } => "ModelUnavailable",
         _ => "EngineError",
     };
@@ -134,6 +134,7 @@ fn provider_fields(attributes: &Bound<'_, PyDict>, error: &ProviderError) {
         ProviderError::Backend { message } => ("backend", None, Some(message)),
         ProviderError::Scripted { message } => ("scripted", None, Some(message)),
         ProviderError::ReplyTooLong { .. } => ("reply_too_long", None, None),
+        ProviderError::ReplyTooSlow { .. } => ("reply_too_slow", None, None),
         _ => ("unknown", None, None),
     };
     let _ = attributes.set_item("kind", kind);

@@ -3218,6 +3218,201 @@ async fn a_reply_past_the_stream_bound_in_process_is_a_failed_call() {
     assert_cut_at_the_stream_bound(&server, &model, PIECE).await;
 }
 
+// ------------------------------------------ proxied calls end with their client
+
+/// A proxy whose one model is the OpenAI-compatible server at `url`,
+/// configured further by `configure` (its reply bounds).
+async fn proxying_endpoint(url: &str, configure: impl FnOnce(&mut ProxyConfig)) -> Server {
+    let mut proxy = ProxyConfig::new(Endpoint::at(url).model);
+    configure(&mut proxy);
+    Server::start_configured(|config| config.proxy = Some(proxy)).await
+}
+
+/// Wait for `event`, for at most a minute (it should come at once).
+async fn within_a_minute<T>(what: &str, event: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), event)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within a minute"))
+}
+
+/// The run the server recorded with `status`, once it is recorded (on a
+/// task of its own, after the call ended).
+async fn the_run(server: &Server, status: RunStatus) -> RunRecord {
+    within_a_minute("the run recorded", async {
+        loop {
+            let runs = server.store.recent_runs(10).unwrap();
+            if let Some(run) = runs.into_iter().find(|run| run.status == status) {
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// A client on a raw connection: sends a chat completion asking for
+/// `text` (streamed or not) and hands back the connection to read from or
+/// hang up.
+async fn raw_chat(server: &Server, text: &str, stream: bool) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let body = serde_json::json!({
+        "model": "gpt-4o", "stream": stream,
+        "messages": [{"role": "user", "content": text}],
+    })
+    .to_string();
+    let mut connection = tokio::net::TcpStream::connect(server.address)
+        .await
+        .unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        server.address,
+        body.len()
+    );
+    connection.write_all(request.as_bytes()).await.unwrap();
+    connection
+}
+
+/// The run cancelled with its client, checked: recorded as `cancelled`,
+/// never as a whole answer, belonging to no conversation (none was
+/// created), with its request; the database verifies. Its output's text:
+/// what the model had said by then, which no conversation holds.
+async fn cancelled_run_output(server: &Server) -> Option<String> {
+    let run = the_run(server, RunStatus::Cancelled).await;
+    assert_eq!(run.finish_reason, None, "never a whole `stop`: {run:?}");
+    assert_eq!(run.conversation, None, "no conversation: {run:?}");
+    assert!(run.request.is_some(), "the request body is kept");
+    assert!(server.store.list_conversations(10).unwrap().is_empty());
+    assert!(server.store.verify().unwrap().is_ok());
+    run.output_head
+        .map(|node| server.store.node(node).unwrap().message.joined_text())
+}
+
+/// A client that hangs up after the first piece of a streamed answer
+/// cancels the call: the model's connection is closed (the model is never
+/// read to its end), and the run is recorded as cancelled with the text
+/// the client was sent, not as a whole answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_client_that_hangs_up_cancels_the_call_and_keeps_its_partial() {
+    use skein_testkit::{Fault, FaultServer};
+    use tokio::io::AsyncReadExt;
+    let mut model = FaultServer::start(Fault::Stall(vec![content("Once upon")])).await;
+    let server = proxying_endpoint(&model.url(), |_| {}).await;
+    let mut connection = raw_chat(&server, "Tell me a long story.", true).await;
+    let mut seen = Vec::new();
+    within_a_minute("the first piece streamed", async {
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("Once upon") {
+            let read = connection.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "the stream ended early");
+            seen.extend_from_slice(&buffer[..read]);
+        }
+    })
+    .await;
+    drop(connection);
+    within_a_minute("the model's connection closed", model.closed()).await;
+    let output = cancelled_run_output(&server).await;
+    assert_eq!(output.as_deref(), Some("Once upon"), "the partial answer");
+    assert_eq!(model.accepted(), 1, "the call was not made again");
+
+    // The partial answer is no response to continue.
+    let run = the_run(&server, RunStatus::Cancelled).await;
+    let (status, body) = server
+        .proxy(
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-4o", "input": "Go on.",
+                "previous_response_id": format!("resp_{}", run.id)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "previous_response_id", "{body}");
+    assert_eq!(model.accepted(), 1, "the model was not called");
+}
+
+/// A client that hangs up before a whole (unstreamed) answer is ready
+/// cancels the call too: the model's connection is closed and the run is
+/// recorded as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_before_its_answer_cancels_the_call() {
+    use skein_testkit::{Fault, FaultServer};
+    let mut model = FaultServer::start(Fault::Stall(vec![content("Once upon")])).await;
+    let server = proxying_endpoint(&model.url(), |_| {}).await;
+    let connection = raw_chat(&server, "Tell me a long story.", false).await;
+    within_a_minute("the model called", model.held()).await;
+    drop(connection);
+    within_a_minute("the model's connection closed", model.closed()).await;
+    // The model had sent its first piece; whether the proxy read it before
+    // the client hung up is a race, so there may be no output.
+    let output = cancelled_run_output(&server).await;
+    assert!(
+        matches!(output.as_deref(), None | Some("Once upon")),
+        "{output:?}"
+    );
+}
+
+/// A call still running at the proxy's reply deadline is stopped there:
+/// the client is told (504, in its API's error shape), the model's
+/// connection is closed, and the run is recorded as failed with the
+/// reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_the_reply_deadline_is_stopped_and_recorded_as_failed() {
+    use skein_testkit::{Fault, FaultServer};
+    let mut model = FaultServer::start(Fault::Stall(vec![content("Once upon")])).await;
+    let server = proxying_endpoint(&model.url(), |proxy| {
+        proxy.reply_deadline = Duration::from_secs(1);
+    })
+    .await;
+    let (status, body) = server
+        .proxy(
+            "/v1/chat/completions",
+            serde_json::json!({"model": "gpt-4o",
+                "messages": [{"role": "user", "content": "Tell me a long story."}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(body["error"]["code"], "reply_too_slow", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not finished within 1 s"), "{message}");
+    within_a_minute("the model's connection closed", model.closed()).await;
+    let run = the_run(&server, RunStatus::Failed).await;
+    assert_eq!(run.output_head, None);
+    let error = run.error.as_deref().unwrap();
+    assert!(error.contains("not finished within 1 s"), "{error}");
+    assert!(server.store.verify().unwrap().is_ok());
+}
+
+/// A reply past the proxy's text bound is stopped there: the client is
+/// told (in its API's error shape; a stream that had begun ends with an
+/// error event) and the run is recorded as failed with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_past_the_proxy_text_bound_is_stopped_and_recorded_as_failed() {
+    let server = Server::start_configured(|config| {
+        let mut proxy = ProxyConfig::new(Model::open("echo").unwrap());
+        proxy.reply_limit = 64;
+        config.proxy = Some(proxy);
+    })
+    .await;
+    let ask = |text: &str| {
+        serde_json::json!({"model": "echo", "max_tokens": 100,
+            "messages": [{"role": "user", "content": text}]})
+    };
+    let (status, body) = server.proxy("/v1/chat/completions", ask("short")).await;
+    assert_eq!(status, StatusCode::OK, "within the bound: {body}");
+    let long = "echo this back. ".repeat(8);
+    let (status, body) = server.proxy("/v1/messages", ask(&long)).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(body["type"], "error", "Anthropic's error shape: {body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("bound of 64 bytes"), "{message}");
+    let run = the_run(&server, RunStatus::Failed).await;
+    assert_eq!(run.output_head, None);
+    assert!(
+        run.error.as_deref().unwrap().contains("bound of 64 bytes"),
+        "{run:?}"
+    );
+    assert!(server.store.verify().unwrap().is_ok());
+}
+
 // ---------------------------------------------------------------- costs
 
 /// Turns of the shallow conversations in the cost tests; the deep ones
@@ -3734,9 +3929,8 @@ async fn from_recording(
     let mut server = Server::start_configured(move |config| {
         config.store = store;
         config.proxy = Some(ProxyConfig {
-            models: skein_serve::ModelTable::single(model),
-            pass_client_key: false,
             from_recording: Some(mode),
+            ..ProxyConfig::new(model)
         });
     })
     .await;

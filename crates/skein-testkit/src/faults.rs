@@ -9,8 +9,10 @@ after which the server either holds the connection open (a stall),
 closes it without ending the body (a cut), or holds it until the test
 releases it and then ends the body (a slow reply, [`Fault::Hold`]). The
 server counts the connections it accepted (a client's retries show
-there), says when one is held ([`FaultServer::held`]) and reports what
-each one saw ([`Seen`]).
+there), says when one is held ([`FaultServer::held`]: a stall's or a
+hold's chunks were sent) and when a client closed a stalled or silent
+connection ([`FaultServer::closed`], however long that took), and reports
+what each one saw ([`Seen`]).
 */
 
 use std::net::SocketAddr;
@@ -62,6 +64,7 @@ pub struct FaultServer {
     accepted: Arc<AtomicUsize>,
     seen: mpsc::UnboundedReceiver<Seen>,
     held: mpsc::UnboundedReceiver<()>,
+    closed: mpsc::UnboundedReceiver<()>,
     release: watch::Sender<bool>,
 }
 
@@ -75,6 +78,7 @@ impl FaultServer {
         let accepted = Arc::new(AtomicUsize::new(0));
         let (report, seen) = mpsc::unbounded_channel();
         let (holding, held) = mpsc::unbounded_channel();
+        let (closing, closed) = mpsc::unbounded_channel();
         let (release, released) = watch::channel(false);
         let counter = accepted.clone();
         tokio::spawn(async move {
@@ -83,6 +87,7 @@ impl FaultServer {
                 let hold = Hold {
                     holding: holding.clone(),
                     released: released.clone(),
+                    closing: closing.clone(),
                 };
                 tokio::spawn(serve(socket, fault.clone(), report.clone(), hold));
             }
@@ -92,6 +97,7 @@ impl FaultServer {
             accepted,
             seen,
             held,
+            closed,
             release,
         }
     }
@@ -118,10 +124,16 @@ impl FaultServer {
         self.seen.recv().await.expect("the server runs")
     }
 
-    /// Wait until the next connection is held ([`Fault::Hold`]): its
-    /// request was read and its first chunks sent.
+    /// Wait until the next connection is held ([`Fault::Hold`], or
+    /// [`Fault::Stall`]): its request was read and its first chunks sent.
     pub async fn held(&mut self) {
         self.held.recv().await.expect("the server runs");
+    }
+
+    /// Wait until the client of the next stalled or silent connection to
+    /// be done with closes its side, however long that takes.
+    pub async fn closed(&mut self) {
+        self.closed.recv().await.expect("the server runs");
     }
 
     /// Let every held connection finish, and every later one go through
@@ -131,10 +143,12 @@ impl FaultServer {
     }
 }
 
-/// What a [`Fault::Hold`] connection reports to, and waits on.
+/// What a connection reports to (held, closed by its client) and what a
+/// [`Fault::Hold`] waits on.
 struct Hold {
     holding: mpsc::UnboundedSender<()>,
     released: watch::Receiver<bool>,
+    closing: mpsc::UnboundedSender<()>,
 }
 
 /// The chunked encoding of `chunks`.
@@ -163,6 +177,9 @@ async fn serve(
         );
         let _ = socket.write_all(out.as_bytes()).await;
         let _ = socket.flush().await;
+    }
+    if let Fault::Stall(_) = &fault {
+        let _ = hold.holding.send(());
     }
     if let Fault::Hold(_, rest) = &fault {
         let _ = hold.holding.send(());
@@ -197,6 +214,7 @@ async fn serve(
         // Out of patience, but a stall stays a stall.
         until_closed(&mut socket).await;
     }
+    let _ = hold.closing.send(());
 }
 
 /// Read (and drop) whatever the client sends until it closes its side.

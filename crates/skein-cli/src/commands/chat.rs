@@ -399,9 +399,9 @@ fn was_cancelled(error: &anyhow::Error) -> bool {
         matches!(
             cause.downcast_ref::<skein::Error>(),
             Some(
-                skein::Error::Engine(EngineError::Cancelled)
+                skein::Error::Engine(EngineError::Cancelled { .. })
                     | skein::Error::ChainFailed {
-                        error: EngineError::Cancelled,
+                        error: EngineError::Cancelled { .. },
                         ..
                     }
             )

@@ -70,6 +70,14 @@ pub struct ServeArgs {
     /// 1024)
     #[arg(long, default_value = "8M", value_name = "BYTES", value_parser = parse_size)]
     pub body_limit: u64,
+    /// With --proxy: the longest one model call may run, start to finish; a call still running
+    /// then is stopped, answered with an error and recorded as failed
+    #[arg(long, default_value_t = 600, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub reply_deadline: u64,
+    /// With --proxy: the most reply text one model call may produce, in bytes (`K`, `M`, `G`
+    /// suffixes); a call that passes it is stopped, answered with an error and recorded as failed
+    #[arg(long, default_value = "4M", value_name = "BYTES", value_parser = parse_size)]
+    pub reply_limit: u64,
     /// The longest a client may take to send a request's headers, then its body (slow clients are dropped)
     #[arg(long, default_value_t = 30, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub read_timeout: u64,
@@ -123,6 +131,8 @@ pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
                 (true, false) => Some(FromRecording::Only),
                 (true, true) => Some(FromRecording::RecordMisses),
             },
+            reply_deadline: Duration::from_secs(args.reply_deadline),
+            reply_limit: usize::try_from(args.reply_limit).unwrap_or(usize::MAX),
         })
     } else {
         None

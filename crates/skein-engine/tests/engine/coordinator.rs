@@ -621,7 +621,10 @@ async fn cancellation_during_an_execution_ends_it() {
     .unwrap_err();
     canceller.await.unwrap();
     assert!(
-        matches!(error, CoordinateError::Execution(EngineError::Cancelled)),
+        matches!(
+            error,
+            CoordinateError::Execution(EngineError::Cancelled { .. })
+        ),
         "{error}"
     );
     assert!(!coordinator_token.is_cancelled());

@@ -641,7 +641,10 @@ async fn a_busy_backend_makes_callers_wait_fail_fast_or_cancel() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     token.cancel();
     let cancelled = waiting.await.unwrap().unwrap_err();
-    assert!(matches!(cancelled, EngineError::Cancelled), "{cancelled}");
+    assert!(
+        matches!(cancelled, EngineError::Cancelled { run: None, .. }),
+        "{cancelled}"
+    );
 
     gate.release.notify_one();
     holder.await.unwrap().unwrap();
@@ -1415,6 +1418,90 @@ async fn a_reply_past_the_reply_limit_is_a_failed_call() {
     assert_eq!(at_bound.text().len(), 20);
     let unbounded = engine.run(request()).await.unwrap();
     assert_eq!(unbounded.text().len(), 20);
+}
+
+/// Streams its piece, then never another event: a model that stalls.
+struct Stalls(&'static str);
+
+impl Provider for Stalls {
+    fn name(&self) -> &str {
+        "stalls"
+    }
+
+    fn stream(&self, _: ModelRequest) -> BoxStream<'static, Result<StreamEvent, ProviderError>> {
+        struct Stalling(Option<Result<StreamEvent, ProviderError>>);
+        impl futures_core::Stream for Stalling {
+            type Item = Result<StreamEvent, ProviderError>;
+            fn poll_next(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Option<Self::Item>> {
+                match self.0.take() {
+                    Some(event) => std::task::Poll::Ready(Some(event)),
+                    None => std::task::Poll::Pending,
+                }
+            }
+        }
+        Box::pin(Stalling(Some(Ok(StreamEvent::Text(self.0.to_string())))))
+    }
+}
+
+/// A call cancelled while the model replies ends as `Cancelled`, naming
+/// its run and the text it had by then; its record is kept as cancelled.
+/// A call still running at the deadline set around it is stopped then: an
+/// ordinary failed call that says so.
+#[tokio::test]
+async fn a_call_cancelled_or_past_its_deadline_mid_reply_keeps_its_run() {
+    let engine = Engine::builder(catalog())
+        .provider("echo", Arc::new(Stalls("Once upon")))
+        .build()
+        .unwrap();
+    let token = skein_engine::CancellationToken::new();
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let request = Request::messages([Message::user("a story")])
+        .profile("echo")
+        .text_channel(sender)
+        .cancel_with(token.clone());
+    let prepared = engine.prepare(&request).unwrap();
+    let running = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.run(request).await }
+    });
+    assert_eq!(receiver.recv().await.as_deref(), Some("Once upon"));
+    token.cancel();
+    let error = running.await.unwrap().unwrap_err();
+    let EngineError::Cancelled {
+        run: Some(run),
+        partial,
+    } = &error
+    else {
+        panic!("not a call cancelled mid-reply: {error:?}");
+    };
+    assert_eq!(partial, "Once upon");
+    let entry = engine.ledger().entry(run).unwrap();
+    assert_eq!(entry.status, skein_core::RunStatus::Cancelled);
+    let record = prepared.failed_record(&error).unwrap();
+    assert_eq!(record.status, skein_core::RunStatus::Cancelled);
+    assert_eq!(record.output_head, None, "the caller keeps the partial");
+
+    let request = Request::messages([Message::user("a story")]).profile("echo");
+    let error = skein_engine::with_reply_deadline(Duration::from_millis(50), engine.run(request))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            EngineError::Generation {
+                error: ProviderError::ReplyTooSlow { .. },
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("not finished within 0.05 s"),
+        "{error}"
+    );
 }
 
 /// A history holding an erased message (`skein redact`) is refused before

@@ -42,8 +42,9 @@ class ModelError(EngineError):
         kind: what failed, from the provider's error: ``rate_limited``,
             ``authentication``, ``bad_request``, ``server``, ``timeout``,
             ``connection``, ``malformed_response``, ``truncated_stream``,
-            ``cancelled``, ``model_unavailable``, ``backend``, ``scripted`` or
-            ``reply_too_long`` (the reply passed a bound set on its text).
+            ``cancelled``, ``model_unavailable``, ``backend``, ``scripted``,
+            ``reply_too_long`` (the reply passed a bound set on its text) or
+            ``reply_too_slow`` (it passed a deadline set on it).
         status: the HTTP status, when the provider answered with one.
         provider_message: the provider's message, as it sent it.
         run_id: the failed run (recorded when the conversation has a store).

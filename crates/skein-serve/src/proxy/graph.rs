@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use skein::core::{Message, NodeId, Part, Role, Thread};
 use skein::providers::http::arguments_value;
-use skein::store::{AsyncStore, Store, StoreError};
+use skein::store::{AsyncStore, RunStatus, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -122,7 +122,11 @@ async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure
         Err(StoreError::RunNotFound(_)) => return Err(not_found()),
         Err(error) => return Err(error.into()),
     };
-    let Some(head) = record.output_head else {
+    // A cancelled run's output is a partial answer, never one to continue.
+    let Some(head) = record
+        .output_head
+        .filter(|_| record.status == RunStatus::Succeeded)
+    else {
         return Err(not_found());
     };
     let thread = store.load_thread(head).await?;

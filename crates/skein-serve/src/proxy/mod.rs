@@ -16,6 +16,15 @@ carries (`x-api-key`, or `Authorization: Bearer` when the server has no
 token of its own, which that header then carries) is that request's
 credential for a model served over HTTP, and is dropped with the run. It
 is never stored, logged or shown in an error.
+
+A call lasts as long as its client listens: when the client goes away
+(its connection closes while the handler waits, or a stream's body is
+dropped), the call is cancelled, its upstream connection closed, and its
+run recorded as `cancelled` with the text the model had produced by then
+as its output (never as a turn). Each call is also bounded
+([`ProxyConfig::reply_deadline`], [`ProxyConfig::reply_limit`]): past
+either it is stopped and answered with an error, and its run recorded as
+failed with the reason.
 */
 
 pub mod chat;
@@ -43,10 +52,13 @@ use serde_json::json;
 use skein::Model;
 use skein::conversation::service::{TurnDone, TurnError, TurnRequest};
 use skein::core::{Annotations, ConversationId, NodeId, ProviderError};
-use skein::engine::{EngineError, Request, RunOutput};
+use skein::engine::{
+    CancellationToken, EngineError, Request, RunOutput, with_reply_deadline, with_reply_limit,
+};
 use skein::providers::Secret;
 use skein::store::{RunId, StoreError, check_conversation_name};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
 
@@ -80,6 +92,13 @@ pub const CLIENT_HEADER: &str = "x-skein-client";
 /// The longest conversation name (or client) a header may give, in bytes.
 const NAME_LIMIT: usize = 256;
 
+/// How long a proxied call may run by default: [`ProxyConfig::reply_deadline`].
+pub const REPLY_DEADLINE: Duration = Duration::from_secs(600);
+
+/// How much reply text a proxied call may produce by default, in bytes:
+/// [`ProxyConfig::reply_limit`].
+pub const REPLY_LIMIT: usize = 4 << 20;
+
 /// How the proxy serves.
 #[derive(Clone, Debug)]
 pub struct ProxyConfig {
@@ -91,6 +110,12 @@ pub struct ProxyConfig {
     /// Answer requests from the recording ([`recording`]); `None`: every
     /// request goes to the model.
     pub from_recording: Option<FromRecording>,
+    /// The longest one call may run, from its start to its last byte: a
+    /// call still running then is stopped, and fails.
+    pub reply_deadline: Duration,
+    /// The most reply text one call may produce, in bytes: a call that
+    /// passes it is stopped, and fails.
+    pub reply_limit: usize,
 }
 
 impl ProxyConfig {
@@ -100,6 +125,8 @@ impl ProxyConfig {
             models: ModelTable::single(model),
             pass_client_key: false,
             from_recording: None,
+            reply_deadline: REPLY_DEADLINE,
+            reply_limit: REPLY_LIMIT,
         }
     }
 }
@@ -268,6 +295,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         request: engine_request(turn, continued),
         key,
         from_recording: proxy.from_recording,
+        bounds: (proxy.reply_deadline, proxy.reply_limit),
     })
 }
 
@@ -370,6 +398,8 @@ struct ProxiedCall<A: Api> {
     continued: Option<threads::Place>,
     key: Option<Secret>,
     from_recording: Option<FromRecording>,
+    /// The call's deadline and reply text bound (see [`ProxyConfig`]).
+    bounds: (Duration, usize),
 }
 
 /// What a running model call reports.
@@ -411,24 +441,31 @@ impl<A: Api> ProxiedCall<A> {
         } else {
             drop((texts, observed));
         }
+        // The call runs on a task of its own, so that its record is
+        // written whatever becomes of the client; the client going away
+        // cancels it, when whatever answers the client (this future, then
+        // a stream's body) is dropped with this guard.
+        let cancel = CancellationToken::new();
+        let listening = cancel.clone().drop_guard();
+        request = request.cancel_with(cancel);
         let mut turn = TurnRequest::new(self.model.engine(), request);
         if self.keep {
             turn = turn
                 .recorded(&self.state.store, self.meta.landing())
                 .mark(self.meta.mark());
         }
-        // The run and its record do not depend on the client: one that
-        // goes away neither cancels the model call nor loses its record.
         let (progress, mut updates) = mpsc::unbounded_channel();
         let (state, continued, keep) = (self.state.clone(), self.continued, self.keep);
         let bytes = self.meta.body.len();
+        let (deadline, limit) = self.bounds;
         tokio::spawn(async move {
             let forward = async {
                 while let Some(text) = pieces.recv().await {
                     let _ = progress.send(Progress::Text(text));
                 }
             };
-            let (outcome, ()) = join(turn.call(), forward).await;
+            let call = with_reply_deadline(deadline, with_reply_limit(limit, turn.call()));
+            let (outcome, ()) = join(call, forward).await;
             if let Ok(done) = &outcome
                 && keep
                 && let Some(exchange) = &done.output.exchange
@@ -498,9 +535,15 @@ impl<A: Api> ProxiedCall<A> {
                         send(batch).await;
                     }
                 });
-                sse(futures_util::stream::unfold(body, |mut body| async move {
-                    body.recv().await.map(|frame| (frame, body))
-                }))
+                // The body holds the guard: dropped, the client is gone.
+                let state = (body, listening);
+                sse(futures_util::stream::unfold(
+                    state,
+                    |mut state| async move {
+                        let frame = state.0.recv().await?;
+                        Some((frame, state))
+                    },
+                ))
             }
             None => A::error(&ProxyError::server(
                 "the model call ended without an answer",
@@ -682,6 +725,21 @@ fn engine_failure(error: &EngineError) -> ProxyError {
             (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest)
         }
         EngineError::Capacity { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorKind::RateLimit),
+        EngineError::Generation {
+            error: error @ (P::ReplyTooSlow { .. } | P::ReplyTooLong { .. }),
+            ..
+        } => {
+            let (status, code) = match error {
+                P::ReplyTooSlow { .. } => (StatusCode::GATEWAY_TIMEOUT, "reply_too_slow"),
+                _ => (StatusCode::BAD_GATEWAY, "reply_too_long"),
+            };
+            return ProxyError::new(
+                status,
+                ErrorKind::Server,
+                format!("the proxy ended the call: {error}"),
+            )
+            .code(code);
+        }
         EngineError::Generation { error, .. } => match error {
             P::BadRequest { .. } => (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest),
             P::Authentication { .. } => (StatusCode::UNAUTHORIZED, ErrorKind::Authentication),
