@@ -25,6 +25,13 @@ surface asked for a [whole](TurnRequest::whole) turn (a recorded chat's
 turn, whose evidence is all or nothing): then a loop that fails, pauses or
 reaches its limit lands nothing, and its calls are kept for usage, marked
 [`Relation::Unrecorded`](skein_core::Relation::Unrecorded).
+
+A call cancelled after it started is a failure of its own: recorded
+traffic ([`Landing::Found`], the proxy, whose client went away) keeps it as
+a `cancelled` run with the text it had produced as that run's output
+(never a turn of any conversation); every other surface keeps nothing of
+it, since a person who stops a reply (Ctrl-C in `skein chat`, a cancelled
+task) means "never mind".
 */
 
 use crate::commit::{self, Bookmark, FailedCall, OnMoved};
@@ -226,6 +233,12 @@ impl TurnRequest {
         self
     }
 
+    /// Whether a call that failed with `error` is kept (see the module
+    /// docs: a cancelled one only by recorded traffic).
+    fn keeps(&self, error: &EngineError) -> bool {
+        !matches!(error, EngineError::Cancelled { .. }) || matches!(self.landing, Landing::Found(_))
+    }
+
     /// Run one model call and record it.
     pub async fn call(mut self) -> Result<TurnDone<RunOutput>, TurnError> {
         let request = std::mem::take(&mut self.request);
@@ -237,7 +250,9 @@ impl TurnRequest {
         let output = match execution.run().await {
             Ok(output) => output,
             Err(error) => {
-                if let Some(call) = commit::failed_call(&self.engine, &prepared, &error) {
+                if let Some(call) = commit::failed_call(&self.engine, &prepared, &error)
+                    && self.keeps(&error)
+                {
                     self.record_failure(call).await;
                 }
                 return Err(TurnError::Call(error));
@@ -271,6 +286,7 @@ impl TurnRequest {
         let failed = failure
             .failed_call
             .as_deref()
+            .filter(|_| self.keeps(&failure.error))
             .and_then(|call| commit::failed_call(&self.engine, call, &failure.error));
         let mut records = self.records(&failure.completed);
         let landed = match (&failure.thread, failure.completed.is_empty(), self.whole) {
