@@ -94,6 +94,9 @@ pub struct AppState {
     /// The threads the proxy recorded last, which re-sent histories
     /// continue.
     pub(crate) threads: proxy::threads::RecentThreads,
+    /// The store's erasure count when the proxy last looked: when it
+    /// changes, the memo and the kept threads are dropped.
+    pub(crate) erasures_seen: std::sync::atomic::AtomicU64,
     /// Turns at the reads that load a graph (see `web::api`).
     pub graph_reads: tokio::sync::Semaphore,
     /// The CSRF token the web view's writes carry (see [`access`]).
@@ -127,6 +130,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
             .is_some_and(|token| !token.is_empty()),
         memo: Arc::default(),
         threads: Default::default(),
+        erasures_seen: Default::default(),
         graph_reads: tokio::sync::Semaphore::new(GRAPH_READS),
         csrf: access.csrf(),
         read_only: config.read_only,

@@ -389,6 +389,8 @@ pub(crate) trait Forget {
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
     /// Rewrite the database without its free pages.
     fn vacuum(&self) -> Result<()>;
+    /// The erasures counted so far (crate::forget::COUNT_ERASURE).
+    fn erasures(&self) -> BoxFuture<'_, Result<u64>>;
     /// The deleted conversations remaining forks name as their origin.
     fn deleted_origins(&self) -> Result<Vec<DeletedConversation>>;
     /// The conversations holding a run the recording proxy's client

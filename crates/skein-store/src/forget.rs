@@ -558,6 +558,13 @@ pub struct Redacted {
     pub titles_removed: u64,
 }
 
+/// Count an erasure (a redaction, or nodes deleted) in `meta`, in the
+/// transaction that makes it, so a running server's caches can tell that
+/// content they hold may have left the store ([`Store::erasures`]). The
+/// same SQL on both backends.
+pub(crate) const COUNT_ERASURE: &str = "INSERT INTO meta(key, value) VALUES ('erasures', '1')
+     ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)";
+
 /// What a run's error text becomes when a message its request carried is
 /// erased: a provider's error may quote the request (DESIGN invariant 13).
 pub(crate) const ERASED_ERROR: &str = "[erased: this call failed on a request carrying a message since erased, and its error \
@@ -574,6 +581,14 @@ pub(crate) struct Scrubbed {
 }
 
 impl Store {
+    /// How many erasures (redactions, and deletions that removed messages)
+    /// this database has seen: a server that keeps content in memory (the
+    /// proxy's recent threads) drops it when this changes, so erased
+    /// content leaves the process before it answers again. One point read.
+    pub async fn erasures(&self) -> Result<u64> {
+        self.backend().erasures().await
+    }
+
     /// Erase the content of `node` in place (design invariant 12): each part
     /// becomes a [`Part::Erased`] keeping the original kind, small fields
     /// (tool names and call ids, media types) and payload digest, with who

@@ -54,6 +54,14 @@ impl Memo {
             .cloned()
     }
 
+    /// Forget every match (content they hold may have been erased).
+    pub fn clear(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+    }
+
     fn keep(&self, id: NodeId, message: Message) {
         let mut memo = self
             .0

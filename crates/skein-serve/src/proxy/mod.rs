@@ -58,6 +58,7 @@ use skein::engine::{
 use skein::providers::Secret;
 use skein::store::{RunId, StoreError, check_conversation_name};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
@@ -269,6 +270,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     } else {
         None
     };
+    drop_erased(state).await?;
     let turn = graph::complete(&state.store, state.memo.clone(), turn).await?;
     let continued = state.threads.continued_by(&turn.messages);
     let meta = record::Meta {
@@ -302,6 +304,22 @@ async fn prepare<R: DeserializeOwned, A: Api>(
 /// The engine request for a turn: its messages with their annotations,
 /// tools and options, captured. The messages a thread the proxy recorded
 /// holds already (`continued`) are that thread, not messages to hash again.
+/// Drop what the proxy keeps of earlier requests in memory (the memo of
+/// re-encoded messages, the recent threads) when the store counted an
+/// erasure since the last request looked: content erased or deleted by
+/// any process leaves this one before it answers again (one point read).
+async fn drop_erased(state: &AppState) -> Result<(), ProxyError> {
+    let now =
+        state.store.erasures().await.map_err(|error| {
+            ProxyError::server(format!("the database could not be read: {error}"))
+        })?;
+    if state.erasures_seen.swap(now, Ordering::AcqRel) != now {
+        state.memo.clear();
+        state.threads.clear();
+    }
+    Ok(())
+}
+
 fn engine_request(turn: Turn, continued: Option<threads::Continued>) -> Request {
     let mut request = Request::default();
     let mut kept = 0;

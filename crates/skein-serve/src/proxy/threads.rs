@@ -17,7 +17,9 @@ equal messages either way. Whether the nodes are still stored is not
 assumed either (a node's mark says which store it was written to; the
 store checks the mark before it relies on it). What they hold in memory
 is bounded: 512 threads, standing for at most 64 MB of requests, the
-least recently used out first.
+least recently used out first. When the store counts an erasure (a
+message redacted, or messages deleted, by any process: `Store::erasures`),
+every kept thread is dropped before the next request is read.
 */
 
 use skein::core::{Message, NodeId, Thread};
@@ -156,6 +158,11 @@ impl RecentThreads {
             .map_or_else(Vec::new, |threads| {
                 threads.iter().map(|entry| entry.thread.clone()).collect()
             })
+    }
+
+    /// Forget every kept thread (content they hold may have been erased).
+    pub fn clear(&self) {
+        *self.lock() = Kept::default();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {

@@ -16,13 +16,13 @@ advisory lock ([`Forget::exclusively`]).
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
-use crate::backend::{Backend, Forget};
+use crate::backend::{Backend, BoxFuture, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept, derived_title,
-    embedded_digests, sweep,
+    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept,
+    derived_title, embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
@@ -124,6 +124,19 @@ impl Forget for PgStore {
             .collect())
     }
 
+    fn erasures(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move {
+            reading!(self, |client| {
+                let row = client
+                    .query_opt("SELECT value FROM meta WHERE key = 'erasures'", &[])
+                    .await?;
+                Ok(row
+                    .and_then(|row| row.get::<_, String>(0).parse().ok())
+                    .unwrap_or(0))
+            })
+        })
+    }
+
     fn vacuum(&self) -> Result<()> {
         if self.is_read_only() {
             return Err(crate::StoreError::ReadOnly {
@@ -177,6 +190,7 @@ async fn redact_in(
     original: &Message,
     erased: &Message,
 ) -> Result<Scrubbed> {
+    tx.batch_execute(COUNT_ERASURE).await?;
     let id = node.as_bytes().as_slice();
     let lock = tx
         .prepare_cached("SELECT blob_refs FROM nodes WHERE id = $1 FOR UPDATE")
@@ -500,6 +514,7 @@ async fn delete_nodes(tx: &Client, garbage: &[Id], swept: &mut Swept) -> Result<
     if garbage.is_empty() {
         return Ok(());
     }
+    tx.batch_execute(COUNT_ERASURE).await?;
     let read = tx
         .prepare_cached("SELECT id, body FROM nodes WHERE id = ANY($1)")
         .await?;

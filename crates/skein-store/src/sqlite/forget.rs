@@ -11,13 +11,13 @@ IMMEDIATE` transaction deciding over the batch as its candidates.
 
 use super::graph::decode_message;
 use super::{SqliteStore, bodies};
-use crate::backend::{Backend, Forget};
+use crate::backend::{Backend, BoxFuture, Forget};
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept, derived_title,
-    embedded_digests, sweep,
+    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept,
+    derived_title, embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
@@ -114,6 +114,18 @@ impl Forget for SqliteStore {
         })
     }
 
+    fn erasures(&self) -> BoxFuture<'_, Result<u64>> {
+        self.point_read(|store| {
+            store.read(|conn| {
+                let counted: Option<String> = conn
+                    .prepare_cached("SELECT value FROM meta WHERE key = 'erasures'")?
+                    .query_row([], |row| row.get(0))
+                    .optional()?;
+                Ok(counted.and_then(|value| value.parse().ok()).unwrap_or(0))
+            })
+        })
+    }
+
     fn vacuum(&self) -> Result<()> {
         if self.is_read_only() {
             return Err(crate::StoreError::ReadOnly {
@@ -158,6 +170,7 @@ fn redact_in(
     original: &Message,
     erased: &Message,
 ) -> Result<Scrubbed> {
+    conn.prepare_cached(COUNT_ERASURE)?.execute([])?;
     let mut scrubbed = Scrubbed::default();
     let Some((seq, body)) = conn
         .prepare_cached("SELECT seq, body FROM nodes WHERE id = ?1")?
@@ -540,6 +553,9 @@ const SEEDS: &str = "SELECT c.seq FROM forget_candidates c JOIN nodes n ON n.seq
 /// Delete the garbage nodes (children first), their search-index rows, the
 /// blobs no remaining node references and their texts' cached embeddings.
 fn delete_nodes(conn: &Connection, garbage: &[i64], swept: &mut Swept) -> Result<()> {
+    if !garbage.is_empty() {
+        conn.prepare_cached(COUNT_ERASURE)?.execute([])?;
+    }
     let mut blobs: HashSet<Digest> = HashSet::new();
     let mut embedded: HashSet<Digest> = HashSet::new();
     for seq in garbage {
