@@ -3281,7 +3281,10 @@ async fn cancelled_run_output(server: &Server) -> Option<String> {
     let run = the_run(server, RunStatus::Cancelled).await;
     assert_eq!(run.finish_reason, None, "never a whole `stop`: {run:?}");
     assert_eq!(run.conversation, None, "no conversation: {run:?}");
-    assert!(run.request.is_some(), "the request body is kept");
+    assert!(
+        server.store.request_body(&run.id).unwrap().is_some(),
+        "the request body is kept"
+    );
     assert!(server.store.list_conversations(10).unwrap().is_empty());
     assert!(server.store.verify().unwrap().is_ok());
     run.output_head

@@ -16,7 +16,7 @@ use crate::bodies::RequestBody;
 use crate::costs::CostMeter;
 use crate::error::Result;
 use crate::family::{FamilyLimits, FamilyRows};
-use crate::forget::{DeletedConversation, Doomed, Planned, Scrubbed, Swept};
+use crate::forget::{DeletedConversation, Doomed, Filter, Planned, Scrubbed, Swept};
 use crate::graph::{StoredNode, TreeEntry};
 use crate::labels::{Label, LabelCount};
 use crate::offers::ToolOffer;
@@ -370,8 +370,12 @@ pub(crate) trait Verify {
 /// (forget.rs). Blocking only, like export and verify.
 pub(crate) trait Forget {
     /// Delete `doomed` and the rows and nodes only they reached, in one
-    /// transaction; with `dry_run` the transaction is rolled back.
-    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept>;
+    /// transaction; with `dry_run` the transaction is rolled back. So too
+    /// and `unowned` (runs no conversation holds: failed first turns),
+    fn forget(&self, doomed: &[Doomed], unowned: &[String], dry_run: bool) -> Result<Swept>;
+    /// The runs no conversation holds that `filter` takes (by when they
+    /// started, their client, whether the proxy made them).
+    fn unowned_runs(&self, filter: &Filter) -> Result<Vec<String>>;
     /// Every node nothing reaches (children first), read without locking
     /// anything, with how many nodes are kept and the kept ones something
     /// references directly (the deepest [`crate::SHARERS_SHOWN`]).

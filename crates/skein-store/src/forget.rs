@@ -151,6 +151,7 @@ pub(crate) struct Swept {
     pub deleted: Vec<ConversationId>,
     pub skipped: Vec<ConversationId>,
     pub runs: u64,
+    pub unowned_runs: u64,
     pub reruns: u64,
     pub replay_turns: u64,
     pub replays: u64,
@@ -214,6 +215,10 @@ pub struct Forgotten {
     /// was made (a turn landed on them meanwhile): kept.
     pub skipped: Vec<ConversationId>,
     pub runs: u64,
+    /// Of those, runs no conversation held (a failed first turn's: the
+    /// proxy, the CLI or the web view kept its request), taken by the
+    /// filter's age, client or proxy condition.
+    pub unowned_runs: u64,
     pub reruns: u64,
     /// Replayed turns of the deleted conversations' turns (with their
     /// runs, counted in `runs`).
@@ -263,6 +268,13 @@ impl std::fmt::Display for Forgotten {
             self.blobs,
             self.embeddings
         )?;
+        if self.unowned_runs > 0 {
+            writeln!(
+                f,
+                "{verb} {} run(s) no conversation held (failed first turns) among them",
+                self.unowned_runs
+            )?;
+        }
         if self.body_pieces > 0 {
             writeln!(
                 f,
@@ -313,7 +325,11 @@ impl Store {
     /// with [`Store::run_blocking`]. A read-only store refuses both.
     pub fn forget(&self, selection: &Selection, dry_run: bool) -> Result<Forgotten> {
         let doomed = self.doomed(selection)?;
-        self.forget_doomed(&doomed, dry_run)
+        let unowned = match selection {
+            Selection::Matching(filter) => self.backend().unowned_runs(filter)?,
+            _ => Vec::new(),
+        };
+        self.forget_doomed(&doomed, &unowned, dry_run)
     }
 
     /// Delete every message nothing reaches (no conversation, run or rerun:
@@ -419,11 +435,16 @@ impl Store {
                 updated_ms: Some(*updated_ms),
             })
             .collect();
-        self.forget_doomed(&doomed, dry_run)
+        self.forget_doomed(&doomed, &[], dry_run)
     }
 
-    fn forget_doomed(&self, doomed: &[Doomed], dry_run: bool) -> Result<Forgotten> {
-        let swept = self.backend().forget(doomed, dry_run)?;
+    fn forget_doomed(
+        &self,
+        doomed: &[Doomed],
+        unowned: &[String],
+        dry_run: bool,
+    ) -> Result<Forgotten> {
+        let swept = self.backend().forget(doomed, unowned, dry_run)?;
         self.report(swept, dry_run)
     }
 
@@ -436,6 +457,7 @@ impl Store {
             conversations: swept.deleted,
             skipped: swept.skipped,
             runs: swept.runs,
+            unowned_runs: swept.unowned_runs,
             reruns: swept.reruns,
             replay_turns: swept.replay_turns,
             replays: swept.replays,
@@ -569,6 +591,15 @@ pub(crate) const COUNT_ERASURE: &str = "INSERT INTO meta(key, value) VALUES ('er
 /// erased: a provider's error may quote the request (DESIGN invariant 13).
 pub(crate) const ERASED_ERROR: &str = "[erased: this call failed on a request carrying a message since erased, and its error \
      text could quote it]";
+
+/// The runs no conversation holds that a filter takes, as SQL on both
+/// backends: `$1` started before (or NULL), `$2` the client (or NULL),
+/// `$3` only the proxy's (it kept their request bodies).
+pub(crate) const UNOWNED_RUNS: &str = "SELECT id FROM runs WHERE conversation IS NULL
+     AND (CAST($1 AS BIGINT) IS NULL OR started < CAST($1 AS BIGINT))
+     AND (CAST($2 AS TEXT) IS NULL OR client = CAST($2 AS TEXT))
+     AND (CAST($3 AS BIGINT) = 0 OR request_digest IS NOT NULL)
+     ORDER BY id";
 
 /// What a backend's redaction removed besides the content.
 #[derive(Clone, Debug, Default)]

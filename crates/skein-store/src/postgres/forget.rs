@@ -21,8 +21,8 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept,
-    derived_title, embedded_digests, sweep,
+    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Filter, Planned, REFERENCED,
+    Scrubbed, Swept, UNOWNED_RUNS, derived_title, embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
@@ -31,12 +31,25 @@ use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for PgStore {
-    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
+    fn forget(&self, doomed: &[Doomed], unowned: &[String], dry_run: bool) -> Result<Swept> {
         self.write(async |tx| {
             tx.batch_execute("SAVEPOINT forget").await?;
-            let swept = forget_in(tx, doomed).await;
+            let swept = forget_in(tx, doomed, unowned).await;
             end_savepoint(tx, dry_run, swept).await
         })
+    }
+
+    fn unowned_runs(&self, filter: &Filter) -> Result<Vec<String>> {
+        let proxy_only = i64::from(filter.proxy_only);
+        let rows = self.read(async |db| {
+            Ok(db
+                .query(
+                    UNOWNED_RUNS,
+                    &[&filter.updated_before_ms, &filter.client, &proxy_only],
+                )
+                .await?)
+        })?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
     fn conversations_of_client(&self, client: &str) -> Result<Vec<String>> {
@@ -300,7 +313,7 @@ async fn delete_unused_blobs(tx: &Client, referenced: &[&[u8]]) -> Result<u64> {
 
 type Id = Vec<u8>;
 
-async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
+async fn forget_in(tx: &Client, doomed: &[Doomed], unowned: &[String]) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Id> = Vec::new();
     let ids: Vec<&str> = doomed.iter().map(|d| d.id.as_str()).collect();
@@ -386,6 +399,12 @@ async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
     );
     runs.sort();
     runs.dedup();
+    let more: Vec<String> = unowned
+        .iter()
+        .filter(|run| runs.binary_search(run).is_err())
+        .cloned()
+        .collect();
+    runs.extend(more);
     for sql in [
         "DELETE FROM run_tools WHERE run_id = ANY($1)",
         "DELETE FROM run_links WHERE run_id = ANY($1)",
@@ -395,7 +414,8 @@ async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
     }
     let delete_runs = tx
         .prepare_cached(
-            "DELETE FROM runs WHERE id = ANY($1) RETURNING input_head, output_head, request_piece",
+            "DELETE FROM runs WHERE id = ANY($1)
+             RETURNING input_head, output_head, request_piece, id",
         )
         .await?;
     let mut bodies = Vec::new();
@@ -404,6 +424,7 @@ async fn forget_in(tx: &Client, doomed: &[Doomed]) -> Result<Swept> {
         released.extend(row.get::<_, Option<Id>>(1));
         bodies.extend(row.get::<_, Option<Vec<u8>>>(2));
         swept.runs += 1;
+        swept.unowned_runs += u64::from(unowned.iter().any(|run| run == row.get::<_, &str>(3)));
     }
     swept.body_pieces += super::bodies::release(tx, bodies).await?;
     for sql in [

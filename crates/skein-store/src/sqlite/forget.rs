@@ -16,8 +16,8 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Planned, REFERENCED, Scrubbed, Swept,
-    derived_title, embedded_digests, sweep,
+    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Filter, Planned, REFERENCED,
+    Scrubbed, Swept, UNOWNED_RUNS, derived_title, embedded_digests, sweep,
 };
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
@@ -27,8 +27,24 @@ use skein_core::{Digest, Message, NodeId};
 use std::collections::{HashMap, HashSet};
 
 impl Forget for SqliteStore {
-    fn forget(&self, doomed: &[Doomed], dry_run: bool) -> Result<Swept> {
-        self.write(|tx| rolled_back_if(tx, dry_run, |tx| forget_in(tx, doomed)))
+    fn forget(&self, doomed: &[Doomed], unowned: &[String], dry_run: bool) -> Result<Swept> {
+        self.write(|tx| rolled_back_if(tx, dry_run, |tx| forget_in(tx, doomed, unowned)))
+    }
+
+    fn unowned_runs(&self, filter: &Filter) -> Result<Vec<String>> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached(UNOWNED_RUNS)?
+                .query_map(
+                    params![
+                        filter.updated_before_ms,
+                        filter.client,
+                        i64::from(filter.proxy_only)
+                    ],
+                    |row| row.get(0),
+                )?
+                .collect::<rusqlite::Result<_>>()?)
+        })
     }
 
     fn garbage(&self) -> Result<Planned> {
@@ -292,7 +308,7 @@ fn delete_embeddings(conn: &Connection, digests: impl IntoIterator<Item = Digest
 }
 
 /// The whole deletion, inside the caller's transaction.
-fn forget_in(conn: &Connection, doomed: &[Doomed]) -> Result<Swept> {
+fn forget_in(conn: &Connection, doomed: &[Doomed], unowned: &[String]) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Vec<u8>> = Vec::new();
     for conversation in doomed {
@@ -302,6 +318,10 @@ fn forget_in(conn: &Connection, doomed: &[Doomed]) -> Result<Swept> {
             swept.skipped.push(conversation.id.clone());
         }
     }
+    // (A run's conversation is set once, when it is written.)
+    let before = swept.runs;
+    delete_runs(conn, unowned, &mut released, &mut swept)?;
+    swept.unowned_runs = swept.runs - before;
     record_deleted_origins(conn, &swept.deleted)?;
     collect(conn, &released, &mut swept)?;
     Ok(swept)
@@ -388,8 +408,24 @@ fn delete_conversation(
     delete_replay_turns(conn, id, released, &mut runs, swept)?;
     runs.sort();
     runs.dedup();
+    delete_runs(conn, &runs, released, swept)?;
+    conn.prepare_cached("DELETE FROM tool_offers WHERE conversation = ?1")?
+        .execute([id])?;
+    conn.prepare_cached("DELETE FROM conversations WHERE id = ?1")?
+        .execute([id])?;
+    Ok(true)
+}
+
+/// Delete `runs` (their tool lists and links too), pushing the nodes they
+/// referenced onto `released` and releasing their bodies' pieces.
+fn delete_runs(
+    conn: &Connection,
+    runs: &[String],
+    released: &mut Vec<Vec<u8>>,
+    swept: &mut Swept,
+) -> Result<()> {
     let mut bodies = Vec::new();
-    for run in &runs {
+    for run in runs {
         let heads = conn
             .prepare_cached(
                 "SELECT input_head, output_head, request_piece FROM runs WHERE id = ?1",
@@ -417,11 +453,7 @@ fn delete_conversation(
         swept.runs += 1;
     }
     swept.body_pieces += bodies::release(conn, bodies)?;
-    conn.prepare_cached("DELETE FROM tool_offers WHERE conversation = ?1")?
-        .execute([id])?;
-    conn.prepare_cached("DELETE FROM conversations WHERE id = ?1")?
-        .execute([id])?;
-    Ok(true)
+    Ok(())
 }
 
 /// Delete the replayed turns of conversation `id`'s turns, pushing their

@@ -21,6 +21,7 @@ for_each_backend!(
     a_changed_piece_is_found_by_verify_and_refused_on_read,
     bodies_kept_whole_by_schema_21_move_into_pieces,
     an_export_carries_each_body_and_its_import_cuts_it_again,
+    failed_first_turns_go_by_client_and_age_with_what_only_they_held,
 );
 
 #[test]
@@ -382,4 +383,60 @@ fn an_export_carries_each_body_and_its_import_cuts_it_again(backend: Backend) {
     }
     assert_eq!(piece_bytes(&fresh), piece_bytes(&db));
     assert!(fresh.store.verify().unwrap().is_ok());
+}
+
+/// A failed first turn: its message and its run, which no conversation
+/// holds, with the proxy's body and client.
+fn failed_first_turn(store: &Store, text: &str, client: &str) -> RunId {
+    let thread = Thread::new().push(Message::user(text));
+    let mut run = RunRecord::new("echo", "echo");
+    run.status = skein_store::RunStatus::Failed;
+    run.input_head = thread.head_id();
+    run.client = Some(client.into());
+    run.request = Some(format!(r#"{{"messages":[{{"role":"user","content":"{text}"}}]}}"#));
+    store
+        .commit_turn(&TurnCommit {
+            target: Target::Detached,
+            thread: Some(&thread),
+            runs: std::slice::from_ref(&run),
+        })
+        .unwrap();
+    run.id
+}
+
+fn failed_first_turns_go_by_client_and_age_with_what_only_they_held(backend: Backend) {
+    use skein_store::Filter;
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let kept = record(store, "kept", 2, None);
+    let bot = failed_first_turn(store, "the bot's secret", "bot");
+    let other = failed_first_turn(store, "another client's", "other");
+    let nodes = db.count("nodes");
+    let forgotten = store
+        .forget(&Selection::Matching(Filter::default().client("bot")), false)
+        .unwrap();
+    assert_eq!((forgotten.runs, forgotten.unowned_runs), (1, 1));
+    assert!(forgotten.body_pieces > 0);
+    assert_eq!(forgotten.messages, 1, "its message, which nothing else held");
+    assert_eq!(db.count("nodes"), nodes - 1);
+    assert!(store.run_record(&bot).is_err());
+    assert!(store.run_record(&other).is_ok());
+    // By age: what retention's `older_than` selects.
+    let later = skein_core::now_ms() + 1;
+    let forgotten = store
+        .forget(
+            &Selection::Matching(Filter::default().updated_before_ms(later)),
+            true,
+        )
+        .unwrap();
+    assert_eq!(forgotten.unowned_runs, 1, "a dry run plans it");
+    assert!(store.run_record(&other).is_ok());
+    store
+        .forget(&Selection::Matching(Filter::default().updated_before_ms(later)), false)
+        .unwrap();
+    assert!(store.run_record(&other).is_err());
+    assert!(store.request_body(&kept.runs[0].0).is_err(), "deleted with its conversation");
+    assert_eq!(db.count("runs"), 0);
+    assert_eq!(db.count("request_pieces"), 0);
+    assert!(store.verify().unwrap().is_ok());
 }
