@@ -25,12 +25,13 @@ use skein_core::id::Digest;
 use std::ops::Range;
 
 /// FastCDC's bounds: no piece shorter than this (but a body's last)...
-const MIN_PIECE: usize = 256;
+const MIN_PIECE: usize = 128;
 /// ...pieces of about this size, so a re-sent body adds about one piece
-/// of bytes it already stored (the one holding the first new byte)...
-const AVERAGE_PIECE: usize = 1024;
+/// of bytes it already stored (the one holding the first new byte): half
+/// a KiB, where a piece's row and index entries cost ~150 bytes...
+const AVERAGE_PIECE: usize = 512;
 /// ...and none longer.
-const MAX_PIECE: usize = 8192;
+const MAX_PIECE: usize = 4096;
 
 /// One piece of a body being stored: its id, its parent's, and where its
 /// bytes lie in the body.

@@ -177,6 +177,7 @@ class Forgotten(TypedDict):
     conversations: list[str]
     skipped: list[str]
     runs: int
+    unowned_runs: int
     reruns: int
     messages: int
     blobs: int
