@@ -36,11 +36,20 @@ Running: [`Replayer::start`] reads the selection one conversation at a
 time (threads are dropped as soon as their turns are listed) and stores
 the replay with one pending row per turn; [`Replayer::run`] claims rows
 a few at a time (the model's capacity, at least 8) under a lease and
-replays up to the model's capacity at once (a lease must outlast a batch:
-a turn whose lease passed is taken over, and its first worker's result is
-dropped), so several workers (processes, machines, on PostgreSQL) share one
-replay and a killed one is resumed by running it again: finished turns
-are never redone, and a turn is recorded whole or not at all.
+replays up to the model's capacity at once. While it runs, a heartbeat
+task renews the lease of every turn the worker holds (running or waiting
+its turn in the batch) every third of a lease, in one store write
+([`skein_store::Store::renew_replay_leases`]), so a turn is sent once
+however long its calls take; and a worker is never handed back a turn it
+holds. A turn whose worker stopped renewing (killed, or stalled past its
+lease) is taken over by another, which notes it in the turn's detail
+(`reclaimed_from`, `reclaims`) and says so in a warning; the first
+worker's result, should it come, is dropped. So several workers
+(processes, machines, on PostgreSQL) share one replay and a killed one is
+resumed by running it again: finished turns are never redone, and a turn
+is recorded whole or not at all. A turn that cannot be judged (a judge's
+call fails, an embedder errs) is failed with the reason, its replayed
+answer and runs kept, and the replay goes on.
 
 Reporting: [`ReplayReport`] is what every surface shows of a replay (its
 turns, comparators and costs), and [`ReplayUsage`] what it used.
@@ -427,8 +436,9 @@ impl Replayer {
         self
     }
 
-    /// How long a claim on a turn lasts (a dead worker's turns go to
-    /// others after it).
+    /// How long a claim on a turn lasts unless renewed: the worker renews
+    /// it every third of this while it holds the turn, and a dead worker's
+    /// turns go to others once it passes.
     pub fn lease(mut self, lease: Duration) -> Replayer {
         self.lease_ms = lease.as_millis().min(i64::MAX as u128) as i64;
         self
@@ -486,7 +496,12 @@ impl Replayer {
 
     /// Replay the turns of `id` no worker holds until every turn is
     /// finished (waiting out the leases of turns other workers hold),
-    /// calling `progress` after each turn this worker finishes.
+    /// calling `progress` after each turn this worker finishes; the leases
+    /// of the turns it holds are renewed meanwhile (on a task of the tokio
+    /// runtime, ended when this returns). A worker's name is one run's at a
+    /// time, since no claim hands a worker back a turn held under its name:
+    /// after a run that failed, resume with a new `Replayer` (the failed
+    /// run's turns go to other workers once their leases pass).
     pub async fn run(
         &self,
         id: &ReplayId,
@@ -500,6 +515,9 @@ impl Replayer {
         self.check_prompt_version(&plan)?;
         let capacity = self.concurrency.unwrap_or_else(|| self.capacity());
         let mut totals = self.store.nonblocking().replay_totals(id).await?;
+        // Until this returns: the turns this worker holds keep their leases
+        // however long their calls take.
+        let _heartbeat = Heartbeat::start(&self.store, id, &self.worker, self.lease_ms);
         loop {
             // Claimed a few at a time (one write per batch, not per turn),
             // in selection order.
@@ -683,7 +701,7 @@ impl Replayer {
     }
 
     /// Replay one claimed turn and finish it (or leave it to the worker
-    /// that holds it now, when this one's lease passed).
+    /// that holds it now, when this one's lease passed unrenewed).
     async fn replay_turn(
         &self,
         id: &ReplayId,
@@ -693,16 +711,27 @@ impl Replayer {
     ) -> Result<ReplayTurn> {
         let own = self.own_comparison(&turn_compare(&turn.detail), plan)?;
         let comparison = own.as_ref().unwrap_or(comparison);
-        let outcome = match self.original(&turn).await? {
+        let taken_over = reclaimed(&turn.detail);
+        if let Some(from) = turn.detail["reclaimed_from"].as_str() {
+            tracing::warn!(
+                "turn {} of replay {id} was taken over from worker {from}, whose lease passed \
+                 (it stopped renewing: dead or stalled); replaying it again",
+                turn.seq
+            );
+        }
+        let mut outcome = match self.original(&turn).await? {
             Some(original) => {
                 let outcome = self.replay_original(id, &original, plan).await;
-                self.judged(outcome, &original, comparison, id).await?
+                self.judged(outcome, &original, comparison, id).await
             }
             None => Outcome::failed(
                 "the original turn has no run record (an imported turn?): its tools and \
                  options are unknown",
             ),
         };
+        for (key, value) in taken_over {
+            outcome.detail[key] = value;
+        }
         let finish = ReplayTurnFinish {
             replay: id,
             seq: turn.seq,
@@ -865,14 +894,16 @@ impl Replayer {
         }
     }
 
-    /// Judge a done turn against the original, and add what both cost.
+    /// Judge a done turn against the original, and add what both cost. A
+    /// comparison that fails (a judge's call, an embedder) fails the turn,
+    /// its answer and runs kept.
     async fn judged(
         &self,
         mut outcome: Outcome,
         original: &Original,
         comparison: &Comparison,
         id: &ReplayId,
-    ) -> Result<Outcome> {
+    ) -> Outcome {
         outcome.detail["original"] = json!(original.text);
         outcome.detail["original_usage"] = usage_of(&original.runs);
         // What both cost is priced when the report is read (prices change).
@@ -880,13 +911,20 @@ impl Replayer {
             json!(original.runs.iter().map(|run| &run.id).collect::<Vec<_>>());
         outcome.detail["usage"] = usage_of(&outcome.runs);
         if outcome.status != ReplayStatus::Done {
-            return Ok(outcome);
+            return outcome;
         }
         let answer = outcome.detail["answer"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let decision: Decision = comparison.decide(&original.text, &answer).await?;
+        let decision: Decision = match comparison.decide(&original.text, &answer).await {
+            Ok(decision) => decision,
+            Err(error) => {
+                outcome.status = ReplayStatus::Failed;
+                outcome.detail["why"] = json!(comparison_failed(&error));
+                return outcome;
+            }
+        };
         outcome.decision = Some(decision.word().to_string());
         outcome.comparator = Some(decision.comparator.clone());
         outcome.detail["why"] = json!(decision.why);
@@ -903,7 +941,60 @@ impl Replayer {
             outcome.threads.push(thread);
             outcome.judge = Some(run);
         }
-        Ok(outcome)
+        outcome
+    }
+}
+
+/// Why a turn whose answer could not be compared failed.
+fn comparison_failed(error: &RecordedError) -> String {
+    match error {
+        // A judge's call: the engine's error alone (the replayed turn itself
+        // is recorded, whatever the error's own words say of turns).
+        RecordedError::Engine(engine) => format!("the judge's model call failed: {engine}"),
+        other => format!("the answer could not be compared: {other}"),
+    }
+}
+
+/// The note a claim left in a turn's detail when it took the turn over from
+/// another worker (`reclaimed_from`, `reclaims`), to keep in its outcome.
+fn reclaimed(detail: &Value) -> Vec<(&'static str, Value)> {
+    ["reclaimed_from", "reclaims"]
+        .into_iter()
+        .filter_map(|key| detail.get(key).map(|value| (key, value.clone())))
+        .collect()
+}
+
+/// Renews a worker's leases on a replay's turns, every third of a lease,
+/// until dropped: one statement for all the turns it holds, on a task of
+/// its own so that no turn's work delays it.
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    fn start(store: &Store, id: &ReplayId, worker: &str, lease_ms: i64) -> Heartbeat {
+        let (store, id, worker) = (store.clone(), id.clone(), worker.to_string());
+        let every = Duration::from_millis((lease_ms / 3).max(1) as u64);
+        Heartbeat(tokio::spawn(async move {
+            loop {
+                sleep(every).await;
+                let renewed = store
+                    .nonblocking()
+                    .renew_replay_leases(&id, &worker, lease_ms)
+                    .await;
+                if let Err(error) = renewed {
+                    tracing::warn!(
+                        %error,
+                        "replay {id}: worker {worker} could not renew its leases; its turns may \
+                         be taken over when they pass"
+                    );
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

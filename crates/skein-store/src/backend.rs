@@ -232,6 +232,12 @@ pub(crate) trait Replays {
         limit: usize,
         lease_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
+    fn renew_replay_leases<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        worker: &'a str,
+        lease_ms: i64,
+    ) -> BoxFuture<'a, Result<u64>>;
     fn finish_replay_turn<'a>(
         &'a self,
         finish: &'a ReplayTurnFinish<'a>,

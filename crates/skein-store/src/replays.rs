@@ -14,8 +14,11 @@ original turn (`turn_node`), so a replay is found from the original turn
 ([`Store::replay_turns`]).
 
 Workers claim pending rows under a lease ([`Store::claim_replay_turns`]:
-PostgreSQL's `FOR UPDATE SKIP LOCKED`, SQLite's one writer): a worker that
-dies leaves its rows to others once the lease has passed. A turn finishes
+PostgreSQL's `FOR UPDATE SKIP LOCKED`, SQLite's one writer) and renew the
+leases of all the turns they hold in one statement while those turns run
+([`Store::renew_replay_leases`]): a worker that dies stops renewing and
+leaves its rows to others once the lease has passed, and a worker is never
+handed back a turn it holds itself. A turn finishes
 in one transaction with its threads and runs
 ([`Store::finish_replay_turn`]), and only while its worker still holds it,
 so a turn is recorded once or not at all. The record, the store's methods
@@ -53,13 +56,15 @@ pub struct ReplayRecord {
 pub enum ReplayStatus {
     /// Not replayed yet.
     Pending,
-    /// Claimed by a worker, until its lease passes.
+    /// Claimed by a worker, until its lease (renewed while the worker
+    /// lives) passes.
     Running,
     /// Replayed: its answer is stored and judged.
     Done,
     /// Stopped where the model asked for a tool call the recording lacks.
     Diverged,
-    /// The model call failed (its runs are kept for usage).
+    /// The model call failed, or the answer could not be judged (its runs
+    /// are kept for usage).
     Failed,
 }
 
@@ -287,8 +292,13 @@ impl Store {
     }
 
     /// Claim up to `limit` of a replay's turns for `worker` for `lease_ms`:
-    /// pending ones, and running ones whose lease has passed, in selection
-    /// order.
+    /// pending ones, and running ones whose lease has passed that another
+    /// worker holds, in selection order. A worker is never handed back a
+    /// turn it holds itself: a live worker renews its leases
+    /// ([`Store::renew_replay_leases`]), so its own turn whose lease passed
+    /// is one it is still working on. A turn taken from another worker
+    /// says so in its detail: `reclaimed_from` (that worker) and
+    /// `reclaims` (how many times it was taken over).
     pub fn claim_replay_turns(
         &self,
         id: &ReplayId,
@@ -300,6 +310,14 @@ impl Store {
             self.nonblocking()
                 .claim_replay_turns(id, worker, limit, lease_ms),
         )
+    }
+
+    /// Extend to `lease_ms` from now the lease of every turn of the replay
+    /// that `worker` holds (running, claimed by it and not taken over
+    /// since), in one statement; how many turns it renewed. A worker calls
+    /// it while its turns run, well within the lease.
+    pub fn renew_replay_leases(&self, id: &ReplayId, worker: &str, lease_ms: i64) -> Result<u64> {
+        self.wait(self.nonblocking().renew_replay_leases(id, worker, lease_ms))
     }
 
     /// Finish a claimed turn with its threads and runs, in one transaction;
@@ -380,6 +398,19 @@ impl AsyncStore<'_> {
         self.store
             .backend()
             .claim_replay_turns(id, worker, limit, lease_ms)
+            .await
+    }
+
+    /// [`Store::renew_replay_leases`].
+    pub async fn renew_replay_leases(
+        &self,
+        id: &ReplayId,
+        worker: &str,
+        lease_ms: i64,
+    ) -> Result<u64> {
+        self.store
+            .backend()
+            .renew_replay_leases(id, worker, lease_ms)
             .await
     }
 

@@ -116,7 +116,7 @@ pub struct ReplayArgs {
     /// Turns replayed at once (default: the model's capacity)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<u32>,
-    /// Seconds a worker holds a turn before another may take it over
+    /// Seconds a claim on a turn lasts: renewed while this worker holds the turn, taken over by another once passed
     #[arg(long, default_value_t = 120, value_name = "SECS")]
     pub lease: u64,
     /// The report's format

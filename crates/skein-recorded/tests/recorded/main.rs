@@ -1,7 +1,7 @@
 //! The recorded-chat integration tests, one binary (each test file a module):
 //! the advisor desk, embedders, forks and their provenance, persistence,
-//! replays, reruns and turns; `local` runs the example on the embedded model (the
-//! `local` feature).
+//! replays (and their leases), reruns and turns; `local` runs the example on
+//! the embedded model (the `local` feature).
 
 mod common;
 
@@ -12,6 +12,7 @@ mod fork;
 mod local;
 mod persist;
 mod replay;
+mod replay_lease;
 mod replay_prompt;
 mod rerun;
 mod turns;

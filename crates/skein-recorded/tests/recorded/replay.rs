@@ -1,13 +1,14 @@
 //! Replays of recorded turns on another scripted model: tool calls
 //! answered from the recording (no tool runs unless named live), the
 //! diverged turn named, changed and held turns told apart by the default
-//! comparator and by a judge, resuming after a dead worker, and the same
-//! turn replayed twice landing on the same node.
+//! comparator and by a judge (a judge whose call fails failing its turn
+//! alone), resuming after a dead worker, and the same turn replayed twice
+//! landing on the same node.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use skein_conversation::{Conversation, Model};
-use skein_core::{ConversationId, NodeId, Relation};
+use skein_core::{ConversationId, NodeId, Provider, Relation};
 use skein_engine::{BackendDef, BackendKind, Catalog, Engine, Profile, Tool, tool_fn};
 use skein_providers::Scripted;
 use skein_recorded::RecordedError;
@@ -38,7 +39,7 @@ reply = "No flights today."
 /// The model replayed on: the same call for the hotel (spaced otherwise),
 /// another hotel name, a paraphrase of the weather, and a call the
 /// recording lacks for flights.
-const REPLACEMENT: &str = r#"
+pub(crate) const REPLACEMENT: &str = r#"
 [[rules]]
 last_user_contains = "hotel"
 last_role = "user"
@@ -62,7 +63,7 @@ tool_calls = [{ name = "lookup", arguments = '{"q": "flights"}' }]
 reply = "ok"
 "#;
 
-const JUDGE: &str = r#"
+pub(crate) const JUDGE: &str = r#"
 [[rules]]
 any_contains = "Lutetia"
 reply = "CHANGED\nThe hotel's name differs."
@@ -76,24 +77,30 @@ struct Query {
     q: String,
 }
 
-/// Three scripted profiles, and a `lookup` tool that counts its calls.
-struct Desk {
+/// Three profiles (`orig`, `new`, `judge`), and a `lookup` tool that
+/// counts its calls.
+pub(crate) struct Desk {
     engine: Engine,
     calls: Arc<AtomicUsize>,
     lookup: Arc<dyn Tool>,
-    store: Store,
+    pub(crate) store: Store,
     _dir: tempfile::TempDir,
 }
 
 impl Desk {
-    fn new() -> Desk {
+    /// The scripted models: `ORIGINAL`, `REPLACEMENT` and `JUDGE`.
+    pub(crate) fn new() -> Desk {
+        Desk::with(scripted(REPLACEMENT), scripted(JUDGE))
+    }
+
+    /// `ORIGINAL` recorded, replayed on `replacement`, judged by `judge`.
+    pub(crate) fn with(replacement: Arc<dyn Provider>, judge: Arc<dyn Provider>) -> Desk {
         let calls = Arc::new(AtomicUsize::new(0));
         let counter = calls.clone();
         let lookup = tool_fn("lookup", "Look something up", move |query: Query| {
             counter.fetch_add(1, Ordering::SeqCst);
             async move { Ok::<_, std::convert::Infallible>(format!("booking: {}", query.q)) }
         });
-        let scripted = |text: &str| Arc::new(Scripted::from_toml_str(text).unwrap());
         let mut catalog = Catalog::new();
         for name in ["orig", "new", "judge"] {
             catalog = catalog
@@ -102,8 +109,8 @@ impl Desk {
         }
         let engine = Engine::builder(catalog)
             .provider("orig", scripted(ORIGINAL))
-            .provider("new", scripted(REPLACEMENT))
-            .provider("judge", scripted(JUDGE))
+            .provider("new", replacement)
+            .provider("judge", judge)
             .build()
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -117,7 +124,7 @@ impl Desk {
         }
     }
 
-    fn model(&self, profile: &str) -> Model {
+    pub(crate) fn model(&self, profile: &str) -> Model {
         Model::from_profile(&self.engine, profile).unwrap()
     }
 
@@ -127,7 +134,7 @@ impl Desk {
 
     /// The hotel (a tool loop), the weather and a flight, recorded on
     /// `orig`.
-    async fn record(&self) -> ConversationId {
+    pub(crate) async fn record(&self) -> ConversationId {
         let conversation = Conversation::builder(self.model("orig"))
             .store(&self.store)
             .tool(self.lookup.clone())
@@ -138,13 +145,18 @@ impl Desk {
         conversation.id().clone()
     }
 
-    fn replayer(&self) -> Replayer {
+    pub(crate) fn replayer(&self) -> Replayer {
         Replayer::new(&self.store, self.model("new"))
     }
 
-    fn turns(&self, id: &skein_core::ReplayId) -> Vec<ReplayTurn> {
+    pub(crate) fn turns(&self, id: &skein_core::ReplayId) -> Vec<ReplayTurn> {
         self.store.replay_turns(id, None, 100).unwrap()
     }
+}
+
+/// The scripted model on `rules`.
+pub(crate) fn scripted(rules: &str) -> Arc<dyn Provider> {
+    Arc::new(Scripted::from_toml_str(rules).unwrap())
 }
 
 fn why(turn: &ReplayTurn) -> &str {
@@ -351,6 +363,58 @@ async fn a_judge_decides_on_its_own_recorded_run_outside_the_turns_usage() {
             .await,
         Err(RecordedError::BadComparator { .. })
     ));
+}
+
+/// A judge whose call fails on the hotel's answers and holds the rest.
+const FAILING_JUDGE: &str = r#"
+[[rules]]
+any_contains = "Lutetia"
+error = { kind = "bad_request", message = "the judge is down" }
+
+[[rules]]
+reply = "HELD\nThe same answer in other words."
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_judge_fails_its_turn_and_the_replay_goes_on() {
+    let desk = Desk::with(scripted(REPLACEMENT), scripted(FAILING_JUDGE));
+    let conversation = desk.record().await;
+    let replayer = desk.replayer().judge(desk.model("judge"));
+    let mut plan = ReplayPlan::new("new");
+    plan.compare = vec!["judge:judge".into()];
+    let id = replayer
+        .start(&Selection::new().conversation(conversation), &plan)
+        .await
+        .unwrap();
+    let totals = replayer.run(&id, |_| {}).await.unwrap();
+    assert!(totals.finished(), "nothing left running: {totals:?}");
+    assert_eq!(
+        (totals.failed, totals.held, totals.diverged),
+        (1, 1, 1),
+        "{totals:?}"
+    );
+    let turns = desk.turns(&id);
+    let [hotel, weather, flight] = &turns[..] else {
+        panic!("three turns: {turns:?}")
+    };
+    assert_eq!(hotel.status, ReplayStatus::Failed);
+    assert!(
+        why(hotel).contains("the judge's model call failed")
+            && why(hotel).contains("the judge is down"),
+        "{}",
+        why(hotel)
+    );
+    // The replayed answer and its calls are kept, unjudged.
+    assert_eq!(hotel.decision, None);
+    assert_eq!(hotel.runs.len(), 2);
+    assert_eq!(
+        hotel.detail["answer"],
+        "Your hotel is called the Hotel de la Lumière."
+    );
+    assert!(hotel.answer_head.is_some());
+    assert_eq!(weather.decision.as_deref(), Some("held"));
+    assert_eq!(flight.status, ReplayStatus::Diverged);
+    assert!(desk.store.verify().unwrap().is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread")]

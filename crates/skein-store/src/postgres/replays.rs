@@ -2,7 +2,8 @@
 Replays on PostgreSQL: the port of `crate::replays` (its SQL only; the row
 parsing is shared). Workers on any number of machines claim a replay's
 pending turns with `FOR UPDATE SKIP LOCKED`, so no two claim the same row
-and none waits for another's; a turn's threads, runs and row are written in
+and none waits for another's; a worker's leases are renewed by one
+`UPDATE`; a turn's threads, runs and row are written in
 one transaction that changes nothing unless the worker still holds it.
 */
 
@@ -140,6 +141,26 @@ impl Replays for PgStore {
                 .collect::<Result<Vec<_>>>()?;
             claimed.sort_by_key(|turn| turn.seq);
             Ok(claimed)
+        })
+    }
+
+    fn renew_replay_leases<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        worker: &'a str,
+        lease_ms: i64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            write_retrying!(self, |tx| {
+                let renew = tx
+                    .prepare_cached(
+                        "UPDATE replay_turns SET lease_until = $3
+                         WHERE replay = $1 AND status = 'running' AND worker = $2",
+                    )
+                    .await?;
+                let until = now_ms().saturating_add(lease_ms);
+                Ok(tx.execute(&renew, &[&id.as_str(), &worker, &until]).await?)
+            })
         })
     }
 
@@ -282,7 +303,9 @@ async fn create_attempt(tx: &Client, record: &ReplayRecord, turns: &[NewReplayTu
 }
 
 /// One attempt at claiming turns: rows another worker is claiming are
-/// skipped, not waited for.
+/// skipped, not waited for. A running row taken here is another worker's
+/// whose lease passed: its detail notes whose it was and how often it was
+/// taken.
 async fn claim_attempt(
     tx: &Client,
     id: &ReplayId,
@@ -293,10 +316,15 @@ async fn claim_attempt(
     let now = now_ms();
     let claim = tx
         .prepare_cached(&format!(
-            "UPDATE replay_turns t SET status = 'running', worker = $2, lease_until = $3
+            "UPDATE replay_turns t SET status = 'running', worker = $2, lease_until = $3,
+                 detail = CASE WHEN t.status = 'running' THEN (t.detail::jsonb
+                     || jsonb_build_object('reclaimed_from', t.worker, 'reclaims',
+                         coalesce((t.detail::jsonb ->> 'reclaims')::bigint, 0) + 1))::text
+                     ELSE t.detail END
              FROM (SELECT replay, seq FROM replay_turns
                    WHERE replay = $1 AND (status = 'pending'
-                       OR (status = 'running' AND lease_until < $4))
+                       OR (status = 'running' AND lease_until < $4
+                           AND worker IS DISTINCT FROM $2))
                    ORDER BY seq LIMIT $5
                    FOR UPDATE SKIP LOCKED) c
              WHERE t.replay = c.replay AND t.seq = c.seq
@@ -309,7 +337,7 @@ async fn claim_attempt(
             &[
                 &id.as_str(),
                 &worker,
-                &(now + lease_ms),
+                &(now.saturating_add(lease_ms)),
                 &now,
                 &(limit as i64),
             ],

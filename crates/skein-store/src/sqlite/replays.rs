@@ -1,7 +1,8 @@
 /*!
 Replays on SQLite: the record and its turns in one transaction; claims in
 one `BEGIN IMMEDIATE` transaction (SQLite has one writer, so two workers
-never claim the same row); a turn's threads, runs and row in one
+never claim the same row); a worker's leases renewed by one `UPDATE`; a
+turn's threads, runs and row in one
 transaction that writes only while the worker still holds the turn
 (crate::replays holds the record and its row parsing).
 */
@@ -66,6 +67,16 @@ impl Replays for SqliteStore {
     ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>> {
         let (id, worker) = (id.clone(), worker.to_string());
         self.deferred(move |store| store.claim_replay_turns(&id, &worker, limit, lease_ms))
+    }
+
+    fn renew_replay_leases<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        worker: &'a str,
+        lease_ms: i64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        let (id, worker) = (id.clone(), worker.to_string());
+        self.deferred(move |store| store.renew_replay_leases(&id, &worker, lease_ms))
     }
 
     fn finish_replay_turn<'a>(
@@ -266,13 +277,20 @@ impl SqliteStore {
     ) -> Result<Vec<ReplayTurn>> {
         let now = now_ms();
         self.write(|tx| {
+            // A running row here is another worker's whose lease passed:
+            // its detail notes whose it was and how often it was taken.
             let raw = tx
                 .prepare_cached(&format!(
-                    "UPDATE replay_turns SET status = 'running', worker = ?2, lease_until = ?3
+                    "UPDATE replay_turns SET status = 'running', worker = ?2, lease_until = ?3,
+                         detail = CASE WHEN status = 'running' THEN json_set(detail,
+                             '$.reclaimed_from', worker,
+                             '$.reclaims', coalesce(json_extract(detail, '$.reclaims'), 0) + 1)
+                             ELSE detail END
                      WHERE replay = ?1 AND seq IN (
                          SELECT seq FROM replay_turns
                          WHERE replay = ?1 AND (status = 'pending'
-                             OR (status = 'running' AND lease_until < ?4))
+                             OR (status = 'running' AND lease_until < ?4
+                                 AND worker IS NOT ?2))
                          ORDER BY seq LIMIT ?5)
                      RETURNING {}",
                     SELECT_REPLAY_TURN
@@ -280,7 +298,13 @@ impl SqliteStore {
                         .trim_end_matches(" FROM replay_turns")
                 ))?
                 .query_map(
-                    params![id.as_str(), worker, now + lease_ms, now, limit as i64],
+                    params![
+                        id.as_str(),
+                        worker,
+                        now.saturating_add(lease_ms),
+                        now,
+                        limit as i64
+                    ],
                     raw_replay_turn,
                 )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -290,6 +314,19 @@ impl SqliteStore {
                 .collect::<Result<Vec<_>>>()?;
             claimed.sort_by_key(|turn| turn.seq);
             Ok(claimed)
+        })
+    }
+
+    fn renew_replay_leases(&self, id: &ReplayId, worker: &str, lease_ms: i64) -> Result<u64> {
+        let until = now_ms().saturating_add(lease_ms);
+        self.write(|tx| {
+            let renewed = tx
+                .prepare_cached(
+                    "UPDATE replay_turns SET lease_until = ?3
+                     WHERE replay = ?1 AND status = 'running' AND worker = ?2",
+                )?
+                .execute(params![id.as_str(), worker, until])?;
+            Ok(renewed as u64)
         })
     }
 

@@ -1,6 +1,7 @@
 //! Replays (schema migration 13), on both backends: a replay's record and
 //! turns round trip; workers claim turns under a lease, a passed lease
-//! frees a turn for another worker, and a turn finishes (threads, runs and
+//! frees a turn for another worker (never for the worker holding it, whose
+//! renewals keep it; a turn taken over says from whom), and a turn finishes (threads, runs and
 //! row together) only while its worker holds it; totals and lookups by the
 //! original turn; three workers on threads share a 300-turn replay after
 //! one died holding turns, and every turn is finished exactly once; a
@@ -18,6 +19,7 @@ for_each_backend!(
     a_replay_and_its_turns_round_trip_and_start_pending,
     workers_claim_distinct_turns_and_a_passed_lease_frees_one,
     a_turn_finishes_with_its_threads_and_runs_only_while_held,
+    a_worker_renews_its_leases_and_is_never_handed_back_its_own_turn,
     totals_count_statuses_and_decisions,
     three_workers_share_a_replay_and_a_dead_ones_turns_are_taken_over,
     a_replay_is_found_by_a_unique_prefix_of_its_id,
@@ -214,6 +216,81 @@ fn a_turn_finishes_with_its_threads_and_runs_only_while_held(backend: Backend) {
         Err(StoreError::ReplayTurnNotFinal("running"))
     ));
     assert!(store.verify().unwrap().is_ok());
+}
+
+fn a_worker_renews_its_leases_and_is_never_handed_back_its_own_turn(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let (record, _) = replay(store, 4);
+    let id = &record.id;
+    let seqs = |turns: &[skein_store::ReplayTurn]| turns.iter().map(|t| t.seq).collect::<Vec<_>>();
+    // w1's leases on two turns have passed: it is still working on them,
+    // so claiming again gives it only the others.
+    assert_eq!(
+        seqs(&store.claim_replay_turns(id, "w1", 2, -1).unwrap()),
+        [0, 1]
+    );
+    assert_eq!(
+        seqs(&store.claim_replay_turns(id, "w1", 1, -1).unwrap()),
+        [2]
+    );
+    // One statement renews every turn w1 holds, and no other row.
+    let before = skein_core::now_ms();
+    assert_eq!(store.renew_replay_leases(id, "w1", 60_000).unwrap(), 3);
+    let turns = store.replay_turns(id, None, 10).unwrap();
+    for turn in &turns[..3] {
+        assert_eq!(turn.status, ReplayStatus::Running);
+        assert!(turn.lease_until_ms.unwrap() >= before + 60_000);
+    }
+    assert_eq!(turns[3].status, ReplayStatus::Pending);
+    assert_eq!(turns[3].lease_until_ms, None);
+    // Renewed, they are not another worker's to take either; a pending turn
+    // claimed was taken from no one.
+    let pending = store.claim_replay_turns(id, "w2", 5, 60_000).unwrap();
+    assert_eq!(seqs(&pending), [3]);
+    assert_eq!(pending[0].detail.get("reclaimed_from"), None);
+    assert_eq!(store.renew_replay_leases(id, "nobody", 60_000).unwrap(), 0);
+    // w1 stops renewing (its leases pass): w2 takes its turns over, and each
+    // says from whom and how often it was taken.
+    store.renew_replay_leases(id, "w1", -1).unwrap();
+    let taken = store.claim_replay_turns(id, "w2", 5, 60_000).unwrap();
+    assert_eq!(seqs(&taken), [0, 1, 2]);
+    for turn in &taken {
+        assert_eq!(turn.worker.as_deref(), Some("w2"));
+        assert_eq!(turn.detail["reclaimed_from"], "w1");
+        assert_eq!(turn.detail["reclaims"], 1);
+    }
+    // w1 renews nothing now, and w2's leases stay as w2 set them.
+    assert_eq!(store.renew_replay_leases(id, "w1", 600_000).unwrap(), 0);
+    let turns = store.replay_turns(id, None, 10).unwrap();
+    assert!(
+        turns
+            .iter()
+            .all(|t| t.lease_until_ms.unwrap() < before + 600_000)
+    );
+    // Taken over again: counted, from the last holder.
+    store.renew_replay_leases(id, "w2", -1).unwrap();
+    let again = store.claim_replay_turns(id, "w3", 1, 60_000).unwrap();
+    assert_eq!(again[0].detail["reclaimed_from"], "w2");
+    assert_eq!(again[0].detail["reclaims"], 2);
+    // A finished turn is no longer renewed.
+    store
+        .finish_replay_turn(&ReplayTurnFinish {
+            replay: id,
+            seq: 0,
+            worker: "w3",
+            status: ReplayStatus::Failed,
+            answer_head: None,
+            decision: None,
+            comparator: None,
+            detail: &serde_json::json!({}),
+            threads: &[],
+            runs: &[],
+            other_runs: &[],
+        })
+        .unwrap();
+    assert_eq!(store.renew_replay_leases(id, "w3", 60_000).unwrap(), 0);
+    assert_eq!(store.renew_replay_leases(id, "w2", 60_000).unwrap(), 3);
 }
 
 fn totals_count_statuses_and_decisions(backend: Backend) {
