@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// The lease the workers claim turns under.
-const LEASE_MS: i64 = 500;
+/// The lease the workers claim turns under: long enough that a heartbeat
+/// (every third of it) late by a second on a loaded machine still renews
+/// in time; each turn's first call waits about one lease.
+const LEASE_MS: i64 = 3000;
 
 /// The replacement model, slow: the first call of each replayed turn
 /// answers only once the turn's lease was renewed past when it was due to
