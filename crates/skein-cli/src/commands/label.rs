@@ -207,5 +207,6 @@ pub async fn import_cases(
 ) -> Result<Vec<skein::recorded::replay::CaseTurn>> {
     let opened = std::fs::File::open(file)
         .with_context(|| format!("cannot read the cases file {}", file.display()))?;
-    Ok(cases::import(&ctx.store, BufReader::new(opened)).await?)
+    let max_line = skein::store::DEFAULT_IMPORT_LINE_LIMIT;
+    Ok(cases::import(&ctx.store, BufReader::new(opened), max_line).await?)
 }

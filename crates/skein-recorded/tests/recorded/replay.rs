@@ -76,17 +76,18 @@ struct Query {
     q: String,
 }
 
-/// Three scripted profiles, and a `lookup` tool that counts its calls.
-struct Desk {
+/// Three scripted profiles, and a `lookup` tool that counts its calls
+/// (the cases tests record on it too).
+pub(crate) struct Desk {
     engine: Engine,
     calls: Arc<AtomicUsize>,
     lookup: Arc<dyn Tool>,
-    store: Store,
+    pub(crate) store: Store,
     _dir: tempfile::TempDir,
 }
 
 impl Desk {
-    fn new() -> Desk {
+    pub(crate) fn new() -> Desk {
         let calls = Arc::new(AtomicUsize::new(0));
         let counter = calls.clone();
         let lookup = tool_fn("lookup", "Look something up", move |query: Query| {
@@ -117,7 +118,7 @@ impl Desk {
         }
     }
 
-    fn model(&self, profile: &str) -> Model {
+    pub(crate) fn model(&self, profile: &str) -> Model {
         Model::from_profile(&self.engine, profile).unwrap()
     }
 
@@ -127,7 +128,7 @@ impl Desk {
 
     /// The hotel (a tool loop), the weather and a flight, recorded on
     /// `orig`.
-    async fn record(&self) -> ConversationId {
+    pub(crate) async fn record(&self) -> ConversationId {
         let conversation = Conversation::builder(self.model("orig"))
             .store(&self.store)
             .tool(self.lookup.clone())
@@ -138,11 +139,11 @@ impl Desk {
         conversation.id().clone()
     }
 
-    fn replayer(&self) -> Replayer {
+    pub(crate) fn replayer(&self) -> Replayer {
         Replayer::new(&self.store, self.model("new"))
     }
 
-    fn turns(&self, id: &skein_core::ReplayId) -> Vec<ReplayTurn> {
+    pub(crate) fn turns(&self, id: &skein_core::ReplayId) -> Vec<ReplayTurn> {
         self.store.replay_turns(id, None, 100).unwrap()
     }
 }
