@@ -1,7 +1,8 @@
 /*!
 What the command line names for a turn, read within `--max-input`: files
 given to `--source ID=@FILE`, `--schema FILE`, `-f` and `-a` (which also
-take an http(s) URL, fetched), and what is piped on stdin. The limit
+take an http(s) URL, fetched), `replay --add-tool FILE`, and what is piped
+on stdin. The limit
 bounds all of one command's inputs together, not each: a read that would
 take the total past it stops there with an error naming the input and the
 limit, so `--source x=@/dev/zero` (or an endless download) cannot fill
@@ -27,7 +28,8 @@ pub fn set_limit(bytes: u64) {
     let _ = LIMIT.set(bytes);
 }
 
-fn limit() -> u64 {
+/// The limit (`--max-input`), in bytes.
+pub fn limit() -> u64 {
     *LIMIT.get().unwrap_or(&(16 << 20))
 }
 
@@ -90,7 +92,7 @@ fn over_limit(what: &str, limit: u64, before: u64) -> anyhow::Error {
 }
 
 /// A file named on the command line, as text.
-fn file(path: &Path, what: &str) -> Result<String> {
+pub fn text_file(path: &Path, what: &str) -> Result<String> {
     let bytes = file_bytes(path, what)?;
     String::from_utf8(bytes).map_err(|_| anyhow!("{what} {} is not UTF-8 text", path.display()))
 }
@@ -111,7 +113,7 @@ pub fn sources(sources: Vec<(String, SourceText)>) -> Result<Vec<(String, String
         .into_iter()
         .map(|(id, text)| match text {
             SourceText::Inline(text) => Ok((id, text)),
-            SourceText::File(path) => Ok((id, file(&path, "the --source file")?)),
+            SourceText::File(path) => Ok((id, text_file(&path, "the --source file")?)),
         })
         .collect()
 }
@@ -134,7 +136,7 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
                      the path of a file holding one, or fields"
                 );
             }
-            let text = file(path, "the --schema file")?;
+            let text = text_file(path, "the --schema file")?;
             serde_json::from_str(&text)
                 .with_context(|| format!("the --schema file {} is not JSON", path.display()))?
         }
@@ -285,7 +287,7 @@ async fn parts_message(text: Option<String>, parts: &PartsArgs) -> Result<Messag
 /// The fragment `-f PATH` names: a file, or a URL fetched; UTF-8 text.
 async fn fragment(path: &Path) -> Result<String> {
     let Some(url) = url_of(path) else {
-        return file(path, "the fragment");
+        return text_file(path, "the fragment");
     };
     let (data, _) = fetch(url, "the fragment").await?;
     String::from_utf8(data).map_err(|_| anyhow!("the fragment {url} is not UTF-8 text"))

@@ -140,6 +140,10 @@ pub enum Relation {
     /// (`failed`, `paused`, `chain_limit`, `rerun_failed`). A recorded
     /// chat never loads such a run as a turn.
     Unrecorded(String),
+    /// The run was recorded elsewhere and came in with imported data (the
+    /// target says what: `cases`, a cases file): usage counts it only
+    /// where it is named, never as work spent here.
+    Imported(String),
     /// A relation of a kind this build does not know.
     Other { kind: String, target: String },
 }
@@ -165,6 +169,7 @@ impl From<Relation> for StoredRelation {
             Relation::Source(json) => ("recorded.source", json),
             Relation::Prompt(json) => ("prompt", json),
             Relation::Unrecorded(why) => ("recorded.unrecorded", why),
+            Relation::Imported(from) => ("imported", from),
             Relation::Other { kind, target } => return StoredRelation { kind, target },
         };
         StoredRelation {
@@ -189,6 +194,7 @@ impl From<StoredRelation> for Relation {
             "recorded.source" => Relation::Source(target),
             "prompt" => Relation::Prompt(target),
             "recorded.unrecorded" => Relation::Unrecorded(target),
+            "imported" => Relation::Imported(target),
             _ => Relation::Other { kind, target },
         }
     }
@@ -276,6 +282,13 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Whether the run came in with imported data ([`Relation::Imported`]).
+    pub fn is_imported(&self) -> bool {
+        self.relations
+            .iter()
+            .any(|relation| matches!(relation, Relation::Imported(_)))
+    }
+
     /// A run record with the given identity and nothing else filled in.
     pub fn new(model: impl Into<String>, provider: impl Into<String>) -> RunRecord {
         RunRecord {

@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use skein::NodeId;
 use skein::core::price::PriceTable;
 use skein::recorded::cases;
-use skein::recorded::compare::Comparator;
 use skein::recorded::embed::{Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{
     PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, turns_of_replay,
@@ -61,11 +60,8 @@ pub fn replay(
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n);
     }
-    for spec in &plan.compare {
-        if let Ok(Comparator::Judge { model, .. }) = Comparator::parse(spec) {
-            replayer = replayer.judge(crate::model::open(py, &model, Vec::new())?);
-            break;
-        }
+    if let Some(judge) = check(py, plan.judge_model())? {
+        replayer = replayer.judge(crate::model::open(py, &judge, Vec::new())?);
     }
     let reader = store.clone();
     let done = runtime::block_on_made(py, move || async move {

@@ -15,9 +15,12 @@ and why. One [`Comparator`] per way of telling:
   names, e-mail addresses and links present in one answer and not the
   other ([`specifics`]): "called Hotel Lutetia" → "called the Hotel de la
   Lumière" changed, "Paris is lovely" → "Paris is beautiful" held;
-- `judge:MODEL`: a model asked, with a rubric, whether the answers differ
-  in a way that matters; its call is a run of its own, kept apart from
-  the compared turn's usage.
+- `judge` or `judge:MODEL`: a model asked, with a rubric, whether the
+  answers differ in a way that matters; its call is a run of its own, kept
+  apart from the compared turn's usage. The model is always the caller's
+  ([`Comparison::judge`]): `judge` alone is the replay's judge, and a cases
+  file may name only that ([`Comparator::parse_for_case`]), so imported
+  data never chooses a model, a file or a key.
 
 A [`Comparison`] asks its comparators in order; the first that says
 "changed" decides, and when none does the answer held by all of them. The
@@ -63,10 +66,11 @@ pub enum Comparator {
         threshold: f32,
     },
     Specifics,
-    /// A model judging with `rubric` (`model` names it; the
-    /// [`Comparison`] holds it, [`Comparison::judge`]).
+    /// A model judging with `rubric`: the one the [`Comparison`] holds
+    /// ([`Comparison::judge`]), which `model` names when the spec did
+    /// (`judge:MODEL`; `None` for `judge`, the replay's judge).
     Judge {
-        model: String,
+        model: Option<String>,
         rubric: String,
     },
 }
@@ -74,8 +78,8 @@ pub enum Comparator {
 impl Comparator {
     /// A comparator as the command line names it: `exact`, `normalised`,
     /// `json[:FIELD,FIELD]`, `contains:TEXT`, `regex:PATTERN`,
-    /// `embedding[:THRESHOLD]`, `specifics`, `judge:MODEL` (the default
-    /// rubric).
+    /// `embedding[:THRESHOLD]`, `specifics`, `judge` or `judge:MODEL` (the
+    /// default rubric).
     pub fn parse(spec: &str) -> Result<Comparator> {
         let (name, argument) = match spec.split_once(':') {
             Some((name, argument)) => (name, Some(argument)),
@@ -118,16 +122,37 @@ impl Comparator {
             },
             "specifics" => Comparator::Specifics,
             "judge" => Comparator::Judge {
-                model: needs("name the judging model: judge:MODEL")?.to_string(),
+                model: match argument {
+                    None => None,
+                    Some(_) => Some(needs("name the judging model: judge:MODEL")?.to_string()),
+                },
                 rubric: DEFAULT_RUBRIC.to_string(),
             },
             _ => {
                 return Err(bad(
                     "comparators are exact, normalised, json[:FIELDS], contains:TEXT, \
-                     regex:PATTERN, embedding[:THRESHOLD], specifics and judge:MODEL",
+                     regex:PATTERN, embedding[:THRESHOLD], specifics and judge[:MODEL]",
                 ));
             }
         })
+    }
+
+    /// A comparator as a cases file may name it: any of [`parse`]'s, but
+    /// none that chooses a model, a file or a key. A judge is `judge`
+    /// alone, judged by the replay's judge; `judge:MODEL` is refused.
+    ///
+    /// [`parse`]: Comparator::parse
+    pub fn parse_for_case(spec: &str) -> Result<Comparator> {
+        let comparator = Comparator::parse(spec)?;
+        if let Comparator::Judge { model: Some(_), .. } = comparator {
+            return Err(RecordedError::BadComparator {
+                spec: spec.to_string(),
+                why: "a case may not choose a model: write `judge`, and the replay's judge \
+                      (`skein replay --judge MODEL`) judges it"
+                    .into(),
+            });
+        }
+        Ok(comparator)
     }
 
     /// The comparator's name, as decisions record it.
@@ -155,7 +180,9 @@ impl fmt::Display for Comparator {
             Comparator::Contains(text) => write!(f, "contains:{text}"),
             Comparator::Regex(regex) => write!(f, "regex:{}", regex.as_str()),
             Comparator::Embedding { threshold } => write!(f, "embedding:{threshold}"),
-            Comparator::Judge { model, .. } => write!(f, "judge:{model}"),
+            Comparator::Judge {
+                model: Some(model), ..
+            } => write!(f, "judge:{model}"),
             other => f.write_str(other.name()),
         }
     }
@@ -250,7 +277,9 @@ impl Comparison {
                 Comparator::Judge { .. } if self.judge.is_none() => {
                     return Err(RecordedError::BadComparator {
                         spec: comparator.to_string(),
-                        why: "a judge needs its model opened (Comparison::judge)".into(),
+                        why: "no judging model was given (the replay's judge: `--judge MODEL`, \
+                              `ReplayPlan::judge`; or `judge:MODEL`)"
+                            .into(),
                     });
                 }
                 _ => {}
@@ -275,10 +304,9 @@ impl Comparison {
                         why: format!("cosine similarity {value:.2} (threshold {threshold})"),
                     }
                 }
-                Comparator::Judge { model, rubric } => {
-                    let model_handle = self.judge.as_ref().expect("checked");
-                    let (verdict, call) =
-                        judge_answers(model_handle, model, rubric, original, candidate).await?;
+                Comparator::Judge { rubric, .. } => {
+                    let model = self.judge.as_ref().expect("checked");
+                    let (verdict, call) = judge_answers(model, rubric, original, candidate).await?;
                     judge = Some(call);
                     verdict
                 }
@@ -823,7 +851,6 @@ fn segments(tokens: &[&str], kept: &[bool]) -> Vec<Segment> {
 /// compared turn.
 async fn judge_answers(
     judge: &Model,
-    model: &str,
     rubric: &str,
     original: &str,
     candidate: &str,
@@ -834,6 +861,7 @@ async fn judge_answers(
     );
     let request = judge.bind(Request::messages([Message::user(prompt)]).capture());
     let done = TurnRequest::new(judge.engine(), request).call().await?;
+    let model = judge.name();
     let text = done.output.text();
     let first = text.trim_start().to_ascii_uppercase();
     let changed = if first.starts_with("CHANGED") {
@@ -992,7 +1020,7 @@ mod tests {
 
     #[test]
     fn bad_specs_say_what_to_write() {
-        for spec in ["contains", "regex:(", "embedding:2", "judge", "nope"] {
+        for spec in ["contains", "regex:(", "embedding:2", "judge:", "nope"] {
             let error = Comparator::parse(spec).unwrap_err().to_string();
             assert!(error.contains(spec), "{error}");
         }
@@ -1000,6 +1028,21 @@ mod tests {
             Comparator::parse("embedding:0.9").unwrap().to_string(),
             "embedding:0.9"
         );
+        for spec in ["judge", "judge:gpt-4o"] {
+            assert_eq!(Comparator::parse(spec).unwrap().to_string(), spec);
+        }
+    }
+
+    #[test]
+    fn a_case_names_no_model() {
+        assert_eq!(
+            Comparator::parse_for_case("judge").unwrap().to_string(),
+            "judge"
+        );
+        let error = Comparator::parse_for_case("judge:scripted:/etc/hostname")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("may not choose a model"), "{error}");
     }
 
     #[tokio::test]

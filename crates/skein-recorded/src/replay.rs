@@ -347,6 +347,11 @@ pub struct ReplayPlan {
     /// default ([`Comparison::default_for`]).
     #[serde(default)]
     pub compare: Vec<String>,
+    /// The model that judges for a `judge` comparator without one of its
+    /// own (a case's: a cases file never names a model). The caller's
+    /// choice, like `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
     /// Tools that may run for calls the recording lacks, by name.
     #[serde(default)]
     pub live_tools: Vec<String>,
@@ -365,9 +370,38 @@ impl ReplayPlan {
             model: model.into(),
             change: Change::default(),
             compare: Vec::new(),
+            judge: None,
             live_tools: Vec::new(),
             chain_limit: default_chain_limit(),
         }
+    }
+
+    /// The model the worker opens as its judge: [`judge`], else the one
+    /// a `judge:MODEL` of [`compare`] names (never a case's comparators,
+    /// which name none). Two different ones are refused: one replay has
+    /// one judge.
+    ///
+    /// [`judge`]: ReplayPlan::judge
+    /// [`compare`]: ReplayPlan::compare
+    pub fn judge_model(&self) -> Result<Option<String>> {
+        let mut chosen = self.judge.clone();
+        for comparator in self.comparators()? {
+            if let Comparator::Judge {
+                model: Some(model), ..
+            } = comparator
+            {
+                match &chosen {
+                    Some(other) if *other != model => {
+                        return Err(RecordedError::BadComparator {
+                            spec: format!("judge:{model}"),
+                            why: format!("the replay's judge is already {other}: name one"),
+                        });
+                    }
+                    _ => chosen = Some(model),
+                }
+            }
+        }
+        Ok(chosen)
     }
 
     /// The comparators, read.
@@ -481,6 +515,7 @@ impl Replayer {
             model: plan.model.clone(),
             settings: json!({
                 "compare": plan.compare,
+                "judge": plan.judge,
                 "live_tools": plan.live_tools,
                 "chain_limit": plan.chain_limit,
             }),
@@ -585,15 +620,15 @@ impl Replayer {
         Ok(comparison)
     }
 
-    /// A turn's own comparison (a case's comparators), when the plan names
-    /// none.
+    /// A turn's own comparison (a case's comparators, which name no model:
+    /// a judge is this worker's), when the plan names none.
     fn own_comparison(&self, own: &[String], plan: &ReplayPlan) -> Result<Option<Comparison>> {
         if !plan.compare.is_empty() || own.is_empty() {
             return Ok(None);
         }
         let mut comparison = Comparison::new(
             own.iter()
-                .map(|spec| Comparator::parse(spec))
+                .map(|spec| Comparator::parse_for_case(spec))
                 .collect::<Result<_>>()?,
         )
         .embedder(self.embedder.clone());
@@ -1544,6 +1579,7 @@ pub fn plan_of(record: &ReplayRecord) -> Result<ReplayPlan> {
         model: record.model.clone(),
         change: serde_json::from_value(record.change.clone()).map_err(store_json)?,
         compare: strings("compare"),
+        judge: settings["judge"].as_str().map(str::to_string),
         live_tools: strings("live_tools"),
         chain_limit: settings["chain_limit"]
             .as_u64()

@@ -332,7 +332,6 @@ pub(crate) trait UsageRows {
         &'a self,
         id: &'a ConversationId,
     ) -> BoxFuture<'a, Result<RunOutputs>>;
-    fn runs_with_output(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunId>>>;
     fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>>;
     fn link_sources<'a>(
         &'a self,

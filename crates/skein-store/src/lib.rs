@@ -114,6 +114,6 @@ pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchR
 pub use skein_core::usage::{Figure, Totals};
 pub use skein_core::{ConversationSettings, RecordedSettings};
 pub use store::Store;
-pub use transfer::{DEFAULT_IMPORT_LINE_LIMIT, ImportReport};
+pub use transfer::{BoundedLine, DEFAULT_IMPORT_LINE_LIMIT, ImportReport, read_line_within};
 pub use usage::UsageScope;
 pub use verify::{Problem, VerifyReport};

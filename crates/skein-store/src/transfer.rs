@@ -391,6 +391,39 @@ pub(crate) fn bad_conversation(
     }
 }
 
+/// What [`read_line_within`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundedLine {
+    /// A line, with its `\n` when it had one.
+    Line,
+    /// The end of the input: nothing was read.
+    End,
+    /// A line longer than the limit, of which no more was read.
+    TooLong,
+}
+
+/// Read the next line of `input` into `line` (cleared first), taking no
+/// more than `max_line` bytes and its `\n`: a longer line is
+/// [`BoundedLine::TooLong`] before it is read whole, so an endless input
+/// (`/dev/zero`, a pipe that never ends a line) never fills memory. Every
+/// line skein reads from a file or stdin it is given is read here: exports
+/// ([`crate::Store::import`]), cases files, a key typed on stdin.
+pub fn read_line_within(
+    input: &mut dyn BufRead,
+    max_line: usize,
+    line: &mut Vec<u8>,
+) -> std::io::Result<BoundedLine> {
+    line.clear();
+    let read = (&mut *input)
+        .take(max_line as u64 + 1)
+        .read_until(b'\n', line)?;
+    Ok(match read {
+        0 => BoundedLine::End,
+        _ if line.len() > max_line && line.last() != Some(&b'\n') => BoundedLine::TooLong,
+        _ => BoundedLine::Line,
+    })
+}
+
 /// Read an export, line by line, refusing any line longer than `max_line`
 /// bytes before it is read whole.
 pub(crate) fn parse_lines(input: &mut dyn BufRead, max_line: usize) -> Result<Vec<(usize, Line)>> {
@@ -398,15 +431,12 @@ pub(crate) fn parse_lines(input: &mut dyn BufRead, max_line: usize) -> Result<Ve
     let mut text = Vec::new();
     let mut number = 0;
     loop {
-        text.clear();
-        let read = (&mut *input)
-            .take(max_line as u64 + 1)
-            .read_until(b'\n', &mut text)?;
-        if read == 0 {
+        let read = read_line_within(input, max_line, &mut text)?;
+        if read == BoundedLine::End {
             break;
         }
         number += 1;
-        if text.len() > max_line && text.last() != Some(&b'\n') {
+        if read == BoundedLine::TooLong {
             return Err(StoreError::LineTooLong {
                 line: number,
                 limit: max_line,

@@ -10,7 +10,9 @@ each [`UsageScope`] holds:
 
 - **a run**: that run;
 - **a node**: the runs that produced it (one reply can be produced by many
-  runs: a greedy model answering the same history twice);
+  runs: a greedy model answering the same history twice), except runs
+  imported with a cases file (`Relation::Imported`): they were spent where
+  the case was recorded, and count only where named (a run, runs);
 - **a conversation**: the runs recorded in it (failed ones included), plus
   the runs that produced the prefix it shares with the conversations it
   was forked from (runs of those conversations whose reply is a message of
@@ -46,7 +48,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 pub enum UsageScope {
     /// The run.
     Run(RunId),
-    /// The runs that produced the node.
+    /// The runs that produced the node (not those imported with a cases
+    /// file: spent elsewhere).
     Node(NodeId),
     /// The runs recorded in the conversation (failed ones included), and
     /// those that produced the prefix it shares with the conversations it
@@ -126,8 +129,12 @@ impl Store {
                 if !self.contains(*node)? {
                     return Err(StoreError::NodeNotFound(*node));
                 }
-                self.wait(self.backend().runs_with_output(*node))?
+                // A case's runs were spent where it was recorded (they are
+                // counted where named: a run, a replay's original side).
+                self.runs_producing(*node)?
                     .into_iter()
+                    .filter(|run| !run.is_imported())
+                    .map(|run| run.id)
                     .collect()
             }
             UsageScope::Conversation(id) => self.conversation_runs(id)?,

@@ -32,9 +32,9 @@ use clap::Args;
 use history::CommandFile;
 use rustyline::error::ReadlineError;
 use skein::engine::{CancellationToken, EngineError};
-use skein::store::OpenMode;
+use skein::store::{BoundedLine, OpenMode, read_line_within};
 use skein::{Conversation, NodeId, Prompt, Role};
-use std::io::{BufRead, IsTerminal};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -481,15 +481,24 @@ impl Input {
     async fn read(&mut self, prompt: &str, initial: &str) -> Result<Option<String>> {
         match self {
             Input::Piped => {
-                let line = tokio::task::spawn_blocking(|| {
-                    let mut line = String::new();
-                    std::io::stdin()
-                        .lock()
-                        .read_line(&mut line)
-                        .map(|read| (read > 0).then_some(line))
+                let limit = crate::input::limit() as usize;
+                let (read, line) = tokio::task::spawn_blocking(move || {
+                    let mut line = Vec::new();
+                    read_line_within(&mut std::io::stdin().lock(), limit, &mut line)
+                        .map(|read| (read, line))
                 })
                 .await??;
-                Ok(line.map(|line| line.trim_end_matches(['\n', '\r']).to_string()))
+                match read {
+                    BoundedLine::End => Ok(None),
+                    BoundedLine::TooLong => bail!(
+                        "a line on stdin is longer than {limit} bytes (the --max-input limit)"
+                    ),
+                    BoundedLine::Line => {
+                        let line = String::from_utf8(line)
+                            .map_err(|_| anyhow!("a line on stdin is not UTF-8 text"))?;
+                        Ok(Some(line.trim_end_matches(['\n', '\r']).to_string()))
+                    }
+                }
             }
             Input::Editor { editor, commands } => {
                 match editor.readline_with_initial(prompt, (initial, "")) {

@@ -13,7 +13,8 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand};
 use skein::providers::http::Secret;
 use skein::providers::http::keys::KeyFile;
-use std::io::{BufRead, IsTerminal};
+use skein::store::{BoundedLine, read_line_within};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -114,8 +115,13 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The key from stdin: its first line. On a terminal it is typed without
-/// echo, so it never shows on the screen or in a scrollback.
+/// The longest key read from stdin, in bytes (the longest provider keys
+/// are a few hundred).
+const KEY_LIMIT: usize = 16 << 10;
+
+/// The key from stdin: its first line, at most [`KEY_LIMIT`] bytes. On a
+/// terminal it is typed without echo, so it never shows on the screen or
+/// in a scrollback.
 fn read_key(name: &str) -> Result<String> {
     let stdin = std::io::stdin();
     // Echo goes off before the prompt shows, so nothing typed after it is
@@ -129,12 +135,13 @@ fn read_key(name: &str) -> Result<String> {
     } else {
         None
     };
-    let mut line = String::new();
-    stdin
-        .lock()
-        .read_line(&mut line)
+    let mut line = Vec::new();
+    let read = read_line_within(&mut stdin.lock(), KEY_LIMIT, &mut line)
         .context("cannot read the key from stdin")?;
-    Ok(line)
+    if read == BoundedLine::TooLong {
+        bail!("the key on stdin is longer than {KEY_LIMIT} bytes: is it a key?");
+    }
+    String::from_utf8(line).map_err(|_| anyhow::anyhow!("the key on stdin is not UTF-8 text"))
 }
 
 /// A terminal's echo turned off until dropped (then restored as it was,

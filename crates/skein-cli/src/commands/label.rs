@@ -3,7 +3,9 @@
 `rm`, `list`; by node, or every turn a replay re-sent, or those of a
 result: a replay's regressions), and write a label's turns as a JSONL test set (`export`)
 that `skein label import` or `skein replay --cases FILE` reads into any
-database. A labelled turn is kept by `skein delete` and `skein gc` until
+database (a line at a time, within a limit; a case chooses no model and
+attaches no run to another conversation's messages: `skein_recorded::cases`).
+A labelled turn is kept by `skein delete` and `skein gc` until
 its label is removed.
 */
 
@@ -66,7 +68,8 @@ pub struct LabelExportArgs {
     /// The label whose turns to write
     pub name: String,
     /// A comparator each case is judged with when replayed (repeatable; see `skein replay
-    /// --compare`; default: the replay's)
+    /// --compare`, but a case names no model: `judge`, judged by `replay --judge MODEL`;
+    /// default: the replay's)
     #[arg(long = "compare", value_name = "SPEC")]
     pub compare: Vec<String>,
     /// Write to this file instead of standard output
@@ -207,5 +210,6 @@ pub async fn import_cases(
 ) -> Result<Vec<skein::recorded::replay::CaseTurn>> {
     let opened = std::fs::File::open(file)
         .with_context(|| format!("cannot read the cases file {}", file.display()))?;
-    Ok(cases::import(&ctx.store, BufReader::new(opened)).await?)
+    let max_line = skein::store::DEFAULT_IMPORT_LINE_LIMIT;
+    Ok(cases::import(&ctx.store, BufReader::new(opened), max_line).await?)
 }

@@ -104,9 +104,13 @@ pub struct ReplayArgs {
     pub prompt_version: Option<String>,
     /// A comparator (repeatable, asked in order; the first that says changed decides):
     /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
-    /// embedding[:THRESHOLD], specifics, judge:MODEL (default: specifics, then embedding)
+    /// embedding[:THRESHOLD], specifics, judge[:MODEL] (default: specifics, then embedding)
     #[arg(long = "compare", value_name = "SPEC")]
     pub compare: Vec<String>,
+    /// The model of the `judge` comparator (a case's `judge`, or `--compare judge`); cases files
+    /// never choose it
+    #[arg(long, value_name = "MODEL", conflicts_with = "resume")]
+    pub judge: Option<String>,
     /// Run this tool for calls the recording lacks (repeatable); others stop the turn as diverged
     #[arg(long = "live-tool", value_name = "NAME")]
     pub live_tools: Vec<String>,
@@ -151,7 +155,7 @@ pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
             (None, plan, selection(ctx, &args).await?)
         }
     };
-    let replayer = replayer(ctx, &args, &plan, &selection).await?;
+    let replayer = replayer(ctx, &args, &plan).await?;
     let id = match id {
         Some(id) => id,
         None => replayer.start(&selection, &plan).await?,
@@ -198,6 +202,7 @@ fn plan_from(args: &ReplayArgs) -> Result<ReplayPlan> {
     let mut plan = ReplayPlan::new(model);
     plan.change = change_from(args)?;
     plan.compare = args.compare.clone();
+    plan.judge = args.judge.clone();
     plan.live_tools = args.live_tools.clone();
     plan.comparators()?;
     Ok(plan)
@@ -230,8 +235,7 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
             .insert(id.to_string(), text.to_string());
     }
     for path in &args.add_tools {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the tool file {}", path.display()))?;
+        let text = crate::input::text_file(path, "the --add-tool file")?;
         let tool: ToolSpec = serde_json::from_str(&text).with_context(|| {
             format!(
                 "{} is not a tool: write {{\"name\": …, \"description\": …, \"input_schema\": {{…}}}}",
@@ -243,14 +247,9 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
     Ok(change)
 }
 
-/// A worker for `plan`: its model, the embedder, a judge's model (the
-/// plan's or a case's), the live tools.
-async fn replayer(
-    ctx: &Context,
-    args: &ReplayArgs,
-    plan: &ReplayPlan,
-    selection: &Selection,
-) -> Result<Replayer> {
+/// A worker for `plan`: its model, the embedder, the judge's model (the
+/// command line's: a case never names one), the live tools.
+async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result<Replayer> {
     let model = home_model(Some(plan.model.clone()))?;
     let mut replayer = Replayer::new(&ctx.store, model)
         .embedder(embedder(ctx, &args.embedder)?)
@@ -258,13 +257,8 @@ async fn replayer(
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n as usize);
     }
-    let cases = selection.cases.iter().flat_map(|case| &case.compare);
-    for spec in plan.compare.iter().chain(cases) {
-        let comparator = skein::recorded::compare::Comparator::parse(spec)?;
-        if let skein::recorded::compare::Comparator::Judge { model, .. } = comparator {
-            replayer = replayer.judge(home_model(Some(model))?);
-            break;
-        }
+    if let Some(judge) = plan.judge_model()? {
+        replayer = replayer.judge(home_model(Some(judge))?);
     }
     if !plan.live_tools.is_empty() {
         super::common::tools::start_for(&plan.live_tools).await?;

@@ -1,6 +1,7 @@
 //! The command line's integration tests, one binary (each former test file a
 //! module): the commands end to end through the built `skein` binary
-//! (`commands`, with the README tour and MCP tools), the surface
+//! (`commands`, with the README tour and MCP tools), what a cases file may
+//! not choose and the bounds on every input (`cases`), the surface
 //! conformance table (`conformance`: every surface, the same scenarios, the
 //! same graph), importing `llm`'s logs.db, names that never shadow ids, the
 //! PostgreSQL backend, the recording proxy with official clients (`proxy`)
@@ -20,6 +21,7 @@ mod webdriver;
 /// The binary under test, for `skein_testkit::Cli`.
 const BIN: &str = env!("CARGO_BIN_EXE_skein");
 
+mod cases;
 mod clients;
 mod commands;
 mod conformance;

@@ -1,11 +1,13 @@
 //! The recorded-chat integration tests, one binary (each test file a module):
-//! the advisor desk, embedders, forks and their provenance, persistence,
-//! replays (and their leases), reruns and turns; `local` runs the example on
-//! the embedded model (the `local` feature).
+//! the advisor desk, cases files (what imported data may not choose),
+//! embedders, forks and their provenance, persistence, replays (and their
+//! leases), reruns and turns; `local` runs the example on the embedded model
+//! (the `local` feature).
 
 mod common;
 
 mod advisor;
+mod cases;
 mod embed;
 mod fork;
 #[cfg(feature = "local")]

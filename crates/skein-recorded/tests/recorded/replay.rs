@@ -78,7 +78,7 @@ struct Query {
 }
 
 /// Three profiles (`orig`, `new`, `judge`), and a `lookup` tool that
-/// counts its calls.
+/// counts its calls (the cases tests record on it too).
 pub(crate) struct Desk {
     engine: Engine,
     calls: Arc<AtomicUsize>,

@@ -30,7 +30,6 @@ use skein::Model;
 use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::RecordedError;
-use skein::recorded::compare::Comparator;
 use skein::recorded::replay::{
     Change, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, plan_of,
 };
@@ -449,11 +448,8 @@ fn bad_model(problem: String) -> ApiError {
 fn replayer(state: &AppState, model: Model, plan: &ReplayPlan) -> Result<Replayer, ApiError> {
     let mut replayer =
         Replayer::new(&state.store, model).embedder(embedder(state, Writes::IfAllowed));
-    for comparator in plan.comparators().map_err(recorded_error)? {
-        if let Comparator::Judge { model, .. } = comparator {
-            replayer = replayer.judge(model_named(state, &model)?);
-            break;
-        }
+    if let Some(judge) = plan.judge_model().map_err(recorded_error)? {
+        replayer = replayer.judge(model_named(state, &judge)?);
     }
     Ok(replayer)
 }

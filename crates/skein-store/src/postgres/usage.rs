@@ -24,10 +24,6 @@ impl UsageRows for PgStore {
         Box::pin(self.conversation_run_rows(id))
     }
 
-    fn runs_with_output(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunId>>> {
-        Box::pin(self.runs_with_output(node))
-    }
-
     fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>> {
         Box::pin(self.ancestor_ids(head))
     }
@@ -92,16 +88,6 @@ impl PgStore {
                 )
             })
             .collect())
-    }
-
-    async fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
-        let rows = reading!(self, |client| {
-            let statement = client
-                .prepare_cached("SELECT id FROM runs WHERE output_head = $1")
-                .await?;
-            Ok(client.query(&statement, &[&node.0.as_slice()]).await?)
-        })?;
-        Ok(rows.iter().map(|row| RunId(row.get(0))).collect())
     }
 
     async fn ancestor_ids(&self, head: NodeId) -> Result<HashSet<NodeId>> {

@@ -27,10 +27,6 @@ impl UsageRows for SqliteStore {
         self.deferred(move |store| store.conversation_run_rows(&id))
     }
 
-    fn runs_with_output(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RunId>>> {
-        self.deferred(move |store| store.runs_with_output(node))
-    }
-
     fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>> {
         self.deferred(move |store| store.ancestor_ids(head))
     }
@@ -108,14 +104,6 @@ impl SqliteStore {
                         .and_then(NodeId::from_slice),
                 ))
             })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    pub(crate) fn runs_with_output(&self, node: NodeId) -> Result<Vec<RunId>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached("SELECT id FROM runs WHERE output_head = ?1")?;
-            let rows = stmt.query_map([node.as_bytes()], |row| Ok(RunId(row.get(0)?)))?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }

@@ -393,7 +393,9 @@ fn failed_first_turn(store: &Store, text: &str, client: &str) -> RunId {
     run.status = skein_store::RunStatus::Failed;
     run.input_head = thread.head_id();
     run.client = Some(client.into());
-    run.request = Some(format!(r#"{{"messages":[{{"role":"user","content":"{text}"}}]}}"#));
+    run.request = Some(format!(
+        r#"{{"messages":[{{"role":"user","content":"{text}"}}]}}"#
+    ));
     store
         .commit_turn(&TurnCommit {
             target: Target::Detached,
@@ -417,7 +419,10 @@ fn failed_first_turns_go_by_client_and_age_with_what_only_they_held(backend: Bac
         .unwrap();
     assert_eq!((forgotten.runs, forgotten.unowned_runs), (1, 1));
     assert!(forgotten.body_pieces > 0);
-    assert_eq!(forgotten.messages, 1, "its message, which nothing else held");
+    assert_eq!(
+        forgotten.messages, 1,
+        "its message, which nothing else held"
+    );
     assert_eq!(db.count("nodes"), nodes - 1);
     assert!(store.run_record(&bot).is_err());
     assert!(store.run_record(&other).is_ok());
@@ -432,10 +437,16 @@ fn failed_first_turns_go_by_client_and_age_with_what_only_they_held(backend: Bac
     assert_eq!(forgotten.unowned_runs, 1, "a dry run plans it");
     assert!(store.run_record(&other).is_ok());
     store
-        .forget(&Selection::Matching(Filter::default().updated_before_ms(later)), false)
+        .forget(
+            &Selection::Matching(Filter::default().updated_before_ms(later)),
+            false,
+        )
         .unwrap();
     assert!(store.run_record(&other).is_err());
-    assert!(store.request_body(&kept.runs[0].0).is_err(), "deleted with its conversation");
+    assert!(
+        store.request_body(&kept.runs[0].0).is_err(),
+        "deleted with its conversation"
+    );
     assert_eq!(db.count("runs"), 0);
     assert_eq!(db.count("request_pieces"), 0);
     assert!(store.verify().unwrap().is_ok());
