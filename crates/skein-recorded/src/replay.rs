@@ -915,8 +915,11 @@ impl Replayer {
                     answer_head: output.thread.head_id(),
                     decision: None,
                     comparator: None,
+                    // The answer's text is its node's: the row keeps the
+                    // node (answer_head), never the text (DESIGN
+                    // invariant 13).
+                    answer: Some(answer),
                     detail: json!({
-                        "answer": answer,
                         "why": why,
                         "elapsed_ms": elapsed.as_millis() as u64,
                     }),
@@ -939,7 +942,6 @@ impl Replayer {
         comparison: &Comparison,
         id: &ReplayId,
     ) -> Outcome {
-        outcome.detail["original"] = json!(original.text);
         outcome.detail["original_usage"] = usage_of(&original.runs);
         // What both cost is priced when the report is read (prices change).
         outcome.detail["original_runs"] =
@@ -948,10 +950,7 @@ impl Replayer {
         if outcome.status != ReplayStatus::Done {
             return outcome;
         }
-        let answer = outcome.detail["answer"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let answer = outcome.answer.clone().unwrap_or_default();
         let decision: Decision = match comparison.decide(&original.text, &answer).await {
             Ok(decision) => decision,
             Err(error) => {
@@ -1107,6 +1106,9 @@ struct RecordedCall {
 struct Outcome {
     status: ReplayStatus,
     answer_head: Option<NodeId>,
+    /// The replayed answer's text, for the comparison (not stored: the
+    /// row keeps its node).
+    answer: Option<String>,
     decision: Option<String>,
     comparator: Option<String>,
     detail: Value,
@@ -1121,6 +1123,7 @@ impl Outcome {
         Outcome {
             status: ReplayStatus::Failed,
             answer_head: None,
+            answer: None,
             decision: None,
             comparator: None,
             detail: json!({ "why": why }),

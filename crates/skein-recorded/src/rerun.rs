@@ -558,9 +558,9 @@ impl RecordedChat {
             baseline_runs: baseline.iter().flat_map(|s| s.runs.clone()).collect(),
             verdict: result.verdict.map(|v| v.as_str().to_string()),
             summary: result.what_changed.summary.clone(),
+            // No texts: the original and the answers are the nodes the
+            // row and its runs name (DESIGN invariant 13).
             detail: serde_json::json!({
-                "original": result.original,
-                "answers": result.answers(),
                 "changed": result.samples.iter().map(|s| s.changed).collect::<Vec<_>>(),
                 "decided_by": result.samples.iter().map(|s| s.decided_by.clone()).collect::<Vec<_>>(),
                 "why": result.samples.iter().map(|s| s.why.clone()).collect::<Vec<_>>(),

@@ -4408,7 +4408,11 @@ async fn proxied_traffic_replays_with_tools_from_the_recording() {
             (ReplayStatus::Done, Some("changed")) => changed.push(i),
             (ReplayStatus::Done, Some("held")) => {
                 // The recorded result answered the call: no tool ran.
-                assert_eq!(turn.detail["answer"], format!("The answer is value-{i}."));
+                let answer = server.store.node(turn.answer_head.unwrap()).unwrap();
+                assert_eq!(
+                    answer.message.joined_text(),
+                    format!("The answer is value-{i}.")
+                );
             }
             other => panic!("turn {i}: {other:?}"),
         }

@@ -290,3 +290,100 @@ fn serve_applies_the_retention_at_start_and_on_its_schedule() {
     server.wait().unwrap();
     skein.ok(&["verify"]);
 }
+
+/// A marker sent through the proxy (chat completions, streamed and not,
+/// each request re-sending the history), replayed, then erased from every
+/// message holding it (`search`, `redact`) and collected (`gc`): no byte of
+/// it is left in the database file, its WAL, an export or a replay report
+/// (DESIGN invariant 13: the request bodies, replay rows and error texts
+/// hold no copy of their own).
+#[test]
+fn a_marker_through_the_proxy_and_a_replay_leaves_no_byte_after_redact_and_gc() {
+    use crate::proxy::post;
+    use crate::serve::Server;
+    const MARKER: &str = "zq-4417-marker-card";
+    let skein = Cli::temp(crate::BIN);
+    let db = skein.db();
+    let server = Server::start(&db, &["--proxy", "-m", "echo"]);
+    let mut messages = vec![serde_json::json!({"role": "system", "content": "be brief"})];
+    for (i, stream) in [(0, false), (1, true), (2, false)] {
+        let text = if i == 1 {
+            format!("my card is {MARKER}, remember it")
+        } else {
+            format!("question {i}")
+        };
+        messages.push(serde_json::json!({"role": "user", "content": text}));
+        let body = serde_json::json!({"model": "any", "messages": messages, "stream": stream});
+        let (status, reply) = post(
+            &server.address,
+            "/v1/chat/completions",
+            &body.to_string(),
+            None,
+        );
+        assert_eq!(status, 200, "{reply}");
+        let answer = if stream {
+            // The streamed reply's text, from its chunks.
+            reply
+                .lines()
+                .filter_map(|line| line.strip_prefix("data: "))
+                .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+                .filter_map(|chunk| {
+                    chunk["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .collect::<String>()
+        } else {
+            let reply: Value = serde_json::from_str(&reply).unwrap();
+            reply["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        messages.push(serde_json::json!({"role": "assistant", "content": answer}));
+    }
+    drop(server);
+    let cid = skein.json(&["conversations"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let replayed = skein.run(&["replay", "--cid", &cid, "-m", "echo"]);
+    assert!(
+        matches!(replayed.status.code(), Some(0 | 7)),
+        "{}",
+        stderr(&replayed)
+    );
+    let holds = |bytes: &[u8]| bytes.windows(MARKER.len()).any(|w| w == MARKER.as_bytes());
+    assert!(holds(&std::fs::read(&db).unwrap()) || holds(skein.ok(&["export"]).as_bytes()));
+
+    // Every message holding it, erased; then collected.
+    let found = skein.json(&["search", MARKER, "-n", "50"]);
+    let nodes: Vec<String> = found["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["node"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        nodes.len() >= 2,
+        "the question and the echo's replies: {found}"
+    );
+    for node in &nodes {
+        skein.ok(&["redact", node, "--reason", "a card number"]);
+    }
+    let left = skein.json(&["search", MARKER, "-n", "50"]);
+    assert!(left["matches"].as_array().unwrap().is_empty(), "{left}");
+    skein.ok(&["gc"]);
+    assert!(
+        !holds(skein.ok(&["export"]).as_bytes()),
+        "the export holds it"
+    );
+    for suffix in ["", "-wal"] {
+        let mut path = db.clone().into_os_string();
+        path.push(suffix);
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        assert!(!holds(&bytes), "{path:?} holds the marker");
+    }
+    let verified = skein.ok(&["verify"]);
+    assert!(verified.contains("all consistent"), "{verified}");
+}

@@ -62,9 +62,10 @@ pub struct TurnReport {
     /// The comparator that decided.
     pub comparator: Option<String>,
     pub why: Option<String>,
-    /// The original answer's text.
+    /// The original answer's text, read from its node (`[erased]` once
+    /// erased: the row keeps only the node).
     pub original: Option<String>,
-    /// The replayed answer's text.
+    /// The replayed answer's text, read from its node likewise.
     pub answer: Option<String>,
     pub original_usage: Option<TurnUsage>,
     pub usage: Option<TurnUsage>,
@@ -193,7 +194,11 @@ impl ReplayReport {
                 None => None,
             };
             runs.add(row);
-            turns.push(TurnReport::of(row, costs));
+            let texts = (
+                node_text(store, Some(row.turn_node))?,
+                node_text(store, row.answer_head)?,
+            );
+            turns.push(TurnReport::of(row, costs, texts));
         }
         let original = CostSummary::from(&prices.cost(&usage(store, runs.original)?));
         let replay = CostSummary::from(&prices.cost(&usage(store, runs.replay)?));
@@ -225,7 +230,11 @@ impl ReplayReport {
 }
 
 impl TurnReport {
-    fn of(row: &ReplayTurn, costs: Option<(CostSummary, CostSummary)>) -> TurnReport {
+    fn of(
+        row: &ReplayTurn,
+        costs: Option<(CostSummary, CostSummary)>,
+        (original, answer): (Option<String>, Option<String>),
+    ) -> TurnReport {
         let text = |key: &str| row.detail[key].as_str().map(str::to_string);
         let usage = |key: &str| serde_json::from_value(row.detail[key].clone()).ok();
         let (original_cost, cost) = costs.unzip();
@@ -237,8 +246,8 @@ impl TurnReport {
             answer_node: row.answer_head,
             comparator: row.comparator.clone(),
             why: text("why"),
-            original: text("original"),
-            answer: text("answer"),
+            original,
+            answer,
             original_usage: usage("original_usage"),
             usage: usage("usage"),
             original_cost,
@@ -275,6 +284,30 @@ pub fn result_of(turn: &ReplayTurn) -> &str {
     match (turn.status, turn.decision.as_deref()) {
         (ReplayStatus::Done, Some(decision)) => decision,
         (status, _) => status.as_str(),
+    }
+}
+
+/// The text of the message at `node` (replay rows keep nodes, not texts,
+/// so an erased message shows as erased here too); `None` without a node
+/// or once the node is gone.
+fn node_text(store: &Store, node: Option<NodeId>) -> Result<Option<String>> {
+    let Some(node) = node else { return Ok(None) };
+    match store.node(node) {
+        Ok(stored) => {
+            let erased = stored
+                .message
+                .parts
+                .iter()
+                .any(|part| matches!(part, skein_core::Part::Erased(_)));
+            let text = stored.message.joined_text();
+            Ok(Some(if erased && text.is_empty() {
+                "[erased]".to_string()
+            } else {
+                text
+            }))
+        }
+        Err(skein_store::StoreError::NodeNotFound(_)) => Ok(None),
+        Err(error) => Err(error.into()),
     }
 }
 

@@ -152,6 +152,12 @@ impl Desk {
     pub(crate) fn turns(&self, id: &skein_core::ReplayId) -> Vec<ReplayTurn> {
         self.store.replay_turns(id, None, 100).unwrap()
     }
+
+    /// A replayed turn's answer, read from its node (rows keep no texts).
+    pub(crate) fn answer(&self, turn: &ReplayTurn) -> String {
+        let node = turn.answer_head.expect("an answer");
+        self.store.node(node).unwrap().message.joined_text()
+    }
 }
 
 /// The scripted model on `rules`.
@@ -212,13 +218,23 @@ async fn a_replay_answers_tools_from_the_recording_and_names_what_changed_and_wh
         "{}",
         why(hotel)
     );
+    // The row keeps the answers' nodes, not their texts; the report reads
+    // the texts from the graph (so erasing a message reaches it).
+    for key in ["answer", "original"] {
+        assert_eq!(hotel.detail.get(key), None, "{}", hotel.detail);
+    }
+    let report = |store: &Store| {
+        let prices = skein_core::price::PriceTable::default();
+        skein_recorded::replay::ReplayReport::read(store, &id, &prices).unwrap()
+    };
+    let shown = &report(&desk.store).turns[0];
     assert_eq!(
-        hotel.detail["answer"],
-        "Your hotel is called the Hotel de la Lumière."
+        shown.answer.as_deref(),
+        Some("Your hotel is called the Hotel de la Lumière.")
     );
     assert_eq!(
-        hotel.detail["original"],
-        "Your hotel is called Hotel Lutetia."
+        shown.original.as_deref(),
+        Some("Your hotel is called Hotel Lutetia.")
     );
     // Two model calls: the recorded call answered, then the answer.
     assert_eq!(hotel.runs.len(), 2);
@@ -267,6 +283,13 @@ async fn a_replay_answers_tools_from_the_recording_and_names_what_changed_and_wh
     let second = desk.turns(&again);
     assert_eq!(second[0].answer_head, hotel.answer_head);
     assert_eq!(desk.store.children(hotel.request_node).unwrap().len(), 2);
+
+    // Erasing the original answer erases it from every report of it.
+    desk.store
+        .redact(hotel.turn_node, "alice", "a test")
+        .unwrap();
+    let shown = &report(&desk.store).turns[0];
+    assert_eq!(shown.original.as_deref(), Some("[erased]"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -294,7 +317,7 @@ async fn a_live_tool_named_one_by_one_answers_what_the_recording_lacks() {
     assert_eq!(totals.done, 3);
     // Only the call the recording lacked ran live.
     assert_eq!(desk.tool_calls(), before + 1);
-    assert_eq!(desk.turns(&id)[2].detail["answer"], "ok");
+    assert_eq!(desk.answer(&desk.turns(&id)[2]), "ok");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -408,10 +431,9 @@ async fn a_failing_judge_fails_its_turn_and_the_replay_goes_on() {
     assert_eq!(hotel.decision, None);
     assert_eq!(hotel.runs.len(), 2);
     assert_eq!(
-        hotel.detail["answer"],
+        desk.answer(hotel),
         "Your hotel is called the Hotel de la Lumière."
     );
-    assert!(hotel.answer_head.is_some());
     assert_eq!(weather.decision.as_deref(), Some("held"));
     assert_eq!(flight.status, ReplayStatus::Diverged);
     assert!(desk.store.verify().unwrap().is_ok());

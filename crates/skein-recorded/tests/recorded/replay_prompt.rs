@@ -176,9 +176,11 @@ async fn a_replay_renders_another_prompt_version_in_place_of_the_recorded_messag
         "the version's cache hint goes with its message"
     );
     assert!(
-        ask.detail["answer"]
-            .as_str()
+        desk.store
+            .node(ask.answer_head.unwrap())
             .unwrap()
+            .message
+            .joined_text()
             .contains("Sing of tides."),
         "{:?}",
         ask.detail

@@ -619,8 +619,12 @@ impl Writer {
                 return Err(self.shared.router.primary.lost(&error));
             }
             self.reconnected = true;
-            // The broken connection is discarded as `held` is replaced
-            // without being released.
+            // The broken connection is discarded (never released to the
+            // pool) before a new one is asked for: the new one may need its
+            // slot (`pool_max=1` waited out the pool's whole timeout here,
+            // whenever the broken connection had been taken before its
+            // closing was noticed: a test flaky under load).
+            drop(std::mem::replace(&mut self.held, Held(None)));
             self.held = Held(Some(checkout_anywhere(&self.shared, Route::Primary).await?));
             self.unusable.store(false, Ordering::Relaxed);
             return Ok(());

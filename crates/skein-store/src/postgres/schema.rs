@@ -322,6 +322,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration::SqlThen(super::bodies::REQUEST_PIECES, |tx| {
         Box::pin(super::bodies::move_whole_bodies(tx))
     }),
+    // 23: replay and rerun rows keep nodes, not texts (as on SQLite).
+    Migration::Sql(
+        r"
+    UPDATE replay_turns SET detail = ((detail::jsonb) - 'original' - 'answer')::text
+    WHERE (detail::jsonb) ?| array['original', 'answer'];
+    UPDATE reruns SET detail = ((detail::jsonb) - 'original' - 'answers')::text
+    WHERE (detail::jsonb) ?| array['original', 'answers'];
+    ",
+    ),
 ];
 
 /// Migration 20: which client of the recording proxy made each run, and

@@ -182,6 +182,7 @@ impl SqliteStore {
                 if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir)?;
                 }
+                create_owner_only(&path)?;
             }
             (SqliteFile::Missing, _) => {
                 return Err(StoreError::NoDatabase {
@@ -475,4 +476,20 @@ fn is_busy(error: &StoreError) -> bool {
         StoreError::Database(rusqlite::Error::SqliteFailure(failure, _))
             if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     )
+}
+
+/// Create the new database file at `path` readable and writable by its
+/// owner only (0600): it holds every message, and SQLite gives the WAL and
+/// shared-memory files it makes beside it the database file's permissions.
+/// A file another process created meanwhile is left as it is.
+fn create_owner_only(path: &Path) -> Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }

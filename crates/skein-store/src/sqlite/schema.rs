@@ -291,7 +291,22 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Code(rowid_runs_and_blobs),
     // 22: request bodies as content-addressed pieces (see `request_pieces`).
     Migration::Code(request_pieces),
+    // 23: replay and rerun rows keep nodes, not texts.
+    Migration::Sql(ROWS_WITHOUT_TEXTS),
 ];
+
+/// Migration 23: the texts replayed turns and reruns kept in their detail
+/// (the original answer, the replayed one, a rerun's answers) removed:
+/// their rows name the nodes, whose texts the reports read, so erasing a
+/// message reaches every report of it (DESIGN invariant 13).
+const ROWS_WITHOUT_TEXTS: &str = r"
+    UPDATE replay_turns SET detail = json_remove(detail, '$.original', '$.answer')
+    WHERE json_valid(detail)
+      AND (json_type(detail, '$.original') IS NOT NULL OR json_type(detail, '$.answer') IS NOT NULL);
+    UPDATE reruns SET detail = json_remove(detail, '$.original', '$.answers')
+    WHERE json_valid(detail)
+      AND (json_type(detail, '$.original') IS NOT NULL OR json_type(detail, '$.answers') IS NOT NULL);
+";
 
 /// Migration 22's tables: a body's pieces (crate::bodies), each referring
 /// to its parent by id; `bytes` is NULL once erased, `erased` then the

@@ -322,7 +322,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 22);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 23);
 }
 
 /// SQLite: schema 21 rebuilds `runs` and `blobs` of an older database as
@@ -420,3 +420,24 @@ for_each_backend!(
     another_applications_tables_are_never_migrated_by_readers,
     a_read_only_store_reads_everything_and_writes_nothing,
 );
+
+/// SQLite: a database skein creates, and the WAL beside it, are readable
+/// and writable by their owner only (they hold every message).
+#[cfg(unix)]
+#[test]
+fn a_new_database_and_its_wal_are_its_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("skein.db");
+    let store = Store::open(&path).unwrap();
+    let conversation = store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    append_turn(&store, &conversation.id, "hello");
+    for suffix in ["", "-wal"] {
+        let mut file = path.clone().into_os_string();
+        file.push(suffix);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{file:?}");
+    }
+}
