@@ -71,24 +71,24 @@ fn text(role: &str, i: usize, marker: &str) -> String {
 
 /// A proxied conversation: `requests` chat-completions requests, each
 /// re-sending the whole history, recorded as turns. The runs, oldest first,
-/// with the bodies they sent; and the unique message bytes.
+/// with the bodies they sent, and each request's last message.
 struct Recorded {
     conversation: ConversationId,
     runs: Vec<(RunId, String)>,
     heads: Vec<NodeId>,
-    unique: usize,
 }
 
 fn record(store: &Store, name: &str, requests: usize, marker_at: Option<usize>) -> Recorded {
-    let mut thread = Thread::new().push(Message::system("You are terse."));
-    let mut wire = vec![r#"{"role":"system","content":"You are terse."}"#.to_string()];
-    let mut conversation = None;
-    let mut head = None;
+    let mut history = History {
+        thread: Thread::new().push(Message::system("You are terse.")),
+        wire: vec![r#"{"role":"system","content":"You are terse."}"#.to_string()],
+        conversation: None,
+        head: None,
+    };
     let mut recorded = Recorded {
         conversation: ConversationId(String::new()),
         runs: Vec::new(),
         heads: Vec::new(),
-        unique: 0,
     };
     for i in 0..requests {
         let marker = if marker_at == Some(i) {
@@ -96,42 +96,100 @@ fn record(store: &Store, name: &str, requests: usize, marker_at: Option<usize>) 
         } else {
             ""
         };
+        let sent = history.send(store, name, i, marker);
+        recorded.heads.push(sent.input);
+        recorded.runs.push((sent.run, sent.body));
+    }
+    recorded.conversation = history.conversation.expect("at least one request");
+    recorded
+}
+
+/// A conversation as the client and the store each have it.
+struct History {
+    thread: Thread,
+    /// Its messages as the client encodes them.
+    wire: Vec<String>,
+    conversation: Option<ConversationId>,
+    head: Option<NodeId>,
+}
+
+/// One request recorded: its run and body, and its last message.
+struct Sent {
+    run: RunId,
+    body: String,
+    input: NodeId,
+}
+
+impl History {
+    /// The stored conversation `id`, as a client re-sending it would encode it.
+    fn of(store: &Store, id: &ConversationId) -> History {
+        let conversation = store.conversation(id).unwrap();
+        let thread = store.load_thread(conversation.head.unwrap()).unwrap();
+        let wire = thread
+            .messages()
+            .iter()
+            .map(|message| {
+                let role = match message.role {
+                    skein_core::Role::System => "system",
+                    skein_core::Role::User => "user",
+                    _ => "assistant",
+                };
+                format!(
+                    r#"{{"role":"{role}","content":"{}"}}"#,
+                    message.joined_text()
+                )
+            })
+            .collect();
+        History {
+            thread,
+            wire,
+            conversation: Some(id.clone()),
+            head: conversation.head,
+        }
+    }
+
+    /// Question `i` (with `marker` in it) and its answer, sent with the
+    /// whole history and recorded as a turn (of a new conversation named
+    /// `name` the first time).
+    fn send(&mut self, store: &Store, name: &str, i: usize, marker: &str) -> Sent {
         let question = text("question", i, marker);
         let answer = text("answer", i, "");
-        recorded.unique += question.len() + answer.len();
-        wire.push(format!(r#"{{"role":"user","content":"{question}"}}"#));
+        self.wire
+            .push(format!(r#"{{"role":"user","content":"{question}"}}"#));
         let body = format!(
             r#"{{"model":"gpt-4o-mini","messages":[{}],"stream":false,"temperature":0}}"#,
-            wire.join(",")
+            self.wire.join(",")
         );
-        thread = thread.push(Message::user(question));
-        let input = thread.head_id();
-        thread = thread.push(Message::assistant(answer.clone()));
-        wire.push(format!(r#"{{"role":"assistant","content":"{answer}"}}"#));
+        self.thread = self.thread.push(Message::user(question));
+        let input = self.thread.head_id().expect("a question");
+        self.thread = self.thread.push(Message::assistant(answer.clone()));
+        self.wire
+            .push(format!(r#"{{"role":"assistant","content":"{answer}"}}"#));
         let mut run = RunRecord::new("echo", "echo");
-        run.input_head = input;
-        run.output_head = thread.head_id();
+        run.input_head = Some(input);
+        run.output_head = self.thread.head_id();
         run.request = Some(body.clone());
         let runs = std::slice::from_ref(&run);
-        let turn = match &conversation {
+        let turn = match &self.conversation {
             None => TurnCommit {
                 target: Target::New(Box::new(NewConversation {
                     name: Some(name.into()),
                     ..NewConversation::default()
                 })),
-                thread: Some(&thread),
+                thread: Some(&self.thread),
                 runs,
             },
-            Some(id) => TurnCommit::continuing(id, head, &thread, runs),
+            Some(id) => TurnCommit::continuing(id, self.head, &self.thread, runs),
         };
         let committed = store.commit_turn(&turn).unwrap();
-        conversation = Some(committed.conversation.clone().expect("a conversation"));
-        head = committed.head;
-        recorded.heads.push(input.expect("an input"));
-        recorded.runs.push((run.id, body));
+        self.conversation = Some(committed.conversation.clone().expect("a conversation"));
+        self.head = committed.head;
+        Sent {
+            run: run.id,
+            body,
+            input,
+        }
     }
-    recorded.conversation = conversation.expect("at least one request");
-    recorded
 }
 
 fn piece_bytes(db: &TempStore) -> i64 {
@@ -186,48 +244,10 @@ fn a_resent_history_stores_what_is_new_and_reads_back_byte_for_byte(backend: Bac
 }
 
 /// Record the `n`th request of `recorded`'s conversation (its history
-/// rebuilt, so the body re-sends every earlier exchange).
+/// loaded back, so the body re-sends every earlier exchange).
 fn record_next(store: &Store, recorded: &Recorded, n: usize) -> (RunId, String) {
-    let conversation = store.conversation(&recorded.conversation).unwrap();
-    let mut thread = store.load_thread(conversation.head.unwrap()).unwrap();
-    let mut wire: Vec<String> = thread
-        .messages()
-        .iter()
-        .map(|message| {
-            format!(
-                r#"{{"role":"{}","content":"{}"}}"#,
-                match message.role {
-                    skein_core::Role::System => "system",
-                    skein_core::Role::User => "user",
-                    _ => "assistant",
-                },
-                message.joined_text()
-            )
-        })
-        .collect();
-    let i = n - 1;
-    let question = text("question", i, "");
-    wire.push(format!(r#"{{"role":"user","content":"{question}"}}"#));
-    let body = format!(
-        r#"{{"model":"gpt-4o-mini","messages":[{}],"stream":false,"temperature":0}}"#,
-        wire.join(",")
-    );
-    thread = thread.push(Message::user(question));
-    let input = thread.head_id();
-    thread = thread.push(Message::assistant(text("answer", i, "")));
-    let mut run = RunRecord::new("echo", "echo");
-    run.input_head = input;
-    run.output_head = thread.head_id();
-    run.request = Some(body.clone());
-    store
-        .commit_turn(&TurnCommit::continuing(
-            &recorded.conversation,
-            conversation.head,
-            &thread,
-            std::slice::from_ref(&run),
-        ))
-        .unwrap();
-    (run.id, body)
+    let sent = History::of(store, &recorded.conversation).send(store, "", n - 1, "");
+    (sent.run, sent.body)
 }
 
 fn erasing_a_message_erases_the_bodies_that_carried_it_and_no_other(backend: Backend) {
