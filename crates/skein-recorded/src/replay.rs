@@ -1305,15 +1305,7 @@ async fn select(store: &Store, selection: &Selection) -> Result<Vec<NewReplayTur
     };
     let mut conversations: Vec<ConversationId> = selection.conversations.clone();
     for id in &selection.families {
-        let family = api
-            .family(
-                id,
-                FamilyLimits {
-                    members: usize::MAX / 2,
-                    shares: 0,
-                },
-            )
-            .await?;
+        let family = api.family(id, FamilyLimits::WHOLE).await?;
         conversations.extend(family.members.into_iter().map(|m| m.conversation.id));
     }
     for id in &conversations {

@@ -31,6 +31,17 @@ pub struct FamilyLimits {
     pub shares: usize,
 }
 
+impl FamilyLimits {
+    /// Every member, no sharers: what a deletion or a replay of a whole
+    /// family reads. (Any family fits; the bound stays a valid SQL integer
+    /// after the additions the queries make to it, which `usize::MAX / 2`
+    /// did not: SQLite refused it as a "datatype mismatch".)
+    pub const WHOLE: FamilyLimits = FamilyLimits {
+        members: 1 << 40,
+        shares: 0,
+    };
+}
+
 /// A conversation with the first node of its thread (`None` while it has
 /// no head).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -481,19 +481,12 @@ impl Store {
         };
         Ok(match selection {
             Selection::Conversations(ids) => ids.iter().cloned().map(exactly).collect(),
-            Selection::Family(id) => {
-                // Any family fits; the limit only has to stay a valid SQL
-                // integer after the additions made to it.
-                let limits = FamilyLimits {
-                    members: 1 << 40,
-                    shares: 0,
-                };
-                self.family(id, limits)?
-                    .members
-                    .into_iter()
-                    .map(|member| exactly(member.conversation.id))
-                    .collect()
-            }
+            Selection::Family(id) => self
+                .family(id, FamilyLimits::WHOLE)?
+                .members
+                .into_iter()
+                .map(|member| exactly(member.conversation.id))
+                .collect(),
             Selection::Matching(filter) => {
                 let of_client: Option<HashSet<String>> = match &filter.client {
                     Some(client) => Some(

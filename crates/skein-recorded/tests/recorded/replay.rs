@@ -523,6 +523,14 @@ async fn sources_and_filters_compose_into_one_selection() {
         .conversation(conversation.clone())
         .search("hotel");
     assert_eq!(selected(&desk, hotel_only).await.unwrap(), vec![hotel]);
+    // A family: the conversation (it has no forks) and its turns. SQLite
+    // once refused the family read's bound as a datatype mismatch.
+    assert_eq!(
+        selected(&desk, Selection::new().family(conversation.clone()))
+            .await
+            .unwrap(),
+        vec![hotel, weather, flight]
+    );
     // Search alone: every conversation's turns with the word.
     let mut everywhere = selected(&desk, Selection::new().search("weather"))
         .await
