@@ -4942,3 +4942,215 @@ async fn the_replay_list_costs_the_same_for_one_replay_as_for_five() {
     );
     assert_eq!(costs[0].statements, 2, "{}", costs[0]);
 }
+
+// ------------------------------------------------------------ erased content
+
+/// The node the only conversation of `server` ends at.
+fn only_head(server: &Server) -> skein::NodeId {
+    let conversations = server.store.list_conversations(10).unwrap();
+    assert_eq!(conversations.len(), 1);
+    conversations[0].head.unwrap()
+}
+
+/// A request that continues a reply erased since (`skein redact`) is the
+/// client's to fix: a 409 with the code `erased_content` in the API's own
+/// shape, streamed or not, naming the erased message; nothing is sent to a
+/// model or recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_resending_erased_content_is_a_client_error_not_a_server_one() {
+    let server = Server::proxying(None).await;
+    let (status, first) = server
+        .proxy(
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-4o", "input": "my password is hunter2"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let reply = only_head(&server);
+    server
+        .store
+        .redact(reply, "ana", "quoted a password")
+        .unwrap();
+    let runs = server.runs();
+    let nodes = counts(&server.store).0;
+    for stream in [false, true] {
+        let (status, error) = server
+            .proxy(
+                "/v1/responses",
+                serde_json::json!({"model": "gpt-4o", "input": "go on",
+                    "previous_response_id": first["id"], "stream": stream}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "stream {stream}: {error}");
+        assert_eq!(error["error"]["code"], "erased_content", "{error}");
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("message {} was erased", reply.short())),
+            "{message}"
+        );
+        assert!(message.contains("quoted a password"), "{message}");
+    }
+    assert_eq!(server.runs(), runs, "nothing was run");
+    assert_eq!(counts(&server.store).0, nodes, "nothing was recorded");
+}
+
+/// A recorded reply erased since is never answered from the recording
+/// (it would be empty): refused with a 410 saying so, streamed or not, on
+/// every API; with `--record-misses` the model answers it anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_recorded_reply_is_refused_not_answered_empty() {
+    use skein_serve::FromRecording;
+    let recorder = Server::proxying(None).await;
+    let request = chat_request(&[], "my password is hunter2");
+    let (status, answer) = recorder
+        .proxy("/v1/chat/completions", request.clone())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let reply = only_head(&recorder);
+    recorder
+        .store
+        .redact(reply, "ana", "quoted a password")
+        .unwrap();
+    let runs = recorder.runs();
+
+    let unreachable = Endpoint::at("http://127.0.0.1:9").model;
+    let replayer = from_recording(&recorder, FromRecording::Only, unreachable).await;
+    for stream in [false, true] {
+        let mut asked = request.clone();
+        asked["stream"] = Value::Bool(stream);
+        let (status, error) = replayer.proxy("/v1/chat/completions", asked).await;
+        assert_eq!(status, StatusCode::GONE, "stream {stream}: {error}");
+        assert_eq!(error["error"]["code"], "recording_erased", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("the recording's reply to this request was erased"),
+            "{message}"
+        );
+        assert!(message.contains(&reply.short()), "{message}");
+        assert!(message.contains("quoted a password"), "{message}");
+        assert!(message.contains("--record-misses"), "{message}");
+    }
+    assert_eq!(recorder.runs(), runs, "refusals write nothing");
+
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("fresh.toml");
+    std::fs::write(&rules, "[[rules]]\nreply = \"A fresh answer.\"\n").unwrap();
+    let model = Model::open(&format!("scripted:{}", rules.display())).unwrap();
+    let forwarding = from_recording(&recorder, FromRecording::RecordMisses, model).await;
+    let (status, answer) = forwarding.proxy("/v1/chat/completions", request).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "A fresh answer.",
+        "the model answered: {answer}"
+    );
+    assert_eq!(recorder.runs(), runs + 1, "and was recorded");
+}
+
+/// Models that open any name (as the CLI's open any provider's model with
+/// the operator's keys) but offer `echo` only; `opened` counts the models
+/// opened by name.
+#[derive(Default)]
+struct OpensAnyName {
+    opened: std::sync::atomic::AtomicUsize,
+}
+
+impl skein_serve::Models for OpensAnyName {
+    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+        if name.is_some() {
+            self.opened
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Model::open("echo").map_err(|error| error.to_string())
+    }
+
+    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
+        vec![skein_serve::ModelChoice {
+            name: "echo".into(),
+            label: "echo".into(),
+        }]
+    }
+
+    fn default_name(&self) -> String {
+        "echo".into()
+    }
+}
+
+/// The page's actions take only the models `/api/session` offers: any
+/// other (a provider's model the operator never offered, which would be
+/// called with the operator's key) is a 400 naming the offered ones, and
+/// no model is opened or called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_take_only_the_models_the_session_offers() {
+    let models = Arc::new(OpensAnyName::default());
+    let server = {
+        let models = models.clone();
+        Server::start_configured(move |config| config.models = models).await
+    };
+    let story = story(&server.store).await;
+    let session = server.json("/api/session").await;
+    let offered: Vec<&str> = session["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| model["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["echo"]);
+    let q2 = server.json(&format!("/api/nodes/{}", story.a2)).await["parent"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = counts(&server.store);
+    let unoffered = "openai:gpt-4o";
+    for (path, body) in [
+        (
+            format!("/api/nodes/{}/reply", story.a2),
+            serde_json::json!({"text": "Go on.", "model": unoffered}),
+        ),
+        (
+            format!("/api/nodes/{q2}/edit"),
+            serde_json::json!({"text": "Name a sea.", "model": unoffered}),
+        ),
+        (
+            format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({"model": unoffered}),
+        ),
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({"text": "Name a sea.", "model": unoffered}),
+        ),
+        (
+            "/api/replays".to_string(),
+            serde_json::json!({"conversations": ["main"], "model": unoffered}),
+        ),
+    ] {
+        let message = server.refused(&path, body, StatusCode::BAD_REQUEST).await;
+        assert!(
+            message.contains(&format!(
+                "model `{unoffered}` is not one this server offers"
+            )),
+            "{path}: {message}"
+        );
+        assert!(message.contains("`echo`"), "{path}: {message}");
+    }
+    assert_eq!(counts(&server.store), before, "nothing ran or was written");
+    assert_eq!(
+        models.opened.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no model was opened"
+    );
+    assert!(
+        server.json("/api/replays").await["replays"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "no replay was started"
+    );
+    // An offered one is taken.
+    server
+        .turn(
+            &format!("/api/nodes/{}/reply", story.a2),
+            serde_json::json!({"text": "Go on.", "model": "echo"}),
+        )
+        .await;
+}

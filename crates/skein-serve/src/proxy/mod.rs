@@ -445,7 +445,10 @@ impl<A: Api> ProxiedCall<A> {
                 Ok(recording::Lookup::Miss(why)) if mode == FromRecording::Only => {
                     return A::error(&not_recorded(&why));
                 }
-                Ok(recording::Lookup::Miss(_)) => {}
+                Ok(recording::Lookup::Erased { reply, reason }) if mode == FromRecording::Only => {
+                    return A::error(&recording_erased(reply, &reason));
+                }
+                Ok(recording::Lookup::Miss(_) | recording::Lookup::Erased { .. }) => {}
                 Err(error) => return A::error(&error),
             }
         }
@@ -713,6 +716,28 @@ fn not_recorded(why: &str) -> ProxyError {
     .code("not_recorded")
 }
 
+/// A request the recording answered, but whose recorded reply was erased
+/// since (`skein redact`), on a server that answers from the recording only.
+fn recording_erased(reply: NodeId, reason: &str) -> ProxyError {
+    let why = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
+    ProxyError::new(
+        StatusCode::GONE,
+        ErrorKind::NotFound,
+        format!(
+            "the recording's reply to this request was erased (message {}{why}), so it \
+             cannot be answered from the recording. This server answers from the recording \
+             only (`--from-recording`); add `--record-misses` to send the request to the model \
+             and record a new reply",
+            reply.short()
+        ),
+    )
+    .code("recording_erased")
+}
+
 /// A streamed answer.
 fn sse(
     frames: impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
@@ -738,6 +763,17 @@ fn engine_failure(error: &EngineError) -> ProxyError {
                 "this proxy calls the model with each client's own key: send it as \
                  `x-api-key: KEY` (or `Authorization: Bearer KEY` when the server has no token)",
             );
+        }
+        // The graph holds the request's history, but part of it was
+        // erased: the client's to fix (continue from before it), not a
+        // failure of the model or the server; nothing was sent or recorded.
+        EngineError::ErasedContent { .. } => {
+            return ProxyError::new(
+                StatusCode::CONFLICT,
+                ErrorKind::InvalidRequest,
+                format!("the request was refused: {error}"),
+            )
+            .code("erased_content");
         }
         EngineError::InvalidRequest(_) | EngineError::AttachmentRefused { .. } => {
             (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest)

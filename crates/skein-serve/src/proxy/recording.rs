@@ -8,6 +8,11 @@ calling a model or writing anything. An application's own tests then run
 offline and deterministic against real traffic, with nothing to maintain
 but the database.
 
+A request whose recorded reply was erased (`skein redact`) is never
+answered with what is left of it: it is refused (410, code
+`recording_erased`), or with `--record-misses` sent to the model as a
+request the recording lacks.
+
 A request the recording lacks is refused with its first difference from
 what was recorded (the first message no recorded request had in that
 place, or the tools, options or model that differ from the recorded call
@@ -15,7 +20,7 @@ on the same messages); with `--record-misses` it goes on to the model and
 is recorded like any proxied request.
 */
 
-use skein::core::{Message, Role, RunRecord, RunStatus, Thread};
+use skein::core::{Message, NodeId, Part, Role, RunRecord, RunStatus, Thread};
 use skein::engine::Prepared;
 use skein::store::{Store, StoreError};
 
@@ -43,6 +48,13 @@ pub enum Lookup {
     Hit(Box<Hit>),
     /// Nothing: why, naming the request's first difference.
     Miss(String),
+    /// The request was recorded, but every reply recorded for it was
+    /// erased (`skein redact`): the newest's message, and why it was
+    /// erased. It is never answered with what is left of it.
+    Erased {
+        reply: NodeId,
+        reason: String,
+    },
 }
 
 /// The longest stretch of a message shown when naming a difference.
@@ -83,19 +95,41 @@ pub async fn find(
         )));
     };
     let newest_difference = difference(newest, prepared, requested);
-    if let Some((run, reply)) = answered
+    // The newest matching recording whose reply is whole answers; a reply
+    // that was erased is never answered (it would be empty, or a part).
+    let mut erased = None;
+    for (run, reply) in answered
         .iter()
-        .find(|(run, _)| difference(run, prepared, requested).is_none())
+        .filter(|(run, _)| difference(run, prepared, requested).is_none())
     {
         let message = store.node(*reply).await?.message;
+        if message.is_erased() {
+            erased.get_or_insert((*reply, erased_reason(&message)));
+            continue;
+        }
         return Ok(Lookup::Hit(Box::new(Hit {
             run: run.clone(),
             message,
         })));
     }
+    if let Some((reply, reason)) = erased {
+        return Ok(Lookup::Erased { reply, reason });
+    }
     Ok(Lookup::Miss(newest_difference.unwrap_or_else(|| {
         "no recorded call matches it".to_string()
     })))
+}
+
+/// Why the first erased part of `message` was erased.
+fn erased_reason(message: &Message) -> String {
+    message
+        .parts
+        .iter()
+        .find_map(|part| match part {
+            Part::Erased(erased) => Some(erased.reason.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// How a recorded call on the same messages differs from the request, in

@@ -160,10 +160,13 @@ pub(crate) fn turn_permit(state: &AppState) -> Result<OwnedSemaphorePermit, ApiE
     })
 }
 
-/// The model the page chose, opened (`None` when it chose none). A name
-/// that opens a file of the server's machine (`local:PATH`,
-/// `scripted:PATH`) is taken only when the server offers it: a request
-/// never chooses which of the machine's files is loaded.
+/// The model the page chose, opened (`None` when it chose none). Only a
+/// model the server offers (one of `/api/session`'s `models`) is taken:
+/// every model is called with the operator's credentials, so a request
+/// never chooses another one (a provider's model the operator did not
+/// offer, or a file of the server's machine: `local:PATH`,
+/// `scripted:PATH`). Any other name is a 400 naming the offered ones, and
+/// nothing is opened or called.
 pub(crate) fn chosen_model(
     state: &AppState,
     name: Option<&str>,
@@ -171,18 +174,23 @@ pub(crate) fn chosen_model(
     let Some(name) = name else {
         return Ok(None);
     };
-    if skein::providers::names_a_file(name)
-        && !state
-            .models
-            .choices()
+    let choices = state.models.choices();
+    if !choices.iter().any(|choice| choice.name == name) {
+        let offered: Vec<String> = choices
             .iter()
-            .any(|choice| choice.name == name)
-    {
+            .map(|choice| format!("`{}`", choice.name))
+            .collect();
+        let why = if skein::providers::names_a_file(name) {
+            "opens a file of the server's machine, and this server does not offer it"
+        } else {
+            "is not one this server offers (its models are called with the operator's \
+             credentials)"
+        };
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             format!(
-                "model `{name}` opens a file of the server's machine, and this server does not \
-                 offer it: choose one of the models of /api/session"
+                "model `{name}` {why}: choose one of the models of /api/session: {}",
+                offered.join(", ")
             ),
         ));
     }

@@ -430,8 +430,9 @@ pub async fn resume(
     Ok((StatusCode::ACCEPTED, Json(summary(&state, record, totals))))
 }
 
-/// The model `name` names, as the page's other actions choose models (a
-/// file of the server's machine only when the server offers it).
+/// The model `name` names, as the page's other actions choose models: only
+/// one the server offers (see [`chosen_model`]), for a replay started here
+/// and for the model and judge of one resumed here alike.
 fn model_named(state: &AppState, name: &str) -> Result<Model, ApiError> {
     match chosen_model(state, Some(name))? {
         Some(model) => Ok(model),

@@ -66,11 +66,17 @@ function recordsSources(node) {
 function modelPicker(ctx) {
   const session = currentSession();
   const models = session.models.slice();
-  const wanted = ctx.model || session.default_model;
-  if (wanted && !models.some((m) => m.name === wanted)) models.unshift({ name: wanted, label: `${wanted} (the conversation's)` });
+  let wanted = ctx.model || session.default_model;
+  // The server takes only the models it offers: a conversation's own model
+  // that it does not offer is chosen by sending none (the conversation's).
+  if (wanted && !models.some((m) => m.name === wanted)) {
+    models.unshift({ name: '', label: `${wanted} (the conversation's)` });
+    wanted = '';
+  }
   const select = el('select', { id: 'action-model', 'aria-label': 'model' },
     models.map((m) => el('option', { value: m.name }, m.label || m.name)));
-  if (wanted) select.value = wanted;
+  select.value = wanted || '';
+  if (!select.value && models.length) select.selectedIndex = 0;
   return select;
 }
 
