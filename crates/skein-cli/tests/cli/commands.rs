@@ -4067,6 +4067,61 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
     assert_eq!(unknown.status.code(), Some(3));
 }
 
+/// A `--add-tool` file is checked as a tool before the replay starts: an
+/// empty name, or an input schema that is not a JSON object (or describes
+/// no object), is refused with what is wrong, and nothing is replayed.
+#[test]
+fn replay_add_tool_refuses_an_empty_name_and_a_schema_that_is_not_an_object() {
+    let skein = temp();
+    let turn = skein.json(&["prompt", "hello"]);
+    let cid = turn["conversation"].as_str().unwrap().to_string();
+    let runs = skein.count("runs");
+    let cases = [
+        (
+            r#"{"name": "", "description": "d", "input_schema": {"type": "object"}}"#,
+            "the tool has an empty name",
+        ),
+        (
+            r#"{"name": "t", "description": "d", "input_schema": "object"}"#,
+            "the input_schema of tool `t` is a string, not a JSON object",
+        ),
+        (
+            r#"{"name": "t", "description": "d", "input_schema": [1]}"#,
+            "the input_schema of tool `t` is an array, not a JSON object",
+        ),
+        (
+            r#"{"name": "t", "description": "d", "input_schema": {"type": "string"}}"#,
+            "the input_schema of tool `t` has type \"string\"",
+        ),
+    ];
+    for (at, (definition, problem)) in cases.into_iter().enumerate() {
+        let file = skein.dir().join(format!("tool{at}.json"));
+        std::fs::write(&file, definition).unwrap();
+        let output = skein.run(&[
+            "replay",
+            "--cid",
+            &cid,
+            "-m",
+            "echo",
+            "--add-tool",
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{definition}: {}",
+            stderr(&output)
+        );
+        let error = stderr(&output);
+        assert!(
+            error.contains(&format!("{} is not a tool to offer", file.display()))
+                && error.contains(problem),
+            "{definition}: {error}"
+        );
+    }
+    assert_eq!(skein.count("runs"), runs);
+}
+
 /// A 500-turn replay killed at 10 points resumes each time where it
 /// stopped; finished, every turn was replayed once (one run each) and
 /// `verify` is clean.
