@@ -147,6 +147,13 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         if let Some(code) = cause.downcast_ref::<ExitWith>() {
             return code.0;
         }
+        // A tool definition given on the command line (`--add-tool`).
+        if cause
+            .downcast_ref::<skein::core::InvalidToolSpec>()
+            .is_some()
+        {
+            return BAD_COMMAND_LINE;
+        }
     }
     FAILURE
 }

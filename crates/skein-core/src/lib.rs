@@ -47,4 +47,4 @@ pub use run::{
 };
 pub use settings::{ConversationSettings, RecordedSettings, StoredSource};
 pub use thread::{Node, StoreKey, Thread};
-pub use tool::ToolSpec;
+pub use tool::{InvalidToolSpec, ToolSpec};

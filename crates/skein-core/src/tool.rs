@@ -49,6 +49,72 @@ impl ToolSpec {
     pub fn schema_hash(&self) -> Digest {
         Digest::of(canonical_json_string(&self.input_schema).as_bytes())
     }
+
+    /// Whether this spec can be offered to a model: a name that is not
+    /// empty and holds no whitespace or control characters, and an input
+    /// schema that is a JSON object describing an object (its `type`, when
+    /// given, is `"object"`). Every surface that takes a tool definition
+    /// from a person (`skein replay --add-tool`, the web view's
+    /// `add_tools`) checks it here.
+    pub fn check(&self) -> Result<(), InvalidToolSpec> {
+        if self.name.is_empty() {
+            return Err(InvalidToolSpec::EmptyName);
+        }
+        if self
+            .name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(InvalidToolSpec::BadName {
+                name: self.name.clone(),
+            });
+        }
+        let Value::Object(schema) = &self.input_schema else {
+            return Err(InvalidToolSpec::SchemaNotObject {
+                name: self.name.clone(),
+                found: json_kind(&self.input_schema),
+            });
+        };
+        match schema.get("type") {
+            None => Ok(()),
+            Some(Value::String(kind)) if kind == "object" => Ok(()),
+            Some(other) => Err(InvalidToolSpec::SchemaTypeNotObject {
+                name: self.name.clone(),
+                found: canonical_json_string(other),
+            }),
+        }
+    }
+}
+
+/// Why a tool spec cannot be offered ([`ToolSpec::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidToolSpec {
+    #[error("the tool has an empty name: give it a name")]
+    EmptyName,
+    #[error(
+        "the tool name {name:?} holds whitespace or control characters: use letters, digits, `_` or `-`"
+    )]
+    BadName { name: String },
+    #[error(
+        "the input_schema of tool `{name}` is {found}, not a JSON object: give a JSON Schema object such as {{\"type\": \"object\", \"properties\": {{…}}}}"
+    )]
+    SchemaNotObject { name: String, found: &'static str },
+    #[error(
+        "the input_schema of tool `{name}` has type {found}: a tool's arguments are an object, so its type is \"object\""
+    )]
+    SchemaTypeNotObject { name: String, found: String },
+}
+
+/// What kind of JSON value `value` is, for messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The canonical JSON text of a value.
@@ -92,6 +158,32 @@ fn canonical_json(value: &Value, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn check_refuses_empty_names_and_schemas_that_are_not_objects() {
+        let schema = json!({"type": "object"});
+        assert_eq!(ToolSpec::new("t", "d", schema.clone()).check(), Ok(()));
+        assert_eq!(ToolSpec::new("t", "d", json!({})).check(), Ok(()));
+        assert_eq!(
+            ToolSpec::new("", "d", schema.clone()).check(),
+            Err(InvalidToolSpec::EmptyName)
+        );
+        assert!(matches!(
+            ToolSpec::new(" ", "d", schema).check(),
+            Err(InvalidToolSpec::BadName { .. })
+        ));
+        assert!(matches!(
+            ToolSpec::new("t", "d", json!("object")).check(),
+            Err(InvalidToolSpec::SchemaNotObject {
+                found: "a string",
+                ..
+            })
+        ));
+        assert!(matches!(
+            ToolSpec::new("t", "d", json!({"type": "string"})).check(),
+            Err(InvalidToolSpec::SchemaTypeNotObject { .. })
+        ));
+    }
 
     #[test]
     fn key_order_does_not_change_hashes() {

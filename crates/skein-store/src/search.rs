@@ -103,6 +103,32 @@ impl SearchQuery {
         self.role = role;
         self
     }
+
+    /// A search for the messages holding `message`'s text: one phrase of
+    /// the words `message` is indexed by, in order (its first ones, as
+    /// many as a query holds), so it matches a message quoting or echoing
+    /// that text. `None` when `message` has no word to look for (no text
+    /// part). What `skein redact` runs, before erasing a message, to name
+    /// the others still holding what it erases.
+    pub fn holding_text_of(message: &Message) -> Option<SearchQuery> {
+        let indexed = index_text(message);
+        let mut phrase = String::from("\"");
+        for word in indexed.split(' ').filter(|word| !word.is_empty()) {
+            // The phrase, a space and the closing quote stay within a query.
+            if phrase.len() + word.len() + 2 > MAX_QUERY_BYTES {
+                break;
+            }
+            if phrase.len() > 1 {
+                phrase.push(' ');
+            }
+            phrase.push_str(word);
+        }
+        if phrase.len() == 1 {
+            return None;
+        }
+        phrase.push('"');
+        Some(SearchQuery::new(phrase))
+    }
 }
 
 /// A search's matches, newest first.
@@ -446,6 +472,26 @@ mod tests {
 
     fn parse(text: &str) -> Result<Parsed, SearchError> {
         Parsed::parse(text)
+    }
+
+    #[test]
+    fn a_message_is_held_by_the_phrase_of_its_indexed_words() {
+        let message = Message::new(
+            Role::User,
+            vec![
+                Part::text("My card is 4111-1111, call me!"),
+                Part::text("Bye."),
+            ],
+        );
+        let query = SearchQuery::holding_text_of(&message).unwrap();
+        assert_eq!(query.text, r#""my card is 4111 1111 call me bye""#);
+        assert_eq!(parse(&query.text).unwrap().terms.len(), 1);
+        let long = Message::new(Role::User, vec![Part::text("word ".repeat(1000))]);
+        let query = SearchQuery::holding_text_of(&long).unwrap();
+        assert!(query.text.len() <= MAX_QUERY_BYTES, "{}", query.text.len());
+        assert!(parse(&query.text).is_ok());
+        let none = Message::new(Role::User, vec![Part::text("…!?")]);
+        assert_eq!(SearchQuery::holding_text_of(&none), None);
     }
 
     #[test]

@@ -242,6 +242,8 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
                 path.display()
             )
         })?;
+        tool.check()
+            .with_context(|| format!("{} is not a tool to offer", path.display()))?;
         change.add_tools.push(tool);
     }
     Ok(change)

@@ -135,6 +135,65 @@ fn reply_to_a_head_extends_and_reply_to_an_inner_node_branches() {
     assert_eq!(log["messages"].as_array().unwrap().len(), 6);
 }
 
+/// Going on with a stored conversation, or any turn given `-m`, never
+/// opens the default model: with the default the embedded SmolLM2 and its
+/// file missing (`SKEIN_MODEL_PATH` names none), `reply NODE -m echo`,
+/// `prompt --cid X -m echo`, `fork NODE -m echo` and the same without `-m`
+/// on a conversation recorded on `echo` all run; only a turn that does
+/// use the default fails.
+#[test]
+fn a_turn_that_does_not_use_the_default_model_never_opens_it() {
+    let skein = temp();
+    let missing = skein.dir().join("no-such-model.gguf");
+    let without_default = |args: &[&str]| {
+        let mut command = skein.command(args);
+        command
+            .env("SKEIN_MODEL", "smollm2")
+            .env("SKEIN_MODEL_PATH", &missing);
+        command.output().unwrap()
+    };
+    let ok = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let output = without_default(&all);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    // The default is out of reach indeed.
+    let failed = without_default(&["prompt", "hello"]);
+    assert!(!failed.status.success());
+    assert!(
+        stderr(&failed).contains("SKEIN_MODEL_PATH"),
+        "{}",
+        stderr(&failed)
+    );
+
+    let first = ok(&["prompt", "-m", "echo", "one"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let node = first["node"].as_str().unwrap().to_string();
+    let replied = ok(&["reply", &node, "-m", "echo", "two"]);
+    assert_eq!(replied["conversation"].as_str().unwrap(), cid);
+    let prompted = ok(&["prompt", "--cid", &cid, "-m", "echo", "three"]);
+    assert_eq!(prompted["conversation"].as_str().unwrap(), cid);
+    // Without -m, the conversation's own model (echo) is the turn's.
+    let head = ok(&["prompt", "--cid", &cid, "four"]);
+    assert_eq!(head["conversation"].as_str().unwrap(), cid);
+    let on = ok(&["reply", head["node"].as_str().unwrap(), "five"]);
+    assert_eq!(on["conversation"].as_str().unwrap(), cid);
+    // At an inner node: a branch with its owner's settings, or -m's.
+    for args in [
+        vec!["reply", node.as_str(), "a branch"],
+        vec!["reply", node.as_str(), "-m", "echo", "another"],
+        vec!["fork", node.as_str(), "a fork"],
+        vec!["fork", node.as_str(), "-m", "echo", "another fork"],
+    ] {
+        let branch = ok(&args);
+        assert_ne!(branch["conversation"].as_str().unwrap(), cid, "{args:?}");
+    }
+    let log = skein.json(&["log", "-n", "1"]);
+    assert_eq!(log[0]["run"]["provider"], "echo", "{log}");
+}
+
 #[test]
 fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
     let skein = temp();
@@ -1712,12 +1771,23 @@ fn read_commands_work_on_a_read_only_mount() {
             }
         }
         assert_eq!(std::fs::read_to_string(&exported).unwrap(), expected);
-        // Writing is refused with the database's own error, not a crash.
+        // Writing is refused when the database is opened, saying it cannot
+        // be written (leftover WAL files, which make reading work, do not
+        // pass it off as writable), and no turn is run.
         let output = read_only(&["prompt", "-c", "three"]).unwrap();
         assert!(
             !output.status.success(),
             "{round}: a write succeeded on a read-only mount"
         );
+        let error = stderr(&output);
+        assert!(
+            error.contains(&format!(
+                "the database {} cannot be written",
+                skein.db().display()
+            )),
+            "{round}: {error}"
+        );
+        assert!(output.stdout.is_empty(), "{round}: a turn ran");
     }
 }
 
@@ -4006,6 +4076,61 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let unknown = skein.run(&["replay", "--resume", "ffffffff"]);
     assert_eq!(unknown.status.code(), Some(3));
+}
+
+/// A `--add-tool` file is checked as a tool before the replay starts: an
+/// empty name, or an input schema that is not a JSON object (or describes
+/// no object), is refused with what is wrong, and nothing is replayed.
+#[test]
+fn replay_add_tool_refuses_an_empty_name_and_a_schema_that_is_not_an_object() {
+    let skein = temp();
+    let turn = skein.json(&["prompt", "hello"]);
+    let cid = turn["conversation"].as_str().unwrap().to_string();
+    let runs = skein.count("runs");
+    let cases = [
+        (
+            r#"{"name": "", "description": "d", "input_schema": {"type": "object"}}"#,
+            "the tool has an empty name",
+        ),
+        (
+            r#"{"name": "t", "description": "d", "input_schema": "object"}"#,
+            "the input_schema of tool `t` is a string, not a JSON object",
+        ),
+        (
+            r#"{"name": "t", "description": "d", "input_schema": [1]}"#,
+            "the input_schema of tool `t` is an array, not a JSON object",
+        ),
+        (
+            r#"{"name": "t", "description": "d", "input_schema": {"type": "string"}}"#,
+            "the input_schema of tool `t` has type \"string\"",
+        ),
+    ];
+    for (at, (definition, problem)) in cases.into_iter().enumerate() {
+        let file = skein.dir().join(format!("tool{at}.json"));
+        std::fs::write(&file, definition).unwrap();
+        let output = skein.run(&[
+            "replay",
+            "--cid",
+            &cid,
+            "-m",
+            "echo",
+            "--add-tool",
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{definition}: {}",
+            stderr(&output)
+        );
+        let error = stderr(&output);
+        assert!(
+            error.contains(&format!("{} is not a tool to offer", file.display()))
+                && error.contains(problem),
+            "{definition}: {error}"
+        );
+    }
+    assert_eq!(skein.count("runs"), runs);
 }
 
 /// A 500-turn replay killed at 10 points resumes each time where it

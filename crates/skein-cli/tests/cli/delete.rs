@@ -387,3 +387,51 @@ fn a_marker_through_the_proxy_and_a_replay_leaves_no_byte_after_redact_and_gc() 
     let verified = skein.ok(&["verify"]);
     assert!(verified.contains("all consistent"), "{verified}");
 }
+
+/// After erasing a message, `redact` names the other messages still
+/// holding its text (an echoed reply kept it, so `search` finds it there),
+/// up to ten, with a hint to redact them too; `--json` lists them in
+/// `still_in` (`still_in_truncated` when there are more). Once they are
+/// erased too, it names none.
+#[test]
+fn redact_names_the_other_messages_still_holding_the_erased_text() {
+    let skein = Cli::temp(crate::BIN);
+    let turn = skein.json(&["prompt", "my password is hunter2"]);
+    let reply = turn["node"].as_str().unwrap().to_string();
+    let cid = turn["conversation"].as_str().unwrap().to_string();
+    let log = skein.json(&["log", "--cid", &cid]);
+    let prompt = log["messages"][0]["node"].as_str().unwrap().to_string();
+
+    let redacted = skein.json(&["redact", &prompt, "--reason", "a secret"]);
+    assert_eq!(
+        redacted["still_in"],
+        serde_json::json!([reply]),
+        "{redacted}"
+    );
+    assert_eq!(redacted["still_in_truncated"], false, "{redacted}");
+    // Redacting the echo too: nothing holds it any more.
+    let text = skein.ok(&["redact", &reply, "--reason", "quoted it"]);
+    assert!(!text.contains("still in"), "{text}");
+    let redacted = skein.json(&["redact", &reply, "--reason", "again"]);
+    assert_eq!(redacted["still_in"], serde_json::json!([]), "{redacted}");
+
+    // The same text in many messages: ten are named, and there are more.
+    for n in 0..6 {
+        skein.json(&["prompt", &format!("note {n}: the vault code is swordfish")]);
+    }
+    let turn = skein.json(&["prompt", "the vault code is swordfish"]);
+    let log = skein.json(&["log", "--cid", turn["conversation"].as_str().unwrap()]);
+    let prompt = log["messages"][0]["node"].as_str().unwrap().to_string();
+    let text = skein.ok(&["redact", &prompt, "--reason", "a code"]);
+    assert!(
+        text.contains("the erased text is still in more than 10 other message(s): "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&turn["node"].as_str().unwrap()[..8]),
+        "{text}"
+    );
+    assert!(text.contains("redact them too"), "{text}");
+    let found = skein.json(&["search", "\"the vault code is swordfish\"", "-n", "50"]);
+    assert_eq!(found["matches"].as_array().unwrap().len(), 13, "{found}");
+}

@@ -301,6 +301,15 @@ impl StartBody {
                 format!("`add_tools` lists more than {LIST_MAX} tools"),
             ));
         }
+        for (at, tool) in self.add_tools.iter().enumerate() {
+            check_length("add_tools", Some(&tool.name), NAME_MAX_CHARS)?;
+            tool.check().map_err(|problem| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("`add_tools[{at}]` cannot be offered: {problem}"),
+                )
+            })?;
+        }
         if let Some(options) = &self.options {
             check_options(options)?;
         }

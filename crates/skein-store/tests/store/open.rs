@@ -232,6 +232,83 @@ fn a_read_only_sqlite_handle_uses_read_only_connections() {
     assert!(error.to_string().contains("readonly"), "{error}");
 }
 
+/// SQLite: a database this process cannot write (its directory and files
+/// made read-only, as on a read-only mount) is refused up front by the
+/// modes that write, with `StoreError::CannotWrite`, even when a reader
+/// left its `-wal` and `-shm` files behind (which make reading work, so
+/// SQLite would open it without a word and fail at the first write); it
+/// still opens read-only and reads. Root writes through `chmod`: the test
+/// probes with a write of its own and is skipped (saying so) when that
+/// write succeeds. (The CLI test `read_commands_work_on_a_read_only_mount`
+/// covers a real read-only mount, which binds root too.)
+#[cfg(unix)]
+#[test]
+fn a_database_that_cannot_be_written_is_refused_up_front_even_with_wal_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skein.db");
+    let store = Store::open(&path).unwrap();
+    let conversation = store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    append_turn(&store, &conversation.id, "hello");
+    drop(store);
+    // A reader leaves the WAL files behind (it may not remove them).
+    let reader = Store::open_with(&path, OpenMode::ReadOnly).unwrap();
+    assert_eq!(reader.list_conversations(10).unwrap().len(), 1);
+    drop(reader);
+    let files: Vec<_> = ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut name = path.clone().into_os_string();
+            name.push(suffix);
+            std::path::PathBuf::from(name)
+        })
+        .collect();
+    for file in &files {
+        assert!(file.exists(), "{file:?} is missing");
+    }
+    let set = |file: &Path, mode: u32| {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    /// Gives the directory and files their rights back, however the test ends.
+    struct Restore<'a>(&'a Path, &'a [std::path::PathBuf]);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::set_permissions(self.0, std::fs::Permissions::from_mode(0o700));
+            for file in self.1 {
+                let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+    let _restore = Restore(dir.path(), &files);
+    for file in &files {
+        set(file, 0o444);
+    }
+    set(dir.path(), 0o555);
+    let probe = dir.path().join("probe");
+    if std::fs::write(&probe, "x").is_ok() {
+        let _ = std::fs::remove_file(&probe);
+        eprintln!(
+            "SKIPPED a_database_that_cannot_be_written_is_refused_up_front_even_with_wal_files: \
+             this user (root?) writes through chmod, so nothing here is read-only"
+        );
+        return;
+    }
+    for mode in [OpenMode::Create, OpenMode::Existing] {
+        match Store::open_with(&path, mode) {
+            Err(StoreError::CannotWrite { location, reason }) => {
+                assert_eq!(location, path.display().to_string());
+                assert!(reason.contains("skein.db"), "{reason}");
+            }
+            Err(other) => panic!("{mode:?}: {other}"),
+            Ok(_) => panic!("{mode:?}: a database nobody can write opened to be written"),
+        }
+    }
+    let reader = Store::open_with(&path, OpenMode::ReadOnly).unwrap();
+    assert_eq!(reader.list_conversations(10).unwrap().len(), 1);
+}
+
 /// SQLite: another application's database, a file that is not SQLite, a
 /// directory: every mode refuses them, and the file is left byte for byte
 /// as it was (no skein table, journal mode and `user_version` unchanged).

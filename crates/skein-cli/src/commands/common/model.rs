@@ -70,8 +70,38 @@ pub fn turn_model(
 ) -> Result<Model> {
     match (model, stored) {
         (Some(name), _) => home_model(Some(name.to_string())),
-        (None, Some(stored)) => Ok(Model::of_conversation(stored, &home_model(None)?)?),
+        (None, Some(stored)) => Ok(Model::of_conversation(stored, &stored_home(stored)?)?),
         (None, None) => home_model(None),
+    }
+}
+
+/// The model to look a stored conversation's own model up from (the
+/// `home` of [`Model::of_conversation`] and the library's loads), opening
+/// the default model only when the conversation needs it: a conversation
+/// that names its model (one that is not the default) is looked up from
+/// that model opened as the library would open it, and one that names a
+/// profile from that profile of the configured engine. So going on with a
+/// conversation recorded on `echo` never opens (or needs) the embedded
+/// default. An imported conversation naming a local file gets the default,
+/// so the library's refusal of it stands.
+pub fn stored_home(stored: &skein::store::ConversationRecord) -> Result<Model> {
+    let settings = &stored.settings;
+    if let Some(profile) = &settings.profile {
+        if let Some(engine) = configured_engine()?
+            && engine.catalog().find_profile(profile).is_some()
+        {
+            return Ok(Model::from_profile(&engine, profile)?);
+        }
+        return home_model(None);
+    }
+    match &settings.model {
+        Some(name)
+            if *name != default_model()?
+                && !(stored.imported && skein::providers::names_a_file(name)) =>
+        {
+            Ok(Model::open_with_tools(name, super::tools::registered()?)?)
+        }
+        _ => home_model(None),
     }
 }
 

@@ -10,7 +10,7 @@ the turn is a tool loop bounded by the chain limit.
 */
 
 use super::context::Context;
-use super::model::home_model;
+use super::model::{home_model, stored_home};
 use super::turn_options::TurnSettings;
 use crate::ui::{self, outln};
 use anyhow::{Result, bail};
@@ -33,7 +33,7 @@ pub async fn open_stored(
                 .model(&model)
                 .await?
         }
-        None => Conversation::load(&ctx.store, &stored.id, &home_model(None)?).await?,
+        None => Conversation::load(&ctx.store, &stored.id, &stored_home(stored)?).await?,
     })
 }
 
@@ -47,27 +47,59 @@ pub async fn continue_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<(Conversation, bool)> {
-    start_tools_of_owner(ctx, node).await?;
-    let home = home_model(None)?;
-    let chosen = model
-        .map(|name| home_model(Some(name.to_string())))
-        .transpose()?;
-    let mut reply = Conversation::reply_at(&ctx.store, node, &home);
-    if let Some(model) = &chosen {
-        reply = reply.model(model);
-    }
-    let conversation = reply.await?;
+    let owner = start_tools_of_owner(ctx, node).await?;
+    // The model `-m` names is the turn's and the one names are looked up
+    // from; without it, the conversation's own, never the default first.
+    let conversation = match model {
+        Some(name) => {
+            let model = home_model(Some(name.to_string()))?;
+            Conversation::reply_at(&ctx.store, node, &model)
+                .model(&model)
+                .await?
+        }
+        None => {
+            let home = owner_home(ctx, node, owner.as_ref()).await?;
+            Conversation::reply_at(&ctx.store, node, &home).await?
+        }
+    };
     let branched = !conversation.is_stored();
     Ok((conversation, branched))
 }
 
 /// Start the MCP servers whose tools the conversation `node` belongs to
-/// offers.
-async fn start_tools_of_owner(ctx: &Context, node: skein::NodeId) -> Result<()> {
-    if let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? {
-        super::tools::start_for(&ctx.store.conversation(&owner)?.settings.tools).await?;
+/// offers; that conversation, if any.
+async fn start_tools_of_owner(
+    ctx: &Context,
+    node: skein::NodeId,
+) -> Result<Option<skein::store::ConversationRecord>> {
+    let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? else {
+        return Ok(None);
+    };
+    let owner = ctx.store.conversation(&owner)?;
+    super::tools::start_for(&owner.settings.tools).await?;
+    Ok(Some(owner))
+}
+
+/// What a turn at `node` without `-m` looks its model up from: the
+/// [`stored_home`] of the conversation `node` heads, else of its `owner`
+/// (whose settings a branch there takes), else (a node of no conversation)
+/// the default model.
+async fn owner_home(
+    ctx: &Context,
+    node: skein::NodeId,
+    owner: Option<&skein::store::ConversationRecord>,
+) -> Result<skein::Model> {
+    let headed = ctx
+        .store
+        .nonblocking()
+        .conversations_at(node)
+        .await?
+        .into_iter()
+        .next();
+    match headed.as_ref().or(owner) {
+        Some(stored) => stored_home(stored),
+        None => home_model(None),
     }
-    Ok(())
 }
 
 /// A branch at `node` with the settings of the conversation it belongs to
@@ -77,7 +109,7 @@ pub async fn branch_at(
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
-    start_tools_of_owner(ctx, node).await?;
+    let owner = start_tools_of_owner(ctx, node).await?;
     Ok(match model {
         Some(name) => {
             let model = home_model(Some(name.to_string()))?;
@@ -86,7 +118,13 @@ pub async fn branch_at(
                 .await?
                 .model(&model)
         }
-        None => Conversation::fork_at(&ctx.store, node, &home_model(None)?).await?,
+        None => {
+            let home = match &owner {
+                Some(owner) => stored_home(owner)?,
+                None => home_model(None)?,
+            };
+            Conversation::fork_at(&ctx.store, node, &home).await?
+        }
     })
 }
 
