@@ -212,17 +212,7 @@ impl SqliteStore {
                 configure(&reader)?;
                 return SqliteStore::assemble(path, reader, Some(opener));
             }
-            (SqliteFile::Skein { .. }, _) => {
-                // Checked before any connection writes: SQLite opens a file
-                // it cannot write read-only without a word, and the first
-                // write would fail, after the caller's work (a model call).
-                if let Some(reason) = open::unwritable(&path, &opener) {
-                    return Err(StoreError::CannotWrite {
-                        location: location(),
-                        reason,
-                    });
-                }
-            }
+            (SqliteFile::Skein { .. }, _) => {}
         }
         let mut writer = connect(&path)?;
         // Two connections switching a new database to WAL at once: SQLite

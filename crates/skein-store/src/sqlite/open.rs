@@ -26,14 +26,6 @@ opened again with `immutable=1`, which reads it without the WAL index and
 without locks. That is safe exactly because nobody can be writing it: a
 writer would have created the `-wal` file. Were one to start later, this
 handle would not see its commits.
-
-A database opened to be written must be writable, which SQLite does not
-check: it opens a file it cannot write read-only without a word, and a
-`-wal` and `-shm` left beside it (by a reader, or a writer that died)
-make reads work even on a read-only mount, so only the first write would
-fail. [`unwritable`] checks it first (the file and its WAL files open for
-writing, or the read-only probe needed `immutable=1`), and the open is
-refused with [`StoreError::CannotWrite`].
 */
 
 use crate::error::{Result, StoreError};
@@ -208,41 +200,6 @@ fn open_immutable(path: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?)
-}
-
-/// Why the skein database at `path`, recognised through `reader`, cannot
-/// be written by this process, if it cannot: the file or a WAL file
-/// beside it does not open for writing (a read-only mount, no write
-/// permission), or the read-only probe found read-only media (it fell
-/// back to `immutable=1`: no `-wal` file, and none could be made, as a
-/// writer would have to). Leftover `-wal` and `-shm` files make a read
-/// work on a read-only mount, so their presence says nothing about
-/// writing; each is checked like the file. Nothing is changed: a file
-/// opened for writing without truncation and closed is left as it was.
-pub(crate) fn unwritable(path: &Path, reader: &ReadOnlyOpener) -> Option<String> {
-    for suffix in ["", "-wal", "-shm"] {
-        let file = sibling(path, suffix);
-        // A WAL file that is not there is SQLite's to create.
-        if let Err(error) = std::fs::OpenOptions::new().write(true).open(&file)
-            && (suffix.is_empty() || error.kind() != std::io::ErrorKind::NotFound)
-        {
-            return Some(format!(
-                "{} cannot be opened for writing: {error}",
-                file.display()
-            ));
-        }
-    }
-    reader.immutable().then(|| {
-        let dir = path
-            .parent()
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        format!(
-            "its write-ahead log {} cannot be created in {}",
-            sibling(path, "-wal").display(),
-            dir.display()
-        )
-    })
 }
 
 /// `path` as the path of a `file:` URI: every byte but unreserved ones and
