@@ -277,6 +277,15 @@ impl Message {
         )
     }
 
+    /// Why the message's first erased part was erased (`None` when no part
+    /// was: see [`Erased`]).
+    pub fn erased_reason(&self) -> Option<&str> {
+        self.parts.iter().find_map(|part| match part {
+            Part::Erased(erased) => Some(erased.reason.as_str()),
+            _ => None,
+        })
+    }
+
     /// The concatenation of the message's text parts, in order.
     pub fn joined_text(&self) -> String {
         let mut out = String::new();

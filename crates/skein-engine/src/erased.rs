@@ -62,7 +62,11 @@ pub(crate) fn sendable(thread: &Thread, placeholder: Option<&str>) -> Result<Sen
             .expect("an erased node was found");
         return Err(EngineError::ErasedContent {
             node: newest.id(),
-            reason: first_reason(newest.message()),
+            reason: newest
+                .message()
+                .erased_reason()
+                .unwrap_or_default()
+                .to_string(),
         });
     };
     // Everything before the oldest erased message is shared as it is; from
@@ -87,17 +91,6 @@ pub(crate) fn sendable(thread: &Thread, placeholder: Option<&str>) -> Result<Sen
         thread: sent,
         replaced,
     })
-}
-
-fn first_reason(message: &Message) -> String {
-    message
-        .parts
-        .iter()
-        .find_map(|part| match part {
-            Part::Erased(erased) => Some(erased.reason.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 /// `message` with each erased part replaced by a part of the same kind

@@ -20,7 +20,7 @@ on the same messages); with `--record-misses` it goes on to the model and
 is recorded like any proxied request.
 */
 
-use skein::core::{Message, NodeId, Part, Role, RunRecord, RunStatus, Thread};
+use skein::core::{Message, NodeId, Role, RunRecord, RunStatus, Thread};
 use skein::engine::Prepared;
 use skein::store::{Store, StoreError};
 
@@ -104,7 +104,8 @@ pub async fn find(
     {
         let message = store.node(*reply).await?.message;
         if message.is_erased() {
-            erased.get_or_insert((*reply, erased_reason(&message)));
+            let reason = message.erased_reason().unwrap_or_default().to_string();
+            erased.get_or_insert((*reply, reason));
             continue;
         }
         return Ok(Lookup::Hit(Box::new(Hit {
@@ -118,18 +119,6 @@ pub async fn find(
     Ok(Lookup::Miss(newest_difference.unwrap_or_else(|| {
         "no recorded call matches it".to_string()
     })))
-}
-
-/// Why the first erased part of `message` was erased.
-fn erased_reason(message: &Message) -> String {
-    message
-        .parts
-        .iter()
-        .find_map(|part| match part {
-            Part::Erased(erased) => Some(erased.reason.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 /// How a recorded call on the same messages differs from the request, in
