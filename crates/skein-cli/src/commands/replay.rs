@@ -161,6 +161,14 @@ pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
         None => replayer.start(&selection, &plan).await?,
     };
     let record = ctx.store.replay(&id)?;
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        // Off a terminal the progress bar is hidden: the id is said here,
+        // so a replay killed in a script or CI job can be found and resumed.
+        ui::note(format!(
+            "replay {id}: {} turn(s); if it stops, `skein replay --resume {id}` goes on",
+            record.turns
+        ));
+    }
     let bar = progress_bar(record.turns, &id);
     let totals = replayer
         .run(&id, |progress| {

@@ -4122,6 +4122,25 @@ fn replay_add_tool_refuses_an_empty_name_and_a_schema_that_is_not_an_object() {
     assert_eq!(skein.count("runs"), runs);
 }
 
+/// Off a terminal (a script, CI) the progress bar is hidden: the replay's
+/// id is said on stderr before it starts, so a killed run can be resumed.
+#[test]
+fn a_replay_off_a_terminal_names_its_id_on_stderr_first() {
+    let skein = temp();
+    let first = skein.json(&["prompt", "-m", "echo", "name a river"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    let replayed = skein.run(&["replay", "--cid", &cid, "-m", "echo", "--format", "json"]);
+    assert_eq!(replayed.status.code(), Some(0), "{}", stderr(&replayed));
+    let report: Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    let id = report["replay"].as_str().unwrap();
+    let said = stderr(&replayed);
+    assert!(
+        said.contains(&format!("replay {id}: 1 turn(s)"))
+            && said.contains(&format!("skein replay --resume {id}")),
+        "{said}"
+    );
+}
+
 /// A 500-turn replay killed at 10 points resumes each time where it
 /// stopped; finished, every turn was replayed once (one run each) and
 /// `verify` is clean.
