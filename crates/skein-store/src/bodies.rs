@@ -82,6 +82,15 @@ pub(crate) fn piece_id(parent: Option<&Digest>, bytes: &Digest) -> Digest {
     Digest(*hasher.finalize().as_bytes())
 }
 
+/// A 32-byte digest column (a piece's id, its parent's, a body's digest).
+pub(crate) fn digest_of(bytes: Vec<u8>) -> crate::error::Result<Digest> {
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map(Digest)
+        .map_err(|_| {
+            crate::error::StoreError::MalformedRow(format!("a digest of {} bytes", bytes.len()))
+        })
+}
+
 /// A stored piece as read back, in body order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StoredPiece {

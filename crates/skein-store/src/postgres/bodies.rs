@@ -7,7 +7,7 @@ is skipped by its primary key, so only new pieces are written).
 */
 
 use super::pipeline::{Param, Pipeline};
-use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut};
+use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
 use crate::error::{Result, StoreError};
 use deadpool_postgres::GenericClient;
 use skein_core::Digest;
@@ -170,11 +170,6 @@ pub(crate) async fn load<C: GenericClient>(
             "the request body of run {run} does not reconstruct: {problem}"
         ))
     })
-}
-
-/// A 32-byte digest column.
-pub(crate) fn digest_of(bytes: Vec<u8>) -> Result<Digest> {
-    crate::sqlite::bodies::digest_of(bytes)
 }
 
 /// Delete the pieces ending at `lasts` that no remaining run's body

@@ -110,7 +110,7 @@ impl PgStore {
             ) else {
                 return Ok(None);
             };
-            let digest = bodies::digest_of(digest)?;
+            let digest = crate::bodies::digest_of(digest)?;
             bodies::load(client, id.as_str(), row.get(0), &digest, len)
                 .await
                 .map(Some)
@@ -291,7 +291,7 @@ fn run_from_row(row: &Row) -> Result<RunRecord> {
     record.error = row.get(16);
     if let Some(digest) = row.get::<_, Option<Vec<u8>>>(20) {
         record.request_ref = Some(RequestRef {
-            digest: bodies::digest_of(digest)?,
+            digest: crate::bodies::digest_of(digest)?,
             len: row.get::<_, i64>(31) as u64,
         });
     }

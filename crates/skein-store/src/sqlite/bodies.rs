@@ -17,7 +17,7 @@ erased message, except those a body that did not carry it shares
 ([`erase_carried`]).
 */
 
-use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut};
+use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
 use crate::error::{Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use skein_core::Digest;
@@ -136,13 +136,6 @@ pub(crate) fn load(
             "the request body of run {run} does not reconstruct: {problem}"
         ))
     })
-}
-
-/// A 32-byte digest column.
-pub(crate) fn digest_of(bytes: Vec<u8>) -> Result<Digest> {
-    <[u8; 32]>::try_from(bytes.as_slice())
-        .map(Digest)
-        .map_err(|_| StoreError::MalformedRow(format!("a digest of {} bytes", bytes.len())))
 }
 
 /// Delete the pieces ending at `lasts` (the last pieces of deleted runs'

@@ -104,7 +104,7 @@ impl SqliteStore {
             let (last, Some(digest), Some(len)) = row else {
                 return Ok(None);
             };
-            let digest = bodies::digest_of(digest)?;
+            let digest = crate::bodies::digest_of(digest)?;
             bodies::load(conn, id.as_str(), last, &digest, len).map(Some)
         })
     }
@@ -257,7 +257,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     record.error = row.get(16)?;
     if let Some(digest) = row.get::<_, Option<Vec<u8>>>(20)? {
         record.request_ref = Some(RequestRef {
-            digest: bodies::digest_of(digest).map_err(|error| {
+            digest: crate::bodies::digest_of(digest).map_err(|error| {
                 rusqlite::Error::FromSqlConversionFailure(
                     20,
                     rusqlite::types::Type::Blob,
