@@ -206,6 +206,11 @@ impl AsyncStore<'_> {
         self.store.backend().run_record(id).await
     }
 
+    /// [`Store::erasures`].
+    pub async fn erasures(&self) -> Result<u64> {
+        self.store.backend().erasures().await
+    }
+
     /// [`Store::request_body`].
     pub async fn request_body(&self, id: &RunId) -> Result<Option<RequestBody>> {
         self.store.backend().request_body(id).await

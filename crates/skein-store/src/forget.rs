@@ -609,8 +609,8 @@ impl Store {
     /// this database has seen: a server that keeps content in memory (the
     /// proxy's recent threads) drops it when this changes, so erased
     /// content leaves the process before it answers again. One point read.
-    pub async fn erasures(&self) -> Result<u64> {
-        self.backend().erasures().await
+    pub fn erasures(&self) -> Result<u64> {
+        self.wait(self.nonblocking().erasures())
     }
 
     /// Erase the content of `node` in place (design invariant 12): each part

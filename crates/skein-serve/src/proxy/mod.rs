@@ -309,10 +309,12 @@ async fn prepare<R: DeserializeOwned, A: Api>(
 /// erasure since the last request looked: content erased or deleted by
 /// any process leaves this one before it answers again (one point read).
 async fn drop_erased(state: &AppState) -> Result<(), ProxyError> {
-    let now =
-        state.store.erasures().await.map_err(|error| {
-            ProxyError::server(format!("the database could not be read: {error}"))
-        })?;
+    let now = state
+        .store
+        .nonblocking()
+        .erasures()
+        .await
+        .map_err(|error| ProxyError::server(format!("the database could not be read: {error}")))?;
     if state.erasures_seen.swap(now, Ordering::AcqRel) != now {
         state.memo.clear();
         state.threads.clear();
