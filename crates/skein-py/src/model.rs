@@ -346,8 +346,8 @@ impl Store {
     /// tombstone (`Message.erased`) with its digest, `by` (default
     /// `$USER`), when, and `reason`. A dict as `skein redact --json`
     /// prints: `{"node", "parts", "blobs", "embeddings", "runs_scrubbed",
-    /// "body_pieces_erased", "titles_removed"}`. The bytes leave the database file at the next
-    /// `gc()`.
+    /// "body_pieces_erased", "titles_removed", "copies_erased"}`. The bytes
+    /// leave the database file at the next `gc()`.
     #[pyo3(signature = (node, *, reason, by = None))]
     fn redact<'py>(
         &self,

@@ -369,6 +369,12 @@ pub(crate) trait Transfer {
 /// Streaming every row through the shared checks (verify.rs).
 pub(crate) trait Verify {
     fn verify(&self) -> Result<VerifyReport>;
+    /// How many rows of `place` hold `text` (places.rs); `None` when this
+    /// backend has no such place.
+    fn rows_holding(&self, place: &crate::places::Place, text: &str) -> Result<Option<u64>>;
+    #[cfg(any(test, feature = "testkit"))]
+    /// Every (table, column) of the live schema.
+    fn columns(&self) -> Result<Vec<(String, String)>>;
 }
 
 /// Deleting conversations and collecting what only they reached

@@ -571,6 +571,13 @@ pub struct Redacted {
     /// Conversations whose title was made from the erased message: their
     /// title is removed.
     pub titles_removed: u64,
+    /// Copies of the erased message's texts kept outside the graph,
+    /// replaced by [`ERASED_TEXT`]: a recorded chat's stored system text and
+    /// sources (in the settings of the conversations holding the message),
+    /// a replay's replacement system prompt, sources and search words, and
+    /// the reasons comparators gave for replayed turns and reruns that
+    /// compared a thread through the message (a reason may quote it).
+    pub copies_erased: u64,
 }
 
 /// Count an erasure (a redaction, or nodes deleted) in `meta`, in the
@@ -602,6 +609,74 @@ pub(crate) struct Scrubbed {
     pub runs: u64,
     pub body_pieces: u64,
     pub titles: u64,
+    pub copies: u64,
+}
+
+/// What a copy of an erased text kept outside the graph becomes.
+pub(crate) const ERASED_TEXT: &str = "[erased]";
+
+/// Whether the erased message held `text` (in one of its text parts, or
+/// its tool results): then a copy of `text` kept outside the graph must go
+/// with it.
+fn erased_holds(original: &Message, text: &str) -> bool {
+    !text.is_empty()
+        && original.parts.iter().any(|part| match part {
+            Part::Text { text: held } => held.contains(text),
+            Part::ToolResult(result) => result.content.contains(text),
+            _ => false,
+        })
+}
+
+/// Replace the string at `value` by [`ERASED_TEXT`] when the erased
+/// message held it; whether it did.
+fn erase_copy(value: Option<&mut serde_json::Value>, original: &Message) -> bool {
+    match value {
+        Some(serde_json::Value::String(text)) if erased_holds(original, text) => {
+            *text = ERASED_TEXT.to_string();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A conversation's stored settings without the copies the erased message
+/// held (a recorded chat's system text and sources' texts, which render
+/// into every turn's system message); `None` when it held none.
+pub(crate) fn settings_without(meta: &str, original: &Message) -> Option<String> {
+    let mut settings: serde_json::Value = serde_json::from_str(meta).ok()?;
+    let recorded = settings.get_mut("recorded")?;
+    let mut changed = erase_copy(recorded.get_mut("system"), original);
+    if let Some(sources) = recorded.get_mut("sources").and_then(|s| s.as_array_mut()) {
+        for source in sources {
+            changed |= erase_copy(source.get_mut("text"), original);
+        }
+    }
+    changed.then(|| settings.to_string())
+}
+
+/// A replay's change without the copies the erased message held (its
+/// replacement system prompt and source texts, which its replayed requests
+/// carried); `None` when it held none.
+pub(crate) fn change_without(change: &str, original: &Message) -> Option<String> {
+    let mut change: serde_json::Value = serde_json::from_str(change).ok()?;
+    let mut changed = erase_copy(change.get_mut("system"), original);
+    if let Some(sources) = change
+        .get_mut("replace_sources")
+        .and_then(|s| s.as_object_mut())
+    {
+        for text in sources.values_mut() {
+            changed |= erase_copy(Some(text), original);
+        }
+    }
+    changed.then(|| change.to_string())
+}
+
+/// A replay's selection without the search words the erased message held
+/// (`--search`: typed by the user, but the words it found are gone);
+/// `None` when it held none.
+pub(crate) fn selection_without(selection: &str, original: &Message) -> Option<String> {
+    let mut selection: serde_json::Value = serde_json::from_str(selection).ok()?;
+    erase_copy(selection.get_mut("search"), original).then(|| selection.to_string())
 }
 
 impl Store {
@@ -658,6 +733,7 @@ impl Store {
             runs_scrubbed: scrubbed.runs,
             body_pieces_erased: scrubbed.body_pieces,
             titles_removed: scrubbed.titles,
+            copies_erased: scrubbed.copies,
         })
     }
 

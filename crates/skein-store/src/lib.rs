@@ -68,6 +68,7 @@ mod lanes;
 pub mod location;
 mod offers;
 mod open;
+pub mod places;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub mod records;

@@ -499,6 +499,13 @@ impl Store {
     }
 
     #[cfg(any(test, feature = "testkit"))]
+    /// Every (table, column) of the live schema (crate::places's test reads
+    /// it).
+    pub fn schema_columns(&self) -> Result<Vec<(String, String)>> {
+        self.backend().columns()
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
     /// A raw SQLite connection for tests that must tamper with or inspect
     /// rows; an error on PostgreSQL (use [`Store::debug_execute`]).
     #[doc(hidden)]

@@ -72,7 +72,7 @@ pub enum Command {
     /// Import a JSONL export (all or nothing; every id is rechecked)
     Import(import::ImportArgs),
     /// Recompute every id and hash in the database and report problems
-    Verify,
+    Verify(verify::VerifyArgs),
     /// Delete conversations (by id or name, a family, or every one older than a time or recorded by
     /// the proxy) with their runs and reruns, and every message nothing remaining still uses;
     /// shared messages stay, and the report says why. --dry-run prints the plan
@@ -174,7 +174,7 @@ async fn run_command(globals: &Globals, command: Command) -> Result<ExitCode> {
         Command::Show(args) => show::run(globals, args),
         Command::Export(args) => export::run(globals, args),
         Command::Import(args) => import::run(globals, args),
-        Command::Verify => verify::run(globals),
+        Command::Verify(args) => verify::run(globals, &args),
         Command::Delete(args) => delete::run(globals, args),
         Command::Redact(args) => redact::run(globals, args),
         Command::Gc(args) => gc::run(globals, args),

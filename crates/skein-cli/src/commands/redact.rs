@@ -60,6 +60,12 @@ pub fn run(globals: &Globals, args: RedactArgs) -> Result<ExitCode> {
         redacted.body_pieces_erased,
         redacted.runs_scrubbed
     )?;
+    if redacted.copies_erased > 0 {
+        outln!(
+            "erased {} copy(ies) of its text kept in recorded chats' sources or replays' changes",
+            redacted.copies_erased
+        )?;
+    }
     if !still_in.is_empty() {
         let ids: Vec<String> = still_in.iter().map(|node| node.short()).collect();
         outln!(

@@ -31,6 +31,7 @@ mod failover;
 mod habits;
 mod labels;
 mod llm_import;
+mod marker;
 mod names;
 mod postgres;
 mod proxy;

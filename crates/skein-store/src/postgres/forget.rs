@@ -21,8 +21,9 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Filter, Planned, REFERENCED,
-    Scrubbed, Swept, UNOWNED_RUNS, derived_title, embedded_digests, sweep,
+    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Planned,
+    REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
+    selection_without, settings_without, sweep,
 };
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
@@ -281,13 +282,105 @@ async fn redact_in(
             .await?;
         titles = tx.execute(&untitle, &[&id, &title]).await?;
     }
+    let copies = erase_copies(tx, id, original).await?;
     Ok(Scrubbed {
         blobs,
         embeddings,
         runs,
         body_pieces,
         titles,
+        copies,
     })
+}
+
+/// Erase the copies of `original`'s texts kept outside the graph: in the
+/// settings of the conversations holding it (a recorded chat's layout) and
+/// in replays' changes (forget.rs decides what a copy is).
+async fn erase_copies(tx: &Client, id: &[u8], original: &Message) -> Result<u64> {
+    let settings = tx
+        .query(
+            "WITH RECURSIVE below(id) AS (
+                 SELECT $1::bytea
+                 UNION ALL
+                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+             )
+             SELECT id, meta FROM conversations
+             WHERE meta LIKE '%\"recorded\"%' AND head IN (SELECT id FROM below)
+             FOR UPDATE",
+            &[&id],
+        )
+        .await?;
+    let changes = tx
+        .query(
+            "SELECT id, change, selection FROM replays
+             WHERE change LIKE '%\"system\"%' OR change LIKE '%\"replace_sources\"%'
+                OR selection LIKE '%\"search\"%'
+             FOR UPDATE",
+            &[],
+        )
+        .await?;
+    // Why a comparator decided may quote either answer: the reasons of
+    // the replayed turns and reruns that compared a thread through the
+    // message go.
+    let mut erased = tx
+        .execute(
+            "WITH RECURSIVE below(id) AS (
+                 SELECT $1::bytea
+                 UNION ALL
+                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+             )
+             UPDATE replay_turns SET detail = jsonb_set(detail::jsonb, '{why}', to_jsonb($2::text))::text
+             WHERE jsonb_typeof(detail::jsonb -> 'why') = 'string'
+               AND detail::jsonb ->> 'why' <> $2::text
+               AND (turn_node IN (SELECT id FROM below) OR request_node IN (SELECT id FROM below)
+                    OR answer_head IN (SELECT id FROM below))",
+            &[&id, &ERASED_TEXT],
+        )
+        .await?;
+    erased += tx
+        .execute(
+            "WITH RECURSIVE below(id) AS (
+                 SELECT $1::bytea
+                 UNION ALL
+                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+             )
+             UPDATE reruns SET detail = jsonb_set(detail::jsonb, '{why}',
+                 (SELECT jsonb_agg(to_jsonb($2::text))
+                  FROM jsonb_array_elements(reruns.detail::jsonb -> 'why')))::text
+             WHERE jsonb_typeof(detail::jsonb -> 'why') = 'array'
+               AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(reruns.detail::jsonb -> 'why') w
+                           WHERE w <> $2::text)
+               AND (turn_node IN (SELECT id FROM below) OR request_head IN (SELECT id FROM below)
+                    OR answer_head IN (SELECT id FROM below))",
+            &[&id, &ERASED_TEXT],
+        )
+        .await?;
+    for row in settings {
+        if let Some(meta) = settings_without(row.get(1), original) {
+            let id: &str = row.get(0);
+            tx.execute(
+                "UPDATE conversations SET meta = $2 WHERE id = $1",
+                &[&id, &meta],
+            )
+            .await?;
+            erased += 1;
+        }
+    }
+    for row in changes {
+        let change = change_without(row.get(1), original);
+        let selection = selection_without(row.get(2), original);
+        if change.is_some() || selection.is_some() {
+            let id: &str = row.get(0);
+            tx.execute(
+                "UPDATE replays SET change = COALESCE($2, change),
+                     selection = COALESCE($3, selection) WHERE id = $1",
+                &[&id, &change, &selection],
+            )
+            .await?;
+            erased += 1;
+        }
+    }
+    Ok(erased)
 }
 
 /// Delete the blobs among `referenced` no node references any more. They

@@ -16,8 +16,9 @@ use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, Filter, Planned, REFERENCED,
-    Scrubbed, Swept, UNOWNED_RUNS, derived_title, embedded_digests, sweep,
+    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Planned,
+    REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
+    selection_without, settings_without, sweep,
 };
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
@@ -263,7 +264,87 @@ fn redact_in(
             )?
             .execute(params![seq, title])? as u64;
     }
+    scrubbed.copies = erase_copies(conn, seq, original)?;
     Ok(scrubbed)
+}
+
+/// Erase the copies of `original`'s texts kept outside the graph: in the
+/// settings of the conversations holding it (a recorded chat's layout) and
+/// in replays' changes (forget.rs decides what a copy is).
+fn erase_copies(conn: &Connection, seq: i64, original: &Message) -> Result<u64> {
+    let settings: Vec<(String, String)> = conn
+        .prepare_cached(
+            "WITH RECURSIVE below(seq) AS (
+                 SELECT ?1
+                 UNION ALL
+                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+             )
+             SELECT id, meta FROM conversations
+             WHERE meta LIKE '%\"recorded\"%'
+               AND head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)",
+        )?
+        .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let changes: Vec<(String, String, String)> = conn
+        .prepare_cached(
+            "SELECT id, change, selection FROM replays
+             WHERE change LIKE '%\"system\"%' OR change LIKE '%\"replace_sources\"%'
+                OR selection LIKE '%\"search\"%'",
+        )?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    // Why a comparator decided may quote either answer: the reasons of
+    // the replayed turns and reruns that compared a thread through the
+    // message go.
+    let mut erased = conn
+        .prepare_cached(
+            "WITH RECURSIVE below(seq) AS (
+                 SELECT ?1
+                 UNION ALL
+                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+             ),
+             ids(id) AS (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
+             UPDATE replay_turns SET detail = json_set(detail, '$.why', ?2)
+             WHERE json_valid(detail) AND json_type(detail, '$.why') = 'text'
+               AND json_extract(detail, '$.why') <> ?2
+               AND (turn_node IN ids OR request_node IN ids OR answer_head IN ids)",
+        )?
+        .execute(params![seq, ERASED_TEXT])? as u64;
+    erased += conn
+        .prepare_cached(
+            "WITH RECURSIVE below(seq) AS (
+                 SELECT ?1
+                 UNION ALL
+                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+             ),
+             ids(id) AS (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
+             UPDATE reruns SET detail = json_set(detail, '$.why',
+                 (SELECT json_group_array(?2) FROM json_each(reruns.detail, '$.why')))
+             WHERE json_valid(detail) AND json_type(detail, '$.why') = 'array'
+               AND EXISTS (SELECT 1 FROM json_each(reruns.detail, '$.why') WHERE value <> ?2)
+               AND (turn_node IN ids OR request_head IN ids OR answer_head IN ids)",
+        )?
+        .execute(params![seq, ERASED_TEXT])? as u64;
+    for (id, meta) in settings {
+        if let Some(meta) = settings_without(&meta, original) {
+            conn.prepare_cached("UPDATE conversations SET meta = ?2 WHERE id = ?1")?
+                .execute(params![id, meta])?;
+            erased += 1;
+        }
+    }
+    for (id, change, selection) in changes {
+        let change = change_without(&change, original);
+        let selection = selection_without(&selection, original);
+        if change.is_some() || selection.is_some() {
+            conn.prepare_cached(
+                "UPDATE replays SET change = COALESCE(?2, change),
+                     selection = COALESCE(?3, selection) WHERE id = ?1",
+            )?
+            .execute(params![id, change, selection])?;
+            erased += 1;
+        }
+    }
+    Ok(erased)
 }
 
 /// Delete the blobs among `digests` no node references any more.

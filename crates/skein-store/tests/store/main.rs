@@ -20,6 +20,7 @@ mod lanes;
 mod names;
 mod offers;
 mod open;
+mod places;
 mod processes;
 mod redact;
 mod replay_records;

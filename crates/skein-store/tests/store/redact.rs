@@ -116,10 +116,24 @@ fn a_secret_mid_thread_is_erased_everywhere_and_every_id_stays(backend: Backend)
             .is_empty()
     );
     assert_eq!(db.count("blobs"), 1);
+    let holding: Vec<(&str, &str)> = store
+        .places_holding(SECRET)
+        .unwrap()
+        .iter()
+        .map(|place| (place.table, place.column))
+        .collect();
+    for place in [
+        ("nodes", "body"),
+        ("blobs", "bytes"),
+        ("request_pieces", "bytes"),
+    ] {
+        assert!(holding.contains(&place), "{place:?} not in {holding:?}");
+    }
 
     let redacted = store
         .redact(secret_node, "alice", "pasted a secret")
         .unwrap();
+    assert_eq!(store.places_holding(SECRET).unwrap(), []);
     assert_eq!(redacted.parts, 2);
     assert_eq!(redacted.blobs, 1);
     assert_eq!(redacted.embeddings, 1);
