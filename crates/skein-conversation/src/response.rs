@@ -29,6 +29,9 @@ pub struct Response {
     output: Arc<RunOutput>,
     conversation: Conversation,
     warnings: Vec<DriftWarning>,
+    /// The model that answered (the turn's own, else the conversation's):
+    /// a fork of the response runs on it unless told otherwise.
+    model: Model,
 }
 
 impl std::fmt::Debug for Response {
@@ -46,12 +49,20 @@ impl Response {
         output: RunOutput,
         conversation: Conversation,
         warnings: Vec<DriftWarning>,
+        model: Model,
     ) -> Response {
         Response {
             output: Arc::new(output),
             conversation,
             warnings,
+            model,
         }
+    }
+
+    /// The model that answered: the turn's own (`.model(...)` on its
+    /// prompt), else the conversation's.
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     /// The reply's text parts, joined.
@@ -126,9 +137,13 @@ impl Response {
         Prompt::new(self.conversation.clone(), Some(self.point()), input.into())
     }
 
-    /// A new conversation branching at this response.
+    /// A new conversation branching at this response, running on the
+    /// model that gave it (as `llm`'s `fork` does: `model or self.model`)
+    /// unless [`Fork::model`] says otherwise. Always a conversation of its
+    /// own: even when its first answer is the one its origin ends with, the
+    /// origin's bookmark never moves.
     pub fn fork(&self) -> Fork {
-        Fork::new(self.conversation.clone(), self.point())
+        Fork::new(self.conversation.clone(), self.point()).model(&self.model)
     }
 
     /// Store the whole thread up to this response in `store` (sharing every
@@ -155,7 +170,11 @@ pub struct ChainResponse {
 }
 
 impl ChainResponse {
-    pub(crate) fn new(output: ChainOutput, conversation: Conversation) -> ChainResponse {
+    pub(crate) fn new(
+        output: ChainOutput,
+        conversation: Conversation,
+        model: &Model,
+    ) -> ChainResponse {
         let end = TurnStart::after(output.thread.clone(), output.last());
         // Drift warnings belong to the call that offered the tools; a chain
         // offers one tool set, so they surface on its first response.
@@ -168,6 +187,7 @@ impl ChainResponse {
                     call,
                     conversation.clone(),
                     warnings.take().unwrap_or_default(),
+                    model.clone(),
                 )
             })
             .collect();

@@ -39,7 +39,7 @@ use crate::landing;
 use crate::telemetry;
 use skein_core::{ConversationId, ConversationSettings, NodeId, Relation, RunRecord, Thread};
 use skein_engine::{Chain, ChainOutput, ChainStatus, Engine, EngineError, Request, RunOutput};
-use skein_store::{Committed, ConversationRecord, Store, StoreError};
+use skein_store::{Committed, Store, StoreError};
 use std::sync::Arc;
 
 /// What a surface adds to each run record before it is written (the
@@ -117,11 +117,6 @@ pub enum Landed {
         conversation: ConversationId,
         from: ConversationId,
     },
-    /// In the conversation a new branch would have branched from: the
-    /// turn's reply is that conversation's head already (a deterministic
-    /// model asked the same again), so no branch was made and only the run
-    /// joined it. Carries that conversation as stored.
-    Joined(Box<ConversationRecord>),
     /// Nowhere, the head having moved under a turn that asked to be told
     /// ([`OnMoved::Fail`]): its nodes and runs are stored; the head is now
     /// `current`.
@@ -139,7 +134,6 @@ impl Landed {
             | Landed::Branched {
                 conversation: id, ..
             } => Some(id),
-            Landed::Joined(record) => Some(&record.id),
             Landed::Unrecorded | Landed::Lost { .. } | Landed::Kept => None,
         }
     }
@@ -399,12 +393,6 @@ impl TurnRequest {
                 from,
                 on_moved,
             } => {
-                if let Some(origin) =
-                    joined_origin(store, conversation, *from, thread.as_ref()).await?
-                {
-                    commit::keep_in(store, &origin.id, runs).await?;
-                    return Ok(Landed::Joined(Box::new(origin)).into());
-                }
                 let written =
                     commit::commit(store, conversation, *from, thread, runs, *on_moved).await;
                 Ok(match written {
@@ -486,41 +474,6 @@ pub async fn keep_unrecorded(
         record.relations.push(Relation::Unrecorded(why.to_string()));
     }
     commit::keep(store, conversation, thread, runs).await
-}
-
-/// The conversation a new branch at `from` branches from, when the turn's
-/// reply (the head of `thread`) is its head already and the branch would
-/// differ from it in nothing else (no name of its own, the same settings):
-/// a regenerate or retry that a deterministic model answered the same.
-/// One read, made only for such a branch's first turn.
-async fn joined_origin(
-    store: &Store,
-    conversation: &Bookmark,
-    from: Option<NodeId>,
-    thread: Option<&Thread>,
-) -> Result<Option<ConversationRecord>, StoreError> {
-    let unnamed_branch = !conversation.stored && conversation.name.is_none();
-    let (Some(origin), Some(reply)) = (
-        conversation.origin.as_ref().filter(|_| unnamed_branch),
-        thread.and_then(Thread::head_id),
-    ) else {
-        return Ok(None);
-    };
-    let Some(source) = origin.conversation.as_ref().filter(|_| origin.node == from) else {
-        return Ok(None);
-    };
-    let source = match store.nonblocking().conversation(source).await {
-        Ok(source) => source,
-        Err(StoreError::ConversationNotFound(_)) => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    let untitled = |settings: &ConversationSettings| ConversationSettings {
-        title: None,
-        ..settings.clone()
-    };
-    let same = source.head == Some(reply)
-        && untitled(&source.settings) == untitled(&conversation.settings);
-    Ok(same.then_some(source))
 }
 
 /// Where a commit to `conversation` landed.

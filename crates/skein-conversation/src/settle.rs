@@ -89,14 +89,6 @@ impl Conversation {
             service::Landed::Branched { conversation, .. } => {
                 self.land_elsewhere(under_way, branch_of_this(conversation), from, to, records)
             }
-            service::Landed::Joined(record) => {
-                let identity = Identity {
-                    id: record.id,
-                    name: record.name,
-                    origin: record.origin,
-                };
-                self.land_elsewhere(under_way, identity, from, to, records)
-            }
             service::Landed::Lost { current } => Landed::Lost(current),
             service::Landed::Unrecorded | service::Landed::Kept => {
                 let mut state = self.state();
@@ -123,8 +115,7 @@ impl Conversation {
     }
 
     /// A turn from `from` to `to` that landed in another conversation
-    /// (`identity`: a branch at `from`, or the stored conversation a new
-    /// branch joined). When this handle still stands at `from` and no other
+    /// (`identity`: a branch at `from`). When this handle still stands at `from` and no other
     /// turn of it ran meanwhile, it follows its turn there (its head moved
     /// under it in the store: another writer's turn, which this handle never
     /// saw, so staying would branch again at every turn). Otherwise it stays

@@ -184,12 +184,12 @@ impl Conversation {
         let to = TurnStart::after(captured(&output).thread().clone(), &output);
         let records = vec![output.record(Some(&self.id()))];
         match self.settle(&under_way, &from, &to, records, done.landed, input.on_moved) {
-            Landed::Here => Ok(Response::new(output, self.clone(), warnings)),
-            Landed::Branched(branch) => Ok(Response::new(output, branch, warnings)),
+            Landed::Here => Ok(Response::new(output, self.clone(), warnings, model.clone())),
+            Landed::Branched(branch) => Ok(Response::new(output, branch, warnings, model.clone())),
             Landed::Lost(current) => Err(Error::HeadMoved {
                 conversation: self.id(),
                 current,
-                response: Box::new(Response::new(output, self.clone(), warnings)),
+                response: Box::new(Response::new(output, self.clone(), warnings, model.clone())),
             }),
         }
     }
@@ -248,12 +248,16 @@ impl Conversation {
         let to = TurnStart::after(output.thread.clone(), output.last());
         let records = self.records(&output.responses);
         match self.settle(&under_way, &from, &to, records, done.landed, input.on_moved) {
-            Landed::Here => Ok(ChainResponse::new(output, self.clone())),
-            Landed::Branched(branch) => Ok(ChainResponse::new(output, branch)),
+            Landed::Here => Ok(ChainResponse::new(output, self.clone(), &model)),
+            Landed::Branched(branch) => Ok(ChainResponse::new(output, branch, &model)),
             Landed::Lost(current) => Err(Error::HeadMoved {
                 conversation: self.id(),
                 current,
-                response: Box::new(ChainResponse::new(output, self.clone()).last().clone()),
+                response: Box::new(
+                    ChainResponse::new(output, self.clone(), &model)
+                        .last()
+                        .clone(),
+                ),
             }),
         }
     }

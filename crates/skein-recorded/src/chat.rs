@@ -541,7 +541,6 @@ impl RecordedChat {
                     .bookmark
                     .branched(conversation.clone(), self.history.head_id());
             }
-            Landed::Joined(record) => self.bookmark = Bookmark::of((**record).clone()),
             Landed::Unrecorded | Landed::Lost { .. } | Landed::Kept => {}
         }
     }

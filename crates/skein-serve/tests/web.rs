@@ -2049,8 +2049,8 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
     );
 
     // The echo answers the same request with the same text: the same node,
-    // which main already ends with. No branch is made: the run joins main,
-    // and `done` says so.
+    // which main already ends with. A branch all the same (sharing the
+    // node), and main does not move.
     let events = server
         .turn(
             &format!("/api/nodes/{}/regenerate", story.a2),
@@ -2059,17 +2059,16 @@ async fn edit_branches_from_the_parent_and_regenerate_makes_a_sibling() {
         .await;
     let done_again = &events.last().unwrap().data;
     assert_eq!(done_again["node"], story.a2.as_str());
-    assert_eq!(done_again["joined"], true, "{done_again}");
-    assert_eq!(done_again["branched"], false, "{done_again}");
-    assert_eq!(done_again["conversation"], story.main.as_str());
-    assert_eq!(counts(&server.store), (after.0, after.1, after.2 + 1));
+    assert_eq!(done_again["branched"], true, "{done_again}");
+    assert_ne!(done_again["conversation"], story.main.as_str());
+    assert_eq!(counts(&server.store), (after.0, after.1 + 1, after.2 + 1));
     let run = server
         .json(&format!(
             "/api/runs/{}",
             done_again["run"].as_str().unwrap()
         ))
         .await;
-    assert_eq!(run["conversation"], story.main.as_str(), "{run}");
+    assert_eq!(run["conversation"], done_again["conversation"], "{run}");
     // The regenerate that gave another answer is a branch of the
     // conversation whose reply it regenerated, a member of its family.
     let branch = done["conversation"].as_str().unwrap();

@@ -2436,8 +2436,8 @@ fn chat_reply_answers_on_the_model_of_the_nodes_conversation() {
 /// of the chat's conversation: a branch names it as its origin with no
 /// node, keeps its model, and is a member of its family (never listed as
 /// sharing messages by content). A retry the deterministic model answers
-/// the same makes no branch: the chat says so and stays in its
-/// conversation, where the run is recorded.
+/// the same is a branch all the same (it shares the reply's node, never
+/// the bookmark): the conversation it came from does not move.
 #[test]
 fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
     let skein = temp();
@@ -2449,33 +2449,32 @@ fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
     let (out, err) = (stdout(&output), stderr(&output));
     assert!(output.status.success(), "{err}");
     assert!(out.contains("scripted: first, reworded"), "{out}");
-    assert!(
-        err.contains("the model gave the same answer conversation"),
-        "{err}"
-    );
     assert!(err.contains("answered again from the start"), "{err}");
     let conversations = skein.json(&["conversations"]);
     let conversations = conversations.as_array().unwrap();
-    assert_eq!(conversations.len(), 2, "{conversations:?}");
+    assert_eq!(conversations.len(), 3, "{conversations:?}");
     let main = conversations
         .iter()
         .find(|c| c["name"] == "main")
         .unwrap_or_else(|| panic!("{conversations:?}"));
     let main_id = main["id"].as_str().unwrap();
     let runs = skein.json(&["logs", "--cid", main_id, "-n", "10"]);
-    assert_eq!(
-        runs.as_array().map(Vec::len),
-        Some(2),
-        "the retry's run: {runs}"
-    );
-    let edit = conversations
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+    let retry = conversations
         .iter()
         .find(|c| c["origin"]["conversation"] == main_id)
         .unwrap_or_else(|| panic!("no branch of main: {conversations:?}"));
+    assert_eq!(retry["head"], main["head"], "the same reply, the same node");
+    assert_eq!(retry["origin"]["node"], Value::Null, "{retry}");
+    assert_eq!(retry["meta"]["model"], model.as_str(), "{retry}");
+    let edit = conversations
+        .iter()
+        .find(|c| c["origin"]["conversation"] == retry["id"])
+        .unwrap_or_else(|| panic!("no branch of the retry: {conversations:?}"));
     assert_eq!(edit["origin"]["node"], Value::Null, "{edit}");
     assert_eq!(edit["meta"]["model"], model.as_str(), "{edit}");
     let tree = skein.json(&["tree", main_id]);
-    assert_eq!(tree["conversations"].as_array().unwrap().len(), 2, "{tree}");
+    assert_eq!(tree["conversations"].as_array().unwrap().len(), 3, "{tree}");
     assert!(tree["shares"].as_array().unwrap().is_empty(), "{tree}");
     let drawn = skein.ok(&["tree", main_id]);
     assert!(!drawn.contains("shares messages by content"), "{drawn}");
@@ -2539,11 +2538,7 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
         out.starts_with("echo: \"line one\nline two\" (history: 1 messages"),
         "{out}"
     );
-    // The echo answers the retry the same: no branch.
-    assert!(
-        err.contains("the model gave the same answer conversation "),
-        "{err}"
-    );
+    // The echo answers the retry the same: a branch all the same.
     assert!(err.contains("answered again from node "), "{err}");
     assert!(err.contains("as a sibling branch: conversation "), "{err}");
     assert!(
@@ -2570,8 +2565,7 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
     };
     // The edit is a sibling of the message it edits; the retry shares the
     // request itself (the echo model answers it the same way, so the reply
-    // node is shared too, and only a new run, in the chat's conversation,
-    // records the retry).
+    // node is shared too; the retry's branch and run are its own).
     assert_eq!(parent_of("second, reworded"), parent_of("second"));
     assert_eq!(users.iter().filter(|(t, _)| t == "second").count(), 1);
     let second_runs = skein
@@ -2585,8 +2579,8 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
     );
     let reworded = skein.json(&["log", "-q", "\"second reworded\"", "-n", "10"]);
     assert_eq!(reworded.as_array().unwrap().len(), 1, "{reworded}");
-    // zero, the multi-line one, the edit, the inner branch.
-    assert_eq!(skein.count("conversations"), 4);
+    // zero, the multi-line one, the retry, the edit, the inner branch.
+    assert_eq!(skein.count("conversations"), 5);
 
     let nothing = skein.run_with_stdin(&["chat"], b"!retry\n!edit new\n!tree\n");
     assert!(nothing.status.success());

@@ -113,6 +113,12 @@ pub(crate) trait Surface {
     /// The next turn of `setup`'s conversation, asking for a reply that
     /// matches the JSON Schema `schema` (which the model never does).
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell;
+    /// A turn answering the inner node `node` with the very message that
+    /// followed it, so a deterministic model gives the very reply the
+    /// conversation ends with: a branch all the same (a retry).
+    fn again_at(&self, place: &Place, setup: &Setup, node: &str, text: &str) -> Cell {
+        self.reply_at(place, setup, node, text)
+    }
     /// Why the row named `scenario` is left out for this surface, when it
     /// does not conform yet and its fix lies outside the surface's own
     /// code (each such gap is a `// Gap:` comment at its surface).
@@ -156,7 +162,7 @@ struct Scenario {
 pub(crate) const FAILED_CALL: &str = "a failed model call";
 
 /// The rows.
-const SCENARIOS: [Scenario; 13] = [
+const SCENARIOS: [Scenario; 14] = [
     Scenario {
         name: "a first turn",
         rule: "landing: a new conversation once its first turn succeeded",
@@ -217,6 +223,21 @@ const SCENARIOS: [Scenario; 13] = [
                 .branch(fork, main, main)
                 .ran(main, "u:one", main)
                 .ran(fork, "u:one / a:scripted: one / u:forked", fork)
+        },
+    },
+    Scenario {
+        name: "a branch whose first answer is its origin's head",
+        rule: "landing: a branch is a new conversation even when its answer is the node its origin ends with (the origin unchanged)",
+        run: same_answer_again,
+        expect: || {
+            let first = "u:one / a:scripted: one";
+            let main = "u:one / a:scripted: one / u:two / a:scripted: two";
+            Graph::new()
+                .conversation(main)
+                .branch(main, first, main)
+                .ran(main, "u:one", first)
+                .ran(main, "u:one / a:scripted: one / u:two", main)
+                .ran(main, "u:one / a:scripted: one / u:two", main)
         },
     },
     Scenario {
@@ -462,6 +483,25 @@ fn inner_reply(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
         surface.reply_at(place, &setup, &inner, &tag.on("three")),
         Verdict::Landed,
     )
+}
+
+fn same_answer_again(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let setup = place.setup(&[tag.on("one"), tag.on("two")], false);
+    let inner = setup.first.clone();
+    let ran = expect(
+        surface.again_at(place, &setup, &inner, &tag.on("two")),
+        Verdict::Landed,
+    );
+    if let Cell::Ran(()) = ran {
+        let origin = skein::store::ConversationId(setup.conversation.clone());
+        let stored = place.store.conversation(&origin).unwrap();
+        assert_eq!(
+            stored.head.map(|head| head.to_string()),
+            Some(setup.head.clone()),
+            "the origin's bookmark stays where it was"
+        );
+    }
+    ran
 }
 
 fn fork(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {

@@ -388,7 +388,6 @@ pub async fn fork(
         Ok(Done {
             conversation,
             branched: true,
-            joined: false,
             node: turn.node(),
             run: run.map(|run| run.to_string()),
             finish_reason,

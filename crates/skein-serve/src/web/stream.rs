@@ -51,10 +51,6 @@ pub(crate) struct Done {
     /// (as `start` said), or a branch because the conversation it went on
     /// with moved on while it ran (then `conversation` is that branch).
     pub branched: bool,
-    /// The turn was to make a branch, but the model gave the very reply
-    /// the conversation it branched from ends with: no branch was made,
-    /// the run joined that conversation (`conversation`).
-    pub joined: bool,
     pub node: NodeId,
     pub run: Option<String>,
     pub finish_reason: Option<String>,
@@ -86,10 +82,6 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
     let (sender, receiver) = mpsc::unbounded_channel();
     let _ = sender.send(event("start", &start));
     let prompt = prompt.on_moved(OnMoved::Branch);
-    let branched_from = prompt
-        .conversation()
-        .origin()
-        .and_then(|origin| origin.conversation.clone());
     let deltas = sender.clone();
     let prompt = prompt.on_text(move |text: &str| {
         let _ = deltas.send(event("delta", &json!({ "text": text })));
@@ -116,9 +108,7 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
                 event(
                     "done",
                     &Done {
-                        joined: branched_from.as_ref() == Some(&landed_in),
-                        branched: branched_from.as_ref() != Some(&landed_in)
-                            && (start.branched || landed_in != start.conversation),
+                        branched: start.branched || landed_in != start.conversation,
                         conversation: landed_in,
                         node: response.head(),
                         run: Some(response.run_id().to_string()),

@@ -1357,52 +1357,91 @@ async fn a_stale_handle_follows_its_turn_into_the_branch_it_lands_in() {
     assert!(store.verify().unwrap().is_ok());
 }
 
-/// A branch whose first turn gives the very reply the conversation it
-/// branches from ends with (a deterministic model asked the same again)
-/// makes no conversation: the response is that conversation, where the run
-/// is recorded, and the next turn continues it. A branch that differs (a
-/// name of its own, another reply) is made as before.
+/// A fork is always a conversation of its own (seed 000: "a new
+/// conversation with an independent future"; DESIGN invariant 3: a fork
+/// never changes its origin), even when its first answer is the very reply
+/// its origin ends with (a deterministic model asked the same again): the
+/// two share the nodes, never the bookmark, and the origin's next turn and
+/// the fork's each move only their own.
 #[tokio::test]
-async fn a_branch_answered_with_the_reply_its_origin_ends_with_joins_it() {
+async fn a_fork_answered_with_the_reply_its_origin_ends_with_is_a_new_conversation() {
     let (_dir, store) = store();
     let model = skein::Model::open("echo").unwrap();
     let conversation = model.conversation().store(&store).build();
     let first = conversation.prompt("hello").send().await.unwrap();
     let head = first.reply("again").send().await.unwrap();
 
-    // Asked the same again from the first reply: the same user message and
-    // the same reply, which the conversation ends with.
     let again = first.fork().prompt("again").send().await.unwrap();
-    assert_eq!(again.head(), head.head(), "the same reply");
-    assert_eq!(
-        again.conversation().id(),
-        conversation.id(),
-        "joined, not branched"
-    );
+    assert_eq!(again.head(), head.head(), "the same reply, the same node");
+    let fork = again.conversation().id();
+    assert_ne!(fork, conversation.id(), "a new conversation");
     assert!(again.conversation().is_stored());
-    assert_eq!(store.list_conversations(10).unwrap().len(), 1);
+    assert_eq!(store.list_conversations(10).unwrap().len(), 2);
+    let stored = store.conversation(&fork).unwrap();
+    assert_eq!(stored.head, Some(head.head()));
+    assert_eq!(stored.origin.unwrap().conversation, Some(conversation.id()));
     let run = store.run_record(again.run_id()).unwrap();
-    assert_eq!(run.conversation.as_ref(), Some(&conversation.id()));
-    let next = again.conversation().prompt("on").send().await.unwrap();
-    assert_eq!(next.conversation().id(), conversation.id());
-    assert_eq!(
-        store.conversation(&conversation.id()).unwrap().head,
-        Some(next.head())
-    );
+    assert_eq!(run.conversation.as_ref(), Some(&fork));
 
-    // Another reply, or a branch with a name of its own, is a branch.
-    let other = first.fork().prompt("something else").send().await.unwrap();
-    assert_ne!(other.conversation().id(), conversation.id());
-    let named = first
-        .fork()
-        .name("mine")
-        .prompt("again")
+    // Each goes on alone.
+    let on_fork = again
+        .conversation()
+        .prompt("on the fork")
         .send()
         .await
         .unwrap();
-    assert_eq!(named.head(), head.head());
-    assert_eq!(named.conversation().name().as_deref(), Some("mine"));
-    assert_eq!(store.list_conversations(10).unwrap().len(), 3);
+    assert_eq!(on_fork.conversation().id(), fork);
+    assert_eq!(
+        store.conversation(&conversation.id()).unwrap().head,
+        Some(head.head()),
+        "the origin did not move"
+    );
+    let on_origin = head.reply("on the origin").send().await.unwrap();
+    assert_eq!(on_origin.conversation().id(), conversation.id());
+    assert_eq!(
+        store.conversation(&fork).unwrap().head,
+        Some(on_fork.head()),
+        "the fork did not move"
+    );
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// A fork runs on the model that gave the response it forks from (seed
+/// 000: `model or self.model`), not the conversation's default: a turn sent
+/// to another model, forked, goes on there; `Fork::model` still chooses.
+#[tokio::test]
+async fn a_fork_runs_on_the_model_of_the_response_it_forks_from() {
+    let (dir, store) = store();
+    let script = dir.path().join("other.toml");
+    std::fs::write(&script, "[[rules]]\nreply = \"from the other model\"\n").unwrap();
+    let echo = skein::Model::open("echo").unwrap();
+    let other = skein::Model::open(&format!("scripted:{}", script.display())).unwrap();
+    let conversation = echo.conversation().store(&store).build();
+    let first = conversation.prompt("hello").send().await.unwrap();
+    let answered = first
+        .reply("ask the other")
+        .model(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.text(), "from the other model");
+    assert_eq!(answered.model().name(), other.name());
+
+    let forked = answered.fork().prompt("and then?").send().await.unwrap();
+    assert_eq!(
+        forked.text(),
+        "from the other model",
+        "the response's model"
+    );
+    assert_eq!(forked.conversation().model().name(), other.name());
+    let chosen = answered
+        .fork()
+        .model(&echo)
+        .prompt("and then?")
+        .send()
+        .await
+        .unwrap();
+    assert!(chosen.text().contains("and then?"), "{}", chosen.text());
     assert!(store.verify().unwrap().is_ok());
 }
 

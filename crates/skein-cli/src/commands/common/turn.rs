@@ -141,10 +141,6 @@ pub async fn run_turn(
     note: Option<String>,
 ) -> Result<Conversation> {
     let asked = prompt.conversation().id().clone();
-    let branched_from = prompt
-        .conversation()
-        .origin()
-        .and_then(|origin| origin.conversation.clone());
     let prompt = prompt.on_moved(OnMoved::Branch);
     let streaming = !ctx.json
         && settings.schema.is_none()
@@ -208,14 +204,8 @@ pub async fn run_turn(
         ui::note(usage_note(&usage));
     }
     let conversation = response.conversation();
-    let joined = branched_from.as_ref() == Some(&conversation.id());
-    let moved_on = (!joined && conversation.id() != asked).then_some(&asked);
-    if joined {
-        ui::note(format!(
-            "the model gave the same answer conversation {} already ends with: no branch was made (the run is recorded there)",
-            conversation.id().short()
-        ));
-    } else if let Some(note) = note {
+    let moved_on = (conversation.id() != asked).then_some(&asked);
+    if let Some(note) = note {
         ui::note(format!("{note} {}", conversation.id().short()));
     }
     if let Some(asked) = moved_on {
@@ -256,7 +246,6 @@ pub async fn run_turn(
             "chain_status": status,
             "recorded": conversation.store().is_some(),
             "branched_from": moved_on,
-            "joined": joined,
         }))?;
         return Ok(conversation.clone());
     }

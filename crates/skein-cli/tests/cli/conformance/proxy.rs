@@ -134,6 +134,13 @@ impl Surface for Proxy {
         self.send(place, Some(node), text, None)
     }
 
+    fn again_at(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
+        Cell::Lacks(
+            "a client re-sending a conversation's own history and getting the reply it ends with \
+             is that conversation: the proxy cannot tell a retry from a re-send",
+        )
+    }
+
     /// A request at the head under a name of its own is a new conversation
     /// there. Names are unique, so an unnamed fork is named after its
     /// (tagged) text.

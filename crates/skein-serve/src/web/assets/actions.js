@@ -188,12 +188,10 @@ async function streamInto(output, path, body, ctx, what) {
     return;
   }
   box.dataset.state = 'done';
-  status.textContent = done.joined
-    ? `The model gave the same answer conversation ${short(done.conversation)} already ends with: no branch was made (the run is recorded there).`
-    : `Done (${done.finish_reason || 'finished'}) · ${plural(deltas, 'chunk')} streamed · message ${short(done.node)}`;
+  status.textContent = `Done (${done.finish_reason || 'finished'}) · ${plural(deltas, 'chunk')} streamed · message ${short(done.node)}`;
   ctx.landed({
     what, conversation: done.conversation, node: done.node, run: done.run, deltas,
-    branched: !done.joined && Boolean(done.branched || (started && started.branched)), text: done.text,
+    branched: Boolean(done.branched || (started && started.branched)), text: done.text,
   });
 }
 
