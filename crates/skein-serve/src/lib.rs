@@ -27,7 +27,7 @@ pub mod proxy;
 pub mod web;
 
 pub use connections::ConnectionLimits;
-pub use proxy::{FromRecording, ModelTable, ProxyConfig};
+pub use proxy::{ClientKeys, FromRecording, ModelTable, ProxyConfig};
 pub use web::models::{ModelChoice, ModelNames, Models};
 
 use access::Access;
