@@ -5557,3 +5557,103 @@ async fn a_client_is_answered_only_from_its_own_recordings() {
     assert_eq!(other, never, "a miss says nothing of what Alice sent");
     assert!(!other.to_string().contains("secret"), "{other}");
 }
+
+// ------------------------------------------------- the conversation's own model
+
+/// Models whose default cannot be opened (a model file never downloaded),
+/// offering `echo`; `defaults` counts the attempts to open the default.
+#[derive(Default)]
+struct DefaultMissing {
+    defaults: std::sync::atomic::AtomicUsize,
+}
+
+impl skein_serve::Models for DefaultMissing {
+    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+        match name {
+            Some("echo") => Model::open("echo").map_err(|error| error.to_string()),
+            Some(other) => Err(format!("no model {other} here")),
+            None => {
+                self.defaults
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err("the default model is not downloaded".into())
+            }
+        }
+    }
+
+    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
+        vec![skein_serve::ModelChoice {
+            name: "echo".into(),
+            label: "echo".into(),
+        }]
+    }
+
+    fn default_name(&self) -> String {
+        "smollm2".into()
+    }
+}
+
+/// Going on with a stored conversation from the page (a reply at its head
+/// or elsewhere, an edit, of its first message too, a regenerate, a fork
+/// with a first turn) runs on the conversation's own model and never opens
+/// the server's default, which here cannot be opened (issue 46: each
+/// action opened it first, to look the stored model up from, and failed
+/// where it was not downloaded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn going_on_with_a_stored_conversation_never_opens_the_default_model() {
+    let models = Arc::new(DefaultMissing::default());
+    let server = {
+        let models = models.clone();
+        Server::start_configured(move |config| config.models = models).await
+    };
+    let story = story(&server.store).await;
+    let parent = |node: &str| {
+        let server = &server;
+        let node = node.to_string();
+        async move {
+            server.json(&format!("/api/nodes/{node}")).await["parent"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let q2 = parent(&story.a2).await;
+    let q1 = parent(&story.a1).await;
+    for (path, body) in [
+        (
+            format!("/api/nodes/{}/reply", story.a2),
+            serde_json::json!({"text": "Go on."}),
+        ),
+        (
+            format!("/api/nodes/{}/reply", story.a1),
+            serde_json::json!({"text": "Name a sea."}),
+        ),
+        (
+            format!("/api/nodes/{q2}/edit"),
+            serde_json::json!({"text": "Name a sea."}),
+        ),
+        (
+            format!("/api/nodes/{q1}/edit"),
+            serde_json::json!({"text": "Name a mountain."}),
+        ),
+        (
+            format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({}),
+        ),
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({"text": "Name a bay."}),
+        ),
+    ] {
+        let events = server.turn(&path, body).await;
+        let (_, done) = start_and_done(&events);
+        let run = server
+            .json(&format!("/api/runs/{}", done["run"].as_str().unwrap()))
+            .await;
+        assert_eq!(run["model"], "echo", "{path}");
+    }
+    assert_eq!(
+        models.defaults.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the default model was never opened"
+    );
+}

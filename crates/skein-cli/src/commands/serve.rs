@@ -422,6 +422,12 @@ impl Models for CliModels {
         self.default.clone()
     }
 
+    /// As every command goes on with a stored conversation:
+    /// [`stored_home`](super::common::model::stored_home).
+    fn home_of(&self, stored: &skein::store::ConversationRecord) -> Result<Model, String> {
+        super::common::model::stored_home(stored).map_err(|error| format!("{error:#}"))
+    }
+
     fn start_tools(&self, names: Vec<String>) -> BoxFuture<'static, Result<(), String>> {
         Box::pin(async move {
             super::common::tools::start_for(&names)

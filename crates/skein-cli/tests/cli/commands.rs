@@ -194,6 +194,51 @@ fn a_turn_that_does_not_use_the_default_model_never_opens_it() {
     assert_eq!(log[0]["run"]["provider"], "echo", "{log}");
 }
 
+/// The web view goes on with a stored conversation as `skein reply` does:
+/// on the conversation's own model, never opening the default first
+/// (issue 46: every page action opened it, and failed where it was not
+/// downloaded). The default here is smollm2 at a missing file; a reply at
+/// the head of a conversation recorded on `echo`, and a fork with a first
+/// turn, run on `echo`.
+#[test]
+fn the_web_view_goes_on_with_a_stored_conversation_without_the_default_model() {
+    let skein = temp();
+    let missing = skein.dir().join("no-such-model.gguf");
+    let missing = missing.to_str().unwrap();
+    let first = skein.json(&["prompt", "-m", "echo", "one"]);
+    let node = first["node"].as_str().unwrap();
+    let server = crate::serve::Server::start_with_env(
+        &skein.db(),
+        &[],
+        &[("SKEIN_MODEL", "smollm2"), ("SKEIN_MODEL_PATH", missing)],
+    );
+    let (status, session) = crate::proxy::get(&server.address, "/api/session");
+    assert_eq!(status, 200, "{session}");
+    let session: Value = serde_json::from_str(&session).unwrap();
+    let csrf = session["csrf"].as_str().unwrap();
+    for (path, text) in [
+        (format!("/api/nodes/{node}/reply"), "two"),
+        (format!("/api/nodes/{node}/fork"), "a fork"),
+    ] {
+        let (status, events) = crate::proxy::post_with(
+            &server.address,
+            &path,
+            &serde_json::json!({ "text": text }).to_string(),
+            &[("x-skein-csrf", csrf)],
+        );
+        assert_eq!(status, 200, "{path}: {events}");
+        assert!(events.contains("event: done"), "{path}: {events}");
+        assert!(
+            events.contains(&format!("echo: \\\"{text}\\\"")),
+            "{path}: {events}"
+        );
+    }
+    drop(server);
+    let log = skein.json(&["log", "-n", "2"]);
+    assert_eq!(log[0]["run"]["provider"], "echo", "{log}");
+    assert_eq!(log[1]["run"]["provider"], "echo", "{log}");
+}
+
 #[test]
 fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
     let skein = temp();
