@@ -5159,12 +5159,15 @@ async fn actions_take_only_the_models_the_session_offers() {
 
 const ALICE: &str = "sk-alice-0123456789abcdef";
 const BOB: &str = "sk-bob-fedcba9876543210";
+/// The operator's token of a keyed proxy.
+const OPERATOR: &str = "operator-token-0123456789";
 
 impl Server {
     /// The proxy on the echo model, with the client keys of `alice` and
-    /// `bob`.
+    /// `bob`, and the operator's token.
     async fn keyed() -> Server {
         Server::start_configured(|config| {
+            config.token = Some(OPERATOR.into());
             let keys = format!("alice {ALICE}\nbob {BOB}\n");
             config.proxy = Some(ProxyConfig {
                 clients: Some(Arc::new(skein_serve::ClientKeys::parse(&keys).unwrap())),
@@ -5246,7 +5249,7 @@ async fn with_client_keys_a_request_without_a_known_key_is_refused() {
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} {key:?}: {answer}");
             assert!(!answer.to_string().contains("mallory"), "{answer}");
         }
-        // A bearer is a key too when the server has no token.
+        // A bearer is a key too (the proxy's routes take no token).
         let bearer = format!("Bearer {WRONG}");
         let (status, _, _) = server
             .as_client(None, path, body, &[("authorization", &bearer)])
@@ -5280,6 +5283,76 @@ async fn with_client_keys_a_request_without_a_known_key_is_refused() {
         server.store.list_conversations(10).unwrap().is_empty(),
         "nothing refused was recorded"
     );
+}
+
+/// Client keys need the operator's token, which the web view (showing and
+/// acting on every conversation) then asks for: a client's key opens the
+/// proxy's routes and nothing else, and the token is not a client key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_keys_open_the_proxy_only_and_need_the_operators_token() {
+    let keyed = |token: Option<&str>, keys: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ServeConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            token: token.map(str::to_string),
+            store: Store::open(dir.path().join("skein.db")).unwrap(),
+            proxy: Some(ProxyConfig {
+                clients: Some(Arc::new(skein_serve::ClientKeys::parse(keys).unwrap())),
+                ..ProxyConfig::new(Model::open("echo").unwrap())
+            }),
+            body_limit: DEFAULT_BODY_LIMIT,
+            limits: ConnectionLimits::default(),
+            read_only: false,
+            models: Arc::new(ModelNames::new("echo", Vec::new())),
+            prices: Arc::new(echo_prices()),
+        };
+        skein_serve::router(&config).map(|_| ())
+    };
+    let keys = format!("alice {ALICE}\n");
+    let error = keyed(None, &keys).unwrap_err();
+    assert!(
+        error.to_string().contains("give the server a token"),
+        "{error}"
+    );
+    let error = keyed(Some(ALICE), &keys).unwrap_err();
+    assert!(error.to_string().contains("also a client key"), "{error}");
+    assert!(!error.to_string().contains(ALICE), "{error}");
+    keyed(Some(OPERATOR), &keys).unwrap();
+
+    let server = Server::keyed().await;
+    let with = |bearer: &str, path: &str| {
+        server
+            .client
+            .get(format!("{}{path}", server.base))
+            .header("authorization", format!("Bearer {bearer}"))
+            .send()
+    };
+    for path in ["/api/conversations", "/api/session", "/"] {
+        let refused = with(ALICE, path).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(with(OPERATOR, path).await.unwrap().status(), StatusCode::OK);
+    }
+    assert_eq!(
+        with(ALICE, "/v1/models").await.unwrap().status(),
+        StatusCode::OK
+    );
+    let refused = with(OPERATOR, "/v1/models").await.unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::UNAUTHORIZED,
+        "the token is no client key"
+    );
+    // An OpenAI client's key is its bearer.
+    let bearer = format!("Bearer {ALICE}");
+    let (status, _, reply) = server
+        .as_client(
+            None,
+            "/v1/chat/completions",
+            &chat_of(&[("user", "hi")]),
+            &[("authorization", &bearer)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
 }
 
 /// With client keys each key is a client: its runs are its own, its names
@@ -5516,6 +5589,7 @@ async fn a_client_is_answered_only_from_its_own_recordings() {
     let store = recorder.store.clone();
     let mut server = Server::start_configured(move |config| {
         config.store = store;
+        config.token = Some(OPERATOR.into());
         let keys = format!("alice {ALICE}\nbob {BOB}\n");
         config.proxy = Some(ProxyConfig {
             from_recording: Some(skein_serve::FromRecording::Only),

@@ -61,8 +61,9 @@ pub struct ServeArgs {
     pub pass_client_key: bool,
     /// With --proxy: the clients, one a line (`NAME KEY`) in a file only its owner may read
     /// (default: `[proxy] client_keys` in config.toml). Each request must carry its client's key
-    /// (`x-api-key`, or `Authorization: Bearer` without --token), is recorded as that client's,
-    /// and reaches only the conversations its client's requests made
+    /// (`x-api-key`, or `Authorization: Bearer`), is recorded as that client's, and reaches only
+    /// the conversations its client's requests made. Needs --token, the operator's (the web
+    /// view), which clients are not given
     #[arg(long, value_name = "FILE", requires = "proxy")]
     pub client_keys: Option<std::path::PathBuf>,
     /// With --proxy: answer each request the database recorded (the same messages, tools,

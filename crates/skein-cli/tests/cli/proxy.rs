@@ -56,11 +56,20 @@ pub(crate) fn post_with(
 
 /// A minimal HTTP/1.1 GET: the status and the body.
 pub(crate) fn get(address: &str, path: &str) -> (u16, String) {
+    get_with(address, path, &[])
+}
+
+/// [`get`] with headers of the caller's.
+pub(crate) fn get_with(address: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -1087,6 +1096,7 @@ fn client_keys_keep_the_proxys_clients_apart() {
     const ALICE: &str = "sk-alice-SECRET-0123456789";
     const BOB: &str = "sk-bob-SECRET-9876543210";
     const MALLORY: &str = "sk-mallory-SECRET-55555555";
+    const OPERATOR: &str = "operator-SECRET-token-0123";
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("skein.db");
     let keys = dir.path().join("clients");
@@ -1125,6 +1135,24 @@ fn client_keys_keep_the_proxys_clients_apart() {
     ]);
     assert!(!together.status.success());
     assert!(String::from_utf8_lossy(&together.stderr).contains("--pass-client-key"));
+    // Without the operator's token, clients could use the web view.
+    let untokened = Cli::new(crate::BIN, &db)
+        .command(&[
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--proxy",
+            "-m",
+            "echo",
+            "--client-keys",
+            &keys_arg,
+        ])
+        .env_remove("SKEIN_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!untokened.status.success());
+    let said = String::from_utf8_lossy(&untokened.stderr);
+    assert!(said.contains("give the server a token"), "{said}");
 
     let mut printed = String::new();
     let mut answers = Vec::new();
@@ -1149,7 +1177,7 @@ fn client_keys_keep_the_proxys_clients_apart() {
         format!("[proxy]\nclient_keys = {keys_arg:?}\n"),
     )
     .unwrap();
-    let server = Server::start(&db, &["--proxy", "-m", "echo"]);
+    let server = Server::start(&db, &["--proxy", "-m", "echo", "--token", OPERATOR]);
     let body = json!({"messages": [{"role": "user", "content": "hi"}]}).to_string();
     let (status, _) = post(&server.address, "/v1/chat/completions", &body, None);
     assert_eq!(status, 401);
@@ -1182,7 +1210,15 @@ fn client_keys_keep_the_proxys_clients_apart() {
     fn kept_apart(db: &str, keys: &str, printed: &mut String, answers: &mut Vec<String>) {
         let server = Server::start(
             Path::new(db),
-            &["--proxy", "-m", "echo", "--client-keys", keys],
+            &[
+                "--proxy",
+                "-m",
+                "echo",
+                "--client-keys",
+                keys,
+                "--token",
+                OPERATOR,
+            ],
         );
         let mut ask = |path: &str, body: &Value, headers: &[(&str, &str)]| {
             let (status, text) = post_with(&server.address, path, &body.to_string(), headers);
@@ -1206,6 +1242,21 @@ fn client_keys_keep_the_proxys_clients_apart() {
             let (status, answer) = ask("/v1/chat/completions", &chat(&[("user", "hi")]), headers);
             assert_eq!(status, 401, "{answer}");
         }
+        // A client's key opens the proxy, not the web view (the operator's).
+        let bearer_alice = format!("Bearer {ALICE}");
+        let bearer_operator = format!("Bearer {OPERATOR}");
+        let (status, _) = get_with(
+            &server.address,
+            "/api/conversations",
+            &[("Authorization", &bearer_alice)],
+        );
+        assert_eq!(status, 401, "a client key opened the web view");
+        let (status, _) = get_with(
+            &server.address,
+            "/api/conversations",
+            &[("Authorization", &bearer_operator)],
+        );
+        assert_eq!(status, 200);
         // Alice's session, continued with her key as an OpenAI client sends it.
         let alice = [("x-api-key", ALICE), ("x-skein-session", "nightly")];
         let (status, answer) = ask("/v1/chat/completions", &chat(&[("user", "hi")]), &alice);
@@ -1214,7 +1265,6 @@ fn client_keys_keep_the_proxys_clients_apart() {
             .as_str()
             .unwrap()
             .to_string();
-        let bearer_alice = format!("Bearer {ALICE}");
         let history = [
             ("user", "hi"),
             ("assistant", reply.as_str()),

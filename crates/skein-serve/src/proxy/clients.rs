@@ -5,9 +5,12 @@ conversation the proxy recorded (by its history, a response id, a message
 thread or a session name). With them, each key is a client, named by the
 keys file:
 
+- the server needs a token, the operator's, which clients are not given:
+  the web view shows and acts on every conversation; a client's key opens
+  the proxy's routes and nothing else (`crate::access`);
 - a request must carry a known key (`x-api-key`, or `Authorization:
-  Bearer` when the server has no token of its own), else it is a 401, on
-  every proxy route;
+  Bearer`; the proxy's routes do not take the token), else it is a 401,
+  on every proxy route;
 - its runs are recorded with the key's client name (the `x-skein-client`
   header and the request's `user` fields no longer say who asks);
 - the conversations it starts are that client's (their settings name it),

@@ -205,7 +205,7 @@ async fn list_models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> 
     let Some(proxy) = &state.proxy else {
         return chat::Chat::error(&not_proxying());
     };
-    if let Err(error) = client_of_key(proxy, &headers, state.token_required) {
+    if let Err(error) = client_of_key(proxy, &headers) {
         return chat::Chat::error(&error);
     }
     // One listing both clients read: OpenAI's fields and Anthropic's.
@@ -271,7 +271,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     let Some(proxy) = &state.proxy else {
         return Err(not_proxying());
     };
-    let keyed = client_of_key(proxy, headers, state.token_required)?;
+    let keyed = client_of_key(proxy, headers)?;
     let body = String::from_utf8(Vec::from(body))
         .map_err(|_| ProxyError::invalid("the body is not UTF-8"))?;
     let request: R = serde_json::from_str(&body).map_err(|problem| {
@@ -414,25 +414,20 @@ fn header_text(headers: &HeaderMap, header: &str) -> Result<Option<String>, Prox
 
 /// The keyed client a request comes from ([`ProxyConfig::clients`]):
 /// `None` without client keys; a 401 for a request without a key or with
-/// one no client has (the key is never shown).
-fn client_of_key(
-    proxy: &ProxyConfig,
-    headers: &HeaderMap,
-    token_required: bool,
-) -> Result<Option<String>, ProxyError> {
+/// one no client has (the key is never shown). The proxy's routes do not
+/// take the server's token when it has client keys (see
+/// [`crate::access`]), so a bearer is a client key too.
+fn client_of_key(proxy: &ProxyConfig, headers: &HeaderMap) -> Result<Option<String>, ProxyError> {
     let Some(clients) = &proxy.clients else {
         return Ok(None);
     };
     let refused =
         |why: &str| ProxyError::new(StatusCode::UNAUTHORIZED, ErrorKind::Authentication, why);
-    let Some(key) = client_key(headers, token_required) else {
-        return Err(refused(if token_required {
+    let Some(key) = client_key(headers, false) else {
+        return Err(refused(
             "this proxy serves the clients its keys name: send your client key as \
-             `x-api-key: KEY` (the `Authorization` header carries the server's token)"
-        } else {
-            "this proxy serves the clients its keys name: send your client key as \
-             `x-api-key: KEY` or `Authorization: Bearer KEY`"
-        }));
+             `x-api-key: KEY` or `Authorization: Bearer KEY`",
+        ));
     };
     match clients.client(key.expose()) {
         Some(client) => Ok(Some(client.to_string())),
