@@ -37,6 +37,12 @@ conversation. One found in several links nothing, but is not dropped
 silently either: the request starts a conversation of its own whose runs
 name each candidate as a relation of kind [`PROBABLY_CONTINUES`], and the
 turn service reports them ([`TurnDone::probably_continues`](crate::service::TurnDone)).
+
+A finding of a keyed client of the proxy ([`Finding::client`]) sees only
+the conversations that client made: every other is as if it were not
+there, so its history, replies, calls and session names never lead the
+request into one (its stored messages are shared all the same, as
+content always is).
 */
 
 use crate::commit::{self, Bookmark, OnMoved};
@@ -83,8 +89,9 @@ enum Destination {
         source: Option<ConversationRecord>,
     },
     /// A new session: a conversation of its own, branching from nothing,
-    /// though its messages may be stored already.
-    Fresh,
+    /// though its messages may be stored already; under the session's name
+    /// unless a conversation the client cannot reach holds it (`named`).
+    Fresh { named: bool },
     /// A new conversation at `start`, linked to `source`, where the call
     /// the request carries was made (at `call`): a handoff.
     HandedOff {
@@ -147,9 +154,12 @@ async fn found_once(
     let node = thread.head_id().expect("an exchange ends with its reply");
     let request = thread.parent();
     let name = finding.name.as_deref();
+    let client = finding.client.as_deref();
     let placed = match &finding.session {
-        Some(session) => session_place(store.nonblocking(), session, node, &request).await?,
-        None => place(store, node, &request, name).await?,
+        Some(session) => {
+            session_place(store.nonblocking(), session, node, &request, client).await?
+        }
+        None => place(store, node, &request, name, client).await?,
     };
     // A branch or new conversation takes the request's name only while no
     // other conversation holds it (names are unique): a named client's
@@ -167,8 +177,12 @@ async fn found_once(
     };
     let mut probably_continues = Vec::new();
     let (bookmark, start) = match placed {
-        Destination::Fresh => (
-            Bookmark::unstored(finding.session.clone(), None, finding.settings.clone()),
+        Destination::Fresh { named } => (
+            Bookmark::unstored(
+                finding.session.clone().filter(|_| named),
+                None,
+                finding.settings.clone(),
+            ),
             None,
         ),
         Destination::Join(conversation) => {
@@ -247,14 +261,36 @@ fn unlinked(name: Option<String>, start: Option<NodeId>, finding: &Finding) -> B
 async fn caller_owner(
     store: AsyncStore<'_>,
     caller: NodeId,
+    client: Option<&str>,
 ) -> Result<Option<ConversationRecord>, StoreError> {
-    if let Some(owner) = owner_of(store, caller, None).await? {
+    if let Some(owner) = owner_of(store, caller, None, client).await? {
         return Ok(Some(owner));
     }
-    match store.conversations_containing(caller, 1).await?.first() {
-        Some(found) => store.conversation(&found.id).await.map(Some),
-        None => Ok(None),
+    let Some(client) = client else {
+        return match store.conversations_containing(caller, 1).await?.first() {
+            Some(found) => store.conversation(&found.id).await.map(Some),
+            None => Ok(None),
+        };
+    };
+    for found in store
+        .conversations_containing(caller, CALLERS_SEARCHED)
+        .await?
+    {
+        let conversation = store.conversation(&found.id).await?;
+        if reachable(Some(client), &conversation) {
+            return Ok(Some(conversation));
+        }
     }
+    Ok(None)
+}
+
+/// Whether a request of `client` (a keyed client of the proxy; `None`:
+/// any request) may reach `conversation`: only one its own requests made
+/// (see [`Finding::client`]).
+fn reachable(client: Option<&str>, conversation: &ConversationRecord) -> bool {
+    client.is_none_or(|client| {
+        !conversation.imported && conversation.settings.client.as_deref() == Some(client)
+    })
 }
 
 /// Whether a call id can tell one call from others: providers mint random
@@ -297,16 +333,23 @@ pub(crate) async fn failed_in(
     finding: &Finding,
 ) -> Result<Option<Bookmark>, StoreError> {
     let api = store.nonblocking();
+    let client = finding.client.as_deref();
     if let Some(session) = &finding.session {
         return Ok(match api.conversation_named(session).await? {
-            Some(id) => Some(Bookmark::of(api.conversation(&id).await?)),
+            Some(id) => Some(api.conversation(&id).await?)
+                .filter(|conversation| reachable(client, conversation))
+                .map(Bookmark::of),
             None => None,
         });
     }
     let Some(start) = stored_part(api, input).await?.head_id() else {
         return Ok(None);
     };
-    let mut at = api.conversations_at(start).await?.into_iter();
+    let mut at = api
+        .conversations_at(start)
+        .await?
+        .into_iter()
+        .filter(|conversation| reachable(client, conversation));
     let owner = match finding.name.as_deref() {
         None => at.next(),
         Some(name) => at.find(|conversation| conversation.name.as_deref() == Some(name)),
@@ -322,19 +365,26 @@ pub async fn owner_of_node(
     store: &Store,
     node: NodeId,
 ) -> skein_store::Result<Option<ConversationId>> {
-    Ok(owner_of(store.nonblocking(), node, None)
+    Ok(owner_of(store.nonblocking(), node, None, None)
         .await?
         .map(|conversation| conversation.id))
 }
 
 /// [`owner_of_node`], given the runs that produced `node` when the caller
-/// has them (read here only when no conversation heads it).
+/// has them (read here only when no conversation heads it), among the
+/// conversations `client` may reach ([`reachable`]).
 pub(crate) async fn owner_of(
     api: AsyncStore<'_>,
     node: NodeId,
     runs: Option<&[RunRecord]>,
+    client: Option<&str>,
 ) -> skein_store::Result<Option<ConversationRecord>> {
-    if let Some(owner) = api.conversations_at(node).await?.into_iter().next() {
+    if let Some(owner) = api
+        .conversations_at(node)
+        .await?
+        .into_iter()
+        .find(|conversation| reachable(client, conversation))
+    {
         return Ok(Some(owner));
     }
     let read;
@@ -351,8 +401,8 @@ pub(crate) async fn owner_of(
         .filter_map(|run| run.conversation.as_ref())
     {
         match api.conversation(id).await {
-            Ok(found) => return Ok(Some(found)),
-            Err(StoreError::ConversationNotFound(_)) => {}
+            Ok(found) if reachable(client, &found) => return Ok(Some(found)),
+            Ok(_) | Err(StoreError::ConversationNotFound(_)) => {}
             Err(error) => return Err(error),
         }
     }
@@ -373,30 +423,37 @@ async fn place(
     node: NodeId,
     request: &Thread,
     name: Option<&str>,
+    client: Option<&str>,
 ) -> Result<Destination, StoreError> {
     let store = store.nonblocking();
     let stored = store.contains(node).await?;
-    let place = place_as_read(store, node, stored, request, name).await?;
+    let place = place_as_read(store, node, stored, request, name, client).await?;
     if stored || !store.contains(node).await? {
         return Ok(place);
     }
-    place_as_read(store, node, true, request, name).await
+    place_as_read(store, node, true, request, name, client).await
 }
 
 /// Where the reply `node` to `request` of a named session lands: in the
 /// session's conversation (extending its head, or joining it when the
 /// reply is its head already), a branch of it where the request's history
 /// left its head, or, for a session not seen before, a fresh conversation.
+/// A session whose conversation `client` cannot reach is one not seen
+/// before, but its conversation cannot take the name.
 async fn session_place(
     store: AsyncStore<'_>,
     session: &str,
     node: NodeId,
     request: &Thread,
+    client: Option<&str>,
 ) -> Result<Destination, StoreError> {
     let Some(id) = store.conversation_named(session).await? else {
-        return Ok(Destination::Fresh);
+        return Ok(Destination::Fresh { named: true });
     };
     let conversation = store.conversation(&id).await?;
+    if !reachable(client, &conversation) {
+        return Ok(Destination::Fresh { named: false });
+    }
     if conversation.head == Some(node) {
         return Ok(Destination::Join(id));
     }
@@ -439,15 +496,15 @@ async fn place_as_read(
     node_stored: bool,
     request: &Thread,
     name: Option<&str>,
+    client: Option<&str>,
 ) -> Result<Destination, StoreError> {
     if node_stored {
-        if let Some(place) = headed_at(store, node, name).await? {
+        if let Some(place) = headed_at(store, node, name, client).await? {
             return Ok(place);
         }
-        if let Some(id) = producing(store, node, None).await? {
-            let conversation = store.conversation(&id).await?;
+        if let Some(conversation) = producing(store, node, None, client).await? {
             if name.is_none_or(|name| conversation.name.as_deref() == Some(name)) {
-                return Ok(Destination::Join(id));
+                return Ok(Destination::Join(conversation.id));
             }
             return Ok(Destination::New {
                 start: Some(node),
@@ -458,7 +515,7 @@ async fn place_as_read(
     let stored = stored_part(store, request).await?;
     let start = stored.head_id();
     if let Some(start) = start
-        && let Some(place) = headed_at(store, start, name).await?
+        && let Some(place) = headed_at(store, start, name, client).await?
     {
         return Ok(place);
     }
@@ -473,10 +530,10 @@ async fn place_as_read(
             .into_iter()
             .take(SIBLINGS_SEARCHED)
         {
-            if let Some(id) = producing(store, child, Some(start)).await? {
+            if let Some(source) = producing(store, child, Some(start), client).await? {
                 return Ok(Destination::New {
                     start: Some(start),
-                    source: Some(store.conversation(&id).await?),
+                    source: Some(source),
                 });
             }
         }
@@ -487,12 +544,12 @@ async fn place_as_read(
         if steps == ANCESTORS_SEARCHED {
             break;
         }
-        let source = owner_of(store, ancestor.id(), None).await?;
+        let source = owner_of(store, ancestor.id(), None, client).await?;
         if source.is_some() {
             return Ok(Destination::New { start, source });
         }
     }
-    Ok(match handed_off(store, request).await? {
+    Ok(match handed_off(store, request, client).await? {
         Calls::MadeIn(source, call) => Destination::HandedOff {
             start,
             source: *source,
@@ -521,7 +578,11 @@ enum Calls {
 /// its last messages, newest first) was made, outside `request`, and the
 /// message that made it; when no call leads to exactly one conversation,
 /// the conversations those that lead to several were made in.
-async fn handed_off(store: AsyncStore<'_>, request: &Thread) -> Result<Calls, StoreError> {
+async fn handed_off(
+    store: AsyncStore<'_>,
+    request: &Thread,
+    client: Option<&str>,
+) -> Result<Calls, StoreError> {
     let own: std::collections::HashSet<NodeId> =
         request.ancestors().map(|node| node.id()).collect();
     let mut candidates: Vec<ConversationId> = Vec::new();
@@ -537,7 +598,7 @@ async fn handed_off(store: AsyncStore<'_>, request: &Thread) -> Result<Calls, St
                 if own.contains(&caller) {
                     continue;
                 }
-                let Some(owner) = caller_owner(store, caller).await? else {
+                let Some(owner) = caller_owner(store, caller, client).await? else {
                     continue;
                 };
                 if found.iter().all(|(known, _)| known.id != owner.id) {
@@ -561,15 +622,17 @@ async fn handed_off(store: AsyncStore<'_>, request: &Thread) -> Result<Calls, St
     })
 }
 
-/// Where a turn at `node` lands when conversations head there: on the one
-/// named `name` (without a name, the first), else in a new conversation
-/// sourced from the first.
+/// Where a turn at `node` lands when conversations `client` may reach head
+/// there: on the one named `name` (without a name, the first), else in a
+/// new conversation sourced from the first.
 async fn headed_at(
     store: AsyncStore<'_>,
     node: NodeId,
     name: Option<&str>,
+    client: Option<&str>,
 ) -> Result<Option<Destination>, StoreError> {
-    let conversations = store.conversations_at(node).await?;
+    let mut conversations = store.conversations_at(node).await?;
+    conversations.retain(|conversation| reachable(client, conversation));
     let named = match name {
         None => Some(0),
         Some(name) => conversations
@@ -590,19 +653,28 @@ async fn headed_at(
 }
 
 /// The conversation of the newest run that produced `node` (from `input`,
-/// when given).
+/// when given), among those `client` may reach.
 async fn producing(
     store: AsyncStore<'_>,
     node: NodeId,
     input: Option<NodeId>,
-) -> Result<Option<ConversationId>, StoreError> {
-    Ok(store
-        .runs_producing(node)
-        .await?
+    client: Option<&str>,
+) -> Result<Option<ConversationRecord>, StoreError> {
+    let runs = store.runs_producing(node).await?;
+    let conversations = runs
         .into_iter()
         .rev()
         .filter(|run| input.is_none() || run.input_head == input)
-        .find_map(|run| run.conversation))
+        .filter_map(|run| run.conversation);
+    for id in conversations {
+        match store.conversation(&id).await {
+            Ok(conversation) if reachable(client, &conversation) => return Ok(Some(conversation)),
+            Ok(_) => {}
+            Err(StoreError::ConversationNotFound(_)) if client.is_some() => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

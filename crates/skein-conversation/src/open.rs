@@ -160,7 +160,7 @@ impl<'a> BranchAt<'a> {
             }
             None => (
                 api.load_thread(node).await?,
-                owner_of(api, node, Some(&runs)).await?,
+                owner_of(api, node, Some(&runs), None).await?,
             ),
         };
         let at = TurnStart::stored(thread, runs.into_iter().last());

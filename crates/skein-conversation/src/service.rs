@@ -99,6 +99,12 @@ pub struct Finding {
     pub session: Option<String>,
     /// The settings of a conversation it starts that branches from none.
     pub settings: ConversationSettings,
+    /// A keyed client of the recording proxy: the request reaches only
+    /// the conversations whose settings name this client (its own
+    /// requests made them); every other conversation is as if it were not
+    /// there, so the request never continues, joins, branches or links
+    /// to one. `None`: every conversation is reachable.
+    pub client: Option<String>,
 }
 
 /// Where a turn landed.

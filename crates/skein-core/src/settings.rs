@@ -37,6 +37,11 @@ pub struct ConversationSettings {
     /// The conversation was recorded by the proxy.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub proxy: bool,
+    /// The recording proxy's keyed client whose request made the
+    /// conversation (a name from the proxy's client keys): only that
+    /// client's requests may continue, branch or join it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     /// Where an imported conversation came from (`llm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_from: Option<String>,

@@ -30,6 +30,13 @@ another origin read an answer). And a server started read-only
 (`skein serve --read-only`) refuses every write, whoever asks. The web
 view's event stream, which holds one of a few places while it is open, is
 refused to pages of other origins as writes are.
+
+A proxy with client keys ([`crate::ProxyConfig::clients`]) needs a token,
+the operator's: the web view shows and acts on every conversation, so
+clients must not open it. Its clients are given their keys only, which
+open the proxy's routes (`/v1/...`, where the proxy checks the key, 401
+without a known one) and nothing else; those routes do not ask for the
+token.
 */
 
 use crate::ServeError;
@@ -52,6 +59,8 @@ pub const CSRF_HEADER: &str = "x-skein-csrf";
 pub struct Access {
     token: Option<Arc<str>>,
     writes: Writes,
+    /// The proxy's routes take client keys in place of the token.
+    keyed_proxy: bool,
 }
 
 /// What a write must satisfy besides the token.
@@ -85,7 +94,18 @@ impl Access {
                 csrf: Arc::from(csrf),
                 read_only,
             },
+            keyed_proxy: false,
         })
+    }
+
+    /// The proxy's routes (`/v1/...`) authenticate their requests by client
+    /// key (see the module docs), not by the token; only with a token.
+    pub fn with_keyed_proxy(mut self) -> Result<Access, ServeError> {
+        if self.token.is_none() {
+            return Err(ServeError::ClientKeysNeedToken);
+        }
+        self.keyed_proxy = true;
+        Ok(self)
     }
 
     /// The CSRF token the web view's writes must carry.
@@ -101,10 +121,17 @@ impl Access {
         let app = app.layer(middleware::from_fn(move |request, next| {
             writes(token.clone(), rule.clone(), request, next)
         }));
+        let keyed_proxy = self.keyed_proxy;
         match self.token {
             None => app.layer(middleware::from_fn(loopback_host)),
-            Some(token) => app.layer(middleware::from_fn(move |request, next| {
-                check(token.clone(), request, next)
+            Some(token) => app.layer(middleware::from_fn(move |request: Request, next: Next| {
+                let token = token.clone();
+                async move {
+                    if keyed_proxy && is_proxy_route(&request) {
+                        return next.run(request).await;
+                    }
+                    check(token, request, next).await
+                }
             })),
         }
     }
@@ -181,6 +208,12 @@ async fn writes(token: Option<Arc<str>>, rule: Writes, request: Request, next: N
         );
     }
     next.run(request).await
+}
+
+/// Whether `request` is for one of the proxy's routes, which a keyed proxy
+/// authenticates by client key.
+fn is_proxy_route(request: &Request) -> bool {
+    request.uri().path().starts_with("/v1/")
 }
 
 /// A refusal with a JSON body, as the web view's API answers errors.

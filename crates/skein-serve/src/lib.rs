@@ -27,7 +27,7 @@ pub mod proxy;
 pub mod web;
 
 pub use connections::ConnectionLimits;
-pub use proxy::{FromRecording, ModelTable, ProxyConfig};
+pub use proxy::{ClientKeys, FromRecording, ModelTable, ProxyConfig};
 pub use web::models::{ModelChoice, ModelNames, Models};
 
 use access::Access;
@@ -78,6 +78,14 @@ pub enum ServeError {
     },
     #[error("the server stopped: {0}")]
     Serve(std::io::Error),
+    #[error(
+        "client keys keep the proxy's clients apart only if they cannot use the web view, which \
+         shows and acts on every conversation: give the server a token (--token, or \
+         SKEIN_SERVE_TOKEN), the operator's, and give clients only their keys"
+    )]
+    ClientKeysNeedToken,
+    #[error("the server's token is also a client key: each needs a value of its own")]
+    TokenIsAClientKey,
 }
 
 /// Shared by every handler.
@@ -119,7 +127,19 @@ pub const WEB_TURNS: usize = 4;
 
 /// The whole application: web view, optional proxy, access control.
 pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
-    let access = Access::for_bind(config.bind, config.token.clone(), config.read_only)?;
+    let mut access = Access::for_bind(config.bind, config.token.clone(), config.read_only)?;
+    if let Some(clients) = config
+        .proxy
+        .as_ref()
+        .and_then(|proxy| proxy.clients.as_ref())
+    {
+        if let Some(token) = config.token.as_deref()
+            && clients.client(token).is_some()
+        {
+            return Err(ServeError::TokenIsAClientKey);
+        }
+        access = access.with_keyed_proxy()?;
+    }
     let state = Arc::new(AppState {
         store: config.store.clone(),
         reads: config.store.reads(),

@@ -5153,3 +5153,580 @@ async fn actions_take_only_the_models_the_session_offers() {
         )
         .await;
 }
+
+// ------------------------------------------------------------ clients kept apart
+
+const ALICE: &str = "sk-alice-0123456789abcdef";
+const BOB: &str = "sk-bob-fedcba9876543210";
+/// The operator's token of a keyed proxy.
+const OPERATOR: &str = "operator-token-0123456789";
+
+impl Server {
+    /// The proxy on the echo model, with the client keys of `alice` and
+    /// `bob`, and the operator's token.
+    async fn keyed() -> Server {
+        Server::start_configured(|config| {
+            config.token = Some(OPERATOR.into());
+            let keys = format!("alice {ALICE}\nbob {BOB}\n");
+            config.proxy = Some(ProxyConfig {
+                clients: Some(Arc::new(skein_serve::ClientKeys::parse(&keys).unwrap())),
+                ..ProxyConfig::new(Model::open("echo").unwrap())
+            });
+        })
+        .await
+    }
+
+    /// POST `body` to a proxy route with `key` as `x-api-key` (when given)
+    /// and `headers`: the status, the conversation it was recorded in, and
+    /// the body.
+    async fn as_client(
+        &self,
+        key: Option<&str>,
+        path: &str,
+        body: &Value,
+        headers: Headers<'_>,
+    ) -> (StatusCode, Option<String>, Value) {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let conversation = response
+            .headers()
+            .get("x-skein-conversation")
+            .map(|value| value.to_str().unwrap().to_string());
+        (status, conversation, response.json().await.unwrap())
+    }
+
+    fn record(&self, id: &str) -> skein::store::ConversationRecord {
+        self.store
+            .conversation(&ConversationId(id.to_string()))
+            .unwrap()
+    }
+}
+
+fn chat_of(messages: &[(&str, &str)]) -> Value {
+    let messages: Vec<Value> = messages
+        .iter()
+        .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+        .collect();
+    serde_json::json!({"model": "gpt-4o-mini", "messages": messages})
+}
+
+fn chat_text(reply: &Value) -> String {
+    reply["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// With client keys, a request without one, or with a key no client has,
+/// is a 401 on every proxy route, and the answer never shows the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_client_keys_a_request_without_a_known_key_is_refused() {
+    let server = Server::keyed().await;
+    let chat = chat_of(&[("user", "hi")]);
+    let messages = serde_json::json!({"model": "m", "max_tokens": 20,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let responses = serde_json::json!({"input": "hi"});
+    const WRONG: &str = "sk-mallory-0123456789abcdef";
+    for (path, body) in [
+        ("/v1/chat/completions", &chat),
+        ("/v1/messages", &messages),
+        ("/v1/responses", &responses),
+    ] {
+        for key in [None, Some(WRONG), Some("")] {
+            let (status, _, answer) = server.as_client(key, path, body, &[]).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} {key:?}: {answer}");
+            assert!(!answer.to_string().contains("mallory"), "{answer}");
+        }
+        // A bearer is a key too (the proxy's routes take no token).
+        let bearer = format!("Bearer {WRONG}");
+        let (status, _, _) = server
+            .as_client(None, path, body, &[("authorization", &bearer)])
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let (_, _, answer) = server.as_client(None, "/v1/messages", &messages, &[]).await;
+    assert_eq!(answer["error"]["type"], "authentication_error", "{answer}");
+    let (_, _, answer) = server
+        .as_client(Some(WRONG), "/v1/chat/completions", &chat, &[])
+        .await;
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not one this proxy was given"),
+        "{answer}"
+    );
+    let models = server.get("/v1/models").await;
+    assert_eq!(models.status(), StatusCode::UNAUTHORIZED);
+    let models = server
+        .client
+        .get(format!("{}/v1/models", server.base))
+        .header("authorization", format!("Bearer {BOB}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(models.status(), StatusCode::OK);
+    assert_eq!(server.runs(), 0, "nothing refused was recorded");
+    assert!(
+        server.store.list_conversations(10).unwrap().is_empty(),
+        "nothing refused was recorded"
+    );
+}
+
+/// Client keys need the operator's token, which the web view (showing and
+/// acting on every conversation) then asks for: a client's key opens the
+/// proxy's routes and nothing else, and the token is not a client key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_keys_open_the_proxy_only_and_need_the_operators_token() {
+    let keyed = |token: Option<&str>, keys: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ServeConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            token: token.map(str::to_string),
+            store: Store::open(dir.path().join("skein.db")).unwrap(),
+            proxy: Some(ProxyConfig {
+                clients: Some(Arc::new(skein_serve::ClientKeys::parse(keys).unwrap())),
+                ..ProxyConfig::new(Model::open("echo").unwrap())
+            }),
+            body_limit: DEFAULT_BODY_LIMIT,
+            limits: ConnectionLimits::default(),
+            read_only: false,
+            models: Arc::new(ModelNames::new("echo", Vec::new())),
+            prices: Arc::new(echo_prices()),
+        };
+        skein_serve::router(&config).map(|_| ())
+    };
+    let keys = format!("alice {ALICE}\n");
+    let error = keyed(None, &keys).unwrap_err();
+    assert!(
+        error.to_string().contains("give the server a token"),
+        "{error}"
+    );
+    let error = keyed(Some(ALICE), &keys).unwrap_err();
+    assert!(error.to_string().contains("also a client key"), "{error}");
+    assert!(!error.to_string().contains(ALICE), "{error}");
+    keyed(Some(OPERATOR), &keys).unwrap();
+
+    let server = Server::keyed().await;
+    let with = |bearer: &str, path: &str| {
+        server
+            .client
+            .get(format!("{}{path}", server.base))
+            .header("authorization", format!("Bearer {bearer}"))
+            .send()
+    };
+    for path in ["/api/conversations", "/api/session", "/"] {
+        let refused = with(ALICE, path).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(with(OPERATOR, path).await.unwrap().status(), StatusCode::OK);
+    }
+    assert_eq!(
+        with(ALICE, "/v1/models").await.unwrap().status(),
+        StatusCode::OK
+    );
+    let refused = with(OPERATOR, "/v1/models").await.unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::UNAUTHORIZED,
+        "the token is no client key"
+    );
+    // An OpenAI client's key is its bearer.
+    let bearer = format!("Bearer {ALICE}");
+    let (status, _, reply) = server
+        .as_client(
+            None,
+            "/v1/chat/completions",
+            &chat_of(&[("user", "hi")]),
+            &[("authorization", &bearer)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+}
+
+/// With client keys each key is a client: its runs are its own, its names
+/// are its own, and it reaches only the conversations its requests made.
+/// Bob cannot continue Alice's response id or message thread (answered
+/// exactly as an unknown id is), append to her session by its name, join
+/// her conversation by re-sending her history or regenerating her request,
+/// or be linked to it by a tool call she made; he can do all of this with
+/// his own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_client_reaches_only_the_conversations_its_own_requests_made() {
+    let server = Server::keyed().await;
+    let session = [("x-skein-session", "nightly")];
+
+    // Alice's session: two turns, one conversation named as hers.
+    let (status, first, reply) = server
+        .as_client(
+            Some(ALICE),
+            "/v1/chat/completions",
+            &chat_of(&[("user", "hi")]),
+            &session,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let answer = chat_text(&reply);
+    let alices = first.unwrap();
+    let asked = [("user", "hi"), ("assistant", &answer), ("user", "more")];
+    let (_, second, reply) = server
+        .as_client(
+            Some(ALICE),
+            "/v1/chat/completions",
+            &chat_of(&asked),
+            &session,
+        )
+        .await;
+    assert_eq!(second.as_deref(), Some(alices.as_str()));
+    let more = chat_text(&reply);
+    let record = server.record(&alices);
+    assert_eq!(record.name.as_deref(), Some("alice/nightly"));
+    assert_eq!(record.settings.client.as_deref(), Some("alice"));
+    assert_eq!(record.len, 4);
+    let (head, alices_runs) = (
+        record.head,
+        server.store.runs_of_conversation(&record.id).unwrap().len(),
+    );
+
+    // Bob's session of the same name, or of her stored name, is his own.
+    for name in ["nightly", "alice/nightly"] {
+        let (status, conversation, reply) = server
+            .as_client(
+                Some(BOB),
+                "/v1/chat/completions",
+                &chat_of(&[("user", "hi")]),
+                &[("x-skein-session", name)],
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let conversation = conversation.unwrap();
+        assert_ne!(conversation, alices, "session {name}");
+        let record = server.record(&conversation);
+        assert_eq!(record.name, Some(format!("bob/{name}")));
+        assert_eq!(record.settings.client.as_deref(), Some("bob"));
+        assert_eq!(record.origin, None, "not a branch of Alice's");
+    }
+    // Her whole history re-sent, her request again (its reply is stored),
+    // and a history that left her head: conversations of his own, which
+    // branch from none of hers.
+    let regenerate: Vec<(&str, &str)> = asked.to_vec();
+    let resent = [
+        ("user", "hi"),
+        ("assistant", answer.as_str()),
+        ("user", "more"),
+        ("assistant", more.as_str()),
+        ("user", "bob asks"),
+    ];
+    let edited = [
+        ("user", "hi"),
+        ("assistant", answer.as_str()),
+        ("user", "else"),
+    ];
+    for messages in [&resent[..], &regenerate[..], &edited[..]] {
+        let (status, conversation, reply) = server
+            .as_client(
+                Some(BOB),
+                "/v1/chat/completions",
+                &chat_of(messages),
+                // Bob saying he is Alice changes nothing.
+                &[("x-skein-client", "alice")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let conversation = conversation.unwrap();
+        assert_ne!(conversation, alices, "{messages:?}");
+        let record = server.record(&conversation);
+        assert_eq!(record.settings.client.as_deref(), Some("bob"));
+        // It may branch from a conversation of Bob's (his session at "hi").
+        if let Some(source) = record.origin.and_then(|origin| origin.conversation) {
+            assert_eq!(
+                server.record(&source.0).settings.client.as_deref(),
+                Some("bob"),
+                "{messages:?} branches from none of Alice's"
+            );
+        }
+    }
+    let record = server.record(&alices);
+    assert_eq!(record.head, head, "Alice's head never moved");
+    assert_eq!(
+        server.store.runs_of_conversation(&record.id).unwrap().len(),
+        alices_runs,
+        "no run of Bob's joined Alice's conversation"
+    );
+    // Each run is its key's client's.
+    for run in server.store.recent_runs(100).unwrap() {
+        let conversation = run.conversation.unwrap();
+        let owner = server.record(&conversation.0).settings.client;
+        assert_eq!(run.client, owner, "run {}", run.id);
+    }
+    // Alice goes on with her session still.
+    let mut going_on = resent.to_vec();
+    going_on[4] = ("user", "alice again");
+    let (_, conversation, _) = server
+        .as_client(
+            Some(ALICE),
+            "/v1/chat/completions",
+            &chat_of(&going_on),
+            &session,
+        )
+        .await;
+    assert_eq!(conversation.as_deref(), Some(alices.as_str()));
+
+    // A Responses id: Bob's continuation of Alice's is answered as one the
+    // graph lacks, word for word; each continues their own.
+    let (status, _, reply) = server
+        .as_client(
+            Some(ALICE),
+            "/v1/responses",
+            &serde_json::json!({"input": "r1"}),
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let hers = reply["id"].as_str().unwrap().to_string();
+    let unknown = format!("resp_{}", "0".repeat(32));
+    let continuing = |id: &str| serde_json::json!({"input": "r2", "previous_response_id": id});
+    let (status, _, refused) = server
+        .as_client(Some(BOB), "/v1/responses", &continuing(&hers), &[])
+        .await;
+    let (unknown_status, _, lacking) = server
+        .as_client(Some(BOB), "/v1/responses", &continuing(&unknown), &[])
+        .await;
+    assert_eq!(status, unknown_status, "{refused}");
+    assert_eq!(
+        refused.to_string().replace(&hers, "ID"),
+        lacking.to_string().replace(&unknown, "ID")
+    );
+    let (status, _, reply) = server
+        .as_client(Some(ALICE), "/v1/responses", &continuing(&hers), &[])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+
+    // An Anthropic message thread: likewise, a 404 `thread_not_found`.
+    let created = serde_json::json!({"model": "m", "max_tokens": 50, "thread": {"type": "create"},
+        "messages": [{"role": "user", "content": "t1"}]});
+    let (status, _, reply) = server
+        .as_client(Some(ALICE), "/v1/messages", &created, &[])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let hers = reply["id"].as_str().unwrap().to_string();
+    let unknown = format!("msg_{}", "0".repeat(32));
+    let continuing = |id: &str| {
+        serde_json::json!({"model": "m", "max_tokens": 50,
+            "thread": {"type": "continue", "previous_message_id": id},
+            "messages": [{"role": "user", "content": "t2"}]})
+    };
+    let (status, _, refused) = server
+        .as_client(Some(BOB), "/v1/messages", &continuing(&hers), &[])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    let (_, _, lacking) = server
+        .as_client(Some(BOB), "/v1/messages", &continuing(&unknown), &[])
+        .await;
+    assert_eq!(
+        refused.to_string().replace(&hers, "ID"),
+        lacking.to_string().replace(&unknown, "ID")
+    );
+    let (status, _, reply) = server
+        .as_client(Some(ALICE), "/v1/messages", &continuing(&hers), &[])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+
+    // A tool call Alice's history made links Bob's handoff to nothing.
+    let call = serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_Zq9Xw7Lp2Rk4Tn8Vb", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{}"}}]});
+    let handoff = |system: &str| {
+        serde_json::json!({"model": "m", "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "weather?"}, call,
+            {"role": "tool", "tool_call_id": "call_Zq9Xw7Lp2Rk4Tn8Vb", "content": "sunny"}]})
+    };
+    let (_, hers, _) = server
+        .as_client(Some(ALICE), "/v1/chat/completions", &handoff("triage"), &[])
+        .await;
+    let (_, his, _) = server
+        .as_client(Some(BOB), "/v1/chat/completions", &handoff("billing"), &[])
+        .await;
+    assert_eq!(server.record(&his.unwrap()).origin, None);
+    let (_, linked, _) = server
+        .as_client(
+            Some(ALICE),
+            "/v1/chat/completions",
+            &handoff("billing too"),
+            &[],
+        )
+        .await;
+    let origin = server.record(&linked.unwrap()).origin.unwrap();
+    assert_eq!(
+        origin.conversation.map(|id| id.0),
+        hers,
+        "her own handoff is linked"
+    );
+}
+
+/// Answers from the recording: each client is answered from its own
+/// recordings, and a miss quotes none of another client's messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_is_answered_only_from_its_own_recordings() {
+    let recorder = Server::keyed().await;
+    let asked = chat_of(&[("user", "the secret plan")]);
+    let (status, _, recorded) = recorder
+        .as_client(Some(ALICE), "/v1/chat/completions", &asked, &[])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{recorded}");
+    let store = recorder.store.clone();
+    let mut server = Server::start_configured(move |config| {
+        config.store = store;
+        config.token = Some(OPERATOR.into());
+        let keys = format!("alice {ALICE}\nbob {BOB}\n");
+        config.proxy = Some(ProxyConfig {
+            from_recording: Some(skein_serve::FromRecording::Only),
+            clients: Some(Arc::new(skein_serve::ClientKeys::parse(&keys).unwrap())),
+            ..ProxyConfig::new(Model::open("echo").unwrap())
+        });
+    })
+    .await;
+    server.store = recorder.store.clone();
+    let (status, _, answer) = server
+        .as_client(Some(ALICE), "/v1/chat/completions", &asked, &[])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer, recorded);
+    let (status, _, answer) = server
+        .as_client(Some(BOB), "/v1/chat/completions", &asked, &[])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    let (_, _, other) = server
+        .as_client(
+            Some(BOB),
+            "/v1/chat/completions",
+            &chat_of(&[
+                ("user", "the secret plan"),
+                ("assistant", "x"),
+                ("user", "y"),
+            ]),
+            &[],
+        )
+        .await;
+    let (_, _, never) = server
+        .as_client(
+            Some(BOB),
+            "/v1/chat/completions",
+            &chat_of(&[("user", "never sent"), ("assistant", "x"), ("user", "y")]),
+            &[],
+        )
+        .await;
+    assert_eq!(other, never, "a miss says nothing of what Alice sent");
+    assert!(!other.to_string().contains("secret"), "{other}");
+}
+
+// ------------------------------------------------- the conversation's own model
+
+/// Models whose default cannot be opened (a model file never downloaded),
+/// offering `echo`; `defaults` counts the attempts to open the default.
+#[derive(Default)]
+struct DefaultMissing {
+    defaults: std::sync::atomic::AtomicUsize,
+}
+
+impl skein_serve::Models for DefaultMissing {
+    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+        match name {
+            Some("echo") => Model::open("echo").map_err(|error| error.to_string()),
+            Some(other) => Err(format!("no model {other} here")),
+            None => {
+                self.defaults
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err("the default model is not downloaded".into())
+            }
+        }
+    }
+
+    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
+        vec![skein_serve::ModelChoice {
+            name: "echo".into(),
+            label: "echo".into(),
+        }]
+    }
+
+    fn default_name(&self) -> String {
+        "smollm2".into()
+    }
+}
+
+/// Going on with a stored conversation from the page (a reply at its head
+/// or elsewhere, an edit, of its first message too, a regenerate, a fork
+/// with a first turn) runs on the conversation's own model and never opens
+/// the server's default, which here cannot be opened (issue 46: each
+/// action opened it first, to look the stored model up from, and failed
+/// where it was not downloaded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn going_on_with_a_stored_conversation_never_opens_the_default_model() {
+    let models = Arc::new(DefaultMissing::default());
+    let server = {
+        let models = models.clone();
+        Server::start_configured(move |config| config.models = models).await
+    };
+    let story = story(&server.store).await;
+    let parent = |node: &str| {
+        let server = &server;
+        let node = node.to_string();
+        async move {
+            server.json(&format!("/api/nodes/{node}")).await["parent"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let q2 = parent(&story.a2).await;
+    let q1 = parent(&story.a1).await;
+    for (path, body) in [
+        (
+            format!("/api/nodes/{}/reply", story.a2),
+            serde_json::json!({"text": "Go on."}),
+        ),
+        (
+            format!("/api/nodes/{}/reply", story.a1),
+            serde_json::json!({"text": "Name a sea."}),
+        ),
+        (
+            format!("/api/nodes/{q2}/edit"),
+            serde_json::json!({"text": "Name a sea."}),
+        ),
+        (
+            format!("/api/nodes/{q1}/edit"),
+            serde_json::json!({"text": "Name a mountain."}),
+        ),
+        (
+            format!("/api/nodes/{}/regenerate", story.a2),
+            serde_json::json!({}),
+        ),
+        (
+            format!("/api/nodes/{}/fork", story.a1),
+            serde_json::json!({"text": "Name a bay."}),
+        ),
+    ] {
+        let events = server.turn(&path, body).await;
+        let (_, done) = start_and_done(&events);
+        let run = server
+            .json(&format!("/api/runs/{}", done["run"].as_str().unwrap()))
+            .await;
+        assert_eq!(run["model"], "echo", "{path}");
+    }
+    assert_eq!(
+        models.defaults.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the default model was never opened"
+    );
+}

@@ -114,6 +114,16 @@ pub enum StoreError {
     /// The store was opened read-only and the operation writes.
     #[error("{location} was opened read-only, and this operation writes")]
     ReadOnly { location: String },
+    /// A database opened to be written ([`crate::OpenMode::Create`],
+    /// [`crate::OpenMode::Existing`]) that this process cannot write (a
+    /// read-only mount, a file or directory without write permission),
+    /// refused when it is opened rather than at its first write. It can
+    /// still be opened with [`crate::OpenMode::ReadOnly`].
+    #[error(
+        "the database {location} is read-only here ({reason}): nothing can be recorded in it \
+         (commands that only show what is recorded still work)"
+    )]
+    CannotWrite { location: String, reason: String },
     /// A database opened read-only needs a schema upgrade it cannot get.
     #[error(
         "the database {location} has schema version {found}, older than this skein's \

@@ -16,7 +16,11 @@ pub enum OpenMode {
     Create,
     /// The database must exist and be skein's; it is brought to the current
     /// schema and may be written. For commands that work on what is
-    /// recorded and may add to it.
+    /// recorded and may add to it. With this and [`OpenMode::Create`], an
+    /// existing SQLite database this process cannot write (a read-only
+    /// mount or file, even with `-wal`/`-shm` files left beside it) is
+    /// refused when opened, with [`crate::StoreError::CannotWrite`], never
+    /// at its first write.
     Existing,
     /// The database must exist and be skein's, and is only read: SQLite
     /// files open with `SQLITE_OPEN_READ_ONLY` (so read-only files and

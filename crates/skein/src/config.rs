@@ -18,7 +18,11 @@ description = "Upper-case the JSON it is given"
 schema = { type = "object", properties = { text = { type = "string" } } }
 timeout = 30                       # seconds (default 30)
 
-[proxy.models]                     # `skein serve --proxy`: the model clients ask for -> the model that answers
+[proxy]                            # `skein serve --proxy`
+client_keys = "/home/me/.config/skein/clients"  # one client a line, `NAME KEY` (chmod 600), each
+                                   # kept apart from the others; --client-keys overrides it
+
+[proxy.models]                     # the model clients ask for -> the model that answers
 "gpt-4o-mini" = "openai:gpt-4o-mini"
 "claude-haiku" = "anthropic:claude-haiku-4-5"
 "*" = "smollm2"                    # any other name (or none); -m overrides it
@@ -293,11 +297,15 @@ pub struct ProxyConfig {
     /// profile that answers it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, String>,
+    /// A file of client keys (`NAME KEY` a line) that keeps the proxy's
+    /// clients apart; `--client-keys` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_keys: Option<PathBuf>,
 }
 
 impl ProxyConfig {
     fn is_empty(&self) -> bool {
-        self.models.is_empty()
+        self.models.is_empty() && self.client_keys.is_none()
     }
 }
 

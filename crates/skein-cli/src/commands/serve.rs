@@ -10,6 +10,11 @@ The proxy's models come from `[proxy.models]` in config.toml (the model a
 client asks for → the model or profile that answers it, `"*"` for any
 other); `-m` answers any other name too, in place of `"*"`. Without a
 table every request goes to `-m` or the default model.
+
+The proxy's clients are kept apart by client keys (`--client-keys FILE`,
+else `[proxy] client_keys` in config.toml): a file only its owner may
+read, one client a line, its name and its key. Without one every client
+reaches every conversation.
 */
 
 use super::common::context::Globals;
@@ -23,7 +28,8 @@ use skein::Model;
 use skein::core::BoxFuture;
 use skein::store::OpenMode;
 use skein_serve::{
-    ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig, ServeConfig,
+    ClientKeys, ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig,
+    ServeConfig,
 };
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -53,6 +59,13 @@ pub struct ServeArgs {
     /// `Authorization: Bearer` without --token) instead of this machine's; keys are never stored
     #[arg(long)]
     pub pass_client_key: bool,
+    /// With --proxy: the clients, one a line (`NAME KEY`) in a file only its owner may read
+    /// (default: `[proxy] client_keys` in config.toml). Each request must carry its client's key
+    /// (`x-api-key`, or `Authorization: Bearer`), is recorded as that client's, and reaches only
+    /// the conversations its client's requests made. Needs --token, the operator's (the web
+    /// view), which clients are not given
+    #[arg(long, value_name = "FILE", requires = "proxy")]
+    pub client_keys: Option<std::path::PathBuf>,
     /// With --proxy: answer each request the database recorded (the same messages, tools,
     /// options and requested model) with its recorded reply, without calling a model or writing
     /// anything; refuse any other request, naming its first difference from the recording
@@ -122,6 +135,19 @@ pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
     if args.pass_client_key && !args.proxy {
         bail!("--pass-client-key applies to the proxy: add --proxy");
     }
+    let clients = match args.proxy {
+        true => client_keys(args.client_keys.as_deref())?,
+        false => None,
+    };
+    if clients.is_some() && args.pass_client_key {
+        bail!(
+            "client keys and --pass-client-key both read the key a request carries: use one \
+             (client keys keep clients apart; --pass-client-key calls models with their keys)"
+        );
+    }
+    let keyed = clients
+        .as_ref()
+        .map(|clients| clients.names().collect::<Vec<_>>().join(", "));
     let proxy = if args.proxy {
         Some(ProxyConfig {
             models: model_table(args.model.model.clone(), args.pass_client_key)?,
@@ -133,6 +159,7 @@ pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
             },
             reply_deadline: Duration::from_secs(args.reply_deadline),
             reply_limit: usize::try_from(args.reply_limit).unwrap_or(usize::MAX),
+            clients: clients.map(Arc::new),
         })
     } else {
         None
@@ -188,6 +215,14 @@ pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
                     ui::note(
                         "clients' own keys are passed through to models served over HTTP (never stored)",
                     );
+                }
+                match &keyed {
+                    Some(names) => ui::note(format!(
+                        "clients kept apart by their keys: {names}; each reaches only its own conversations"
+                    )),
+                    None => ui::note(
+                        "no client keys: every client can reach every conversation (docs/proxy.md, \"Clients\")",
+                    ),
                 }
             }
         },
@@ -256,6 +291,37 @@ fn note_retention(applied: &[(String, skein::store::Forgotten)]) {
             summary.trim_end().replace('\n', "; ")
         ));
     }
+}
+
+/// The proxy's clients: the keys file `--client-keys` names, else the one
+/// `[proxy] client_keys` names, else none. The file must be readable by
+/// its owner only; its keys are never shown.
+fn client_keys(flag: Option<&std::path::Path>) -> Result<Option<ClientKeys>> {
+    let configured = crate::config::get()?.proxy.client_keys.clone();
+    let Some(path) = flag.map(std::path::Path::to_path_buf).or(configured) else {
+        return Ok(None);
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path)
+            .with_context(|| format!("cannot read the client keys file {}", path.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            bail!(
+                "the client keys file {} may be read or written by others (mode {:o}): make it \
+                 its owner's only with `chmod 600 {}`",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            );
+        }
+    }
+    let text = crate::input::text_file(&path, "the client keys file")?;
+    ClientKeys::parse(&text)
+        .map(Some)
+        .map_err(|why| anyhow::anyhow!("the client keys file {} is refused: {why}", path.display()))
 }
 
 /// The proxy's model table: `[proxy.models]`, with `-m` as the fallback
@@ -355,6 +421,12 @@ impl Models for CliModels {
 
     fn default_name(&self) -> String {
         self.default.clone()
+    }
+
+    /// As every command goes on with a stored conversation:
+    /// [`stored_home`](super::common::model::stored_home).
+    fn home_of(&self, stored: &skein::store::ConversationRecord) -> Result<Model, String> {
+        super::common::model::stored_home(stored).map_err(|error| format!("{error:#}"))
     }
 
     fn start_tools(&self, names: Vec<String>) -> BoxFuture<'static, Result<(), String>> {

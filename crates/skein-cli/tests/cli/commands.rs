@@ -194,6 +194,51 @@ fn a_turn_that_does_not_use_the_default_model_never_opens_it() {
     assert_eq!(log[0]["run"]["provider"], "echo", "{log}");
 }
 
+/// The web view goes on with a stored conversation as `skein reply` does:
+/// on the conversation's own model, never opening the default first
+/// (issue 46: every page action opened it, and failed where it was not
+/// downloaded). The default here is smollm2 at a missing file; a reply at
+/// the head of a conversation recorded on `echo`, and a fork with a first
+/// turn, run on `echo`.
+#[test]
+fn the_web_view_goes_on_with_a_stored_conversation_without_the_default_model() {
+    let skein = temp();
+    let missing = skein.dir().join("no-such-model.gguf");
+    let missing = missing.to_str().unwrap();
+    let first = skein.json(&["prompt", "-m", "echo", "one"]);
+    let node = first["node"].as_str().unwrap();
+    let server = crate::serve::Server::start_with_env(
+        &skein.db(),
+        &[],
+        &[("SKEIN_MODEL", "smollm2"), ("SKEIN_MODEL_PATH", missing)],
+    );
+    let (status, session) = crate::proxy::get(&server.address, "/api/session");
+    assert_eq!(status, 200, "{session}");
+    let session: Value = serde_json::from_str(&session).unwrap();
+    let csrf = session["csrf"].as_str().unwrap();
+    for (path, text) in [
+        (format!("/api/nodes/{node}/reply"), "two"),
+        (format!("/api/nodes/{node}/fork"), "a fork"),
+    ] {
+        let (status, events) = crate::proxy::post_with(
+            &server.address,
+            &path,
+            &serde_json::json!({ "text": text }).to_string(),
+            &[("x-skein-csrf", csrf)],
+        );
+        assert_eq!(status, 200, "{path}: {events}");
+        assert!(events.contains("event: done"), "{path}: {events}");
+        assert!(
+            events.contains(&format!("echo: \\\"{text}\\\"")),
+            "{path}: {events}"
+        );
+    }
+    drop(server);
+    let log = skein.json(&["log", "-n", "2"]);
+    assert_eq!(log[0]["run"]["provider"], "echo", "{log}");
+    assert_eq!(log[1]["run"]["provider"], "echo", "{log}");
+}
+
 #[test]
 fn fork_creates_a_conversation_at_any_node_and_can_run_a_first_turn() {
     let skein = temp();
@@ -1771,22 +1816,50 @@ fn read_commands_work_on_a_read_only_mount() {
             }
         }
         assert_eq!(std::fs::read_to_string(&exported).unwrap(), expected);
-        // Writing is refused with the database's own error, not a crash.
+        // Writing is refused when the database is opened, saying it is
+        // read-only and why (leftover WAL files, which make reading work,
+        // do not pass it off as writable), and no turn is run.
         let output = read_only(&["prompt", "-c", "three"]).unwrap();
         assert!(
             !output.status.success(),
             "{round}: a write succeeded on a read-only mount"
         );
+        let error = stderr(&output);
+        assert!(
+            error.contains(&format!(
+                "the database {} is read-only here ({} is not writable: Read-only file system",
+                skein.db().display(),
+                skein.db().display()
+            )),
+            "{round}: {error}"
+        );
+        assert!(output.stdout.is_empty(), "{round}: a turn ran");
     }
 }
 
 /// Plain `skein serve` on a database nobody can write (a read-only bind
 /// mount, as above) serves it read-only, as `--read-only` does, with a
-/// note saying so and why, instead of failing.
+/// note saying so and why, instead of failing; with the `-wal` and `-shm`
+/// files a reader left too (which make reading work, and once had it
+/// served as writable, its first write failing).
 #[test]
 fn plain_serve_serves_a_database_it_cannot_write_read_only() {
     let skein = temp();
     skein.json(&["prompt", "one"]);
+    for round in ["without WAL files", "with WAL files"] {
+        if round == "with WAL files" {
+            skein.ok(&["log"]);
+            assert!(Path::new(&format!("{}-shm", skein.db().display())).exists());
+        }
+        if !serve_read_only_mount(&skein, round) {
+            return;
+        }
+    }
+}
+
+/// `skein serve` on `skein`'s database through a read-only bind mount;
+/// `false` when no such mount can be made here (the test is skipped).
+fn serve_read_only_mount(skein: &Cli, round: &str) -> bool {
     let dir = skein.dir().to_str().unwrap().to_string();
     let script = format!(
         "mount --bind {dir} {dir} && mount -o remount,bind,ro {dir} || exit 99; \
@@ -1805,14 +1878,22 @@ fn plain_serve_serves_a_database_it_cannot_write_read_only() {
             "SKIPPED plain_serve_serves_a_database_it_cannot_write_read_only: cannot make a \
              read-only mount here"
         );
-        return;
+        return false;
     };
     let said = stderr(&output);
     assert!(
         said.contains("serving it read-only, as --read-only does"),
-        "{said}"
+        "{round}: {said}"
     );
-    assert!(said.contains("(read-only; Ctrl-C stops)"), "{said}");
+    assert!(
+        said.contains("is not writable: Read-only file system"),
+        "{round}: {said}"
+    );
+    assert!(
+        said.contains("(read-only; Ctrl-C stops)"),
+        "{round}: {said}"
+    );
+    true
 }
 
 /// `import` reads an endless input (`/dev/zero`) only up to the line limit,

@@ -56,11 +56,20 @@ pub(crate) fn post_with(
 
 /// A minimal HTTP/1.1 GET: the status and the body.
 pub(crate) fn get(address: &str, path: &str) -> (u16, String) {
+    get_with(address, path, &[])
+}
+
+/// [`get`] with headers of the caller's.
+pub(crate) fn get_with(address: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -1070,6 +1079,273 @@ fn a_client_key_passed_through_is_never_stored_logged_or_shown() {
         count(&db, "SELECT count(*) FROM runs WHERE status = 'succeeded'"),
         4
     );
+}
+
+/// Client keys keep the proxy's clients apart (issue 46): a keys file only
+/// its owner may read (another is refused, naming `chmod 600`), given with
+/// `--client-keys` or `[proxy] client_keys`. A request without a known key
+/// is a 401; Bob cannot continue Alice's message thread (404, word for word
+/// what an unknown id gets) nor append to her session, and can use his
+/// own; each run is its key's client's; no key is in any answer, line
+/// printed, database file or export. Without keys the server says every
+/// client reaches every conversation; keys and `--pass-client-key` do not
+/// go together. On SQLite and, when `SKEIN_TEST_POSTGRES` names a server,
+/// on PostgreSQL.
+#[test]
+fn client_keys_keep_the_proxys_clients_apart() {
+    const ALICE: &str = "sk-alice-SECRET-0123456789";
+    const BOB: &str = "sk-bob-SECRET-9876543210";
+    const MALLORY: &str = "sk-mallory-SECRET-55555555";
+    const OPERATOR: &str = "operator-SECRET-token-0123";
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let keys = dir.path().join("clients");
+    std::fs::write(
+        &keys,
+        format!("# the proxy's clients\nalice {ALICE}\nbob   {BOB}\n"),
+    )
+    .unwrap();
+    let keys_arg = keys.display().to_string();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let refused = Cli::new(crate::BIN, &db).run(&[
+            "serve",
+            "--proxy",
+            "-m",
+            "echo",
+            "--client-keys",
+            &keys_arg,
+        ]);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success());
+        assert!(stderr.contains("chmod 600"), "{stderr}");
+        assert!(!stderr.contains("SECRET"), "{stderr}");
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let together = Cli::new(crate::BIN, &db).run(&[
+        "serve",
+        "--proxy",
+        "-m",
+        "echo",
+        "--client-keys",
+        &keys_arg,
+        "--pass-client-key",
+    ]);
+    assert!(!together.status.success());
+    assert!(String::from_utf8_lossy(&together.stderr).contains("--pass-client-key"));
+    // Without the operator's token, clients could use the web view.
+    let untokened = Cli::new(crate::BIN, &db)
+        .command(&[
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--proxy",
+            "-m",
+            "echo",
+            "--client-keys",
+            &keys_arg,
+        ])
+        .env_remove("SKEIN_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!untokened.status.success());
+    let said = String::from_utf8_lossy(&untokened.stderr);
+    assert!(said.contains("give the server a token"), "{said}");
+
+    let mut printed = String::new();
+    let mut answers = Vec::new();
+    kept_apart(db.to_str().unwrap(), &keys_arg, &mut printed, &mut answers);
+    let export = Cli::new(crate::BIN, &db).run(&["export"]);
+    assert!(export.status.success());
+    let mut haystacks: Vec<Vec<u8>> = answers.into_iter().map(String::into_bytes).collect();
+    haystacks.extend([printed.into_bytes(), export.stdout, export.stderr]);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path != keys {
+            haystacks.push(std::fs::read(path).unwrap());
+        }
+    }
+    for haystack in &haystacks {
+        let text = String::from_utf8_lossy(haystack);
+        assert!(!text.contains("SECRET"), "a key leaked: {text}");
+    }
+    // The configuration file names the keys file as well.
+    std::fs::write(
+        db.with_extension("toml"),
+        format!("[proxy]\nclient_keys = {keys_arg:?}\n"),
+    )
+    .unwrap();
+    let server = Server::start(&db, &["--proxy", "-m", "echo", "--token", OPERATOR]);
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let (status, _) = post(&server.address, "/v1/chat/completions", &body, None);
+    assert_eq!(status, 401);
+    let (status, _) = post(&server.address, "/v1/chat/completions", &body, Some(BOB));
+    assert_eq!(status, 200);
+    drop(server);
+    // Without keys, the server says every client reaches every conversation.
+    std::fs::remove_file(db.with_extension("toml")).unwrap();
+    let server = Server::start(&db, &["--proxy", "-m", "echo"]);
+    let (status, _) = post(&server.address, "/v1/chat/completions", &body, None);
+    assert_eq!(status, 200);
+    let stderr = server.stop();
+    assert!(
+        stderr.contains("every client can reach every conversation"),
+        "{stderr}"
+    );
+
+    #[cfg(feature = "postgres")]
+    if let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    {
+        let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
+        kept_apart(schema.url(), &keys_arg, &mut String::new(), &mut Vec::new());
+    }
+
+    /// Alice and Bob through a proxy on `db` with the keys file `keys`;
+    /// what the server printed and every answer are added to `printed` and
+    /// `answers`.
+    fn kept_apart(db: &str, keys: &str, printed: &mut String, answers: &mut Vec<String>) {
+        let server = Server::start(
+            Path::new(db),
+            &[
+                "--proxy",
+                "-m",
+                "echo",
+                "--client-keys",
+                keys,
+                "--token",
+                OPERATOR,
+            ],
+        );
+        let mut ask = |path: &str, body: &Value, headers: &[(&str, &str)]| {
+            let (status, text) = post_with(&server.address, path, &body.to_string(), headers);
+            answers.push(text.clone());
+            (status, serde_json::from_str::<Value>(&text).unwrap())
+        };
+        let chat = |messages: &[(&str, &str)]| {
+            let messages: Vec<Value> = messages
+                .iter()
+                .map(|(role, content)| json!({"role": role, "content": content}))
+                .collect();
+            json!({"model": "echo", "messages": messages})
+        };
+        // No key, or one no client has: 401.
+        let bearer_mallory = format!("Bearer {MALLORY}");
+        for headers in [
+            &[][..],
+            &[("x-api-key", MALLORY)],
+            &[("Authorization", bearer_mallory.as_str())],
+        ] {
+            let (status, answer) = ask("/v1/chat/completions", &chat(&[("user", "hi")]), headers);
+            assert_eq!(status, 401, "{answer}");
+        }
+        // A client's key opens the proxy, not the web view (the operator's).
+        let bearer_alice = format!("Bearer {ALICE}");
+        let bearer_operator = format!("Bearer {OPERATOR}");
+        let (status, _) = get_with(
+            &server.address,
+            "/api/conversations",
+            &[("Authorization", &bearer_alice)],
+        );
+        assert_eq!(status, 401, "a client key opened the web view");
+        let (status, _) = get_with(
+            &server.address,
+            "/api/conversations",
+            &[("Authorization", &bearer_operator)],
+        );
+        assert_eq!(status, 200);
+        // Alice's session, continued with her key as an OpenAI client sends it.
+        let alice = [("x-api-key", ALICE), ("x-skein-session", "nightly")];
+        let (status, answer) = ask("/v1/chat/completions", &chat(&[("user", "hi")]), &alice);
+        assert_eq!(status, 200, "{answer}");
+        let reply = answer["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let history = [
+            ("user", "hi"),
+            ("assistant", reply.as_str()),
+            ("user", "more"),
+        ];
+        let (status, _) = ask(
+            "/v1/chat/completions",
+            &chat(&history),
+            &[
+                ("Authorization", &bearer_alice),
+                ("x-skein-session", "nightly"),
+            ],
+        );
+        assert_eq!(status, 200);
+        let store = skein::Store::open(db).unwrap();
+        let named = |name: &str| {
+            store
+                .conversation_named(name)
+                .unwrap()
+                .map(|id| store.conversation(&id).unwrap())
+        };
+        let hers = named("alice/nightly").expect("Alice's session, under her name");
+        assert_eq!(hers.len, 4);
+        // Bob's session of that name is his own; her history re-sent by
+        // him moves nothing of hers.
+        let bob = [("x-api-key", BOB), ("x-skein-session", "nightly")];
+        let (status, _) = ask("/v1/chat/completions", &chat(&[("user", "hi")]), &bob);
+        assert_eq!(status, 200);
+        let (status, _) = ask(
+            "/v1/chat/completions",
+            &chat(&history),
+            &[("x-api-key", BOB)],
+        );
+        assert_eq!(status, 200);
+        let after = named("alice/nightly").unwrap();
+        assert_eq!(
+            (after.head, after.len),
+            (hers.head, hers.len),
+            "Alice's session never moved"
+        );
+        assert!(named("bob/nightly").is_some(), "Bob's own session");
+        // A message thread: Bob's continuation of Alice's is a 404, as an
+        // unknown one; hers goes on.
+        let created = json!({"model": "echo", "max_tokens": 50, "thread": {"type": "create"},
+            "messages": [{"role": "user", "content": "t1"}]});
+        let (status, answer) = ask("/v1/messages", &created, &[("x-api-key", ALICE)]);
+        assert_eq!(status, 200, "{answer}");
+        let id = answer["id"].as_str().unwrap().to_string();
+        let unknown = format!("msg_{}", "0".repeat(32));
+        let continuing = |id: &str| {
+            json!({"model": "echo", "max_tokens": 50,
+                "thread": {"type": "continue", "previous_message_id": id},
+                "messages": [{"role": "user", "content": "t2"}]})
+        };
+        let (status, refused) = ask("/v1/messages", &continuing(&id), &[("x-api-key", BOB)]);
+        assert_eq!(status, 404, "{refused}");
+        let (status, lacking) = ask("/v1/messages", &continuing(&unknown), &[("x-api-key", BOB)]);
+        assert_eq!(status, 404);
+        assert_eq!(
+            refused.to_string().replace(&id, "ID"),
+            lacking.to_string().replace(&unknown, "ID")
+        );
+        let (status, answer) = ask("/v1/messages", &continuing(&id), &[("x-api-key", ALICE)]);
+        assert_eq!(status, 200, "{answer}");
+        // Each run is its key's client's.
+        let clients: std::collections::BTreeSet<Option<String>> = store
+            .recent_runs(100)
+            .unwrap()
+            .into_iter()
+            .map(|run| run.client)
+            .collect();
+        assert_eq!(
+            clients,
+            [Some("alice".to_string()), Some("bob".to_string())].into()
+        );
+        printed.push_str(&server.stop());
+        assert!(
+            printed.contains("clients kept apart by their keys: alice, bob"),
+            "{printed}"
+        );
+    }
 }
 
 /// A model call that fails through the proxy, on each API, streamed or not

@@ -74,12 +74,19 @@ impl Memo {
     }
 }
 
-/// Complete `turn` from the graph and check its tool results.
-pub async fn complete(store: &Store, memo: Arc<Memo>, turn: Turn) -> Result<Turn, ProxyError> {
+/// Complete `turn` from the graph and check its tool results. A keyed
+/// `client` continues only a reply its own request got: another client's
+/// is answered as one the graph lacks.
+pub async fn complete(
+    store: &Store,
+    memo: Arc<Memo>,
+    turn: Turn,
+    client: Option<&str>,
+) -> Result<Turn, ProxyError> {
     let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
         let store = store.nonblocking();
         let read = async {
-            let turn = previous(store, turn).await?;
+            let turn = previous(store, turn, client).await?;
             reencoded(store, &memo, turn).await
         };
         match read.await {
@@ -111,7 +118,11 @@ impl From<StoreError> for Failure {
 }
 
 /// Put the stored thread of `turn.previous` before its new messages.
-async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure> {
+async fn previous(
+    store: AsyncStore<'_>,
+    mut turn: Turn,
+    client: Option<&str>,
+) -> Result<Turn, Failure> {
     let Some(Previous {
         given,
         run,
@@ -130,11 +141,12 @@ async fn previous(store: AsyncStore<'_>, mut turn: Turn) -> Result<Turn, Failure
         Err(StoreError::RunNotFound(_)) => return Err(not_found()),
         Err(error) => return Err(error.into()),
     };
-    // A cancelled run's output is a partial answer, never one to continue.
-    let Some(head) = record
-        .output_head
-        .filter(|_| record.status == RunStatus::Succeeded)
-    else {
+    // A cancelled run's output is a partial answer, never one to continue;
+    // another client's reply is not there for this one.
+    let Some(head) = record.output_head.filter(|_| {
+        record.status == RunStatus::Succeeded
+            && client.is_none_or(|client| record.client.as_deref() == Some(client))
+    }) else {
         return Err(not_found());
     };
     let thread = store.load_thread(head).await?;

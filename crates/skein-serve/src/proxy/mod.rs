@@ -17,6 +17,11 @@ token of its own, which that header then carries) is that request's
 credential for a model served over HTTP, and is dropped with the run. It
 is never stored, logged or shown in an error.
 
+Clients: without client keys every client reaches every conversation the
+proxy recorded. With them ([`ProxyConfig::clients`]), each key is a
+client, and a client reaches only the conversations its own requests made
+([`clients`]).
+
 A call lasts as long as its client listens: when the client goes away
 (its connection closes while the handler waits, or a stream's body is
 dropped), the call is cancelled, its upstream connection closed, and its
@@ -28,6 +33,7 @@ failed with the reason.
 */
 
 pub mod chat;
+pub mod clients;
 pub(crate) mod graph;
 mod media;
 pub mod messages;
@@ -63,6 +69,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use turn::{Api, ErrorKind, Events, ProxyError, Reply, Turn};
 
+pub use clients::ClientKeys;
 pub use models::ModelTable;
 pub use recording::FromRecording;
 
@@ -117,6 +124,12 @@ pub struct ProxyConfig {
     /// The most reply text one call may produce, in bytes: a call that
     /// passes it is stopped, and fails.
     pub reply_limit: usize,
+    /// The clients, by key ([`clients`]): every request must carry one of
+    /// these keys, where [`ProxyConfig::pass_client_key`] would read a
+    /// model key (so the two do not go together), and reaches only its
+    /// client's conversations. `None`: no keys, and every client reaches
+    /// every conversation.
+    pub clients: Option<Arc<ClientKeys>>,
 }
 
 impl ProxyConfig {
@@ -128,6 +141,7 @@ impl ProxyConfig {
             from_recording: None,
             reply_deadline: REPLY_DEADLINE,
             reply_limit: REPLY_LIMIT,
+            clients: None,
         }
     }
 }
@@ -187,10 +201,13 @@ pub fn routes(body_limit: usize) -> Router<Arc<AppState>> {
         .layer(DefaultBodyLimit::max(body_limit))
 }
 
-async fn list_models(State(state): State<Arc<AppState>>) -> Response {
+async fn list_models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let Some(proxy) = &state.proxy else {
         return chat::Chat::error(&not_proxying());
     };
+    if let Err(error) = client_of_key(proxy, &headers) {
+        return chat::Chat::error(&error);
+    }
     // One listing both clients read: OpenAI's fields and Anthropic's.
     let names = proxy.models.names();
     let data: Vec<_> = names
@@ -254,6 +271,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     let Some(proxy) = &state.proxy else {
         return Err(not_proxying());
     };
+    let keyed = client_of_key(proxy, headers)?;
     let body = String::from_utf8(Vec::from(body))
         .map_err(|_| ProxyError::invalid("the body is not UTF-8"))?;
     let request: R = serde_json::from_str(&body).map_err(|problem| {
@@ -261,9 +279,20 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     })?;
     let (turn, api) = read(request)?;
     let turn = turn.calls_match_by_value();
-    let name = named_header(headers, NAME_HEADER)?;
-    let session = named_header(headers, SESSION_HEADER)?.or_else(|| turn.session.clone());
-    let client = header_text(headers, CLIENT_HEADER)?.or_else(|| turn.client.clone());
+    // A keyed client's names are its own (see `clients`), and its key
+    // says who it is.
+    let own = |name: String| match &keyed {
+        Some(client) => ClientKeys::scoped(client, &name),
+        None => name,
+    };
+    let name = named_header(headers, NAME_HEADER)?.map(own);
+    let session = named_header(headers, SESSION_HEADER)?
+        .or_else(|| turn.session.clone())
+        .map(own);
+    let client = match &keyed {
+        Some(client) => Some(client.clone()),
+        None => header_text(headers, CLIENT_HEADER)?.or_else(|| turn.client.clone()),
+    };
     let model = proxy.models.route(turn.model.as_deref())?.clone();
     let key = if proxy.pass_client_key {
         client_key(headers, state.token_required)
@@ -271,7 +300,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         None
     };
     drop_erased(state).await?;
-    let turn = graph::complete(&state.store, state.memo.clone(), turn).await?;
+    let turn = graph::complete(&state.store, state.memo.clone(), turn, keyed.as_deref()).await?;
     let continued = state.threads.continued_by(&turn.messages);
     let meta = record::Meta {
         body,
@@ -280,6 +309,7 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         session,
         model: model.name().to_string(),
         client,
+        keyed,
     };
     Ok(ProxiedCall {
         state: state.clone(),
@@ -380,6 +410,32 @@ fn header_text(headers: &HeaderMap, header: &str) -> Result<Option<String>, Prox
         return Err(refuse(&format!("is longer than {NAME_LIMIT} bytes")));
     }
     Ok(Some(text.to_string()))
+}
+
+/// The keyed client a request comes from ([`ProxyConfig::clients`]):
+/// `None` without client keys; a 401 for a request without a key or with
+/// one no client has (the key is never shown). The proxy's routes do not
+/// take the server's token when it has client keys (see
+/// [`crate::access`]), so a bearer is a client key too.
+fn client_of_key(proxy: &ProxyConfig, headers: &HeaderMap) -> Result<Option<String>, ProxyError> {
+    let Some(clients) = &proxy.clients else {
+        return Ok(None);
+    };
+    let refused =
+        |why: &str| ProxyError::new(StatusCode::UNAUTHORIZED, ErrorKind::Authentication, why);
+    let Some(key) = client_key(headers, false) else {
+        return Err(refused(
+            "this proxy serves the clients its keys name: send your client key as \
+             `x-api-key: KEY` or `Authorization: Bearer KEY`",
+        ));
+    };
+    match clients.client(key.expose()) {
+        Some(client) => Ok(Some(client.to_string())),
+        None => Err(refused(
+            "the client key is not one this proxy was given: check the key, or ask the \
+             proxy's operator for one",
+        )),
+    }
 }
 
 /// The key a client sent: `x-api-key`, else (when the server's own token
@@ -582,11 +638,14 @@ impl<A: Api> ProxiedCall<A> {
             .engine()
             .prepare(request)
             .map_err(|error| engine_failure(&error))?;
-        recording::find(&self.state.store, &prepared, self.meta.requested.as_deref())
-            .await
-            .map_err(|error| {
-                ProxyError::server(format!("the recording could not be read: {error}"))
-            })
+        recording::find(
+            &self.state.store,
+            &prepared,
+            self.meta.requested.as_deref(),
+            self.meta.keyed.as_deref(),
+        )
+        .await
+        .map_err(|error| ProxyError::server(format!("the recording could not be read: {error}")))
     }
 
     /// The recorded reply, as the model's own would be written: streamed

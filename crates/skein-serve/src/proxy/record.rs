@@ -38,9 +38,12 @@ pub struct Meta {
     pub session: Option<String>,
     /// The skein model that answered (a new conversation's model).
     pub model: String,
-    /// The client that made the request: the `x-skein-client` header, else
-    /// the request's own fields.
+    /// The client that made the request: its key's client, else the
+    /// `x-skein-client` header, else the request's own fields.
     pub client: Option<String>,
+    /// The keyed client that made the request (see `super::clients`): it
+    /// reaches only its own conversations, and owns those it starts.
+    pub keyed: Option<String>,
 }
 
 impl Meta {
@@ -52,8 +55,10 @@ impl Meta {
             settings: ConversationSettings {
                 model: Some(self.model.clone()),
                 proxy: true,
+                client: self.keyed.clone(),
                 ..ConversationSettings::default()
             },
+            client: self.keyed.clone(),
         })
     }
 

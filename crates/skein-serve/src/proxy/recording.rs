@@ -18,6 +18,11 @@ what was recorded (the first message no recorded request had in that
 place, or the tools, options or model that differ from the recorded call
 on the same messages); with `--record-misses` it goes on to the model and
 is recorded like any proxied request.
+
+A keyed client of the proxy (`super::clients`) is answered from its own
+recordings only, and its misses name no other client's messages: a request
+its own recordings lack is refused without saying what else the graph
+holds (whether another client sent those messages is not told).
 */
 
 use skein::core::{Message, NodeId, Role, RunRecord, RunStatus, Thread};
@@ -61,17 +66,28 @@ pub enum Lookup {
 const PREVIEW: usize = 60;
 
 /// Look `prepared` (the request as the model would receive it) up in the
-/// recording. `requested` is the model name the client asked for.
+/// recording. `requested` is the model name the client asked for; a keyed
+/// `client` is answered from its own recordings only.
 pub async fn find(
     store: &Store,
     prepared: &Prepared,
     requested: Option<&str>,
+    client: Option<&str>,
 ) -> Result<Lookup, StoreError> {
     let store = store.nonblocking();
     let Some(head) = prepared.thread.head_id() else {
         return Ok(Lookup::Miss("the request has no messages".into()));
     };
+    let unseen = || {
+        Lookup::Miss(format!(
+            "this client's recordings have no request with these {} messages",
+            prepared.thread.len()
+        ))
+    };
     if !store.contains(head).await? {
+        if client.is_some() {
+            return Ok(unseen());
+        }
         return first_new_message(&store, &prepared.thread)
             .await
             .map(Lookup::Miss);
@@ -79,7 +95,10 @@ pub async fn find(
     let mut answered = Vec::new();
     for reply in store.children(head).await? {
         for run in store.runs_producing(reply).await? {
-            if run.input_head == Some(head) && run.status == RunStatus::Succeeded {
+            if run.input_head == Some(head)
+                && run.status == RunStatus::Succeeded
+                && client.is_none_or(|client| run.client.as_deref() == Some(client))
+            {
                 answered.push((run, reply));
             }
         }
@@ -87,6 +106,9 @@ pub async fn find(
     // The latest recording of the request wins, as a cassette's last take.
     answered.sort_by_key(|(run, _)| std::cmp::Reverse(run.started_ms));
     let Some((newest, _)) = answered.first() else {
+        if client.is_some() {
+            return Ok(unseen());
+        }
         return Ok(Lookup::Miss(format!(
             "its {} messages were recorded, but never sent as a request whose last message is \
              the {}",

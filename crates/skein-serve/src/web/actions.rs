@@ -201,7 +201,49 @@ pub(crate) fn chosen_model(
         .map_err(|problem| ApiError::new(StatusCode::BAD_REQUEST, problem))
 }
 
-/// The model to look stored names up from (the default).
+/// The model to look stored conversation `stored`'s own model up from:
+/// its own (see [`Models::home_of`](super::models::Models::home_of)), so
+/// going on with it never opens the default model.
+pub(crate) fn home_of(state: &AppState, stored: &Stored) -> Result<Model, ApiError> {
+    state.models.home_of(stored).map_err(|problem| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "the model of conversation {} cannot be opened: {problem}",
+                stored.id
+            ),
+        )
+    })
+}
+
+/// What a turn at `node` looks stored models up from: the model the page
+/// chose, when it chose one (as `skein reply -m`), else the home of
+/// conversation `of` or of the conversation `node` belongs to (see
+/// [`owner_of_node`](skein::conversation::owner_of_node)), else (a node no
+/// conversation holds) the default model.
+async fn home_at(
+    state: &AppState,
+    node: NodeId,
+    of: Option<&ConversationId>,
+    chosen: Option<&Model>,
+) -> Result<Model, ApiError> {
+    if let Some(model) = chosen {
+        return Ok(model.clone());
+    }
+    let owner = match of {
+        Some(of) => Some(of.clone()),
+        None => skein::conversation::owner_of_node(&state.store, node).await?,
+    };
+    match owner {
+        Some(owner) => home_of(
+            state,
+            &state.store.nonblocking().conversation(&owner).await?,
+        ),
+        None => home_model(state),
+    }
+}
+
+/// The default model, for a turn that continues no conversation.
 pub(crate) fn home_model(state: &AppState) -> Result<Model, ApiError> {
     state.models.open(None).map_err(|problem| {
         ApiError::new(
@@ -284,7 +326,10 @@ async fn open_stored(
     model: Option<&Model>,
 ) -> Result<Conversation, ApiError> {
     start_tools(state, stored.settings.tools.clone()).await?;
-    let home = home_model(state)?;
+    let home = match model {
+        Some(model) => model.clone(),
+        None => home_of(state, stored)?,
+    };
     let load = Conversation::load(&state.store, &stored.id, &home);
     match model {
         Some(model) => load.model(model).await,
@@ -309,7 +354,7 @@ async fn branch(
         Some(of) => start_tools_of(state, of).await?,
         None => start_tools_of_owner(state, node).await?,
     }
-    let home = home_model(state)?;
+    let home = home_at(state, node, of.as_ref(), model).await?;
     let mut branch = Conversation::fork_at(&state.store, node, &home);
     if let Some(of) = &of {
         branch = branch.of(of);
@@ -346,7 +391,7 @@ pub async fn reply(
     let model = chosen_model(&state, body.model.as_deref())?;
     check_name_free(&state, body.name.as_deref()).await?;
     start_tools_of_owner(&state, node).await?;
-    let home = home_model(&state)?;
+    let home = home_at(&state, node, None, model.as_ref()).await?;
     let mut reply = Conversation::reply_at(&state.store, node, &home);
     if let Some(model) = &model {
         reply = reply.model(model);

@@ -13,6 +13,7 @@ key or a file's contents.
 use serde::Serialize;
 use skein::Model;
 use skein::core::BoxFuture;
+use skein::store::ConversationRecord;
 
 /// One model the page can choose.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -34,6 +35,27 @@ pub trait Models: Send + Sync {
 
     /// The name of the model a new conversation runs on.
     fn default_name(&self) -> String;
+
+    /// The model to look stored conversation `stored`'s own model up from
+    /// (the `home` of [`Model::of_conversation`] and of the turn layer's
+    /// loads), so that going on with a conversation opens its own model,
+    /// never the default first (which may not even be there: a model file
+    /// not downloaded). By default: the model or profile the conversation
+    /// names, opened by name, else (it names none, it names the default,
+    /// or it is imported and names a file, which only the default may
+    /// open) the default.
+    fn home_of(&self, stored: &ConversationRecord) -> Result<Model, String> {
+        let settings = &stored.settings;
+        match settings.profile.as_deref().or(settings.model.as_deref()) {
+            Some(name)
+                if name != self.default_name()
+                    && !(stored.imported && skein::providers::names_a_file(name)) =>
+            {
+                self.open(Some(name))
+            }
+            _ => self.open(None),
+        }
+    }
 
     /// Start whatever serves the tools `names` (MCP servers), so that a
     /// conversation offering them can be continued; plain built-in tools

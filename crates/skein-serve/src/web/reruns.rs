@@ -12,7 +12,7 @@ write; a report is a `GET`, which never writes, so it keeps them in memory.
 */
 
 use super::actions::{
-    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_name, home_model, start_tools, turn_error,
+    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_name, home_of, start_tools, turn_error,
     turn_permit,
 };
 use super::api::{ApiError, Shared};
@@ -108,7 +108,7 @@ async fn load_turn_of(
     start_tools(state, tools).await?;
     let model = match model {
         Some(model) => model,
-        None => Model::of_conversation(&stored, &home_model(state)?).map_err(turn_error)?,
+        None => Model::of_conversation(&stored, &home_of(state, &stored)?).map_err(turn_error)?,
     };
     RecordedChat::on_model(&model)
         .store(state.store.clone())

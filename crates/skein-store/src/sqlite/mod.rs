@@ -212,9 +212,25 @@ impl SqliteStore {
                 configure(&reader)?;
                 return SqliteStore::assemble(path, reader, Some(opener));
             }
-            (SqliteFile::Skein { .. }, _) => {}
+            (SqliteFile::Skein { .. }, _) => {
+                // Asked before any connection writes, and of the files
+                // before SQLite opens them: a database it cannot write
+                // opens read-only without a word (see `open::unwritable`).
+                if let Some(reason) = open::unwritable(&path, None) {
+                    return Err(StoreError::CannotWrite {
+                        location: location(),
+                        reason,
+                    });
+                }
+            }
         }
         let mut writer = connect(&path)?;
+        if let Some(reason) = open::unwritable(&path, Some(&writer)) {
+            return Err(StoreError::CannotWrite {
+                location: location(),
+                reason,
+            });
+        }
         // Two connections switching a new database to WAL at once: SQLite
         // answers the loser "locked" at once, without waiting.
         while_busy(|| Ok(writer.pragma_update(None, "journal_mode", "WAL")?))?;

@@ -8,8 +8,8 @@ connection that cannot change it:
 
 - missing, or an empty (0-byte or table-less) file: only
   [`OpenMode::Create`] may initialise it;
-- a file that does not start with SQLite's header, a directory, a device:
-  refused;
+- a file that does not start with SQLite's header (SQLite says so, reading
+  it read-only), a directory, a device: refused;
 - a SQLite database is skein's when its schema bookkeeping says so
   (`PRAGMA user_version` at least 1 and a `meta` table holding the store
   key, both written by migration 1 in one transaction); anything else
@@ -26,14 +26,25 @@ opened again with `immutable=1`, which reads it without the WAL index and
 without locks. That is safe exactly because nobody can be writing it: a
 writer would have created the `-wal` file. Were one to start later, this
 handle would not see its commits.
+
+A database opened to be written must be writable, which SQLite does not
+check: it opens a file it cannot write read-only without a word, and a
+`-wal` and `-shm` left beside it (by a reader, or a writer that died)
+make reads work even on a read-only mount, so only the first write would
+fail, after the caller's work (a model call). [`unwritable`] asks first,
+and the open is refused with [`StoreError::CannotWrite`]. It asks without
+opening anything: `access(2)` for the file, its WAL files (or, where one
+is missing, the directory SQLite must create it in), then SQLite itself
+(`sqlite3_db_readonly`) on the connection the store will write with. A
+file descriptor opened and closed by anyone but SQLite would release
+every POSIX lock this process holds on that file, another connection's
+included (a write transaction's lock on the `-shm`), and let another
+process write under it.
 */
 
 use crate::error::{Result, StoreError};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
-
-/// The header every SQLite database file starts with.
-const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// What a SQLite location holds.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,23 +96,17 @@ fn classify_with(
     if metadata.len() == 0 && !sibling(path, "-wal").exists() {
         return Ok(SqliteFile::Blank);
     }
-    let mut header = [0_u8; 16];
-    let read = {
-        use std::io::Read;
-        let mut file = std::fs::File::open(path)?;
-        let mut filled = 0;
-        while filled < header.len() {
-            match file.read(&mut header[filled..])? {
-                0 => break,
-                n => filled += n,
-            }
+    // SQLite reads the header (and refuses a file that is not one of its
+    // databases) through its own descriptor: a descriptor opened and closed
+    // here would release the POSIX locks every other connection of this
+    // process holds on the file (see the module documentation).
+    let conn = match reader.connect() {
+        Ok(conn) => probe.insert(conn),
+        Err(StoreError::Database(error)) if not_a_database(&error) => {
+            return Err(not_skein("it is not a SQLite database"));
         }
-        filled
+        Err(error) => return Err(error),
     };
-    if read > 0 && (read < header.len() || &header != SQLITE_MAGIC) {
-        return Err(not_skein("it is not a SQLite database"));
-    }
-    let conn = probe.insert(reader.connect()?);
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     let objects: i64 =
         conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
@@ -183,6 +188,14 @@ fn first_read(conn: &Connection) -> rusqlite::Result<()> {
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
 }
 
+/// SQLite's answer to a file that is not one of its databases.
+fn not_a_database(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(failure, _) if failure.code == ErrorCode::NotADatabase
+    )
+}
+
 fn cannot_open(error: &rusqlite::Error) -> bool {
     matches!(
         error,
@@ -200,6 +213,42 @@ fn open_immutable(path: &Path) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?)
+}
+
+/// Why this process cannot write the skein database at `path`, if it
+/// cannot: the file, or a `-wal`/`-shm` file left beside it, is not
+/// writable (a read-only mount, no write permission), or a missing one
+/// could not be created in its directory, or SQLite opened `writer` (the
+/// store's own read-write connection, when it has one) read-only. Nothing
+/// is opened (see the module documentation).
+pub(crate) fn unwritable(path: &Path, writer: Option<&Connection>) -> Option<String> {
+    #[cfg(unix)]
+    for suffix in ["", "-wal", "-shm"] {
+        let file = sibling(path, suffix);
+        let (checked, what) = if suffix.is_empty() || file.exists() {
+            (file, String::new())
+        } else {
+            // SQLite creates a missing WAL file beside the database.
+            let dir = path
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf();
+            let what = format!(" (its {} must be created there)", file.display());
+            (dir, what)
+        };
+        if let Err(errno) = rustix::fs::access(&checked, rustix::fs::Access::WRITE_OK) {
+            return Some(format!(
+                "{} is not writable: {}{what}",
+                checked.display(),
+                std::io::Error::from(errno)
+            ));
+        }
+    }
+    writer
+        .and_then(|writer| writer.is_readonly(rusqlite::MAIN_DB).ok())
+        .filter(|read_only| *read_only)
+        .map(|_| format!("SQLite could open {} for reading only", path.display()))
 }
 
 /// `path` as the path of a `file:` URI: every byte but unreserved ones and

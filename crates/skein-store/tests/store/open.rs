@@ -243,9 +243,13 @@ fn files_that_are_not_skein_databases_are_refused_untouched() {
     let dir = foreign.parent().unwrap().to_path_buf();
     let text = dir.join("notes.txt");
     std::fs::write(&text, "just some notes, long enough to hold a header\n").unwrap();
+    // Shorter than SQLite's header: still not a database, never a blank one.
+    let tiny = dir.join("tiny.txt");
+    std::fs::write(&tiny, "hi\n").unwrap();
     let cases = [
         (foreign.clone(), "another application"),
         (text.clone(), "not a SQLite database"),
+        (tiny.clone(), "not a SQLite database"),
         (dir.join("a-directory"), "directory"),
     ];
     std::fs::create_dir(dir.join("a-directory")).unwrap();
@@ -277,7 +281,7 @@ fn files_that_are_not_skein_databases_are_refused_untouched() {
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["a-directory", "notes.txt", "skein.db"]);
+    assert_eq!(names, ["a-directory", "notes.txt", "skein.db", "tiny.txt"]);
 }
 
 /// SQLite: an empty file (say, made by `touch`) becomes a database only
@@ -440,4 +444,147 @@ fn a_new_database_and_its_wal_are_its_owners_only() {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{file:?}");
     }
+}
+
+/// SQLite: opening a database to write it never opens and closes one of
+/// its files outside SQLite. A process's POSIX locks on a file go with the
+/// first descriptor of it the process closes, whoever opened it: a check
+/// that opened the `-shm` (or the database) to see whether it can be
+/// written dropped the write lock another connection of the same process
+/// held, and another process then wrote under it (the attempt reverted in
+/// 3e96fda). Here a connection holds a write transaction, the database is
+/// opened again in the same process (`Existing`, then `Create`, each
+/// checking that it can write), and another process (Python's sqlite3)
+/// must still find it locked: neither a write transaction nor leaving WAL
+/// mode (which needs the database file's lock) gets through. Skipped,
+/// saying so, without `python3`.
+#[cfg(unix)]
+#[test]
+fn opening_a_database_to_write_keeps_the_locks_other_connections_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skein.db");
+    let store = Store::open(&path).unwrap();
+    let conversation = store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    append_turn(&store, &conversation.id, "hello");
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    holder
+        .execute(
+            "INSERT INTO meta(key, value) VALUES ('held', 'by this process')",
+            [],
+        )
+        .unwrap();
+    for mode in [OpenMode::Existing, OpenMode::Create, OpenMode::ReadOnly] {
+        let again = Store::open_with(&path, mode).unwrap();
+        assert_eq!(again.list_conversations(10).unwrap().len(), 1);
+    }
+    let script = "import sqlite3, sys\n\
+        db = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n\
+        for attempt in ('BEGIN IMMEDIATE', 'PRAGMA journal_mode=DELETE'):\n\
+        \x20   try:\n\
+        \x20       print(attempt, '->', db.execute(attempt).fetchall())\n\
+        \x20   except sqlite3.OperationalError as error:\n\
+        \x20       print(attempt, '->', error)\n";
+    let Ok(output) = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+    else {
+        eprintln!(
+            "SKIPPED opening_a_database_to_write_keeps_the_locks_other_connections_hold: no python3"
+        );
+        return;
+    };
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        said,
+        "BEGIN IMMEDIATE -> database is locked\n\
+         PRAGMA journal_mode=DELETE -> database is locked\n",
+        "another process got past this one's locks"
+    );
+    holder.execute_batch("COMMIT").unwrap();
+    assert_eq!(store.list_conversations(10).unwrap().len(), 1);
+}
+
+/// SQLite: a database this process cannot write (its directory and files
+/// made read-only) is refused up front by the modes that write, with
+/// `StoreError::CannotWrite` naming what is not writable, even when a
+/// reader left its `-wal` and `-shm` files behind (which make reading
+/// work, so SQLite would open it without a word and fail at the first
+/// write); it still opens read-only and reads. Root writes through
+/// `chmod`, so this test probes with a write of its own and is skipped
+/// (saying so) when that write succeeds; the CLI tests
+/// `read_commands_work_on_a_read_only_mount` and
+/// `plain_serve_serves_a_database_it_cannot_write_read_only` cover a real
+/// read-only mount, which binds root too.
+#[cfg(unix)]
+#[test]
+fn a_database_that_cannot_be_written_is_refused_up_front_even_with_wal_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skein.db");
+    let store = Store::open(&path).unwrap();
+    let conversation = store
+        .create_conversation(NewConversation::default())
+        .unwrap();
+    append_turn(&store, &conversation.id, "hello");
+    drop(store);
+    // A reader leaves the WAL files behind.
+    let reader = Store::open_with(&path, OpenMode::ReadOnly).unwrap();
+    assert_eq!(reader.list_conversations(10).unwrap().len(), 1);
+    drop(reader);
+    let files: Vec<_> = ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut name = path.clone().into_os_string();
+            name.push(suffix);
+            std::path::PathBuf::from(name)
+        })
+        .collect();
+    for file in &files {
+        assert!(file.exists(), "{file:?} is missing");
+    }
+    /// Gives the directory and files their rights back, however the test ends.
+    struct Restore<'a>(&'a Path, &'a [std::path::PathBuf]);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::set_permissions(self.0, std::fs::Permissions::from_mode(0o700));
+            for file in self.1 {
+                let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
+            }
+        }
+    }
+    let _restore = Restore(dir.path(), &files);
+    for file in &files {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let probe = dir.path().join("probe");
+    if std::fs::write(&probe, "x").is_ok() {
+        let _ = std::fs::remove_file(&probe);
+        eprintln!(
+            "SKIPPED a_database_that_cannot_be_written_is_refused_up_front_even_with_wal_files: \
+             this user (root?) writes through chmod, so nothing here is read-only"
+        );
+        return;
+    }
+    for mode in [OpenMode::Create, OpenMode::Existing] {
+        match Store::open_with(&path, mode) {
+            Err(StoreError::CannotWrite { location, reason }) => {
+                assert_eq!(location, path.display().to_string());
+                assert!(reason.contains("skein.db is not writable"), "{reason}");
+            }
+            Err(other) => panic!("{mode:?}: {other}"),
+            Ok(_) => panic!("{mode:?}: a database nobody can write opened to be written"),
+        }
+    }
+    let reader = Store::open_with(&path, OpenMode::ReadOnly).unwrap();
+    assert_eq!(reader.list_conversations(10).unwrap().len(), 1);
 }

@@ -157,8 +157,12 @@ fn open_for_web_view(path: &Path, read_url: Option<&str>) -> Result<(Store, bool
     let Ok(store) = open_store(path, read_url, OpenMode::ReadOnly) else {
         return Err(refused);
     };
+    let why = match refused.downcast_ref::<StoreError>() {
+        Some(StoreError::CannotWrite { reason, .. }) => reason.clone(),
+        _ => format!("{refused:#}"),
+    };
     ui::note(format!(
-        "the database cannot be written ({refused:#}): serving it read-only, as --read-only does"
+        "the database cannot be written ({why}): serving it read-only, as --read-only does"
     ));
     Ok((store, true))
 }
@@ -180,7 +184,8 @@ fn open_store(path: &Path, read_url: Option<&str>, mode: OpenMode) -> Result<Sto
         // These name the location themselves.
         error @ (StoreError::NotSkein { .. }
         | StoreError::OutdatedReadOnly { .. }
-        | StoreError::MigrationDenied { .. }) => anyhow::Error::new(error),
+        | StoreError::MigrationDenied { .. }
+        | StoreError::CannotWrite { .. }) => anyhow::Error::new(error),
         error => anyhow::Error::new(error).context(format!("cannot open the database {shown}")),
     })
 }
