@@ -1,8 +1,11 @@
 /*!
 Blocking forms of the engine's async operations, like `reqwest::blocking`
 (the facade's own types have theirs as `*_blocking` methods, built on the
-same runner):
-each call runs the async operation to completion on a small runtime of its
+same runner). These are the engine's calls (PromptKit's layer): **they
+record nothing in any store**. A recorded turn is a conversation's
+(`Prompt::send_blocking`, `Response::reply`, `Fork::prompt`), which goes
+through the turn service; nothing here can be mistaken for one.
+Each call runs the async operation to completion on a small runtime of its
 own, with identical behaviour. Calling one from inside an async runtime
 (where blocking would stall or deadlock it) returns
 [`BlockingError::InsideRuntime`] instead of panicking: use the async form
@@ -61,12 +64,12 @@ fn block_on<T, E>(future: impl Future<Output = Result<T, E>>) -> Result<T, Block
     skein_store::blocking_caller(|| runtime.block_on(future)).map_err(BlockingError::Operation)
 }
 
-/// [`Engine::run`], blocking.
+/// [`Engine::run`], blocking: one model call, recorded nowhere.
 pub fn run(engine: &Engine, request: Request) -> Result<RunOutput, BlockingError<EngineError>> {
     block_on(engine.run(request))
 }
 
-/// [`Engine::continue_from`], blocking.
+/// [`Engine::continue_from`], blocking: recorded nowhere.
 pub fn continue_from(
     engine: &Engine,
     exchange: &Exchange,
@@ -75,7 +78,7 @@ pub fn continue_from(
     block_on(engine.continue_from(exchange, request))
 }
 
-/// [`Engine::coordinate`], blocking. The callback is the same as the async
+/// [`Engine::coordinate`], blocking: recorded nowhere. The callback is the same as the async
 /// form's: it returns a future, which this call drives.
 pub fn coordinate<F>(
     engine: &Engine,

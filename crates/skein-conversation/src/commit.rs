@@ -36,18 +36,41 @@ use skein_store::{
 /// store holds it yet, and what creates it there when not.
 #[derive(Clone, Debug)]
 pub struct Bookmark {
-    pub id: ConversationId,
+    pub(crate) id: ConversationId,
     /// Whether the store holds the conversation.
-    pub stored: bool,
-    pub name: Option<String>,
-    pub origin: Option<Origin>,
-    pub settings: ConversationSettings,
+    pub(crate) stored: bool,
+    pub(crate) name: Option<String>,
+    pub(crate) origin: Option<Origin>,
+    pub(crate) settings: ConversationSettings,
 }
 
 impl Bookmark {
+    pub fn id(&self) -> &ConversationId {
+        &self.id
+    }
+
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+
+    /// Follow a turn written to this conversation that `landed` there,
+    /// ending at `head`: stored once the turn landed in it, the branch once
+    /// it branched (the landing rule); where it stood otherwise.
+    pub fn follow(&mut self, landed: &crate::service::Landed, head: Option<NodeId>) {
+        match landed {
+            crate::service::Landed::In(_) => self.stored = true,
+            crate::service::Landed::Branched { conversation, .. } => {
+                *self = self.branched(conversation.clone(), head);
+            }
+            crate::service::Landed::Unrecorded
+            | crate::service::Landed::Lost { .. }
+            | crate::service::Landed::Kept => {}
+        }
+    }
+
     /// A conversation the store does not hold yet: its first turn creates
     /// it.
-    pub fn new(id: ConversationId) -> Bookmark {
+    pub(crate) fn new(id: ConversationId) -> Bookmark {
         Bookmark {
             id,
             stored: false,
@@ -156,7 +179,7 @@ impl Bookmark {
 
     /// A conversation the store does not hold yet, created by its first
     /// turn with this name, origin and settings.
-    pub fn unstored(
+    pub(crate) fn unstored(
         name: Option<String>,
         origin: Option<Origin>,
         settings: ConversationSettings,

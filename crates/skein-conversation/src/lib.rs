@@ -33,7 +33,7 @@ assembles store writes by hand.
 */
 
 pub mod blocking;
-pub mod commit;
+pub(crate) mod commit;
 mod conversation;
 mod error;
 pub mod family;

@@ -462,6 +462,24 @@ impl TurnRequest {
     }
 }
 
+/// A conversation the store does not hold yet, with this name, origin
+/// and settings: its first turn that succeeds creates it (a turn layer's
+/// [`Landing::extend`] of it). With `now`, it is created at once, starting
+/// at the end of that thread (a fork that exists before its first turn).
+pub async fn new_conversation(
+    name: Option<String>,
+    origin: Option<skein_store::Origin>,
+    settings: ConversationSettings,
+    now: Option<(&Store, Thread)>,
+) -> Result<Bookmark, StoreError> {
+    let mut bookmark = Bookmark::unstored(name, origin, settings);
+    if let Some((store, thread)) = now {
+        commit::create(store, &bookmark, thread).await?;
+        bookmark.stored = true;
+    }
+    Ok(bookmark)
+}
+
 /// Keep model calls that no turn records, so that usage counts them: a
 /// whole turn that failed, paused or reached its limit, or a rerun whose
 /// samples did not all succeed. Their runs are marked

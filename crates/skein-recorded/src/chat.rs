@@ -31,7 +31,7 @@ use crate::reason::Report;
 use crate::source::{
     Ablation, HookContext, Purpose, Source, SourceHook, SourceInfo, SourceKind, tagged_kind,
 };
-use skein_conversation::commit::{self, Bookmark};
+use skein_conversation::Bookmark;
 use skein_conversation::service::{self, FailedLoop, Landed, Landing, TurnError, TurnRequest};
 use skein_core::provider::GenerationOptions;
 use skein_core::{
@@ -117,7 +117,7 @@ pub struct RecordedChat {
 impl std::fmt::Debug for RecordedChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecordedChat")
-            .field("id", &self.bookmark.id)
+            .field("id", self.bookmark.id())
             .field("turns", &self.turns.len())
             .field("removed", &self.removed)
             .finish_non_exhaustive()
@@ -334,11 +334,13 @@ impl RecordedChat {
         origin: Option<Origin>,
         persist: bool,
     ) -> Result<RecordedChat> {
-        let mut bookmark = Bookmark::unstored(name, origin, config.settings(&removed));
-        if let (Some(store), true) = (&config.store, persist) {
-            commit::create(store, &bookmark, history.clone()).await?;
-            bookmark.stored = true;
-        }
+        let now = config
+            .store
+            .as_ref()
+            .filter(|_| persist)
+            .map(|store| (store, history.clone()));
+        let bookmark =
+            service::new_conversation(name, origin, config.settings(&removed), now).await?;
         Ok(RecordedChat {
             config,
             bookmark,
@@ -354,18 +356,18 @@ impl RecordedChat {
     /// The chat's identity: its conversation's id (stored or not). Rerun
     /// results carry it.
     pub fn id(&self) -> &str {
-        self.bookmark.id.as_str()
+        self.bookmark.id().as_str()
     }
 
     /// The conversation, when a store is attached (created there by the
     /// first turn, or at once for a fork).
     pub fn conversation(&self) -> Option<&ConversationId> {
-        self.config.store.as_ref().map(|_| &self.bookmark.id)
+        self.config.store.as_ref().map(|_| self.bookmark.id())
     }
 
     /// Where a fork came from.
     pub fn origin(&self) -> Option<&Origin> {
-        self.bookmark.origin.as_ref()
+        self.bookmark.origin()
     }
 
     /// Sources removed from every turn and probe of this chat.
@@ -534,15 +536,7 @@ impl RecordedChat {
     /// conversation (now stored), or, when another writer moved it on
     /// while the turn ran, in the branch the turn became.
     fn follow(&mut self, landed: &Landed) {
-        match landed {
-            Landed::In(_) => self.bookmark.stored = true,
-            Landed::Branched { conversation, .. } => {
-                self.bookmark = self
-                    .bookmark
-                    .branched(conversation.clone(), self.history.head_id());
-            }
-            Landed::Unrecorded | Landed::Lost { .. } | Landed::Kept => {}
-        }
+        self.bookmark.follow(landed, self.history.head_id());
     }
 
     /// Keep the model calls of a rerun that records nothing

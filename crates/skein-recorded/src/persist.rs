@@ -90,7 +90,7 @@ pub struct LoadedTurn {
 impl std::fmt::Debug for LoadedTurn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedTurn")
-            .field("chat", &self.chat.bookmark.id)
+            .field("chat", self.chat.bookmark.id())
             .field("turn", &self.at.turn)
             .finish_non_exhaustive()
     }
@@ -119,7 +119,7 @@ impl LoadedTurn {
 
     /// The stored conversation the turn belongs to.
     pub fn conversation(&self) -> &ConversationId {
-        &self.chat.bookmark.id
+        self.chat.bookmark.id()
     }
 
     /// Sources removed from every turn and probe of the chat.

@@ -736,8 +736,13 @@ fn every_command_of_skein_help_is_one_module_with_one_dispatch_arm() {
 /// service is the one caller every surface goes through.
 const TURN_LAYER: [&str; 3] = ["skein-engine", "skein-store", "skein-conversation"];
 
-/// What running a model call or writing a turn by hand looks like.
-const RUNS_OR_RECORDS: [&str; 13] = [
+/// What running a model call or writing a turn by hand looks like: the
+/// engine's and the store's operations, which are public because the turn
+/// layer is another crate. Writing a turn through the turn layer's own
+/// internals cannot be done outside it at all: its `commit` module and a
+/// bookmark's constructors and fields are crate-private (the compiler
+/// checks that, so this list no longer does).
+const RUNS_OR_RECORDS: [&str; 8] = [
     "prepare_execution(",
     "engine().run(",
     "engine.run(",
@@ -745,11 +750,6 @@ const RUNS_OR_RECORDS: [&str; 13] = [
     ".run(&self.engine",
     ".run(&engine",
     ".run(engine",
-    "Bookmark {",
-    "Bookmark::new(",
-    "commit::commit(",
-    "commit::failed(",
-    "commit::keep(",
     "commit_turn(",
 ];
 
