@@ -25,48 +25,89 @@ use std::path::PathBuf;
 )]
 pub struct Cli {
     /// The database: a SQLite file, or a postgres://user@host/db URL [default: skein.db in your
-    /// data directory]
+    /// data directory] [env: SKEIN_DB]
     #[arg(
         short = 'd',
         long,
         visible_alias = "database",
         global = true,
-        env = "SKEIN_DB",
-        value_name = "PATH|URL"
+        value_name = "PATH|URL",
+        help_heading = GLOBAL_OPTIONS
     )]
     pub db: Option<PathBuf>,
 
     /// A PostgreSQL standby of the database (a postgres:// URL, several hosts allowed) that
     /// commands which only read and the pages of `skein serve` read from; turns read from
-    /// the database itself [default: the configuration file's `db_read`, with its `db`]
-    #[arg(long, global = true, env = "SKEIN_DB_READ", value_name = "URL")]
+    /// the database itself [default: the configuration file's `db_read`, with its `db`] [env:
+    /// SKEIN_DB_READ]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL_OPTIONS)]
     pub db_read: Option<String>,
 
     /// Print records as JSON instead of text
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL_OPTIONS)]
     pub json: bool,
 
     /// The most a file or URL named on the command line (`--source ID=@FILE`,
     /// `--schema FILE`, `-a`, `-f`) or text piped on stdin may hold, in bytes (`K`,
-    /// `M`, `G` suffixes are powers of 1024)
+    /// `M`, `G` suffixes are powers of 1024) [default: 16M] [env: SKEIN_MAX_INPUT]
     #[arg(
         long,
         global = true,
-        env = "SKEIN_MAX_INPUT",
         value_name = "BYTES",
-        default_value = "16M",
-        value_parser = parse_size
+        value_parser = parse_size,
+        help_heading = GLOBAL_OPTIONS
     )]
-    pub max_input: u64,
+    pub max_input: Option<u64>,
 
     /// Send an OpenTelemetry trace of every turn to this OTLP collector (its base URL,
     /// e.g. http://localhost:4318) [default: OTEL_EXPORTER_OTLP_ENDPOINT, else the config
     /// file's [otel] endpoint, else none]
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL_OPTIONS)]
     pub otlp: Option<String>,
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The heading every command's help lists the global options under, after
+/// its own.
+pub const GLOBAL_OPTIONS: &str = "Global options";
+
+/// `--max-input` when neither it nor `SKEIN_MAX_INPUT` is given.
+const DEFAULT_MAX_INPUT: u64 = 16 << 20;
+
+impl Cli {
+    /// The global options the environment gives when the command line does
+    /// not (`SKEIN_DB`, `SKEIN_DB_READ`, `SKEIN_MAX_INPUT`; an empty
+    /// variable is unset). They are read here rather than by clap, which
+    /// would show them in a usage line as if they had been typed (and so
+    /// as if they were required).
+    pub fn with_environment(mut self) -> Result<Cli, clap::Error> {
+        let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+        if self.db.is_none() {
+            self.db = var("SKEIN_DB").map(PathBuf::from);
+        }
+        if self.db_read.is_none() {
+            self.db_read = var("SKEIN_DB_READ").map(|url| url.to_string_lossy().into_owned());
+        }
+        if self.max_input.is_none()
+            && let Some(value) = var("SKEIN_MAX_INPUT")
+        {
+            let size = parse_size(&value.to_string_lossy()).map_err(|problem| {
+                Cli::command().error(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("invalid value in SKEIN_MAX_INPUT: {problem}"),
+                )
+            })?;
+            self.max_input = Some(size);
+        }
+        Ok(self)
+    }
+
+    /// The most one command's inputs may hold (`--max-input`).
+    pub fn max_input(&self) -> u64 {
+        self.max_input.unwrap_or(DEFAULT_MAX_INPUT)
+    }
 }
 
 /// The commands of `llm` (0.36) that skein has no command for, each with
@@ -145,6 +186,10 @@ pub fn with_implicit_prompt(
     let mut args: Vec<OsString> = args.into_iter().collect();
     let command = Cli::command();
     let first = first_after_globals(&command, &args);
+    if first > args.len() {
+        // A global option's value is missing (`skein --db`): clap says so.
+        return Ok(args);
+    }
     let prompt = match classify(&command, args.get(first)) {
         FirstArg::Nothing => !stdin_is_terminal,
         FirstArg::PromptOption | FirstArg::Text => true,
@@ -165,7 +210,8 @@ pub fn with_implicit_prompt(
     Ok(args)
 }
 
-/// The index of the first argument after the global options.
+/// The index of the first argument after the global options (past the
+/// end when the last of them lacks its value).
 fn first_after_globals(command: &clap::Command, args: &[OsString]) -> usize {
     let globals: Vec<&clap::Arg> = command
         .get_arguments()
@@ -320,6 +366,14 @@ mod tests {
             ["prompt", "--model=echo", "hi"]
         );
         assert_eq!(implicit(&["--no-log", "hi"]), ["prompt", "--no-log", "hi"]);
+    }
+
+    /// A global option whose value is missing is clap's to report, even
+    /// with stdin piped (it once made the prompt rule panic).
+    #[test]
+    fn a_global_option_without_its_value_is_left_to_clap() {
+        assert_eq!(implicit_on(&["--db"], false).unwrap(), ["--db"]);
+        assert_eq!(implicit_on(&["-d"], true).unwrap(), ["-d"]);
     }
 
     #[test]

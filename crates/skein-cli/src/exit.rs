@@ -5,7 +5,7 @@ Exit codes, documented in docs/cli.md:
 |---|---|
 | 0 | success |
 | 1 | any other failure |
-| 2 | the command line is wrong (printed by clap) |
+| 2 | the command line is wrong: printed by clap, or found when its values are used (an unknown model, tool or `-o` option, a malformed `--schema`, a name that reads as an id or is taken) |
 | 3 | an id or prefix matches nothing, or several things; or there is no database where one must exist |
 | 4 | a recorded chat's conversation moved while its turn ran (the turn is stored); other turns land in a branch instead |
 | 5 | the model call failed (its failed run is recorded) |
@@ -42,8 +42,68 @@ pub fn message(error: &anyhow::Error) -> String {
         {
             return unknown_tool(conversation.as_str(), tool);
         }
+        if let Some(recorded) = cause.downcast_ref::<skein::recorded::RecordedError>()
+            && let Some(text) = recorded_advice(recorded)
+        {
+            return text;
+        }
+        if let Some(store) = cause.downcast_ref::<StoreError>()
+            && is_unknown_conversation(store)
+            && let Some(database) = crate::commands::common::context::opened_database()
+        {
+            let here = match store {
+                StoreError::ConversationNotFound(_) => "",
+                _ => " in this database",
+            };
+            return format!(
+                "{error:#}{here} ({database}): `skein conversations` lists them; --db, SKEIN_DB \
+                 or `db` in the configuration file choose another database"
+            );
+        }
     }
     format!("{error:#}")
+}
+
+/// Whether `error` says a conversation typed on the command line is not
+/// in the database.
+fn is_unknown_conversation(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::ConversationNotFound(_)
+            | StoreError::UnknownPrefix {
+                kind: "conversation",
+                ..
+            }
+    )
+}
+
+/// A recorded chat's error whose library wording advises a Rust API: what
+/// to do on the command line instead.
+fn recorded_advice(error: &skein::recorded::RecordedError) -> Option<String> {
+    use skein::recorded::RecordedError;
+    Some(match error {
+        RecordedError::ChainLimit { turn, limit } => format!(
+            "turn {turn} reached the chain limit of {limit} model calls with tool calls pending; \
+             no turn was recorded (its model calls are kept for usage): raise the limit with \
+             --chain-limit N"
+        ),
+        RecordedError::BeyondCap {
+            turn,
+            id,
+            rank,
+            cap,
+            removable,
+        } => format!(
+            "source `{id}` of turn {turn} ranks {rank} (from 1), below the report's cap of {cap} \
+             suspects, so it is not removable; run again with --max-suspects {rank} to widen the \
+             cap (removable now: {})",
+            match removable.is_empty() {
+                true => "none".to_string(),
+                false => removable.join(", "),
+            }
+        ),
+        _ => return None,
+    })
 }
 
 /// A conversation's stored tool that this command does not know: what to
@@ -113,8 +173,9 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         if let Some(error) = cause.downcast_ref::<skein::Error>() {
             return match error {
                 skein::Error::Store(store) => store_code(store),
+                skein::Error::Model(resolve) => resolve_code(resolve),
                 skein::Error::HeadMoved { .. } => HEAD_MOVED,
-                skein::Error::Model(_) | skein::Error::ChainFailed { .. } => MODEL_FAILED,
+                skein::Error::ChainFailed { .. } => MODEL_FAILED,
                 skein::Error::Engine(engine) => engine_code(engine),
                 _ => FAILURE,
             };
@@ -138,11 +199,8 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         if let Some(store) = cause.downcast_ref::<StoreError>() {
             return store_code(store);
         }
-        if cause
-            .downcast_ref::<skein::providers::ResolveError>()
-            .is_some()
-        {
-            return MODEL_FAILED;
+        if let Some(error) = cause.downcast_ref::<skein::providers::ResolveError>() {
+            return resolve_code(error);
         }
         if let Some(code) = cause.downcast_ref::<ExitWith>() {
             return code.0;
@@ -156,6 +214,18 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         }
     }
     FAILURE
+}
+
+/// A model name that names no model is the command line's mistake;
+/// anything else (a model file or key missing) is the model's failure.
+fn resolve_code(error: &skein::providers::ResolveError) -> u8 {
+    use skein::providers::ResolveError;
+    match error {
+        ResolveError::UnknownModel { .. } | ResolveError::MissingArgument { .. } => {
+            BAD_COMMAND_LINE
+        }
+        _ => MODEL_FAILED,
+    }
 }
 
 fn engine_code(error: &EngineError) -> u8 {
@@ -196,6 +266,12 @@ fn store_code(store: &StoreError) -> u8 {
 /// An error that carries its own exit code.
 #[derive(Debug)]
 pub struct ExitWith(pub u8, pub String);
+
+/// A mistake on the command line found when its values are used (exit
+/// code 2), saying what is accepted.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(ExitWith(BAD_COMMAND_LINE, message.into()))
+}
 
 impl std::fmt::Display for ExitWith {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -130,11 +130,11 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
                 if let Some(concise) = concise_schema(value) {
                     return concise;
                 }
-                bail!(
+                return Err(crate::exit::usage(format!(
                     "--schema `{value}` is neither JSON ({json_error}), nor a file that exists, \
                      nor fields as `name, age int, bio: a description`: give a JSON Schema object, \
                      the path of a file holding one, or fields"
-                );
+                )));
             }
             let text = text_file(path, "the --schema file")?;
             serde_json::from_str(&text)
@@ -142,7 +142,9 @@ pub fn schema(value: &str) -> Result<serde_json::Value> {
         }
     };
     if !schema.is_object() {
-        bail!("--schema `{value}` is not a JSON Schema: a schema is a JSON object, `{{...}}`");
+        return Err(crate::exit::usage(format!(
+            "--schema `{value}` is not a JSON Schema: a schema is a JSON object, `{{...}}`"
+        )));
     }
     Ok(schema)
 }
@@ -181,22 +183,24 @@ fn concise_schema(value: &str) -> Option<Result<serde_json::Value>> {
             Some("float") => "number",
             Some("bool") => "boolean",
             Some(other) => {
-                return Some(Err(anyhow!(
+                return Some(Err(crate::exit::usage(format!(
                     "--schema field `{name}` has the type `{other}`: the types are str, int, float and bool"
-                )));
+                ))));
             }
         };
         if let Some(extra) = words.next() {
-            return Some(Err(anyhow!(
+            return Some(Err(crate::exit::usage(format!(
                 "--schema field `{field}` has `{extra}` after its type: write `name [type][: description]`"
-            )));
+            ))));
         }
         let mut property = serde_json::json!({ "type": kind });
         if let Some(description) = description.filter(|d| !d.is_empty()) {
             property["description"] = description.into();
         }
         if properties.insert(name.to_string(), property).is_some() {
-            return Some(Err(anyhow!("--schema names the field `{name}` twice")));
+            return Some(Err(crate::exit::usage(format!(
+                "--schema names the field `{name}` twice"
+            ))));
         }
         required.push(name.to_string());
     }

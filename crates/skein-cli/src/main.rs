@@ -18,7 +18,9 @@ fn main() -> ExitCode {
     use std::io::IsTerminal;
     let args = cli::with_implicit_prompt(std::env::args_os(), std::io::stdin().is_terminal())
         .unwrap_or_else(|error| error.exit());
-    let cli = cli::Cli::parse_from(args);
+    let cli = cli::Cli::parse_from(args)
+        .with_environment()
+        .unwrap_or_else(|error| error.exit());
     // A server answers many clients at once, on every core, and the
     // store's work runs in place on its workers (no hop to the blocking
     // pool); every other command does one thing, and starts faster
@@ -34,7 +36,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
-    input::set_limit(cli.max_input);
+    input::set_limit(cli.max_input());
     let outcome = runtime.block_on(commands::run(cli));
     // What is still buffered: a failure here is reported like any other.
     let flushed = ui::flush();

@@ -66,6 +66,24 @@ pub enum Error {
         conversation: ConversationId,
         model: String,
     },
+    /// A stored conversation's model names a file by a relative path (as
+    /// an older skein stored what was typed) that names no file from the
+    /// working directory: it meant a file relative to the directory the
+    /// conversation was recorded from, which is not known.
+    #[error(
+        "conversation {conversation} runs on `{model}`, whose path is relative to the directory \
+         it was recorded from (skein now stores such paths absolute); from here it names {}, \
+         which does not exist: continue it from that directory, or name the file with -m \
+         {}:ABSOLUTE_PATH",
+        .path.display(),
+        .model.split_once(':').map_or("scripted", |(backend, _)| backend)
+    )]
+    StoredModelFileMissing {
+        conversation: ConversationId,
+        model: String,
+        /// Where the relative path leads from the working directory.
+        path: std::path::PathBuf,
+    },
     /// A model name opened beside a configuration names one of its
     /// backends, of another kind, and no profile.
     #[error(

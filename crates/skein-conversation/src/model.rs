@@ -88,6 +88,9 @@ impl Model {
         name: &str,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
     ) -> Result<Model> {
+        // A file's path is kept absolute, so that a conversation recorded
+        // with it can be continued from any directory.
+        let name = &*skein_providers::with_absolute_path(name);
         let resolved = skein_providers::resolve(name)?;
         let catalog = match catalog.find_backend(name) {
             Some(backend) if backend.kind != resolved.kind => {
@@ -140,6 +143,14 @@ impl Model {
         home: &Model,
     ) -> Result<Model> {
         crate::settings::model(conversation, home)
+    }
+
+    /// Refuse a stored conversation whose model names a file by a relative
+    /// path (as an older skein stored it) that leads nowhere from the
+    /// working directory ([`Error::StoredModelFileMissing`]), before anything
+    /// opens it; [`Model::of_conversation`] checks it too.
+    pub fn check_stored_file(conversation: &skein_store::ConversationRecord) -> Result<()> {
+        crate::settings::check_model_file(conversation)
     }
 
     /// A configured profile of `engine`.

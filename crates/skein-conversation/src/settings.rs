@@ -8,7 +8,10 @@ A model name that names a file (`local:PATH`, `scripted:PATH`) stored by an
 when it is the home model's own name, that is, when the user named that
 file on the command line or in configuration: data from elsewhere never
 chooses which local file is loaded. A conversation recorded here keeps the
-file its user named when it was created.
+file its user named when it was created, by its absolute path (opening a
+model makes a relative one absolute); one stored relative by an older skein
+is read from the working directory, and refused with the path it leads to
+when nothing is there ([`check_model_file`]).
 */
 
 use crate::error::{Error, Result};
@@ -38,9 +41,30 @@ pub(crate) fn model(conversation: &StoredConversation, home: &Model) -> Result<M
                     model: name.clone(),
                 });
             }
+            check_model_file(conversation)?;
             Model::open_with_tools(name, home.engine().tools().iter().cloned())
         }
         _ => Ok(home.clone()),
+    }
+}
+
+/// Refuse a stored model name that names a file by a relative path (an
+/// older skein stored `scripted:PATH` and `local:PATH` as typed) when
+/// nothing is at that path from the working directory, with
+/// [`Error::StoredModelFileMissing`] naming where it leads. Any other
+/// stored name passes (a missing absolute file is the provider's error,
+/// which names it).
+pub fn check_model_file(conversation: &StoredConversation) -> Result<()> {
+    let Some(name) = &conversation.settings.model else {
+        return Ok(());
+    };
+    match skein_providers::file_of(name) {
+        Some(path) if path.is_relative() && !path.exists() => Err(Error::StoredModelFileMissing {
+            conversation: conversation.id.clone(),
+            model: name.clone(),
+            path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -119,6 +119,13 @@ impl Default for PriceTable {
     }
 }
 
+/// The model names the built-in table prices (OpenAI's and Anthropic's,
+/// without their provider prefix): the models skein knows by name, which
+/// a mistyped model name is compared with.
+pub fn builtin_models() -> impl Iterator<Item = &'static str> {
+    BUILT_IN.iter().map(|(model, _)| *model)
+}
+
 impl PriceTable {
     /// The built-in prices, as of [`BUILT_IN_DATE`].
     pub fn builtin() -> PriceTable {

@@ -91,12 +91,15 @@ pub enum EngineError {
     Cancelled { run: Option<RunId>, partial: String },
     /// The request would send a message whose content was erased
     /// (`skein redact`): only its digest is left, and no model is sent a
-    /// stand-in unasked ([`crate::erased`]).
+    /// stand-in unasked ([`crate::erased`]). (A library caller chooses a
+    /// placeholder for one request with
+    /// [`Request::erased_placeholder`](crate::Request::erased_placeholder);
+    /// the message, which every surface shows, names no Rust API.)
     #[error(
         "message {} was erased ({reason}): its content cannot be sent to a model; continue from a \
          message before it instead (e.g. `skein fork` at its parent), or choose a placeholder to \
          send in its place: `erased_placeholder = \"[erased]\"` under `[privacy]` in the \
-         configuration file (`Request::erased_placeholder` for one request)", .node.short()
+         configuration file", .node.short()
     )]
     ErasedContent {
         node: skein_core::NodeId,

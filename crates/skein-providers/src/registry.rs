@@ -269,27 +269,143 @@ pub fn available() -> Vec<&'static str> {
     BACKENDS.iter().map(|backend| backend.syntax).collect()
 }
 
-/// The model name someone probably meant by a bare name that is not a
-/// backend: a provider's model (`gpt-4o` is `openai:gpt-4o`, `claude-…` is
+/// The model name someone probably meant by a name that is not one: a
+/// mistyped backend (`opnai:gpt-4o` is `openai:gpt-4o`, `ecoh` is `echo`),
+/// a model skein knows by name written short or with other separators
+/// (`4o-mini` is `openai:gpt-4o-mini`, `claude-3.5-sonnet` is
+/// `anthropic:claude-3-5-sonnet`: the names of the built-in price table),
+/// a provider's model (`gpt-4o` is `openai:gpt-4o`, `claude-…` is
 /// `anthropic:claude-…`), a GGUF file (`local:PATH`) or a rule file
 /// (`scripted:PATH`).
 pub fn suggest(model: &str) -> Option<String> {
+    if let Some((name, argument)) = model.split_once(':') {
+        let backends = BACKENDS.iter().filter(|backend| backend.takes_argument);
+        let backend = nearest(name, backends.map(|backend| backend.name))?;
+        return Some(format!("{backend}:{argument}"));
+    }
+    let plain = BACKENDS.iter().filter(|backend| !backend.takes_argument);
+    if let Some(backend) = nearest(model, plain.map(|backend| backend.name)) {
+        return Some(backend.to_string());
+    }
     let lower = model.to_ascii_lowercase();
+    if let Some(known) = known_model(&lower) {
+        return Some(format!("{}:{known}", provider_of(known)?));
+    }
+    Some(format!("{}:{model}", provider_of(&lower)?))
+}
+
+/// The backend a bare model name (lower case) belongs to, by its shape.
+fn provider_of(lower: &str) -> Option<&'static str> {
     let openai = [
         "gpt-", "gpt4", "chatgpt", "o1", "o3", "o4", "text-", "davinci", "ft:gpt",
     ];
-    let backend = if openai.iter().any(|prefix| lower.starts_with(prefix)) {
-        "openai"
+    if openai.iter().any(|prefix| lower.starts_with(prefix)) {
+        Some("openai")
     } else if lower.starts_with("claude") {
-        "anthropic"
+        Some("anthropic")
     } else if lower.ends_with(".gguf") {
-        "local"
+        Some("local")
     } else if lower.ends_with(".toml") {
-        "scripted"
+        Some("scripted")
     } else {
-        return None;
+        None
+    }
+}
+
+/// The one model of the built-in price table that `lower` names: the same
+/// name up to separators (`gpt4o-mini`, `claude-3.5-sonnet`), or the end of
+/// a name after a `-` (`4o-mini`, `sonnet-4-5`). `None` when none or
+/// several do.
+fn known_model(lower: &str) -> Option<&'static str> {
+    let squeezed = |name: &str| -> String {
+        name.chars()
+            .filter(|c| !matches!(c, '-' | '.' | '_' | ' '))
+            .collect()
     };
-    Some(format!("{backend}:{model}"))
+    let wanted = squeezed(lower);
+    if wanted.is_empty() {
+        return None;
+    }
+    let known: Vec<&'static str> = skein_core::price::builtin_models().collect();
+    if let Some(same) = known.iter().find(|name| squeezed(name) == wanted) {
+        return Some(same);
+    }
+    let tail = format!("-{lower}");
+    let mut ending = known.iter().filter(|name| name.ends_with(&tail));
+    match (ending.next(), ending.next()) {
+        (Some(only), None) => Some(only),
+        _ => None,
+    }
+}
+
+/// The one of `names` that `typed` is a likely typo of: at most one edit
+/// away (two for names of six letters or more), `typed` being at least
+/// three characters long.
+fn nearest(typed: &str, names: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+    let typed = typed.to_ascii_lowercase();
+    if typed.chars().count() < 3 {
+        return None;
+    }
+    let mut close = names.filter(|name| {
+        let allowed = if name.len() >= 6 { 2 } else { 1 };
+        *name != typed && edits(&typed, name) <= allowed
+    });
+    match (close.next(), close.next()) {
+        (Some(only), None) => Some(only),
+        _ => None,
+    }
+}
+
+/// The optimal-string-alignment distance between `a` and `b`: insertions,
+/// deletions, substitutions and swaps of neighbours.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut table = vec![vec![0_usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in table.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in table[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (table[i - 1][j] + 1)
+                .min(table[i][j - 1] + 1)
+                .min(table[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(table[i - 2][j - 2] + 1);
+            }
+            table[i][j] = best;
+        }
+    }
+    table[a.len()][b.len()]
+}
+
+/// A model name whose backend opens a file (`local:PATH`,
+/// `scripted:PATH`) with a relative path made absolute against the working
+/// directory, so that the name means the same file from any directory (a
+/// conversation stores the name it was opened with). Any other name comes
+/// back as it is.
+pub fn with_absolute_path(model: &str) -> std::borrow::Cow<'_, str> {
+    if let Some((name, path)) = model.split_once(':')
+        && names_a_file(model)
+        && !path.is_empty()
+        && Path::new(path).is_relative()
+        && let Ok(absolute) = std::path::absolute(path)
+    {
+        return std::borrow::Cow::Owned(format!("{name}:{}", absolute.display()));
+    }
+    std::borrow::Cow::Borrowed(model)
+}
+
+/// The file a model name opens (`local:PATH`, `scripted:PATH`), if its
+/// backend opens one.
+pub fn file_of(model: &str) -> Option<&Path> {
+    match model.split_once(':') {
+        Some((_, path)) if names_a_file(model) && !path.is_empty() => Some(Path::new(path)),
+        _ => None,
+    }
 }
 
 /// Whether a model name opens a file of this machine (`local:PATH`,

@@ -275,7 +275,7 @@ impl Store {
     /// cached embedding only they reached (what other conversations share
     /// stays), as `skein delete` does: the conversations given (ids,
     /// prefixes or names), or a whole `family`, or every conversation last
-    /// updated before `older_than` (an age `30d`/`12h`/`45m` or a date
+    /// updated before `older_than` (an age `30d`/`12h`/`45min`/`6mo` or a date
     /// `YYYY-MM-DD`) and/or recorded by the proxy (`proxy=True`) and/or
     /// holding a run a client of the proxy made (`client=NAME`, as its
     /// `x-skein-client` header, OpenAI `user` or Anthropic

@@ -53,7 +53,9 @@ def test_delete_refuses_an_empty_or_mixed_selection_and_a_bad_age(store: skein.S
     with pytest.raises(TypeError):
         store.delete("only", family="only")
     with pytest.raises(ValueError, match="neither an age"):
-        store.delete(older_than="30y")
+        store.delete(older_than="30x")
+    with pytest.raises(ValueError, match="did you mean `2min` or `2mo`"):
+        store.delete(older_than="2m")
     with pytest.raises(skein.NotFound):
         store.delete("nobody")
     assert store.delete(older_than="1d")["conversations"] == []
@@ -144,7 +146,7 @@ def test_gc_collects_applies_retention_and_rewrites_the_file(
     # [retention] is read from the configuration file: run in a process
     # whose SKEIN_CONFIG names one that deletes everything.
     config = tmp_path / "config.toml"
-    config.write_text('[retention]\nolder_than = "0m"\n')
+    config.write_text('[retention]\nolder_than = "0min"\n')
     store = skein.Store(db)
     skein.Model("echo", store=store).conversation(name="old").prompt("remember hunter2").text()
     # The rewrite needs the file to itself: no other open store.
@@ -160,7 +162,7 @@ def test_gc_collects_applies_retention_and_rewrites_the_file(
     )
     plan, done = json.loads(output.stdout)
     [(rule, planned)] = plan["retention"]
-    assert rule == 'older_than = "0m"'
+    assert rule == 'older_than = "0min"'
     assert planned["dry_run"] is True and len(planned["conversations"]) == 1
     [(_, deleted)] = done["retention"]
     assert deleted["messages"] == 2

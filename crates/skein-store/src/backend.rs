@@ -92,6 +92,14 @@ pub(crate) trait Backend:
 
     fn key(&self) -> StoreKey;
 
+    /// Whether this handle created the database (a SQLite file that was
+    /// missing, opened with [`OpenMode::Create`](crate::OpenMode::Create))
+    /// and nothing is recorded in it yet: no message, conversation, run,
+    /// rerun, label or replay. skein never creates a PostgreSQL database.
+    fn created_blank(&self) -> Result<bool> {
+        Ok(false)
+    }
+
     #[cfg(any(test, feature = "testkit"))]
     /// A raw SQLite connection for tests; PostgreSQL has none.
     fn raw_connection(&self) -> Result<rusqlite::Connection>;

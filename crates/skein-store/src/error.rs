@@ -23,7 +23,10 @@ pub enum StoreError {
     HeadMoved(Box<HeadMoved>),
     #[error("no node {0} in this database")]
     NodeNotFound(NodeId),
-    #[error("no conversation {0} in this database (list them with `skein log`)")]
+    /// No conversation has this id (or, when the text reads
+    /// `named \`...\``, this name). Surfaces add where to list them (the
+    /// command line: `skein conversations`, with the database's location).
+    #[error("no conversation {0} in this database")]
     ConversationNotFound(String),
     #[error("no run {0} in this database")]
     RunNotFound(String),

@@ -242,14 +242,25 @@ pub struct Forgotten {
     pub labelled_messages: u64,
     /// Remaining conversations whose threads hold kept messages (at most
     /// [`SHARERS_SHOWN`]), found from the deepest kept messages; a dry run
-    /// lists the same as the deletion.
+    /// lists the same as the deletion. Empty for a garbage collection,
+    /// which deletes no conversation: what it keeps is every message
+    /// something reaches.
     pub shared_with: Vec<ConversationRef>,
-    /// More conversations share kept messages than listed.
+    /// More conversations may share kept messages than listed.
     pub more_sharers: bool,
+    /// A garbage collection's report ([`Store::collect_garbage`]): no
+    /// conversation was selected, `kept_messages` counts every message
+    /// something still reaches, and nothing is "shared".
+    #[serde(skip)]
+    pub collection: bool,
 }
 
 /// At most this many sharing conversations are listed in a report.
 pub const SHARERS_SHOWN: usize = 20;
+
+/// At most this many of the deepest kept messages are looked up to find
+/// the conversations sharing them; past it a report says "or more".
+const BOUNDARY_EXAMINED: usize = 200;
 
 impl std::fmt::Display for Forgotten {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -258,6 +269,20 @@ impl std::fmt::Display for Forgotten {
         } else {
             "deleted"
         };
+        if self.collection {
+            let reached = if self.dry_run { "reaches" } else { "reached" };
+            writeln!(
+                f,
+                "{verb} {} message(s) nothing {reached}, {} blob(s), {} cached embedding(s)",
+                self.messages, self.blobs, self.embeddings
+            )?;
+            return writeln!(
+                f,
+                "{} message(s) kept: each is still reached by a conversation, run, rerun, label \
+                 or replayed turn",
+                self.kept_messages
+            );
+        }
         writeln!(
             f,
             "{verb} {} conversation(s), {} run(s), {} rerun(s), {} message(s), {} blob(s), {} cached embedding(s)",
@@ -386,7 +411,12 @@ impl Store {
         // A planned message a turn has built on since stays, and counts as
         // kept.
         total.kept = plan.kept + (planned - total.nodes);
-        self.report(total, dry_run)
+        // Nothing was deleted that anything shares: no sharers to name.
+        total.boundary.clear();
+        Ok(Forgotten {
+            collection: true,
+            ..self.report(total, dry_run)?
+        })
     }
 
     /// Run `work` unless another process runs work under the same `name`
@@ -469,6 +499,7 @@ impl Store {
             labelled_messages: swept.labelled,
             shared_with,
             more_sharers,
+            collection: false,
         })
     }
 
@@ -521,7 +552,10 @@ impl Store {
         let deleted: Vec<String> = swept.deleted.iter().map(|id| id.0.clone()).collect();
         let mut seen = HashSet::new();
         let mut sharers = Vec::new();
-        for node in &swept.boundary {
+        for node in swept.boundary.iter().take(BOUNDARY_EXAMINED) {
+            if sharers.len() > SHARERS_SHOWN {
+                break;
+            }
             let found = match self.containing_conversations(*node, SHARERS_SHOWN + 1, &deleted) {
                 Ok(found) => found,
                 // Collected by a concurrent deletion since.
@@ -534,7 +568,8 @@ impl Store {
                 }
             }
         }
-        let more = sharers.len() > SHARERS_SHOWN;
+        // Deeper kept messages than were looked up may name others.
+        let more = sharers.len() > SHARERS_SHOWN || swept.boundary.len() > BOUNDARY_EXAMINED;
         sharers.truncate(SHARERS_SHOWN);
         Ok((sharers, more))
     }
@@ -797,7 +832,7 @@ pub(crate) fn sweep<K: Clone + Eq + Hash>(
         kept: kept.len() as u64,
         boundary: boundary
             .into_iter()
-            .take(SHARERS_SHOWN)
+            .take(BOUNDARY_EXAMINED + 1)
             .map(|(node, _, _)| node.clone())
             .collect(),
     }

@@ -145,6 +145,16 @@ impl Store {
         self.backend.name()
     }
 
+    /// Whether this handle created the database (a SQLite file that was
+    /// missing, opened with [`OpenMode::Create`](crate::OpenMode::Create))
+    /// and nothing is recorded in it yet (no message, conversation, run,
+    /// rerun, label or replay, whoever would have written it): what a
+    /// command that failed before its first write may remove again, once
+    /// every handle on it is closed.
+    pub fn created_blank(&self) -> Result<bool> {
+        self.backend().created_blank()
+    }
+
     /// The SQLite file, or the PostgreSQL URL without its password.
     pub fn location(&self) -> String {
         self.backend().location()

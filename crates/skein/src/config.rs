@@ -149,8 +149,9 @@ impl Privacy {
 
 /// `[retention]`: conversations `skein gc` (and `skein serve`, every
 /// `every`) deletes, with what only they used, as `skein delete` does, by
-/// the time since they were last updated: an age such as `90d`, `12h` or
-/// `45m`. Unset: kept forever.
+/// the time since they were last updated: an age such as `90d`, `12h`,
+/// `45min`, `2w`, `6mo` or `1y` (a bare `m` is refused: see
+/// [`crate::retention::parse_cutoff`]). Unset: kept forever.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Retention {
@@ -166,8 +167,8 @@ pub struct Retention {
     /// `metadata.user_id`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub clients: BTreeMap<String, ClientRetention>,
-    /// How often `skein serve` applies these rules (`30s`, `15m`, `6h`,
-    /// `1d`; default `1h`).
+    /// How often `skein serve` applies these rules (`30s`, `15min`, `6h`,
+    /// `1d`, `1w`; default `1h`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<String>,
 }

@@ -8,7 +8,10 @@ One implementation over [`Store::forget`], [`Store::collect_garbage_with`]
 and [`Store::vacuum`].
 
 An age is written as `skein delete --older-than` takes it ([`parse_cutoff`]):
-`30d`, `12h`, `45m`, or a date `YYYY-MM-DD` (midnight UTC).
+a number and a unit, `45min`, `12h`, `30d`, `2w`, `6mo` or `1y` (months and
+years are calendar ones), or a date `YYYY-MM-DD` (midnight UTC). A bare `m`
+is refused, since it could mean minutes or months; so it is in `every`,
+whose units are `s`, `min`, `h`, `d` and `w`.
 */
 
 use crate::config::{ConfigError, Retention};
@@ -131,7 +134,7 @@ pub fn has_rules(rules: &Retention) -> bool {
     rules.older_than.is_some() || rules.proxy_older_than.is_some() || !rules.clients.is_empty()
 }
 
-/// How often `skein serve` applies `rules`: their `every` (`30s`, `15m`,
+/// How often `skein serve` applies `rules`: their `every` (`30s`, `15min`,
 /// `6h`, `1d`), else every hour.
 pub fn interval(rules: &Retention) -> Result<Duration, RetentionError> {
     match &rules.every {
@@ -141,17 +144,20 @@ pub fn interval(rules: &Retention) -> Result<Duration, RetentionError> {
 }
 
 fn parse_interval(value: &str) -> Result<Duration, String> {
-    let wrong = || format!("`{value}` is not an interval (`30s`, `15m`, `6h`, `1d`)");
-    let at = value
-        .find(|c: char| !c.is_ascii_digit())
-        .filter(|&at| at > 0)
-        .ok_or_else(wrong)?;
-    let (number, unit) = value.split_at(at);
+    let wrong = || format!("`{value}` is not an interval (`30s`, `15min`, `6h`, `1d`, `1w`)");
+    let (number, unit) = amount(value).ok_or_else(wrong)?;
     let seconds = match unit {
         "s" => 1,
-        "m" => 60,
+        "min" => 60,
         "h" => 3600,
         "d" => 86_400,
+        "w" => 7 * 86_400,
+        "m" => {
+            return Err(format!(
+                "`{value}` is ambiguous (`m` could be minutes or months): write `{number}min` \
+                 for minutes"
+            ));
+        }
         _ => return Err(wrong()),
     };
     let number: u64 = number.parse().map_err(|_| wrong())?;
@@ -160,6 +166,18 @@ fn parse_interval(value: &str) -> Result<Duration, String> {
         .filter(|&seconds| seconds > 0)
         .map(Duration::from_secs)
         .ok_or_else(wrong)
+}
+
+/// A number and the unit after it (`30d` is `("30", "d")`), or `None`
+/// when `value` does not start with digits followed by letters only.
+fn amount(value: &str) -> Option<(&str, &str)> {
+    let at = value
+        .find(|c: char| !c.is_ascii_digit())
+        .filter(|&at| at > 0)?;
+    let (number, unit) = value.split_at(at);
+    unit.chars()
+        .all(|c| c.is_ascii_alphabetic())
+        .then_some((number, unit))
 }
 
 /// One pass of `skein serve`'s schedule: [`apply`] `rules`, unless another
@@ -193,34 +211,76 @@ pub fn gc(
     })
 }
 
-/// An age (`30d`, `12h`, `45m`) or a date (`YYYY-MM-DD`, midnight UTC), as
-/// the Unix time in milliseconds it means.
+/// An age (`45min`, `12h`, `30d`, `2w`, `6mo`, `1y`) or a date
+/// (`YYYY-MM-DD`, midnight UTC), as the Unix time in milliseconds it means.
+/// Months and years count back on the calendar (from March 31st, one month
+/// is February's last day). A bare `m` is refused with what it could mean.
 pub fn parse_cutoff(value: &str) -> Result<i64, String> {
     parse_cutoff_at(value, skein_store::records::now_ms())
 }
 
+/// The units an age takes, for messages.
+const AGE_UNITS: &str = "`45min`, `12h`, `30d`, `2w`, `6mo`, `1y`";
+
 fn parse_cutoff_at(value: &str, now_ms: i64) -> Result<i64, String> {
-    let wrong =
-        || format!("`{value}` is neither an age (`30d`, `12h`, `45m`) nor a date (`2026-11-01`)");
-    if let Some((number, unit)) = value
-        .find(|c: char| !c.is_ascii_digit())
-        .filter(|&at| at > 0)
-        .map(|at| value.split_at(at))
-    {
-        let minutes = match unit {
-            "d" => 24 * 60,
-            "h" => 60,
-            "m" => 1,
-            _ if unit.starts_with('-') => return parse_date(value).ok_or_else(wrong),
-            _ => return Err(wrong()),
-        };
-        let number: i64 = number.parse().map_err(|_| wrong())?;
-        return number
-            .checked_mul(minutes * 60_000)
-            .map(|age| now_ms - age)
-            .ok_or_else(wrong);
+    let wrong = || {
+        format!(
+            "`{value}` is neither an age (a number and a unit: {AGE_UNITS}) nor a date \
+             (`2026-11-01`)"
+        )
+    };
+    if let Some(date) = parse_date(value) {
+        return Ok(date);
     }
-    Err(wrong())
+    let (number, unit) = amount(value).ok_or_else(wrong)?;
+    let count: i64 = number.parse().map_err(|_| wrong())?;
+    let minutes = match unit {
+        "min" => 1,
+        "h" => 60,
+        "d" => 24 * 60,
+        "w" => 7 * 24 * 60,
+        "mo" => return months_before(now_ms, count).ok_or_else(wrong),
+        "y" => {
+            let months = count.checked_mul(12).ok_or_else(wrong)?;
+            return months_before(now_ms, months).ok_or_else(wrong);
+        }
+        "m" => {
+            return Err(format!(
+                "`{value}` is ambiguous (`m` could be minutes or months): did you mean \
+                 `{number}min` or `{number}mo`?"
+            ));
+        }
+        _ => return Err(wrong()),
+    };
+    count
+        .checked_mul(minutes * 60_000)
+        .and_then(|age| now_ms.checked_sub(age))
+        .ok_or_else(wrong)
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The same time of day `months` calendar months before `now_ms` (a day
+/// the month lacks becomes its last day).
+fn months_before(now_ms: i64, months: i64) -> Option<i64> {
+    if !(0..=12 * 10_000).contains(&months) {
+        return None;
+    }
+    let (day, time) = (now_ms.div_euclid(DAY_MS), now_ms.rem_euclid(DAY_MS));
+    let (year, month, date) = civil_from_days(day);
+    let index = (year * 12 + month - 1) - months;
+    let (year, month) = (index.div_euclid(12), index.rem_euclid(12) + 1);
+    let date = date.min(days_in_month(year, month));
+    Some(days_from_civil(year, month, date) * DAY_MS + time)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Midnight UTC of a `YYYY-MM-DD` date, in Unix milliseconds.
@@ -234,15 +294,31 @@ fn parse_date(value: &str) -> Option<i64> {
     if fields.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }
-    // Days from the civil date (Howard Hinnant's algorithm).
+    Some(days_from_civil(year, month, day) * DAY_MS)
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let mp = (month + 9) % 12;
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400_000)
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date (year, month, day) of a day since 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 #[cfg(test)]
@@ -253,13 +329,50 @@ mod tests {
     fn ages_count_back_from_now_and_dates_are_midnight_utc() {
         let now = 10 * 86_400_000;
         assert_eq!(parse_cutoff_at("2d", now), Ok(8 * 86_400_000));
+        assert_eq!(parse_cutoff_at("1w", now), Ok(3 * 86_400_000));
         assert_eq!(parse_cutoff_at("3h", now), Ok(now - 3 * 3_600_000));
-        assert_eq!(parse_cutoff_at("45m", now), Ok(now - 45 * 60_000));
+        assert_eq!(parse_cutoff_at("45min", now), Ok(now - 45 * 60_000));
+        assert_eq!(parse_cutoff_at("0min", now), Ok(now));
         assert_eq!(parse_cutoff_at("1970-01-02", now), Ok(86_400_000));
         assert_eq!(parse_cutoff_at("2026-12-01", now), Ok(1_796_083_200_000));
-        for bad in ["", "d", "30", "30y", "2026-13-01", "2026-1", "1d2h"] {
+        for bad in [
+            "",
+            "d",
+            "30",
+            "30x",
+            "2026-13-01",
+            "2026-1",
+            "1d2h",
+            "-3d",
+            "5 d",
+        ] {
             assert!(parse_cutoff_at(bad, now).is_err(), "{bad}");
         }
+    }
+
+    /// Months and years are calendar ones, at the same time of day; a day
+    /// the month lacks is its last day.
+    #[test]
+    fn months_and_years_count_back_on_the_calendar() {
+        let at = |date: &str, ms: i64| super::parse_date(date).unwrap() + ms;
+        let now = at("2026-03-31", 45_000);
+        assert_eq!(parse_cutoff_at("1mo", now), Ok(at("2026-02-28", 45_000)));
+        assert_eq!(parse_cutoff_at("2mo", now), Ok(at("2026-01-31", 45_000)));
+        assert_eq!(parse_cutoff_at("13mo", now), Ok(at("2025-02-28", 45_000)));
+        assert_eq!(parse_cutoff_at("1y", now), Ok(at("2025-03-31", 45_000)));
+        let leap = at("2024-02-29", 0);
+        assert_eq!(parse_cutoff_at("1y", leap), Ok(at("2023-02-28", 0)));
+        assert_eq!(parse_cutoff_at("4y", leap), Ok(at("2020-02-29", 0)));
+        assert!(parse_cutoff_at("99999999999y", now).is_err());
+    }
+
+    /// `m` could be minutes or months: refused, saying both.
+    #[test]
+    fn a_bare_m_is_refused_with_both_readings() {
+        let error = parse_cutoff_at("2m", 10 * 86_400_000).unwrap_err();
+        assert!(error.contains("`2min` or `2mo`"), "{error}");
+        let error = super::parse_interval("15m").unwrap_err();
+        assert!(error.contains("`15min`"), "{error}");
     }
 
     #[test]
@@ -298,10 +411,11 @@ mod tests {
         use super::parse_interval;
         use std::time::Duration;
         assert_eq!(parse_interval("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_interval("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_interval("15min"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_interval("2w"), Ok(Duration::from_secs(14 * 86_400)));
         assert_eq!(parse_interval("6h"), Ok(Duration::from_secs(21_600)));
         assert_eq!(parse_interval("1d"), Ok(Duration::from_secs(86_400)));
-        for bad in ["", "s", "0s", "5", "5y", "1h30m", "-1s"] {
+        for bad in ["", "s", "0s", "5", "5y", "5m", "1h30min", "-1s"] {
             assert!(parse_interval(bad).is_err(), "{bad}");
         }
     }

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct ConversationsArgs {
-    /// How many to list
+    /// How many to list; 0 lists them all
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub count: usize,
 }
@@ -19,7 +19,11 @@ pub struct ConversationsArgs {
 /// `skein conversations`: newest first, with their model and origin.
 pub fn run(globals: &Globals, args: ConversationsArgs) -> Result<ExitCode> {
     let ctx = &globals.open_to_show()?;
-    let conversations = ctx.store.list_conversations(args.count)?;
+    let count = match args.count {
+        0 => usize::MAX >> 1,
+        count => count,
+    };
+    let conversations = ctx.store.list_conversations(count)?;
     if ctx.json {
         return print_json(&conversations);
     }

@@ -25,8 +25,8 @@ pub struct DeleteArgs {
     /// reply branches and reruns (not the ones that only share messages with it)
     #[arg(long, value_name = "ID", conflicts_with_all = ["older_than", "proxy", "client"])]
     pub family: Option<String>,
-    /// Delete every conversation last updated longer ago than this: `30d`, `12h`, `45m`, or a date
-    /// (`2026-11-01`, midnight UTC)
+    /// Delete every conversation last updated longer ago than this: an age (`45min`, `12h`, `30d`,
+    /// `2w`, `6mo`, `1y`; a bare `m` is refused) or a date (`2026-11-01`, midnight UTC)
     #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff)]
     pub older_than: Option<i64>,
     /// Delete only conversations recorded by the proxy (`serve --proxy`); with --older-than, both

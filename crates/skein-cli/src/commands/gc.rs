@@ -21,7 +21,7 @@ pub struct GcArgs {
 }
 
 pub fn run(globals: &Globals, args: GcArgs) -> Result<ExitCode> {
-    let ctx = &globals.open(OpenMode::Create)?;
+    let ctx = &globals.open(OpenMode::Existing)?;
     let rules = &skein::config::get()?.retention;
     let done = skein::retention::gc(&ctx.store, rules, args.dry_run, &mut |progress| {
         ui::note(format!(

@@ -3,9 +3,7 @@
 an `llm` logs.db (`--from-llm`).
 */
 
-use super::common::context::{
-    Context, Globals, is_missing_file, print_json, remove_database_files,
-};
+use super::common::context::{Context, Globals, print_json};
 use crate::exit::{ExitWith, INTEGRITY};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result};
@@ -36,18 +34,11 @@ pub struct ImportArgs {
     pub max_line_mib: u32,
 }
 
+/// An import is all or nothing: a failed one into a database it created
+/// leaves no empty file behind (as for every command, see
+/// `common::context::remove_blank_databases`).
 pub fn run(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
-    let (path, _) = globals.location()?;
-    let fresh = is_missing_file(&path);
-    let ctx = globals.open(OpenMode::Create)?;
-    let outcome = import(&ctx, args);
-    drop(ctx);
-    // An import is all or nothing: a failed one into a database it created
-    // leaves no empty file behind.
-    if fresh && outcome.is_err() {
-        remove_database_files(&path);
-    }
-    outcome
+    import(&globals.open(OpenMode::Create)?, args)
 }
 
 fn import(ctx: &Context, args: ImportArgs) -> Result<ExitCode> {
@@ -113,6 +104,25 @@ fn import_llm(ctx: &Context, path: &Path) -> Result<ExitCode> {
         report.runs,
         report.already_present
     )?;
+    if !report.renamed_models.is_empty() {
+        let renamed: Vec<String> = report
+            .renamed_models
+            .iter()
+            .map(|(llm, skein)| format!("{llm} → {skein}"))
+            .collect();
+        outln!(
+            "the conversations keep their models, under skein's names: {}",
+            renamed.join(", ")
+        )?;
+    }
+    if !report.unknown_models.is_empty() {
+        let kept: Vec<&str> = report.unknown_models.iter().map(String::as_str).collect();
+        outln!(
+            "kept as llm named them, which skein cannot run: {} (continue such a conversation \
+             with -m MODEL; `skein models` lists skein's)",
+            kept.join(", ")
+        )?;
+    }
     for (kind, count) in &report.skipped_parts {
         ui::note(format!(
             "skipped {count} {kind} part(s): skein has no equivalent"

@@ -48,7 +48,7 @@ pub struct LogArgs {
     /// One line per turn (or per message)
     #[arg(short, long)]
     pub short: bool,
-    /// How many recent turns to show [default: 10]
+    /// How many recent turns to show; 0 shows them all, as with `llm logs -n 0` [default: 10]
     #[arg(short = 'n', long, value_name = "N")]
     pub count: Option<usize>,
     /// Print only the text of the last reply (of the turns the other flags choose)
@@ -148,6 +148,9 @@ fn log_conversation(
 /// How many turns `log` shows without `-n`.
 const DEFAULT_TURNS: usize = 10;
 
+/// `-n 0`: no limit.
+const EVERY_TURN: usize = usize::MAX >> 1;
+
 /// `log -r`: the reply text of the last turn chosen, as it was written.
 fn last_response(
     ctx: &Context,
@@ -183,9 +186,11 @@ fn log_recent(
     conversation: Option<&ConversationRecord>,
 ) -> Result<ExitCode> {
     let filtering = args.model.is_some() || args.query.is_some();
-    let count = match args.response {
-        true => 1,
-        false => args.count.unwrap_or(DEFAULT_TURNS),
+    let count = match (args.response, args.count.unwrap_or(DEFAULT_TURNS)) {
+        (true, _) => 1,
+        // As with `llm logs -n 0`: every turn.
+        (false, 0) => EVERY_TURN,
+        (false, count) => count,
     };
     let mut runs = match conversation {
         Some(conversation) => {
@@ -193,7 +198,7 @@ fn log_recent(
             runs.reverse();
             runs
         }
-        None if filtering => ctx.store.recent_runs(usize::MAX >> 1)?,
+        None if filtering => ctx.store.recent_runs(EVERY_TURN)?,
         None => ctx.store.recent_runs(count)?,
     };
     if let Some(model) = &args.model {
@@ -373,7 +378,7 @@ fn matching_runs<'r>(
     runs: &'r [skein::store::RunRecord],
     count: usize,
 ) -> Result<Vec<&'r skein::store::RunRecord>> {
-    let mut limit = (count * 4).clamp(100, MAX_LIMIT);
+    let mut limit = count.saturating_mul(4).clamp(100, MAX_LIMIT);
     loop {
         let results = ctx.store.search(
             &SearchQuery::new(text)

@@ -29,6 +29,7 @@ mod models;
 mod prepare;
 pub mod prompt;
 mod redact;
+mod rename;
 mod replay;
 mod reply;
 mod rerun;
@@ -102,6 +103,8 @@ pub enum Command {
     Label(label::LabelCommand),
     /// List conversations, newest first
     Conversations(conversations::ConversationsArgs),
+    /// Name a conversation (what --cid NAME finds it by), rename it, or take its name away
+    Rename(rename::RenameArgs),
     /// Token usage totals of a node's runs, a conversation, a family or a coordinator sequence,
     /// from the recorded runs (each counted once; incomplete figures are marked)
     Usage(usage::UsageArgs),
@@ -136,6 +139,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         json: cli.json,
     };
     let outcome = run_command(&globals, cli.command).await;
+    if outcome.is_err() {
+        common::context::remove_blank_databases();
+    }
     common::tools::close().await;
     if let Some(telemetry) = telemetry {
         // Flushing waits for the exporter, whose requests run on this
@@ -185,6 +191,7 @@ async fn run_command(globals: &Globals, command: Command) -> Result<ExitCode> {
         Command::Replay(args) => replay::run(globals, args).await,
         Command::Label(command) => label::run(globals, command).await,
         Command::Conversations(args) => conversations::run(globals, args),
+        Command::Rename(args) => rename::run(globals, args),
         Command::Usage(args) => usage::run(globals, args),
         Command::Prepare(args) => prepare::run(globals, args).await,
         Command::Inspect(command) => inspect::run(globals, command),

@@ -70,14 +70,19 @@ fn default(args: DefaultArgs, json: bool) -> Result<ExitCode> {
     let is_profile =
         configured_engine()?.is_some_and(|engine| engine.catalog().find_profile(&name).is_some());
     // A model name is checked by the one table of backends, whose
-    // `UnknownModel` is exit code 5 like any unknown model.
-    if !is_profile {
-        skein::providers::kind_of(&name).map_err(|error| {
-            anyhow::Error::new(error).context(format!(
-                "`{name}` is neither a model nor a profile of the configured engine directory"
-            ))
-        })?;
-    }
+    // `UnknownModel` is exit code 2 like any unknown model; a file it names
+    // is saved by its absolute path, to mean the same file from anywhere.
+    let name = match is_profile {
+        true => name,
+        false => {
+            skein::providers::kind_of(&name).map_err(|error| {
+                anyhow::Error::new(error).context(format!(
+                    "`{name}` is neither a model nor a profile of the configured engine directory"
+                ))
+            })?;
+            skein::providers::with_absolute_path(&name).into_owned()
+        }
+    };
     let path = crate::config::set_default_model(&name)?;
     if json {
         return print_json(&json!({ "default_model": name, "config_file": path }));

@@ -37,7 +37,8 @@ pub async fn run(globals: &Globals, args: PrepareArgs) -> Result<ExitCode> {
     // A request rendered without a conversation's history needs no
     // database.
     let ctx = match args.cid.is_some() || args.continue_last {
-        true => Some(globals.open(OpenMode::ReadOnly)?),
+        // Only read, as a `--no-log` turn that continues one.
+        true => Some(globals.open_for_turn(OpenMode::ReadOnly, true, true)?),
         false => None,
     };
     prepare(ctx.as_ref().map(|ctx| &ctx.store), globals.json, args).await

@@ -68,8 +68,13 @@ fn parse_source(value: &str) -> Result<(String, SourceText), String> {
 
 pub async fn run(globals: &Globals, args: PromptArgs) -> Result<ExitCode> {
     args.turn.declare_tools_and_key()?;
-    let recording = OpenMode::Create;
-    let ctx = &globals.open_for_turn(recording, args.turn.no_log, args.conversation.continues())?;
+    // A new conversation may create the database; continuing one needs it.
+    let continues = args.conversation.continues();
+    let recording = match continues {
+        true => OpenMode::Existing,
+        false => OpenMode::Create,
+    };
+    let ctx = &globals.open_for_turn(recording, args.turn.no_log, continues)?;
     ctx.check_name_free(args.conversation.name.as_deref())?;
     let settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;

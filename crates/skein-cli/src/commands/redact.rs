@@ -31,7 +31,7 @@ pub struct RedactArgs {
 }
 
 pub fn run(globals: &Globals, args: RedactArgs) -> Result<ExitCode> {
-    let ctx = &globals.open(OpenMode::Create)?;
+    let ctx = &globals.open(OpenMode::Existing)?;
     let node = ctx.node(&args.node)?;
     let by = args
         .by

@@ -51,7 +51,8 @@ pub struct ReplayArgs {
     /// Only turns whose request or answers have these words (as `skein search` finds them)
     #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
     pub search: Option<String>,
-    /// Only turns recorded since then: an age (`7d`, `12h`) or a date (`2026-11-01`, UTC)
+    /// Only turns recorded since then: an age (`7d`, `12h`, `45min`, `6mo`) or a date (`2026-11-01`,
+    /// UTC)
     #[arg(long, value_name = "AGE|DATE", value_parser = parse_cutoff, conflicts_with = "resume")]
     pub since: Option<i64>,
     /// Only turns recorded before then: an age or a date, as for --since

@@ -626,7 +626,7 @@ fn the_openai_client_names_sessions_with_user_and_metadata() {
         let config = scratch.path().join("config.toml");
         std::fs::write(
             &config,
-            "[retention.clients.monday-app]\nolder_than = \"0m\"\n",
+            "[retention.clients.monday-app]\nolder_than = \"0min\"\n",
         )
         .unwrap();
         let collected = cli.config(&config).json(&["gc"]);
@@ -640,7 +640,7 @@ fn the_openai_client_names_sessions_with_user_and_metadata() {
         assert_eq!(deleted, expected, "{collected}");
         assert_eq!(
             collected["retention"][0][0],
-            "clients.monday-app.older_than = \"0m\""
+            "clients.monday-app.older_than = \"0min\""
         );
         assert_recorded(db, [4, 4, 8]);
     });

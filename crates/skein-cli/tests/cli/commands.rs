@@ -472,7 +472,7 @@ fn scripted_models_follow_their_rules_and_failures_are_recorded() {
     skein.ok(&["verify"]);
 
     let output = skein.run(&["prompt", "-m", "gpt-imaginary", "hi"]);
-    assert_eq!(output.status.code(), Some(5));
+    assert_eq!(output.status.code(), Some(2), "a usage error");
     assert!(
         stderr(&output).contains("echo"),
         "lists the available models: {}",
@@ -893,7 +893,7 @@ fn the_chain_limit_ends_a_tool_loop_with_a_note() {
 fn an_unknown_tool_is_an_error_listing_the_builtin_ones() {
     let skein = temp();
     let output = skein.run(&["prompt", "-T", "teleport", "hi"]);
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2), "a usage error");
     let message = stderr(&output);
     assert!(message.contains("teleport"), "{message}");
     assert!(message.contains("skein_time"), "{message}");
@@ -1117,16 +1117,17 @@ fn the_default_model_is_kept_in_the_configuration_file() {
         "{reply}"
     );
 
-    // An unknown model name is exit code 5, as everywhere (docs/cli.md).
+    // An unknown model name is exit code 2, a usage error, as everywhere
+    // (docs/cli.md).
     let bogus = run(&["models", "default", "gpt-imaginary"]);
-    assert_eq!(bogus.status.code(), Some(5), "{}", stderr(&bogus));
+    assert_eq!(bogus.status.code(), Some(2), "{}", stderr(&bogus));
     assert!(
         stderr(&bogus).contains("did you mean `openai:gpt-imaginary`? Available"),
         "{}",
         stderr(&bogus)
     );
     let bogus = run(&["models", "default", "bogus"]);
-    assert_eq!(bogus.status.code(), Some(5), "{}", stderr(&bogus));
+    assert_eq!(bogus.status.code(), Some(2), "{}", stderr(&bogus));
 
     std::fs::write(&config, "default_modle = 1\n").unwrap();
     let broken = run(&["prompt", "hi"]);
@@ -1341,7 +1342,7 @@ fn schema_options_and_no_log_shape_a_turn() {
     assert_eq!(runs[0]["run"]["options"]["temperature"], 0.2);
     assert_eq!(runs[0]["run"]["options"]["seed"], 7);
     let bad = skein.run(&["prompt", "-o", "temprature", "0.2", "hi"]);
-    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(bad.status.code(), Some(2), "a usage error");
     assert!(stderr(&bad).contains("temperature"), "{}", stderr(&bad));
 
     // -c --no-log continues the history without recording the turn.
@@ -1361,7 +1362,7 @@ fn schema_options_and_no_log_shape_a_turn() {
         stderr(&refused)
     );
     let not_object = skein.run(&["prompt", "--schema", "[1, 2]", "x"]);
-    assert_eq!(not_object.status.code(), Some(1));
+    assert_eq!(not_object.status.code(), Some(2), "a usage error");
     assert_eq!(
         stderr(&not_object),
         "error: --schema `[1, 2]` is not a JSON Schema: a schema is a JSON object, `{...}`\n"
@@ -1972,7 +1973,7 @@ fn failures_say_each_cause_once_and_what_to_do() {
     );
 
     let unknown = skein.run(&["prompt", "-m", "gpt-4o", "hi"]);
-    assert_eq!(unknown.status.code(), Some(5));
+    assert_eq!(unknown.status.code(), Some(2));
     assert_eq!(
         stderr(&unknown),
         "error: unknown model `gpt-4o`; did you mean `openai:gpt-4o`? Available: smollm2, \
@@ -2103,11 +2104,15 @@ fn closed_pipes_end_quietly_and_full_disks_are_errors() {
 #[test]
 fn command_line_inputs_are_capped_and_checked() {
     let skein = temp();
-    let refused = |args: &[&str], expected: &str| {
+    // Too large an input is exit code 1; a value that is wrong, a usage
+    // error, exit code 2.
+    let refused_with = |code: i32, args: &[&str], expected: &str| {
         let output = skein.run(args);
-        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert_eq!(output.status.code(), Some(code), "{args:?}");
         assert_eq!(stderr(&output), format!("error: {expected}\n"), "{args:?}");
     };
+    let refused = |args: &[&str], expected: &str| refused_with(1, args, expected);
+    let wrong = |args: &[&str], expected: &str| refused_with(2, args, expected);
     refused(
         &["prompt", "--source", "notes=@/dev/zero", "hi"],
         "the --source file /dev/zero is larger than 16 MiB (the --max-input limit); raise it \
@@ -2118,7 +2123,7 @@ fn command_line_inputs_are_capped_and_checked() {
         "the --schema file /dev/zero is larger than 16 MiB (the --max-input limit); raise it \
          with --max-input BYTES (or SKEIN_MAX_INPUT) if you mean it",
     );
-    refused(
+    wrong(
         &["prompt", "--schema", "true", "hi"],
         "--schema `true` is not a JSON Schema: a schema is a JSON object, `{...}`",
     );
@@ -2128,15 +2133,15 @@ fn command_line_inputs_are_capped_and_checked() {
         "{}",
         stderr(&neither)
     );
-    refused(
+    wrong(
         &["prompt", "-o", "temperature", "-5", "hi"],
         "bad -o option: temperature -5 is out of range: use a number from 0 to 2",
     );
-    refused(
+    wrong(
         &["prompt", "-o", "top_p", "7", "hi"],
         "bad -o option: top_p 7 is out of range: use a number above 0 and at most 1",
     );
-    refused(
+    wrong(
         &["prompt", "-o", "max_tokens", "0", "hi"],
         "bad -o option: max_tokens 0 would allow no reply at all: use at least 1",
     );

@@ -60,7 +60,7 @@ fn a_selection_that_names_nothing_or_a_bad_age_is_refused_and_deletes_nothing() 
     let nodes = count(&skein, "nodes");
     let output = skein.run(&["delete"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    let output = skein.run(&["delete", "--older-than", "30y"]);
+    let output = skein.run(&["delete", "--older-than", "30x"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).contains("neither an age"),
@@ -181,7 +181,7 @@ fn gc_applies_the_retention_of_the_configuration_file() {
     assert_eq!(kept["retention"].as_array().unwrap().len(), 0);
     assert_eq!(count(&skein, "conversations"), 2);
 
-    std::fs::write(&config, "[retention]\nolder_than = \"5y\"\n").unwrap();
+    std::fs::write(&config, "[retention]\nolder_than = \"5x\"\n").unwrap();
     let output = skein.run(&["gc"]);
     assert!(!output.status.success());
     assert!(
@@ -190,7 +190,7 @@ fn gc_applies_the_retention_of_the_configuration_file() {
         stderr(&output)
     );
     // Only the proxy's, and there are none.
-    std::fs::write(&config, "[retention]\nproxy_older_than = \"0m\"\n").unwrap();
+    std::fs::write(&config, "[retention]\nproxy_older_than = \"0min\"\n").unwrap();
     let none = skein.json(&["gc"]);
     assert_eq!(
         none["retention"][0][1]["conversations"]
@@ -200,7 +200,7 @@ fn gc_applies_the_retention_of_the_configuration_file() {
         0
     );
     // Everything updated before now: planned, then done.
-    std::fs::write(&config, "[retention]\nolder_than = \"0m\"\n").unwrap();
+    std::fs::write(&config, "[retention]\nolder_than = \"0min\"\n").unwrap();
     let plan = skein.json(&["gc", "--dry-run"]);
     assert_eq!(
         plan["retention"][0][1]["conversations"]
@@ -211,7 +211,10 @@ fn gc_applies_the_retention_of_the_configuration_file() {
     );
     assert_eq!(count(&skein, "conversations"), 2);
     let text = skein.ok(&["gc"]);
-    assert!(text.contains("[retention] older_than = \"0m\":"), "{text}");
+    assert!(
+        text.contains("[retention] older_than = \"0min\":"),
+        "{text}"
+    );
     assert!(text.contains("deleted 2 conversation(s)"), "{text}");
     assert_eq!(count(&skein, "conversations"), 0);
     assert_eq!(count(&skein, "nodes"), 0);
@@ -232,7 +235,7 @@ fn serve_applies_the_retention_at_start_and_on_its_schedule() {
 
     std::fs::write(
         &config,
-        "[retention]\nolder_than = \"0m\"\nevery = \"soon\"\n",
+        "[retention]\nolder_than = \"0min\"\nevery = \"soon\"\n",
     )
     .unwrap();
     let refused = skein.run(&["serve", "--bind", "127.0.0.1:0"]);
@@ -247,7 +250,7 @@ fn serve_applies_the_retention_at_start_and_on_its_schedule() {
 
     std::fs::write(
         &config,
-        "[retention]\nolder_than = \"0m\"\nevery = \"1s\"\n",
+        "[retention]\nolder_than = \"0min\"\nevery = \"1s\"\n",
     )
     .unwrap();
     let mut server = skein
@@ -279,12 +282,12 @@ fn serve_applies_the_retention_at_start_and_on_its_schedule() {
         panic!("serve never said {what:?}");
     };
     // The pass at start-up.
-    let first = wait_for("[retention] older_than = \"0m\": deleted 1 conversation(s)");
+    let first = wait_for("[retention] older_than = \"0min\": deleted 1 conversation(s)");
     assert!(first.contains("2 message(s)"), "{first}");
     assert_eq!(count(&skein, "conversations"), 0);
     // A later pass takes what was recorded since.
     skein.json(&["prompt", "a newer one"]);
-    wait_for("[retention] older_than = \"0m\": deleted 1 conversation(s)");
+    wait_for("[retention] older_than = \"0min\": deleted 1 conversation(s)");
     assert_eq!(count(&skein, "conversations"), 0);
     server.kill().unwrap();
     server.wait().unwrap();

@@ -471,7 +471,7 @@ fn a_concise_schema_asks_for_an_object_of_those_fields() {
     let wrong = skein.run(&["-m", &model, "--schema", "name, age int, owner", "a dog"]);
     assert_eq!(wrong.status.code(), Some(5), "{}", stderr(&wrong));
     let typo = skein.run(&["--schema", "schema.jsn", "a dog"]);
-    assert_eq!(typo.status.code(), Some(1));
+    assert_eq!(typo.status.code(), Some(2), "a usage error");
     assert!(
         stderr(&typo).contains("nor a file that exists"),
         "{}",
@@ -552,4 +552,408 @@ fn attachments_and_fragments_may_be_urls_fetched_within_the_input_limit() {
         1,
         "refused inputs send and record nothing"
     );
+}
+
+// The paper cuts a new user found (issue 47): each test fails on the skein
+// before the fix.
+
+/// The files in `skein`'s directory, sorted.
+fn files(skein: &Cli) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(skein.dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `log -n 0` shows every turn, as `llm logs -n 0` does (it once said "no
+/// turns yet"), on the whole database and on one conversation.
+#[test]
+fn log_n_0_shows_every_turn_as_llm_logs_does() {
+    let skein = temp();
+    skein.ok(&["turn 0"]);
+    for turn in 1..12 {
+        skein.ok(&["-c", &format!("turn {turn}")]);
+    }
+    let all = skein.json(&["log", "-n", "0"]);
+    assert_eq!(all.as_array().unwrap().len(), 12, "{all}");
+    assert_eq!(all[0]["prompt"], "turn 0", "oldest first");
+    assert_eq!(skein.json(&["log"]).as_array().unwrap().len(), 10);
+    let text = skein.ok(&["log", "-n", "0", "-s"]);
+    assert_eq!(text.lines().count(), 12, "{text}");
+    assert!(!text.contains("no turns yet"), "{text}");
+    let of_one = skein.json(&["log", "-c", "-n", "0"]);
+    assert_eq!(of_one.as_array().unwrap().len(), 12, "{of_one}");
+    // `conversations -n 0` lists them all too.
+    skein.ok(&["another"]);
+    let listed = skein.json(&["conversations", "-n", "0"]);
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+}
+
+/// A conversation that is not there: the error names the database it
+/// looked in and `skein conversations`, which lists what is there.
+#[test]
+fn an_unknown_conversation_names_the_database_and_skein_conversations() {
+    let skein = temp();
+    skein.ok(&["hello"]);
+    let db = skein.db().display().to_string();
+    for args in [
+        &["--cid", "nosuch", "hi"][..],
+        &["log", "--cid", "nosuch"],
+        &["log", "--cid", "abcdef12"],
+        &["delete", "nosuch"],
+    ] {
+        let output = skein.run(args);
+        assert_eq!(output.status.code(), Some(3), "{args:?}");
+        let said = stderr(&output);
+        assert!(said.contains("`skein conversations`"), "{args:?}: {said}");
+        assert!(said.contains(&db), "{args:?}: {said}");
+        assert!(!said.contains("skein log"), "{args:?}: {said}");
+    }
+}
+
+/// A command that fails before it records anything leaves no database
+/// behind where it created one (`--db typo.db -c hi` once left 200 KB);
+/// a file that was there before stays, and a command that records
+/// creates the database as ever.
+#[test]
+fn a_command_that_fails_before_its_first_write_leaves_no_database() {
+    let skein = temp();
+    for args in [
+        &["-c", "hi"][..],
+        &["--cid", "work", "hi"],
+        &["-m", "nosuch", "hi"],
+        &["-o", "temperature", "9", "hi"],
+        &["-T", "teleport", "hi"],
+        &["chat", "-c"],
+        &["reply", "abcd", "hi"],
+        &["redact", "abcd", "--reason", "typo"],
+        &["rename", "abcd", "work"],
+        &["gc"],
+        &["import", "/nonexistent.jsonl"],
+        &["label", "import", "/nonexistent.jsonl"],
+    ] {
+        let output = skein.run(args);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(
+            files(&skein).is_empty(),
+            "{args:?} left {:?}: {}",
+            files(&skein),
+            stderr(&output)
+        );
+    }
+    // A model that cannot be opened (no key) records nothing either.
+    let keyless = skein
+        .command(&["-m", "openai:gpt-4o", "hi"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    assert!(!keyless.status.success());
+    assert!(files(&skein).is_empty(), "{:?}", files(&skein));
+    // An empty file someone made is not the command's to remove.
+    std::fs::write(skein.db(), b"").unwrap();
+    let refused = skein.run(&["-m", "nosuch", "hi"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(skein.db().exists(), "the file that was there stays");
+    std::fs::remove_file(skein.db()).unwrap();
+    // A failed model call is recorded (its run and message), so its new
+    // database stays.
+    let unreachable = skein
+        .command(&["-m", "openai:gpt-4o", "hi"])
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        unreachable.status.code(),
+        Some(5),
+        "{}",
+        stderr(&unreachable)
+    );
+    assert!(skein.db().exists(), "the failed run is kept");
+}
+
+/// The global options are optional wherever a usage line shows them: one
+/// the environment gives is not shown as typed (and so as required).
+#[test]
+fn usage_lines_show_the_global_options_as_optional() {
+    let skein = temp().db_in_env();
+    let output = skein
+        .command(&["delete"])
+        .env("SKEIN_MAX_INPUT", "1M")
+        .env("SKEIN_DB_READ", "postgres://standby/db")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let usage = stderr(&output);
+    let line = usage
+        .lines()
+        .find(|line| line.starts_with("Usage:"))
+        .unwrap();
+    assert!(line.starts_with("Usage: skein delete <ID|"), "{usage}");
+    for global in ["--db", "--max-input", "--db-read"] {
+        assert!(!line.contains(global), "{usage}");
+    }
+    // The environment still chooses: a bad size there is refused.
+    let bad = skein
+        .command(&["log"])
+        .env("SKEIN_MAX_INPUT", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("SKEIN_MAX_INPUT"), "{}", stderr(&bad));
+    skein.ok(&["hello"]);
+    assert_eq!(conversations(&skein), 1, "SKEIN_DB names the database");
+}
+
+/// `skein COMMAND --help` lists the command's own options first, and the
+/// global ones apart, after them.
+#[test]
+fn a_commands_help_lists_its_own_options_then_the_global_ones() {
+    let skein = temp();
+    for command in ["log", "prompt", "delete", "rename"] {
+        let help = skein.ok(&[command, "--help"]);
+        let own = help.find("\nOptions:\n").expect("an Options section");
+        let global = help
+            .find("\nGlobal options:\n")
+            .expect("a Global options section");
+        assert!(own < global, "{command}: {help}");
+        // The flags a section lists: the words each entry starts with.
+        let listed = |section: &str| -> Vec<String> {
+            section
+                .lines()
+                .map(str::trim_start)
+                .filter(|line| line.starts_with('-'))
+                .flat_map(|line| {
+                    line.split_whitespace()
+                        .map(|word| word.trim_end_matches(',').to_string())
+                        .take_while(|word| word.starts_with('-'))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let (own, global) = (listed(&help[own..global]), listed(&help[global..]));
+        for option in ["--db", "--db-read", "--json", "--max-input", "--otlp"] {
+            assert!(!own.iter().any(|flag| flag == option), "{command}: {help}");
+            assert!(
+                global.iter().any(|flag| flag == option),
+                "{command}: {help}"
+            );
+        }
+        assert!(own.iter().any(|flag| flag == "--help"), "{command}: {help}");
+    }
+    let help = skein.ok(&["log", "--help"]);
+    assert!(help.contains("--cid <ID>"), "{help}");
+}
+
+/// A usage error is exit code 2, whether clap or skein finds it: an
+/// unknown model (which suggests the nearest known name), tool or `-o`
+/// option, a malformed `--schema`.
+#[test]
+fn usage_errors_exit_2_and_an_unknown_model_suggests_the_nearest() {
+    let skein = temp();
+    for (args, said) in [
+        (
+            &["-m", "4o-mini", "hi"][..],
+            "did you mean `openai:gpt-4o-mini`?",
+        ),
+        (
+            &["-m", "opnai:gpt-4o", "hi"],
+            "did you mean `openai:gpt-4o`?",
+        ),
+        (&["-m", "ecoh", "hi"], "did you mean `echo`?"),
+        (
+            &["-m", "claude-3.5-sonnet", "hi"],
+            "did you mean `anthropic:claude-3-5-sonnet`?",
+        ),
+        (&["-m", "scripted:", "hi"], "write `scripted:PATH`"),
+        (&["-o", "tempreature", "1", "hi"], "bad -o option"),
+        (&["-T", "teleport", "hi"], "unknown tool `teleport`"),
+        (&["--schema", "age integer", "hi"], "the types are"),
+        (&["models", "default", "4o-mini"], "openai:gpt-4o-mini"),
+    ] {
+        let output = skein.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(said),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    assert!(!skein.db().exists(), "nothing was recorded");
+}
+
+/// Errors speak of the command line, never of Rust APIs: continuing past
+/// a redacted message, and a recorded turn's tool loop that hits its limit.
+#[test]
+fn errors_name_no_rust_api() {
+    let skein = temp();
+    let first = skein.json(&["secret words"]);
+    let node = first["node"].as_str().unwrap();
+    skein.ok(&["redact", node, "--reason", "leaked"]);
+    let refused = skein.run(&["-c", "more"]);
+    assert!(!refused.status.success());
+    let said = stderr(&refused);
+    assert!(said.contains("erased_placeholder"), "{said}");
+    assert!(!said.contains("::"), "{said}");
+
+    let rules = skein.dir().join("clock.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\nreply = \"Let me check.\"\ntool_calls = [{ name = \"skein_time\", arguments = \"{}\" }]\n",
+    )
+    .unwrap();
+    let model = format!("scripted:{}", rules.display());
+    let looped = skein.run(&[
+        "-m",
+        &model,
+        "-T",
+        "skein_time",
+        "--chain-limit",
+        "2",
+        "--source",
+        "note=a fact",
+        "what time is it?",
+    ]);
+    assert!(!looped.status.success());
+    let said = stderr(&looped);
+    assert!(said.contains("--chain-limit N"), "{said}");
+    assert!(!said.contains("::"), "{said}");
+}
+
+/// Ages take units that cannot be misread: `min`, `h`, `d`, `w`, `mo`,
+/// `y`. A bare `m` (one letter from months) is refused with both readings,
+/// in `--older-than`, `--since` and `[retention]`.
+#[test]
+fn ages_take_unambiguous_units_and_a_bare_m_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let skein = temp().config(&config);
+    skein.ok(&["hello"]);
+    for args in [
+        &["delete", "--older-than", "2m", "--dry-run"][..],
+        &["replay", "-m", "echo", "--since", "2m"],
+    ] {
+        let output = skein.run(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains("did you mean `2min` or `2mo`?"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    for age in ["30min", "12h", "30d", "2w", "6mo", "1y", "2026-11-01"] {
+        let plan = skein.json(&["delete", "--older-than", age, "--dry-run"]);
+        assert_eq!(plan["dry_run"], true, "{age}: {plan}");
+    }
+    std::fs::write(&config, "[retention]\nolder_than = \"2m\"\n").unwrap();
+    let output = skein.run(&["gc", "--dry-run"]);
+    assert!(!output.status.success());
+    let said = stderr(&output);
+    assert!(said.contains("retention.older_than"), "{said}");
+    assert!(said.contains("`2min` or `2mo`"), "{said}");
+    std::fs::write(&config, "[retention]\nolder_than = \"0min\"\n").unwrap();
+    let plan = skein.json(&["gc", "--dry-run"]);
+    assert_eq!(
+        plan["retention"][0][1]["conversations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{plan}"
+    );
+}
+
+/// `gc` says what it kept and why: every message something still reaches,
+/// counted exactly, and no "shared with" conversations (it deleted none).
+#[test]
+fn gc_reports_what_it_kept_and_why() {
+    let skein = temp();
+    for question in ["one", "two", "three"] {
+        skein.ok(&["prompt", question]);
+    }
+    skein.ok(&["-c", "more"]);
+    let nodes: i64 = skein::Store::open(skein.db())
+        .unwrap()
+        .raw_connection()
+        .unwrap()
+        .query_row("SELECT count(*) FROM nodes", [], |row| row.get(0))
+        .unwrap();
+    let report = skein.json(&["gc", "--dry-run"]);
+    assert_eq!(report["collected"]["kept_messages"], nodes, "{report}");
+    assert_eq!(report["collected"]["shared_with"], serde_json::json!([]));
+    let text = skein.ok(&["gc"]);
+    assert!(
+        text.contains(&format!(
+            "{nodes} message(s) kept: each is still reached by a conversation"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("shared with"), "{text}");
+    assert!(!text.contains("conversation(s), 0 run(s)"), "{text}");
+}
+
+/// A scripted model's file is stored by its absolute path, so its
+/// conversation goes on from any directory; one an older skein stored
+/// relative, which leads nowhere from here, is refused naming where it
+/// leads.
+#[test]
+fn a_scripted_conversation_continues_from_another_directory() {
+    let skein = temp();
+    let project = skein.dir().join("project");
+    let elsewhere = skein.dir().join("elsewhere");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(
+        project.join("rules.toml"),
+        "[[rules]]\nreply = \"scripted!\"\n",
+    )
+    .unwrap();
+    let in_dir = |dir: &std::path::Path, args: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        skein.command(&all).current_dir(dir).output().unwrap()
+    };
+    let first = in_dir(&project, &["-m", "scripted:rules.toml", "hello"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let stored = skein.json(&["conversations"]);
+    let absolute = format!("scripted:{}", project.join("rules.toml").display());
+    assert_eq!(stored[0]["meta"]["model"], absolute.as_str(), "{stored}");
+    let next = in_dir(&elsewhere, &["-c", "again"]);
+    assert!(next.status.success(), "{}", stderr(&next));
+    let reply: Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(reply["text"], "scripted!");
+
+    // As an older skein stored it: relative to where it was typed.
+    let id = stored[0]["id"].as_str().unwrap();
+    skein::Store::open(skein.db())
+        .unwrap()
+        .raw_connection()
+        .unwrap()
+        .execute(
+            "UPDATE conversations SET meta = json_set(meta, '$.model', 'scripted:rules.toml') \
+             WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+    let lost = in_dir(&elsewhere, &["-c", "again"]);
+    assert!(!lost.status.success());
+    let said = stderr(&lost);
+    let leads = elsewhere.join("rules.toml").display().to_string();
+    assert!(said.contains("scripted:rules.toml"), "{said}");
+    assert!(said.contains(&leads), "{said}");
+    assert!(said.contains("-m scripted:"), "{said}");
+    let found = in_dir(&project, &["-c", "again"]);
+    assert!(found.status.success(), "{}", stderr(&found));
+    // The default model is saved the same way.
+    let saved = in_dir(&project, &["models", "default", "scripted:rules.toml"]);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    let config = std::fs::read_to_string(skein.dir().join("config.toml")).unwrap();
+    assert!(config.contains(&format!("\"{absolute}\"")), "{config}");
 }

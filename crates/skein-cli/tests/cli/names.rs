@@ -280,3 +280,62 @@ fn the_proxy_never_starts_a_second_conversation_under_a_taken_name() {
     let log = skein.json(&["log", "--cid", "my session"]).to_string();
     assert!(log.contains("two"), "{log}");
 }
+
+/// `skein rename CONVERSATION NEWNAME` names a conversation after the fact
+/// (by id, prefix or its old name), as `--name` does at its start: the new
+/// name finds it everywhere, and the store's rule holds (a name another
+/// conversation has, or one that reads as an id, is refused, exit code 2,
+/// and nothing changes). An unknown conversation is exit code 3; `--clear`
+/// takes the name away.
+#[test]
+fn rename_names_a_conversation_by_the_stores_rule() {
+    let skein = Cli::temp(crate::BIN);
+    let first = skein.json(&["prompt", "hello"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "--name", "taken", "other"]);
+
+    let renamed = skein.json(&["rename", &cid[..8], "groceries"]);
+    assert_eq!(renamed["id"], cid.as_str(), "{renamed}");
+    assert_eq!(renamed["name"], "groceries", "{renamed}");
+    let next = skein.json(&["prompt", "--cid", "groceries", "milk"]);
+    assert_eq!(next["conversation"], cid.as_str());
+    let said = skein.ok(&["rename", "groceries", "shopping"]);
+    assert!(said.contains("now named `shopping`"), "{said}");
+    assert!(said.contains("(was `groceries`)"), "{said}");
+
+    for (args, code, why) in [
+        (
+            &["rename", "shopping", "taken"][..],
+            2,
+            "already named `taken`",
+        ),
+        (
+            &["rename", "shopping", "cafe1234"],
+            2,
+            "cannot look like an id",
+        ),
+        (&["rename", "shopping", " "], 2, "cannot be empty"),
+        (&["rename", "nosuch", "x"], 3, "skein conversations"),
+        (&["rename", "shopping"], 2, "NEWNAME"),
+    ] {
+        let output = skein.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(why),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    let log = skein.json(&["log", "--cid", "shopping"]);
+    assert_eq!(log["conversation"]["id"], cid.as_str(), "nothing changed");
+
+    let cleared = skein.json(&["rename", "shopping", "--clear"]);
+    assert_eq!(cleared["name"], Value::Null, "{cleared}");
+    let gone = skein.run(&["log", "--cid", "shopping"]);
+    assert_eq!(gone.status.code(), Some(3));
+}

@@ -342,10 +342,15 @@ fn subcommands(help: &str) -> Vec<String> {
 }
 
 /// The flags `help` lists, each with its visible aliases (`[alias:
-/// --at]`), without `--help` and `--version`.
+/// --at]`), without `--help` and `--version`: a command's own (under
+/// `Options:`) and the global ones (under `Global options:`, apart).
 fn flags(help: &str) -> Vec<Flag> {
     let mut entries: Vec<(Flag, String)> = Vec::new();
-    for line in help_section(help, "Options") {
+    let sections = [
+        help_section(help, "Options"),
+        help_section(help, "Global options"),
+    ];
+    for line in sections.into_iter().flatten() {
         if indent(line) <= 6 && line.trim_start().starts_with('-') {
             let forms = line
                 .split_whitespace()

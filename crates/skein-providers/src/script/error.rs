@@ -31,7 +31,11 @@ impl fmt::Display for RuleLabel {
 #[non_exhaustive]
 pub enum ScriptError {
     /// The file could not be read.
-    #[error("cannot read script file `{}`: {error}; fix: check the path (it is relative to the working directory) and its permissions", .path.display())]
+    #[error(
+        "cannot read script file `{}`: {error}; fix: check the path{} and its permissions",
+        .path.display(),
+        if .path.is_relative() { " (it is relative to the working directory)" } else { "" }
+    )]
     Read {
         path: PathBuf,
         error: std::io::Error,

@@ -315,7 +315,7 @@ class Store:
     ) -> Forgotten:
         """Delete conversations (ids, prefixes or names), a whole ``family``,
         or every one last updated before ``older_than`` (``30d``, ``12h``,
-        ``45m`` or ``YYYY-MM-DD``) and/or recorded by the proxy and/or
+        ``45min``, ``6mo`` or ``YYYY-MM-DD``; a bare ``m`` is refused) and/or recorded by the proxy and/or
         holding a run the proxy's ``client`` made, with every
         message, run, rerun, blob and cached embedding only they reached;
         what others share stays. ``dry_run``: the plan, nothing changed."""

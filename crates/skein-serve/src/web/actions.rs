@@ -140,6 +140,7 @@ pub(crate) fn turn_error(error: skein::Error) -> ApiError {
         error @ (skein::Error::Model(_)
         | skein::Error::UnknownTool { .. }
         | skein::Error::StoredModelNamesAFile { .. }
+        | skein::Error::StoredModelFileMissing { .. }
         | skein::Error::ModelNameTaken { .. }) => {
             ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }

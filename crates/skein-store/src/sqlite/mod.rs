@@ -81,6 +81,9 @@ struct Shared {
     /// Set once a caller asked to count costs: every connection, those
     /// made later too, reports to it.
     meter: Mutex<Option<CostMeter>>,
+    /// This handle created the file (it was missing, and opened with
+    /// [`OpenMode::Create`]).
+    created: bool,
 }
 
 impl Backend for SqliteStore {
@@ -109,6 +112,21 @@ impl Backend for SqliteStore {
     /// identifies the database, not this handle.
     fn key(&self) -> StoreKey {
         self.shared.key
+    }
+
+    fn created_blank(&self) -> Result<bool> {
+        if !self.shared.created {
+            return Ok(false);
+        }
+        self.read(|conn| {
+            Ok(conn.query_row(
+                "SELECT NOT (EXISTS (SELECT 1 FROM nodes) OR EXISTS (SELECT 1 FROM conversations)
+                     OR EXISTS (SELECT 1 FROM runs) OR EXISTS (SELECT 1 FROM reruns)
+                     OR EXISTS (SELECT 1 FROM labels) OR EXISTS (SELECT 1 FROM replays))",
+                [],
+                |row| row.get(0),
+            )?)
+        })
     }
 
     #[cfg(any(test, feature = "testkit"))]
@@ -177,12 +195,13 @@ impl SqliteStore {
         let location = || path.display().to_string();
         let opener = ReadOnlyOpener::new(&path);
         let (file, probe) = open::classify(&path, &opener)?;
+        let mut created = false;
         match (file, mode) {
             (SqliteFile::Missing, OpenMode::Create) => {
                 if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir)?;
                 }
-                create_owner_only(&path)?;
+                created = create_owner_only(&path)?;
             }
             (SqliteFile::Missing, _) => {
                 return Err(StoreError::NoDatabase {
@@ -210,7 +229,7 @@ impl SqliteStore {
                     None => opener.connect()?,
                 };
                 configure(&reader)?;
-                return SqliteStore::assemble(path, reader, Some(opener));
+                return SqliteStore::assemble(path, reader, Some(opener), false);
             }
             (SqliteFile::Skein { .. }, _) => {
                 // Asked before any connection writes, and of the files
@@ -235,7 +254,7 @@ impl SqliteStore {
         // answers the loser "locked" at once, without waiting.
         while_busy(|| Ok(writer.pragma_update(None, "journal_mode", "WAL")?))?;
         schema::migrate(&mut writer)?;
-        let store = SqliteStore::assemble(path, writer, None)?;
+        let store = SqliteStore::assemble(path, writer, None, created)?;
         // The connection that recognised the file reads for the store: its
         // first reader, opened already.
         if let Some(probe) = probe {
@@ -249,6 +268,7 @@ impl SqliteStore {
         path: PathBuf,
         writer: Connection,
         read_only: Option<ReadOnlyOpener>,
+        created: bool,
     ) -> Result<SqliteStore> {
         let key: String = writer.query_row(
             "SELECT value FROM meta WHERE key = 'store_key'",
@@ -266,6 +286,7 @@ impl SqliteStore {
                 readers: Mutex::new(Vec::new()),
                 read_only,
                 meter: Mutex::new(None),
+                created,
             }),
         })
     }
@@ -497,15 +518,16 @@ fn is_busy(error: &StoreError) -> bool {
 /// Create the new database file at `path` readable and writable by its
 /// owner only (0600): it holds every message, and SQLite gives the WAL and
 /// shared-memory files it makes beside it the database file's permissions.
-/// A file another process created meanwhile is left as it is.
-fn create_owner_only(path: &Path) -> Result<()> {
+/// A file another process created meanwhile is left as it is. `true` when
+/// this call created the file.
+fn create_owner_only(path: &Path) -> Result<bool> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     match options.open(path) {
-        Ok(_) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Ok(_) => Ok(true),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(error) => Err(error.into()),
     }
 }

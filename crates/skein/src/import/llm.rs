@@ -17,7 +17,14 @@ backends.
 - Each `llm` thread becomes a conversation (created and updated at its
   first and latest turn's time); a fork (`forked_from`) keeps its origin:
   the thread it came from and the newest message both share. A
-  conversation imported before keeps its bookmark.
+  conversation imported before keeps its bookmark. Its name is the
+  thread's (`llm` names a thread after its first prompt); a thread named
+  nothing (an empty prompt) is titled `(empty prompt)` instead.
+- A conversation keeps the model its latest turn asked for, under skein's
+  name for it where skein has one ([`skein_model`]: `gpt-4o-mini` is
+  `openai:gpt-4o-mini`, `anthropic/claude-…` is `anthropic:claude-…`), so
+  continuing it runs on that model; a name skein cannot run is kept as
+  `llm` wrote it, and the report lists it ([`LlmImportReport::unknown_models`]).
 - Each turn becomes a run with its model, usage, timings and the exact
   tools it offered.
 
@@ -38,7 +45,7 @@ use skein_core::{
 use skein_store::{
     ConversationId, ConversationRecord, Origin, Result, RunId, RunRecord, Store, StoreError,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 /// What an import from `llm` did.
@@ -51,6 +58,34 @@ pub struct LlmImportReport {
     pub already_present: usize,
     /// Parts with no skein equivalent, by kind.
     pub skipped_parts: HashMap<String, usize>,
+    /// The models the imported conversations run on, by `llm`'s name,
+    /// where skein's name differs (`gpt-4o-mini` → `openai:gpt-4o-mini`).
+    pub renamed_models: BTreeMap<String, String>,
+    /// Models of imported conversations that skein cannot run, kept as
+    /// `llm` named them: continuing such a conversation needs `-m`.
+    pub unknown_models: BTreeSet<String>,
+}
+
+/// skein's name for a model `llm` named, and whether skein can run it: a
+/// name skein takes as it is (`echo`); `llm`'s provider-prefixed names
+/// (`anthropic/claude-…`, `openai/…`); a provider's model named bare
+/// (`gpt-4o-mini`, `claude-3-5-sonnet-latest`, as `skein -m` suggests it);
+/// else the name as it was, which skein cannot run. Never a name that
+/// opens a file: data from elsewhere does not choose local files.
+pub fn skein_model(llm: &str) -> (String, bool) {
+    let http = |name: &str| name.starts_with("openai:") || name.starts_with("anthropic:");
+    for (prefix, backend) in [("anthropic/", "anthropic"), ("openai/", "openai")] {
+        if let Some(model) = llm.strip_prefix(prefix).filter(|model| !model.is_empty()) {
+            return (format!("{backend}:{model}"), true);
+        }
+    }
+    if skein_providers::kind_of(llm).is_ok() && !skein_providers::names_a_file(llm) {
+        return (llm.to_string(), true);
+    }
+    match skein_providers::suggest(llm).filter(|name| http(name)) {
+        Some(name) => (name, true),
+        None => (llm.to_string(), false),
+    }
 }
 
 /// One `llm` message as read.
@@ -181,13 +216,18 @@ fn read_llm(llm: &Connection, path: &Path, report: &mut LlmImportReport) -> Resu
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut runs = Vec::with_capacity(turns.len());
     let mut conversations_read = Vec::with_capacity(rows.len());
-    // A conversation was last updated by its newest turn.
+    // A conversation was last updated by its newest turn, and runs on the
+    // model that turn asked for (turns are read oldest first).
     let mut last_turn: HashMap<&str, i64> = HashMap::new();
+    let mut last_model: HashMap<&str, &str> = HashMap::new();
     for turn in &turns {
         let run = run_of(turn, &threads, &conversations, &tools)?;
         if let Some(thread) = &turn.thread {
             let last = last_turn.entry(thread.as_str()).or_insert(run.started_ms);
             *last = (*last).max(run.started_ms);
+            if let Some(model) = turn.model.as_deref().or(turn.resolved_model.as_deref()) {
+                last_model.insert(thread.as_str(), model);
+            }
         }
         runs.push(run);
     }
@@ -219,9 +259,25 @@ fn read_llm(llm: &Connection, path: &Path, report: &mut LlmImportReport) -> Resu
             }),
         };
         let created_ms = when.as_deref().and_then(parse_utc_ms).unwrap_or(0);
+        let model = last_model.get(id.as_str()).map(|llm| {
+            let (model, known) = skein_model(llm);
+            if !known {
+                report.unknown_models.insert(model.clone());
+            } else if model != *llm {
+                report.renamed_models.insert(llm.to_string(), model.clone());
+            }
+            model
+        });
+        // `llm` names a thread after its first prompt: an empty one names
+        // it nothing, and the conversation gets a title that says so.
+        let name = name.clone().filter(|name| !name.trim().is_empty());
+        let title = name.is_none().then(|| {
+            head.and_then(|head| first_prompt_title(&threads, head))
+                .unwrap_or_else(|| "(empty prompt)".to_string())
+        });
         conversations_read.push(ConversationRecord {
             id: conversations[id].clone(),
-            name: name.clone(),
+            name,
             head,
             len: 0,
             origin,
@@ -230,6 +286,8 @@ fn read_llm(llm: &Connection, path: &Path, report: &mut LlmImportReport) -> Resu
                 .get(id.as_str())
                 .map_or(created_ms, |last| created_ms.max(*last)),
             settings: skein_core::ConversationSettings {
+                model,
+                title,
                 imported_from: Some("llm".into()),
                 llm_thread: Some(id.clone()),
                 ..Default::default()
@@ -242,6 +300,19 @@ fn read_llm(llm: &Connection, path: &Path, report: &mut LlmImportReport) -> Resu
         conversations: conversations_read,
         runs,
     })
+}
+
+/// The title of the thread ending at `head`: made from its first user
+/// message with visible text, as a prompt's title is.
+fn first_prompt_title(threads: &HashMap<String, Thread>, head: NodeId) -> Option<String> {
+    let thread = threads
+        .values()
+        .find(|thread| thread.head_id() == Some(head))?;
+    thread
+        .messages()
+        .iter()
+        .filter(|message| message.role == Role::User)
+        .find_map(|message| skein_core::ConversationSettings::title_from(&message.joined_text()))
 }
 
 /// Every message's node once, parents before children.

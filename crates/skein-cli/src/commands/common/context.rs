@@ -7,9 +7,11 @@ name, a node by id or a conversation standing for its head).
 
 Commands that only show what is recorded never create a database nor
 write to it (so read-only files and mounts work) and read from the
-standby `--db-read` names; commands that work on recorded turns need an
-existing one; commands that record may create it. No command touches a
-file that is not a skein database.
+standby `--db-read` names; commands that work on recorded turns (and a
+turn that continues a conversation) need an existing one; commands that
+record may create it. No command touches a file that is not a skein
+database, and a command that fails before anything is recorded leaves no
+database it created behind ([`remove_blank_databases`]).
 */
 
 use super::turn_options::ContinueArgs;
@@ -20,6 +22,14 @@ use skein::store::{ConversationRecord, OpenMode, StoreError};
 use skein::{NodeId, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
+
+/// The databases this command created that still held nothing when the
+/// context that opened them closed.
+static CREATED_BLANK: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The database this command opened last, as messages show it.
+static OPENED: Mutex<Option<String>> = Mutex::new(None);
 
 /// The global options every command may use: where the database is, and
 /// whether records are printed as JSON.
@@ -83,15 +93,29 @@ impl Globals {
         no_log: bool,
         continues: bool,
     ) -> Result<Context> {
+        let path = self.location()?.0;
+        if continues && is_missing_file(&path) {
+            // Nothing to continue, and nothing is created.
+            return Err(anyhow::Error::new(ExitWith(
+                NOT_FOUND,
+                format!(
+                    "there are no conversations yet: there is no database at {}; start one with \
+                     `skein prompt TEXT`, or check --db, SKEIN_DB or `db` in the configuration \
+                     file (`skein config show` says which is in force)",
+                    path.display()
+                ),
+            )));
+        }
         if !no_log {
             return self.open(recording);
         }
-        if !continues && is_missing_file(&self.location()?.0) {
+        if !continues && is_missing_file(&path) {
             let dir = tempfile::tempdir().context("cannot make a scratch directory")?;
             let store = open_store(&dir.path().join("scratch.db"), None, OpenMode::Create)?;
             return Ok(Context {
+                store,
+                json: self.json,
                 _scratch: Some(dir),
-                ..self.context(store)
             });
         }
         self.open(OpenMode::ReadOnly)
@@ -114,6 +138,41 @@ impl Globals {
     }
 }
 
+impl Drop for Context {
+    /// A database this command created and recorded nothing in is noted,
+    /// for [`remove_blank_databases`] should the command fail.
+    fn drop(&mut self) {
+        if self._scratch.is_none() && self.store.created_blank().unwrap_or(false) {
+            let mut created = CREATED_BLANK.lock().unwrap_or_else(|e| e.into_inner());
+            created.push(self.store.path().to_path_buf());
+        }
+    }
+}
+
+/// After a command failed: remove each database it created that still held
+/// nothing when it was closed (a typo in `--db` must not leave a new, empty
+/// database behind). Only a file this command created is removed (the
+/// store says so: it was missing, and this process made it), never one
+/// that existed before; and not while another process has it open, which
+/// its WAL file shows (SQLite removes it when the last connection closes,
+/// and every connection of this command is closed by now).
+pub fn remove_blank_databases() {
+    let created = std::mem::take(&mut *CREATED_BLANK.lock().unwrap_or_else(|e| e.into_inner()));
+    for path in created {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        if !Path::new(&wal).exists() {
+            remove_database_files(&path);
+        }
+    }
+}
+
+/// The database this command opened (its path, or its URL without the
+/// password), for messages that name it.
+pub fn opened_database() -> Option<String> {
+    OPENED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Whether `path` names a SQLite file that does not exist (a PostgreSQL
 /// URL is never created by skein, so it never counts).
 pub fn is_missing_file(path: &Path) -> bool {
@@ -124,7 +183,7 @@ pub fn is_missing_file(path: &Path) -> bool {
 }
 
 /// Remove a SQLite database and its journal files.
-pub fn remove_database_files(path: &Path) {
+fn remove_database_files(path: &Path) {
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
@@ -169,6 +228,7 @@ fn open_for_web_view(path: &Path, read_url: Option<&str>) -> Result<(Store, bool
 
 fn open_store(path: &Path, read_url: Option<&str>, mode: OpenMode) -> Result<Store> {
     let shown = skein::store::location::redact(&path.display().to_string());
+    *OPENED.lock().unwrap_or_else(|e| e.into_inner()) = Some(shown.clone());
     let opened = match read_url {
         Some(read_url) => Store::open_with_reads(path, read_url, mode),
         None => Store::open_with(path, mode),
@@ -277,7 +337,10 @@ pub fn latest_conversation(store: &Store) -> Result<ConversationRecord> {
         .ok_or_else(|| {
             anyhow::Error::new(ExitWith(
                 NOT_FOUND,
-                "there are no conversations yet: start one with `skein prompt TEXT`".into(),
+                format!(
+                    "there are no conversations yet in {}: start one with `skein prompt TEXT`",
+                    store.location()
+                ),
             ))
         })
 }

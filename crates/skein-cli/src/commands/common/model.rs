@@ -85,6 +85,7 @@ pub fn turn_model(
 /// default. An imported conversation naming a local file gets the default,
 /// so the library's refusal of it stands.
 pub fn stored_home(stored: &skein::store::ConversationRecord) -> Result<Model> {
+    Model::check_stored_file(stored)?;
     let settings = &stored.settings;
     if let Some(profile) = &settings.profile {
         if let Some(engine) = configured_engine()?
@@ -99,7 +100,29 @@ pub fn stored_home(stored: &skein::store::ConversationRecord) -> Result<Model> {
             if *name != default_model()?
                 && !(stored.imported && skein::providers::names_a_file(name)) =>
         {
-            Ok(Model::open_with_tools(name, super::tools::registered()?)?)
+            Model::open_with_tools(name, super::tools::registered()?).map_err(|error| {
+                let unknown = matches!(
+                    error,
+                    skein::Error::Model(
+                        skein::providers::ResolveError::UnknownModel { .. }
+                            | skein::providers::ResolveError::MissingArgument { .. }
+                    )
+                );
+                let error = anyhow::Error::new(error);
+                match unknown {
+                    true => error.context(format!(
+                        "conversation {} runs on `{name}`{}, which skein cannot open: continue \
+                         it on another model with -m MODEL",
+                        stored.id.short(),
+                        if stored.imported {
+                            " (as imported)"
+                        } else {
+                            ""
+                        }
+                    )),
+                    false => error,
+                }
+            })
         }
         _ => home_model(None),
     }

@@ -256,11 +256,11 @@ impl Registry {
             }
         }
         if self.server(name).is_some() {
-            bail!(
+            return Err(crate::exit::usage(format!(
                 "`{name}` is an MCP server: offer its tools with `-T {name}.*`, or one with `-T {name}.TOOL`"
-            );
+            )));
         }
-        bail!(
+        Err(crate::exit::usage(format!(
             "unknown tool `{name}`; available: {}{} (`skein tools` lists them; \
              declare command tools as [tools.NAME] in the configuration file)",
             self.fixed
@@ -269,7 +269,7 @@ impl Registry {
                 .collect::<Vec<_>>()
                 .join(", "),
             self.declared_note()
-        )
+        )))
     }
 
     fn declared_note(&self) -> String {

@@ -9,7 +9,7 @@ goes on ([`ContinueArgs`]); read and checked once into [`TurnSettings`].
 use super::model::{KeyArgs, ModelArgs};
 use super::tools::ToolArgs;
 use crate::input;
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 use skein::core::provider::GenerationOptions;
 use skein::{Conversation, Model, Prompt, Tool};
@@ -240,7 +240,7 @@ fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
     let mut map = serde_json::Map::new();
     for pair in pairs.chunks(2) {
         let [key, value] = pair else {
-            bail!("-o takes a KEY and a VALUE");
+            return Err(crate::exit::usage("-o takes a KEY and a VALUE"));
         };
         let value = serde_json::from_str(value)
             .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
@@ -248,10 +248,12 @@ fn generation_options(pairs: &[String]) -> Result<GenerationOptions> {
     }
     let options: GenerationOptions = serde_json::from_value(serde_json::Value::Object(map))
         .map_err(|error| {
-            anyhow::anyhow!("bad -o option: {error} (known: temperature, top_p, seed, max_tokens)")
+            crate::exit::usage(format!(
+                "bad -o option: {error} (known: temperature, top_p, seed, max_tokens)"
+            ))
         })?;
     options
         .check()
-        .map_err(|problem| anyhow::anyhow!("bad -o option: {problem}"))?;
+        .map_err(|problem| crate::exit::usage(format!("bad -o option: {problem}")))?;
     Ok(options)
 }
