@@ -387,6 +387,30 @@ pub(crate) async fn owner_of(
     {
         return Ok(Some(owner));
     }
+    producer_of(api, node, runs, client).await
+}
+
+/// The stored conversation whose turn produced `node`: the newest one that
+/// still exists (a deletion leaves runs of no conversation behind); `None`
+/// when no conversation's turn produced it. What a recorded turn is
+/// explained, re-run or replayed in (`skein explain NODE`), where
+/// [`owner_of_node`] answers where a turn from the node goes on: a fork
+/// standing at a recorded reply holds the node, not the turn.
+pub async fn producer_of_node(
+    store: &Store,
+    node: NodeId,
+) -> skein_store::Result<Option<ConversationId>> {
+    Ok(producer_of(store.nonblocking(), node, None, None)
+        .await?
+        .map(|conversation| conversation.id))
+}
+
+async fn producer_of(
+    api: AsyncStore<'_>,
+    node: NodeId,
+    runs: Option<&[RunRecord]>,
+    client: Option<&str>,
+) -> skein_store::Result<Option<ConversationRecord>> {
     let read;
     let runs = match runs {
         Some(runs) => runs,

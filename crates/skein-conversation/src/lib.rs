@@ -55,7 +55,7 @@ pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, Conversation
 pub use error::{Error, Result};
 pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
 pub use input::{ConfiguredPrompt, TurnInput};
-pub use landing::{PROBABLY_CONTINUES, owner_of_node};
+pub use landing::{PROBABLY_CONTINUES, owner_of_node, producer_of_node};
 pub use model::Model;
 pub use open::{BranchAt, Load, ReplyAt};
 pub use prompt::{ChainPrompt, Prompt, TextSink};

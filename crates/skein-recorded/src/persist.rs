@@ -54,11 +54,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The conversation holding the turn whose reply is `node` (what
-/// `skein explain NODE` needs before loading the chat).
+/// `skein explain NODE` needs before loading the chat): the turn layer's
+/// [`skein_conversation::producer_of_node`], the newest conversation still
+/// stored whose turn produced it (a fork standing at the node holds the
+/// node, not the turn); [`RecordedError::NotATurn`] when none did.
 pub async fn conversation_of_node(store: &Store, node: NodeId) -> Result<ConversationId> {
-    let runs = store.nonblocking().runs_producing(node).await?;
-    runs.into_iter()
-        .find_map(|run| run.conversation)
+    skein_conversation::producer_of_node(store, node)
+        .await?
         .ok_or(RecordedError::NotATurn(node))
 }
 

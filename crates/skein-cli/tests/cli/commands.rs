@@ -4312,3 +4312,38 @@ fn a_replay_killed_ten_times_resumes_and_replays_every_turn_once() {
     assert_eq!(replayed, 500, "no turn recorded twice, none half");
     assert!(store.verify().unwrap().is_ok());
 }
+
+/// A recorded turn's reply that two conversations share (a fork stands at
+/// it): `explain` and `rerun` find the turn in the conversation whose turn
+/// produced it, never in the fork that only holds the node, and `reply`
+/// goes on in the fork, which the node heads (the turn layer's
+/// `producer_of_node` and `owner_of_node`).
+#[test]
+fn explain_and_rerun_of_a_reply_a_fork_stands_at_find_the_turn_that_made_it() {
+    let skein = temp();
+    let turn = skein.json(&[
+        "prompt",
+        "--source",
+        "notes=the sky is green today",
+        "what colour is the sky?",
+    ]);
+    let node = turn["node"].as_str().unwrap()[..12].to_string();
+    let fork = skein.json(&["fork", &node, "--name", "standing"]);
+    let fork_id = fork["id"].as_str().unwrap().to_string();
+
+    let explained = skein.json(&["explain", &node, "--embedder", "lexical"]);
+    assert_eq!(explained["suspects"][0]["id"], "notes", "{explained}");
+    let rerun = skein.json(&[
+        "rerun",
+        &node,
+        "--ignore",
+        "notes",
+        "--embedder",
+        "lexical",
+        "--samples",
+        "2",
+    ]);
+    assert_eq!(rerun["removed"][0], "notes", "{rerun}");
+    let reply = skein.json(&["reply", &node, "and the grass?"]);
+    assert_eq!(reply["conversation"], fork_id.as_str(), "{reply}");
+}
