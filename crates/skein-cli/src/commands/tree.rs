@@ -1,7 +1,11 @@
 /*!
 `skein tree`: a conversation's family from the library (`skein::family`),
-drawn: its members' lines, the reruns of their turns, and the
-conversations that only share messages with it.
+drawn: its members' lines, each head labelled with how the member joined
+(`fork of`, `edit or retry of`, `from rerun`), the reruns of their turns,
+the replays of their turns collapsed to one label per turn (`2 replays:
+1 changed, 1 held`; their answers are not drawn), and the conversations
+that only share messages with it. Several first messages (an edited first
+message) are drawn as sibling branches of one family.
 */
 
 use super::common::context::{Context, Globals, print_json};
@@ -72,12 +76,52 @@ pub async fn print_tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
     };
     for member in &family.members {
         if let Some(head) = member.conversation.head {
-            labels
-                .entry(head)
-                .or_default()
-                .push(named(&member.conversation));
+            labels.entry(head).or_default().push(format!(
+                "{}{}",
+                named(&member.conversation),
+                joined(member)
+            ));
         }
     }
+    // Replays collapse to one label on the turn they replayed; their own
+    // answers (and a thread only a replay made) are not drawn.
+    let mut replays: HashMap<NodeId, Vec<&str>> = HashMap::new();
+    for turn in &family.replayed {
+        replays
+            .entry(turn.turn_node)
+            .or_default()
+            .push(skein::recorded::replay::result_of(turn));
+    }
+    for (node, results) in &replays {
+        if shown.contains(node) {
+            labels.entry(*node).or_default().push(replay_label(results));
+        }
+    }
+    let kept_heads: HashSet<NodeId> = family
+        .members
+        .iter()
+        .map(|member| &member.conversation)
+        .chain(family.shares.iter().map(|sharer| &sharer.conversation))
+        .filter_map(|conversation| conversation.head)
+        .chain(family.reruns.iter().flat_map(|rerun| rerun.answer_head))
+        .collect();
+    let replay_answers: HashSet<NodeId> = family
+        .replayed
+        .iter()
+        .filter_map(|turn| turn.answer_head)
+        .filter(|answer| !kept_heads.contains(answer))
+        .collect();
+    let hidden = replay_only(&graph.nodes, &replay_answers, &kept_heads);
+    let drawn: Vec<TreeEntry> = graph
+        .nodes
+        .iter()
+        .filter(|entry| !hidden.contains(&entry.id))
+        .cloned()
+        .collect();
+    let roots: Vec<NodeId> = roots
+        .into_iter()
+        .filter(|root| !hidden.contains(root))
+        .collect();
     let mut unseen_shares = Vec::new();
     for sharer in &family.shares {
         match sharer.conversation.head.filter(|head| shown.contains(head)) {
@@ -109,7 +153,7 @@ pub async fn print_tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
                 .push(format!("answer of rerun {}{of}", rerun.id.short()));
         }
     }
-    for line in draw(&graph.nodes, &roots, &labels) {
+    for line in draw(&drawn, &roots, &labels) {
         outln!("{line}")?;
     }
     for rerun in &family.reruns {
@@ -157,12 +201,18 @@ fn draw(
         }
     }
     let mut lines = Vec::new();
-    for root in roots {
+    for (i, root) in roots.iter().enumerate() {
         let start = by_id[root];
         let lead = if start.parent.is_some() { "… " } else { "" };
+        // Several first messages are siblings: each opens a branch.
+        let (own, rest) = match (roots.len(), i + 1 == roots.len()) {
+            (1, _) => (String::new(), String::new()),
+            (_, false) => ("├─ ".to_string(), "│  ".to_string()),
+            (_, true) => ("└─ ".to_string(), "   ".to_string()),
+        };
         // (entry, prefix for its own line, prefix for what follows it)
         let mut stack: Vec<(&TreeEntry, String, String)> =
-            vec![(start, lead.to_string(), String::new())];
+            vec![(start, format!("{own}{lead}"), rest)];
         while let Some((entry, lead, rest)) = stack.pop() {
             let label = labels
                 .get(&entry.id)
@@ -193,4 +243,76 @@ fn draw(
         }
     }
     lines
+}
+
+/// How a member joined its family, after its name.
+fn joined(member: &skein::conversation::Member) -> String {
+    match &member.joined {
+        skein::conversation::Joined::Branch { from, at: Some(at) } => {
+            format!(" [fork of {} at {}]", from.short(), at.short())
+        }
+        skein::conversation::Joined::Branch { from, at: None } => {
+            format!(" [edit or retry of {}'s first message]", from.short())
+        }
+        skein::conversation::Joined::Rerun { rerun, .. } => {
+            format!(" [from rerun {}]", rerun.short())
+        }
+        _ => String::new(),
+    }
+}
+
+/// One label for every replay of a turn: `2 replays: 1 changed, 1 held`.
+fn replay_label(results: &[&str]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for result in results {
+        match counts.iter_mut().find(|(seen, _)| seen == result) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((result, 1)),
+        }
+    }
+    counts.sort_unstable();
+    let counts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    format!(
+        "{} replay{}: {}",
+        results.len(),
+        if results.len() == 1 { "" } else { "s" },
+        counts.join(", ")
+    )
+}
+
+/// The nodes only replays made: a replayed answer no member, sharer or
+/// rerun stands at, and every node all of whose shown descendants are
+/// such (the tool calls of a replayed loop, a thread a replay's changed
+/// system prompt started), unless a kept head lies below it.
+fn replay_only(
+    entries: &[TreeEntry],
+    answers: &HashSet<NodeId>,
+    kept: &HashSet<NodeId>,
+) -> HashSet<NodeId> {
+    let mut hidden = HashSet::new();
+    if answers.is_empty() {
+        return hidden;
+    }
+    let shown: HashSet<NodeId> = entries.iter().map(|entry| entry.id).collect();
+    let mut children: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+    for entry in entries {
+        if let Some(parent) = entry.parent.filter(|parent| shown.contains(parent)) {
+            children.entry(parent).or_default().push(entry.id);
+        }
+    }
+    // Entries come in topological order: children after their parents.
+    for entry in entries.iter().rev() {
+        let kids = children.get(&entry.id).map(Vec::as_slice).unwrap_or(&[]);
+        let only_replays = if kept.contains(&entry.id) {
+            false
+        } else if answers.contains(&entry.id) {
+            kids.iter().all(|kid| hidden.contains(kid))
+        } else {
+            !kids.is_empty() && kids.iter().all(|kid| hidden.contains(kid))
+        };
+        if only_replays {
+            hidden.insert(entry.id);
+        }
+    }
+    hidden
 }

@@ -4347,3 +4347,42 @@ fn explain_and_rerun_of_a_reply_a_fork_stands_at_find_the_turn_that_made_it() {
     let reply = skein.json(&["reply", &node, "and the grass?"]);
     assert_eq!(reply["conversation"], fork_id.as_str(), "{reply}");
 }
+
+/// `skein tree` draws sibling first messages (edits of a thread's first
+/// message) as branches of one family, labels each member with how it
+/// joined (`fork of`, `edit or retry of`), and collapses a turn's replays
+/// to one label (`2 replays: ...`) without drawing their answers.
+#[test]
+fn tree_draws_sibling_roots_labels_branch_kinds_and_collapses_replays() {
+    let skein = temp();
+    let first = skein.json(&["prompt", "-m", "echo", "--name", "main", "one"]);
+    let node = first["node"].as_str().unwrap()[..12].to_string();
+    skein.json(&["fork", &node, "--name", "side", "two"]);
+    let chat = skein.run_with_stdin(&["chat", "--cid", "main"], b"!edit one, reworded\n");
+    assert!(chat.status.success(), "{}", stderr(&chat));
+    let other = skein.dir().join("other.toml");
+    std::fs::write(&other, "[[rules]]\nreply = \"something else\"\n").unwrap();
+    let other = format!("scripted:{}", other.display());
+    for model in ["echo", other.as_str()] {
+        let replayed = skein.run(&["replay", "--cid", "main", "-m", model]);
+        assert!(
+            matches!(replayed.status.code(), Some(0 | 7)),
+            "{}",
+            stderr(&replayed)
+        );
+    }
+    let drawn = skein.ok(&["tree", "main"]);
+    assert!(drawn.contains("├─ ") && drawn.contains("└─ "), "{drawn}");
+    let roots: Vec<&str> = drawn
+        .lines()
+        .filter(|line| line.starts_with("├─ ") || line.starts_with("└─ "))
+        .collect();
+    assert_eq!(roots.len(), 2, "two first messages, as siblings: {drawn}");
+    assert!(drawn.contains("[fork of "), "{drawn}");
+    assert!(drawn.contains("'s first message]"), "{drawn}");
+    assert!(drawn.contains("2 replays: 1 changed, 1 held"), "{drawn}");
+    assert!(
+        !drawn.contains("something else"),
+        "a replay's answer is not drawn: {drawn}"
+    );
+}
