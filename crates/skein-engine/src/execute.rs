@@ -257,6 +257,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
         run: run.clone(),
         status,
         backend: prepared.backend.clone(),
+        provider: plan.provider.name().to_string(),
         model: prepared.model.clone(),
         usage: state.usage,
         usage_complete: state.usage_complete && state.attempts > 0,

@@ -52,11 +52,15 @@ call fails, an embedder errs) is failed with the reason, its replayed
 answer and runs kept, and the replay goes on.
 
 Reporting: [`ReplayReport`] is what every surface shows of a replay (its
-turns, comparators and costs), and [`ReplayUsage`] what it used.
+turns with the questions re-sent and their conversations' names,
+comparators and costs, and what changed in words), [`ReplayOverview`] a
+listing's row, and [`ReplayUsage`] what it used.
 */
 
+mod overview;
 mod report;
 
+pub use overview::ReplayOverview;
 pub use report::{
     CostDelta, ReplayReport, ReplayUsage, TurnReport, TurnUsage, result_of, turns_of_replay,
 };
