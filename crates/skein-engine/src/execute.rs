@@ -141,7 +141,7 @@ impl Prepared {
         else {
             return None;
         };
-        let mut record = RunRecord::new(self.model.clone(), self.backend.clone());
+        let mut record = RunRecord::new(self.model.clone(), self.provider.clone());
         record.id = run.clone();
         record.input_head = self.thread.head_id();
         record.profile = Some(self.profile.clone());

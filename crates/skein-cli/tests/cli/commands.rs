@@ -3271,9 +3271,13 @@ fn usage_totals_come_from_the_database_and_count_shared_work_once() {
         )),
         "{text}"
     );
-    // Token figures complete; only the cost is not (echo has no price).
+    // Token figures complete, and the cost too: echo runs on this machine
+    // and costs exactly nothing.
     assert!(!text.contains("reported no"), "{text}");
-    assert!(text.contains("3 run(s) of echo have no price"), "{text}");
+    assert!(
+        text.contains("cost: $0.000000 (models of this machine cost nothing)"),
+        "{text}"
+    );
 
     // A failed call of the first conversation: its usage is unknown, so the
     // totals that hold it say they are incomplete, and by how many runs.
