@@ -148,6 +148,10 @@ pub(crate) trait Conversations {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
     fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
+    fn conversations_by_ids<'a>(
+        &'a self,
+        ids: &'a [ConversationId],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
     fn rename_conversation<'a>(
         &'a self,
         id: &'a ConversationId,

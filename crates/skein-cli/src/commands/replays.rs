@@ -106,10 +106,7 @@ fn list(globals: &Globals, args: &ListArgs) -> Result<ExitCode> {
     let ctx = &globals.open_to_show()?;
     let count = args.count as usize;
     let (page, more) = page(ctx, count, args.page)?;
-    let overviews = page
-        .into_iter()
-        .map(|listed| ReplayOverview::read(&ctx.store, listed))
-        .collect::<skein::recorded::Result<Vec<_>>>()?;
+    let overviews = ReplayOverview::read_page(&ctx.store, page)?;
     if ctx.json {
         return print_json(&json!({
             "replays": overviews,

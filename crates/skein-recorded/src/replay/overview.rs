@@ -16,17 +16,15 @@ use crate::error::Result;
 use serde::Serialize;
 use skein_core::{ConversationId, NodeId, ReplayId, Role, RunRecord, RunStatus, now_ms};
 use skein_store::{
-    ListedReplay, ReplayRecord, ReplayState, ReplayTotals, ReplayTurn, Store, StoreError,
+    ListedReplay, NewReplayTurn, ReplayRecord, ReplayState, ReplayTotals, ReplayTurn, Store,
+    StoreError,
 };
 use std::collections::{BTreeSet, HashMap};
 
 use super::{Change, Selection};
 
-/// Original turns a listing reads to name the models replayed from.
-const LISTING_SAMPLE: usize = 8;
-
-/// Original turns a report reads to name them (every turn, up to this).
-pub(crate) const REPORT_SAMPLE: usize = 200;
+/// The first turns whose runs name the models a replay replays from.
+const SAMPLE: usize = 8;
 
 /// Conversations a selection's words name before `+N more`.
 const NAMES_SHOWN: usize = 3;
@@ -54,12 +52,32 @@ pub struct ReplayOverview {
 }
 
 impl ReplayOverview {
-    /// The overview of a listed replay (a blocking read: a few of its
-    /// turns' runs, and the conversations its selection names).
+    /// The overview of a listed replay (a blocking read; see
+    /// [`ReplayOverview::read_page`]).
     pub fn read(store: &Store, listed: ListedReplay) -> Result<ReplayOverview> {
-        let turns = store.replay_turns(&listed.record.id, None, LISTING_SAMPLE)?;
-        let originals = Originals::read(store, &turns, LISTING_SAMPLE)?;
-        ReplayOverview::of(store, listed.record, listed.totals, &originals)
+        let mut page = ReplayOverview::read_page(store, vec![listed])?;
+        Ok(page.remove(0))
+    }
+
+    /// The overviews of a page of listed replays, in its order (a blocking
+    /// read of one statement however many they are: the conversations
+    /// their selections name; the models replayed from are kept with each
+    /// record, and read from its first turns' runs only for a replay
+    /// stored before they were).
+    pub fn read_page(store: &Store, listed: Vec<ListedReplay>) -> Result<Vec<ReplayOverview>> {
+        let mut names = Names::default();
+        let named: Vec<ConversationId> = listed
+            .iter()
+            .flat_map(|listed| named_conversations(&listed.record.selection))
+            .collect();
+        names.read_all(store, &named)?;
+        listed
+            .into_iter()
+            .map(|listed| {
+                let originals = Originals::of_record(store, &listed.record)?;
+                ReplayOverview::of(store, listed.record, listed.totals, &originals, &mut names)
+            })
+            .collect()
     }
 
     fn of(
@@ -67,10 +85,11 @@ impl ReplayOverview {
         record: ReplayRecord,
         totals: ReplayTotals,
         originals: &Originals,
+        names: &mut Names,
     ) -> Result<ReplayOverview> {
         Ok(ReplayOverview {
             changes: describe_change(&record, originals),
-            selection_text: selection_text(store, &record.selection, &mut Names::default())?,
+            selection_text: selection_text(store, &record.selection, names)?,
             state: totals.state(now_ms()),
             original_models: originals.models.clone(),
             replay: record.id,
@@ -99,24 +118,57 @@ pub(crate) struct Originals {
 }
 
 impl Originals {
-    /// Read from the first run of each of the first `limit` of `turns`:
-    /// the runs a replayed turn recorded as its original's, else the
-    /// succeeded run that gave its final answer.
-    pub(crate) fn read(store: &Store, turns: &[ReplayTurn], limit: usize) -> Result<Originals> {
+    /// What the first selected turns ran on, as a replay is started (the
+    /// succeeded run that gave each one's final answer), to keep with its
+    /// record.
+    pub(crate) async fn sampled(store: &Store, turns: &[NewReplayTurn]) -> Result<Originals> {
         let mut originals = Originals::default();
-        for turn in turns.iter().take(limit) {
-            let Some(run) = original_run(store, turn)? else {
-                continue;
+        for turn in turns.iter().take(SAMPLE) {
+            let runs = match store.nonblocking().runs_producing(turn.turn_node).await {
+                Ok(runs) => runs,
+                Err(StoreError::NodeNotFound(_)) => continue,
+                Err(error) => return Err(error.into()),
             };
-            let name = run.profile.clone().unwrap_or(run.model.clone());
-            if !originals.models.contains(&name) {
-                originals.models.push(name);
+            if let Some(run) = runs.iter().find(|run| run.status == RunStatus::Succeeded) {
+                originals.add(run);
             }
-            originals
-                .tools
-                .extend(run.tools.iter().map(|tool| tool.name.clone()));
         }
         Ok(originals)
+    }
+
+    /// A stored replay's: kept with its record (`original_models`,
+    /// `original_tools` in its settings), else read from its first turns'
+    /// runs (a replay stored before they were kept).
+    pub(crate) fn of_record(store: &Store, record: &ReplayRecord) -> Result<Originals> {
+        let strings = |key: &str| -> Option<Vec<String>> {
+            serde_json::from_value(record.settings.get(key)?.clone()).ok()
+        };
+        if let Some(models) = strings("original_models") {
+            return Ok(Originals {
+                models,
+                tools: strings("original_tools")
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        let mut originals = Originals::default();
+        for turn in store.replay_turns(&record.id, None, SAMPLE)? {
+            if let Some(run) = original_run(store, &turn)? {
+                originals.add(&run);
+            }
+        }
+        Ok(originals)
+    }
+
+    /// A run's model (its profile, else its model) and tools.
+    fn add(&mut self, run: &RunRecord) {
+        let name = run.profile.clone().unwrap_or(run.model.clone());
+        if !self.models.contains(&name) {
+            self.models.push(name);
+        }
+        self.tools
+            .extend(run.tools.iter().map(|tool| tool.name.clone()));
     }
 }
 
@@ -198,11 +250,47 @@ pub(crate) fn describe_change(record: &ReplayRecord, originals: &Originals) -> V
     out
 }
 
+/// The conversations a selection names (its conversations and families),
+/// as many as its words show.
+fn named_conversations(selection: &serde_json::Value) -> Vec<ConversationId> {
+    let selection: Selection = serde_json::from_value(selection.clone()).unwrap_or_default();
+    selection
+        .conversations
+        .iter()
+        .take(NAMES_SHOWN)
+        .chain(selection.families.iter().take(NAMES_SHOWN))
+        .cloned()
+        .collect()
+}
+
 /// Conversations' names (else titles), read once each.
 #[derive(Default)]
 pub(crate) struct Names(HashMap<ConversationId, Option<String>>);
 
 impl Names {
+    /// Read these conversations' names in one statement (a deleted one
+    /// has none).
+    pub(crate) fn read_all(&mut self, store: &Store, ids: &[ConversationId]) -> Result<()> {
+        let wanted: Vec<ConversationId> = ids
+            .iter()
+            .filter(|id| !self.0.contains_key(id))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        for record in store.conversations_by_ids(&wanted)? {
+            self.0
+                .insert(record.id.clone(), record.label().map(str::to_string));
+        }
+        for id in wanted {
+            self.0.entry(id).or_insert(None);
+        }
+        Ok(())
+    }
+
     /// The conversation's name, else its title; `None` without either, or
     /// once it is deleted.
     pub(crate) fn of(&mut self, store: &Store, id: &ConversationId) -> Result<Option<String>> {

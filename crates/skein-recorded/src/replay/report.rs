@@ -15,7 +15,7 @@ counted in a turn's cost: they are not among its runs, and the usage of a
 replay names them apart.
 */
 
-use super::overview::{Names, Originals, REPORT_SAMPLE, describe_change, question, selection_text};
+use super::overview::{Names, Originals, describe_change, question, selection_text};
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use skein_core::price::{CostSummary, PriceTable};
@@ -200,7 +200,7 @@ impl ReplayReport {
     pub fn read(store: &Store, id: &ReplayId, prices: &PriceTable) -> Result<ReplayReport> {
         let record = store.replay(id)?;
         let rows = all_turns(store, id)?;
-        let originals = Originals::read(store, &rows, REPORT_SAMPLE)?;
+        let originals = Originals::of_record(store, &record)?;
         let mut names = Names::default();
         let mut runs = SideRuns::default();
         let mut turns = Vec::with_capacity(rows.len());

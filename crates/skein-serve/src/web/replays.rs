@@ -143,23 +143,18 @@ fn parse_cursor(text: &str) -> Result<ReplayPosition, ApiError> {
         })
 }
 
-/// The summaries of `listed`, read from `store` (off the runtime: a few
-/// of each replay's turns and runs, the conversations it names).
+/// The summaries of `listed`, read from `store` (off the runtime: one
+/// statement however many, for the conversations their selections name).
 async fn summaries(
     state: &AppState,
     store: &Store,
     listed: Vec<ListedReplay>,
 ) -> Result<Vec<ReplaySummary>, ApiError> {
     let store = store.clone();
-    let overviews = tokio::task::spawn_blocking(move || {
-        listed
-            .into_iter()
-            .map(|listed| ReplayOverview::read(&store, listed))
-            .collect::<Result<Vec<_>, RecordedError>>()
-    })
-    .await
-    .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
-    .map_err(recorded_error)?;
+    let overviews = tokio::task::spawn_blocking(move || ReplayOverview::read_page(&store, listed))
+        .await
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+        .map_err(recorded_error)?;
     Ok(overviews
         .into_iter()
         .map(|overview| ReplaySummary {
