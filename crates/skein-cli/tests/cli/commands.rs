@@ -2152,13 +2152,20 @@ fn shortcuts_an_llm_user_expects() {
     assert_eq!(latest["messages"][0]["parts"][0]["text"], "second");
     skein.json(&["prompt", "-c", "third"]);
     let usage = skein.ok(&["log", "-c", "-u"]);
+    // Echo runs on this machine: exactly free, no `$?` and no "at least".
     assert!(
-        usage.contains("  = 1 in / 9 out tokens · $? (no price for echo)\n"),
+        usage.contains("  = 1 in / 9 out tokens · $0.000000\n"),
         "{usage}"
     );
-    assert!(usage.contains("  = 11 in / 9 out tokens · $?"), "{usage}");
     assert!(
-        usage.contains("total over 2 turn(s): 12 in / 18 out tokens\ncost: at least $0.000000"),
+        usage.contains("  = 11 in / 9 out tokens · $0.000000"),
+        "{usage}"
+    );
+    assert!(
+        usage.contains(
+            "total over 2 turn(s): 12 in / 18 out tokens\n\
+             cost: $0.000000 (models of this machine cost nothing)"
+        ),
         "{usage}"
     );
     let short = skein.ok(&["log", "--short"]);
@@ -4294,6 +4301,27 @@ fn replays_are_listed_shown_again_and_deleted() {
     assert_eq!(
         skein.run(&["replays", "show", "fffffff"]).status.code(),
         Some(3)
+    );
+    // Texts come from the graph: a question erased since reads `[erased]`.
+    let store = skein::Store::open(skein.db()).unwrap();
+    let asked = store
+        .node(first["node"].as_str().unwrap().parse().unwrap())
+        .unwrap()
+        .parent
+        .unwrap();
+    drop(store);
+    skein.ok(&["redact", &asked.to_hex(), "--reason", "a test"]);
+    let erased = skein.run(&["--json", "replays", "show", &id]);
+    let erased: Value = serde_json::from_slice(&erased.stdout).unwrap();
+    let questions: Vec<(u64, &str)> = erased["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["seq"].as_u64().unwrap(), t["question"].as_str().unwrap()))
+        .collect();
+    assert!(
+        questions.contains(&(0, "[erased]")) && questions.contains(&(1, "Name another.")),
+        "{questions:?}"
     );
 
     // Deleted: a dry run changes nothing; then its rows, runs and answers
