@@ -125,6 +125,15 @@ fn list(globals: &Globals, args: &ListArgs) -> Result<ExitCode> {
     for overview in &overviews {
         outln!("{}", row(overview))?;
     }
+    if let Some(stopped) = overviews
+        .iter()
+        .find(|overview| overview.state == ReplayState::Stopped)
+    {
+        outln!(
+            "a stopped replay goes on with `skein replay --resume {}`",
+            stopped.replay.short()
+        )?;
+    }
     if more {
         outln!(
             "older replays: `skein replays{} --page {}`",

@@ -4383,6 +4383,14 @@ fn a_replay_is_running_then_stopped_and_a_running_one_is_not_deleted() {
     });
     let row = || skein.ok(&["replays"]);
     assert!(row().contains("· stopped at 0/1"), "{}", row());
+    assert!(
+        row().contains(&format!(
+            "a stopped replay goes on with `skein replay --resume {}`",
+            id.short()
+        )),
+        "{}",
+        row()
+    );
     store
         .claim_replay_turns(&id, "elsewhere", 1, 60_000)
         .unwrap();
