@@ -14,6 +14,13 @@ dropping a `provider:` or `provider/` prefix.
 A cost is never a silent zero: runs that reported no usage (or part of it)
 and runs of a model the table does not price are named in the [`Cost`],
 which is then *incomplete* (a lower bound).
+
+A run of a provider that runs on this machine (the echo and scripted
+models, local GGUF files, the embedded models:
+[`crate::usage::LOCAL_PROVIDERS`]) costs nothing: it is priced at exactly
+zero ([`PriceSource::Local`]), and its missing figures leave the cost
+whole, since there is nothing they could add. A price the configuration
+gives its model still wins (to count a machine's own cost).
 */
 
 use crate::run::RunId;
@@ -105,7 +112,12 @@ pub enum PriceSource {
     BuiltIn,
     /// The configuration file (a new model, or a built-in one overridden).
     Configured,
+    /// A provider of this machine ran it: free.
+    Local,
 }
+
+/// The price of what a provider of this machine runs.
+const FREE: Price = Price::of(0.0, 0.0, 0.0, 0.0);
 
 /// Prices by model name, with the date of the built-in ones.
 #[derive(Clone, Debug, PartialEq)]
@@ -193,18 +205,44 @@ impl PriceTable {
             .map(found)
     }
 
+    /// The configuration's price of `model`, if it gives one.
+    fn configured_price(&self, model: &str) -> Option<(&str, &Price, PriceSource)> {
+        self.price_of(model)
+            .filter(|(_, _, source)| *source == PriceSource::Configured)
+    }
+
     /// What the runs of `totals` cost at these prices.
     pub fn cost(&self, totals: &Totals) -> Cost {
+        // A local run that reported nothing still costs nothing, unless
+        // the configuration prices its model.
+        let unmeasured = totals
+            .incomplete_runs()
+            .into_iter()
+            .filter(|run| {
+                totals
+                    .local_runs
+                    .get(run)
+                    .is_none_or(|model| self.configured_price(model).is_some())
+            })
+            .collect();
         let mut cost = Cost {
             dollars: 0.0,
             cache_savings: 0.0,
             by_model: Vec::new(),
             unpriced: Vec::new(),
-            unmeasured: totals.incomplete_runs(),
+            unmeasured,
             prices_date: self.date(),
         };
         for (model, tokens) in &totals.by_model {
-            let priced = self.price_of(model);
+            let local = tokens
+                .runs
+                .iter()
+                .all(|run| totals.local_runs.contains_key(run));
+            let priced = match self.configured_price(model) {
+                Some(configured) => Some(configured),
+                None if local => Some((model.as_str(), &FREE, PriceSource::Local)),
+                None => self.price_of(model),
+            };
             let dollars = priced.map(|(_, price, _)| price.cost(tokens));
             if let Some((_, price, _)) = priced {
                 cost.dollars += price.cost(tokens);
@@ -309,8 +347,13 @@ mod tests {
     use crate::usage::RunFigures;
 
     fn run(model: &str, usage: Usage) -> Option<RunFigures> {
+        on("openai", model, usage)
+    }
+
+    fn on(provider: &str, model: &str, usage: Usage) -> Option<RunFigures> {
         Some(RunFigures {
             model: model.to_string(),
+            provider: provider.to_string(),
             status: RunStatus::Succeeded,
             usage,
             usage_complete: true,
@@ -413,5 +456,71 @@ mod tests {
         assert!(close(cost.dollars, 1.0 + 20.0 / 1e6));
         assert_eq!(table.configured(), 2);
         assert_eq!(cost.by_model[0].source, Some(PriceSource::Configured));
+    }
+
+    #[test]
+    fn what_runs_on_this_machine_costs_exactly_nothing_and_is_whole() {
+        let none = Usage::default();
+        let totals = Totals::of([
+            (
+                RunId("e".into()),
+                on("echo", "echo", usage(1_000, 10, None, None)),
+            ),
+            (
+                RunId("s".into()),
+                on("scripted", "scripted", usage(5, 5, None, None)),
+            ),
+            (
+                RunId("l".into()),
+                on("local", "smollm2", usage(50, 50, None, None)),
+            ),
+            // A local GGUF file named like a paid model is still free, and
+            // a local run without figures leaves the cost whole.
+            (
+                RunId("g".into()),
+                on("local", "/models/gpt-4o-mini.gguf", none),
+            ),
+            (
+                RunId("h".into()),
+                on(
+                    "local",
+                    "/models/gpt-4o-mini-q4.gguf",
+                    usage(9, 9, None, None),
+                ),
+            ),
+        ]);
+        let cost = PriceTable::builtin().cost(&totals);
+        assert_eq!(cost.dollars, 0.0);
+        assert!(cost.is_complete(), "{cost:?}");
+        assert!(cost.unpriced.is_empty() && cost.unmeasured.is_empty());
+        for model in &cost.by_model {
+            assert_eq!(model.dollars, Some(0.0), "{model:?}");
+            assert_eq!(model.source, Some(PriceSource::Local));
+        }
+        // A paid model's missing usage is still a lower bound beside them.
+        let mixed = Totals::of([
+            (
+                RunId("e".into()),
+                on("echo", "echo", usage(10, 10, None, None)),
+            ),
+            (RunId("p".into()), on("openai", "gpt-4o", none)),
+        ]);
+        let cost = PriceTable::builtin().cost(&mixed);
+        assert_eq!(cost.unmeasured, vec![RunId("p".into())]);
+        assert!(!cost.is_complete());
+        // A configured price for a local model is its price.
+        let table = PriceTable::builtin().with(
+            "smollm2",
+            Price {
+                input: 1.0,
+                output: 1.0,
+                cache_read: None,
+                cache_write: None,
+            },
+        );
+        let cost = table.cost(&totals);
+        assert!(close(cost.dollars, 100.0 / 1e6), "{}", cost.dollars);
+        let smollm2 = cost.by_model.iter().find(|m| m.model == "smollm2").unwrap();
+        assert_eq!(smollm2.source, Some(PriceSource::Configured));
     }
 }

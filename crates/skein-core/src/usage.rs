@@ -37,6 +37,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct RunFigures {
     /// The model that answered (what a price is looked up by).
     pub model: String,
+    /// The provider that ran it ([`crate::Provider::name`]): one that runs
+    /// on this machine ([`runs_here`]) costs nothing.
+    pub provider: String,
     pub status: RunStatus,
     pub usage: Usage,
     /// False when some attempt of the run did not report its usage.
@@ -47,6 +50,7 @@ impl From<&RunRecord> for RunFigures {
     fn from(run: &RunRecord) -> RunFigures {
         RunFigures {
             model: run.model.clone(),
+            provider: run.provider.clone(),
             status: run.status,
             usage: run.usage,
             usage_complete: run.usage_complete,
@@ -84,6 +88,22 @@ pub struct Totals {
     /// The tokens of the runs that reported figures, by model (a run that
     /// reported none is only in the figures' `missing_from`).
     pub by_model: BTreeMap<String, ModelTokens>,
+    /// The runs a provider of this machine ran ([`runs_here`]: the echo
+    /// and scripted models, local GGUF files, the embedded models), with
+    /// their model: they cost nothing, so a price table prices them at zero
+    /// and their missing figures leave a cost whole ([`crate::price`]).
+    #[serde(skip)]
+    pub local_runs: BTreeMap<RunId, String>,
+}
+
+/// The providers that run on this machine, in skein's process: the echo
+/// and scripted models and llama.cpp's (local GGUF files and the embedded
+/// models). Their calls cost nothing.
+pub const LOCAL_PROVIDERS: &[&str] = &["echo", "scripted", "local"];
+
+/// Whether `provider` runs on this machine ([`LOCAL_PROVIDERS`]).
+pub fn runs_here(provider: &str) -> bool {
+    LOCAL_PROVIDERS.contains(&provider)
 }
 
 /// One model's share of a total. `uncached_input + cache_read +
@@ -140,6 +160,9 @@ impl Totals {
         };
         if figures.status != RunStatus::Succeeded {
             self.failed.push(run.clone());
+        }
+        if runs_here(&figures.provider) {
+            self.local_runs.insert(run.clone(), figures.model.clone());
         }
         let usage = figures.usage;
         if usage.input_tokens.is_some() || usage.output_tokens.is_some() {
@@ -325,6 +348,7 @@ mod tests {
     fn figures(input: Option<u64>, output: Option<u64>) -> Option<RunFigures> {
         Some(RunFigures {
             model: "m".to_string(),
+            provider: "openai".to_string(),
             status: RunStatus::Succeeded,
             usage: Usage {
                 input_tokens: input,
@@ -366,6 +390,7 @@ mod tests {
     fn cached(model: &str, input: u64, read: u64, write: Option<u64>) -> Option<RunFigures> {
         Some(RunFigures {
             model: model.to_string(),
+            provider: "anthropic".to_string(),
             status: RunStatus::Succeeded,
             usage: Usage {
                 input_tokens: Some(input),

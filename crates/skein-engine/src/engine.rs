@@ -116,6 +116,11 @@ pub struct Prepared {
     pub rendered: Option<RenderedPrompt>,
     pub profile: String,
     pub backend: String,
+    /// The provider that runs it ([`skein_core::Provider::name`]): the one
+    /// its execution was prepared with, else (a plan only) the one its
+    /// backend's kind builds. Kept on the run's record, failed or not.
+    #[serde(skip)]
+    pub provider: String,
     pub model: String,
     pub options: GenerationOptions,
     /// The complete rendered request: history, prompt messages, caller messages.
@@ -222,7 +227,7 @@ impl Engine {
     /// A single-use handle that runs the prepared request.
     pub fn prepare_execution(&self, request: Request) -> Result<PreparedExecution> {
         let Resolved {
-            prepared,
+            mut prepared,
             backend,
             profile,
             contract,
@@ -232,6 +237,7 @@ impl Engine {
                 .providers
                 .credential(&profile, &backend, request.credential.as_ref())?;
         let provider = self.inner.providers.provider(&backend, &credential)?;
+        prepared.provider = provider.name().to_string();
         refuse_attachments(&prepared, provider.attachments())?;
         let plan = Plan::new(request, provider, backend, contract);
         Ok(PreparedExecution {
@@ -403,6 +409,7 @@ impl Engine {
             }),
             profile: profile.name.clone(),
             backend: backend.name.clone(),
+            provider: backend.kind.provider_name().to_string(),
             model: request
                 .model
                 .clone()

@@ -141,7 +141,7 @@ impl Prepared {
         else {
             return None;
         };
-        let mut record = RunRecord::new(self.model.clone(), self.backend.clone());
+        let mut record = RunRecord::new(self.model.clone(), self.provider.clone());
         record.id = run.clone();
         record.input_head = self.thread.head_id();
         record.profile = Some(self.profile.clone());
@@ -257,6 +257,7 @@ pub(crate) async fn execute(inner: &Inner, prepared: Prepared, plan: Plan) -> Re
         run: run.clone(),
         status,
         backend: prepared.backend.clone(),
+        provider: plan.provider.name().to_string(),
         model: prepared.model.clone(),
         usage: state.usage,
         usage_complete: state.usage_complete && state.attempts > 0,

@@ -53,6 +53,8 @@ pub struct LedgerEntry {
     pub run: RunId,
     pub status: RunStatus,
     pub backend: String,
+    /// The provider that ran it ([`skein_core::Provider::name`]).
+    pub provider: String,
     pub model: String,
     pub usage: Usage,
     /// False when some attempt did not report input or output tokens.
@@ -65,6 +67,7 @@ impl LedgerEntry {
     fn figures(&self) -> RunFigures {
         RunFigures {
             model: self.model.clone(),
+            provider: self.provider.clone(),
             status: self.status,
             usage: self.usage,
             usage_complete: self.usage_complete,

@@ -103,6 +103,17 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// The name of the provider this kind builds ([`Provider::name`]).
+    pub fn provider_name(&self) -> &'static str {
+        match self {
+            BackendKind::Echo => "echo",
+            BackendKind::Scripted { .. } => "scripted",
+            BackendKind::Local { .. } => "local",
+            BackendKind::Openai { .. } => "openai",
+            BackendKind::Anthropic { .. } => "anthropic",
+        }
+    }
+
     /// The environment variable a backend's key is read from by default.
     pub fn default_credential_variable(&self) -> Option<&'static str> {
         match self {
@@ -463,5 +474,33 @@ fn lookup(model: &str) -> Result<(&'static Backend, &str), ResolveError> {
         }),
         (false, None) => Ok((backend, "")),
         (false, Some(_)) => Err(unknown()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_names_the_provider_it_builds() {
+        let script = std::env::temp_dir().join(format!("skein-kind-{}.toml", std::process::id()));
+        std::fs::write(&script, "[[rules]]\nname = \"any\"\nreply = \"hi\"\n").unwrap();
+        for kind in [
+            BackendKind::Echo,
+            BackendKind::Scripted {
+                script: script.clone(),
+            },
+            BackendKind::Openai {
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+            },
+            BackendKind::Anthropic {
+                base_url: Some("http://127.0.0.1:9".into()),
+            },
+        ] {
+            let provider = kind.provider(Credential::None).unwrap();
+            assert_eq!(provider.name(), kind.provider_name(), "{kind:?}");
+        }
+        let _ = std::fs::remove_file(&script);
+        assert_eq!(BackendKind::Local { path: None }.provider_name(), "local");
     }
 }

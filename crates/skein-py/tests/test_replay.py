@@ -54,8 +54,8 @@ def test_a_replay_answers_tools_from_the_recording_and_labels_select_turns(
     assert changed["turns"][1]["original"] == "plain: hello there"
 
     # What each side cost: the replay on priced echo is whole; the original
-    # ran on a scripted model without a price, so it is "at least" and
-    # names its runs, never a silent zero.
+    # ran on a scripted model, which runs on this machine: exactly zero,
+    # and whole too.
     for turn in changed["turns"]:
         usage = turn["usage"]
         assert usage is not None and turn["cost"] is not None
@@ -65,18 +65,18 @@ def test_a_replay_answers_tools_from_the_recording_and_labels_select_turns(
         assert turn["cost"]["complete"] is True
         original = turn["original_cost"]
         assert original is not None
-        assert original["complete"] is False and original["dollars"] == 0
-        assert original["unpriced_runs"] and original["unmeasured_runs"] == []
+        assert original["complete"] is True and original["dollars"] == 0
+        assert original["unpriced_runs"] == [] and original["unmeasured_runs"] == []
     cost = changed["cost"]
     replayed = sum(turn["cost"]["dollars"] for turn in changed["turns"] if turn["cost"])
     assert abs(cost["replay"]["dollars"] - replayed) < 1e-12
     assert abs(cost["delta"] - replayed) < 1e-12
-    assert cost["complete"] is False
-    assert sorted(cost["original"]["unpriced_runs"]) == sorted(
-        run for turn in changed["turns"] if turn["original_cost"]
-        for run in turn["original_cost"]["unpriced_runs"]
-    )
+    assert cost["complete"] is True
     assert changed["selected"] == 2
+    # The report says what changed and which questions were re-sent.
+    assert changed["changes"][0].endswith("→ echo"), changed["changes"]
+    assert changed["state"] == "finished"
+    assert [turn["question"] for turn in changed["turns"]][1] == "hello there"
 
     # A label selects the turns it is on.
     second = changed["turns"][1]["turn_node"]

@@ -52,11 +52,16 @@ call fails, an embedder errs) is failed with the reason, its replayed
 answer and runs kept, and the replay goes on.
 
 Reporting: [`ReplayReport`] is what every surface shows of a replay (its
-turns, comparators and costs), and [`ReplayUsage`] what it used.
+turns with the questions re-sent and their conversations' names,
+comparators and costs, and what changed in words), [`ReplayOverview`] a
+listing's row, and [`ReplayUsage`] what it used.
 */
 
+mod overview;
 mod report;
 
+use overview::Originals;
+pub use overview::ReplayOverview;
 pub use report::{
     CostDelta, ReplayReport, ReplayUsage, TurnReport, TurnUsage, result_of, turns_of_replay,
 };
@@ -508,6 +513,9 @@ impl Replayer {
         if turns.is_empty() {
             return Err(RecordedError::EmptySelection);
         }
+        // What the first turns ran on, kept with the record so a listing
+        // says `A → B` without reading any turn.
+        let originals = Originals::sampled(&self.store, &turns).await?;
         let record = ReplayRecord {
             id: ReplayId::random(),
             selection: serde_json::to_value(selection).map_err(store_json)?,
@@ -518,6 +526,8 @@ impl Replayer {
                 "judge": plan.judge,
                 "live_tools": plan.live_tools,
                 "chain_limit": plan.chain_limit,
+                "original_models": originals.models,
+                "original_tools": originals.tools,
             }),
             turns: turns.len() as u64,
             created_ms: now_ms(),

@@ -153,6 +153,17 @@ impl AsyncStore<'_> {
         self.store.backend().conversations_at(node).await
     }
 
+    /// [`Store::conversations_by_ids`].
+    pub async fn conversations_by_ids(
+        &self,
+        ids: &[ConversationId],
+    ) -> Result<Vec<ConversationRecord>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.store.backend().conversations_by_ids(ids).await
+    }
+
     /// [`Store::rename_conversation`].
     pub async fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
         if let Some(name) = name {

@@ -156,6 +156,10 @@ pub(crate) trait Conversations {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
     fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
+    fn conversations_by_ids<'a>(
+        &'a self,
+        ids: &'a [ConversationId],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
     fn rename_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -388,10 +392,17 @@ pub(crate) trait Verify {
 /// Deleting conversations and collecting what only they reached
 /// (forget.rs). Blocking only, like export and verify.
 pub(crate) trait Forget {
-    /// Delete `doomed` and the rows and nodes only they reached, in one
-    /// transaction; with `dry_run` the transaction is rolled back. So too
-    /// and `unowned` (runs no conversation holds: failed first turns),
-    fn forget(&self, doomed: &[Doomed], unowned: &[String], dry_run: bool) -> Result<Swept>;
+    /// Delete `doomed`, `replays` (each with its turns' rows and runs) and
+    /// `unowned` (runs no conversation holds: failed first turns), and the
+    /// rows and nodes only they reached, in one transaction; with
+    /// `dry_run` the transaction is rolled back.
+    fn forget(
+        &self,
+        doomed: &[Doomed],
+        replays: &[ReplayId],
+        unowned: &[String],
+        dry_run: bool,
+    ) -> Result<Swept>;
     /// The runs no conversation holds that `filter` takes (by when they
     /// started, their client, whether the proxy made them).
     fn unowned_runs(&self, filter: &Filter) -> Result<Vec<String>>;

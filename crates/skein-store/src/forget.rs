@@ -3,7 +3,9 @@ Deleting conversations from a content-addressed graph: what goes, what
 stays, and why (invariant 12 of the design: deleting is reachability).
 
 A [`Selection`] names conversations (one, a family, or every one matching a
-[`Filter`]). [`Store::forget`] removes, in one write transaction, their
+[`Filter`]), or replays ([`Selection::Replays`]: their turns' rows and runs
+go, and what only they reached, by the same rule; the conversations they
+replayed stay). [`Store::forget`] removes, in one write transaction, their
 bookmarks, their runs (with the tools offered and relation rows), their
 reruns (with the reruns' own runs), the replayed turns of their turns
 (with those turns' runs and a judge's; a replay left without turns goes
@@ -57,7 +59,7 @@ index, blobs, the embedding cache and runs' request bodies.
 
 use crate::error::Result;
 use crate::family::FamilyLimits;
-use crate::records::{ConversationId, ConversationRecord};
+use crate::records::{ConversationId, ConversationRecord, ReplayId};
 use crate::search::ConversationRef;
 use crate::store::Store;
 use serde::Serialize;
@@ -66,7 +68,7 @@ use skein_core::{Digest, Erased, Message, NodeId, Part};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-/// Which conversations to delete.
+/// Which conversations (or replays) to delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Selection {
@@ -78,6 +80,11 @@ pub enum Selection {
     Family(ConversationId),
     /// Every conversation matching the filter.
     Matching(Filter),
+    /// No conversation: these replays, each with its turns' rows, their
+    /// runs (a judge's too), and the answers and requests only they
+    /// reached (`skein replays delete`). The conversations they replayed
+    /// stay as they are.
+    Replays(Vec<ReplayId>),
 }
 
 /// Conversations a [`Selection::Matching`] takes: all of the given
@@ -149,6 +156,8 @@ pub(crate) struct Doomed {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Swept {
     pub deleted: Vec<ConversationId>,
+    /// The replays deleted by name ([`Selection::Replays`]).
+    pub deleted_replays: Vec<ReplayId>,
     pub skipped: Vec<ConversationId>,
     pub runs: u64,
     pub unowned_runs: u64,
@@ -223,8 +232,13 @@ pub struct Forgotten {
     /// Replayed turns of the deleted conversations' turns (with their
     /// runs, counted in `runs`).
     pub replay_turns: u64,
-    /// Replays left without turns by that, removed too.
+    /// Replays left without turns by that, removed too (and the replays
+    /// deleted by name).
     pub replays: u64,
+    /// The replays deleted by name ([`Selection::Replays`]); absent from
+    /// JSON when none were.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deleted_replays: Vec<ReplayId>,
     /// Messages (nodes) removed.
     pub messages: u64,
     /// Large payloads removed (no remaining message references them).
@@ -283,6 +297,20 @@ impl std::fmt::Display for Forgotten {
                 self.kept_messages
             );
         }
+        if !self.deleted_replays.is_empty() && self.conversations.is_empty() {
+            let ids: Vec<&str> = self.deleted_replays.iter().map(|id| id.short()).collect();
+            writeln!(
+                f,
+                "{verb} replay {}: {} replayed turn(s), {} run(s), {} message(s), {} blob(s), {} cached embedding(s)",
+                ids.join(", "),
+                self.replay_turns,
+                self.runs,
+                self.messages,
+                self.blobs,
+                self.embeddings
+            )?;
+            return self.kept_lines(f, verb);
+        }
         writeln!(
             f,
             "{verb} {} conversation(s), {} run(s), {} rerun(s), {} message(s), {} blob(s), {} cached embedding(s)",
@@ -312,6 +340,21 @@ impl std::fmt::Display for Forgotten {
                 f,
                 "{verb} {} replayed turn(s) of them, and {} replay(s) left without turns",
                 self.replay_turns, self.replays
+            )?;
+        }
+        self.kept_lines(f, verb)
+    }
+}
+
+impl Forgotten {
+    /// The lines every report ends with: request bodies released, messages
+    /// kept and why, conversations skipped.
+    fn kept_lines(&self, f: &mut std::fmt::Formatter<'_>, verb: &str) -> std::fmt::Result {
+        if !self.deleted_replays.is_empty() && self.body_pieces > 0 {
+            writeln!(
+                f,
+                "{verb} {} piece(s) of request bodies only those runs held",
+                self.body_pieces
             )?;
         }
         if self.kept_messages > 0 {
@@ -354,7 +397,12 @@ impl Store {
             Selection::Matching(filter) => self.backend().unowned_runs(filter)?,
             _ => Vec::new(),
         };
-        self.forget_doomed(&doomed, &unowned, dry_run)
+        let replays: &[ReplayId] = match selection {
+            Selection::Replays(ids) => ids,
+            _ => &[],
+        };
+        let swept = self.backend().forget(&doomed, replays, &unowned, dry_run)?;
+        self.report(swept, dry_run)
     }
 
     /// Delete every message nothing reaches (no conversation, run or rerun:
@@ -465,16 +513,7 @@ impl Store {
                 updated_ms: Some(*updated_ms),
             })
             .collect();
-        self.forget_doomed(&doomed, &[], dry_run)
-    }
-
-    fn forget_doomed(
-        &self,
-        doomed: &[Doomed],
-        unowned: &[String],
-        dry_run: bool,
-    ) -> Result<Forgotten> {
-        let swept = self.backend().forget(doomed, unowned, dry_run)?;
+        let swept = self.backend().forget(&doomed, &[], &[], dry_run)?;
         self.report(swept, dry_run)
     }
 
@@ -491,6 +530,7 @@ impl Store {
             reruns: swept.reruns,
             replay_turns: swept.replay_turns,
             replays: swept.replays,
+            deleted_replays: swept.deleted_replays,
             messages: swept.nodes,
             blobs: swept.blobs,
             embeddings: swept.embeddings,
@@ -512,6 +552,7 @@ impl Store {
         };
         Ok(match selection {
             Selection::Conversations(ids) => ids.iter().cloned().map(exactly).collect(),
+            Selection::Replays(_) => Vec::new(),
             Selection::Family(id) => self
                 .family(id, FamilyLimits::WHOLE)?
                 .members

@@ -107,8 +107,8 @@ pub use records::{
     Origin, Relation, ReplayId, RerunId, RunId, RunRecord, RunStatus, Target, TurnCommit, TurnStep,
 };
 pub use replays::{
-    ListedReplay, NewReplayTurn, ReplayPosition, ReplayRecord, ReplayStatus, ReplayTotals,
-    ReplayTurn, ReplayTurnFinish,
+    ListedReplay, NewReplayTurn, ReplayPosition, ReplayRecord, ReplayState, ReplayStatus,
+    ReplayTotals, ReplayTurn, ReplayTurnFinish,
 };
 pub use reruns::{RerunCommit, RerunRecord};
 pub use search::{ConversationRef, SearchError, SearchMatch, SearchQuery, SearchResults};

@@ -185,11 +185,54 @@ pub struct ReplayTotals {
     pub changed: u64,
     /// Of the done turns, those it called held.
     pub held: u64,
+    /// The latest lease of a running turn (Unix milliseconds): while it
+    /// is to come, a worker is on the replay; once passed, its workers
+    /// stopped (died or were killed) and it waits to be resumed.
+    pub lease_until_ms: Option<i64>,
+}
+
+/// Where a replay stands as a whole, as listings show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayState {
+    /// A worker holds some turn under a lease still running.
+    Running,
+    /// Turns are left and no worker holds one: `skein replay --resume`
+    /// goes on.
+    Stopped,
+    /// Every turn is finished.
+    Finished,
+}
+
+impl ReplayState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayState::Running => "running",
+            ReplayState::Stopped => "stopped",
+            ReplayState::Finished => "finished",
+        }
+    }
+}
+
+impl std::fmt::Display for ReplayState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ReplayTotals {
-    /// Count `n` turns of `status` whose decision is `decision`.
-    pub(crate) fn add(&mut self, status: ReplayStatus, decision: Option<&str>, n: u64) {
+    /// Count `n` turns of `status` whose decision is `decision`; `lease`
+    /// is the latest lease among them (running turns keep theirs).
+    pub(crate) fn add(
+        &mut self,
+        status: ReplayStatus,
+        decision: Option<&str>,
+        n: u64,
+        lease: Option<i64>,
+    ) {
+        if status == ReplayStatus::Running {
+            self.lease_until_ms = self.lease_until_ms.max(lease);
+        }
         match status {
             ReplayStatus::Pending => self.pending += n,
             ReplayStatus::Running => self.running += n,
@@ -209,6 +252,18 @@ impl ReplayTotals {
     /// Every turn is finished.
     pub fn finished(&self) -> bool {
         self.pending == 0 && self.running == 0
+    }
+
+    /// Where the replay stands at `now_ms`: finished, running (a worker's
+    /// lease on a turn is still to pass) or stopped.
+    pub fn state(&self, now_ms: i64) -> ReplayState {
+        if self.finished() {
+            ReplayState::Finished
+        } else if self.running > 0 && self.lease_until_ms.is_some_and(|until| until > now_ms) {
+            ReplayState::Running
+        } else {
+            ReplayState::Stopped
+        }
     }
 }
 
@@ -236,14 +291,15 @@ impl ListedReplay {
     }
 }
 
-/// Add one `(replay, status, decision, count)` row of a grouped count to
-/// the totals of its replay in `listed`.
+/// Add one `(replay, status, decision, count, latest lease)` row of a
+/// grouped count to the totals of its replay in `listed`.
 pub(crate) fn add_counted(
     listed: &mut [ListedReplay],
     replay: &str,
     status: &str,
     decision: Option<&str>,
     count: u64,
+    lease: Option<i64>,
 ) -> Result<()> {
     let status = ReplayStatus::parse(status).ok_or_else(|| {
         StoreError::MalformedRow(format!("replay {replay} has a turn of status {status}"))
@@ -252,7 +308,7 @@ pub(crate) fn add_counted(
         .iter_mut()
         .find(|entry| entry.record.id.as_str() == replay)
     {
-        entry.totals.add(status, decision, count);
+        entry.totals.add(status, decision, count, lease);
     }
     Ok(())
 }

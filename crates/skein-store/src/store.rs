@@ -305,6 +305,12 @@ impl Store {
         self.wait(self.nonblocking().conversations_at(node))
     }
 
+    /// The conversations of these ids that exist, in no order, in one
+    /// statement (a listing naming the conversations of many rows).
+    pub fn conversations_by_ids(&self, ids: &[ConversationId]) -> Result<Vec<ConversationRecord>> {
+        self.wait(self.nonblocking().conversations_by_ids(ids))
+    }
+
     /// Name the conversation (`None` removes its name). A name that reads
     /// as an id, or that another conversation has, is refused, as on
     /// creation, and nothing changes.

@@ -75,8 +75,8 @@ pub(crate) struct RunRow {
 }
 
 impl RunRow {
-    /// A row from its columns: id, model, output head, status, the four
-    /// token figures and the completeness flag.
+    /// A row from its columns: id, model, provider, output head, status,
+    /// the four token figures and the completeness flag.
     #[allow(
         clippy::too_many_arguments,
         reason = "one argument per column of a usage row"
@@ -84,6 +84,7 @@ impl RunRow {
     pub(crate) fn new(
         id: String,
         model: String,
+        provider: String,
         output_head: Option<&[u8]>,
         status: &str,
         tokens: [Option<i64>; 4],
@@ -96,6 +97,7 @@ impl RunRow {
             output_head: output_head.and_then(NodeId::from_slice),
             figures: RunFigures {
                 model,
+                provider,
                 status,
                 usage: Usage {
                     input_tokens: figure(tokens[0]),

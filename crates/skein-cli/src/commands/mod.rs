@@ -31,6 +31,7 @@ pub mod prompt;
 mod redact;
 mod rename;
 mod replay;
+mod replays;
 mod reply;
 mod rerun;
 mod search;
@@ -97,6 +98,9 @@ pub enum Command {
     /// sources), tool calls answered from the recording; reports what changed, held and diverged
     /// (exit 7 when any turn did not hold)
     Replay(replay::ReplayArgs),
+    /// List replays newest first (model change, turns, results, running/stopped/finished), show one's
+    /// report again, or delete one with what only it reached
+    Replays(replays::ReplaysArgs),
     /// Label recorded turns to keep them as cases; export a label's turns as a JSONL test set
     /// and import one into any database (labelled turns are kept by delete and gc)
     #[command(subcommand)]
@@ -189,6 +193,7 @@ async fn run_command(globals: &Globals, command: Command) -> Result<ExitCode> {
         Command::Explain(args) => explain::run(globals, args).await,
         Command::Rerun(args) => rerun::run(globals, args).await,
         Command::Replay(args) => replay::run(globals, args).await,
+        Command::Replays(args) => replays::run(globals, args),
         Command::Label(command) => label::run(globals, command).await,
         Command::Conversations(args) => conversations::run(globals, args),
         Command::Rename(args) => rename::run(globals, args),

@@ -2,15 +2,19 @@
 `skein replay`: replay recorded turns with one change and report, worst
 first, what changed, held, diverged and failed, as text, JSON or JUnit XML
 (exit code 7 when any turn did not hold, so a CI job fails on a
-regression). Progress, with an ETA, goes to stderr. `--resume ID` goes on
-with a replay whose worker died, or joins one other workers run.
+regression): what changed first, then per turn the question re-sent, its
+conversation's name and both answers. The replay's id, with the
+`--resume` command, is said on stderr before it starts; progress, with an
+ETA, goes to stderr on a terminal. `--resume ID` goes on with a replay
+whose worker died, or joins one other workers run. `skein replays` lists,
+shows and deletes replays ([`print_report`] is how both print one).
 */
 
 use super::common::context::{Context, Globals, print_json};
 use super::common::model::home_model;
 use super::common::values::parse_cutoff;
 use super::usage::dollars;
-use crate::exit::{ExitWith, NOT_FOUND, REPLAY_REGRESSED};
+use crate::exit::{BAD_COMMAND_LINE, ExitWith, NOT_FOUND, REPLAY_REGRESSED};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
@@ -65,13 +69,8 @@ pub struct ReplayArgs {
     /// Go on with a replay a worker left unfinished (or join one other workers run)
     #[arg(long, value_name = "REPLAY")]
     pub resume: Option<String>,
-    /// The model to replay on (a model name or a configured profile)
-    #[arg(
-        short = 'm',
-        long = "model",
-        value_name = "MODEL",
-        required_unless_present = "resume"
-    )]
+    /// The model to replay on (a model name or a configured profile; required unless --resume)
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
     /// The system prompt, in place of the recorded one
     #[arg(long, value_name = "TEXT")]
@@ -137,7 +136,24 @@ pub enum ReplayFormat {
     Junit,
 }
 
+/// Words that read as a listing's verb, not a node: `skein replay list`
+/// is pointed at `skein replays`.
+const LISTING_WORDS: &[&str] = &["list", "ls", "show", "delete", "rm"];
+
 pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
+    if args.resume.is_none() && args.model.is_none() {
+        let said = match args.nodes.first().map(String::as_str) {
+            Some(word) if LISTING_WORDS.contains(&word) => format!(
+                "`skein replay {word}` replays turns, and `{word}` names none: replays are listed \
+                 by `skein replays`, shown by `skein replays show REPLAY` and deleted by \
+                 `skein replays delete REPLAY`"
+            ),
+            _ => "say which model to replay on: -m MODEL (or go on with a replay: \
+                  --resume REPLAY)"
+                .to_string(),
+        };
+        return Err(ExitWith(BAD_COMMAND_LINE, said).into());
+    }
     let ctx = &globals.open(match args.cases {
         // Cases are a test set for any database, an empty one included.
         Some(_) => OpenMode::Create,
@@ -162,14 +178,13 @@ pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
         None => replayer.start(&selection, &plan).await?,
     };
     let record = ctx.store.replay(&id)?;
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        // Off a terminal the progress bar is hidden: the id is said here,
-        // so a replay killed in a script or CI job can be found and resumed.
-        ui::note(format!(
-            "replay {id}: {} turn(s); if it stops, `skein replay --resume {id}` goes on",
-            record.turns
-        ));
-    }
+    // Said before anything runs, on a terminal or not (where the progress
+    // bar is hidden), so a replay killed in a script or a CI job, or by a
+    // closed terminal, can be found and resumed.
+    ui::note(format!(
+        "replay {id}: {} turn(s); if it stops, `skein replay --resume {id}` goes on",
+        record.turns
+    ));
     let bar = progress_bar(record.turns, &id);
     let totals = replayer
         .run(&id, |progress| {
@@ -183,12 +198,15 @@ pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
         .await;
     bar.finish_and_clear();
     totals?;
-    let report = ReplayReport::read(&ctx.store, &id, &crate::config::prices()?)?.worst_first();
-    let format = if ctx.json {
-        ReplayFormat::Json
-    } else {
-        args.format
-    };
+    print_report(ctx, &id, args.format)
+}
+
+/// Replay `id`'s report, worst turns first, in `format` (JSON with
+/// `--json`), the way a replay ends and `skein replays show` prints it
+/// again: exit code 7 when some turn did not hold.
+pub fn print_report(ctx: &Context, id: &ReplayId, format: ReplayFormat) -> Result<ExitCode> {
+    let report = ReplayReport::read(&ctx.store, id, &crate::config::prices()?)?.worst_first();
+    let format = if ctx.json { ReplayFormat::Json } else { format };
     match format {
         ReplayFormat::Text => print_text(&report)?,
         ReplayFormat::Json => {
@@ -391,12 +409,21 @@ fn tokens_and_latency(turn: &TurnReport) -> Option<(i64, i64, i64, i64)> {
 
 /// `cost $A → $B (+$D)`, each side "at least" when it is a lower bound.
 fn cost_line(original: &CostSummary, replay: &CostSummary) -> String {
+    if is_free(original) && is_free(replay) {
+        // Models of this machine on both sides: no figures to compare.
+        return "cost $0".to_string();
+    }
     format!(
         "cost {} → {} ({})",
         priced(original),
         priced(replay),
         signed_dollars(replay.dollars - original.dollars)
     )
+}
+
+/// Whole and zero: what models of this machine cost.
+fn is_free(cost: &CostSummary) -> bool {
+    cost.complete && cost.dollars == 0.0
 }
 
 fn priced(cost: &CostSummary) -> String {
@@ -411,17 +438,44 @@ fn signed_dollars(value: f64) -> String {
     format!("{sign}{}", dollars(value.abs()))
 }
 
+/// How much of a question the text report and JUnit's test names show.
+const QUESTION_WIDTH: usize = 100;
+
+/// The conversation a turn belongs to, as reports name it: its name, else
+/// its title, else its short id.
+fn conversation_shown(turn: &TurnReport) -> Option<String> {
+    turn.conversation_name
+        .as_deref()
+        .map(|name| ui::one_line(name, 40))
+        .or_else(|| turn.conversation.as_ref().map(|c| c.short().to_string()))
+}
+
 fn print_text(report: &ReplayReport) -> Result<()> {
+    outln!(
+        "replay {} · {}",
+        report.replay.short(),
+        report.change_line()
+    )?;
+    outln!(
+        "{} turn(s) selected: {} · {}",
+        report.selected,
+        report.selection_text,
+        report.state
+    )?;
     for turn in &report.turns {
         outln!(
-            "{:<8} turn {} · {}{}",
+            "{:<8} turn {}{} · {}{}",
             turn.result.to_uppercase(),
             turn.seq,
+            conversation_shown(turn).map_or(String::new(), |c| format!(" · {c}")),
             turn.turn_node.short(),
             turn.comparator
                 .as_deref()
                 .map_or(String::new(), |c| format!(" · {c}"))
         )?;
+        if let Some(question) = &turn.question {
+            outln!("  question: {}", ui::one_line(question, QUESTION_WIDTH))?;
+        }
         let why = turn.why.as_deref().unwrap_or_default();
         if !why.is_empty() {
             outln!("  why:      {}", ui::one_line(why, 200))?;
@@ -440,7 +494,9 @@ fn print_text(report: &ReplayReport) -> Result<()> {
         }
         if let Some((before, after, was, now)) = tokens_and_latency(turn) {
             let cost = match (&turn.original_cost, &turn.cost) {
-                (Some(original), Some(replay)) => format!(" · {}", cost_line(original, replay)),
+                (Some(original), Some(replay)) if !(is_free(original) && is_free(replay)) => {
+                    format!(" · {}", cost_line(original, replay))
+                }
                 _ => String::new(),
             };
             outln!(
@@ -475,19 +531,32 @@ fn print_text(report: &ReplayReport) -> Result<()> {
 fn junit(report: &ReplayReport) -> String {
     let totals = &report.totals;
     let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n  <properties>\n{}  </properties>\n",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n  <properties>\n    <property name=\"change\" value=\"{}\"/>\n    <property name=\"turns\" value=\"{}\"/>\n{}  </properties>\n",
         xml(report.replay.as_str()),
         report.turns.len(),
         totals.changed + totals.diverged,
         totals.failed,
+        xml(&report.change_line()),
+        xml(&report.selection_text),
         cost_properties("    ", &report.cost.original, &report.cost.replay)
     );
     for turn in &report.turns {
-        let name = format!("turn {} ({})", turn.seq, turn.turn_node.short());
+        // The question as the test's name (a turn without one, or whose
+        // question is empty, by its place); the conversation's name (else
+        // title, else id) as its class.
+        let name = match turn
+            .question
+            .as_deref()
+            .map(|q| ui::one_line(q, QUESTION_WIDTH))
+        {
+            Some(question) if !question.is_empty() => question,
+            _ => format!("turn {} ({})", turn.seq, turn.turn_node.short()),
+        };
         let class = turn
-            .conversation
-            .as_ref()
-            .map_or("replay".to_string(), |c| c.to_string());
+            .conversation_name
+            .clone()
+            .or_else(|| turn.conversation.as_ref().map(|c| c.to_string()))
+            .unwrap_or_else(|| "replay".to_string());
         out.push_str(&format!(
             "  <testcase name=\"{}\" classname=\"{}\">",
             xml(&name),
@@ -501,7 +570,10 @@ fn junit(report: &ReplayReport) -> String {
             ));
         }
         let body = format!(
-            "original: {}\nreplay: {}",
+            "turn {} ({})\nquestion: {}\noriginal: {}\nreplay: {}",
+            turn.seq,
+            turn.turn_node.short(),
+            turn.question.as_deref().unwrap_or_default(),
             turn.original.as_deref().unwrap_or_default(),
             turn.answer.as_deref().unwrap_or_default()
         );

@@ -20,7 +20,7 @@ use crate::ui::outln;
 use anyhow::Result;
 use clap::Args;
 use serde_json::{Value, json};
-use skein::core::price::{Cost, CostSummary, PriceTable};
+use skein::core::price::{Cost, CostSummary, PriceSource, PriceTable};
 use skein::recorded::replay::ReplayUsage;
 use skein::store::{Totals, UsageScope};
 use std::process::ExitCode;
@@ -220,6 +220,18 @@ pub fn dollars(value: f64) -> String {
 
 /// `cost: $X` with the prices' date, and when it is a lower bound, why.
 pub fn cost_line(cost: &Cost, prices: &PriceTable) -> String {
+    let local = !cost.by_model.is_empty()
+        && cost
+            .by_model
+            .iter()
+            .all(|model| model.source == Some(PriceSource::Local));
+    if local && cost.is_complete() {
+        // Nothing but models of this machine: nothing to date or explain.
+        return format!(
+            "cost: {} (models of this machine cost nothing)",
+            dollars(0.0)
+        );
+    }
     let mut line = if cost.is_complete() {
         format!("cost: {}", dollars(cost.dollars))
     } else {

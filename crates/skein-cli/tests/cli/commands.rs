@@ -2238,13 +2238,20 @@ fn shortcuts_an_llm_user_expects() {
     assert_eq!(latest["messages"][0]["parts"][0]["text"], "second");
     skein.json(&["prompt", "-c", "third"]);
     let usage = skein.ok(&["log", "-c", "-u"]);
+    // Echo runs on this machine: exactly free, no `$?` and no "at least".
     assert!(
-        usage.contains("  = 1 in / 9 out tokens · $? (no price for echo)\n"),
+        usage.contains("  = 1 in / 9 out tokens · $0.000000\n"),
         "{usage}"
     );
-    assert!(usage.contains("  = 11 in / 9 out tokens · $?"), "{usage}");
     assert!(
-        usage.contains("total over 2 turn(s): 12 in / 18 out tokens\ncost: at least $0.000000"),
+        usage.contains("  = 11 in / 9 out tokens · $0.000000"),
+        "{usage}"
+    );
+    assert!(
+        usage.contains(
+            "total over 2 turn(s): 12 in / 18 out tokens\n\
+             cost: $0.000000 (models of this machine cost nothing)"
+        ),
         "{usage}"
     );
     let short = skein.ok(&["log", "--short"]);
@@ -3351,9 +3358,13 @@ fn usage_totals_come_from_the_database_and_count_shared_work_once() {
         )),
         "{text}"
     );
-    // Token figures complete; only the cost is not (echo has no price).
+    // Token figures complete, and the cost too: echo runs on this machine
+    // and costs exactly nothing.
     assert!(!text.contains("reported no"), "{text}");
-    assert!(text.contains("3 run(s) of echo have no price"), "{text}");
+    assert!(
+        text.contains("cost: $0.000000 (models of this machine cost nothing)"),
+        "{text}"
+    );
 
     // A failed call of the first conversation: its usage is unknown, so the
     // totals that hold it say they are incomplete, and by how many runs.
@@ -4202,10 +4213,11 @@ fn replay_add_tool_refuses_an_empty_name_and_a_schema_that_is_not_an_object() {
     assert_eq!(skein.count("runs"), runs);
 }
 
-/// Off a terminal (a script, CI) the progress bar is hidden: the replay's
-/// id is said on stderr before it starts, so a killed run can be resumed.
+/// A replay says its id, with the command that resumes it, on stderr
+/// before it starts: off a terminal (a script, CI, where the progress bar
+/// is hidden) and on one alike, so a killed run can be found and resumed.
 #[test]
-fn a_replay_off_a_terminal_names_its_id_on_stderr_first() {
+fn a_replay_names_its_id_on_stderr_first_on_a_terminal_or_not() {
     let skein = temp();
     let first = skein.json(&["prompt", "-m", "echo", "name a river"]);
     let cid = first["conversation"].as_str().unwrap().to_string();
@@ -4219,6 +4231,266 @@ fn a_replay_off_a_terminal_names_its_id_on_stderr_first() {
             && said.contains(&format!("skein replay --resume {id}")),
         "{said}"
     );
+    let (code, output) =
+        crate::pty::Terminal::spawn(skein.command(&["replay", "--cid", &cid, "-m", "echo"]))
+            .finish_with_output();
+    assert_eq!(code, Some(0), "{output}");
+    let listed = skein.json(&["replays"]);
+    let newest = listed["replays"][0]["replay"].as_str().unwrap();
+    assert_ne!(newest, id);
+    assert!(
+        output.contains(&format!(
+            "replay {newest}: 1 turn(s); if it stops, `skein replay --resume {newest}` goes on"
+        )),
+        "{output}"
+    );
+}
+
+/// `skein replays`: replays listed newest first a page at a time (what
+/// changed, the turns by their conversation's name, the results, where
+/// each stands), one shown again as it ended (the question re-sent, the
+/// conversation's name, what changed at the top; JUnit names cases by
+/// them), and one deleted with the answers only it reached, its
+/// conversation untouched; `skein replay list` points at `skein replays`.
+#[test]
+fn replays_are_listed_shown_again_and_deleted() {
+    let skein = temp();
+    let first = skein.json(&["prompt", "-m", "echo", "--name", "rivers", "Name a river."]);
+    skein.json(&["prompt", "--cid", "rivers", "Name another."]);
+    let output = skein.run(&[
+        "replay",
+        "--cid",
+        "rivers",
+        "-m",
+        "echo",
+        "--system",
+        "Be brief.",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let id = report["replay"].as_str().unwrap().to_string();
+    assert_eq!(
+        report["changes"],
+        serde_json::json!(["echo (model unchanged)", "system prompt replaced"])
+    );
+    assert_eq!(report["original_models"], serde_json::json!(["echo"]));
+    assert_eq!(report["state"], "finished");
+    assert_eq!(report["selection_text"], "conversation rivers");
+    let turns = report["turns"].as_array().unwrap();
+    let questions: Vec<&str> = turns
+        .iter()
+        .map(|t| t["question"].as_str().unwrap())
+        .collect();
+    assert_eq!(questions, ["Name a river.", "Name another."]);
+    for turn in turns {
+        assert_eq!(turn["conversation_name"], "rivers");
+    }
+    // A second replay, of one turn, with another temperature: newest first.
+    let node = first["node"].as_str().unwrap();
+    let second = skein.json(&[
+        "replay",
+        node,
+        "-m",
+        "echo",
+        "--temperature",
+        "0.5",
+        "--format",
+        "json",
+    ]);
+    let second_id = second["replay"].as_str().unwrap().to_string();
+    assert_eq!(
+        second["changes"],
+        serde_json::json!(["echo (model unchanged)", "temperature 0.5"])
+    );
+
+    let listed = skein.ok(&["replays"]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(
+        lines[0].starts_with(&second_id[..12])
+            && lines[0].contains("echo (model unchanged) · temperature 0.5 · 1 turn(s): 1 turn · ")
+            && lines[0].contains("0 changed, 1 held, 0 diverged, 0 failed · finished"),
+        "{listed}"
+    );
+    assert!(
+        lines[1].starts_with(&id[..12])
+            && lines[1].contains("system prompt replaced · 2 turn(s): conversation rivers · ")
+            && lines[1].contains("2 changed, 0 held, 0 diverged, 0 failed · finished"),
+        "{listed}"
+    );
+    // A page at a time.
+    let page = skein.ok(&["replays", "-n", "1"]);
+    assert!(page.starts_with(&second_id[..12]), "{page}");
+    assert!(
+        page.contains("older replays: `skein replays -n 1 --page 2`"),
+        "{page}"
+    );
+    let page = skein.ok(&["replays", "list", "-n", "1", "--page", "2"]);
+    assert!(
+        page.starts_with(&id[..12]) && !page.contains("older"),
+        "{page}"
+    );
+    assert_eq!(
+        skein.ok(&["replays", "-n", "1", "--page", "3"]),
+        "no replays on page 3\n"
+    );
+    let json = skein.json(&["replays", "-n", "1"]);
+    assert_eq!(json["replays"][0]["replay"], second_id.as_str());
+    assert_eq!(json["replays"][0]["state"], "finished");
+    assert_eq!(
+        (json["page"].as_u64(), json["more"].as_bool()),
+        (Some(1), Some(true))
+    );
+
+    // `skein replay list` is no node: it points at `skein replays`.
+    let mistaken = skein.run(&["replay", "list"]);
+    assert_eq!(mistaken.status.code(), Some(2));
+    assert!(
+        stderr(&mistaken).contains("replays are listed by `skein replays`"),
+        "{}",
+        stderr(&mistaken)
+    );
+
+    // Shown again: the report a replay ends with, exit 7 as it ended.
+    let shown = skein.run(&["replays", "show", &id[..8]]);
+    assert_eq!(shown.status.code(), Some(7));
+    let text = String::from_utf8(shown.stdout).unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "replay {} · echo (model unchanged) · system prompt replaced\n\
+             2 turn(s) selected: conversation rivers · finished\n",
+            &id[..12]
+        )),
+        "{text}"
+    );
+    assert!(text.contains("CHANGED  turn 0 · rivers · "), "{text}");
+    assert!(text.contains("  question: Name a river.\n"), "{text}");
+    let again = skein.run(&["--json", "replays", "show", &id]);
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["turns"], report["turns"]);
+    let junit = skein.run(&["replays", "show", &id, "--format", "junit"]);
+    let xml = String::from_utf8(junit.stdout).unwrap();
+    assert!(
+        xml.contains("<testcase name=\"Name a river.\" classname=\"rivers\">")
+            && xml.contains("<testcase name=\"Name another.\" classname=\"rivers\">")
+            && xml.contains("<property name=\"change\" value=\"echo (model unchanged) · system prompt replaced\"/>"),
+        "{xml}"
+    );
+    assert_eq!(
+        skein.run(&["replays", "show", "fffffff"]).status.code(),
+        Some(3)
+    );
+    // Texts come from the graph: a question erased since reads `[erased]`.
+    let store = skein::Store::open(skein.db()).unwrap();
+    let asked = store
+        .node(first["node"].as_str().unwrap().parse().unwrap())
+        .unwrap()
+        .parent
+        .unwrap();
+    drop(store);
+    skein.ok(&["redact", &asked.to_hex(), "--reason", "a test"]);
+    let erased = skein.run(&["--json", "replays", "show", &id]);
+    let erased: Value = serde_json::from_slice(&erased.stdout).unwrap();
+    let questions: Vec<(u64, &str)> = erased["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["seq"].as_u64().unwrap(), t["question"].as_str().unwrap()))
+        .collect();
+    assert!(
+        questions.contains(&(0, "[erased]")) && questions.contains(&(1, "Name another.")),
+        "{questions:?}"
+    );
+
+    // Deleted: a dry run changes nothing; then its rows, runs and answers
+    // go, and the conversation it replayed stays whole.
+    let messages = skein.count("nodes");
+    let plan = skein.ok(&["replays", "delete", &id[..8], "--dry-run"]);
+    assert!(
+        plan.starts_with(&format!(
+            "would delete replay {}: 2 replayed turn(s), 2 run(s), ",
+            &id[..12]
+        )),
+        "{plan}"
+    );
+    assert_eq!(skein.count("replays"), 2);
+    let done = skein.json(&["replays", "delete", &id]);
+    assert_eq!(done["deleted_replays"], serde_json::json!([id]));
+    assert_eq!(
+        (done["replay_turns"].as_u64(), done["runs"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(done["conversations"], serde_json::json!([]));
+    assert!(done["messages"].as_u64().unwrap() >= 2);
+    assert_eq!(skein.count("replays"), 1);
+    assert_eq!(
+        skein.count("nodes"),
+        messages - done["messages"].as_u64().unwrap() as i64
+    );
+    let log = skein.json(&["log", "--cid", "rivers"]);
+    assert_eq!(log["messages"].as_array().unwrap().len(), 4, "{log}");
+    assert_eq!(skein.ok(&["replays"]).lines().count(), 1);
+    assert_eq!(
+        skein.run(&["replays", "delete", &id]).status.code(),
+        Some(3)
+    );
+    let store = skein::Store::open(skein.db()).unwrap();
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// Where a replay stands: running while a worker's lease on a turn holds,
+/// stopped once it passed (with turns left), finished; a running replay
+/// is not deleted from under its worker.
+#[test]
+fn a_replay_is_running_then_stopped_and_a_running_one_is_not_deleted() {
+    let skein = temp();
+    let first = skein.json(&["prompt", "-m", "echo", "hello"]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = skein::Store::open(skein.db()).unwrap();
+    let id = runtime.block_on(async {
+        use skein::recorded::replay::{ReplayPlan, Replayer, Selection};
+        let echo = skein::Model::open("echo").unwrap();
+        let selection = Selection::new().turn(first["node"].as_str().unwrap().parse().unwrap());
+        Replayer::new(&store, echo)
+            .start(&selection, &ReplayPlan::new("echo"))
+            .await
+            .unwrap()
+    });
+    let row = || skein.ok(&["replays"]);
+    assert!(row().contains("· stopped at 0/1"), "{}", row());
+    assert!(
+        row().contains(&format!(
+            "a stopped replay goes on with `skein replay --resume {}`",
+            id.short()
+        )),
+        "{}",
+        row()
+    );
+    store
+        .claim_replay_turns(&id, "elsewhere", 1, 60_000)
+        .unwrap();
+    assert!(row().contains("· running at 0/1"), "{}", row());
+    let refused = skein.run(&["replays", "delete", id.as_str()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("is running"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(skein.count("replays"), 1);
+    // Its worker stops renewing: stopped, and resumed to the end.
+    store.renew_replay_leases(&id, "elsewhere", -1).unwrap();
+    assert!(row().contains("· stopped at 0/1"), "{}", row());
+    let resumed = skein.run(&["replay", "--resume", id.as_str()]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert!(row().ends_with("· finished\n"), "{}", row());
+    let deleted = skein.ok(&["replays", "delete", id.as_str()]);
+    assert!(deleted.starts_with("deleted replay"), "{deleted}");
 }
 
 /// A 500-turn replay killed at 10 points resumes each time where it

@@ -35,6 +35,60 @@ fn price_echo(skein: &Cli) {
     .unwrap();
 }
 
+/// An OpenAI-compatible server for paid models' gaps: `gpt-4o-mini`
+/// answers without reporting its usage, `gpt-unpriced` (a model no table
+/// prices) with it.
+fn paid_upstream(runtime: &tokio::runtime::Runtime) -> wiremock::MockServer {
+    use wiremock::matchers::{body_partial_json, method};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let reply = |model: &str| {
+        serde_json::json!({
+            "id": "c", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "paid answer"}}],
+        })
+    };
+    let mut unpriced = reply("gpt-unpriced");
+    unpriced["usage"] =
+        serde_json::json!({"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9});
+    runtime.block_on(async {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(body_partial_json(
+                serde_json::json!({"model": "gpt-4o-mini"}),
+            ))
+            .respond_with(ResponseTemplate::new(200).set_body_json(reply("gpt-4o-mini")))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(body_partial_json(
+                serde_json::json!({"model": "gpt-unpriced"}),
+            ))
+            .respond_with(ResponseTemplate::new(200).set_body_json(unpriced))
+            .mount(&server)
+            .await;
+        server
+    })
+}
+
+/// `skein --json ARGS` with OpenAI at `upstream`.
+fn paid(skein: &Cli, upstream: &wiremock::MockServer, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let output = skein
+        .command(&all)
+        .env("OPENAI_API_KEY", "k")
+        .env("OPENAI_BASE_URL", format!("{}/v1", upstream.uri()))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// The recorded input and output tokens of a conversation's runs.
 fn tokens(skein: &Cli, conversation: &str) -> Vec<(u64, u64)> {
     let store = skein::Store::open(skein.db()).unwrap();
@@ -86,11 +140,42 @@ fn a_family_costs_its_shared_prefix_once_and_gaps_are_named() {
         "{text}"
     );
 
-    // A failed run reported no usage; the scripted model has no price: the
-    // cost is a lower bound that says why, never counting them as zero.
+    // Models of this machine cost nothing: a failed scripted call (no
+    // usage) and a scripted turn leave the cost whole.
     let failed = skein.run(&["prompt", "--cid", &a, "-m", &script(), "fail please"]);
     assert_eq!(failed.status.code(), Some(5));
     skein.json(&["prompt", "--cid", &a, "-m", &script(), "hello"]);
+    let total = skein.json(&["usage", "--cid", &a]);
+    assert_eq!(total["cost"]["complete"], true, "{total}");
+    assert_eq!(
+        total["complete"], false,
+        "the failed call's tokens are unknown"
+    );
+    // A paid model that reported no usage, and a model without a price:
+    // the cost is a lower bound that says why, never counting them as zero.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let upstream = paid_upstream(&runtime);
+    paid(
+        &skein,
+        &upstream,
+        &[
+            "prompt",
+            "--cid",
+            &a,
+            "-m",
+            "openai:gpt-4o-mini",
+            "say nothing of usage",
+        ],
+    );
+    paid(
+        &skein,
+        &upstream,
+        &["prompt", "--cid", &a, "-m", "openai:gpt-unpriced", "hello"],
+    );
     let total = skein.json(&["usage", "--cid", &a]);
     assert_eq!(total["cost"]["complete"], false);
     assert_eq!(
@@ -119,28 +204,46 @@ fn a_family_costs_its_shared_prefix_once_and_gaps_are_named() {
         log.contains(&format!("· ${:.6}\n", dollars(a_runs[0]))),
         "{log}"
     );
-    assert!(log.contains("· $? (no price for scripted"), "{log}");
+    assert!(log.contains("· $? (no price for gpt-unpriced)"), "{log}");
+    assert!(!log.contains("$? (no price for scripted"), "{log}");
     assert!(log.contains("cost: at least $"), "{log}");
     let log = skein.json(&["log", "--cid", &a, "-u"]);
     assert_eq!(log["totals"]["cost"], total["cost"]);
 
-    // Without a price, echo's runs are named as unpriced, not free (beside
-    // the scripted one).
+    // Without a configured price, echo's runs are free (echo runs here),
+    // priced at exactly zero; only the paid gaps are named.
     std::fs::write(skein.dir().join("config.toml"), "").unwrap();
     let unpriced = skein.json(&["usage", "--family", &b]);
     assert_eq!(
         unpriced["cost"]["unpriced_runs"].as_array().unwrap().len(),
-        4
+        1
     );
     assert_eq!(unpriced["cost"]["complete"], false);
+    let echo = unpriced["cost"]["by_model"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|model| model["model"] == "echo")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (echo["dollars"].as_f64(), echo["source"].as_str()),
+        (Some(0.0), Some("local"))
+    );
     let text = skein.ok(&["usage", "--family", &b]);
     assert!(
-        text.contains("4 run(s) of echo, scripted")
+        text.contains("1 run(s) of gpt-unpriced")
             && text.contains("have no price (add it under [prices] in "),
         "{text}"
     );
     let log = skein.ok(&["log", "--cid", &b, "-u"]);
-    assert!(log.contains("· $? (no price for echo)"), "{log}");
+    assert!(!log.contains("$?"), "{log}");
+    assert!(log.contains("· $0.000000\n"), "{log}");
+    let own = skein.ok(&["usage", "--cid", &b]);
+    assert!(
+        own.contains("cost: $0.000000 (models of this machine cost nothing)"),
+        "{own}"
+    );
 
     // Prices are applied when read: a new price re-prices history.
     std::fs::write(
@@ -360,13 +463,45 @@ fn a_replay_report_prices_the_original_and_the_replay() {
     assert!(text.contains("difference: tokens "), "{text}");
     assert!(!text.contains("lower bound"), "{text}");
 
-    // Replayed on a model without a price: the replay's side is a lower
-    // bound, and the text says so.
+    // Replayed on a model of this machine: that side costs exactly
+    // nothing, and is whole.
     let text = skein.ok_or_7(&["replay", "--cid", &cid, "-m", &script()]);
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains(&format!(
+            "cost ${original:.6} → $0.000000 (-${original:.6})"
+        )),
+        "{summary}"
+    );
+
+    // Replayed on a paid model without a price: the replay's side is a
+    // lower bound, and the text says so.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let upstream = paid_upstream(&runtime);
+    let output = skein
+        .command(&["replay", "--cid", &cid, "-m", "openai:gpt-unpriced"])
+        .env("OPENAI_API_KEY", "k")
+        .env("OPENAI_BASE_URL", format!("{}/v1", upstream.uri()))
+        .output()
+        .unwrap();
+    assert!(matches!(output.status.code(), Some(0 | 7)));
+    let text = String::from_utf8(output.stdout).unwrap();
     let summary = text.lines().last().unwrap();
     assert!(
         summary.contains(&format!("cost ${original:.6} → at least $")),
         "{summary}"
+    );
+    // The report says what changed at its top.
+    assert!(
+        text.starts_with(&format!(
+            "replay {} · echo → openai:gpt-unpriced\n",
+            summary.split_whitespace().nth(1).unwrap()
+        )),
+        "{text}"
     );
     let short = summary.split_whitespace().nth(1).unwrap();
     let usage = skein.json(&["usage", "--replay", short]);

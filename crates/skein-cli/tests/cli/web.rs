@@ -1087,6 +1087,26 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
                 .any(|marked| marked.as_str().unwrap().starts_with(word))
         };
         assert!(has(0, "no") && has(1, "yes"), "{marked}");
+        // What changed, the questions re-sent and the conversation's name
+        // are on the page; the counts are drawn as a bar, and the bar and
+        // the first question are above the fold.
+        page.wait_for_text("#replay-change", "echo (model unchanged) · system prompt replaced")
+            .await;
+        let shown = page
+            .execute(
+                "const texts = (css) => [...document.querySelectorAll(css)].map((e) => e.textContent);                 const bar = document.querySelector('#replay-bar .results-bar').getBoundingClientRect();                 const question = document.querySelector('.replay-turn .question').getBoundingClientRect();                 return [texts('.replay-turn .question'), texts('.replay-turn .conversation-name'),                   [...document.querySelectorAll('#replay-bar .results-part')].map((p) => [p.dataset.part, p.dataset.count, p.getBoundingClientRect().width > 0]),                   bar.bottom <= innerHeight && question.bottom <= innerHeight];",
+                vec![],
+            )
+            .await;
+        assert_eq!(
+            shown,
+            json!([
+                ["asked Name a river.", "asked Name another."],
+                ["rivers", "rivers"],
+                [["changed", "2", true]],
+                true
+            ])
+        );
         // A label on one turn, then on every changed turn, then off one.
         let name = page.wait_for("#turn-label-0-name").await;
         page.type_into(&name, "keep").await;
@@ -1125,6 +1145,9 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
         page.goto(&format!("{}/#/replays", server.base())).await;
         page.wait_for_text("#replays tbody tr", "finished").await;
         assert_eq!(page.find_all("#replays tbody tr").await.len(), 1);
+        page.wait_for_text("#replays tbody tr", "echo (model unchanged)").await;
+        page.wait_for_text("#replays tbody tr", "conversation rivers").await;
+        page.wait_for("#replays tbody tr .results-bar .results-changed").await;
         page.screenshot(&shots.join("replays.png")).await;
         fits_every_width(&page, &shots, "replays", None).await;
         page.close().await;

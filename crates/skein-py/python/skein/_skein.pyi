@@ -101,6 +101,7 @@ class ReplayTotals(TypedDict):
     failed: int
     changed: int
     held: int
+    lease_until_ms: int | None
 
 class CostSummary(TypedDict):
     """A cost as reports give it (a replay's, ``skein usage --json``'s):
@@ -136,6 +137,8 @@ class ReplayedTurn(TypedDict):
     seq: int
     result: str
     conversation: str | None
+    conversation_name: str | None
+    question: str | None
     turn_node: str
     answer_node: str | None
     comparator: str | None
@@ -155,6 +158,10 @@ class ReplayReport(TypedDict):
     replay: str
     model: str
     created_ms: int
+    state: str
+    original_models: list[str]
+    changes: list[str]
+    selection_text: str
     selection: dict[str, Any]
     change: dict[str, Any]
     settings: dict[str, Any]

@@ -15,12 +15,13 @@ counted in a turn's cost: they are not among its runs, and the usage of a
 replay names them apart.
 */
 
+use super::overview::{Names, Originals, describe_change, question, selection_text};
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use skein_core::price::{CostSummary, PriceTable};
 use skein_core::usage::Totals;
-use skein_core::{ConversationId, NodeId, ReplayId, RunId};
-use skein_store::{ReplayStatus, ReplayTotals, ReplayTurn, Store, UsageScope};
+use skein_core::{ConversationId, NodeId, ReplayId, RunId, now_ms};
+use skein_store::{ReplayState, ReplayStatus, ReplayTotals, ReplayTurn, Store, UsageScope};
 use std::collections::BTreeSet;
 
 /// Rows read from the store at a time.
@@ -34,6 +35,17 @@ pub struct ReplayReport {
     pub replay: ReplayId,
     pub model: String,
     pub created_ms: i64,
+    /// Running, stopped or finished.
+    pub state: ReplayState,
+    /// The models the original turns ran on (their runs' profiles, else
+    /// models).
+    pub original_models: Vec<String>,
+    /// What changed, in words, the model change first
+    /// (`smollm2 → openai:gpt-4o-mini`, `system prompt replaced`, `tool
+    /// weather removed`).
+    pub changes: Vec<String>,
+    /// Which turns, in words, conversations by name.
+    pub selection_text: String,
     /// What was selected, what changed and how turns are judged, as the
     /// replay's record keeps them.
     pub selection: serde_json::Value,
@@ -55,6 +67,11 @@ pub struct TurnReport {
     /// (`pending`, `running`).
     pub result: String,
     pub conversation: Option<ConversationId>,
+    /// The conversation's name, else its title.
+    pub conversation_name: Option<String>,
+    /// The question re-sent: the last user message of the turn's request,
+    /// whole (`[erased]` once erased).
+    pub question: Option<String>,
     /// The original turn's final answer.
     pub turn_node: NodeId,
     /// The replayed answer (diverged: where the turn stopped).
@@ -183,6 +200,8 @@ impl ReplayReport {
     pub fn read(store: &Store, id: &ReplayId, prices: &PriceTable) -> Result<ReplayReport> {
         let record = store.replay(id)?;
         let rows = all_turns(store, id)?;
+        let originals = Originals::of_record(store, &record)?;
+        let mut names = Names::default();
         let mut runs = SideRuns::default();
         let mut turns = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -198,11 +217,21 @@ impl ReplayReport {
                 node_text(store, Some(row.turn_node))?,
                 node_text(store, row.answer_head)?,
             );
-            turns.push(TurnReport::of(row, costs, texts));
+            let mut turn = TurnReport::of(row, costs, texts);
+            turn.question = question(store, row.request_node)?;
+            if let Some(conversation) = &row.conversation {
+                turn.conversation_name = names.of(store, conversation)?;
+            }
+            turns.push(turn);
         }
+        let totals = store.replay_totals(id)?;
         let original = CostSummary::from(&prices.cost(&usage(store, runs.original)?));
         let replay = CostSummary::from(&prices.cost(&usage(store, runs.replay)?));
         Ok(ReplayReport {
+            state: totals.state(now_ms()),
+            changes: describe_change(&record, &originals),
+            selection_text: selection_text(store, &record.selection, &mut names)?,
+            original_models: originals.models,
             replay: record.id,
             model: record.model,
             created_ms: record.created_ms,
@@ -210,7 +239,7 @@ impl ReplayReport {
             change: record.change,
             settings: record.settings,
             selected: record.turns,
-            totals: store.replay_totals(id)?,
+            totals,
             cost: CostDelta::of(original, replay),
             turns,
         })
@@ -221,6 +250,11 @@ impl ReplayReport {
     pub fn worst_first(mut self) -> ReplayReport {
         self.turns.sort_by_key(|turn| (turn.rank(), turn.seq));
         self
+    }
+
+    /// `A → B · system prompt replaced`: every change, joined.
+    pub fn change_line(&self) -> String {
+        self.changes.join(" · ")
     }
 
     /// Some turn did not hold (a CI job fails on it).
@@ -242,6 +276,8 @@ impl TurnReport {
             seq: row.seq,
             result: result_of(row).to_string(),
             conversation: row.conversation.clone(),
+            conversation_name: None,
+            question: None,
             turn_node: row.turn_node,
             answer_node: row.answer_head,
             comparator: row.comparator.clone(),

@@ -31,9 +31,9 @@ use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::RecordedError;
 use skein::recorded::replay::{
-    Change, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, plan_of,
+    Change, PromptVersion, ReplayOverview, ReplayPlan, ReplayReport, Replayer, Selection, plan_of,
 };
-use skein::store::{ReplayId, ReplayPosition, ReplayRecord, ReplayTotals};
+use skein::store::{ListedReplay, ReplayId, ReplayPosition, ReplayRecord, ReplayTotals, Store};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
@@ -42,19 +42,16 @@ use tokio::sync::OwnedSemaphorePermit;
 /// sources, comparators) one field of a replay's body may list.
 const LIST_MAX: usize = 1_000;
 
-/// A replay in the list.
+/// A replay in the list: its overview (the model change and the rest of
+/// the change in words, the turns selected with the conversations' names,
+/// where it stands), as `skein replays` lists it.
 #[derive(Debug, Serialize)]
 pub struct ReplaySummary {
     pub id: ReplayId,
     /// The 12-digit prefix the CLI prints.
     pub short: String,
-    pub model: String,
-    pub created_ms: i64,
-    pub selection: serde_json::Value,
-    pub change: serde_json::Value,
-    /// Turns selected.
-    pub selected: u64,
-    pub totals: ReplayTotals,
+    #[serde(flatten)]
+    pub overview: ReplayOverview,
     /// A worker of this server is replaying it now.
     pub working: bool,
 }
@@ -106,10 +103,7 @@ pub async fn list(
         )
     });
     Ok(Json(ReplayList {
-        replays: listed
-            .into_iter()
-            .map(|listed| summary(&state, listed.record, listed.totals))
-            .collect(),
+        replays: summaries(&state, &state.reads, listed).await?,
         limit,
         truncated,
         next,
@@ -149,18 +143,39 @@ fn parse_cursor(text: &str) -> Result<ReplayPosition, ApiError> {
         })
 }
 
-fn summary(state: &AppState, record: ReplayRecord, totals: ReplayTotals) -> ReplaySummary {
-    ReplaySummary {
-        short: record.id.short().to_string(),
-        working: state.working(&record.id),
-        id: record.id,
-        model: record.model,
-        created_ms: record.created_ms,
-        selection: record.selection,
-        change: record.change,
-        selected: record.turns,
-        totals,
-    }
+/// The summaries of `listed`, read from `store` (off the runtime: one
+/// statement however many, for the conversations their selections name).
+async fn summaries(
+    state: &AppState,
+    store: &Store,
+    listed: Vec<ListedReplay>,
+) -> Result<Vec<ReplaySummary>, ApiError> {
+    let store = store.clone();
+    let overviews = tokio::task::spawn_blocking(move || ReplayOverview::read_page(&store, listed))
+        .await
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+        .map_err(recorded_error)?;
+    Ok(overviews
+        .into_iter()
+        .map(|overview| ReplaySummary {
+            id: overview.replay.clone(),
+            short: overview.replay.short().to_string(),
+            working: state.working(&overview.replay),
+            overview,
+        })
+        .collect())
+}
+
+/// The summary of one replay, as it stands now in `store`.
+async fn summary(
+    state: &AppState,
+    store: &Store,
+    record: ReplayRecord,
+    totals: ReplayTotals,
+) -> Result<ReplaySummary, ApiError> {
+    let listed = ListedReplay { record, totals };
+    let mut one = summaries(state, store, vec![listed]).await?;
+    Ok(one.remove(0))
 }
 
 /// What `/api/replays/{id}` answers: the report, worst turns first, and
@@ -200,7 +215,7 @@ pub async fn progress(
     let id = store.resolve_replay(&prefix).await?;
     let record = store.replay(&id).await?;
     let totals = store.replay_totals(&id).await?;
-    Ok(Json(summary(&state, record, totals)))
+    Ok(Json(summary(&state, &state.reads, record, totals).await?))
 }
 
 /// What starting a replay asks for: the turns (at least one source or
@@ -405,7 +420,8 @@ pub async fn start(
     let store = state.store.nonblocking();
     let record = store.replay(&id).await?;
     let totals = store.replay_totals(&id).await?;
-    Ok((StatusCode::ACCEPTED, Json(summary(&state, record, totals))))
+    let summary = summary(&state, &state.store, record, totals).await?;
+    Ok((StatusCode::ACCEPTED, Json(summary)))
 }
 
 /// `POST /api/replays/{id}/resume`: replay the turns of an unfinished
@@ -436,7 +452,8 @@ pub async fn resume(
     let model = model_named(&state, &plan.model)?;
     let replayer = replayer(&state, model, &plan)?;
     run(&state, replayer, id, permit);
-    Ok((StatusCode::ACCEPTED, Json(summary(&state, record, totals))))
+    let summary = summary(&state, &state.store, record, totals).await?;
+    Ok((StatusCode::ACCEPTED, Json(summary)))
 }
 
 /// The model `name` names, as the page's other actions choose models: only

@@ -95,6 +95,22 @@ impl Conversations for PgStore {
         Box::pin(self.conversations_headed_at(node))
     }
 
+    fn conversations_by_ids<'a>(
+        &'a self,
+        ids: &'a [ConversationId],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>> {
+        Box::pin(async move {
+            let ids: Vec<&str> = ids.iter().map(ConversationId::as_str).collect();
+            let rows = self
+                .rows(
+                    &format!("{SELECT_CONVERSATION} WHERE c.id = ANY($1)"),
+                    &[&ids],
+                )
+                .await?;
+            Ok(rows.iter().map(conversation_from_row).collect())
+        })
+    }
+
     fn rename_conversation<'a>(
         &'a self,
         id: &'a ConversationId,

@@ -25,6 +25,7 @@ use crate::forget::{
     REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
     selection_without, settings_without, sweep,
 };
+use crate::records::ReplayId;
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
@@ -32,10 +33,16 @@ use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
 
 impl Forget for PgStore {
-    fn forget(&self, doomed: &[Doomed], unowned: &[String], dry_run: bool) -> Result<Swept> {
+    fn forget(
+        &self,
+        doomed: &[Doomed],
+        replays: &[ReplayId],
+        unowned: &[String],
+        dry_run: bool,
+    ) -> Result<Swept> {
         self.write(async |tx| {
             tx.batch_execute("SAVEPOINT forget").await?;
-            let swept = forget_in(tx, doomed, unowned).await;
+            let swept = forget_in(tx, doomed, replays, unowned).await;
             end_savepoint(tx, dry_run, swept).await
         })
     }
@@ -406,8 +413,14 @@ async fn delete_unused_blobs(tx: &Client, referenced: &[&[u8]]) -> Result<u64> {
 
 type Id = Vec<u8>;
 
-async fn forget_in(tx: &Client, doomed: &[Doomed], unowned: &[String]) -> Result<Swept> {
+async fn forget_in(
+    tx: &Client,
+    doomed: &[Doomed],
+    replays: &[ReplayId],
+    unowned: &[String],
+) -> Result<Swept> {
     let mut swept = Swept::default();
+    let named: Vec<&str> = replays.iter().map(|id| id.as_str()).collect();
     let mut released: Vec<Id> = Vec::new();
     let ids: Vec<&str> = doomed.iter().map(|d| d.id.as_str()).collect();
     // Locked in one order, so two deletions wait rather than deadlock.
@@ -455,12 +468,12 @@ async fn forget_in(tx: &Client, doomed: &[Doomed], unowned: &[String]) -> Result
     }
     let replayed = tx
         .prepare_cached(
-            "DELETE FROM replay_turns WHERE conversation = ANY($1)
+            "DELETE FROM replay_turns WHERE conversation = ANY($1) OR replay = ANY($2)
              RETURNING replay, turn_node, answer_head, runs, detail",
         )
         .await?;
-    let mut touched: Vec<String> = Vec::new();
-    for row in tx.query(&replayed, &[&gone]).await? {
+    let mut touched: Vec<String> = named.iter().map(|id| id.to_string()).collect();
+    for row in tx.query(&replayed, &[&gone, &named]).await? {
         let replay: String = row.get(0);
         released.push(row.get(1));
         released.extend(row.get::<_, Option<Id>>(2));
@@ -478,9 +491,19 @@ async fn forget_in(tx: &Client, doomed: &[Doomed], unowned: &[String]) -> Result
         .await?;
     tx.execute(&recount, &[&touched]).await?;
     let emptied = tx
-        .prepare_cached("DELETE FROM replays WHERE id = ANY($1) AND turns = 0")
+        .prepare_cached("DELETE FROM replays WHERE id = ANY($1) AND turns = 0 RETURNING id")
         .await?;
-    swept.replays = tx.execute(&emptied, &[&touched]).await?;
+    let emptied = tx.query(&emptied, &[&touched]).await?;
+    swept.replays = emptied.len() as u64;
+    swept.deleted_replays = replays
+        .iter()
+        .filter(|id| {
+            emptied
+                .iter()
+                .any(|row| row.get::<_, &str>(0) == id.as_str())
+        })
+        .cloned()
+        .collect();
     let owned = tx
         .prepare_cached("SELECT id FROM runs WHERE conversation = ANY($1)")
         .await?;

@@ -103,7 +103,7 @@ impl Replays for PgStore {
             let ids: Vec<&str> = listed.iter().map(|l| l.record.id.as_str()).collect();
             let counted = self
                 .rows(
-                    "SELECT replay, status, decision, count(*) FROM replay_turns
+                    "SELECT replay, status, decision, count(*), max(lease_until) FROM replay_turns
                      WHERE replay = ANY($1) GROUP BY replay, status, decision",
                     &[&ids],
                 )
@@ -112,12 +112,14 @@ impl Replays for PgStore {
                 let (replay, status): (String, String) = (row.get(0), row.get(1));
                 let decision: Option<String> = row.get(2);
                 let count: i64 = row.get(3);
+                let lease: Option<i64> = row.get(4);
                 add_counted(
                     &mut listed,
                     &replay,
                     &status,
                     decision.as_deref(),
                     count as u64,
+                    lease,
                 )?;
             }
             Ok(listed)
@@ -229,8 +231,8 @@ impl Replays for PgStore {
         Box::pin(async move {
             let rows = self
                 .rows(
-                    "SELECT status, decision, count(*) FROM replay_turns WHERE replay = $1
-                     GROUP BY status, decision",
+                    "SELECT status, decision, count(*), max(lease_until) FROM replay_turns
+                     WHERE replay = $1 GROUP BY status, decision",
                     &[&id.as_str()],
                 )
                 .await?;
@@ -239,10 +241,11 @@ impl Replays for PgStore {
                 let status: String = row.get(0);
                 let decision: Option<String> = row.get(1);
                 let count: i64 = row.get(2);
+                let lease: Option<i64> = row.get(3);
                 let status = ReplayStatus::parse(&status).ok_or_else(|| {
                     StoreError::MalformedRow(format!("replay {id} has a turn of status {status}"))
                 })?;
-                totals.add(status, decision.as_deref(), count as u64);
+                totals.add(status, decision.as_deref(), count as u64, lease);
             }
             Ok(totals)
         })

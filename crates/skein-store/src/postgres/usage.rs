@@ -52,7 +52,7 @@ impl PgStore {
             let statement = client
                 .prepare_cached(
                     "SELECT id, output_head, status, input_tokens, output_tokens,
-                            cache_read_tokens, cache_write_tokens, usage_complete, model
+                            cache_read_tokens, cache_write_tokens, usage_complete, model, provider
                      FROM runs WHERE id = ANY($1)",
                 )
                 .await?;
@@ -63,6 +63,7 @@ impl PgStore {
                 RunRow::new(
                     row.get(0),
                     row.get(8),
+                    row.get(9),
                     row.get::<_, Option<&[u8]>>(1),
                     row.get::<_, &str>(2),
                     [row.get(3), row.get(4), row.get(5), row.get(6)],

@@ -89,6 +89,14 @@ impl Conversations for SqliteStore {
         self.point_read(move |store| store.conversations_at(node))
     }
 
+    fn conversations_by_ids<'a>(
+        &'a self,
+        ids: &'a [ConversationId],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>> {
+        let ids = ids.to_vec();
+        self.deferred(move |store| store.conversations_by_ids(&ids))
+    }
+
     fn rename_conversation<'a>(
         &'a self,
         id: &'a ConversationId,
@@ -169,6 +177,21 @@ impl SqliteStore {
                 .query_row([id.as_str()], conversation_from_row)
                 .optional()?
                 .ok_or_else(|| StoreError::ConversationNotFound(id.to_string()))
+        })
+    }
+
+    pub(crate) fn conversations_by_ids(
+        &self,
+        ids: &[ConversationId],
+    ) -> Result<Vec<ConversationRecord>> {
+        let ids: Vec<&str> = ids.iter().map(ConversationId::as_str).collect();
+        let json = serde_json::to_string(&ids)?;
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_CONVERSATION} WHERE c.id IN (SELECT value FROM json_each(?1))"
+            ))?;
+            let rows = stmt.query_map([json.as_str()], conversation_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 

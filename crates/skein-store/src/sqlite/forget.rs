@@ -20,6 +20,7 @@ use crate::forget::{
     REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
     selection_without, settings_without, sweep,
 };
+use crate::records::ReplayId;
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -28,8 +29,14 @@ use skein_core::{Digest, Message, NodeId};
 use std::collections::{HashMap, HashSet};
 
 impl Forget for SqliteStore {
-    fn forget(&self, doomed: &[Doomed], unowned: &[String], dry_run: bool) -> Result<Swept> {
-        self.write(|tx| rolled_back_if(tx, dry_run, |tx| forget_in(tx, doomed, unowned)))
+    fn forget(
+        &self,
+        doomed: &[Doomed],
+        replays: &[ReplayId],
+        unowned: &[String],
+        dry_run: bool,
+    ) -> Result<Swept> {
+        self.write(|tx| rolled_back_if(tx, dry_run, |tx| forget_in(tx, doomed, replays, unowned)))
     }
 
     fn unowned_runs(&self, filter: &Filter) -> Result<Vec<String>> {
@@ -389,7 +396,12 @@ fn delete_embeddings(conn: &Connection, digests: impl IntoIterator<Item = Digest
 }
 
 /// The whole deletion, inside the caller's transaction.
-fn forget_in(conn: &Connection, doomed: &[Doomed], unowned: &[String]) -> Result<Swept> {
+fn forget_in(
+    conn: &Connection,
+    doomed: &[Doomed],
+    replays: &[ReplayId],
+    unowned: &[String],
+) -> Result<Swept> {
     let mut swept = Swept::default();
     let mut released: Vec<Vec<u8>> = Vec::new();
     for conversation in doomed {
@@ -398,6 +410,29 @@ fn forget_in(conn: &Connection, doomed: &[Doomed], unowned: &[String]) -> Result
         } else {
             swept.skipped.push(conversation.id.clone());
         }
+    }
+    for replay in replays {
+        let mut runs = Vec::new();
+        let before = swept.replays;
+        delete_replay_turns(
+            conn,
+            TurnsOf::Replay,
+            replay.as_str(),
+            &mut released,
+            &mut runs,
+            &mut swept,
+        )?;
+        // A replay without turns (all its conversations deleted) has none
+        // to release, and goes all the same.
+        swept.replays += conn
+            .prepare_cached("DELETE FROM replays WHERE id = ?1")?
+            .execute([replay.as_str()])? as u64;
+        if swept.replays > before {
+            swept.deleted_replays.push(replay.clone());
+        }
+        runs.sort();
+        runs.dedup();
+        delete_runs(conn, &runs, &mut released, &mut swept)?;
     }
     // (A run's conversation is set once, when it is written.)
     let before = swept.runs;
@@ -486,7 +521,7 @@ fn delete_conversation(
     drop(rows);
     conn.prepare_cached("DELETE FROM reruns WHERE conversation = ?1")?
         .execute([id])?;
-    delete_replay_turns(conn, id, released, &mut runs, swept)?;
+    delete_replay_turns(conn, TurnsOf::Conversation, id, released, &mut runs, swept)?;
     runs.sort();
     runs.dedup();
     delete_runs(conn, &runs, released, swept)?;
@@ -537,21 +572,37 @@ fn delete_runs(
     Ok(())
 }
 
-/// Delete the replayed turns of conversation `id`'s turns, pushing their
-/// nodes onto `released` and their runs (a judge's too) onto `runs`; then
-/// the replays left without turns.
+/// Whose replayed turns [`delete_replay_turns`] deletes.
+#[derive(Clone, Copy)]
+enum TurnsOf {
+    /// Those of a conversation's turns (in every replay).
+    Conversation,
+    /// Every turn of one replay.
+    Replay,
+}
+
+/// Delete the replayed turns of conversation `id`'s turns, or of replay
+/// `id`, pushing their nodes onto `released` and their runs (a judge's
+/// too) onto `runs`; then the replays left without turns.
 fn delete_replay_turns(
     conn: &Connection,
+    of: TurnsOf,
     id: &str,
     released: &mut Vec<Vec<u8>>,
     runs: &mut Vec<String>,
     swept: &mut Swept,
 ) -> Result<()> {
     let mut touched: Vec<String> = Vec::new();
-    let mut turns = conn.prepare_cached(
-        "DELETE FROM replay_turns WHERE conversation = ?1
-         RETURNING replay, turn_node, answer_head, runs, detail",
-    )?;
+    let mut turns = conn.prepare_cached(match of {
+        TurnsOf::Conversation => {
+            "DELETE FROM replay_turns WHERE conversation = ?1
+             RETURNING replay, turn_node, answer_head, runs, detail"
+        }
+        TurnsOf::Replay => {
+            "DELETE FROM replay_turns WHERE replay = ?1
+             RETURNING replay, turn_node, answer_head, runs, detail"
+        }
+    })?;
     let mut rows = turns.query([id])?;
     while let Some(row) = rows.next()? {
         let replay: String = row.get(0)?;

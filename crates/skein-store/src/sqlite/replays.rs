@@ -241,7 +241,7 @@ impl SqliteStore {
             let ids: Vec<&str> = listed.iter().map(|l| l.record.id.as_str()).collect();
             let json = serde_json::to_string(&ids)?;
             let mut stmt = conn.prepare_cached(
-                "SELECT replay, status, decision, count(*) FROM replay_turns
+                "SELECT replay, status, decision, count(*), max(lease_until) FROM replay_turns
                  WHERE replay IN (SELECT value FROM json_each(?1))
                  GROUP BY replay, status, decision",
             )?;
@@ -252,16 +252,18 @@ impl SqliteStore {
                         row.get::<_, String>(1)?,
                         row.get::<_, Option<String>>(2)?,
                         row.get::<_, i64>(3)?,
+                        row.get::<_, Option<i64>>(4)?,
                     ))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            for (replay, status, decision, count) in counted {
+            for (replay, status, decision, count, lease) in counted {
                 add_counted(
                     &mut listed,
                     &replay,
                     &status,
                     decision.as_deref(),
                     count as u64,
+                    lease,
                 )?;
             }
             Ok(listed)
@@ -397,18 +399,19 @@ impl SqliteStore {
         self.read(|conn| {
             let mut totals = ReplayTotals::default();
             let mut stmt = conn.prepare_cached(
-                "SELECT status, decision, count(*) FROM replay_turns WHERE replay = ?1
-                 GROUP BY status, decision",
+                "SELECT status, decision, count(*), max(lease_until) FROM replay_turns
+                 WHERE replay = ?1 GROUP BY status, decision",
             )?;
             let mut rows = stmt.query([id.as_str()])?;
             while let Some(row) = rows.next()? {
                 let status: String = row.get(0)?;
                 let decision: Option<String> = row.get(1)?;
                 let count: i64 = row.get(2)?;
+                let lease: Option<i64> = row.get(3)?;
                 let status = ReplayStatus::parse(&status).ok_or_else(|| {
                     StoreError::MalformedRow(format!("replay {id} has a turn of status {status}"))
                 })?;
-                totals.add(status, decision.as_deref(), count as u64);
+                totals.add(status, decision.as_deref(), count as u64, lease);
             }
             Ok(totals)
         })

@@ -59,7 +59,7 @@ impl SqliteStore {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT id, output_head, status, input_tokens, output_tokens, cache_read_tokens,
-                        cache_write_tokens, usage_complete, model
+                        cache_write_tokens, usage_complete, model, provider
                  FROM runs WHERE id = ?1",
             )?;
             let mut rows = Vec::with_capacity(ids.len());
@@ -73,13 +73,15 @@ impl SqliteStore {
                             [row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?],
                             row.get::<_, bool>(7)?,
                             row.get::<_, String>(8)?,
+                            row.get::<_, String>(9)?,
                         ))
                     })
                     .optional()?;
-                if let Some((id, output, status, tokens, complete, model)) = row {
+                if let Some((id, output, status, tokens, complete, model, provider)) = row {
                     rows.push(RunRow::new(
                         id,
                         model,
+                        provider,
                         output.as_deref(),
                         &status,
                         tokens,

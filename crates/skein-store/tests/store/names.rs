@@ -391,7 +391,24 @@ for_each_backend!(
     creating_or_renaming_with_an_id_like_name_writes_nothing,
     a_race_branch_with_an_id_like_name_writes_nothing,
     an_id_wins_over_a_stored_name_that_spells_it,
+    conversations_are_read_by_their_ids_together,
 );
+
+/// Many conversations read at once by id (a listing naming the
+/// conversations of its rows): those that exist, unknown ids left out.
+fn conversations_are_read_by_their_ids_together(backend: Backend) {
+    let db = TempStore::new(backend);
+    let (a, b) = (named(&db.store, "alpha"), named(&db.store, "beta"));
+    named(&db.store, "gamma");
+    let unknown = skein_store::ConversationId("f00d".repeat(8));
+    let mut read = db
+        .store
+        .conversations_by_ids(&[b.id.clone(), unknown, a.id.clone()])
+        .unwrap();
+    read.sort_by(|x, y| x.name.cmp(&y.name));
+    assert_eq!(read, vec![a, b]);
+    assert!(db.store.conversations_by_ids(&[]).unwrap().is_empty());
+}
 
 /// Resolving a name (`--cid NAME`, a proxy session) reads the name index,
 /// not every conversation.

@@ -5,7 +5,9 @@
 //! replayed turn's missing run or node and a label's missing node; deleting
 //! a conversation deletes the replayed turns of its turns with their runs
 //! (a judge's too) and the replays left empty, while a replay of turns no
-//! conversation owns keeps its nodes.
+//! conversation owns keeps its nodes; deleting a replay deletes its turns'
+//! rows and runs and the answers only it reached, and nothing of the
+//! conversations it replayed.
 
 use crate::common::{Backend, TempStore};
 use skein_core::{Message, Thread};
@@ -18,6 +20,7 @@ for_each_backend!(
     an_export_carries_replays_and_labels_and_an_import_reproduces_them,
     verify_reports_what_a_replayed_turn_or_a_label_lost,
     deleting_a_conversation_deletes_the_replayed_turns_of_its_turns,
+    deleting_a_replay_deletes_its_turns_runs_and_what_only_it_reached,
 );
 
 /// A conversation of one turn; its id and thread.
@@ -256,5 +259,82 @@ fn deleting_a_conversation_deletes_the_replayed_turns_of_its_turns(backend: Back
     let kept = &store.replay_turns(&unowned.id, None, 1).unwrap()[0];
     assert!(store.contains(kept.turn_node).unwrap());
     assert!(store.contains(kept.answer_head.unwrap()).unwrap());
+    assert!(store.verify().unwrap().is_ok());
+}
+
+fn deleting_a_replay_deletes_its_turns_runs_and_what_only_it_reached(backend: Backend) {
+    let db = TempStore::new(backend);
+    let store = &db.store;
+    let (a, a_thread) = conversation(store, "first");
+    let (b, b_thread) = conversation(store, "second");
+    // Both replays answer a's turn with the same message (content
+    // addressing: one node); only the first replays b's.
+    let (first, first_runs) = finished_replay(
+        store,
+        &[
+            (Some(a.clone()), a_thread.clone()),
+            (Some(b.clone()), b_thread.clone()),
+        ],
+    );
+    let (second, second_runs) = finished_replay(store, &[(Some(a.clone()), a_thread.clone())]);
+    let shared = store.replay_turns(&second.id, None, 1).unwrap()[0]
+        .answer_head
+        .unwrap();
+    let only_first = store.replay_turns(&first.id, None, 10).unwrap()[1]
+        .answer_head
+        .unwrap();
+    let conversations = store.list_conversations(10).unwrap();
+
+    let selection = Selection::Replays(vec![first.id.clone()]);
+    let plan = store.forget(&selection, true).unwrap();
+    let done = store.forget(&selection, false).unwrap();
+    for report in [&plan, &done] {
+        assert_eq!(report.deleted_replays, vec![first.id.clone()]);
+        assert!(report.conversations.is_empty());
+        assert_eq!((report.replay_turns, report.replays), (2, 1), "{report:?}");
+        // The two replayed turns' runs and their judges' runs.
+        assert_eq!(report.runs, 4);
+        // b's replayed answer went; a's stays, the second replay reaches it.
+        assert_eq!(report.messages, 1);
+        assert!(report.kept_messages >= 1);
+    }
+    assert!(
+        done.to_string().starts_with(&format!(
+            "deleted replay {}: 2 replayed turn(s), 4 run(s), 1 message(s)",
+            first.id.short()
+        )),
+        "{done}"
+    );
+    assert!(matches!(
+        store.replay(&first.id),
+        Err(StoreError::ReplayNotFound(_))
+    ));
+    assert!(store.replay_turns(&first.id, None, 10).unwrap().is_empty());
+    for run in &first_runs {
+        assert!(matches!(
+            store.run_record(&run.id),
+            Err(StoreError::RunNotFound(_))
+        ));
+    }
+    assert!(!store.contains(only_first).unwrap());
+    assert!(store.contains(shared).unwrap());
+    // The conversations it replayed are as they were, and so is the other
+    // replay.
+    assert_eq!(store.list_conversations(10).unwrap(), conversations);
+    for thread in [&a_thread, &b_thread] {
+        assert!(store.contains(thread.head_id().unwrap()).unwrap());
+    }
+    assert_eq!(store.replay_turns(&second.id, None, 10).unwrap().len(), 1);
+    assert!(store.run_record(&second_runs[0].id).is_ok());
+    assert!(store.verify().unwrap().is_ok());
+
+    // The second one's answer goes with it; the original turns stay.
+    let done = store
+        .forget(&Selection::Replays(vec![second.id.clone()]), false)
+        .unwrap();
+    assert_eq!((done.replay_turns, done.runs, done.messages), (1, 2, 1));
+    assert!(!store.contains(shared).unwrap());
+    assert!(store.contains(a_thread.head_id().unwrap()).unwrap());
+    assert!(store.all_replays().unwrap().is_empty());
     assert!(store.verify().unwrap().is_ok());
 }

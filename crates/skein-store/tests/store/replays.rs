@@ -11,7 +11,7 @@
 use crate::common::{Backend, TempStore};
 use skein_core::{Message, Thread};
 use skein_store::{
-    ConversationId, NewReplayTurn, Relation, ReplayId, ReplayRecord, ReplayStatus,
+    ConversationId, NewReplayTurn, Relation, ReplayId, ReplayRecord, ReplayState, ReplayStatus,
     ReplayTurnFinish, RunRecord, StoreError,
 };
 
@@ -330,6 +330,36 @@ fn totals_count_statuses_and_decisions(backend: Backend) {
     );
     assert_eq!((totals.pending, totals.running, totals.failed), (1, 0, 0));
     assert!(!totals.finished());
+    // No worker holds the pending turn: stopped, waiting to be resumed.
+    let now = skein_core::now_ms();
+    assert_eq!(totals.state(now), ReplayState::Stopped);
+    // Claimed, it runs while its lease holds, then is stopped again.
+    store
+        .claim_replay_turns(&record.id, "w", 1, 60_000)
+        .unwrap();
+    let totals = store.replay_totals(&record.id).unwrap();
+    assert!(totals.lease_until_ms.unwrap() >= now + 60_000);
+    assert_eq!(totals.state(now), ReplayState::Running);
+    assert_eq!(totals.state(now + 120_000), ReplayState::Stopped);
+    let listed = store.list_replays(None, 1).unwrap();
+    assert_eq!(listed[0].totals, totals);
+    store
+        .finish_replay_turn(&ReplayTurnFinish {
+            replay: &record.id,
+            seq: 3,
+            worker: "w",
+            status: ReplayStatus::Failed,
+            answer_head: None,
+            decision: None,
+            comparator: None,
+            detail: &detail,
+            threads: &[],
+            runs: &[],
+            other_runs: &[],
+        })
+        .unwrap();
+    let totals = store.replay_totals(&record.id).unwrap();
+    assert_eq!(totals.state(now), ReplayState::Finished);
 }
 
 /// Workers, turns, and how many turns the dying worker claims.

@@ -20,7 +20,24 @@ const words = (text) => text.split(/[\s,]+/).map((w) => w.trim()).filter(Boolean
 
 const finishedOf = (totals) => totals.done + totals.diverged + totals.failed;
 
-/** What a replay changes, in a few words. */
+/**
+ * What a replay changes, in words: the server's (`changes`: the model
+ * change first, "smollm2 → openai:gpt-4o-mini", then "system prompt
+ * replaced", "tool weather removed"), else read from its change alone.
+ */
+export function changesOf(r) {
+  if (r.changes && r.changes.length) return r.changes;
+  return [`on ${r.model}`, ...(changeText(r.change) === 'nothing else' ? [] : [changeText(r.change)])];
+}
+
+/** The model change (bold) and the rest of the change. */
+function changeEl(r) {
+  const [model, ...rest] = changesOf(r);
+  return el('span', { class: 'replay-change' }, el('strong', { class: 'model' }, model),
+    rest.length ? ` · ${rest.join(' · ')}` : '');
+}
+
+/** What a replay's change JSON changes besides the model, in a few words. */
 export function changeText(change) {
   const parts = [];
   const options = Object.entries((change && change.options) || {}).filter(([, v]) => v !== null && v !== undefined);
@@ -32,7 +49,7 @@ export function changeText(change) {
   const replaced = Object.keys((change && change.replace_sources) || {});
   if (replaced.length) parts.push(`sources replaced ${replaced.join(', ')}`);
   if (change && change.prompt_version) parts.push(`prompt ${change.prompt_version.id}@${change.prompt_version.version}`);
-  return parts.length ? parts.join(' · ') : 'the model only';
+  return parts.length ? parts.join(' · ') : 'nothing else';
 }
 
 /** Which turns a replay took, in a few words. */
@@ -57,7 +74,31 @@ export function selectionText(selection) {
 function stateText(r) {
   const finished = finishedOf(r.totals);
   if (finished >= r.selected) return 'finished';
-  return `${finished} of ${r.selected}${r.working ? ' · running' : ' · stopped'}`;
+  const state = r.working || r.state === 'running' ? 'running' : 'stopped';
+  return `${state} · ${finished} of ${r.selected}`;
+}
+
+/**
+ * The results as a bar: changed, diverged, failed, held and not yet
+ * replayed, each as wide as its share of the turns, with the counts in
+ * words beside it (and for a screen reader).
+ */
+export function resultsBar(totals, selected, id) {
+  const parts = [
+    ['changed', totals.changed], ['diverged', totals.diverged], ['failed', totals.failed],
+    ['held', totals.held], ['pending', Math.max(0, selected - finishedOf(totals))],
+  ];
+  const said = parts.filter(([, n]) => n > 0).map(([what, n]) => `${n} ${what === 'pending' ? 'to replay' : what}`).join(' · ') || 'no turns';
+  const total = Math.max(1, selected);
+  return el('span', { class: 'results', ...(id ? { id } : {}) },
+    el('span', { class: 'results-bar', role: 'img', 'aria-label': said, title: said },
+      parts.filter(([, n]) => n > 0).map(([what, n]) => {
+        const part = el('span', { class: `results-part results-${what}`, data: { part: what, count: n } });
+        // Through the CSSOM: the page's policy refuses style attributes.
+        part.style.width = `${(100 * n) / total}%`;
+        return part;
+      })),
+    el('span', { class: 'results-text' }, said));
 }
 
 // ---------------------------------------------------------------- the list
@@ -75,7 +116,7 @@ export async function replaysView(root, stale, prefill) {
   } else {
     const body = el('tbody', {}, page.replays.map(replayRow));
     section.appendChild(el('div', { class: 'table-frame' }, el('table', { id: 'replays', class: 'replay-list' },
-      el('thead', {}, el('tr', {}, ['Replay', 'Started', 'Model', 'Turns', 'Change', 'Results', 'State']
+      el('thead', {}, el('tr', {}, ['Replay', 'Started', 'Change', 'Turns', 'Results', 'State']
         .map((h) => el('th', { scope: 'col' }, h)))),
       body)));
     if (page.next) section.appendChild(moreButton(page.next, body, stale));
@@ -87,10 +128,9 @@ function replayRow(r) {
   return el('tr', { data: { replayId: r.id } },
     el('td', {}, el('a', { href: `#/replays/${r.id}` }, el('code', { title: r.id }, r.short))),
     el('td', {}, timeEl(r.created_ms)),
-    el('td', { class: 'wrap' }, r.model),
-    el('td', { class: 'wrap' }, `${r.selected} of `, selectionText(r.selection)),
-    el('td', { class: 'wrap' }, changeText(r.change)),
-    el('td', { class: 'wrap' }, `${r.totals.changed} changed · ${r.totals.held} held · ${r.totals.diverged} diverged · ${r.totals.failed} failed`),
+    el('td', { class: 'wrap' }, changeEl(r)),
+    el('td', { class: 'wrap' }, `${plural(r.selected, 'turn')}: `, r.selection_text || selectionText(r.selection)),
+    el('td', { class: 'wrap results-cell' }, resultsBar(r.totals, r.selected)),
     el('td', { class: 'replay-state' }, stateText(r)));
 }
 
@@ -275,14 +315,16 @@ function draw(root, report) {
   const section = el('section', { id: 'replay-view', data: { replayId: report.replay, finished: finished >= report.selected } },
     el('div', { class: 'view-head' },
       el('h1', {}, 'Replay ', el('code', { title: report.replay }, short(report.replay))),
-      el('p', { class: 'muted' }, 'on ', el('strong', { class: 'model' }, report.model), ' · ', changeText(report.change),
-        ' · turns of ', selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
+      el('p', { id: 'replay-change' }, changeEl(report)),
+      el('p', { class: 'muted' }, `${plural(report.selected, 'turn')} of `,
+        report.selection_text || selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
+    el('div', { id: 'replay-results' }, resultsBar(t, report.selected, 'replay-bar')),
     progressLine(report, finished),
-    labelForm({ replay: report.replay }, 'replay-label', true),
     el('p', { id: 'replay-totals', class: 'replay-totals' },
       badge(`${t.changed} changed`, 'verdict-confirmed'), ' ', badge(`${t.held} held`, 'verdict-not-confirmed'), ' ',
       badge(`${t.diverged} diverged`, 'status-cancelled'), ' ', badge(`${t.failed} failed`, 'status-failed'),
       ` · ${tokenDelta(report.turns)} · `, el('span', { id: 'replay-cost' }, costLine(report.cost.original, report.cost.replay))),
+    labelForm({ replay: report.replay }, 'replay-label', true),
     report.turns.length ? el('ol', { class: 'replay-turns', id: 'replay-turns' }, report.turns.map(turnCard))
       : el('p', { class: 'muted' }, 'No turns.'));
   clear(root).appendChild(section);
@@ -327,7 +369,11 @@ function priced(cost) {
   return cost.complete ? dollars(cost.dollars) : `at least ${dollars(cost.dollars)}`;
 }
 
+/** Whole and zero: what models of this machine cost. */
+const isFree = (cost) => cost.complete && cost.dollars === 0;
+
 function costLine(original, replay) {
+  if (isFree(original) && isFree(replay)) return 'cost $0';
   const delta = replay.dollars - original.dollars;
   return `cost ${priced(original)} → ${priced(replay)} (${delta < 0 ? '-' : '+'}${dollars(Math.abs(delta))})`;
 }
@@ -349,17 +395,23 @@ function turnCard(turn) {
   const usage = (u) => (u ? `${u.input_tokens + u.output_tokens} tokens · ${u.latency_ms} ms` : '—');
   return el('li', { class: `replay-turn result-${turn.result}`, data: { seq: turn.seq, result: turn.result, turnNode: turn.turn_node } },
     el('div', { class: 'cell-head' }, badge(turn.result, resultKind(turn.result)), el('strong', {}, `turn ${turn.seq}`),
+      turn.conversation ? el('a', {
+        class: 'conversation-name', href: `#/c/${turn.conversation}`, title: turn.conversation,
+      }, turn.conversation_name || short(turn.conversation)) : null,
       turn.comparator ? el('span', { class: 'muted comparator' }, `decided by ${turn.comparator}`) : null),
+    turn.question !== null && turn.question !== undefined
+      ? el('p', { class: 'question', title: turn.question }, el('span', { class: 'role role-user' }, 'asked'), ' ', turn.question)
+      : null,
     turn.why ? el('p', { class: 'why' }, turn.why) : null,
     labelForm({ turns: [turn.turn_node] }, `turn-label-${turn.seq}`, false),
     el('div', { class: 'compare-grid replay-answers' },
       el('div', { class: 'compare-cell', data: { side: 'original' } },
         el('div', { class: 'cell-head' }, el('span', { class: 'role role-assistant' }, 'original'), originalLink),
-        el('p', { class: 'muted run-summary' }, usage(turn.original_usage), turn.original_cost ? ` · ${priced(turn.original_cost)}` : ''),
+        el('p', { class: 'muted run-summary' }, usage(turn.original_usage), turn.original_cost && !isFree(turn.original_cost) ? ` · ${priced(turn.original_cost)}` : ''),
         text(original, diff && diff.a, 'a')),
       el('div', { class: 'compare-cell', data: { side: 'replay' } },
         el('div', { class: 'cell-head' }, el('span', { class: 'role role-assistant' }, 'replay'), answerLink),
-        el('p', { class: 'muted run-summary' }, usage(turn.usage), turn.cost ? ` · ${priced(turn.cost)}` : ''),
+        el('p', { class: 'muted run-summary' }, usage(turn.usage), turn.cost && !isFree(turn.cost) ? ` · ${priced(turn.cost)}` : ''),
         text(answer, diff && diff.b, 'b'))));
 }
 
