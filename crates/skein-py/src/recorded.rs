@@ -14,8 +14,7 @@ use crate::tools::{before_call, tools};
 use crate::values::{Message, ToolSpec, Usage};
 use pyo3::prelude::*;
 use skein::recorded::{
-    CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder, ReasonOptions, RecordedError,
-    RerunOptions, RerunResult, SourceKind,
+    CachedEmbedder, Embedder, ReasonOptions, RecordedError, RerunOptions, RerunResult, SourceKind,
 };
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -90,17 +89,12 @@ fn embedder(
     name: &str,
     store: Option<&skein::Store>,
 ) -> PyResult<Arc<dyn Embedder>> {
-    let inner: Arc<dyn Embedder> = match name {
-        "lexical" => Arc::new(LexicalEmbedder::default()),
-        "minilm" => {
-            let loaded = py.detach(|| MiniLmEmbedder::load(1));
-            Arc::new(loaded.map_err(|error| RecordedError::Embed(error).to_py(py))?)
+    let inner = match py.detach(|| skein::recorded::embed::choose(Some(name))) {
+        Ok(chosen) => chosen.embedder,
+        Err(error @ RecordedError::UnknownEmbedder(_)) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(error.to_string()));
         }
-        other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "unknown embedder `{other}`: use `lexical` or `minilm`"
-            )));
-        }
+        Err(error) => return Err(error.to_py(py)),
     };
     Ok(Arc::new(match store {
         Some(store) => CachedEmbedder::with_store(inner, store.clone()),

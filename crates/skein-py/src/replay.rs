@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use skein::NodeId;
 use skein::core::price::PriceTable;
 use skein::recorded::cases;
-use skein::recorded::embed::{Embedder, LexicalEmbedder, MiniLmEmbedder};
+use skein::recorded::embed::Embedder;
 use skein::recorded::replay::{
     PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, turns_of_replay,
 };
@@ -122,16 +122,16 @@ fn plan(args: &ReplayArgs) -> skein::recorded::Result<ReplayPlan> {
     Ok(plan)
 }
 
+/// The embedder `name` names (`skein::recorded::embed::choose`, the one
+/// resolver every surface uses).
 fn embedder(name: &str) -> PyResult<Arc<dyn Embedder>> {
-    match name {
-        "lexical" => Ok(Arc::new(LexicalEmbedder::new(256))),
-        "minilm" => Ok(Arc::new(MiniLmEmbedder::load(1).map_err(|error| {
-            pyo3::exceptions::PyRuntimeError::new_err(format!(
-                "{error}; fetch it with `skein models pull minilm`, or pass embedder=\"lexical\""
-            ))
-        })?)),
-        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "unknown embedder `{other}`: use \"lexical\" or \"minilm\""
+    match skein::recorded::embed::choose(Some(name)) {
+        Ok(chosen) => Ok(chosen.embedder),
+        Err(error @ skein::recorded::RecordedError::UnknownEmbedder(_)) => {
+            Err(pyo3::exceptions::PyValueError::new_err(error.to_string()))
+        }
+        Err(error) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "{error}; fetch it with `skein models pull minilm`, or pass embedder=\"lexical\""
         ))),
     }
 }

@@ -299,9 +299,12 @@ impl Comparison {
                 Comparator::Embedding { threshold } => {
                     let value = self.similarity(original, candidate).await?;
                     similarity = Some(value);
+                    let by = self.embedder.as_ref().map_or("", |embedder| embedder.id());
                     Verdict {
                         changed: value < *threshold,
-                        why: format!("cosine similarity {value:.2} (threshold {threshold})"),
+                        why: format!(
+                            "cosine similarity {value:.2} by {by} (threshold {threshold})"
+                        ),
                     }
                 }
                 Comparator::Judge { rubric, .. } => {
@@ -647,9 +650,12 @@ const STARTERS: &[&str] = &[
 
 /// What an answer states specifically: numbers (and codes holding digits),
 /// quoted strings, capitalised words (proper names, months), e-mail
-/// addresses and links, lower-cased. A capitalised word that starts a
-/// sentence counts unless it is a common sentence opener or the texts use
-/// it in lower case too.
+/// addresses and links, lower-cased, and its negations (`not`, `no`,
+/// `never`, `none`, `nothing`, `nor`, `cannot`, a word ending in `n't`: one
+/// answer saying the other's sentence with a `not` in it says the opposite,
+/// which an embedder scores as nearly the same). A capitalised word that
+/// starts a sentence counts unless it is a common sentence opener or the
+/// texts use it in lower case too.
 pub fn specifics(text: &str) -> BTreeSet<String> {
     specifics_given(text, &lower_words(text))
 }
@@ -683,6 +689,9 @@ fn specifics_given(text: &str, lower: &BTreeSet<String>) -> BTreeSet<String> {
     let mut sentence_start = true;
     for raw in text.split_whitespace() {
         let token = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        if let Some(negation) = negation(token) {
+            found.insert(negation.to_string());
+        }
         let ends_sentence = raw.ends_with(['.', '!', '?', ':']) || raw.ends_with(".\"");
         if token.is_empty() {
             sentence_start |= ends_sentence;
@@ -710,6 +719,19 @@ fn specifics_given(text: &str, lower: &BTreeSet<String>) -> BTreeSet<String> {
         sentence_start = ends_sentence;
     }
     found
+}
+
+/// The negation `token` says, if any (`isn't` says `not`).
+fn negation(token: &str) -> Option<&'static str> {
+    let word = token.to_lowercase();
+    if word.ends_with("n't") || word.ends_with("n’t") || word == "cannot" {
+        return Some("not");
+    }
+    [
+        "not", "no", "never", "none", "nothing", "nobody", "nor", "neither",
+    ]
+    .into_iter()
+    .find(|negation| *negation == word)
 }
 
 /// A number as written, without thousands separators.

@@ -1,10 +1,12 @@
 /*!
-Embedders for attribution and reruns: the embedders themselves live beside
-the model backends (`skein_providers::embed`, re-exported here); this
-module adds [`CachedEmbedder`], the embedding cache: vectors keyed by
-(embedder id, BLAKE3 digest of the text). Always in memory; with a store
-attached, also in the database's `embeddings` table, so vectors survive
-restarts and are shared by every process using that database.
+Embedders for attribution, reruns and replays: the embedders themselves
+live beside the model backends (`skein_providers::embed`, re-exported
+here); this module adds [`choose`], the one way every surface picks one by
+name (the sentence embedder MiniLM wherever it is on the machine, else the
+lexical one, said so), and [`CachedEmbedder`], the embedding cache: vectors
+keyed by (embedder id, BLAKE3 digest of the text). Always in memory; with a
+store attached, also in the database's `embeddings` table, so vectors
+survive restarts and are shared by every process using that database.
 */
 
 pub use skein_providers::embed::{
@@ -15,6 +17,44 @@ use skein_core::{BoxFuture, Digest};
 use skein_store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+/// The embedders [`choose`] knows by name.
+pub const EMBEDDERS: [&str; 2] = ["minilm", "lexical"];
+
+/// The embedder [`choose`] picked, and why when it is not the one asked for.
+pub struct Chosen {
+    pub embedder: Arc<dyn Embedder>,
+    /// Set when no embedder was named and MiniLM is not on this machine:
+    /// the lexical embedder stands in, which sees words, not meaning (a
+    /// paraphrase may read as changed). Say it where the verdicts are shown.
+    pub fallback: Option<String>,
+}
+
+/// The embedder `name` names (`minilm` or `lexical`); with no name,
+/// MiniLM when it is on this machine (`skein models pull minilm`), else
+/// the lexical embedder with a [`Chosen::fallback`] note. Naming `minilm`
+/// where it is missing is an error that says how to fetch it.
+pub fn choose(name: Option<&str>) -> Result<Chosen, crate::RecordedError> {
+    let chosen = |embedder: Arc<dyn Embedder>| Chosen {
+        embedder,
+        fallback: None,
+    };
+    match name {
+        Some("lexical") => Ok(chosen(Arc::new(LexicalEmbedder::new(256)))),
+        Some("minilm") => Ok(chosen(Arc::new(MiniLmEmbedder::load(1)?))),
+        Some(other) => Err(crate::RecordedError::UnknownEmbedder(other.to_string())),
+        None => match MiniLmEmbedder::load(1) {
+            Ok(minilm) => Ok(chosen(Arc::new(minilm))),
+            Err(why) => Ok(Chosen {
+                embedder: Arc::new(LexicalEmbedder::new(256)),
+                fallback: Some(format!(
+                    "comparing with the lexical embedder, which sees words, not meaning: \
+                     minilm is not available ({why}); `skein models pull minilm` fetches it"
+                )),
+            }),
+        },
+    }
+}
 
 /// An embedder with a cache in front of it.
 pub struct CachedEmbedder {

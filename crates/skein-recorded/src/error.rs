@@ -61,6 +61,9 @@ pub enum RecordedError {
     Hook { turn: usize, error: HookError },
     #[error(transparent)]
     Embed(#[from] EmbedError),
+    /// An embedder name no embedder has.
+    #[error("unknown embedder `{0}`: use `minilm` or `lexical`")]
+    UnknownEmbedder(String),
     /// An operation needs an embedder and none was given.
     #[error("{0} needs an embedder: pass one in its options or with RecordedChatBuilder::embedder")]
     NoEmbedder(&'static str),

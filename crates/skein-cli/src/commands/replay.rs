@@ -22,7 +22,6 @@ use skein::core::ToolSpec;
 use skein::core::price::CostSummary;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::compare::{Segment, word_diff};
-use skein::recorded::embed::{CachedEmbedder, Embedder, LexicalEmbedder, MiniLmEmbedder};
 use skein::recorded::replay::{
     Change, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, TurnReport, plan_of,
     result_of,
@@ -31,7 +30,6 @@ use skein::store::OpenMode;
 use skein::store::{ReplayId, StoreError};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -114,9 +112,10 @@ pub struct ReplayArgs {
     /// Run this tool for calls the recording lacks (repeatable); others stop the turn as diverged
     #[arg(long = "live-tool", value_name = "NAME")]
     pub live_tools: Vec<String>,
-    /// The embedder of the embedding comparator: `lexical` or `minilm`
-    #[arg(long, default_value = "lexical", value_name = "NAME")]
-    pub embedder: String,
+    /// The embedder of the embedding comparator: `minilm` or `lexical` [default: minilm where it
+    /// is downloaded, else lexical, said on stderr]
+    #[arg(long, value_name = "NAME")]
+    pub embedder: Option<String>,
     /// Turns replayed at once (default: the model's capacity)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<u32>,
@@ -281,7 +280,10 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
 async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result<Replayer> {
     let model = home_model(Some(plan.model.clone()))?;
     let mut replayer = Replayer::new(&ctx.store, model)
-        .embedder(embedder(ctx, &args.embedder)?)
+        .embedder(super::common::recorded::embedder(
+            ctx,
+            args.embedder.as_deref(),
+        )?)
         .lease(Duration::from_secs(args.lease));
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n as usize);
@@ -296,22 +298,6 @@ async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result
         }
     }
     Ok(replayer)
-}
-
-fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
-    let inner: Arc<dyn Embedder> = match name {
-        "lexical" => Arc::new(LexicalEmbedder::new(256)),
-        "minilm" => Arc::new(MiniLmEmbedder::load(1).map_err(|error| {
-            anyhow::anyhow!(
-                "{error}; fetch it with `skein models pull minilm`, or pass --embedder lexical"
-            )
-        })?),
-        other => bail!("unknown embedder `{other}`: use `lexical` or `minilm`"),
-    };
-    Ok(Arc::new(CachedEmbedder::with_store(
-        inner,
-        ctx.store.clone(),
-    )))
 }
 
 /// The turns the command line names (a cases file's stored first).

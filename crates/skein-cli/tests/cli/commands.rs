@@ -4658,3 +4658,53 @@ fn tree_draws_sibling_roots_labels_branch_kinds_and_collapses_replays() {
         "a replay's answer is not drawn: {drawn}"
     );
 }
+
+/// With no `--embedder`, replays, reruns and explanations compare with
+/// MiniLM where it is on the machine, and where it is not, with the
+/// lexical embedder, saying so on stderr (never failing for it); naming
+/// `minilm` where it is missing fails and says how to fetch it.
+#[test]
+fn the_default_embedder_is_minilm_where_it_is_downloaded_else_lexical_said_so() {
+    let skein = temp();
+    let turn = skein.json(&["prompt", "--source", "notes=the sky is green", "the sky?"]);
+    let node = turn["node"].as_str().unwrap()[..12].to_string();
+    let empty = skein.dir().join("no-models");
+    std::fs::create_dir_all(&empty).unwrap();
+    let without = |args: &[&str]| {
+        skein
+            .command(args)
+            .env("SKEIN_MODELS_DIR", &empty)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        vec!["explain", node.as_str()],
+        vec!["replay", node.as_str(), "-m", "echo"],
+    ] {
+        let output = without(&args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("comparing with the lexical embedder")
+                && stderr(&output).contains("skein models pull minilm"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    let named = without(&["explain", node.as_str(), "--embedder", "minilm"]);
+    assert!(!named.status.success());
+    assert!(
+        stderr(&named).contains("skein models pull minilm"),
+        "{}",
+        stderr(&named)
+    );
+    let unknown = skein.run(&["explain", node.as_str(), "--embedder", "bert"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+    // Where MiniLM is downloaded (the setup script fetches it), no note.
+    let with = skein.run(&["explain", node.as_str()]);
+    assert!(with.status.success(), "{}", stderr(&with));
+    assert!(
+        !stderr(&with).contains("lexical embedder"),
+        "{}",
+        stderr(&with)
+    );
+}

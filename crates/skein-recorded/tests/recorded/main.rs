@@ -18,3 +18,4 @@ mod replay_lease;
 mod replay_prompt;
 mod rerun;
 mod turns;
+mod verdicts;

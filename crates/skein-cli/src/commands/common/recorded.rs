@@ -14,8 +14,8 @@ use anyhow::{Result, bail};
 use clap::Args;
 use skein::Model;
 use skein::recorded::{
-    CachedEmbedder, EmbedError, Embedder, LexicalEmbedder, LoadedTurn, MiniLmEmbedder,
-    RecordedChat, TurnAt, conversation_of_node,
+    CachedEmbedder, EmbedError, Embedder, LoadedTurn, RecordedChat, RecordedError, TurnAt,
+    conversation_of_node,
 };
 use std::sync::Arc;
 
@@ -31,9 +31,10 @@ pub struct TurnRef {
     #[arg(long, value_name = "K")]
     pub turn: Option<usize>,
     /// How replies are compared and sources scored: `minilm` (the local
-    /// sentence embedder; `skein models pull minilm`) or `lexical`
-    #[arg(long, default_value = "minilm", value_name = "NAME")]
-    pub embedder: String,
+    /// sentence embedder; `skein models pull minilm`) or `lexical` [default: minilm where it is
+    /// downloaded, else lexical, said on stderr]
+    #[arg(long, value_name = "NAME")]
+    pub embedder: Option<String>,
 }
 
 /// A recorded chat on `model`, recording into the CLI's store.
@@ -56,7 +57,7 @@ pub async fn load_turn(ctx: &Context, turn: &TurnRef) -> Result<(LoadedTurn, Arc
         (None, Some(_), None) => bail!("--cid needs --turn K (turns are numbered from 0)"),
         (None, None, _) => bail!("say which turn: NODE, or --cid ID --turn K"),
     };
-    let embedder = embedder(ctx, &turn.embedder)?;
+    let embedder = embedder(ctx, turn.embedder.as_deref())?;
     let stored = ctx.store.conversation(&conversation)?;
     start_offered_tools(ctx, &stored).await?;
     let home = turn_model(None, Some(&stored))?;
@@ -67,20 +68,27 @@ pub async fn load_turn(ctx: &Context, turn: &TurnRef) -> Result<(LoadedTurn, Arc
     Ok((loaded, embedder))
 }
 
-/// The embedder by name, caching its vectors in the store.
-pub fn embedder(ctx: &Context, name: &str) -> Result<Arc<dyn Embedder>> {
-    let inner: Arc<dyn Embedder> = match name {
-        "minilm" => Arc::new(MiniLmEmbedder::load(1).map_err(|error| match error {
-            EmbedError::NoLocalModel => anyhow::anyhow!("{error}, such as --embedder lexical"),
-            error => anyhow::anyhow!(
-                "{error}; fetch it with `skein models pull minilm`, or pass --embedder lexical"
-            ),
-        })?),
-        "lexical" => Arc::new(LexicalEmbedder::new(256)),
-        other => bail!("unknown embedder `{other}`: use `minilm` or `lexical`"),
-    };
+/// The embedder by name (`skein::recorded::embed::choose`: with none,
+/// MiniLM where it is on this machine, else the lexical one, said on
+/// stderr), caching its vectors in the store.
+pub fn embedder(ctx: &Context, name: Option<&str>) -> Result<Arc<dyn Embedder>> {
+    let chosen = skein::recorded::embed::choose(name).map_err(|error| match error {
+        RecordedError::Embed(EmbedError::NoLocalModel) => {
+            anyhow::anyhow!("{error}, such as --embedder lexical")
+        }
+        RecordedError::Embed(error) => anyhow::anyhow!(
+            "{error}; fetch it with `skein models pull minilm`, or pass --embedder lexical"
+        ),
+        error => anyhow::Error::new(crate::exit::ExitWith(
+            crate::exit::BAD_COMMAND_LINE,
+            error.to_string(),
+        )),
+    })?;
+    if let Some(note) = chosen.fallback {
+        crate::ui::note(note);
+    }
     Ok(Arc::new(CachedEmbedder::with_store(
-        inner,
+        chosen.embedder,
         ctx.store.clone(),
     )))
 }
