@@ -29,8 +29,8 @@ use std::process::ExitCode;
 /// A configured prompt of the engine directory, with its variables.
 #[derive(Debug, Args)]
 pub struct TemplateArgs {
-    /// Render this configured prompt of the engine directory (`engine` in the configuration
-    /// file; `ID@VERSION` for another version than the newest); TEXT, if any, follows its
+    /// Render this template: a configured prompt of the engine directory (`prompt --save` makes
+    /// one; `ID@VERSION` for another version than the newest); TEXT, if any, follows its
     /// messages. Its model: -m, else the prompt's default profile, else the default model
     #[arg(
         short = 't',
