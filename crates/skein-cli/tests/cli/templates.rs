@@ -296,6 +296,18 @@ fn templates_and_aliases_refuse_what_they_cannot_do() {
         .unwrap();
     assert!(fixed.status.success(), "{}", stderr(&fixed));
 
+    // A file of the name that holds another prompt is never overwritten.
+    std::fs::write(
+        skein.dir().join("engine/prompts/other.toml"),
+        "id = \"another\"\n[[messages]]\nrole = \"user\"\ntemplate = \"hi\"\n",
+    )
+    .unwrap();
+    fails(
+        &["hello", "--save", "other"],
+        1,
+        "already exists and holds another prompt",
+    );
+
     // Alias names that clash with a model or a profile, and bad targets.
     fails(
         &["aliases", "set", "smollm2", "echo"],

@@ -159,11 +159,9 @@ impl EngineDir {
             ids.dedup();
             ids
         };
-        let of_id = files.iter().filter(|f| f.id == id);
-        let found = match version {
-            Some(version) => of_id.filter(|f| f.version == version).last(),
-            None => of_id.last(),
-        };
+        let found = files
+            .iter()
+            .rfind(|f| f.id == id && version.is_none_or(|version| f.version == version));
         if let Some(found) = found {
             return Ok(PromptFile {
                 path: found.path.clone(),
@@ -252,6 +250,13 @@ impl EngineDir {
             1 => self.prompts().join(format!("{name}.toml")),
             _ => self.prompts().join(format!("{name}@{version}.toml")),
         };
+        if file.exists() {
+            bail!(
+                "cannot save template `{name}` (version {version}): {} already exists and holds \
+                 another prompt; rename that file or save under another name",
+                file.display()
+            );
+        }
         let mut fields = toml::Table::try_from(&prompt)
             .map_err(|error| anyhow!("cannot write the template: {error}"))?;
         // What a template never has is left out, as someone writing one by
