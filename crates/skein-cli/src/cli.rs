@@ -113,14 +113,6 @@ impl Cli {
 /// The commands of `llm` (0.36) that skein has no command for, each with
 /// where skein does that job. Such a word is never sent as a prompt.
 const LLM_ONLY_COMMANDS: &[(&str, &str)] = &[
-    (
-        "aliases",
-        "name a model with `skein models default NAME` or a profile of the engine directory",
-    ),
-    (
-        "templates",
-        "configured prompts live in the engine directory: `skein prompt -t ID`, `skein inspect prompt ID`",
-    ),
     ("schemas", "give a schema to a turn with `--schema`"),
     ("fragments", "add a file to a turn with `-f FILE`"),
     (
@@ -176,7 +168,7 @@ enum FirstArg {
 /// command: neither a command nor an alias (nor `help`), nor one edit
 /// away from one (`lgo`, a likely typo of `log`, stays an error with
 /// clap's suggestion), nor a command of `llm` that skein lacks
-/// (`templates`, `plugins`, ...), which is an error saying where skein
+/// (`plugins`, `schemas`, ...), which is an error saying where skein
 /// does that job. Which options are global and which are `prompt`'s is
 /// read from the definitions above, never listed twice.
 pub fn with_implicit_prompt(
@@ -389,7 +381,7 @@ mod tests {
     #[test]
     fn an_llm_command_skein_lacks_is_refused_not_sent() {
         // Their likely typos too (`template`), named as the command meant.
-        for word in ["templates", "aliases", "plugins", "install", "embed"] {
+        for word in ["schemas", "plugins", "install", "embed"] {
             let error = implicit_on(&[&word[..word.len() - 1]], true).unwrap_err();
             assert!(
                 error
@@ -398,7 +390,7 @@ mod tests {
                 "{error}"
             );
         }
-        for word in ["templates", "aliases", "plugins", "install", "embed"] {
+        for word in ["schemas", "plugins", "install", "embed"] {
             let error = implicit_on(&[word, "list"], false).unwrap_err();
             assert_eq!(error.exit_code(), 2);
             let shown = error.to_string();

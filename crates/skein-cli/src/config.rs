@@ -94,9 +94,10 @@ pub fn path_shown() -> String {
     )
 }
 
-/// The engine directory's catalog, when one is configured.
+/// The engine directory, when one is configured (or the default one,
+/// `engine/` beside the configuration file, exists).
 pub fn engine_dir() -> Result<Option<PathBuf>> {
-    let dir = get()?.engine.clone();
+    let dir = get()?.engine_dir();
     if let Some(dir) = &dir
         && !dir.is_dir()
     {

@@ -168,6 +168,7 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
             match cause.downcast_ref::<skein::home::OpenModelError>() {
                 Some(skein::home::OpenModelError::Model(inner)) => inner,
                 Some(skein::home::OpenModelError::EngineDir { source, .. }) => source,
+                Some(skein::home::OpenModelError::NearProfile { .. }) => return BAD_COMMAND_LINE,
                 _ => cause,
             };
         if let Some(error) = cause.downcast_ref::<skein::Error>() {

@@ -12,6 +12,7 @@ loaded from TOML ([`crate::load`]), collected in a [`Catalog`].
   (how many runs may use it at once).
 */
 
+use crate::error::EngineError;
 use serde::{Deserialize, Serialize};
 use skein_core::provider::GenerationOptions;
 use skein_core::{CacheHint, Role};
@@ -70,6 +71,12 @@ pub struct PromptDef {
     pub output_contract: Option<serde_json::Value>,
     /// A template over the variables giving the run's session id.
     pub session_id: Option<String>,
+    /// The tools a surface offers with the prompt, by the names its users
+    /// give them (the command line's `-T NAME`), when the turn names none
+    /// itself. The engine does not look these names up: a request carries
+    /// the tools it offers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
 }
 
 fn first_version() -> u32 {
@@ -88,7 +95,39 @@ impl PromptDef {
             default_profile: None,
             output_contract: None,
             session_id: None,
+            tools: Vec::new(),
         }
+    }
+
+    /// Declare, as required, every variable the message templates use that
+    /// is not declared yet (`artifacts` aside): a prompt written as text
+    /// with `{{ name }}` in it takes `name` as a variable. A template that
+    /// does not parse is an [`EngineError::PromptLoad`] naming the message.
+    pub fn declare_used_variables(mut self) -> Result<PromptDef, EngineError> {
+        let env = minijinja::Environment::new();
+        let mut used = std::collections::BTreeSet::new();
+        for (index, message) in self.messages.iter().enumerate() {
+            let template = env.template_from_str(&message.template).map_err(|error| {
+                EngineError::PromptLoad {
+                    file: None,
+                    key: Some(format!("{}: messages[{index}]", self.id)),
+                    problem: error.to_string(),
+                }
+            })?;
+            used.extend(template.undeclared_variables(false));
+        }
+        for name in used {
+            if name != "artifacts" && !self.variables.iter().any(|v| v.name == name) {
+                self = self.variable(name);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Offer these tools (by name) with the prompt.
+    pub fn tools(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> PromptDef {
+        self.tools.extend(names.into_iter().map(Into::into));
+        self
     }
 
     pub fn variable(mut self, name: impl Into<String>) -> PromptDef {

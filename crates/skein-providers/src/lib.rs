@@ -71,8 +71,8 @@ pub use call_id::deterministic_call_id;
 pub use echo::Echo;
 pub use http::{Anthropic, Credential, CredentialError, HttpConfig, OpenAiCompatible, Secret};
 pub use registry::{
-    BackendKind, ResolveError, Resolved, available, file_of, kind_of, names_a_file, resolve,
-    suggest, with_absolute_path,
+    BackendKind, ResolveError, Resolved, available, file_of, kind_of, names_a_file, nearest,
+    resolve, suggest, with_absolute_path,
 };
 pub use script::{RuleLabel, ScriptError};
 pub use scripted::Scripted;

@@ -351,8 +351,9 @@ fn known_model(lower: &str) -> Option<&'static str> {
 
 /// The one of `names` that `typed` is a likely typo of: at most one edit
 /// away (two for names of six letters or more), `typed` being at least
-/// three characters long.
-fn nearest(typed: &str, names: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+/// three characters long. (Also how surfaces suggest one of their own
+/// names, such as a configured profile, for a name that is none.)
+pub fn nearest<'a>(typed: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let typed = typed.to_ascii_lowercase();
     if typed.chars().count() < 3 {
         return None;

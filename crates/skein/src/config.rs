@@ -10,7 +10,9 @@ Every key is optional:
 default_model = "smollm2"          # what -m defaults to (`skein models default NAME` sets it)
 db = "/home/me/notes/skein.db"     # the database when neither --db nor SKEIN_DB is given
 db_read = "postgres://replica/skein"  # a standby of `db` that what only shows reads from
-engine = "/home/me/.config/skein/engine"  # prompts/, profiles.toml, backends.toml
+engine = "/home/me/.config/skein/engine"  # prompts/, profiles.toml, backends.toml (default:
+                                   # `engine/` beside this file, once `skein prompt --save`
+                                   # or `skein aliases set` has made it)
 
 [tools.upper]                      # a command tool, offered with `-T upper`
 command = ["tr", "a-z", "A-Z"]     # the program and its arguments (no shell)
@@ -232,6 +234,14 @@ impl OtelProtocol {
 }
 
 impl Config {
+    /// The engine directory: the file's `engine`, else the default one
+    /// ([`default_engine_dir`]) when it exists.
+    pub fn engine_dir(&self) -> Option<PathBuf> {
+        self.engine
+            .clone()
+            .or_else(|| default_engine_dir().ok().filter(|dir| dir.is_dir()))
+    }
+
     /// The built-in price table with this file's prices added or
     /// overriding.
     pub fn price_table(&self) -> PriceTable {
@@ -336,6 +346,13 @@ pub fn path() -> Result<PathBuf, ConfigError> {
     }
     let dirs = directories::ProjectDirs::from("", "", "skein").ok_or(ConfigError::NoConfigDir)?;
     Ok(dirs.config_dir().join("config.toml"))
+}
+
+/// The engine directory used when the configuration file names none:
+/// `engine/` beside the configuration file, where `skein prompt --save`
+/// and `skein aliases set` write (and which is read once it exists).
+pub fn default_engine_dir() -> Result<PathBuf, ConfigError> {
+    Ok(path()?.with_file_name("engine"))
 }
 
 /// Where `skein keys` saves provider keys: `keys.json` beside the

@@ -31,6 +31,10 @@ pub enum OpenModelError {
     EngineDir { dir: PathBuf, source: EngineError },
     #[error(transparent)]
     Model(#[from] skein_conversation::Error),
+    /// A name that is no model, close to a profile (or alias) of the
+    /// engine directory.
+    #[error("unknown model `{name}`; did you mean `{nearest}`, a profile of the engine directory?")]
+    NearProfile { name: String, nearest: String },
 }
 
 /// The model `name` names, else the default one, with `tools` registered
@@ -44,9 +48,30 @@ pub fn open_model(name: Option<&str>, tools: Vec<Arc<dyn Tool>>) -> Result<Model
         Some(engine) if engine.catalog().find_profile(&name).is_some() => {
             Model::from_profile(engine, &name)?
         }
-        Some(engine) => Model::open_in(engine.catalog(), &name, tools)?,
+        Some(engine) => Model::open_in(engine.catalog(), &name, tools)
+            .map_err(|error| near_profile(engine, &name, error))?,
         None => Model::open_with_tools(&name, tools)?,
     })
+}
+
+/// An unknown model name for which the providers know no better name but
+/// which is a likely typo of one of the directory's profiles says so.
+fn near_profile(engine: &Engine, name: &str, error: skein_conversation::Error) -> OpenModelError {
+    use skein_providers::ResolveError;
+    let unknown = matches!(
+        &error,
+        skein_conversation::Error::Model(ResolveError::UnknownModel { .. })
+    );
+    if unknown
+        && skein_providers::suggest(name).is_none()
+        && let Some(nearest) = skein_providers::nearest(name, engine.catalog().profile_names())
+    {
+        return OpenModelError::NearProfile {
+            name: name.to_string(),
+            nearest: nearest.to_string(),
+        };
+    }
+    OpenModelError::Model(error)
 }
 
 /// The engine over the configured engine directory (its prompts, profiles
@@ -60,7 +85,7 @@ pub fn configured_engine(
     if let Some(engine) = ENGINE.get() {
         return Ok(engine.as_ref());
     }
-    let engine = match &config::get()?.engine {
+    let engine = match &config::get()?.engine_dir() {
         None => None,
         Some(dir) if !dir.is_dir() => {
             return Err(OpenModelError::NoEngineDir { dir: dir.clone() });

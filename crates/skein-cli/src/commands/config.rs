@@ -120,7 +120,9 @@ pub fn run(globals: &Globals, command: ConfigCommand) -> Result<ExitCode> {
                 outln!("database       {db} ({})", from(db_source))?;
                 match engine_dir {
                     None => outln!(
-                        "engine dir     none (set `engine` in the config file for prompts and profiles)"
+                        "engine dir     none yet ({} once `skein prompt --save` or `skein aliases set` \
+                         makes it; or set `engine` in the config file)",
+                        skein::config::default_engine_dir()?.display()
                     )?,
                     Some(dir) => {
                         outln!("engine dir     {}", dir.display())?;

@@ -9,6 +9,7 @@ To add a command: write `commands/NAME.rs` (its `Args` and `run`), add its
 help`) and its arm in [`run_command`], and document it in docs/cli.md.
 */
 
+mod aliases;
 mod chat;
 pub mod common;
 mod completions;
@@ -37,6 +38,7 @@ mod rerun;
 mod search;
 mod serve;
 mod show;
+mod templates;
 mod tools;
 mod tree;
 mod usage;
@@ -125,6 +127,12 @@ pub enum Command {
     /// Save provider keys in a file only you can read (used when the environment variable is unset)
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// The templates `prompt --save` wrote (the engine directory's prompts): list, show, edit
+    #[command(subcommand)]
+    Templates(templates::TemplatesCommand),
+    /// Short names for models and profiles (`-m ALIAS`), kept as profiles of the engine directory
+    #[command(subcommand)]
+    Aliases(aliases::AliasesCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) on stdout
@@ -202,6 +210,8 @@ async fn run_command(globals: &Globals, command: Command) -> Result<ExitCode> {
         Command::Inspect(command) => inspect::run(globals, command),
         Command::Config(command) => config::run(globals, command),
         Command::Keys(command) => keys::run(globals, command),
+        Command::Templates(command) => templates::run(globals, command),
+        Command::Aliases(command) => aliases::run(globals, command),
         Command::Completions(args) => completions::run(args),
         Command::Man => man::run(),
         Command::Serve(args) => serve::run(globals, args).await,

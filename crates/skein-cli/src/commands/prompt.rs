@@ -1,12 +1,14 @@
 /*!
 `skein prompt`: run a turn and record it, in a new conversation or one it
 continues (`-c`, `--cid`), through the library's `Conversation`; with `-t`
-it renders a configured prompt, and with `--source` it is a recorded
-chat's turn whose tagged context sources `explain` and `rerun` work on.
+it renders a configured prompt (a template), with `--save NAME` it saves
+one instead of running, and with `--source` it is a recorded chat's turn
+whose tagged context sources `explain` and `rerun` work on.
 */
 
 use super::common::configured::{TemplateArgs, turn_input};
 use super::common::context::{Context, Globals, print_json};
+use super::common::engine_dir::{EngineDir, TemplateSpec};
 use super::common::model::{home_model, turn_model};
 use super::common::recorded::{chat_builder, start_offered_tools};
 use super::common::turn::{open_stored, run_turn};
@@ -41,6 +43,14 @@ pub struct PromptArgs {
     /// explained and re-run without it
     #[arg(long = "source", value_name = "ID=TEXT", value_parser = parse_source, conflicts_with = "template")]
     pub sources: Vec<(String, SourceText)>,
+    /// Save the prompt as template NAME instead of running it: TEXT, -s, -m, -o, -T and --schema
+    /// (`{{ name }}` in TEXT or -s is a variable, set with -p); run it with `-t NAME`
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = ["template", "continue_last", "cid", "name", "sources", "no_log"]
+    )]
+    pub save: Option<String>,
 }
 
 /// A `--source` value: the text itself, or a file to read (when the
@@ -68,6 +78,9 @@ fn parse_source(value: &str) -> Result<(String, SourceText), String> {
 
 pub async fn run(globals: &Globals, args: PromptArgs) -> Result<ExitCode> {
     args.turn.declare_tools_and_key()?;
+    if let Some(name) = &args.save {
+        return save(globals, name, &args).await;
+    }
     // A new conversation may create the database; continuing one needs it.
     let continues = args.conversation.continues();
     let recording = match continues {
@@ -76,7 +89,7 @@ pub async fn run(globals: &Globals, args: PromptArgs) -> Result<ExitCode> {
     };
     let ctx = &globals.open_for_turn(recording, args.turn.no_log, continues)?;
     ctx.check_name_free(args.conversation.name.as_deref())?;
-    let settings = args.turn.settings().await?;
+    let mut settings = args.turn.settings().await?;
     let stored = ctx.continued(&args.conversation)?;
     if !args.sources.is_empty() {
         if settings.no_log {
@@ -106,7 +119,7 @@ pub async fn run(globals: &Globals, args: PromptArgs) -> Result<ExitCode> {
         .await;
     }
     let (input, configured_model) =
-        turn_input(&args.template, args.text, &args.parts, &settings).await?;
+        turn_input(&args.template, args.text, &args.parts, &mut settings).await?;
     let conversation = match (stored, configured_model) {
         (Some(stored), Some(model)) => {
             Conversation::load(&ctx.store, &stored.id, &model)
@@ -212,6 +225,71 @@ async fn prompt_with_sources(ctx: &Context, turn: SourcedTurn) -> Result<ExitCod
         turn.node().short(),
         turn.sources().len(),
         turn.node().short()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--save NAME`: the prompt as a template of the engine directory, run
+/// nothing and open no database.
+async fn save(globals: &Globals, name: &str, args: &PromptArgs) -> Result<ExitCode> {
+    if !args.parts.is_empty() {
+        return Err(crate::exit::usage(
+            "a template holds text, not attachments or fragments: leave -a and -f out of --save",
+        ));
+    }
+    let request = &args.turn.request;
+    let settings = request.settings(true).await?;
+    let spec = TemplateSpec {
+        system: request.system.clone(),
+        text: args.text.clone(),
+        model: request.model.model.clone(),
+        options: settings.options,
+        tools: request.tools.tools.clone(),
+        schema: settings.schema,
+    };
+    let empty = spec.system.is_none()
+        && spec.text.is_none()
+        && spec.model.is_none()
+        && spec.options == Default::default()
+        && spec.tools.is_empty()
+        && spec.schema.is_none();
+    if empty {
+        return Err(crate::exit::usage(format!(
+            "--save {name} has nothing to save: give the prompt TEXT, -s TEXT, -m MODEL, \
+             -o KEY VALUE, -T TOOL or --schema"
+        )));
+    }
+    let dir = EngineDir::located()?;
+    let saved = dir.save_template(name, spec)?;
+    if globals.json {
+        return print_json(&json!({
+            "template": name,
+            "version": saved.version,
+            "file": saved.file,
+            "profile": saved.profile,
+            "variables": saved.variables,
+        }));
+    }
+    outln!("{}", saved.file.display())?;
+    let variables = match saved.variables.as_slice() {
+        [] => String::new(),
+        names => format!(
+            " {}",
+            names
+                .iter()
+                .map(|name| format!("-p {name} VALUE"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    };
+    ui::note(format!(
+        "saved template {name} (version {}{}); run it with `skein -t {name}{variables}`",
+        saved.version,
+        saved
+            .profile
+            .as_ref()
+            .map(|profile| format!(", on profile {profile}"))
+            .unwrap_or_default()
     ));
     Ok(ExitCode::SUCCESS)
 }

@@ -3455,9 +3455,9 @@ default = 50
 fn configured_prompts_are_inspected_prepared_and_run_from_the_command_line() {
     let bare = temp();
     let missing = bare.run(&["inspect", "prompt", "brief"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(3));
     assert!(
-        stderr(&missing).contains("no engine directory is configured"),
+        stderr(&missing).contains("there is no engine directory yet"),
         "{}",
         stderr(&missing)
     );
@@ -3568,7 +3568,7 @@ fn configured_prompts_are_inspected_prepared_and_run_from_the_command_line() {
         ),
         (
             &["prompt", "-t", "brief", "-p", "topik", "x"],
-            1,
+            2,
             "declares no variable `topik`",
         ),
         (

@@ -81,9 +81,9 @@ fn stdin_alone_is_a_prompt() {
 fn an_llm_command_skein_lacks_is_refused_and_nothing_is_sent_or_saved() {
     let skein = temp();
     for args in [
-        &["templates"][..],
-        &["templates", "list"],
-        &["aliases", "set", "x", "y"],
+        &["schemas"][..],
+        &["schemas", "list"],
+        &["plugin"],
         &["plugins"],
         &["install", "llm-gpt4all"],
     ] {
@@ -98,10 +98,17 @@ fn an_llm_command_skein_lacks_is_refused_and_nothing_is_sent_or_saved() {
         assert!(said.contains("skein has no `"), "{args:?}: {said}");
         assert!(said.contains("skein prompt"), "{args:?}: {said}");
     }
-    // `keys` is skein's own now: its usage, not a prompt.
-    let keys = skein.run(&["keys"]);
-    assert_eq!(keys.status.code(), Some(2));
-    assert!(stderr(&keys).contains("skein keys"), "{}", stderr(&keys));
+    // `keys`, `templates` and `aliases` are skein's own now: their usage,
+    // not a prompt.
+    for command in ["keys", "templates", "aliases"] {
+        let usage = skein.run(&[command]);
+        assert_eq!(usage.status.code(), Some(2));
+        assert!(
+            stderr(&usage).contains(&format!("skein {command}")),
+            "{}",
+            stderr(&usage)
+        );
+    }
     assert!(
         !skein.db().exists(),
         "nothing was recorded, no database made"

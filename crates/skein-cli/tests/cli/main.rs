@@ -37,5 +37,6 @@ mod postgres;
 mod proxy;
 mod setup;
 mod telemetry;
+mod templates;
 mod tidy;
 mod web;

@@ -884,3 +884,43 @@ fn error_messages_read_well() {
         failure.display
     );
 }
+
+/// A prompt written as text (as `skein prompt --save` writes one) declares
+/// the variables its templates use, and its tools survive a trip through
+/// its TOML file; a template that does not parse is refused, naming it.
+#[test]
+fn a_prompt_written_as_text_declares_its_variables_and_keeps_its_tools() {
+    use skein_engine::config::{MessageTemplate, PromptDef};
+    let prompt = PromptDef::new(
+        "pirate",
+        vec![
+            MessageTemplate::new(Role::System, "A pirate fond of {{ topic }}."),
+            MessageTemplate::new(
+                Role::User,
+                "{{ question }} {% if loud is defined %}!{% endif %}",
+            ),
+        ],
+    )
+    .variable("question")
+    .tools(["skein_time"])
+    .declare_used_variables()
+    .expect("templates parse");
+    let names: Vec<&str> = prompt.variables.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["question", "loud", "topic"]);
+    let dir = tree(&[(
+        "prompts/pirate.toml",
+        &toml::to_string(&prompt).expect("a prompt is TOML"),
+    )]);
+    let catalog = load_dir(dir.path()).expect("loads");
+    let loaded = catalog.find_prompt("pirate", None).expect("the prompt");
+    assert_eq!(loaded.tools, ["skein_time"]);
+    assert_eq!(loaded.variables.len(), 3);
+
+    let broken = PromptDef::new("bad", vec![MessageTemplate::new(Role::User, "{{ oops")])
+        .declare_used_variables()
+        .expect_err("does not parse");
+    assert!(
+        matches!(&broken, EngineError::PromptLoad { key: Some(key), .. } if key == "bad: messages[0]"),
+        "{broken}"
+    );
+}

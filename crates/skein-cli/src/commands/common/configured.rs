@@ -1,8 +1,10 @@
 /*!
 The engine directory's prompts, profiles and backends (`engine = DIR` in
-the configuration file) as the commands find them (`skein inspect` shows them), and `-t PROMPT_ID
+the configuration file, else the default one `skein prompt --save` makes:
+[`super::engine_dir`]) as the commands find them (`skein inspect` shows them), and `-t PROMPT_ID
 [-p NAME VALUE]...` ([`TemplateArgs`], of `prompt` and `prepare`), which
-makes a turn render a configured prompt; and printing a prepared request.
+makes a turn render a configured prompt (a template), offering the tools
+it names when `-T` names none; and printing a prepared request.
 
 A configured prompt's turn runs on the model `-m` names, else on the
 prompt's default profile, else on the default model (seed 002, decision 2:
@@ -27,8 +29,8 @@ use std::process::ExitCode;
 /// A configured prompt of the engine directory, with its variables.
 #[derive(Debug, Args)]
 pub struct TemplateArgs {
-    /// Render this configured prompt of the engine directory (`engine` in the configuration
-    /// file; `ID@VERSION` for another version than the newest); TEXT, if any, follows its
+    /// Render this template: a configured prompt of the engine directory (`prompt --save` makes
+    /// one; `ID@VERSION` for another version than the newest); TEXT, if any, follows its
     /// messages. Its model: -m, else the prompt's default profile, else the default model
     #[arg(
         short = 't',
@@ -61,6 +63,8 @@ pub fn cache_name(hint: skein::core::CacheHint) -> String {
 pub struct Configured {
     pub model: Model,
     pub input: TurnInput,
+    /// The tools the prompt names (`tools = [...]`, as `-T` names them).
+    pub tools: Vec<String>,
 }
 
 impl TemplateArgs {
@@ -90,15 +94,16 @@ impl TemplateArgs {
             if !prompt.variables.iter().any(|v| v.name == *name) {
                 let declared: Vec<&str> =
                     prompt.variables.iter().map(|v| v.name.as_str()).collect();
-                bail!(
-                    "prompt `{}` declares no variable `{name}` (declared: {})",
+                return Err(crate::exit::usage(format!(
+                    "prompt `{}` declares no variable `{name}`, so -p {name} cannot set it \
+                     (declared: {})",
                     prompt.id,
                     if declared.is_empty() {
                         "none".to_string()
                     } else {
                         declared.join(", ")
                     }
-                );
+                )));
             }
             let value = serde_json::from_str(value)
                 .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
@@ -109,21 +114,32 @@ impl TemplateArgs {
         }
         let name = model.map(str::to_string).or(prompt.default_profile.clone());
         let model = home_model(name)?;
-        Ok(Some(Configured { model, input }))
+        Ok(Some(Configured {
+            model,
+            input,
+            tools: prompt.tools.clone(),
+        }))
     }
 }
 
-/// The configured engine, or an error saying how to configure one.
+/// The configured engine, or an error (exit code 3) saying how to make
+/// one.
 pub fn engine() -> Result<Engine> {
     configured_engine()?.ok_or_else(|| {
-        anyhow!(
-            "no engine directory is configured: configured prompts, profiles and backends are read \
-             from the directory `engine = \"DIR\"` names in the configuration file ({})",
-            crate::config::path().map_or_else(
-                |_| "see `skein config path`".into(),
-                |p| p.display().to_string()
-            )
-        )
+        anyhow::Error::new(ExitWith(
+            NOT_FOUND,
+            format!(
+                "there is no engine directory yet, so no templates, profiles or aliases: save a \
+                 template with `skein prompt … --save NAME` or an alias with `skein aliases set` \
+                 (they go into {}), or name a directory of prompts, profiles and backends with \
+                 `engine = \"DIR\"` in the configuration file ({})",
+                skein::config::default_engine_dir().map_or_else(
+                    |_| "the engine directory".into(),
+                    |p| p.display().to_string()
+                ),
+                crate::config::path_shown()
+            ),
+        ))
     })
 }
 
@@ -282,12 +298,13 @@ pub fn show_prepared(prepared: &skein::engine::Prepared, json: bool) -> Result<E
 }
 
 /// What a turn adds (the text, or the configured prompt `-t` names with
-/// the text after it) and, with `-t`, the model it runs on.
+/// the text after it) and, with `-t`, the model it runs on; the tools the
+/// prompt names become the turn's when `-T` names none.
 pub async fn turn_input(
     template: &TemplateArgs,
     text: Option<String>,
     parts: &PartsArgs,
-    settings: &TurnSettings,
+    settings: &mut TurnSettings,
 ) -> Result<(TurnInput, Option<Model>)> {
     if template.template.is_none() {
         return Ok((input::turn_input(text, parts).await?, None));
@@ -296,5 +313,8 @@ pub async fn turn_input(
     let configured = template
         .configured(settings.model.as_deref(), message)?
         .expect("-t was given");
+    if settings.tools.is_none() && !configured.tools.is_empty() {
+        settings.tools = Some(super::tools::named(&configured.tools).await?);
+    }
     Ok((configured.input, Some(configured.model)))
 }

@@ -9,6 +9,7 @@ module under `commands/`.
 
 pub mod configured;
 pub mod context;
+pub mod engine_dir;
 pub mod model;
 pub mod recorded;
 pub mod tools;
