@@ -4045,6 +4045,8 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
     let conversations = skein.count("conversations");
 
     let replay_model = replay_script();
+    // The lexical embedder, whose verdicts this test pins (MiniLM, the
+    // default where downloaded, scores "0.1.0 it is" lower).
     let output = skein.run(&[
         "replay",
         "--cid",
@@ -4053,6 +4055,8 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
         &replay_model,
         "--format",
         "json",
+        "--embedder",
+        "lexical",
     ]);
     assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();

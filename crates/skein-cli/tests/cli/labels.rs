@@ -23,7 +23,17 @@ fn script(name: &str) -> String {
 
 /// `skein replay … --format json` that exits 7 or 0; its report.
 fn replay(skein: &Cli, args: &[&str]) -> Value {
-    let mut all = vec!["replay", "-m", "PLACEHOLDER", "--format", "json"];
+    // The lexical embedder, whose verdicts these tests pin (MiniLM, the
+    // default where downloaded, scores the short reordered answer lower).
+    let mut all = vec![
+        "replay",
+        "-m",
+        "PLACEHOLDER",
+        "--format",
+        "json",
+        "--embedder",
+        "lexical",
+    ];
     let model = script("replay.toml");
     all[2] = &model;
     all.extend_from_slice(args);

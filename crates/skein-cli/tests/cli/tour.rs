@@ -171,7 +171,7 @@ fn masked(line: &str) -> String {
         .map(|word| {
             let random_id = word.len() == 12
                 && word.bytes().all(|b| b.is_ascii_hexdigit())
-                && matches!(previous, "conversation" | "run" | "◀");
+                && matches!(previous, "conversation" | "run" | "◀" | "of");
             if !word.is_empty() {
                 previous = word;
             }
@@ -376,8 +376,8 @@ fn printed_lines_are_compared_with_what_differs_on_every_run_masked() {
         "conversation ID · node 5d19682a6757 · run ID"
     );
     assert_eq!(
-        masked("│  5d19682a6757 assistant Rome.  ◀ aefa0f97f466 (capitals)"),
-        "│  5d19682a6757 assistant Rome.  ◀ ID (capitals)"
+        masked("│  5d19682a6757 assistant Rome.  ◀ aefa0f97f466 (capitals) [fork of 6525362eb3f5 at 3e1b8fc1a51d]"),
+        "│  5d19682a6757 assistant Rome.  ◀ ID (capitals) [fork of ID at 3e1b8fc1a51d]"
     );
     assert_eq!(
         masked("[tool skein_time({}) -> 2026-12-01T05:04:48Z] It is 2026-12-01T05:04:49Z."),
