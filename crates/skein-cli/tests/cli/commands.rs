@@ -4134,6 +4134,8 @@ fn replay_reports_changed_held_and_diverged_turns_and_exits_7() {
         tool.to_str().unwrap(),
         "--format",
         "json",
+        "--embedder",
+        "lexical",
     ]);
     assert_eq!(swapped.status.code(), Some(0), "{}", stderr(&swapped));
     let report: Value = serde_json::from_slice(&swapped.stdout).unwrap();

@@ -376,7 +376,9 @@ fn printed_lines_are_compared_with_what_differs_on_every_run_masked() {
         "conversation ID · node 5d19682a6757 · run ID"
     );
     assert_eq!(
-        masked("│  5d19682a6757 assistant Rome.  ◀ aefa0f97f466 (capitals) [fork of 6525362eb3f5 at 3e1b8fc1a51d]"),
+        masked(
+            "│  5d19682a6757 assistant Rome.  ◀ aefa0f97f466 (capitals) [fork of 6525362eb3f5 at 3e1b8fc1a51d]"
+        ),
         "│  5d19682a6757 assistant Rome.  ◀ ID (capitals) [fork of ID at 3e1b8fc1a51d]"
     );
     assert_eq!(
