@@ -239,7 +239,7 @@ impl AsyncStore<'_> {
 
     /// [`Store::recent_runs`].
     pub async fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        self.store.backend().recent_runs(limit).await
+        self.store.backend().recent_runs(limit, false).await
     }
 
     /// What `conversation`'s own calls offered, one row per change of a

@@ -207,7 +207,13 @@ pub(crate) trait Runs {
         conversation: &'a ConversationId,
         up_to_depth: Option<u64>,
     ) -> BoxFuture<'a, Result<Vec<ToolOffer>>>;
-    fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
+    /// The newest runs; `without_replays` leaves out the ones a replay
+    /// made (a `replay` relation).
+    fn recent_runs(
+        &self,
+        limit: usize,
+        without_replays: bool,
+    ) -> BoxFuture<'_, Result<Vec<RunRecord>>>;
 }
 
 /// Reruns of recorded turns (reruns.rs).

@@ -11,6 +11,10 @@ use crate::records::{RunId, RunRecord, RunStatus, TurnStep};
 use skein_core::ToolSpec;
 use skein_core::usage::Link;
 
+/// The filter leaving out the runs a replay made (a `replay` relation:
+/// the replayed answers), the same SQL on both backends.
+pub(crate) const WITHOUT_REPLAYS: &str = "WHERE relations NOT LIKE '%\"kind\":\"replay\"%'";
+
 /// The relations of `run` that `run_links` indexes, as (kind, target).
 pub(crate) fn run_links(run: &RunRecord) -> impl Iterator<Item = (&'static str, &str)> {
     run.relations

@@ -414,6 +414,13 @@ impl Store {
         self.wait(self.nonblocking().recent_runs(limit))
     }
 
+    /// The most recent runs of the user's own turns, newest first: the
+    /// runs a replay made (its replayed answers) are left out, so a replay
+    /// never fills `skein log`.
+    pub fn recent_turns(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.wait(self.backend().recent_runs(limit, true))
+    }
+
     /// Write the whole database as JSONL ([`Store::import`] reads it back):
     /// the same file, byte for byte, whichever backend holds the graph.
     pub fn export(&self, out: &mut dyn Write) -> Result<()> {

@@ -392,6 +392,7 @@ impl Session<'_> {
                 short: true,
                 count: Some(10),
                 response: false,
+                replays: false,
             },
         )
         .map(drop)

@@ -54,6 +54,9 @@ pub struct LogArgs {
     /// Print only the text of the last reply (of the turns the other flags choose)
     #[arg(short = 'r', long, conflicts_with_all = ["short", "usage"])]
     pub response: bool,
+    /// Include the answers replays recorded (left out by default: `skein replays` lists replays)
+    #[arg(long)]
+    pub replays: bool,
 }
 
 pub fn run(globals: &Globals, args: LogArgs) -> Result<ExitCode> {
@@ -195,11 +198,23 @@ fn log_recent(
     let mut runs = match conversation {
         Some(conversation) => {
             let mut runs = ctx.store.runs_of_conversation(&conversation.id)?;
+            if !args.replays {
+                runs.retain(|run| {
+                    !run.relations
+                        .iter()
+                        .any(|relation| matches!(relation, skein::store::Relation::Replay(_)))
+                });
+            }
             runs.reverse();
             runs
         }
-        None if filtering => ctx.store.recent_runs(EVERY_TURN)?,
-        None => ctx.store.recent_runs(count)?,
+        None => {
+            let limit = if filtering { EVERY_TURN } else { count };
+            match args.replays {
+                true => ctx.store.recent_runs(limit)?,
+                false => ctx.store.recent_turns(limit)?,
+            }
+        }
     };
     if let Some(model) = &args.model {
         runs.retain(|run| {

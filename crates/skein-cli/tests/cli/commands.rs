@@ -4714,3 +4714,40 @@ fn the_default_embedder_is_minilm_where_it_is_downloaded_else_lexical_said_so() 
         stderr(&with)
     );
 }
+
+/// A replay stays out of the user's history: `log`, `logs -r` and
+/// `log --cid` show the user's own turns; `--replays` shows the replayed
+/// answers too.
+#[test]
+fn a_replay_stays_out_of_log_unless_asked() {
+    let skein = temp();
+    let first = skein.json(&["prompt", "name a river"]);
+    let cid = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "--cid", &cid, "and a sea"]);
+    let other = skein.dir().join("other.toml");
+    std::fs::write(&other, "[[rules]]\nreply = \"a replayed answer\"\n").unwrap();
+    let other = format!("scripted:{}", other.display());
+    let replayed = skein.run(&[
+        "replay",
+        "--cid",
+        &cid,
+        "-m",
+        &other,
+        "--embedder",
+        "lexical",
+    ]);
+    assert_eq!(replayed.status.code(), Some(7), "{}", stderr(&replayed));
+
+    let log = skein.ok(&["log", "-n", "5"]);
+    assert!(!log.contains("a replayed answer"), "{log}");
+    assert!(log.contains("and a sea"), "{log}");
+    let last = skein.ok(&["logs", "-r"]);
+    assert!(last.contains("and a sea"), "the user's last reply: {last}");
+    let of_conversation = skein.ok(&["log", "--cid", &cid, "-n", "10"]);
+    assert!(
+        !of_conversation.contains("a replayed answer"),
+        "{of_conversation}"
+    );
+    let with = skein.ok(&["log", "-n", "5", "--replays"]);
+    assert!(with.contains("a replayed answer"), "{with}");
+}

@@ -75,11 +75,20 @@ impl Runs for PgStore {
         Box::pin(PgStore::tool_offers(self, conversation, up_to_depth))
     }
 
-    fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+    fn recent_runs(
+        &self,
+        limit: usize,
+        without_replays: bool,
+    ) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
         let limit = limit.min(i64::MAX as usize) as i64;
+        let only = if without_replays {
+            crate::runs::WITHOUT_REPLAYS.replace("relations", "r.relations")
+        } else {
+            String::new()
+        };
         Box::pin(async move {
             self.query_runs(
-                format!("{SELECT_RUN} ORDER BY r.started DESC, r.id LIMIT $1"),
+                format!("{SELECT_RUN} {only} ORDER BY r.started DESC, r.id LIMIT $1"),
                 &limit,
             )
             .await

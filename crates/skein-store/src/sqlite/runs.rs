@@ -13,7 +13,7 @@ use crate::bodies::RequestBody;
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
-use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
+use crate::runs::{RawRun, RunColumns, WITHOUT_REPLAYS, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{NodeId, ToolSpec, Usage};
 
@@ -53,8 +53,12 @@ impl Runs for SqliteStore {
         self.point_read(move |store| store.runs_producing(node))
     }
 
-    fn recent_runs(&self, limit: usize) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
-        self.deferred(move |store| store.recent_runs(limit))
+    fn recent_runs(
+        &self,
+        limit: usize,
+        without_replays: bool,
+    ) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
+        self.deferred(move |store| store.recent_runs(limit, without_replays))
     }
 
     fn tool_offers<'a>(
@@ -125,9 +129,14 @@ impl SqliteStore {
     }
 
     /// The most recent runs, newest first.
-    pub(crate) fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+    pub(crate) fn recent_runs(
+        &self,
+        limit: usize,
+        without_replays: bool,
+    ) -> Result<Vec<RunRecord>> {
+        let only = if without_replays { WITHOUT_REPLAYS } else { "" };
         self.query_runs(
-            &format!("{SELECT_RUN} ORDER BY started DESC, id LIMIT ?1"),
+            &format!("{SELECT_RUN} {only} ORDER BY started DESC, id LIMIT ?1"),
             limit as i64,
         )
     }
