@@ -23,6 +23,7 @@ This crate performs no I/O and owns no async runtime.
 */
 
 pub mod annotation;
+pub mod calendar;
 pub mod encoding;
 pub mod id;
 pub mod message;

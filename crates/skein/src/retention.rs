@@ -267,11 +267,11 @@ fn months_before(now_ms: i64, months: i64) -> Option<i64> {
         return None;
     }
     let (day, time) = (now_ms.div_euclid(DAY_MS), now_ms.rem_euclid(DAY_MS));
-    let (year, month, date) = civil_from_days(day);
+    let (year, month, date) = skein_core::calendar::civil_from_days(day);
     let index = (year * 12 + month - 1) - months;
     let (year, month) = (index.div_euclid(12), index.rem_euclid(12) + 1);
     let date = date.min(days_in_month(year, month));
-    Some(days_from_civil(year, month, date) * DAY_MS + time)
+    Some(skein_core::calendar::days_from_civil(year, month, date) * DAY_MS + time)
 }
 
 fn days_in_month(year: i64, month: i64) -> i64 {
@@ -294,31 +294,7 @@ fn parse_date(value: &str) -> Option<i64> {
     if fields.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }
-    Some(days_from_civil(year, month, day) * DAY_MS)
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The civil date (year, month, day) of a day since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
+    Some(skein_core::calendar::days_from_civil(year, month, day) * DAY_MS)
 }
 
 #[cfg(test)]

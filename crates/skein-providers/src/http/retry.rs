@@ -109,22 +109,9 @@ pub(crate) fn parse_http_date(text: &str) -> Option<SystemTime> {
     if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
+    let days = skein_core::calendar::days_from_civil(year, i64::from(month), i64::from(day));
     let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
     Some(UNIX_EPOCH + Duration::from_secs(seconds))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

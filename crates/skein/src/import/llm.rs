@@ -685,14 +685,7 @@ fn parse_utc_ms(text: &str) -> Option<i64> {
     let hour: i64 = clock.next()?.parse().ok()?;
     let minute: i64 = clock.next()?.parse().ok()?;
     let seconds: f64 = clock.next().unwrap_or("0").parse().ok()?;
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
+    let days = skein_core::calendar::days_from_civil(year, month, day);
     Some((days * 86_400 + hour * 3_600 + minute * 60) * 1_000 + (seconds * 1_000.0) as i64)
 }
 
