@@ -18,9 +18,6 @@ use skein_store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// The embedders [`choose`] knows by name.
-pub const EMBEDDERS: [&str; 2] = ["minilm", "lexical"];
-
 /// The embedder [`choose`] picked, and why when it is not the one asked for.
 pub struct Chosen {
     pub embedder: Arc<dyn Embedder>,
