@@ -381,6 +381,9 @@ pub(crate) trait EmbeddingCache {
 /// Export's node section and import's one transaction (transfer.rs).
 pub(crate) trait Transfer {
     fn export_nodes(&self, out: &mut dyn Write) -> Result<()>;
+    /// Every piece of every recorded request body, parent first, then
+    /// which pieces each run's body is.
+    fn export_bodies(&self, out: &mut dyn Write) -> Result<()>;
     fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport>;
 }
 

@@ -1,35 +1,46 @@
 /*!
-Request bodies as content-addressed pieces (DESIGN invariant 13).
+Request bodies as content-addressed pieces of their skeletons (DESIGN
+invariant 13).
 
 A recorded proxy client re-sends its whole history with every request, so
-keeping each body whole grows with the square of the conversation. The
-store keeps a body instead as a chain of *pieces*: the body is cut where
-its content says (FastCDC, so a cut depends only on the bytes around it,
-and two bodies that begin alike are cut alike up to where they differ),
-and each piece is identified like a node, by the BLAKE3 hash of its
-parent piece's id and its bytes' digest. A piece is stored once: a body
-that re-sends an earlier one's bytes shares that body's chain up to the
-last cut before the first new byte, and adds only the pieces after it. A
-run keeps its body's last piece, the whole body's digest and its length,
-so a reconstruction is checked byte for byte.
+keeping each body whole grows with the square of the conversation, and
+keeps a second copy of every message. The store keeps a body as its
+*skeleton* instead ([`skeleton`]): the body with each message text the
+run's input thread holds replaced by a reference to its node, so the texts
+live once, in the graph. The skeleton is cut where its content says
+(FastCDC, so a cut depends only on the bytes around it, and two skeletons
+that begin alike are cut alike up to where they differ), and each piece is
+identified like a node, by the BLAKE3 hash of its parent piece's id and
+its bytes' digest. A piece is stored once: a body that re-sends an earlier
+one's messages shares that body's chain up to the last cut before the
+first new byte, and adds only the pieces after it. A run keeps its
+skeleton's last piece and the whole body's digest and length, so a
+reconstruction is checked byte for byte.
 
-Erasing a message erases the pieces that hold it (`bytes` gone, their
-digest kept, like a node's tombstone): a reconstruction then reports which
-spans were erased ([`RequestBody::erased`]) and never shows stale text.
+Erasing a message erases its node's text, which every reference reads,
+and the pieces of the bodies that carried it (`bytes` gone, their digest
+kept, like a node's tombstone): a reconstruction then reports which spans
+were erased ([`RequestBody::erased`]) and never shows stale text.
 
 What is here needs no SQL: the cut rule, piece ids, and the
-reconstruction's type. Each backend's `bodies.rs` stores and reads pieces.
+reconstruction's types. Each backend's `bodies.rs` stores and reads pieces
+and the nodes the references name.
 */
 
+pub(crate) mod skeleton;
+
 use skein_core::id::Digest;
+use skein_core::{Message, NodeId, Part};
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// FastCDC's bounds: no piece shorter than this (but a body's last)...
-const MIN_PIECE: usize = 128;
+const MIN_PIECE: usize = 64;
 /// ...pieces of about this size, so a re-sent body adds about one piece
-/// of bytes it already stored (the one holding the first new byte): half
-/// a KiB, where a piece's row and index entries cost ~150 bytes...
-const AVERAGE_PIECE: usize = 512;
+/// of bytes it already stored (the one holding the first new byte): the
+/// smallest FastCDC allows, as a skeleton is mostly references (40 bytes
+/// a message) and a piece's row and index entries cost ~150 bytes...
+const AVERAGE_PIECE: usize = 256;
 /// ...and none longer.
 const MAX_PIECE: usize = 4096;
 
@@ -51,13 +62,30 @@ pub(crate) struct BodyHead {
     pub len: usize,
 }
 
-/// `body` cut into its pieces, in order, with the head a run keeps.
-pub(crate) fn cut(body: &[u8]) -> (Vec<NewPiece>, BodyHead) {
+/// A body ready to store: its skeleton, the skeleton's pieces in order,
+/// and the head a run keeps.
+pub(crate) struct Cut {
+    pub skeleton: Vec<u8>,
+    pub pieces: Vec<NewPiece>,
+    pub head: BodyHead,
+}
+
+impl Cut {
+    /// The bytes of `piece`, one of [`Cut::pieces`].
+    pub(crate) fn bytes(&self, piece: &NewPiece) -> &[u8] {
+        &self.skeleton[piece.range.clone()]
+    }
+}
+
+/// `body` as stored, given the messages of its run's input thread (none
+/// for a body no stored thread goes with: kept as sent).
+pub(crate) fn cut(body: &[u8], messages: &[(NodeId, &Message)]) -> Cut {
+    let skeleton = skeleton::of(body, messages);
     let mut pieces: Vec<NewPiece> = Vec::new();
     let mut parent = None;
-    for chunk in fastcdc::v2020::FastCDC::new(body, MIN_PIECE, AVERAGE_PIECE, MAX_PIECE) {
+    for chunk in fastcdc::v2020::FastCDC::new(&skeleton, MIN_PIECE, AVERAGE_PIECE, MAX_PIECE) {
         let range = chunk.offset..chunk.offset + chunk.length;
-        let id = piece_id(parent.as_ref(), &Digest::of(&body[range.clone()]));
+        let id = piece_id(parent.as_ref(), &Digest::of(&skeleton[range.clone()]));
         pieces.push(NewPiece { id, parent, range });
         parent = Some(id);
     }
@@ -66,7 +94,28 @@ pub(crate) fn cut(body: &[u8]) -> (Vec<NewPiece>, BodyHead) {
         digest: Digest::of(body),
         len: body.len(),
     };
-    (pieces, head)
+    Cut {
+        skeleton,
+        pieces,
+        head,
+    }
+}
+
+/// The messages of `thread` from `input_head` up to its root, with their
+/// node ids: what a run's body may refer to. None when the thread does not
+/// hold `input_head`.
+pub(crate) fn input_messages(
+    thread: Option<&skein_core::Thread>,
+    input_head: Option<NodeId>,
+) -> Vec<(NodeId, &Message)> {
+    let (Some(thread), Some(input_head)) = (thread, input_head) else {
+        return Vec::new();
+    };
+    thread
+        .ancestors()
+        .skip_while(|node| node.id() != input_head)
+        .map(|node| (node.id(), node.message()))
+        .collect()
 }
 
 /// A piece's id: the hash of its parent's id (or nothing, for a body's
@@ -118,24 +167,21 @@ impl StoredPiece {
     }
 }
 
-/// A recorded request body, reconstructed from its pieces.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestBody {
-    bytes: Vec<u8>,
-    erased: Vec<Range<usize>>,
+/// A body's skeleton put together from its pieces: all of it, or what
+/// precedes its first erased piece (erasure takes a chain's pieces from
+/// its end, so what follows is erased too).
+#[derive(Debug)]
+pub(crate) struct Assembled {
+    skeleton: Vec<u8>,
+    whole: bool,
 }
 
-impl RequestBody {
-    /// Put `pieces` (in body order) together and check the result against
-    /// the run's `head`: every byte there, or, where pieces were erased,
-    /// the rest with the erased spans named.
-    pub(crate) fn assemble(
-        pieces: Vec<StoredPiece>,
-        digest: &Digest,
-        len: usize,
-    ) -> Result<RequestBody, String> {
-        let mut bytes = Vec::with_capacity(len);
-        let mut erased: Vec<Range<usize>> = Vec::new();
+impl Assembled {
+    /// Put `pieces` (in body order) together, checking each follows its
+    /// chain and matches its id.
+    pub(crate) fn from_pieces(pieces: Vec<StoredPiece>) -> Result<Assembled, String> {
+        let mut skeleton = Vec::new();
+        let mut whole = true;
         let mut parent = None;
         for piece in pieces {
             if piece.parent != parent || !piece.id_checks() {
@@ -146,16 +192,81 @@ impl RequestBody {
             }
             parent = Some(piece.id);
             match piece.content {
-                PieceContent::Bytes(more) => bytes.extend_from_slice(&more),
-                PieceContent::Erased { len, .. } => {
+                PieceContent::Bytes(more) if whole => skeleton.extend_from_slice(&more),
+                PieceContent::Bytes(_) => {}
+                PieceContent::Erased { .. } => whole = false,
+            }
+        }
+        Ok(Assembled { skeleton, whole })
+    }
+
+    /// The nodes whose texts the body refers to.
+    pub(crate) fn nodes(&self) -> Result<Vec<NodeId>, String> {
+        let mut nodes = HashSet::new();
+        for segment in skeleton::segments(&self.skeleton, self.whole)? {
+            if let skeleton::Segment::Ref(reference) = segment {
+                nodes.insert(reference.node);
+            }
+        }
+        Ok(nodes.into_iter().collect())
+    }
+
+    /// The body, its references read from `messages` (the stored messages
+    /// of [`Assembled::nodes`]; a node not there was deleted), checked
+    /// against the run's digest and length: every byte, or the rest with
+    /// the erased spans named.
+    pub(crate) fn body(
+        &self,
+        messages: &HashMap<NodeId, Message>,
+        digest: &Digest,
+        len: usize,
+    ) -> Result<RequestBody, String> {
+        let mut bytes = Vec::with_capacity(len);
+        let mut erased: Vec<Range<usize>> = Vec::new();
+        let mut erase = |bytes: &mut Vec<u8>, gone: usize| {
+            let at = bytes.len();
+            match erased.last_mut() {
+                Some(last) if last.end == at => last.end += gone,
+                _ => erased.push(at..at + gone),
+            }
+            bytes.resize(at + gone, 0);
+        };
+        for segment in skeleton::segments(&self.skeleton, self.whole)? {
+            let reference = match segment {
+                skeleton::Segment::Bytes(more) => {
+                    bytes.extend_from_slice(more);
+                    continue;
+                }
+                skeleton::Segment::Ref(reference) => reference,
+            };
+            let part = messages
+                .get(&reference.node)
+                .map(|message| message.parts.get(usize::from(reference.part)));
+            match part {
+                None | Some(Some(Part::Erased(_))) => erase(&mut bytes, reference.len),
+                Some(part) => {
+                    let text = part.and_then(skeleton::referable).ok_or_else(|| {
+                        format!(
+                            "node {} has no text at part {}",
+                            reference.node.short(),
+                            reference.part
+                        )
+                    })?;
                     let at = bytes.len();
-                    match erased.last_mut() {
-                        Some(last) if last.end == at => last.end += len,
-                        _ => erased.push(at..at + len),
+                    skeleton::encode(text, reference.style, &mut bytes);
+                    if bytes.len() - at != reference.len {
+                        return Err(format!(
+                            "node {}'s text no longer fills its {}-byte span",
+                            reference.node.short(),
+                            reference.len
+                        ));
                     }
-                    bytes.resize(at + len, 0);
                 }
             }
+        }
+        if !self.whole && bytes.len() <= len {
+            let rest = len - bytes.len();
+            erase(&mut bytes, rest);
         }
         if bytes.len() != len {
             return Err(format!(
@@ -168,7 +279,16 @@ impl RequestBody {
         }
         Ok(RequestBody { bytes, erased })
     }
+}
 
+/// A recorded request body, reconstructed from its pieces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestBody {
+    bytes: Vec<u8>,
+    erased: Vec<Range<usize>>,
+}
+
+impl RequestBody {
     /// The exact body the client sent, when nothing of it was erased.
     pub fn whole(&self) -> Option<&str> {
         if self.erased.is_empty() {
@@ -213,30 +333,29 @@ impl RequestBody {
 mod tests {
     use super::*;
 
-    fn stored(body: &[u8], pieces: &[NewPiece]) -> Vec<StoredPiece> {
-        pieces
+    fn stored(cut: &Cut) -> Vec<StoredPiece> {
+        cut.pieces
             .iter()
             .map(|piece| StoredPiece {
                 id: piece.id,
                 parent: piece.parent,
-                content: PieceContent::Bytes(body[piece.range.clone()].to_vec()),
+                content: PieceContent::Bytes(cut.bytes(piece).to_vec()),
             })
             .collect()
     }
 
+    fn words(i: usize) -> String {
+        // Varied words: a repeated phrase gives cuts nothing to cut at.
+        let words: Vec<String> = (0..120)
+            .map(|j| (i * 7919 + j * 104_729) % 9973)
+            .map(|n| n.to_string())
+            .collect();
+        format!("message {i} {}", words.join(" "))
+    }
+
     fn history(messages: usize) -> String {
         let list: Vec<String> = (0..messages)
-            .map(|i| {
-                // Varied words: a repeated phrase gives cuts nothing to cut at.
-                let words: Vec<String> = (0..120)
-                    .map(|j| (i * 7919 + j * 104_729) % 9973)
-                    .map(|n| n.to_string())
-                    .collect();
-                format!(
-                    r#"{{"role":"user","content":"message {i} {}"}}"#,
-                    words.join(" ")
-                )
-            })
+            .map(|i| format!(r#"{{"role":"user","content":"{}"}}"#, words(i)))
             .collect();
         format!(
             r#"{{"model":"m","messages":[{}],"stream":true}}"#,
@@ -244,59 +363,136 @@ mod tests {
         )
     }
 
+    /// The thread `history(messages)` sends, as stored nodes.
+    fn thread(messages: usize) -> Vec<(NodeId, Message)> {
+        (0..messages)
+            .map(|i| {
+                let mut id = [0u8; 32];
+                id[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                (NodeId(id), Message::user(words(i)))
+            })
+            .collect()
+    }
+
+    fn refs(thread: &[(NodeId, Message)]) -> Vec<(NodeId, &Message)> {
+        thread.iter().map(|(id, message)| (*id, message)).collect()
+    }
+
+    fn reassemble(
+        pieces: Vec<StoredPiece>,
+        thread: &[(NodeId, Message)],
+        head: &BodyHead,
+    ) -> Result<RequestBody, String> {
+        let messages: HashMap<NodeId, Message> = thread.iter().cloned().collect();
+        Assembled::from_pieces(pieces)?.body(&messages, &head.digest, head.len)
+    }
+
     #[test]
-    fn a_body_reassembles_byte_for_byte() {
+    fn a_body_reassembles_byte_for_byte_with_or_without_its_thread() {
         let body = history(40);
-        let (pieces, head) = cut(body.as_bytes());
-        assert!(pieces.len() > 10, "{} pieces", pieces.len());
-        let back = RequestBody::assemble(stored(body.as_bytes(), &pieces), &head.digest, head.len)
-            .unwrap();
-        assert_eq!(back.whole(), Some(body.as_str()));
+        let nodes = thread(40);
+        let kept_whole = cut(body.as_bytes(), &[]);
+        assert_eq!(kept_whole.skeleton, body.as_bytes());
+        assert!(
+            kept_whole.pieces.len() > 10,
+            "{} pieces",
+            kept_whole.pieces.len()
+        );
+        let by_reference = cut(body.as_bytes(), &refs(&nodes));
+        assert!(by_reference.skeleton.len() < body.len() / 5);
+        assert_eq!(
+            (by_reference.head.digest, by_reference.head.len),
+            (kept_whole.head.digest, kept_whole.head.len)
+        );
+        for stored_cut in [&kept_whole, &by_reference] {
+            let back = reassemble(stored(stored_cut), &nodes, &stored_cut.head).unwrap();
+            assert_eq!(back.whole(), Some(body.as_str()));
+        }
     }
 
     #[test]
     fn a_resent_history_shares_all_but_its_last_pieces() {
-        let (before, _) = cut(history(100).as_bytes());
-        let (after, _) = cut(history(101).as_bytes());
-        let shared = after.iter().filter(|piece| before.contains(piece)).count();
-        let new_bytes: usize = after[shared..].iter().map(|piece| piece.range.len()).sum();
-        assert!(shared + 3 >= before.len(), "{shared} of {}", before.len());
-        assert!(new_bytes < 600 + 2 * MAX_PIECE, "{new_bytes} new bytes");
+        let nodes = thread(101);
+        let before = cut(history(100).as_bytes(), &refs(&nodes[..100]));
+        let after = cut(history(101).as_bytes(), &refs(&nodes));
+        let shared = after
+            .pieces
+            .iter()
+            .filter(|piece| before.pieces.iter().any(|old| old.id == piece.id))
+            .count();
+        let new_bytes: usize = after.pieces[shared..].iter().map(|p| p.range.len()).sum();
+        assert!(
+            shared + 3 >= before.pieces.len(),
+            "{shared} of {}",
+            before.pieces.len()
+        );
+        assert!(new_bytes < 2 * MAX_PIECE, "{new_bytes} new bytes");
     }
 
     #[test]
     fn an_empty_body_has_no_pieces() {
-        let (pieces, head) = cut(b"");
-        assert!(pieces.is_empty() && head.last.is_none());
-        let back = RequestBody::assemble(Vec::new(), &head.digest, 0).unwrap();
+        let empty = cut(b"", &[]);
+        assert!(empty.pieces.is_empty() && empty.head.last.is_none());
+        let back = reassemble(Vec::new(), &[], &empty.head).unwrap();
         assert_eq!(back.whole(), Some(""));
     }
 
     #[test]
-    fn an_erased_piece_is_a_named_span_and_a_changed_one_an_error() {
+    fn an_erased_piece_erases_the_rest_and_a_changed_one_is_an_error() {
         let body = history(20);
-        let (pieces, head) = cut(body.as_bytes());
-        let mut parts = stored(body.as_bytes(), &pieces);
-        let second = parts[1].range_len();
+        let kept = cut(body.as_bytes(), &[]);
+        let mut parts = stored(&kept);
+        let second = &kept.pieces[1];
         parts[1].content = PieceContent::Erased {
-            digest: Digest::of(&body.as_bytes()[pieces[1].range.clone()]),
-            len: second,
+            digest: Digest::of(kept.bytes(second)),
+            len: second.range.len(),
         };
-        let back = RequestBody::assemble(parts.clone(), &head.digest, head.len).unwrap();
+        let back = reassemble(parts.clone(), &[], &kept.head).unwrap();
         assert_eq!(back.whole(), None);
-        assert_eq!(back.erased(), &[pieces[1].range.clone()]);
-        assert!(back.display().contains(&format!("[erased {second} bytes]")));
+        let rest = second.range.start..body.len();
+        assert_eq!(back.erased(), std::slice::from_ref(&rest));
+        assert!(
+            back.display()
+                .contains(&format!("[erased {} bytes]", rest.len()))
+        );
 
         parts[1].content = PieceContent::Bytes(b"tampered".to_vec());
-        assert!(RequestBody::assemble(parts, &head.digest, head.len).is_err());
+        assert!(reassemble(parts, &[], &kept.head).is_err());
     }
 
-    impl StoredPiece {
-        fn range_len(&self) -> usize {
-            match &self.content {
-                PieceContent::Bytes(bytes) => bytes.len(),
-                PieceContent::Erased { len, .. } => *len,
-            }
-        }
+    #[test]
+    fn an_erased_or_deleted_message_is_an_erased_span_of_its_length() {
+        let body = history(3);
+        let mut nodes = thread(3);
+        let by_reference = cut(body.as_bytes(), &refs(&nodes));
+        let second = words(1);
+        let at = body.find(&second).unwrap();
+        let span = at..at + second.len();
+        let erased = Part::Erased(skein_core::Erased {
+            was: skein_core::ErasedPart::Text,
+            digest: Digest::of(second.as_bytes()),
+            erased_by: "test".into(),
+            erased_at_ms: 0,
+            reason: "test".into(),
+        });
+        nodes[1].1.parts = vec![erased];
+        let back = reassemble(stored(&by_reference), &nodes, &by_reference.head).unwrap();
+        assert_eq!(back.erased(), std::slice::from_ref(&span));
+        assert!(!back.display().contains(&second));
+
+        nodes.remove(1);
+        let back = reassemble(stored(&by_reference), &nodes, &by_reference.head).unwrap();
+        assert_eq!(back.erased(), std::slice::from_ref(&span));
+    }
+
+    #[test]
+    fn a_changed_message_does_not_pass_for_the_body() {
+        let body = history(3);
+        let mut nodes = thread(3);
+        let by_reference = cut(body.as_bytes(), &refs(&nodes));
+        let mut changed = words(1);
+        changed.replace_range(0..1, "M");
+        nodes[1].1 = Message::user(changed);
+        assert!(reassemble(stored(&by_reference), &nodes, &by_reference.head).is_err());
     }
 }

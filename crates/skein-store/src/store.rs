@@ -426,17 +426,9 @@ impl Store {
     pub fn export(&self, out: &mut dyn Write) -> Result<()> {
         self.backend().export_nodes(out)?;
         let conversations = self.list_conversations(usize::MAX >> 1)?;
-        let mut runs = self.recent_runs(usize::MAX >> 1)?;
-        // A run's request body goes whole into its line (an import cuts it
-        // into pieces again); one that erasure took pieces of goes without.
-        for run in &mut runs {
-            if run.request_ref.is_some() {
-                run.request = self
-                    .request_body(&run.id)?
-                    .and_then(|body| body.whole().map(str::to_string));
-            }
-        }
+        let runs = self.recent_runs(usize::MAX >> 1)?;
         transfer::write_records(out, conversations, runs, self.all_reruns()?)?;
+        self.backend().export_bodies(out)?;
         self.export_replays_and_labels(out)
     }
 

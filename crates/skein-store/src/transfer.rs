@@ -3,23 +3,31 @@ Export to JSONL and import from it.
 
 The file is a header line, then every node in topological order (a parent
 always before its children), then conversations, then runs, then reruns of
-recorded turns, then replays with their turns, then labels, then the
-deleted conversations that remaining forks name as their origin:
+recorded turns, then the pieces of recorded request bodies (each once, a
+parent before its children) and which of them each run's body is, then
+replays with their turns, then labels, then the deleted conversations that
+remaining forks name as their origin:
 
 ```text
-{"kind":"header","format":"skein-export","version":4,"encoding":1}
+{"kind":"header","format":"skein-export","version":5,"encoding":1}
 {"kind":"node","id":"…","parent":null,"role":"user","parts":[{"type":"text","text":"hi"}]}
 {"kind":"conversation","id":"…","name":null,"head":"…",…}
 {"kind":"run","id":"…","model":"echo",…}
 {"kind":"rerun","id":"…","turn_node":"…","ablation":["…"],…}
+{"kind":"request_piece","id":"…","parent":"…","bytes":"(base64)","len":…}
+{"kind":"run_body","run":"…","piece":"…","digest":"…","len":…}
 {"kind":"replay","id":"…","selection":{…},"change":{…},"model":"…",…}
 {"kind":"replay_turn","replay":"…","seq":0,"turn_node":"…","status":"done",…}
 {"kind":"label","name":"hotel","node":"…","created_ms":…}
 {"kind":"deleted_conversation","id":"…","deleted_ms":…}
 ```
 
-Version 1 files (no reruns), version 2 files (no replays or labels) and
-version 3 files (no deleted conversations) still import. The embedding cache is not
+A body's pieces are its skeleton's (crate::bodies): they refer to the
+file's nodes, so a proxied conversation's export grows with its messages,
+not with every request's whole history. Version 1 files (no reruns),
+version 2 files (no replays or labels), version 3 files (no deleted
+conversations) and version 4 files (each body whole in its run's
+`request`, cut again on import) still import. The embedding cache is not
 exported: it is recomputed on demand.
 
 Import recomputes every node id from its parent and content and checks it
@@ -52,7 +60,7 @@ use crate::reruns::RerunRecord;
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
 use skein_core::thread::Node;
-use skein_core::{Message, NodeId, Part, Role};
+use skein_core::{Digest, Message, NodeId, Part, Role};
 use std::io::{BufRead, Read, Write};
 
 /// The longest export line [`crate::Store::import`] reads: 64 MiB, room for
@@ -61,7 +69,7 @@ pub const DEFAULT_IMPORT_LINE_LIMIT: usize = 64 << 20;
 
 const FORMAT: &str = "skein-export";
 
-const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION: u32 = 5;
 
 /// The oldest version this build still imports (version 1 had no reruns).
 const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -87,6 +95,87 @@ pub(crate) enum Line {
     ReplayTurn(Box<ReplayTurn>),
     Label(Box<Label>),
     DeletedConversation(Box<DeletedConversation>),
+    RequestPiece(Box<PieceLine>),
+    RunBody(Box<RunBody>),
+}
+
+/// A piece of a recorded request body's skeleton (crate::bodies), written
+/// after its parent.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct PieceLine {
+    pub id: Digest,
+    pub parent: Option<Digest>,
+    /// Its bytes; none once erased.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "base64_bytes"
+    )]
+    pub bytes: Option<Vec<u8>>,
+    /// The digest of the bytes it held before erasure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased: Option<Digest>,
+    pub len: u64,
+}
+
+impl PieceLine {
+    /// Fail unless the piece is its bytes (or their erasure) and its id is
+    /// their hash under its parent.
+    pub(crate) fn check(&self, number: usize) -> Result<()> {
+        let problem = |problem: String| StoreError::Import {
+            line: number,
+            problem,
+        };
+        let digest = match (&self.bytes, &self.erased) {
+            (Some(bytes), None) if bytes.len() as u64 == self.len => Digest::of(bytes),
+            (None, Some(digest)) => *digest,
+            _ => {
+                return Err(problem(format!(
+                    "piece {} holds neither {} bytes nor the digest of its erased ones",
+                    self.id.to_hex(),
+                    self.len
+                )));
+            }
+        };
+        if crate::bodies::piece_id(self.parent.as_ref(), &digest) != self.id {
+            return Err(problem(format!(
+                "piece {} does not match its content; the file was altered or damaged",
+                self.id.to_hex()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Which pieces a run's request body is: the last (none for an empty
+/// body), and the whole body's digest and length.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct RunBody {
+    pub run: RunId,
+    pub piece: Option<Digest>,
+    pub digest: Digest,
+    pub len: u64,
+}
+
+/// Bytes as base64 in a line.
+mod base64_bytes {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, out: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => out.serialize_str(&STANDARD.encode(bytes)),
+            None => out.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(input)?
+            .map(|text| STANDARD.decode(text.as_bytes()))
+            .transpose()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// The lines of records made in memory, numbered 0 (they come from no
@@ -125,6 +214,8 @@ pub struct ImportReport {
     pub replays: usize,
     pub replay_turns: usize,
     pub labels: usize,
+    /// Pieces of recorded request bodies written.
+    pub request_pieces: usize,
 }
 
 /// Something an import line points at, which must be stored before it.
@@ -155,7 +246,12 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
         Line::Header { .. }
         | Line::Node { .. }
         | Line::Replay(_)
-        | Line::DeletedConversation(_) => Vec::new(),
+        | Line::DeletedConversation(_)
+        | Line::RequestPiece(_) => Vec::new(),
+        Line::RunBody(body) => vec![Reference {
+            relation: "belongs to",
+            target: Target::Run(&body.run),
+        }],
         Line::Conversation(conversation) => {
             let origin = conversation.origin.as_ref().and_then(|origin| origin.node);
             [
@@ -227,6 +323,33 @@ pub(crate) fn references(line: &Line) -> Vec<Reference<'_>> {
     }
 }
 
+/// Every piece of every recorded request body, parent first.
+pub(crate) const PIECES_PARENT_FIRST: &str = "
+    WITH RECURSIVE tree(id, depth) AS (
+        SELECT id, 0 FROM request_pieces WHERE parent IS NULL
+        UNION ALL
+        SELECT p.id, t.depth + 1 FROM request_pieces p JOIN tree t ON p.parent = t.id
+    )
+    SELECT p.id, p.parent, p.bytes, p.erased, p.len FROM tree t
+    JOIN request_pieces p ON p.id = t.id ORDER BY t.depth, p.id";
+
+/// Every run's request body, by its last piece.
+pub(crate) const RUN_BODIES: &str = "
+    SELECT id, request_piece, request_digest, request_len FROM runs
+    WHERE request_digest IS NOT NULL ORDER BY started, id";
+
+/// The import error for a piece line whose parent, or a body line whose
+/// last piece, is nowhere.
+pub(crate) fn missing_piece(number: usize, subject: &str, piece: &Digest) -> StoreError {
+    StoreError::Import {
+        line: number,
+        problem: format!(
+            "{subject} piece {}, which is neither in the database nor earlier in the file",
+            piece.to_hex()
+        ),
+    }
+}
+
 /// The import error for a line whose reference points at nothing.
 pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) -> StoreError {
     let subject = match line {
@@ -235,10 +358,12 @@ pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) ->
         Line::Rerun(rerun) => format!("rerun {}", rerun.id.short()),
         Line::ReplayTurn(turn) => format!("turn {} of replay {}", turn.seq, turn.replay.short()),
         Line::Label(label) => format!("label `{}`", label.name),
+        Line::RunBody(_) => "a request body".to_string(),
         Line::Header { .. }
         | Line::Node { .. }
         | Line::Replay(_)
-        | Line::DeletedConversation(_) => "the line".to_string(),
+        | Line::DeletedConversation(_)
+        | Line::RequestPiece(_) => "the line".to_string(),
     };
     let target = match &reference.target {
         Target::Node(id) => format!("node {}", id.short()),
@@ -252,6 +377,35 @@ pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) ->
             "{subject} {} {target}, which is neither in the database nor earlier in the file",
             reference.relation
         ),
+    }
+}
+
+/// The stored threads an import's request bodies refer to (crate::bodies):
+/// the last one loaded is kept, loaded at its conversation's head, so the
+/// runs of one conversation load it once.
+#[derive(Default)]
+pub(crate) struct BodyThreads {
+    held: Option<skein_core::Thread>,
+}
+
+impl BodyThreads {
+    /// The input a run's body refers to, when it keeps a body.
+    pub(crate) fn input(run: &RunRecord) -> Option<NodeId> {
+        run.request.as_ref().and(run.input_head)
+    }
+
+    /// The thread held, if it passes through `input`.
+    pub(crate) fn holding(&self, input: NodeId) -> Option<skein_core::Thread> {
+        self.held
+            .as_ref()
+            .filter(|thread| thread.at(input).is_some())
+            .cloned()
+    }
+
+    /// Hold `thread` (just loaded) for the runs that follow.
+    pub(crate) fn keep(&mut self, thread: skein_core::Thread) -> skein_core::Thread {
+        self.held = Some(thread.clone());
+        thread
     }
 }
 
@@ -305,7 +459,17 @@ pub(crate) fn write_records(
     Ok(())
 }
 
-/// After the reruns: a replay, then each of its turns; then labels.
+/// After the reruns: each piece of a recorded request body, then which
+/// pieces each run's body is.
+pub(crate) fn write_piece(out: &mut dyn Write, piece: PieceLine) -> Result<()> {
+    write_line(out, &Line::RequestPiece(Box::new(piece)))
+}
+
+pub(crate) fn write_run_body(out: &mut dyn Write, body: RunBody) -> Result<()> {
+    write_line(out, &Line::RunBody(Box::new(body)))
+}
+
+/// After the bodies: a replay, then each of its turns; then labels.
 pub(crate) fn write_replay(out: &mut dyn Write, replay: ReplayRecord) -> Result<()> {
     write_line(out, &Line::Replay(Box::new(replay)))
 }
@@ -327,6 +491,9 @@ pub(crate) fn write_deleted(out: &mut dyn Write, deleted: DeletedConversation) -
 /// database.
 pub(crate) fn check_ids(lines: &[(usize, Line)]) -> Result<()> {
     for (number, line) in lines {
+        if let Line::RequestPiece(piece) = line {
+            piece.check(*number)?;
+        }
         if let Line::Node {
             id,
             parent,

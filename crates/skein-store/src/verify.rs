@@ -14,6 +14,7 @@ friends); each backend only streams its rows through them
 (sqlite/verify.rs, postgres/verify.rs).
 */
 
+use crate::bodies::RequestBody;
 use crate::error::Result;
 use serde::Serialize;
 use skein_core::encoding::node_id;
@@ -92,6 +93,10 @@ pub enum Problem {
     PieceMismatch { id: String },
     /// A run's request body ends at a piece that is not stored.
     RunWithoutBody { run: String },
+    /// A run's request body does not put together into the bytes its run
+    /// recorded (a reference to a node that cannot give its text back, a
+    /// length or digest that disagrees).
+    BodyUnreadable { run: String, why: String },
 }
 
 /// What `verify` checked and found.
@@ -114,6 +119,9 @@ pub struct VerifyReport {
     /// Of those, pieces erased with a message they held: their ids check
     /// against the digest the erasure kept.
     pub body_pieces_erased: u64,
+    /// Recorded request bodies, each put together from its pieces and the
+    /// nodes they refer to and checked against its run's digest.
+    pub request_bodies: u64,
     pub problems: Vec<Problem>,
 }
 
@@ -230,6 +238,17 @@ impl VerifyReport {
     /// A run whose request body's last piece is not stored.
     pub(crate) fn missing_body(&mut self, run: String) {
         self.problems.push(Problem::RunWithoutBody { run });
+    }
+
+    /// A run's request body, put together: whether it was.
+    pub(crate) fn check_body(&mut self, run: String, body: Result<RequestBody>) {
+        self.request_bodies += 1;
+        if let Err(error) = body {
+            self.problems.push(Problem::BodyUnreadable {
+                run,
+                why: error.to_string(),
+            });
+        }
     }
 
     /// A node filed in a lane it neither starts nor continues.

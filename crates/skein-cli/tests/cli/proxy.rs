@@ -604,6 +604,73 @@ fn one_history_through_three_apis_shares_its_nodes() {
     assert!(store.verify().unwrap().is_ok());
 }
 
+/// A client re-sending a long history stores each message once, in the
+/// graph: its bodies refer to the messages' nodes, whether it escapes
+/// JSON minimally (serde_json, JavaScript) or as ASCII (Python's default),
+/// and each body reads back byte for byte.
+#[test]
+fn a_resent_history_lives_once_in_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let server = Server::start(&db, &["--proxy", "-m", "echo"]);
+    let question = |i: usize, style: &str| {
+        format!(
+            "Question {i} ({style}): \"Grüße\" to the 🦀, a tab\there, a new line\nand \
+             some prose long enough to be worth a reference rather than a copy."
+        )
+    };
+    let mut questions = Vec::new();
+    for style in ["minimal", "ascii"] {
+        let mut messages = vec![json!({"role": "system", "content": "You are terse."})];
+        for i in 0..4 {
+            let asked = question(i, style);
+            questions.push(asked.clone());
+            messages.push(json!({"role": "user", "content": asked}));
+            let body = json!({"model": "echo", "messages": messages}).to_string();
+            let body = if style == "ascii" {
+                ascii_json(&body)
+            } else {
+                body
+            };
+            let (status, text) = post(&server.address, "/v1/chat/completions", &body, None);
+            assert_eq!(status, 200, "{text}");
+            let reply: Value = serde_json::from_str(&text).unwrap();
+            messages.push(reply["choices"][0]["message"].clone());
+        }
+    }
+    drop(server);
+    assert_eq!(bodies(&db, |_, body| body.contains("\"messages\"")), 8);
+    let store = skein::Store::open(&db).unwrap();
+    for asked in &questions {
+        let holding = store.places_holding(asked).unwrap();
+        assert!(
+            holding.iter().any(|place| place.table == "nodes"),
+            "{holding:?}"
+        );
+        assert!(
+            holding.iter().all(|place| place.table != "request_pieces"),
+            "a body holds its own copy of {asked:?}: {holding:?}"
+        );
+    }
+    assert!(store.verify().unwrap().is_ok());
+}
+
+/// `json` as Python's `json.dumps` escapes it by default: every character
+/// outside printable ASCII as `\uxxxx`.
+fn ascii_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for ch in json.chars() {
+        if ch.is_ascii() && ch != '\u{7f}' {
+            out.push(ch);
+        } else {
+            for unit in ch.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
 /// A regenerate (the same request again) stays in its conversation's
 /// family: with the same reply it is the same node and only its run is
 /// added, to the conversation, even after the conversation moved on; with

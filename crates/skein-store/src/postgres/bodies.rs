@@ -1,17 +1,18 @@
 /*!
 Request bodies on PostgreSQL: `request_pieces` (schema 22), as on SQLite
-(sqlite/bodies.rs) but a piece refers to its parent by id, so a body's
-pieces go in with the run in one `unnest` insert queued on the turn's
-pipeline (no round trip to learn what is stored: a piece already there
-is skipped by its primary key, so only new pieces are written).
+(sqlite/bodies.rs): a body's skeleton's pieces go in with the run in one
+`unnest` insert queued on the turn's pipeline (no round trip to learn what
+is stored: a piece already there is skipped by its primary key, so only
+new pieces are written). Reading one walks its chain and reads the nodes
+its references name in one query.
 */
 
 use super::pipeline::{Param, Pipeline};
-use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
+use crate::bodies::{Assembled, BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
 use crate::error::{Result, StoreError};
 use deadpool_postgres::GenericClient;
-use skein_core::Digest;
-use std::collections::HashSet;
+use skein_core::{Digest, Message, NodeId};
+use std::collections::{HashMap, HashSet};
 
 /// Migration 22's SQL: the pieces, and what a run keeps of its body.
 pub(crate) const REQUEST_PIECES: &str = r"
@@ -31,15 +32,17 @@ pub(crate) const REQUEST_PIECES: &str = r"
         WHERE request_piece IS NOT NULL;
 ";
 
-/// Queue the insertion of `body`'s pieces; what the run keeps of it.
+/// Queue the insertion of the pieces of `body` (whose texts `messages`,
+/// its run's stored input thread, may hold); what the run keeps of it.
 pub(crate) async fn queue<'c, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
     body: &str,
+    messages: &[(NodeId, &Message)],
 ) -> Result<BodyHead> {
-    let (pieces, head) = cut(body.as_bytes());
-    if pieces.is_empty() {
-        return Ok(head);
+    let cut = cut(body.as_bytes(), messages);
+    if cut.pieces.is_empty() {
+        return Ok(cut.head);
     }
     let statement = tx
         .prepare_cached(
@@ -48,14 +51,14 @@ pub(crate) async fn queue<'c, C: GenericClient>(
              ON CONFLICT (id) DO NOTHING",
         )
         .await?;
-    let mut ids = Vec::with_capacity(pieces.len());
-    let mut parents = Vec::with_capacity(pieces.len());
-    let mut bytes = Vec::with_capacity(pieces.len());
-    let mut lens = Vec::with_capacity(pieces.len());
-    for piece in &pieces {
+    let mut ids = Vec::with_capacity(cut.pieces.len());
+    let mut parents = Vec::with_capacity(cut.pieces.len());
+    let mut bytes = Vec::with_capacity(cut.pieces.len());
+    let mut lens = Vec::with_capacity(cut.pieces.len());
+    for piece in &cut.pieces {
         ids.push(piece.id.as_bytes().to_vec());
         parents.push(piece.parent.map(|parent| parent.as_bytes().to_vec()));
-        bytes.push(body.as_bytes()[piece.range.clone()].to_vec());
+        bytes.push(cut.bytes(piece).to_vec());
         lens.push(piece.range.len() as i64);
     }
     let params: Vec<Param> = vec![
@@ -65,13 +68,13 @@ pub(crate) async fn queue<'c, C: GenericClient>(
         Box::new(lens),
     ];
     pipeline.push(tx, statement, params);
-    Ok(head)
+    Ok(cut.head)
 }
 
 /// Store `body`'s pieces now (a migration's, outside a turn's pipeline).
 pub(crate) async fn store<C: GenericClient>(tx: &C, body: &str) -> Result<BodyHead> {
     let mut pipeline = Pipeline::new();
-    let head = queue(&mut pipeline, tx, body).await?;
+    let head = queue(&mut pipeline, tx, body, &[]).await?;
     pipeline.run().await?;
     Ok(head)
 }
@@ -165,11 +168,28 @@ pub(crate) async fn load<C: GenericClient>(
             });
         }
     }
-    RequestBody::assemble(pieces, digest, len as usize).map_err(|problem| {
+    let unreadable = |problem: String| {
         StoreError::MalformedRow(format!(
             "the request body of run {run} does not reconstruct: {problem}"
         ))
-    })
+    };
+    let assembled = Assembled::from_pieces(pieces).map_err(unreadable)?;
+    let nodes = assembled.nodes().map_err(unreadable)?;
+    let mut messages = HashMap::with_capacity(nodes.len());
+    if !nodes.is_empty() {
+        let wanted: Vec<&[u8]> = nodes.iter().map(|id| id.as_bytes().as_slice()).collect();
+        let rows = client
+            .query("SELECT id, body FROM nodes WHERE id = ANY($1)", &[&wanted])
+            .await?;
+        let blobs = super::graph::fetch_blobs(client, rows.iter().map(|row| row.get(1))).await?;
+        for row in &rows {
+            let id = NodeId(digest_of(row.get(0))?.0);
+            messages.insert(id, super::graph::decode(id, row.get(1), &blobs)?);
+        }
+    }
+    assembled
+        .body(&messages, digest, len as usize)
+        .map_err(unreadable)
 }
 
 /// Delete the pieces ending at `lasts` that no remaining run's body

@@ -324,7 +324,7 @@ async fn commit_attempt<'t>(
     };
     for run in turn.runs {
         let owner = conversation.as_ref().or(run.conversation.as_ref());
-        queue_run(&mut pipeline, tx, run, owner).await?;
+        queue_run(&mut pipeline, tx, run, owner, turn.thread).await?;
     }
     let changed = pipeline.run().await?;
     probe(CommitStage::NodesWritten);

@@ -282,46 +282,63 @@ impl PgStore {
                 })
             })
             .await?;
-        if rows.is_empty() {
-            return Err(StoreError::NodeNotFound(head));
-        }
-        // Lanes come head first, each in depth order; each row's depth is
-        // read once for the sort.
-        let mut order: Vec<(i64, &Row)> =
-            rows.iter().map(|row| (row.get::<_, i64>(2), row)).collect();
-        order.sort_by_key(|(depth, _)| *depth);
-        let rows: Vec<&Row> = order.into_iter().map(|(_, row)| row).collect();
-        let mut blobs = HashMap::new();
-        for row in &rows {
-            for joined in row.get::<_, Option<Vec<&[u8]>>>(4).unwrap_or_default() {
-                if let Some((digest, bytes)) = joined.split_first_chunk::<32>() {
-                    blobs.insert(Digest(*digest), bytes.to_vec());
-                }
+        thread_of_rows(&rows, self.key(), head)
+    }
+}
+
+/// The thread ending at `head`, read in `client`'s transaction (an
+/// import's).
+pub(crate) async fn load_thread_in<C: GenericClient>(
+    client: &C,
+    key: StoreKey,
+    head: NodeId,
+) -> Result<Thread> {
+    let statement = client.prepare_cached(LOAD_THREAD).await?;
+    let rows = client
+        .query(&statement, &[&head.as_bytes().as_slice()])
+        .await?;
+    thread_of_rows(&rows, key, head)
+}
+
+/// The thread `LOAD_THREAD`'s rows for `head` hold.
+fn thread_of_rows(rows: &[Row], key: StoreKey, head: NodeId) -> Result<Thread> {
+    if rows.is_empty() {
+        return Err(StoreError::NodeNotFound(head));
+    }
+    // Lanes come head first, each in depth order; each row's depth is
+    // read once for the sort.
+    let mut order: Vec<(i64, &Row)> = rows.iter().map(|row| (row.get::<_, i64>(2), row)).collect();
+    order.sort_by_key(|(depth, _)| *depth);
+    let rows: Vec<&Row> = order.into_iter().map(|(_, row)| row).collect();
+    let mut blobs = HashMap::new();
+    for row in &rows {
+        for joined in row.get::<_, Option<Vec<&[u8]>>>(4).unwrap_or_default() {
+            if let Some((digest, bytes)) = joined.split_first_chunk::<32>() {
+                blobs.insert(Digest(*digest), bytes.to_vec());
             }
         }
-        let key = self.key();
-        let mut thread = Thread::new();
-        for row in &rows {
-            let id = node_id(row.get(0))?;
-            let parent = codec::optional_node_id(row.get(1))?;
-            if parent != thread.head_id() {
-                return Err(StoreError::MalformedRow(format!(
-                    "node {} is filed in a lane it does not continue; run `skein verify`",
-                    id.short()
-                )));
-            }
-            let message = decode(id, row.get(3), &blobs)?;
-            thread = thread.push_with_id(id, message);
-            thread.head().expect("just pushed").mark_persisted_in(key);
-        }
-        if thread.head_id() != Some(head) {
+    }
+    let mut thread = Thread::new();
+    for row in &rows {
+        let id = node_id(row.get(0))?;
+        let parent = codec::optional_node_id(row.get(1))?;
+        if parent != thread.head_id() {
             return Err(StoreError::MalformedRow(format!(
-                "the lanes of node {} do not lead to it; run `skein verify`",
-                head.short()
+                "node {} is filed in a lane it does not continue; run `skein verify`",
+                id.short()
             )));
         }
-        Ok(thread)
+        let message = decode(id, row.get(3), &blobs)?;
+        thread = thread.push_with_id(id, message);
+        thread.head().expect("just pushed").mark_persisted_in(key);
     }
+    if thread.head_id() != Some(head) {
+        return Err(StoreError::MalformedRow(format!(
+            "the lanes of node {} do not lead to it; run `skein verify`",
+            head.short()
+        )));
+    }
+    Ok(thread)
 }
 
 /// What an append must write: the nodes of a thread the database lacks,

@@ -399,7 +399,7 @@ async fn finish_attempt<'t>(
     }
     let mut pipeline = Pipeline::new();
     for run in finish.runs.iter().chain(finish.other_runs) {
-        queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
+        queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), None).await?;
     }
     pipeline.run().await?;
     Ok(marks)

@@ -115,7 +115,7 @@ async fn rerun_attempt<'t>(
     }
     let mut pipeline = Pipeline::new();
     for run in commit.runs {
-        queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
+        queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), None).await?;
     }
     queue_rerun(&mut pipeline, tx, commit.record).await?;
     pipeline.run().await?;

@@ -11,23 +11,26 @@ with the file's size divided by a thousand, not with its node count.
 */
 
 use super::PgStore;
-use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
+use super::graph::{NodeRow, decode, fetch_blobs, load_thread_in, queue_nodes};
 use super::offers::fill_offers;
 use super::pipeline::Pipeline;
 use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
 use super::schema;
-use crate::backend::Transfer;
+use crate::backend::{Backend, Transfer};
+use crate::bodies::digest_of;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::lanes::Lanes;
+use crate::records::{RunId, RunRecord};
 use crate::transfer::{
-    ImportReport, Line, Target, bad_conversation, check_same_head, dangling, orphan, references,
-    write_header, write_node,
+    BodyThreads, ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
+    bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
+    write_node, write_piece, write_run_body,
 };
 use deadpool_postgres::GenericClient;
-use skein_core::{ConversationId, Message, NodeId};
+use skein_core::{ConversationId, Digest, Message, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
@@ -61,6 +64,50 @@ impl Transfer for PgStore {
         }
     }
 
+    fn export_bodies(&self, out: &mut dyn Write) -> Result<()> {
+        // Pieces hold no message texts (crate::bodies), so all of them fit
+        // in memory where the whole bodies would not.
+        let (pieces, runs) = self.read(async |client| {
+            Ok((
+                client.query(PIECES_PARENT_FIRST, &[]).await?,
+                client.query(RUN_BODIES, &[]).await?,
+            ))
+        })?;
+        for row in &pieces {
+            write_piece(
+                out,
+                PieceLine {
+                    id: digest_of(row.get(0))?,
+                    parent: row
+                        .get::<_, Option<Vec<u8>>>(1)
+                        .map(digest_of)
+                        .transpose()?,
+                    bytes: row.get(2),
+                    erased: row
+                        .get::<_, Option<Vec<u8>>>(3)
+                        .map(digest_of)
+                        .transpose()?,
+                    len: row.get::<_, i64>(4) as u64,
+                },
+            )?;
+        }
+        for row in &runs {
+            write_run_body(
+                out,
+                RunBody {
+                    run: RunId(row.get(0)),
+                    piece: row
+                        .get::<_, Option<Vec<u8>>>(1)
+                        .map(digest_of)
+                        .transpose()?,
+                    digest: digest_of(row.get(2))?,
+                    len: row.get::<_, i64>(3) as u64,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(async |tx| {
             let mut report = ImportReport::default();
@@ -72,6 +119,7 @@ impl Transfer for PgStore {
             let mut known = Known::default();
             let mut new_nodes: Vec<NewNode> = Vec::new();
             let mut offering: Vec<ConversationId> = Vec::new();
+            let mut threads = BodyThreads::default();
             for (number, line) in lines {
                 let number = *number;
                 match line {
@@ -150,7 +198,9 @@ impl Transfer for PgStore {
                         if tx.query_opt(&statement, &[&run.id.as_str()]).await?.is_none() {
                             known.check(tx, &depths, number, line).await?;
                             let mut pipeline = Pipeline::new();
-                            queue_run(&mut pipeline, tx, run, run.conversation.as_ref()).await?;
+                            let thread = body_thread(tx, self.key(), &mut threads, run).await?;
+                            queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), thread.as_ref())
+                                .await?;
                             pipeline.run().await?;
                             report.runs += 1;
                             if let Some(conversation) = &run.conversation
@@ -173,6 +223,55 @@ impl Transfer for PgStore {
                         queue_rerun(&mut pipeline, tx, rerun).await?;
                         pipeline.run().await?;
                         report.reruns += 1;
+                    }
+                    Line::RequestPiece(piece) => {
+                        if let Some(parent) = &piece.parent
+                            && !piece_stored(tx, parent).await?
+                        {
+                            return Err(missing_piece(number, "a piece follows", parent));
+                        }
+                        let statement = tx
+                            .prepare_cached(
+                                "INSERT INTO request_pieces(id, parent, bytes, erased, len)
+                                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+                            )
+                            .await?;
+                        report.request_pieces += tx
+                            .execute(
+                                &statement,
+                                &[
+                                    &piece.id.as_bytes().as_slice(),
+                                    &piece.parent.as_ref().map(|parent| parent.as_bytes().as_slice()),
+                                    &piece.bytes,
+                                    &piece.erased.as_ref().map(|erased| erased.as_bytes().as_slice()),
+                                    &(piece.len as i64),
+                                ],
+                            )
+                            .await? as usize;
+                    }
+                    Line::RunBody(body) => {
+                        known.check(tx, &depths, number, line).await?;
+                        if let Some(piece) = &body.piece
+                            && !piece_stored(tx, piece).await?
+                        {
+                            return Err(missing_piece(number, "a request body ends at", piece));
+                        }
+                        let statement = tx
+                            .prepare_cached(
+                                "UPDATE runs SET request_piece = $2, request_digest = $3, request_len = $4
+                                 WHERE id = $1 AND request_digest IS NULL",
+                            )
+                            .await?;
+                        tx.execute(
+                            &statement,
+                            &[
+                                &body.run.as_str(),
+                                &body.piece.as_ref().map(|piece| piece.as_bytes().as_slice()),
+                                &body.digest.as_bytes().as_slice(),
+                                &(body.len as i64),
+                            ],
+                        )
+                        .await?;
                     }
                     Line::Replay(replay) => {
                         report.replays += insert_replay(tx, replay).await? as usize;
@@ -405,4 +504,48 @@ async fn insert_batched(client: &impl GenericClient, nodes: &mut Vec<NewNode>) -
     }
     nodes.clear();
     Ok(())
+}
+
+/// The stored thread an imported run's body refers to: its conversation's,
+/// when that passes through the run's input, else the thread up to it.
+async fn body_thread<C: GenericClient>(
+    client: &C,
+    key: StoreKey,
+    threads: &mut BodyThreads,
+    run: &RunRecord,
+) -> Result<Option<Thread>> {
+    let Some(input) = BodyThreads::input(run) else {
+        return Ok(None);
+    };
+    if let Some(thread) = threads.holding(input) {
+        return Ok(Some(thread));
+    }
+    if let Some(conversation) = &run.conversation {
+        let head: Option<Vec<u8>> = client
+            .query_opt(
+                "SELECT head FROM conversations WHERE id = $1",
+                &[&conversation.as_str()],
+            )
+            .await?
+            .and_then(|row| row.get(0));
+        if let Some(head) = optional_node_id(head.as_deref())? {
+            let thread = load_thread_in(client, key, head).await?;
+            if thread.at(input).is_some() {
+                return Ok(Some(threads.keep(thread)));
+            }
+        }
+    }
+    Ok(Some(
+        threads.keep(load_thread_in(client, key, input).await?),
+    ))
+}
+
+async fn piece_stored<C: GenericClient>(client: &C, id: &Digest) -> Result<bool> {
+    let statement = client
+        .prepare_cached("SELECT 1 FROM request_pieces WHERE id = $1")
+        .await?;
+    Ok(client
+        .query_opt(&statement, &[&id.as_bytes().as_slice()])
+        .await?
+        .is_some())
 }

@@ -176,6 +176,30 @@ impl Verify for PgStore {
         for row in &bodies {
             report.missing_body(row.get(0));
         }
+        // Each body put together, as a reader would: O(the bodies' bytes),
+        // which a check of every recorded request may cost.
+        let runs = self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT r.id, r.request_piece, r.request_digest, r.request_len FROM runs r
+                     WHERE r.request_digest IS NOT NULL
+                       AND (r.request_piece IS NULL
+                            OR EXISTS (SELECT 1 FROM request_pieces p WHERE p.id = r.request_piece))
+                     ORDER BY r.id",
+                    &[],
+                )
+                .await?)
+        })?;
+        for row in &runs {
+            let run: String = row.get(0);
+            let body = match crate::bodies::digest_of(row.get(2)) {
+                Ok(digest) => self.read(async |client| {
+                    super::bodies::load(client, &run, row.get(1), &digest, row.get(3)).await
+                }),
+                Err(error) => Err(error),
+            };
+            report.check_body(run, body);
+        }
         let tools = self.read(async |client| Ok(client.query(MISSING_TOOLS, &[]).await?))?;
         for row in &tools {
             report.missing_tool(row.get(0), row.get(1));

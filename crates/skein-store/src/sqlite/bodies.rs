@@ -1,7 +1,8 @@
 /*!
 Request bodies on SQLite: `request_pieces` (schema 22), one row per piece
-(crate::bodies), a piece referring to its parent by id as on PostgreSQL; a
-run keeps its last piece's id, the body's digest and its length.
+of a body's skeleton (crate::bodies), a piece referring to its parent by id
+as on PostgreSQL; a run keeps its last piece's id, the body's digest and
+its length.
 
 Storing a body finds the last of its pieces already stored and inserts
 only the pieces after it, in a constant number of statements: one probe of
@@ -10,18 +11,19 @@ one insert per [`INSERT_BATCH`] new pieces; a body that shares less with
 what is stored is searched by halves (what is stored of a chain is always
 a prefix of it: a piece is inserted after its parent and deleted only
 after its children). So a proxied turn writes what is new, at any depth.
-Reading one walks its chain up from the last piece. When runs go, the
+Reading one walks its chain up from the last piece, then reads the nodes
+its references name. When runs go, the
 pieces no remaining run's chain reaches are deleted from the chains' ends
 ([`release`]); erasure takes the pieces of the bodies that carried an
 erased message, except those a body that did not carry it shares
 ([`erase_carried`]).
 */
 
-use crate::bodies::{BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
+use crate::bodies::{Assembled, BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
 use crate::error::{Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use skein_core::Digest;
-use std::collections::HashSet;
+use skein_core::{Digest, Message, NodeId};
+use std::collections::{HashMap, HashSet};
 
 /// How many of a body's last pieces one probe looks for.
 const PROBE: usize = 8;
@@ -29,19 +31,24 @@ const PROBE: usize = 8;
 /// New pieces inserted per statement.
 const INSERT_BATCH: usize = 32;
 
-/// Store `body`'s pieces that are not stored yet; what the run keeps.
-pub(crate) fn store(conn: &Connection, body: &str) -> Result<BodyHead> {
-    let (pieces, head) = cut(body.as_bytes());
-    let ids: Vec<&Digest> = pieces.iter().map(|piece| &piece.id).collect();
+/// Store the pieces of `body` (whose texts `messages`, its run's stored
+/// input thread, may hold) that are not stored yet; what the run keeps.
+pub(crate) fn store(
+    conn: &Connection,
+    body: &str,
+    messages: &[(NodeId, &Message)],
+) -> Result<BodyHead> {
+    let cut = cut(body.as_bytes(), messages);
+    let ids: Vec<&Digest> = cut.pieces.iter().map(|piece| &piece.id).collect();
     let first_new = stored_prefix(conn, &ids)?;
-    for batch in pieces[first_new..].chunks(INSERT_BATCH) {
+    for batch in cut.pieces[first_new..].chunks(INSERT_BATCH) {
         let rows = vec!["(?, ?, ?, ?)"; batch.len()].join(", ");
         let mut insert = conn.prepare_cached(&format!(
             "INSERT INTO request_pieces(id, parent, bytes, len) VALUES {rows}"
         ))?;
         let mut values: Vec<rusqlite::types::Value> = Vec::with_capacity(4 * batch.len());
         for piece in batch {
-            let bytes = &body.as_bytes()[piece.range.clone()];
+            let bytes = cut.bytes(piece);
             values.push(piece.id.as_bytes().to_vec().into());
             values.push(piece.parent.map(|parent| parent.as_bytes().to_vec()).into());
             values.push(bytes.to_vec().into());
@@ -49,7 +56,7 @@ pub(crate) fn store(conn: &Connection, body: &str) -> Result<BodyHead> {
         }
         insert.execute(params_from_iter(values))?;
     }
-    Ok(head)
+    Ok(cut.head)
 }
 
 /// How many of `ids` (a body's chain, in order) are stored: a prefix.
@@ -131,11 +138,25 @@ pub(crate) fn load(
             });
         }
     }
-    RequestBody::assemble(pieces, digest, len as usize).map_err(|problem| {
+    let unreadable = |problem: String| {
         StoreError::MalformedRow(format!(
             "the request body of run {run} does not reconstruct: {problem}"
         ))
-    })
+    };
+    let assembled = Assembled::from_pieces(pieces).map_err(unreadable)?;
+    let mut messages = HashMap::new();
+    let mut node = conn.prepare_cached("SELECT body FROM nodes WHERE id = ?1")?;
+    for id in assembled.nodes().map_err(unreadable)? {
+        let body: Option<Vec<u8>> = node
+            .query_row([id.as_bytes()], |row| row.get(0))
+            .optional()?;
+        if let Some(body) = body {
+            messages.insert(id, super::graph::decode_message(conn, id, &body)?);
+        }
+    }
+    assembled
+        .body(&messages, digest, len as usize)
+        .map_err(unreadable)
 }
 
 /// Delete the pieces ending at `lasts` (the last pieces of deleted runs'

@@ -311,7 +311,12 @@ impl SqliteStore {
             let landed = land(tx, &turn.target, head)?;
             probe(CommitStage::HeadMoved);
             for run in turn.runs {
-                insert_run(tx, run, landed.conversation().or(run.conversation.as_ref()))?;
+                insert_run(
+                    tx,
+                    run,
+                    landed.conversation().or(run.conversation.as_ref()),
+                    turn.thread,
+                )?;
             }
             if let Some(conversation) = landed.holding_turn() {
                 record_offers(tx, conversation, turn.thread, turn.runs)?;

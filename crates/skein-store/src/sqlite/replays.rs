@@ -367,7 +367,7 @@ impl SqliteStore {
                 append_nodes(tx, self.key(), thread, &mut marks)?;
             }
             for run in finish.runs.iter().chain(finish.other_runs) {
-                insert_run(tx, run, run.conversation.as_ref())?;
+                insert_run(tx, run, run.conversation.as_ref(), None)?;
             }
             Ok(())
         })?;

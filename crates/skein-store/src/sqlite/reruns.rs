@@ -71,7 +71,7 @@ impl SqliteStore {
                 append_nodes(tx, self.key(), thread, &mut marks)?;
             }
             for run in commit.runs {
-                insert_run(tx, run, run.conversation.as_ref())?;
+                insert_run(tx, run, run.conversation.as_ref(), None)?;
             }
             insert_rerun(tx, commit.record)
         })?;

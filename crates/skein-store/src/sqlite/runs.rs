@@ -15,7 +15,7 @@ use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, WITHOUT_REPLAYS, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use skein_core::{NodeId, ToolSpec, Usage};
+use skein_core::{NodeId, Thread, ToolSpec, Usage};
 
 const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
@@ -76,7 +76,7 @@ impl SqliteStore {
     /// Record a run on its own (a failed run adds no node, but keeps its
     /// record). Runs that produce a turn go through [`Store::commit_turn`].
     pub(crate) fn record_run(&self, run: &RunRecord) -> Result<()> {
-        self.write(|tx| insert_run(tx, run, run.conversation.as_ref()))
+        self.write(|tx| insert_run(tx, run, run.conversation.as_ref(), None))
     }
 
     pub(crate) fn run_record(&self, id: &RunId) -> Result<RunRecord> {
@@ -157,11 +157,13 @@ impl SqliteStore {
 }
 
 /// Insert `run` as belonging to `conversation` (a turn's runs belong to the
-/// conversation it landed in, whatever their own field says).
+/// conversation it landed in, whatever their own field says); `thread`,
+/// the turn's stored thread, holds the texts its request body refers to.
 pub(crate) fn insert_run(
     conn: &Connection,
     run: &RunRecord,
     conversation: Option<&ConversationId>,
+    thread: Option<&Thread>,
 ) -> Result<()> {
     let columns = RunColumns::of(run)?;
     // A run written again (a repeated commit) finds its body's pieces
@@ -169,7 +171,10 @@ pub(crate) fn insert_run(
     let body = run
         .request
         .as_deref()
-        .map(|body| bodies::store(conn, body))
+        .map(|body| {
+            let messages = crate::bodies::input_messages(thread, run.input_head);
+            bodies::store(conn, body, &messages)
+        })
         .transpose()?;
     conn.prepare_cached(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,

@@ -7,20 +7,23 @@ no database).
 */
 
 use super::SqliteStore;
-use super::graph::{Placed, decode_message, insert_node, seq_of};
+use super::graph::{Placed, decode_message, insert_node, load_thread, seq_of};
 use super::offers::fill_offers;
 use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::insert_rerun;
 use super::runs::insert_run;
-use crate::backend::Transfer;
+use crate::backend::{Backend, Transfer};
+use crate::bodies::digest_of;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
+use crate::records::{RunId, RunRecord};
 use crate::transfer::{
-    ImportReport, Line, Target, bad_conversation, check_same_head, dangling, orphan, references,
-    write_header, write_node,
+    BodyThreads, ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
+    bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
+    write_node, write_piece, write_run_body,
 };
-use rusqlite::{OptionalExtension, params};
-use skein_core::{Message, NodeId};
+use rusqlite::{Connection, OptionalExtension, params};
+use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
 use std::io::Write;
 
 impl Transfer for SqliteStore {
@@ -42,11 +45,54 @@ impl Transfer for SqliteStore {
         })
     }
 
+    fn export_bodies(&self, out: &mut dyn Write) -> Result<()> {
+        self.read(|conn| {
+            let mut pieces = conn.prepare(PIECES_PARENT_FIRST)?;
+            let mut rows = pieces.query([])?;
+            while let Some(row) = rows.next()? {
+                write_piece(
+                    out,
+                    PieceLine {
+                        id: digest_of(row.get(0)?)?,
+                        parent: row
+                            .get::<_, Option<Vec<u8>>>(1)?
+                            .map(digest_of)
+                            .transpose()?,
+                        bytes: row.get(2)?,
+                        erased: row
+                            .get::<_, Option<Vec<u8>>>(3)?
+                            .map(digest_of)
+                            .transpose()?,
+                        len: row.get::<_, i64>(4)? as u64,
+                    },
+                )?;
+            }
+            let mut runs = conn.prepare(RUN_BODIES)?;
+            let mut rows = runs.query([])?;
+            while let Some(row) = rows.next()? {
+                write_run_body(
+                    out,
+                    RunBody {
+                        run: RunId(row.get(0)?),
+                        piece: row
+                            .get::<_, Option<Vec<u8>>>(1)?
+                            .map(digest_of)
+                            .transpose()?,
+                        digest: digest_of(row.get(2)?)?,
+                        len: row.get::<_, i64>(3)? as u64,
+                    },
+                )?;
+            }
+            Ok(())
+        })
+    }
+
     /// Import parsed and checked export lines. All or nothing.
     fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport> {
         self.write(|tx| {
             let mut report = ImportReport::default();
             let mut offering = Vec::new();
+            let mut threads = BodyThreads::default();
             for (number, line) in lines {
                 let number = *number;
                 match line {
@@ -108,7 +154,8 @@ impl Transfer for SqliteStore {
                             .exists([run.id.as_str()])?;
                         if !exists {
                             check_references(tx, number, line)?;
-                            insert_run(tx, run, run.conversation.as_ref())?;
+                            let thread = body_thread(tx, self.key(), &mut threads, run)?;
+                            insert_run(tx, run, run.conversation.as_ref(), thread.as_ref())?;
                             report.runs += 1;
                             if let Some(conversation) = &run.conversation
                                 && !run.tools.is_empty()
@@ -128,6 +175,43 @@ impl Transfer for SqliteStore {
                         check_references(tx, number, line)?;
                         insert_rerun(tx, rerun)?;
                         report.reruns += 1;
+                    }
+                    Line::RequestPiece(piece) => {
+                        if let Some(parent) = &piece.parent
+                            && !piece_stored(tx, parent)?
+                        {
+                            return Err(missing_piece(number, "a piece follows", parent));
+                        }
+                        report.request_pieces += tx
+                            .prepare_cached(
+                                "INSERT INTO request_pieces(id, parent, bytes, erased, len)
+                                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(id) DO NOTHING",
+                            )?
+                            .execute(params![
+                                piece.id.as_bytes(),
+                                piece.parent.as_ref().map(Digest::as_bytes),
+                                piece.bytes,
+                                piece.erased.as_ref().map(Digest::as_bytes),
+                                piece.len as i64,
+                            ])?;
+                    }
+                    Line::RunBody(body) => {
+                        check_references(tx, number, line)?;
+                        if let Some(piece) = &body.piece
+                            && !piece_stored(tx, piece)?
+                        {
+                            return Err(missing_piece(number, "a request body ends at", piece));
+                        }
+                        tx.prepare_cached(
+                            "UPDATE runs SET request_piece = ?2, request_digest = ?3, request_len = ?4
+                             WHERE id = ?1 AND request_digest IS NULL",
+                        )?
+                        .execute(params![
+                            body.run.as_str(),
+                            body.piece.as_ref().map(Digest::as_bytes),
+                            body.digest.as_bytes(),
+                            body.len as i64,
+                        ])?;
                     }
                     Line::Replay(replay) => {
                         let exists = tx
@@ -194,4 +278,41 @@ fn check_references(tx: &rusqlite::Transaction<'_>, number: usize, line: &Line) 
         }
     }
     Ok(())
+}
+
+/// The stored thread an imported run's body refers to: its conversation's,
+/// when that passes through the run's input, else the thread up to it.
+fn body_thread(
+    conn: &Connection,
+    key: StoreKey,
+    threads: &mut BodyThreads,
+    run: &RunRecord,
+) -> Result<Option<Thread>> {
+    let Some(input) = BodyThreads::input(run) else {
+        return Ok(None);
+    };
+    if let Some(thread) = threads.holding(input) {
+        return Ok(Some(thread));
+    }
+    let head: Option<Vec<u8>> = match &run.conversation {
+        Some(conversation) => conn
+            .prepare_cached("SELECT head FROM conversations WHERE id = ?1")?
+            .query_row([conversation.as_str()], |row| row.get(0))
+            .optional()?
+            .flatten(),
+        None => None,
+    };
+    if let Some(head) = optional_node_id(head.as_deref())? {
+        let thread = load_thread(conn, key, head)?;
+        if thread.at(input).is_some() {
+            return Ok(Some(threads.keep(thread)));
+        }
+    }
+    Ok(Some(threads.keep(load_thread(conn, key, input)?)))
+}
+
+fn piece_stored(conn: &Connection, id: &Digest) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM request_pieces WHERE id = ?1")?
+        .exists([id.as_bytes()])?)
 }

@@ -139,6 +139,22 @@ impl Verify for SqliteStore {
             while let Some(row) = rows.next()? {
                 report.missing_body(row.get(0)?);
             }
+            // Each body put together, as a reader would: O(the bodies'
+            // bytes), which a check of every recorded request may cost.
+            let mut bodies = conn.prepare(
+                "SELECT r.id, r.request_piece, r.request_digest, r.request_len FROM runs r
+                 WHERE r.request_digest IS NOT NULL
+                   AND (r.request_piece IS NULL
+                        OR EXISTS (SELECT 1 FROM request_pieces p WHERE p.id = r.request_piece))",
+            )?;
+            let mut rows = bodies.query([])?;
+            while let Some(row) = rows.next()? {
+                let run: String = row.get(0)?;
+                let body = crate::bodies::digest_of(row.get(2)?).and_then(|digest| {
+                    super::bodies::load(conn, &run, row.get(1)?, &digest, row.get(3)?)
+                });
+                report.check_body(run, body);
+            }
             let mut tools = conn.prepare(MISSING_TOOLS)?;
             let mut rows = tools.query([])?;
             while let Some(row) = rows.next()? {

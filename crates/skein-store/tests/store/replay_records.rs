@@ -119,7 +119,7 @@ fn an_export_carries_replays_and_labels_and_an_import_reproduces_them(backend: B
         .add_label("keep", &[thread.head_id().unwrap()])
         .unwrap();
     let file = exported(&source.store);
-    assert!(file.starts_with(r#"{"kind":"header","format":"skein-export","version":4"#));
+    assert!(file.starts_with(r#"{"kind":"header","format":"skein-export","version":5"#));
 
     let target = TempStore::new(backend);
     let report = target.store.import(&mut file.as_bytes()).unwrap();

@@ -147,11 +147,13 @@ fn an_export_from_before_reruns_still_imports(backend: Backend) {
                 "replay_turn",
                 "label",
                 "deleted_conversation",
+                "request_piece",
+                "run_body",
             ]
             .iter()
             .any(|kind| line.starts_with(&format!("{{\"kind\":\"{kind}\"")))
         })
-        .map(|line| line.replacen("\"version\":4", "\"version\":1", 1))
+        .map(|line| line.replacen("\"version\":5", "\"version\":1", 1))
         .collect();
     assert!(version_1[0].contains("\"version\":1"), "{}", version_1[0]);
     let target = TempStore::new(backend);
@@ -161,9 +163,9 @@ fn an_export_from_before_reruns_still_imports(backend: Backend) {
         .unwrap();
     assert_eq!(report.nodes_written as i64, source.count("nodes"));
     assert_eq!(report.reruns, 0);
-    let future = text.replacen("\"version\":4", "\"version\":5", 1);
+    let future = text.replacen("\"version\":5", "\"version\":6", 1);
     let error = target.store.import(&mut future.as_bytes()).unwrap_err();
-    assert!(error.to_string().contains("versions 1 to 4"), "{error}");
+    assert!(error.to_string().contains("versions 1 to 5"), "{error}");
 }
 
 /// A rerun whose re-run turn is in neither the file nor the database would

@@ -1,0 +1,472 @@
+/*!
+A request body's skeleton: the body with each message text the graph holds
+replaced by a reference to its node (DESIGN invariant 13).
+
+A client of the recording proxy sends its messages' texts inside its
+request body, as JSON strings; the same texts are the nodes of the turn's
+input thread. The skeleton keeps the body's bytes except each span that
+is exactly a JSON string's contents and exactly the encoding of a text one
+of those nodes holds: that span becomes the byte `0xFF` followed by a
+[`Ref`] (how the text was escaped, which part of which node, the span's
+length). UTF-8 never contains `0xFF`, so a body stored before references
+existed is a skeleton with none and reads back unchanged.
+
+A span is only replaced when re-encoding the node's text gives exactly its
+bytes, so expanding a skeleton gives the body back byte for byte; a text
+no escaping here reproduces (or shorter than [`MIN_REFERENCED`]) stays in
+the skeleton as it was sent. Erasing the node erases the text everywhere
+its references point: the expanded body names that span as erased.
+*/
+
+use skein_core::{Message, NodeId, Part};
+use std::collections::{HashMap, VecDeque};
+
+/// The byte that starts a reference (never part of UTF-8).
+const MARK: u8 = 0xFF;
+
+/// A reference's bytes after [`MARK`]: style, part, length, node id.
+const REF_BYTES: usize = 1 + 2 + 4 + 32;
+
+/// Spans shorter than this stay literal: a reference costs 40 bytes.
+pub(crate) const MIN_REFERENCED: usize = 64;
+
+/// How a client escaped a text into a JSON string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// Only what JSON requires (`"`, `\`, control characters; `\n`-style
+    /// short escapes, `\u00xx` for the rest): serde_json, JavaScript's
+    /// `JSON.stringify`, Python's `json.dumps(ensure_ascii=False)`.
+    Minimal,
+    /// As [`Style::Minimal`], and every character outside printable ASCII
+    /// as `\uxxxx` (UTF-16, lower-case hex): Python's default `json.dumps`.
+    Ascii,
+}
+
+const STYLES: [Style; 2] = [Style::Minimal, Style::Ascii];
+
+impl Style {
+    fn code(self) -> u8 {
+        match self {
+            Style::Minimal => 0,
+            Style::Ascii => 1,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Style> {
+        STYLES.into_iter().find(|style| style.code() == code)
+    }
+}
+
+/// Where a span of the body comes from: the text of part `part` of node
+/// `node`, escaped in `style`, `len` bytes long once escaped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Ref {
+    pub node: NodeId,
+    pub part: u16,
+    pub style: Style,
+    pub len: usize,
+}
+
+/// A skeleton read back: literal bytes and references, in body order.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Segment<'s> {
+    Bytes(&'s [u8]),
+    Ref(Ref),
+}
+
+/// The text a message's part contributes to a request body, if any: a
+/// text, a tool call's raw arguments, a tool result.
+pub(crate) fn referable(part: &Part) -> Option<&str> {
+    match part {
+        Part::Text { text } => Some(text),
+        Part::ToolCall(call) => Some(&call.arguments),
+        Part::ToolResult(result) => Some(&result.content),
+        _ => None,
+    }
+}
+
+/// `text` as the contents of a JSON string escaped in `style`, appended to
+/// `out`. Runs of bytes that need no escape are copied whole.
+pub(crate) fn encode(text: &str, style: Style, out: &mut Vec<u8>) {
+    let bytes = text.as_bytes();
+    let plain = |byte: u8| match style {
+        Style::Minimal => byte >= b' ' && byte != b'"' && byte != b'\\',
+        Style::Ascii => (b' '..=b'~').contains(&byte) && byte != b'"' && byte != b'\\',
+    };
+    let mut at = 0;
+    while at < bytes.len() {
+        let run = bytes[at..].iter().position(|&byte| !plain(byte));
+        let end = run.map_or(bytes.len(), |run| at + run);
+        out.extend_from_slice(&bytes[at..end]);
+        let Some(ch) = text[end..].chars().next() else {
+            break;
+        };
+        escape(ch, out);
+        at = end + ch.len_utf8();
+    }
+}
+
+/// One character JSON-escaped: a short escape where JSON has one, else
+/// `\uxxxx` (UTF-16, lower-case hex).
+fn escape(ch: char, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short: &[u8] = match ch {
+        '"' => b"\\\"",
+        '\\' => b"\\\\",
+        '\n' => b"\\n",
+        '\r' => b"\\r",
+        '\t' => b"\\t",
+        '\u{8}' => b"\\b",
+        '\u{c}' => b"\\f",
+        _ => b"",
+    };
+    if !short.is_empty() {
+        out.extend_from_slice(short);
+        return;
+    }
+    let mut units = [0u16; 2];
+    for &unit in ch.encode_utf16(&mut units).iter() {
+        out.extend_from_slice(b"\\u");
+        for shift in [12, 8, 4, 0] {
+            out.push(HEX[usize::from((unit >> shift) & 0xF)]);
+        }
+    }
+}
+
+/// `body`'s skeleton given the messages of the run's input thread: each
+/// string whose contents are one of their texts, escaped as a client
+/// escapes, becomes a reference. With no such string, the body's bytes.
+pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
+    let mut strings = long_strings(body);
+    let mut spans: Vec<(usize, Ref)> = Vec::new();
+    if !strings.is_empty() {
+        let mut encoded = Vec::new();
+        for (node, message) in messages {
+            for (part, text) in message.parts.iter().enumerate() {
+                // No escaping makes a character more than six bytes long.
+                let Some(text) = referable(text).filter(|text| text.len() >= MIN_REFERENCED / 6)
+                else {
+                    continue;
+                };
+                let Ok(part) = u16::try_from(part) else { break };
+                for style in STYLES {
+                    encoded.clear();
+                    encode(text, style, &mut encoded);
+                    if let Some(at) = strings.take(body, &encoded) {
+                        let len = encoded.len();
+                        spans.push((
+                            at,
+                            Ref {
+                                node: *node,
+                                part,
+                                style,
+                                len,
+                            },
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if spans.is_empty() {
+        return body.to_vec();
+    }
+    spans.sort_by_key(|(at, _)| *at);
+    let mut skeleton = Vec::with_capacity(body.len() / 4);
+    let mut copied = 0;
+    for (at, reference) in spans {
+        skeleton.extend_from_slice(&body[copied..at]);
+        skeleton.push(MARK);
+        skeleton.push(reference.style.code());
+        skeleton.extend_from_slice(&reference.part.to_le_bytes());
+        skeleton.extend_from_slice(&(reference.len as u32).to_le_bytes());
+        skeleton.extend_from_slice(reference.node.as_bytes());
+        copied = at + reference.len;
+    }
+    skeleton.extend_from_slice(&body[copied..]);
+    skeleton
+}
+
+/// The JSON strings of a body at least [`MIN_REFERENCED`] bytes long, by
+/// a key cheap to compute (their length and first and last bytes), so
+/// finding one costs one whole comparison, not a hash of every string.
+#[derive(Default)]
+struct Strings {
+    by_key: HashMap<Key, VecDeque<usize>>,
+}
+
+type Key = (usize, [u8; 16], [u8; 16]);
+
+fn key(contents: &[u8]) -> Key {
+    let mut first = [0u8; 16];
+    let mut last = [0u8; 16];
+    first.copy_from_slice(&contents[..16]);
+    last.copy_from_slice(&contents[contents.len() - 16..]);
+    (contents.len(), first, last)
+}
+
+impl Strings {
+    /// Where a string whose contents are `contents` starts, taken so that
+    /// no other text claims it.
+    fn take(&mut self, body: &[u8], contents: &[u8]) -> Option<usize> {
+        if contents.len() < MIN_REFERENCED {
+            return None;
+        }
+        let starts = self.by_key.get_mut(&key(contents))?;
+        let found = starts
+            .iter()
+            .position(|&start| &body[start..start + contents.len()] == contents)?;
+        starts.remove(found)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+/// Every JSON string in `body` at least [`MIN_REFERENCED`] bytes long,
+/// with where its contents start.
+fn long_strings(body: &[u8]) -> Strings {
+    let mut strings = Strings::default();
+    let mut at = 0;
+    while let Some(open) = memchr::memchr(b'"', &body[at..]) {
+        let start = at + open + 1;
+        let mut end = start;
+        loop {
+            match memchr::memchr2(b'"', b'\\', &body[end..]) {
+                Some(found) if body[end + found] == b'\\' => end += found + 2,
+                Some(found) => {
+                    end += found;
+                    break;
+                }
+                None => return strings,
+            }
+            if end >= body.len() {
+                return strings;
+            }
+        }
+        if end - start >= MIN_REFERENCED {
+            let contents = &body[start..end];
+            strings
+                .by_key
+                .entry(key(contents))
+                .or_default()
+                .push_back(start);
+        }
+        at = end + 1;
+    }
+    strings
+}
+
+/// `skeleton`'s segments. `whole` says whether it is all there: a
+/// skeleton cut short (where erased pieces begin) may end inside a
+/// reference, which is then left out; a whole one may not.
+pub(crate) fn segments(skeleton: &[u8], whole: bool) -> Result<Vec<Segment<'_>>, String> {
+    let mut segments = Vec::new();
+    let mut at = 0;
+    while at < skeleton.len() {
+        let Some(mark) = memchr::memchr(MARK, &skeleton[at..]).map(|found| at + found) else {
+            segments.push(Segment::Bytes(&skeleton[at..]));
+            break;
+        };
+        if mark > at {
+            segments.push(Segment::Bytes(&skeleton[at..mark]));
+        }
+        let Some(bytes) = skeleton.get(mark + 1..mark + 1 + REF_BYTES) else {
+            if whole {
+                return Err(format!("a reference cut short at byte {mark}"));
+            }
+            break;
+        };
+        let style = Style::from_code(bytes[0])
+            .ok_or_else(|| format!("a reference with unknown escaping {}", bytes[0]))?;
+        let part = u16::from_le_bytes([bytes[1], bytes[2]]);
+        let len = u32::from_le_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]) as usize;
+        let node = NodeId::from_slice(&bytes[7..]).expect("32 bytes");
+        segments.push(Segment::Ref(Ref {
+            node,
+            part,
+            style,
+            len,
+        }));
+        at = mark + 1 + REF_BYTES;
+    }
+    Ok(segments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_core::{Role, ToolCall};
+
+    fn json(text: &str, ascii: bool) -> Vec<u8> {
+        // What serde_json (minimal) and Python's default (ASCII) would send,
+        // spelled out for the characters that differ.
+        let mut out = Vec::new();
+        encode(
+            text,
+            if ascii { Style::Ascii } else { Style::Minimal },
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn minimal_escaping_is_serde_jsons() {
+        let text = "tab\there \"quoted\" back\\slash \u{1} bell\u{7} é 雪 🎉 del\u{7f} </script>";
+        let ours = json(text, false);
+        let theirs = serde_json::to_string(text).unwrap();
+        assert_eq!(ours, theirs.as_bytes()[1..theirs.len() - 1]);
+    }
+
+    #[test]
+    fn ascii_escaping_is_pythons_default() {
+        // json.dumps("é 雪 🎉 \x7f \x01 \n") in Python 3.
+        let text = "é 雪 🎉 \u{7f} \u{1} \n";
+        assert_eq!(
+            String::from_utf8(json(text, true)).unwrap(),
+            r"\u00e9 \u96ea \ud83c\udf89 \u007f \u0001 \n"
+        );
+    }
+
+    fn message(text: &str) -> Message {
+        Message::user(text)
+    }
+
+    fn expand(skeleton: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for segment in segments(skeleton, true).unwrap() {
+            match segment {
+                Segment::Bytes(bytes) => body.extend_from_slice(bytes),
+                Segment::Ref(reference) => {
+                    let (_, message) = messages
+                        .iter()
+                        .find(|(id, _)| *id == reference.node)
+                        .unwrap();
+                    let text = referable(&message.parts[usize::from(reference.part)]).unwrap();
+                    encode(text, reference.style, &mut body);
+                }
+            }
+        }
+        body
+    }
+
+    #[test]
+    fn texts_become_references_and_expand_to_the_same_bytes() {
+        let long = "a long message with \"quotes\", a newline\nand ünïcödé, repeated. ".repeat(3);
+        let call = Message {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall(ToolCall {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments:
+                    r#"{"city": "Paris", "when": "tomorrow morning, early, before the rain"}"#
+                        .into(),
+            })],
+        };
+        let first = message(&long);
+        let second = message(&format!("{long} (again)"));
+        let messages = [
+            (NodeId([1; 32]), &first),
+            (NodeId([2; 32]), &call),
+            (NodeId([3; 32]), &second),
+        ];
+        for ascii in [false, true] {
+            let body = serde_json::json!({
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": long},
+                    {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "weather", "arguments": call.parts.iter().find_map(referable).unwrap()}}]},
+                    {"role": "user", "content": format!("{long} (again)")},
+                    {"role": "user", "content": "short"},
+                ],
+            });
+            let body = if ascii {
+                // Python's default separators and escaping.
+                let mut out = Vec::new();
+                python_dumps(&body, &mut out);
+                out
+            } else {
+                serde_json::to_vec(&body).unwrap()
+            };
+            let skeleton = of(&body, &messages);
+            let references = segments(&skeleton, true)
+                .unwrap()
+                .into_iter()
+                .filter(|segment| matches!(segment, Segment::Ref(_)))
+                .count();
+            assert_eq!(references, 3, "ascii {ascii}");
+            assert!(
+                skeleton.len() < body.len() / 2,
+                "{} of {}",
+                skeleton.len(),
+                body.len()
+            );
+            assert_eq!(expand(&skeleton, &messages), body, "ascii {ascii}");
+        }
+    }
+
+    #[test]
+    fn a_text_inside_a_longer_string_or_escaped_otherwise_stays_literal() {
+        let text = "x".repeat(100);
+        let held = message(&text);
+        let messages = [(NodeId([1; 32]), &held)];
+        let body = format!(
+            r#"{{"content":"prefix {text}","other":"{}"}}"#,
+            text.replace('x', "\\u0078")
+        );
+        assert_eq!(of(body.as_bytes(), &messages), body.as_bytes());
+    }
+
+    #[test]
+    fn a_skeleton_cut_short_inside_a_reference_keeps_what_precedes_it() {
+        let text = "y".repeat(100);
+        let held = message(&text);
+        let messages = [(NodeId([1; 32]), &held)];
+        let body = format!(r#"{{"content":"{text}"}}"#);
+        let skeleton = of(body.as_bytes(), &messages);
+        let cut = &skeleton[..15];
+        assert!(segments(cut, true).is_err());
+        assert_eq!(
+            segments(cut, false).unwrap(),
+            vec![Segment::Bytes(br#"{"content":""#)]
+        );
+    }
+
+    /// Python's `json.dumps` with its defaults: `", "` and `": "` between
+    /// items, ASCII escaping.
+    fn python_dumps(value: &serde_json::Value, out: &mut Vec<u8>) {
+        match value {
+            serde_json::Value::String(text) => {
+                out.push(b'"');
+                encode(text, Style::Ascii, out);
+                out.push(b'"');
+            }
+            serde_json::Value::Array(items) => {
+                out.push(b'[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    python_dumps(item, out);
+                }
+                out.push(b']');
+            }
+            serde_json::Value::Object(fields) => {
+                out.push(b'{');
+                for (index, (key, item)) in fields.iter().enumerate() {
+                    if index > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    python_dumps(&serde_json::Value::String(key.clone()), out);
+                    out.extend_from_slice(b": ");
+                    python_dumps(item, out);
+                }
+                out.push(b'}');
+            }
+            other => out.extend_from_slice(other.to_string().as_bytes()),
+        }
+    }
+}
