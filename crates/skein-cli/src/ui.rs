@@ -224,6 +224,20 @@ pub fn spinner(message: String) -> indicatif::ProgressBar {
     bar
 }
 
+/// A bar counting `what` on stderr (its length set once known); nothing
+/// when stderr is not a terminal.
+pub fn counter(what: &str) -> indicatif::ProgressBar {
+    if !stderr_is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

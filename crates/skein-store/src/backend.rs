@@ -432,6 +432,11 @@ pub(crate) trait Forget {
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
     /// Rewrite the database without its free pages.
     fn vacuum(&self) -> Result<()>;
+    /// The runs that keep a request body, oldest first.
+    fn bodied_runs(&self) -> Result<Vec<RunId>>;
+    /// Cut the bodies of `runs` again against their stored threads, in one
+    /// transaction (crate::bodies, `Store::compact_bodies`).
+    fn recut_bodies(&self, runs: &[RunId]) -> Result<crate::bodies::Recut>;
     /// The erasures counted so far (crate::forget::COUNT_ERASURE).
     fn erasures(&self) -> BoxFuture<'_, Result<u64>>;
     /// The deleted conversations remaining forks name as their origin.

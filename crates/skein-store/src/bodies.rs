@@ -167,6 +167,55 @@ impl StoredPiece {
     }
 }
 
+/// What [`crate::Store::compact_bodies`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Recut {
+    /// Recorded request bodies looked at.
+    pub bodies: u64,
+    /// Of those, bodies cut again into fewer bytes (their messages' texts
+    /// now references to the nodes).
+    pub rewritten: u64,
+    /// Bodies left as they were because erasure took a span of them.
+    pub erased: u64,
+    /// Old pieces no body reached any more, deleted.
+    pub pieces_released: u64,
+}
+
+impl std::ops::AddAssign for Recut {
+    fn add_assign(&mut self, more: Recut) {
+        self.bodies += more.bodies;
+        self.rewritten += more.rewritten;
+        self.erased += more.erased;
+        self.pieces_released += more.pieces_released;
+    }
+}
+
+/// Runs whose bodies [`crate::Store::compact_bodies`] cuts again per
+/// transaction: a kill loses at most one batch's work, and the next
+/// compaction does it again (cutting a body again is idempotent).
+pub const RECUT_BATCH: usize = 100;
+
+impl crate::Store {
+    /// Cut every recorded request body again against its stored thread,
+    /// oldest first, [`RECUT_BATCH`] runs per transaction, telling
+    /// `progress` how many of how many are done after each: bodies stored
+    /// before they referred to their messages (skein before export format
+    /// 5) shrink to their envelope. Idempotent, so a compaction that was
+    /// stopped is finished by running it again.
+    pub fn compact_bodies(&self, progress: &mut dyn FnMut(usize, usize)) -> crate::Result<Recut> {
+        let runs = self.backend().bodied_runs()?;
+        let mut total = Recut::default();
+        for (done, batch) in runs.chunks(RECUT_BATCH).enumerate() {
+            total += self.backend().recut_bodies(batch)?;
+            progress(
+                (done * RECUT_BATCH + batch.len()).min(runs.len()),
+                runs.len(),
+            );
+        }
+        Ok(total)
+    }
+}
+
 /// A body's skeleton put together from its pieces: all of it, or what
 /// precedes its first erased piece (erasure takes a chain's pieces from
 /// its end, so what follows is erased too).

@@ -85,7 +85,7 @@ mod verify;
 
 pub use async_store::AsyncStore;
 pub use blocking::blocking_caller;
-pub use bodies::RequestBody;
+pub use bodies::{RECUT_BATCH, Recut, RequestBody};
 pub use codec::BLOB_THRESHOLD;
 pub use conversations::CommitStage as CommitStageProbe;
 pub use conversations::check_conversation_name;

@@ -179,6 +179,9 @@ fn gc_applies_the_retention_of_the_configuration_file() {
     // No retention: gc keeps every conversation.
     let kept = skein.json(&["gc"]);
     assert_eq!(kept["retention"].as_array().unwrap().len(), 0);
+    assert!(kept["compacted"].is_null(), "{kept}");
+    let refused = skein.run(&["gc", "--compact", "--dry-run"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert_eq!(count(&skein, "conversations"), 2);
 
     std::fs::write(&config, "[retention]\nolder_than = \"5x\"\n").unwrap();

@@ -8,10 +8,16 @@ its references name in one query.
 */
 
 use super::pipeline::{Param, Pipeline};
-use crate::bodies::{Assembled, BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
+use crate::bodies::{
+    Assembled, BodyHead, PieceContent, Recut, RequestBody, StoredPiece, cut, digest_of,
+    input_messages,
+};
+use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
+use crate::records::{ConversationId, RunId};
+use crate::transfer::BodyThreads;
 use deadpool_postgres::GenericClient;
-use skein_core::{Digest, Message, NodeId};
+use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
 
 /// Migration 22's SQL: the pieces, and what a run keeps of its body.
@@ -71,10 +77,15 @@ pub(crate) async fn queue<'c, C: GenericClient>(
     Ok(cut.head)
 }
 
-/// Store `body`'s pieces now (a migration's, outside a turn's pipeline).
-pub(crate) async fn store<C: GenericClient>(tx: &C, body: &str) -> Result<BodyHead> {
+/// Store `body`'s pieces now (a migration's or a compaction's, outside a
+/// turn's pipeline).
+pub(crate) async fn store<C: GenericClient>(
+    tx: &C,
+    body: &str,
+    messages: &[(NodeId, &Message)],
+) -> Result<BodyHead> {
     let mut pipeline = Pipeline::new();
-    let head = queue(&mut pipeline, tx, body, &[]).await?;
+    let head = queue(&mut pipeline, tx, body, messages).await?;
     pipeline.run().await?;
     Ok(head)
 }
@@ -108,7 +119,7 @@ pub(crate) async fn move_whole_bodies(tx: &deadpool_postgres::Transaction<'_>) -
             .query_one("SELECT request FROM runs WHERE id = $1", &[&run])
             .await?
             .get(0);
-        let head = store(tx, &body).await?;
+        let head = store(tx, &body, &[]).await?;
         tx.execute(
             "UPDATE runs SET request_piece = $2, request_digest = $3, request_len = $4
              WHERE id = $1",
@@ -296,4 +307,82 @@ pub(crate) async fn erase_carried<C: GenericClient>(
         }
     }
     Ok(erased)
+}
+
+/// The stored thread a run's body refers to: its conversation's, when that
+/// passes through the run's `input`, else the thread up to it (the last
+/// one loaded is held in `threads` for the runs that follow).
+pub(crate) async fn input_thread<C: GenericClient>(
+    client: &C,
+    key: StoreKey,
+    threads: &mut BodyThreads,
+    conversation: Option<&ConversationId>,
+    input: NodeId,
+) -> Result<Thread> {
+    if let Some(thread) = threads.holding(input) {
+        return Ok(thread);
+    }
+    if let Some(conversation) = conversation {
+        let head: Option<Vec<u8>> = client
+            .query_opt(
+                "SELECT head FROM conversations WHERE id = $1",
+                &[&conversation.as_str()],
+            )
+            .await?
+            .and_then(|row| row.get(0));
+        if let Some(head) = optional_node_id(head.as_deref())? {
+            let thread = super::graph::load_thread_in(client, key, head).await?;
+            if thread.at(input).is_some() {
+                return Ok(threads.keep(thread));
+            }
+        }
+    }
+    Ok(threads.keep(super::graph::load_thread_in(client, key, input).await?))
+}
+
+/// Cut the bodies of `runs` again against their stored threads, as on
+/// SQLite (sqlite/bodies.rs `recut`).
+pub(crate) async fn recut<C: GenericClient>(
+    tx: &C,
+    key: StoreKey,
+    runs: &[RunId],
+) -> Result<Recut> {
+    let mut recut = Recut::default();
+    let mut threads = BodyThreads::default();
+    for run in runs {
+        let Some(row) = tx
+            .query_opt(
+                "SELECT conversation, input_head, request_piece, request_digest, request_len
+                 FROM runs WHERE id = $1 AND request_digest IS NOT NULL",
+                &[&run.as_str()],
+            )
+            .await?
+        else {
+            continue;
+        };
+        recut.bodies += 1;
+        let last: Option<Vec<u8>> = row.get(2);
+        let digest = digest_of(row.get(3))?;
+        let body = load(tx, run.as_str(), last.clone(), &digest, row.get(4)).await?;
+        let input = optional_node_id(row.get::<_, Option<&[u8]>>(1))?;
+        let (Some(text), Some(input)) = (body.whole(), input) else {
+            recut.erased += u64::from(!body.erased().is_empty());
+            continue;
+        };
+        let conversation = row.get::<_, Option<String>>(0).map(ConversationId);
+        let thread = input_thread(tx, key, &mut threads, conversation.as_ref(), input).await?;
+        let head = store(tx, text, &input_messages(Some(&thread), Some(input))).await?;
+        let new_last = head.last.map(|last| last.as_bytes().to_vec());
+        if new_last == last {
+            continue;
+        }
+        tx.execute(
+            "UPDATE runs SET request_piece = $2 WHERE id = $1",
+            &[&run.as_str(), &new_last],
+        )
+        .await?;
+        recut.rewritten += 1;
+        recut.pieces_released += release(tx, last.into_iter().collect()).await?;
+    }
+    Ok(recut)
 }

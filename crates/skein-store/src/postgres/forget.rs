@@ -17,6 +17,7 @@ advisory lock ([`Forget::exclusively`]).
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
 use crate::backend::{Backend, BoxFuture, Forget};
+use crate::bodies::Recut;
 use crate::codec::BLOB_THRESHOLD;
 use crate::codec::{blob_refs, node_id};
 use crate::error::Result;
@@ -26,6 +27,7 @@ use crate::forget::{
     selection_without, settings_without, sweep,
 };
 use crate::records::ReplayId;
+use crate::records::RunId;
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
@@ -167,11 +169,31 @@ impl Forget for PgStore {
         self.read(async |client| {
             client
                 .batch_execute(
-                    "VACUUM FULL nodes, blobs, runs, conversations, reruns, embeddings, tool_offers",
+                    "VACUUM FULL nodes, blobs, runs, conversations, reruns, embeddings, tool_offers,
+                         request_pieces",
                 )
                 .await?;
             Ok(())
         })
+    }
+
+    fn bodied_runs(&self) -> Result<Vec<RunId>> {
+        self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT id FROM runs WHERE request_digest IS NOT NULL ORDER BY started, id",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|row| RunId(row.get(0)))
+                .collect())
+        })
+    }
+
+    fn recut_bodies(&self, runs: &[RunId]) -> Result<Recut> {
+        let key = self.key();
+        self.write(async |tx| super::bodies::recut(tx, key, runs).await)
     }
 }
 

@@ -11,7 +11,8 @@ with the file's size divided by a thousand, not with its node count.
 */
 
 use super::PgStore;
-use super::graph::{NodeRow, decode, fetch_blobs, load_thread_in, queue_nodes};
+use super::bodies::input_thread;
+use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
 use super::offers::fill_offers;
 use super::pipeline::Pipeline;
 use super::replays::{insert_replay, insert_replay_turn};
@@ -23,14 +24,14 @@ use crate::bodies::digest_of;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::lanes::Lanes;
-use crate::records::{RunId, RunRecord};
+use crate::records::RunId;
 use crate::transfer::{
     BodyThreads, ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
     bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
     write_node, write_piece, write_run_body,
 };
 use deadpool_postgres::GenericClient;
-use skein_core::{ConversationId, Digest, Message, NodeId, StoreKey, Thread};
+use skein_core::{ConversationId, Digest, Message, NodeId};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
@@ -198,7 +199,19 @@ impl Transfer for PgStore {
                         if tx.query_opt(&statement, &[&run.id.as_str()]).await?.is_none() {
                             known.check(tx, &depths, number, line).await?;
                             let mut pipeline = Pipeline::new();
-                            let thread = body_thread(tx, self.key(), &mut threads, run).await?;
+                            let thread = match BodyThreads::input(run) {
+                                Some(input) => Some(
+                                    input_thread(
+                                        tx,
+                                        self.key(),
+                                        &mut threads,
+                                        run.conversation.as_ref(),
+                                        input,
+                                    )
+                                    .await?,
+                                ),
+                                None => None,
+                            };
                             queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), thread.as_ref())
                                 .await?;
                             pipeline.run().await?;
@@ -504,40 +517,6 @@ async fn insert_batched(client: &impl GenericClient, nodes: &mut Vec<NewNode>) -
     }
     nodes.clear();
     Ok(())
-}
-
-/// The stored thread an imported run's body refers to: its conversation's,
-/// when that passes through the run's input, else the thread up to it.
-async fn body_thread<C: GenericClient>(
-    client: &C,
-    key: StoreKey,
-    threads: &mut BodyThreads,
-    run: &RunRecord,
-) -> Result<Option<Thread>> {
-    let Some(input) = BodyThreads::input(run) else {
-        return Ok(None);
-    };
-    if let Some(thread) = threads.holding(input) {
-        return Ok(Some(thread));
-    }
-    if let Some(conversation) = &run.conversation {
-        let head: Option<Vec<u8>> = client
-            .query_opt(
-                "SELECT head FROM conversations WHERE id = $1",
-                &[&conversation.as_str()],
-            )
-            .await?
-            .and_then(|row| row.get(0));
-        if let Some(head) = optional_node_id(head.as_deref())? {
-            let thread = load_thread_in(client, key, head).await?;
-            if thread.at(input).is_some() {
-                return Ok(Some(threads.keep(thread)));
-            }
-        }
-    }
-    Ok(Some(
-        threads.keep(load_thread_in(client, key, input).await?),
-    ))
 }
 
 async fn piece_stored<C: GenericClient>(client: &C, id: &Digest) -> Result<bool> {

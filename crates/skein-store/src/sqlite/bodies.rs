@@ -19,10 +19,16 @@ erased message, except those a body that did not carry it shares
 ([`erase_carried`]).
 */
 
-use crate::bodies::{Assembled, BodyHead, PieceContent, RequestBody, StoredPiece, cut, digest_of};
+use crate::bodies::{
+    Assembled, BodyHead, PieceContent, Recut, RequestBody, StoredPiece, cut, digest_of,
+    input_messages,
+};
+use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
+use crate::records::{ConversationId, RunId};
+use crate::transfer::BodyThreads;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use skein_core::{Digest, Message, NodeId};
+use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
 
 /// How many of a body's last pieces one probe looks for.
@@ -261,4 +267,89 @@ pub(crate) fn erase_carried(conn: &Connection, carried: &[(String, Vec<u8>)]) ->
         }
     }
     Ok(erased)
+}
+
+/// The stored thread a run's body refers to: its conversation's, when that
+/// passes through the run's `input`, else the thread up to it (the last
+/// one loaded is held in `threads` for the runs that follow).
+pub(crate) fn input_thread(
+    conn: &Connection,
+    key: StoreKey,
+    threads: &mut BodyThreads,
+    conversation: Option<&ConversationId>,
+    input: NodeId,
+) -> Result<Thread> {
+    if let Some(thread) = threads.holding(input) {
+        return Ok(thread);
+    }
+    let head: Option<Vec<u8>> = match conversation {
+        Some(conversation) => conn
+            .prepare_cached("SELECT head FROM conversations WHERE id = ?1")?
+            .query_row([conversation.as_str()], |row| row.get(0))
+            .optional()?
+            .flatten(),
+        None => None,
+    };
+    if let Some(head) = optional_node_id(head.as_deref())? {
+        let thread = super::graph::load_thread(conn, key, head)?;
+        if thread.at(input).is_some() {
+            return Ok(threads.keep(thread));
+        }
+    }
+    Ok(threads.keep(super::graph::load_thread(conn, key, input)?))
+}
+
+/// Cut the bodies of `runs` again against their stored threads (bodies
+/// stored before they referred to their messages get smaller): each one
+/// rewritten points its run at its new pieces, and the old pieces no run
+/// reaches any more go. A body with an erased span is left as it is (its
+/// bytes are not all known).
+pub(crate) fn recut(conn: &Connection, key: StoreKey, runs: &[RunId]) -> Result<Recut> {
+    let mut recut = Recut::default();
+    let mut threads = BodyThreads::default();
+    let mut row = conn.prepare_cached(
+        "SELECT conversation, input_head, request_piece, request_digest, request_len
+         FROM runs WHERE id = ?1 AND request_digest IS NOT NULL",
+    )?;
+    for run in runs {
+        type Row = (
+            Option<String>,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Vec<u8>,
+            i64,
+        );
+        let Some((conversation, input, last, digest, len)): Option<Row> = row
+            .query_row([run.as_str()], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            })
+            .optional()?
+        else {
+            continue;
+        };
+        recut.bodies += 1;
+        let body = load(conn, run.as_str(), last.clone(), &digest_of(digest)?, len)?;
+        let (Some(text), Some(input)) = (body.whole(), optional_node_id(input.as_deref())?) else {
+            recut.erased += u64::from(!body.erased().is_empty());
+            continue;
+        };
+        let conversation = conversation.map(ConversationId);
+        let thread = input_thread(conn, key, &mut threads, conversation.as_ref(), input)?;
+        let head = store(conn, text, &input_messages(Some(&thread), Some(input)))?;
+        let new_last = head.last.map(|last| last.as_bytes().to_vec());
+        if new_last == last {
+            continue;
+        }
+        conn.prepare_cached("UPDATE runs SET request_piece = ?2 WHERE id = ?1")?
+            .execute(params![run.as_str(), new_last])?;
+        recut.rewritten += 1;
+        recut.pieces_released += release(conn, last.into_iter().collect())?;
+    }
+    Ok(recut)
 }

@@ -7,7 +7,8 @@ no database).
 */
 
 use super::SqliteStore;
-use super::graph::{Placed, decode_message, insert_node, load_thread, seq_of};
+use super::bodies::input_thread;
+use super::graph::{Placed, decode_message, insert_node, seq_of};
 use super::offers::fill_offers;
 use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::insert_rerun;
@@ -16,14 +17,14 @@ use crate::backend::{Backend, Transfer};
 use crate::bodies::digest_of;
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
-use crate::records::{RunId, RunRecord};
+use crate::records::RunId;
 use crate::transfer::{
     BodyThreads, ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
     bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
     write_node, write_piece, write_run_body,
 };
 use rusqlite::{Connection, OptionalExtension, params};
-use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
+use skein_core::{Digest, Message, NodeId};
 use std::io::Write;
 
 impl Transfer for SqliteStore {
@@ -154,7 +155,16 @@ impl Transfer for SqliteStore {
                             .exists([run.id.as_str()])?;
                         if !exists {
                             check_references(tx, number, line)?;
-                            let thread = body_thread(tx, self.key(), &mut threads, run)?;
+                            let thread = match BodyThreads::input(run) {
+                                Some(input) => Some(input_thread(
+                                    tx,
+                                    self.key(),
+                                    &mut threads,
+                                    run.conversation.as_ref(),
+                                    input,
+                                )?),
+                                None => None,
+                            };
                             insert_run(tx, run, run.conversation.as_ref(), thread.as_ref())?;
                             report.runs += 1;
                             if let Some(conversation) = &run.conversation
@@ -278,37 +288,6 @@ fn check_references(tx: &rusqlite::Transaction<'_>, number: usize, line: &Line) 
         }
     }
     Ok(())
-}
-
-/// The stored thread an imported run's body refers to: its conversation's,
-/// when that passes through the run's input, else the thread up to it.
-fn body_thread(
-    conn: &Connection,
-    key: StoreKey,
-    threads: &mut BodyThreads,
-    run: &RunRecord,
-) -> Result<Option<Thread>> {
-    let Some(input) = BodyThreads::input(run) else {
-        return Ok(None);
-    };
-    if let Some(thread) = threads.holding(input) {
-        return Ok(Some(thread));
-    }
-    let head: Option<Vec<u8>> = match &run.conversation {
-        Some(conversation) => conn
-            .prepare_cached("SELECT head FROM conversations WHERE id = ?1")?
-            .query_row([conversation.as_str()], |row| row.get(0))
-            .optional()?
-            .flatten(),
-        None => None,
-    };
-    if let Some(head) = optional_node_id(head.as_deref())? {
-        let thread = load_thread(conn, key, head)?;
-        if thread.at(input).is_some() {
-            return Ok(Some(threads.keep(thread)));
-        }
-    }
-    Ok(Some(threads.keep(load_thread(conn, key, input)?)))
 }
 
 fn piece_stored(conn: &Connection, id: &Digest) -> Result<bool> {
