@@ -3430,7 +3430,7 @@ const COST_DEEP: usize = 25;
 async fn proxied_history(server: &Server, label: &str, turns: usize) -> Vec<Value> {
     let mut messages = Vec::new();
     for turn in 0..turns {
-        messages.push(serde_json::json!({"role": "user", "content": format!("{label} {turn}")}));
+        messages.push(serde_json::json!({"role": "user", "content": question(label, turn)}));
         let (status, body) = server
             .proxy(
                 "/v1/chat/completions",
@@ -3443,11 +3443,24 @@ async fn proxied_history(server: &Server, label: &str, turns: usize) -> Vec<Valu
     messages
 }
 
-/// What one more proxied turn costs after `history`.
-async fn proxied_turn_costs(server: &Server, mut history: Vec<Value>) -> skein::Costs {
-    history.push(serde_json::json!({"role": "user", "content": "one more"}));
+/// A question long enough that its request body refers to its node rather
+/// than holding it (skein-store's bodies/skeleton.rs).
+fn question(label: &str, turn: usize) -> String {
+    format!("{label} {turn}: what does the river carry past the mill at {turn} o'clock today?")
+}
+
+/// What one more proxied turn costs after `history`: statements and rows,
+/// and the bytes of request-body pieces it adds.
+async fn proxied_turn_costs(server: &Server, mut history: Vec<Value>) -> (skein::Costs, i64) {
+    history.push(serde_json::json!({"role": "user", "content": question("one more", 0)}));
+    let pieces = || {
+        server
+            .store
+            .debug_query_i64("SELECT COALESCE(sum(len), 0) FROM request_pieces")
+            .unwrap()
+    };
     let meter = server.store.meter().unwrap();
-    let before = meter.read();
+    let (before, stored) = (meter.read(), pieces());
     let (status, body) = server
         .proxy(
             "/v1/chat/completions",
@@ -3455,21 +3468,30 @@ async fn proxied_turn_costs(server: &Server, mut history: Vec<Value>) -> skein::
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    meter.read() - before
+    (meter.read() - before, pieces() - stored)
 }
 
+/// Statements, rows and the body bytes written are the same at any depth:
+/// the request re-sends its history, but its messages are stored once, as
+/// nodes, and its body keeps references to them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxied_turn_costs_the_same_at_any_depth() {
     let server = Server::proxying(None).await;
     let shallow = proxied_history(&server, "shallow", COST_SHALLOW).await;
     let deep = proxied_history(&server, "deep", COST_DEEP).await;
-    let shallow = proxied_turn_costs(&server, shallow).await;
-    let deep = proxied_turn_costs(&server, deep).await;
+    let (shallow, shallow_bytes) = proxied_turn_costs(&server, shallow).await;
+    let (deep, deep_bytes) = proxied_turn_costs(&server, deep).await;
     assert_eq!(
         deep,
         shallow,
         "a proxied turn {} messages deeper cost more",
         2 * (COST_DEEP - COST_SHALLOW)
+    );
+    // The new exchange's two references and envelope, and the piece it
+    // re-cuts: under a kilobyte at either depth (the deep body is 5 KB).
+    assert!(
+        shallow_bytes < 1024 && deep_bytes < 1024,
+        "{shallow_bytes} and {deep_bytes} bytes of pieces"
     );
 }
 
