@@ -364,7 +364,6 @@ function renderFamily(family, keep) {
     family.shares.map((c) => entry(c, 'shares',
       'shares its first messages with this family by content; not forked from it')));
   const listed = family.conversations.length + family.shares.length;
-  // A large family's list would push the tree off the screen: fold it.
   // The summary in pieces that each stay on one line (a date, a cost).
   const pieces = [
     `${plural(family.conversations.length, 'conversation')}${family.more_conversations ? ' and more' : ''}`,
@@ -375,7 +374,9 @@ function renderFamily(family, keep) {
     focus.model ? `model ${focus.model}` : null,
     familyCost(family.usage),
   ].filter(Boolean);
-  const members = el('details', { id: 'members', open: listed <= 8 },
+  // A large family's list, or any list on a short window, would push the
+  // tree off the screen: fold it.
+  const members = el('details', { id: 'members', open: listed <= 8 && window.innerHeight >= 700 },
     el('summary', {}, pieces.map((piece, i) => [i ? ' · ' : '', el('span', { class: 'piece' }, piece)])),
     memberList);
 
