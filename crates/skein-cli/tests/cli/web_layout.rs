@@ -1,6 +1,6 @@
 //! The workbench's readability, measured in a real browser at the window
-//! sizes people use (800×600, 1280×800, 2560×1440; the replay pages at
-//! 800, 1280 and 1920 pixels wide): the conversation list, a family with a
+//! sizes people use (800×600, 1280×800, 1920×1080, 2560×1440; the replay
+//! pages at 800×600, 1280×800 and 1920×1080): the conversation list, a family with a
 //! fork, a rerun and three replays, a message's details, the replay list
 //! and a replay's page. What is measured is what a reader sees: no text
 //! broken inside a word, nothing wider than the window, a whole screen of
@@ -20,7 +20,7 @@ use skein_testkit::Cli;
 use std::path::Path;
 
 /// The window sizes of the list, the family and the details.
-const SIZES: [(u32, u32); 3] = [(800, 600), (1280, 800), (2560, 1440)];
+const SIZES: [(u32, u32); 4] = [(800, 600), (1280, 800), (1920, 1080), (2560, 1440)];
 
 /// The window sizes of the replay pages.
 const REPLAY_SIZES: [(u32, u32); 3] = [(800, 600), (1280, 800), (1920, 1080)];
@@ -201,6 +201,8 @@ fn the_workbench_reads_at_every_window_size() {
             .join("tests/data/tools.toml")
             .display()
     );
+    // The first, on the scripted model: its answer's run names that model.
+    let mut scripted = None;
     for n in 0..18 {
         let name = format!("a-conversation-with-a-long-hyphenated-name-{n:02}");
         let text = format!(
@@ -211,8 +213,15 @@ fn the_workbench_reads_at_every_window_size() {
         } else {
             "echo"
         };
-        skein_json(&db, &["prompt", "-m", model, "--name", &name, &text]);
+        let turn = skein_json(&db, &["prompt", "-m", model, "--name", &name, &text]);
+        if n == 0 {
+            scripted = Some((
+                turn["conversation"].as_str().unwrap().to_string(),
+                turn["node"].as_str().unwrap().to_string(),
+            ));
+        }
     }
+    let (scripted, scripted_answer) = scripted.unwrap();
 
     let server = Server::start(&db, &["-m", "echo"]);
     skein::providers::http::install_crypto_provider();
@@ -308,6 +317,13 @@ fn the_workbench_reads_at_every_window_size() {
             page.wait_for(&format!("#tree .node-row.selected[data-node-id]:not([data-node-id='{italy}'])")).await;
             in_view(&page, &format!("the message k selected at {size}"), "#tree .node-row.selected").await;
             in_view(&page, &format!("the details after k at {size}"), "#details").await;
+
+            // A run on a model named by a long path: its details fit too.
+            page.goto(&format!("{}/?{size}#/c/{scripted}/n/{scripted_answer}", server.base())).await;
+            page.wait_for(&format!("#details[data-node-id='{scripted_answer}'] #runs .run")).await;
+            in_view(&page, &format!("the scripted run's details at {size}"), "#details").await;
+            readable(&page, &format!("the scripted run's details at {size}"), "#node-id, #details dl.facts, #details .run > header").await;
+            page.screenshot(&shots.join(format!("layout-details-scripted-{size}.png"))).await;
         }
 
         // The keys, at 1280×800.
@@ -381,6 +397,13 @@ fn the_workbench_reads_at_every_window_size() {
             vec![json!(family)],
         )
         .await;
+        // With nothing selected, j selects the first message; Enter then
+        // opens its details (the focus goes there).
+        page.press('j').await;
+        selected_is(&order[0]).await;
+        page.wait_for(&format!("#details[data-node-id='{}'] #actions", order[0])).await;
+        page.press(fantoccini::key::Key::Enter.into()).await;
+        page.until("Enter opened the details", focused, vec![json!("details")]).await;
         // In the list, j and k move a cursor and Enter opens its
         // conversation.
         page.goto(&format!("{}/?list-keys#/", server.base())).await;

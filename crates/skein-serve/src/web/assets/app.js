@@ -377,7 +377,7 @@ function renderFamily(family, keep) {
   // A large family's list, or any list on a short window, would push the
   // tree off the screen: fold it.
   const members = el('details', { id: 'members', open: listed <= 8 && window.innerHeight >= 700 },
-    el('summary', {}, pieces.map((piece, i) => [i ? ' · ' : '', el('span', { class: 'piece' }, piece)])),
+    el('summary', {}, pieces.map((piece, i) => [i ? ' · ' : '', el('span', { class: 'piece', title: piece }, piece)])),
     memberList);
 
   const head = el('div', { class: 'view-head' },
@@ -825,7 +825,7 @@ function renderRun(run, focus, group) {
   const options = Object.entries(run.options || {});
   return el('article', { class: `run status-${run.status}`, data: { runId: run.id, status: run.status } },
     el('header', {}, badge(run.status, `status status-${run.status}`), ' ',
-      el('strong', { class: 'model' }, run.model), el('span', { class: 'muted' }, ` via ${run.provider}`),
+      el('strong', { class: 'model', title: run.model }, run.model), el('span', { class: 'muted' }, ` via ${run.provider}`),
       group && group.length > 1 ? badge(`× ${group.length} identical runs`, 'repeat') : null,
       el('code', { class: 'run-id', title: run.id }, short(run.id))),
     group && group.length > 1 ? el('details', { class: 'run-group' },
@@ -837,10 +837,10 @@ function renderRun(run, focus, group) {
     el('dl', { class: 'facts' },
       el('dt', {}, 'started'), el('dd', {}, time(run.started_ms)),
       el('dt', {}, 'took'), el('dd', { class: 'duration' }, duration(run.duration_ms)),
-      run.requested_model ? [el('dt', {}, 'asked for'), el('dd', { class: 'requested-model' }, run.requested_model)] : null,
-      run.response_model && run.response_model !== run.model ? [el('dt', {}, 'answered by'), el('dd', { class: 'response-model' }, run.response_model)] : null,
-      run.profile ? [el('dt', {}, 'profile'), el('dd', {}, run.profile)] : null,
-      run.backend ? [el('dt', {}, 'backend'), el('dd', {}, run.backend)] : null,
+      run.requested_model ? [el('dt', {}, 'asked for'), el('dd', { class: 'requested-model one-line', title: run.requested_model }, run.requested_model)] : null,
+      run.response_model && run.response_model !== run.model ? [el('dt', {}, 'answered by'), el('dd', { class: 'response-model one-line', title: run.response_model }, run.response_model)] : null,
+      run.profile ? [el('dt', {}, 'profile'), el('dd', { class: 'one-line', title: run.profile }, run.profile)] : null,
+      run.backend ? [el('dt', {}, 'backend'), el('dd', { class: 'one-line', title: run.backend }, run.backend)] : null,
       run.conversation ? [el('dt', {}, 'conversation'), el('dd', {}, el('a', { href: `#/c/${run.conversation}` }, el('code', {}, short(run.conversation))))] : null,
       run.input_head ? [el('dt', {}, 'answered'), el('dd', {}, nodeLink(focus, run.input_head))] : null,
       run.finish_reason ? [el('dt', {}, 'finished'), el('dd', {}, run.finish_reason)] : null,
