@@ -256,6 +256,20 @@ fn the_workbench_reads_at_every_window_size() {
             if height >= 800 {
                 assert!(rows["seen"].as_u64().unwrap() >= 15, "the list at {size}: {rows}");
             }
+            // Cut ids and models are whole in the page (what a copy
+            // takes) and in their titles (what hovering shows).
+            let cut = page
+                .execute(
+                    "return [...document.querySelectorAll('#conversations tbody tr')].filter((row) => {\
+                       const id = row.querySelector('td.id code.id');\
+                       const model = row.querySelector('td.model');\
+                       return id.textContent !== row.dataset.conversationId || id.title !== row.dataset.conversationId\
+                         || !model.textContent.startsWith(model.title) || model.title === '';\
+                     }).map((row) => row.dataset.conversationId);",
+                    vec![],
+                )
+                .await;
+            assert_eq!(cut, json!([]), "the list at {size}: rows whose id or model is not whole");
             page.screenshot(&shots.join(format!("layout-list-{size}.png"))).await;
 
             // The family: the tree above the fold, replays folded, the
