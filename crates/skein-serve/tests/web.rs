@@ -923,6 +923,7 @@ async fn the_page_and_its_assets_are_embedded_behind_a_strict_content_policy() {
     for (path, kind) in [
         ("/assets/app.js", "text/javascript"),
         ("/assets/replays.js", "text/javascript"),
+        ("/assets/keys.js", "text/javascript"),
         ("/assets/style.css", "text/css"),
         ("/assets/icon.svg", "image/svg+xml"),
     ] {
@@ -944,7 +945,7 @@ async fn the_page_and_its_assets_are_embedded_behind_a_strict_content_policy() {
             .unwrap();
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
     }
-    for script in ["/assets/app.js", "/assets/replays.js"] {
+    for script in ["/assets/app.js", "/assets/replays.js", "/assets/keys.js"] {
         let script = server.get(script).await.text().await.unwrap();
         assert!(
             !script.contains("innerHTML"),

@@ -40,3 +40,4 @@ mod telemetry;
 mod templates;
 mod tidy;
 mod web;
+mod web_layout;

@@ -16,13 +16,13 @@ use std::sync::{Arc, Mutex};
 
 const MARKUP: &str = "<img src=x data-injected=1> <b>not bold</b> & <script>no</script>";
 
-fn skein_json(db: &Path, args: &[&str]) -> Value {
+pub(crate) fn skein_json(db: &Path, args: &[&str]) -> Value {
     Cli::new(crate::BIN, db).json(args)
 }
 
 /// `target/web-screenshots`, found from this test binary's path
 /// (`target/debug/deps/web-…`), so it follows CARGO_TARGET_DIR.
-fn screenshots() -> PathBuf {
+pub(crate) fn screenshots() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let target = exe
         .ancestors()
@@ -33,7 +33,7 @@ fn screenshots() -> PathBuf {
 
 /// The browser, or `None` after saying loudly why the test is skipped
 /// (never under CI, where a missing browser fails the test).
-fn browser_or_skip(test: &str) -> Option<Browser> {
+pub(crate) fn browser_or_skip(test: &str) -> Option<Browser> {
     match Browser::find() {
         Ok(browser) => Some(browser),
         Err(problem) if std::env::var_os("CI").is_some() => panic!("{problem}"),
@@ -50,7 +50,7 @@ fn browser_or_skip(test: &str) -> Option<Browser> {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -251,6 +251,53 @@ impl Session {
             .unwrap_or_else(|error| panic!("resizing the window: {error}"));
     }
 
+    /// Size the window so that the page's viewport (`innerWidth` ×
+    /// `innerHeight`) is `width` × `height`, whatever the browser's own
+    /// frame takes.
+    pub async fn viewport(&self, width: u32, height: u32) {
+        self.resize(width, height).await;
+        let inner = self
+            .execute("return [innerWidth, innerHeight];", vec![])
+            .await;
+        let frame = |i: usize, wanted: u32| {
+            wanted.saturating_sub(inner[i].as_u64().unwrap_or(u64::from(wanted)) as u32)
+        };
+        let (extra_width, extra_height) = (frame(0, width), frame(1, height));
+        if extra_width > 0 || extra_height > 0 {
+            self.resize(width + extra_width, height + extra_height)
+                .await;
+        }
+    }
+
+    /// Press and release one key where the focus is, as a person would
+    /// (a character, or a [`fantoccini::key::Key`] as one).
+    pub async fn press(&self, key: char) {
+        use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+        let keys = KeyActions::new("keyboard".to_string())
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+        self.client
+            .perform_actions(keys)
+            .await
+            .unwrap_or_else(|error| panic!("pressing {key:?}: {error}"));
+    }
+
+    /// Run `script` until the object it returns has `ok: true`, and return
+    /// that object; after [`WAIT`], fail with the last one and `what`.
+    pub async fn until(&self, what: &str, script: &str, args: Vec<Value>) -> Value {
+        let started = Instant::now();
+        loop {
+            let value = self.execute(script, args.clone()).await;
+            if value["ok"] == true {
+                return value;
+            }
+            if started.elapsed() > WAIT {
+                panic!("{what}: not so after {WAIT:?}; last measured {value}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn text(&self, element: &Element) -> String {
         element
             .text()

@@ -3,8 +3,8 @@ The page's files, embedded in the binary (no build step, nothing fetched
 from anywhere), and the headers every web-view response carries. The
 script is plain ES modules: `app.js` (routing and views) imports `util.js`
 (DOM, API, formatting), `actions.js` (the actions at a message), `diff.js`
-(word differences), `live.js` (live updates) and `replays.js` (the replay
-pages).
+(word differences), `live.js` (live updates), `keys.js` (the keyboard and
+its `?` overlay) and `replays.js` (the replay pages).
 */
 
 use axum::extract::Path;
@@ -43,6 +43,7 @@ const ASSETS: &[Asset] = &[
     Asset::new("actions.js", include_str!("assets/actions.js")),
     Asset::new("diff.js", include_str!("assets/diff.js")),
     Asset::new("live.js", include_str!("assets/live.js")),
+    Asset::new("keys.js", include_str!("assets/keys.js")),
     Asset::new("replays.js", include_str!("assets/replays.js")),
     Asset::new("style.css", include_str!("assets/style.css")),
     Asset::new("icon.svg", include_str!("assets/icon.svg")),

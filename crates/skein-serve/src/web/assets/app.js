@@ -16,11 +16,12 @@
 //   #/replays/ID            one replay's report, polled while it runs
 
 import {
-  $, $$, ApiError, api, badge, bytes, clear, conversationLabel, conversationLink, duration, el, enc, loadSession,
+  $, $$, ApiError, api, badge, bytes, clear, conversationLabel, conversationLink, duration, el, enc, idCode, loadSession,
   nodeLink, optionsText, plural, short, textOf, time, timeEl, tokens, dollars, percent,
 } from './util.js';
 import { actionPanel } from './actions.js';
 import { wordDiff } from './diff.js';
+import { installKeys, toggleKeys } from './keys.js';
 import * as live from './live.js';
 import { replaysView, replayView } from './replays.js';
 
@@ -30,12 +31,22 @@ const view = () => $('#view');
 let current = { name: null };
 let renderToken = 0;
 
+/**
+ * The breadcrumb. It shortens from the middle (style.css): the crumbs
+ * between the first and the last are cut first, their whole text in their
+ * title.
+ */
 function crumbs(...items) {
   const nav = clear($('#crumbs'));
-  for (const item of items.filter(Boolean)) {
+  const shown = items.filter(Boolean);
+  shown.forEach((item, i) => {
+    if (i > 0 && i < shown.length - 1) {
+      item.classList.add('crumb-middle');
+      if (!item.title) item.title = item.textContent;
+    }
     nav.appendChild(el('span', { class: 'sep' }, '/'));
     nav.appendChild(item);
-  }
+  });
 }
 
 function showError(error) {
@@ -87,6 +98,13 @@ function originCell(c) {
   }
   if (origin.node) parts.push(' at ', el('code', {}, short(origin.node)));
   return el('span', {}, parts);
+}
+
+/** Where a conversation came from, with whole ids: the origin cell's title. */
+function originText(origin) {
+  if (!origin) return '';
+  return [origin.rerun ? `rerun ${origin.rerun}` : 'fork', origin.conversation ? `of ${origin.conversation}` : null,
+    origin.node ? `at ${origin.node}` : null].filter(Boolean).join(' ');
 }
 
 // Live: the list and an open family follow turns from any process
@@ -162,12 +180,12 @@ async function listView(stale) {
       el('td', { class: 'name', title: c.name || c.title || '' }, el('a', { href: `#/c/${c.id}` },
         c.name || (c.title ? el('span', { class: 'title' }, c.title) : el('span', { class: 'muted' }, '(unnamed)')))),
       el('td', { class: 'preview', title: c.preview || '' }, c.preview || ''),
-      el('td', {}, el('code', { title: c.id }, c.short)),
-      el('td', {}, c.head ? el('code', { title: c.head }, short(c.head)) : el('span', { class: 'muted' }, 'empty')),
+      el('td', { class: 'id' }, idCode(c.id)),
+      el('td', { class: 'head' }, c.head ? idCode(c.head) : el('span', { class: 'muted' }, 'empty')),
       el('td', { class: 'num' }, String(c.len)),
-      el('td', {}, timeEl(c.updated_ms)),
-      el('td', {}, originCell(c)),
-      el('td', { class: 'model', title: c.model }, c.model || el('span', { class: 'muted' }, '—')));
+      el('td', { class: 'updated' }, timeEl(c.updated_ms)),
+      el('td', { class: 'origin', title: originText(c.origin) }, originCell(c)),
+      el('td', { class: 'model', title: c.model || '' }, c.model || el('span', { class: 'muted' }, '—')));
     row.dataset.search = [c.name || '', c.title || '', c.id, c.head || '', c.model || '', c.preview || ''].join(' ').toLowerCase();
     row.addEventListener('click', (event) => {
       if (event.target.closest('a')) return;
@@ -202,7 +220,8 @@ async function listView(stale) {
   section.appendChild(el('div', { class: 'toolbar' }, filter, changed));
   section.append(el('div', { class: 'table-frame' }, el('table', { id: 'conversations', class: 'listing' },
     el('thead', {}, el('tr', {},
-      ['Name', 'Last message', 'Id', 'Head', 'Messages', 'Updated', 'Origin', 'Model'].map((h) => el('th', { scope: 'col' }, h)))),
+      [['name', 'Name'], ['preview', 'Last message'], ['id', 'Id'], ['head', 'Head'], ['num', 'Messages'], ['updated', 'Updated'],
+        ['origin', 'Origin'], ['model', 'Model']].map(([key, h]) => el('th', { scope: 'col', class: key }, h)))),
     body)), nothing);
   if (!next) return;
   const more = el('button', { id: 'load-more', type: 'button' }, 'Load more');
@@ -345,17 +364,20 @@ function renderFamily(family, keep) {
     family.shares.map((c) => entry(c, 'shares',
       'shares its first messages with this family by content; not forked from it')));
   const listed = family.conversations.length + family.shares.length;
-  // A large family's list would push the tree off the screen: fold it.
-  const members = el('details', { id: 'members', open: listed <= 8 },
-    el('summary', {},
-      `${plural(family.conversations.length, 'conversation')}${family.more_conversations ? ' and more' : ''}`,
-      family.shares.length
-        ? ` · ${plural(family.shares.length, 'conversation')}${family.more_shares ? ' and more' : ''} sharing messages`
-        : '',
-      ` · ${family.branches.length} ${family.branches.length === 1 ? 'branch' : 'branches'}`
-        + ` · ${plural(family.nodes.length, 'message')}`,
-      focus.model ? ` · model ${focus.model}` : '',
-      ` · ${familyCost(family.usage)}`),
+  // The summary in pieces that each stay on one line (a date, a cost).
+  const pieces = [
+    `${plural(family.conversations.length, 'conversation')}${family.more_conversations ? ' and more' : ''}`,
+    family.shares.length
+      ? `${plural(family.shares.length, 'conversation')}${family.more_shares ? ' and more' : ''} sharing messages` : null,
+    `${family.branches.length} ${family.branches.length === 1 ? 'branch' : 'branches'}`,
+    plural(family.nodes.length, 'message'),
+    focus.model ? `model ${focus.model}` : null,
+    familyCost(family.usage),
+  ].filter(Boolean);
+  // A large family's list, or any list on a short window, would push the
+  // tree off the screen: fold it.
+  const members = el('details', { id: 'members', open: listed <= 8 && window.innerHeight >= 700 },
+    el('summary', {}, pieces.map((piece, i) => [i ? ' · ' : '', el('span', { class: 'piece', title: piece }, piece)])),
     memberList);
 
   const head = el('div', { class: 'view-head' },
@@ -383,7 +405,6 @@ function renderFamily(family, keep) {
   if (family.roots.length === 0) {
     tree.appendChild(el('p', { class: 'empty' }, 'This conversation has no messages yet.'));
   }
-  tree.addEventListener('keydown', treeKeys);
   // One tab stop for the whole tree: the selected row, else the first.
   const firstRow = $('.node-row', tree);
   if (firstRow) firstRow.tabIndex = 0;
@@ -430,8 +451,11 @@ function branchSize(branch, startingAt) {
 function renderBranch(branch, ctx) {
   const collapsible = branch.kind !== 'root';
   const collapsed = collapsible && !ctx.open.has(branch.id);
+  // The lane is drawn by what the branch shows: a rerun's request that
+  // starts a line of its own (its system text differs) is still a rerun.
+  const lane = branch.rerun ? 'rerun' : branch.replay ? 'replay' : branch.kind;
   const section = el('section', {
-    class: `branch kind-${branch.kind}${collapsed ? ' collapsed' : ''}`,
+    class: `branch kind-${branch.kind} lane-${lane}${collapsed ? ' collapsed' : ''}`,
     data: {
       branchId: branch.id, kind: branch.kind, conversationId: branch.conversation,
       rerun: branch.rerun ? branch.rerun.id : null, replay: branch.replay ? branch.replay.id : null,
@@ -538,20 +562,6 @@ function setAll(collapsed) {
   }
 }
 
-function treeKeys(event) {
-  const row = event.target.closest('.node-row');
-  if (!row) return;
-  const visible = $$('#tree .node-row').filter((r) => r.offsetParent !== null);
-  const at = visible.indexOf(row);
-  let next = null;
-  if (event.key === 'ArrowDown' || event.key === 'j') next = visible[at + 1];
-  else if (event.key === 'ArrowUp' || event.key === 'k') next = visible[at - 1];
-  else if (event.key === 'Enter') next = row;
-  else return;
-  event.preventDefault();
-  if (next) location.hash = `#/c/${current.asked}/n/${next.dataset.nodeId}`;
-}
-
 function compareBar(family, byId) {
   // One choice per branch end: where each line of the graph stops.
   const options = family.branches.map((b) => {
@@ -617,6 +627,8 @@ function familyCrumbs(nodeId) {
 async function selectNode(nodeId, stale) {
   const details = $('#details');
   if (!details) return;
+  // A narrow window shows the details as a sheet while a message is selected.
+  $('#family-view').classList.toggle('selecting', Boolean(nodeId));
   if (!nodeId) {
     markSelected(null);
     familyCrumbs(null);
@@ -653,8 +665,12 @@ function renderNode(details, node) {
   clear(details);
   details.dataset.nodeId = node.id;
   details.append(
+    el('button', {
+      type: 'button', class: 'details-close', id: 'details-close', 'aria-label': 'close the details', title: 'close (Esc)',
+      on: { click: closeDetails },
+    }, '×'),
     el('h2', {}, badge(node.role, `role role-${node.role}`), ' message'),
-    el('p', {}, el('code', { class: 'full-id', id: 'node-id' }, node.id)),
+    el('p', {}, el('code', { class: 'full-id', id: 'node-id', title: node.id }, node.id)),
     el('dl', { class: 'facts' },
       el('dt', {}, 'parent'), el('dd', {}, node.parent ? nodeLink(focus, node.parent) : el('span', { class: 'muted' }, 'none (a root)')),
       el('dt', {}, 'depth'), el('dd', {}, String(node.depth)),
@@ -673,6 +689,13 @@ function renderNode(details, node) {
       : el('p', { class: 'muted', id: 'runs' }, node.role === 'assistant'
         ? 'No run record produced this message (it was imported or written directly).'
         : `No run produces a ${node.role} message: it was part of a request.`));
+}
+
+/** Close the open message's details (on a narrow window, its sheet): the family without a selection. */
+function closeDetails() {
+  if (current.name !== 'family' || !current.selected) return false;
+  location.hash = `#/c/${current.asked}`;
+  return true;
 }
 
 /** The model the actions default to: the conversation's this message belongs to. */
@@ -802,7 +825,7 @@ function renderRun(run, focus, group) {
   const options = Object.entries(run.options || {});
   return el('article', { class: `run status-${run.status}`, data: { runId: run.id, status: run.status } },
     el('header', {}, badge(run.status, `status status-${run.status}`), ' ',
-      el('strong', { class: 'model' }, run.model), el('span', { class: 'muted' }, ` via ${run.provider}`),
+      el('strong', { class: 'model', title: run.model }, run.model), el('span', { class: 'muted' }, ` via ${run.provider}`),
       group && group.length > 1 ? badge(`× ${group.length} identical runs`, 'repeat') : null,
       el('code', { class: 'run-id', title: run.id }, short(run.id))),
     group && group.length > 1 ? el('details', { class: 'run-group' },
@@ -814,10 +837,10 @@ function renderRun(run, focus, group) {
     el('dl', { class: 'facts' },
       el('dt', {}, 'started'), el('dd', {}, time(run.started_ms)),
       el('dt', {}, 'took'), el('dd', { class: 'duration' }, duration(run.duration_ms)),
-      run.requested_model ? [el('dt', {}, 'asked for'), el('dd', { class: 'requested-model' }, run.requested_model)] : null,
-      run.response_model && run.response_model !== run.model ? [el('dt', {}, 'answered by'), el('dd', { class: 'response-model' }, run.response_model)] : null,
-      run.profile ? [el('dt', {}, 'profile'), el('dd', {}, run.profile)] : null,
-      run.backend ? [el('dt', {}, 'backend'), el('dd', {}, run.backend)] : null,
+      run.requested_model ? [el('dt', {}, 'asked for'), el('dd', { class: 'requested-model one-line', title: run.requested_model }, run.requested_model)] : null,
+      run.response_model && run.response_model !== run.model ? [el('dt', {}, 'answered by'), el('dd', { class: 'response-model one-line', title: run.response_model }, run.response_model)] : null,
+      run.profile ? [el('dt', {}, 'profile'), el('dd', { class: 'one-line', title: run.profile }, run.profile)] : null,
+      run.backend ? [el('dt', {}, 'backend'), el('dd', { class: 'one-line', title: run.backend }, run.backend)] : null,
       run.conversation ? [el('dt', {}, 'conversation'), el('dd', {}, el('a', { href: `#/c/${run.conversation}` }, el('code', {}, short(run.conversation))))] : null,
       run.input_head ? [el('dt', {}, 'answered'), el('dd', {}, nodeLink(focus, run.input_head))] : null,
       run.finish_reason ? [el('dt', {}, 'finished'), el('dd', {}, run.finish_reason)] : null,
@@ -852,6 +875,74 @@ function requestBody(request) {
     el('summary', {}, `Request body, exactly as the client sent it (${bytes(new TextEncoder().encode(request).length)})`),
     el('pre', {}, pretty === null ? request : pretty));
 }
+
+// ---------------------------------------------------------------- keyboard
+
+/** The rows j and k step through: the list's shown rows, or the tree's visible messages. */
+function steppable() {
+  if (current.name === 'list') return $$('#conversations tbody tr').filter((r) => !r.hidden);
+  if (current.name === 'family') return $$('#tree .node-row').filter((r) => r.offsetParent !== null);
+  return [];
+}
+
+/** The list's cursor row: moved by j and k, opened by Enter. */
+function listCursor() {
+  return $('#conversations tbody tr.cursor:not([hidden])');
+}
+
+/**
+ * The keys' actions (keys.js) in the view shown: in the list j and k move
+ * a cursor and Enter opens its conversation; in a family j and k select
+ * the next or previous visible message (its details follow), Enter opens
+ * the details of the message in focus, r and f its reply and fork forms.
+ */
+const keyActions = {
+  move(step) {
+    const rows = steppable();
+    if (rows.length === 0) return false;
+    const at = rows.indexOf(current.name === 'list' ? listCursor() : $('#tree .node-row.selected'));
+    const next = rows[at < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.min(rows.length - 1, Math.max(0, at + step))];
+    if (current.name === 'list') {
+      for (const row of $$('#conversations tbody tr.cursor')) {
+        row.classList.remove('cursor');
+        row.removeAttribute('aria-selected');
+      }
+      next.classList.add('cursor');
+      next.setAttribute('aria-selected', 'true');
+      next.scrollIntoView({ block: 'nearest' });
+    } else {
+      location.hash = `#/c/${current.asked}/n/${next.dataset.nodeId}`;
+    }
+    return true;
+  },
+  open(target) {
+    if (current.name === 'list') {
+      const row = listCursor();
+      if (row) location.hash = `#/c/${row.dataset.conversationId}`;
+      return Boolean(row);
+    }
+    if (current.name !== 'family') return false;
+    const row = (target && target.closest && target.closest('#tree .node-row')) || rowFor(current.selected);
+    if (!row) return false;
+    if (row.dataset.nodeId === current.selected) {
+      const details = $('#details');
+      details.scrollIntoView({ block: 'nearest' });
+      details.tabIndex = -1;
+      details.focus({ preventScroll: true });
+    } else {
+      location.hash = `#/c/${current.asked}/n/${row.dataset.nodeId}`;
+    }
+    return true;
+  },
+  act(kind) {
+    if (current.name !== 'family' || !current.selected) return false;
+    const button = $(`#details[data-node-id="${CSS.escape(current.selected)}"] #actions button[data-action="${kind}"]`);
+    if (!button) return false;
+    button.click();
+    return true;
+  },
+  close: closeDetails,
+};
 
 // ---------------------------------------------------------------- compare
 
@@ -1095,6 +1186,8 @@ async function start() {
     const query = $('#search').value.trim();
     if (query) location.hash = `#/search/${enc(query)}`;
   });
+  installKeys(keyActions);
+  $('#keys-button').addEventListener('click', () => toggleKeys());
   live.subscribe(refreshShown, refreshShown);
   try {
     await loadSession();

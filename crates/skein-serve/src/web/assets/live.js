@@ -48,6 +48,23 @@ export function start() {
   show();
   startPolling();
   if (!window.EventSource) return;
+  let source = open();
+  // A page the browser keeps for going back to holds no stream: the
+  // server serves a few at once, and the browser as few connections to
+  // one host.
+  window.addEventListener('pagehide', () => {
+    source.close();
+    connected = false;
+  });
+  window.addEventListener('pageshow', (event) => {
+    if (!event.persisted) return;
+    source = open();
+    startPolling();
+    show();
+  });
+}
+
+function open() {
   const source = new EventSource('/api/events', { withCredentials: true });
   // `ready` says the server knows where the database stands: every write
   // after it is reported. Anything before it is caught by one refresh.
@@ -78,4 +95,5 @@ export function start() {
     show();
     for (const entry of listeners) entry.onTurn(event);
   });
+  return source;
 }

@@ -246,6 +246,15 @@ export function timeEl(ms) {
   return el('time', { datetime: new Date(ms).toISOString(), title: time(ms) }, ago(ms));
 }
 
+/**
+ * An id as its first 12 digits and an ellipsis (`code.id` in the style
+ * sheet): the whole id is the element's text, so a copy takes it whole,
+ * and its title, so hovering shows it.
+ */
+export function idCode(id, attrs) {
+  return el('code', { ...(attrs || {}), class: `id${attrs && attrs.class ? ` ${attrs.class}` : ''}`, title: id }, id);
+}
+
 export function nodeLink(focus, id, text) {
   return el('a', { href: `#/c/${focus}/n/${id}`, class: 'node-link', data: { nodeId: id } }, el('code', {}, text || short(id)));
 }
