@@ -60,3 +60,4 @@ pub use model::Model;
 pub use open::{BranchAt, Load, ReplyAt};
 pub use prompt::{ChainPrompt, Prompt, TextSink};
 pub use response::{ChainResponse, Fork, Response};
+pub use service::Landed;

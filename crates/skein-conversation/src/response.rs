@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::input::TurnInput;
 use crate::model::Model;
 use crate::prompt::Prompt;
+use crate::service::Landed;
 use crate::turn::{TurnStart, captured};
 use skein_core::{Message, NodeId, Thread, ToolCall, ToolSpec, Usage};
 use skein_engine::{ChainOutput, ChainStatus, DriftWarning, Exchange, RunId, RunOutput};
@@ -32,6 +33,8 @@ pub struct Response {
     /// The model that answered (the turn's own, else the conversation's):
     /// a fork of the response runs on it unless told otherwise.
     model: Model,
+    /// Where the turn landed.
+    landed: Landed,
 }
 
 impl std::fmt::Debug for Response {
@@ -50,13 +53,24 @@ impl Response {
         conversation: Conversation,
         warnings: Vec<DriftWarning>,
         model: Model,
+        landed: Landed,
     ) -> Response {
         Response {
             output: Arc::new(output),
             conversation,
             warnings,
             model,
+            landed,
         }
+    }
+
+    /// Where the turn landed: in the conversation it continued (or
+    /// started), in a new branch because that conversation moved on while
+    /// it ran ([`Landed::Branched`], naming both), or nowhere (not
+    /// recorded). Surfaces say what happened from this, never by comparing
+    /// conversation ids.
+    pub fn landed(&self) -> &Landed {
+        &self.landed
     }
 
     /// The model that answered: the turn's own (`.model(...)` on its
@@ -174,6 +188,7 @@ impl ChainResponse {
         output: ChainOutput,
         conversation: Conversation,
         model: &Model,
+        landed: Landed,
     ) -> ChainResponse {
         let end = TurnStart::after(output.thread.clone(), output.last());
         // Drift warnings belong to the call that offered the tools; a chain
@@ -188,6 +203,7 @@ impl ChainResponse {
                     conversation.clone(),
                     warnings.take().unwrap_or_default(),
                     model.clone(),
+                    landed.clone(),
                 )
             })
             .collect();

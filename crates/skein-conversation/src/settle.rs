@@ -12,14 +12,30 @@ use crate::service;
 use crate::turn::TurnStart;
 use skein_core::{ConversationId, NodeId, Origin, RunRecord};
 
-/// Where a finished turn landed.
-pub(crate) enum Landed {
+/// Where a finished turn left its handle.
+pub(crate) enum Settled {
     /// The conversation it ran in moved forward to it.
     Here,
     /// A new branch, the conversation having moved on while it ran.
     Branched(Conversation),
     /// Nowhere: the conversation had moved on (its head is now this).
     Lost(Option<NodeId>),
+}
+
+impl Settled {
+    /// Where the turn of conversation `from` landed, for its response:
+    /// the branch it settled in (in memory too), else what the turn
+    /// service (`landed`) says.
+    pub(crate) fn landed(&self, from: ConversationId, landed: service::Landed) -> service::Landed {
+        match self {
+            Settled::Branched(branch) => service::Landed::Branched {
+                conversation: branch.id(),
+                from,
+            },
+            Settled::Lost(current) => service::Landed::Lost { current: *current },
+            Settled::Here => landed,
+        }
+    }
 }
 
 /// A turn of a handle, from its start until it has settled: a turn that
@@ -67,7 +83,7 @@ impl Conversation {
         records: Vec<RunRecord>,
         landed: service::Landed,
         on_moved: OnMoved,
-    ) -> Landed {
+    ) -> Settled {
         let branch_of_this = |id| Identity {
             id,
             name: None,
@@ -84,24 +100,24 @@ impl Conversation {
                 state.point = to.clone();
                 state.runs.extend(records);
                 state.moves += 1;
-                Landed::Here
+                Settled::Here
             }
             service::Landed::Branched { conversation, .. } => {
                 self.land_elsewhere(under_way, branch_of_this(conversation), from, to, records)
             }
-            service::Landed::Lost { current } => Landed::Lost(current),
+            service::Landed::Lost { current } => Settled::Lost(current),
             service::Landed::Unrecorded | service::Landed::Kept => {
                 let mut state = self.state();
                 if state.point.head() == from.head() {
                     state.point = to.clone();
                     state.runs.extend(records);
                     state.moves += 1;
-                    return Landed::Here;
+                    return Settled::Here;
                 }
                 let current = state.point.head();
                 drop(state);
                 match on_moved {
-                    OnMoved::Fail => Landed::Lost(current),
+                    OnMoved::Fail => Settled::Lost(current),
                     OnMoved::Branch => self.land_elsewhere(
                         under_way,
                         branch_of_this(ConversationId::random()),
@@ -128,7 +144,7 @@ impl Conversation {
         from: &TurnStart,
         to: &TurnStart,
         mut records: Vec<RunRecord>,
-    ) -> Landed {
+    ) -> Settled {
         for record in &mut records {
             record.conversation = Some(identity.id.clone());
         }
@@ -140,7 +156,7 @@ impl Conversation {
             state.point = to.clone();
             state.runs.extend(records);
             state.moves += 1;
-            return Landed::Here;
+            return Settled::Here;
         }
         drop(state);
         let mut builder = self.copy_settings(self.shared.model.clone());
@@ -153,6 +169,6 @@ impl Conversation {
         builder.start = to.clone();
         let elsewhere = builder.build();
         elsewhere.state().runs.extend(records);
-        Landed::Branched(elsewhere)
+        Settled::Branched(elsewhere)
     }
 }

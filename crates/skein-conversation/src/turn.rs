@@ -17,7 +17,7 @@ use crate::model::Model;
 use crate::prompt::{ChainHooks, TextSink, TurnSpec};
 use crate::response::{ChainResponse, Response};
 use crate::service::{FailedLoop, Landing, TurnError, TurnRequest};
-use crate::settle::{Landed, TurnUnderWay};
+use crate::settle::{Settled, TurnUnderWay};
 use futures_util::future::join;
 use skein_core::{Annotations, Message, NodeId, Relation, RunRecord, Thread};
 use skein_engine::{
@@ -183,13 +183,17 @@ impl Conversation {
         let output = done.output;
         let to = TurnStart::after(captured(&output).thread().clone(), &output);
         let records = vec![output.record(Some(&self.id()))];
-        match self.settle(&under_way, &from, &to, records, done.landed, input.on_moved) {
-            Landed::Here => Ok(Response::new(output, self.clone(), warnings, model.clone())),
-            Landed::Branched(branch) => Ok(Response::new(output, branch, warnings, model.clone())),
-            Landed::Lost(current) => Err(Error::HeadMoved {
+        let service_landed = done.landed.clone();
+        let settled = self.settle(&under_way, &from, &to, records, done.landed, input.on_moved);
+        let landed = settled.landed(self.id(), service_landed);
+        let response = |conversation| Response::new(output, conversation, warnings, model, landed);
+        match settled {
+            Settled::Here => Ok(response(self.clone())),
+            Settled::Branched(branch) => Ok(response(branch)),
+            Settled::Lost(current) => Err(Error::HeadMoved {
                 conversation: self.id(),
                 current,
-                response: Box::new(Response::new(output, self.clone(), warnings, model.clone())),
+                response: Box::new(response(self.clone())),
             }),
         }
     }
@@ -247,17 +251,17 @@ impl Conversation {
         let output = done.output;
         let to = TurnStart::after(output.thread.clone(), output.last());
         let records = self.records(&output.responses);
-        match self.settle(&under_way, &from, &to, records, done.landed, input.on_moved) {
-            Landed::Here => Ok(ChainResponse::new(output, self.clone(), &model)),
-            Landed::Branched(branch) => Ok(ChainResponse::new(output, branch, &model)),
-            Landed::Lost(current) => Err(Error::HeadMoved {
+        let service_landed = done.landed.clone();
+        let settled = self.settle(&under_way, &from, &to, records, done.landed, input.on_moved);
+        let landed = settled.landed(self.id(), service_landed);
+        let response = |conversation| ChainResponse::new(output, conversation, &model, landed);
+        match settled {
+            Settled::Here => Ok(response(self.clone())),
+            Settled::Branched(branch) => Ok(response(branch)),
+            Settled::Lost(current) => Err(Error::HeadMoved {
                 conversation: self.id(),
                 current,
-                response: Box::new(
-                    ChainResponse::new(output, self.clone(), &model)
-                        .last()
-                        .clone(),
-                ),
+                response: Box::new(response(self.clone()).last().clone()),
             }),
         }
     }

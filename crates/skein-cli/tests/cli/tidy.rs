@@ -7,7 +7,9 @@
 //! names what the store defines, and docs/cli.md documents exactly the
 //! commands and flags that `skein help` and each `skein COMMAND --help`
 //! list; every command is one module of `crates/skein-cli/src/commands/`
-//! with its `run` and one dispatch arm; and no code outside the turn layer
+//! with its `run` and one dispatch arm; no surface compares conversation
+//! ids to learn where a turn landed (`Response::landed` says); and no code
+//! outside the turn layer
 //! runs the engine to record a turn or builds a bookmark. Each failure
 //! lists every disagreement: what is missing, and where.
 
@@ -898,6 +900,46 @@ fn no_code_outside_the_turn_layer_runs_the_engine_to_record_a_turn_or_builds_a_b
         found.is_empty(),
         "a surface runs the engine or writes a turn itself; ask the turn service \
          (skein_conversation::service::TurnRequest) instead:\n{}",
+        found.join("\n")
+    );
+}
+
+/// What learning where a turn landed by comparing conversation ids looks
+/// like: a response says so itself (`Response::landed`).
+const COMPARES_LANDING: [&str; 5] = [
+    "conversation().id() !=",
+    "conversation().id() ==",
+    "conversation.id() !=",
+    "conversation.id() ==",
+    "landed_in !=",
+];
+
+#[test]
+fn no_surface_compares_ids_to_learn_where_a_turn_landed() {
+    let mut found = Vec::new();
+    for name in crate_names() {
+        if TURN_LAYER.contains(&name.as_str()) {
+            continue;
+        }
+        for file in rust_files(&root().join("crates").join(&name).join("src")) {
+            let source = std::fs::read_to_string(&file).unwrap();
+            for (number, line) in source.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for pattern in COMPARES_LANDING.iter().filter(|p| code.contains(**p)) {
+                    let relative = file.strip_prefix(root()).unwrap_or(&file).to_owned();
+                    found.push(format!(
+                        "{}:{}: `{pattern}`",
+                        relative.display(),
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a surface compares conversation ids to learn where a turn landed; read \
+         `Response::landed` instead:\n{}",
         found.join("\n")
     );
 }

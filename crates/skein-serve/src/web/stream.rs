@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::json;
 use skein::engine::with_reply_limit;
 use skein::store::ConversationId;
-use skein::{NodeId, OnMoved, Prompt};
+use skein::{Landed, NodeId, OnMoved, Prompt};
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
@@ -103,20 +103,18 @@ pub(crate) fn turn(permit: OwnedSemaphorePermit, start: Start, prompt: Prompt) -
         // so a turn started on `done` or `error` is not refused.
         drop(permit);
         let last = match outcome {
-            Ok(response) => {
-                let landed_in = response.conversation().id();
-                event(
-                    "done",
-                    &Done {
-                        branched: start.branched || landed_in != start.conversation,
-                        conversation: landed_in,
-                        node: response.head(),
-                        run: Some(response.run_id().to_string()),
-                        finish_reason: Some(response.output().finish_reason.name().to_string()),
-                        text: response.text(),
-                    },
-                )
-            }
+            Ok(response) => event(
+                "done",
+                &Done {
+                    branched: start.branched
+                        || matches!(response.landed(), Landed::Branched { .. }),
+                    conversation: response.conversation().id(),
+                    node: response.head(),
+                    run: Some(response.run_id().to_string()),
+                    finish_reason: Some(response.output().finish_reason.name().to_string()),
+                    text: response.text(),
+                },
+            ),
             Err(error) => {
                 tracing::warn!(%error, "web view: a turn failed");
                 error_event(&error.to_string())

@@ -7,7 +7,9 @@ use crate::support::*;
 use skein::core::{Annotation, Attachment, CacheHint, Part, ToolResult};
 use skein::engine::EngineError;
 use skein::store::{Origin, RunStatus};
-use skein::{CallDecision, ChainStatus, Conversation, Error, Message, Role, Store, TurnInput};
+use skein::{
+    CallDecision, ChainStatus, Conversation, Error, Landed, Message, Role, Store, TurnInput,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -1268,14 +1270,27 @@ async fn a_turn_that_loses_its_race_lands_in_a_branch() {
         for turn in turns {
             landed.push(turn.await.unwrap().expect("no turn is lost"));
         }
+        // Each response says where it landed; no id needs comparing.
         let (won, branched): (Vec<_>, Vec<_>) = landed
             .iter()
-            .partition(|response| response.conversation().id() == conversation.id());
+            .partition(|response| !matches!(response.landed(), Landed::Branched { .. }));
         assert_eq!((won.len(), branched.len()), (1, 2), "{landed:?}");
         assert_eq!(conversation.head(), Some(won[0].head()));
+        let here = match &store {
+            Some(_) => Landed::In(conversation.id()),
+            None => Landed::Unrecorded,
+        };
+        assert_eq!(won[0].landed(), &here);
         for response in branched {
             let branch = response.conversation();
             assert_ne!(branch.id(), conversation.id());
+            assert_eq!(
+                response.landed(),
+                &Landed::Branched {
+                    conversation: branch.id(),
+                    from: conversation.id(),
+                }
+            );
             assert_eq!(branch.head(), Some(response.head()));
             assert_eq!(
                 branch.origin(),
@@ -1335,6 +1350,14 @@ async fn a_stale_handle_follows_its_turn_into_the_branch_it_lands_in() {
     let branch = late.id();
     assert_ne!(branch, id, "the late turn branched");
     assert_eq!(slow.conversation().id(), branch);
+    assert_eq!(first.landed(), &Landed::In(id.clone()));
+    assert_eq!(
+        slow.landed(),
+        &Landed::Branched {
+            conversation: branch.clone(),
+            from: id.clone(),
+        }
+    );
     assert_eq!(
         late.origin(),
         Some(Origin {
@@ -1347,6 +1370,7 @@ async fn a_stale_handle_follows_its_turn_into_the_branch_it_lands_in() {
 
     let more = late.prompt("more").send().await.unwrap();
     assert_eq!(more.conversation().id(), branch, "extends the branch");
+    assert_eq!(more.landed(), &Landed::In(branch.clone()));
     assert_eq!(store.list_conversations(10).unwrap().len(), 2);
     assert_eq!(store.conversation(&branch).unwrap().head, Some(more.head()));
     assert_eq!(

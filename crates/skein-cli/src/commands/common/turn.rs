@@ -15,7 +15,7 @@ use super::turn_options::TurnSettings;
 use crate::ui::{self, outln};
 use anyhow::{Result, bail};
 use skein::core::FinishReason;
-use skein::{Conversation, OnMoved, Prompt};
+use skein::{Conversation, Landed, OnMoved, Prompt};
 
 /// A stored conversation to go on with: on the model `-m` names when given
 /// (for this turn; the stored settings stay as they are), else on the one
@@ -140,7 +140,6 @@ pub async fn run_turn(
     settings: &TurnSettings,
     note: Option<String>,
 ) -> Result<Conversation> {
-    let asked = prompt.conversation().id().clone();
     let prompt = prompt.on_moved(OnMoved::Branch);
     let streaming = !ctx.json
         && settings.schema.is_none()
@@ -204,7 +203,10 @@ pub async fn run_turn(
         ui::note(usage_note(&usage));
     }
     let conversation = response.conversation();
-    let moved_on = (conversation.id() != asked).then_some(&asked);
+    let moved_on = match response.landed() {
+        Landed::Branched { from, .. } => Some(from),
+        _ => None,
+    };
     if let Some(note) = note {
         ui::note(format!("{note} {}", conversation.id().short()));
     }
