@@ -61,9 +61,7 @@ fn recorded_model(
 ) -> PyResult<skein::Model> {
     let name = match (&stored.settings.model, stored.imported) {
         (Some(name), false) => name.clone(),
-        (Some(name), true) if !(name.starts_with("local:") || name.starts_with("scripted:")) => {
-            name.clone()
-        }
+        (Some(name), true) if !skein::providers::names_a_file(name) => name.clone(),
         _ => default_model(py)?,
     };
     open(py, &name, extra)
