@@ -82,9 +82,10 @@ pub const CONTENT: &[Place] = &[
         "request_pieces",
         "bytes",
         Stored::Bytes,
-        "proxied requests' exact bodies, in content-defined pieces",
-        "redact erases the pieces of the bodies that carried the message; delete releases \
-         the pieces only deleted runs held",
+        "proxied requests' exact bodies as skeletons in content-defined pieces: the \
+         envelope, and any text no reference to a node matched (bodies/skeleton.rs)",
+        "a reference reads the erased node; redact also erases the pieces of the bodies \
+         that carried the message; delete releases the pieces only deleted runs held",
     ),
     both(
         "runs",
