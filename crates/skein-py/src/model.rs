@@ -147,7 +147,8 @@ impl Store {
 
     /// Replay recorded turns with one change and judge each against its
     /// original (see docs/replay.md). Select turns by `conversations`,
-    /// `families`, `turns` (final answers' nodes), `labels`, narrowed by
+    /// `families`, `turns` (final answers' nodes), `labels`, the cases of
+    /// a file `skein label export` wrote (`cases`, stored first), narrowed by
     /// `search`, `since_ms`/`until_ms` and `clients` (filters alone choose
     /// among every conversation); change the `model`, `system`,
     /// `temperature`, `seed`, `max_tokens`, remove tools (`remove_tools`)
@@ -163,7 +164,7 @@ impl Store {
     /// "original_cost", "cost", ...}]}`, turns in selection order, each
     /// cost a lower bound unless `complete` (a run without usage or price),
     /// priced as `usage` prices (the configuration's, then `prices`).
-    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
+    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), cases = None, system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one keyword argument per selection, change and setting, as Python callers name them"
@@ -180,6 +181,7 @@ impl Store {
         since_ms: Option<i64>,
         until_ms: Option<i64>,
         clients: Vec<String>,
+        cases: Option<std::path::PathBuf>,
         system: Option<String>,
         temperature: Option<f64>,
         seed: Option<u64>,
@@ -204,6 +206,7 @@ impl Store {
             since_ms,
             until_ms,
             clients,
+            cases,
             system,
             temperature,
             seed,

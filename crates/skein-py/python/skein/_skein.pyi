@@ -269,6 +269,7 @@ class Store:
         since_ms: int | None = None,
         until_ms: int | None = None,
         clients: list[str] = ...,
+        cases: str | os.PathLike[str] | None = None,
         system: str | None = None,
         temperature: float | None = None,
         seed: int | None = None,
@@ -286,8 +287,10 @@ class Store:
         against its original (the comparator that decided and why), tool
         calls answered from the recording, with what the original and the
         replay cost, priced as :meth:`usage` prices (each side "at least"
-        when a run has no usage or no price: ``complete`` is false). An
-        empty selection raises
+        when a run has no usage or no price: ``complete`` is false).
+        ``cases`` names a file ``skein label export`` wrote: its cases are
+        stored first and selected, each judged by its own comparators
+        unless ``compare`` names others. An empty selection raises
         ``RecordedChatError``."""
     def label(
         self,
