@@ -546,6 +546,8 @@ pub(super) fn recorded_error(error: RecordedError) -> ApiError {
         error @ (RecordedError::EmptySelection
         | RecordedError::BadComparator { .. }
         | RecordedError::UnknownLiveTool { .. }
+        | RecordedError::DuplicateModel(_)
+        | RecordedError::UnknownCandidate { .. }
         | RecordedError::BadPromptVersion(_)
         | RecordedError::UnknownPromptVersion { .. }
         | RecordedError::SearchTooWide { .. }

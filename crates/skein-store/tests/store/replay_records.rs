@@ -67,6 +67,7 @@ fn finished_replay(
             turn_node: thread.head_id().unwrap(),
             request_node: thread.parent().head_id().unwrap(),
             compare: vec!["exact".into()],
+            model: None,
         })
         .collect();
     store.create_replay(&record, &turns).unwrap();

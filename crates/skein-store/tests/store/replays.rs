@@ -43,6 +43,7 @@ fn new_turn(thread: &Thread) -> NewReplayTurn {
         turn_node: thread.head_id().unwrap(),
         request_node: thread.parent().head_id().unwrap(),
         compare: Vec::new(),
+        model: None,
     }
 }
 
