@@ -190,6 +190,7 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
                 RecordedError::BadComparator { .. }
                 | RecordedError::UnknownLiveTool { .. }
                 | RecordedError::DuplicateModel(_)
+                | RecordedError::NoModel
                 | RecordedError::UnknownCandidate { .. }
                 | RecordedError::EmptySelection => BAD_COMMAND_LINE,
                 RecordedError::Embed(_) => MODEL_FAILED,

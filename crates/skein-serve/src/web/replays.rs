@@ -225,6 +225,10 @@ pub async fn progress(
 pub struct StartBody {
     /// The model to replay on (default: the server's).
     model: Option<String>,
+    /// The candidate models to compare (in place of `model`): each turn
+    /// replayed once on each, one report.
+    #[serde(default)]
+    models: Vec<String>,
     #[serde(default)]
     conversations: Vec<String>,
     #[serde(default)]
@@ -298,6 +302,7 @@ impl StartBody {
             ("remove_tools", &self.remove_tools),
             ("ignore", &self.ignore),
             ("compare", &self.compare),
+            ("models", &self.models),
         ];
         for (field, list) in lists {
             if list.len() > LIST_MAX {
@@ -331,8 +336,8 @@ impl StartBody {
         Ok(())
     }
 
-    /// The plan: the model's name, the change, the comparators.
-    fn plan(&self, model: String) -> Result<ReplayPlan, ApiError> {
+    /// The plan: the models' names, the change, the comparators.
+    fn plan(&self, models: Vec<String>) -> Result<ReplayPlan, ApiError> {
         let mut change = Change::default();
         change.options = self.options.clone().unwrap_or_default();
         change.system = self.system.clone();
@@ -347,7 +352,7 @@ impl StartBody {
             .map(PromptVersion::parse)
             .transpose()
             .map_err(recorded_error)?;
-        let mut plan = ReplayPlan::new(model);
+        let mut plan = ReplayPlan::comparing(models).map_err(recorded_error)?;
         plan.change = change;
         plan.compare = self.compare.clone();
         plan.comparators().map_err(recorded_error)?;
@@ -402,14 +407,21 @@ pub async fn start(
     let Json(body) = body?;
     body.check()?;
     let permit = turn_permit(&state)?;
-    let (model, name) = match body.model.as_deref() {
-        Some(name) => (model_named(&state, name)?, name.to_string()),
-        None => (
+    let (model, names) = match (body.model.as_deref(), body.models.as_slice()) {
+        (Some(_), [_, ..]) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "give `model` (one model) or `models` (the candidates to compare), not both",
+            ));
+        }
+        (None, [first, ..]) => (model_named(&state, first)?, body.models.clone()),
+        (Some(name), []) => (model_named(&state, name)?, vec![name.to_string()]),
+        (None, []) => (
             state.models.open(None).map_err(bad_model)?,
-            state.models.default_name(),
+            vec![state.models.default_name()],
         ),
     };
-    let plan = body.plan(name)?;
+    let plan = body.plan(names)?;
     let selection = body.selection(&state).await?;
     let replayer = replayer(&state, model, &plan)?;
     let id = replayer
@@ -470,11 +482,20 @@ fn bad_model(problem: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, problem)
 }
 
-/// A worker for `plan` on `model`: the lexical embedder, and a judge's
-/// model when a comparator names one (chosen as the page chooses models).
+/// A worker for `plan` on `model` (and the other candidates it compares):
+/// the lexical embedder, and a judge's model when a comparator names one
+/// (chosen as the page chooses models).
 fn replayer(state: &AppState, model: Model, plan: &ReplayPlan) -> Result<Replayer, ApiError> {
     let mut replayer =
         Replayer::new(&state.store, model).embedder(embedder(state, Writes::IfAllowed));
+    for name in plan
+        .candidates()
+        .into_iter()
+        .filter(|name| *name != plan.model)
+    {
+        let candidate = model_named(state, &name)?;
+        replayer = replayer.candidate(name, candidate);
+    }
     if let Some(judge) = plan.judge_model().map_err(recorded_error)? {
         replayer = replayer.judge(model_named(state, &judge)?);
     }
@@ -547,6 +568,7 @@ pub(super) fn recorded_error(error: RecordedError) -> ApiError {
         | RecordedError::BadComparator { .. }
         | RecordedError::UnknownLiveTool { .. }
         | RecordedError::DuplicateModel(_)
+        | RecordedError::NoModel
         | RecordedError::UnknownCandidate { .. }
         | RecordedError::BadPromptVersion(_)
         | RecordedError::UnknownPromptVersion { .. }
