@@ -158,7 +158,10 @@ impl Store {
     /// that rendered no such prompt fails); judge with `compare` (default: specifics, then
     /// embedding). Tool calls are answered from the recording; a call it
     /// lacks stops the turn as diverged. Returns the report as `skein
-    /// replay --json` prints it: `{"replay", "model", "totals", "cost":
+    /// replay --json` prints it. `model` may be a list of models to
+    /// compare (as `skein replay -m A -m B`): each turn replayed once on
+    /// each, one report with `models`, `model_totals` and a row per turn
+    /// and model. The report: `{"replay", "model", "totals", "cost":
     /// {"original", "replay", "delta", "complete"}, "turns": [{"seq",
     /// "result", "comparator", "why", "original", "answer",
     /// "original_cost", "cost", ...}]}`, turns in selection order, each
@@ -172,7 +175,7 @@ impl Store {
     fn replay<'py>(
         &self,
         py: Python<'py>,
-        model: String,
+        model: Bound<'py, PyAny>,
         conversations: Vec<String>,
         families: Vec<String>,
         turns: Vec<String>,
@@ -196,8 +199,17 @@ impl Store {
         prices: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let prices = price_table(py, prices)?;
+        // One model, or a list of candidates to compare.
+        let models = match model.extract::<String>() {
+            Ok(one) => vec![one],
+            Err(_) => model.extract::<Vec<String>>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(
+                    "model is a model's name, or a list of the models to compare",
+                )
+            })?,
+        };
         let args = crate::replay::ReplayArgs {
-            model,
+            models,
             conversations,
             families,
             turns,

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 /// What to replay and how, as `Store.replay`'s keyword arguments give it.
 pub struct ReplayArgs {
-    pub model: String,
+    /// The model, or the candidates a replay compares.
+    pub models: Vec<String>,
     pub conversations: Vec<String>,
     pub families: Vec<String>,
     pub turns: Vec<String>,
@@ -56,16 +57,25 @@ pub fn replay(
     args: ReplayArgs,
     prices: &PriceTable,
 ) -> PyResult<Value> {
+    // The plan is checked before a cases file is stored.
+    let plan = check(py, plan(&args))?;
+    check(py, plan.comparators())?;
     let mut selection = check(py, py.detach(|| selection(store, &args)))?;
     if let Some(file) = &args.cases {
         for case in import_cases(py, store, file)? {
             selection = selection.case(case);
         }
     }
-    let plan = check(py, plan(&args))?;
-    check(py, plan.comparators())?;
-    let model = crate::model::open(py, &args.model, Vec::new())?;
+    let model = crate::model::open(py, &plan.model, Vec::new())?;
     let mut replayer = Replayer::new(store, model).embedder(embedder(&args.embedder)?);
+    for name in plan
+        .candidates()
+        .into_iter()
+        .filter(|name| *name != plan.model)
+    {
+        let candidate = crate::model::open(py, &name, Vec::new())?;
+        replayer = replayer.candidate(name, candidate);
+    }
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n);
     }
@@ -135,7 +145,7 @@ fn import_cases(
 }
 
 fn plan(args: &ReplayArgs) -> skein::recorded::Result<ReplayPlan> {
-    let mut plan = ReplayPlan::new(args.model.clone());
+    let mut plan = ReplayPlan::comparing(args.models.clone())?;
     plan.change.system = args.system.clone();
     plan.change.options.temperature = args.temperature;
     plan.change.options.seed = args.seed;
