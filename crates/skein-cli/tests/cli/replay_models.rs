@@ -4,7 +4,8 @@
 //! `model_totals`, a row per turn and model) and JUnit (a suite per
 //! model); `skein replays` lists it as `× 3 models` and shows it again;
 //! `--resume` opens every candidate and finishes the turns a killed worker
-//! left, each turn once per model.
+//! left, each turn once per model. The report's test runs on SQLite, then
+//! PostgreSQL when `SKEIN_TEST_POSTGRES` names a server.
 
 use serde_json::Value;
 use skein_testkit::Cli;
@@ -43,9 +44,31 @@ fn desk(skein: &Cli) -> String {
 }
 
 #[test]
-fn a_replay_compares_three_models_in_one_report() {
-    let skein = Cli::temp(crate::BIN);
-    desk(&skein);
+fn a_replay_compares_three_models_in_one_report_on_sqlite() {
+    three_models_in_one_report(&Cli::temp(crate::BIN));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_replay_compares_three_models_in_one_report_on_postgres() {
+    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED a_replay_compares_three_models_in_one_report_on_postgres: \
+             set SKEIN_TEST_POSTGRES=postgres://... to run it"
+        );
+        return;
+    };
+    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
+    three_models_in_one_report(&Cli::temp(crate::BIN).on(schema.url()));
+}
+
+fn three_models_in_one_report(skein: &Cli) {
+    desk(skein);
     let (tools, replay) = (scripted("tools.toml"), scripted("replay.toml"));
     let models = [tools.as_str(), replay.as_str(), "echo"];
     let mut args = vec!["replay", "--cid", "desk", "--compare", "exact"];
