@@ -4456,6 +4456,24 @@ impl Server {
     }
 }
 
+/// `POST /api/replays` with `cases`: a line that is no case is refused
+/// (400, naming its line) before any replay is stored. (Cases that are
+/// cases are selected as `skein replay --cases` selects them: the CLI's
+/// replay selection table runs them through this route.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_from_the_page_refuses_a_line_that_is_no_case() {
+    let server = Server::start().await;
+    let said = server
+        .refused(
+            "/api/replays",
+            serde_json::json!({ "cases": "\n{\"label\": \"x\"}\n" }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(said.contains("line 2 of the cases file"), "{said}");
+    assert!(server.store.all_replays().unwrap().is_empty());
+}
+
 /// `POST /api/replays` with `models`: one replay comparing the candidates,
 /// each turn once per model, reported with each model's totals; its rows
 /// listed once; `model` beside `models`, a model named twice or one the

@@ -11,8 +11,8 @@
 //! server) and must select exactly the row's turns, each once (by their
 //! questions), or refuse the selection when the row says nothing is
 //! selected; every surface of a row must select the very same turns (by
-//! their answers' nodes). A surface without a way to make such a selection
-//! answers [`Cell::Lacks`] with the reason, which the table prints.
+//! their answers' nodes). The web API takes a cases file's lines
+//! themselves (`cases`), the other surfaces its path.
 //!
 //! The fixture is made through the command line on a scratch database,
 //! exported, and imported into the table's: the export is where the two
@@ -38,16 +38,10 @@ enum Selected {
     Refused,
 }
 
-/// One cell: what the surface selected, or why it has no such selection.
-enum Cell {
-    Ran(Selected),
-    Lacks(&'static str),
-}
-
 /// A surface that starts replays.
 trait Surface {
     fn name(&self) -> &'static str;
-    fn replay(&self, place: &Place, select: &Value) -> Cell;
+    fn replay(&self, place: &Place, select: &Value) -> Selected;
 }
 
 /// The rows, as the data file holds them.
@@ -184,7 +178,7 @@ impl Surface for CommandLine {
         "skein replay"
     }
 
-    fn replay(&self, place: &Place, select: &Value) -> Cell {
+    fn replay(&self, place: &Place, select: &Value) -> Selected {
         let mut args: Vec<String> = vec!["--json".into(), "replay".into()];
         for question in strings(&select["turns"]) {
             args.push(place.answer(question).to_string());
@@ -211,19 +205,20 @@ impl Surface for CommandLine {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let done = place.cli.run(&args);
         let said = String::from_utf8_lossy(&done.stdout);
-        Cell::Ran(match done.status.code() {
+        match done.status.code() {
             Some(0 | 7) => Selected::Turns(turns_of(&serde_json::from_str(&said).unwrap())),
             Some(2) => Selected::Refused,
             code => panic!(
                 "skein replay exited {code:?}: {said}{}",
                 skein_testkit::cli::stderr(&done)
             ),
-        })
+        }
     }
 }
 
-/// `POST /api/replays` (with the session's CSRF token), then the
-/// replay's report once every turn is finished.
+/// `POST /api/replays` (with the session's CSRF token; a cases file's
+/// lines as `cases`), then the replay's report once every turn is
+/// finished.
 struct WebApi;
 
 impl Surface for WebApi {
@@ -231,14 +226,13 @@ impl Surface for WebApi {
         "POST /api/replays"
     }
 
-    fn replay(&self, place: &Place, select: &Value) -> Cell {
-        if select.get("cases").is_some() {
-            return Cell::Lacks(
-                "the web API reads no cases file (a path on the server's disk is not the \
-                 client's to name): import it with `skein label import` and replay its label",
-            );
-        }
+    fn replay(&self, place: &Place, select: &Value) -> Selected {
         let mut body = json!({ "model": "echo", "compare": ["exact"] });
+        // The cases file's lines themselves: a path on the server's disk is
+        // not a web client's to name.
+        if let Some(label) = select["cases"].as_str() {
+            body["cases"] = json!(std::fs::read_to_string(&place.cases[label]).unwrap());
+        }
         body["turns"] = json!(
             strings(&select["turns"])
                 .into_iter()
@@ -256,7 +250,7 @@ impl Surface for WebApi {
             }
         }
         let base = place.server.base();
-        Cell::Ran(place.runtime.block_on(web_replay(base, body)))
+        place.runtime.block_on(web_replay(base, body))
     }
 }
 
@@ -315,7 +309,7 @@ async fn get(client: &reqwest::Client, url: &str) -> Value {
 /// the row's turns does not stop the others: the test fails naming each.
 fn run_table(place: &Place) {
     let surfaces: [&dyn Surface; 2] = [&CommandLine, &WebApi];
-    let (mut lacking, mut failures) = (Vec::new(), Vec::new());
+    let mut failures = Vec::new();
     for row in rows() {
         let name = row["name"].as_str().unwrap();
         let expect: Option<Vec<String>> = row["expect"].as_array().map(|questions| {
@@ -335,11 +329,7 @@ fn run_table(place: &Place) {
                 surface.replay(place, &row["select"])
             }));
             let selected = match ran {
-                Ok(Cell::Lacks(reason)) => {
-                    lacking.push(format!("{cell}: none, {reason}"));
-                    continue;
-                }
-                Ok(Cell::Ran(selected)) => selected,
+                Ok(selected) => selected,
                 Err(panic) => {
                     failures.push(format!("{cell}: {}", panic_message(&panic)));
                     continue;
@@ -376,11 +366,6 @@ fn run_table(place: &Place) {
             }
         }
     }
-    let _ = writeln!(
-        std::io::stderr(),
-        "cells without such a selection:\n  {}",
-        lacking.join("\n  ")
-    );
     assert!(
         failures.is_empty(),
         "{} cells do not select their row's turns:\n\n{}",

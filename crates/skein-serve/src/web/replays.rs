@@ -238,6 +238,11 @@ pub struct StartBody {
     turns: Vec<String>,
     #[serde(default)]
     labels: Vec<String>,
+    /// Cases, as the file `skein label export` wrote holds them (JSONL):
+    /// stored here first, as `skein replay --cases` stores them (they
+    /// choose nothing: see docs/replay.md), then selected, each judged by
+    /// its own comparators unless `compare` names others.
+    cases: Option<String>,
     search: Option<String>,
     since_ms: Option<i64>,
     until_ms: Option<i64>,
@@ -375,6 +380,18 @@ impl StartBody {
         for name in &self.labels {
             selection = selection.label(name.clone());
         }
+        if let Some(cases) = self.cases.as_deref().filter(|text| !text.trim().is_empty()) {
+            let imported = skein::recorded::cases::import(
+                &state.store,
+                std::io::Cursor::new(cases.as_bytes()),
+                skein::store::DEFAULT_IMPORT_LINE_LIMIT,
+            )
+            .await
+            .map_err(recorded_error)?;
+            for case in imported {
+                selection = selection.case(case);
+            }
+        }
         if let Some(text) = self
             .search
             .as_deref()
@@ -389,8 +406,9 @@ impl StartBody {
         if selection.is_empty() {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "say which turns to replay: `conversations`, `families`, `turns`, `labels`, or a \
-                 filter over every conversation (`search`, `since_ms`, `until_ms`, `clients`)",
+                "say which turns to replay: `conversations`, `families`, `turns`, `labels`, \
+                 `cases`, or a filter over every conversation (`search`, `since_ms`, `until_ms`, \
+                 `clients`)",
             ));
         }
         Ok(selection)
@@ -574,6 +592,7 @@ pub(super) fn recorded_error(error: RecordedError) -> ApiError {
         | RecordedError::UnknownPromptVersion { .. }
         | RecordedError::SearchTooWide { .. }
         | RecordedError::NotATurn(_)
+        | RecordedError::BadCase { .. }
         | RecordedError::NoEmbedder(_)) => {
             ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }
