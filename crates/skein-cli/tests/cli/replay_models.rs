@@ -246,6 +246,11 @@ fn a_killed_replay_of_three_models_resumes_and_replays_each_turn_once_per_model(
         .spawn()
         .unwrap();
     while store.replay_totals(&id).unwrap().done == 0 {
+        // A worker that exits first (it failed, or finished at once) ends
+        // the wait: the resume below must finish the replay either way.
+        if worker.try_wait().unwrap().is_some() {
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let _ = worker.kill();
