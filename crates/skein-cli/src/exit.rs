@@ -189,6 +189,9 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
                 RecordedError::NotATurn(_) | RecordedError::TurnOutOfRange { .. } => NOT_FOUND,
                 RecordedError::BadComparator { .. }
                 | RecordedError::UnknownLiveTool { .. }
+                | RecordedError::DuplicateModel(_)
+                | RecordedError::NoModel
+                | RecordedError::UnknownCandidate { .. }
                 | RecordedError::EmptySelection => BAD_COMMAND_LINE,
                 RecordedError::Embed(_) => MODEL_FAILED,
                 _ => FAILURE,

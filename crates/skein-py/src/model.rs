@@ -147,7 +147,8 @@ impl Store {
 
     /// Replay recorded turns with one change and judge each against its
     /// original (see docs/replay.md). Select turns by `conversations`,
-    /// `families`, `turns` (final answers' nodes), `labels`, narrowed by
+    /// `families`, `turns` (final answers' nodes), `labels`, the cases of
+    /// a file `skein label export` wrote (`cases`, stored first), narrowed by
     /// `search`, `since_ms`/`until_ms` and `clients` (filters alone choose
     /// among every conversation); change the `model`, `system`,
     /// `temperature`, `seed`, `max_tokens`, remove tools (`remove_tools`)
@@ -157,13 +158,16 @@ impl Store {
     /// that rendered no such prompt fails); judge with `compare` (default: specifics, then
     /// embedding). Tool calls are answered from the recording; a call it
     /// lacks stops the turn as diverged. Returns the report as `skein
-    /// replay --json` prints it: `{"replay", "model", "totals", "cost":
+    /// replay --json` prints it. `model` may be a list of models to
+    /// compare (as `skein replay -m A -m B`): each turn replayed once on
+    /// each, one report with `models`, `model_totals` and a row per turn
+    /// and model. The report: `{"replay", "model", "totals", "cost":
     /// {"original", "replay", "delta", "complete"}, "turns": [{"seq",
     /// "result", "comparator", "why", "original", "answer",
     /// "original_cost", "cost", ...}]}`, turns in selection order, each
     /// cost a lower bound unless `complete` (a run without usage or price),
     /// priced as `usage` prices (the configuration's, then `prices`).
-    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
+    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), cases = None, system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one keyword argument per selection, change and setting, as Python callers name them"
@@ -171,7 +175,7 @@ impl Store {
     fn replay<'py>(
         &self,
         py: Python<'py>,
-        model: String,
+        model: Bound<'py, PyAny>,
         conversations: Vec<String>,
         families: Vec<String>,
         turns: Vec<String>,
@@ -180,6 +184,7 @@ impl Store {
         since_ms: Option<i64>,
         until_ms: Option<i64>,
         clients: Vec<String>,
+        cases: Option<std::path::PathBuf>,
         system: Option<String>,
         temperature: Option<f64>,
         seed: Option<u64>,
@@ -194,8 +199,17 @@ impl Store {
         prices: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let prices = price_table(py, prices)?;
+        // One model, or a list of candidates to compare.
+        let models = match model.extract::<String>() {
+            Ok(one) => vec![one],
+            Err(_) => model.extract::<Vec<String>>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(
+                    "model is a model's name, or a list of the models to compare",
+                )
+            })?,
+        };
         let args = crate::replay::ReplayArgs {
-            model,
+            models,
             conversations,
             families,
             turns,
@@ -204,6 +218,7 @@ impl Store {
             since_ms,
             until_ms,
             clients,
+            cases,
             system,
             temperature,
             seed,

@@ -17,13 +17,14 @@ use skein::core::price::PriceTable;
 use skein::recorded::cases;
 use skein::recorded::embed::Embedder;
 use skein::recorded::replay::{
-    PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, turns_of_replay,
+    CaseTurn, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, turns_of_replay,
 };
 use std::sync::Arc;
 
 /// What to replay and how, as `Store.replay`'s keyword arguments give it.
 pub struct ReplayArgs {
-    pub model: String,
+    /// The model, or the candidates a replay compares.
+    pub models: Vec<String>,
     pub conversations: Vec<String>,
     pub families: Vec<String>,
     pub turns: Vec<String>,
@@ -32,6 +33,10 @@ pub struct ReplayArgs {
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
     pub clients: Vec<String>,
+    /// A cases file (`skein label export`), stored first, its cases
+    /// selected (each judged by its own comparators unless `compare` names
+    /// others).
+    pub cases: Option<std::path::PathBuf>,
     pub system: Option<String>,
     pub temperature: Option<f64>,
     pub seed: Option<u64>,
@@ -52,11 +57,25 @@ pub fn replay(
     args: ReplayArgs,
     prices: &PriceTable,
 ) -> PyResult<Value> {
-    let selection = check(py, py.detach(|| selection(store, &args)))?;
+    // The plan is checked before a cases file is stored.
     let plan = check(py, plan(&args))?;
     check(py, plan.comparators())?;
-    let model = crate::model::open(py, &args.model, Vec::new())?;
+    let mut selection = check(py, py.detach(|| selection(store, &args)))?;
+    if let Some(file) = &args.cases {
+        for case in import_cases(py, store, file)? {
+            selection = selection.case(case);
+        }
+    }
+    let model = crate::model::open(py, &plan.model, Vec::new())?;
     let mut replayer = Replayer::new(store, model).embedder(embedder(&args.embedder)?);
+    for name in plan
+        .candidates()
+        .into_iter()
+        .filter(|name| *name != plan.model)
+    {
+        let candidate = crate::model::open(py, &name, Vec::new())?;
+        replayer = replayer.candidate(name, candidate);
+    }
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n);
     }
@@ -104,8 +123,29 @@ fn selection(
     Ok(selection)
 }
 
+/// Store the cases of `file` (as `skein replay --cases` does, within
+/// the import's line limit) and give them as a selection holds them.
+fn import_cases(
+    py: Python<'_>,
+    store: &skein::Store,
+    file: &std::path::Path,
+) -> PyResult<Vec<CaseTurn>> {
+    let opened = std::fs::File::open(file).map_err(|error| {
+        pyo3::exceptions::PyOSError::new_err(format!(
+            "cannot read the cases file {}: {error}",
+            file.display()
+        ))
+    })?;
+    let store = store.clone();
+    let imported = runtime::block_on(py, async move {
+        let input = std::io::BufReader::new(opened);
+        cases::import(&store, input, skein::store::DEFAULT_IMPORT_LINE_LIMIT).await
+    })?;
+    check(py, imported)
+}
+
 fn plan(args: &ReplayArgs) -> skein::recorded::Result<ReplayPlan> {
-    let mut plan = ReplayPlan::new(args.model.clone());
+    let mut plan = ReplayPlan::comparing(args.models.clone())?;
     plan.change.system = args.system.clone();
     plan.change.options.temperature = args.temperature;
     plan.change.options.seed = args.seed;

@@ -157,3 +157,27 @@ def test_a_replay_replaces_a_source_and_sends_everything_else_as_recorded(
             replace_sources={"hotel": 3},  # type: ignore[dict-item]
         )
     assert len(store.search('"the Ritz"')["matches"]) == replays, "nothing replayed"
+
+
+def test_a_replay_compares_models_in_one_report(store: skein.Store, tools_model_name: str) -> None:
+    """``model`` as a list compares the models in one replay, as ``skein
+    replay -m A -m B`` does: each turn once per model, each model's totals;
+    a model named twice, or a model that is no name, is refused."""
+    conversation = skein.Model(tools_model_name, store=store).conversation()
+    assert conversation.chain("hello there").text() == "plain: hello there"
+    assert conversation.chain("hello again").text() == "plain: hello again"
+    models = [tools_model_name, "echo"]
+    report = store.replay(models, conversations=[conversation.id], compare=["exact"])
+    assert report["models"] == models
+    assert report["selected"] == 4
+    rows = {(turn["turn_node"], turn["model"]) for turn in report["turns"]}
+    assert len(rows) == 4, "each turn once per model"
+    totals = {model["model"]: model["totals"] for model in report["model_totals"]}
+    assert (totals[tools_model_name]["held"], totals[tools_model_name]["changed"]) == (2, 0)
+    assert (totals["echo"]["held"], totals["echo"]["changed"]) == (0, 2)
+    assert report["totals"]["held"] == 2
+
+    with pytest.raises(skein.RecordedChatError, match="named twice"):
+        store.replay(["echo", "echo"], conversations=[conversation.id])
+    with pytest.raises(TypeError, match="list of the models"):
+        store.replay(3, conversations=[conversation.id])  # type: ignore[arg-type]

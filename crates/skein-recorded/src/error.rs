@@ -144,6 +144,23 @@ pub enum RecordedError {
          the tool, or replay without it live"
     )]
     UnknownLiveTool { name: String },
+    /// A replay names no model to replay on.
+    #[error("say which model to replay on (one, or several to compare)")]
+    NoModel,
+    /// A replay that compares models names one twice.
+    #[error(
+        "model `{0}` is named twice: a replay compares each candidate model once (-m A -m B -m C)"
+    )]
+    DuplicateModel(String),
+    /// A replay compares a candidate model the worker was not given.
+    #[error(
+        "the replay compares model `{model}`, but this worker has no such model; give it every          candidate the replay names ({})",
+        .candidates.join(", ")
+    )]
+    UnknownCandidate {
+        model: String,
+        candidates: Vec<String>,
+    },
     /// A replay's prompt version is not written `ID@VERSION`.
     #[error("a prompt version is written ID@VERSION (e.g. `summarize@2`), not `{0}`")]
     BadPromptVersion(String),

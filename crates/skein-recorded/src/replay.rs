@@ -63,7 +63,8 @@ mod report;
 use overview::Originals;
 pub use overview::ReplayOverview;
 pub use report::{
-    CostDelta, ReplayReport, ReplayUsage, TurnReport, TurnUsage, result_of, turns_of_replay,
+    CostDelta, ModelTotals, ReplayReport, ReplayUsage, TurnReport, TurnUsage, result_of,
+    turns_of_replay,
 };
 
 use crate::compare::{Comparator, Comparison, Decision};
@@ -345,8 +346,14 @@ impl Change {
 /// with the replay, so any worker can run it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReplayPlan {
-    /// The model turns are replayed on, as the worker opens it.
+    /// The model turns are replayed on, as the worker opens it (the first
+    /// candidate, when the replay compares several).
     pub model: String,
+    /// Every candidate model, in order, when the replay compares several
+    /// (`model` first): each turn is replayed once on each, one report
+    /// for all. Empty: `model` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
     pub change: Change,
     /// The comparators, as [`Comparator::parse`] reads them; empty for the
     /// default ([`Comparison::default_for`]).
@@ -373,11 +380,39 @@ impl ReplayPlan {
     pub fn new(model: impl Into<String>) -> ReplayPlan {
         ReplayPlan {
             model: model.into(),
+            models: Vec::new(),
             change: Change::default(),
             compare: Vec::new(),
             judge: None,
             live_tools: Vec::new(),
             chain_limit: default_chain_limit(),
+        }
+    }
+
+    /// A plan comparing `models` (at least one; each named once): every
+    /// turn is replayed on each of them, in this order.
+    pub fn comparing(models: Vec<String>) -> Result<ReplayPlan> {
+        let mut seen = HashSet::new();
+        if let Some(twice) = models.iter().find(|model| !seen.insert(model.as_str())) {
+            return Err(RecordedError::DuplicateModel(twice.clone()));
+        }
+        let Some(first) = models.first() else {
+            return Err(RecordedError::NoModel);
+        };
+        let mut plan = ReplayPlan::new(first.clone());
+        if models.len() > 1 {
+            plan.models = models;
+        }
+        Ok(plan)
+    }
+
+    /// The models turns are replayed on: every candidate, or `model`
+    /// alone.
+    pub fn candidates(&self) -> Vec<String> {
+        if self.models.is_empty() {
+            vec![self.model.clone()]
+        } else {
+            self.models.clone()
         }
     }
 
@@ -424,6 +459,8 @@ impl ReplayPlan {
 pub struct Replayer {
     store: Store,
     model: Model,
+    /// The other candidates of a replay that compares models, by name.
+    candidates: HashMap<String, Model>,
     embedder: Option<Arc<dyn Embedder>>,
     judge: Option<Model>,
     live: Vec<Arc<dyn Tool>>,
@@ -448,6 +485,7 @@ impl Replayer {
         Replayer {
             store: store.clone(),
             model,
+            candidates: HashMap::new(),
             embedder: None,
             judge: None,
             live: Vec::new(),
@@ -455,6 +493,13 @@ impl Replayer {
             lease_ms: DEFAULT_LEASE_MS,
             concurrency: None,
         }
+    }
+
+    /// Another candidate of a replay that compares models ([`ReplayPlan::models`]),
+    /// opened by the caller: the rows of `name` are replayed on `model`.
+    pub fn candidate(mut self, name: impl Into<String>, model: Model) -> Replayer {
+        self.candidates.insert(name.into(), model);
+        self
     }
 
     /// The embedder of the `embedding` comparator (and of the default).
@@ -501,6 +546,7 @@ impl Replayer {
         self.comparison(plan)?.check()?;
         self.check_live(plan)?;
         self.check_prompt_version(plan)?;
+        self.check_candidates(plan)?;
         if selection.is_empty() {
             return Err(RecordedError::EmptySelection);
         }
@@ -516,6 +562,21 @@ impl Replayer {
         // What the first turns ran on, kept with the record so a listing
         // says `A → B` without reading any turn.
         let originals = Originals::sampled(&self.store, &turns).await?;
+        // Comparing models: each turn once per candidate, its rows side by
+        // side (a claim takes a turn's rows together, so the candidates
+        // run concurrently).
+        let turns = match plan.models.as_slice() {
+            [] => turns,
+            models => turns
+                .into_iter()
+                .flat_map(|turn| {
+                    models.iter().map(move |model| NewReplayTurn {
+                        model: Some(model.clone()),
+                        ..turn.clone()
+                    })
+                })
+                .collect(),
+        };
         let record = ReplayRecord {
             id: ReplayId::random(),
             selection: serde_json::to_value(selection).map_err(store_json)?,
@@ -526,6 +587,7 @@ impl Replayer {
                 "judge": plan.judge,
                 "live_tools": plan.live_tools,
                 "chain_limit": plan.chain_limit,
+                "models": plan.models,
                 "original_models": originals.models,
                 "original_tools": originals.tools,
             }),
@@ -558,7 +620,8 @@ impl Replayer {
         comparison.check()?;
         self.check_live(&plan)?;
         self.check_prompt_version(&plan)?;
-        let capacity = self.concurrency.unwrap_or_else(|| self.capacity());
+        self.check_candidates(&plan)?;
+        let capacity = self.concurrency.unwrap_or_else(|| self.capacity(&plan));
         let mut totals = self.store.nonblocking().replay_totals(id).await?;
         // Until this returns: the turns this worker holds keep their leases
         // however long their calls take.
@@ -679,6 +742,7 @@ impl Replayer {
         &self,
         original: &Original,
         plan: &ReplayPlan,
+        model: &Model,
     ) -> std::result::Result<Option<PromptSwap>, String> {
         let Some(wanted) = &plan.change.prompt_version else {
             return Ok(None);
@@ -712,10 +776,9 @@ impl Replayer {
             Request::prompt_version(wanted.id.clone(), wanted.version),
             |request, (name, value)| request.var(name.clone(), value.clone()),
         );
-        let rendered = self
-            .model
+        let rendered = model
             .engine()
-            .prepare(&self.model.bind(request))
+            .prepare(&model.bind(request))
             .map_err(|error| {
                 format!(
                     "configured prompt {wanted} does not render with the turn's variables: {error}"
@@ -727,6 +790,28 @@ impl Replayer {
         }))
     }
 
+    /// Whether this worker has every candidate model of the plan.
+    fn check_candidates(&self, plan: &ReplayPlan) -> Result<()> {
+        let candidates = plan.candidates();
+        for name in &candidates {
+            self.model_named(name, plan)?;
+        }
+        Ok(())
+    }
+
+    /// The model a row is replayed on: its candidate's, else the plan's.
+    fn model_named(&self, name: &str, plan: &ReplayPlan) -> Result<&Model> {
+        if name == plan.model {
+            return Ok(&self.model);
+        }
+        self.candidates
+            .get(name)
+            .ok_or_else(|| RecordedError::UnknownCandidate {
+                model: name.to_string(),
+                candidates: plan.candidates(),
+            })
+    }
+
     fn check_live(&self, plan: &ReplayPlan) -> Result<()> {
         for name in &plan.live_tools {
             if !self.live.iter().any(|tool| &tool.spec().name == name) {
@@ -736,13 +821,16 @@ impl Replayer {
         Ok(())
     }
 
-    /// The capacity of the model's backend (one when it cannot be told).
-    fn capacity(&self) -> usize {
-        let engine = self.model.engine();
-        engine
-            .inspect_profile(self.model.profile())
-            .and_then(|profile| engine.inspect_backend(&profile.backend))
-            .map_or(1, |backend| backend.backend.capacity.max(1))
+    /// Turns replayed at once: the capacity of each candidate's backend
+    /// (one when it cannot be told), added up, so the candidates run side
+    /// by side, each within its own admission.
+    fn capacity(&self, plan: &ReplayPlan) -> usize {
+        plan.candidates()
+            .iter()
+            .filter_map(|name| self.model_named(name, plan).ok())
+            .map(capacity_of)
+            .sum::<usize>()
+            .max(1)
     }
 
     /// Replay one claimed turn and finish it (or leave it to the worker
@@ -764,9 +852,10 @@ impl Replayer {
                 turn.seq
             );
         }
+        let model = self.model_named(turn.model.as_deref().unwrap_or(&plan.model), plan)?;
         let mut outcome = match self.original(&turn).await? {
             Some(original) => {
-                let outcome = self.replay_original(id, &original, plan).await;
+                let outcome = self.replay_original(id, &original, plan, model).await;
                 self.judged(outcome, &original, comparison, id).await
             }
             None => Outcome::failed(
@@ -842,9 +931,10 @@ impl Replayer {
         id: &ReplayId,
         original: &Original,
         plan: &ReplayPlan,
+        model: &Model,
     ) -> Outcome {
         let first = &original.runs[0];
-        let swap = match self.prompt_swap(original, plan) {
+        let swap = match self.prompt_swap(original, plan, model) {
             Ok(swap) => swap,
             Err(why) => return Outcome::failed(&why),
         };
@@ -885,13 +975,12 @@ impl Replayer {
                 };
                 Box::pin(async move { decision })
             }));
-        let request = self
-            .model
+        let request = model
             .bind(layout.request())
             .options(options)
             .relation(Relation::Replay(id.clone()));
         let started = Instant::now();
-        let done = TurnRequest::new(self.model.engine(), request)
+        let done = TurnRequest::new(model.engine(), request)
             .whole()
             .tool_loop(&mut chain)
             .await;
@@ -1301,6 +1390,15 @@ impl Tool for ReplayTool {
     }
 }
 
+/// The capacity of a model's backend (one when it cannot be told).
+fn capacity_of(model: &Model) -> usize {
+    let engine = model.engine();
+    engine
+        .inspect_profile(model.profile())
+        .and_then(|profile| engine.inspect_backend(&profile.backend))
+        .map_or(1, |backend| backend.backend.capacity.max(1))
+}
+
 /// The turns of `selection`, each once, conversation by conversation: the
 /// sources' turns (every conversation's when only filters are given), kept
 /// when they pass the filters.
@@ -1387,6 +1485,7 @@ impl Picker<'_> {
                 turn_node: answer,
                 request_node: request,
                 compare: Vec::new(),
+                model: None,
             };
             if self.client_keeps(answer).await? && self.keeps(&turn, &thread).await? {
                 self.seen.insert(answer);
@@ -1410,6 +1509,7 @@ impl Picker<'_> {
             turn_node: answer,
             request_node: request,
             compare,
+            model: None,
         };
         if self.client_keeps(answer).await? && self.keeps(&turn, &thread).await? {
             self.seen.insert(answer);
@@ -1582,6 +1682,7 @@ pub fn plan_of(record: &ReplayRecord) -> Result<ReplayPlan> {
     };
     Ok(ReplayPlan {
         model: record.model.clone(),
+        models: strings("models"),
         change: serde_json::from_value(record.change.clone()).map_err(store_json)?,
         compare: strings("compare"),
         judge: settings["judge"].as_str().map(str::to_string),

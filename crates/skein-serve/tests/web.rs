@@ -4479,6 +4479,119 @@ impl Server {
     }
 }
 
+/// `POST /api/replays` with `cases`: a line that is no case is refused
+/// (400, naming its line) before any replay is stored. (Cases that are
+/// cases are selected as `skein replay --cases` selects them: the CLI's
+/// replay selection table runs them through this route.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_from_the_page_refuses_a_line_that_is_no_case() {
+    let server = Server::start().await;
+    let said = server
+        .refused(
+            "/api/replays",
+            serde_json::json!({ "cases": "\n{\"label\": \"x\"}\n" }),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(said.contains("line 2 of the cases file"), "{said}");
+    assert!(server.store.all_replays().unwrap().is_empty());
+}
+
+/// `POST /api/replays` with `models`: one replay comparing the candidates,
+/// each turn once per model, reported with each model's totals; its rows
+/// listed once; `model` beside `models`, a model named twice or one the
+/// server does not offer refused (400) before anything is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_started_from_the_page_compares_models_in_one_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("terse.toml");
+    std::fs::write(&rules, "[[rules]]\nreply = \"A river.\"\n").unwrap();
+    let terse = format!("scripted:{}", rules.display());
+    let server = Server::start_configured(|config| {
+        config.models = Arc::new(ModelNames::new("echo", [terse.clone()]));
+    })
+    .await;
+    story(&server.store).await;
+    for (body, why) in [
+        (
+            serde_json::json!({ "conversations": ["main"], "model": "echo", "models": ["echo", terse] }),
+            "not both",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "models": ["echo", "echo"] }),
+            "named twice",
+        ),
+        (
+            serde_json::json!({ "conversations": ["main"], "models": ["echo", "scripted:/etc/passwd"] }),
+            "does not offer",
+        ),
+    ] {
+        let said = server
+            .refused("/api/replays", body, StatusCode::BAD_REQUEST)
+            .await;
+        assert!(said.contains(why), "{said}");
+    }
+    assert!(server.store.all_replays().unwrap().is_empty());
+
+    let started = server
+        .act(
+            "/api/replays",
+            serde_json::json!({
+                "conversations": ["main"],
+                "models": ["echo", terse],
+                "compare": ["exact"],
+            }),
+        )
+        .await;
+    let started: Value = serde_json::from_str(&started).unwrap();
+    let id = started["id"].as_str().unwrap().to_string();
+    assert_eq!(started["selected"], 4, "two turns, once per model");
+    assert_eq!(started["models"], serde_json::json!(["echo", terse]));
+    server.replay_finished(&id[..12]).await;
+
+    let report = server.json(&format!("/api/replays/{}", &id[..12])).await;
+    assert_eq!(report["models"], serde_json::json!(["echo", terse]));
+    let turns = report["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 4);
+    let mut pairs: Vec<(String, String)> = turns
+        .iter()
+        .map(|turn| {
+            (
+                turn["turn_node"].as_str().unwrap().to_string(),
+                turn["model"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    assert_eq!(pairs.len(), 4, "each turn once per model");
+    // Echo answers as it did: held; the terse model says otherwise:
+    // changed. Worst first: each turn's rows together, the changed one
+    // deciding.
+    let totals: Vec<(&str, u64, u64)> = report["model_totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|model| {
+            (
+                model["model"].as_str().unwrap(),
+                model["totals"]["held"].as_u64().unwrap(),
+                model["totals"]["changed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(totals, [("echo", 2, 0), (terse.as_str(), 0, 2)]);
+    assert_eq!(turns[0]["turn_node"], turns[1]["turn_node"]);
+    assert_eq!(turns[2]["turn_node"], turns[3]["turn_node"]);
+
+    let listed = server.json("/api/replays").await;
+    assert_eq!(listed["replays"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        listed["replays"][0]["models"],
+        serde_json::json!(["echo", terse])
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_is_started_from_the_page_watched_and_reported_turn_by_turn() {
     let server = Server::start().await;

@@ -297,8 +297,9 @@ pub const NO_CONTENT: &[(&str, &[&str], &str)] = &[
             "decision",
             "comparator",
             "finished",
+            "model",
         ],
-        "ids, states and decisions",
+        "ids, states, decisions and model names",
     ),
     ("embeddings", &["embedder", "digest"], "names and digests"),
     (

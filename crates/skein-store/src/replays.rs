@@ -41,11 +41,13 @@ pub struct ReplayRecord {
     pub selection: serde_json::Value,
     /// What changed (model, options, system prompt, tools, sources).
     pub change: serde_json::Value,
-    /// The model the turns were replayed on.
+    /// The model the turns were replayed on (the first candidate, when a
+    /// replay compares several: its settings list them all).
     pub model: String,
     /// How turns are replayed and judged (comparators, live tools).
     pub settings: serde_json::Value,
-    /// How many turns were selected.
+    /// How many turn rows it has: the turns selected, once per candidate
+    /// model.
     pub turns: u64,
     pub created_ms: i64,
 }
@@ -111,6 +113,10 @@ pub struct NewReplayTurn {
     /// Comparators for this turn alone (a case's), in place of the
     /// replay's default; kept in the row's detail as `compare`.
     pub compare: Vec<String>,
+    /// The candidate model this row replays the turn on, in a replay that
+    /// compares several (one row per turn and model); `None`: the replay's
+    /// one model.
+    pub model: Option<String>,
 }
 
 impl NewReplayTurn {
@@ -149,6 +155,10 @@ pub struct ReplayTurn {
     /// Everything else the layer above keeps (answers, why, usage).
     pub detail: serde_json::Value,
     pub finished_ms: Option<i64>,
+    /// The candidate model it is replayed on, in a replay that compares
+    /// several; `None`: the replay's one model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// How a claimed turn finished, with what it stored: written in one
@@ -222,8 +232,10 @@ impl std::fmt::Display for ReplayState {
 
 impl ReplayTotals {
     /// Count `n` turns of `status` whose decision is `decision`; `lease`
-    /// is the latest lease among them (running turns keep theirs).
-    pub(crate) fn add(
+    /// is the latest lease among them (running turns keep theirs). The
+    /// layer above counts a part of a replay's rows with it (one candidate
+    /// model's).
+    pub fn add(
         &mut self,
         status: ReplayStatus,
         decision: Option<&str>,
@@ -318,7 +330,7 @@ pub(crate) const SELECT_REPLAY: &str =
 
 pub(crate) const SELECT_REPLAY_TURN: &str = "SELECT replay, seq, conversation, turn_node, \
      request_node, status, worker, lease_until, answer_head, runs, decision, comparator, detail, \
-     finished FROM replay_turns";
+     finished, model FROM replay_turns";
 
 impl Store {
     /// Store a replay's record and its selected turns (all pending), in
@@ -552,6 +564,7 @@ pub(crate) struct RawReplayTurn {
     pub(crate) comparator: Option<String>,
     pub(crate) detail: String,
     pub(crate) finished_ms: Option<i64>,
+    pub(crate) model: Option<String>,
 }
 
 impl RawReplayTurn {
@@ -577,6 +590,7 @@ impl RawReplayTurn {
             decision: self.decision,
             comparator: self.comparator,
             finished_ms: self.finished_ms,
+            model: self.model,
             replay: ReplayId(self.replay),
         })
     }

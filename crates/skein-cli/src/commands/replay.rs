@@ -67,9 +67,10 @@ pub struct ReplayArgs {
     /// Go on with a replay a worker left unfinished (or join one other workers run)
     #[arg(long, value_name = "REPLAY")]
     pub resume: Option<String>,
-    /// The model to replay on (a model name or a configured profile; required unless --resume)
+    /// The model to replay on (a model name or a configured profile; required unless --resume);
+    /// repeat it to compare candidates: each turn is replayed on each, one report for all
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
-    pub model: Option<String>,
+    pub models: Vec<String>,
     /// The system prompt, in place of the recorded one
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
@@ -140,7 +141,7 @@ pub enum ReplayFormat {
 const LISTING_WORDS: &[&str] = &["list", "ls", "show", "delete", "rm"];
 
 pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
-    if args.resume.is_none() && args.model.is_none() {
+    if args.resume.is_none() && args.models.is_empty() {
         let said = match args.nodes.first().map(String::as_str) {
             Some(word) if LISTING_WORDS.contains(&word) => format!(
                 "`skein replay {word}` replays turns, and `{word}` names none: replays are listed \
@@ -180,17 +181,26 @@ pub async fn run(globals: &Globals, args: ReplayArgs) -> Result<ExitCode> {
     // Said before anything runs, on a terminal or not (where the progress
     // bar is hidden), so a replay killed in a script or a CI job, or by a
     // closed terminal, can be found and resumed.
+    let models = plan.candidates().len() as u64;
+    let turns = match models {
+        1 => format!("{} turn(s)", record.turns),
+        n => format!("{} turn(s) × {n} models", record.turns / n),
+    };
     ui::note(format!(
-        "replay {id}: {} turn(s); if it stops, `skein replay --resume {id}` goes on",
-        record.turns
+        "replay {id}: {turns}; if it stops, `skein replay --resume {id}` goes on"
     ));
     let bar = progress_bar(record.turns, &id);
     let totals = replayer
         .run(&id, |progress| {
             bar.set_position(progress.finished);
             bar.set_message(format!(
-                "turn {} {}",
-                progress.turn.seq,
+                "turn {}{} {}",
+                progress.turn.seq / models,
+                progress
+                    .turn
+                    .model
+                    .as_deref()
+                    .map_or(String::new(), |model| format!(" on {model}")),
                 result_of(&progress.turn)
             ));
         })
@@ -221,11 +231,7 @@ pub fn print_report(ctx: &Context, id: &ReplayId, format: ReplayFormat) -> Resul
 
 /// The plan the command line asks for.
 fn plan_from(args: &ReplayArgs) -> Result<ReplayPlan> {
-    let model = args
-        .model
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("say which model to replay on: -m MODEL"))?;
-    let mut plan = ReplayPlan::new(model);
+    let mut plan = ReplayPlan::comparing(args.models.clone())?;
     plan.change = change_from(args)?;
     plan.compare = args.compare.clone();
     plan.judge = args.judge.clone();
@@ -275,8 +281,9 @@ fn change_from(args: &ReplayArgs) -> Result<Change> {
     Ok(change)
 }
 
-/// A worker for `plan`: its model, the embedder, the judge's model (the
-/// command line's: a case never names one), the live tools.
+/// A worker for `plan`: its models (every candidate it compares), the
+/// embedder, the judge's model (the command line's: a case never names
+/// one), the live tools.
 async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result<Replayer> {
     let model = home_model(Some(plan.model.clone()))?;
     let mut replayer = Replayer::new(&ctx.store, model)
@@ -285,6 +292,13 @@ async fn replayer(ctx: &Context, args: &ReplayArgs, plan: &ReplayPlan) -> Result
             args.embedder.as_deref(),
         )?)
         .lease(Duration::from_secs(args.lease));
+    for name in plan
+        .candidates()
+        .into_iter()
+        .filter(|name| *name != plan.model)
+    {
+        replayer = replayer.candidate(name.clone(), home_model(Some(name))?);
+    }
     if let Some(n) = args.concurrency {
         replayer = replayer.concurrency(n as usize);
     }
@@ -437,6 +451,9 @@ fn conversation_shown(turn: &TurnReport) -> Option<String> {
 }
 
 fn print_text(report: &ReplayReport) -> Result<()> {
+    if !report.model_totals.is_empty() {
+        return print_matrix(report);
+    }
     outln!(
         "replay {} · {}",
         report.replay.short(),
@@ -512,21 +529,164 @@ fn print_text(report: &ReplayReport) -> Result<()> {
     Ok(())
 }
 
-/// The report as a JUnit test suite: a held turn passes, a changed or
-/// diverged one fails, a failed one is an error.
+/// A turn's place in the selection, from 0 (its row's place, in a replay
+/// that compares models: a row per turn and model).
+fn turn_number(report: &ReplayReport, turn: &TurnReport) -> u64 {
+    turn.seq / report.models.len().max(1) as u64
+}
+
+/// A replay that compares models, as text: per turn (worst first, by its
+/// worst model) the question and the original answer, then each model's
+/// result, why, answer, tokens and latency; then each model's totals.
+fn print_matrix(report: &ReplayReport) -> Result<()> {
+    outln!(
+        "replay {} · {}",
+        report.replay.short(),
+        report.change_line()
+    )?;
+    outln!(
+        "{} turn(s) selected × {} models: {} · {}",
+        report.turns_selected(),
+        report.models.len(),
+        report.selection_text,
+        report.state
+    )?;
+    let width = report
+        .models
+        .iter()
+        .map(|m| m.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut at = 0;
+    while at < report.turns.len() {
+        let node = report.turns[at].turn_node;
+        let end = report.turns[at..]
+            .iter()
+            .position(|turn| turn.turn_node != node)
+            .map_or(report.turns.len(), |n| at + n);
+        let rows = &report.turns[at..end];
+        let first = &rows[0];
+        outln!(
+            "turn {}{} · {}",
+            turn_number(report, first),
+            conversation_shown(first).map_or(String::new(), |c| format!(" · {c}")),
+            first.turn_node.short()
+        )?;
+        if let Some(question) = &first.question {
+            outln!("  question: {}", ui::one_line(question, QUESTION_WIDTH))?;
+        }
+        let original = first.original.as_deref().unwrap_or_default();
+        outln!("  original: {}", ui::one_line(original, 200))?;
+        for turn in rows {
+            let model = turn.model.as_deref().unwrap_or(&report.model);
+            let usage = tokens_and_latency(turn).map_or(String::new(), |(a, b, was, now)| {
+                format!(
+                    " · tokens {a} → {b} ({:+}) · latency {was} → {now} ms ({:+})",
+                    b - a,
+                    now - was
+                )
+            });
+            outln!(
+                "  {:<8} {model:<width$}{}{usage}",
+                turn.result.to_uppercase(),
+                turn.comparator
+                    .as_deref()
+                    .map_or(String::new(), |c| format!(" · {c}"))
+            )?;
+            let why = turn.why.as_deref().unwrap_or_default();
+            if !why.is_empty() {
+                outln!("    why:    {}", ui::one_line(why, 200))?;
+            }
+            if let Some(answer) = turn.answer.as_deref().filter(|a| !a.is_empty()) {
+                outln!("    replay: {}", ui::one_line(answer, 200))?;
+            }
+        }
+        at = end;
+    }
+    for model in &report.model_totals {
+        let totals = &model.totals;
+        let original = &model.original_usage;
+        let replayed = &model.usage;
+        outln!(
+            "replay {} on {}: {} turns · {} changed · {} held · {} diverged · {} failed · tokens {:+} · latency {:+} ms · {}",
+            report.replay.short(),
+            model.model,
+            report.turns_selected(),
+            totals.changed,
+            totals.held,
+            totals.diverged,
+            totals.failed,
+            replayed.tokens() as i64 - original.tokens() as i64,
+            replayed.latency_ms - original.latency_ms,
+            cost_line(&model.cost.original, &model.cost.replay)
+        )?;
+    }
+    Ok(())
+}
+
+/// The report as JUnit XML: a test suite of a turn per test case (a
+/// suite per model, in `<testsuites>`, when the replay compares models).
+/// A held turn passes, a changed or diverged one fails, a failed one is an
+/// error.
 fn junit(report: &ReplayReport) -> String {
+    let header = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    if report.model_totals.is_empty() {
+        let turns: Vec<&TurnReport> = report.turns.iter().collect();
+        let name = format!("skein replay {}", report.replay.as_str());
+        let suite = junit_suite(report, &name, None, &turns, &report.totals, &report.cost);
+        return format!("{header}{suite}");
+    }
     let totals = &report.totals;
     let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n  <properties>\n    <property name=\"change\" value=\"{}\"/>\n    <property name=\"turns\" value=\"{}\"/>\n{}  </properties>\n",
+        "{header}<testsuites name=\"skein replay {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n",
         xml(report.replay.as_str()),
         report.turns.len(),
         totals.changed + totals.diverged,
         totals.failed,
+    );
+    for model in &report.model_totals {
+        let turns: Vec<&TurnReport> = report
+            .turns
+            .iter()
+            .filter(|turn| turn.model.as_deref() == Some(model.model.as_str()))
+            .collect();
+        out.push_str(&junit_suite(
+            report,
+            &model.model,
+            Some(&model.model),
+            &turns,
+            &model.totals,
+            &model.cost,
+        ));
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// One JUnit test suite named `name`: `turns`, with `totals` and `cost`
+/// (and the model they ran on, when the replay compares models).
+fn junit_suite(
+    report: &ReplayReport,
+    name: &str,
+    model: Option<&str>,
+    turns: &[&TurnReport],
+    totals: &skein::store::ReplayTotals,
+    cost: &skein::recorded::replay::CostDelta,
+) -> String {
+    let model_property = model.map_or(String::new(), |model| {
+        format!("    <property name=\"model\" value=\"{}\"/>\n", xml(model))
+    });
+    let mut out = format!(
+        "<testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n  <properties>\n{model_property}    <property name=\"change\" value=\"{}\"/>\n    <property name=\"turns\" value=\"{}\"/>\n{}  </properties>\n",
+        xml(name),
+        turns.len(),
+        totals.changed + totals.diverged,
+        totals.failed,
         xml(&report.change_line()),
         xml(&report.selection_text),
-        cost_properties("    ", &report.cost.original, &report.cost.replay)
+        cost_properties("    ", &cost.original, &cost.replay)
     );
-    for turn in &report.turns {
+    for turn in turns {
         // The question as the test's name (a turn without one, or whose
         // question is empty, by its place); the conversation's name (else
         // title, else id) as its class.
@@ -536,7 +696,11 @@ fn junit(report: &ReplayReport) -> String {
             .map(|q| ui::one_line(q, QUESTION_WIDTH))
         {
             Some(question) if !question.is_empty() => question,
-            _ => format!("turn {} ({})", turn.seq, turn.turn_node.short()),
+            _ => format!(
+                "turn {} ({})",
+                turn_number(report, turn),
+                turn.turn_node.short()
+            ),
         };
         let class = turn
             .conversation_name
@@ -557,7 +721,7 @@ fn junit(report: &ReplayReport) -> String {
         }
         let body = format!(
             "turn {} ({})\nquestion: {}\noriginal: {}\nreplay: {}",
-            turn.seq,
+            turn_number(report, turn),
             turn.turn_node.short(),
             turn.question.as_deref().unwrap_or_default(),
             turn.original.as_deref().unwrap_or_default(),

@@ -168,7 +168,9 @@ fn page(
     Ok((listed, more))
 }
 
-/// `ID · started · A → B · change · turns · results · state`.
+/// `ID · started · A → B · change · turns · results · state` (a replay
+/// that compares models: `A → 3 models: B, C, D`, its turns `× 3 models`
+/// and its results over every turn and model).
 fn row(overview: &ReplayOverview) -> String {
     let totals = &overview.totals;
     let finished = totals.done + totals.diverged + totals.failed;
@@ -176,12 +178,16 @@ fn row(overview: &ReplayOverview) -> String {
         ReplayState::Finished => "finished".to_string(),
         state => format!("{state} at {finished}/{}", overview.selected),
     };
+    let models = overview.models.len().max(1) as u64;
+    let turns = match models {
+        1 => format!("{} turn(s)", overview.selected),
+        n => format!("{} turn(s) × {n} models", overview.selected / n),
+    };
     format!(
-        "{} · {} · {} · {} turn(s): {} · {} changed, {} held, {} diverged, {} failed · {state}",
+        "{} · {} · {} · {turns}: {} · {} changed, {} held, {} diverged, {} failed · {state}",
         overview.replay.short(),
         ui::timestamp(overview.created_ms),
         ui::one_line(&overview.change_line(), 80),
-        overview.selected,
         ui::one_line(&overview.selection_text, 60),
         totals.changed,
         totals.held,

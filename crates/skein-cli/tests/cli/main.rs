@@ -3,7 +3,9 @@
 //! (`commands`, with the README tour and MCP tools), what a cases file may
 //! not choose and the bounds on every input (`cases`), the surface
 //! conformance table (`conformance`: every surface, the same scenarios, the
-//! same graph), importing `llm`'s logs.db, names that never shadow ids, the
+//! same graph), the replay selection table (`replay_selection`: every way of
+//! choosing turns, the same turns on every surface), replays comparing
+//! models (`replay_models`), importing `llm`'s logs.db, names that never shadow ids, the
 //! PostgreSQL backend, the recording proxy with official clients (`proxy`)
 //! and with the client matrix's libraries (`clients`), `scripts/setup`'s
 //! detection, the web view in a real browser, and the tidy checks that keep
@@ -35,6 +37,8 @@ mod marker;
 mod names;
 mod postgres;
 mod proxy;
+mod replay_models;
+mod replay_selection;
 mod setup;
 mod telemetry;
 mod templates;

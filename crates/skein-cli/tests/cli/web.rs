@@ -998,6 +998,84 @@ fn a_turn_from_another_process_appears_in_the_open_page() {
     });
 }
 
+/// A replay comparing two models from the workbench in a real browser:
+/// started from the form with a second model to compare with, drawn as a
+/// matrix (a row per turn, worst first, a column per model) under each
+/// model's totals, and listed once as `× 2 models`.
+#[test]
+fn a_replay_comparing_models_is_drawn_as_a_matrix_in_a_real_browser() {
+    let Some(browser) = browser_or_skip("of a replay comparing models") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    skein_json(
+        &db,
+        &["prompt", "-m", "echo", "--name", "rivers", "Name a river."],
+    );
+    skein_json(&db, &["prompt", "--cid", "rivers", "Name another."]);
+    // A second model the server offers: a scripted one of the proxy's
+    // table, which answers otherwise (every turn changes on it).
+    let rules = dir.path().join("terse.toml");
+    std::fs::write(&rules, "[[rules]]\nreply = \"A river.\"\n").unwrap();
+    let terse = format!("scripted:{}", rules.display());
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[proxy.models]\nterse = '{terse}'\n")).unwrap();
+    let config = config.display().to_string();
+    let server = Server::start_with_env(&db, &["-m", "echo"], &[("SKEIN_CONFIG", &config)]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
+        let shots = screenshots();
+
+        page.goto(&format!("{}/#/replays/new/rivers", server.base())).await;
+        page.wait_for("#replay-form").await;
+        let others = page.wait_for("#replay-compare-models").await;
+        page.type_into(&others, &terse).await;
+        let compare = page.wait_for("#replay-compare").await;
+        page.type_into(&compare, "exact").await;
+        let submit = page.wait_for("#replay-submit").await;
+        page.click(&submit).await;
+
+        page.wait_for("#replay-view[data-finished='true']").await;
+        page.wait_for("#replay-matrix").await;
+        let heads = page
+            .execute(
+                "return [...document.querySelectorAll('#replay-matrix thead th')].map((th) => th.textContent);",
+                vec![],
+            )
+            .await;
+        assert_eq!(heads, json!(["turn", "echo", terse]));
+        let cells = page
+            .execute(
+                "return [...document.querySelectorAll('#replay-matrix tbody tr')].map((tr) => \
+                 [...tr.querySelectorAll('td')].map((td) => td.dataset.result));",
+                vec![],
+            )
+            .await;
+        assert_eq!(cells, json!([["held", "changed"], ["held", "changed"]]));
+        let models = page
+            .execute(
+                "return [...document.querySelectorAll('#replay-models tbody tr')].map((tr) => \
+                 [tr.dataset.model, ...[...tr.querySelectorAll('td')].slice(0, 4).map((td) => td.textContent)]);",
+                vec![],
+            )
+            .await;
+        assert_eq!(
+            models,
+            json!([["echo", "0", "2", "0", "0"], [terse, "2", "0", "0", "0"]])
+        );
+        page.screenshot(&shots.join("replay-models.png")).await;
+
+        page.goto(&format!("{}/#/replays", server.base())).await;
+        page.wait_for_text("table.replay-list", "2 turns × 2 models")
+            .await;
+        page.close().await;
+    });
+}
+
 /// A replay from the workbench in a real browser: started from a
 /// conversation's *Replay…* link with another system prompt, watched until
 /// it finishes, its report read (each turn changed, its words marked, the

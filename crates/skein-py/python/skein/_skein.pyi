@@ -135,6 +135,7 @@ class ReplayedTurn(TypedDict):
     """One turn of :meth:`Store.replay`'s report."""
 
     seq: int
+    model: str | None
     result: str
     conversation: str | None
     conversation_name: str | None
@@ -151,12 +152,22 @@ class ReplayedTurn(TypedDict):
     cost: CostSummary | None
     runs: list[str]
 
+class ModelTotals(TypedDict):
+    """One candidate's part of a replay that compares models."""
+
+    model: str
+    totals: ReplayTotals
+    original_usage: TurnUsage
+    usage: TurnUsage
+    cost: CostDelta
+
 class ReplayReport(TypedDict):
     """What :meth:`Store.replay` returns (as ``skein replay --json``
     prints it, turns in selection order)."""
 
     replay: str
     model: str
+    models: list[str]
     created_ms: int
     state: str
     original_models: list[str]
@@ -168,6 +179,7 @@ class ReplayReport(TypedDict):
     selected: int
     totals: ReplayTotals
     cost: CostDelta
+    model_totals: list[ModelTotals]
     turns: list[ReplayedTurn]
 
 class LabelCount(TypedDict):
@@ -259,7 +271,7 @@ class Store:
         unclosed quote or no words raises ``StoreError``."""
     def replay(
         self,
-        model: str,
+        model: str | list[str],
         *,
         conversations: list[str] = ...,
         families: list[str] = ...,
@@ -269,6 +281,7 @@ class Store:
         since_ms: int | None = None,
         until_ms: int | None = None,
         clients: list[str] = ...,
+        cases: str | os.PathLike[str] | None = None,
         system: str | None = None,
         temperature: float | None = None,
         seed: int | None = None,
@@ -286,8 +299,12 @@ class Store:
         against its original (the comparator that decided and why), tool
         calls answered from the recording, with what the original and the
         replay cost, priced as :meth:`usage` prices (each side "at least"
-        when a run has no usage or no price: ``complete`` is false). An
-        empty selection raises
+        when a run has no usage or no price: ``complete`` is false).
+        ``model`` may be a list of models to compare: each turn replayed
+        once on each, one report with ``models``, ``model_totals`` and a
+        row per turn and model. ``cases`` names a file ``skein label export`` wrote: its cases are
+        stored first and selected, each judged by its own comparators
+        unless ``compare`` names others. An empty selection raises
         ``RecordedChatError``."""
     def label(
         self,

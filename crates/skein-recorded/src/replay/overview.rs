@@ -35,8 +35,10 @@ const NAMES_SHOWN: usize = 3;
 pub struct ReplayOverview {
     pub replay: ReplayId,
     pub model: String,
+    /// Every candidate model (`model` alone, or those it compares).
+    pub models: Vec<String>,
     pub created_ms: i64,
-    /// Turns selected.
+    /// Turn rows: the turns selected, once per candidate model.
     pub selected: u64,
     pub totals: ReplayTotals,
     pub state: ReplayState,
@@ -92,6 +94,7 @@ impl ReplayOverview {
             selection_text: selection_text(store, &record.selection, names)?,
             state: totals.state(now_ms()),
             original_models: originals.models.clone(),
+            models: candidates(&record),
             replay: record.id,
             model: record.model,
             created_ms: record.created_ms,
@@ -193,6 +196,24 @@ fn original_run(store: &Store, turn: &ReplayTurn) -> Result<Option<RunRecord>> {
     }
 }
 
+/// The candidate models of a stored replay: those it compares (its
+/// settings' `models`), or its one model.
+pub(crate) fn candidates(record: &ReplayRecord) -> Vec<String> {
+    let compared: Vec<String> = record.settings["models"]
+        .as_array()
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|model| model.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    match compared.is_empty() {
+        true => vec![record.model.clone()],
+        false => compared,
+    }
+}
+
 /// What a replay changed, in words: the model change first
 /// (`smollm2 → openai:gpt-4o-mini`, `echo (model unchanged)`, or `on B`
 /// when the originals' models are unknown), then each other change
@@ -200,7 +221,15 @@ fn original_run(store: &Store, turn: &ReplayTurn) -> Result<Option<RunRecord>> {
 /// 2`, `tool weather removed`, `tool lookup added`, `tool lookup swapped`,
 /// `source hotel removed`, `source hotel replaced`).
 pub(crate) fn describe_change(record: &ReplayRecord, originals: &Originals) -> Vec<String> {
-    let target = &record.model;
+    let models = candidates(record);
+    let compared;
+    let target = match models.as_slice() {
+        [_, _, ..] => {
+            compared = format!("{} models: {}", models.len(), models.join(", "));
+            &compared
+        }
+        _ => &record.model,
+    };
     let mut out = vec![match originals.models.as_slice() {
         [] => format!("on {target}"),
         [only] if only == target => format!("{target} (model unchanged)"),

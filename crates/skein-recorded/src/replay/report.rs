@@ -33,7 +33,12 @@ const PAGE: usize = 500;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReplayReport {
     pub replay: ReplayId,
+    /// The model replayed on (the first candidate, when it compares
+    /// several).
     pub model: String,
+    /// Every candidate model, in order (`model` alone, or the models a
+    /// replay compares: each turn replayed once on each).
+    pub models: Vec<String>,
     pub created_ms: i64,
     /// Running, stopped or finished.
     pub state: ReplayState,
@@ -51,18 +56,40 @@ pub struct ReplayReport {
     pub selection: serde_json::Value,
     pub change: serde_json::Value,
     pub settings: serde_json::Value,
-    /// How many turns were selected.
+    /// How many turn rows it has: the turns selected, once per
+    /// candidate model.
     pub selected: u64,
     pub totals: ReplayTotals,
     pub cost: CostDelta,
+    /// Per candidate model, when the replay compares several (empty
+    /// otherwise): its rows' totals, tokens, latency and cost.
+    pub model_totals: Vec<ModelTotals>,
+    /// A row per turn and candidate model.
     pub turns: Vec<TurnReport>,
+}
+
+/// One candidate model's part of a replay that compares several.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelTotals {
+    pub model: String,
+    /// Its rows: held, changed, diverged, failed (and not yet replayed).
+    pub totals: ReplayTotals,
+    /// Tokens, latency and calls of the original turns its rows re-sent,
+    /// and of its replayed turns, added up over its replayed rows.
+    pub original_usage: TurnUsage,
+    pub usage: TurnUsage,
+    pub cost: CostDelta,
 }
 
 /// One turn of a report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TurnReport {
-    /// Its place in the selection, from 0.
+    /// Its row's place in the replay, from 0 (a turn's rows side by side
+    /// when it compares models).
     pub seq: u64,
+    /// The candidate model it was replayed on, when the replay compares
+    /// several.
+    pub model: Option<String>,
     /// `changed`, `held`, `diverged`, `failed`, or where it stands
     /// (`pending`, `running`).
     pub result: String,
@@ -108,6 +135,13 @@ pub struct TurnUsage {
 impl TurnUsage {
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens
+    }
+
+    fn add(&mut self, other: &TurnUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.latency_ms += other.latency_ms;
+        self.calls += other.calls;
     }
 }
 
@@ -227,7 +261,17 @@ impl ReplayReport {
         let totals = store.replay_totals(id)?;
         let original = CostSummary::from(&prices.cost(&usage(store, runs.original)?));
         let replay = CostSummary::from(&prices.cost(&usage(store, runs.replay)?));
+        let models = super::overview::candidates(&record);
+        let model_totals = match models.len() {
+            1 => Vec::new(),
+            _ => models
+                .iter()
+                .map(|model| ModelTotals::read(store, prices, model, &rows, &turns))
+                .collect::<Result<_>>()?,
+        };
         Ok(ReplayReport {
+            models,
+            model_totals,
             state: totals.state(now_ms()),
             changes: describe_change(&record, &originals),
             selection_text: selection_text(store, &record.selection, &mut names)?,
@@ -246,10 +290,23 @@ impl ReplayReport {
     }
 
     /// The turns worst first: failed, diverged, changed, not yet replayed,
-    /// held; in selection order within each.
+    /// held; in selection order within each. A replay that compares models
+    /// keeps each turn's rows together, the turn ranked by its worst row.
     pub fn worst_first(mut self) -> ReplayReport {
-        self.turns.sort_by_key(|turn| (turn.rank(), turn.seq));
+        let mut worst: std::collections::HashMap<NodeId, (u8, u64)> =
+            std::collections::HashMap::new();
+        for turn in &self.turns {
+            let entry = worst.entry(turn.turn_node).or_insert((u8::MAX, u64::MAX));
+            *entry = (entry.0.min(turn.rank()), entry.1.min(turn.seq));
+        }
+        self.turns
+            .sort_by_key(|turn| (worst[&turn.turn_node], turn.seq));
         self
+    }
+
+    /// The turns selected (each once, however many models it compares).
+    pub fn turns_selected(&self) -> u64 {
+        self.selected / self.models.len().max(1) as u64
     }
 
     /// `A → B · system prompt replaced`: every change, joined.
@@ -274,6 +331,7 @@ impl TurnReport {
         let (original_cost, cost) = costs.unzip();
         TurnReport {
             seq: row.seq,
+            model: row.model.clone(),
             result: result_of(row).to_string(),
             conversation: row.conversation.clone(),
             conversation_name: None,
@@ -304,14 +362,53 @@ impl TurnReport {
     }
 }
 
+impl ModelTotals {
+    /// `model`'s part of `rows` (with their `reports`, in the same order),
+    /// priced at `prices`.
+    fn read(
+        store: &Store,
+        prices: &PriceTable,
+        model: &str,
+        rows: &[ReplayTurn],
+        reports: &[TurnReport],
+    ) -> Result<ModelTotals> {
+        let mut totals = ReplayTotals::default();
+        let (mut original_usage, mut usage) = (TurnUsage::default(), TurnUsage::default());
+        let mut runs = SideRuns::default();
+        for (row, report) in rows.iter().zip(reports) {
+            if row.model.as_deref() != Some(model) {
+                continue;
+            }
+            totals.add(row.status, row.decision.as_deref(), 1, row.lease_until_ms);
+            if runs.add(row) {
+                original_usage.add(&report.original_usage.unwrap_or_default());
+                usage.add(&report.usage.unwrap_or_default());
+            }
+        }
+        let original = CostSummary::from(&prices.cost(&self::usage(store, runs.original)?));
+        let replay = CostSummary::from(&prices.cost(&self::usage(store, runs.replay)?));
+        Ok(ModelTotals {
+            model: model.to_string(),
+            totals,
+            original_usage,
+            usage,
+            cost: CostDelta::of(original, replay),
+        })
+    }
+}
+
 /// The original turns of replay `id` (their final answers' nodes, as
 /// labels name turns) whose result is one of `results` (every turn when
 /// empty), in selection order: a replay's regressions kept as cases.
 pub fn turns_of_replay(store: &Store, id: &ReplayId, results: &[String]) -> Result<Vec<NodeId>> {
+    // A replay that compares models has a row per turn and model: each
+    // turn once.
+    let mut seen = std::collections::HashSet::new();
     Ok(all_turns(store, id)?
         .iter()
         .filter(|row| results.is_empty() || results.iter().any(|r| r == result_of(row)))
         .map(|row| row.turn_node)
+        .filter(|node| seen.insert(*node))
         .collect())
 }
 

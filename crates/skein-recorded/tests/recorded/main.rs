@@ -1,7 +1,7 @@
 //! The recorded-chat integration tests, one binary (each test file a module):
 //! the advisor desk, cases files (what imported data may not choose),
-//! embedders, forks and their provenance, persistence, replays (and their
-//! leases), reruns and turns; `local` runs the example on the embedded model
+//! embedders, forks and their provenance, persistence, replays (their leases, and
+//! replays comparing models), reruns and turns; `local` runs the example on the embedded model
 //! (the `local` feature).
 
 mod common;
@@ -15,6 +15,7 @@ mod local;
 mod persist;
 mod replay;
 mod replay_lease;
+mod replay_models;
 mod replay_prompt;
 mod rerun;
 mod turns;

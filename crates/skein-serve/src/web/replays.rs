@@ -225,6 +225,10 @@ pub async fn progress(
 pub struct StartBody {
     /// The model to replay on (default: the server's).
     model: Option<String>,
+    /// The candidate models to compare (in place of `model`): each turn
+    /// replayed once on each, one report.
+    #[serde(default)]
+    models: Vec<String>,
     #[serde(default)]
     conversations: Vec<String>,
     #[serde(default)]
@@ -234,6 +238,11 @@ pub struct StartBody {
     turns: Vec<String>,
     #[serde(default)]
     labels: Vec<String>,
+    /// Cases, as the file `skein label export` wrote holds them (JSONL):
+    /// stored here first, as `skein replay --cases` stores them (they
+    /// choose nothing: see docs/replay.md), then selected, each judged by
+    /// its own comparators unless `compare` names others.
+    cases: Option<String>,
     search: Option<String>,
     since_ms: Option<i64>,
     until_ms: Option<i64>,
@@ -298,6 +307,7 @@ impl StartBody {
             ("remove_tools", &self.remove_tools),
             ("ignore", &self.ignore),
             ("compare", &self.compare),
+            ("models", &self.models),
         ];
         for (field, list) in lists {
             if list.len() > LIST_MAX {
@@ -331,8 +341,8 @@ impl StartBody {
         Ok(())
     }
 
-    /// The plan: the model's name, the change, the comparators.
-    fn plan(&self, model: String) -> Result<ReplayPlan, ApiError> {
+    /// The plan: the models' names, the change, the comparators.
+    fn plan(&self, models: Vec<String>) -> Result<ReplayPlan, ApiError> {
         let mut change = Change::default();
         change.options = self.options.clone().unwrap_or_default();
         change.system = self.system.clone();
@@ -347,7 +357,7 @@ impl StartBody {
             .map(PromptVersion::parse)
             .transpose()
             .map_err(recorded_error)?;
-        let mut plan = ReplayPlan::new(model);
+        let mut plan = ReplayPlan::comparing(models).map_err(recorded_error)?;
         plan.change = change;
         plan.compare = self.compare.clone();
         plan.comparators().map_err(recorded_error)?;
@@ -370,6 +380,18 @@ impl StartBody {
         for name in &self.labels {
             selection = selection.label(name.clone());
         }
+        if let Some(cases) = self.cases.as_deref().filter(|text| !text.trim().is_empty()) {
+            let imported = skein::recorded::cases::import(
+                &state.store,
+                std::io::Cursor::new(cases.as_bytes()),
+                skein::store::DEFAULT_IMPORT_LINE_LIMIT,
+            )
+            .await
+            .map_err(recorded_error)?;
+            for case in imported {
+                selection = selection.case(case);
+            }
+        }
         if let Some(text) = self
             .search
             .as_deref()
@@ -384,8 +406,9 @@ impl StartBody {
         if selection.is_empty() {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "say which turns to replay: `conversations`, `families`, `turns`, `labels`, or a \
-                 filter over every conversation (`search`, `since_ms`, `until_ms`, `clients`)",
+                "say which turns to replay: `conversations`, `families`, `turns`, `labels`, \
+                 `cases`, or a filter over every conversation (`search`, `since_ms`, `until_ms`, \
+                 `clients`)",
             ));
         }
         Ok(selection)
@@ -402,14 +425,21 @@ pub async fn start(
     let Json(body) = body?;
     body.check()?;
     let permit = turn_permit(&state)?;
-    let (model, name) = match body.model.as_deref() {
-        Some(name) => (model_named(&state, name)?, name.to_string()),
-        None => (
+    let (model, names) = match (body.model.as_deref(), body.models.as_slice()) {
+        (Some(_), [_, ..]) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "give `model` (one model) or `models` (the candidates to compare), not both",
+            ));
+        }
+        (None, [first, ..]) => (model_named(&state, first)?, body.models.clone()),
+        (Some(name), []) => (model_named(&state, name)?, vec![name.to_string()]),
+        (None, []) => (
             state.models.open(None).map_err(bad_model)?,
-            state.models.default_name(),
+            vec![state.models.default_name()],
         ),
     };
-    let plan = body.plan(name)?;
+    let plan = body.plan(names)?;
     let selection = body.selection(&state).await?;
     let replayer = replayer(&state, model, &plan)?;
     let id = replayer
@@ -470,11 +500,20 @@ fn bad_model(problem: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, problem)
 }
 
-/// A worker for `plan` on `model`: the lexical embedder, and a judge's
-/// model when a comparator names one (chosen as the page chooses models).
+/// A worker for `plan` on `model` (and the other candidates it compares):
+/// the lexical embedder, and a judge's model when a comparator names one
+/// (chosen as the page chooses models).
 fn replayer(state: &AppState, model: Model, plan: &ReplayPlan) -> Result<Replayer, ApiError> {
     let mut replayer =
         Replayer::new(&state.store, model).embedder(embedder(state, Writes::IfAllowed));
+    for name in plan
+        .candidates()
+        .into_iter()
+        .filter(|name| *name != plan.model)
+    {
+        let candidate = model_named(state, &name)?;
+        replayer = replayer.candidate(name, candidate);
+    }
     if let Some(judge) = plan.judge_model().map_err(recorded_error)? {
         replayer = replayer.judge(model_named(state, &judge)?);
     }
@@ -546,10 +585,14 @@ pub(super) fn recorded_error(error: RecordedError) -> ApiError {
         error @ (RecordedError::EmptySelection
         | RecordedError::BadComparator { .. }
         | RecordedError::UnknownLiveTool { .. }
+        | RecordedError::DuplicateModel(_)
+        | RecordedError::NoModel
+        | RecordedError::UnknownCandidate { .. }
         | RecordedError::BadPromptVersion(_)
         | RecordedError::UnknownPromptVersion { .. }
         | RecordedError::SearchTooWide { .. }
         | RecordedError::NotATurn(_)
+        | RecordedError::BadCase { .. }
         | RecordedError::NoEmbedder(_)) => {
             ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }

@@ -28,7 +28,7 @@ use tokio_postgres::types::ToSql;
 /// The columns of a replayed turn's row, in [`raw_replay_turn`]'s order.
 const TURN_COLUMNS: &str = "t.replay, t.seq, t.conversation, t.turn_node, t.request_node, \
      t.status, t.worker, t.lease_until, t.answer_head, t.runs, t.decision, t.comparator, \
-     t.detail, t.finished";
+     t.detail, t.finished, t.model";
 
 impl Replays for PgStore {
     fn create_replay<'a>(
@@ -286,8 +286,9 @@ async fn create_attempt(tx: &Client, record: &ReplayRecord, turns: &[NewReplayTu
     pipeline.push(tx, insert, params);
     let insert_turn = tx
         .prepare_cached(
-            "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, detail)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, detail,
+                 model)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .await?;
     for (seq, turn) in turns.iter().enumerate() {
@@ -298,6 +299,7 @@ async fn create_attempt(tx: &Client, record: &ReplayRecord, turns: &[NewReplayTu
             Box::new(turn.turn_node.0.to_vec()),
             Box::new(turn.request_node.0.to_vec()),
             Box::new(turn.initial_detail()?),
+            Box::new(turn.model.clone()),
         ];
         pipeline.push(tx, insert_turn.clone(), params);
     }
@@ -433,6 +435,7 @@ fn raw_replay_turn(row: &Row) -> RawReplayTurn {
         comparator: row.get(11),
         detail: row.get(12),
         finished_ms: row.get(13),
+        model: row.get(14),
     }
 }
 
@@ -466,8 +469,9 @@ pub(crate) async fn insert_replay_turn(tx: &Client, turn: &ReplayTurn) -> Result
     let statement = tx
         .prepare_cached(
             "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, status,
-                 worker, lease_until, answer_head, runs, decision, comparator, detail, finished)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                 worker, lease_until, answer_head, runs, decision, comparator, detail, finished,
+                 model)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         )
         .await?;
     tx.execute(
@@ -487,6 +491,7 @@ pub(crate) async fn insert_replay_turn(tx: &Client, turn: &ReplayTurn) -> Result
             &turn.comparator,
             &serde_json::to_string(&turn.detail)?,
             &turn.finished_ms,
+            &turn.model,
         ],
     )
     .await?;

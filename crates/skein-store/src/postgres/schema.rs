@@ -331,6 +331,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     WHERE (detail::jsonb) ?| array['original', 'answers'];
     ",
     ),
+    // 24: the candidate model of each replayed turn's row (as on SQLite).
+    Migration::Sql("ALTER TABLE replay_turns ADD COLUMN IF NOT EXISTS model TEXT;"),
 ];
 
 /// Migration 20: which client of the recording proxy made each run, and

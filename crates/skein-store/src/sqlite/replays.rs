@@ -163,8 +163,8 @@ impl SqliteStore {
             insert_replay(tx, record)?;
             let mut insert = tx.prepare_cached(
                 "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node,
-                     detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     detail, model)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
             for (seq, turn) in turns.iter().enumerate() {
                 insert.execute(params![
@@ -174,6 +174,7 @@ impl SqliteStore {
                     turn.turn_node.as_bytes(),
                     turn.request_node.as_bytes(),
                     turn.initial_detail()?,
+                    turn.model,
                 ])?;
             }
             Ok(())
@@ -454,8 +455,9 @@ pub(crate) fn insert_replay(conn: &rusqlite::Connection, record: &ReplayRecord) 
 pub(crate) fn insert_replay_turn(conn: &rusqlite::Connection, turn: &ReplayTurn) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO replay_turns(replay, seq, conversation, turn_node, request_node, status,
-             worker, lease_until, answer_head, runs, decision, comparator, detail, finished)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             worker, lease_until, answer_head, runs, decision, comparator, detail, finished,
+             model)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
         turn.replay.as_str(),
@@ -472,6 +474,7 @@ pub(crate) fn insert_replay_turn(conn: &rusqlite::Connection, turn: &ReplayTurn)
         turn.comparator,
         serde_json::to_string(&turn.detail)?,
         turn.finished_ms,
+        turn.model,
     ])?;
     Ok(())
 }
@@ -504,5 +507,6 @@ fn raw_replay_turn(row: &Row<'_>) -> rusqlite::Result<RawReplayTurn> {
         comparator: row.get(11)?,
         detail: row.get(12)?,
         finished_ms: row.get(13)?,
+        model: row.get(14)?,
     })
 }

@@ -293,7 +293,26 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Code(request_pieces),
     // 23: replay and rerun rows keep nodes, not texts.
     Migration::Sql(ROWS_WITHOUT_TEXTS),
+    // 24: the candidate model of each replayed turn's row, in a replay
+    // that compares several models (crate::replays).
+    Migration::Code(add_replay_turn_models),
 ];
+
+/// Migration 24: replayed turns' rows keyed by model too, in a replay that
+/// compares several candidates (NULL: the replay's one model), unless a
+/// test that set the version back left the column there (SQLite has no
+/// `ADD COLUMN IF NOT EXISTS`).
+fn add_replay_turn_models(conn: &Connection) -> Result<()> {
+    let has_model: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('replay_turns') WHERE name = 'model'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_model {
+        conn.execute_batch("ALTER TABLE replay_turns ADD COLUMN model TEXT;")?;
+    }
+    Ok(())
+}
 
 /// Migration 23: the texts replayed turns and reruns kept in their detail
 /// (the original answer, the replayed one, a rerun's answers) removed:

@@ -67,6 +67,9 @@ fn finished_replay(
             turn_node: thread.head_id().unwrap(),
             request_node: thread.parent().head_id().unwrap(),
             compare: vec!["exact".into()],
+            // Keyed by model too, as in a replay comparing models (an
+            // export carries it).
+            model: Some("other".into()),
         })
         .collect();
     store.create_replay(&record, &turns).unwrap();

@@ -1,5 +1,6 @@
 //! Replays (schema migration 13), on both backends: a replay's record and
-//! turns round trip; workers claim turns under a lease, a passed lease
+//! turns round trip (a replay comparing models with its rows keyed by
+//! model, schema 24); workers claim turns under a lease, a passed lease
 //! frees a turn for another worker (never for the worker holding it, whose
 //! renewals keep it; a turn taken over says from whom), and a turn finishes (threads, runs and
 //! row together) only while its worker holds it; totals and lookups by the
@@ -43,6 +44,7 @@ fn new_turn(thread: &Thread) -> NewReplayTurn {
         turn_node: thread.head_id().unwrap(),
         request_node: thread.parent().head_id().unwrap(),
         compare: Vec::new(),
+        model: None,
     }
 }
 
@@ -63,11 +65,44 @@ fn replay(store: &skein_store::Store, n: usize) -> (ReplayRecord, Vec<Thread>) {
     (record, originals)
 }
 
+/// The model of the row `seq` of a replay comparing models `a` and `b`.
+fn model_of(seq: usize) -> String {
+    ["a", "b"][seq % 2].to_string()
+}
+
 fn a_replay_and_its_turns_round_trip_and_start_pending(backend: Backend) {
     let db = TempStore::new(backend);
     let (record, originals) = replay(&db.store, 3);
+    // A replay comparing models: its rows keyed by model too, read back
+    // and claimed with it.
+    let originals_compared: Vec<Thread> = (3..5).map(|i| original(&db.store, i)).collect();
+    let compared = ReplayRecord {
+        id: ReplayId::random(),
+        turns: 2,
+        ..record.clone()
+    };
+    let rows: Vec<NewReplayTurn> = originals_compared
+        .iter()
+        .enumerate()
+        .map(|(seq, thread)| NewReplayTurn {
+            model: Some(model_of(seq)),
+            ..new_turn(thread)
+        })
+        .collect();
+    db.store.create_replay(&compared, &rows).unwrap();
+    let read = db.store.replay_turns(&compared.id, None, 10).unwrap();
+    let claimed = db
+        .store
+        .claim_replay_turns(&compared.id, "w", 10, 60_000)
+        .unwrap();
+    for turns in [&read, &claimed] {
+        let models: Vec<Option<String>> = turns.iter().map(|t| t.model.clone()).collect();
+        assert_eq!(models, [Some(model_of(0)), Some(model_of(1))]);
+    }
     assert_eq!(db.store.replay(&record.id).unwrap(), record);
-    assert_eq!(db.store.all_replays().unwrap(), vec![record.clone()]);
+    let all = db.store.all_replays().unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all.contains(&record) && all.contains(&compared));
     let turns = db.store.replay_turns(&record.id, None, 10).unwrap();
     assert_eq!(turns.len(), 3);
     for (seq, (turn, original)) in turns.iter().zip(&originals).enumerate() {
@@ -76,6 +111,7 @@ fn a_replay_and_its_turns_round_trip_and_start_pending(backend: Backend) {
         assert_eq!(turn.turn_node, original.head_id().unwrap());
         assert_eq!(turn.request_node, original.parent().head_id().unwrap());
         assert_eq!(turn.conversation, Some(ConversationId("c1".into())));
+        assert_eq!(turn.model, None, "a replay on one model");
     }
     // Paged by seq.
     let rest = db.store.replay_turns(&record.id, Some(0), 1).unwrap();

@@ -2,7 +2,9 @@
 // turns with a change (#/replays/new, or #/replays/new/CONV from a
 // conversation), and one replay's report (#/replays/ID): per turn the
 // original and the replayed answer side by side with their word
-// differences, the comparator's decision and why, tokens, latency and cost.
+// differences, the comparator's decision and why, tokens, latency and cost;
+// a replay comparing models as a matrix (a row per turn, worst first, a
+// column per model) under each model's totals.
 // A replay runs on the server; its page polls /api/replays/ID/progress while
 // turns are left and redraws the report as they finish. A label goes on a
 // turn, or on every turn of the replay with a result, from its page
@@ -129,7 +131,9 @@ function replayRow(r) {
     el('td', {}, el('a', { href: `#/replays/${r.id}` }, el('code', { title: r.id }, r.short))),
     el('td', {}, timeEl(r.created_ms)),
     el('td', { class: 'wrap' }, changeEl(r)),
-    el('td', { class: 'wrap' }, `${plural(r.selected, 'turn')}: `, r.selection_text || selectionText(r.selection)),
+    el('td', { class: 'wrap' }, (r.models || []).length > 1
+      ? `${plural(r.selected / r.models.length, 'turn')} × ${r.models.length} models: ` : `${plural(r.selected, 'turn')}: `,
+    r.selection_text || selectionText(r.selection)),
     el('td', { class: 'wrap results-cell' }, resultsBar(r.totals, r.selected)),
     el('td', { class: 'replay-state' }, stateText(r)));
 }
@@ -175,6 +179,7 @@ function newReplay(prefill) {
   const model = el('select', { id: 'replay-model', 'aria-label': 'model' },
     session.models.map((m) => el('option', { value: m.name }, m.label || m.name)));
   model.value = session.default_model;
+  const compareModels = input('replay-compare-models', 'other models, space-separated');
   const system = el('textarea', { id: 'replay-system', rows: '2', 'aria-label': 'system prompt', placeholder: 'leave empty to keep the recorded one' });
   const removeTools = input('replay-remove-tools', 'tool names');
   const ignore = input('replay-ignore', 'source ids');
@@ -197,7 +202,9 @@ function newReplay(prefill) {
     el('fieldset', { class: 'sources' }, el('legend', {}, 'Turns'),
       row('conversations', conversations), row('families', families), row('labels', labels), row('search', search)),
     el('fieldset', { class: 'sources' }, el('legend', {}, 'Change'),
-      row('model', model), row('system', system, 'replaces the recorded system messages'),
+      row('model', model),
+      row('compare with', compareModels, 'each turn replayed once on every model, one report'),
+      row('system', system, 'replaces the recorded system messages'),
       row('prompt version', promptVersion, 'a configured prompt rendered at this version, with the recorded variables'),
       row('remove tools', removeTools),
       row('add tools', addTools, 'JSON: a tool or a list of tools, offered besides or in place of the recorded one of its name'),
@@ -211,8 +218,10 @@ function newReplay(prefill) {
     submit.disabled = true;
     problem.hidden = true;
     try {
+      const others = words(compareModels.value);
       const body = {
-        model: model.value || undefined,
+        model: others.length ? undefined : (model.value || undefined),
+        models: others.length ? [model.value || session.default_model, ...others] : [],
         conversations: words(conversations.value),
         families: words(families.value),
         labels: words(labels.value),
@@ -312,11 +321,15 @@ export async function replayView(root, id, stale) {
 function draw(root, report) {
   const finished = finishedOf(report.totals);
   const t = report.totals;
+  const compared = (report.model_totals || []).length > 0;
+  const selected = compared
+    ? `${plural(report.selected / report.models.length, 'turn')} × ${report.models.length} models of `
+    : `${plural(report.selected, 'turn')} of `;
   const section = el('section', { id: 'replay-view', data: { replayId: report.replay, finished: finished >= report.selected } },
     el('div', { class: 'view-head' },
       el('h1', {}, 'Replay ', el('code', { title: report.replay }, short(report.replay))),
       el('p', { id: 'replay-change' }, changeEl(report)),
-      el('p', { class: 'muted' }, `${plural(report.selected, 'turn')} of `,
+      el('p', { class: 'muted' }, selected,
         report.selection_text || selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
     el('div', { id: 'replay-results' }, resultsBar(t, report.selected, 'replay-bar')),
     progressLine(report, finished),
@@ -325,9 +338,63 @@ function draw(root, report) {
       badge(`${t.diverged} diverged`, 'status-cancelled'), ' ', badge(`${t.failed} failed`, 'status-failed'),
       ` · ${tokenDelta(report.turns)} · `, el('span', { id: 'replay-cost' }, costLine(report.cost.original, report.cost.replay))),
     labelForm({ replay: report.replay }, 'replay-label', true),
-    report.turns.length ? el('ol', { class: 'replay-turns', id: 'replay-turns' }, report.turns.map(turnCard))
-      : el('p', { class: 'muted' }, 'No turns.'));
+    compared ? [modelTotals(report), matrix(report)]
+      : report.turns.length ? el('ol', { class: 'replay-turns', id: 'replay-turns' }, report.turns.map(turnCard))
+        : el('p', { class: 'muted' }, 'No turns.'));
   clear(root).appendChild(section);
+}
+
+/** A replay comparing models: per model its results, tokens, latency and cost. */
+function modelTotals(report) {
+  const signed = (n) => `${n >= 0 ? '+' : ''}${n}`;
+  const tokens = (u) => u.input_tokens + u.output_tokens;
+  return el('table', { class: 'replay-models', id: 'replay-models' },
+    el('thead', {}, el('tr', {}, ['model', 'changed', 'held', 'diverged', 'failed', 'tokens', 'latency', 'cost']
+      .map((name) => el('th', { scope: 'col' }, name)))),
+    el('tbody', {}, report.model_totals.map((m) => el('tr', { data: { model: m.model } },
+      el('th', { scope: 'row' }, m.model),
+      el('td', {}, String(m.totals.changed)), el('td', {}, String(m.totals.held)),
+      el('td', {}, String(m.totals.diverged)), el('td', {}, String(m.totals.failed)),
+      el('td', {}, signed(tokens(m.usage) - tokens(m.original_usage))),
+      el('td', {}, `${signed(m.usage.latency_ms - m.original_usage.latency_ms)} ms`),
+      el('td', {}, costLine(m.cost.original, m.cost.replay).replace(/^cost /, ''))))));
+}
+
+/**
+ * A replay comparing models as a matrix: a row per turn, worst first (by
+ * its worst model: the report's order, a turn's rows together), a column
+ * per model with its result, why (as the cell's title) and its answer
+ * beside the original.
+ */
+function matrix(report) {
+  const turns = new Map();
+  for (const turn of report.turns) {
+    if (!turns.has(turn.turn_node)) turns.set(turn.turn_node, []);
+    turns.get(turn.turn_node).push(turn);
+  }
+  const usage = (u) => (u ? `${u.input_tokens + u.output_tokens} tokens · ${u.latency_ms} ms` : '');
+  const rows = [...turns.values()].map((rowTurns) => {
+    const first = rowTurns[0];
+    return el('tr', { data: { turnNode: first.turn_node } },
+      el('th', { scope: 'row' },
+        el('strong', {}, `turn ${Math.floor(first.seq / report.models.length)}`),
+        first.conversation ? [' ', el('a', { class: 'conversation-name', href: `#/c/${first.conversation}/n/${first.turn_node}`, title: first.conversation },
+          first.conversation_name || short(first.conversation))] : null,
+        first.question !== null && first.question !== undefined ? el('p', { class: 'question', title: first.question }, first.question) : null),
+      report.models.map((model) => {
+        const turn = rowTurns.find((t) => t.model === model);
+        if (!turn) return el('td', { class: 'muted' }, '—');
+        return el('td', { class: `result-${turn.result}`, data: { model, result: turn.result }, title: turn.why || '' },
+          badge(turn.result, resultKind(turn.result)),
+          turn.answer_node ? [' ', el('a', {
+            href: `#/compare/${turn.turn_node}/${turn.answer_node}`, class: 'answer-link', title: 'the replayed answer beside the original',
+          }, el('code', {}, short(turn.answer_node)))] : null,
+          el('div', { class: 'muted run-summary' }, usage(turn.usage)));
+      }));
+  });
+  return el('table', { class: 'replay-matrix', id: 'replay-matrix' },
+    el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'turn'), report.models.map((model) => el('th', { scope: 'col' }, model)))),
+    el('tbody', {}, rows));
 }
 
 function progressLine(report, finished) {
