@@ -101,9 +101,9 @@ pub(crate) fn cut(body: &[u8], messages: &[(NodeId, &Message)]) -> Cut {
     }
 }
 
-/// The messages of `thread` from `input_head` up to its root, with their
-/// node ids: what a run's body may refer to. None when the thread does not
-/// hold `input_head`.
+/// The messages of `thread` from its root to `input_head`, with their node
+/// ids: what a run's body may refer to. None when the thread does not hold
+/// `input_head`.
 pub(crate) fn input_messages(
     thread: Option<&skein_core::Thread>,
     input_head: Option<NodeId>,
@@ -111,11 +111,13 @@ pub(crate) fn input_messages(
     let (Some(thread), Some(input_head)) = (thread, input_head) else {
         return Vec::new();
     };
-    thread
+    let mut messages: Vec<(NodeId, &Message)> = thread
         .ancestors()
         .skip_while(|node| node.id() != input_head)
         .map(|node| (node.id(), node.message()))
-        .collect()
+        .collect();
+    messages.reverse();
+    messages
 }
 
 /// A piece's id: the hash of its parent's id (or nothing, for a body's

@@ -19,7 +19,7 @@ its references point: the expanded body names that span as erased.
 */
 
 use skein_core::{Message, NodeId, Part};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 /// The byte that starts a reference (never part of UTF-8).
 const MARK: u8 = 0xFF;
@@ -43,6 +43,13 @@ pub(crate) enum Style {
 }
 
 const STYLES: [Style; 2] = [Style::Minimal, Style::Ascii];
+
+fn other(style: Style) -> Style {
+    match style {
+        Style::Minimal => Style::Ascii,
+        Style::Ascii => Style::Minimal,
+    }
+}
 
 impl Style {
     fn code(self) -> u8 {
@@ -86,17 +93,13 @@ pub(crate) fn referable(part: &Part) -> Option<&str> {
 }
 
 /// `text` as the contents of a JSON string escaped in `style`, appended to
-/// `out`. Runs of bytes that need no escape are copied whole.
+/// `out`. Runs of bytes that need no escape are found eight at a time and
+/// copied whole: a proxied request escapes every text it re-sends.
 pub(crate) fn encode(text: &str, style: Style, out: &mut Vec<u8>) {
     let bytes = text.as_bytes();
-    let plain = |byte: u8| match style {
-        Style::Minimal => byte >= b' ' && byte != b'"' && byte != b'\\',
-        Style::Ascii => (b' '..=b'~').contains(&byte) && byte != b'"' && byte != b'\\',
-    };
     let mut at = 0;
     while at < bytes.len() {
-        let run = bytes[at..].iter().position(|&byte| !plain(byte));
-        let end = run.map_or(bytes.len(), |run| at + run);
+        let end = at + plain_prefix(&bytes[at..], style);
         out.extend_from_slice(&bytes[at..end]);
         let Some(ch) = text[end..].chars().next() else {
             break;
@@ -104,6 +107,39 @@ pub(crate) fn encode(text: &str, style: Style, out: &mut Vec<u8>) {
         escape(ch, out);
         at = end + ch.len_utf8();
     }
+}
+
+/// Whether `byte` goes into a JSON string as itself in `style`.
+fn plain(byte: u8, style: Style) -> bool {
+    match style {
+        Style::Minimal => byte >= b' ' && byte != b'"' && byte != b'\\',
+        Style::Ascii => (b' '..=b'~').contains(&byte) && byte != b'"' && byte != b'\\',
+    }
+}
+
+/// How many of `bytes`' first bytes go into a JSON string as themselves.
+fn plain_prefix(bytes: &[u8], style: Style) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Whether some byte of `word` is below `n` (exact for n <= 128).
+    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGH != 0;
+    let has = |word: u64, byte: u8| below(word ^ (ONES * u64::from(byte)), 1);
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let special = below(word, b' ')
+            || has(word, b'"')
+            || has(word, b'\\')
+            || (style == Style::Ascii && (word & HIGH != 0 || has(word, 0x7f)));
+        if special {
+            break;
+        }
+        at += 8;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&byte| !plain(byte, style))
+        .unwrap_or(bytes.len() - at)
 }
 
 /// One character JSON-escaped: a short escape where JSON has one, else
@@ -133,14 +169,15 @@ fn escape(ch: char, out: &mut Vec<u8>) {
     }
 }
 
-/// `body`'s skeleton given the messages of the run's input thread: each
+/// `body`'s skeleton given the messages of the run's input thread (root
+/// first, as a client sends them): each
 /// string whose contents are one of their texts, escaped as a client
 /// escapes, becomes a reference. With no such string, the body's bytes.
 pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
     let mut strings = long_strings(body);
     let mut spans: Vec<(usize, Ref)> = Vec::new();
     if !strings.is_empty() {
-        let mut encoded = Vec::new();
+        let mut styles = STYLES;
         for (node, message) in messages {
             for (part, text) in message.parts.iter().enumerate() {
                 // No escaping makes a character more than six bytes long.
@@ -149,22 +186,16 @@ pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
                     continue;
                 };
                 let Ok(part) = u16::try_from(part) else { break };
-                for style in STYLES {
-                    encoded.clear();
-                    encode(text, style, &mut encoded);
-                    if let Some(at) = strings.take(body, &encoded) {
-                        let len = encoded.len();
-                        spans.push((
-                            at,
-                            Ref {
-                                node: *node,
-                                part,
-                                style,
-                                len,
-                            },
-                        ));
-                        break;
-                    }
+                if let Some((at, style, len)) = find(&mut strings, body, text, &mut styles) {
+                    spans.push((
+                        at,
+                        Ref {
+                            node: *node,
+                            part,
+                            style,
+                            len,
+                        },
+                    ));
                 }
             }
         }
@@ -188,13 +219,62 @@ pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
     skeleton
 }
 
-/// The JSON strings of a body at least [`MIN_REFERENCED`] bytes long, by
-/// a key cheap to compute (their length and first and last bytes), so
-/// finding one costs one whole comparison, not a hash of every string.
+/// Where `text` is one of `strings` (taking it), escaped in which style
+/// and how long: a text that needs no escape is looked up as it is (most
+/// are: found by a comparison, never escaped); another is escaped in each
+/// style, the one that matched last first (a client escapes alike).
+fn find(
+    strings: &mut Strings,
+    body: &[u8],
+    text: &str,
+    styles: &mut [Style; 2],
+) -> Option<(usize, Style, usize)> {
+    let bytes = text.as_bytes();
+    let plain = memchr::memchr2(b'"', b'\\', bytes).is_none()
+        && !bytes
+            .iter()
+            .fold(false, |control, &byte| control | (byte < b' '));
+    if plain && let Some(at) = strings.take(body, bytes) {
+        return Some((at, Style::Minimal, bytes.len()));
+    }
+    // An ASCII text without DEL escapes alike in both styles.
+    let alike = text.is_ascii() && !bytes.contains(&0x7f);
+    if plain && alike {
+        return None;
+    }
+    let mut encoded = Vec::with_capacity(bytes.len() + bytes.len() / 8);
+    for style in *styles {
+        if (plain && style == Style::Minimal) || (alike && style == Style::Ascii) {
+            continue;
+        }
+        encoded.clear();
+        encode(text, style, &mut encoded);
+        if let Some(at) = strings.take(body, &encoded) {
+            *styles = [style, other(style)];
+            return Some((at, style, encoded.len()));
+        }
+    }
+    None
+}
+
+/// The JSON strings of a body at least [`MIN_REFERENCED`] bytes long, in
+/// body order. A client sends its messages in thread order, so the text
+/// looked for next is nearly always among the next few strings: those are
+/// compared first, and only a text not found there is looked up by a key
+/// (its length and first and last bytes, the index built when first
+/// needed).
 #[derive(Default)]
 struct Strings {
-    by_key: HashMap<Key, VecDeque<usize>>,
+    /// Where each string's contents start, and their length.
+    spans: Vec<(usize, usize)>,
+    taken: Vec<bool>,
+    /// The string after the last one taken in order.
+    next: usize,
+    by_key: Option<HashMap<Key, Vec<usize>>>,
 }
+
+/// Strings compared in order before the index is consulted.
+const AHEAD: usize = 8;
 
 type Key = (usize, [u8; 16], [u8; 16]);
 
@@ -213,24 +293,47 @@ impl Strings {
         if contents.len() < MIN_REFERENCED {
             return None;
         }
-        let starts = self.by_key.get_mut(&key(contents))?;
-        let found = starts
-            .iter()
-            .position(|&start| &body[start..start + contents.len()] == contents)?;
-        starts.remove(found)
+        let holds = |&(start, len): &(usize, usize)| {
+            len == contents.len() && &body[start..start + len] == contents
+        };
+        let ahead = self.next..(self.next + AHEAD).min(self.spans.len());
+        let found = ahead
+            .into_iter()
+            .find(|&index| !self.taken[index] && holds(&self.spans[index]))
+            .or_else(|| {
+                let spans = &self.spans;
+                let by_key = self.by_key.get_or_insert_with(|| {
+                    let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
+                    for (index, &(start, len)) in spans.iter().enumerate() {
+                        by_key
+                            .entry(key(&body[start..start + len]))
+                            .or_default()
+                            .push(index);
+                    }
+                    by_key
+                });
+                by_key
+                    .get(&key(contents))?
+                    .iter()
+                    .copied()
+                    .find(|&index| !self.taken[index] && holds(&spans[index]))
+            })?;
+        self.taken[found] = true;
+        self.next = found + 1;
+        Some(self.spans[found].0)
     }
 
     fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.spans.is_empty()
     }
 }
 
 /// Every JSON string in `body` at least [`MIN_REFERENCED`] bytes long,
 /// with where its contents start.
 fn long_strings(body: &[u8]) -> Strings {
-    let mut strings = Strings::default();
+    let mut spans = Vec::new();
     let mut at = 0;
-    while let Some(open) = memchr::memchr(b'"', &body[at..]) {
+    'strings: while let Some(open) = memchr::memchr(b'"', &body[at..]) {
         let start = at + open + 1;
         let mut end = start;
         loop {
@@ -240,23 +343,22 @@ fn long_strings(body: &[u8]) -> Strings {
                     end += found;
                     break;
                 }
-                None => return strings,
+                None => break 'strings,
             }
             if end >= body.len() {
-                return strings;
+                break 'strings;
             }
         }
         if end - start >= MIN_REFERENCED {
-            let contents = &body[start..end];
-            strings
-                .by_key
-                .entry(key(contents))
-                .or_default()
-                .push_back(start);
+            spans.push((start, end - start));
         }
         at = end + 1;
     }
-    strings
+    Strings {
+        taken: vec![false; spans.len()],
+        spans,
+        ..Strings::default()
+    }
 }
 
 /// `skeleton`'s segments. `whole` says whether it is all there: a
@@ -318,6 +420,38 @@ mod tests {
         let ours = json(text, false);
         let theirs = serde_json::to_string(text).unwrap();
         assert_eq!(ours, theirs.as_bytes()[1..theirs.len() - 1]);
+    }
+
+    #[test]
+    fn every_byte_at_every_place_escapes_as_serde_json_and_python_do() {
+        // The eight-at-a-time scan must see a special byte wherever it is.
+        let specials = [
+            '"', '\\', '\n', '\u{1}', '\u{1f}', '\u{7f}', 'é', '雪', '🎉', ' ', '~',
+        ];
+        for special in specials {
+            for place in 0..20 {
+                let mut text: String = "abcdefghijklmnopqrst".into();
+                text.insert(place, special);
+                let minimal = serde_json::to_string(&text).unwrap();
+                assert_eq!(json(&text, false), minimal.as_bytes()[1..minimal.len() - 1]);
+                let ascii: String = minimal[1..minimal.len() - 1]
+                    .chars()
+                    .map(|ch| match ch {
+                        ch if ch.is_ascii() && ch != '\u{7f}' => ch.to_string(),
+                        ch => ch
+                            .encode_utf16(&mut [0; 2])
+                            .iter()
+                            .map(|unit| format!("\\u{unit:04x}"))
+                            .collect(),
+                    })
+                    .collect();
+                assert_eq!(
+                    String::from_utf8(json(&text, true)).unwrap(),
+                    ascii,
+                    "{text:?}"
+                );
+            }
+        }
     }
 
     #[test]
