@@ -24,7 +24,6 @@ use crate::serve::Server;
 use serde_json::{Value, json};
 use skein_testkit::Cli;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -392,6 +391,7 @@ fn every_selection_selects_the_same_turns_on_every_surface_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[test]
 fn every_selection_selects_the_same_turns_on_every_surface_on_postgres() {
+    use std::io::Write as _;
     let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
         .ok()
         .filter(|url| !url.is_empty())

@@ -874,8 +874,9 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn no_code_outside_the_turn_layer_runs_the_engine_to_record_a_turn_or_builds_a_bookmark() {
+/// Every line of code outside the turn layer's crates (comments left
+/// out) holding one of `patterns`, as `path:line: `pattern``.
+fn outside_the_turn_layer(patterns: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
     for name in crate_names() {
         if TURN_LAYER.contains(&name.as_str()) {
@@ -885,7 +886,7 @@ fn no_code_outside_the_turn_layer_runs_the_engine_to_record_a_turn_or_builds_a_b
             let source = std::fs::read_to_string(&file).unwrap();
             for (number, line) in source.lines().enumerate() {
                 let code = line.split("//").next().unwrap_or_default();
-                for pattern in RUNS_OR_RECORDS.iter().filter(|p| code.contains(**p)) {
+                for pattern in patterns.iter().filter(|p| code.contains(**p)) {
                     let relative = file.strip_prefix(root()).unwrap_or(&file).to_owned();
                     found.push(format!(
                         "{}:{}: `{pattern}`",
@@ -896,6 +897,12 @@ fn no_code_outside_the_turn_layer_runs_the_engine_to_record_a_turn_or_builds_a_b
             }
         }
     }
+    found
+}
+
+#[test]
+fn no_code_outside_the_turn_layer_runs_the_engine_to_record_a_turn_or_builds_a_bookmark() {
+    let found = outside_the_turn_layer(&RUNS_OR_RECORDS);
     assert!(
         found.is_empty(),
         "a surface runs the engine or writes a turn itself; ask the turn service \
@@ -916,26 +923,7 @@ const COMPARES_LANDING: [&str; 5] = [
 
 #[test]
 fn no_surface_compares_ids_to_learn_where_a_turn_landed() {
-    let mut found = Vec::new();
-    for name in crate_names() {
-        if TURN_LAYER.contains(&name.as_str()) {
-            continue;
-        }
-        for file in rust_files(&root().join("crates").join(&name).join("src")) {
-            let source = std::fs::read_to_string(&file).unwrap();
-            for (number, line) in source.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or_default();
-                for pattern in COMPARES_LANDING.iter().filter(|p| code.contains(**p)) {
-                    let relative = file.strip_prefix(root()).unwrap_or(&file).to_owned();
-                    found.push(format!(
-                        "{}:{}: `{pattern}`",
-                        relative.display(),
-                        number + 1
-                    ));
-                }
-            }
-        }
-    }
+    let found = outside_the_turn_layer(&COMPARES_LANDING);
     assert!(
         found.is_empty(),
         "a surface compares conversation ids to learn where a turn landed; read \
