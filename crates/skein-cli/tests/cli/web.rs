@@ -1136,13 +1136,14 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
         page.click(&submit).await;
 
         page.wait_for("#replay-view[data-finished='true']").await;
-        let results = page
-            .execute(
-                "return [...document.querySelectorAll('.replay-turn')].map((t) => t.dataset.result);",
-                vec![],
-            )
-            .await;
-        assert_eq!(results, json!(["changed", "changed"]));
+        // The turns may render a moment after the replay says it finished.
+        page.until(
+            "both turns shown as changed",
+            "const results = [...document.querySelectorAll('.replay-turn')].map((t) => t.dataset.result);\
+             return {ok: results.length === 2 && results.every((r) => r === 'changed'), results};",
+            vec![],
+        )
+        .await;
         page.wait_for_text("#replay-totals", "2 changed").await;
         page.wait_for_text("#replay-cost", "cost ").await;
         page.wait_for_text(".replay-turn .comparator", "decided by exact")
