@@ -85,12 +85,13 @@ pub async fn print_tree(ctx: &Context, args: TreeArgs) -> Result<ExitCode> {
     }
     // Replays collapse to one label on the turn they replayed; their own
     // answers (and a thread only a replay made) are not drawn.
-    let mut replays: HashMap<NodeId, Vec<&str>> = HashMap::new();
+    // A replay comparing models has a row per model for each turn.
+    let mut replays: HashMap<NodeId, Vec<(&str, &str)>> = HashMap::new();
     for turn in &family.replayed {
-        replays
-            .entry(turn.turn_node)
-            .or_default()
-            .push(skein::recorded::replay::result_of(turn));
+        replays.entry(turn.turn_node).or_default().push((
+            turn.replay.as_str(),
+            skein::recorded::replay::result_of(turn),
+        ));
     }
     for (node, results) in &replays {
         if shown.contains(node) {
@@ -261,10 +262,12 @@ fn joined(member: &skein::conversation::Member) -> String {
     }
 }
 
-/// One label for every replay of a turn: `2 replays: 1 changed, 1 held`.
-fn replay_label(results: &[&str]) -> String {
+/// One label for every replay of a turn, from each (replay, result) row:
+/// `2 replays: 1 changed, 1 held`; a replay comparing models answered once
+/// per model, `1 replay, 3 answers: 2 held, 1 changed`.
+fn replay_label(rows: &[(&str, &str)]) -> String {
     let mut counts: Vec<(&str, usize)> = Vec::new();
-    for result in results {
+    for (_, result) in rows {
         match counts.iter_mut().find(|(seen, _)| seen == result) {
             Some((_, n)) => *n += 1,
             None => counts.push((result, 1)),
@@ -272,10 +275,18 @@ fn replay_label(results: &[&str]) -> String {
     }
     counts.sort_unstable();
     let counts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    let replays = rows
+        .iter()
+        .map(|(replay, _)| *replay)
+        .collect::<HashSet<_>>()
+        .len();
+    let answers = match rows.len() == replays {
+        true => String::new(),
+        false => format!(", {} answers", rows.len()),
+    };
     format!(
-        "{} replay{}: {}",
-        results.len(),
-        if results.len() == 1 { "" } else { "s" },
+        "{replays} replay{}{answers}: {}",
+        if replays == 1 { "" } else { "s" },
         counts.join(", ")
     )
 }
@@ -315,4 +326,21 @@ fn replay_only(
         }
     }
     hidden
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replay_label;
+
+    #[test]
+    fn a_replay_label_counts_replays_and_their_answers() {
+        assert_eq!(
+            replay_label(&[("a", "held"), ("b", "changed")]),
+            "2 replays: 1 changed, 1 held"
+        );
+        assert_eq!(
+            replay_label(&[("a", "held"), ("a", "held"), ("a", "changed")]),
+            "1 replay, 3 answers: 1 changed, 2 held"
+        );
+    }
 }
