@@ -64,13 +64,13 @@ pub(crate) struct BodyHead {
 
 /// A body ready to store: its skeleton, the skeleton's pieces in order,
 /// and the head a run keeps.
-pub(crate) struct Cut {
-    pub skeleton: Vec<u8>,
+pub(crate) struct Cut<'b> {
+    pub skeleton: std::borrow::Cow<'b, [u8]>,
     pub pieces: Vec<NewPiece>,
     pub head: BodyHead,
 }
 
-impl Cut {
+impl Cut<'_> {
     /// The bytes of `piece`, one of [`Cut::pieces`].
     pub(crate) fn bytes(&self, piece: &NewPiece) -> &[u8] {
         &self.skeleton[piece.range.clone()]
@@ -79,7 +79,7 @@ impl Cut {
 
 /// `body` as stored, given the messages of its run's input thread (none
 /// for a body no stored thread goes with: kept as sent).
-pub(crate) fn cut(body: &[u8], messages: &[(NodeId, &Message)]) -> Cut {
+pub(crate) fn cut<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cut<'b> {
     let skeleton = skeleton::of(body, messages);
     let mut pieces: Vec<NewPiece> = Vec::new();
     let mut parent = None;
@@ -215,6 +215,35 @@ impl crate::Store {
             );
         }
         Ok(total)
+    }
+}
+
+/// The stored threads request bodies refer to, as an import or a compaction
+/// meets them run by run: the last one loaded is kept, loaded at its
+/// conversation's head, so the runs of one conversation load it once.
+#[derive(Default)]
+pub(crate) struct BodyThreads {
+    held: Option<skein_core::Thread>,
+}
+
+impl BodyThreads {
+    /// The input a run's body refers to, when it keeps a body.
+    pub(crate) fn input(run: &crate::records::RunRecord) -> Option<NodeId> {
+        run.request.as_ref().and(run.input_head)
+    }
+
+    /// The thread held, if it passes through `input`.
+    pub(crate) fn holding(&self, input: NodeId) -> Option<skein_core::Thread> {
+        self.held
+            .as_ref()
+            .filter(|thread| thread.at(input).is_some())
+            .cloned()
+    }
+
+    /// Hold `thread` (just loaded) for the runs that follow.
+    pub(crate) fn keep(&mut self, thread: skein_core::Thread) -> skein_core::Thread {
+        self.held = Some(thread.clone());
+        thread
     }
 }
 
@@ -384,7 +413,7 @@ impl RequestBody {
 mod tests {
     use super::*;
 
-    fn stored(cut: &Cut) -> Vec<StoredPiece> {
+    fn stored(cut: &Cut<'_>) -> Vec<StoredPiece> {
         cut.pieces
             .iter()
             .map(|piece| StoredPiece {
@@ -464,8 +493,9 @@ mod tests {
     #[test]
     fn a_resent_history_shares_all_but_its_last_pieces() {
         let nodes = thread(101);
-        let before = cut(history(100).as_bytes(), &refs(&nodes[..100]));
-        let after = cut(history(101).as_bytes(), &refs(&nodes));
+        let (shorter, longer) = (history(100), history(101));
+        let before = cut(shorter.as_bytes(), &refs(&nodes[..100]));
+        let after = cut(longer.as_bytes(), &refs(&nodes));
         let shared = after
             .pieces
             .iter()

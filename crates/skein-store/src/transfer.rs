@@ -380,35 +380,6 @@ pub(crate) fn dangling(number: usize, line: &Line, reference: &Reference<'_>) ->
     }
 }
 
-/// The stored threads an import's request bodies refer to (crate::bodies):
-/// the last one loaded is kept, loaded at its conversation's head, so the
-/// runs of one conversation load it once.
-#[derive(Default)]
-pub(crate) struct BodyThreads {
-    held: Option<skein_core::Thread>,
-}
-
-impl BodyThreads {
-    /// The input a run's body refers to, when it keeps a body.
-    pub(crate) fn input(run: &RunRecord) -> Option<NodeId> {
-        run.request.as_ref().and(run.input_head)
-    }
-
-    /// The thread held, if it passes through `input`.
-    pub(crate) fn holding(&self, input: NodeId) -> Option<skein_core::Thread> {
-        self.held
-            .as_ref()
-            .filter(|thread| thread.at(input).is_some())
-            .cloned()
-    }
-
-    /// Hold `thread` (just loaded) for the runs that follow.
-    pub(crate) fn keep(&mut self, thread: skein_core::Thread) -> skein_core::Thread {
-        self.held = Some(thread.clone());
-        thread
-    }
-}
-
 pub(crate) fn write_header(out: &mut dyn Write) -> Result<()> {
     write_line(
         out,

@@ -19,6 +19,7 @@ its references point: the expanded body names that span as erased.
 */
 
 use skein_core::{Message, NodeId, Part};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// The byte that starts a reference (never part of UTF-8).
@@ -173,7 +174,7 @@ fn escape(ch: char, out: &mut Vec<u8>) {
 /// first, as a client sends them): each
 /// string whose contents are one of their texts, escaped as a client
 /// escapes, becomes a reference. With no such string, the body's bytes.
-pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
+pub(crate) fn of<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cow<'b, [u8]> {
     let mut strings = long_strings(body);
     let mut spans: Vec<(usize, Ref)> = Vec::new();
     if !strings.is_empty() {
@@ -201,7 +202,7 @@ pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
         }
     }
     if spans.is_empty() {
-        return body.to_vec();
+        return Cow::Borrowed(body);
     }
     spans.sort_by_key(|(at, _)| *at);
     let mut skeleton = Vec::with_capacity(body.len() / 4);
@@ -216,7 +217,7 @@ pub(crate) fn of(body: &[u8], messages: &[(NodeId, &Message)]) -> Vec<u8> {
         copied = at + reference.len;
     }
     skeleton.extend_from_slice(&body[copied..]);
-    skeleton
+    Cow::Owned(skeleton)
 }
 
 /// Where `text` is one of `strings` (taking it), escaped in which style

@@ -9,13 +9,12 @@ its references name in one query.
 
 use super::pipeline::{Param, Pipeline};
 use crate::bodies::{
-    Assembled, BodyHead, PieceContent, Recut, RequestBody, StoredPiece, cut, digest_of,
-    input_messages,
+    Assembled, BodyHead, BodyThreads, PieceContent, Recut, RequestBody, StoredPiece, cut,
+    digest_of, input_messages,
 };
 use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId};
-use crate::transfer::BodyThreads;
 use deadpool_postgres::GenericClient;
 use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};

@@ -20,13 +20,13 @@ use super::reruns::queue_rerun;
 use super::runs::queue_run;
 use super::schema;
 use crate::backend::{Backend, Transfer};
-use crate::bodies::digest_of;
+use crate::bodies::{BodyThreads, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::lanes::Lanes;
 use crate::records::RunId;
 use crate::transfer::{
-    BodyThreads, ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
+    ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
     bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
     write_node, write_piece, write_run_body,
 };

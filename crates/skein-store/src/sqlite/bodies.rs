@@ -20,13 +20,12 @@ erased message, except those a body that did not carry it shares
 */
 
 use crate::bodies::{
-    Assembled, BodyHead, PieceContent, Recut, RequestBody, StoredPiece, cut, digest_of,
-    input_messages,
+    Assembled, BodyHead, BodyThreads, PieceContent, Recut, RequestBody, StoredPiece, cut,
+    digest_of, input_messages,
 };
 use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId};
-use crate::transfer::BodyThreads;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};

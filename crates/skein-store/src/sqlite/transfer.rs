@@ -14,12 +14,12 @@ use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::insert_rerun;
 use super::runs::insert_run;
 use crate::backend::{Backend, Transfer};
-use crate::bodies::digest_of;
+use crate::bodies::{BodyThreads, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::records::RunId;
 use crate::transfer::{
-    BodyThreads, ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
+    ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
     bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
     write_node, write_piece, write_run_body,
 };
