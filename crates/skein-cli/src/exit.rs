@@ -178,6 +178,9 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
                 skein::Error::HeadMoved { .. } => HEAD_MOVED,
                 skein::Error::ChainFailed { .. } => MODEL_FAILED,
                 skein::Error::Engine(engine) => engine_code(engine),
+                skein::Error::CannotAskAgain { .. } | skein::Error::NotInConversation { .. } => {
+                    BAD_COMMAND_LINE
+                }
                 _ => FAILURE,
             };
         }

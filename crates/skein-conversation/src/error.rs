@@ -102,6 +102,14 @@ pub enum Error {
         node: NodeId,
         conversation: ConversationId,
     },
+    /// A stored message was asked again in a way its role does not allow
+    /// ([`Conversation::again_at`](crate::Conversation::again_at)).
+    #[error("node {node} is a {role} message and cannot be asked again so: {why}")]
+    CannotAskAgain {
+        node: NodeId,
+        role: &'static str,
+        why: &'static str,
+    },
     /// A blocking form was called inside an async runtime.
     #[error(
         "a blocking skein call was made inside an async runtime, where it would block the runtime; \

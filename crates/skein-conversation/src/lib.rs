@@ -32,6 +32,7 @@ engine to record a turn, builds a bookmark, writes conversation settings or
 assembles store writes by hand.
 */
 
+mod again;
 pub mod blocking;
 pub(crate) mod commit;
 mod conversation;
@@ -50,6 +51,7 @@ pub mod telemetry;
 mod turn;
 mod write;
 
+pub use again::{AgainAt, asker_of_node};
 pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};

@@ -154,6 +154,62 @@ impl Conversation {
         Ok(Py::new(py, Response::pending(fork.prompt(input)))?.into_any())
     }
 
+    /// Ask a stored message (any unique id prefix) again, as a new
+    /// conversation branching where it stood: a user message retried as it
+    /// was, or edited (`prompt`, `messages` or `attachments` give its new
+    /// content), or a reply regenerated. The settings are those of the
+    /// conversation that asked it; the one it came from never moves. The
+    /// turn's response is returned (the same operation as `skein again`).
+    #[staticmethod]
+    #[pyo3(signature = (store, node, prompt = None, *, messages = None, attachments = None, name = None, model = None, tools = None))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per Python keyword argument"
+    )]
+    fn again_at(
+        py: Python<'_>,
+        store: PyRef<'_, Store>,
+        node: &str,
+        prompt: Option<String>,
+        messages: Option<&Bound<'_, PyAny>>,
+        attachments: Option<Vec<PyRef<'_, Attachment>>>,
+        name: Option<String>,
+        model: Option<&Bound<'_, PyAny>>,
+        tools: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Response> {
+        let store = store.inner.clone();
+        let extra = self::tools(tools)?;
+        let on_model = match model {
+            Some(model) => Some(chosen_model(py, model, extra.clone())?),
+            None => None,
+        };
+        let fallback = match &on_model {
+            Some(model) => model.clone(),
+            None => open(py, &default_model(py)?, extra)?,
+        };
+        let name = crate::args::conversation_name(py, name, Some(&store))?;
+        let edited = match (&prompt, messages, &attachments) {
+            (None, None, None) => None,
+            _ => Some(turn_input(prompt, messages, attachments)?),
+        };
+        let node = node.to_string();
+        let asked = runtime::block_on(py, async move {
+            let node = store.nonblocking().resolve_node(&node).await?;
+            let mut again = skein::Conversation::again_at(&store, node, &fallback);
+            if let Some(model) = &on_model {
+                again = again.model(model);
+            }
+            if let Some(name) = name {
+                again = again.name(name);
+            }
+            if let Some(input) = edited {
+                again = again.edited(input);
+            }
+            again.await
+        })?;
+        Ok(Response::pending(check(py, asked)?))
+    }
+
     /// Its id: the same in memory and in a store (and for `skein --cid`).
     /// It changes when a turn lands in a branch because another writer
     /// moved the conversation while it ran: the handle follows its turn.

@@ -175,6 +175,7 @@ def skein_version() -> str:
 
 
 ONE = "u:one / a:scripted: one"
+EDITED = "u:edited / a:scripted: edited"
 
 
 def first_turn(place: Place) -> None:
@@ -198,6 +199,21 @@ def fork(place: Place) -> None:
     forked = skein.Conversation.fork_at(place.store(), setup.head, "forked")
     assert isinstance(forked, skein.Response)
     forked.text()
+
+
+def first_message(place: Place, setup: Setup) -> str:
+    return skein.Conversation.load(place.store(), setup.conversation).messages()[0].id
+
+
+def edit_first(place: Place) -> None:
+    setup = place.setup(["one"])
+    skein.Conversation.again_at(place.store(), first_message(place, setup), "edited").text()
+
+
+def retry_first(place: Place) -> None:
+    setup = place.setup(["one"])
+    skein.Conversation.again_at(place.store(), first_message(place, setup)).text()
+    assert skein.Conversation.load(place.store(), setup.conversation).head == setup.head
 
 
 def race(place: Place) -> None:
@@ -347,10 +363,15 @@ ROWS = [
     Row("a fork", fork, forked),
     Row(
         "an edit of a thread's first message",
-        None,
-        Graph,
-        lacks="Python forks at a node (`fork_at`, `Response.fork`); a thread's first message has none "
-        "before it, and there is no branch from the start of a conversation",
+        edit_first,
+        lambda: one_turn()
+        .conversation(EDITED, (None, ONE))
+        .ran(EDITED, "u:edited", EDITED),
+    ),
+    Row(
+        "a retry of a thread's first message",
+        retry_first,
+        lambda: one_turn().branch(ONE, "u:one", ONE).ran(ONE, "u:one", ONE),
     ),
     Row("a race at one head", race, expect_race),
     Row(

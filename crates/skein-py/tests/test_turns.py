@@ -245,6 +245,33 @@ def test_fork_at_branches_at_any_stored_node(store: skein.Store) -> None:
     assert isinstance(empty, skein.Conversation) and empty.head == second.id and empty.is_stored
 
 
+def test_again_at_retries_edits_and_regenerates_a_stored_message(store: skein.Store) -> None:
+    model = skein.Model("echo", store=store)
+    first = model.conversation(name="main").prompt("root")
+    second = first.reply("next")
+    second.text()
+    main = first.conversation.id
+    root, _, following, reply = (message.id for message in second.messages())
+    # An edit of the thread's first message: a branch from the start.
+    edited = skein.Conversation.again_at(store, root[:12], "root, reworded", name="reworded")
+    assert isinstance(edited, skein.Response)
+    assert "root, reworded" in edited.text()
+    assert edited.conversation.name == "reworded"
+    assert edited.conversation.origin == {"node": None, "conversation": main, "rerun": None}
+    # A retry of a later message: a branch at it, the message shared.
+    retried = skein.Conversation.again_at(store, following)
+    retried.text()
+    assert retried.messages()[2].id == following
+    assert retried.conversation.origin == {"node": following, "conversation": main, "rerun": None}
+    # A regenerated reply: a branch at its request.
+    regenerated = skein.Conversation.again_at(store, reply)
+    regenerated.text()
+    assert regenerated.conversation.origin == {"node": following, "conversation": main, "rerun": None}
+    assert skein.Conversation.load(store, "main").head == reply, "the origin never moves"
+    with pytest.raises(skein.SkeinError, match="a reply is regenerated, not edited"):
+        skein.Conversation.again_at(store, reply, "new words")
+
+
 def test_the_store_finds_messages_by_their_words(store: skein.Store) -> None:
     model = skein.Model("echo", store=store)
     conversation = model.conversation(name="rivers")

@@ -173,12 +173,9 @@ struct Session<'a> {
     interactive: bool,
 }
 
-/// What the last turn sent, and where it started.
+/// The user message the last turn sent.
 struct LastTurn {
-    /// The node the turn's request was added to (`None`: the conversation
-    /// began with it).
-    start: Option<NodeId>,
-    system: Option<String>,
+    node: NodeId,
     text: String,
 }
 
@@ -233,28 +230,21 @@ impl Session<'_> {
         }
     }
 
-    /// The last turn: walking back from the head to its user message, and
-    /// the system message sent with it.
+    /// The last turn: walking back from the head to its user message.
     fn last_turn(&self) -> Option<LastTurn> {
         let thread = self.conversation.thread();
         let user = thread
             .ancestors()
             .find(|node| node.message().role == Role::User)?;
-        let (start, system) = match user.parent() {
-            Some(parent) if parent.message().role == Role::System => {
-                (parent.parent_id(), Some(parent.message().joined_text()))
-            }
-            parent => (parent.map(|parent| parent.id()), None),
-        };
         Some(LastTurn {
-            start,
-            system,
+            node: user.id(),
             text: user.message().joined_text(),
         })
     }
 
-    /// The last turn again from where it started, with `text` instead of
-    /// its own when given: a new conversation branching there.
+    /// The last turn asked again (the turn layer's
+    /// [`Conversation::again_at`]), with `text` instead of its own when
+    /// given: a new conversation branching where its message stood.
     async fn again(&mut self, text: Option<String>) -> Result<()> {
         let Some(last) = self.last_turn() else {
             bail!("nothing to answer again yet: send a first message");
@@ -265,36 +255,30 @@ impl Session<'_> {
             );
         }
         let current = &self.conversation;
-        let text = text.unwrap_or(last.text);
-        let prompt = match last.start {
-            Some(start) => Conversation::fork_at(&self.ctx.store, start, current.model())
-                .model(current.model())
-                .await?
-                .model(current.model())
-                .prompt(text),
-            // The thread's first message: a branch from its start, of this
-            // conversation (once stored: an origin names a stored one), on
-            // its model.
-            None if current.is_stored() => current.fork_from_start().prompt(text),
-            None => Conversation::builder(current.model().clone())
-                .tools(current.tools().to_vec())
-                .chain_limit(current.chain_limit())
-                .store(&self.ctx.store)
-                .build()
-                .prompt(text),
+        let id = current.id();
+        let mut again = Conversation::again_at(&self.ctx.store, last.node, current.model())
+            .model(current.model());
+        // The chat's own conversation asks, not another that shares the
+        // message (a retry answered alike heads the same node).
+        if current.is_stored() {
+            again = again.of(&id);
+        }
+        let what = match text {
+            Some(text) => {
+                again = again.edited(text);
+                "edited"
+            }
+            None => "answered again",
         };
-        let mut prompt = self.settings.apply(prompt, last.system);
+        let mut prompt = self.settings.apply(again.await?, None);
         if self.settings.tools.is_none() {
             prompt = prompt.tools(current.tools().to_vec());
         }
-        let at = last.start.map_or_else(
-            || "the start".to_string(),
-            |node| format!("node {}", node.short()),
-        );
         self.run(
             prompt,
             Some(format!(
-                "answered again from {at}, as a sibling branch: conversation"
+                "node {} {what}, as a sibling branch: conversation",
+                last.node.short()
             )),
         )
         .await

@@ -9,6 +9,7 @@ To add a command: write `commands/NAME.rs` (its `Args` and `run`), add its
 help`) and its arm in [`run_command`], and document it in docs/cli.md.
 */
 
+mod again;
 mod aliases;
 mod chat;
 pub mod common;
@@ -61,6 +62,9 @@ pub enum Command {
     Reply(reply::ReplyArgs),
     /// Start a new conversation at a node, optionally running a first turn
     Fork(fork::ForkArgs),
+    /// Ask a stored message again, as a new branch: a user message retried or edited (with TEXT),
+    /// a reply regenerated
+    Again(again::AgainArgs),
     /// Show recent turns, or the messages of one conversation
     #[command(visible_alias = "logs")]
     Log(log::LogArgs),
@@ -186,6 +190,7 @@ async fn run_command(globals: &Globals, command: Command) -> Result<ExitCode> {
         Command::Chat(args) => chat::run(globals, args).await,
         Command::Reply(args) => reply::run(globals, args).await,
         Command::Fork(args) => fork::run(globals, args).await,
+        Command::Again(args) => again::run(globals, args).await,
         Command::Log(args) => log::run(globals, args),
         Command::Search(args) => search::run(globals, args),
         Command::Tree(args) => tree::run(globals, args).await,

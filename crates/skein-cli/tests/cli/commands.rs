@@ -2525,12 +2525,13 @@ fn chat_reply_answers_on_the_model_of_the_nodes_conversation() {
     assert_eq!(log["messages"].as_array().unwrap().len(), 6);
 }
 
-/// `!retry` and `!edit` of a thread's first message branch from the start
-/// of the chat's conversation: a branch names it as its origin with no
-/// node, keeps its model, and is a member of its family (never listed as
-/// sharing messages by content). A retry the deterministic model answers
-/// the same is a branch all the same (it shares the reply's node, never
-/// the bookmark): the conversation it came from does not move.
+/// `!retry` of a thread's first message branches at that message, and
+/// `!edit` of it from the start of the chat's conversation (a branch that
+/// names it as its origin with no node): each keeps its model, and is a
+/// member of its family (never listed as sharing messages by content). A
+/// retry the deterministic model answers the same is a branch all the same
+/// (it shares the reply's node, never the bookmark): the conversation it
+/// came from does not move.
 #[test]
 fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
     let skein = temp();
@@ -2542,7 +2543,8 @@ fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
     let (out, err) = (stdout(&output), stderr(&output));
     assert!(output.status.success(), "{err}");
     assert!(out.contains("scripted: first, reworded"), "{out}");
-    assert!(err.contains("answered again from the start"), "{err}");
+    assert!(err.contains("answered again, as a sibling branch"), "{err}");
+    assert!(err.contains("edited, as a sibling branch"), "{err}");
     let conversations = skein.json(&["conversations"]);
     let conversations = conversations.as_array().unwrap();
     assert_eq!(conversations.len(), 3, "{conversations:?}");
@@ -2558,7 +2560,11 @@ fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
         .find(|c| c["origin"]["conversation"] == main_id)
         .unwrap_or_else(|| panic!("no branch of main: {conversations:?}"));
     assert_eq!(retry["head"], main["head"], "the same reply, the same node");
-    assert_eq!(retry["origin"]["node"], Value::Null, "{retry}");
+    let first = skein.json(&["log", "--cid", main_id]);
+    assert_eq!(
+        retry["origin"]["node"], first["messages"][0]["node"],
+        "{retry}"
+    );
     assert_eq!(retry["meta"]["model"], model.as_str(), "{retry}");
     let edit = conversations
         .iter()
@@ -2571,6 +2577,106 @@ fn retry_and_edit_of_a_first_message_record_the_conversation_as_origin() {
     assert!(tree["shares"].as_array().unwrap().is_empty(), "{tree}");
     let drawn = skein.ok(&["tree", main_id]);
     assert!(!drawn.contains("shares messages by content"), "{drawn}");
+}
+
+/// `skein again NODE [TEXT]` is the turn layer's one way to ask a stored
+/// message again: a user message retried (a branch at it) or edited (a
+/// branch where it stood; from the start for a first message), a reply
+/// regenerated (a branch at its request). The conversation it came from
+/// never moves; asking a reply with new text, or a system message, is a
+/// bad command line (exit 2) that records nothing.
+#[test]
+fn again_retries_edits_and_regenerates_a_stored_message() {
+    let skein = temp();
+    let model = scripted_echo(&skein);
+    let first = skein.json(&["prompt", "-m", &model, "--name", "main", "one"]);
+    let main = first["conversation"].as_str().unwrap().to_string();
+    skein.json(&["prompt", "--cid", &main, "two"]);
+    let log = skein.json(&["log", "--cid", &main]);
+    let ids: Vec<String> = log["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["node"].as_str().unwrap().to_string())
+        .collect();
+    let [one, answer, two, reply] = &ids[..] else {
+        panic!("{log}")
+    };
+    let origin_of = |turn: &Value| {
+        let id = turn["conversation"].as_str().unwrap();
+        skein
+            .json(&["conversations"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .map(|c| c["origin"].clone())
+            .unwrap()
+    };
+
+    let retried = skein.json(&["again", &two[..12]]);
+    assert_eq!(retried["text"], "scripted: two");
+    assert_eq!(
+        retried["node"].as_str(),
+        Some(reply.as_str()),
+        "the same reply"
+    );
+    assert_eq!(origin_of(&retried)["node"].as_str(), Some(two.as_str()));
+
+    let edited = skein.json(&["again", &two[..12], "two, reworded", "--name", "reworded"]);
+    assert_eq!(edited["text"], "scripted: two, reworded");
+    let origin = origin_of(&edited);
+    assert_eq!(origin["node"].as_str(), Some(answer.as_str()), "{origin}");
+    assert_eq!(
+        origin["conversation"].as_str(),
+        Some(main.as_str()),
+        "{origin}"
+    );
+
+    let regenerated = skein.json(&["again", reply]);
+    assert_eq!(origin_of(&regenerated)["node"].as_str(), Some(two.as_str()));
+
+    let first_edited = skein.json(&["again", one, "one, reworded"]);
+    assert_eq!(first_edited["text"], "scripted: one, reworded");
+    let origin = origin_of(&first_edited);
+    assert_eq!(origin["node"], Value::Null, "from the start: {origin}");
+    assert_eq!(
+        origin["conversation"].as_str(),
+        Some(main.as_str()),
+        "{origin}"
+    );
+
+    let conversations = skein.json(&["conversations"]);
+    let refused = skein.run(&["again", reply, "new words"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("a reply is regenerated, not edited"),
+        "{}",
+        stderr(&refused)
+    );
+    let system = skein.json(&["prompt", "-m", &model, "-s", "be brief", "three"]);
+    let system_log = skein.json(&["log", "--cid", system["conversation"].as_str().unwrap()]);
+    let system_node = system_log["messages"][0]["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let conversations_before = skein.json(&["conversations"]);
+    let refused = skein.run(&["again", &system_node]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("a system message"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(skein.json(&["conversations"]), conversations_before);
+    assert_eq!(conversations.as_array().unwrap().len(), 5);
+    let main_now = skein.json(&["log", "--cid", &main]);
+    assert_eq!(
+        main_now["messages"].as_array().unwrap().len(),
+        4,
+        "main never moves"
+    );
+    assert!(skein.run(&["verify"]).status.success());
 }
 
 /// A fork with a first turn is stored with that turn: when the model call
@@ -2632,8 +2738,14 @@ fn piped_chat_has_multi_line_messages_retries_edits_and_views() {
         "{out}"
     );
     // The echo answers the retry the same: a branch all the same.
-    assert!(err.contains("answered again from node "), "{err}");
-    assert!(err.contains("as a sibling branch: conversation "), "{err}");
+    assert!(
+        err.contains(" answered again, as a sibling branch: conversation "),
+        "{err}"
+    );
+    assert!(
+        err.contains(" edited, as a sibling branch: conversation "),
+        "{err}"
+    );
     assert!(
         err.contains(&format!(
             "node {inner} heads no conversation: the next message starts a new branch there, conversation "

@@ -110,6 +110,10 @@ pub(crate) trait Surface {
     /// A new text for the first message of `setup`'s conversation: a branch
     /// from the start of that conversation.
     fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell;
+    /// The first message of `setup`'s conversation (whose text is `text`)
+    /// asked again as it was: a branch at it, which a deterministic model
+    /// answers with the reply the conversation holds.
+    fn retry_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell;
     /// The next turn of `setup`'s conversation, asking for a reply that
     /// matches the JSON Schema `schema` (which the model never does).
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell;
@@ -162,7 +166,7 @@ struct Scenario {
 pub(crate) const FAILED_CALL: &str = "a failed model call";
 
 /// The rows.
-const SCENARIOS: [Scenario; 14] = [
+const SCENARIOS: [Scenario; 15] = [
     Scenario {
         name: "a first turn",
         rule: "landing: a new conversation once its first turn succeeded",
@@ -252,6 +256,19 @@ const SCENARIOS: [Scenario; 14] = [
                 .branch_from_start(edited, main)
                 .ran(main, "u:one", main)
                 .ran(edited, "u:edited", edited)
+        },
+    },
+    Scenario {
+        name: "a retry of a thread's first message",
+        rule: "landing: a branch at the message (origin: it and its conversation), the origin unchanged",
+        run: retry_first,
+        expect: || {
+            let main = "u:one / a:scripted: one";
+            Graph::new()
+                .conversation(main)
+                .branch(main, "u:one", main)
+                .ran(main, "u:one", main)
+                .ran(main, "u:one", main)
         },
     },
     Scenario {
@@ -518,6 +535,24 @@ fn edit_first(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
         surface.edit_first(place, &setup, &tag.on("edited")),
         Verdict::Landed,
     )
+}
+
+fn retry_first(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let setup = place.setup(&[tag.on("one")], false);
+    let ran = expect(
+        surface.retry_first(place, &setup, &tag.on("one")),
+        Verdict::Landed,
+    );
+    if let Cell::Ran(()) = ran {
+        let origin = skein::store::ConversationId(setup.conversation.clone());
+        let stored = place.store.conversation(&origin).unwrap();
+        assert_eq!(
+            stored.head.map(|head| head.to_string()),
+            Some(setup.head.clone()),
+            "the origin's bookmark stays where it was"
+        );
+    }
+    ran
 }
 
 fn race(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {

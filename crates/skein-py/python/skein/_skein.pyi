@@ -425,6 +425,18 @@ class Conversation:
         model: ModelLike | None = None,
         tools: Iterable[ToolLike] | None = None,
     ) -> Conversation | Response: ...
+    @staticmethod
+    def again_at(
+        store: Store,
+        node: str,
+        prompt: str | None = None,
+        *,
+        messages: Iterable[MessageLike] | None = None,
+        attachments: Iterable[Attachment] | None = None,
+        name: str | None = None,
+        model: ModelLike | None = None,
+        tools: Iterable[ToolLike] | None = None,
+    ) -> Response: ...
     @property
     def id(self) -> str: ...
     @property

@@ -9,10 +9,11 @@ call is recorded as everywhere else.
   there, with the settings of the conversation the node belongs to; a
   reply whose conversation moves on while it runs lands in a new branch
   at the node (the landing rule, [`super::stream::turn`]);
-- edit: a new branch from a user message's parent with new text (for a
-  thread's first message, a branch from the start of its conversation);
-- regenerate: a sibling of an assistant message, a branch at its parent
-  with nothing new (the model answers the same request again);
+- edit and regenerate: the turn layer's `Conversation::again_at` (as the
+  CLI's `skein again` and the chat's `!edit`/`!retry`): an edit is a new
+  branch where the user message stood, with new text (for a thread's first
+  message, a branch from the start of its conversation); a regenerated
+  reply a branch at its request with nothing new;
 - fork: a new conversation at the node, with or without a first turn
   (with one, it is stored only when that turn succeeds).
 
@@ -141,7 +142,9 @@ pub(crate) fn turn_error(error: skein::Error) -> ApiError {
         | skein::Error::UnknownTool { .. }
         | skein::Error::StoredModelNamesAFile { .. }
         | skein::Error::StoredModelFileMissing { .. }
-        | skein::Error::ModelNameTaken { .. }) => {
+        | skein::Error::ModelNameTaken { .. }
+        | skein::Error::CannotAskAgain { .. }
+        | skein::Error::NotInConversation { .. }) => {
             ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }
         error => {
@@ -300,45 +303,6 @@ async fn stored_message(state: &AppState, prefix: String) -> Result<StoredMessag
     })
 }
 
-/// The conversation a thread's first message belongs to: the one it
-/// heads, else the one whose turn answered it (see
-/// [`owner_of_node`](skein::conversation::owner_of_node)); `None` for a
-/// message no conversation holds.
-async fn first_message_owner(
-    state: &AppState,
-    node: NodeId,
-) -> Result<Option<ConversationId>, ApiError> {
-    if let Some(owner) = skein::conversation::owner_of_node(&state.store, node).await? {
-        return Ok(Some(owner));
-    }
-    for reply in state.store.nonblocking().children(node).await? {
-        if let Some(owner) = skein::conversation::owner_of_node(&state.store, reply).await? {
-            return Ok(Some(owner));
-        }
-    }
-    Ok(None)
-}
-
-/// A stored conversation to go on with, on `model` for this turn when
-/// given (as `skein reply -m`), else on its own.
-async fn open_stored(
-    state: &AppState,
-    stored: &Stored,
-    model: Option<&Model>,
-) -> Result<Conversation, ApiError> {
-    start_tools(state, stored.settings.tools.clone()).await?;
-    let home = match model {
-        Some(model) => model.clone(),
-        None => home_of(state, stored)?,
-    };
-    let load = Conversation::load(&state.store, &stored.id, &home);
-    match model {
-        Some(model) => load.model(model).await,
-        None => load.await,
-    }
-    .map_err(turn_error)
-}
-
 /// A branch at `node` named `name`, with the settings of conversation `of`
 /// when given (see [`skein::BranchAt::of`]), else of the conversation
 /// the node belongs to (as the CLI's `branch_at`), on `model` when given;
@@ -369,6 +333,43 @@ async fn branch(
         None => fork,
     })
     .map_err(turn_error)
+}
+
+/// The stored message `node` asked again through the turn layer's
+/// [`Conversation::again_at`] (edited with `edited` when given), as the
+/// CLI's `skein again` and the chat's `!retry`/`!edit` do: the asking
+/// conversation's tools started first, on `model` when given, else on that
+/// conversation's own.
+async fn again(
+    state: &AppState,
+    node: NodeId,
+    model: Option<&Model>,
+    body: &TurnBody,
+    edited: Option<TurnInput>,
+) -> Result<Prompt, ApiError> {
+    let asker = match skein::conversation::asker_of_node(&state.store, node).await? {
+        Some(id) => Some(state.store.nonblocking().conversation(&id).await?),
+        None => None,
+    };
+    if let Some(asker) = &asker {
+        start_tools(state, asker.settings.tools.clone()).await?;
+    }
+    let home = match (model, &asker) {
+        (Some(model), _) => model.clone(),
+        (None, Some(asker)) => home_of(state, asker)?,
+        (None, None) => home_model(state)?,
+    };
+    let mut again = Conversation::again_at(&state.store, node, &home);
+    if let Some(model) = model {
+        again = again.model(model);
+    }
+    if let Some(name) = body.name.clone() {
+        again = again.name(name);
+    }
+    if let Some(input) = edited {
+        again = again.edited(input);
+    }
+    again.await.map_err(turn_error)
 }
 
 /// Stream `prompt` with the body's options.
@@ -439,38 +440,7 @@ pub async fn edit(
     let model = chosen_model(&state, body.model.as_deref())?;
     check_name_free(&state, body.name.as_deref()).await?;
     let input = TurnInput::text(body.text.clone().unwrap_or_default());
-    let prompt = match message.parent {
-        Some(parent) => branch(&state, parent, None, model.as_ref(), body.name.clone())
-            .await?
-            .prompt(input),
-        // The first message of a thread: a branch from the start of the
-        // conversation it belongs to, on its model unless one is chosen.
-        None => match first_message_owner(&state, message.node).await? {
-            Some(owner) => {
-                let stored = state.store.nonblocking().conversation(&owner).await?;
-                let mut fork = open_stored(&state, &stored, model.as_ref())
-                    .await?
-                    .fork_from_start();
-                if let Some(name) = body.name.clone() {
-                    fork = fork.name(name);
-                }
-                fork.prompt(input)
-            }
-            // A message no conversation holds (an imported one): a new
-            // conversation, on the chosen model or the default.
-            None => {
-                let model = match model {
-                    Some(model) => model,
-                    None => home_model(&state)?,
-                };
-                let mut builder = model.conversation().store(&state.store);
-                if let Some(name) = body.name.clone() {
-                    builder = builder.name(name);
-                }
-                builder.build().prompt(input)
-            }
-        },
-    };
+    let prompt = again(&state, message.node, model.as_ref(), &body, Some(input)).await?;
     let start = Start {
         conversation: prompt.conversation().id().clone(),
         branched: true,
@@ -509,12 +479,8 @@ pub async fn regenerate(
         }
     };
     let model = chosen_model(&state, body.model.as_deref())?;
-    // A branch of the conversation whose turn made the reply: its prompt
-    // may be shared by others that asked the same.
-    let reply = message.node;
-    let of = skein::conversation::owner_of_node(&state.store, reply).await?;
-    let fork = branch(&state, parent, of, model.as_ref(), body.name.clone()).await?;
-    let prompt = fork.prompt(TurnInput::new());
+    check_name_free(&state, body.name.as_deref()).await?;
+    let prompt = again(&state, message.node, model.as_ref(), &body, None).await?;
     let start = Start {
         conversation: prompt.conversation().id().clone(),
         branched: true,

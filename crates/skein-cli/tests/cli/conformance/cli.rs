@@ -1,4 +1,4 @@
-//! The command line's column: `skein prompt`, `reply` and `fork`, one
+//! The command line's column: `skein prompt`, `reply`, `fork` and `again`, one
 //! process a turn. Its verdicts are exit codes: 0 (landed), 5 (the model
 //! failed), 2 (a bad command line, such as a name that reads as an id).
 
@@ -87,10 +87,12 @@ impl Surface for CommandLine {
         self.go_on(place, setup, text)
     }
 
-    fn edit_first(&self, _: &Place, _: &Setup, _: &str) -> Cell {
-        Cell::Lacks(
-            "the command line has no edit (`fork` starts at a node; a first message has none before it)",
-        )
+    fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        run(place, &["again", &setup.prompt, text])
+    }
+
+    fn retry_first(&self, place: &Place, setup: &Setup, _: &str) -> Cell {
+        run(place, &["again", &setup.prompt])
     }
 
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {

@@ -112,17 +112,24 @@ impl Surface for Library {
 
     fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         let (store, model) = open(place);
+        let prompt: skein::NodeId = setup.prompt.parse().unwrap();
         Cell::Ran(verdict(place.runtime.block_on(async {
-            Conversation::load(
-                &store,
-                &conversation_id(&store, &setup.conversation).await?,
-                &model,
-            )
-            .await?
-            .fork_from_start()
-            .prompt(text)
-            .send()
-            .await
+            Conversation::again_at(&store, prompt, &model)
+                .edited(text)
+                .await?
+                .send()
+                .await
+        })))
+    }
+
+    fn retry_first(&self, place: &Place, setup: &Setup, _: &str) -> Cell {
+        let (store, model) = open(place);
+        let prompt: skein::NodeId = setup.prompt.parse().unwrap();
+        Cell::Ran(verdict(place.runtime.block_on(async {
+            Conversation::again_at(&store, prompt, &model)
+                .await?
+                .send()
+                .await
         })))
     }
 

@@ -172,6 +172,13 @@ impl Surface for Proxy {
         )
     }
 
+    fn retry_first(&self, _: &Place, _: &Setup, _: &str) -> Cell {
+        Cell::Lacks(
+            "a client that asks its first message again re-sends it: the proxy cannot tell a \
+             retry from a re-send (the re-send is that conversation)",
+        )
+    }
+
     fn go_on_with_schema(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
         Cell::Lacks("the proxy takes no output schema: its clients check their own replies")
     }

@@ -158,6 +158,13 @@ impl Surface for Repl {
         Cell::Ran(verdict)
     }
 
+    fn retry_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        let mut chat = Chat::open(place, &["--cid", &setup.conversation]);
+        let verdict = chat.line("!retry", text);
+        chat.quit();
+        Cell::Ran(verdict)
+    }
+
     fn go_on_with_schema(&self, place: &Place, setup: &Setup, text: &str, schema: &str) -> Cell {
         one_turn(
             place,

@@ -114,6 +114,12 @@ impl Surface for WebApi {
         turn(place, &setup.prompt, "edit", json!({ "text": text }))
     }
 
+    /// The page asks a turn again by regenerating its reply: a branch at
+    /// the message the reply answered, as a retry of that message is.
+    fn retry_first(&self, place: &Place, setup: &Setup, _: &str) -> Cell {
+        turn(place, &setup.first, "regenerate", json!({}))
+    }
+
     fn go_on_with_schema(&self, _: &Place, _: &Setup, _: &str, _: &str) -> Cell {
         Cell::Lacks("the page's turns take no output schema")
     }
