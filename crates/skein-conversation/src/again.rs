@@ -113,10 +113,6 @@ impl<'a> AgainAt<'a> {
             Some(at) => self.branch_at(at, asker.as_ref()).await?,
             None => self.before_first(asker).await?,
         };
-        let fork = match self.model {
-            Some(model) => fork.model(model),
-            None => fork,
-        };
         let fork = match self.name {
             Some(name) => fork.name(name),
             None => fork,

@@ -145,6 +145,28 @@ impl Model {
         crate::settings::model(conversation, home)
     }
 
+    /// The name a surface opens, its own way, as the `home` a stored
+    /// conversation's model is looked up from ([`Model::of_conversation`],
+    /// [`Conversation::load`]): the profile the conversation names, else its
+    /// model; `None` (open the default) when it names neither, names
+    /// `default`, or is imported and names a file of this machine (which
+    /// only the default may open). One rule for the CLI, the web view and
+    /// Python, so going on with a conversation recorded on `echo` never
+    /// opens the default model, which may not even be there.
+    pub fn home_name_of<'a>(
+        conversation: &'a skein_store::ConversationRecord,
+        default: &str,
+    ) -> Option<&'a str> {
+        let settings = &conversation.settings;
+        settings
+            .profile
+            .as_deref()
+            .or(settings.model.as_deref())
+            .filter(|name| {
+                *name != default && !(conversation.imported && skein_providers::names_a_file(name))
+            })
+    }
+
     /// Refuse a stored conversation whose model names a file by a relative
     /// path (as an older skein stored it) that leads nowhere from the
     /// working directory ([`Error::StoredModelFileMissing`]), before anything
@@ -247,4 +269,54 @@ fn with_tools(
     tools: impl IntoIterator<Item = Arc<dyn Tool>>,
 ) -> EngineBuilder {
     tools.into_iter().fold(builder, EngineBuilder::tool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Model;
+    use skein_core::{ConversationId, ConversationSettings};
+    use skein_store::ConversationRecord;
+
+    fn stored(model: Option<&str>, profile: Option<&str>, imported: bool) -> ConversationRecord {
+        ConversationRecord {
+            id: ConversationId("c0ffee".into()),
+            name: None,
+            head: None,
+            len: 0,
+            origin: None,
+            created_ms: 0,
+            updated_ms: 0,
+            settings: ConversationSettings {
+                model: model.map(str::to_string),
+                profile: profile.map(str::to_string),
+                ..ConversationSettings::default()
+            },
+            imported,
+        }
+    }
+
+    #[test]
+    fn a_stored_conversation_opens_its_profile_else_its_model_never_a_file_it_imported() {
+        let home = |model, profile, imported| {
+            Model::home_name_of(&stored(model, profile, imported), "smollm2").map(str::to_string)
+        };
+        assert_eq!(
+            home(Some("gpt"), Some("fast"), false).as_deref(),
+            Some("fast")
+        );
+        assert_eq!(home(Some("echo"), None, false).as_deref(), Some("echo"));
+        assert_eq!(home(Some("smollm2"), None, false), None, "the default");
+        assert_eq!(home(None, None, false), None, "names none");
+        assert_eq!(
+            home(Some("scripted:/tmp/x.toml"), None, false).as_deref(),
+            Some("scripted:/tmp/x.toml"),
+            "recorded here: its own file"
+        );
+        assert_eq!(
+            home(Some("scripted:/tmp/x.toml"), None, true),
+            None,
+            "imported"
+        );
+        assert_eq!(home(Some("echo"), None, true).as_deref(), Some("echo"));
+    }
 }

@@ -127,8 +127,8 @@ impl<'a> BranchAt<'a> {
         self
     }
 
-    /// The branch runs on `model` (the source's tools and chain limit are
-    /// kept, looked up among `model`'s).
+    /// The branch runs on `model`, which becomes its own (the source's tools
+    /// and chain limit are kept, looked up among `model`'s).
     pub fn model(mut self, model: &'a Model) -> BranchAt<'a> {
         self.model = Some(model);
         self
@@ -249,9 +249,6 @@ impl<'a> ReplyAt<'a> {
             branch = branch.model(model);
         }
         let mut fork = branch.await?;
-        if let Some(model) = self.model {
-            fork = fork.model(model);
-        }
         if let Some(name) = self.branch_name {
             fork = fork.name(name);
         }

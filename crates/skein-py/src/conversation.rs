@@ -51,20 +51,19 @@ fn chosen_model(
     }
 }
 
-/// The model `stored` recorded, opened with `extra`; the default model when
-/// it recorded none. An imported conversation never chooses a model file:
+/// The model `stored`'s own is looked up from, opened with `extra`: the
+/// profile or model it recorded, by the turn layer's one rule
+/// ([`skein::Model::home_name_of`], as the CLI and the web view choose),
+/// else the default. An imported conversation never chooses a model file:
 /// the turn layer refuses it against any other home model.
-fn recorded_model(
+pub(crate) fn recorded_model(
     py: Python<'_>,
     stored: &skein::store::ConversationRecord,
     extra: Vec<std::sync::Arc<dyn skein::Tool>>,
 ) -> PyResult<skein::Model> {
-    let name = match (&stored.settings.model, stored.imported) {
-        (Some(name), false) => name.clone(),
-        (Some(name), true) if !skein::providers::names_a_file(name) => name.clone(),
-        _ => default_model(py)?,
-    };
-    open(py, &name, extra)
+    let default = default_model(py)?;
+    let name = skein::Model::home_name_of(stored, &default).unwrap_or(&default);
+    open(py, name, extra)
 }
 
 #[pymethods]

@@ -8,7 +8,7 @@ completion for the synchronous methods and as an asyncio future for the
 */
 
 use crate::errors::{ToPyErr, check};
-use crate::model::{Store, open, stored_conversation};
+use crate::model::{Store, stored_conversation};
 use crate::runtime;
 use crate::tools::{before_call, tools};
 use crate::values::{Message, ToolSpec, Usage};
@@ -338,14 +338,11 @@ impl RecordedChat {
         let extra = self::tools(tools)?;
         let model = match model {
             Some(model) => crate::args::model(py, Some(model))?.expect("given"),
+            // As the CLI's recorded chats and `Conversation.load`: the
+            // model it recorded (profile included), looked up from its home.
             None => {
-                let home = crate::conversation::default_model(py)
-                    .and_then(|name| open(py, &name, extra.clone()));
-                let name = stored.settings.model.clone();
-                match (name, home) {
-                    (Some(name), _) if !stored.imported => open(py, &name, extra)?,
-                    (_, home) => check(py, skein::Model::of_conversation(&stored, &home?))?,
-                }
+                let home = crate::conversation::recorded_model(py, &stored, extra)?;
+                check(py, skein::Model::of_conversation(&stored, &home))?
             }
         };
         let mut builder = builder(&model)

@@ -325,7 +325,7 @@ async fn branch(
         branch = branch.of(of);
     }
     match model {
-        Some(model) => branch.model(model).await.map(|fork| fork.model(model)),
+        Some(model) => branch.model(model).await,
         None => branch.await,
     }
     .map(|fork| match name {

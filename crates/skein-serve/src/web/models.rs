@@ -45,16 +45,7 @@ pub trait Models: Send + Sync {
     /// or it is imported and names a file, which only the default may
     /// open) the default.
     fn home_of(&self, stored: &ConversationRecord) -> Result<Model, String> {
-        let settings = &stored.settings;
-        match settings.profile.as_deref().or(settings.model.as_deref()) {
-            Some(name)
-                if name != self.default_name()
-                    && !(stored.imported && skein::providers::names_a_file(name)) =>
-            {
-                self.open(Some(name))
-            }
-            _ => self.open(None),
-        }
+        self.open(Model::home_name_of(stored, &self.default_name()))
     }
 
     /// Start whatever serves the tools `names` (MCP servers), so that a

@@ -86,46 +86,40 @@ pub fn turn_model(
 /// so the library's refusal of it stands.
 pub fn stored_home(stored: &skein::store::ConversationRecord) -> Result<Model> {
     Model::check_stored_file(stored)?;
-    let settings = &stored.settings;
-    if let Some(profile) = &settings.profile {
+    let Some(name) = Model::home_name_of(stored, &default_model()?) else {
+        return home_model(None);
+    };
+    if stored.settings.profile.as_deref() == Some(name) {
         if let Some(engine) = configured_engine()?
-            && engine.catalog().find_profile(profile).is_some()
+            && engine.catalog().find_profile(name).is_some()
         {
-            return Ok(Model::from_profile(&engine, profile)?);
+            return Ok(Model::from_profile(&engine, name)?);
         }
         return home_model(None);
     }
-    match &settings.model {
-        Some(name)
-            if *name != default_model()?
-                && !(stored.imported && skein::providers::names_a_file(name)) =>
-        {
-            Model::open_with_tools(name, super::tools::registered()?).map_err(|error| {
-                let unknown = matches!(
-                    error,
-                    skein::Error::Model(
-                        skein::providers::ResolveError::UnknownModel { .. }
-                            | skein::providers::ResolveError::MissingArgument { .. }
-                    )
-                );
-                let error = anyhow::Error::new(error);
-                match unknown {
-                    true => error.context(format!(
-                        "conversation {} runs on `{name}`{}, which skein cannot open: continue \
-                         it on another model with -m MODEL",
-                        stored.id.short(),
-                        if stored.imported {
-                            " (as imported)"
-                        } else {
-                            ""
-                        }
-                    )),
-                    false => error,
+    Model::open_with_tools(name, super::tools::registered()?).map_err(|error| {
+        let unknown = matches!(
+            error,
+            skein::Error::Model(
+                skein::providers::ResolveError::UnknownModel { .. }
+                    | skein::providers::ResolveError::MissingArgument { .. }
+            )
+        );
+        let error = anyhow::Error::new(error);
+        match unknown {
+            true => error.context(format!(
+                "conversation {} runs on `{name}`{}, which skein cannot open: continue \
+                 it on another model with -m MODEL",
+                stored.id.short(),
+                if stored.imported {
+                    " (as imported)"
+                } else {
+                    ""
                 }
-            })
+            )),
+            false => error,
         }
-        _ => home_model(None),
-    }
+    })
 }
 
 /// The model named on the command line, else the default, as every

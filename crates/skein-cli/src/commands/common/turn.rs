@@ -116,7 +116,6 @@ pub async fn branch_at(
             Conversation::fork_at(&ctx.store, node, &model)
                 .model(&model)
                 .await?
-                .model(&model)
         }
         None => {
             let home = match &owner {
