@@ -14,21 +14,23 @@ chat's `!retry` and `!edit`, the web view's edit and regenerate, Python's
   answered, with nothing new.
 
 Each branch takes the settings of the conversation that asked the message
-first ([`asker_of_node`]), unless the caller names the conversation it is
-in ([`AgainAt::of`]): a message's parent may be shared by many
-conversations (a system prompt), so it cannot say whose edit this is. The branch is stored with its first turn, like every
-fork, and never moves the conversation it comes from.
+first ([`asker_of_node`](crate::asker_of_node)), unless the caller names
+the conversation it is in ([`AgainAt::of`]): a message's parent may be
+shared by many conversations (a system prompt), so it cannot say whose edit
+this is. The branch is stored with its first turn, like every fork, and
+never moves the conversation it comes from.
 */
 
 use crate::conversation::Conversation;
 use crate::error::{Error, Result};
 use crate::input::TurnInput;
+use crate::landing::asker_of;
 use crate::model::Model;
 use crate::prompt::Prompt;
 use crate::response::Fork;
 use crate::turn::TurnStart;
 use skein_core::{BoxFuture, ConversationId, NodeId, Role};
-use skein_store::{AsyncStore, ConversationRecord, Store, StoreError};
+use skein_store::{ConversationRecord, Store};
 use std::future::IntoFuture;
 
 /// A stored message asked again (see the module docs), awaited into the
@@ -121,7 +123,7 @@ impl<'a> AgainAt<'a> {
     }
 
     /// The conversation asking: the one [`of`](AgainAt::of) names (checked
-    /// to hold the message), else [`asker_of_node`]'s.
+    /// to hold the message), else [`asker_of_node`](crate::asker_of_node)'s.
     async fn asker(&self) -> Result<Option<ConversationRecord>> {
         let api = self.store.nonblocking();
         let Some(of) = self.of else {
@@ -179,58 +181,6 @@ impl<'a> AgainAt<'a> {
         };
         Ok(source.fork_from_start())
     }
-}
-
-/// The stored conversation that asked or answered a message first: for a
-/// reply, the conversation of the first turn that produced it; for a prompt
-/// (which no turn produces), of the first turn that answered it; else the
-/// conversation it heads (a fork waiting at it); `None` for a message no
-/// conversation holds. Conversations that share the message by asking it
-/// again (a retry answered alike) came later, so the first asker is the one
-/// [`Conversation::again_at`] branches, and whose settings (and MCP tools)
-/// a surface prepares for it. A deleted conversation is passed over.
-pub async fn asker_of_node(
-    store: &Store,
-    node: NodeId,
-) -> skein_store::Result<Option<ConversationId>> {
-    Ok(asker_of(store.nonblocking(), node)
-        .await?
-        .map(|conversation| conversation.id))
-}
-
-async fn asker_of(
-    api: AsyncStore<'_>,
-    node: NodeId,
-) -> skein_store::Result<Option<ConversationRecord>> {
-    if let Some(found) = first_producer(api, &[node]).await? {
-        return Ok(Some(found));
-    }
-    let replies = api.children(node).await?;
-    if let Some(found) = first_producer(api, &replies).await? {
-        return Ok(Some(found));
-    }
-    Ok(api.conversations_at(node).await?.into_iter().next())
-}
-
-/// The conversation of the earliest run that produced one of `nodes` and
-/// whose conversation still exists.
-async fn first_producer(
-    api: AsyncStore<'_>,
-    nodes: &[NodeId],
-) -> skein_store::Result<Option<ConversationRecord>> {
-    let mut runs = Vec::new();
-    for node in nodes {
-        runs.extend(api.runs_producing(*node).await?);
-    }
-    runs.sort_by_key(|run| run.started_ms);
-    for id in runs.iter().filter_map(|run| run.conversation.as_ref()) {
-        match api.conversation(id).await {
-            Ok(found) => return Ok(Some(found)),
-            Err(StoreError::ConversationNotFound(_)) => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(None)
 }
 
 impl<'a> IntoFuture for AgainAt<'a> {

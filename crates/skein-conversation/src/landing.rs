@@ -1,7 +1,10 @@
 /*!
 Where a turn lands in the graph, for the turn service ([`crate::service`]):
-whose node a node is (the one owner query every surface uses:
-[`owner_of_node`]), and where a request that carries its whole history and
+whose node a node is, asked three ways that every surface shares:
+[`owner_of_node`] (where a turn from the node goes on: the conversation it
+heads, else the newest whose turn produced it), [`producer_of_node`] (which
+turn made it, for explaining and re-running it) and [`asker_of_node`] (who
+asked the message first, whose branch asking it again makes); and where a request that carries its whole history and
 names no conversation lands ([`Landing::Found`](crate::service::Landing::Found):
 the recording proxy's requests), by the landing rule.
 
@@ -427,6 +430,58 @@ async fn producer_of(
         match api.conversation(id).await {
             Ok(found) if reachable(client, &found) => return Ok(Some(found)),
             Ok(_) | Err(StoreError::ConversationNotFound(_)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(None)
+}
+
+/// The stored conversation that asked or answered a message first: for a
+/// reply, the conversation of the first turn that produced it; for a prompt
+/// (which no turn produces), of the first turn that answered it; else the
+/// conversation it heads (a fork waiting at it); `None` for a message no
+/// conversation holds. Conversations that share the message by asking it
+/// again (a retry answered alike) came later, so the first asker is the one
+/// [`Conversation::again_at`](crate::Conversation::again_at) branches, and whose settings (and MCP tools)
+/// a surface prepares for it. A deleted conversation is passed over.
+pub async fn asker_of_node(
+    store: &Store,
+    node: NodeId,
+) -> skein_store::Result<Option<ConversationId>> {
+    Ok(asker_of(store.nonblocking(), node)
+        .await?
+        .map(|conversation| conversation.id))
+}
+
+pub(crate) async fn asker_of(
+    api: AsyncStore<'_>,
+    node: NodeId,
+) -> skein_store::Result<Option<ConversationRecord>> {
+    if let Some(found) = first_producer(api, &[node]).await? {
+        return Ok(Some(found));
+    }
+    let replies = api.children(node).await?;
+    if let Some(found) = first_producer(api, &replies).await? {
+        return Ok(Some(found));
+    }
+    Ok(api.conversations_at(node).await?.into_iter().next())
+}
+
+/// The conversation of the earliest run that produced one of `nodes` and
+/// whose conversation still exists.
+async fn first_producer(
+    api: AsyncStore<'_>,
+    nodes: &[NodeId],
+) -> skein_store::Result<Option<ConversationRecord>> {
+    let mut runs = Vec::new();
+    for node in nodes {
+        runs.extend(api.runs_producing(*node).await?);
+    }
+    runs.sort_by_key(|run| run.started_ms);
+    for id in runs.iter().filter_map(|run| run.conversation.as_ref()) {
+        match api.conversation(id).await {
+            Ok(found) => return Ok(Some(found)),
+            Err(StoreError::ConversationNotFound(_)) => {}
             Err(error) => return Err(error),
         }
     }

@@ -51,13 +51,13 @@ pub mod telemetry;
 mod turn;
 mod write;
 
-pub use again::{AgainAt, asker_of_node};
+pub use again::AgainAt;
 pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};
 pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
 pub use input::{ConfiguredPrompt, TurnInput};
-pub use landing::{PROBABLY_CONTINUES, owner_of_node, producer_of_node};
+pub use landing::{PROBABLY_CONTINUES, asker_of_node, owner_of_node, producer_of_node};
 pub use model::Model;
 pub use open::{BranchAt, Load, ReplyAt};
 pub use prompt::{ChainPrompt, Prompt, TextSink};
