@@ -2679,6 +2679,53 @@ fn again_retries_edits_and_regenerates_a_stored_message() {
     assert!(skein.run(&["verify"]).status.success());
 }
 
+/// An edit of a message after a system prompt branches at the system
+/// message, which many conversations may share: the branch still takes the
+/// settings of the conversation that asked the message (its model and
+/// tools), never a stand-in's.
+#[test]
+fn again_after_a_shared_system_prompt_keeps_the_asking_conversations_settings() {
+    let skein = temp();
+    let model = scripted_echo(&skein);
+    let first = skein.json(&[
+        "prompt",
+        "-m",
+        &model,
+        "-s",
+        "be brief",
+        "-T",
+        "skein_version",
+        "one",
+    ]);
+    let main = first["conversation"].as_str().unwrap().to_string();
+    // Another conversation shares the system message.
+    skein.json(&["prompt", "-s", "be brief", "other"]);
+    let log = skein.json(&["log", "--cid", &main]);
+    assert_eq!(log["messages"][0]["role"], "system", "{log}");
+    let asked = log["messages"][1]["node"].as_str().unwrap().to_string();
+    let edited = skein.json(&["again", &asked, "one, reworded"]);
+    assert_eq!(edited["text"], "scripted: one, reworded");
+    let conversations = skein.json(&["conversations"]);
+    let branch = conversations
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == edited["conversation"])
+        .unwrap()
+        .clone();
+    assert_eq!(
+        branch["origin"]["conversation"].as_str(),
+        Some(main.as_str()),
+        "{branch}"
+    );
+    assert_eq!(branch["meta"]["model"], model.as_str(), "{branch}");
+    assert_eq!(
+        branch["meta"]["tools"],
+        serde_json::json!(["skein_version"]),
+        "{branch}"
+    );
+}
+
 /// A fork with a first turn is stored with that turn: when the model call
 /// fails, `skein fork NODE TEXT` exits 5 and leaves no conversation behind,
 /// as a failed `skein prompt` does; the database verifies.
