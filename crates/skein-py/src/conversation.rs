@@ -66,6 +66,26 @@ pub(crate) fn recorded_model(
     open(py, name, extra)
 }
 
+/// The models a turn at a stored node opens: the one `model=` names (the
+/// turn's and the branch's own), and the home the node's conversation's
+/// model is looked up from (that one, else the default), with `tools=`.
+fn models_at_a_node(
+    py: Python<'_>,
+    model: Option<&Bound<'_, PyAny>>,
+    tools: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Option<skein::Model>, skein::Model)> {
+    let extra = self::tools(tools)?;
+    let on_model = match model {
+        Some(model) => Some(chosen_model(py, model, extra.clone())?),
+        None => None,
+    };
+    let home = match &on_model {
+        Some(model) => model.clone(),
+        None => open(py, &default_model(py)?, extra)?,
+    };
+    Ok((on_model, home))
+}
+
 #[pymethods]
 impl Conversation {
     /// Load a stored conversation by name or id (any unique prefix): its
@@ -123,15 +143,7 @@ impl Conversation {
         tools: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let store = store.inner.clone();
-        let extra = self::tools(tools)?;
-        let on_model = match model {
-            Some(model) => Some(chosen_model(py, model, extra.clone())?),
-            None => None,
-        };
-        let fallback = match &on_model {
-            Some(model) => model.clone(),
-            None => open(py, &default_model(py)?, extra)?,
-        };
+        let (on_model, fallback) = models_at_a_node(py, model, tools)?;
         let name = crate::args::conversation_name(py, name, Some(&store))?;
         let node = node.to_string();
         let forked = runtime::block_on(py, async move {
@@ -177,15 +189,7 @@ impl Conversation {
         tools: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Response> {
         let store = store.inner.clone();
-        let extra = self::tools(tools)?;
-        let on_model = match model {
-            Some(model) => Some(chosen_model(py, model, extra.clone())?),
-            None => None,
-        };
-        let fallback = match &on_model {
-            Some(model) => model.clone(),
-            None => open(py, &default_model(py)?, extra)?,
-        };
+        let (on_model, fallback) = models_at_a_node(py, model, tools)?;
         let name = crate::args::conversation_name(py, name, Some(&store))?;
         let edited = match (&prompt, messages, &attachments) {
             (None, None, None) => None,

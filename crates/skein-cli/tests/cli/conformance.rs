@@ -510,15 +510,21 @@ fn same_answer_again(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()
         Verdict::Landed,
     );
     if let Cell::Ran(()) = ran {
-        let origin = skein::store::ConversationId(setup.conversation.clone());
-        let stored = place.store.conversation(&origin).unwrap();
-        assert_eq!(
-            stored.head.map(|head| head.to_string()),
-            Some(setup.head.clone()),
-            "the origin's bookmark stays where it was"
-        );
+        assert_origin_unchanged(place, &setup);
     }
     ran
+}
+
+/// `setup`'s conversation still ends where it did: a branch never moves
+/// its origin's bookmark.
+fn assert_origin_unchanged(place: &Place, setup: &Setup) {
+    let origin = skein::store::ConversationId(setup.conversation.clone());
+    let stored = place.store.conversation(&origin).unwrap();
+    assert_eq!(
+        stored.head.map(|head| head.to_string()),
+        Some(setup.head.clone()),
+        "the origin's bookmark stays where it was"
+    );
 }
 
 fn fork(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
@@ -544,13 +550,7 @@ fn retry_first(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
         Verdict::Landed,
     );
     if let Cell::Ran(()) = ran {
-        let origin = skein::store::ConversationId(setup.conversation.clone());
-        let stored = place.store.conversation(&origin).unwrap();
-        assert_eq!(
-            stored.head.map(|head| head.to_string()),
-            Some(setup.head.clone()),
-            "the origin's bookmark stays where it was"
-        );
+        assert_origin_unchanged(place, &setup);
     }
     ran
 }
