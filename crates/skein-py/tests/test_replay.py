@@ -181,3 +181,34 @@ def test_a_replay_compares_models_in_one_report(store: skein.Store, tools_model_
         store.replay(["echo", "echo"], conversations=[conversation.id])
     with pytest.raises(TypeError, match="list of the models"):
         store.replay(3, conversations=[conversation.id])  # type: ignore[arg-type]
+
+
+def test_replays_and_recorded_chats_choose_the_default_embedder_and_say_its_fallback(
+    store: skein.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no ``embedder`` named, a replay and a recorded chat compare as
+    every surface does (``skein_recorded::embed::choose``): MiniLM where it
+    is on the machine, else the lexical embedder, said as a
+    ``UserWarning`` naming ``skein models pull minilm``; naming one says
+    nothing."""
+    conversation = skein.Model("echo", store=store).conversation()
+    conversation.prompt("name a river").text()
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    monkeypatch.setenv("SKEIN_MODELS_DIR", str(empty))
+
+    with pytest.warns(UserWarning, match="skein models pull minilm"):
+        report = store.replay("echo", conversations=[conversation.id])
+    assert report["totals"]["held"] == 1
+    assert "lexical" in report["turns"][0]["why"], report["turns"][0]["why"]
+    with pytest.warns(UserWarning, match="lexical embedder"):
+        skein.RecordedChat("echo", store=store)
+    with pytest.warns(UserWarning, match="lexical embedder"):
+        skein.RecordedChat.load(store, conversation.id)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.replay("echo", conversations=[conversation.id], embedder="lexical")
+        skein.RecordedChat("echo", store=store, embedder="lexical")

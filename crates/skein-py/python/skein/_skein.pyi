@@ -291,7 +291,7 @@ class Store:
         replace_sources: dict[str, str] = ...,
         prompt_version: str | None = None,
         compare: list[str] = ...,
-        embedder: str = "lexical",
+        embedder: str | None = None,
         concurrency: int | None = None,
         prices: dict[str, Price] | None = None,
     ) -> ReplayReport:
@@ -304,8 +304,10 @@ class Store:
         once on each, one report with ``models``, ``model_totals`` and a
         row per turn and model. ``cases`` names a file ``skein label export`` wrote: its cases are
         stored first and selected, each judged by its own comparators
-        unless ``compare`` names others. An empty selection raises
-        ``RecordedChatError``."""
+        unless ``compare`` names others. ``embedder`` compares by embedding:
+        ``"minilm"``, ``"lexical"``, or by default MiniLM where it is on this
+        machine, else the lexical embedder with a ``UserWarning`` saying so.
+        An empty selection raises ``RecordedChatError``."""
     def label(
         self,
         name: str,
@@ -876,7 +878,7 @@ class RecordedChat:
         tools: Iterable[ToolLike] | None = None,
         store: Store | None = None,
         name: str | None = None,
-        embedder: str = "lexical",
+        embedder: str | None = None,
         chain_limit: int | None = None,
         removed: Iterable[str] = (),
         before_call: BeforeCall | None = None,
@@ -888,7 +890,7 @@ class RecordedChat:
         *,
         model: ModelLike | None = None,
         tools: Iterable[ToolLike] | None = None,
-        embedder: str = "lexical",
+        embedder: str | None = None,
         before_call: BeforeCall | None = None,
     ) -> RecordedChat: ...
     @property

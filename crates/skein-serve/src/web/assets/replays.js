@@ -333,6 +333,7 @@ function draw(root, report) {
         report.selection_text || selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
     el('div', { id: 'replay-results' }, resultsBar(t, report.selected, 'replay-bar')),
     progressLine(report, finished),
+    report.embedder_fallback ? el('p', { class: 'muted', id: 'replay-embedder-note' }, report.embedder_fallback) : null,
     el('p', { id: 'replay-totals', class: 'replay-totals' },
       badge(`${t.changed} changed`, 'verdict-confirmed'), ' ', badge(`${t.held} held`, 'verdict-not-confirmed'), ' ',
       badge(`${t.diverged} diverged`, 'status-cancelled'), ' ', badge(`${t.failed} failed`, 'status-failed'),
