@@ -117,16 +117,19 @@ impl Store {
     /// The messages whose text has the words of `text` (every word;
     /// `"phrases"` in order; `word*` a prefix), newest first, at most
     /// `limit`; with `conversation` (an id, unique prefix or name), only
-    /// that conversation's thread. A dict as `skein search --json` prints:
-    /// `{"matches": [{"node", "role", "snippet", "highlights",
-    /// "conversations": [{"id", "name"}]}], "truncated"}`.
-    #[pyo3(signature = (text, *, limit = 20, conversation = None))]
+    /// that conversation's thread; the answers only replays reached are
+    /// left out unless `replays` (as `skein search --replays`). A dict as
+    /// `skein search --json` prints: `{"matches": [{"node", "role",
+    /// "snippet", "highlights", "conversations": [{"id", "name"}]}],
+    /// "truncated"}`.
+    #[pyo3(signature = (text, *, limit = 20, conversation = None, replays = false))]
     fn search<'py>(
         &self,
         py: Python<'py>,
         text: String,
         limit: usize,
         conversation: Option<String>,
+        replays: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let found = py.detach(|| {
             let reads = self.inner.reads();
@@ -136,7 +139,8 @@ impl Store {
             reads.search(
                 &skein::store::SearchQuery::new(text)
                     .limit(limit)
-                    .conversation(conversation),
+                    .conversation(conversation)
+                    .replays(replays),
             )
         });
         let results = check(py, found)?;

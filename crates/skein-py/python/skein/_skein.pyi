@@ -262,10 +262,16 @@ class Store:
         run, rows they returned), counted rather than timed, for tests of
         what a turn or a load may cost. ``None`` on PostgreSQL."""
     def search(
-        self, text: str, *, limit: int = 20, conversation: str | None = None
+        self,
+        text: str,
+        *,
+        limit: int = 20,
+        conversation: str | None = None,
+        replays: bool = False,
     ) -> dict[str, Any]:
         """The messages whose text has the words of ``text`` (every word;
-        ``"phrases"`` in order; ``word*`` a prefix), newest first:
+        ``"phrases"`` in order; ``word*`` a prefix), newest first; the
+        answers only replays reached are left out unless ``replays``:
         ``{"matches": [{"node", "role", "snippet", "highlights",
         "conversations": [{"id", "name"}]}], "truncated"}``. A query with an
         unclosed quote or no words raises ``StoreError``."""
