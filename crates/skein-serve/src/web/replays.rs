@@ -206,8 +206,9 @@ pub async fn report(
 ) -> Result<Json<ReplayPage>, ApiError> {
     let id = state.reads.nonblocking().resolve_replay(&prefix).await?;
     let record = state.reads.nonblocking().replay(&id).await?;
-    let plan = plan_of(&record).map_err(recorded_error)?;
-    let embedder_fallback = match embeds(&plan) {
+    // A plan this build cannot read (it cannot be resumed either) still
+    // has a report to show.
+    let embedder_fallback = match plan_of(&record).is_ok_and(|plan| embeds(&plan)) {
         true => fallback(&state).await?,
         false => None,
     };
