@@ -148,6 +148,25 @@ pub enum Relation {
     Other { kind: String, target: String },
 }
 
+/// How the stored kind of every relation a replay's runs carry begins:
+/// `replay` (a replayed turn's model call) and `replay.judge` (the call a
+/// `judge` comparator made while replaying). The store's SQL tests the same
+/// prefix (`"kind":"replay`), so the user's history leaves the same runs
+/// out in memory and in either backend.
+pub const REPLAY_KINDS: &str = "replay";
+
+impl Relation {
+    /// Whether this relation marks a run a replay made (its replayed
+    /// turns' calls and its judge's), never one of the user's own turns.
+    pub fn is_replays(&self) -> bool {
+        match self {
+            Relation::Replay(_) => true,
+            Relation::Other { kind, .. } => kind.starts_with(REPLAY_KINDS),
+            _ => false,
+        }
+    }
+}
+
 /// A relation's stored form.
 #[derive(Clone, Serialize, Deserialize)]
 struct StoredRelation {

@@ -117,16 +117,19 @@ impl Store {
     /// The messages whose text has the words of `text` (every word;
     /// `"phrases"` in order; `word*` a prefix), newest first, at most
     /// `limit`; with `conversation` (an id, unique prefix or name), only
-    /// that conversation's thread. A dict as `skein search --json` prints:
-    /// `{"matches": [{"node", "role", "snippet", "highlights",
-    /// "conversations": [{"id", "name"}]}], "truncated"}`.
-    #[pyo3(signature = (text, *, limit = 20, conversation = None))]
+    /// that conversation's thread; the answers only replays reached are
+    /// left out unless `replays` (as `skein search --replays`). A dict as
+    /// `skein search --json` prints: `{"matches": [{"node", "role",
+    /// "snippet", "highlights", "conversations": [{"id", "name"}]}],
+    /// "truncated"}`.
+    #[pyo3(signature = (text, *, limit = 20, conversation = None, replays = false))]
     fn search<'py>(
         &self,
         py: Python<'py>,
         text: String,
         limit: usize,
         conversation: Option<String>,
+        replays: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let found = py.detach(|| {
             let reads = self.inner.reads();
@@ -136,7 +139,8 @@ impl Store {
             reads.search(
                 &skein::store::SearchQuery::new(text)
                     .limit(limit)
-                    .conversation(conversation),
+                    .conversation(conversation)
+                    .replays(replays),
             )
         });
         let results = check(py, found)?;
@@ -156,7 +160,9 @@ impl Store {
     /// its new text), render another version of a configured prompt
     /// (`prompt_version="ID@VERSION"`, with the recorded variables; a turn
     /// that rendered no such prompt fails); judge with `compare` (default: specifics, then
-    /// embedding). Tool calls are answered from the recording; a call it
+    /// embedding, by `embedder`: `"minilm"`, `"lexical"`, or by default
+    /// MiniLM where it is on this machine, else the lexical embedder with
+    /// a `UserWarning` saying so). Tool calls are answered from the recording; a call it
     /// lacks stops the turn as diverged. Returns the report as `skein
     /// replay --json` prints it. `model` may be a list of models to
     /// compare (as `skein replay -m A -m B`): each turn replayed once on
@@ -167,7 +173,7 @@ impl Store {
     /// "original_cost", "cost", ...}]}`, turns in selection order, each
     /// cost a lower bound unless `complete` (a run without usage or price),
     /// priced as `usage` prices (the configuration's, then `prices`).
-    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), cases = None, system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = "lexical".to_string(), concurrency = None, prices = None))]
+    #[pyo3(signature = (model, *, conversations = Vec::new(), families = Vec::new(), turns = Vec::new(), labels = Vec::new(), search = None, since_ms = None, until_ms = None, clients = Vec::new(), cases = None, system = None, temperature = None, seed = None, max_tokens = None, remove_tools = Vec::new(), ignore = Vec::new(), replace_sources = std::collections::BTreeMap::new(), prompt_version = None, compare = Vec::new(), embedder = None, concurrency = None, prices = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one keyword argument per selection, change and setting, as Python callers name them"
@@ -194,7 +200,7 @@ impl Store {
         replace_sources: std::collections::BTreeMap<String, String>,
         prompt_version: Option<String>,
         compare: Vec<String>,
-        embedder: String,
+        embedder: Option<String>,
         concurrency: Option<usize>,
         prices: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {

@@ -83,19 +83,30 @@ impl Source {
     }
 }
 
-/// The embedder `name` names, cached (in `store` when there is one).
-fn embedder(
+/// The embedder `name` names, or with none the one every surface defaults
+/// to (`skein::recorded::embed::choose`: MiniLM where it is on this
+/// machine, else the lexical embedder, said as a Python `UserWarning`),
+/// cached (in `store` when there is one). What replays, reruns and
+/// explanations from Python compare with.
+pub(crate) fn embedder(
     py: Python<'_>,
-    name: &str,
+    name: Option<&str>,
     store: Option<&skein::Store>,
 ) -> PyResult<Arc<dyn Embedder>> {
-    let inner = match py.detach(|| skein::recorded::embed::choose(Some(name))) {
-        Ok(chosen) => chosen.embedder,
+    let chosen = match py.detach(|| skein::recorded::embed::choose(name)) {
+        Ok(chosen) => chosen,
         Err(error @ RecordedError::UnknownEmbedder(_)) => {
             return Err(pyo3::exceptions::PyValueError::new_err(error.to_string()));
         }
         Err(error) => return Err(error.to_py(py)),
     };
+    if let Some(note) = &chosen.fallback {
+        let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+        let message = std::ffi::CString::new(note.replace('\0', " "))
+            .map_err(|error| pyo3::exceptions::PyValueError::new_err(error.to_string()))?;
+        PyErr::warn(py, category.as_any(), &message, 2)?;
+    }
+    let inner = chosen.embedder;
     Ok(Arc::new(match store {
         Some(store) => CachedEmbedder::with_store(inner, store.clone()),
         None => CachedEmbedder::new(inner),
@@ -263,9 +274,11 @@ impl RecordedChat {
     /// offered (each a source named by the tool). With a store (`store=`, or
     /// the model's), the chat is a conversation there, created by its first
     /// turn. `embedder` scores sources and compares answers: `"lexical"` (no
-    /// model needed) or `"minilm"` (`skein models pull minilm`).
+    /// model needed) or `"minilm"` (`skein models pull minilm`); by default
+    /// MiniLM where it is on this machine, else the lexical embedder with a
+    /// `UserWarning` saying so, as every surface chooses.
     #[new]
-    #[pyo3(signature = (model, *, system = None, sources = Vec::new(), tools = None, store = None, name = None, embedder = "lexical", chain_limit = None, removed = Vec::new(), before_call = None))]
+    #[pyo3(signature = (model, *, system = None, sources = Vec::new(), tools = None, store = None, name = None, embedder = None, chain_limit = None, removed = Vec::new(), before_call = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one argument per Python keyword argument"
@@ -278,7 +291,7 @@ impl RecordedChat {
         tools: Option<&Bound<'_, PyAny>>,
         store: Option<PyRef<'_, Store>>,
         name: Option<String>,
-        embedder: &str,
+        embedder: Option<&str>,
         chain_limit: Option<u32>,
         removed: Vec<String>,
         before_call: Option<Py<PyAny>>,
@@ -321,16 +334,17 @@ impl RecordedChat {
     /// unique id prefix): its layout, removals, turns and reruns. Any
     /// conversation skein recorded loads, `skein prompt --source` ones
     /// included. `model=` answers its next turns instead of the model it
-    /// recorded; `tools` are looked up by the names its turns offered.
+    /// recorded; `tools` are looked up by the names its turns offered;
+    /// `embedder` as for the constructor.
     #[staticmethod]
-    #[pyo3(signature = (store, id, *, model = None, tools = None, embedder = "lexical", before_call = None))]
+    #[pyo3(signature = (store, id, *, model = None, tools = None, embedder = None, before_call = None))]
     fn load(
         py: Python<'_>,
         store: PyRef<'_, Store>,
         id: &str,
         model: Option<&Bound<'_, PyAny>>,
         tools: Option<&Bound<'_, PyAny>>,
-        embedder: &str,
+        embedder: Option<&str>,
         before_call: Option<Py<PyAny>>,
     ) -> PyResult<RecordedChat> {
         let store = store.inner.clone();

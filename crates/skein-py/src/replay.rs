@@ -15,11 +15,9 @@ use serde_json::{Value, json};
 use skein::NodeId;
 use skein::core::price::PriceTable;
 use skein::recorded::cases;
-use skein::recorded::embed::Embedder;
 use skein::recorded::replay::{
     CaseTurn, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, turns_of_replay,
 };
-use std::sync::Arc;
 
 /// What to replay and how, as `Store.replay`'s keyword arguments give it.
 pub struct ReplayArgs {
@@ -46,7 +44,8 @@ pub struct ReplayArgs {
     pub replace_sources: std::collections::BTreeMap<String, String>,
     pub prompt_version: Option<String>,
     pub compare: Vec<String>,
-    pub embedder: String,
+    /// `lexical` or `minilm`; with none, the default every surface takes.
+    pub embedder: Option<String>,
     pub concurrency: Option<usize>,
 }
 
@@ -67,7 +66,8 @@ pub fn replay(
         }
     }
     let model = crate::model::open(py, &plan.model, Vec::new())?;
-    let mut replayer = Replayer::new(store, model).embedder(embedder(&args.embedder)?);
+    let embedder = crate::recorded::embedder(py, args.embedder.as_deref(), Some(store))?;
+    let mut replayer = Replayer::new(store, model).embedder(embedder);
     for name in plan
         .candidates()
         .into_iter()
@@ -160,20 +160,6 @@ fn plan(args: &ReplayArgs) -> skein::recorded::Result<ReplayPlan> {
         .transpose()?;
     plan.compare = args.compare.clone();
     Ok(plan)
-}
-
-/// The embedder `name` names (`skein::recorded::embed::choose`, the one
-/// resolver every surface uses).
-fn embedder(name: &str) -> PyResult<Arc<dyn Embedder>> {
-    match skein::recorded::embed::choose(Some(name)) {
-        Ok(chosen) => Ok(chosen.embedder),
-        Err(error @ skein::recorded::RecordedError::UnknownEmbedder(_)) => {
-            Err(pyo3::exceptions::PyValueError::new_err(error.to_string()))
-        }
-        Err(error) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
-            "{error}; fetch it with `skein models pull minilm`, or pass embedder=\"lexical\""
-        ))),
-    }
 }
 
 /// Turns as `Store.label` names them: nodes, and a replay's turns (those

@@ -1,6 +1,7 @@
 """Fixtures of the Python package's tests: a fresh database per test, the
 deterministic models (echo, and scripted rule files from tests/data and the
-recorded-chat examples), and the `skein` binary for the cross-surface tests
+recorded-chat examples), the lexical embedder wherever none is named, and
+the `skein` binary for the cross-surface tests
 (SKEIN_BIN, set by scripts/python-package)."""
 
 from __future__ import annotations
@@ -22,6 +23,24 @@ def echo_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading a conversation without naming a model never opens the
     embedded one in these tests."""
     monkeypatch.setenv("SKEIN_MODEL", "echo")
+
+
+@pytest.fixture(autouse=True)
+def lexical_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Replays and recorded chats that name no embedder compare with the
+    lexical one on every machine, MiniLM downloaded or not (an empty models
+    directory), so their verdicts and rankings are the same everywhere."""
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    monkeypatch.setenv("SKEIN_MODELS_DIR", str(empty))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The note that the lexical embedder stands in, which every test without
+    # MiniLM would print; the tests of the note catch it all the same.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:comparing with the lexical embedder:UserWarning"
+    )
 
 
 @pytest.fixture

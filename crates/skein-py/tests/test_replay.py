@@ -136,7 +136,8 @@ def test_a_replay_replaces_a_source_and_sends_everything_else_as_recorded(
     assert turn["original"] == "Sleep at the Lutetia."
     # The replayed request holds the new text and the other source as
     # recorded; the old text is only in the original's request.
-    assert len(store.search('"the Ritz"')["matches"]) == 2, "its request and its answer"
+    assert len(store.search('"the Ritz"', replays=True)["matches"]) == 2, "its request and its answer"
+    assert len(store.search('"the Ritz"')["matches"]) == 1, "a replay's answer is no history"
     assert len(store.search('"Lutetia"')["matches"]) == 2, "the original's request and answer"
     assert len(store.search('"200 euros"')["matches"]) == 2, "both requests"
 
@@ -181,3 +182,33 @@ def test_a_replay_compares_models_in_one_report(store: skein.Store, tools_model_
         store.replay(["echo", "echo"], conversations=[conversation.id])
     with pytest.raises(TypeError, match="list of the models"):
         store.replay(3, conversations=[conversation.id])  # type: ignore[arg-type]
+
+
+def test_replays_and_recorded_chats_choose_the_default_embedder_and_say_its_fallback(
+    store: skein.Store,
+) -> None:
+    """With no ``embedder`` named, a replay and a recorded chat compare as
+    every surface does (``skein_recorded::embed::choose``): MiniLM where it
+    is on the machine, else the lexical embedder, said as a
+    ``UserWarning`` naming ``skein models pull minilm``; naming one says
+    nothing."""
+    conversation = skein.Model("echo", store=store).conversation()
+    conversation.prompt("name a river").text()
+    # conftest's empty models directory: MiniLM is not on this machine.
+
+    with pytest.warns(UserWarning, match="skein models pull minilm"):
+        report = store.replay("echo", conversations=[conversation.id])
+    assert report["totals"]["held"] == 1
+    why = report["turns"][0]["why"]
+    assert why is not None and "lexical" in why, why
+    with pytest.warns(UserWarning, match="lexical embedder"):
+        skein.RecordedChat("echo", store=store)
+    with pytest.warns(UserWarning, match="lexical embedder"):
+        skein.RecordedChat.load(store, conversation.id)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.replay("echo", conversations=[conversation.id], embedder="lexical")
+        skein.RecordedChat("echo", store=store, embedder="lexical")

@@ -63,8 +63,8 @@ mod report;
 use overview::Originals;
 pub use overview::ReplayOverview;
 pub use report::{
-    CostDelta, ModelTotals, ReplayReport, ReplayUsage, TurnReport, TurnUsage, result_of,
-    turns_of_replay,
+    CostDelta, ModelTotals, ModelUsage, ReplayReport, ReplayUsage, TurnReport, TurnUsage,
+    result_of, turns_of_replay,
 };
 
 use crate::compare::{Comparator, Comparison, Decision};

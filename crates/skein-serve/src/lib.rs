@@ -118,6 +118,9 @@ pub struct AppState {
     pub prices: Arc<PriceTable>,
     /// The replays this server's workers are on (see `web::replays`).
     pub(crate) replaying: std::sync::Mutex<std::collections::HashSet<skein::store::ReplayId>>,
+    /// The embedder the web view compares with, chosen the first time one
+    /// is needed (see `web::embedder`).
+    pub(crate) embedder: tokio::sync::OnceCell<skein::recorded::embed::Chosen>,
 }
 
 /// How many family or comparison reads run at once.
@@ -159,6 +162,7 @@ pub fn router(config: &ServeConfig) -> Result<Router, ServeError> {
         events: web::events::Hub::default(),
         prices: config.prices.clone(),
         replaying: Default::default(),
+        embedder: Default::default(),
     });
     let mut app = web::routes();
     if config.proxy.is_some() {

@@ -208,7 +208,7 @@ pub(crate) trait Runs {
         up_to_depth: Option<u64>,
     ) -> BoxFuture<'a, Result<Vec<ToolOffer>>>;
     /// The newest runs; `without_replays` leaves out the ones a replay
-    /// made (a `replay` relation).
+    /// made (a `replay` or `replay.judge` relation: `runs::replay_run`).
     fn recent_runs(
         &self,
         limit: usize,
@@ -302,12 +302,14 @@ pub(crate) trait Families {
 /// The full-text index (search.rs).
 pub(crate) trait Search {
     /// Up to `limit` nodes matching `query`, newest first, within the
-    /// thread ending at `within` when given.
+    /// thread ending at `within` when given; without `replays`, none that
+    /// only a replay's runs produced (`runs::replay_only_answer`).
     fn search_nodes<'a>(
         &'a self,
         query: &'a Parsed,
         role: Option<Role>,
         within: Option<NodeId>,
+        replays: bool,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>>;
     /// Up to `cap` conversations whose thread holds `node`, none of

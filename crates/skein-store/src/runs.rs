@@ -11,9 +11,28 @@ use crate::records::{RunId, RunRecord, RunStatus, TurnStep};
 use skein_core::ToolSpec;
 use skein_core::usage::Link;
 
-/// The filter leaving out the runs a replay made (a `replay` relation:
-/// the replayed answers), the same SQL on both backends.
-pub(crate) const WITHOUT_REPLAYS: &str = "WHERE relations NOT LIKE '%\"kind\":\"replay\"%'";
+/// Whether the run whose relations are in the column `relations` is one a
+/// replay made (a `replay` or `replay.judge` relation:
+/// [`Relation::is_replays`](skein_core::Relation::is_replays), the same
+/// rule in memory), the same SQL on both backends. What `skein log` and
+/// search leave out of the user's history.
+pub(crate) fn replay_run(relations: &str) -> String {
+    format!(
+        "{relations} LIKE '%\"kind\":\"{}%'",
+        skein_core::run::REPLAY_KINDS
+    )
+}
+
+/// Whether the node in the column `node` is an answer only runs a replay
+/// made produced: some run's output, and no other run's (a replayed answer
+/// the original turn also reached stays the user's).
+pub(crate) fn replay_only_answer(node: &str) -> String {
+    format!(
+        "(EXISTS (SELECT 1 FROM runs rr WHERE rr.output_head = {node}) \
+         AND NOT EXISTS (SELECT 1 FROM runs rr WHERE rr.output_head = {node} AND NOT ({})))",
+        replay_run("rr.relations")
+    )
+}
 
 /// The relations of `run` that `run_links` indexes, as (kind, target).
 pub(crate) fn run_links(run: &RunRecord) -> impl Iterator<Item = (&'static str, &str)> {

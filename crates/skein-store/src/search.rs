@@ -76,6 +76,10 @@ pub struct SearchQuery {
     pub conversation: Option<ConversationId>,
     /// Only messages of this role.
     pub role: Option<Role>,
+    /// Also answers only a replay's runs produced (its replayed answers,
+    /// its judge's verdicts), which are otherwise left out: they are not
+    /// the user's history (`skein log` leaves their runs out alike).
+    pub replays: bool,
 }
 
 impl SearchQuery {
@@ -86,6 +90,7 @@ impl SearchQuery {
             limit: 20,
             conversation: None,
             role: None,
+            replays: false,
         }
     }
 
@@ -104,11 +109,17 @@ impl SearchQuery {
         self
     }
 
+    /// With `true`, also the answers only replays produced.
+    pub fn replays(mut self, replays: bool) -> SearchQuery {
+        self.replays = replays;
+        self
+    }
+
     /// A search for the messages holding `message`'s text: one phrase of
     /// the words `message` is indexed by, in order (its first ones, as
     /// many as a query holds), so it matches a message quoting or echoing
-    /// that text. `None` when `message` has no word to look for (no text
-    /// part). What `skein redact` runs, before erasing a message, to name
+    /// that text, a replay's answers included. `None` when `message` has
+    /// no word to look for (no text part). What `skein redact` runs, before erasing a message, to name
     /// the others still holding what it erases.
     pub fn holding_text_of(message: &Message) -> Option<SearchQuery> {
         let indexed = index_text(message);
@@ -127,7 +138,9 @@ impl SearchQuery {
             return None;
         }
         phrase.push('"');
-        Some(SearchQuery::new(phrase))
+        // Every copy, a replay's answers too: what is erased is erased
+        // wherever it is, history or not.
+        Some(SearchQuery::new(phrase).replays(true))
     }
 }
 
@@ -439,7 +452,7 @@ impl AsyncStore<'_> {
         let head = within.as_ref().map(|(head, _)| *head);
         let backend = self.store.backend();
         let mut found = backend
-            .search_nodes(&parsed, query.role, head, limit + 1)
+            .search_nodes(&parsed, query.role, head, query.replays, limit + 1)
             .await?;
         let truncated = found.len() > limit;
         found.truncate(limit);

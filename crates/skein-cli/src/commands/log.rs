@@ -54,7 +54,7 @@ pub struct LogArgs {
     /// Print only the text of the last reply (of the turns the other flags choose)
     #[arg(short = 'r', long, conflicts_with_all = ["short", "usage"])]
     pub response: bool,
-    /// Include the answers replays recorded (left out by default: `skein replays` lists replays)
+    /// Include the runs replays made, their judges' too (left out by default: `skein replays` lists replays)
     #[arg(long)]
     pub replays: bool,
 }
@@ -199,11 +199,7 @@ fn log_recent(
         Some(conversation) => {
             let mut runs = ctx.store.runs_of_conversation(&conversation.id)?;
             if !args.replays {
-                runs.retain(|run| {
-                    !run.relations
-                        .iter()
-                        .any(|relation| matches!(relation, skein::store::Relation::Replay(_)))
-                });
+                runs.retain(|run| !run.relations.iter().any(|relation| relation.is_replays()));
             }
             runs.reverse();
             runs
@@ -233,7 +229,7 @@ fn log_recent(
         }
     };
     let selected = match &args.query {
-        Some(text) => matching_runs(ctx, text, conversation, &runs, count)?,
+        Some(text) => matching_runs(ctx, text, conversation, &runs, count, args.replays)?,
         None => runs.iter().take(count).collect(),
     };
     let mut rows = Vec::new();
@@ -392,13 +388,15 @@ fn matching_runs<'r>(
     conversation: Option<&ConversationRecord>,
     runs: &'r [skein::store::RunRecord],
     count: usize,
+    replays: bool,
 ) -> Result<Vec<&'r skein::store::RunRecord>> {
     let mut limit = count.saturating_mul(4).clamp(100, MAX_LIMIT);
     loop {
         let results = ctx.store.search(
             &SearchQuery::new(text)
                 .limit(limit)
-                .conversation(conversation.map(|c| c.id.clone())),
+                .conversation(conversation.map(|c| c.id.clone()))
+                .replays(replays),
         )?;
         let nodes: HashSet<NodeId> = results.matches.iter().map(|m| m.node).collect();
         let hit = |node: Option<NodeId>| node.is_some_and(|node| nodes.contains(&node));

@@ -1,7 +1,7 @@
 /*!
 `skein search`: messages by their words (through `Store::search`): newest
 first, each with the conversations it is in and a snippet around the
-match.
+match; the answers only replays reached are left out unless `--replays`.
 */
 
 use super::common::context::{Globals, print_json};
@@ -25,6 +25,9 @@ pub struct SearchArgs {
     /// How many matches to show, newest first (at most 1000)
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub count: usize,
+    /// Include the answers only replays reached (left out by default, as `skein log` leaves them out)
+    #[arg(long)]
+    pub replays: bool,
 }
 
 /// `skein search`: matching messages, newest first, each with the
@@ -40,7 +43,8 @@ pub fn run(globals: &Globals, args: SearchArgs) -> Result<ExitCode> {
         &SearchQuery::new(args.text)
             .limit(args.count)
             .conversation(conversation)
-            .role(args.role),
+            .role(args.role)
+            .replays(args.replays),
     )?;
     if ctx.json {
         return print_json(&results);

@@ -2,7 +2,8 @@
 `skein usage`: token totals asked of the store, from every recorded run,
 for a node's runs, a conversation, a family or a coordinator sequence (what
 each holds is `skein::store::UsageScope`'s), or a replay's two sides
-(`skein::recorded::replay::ReplayUsage`); and how totals are printed, which
+(`skein::recorded::replay::ReplayUsage`, each candidate model apart when it
+compares several); and how totals are printed, which
 `log -u` shares. Each run counts once however many ways it is
 reached; a run that reported no figures makes the total *incomplete*, and
 the output says how many runs it lacks, never a silent zero.
@@ -119,41 +120,76 @@ pub fn run(globals: &Globals, args: UsageArgs) -> Result<ExitCode> {
 
 /// `usage --replay ID`: the original turns' and the replayed turns' usage
 /// and cost (only turns replayed so far, so the two compare like for
-/// like), the judge's calls apart, and the difference.
+/// like), the judge's calls apart, and the difference; for a replay
+/// comparing models, the same for each candidate after the whole.
 fn replay_usage(ctx: &Context, given: &str) -> Result<ExitCode> {
     let id = super::replay::find_replay(ctx, given)?;
     let usage = ReplayUsage::read(&ctx.store, &id)?;
     let prices = crate::config::prices()?;
+    if ctx.json {
+        let mut value = sides_json(&usage, &prices);
+        value["scope"] = json!({"replay": id});
+        if !usage.models.is_empty() {
+            value["models"] = usage
+                .models
+                .iter()
+                .map(|model| {
+                    let mut value = sides_json(&model.usage, &prices);
+                    value["model"] = json!(model.model);
+                    value
+                })
+                .collect();
+        }
+        return print_json(&value);
+    }
+    let whole = match usage.models.len() {
+        0 => format!("replay {}", id.short()),
+        n => format!("replay {} ({n} models)", id.short()),
+    };
+    print_sides(&whole, &usage, &prices)?;
+    for model in &usage.models {
+        outln!("")?;
+        print_sides(&format!("on {}", model.model), &model.usage, &prices)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the replayed side used and cost beside the original: tokens and
+/// dollars, and whether both sides' costs are whole.
+fn difference(usage: &ReplayUsage, prices: &PriceTable) -> (i64, f64, bool) {
     let (original, replay) = (prices.cost(&usage.original), prices.cost(&usage.replay));
     let tokens = |totals: &Totals| totals.input_tokens.value + totals.output_tokens.value;
     let token_delta = tokens(&usage.replay) as i64 - tokens(&usage.original) as i64;
-    let dollar_delta = replay.dollars - original.dollars;
     let complete = original.is_complete() && replay.is_complete();
-    if ctx.json {
-        return print_json(&json!({
-            "scope": {"replay": id},
-            "turns": usage.turns,
-            "selected": usage.selected,
-            "original": totals_json(&usage.original, &prices),
-            "replay": totals_json(&usage.replay, &prices),
-            "judge": totals_json(&usage.judge, &prices),
-            "delta": {
-                "tokens": token_delta,
-                "dollars": dollar_delta,
-                "complete": complete,
-            },
-        }));
-    }
+    (token_delta, replay.dollars - original.dollars, complete)
+}
+
+/// A replay's (or one candidate's) sides as `usage --replay --json` gives them.
+fn sides_json(usage: &ReplayUsage, prices: &PriceTable) -> Value {
+    let (tokens, dollars, complete) = difference(usage, prices);
+    json!({
+        "turns": usage.turns,
+        "selected": usage.selected,
+        "original": totals_json(&usage.original, prices),
+        "replay": totals_json(&usage.replay, prices),
+        "judge": totals_json(&usage.judge, prices),
+        "delta": {"tokens": tokens, "dollars": dollars, "complete": complete},
+    })
+}
+
+/// A replay's (or one candidate's) sides as text, under `what`.
+fn print_sides(what: &str, usage: &ReplayUsage, prices: &PriceTable) -> Result<()> {
     let replayed = format!("{} of {} turns replayed", usage.turns, usage.selected);
     print_totals(
-        &format!("replay {}, the original turns ({replayed})", id.short()),
+        &format!("{what}, the original turns ({replayed})"),
         &usage.original,
-        &prices,
+        prices,
     )?;
-    print_totals("the replayed turns", &usage.replay, &prices)?;
+    print_totals("the replayed turns", &usage.replay, prices)?;
     if !usage.judge.runs.is_empty() {
-        print_totals("the judge's calls (in neither)", &usage.judge, &prices)?;
+        print_totals("the judge's calls (in neither)", &usage.judge, prices)?;
     }
+    let (token_delta, dollar_delta, complete) = difference(usage, prices);
     let sign = if dollar_delta < 0.0 { "-" } else { "+" };
     outln!(
         "difference: tokens {token_delta:+} · cost {sign}{}{}",
@@ -164,7 +200,7 @@ fn replay_usage(ctx: &Context, given: &str) -> Result<ExitCode> {
             " (a side is a lower bound: see above)"
         }
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Totals as the text output prints them: runs, each figure, the cache

@@ -5,8 +5,9 @@
 //! conformance table (`conformance`: every surface, the same scenarios, the
 //! same graph), the replay selection table (`replay_selection`: every way of
 //! choosing turns, the same turns on every surface), replays comparing
-//! models (`replay_models`), importing `llm`'s logs.db, names that never shadow ids, the
-//! PostgreSQL backend, the recording proxy with official clients (`proxy`)
+//! models (`replay_models`), replays kept out of the user's history
+//! (`replay_history`), a user's day of replays (`replay_day`), importing
+//! `llm`'s logs.db, names that never shadow ids, the PostgreSQL backend, the recording proxy with official clients (`proxy`)
 //! and with the client matrix's libraries (`clients`), `scripts/setup`'s
 //! detection, the web view in a real browser, and the tidy checks that keep
 //! ARCHITECTURE.md and docs/cli.md true to the code.
@@ -37,6 +38,8 @@ mod marker;
 mod names;
 mod postgres;
 mod proxy;
+mod replay_day;
+mod replay_history;
 mod replay_models;
 mod replay_selection;
 mod setup;

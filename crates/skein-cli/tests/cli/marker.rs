@@ -266,7 +266,8 @@ fn seed(skein: &Cli) {
 
 /// Erase every message holding the marker, then collect.
 fn erase(skein: &Cli) {
-    let found = skein.json(&["search", MARKER, "-n", "500"]);
+    // A replay's answers hold it too: `--replays` finds every copy.
+    let found = skein.json(&["search", MARKER, "-n", "500", "--replays"]);
     let nodes: Vec<String> = found["matches"]
         .as_array()
         .unwrap()
@@ -277,7 +278,7 @@ fn erase(skein: &Cli) {
     for node in &nodes {
         skein.ok(&["redact", node, "--reason", "a card number"]);
     }
-    let left = skein.json(&["search", MARKER, "-n", "50"]);
+    let left = skein.json(&["search", MARKER, "-n", "50", "--replays"]);
     assert!(left["matches"].as_array().unwrap().is_empty(), "{left}");
     // Compacting cuts every body again; those that lost a span keep it.
     let gc = skein.json(&["gc", "--compact"]);

@@ -2,7 +2,7 @@
 //! each turn replayed once on each; its one report as text (per turn a row
 //! per model, worst first; per model its totals), JSON (`models`,
 //! `model_totals`, a row per turn and model) and JUnit (a suite per
-//! model); `skein replays` lists it as `× 3 models` and shows it again;
+//! model); `skein usage --replay` splits it per model; `skein replays` lists it as `× 3 models` and shows it again;
 //! `--resume` opens every candidate and finishes the turns a killed worker
 //! left, each turn once per model. The report's test runs on SQLite, then
 //! PostgreSQL when `SKEIN_TEST_POSTGRES` names a server.
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 
-fn scripted(file: &str) -> String {
+pub(crate) fn scripted(file: &str) -> String {
     format!(
         "scripted:{}",
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -27,7 +27,7 @@ fn scripted(file: &str) -> String {
 /// The version, the time and the price asked on `tools.toml` (its
 /// `skein_version` tool offered): the turns `replay.toml` and echo are
 /// compared on with the original model.
-fn desk(skein: &Cli) -> String {
+pub(crate) fn desk(skein: &Cli) -> String {
     let first = skein.json(&[
         "prompt",
         "--name",
@@ -165,6 +165,65 @@ fn three_models_in_one_report(skein: &Cli) {
         junit.contains("<property name=\"model\" value=\"echo\"/>"),
         "{junit}"
     );
+
+    // `usage --replay` splits per model: each candidate's own replayed
+    // runs and the same original turns, the whole their union.
+    let usage = skein.json(&["usage", "--replay", id]);
+    let runs = |side: &Value| -> Vec<String> {
+        side["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run.as_str().unwrap().to_string())
+            .collect()
+    };
+    let per_model = usage["models"].as_array().unwrap();
+    let named: Vec<&str> = per_model
+        .iter()
+        .map(|model| model["model"].as_str().unwrap())
+        .collect();
+    let mut want = models.to_vec();
+    let mut seen = named.clone();
+    want.sort_unstable();
+    seen.sort_unstable();
+    assert_eq!(seen, want, "{usage}");
+    let mut replayed = Vec::new();
+    for model in per_model {
+        assert_eq!(
+            (model["turns"].as_u64(), model["selected"].as_u64()),
+            (Some(3), Some(3)),
+            "{model}"
+        );
+        assert_eq!(
+            runs(&model["original"]),
+            runs(&usage["original"]),
+            "{model}"
+        );
+        let own = runs(&model["replay"]);
+        assert!(!own.is_empty(), "{model}");
+        assert!(model["delta"]["tokens"].is_i64(), "{model}");
+        replayed.extend(own);
+    }
+    replayed.sort_unstable();
+    assert_eq!(
+        replayed,
+        runs(&usage["replay"]),
+        "each replayed run under one model"
+    );
+    let text = String::from_utf8(skein.run(&["usage", "--replay", id]).stdout).unwrap();
+    assert!(
+        text.contains("(3 models), the original turns (9 of 9 turns replayed)"),
+        "{text}"
+    );
+    for model in models {
+        assert!(
+            text.contains(&format!(
+                "on {model}, the original turns (3 of 3 turns replayed)"
+            )),
+            "{text}"
+        );
+    }
+    assert_eq!(text.matches("difference: tokens").count(), 4, "{text}");
 
     // Listed as one replay of 3 turns × 3 models.
     let listed = skein.json(&["replays"]);

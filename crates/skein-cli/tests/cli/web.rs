@@ -1233,6 +1233,104 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
     });
 }
 
+/// A replay of a cases file from the workbench's form in a real browser:
+/// the file's lines pasted into the form's cases field are stored and
+/// replayed, each judged by its own comparators. On a machine without
+/// MiniLM (an empty models directory) the server compares with the lexical
+/// embedder and says so: on the replay page, in the replay's and a
+/// rerun's answers and in a turn's report, as `skein replay` says it on
+/// stderr.
+#[test]
+fn a_cases_file_is_replayed_from_the_form_and_the_embedder_fallback_is_said_in_a_real_browser() {
+    let Some(browser) = browser_or_skip("of a replay of cases") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    let first = skein_json(
+        &db,
+        &["prompt", "-m", "echo", "--name", "rivers", "Name a river."],
+    );
+    let answer = first["node"].as_str().unwrap().to_string();
+    let second = skein_json(&db, &["prompt", "--cid", "rivers", "Name another."]);
+    let cli = Cli::new(crate::BIN, &db);
+    cli.ok(&[
+        "label",
+        "add",
+        "rivers",
+        &answer,
+        second["node"].as_str().unwrap(),
+    ]);
+    let file = dir.path().join("rivers.jsonl");
+    cli.ok(&["label", "export", "rivers", "-o", file.to_str().unwrap()]);
+    let cases = std::fs::read_to_string(&file).unwrap();
+    let no_models = dir.path().join("no-models");
+    std::fs::create_dir_all(&no_models).unwrap();
+    let server = Server::start_with_env(
+        &db,
+        &["-m", "echo"],
+        &[("SKEIN_MODELS_DIR", no_models.to_str().unwrap())],
+    );
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let said = |value: &Value| {
+            let note = value["embedder_fallback"].as_str().unwrap_or_default();
+            note.contains("lexical embedder") && note.contains("skein models pull minilm")
+        };
+        let report: Value = client
+            .get(format!("{}/api/nodes/{answer}/report", server.base()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(said(&report), "a turn's report: {report}");
+
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
+        page.goto(&format!("{}/#/replays", server.base())).await;
+        page.click(&page.wait_for("#new-replay > summary").await).await;
+        page.wait_for("#replay-form").await;
+        page.wait_for("#replay-cases-file").await;
+        page.execute(
+            "const cases = document.querySelector('#replay-cases'); cases.value = arguments[0];",
+            vec![json!(cases)],
+        )
+        .await;
+        fits_every_width(&page, &screenshots(), "replay-cases-form", None).await;
+        page.click(&page.wait_for("#replay-submit").await).await;
+        page.wait_for("#replay-view[data-finished='true']").await;
+        page.until(
+            "both cases replayed",
+            "const results = [...document.querySelectorAll('.replay-turn')].map((t) => t.dataset.result);\
+             return {ok: results.length === 2, results};",
+            vec![],
+        )
+        .await;
+        page.wait_for_text("#replay-embedder-note", "skein models pull minilm")
+            .await;
+        page.wait_for_text("#replay-view .view-head", "2 cases").await;
+        let id = page
+            .execute("return document.querySelector('#replay-view').dataset.replayId;", vec![])
+            .await;
+        let id = id.as_str().unwrap();
+        let shown: Value = client
+            .get(format!("{}/api/replays/{id}", server.base()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(said(&shown), "the replay's page: {shown}");
+        assert_eq!(shown["selected"], 2, "{shown}");
+        page.screenshot(&screenshots().join("replay-cases.png")).await;
+        page.close().await;
+    });
+}
+
 /// The workbench as `skein serve` runs it, without a browser: the session
 /// names the CLI's models, a reply through it is recorded on the CLI's
 /// model, a turn another process (`skein prompt`) writes reaches an open

@@ -262,10 +262,16 @@ class Store:
         run, rows they returned), counted rather than timed, for tests of
         what a turn or a load may cost. ``None`` on PostgreSQL."""
     def search(
-        self, text: str, *, limit: int = 20, conversation: str | None = None
+        self,
+        text: str,
+        *,
+        limit: int = 20,
+        conversation: str | None = None,
+        replays: bool = False,
     ) -> dict[str, Any]:
         """The messages whose text has the words of ``text`` (every word;
-        ``"phrases"`` in order; ``word*`` a prefix), newest first:
+        ``"phrases"`` in order; ``word*`` a prefix), newest first; the
+        answers only replays reached are left out unless ``replays``:
         ``{"matches": [{"node", "role", "snippet", "highlights",
         "conversations": [{"id", "name"}]}], "truncated"}``. A query with an
         unclosed quote or no words raises ``StoreError``."""
@@ -291,7 +297,7 @@ class Store:
         replace_sources: dict[str, str] = ...,
         prompt_version: str | None = None,
         compare: list[str] = ...,
-        embedder: str = "lexical",
+        embedder: str | None = None,
         concurrency: int | None = None,
         prices: dict[str, Price] | None = None,
     ) -> ReplayReport:
@@ -304,8 +310,10 @@ class Store:
         once on each, one report with ``models``, ``model_totals`` and a
         row per turn and model. ``cases`` names a file ``skein label export`` wrote: its cases are
         stored first and selected, each judged by its own comparators
-        unless ``compare`` names others. An empty selection raises
-        ``RecordedChatError``."""
+        unless ``compare`` names others. ``embedder`` compares by embedding:
+        ``"minilm"``, ``"lexical"``, or by default MiniLM where it is on this
+        machine, else the lexical embedder with a ``UserWarning`` saying so.
+        An empty selection raises ``RecordedChatError``."""
     def label(
         self,
         name: str,
@@ -876,7 +884,7 @@ class RecordedChat:
         tools: Iterable[ToolLike] | None = None,
         store: Store | None = None,
         name: str | None = None,
-        embedder: str = "lexical",
+        embedder: str | None = None,
         chain_limit: int | None = None,
         removed: Iterable[str] = (),
         before_call: BeforeCall | None = None,
@@ -888,7 +896,7 @@ class RecordedChat:
         *,
         model: ModelLike | None = None,
         tools: Iterable[ToolLike] | None = None,
-        embedder: str = "lexical",
+        embedder: str | None = None,
         before_call: BeforeCall | None = None,
     ) -> RecordedChat: ...
     @property

@@ -180,26 +180,68 @@ pub struct ReplayUsage {
     /// Turns replayed so far (counted), of the turns selected.
     pub turns: u64,
     pub selected: u64,
+    /// A replay comparing models: each candidate's own (its rows alone, in
+    /// the order the rows name them); empty for a replay on one model.
+    pub models: Vec<ModelUsage>,
+}
+
+/// One candidate model's part of a replay's usage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ModelUsage {
+    pub model: String,
+    pub usage: ReplayUsage,
 }
 
 impl ReplayUsage {
-    /// The usage of replay `id` (a blocking read: one query per side).
+    /// The usage of replay `id` (a blocking read: one query per side, and
+    /// per side of each candidate model).
     pub fn read(store: &Store, id: &ReplayId) -> Result<ReplayUsage> {
         let record = store.replay(id)?;
         let rows = all_turns(store, id)?;
         let mut runs = SideRuns::default();
         let mut turns = 0;
+        // Per candidate: its runs, turns replayed and rows.
+        let mut per_model: Vec<(String, SideRuns, u64, u64)> = Vec::new();
         for row in &rows {
-            if runs.add(row) {
-                turns += 1;
-            }
+            let replayed = runs.add(row);
+            turns += u64::from(replayed);
+            let Some(model) = &row.model else { continue };
+            let at = match per_model.iter().position(|(known, ..)| known == model) {
+                Some(at) => at,
+                None => {
+                    per_model.push((model.clone(), SideRuns::default(), 0, 0));
+                    per_model.len() - 1
+                }
+            };
+            let (_, model_runs, model_turns, selected) = &mut per_model[at];
+            *model_turns += u64::from(model_runs.add(row));
+            *selected += 1;
         }
+        let sides = |runs: SideRuns, turns, selected| -> Result<ReplayUsage> {
+            Ok(ReplayUsage {
+                original: usage(store, runs.original)?,
+                replay: usage(store, runs.replay)?,
+                judge: usage(store, runs.judge)?,
+                turns,
+                selected,
+                models: Vec::new(),
+            })
+        };
+        let models = match per_model.len() {
+            0 | 1 => Vec::new(),
+            _ => per_model
+                .into_iter()
+                .map(|(model, runs, turns, selected)| {
+                    Ok(ModelUsage {
+                        model,
+                        usage: sides(runs, turns, selected)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
         Ok(ReplayUsage {
-            original: usage(store, runs.original)?,
-            replay: usage(store, runs.replay)?,
-            judge: usage(store, runs.judge)?,
-            turns,
-            selected: record.turns,
+            models,
+            ..sides(runs, turns, record.turns)?
         })
     }
 }

@@ -48,7 +48,8 @@ Modules: `api` (read handlers and errors), [`views`] (the JSON shapes),
 `family` (finding a family and cutting it into branches), `assets` (the
 embedded files and the headers every response carries), `session` (what the
 page needs to act), [`models`] (the models actions run on), `actions`
-(reply, edit, regenerate, fork), `reruns` (reports, reruns, forks from
+(reply, edit, regenerate, fork), `embedder` (the embedder explanations, reruns and replays compare with,
+chosen once as every surface chooses it), `reruns` (reports, reruns, forks from
 them), `replays` (replays: list, report, start, resume), `labels` (labels put
 on turns and taken off, listed), `erase` (deleting a conversation, erasing a message's content), `stream` (a turn as server-sent events), [`events`] (the live
 stream of moved conversations).
@@ -61,6 +62,7 @@ from executing anything else (`assets::security_headers`).
 mod actions;
 mod api;
 mod assets;
+mod embedder;
 mod erase;
 pub mod events;
 mod family;

@@ -19,7 +19,7 @@ use super::actions::{
     NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_options, chosen_model, turn_permit,
 };
 use super::api::{ApiError, Shared, limit};
-use super::reruns::{Writes, embedder};
+use super::embedder::{Writes, embedder, fallback};
 use crate::AppState;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -30,6 +30,7 @@ use skein::Model;
 use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::RecordedError;
+use skein::recorded::compare::Comparator;
 use skein::recorded::replay::{
     Change, PromptVersion, ReplayOverview, ReplayPlan, ReplayReport, Replayer, Selection, plan_of,
 };
@@ -54,6 +55,11 @@ pub struct ReplaySummary {
     pub overview: ReplayOverview,
     /// A worker of this server is replaying it now.
     pub working: bool,
+    /// Said when this server started or resumed it: it compares with the
+    /// lexical embedder, since MiniLM is not on the machine (see
+    /// `web::embedder`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedder_fallback: Option<String>,
 }
 
 /// Replays a page lists unless asked for fewer, and at most.
@@ -162,6 +168,7 @@ async fn summaries(
             short: overview.replay.short().to_string(),
             working: state.working(&overview.replay),
             overview,
+            embedder_fallback: None,
         })
         .collect())
 }
@@ -185,6 +192,10 @@ pub struct ReplayPage {
     #[serde(flatten)]
     pub report: ReplayReport,
     pub working: bool,
+    /// When this server compares with the lexical embedder (MiniLM is not
+    /// on the machine) and the replay's comparators embed: the note saying
+    /// so, shown on the page.
+    pub embedder_fallback: Option<String>,
 }
 
 /// `GET /api/replays/{id}`: one replay's report (any unique prefix of its
@@ -194,6 +205,13 @@ pub async fn report(
     Path(prefix): Path<String>,
 ) -> Result<Json<ReplayPage>, ApiError> {
     let id = state.reads.nonblocking().resolve_replay(&prefix).await?;
+    let record = state.reads.nonblocking().replay(&id).await?;
+    // A plan this build cannot read (it cannot be resumed either) still
+    // has a report to show.
+    let embedder_fallback = match plan_of(&record).is_ok_and(|plan| embeds(&plan)) {
+        true => fallback(&state).await?,
+        false => None,
+    };
     let (reads, prices, read) = (state.reads.clone(), state.prices.clone(), id.clone());
     let report = tokio::task::spawn_blocking(move || ReplayReport::read(&reads, &read, &prices))
         .await
@@ -202,7 +220,19 @@ pub async fn report(
     Ok(Json(ReplayPage {
         report: report.worst_first(),
         working: state.working(&id),
+        embedder_fallback,
     }))
+}
+
+/// Whether `plan` compares by embedding: its default does (after the
+/// specifics), and so does a named `embedding` comparator.
+fn embeds(plan: &ReplayPlan) -> bool {
+    plan.compare.is_empty()
+        || plan.comparators().is_ok_and(|comparators| {
+            comparators
+                .iter()
+                .any(|comparator| matches!(comparator, Comparator::Embedding { .. }))
+        })
 }
 
 /// `GET /api/replays/{id}/progress`: where its turns stand, cheaply, for a
@@ -441,7 +471,7 @@ pub async fn start(
     };
     let plan = body.plan(names)?;
     let selection = body.selection(&state).await?;
-    let replayer = replayer(&state, model, &plan)?;
+    let (replayer, embedder_fallback) = replayer(&state, model, &plan).await?;
     let id = replayer
         .start(&selection, &plan)
         .await
@@ -450,7 +480,8 @@ pub async fn start(
     let store = state.store.nonblocking();
     let record = store.replay(&id).await?;
     let totals = store.replay_totals(&id).await?;
-    let summary = summary(&state, &state.store, record, totals).await?;
+    let mut summary = summary(&state, &state.store, record, totals).await?;
+    summary.embedder_fallback = embedder_fallback;
     Ok((StatusCode::ACCEPTED, Json(summary)))
 }
 
@@ -480,9 +511,10 @@ pub async fn resume(
     let permit = turn_permit(&state)?;
     let plan = plan_of(&record).map_err(recorded_error)?;
     let model = model_named(&state, &plan.model)?;
-    let replayer = replayer(&state, model, &plan)?;
+    let (replayer, embedder_fallback) = replayer(&state, model, &plan).await?;
     run(&state, replayer, id, permit);
-    let summary = summary(&state, &state.store, record, totals).await?;
+    let mut summary = summary(&state, &state.store, record, totals).await?;
+    summary.embedder_fallback = embedder_fallback;
     Ok((StatusCode::ACCEPTED, Json(summary)))
 }
 
@@ -501,11 +533,17 @@ fn bad_model(problem: String) -> ApiError {
 }
 
 /// A worker for `plan` on `model` (and the other candidates it compares):
-/// the lexical embedder, and a judge's model when a comparator names one
-/// (chosen as the page chooses models).
-fn replayer(state: &AppState, model: Model, plan: &ReplayPlan) -> Result<Replayer, ApiError> {
-    let mut replayer =
-        Replayer::new(&state.store, model).embedder(embedder(state, Writes::IfAllowed));
+/// the server's embedder (with the note that it is the lexical fallback,
+/// when it is and the plan embeds), and a judge's model when a comparator
+/// names one (chosen as the page chooses models).
+async fn replayer(
+    state: &AppState,
+    model: Model,
+    plan: &ReplayPlan,
+) -> Result<(Replayer, Option<String>), ApiError> {
+    let comparing = embedder(state, Writes::IfAllowed).await?;
+    let fallback = comparing.fallback.filter(|_| embeds(plan));
+    let mut replayer = Replayer::new(&state.store, model).embedder(comparing.embedder);
     for name in plan
         .candidates()
         .into_iter()
@@ -517,7 +555,7 @@ fn replayer(state: &AppState, model: Model, plan: &ReplayPlan) -> Result<Replaye
     if let Some(judge) = plan.judge_model().map_err(recorded_error)? {
         replayer = replayer.judge(model_named(state, &judge)?);
     }
-    Ok(replayer)
+    Ok((replayer, fallback))
 }
 
 /// Replay `id` on a task of this server until every turn is finished,

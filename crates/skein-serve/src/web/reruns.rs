@@ -5,10 +5,12 @@ recorded turn's report (its sources, ranked by resemblance to the reply,
 with which a rerun may ignore), a rerun without chosen sources (samples,
 and with `baseline` a verdict), and a fork from a rerun's answer.
 
-Sources are ranked with the lexical embedder, which needs no model file
-and gives the same ranking on every machine. Its vectors are cached in the
-store only by the writes (a rerun, a fork from one) of a server that may
-write; a report is a `GET`, which never writes, so it keeps them in memory.
+Sources are ranked, and samples compared, with the server's embedder
+(`super::embedder`: MiniLM where it is on the machine, else the lexical
+one, each answer saying so in `embedder_fallback`), as `skein explain` and
+`skein rerun` choose it. Its vectors are cached in the store only by the
+writes (a rerun, a fork from one) of a server that may write; a report is a
+`GET`, which never writes, so it keeps them in memory.
 */
 
 use super::actions::{
@@ -16,6 +18,7 @@ use super::actions::{
     turn_permit,
 };
 use super::api::{ApiError, Shared};
+use super::embedder::{Writes, embedder};
 use super::stream::{self, Done, Start};
 use crate::AppState;
 use axum::Json;
@@ -28,11 +31,10 @@ use serde_json::{Value, json};
 use skein::Model;
 use skein::core::{Annotation, Part};
 use skein::recorded::{
-    CachedEmbedder, Embedder, LexicalEmbedder, LoadedTurn, ReasonOptions, RecordedChat,
-    RecordedError, RerunOptions, Suspect, Turn, TurnAt, conversation_of_node,
+    LoadedTurn, ReasonOptions, RecordedChat, RecordedError, RerunOptions, Suspect, Turn, TurnAt,
+    conversation_of_node,
 };
 use skein::store::{ConversationId, RerunId};
-use std::sync::Arc;
 
 /// Samples a rerun takes unless asked otherwise, and the most it may.
 const SAMPLES_DEFAULT: u32 = 3;
@@ -64,25 +66,6 @@ fn recorded_error(error: RecordedError) -> ApiError {
     }
 }
 
-/// Whether a request may write what it computes to the store.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Writes {
-    /// A `GET`: it writes nothing, whatever the server allows.
-    Never,
-    /// A write the server may refuse (read-only mode).
-    IfAllowed,
-}
-
-/// The lexical embedder, its vectors cached in the store when `writes`
-/// allows it on this server, else in memory only.
-pub(super) fn embedder(state: &AppState, writes: Writes) -> Arc<dyn Embedder> {
-    let lexical = Arc::new(LexicalEmbedder::new(256));
-    Arc::new(match writes == Writes::IfAllowed && !state.read_only {
-        false => CachedEmbedder::new(lexical),
-        true => CachedEmbedder::with_store(lexical, state.store.clone()),
-    })
-}
-
 /// Turn `k` of the stored conversation `id`, or the turn whose reply is
 /// `node` there, loaded alone as a recorded chat's turn, on the
 /// conversation's own model (or `model`), with the tools its runs offered
@@ -93,7 +76,7 @@ async fn load_turn_of(
     at: TurnAt,
     model: Option<Model>,
     writes: Writes,
-) -> Result<LoadedTurn, ApiError> {
+) -> Result<(LoadedTurn, Option<String>), ApiError> {
     let store = state.store.nonblocking();
     let stored = store.conversation(&id).await?;
     let mut tools: Vec<String> = store
@@ -110,20 +93,23 @@ async fn load_turn_of(
         Some(model) => model,
         None => Model::of_conversation(&stored, &home_of(state, &stored)?).map_err(turn_error)?,
     };
-    RecordedChat::on_model(&model)
+    let comparing = embedder(state, writes).await?;
+    let loaded = RecordedChat::on_model(&model)
         .store(state.store.clone())
-        .embedder(embedder(state, writes))
+        .embedder(comparing.embedder)
         .load_turn(at)
         .await
-        .map_err(recorded_error)
+        .map_err(recorded_error)?;
+    Ok((loaded, comparing.fallback))
 }
 
-/// The recorded turn whose reply is `prefix`, loaded alone.
+/// The recorded turn whose reply is `prefix`, loaded alone (with the
+/// note that the server compares with the lexical embedder, when it does).
 async fn load_turn(
     state: &AppState,
     prefix: String,
     writes: Writes,
-) -> Result<LoadedTurn, ApiError> {
+) -> Result<(LoadedTurn, Option<String>), ApiError> {
     let node = state.store.nonblocking().resolve_node(&prefix).await?;
     let conversation = conversation_of_node(&state.store, node)
         .await
@@ -134,7 +120,7 @@ async fn load_turn(
 /// `GET /api/nodes/{id}/report`: the recorded turn whose reply is the
 /// node, and its sources ranked (the removable ones first).
 pub async fn report(state: Shared, Path(prefix): Path<String>) -> Result<Json<Value>, ApiError> {
-    let mut loaded = load_turn(&state, prefix, Writes::Never).await?;
+    let (mut loaded, fallback) = load_turn(&state, prefix, Writes::Never).await?;
     let report = loaded
         .reason(ReasonOptions::new())
         .await
@@ -176,6 +162,7 @@ pub async fn report(state: Shared, Path(prefix): Path<String>) -> Result<Json<Va
         },
         "sources": sources,
         "embedder": report.embedder,
+        "embedder_fallback": fallback,
         "note": skein::recorded::Report::NOTE,
     })))
 }
@@ -251,7 +238,7 @@ pub async fn rerun(
         check_length("ignore", Some(id), NAME_MAX_CHARS)?;
     }
     let _permit = turn_permit(&state)?;
-    let mut loaded = load_turn(&state, prefix, Writes::IfAllowed).await?;
+    let (mut loaded, fallback) = load_turn(&state, prefix, Writes::IfAllowed).await?;
     loaded
         .reason(ReasonOptions::new())
         .await
@@ -291,6 +278,7 @@ pub async fn rerun(
         "removed": result.removed,
         "original": result.original,
         "conversation": loaded.conversation(),
+        "embedder_fallback": fallback,
     })))
 }
 
@@ -332,7 +320,7 @@ pub async fn fork(
     let record = store.rerun(&id).await?;
     let model = super::actions::chosen_model(&state, body.model.as_deref())?;
     let at = TurnAt::Number(record.conversation.clone(), record.turn as usize);
-    let loaded = load_turn_of(
+    let (loaded, _) = load_turn_of(
         &state,
         record.conversation.clone(),
         at,

@@ -82,7 +82,7 @@ impl Runs for PgStore {
     ) -> BoxFuture<'_, Result<Vec<RunRecord>>> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let only = if without_replays {
-            crate::runs::WITHOUT_REPLAYS.replace("relations", "r.relations")
+            format!("WHERE NOT ({})", crate::runs::replay_run("r.relations"))
         } else {
             String::new()
         };

@@ -22,6 +22,7 @@ use crate::backend::{BoxFuture, Search};
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
+use crate::runs::replay_only_answer;
 use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
 use deadpool_postgres::Transaction;
 use skein_core::{Message, NodeId, Role};
@@ -36,9 +37,10 @@ impl Search for PgStore {
         query: &'a Parsed,
         role: Option<Role>,
         within: Option<NodeId>,
+        replays: bool,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>> {
-        Box::pin(self.search_nodes(query, role, within, limit))
+        Box::pin(self.search_nodes(query, role, within, replays, limit))
     }
 
     fn containing<'a>(
@@ -53,16 +55,19 @@ impl Search for PgStore {
 
 impl PgStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
-    /// those of `role`, and of the thread ending at `within`, when given.
+    /// those of `role`, and of the thread ending at `within`, when given;
+    /// without `replays`, none only a replay's runs produced.
     async fn search_nodes(
         &self,
         query: &Parsed,
         role: Option<Role>,
         within: Option<NodeId>,
+        replays: bool,
         limit: usize,
     ) -> Result<Vec<(NodeId, Message)>> {
         let tsquery = query.tsquery();
         let role = role.map(|role| i16::from(role.code()));
+        let users = replay_only_answer("nodes.id");
         let (rows, blobs) = reading!(self, |client| {
             let rows = match within {
                 None => {
@@ -74,15 +79,19 @@ impl PgStore {
                     // matches are many and the backward walk finds the
                     // newest soon.
                     let candidates = client
-                        .prepare_cached(
+                        .prepare_cached(&format!(
                             "SELECT seq FROM nodes
                              WHERE search @@ to_tsquery('pg_catalog.simple', $1)
                                AND ($2::int2 IS NULL OR role = $2)
-                             LIMIT $3",
-                        )
+                               AND ($4::bool OR NOT {users})
+                             LIMIT $3"
+                        ))
                         .await?;
                     let mut seqs: Vec<i64> = client
-                        .query(&candidates, &[&tsquery, &role, &(CANDIDATES as i64 + 1)])
+                        .query(
+                            &candidates,
+                            &[&tsquery, &role, &(CANDIDATES as i64 + 1), &replays],
+                        )
                         .await?
                         .iter()
                         .map(|row| row.get(0))
@@ -98,21 +107,22 @@ impl PgStore {
                         client.query(&statement, &[&seqs]).await?
                     } else {
                         let statement = client
-                            .prepare_cached(
+                            .prepare_cached(&format!(
                                 "SELECT id, body FROM nodes
                                  WHERE search @@ to_tsquery('pg_catalog.simple', $1)
                                    AND ($2::int2 IS NULL OR role = $2)
-                                 ORDER BY seq DESC LIMIT $3",
-                            )
+                                   AND ($4::bool OR NOT {users})
+                                 ORDER BY seq DESC LIMIT $3"
+                            ))
                             .await?;
                         client
-                            .query(&statement, &[&tsquery, &role, &(limit as i64)])
+                            .query(&statement, &[&tsquery, &role, &(limit as i64), &replays])
                             .await?
                     }
                 }
                 Some(head) => {
                     let statement = client
-                        .prepare_cached(
+                        .prepare_cached(&format!(
                             "WITH RECURSIVE chain(id, parent) AS (
                                  SELECT id, parent FROM nodes WHERE id = $4
                                  UNION ALL
@@ -121,8 +131,10 @@ impl PgStore {
                              SELECT n.id, n.body FROM chain c JOIN nodes n ON n.id = c.id
                              WHERE n.search @@ to_tsquery('pg_catalog.simple', $1)
                                AND ($2::int2 IS NULL OR n.role = $2)
+                               AND ($5::bool OR NOT {})
                              ORDER BY n.seq DESC LIMIT $3",
-                        )
+                            replay_only_answer("n.id")
+                        ))
                         .await?;
                     client
                         .query(
@@ -132,6 +144,7 @@ impl PgStore {
                                 &role,
                                 &(limit as i64),
                                 &head.as_bytes().as_slice(),
+                                &replays,
                             ],
                         )
                         .await?

@@ -13,7 +13,7 @@ use crate::bodies::RequestBody;
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
-use crate::runs::{RawRun, RunColumns, WITHOUT_REPLAYS, run_links, tool_from_columns};
+use crate::runs::{RawRun, RunColumns, replay_run, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{NodeId, Thread, ToolSpec, Usage};
 
@@ -134,7 +134,10 @@ impl SqliteStore {
         limit: usize,
         without_replays: bool,
     ) -> Result<Vec<RunRecord>> {
-        let only = if without_replays { WITHOUT_REPLAYS } else { "" };
+        let only = match without_replays {
+            true => format!("WHERE NOT ({})", replay_run("relations")),
+            false => String::new(),
+        };
         self.query_runs(
             &format!("{SELECT_RUN} {only} ORDER BY started DESC, id LIMIT ?1"),
             limit as i64,

@@ -12,6 +12,7 @@ use crate::backend::{BoxFuture, Search};
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
+use crate::runs::replay_only_answer;
 use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::{Message, NodeId, Role};
@@ -22,10 +23,11 @@ impl Search for SqliteStore {
         query: &'a Parsed,
         role: Option<Role>,
         within: Option<NodeId>,
+        replays: bool,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>> {
         let query = query.clone();
-        self.deferred(move |store| store.search_nodes(&query, role, within, limit))
+        self.deferred(move |store| store.search_nodes(&query, role, within, replays, limit))
     }
 
     fn containing<'a>(
@@ -41,12 +43,14 @@ impl Search for SqliteStore {
 
 impl SqliteStore {
     /// The nodes matching `query`, newest first, at most `limit`; only
-    /// those of `role`, and of the thread ending at `within`, when given.
+    /// those of `role`, and of the thread ending at `within`, when given;
+    /// without `replays`, none only a replay's runs produced.
     pub(crate) fn search_nodes(
         &self,
         query: &Parsed,
         role: Option<Role>,
         within: Option<NodeId>,
+        replays: bool,
         limit: usize,
     ) -> Result<Vec<(NodeId, Message)>> {
         self.read(|conn| {
@@ -60,20 +64,23 @@ impl SqliteStore {
                 )?),
                 None => None,
             };
-            let mut stmt = conn.prepare_cached(
+            let mut stmt = conn.prepare_cached(&format!(
                 "SELECT n.id, n.body FROM node_search s CROSS JOIN nodes n ON n.seq = s.rowid
                  WHERE node_search MATCH ?1
                    AND (?2 IS NULL OR n.role = ?2)
                    AND (?3 IS NULL OR EXISTS (
                         SELECT 1 FROM json_each(?3) j
                         WHERE j.value ->> 0 = n.lane AND n.depth <= j.value ->> 1))
+                   AND (?5 OR NOT {})
                  ORDER BY s.rowid DESC LIMIT ?4",
-            )?;
+                replay_only_answer("n.id")
+            ))?;
             let mut rows = stmt.query(params![
                 query.fts5(),
                 role.map(Role::code),
                 spans,
-                limit as i64
+                limit as i64,
+                replays
             ])?;
             let mut found = Vec::new();
             while let Some(row) = rows.next()? {

@@ -279,7 +279,8 @@ function rerunForm(node, report, ctx, output) {
     [el('fieldset', { class: 'sources' }, el('legend', {}, 'Leave out'),
       boxes.length ? boxes : el('p', { class: 'muted' }, 'This turn records no sources.')),
     field('samples', samples, 'answers to draw'),
-    el('label', { class: 'field' }, baseline, ' also re-run with every source, as a baseline (a verdict needs one)')],
+    el('label', { class: 'field' }, baseline, ' also re-run with every source, as a baseline (a verdict needs one)'),
+    report.embedder_fallback ? el('p', { class: 'muted', id: 'rerun-embedder-note' }, report.embedder_fallback) : null],
     'Re-run',
     async () => {
       const ignore = boxes.map((b) => b.querySelector('input')).filter((i) => i.checked).map((i) => i.dataset.sourceId);
@@ -311,6 +312,7 @@ function rerunResult(result, ignore, ctx) {
       typeof result.changed === 'boolean' ? ` · the answer ${result.changed ? 'changed' : 'held'}` : '',
       result.baseline ? ` · baseline ${result.baseline.stable ? 'stable' : 'unstable'}` : ''),
     result.what_changed && result.what_changed.summary ? el('p', { class: 'summary' }, result.what_changed.summary) : null,
+    result.embedder_fallback ? el('p', { class: 'muted', id: 'rerun-result-embedder-note' }, result.embedder_fallback) : null,
     samples.length ? el('ol', { class: 'rerun-samples' }, samples.map((sample) => el('li', {
       data: { nodeId: sample.node, changed: sample.changed },
     }, sample.changed ? badge('changed', 'verdict-confirmed') : badge('same', 'verdict-not-confirmed'), ' ',

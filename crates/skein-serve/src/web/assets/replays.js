@@ -1,5 +1,6 @@
 // The replay pages: every replay (#/replays), starting one over chosen
-// turns with a change (#/replays/new, or #/replays/new/CONV from a
+// turns (conversations, families, labels, a cases file pasted or chosen)
+// with a change (#/replays/new, or #/replays/new/CONV from a
 // conversation), and one replay's report (#/replays/ID): per turn the
 // original and the replayed answer side by side with their word
 // differences, the comparator's decision and why, tokens, latency and cost;
@@ -175,6 +176,15 @@ function newReplay(prefill) {
   const families = input('replay-families', 'ids or names: every conversation of their families');
   const labels = input('replay-labels', 'label names');
   const search = input('replay-search', 'only turns with these words');
+  const cases = el('textarea', {
+    id: 'replay-cases', rows: '3', 'aria-label': 'cases', placeholder: 'a cases file (skein label export): one JSON case a line',
+  });
+  // A file chosen here is read into the field, where it can be checked first.
+  const casesFile = el('input', { id: 'replay-cases-file', type: 'file', accept: '.jsonl,.json,.ndjson,application/json', 'aria-label': 'cases file' });
+  casesFile.addEventListener('change', async () => {
+    const [file] = casesFile.files;
+    if (file) cases.value = await file.text();
+  });
   const session = currentSession();
   const model = el('select', { id: 'replay-model', 'aria-label': 'model' },
     session.models.map((m) => el('option', { value: m.name }, m.label || m.name)));
@@ -200,7 +210,9 @@ function newReplay(prefill) {
   const form = el('form', { class: 'action-form', id: 'replay-form' },
     el('p', { class: 'intro muted' }, 'Each chosen turn is sent again as recorded, with only what you change here; its tool calls are answered from the recording.'),
     el('fieldset', { class: 'sources' }, el('legend', {}, 'Turns'),
-      row('conversations', conversations), row('families', families), row('labels', labels), row('search', search)),
+      row('conversations', conversations), row('families', families), row('labels', labels),
+      row('cases', el('span', { class: 'cases-input' }, cases, casesFile), 'stored here first, then replayed, each judged by its own comparators'),
+      row('search', search)),
     el('fieldset', { class: 'sources' }, el('legend', {}, 'Change'),
       row('model', model),
       row('compare with', compareModels, 'each turn replayed once on every model, one report'),
@@ -225,6 +237,7 @@ function newReplay(prefill) {
         conversations: words(conversations.value),
         families: words(families.value),
         labels: words(labels.value),
+        cases: cases.value.trim() ? cases.value : undefined,
         search: search.value.trim() || undefined,
         system: system.value.trim() ? system.value : undefined,
         remove_tools: words(removeTools.value),
@@ -333,6 +346,7 @@ function draw(root, report) {
         report.selection_text || selectionText(report.selection), ' · started ', timeEl(report.created_ms))),
     el('div', { id: 'replay-results' }, resultsBar(t, report.selected, 'replay-bar')),
     progressLine(report, finished),
+    report.embedder_fallback ? el('p', { class: 'muted', id: 'replay-embedder-note' }, report.embedder_fallback) : null,
     el('p', { id: 'replay-totals', class: 'replay-totals' },
       badge(`${t.changed} changed`, 'verdict-confirmed'), ' ', badge(`${t.held} held`, 'verdict-not-confirmed'), ' ',
       badge(`${t.diverged} diverged`, 'status-cancelled'), ' ', badge(`${t.failed} failed`, 'status-failed'),
