@@ -1076,6 +1076,90 @@ fn a_replay_comparing_models_is_drawn_as_a_matrix_in_a_real_browser() {
     });
 }
 
+/// A family replayed three times, in a real browser: each turn's replays
+/// fold into one row ("3 replays: 3 changed") that expands to the
+/// answers, so the tree stays the family's own; *Expand all* opens them.
+#[test]
+fn a_family_replayed_three_times_folds_each_turns_replays_in_a_real_browser() {
+    let Some(browser) = browser_or_skip("of a family's replays") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("skein.db");
+    skein_json(
+        &db,
+        &["prompt", "-m", "echo", "--name", "rivers", "Name a river."],
+    );
+    skein_json(&db, &["prompt", "--cid", "rivers", "Name another."]);
+    // Three models that each answer otherwise: three answers per turn.
+    for (file, reply) in [
+        ("terse", "A river."),
+        ("wordy", "Rivers abound."),
+        ("nile", "The Nile."),
+    ] {
+        let rules = dir.path().join(format!("{file}.toml"));
+        std::fs::write(&rules, format!("[[rules]]\nreply = \"{reply}\"\n")).unwrap();
+        let model = format!("scripted:{}", rules.display());
+        let replay = Cli::new(crate::BIN, &db).run(&[
+            "replay",
+            "--family",
+            "rivers",
+            "-m",
+            &model,
+            "--compare",
+            "exact",
+        ]);
+        assert_eq!(
+            replay.status.code(),
+            Some(7),
+            "{}",
+            String::from_utf8_lossy(&replay.stderr)
+        );
+    }
+    let server = Server::start(&db, &["-m", "echo"]);
+    skein::providers::http::install_crypto_provider();
+    runtime().block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let driver = Driver::start(&browser, &client).await;
+        let page = Session::new(&driver, &browser).await;
+        page.goto(&format!("{}/#/c/rivers", server.base())).await;
+        page.wait_for_text("details.replay-group > summary", "3 replays: ")
+            .await;
+        let groups = page
+            .execute(
+                "return [...document.querySelectorAll('details.replay-group')].map((g) => \
+                 [g.open, g.querySelector('.replay-group-label').textContent, \
+                  g.querySelectorAll('section.branch[data-replay]').length]);",
+                vec![],
+            )
+            .await;
+        assert_eq!(
+            groups,
+            json!([
+                [false, "3 replays: 3 changed", 3],
+                [false, "3 replays: 3 changed", 3]
+            ]),
+            "a row per turn, folded"
+        );
+        let rows = page
+            .execute(
+                "return [...document.querySelectorAll('#tree .node-row')].filter((r) => r.offsetParent !== null).length;",
+                vec![],
+            )
+            .await;
+        assert_eq!(rows, json!(4), "only the family's own messages show");
+        page.click(&page.wait_for("#expand-all").await).await;
+        assert_eq!(
+            page.find_all("details.replay-group[open]").await.len(),
+            2,
+            "expand all opens the replays"
+        );
+        page.click(&page.wait_for("#collapse-all").await).await;
+        assert_eq!(page.find_all("details.replay-group[open]").await.len(), 0);
+        page.close().await;
+    });
+}
+
 /// A replay from the workbench in a real browser: started from a
 /// conversation's *Replay…* link with another system prompt, watched until
 /// it finishes, its report read (each turn changed, its words marked, the
@@ -1208,13 +1292,34 @@ fn a_replay_is_started_watched_and_read_in_a_real_browser() {
         page.wait_for(&format!("#family-view[data-conversation-id='{conversation}']"))
             .await;
         page.wait_for("#details[data-node-id]").await;
-        // The tree draws the replayed answers as branches linked to it.
-        page.wait_for_text("section.branch[data-replay] .replay-link", "changed")
+        // The replay replaced the system prompt, so its requests are a
+        // thread of their own (a root drawn as a replay): its first turn's
+        // answer ends that root's line, and the second turn's replayed
+        // answer folds into one row at the message it answers, which
+        // expands to the branch, linked to the replay.
+        page.wait_for_text("details.replay-group > summary", "1 replay: 1 changed")
             .await;
+        assert_eq!(
+            page.find_all("details.replay-group").await.len(),
+            1,
+            "one row per replayed turn below the root"
+        );
+        assert_eq!(
+            page.find_all("details.replay-group[open]").await.len(),
+            0,
+            "folded until asked"
+        );
+        page.click(&page.wait_for("details.replay-group > summary").await)
+            .await;
+        page.wait_for_text(
+            "details.replay-group[open] section.branch[data-replay] .replay-link",
+            "changed",
+        )
+        .await;
         assert_eq!(
             page.find_all("section.branch[data-replay]").await.len(),
             2,
-            "one branch per replayed turn"
+            "the replay's root and its second turn's answer"
         );
         // ... which links back to the replay.
         let back = page.wait_for("#node-replays .replay-link").await;

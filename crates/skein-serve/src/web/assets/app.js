@@ -295,9 +295,10 @@ async function refreshFamily(select) {
   const signature = familySignature(family);
   if (signature !== current.signature) {
     const open = new Set($$('#tree .branch:not(.collapsed)').map((b) => b.dataset.branchId));
+    const openGroups = new Set($$('#tree details.replay-group[open]').map((g) => g.dataset.from));
     current.family = family;
     current.signature = signature;
-    renderFamily(family, { open, details: $('#details') });
+    renderFamily(family, { open, openGroups, details: $('#details') });
     markSelected(current.selected);
   }
   if (select) {
@@ -400,7 +401,8 @@ function renderFamily(family, keep) {
   for (const rootId of family.roots) {
     const node = nodes.get(rootId);
     const branch = node && branches.get(node.branch);
-    if (branch) tree.appendChild(renderBranch(branch, { family, nodes, startingAt, byId, sharing, open, rerunsAt }));
+    const openGroups = new Set(keep && keep.openGroups ? keep.openGroups : []);
+    if (branch) tree.appendChild(renderBranch(branch, { family, nodes, startingAt, byId, sharing, open, openGroups, rerunsAt }));
   }
   if (family.roots.length === 0) {
     tree.appendChild(el('p', { class: 'empty' }, 'This conversation has no messages yet.'));
@@ -533,11 +535,36 @@ function renderBranch(branch, ctx) {
     });
     const item = el('li', { class: 'node' }, row);
     const leaving = ctx.startingAt.get(id);
-    if (leaving) item.appendChild(el('div', { class: 'children' }, leaving.map((b) => renderBranch(b, ctx))));
+    if (leaving) {
+      // A turn's replayed answers fold into one row, however many replays.
+      const replayed = leaving.filter((b) => b.replay);
+      item.appendChild(el('div', { class: 'children' },
+        leaving.filter((b) => !b.replay).map((b) => renderBranch(b, ctx)),
+        replayed.length ? replayGroup(id, replayed, ctx) : null));
+    }
     list.appendChild(item);
   }
   section.appendChild(list);
   return section;
+}
+
+/**
+ * The replayed answers of the turn asked at `from`, as one row that
+ * expands: "3 replays: 2 changed, 1 held" (a replay comparing models gives
+ * a turn one answer per model: "1 replay, 3 answers: ...").
+ */
+function replayGroup(from, branches, ctx) {
+  const counts = new Map();
+  for (const b of branches) counts.set(b.replay.result, (counts.get(b.replay.result) || 0) + 1);
+  const replays = new Set(branches.map((b) => b.replay.id)).size;
+  const what = replays === branches.length
+    ? plural(replays, 'replay') : `${plural(replays, 'replay')}, ${plural(branches.length, 'answer')}`;
+  const results = [...counts].map(([result, n]) => `${n} ${result}`).join(', ');
+  const open = ctx.openGroups.has(from) || branches.some((b) => ctx.open.has(b.id));
+  return el('details', { class: 'replay-group', open, data: { from } },
+    el('summary', { class: 'replay-group-head', title: 'the replays of this turn: expand to see each answer' },
+      badge('replays', 'kind-replay'), ' ', el('span', { class: 'replay-group-label' }, `${what}: ${results}`)),
+    branches.map((b) => renderBranch(b, ctx)));
 }
 
 function rerunBadges(rerun) {
@@ -557,6 +584,7 @@ function setCollapsed(section, collapsed) {
 }
 
 function setAll(collapsed) {
+  for (const group of $$('#tree details.replay-group')) group.open = !collapsed;
   for (const section of $$('#tree .branch')) {
     if (section.dataset.kind !== 'root') setCollapsed(section, collapsed);
   }
@@ -612,6 +640,8 @@ function markSelected(nodeId) {
     setCollapsed(section, false);
     section = section.parentElement && section.parentElement.closest('.branch');
   }
+  for (let group = row.closest('details.replay-group'); group;
+    group = group.parentElement && group.parentElement.closest('details.replay-group')) group.open = true;
   row.classList.add('selected');
   row.setAttribute('aria-selected', 'true');
   return row;
