@@ -214,14 +214,11 @@ impl ReplayPlan {
     pub fn judge_model(&self) -> Result<Option<String>> {
         let mut chosen = self.judge.clone();
         for comparator in self.comparators()? {
-            if let Comparator::Judge {
-                model: Some(model), ..
-            } = comparator
-            {
+            if let Some(model) = comparator.model().map(str::to_string) {
                 match &chosen {
                     Some(other) if *other != model => {
                         return Err(RecordedError::BadComparator {
-                            spec: format!("judge:{model}"),
+                            spec: comparator.to_string(),
                             why: format!("the replay's judge is already {other}: name one"),
                         });
                     }
