@@ -39,14 +39,6 @@ and reruns all read the registry, so nothing else changes.
 */
 
 mod comparison;
-mod contains;
-mod embedding;
-mod exact;
-mod json;
-mod judge;
-mod normalised;
-mod regex;
-mod specifics;
 
 pub use comparison::{Comparison, Decision};
 pub use embedding::DEFAULT_EMBEDDING_THRESHOLD;
@@ -61,17 +53,26 @@ use skein_core::{BoxFuture, RunRecord, Thread};
 use std::fmt;
 use std::sync::Arc;
 
-/// Every comparator, in the order help and the web view list them.
-pub static REGISTRY: &[Kind] = &[
-    exact::KIND,
-    normalised::KIND,
-    json::KIND,
-    contains::KIND,
-    regex::KIND,
-    embedding::KIND,
-    specifics::KIND,
-    judge::KIND,
-];
+/// Declares each comparator's file and lists its [`Kind`] in [`REGISTRY`]:
+/// one line per comparator.
+macro_rules! registry {
+    ($($file:ident,)*) => {
+        $(mod $file;)*
+        /// Every comparator, in the order help and the web view list them.
+        pub static REGISTRY: &[Kind] = &[$($file::KIND),*];
+    };
+}
+
+registry! {
+    exact,
+    normalised,
+    json,
+    contains,
+    regex,
+    embedding,
+    specifics,
+    judge,
+}
 
 /// A comparator's entry in the [`REGISTRY`].
 pub struct Kind {
@@ -99,7 +100,7 @@ impl Kind {
 pub fn usages() -> String {
     let usages: Vec<&str> = REGISTRY.iter().map(|kind| kind.usage).collect();
     match usages.split_last() {
-        Some((last, []) ) => last.to_string(),
+        Some((last, [])) => last.to_string(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
         None => String::new(),
     }
@@ -289,7 +290,11 @@ mod tests {
         let means = Means::default();
         let comparator = Comparator::parse(comparator).unwrap();
         let decided = comparator.compare.decide(a, b, &means).now_or_never();
-        decided.expect("decided without waiting").unwrap().judgement.changed
+        decided
+            .expect("decided without waiting")
+            .unwrap()
+            .judgement
+            .changed
     }
 
     #[test]

@@ -96,9 +96,7 @@ impl Comparison {
         }
         let means = self.means(None);
         for comparator in &self.comparators {
-            comparator
-                .compare
-                .check(&comparator.to_string(), &means)?;
+            comparator.compare.check(&comparator.to_string(), &means)?;
         }
         Ok(())
     }
