@@ -72,6 +72,7 @@ registry! {
     embedding,
     specifics,
     judge,
+    length,
 }
 
 /// A comparator's entry in the [`REGISTRY`].
