@@ -13,7 +13,6 @@ shows and deletes replays ([`print_report`] is how both print one).
 mod diff;
 
 use super::common::context::{Context, Globals, print_json};
-use diff::{marked, word_diff};
 use super::common::model::home_model;
 use super::common::values::{compare_help, parse_cutoff};
 use super::usage::dollars;
@@ -21,6 +20,7 @@ use crate::exit::{BAD_COMMAND_LINE, ExitWith, NOT_FOUND, REPLAY_REGRESSED};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
+use diff::{marked, word_diff};
 use skein::core::ToolSpec;
 use skein::core::price::CostSummary;
 use skein::core::provider::GenerationOptions;

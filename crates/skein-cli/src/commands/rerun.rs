@@ -5,8 +5,8 @@ its answer can start a fork (`skein fork --from-rerun`).
 */
 
 use super::common::context::{Globals, print_json};
-use super::common::values::compare_help;
 use super::common::recorded::{TurnRef, load_turn};
+use super::common::values::compare_help;
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;

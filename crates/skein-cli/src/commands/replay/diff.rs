@@ -102,7 +102,6 @@ fn segments(tokens: &[&str], kept: &[bool]) -> Vec<Segment> {
     out
 }
 
-
 /// A text with the words the other lacks between `open` and `close`
 /// (`[-gone-]`, `{+new+}`, as `git diff --word-diff` writes them).
 pub(super) fn marked(segments: &[Segment], open: &str, close: &str) -> String {
@@ -120,7 +119,6 @@ pub(super) fn marked(segments: &[Segment], open: &str, close: &str) -> String {
     }
     out
 }
-
 
 #[cfg(test)]
 mod tests {
