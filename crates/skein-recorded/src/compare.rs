@@ -75,6 +75,10 @@ registry! {
     length,
 }
 
+/// How a [`Kind`] reads its spec's argument: the comparator, or what to
+/// write instead.
+type Parser = fn(Option<&str>) -> std::result::Result<Arc<dyn Compare>, String>;
+
 /// A comparator's entry in the [`REGISTRY`].
 pub struct Kind {
     /// The name a spec starts with and decisions record.
@@ -87,7 +91,7 @@ pub struct Kind {
     pub about: &'static str,
     /// The comparator its spec's argument (after the first `:`) names, or
     /// what to write instead.
-    parse: fn(Option<&str>) -> std::result::Result<Arc<dyn Compare>, String>,
+    parse: Parser,
 }
 
 impl Kind {

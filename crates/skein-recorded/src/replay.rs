@@ -55,6 +55,14 @@ Reporting: [`ReplayReport`] is what every surface shows of a replay (its
 turns with the questions re-sent and their conversations' names,
 comparators and costs, and what changed in words), [`ReplayOverview`] a
 listing's row, and [`ReplayUsage`] what it used.
+
+Where each job lives: `select` (the [`Selection`] and reading it), `plan`
+(the [`Change`], [`ReplayPlan`], [`plan_of`]), `worker` (the
+[`Replayer`]: starting a replay, the lease loop and its heartbeat,
+[`Progress`]), `turn` (one claimed turn, re-sent, judged and finished),
+`original` (the original turn as its replay needs it), `tools` (tool
+calls answered from the recording), `outcome` (how a turn ended, before it
+is written), `report` and `overview` (what surfaces show).
 */
 
 mod original;

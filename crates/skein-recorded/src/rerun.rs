@@ -5,8 +5,9 @@ chosen sources, several times, and say whether the answer changed.
 Probes replay the recorded request minus the ablation (removed by tag, so
 everything else is byte-identical; hook sources are rendered again with the
 ablation); the baseline replays it unchanged, the same number of times. A
-sample *changed* when the comparator says so. The default asks two
-comparators of [`crate::compare`]: `specifics` (a name, number, date or
+sample *changed* when the comparison says so: the [`Comparison`] replays
+use, with the comparators [`RerunOptions::compare`] names, else the
+default, two comparators of [`crate::compare`]: `specifics` (a name, number, date or
 quotation present in one answer and not the other: "Hotel Lutetia" →
 "Hotel de la Lumière" changed, however close the wording) and, when that
 holds, cosine similarity of embeddings below 0.8; each sample records which

@@ -55,7 +55,7 @@ fn a_comparator_of_the_registry_judges_replays_and_reruns_and_is_listed_in_help(
     ]);
     let id = rerun["rerun"].as_str().unwrap().to_string();
     let store = skein::Store::open(skein.db()).unwrap();
-    let record = store.rerun(&skein::store::RerunId(id.into())).unwrap();
+    let record = store.rerun(&skein::store::RerunId(id)).unwrap();
     let decided: Vec<&str> = record.detail["decided_by"]
         .as_array()
         .unwrap()

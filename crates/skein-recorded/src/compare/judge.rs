@@ -24,7 +24,7 @@ pub(super) const KIND: Kind = Kind {
     parse: |argument| {
         let model = match argument {
             None => None,
-            Some(model) if model.is_empty() => {
+            Some("") => {
                 return Err("name the judging model: judge:MODEL".into());
             }
             Some(model) => Some(model.to_string()),

@@ -34,6 +34,16 @@ pub fn parse_cutoff(value: &str) -> Result<i64, String> {
     skein::retention::parse_cutoff(value)
 }
 
+/// The help of a `--compare SPEC` option: every comparator of the registry
+/// (`skein::recorded::compare::REGISTRY`), and the default.
+pub fn compare_help() -> String {
+    format!(
+        "A comparator (repeatable, asked in order; the first that says changed decides): {} \
+         (default: specifics, then embedding)",
+        skein::recorded::compare::usages()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,14 +56,4 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("0").is_err());
     }
-}
-
-/// The help of a `--compare SPEC` option: every comparator of the registry
-/// (`skein::recorded::compare::REGISTRY`), and the default.
-pub fn compare_help() -> String {
-    format!(
-        "A comparator (repeatable, asked in order; the first that says changed decides): {} \
-         (default: specifics, then embedding)",
-        skein::recorded::compare::usages()
-    )
 }
