@@ -312,6 +312,8 @@ impl RecordedChat {
             .clone()
             .or_else(|| self.config.embedder.clone());
         let ablation = self.resolve_ignore(k, &options, embedder.clone()).await?;
+        // A comparison that cannot run is refused before any model call.
+        comparison_of(&options, embedder.clone())?;
         let id = RerunId::random();
         let original = turn.text();
         // Probes, then baselines, run as many at once as the backend admits
@@ -600,6 +602,30 @@ impl RecordedChat {
     }
 }
 
+/// The comparison `options` asks for, refused when it cannot run (no
+/// embedder for the default or `embedding`, no judge for `judge`); a custom
+/// comparator needs none.
+fn comparison_of(
+    options: &RerunOptions,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<Comparison> {
+    let custom = options.comparator.is_some();
+    if !custom && options.compare.is_empty() && embedder.is_none() {
+        return Err(RecordedError::NoEmbedder(
+            "the default rerun comparator (changed specifics, then cosine similarity)",
+        ));
+    }
+    let comparison = if options.compare.is_empty() {
+        Comparison::default_with(embedder, options.threshold)
+    } else {
+        Comparison::new(options.compare.clone()).embedder(embedder)
+    };
+    if !custom {
+        comparison.check()?;
+    }
+    Ok(comparison)
+}
+
 /// Mark each sample changed or not, and fill in similarities when an
 /// embedder is at hand: a custom comparator decides alone; otherwise the
 /// [`Comparison`] a replay would ask ([`RerunOptions::compare`], by
@@ -613,19 +639,7 @@ async fn compare<'a>(
 ) -> Result<()> {
     let mut samples: Vec<&mut Sample> = samples.collect();
     let custom = options.comparator.as_ref();
-    if custom.is_none() && options.compare.is_empty() && embedder.is_none() {
-        return Err(RecordedError::NoEmbedder(
-            "the default rerun comparator (changed specifics, then cosine similarity)",
-        ));
-    }
-    let comparison = if options.compare.is_empty() {
-        Comparison::default_with(embedder.clone(), options.threshold)
-    } else {
-        Comparison::new(options.compare.clone()).embedder(embedder.clone())
-    };
-    if custom.is_none() {
-        comparison.check()?;
-    }
+    let comparison = comparison_of(options, embedder.clone())?;
     if let Some(embedder) = &embedder {
         let mut texts = vec![original.to_string()];
         texts.extend(samples.iter().map(|s| s.answer.clone()));

@@ -4,6 +4,7 @@
 //! --compare` take it, their help and their refusals list it. `length`
 //! stands for any (the web form's list: `skein-serve/tests/web.rs`).
 
+use crate::commands::Rows;
 use skein_testkit::Cli;
 use skein_testkit::cli::stderr;
 
@@ -83,6 +84,16 @@ fn a_comparator_of_the_registry_judges_replays_and_reruns_and_is_listed_in_help(
         let said = stderr(&refused);
         assert!(said.contains("length"), "{said}");
     }
+    // A judge has no model in a rerun: refused before any model call.
+    let runs = skein.count("runs");
+    let judged = skein.run(&["rerun", &node, "--ignore", "notes", "--compare", "judge"]);
+    assert_eq!(judged.status.code(), Some(2), "{}", stderr(&judged));
+    assert!(
+        stderr(&judged).contains("no judging model"),
+        "{}",
+        stderr(&judged)
+    );
+    assert_eq!(skein.count("runs"), runs);
     let unknown = stderr(&skein.run(&["replay", "--cid", &cid, "-m", "echo", "--compare", "nope"]));
     assert!(unknown.contains("length[:RATIO]"), "{unknown}");
     for command in ["replay", "rerun"] {
