@@ -5,8 +5,9 @@ chosen sources, several times, and say whether the answer changed.
 Probes replay the recorded request minus the ablation (removed by tag, so
 everything else is byte-identical; hook sources are rendered again with the
 ablation); the baseline replays it unchanged, the same number of times. A
-sample *changed* when the comparator says so. The default asks two
-comparators of [`crate::compare`]: `specifics` (a name, number, date or
+sample *changed* when the comparison says so: the [`Comparison`] replays
+use, with the comparators [`RerunOptions::compare`] names, else the
+default, two comparators of [`crate::compare`]: `specifics` (a name, number, date or
 quotation present in one answer and not the other: "Hotel Lutetia" →
 "Hotel de la Lumière" changed, however close the wording) and, when that
 holds, cosine similarity of embeddings below 0.8; each sample records which
@@ -48,6 +49,7 @@ pub struct RerunOptions {
     samples: u32,
     threshold: f32,
     comparator: Option<CompareFn>,
+    compare: Vec<Comparator>,
     check_baseline: bool,
     embedder: Option<Arc<dyn Embedder>>,
 }
@@ -61,6 +63,7 @@ impl RerunOptions {
             samples: DEFAULT_SAMPLES,
             threshold: DEFAULT_THRESHOLD,
             comparator: None,
+            compare: Vec::new(),
             check_baseline: false,
             embedder: None,
         }
@@ -84,6 +87,15 @@ impl RerunOptions {
         compare: impl Fn(&str, &str) -> bool + Send + Sync + 'static,
     ) -> RerunOptions {
         self.comparator = Some(Arc::new(compare));
+        self
+    }
+
+    /// Decide "changed" with these comparators, asked in order as a
+    /// replay asks them ([`Comparison`]; parsed by [`Comparator::parse`]),
+    /// in place of the default (`specifics`, then `embedding` at
+    /// [`threshold`](RerunOptions::threshold)).
+    pub fn compare(mut self, comparators: Vec<Comparator>) -> RerunOptions {
+        self.compare = comparators;
         self
     }
 
@@ -300,6 +312,8 @@ impl RecordedChat {
             .clone()
             .or_else(|| self.config.embedder.clone());
         let ablation = self.resolve_ignore(k, &options, embedder.clone()).await?;
+        // A comparison that cannot run is refused before any model call.
+        comparison_of(&options, embedder.clone())?;
         let id = RerunId::random();
         let original = turn.text();
         // Probes, then baselines, run as many at once as the backend admits
@@ -328,7 +342,7 @@ impl RecordedChat {
             &original,
             samples.iter_mut().chain(baseline_samples.iter_mut()),
             &options,
-            embedder.as_deref(),
+            embedder.clone(),
         )
         .await?;
         let flips = samples.iter().filter(|s| s.changed).count() as u32;
@@ -588,22 +602,45 @@ impl RecordedChat {
     }
 }
 
-/// Mark each sample changed or not, and fill in similarities when an
-/// embedder is at hand: a custom comparator decides alone; the default
-/// asks `specifics`, then the cosine threshold ([`crate::compare`]).
-async fn compare<'a>(
-    original: &str,
-    samples: impl Iterator<Item = &'a mut Sample>,
+/// The comparison `options` asks for, refused when it cannot run (no
+/// embedder for the default or `embedding`, no judge for `judge`); a custom
+/// comparator needs none.
+fn comparison_of(
     options: &RerunOptions,
-    embedder: Option<&dyn Embedder>,
-) -> Result<()> {
-    let mut samples: Vec<&mut Sample> = samples.collect();
-    if options.comparator.is_none() && embedder.is_none() {
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<Comparison> {
+    let custom = options.comparator.is_some();
+    if !custom && options.compare.is_empty() && embedder.is_none() {
         return Err(RecordedError::NoEmbedder(
             "the default rerun comparator (changed specifics, then cosine similarity)",
         ));
     }
-    if let Some(embedder) = embedder {
+    let comparison = if options.compare.is_empty() {
+        Comparison::default_with(embedder, options.threshold)
+    } else {
+        Comparison::new(options.compare.clone()).embedder(embedder)
+    };
+    if !custom {
+        comparison.check()?;
+    }
+    Ok(comparison)
+}
+
+/// Mark each sample changed or not, and fill in similarities when an
+/// embedder is at hand: a custom comparator decides alone; otherwise the
+/// [`Comparison`] a replay would ask ([`RerunOptions::compare`], by
+/// default `specifics`, then the cosine threshold), every sample embedded
+/// in one call.
+async fn compare<'a>(
+    original: &str,
+    samples: impl Iterator<Item = &'a mut Sample>,
+    options: &RerunOptions,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<()> {
+    let mut samples: Vec<&mut Sample> = samples.collect();
+    let custom = options.comparator.as_ref();
+    let comparison = comparison_of(options, embedder.clone())?;
+    if let Some(embedder) = &embedder {
         let mut texts = vec![original.to_string()];
         texts.extend(samples.iter().map(|s| s.answer.clone()));
         let vectors = embedder.embed(&texts).await?;
@@ -618,41 +655,19 @@ async fn compare<'a>(
             sample.similarity = Some(cosine(&vectors[0], vector));
         }
     }
-    let specifics = Comparison::new(vec![Comparator::Specifics]);
     for sample in samples {
-        if let Some(compare) = &options.comparator {
+        if let Some(compare) = custom {
             sample.changed = compare(original, &sample.answer);
             sample.decided_by = Some("custom".into());
             sample.why = None;
             continue;
         }
-        let by_specifics = specifics.decide(original, &sample.answer).await?;
-        let similarity = sample.similarity.expect("embedded above");
-        let below = similarity < options.threshold;
-        let (changed, decided_by, why) = if by_specifics.changed {
-            (true, "specifics", by_specifics.why)
-        } else if below {
-            (
-                true,
-                "embedding",
-                format!(
-                    "cosine similarity {similarity:.2} (threshold {})",
-                    options.threshold
-                ),
-            )
-        } else {
-            (
-                false,
-                "specifics+embedding",
-                format!(
-                    "{}; cosine similarity {similarity:.2} (threshold {})",
-                    by_specifics.why, options.threshold
-                ),
-            )
-        };
-        sample.changed = changed;
-        sample.decided_by = Some(decided_by.into());
-        sample.why = Some(why);
+        let decision = comparison
+            .decide_knowing(original, &sample.answer, sample.similarity)
+            .await?;
+        sample.changed = decision.changed;
+        sample.decided_by = Some(decision.comparator);
+        sample.why = Some(decision.why);
     }
     Ok(())
 }

@@ -1845,6 +1845,36 @@ async fn the_session_gives_the_csrf_token_the_models_and_whether_writes_are_allo
     );
 }
 
+/// The replay form lists the comparators of the registry the parser reads,
+/// so one added there (`length`) is offered here with nothing else changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_lists_every_comparator_of_the_registry_for_the_replay_form() {
+    let server = Server::start().await;
+    let session = server.json("/api/session").await;
+    let listed: Vec<&str> = session["comparators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|comparator| comparator["usage"].as_str().unwrap())
+        .collect();
+    let registry: Vec<&str> = skein::recorded::compare::REGISTRY
+        .iter()
+        .map(|kind| kind.usage)
+        .collect();
+    assert_eq!(listed, registry);
+    let length = session["comparators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|comparator| comparator["name"] == "length")
+        .unwrap_or_else(|| panic!("no length comparator in {session}"));
+    assert_eq!(length["usage"], "length[:RATIO]");
+    assert!(
+        length["about"].as_str().unwrap().contains("words"),
+        "{length}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_at_a_head_continues_and_anywhere_else_branches() {
     let server = Server::start().await;

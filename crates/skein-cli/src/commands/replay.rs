@@ -10,18 +10,20 @@ whose worker died, or joins one other workers run. `skein replays` lists,
 shows and deletes replays ([`print_report`] is how both print one).
 */
 
+mod diff;
+
 use super::common::context::{Context, Globals, print_json};
 use super::common::model::home_model;
-use super::common::values::parse_cutoff;
+use super::common::values::{compare_help, parse_cutoff};
 use super::usage::dollars;
 use crate::exit::{BAD_COMMAND_LINE, ExitWith, NOT_FOUND, REPLAY_REGRESSED};
 use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
+use diff::{marked, word_diff};
 use skein::core::ToolSpec;
 use skein::core::price::CostSummary;
 use skein::core::provider::GenerationOptions;
-use skein::recorded::compare::{Segment, word_diff};
 use skein::recorded::replay::{
     Change, PromptVersion, ReplayPlan, ReplayReport, Replayer, Selection, TurnReport, plan_of,
     result_of,
@@ -101,10 +103,7 @@ pub struct ReplayArgs {
     /// variables (turns that rendered no such prompt fail)
     #[arg(long = "prompt-version", value_name = "ID@VERSION")]
     pub prompt_version: Option<String>,
-    /// A comparator (repeatable, asked in order; the first that says changed decides):
-    /// exact, normalised, json[:FIELD,FIELD], contains:TEXT, regex:PATTERN,
-    /// embedding[:THRESHOLD], specifics, judge[:MODEL] (default: specifics, then embedding)
-    #[arg(long = "compare", value_name = "SPEC")]
+    #[arg(long = "compare", value_name = "SPEC", help = compare_help())]
     pub compare: Vec<String>,
     /// The model of the `judge` comparator (a case's `judge`, or `--compare judge`); cases files
     /// never choose it
@@ -376,24 +375,6 @@ fn progress_bar(total: u64, id: &ReplayId) -> indicatif::ProgressBar {
     }
     bar.set_prefix(id.short().to_string());
     bar
-}
-
-/// A text with the words the other lacks between `open` and `close`
-/// (`[-gone-]`, `{+new+}`, as `git diff --word-diff` writes them).
-fn marked(segments: &[Segment], open: &str, close: &str) -> String {
-    let mut out = String::new();
-    for segment in segments {
-        if !segment.changed {
-            out.push_str(&segment.text);
-            continue;
-        }
-        let word = segment.text.trim_end();
-        out.push_str(open);
-        out.push_str(word);
-        out.push_str(close);
-        out.push_str(&segment.text[word.len()..]);
-    }
-    out
 }
 
 /// Tokens (in + out) and latency of the original and the replay.
@@ -791,13 +772,6 @@ fn xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn changed_words_are_marked_as_git_marks_them() {
-        let (a, b) = word_diff("called Hotel Lutetia.", "called the Hotel Lumière.");
-        assert_eq!(marked(&a, "[-", "-]"), "called Hotel [-Lutetia.-]");
-        assert_eq!(marked(&b, "{+", "+}"), "called {+the+} Hotel {+Lumière.+}");
-    }
 
     #[test]
     fn xml_is_escaped_and_control_characters_dropped() {

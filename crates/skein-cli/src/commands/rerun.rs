@@ -6,10 +6,12 @@ its answer can start a fork (`skein fork --from-rerun`).
 
 use super::common::context::{Globals, print_json};
 use super::common::recorded::{TurnRef, load_turn};
+use super::common::values::compare_help;
 use crate::ui::{self, outln};
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
+use skein::recorded::compare::Comparator;
 use skein::recorded::{ReasonOptions, RerunOptions};
 use skein::store::OpenMode;
 use std::process::ExitCode;
@@ -27,6 +29,8 @@ pub struct RerunArgs {
     /// Also re-run the unchanged request, so the result gets a verdict
     #[arg(long)]
     pub baseline: bool,
+    #[arg(long = "compare", value_name = "SPEC", help = compare_help())]
+    pub compare: Vec<String>,
     /// Keep at most N suspects in the report the ignored ids are checked against
     #[arg(long, default_value_t = 12, value_name = "N")]
     pub max_suspects: usize,
@@ -42,9 +46,15 @@ pub async fn run(globals: &Globals, args: RerunArgs) -> Result<ExitCode> {
     )
     .await?;
     let k = turn.index();
+    let comparators = args
+        .compare
+        .iter()
+        .map(|spec| Comparator::parse(spec))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut options = RerunOptions::ignore(args.ignore.clone())
         .samples(args.samples)
-        .embedder(embedder);
+        .embedder(embedder)
+        .compare(comparators);
     if args.baseline {
         options = options.check_baseline();
     }

@@ -17,7 +17,7 @@ fn temp() -> Cli {
 }
 
 /// Rows of the test's database.
-trait Rows {
+pub(crate) trait Rows {
     fn count(&self, table: &str) -> i64;
 }
 

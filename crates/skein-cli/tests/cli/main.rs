@@ -27,6 +27,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_skein");
 mod cases;
 mod clients;
 mod commands;
+mod comparators;
 mod conformance;
 mod cost;
 mod delete;

@@ -30,7 +30,6 @@ use skein::Model;
 use skein::core::ToolSpec;
 use skein::core::provider::GenerationOptions;
 use skein::recorded::RecordedError;
-use skein::recorded::compare::Comparator;
 use skein::recorded::replay::{
     Change, PromptVersion, ReplayOverview, ReplayPlan, ReplayReport, Replayer, Selection, plan_of,
 };
@@ -231,7 +230,7 @@ fn embeds(plan: &ReplayPlan) -> bool {
         || plan.comparators().is_ok_and(|comparators| {
             comparators
                 .iter()
-                .any(|comparator| matches!(comparator, Comparator::Embedding { .. }))
+                .any(|comparator| comparator.name() == "embedding")
         })
 }
 

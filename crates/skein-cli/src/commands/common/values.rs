@@ -1,7 +1,8 @@
 /*!
 Value parsers for options several commands share: sizes (`--max-input`,
 `serve --body-limit`) and cut-off times (`delete --older-than`, `replay
---since`/`--until`).
+--since`/`--until`), and the help of `--compare` (`replay`, `rerun`),
+written from the comparators' registry.
 */
 
 /// A size in bytes: a number, optionally followed by `K`, `M` or `G`
@@ -31,6 +32,16 @@ pub fn parse_size(value: &str) -> Result<u64, String> {
 /// `--older-than`: an age or a date, as `[retention]` takes it.
 pub fn parse_cutoff(value: &str) -> Result<i64, String> {
     skein::retention::parse_cutoff(value)
+}
+
+/// The help of a `--compare SPEC` option: every comparator of the registry
+/// (`skein::recorded::compare::REGISTRY`), and the default.
+pub fn compare_help() -> String {
+    format!(
+        "A comparator (repeatable, asked in order; the first that says changed decides): {} \
+         (default: specifics, then embedding)",
+        skein::recorded::compare::usages()
+    )
 }
 
 #[cfg(test)]

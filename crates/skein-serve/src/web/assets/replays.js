@@ -203,6 +203,16 @@ function newReplay(prefill) {
   const promptVersion = input('replay-prompt-version', 'ID@VERSION, e.g. summarize@2');
   const options = input('replay-options', 'temperature=0 seed=1 max_tokens=200');
   const compare = input('replay-compare', 'default: specifics, embedding');
+  // The comparators come from the server's registry, so one added there is listed here.
+  const comparators = el('select', { id: 'replay-comparators', 'aria-label': 'add a comparator' },
+    el('option', { value: '' }, 'add a comparator…'),
+    (session.comparators || []).map((c) => el('option', { value: c.usage, title: c.about }, `${c.usage}: ${c.about}`)));
+  comparators.addEventListener('change', () => {
+    if (!comparators.value) return;
+    compare.value = [...words(compare.value), comparators.value].join(' ');
+    comparators.value = '';
+    compare.focus();
+  });
   const problem = el('p', { class: 'error', id: 'replay-error', role: 'alert', hidden: true });
   const submit = el('button', { id: 'replay-submit', type: 'submit', class: 'primary' }, 'Start the replay');
   const row = (label, control, note) => el('label', { class: 'field' }, el('span', { class: 'field-label' }, label), control,
@@ -223,7 +233,7 @@ function newReplay(prefill) {
       row('ignore', ignore, 'sources whose parts are left out'),
       row('replace sources', replaceSources, 'one per line: ID = new text'),
       row('options', options, 'key=value, space-separated')),
-    row('compare', compare, 'exact, normalised, json, contains:TEXT, regex:RE, embedding, specifics, judge:MODEL'),
+    row('compare', el('span', { class: 'compare-controls' }, compare, comparators), 'asked in order; the first that says changed decides'),
     el('div', { class: 'toolbar' }, submit), problem);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
