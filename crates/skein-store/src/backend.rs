@@ -303,7 +303,7 @@ pub(crate) trait Families {
 pub(crate) trait Search {
     /// Up to `limit` nodes matching `query`, newest first, within the
     /// thread ending at `within` when given; without `replays`, none that
-    /// only a replay's runs produced (`runs::replay_only_answer`).
+    /// only a replay's runs produced (`runs::replay_only_message`).
     fn search_nodes<'a>(
         &'a self,
         query: &'a Parsed,

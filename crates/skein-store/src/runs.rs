@@ -23,14 +23,18 @@ pub(crate) fn replay_run(relations: &str) -> String {
     )
 }
 
-/// Whether the node in the column `node` is an answer only runs a replay
-/// made produced: some run's output, and no other run's (a replayed answer
-/// the original turn also reached stays the user's).
-pub(crate) fn replay_only_answer(node: &str) -> String {
+/// Whether the node in the column `node` is a message only runs a replay
+/// made sent or produced: some run's input or output, and no other run's
+/// (a replayed answer the original turn also reached, or a question re-sent
+/// as it was, stays the user's; a judge's prompt, which quotes both
+/// answers, is the replay's).
+pub(crate) fn replay_only_message(node: &str) -> String {
+    let replay = replay_run("rr.relations");
     format!(
-        "(EXISTS (SELECT 1 FROM runs rr WHERE rr.output_head = {node}) \
-         AND NOT EXISTS (SELECT 1 FROM runs rr WHERE rr.output_head = {node} AND NOT ({})))",
-        replay_run("rr.relations")
+        "((EXISTS (SELECT 1 FROM runs rr WHERE rr.output_head = {node}) \
+           OR EXISTS (SELECT 1 FROM runs rr WHERE rr.input_head = {node})) \
+         AND NOT EXISTS (SELECT 1 FROM runs rr WHERE rr.output_head = {node} AND NOT ({replay})) \
+         AND NOT EXISTS (SELECT 1 FROM runs rr WHERE rr.input_head = {node} AND NOT ({replay})))"
     )
 }
 

@@ -1,7 +1,8 @@
 /*!
 `skein search`: messages by their words (through `Store::search`): newest
 first, each with the conversations it is in and a snippet around the
-match; the answers only replays reached are left out unless `--replays`.
+match; the messages only replays sent or reached (their answers, a judge's
+prompts) are left out unless `--replays`.
 */
 
 use super::common::context::{Globals, print_json};
@@ -25,7 +26,8 @@ pub struct SearchArgs {
     /// How many matches to show, newest first (at most 1000)
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub count: usize,
-    /// Include the answers only replays reached (left out by default, as `skein log` leaves them out)
+    /// Include the messages only replays sent or reached (left out by default, as `skein log` leaves
+    /// out their runs)
     #[arg(long)]
     pub replays: bool,
 }

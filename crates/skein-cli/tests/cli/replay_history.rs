@@ -82,9 +82,8 @@ fn stays_out_of_history(skein: &Cli) {
     let queried = skein.ok(&["log", "-q", "Zanzibar", "--replays"]);
     assert!(queried.contains("Zanzibar"), "{queried}");
 
-    // Search: not the replay's answers nor its judge's verdicts, unless
-    // asked (the judge's prompts, which quote both answers, are messages
-    // sent, not answers: they stay).
+    // Search: not the replay's answers, its judge's verdicts nor the
+    // judge's prompts (which quote both answers), unless asked.
     let matches = |args: &[&str]| -> Vec<Value> {
         let found = skein.json(&[&["search"], args].concat());
         found["matches"].as_array().unwrap().clone()
@@ -95,6 +94,9 @@ fn stays_out_of_history(skein: &Cli) {
     assert_eq!(replayed.len(), 2, "one answer a turn: {replayed:?}");
     let verdicts = matches(&["verdict", "--role", "assistant", "--replays"]);
     assert_eq!(verdicts.len(), 2, "one verdict a turn: {verdicts:?}");
+    assert!(matches(&["Zanzibar", "--role", "user"]).is_empty());
+    let prompts = matches(&["Zanzibar", "--role", "user", "--replays"]);
+    assert_eq!(prompts.len(), 2, "one judge's prompt a turn: {prompts:?}");
     // The user's own question, re-sent as it was, stays theirs.
     let river = matches(&["river", "--role", "user"]);
     assert!(

@@ -333,7 +333,14 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     ),
     // 24: the candidate model of each replayed turn's row (as on SQLite).
     Migration::Sql("ALTER TABLE replay_turns ADD COLUMN IF NOT EXISTS model TEXT;"),
+    // 25: runs found by their input, as search asks whether only a
+    // replay's runs sent a message (SQLite has had the index since 1).
+    Migration::Sql(RUNS_BY_INPUT),
 ];
+
+/// Migration 25: runs found by their input head (search asks whether only
+/// a replay's runs sent a message).
+const RUNS_BY_INPUT: &str = "CREATE INDEX IF NOT EXISTS runs_by_input ON runs(input_head);";
 
 /// Migration 20: which client of the recording proxy made each run, and
 /// runs found by it (`IF NOT EXISTS`: tests set the version back and

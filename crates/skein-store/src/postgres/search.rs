@@ -22,7 +22,7 @@ use crate::backend::{BoxFuture, Search};
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
-use crate::runs::replay_only_answer;
+use crate::runs::replay_only_message;
 use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
 use deadpool_postgres::Transaction;
 use skein_core::{Message, NodeId, Role};
@@ -67,7 +67,7 @@ impl PgStore {
     ) -> Result<Vec<(NodeId, Message)>> {
         let tsquery = query.tsquery();
         let role = role.map(|role| i16::from(role.code()));
-        let users = replay_only_answer("nodes.id");
+        let users = replay_only_message("nodes.id");
         let (rows, blobs) = reading!(self, |client| {
             let rows = match within {
                 None => {
@@ -133,7 +133,7 @@ impl PgStore {
                                AND ($2::int2 IS NULL OR n.role = $2)
                                AND ($5::bool OR NOT {})
                              ORDER BY n.seq DESC LIMIT $3",
-                            replay_only_answer("n.id")
+                            replay_only_message("n.id")
                         ))
                         .await?;
                     client

@@ -296,7 +296,14 @@ const MIGRATIONS: &[Migration] = &[
     // 24: the candidate model of each replayed turn's row, in a replay
     // that compares several models (crate::replays).
     Migration::Code(add_replay_turn_models),
+    // 25: runs found by their input (PostgreSQL's step; SQLite has had the
+    // index since 1, so this only keeps the versions in step).
+    Migration::Sql(RUNS_BY_INPUT),
 ];
+
+/// Migration 25: runs found by their input head (search asks whether only
+/// a replay's runs sent a message).
+const RUNS_BY_INPUT: &str = "CREATE INDEX IF NOT EXISTS runs_by_input ON runs(input_head);";
 
 /// Migration 24: replayed turns' rows keyed by model too, in a replay that
 /// compares several candidates (NULL: the replay's one model), unless a

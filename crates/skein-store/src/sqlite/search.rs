@@ -12,7 +12,7 @@ use crate::backend::{BoxFuture, Search};
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
-use crate::runs::replay_only_answer;
+use crate::runs::replay_only_message;
 use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::{Message, NodeId, Role};
@@ -73,7 +73,7 @@ impl SqliteStore {
                         WHERE j.value ->> 0 = n.lane AND n.depth <= j.value ->> 1))
                    AND (?5 OR NOT {})
                  ORDER BY s.rowid DESC LIMIT ?4",
-                replay_only_answer("n.id")
+                replay_only_message("n.id")
             ))?;
             let mut rows = stmt.query(params![
                 query.fts5(),

@@ -326,7 +326,7 @@ fn an_older_database_opened_read_only_is_upgraded_first() {
         .unwrap();
     let reader = Store::open_with(db.location(), OpenMode::ReadOnly).unwrap();
     assert_eq!(reader.recent_runs(10).unwrap().len(), 1);
-    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 24);
+    assert_eq!(db.store.debug_query_i64("PRAGMA user_version").unwrap(), 25);
 }
 
 /// SQLite: schema 21 rebuilds `runs` and `blobs` of an older database as
