@@ -1078,7 +1078,8 @@ fn a_replay_comparing_models_is_drawn_as_a_matrix_in_a_real_browser() {
 
 /// A family replayed three times, in a real browser: each turn's replays
 /// fold into one row ("3 replays: 3 changed") that expands to the
-/// answers, so the tree stays the family's own; *Expand all* opens them.
+/// answers, so the tree stays the family's own; *Expand all* opens them,
+/// and the opened tree fits every window width.
 #[test]
 fn a_family_replayed_three_times_folds_each_turns_replays_in_a_real_browser() {
     let Some(browser) = browser_or_skip("of a family's replays") else {
@@ -1154,6 +1155,9 @@ fn a_family_replayed_three_times_folds_each_turns_replays_in_a_real_browser() {
             2,
             "expand all opens the replays"
         );
+        // Expanded, the replays' branches fit every width.
+        page.click(&page.wait_for("#expand-all").await).await;
+        fits_every_width(&page, &screenshots(), "family-replays", None).await;
         page.click(&page.wait_for("#collapse-all").await).await;
         assert_eq!(page.find_all("details.replay-group[open]").await.len(), 0);
         page.close().await;
