@@ -47,8 +47,9 @@ pub struct AgainAt<'a> {
 }
 
 impl<'a> AgainAt<'a> {
-    /// Ask it again in `conversation`, whose history must hold the message
-    /// ([`Error::NotInConversation`] otherwise): for a caller that knows
+    /// Ask it again in `conversation`, whose history must hold where the
+    /// branch starts (the message, or the one before it for an edit;
+    /// [`Error::NotInConversation`] otherwise): for a caller that knows
     /// which of the conversations sharing the message it is in (a chat,
     /// whose retry answers as its head's reply did).
     pub fn of(mut self, conversation: &'a ConversationId) -> AgainAt<'a> {
@@ -91,10 +92,11 @@ impl<'a> AgainAt<'a> {
             role: role.as_str(),
             why,
         };
-        let (at, asker) = match (role, &self.edited, asked.parent) {
-            (Role::User, None, _) => (Some(self.node), self.asker().await?),
-            (Role::User, Some(_), parent) => (parent, self.asker().await?),
-            (Role::Assistant, None, Some(request)) => (Some(request), self.asker().await?),
+        // Where the branch starts: `None` before a thread's first message.
+        let at = match (role, &self.edited, asked.parent) {
+            (Role::User, None, _) => Some(self.node),
+            (Role::User, Some(_), parent) => parent,
+            (Role::Assistant, None, Some(request)) => Some(request),
             (Role::Assistant, None, None) => {
                 return Err(refuse(
                     "it answers nothing: there is no request to ask again",
@@ -111,6 +113,7 @@ impl<'a> AgainAt<'a> {
                 ));
             }
         };
+        let asker = self.asker(at.is_none()).await?;
         let fork = match at {
             Some(at) => self.branch_at(at, asker.as_ref()).await?,
             None => self.before_first(asker).await?,
@@ -122,14 +125,19 @@ impl<'a> AgainAt<'a> {
         Ok(fork.prompt(self.edited.unwrap_or_default()))
     }
 
-    /// The conversation asking: the one [`of`](AgainAt::of) names (checked
-    /// to hold the message), else [`asker_of_node`](crate::asker_of_node)'s.
-    async fn asker(&self) -> Result<Option<ConversationRecord>> {
+    /// The conversation asking: the one [`of`](AgainAt::of) names, else
+    /// [`asker_of_node`](crate::asker_of_node)'s. A branch at a node checks
+    /// that the named conversation holds it ([`BranchAt::of`](crate::BranchAt::of));
+    /// one `before_first` it starts from nothing, so it is checked here.
+    async fn asker(&self, before_first: bool) -> Result<Option<ConversationRecord>> {
         let api = self.store.nonblocking();
         let Some(of) = self.of else {
             return Ok(asker_of(api, self.node).await?);
         };
         let of = api.conversation(of).await?;
+        if !before_first {
+            return Ok(Some(of));
+        }
         let holds = match of.head {
             Some(head) => api.load_thread(head).await?.at(self.node).is_some(),
             None => false,

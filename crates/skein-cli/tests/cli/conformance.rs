@@ -758,18 +758,11 @@ fn every_surface_follows_the_landing_and_failure_rules_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[test]
 fn every_surface_follows_the_landing_and_failure_rules_on_postgres() {
-    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
-        .ok()
-        .filter(|url| !url.is_empty())
+    let Some(schema) =
+        crate::postgres::scratch("every_surface_follows_the_landing_and_failure_rules_on_postgres")
     else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED every_surface_follows_the_landing_and_failure_rules_on_postgres: \
-             set SKEIN_TEST_POSTGRES=postgres://... to run it"
-        );
         return;
     };
-    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
     let cli = Cli::temp(crate::BIN).on(schema.url());
     run_table(&Place::open(schema.url(), cli));
 }

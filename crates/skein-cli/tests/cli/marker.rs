@@ -345,14 +345,11 @@ fn a_marker_through_every_surface_leaves_no_byte_after_redact_and_gc() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_marker_through_every_surface_leaves_no_row_after_redact_and_gc_on_postgres() {
-    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
-        .ok()
-        .filter(|url| !url.is_empty())
-    else {
-        eprintln!("SKIPPED: set SKEIN_TEST_POSTGRES=postgres://... to run it");
+    let Some(schema) = crate::postgres::scratch(
+        "a_marker_through_every_surface_leaves_no_row_after_redact_and_gc_on_postgres",
+    ) else {
         return;
     };
-    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
     let skein = Cli::temp(crate::BIN).on(schema.url());
     seed(&skein);
     let held = skein.run(&["verify", "--find", MARKER]);

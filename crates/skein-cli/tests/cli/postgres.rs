@@ -14,7 +14,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::Output;
 
-fn server(test: &str) -> Option<String> {
+pub(crate) fn server(test: &str) -> Option<String> {
     let url = std::env::var("SKEIN_TEST_POSTGRES")
         .ok()
         .filter(|url| !url.is_empty());
@@ -25,6 +25,12 @@ fn server(test: &str) -> Option<String> {
         );
     }
     url
+}
+
+/// A schema of its own on the server `SKEIN_TEST_POSTGRES` names, for the
+/// test `test` (dropped with it); `None`, said on stderr, when unset.
+pub(crate) fn scratch(test: &str) -> Option<ScratchSchema> {
+    server(test).map(|base| ScratchSchema::create(&base).unwrap())
 }
 
 /// The binary on the database `db` (a path or a URL), with a configuration

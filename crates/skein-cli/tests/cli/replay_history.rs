@@ -17,19 +17,11 @@ fn a_replay_and_its_judge_stay_out_of_log_and_search_unless_asked_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_replay_and_its_judge_stay_out_of_log_and_search_unless_asked_on_postgres() {
-    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
-        .ok()
-        .filter(|url| !url.is_empty())
-    else {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED a_replay_and_its_judge_stay_out_of_log_and_search_unless_asked_on_postgres: \
-             set SKEIN_TEST_POSTGRES=postgres://... to run it"
-        );
+    let Some(schema) = crate::postgres::scratch(
+        "a_replay_and_its_judge_stay_out_of_log_and_search_unless_asked_on_postgres",
+    ) else {
         return;
     };
-    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
     stays_out_of_history(&Cli::temp(crate::BIN).on(schema.url()));
 }
 

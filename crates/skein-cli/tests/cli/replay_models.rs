@@ -51,19 +51,11 @@ fn a_replay_compares_three_models_in_one_report_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_replay_compares_three_models_in_one_report_on_postgres() {
-    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
-        .ok()
-        .filter(|url| !url.is_empty())
+    let Some(schema) =
+        crate::postgres::scratch("a_replay_compares_three_models_in_one_report_on_postgres")
     else {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED a_replay_compares_three_models_in_one_report_on_postgres: \
-             set SKEIN_TEST_POSTGRES=postgres://... to run it"
-        );
         return;
     };
-    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
     three_models_in_one_report(&Cli::temp(crate::BIN).on(schema.url()));
 }
 

@@ -391,19 +391,11 @@ fn every_selection_selects_the_same_turns_on_every_surface_on_sqlite() {
 #[cfg(feature = "postgres")]
 #[test]
 fn every_selection_selects_the_same_turns_on_every_surface_on_postgres() {
-    use std::io::Write as _;
-    let Some(base) = std::env::var("SKEIN_TEST_POSTGRES")
-        .ok()
-        .filter(|url| !url.is_empty())
-    else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED every_selection_selects_the_same_turns_on_every_surface_on_postgres: \
-             set SKEIN_TEST_POSTGRES=postgres://... to run it"
-        );
+    let Some(schema) = crate::postgres::scratch(
+        "every_selection_selects_the_same_turns_on_every_surface_on_postgres",
+    ) else {
         return;
     };
-    let schema = skein::store::scratch::ScratchSchema::create(&base).unwrap();
     let cli = Cli::temp(crate::BIN).on(schema.url());
     run_table(&Place::open(schema.url(), cli));
 }
