@@ -14,7 +14,7 @@ use super::common::turn_options::{PartsArgs, TurnArgs, parse_conversation_name};
 use crate::input;
 use anyhow::{Result, bail};
 use clap::Args;
-use skein::store::OpenMode;
+use skein::store::{ConversationId, OpenMode};
 use skein::{Conversation, Model, NodeId};
 use std::process::ExitCode;
 
@@ -45,8 +45,11 @@ pub async fn run(globals: &Globals, args: AgainArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
     let edited = input::optional_turn_message(args.text.clone(), &args.parts).await?;
-    let home = asker_home(ctx, node, settings.model.as_deref()).await?;
+    let (asker, home) = asker_home(ctx, node, settings.model.as_deref()).await?;
     let mut again = Conversation::again_at(&ctx.store, node, &home);
+    if let Some(asker) = &asker {
+        again = again.of(asker);
+    }
     if settings.model.is_some() {
         again = again.model(&home);
     }
@@ -69,10 +72,14 @@ pub async fn run(globals: &Globals, args: AgainArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The model the turn runs on: the one `-m` names, else the one the
-/// conversation that asked the message was recorded with (its MCP tools
-/// started), else the default.
-async fn asker_home(ctx: &Context, node: NodeId, model: Option<&str>) -> Result<Model> {
+/// The conversation that asked the message first (its MCP tools started),
+/// and the model the turn runs on: the one `-m` names, else the one that
+/// conversation was recorded with, else the default.
+async fn asker_home(
+    ctx: &Context,
+    node: NodeId,
+    model: Option<&str>,
+) -> Result<(Option<ConversationId>, Model)> {
     let asker = match skein::conversation::asker_of_node(&ctx.store, node).await? {
         Some(id) => Some(ctx.store.conversation(&id)?),
         None => None,
@@ -80,9 +87,10 @@ async fn asker_home(ctx: &Context, node: NodeId, model: Option<&str>) -> Result<
     if let Some(asker) = &asker {
         super::common::tools::start_for(&asker.settings.tools).await?;
     }
-    match (model, &asker) {
-        (Some(name), _) => home_model(Some(name.to_string())),
-        (None, Some(asker)) => stored_home(asker),
-        (None, None) => home_model(None),
-    }
+    let home = match (model, &asker) {
+        (Some(name), _) => home_model(Some(name.to_string()))?,
+        (None, Some(asker)) => stored_home(asker)?,
+        (None, None) => home_model(None)?,
+    };
+    Ok((asker.map(|asker| asker.id), home))
 }

@@ -360,6 +360,10 @@ async fn again(
         (None, None) => home_model(state)?,
     };
     let mut again = Conversation::again_at(&state.store, node, &home);
+    // Found once: the turn layer need not look the asker up again.
+    if let Some(asker) = &asker {
+        again = again.of(&asker.id);
+    }
     if let Some(model) = model {
         again = again.model(model);
     }
