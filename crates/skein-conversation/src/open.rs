@@ -25,7 +25,7 @@ use crate::landing::owner_of;
 use crate::model::Model;
 use crate::response::Fork;
 use crate::turn::TurnStart;
-use skein_core::{BoxFuture, ConversationId, NodeId, Thread};
+use skein_core::{BoxFuture, ConversationId, NodeId, RunRecord, Thread};
 use skein_engine::{DEFAULT_CHAIN_LIMIT, DriftTracker};
 use skein_store::StoreError;
 use skein_store::{ConversationRecord, Store};
@@ -101,7 +101,9 @@ impl<'a> IntoFuture for Load<'a> {
 }
 
 /// A branch at a stored node. It takes the settings (model, tools, chain
-/// limit) of the conversation the node belongs to, and names it as its
+/// limit) of the conversation the node belongs to, on the model that gave
+/// the node when that conversation's turn sent it elsewhere (a fork's model
+/// is the response's), and names that conversation as its
 /// origin: the conversation whose head it is, else the one whose turn
 /// produced it ([`owner_of_node`](crate::owner_of_node)), or the one
 /// [`of`](BranchAt::of) names. A node of no conversation (an imported or
@@ -163,10 +165,15 @@ impl<'a> BranchAt<'a> {
                 owner_of(api, node, Some(&runs), None).await?,
             ),
         };
+        let answering = match (self.model, &owner) {
+            (None, Some(owner)) => answered_by(owner, &runs, self.home),
+            _ => None,
+        };
         let at = TurnStart::stored(thread, runs.into_iter().last());
-        let (on, on_model) = match self.model {
-            Some(model) => (model, true),
-            None => (self.home, false),
+        let (on, on_model) = match (self.model, &answering) {
+            (Some(model), _) => (model, true),
+            (None, Some(answering)) => (answering, true),
+            (None, None) => (self.home, false),
         };
         let Some(owner) = owner else {
             // The source is a stand-in lending the model's settings.
@@ -186,6 +193,37 @@ impl<'a> BranchAt<'a> {
         .await?;
         Ok(Fork::new(source, at))
     }
+}
+
+/// The model that gave the node, when the owner's turn that produced it
+/// (among `runs`, those producing it) ran on another model than the owner
+/// names: a branch at a reply goes on with the model that gave it (seed 000:
+/// a fork's model is `model or self.model`), as [`Response::fork`] does. It
+/// is opened by the name the run was opened as (a profile of `home`'s
+/// engine, or a model name), with `home`'s tools. `None`, and the owner's
+/// model, when the owner's own model gave it, when no run of the owner's
+/// did (a message, a node the owner only stands at), when an imported
+/// conversation's run names a file of another machine (as
+/// [`Model::home_name_of`] keeps those), or when `home` cannot open the
+/// name (a profile this machine's configuration no longer has).
+///
+/// [`Response::fork`]: crate::Response::fork
+fn answered_by(owner: &ConversationRecord, runs: &[RunRecord], home: &Model) -> Option<Model> {
+    let run = runs
+        .iter()
+        .rev()
+        .find(|run| run.conversation.as_ref() == Some(&owner.id))?;
+    let name = run.profile.as_deref()?;
+    let own = owner
+        .settings
+        .profile
+        .as_deref()
+        .or(owner.settings.model.as_deref());
+    if own == Some(name) || (owner.imported && skein_providers::names_a_file(name)) {
+        return None;
+    }
+    let engine = home.engine();
+    Model::open_in(engine.catalog(), name, engine.tools().iter().cloned()).ok()
 }
 
 impl<'a> IntoFuture for BranchAt<'a> {

@@ -37,6 +37,7 @@ import skein
 
 SCRIPT = Path(__file__).resolve().parents[2] / "skein-cli/tests/data/conformance.toml"
 SCRIPTED = f"scripted:{SCRIPT}"
+OTHER = f"scripted:{SCRIPT.with_name('conformance-other.toml')}"
 
 Origin = tuple[str | None, str | None] | None
 ConversationShape = tuple[str | None, Origin]
@@ -175,6 +176,7 @@ def skein_version() -> str:
 
 
 ONE = "u:one / a:scripted: one"
+OTHER_TWO = f"{ONE} / u:two / a:other: two"
 EDITED = "u:edited / a:scripted: edited"
 
 
@@ -199,6 +201,14 @@ def fork(place: Place) -> None:
     forked = skein.Conversation.fork_at(place.store(), setup.head, "forked")
     assert isinstance(forked, skein.Response)
     forked.text()
+
+
+def fork_at_another_models_reply(place: Place) -> None:
+    setup = place.setup(["one"])
+    two = place.json("prompt", "--cid", setup.conversation, "-m", OTHER, "two")["node"]
+    forked = skein.Conversation.fork_at(place.store(), two, "forked")
+    assert isinstance(forked, skein.Response)
+    assert forked.text() == "other: forked", "the fork runs on the model that gave the reply"
 
 
 def first_message(place: Place, setup: Setup) -> str:
@@ -361,6 +371,28 @@ ROWS = [
     ),
     Row("a reply at an inner node", inner_reply, inner_branch),
     Row("a fork", fork, forked),
+    Row(
+        "a fork at a reply another model gave",
+        fork_at_another_models_reply,
+        lambda: (
+            Graph()
+            .conversation(OTHER_TWO)
+            .branch(f"{OTHER_TWO} / u:forked / a:other: forked", OTHER_TWO, OTHER_TWO)
+            .ran(OTHER_TWO, "u:one", ONE)
+            .ran(OTHER_TWO, f"{ONE} / u:two", OTHER_TWO)
+            .ran(
+                f"{OTHER_TWO} / u:forked / a:other: forked",
+                f"{OTHER_TWO} / u:forked",
+                f"{OTHER_TWO} / u:forked / a:other: forked",
+            )
+        ),
+    ),
+    Row(
+        "an explanation of a reply a fork stands at",
+        None,
+        one_turn,
+        lacks="a recorded chat is loaded by its conversation's id (RecordedChat.load), never by a node",
+    ),
     Row(
         "an edit of a thread's first message",
         edit_first,

@@ -33,7 +33,9 @@ pub async fn run(globals: &Globals, args: ExplainArgs) -> Result<ExitCode> {
         )
         .await?;
     if ctx.json {
-        return print_json(&*report);
+        let mut json = serde_json::to_value(&*report)?;
+        json["conversation"] = serde_json::json!(turn.conversation());
+        return print_json(&json);
     }
     outln!("{}", report.render().trim_end())?;
     Ok(ExitCode::SUCCESS)

@@ -123,6 +123,20 @@ pub(crate) trait Surface {
     fn again_at(&self, place: &Place, setup: &Setup, node: &str, text: &str) -> Cell {
         self.reply_at(place, setup, node, text)
     }
+    /// A fork at `setup`'s head, a reply another model than the
+    /// conversation's gave, naming no model: it runs on the model that gave
+    /// the reply (a fork's model is the response's).
+    fn fork_at_another_models_reply(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
+        self.fork(place, setup, text, None)
+    }
+    /// The recorded turn whose reply is `node` explained (its sources
+    /// ranked): the id of the conversation whose turn the surface found.
+    fn explain(&self, place: &Place, node: &str) -> Cell<String> {
+        let _ = (place, node);
+        Cell::Lacks(
+            "it records and continues turns; explaining one is `skein explain`'s, the library's and the web view's",
+        )
+    }
     /// Why the row named `scenario` is left out for this surface, when it
     /// does not conform yet and its fix lies outside the surface's own
     /// code (each such gap is a `// Gap:` comment at its surface).
@@ -166,7 +180,7 @@ struct Scenario {
 pub(crate) const FAILED_CALL: &str = "a failed model call";
 
 /// The rows.
-const SCENARIOS: [Scenario; 15] = [
+const SCENARIOS: [Scenario; 17] = [
     Scenario {
         name: "a first turn",
         rule: "landing: a new conversation once its first turn succeeded",
@@ -227,6 +241,34 @@ const SCENARIOS: [Scenario; 15] = [
                 .branch(fork, main, main)
                 .ran(main, "u:one", main)
                 .ran(fork, "u:one / a:scripted: one / u:forked", fork)
+        },
+    },
+    Scenario {
+        name: "a fork at a reply another model gave",
+        rule: "a fork's model is the response's: the model that gave the reply, not the conversation's",
+        run: fork_at_another_models_reply,
+        expect: || {
+            let main = "u:one / a:scripted: one / u:two / a:other: two";
+            let fork =
+                "u:one / a:scripted: one / u:two / a:other: two / u:forked / a:other: forked";
+            Graph::new()
+                .conversation(main)
+                .branch(fork, main, main)
+                .ran(main, "u:one", "u:one / a:scripted: one")
+                .ran(main, "u:one / a:scripted: one / u:two", main)
+                .ran(fork, &format!("{main} / u:forked"), fork)
+        },
+    },
+    Scenario {
+        name: "an explanation of a reply a fork stands at",
+        rule: "one owner query: a recorded turn is found in the conversation whose turn produced it, never in a fork that only holds its reply",
+        run: explain_shared_reply,
+        expect: || {
+            let main = "u:one / a:scripted: one";
+            Graph::new()
+                .conversation(main)
+                .branch(main, main, main)
+                .ran(main, "u:one", main)
         },
     },
     Scenario {
@@ -533,6 +575,37 @@ fn fork(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
         surface.fork(place, &setup, &tag.on("forked"), None),
         Verdict::Landed,
     )
+}
+
+fn fork_at_another_models_reply(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let mut setup = place.setup(&[tag.on("one")], false);
+    let other = format!("scripted:{}", data("conformance-other.toml").display());
+    let two = tag.on("two");
+    let turn = place
+        .cli
+        .json(&["prompt", "--cid", &setup.conversation, "-m", &other, &two]);
+    setup.head = turn["node"].as_str().unwrap().to_string();
+    expect(
+        surface.fork_at_another_models_reply(place, &setup, &tag.on("forked")),
+        Verdict::Landed,
+    )
+}
+
+fn explain_shared_reply(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {
+    let setup = place.setup(&[tag.on("one")], false);
+    place
+        .cli
+        .json(&["fork", &setup.head, "--name", &tag.on("standing")]);
+    match surface.explain(place, &setup.head) {
+        Cell::Lacks(reason) => Cell::Lacks(reason),
+        Cell::Ran(found) => {
+            assert_eq!(
+                found, setup.conversation,
+                "the turn is the conversation's that produced the reply, not the fork's"
+            );
+            Cell::Ran(())
+        }
+    }
 }
 
 fn edit_first(surface: &dyn Surface, place: &Place, tag: &Tag) -> Cell<()> {

@@ -36,6 +36,11 @@ fn slow_command(place: &Place, args: &[&str]) -> Command {
 }
 
 impl Surface for CommandLine {
+    fn explain(&self, place: &Place, node: &str) -> Cell<String> {
+        let report = place.cli.json(&["explain", node, "--embedder", "lexical"]);
+        Cell::Ran(report["conversation"].as_str().unwrap().to_string())
+    }
+
     fn name(&self) -> String {
         "the CLI".into()
     }

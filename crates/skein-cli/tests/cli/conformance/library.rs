@@ -4,6 +4,7 @@
 //! `NameLooksLikeId`.
 
 use super::{Cell, Place, Setup, Surface, Verdict};
+use skein::recorded::{RecordedChat, TurnAt};
 use skein::store::StoreError;
 use skein::{Conversation, Error, Model, Store};
 
@@ -108,6 +109,19 @@ impl Surface for Library {
             (slow, fast)
         });
         Cell::Ran([verdict(slow), fast])
+    }
+
+    fn explain(&self, place: &Place, node: &str) -> Cell<String> {
+        let (store, model) = open(place);
+        Cell::Ran(place.runtime.block_on(async {
+            let node = node_id(&store, node).await.unwrap();
+            let loaded = RecordedChat::on_model(&model)
+                .store(store)
+                .load_turn(TurnAt::Reply(node))
+                .await
+                .unwrap();
+            loaded.conversation().0.clone()
+        }))
     }
 
     fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {

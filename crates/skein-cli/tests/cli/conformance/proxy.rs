@@ -141,6 +141,13 @@ impl Surface for Proxy {
         )
     }
 
+    fn fork_at_another_models_reply(&self, _: &Place, _: &Setup, _: &str) -> Cell {
+        Cell::Lacks(
+            "a request names its model: a client forking a history sends it to the model it \
+             chooses, never one the proxy infers",
+        )
+    }
+
     /// A request at the head under a name of its own is a new conversation
     /// there. Names are unique, so an unnamed fork is named after its
     /// (tagged) text.

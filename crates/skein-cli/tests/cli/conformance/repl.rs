@@ -119,6 +119,13 @@ impl Surface for Repl {
         one_turn(place, &[], &[&reply], text)
     }
 
+    fn fork_at_another_models_reply(&self, _: &Place, _: &Setup, _: &str) -> Cell {
+        Cell::Lacks(
+            "`!fork` forks the chat's conversation, which goes on with the chat's model; the \
+             chat has no fork of one response",
+        )
+    }
+
     fn fork(&self, place: &Place, setup: &Setup, text: &str, name: Option<&str>) -> Cell {
         if name.is_some() {
             return Cell::Lacks("`!fork` takes no name (a name is given with `chat --name`)");

@@ -110,6 +110,17 @@ impl Surface for WebApi {
         self.go_on(place, setup, text)
     }
 
+    /// The page's report of a recorded turn (`GET /api/nodes/{id}/report`).
+    fn explain(&self, place: &Place, node: &str) -> Cell<String> {
+        let url = format!("{}/api/nodes/{node}/report", place.server.base());
+        let report: Value = place.runtime.block_on(async {
+            let response = client().get(&url).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200, "GET {url}");
+            response.json().await.unwrap()
+        });
+        Cell::Ran(report["turn"]["conversation"].as_str().unwrap().to_string())
+    }
+
     fn edit_first(&self, place: &Place, setup: &Setup, text: &str) -> Cell {
         turn(place, &setup.prompt, "edit", json!({ "text": text }))
     }
