@@ -111,6 +111,11 @@ pub(crate) trait Backend:
     /// `None` where the backend cannot.
     fn meter(&self) -> Option<CostMeter>;
 
+    /// The bodies this handle stored last, which the next body of their
+    /// conversations is cut from (bodies/recent.rs); they hold texts, so
+    /// whatever forgets clears them.
+    fn recent_bodies(&self) -> &crate::bodies::Recent;
+
     /// A handle on the same database whose reads go to its standby
     /// (postgres/router.rs); `None` when there is none.
     fn reads(&self) -> Option<Arc<dyn Backend>> {

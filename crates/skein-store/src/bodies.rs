@@ -27,7 +27,10 @@ reconstruction's types. Each backend's `bodies.rs` stores and reads pieces
 and the nodes the references name.
 */
 
+mod recent;
 pub(crate) mod skeleton;
+
+pub(crate) use recent::Recent;
 
 use skein_core::id::Digest;
 use skein_core::{Message, NodeId, Part};
@@ -80,17 +83,10 @@ impl Cut<'_> {
 /// `body` as stored, given the messages of its run's input thread (none
 /// for a body no stored thread goes with: kept as sent).
 pub(crate) fn cut<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cut<'b> {
-    let skeleton = skeleton::of(body, messages);
-    let mut pieces: Vec<NewPiece> = Vec::new();
-    let mut parent = None;
-    for chunk in fastcdc::v2020::FastCDC::new(&skeleton, MIN_PIECE, AVERAGE_PIECE, MAX_PIECE) {
-        let range = chunk.offset..chunk.offset + chunk.length;
-        let id = piece_id(parent.as_ref(), &Digest::of(&skeleton[range.clone()]));
-        pieces.push(NewPiece { id, parent, range });
-        parent = Some(id);
-    }
+    let skeleton = skeleton::of(body, messages).bytes;
+    let pieces = pieces_after(&skeleton, Vec::new());
     let head = BodyHead {
-        last: parent,
+        last: pieces.last().map(|piece| piece.id),
         digest: Digest::of(body),
         len: body.len(),
     };
@@ -99,6 +95,51 @@ pub(crate) fn cut<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cut<'b
         pieces,
         head,
     }
+}
+
+/// A run as a backend stores it: its record and the cut of its request
+/// body, when it keeps one (the only way to make one, so no body is left
+/// out).
+pub(crate) struct RunToStore<'r> {
+    pub run: &'r skein_core::RunRecord,
+    pub body: Option<Cut<'r>>,
+}
+
+impl<'r> RunToStore<'r> {
+    /// `run`, its body cut against its input thread in `thread` (the turn's
+    /// stored thread), taken up from `recent` (a turn's commit, before its
+    /// transaction) or cut whole.
+    pub(crate) fn cut(
+        run: &'r skein_core::RunRecord,
+        thread: Option<&skein_core::Thread>,
+        recent: Option<&Recent>,
+    ) -> RunToStore<'r> {
+        let body = run.request.as_deref().map(|body| {
+            let messages = input_messages(thread, run.input_head);
+            match recent {
+                Some(recent) => recent.cut(body.as_bytes(), &messages),
+                None => cut(body.as_bytes(), &messages),
+            }
+        });
+        RunToStore { run, body }
+    }
+}
+
+/// `skeleton`'s pieces: `kept` (its first pieces, already known), then
+/// those FastCDC cuts from where they end. A cut depends only on the bytes
+/// from its piece's start, so cutting from a known piece's end gives the
+/// pieces cutting the whole would.
+fn pieces_after(skeleton: &[u8], mut kept: Vec<NewPiece>) -> Vec<NewPiece> {
+    let start = kept.last().map_or(0, |piece| piece.range.end);
+    let mut parent = kept.last().map(|piece| piece.id);
+    let rest = &skeleton[start..];
+    for chunk in fastcdc::v2020::FastCDC::new(rest, MIN_PIECE, AVERAGE_PIECE, MAX_PIECE) {
+        let range = start + chunk.offset..start + chunk.offset + chunk.length;
+        let id = piece_id(parent.as_ref(), &Digest::of(&skeleton[range.clone()]));
+        kept.push(NewPiece { id, parent, range });
+        parent = Some(id);
+    }
+    kept
 }
 
 /// The messages of `thread` from its root to `input_head`, with their node

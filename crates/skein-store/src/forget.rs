@@ -401,8 +401,9 @@ impl Store {
             Selection::Replays(ids) => ids,
             _ => &[],
         };
-        let swept = self.backend().forget(&doomed, replays, &unowned, dry_run)?;
-        self.report(swept, dry_run)
+        let swept = self.backend().forget(&doomed, replays, &unowned, dry_run);
+        self.drop_cached_content();
+        self.report(swept?, dry_run)
     }
 
     /// Delete every message nothing reaches (no conversation, run or rerun:
@@ -445,7 +446,9 @@ impl Store {
             plan.garbage.chunks(batch.max(1)).collect()
         };
         for nodes in batches {
-            let swept = self.backend().collect_batch(nodes, dry_run)?;
+            let swept = self.backend().collect_batch(nodes, dry_run);
+            self.drop_cached_content();
+            let swept = swept?;
             total.nodes += swept.nodes;
             total.blobs += swept.blobs;
             total.embeddings += swept.embeddings;
@@ -513,8 +516,9 @@ impl Store {
                 updated_ms: Some(*updated_ms),
             })
             .collect();
-        let swept = self.backend().forget(&doomed, &[], &[], dry_run)?;
-        self.report(swept, dry_run)
+        let swept = self.backend().forget(&doomed, &[], &[], dry_run);
+        self.drop_cached_content();
+        self.report(swept?, dry_run)
     }
 
     /// What a backend swept, as reported: with the conversations sharing
@@ -764,6 +768,15 @@ impl Store {
         self.wait(self.nonblocking().erasures())
     }
 
+    /// Drop the content this handle keeps in memory: the request bodies it
+    /// stored last, kept so that the next body of their conversations is
+    /// cut from where it differs. Deletion and redaction through this
+    /// handle do it themselves; a server that learns from
+    /// [`Store::erasures`] that another process erased something calls it.
+    pub fn drop_cached_content(&self) {
+        self.backend().recent_bodies().clear();
+    }
+
     /// Erase the content of `node` in place (design invariant 12): each part
     /// becomes a [`Part::Erased`] keeping the original kind, small fields
     /// (tool names and call ids, media types) and payload digest, with who
@@ -800,7 +813,9 @@ impl Store {
             .iter()
             .filter(|part| !matches!(part, Part::Erased(_)))
             .count();
-        let scrubbed = self.backend().redact(node, &stored.message, &erased)?;
+        let scrubbed = self.backend().redact(node, &stored.message, &erased);
+        self.drop_cached_content();
+        let scrubbed = scrubbed?;
         Ok(Redacted {
             node,
             parts,

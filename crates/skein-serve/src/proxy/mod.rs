@@ -335,7 +335,8 @@ async fn prepare<R: DeserializeOwned, A: Api>(
 /// tools and options, captured. The messages a thread the proxy recorded
 /// holds already (`continued`) are that thread, not messages to hash again.
 /// Drop what the proxy keeps of earlier requests in memory (the memo of
-/// re-encoded messages, the recent threads) when the store counted an
+/// re-encoded messages, the recent threads, the store's recent bodies)
+/// when the store counted an
 /// erasure since the last request looked: content erased or deleted by
 /// any process leaves this one before it answers again (one point read).
 async fn drop_erased(state: &AppState) -> Result<(), ProxyError> {
@@ -348,6 +349,7 @@ async fn drop_erased(state: &AppState) -> Result<(), ProxyError> {
     if state.erasures_seen.swap(now, Ordering::AcqRel) != now {
         state.memo.clear();
         state.threads.clear();
+        state.store.drop_cached_content();
     }
     Ok(())
 }

@@ -170,16 +170,65 @@ fn escape(ch: char, out: &mut Vec<u8>) {
     }
 }
 
+/// A body's skeleton, and the points where the skeleton of a body that
+/// begins with the same bytes may be taken up ([`Resume`]).
+pub(crate) struct Skeleton<'b> {
+    pub bytes: Cow<'b, [u8]>,
+    pub resumes: Vec<Resume>,
+}
+
+/// A point just after a referenced string's closing quote (outside every
+/// string) where a skeleton can be continued: everything before `body` in
+/// the body is `skeleton`'s bytes before it, refers only to the messages
+/// before `messages` (in thread order), and no later message is referred
+/// to before it; `styles` is the escaping order the messages before it
+/// left. A body whose first `body` bytes are these, sent with the same
+/// messages first, has the same skeleton up to here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Resume {
+    pub body: usize,
+    pub skeleton: usize,
+    pub messages: usize,
+    styles: [Style; 2],
+}
+
+impl Resume {
+    /// The start of every body.
+    pub(crate) const START: Resume = Resume {
+        body: 0,
+        skeleton: 0,
+        messages: 0,
+        styles: STYLES,
+    };
+}
+
 /// `body`'s skeleton given the messages of the run's input thread (root
 /// first, as a client sends them): each
 /// string whose contents are one of their texts, escaped as a client
 /// escapes, becomes a reference. With no such string, the body's bytes.
-pub(crate) fn of<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cow<'b, [u8]> {
-    let mut strings = long_strings(body);
-    let mut spans: Vec<(usize, Ref)> = Vec::new();
-    if !strings.is_empty() {
-        let mut styles = STYLES;
-        for (node, message) in messages {
+pub(crate) fn of<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Skeleton<'b> {
+    resumed(body, messages, &[], Resume::START)
+}
+
+/// [`of`] taken up at `from`, one of the [`Skeleton::resumes`] of an
+/// earlier body whose skeleton began with `prefix` (its bytes before
+/// `from.skeleton`) and whose first `from.body` bytes are `body`'s: only
+/// the bytes after it are searched, for the messages after
+/// `from.messages`.
+pub(crate) fn resumed<'b>(
+    body: &'b [u8],
+    messages: &[(NodeId, &Message)],
+    prefix: &[u8],
+    from: Resume,
+) -> Skeleton<'b> {
+    let mut strings = long_strings(body, from.body);
+    // Each reference's place, and which message it names.
+    let mut spans: Vec<(usize, Ref, usize)> = Vec::new();
+    // The escaping order after each message (for the resumes).
+    let mut styles_after: Vec<[Style; 2]> = Vec::with_capacity(messages.len());
+    let mut styles = from.styles;
+    for (index, (node, message)) in messages.iter().enumerate().skip(from.messages) {
+        if !strings.is_empty() {
             for (part, text) in message.parts.iter().enumerate() {
                 // No escaping makes a character more than six bytes long.
                 let Some(text) = referable(text).filter(|text| text.len() >= MIN_REFERENCED / 6)
@@ -188,26 +237,37 @@ pub(crate) fn of<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cow<'b,
                 };
                 let Ok(part) = u16::try_from(part) else { break };
                 if let Some((at, style, len)) = find(&mut strings, body, text, &mut styles) {
-                    spans.push((
-                        at,
-                        Ref {
-                            node: *node,
-                            part,
-                            style,
-                            len,
-                        },
-                    ));
+                    let reference = Ref {
+                        node: *node,
+                        part,
+                        style,
+                        len,
+                    };
+                    spans.push((at, reference, index));
                 }
             }
         }
+        styles_after.push(styles);
     }
-    if spans.is_empty() {
-        return Cow::Borrowed(body);
+    if spans.is_empty() && prefix.is_empty() && from.body == 0 {
+        return Skeleton {
+            bytes: Cow::Borrowed(body),
+            resumes: Vec::new(),
+        };
     }
-    spans.sort_by_key(|(at, _)| *at);
-    let mut skeleton = Vec::with_capacity(body.len() / 4);
-    let mut copied = 0;
-    for (at, reference) in spans {
+    spans.sort_by_key(|(at, _, _)| *at);
+    // A resume after span j needs every later span to name a message after
+    // every one named so far.
+    let mut first_later = vec![usize::MAX; spans.len() + 1];
+    for (j, (_, _, index)) in spans.iter().enumerate().rev() {
+        first_later[j] = first_later[j + 1].min(*index);
+    }
+    let mut skeleton = Vec::with_capacity(prefix.len() + (body.len() - from.body) / 4);
+    skeleton.extend_from_slice(prefix);
+    let mut resumes = Vec::new();
+    let mut copied = from.body;
+    let mut named_most = from.messages;
+    for (j, (at, reference, index)) in spans.into_iter().enumerate() {
         skeleton.extend_from_slice(&body[copied..at]);
         skeleton.push(MARK);
         skeleton.push(reference.style.code());
@@ -215,9 +275,21 @@ pub(crate) fn of<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cow<'b,
         skeleton.extend_from_slice(&(reference.len as u32).to_le_bytes());
         skeleton.extend_from_slice(reference.node.as_bytes());
         copied = at + reference.len;
+        named_most = named_most.max(index);
+        if first_later[j + 1] > named_most {
+            resumes.push(Resume {
+                body: copied + 1,
+                skeleton: skeleton.len() + 1,
+                messages: named_most + 1,
+                styles: styles_after[named_most - from.messages],
+            });
+        }
     }
     skeleton.extend_from_slice(&body[copied..]);
-    Cow::Owned(skeleton)
+    Skeleton {
+        bytes: Cow::Owned(skeleton),
+        resumes,
+    }
 }
 
 /// Where `text` is one of `strings` (taking it), escaped in which style
@@ -329,11 +401,10 @@ impl Strings {
     }
 }
 
-/// Every JSON string in `body` at least [`MIN_REFERENCED`] bytes long,
-/// with where its contents start.
-fn long_strings(body: &[u8]) -> Strings {
+/// Every JSON string in `body` from `at` (outside any string) on at least
+/// [`MIN_REFERENCED`] bytes long, with where its contents start.
+fn long_strings(body: &[u8], mut at: usize) -> Strings {
     let mut spans = Vec::new();
-    let mut at = 0;
     'strings: while let Some(open) = memchr::memchr(b'"', &body[at..]) {
         let start = at + open + 1;
         let mut end = start;
@@ -526,7 +597,7 @@ mod tests {
             } else {
                 serde_json::to_vec(&body).unwrap()
             };
-            let skeleton = of(&body, &messages);
+            let skeleton = of(&body, &messages).bytes;
             let references = segments(&skeleton, true)
                 .unwrap()
                 .into_iter()
@@ -552,7 +623,7 @@ mod tests {
             r#"{{"content":"prefix {text}","other":"{}"}}"#,
             text.replace('x', "\\u0078")
         );
-        assert_eq!(of(body.as_bytes(), &messages), body.as_bytes());
+        assert_eq!(of(body.as_bytes(), &messages).bytes, body.as_bytes());
     }
 
     #[test]
@@ -561,7 +632,7 @@ mod tests {
         let held = message(&text);
         let messages = [(NodeId([1; 32]), &held)];
         let body = format!(r#"{{"content":"{text}"}}"#);
-        let skeleton = of(body.as_bytes(), &messages);
+        let skeleton = of(body.as_bytes(), &messages).bytes;
         let cut = &skeleton[..15];
         assert!(segments(cut, true).is_err());
         assert_eq!(

@@ -9,7 +9,7 @@ its references name in one query.
 
 use super::pipeline::{Param, Pipeline};
 use crate::bodies::{
-    Assembled, BodyHead, BodyThreads, PieceContent, Recut, RequestBody, StoredPiece, cut,
+    Assembled, BodyHead, BodyThreads, Cut, PieceContent, Recut, RequestBody, StoredPiece, cut,
     digest_of, input_messages,
 };
 use crate::codec::optional_node_id;
@@ -37,17 +37,15 @@ pub(crate) const REQUEST_PIECES: &str = r"
         WHERE request_piece IS NOT NULL;
 ";
 
-/// Queue the insertion of the pieces of `body` (whose texts `messages`,
-/// its run's stored input thread, may hold); what the run keeps of it.
+/// Queue the insertion of the pieces of a body's `cut`; what the run keeps
+/// of it.
 pub(crate) async fn queue<'c, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
-    body: &str,
-    messages: &[(NodeId, &Message)],
+    cut: &Cut<'_>,
 ) -> Result<BodyHead> {
-    let cut = cut(body.as_bytes(), messages);
     if cut.pieces.is_empty() {
-        return Ok(cut.head);
+        return Ok(cut.head.clone());
     }
     let statement = tx
         .prepare_cached(
@@ -73,7 +71,7 @@ pub(crate) async fn queue<'c, C: GenericClient>(
         Box::new(lens),
     ];
     pipeline.push(tx, statement, params);
-    Ok(cut.head)
+    Ok(cut.head.clone())
 }
 
 /// Store `body`'s pieces now (a migration's or a compaction's, outside a
@@ -84,7 +82,7 @@ pub(crate) async fn store<C: GenericClient>(
     messages: &[(NodeId, &Message)],
 ) -> Result<BodyHead> {
     let mut pipeline = Pipeline::new();
-    let head = queue(&mut pipeline, tx, body, messages).await?;
+    let head = queue(&mut pipeline, tx, &cut(body.as_bytes(), messages)).await?;
     pipeline.run().await?;
     Ok(head)
 }

@@ -16,6 +16,7 @@ use super::offers::record_offers;
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
+use crate::bodies::RunToStore;
 use crate::conversations::{
     CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, name_taken,
     turn_head,
@@ -267,8 +268,13 @@ impl PgStore {
     ) -> Result<Committed> {
         let head = turn_head(turn)?;
         let key = self.key();
+        let runs: Vec<RunToStore<'_>> = turn
+            .runs
+            .iter()
+            .map(|run| RunToStore::cut(run, turn.thread, Some(self.recent_bodies())))
+            .collect();
         let (written, marks, landed) = write_retrying!(self, |tx| {
-            commit_attempt(tx, key, turn, head, &mut *probe).await
+            commit_attempt(tx, key, turn, &runs, head, &mut *probe).await
         })?;
         mark_all(&marks, key);
         landed.into_committed(&turn.target, head, written)
@@ -281,6 +287,7 @@ async fn commit_attempt<'t>(
     tx: &Client,
     key: StoreKey,
     turn: &TurnCommit<'t>,
+    runs: &[RunToStore<'_>],
     head: Option<NodeId>,
     probe: &mut (dyn FnMut(CommitStage) + Send),
 ) -> Result<(usize, Vec<&'t Node>, Landed)> {
@@ -322,9 +329,9 @@ async fn commit_attempt<'t>(
             (Some(id.clone()), Some(at))
         }
     };
-    for run in turn.runs {
-        let owner = conversation.as_ref().or(run.conversation.as_ref());
-        queue_run(&mut pipeline, tx, run, owner, turn.thread).await?;
+    for to_store in runs {
+        let owner = conversation.as_ref().or(to_store.run.conversation.as_ref());
+        queue_run(&mut pipeline, tx, to_store, owner).await?;
     }
     let changed = pipeline.run().await?;
     probe(CommitStage::NodesWritten);

@@ -134,6 +134,7 @@ struct Shared {
     router: Router,
     /// Opened with [`OpenMode::ReadOnly`]: every write is refused.
     read_only: bool,
+    recent: crate::bodies::Recent,
 }
 
 impl Backend for PgStore {
@@ -176,6 +177,10 @@ impl Backend for PgStore {
     #[cfg(any(test, feature = "testkit"))]
     fn debug_query_i64(&self, sql: &str) -> Result<i64> {
         self.read(async |client| Ok(client.query_one(sql, &[]).await?.try_get(0)?))
+    }
+
+    fn recent_bodies(&self) -> &crate::bodies::Recent {
+        &self.shared.recent
     }
 
     fn meter(&self) -> Option<crate::costs::CostMeter> {
@@ -277,6 +282,7 @@ impl PgStore {
                 key,
                 router,
                 read_only: mode == OpenMode::ReadOnly,
+                recent: Default::default(),
             }),
             route: Route::Primary,
         })

@@ -12,6 +12,7 @@ use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Replays};
+use crate::bodies::RunToStore;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, ReplayId};
@@ -401,7 +402,8 @@ async fn finish_attempt<'t>(
     }
     let mut pipeline = Pipeline::new();
     for run in finish.runs.iter().chain(finish.other_runs) {
-        queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), None).await?;
+        let to_store = RunToStore::cut(run, None, None);
+        queue_run(&mut pipeline, tx, &to_store, run.conversation.as_ref()).await?;
     }
     pipeline.run().await?;
     Ok(marks)

@@ -9,6 +9,7 @@ use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
 use crate::backend::{Backend, BoxFuture, Reruns};
+use crate::bodies::RunToStore;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
@@ -115,7 +116,8 @@ async fn rerun_attempt<'t>(
     }
     let mut pipeline = Pipeline::new();
     for run in commit.runs {
-        queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), None).await?;
+        let to_store = RunToStore::cut(run, None, None);
+        queue_run(&mut pipeline, tx, &to_store, run.conversation.as_ref()).await?;
     }
     queue_rerun(&mut pipeline, tx, commit.record).await?;
     pipeline.run().await?;

@@ -8,13 +8,13 @@ A run's tools are read back with the run in the same query.
 use super::pipeline::{Param, Pipeline};
 use super::{PgStore, bodies};
 use crate::backend::{BoxFuture, Runs};
-use crate::bodies::RequestBody;
+use crate::bodies::{RequestBody, RunToStore};
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
 use deadpool_postgres::GenericClient;
-use skein_core::{NodeId, Thread, ToolSpec, Usage};
+use skein_core::{NodeId, ToolSpec, Usage};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -41,7 +41,8 @@ impl Runs for PgStore {
         Box::pin(async move {
             write_retrying!(self, |tx| {
                 let mut pipeline = Pipeline::new();
-                queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), None).await?;
+                let to_store = RunToStore::cut(run, None, None);
+                queue_run(&mut pipeline, tx, &to_store, run.conversation.as_ref()).await?;
                 pipeline.run().await?;
                 Ok(())
             })
@@ -150,24 +151,20 @@ impl PgStore {
 }
 
 /// Queue the insertion of a run as belonging to `conversation`, the tools
-/// it offered (each stored once) and its tool list; `thread`, the turn's
-/// stored thread, holds the texts its request body refers to. A run
-/// already stored (a commit retried after its outcome was unknown) is left
-/// as it is.
+/// it offered (each stored once), its tool list and its request body's
+/// pieces. A run already stored (a commit retried after its outcome was
+/// unknown) is left as it is.
 pub(crate) async fn queue_run<'c, C: GenericClient>(
     pipeline: &mut Pipeline<'c>,
     tx: &'c C,
-    run: &RunRecord,
+    to_store: &RunToStore<'_>,
     conversation: Option<&ConversationId>,
-    thread: Option<&Thread>,
 ) -> Result<()> {
+    let run = to_store.run;
     let columns = RunColumns::of(run)?;
     let tokens = |n: Option<u64>| n.map(|n| n as i64);
-    let body = match run.request.as_deref() {
-        Some(body) => {
-            let messages = crate::bodies::input_messages(thread, run.input_head);
-            Some(bodies::queue(pipeline, tx, body, &messages).await?)
-        }
+    let body = match &to_store.body {
+        Some(cut) => Some(bodies::queue(pipeline, tx, cut).await?),
         None => None,
     };
     let statement = tx

@@ -20,7 +20,7 @@ use super::reruns::queue_rerun;
 use super::runs::queue_run;
 use super::schema;
 use crate::backend::{Backend, Transfer};
-use crate::bodies::{BodyThreads, digest_of};
+use crate::bodies::{BodyThreads, RunToStore, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::lanes::Lanes;
@@ -212,7 +212,8 @@ impl Transfer for PgStore {
                                 ),
                                 None => None,
                             };
-                            queue_run(&mut pipeline, tx, run, run.conversation.as_ref(), thread.as_ref())
+                            let to_store = RunToStore::cut(run, thread.as_ref(), None);
+                            queue_run(&mut pipeline, tx, &to_store, run.conversation.as_ref())
                                 .await?;
                             pipeline.run().await?;
                             report.runs += 1;

@@ -20,14 +20,14 @@ erased message, except those a body that did not carry it shares
 */
 
 use crate::bodies::{
-    Assembled, BodyHead, BodyThreads, PieceContent, Recut, RequestBody, StoredPiece, cut,
+    Assembled, BodyHead, BodyThreads, Cut, PieceContent, Recut, RequestBody, StoredPiece, cut,
     digest_of, input_messages,
 };
 use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RunId};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use skein_core::{Digest, Message, NodeId, StoreKey, Thread};
+use skein_core::{Digest, NodeId, StoreKey, Thread};
 use std::collections::{HashMap, HashSet};
 
 /// How many of a body's last pieces one probe looks for.
@@ -36,14 +36,9 @@ const PROBE: usize = 8;
 /// New pieces inserted per statement.
 const INSERT_BATCH: usize = 32;
 
-/// Store the pieces of `body` (whose texts `messages`, its run's stored
-/// input thread, may hold) that are not stored yet; what the run keeps.
-pub(crate) fn store(
-    conn: &Connection,
-    body: &str,
-    messages: &[(NodeId, &Message)],
-) -> Result<BodyHead> {
-    let cut = cut(body.as_bytes(), messages);
+/// Store the pieces of a body's `cut` that are not stored yet; what the
+/// run keeps.
+pub(crate) fn store(conn: &Connection, cut: &Cut<'_>) -> Result<BodyHead> {
     let ids: Vec<&Digest> = cut.pieces.iter().map(|piece| &piece.id).collect();
     let first_new = stored_prefix(conn, &ids)?;
     for batch in cut.pieces[first_new..].chunks(INSERT_BATCH) {
@@ -61,7 +56,7 @@ pub(crate) fn store(
         }
         insert.execute(params_from_iter(values))?;
     }
-    Ok(cut.head)
+    Ok(cut.head.clone())
 }
 
 /// How many of `ids` (a body's chain, in order) are stored: a prefix.
@@ -340,7 +335,8 @@ pub(crate) fn recut(conn: &Connection, key: StoreKey, runs: &[RunId]) -> Result<
         };
         let conversation = conversation.map(ConversationId);
         let thread = input_thread(conn, key, &mut threads, conversation.as_ref(), input)?;
-        let head = store(conn, text, &input_messages(Some(&thread), Some(input)))?;
+        let messages = input_messages(Some(&thread), Some(input));
+        let head = store(conn, &cut(text.as_bytes(), &messages))?;
         let new_last = head.last.map(|last| last.as_bytes().to_vec());
         if new_last == last {
             continue;

@@ -13,6 +13,7 @@ use super::offers::record_offers;
 use super::runs::insert_run;
 use crate::backend::{Backend, BoxFuture, Conversations};
 use crate::blocking;
+use crate::bodies::RunToStore;
 use crate::conversations::{
     CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, name_taken,
     turn_head,
@@ -300,6 +301,12 @@ impl SqliteStore {
         probe: &mut (dyn FnMut(CommitStage) + Send),
     ) -> Result<Committed> {
         let head = turn_head(turn)?;
+        // Bodies are cut before the write lock is taken.
+        let runs: Vec<RunToStore<'_>> = turn
+            .runs
+            .iter()
+            .map(|run| RunToStore::cut(run, turn.thread, Some(self.recent_bodies())))
+            .collect();
         let mut marks = Vec::new();
         let (written, landed) = self.write(|tx| {
             marks.clear();
@@ -310,13 +317,9 @@ impl SqliteStore {
             probe(CommitStage::NodesWritten);
             let landed = land(tx, &turn.target, head)?;
             probe(CommitStage::HeadMoved);
-            for run in turn.runs {
-                insert_run(
-                    tx,
-                    run,
-                    landed.conversation().or(run.conversation.as_ref()),
-                    turn.thread,
-                )?;
+            for to_store in &runs {
+                let owner = landed.conversation().or(to_store.run.conversation.as_ref());
+                insert_run(tx, to_store, owner)?;
             }
             if let Some(conversation) = landed.holding_turn() {
                 record_offers(tx, conversation, turn.thread, turn.runs)?;

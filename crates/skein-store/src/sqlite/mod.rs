@@ -84,6 +84,7 @@ struct Shared {
     /// This handle created the file (it was missing, and opened with
     /// [`OpenMode::Create`]).
     created: bool,
+    recent: crate::bodies::Recent,
 }
 
 impl Backend for SqliteStore {
@@ -138,6 +139,10 @@ impl Backend for SqliteStore {
     #[cfg(any(test, feature = "testkit"))]
     fn debug_execute(&self, sql: &str) -> Result<u64> {
         Ok(self.raw_connection()?.execute(sql, [])? as u64)
+    }
+
+    fn recent_bodies(&self) -> &crate::bodies::Recent {
+        &self.shared.recent
     }
 
     fn meter(&self) -> Option<CostMeter> {
@@ -287,6 +292,7 @@ impl SqliteStore {
                 read_only,
                 meter: Mutex::new(None),
                 created,
+                recent: Default::default(),
             }),
         })
     }

@@ -9,6 +9,7 @@ use super::graph::append_nodes;
 use super::runs::insert_run;
 use crate::backend::{Backend, BoxFuture, Reruns};
 use crate::blocking;
+use crate::bodies::RunToStore;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
@@ -71,7 +72,11 @@ impl SqliteStore {
                 append_nodes(tx, self.key(), thread, &mut marks)?;
             }
             for run in commit.runs {
-                insert_run(tx, run, run.conversation.as_ref(), None)?;
+                insert_run(
+                    tx,
+                    &RunToStore::cut(run, None, None),
+                    run.conversation.as_ref(),
+                )?;
             }
             insert_rerun(tx, commit.record)
         })?;

@@ -9,13 +9,13 @@ without reading every run.
 
 use super::{SqliteStore, bodies};
 use crate::backend::{BoxFuture, Runs};
-use crate::bodies::RequestBody;
+use crate::bodies::{RequestBody, RunToStore};
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
 use crate::runs::{RawRun, RunColumns, replay_run, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use skein_core::{NodeId, Thread, ToolSpec, Usage};
+use skein_core::{NodeId, ToolSpec, Usage};
 
 const SELECT_RUN: &str =
     "SELECT id, conversation, input_head, output_head, model, provider, profile,
@@ -76,7 +76,10 @@ impl SqliteStore {
     /// Record a run on its own (a failed run adds no node, but keeps its
     /// record). Runs that produce a turn go through [`Store::commit_turn`].
     pub(crate) fn record_run(&self, run: &RunRecord) -> Result<()> {
-        self.write(|tx| insert_run(tx, run, run.conversation.as_ref(), None))
+        self.write(|tx| {
+            let to_store = RunToStore::cut(run, None, None);
+            insert_run(tx, &to_store, run.conversation.as_ref())
+        })
     }
 
     pub(crate) fn run_record(&self, id: &RunId) -> Result<RunRecord> {
@@ -159,25 +162,22 @@ impl SqliteStore {
     }
 }
 
-/// Insert `run` as belonging to `conversation` (a turn's runs belong to the
-/// conversation it landed in, whatever their own field says); `thread`,
-/// the turn's stored thread, holds the texts its request body refers to.
+/// Insert a run as belonging to `conversation` (a turn's runs belong to the
+/// conversation it landed in, whatever their own field says), with its
+/// request body's pieces.
 pub(crate) fn insert_run(
     conn: &Connection,
-    run: &RunRecord,
+    to_store: &RunToStore<'_>,
     conversation: Option<&ConversationId>,
-    thread: Option<&Thread>,
 ) -> Result<()> {
+    let run = to_store.run;
     let columns = RunColumns::of(run)?;
     // A run written again (a repeated commit) finds its body's pieces
     // stored: nothing more is written.
-    let body = run
-        .request
-        .as_deref()
-        .map(|body| {
-            let messages = crate::bodies::input_messages(thread, run.input_head);
-            bodies::store(conn, body, &messages)
-        })
+    let body = to_store
+        .body
+        .as_ref()
+        .map(|cut| bodies::store(conn, cut))
         .transpose()?;
     conn.prepare_cached(
         "INSERT INTO runs(id, conversation, input_head, output_head, model, provider, profile, backend,

@@ -393,7 +393,7 @@ fn request_pieces(conn: &Connection) -> Result<()> {
         )?;
         for rowid in kept {
             let body: String = read.query_row([rowid], |row| row.get(0))?;
-            let head = super::bodies::store(conn, &body, &[])?;
+            let head = super::bodies::store(conn, &crate::bodies::cut(body.as_bytes(), &[]))?;
             update.execute(params![
                 rowid,
                 head.last.map(|last| last.as_bytes().to_vec()),

@@ -14,7 +14,7 @@ use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::insert_rerun;
 use super::runs::insert_run;
 use crate::backend::{Backend, Transfer};
-use crate::bodies::{BodyThreads, digest_of};
+use crate::bodies::{BodyThreads, RunToStore, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
 use crate::records::RunId;
@@ -165,7 +165,11 @@ impl Transfer for SqliteStore {
                                 )?),
                                 None => None,
                             };
-                            insert_run(tx, run, run.conversation.as_ref(), thread.as_ref())?;
+                            insert_run(
+                                tx,
+                                &RunToStore::cut(run, thread.as_ref(), None),
+                                run.conversation.as_ref(),
+                            )?;
                             report.runs += 1;
                             if let Some(conversation) = &run.conversation
                                 && !run.tools.is_empty()
