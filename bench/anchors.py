@@ -133,8 +133,10 @@ def whole_process_rows(report):
         "CLI turn at depth 300 turns, whole process (median ms)": shallow,
         "CLI turn at depth 3,000 turns, whole process (median ms)": deep,
         "CLI turn 3,000 / 300": round(deep / shallow, 2) if deep and shallow else None,
-        "proxy request at depth 10 messages (median ms)": proxy.get("depth_10"),
-        "proxy request at depth 800 messages (median ms)": proxy.get("depth_800"),
+        **{
+            f"proxy request at depth {depth:,} messages (median ms)": proxy.get(f"depth_{depth}")
+            for depth in skein_workloads.PROXY_DEPTHS
+        },
     }
 
 

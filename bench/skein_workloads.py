@@ -18,6 +18,11 @@ records one conversation of 1,000 requests of ~600-byte messages through
 the proxy and prints, at 50, 100, 200 and 1,000 requests, the database's
 size against the unique message bytes and the time per request there.
 
+Per-request time alone: `python3 bench/skein_workloads.py proxy-requests
+BIN [BIN ...]` times the proxy workload for each binary, the binaries
+interleaved over three rounds, and prints each round's medians per depth
+(10, 100, 800 and 3,000 messages): flat in depth is the target.
+
 On a machine too noisy for times to mean much, the proxy's work can be
 counted instead: `python3 bench/skein_workloads.py proxy-instructions BIN
 [BIN ...]` runs the same requests against a server under valgrind's
@@ -40,7 +45,7 @@ import threading
 import time
 
 CLI_DEPTHS = (300, 3000)
-PROXY_DEPTHS = (10, 800)
+PROXY_DEPTHS = (10, 100, 800, 3000)
 
 
 def median_ms(times):
@@ -299,12 +304,29 @@ def proxy_storage(skein_bin, scratch, marks=(50, 100, 200, 1000)):
     return rows
 
 
-USAGE = """usage: python3 bench/skein_workloads.py proxy-instructions SKEIN_BIN [SKEIN_BIN ...]
+USAGE = """usage: python3 bench/skein_workloads.py proxy-requests SKEIN_BIN [SKEIN_BIN ...]
+       python3 bench/skein_workloads.py proxy-instructions SKEIN_BIN [SKEIN_BIN ...]
        python3 bench/skein_workloads.py proxy-storage SKEIN_BIN [SKEIN_BIN ...]"""
 
+ROUNDS = 3
+
+
+def proxy_request_rounds(binaries):
+    """`proxy_requests` for each binary, interleaved over ROUNDS rounds."""
+    for number in range(1, ROUNDS + 1):
+        for binary in binaries:
+            with tempfile.TemporaryDirectory() as scratch:
+                figures = proxy_requests(binary, scratch)
+            print(f"round {number}, {binary}: median ms per proxied request: {figures}", flush=True)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("proxy-instructions", "proxy-storage"):
+    modes = ("proxy-requests", "proxy-instructions", "proxy-storage")
+    if len(sys.argv) < 3 or sys.argv[1] not in modes:
         sys.exit(USAGE)
+    if sys.argv[1] == "proxy-requests":
+        proxy_request_rounds(sys.argv[2:])
+        sys.exit(0)
     for binary in sys.argv[2:]:
         with tempfile.TemporaryDirectory() as scratch:
             if sys.argv[1] == "proxy-instructions":
