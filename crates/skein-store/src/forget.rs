@@ -111,8 +111,6 @@ pub(crate) trait Forget {
     fn vacuum(&self) -> Result<()>;
     /// The erasures counted so far (crate::forget::COUNT_ERASURE).
     fn erasures(&self) -> BoxFuture<'_, Result<u64>>;
-    /// The deleted conversations remaining forks name as their origin.
-    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>>;
     /// The conversations holding a run the recording proxy's client
     /// `client` made (see [`crate::Filter::client`]).
     fn conversations_of_client(&self, client: &str) -> Result<Vec<String>>;
@@ -667,15 +665,6 @@ impl Store {
         let more = sharers.len() > SHARERS_SHOWN || swept.boundary.len() > BOUNDARY_EXAMINED;
         sharers.truncate(SHARERS_SHOWN);
         Ok((sharers, more))
-    }
-
-    fn containing_conversations(
-        &self,
-        node: NodeId,
-        cap: usize,
-        excluding: &[String],
-    ) -> Result<Vec<ConversationRef>> {
-        self.wait(self.backend().containing(node, cap, excluding))
     }
 }
 

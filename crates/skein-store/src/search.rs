@@ -447,6 +447,17 @@ impl Store {
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         self.wait(self.nonblocking().search(query))
     }
+
+    /// Up to `cap` conversations whose thread holds `node`, none of
+    /// `excluding` (what a deletion reports as still sharing its messages).
+    pub(crate) fn containing_conversations(
+        &self,
+        node: NodeId,
+        cap: usize,
+        excluding: &[String],
+    ) -> Result<Vec<ConversationRef>> {
+        self.wait(self.backend().containing(node, cap, excluding))
+    }
 }
 
 impl AsyncStore<'_> {

@@ -76,6 +76,9 @@ pub(crate) trait Transfer {
     /// which pieces each run's body is.
     fn export_bodies(&self, out: &mut dyn Write) -> Result<()>;
     fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport>;
+    /// The deleted conversations remaining forks name as their origin (the
+    /// rows `skein delete` records, for export).
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>>;
 }
 
 /// The longest export line [`crate::Store::import`] reads: 64 MiB, room for

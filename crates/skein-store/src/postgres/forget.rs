@@ -20,8 +20,8 @@ use crate::backend::{Backend, BoxFuture};
 use crate::codec::{BLOB_THRESHOLD, blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned,
-    REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
+    COUNT_ERASURE, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned, REFERENCED,
+    Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
     selection_without, settings_without, sweep,
 };
 use crate::records::ReplayId;
@@ -124,24 +124,6 @@ impl Forget for PgStore {
 
     fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed> {
         self.write(async |tx| redact_in(tx, node, original, erased).await)
-    }
-
-    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
-        let rows = self.read(async |client| {
-            Ok(client
-                .query(
-                    "SELECT id, deleted FROM deleted_conversations ORDER BY id",
-                    &[],
-                )
-                .await?)
-        })?;
-        Ok(rows
-            .iter()
-            .map(|row| DeletedConversation {
-                id: crate::records::ConversationId(row.get(0)),
-                deleted_ms: row.get(1),
-            })
-            .collect())
     }
 
     fn erasures(&self) -> BoxFuture<'_, Result<u64>> {

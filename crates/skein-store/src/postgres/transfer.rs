@@ -22,6 +22,7 @@ use crate::backend::Backend;
 use crate::bodies::{BodyThreads, RunToStore, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
+use crate::forget::DeletedConversation;
 use crate::lanes::Lanes;
 use crate::records::RunId;
 use crate::transfer::{
@@ -343,6 +344,24 @@ impl Transfer for PgStore {
             }
             Ok(report)
         })
+    }
+
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
+        let rows = self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT id, deleted FROM deleted_conversations ORDER BY id",
+                    &[],
+                )
+                .await?)
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| DeletedConversation {
+                id: ConversationId(row.get(0)),
+                deleted_ms: row.get(1),
+            })
+            .collect())
     }
 }
 

@@ -15,8 +15,8 @@ use crate::backend::{Backend, BoxFuture};
 use crate::codec::{BLOB_THRESHOLD, blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned,
-    REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
+    COUNT_ERASURE, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned, REFERENCED,
+    Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
     selection_without, settings_without, sweep,
 };
 use crate::records::ReplayId;
@@ -120,20 +120,6 @@ impl Forget for SqliteStore {
             // Freed and overwritten cells are zeroed, not left in free pages.
             tx.pragma_update(None, "secure_delete", "ON")?;
             redact_in(tx, node, original, erased)
-        })
-    }
-
-    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
-        self.read(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT id, deleted FROM deleted_conversations ORDER BY id")?;
-            let rows = stmt.query_map([], |row| {
-                Ok(DeletedConversation {
-                    id: crate::records::ConversationId(row.get(0)?),
-                    deleted_ms: row.get(1)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 

@@ -17,6 +17,7 @@ use crate::backend::Backend;
 use crate::bodies::{BodyThreads, RunToStore, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
+use crate::forget::DeletedConversation;
 use crate::records::RunId;
 use crate::transfer::{
     ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target, Transfer,
@@ -267,6 +268,20 @@ impl Transfer for SqliteStore {
             }
             fill_offers(tx, Some(&offering))?;
             Ok(report)
+        })
+    }
+
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
+        self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT id, deleted FROM deleted_conversations ORDER BY id")?;
+            let rows = stmt.query_map([], |row| {
+                Ok(DeletedConversation {
+                    id: crate::records::ConversationId(row.get(0)?),
+                    deleted_ms: row.get(1)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 }
