@@ -291,8 +291,9 @@ fn misplaced_operations(top: &BTreeMap<String, String>, concerns: &Concerns) -> 
 /// What `async_store.rs` and `store.rs` hold beyond the struct, opening
 /// and plumbing: an async operation, or a call of a backend method that is
 /// not one of [`STORE_RS_MAY_CALL`] (or an allowed one the supertrait no
-/// longer declares).
-fn operations_in_the_facade(top: &BTreeMap<String, String>) -> Vec<String> {
+/// longer declares). A concern trait's method is left to
+/// [`misplaced_operations`], which names its file.
+fn operations_in_the_facade(top: &BTreeMap<String, String>, concerns: &Concerns) -> Vec<String> {
     let mut problems = Vec::new();
     for line in top["async_store"].lines() {
         if line.contains("pub async fn ") {
@@ -318,11 +319,12 @@ fn operations_in_the_facade(top: &BTreeMap<String, String>) -> Vec<String> {
     for (_, body) in items(&top["store"], "impl Store {") {
         for (method, lines) in methods(&body) {
             for called in backend_calls(&lines) {
-                if !allowed.contains(called) {
+                if !allowed.contains(called) && !concerns.method_stems.contains_key(called) {
                     problems.push(format!(
-                        "`Store::{method}` is in {SRC}/store.rs and calls the backend's \
-                         `{called}`, a concern's operation: move it to the file whose trait \
-                         declares `{called}`"
+                        "`Store::{method}` in {SRC}/store.rs calls the backend's `{called}`, \
+                         which is not on the allow-list of store.rs (STORE_RS_MAY_CALL): \
+                         declare it in a concern's trait and move `Store::{method}` to that \
+                         file, or allow it with why"
                     ));
                 }
             }
@@ -344,7 +346,7 @@ fn every_store_operation_sits_in_its_concerns_file() {
     );
     let mut problems = misplaced_backend_impls(&concerns);
     problems.extend(misplaced_operations(&top, &concerns));
-    problems.extend(operations_in_the_facade(&top));
+    problems.extend(operations_in_the_facade(&top, &concerns));
     assert!(
         problems.is_empty(),
         "store operations outside their concern's file (ARCHITECTURE.md, \"Adding a store \
