@@ -25,6 +25,10 @@ were erased ([`RequestBody::erased`]) and never shows stale text.
 What is here needs no SQL: the cut rule, piece ids, and the
 reconstruction's types. Each backend's `bodies.rs` stores and reads pieces
 and the nodes the references name.
+
+This module declares `Bodies`, the backend trait sqlite/bodies.rs and
+postgres/bodies.rs implement, and holds the public operations that call it:
+on `Store`, blocking only.
 */
 
 mod recent;
@@ -32,10 +36,21 @@ pub(crate) mod skeleton;
 
 pub(crate) use recent::Recent;
 
+use crate::records::RunId;
 use skein_core::id::Digest;
 use skein_core::{Message, NodeId, Part};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
+
+/// Cutting stored request bodies again: the SQL is in sqlite/bodies.rs and
+/// postgres/bodies.rs.
+pub(crate) trait Bodies {
+    /// The runs that keep a request body, oldest first.
+    fn bodied_runs(&self) -> crate::Result<Vec<RunId>>;
+    /// Cut the bodies of `runs` again against their stored threads, in one
+    /// transaction (`Store::compact_bodies`).
+    fn recut_bodies(&self, runs: &[RunId]) -> crate::Result<Recut>;
+}
 
 /// FastCDC's bounds: no piece shorter than this (but a body's last)...
 const MIN_PIECE: usize = 64;

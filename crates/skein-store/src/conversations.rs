@@ -8,13 +8,22 @@ turn's transaction that crash tests stop at.
 A bookmark only moves as a compare-and-set on the head the caller started
 from, inside the turn's one transaction; the SQL is in
 sqlite/conversations.rs and postgres/conversations.rs.
+
+This module declares `Conversations`, the backend trait
+sqlite/conversations.rs and postgres/conversations.rs implement, and holds
+the public operations that call it: the async ones on `AsyncStore` and their
+blocking forms on `Store`.
 */
 
+use crate::CommitStageProbe;
+use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{HeadMoved, Result, StoreError};
 use crate::records::{
-    Committed, ConversationId, ConversationRecord, NewConversation, OnConflict, Origin, Target,
-    TurnCommit,
+    Committed, ConversationId, ConversationRecord, ListPosition, NewConversation, OnConflict,
+    Origin, Target, TurnCommit,
 };
+use crate::store::Store;
 use skein_core::{ConversationSettings, NodeId};
 
 /// The columns [`ConversationRow`] reads, from `conversations c`, on both
@@ -30,6 +39,56 @@ macro_rules! conversation_columns {
 }
 
 pub(crate) use conversation_columns;
+
+/// Conversation bookmarks and the turn commit: the SQL is in
+/// sqlite/conversations.rs and postgres/conversations.rs.
+pub(crate) trait Conversations {
+    #[cfg(any(test, feature = "testkit"))]
+    fn create_conversation(
+        &self,
+        new: NewConversation,
+    ) -> BoxFuture<'_, Result<ConversationRecord>>;
+    fn conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<ConversationRecord>>;
+    fn list_conversations(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
+    fn list_conversations_after<'a>(
+        &'a self,
+        after: &'a ListPosition,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
+    fn conversations_at(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ConversationRecord>>>;
+    fn conversations_by_ids<'a>(
+        &'a self,
+        ids: &'a [ConversationId],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRecord>>>;
+    fn rename_conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>>;
+    #[cfg(any(test, feature = "testkit"))]
+    fn set_conversation_settings<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        settings: &'a ConversationSettings,
+    ) -> BoxFuture<'a, Result<()>>;
+    #[cfg(any(test, feature = "testkit"))]
+    fn move_head<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> BoxFuture<'a, Result<()>>;
+    /// The turn commit, with `probe` called at each stage inside the
+    /// transaction (crash tests die there).
+    fn commit_turn<'a>(
+        &'a self,
+        turn: &'a TurnCommit<'a>,
+        probe: &'a mut (dyn FnMut(CommitStageProbe) + Send),
+    ) -> BoxFuture<'a, Result<Committed>>;
+}
 
 /// Where a turn landed, inside its transaction.
 pub(crate) enum Landed {
@@ -242,5 +301,233 @@ impl ConversationRow<'_> {
             settings: ConversationSettings::from_json(self.meta).unwrap_or_default(),
             imported: self.imported,
         }
+    }
+}
+
+impl AsyncStore<'_> {
+    #[cfg(any(test, feature = "testkit"))]
+    /// [`Store::create_conversation`].
+    pub async fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
+        if let Some(name) = &new.name {
+            check_conversation_name(name)?;
+        }
+        self.store.backend().create_conversation(new).await
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// [`Store::fork`].
+    pub async fn fork(
+        &self,
+        node: NodeId,
+        name: Option<String>,
+        from: Option<ConversationId>,
+    ) -> Result<ConversationRecord> {
+        self.create_conversation(NewConversation {
+            id: None,
+            name,
+            head: Some(node),
+            origin: Some(Origin {
+                node: Some(node),
+                conversation: from,
+                rerun: None,
+            }),
+            settings: Default::default(),
+        })
+        .await
+    }
+
+    /// [`Store::conversation`].
+    pub async fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        self.store.backend().conversation(id).await
+    }
+
+    /// [`Store::list_conversations`].
+    pub async fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
+        self.store.backend().list_conversations(limit).await
+    }
+
+    /// [`Store::list_conversations_after`].
+    pub async fn list_conversations_after(
+        &self,
+        after: &ListPosition,
+        limit: usize,
+    ) -> Result<Vec<ConversationRecord>> {
+        self.store
+            .backend()
+            .list_conversations_after(after, limit)
+            .await
+    }
+
+    /// [`Store::conversations_at`].
+    pub async fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
+        self.store.backend().conversations_at(node).await
+    }
+
+    /// [`Store::conversations_by_ids`].
+    pub async fn conversations_by_ids(
+        &self,
+        ids: &[ConversationId],
+    ) -> Result<Vec<ConversationRecord>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.store.backend().conversations_by_ids(ids).await
+    }
+
+    /// [`Store::rename_conversation`].
+    pub async fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        if let Some(name) = name {
+            check_conversation_name(name)?;
+        }
+        self.store.backend().rename_conversation(id, name).await
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// [`Store::set_conversation_settings`].
+    pub async fn set_conversation_settings(
+        &self,
+        id: &ConversationId,
+        settings: &ConversationSettings,
+    ) -> Result<()> {
+        self.store
+            .backend()
+            .set_conversation_settings(id, settings)
+            .await
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// [`Store::move_head`].
+    pub async fn move_head(
+        &self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> Result<()> {
+        self.store.backend().move_head(id, expected, new).await
+    }
+
+    /// [`Store::commit_turn`]. On SQLite, from a current-thread runtime, a
+    /// turn that would wait for another writer is committed on the
+    /// blocking pool from a copy (its thread's nodes are shared, so they
+    /// are marked as stored all the same).
+    pub async fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        check_turn_names(turn)?;
+        let mut no_probe = |_| {};
+        self.store.backend().commit_turn(turn, &mut no_probe).await
+    }
+}
+
+impl Store {
+    #[cfg(any(test, feature = "testkit"))]
+    /// Create a conversation, optionally starting at an existing node. A
+    /// name that reads as an id is refused
+    /// ([`StoreError::NameLooksLikeId`](crate::StoreError::NameLooksLikeId),
+    /// see [`check_conversation_name`](crate::check_conversation_name)),
+    /// and so is one another conversation has
+    /// ([`StoreError::NameTaken`](crate::StoreError::NameTaken)).
+    pub fn create_conversation(&self, new: NewConversation) -> Result<ConversationRecord> {
+        self.wait(self.nonblocking().create_conversation(new))
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// Fork: a new conversation whose head is `node` (any stored node),
+    /// recording where it came from. O(1); the origin is never touched.
+    pub fn fork(
+        &self,
+        node: NodeId,
+        name: Option<String>,
+        from: Option<ConversationId>,
+    ) -> Result<ConversationRecord> {
+        self.wait(self.nonblocking().fork(node, name, from))
+    }
+
+    pub fn conversation(&self, id: &ConversationId) -> Result<ConversationRecord> {
+        self.wait(self.nonblocking().conversation(id))
+    }
+
+    /// Conversations, most recently updated first.
+    pub fn list_conversations(&self, limit: usize) -> Result<Vec<ConversationRecord>> {
+        self.wait(self.nonblocking().list_conversations(limit))
+    }
+
+    /// The conversations listed after `after` (the last one of the previous
+    /// page), in the same order, at most `limit`. Paging this way lists every
+    /// conversation once; one updated while the pages are read moves to the
+    /// front of the listing and is not listed again.
+    pub fn list_conversations_after(
+        &self,
+        after: &ListPosition,
+        limit: usize,
+    ) -> Result<Vec<ConversationRecord>> {
+        self.wait(self.nonblocking().list_conversations_after(after, limit))
+    }
+
+    /// Conversations whose head is exactly `node`.
+    pub fn conversations_at(&self, node: NodeId) -> Result<Vec<ConversationRecord>> {
+        self.wait(self.nonblocking().conversations_at(node))
+    }
+
+    /// The conversations of these ids that exist, in no order, in one
+    /// statement (a listing naming the conversations of many rows).
+    pub fn conversations_by_ids(&self, ids: &[ConversationId]) -> Result<Vec<ConversationRecord>> {
+        self.wait(self.nonblocking().conversations_by_ids(ids))
+    }
+
+    /// Name the conversation (`None` removes its name). A name that reads
+    /// as an id, or that another conversation has, is refused, as on
+    /// creation, and nothing changes.
+    pub fn rename_conversation(&self, id: &ConversationId, name: Option<&str>) -> Result<()> {
+        self.wait(self.nonblocking().rename_conversation(id, name))
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// Replace the conversation's settings.
+    pub fn set_conversation_settings(
+        &self,
+        id: &ConversationId,
+        settings: &ConversationSettings,
+    ) -> Result<()> {
+        self.wait(self.nonblocking().set_conversation_settings(id, settings))
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// Move a bookmark from `expected` to `new` (a stored node), or report
+    /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) if someone else moved it first.
+    pub fn move_head(
+        &self,
+        id: &ConversationId,
+        expected: Option<NodeId>,
+        new: NodeId,
+    ) -> Result<()> {
+        self.wait(self.nonblocking().move_head(id, expected, new))
+    }
+
+    /// Commit a turn in one transaction: its nodes, its runs, and where it
+    /// lands (the bookmark moved by compare-and-set, a conversation created
+    /// with it, or none for a failed first turn). When the bookmark moved
+    /// since `expected_head`, the nodes and runs are still committed
+    /// (nothing is lost) and the turn either fails with
+    /// [`StoreError::HeadMoved`](crate::StoreError::HeadMoved) naming the node where it stands, or
+    /// branches into a new conversation, as the target's `on_conflict` says.
+    /// A conversation it would create under a name that reads as an id is
+    /// refused before anything is written; one under a name another
+    /// conversation has ([`StoreError::NameTaken`](crate::StoreError::NameTaken))
+    /// is refused inside the transaction, which then writes nothing.
+    pub fn commit_turn(&self, turn: &TurnCommit<'_>) -> Result<Committed> {
+        check_turn_names(turn)?;
+        self.wait(self.backend().commit_turn(turn, &mut |_| {}))
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// [`Store::commit_turn`] with a probe called at each stage inside the
+    /// transaction; crash tests use it to die mid-turn.
+    #[doc(hidden)]
+    pub fn commit_turn_observed(
+        &self,
+        turn: &TurnCommit<'_>,
+        probe: &mut (dyn FnMut(CommitStageProbe) + Send),
+    ) -> Result<Committed> {
+        check_turn_names(turn)?;
+        self.wait(self.backend().commit_turn(turn, probe))
     }
 }

@@ -4,12 +4,34 @@ text embedded once by one embedder is never embedded again by it, across
 processes. Vectors are stored as little-endian `f32`s (encoded here for
 both backends; the SQL is in sqlite/embeddings.rs and
 postgres/embeddings.rs).
+
+This module declares `EmbeddingCache`, the backend trait
+sqlite/embeddings.rs and postgres/embeddings.rs implement, and holds the
+public operations that call it: the async ones on `AsyncStore` and their
+blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use skein_core::Digest;
+
+/// The embedding cache: the SQL is in sqlite/embeddings.rs and
+/// postgres/embeddings.rs.
+pub(crate) trait EmbeddingCache {
+    fn cached_embedding<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Option<Vec<f32>>>>;
+    fn cache_embedding<'a>(
+        &'a self,
+        embedder: &'a str,
+        digest: &'a Digest,
+        vector: &'a [f32],
+    ) -> BoxFuture<'a, Result<()>>;
+}
 
 impl Store {
     /// The cached vector of the content with `digest` under `embedder`.

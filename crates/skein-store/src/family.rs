@@ -11,15 +11,30 @@ database's.
 
 Which rows come back is shared by both backends ([`FamilyRows::assemble`]);
 the SQL is in sqlite/family.rs and postgres/family.rs.
+
+This module declares `Families`, the backend trait sqlite/family.rs and
+postgres/family.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, ConversationRecord};
 use crate::reruns::RerunRecord;
 use crate::store::Store;
 use skein_core::NodeId;
 use std::collections::{HashMap, HashSet, VecDeque};
+
+/// The rows a conversation's family is assembled from: the SQL is in
+/// sqlite/family.rs and postgres/family.rs.
+pub(crate) trait Families {
+    fn family<'a>(
+        &'a self,
+        id: &'a ConversationId,
+        limits: FamilyLimits,
+    ) -> BoxFuture<'a, Result<FamilyRows>>;
+}
 
 /// How much of a family [`Store::family`] reads at most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

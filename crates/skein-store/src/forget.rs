@@ -55,8 +55,14 @@ its id and place (its parts become [`Part::Erased`], which enter the id
 preimage as the parts they were), and the same cleaning reaches the search
 index, blobs, the embedding cache and runs' request bodies.
 [`Store::vacuum`] then rewrites the database file without the freed bytes.
+
+This module declares `Forget`, the backend trait sqlite/forget.rs and
+postgres/forget.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
+use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::Result;
 use crate::family::FamilyLimits;
 use crate::records::{ConversationId, ConversationRecord, ReplayId};
@@ -67,6 +73,48 @@ use skein_core::encoding::node_id;
 use skein_core::{Digest, Erased, Message, NodeId, Part};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
+
+/// Deleting conversations and collecting what only they reached: the SQL is
+/// in sqlite/forget.rs and postgres/forget.rs. Blocking only, like export
+/// and verify.
+pub(crate) trait Forget {
+    /// Delete `doomed`, `replays` (each with its turns' rows and runs) and
+    /// `unowned` (runs no conversation holds: failed first turns), and the
+    /// rows and nodes only they reached, in one transaction; with
+    /// `dry_run` the transaction is rolled back.
+    fn forget(
+        &self,
+        doomed: &[Doomed],
+        replays: &[ReplayId],
+        unowned: &[String],
+        dry_run: bool,
+    ) -> Result<Swept>;
+    /// The runs no conversation holds that `filter` takes (by when they
+    /// started, their client, whether the proxy made them).
+    fn unowned_runs(&self, filter: &Filter) -> Result<Vec<String>>;
+    /// Every node nothing reaches (children first), read without locking
+    /// anything, with how many nodes are kept and the kept ones something
+    /// references directly (the deepest [`crate::SHARERS_SHOWN`]).
+    fn garbage(&self) -> Result<Planned>;
+    /// Delete those of `nodes` that nothing reaches still (a turn may have
+    /// built on one since it was planned), with what only they used, in
+    /// one transaction that locks only them; with `dry_run` it is rolled
+    /// back.
+    fn collect_batch(&self, nodes: &[NodeId], dry_run: bool) -> Result<Swept>;
+    /// Run `work` unless another connection runs work under `key` now
+    /// (false then, and `work` is not run).
+    fn exclusively(&self, key: i64, work: &mut dyn FnMut() -> Result<()>) -> Result<bool>;
+    /// Replace `node`'s body by `erased` (the same id), and remove what held
+    /// `original`'s content elsewhere, in one transaction.
+    fn redact(&self, node: NodeId, original: &Message, erased: &Message) -> Result<Scrubbed>;
+    /// Rewrite the database without its free pages.
+    fn vacuum(&self) -> Result<()>;
+    /// The erasures counted so far (crate::forget::COUNT_ERASURE).
+    fn erasures(&self) -> BoxFuture<'_, Result<u64>>;
+    /// The conversations holding a run the recording proxy's client
+    /// `client` made (see [`crate::Filter::client`]).
+    fn conversations_of_client(&self, client: &str) -> Result<Vec<String>>;
+}
 
 /// Which conversations (or replays) to delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,7 +224,7 @@ pub(crate) struct Swept {
     pub boundary: Vec<NodeId>,
 }
 
-/// The plan of a garbage collection ([`crate::backend::Forget::garbage`]).
+/// The plan of a garbage collection ([`Forget::garbage`]).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Planned {
     /// Every node nothing reaches, children before parents.
@@ -618,15 +666,6 @@ impl Store {
         sharers.truncate(SHARERS_SHOWN);
         Ok((sharers, more))
     }
-
-    fn containing_conversations(
-        &self,
-        node: NodeId,
-        cap: usize,
-        excluding: &[String],
-    ) -> Result<Vec<ConversationRef>> {
-        self.wait(self.backend().containing(node, cap, excluding))
-    }
 }
 
 /// What [`Store::redact`] erased.
@@ -912,6 +951,13 @@ pub(crate) fn embedded_digests(message: &Message) -> Vec<Digest> {
             _ => None,
         })
         .collect()
+}
+
+impl AsyncStore<'_> {
+    /// [`Store::erasures`].
+    pub async fn erasures(&self) -> Result<u64> {
+        self.store.backend().erasures().await
+    }
 }
 
 #[cfg(test)]

@@ -12,13 +12,33 @@ removing the label lets `skein gc` collect them.
 A label's nodes are read a page at a time ([`Store::labelled`]), so a
 label on ten thousand turns is never held whole. The SQL is in
 sqlite/labels.rs and postgres/labels.rs.
+
+This module declares `Labels`, the backend trait sqlite/labels.rs and
+postgres/labels.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use skein_core::NodeId;
+
+/// Labels on nodes: the SQL is in sqlite/labels.rs and postgres/labels.rs.
+pub(crate) trait Labels {
+    fn add_label<'a>(&'a self, name: &'a str, nodes: &'a [NodeId]) -> BoxFuture<'a, Result<u64>>;
+    fn remove_label<'a>(&'a self, name: &'a str, nodes: &'a [NodeId])
+    -> BoxFuture<'a, Result<u64>>;
+    fn labelled<'a>(
+        &'a self,
+        name: &'a str,
+        after: Option<NodeId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<Label>>>;
+    fn labels_of(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<String>>>;
+    fn label_counts(&self) -> BoxFuture<'_, Result<Vec<LabelCount>>>;
+}
 
 /// One labelled node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

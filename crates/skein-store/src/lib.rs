@@ -38,7 +38,8 @@ not a skein database.
 Modules: the facade (store.rs: [`Store`], which opens a backend by its
 location and holds it as an `Arc<dyn Backend>`), its async API
 (async_store.rs), the
-backend traits (backend.rs, one per concern), where blocking work runs for
+backend supertrait (backend.rs; each concern's trait is in its module, with
+that concern's public operations), where blocking work runs for
 async callers (blocking.rs), and what both backends share, one module per
 concern: [`records`] (the typed rows), [`error`], the graph's types and
 lanes (graph.rs, lanes.rs), conversations, runs, reruns of recorded turns,

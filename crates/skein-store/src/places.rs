@@ -12,11 +12,26 @@ on neither list, so a new table or column that could keep text is
 classified before it lands. [`Store::places_holding`] searches every
 content place for a text: what `skein verify --find TEXT` prints, and
 what the erasure tests assert is empty after `redact` and `gc`.
+
+This module declares `Places`, the backend trait sqlite/places.rs and
+postgres/places.rs implement, and holds the public operations that call it:
+on `Store`, blocking only.
 */
 
 use crate::error::Result;
 use crate::store::Store;
 use serde::Serialize;
+
+/// Reading the content places: the SQL is in sqlite/places.rs and
+/// postgres/places.rs.
+pub(crate) trait Places {
+    /// How many rows of `place` hold `text`; `None` when this backend has
+    /// no such place.
+    fn rows_holding(&self, place: &Place, text: &str) -> Result<Option<u64>>;
+    #[cfg(any(test, feature = "testkit"))]
+    /// Every (table, column) of the live schema.
+    fn columns(&self) -> Result<Vec<(String, String)>>;
+}
 
 /// How a place stores what it holds, which decides how it is searched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,5 +376,12 @@ impl Store {
             }
         }
         Ok(found)
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    /// Every (table, column) of the live schema (crate::places's test reads
+    /// it).
+    pub fn schema_columns(&self) -> Result<Vec<(String, String)>> {
+        self.backend().columns()
     }
 }

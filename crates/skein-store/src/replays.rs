@@ -24,14 +24,66 @@ in one transaction with its threads and runs
 so a turn is recorded once or not at all. The record, the store's methods
 and the row parsing are shared; the SQL is in sqlite/replays.rs and
 postgres/replays.rs.
+
+This module declares `Replays`, the backend trait sqlite/replays.rs and
+postgres/replays.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, ReplayId, RunId, RunRecord};
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use skein_core::{NodeId, Thread};
+
+/// Replays of recorded turns and their workers' claims: the SQL is in
+/// sqlite/replays.rs and postgres/replays.rs.
+pub(crate) trait Replays {
+    fn create_replay<'a>(
+        &'a self,
+        record: &'a ReplayRecord,
+        turns: &'a [NewReplayTurn],
+    ) -> BoxFuture<'a, Result<()>>;
+    fn replay<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayRecord>>;
+    fn all_replays(&self) -> BoxFuture<'_, Result<Vec<ReplayRecord>>>;
+    fn list_replays<'a>(
+        &'a self,
+        after: Option<&'a ReplayPosition>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ListedReplay>>>;
+    fn claim_replay_turns<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        worker: &'a str,
+        limit: usize,
+        lease_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
+    fn renew_replay_leases<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        worker: &'a str,
+        lease_ms: i64,
+    ) -> BoxFuture<'a, Result<u64>>;
+    fn finish_replay_turn<'a>(
+        &'a self,
+        finish: &'a ReplayTurnFinish<'a>,
+    ) -> BoxFuture<'a, Result<()>>;
+    fn replay_turns<'a>(
+        &'a self,
+        id: &'a ReplayId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
+    fn replay_turns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<ReplayTurn>>>;
+    fn replayed_in<'a>(
+        &'a self,
+        conversations: &'a [ConversationId],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<ReplayTurn>>>;
+    fn replay_totals<'a>(&'a self, id: &'a ReplayId) -> BoxFuture<'a, Result<ReplayTotals>>;
+}
 
 /// One replay, as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

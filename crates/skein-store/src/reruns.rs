@@ -10,14 +10,33 @@ the verdict, so provenance can be checked after a restart.
 One transaction stores a rerun's threads, runs and row together. The
 record, the store's methods and the row parsing are shared; the SQL is in
 sqlite/reruns.rs and postgres/reruns.rs.
+
+This module declares `Reruns`, the backend trait sqlite/reruns.rs and
+postgres/reruns.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, RerunId, RunId, RunRecord};
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use skein_core::{NodeId, Thread};
+
+/// Reruns of recorded turns: the SQL is in sqlite/reruns.rs and
+/// postgres/reruns.rs.
+pub(crate) trait Reruns {
+    fn commit_rerun<'a>(&'a self, commit: &'a RerunCommit<'a>) -> BoxFuture<'a, Result<()>>;
+    fn rerun<'a>(&'a self, id: &'a RerunId) -> BoxFuture<'a, Result<RerunRecord>>;
+    fn reruns_of_conversation<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<Vec<RerunRecord>>>;
+    fn reruns_of_node(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
+    fn reruns_answering(&self, node: NodeId) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
+    fn all_reruns(&self) -> BoxFuture<'_, Result<Vec<RerunRecord>>>;
+}
 
 /// One rerun, as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,14 +8,42 @@ another conversation's id.
 
 The parsing and choosing are shared; each backend only lists the ids in a
 range (sqlite/resolve.rs, postgres/resolve.rs).
+
+This module declares `IdRanges`, the backend trait sqlite/resolve.rs and
+postgres/resolve.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::records::{ConversationId, ReplayId, RerunId, RunId};
 use crate::store::Store;
 use skein_core::NodeId;
 use skein_core::id::is_hex_prefix;
+
+/// The ids in a range, for prefix resolution: the SQL is in
+/// sqlite/resolve.rs and postgres/resolve.rs.
+pub(crate) trait IdRanges {
+    fn node_ids_between<'a>(
+        &'a self,
+        low: &'a [u8],
+        high: &'a [u8],
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<NodeId>>>;
+    fn conversation_ids_named<'a>(
+        &'a self,
+        name: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>>;
+    fn text_ids_between<'a>(
+        &'a self,
+        table: IdTable,
+        low: &'a str,
+        high: &'a str,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>>>;
+}
 
 /// Candidates listed in an ambiguity error.
 const CANDIDATES: usize = 5;

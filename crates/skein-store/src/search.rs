@@ -22,13 +22,43 @@ The query language: words, all of which must appear (`kernel panic`);
 makes a word (or a phrase's last word) a prefix (`deploy*`). A word that
 splits into several (`e-mail`) is a phrase. Unbalanced quotes, a query with
 no word, one too long or with too many terms are [`SearchError`]s.
+
+This module declares `Search`, the backend trait sqlite/search.rs and
+postgres/search.rs implement, and holds the public operations that call it:
+the async ones on `AsyncStore` and their blocking forms on `Store`.
 */
 
 use crate::async_store::AsyncStore;
+use crate::backend::BoxFuture;
 use crate::error::Result;
 use crate::records::ConversationId;
 use crate::store::Store;
 use skein_core::{Message, NodeId, Part, Role};
+
+/// The full-text index: the SQL is in sqlite/search.rs and
+/// postgres/search.rs.
+pub(crate) trait Search {
+    /// Up to `limit` nodes matching `query`, newest first, within the
+    /// thread ending at `within` when given; without `replays`, none that
+    /// only a replay's runs produced (`runs::replay_only_message`).
+    fn search_nodes<'a>(
+        &'a self,
+        query: &'a Parsed,
+        role: Option<Role>,
+        within: Option<NodeId>,
+        replays: bool,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<(NodeId, Message)>>>;
+    /// Up to `cap` conversations whose thread holds `node`, none of
+    /// `excluding` (a deletion's, which a dry run still stores: so the
+    /// lookup finds the same conversations before and after it).
+    fn containing<'a>(
+        &'a self,
+        node: NodeId,
+        cap: usize,
+        excluding: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<ConversationRef>>>;
+}
 
 /// The longest query text accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1000;
@@ -417,6 +447,17 @@ impl Store {
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         self.wait(self.nonblocking().search(query))
     }
+
+    /// Up to `cap` conversations whose thread holds `node`, none of
+    /// `excluding` (what a deletion reports as still sharing its messages).
+    pub(crate) fn containing_conversations(
+        &self,
+        node: NodeId,
+        cap: usize,
+        excluding: &[String],
+    ) -> Result<Vec<ConversationRef>> {
+        self.wait(self.backend().containing(node, cap, excluding))
+    }
 }
 
 impl AsyncStore<'_> {
@@ -476,6 +517,16 @@ impl AsyncStore<'_> {
             });
         }
         Ok(SearchResults { matches, truncated })
+    }
+
+    /// Up to `cap` conversations whose thread holds `node` (found by its
+    /// lane first, as search finds them).
+    pub async fn conversations_containing(
+        &self,
+        node: NodeId,
+        cap: usize,
+    ) -> Result<Vec<ConversationRef>> {
+        self.store.backend().containing(node, cap, &[]).await
     }
 }
 

@@ -49,6 +49,10 @@ too are all or nothing on both backends.
 The format, parsing and every check that needs no database are here, shared
 by both backends; the export and import loops are in sqlite/transfer.rs and
 postgres/transfer.rs.
+
+This module declares `Transfer`, the backend trait sqlite/transfer.rs and
+postgres/transfer.rs implement, and holds the public operations that call
+it: on `Store`, blocking only.
 */
 
 use crate::error::{Result, StoreError};
@@ -57,11 +61,25 @@ use crate::labels::Label;
 use crate::records::{ConversationId, ConversationRecord, ReplayId, RunId, RunRecord};
 use crate::replays::{ReplayRecord, ReplayTurn};
 use crate::reruns::RerunRecord;
+use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use skein_core::encoding::{ENCODING_VERSION, node_id as compute_id};
 use skein_core::thread::Node;
 use skein_core::{Digest, Message, NodeId, Part, Role};
 use std::io::{BufRead, Read, Write};
+
+/// Export's node section and import's one transaction: the SQL is in
+/// sqlite/transfer.rs and postgres/transfer.rs.
+pub(crate) trait Transfer {
+    fn export_nodes(&self, out: &mut dyn Write) -> Result<()>;
+    /// Every piece of every recorded request body, parent first, then
+    /// which pieces each run's body is.
+    fn export_bodies(&self, out: &mut dyn Write) -> Result<()>;
+    fn import_lines(&self, lines: &[(usize, Line)]) -> Result<ImportReport>;
+    /// The deleted conversations remaining forks name as their origin (the
+    /// rows `skein delete` records, for export).
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>>;
+}
 
 /// The longest export line [`crate::Store::import`] reads: 64 MiB, room for
 /// a node with a 48 MiB attachment (base64 adds a third).
@@ -625,4 +643,93 @@ fn write_line(out: &mut dyn Write, line: &Line) -> Result<()> {
     serde_json::to_writer(&mut *out, line)?;
     out.write_all(b"\n")?;
     Ok(())
+}
+
+impl Store {
+    /// Write the whole database as JSONL ([`Store::import`] reads it back):
+    /// the same file, byte for byte, whichever backend holds the graph.
+    pub fn export(&self, out: &mut dyn Write) -> Result<()> {
+        self.backend().export_nodes(out)?;
+        let conversations = self.list_conversations(usize::MAX >> 1)?;
+        let runs = self.recent_runs(usize::MAX >> 1)?;
+        write_records(out, conversations, runs, self.all_reruns()?)?;
+        self.backend().export_bodies(out)?;
+        self.export_replays_and_labels(out)
+    }
+
+    /// Every replay with its turns, then every label, a page at a time; then
+    /// the deleted conversations remaining forks name.
+    fn export_replays_and_labels(&self, out: &mut dyn Write) -> Result<()> {
+        const PAGE: usize = 1000;
+        for replay in self.all_replays()? {
+            let id = replay.id.clone();
+            write_replay(out, replay)?;
+            let mut after = None;
+            loop {
+                let page = self.replay_turns(&id, after, PAGE)?;
+                after = page.last().map(|turn| turn.seq);
+                for turn in page {
+                    write_replay_turn(out, turn)?;
+                }
+                if after.is_none() {
+                    break;
+                }
+            }
+        }
+        for count in self.label_counts()? {
+            let mut after = None;
+            loop {
+                let page = self.labelled(&count.name, after, PAGE)?;
+                after = page.last().map(|label| label.node);
+                for label in page {
+                    write_label(out, label)?;
+                }
+                if after.is_none() {
+                    break;
+                }
+            }
+        }
+        for deleted in self.backend().deleted_origins()? {
+            write_deleted(out, deleted)?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    /// Import a JSONL export. All or nothing. A line longer than
+    /// [`DEFAULT_IMPORT_LINE_LIMIT`] is refused
+    /// ([`StoreError::LineTooLong`](crate::StoreError::LineTooLong)).
+    pub fn import(&self, input: &mut dyn BufRead) -> Result<ImportReport> {
+        self.import_with_line_limit(input, DEFAULT_IMPORT_LINE_LIMIT)
+    }
+
+    /// [`Store::import`] with another limit on one line's length, in bytes
+    /// (a node line holds its attachments, base64-encoded).
+    pub fn import_with_line_limit(
+        &self,
+        input: &mut dyn BufRead,
+        max_line: usize,
+    ) -> Result<ImportReport> {
+        let lines = parse_lines(input, max_line)?;
+        check_ids(&lines)?;
+        self.backend().import_lines(&lines)
+    }
+
+    /// Write records made in memory (an importer of another tool's data
+    /// builds them) in one transaction, through the import's batch write
+    /// and with its checks: a record pointing at nothing aborts the write
+    /// and nothing is written ([`StoreError::Import`](crate::StoreError::Import), line 0); nodes, runs
+    /// and conversations already stored are skipped, but a conversation
+    /// stored with another head is refused. `nodes` come from threads, so
+    /// their ids are right by construction; they must list each parent
+    /// before its children.
+    pub fn import_records<'a>(
+        &self,
+        nodes: impl IntoIterator<Item = &'a Node>,
+        conversations: Vec<ConversationRecord>,
+        runs: Vec<RunRecord>,
+    ) -> Result<ImportReport> {
+        let lines = record_lines(nodes, conversations, runs);
+        self.backend().import_lines(&lines)
+    }
 }

@@ -30,8 +30,13 @@ each [`UsageScope`] holds:
 Every scope also counts the runs made on behalf of a run it holds
 (`associated_with`, transitively). The relations are read from the
 `run_links` index; the SQL is in sqlite/usage.rs and postgres/usage.rs.
+
+This module declares `UsageRows`, the backend trait sqlite/usage.rs and
+postgres/usage.rs implement, and holds the public operations that call it:
+on `Store`, blocking only.
 */
 
+use crate::backend::BoxFuture;
 use crate::error::{Result, StoreError};
 use crate::family::FamilyLimits;
 use crate::records::{ConversationId, RunId, RunStatus};
@@ -39,6 +44,27 @@ use crate::store::Store;
 use skein_core::usage::{self, Link, RunFigures, RunLinks, Totals};
 use skein_core::{NodeId, Usage};
 use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// The rows usage accounts are added up from: the SQL is in sqlite/usage.rs
+/// and postgres/usage.rs.
+pub(crate) trait UsageRows {
+    fn run_rows<'a>(&'a self, ids: &'a [RunId]) -> BoxFuture<'a, Result<Vec<RunRow>>>;
+    fn conversation_run_rows<'a>(
+        &'a self,
+        id: &'a ConversationId,
+    ) -> BoxFuture<'a, Result<RunOutputs>>;
+    fn ancestor_ids(&self, head: NodeId) -> BoxFuture<'_, Result<HashSet<NodeId>>>;
+    fn link_sources<'a>(
+        &'a self,
+        kind: &'a str,
+        targets: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Vec<RunId>>>;
+    fn link_targets<'a>(
+        &'a self,
+        kind: &'a str,
+        runs: &'a [RunId],
+    ) -> BoxFuture<'a, Result<Vec<String>>>;
+}
 
 /// Which runs a total of [`Store::usage`] covers. Each also counts the
 /// runs made on behalf of a run it holds (`associated_with`,

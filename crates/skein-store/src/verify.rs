@@ -12,13 +12,24 @@ never repairs).
 The checks are shared by both backends ([`VerifyReport::check_node`] and
 friends); each backend only streams its rows through them
 (sqlite/verify.rs, postgres/verify.rs).
+
+This module declares `Verify`, the backend trait sqlite/verify.rs and
+postgres/verify.rs implement, and holds the public operations that call it:
+on `Store`, blocking only.
 */
 
 use crate::bodies::RequestBody;
 use crate::error::Result;
+use crate::store::Store;
 use serde::Serialize;
 use skein_core::encoding::node_id;
 use skein_core::{Digest, Message, NodeId};
+
+/// Streaming every row through the shared checks: the SQL is in
+/// sqlite/verify.rs and postgres/verify.rs.
+pub(crate) trait Verify {
+    fn verify(&self) -> Result<VerifyReport>;
+}
 
 /// One inconsistency `verify` found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -421,4 +432,11 @@ pub(crate) const MISSING_LABEL_NODES: &str = "SELECT l.name, l.node FROM labels 
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Store {
+    /// Check the whole database. Problems are reported, never repaired.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.backend().verify()
+    }
 }

@@ -7,10 +7,12 @@ new pieces are written). Reading one walks its chain and reads the nodes
 its references name in one query.
 */
 
+use super::PgStore;
 use super::pipeline::{Param, Pipeline};
+use crate::backend::Backend;
 use crate::bodies::{
-    Assembled, BodyHead, BodyThreads, Cut, PieceContent, Recut, RequestBody, StoredPiece, cut,
-    digest_of, input_messages,
+    Assembled, Bodies, BodyHead, BodyThreads, Cut, PieceContent, Recut, RequestBody, StoredPiece,
+    cut, digest_of, input_messages,
 };
 use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
@@ -382,4 +384,25 @@ pub(crate) async fn recut<C: GenericClient>(
         recut.pieces_released += release(tx, last.into_iter().collect()).await?;
     }
     Ok(recut)
+}
+
+impl Bodies for PgStore {
+    fn bodied_runs(&self) -> Result<Vec<RunId>> {
+        self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT id FROM runs WHERE request_digest IS NOT NULL ORDER BY started, id",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|row| RunId(row.get(0)))
+                .collect())
+        })
+    }
+
+    fn recut_bodies(&self, runs: &[RunId]) -> Result<Recut> {
+        let key = self.key();
+        self.write(async |tx| recut(tx, key, runs).await)
+    }
 }

@@ -15,11 +15,11 @@ use super::graph::{find_missing, queue_nodes};
 use super::offers::record_offers;
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
-use crate::backend::{Backend, BoxFuture, Conversations};
+use crate::backend::{Backend, BoxFuture};
 use crate::bodies::RunToStore;
 use crate::conversations::{
-    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, name_taken,
-    turn_head,
+    CasOutcome, CommitStage, ConversationRow, Conversations, Landed, branch_row,
+    conversation_columns, name_taken, turn_head,
 };
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;

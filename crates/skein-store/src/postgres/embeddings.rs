@@ -4,8 +4,8 @@ vector encoding is shared).
 */
 
 use super::PgStore;
-use crate::backend::{BoxFuture, EmbeddingCache};
-use crate::embeddings::{decode, encode};
+use crate::backend::BoxFuture;
+use crate::embeddings::{EmbeddingCache, decode, encode};
 use crate::error::Result;
 use deadpool_postgres::Client;
 use skein_core::Digest;

@@ -7,10 +7,10 @@ recursive query only as far as its reader fetches, so the `LIMIT` on
 
 use super::PgStore;
 use super::conversations::conversation_from_row;
-use crate::backend::{BoxFuture, Families};
+use crate::backend::BoxFuture;
 use crate::conversations::conversation_columns;
 use crate::error::Result;
-use crate::family::{FamilyLimits, FamilyRows, Rooted, share_queries};
+use crate::family::{Families, FamilyLimits, FamilyRows, Rooted, share_queries};
 use crate::records::ConversationId;
 use crate::reruns::SELECT_RERUN;
 use skein_core::NodeId;

@@ -16,18 +16,15 @@ advisory lock ([`Forget::exclusively`]).
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
-use crate::backend::{Backend, BoxFuture, Forget};
-use crate::bodies::Recut;
-use crate::codec::BLOB_THRESHOLD;
-use crate::codec::{blob_refs, node_id};
+use crate::backend::{Backend, BoxFuture};
+use crate::codec::{BLOB_THRESHOLD, blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Planned,
-    REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
+    COUNT_ERASURE, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned, REFERENCED,
+    Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
     selection_without, settings_without, sweep,
 };
 use crate::records::ReplayId;
-use crate::records::RunId;
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
@@ -129,24 +126,6 @@ impl Forget for PgStore {
         self.write(async |tx| redact_in(tx, node, original, erased).await)
     }
 
-    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
-        let rows = self.read(async |client| {
-            Ok(client
-                .query(
-                    "SELECT id, deleted FROM deleted_conversations ORDER BY id",
-                    &[],
-                )
-                .await?)
-        })?;
-        Ok(rows
-            .iter()
-            .map(|row| DeletedConversation {
-                id: crate::records::ConversationId(row.get(0)),
-                deleted_ms: row.get(1),
-            })
-            .collect())
-    }
-
     fn erasures(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(async move {
             reading!(self, |client| {
@@ -175,25 +154,6 @@ impl Forget for PgStore {
                 .await?;
             Ok(())
         })
-    }
-
-    fn bodied_runs(&self) -> Result<Vec<RunId>> {
-        self.read(async |client| {
-            Ok(client
-                .query(
-                    "SELECT id FROM runs WHERE request_digest IS NOT NULL ORDER BY started, id",
-                    &[],
-                )
-                .await?
-                .iter()
-                .map(|row| RunId(row.get(0)))
-                .collect())
-        })
-    }
-
-    fn recut_bodies(&self, runs: &[RunId]) -> Result<Recut> {
-        let key = self.key();
-        self.write(async |tx| super::bodies::recut(tx, key, runs).await)
     }
 }
 

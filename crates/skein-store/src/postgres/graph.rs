@@ -34,12 +34,12 @@ blobs included (each node lists the digests its body references in
 
 use super::PgStore;
 use super::pipeline::{Param, Pipeline};
-use crate::backend::{Backend, BoxFuture, Graph};
+use crate::backend::{Backend, BoxFuture};
 use crate::codec::{self, BLOB_THRESHOLD, node_id};
 use crate::error::{Result, StoreError};
 #[cfg(any(test, feature = "testkit"))]
 use crate::graph::{AppendReport, mark_all};
-use crate::graph::{StoredNode, TreeEntry, preview};
+use crate::graph::{Graph, StoredNode, TreeEntry, preview};
 use crate::lanes::Lanes;
 use deadpool_postgres::GenericClient;
 use skein_core::encoding::encode_body;

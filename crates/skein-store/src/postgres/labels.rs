@@ -6,10 +6,10 @@ the node first (and the label is refused: no such node).
 */
 
 use super::PgStore;
-use crate::backend::{BoxFuture, Labels};
+use crate::backend::BoxFuture;
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
-use crate::labels::{Label, LabelCount};
+use crate::labels::{Label, LabelCount, Labels};
 use deadpool_postgres::Client;
 use skein_core::{NodeId, now_ms};
 

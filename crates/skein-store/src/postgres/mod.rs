@@ -2,9 +2,9 @@
 The PostgreSQL backend (what [`crate::Store`] opens for a `postgres://`
 URL): its handle, opening a URL, the connection pool, and read and write
 transactions with retry on serialization failures and deadlocks. Its
-operations are split like SQLite's (sqlite/): each file implements one of
-[`crate::backend`]'s traits and shares the non-SQL half of its concern with
-SQLite through the top-level module of the same name.
+operations are split like SQLite's (sqlite/): each file implements the
+backend trait the top-level module of the same name declares, and shares
+the non-SQL half of its concern with SQLite through that module.
 
 settings.rs reads the URL (the client's parameters plus skein's own:
 `sslmode` and `sslrootcert`, for tls.rs, `pool_max`, and the hosts and
@@ -78,6 +78,7 @@ mod hosts;
 mod labels;
 mod offers;
 mod pipeline;
+mod places;
 mod pool;
 mod replays;
 mod reruns;

@@ -11,15 +11,15 @@ use super::PgStore;
 use super::graph::{find_missing, queue_nodes};
 use super::pipeline::{Param, Pipeline};
 use super::runs::queue_run;
-use crate::backend::{Backend, BoxFuture, Replays};
+use crate::backend::{Backend, BoxFuture};
 use crate::bodies::RunToStore;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, ReplayId};
 use crate::replays::{
     ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
-    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
-    add_counted,
+    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, Replays, SELECT_REPLAY,
+    SELECT_REPLAY_TURN, add_counted,
 };
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::{Node, NodeId, StoreKey, now_ms};

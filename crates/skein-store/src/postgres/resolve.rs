@@ -5,10 +5,10 @@ are declared `COLLATE "C"`, so their ranges are byte ranges too.
 */
 
 use super::PgStore;
-use crate::backend::{BoxFuture, IdRanges};
+use crate::backend::BoxFuture;
 use crate::codec::node_id;
 use crate::error::Result;
-use crate::resolve::IdTable;
+use crate::resolve::{IdRanges, IdTable};
 use skein_core::NodeId;
 
 impl IdRanges for PgStore {

@@ -7,12 +7,12 @@ A run's tools are read back with the run in the same query.
 
 use super::pipeline::{Param, Pipeline};
 use super::{PgStore, bodies};
-use crate::backend::{BoxFuture, Runs};
+use crate::backend::BoxFuture;
 use crate::bodies::{RequestBody, RunToStore};
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
-use crate::runs::{RawRun, RunColumns, run_links, tool_from_columns};
+use crate::runs::{RawRun, RunColumns, Runs, run_links, tool_from_columns};
 use deadpool_postgres::GenericClient;
 use skein_core::{NodeId, ToolSpec, Usage};
 use tokio_postgres::Row;

@@ -18,12 +18,12 @@ conversations met.
 
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
-use crate::backend::{BoxFuture, Search};
+use crate::backend::BoxFuture;
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
 use crate::runs::replay_only_message;
-use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
+use crate::search::{ConversationRef, LANE_END, Parsed, Search, WALK_LIMIT, index_text};
 use deadpool_postgres::Transaction;
 use skein_core::{Message, NodeId, Role};
 

@@ -10,7 +10,6 @@ the new ones [`PAGE`] to a statement, all pipelined, so its round trips grow
 with the file's size divided by a thousand, not with its node count.
 */
 
-use super::PgStore;
 use super::bodies::input_thread;
 use super::graph::{NodeRow, decode, fetch_blobs, queue_nodes};
 use super::offers::fill_offers;
@@ -18,15 +17,16 @@ use super::pipeline::Pipeline;
 use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::queue_rerun;
 use super::runs::queue_run;
-use super::schema;
-use crate::backend::{Backend, Transfer};
+use super::{PgStore, schema};
+use crate::backend::Backend;
 use crate::bodies::{BodyThreads, RunToStore, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
+use crate::forget::DeletedConversation;
 use crate::lanes::Lanes;
 use crate::records::RunId;
 use crate::transfer::{
-    ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
+    ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target, Transfer,
     bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
     write_node, write_piece, write_run_body,
 };
@@ -344,6 +344,24 @@ impl Transfer for PgStore {
             }
             Ok(report)
         })
+    }
+
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
+        let rows = self.read(async |client| {
+            Ok(client
+                .query(
+                    "SELECT id, deleted FROM deleted_conversations ORDER BY id",
+                    &[],
+                )
+                .await?)
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| DeletedConversation {
+                id: ConversationId(row.get(0)),
+                deleted_ms: row.get(1),
+            })
+            .collect())
     }
 }
 

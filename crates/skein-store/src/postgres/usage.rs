@@ -5,10 +5,10 @@ server as one array parameter, so each question is one round trip.
 */
 
 use super::PgStore;
-use crate::backend::{BoxFuture, UsageRows};
+use crate::backend::BoxFuture;
 use crate::error::Result;
 use crate::records::{ConversationId, RunId};
-use crate::usage::{RunOutputs, RunRow};
+use crate::usage::{RunOutputs, RunRow, UsageRows};
 use skein_core::NodeId;
 use std::collections::HashSet;
 

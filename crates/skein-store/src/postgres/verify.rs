@@ -7,51 +7,16 @@ SQLite (crate::verify::VerifyReport).
 use super::PgStore;
 use super::graph::{decode, fetch_blobs};
 use super::transfer::PAGE;
-use crate::backend::Verify;
 use crate::error::Result;
-use crate::places::{Place, Stored};
 use crate::verify::{
     CONVERSATIONS, MISSING_LABEL_NODES, MISSING_ORIGINS, MISSING_REPLAY_NODES, MISSING_TOOLS,
-    NodeRow, RUNS, VerifyReport,
+    NodeRow, RUNS, Verify, VerifyReport,
 };
 
 /// Blobs read per query (they can be large).
 const BLOB_PAGE: i64 = 100;
 
 impl Verify for PgStore {
-    fn rows_holding(&self, place: &Place, text: &str) -> Result<Option<u64>> {
-        if !place.postgres {
-            return Ok(None);
-        }
-        let (table, column) = (place.table, place.column);
-        let filter = match place.stored {
-            Stored::Text => format!("strpos({column}, $1) > 0"),
-            Stored::Bytes => format!("position(convert_to($1, 'UTF8') in {column}) > 0"),
-            // The index's own query: the text's words, as a phrase.
-            Stored::WordIndex => {
-                format!("{column} @@ phraseto_tsquery('pg_catalog.simple', $1)")
-            }
-        };
-        let sql = format!("SELECT count(*) FROM {table} WHERE {filter}");
-        let rows: i64 =
-            self.read(async |client| Ok(client.query_one(&sql, &[&text]).await?.get(0)))?;
-        Ok(Some(rows as u64))
-    }
-
-    #[cfg(any(test, feature = "testkit"))]
-    fn columns(&self) -> Result<Vec<(String, String)>> {
-        let rows = self.read(async |client| {
-            Ok(client
-                .query(
-                    "SELECT table_name::text, column_name::text FROM information_schema.columns
-                     WHERE table_schema = current_schema() ORDER BY 1, 2",
-                    &[],
-                )
-                .await?)
-        })?;
-        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
-    }
-
     fn verify(&self) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut after = 0_i64;

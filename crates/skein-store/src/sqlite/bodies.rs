@@ -19,9 +19,11 @@ erased message, except those a body that did not carry it shares
 ([`erase_carried`]).
 */
 
+use super::SqliteStore;
+use crate::backend::Backend;
 use crate::bodies::{
-    Assembled, BodyHead, BodyThreads, Cut, PieceContent, Recut, RequestBody, StoredPiece, cut,
-    digest_of, input_messages,
+    Assembled, Bodies, BodyHead, BodyThreads, Cut, PieceContent, Recut, RequestBody, StoredPiece,
+    cut, digest_of, input_messages,
 };
 use crate::codec::optional_node_id;
 use crate::error::{Result, StoreError};
@@ -347,4 +349,21 @@ pub(crate) fn recut(conn: &Connection, key: StoreKey, runs: &[RunId]) -> Result<
         recut.pieces_released += release(conn, last.into_iter().collect())?;
     }
     Ok(recut)
+}
+
+impl Bodies for SqliteStore {
+    fn bodied_runs(&self) -> Result<Vec<RunId>> {
+        self.read(|conn| {
+            conn.prepare(
+                "SELECT id FROM runs WHERE request_digest IS NOT NULL ORDER BY started, id",
+            )?
+            .query_map([], |row| Ok(RunId(row.get(0)?)))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(Into::into)
+        })
+    }
+
+    fn recut_bodies(&self, runs: &[RunId]) -> Result<Recut> {
+        self.write(|tx| recut(tx, self.key(), runs))
+    }
 }

@@ -11,12 +11,12 @@ use super::graph::append_nodes;
 use super::graph::seq_of;
 use super::offers::record_offers;
 use super::runs::insert_run;
-use crate::backend::{Backend, BoxFuture, Conversations};
+use crate::backend::{Backend, BoxFuture};
 use crate::blocking;
 use crate::bodies::RunToStore;
 use crate::conversations::{
-    CasOutcome, CommitStage, ConversationRow, Landed, branch_row, conversation_columns, name_taken,
-    turn_head,
+    CasOutcome, CommitStage, ConversationRow, Conversations, Landed, branch_row,
+    conversation_columns, name_taken, turn_head,
 };
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;

@@ -4,8 +4,8 @@ vectors encoded as crate::embeddings says.
 */
 
 use super::SqliteStore;
-use crate::backend::{BoxFuture, EmbeddingCache};
-use crate::embeddings::{decode, encode};
+use crate::backend::BoxFuture;
+use crate::embeddings::{EmbeddingCache, decode, encode};
 use crate::error::Result;
 use rusqlite::{OptionalExtension, params};
 use skein_core::Digest;

@@ -7,10 +7,10 @@ conversations that share messages by their root), read in one snapshot.
 use super::SqliteStore;
 use super::conversations::conversation_from_row;
 use super::reruns::raw_rerun;
-use crate::backend::{BoxFuture, Families};
+use crate::backend::BoxFuture;
 use crate::conversations::conversation_columns;
 use crate::error::Result;
-use crate::family::{FamilyLimits, FamilyRows, Rooted, share_queries};
+use crate::family::{Families, FamilyLimits, FamilyRows, Rooted, share_queries};
 use crate::records::ConversationId;
 use crate::reruns::SELECT_RERUN;
 use rusqlite::params;

@@ -11,18 +11,15 @@ IMMEDIATE` transaction deciding over the batch as its candidates.
 
 use super::graph::decode_message;
 use super::{SqliteStore, bodies};
-use crate::backend::{Backend, BoxFuture, Forget};
-use crate::bodies::Recut;
-use crate::codec::BLOB_THRESHOLD;
-use crate::codec::{blob_refs, node_id};
+use crate::backend::{Backend, BoxFuture};
+use crate::codec::{BLOB_THRESHOLD, blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, DeletedConversation, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Planned,
-    REFERENCED, Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
+    COUNT_ERASURE, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned, REFERENCED,
+    Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
     selection_without, settings_without, sweep,
 };
 use crate::records::ReplayId;
-use crate::records::RunId;
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -126,20 +123,6 @@ impl Forget for SqliteStore {
         })
     }
 
-    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
-        self.read(|conn| {
-            let mut stmt =
-                conn.prepare_cached("SELECT id, deleted FROM deleted_conversations ORDER BY id")?;
-            let rows = stmt.query_map([], |row| {
-                Ok(DeletedConversation {
-                    id: crate::records::ConversationId(row.get(0)?),
-                    deleted_ms: row.get(1)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
     fn erasures(&self) -> BoxFuture<'_, Result<u64>> {
         self.point_read(|store| {
             store.read(|conn| {
@@ -168,21 +151,6 @@ impl Forget for SqliteStore {
         )?;
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
-    }
-
-    fn bodied_runs(&self) -> Result<Vec<RunId>> {
-        self.read(|conn| {
-            conn.prepare(
-                "SELECT id FROM runs WHERE request_digest IS NOT NULL ORDER BY started, id",
-            )?
-            .query_map([], |row| Ok(RunId(row.get(0)?)))?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(Into::into)
-        })
-    }
-
-    fn recut_bodies(&self, runs: &[RunId]) -> Result<Recut> {
-        self.write(|tx| bodies::recut(tx, self.key(), runs))
     }
 }
 

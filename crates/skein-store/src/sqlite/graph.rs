@@ -20,10 +20,10 @@ parent as it goes.
 */
 
 use super::SqliteStore;
-use crate::backend::{Backend, BoxFuture, Graph};
+use crate::backend::{Backend, BoxFuture};
 use crate::codec::{BLOB_THRESHOLD, node_id, optional_node_id};
 use crate::error::{Result, StoreError};
-use crate::graph::{StoredNode, TreeEntry, preview};
+use crate::graph::{Graph, StoredNode, TreeEntry, preview};
 use crate::lanes::Lanes;
 #[cfg(any(test, feature = "testkit"))]
 use crate::{

@@ -4,10 +4,10 @@ per change, which checks that every node is stored first.
 */
 
 use super::SqliteStore;
-use crate::backend::{BoxFuture, Labels};
+use crate::backend::BoxFuture;
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
-use crate::labels::{Label, LabelCount};
+use crate::labels::{Label, LabelCount, Labels};
 use rusqlite::{OptionalExtension, params};
 use skein_core::{NodeId, now_ms};
 

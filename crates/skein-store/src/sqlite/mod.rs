@@ -1,13 +1,15 @@
 /*!
 The SQLite backend (what [`crate::Store`] opens for a file path): its
 handle, opening, connection setup, the writer/reader split and write
-transactions with busy handling. Each of its files implements one of
-[`crate::backend`]'s traits, each operation its blocking body of the same
+transactions with busy handling. Each of its files implements the backend
+trait its namesake top-level module declares (sqlite/graph.rs implements
+crate::graph's `Graph`), each operation its blocking body of the same
 name on [`SqliteStore`] run where [`blocking::run_own`] says
 ([`SqliteStore::deferred`]; in place for a blocking caller): graph.rs (nodes, threads, lanes),
 conversations.rs (bookmarks and the turn commit), runs.rs, reruns.rs,
 family.rs, search.rs (the FTS5 index), resolve.rs (id ranges), usage.rs,
-embeddings.rs, transfer.rs (export and import loops) and verify.rs; open.rs
+embeddings.rs, transfer.rs (export and import loops), verify.rs,
+places.rs (content places) and bodies.rs (request bodies); open.rs
 recognises a skein file before anything is written to it, and schema.rs
 holds the migrations.
 
@@ -31,6 +33,7 @@ mod graph;
 mod labels;
 mod offers;
 pub(crate) mod open;
+mod places;
 mod replays;
 mod reruns;
 mod resolve;

@@ -10,7 +10,7 @@ transaction that writes only while the worker still holds the turn
 use super::SqliteStore;
 use super::graph::append_nodes;
 use super::runs::insert_run;
-use crate::backend::{Backend, BoxFuture, Replays};
+use crate::backend::{Backend, BoxFuture};
 use crate::blocking;
 use crate::bodies::RunToStore;
 use crate::error::{Result, StoreError};
@@ -18,8 +18,8 @@ use crate::graph::mark_all;
 use crate::records::{ConversationId, ReplayId};
 use crate::replays::{
     ListedReplay, NewReplayTurn, RawReplay, RawReplayTurn, ReplayPosition, ReplayRecord,
-    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, SELECT_REPLAY, SELECT_REPLAY_TURN,
-    add_counted,
+    ReplayStatus, ReplayTotals, ReplayTurn, ReplayTurnFinish, Replays, SELECT_REPLAY,
+    SELECT_REPLAY_TURN, add_counted,
 };
 use rusqlite::{OptionalExtension, Row, params};
 use skein_core::{NodeId, now_ms};

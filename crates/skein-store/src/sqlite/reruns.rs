@@ -7,13 +7,13 @@ and node (crate::reruns holds the record and its row parsing).
 use super::SqliteStore;
 use super::graph::append_nodes;
 use super::runs::insert_run;
-use crate::backend::{Backend, BoxFuture, Reruns};
+use crate::backend::{Backend, BoxFuture};
 use crate::blocking;
 use crate::bodies::RunToStore;
 use crate::error::{Result, StoreError};
 use crate::graph::mark_all;
 use crate::records::{ConversationId, RerunId};
-use crate::reruns::{RawRerun, RerunCommit, RerunRecord, SELECT_RERUN};
+use crate::reruns::{RawRerun, RerunCommit, RerunRecord, Reruns, SELECT_RERUN};
 use rusqlite::{OptionalExtension, Row, params};
 use skein_core::NodeId;
 

@@ -5,10 +5,10 @@ range, conversations by exact name.
 */
 
 use super::SqliteStore;
-use crate::backend::{BoxFuture, IdRanges};
+use crate::backend::BoxFuture;
 use crate::codec::node_id;
 use crate::error::Result;
-use crate::resolve::IdTable;
+use crate::resolve::{IdRanges, IdTable};
 use rusqlite::params;
 use skein_core::NodeId;
 

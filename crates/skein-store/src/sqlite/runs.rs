@@ -8,12 +8,12 @@ without reading every run.
 */
 
 use super::{SqliteStore, bodies};
-use crate::backend::{BoxFuture, Runs};
+use crate::backend::BoxFuture;
 use crate::bodies::{RequestBody, RunToStore};
 use crate::error::{Result, StoreError};
 use crate::offers::ToolOffer;
 use crate::records::{ConversationId, RequestRef, RunId, RunRecord};
-use crate::runs::{RawRun, RunColumns, replay_run, run_links, tool_from_columns};
+use crate::runs::{RawRun, RunColumns, Runs, replay_run, run_links, tool_from_columns};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use skein_core::{NodeId, ToolSpec, Usage};
 

@@ -8,12 +8,12 @@ to, found by its lane first.
 
 use super::SqliteStore;
 use super::graph::{decode_message, lane_spans};
-use crate::backend::{BoxFuture, Search};
+use crate::backend::BoxFuture;
 use crate::codec::node_id;
 use crate::error::{Result, StoreError};
 use crate::records::ConversationId;
 use crate::runs::replay_only_message;
-use crate::search::{ConversationRef, LANE_END, Parsed, WALK_LIMIT, index_text};
+use crate::search::{ConversationRef, LANE_END, Parsed, Search, WALK_LIMIT, index_text};
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::{Message, NodeId, Role};
 

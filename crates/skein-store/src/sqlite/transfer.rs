@@ -13,13 +13,14 @@ use super::offers::fill_offers;
 use super::replays::{insert_replay, insert_replay_turn};
 use super::reruns::insert_rerun;
 use super::runs::insert_run;
-use crate::backend::{Backend, Transfer};
+use crate::backend::Backend;
 use crate::bodies::{BodyThreads, RunToStore, digest_of};
 use crate::codec::{node_id, optional_node_id};
 use crate::error::Result;
+use crate::forget::DeletedConversation;
 use crate::records::RunId;
 use crate::transfer::{
-    ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target,
+    ImportReport, Line, PIECES_PARENT_FIRST, PieceLine, RUN_BODIES, RunBody, Target, Transfer,
     bad_conversation, check_same_head, dangling, missing_piece, orphan, references, write_header,
     write_node, write_piece, write_run_body,
 };
@@ -267,6 +268,20 @@ impl Transfer for SqliteStore {
             }
             fill_offers(tx, Some(&offering))?;
             Ok(report)
+        })
+    }
+
+    fn deleted_origins(&self) -> Result<Vec<DeletedConversation>> {
+        self.read(|conn| {
+            let mut stmt =
+                conn.prepare_cached("SELECT id, deleted FROM deleted_conversations ORDER BY id")?;
+            let rows = stmt.query_map([], |row| {
+                Ok(DeletedConversation {
+                    id: crate::records::ConversationId(row.get(0)?),
+                    deleted_ms: row.get(1)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 }

@@ -5,10 +5,10 @@ the `run_links` index read in both directions (crate::usage adds them up).
 */
 
 use super::SqliteStore;
-use crate::backend::{BoxFuture, UsageRows};
+use crate::backend::BoxFuture;
 use crate::error::Result;
 use crate::records::{ConversationId, RunId};
-use crate::usage::{RunOutputs, RunRow};
+use crate::usage::{RunOutputs, RunRow, UsageRows};
 use rusqlite::{OptionalExtension, params};
 use skein_core::NodeId;
 use std::collections::HashSet;

@@ -5,54 +5,13 @@ through the checks crate::verify shares with PostgreSQL.
 
 use super::SqliteStore;
 use super::graph::decode_message;
-use crate::backend::Verify;
 use crate::error::Result;
-use crate::places::{Place, Stored};
 use crate::verify::{
     CONVERSATIONS, MISSING_LABEL_NODES, MISSING_ORIGINS, MISSING_REPLAY_NODES, MISSING_TOOLS,
-    NodeRow, RUNS, VerifyReport,
+    NodeRow, RUNS, Verify, VerifyReport,
 };
 
 impl Verify for SqliteStore {
-    fn rows_holding(&self, place: &Place, text: &str) -> Result<Option<u64>> {
-        if !place.sqlite {
-            return Ok(None);
-        }
-        let (table, column) = (place.table, place.column);
-        let (sql, needle) = match place.stored {
-            // The index's own query: the text's words, as a phrase.
-            Stored::WordIndex => (
-                format!("SELECT count(*) FROM {table} WHERE {table} MATCH ?1"),
-                format!("\"{}\"", text.replace('"', "\"\"")),
-            ),
-            Stored::Text | Stored::Bytes => (
-                format!(
-                    "SELECT count(*) FROM {table}
-                     WHERE instr(CAST({column} AS BLOB), CAST(?1 AS BLOB)) > 0"
-                ),
-                text.to_string(),
-            ),
-        };
-        self.read(|conn| {
-            Ok(Some(
-                conn.query_row(&sql, [&needle], |row| row.get::<_, i64>(0))? as u64,
-            ))
-        })
-    }
-
-    #[cfg(any(test, feature = "testkit"))]
-    fn columns(&self) -> Result<Vec<(String, String)>> {
-        self.read(|conn| {
-            Ok(conn
-                .prepare(
-                    "SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c
-                     WHERE m.type = 'table' ORDER BY 1, 2",
-                )?
-                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?)
-        })
-    }
-
     /// Check the whole database. Problems are reported, never repaired.
     fn verify(&self) -> Result<VerifyReport> {
         self.read(|conn| {
