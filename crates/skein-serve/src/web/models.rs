@@ -8,7 +8,7 @@ tools, as its commands use it) with the [`Choices`] the page offers is
 plain model names, which is what a library user or a test needs. The
 actions open stored conversations through the turn layer's
 `skein::conversation::home` with the server's models as its [`Home`]
-([`PageHome`]).
+(`PageHome`).
 
 Only names and labels reach the page: never a credential, an endpoint's
 key or a file's contents.
