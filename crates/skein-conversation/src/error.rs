@@ -118,6 +118,15 @@ pub enum Error {
     InsideRuntime,
     #[error("cannot start a runtime for a blocking call: {0}")]
     Runtime(std::io::Error),
+    /// What the surface supplies to open stored things
+    /// ([`Home`](crate::Home)) failed: opening a model or starting what
+    /// serves tools. Its own error, whole.
+    #[error(transparent)]
+    Surface(crate::home::SurfaceError),
+    /// The model a caller chose by name could not be opened by its surface
+    /// ([`Home::open`](crate::Home::open)). Its own error, whole.
+    #[error(transparent)]
+    ChosenModel(crate::home::SurfaceError),
 }
 
 impl From<crate::service::TurnError> for Error {

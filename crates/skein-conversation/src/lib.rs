@@ -11,7 +11,9 @@ skein's turn layer: the one place a turn is run and recorded.
   [`Response`], [`ChainResponse`] and [`Fork`]:
   what a turn returns, and replying and forking from it.
 - [`Model`]: a handle on a model through the engine, by configured profile
-  or by name.
+  or by name; [`Home`] and [`home`](mod@home): what a surface supplies to
+  open stored conversations, and the one way each surface gets one ready
+  to go on with (its tools started, its model chosen).
 - [`service`]: the turn service, the one place a turn is run and
   recorded: a surface's request (engine, rendered request, landing) in,
   the run's output and where it landed out; the landing rule, and where a
@@ -38,6 +40,7 @@ pub(crate) mod commit;
 mod conversation;
 mod error;
 pub mod family;
+pub mod home;
 mod input;
 mod landing;
 mod model;
@@ -56,6 +59,7 @@ pub use commit::{Bookmark, OnMoved};
 pub use conversation::{AfterCallHook, BeforeCallHook, Conversation, ConversationBuilder};
 pub use error::{Error, Result};
 pub use family::{Family, FamilyGraph, Joined, Member, Sharer, family};
+pub use home::{Home, SurfaceError};
 pub use input::{ConfiguredPrompt, TurnInput};
 pub use landing::{PROBABLY_CONTINUES, asker_of_node, owner_of_node, producer_of_node};
 pub use model::Model;

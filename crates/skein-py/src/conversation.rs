@@ -51,19 +51,42 @@ fn chosen_model(
     }
 }
 
-/// The model `stored`'s own is looked up from, opened with `extra`: the
-/// profile or model it recorded, by the turn layer's one rule
-/// ([`skein::Model::home_name_of`], as the CLI and the web view choose),
-/// else the default. An imported conversation never chooses a model file:
-/// the turn layer refuses it against any other home model.
-pub(crate) fn recorded_model(
-    py: Python<'_>,
-    stored: &skein::store::ConversationRecord,
+/// The package's [`skein::Home`], as the turn layer opens stored
+/// conversations for every surface (`Conversation.load`,
+/// `RecordedChat.load`): models opened as every surface opens them
+/// ([`skein::home::open_model`]) with skein's built-in tools and `tools=`,
+/// the default model when none is named; the package starts no MCP
+/// servers.
+pub(crate) struct PyHome {
+    default: String,
     extra: Vec<std::sync::Arc<dyn skein::Tool>>,
-) -> PyResult<skein::Model> {
-    let default = default_model(py)?;
-    let name = skein::Model::home_name_of(stored, &default).unwrap_or(&default);
-    open(py, name, extra)
+}
+
+impl PyHome {
+    pub(crate) fn new(
+        py: Python<'_>,
+        extra: Vec<std::sync::Arc<dyn skein::Tool>>,
+    ) -> PyResult<PyHome> {
+        Ok(PyHome {
+            default: default_model(py)?,
+            extra,
+        })
+    }
+}
+
+impl skein::Home for PyHome {
+    fn open(&self, name: Option<&str>) -> Result<skein::Model, skein::SurfaceError> {
+        let tools = skein::builtin::all()
+            .into_iter()
+            .chain(self.extra.iter().cloned())
+            .collect();
+        skein::home::open_model(Some(name.unwrap_or(&self.default)), tools)
+            .map_err(skein::SurfaceError::new)
+    }
+
+    fn default_name(&self) -> String {
+        self.default.clone()
+    }
 }
 
 /// The models a turn at a stored node opens: the one `model=` names (the
@@ -107,15 +130,20 @@ impl Conversation {
         let chosen = model
             .map(|model| chosen_model(py, model, extra.clone()))
             .transpose()?;
-        let home = match &chosen {
-            Some(model) => model.clone(),
-            None => recorded_model(py, &stored, extra)?,
-        };
+        let home = PyHome::new(py, extra)?;
         let loaded = runtime::block_on(py, async move {
-            let load = skein::Conversation::load(&store, &stored.id, &home);
             match chosen {
-                Some(model) => load.model(&model).await,
-                None => load.await,
+                Some(model) => {
+                    skein::Conversation::load(&store, &stored.id, &model)
+                        .model(&model)
+                        .await
+                }
+                // As the CLI and the web view go on with it: from its own
+                // model (the turn layer's one rule), never the default first.
+                None => {
+                    let ready = skein::conversation::home::ready(&home, &stored, None).await?;
+                    skein::Conversation::load(&store, &stored.id, &ready.home).await
+                }
             }
         })?;
         Ok(Conversation::new(check(py, loaded)?))

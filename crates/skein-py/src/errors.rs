@@ -43,6 +43,16 @@ pub fn conversation_error(py: Python<'_>, error: &skein::Error) -> PyErr {
             engine_error(py, error, message, Some(*completed))
         }
         skein::Error::Store(error) => store_error(py, error, message),
+        // The package's own failure to open a model, raised as it always is.
+        skein::Error::Surface(failed) | skein::Error::ChosenModel(failed) => {
+            match failed
+                .get_ref()
+                .downcast_ref::<skein::home::OpenModelError>()
+            {
+                Some(error) => error.to_py(py),
+                None => raise(py, "SkeinError", message, PyDict::new(py)),
+            }
+        }
         skein::Error::HeadMoved {
             conversation,
             current,
@@ -177,6 +187,7 @@ pub fn recorded_error(py: Python<'_>, error: &RecordedError) -> PyErr {
     let class = match error {
         RecordedError::Engine(engine) => return engine_error(py, engine, message, None),
         RecordedError::Store(store) => return store_error(py, store, message),
+        RecordedError::Conversation(error) => return conversation_error(py, error),
         RecordedError::TurnOutOfRange { .. } => "TurnOutOfRange",
         RecordedError::NotATurn(_) => "NotATurn",
         RecordedError::Paused { .. } => "TurnPaused",

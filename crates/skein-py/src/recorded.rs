@@ -355,8 +355,14 @@ impl RecordedChat {
             // As the CLI's recorded chats and `Conversation.load`: the
             // model it recorded (profile included), looked up from its home.
             None => {
-                let home = crate::conversation::recorded_model(py, &stored, extra)?;
-                check(py, skein::Model::of_conversation(&stored, &home))?
+                let home = crate::conversation::PyHome::new(py, extra)?;
+                let home = runtime::block_on(py, async {
+                    skein::conversation::home::ready(&home, &stored, None).await
+                })?;
+                check(
+                    py,
+                    home.and_then(|ready| skein::Model::of_conversation(&stored, &ready.home)),
+                )?
             }
         };
         let mut builder = builder(&model)

@@ -282,6 +282,12 @@ impl RecordedChatBuilder {
     pub async fn load_turn(self, at: TurnAt) -> Result<LoadedTurn> {
         crate::persist::load_turn(Arc::new(self.config), at).await
     }
+
+    /// [`load_turn`](Self::load_turn) of a turn of conversation `id`,
+    /// which the caller has already resolved.
+    pub(crate) async fn load_turn_in(self, id: ConversationId, at: TurnAt) -> Result<LoadedTurn> {
+        crate::persist::load_turn_in(Arc::new(self.config), id, at).await
+    }
 }
 
 impl RecordedChat {

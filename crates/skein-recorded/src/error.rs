@@ -61,6 +61,10 @@ pub enum RecordedError {
     Hook { turn: usize, error: HookError },
     #[error(transparent)]
     Embed(#[from] EmbedError),
+    /// The stored conversation could not be opened: its model, or what
+    /// serves its tools ([`open_turn`](crate::open_turn)).
+    #[error(transparent)]
+    Conversation(skein_conversation::Error),
     /// An embedder name no embedder has.
     #[error("unknown embedder `{0}`: use `minilm` or `lexical`")]
     UnknownEmbedder(String),
@@ -190,6 +194,16 @@ pub enum RecordedError {
         conversation: String,
         problem: String,
     },
+}
+
+// A store error stays a store error, whichever layer met it.
+impl From<skein_conversation::Error> for RecordedError {
+    fn from(error: skein_conversation::Error) -> RecordedError {
+        match error {
+            skein_conversation::Error::Store(error) => RecordedError::Store(error),
+            error => RecordedError::Conversation(error),
+        }
+    }
 }
 
 // Not `#[from]`: the message shows the engine's error, so it is not also

@@ -18,7 +18,9 @@ forked from the counterfactual.
   MiniLM; from `skein_providers::embed`) and the embedding cache.
 - [`persist`]: loading a recorded chat back from its conversation, whole
   ([`load`](RecordedChatBuilder::load)) or one turn alone
-  ([`load_turn`](RecordedChatBuilder::load_turn), a [`LoadedTurn`]).
+  ([`load_turn`](RecordedChatBuilder::load_turn), a [`LoadedTurn`]);
+  [`open_turn`] ([`open`]): a recorded turn opened for a surface, its
+  tools started and its model chosen, as every surface opens one.
 - [`blocking`]: `*_blocking` forms of the async operations.
 
 The walkthrough with runnable examples is `docs/recorded-chats.md`.
@@ -33,6 +35,7 @@ pub mod error;
 pub mod evidence;
 pub mod fork;
 mod layout;
+pub mod open;
 pub mod persist;
 pub mod reason;
 pub mod replay;
@@ -45,6 +48,7 @@ pub use embed::{
 };
 pub use error::{RecordedError, Result};
 pub use evidence::Turn;
+pub use open::open_turn;
 pub use persist::{LoadedTurn, TurnAt, conversation_of_node};
 pub use reason::{DEFAULT_MAX_SUSPECTS, ReasonOptions, Report, Signals, Suspect};
 pub use rerun::{

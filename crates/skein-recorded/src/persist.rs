@@ -363,9 +363,25 @@ pub(crate) async fn resume(config: Arc<Config>, id: &ConversationId) -> Result<R
 
 pub(crate) async fn load_turn(config: Arc<Config>, at: TurnAt) -> Result<LoadedTurn> {
     let store = store_of(&config, "loading a recorded turn")?;
-    let (id, wanted) = match at {
-        TurnAt::Reply(node) => (conversation_of_node(&store, node).await?, Err(node)),
-        TurnAt::Number(id, k) => (id, Ok(k)),
+    let id = match &at {
+        TurnAt::Reply(node) => conversation_of_node(&store, *node).await?,
+        TurnAt::Number(id, _) => id.clone(),
+    };
+    load_turn_in(config, id, at).await
+}
+
+/// [`load_turn`] of turn `at` of conversation `id`, already resolved (for
+/// [`TurnAt::Reply`], by [`conversation_of_node`]), so it is not looked up
+/// again.
+pub(crate) async fn load_turn_in(
+    config: Arc<Config>,
+    id: ConversationId,
+    at: TurnAt,
+) -> Result<LoadedTurn> {
+    let store = store_of(&config, "loading a recorded turn")?;
+    let wanted = match at {
+        TurnAt::Reply(node) => Err(node),
+        TurnAt::Number(_, k) => Ok(k),
     };
     let (stored, history) = read(&store, &id, false).await?;
     let count = stored.turns.len();

@@ -5899,3 +5899,79 @@ async fn going_on_with_a_stored_conversation_never_opens_the_default_model() {
         "the default model was never opened"
     );
 }
+
+/// Models on `echo` (with skein's built-in tools) that write down which
+/// tools they were asked to start.
+#[derive(Default)]
+struct ToolsStarted {
+    started: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+impl ToolsStarted {
+    fn started(&self) -> Vec<Vec<String>> {
+        std::mem::take(&mut *self.started.lock().unwrap())
+    }
+}
+
+impl skein_serve::Models for ToolsStarted {
+    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+        Model::open_with_tools(name.unwrap_or("echo"), skein::builtin::all())
+            .map_err(|error| error.to_string())
+    }
+
+    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
+        Vec::new()
+    }
+
+    fn default_name(&self) -> String {
+        "echo".into()
+    }
+
+    fn start_tools(
+        &self,
+        names: Vec<String>,
+    ) -> skein::core::BoxFuture<'static, Result<(), String>> {
+        self.started.lock().unwrap().push(names);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A recorded turn's report starts every tool the conversation's runs
+/// offered, one its settings do not name included (a rerun's tool loop may
+/// call it), as `skein explain` does (the turn layer's one opening of a
+/// recorded turn); a reply there starts the tools of its settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_report_starts_every_tool_its_runs_offered_and_a_reply_its_settings_tools() {
+    let models = Arc::new(ToolsStarted::default());
+    let server = {
+        let models = models.clone();
+        Server::start_configured(move |config| config.models = models).await
+    };
+    let model = Model::open_with_tools("echo", skein::builtin::all()).unwrap();
+    let conversation = model
+        .conversation()
+        .store(&server.store)
+        .tools([skein::builtin::skein_version()])
+        .build();
+    let reply = conversation
+        .prompt("What time is it?")
+        .tools([skein::builtin::skein_time()])
+        .send()
+        .await
+        .unwrap();
+    let node = reply.head().to_hex();
+    server.json(&format!("/api/nodes/{node}/report")).await;
+    assert_eq!(
+        models.started(),
+        [["skein_time", "skein_version"]],
+        "the runs' tool and the settings', sorted"
+    );
+    let events = server
+        .turn(
+            &format!("/api/nodes/{node}/reply"),
+            serde_json::json!({"text": "And now?"}),
+        )
+        .await;
+    start_and_done(&events);
+    assert_eq!(models.started(), [["skein_version"]]);
+}

@@ -83,7 +83,8 @@ pub mod telemetry;
 pub use skein_conversation::blocking;
 pub use skein_conversation::{
     AfterCallHook, BeforeCallHook, ChainPrompt, ChainResponse, Conversation, ConversationBuilder,
-    Error, Family, Fork, Landed, Model, OnMoved, Prompt, Response, Result, TurnInput, family,
+    Error, Family, Fork, Home, Landed, Model, OnMoved, Prompt, Response, Result, SurfaceError,
+    TurnInput, family,
 };
 pub use skein_core::{Message, NodeId, Part, Role, Thread, ToolCall, ToolResult, ToolSpec};
 pub use skein_engine::{

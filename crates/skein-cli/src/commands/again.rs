@@ -7,15 +7,16 @@ Each is a new conversation branching where the message stood, stored with
 its first turn; the conversation the message came from never moves.
 */
 
-use super::common::context::{Context, Globals};
-use super::common::model::{home_model, stored_home};
+use super::common::context::Globals;
+use super::common::home::{CliHome, cli_error};
 use super::common::turn::run_turn;
 use super::common::turn_options::{PartsArgs, TurnArgs, parse_conversation_name};
 use crate::input;
 use anyhow::{Result, bail};
 use clap::Args;
-use skein::store::{ConversationId, OpenMode};
-use skein::{Conversation, Model, NodeId};
+use skein::Conversation;
+use skein::conversation::home;
+use skein::store::OpenMode;
 use std::process::ExitCode;
 
 #[derive(Debug, Args)]
@@ -45,13 +46,22 @@ pub async fn run(globals: &Globals, args: AgainArgs) -> Result<ExitCode> {
     let settings = args.turn.settings().await?;
     let node = ctx.node(&args.node)?;
     let edited = input::optional_turn_message(args.text.clone(), &args.parts).await?;
-    let (asker, home) = asker_home(ctx, node, settings.model.as_deref()).await?;
-    let mut again = Conversation::again_at(&ctx.store, node, &home);
+    // The conversation that asked the message first, its MCP servers
+    // started; the model -m names, else that conversation's own.
+    let (asker, ready) = home::ready_to_ask_again(
+        &ctx.store,
+        node,
+        &CliHome::of_command()?,
+        settings.model.as_deref(),
+    )
+    .await
+    .map_err(cli_error)?;
+    let mut again = Conversation::again_at(&ctx.store, node, &ready.home);
     if let Some(asker) = &asker {
         again = again.of(asker);
     }
-    if settings.model.is_some() {
-        again = again.model(&home);
+    if let Some(model) = &ready.chosen {
+        again = again.model(model);
     }
     if let Some(name) = args.name.clone() {
         again = again.name(name);
@@ -70,27 +80,4 @@ pub async fn run(globals: &Globals, args: AgainArgs) -> Result<ExitCode> {
     );
     run_turn(ctx, prompt, &settings, Some(note)).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The conversation that asked the message first (its MCP tools started),
-/// and the model the turn runs on: the one `-m` names, else the one that
-/// conversation was recorded with, else the default.
-async fn asker_home(
-    ctx: &Context,
-    node: NodeId,
-    model: Option<&str>,
-) -> Result<(Option<ConversationId>, Model)> {
-    let asker = match skein::conversation::asker_of_node(&ctx.store, node).await? {
-        Some(id) => Some(ctx.store.conversation(&id)?),
-        None => None,
-    };
-    if let Some(asker) = &asker {
-        super::common::tools::start_for(&asker.settings.tools).await?;
-    }
-    let home = match (model, &asker) {
-        (Some(name), _) => home_model(Some(name.to_string()))?,
-        (None, Some(asker)) => stored_home(asker)?,
-        (None, None) => home_model(None)?,
-    };
-    Ok((asker.map(|asker| asker.id), home))
 }

@@ -5,8 +5,7 @@ with `--from-rerun`, from a rerun's counterfactual answer.
 */
 
 use super::common::context::{Context, Globals, print_json};
-use super::common::model::turn_model;
-use super::common::recorded::{chat_builder, start_offered_tools};
+use super::common::home::{CliHome, recorded_error};
 use super::common::turn::{branch_at, run_turn};
 use super::common::turn_options::{PartsArgs, TurnArgs, parse_conversation_name};
 use crate::input;
@@ -14,7 +13,7 @@ use crate::ui::{self, outln};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use serde_json::json;
-use skein::recorded::TurnAt;
+use skein::recorded::{TurnAt, open_turn};
 use skein::store::OpenMode;
 use std::process::ExitCode;
 
@@ -103,15 +102,15 @@ pub async fn run(globals: &Globals, args: ForkArgs) -> Result<ExitCode> {
 pub async fn fork_from_rerun(ctx: &Context, args: ForkArgs, rerun: &str) -> Result<ExitCode> {
     let id = ctx.store.resolve_rerun(rerun)?;
     let record = ctx.store.rerun(&id)?;
-    let stored = ctx.store.conversation(&record.conversation)?;
-    start_offered_tools(ctx, &stored).await?;
-    let home = turn_model(args.turn.request.model.model.as_deref(), Some(&stored))?;
-    let turn = chat_builder(ctx, &home)
-        .load_turn(TurnAt::Number(
-            record.conversation.clone(),
-            record.turn as usize,
-        ))
-        .await?;
+    let turn = open_turn(
+        &ctx.store,
+        TurnAt::Number(record.conversation.clone(), record.turn as usize),
+        &CliHome::of_command()?,
+        None,
+        args.turn.request.model.model.as_deref(),
+    )
+    .await
+    .map_err(recorded_error)?;
     let mut fork = turn.fork_from_rerun(&id).await?;
     let conversation = fork
         .conversation()

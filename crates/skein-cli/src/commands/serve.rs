@@ -2,7 +2,7 @@
 `skein serve`: runs the web view (and with `--proxy` the recording proxy)
 over the database until interrupted.
 
-The web view's actions run on the models every command uses ([`CliModels`]:
+The web view's actions run on the models every command uses ([`CliHome`]:
 `-m` or the default model, the configured engine directory's profiles, the
 built-in and MCP tools); `--read-only` refuses every write.
 
@@ -18,17 +18,17 @@ reaches every conversation.
 */
 
 use super::common::context::Globals;
+use super::common::home::CliHome;
 use super::common::model::{KeyArgs, ModelArgs, configured_engine, default_model, home_model};
 use super::common::values::parse_size;
 use crate::config::ANY_MODEL;
 use crate::ui;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
-use skein::Model;
-use skein::core::BoxFuture;
 use skein::store::OpenMode;
+use skein::{Home, Model};
 use skein_serve::{
-    ClientKeys, ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig,
+    Choices, ClientKeys, ConnectionLimits, FromRecording, ModelChoice, ModelTable, ProxyConfig,
     ServeConfig,
 };
 use std::collections::BTreeMap;
@@ -184,7 +184,7 @@ pub async fn run(globals: &Globals, mut args: ServeArgs) -> Result<ExitCode> {
             max_connections: args.max_connections as usize,
         },
         read_only,
-        models: Arc::new(CliModels { default }),
+        models: Arc::new(CliHome::with_default(default)),
         prices: Arc::new(crate::config::prices()?),
     };
     let retention = schedule_retention(&ctx.store, read_only)?;
@@ -374,24 +374,15 @@ fn proxy_model(name: &str, pass_keys: bool) -> Result<Model> {
     )?)
 }
 
-/// The models the web view's actions run on: those every command opens.
-struct CliModels {
-    /// `-m`, else the default model.
-    default: String,
-}
-
-impl Models for CliModels {
-    fn open(&self, name: Option<&str>) -> Result<Model, String> {
-        home_model(Some(name.unwrap_or(&self.default).to_string()))
-            .map_err(|error| format!("{error:#}"))
-    }
-
-    /// The default, the engine directory's profiles, the proxy's models
-    /// and the registry's models that need no argument.
+/// The models the web view's actions run on: those every command opens
+/// ([`CliHome`]), offering the default, the engine directory's profiles,
+/// the proxy's models and the registry's models that need no argument.
+impl Choices for CliHome {
     fn choices(&self) -> Vec<ModelChoice> {
+        let default = self.default_name();
         let mut choices = vec![ModelChoice {
-            name: self.default.clone(),
-            label: format!("{} (default)", self.default),
+            name: default.clone(),
+            label: format!("{default} (default)"),
         }];
         let mut add = |name: &str, label: String| {
             if !choices.iter().any(|choice| choice.name == name) {
@@ -417,23 +408,5 @@ impl Models for CliModels {
             }
         }
         choices
-    }
-
-    fn default_name(&self) -> String {
-        self.default.clone()
-    }
-
-    /// As every command goes on with a stored conversation:
-    /// [`stored_home`](super::common::model::stored_home).
-    fn home_of(&self, stored: &skein::store::ConversationRecord) -> Result<Model, String> {
-        super::common::model::stored_home(stored).map_err(|error| format!("{error:#}"))
-    }
-
-    fn start_tools(&self, names: Vec<String>) -> BoxFuture<'static, Result<(), String>> {
-        Box::pin(async move {
-            super::common::tools::start_for(&names)
-                .await
-                .map_err(|error| format!("{error:#}"))
-        })
     }
 }

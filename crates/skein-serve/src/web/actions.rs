@@ -23,6 +23,7 @@ conversation's), as `-m` and `-o` do on the command line.
 */
 
 use super::api::{ApiError, Shared};
+use super::models::PageHome;
 use super::stream::{self, Start};
 use crate::AppState;
 use axum::Json;
@@ -32,9 +33,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
+use skein::conversation::home;
 use skein::core::provider::GenerationOptions;
-use skein::store::ConversationRecord as Stored;
-use skein::store::{ConversationId, check_conversation_name};
+use skein::store::check_conversation_name;
 use skein::{Conversation, Fork, Model, NodeId, Prompt, Role, TurnInput};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -144,7 +145,8 @@ pub(crate) fn turn_error(error: skein::Error) -> ApiError {
         | skein::Error::StoredModelFileMissing { .. }
         | skein::Error::ModelNameTaken { .. }
         | skein::Error::CannotAskAgain { .. }
-        | skein::Error::NotInConversation { .. }) => {
+        | skein::Error::NotInConversation { .. }
+        | skein::Error::ChosenModel(_)) => {
             ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }
         error => {
@@ -164,17 +166,17 @@ pub(crate) fn turn_permit(state: &AppState) -> Result<OwnedSemaphorePermit, ApiE
     })
 }
 
-/// The model the page chose, opened (`None` when it chose none). Only a
+/// The model the page chose (`None` when it chose none), checked: only a
 /// model the server offers (one of `/api/session`'s `models`) is taken:
 /// every model is called with the operator's credentials, so a request
 /// never chooses another one (a provider's model the operator did not
 /// offer, or a file of the server's machine: `local:PATH`,
 /// `scripted:PATH`). Any other name is a 400 naming the offered ones, and
 /// nothing is opened or called.
-pub(crate) fn chosen_model(
+pub(crate) fn chosen_name<'a>(
     state: &AppState,
-    name: Option<&str>,
-) -> Result<Option<Model>, ApiError> {
+    name: Option<&'a str>,
+) -> Result<Option<&'a str>, ApiError> {
     let Some(name) = name else {
         return Ok(None);
     };
@@ -198,6 +200,17 @@ pub(crate) fn chosen_model(
             ),
         ));
     }
+    Ok(Some(name))
+}
+
+/// The model the page chose ([`chosen_name`]), opened.
+pub(crate) fn chosen_model(
+    state: &AppState,
+    name: Option<&str>,
+) -> Result<Option<Model>, ApiError> {
+    let Some(name) = chosen_name(state, name)? else {
+        return Ok(None);
+    };
     state
         .models
         .open(Some(name))
@@ -205,83 +218,11 @@ pub(crate) fn chosen_model(
         .map_err(|problem| ApiError::new(StatusCode::BAD_REQUEST, problem))
 }
 
-/// The model to look stored conversation `stored`'s own model up from:
-/// its own (see [`Models::home_of`](super::models::Models::home_of)), so
-/// going on with it never opens the default model.
-pub(crate) fn home_of(state: &AppState, stored: &Stored) -> Result<Model, ApiError> {
-    state.models.home_of(stored).map_err(|problem| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!(
-                "the model of conversation {} cannot be opened: {problem}",
-                stored.id
-            ),
-        )
-    })
-}
-
-/// What a turn at `node` looks stored models up from: the model the page
-/// chose, when it chose one (as `skein reply -m`), else the home of
-/// conversation `of` or of the conversation `node` belongs to (see
-/// [`owner_of_node`](skein::conversation::owner_of_node)), else (a node no
-/// conversation holds) the default model.
-async fn home_at(
-    state: &AppState,
-    node: NodeId,
-    of: Option<&ConversationId>,
-    chosen: Option<&Model>,
-) -> Result<Model, ApiError> {
-    if let Some(model) = chosen {
-        return Ok(model.clone());
-    }
-    let owner = match of {
-        Some(of) => Some(of.clone()),
-        None => skein::conversation::owner_of_node(&state.store, node).await?,
-    };
-    match owner {
-        Some(owner) => home_of(
-            state,
-            &state.store.nonblocking().conversation(&owner).await?,
-        ),
-        None => home_model(state),
-    }
-}
-
-/// The default model, for a turn that continues no conversation.
-pub(crate) fn home_model(state: &AppState) -> Result<Model, ApiError> {
-    state.models.open(None).map_err(|problem| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the default model cannot be opened: {problem}"),
-        )
-    })
-}
-
-/// Start what serves `names`' tools.
-pub(crate) async fn start_tools(state: &AppState, names: Vec<String>) -> Result<(), ApiError> {
-    if names.is_empty() {
-        return Ok(());
-    }
-    state
-        .models
-        .start_tools(names)
-        .await
-        .map_err(|problem| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, problem))
-}
-
-/// Start what serves the tools of the conversation `node` belongs to
-/// (see [`owner_of_node`](skein::conversation::owner_of_node)).
-async fn start_tools_of_owner(state: &AppState, node: NodeId) -> Result<(), ApiError> {
-    match skein::conversation::owner_of_node(&state.store, node).await? {
-        Some(owner) => start_tools_of(state, &owner).await,
-        None => Ok(()),
-    }
-}
-
-/// Start what serves conversation `id`'s tools.
-async fn start_tools_of(state: &AppState, id: &ConversationId) -> Result<(), ApiError> {
-    let stored = state.store.nonblocking().conversation(id).await?;
-    start_tools(state, stored.settings.tools).await
+/// The server's models as the turn layer's [`Home`](skein::Home): what
+/// every action opens stored conversations with
+/// ([`skein::conversation::home`], as the CLI's commands do).
+pub(crate) fn page_home(state: &AppState) -> PageHome<'_> {
+    PageHome(&*state.models)
 }
 
 /// A stored message as an action finds it: its node, role and parent.
@@ -303,28 +244,22 @@ async fn stored_message(state: &AppState, prefix: String) -> Result<StoredMessag
     })
 }
 
-/// A branch at `node` named `name`, with the settings of conversation `of`
-/// when given (see [`skein::BranchAt::of`]), else of the conversation
-/// the node belongs to (as the CLI's `branch_at`), on `model` when given;
-/// its tools (MCP servers among them) started first.
+/// A branch at `node` named `name`, with the settings of the conversation
+/// the node belongs to (as the CLI's `branch_at`), on the model `model`
+/// names when given; its tools (MCP servers among them) started first
+/// ([`home::ready_at`]).
 async fn branch(
     state: &AppState,
     node: NodeId,
-    of: Option<ConversationId>,
-    model: Option<&Model>,
+    model: Option<&str>,
     name: Option<String>,
 ) -> Result<Fork, ApiError> {
     check_name_free(state, name.as_deref()).await?;
-    match &of {
-        Some(of) => start_tools_of(state, of).await?,
-        None => start_tools_of_owner(state, node).await?,
-    }
-    let home = home_at(state, node, of.as_ref(), model).await?;
-    let mut branch = Conversation::fork_at(&state.store, node, &home);
-    if let Some(of) = &of {
-        branch = branch.of(of);
-    }
-    match model {
+    let ready = home::ready_at(&state.store, node, &page_home(state), model)
+        .await
+        .map_err(turn_error)?;
+    let branch = Conversation::fork_at(&state.store, node, &ready.home);
+    match &ready.chosen {
         Some(model) => branch.model(model).await,
         None => branch.await,
     }
@@ -338,33 +273,24 @@ async fn branch(
 /// The stored message `node` asked again through the turn layer's
 /// [`Conversation::again_at`] (edited with `edited` when given), as the
 /// CLI's `skein again` and the chat's `!retry`/`!edit` do: the asking
-/// conversation's tools started first, on `model` when given, else on that
-/// conversation's own.
+/// conversation's tools started first ([`home::ready_to_ask_again`]), on
+/// the model `model` names when given, else on that conversation's own.
 async fn again(
     state: &AppState,
     node: NodeId,
-    model: Option<&Model>,
+    model: Option<&str>,
     body: &TurnBody,
     edited: Option<TurnInput>,
 ) -> Result<Prompt, ApiError> {
-    let asker = match skein::conversation::asker_of_node(&state.store, node).await? {
-        Some(id) => Some(state.store.nonblocking().conversation(&id).await?),
-        None => None,
-    };
-    if let Some(asker) = &asker {
-        start_tools(state, asker.settings.tools.clone()).await?;
-    }
-    let home = match (model, &asker) {
-        (Some(model), _) => model.clone(),
-        (None, Some(asker)) => home_of(state, asker)?,
-        (None, None) => home_model(state)?,
-    };
-    let mut again = Conversation::again_at(&state.store, node, &home);
+    let (asker, ready) = home::ready_to_ask_again(&state.store, node, &page_home(state), model)
+        .await
+        .map_err(turn_error)?;
+    let mut again = Conversation::again_at(&state.store, node, &ready.home);
     // Found once: the turn layer need not look the asker up again.
     if let Some(asker) = &asker {
-        again = again.of(&asker.id);
+        again = again.of(asker);
     }
-    if let Some(model) = model {
+    if let Some(model) = &ready.chosen {
         again = again.model(model);
     }
     if let Some(name) = body.name.clone() {
@@ -394,12 +320,13 @@ pub async fn reply(
     let body = TurnBody::checked(body, Some(true))?;
     let permit = turn_permit(&state)?;
     let node = state.store.nonblocking().resolve_node(&prefix).await?;
-    let model = chosen_model(&state, body.model.as_deref())?;
+    let model = chosen_name(&state, body.model.as_deref())?;
     check_name_free(&state, body.name.as_deref()).await?;
-    start_tools_of_owner(&state, node).await?;
-    let home = home_at(&state, node, None, model.as_ref()).await?;
-    let mut reply = Conversation::reply_at(&state.store, node, &home);
-    if let Some(model) = &model {
+    let ready = home::ready_at(&state.store, node, &page_home(&state), model)
+        .await
+        .map_err(turn_error)?;
+    let mut reply = Conversation::reply_at(&state.store, node, &ready.home);
+    if let Some(model) = &ready.chosen {
         reply = reply.model(model);
     }
     if let Some(name) = body.name.clone() {
@@ -441,10 +368,10 @@ pub async fn edit(
             ),
         ));
     }
-    let model = chosen_model(&state, body.model.as_deref())?;
+    let model = chosen_name(&state, body.model.as_deref())?;
     check_name_free(&state, body.name.as_deref()).await?;
     let input = TurnInput::text(body.text.clone().unwrap_or_default());
-    let prompt = again(&state, message.node, model.as_ref(), &body, Some(input)).await?;
+    let prompt = again(&state, message.node, model, &body, Some(input)).await?;
     let start = Start {
         conversation: prompt.conversation().id().clone(),
         branched: true,
@@ -482,9 +409,9 @@ pub async fn regenerate(
             ));
         }
     };
-    let model = chosen_model(&state, body.model.as_deref())?;
+    let model = chosen_name(&state, body.model.as_deref())?;
     check_name_free(&state, body.name.as_deref()).await?;
-    let prompt = again(&state, message.node, model.as_ref(), &body, None).await?;
+    let prompt = again(&state, message.node, model, &body, None).await?;
     let start = Start {
         conversation: prompt.conversation().id().clone(),
         branched: true,
@@ -507,15 +434,8 @@ pub async fn fork(
         None => None,
     };
     let message = stored_message(&state, prefix).await?;
-    let model = chosen_model(&state, body.model.as_deref())?;
-    let fork = branch(
-        &state,
-        message.node,
-        None,
-        model.as_ref(),
-        body.name.clone(),
-    )
-    .await?;
+    let model = chosen_name(&state, body.model.as_deref())?;
+    let fork = branch(&state, message.node, model, body.name.clone()).await?;
     let (Some(permit), Some(text)) = (permit, body.text.clone()) else {
         let conversation = fork.create().await.map_err(turn_error)?;
         return Ok((

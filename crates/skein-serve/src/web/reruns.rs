@@ -14,8 +14,7 @@ writes (a rerun, a fork from one) of a server that may write; a report is a
 */
 
 use super::actions::{
-    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_name, home_of, start_tools, turn_error,
-    turn_permit,
+    NAME_MAX_CHARS, TEXT_MAX_CHARS, check_length, check_name, page_home, turn_error, turn_permit,
 };
 use super::api::{ApiError, Shared};
 use super::embedder::{Writes, embedder};
@@ -28,13 +27,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use skein::Model;
 use skein::core::{Annotation, Part};
 use skein::recorded::{
-    LoadedTurn, ReasonOptions, RecordedChat, RecordedError, RerunOptions, Suspect, Turn, TurnAt,
-    conversation_of_node,
+    LoadedTurn, ReasonOptions, RecordedError, RerunOptions, Suspect, Turn, TurnAt, open_turn,
 };
-use skein::store::{ConversationId, RerunId};
+use skein::store::RerunId;
 
 /// Samples a rerun takes unless asked otherwise, and the most it may.
 const SAMPLES_DEFAULT: u32 = 3;
@@ -59,6 +56,7 @@ fn recorded_error(error: RecordedError) -> ApiError {
         | RecordedError::Provenance { .. }) => {
             ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }
+        RecordedError::Conversation(error) => turn_error(error),
         error => {
             tracing::warn!(%error, "web view: a recorded chat failed");
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
@@ -66,55 +64,39 @@ fn recorded_error(error: RecordedError) -> ApiError {
     }
 }
 
-/// Turn `k` of the stored conversation `id`, or the turn whose reply is
-/// `node` there, loaded alone as a recorded chat's turn, on the
-/// conversation's own model (or `model`), with the tools its runs offered
-/// started.
-async fn load_turn_of(
+/// Recorded turn `at`, loaded alone through the turn layer's one opening
+/// of a recorded turn ([`open_turn`]: the tools its conversation's runs
+/// offered started, on the model `model` names when given, else the
+/// conversation's own),
+/// with the note that the server compares with the lexical embedder, when
+/// it does.
+async fn load_turn_at(
     state: &AppState,
-    id: ConversationId,
     at: TurnAt,
-    model: Option<Model>,
+    model: Option<&str>,
     writes: Writes,
 ) -> Result<(LoadedTurn, Option<String>), ApiError> {
-    let store = state.store.nonblocking();
-    let stored = store.conversation(&id).await?;
-    let mut tools: Vec<String> = store
-        .runs_of_conversation(&id)
-        .await?
-        .iter()
-        .flat_map(|run| run.tools.iter().map(|tool| tool.name.clone()))
-        .chain(stored.settings.tools.iter().cloned())
-        .collect();
-    tools.sort();
-    tools.dedup();
-    start_tools(state, tools).await?;
-    let model = match model {
-        Some(model) => model,
-        None => Model::of_conversation(&stored, &home_of(state, &stored)?).map_err(turn_error)?,
-    };
     let comparing = embedder(state, writes).await?;
-    let loaded = RecordedChat::on_model(&model)
-        .store(state.store.clone())
-        .embedder(comparing.embedder)
-        .load_turn(at)
-        .await
-        .map_err(recorded_error)?;
+    let loaded = open_turn(
+        &state.store,
+        at,
+        &page_home(state),
+        Some(comparing.embedder),
+        model,
+    )
+    .await
+    .map_err(recorded_error)?;
     Ok((loaded, comparing.fallback))
 }
 
-/// The recorded turn whose reply is `prefix`, loaded alone (with the
-/// note that the server compares with the lexical embedder, when it does).
+/// The recorded turn whose reply is `prefix`, loaded alone.
 async fn load_turn(
     state: &AppState,
     prefix: String,
     writes: Writes,
 ) -> Result<(LoadedTurn, Option<String>), ApiError> {
     let node = state.store.nonblocking().resolve_node(&prefix).await?;
-    let conversation = conversation_of_node(&state.store, node)
-        .await
-        .map_err(recorded_error)?;
-    load_turn_of(state, conversation, TurnAt::Reply(node), None, writes).await
+    load_turn_at(state, TurnAt::Reply(node), None, writes).await
 }
 
 /// `GET /api/nodes/{id}/report`: the recorded turn whose reply is the
@@ -318,16 +300,9 @@ pub async fn fork(
     let store = state.store.nonblocking();
     let id: RerunId = store.resolve_rerun(&prefix).await?;
     let record = store.rerun(&id).await?;
-    let model = super::actions::chosen_model(&state, body.model.as_deref())?;
+    let model = super::actions::chosen_name(&state, body.model.as_deref())?;
     let at = TurnAt::Number(record.conversation.clone(), record.turn as usize);
-    let (loaded, _) = load_turn_of(
-        &state,
-        record.conversation.clone(),
-        at,
-        model,
-        Writes::IfAllowed,
-    )
-    .await?;
+    let (loaded, _) = load_turn_at(&state, at, model, Writes::IfAllowed).await?;
     let mut fork = loaded.fork_from_rerun(&id).await.map_err(recorded_error)?;
     let conversation = fork.conversation().cloned().ok_or_else(|| {
         ApiError::new(

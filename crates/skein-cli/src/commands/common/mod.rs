@@ -10,6 +10,7 @@ module under `commands/`.
 pub mod configured;
 pub mod context;
 pub mod engine_dir;
+pub mod home;
 pub mod model;
 pub mod recorded;
 pub mod tools;

@@ -9,13 +9,13 @@ of its turns can be explained and re-run, with or without `--source`.
 */
 
 use super::context::Context;
-use super::model::turn_model;
+use super::home::{CliHome, cli_error, recorded_error};
 use anyhow::{Result, bail};
 use clap::Args;
 use skein::Model;
 use skein::recorded::{
     CachedEmbedder, EmbedError, Embedder, LoadedTurn, RecordedChat, RecordedError, TurnAt,
-    conversation_of_node,
+    open_turn,
 };
 use std::sync::Arc;
 
@@ -42,29 +42,26 @@ pub fn chat_builder(ctx: &Context, model: &Model) -> skein::recorded::RecordedCh
     RecordedChat::on_model(model).store(ctx.store.clone())
 }
 
-/// The turn, loaded alone, and the embedder to use.
+/// The turn, loaded alone (the turn layer's [`open_turn`]: its
+/// conversation's tools started, on its own model), and the embedder to
+/// use.
 pub async fn load_turn(ctx: &Context, turn: &TurnRef) -> Result<(LoadedTurn, Arc<dyn Embedder>)> {
-    let (conversation, at) = match (&turn.node, &turn.cid, turn.turn) {
-        (Some(node), _, _) => {
-            let node = ctx.node(node)?;
-            let conversation = conversation_of_node(&ctx.store, node).await?;
-            (conversation, TurnAt::Reply(node))
-        }
-        (None, Some(cid), Some(k)) => {
-            let conversation = ctx.conversation(cid)?.id;
-            (conversation.clone(), TurnAt::Number(conversation, k))
-        }
+    let at = match (&turn.node, &turn.cid, turn.turn) {
+        (Some(node), _, _) => TurnAt::Reply(ctx.node(node)?),
+        (None, Some(cid), Some(k)) => TurnAt::Number(ctx.conversation(cid)?.id, k),
         (None, Some(_), None) => bail!("--cid needs --turn K (turns are numbered from 0)"),
         (None, None, _) => bail!("say which turn: NODE, or --cid ID --turn K"),
     };
     let embedder = embedder(ctx, turn.embedder.as_deref())?;
-    let stored = ctx.store.conversation(&conversation)?;
-    start_offered_tools(ctx, &stored).await?;
-    let home = turn_model(None, Some(&stored))?;
-    let loaded = chat_builder(ctx, &home)
-        .embedder(embedder.clone())
-        .load_turn(at)
-        .await?;
+    let loaded = open_turn(
+        &ctx.store,
+        at,
+        &CliHome::of_command()?,
+        Some(embedder.clone()),
+        None,
+    )
+    .await
+    .map_err(recorded_error)?;
     Ok((loaded, embedder))
 }
 
@@ -93,17 +90,14 @@ pub fn embedder(ctx: &Context, name: Option<&str>) -> Result<Arc<dyn Embedder>> 
     )))
 }
 
-/// Start the MCP servers whose tools `stored`'s runs offered, so a loaded
-/// chat's tool loops (reruns, later turns) can call them again.
+/// Start the MCP servers whose tools `stored`'s turns may call (the turn
+/// layer's [`offered_tools`](skein::conversation::home::offered_tools)), so
+/// a loaded chat's tool loops (reruns, later turns) can call them again.
 pub async fn start_offered_tools(
     ctx: &Context,
     stored: &skein::store::ConversationRecord,
 ) -> Result<()> {
-    let runs = ctx.store.runs_of_conversation(&stored.id)?;
-    let names: Vec<String> = runs
-        .iter()
-        .flat_map(|run| run.tools.iter().map(|tool| tool.name.clone()))
-        .chain(stored.settings.tools.iter().cloned())
-        .collect();
-    super::tools::start_for(&names).await
+    skein::conversation::home::start_offered_tools(&ctx.store, stored, &CliHome::of_command()?)
+        .await
+        .map_err(cli_error)
 }

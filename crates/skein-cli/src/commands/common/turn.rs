@@ -10,120 +10,72 @@ the turn is a tool loop bounded by the chain limit.
 */
 
 use super::context::Context;
-use super::model::{home_model, stored_home};
+use super::home::{CliHome, cli_error};
 use super::turn_options::TurnSettings;
 use crate::ui::{self, outln};
 use anyhow::{Result, bail};
+use skein::conversation::home;
 use skein::core::FinishReason;
 use skein::{Conversation, Landed, OnMoved, Prompt};
 
-/// A stored conversation to go on with: on the model `-m` names when given
-/// (for this turn; the stored settings stay as they are), else on the one
-/// it was recorded with.
+/// A stored conversation to go on with: its MCP servers started (the turn
+/// layer's [`home::ready`]), on the model `-m` names when given (for this
+/// turn; the stored settings stay as they are), else on the one it was
+/// recorded with.
 pub async fn open_stored(
     ctx: &Context,
     stored: &skein::store::ConversationRecord,
     model: Option<&str>,
 ) -> Result<Conversation> {
-    super::tools::start_for(&stored.settings.tools).await?;
-    Ok(match model {
-        Some(name) => {
-            let model = home_model(Some(name.to_string()))?;
-            Conversation::load(&ctx.store, &stored.id, &model)
-                .model(&model)
-                .await?
-        }
-        None => Conversation::load(&ctx.store, &stored.id, &stored_home(stored)?).await?,
+    let ready = home::ready(&CliHome::of_command()?, stored, model)
+        .await
+        .map_err(cli_error)?;
+    let load = Conversation::load(&ctx.store, &stored.id, &ready.home);
+    Ok(match &ready.chosen {
+        Some(model) => load.model(model).await?,
+        None => load.await?,
     })
 }
 
 /// Where a turn after `node` runs (`skein reply`, the chat's `!reply`):
 /// the turn layer's [`Conversation::reply_at`] (the conversation whose head
 /// `node` is, else a new branch there, stored only once its first turn
-/// succeeds), on the model `-m` names for this turn when given. `true` when
-/// it is such a branch.
+/// succeeds), on the model `-m` names for this turn when given, else the
+/// conversation's own, never the default first ([`home::ready_at`], which
+/// starts the MCP servers of the conversation `node` belongs to). `true`
+/// when it is such a branch.
 pub async fn continue_at(
     ctx: &Context,
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<(Conversation, bool)> {
-    let owner = start_tools_of_owner(ctx, node).await?;
-    // The model `-m` names is the turn's and the one names are looked up
-    // from; without it, the conversation's own, never the default first.
-    let conversation = match model {
-        Some(name) => {
-            let model = home_model(Some(name.to_string()))?;
-            Conversation::reply_at(&ctx.store, node, &model)
-                .model(&model)
-                .await?
-        }
-        None => {
-            let home = owner_home(ctx, node, owner.as_ref()).await?;
-            Conversation::reply_at(&ctx.store, node, &home).await?
-        }
+    let ready = home::ready_at(&ctx.store, node, &CliHome::of_command()?, model)
+        .await
+        .map_err(cli_error)?;
+    let reply = Conversation::reply_at(&ctx.store, node, &ready.home);
+    let conversation = match &ready.chosen {
+        Some(model) => reply.model(model).await?,
+        None => reply.await?,
     };
     let branched = !conversation.is_stored();
     Ok((conversation, branched))
 }
 
-/// Start the MCP servers whose tools the conversation `node` belongs to
-/// offers; that conversation, if any.
-async fn start_tools_of_owner(
-    ctx: &Context,
-    node: skein::NodeId,
-) -> Result<Option<skein::store::ConversationRecord>> {
-    let Some(owner) = skein::conversation::owner_of_node(&ctx.store, node).await? else {
-        return Ok(None);
-    };
-    let owner = ctx.store.conversation(&owner)?;
-    super::tools::start_for(&owner.settings.tools).await?;
-    Ok(Some(owner))
-}
-
-/// What a turn at `node` without `-m` looks its model up from: the
-/// [`stored_home`] of the conversation `node` heads, else of its `owner`
-/// (whose settings a branch there takes), else (a node of no conversation)
-/// the default model.
-async fn owner_home(
-    ctx: &Context,
-    node: skein::NodeId,
-    owner: Option<&skein::store::ConversationRecord>,
-) -> Result<skein::Model> {
-    let headed = ctx
-        .store
-        .nonblocking()
-        .conversations_at(node)
-        .await?
-        .into_iter()
-        .next();
-    match headed.as_ref().or(owner) {
-        Some(stored) => stored_home(stored),
-        None => home_model(None),
-    }
-}
-
 /// A branch at `node` with the settings of the conversation it belongs to
-/// (recorded as its origin), on the model `-m` names when given.
+/// (recorded as its origin; its MCP servers started), on the model `-m`
+/// names when given.
 pub async fn branch_at(
     ctx: &Context,
     node: skein::NodeId,
     model: Option<&str>,
 ) -> Result<skein::Fork> {
-    let owner = start_tools_of_owner(ctx, node).await?;
-    Ok(match model {
-        Some(name) => {
-            let model = home_model(Some(name.to_string()))?;
-            Conversation::fork_at(&ctx.store, node, &model)
-                .model(&model)
-                .await?
-        }
-        None => {
-            let home = match &owner {
-                Some(owner) => stored_home(owner)?,
-                None => home_model(None)?,
-            };
-            Conversation::fork_at(&ctx.store, node, &home).await?
-        }
+    let ready = home::ready_at(&ctx.store, node, &CliHome::of_command()?, model)
+        .await
+        .map_err(cli_error)?;
+    let branch = Conversation::fork_at(&ctx.store, node, &ready.home);
+    Ok(match &ready.chosen {
+        Some(model) => branch.model(model).await?,
+        None => branch.await?,
     })
 }
 
