@@ -90,23 +90,21 @@ impl skein::Home for PyHome {
 }
 
 /// The models a turn at a stored node opens: the one `model=` names (the
-/// turn's and the branch's own), and the home the node's conversation's
-/// model is looked up from (that one, else the default), with `tools=`.
+/// turn's and the branch's own), and what `home` finds for the node (the
+/// turn layer's `ready_at` or `ready_to_ask_again`: the model of the
+/// conversation the node belongs to, never the default first), with
+/// `tools=`.
 fn models_at_a_node(
     py: Python<'_>,
     model: Option<&Bound<'_, PyAny>>,
     tools: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Option<skein::Model>, skein::Model)> {
+) -> PyResult<(Option<skein::Model>, PyHome)> {
     let extra = self::tools(tools)?;
     let on_model = match model {
         Some(model) => Some(chosen_model(py, model, extra.clone())?),
         None => None,
     };
-    let home = match &on_model {
-        Some(model) => model.clone(),
-        None => open(py, &default_model(py)?, extra)?,
-    };
-    Ok((on_model, home))
+    Ok((on_model, PyHome::new(py, extra)?))
 }
 
 #[pymethods]
@@ -171,15 +169,22 @@ impl Conversation {
         tools: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let store = store.inner.clone();
-        let (on_model, fallback) = models_at_a_node(py, model, tools)?;
+        let (on_model, home) = models_at_a_node(py, model, tools)?;
         let name = crate::args::conversation_name(py, name, Some(&store))?;
         let node = node.to_string();
         let forked = runtime::block_on(py, async move {
             let node = store.nonblocking().resolve_node(&node).await?;
-            let branch = skein::Conversation::fork_at(&store, node, &fallback);
             match &on_model {
-                Some(model) => branch.model(model).await,
-                None => branch.await,
+                Some(model) => {
+                    skein::Conversation::fork_at(&store, node, model)
+                        .model(model)
+                        .await
+                }
+                None => {
+                    let ready =
+                        skein::conversation::home::ready_at(&store, node, &home, None).await?;
+                    skein::Conversation::fork_at(&store, node, &ready.home).await
+                }
             }
         })?;
         let mut fork = check(py, forked)?;
@@ -217,7 +222,7 @@ impl Conversation {
         tools: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Response> {
         let store = store.inner.clone();
-        let (on_model, fallback) = models_at_a_node(py, model, tools)?;
+        let (on_model, home) = models_at_a_node(py, model, tools)?;
         let name = crate::args::conversation_name(py, name, Some(&store))?;
         let edited = match (&prompt, messages, &attachments) {
             (None, None, None) => None,
@@ -226,7 +231,19 @@ impl Conversation {
         let node = node.to_string();
         let asked = runtime::block_on(py, async move {
             let node = store.nonblocking().resolve_node(&node).await?;
-            let mut again = skein::Conversation::again_at(&store, node, &fallback);
+            let (asker, at_home) = match &on_model {
+                Some(model) => (None, model.clone()),
+                None => {
+                    let (asker, ready) =
+                        skein::conversation::home::ready_to_ask_again(&store, node, &home, None)
+                            .await?;
+                    (asker, ready.home)
+                }
+            };
+            let mut again = skein::Conversation::again_at(&store, node, &at_home);
+            if let Some(asker) = &asker {
+                again = again.of(asker);
+            }
             if let Some(model) = &on_model {
                 again = again.model(model);
             }

@@ -164,7 +164,9 @@ def test_a_name_that_reads_as_an_id_is_refused_and_an_id_wins(db: Path, store: s
 def test_the_default_model_comes_from_the_configuration_file(tmp_path: Path) -> None:
     """Without SKEIN_MODEL, Python's default model is the configuration
     file's `default_model`, as on the command line (a fresh process: the
-    file is read once per process)."""
+    file is read once per process): a fork at a message no conversation's
+    turn produced opens it (one at a reply would open that conversation's
+    own model)."""
     config = tmp_path / "config.toml"
     config.write_text('default_model = "no-such-model-xyz"\n')
     script = (
@@ -173,7 +175,8 @@ def test_the_default_model_comes_from_the_configuration_file(tmp_path: Path) -> 
         "try:\n"
         "    first = skein.Model('echo', store=store).prompt('hello')\n"
         "    first.text()\n"
-        "    skein.Conversation.fork_at(store, first.id)\n"
+        "    asked = first.messages()[0].id\n"
+        "    skein.Conversation.fork_at(store, asked)\n"
         "except skein.SkeinError as error:\n"
         "    print(type(error).__name__, error)\n"
     )
