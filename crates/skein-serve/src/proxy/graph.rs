@@ -167,7 +167,7 @@ async fn previous(
     };
     let stored_places: Vec<ParamPaths> = stored
         .iter()
-        .map(|message| ParamPaths::uniform(named_at.into(), message.parts.len(), ""))
+        .map(|message| ParamPaths::uniform(named_at, message.parts.len(), ""))
         .collect();
     let mut messages = turn.messages;
     let rest = messages.split_off(instructions);

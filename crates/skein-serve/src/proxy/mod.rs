@@ -157,7 +157,10 @@ pub fn routes(body_limit: usize) -> Router<Arc<AppState>> {
                     headers,
                     body,
                     "chat-completions",
-                    |request: chat::ChatRequest| Ok((request.turn()?, request.api())),
+                    |request: chat::ChatRequest| {
+                        let api = request.api();
+                        Ok((request.turn()?, api))
+                    },
                 )
             }),
         )

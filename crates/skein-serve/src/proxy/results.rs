@@ -20,21 +20,69 @@ use skein::core::{Message, Role};
 /// result) may leave `parts` empty: its parts are then at `message`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ParamPaths {
-    pub message: String,
+    pub message: MessagePath,
     pub parts: Vec<String>,
+}
+
+/// Where a message came from: a path, or the `messages` array's item at an
+/// index, spelled out only when a refusal names it (a long history's plain
+/// messages each cost no string).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MessagePath {
+    Named(String),
+    InMessages(usize),
+}
+
+impl Default for MessagePath {
+    fn default() -> MessagePath {
+        MessagePath::Named(String::new())
+    }
+}
+
+impl From<String> for MessagePath {
+    fn from(path: String) -> MessagePath {
+        MessagePath::Named(path)
+    }
+}
+
+impl From<&str> for MessagePath {
+    fn from(path: &str) -> MessagePath {
+        MessagePath::Named(path.to_string())
+    }
+}
+
+impl std::fmt::Display for MessagePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MessagePath::Named(path) => f.write_str(path),
+            MessagePath::InMessages(index) => write!(f, "messages.[{index}]"),
+        }
+    }
 }
 
 impl ParamPaths {
     /// A message whose parts all stand at `message` + `suffix`.
-    pub fn uniform(message: String, parts: usize, suffix: &str) -> ParamPaths {
+    pub fn uniform(message: impl Into<MessagePath>, parts: usize, suffix: &str) -> ParamPaths {
+        let message = message.into();
         ParamPaths {
             parts: vec![format!("{message}{suffix}"); parts],
             message,
         }
     }
 
-    fn part(&self, index: usize) -> &str {
-        self.parts.get(index).unwrap_or(&self.message)
+    /// A message of `messages` none of whose parts is named alone.
+    pub fn plain(index: usize) -> ParamPaths {
+        ParamPaths {
+            message: MessagePath::InMessages(index),
+            parts: Vec::new(),
+        }
+    }
+
+    fn part(&self, index: usize) -> String {
+        match self.parts.get(index) {
+            Some(part) => part.clone(),
+            None => self.message.to_string(),
+        }
     }
 }
 
@@ -166,7 +214,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, message)| ParamPaths {
-                message: format!("m.[{i}]"),
+                message: format!("m.[{i}]").into(),
                 parts: (0..message.parts.len())
                     .map(|j| format!("m.[{i}].[{j}]"))
                     .collect(),

@@ -4,7 +4,7 @@ The request, as the proxy reads it (see [`super`]).
 
 use super::reply::Chat;
 use crate::proxy::media;
-use crate::proxy::results::ParamPaths;
+use crate::proxy::results::{MessagePath, ParamPaths};
 use crate::proxy::turn::{ProxyError, Turn};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -146,44 +146,49 @@ pub fn no_parameters() -> Value {
 }
 
 impl ChatRequest {
-    /// The request as a [`Turn`], or why it cannot be mapped.
-    pub fn turn(&self) -> Result<Turn, ProxyError> {
+    /// The request as a [`Turn`], or why it cannot be mapped. Its
+    /// messages' texts move into the turn (a history is not copied).
+    pub fn turn(self) -> Result<Turn, ProxyError> {
+        let tools = self.tool_specs()?;
+        let options = self.options()?;
+        let session = super::super::turn::session_of(self.metadata.as_ref(), self.user.as_deref());
+        let client = super::super::turn::client_of(self.user.as_deref());
+        let (model, stream) = (self.model.clone(), self.stream);
         let (messages, places) = self.thread_messages()?;
         Ok(Turn {
             messages,
             places,
-            tools: self.tool_specs()?,
-            options: self.options()?,
-            model: self.model.clone(),
-            stream: self.stream,
+            tools,
+            options,
+            model,
+            stream,
             record: true,
-            session: super::super::turn::session_of(self.metadata.as_ref(), self.user.as_deref()),
-            client: super::super::turn::client_of(self.user.as_deref()),
+            session,
+            client,
             ..Turn::default()
         })
     }
 
     /// The conversation the client sent, as skein messages, with where
     /// each came from.
-    pub fn thread_messages(&self) -> Result<(Vec<Message>, Vec<ParamPaths>), ProxyError> {
+    pub fn thread_messages(self) -> Result<(Vec<Message>, Vec<ParamPaths>), ProxyError> {
         if self.messages.is_empty() {
             return Err(ProxyError::invalid("`messages` is empty").at("messages"));
         }
         let mut messages: Vec<Message> = Vec::with_capacity(self.messages.len());
         let mut places: Vec<ParamPaths> = Vec::with_capacity(self.messages.len());
-        for (index, wire) in self.messages.iter().enumerate() {
+        for (index, wire) in self.messages.into_iter().enumerate() {
             let message = map_message(wire, index)?;
-            let at = format!("messages.[{index}]");
             let place = match message.role {
-                Role::Tool => ParamPaths::uniform(at, 1, ".tool_call_id"),
+                Role::Tool => {
+                    ParamPaths::uniform(MessagePath::InMessages(index), 1, ".tool_call_id")
+                }
                 // Only the places of tool calls and results are named by
                 // part (`results::check`): a history's many plain
                 // messages need only their own.
-                _ if message.tool_calls().next().is_none() => ParamPaths {
-                    message: at,
-                    parts: Vec::new(),
-                },
+                _ if message.tool_calls().next().is_none() => ParamPaths::plain(index),
                 _ => {
+                    let at = format!("messages.[{index}]");
                     let mut calls = 0;
                     let parts = message
                         .parts
@@ -196,7 +201,10 @@ impl ChatRequest {
                             _ => format!("{at}.content"),
                         })
                         .collect();
-                    ParamPaths { message: at, parts }
+                    ParamPaths {
+                        message: at.into(),
+                        parts,
+                    }
                 }
             };
             // Consecutive tool messages become one.
@@ -269,24 +277,26 @@ impl ChatRequest {
     }
 }
 
-fn map_message(wire: &WireMessage, index: usize) -> Result<Message, ProxyError> {
-    let content = || content_parts(wire.content.as_ref(), index, wire.role == "user");
+fn map_message(wire: WireMessage, index: usize) -> Result<Message, ProxyError> {
+    let takes_media = wire.role == "user";
+    let content = wire.content;
+    let content = || content_parts(content, index, takes_media);
     match wire.role.as_str() {
         "system" | "developer" => Ok(Message::new(Role::System, content()?)),
         "user" => Ok(Message::new(Role::User, content()?)),
         "assistant" => {
             let mut parts = content()?;
-            for call in wire.tool_calls.iter().flatten() {
+            for call in wire.tool_calls.into_iter().flatten() {
                 parts.push(Part::ToolCall(ToolCall {
-                    id: call.id.clone(),
-                    name: call.function.name.clone(),
-                    arguments: call.function.arguments.clone(),
+                    id: call.id,
+                    name: call.function.name,
+                    arguments: call.function.arguments,
                 }));
             }
             Ok(Message::new(Role::Assistant, parts))
         }
         "tool" => {
-            let call_id = wire.tool_call_id.clone().ok_or_else(|| {
+            let call_id = wire.tool_call_id.ok_or_else(|| {
                 ProxyError::invalid(format!(
                     "messages[{index}]: a `tool` message needs `tool_call_id`"
                 ))
@@ -315,7 +325,7 @@ fn map_message(wire: &WireMessage, index: usize) -> Result<Message, ProxyError> 
 /// The parts of a message's content: its non-empty texts, and (in a user
 /// message) its media as attachments.
 fn content_parts(
-    content: Option<&WireContent>,
+    content: Option<WireContent>,
     index: usize,
     takes_media: bool,
 ) -> Result<Vec<Part>, ProxyError> {
@@ -325,22 +335,19 @@ fn content_parts(
     match content {
         None => Ok(Vec::new()),
         Some(WireContent::Text(text)) if text.is_empty() => Ok(Vec::new()),
-        Some(WireContent::Text(text)) => Ok(vec![Part::text(text.clone())]),
+        Some(WireContent::Text(text)) => Ok(vec![Part::text(text)]),
         Some(WireContent::Parts(parts)) => {
             let mut out = Vec::with_capacity(parts.len());
-            for part in parts {
-                let media = match (part.kind.as_str(), part) {
-                    (
-                        "text",
-                        WirePart {
-                            text: Some(text), ..
-                        },
-                    ) => {
-                        if !text.is_empty() {
-                            out.push(Part::text(text.clone()));
-                        }
-                        continue;
+            for mut part in parts {
+                if part.kind == "text"
+                    && let Some(text) = part.text.take()
+                {
+                    if !text.is_empty() {
+                        out.push(Part::text(text));
                     }
+                    continue;
+                }
+                let media = match (part.kind.as_str(), &part) {
                     (
                         "image_url",
                         WirePart {

@@ -4,7 +4,7 @@ The request, as the proxy reads it (see [`super`]).
 
 use super::MESSAGE_PREFIX;
 use crate::proxy::media;
-use crate::proxy::results::ParamPaths;
+use crate::proxy::results::{MessagePath, ParamPaths};
 use crate::proxy::turn::{Continued, Previous, ProxyError, Turn};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -268,7 +268,7 @@ pub(super) fn system_message(system: &RawValue, mapped: &mut Mapped) -> Result<(
     })? {
         Either::Text(text) => {
             let parts = non_empty(text);
-            let place = ParamPaths::uniform("system".into(), parts.len(), "");
+            let place = ParamPaths::uniform("system", parts.len(), "");
             mapped.push(Message::new(Role::System, parts), place, Vec::new());
             return Ok(());
         }
@@ -333,8 +333,9 @@ pub(super) fn map_message(
         .map_err(|problem| refuse(format!("`content` is not a string or blocks: {problem}")))?
     {
         Either::Text(text) => {
+            // A text turn has no tool call or result to name alone.
             let parts = non_empty(text);
-            let place = ParamPaths::uniform(format!("messages.[{index}]"), parts.len(), ".content");
+            let place = ParamPaths::plain(index);
             mapped.push(Message::new(role, parts), place, Vec::new());
             return Ok(());
         }
@@ -411,9 +412,8 @@ pub(super) fn map_message(
         parts.2.push(block_at);
         parts.0.push(part);
     }
-    let at = format!("messages.[{index}]");
     let place = |parts| ParamPaths {
-        message: at.clone(),
+        message: MessagePath::InMessages(index),
         parts,
     };
     // A turn of results alone is a tool message; any other turn keeps its

@@ -40,13 +40,13 @@ impl ResponsesRequest {
         let mut places = Vec::new();
         if let Some(instructions) = self.instructions.as_ref().filter(|text| !text.is_empty()) {
             messages.push(Message::system(instructions.clone()));
-            places.push(ParamPaths::uniform("instructions".into(), 1, ""));
+            places.push(ParamPaths::uniform("instructions", 1, ""));
         }
         let instructions = messages.len();
         match &self.input {
             Value::String(text) => {
                 messages.push(Message::user(text.clone()));
-                places.push(ParamPaths::uniform("input".into(), 1, ""));
+                places.push(ParamPaths::uniform("input", 1, ""));
             }
             Value::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
