@@ -28,7 +28,7 @@ pub mod web;
 
 pub use connections::ConnectionLimits;
 pub use proxy::{ClientKeys, FromRecording, ModelTable, ProxyConfig};
-pub use web::models::{Choices, ModelChoice, ModelNames, Models};
+pub use web::models::{ModelChoice, ModelNames, Models};
 
 use access::Access;
 use axum::Router;

@@ -2793,23 +2793,25 @@ impl Endpoint {
     }
 }
 
-impl skein_serve::Models for Endpoint {
-    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+impl skein::Home for Endpoint {
+    fn open(&self, name: Option<&str>) -> Result<Model, skein::SurfaceError> {
         match name {
             None | Some("remote") => Ok(self.model.clone()),
-            Some(other) => Err(format!("no model `{other}` here")),
+            Some(other) => Err(skein::SurfaceError::new(format!("no model `{other}` here"))),
         }
     }
 
+    fn default_name(&self) -> String {
+        "remote".into()
+    }
+}
+
+impl skein_serve::Models for Endpoint {
     fn choices(&self) -> Vec<skein_serve::ModelChoice> {
         vec![skein_serve::ModelChoice {
             name: "remote".into(),
             label: "remote".into(),
         }]
-    }
-
-    fn default_name(&self) -> String {
-        "remote".into()
     }
 }
 
@@ -5223,24 +5225,26 @@ struct OpensAnyName {
     opened: std::sync::atomic::AtomicUsize,
 }
 
-impl skein_serve::Models for OpensAnyName {
-    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+impl skein::Home for OpensAnyName {
+    fn open(&self, name: Option<&str>) -> Result<Model, skein::SurfaceError> {
         if name.is_some() {
             self.opened
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        Model::open("echo").map_err(|error| error.to_string())
+        Model::open("echo").map_err(skein::SurfaceError::new)
     }
 
+    fn default_name(&self) -> String {
+        "echo".into()
+    }
+}
+
+impl skein_serve::Models for OpensAnyName {
     fn choices(&self) -> Vec<skein_serve::ModelChoice> {
         vec![skein_serve::ModelChoice {
             name: "echo".into(),
             label: "echo".into(),
         }]
-    }
-
-    fn default_name(&self) -> String {
-        "echo".into()
     }
 }
 
@@ -5809,28 +5813,32 @@ struct DefaultMissing {
     defaults: std::sync::atomic::AtomicUsize,
 }
 
-impl skein_serve::Models for DefaultMissing {
-    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+impl skein::Home for DefaultMissing {
+    fn open(&self, name: Option<&str>) -> Result<Model, skein::SurfaceError> {
         match name {
-            Some("echo") => Model::open("echo").map_err(|error| error.to_string()),
-            Some(other) => Err(format!("no model {other} here")),
+            Some("echo") => Model::open("echo").map_err(skein::SurfaceError::new),
+            Some(other) => Err(skein::SurfaceError::new(format!("no model {other} here"))),
             None => {
                 self.defaults
                     .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Err("the default model is not downloaded".into())
+                Err(skein::SurfaceError::new(
+                    "the default model is not downloaded",
+                ))
             }
         }
     }
 
+    fn default_name(&self) -> String {
+        "smollm2".into()
+    }
+}
+
+impl skein_serve::Models for DefaultMissing {
     fn choices(&self) -> Vec<skein_serve::ModelChoice> {
         vec![skein_serve::ModelChoice {
             name: "echo".into(),
             label: "echo".into(),
         }]
-    }
-
-    fn default_name(&self) -> String {
-        "smollm2".into()
     }
 }
 
@@ -5913,14 +5921,10 @@ impl ToolsStarted {
     }
 }
 
-impl skein_serve::Models for ToolsStarted {
-    fn open(&self, name: Option<&str>) -> Result<Model, String> {
+impl skein::Home for ToolsStarted {
+    fn open(&self, name: Option<&str>) -> Result<Model, skein::SurfaceError> {
         Model::open_with_tools(name.unwrap_or("echo"), skein::builtin::all())
-            .map_err(|error| error.to_string())
-    }
-
-    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
-        Vec::new()
+            .map_err(skein::SurfaceError::new)
     }
 
     fn default_name(&self) -> String {
@@ -5930,9 +5934,15 @@ impl skein_serve::Models for ToolsStarted {
     fn start_tools(
         &self,
         names: Vec<String>,
-    ) -> skein::core::BoxFuture<'static, Result<(), String>> {
+    ) -> skein::core::BoxFuture<'static, Result<(), skein::SurfaceError>> {
         self.started.lock().unwrap().push(names);
         Box::pin(async { Ok(()) })
+    }
+}
+
+impl skein_serve::Models for ToolsStarted {
+    fn choices(&self) -> Vec<skein_serve::ModelChoice> {
+        Vec::new()
     }
 }
 

@@ -28,7 +28,7 @@ use clap::Args;
 use skein::store::OpenMode;
 use skein::{Home, Model};
 use skein_serve::{
-    Choices, ClientKeys, ConnectionLimits, FromRecording, ModelChoice, ModelTable, ProxyConfig,
+    ClientKeys, ConnectionLimits, FromRecording, ModelChoice, ModelTable, Models, ProxyConfig,
     ServeConfig,
 };
 use std::collections::BTreeMap;
@@ -377,7 +377,7 @@ fn proxy_model(name: &str, pass_keys: bool) -> Result<Model> {
 /// The models the web view's actions run on: those every command opens
 /// ([`CliHome`]), offering the default, the engine directory's profiles,
 /// the proxy's models and the registry's models that need no argument.
-impl Choices for CliHome {
+impl Models for CliHome {
     fn choices(&self) -> Vec<ModelChoice> {
         let default = self.default_name();
         let mut choices = vec![ModelChoice {

@@ -215,7 +215,7 @@ pub(crate) fn chosen_model(
         .models
         .open(Some(name))
         .map(Some)
-        .map_err(|problem| ApiError::new(StatusCode::BAD_REQUEST, problem))
+        .map_err(|problem| ApiError::new(StatusCode::BAD_REQUEST, format!("{problem:#}")))
 }
 
 /// The server's models as the turn layer's [`Home`](skein::Home): what

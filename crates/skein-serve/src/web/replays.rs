@@ -527,8 +527,8 @@ fn model_named(state: &AppState, name: &str) -> Result<Model, ApiError> {
     }
 }
 
-fn bad_model(problem: String) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, problem)
+fn bad_model(problem: skein::SurfaceError) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, format!("{problem:#}"))
 }
 
 /// A worker for `plan` on `model` (and the other candidates it compares):
