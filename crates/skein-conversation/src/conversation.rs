@@ -225,7 +225,7 @@ impl Conversation {
     /// Its id: the same in memory and in a store. It changes only when a
     /// turn of this handle lands in a new branch because another writer
     /// moved the head while it ran: the handle follows its turn there (see
-    /// [`OnMoved`]).
+    /// [`OnMoved`](crate::OnMoved)).
     pub fn id(&self) -> ConversationId {
         self.state().identity.id.clone()
     }

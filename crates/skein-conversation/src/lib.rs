@@ -18,7 +18,7 @@ skein's turn layer: the one place a turn is run and recorded.
   recorded: a surface's request (engine, rendered request, landing) in,
   the run's output and where it landed out; the landing rule, and where a
   request that names no conversation lands.
-- [`commit`]: how the turn service writes a turn: one store transaction, the
+- `commit`: how the turn service writes a turn: one store transaction, the
   first turn of a conversation included, with the surface's choice of what
   a lost race does; and the failure rule for a failed model call (its input
   messages and its failed run stored, nothing moved).

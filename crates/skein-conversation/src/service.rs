@@ -15,16 +15,16 @@ it started from, unless the surface asked to be told instead,
 [`OnMoved::Fail`]); a new conversation exists only once its first turn has
 succeeded. [`Landing::Found`] applies the same rule to a request that
 carries its whole history and names no conversation (the proxy): the
-conversation it continues is found in the graph ([`crate::landing`]).
+conversation it continues is found in the graph (`crate::landing`).
 
-The failure rule ([`commit::failed`]): a model call that fails stores its
+The failure rule (`commit::failed`): a model call that fails stores its
 input messages and a failed run pointing at them, in one transaction;
 nothing else moves. A tool loop whose later call fails lands the calls it
 completed (with the failed run, in the same transaction), unless the
 surface asked for a [whole](TurnRequest::whole) turn (a recorded chat's
 turn, whose evidence is all or nothing): then a loop that fails, pauses or
 reaches its limit lands nothing, and its calls are kept for usage, marked
-[`Relation::Unrecorded`](skein_core::Relation::Unrecorded).
+[`Relation::Unrecorded`].
 
 A call cancelled after it started is a failure of its own: recorded
 traffic ([`Landing::Found`], the proxy, whose client went away) keeps it as
@@ -62,7 +62,7 @@ pub enum Landing {
         on_moved: OnMoved,
     },
     /// Wherever the request leads in the graph: a request that carries its
-    /// whole history and names no conversation (see [`crate::landing`]).
+    /// whole history and names no conversation (see `crate::landing`).
     Found(Finding),
 }
 
@@ -152,7 +152,7 @@ pub struct TurnDone<O> {
     pub landed: Landed,
     /// The conversations a [found](Landing::Found) turn probably continues,
     /// which the evidence could not tell apart, so the turn was linked to
-    /// none of them (see [`crate::landing`]); its runs name each as a
+    /// none of them (see `crate::landing`); its runs name each as a
     /// [`PROBABLY_CONTINUES`](crate::PROBABLY_CONTINUES) relation.
     /// Empty for every other turn.
     pub probably_continues: Vec<ConversationId>,
@@ -485,7 +485,7 @@ pub async fn new_conversation(
 /// samples did not all succeed. Their runs are marked
 /// [`Relation::Unrecorded`] for `why`, in no turn, with the nodes of
 /// `thread` they name, in `conversation` when the store holds it; nothing
-/// moves ([`commit::keep`]).
+/// moves (`commit::keep`).
 pub async fn keep_unrecorded(
     store: &Store,
     conversation: Option<&Bookmark>,

@@ -33,7 +33,7 @@ impl Conversation {
     /// Store the conversation up to its head in `store` (its bookmark
     /// created, or moved forward), with the runs made in memory that
     /// produced its messages; nodes already there are shared. What
-    /// [`Response::log`] does for the head's response, for a conversation
+    /// [`Response::log`](crate::Response::log) does for the head's response, for a conversation
     /// whose responses are gone (the Python package's `conversation.log`).
     /// Returns the conversation's id.
     pub async fn log(&self, store: &Store) -> Result<ConversationId> {

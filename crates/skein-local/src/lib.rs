@@ -4,12 +4,12 @@ SmolLM2-135M-Instruct, Q4_1) run in-process through llama.cpp, so skein works
 offline with no service to run.
 
 - [`LocalModel`] implements `skein_core::Provider`. The llama.cpp context is
-  not `Send`, so it lives on a dedicated thread ([`worker`]) that owns the
+  not `Send`, so it lives on a dedicated thread (`worker`) that owns the
   model and its KV cache; requests and streamed tokens cross over channels.
 - Prefix reuse: the worker keeps the KV cache of the previous prompt and
   evaluates only what differs, in chunks aligned to absolute positions, so a
-  reply is bit-for-bit the one a cold evaluation gives ([`worker`] explains).
-- [`sampler`] chooses each token: repetition control (llama.cpp's
+  reply is bit-for-bit the one a cold evaluation gives (`worker` explains).
+- `sampler` chooses each token: repetition control (llama.cpp's
   penalties and DRY samplers, [`Repetition`]) before greedy or seeded
   sampling, under a grammar derived from the request's output schema.
 - [`template`] renders the chat template stored in the GGUF metadata.

@@ -26,7 +26,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, sync_channel};
 
-/// Tokens per text, [CLS] and [SEP] included (sentence-transformers'
+/// Tokens per text, `[CLS]` and `[SEP]` included (sentence-transformers'
 /// `max_seq_length` for all-MiniLM-L6-v2).
 pub const MAX_TOKENS: usize = 256;
 

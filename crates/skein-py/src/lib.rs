@@ -10,14 +10,14 @@ is `skein-store`'s. Every call that waits releases the GIL. The Python half
 of the package (`python/skein/`) holds what is more natural in Python: the
 exception classes, tool schemas from type hints, and the asyncio twins.
 
-- [`runtime`]: running futures for synchronous and asyncio callers;
-- [`turn`]: a lazy, streamable turn, run once whoever reads it first;
-- [`model`], [`conversation`], [`response`], [`recorded`]: the classes;
-- [`replay`]: `Store.replay` and labels;
-- [`tools`]: Python functions as tools, and tool hooks;
-- [`args`]: a turn's keyword arguments; [`input`]: what a turn adds
-  (prompt, messages, attachments); [`values`]: plain values;
-- [`errors`]: Rust errors as the exceptions of `skein._errors`.
+- `runtime`: running futures for synchronous and asyncio callers;
+- `turn`: a lazy, streamable turn, run once whoever reads it first;
+- `model`, `conversation`, `response`, `recorded`: the classes;
+- `replay`: `Store.replay` and labels;
+- `tools`: Python functions as tools, and tool hooks;
+- `args`: a turn's keyword arguments; `input`: what a turn adds
+  (prompt, messages, attachments); `values`: plain values;
+- `errors`: Rust errors as the exceptions of `skein._errors`.
 */
 
 mod args;

@@ -7,7 +7,7 @@ cannot outlast:
 - a request must arrive within [`ConnectionLimits::read_timeout`]: its head
   (hyper's header-read timeout, which runs from the moment the server
   waits for a request, so it also closes a connection that opens and sends
-  nothing), and then its body ([`ReadDeadline`]). A client that trickles
+  nothing), and then its body (`ReadDeadline`). A client that trickles
   either is dropped;
 - a connection is closed when no byte has moved for
   [`ConnectionLimits::idle_timeout`] while no request is being handled

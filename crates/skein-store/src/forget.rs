@@ -691,7 +691,7 @@ pub struct Redacted {
     /// title is removed.
     pub titles_removed: u64,
     /// Copies of the erased message's texts kept outside the graph,
-    /// replaced by [`ERASED_TEXT`]: a recorded chat's stored system text and
+    /// replaced by `ERASED_TEXT`: a recorded chat's stored system text and
     /// sources (in the settings of the conversations holding the message),
     /// a replay's replacement system prompt, sources and search words, and
     /// the reasons comparators gave for replayed turns and reruns that

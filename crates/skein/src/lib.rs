@@ -17,7 +17,7 @@ This facade re-exports the pieces a user meets first:
   attribution, counterfactual reruns with verdicts, forks from the
   counterfactual, embedders;
 - [`conversation`]: the turn layer, where every turn is run and recorded
-  (its main types are re-exported at the top level), and [`family`]: a
+  (its main types are re-exported at the top level), and [`family`](mod@family): a
   conversation's relatives by origin, and those that merely share its
   messages by content;
 - [`blocking`]: blocking forms of the engine's async operations, for code

@@ -45,7 +45,7 @@ pub struct ReplayOverview {
     /// The models the original turns ran on (of a sample of them).
     pub original_models: Vec<String>,
     /// What changed, in words, the model change first
-    /// ([`describe_change`]).
+    /// (`describe_change`).
     pub changes: Vec<String>,
     /// Which turns, in words, conversations by name.
     pub selection_text: String,

@@ -144,7 +144,7 @@ pub struct ReplayPlan {
     pub models: Vec<String>,
     pub change: Change,
     /// The comparators, as [`Comparator::parse`] reads them; empty for the
-    /// default ([`Comparison::default_for`]).
+    /// default ([`Comparison::default_for`](crate::compare::Comparison::default_for)).
     #[serde(default)]
     pub compare: Vec<String>,
     /// The model that judges for a `judge` comparator without one of its

@@ -3,8 +3,8 @@ The recording proxy: three wire APIs over one pipeline. Each request is
 read in its API's format ([`chat`]: `POST /v1/chat/completions`,
 [`messages`]: Anthropic's `POST /v1/messages`, [`responses`]:
 `POST /v1/responses`) into a [`turn::Turn`], completed from the graph
-([`graph`]), answered by the model the [`models`] table picks for the
-model the client asked for, and recorded into the graph ([`record`]) with
+(`graph`), answered by the model the [`models`] table picks for the
+model the client asked for, and recorded into the graph (`record`) with
 the exact request body and the requested model on its run. Equivalent
 encodings map to the same parts, so a conversation that moves between APIs
 shares its nodes. `GET /v1/models` lists the model names served.

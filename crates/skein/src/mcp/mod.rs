@@ -199,7 +199,7 @@ pub enum McpCallError {
     #[error("the arguments of `{tool}` must be a JSON object")]
     NotAnObject { tool: String },
     /// The result is larger than a tool result may be (as a command
-    /// tool's, [`DEFAULT_MAX_OUTPUT`](crate::command::DEFAULT_MAX_OUTPUT)).
+    /// tool's, [`DEFAULT_MAX_OUTPUT`]).
     #[error(
         "MCP server `{server}` answered the call to `{tool}` with more than {}: ask the tool for less",
         size_words(*.limit)

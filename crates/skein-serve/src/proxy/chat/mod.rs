@@ -13,10 +13,10 @@ turn still finds its earlier nodes:
   result (as skein's own tool loop writes them).
 
 Media in user messages (`image_url` and `file` parts with `data:` URLs,
-`input_audio`) become attachment parts ([`super::media`]); an image's
+`input_audio`) become attachment parts (`super::media`); an image's
 `detail` is a rendering hint, not content, and is not kept.
 
-Tool results are checked as on every API ([`super::results`]), and a
+Tool results are checked as on every API (`super::results`), and a
 refusal names the field (`messages.[3].tool_call_id`).
 
 The request's `store` (OpenAI's flag for its own distillation logs) does

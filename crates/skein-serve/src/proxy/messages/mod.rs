@@ -17,11 +17,11 @@ whichever API carried it:
   `is_error` is kept.
 - `tool_use` blocks are tool calls. Their `input` is a JSON object, which
   a client re-serialises as it likes: the graph step
-  ([`super::graph`]) matches it, by JSON value, against the stored call
+  (`super::graph`) matches it, by JSON value, against the stored call
   the proxy answered with, so the exact argument text the model wrote is
   kept; an `input` no stored node has is kept as the client sent it.
 - `image` and `document` blocks with base64 (or, for a document, plain
-  text) sources are attachment parts ([`super::media`]).
+  text) sources are attachment parts (`super::media`).
 - `cache_control` on a text, media, tool-use or tool-result block is a
   cache-hint annotation on its part (recorded on the run, never in the
   node); on a tool definition it has no part to stand on and is not kept.
@@ -33,7 +33,7 @@ whichever API carried it:
   `beta.messages.tool_runner` and `beta.messages.thread`): a `thread`
   `create` is an ordinary request whose reply `id` (`msg_` and its run's
   id) is the thread's handle; a `continue` from `previous_message_id`
-  sends only the new messages, and the graph step ([`super::graph`]) puts
+  sends only the new messages, and the graph step (`super::graph`) puts
   the stored history of that reply (its `system` included) before them
   and offers the tools that reply was offered, so the turn lands where a
   client re-sending everything would. An id the graph lacks is refused
