@@ -226,25 +226,49 @@ fn comparator(
 
 /// The rerun options the keyword arguments ask for, and where a
 /// comparator's exception lands.
-fn rerun_options(
+/// What a rerun's keyword arguments ask for.
+struct RerunArgs {
     ignore: Vec<String>,
     samples: u32,
     baseline: bool,
     comparator: Option<Py<PyAny>>,
     threshold: Option<f32>,
-) -> (RerunOptions, Arc<Mutex<Option<PyErr>>>) {
+    /// Comparator specs, as `skein rerun --compare` and `Store.replay`
+    /// take them (`exact`, `embedding:0.9`, `length:2`, ...).
+    compare: Option<Vec<String>>,
+}
+
+fn rerun_options(
+    py: Python<'_>,
+    args: RerunArgs,
+) -> PyResult<(RerunOptions, Arc<Mutex<Option<PyErr>>>)> {
     let failure = Arc::new(Mutex::new(None));
-    let mut options = RerunOptions::ignore(ignore).samples(samples);
-    if baseline {
+    let mut options = RerunOptions::ignore(args.ignore).samples(args.samples);
+    if args.baseline {
         options = options.check_baseline();
     }
-    if let Some(threshold) = threshold {
+    if let Some(threshold) = args.threshold {
         options = options.threshold(threshold);
     }
-    if let Some(compare) = comparator {
-        options = options.comparator(self::comparator(compare, failure.clone()));
+    match (args.comparator, args.compare) {
+        (Some(_), Some(_)) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "give `comparator` (a Python function) or `compare` (comparator specs), not both",
+            ));
+        }
+        (Some(compare), None) => {
+            options = options.comparator(self::comparator(compare, failure.clone()));
+        }
+        (None, Some(specs)) => {
+            let comparators = specs
+                .iter()
+                .map(|spec| skein::recorded::compare::Comparator::parse(spec))
+                .collect::<Result<Vec<_>, _>>();
+            options = options.compare(check(py, comparators)?);
+        }
+        (None, None) => {}
     }
-    (options, failure)
+    Ok((options, failure))
 }
 
 /// Raise the first exception the rerun's Python comparator raised, if any.
@@ -442,9 +466,11 @@ impl RecordedChat {
     /// Re-run turn `k`'s exact request without the sources `ignore`,
     /// `samples` times (at least 2); with `baseline`, also unchanged, which
     /// unlocks a verdict. `comparator(original, candidate) -> bool` says
-    /// whether an answer changed (default: cosine similarity of embeddings
-    /// below `threshold`, 0.8).
-    #[pyo3(signature = (k, *, ignore, samples = 3, baseline = false, comparator = None, threshold = None))]
+    /// whether an answer changed, or `compare` names comparators as `skein
+    /// rerun --compare` takes them, asked in order (default: the specifics
+    /// that differ, then cosine similarity of embeddings below `threshold`,
+    /// 0.8).
+    #[pyo3(signature = (k, *, ignore, samples = 3, baseline = false, comparator = None, threshold = None, compare = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one argument per Python keyword argument"
@@ -458,8 +484,17 @@ impl RecordedChat {
         baseline: bool,
         comparator: Option<Py<PyAny>>,
         threshold: Option<f32>,
+        compare: Option<Vec<String>>,
     ) -> PyResult<Rerun> {
-        let (options, failure) = rerun_options(ignore, samples, baseline, comparator, threshold);
+        let args = RerunArgs {
+            ignore,
+            samples,
+            baseline,
+            comparator,
+            threshold,
+            compare,
+        };
+        let (options, failure) = rerun_options(py, args)?;
         let result = self.run(py, |chat| rerun(chat, k, options))?;
         raise_comparator_failure(&failure)?;
         Ok(result)
@@ -503,7 +538,7 @@ impl RecordedChat {
         )
     }
 
-    #[pyo3(signature = (k, *, ignore, samples = 3, baseline = false, comparator = None, threshold = None))]
+    #[pyo3(signature = (k, *, ignore, samples = 3, baseline = false, comparator = None, threshold = None, compare = None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "one argument per Python keyword argument"
@@ -517,8 +552,17 @@ impl RecordedChat {
         baseline: bool,
         comparator: Option<Py<PyAny>>,
         threshold: Option<f32>,
+        compare: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (options, failure) = rerun_options(ignore, samples, baseline, comparator, threshold);
+        let args = RerunArgs {
+            ignore,
+            samples,
+            baseline,
+            comparator,
+            threshold,
+            compare,
+        };
+        let (options, failure) = rerun_options(py, args)?;
         self.run_async(
             py,
             |chat| rerun(chat, k, options),

@@ -131,3 +131,22 @@ def test_a_failed_turn_records_nothing_and_keeps_the_providers_message(
     assert chat.turns == []
     assert chat.send("ok").text == "fine"
     assert len(chat.turns) == 1
+
+
+def test_a_rerun_judges_with_the_comparators_it_names(advisor_model_name: str) -> None:
+    """``compare=`` takes comparator specs as ``skein rerun --compare`` and
+    ``Store.replay`` do: BUY flips to HOLD, which ``exact`` calls a change
+    (and a verdict with a baseline); ``length:100`` calls the same answers
+    unchanged. A spec that is no comparator, or a Python comparator as
+    well, is refused before anything runs."""
+    chat = desk(advisor_model_name)
+    chat.send("Should we BUY or HOLD this position?")
+    exact = chat.rerun_turn(0, ignore=["social-sentiment"], samples=2, baseline=True, compare=["exact"])
+    assert exact.answer.startswith("HOLD")
+    assert exact.flips == 2 and exact.verdict == "confirmed"
+    lenient = chat.rerun_turn(0, ignore=["social-sentiment"], samples=2, compare=["length:100"])
+    assert lenient.flips == 0
+    with pytest.raises(skein.SkeinError, match="nope"):
+        chat.rerun_turn(0, ignore=["social-sentiment"], compare=["nope"])
+    with pytest.raises(ValueError, match="not both"):
+        chat.rerun_turn(0, ignore=["social-sentiment"], compare=["exact"], comparator=decision_changed)

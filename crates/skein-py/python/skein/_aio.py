@@ -377,9 +377,16 @@ class AsyncRecordedChat:
         baseline: bool = False,
         comparator: Callable[[str, str], bool] | None = None,
         threshold: float | None = None,
+        compare: list[str] | None = None,
     ) -> Rerun:
         rerun: Rerun = await self._chat._rerun_turn_async(
-            k, ignore=ignore, samples=samples, baseline=baseline, comparator=comparator, threshold=threshold
+            k,
+            ignore=ignore,
+            samples=samples,
+            baseline=baseline,
+            comparator=comparator,
+            threshold=threshold,
+            compare=compare,
         )
         return rerun
 
