@@ -256,8 +256,8 @@ fn rerun_options(
                 "give `comparator` (a Python function) or `compare` (comparator specs), not both",
             ));
         }
-        (Some(compare), None) => {
-            options = options.comparator(self::comparator(compare, failure.clone()));
+        (Some(function), None) => {
+            options = options.comparator(comparator(function, failure.clone()));
         }
         (None, Some(specs)) => {
             let comparators = specs
