@@ -225,39 +225,34 @@ fn comparator(
 }
 
 /// The rerun options the keyword arguments ask for, and where a
-/// comparator's exception lands.
-/// What a rerun's keyword arguments ask for.
-struct RerunArgs {
+/// comparator's exception lands; `compare` are comparator specs, as `skein
+/// rerun --compare` and `Store.replay` take them (`exact`, `embedding:0.9`,
+/// `length:2`, ...).
+fn rerun_options(
+    py: Python<'_>,
     ignore: Vec<String>,
     samples: u32,
     baseline: bool,
     comparator: Option<Py<PyAny>>,
     threshold: Option<f32>,
-    /// Comparator specs, as `skein rerun --compare` and `Store.replay`
-    /// take them (`exact`, `embedding:0.9`, `length:2`, ...).
     compare: Option<Vec<String>>,
-}
-
-fn rerun_options(
-    py: Python<'_>,
-    args: RerunArgs,
 ) -> PyResult<(RerunOptions, Arc<Mutex<Option<PyErr>>>)> {
     let failure = Arc::new(Mutex::new(None));
-    let mut options = RerunOptions::ignore(args.ignore).samples(args.samples);
-    if args.baseline {
+    let mut options = RerunOptions::ignore(ignore).samples(samples);
+    if baseline {
         options = options.check_baseline();
     }
-    if let Some(threshold) = args.threshold {
+    if let Some(threshold) = threshold {
         options = options.threshold(threshold);
     }
-    match (args.comparator, args.compare) {
+    match (comparator, compare) {
         (Some(_), Some(_)) => {
             return Err(pyo3::exceptions::PyValueError::new_err(
                 "give `comparator` (a Python function) or `compare` (comparator specs), not both",
             ));
         }
         (Some(function), None) => {
-            options = options.comparator(comparator(function, failure.clone()));
+            options = options.comparator(self::comparator(function, failure.clone()));
         }
         (None, Some(specs)) => {
             let comparators = specs
@@ -486,15 +481,9 @@ impl RecordedChat {
         threshold: Option<f32>,
         compare: Option<Vec<String>>,
     ) -> PyResult<Rerun> {
-        let args = RerunArgs {
-            ignore,
-            samples,
-            baseline,
-            comparator,
-            threshold,
-            compare,
-        };
-        let (options, failure) = rerun_options(py, args)?;
+        let (options, failure) = rerun_options(
+            py, ignore, samples, baseline, comparator, threshold, compare,
+        )?;
         let result = self.run(py, |chat| rerun(chat, k, options))?;
         raise_comparator_failure(&failure)?;
         Ok(result)
@@ -554,15 +543,9 @@ impl RecordedChat {
         threshold: Option<f32>,
         compare: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let args = RerunArgs {
-            ignore,
-            samples,
-            baseline,
-            comparator,
-            threshold,
-            compare,
-        };
-        let (options, failure) = rerun_options(py, args)?;
+        let (options, failure) = rerun_options(
+            py, ignore, samples, baseline, comparator, threshold, compare,
+        )?;
         self.run_async(
             py,
             |chat| rerun(chat, k, options),

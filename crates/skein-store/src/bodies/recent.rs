@@ -31,6 +31,7 @@ use super::skeleton::{self, Resume};
 use super::{BodyHead, Cut, MAX_PIECE, NewPiece, pieces_after};
 use skein_core::id::Digest;
 use skein_core::{Message, NodeId};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -52,7 +53,8 @@ struct Remembered {
     /// Its input thread's nodes, root first.
     thread: Vec<NodeId>,
     body: Vec<u8>,
-    skeleton: Vec<u8>,
+    /// Its skeleton, when it is not the body itself (no text referred to).
+    skeleton: Option<Vec<u8>>,
     resumes: Vec<Resume>,
     pieces: Vec<NewPiece>,
     /// The body's hasher after its first N bytes, N rising.
@@ -60,8 +62,12 @@ struct Remembered {
 }
 
 impl Remembered {
+    fn skeleton(&self) -> &[u8] {
+        self.skeleton.as_deref().unwrap_or(&self.body)
+    }
+
     fn bytes(&self) -> usize {
-        self.body.len() + self.skeleton.len()
+        self.body.len() + self.skeleton.as_ref().map_or(0, Vec::len)
     }
 }
 
@@ -147,7 +153,7 @@ fn cut_after<'b>(
                 .take_while(|resume| resume.body <= same)
                 .collect();
             let from = kept.last().copied().unwrap_or(Resume::START);
-            (&earlier.skeleton[..from.skeleton], from, kept)
+            (&earlier.skeleton()[..from.skeleton], from, kept)
         }
         None => (&[], Resume::START, Vec::new()),
     };
@@ -157,7 +163,7 @@ fn cut_after<'b>(
     let kept_pieces = match earlier {
         Some(earlier) => {
             // A piece's cut looks at most MAX_PIECE bytes from its start.
-            let alike = common_prefix(&earlier.skeleton, &skeleton);
+            let alike = common_prefix(earlier.skeleton(), &skeleton);
             earlier
                 .pieces
                 .iter()
@@ -181,7 +187,10 @@ fn cut_after<'b>(
     let remembered = Remembered {
         thread,
         body: body.to_vec(),
-        skeleton: skeleton.to_vec(),
+        skeleton: match &skeleton {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(owned) => Some(owned.clone()),
+        },
         resumes,
         pieces: pieces.clone(),
         hashers,
@@ -330,6 +339,26 @@ mod tests {
             }
             earlier = Some(remembered);
         }
+    }
+
+    /// Short messages are never referred to: the skeleton is the body,
+    /// remembered once, and a re-sent one is still cut as a whole one.
+    #[test]
+    fn a_history_of_short_messages_is_cut_as_a_whole_body_would_be() {
+        let recent = Recent::default();
+        let texts: Vec<String> = (0..400).map(|i| format!("short {i}")).collect();
+        for turn in [100, 102, 250, 400] {
+            let nodes = thread(&texts[..turn]);
+            let sent = body(&texts[..turn], "");
+            let taken_up = recent.cut(&sent, &refs(&nodes));
+            assert_eq!(&taken_up.skeleton[..], &sent[..]);
+            assert!(same_cut(
+                &taken_up,
+                &super::super::cut(&sent, &refs(&nodes))
+            ));
+        }
+        let cuts = recent.cuts.lock().unwrap();
+        assert!(cuts.iter().all(|cut| cut.skeleton.is_none()));
     }
 
     #[test]
