@@ -300,7 +300,10 @@ impl ReplayReport {
             }
             turns.push(turn);
         }
-        let totals = store.replay_totals(id)?;
+        // Counted from the rows shown, never read apart: a turn finishing
+        // between two reads would make the totals say finished while a
+        // row still says running.
+        let totals = totals_of(&rows);
         let original = CostSummary::from(&prices.cost(&usage(store, runs.original)?));
         let replay = CostSummary::from(&prices.cost(&usage(store, runs.replay)?));
         let models = super::overview::candidates(&record);
@@ -414,15 +417,11 @@ impl ModelTotals {
         rows: &[ReplayTurn],
         reports: &[TurnReport],
     ) -> Result<ModelTotals> {
-        let mut totals = ReplayTotals::default();
         let (mut original_usage, mut usage) = (TurnUsage::default(), TurnUsage::default());
         let mut runs = SideRuns::default();
+        let mine = |row: &ReplayTurn| row.model.as_deref() == Some(model);
         for (row, report) in rows.iter().zip(reports) {
-            if row.model.as_deref() != Some(model) {
-                continue;
-            }
-            totals.add(row.status, row.decision.as_deref(), 1, row.lease_until_ms);
-            if runs.add(row) {
+            if mine(row) && runs.add(row) {
                 original_usage.add(&report.original_usage.unwrap_or_default());
                 usage.add(&report.usage.unwrap_or_default());
             }
@@ -431,7 +430,7 @@ impl ModelTotals {
         let replay = CostSummary::from(&prices.cost(&self::usage(store, runs.replay)?));
         Ok(ModelTotals {
             model: model.to_string(),
-            totals,
+            totals: totals_of(rows.iter().filter(|row| mine(row))),
             original_usage,
             usage,
             cost: CostDelta::of(original, replay),
@@ -452,6 +451,15 @@ pub fn turns_of_replay(store: &Store, id: &ReplayId, results: &[String]) -> Resu
         .map(|row| row.turn_node)
         .filter(|node| seen.insert(*node))
         .collect())
+}
+
+/// Where `rows` stand, counted.
+fn totals_of<'a>(rows: impl IntoIterator<Item = &'a ReplayTurn>) -> ReplayTotals {
+    let mut totals = ReplayTotals::default();
+    for row in rows {
+        totals.add(row.status, row.decision.as_deref(), 1, row.lease_until_ms);
+    }
+    totals
 }
 
 /// `changed`, `held`, `diverged`, `failed` (or where the turn stands).
