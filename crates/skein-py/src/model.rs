@@ -366,8 +366,8 @@ impl Store {
     /// keeps its id and place in every thread, each part becoming a
     /// tombstone (`Message.erased`) with its digest, `by` (default
     /// `$USER`), when, and `reason`. A dict as `skein redact --json`
-    /// prints: `{"node", "parts", "blobs", "embeddings", "runs_scrubbed",
-    /// "body_pieces_erased", "titles_removed", "copies_erased"}`. The bytes
+    /// prints: `{"node", "parts", "blobs", "embeddings",
+    /// "body_pieces_erased", "copies": [{"table", "column", "rows"}]}`. The bytes
     /// leave the database file at the next `gc()`.
     #[pyo3(signature = (node, *, reason, by = None))]
     fn redact<'py>(

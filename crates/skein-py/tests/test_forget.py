@@ -115,6 +115,9 @@ def test_redact_shows_a_tombstone_keeps_ids_and_refuses_a_turn_resending_it(stor
     report = store.redact(secret.id[:12], reason="pasted a secret", by="ana")
     assert report["node"] == secret.id
     assert report["parts"] == 1
+    # Copies outside the graph are named by place: a named conversation has
+    # no title made from the prompt, and its run's events are the reply's.
+    assert report["copies"] == []
 
     loaded = skein.Conversation.load(store, "secret").messages()
     assert [m.id for m in loaded] == ids

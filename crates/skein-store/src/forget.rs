@@ -65,6 +65,7 @@ use crate::async_store::AsyncStore;
 use crate::backend::BoxFuture;
 use crate::error::Result;
 use crate::family::FamilyLimits;
+use crate::places::Holding;
 use crate::records::{ConversationId, ConversationRecord, ReplayId};
 use crate::search::ConversationRef;
 use crate::store::Store;
@@ -679,24 +680,16 @@ pub struct Redacted {
     pub blobs: u64,
     /// Embedding-cache rows removed (the vectors of its texts).
     pub embeddings: u64,
-    /// Runs whose observation events, configured prompt's record (its
-    /// variables: `Relation::Prompt`) or error text (a provider's error may
-    /// quote the request) could hold the content, cleared.
-    pub runs_scrubbed: u64,
     /// Pieces of the request bodies that carried the message (proxied
     /// runs' exact requests), erased: those bodies now read back with the
     /// erased spans named ([`crate::RequestBody::erased`]).
     pub body_pieces_erased: u64,
-    /// Conversations whose title was made from the erased message: their
-    /// title is removed.
-    pub titles_removed: u64,
-    /// Copies of the erased message's texts kept outside the graph,
-    /// replaced by `ERASED_TEXT`: a recorded chat's stored system text and
-    /// sources (in the settings of the conversations holding the message),
-    /// a replay's replacement system prompt, sources and search words, and
-    /// the reasons comparators gave for replayed turns and reruns that
-    /// compared a thread through the message (a reason may quote it).
-    pub copies_erased: u64,
+    /// The copies of its content kept outside the graph, rewritten without
+    /// it: per place of [`crate::places::CONTENT`] (runs' error texts,
+    /// events and configured prompts' records; conversations' titles and a
+    /// recorded chat's system text and sources; replays' changes and search
+    /// words; comparators' reasons), how many rows.
+    pub copies: Vec<Holding>,
 }
 
 /// Count an erasure (a redaction, or nodes deleted) in `meta`, in the
@@ -725,10 +718,8 @@ pub(crate) const UNOWNED_RUNS: &str = "SELECT id FROM runs WHERE conversation IS
 pub(crate) struct Scrubbed {
     pub blobs: u64,
     pub embeddings: u64,
-    pub runs: u64,
     pub body_pieces: u64,
-    pub titles: u64,
-    pub copies: u64,
+    pub copies: Vec<Holding>,
 }
 
 /// What a copy of an erased text kept outside the graph becomes.
@@ -758,19 +749,70 @@ fn erase_copy(value: Option<&mut serde_json::Value>, original: &Message) -> bool
     }
 }
 
-/// A conversation's stored settings without the copies the erased message
-/// held (a recorded chat's system text and sources' texts, which render
-/// into every turn's system message); `None` when it held none.
-pub(crate) fn settings_without(meta: &str, original: &Message) -> Option<String> {
+/// A run's error text once a message its request carried is erased:
+/// [`ERASED_ERROR`] (a provider's error may quote the request).
+pub(crate) fn error_without(error: &str, _: &Message) -> Option<String> {
+    (error != ERASED_ERROR).then(|| ERASED_ERROR.to_string())
+}
+
+/// The observation events of the run that produced an erased message:
+/// none.
+pub(crate) fn events_without(events: &str, _: &Message) -> Option<String> {
+    (events != "[]").then(|| "[]".to_string())
+}
+
+/// A run's relations without its configured prompt's record (its
+/// variables are content), once a message of its thread is erased.
+pub(crate) fn relations_without(relations: &str, _: &Message) -> Option<String> {
+    let mut relations: Vec<serde_json::Value> = serde_json::from_str(relations).ok()?;
+    let before = relations.len();
+    relations.retain(|relation| relation.get("kind").and_then(|k| k.as_str()) != Some("prompt"));
+    (relations.len() < before).then(|| serde_json::Value::from(relations).to_string())
+}
+
+/// A conversation's stored settings without what the erased message gave
+/// them: the title made from it, and the copies it held (a recorded chat's
+/// system text and sources' texts, which render into every turn's system
+/// message).
+pub(crate) fn meta_without(meta: &str, original: &Message) -> Option<String> {
     let mut settings: serde_json::Value = serde_json::from_str(meta).ok()?;
-    let recorded = settings.get_mut("recorded")?;
-    let mut changed = erase_copy(recorded.get_mut("system"), original);
-    if let Some(sources) = recorded.get_mut("sources").and_then(|s| s.as_array_mut()) {
-        for source in sources {
-            changed |= erase_copy(source.get_mut("text"), original);
+    let settings_object = settings.as_object_mut()?;
+    let title = settings_object.get("title").and_then(|t| t.as_str());
+    let mut changed = title.is_some() && title.map(str::to_string) == derived_title(original);
+    if changed {
+        settings_object.remove("title");
+    }
+    if let Some(recorded) = settings_object.get_mut("recorded") {
+        changed |= erase_copy(recorded.get_mut("system"), original);
+        if let Some(sources) = recorded.get_mut("sources").and_then(|s| s.as_array_mut()) {
+            for source in sources {
+                changed |= erase_copy(source.get_mut("text"), original);
+            }
         }
     }
     changed.then(|| settings.to_string())
+}
+
+/// Why a comparator decided (a replayed turn's reason, or a rerun's per
+/// sample), once a message of the compared threads is erased: every
+/// reason becomes [`ERASED_TEXT`], as it may quote either answer.
+pub(crate) fn detail_without(detail: &str, _: &Message) -> Option<String> {
+    let mut detail: serde_json::Value = serde_json::from_str(detail).ok()?;
+    let erased = || serde_json::Value::from(ERASED_TEXT);
+    let changed = match detail.get_mut("why")? {
+        why @ serde_json::Value::String(_) if *why != erased() => {
+            *why = erased();
+            true
+        }
+        serde_json::Value::Array(reasons) if reasons.iter().any(|why| *why != erased()) => {
+            for why in reasons.iter_mut() {
+                *why = erased();
+            }
+            true
+        }
+        _ => false,
+    };
+    changed.then(|| detail.to_string())
 }
 
 /// A replay's change without the copies the erased message held (its
@@ -860,10 +902,8 @@ impl Store {
             parts,
             blobs: scrubbed.blobs,
             embeddings: scrubbed.embeddings,
-            runs_scrubbed: scrubbed.runs,
             body_pieces_erased: scrubbed.body_pieces,
-            titles_removed: scrubbed.titles,
-            copies_erased: scrubbed.copies,
+            copies: scrubbed.copies,
         })
     }
 

@@ -4,8 +4,14 @@ every message lives once, in the graph; whatever else holds a copy of its
 text is listed here with what forgetting does to it).
 
 [`CONTENT`] lists the columns that hold message content or a copy of it,
-each with the rule that reaches it when a message is erased or deleted
-(forget.rs and each backend's forget.rs carry the rules out);
+each with its [`Erasing`] rule: what [`Store::redact`] does to it. The
+graph's own places (the message, what is kept by its parts' digests, the
+request bodies that carried it) have a rule each backend's forget.rs
+carries out; every other place is a [`Copies`] rule (which rows may hold
+a copy, and the value without it) that one loop per backend applies to
+every place listed, so a place added here is erased without new SQL.
+Deleting removes a copy with the row holding it (a run, a conversation,
+a replay, a rerun), and `gc` what only deleted rows reached.
 [`NO_CONTENT`] lists every other column with why it holds none. A store
 test reads the live schema of both backends and fails on a column that is
 on neither list, so a new table or column that could keep text is
@@ -19,8 +25,13 @@ on `Store`, blocking only.
 */
 
 use crate::error::Result;
+use crate::forget::{
+    change_without, detail_without, error_without, events_without, meta_without, relations_without,
+    selection_without,
+};
 use crate::store::Store;
 use serde::Serialize;
+use skein_core::Message;
 
 /// Reading the content places: the SQL is in sqlite/places.rs and
 /// postgres/places.rs.
@@ -55,8 +66,55 @@ pub struct Place {
     pub postgres: bool,
     /// What content it holds.
     pub holds: &'static str,
-    /// What erasing (`redact`) and deleting do to it.
+    /// What erasing (`redact`) and deleting do to it, in words.
     pub forgetting: &'static str,
+    /// What erasing a message does to it, as the backends carry it out.
+    pub erasing: Erasing,
+}
+
+/// What erasing a message does to a place.
+#[derive(Clone, Copy, Debug)]
+pub enum Erasing {
+    /// The message's own row: its parts become tombstones.
+    Tombstone,
+    /// Kept for the message's parts (by their digests, or as its row of a
+    /// word index): removed with them.
+    WithItsParts,
+    /// Pieces of the request bodies that carried the message: erased
+    /// (bodies/skeleton.rs).
+    CarriedBodies,
+    /// A copy in rows outside the graph, rewritten by its rule.
+    Copies(Copies),
+}
+
+/// A copy of content in rows outside the graph, and how erasing reaches
+/// it: every row [`Copies::reach`] and [`Copies::may_hold`] select gets
+/// [`Copies::without`] of its value.
+#[derive(Clone, Copy, Debug)]
+pub struct Copies {
+    /// Which rows may hold a copy of the erased message's content.
+    pub reach: Reach,
+    /// An SQL condition both backends read alike, narrowing those rows to
+    /// the ones that may hold a copy at all (cheap, never exact).
+    pub may_hold: &'static str,
+    /// The value without the erased message's content; `None` leaves it
+    /// as it is. A function of the value and the message only, so rows
+    /// holding the same value are rewritten alike.
+    pub without: fn(&str, &Message) -> Option<String>,
+}
+
+/// The rows a [`Copies`] rule reads.
+#[derive(Clone, Copy, Debug)]
+pub enum Reach {
+    /// Those one of whose node columns lies at or below the erased
+    /// message: a thread through it (a run's request carried it).
+    Below(&'static [&'static str]),
+    /// Those whose node column is the erased message itself (the run that
+    /// produced it).
+    At(&'static str),
+    /// Every row: a copy tied to no thread (words the user typed, which a
+    /// message happens to hold).
+    Every,
 }
 
 const fn both(
@@ -65,6 +123,7 @@ const fn both(
     stored: Stored,
     holds: &'static str,
     forgetting: &'static str,
+    erasing: Erasing,
 ) -> Place {
     Place {
         table,
@@ -74,8 +133,13 @@ const fn both(
         postgres: true,
         holds,
         forgetting,
+        erasing,
     }
 }
+
+/// The nodes of a run's thread: what its request carried and what it
+/// produced.
+const RUN_THREAD: &[&str] = &["input_head", "output_head"];
 
 /// Every column that holds message content or a copy of it.
 pub const CONTENT: &[Place] = &[
@@ -85,6 +149,7 @@ pub const CONTENT: &[Place] = &[
         Stored::Bytes,
         "the messages (the graph)",
         "redact replaces the parts by tombstones; delete and gc remove the nodes nothing reaches",
+        Erasing::Tombstone,
     ),
     both(
         "blobs",
@@ -92,6 +157,7 @@ pub const CONTENT: &[Place] = &[
         Stored::Bytes,
         "large parts (attachments, long texts) by digest",
         "removed with the last node referencing them",
+        Erasing::WithItsParts,
     ),
     both(
         "request_pieces",
@@ -101,6 +167,7 @@ pub const CONTENT: &[Place] = &[
          envelope, and any text no reference to a node matched (bodies/skeleton.rs)",
         "a reference reads the erased node; redact also erases the pieces of the bodies \
          that carried the message; delete releases the pieces only deleted runs held",
+        Erasing::CarriedBodies,
     ),
     both(
         "runs",
@@ -108,6 +175,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "a provider's error text, which may quote the request",
         "replaced when a message the request carried is erased; deleted with the run",
+        Erasing::Copies(Copies {
+            reach: Reach::Below(RUN_THREAD),
+            may_hold: "error IS NOT NULL",
+            without: error_without,
+        }),
     ),
     both(
         "runs",
@@ -115,6 +187,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "observation events of the call that produced a message",
         "cleared when the message is erased; deleted with the run",
+        Erasing::Copies(Copies {
+            reach: Reach::At("output_head"),
+            may_hold: "events <> '[]'",
+            without: events_without,
+        }),
     ),
     both(
         "runs",
@@ -122,6 +199,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "a configured prompt's variables (`prompt` relation)",
         "the prompt relation is removed when a message of the thread is erased",
+        Erasing::Copies(Copies {
+            reach: Reach::Below(RUN_THREAD),
+            may_hold: "relations LIKE '%\"kind\":\"prompt\"%'",
+            without: relations_without,
+        }),
     ),
     both(
         "conversations",
@@ -129,6 +211,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "a title made from the first prompt; a recorded chat's system text and sources",
         "the title and the copied texts go when the message holding them is erased",
+        Erasing::Copies(Copies {
+            reach: Reach::Below(&["head"]),
+            may_hold: "meta LIKE '%\"title\"%' OR meta LIKE '%\"recorded\"%'",
+            without: meta_without,
+        }),
     ),
     both(
         "replays",
@@ -136,6 +223,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "a replay's replacement system prompt and source texts",
         "replaced when a message holding them is erased",
+        Erasing::Copies(Copies {
+            reach: Reach::Every,
+            may_hold: "change LIKE '%\"system\"%' OR change LIKE '%\"replace_sources\"%'",
+            without: change_without,
+        }),
     ),
     both(
         "replays",
@@ -143,6 +235,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "the search words a replay selected turns by",
         "replaced when a message holding them is erased",
+        Erasing::Copies(Copies {
+            reach: Reach::Every,
+            may_hold: "selection LIKE '%\"search\"%'",
+            without: selection_without,
+        }),
     ),
     both(
         "replay_turns",
@@ -150,6 +247,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "why the comparator decided (it may quote either answer)",
         "replaced when a message of the compared threads is erased",
+        Erasing::Copies(Copies {
+            reach: Reach::Below(&["turn_node", "request_node", "answer_head"]),
+            may_hold: "detail LIKE '%\"why\"%'",
+            without: detail_without,
+        }),
     ),
     both(
         "reruns",
@@ -157,6 +259,11 @@ pub const CONTENT: &[Place] = &[
         Stored::Text,
         "why each sample was judged changed (it may quote either answer)",
         "replaced when a message of the compared threads is erased",
+        Erasing::Copies(Copies {
+            reach: Reach::Below(&["turn_node", "request_head", "answer_head"]),
+            may_hold: "detail LIKE '%\"why\"%'",
+            without: detail_without,
+        }),
     ),
     both(
         "embeddings",
@@ -164,6 +271,7 @@ pub const CONTENT: &[Place] = &[
         Stored::Bytes,
         "vectors computed from messages' texts (no text, but derived from it)",
         "removed with the text's message (by the text's digest)",
+        Erasing::WithItsParts,
     ),
     Place {
         table: "node_search",
@@ -173,6 +281,7 @@ pub const CONTENT: &[Place] = &[
         postgres: false,
         holds: "every message's words (SQLite's full-text index)",
         forgetting: "the message's row is deleted and the index merged, so no old segment keeps it",
+        erasing: Erasing::WithItsParts,
     },
     Place {
         table: "nodes",
@@ -182,6 +291,7 @@ pub const CONTENT: &[Place] = &[
         postgres: true,
         holds: "every message's words (PostgreSQL's tsvector)",
         forgetting: "cleared with the message",
+        erasing: Erasing::WithItsParts,
     },
 ];
 
@@ -349,6 +459,26 @@ pub const NO_CONTENT: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
+/// The places of [`CONTENT`] that erasing rewrites by a [`Copies`] rule,
+/// on SQLite or (with `postgres`) on PostgreSQL.
+pub(crate) fn copy_rules(
+    postgres: bool,
+) -> impl Iterator<Item = (&'static Place, &'static Copies)> {
+    CONTENT
+        .iter()
+        .filter(move |place| {
+            if postgres {
+                place.postgres
+            } else {
+                place.sqlite
+            }
+        })
+        .filter_map(|place| match &place.erasing {
+            Erasing::Copies(copies) => Some((place, copies)),
+            _ => None,
+        })
+}
+
 /// A content place that holds a text, and in how many rows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Holding {
@@ -383,5 +513,78 @@ impl Store {
     /// it).
     pub fn schema_columns(&self) -> Result<Vec<(String, String)>> {
         self.backend().columns()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forget::derived_title;
+
+    const MARKER: &str = "zebra-4417-quartz";
+
+    /// A value `place` may hold when a message holding [`MARKER`] is
+    /// erased: a rule added without a sample here fails the test below.
+    fn sample(place: &Place) -> Option<String> {
+        let title = derived_title(&Message::user(MARKER)).unwrap();
+        let json = match (place.table, place.column) {
+            ("runs", "error") => return Some(format!("400: invalid content '{MARKER}'")),
+            ("runs", "events") => serde_json::json!([{ "name": "log", "text": MARKER }]),
+            ("runs", "relations") => serde_json::json!([
+                { "kind": "chain", "target": "c1" },
+                { "kind": "prompt", "target": format!("{{\"code\":\"{MARKER}\"}}") },
+            ]),
+            ("conversations", "meta") => serde_json::json!({
+                "title": title,
+                "recorded": { "system": MARKER, "sources": [{ "id": "a", "text": MARKER }] },
+            }),
+            ("replays", "change") => serde_json::json!({
+                "system": MARKER, "replace_sources": { "a": MARKER },
+            }),
+            ("replays", "selection") => serde_json::json!({ "search": MARKER }),
+            ("replay_turns", "detail") => {
+                serde_json::json!({ "why": format!("'{MARKER}' changed") })
+            }
+            ("reruns", "detail") => serde_json::json!({ "why": [MARKER, "other"] }),
+            _ => return None,
+        };
+        Some(json.to_string())
+    }
+
+    #[test]
+    fn every_copy_rule_erases_what_its_place_holds_and_leaves_it_erased() {
+        let original = Message::user(MARKER);
+        for place in CONTENT {
+            let Erasing::Copies(copies) = place.erasing else {
+                continue;
+            };
+            let name = format!("{}.{}", place.table, place.column);
+            let value = sample(place)
+                .unwrap_or_else(|| panic!("{name} has a copy rule: give it a sample value here"));
+            let erased = (copies.without)(&value, &original)
+                .unwrap_or_else(|| panic!("{name}: {value} was left as it is"));
+            assert!(!erased.contains(MARKER), "{name}: {erased}");
+            // Rows are rewritten by value: a rewritten value is left alone.
+            assert_eq!((copies.without)(&erased, &original), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_copy_the_erased_message_did_not_hold_is_left() {
+        let other = Message::user("an unrelated message");
+        for (table, column, value) in [
+            ("conversations", "meta", r#"{"title":"zebra-4417-quartz"}"#),
+            ("replays", "change", r#"{"system":"zebra-4417-quartz"}"#),
+            ("replays", "selection", r#"{"search":"zebra"}"#),
+        ] {
+            let place = CONTENT
+                .iter()
+                .find(|place| (place.table, place.column) == (table, column))
+                .unwrap();
+            let Erasing::Copies(copies) = place.erasing else {
+                panic!("{table}.{column} has no copy rule");
+            };
+            assert_eq!((copies.without)(value, &other), None, "{table}.{column}");
+        }
     }
 }

@@ -52,18 +52,22 @@ pub fn run(globals: &Globals, args: RedactArgs) -> Result<ExitCode> {
     }
     outln!(
         "erased {} part(s) of {} (its id and place stay); removed {} blob(s), {} cached embedding(s), \
-         {} piece(s) of the request bodies that carried it, the events or prompt records of {} run(s)",
+         {} piece(s) of the request bodies that carried it",
         redacted.parts,
         redacted.node,
         redacted.blobs,
         redacted.embeddings,
         redacted.body_pieces_erased,
-        redacted.runs_scrubbed
     )?;
-    if redacted.copies_erased > 0 {
+    if !redacted.copies.is_empty() {
+        let places: Vec<String> = redacted
+            .copies
+            .iter()
+            .map(|held| format!("{}.{} ({} row(s))", held.table, held.column, held.rows))
+            .collect();
         outln!(
-            "erased {} copy(ies) of its text kept in recorded chats' sources or replays' changes",
-            redacted.copies_erased
+            "erased its copies kept outside the graph: {}",
+            places.join(", ")
         )?;
     }
     if !still_in.is_empty() {

@@ -301,6 +301,42 @@ fn erase(skein: &Cli) {
     assert!(verified.contains("all consistent"), "{verified}");
 }
 
+/// Delete everything that reached it (the label on a turn, every replay,
+/// every conversation and failed first turn), then collect: deleting
+/// removes a copy with the row holding it, so no place on the store's
+/// list keeps it.
+fn delete_everything(skein: &Cli) {
+    for label in skein.json(&["label", "list"]).as_array().unwrap() {
+        let name = label["name"].as_str().unwrap();
+        for turn in skein.json(&["label", "list", name]).as_array().unwrap() {
+            skein.ok(&["label", "rm", name, turn["node"].as_str().unwrap()]);
+        }
+    }
+    let listed = skein.json(&["replays", "-n", "100"]);
+    let replays = listed["replays"].as_array().unwrap();
+    assert!(replays.len() >= 3, "{listed}");
+    for replay in replays {
+        skein.ok(&["replays", "delete", replay["replay"].as_str().unwrap()]);
+    }
+    let deleted = skein.json(&["delete", "--older-than", "2999-01-01"]);
+    assert!(deleted["unowned_runs"].as_u64().unwrap() > 0, "{deleted}");
+    skein.ok(&["gc"]);
+    let found = skein.run(&["verify", "--find", MARKER]);
+    assert!(
+        found.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&found.stdout),
+        stderr(&found)
+    );
+    assert!(
+        skein
+            .json(&["conversations"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// Every file under `dir` (the database's directory, which holds the
 /// configuration and whatever skein wrote beside it) that holds the marker.
 fn files_holding(dir: &Path) -> Vec<String> {
@@ -340,6 +376,15 @@ fn a_marker_through_every_surface_leaves_no_byte_after_redact_and_gc() {
     assert!(left.is_empty(), "the marker is still in {left:?}");
 }
 
+#[test]
+fn a_marker_through_every_surface_leaves_no_byte_after_everything_is_deleted() {
+    let skein = Cli::temp(crate::BIN);
+    seed(&skein);
+    delete_everything(&skein);
+    let left = files_holding(skein.dir());
+    assert!(left.is_empty(), "the marker is still in {left:?}");
+}
+
 /// The same on PostgreSQL, where `verify --find` searches every place the
 /// store lists (and the store's schema test keeps that list whole).
 #[cfg(feature = "postgres")]
@@ -357,4 +402,17 @@ fn a_marker_through_every_surface_leaves_no_row_after_redact_and_gc_on_postgres(
     erase(&skein);
     let left = files_holding(skein.dir());
     assert!(left.is_empty(), "the marker is still in {left:?}");
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_marker_through_every_surface_leaves_no_row_after_everything_is_deleted_on_postgres() {
+    let Some(schema) = crate::postgres::scratch(
+        "a_marker_through_every_surface_leaves_no_row_after_everything_is_deleted_on_postgres",
+    ) else {
+        return;
+    };
+    let skein = Cli::temp(crate::BIN).on(schema.url());
+    seed(&skein);
+    delete_everything(&skein);
 }

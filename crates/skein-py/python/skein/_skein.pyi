@@ -209,6 +209,15 @@ class Forgotten(TypedDict):
     shared_with: list[Sharer]
     more_sharers: bool
 
+class Place(TypedDict):
+    """A place outside the graph that held a copy of content, with how many
+    of its rows (``skein verify --find`` and :meth:`Store.redact` name
+    them so)."""
+
+    table: str
+    column: str
+    rows: int
+
 class Redacted(TypedDict):
     """What :meth:`Store.redact` erased."""
 
@@ -216,9 +225,8 @@ class Redacted(TypedDict):
     parts: int
     blobs: int
     embeddings: int
-    runs_scrubbed: int
     body_pieces_erased: int
-    titles_removed: int
+    copies: list[Place]
 
 class Collected(TypedDict):
     """What :meth:`Store.gc` did: each ``[retention]`` rule's deletion, then

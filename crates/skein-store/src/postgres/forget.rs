@@ -20,16 +20,17 @@ use crate::backend::{Backend, BoxFuture};
 use crate::codec::{BLOB_THRESHOLD, blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned, REFERENCED,
-    Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
-    selection_without, settings_without, sweep,
+    COUNT_ERASURE, Doomed, Filter, Forget, Planned, REFERENCED, Scrubbed, Swept, UNOWNED_RUNS,
+    embedded_digests, sweep,
 };
+use crate::places::{Copies, Holding, Place, Reach, copy_rules};
 use crate::records::ReplayId;
 use crate::replays::replay_turn_runs;
 use deadpool_postgres::{Client, GenericClient};
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId};
 use std::collections::HashSet;
+use tokio_postgres::types::ToSql;
 
 impl Forget for PgStore {
     fn forget(
@@ -219,14 +220,11 @@ async fn redact_in(
     // threads pass through it.
     let carried: Vec<(String, Vec<u8>)> = tx
         .query(
-            "WITH RECURSIVE below(id) AS (
-                 SELECT $1::bytea
-                 UNION ALL
-                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
-             )
-             SELECT id, request_piece FROM runs
-             WHERE request_piece IS NOT NULL
-               AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
+            &format!(
+                "{BELOW} SELECT id, request_piece FROM runs
+                 WHERE request_piece IS NOT NULL
+                   AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))"
+            ),
             &[&id],
         )
         .await?
@@ -234,142 +232,84 @@ async fn redact_in(
         .map(|row| (row.get(0), row.get(1)))
         .collect();
     let body_pieces = super::bodies::erase_carried(tx, &carried).await?;
-    let scrub = tx
-        .prepare_cached(
-            "WITH RECURSIVE below(id) AS (
-                 SELECT $1::bytea
-                 UNION ALL
-                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
-             )
-             UPDATE runs SET
-                 events = CASE WHEN output_head = $1 THEN '[]' ELSE events END,
-                 relations = CASE WHEN relations LIKE '%\"kind\":\"prompt\"%'
-                     THEN COALESCE((SELECT json_agg(e)::text
-                                    FROM json_array_elements(relations::json) e
-                                    WHERE e->>'kind' <> 'prompt'), '[]')
-                     ELSE relations END,
-                 error = CASE WHEN error IS NOT NULL THEN $2 END
-             WHERE ((output_head = $1 AND events <> '[]')
-                    OR relations LIKE '%\"kind\":\"prompt\"%'
-                    OR (error IS NOT NULL AND error <> $2))
-               AND (input_head IN (SELECT id FROM below) OR output_head IN (SELECT id FROM below))",
-        )
-        .await?;
-    let runs = tx.execute(&scrub, &[&id, &ERASED_ERROR]).await?;
-    let mut titles = 0;
-    if let Some(title) = derived_title(original) {
-        let untitle = tx
-            .prepare_cached(
-                "WITH RECURSIVE below(id) AS (
-                     SELECT $1::bytea
-                     UNION ALL
-                     SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
-                 )
-                 UPDATE conversations SET meta = (meta::jsonb - 'title')::text
-                 WHERE meta::jsonb ->> 'title' = $2 AND head IN (SELECT id FROM below)",
-            )
-            .await?;
-        titles = tx.execute(&untitle, &[&id, &title]).await?;
+    let mut copies = Vec::new();
+    for (place, rule) in copy_rules(true) {
+        let rows = erase_copies(tx, place, rule, id, original).await?;
+        if rows > 0 {
+            copies.push(Holding {
+                table: place.table,
+                column: place.column,
+                rows,
+            });
+        }
     }
-    let copies = erase_copies(tx, id, original).await?;
     Ok(Scrubbed {
         blobs,
         embeddings,
-        runs,
         body_pieces,
-        titles,
         copies,
     })
 }
 
-/// Erase the copies of `original`'s texts kept outside the graph: in the
-/// settings of the conversations holding it (a recorded chat's layout) and
-/// in replays' changes (forget.rs decides what a copy is).
-async fn erase_copies(tx: &Client, id: &[u8], original: &Message) -> Result<u64> {
-    let settings = tx
+/// The nodes at or below the node `$1`, as `below(id)`.
+const BELOW: &str = "WITH RECURSIVE below(id) AS (
+         SELECT $1::bytea
+         UNION ALL
+         SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
+     )";
+
+/// Rewrite the copies of `original`'s content `place` holds, by its rule
+/// (crate::places); how many rows changed. The rows read are locked
+/// until the transaction ends.
+async fn erase_copies(
+    tx: &Client,
+    place: &Place,
+    copies: &Copies,
+    id: &[u8],
+    original: &Message,
+) -> Result<u64> {
+    let (table, column, may_hold) = (place.table, place.column, copies.may_hold);
+    let (with, reach, keyed) = match copies.reach {
+        Reach::Below(columns) => {
+            let reach = columns
+                .iter()
+                .map(|column| format!("{column} IN (SELECT id FROM below)"))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            (BELOW, reach, true)
+        }
+        Reach::At(column) => ("", format!("{column} = $1"), true),
+        Reach::Every => ("", "TRUE".to_string(), false),
+    };
+    let key: Vec<&(dyn ToSql + Sync)> = if keyed { vec![&id] } else { Vec::new() };
+    let (old, new) = if keyed { ("$2", "$3") } else { ("$1", "$2") };
+    let held: HashSet<String> = tx
         .query(
-            "WITH RECURSIVE below(id) AS (
-                 SELECT $1::bytea
-                 UNION ALL
-                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
-             )
-             SELECT id, meta FROM conversations
-             WHERE meta LIKE '%\"recorded\"%' AND head IN (SELECT id FROM below)
-             FOR UPDATE",
-            &[&id],
+            &format!(
+                "{with} SELECT {column} FROM {table} WHERE ({may_hold}) AND ({reach}) FOR UPDATE"
+            ),
+            &key,
         )
+        .await?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    let rewrite = tx
+        .prepare_cached(&format!(
+            "{with} UPDATE {table} SET {column} = {new}::text
+             WHERE {column} = {old}::text AND ({may_hold}) AND ({reach})"
+        ))
         .await?;
-    let changes = tx
-        .query(
-            "SELECT id, change, selection FROM replays
-             WHERE change LIKE '%\"system\"%' OR change LIKE '%\"replace_sources\"%'
-                OR selection LIKE '%\"search\"%'
-             FOR UPDATE",
-            &[],
-        )
-        .await?;
-    // Why a comparator decided may quote either answer: the reasons of
-    // the replayed turns and reruns that compared a thread through the
-    // message go.
-    let mut erased = tx
-        .execute(
-            "WITH RECURSIVE below(id) AS (
-                 SELECT $1::bytea
-                 UNION ALL
-                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
-             )
-             UPDATE replay_turns SET detail = jsonb_set(detail::jsonb, '{why}', to_jsonb($2::text))::text
-             WHERE jsonb_typeof(detail::jsonb -> 'why') = 'string'
-               AND detail::jsonb ->> 'why' <> $2::text
-               AND (turn_node IN (SELECT id FROM below) OR request_node IN (SELECT id FROM below)
-                    OR answer_head IN (SELECT id FROM below))",
-            &[&id, &ERASED_TEXT],
-        )
-        .await?;
-    erased += tx
-        .execute(
-            "WITH RECURSIVE below(id) AS (
-                 SELECT $1::bytea
-                 UNION ALL
-                 SELECT n.id FROM nodes n JOIN below ON n.parent = below.id
-             )
-             UPDATE reruns SET detail = jsonb_set(detail::jsonb, '{why}',
-                 (SELECT jsonb_agg(to_jsonb($2::text))
-                  FROM jsonb_array_elements(reruns.detail::jsonb -> 'why')))::text
-             WHERE jsonb_typeof(detail::jsonb -> 'why') = 'array'
-               AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(reruns.detail::jsonb -> 'why') w
-                           WHERE w <> $2::text)
-               AND (turn_node IN (SELECT id FROM below) OR request_head IN (SELECT id FROM below)
-                    OR answer_head IN (SELECT id FROM below))",
-            &[&id, &ERASED_TEXT],
-        )
-        .await?;
-    for row in settings {
-        if let Some(meta) = settings_without(row.get(1), original) {
-            let id: &str = row.get(0);
-            tx.execute(
-                "UPDATE conversations SET meta = $2 WHERE id = $1",
-                &[&id, &meta],
-            )
-            .await?;
-            erased += 1;
+    let mut rows = 0;
+    for value in held {
+        if let Some(without) = (copies.without)(&value, original) {
+            let mut values = key.clone();
+            values.push(&value);
+            values.push(&without);
+            rows += tx.execute(&rewrite, &values).await?;
         }
     }
-    for row in changes {
-        let change = change_without(row.get(1), original);
-        let selection = selection_without(row.get(2), original);
-        if change.is_some() || selection.is_some() {
-            let id: &str = row.get(0);
-            tx.execute(
-                "UPDATE replays SET change = COALESCE($2, change),
-                     selection = COALESCE($3, selection) WHERE id = $1",
-                &[&id, &change, &selection],
-            )
-            .await?;
-            erased += 1;
-        }
-    }
-    Ok(erased)
+    Ok(rows)
 }
 
 /// Delete the blobs among `referenced` no node references any more. They

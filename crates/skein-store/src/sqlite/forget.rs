@@ -15,13 +15,14 @@ use crate::backend::{Backend, BoxFuture};
 use crate::codec::{BLOB_THRESHOLD, blob_refs, node_id};
 use crate::error::Result;
 use crate::forget::{
-    COUNT_ERASURE, Doomed, ERASED_ERROR, ERASED_TEXT, Filter, Forget, Planned, REFERENCED,
-    Scrubbed, Swept, UNOWNED_RUNS, change_without, derived_title, embedded_digests,
-    selection_without, settings_without, sweep,
+    COUNT_ERASURE, Doomed, Filter, Forget, Planned, REFERENCED, Scrubbed, Swept, UNOWNED_RUNS,
+    embedded_digests, sweep,
 };
+use crate::places::{Copies, Holding, Place, Reach, copy_rules};
 use crate::records::ReplayId;
 use crate::replays::replay_turn_runs;
 use crate::search::index_text;
+use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 use skein_core::encoding::encode_body;
 use skein_core::{Digest, Message, NodeId};
@@ -207,136 +208,87 @@ fn redact_in(
     // The bodies that carried the message: those of the runs whose
     // threads pass through it.
     let carried: Vec<(String, Vec<u8>)> = conn
-        .prepare_cached(
-            "WITH RECURSIVE below(seq) AS (
-                 SELECT ?1
-                 UNION ALL
-                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
-             )
-             SELECT id, request_piece FROM runs
+        .prepare_cached(&format!(
+            "{BELOW} SELECT id, request_piece FROM runs
              WHERE request_piece IS NOT NULL
-               AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
-                    OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
-        )?
+               AND (input_head IN (SELECT id FROM ids) OR output_head IN (SELECT id FROM ids))"
+        ))?
         .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     scrubbed.body_pieces = bodies::erase_carried(conn, &carried)?;
-    scrubbed.runs = conn
-        .prepare_cached(
-            "WITH RECURSIVE below(seq) AS (
-                 SELECT ?1
-                 UNION ALL
-                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
-             )
-             UPDATE runs SET
-                 events = CASE WHEN output_head = ?2 THEN '[]' ELSE events END,
-                 relations = CASE WHEN relations LIKE '%\"kind\":\"prompt\"%'
-                     THEN (SELECT json_group_array(json(value)) FROM json_each(runs.relations)
-                           WHERE json_extract(value, '$.kind') <> 'prompt')
-                     ELSE relations END,
-                 error = CASE WHEN error IS NOT NULL THEN ?3 END
-             WHERE ((output_head = ?2 AND events <> '[]')
-                    OR relations LIKE '%\"kind\":\"prompt\"%'
-                    OR (error IS NOT NULL AND error <> ?3))
-               AND (input_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
-                    OR output_head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq))",
-        )?
-        .execute(params![seq, node.as_bytes(), ERASED_ERROR])? as u64;
-    if let Some(title) = derived_title(original) {
-        scrubbed.titles = conn
-            .prepare_cached(
-                "WITH RECURSIVE below(seq) AS (
-                     SELECT ?1
-                     UNION ALL
-                     SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
-                 )
-                 UPDATE conversations SET meta = json_remove(meta, '$.title')
-                 WHERE json_valid(meta) AND json_extract(meta, '$.title') = ?2
-                   AND head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)",
-            )?
-            .execute(params![seq, title])? as u64;
+    for (place, copies) in copy_rules(false) {
+        let rows = erase_copies(conn, place, copies, seq, node, original)?;
+        if rows > 0 {
+            scrubbed.copies.push(Holding {
+                table: place.table,
+                column: place.column,
+                rows,
+            });
+        }
     }
-    scrubbed.copies = erase_copies(conn, seq, original)?;
     Ok(scrubbed)
 }
 
-/// Erase the copies of `original`'s texts kept outside the graph: in the
-/// settings of the conversations holding it (a recorded chat's layout) and
-/// in replays' changes (forget.rs decides what a copy is).
-fn erase_copies(conn: &Connection, seq: i64, original: &Message) -> Result<u64> {
-    let settings: Vec<(String, String)> = conn
-        .prepare_cached(
-            "WITH RECURSIVE below(seq) AS (
-                 SELECT ?1
-                 UNION ALL
-                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
-             )
-             SELECT id, meta FROM conversations
-             WHERE meta LIKE '%\"recorded\"%'
-               AND head IN (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)",
-        )?
-        .query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))?
+/// The nodes at or below the node whose `seq` is `?1`, as `ids(id)`.
+const BELOW: &str = "WITH RECURSIVE below(seq) AS (
+         SELECT ?1
+         UNION ALL
+         SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
+     ),
+     ids(id) AS (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)";
+
+/// Rewrite the copies of `original`'s content `place` holds, by its rule
+/// (crate::places); how many rows changed.
+fn erase_copies(
+    conn: &Connection,
+    place: &Place,
+    copies: &Copies,
+    seq: i64,
+    node: NodeId,
+    original: &Message,
+) -> Result<u64> {
+    let (table, column, may_hold) = (place.table, place.column, copies.may_hold);
+    let (with, reach, key) = match copies.reach {
+        Reach::Below(columns) => {
+            let reach = columns
+                .iter()
+                .map(|column| format!("{column} IN (SELECT id FROM ids)"))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            (BELOW, reach, Some(Value::Integer(seq)))
+        }
+        Reach::At(column) => (
+            "",
+            format!("{column} = ?1"),
+            Some(Value::Blob(node.as_bytes().to_vec())),
+        ),
+        Reach::Every => ("", "TRUE".to_string(), None),
+    };
+    let (old, new) = match key {
+        Some(_) => ("?2", "?3"),
+        None => ("?1", "?2"),
+    };
+    let held: HashSet<String> = conn
+        .prepare_cached(&format!(
+            "{with} SELECT {column} FROM {table} WHERE ({may_hold}) AND ({reach})"
+        ))?
+        .query_map(rusqlite::params_from_iter(key.iter()), |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let changes: Vec<(String, String, String)> = conn
-        .prepare_cached(
-            "SELECT id, change, selection FROM replays
-             WHERE change LIKE '%\"system\"%' OR change LIKE '%\"replace_sources\"%'
-                OR selection LIKE '%\"search\"%'",
-        )?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    // Why a comparator decided may quote either answer: the reasons of
-    // the replayed turns and reruns that compared a thread through the
-    // message go.
-    let mut erased = conn
-        .prepare_cached(
-            "WITH RECURSIVE below(seq) AS (
-                 SELECT ?1
-                 UNION ALL
-                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
-             ),
-             ids(id) AS (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
-             UPDATE replay_turns SET detail = json_set(detail, '$.why', ?2)
-             WHERE json_valid(detail) AND json_type(detail, '$.why') = 'text'
-               AND json_extract(detail, '$.why') <> ?2
-               AND (turn_node IN ids OR request_node IN ids OR answer_head IN ids)",
-        )?
-        .execute(params![seq, ERASED_TEXT])? as u64;
-    erased += conn
-        .prepare_cached(
-            "WITH RECURSIVE below(seq) AS (
-                 SELECT ?1
-                 UNION ALL
-                 SELECT n.seq FROM nodes n JOIN below ON n.parent = below.seq
-             ),
-             ids(id) AS (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)
-             UPDATE reruns SET detail = json_set(detail, '$.why',
-                 (SELECT json_group_array(?2) FROM json_each(reruns.detail, '$.why')))
-             WHERE json_valid(detail) AND json_type(detail, '$.why') = 'array'
-               AND EXISTS (SELECT 1 FROM json_each(reruns.detail, '$.why') WHERE value <> ?2)
-               AND (turn_node IN ids OR request_head IN ids OR answer_head IN ids)",
-        )?
-        .execute(params![seq, ERASED_TEXT])? as u64;
-    for (id, meta) in settings {
-        if let Some(meta) = settings_without(&meta, original) {
-            conn.prepare_cached("UPDATE conversations SET meta = ?2 WHERE id = ?1")?
-                .execute(params![id, meta])?;
-            erased += 1;
+    let mut rewrite = conn.prepare_cached(&format!(
+        "{with} UPDATE {table} SET {column} = {new}
+         WHERE {column} = {old} AND ({may_hold}) AND ({reach})"
+    ))?;
+    let mut rows = 0;
+    for value in held {
+        if let Some(without) = (copies.without)(&value, original) {
+            let values = key
+                .iter()
+                .cloned()
+                .chain([Value::Text(value), Value::Text(without)]);
+            rows += rewrite.execute(rusqlite::params_from_iter(values))? as u64;
         }
     }
-    for (id, change, selection) in changes {
-        let change = change_without(&change, original);
-        let selection = selection_without(&selection, original);
-        if change.is_some() || selection.is_some() {
-            conn.prepare_cached(
-                "UPDATE replays SET change = COALESCE(?2, change),
-                     selection = COALESCE(?3, selection) WHERE id = ?1",
-            )?
-            .execute(params![id, change, selection])?;
-            erased += 1;
-        }
-    }
-    Ok(erased)
+    Ok(rows)
 }
 
 /// Delete the blobs among `digests` no node references any more.

@@ -137,7 +137,17 @@ fn a_secret_mid_thread_is_erased_everywhere_and_every_id_stays(backend: Backend)
     assert_eq!(redacted.parts, 2);
     assert_eq!(redacted.blobs, 1);
     assert_eq!(redacted.embeddings, 1);
-    assert_eq!(redacted.runs_scrubbed, 5);
+    // The four runs' prompt records and the failed call's error, by place.
+    let copies: Vec<(&str, &str, u64)> = redacted
+        .copies
+        .iter()
+        .map(|held| (held.table, held.column, held.rows))
+        .collect();
+    assert_eq!(
+        copies,
+        [("runs", "error", 1), ("runs", "relations", 4)],
+        "{copies:?}"
+    );
     let error = store.run_record(&failed.id).unwrap().error.unwrap();
     assert!(
         !error.contains(SECRET) && error.starts_with("[erased"),
