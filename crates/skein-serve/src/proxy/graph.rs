@@ -74,20 +74,24 @@ impl Memo {
     }
 }
 
-/// Complete `turn` from the graph and check its tool results. A keyed
-/// `client` continues only a reply its own request got: another client's
-/// is answered as one the graph lacks.
+/// Complete `turn` from the graph and check its tool results; its
+/// messages come after `before` (a kept thread a re-sent body's first
+/// messages are: see `super::resent`) when given. A keyed `client`
+/// continues only a reply its own request got: another client's is
+/// answered as one the graph lacks.
 pub async fn complete(
     store: &Store,
     memo: Arc<Memo>,
     turn: Turn,
     client: Option<&str>,
+    before: Option<&Thread>,
 ) -> Result<Turn, ProxyError> {
     let turn = if turn.previous.is_some() || !turn.reencoded.is_empty() {
         let store = store.nonblocking();
+        let start = before.cloned().unwrap_or_default();
         let read = async {
             let turn = previous(store, turn, client).await?;
-            reencoded(store, &memo, turn).await
+            reencoded(store, &memo, turn, start).await
         };
         match read.await {
             Ok(turn) => turn,
@@ -101,7 +105,10 @@ pub async fn complete(
     } else {
         turn
     };
-    results::check(&turn.messages, &turn.places)?;
+    match before {
+        None => results::check(&turn.messages, &turn.places)?,
+        Some(before) => results::check_after(before, &turn.messages, &turn.places)?,
+    }
     Ok(turn)
 }
 
@@ -219,10 +226,16 @@ fn missing_reply(given: &str, of: Continued) -> ProxyError {
 }
 
 /// Replace each assistant message whose calls a client re-encoded by the
-/// stored node it stands for, when the graph has one.
-async fn reencoded(store: AsyncStore<'_>, memo: &Memo, mut turn: Turn) -> Result<Turn, Failure> {
+/// stored node it stands for, when the graph has one; the messages follow
+/// the thread `start`.
+async fn reencoded(
+    store: AsyncStore<'_>,
+    memo: &Memo,
+    mut turn: Turn,
+    start: Thread,
+) -> Result<Turn, Failure> {
     let reencoded = std::mem::take(&mut turn.reencoded);
-    let mut thread = Thread::new();
+    let mut thread = start;
     for (index, message) in turn.messages.iter_mut().enumerate() {
         let values: Vec<(usize, &Value)> = reencoded
             .iter()

@@ -40,6 +40,7 @@ pub mod messages;
 pub mod models;
 mod record;
 pub mod recording;
+mod resent;
 pub mod responses;
 mod results;
 pub(crate) mod threads;
@@ -57,7 +58,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use skein::Model;
 use skein::conversation::service::{TurnDone, TurnError, TurnRequest};
-use skein::core::{Annotations, ConversationId, NodeId, ProviderError};
+use skein::core::{Annotations, ConversationId, NodeId, ProviderError, Role, Thread};
 use skein::engine::{
     CancellationToken, EngineError, Request, RunOutput, with_reply_deadline, with_reply_limit,
 };
@@ -247,7 +248,7 @@ async fn handle<R: DeserializeOwned, A: Api>(
     headers: HeaderMap,
     body: Bytes,
     api_name: &'static str,
-    read: impl FnOnce(R) -> Result<(Turn, A), ProxyError>,
+    read: impl Fn(R) -> Result<(Turn, A), ProxyError>,
 ) -> Response {
     match prepare(&state, &headers, body, api_name, read).await {
         Ok(flight) => {
@@ -269,19 +270,47 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     headers: &HeaderMap,
     body: Bytes,
     api_name: &str,
-    read: impl FnOnce(R) -> Result<(Turn, A), ProxyError>,
+    read: impl Fn(R) -> Result<(Turn, A), ProxyError>,
 ) -> Result<ProxiedCall<A>, ProxyError> {
     let Some(proxy) = &state.proxy else {
         return Err(not_proxying());
     };
     let keyed = client_of_key(proxy, headers)?;
-    let body = String::from_utf8(Vec::from(body))
-        .map_err(|_| ProxyError::invalid("the body is not UTF-8"))?;
-    let request: R = serde_json::from_str(&body).map_err(|problem| {
-        ProxyError::invalid(format!("the body is not a {api_name} request: {problem}"))
-    })?;
-    let (turn, api) = read(request)?;
-    let turn = turn.calls_match_by_value();
+    let body: Arc<str> = std::str::from_utf8(&body)
+        .map_err(|_| ProxyError::invalid("the body is not UTF-8"))?
+        .into();
+    let parse = |text: &str| {
+        let request: R = serde_json::from_str(text).map_err(|problem| {
+            ProxyError::invalid(format!("the body is not a {api_name} request: {problem}"))
+        })?;
+        let (turn, api) = read(request)?;
+        Ok((turn.calls_match_by_value(), api))
+    };
+    // What is kept from earlier requests is consulted below: erased
+    // content leaves it first.
+    drop_erased(state).await?;
+    let resent = match A::READS_RESENT {
+        true => state.threads.resent_in(&body),
+        false => None,
+    };
+    let graph = Graph {
+        store: &state.store,
+        memo: &state.memo,
+        threads: &state.threads,
+    };
+    let read = match resent {
+        Some(resent) => read_rest(graph, &body, resent, keyed.as_deref(), &parse).await,
+        None => None,
+    };
+    let Read {
+        turn,
+        api,
+        history,
+        read_from,
+    } = match read {
+        Some(read) => read,
+        None => read_whole::<A>(graph, &body, keyed.as_deref(), &parse).await?,
+    };
     // A keyed client's names are its own (see `clients`), and its key
     // says who it is.
     let own = |name: String| match &keyed {
@@ -302,9 +331,6 @@ async fn prepare<R: DeserializeOwned, A: Api>(
     } else {
         None
     };
-    drop_erased(state).await?;
-    let turn = graph::complete(&state.store, state.memo.clone(), turn, keyed.as_deref()).await?;
-    let continued = state.threads.continued_by(&turn.messages);
     let meta = record::Meta {
         body,
         requested: turn.model.clone(),
@@ -326,22 +352,146 @@ async fn prepare<R: DeserializeOwned, A: Api>(
         stream: turn.stream,
         keep: turn.record,
         unhonoured: turn.unhonoured.join(", "),
-        continued: continued.as_ref().map(|continued| continued.place),
-        request: engine_request(turn, continued),
+        continued: history.as_ref().map(|history| history.place),
+        read_from,
+        request: engine_request(turn, history),
         key,
         from_recording: proxy.from_recording,
         bounds: (proxy.reply_deadline, proxy.reply_limit),
     })
 }
 
-/// The engine request for a turn: its messages with their annotations,
-/// tools and options, captured. The messages a thread the proxy recorded
-/// holds already (`continued`) are that thread, not messages to hash again.
+/// What reading a request consults: the graph, the memo of re-encoded
+/// messages matched to it, and the threads kept from earlier requests.
+#[derive(Clone, Copy)]
+struct Graph<'a> {
+    store: &'a skein::store::Store,
+    memo: &'a Arc<graph::Memo>,
+    threads: &'a threads::RecentThreads,
+}
+
+/// A request read: its turn, completed from the graph; how it is written
+/// back; the kept thread its first messages are; and, for a body a
+/// re-sent one can be found by, what the thread it makes is kept with.
+struct Read<A> {
+    turn: Turn,
+    api: A,
+    history: Option<History>,
+    read_from: Option<resent::ReadFrom>,
+}
+
+/// A kept thread that stands for a request's first messages.
+struct History {
+    thread: Thread,
+    /// Where it is kept (the thread the request makes replaces it).
+    place: threads::Place,
+    /// How many of its messages come before the turn's first: none when
+    /// the whole body was read, the re-sent ones when only the rest was.
+    before: usize,
+}
+
+/// Read the whole body: parsed, mapped and completed from the graph, its
+/// first messages then compared with the kept threads.
+async fn read_whole<A: Api>(
+    graph: Graph<'_>,
+    body: &Arc<str>,
+    keyed: Option<&str>,
+    parse: &impl Fn(&str) -> Result<(Turn, A), ProxyError>,
+) -> Result<Read<A>, ProxyError> {
+    let (turn, api) = parse(body)?;
+    let turn = graph::complete(graph.store, graph.memo.clone(), turn, keyed, None).await?;
+    let history = graph
+        .threads
+        .continued_by(&turn.messages)
+        .map(|continued| History {
+            thread: continued.thread,
+            place: continued.place,
+            before: 0,
+        });
+    let read_from = match A::READS_RESENT {
+        true => resent::bounds(body).map(|(open, end)| resent::ReadFrom {
+            body: body.clone(),
+            open,
+            end,
+            messages: turn.messages.len(),
+            annotations: turn.annotations.clone(),
+        }),
+        false => None,
+    };
+    Ok(Read {
+        turn,
+        api,
+        history,
+        read_from,
+    })
+}
+
+/// Read only what follows the messages a kept thread's body had (see
+/// [`resent`]); `None` when the whole body must be read: a refusal (it
+/// would name the wrong index), or a first new message that reading the
+/// whole body would merge into the last kept one.
+async fn read_rest<A: Api>(
+    graph: Graph<'_>,
+    body: &Arc<str>,
+    resent: threads::Resent,
+    keyed: Option<&str>,
+    parse: &impl Fn(&str) -> Result<(Turn, A), ProxyError>,
+) -> Option<Read<A>> {
+    let rest = resent.read.rest(body, resent.from);
+    let (turn, api) = parse(&rest).ok()?;
+    let mut kept = resent.thread.clone();
+    while kept.len() > resent.read.messages {
+        kept = kept.parent();
+    }
+    let last = kept.head()?.message();
+    let first = turn.messages.first()?;
+    if turn.previous.is_some() || (last.role == Role::Tool && first.role == Role::Tool) {
+        return None;
+    }
+    let mut turn = graph::complete(graph.store, graph.memo.clone(), turn, keyed, Some(&kept))
+        .await
+        .ok()?;
+    let read_from = resent.read.continued(
+        body.clone(),
+        resent.from,
+        &rest,
+        turn.messages.len(),
+        &turn.annotations,
+    );
+    let before = kept.len();
+    turn.annotations = resent
+        .read
+        .annotations
+        .iter()
+        .cloned()
+        .chain(
+            std::mem::take(&mut turn.annotations)
+                .into_iter()
+                .map(|(at, part, hint)| (at + before, part, hint)),
+        )
+        .collect();
+    // The reply re-sent as it was recorded: the kept thread stands for it
+    // too (one message stays new).
+    let replied = resent.thread.len() == before + 1
+        && turn.messages.len() > 1
+        && resent.thread.head().map(|reply| reply.message()) == turn.messages.first();
+    Some(Read {
+        turn,
+        api,
+        history: Some(History {
+            thread: if replied { resent.thread } else { kept },
+            place: resent.place,
+            before,
+        }),
+        read_from,
+    })
+}
+
 /// Drop what the proxy keeps of earlier requests in memory (the memo of
-/// re-encoded messages, the recent threads, the store's recent bodies)
-/// when the store counted an
-/// erasure since the last request looked: content erased or deleted by
-/// any process leaves this one before it answers again (one point read).
+/// re-encoded messages, the recent threads and the bodies they were read
+/// from, the store's recent bodies) when the store counted an erasure since
+/// the last request looked: content erased or deleted by any process
+/// leaves this one before it answers again (one point read).
 async fn drop_erased(state: &AppState) -> Result<(), ProxyError> {
     let now = state
         .store
@@ -357,10 +507,13 @@ async fn drop_erased(state: &AppState) -> Result<(), ProxyError> {
     Ok(())
 }
 
-fn engine_request(turn: Turn, continued: Option<threads::Continued>) -> Request {
+/// The engine request for a turn: its messages with their annotations,
+/// tools and options, captured. The messages a kept thread stands for
+/// (`history`) are that thread, not messages to hash again.
+fn engine_request(turn: Turn, history: Option<History>) -> Request {
     let mut request = Request::default();
-    let mut kept = 0;
-    if let Some(threads::Continued { thread, .. }) = continued {
+    let (mut kept, before) = (0, history.as_ref().map_or(0, |history| history.before));
+    if let Some(History { thread, .. }) = history {
         kept = thread.len();
         let mut annotations = Annotations::new();
         if turn.annotations.iter().any(|(at, _, _)| *at < kept) {
@@ -373,11 +526,15 @@ fn engine_request(turn: Turn, continued: Option<threads::Continued>) -> Request 
         }
         request = request.history(thread, annotations);
     }
-    for (index, message) in turn.messages.into_iter().enumerate().skip(kept) {
+    for (index, message) in turn.messages.into_iter().enumerate() {
+        let at = before + index;
+        if at < kept {
+            continue;
+        }
         let annotations = turn
             .annotations
             .iter()
-            .filter(|(at, _, _)| *at == index)
+            .filter(|(index, _, _)| *index == at)
             .map(|(_, part, annotation)| (*part, annotation.clone()))
             .collect();
         request = request.annotated_message(message, annotations);
@@ -477,6 +634,8 @@ struct ProxiedCall<A: Api> {
     request: Request,
     /// The kept thread the request continues (see [`threads`]).
     continued: Option<threads::Place>,
+    /// What the thread it makes is kept with (see [`resent`]).
+    read_from: Option<resent::ReadFrom>,
     key: Option<Secret>,
     from_recording: Option<FromRecording>,
     /// The call's deadline and reply text bound (see [`ProxyConfig`]).
@@ -540,6 +699,7 @@ impl<A: Api> ProxiedCall<A> {
         }
         let (progress, mut updates) = mpsc::unbounded_channel();
         let (state, continued, keep) = (self.state.clone(), self.continued, self.keep);
+        let read_from = self.read_from.take();
         let bytes = self.meta.body.len();
         let (deadline, limit) = self.bounds;
         tokio::spawn(async move {
@@ -556,7 +716,7 @@ impl<A: Api> ProxiedCall<A> {
             {
                 state
                     .threads
-                    .keep(exchange.thread().clone(), bytes, continued);
+                    .keep(exchange.thread().clone(), bytes, continued, read_from);
             }
             let _ = progress.send(Progress::Done(Box::new(finished(outcome))));
         });
@@ -895,24 +1055,30 @@ mod tests {
         use skein::core::{Annotation, CacheHint};
         let messages = threads::tests::history(6);
         let recent = threads::RecentThreads::default();
-        let kept = skein::core::Thread::from_messages(messages[..4].iter().cloned());
-        recent.keep(kept.clone(), 1, None);
+        let kept = Thread::from_messages(messages[..4].iter().cloned());
+        recent.keep(kept.clone(), 1, None, None);
         let hint = Annotation::CacheHint(CacheHint::Ephemeral);
         let turn = Turn {
             messages: messages.clone(),
             annotations: vec![(1, 0, hint.clone()), (5, 0, hint.clone())],
             ..Turn::default()
         };
-        let continued = recent.continued_by(&turn.messages);
-        assert!(continued.is_some(), "the history continues the kept thread");
+        let continued = recent
+            .continued_by(&turn.messages)
+            .expect("the history continues the kept thread");
         let model = Model::open("echo").unwrap();
-        let request = model.bind(engine_request(turn, continued));
+        let history = History {
+            thread: continued.thread,
+            place: continued.place,
+            before: 0,
+        };
+        let request = model.bind(engine_request(turn, Some(history)));
         let prepared = model.engine().prepare(&request).unwrap();
         let nodes = prepared.thread.nodes();
         assert_eq!(prepared.thread.len(), 6);
         assert_eq!(
             prepared.thread.head_id(),
-            skein::core::Thread::from_messages(messages).head_id(),
+            Thread::from_messages(messages).head_id(),
             "the ids a thread built from scratch has"
         );
         let shared = prepared.thread.parent().parent();
@@ -931,6 +1097,209 @@ mod tests {
             );
         }
         assert!(prepared.annotations.get(nodes[3].id(), 0).is_empty());
+    }
+
+    /// How a re-sent body was read.
+    #[derive(Debug, PartialEq)]
+    enum Path {
+        /// Whole: nothing kept it begins with.
+        Whole,
+        /// From where it differs, the kept thread standing for its
+        /// history (its reply too, when re-sent as recorded).
+        Rest { replied: bool },
+        /// Found by its bytes, but read whole (what reading only the rest
+        /// cannot do right: here, a refusal).
+        ReadWhole,
+    }
+
+    fn call(id: &str, arguments: &str) -> serde_json::Value {
+        json!({"id": id, "type": "function", "function": {"name": "look", "arguments": arguments}})
+    }
+
+    /// A chat completions history re-sent turn after turn, each body read
+    /// both ways: from where it differs from the kept one (with the kept
+    /// threads the proxy has by then) and whole (with none). The two give
+    /// the same thread (every id), options, tools and annotations, or the
+    /// same refusal; reading only the rest is taken where it can be.
+    #[tokio::test]
+    async fn a_resent_body_read_from_where_it_differs_is_what_reading_it_whole_is() {
+        use skein::core::Message;
+        let dir = tempfile::tempdir().unwrap();
+        let store = skein::store::Store::open(dir.path().join("skein.db")).unwrap();
+        let memo = Arc::new(graph::Memo::default());
+        let kept = threads::RecentThreads::default();
+        let model = Model::open("echo").unwrap();
+        let parse = |text: &str| {
+            let request: chat::ChatRequest = serde_json::from_str(text)
+                .map_err(|problem| ProxyError::invalid(problem.to_string()))?;
+            let api = request.api();
+            Ok((request.turn()?.calls_match_by_value(), api))
+        };
+        let prepare = |read: Read<chat::Chat>| {
+            let request = model.bind(engine_request(read.turn, read.history));
+            model.engine().prepare(&request).unwrap()
+        };
+        let wire_calls = |calls: &[(&str, &str)]| -> Vec<serde_json::Value> {
+            calls
+                .iter()
+                .map(|(id, arguments)| call(id, arguments))
+                .collect()
+        };
+        let tool_calls = |calls: &[(&str, &str)]| {
+            Message::new(
+                Role::Assistant,
+                calls
+                    .iter()
+                    .map(|(id, arguments)| {
+                        skein::core::Part::ToolCall(skein::core::ToolCall {
+                            id: id.to_string(),
+                            name: "look".into(),
+                            arguments: arguments.to_string(),
+                        })
+                    })
+                    .collect(),
+            )
+        };
+        let tool =
+            |id: &str| json!({"role": "tool", "tool_call_id": id, "content": format!("{id} done")});
+        // (the messages a client adds, the fields after them, the reply
+        // the model gives, how the body is read)
+        let steps: Vec<(
+            Vec<serde_json::Value>,
+            serde_json::Value,
+            Option<Message>,
+            Path,
+        )> = vec![
+            (
+                vec![
+                    json!({"role": "system", "content": "Be brief."}),
+                    json!({"role": "user", "content": "first"}),
+                ],
+                json!({}),
+                Some(Message::assistant("one")),
+                Path::Whole,
+            ),
+            (
+                vec![
+                    json!({"role": "assistant", "content": "one"}),
+                    json!({"role": "user", "content": "look twice"}),
+                ],
+                json!({"stream": true}),
+                Some(tool_calls(&[("c1", "{\"at\": 1}"), ("c2", "{}")])),
+                Path::Rest { replied: true },
+            ),
+            // The calls re-sent re-encoded (as LangChain does): not the
+            // kept reply's bytes, so it is read as a new message.
+            (
+                vec![
+                    json!({"role": "assistant", "content": null, "tool_calls": wire_calls(&[("c1", "{\"at\":1}"), ("c2", "{}")])}),
+                    tool("c1"),
+                    tool("c2"),
+                ],
+                json!({"tools": [{"type": "function", "function": {"name": "look"}}], "temperature": 0.5}),
+                Some(tool_calls(&[("c3", "{}")])),
+                Path::Rest { replied: false },
+            ),
+            (
+                vec![
+                    json!({"role": "assistant", "tool_calls": wire_calls(&[("c3", "{}")])}),
+                    tool("c3"),
+                ],
+                json!({"tools": [{"type": "function", "function": {"name": "look"}}]}),
+                Some(Message::assistant("looked")),
+                Path::Rest { replied: true },
+            ),
+            // Refused: a result no call asked for. Reading the rest would
+            // name the wrong index, so the body is read whole.
+            (
+                vec![
+                    json!({"role": "assistant", "content": "looked"}),
+                    tool("c9"),
+                ],
+                json!({}),
+                None,
+                Path::ReadWhole,
+            ),
+            (
+                vec![
+                    json!({"role": "assistant", "content": "looked"}),
+                    json!({"role": "user", "content": [{"type": "text", "text": "and "}, {"type": "text", "text": "then?"}]}),
+                ],
+                json!({"seed": 7}),
+                Some(Message::assistant("then nothing")),
+                Path::Rest { replied: true },
+            ),
+        ];
+        let mut history: Vec<serde_json::Value> = Vec::new();
+        for (step, (added, fields, reply, path)) in steps.into_iter().enumerate() {
+            let mut messages = history.clone();
+            messages.extend(added);
+            let mut body = json!({"model": "echo", "messages": messages});
+            for (key, value) in fields.as_object().unwrap() {
+                body[key] = value.clone();
+            }
+            let body: Arc<str> = body.to_string().into();
+            let fresh = threads::RecentThreads::default();
+            let alone = Graph {
+                store: &store,
+                memo: &memo,
+                threads: &fresh,
+            };
+            let graph = Graph {
+                threads: &kept,
+                ..alone
+            };
+            let whole = read_whole::<chat::Chat>(alone, &body, None, &parse).await;
+            let resent = kept.resent_in(&body);
+            let found = resent.is_some();
+            let rest = match resent {
+                Some(resent) => read_rest(graph, &body, resent, None, &parse).await,
+                None => None,
+            };
+            let taken = match (&rest, found) {
+                (Some(rest), _) => Path::Rest {
+                    replied: rest.history.as_ref().unwrap().thread.len()
+                        > rest.history.as_ref().unwrap().before,
+                },
+                (None, true) => Path::ReadWhole,
+                (None, false) => Path::Whole,
+            };
+            assert_eq!(taken, path, "step {step}");
+            let Some(reply) = reply else {
+                // Named by its index in the whole body.
+                let refused = whole.err().expect("refused");
+                assert!(
+                    refused.message.contains("`messages.[10].tool_call_id`"),
+                    "step {step}: {}",
+                    refused.message
+                );
+                continue;
+            };
+            let read = match rest {
+                Some(rest) => rest,
+                None => read_whole::<chat::Chat>(graph, &body, None, &parse)
+                    .await
+                    .unwrap(),
+            };
+            let (place, read_from) = (
+                read.history.as_ref().map(|h| h.place),
+                read.read_from.clone(),
+            );
+            assert!(read_from.is_some(), "step {step}: kept with its body");
+            let (expected, got) = (prepare(whole.unwrap()), prepare(read));
+            let ids = |thread: &Thread| -> Vec<NodeId> {
+                thread.nodes().iter().map(|node| node.id()).collect()
+            };
+            assert_eq!(ids(&got.thread), ids(&expected.thread), "step {step}");
+            assert_eq!(
+                serde_json::to_value(&got).unwrap(),
+                serde_json::to_value(&expected).unwrap(),
+                "step {step}"
+            );
+            // What the proxy keeps once the reply is recorded.
+            kept.keep(got.thread.push(reply.clone()), body.len(), place, read_from);
+            history = messages;
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub struct Recorded {
 #[derive(Clone, Debug)]
 pub struct Meta {
     /// The exact request body.
-    pub body: String,
+    pub body: Arc<str>,
     /// The model the client asked for.
     pub requested: Option<String>,
     /// The `x-skein-conversation-name` header.
@@ -69,7 +69,7 @@ impl Meta {
         let requested = self.requested.clone();
         let client = self.client.clone();
         Arc::new(move |_, run: &mut RunRecord| {
-            run.request = Some(body.clone());
+            run.request = Some(body.to_string());
             run.requested_model = requested.clone();
             run.client = client.clone();
         })

@@ -12,7 +12,7 @@ came from ([`ParamPaths`]), so the refusal names the request's own field.
 */
 
 use super::turn::ProxyError;
-use skein::core::{Message, Role};
+use skein::core::{Message, Role, Thread};
 
 /// Where a mapped message and each of its parts came from in the request,
 /// in OpenAI's `param` notation (`messages.[2]`, `messages.[2].tool_call_id`).
@@ -171,6 +171,28 @@ pub fn check(messages: &[Message], places: &[ParamPaths]) -> Result<(), ProxyErr
         .at(at));
     }
     Ok(())
+}
+
+/// Check `messages` (placed by `places`) as the messages after `before`:
+/// a result answers the call right before it, so only `before`'s last
+/// message that is not a tool message, and those after it, are read again.
+pub fn check_after(
+    before: &Thread,
+    messages: &[Message],
+    places: &[ParamPaths],
+) -> Result<(), ProxyError> {
+    let mut last: Vec<Message> = Vec::new();
+    for node in before.ancestors() {
+        last.push(node.message().clone());
+        if node.message().role != Role::Tool {
+            break;
+        }
+    }
+    last.reverse();
+    let mut window_places = vec![ParamPaths::default(); last.len()];
+    window_places.extend_from_slice(places);
+    last.extend_from_slice(messages);
+    check(&last, &window_places)
 }
 
 fn quoted(ids: &[&str]) -> String {

@@ -17,11 +17,14 @@ equal messages either way. Whether the nodes are still stored is not
 assumed either (a node's mark says which store it was written to; the
 store checks the mark before it relies on it). What they hold in memory
 is bounded: 512 threads, standing for at most 64 MB of requests, the
-least recently used out first. When the store counts an erasure (a
+least recently used out first. A thread a chat completions body made is
+kept with that body ([`super::resent`]), so the next request that re-sends
+it is found by its bytes, before it is parsed. When the store counts an erasure (a
 message redacted, or messages deleted, by any process: `Store::erasures`),
 every kept thread is dropped before the next request is read.
 */
 
+use super::resent::ReadFrom;
 use skein::core::{Message, NodeId, Thread};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -75,7 +78,10 @@ struct Kept {
 #[derive(Debug)]
 struct Entry {
     thread: Thread,
-    /// The size of the request it was recorded from.
+    /// The body it was read from, when a re-sent one can be found by it.
+    read: Option<ReadFrom>,
+    /// What it holds in memory: the size of the request it was recorded
+    /// from, twice when that body is kept too.
     bytes: usize,
     /// When it was last used.
     used: u64,
@@ -88,6 +94,17 @@ pub struct Continued {
     pub place: Place,
     /// The thread: the request's first `thread.len()` messages.
     pub thread: Thread,
+}
+
+/// A kept thread whose body a request re-sends with more messages.
+#[derive(Debug)]
+pub struct Resent {
+    pub place: Place,
+    /// The thread: the kept body's messages, then the reply.
+    pub thread: Thread,
+    pub read: ReadFrom,
+    /// Where the request's first new message begins.
+    pub from: usize,
 }
 
 /// Where a kept thread is: its key and its head.
@@ -119,10 +136,58 @@ impl RecentThreads {
         None
     }
 
-    /// Keep `thread` (a recorded request of `bytes` and its reply), in
-    /// place of the thread it continues when there was one; the least
+    /// The kept thread whose body `body` begins with, up to its last
+    /// message, then adds messages to (the longest such body).
+    pub fn resent_in(&self, body: &str) -> Option<Resent> {
+        let mut found: Option<Resent> = None;
+        for (place, thread, read) in self.read_from() {
+            if found
+                .as_ref()
+                .is_some_and(|found| found.read.end >= read.end)
+            {
+                continue;
+            }
+            if let Some(from) = read.continued_in(body) {
+                found = Some(Resent {
+                    place,
+                    thread,
+                    read,
+                    from,
+                });
+            }
+        }
+        if let Some(found) = &found {
+            self.lock().touch(found.place);
+        }
+        found
+    }
+
+    /// Every kept thread with the body it was read from (shared, not
+    /// copied), taken out of the lock before bodies are compared.
+    fn read_from(&self) -> Vec<(Place, Thread, ReadFrom)> {
+        let kept = self.lock();
+        kept.threads
+            .iter()
+            .flat_map(|(key, entries)| entries.iter().map(move |entry| (*key, entry)))
+            .filter_map(|(key, entry)| {
+                let read = entry.read.clone()?;
+                let head = entry.thread.head_id()?;
+                Some((Place { key, head }, entry.thread.clone(), read))
+            })
+            .collect()
+    }
+
+    /// Keep `thread` (a recorded request of `bytes` and its reply, with
+    /// the body it was read from when a re-sent one can be found by it),
+    /// in place of the thread it continues when there was one; the least
     /// recently used go to make room.
-    pub fn keep(&self, thread: Thread, bytes: usize, replacing: Option<Place>) {
+    pub fn keep(
+        &self,
+        thread: Thread,
+        bytes: usize,
+        replacing: Option<Place>,
+        read: Option<ReadFrom>,
+    ) {
         let (Some(last), Some(head)) = (thread.head(), thread.head_id()) else {
             return;
         };
@@ -132,6 +197,7 @@ impl RecentThreads {
             kept.remove(replaced);
         }
         kept.remove(Place { key, head });
+        let bytes = if read.is_some() { 2 * bytes } else { bytes };
         if bytes > BUDGET / 4 {
             return;
         }
@@ -144,6 +210,7 @@ impl RecentThreads {
         let used = kept.clock;
         kept.threads.entry(key).or_default().push(Entry {
             thread,
+            read,
             bytes,
             used,
         });
@@ -251,7 +318,7 @@ pub(super) mod tests {
         let messages = history(6);
         assert!(recent.continued_by(&messages).is_none(), "nothing kept yet");
         let recorded = Thread::from_messages(messages[..4].iter().cloned());
-        recent.keep(recorded.clone(), 1, None);
+        recent.keep(recorded.clone(), 1, None, None);
         let continued = recent.continued_by(&messages).expect("continues");
         assert_eq!(continued.thread.head_id(), recorded.head_id());
         // The same ids as the thread built from scratch.
@@ -261,7 +328,7 @@ pub(super) mod tests {
             Thread::from_messages(messages.clone()).head_id()
         );
         // The thread that grows from it takes its place.
-        recent.keep(whole, 1, Some(continued.place));
+        recent.keep(whole, 1, Some(continued.place), None);
         assert_eq!(recent.lock().count, 1);
         let longer = history(8);
         assert_eq!(
@@ -278,6 +345,7 @@ pub(super) mod tests {
         recent.keep(
             Thread::from_messages(messages[..4].iter().cloned()),
             1,
+            None,
             None,
         );
         let mut edited = messages.clone();
@@ -308,7 +376,7 @@ pub(super) mod tests {
             messages
         };
         for n in 0..2 {
-            recent.keep(Thread::from_messages(conversation(n)), 1, None);
+            recent.keep(Thread::from_messages(conversation(n)), 1, None, None);
         }
         assert_eq!(recent.lock().count, 2);
         for n in 0..2 {
@@ -321,7 +389,7 @@ pub(super) mod tests {
             );
         }
         // Kept again: not twice.
-        recent.keep(Thread::from_messages(conversation(0)), 1, None);
+        recent.keep(Thread::from_messages(conversation(0)), 1, None, None);
         assert_eq!(recent.lock().count, 2);
     }
 
@@ -331,16 +399,16 @@ pub(super) mod tests {
         let thread = |n: usize| Thread::from_messages([Message::text(Role::User, format!("{n}"))]);
         let quarter = BUDGET / 4;
         for n in 0..4 {
-            recent.keep(thread(n), quarter, None);
+            recent.keep(thread(n), quarter, None, None);
         }
         assert_eq!(recent.lock().bytes, BUDGET);
         // One more byte: the least recently used goes.
-        recent.keep(thread(4), 1, None);
+        recent.keep(thread(4), 1, None, None);
         let kept = recent.lock();
         assert_eq!((kept.count, kept.bytes), (4, 3 * quarter + 1));
         drop(kept);
         // A request too large is not kept at all, and takes nothing out.
-        recent.keep(thread(5), quarter + 1, None);
+        recent.keep(thread(5), quarter + 1, None, None);
         assert_eq!(recent.lock().count, 4);
     }
 
@@ -349,7 +417,7 @@ pub(super) mod tests {
         let recent = RecentThreads::default();
         for n in 0..CAPACITY {
             let first = Message::text(Role::User, format!("conversation {n}"));
-            recent.keep(Thread::from_messages([first]), 1, None);
+            recent.keep(Thread::from_messages([first]), 1, None, None);
         }
         let first = |n: usize| {
             vec![
@@ -364,6 +432,7 @@ pub(super) mod tests {
         recent.keep(
             Thread::from_messages([Message::text(Role::User, "new")]),
             1,
+            None,
             None,
         );
         assert_eq!(recent.lock().count, CAPACITY);

@@ -218,6 +218,10 @@ impl<'a> Reply<'a> {
 pub trait Api: Send + Sync + 'static {
     type Events: Events;
 
+    /// Whether a re-sent body is read from where it differs from a kept
+    /// one (see `super::resent`): its message array is the whole history.
+    const READS_RESENT: bool = false;
+
     /// The whole reply of a request that does not stream.
     fn body(&self, reply: &Reply<'_>) -> Value;
 

@@ -17,6 +17,7 @@ pub struct Chat {
 }
 
 impl Api for Chat {
+    const READS_RESENT: bool = true;
     type Events = Chunks;
 
     fn body(&self, reply: &Reply<'_>) -> Value {
