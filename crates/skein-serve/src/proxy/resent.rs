@@ -65,20 +65,28 @@ impl ReadFrom {
     /// bytes are this body's up to the end of its last message, then a
     /// comma. The new messages' first byte then.
     pub fn continued_in(&self, body: &str) -> Option<usize> {
+        let from = self.ends_like(body).then(|| self.after_end(body))??;
+        (body.as_bytes()[..self.end] == self.body.as_bytes()[..self.end]).then_some(from)
+    }
+
+    /// What [`ReadFrom::continued_in`] checks first, in constant time: the
+    /// last bytes of this body's messages stand in `body` too, then a comma
+    /// (a body of another conversation differs there, long before its
+    /// first difference from the start).
+    pub fn ends_like(&self, body: &str) -> bool {
         let (kept, sent) = (self.body.as_bytes(), body.as_bytes());
-        // The last bytes first: a body of another conversation differs
-        // there, long before its first difference from the start.
-        let tail = self.end.saturating_sub(64);
-        if sent.len() <= self.end
-            || sent[tail..self.end] != kept[tail..self.end]
-            || sent[..tail] != kept[..tail]
-        {
-            return None;
-        }
-        let after = sent[self.end..]
-            .iter()
-            .position(|byte| !byte.is_ascii_whitespace())?;
-        (sent[self.end + after] == b',').then_some(self.end + after + 1)
+        let last = self.end.saturating_sub(64);
+        sent.len() > self.end
+            && sent[last..self.end] == kept[last..self.end]
+            && self.after_end(body).is_some()
+    }
+
+    /// Where `body`'s messages after this body's begin: past the comma
+    /// after this body's end (only white space between).
+    fn after_end(&self, body: &str) -> Option<usize> {
+        let rest = &body.as_bytes()[self.end..];
+        let comma = rest.iter().position(|byte| !byte.is_ascii_whitespace())?;
+        (rest[comma] == b',').then_some(self.end + comma + 1)
     }
 
     /// The body whose messages are `body`'s from `from` on (what

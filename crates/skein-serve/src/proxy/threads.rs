@@ -140,7 +140,7 @@ impl RecentThreads {
     /// message, then adds messages to (the longest such body).
     pub fn resent_in(&self, body: &str) -> Option<Resent> {
         let mut found: Option<Resent> = None;
-        for (place, thread, read) in self.read_from() {
+        for (place, thread, read) in self.ending_like(body) {
             if found
                 .as_ref()
                 .is_some_and(|found| found.read.end >= read.end)
@@ -162,17 +162,19 @@ impl RecentThreads {
         found
     }
 
-    /// Every kept thread with the body it was read from (shared, not
-    /// copied), taken out of the lock before bodies are compared.
-    fn read_from(&self) -> Vec<(Place, Thread, ReadFrom)> {
+    /// The kept threads whose bodies' last messages end where `body` has
+    /// the same bytes and a comma ([`ReadFrom::ends_like`]), taken out of
+    /// the lock (shared, not copied) before their whole bodies are
+    /// compared.
+    fn ending_like(&self, body: &str) -> Vec<(Place, Thread, ReadFrom)> {
         let kept = self.lock();
         kept.threads
             .iter()
             .flat_map(|(key, entries)| entries.iter().map(move |entry| (*key, entry)))
             .filter_map(|(key, entry)| {
-                let read = entry.read.clone()?;
+                let read = entry.read.as_ref().filter(|read| read.ends_like(body))?;
                 let head = entry.thread.head_id()?;
-                Some((Place { key, head }, entry.thread.clone(), read))
+                Some((Place { key, head }, entry.thread.clone(), read.clone()))
             })
             .collect()
     }
