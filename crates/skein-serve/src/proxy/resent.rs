@@ -156,6 +156,30 @@ mod tests {
         assert_eq!(bounds("[1]"), None);
     }
 
+    /// What is parsed of a re-sent body is its fields and new messages,
+    /// the same at depth 10 and 1,000.
+    #[test]
+    fn what_is_read_of_a_resent_body_is_the_same_at_any_depth() {
+        let body = |messages: usize| {
+            let messages: Vec<serde_json::Value> = (0..messages)
+                .map(|i| serde_json::json!({"role": "user", "content": format!("message {i}")}))
+                .collect();
+            serde_json::json!({"model": "m", "messages": messages, "stream": true}).to_string()
+        };
+        let rest = |depth: usize| {
+            let kept = read_from(&body(depth), depth);
+            let next = body(depth + 2);
+            let from = kept.continued_in(&next).unwrap();
+            kept.rest(&next, from)
+        };
+        let (shallow, deep) = (rest(10), rest(1_000));
+        assert_eq!(
+            shallow.replace("1001", "11").replace("1000", "10"),
+            deep.replace("1001", "11").replace("1000", "10")
+        );
+        assert!(deep.len() < 200, "{deep}");
+    }
+
     #[test]
     fn a_body_continues_one_whose_messages_it_begins_with() {
         let first = r#"{"model":"m","messages":[{"role":"user","content":"a"}]}"#;
