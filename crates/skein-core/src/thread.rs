@@ -28,6 +28,9 @@ pub struct Node {
     depth: u64,
     message: Message,
     parent: Option<Arc<Node>>,
+    /// Whether this message or one before it holds an erased part, known
+    /// when the node is made so that a thread answers it without a walk.
+    erased_above: bool,
     persisted_in: Mutex<Marks>,
 }
 
@@ -152,15 +155,22 @@ impl Thread {
     /// that is not `node_id(parent, message)` corrupts the thread.
     pub fn push_with_id(&self, id: NodeId, message: Message) -> Thread {
         let depth = self.head.as_ref().map_or(0, |head| head.depth + 1);
+        let erased_above = self.holds_erased() || message.is_erased();
         Thread {
             head: Some(Arc::new(Node {
                 id,
                 depth,
                 message,
                 parent: self.head.clone(),
+                erased_above,
                 persisted_in: Mutex::new(Marks::default()),
             })),
         }
+    }
+
+    /// Whether a message of the thread holds an erased part. O(1).
+    pub fn holds_erased(&self) -> bool {
+        self.head.as_ref().is_some_and(|head| head.erased_above)
     }
 
     /// Append several messages in order.
@@ -268,6 +278,25 @@ impl<'a> Iterator for Ancestors<'a> {
 mod tests {
     use super::*;
     use crate::message::Role;
+
+    #[test]
+    fn a_thread_knows_whether_a_message_of_it_is_erased_without_a_walk() {
+        let clean = Thread::from_messages([Message::system("s"), Message::user("a")]);
+        assert!(!clean.holds_erased());
+        let secret = Message::user("the code is 4417");
+        let erased = Message::new(
+            Role::User,
+            secret
+                .parts
+                .iter()
+                .map(|part| crate::message::Erased::part(part, "ana", 1, "a secret"))
+                .collect(),
+        );
+        let below = clean.push(erased).push(Message::assistant("noted"));
+        assert!(below.holds_erased(), "an erased message above the head");
+        assert!(!below.parent().parent().holds_erased());
+        assert!(!Thread::new().holds_erased());
+    }
 
     #[test]
     fn push_shares_the_prefix_and_leaves_the_original_alone() {

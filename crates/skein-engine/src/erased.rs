@@ -48,6 +48,12 @@ pub(crate) struct Sendable {
 /// chosen; otherwise the [`EngineError::ErasedContent`] refusal naming the
 /// newest erased message.
 pub(crate) fn sendable(thread: &Thread, placeholder: Option<&str>) -> Result<Sendable> {
+    if !thread.holds_erased() {
+        return Ok(Sendable {
+            thread: thread.clone(),
+            replaced: Vec::new(),
+        });
+    }
     let nodes: Vec<_> = thread.ancestors().collect();
     let Some(oldest) = nodes.iter().rposition(|node| node.message().is_erased()) else {
         return Ok(Sendable {
