@@ -130,10 +130,10 @@ impl<'r> RunToStore<'r> {
         recent: Option<&Recent>,
     ) -> RunToStore<'r> {
         let body = run.request.as_deref().map(|body| {
-            let messages = input_messages(thread, run.input_head);
+            let input = Input::of(thread, run.input_head);
             match recent {
-                Some(recent) => recent.cut(body.as_bytes(), &messages),
-                None => cut(body.as_bytes(), &messages),
+                Some(recent) => recent.cut(body.as_bytes(), input),
+                None => cut(body.as_bytes(), &input.messages_from(0)),
             }
         });
         RunToStore { run, body }
@@ -164,16 +164,47 @@ pub(crate) fn input_messages(
     thread: Option<&skein_core::Thread>,
     input_head: Option<NodeId>,
 ) -> Vec<(NodeId, &Message)> {
-    let (Some(thread), Some(input_head)) = (thread, input_head) else {
-        return Vec::new();
-    };
-    let mut messages: Vec<(NodeId, &Message)> = thread
-        .ancestors()
-        .skip_while(|node| node.id() != input_head)
-        .map(|node| (node.id(), node.message()))
-        .collect();
-    messages.reverse();
-    messages
+    Input::of(thread, input_head).messages_from(0)
+}
+
+/// A run's input thread, read from its head back only as far as a cut
+/// needs (a body taken up from an earlier one needs its new messages only).
+#[derive(Clone, Copy)]
+pub(crate) struct Input<'t> {
+    head: Option<&'t skein_core::Node>,
+}
+
+impl<'t> Input<'t> {
+    /// The thread of `thread` that ends at `input_head` (none when it does
+    /// not hold it).
+    pub(crate) fn of(thread: Option<&'t skein_core::Thread>, input_head: Option<NodeId>) -> Self {
+        let head = thread.zip(input_head).and_then(|(thread, input_head)| {
+            thread.ancestors().find(|node| node.id() == input_head)
+        });
+        Input { head }
+    }
+
+    /// How many messages it has.
+    pub(crate) fn len(&self) -> usize {
+        self.head.map_or(0, |head| head.depth() as usize + 1)
+    }
+
+    /// Its nodes from the head back, newest first.
+    pub(crate) fn back(&self) -> impl Iterator<Item = &'t skein_core::Node> {
+        std::iter::successors(self.head, |node| node.parent().map(|parent| &**parent))
+    }
+
+    /// Its messages from the one at `index` (the root's is 0) on, with
+    /// their ids, root first: a walk back from the head to there.
+    pub(crate) fn messages_from(&self, index: usize) -> Vec<(NodeId, &'t Message)> {
+        let mut messages: Vec<(NodeId, &Message)> = self
+            .back()
+            .take(self.len().saturating_sub(index))
+            .map(|node| (node.id(), node.message()))
+            .collect();
+        messages.reverse();
+        messages
+    }
 }
 
 /// A piece's id: the hash of its parent's id (or nothing, for a body's

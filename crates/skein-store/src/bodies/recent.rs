@@ -18,8 +18,12 @@ The result is the cut a whole body's would be, piece for piece, for the
 bodies clients send (each text referred to in the order it is sent); and
 it is always a valid one: what is kept of the earlier skeleton stands for
 bytes the new body holds, and refers only to nodes of its input thread
-(the earlier body's thread must be a prefix of the new one's, node for
-node).
+(the earlier body's input head must be one of the new input thread's
+nodes, so its whole thread is the new one's beginning: an id is its
+content and its ancestors'). That node is looked for among the new
+thread's last [`NEW_MESSAGES`] nodes, and only the messages after the
+point the cut is taken up from are read: the work does not walk the
+history.
 
 It holds message texts in memory: forgetting clears it (`redact`, `delete`
 and retention in this process; the proxy when another process erased
@@ -28,9 +32,9 @@ something, `Store::drop_cached_content`). Bounded to [`ENTRIES`] bodies and
 */
 
 use super::skeleton::{self, Resume};
-use super::{BodyHead, Cut, MAX_PIECE, NewPiece, pieces_after};
+use super::{BodyHead, Cut, Input, MAX_PIECE, NewPiece, pieces_after};
+use skein_core::NodeId;
 use skein_core::id::Digest;
-use skein_core::{Message, NodeId};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -41,6 +45,9 @@ const ENTRIES: usize = 64;
 const BYTES: usize = 64 << 20;
 /// How often (in body bytes) the body's hasher is kept along the way.
 const SNAPSHOT: usize = 64 << 10;
+/// How many of a body's last input messages may be new since the body it
+/// is taken up from (a body with more is cut whole).
+const NEW_MESSAGES: usize = 64;
 
 /// The last bodies a store handle cut, to take the next ones up from.
 #[derive(Default)]
@@ -50,8 +57,8 @@ pub(crate) struct Recent {
 
 /// One body's cut, as the next body of its conversation takes it up.
 struct Remembered {
-    /// Its input thread's nodes, root first.
-    thread: Vec<NodeId>,
+    /// Its input thread's head.
+    head: NodeId,
     body: Vec<u8>,
     /// Its skeleton, when it is not the body itself (no text referred to).
     skeleton: Option<Vec<u8>>,
@@ -73,14 +80,14 @@ impl Remembered {
 
 impl Recent {
     /// `body` cut as [`super::cut`] cuts it, taken up from the remembered
-    /// body its thread continues where there is one; remembered in turn.
-    pub(crate) fn cut<'b>(&self, body: &'b [u8], messages: &[(NodeId, &Message)]) -> Cut<'b> {
-        if messages.is_empty() {
-            return super::cut(body, messages);
-        }
-        let thread: Vec<NodeId> = messages.iter().map(|(id, _)| *id).collect();
-        let earlier = self.take(&thread);
-        let (cut, remembered, _) = cut_after(earlier.as_ref(), body, messages, thread);
+    /// body its input thread continues where there is one; remembered in
+    /// turn.
+    pub(crate) fn cut<'b>(&self, body: &'b [u8], input: Input<'_>) -> Cut<'b> {
+        let Some(head) = input.back().next().map(|node| node.id()) else {
+            return super::cut(body, &[]);
+        };
+        let earlier = self.take(input);
+        let (cut, remembered, _) = cut_after(earlier.as_ref(), body, input, head);
         self.keep(remembered);
         cut
     }
@@ -90,21 +97,14 @@ impl Recent {
         self.cuts.lock().expect("recent bodies").clear();
     }
 
-    /// The remembered body with the longest thread that `thread` continues,
-    /// taken out (its successor replaces it).
-    fn take(&self, thread: &[NodeId]) -> Option<Remembered> {
+    /// The remembered body whose input head is the latest of `input`'s
+    /// last [`NEW_MESSAGES`] nodes, taken out (its successor replaces it).
+    fn take(&self, input: Input<'_>) -> Option<Remembered> {
         let mut cuts = self.cuts.lock().expect("recent bodies");
-        let continues = |earlier: &Remembered| {
-            let len = earlier.thread.len();
-            len <= thread.len()
-                && earlier.thread.last() == thread.get(len.wrapping_sub(1))
-                && earlier.thread[..] == thread[..len]
-        };
-        let (index, _) = cuts
-            .iter()
-            .enumerate()
-            .filter(|(_, earlier)| continues(earlier))
-            .max_by_key(|(_, earlier)| earlier.thread.len())?;
+        let index = input
+            .back()
+            .take(NEW_MESSAGES)
+            .find_map(|node| cuts.iter().position(|earlier| earlier.head == node.id()))?;
         cuts.remove(index)
     }
 
@@ -125,13 +125,15 @@ impl Recent {
 }
 
 /// Where a cut took up the work: the body searched from `searched`, the
-/// skeleton cut from `cut`, the body hashed from `hashed`.
+/// skeleton cut from `cut`, the body hashed from `hashed`, and how many of
+/// the input thread's messages it read (`messages`).
 #[derive(Debug)]
 #[cfg_attr(not(test), expect(dead_code, reason = "what the tests check"))]
 struct Work {
     searched: usize,
     cut: usize,
     hashed: usize,
+    messages: usize,
 }
 
 /// `body`'s cut, taken up from `earlier` (a body whose thread this one's
@@ -140,8 +142,8 @@ struct Work {
 fn cut_after<'b>(
     earlier: Option<&Remembered>,
     body: &'b [u8],
-    messages: &[(NodeId, &Message)],
-    thread: Vec<NodeId>,
+    input: Input<'_>,
+    input_head: NodeId,
 ) -> (Cut<'b>, Remembered, Work) {
     let same = earlier.map_or(0, |earlier| common_prefix(&earlier.body, body));
     let (prefix, from, mut resumes): (&[u8], Resume, Vec<Resume>) = match earlier {
@@ -157,7 +159,8 @@ fn cut_after<'b>(
         }
         None => (&[], Resume::START, Vec::new()),
     };
-    let taken_up = skeleton::resumed(body, messages, prefix, from);
+    let messages = input.messages_from(from.messages);
+    let taken_up = skeleton::resumed(body, &messages, prefix, from);
     resumes.extend(taken_up.resumes);
     let skeleton = taken_up.bytes;
     let kept_pieces = match earlier {
@@ -185,7 +188,7 @@ fn cut_after<'b>(
         len: body.len(),
     };
     let remembered = Remembered {
-        thread,
+        head: input_head,
         body: body.to_vec(),
         skeleton: match &skeleton {
             Cow::Borrowed(_) => None,
@@ -199,6 +202,7 @@ fn cut_after<'b>(
         searched: from.body,
         cut: cut_from,
         hashed,
+        messages: messages.len(),
     };
     let cut = Cut {
         skeleton,
@@ -252,18 +256,13 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skein_core::{Message, Thread};
 
     fn words(i: usize) -> String {
         let words: Vec<String> = (0..90)
             .map(|j| ((i * 7919 + j * 104_729) % 9973).to_string())
             .collect();
         format!("message {i} \"quoted\" é {}", words.join(" "))
-    }
-
-    fn node(i: usize) -> NodeId {
-        let mut id = [0u8; 32];
-        id[..8].copy_from_slice(&(i as u64).to_le_bytes());
-        NodeId(id)
     }
 
     /// A client's body for `texts` (as serde_json writes it), with `tail`
@@ -284,16 +283,16 @@ mod tests {
         out
     }
 
-    fn thread(texts: &[String]) -> Vec<(NodeId, Message)> {
-        texts
-            .iter()
-            .enumerate()
-            .map(|(i, text)| (node(i), Message::user(text.clone())))
-            .collect()
+    fn thread(texts: &[String]) -> Thread {
+        Thread::from_messages(texts.iter().map(|text| Message::user(text.clone())))
     }
 
-    fn refs(thread: &[(NodeId, Message)]) -> Vec<(NodeId, &Message)> {
-        thread.iter().map(|(id, message)| (*id, message)).collect()
+    fn input(thread: &Thread) -> Input<'_> {
+        Input::of(Some(thread), thread.head_id())
+    }
+
+    fn refs(thread: &Thread) -> Vec<(NodeId, &Message)> {
+        input(thread).messages_from(0)
     }
 
     fn same_cut(a: &Cut<'_>, b: &Cut<'_>) -> bool {
@@ -307,7 +306,7 @@ mod tests {
         for turn in (1..=300).step_by(2) {
             let nodes = thread(&texts[..turn]);
             let sent = body(&texts[..turn], r#","stream":true"#);
-            let taken_up = recent.cut(&sent, &refs(&nodes));
+            let taken_up = recent.cut(&sent, input(&nodes));
             let whole = super::super::cut(&sent, &refs(&nodes));
             assert!(same_cut(&taken_up, &whole), "turn {turn}");
         }
@@ -315,8 +314,8 @@ mod tests {
     }
 
     /// The work of a turn at depth 1,000 begins near the end of its body:
-    /// the last messages are searched, the last pieces cut and the last
-    /// snapshot's bytes hashed, whatever the depth.
+    /// the last messages are read and searched, the last pieces cut and
+    /// the last snapshot's bytes hashed, whatever the depth.
     #[test]
     fn a_resent_history_is_searched_cut_and_hashed_from_near_its_end() {
         let texts: Vec<String> = (0..1002).map(words).collect();
@@ -324,12 +323,13 @@ mod tests {
         for turn in [1000, 1002] {
             let nodes = thread(&texts[..turn]);
             let sent = body(&texts[..turn], r#","stream":true"#);
-            let ids = nodes.iter().map(|(id, _)| *id).collect();
-            let (cut, remembered, work) = cut_after(earlier.as_ref(), &sent, &refs(&nodes), ids);
+            let head = nodes.head_id().unwrap();
+            let (cut, remembered, work) = cut_after(earlier.as_ref(), &sent, input(&nodes), head);
             assert!(same_cut(&cut, &super::super::cut(&sent, &refs(&nodes))));
             if turn == 1002 {
                 let last_two = sent.len() - 2 * 700;
                 assert!(work.searched > last_two, "{work:?} of {}", sent.len());
+                assert!(work.messages <= 3, "{work:?}: the history was read");
                 assert!(work.hashed + 2 * SNAPSHOT > sent.len(), "{work:?}");
                 let skeleton = cut.skeleton.len();
                 assert!(
@@ -350,7 +350,7 @@ mod tests {
         for turn in [100, 102, 250, 400] {
             let nodes = thread(&texts[..turn]);
             let sent = body(&texts[..turn], "");
-            let taken_up = recent.cut(&sent, &refs(&nodes));
+            let taken_up = recent.cut(&sent, input(&nodes));
             assert_eq!(&taken_up.skeleton[..], &sent[..]);
             assert!(same_cut(
                 &taken_up,
@@ -366,18 +366,17 @@ mod tests {
         let recent = Recent::default();
         let texts: Vec<String> = (0..40).map(words).collect();
         let nodes = thread(&texts);
-        recent.cut(&body(&texts, ""), &refs(&nodes));
-        // The same thread, its second text sent differently (an edit the
-        // graph stored as another node would not continue the thread).
+        recent.cut(&body(&texts, ""), input(&nodes));
+        // The same thread, its second text sent differently (an edit: the
+        // edited node and every one after it have other ids).
         let mut edited = texts.clone();
         edited[1] = format!("{} (edited)", edited[1]);
-        let mut edited_nodes = thread(&edited);
-        edited_nodes[1].0 = node(1000);
+        let edited_nodes = thread(&edited);
         for (sent, nodes) in [
             (body(&texts, ",\"n\":1"), &nodes),
             (body(&edited, ""), &edited_nodes),
         ] {
-            let taken_up = recent.cut(&sent, &refs(nodes));
+            let taken_up = recent.cut(&sent, input(nodes));
             assert!(same_cut(&taken_up, &super::super::cut(&sent, &refs(nodes))));
         }
     }
@@ -388,16 +387,18 @@ mod tests {
         // again: whatever the resumes, the skeleton stands for the body.
         let recent = Recent::default();
         let texts: Vec<String> = (0..30).map(|i| words(i % 7)).collect();
-        let nodes = thread(&texts);
         for turn in [10, 20, 12, 30, 30, 5, 29] {
+            let nodes = thread(&texts[..turn]);
             let mut order: Vec<String> = texts[..turn].to_vec();
             if turn % 2 == 0 {
                 order.swap(0, turn - 1);
             }
             let sent = body(&order, "");
-            let cut = recent.cut(&sent, &refs(&nodes[..turn]));
-            let messages: std::collections::HashMap<NodeId, Message> =
-                nodes[..turn].iter().cloned().collect();
+            let cut = recent.cut(&sent, input(&nodes));
+            let messages: std::collections::HashMap<NodeId, Message> = refs(&nodes)
+                .into_iter()
+                .map(|(id, message)| (id, message.clone()))
+                .collect();
             let pieces: Vec<super::super::StoredPiece> = cut
                 .pieces
                 .iter()

@@ -213,8 +213,8 @@ pub(crate) fn of<'b>(body: &'b [u8], messages: &[(NodeId, &Message)]) -> Skeleto
 /// [`of`] taken up at `from`, one of the [`Skeleton::resumes`] of an
 /// earlier body whose skeleton began with `prefix` (its bytes before
 /// `from.skeleton`) and whose first `from.body` bytes are `body`'s: only
-/// the bytes after it are searched, for the messages after
-/// `from.messages`.
+/// the bytes after it are searched, for `messages`, the input thread's
+/// messages from the one at index `from.messages` on.
 pub(crate) fn resumed<'b>(
     body: &'b [u8],
     messages: &[(NodeId, &Message)],
@@ -227,7 +227,7 @@ pub(crate) fn resumed<'b>(
     // The escaping order after each message (for the resumes).
     let mut styles_after: Vec<[Style; 2]> = Vec::with_capacity(messages.len());
     let mut styles = from.styles;
-    for (index, (node, message)) in messages.iter().enumerate().skip(from.messages) {
+    for (index, (node, message)) in (from.messages..).zip(messages) {
         if !strings.is_empty() {
             for (part, text) in message.parts.iter().enumerate() {
                 // No escaping makes a character more than six bytes long.
