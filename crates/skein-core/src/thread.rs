@@ -9,7 +9,10 @@ pushed, before anything is stored.
 Each node also remembers which stores already hold it (by [`StoreKey`]), so
 a store appending a thread can stop walking back at the first node it is
 known to hold: the cost is proportional to the new nodes, never to the
-depth. Marks are set by stores after their commit succeeds.
+depth. Marks are set by stores after their commit succeeds. A node also
+knows, from the moment it is made, whether it or a node before it holds
+an erased part ([`Thread::holds_erased`]), so the check before a thread is
+sent does not walk it.
 */
 
 use crate::encoding::node_id;

@@ -39,8 +39,9 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-/// Bodies remembered at most...
-const ENTRIES: usize = 64;
+/// Bodies remembered at most (about one per conversation in use, as many
+/// as the proxy keeps threads for)...
+const ENTRIES: usize = 512;
 /// ...and their bytes (body and skeleton) at most.
 const BYTES: usize = 64 << 20;
 /// How often (in body bytes) the body's hasher is kept along the way.
