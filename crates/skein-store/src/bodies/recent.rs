@@ -53,7 +53,29 @@ const NEW_MESSAGES: usize = 64;
 /// The last bodies a store handle cut, to take the next ones up from.
 #[derive(Default)]
 pub(crate) struct Recent {
-    cuts: Mutex<VecDeque<Remembered>>,
+    cuts: Mutex<Cuts>,
+}
+
+/// The remembered bodies, the least recently stored first, and how many
+/// of them end at each input head (so a body of no remembered thread is
+/// told in a few hash lookups).
+#[derive(Default)]
+struct Cuts {
+    bodies: VecDeque<Remembered>,
+    heads: std::collections::HashMap<NodeId, usize>,
+}
+
+impl Cuts {
+    fn remove(&mut self, index: usize) -> Option<Remembered> {
+        let removed = self.bodies.remove(index)?;
+        if let Some(count) = self.heads.get_mut(&removed.head) {
+            *count -= 1;
+            if *count == 0 {
+                self.heads.remove(&removed.head);
+            }
+        }
+        Some(removed)
+    }
 }
 
 /// One body's cut, as the next body of its conversation takes it up.
@@ -95,17 +117,22 @@ impl Recent {
 
     /// Forget every body (their texts may have been erased).
     pub(crate) fn clear(&self) {
-        self.cuts.lock().expect("recent bodies").clear();
+        *self.cuts.lock().expect("recent bodies") = Cuts::default();
     }
 
     /// The remembered body whose input head is the latest of `input`'s
     /// last [`NEW_MESSAGES`] nodes, taken out (its successor replaces it).
     fn take(&self, input: Input<'_>) -> Option<Remembered> {
         let mut cuts = self.cuts.lock().expect("recent bodies");
-        let index = input
+        let head = input
             .back()
             .take(NEW_MESSAGES)
-            .find_map(|node| cuts.iter().position(|earlier| earlier.head == node.id()))?;
+            .map(|node| node.id())
+            .find(|id| cuts.heads.contains_key(id))?;
+        let index = cuts
+            .bodies
+            .iter()
+            .rposition(|earlier| earlier.head == head)?;
         cuts.remove(index)
     }
 
@@ -114,10 +141,11 @@ impl Recent {
             return;
         }
         let mut cuts = self.cuts.lock().expect("recent bodies");
-        cuts.push_back(remembered);
-        let mut held: usize = cuts.iter().map(Remembered::bytes).sum();
-        while cuts.len() > ENTRIES || held > BYTES {
-            let Some(dropped) = cuts.pop_front() else {
+        *cuts.heads.entry(remembered.head).or_default() += 1;
+        cuts.bodies.push_back(remembered);
+        let mut held: usize = cuts.bodies.iter().map(Remembered::bytes).sum();
+        while cuts.bodies.len() > ENTRIES || held > BYTES {
+            let Some(dropped) = cuts.remove(0) else {
                 break;
             };
             held -= dropped.bytes();
@@ -311,7 +339,11 @@ mod tests {
             let whole = super::super::cut(&sent, &refs(&nodes));
             assert!(same_cut(&taken_up, &whole), "turn {turn}");
         }
-        assert_eq!(recent.cuts.lock().unwrap().len(), 1, "one body per line");
+        assert_eq!(
+            recent.cuts.lock().unwrap().bodies.len(),
+            1,
+            "one body per line"
+        );
     }
 
     /// The work of a turn at depth 1,000 begins near the end of its body:
@@ -359,7 +391,7 @@ mod tests {
             ));
         }
         let cuts = recent.cuts.lock().unwrap();
-        assert!(cuts.iter().all(|cut| cut.skeleton.is_none()));
+        assert!(cuts.bodies.iter().all(|cut| cut.skeleton.is_none()));
     }
 
     #[test]
