@@ -352,14 +352,27 @@ fn files_holding(dir: &Path) -> Vec<String> {
     found
 }
 
-#[test]
-fn a_marker_through_every_surface_leaves_no_byte_after_redact_and_gc() {
-    let skein = Cli::temp(crate::BIN);
+/// The marker sent through every surface of a CLI on `db` (a fresh SQLite
+/// file when `None`), found by `verify --find`, then forgotten by
+/// `forget`: no file skein wrote holds it after, and (on PostgreSQL)
+/// `verify --find` finds no row. What `verify --find` printed before.
+fn forgotten_from_every_surface(db: Option<&str>, forget: fn(&Cli)) -> String {
+    let skein = match db {
+        Some(url) => Cli::temp(crate::BIN).on(url),
+        None => Cli::temp(crate::BIN),
+    };
     seed(&skein);
-    assert!(!files_holding(skein.dir()).is_empty());
     let held = skein.run(&["verify", "--find", MARKER]);
     assert_eq!(held.status.code(), Some(6), "{}", stderr(&held));
-    let places = String::from_utf8_lossy(&held.stdout).to_string();
+    forget(&skein);
+    let left = files_holding(skein.dir());
+    assert!(left.is_empty(), "the marker is still in {left:?}");
+    String::from_utf8_lossy(&held.stdout).to_string()
+}
+
+#[test]
+fn a_marker_through_every_surface_leaves_no_byte_after_redact_and_gc() {
+    let places = forgotten_from_every_surface(None, erase);
     for place in [
         "nodes.body",
         "request_pieces.bytes",
@@ -371,18 +384,11 @@ fn a_marker_through_every_surface_leaves_no_byte_after_redact_and_gc() {
     ] {
         assert!(places.contains(place), "{place} not in {places}");
     }
-    erase(&skein);
-    let left = files_holding(skein.dir());
-    assert!(left.is_empty(), "the marker is still in {left:?}");
 }
 
 #[test]
 fn a_marker_through_every_surface_leaves_no_byte_after_everything_is_deleted() {
-    let skein = Cli::temp(crate::BIN);
-    seed(&skein);
-    delete_everything(&skein);
-    let left = files_holding(skein.dir());
-    assert!(left.is_empty(), "the marker is still in {left:?}");
+    forgotten_from_every_surface(None, delete_everything);
 }
 
 /// The same on PostgreSQL, where `verify --find` searches every place the
@@ -390,29 +396,18 @@ fn a_marker_through_every_surface_leaves_no_byte_after_everything_is_deleted() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_marker_through_every_surface_leaves_no_row_after_redact_and_gc_on_postgres() {
-    let Some(schema) = crate::postgres::scratch(
-        "a_marker_through_every_surface_leaves_no_row_after_redact_and_gc_on_postgres",
-    ) else {
-        return;
-    };
-    let skein = Cli::temp(crate::BIN).on(schema.url());
-    seed(&skein);
-    let held = skein.run(&["verify", "--find", MARKER]);
-    assert_eq!(held.status.code(), Some(6), "{}", stderr(&held));
-    erase(&skein);
-    let left = files_holding(skein.dir());
-    assert!(left.is_empty(), "the marker is still in {left:?}");
+    let test = "a_marker_through_every_surface_leaves_no_row_after_redact_and_gc_on_postgres";
+    if let Some(schema) = crate::postgres::scratch(test) {
+        forgotten_from_every_surface(Some(schema.url()), erase);
+    }
 }
 
 #[cfg(feature = "postgres")]
 #[test]
 fn a_marker_through_every_surface_leaves_no_row_after_everything_is_deleted_on_postgres() {
-    let Some(schema) = crate::postgres::scratch(
-        "a_marker_through_every_surface_leaves_no_row_after_everything_is_deleted_on_postgres",
-    ) else {
-        return;
-    };
-    let skein = Cli::temp(crate::BIN).on(schema.url());
-    seed(&skein);
-    delete_everything(&skein);
+    let test =
+        "a_marker_through_every_surface_leaves_no_row_after_everything_is_deleted_on_postgres";
+    if let Some(schema) = crate::postgres::scratch(test) {
+        forgotten_from_every_surface(Some(schema.url()), delete_everything);
+    }
 }
