@@ -11,7 +11,9 @@ its nodes and runs are seen as seeds) or waits and finds the node gone.
 A dry run rolls back to a savepoint taken first. A garbage collection's
 plan is one read that locks nothing; each of its batches locks only its
 own nodes. Maintenance that must not run twice at once holds a session
-advisory lock ([`Forget::exclusively`]).
+advisory lock ([`Forget::exclusively`]). A redaction rewrites the copies
+of the erased content by the rules of crate::places, their rows locked
+(`erase_copies`).
 */
 
 use super::PgStore;

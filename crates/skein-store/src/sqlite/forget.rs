@@ -6,7 +6,9 @@ the seeds among them in two statements over a temporary table, and deletes
 the garbage with its search-index rows, unreferenced blobs and cached
 embeddings. A dry run rolls back to a savepoint taken first. A garbage
 collection's plan is one read; each of its batches is one `BEGIN
-IMMEDIATE` transaction deciding over the batch as its candidates.
+IMMEDIATE` transaction deciding over the batch as its candidates. A
+redaction rewrites the copies of the erased content by the rules of
+crate::places, one statement pair per place (`erase_copies`).
 */
 
 use super::graph::decode_message;
