@@ -199,10 +199,14 @@ impl RecentThreads {
             kept.remove(replaced);
         }
         kept.remove(Place { key, head });
-        let bytes = if read.is_some() { 2 * bytes } else { bytes };
         if bytes > BUDGET / 4 {
             return;
         }
+        // The body doubles what is held: a large one is not kept with it.
+        let (read, bytes) = match read {
+            Some(read) if 2 * bytes <= BUDGET / 4 => (Some(read), 2 * bytes),
+            _ => (None, bytes),
+        };
         while kept.count >= CAPACITY || kept.bytes + bytes > BUDGET {
             if !kept.remove_oldest() {
                 break;
@@ -412,6 +416,29 @@ pub(super) mod tests {
         // A request too large is not kept at all, and takes nothing out.
         recent.keep(thread(5), quarter + 1, None, None);
         assert_eq!(recent.lock().count, 4);
+        // A body counts twice (the thread and its bytes); one too large to
+        // keep twice leaves its thread kept without it.
+        let recent = RecentThreads::default();
+        let body = r#"{"messages":[{"role":"user","content":"a"}]}"#;
+        let (open, end) = super::super::resent::bounds(body).unwrap();
+        let read = ReadFrom {
+            body: body.into(),
+            open,
+            end,
+            messages: 1,
+            annotations: Vec::new(),
+        };
+        recent.keep(thread(6), 10, None, Some(read.clone()));
+        recent.keep(thread(7), quarter, None, Some(read));
+        let kept = recent.lock();
+        assert_eq!(kept.bytes, 20 + quarter);
+        let with_body: Vec<bool> = kept
+            .threads
+            .values()
+            .flatten()
+            .map(|entry| entry.read.is_some())
+            .collect();
+        assert_eq!(with_body.iter().filter(|kept| **kept).count(), 1);
     }
 
     #[test]
