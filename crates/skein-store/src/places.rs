@@ -89,17 +89,18 @@ pub enum Erasing {
 
 /// A copy of content in rows outside the graph, and how erasing reaches
 /// it: every row [`Copies::reach`] and [`Copies::may_hold`] select gets
-/// [`Copies::without`] of its value.
+/// [`Copies::without`] of its value, written back by its [`Copies::key`].
 #[derive(Clone, Copy, Debug)]
 pub struct Copies {
+    /// The table's primary key columns.
+    pub key: &'static [&'static str],
     /// Which rows may hold a copy of the erased message's content.
     pub reach: Reach,
     /// An SQL condition both backends read alike, narrowing those rows to
     /// the ones that may hold a copy at all (cheap, never exact).
     pub may_hold: &'static str,
     /// The value without the erased message's content; `None` leaves it
-    /// as it is. A function of the value and the message only, so rows
-    /// holding the same value are rewritten alike.
+    /// as it is (a value it already rewrote included).
     pub without: fn(&str, &Message) -> Option<String>,
 }
 
@@ -141,6 +142,9 @@ const fn both(
 /// produced.
 const RUN_THREAD: &[&str] = &["input_head", "output_head"];
 
+/// A table keyed by its `id`.
+const ID: &[&str] = &["id"];
+
 /// Every column that holds message content or a copy of it.
 pub const CONTENT: &[Place] = &[
     both(
@@ -176,6 +180,7 @@ pub const CONTENT: &[Place] = &[
         "a provider's error text, which may quote the request",
         "replaced when a message the request carried is erased; deleted with the run",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::Below(RUN_THREAD),
             may_hold: "error IS NOT NULL",
             without: error_without,
@@ -188,6 +193,7 @@ pub const CONTENT: &[Place] = &[
         "observation events of the call that produced a message",
         "cleared when the message is erased; deleted with the run",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::At("output_head"),
             may_hold: "events <> '[]'",
             without: events_without,
@@ -200,6 +206,7 @@ pub const CONTENT: &[Place] = &[
         "a configured prompt's variables (`prompt` relation)",
         "the prompt relation is removed when a message of the thread is erased",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::Below(RUN_THREAD),
             may_hold: "relations LIKE '%\"kind\":\"prompt\"%'",
             without: relations_without,
@@ -212,6 +219,7 @@ pub const CONTENT: &[Place] = &[
         "a title made from the first prompt; a recorded chat's system text and sources",
         "the title and the copied texts go when the message holding them is erased",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::Below(&["head"]),
             may_hold: "meta LIKE '%\"title\"%' OR meta LIKE '%\"recorded\"%'",
             without: meta_without,
@@ -224,6 +232,7 @@ pub const CONTENT: &[Place] = &[
         "a replay's replacement system prompt and source texts",
         "replaced when a message holding them is erased",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::Every,
             may_hold: "change LIKE '%\"system\"%' OR change LIKE '%\"replace_sources\"%'",
             without: change_without,
@@ -236,6 +245,7 @@ pub const CONTENT: &[Place] = &[
         "the search words a replay selected turns by",
         "replaced when a message holding them is erased",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::Every,
             may_hold: "selection LIKE '%\"search\"%'",
             without: selection_without,
@@ -248,6 +258,7 @@ pub const CONTENT: &[Place] = &[
         "why the comparator decided (it may quote either answer)",
         "replaced when a message of the compared threads is erased",
         Erasing::Copies(Copies {
+            key: &["replay", "seq"],
             reach: Reach::Below(&["turn_node", "request_node", "answer_head"]),
             may_hold: "detail LIKE '%\"why\"%'",
             without: detail_without,
@@ -260,6 +271,7 @@ pub const CONTENT: &[Place] = &[
         "why each sample was judged changed (it may quote either answer)",
         "replaced when a message of the compared threads is erased",
         Erasing::Copies(Copies {
+            key: ID,
             reach: Reach::Below(&["turn_node", "request_head", "answer_head"]),
             may_hold: "detail LIKE '%\"why\"%'",
             without: detail_without,
@@ -564,7 +576,7 @@ mod tests {
             let erased = (copies.without)(&value, &original)
                 .unwrap_or_else(|| panic!("{name}: {value} was left as it is"));
             assert!(!erased.contains(MARKER), "{name}: {erased}");
-            // Rows are rewritten by value: a rewritten value is left alone.
+            // A rewritten value is left alone: erasing again changes nothing.
             assert_eq!((copies.without)(&erased, &original), None, "{name}");
         }
     }

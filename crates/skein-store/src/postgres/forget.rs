@@ -261,8 +261,9 @@ const BELOW: &str = "WITH RECURSIVE below(id) AS (
      )";
 
 /// Rewrite the copies of `original`'s content `place` holds, by its rule
-/// (crate::places); how many rows changed. The rows read are locked
-/// until the transaction ends.
+/// (crate::places): the rows it reaches are read once and locked, and each
+/// one that changes is written back by its key (read as text); how many
+/// rows changed.
 async fn erase_copies(
     tx: &Client,
     place: &Place,
@@ -271,7 +272,7 @@ async fn erase_copies(
     original: &Message,
 ) -> Result<u64> {
     let (table, column, may_hold) = (place.table, place.column, copies.may_hold);
-    let (with, reach, keyed) = match copies.reach {
+    let (with, reach, bound) = match copies.reach {
         Reach::Below(columns) => {
             let reach = columns
                 .iter()
@@ -283,31 +284,45 @@ async fn erase_copies(
         Reach::At(column) => ("", format!("{column} = $1"), true),
         Reach::Every => ("", "TRUE".to_string(), false),
     };
-    let key: Vec<&(dyn ToSql + Sync)> = if keyed { vec![&id] } else { Vec::new() };
-    let (old, new) = if keyed { ("$2", "$3") } else { ("$1", "$2") };
-    let held: HashSet<String> = tx
+    let node: Vec<&(dyn ToSql + Sync)> = if bound { vec![&id] } else { Vec::new() };
+    let keys = copies
+        .key
+        .iter()
+        .map(|key| format!("CAST({key} AS TEXT)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let held: Vec<(String, Vec<String>)> = tx
         .query(
             &format!(
-                "{with} SELECT {column} FROM {table} WHERE ({may_hold}) AND ({reach}) FOR UPDATE"
+                "{with} SELECT {column}, {keys} FROM {table}
+                 WHERE ({may_hold}) AND ({reach}) FOR UPDATE"
             ),
-            &key,
+            &node,
         )
         .await?
         .into_iter()
-        .map(|row| row.get(0))
+        .map(|row| {
+            (
+                row.get(0),
+                (1..=copies.key.len()).map(|at| row.get(at)).collect(),
+            )
+        })
         .collect();
+    let by_key = (2..)
+        .zip(copies.key)
+        .map(|(at, key)| format!("CAST({key} AS TEXT) = ${at}"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
     let rewrite = tx
         .prepare_cached(&format!(
-            "{with} UPDATE {table} SET {column} = {new}::text
-             WHERE {column} = {old}::text AND ({may_hold}) AND ({reach})"
+            "UPDATE {table} SET {column} = $1::text WHERE {by_key}"
         ))
         .await?;
     let mut rows = 0;
-    for value in held {
-        if let Some(without) = (copies.without)(&value, original) {
-            let mut values = key.clone();
-            values.push(&value);
-            values.push(&without);
+    for (value, key) in &held {
+        if let Some(without) = (copies.without)(value, original) {
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&without];
+            values.extend(key.iter().map(|key| key as &(dyn ToSql + Sync)));
             rows += tx.execute(&rewrite, &values).await?;
         }
     }

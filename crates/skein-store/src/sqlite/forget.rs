@@ -240,7 +240,8 @@ const BELOW: &str = "WITH RECURSIVE below(seq) AS (
      ids(id) AS (SELECT n.id FROM below JOIN nodes n ON n.seq = below.seq)";
 
 /// Rewrite the copies of `original`'s content `place` holds, by its rule
-/// (crate::places); how many rows changed.
+/// (crate::places): the rows it reaches are read once, and each one that
+/// changes is written back by its key; how many rows changed.
 fn erase_copies(
     conn: &Connection,
     place: &Place,
@@ -250,7 +251,7 @@ fn erase_copies(
     original: &Message,
 ) -> Result<u64> {
     let (table, column, may_hold) = (place.table, place.column, copies.may_hold);
-    let (with, reach, key) = match copies.reach {
+    let (with, reach, bound) = match copies.reach {
         Reach::Below(columns) => {
             let reach = columns
                 .iter()
@@ -266,27 +267,29 @@ fn erase_copies(
         ),
         Reach::Every => ("", "TRUE".to_string(), None),
     };
-    let (old, new) = match key {
-        Some(_) => ("?2", "?3"),
-        None => ("?1", "?2"),
-    };
-    let held: HashSet<String> = conn
-        .prepare_cached(&format!(
-            "{with} SELECT {column} FROM {table} WHERE ({may_hold}) AND ({reach})"
-        ))?
-        .query_map(rusqlite::params_from_iter(key.iter()), |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut rewrite = conn.prepare_cached(&format!(
-        "{with} UPDATE {table} SET {column} = {new}
-         WHERE {column} = {old} AND ({may_hold}) AND ({reach})"
+    let keys = copies.key.join(", ");
+    let mut select = conn.prepare_cached(&format!(
+        "{with} SELECT {column}, {keys} FROM {table} WHERE ({may_hold}) AND ({reach})"
     ))?;
+    let held: Vec<(String, Vec<Value>)> = select
+        .query_map(rusqlite::params_from_iter(bound.iter()), |row| {
+            let key = (1..=copies.key.len())
+                .map(|at| row.get(at))
+                .collect::<rusqlite::Result<_>>()?;
+            Ok((row.get(0)?, key))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let by_key = (2..)
+        .zip(copies.key)
+        .map(|(at, key)| format!("{key} = ?{at}"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let mut rewrite =
+        conn.prepare_cached(&format!("UPDATE {table} SET {column} = ?1 WHERE {by_key}"))?;
     let mut rows = 0;
-    for value in held {
+    for (value, key) in held {
         if let Some(without) = (copies.without)(&value, original) {
-            let values = key
-                .iter()
-                .cloned()
-                .chain([Value::Text(value), Value::Text(without)]);
+            let values = std::iter::once(Value::Text(without)).chain(key);
             rows += rewrite.execute(rusqlite::params_from_iter(values))? as u64;
         }
     }
